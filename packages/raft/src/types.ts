@@ -1,0 +1,241 @@
+/**
+ * The vocabulary shared by the pure core, the driver, storage and transports.
+ * Everything here is plain data so that it can be persisted with msgpackr and sent over any transport.
+ */
+
+/** A member's identity inside one Raft group. Any non-empty string ("n1", "10.0.0.7:7001", ...). */
+export type NodeId = string;
+
+/** The member set. Voters count toward quorums; learners receive the log but never vote or count. */
+export interface Configuration {
+  voters: NodeId[];
+  learners: NodeId[];
+}
+
+/** One change to the member set. Applied one at a time (single-server changes, dissertation section 4.1). */
+export type ConfigChange =
+  | { type: 'addLearner'; node: NodeId }
+  | { type: 'promote'; node: NodeId }
+  | { type: 'addVoter'; node: NodeId }
+  | { type: 'remove'; node: NodeId };
+
+/**
+ * A log entry. `time` is the leader's clock (milliseconds) when it appended the entry; state machines read
+ * time only from here, so every member computes the same thing (sessions and leases expire deterministically).
+ */
+export type Entry =
+  | { index: number; term: number; time: number; kind: 'command'; data: Uint8Array }
+  | { index: number; term: number; time: number; kind: 'config'; change: ConfigChange; config: Configuration }
+  | { index: number; term: number; time: number; kind: 'noop' };
+
+/** The state that must be on stable storage before the member answers any message that depends on it. */
+export interface HardState {
+  term: number;
+  vote: NodeId | null;
+  commit: number;
+}
+
+/** Describes a snapshot: the last entry it covers and the member set at that point. */
+export interface SnapshotMeta {
+  index: number;
+  term: number;
+  /** Leader-stamped time of the last entry covered; lets the leader keep entry time monotonic after restore. */
+  time: number;
+  config: Configuration;
+}
+
+export interface Snapshot {
+  meta: SnapshotMeta;
+  data: Uint8Array;
+}
+
+export type Role = 'follower' | 'precandidate' | 'candidate' | 'leader';
+
+/**
+ * A linearizable read that became safe: once `applied >= index`, the read identified by `context` may run.
+ * `index` is -1 when the read was refused (no leader, leadership lost): retry, possibly elsewhere.
+ */
+export interface ReadState {
+  index: number;
+  context: string;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Messages between members. `term` 0 means "not term-bearing" (local forwarding requests).
+
+interface MessageBase {
+  from: NodeId;
+  to: NodeId;
+  term: number;
+}
+
+export interface VoteRequest extends MessageBase {
+  type: 'vote' | 'prevote';
+  lastIndex: number;
+  lastTerm: number;
+  /** Set when the election was started by a leadership transfer: voters ignore their leader lease. */
+  transfer: boolean;
+}
+
+export interface VoteResponse extends MessageBase {
+  type: 'voteResp' | 'prevoteResp';
+  reject: boolean;
+}
+
+export interface AppendRequest extends MessageBase {
+  type: 'append';
+  prevIndex: number;
+  prevTerm: number;
+  entries: Entry[];
+  commit: number;
+}
+
+export interface AppendResponse extends MessageBase {
+  type: 'appendResp';
+  /** On success: the last index now matching the leader. On reject: the prevIndex that was rejected. */
+  index: number;
+  reject: boolean;
+  /** On reject: the follower's hint for fast backtracking (last index it could match at most). */
+  hintIndex: number;
+  /** On reject: the term of the follower's entry at hintIndex (0 if none). */
+  hintTerm: number;
+}
+
+export interface HeartbeatRequest extends MessageBase {
+  type: 'heartbeat';
+  commit: number;
+  /** Read-index round this heartbeat confirms leadership for (0 when none). */
+  round: number;
+}
+
+export interface HeartbeatResponse extends MessageBase {
+  type: 'heartbeatResp';
+  round: number;
+}
+
+/**
+ * A whole snapshot for a lagging follower. The core emits it with empty `data`; the driver fills the data from
+ * storage and the transport streams it in chunks (see snapshot-stream.ts), so it never travels as one frame.
+ */
+export interface SnapshotRequest extends MessageBase {
+  type: 'snapshot';
+  snapshot: Snapshot;
+}
+
+export interface TimeoutNow extends MessageBase {
+  type: 'timeoutNow';
+}
+
+/** A follower forwarding client proposals to its leader. */
+export interface ProposeForward extends MessageBase {
+  type: 'propose';
+  commands: Uint8Array[];
+}
+
+/** A follower asking its leader for a read index on behalf of a local read. */
+export interface ReadIndexRequest extends MessageBase {
+  type: 'readIndex';
+  context: string;
+}
+
+export interface ReadIndexResponse extends MessageBase {
+  type: 'readIndexResp';
+  context: string;
+  /** -1 when the leader could not serve the read (no longer leader, not yet committed in its term). */
+  index: number;
+}
+
+export type Message =
+  | VoteRequest
+  | VoteResponse
+  | AppendRequest
+  | AppendResponse
+  | HeartbeatRequest
+  | HeartbeatResponse
+  | SnapshotRequest
+  | TimeoutNow
+  | ProposeForward
+  | ReadIndexRequest
+  | ReadIndexResponse;
+
+export type MessageType = Message['type'];
+
+// ---------------------------------------------------------------------------------------------------------
+// The batch of work the core hands back after being stepped.
+
+export interface SoftState {
+  leader: NodeId | null;
+  role: Role;
+  term: number;
+}
+
+/**
+ * One batch of work. The driver must, in this order:
+ *  1. install `snapshot` (if any) into storage and the state machine,
+ *  2. append `entries` (dropping any stored entries at or after entries[0].index) and persist `hardState`,
+ *     syncing to disk,
+ *  3. send `messages`,
+ *  4. apply `committed` to the state machine, in order,
+ *  5. serve `readStates` once applied >= their index,
+ * then call `advance(ready)`.
+ */
+export interface Ready {
+  softState: SoftState | null;
+  hardState: HardState | null;
+  snapshot: Snapshot | null;
+  entries: Entry[];
+  messages: Message[];
+  committed: Entry[];
+  readStates: ReadState[];
+  /** Proposals dropped because this member could not accept them (no leader, transfer in progress). */
+  droppedProposals: number;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The interfaces the driver performs the batch against.
+
+/** Durable storage for one member of one group. All writes resolve only once synced to disk. */
+export interface Storage {
+  /** Everything needed to rebuild the core after a restart. */
+  load(): Promise<{ hardState: HardState; snapshot: Snapshot | null; entries: Entry[] }>;
+  /**
+   * Atomically: drop stored entries with index >= entries[0].index, store `entries`, store `hardState` if given.
+   * Must be synced before it resolves.
+   */
+  append(entries: Entry[], hardState: HardState | null): Promise<void>;
+  /** Store a snapshot and drop every entry it covers (and any entry that conflicts with it). Synced. */
+  saveSnapshot(snapshot: Snapshot): Promise<void>;
+  /** The newest stored snapshot, or null. */
+  latestSnapshot(): Promise<Snapshot | null>;
+  /** Drop entries with index <= upTo (they are covered by a saved snapshot). */
+  compact(upTo: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Moves messages between members. Delivery is best-effort: Raft tolerates loss, duplication and reordering. */
+export interface Transport {
+  /** Start receiving; every message addressed to this member is handed to `onMessage`. */
+  start(onMessage: (message: Message) => void): Promise<void>;
+  send(message: Message): void;
+  /** Make `id` reachable (membership change, or at start). */
+  addPeer(id: NodeId, address: string): void;
+  removePeer(id: NodeId): void;
+  close(): Promise<void>;
+}
+
+/**
+ * The replicated state machine. Deterministic: no clock, randomness or I/O inside apply; time comes from
+ * `entry.time`. `Result` is returned to the proposer.
+ */
+export interface StateMachine<Command, Result> {
+  apply(command: Command, context: ApplyContext): Result;
+  snapshot(): Uint8Array;
+  restore(data: Uint8Array): void;
+}
+
+export interface ApplyContext {
+  index: number;
+  term: number;
+  /** Leader-stamped time of the entry, in milliseconds. */
+  time: number;
+}
