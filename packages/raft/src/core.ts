@@ -417,6 +417,11 @@ export class RaftCore {
     }
   }
 
+  /** The configuration in force (the newest in the log). Do not mutate. */
+  configuration(): Readonly<Configuration> {
+    return this.config;
+  }
+
   status(): CoreStatus {
     return {
       id: this.id,
@@ -1050,30 +1055,34 @@ function members(config: Configuration): NodeId[] {
 }
 
 function cloneConfig(config: Configuration): Configuration {
-  return { voters: [...config.voters], learners: [...config.learners] };
+  const copy: Configuration = { voters: [...config.voters], learners: [...config.learners] };
+  if (config.addresses !== undefined) copy.addresses = { ...config.addresses };
+  return copy;
 }
 
 /** The configuration after one change; throws ConfigChangeError when the change makes no sense. */
 export function applyChange(config: Configuration, change: ConfigChange): Configuration {
   const isVoter = config.voters.includes(change.node);
   const isLearner = config.learners.includes(change.node);
+  const addresses = { ...(config.addresses ?? {}) };
+  const without = (list: NodeId[]): NodeId[] => list.filter((n) => n !== change.node);
   switch (change.type) {
     case 'addLearner':
       if (isVoter || isLearner) throw new ConfigChangeError(`${change.node} is already a member`);
-      return { voters: [...config.voters], learners: [...config.learners, change.node] };
+      if (change.address !== undefined) addresses[change.node] = change.address;
+      return { voters: [...config.voters], learners: [...config.learners, change.node], addresses };
     case 'addVoter':
       if (isVoter) throw new ConfigChangeError(`${change.node} is already a voter`);
-      return { voters: [...config.voters, change.node], learners: config.learners.filter((n) => n !== change.node) };
+      if (change.address !== undefined) addresses[change.node] = change.address;
+      return { voters: [...config.voters, change.node], learners: without(config.learners), addresses };
     case 'promote':
       if (!isLearner) throw new ConfigChangeError(`${change.node} is not a learner`);
-      return { voters: [...config.voters, change.node], learners: config.learners.filter((n) => n !== change.node) };
+      return { voters: [...config.voters, change.node], learners: without(config.learners), addresses };
     case 'remove':
       if (!isVoter && !isLearner) throw new ConfigChangeError(`${change.node} is not a member`);
       if (isVoter && config.voters.length === 1) throw new ConfigChangeError('cannot remove the last voter');
-      return {
-        voters: config.voters.filter((n) => n !== change.node),
-        learners: config.learners.filter((n) => n !== change.node),
-      };
+      delete addresses[change.node];
+      return { voters: without(config.voters), learners: without(config.learners), addresses };
   }
 }
 

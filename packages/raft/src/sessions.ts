@@ -11,7 +11,8 @@ import { Packr } from 'msgpackr';
 import type { ApplyContext, StateMachine } from './types.js';
 
 export type SessionRequest<C> =
-  | { t: 'register' }
+  /** `nonce` lets the proposer recognise its own registration when it is applied. */
+  | { t: 'register'; nonce?: string }
   | { t: 'command'; client: string; seq: number; ack: number; command: C }
   /** A command outside any session: applied every time it is committed (no deduplication). */
   | { t: 'raw'; command: C };
@@ -75,8 +76,12 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
   }
 
   apply(data: Uint8Array, context: ApplyContext): SessionResult<R> {
+    return this.applyRequest(decodeRequest<C>(data), context);
+  }
+
+  /** Apply an already decoded request (the driver decodes once to match replies to waiting proposers). */
+  applyRequest(request: SessionRequest<C>, context: ApplyContext): SessionResult<R> {
     this.expire(context.time);
-    const request = decodeRequest<C>(data);
     switch (request.t) {
       case 'register': {
         const client = `c${context.index}`;

@@ -10,13 +10,15 @@ export type NodeId = string;
 export interface Configuration {
   voters: NodeId[];
   learners: NodeId[];
+  /** Transport addresses of members, carried in the log so every member can reach a newly added one. */
+  addresses?: Record<NodeId, string>;
 }
 
 /** One change to the member set. Applied one at a time (single-server changes, dissertation section 4.1). */
 export type ConfigChange =
-  | { type: 'addLearner'; node: NodeId }
+  | { type: 'addLearner'; node: NodeId; address?: string }
   | { type: 'promote'; node: NodeId }
-  | { type: 'addVoter'; node: NodeId }
+  | { type: 'addVoter'; node: NodeId; address?: string }
   | { type: 'remove'; node: NodeId };
 
 /**

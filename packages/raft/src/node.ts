@@ -1,0 +1,601 @@
+/**
+ * RaftNode: the driver that runs a pure RaftCore against real Storage, Transport and a StateMachine. It
+ * performs each Ready in the order that keeps Raft safe (install snapshot, persist with sync, then send, then
+ * apply), one batch at a time, and offers the application-facing API: propose with exactly-once retries,
+ * linearizable reads, membership changes and leadership transfer.
+ */
+import { randomUUID } from 'node:crypto';
+import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from './core.js';
+import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
+import type {
+  ConfigChange,
+  Configuration,
+  Entry,
+  Message,
+  NodeId,
+  Ready,
+  Snapshot,
+  SoftState,
+  StateMachine,
+  Storage,
+  Transport,
+} from './types.js';
+
+export interface RaftNodeOptions<C, R> {
+  id: NodeId;
+  storage: Storage;
+  transport: Transport;
+  stateMachine: StateMachine<C, R>;
+  /**
+   * The members of a brand-new group and their transport addresses. Ignored once the log or a snapshot holds a
+   * configuration. A member joining an existing group passes an empty object and is added by the leader.
+   */
+  bootstrap?: Record<NodeId, string>;
+  /** Core tuning (election and heartbeat ticks, pre-vote, check-quorum, lease reads, flow control). */
+  core?: Omit<Partial<CoreOptions>, 'id'>;
+  /** Milliseconds per tick. Default 100 (so the default election timeout is 1 to 2 s). */
+  tickMs?: number;
+  /** Take a snapshot and compact the log every this many applied entries. Default 10,000. */
+  snapshotEvery?: number;
+  /** Give up on a proposal or read after this long (its outcome is then unknown). Default 10 s. */
+  requestTimeoutMs?: number;
+  sessions?: SessionOptions;
+  /** The clock that stamps entries on the leader. Default Date.now. */
+  clock?: () => number;
+  /** Called whenever role, leader or term changes. */
+  onStateChange?: (state: SoftState) => void;
+  /** Called after every applied entry (for metrics and watchers). */
+  onApply?: (entry: Entry) => void;
+}
+
+/** The request could not be completed in time; whether it took effect is unknown (it may still). */
+export class TimeoutError extends Error {
+  override name = 'TimeoutError';
+}
+
+/** The request was refused by the replicated session layer. */
+export class SessionError extends Error {
+  override name = 'SessionError';
+  constructor(readonly code: 'unknown_session' | 'stale_sequence') {
+    super(code === 'unknown_session' ? 'the client session expired or never existed' : 'the sequence number was already acknowledged');
+  }
+}
+
+export class StoppedError extends Error {
+  override name = 'StoppedError';
+}
+
+interface Waiter<T> {
+  resolve: (value: T) => void;
+  reject: (error: Error) => void;
+}
+
+interface PendingProposal<R> {
+  data: Uint8Array;
+  waiters: Array<Waiter<SessionResult<R>>>;
+  deadline: number;
+  nextRetry: number;
+}
+
+export interface NodeStatus extends CoreStatus {
+  /** Milliseconds of the last fsync batch (persist step of a Ready). */
+  lastPersistMs: number;
+}
+
+export class RaftNode<C, R> {
+  readonly id: NodeId;
+  private readonly core: RaftCore;
+  private readonly machine: SessionStateMachine<C, R>;
+  private readonly storage: Storage;
+  private readonly transport: Transport;
+  private readonly tickMs: number;
+  private readonly snapshotEvery: number;
+  private readonly requestTimeoutMs: number;
+  private readonly retryMs: number;
+  private readonly clock: () => number;
+  private readonly onStateChange: ((state: SoftState) => void) | undefined;
+  private readonly onApply: ((entry: Entry) => void) | undefined;
+
+  private ticker: NodeJS.Timeout | null = null;
+  private processing = false;
+  private stopped = false;
+  private applied: number;
+  private lastSnapshotIndex: number;
+  private softState: SoftState;
+  private knownConfig: Readonly<Configuration> | null = null;
+  private lastPersistMs = 0;
+
+  /** This node's own client session, registered lazily, for propose(). */
+  private session: { client: string; seq: number; acked: number; inFlight: Set<number> } | null = null;
+  private registering: Promise<string> | null = null;
+  private readonly proposals = new Map<string, PendingProposal<R>>();
+  private readonly registrations = new Map<string, PendingProposal<R>>();
+  private readonly reads = new Map<string, Waiter<number> & { deadline: number; nextRetry: number }>();
+  private appliedWaiters: Array<{ index: number; waiter: Waiter<void> }> = [];
+  private failure: Error | null = null;
+
+  private constructor(
+    options: RaftNodeOptions<C, R>,
+    core: RaftCore,
+    machine: SessionStateMachine<C, R>,
+    applied: number,
+  ) {
+    this.id = options.id;
+    this.core = core;
+    this.machine = machine;
+    this.storage = options.storage;
+    this.transport = options.transport;
+    this.tickMs = options.tickMs ?? 100;
+    this.snapshotEvery = options.snapshotEvery ?? 10_000;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.retryMs = this.tickMs * (options.core?.electionTicks ?? 10);
+    this.clock = options.clock ?? Date.now;
+    this.onStateChange = options.onStateChange;
+    this.onApply = options.onApply;
+    this.applied = applied;
+    this.lastSnapshotIndex = applied;
+    this.softState = { leader: null, role: 'follower', term: core.status().term };
+  }
+
+  /** Recover from storage (or bootstrap a new group), start the transport and the ticker. */
+  static async start<C, R>(options: RaftNodeOptions<C, R>): Promise<RaftNode<C, R>> {
+    const stored = await options.storage.load();
+    const machine = new SessionStateMachine<C, R>(options.stateMachine, options.sessions);
+    if (stored.snapshot !== null) machine.restore(stored.snapshot.data);
+    const bootstrap = options.bootstrap ?? {};
+    const initialConfig: Configuration = { voters: Object.keys(bootstrap), learners: [], addresses: { ...bootstrap } };
+    const core = new RaftCore(
+      { seed: hashSeed(options.id), ...options.core, id: options.id },
+      { hardState: stored.hardState, snapshot: stored.snapshot?.meta ?? null, entries: stored.entries, initialConfig },
+    );
+    const node = new RaftNode(options, core, machine, stored.snapshot?.meta.index ?? 0);
+    node.syncPeers();
+    await options.transport.start((m) => node.receive(m));
+    node.ticker = setInterval(() => node.tick(), node.tickMs);
+    node.kick();
+    return node;
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Application API
+
+  /** Propose a command; resolves with its result once applied. Retries are deduplicated (exactly once). */
+  async propose(command: C): Promise<R> {
+    const session = await this.ensureSession();
+    const seq = ++session.seq;
+    session.inFlight.add(seq);
+    try {
+      const result = await this.submit({ t: 'command', client: session.client, seq, ack: session.acked, command });
+      if (!result.ok) {
+        if (result.error === 'unknown_session') this.session = null; // register again next time
+        throw new SessionError(result.error);
+      }
+      return (result as { result: R }).result;
+    } finally {
+      session.inFlight.delete(seq);
+      session.acked = session.inFlight.size === 0 ? session.seq : Math.min(...session.inFlight) - 1;
+    }
+  }
+
+  /**
+   * Submit a session request on behalf of an external client (a service's HTTP layer passing the client's own
+   * id and sequence number). Waits until applied; a retry of the same (client, seq) gets the first result.
+   */
+  submit(request: SessionRequest<C>): Promise<SessionResult<R>> {
+    this.assertRunning();
+    const key = request.t === 'command' ? `${request.client}:${request.seq}` : request.t === 'register' ? `reg:${request.nonce ?? ''}` : null;
+    const data = encodeRequest(request);
+    return new Promise((resolve, reject) => {
+      const waiter = { resolve, reject };
+      const table = request.t === 'register' ? this.registrations : this.proposals;
+      const mapKey = key ?? `raw:${randomUUID()}`;
+      const existing = table.get(mapKey);
+      if (existing !== undefined) {
+        existing.waiters.push(waiter);
+        return;
+      }
+      const now = Date.now();
+      table.set(mapKey, { data, waiters: [waiter], deadline: now + this.requestTimeoutMs, nextRetry: now + this.retryMs });
+      this.proposeData(data, table.get(mapKey)!);
+    });
+  }
+
+  /** Resolves once this member's state reflects every write committed before the call (ReadIndex). */
+  readBarrier(): Promise<void> {
+    this.assertRunning();
+    const context = randomUUID();
+    return new Promise<number>((resolve, reject) => {
+      const now = Date.now();
+      this.reads.set(context, { resolve, reject, deadline: now + this.requestTimeoutMs, nextRetry: now + this.retryMs });
+      this.core.readIndex(context);
+      this.kick();
+    }).then((index) => this.waitApplied(index));
+  }
+
+  /** A linearizable read of the state machine. */
+  async read<T>(query: (machine: StateMachine<C, R>) => T): Promise<T> {
+    await this.readBarrier();
+    return query(this.machine.inner);
+  }
+
+  /** The local state, possibly stale (serializable, not linearizable). */
+  readLocal<T>(query: (machine: StateMachine<C, R>) => T): T {
+    return query(this.machine.inner);
+  }
+
+  /** Add a member as a learner (receives the log, does not vote). Call on the leader. */
+  async addLearner(id: NodeId, address: string): Promise<void> {
+    this.transport.addPeer(id, address);
+    await this.changeMembership({ type: 'addLearner', node: id, address });
+  }
+
+  /** Promote a caught-up learner to voter. */
+  async promote(id: NodeId): Promise<void> {
+    await this.changeMembership({ type: 'promote', node: id });
+  }
+
+  /** Add a learner, wait until it has caught up, then promote it: the safe way to grow the group. */
+  async addVoter(id: NodeId, address: string, catchUpTimeoutMs = 30_000): Promise<void> {
+    await this.addLearner(id, address);
+    const deadline = Date.now() + catchUpTimeoutMs;
+    for (;;) {
+      const st = this.core.status();
+      const peer = st.peers.find((p) => p.id === id);
+      if (peer !== undefined && peer.match >= st.commit) break;
+      if (Date.now() > deadline) throw new TimeoutError(`learner ${id} did not catch up in time`);
+      await sleep(this.tickMs);
+    }
+    await this.promote(id);
+  }
+
+  async removeMember(id: NodeId): Promise<void> {
+    await this.changeMembership({ type: 'remove', node: id });
+  }
+
+  /** Propose a change and wait until it is committed and applied here. */
+  async changeMembership(change: ConfigChange): Promise<void> {
+    this.assertRunning();
+    const deadline = Date.now() + this.requestTimeoutMs;
+    for (;;) {
+      try {
+        this.core.proposeConfigChange(change);
+        break;
+      } catch (e) {
+        // Waiting is right while an earlier change or this term's first commit is still in flight.
+        const transient = e instanceof ConfigChangeError && /not committed yet|not committed an entry/.test(e.message);
+        if (!transient || Date.now() > deadline) throw e;
+        await sleep(this.tickMs);
+      }
+    }
+    this.kick();
+    const index = this.core.status().lastIndex;
+    await this.waitApplied(index, deadline);
+    if (!reflects(this.core.configuration(), change)) {
+      throw new TimeoutError('the membership change was lost with a leader change; try again');
+    }
+  }
+
+  /** Ask the leader (this member) to hand leadership to `to`. Resolves when `to` leads or the attempt ends. */
+  async transferLeadership(to: NodeId, timeoutMs = 5_000): Promise<boolean> {
+    this.core.transferLeadership(to);
+    this.kick();
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      if (this.softState.leader === to) return true;
+      await sleep(this.tickMs / 2);
+    }
+    return this.softState.leader === to;
+  }
+
+  /** Start an election now. */
+  campaign(): void {
+    this.core.campaign();
+    this.kick();
+  }
+
+  status(): NodeStatus {
+    return { ...this.core.status(), lastPersistMs: this.lastPersistMs };
+  }
+
+  get isLeader(): boolean {
+    return this.softState.role === 'leader';
+  }
+
+  get leaderId(): NodeId | null {
+    return this.softState.leader;
+  }
+
+  /** Addresses of the members, as carried in the configuration. */
+  addresses(): Record<NodeId, string> {
+    return { ...(this.core.configuration().addresses ?? {}) };
+  }
+
+  /** Stop ticking, fail every waiting request, close the transport and storage. */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.ticker !== null) clearInterval(this.ticker);
+    const error = new StoppedError('the member stopped');
+    this.failAll(error);
+    await this.transport.close();
+    while (this.processing) await sleep(1);
+    await this.storage.close();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // The loop
+
+  private receive(m: Message): void {
+    if (this.stopped) return;
+    this.core.step(m);
+    this.kick();
+  }
+
+  private tick(): void {
+    if (this.stopped) return;
+    this.core.tick(this.clock());
+    this.retryAndExpire();
+    this.kick();
+  }
+
+  /** Run the Ready loop unless it is already running; it drains everything before returning. */
+  private kick(): void {
+    if (this.processing || this.stopped || this.failure !== null) return;
+    this.processing = true;
+    void this.processReadies()
+      .catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))))
+      .finally(() => {
+        this.processing = false;
+      });
+  }
+
+  private async processReadies(): Promise<void> {
+    // Yield once so that a burst of proposals and messages from this tick of the event loop joins one batch.
+    await new Promise((r) => setImmediate(r));
+    while (!this.stopped && this.core.hasReady()) {
+      const rd = this.core.ready();
+      await this.perform(rd);
+      this.core.advance(rd);
+      this.maybeSnapshot();
+      if (rd.softState !== null) this.updateSoftState(rd.softState);
+    }
+  }
+
+  private async perform(rd: Ready): Promise<void> {
+    if (rd.snapshot !== null) {
+      await this.storage.saveSnapshot(rd.snapshot);
+      this.machine.restore(rd.snapshot.data);
+      this.applied = rd.snapshot.meta.index;
+      this.lastSnapshotIndex = rd.snapshot.meta.index;
+    }
+    if (rd.entries.length > 0 || rd.hardState !== null) {
+      const started = performance.now();
+      await this.storage.append(rd.entries, rd.hardState);
+      this.lastPersistMs = performance.now() - started;
+    }
+    this.syncPeers();
+    for (const m of rd.messages) await this.send(m);
+    for (const entry of rd.committed) this.applyEntry(entry);
+    for (const rs of rd.readStates) this.readResolved(rs.context, rs.index);
+    if (rd.committed.length > 0) this.releaseAppliedWaiters();
+  }
+
+  private async send(m: Message): Promise<void> {
+    if (m.type === 'snapshot' && m.snapshot.data.byteLength === 0) {
+      const snapshot: Snapshot | null = await this.storage.latestSnapshot();
+      if (snapshot === null) return;
+      this.transport.send({ ...m, snapshot });
+      return;
+    }
+    this.transport.send(m);
+  }
+
+  private applyEntry(entry: Entry): void {
+    this.applied = entry.index;
+    if (entry.kind === 'command') {
+      const request = decodeSafely<C>(entry.data);
+      if (request === null) return; // not ours to understand; deterministic on every member
+      const result = this.machine.applyRequest(request, { index: entry.index, term: entry.term, time: entry.time });
+      const key =
+        request.t === 'command' ? `${request.client}:${request.seq}` : request.t === 'register' ? `reg:${request.nonce ?? ''}` : null;
+      const table = request.t === 'register' ? this.registrations : this.proposals;
+      if (key !== null) {
+        const pending = table.get(key);
+        if (pending !== undefined) {
+          table.delete(key);
+          for (const w of pending.waiters) w.resolve(result);
+        }
+      }
+    }
+    this.onApply?.(entry);
+  }
+
+  private maybeSnapshot(): void {
+    if (this.applied - this.lastSnapshotIndex < this.snapshotEvery) return;
+    const meta = this.core.snapshotMetaForApplied();
+    const snapshot: Snapshot = { meta, data: this.machine.snapshot() };
+    this.lastSnapshotIndex = meta.index;
+    // Compact the in-memory log only once the snapshot is durable.
+    void this.storage
+      .saveSnapshot(snapshot)
+      .then(() => {
+        if (!this.stopped) this.core.compact(meta);
+      })
+      .catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))));
+  }
+
+  private updateSoftState(state: SoftState): void {
+    const leaderChanged = state.leader !== this.softState.leader;
+    this.softState = state;
+    this.onStateChange?.(state);
+    if (leaderChanged) {
+      // Proposals and reads held by the old leader are probably lost: retry them soon.
+      const soon = Date.now() + this.tickMs;
+      for (const p of this.proposals.values()) p.nextRetry = Math.min(p.nextRetry, soon);
+      for (const p of this.registrations.values()) p.nextRetry = Math.min(p.nextRetry, soon);
+      for (const r of this.reads.values()) r.nextRetry = Math.min(r.nextRetry, soon);
+    }
+  }
+
+  /** Keep the transport's peer list equal to the configuration's addresses. */
+  private syncPeers(): void {
+    const config = this.core.configuration();
+    if (config === this.knownConfig) return;
+    const before = this.knownConfig?.addresses ?? {};
+    const after = config.addresses ?? {};
+    for (const [id, address] of Object.entries(after)) {
+      if (id !== this.id && before[id] !== address) this.transport.addPeer(id, address);
+    }
+    for (const id of Object.keys(before)) if (!(id in after)) this.transport.removePeer(id);
+    this.knownConfig = config;
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  // Requests waiting for the log
+
+  private async ensureSession(): Promise<{ client: string; seq: number; acked: number; inFlight: Set<number> }> {
+    if (this.session !== null) return this.session;
+    if (this.registering === null) {
+      const nonce = `${this.id}:${randomUUID()}`;
+      this.registering = this.submit({ t: 'register', nonce }).then((result) => {
+        if (!result.ok || !('client' in result)) throw new SessionError('unknown_session');
+        return result.client;
+      });
+      this.registering.then(
+        (client) => {
+          this.session = { client, seq: 0, acked: 0, inFlight: new Set() };
+          this.registering = null;
+        },
+        () => {
+          this.registering = null;
+        },
+      );
+    }
+    await this.registering;
+    if (this.session === null) await sleep(0);
+    if (this.session === null) throw new SessionError('unknown_session');
+    return this.session;
+  }
+
+  private proposeData(data: Uint8Array, pending: PendingProposal<R>): void {
+    const outcome = this.core.propose(data);
+    // With no leader known, try again after a tick rather than a whole retry interval.
+    pending.nextRetry = Date.now() + (outcome === 'dropped' ? this.tickMs : this.retryMs);
+    this.kick();
+  }
+
+  private readResolved(context: string, index: number): void {
+    const read = this.reads.get(context);
+    if (read === undefined) return;
+    if (index < 0) {
+      read.nextRetry = Date.now() + this.tickMs;
+      return;
+    }
+    this.reads.delete(context);
+    read.resolve(index);
+  }
+
+  private waitApplied(index: number, deadline = Date.now() + this.requestTimeoutMs): Promise<void> {
+    if (this.applied >= index) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const entry = { index, waiter: { resolve, reject } };
+      this.appliedWaiters.push(entry);
+      const timer = setTimeout(() => {
+        const i = this.appliedWaiters.indexOf(entry);
+        if (i >= 0) {
+          this.appliedWaiters.splice(i, 1);
+          reject(new TimeoutError(`index ${index} not applied in time`));
+        }
+      }, Math.max(0, deadline - Date.now()));
+      timer.unref?.();
+    });
+  }
+
+  private releaseAppliedWaiters(): void {
+    if (this.appliedWaiters.length === 0) return;
+    const still: typeof this.appliedWaiters = [];
+    for (const w of this.appliedWaiters) {
+      if (w.index <= this.applied) w.waiter.resolve();
+      else still.push(w);
+    }
+    this.appliedWaiters = still;
+  }
+
+  /** Re-propose what has waited too long (same client and seq, so it applies once); time out what is overdue. */
+  private retryAndExpire(): void {
+    const now = Date.now();
+    for (const table of [this.proposals, this.registrations]) {
+      for (const [key, p] of table) {
+        if (now > p.deadline) {
+          table.delete(key);
+          for (const w of p.waiters) w.reject(new TimeoutError('the proposal was not committed in time; it may still apply'));
+        } else if (now >= p.nextRetry) {
+          this.proposeData(p.data, p);
+        }
+      }
+    }
+    for (const [context, r] of this.reads) {
+      if (now > r.deadline) {
+        this.reads.delete(context);
+        r.reject(new TimeoutError('no leader confirmed the read in time'));
+      } else if (now >= r.nextRetry) {
+        r.nextRetry = now + this.retryMs;
+        this.core.readIndex(context);
+      }
+    }
+  }
+
+  private failAll(error: Error): void {
+    for (const table of [this.proposals, this.registrations]) {
+      for (const p of table.values()) for (const w of p.waiters) w.reject(error);
+      table.clear();
+    }
+    for (const r of this.reads.values()) r.reject(error);
+    this.reads.clear();
+    for (const w of this.appliedWaiters) w.waiter.reject(error);
+    this.appliedWaiters = [];
+  }
+
+  /** Storage failed: this member cannot go on safely. Stop taking part; callers see the error. */
+  private fail(error: Error): void {
+    this.failure = error;
+    this.failAll(error);
+    if (this.ticker !== null) clearInterval(this.ticker);
+  }
+
+  private assertRunning(): void {
+    if (this.stopped) throw new StoppedError('the member stopped');
+    if (this.failure !== null) throw this.failure;
+  }
+}
+
+function decodeSafely<C>(data: Uint8Array): SessionRequest<C> | null {
+  try {
+    return decodeRequest<C>(data);
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the configuration shows the change as done (it may have been lost with a leader change). */
+function reflects(config: Readonly<Configuration>, change: ConfigChange): boolean {
+  switch (change.type) {
+    case 'addLearner':
+      return config.learners.includes(change.node) || config.voters.includes(change.node);
+    case 'addVoter':
+    case 'promote':
+      return config.voters.includes(change.node);
+    case 'remove':
+      return !config.voters.includes(change.node) && !config.learners.includes(change.node);
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+function hashSeed(id: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 16777619);
+  return (h ^ Date.now()) >>> 0;
+}

@@ -1,0 +1,68 @@
+/**
+ * An in-process transport: members of one LocalNetwork exchange messages through the event loop. For tests,
+ * examples and the in-process benchmark; links can be cut to simulate partitions.
+ */
+import type { Message, NodeId, Transport } from '../types.js';
+
+export class LocalNetwork {
+  private readonly handlers = new Map<NodeId, (m: Message) => void>();
+  private readonly cut = new Set<string>();
+  /** Messages delivered so far (for tests and benchmarks). */
+  delivered = 0;
+
+  transport(id: NodeId): Transport {
+    return new LocalTransport(id, this);
+  }
+
+  /** Drop every message between the two groups, both ways. */
+  partition(a: NodeId[], b: NodeId[]): void {
+    for (const x of a) for (const y of b) this.cut.add(`${x}>${y}`).add(`${y}>${x}`);
+  }
+
+  heal(): void {
+    this.cut.clear();
+  }
+
+  register(id: NodeId, handler: (m: Message) => void): void {
+    this.handlers.set(id, handler);
+  }
+
+  unregister(id: NodeId): void {
+    this.handlers.delete(id);
+  }
+
+  deliver(m: Message): void {
+    if (this.cut.has(`${m.from}>${m.to}`)) return;
+    // Asynchronous like a real network, so a member never re-enters itself through a send.
+    setImmediate(() => {
+      if (this.cut.has(`${m.from}>${m.to}`)) return;
+      const handler = this.handlers.get(m.to);
+      if (handler === undefined) return;
+      this.delivered++;
+      handler(m);
+    });
+  }
+}
+
+class LocalTransport implements Transport {
+  constructor(
+    private readonly id: NodeId,
+    private readonly network: LocalNetwork,
+  ) {}
+
+  async start(onMessage: (message: Message) => void): Promise<void> {
+    this.network.register(this.id, onMessage);
+  }
+
+  send(message: Message): void {
+    this.network.deliver(message);
+  }
+
+  addPeer(): void {}
+
+  removePeer(): void {}
+
+  async close(): Promise<void> {
+    this.network.unregister(this.id);
+  }
+}
