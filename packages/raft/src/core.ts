@@ -8,7 +8,7 @@
  * membership changes with learners; leadership transfer; forwarding of proposals and reads to the leader.
  */
 import { invariant } from './assert.js';
-import { entrySize, RaftLog } from './log.js';
+import { RaftLog } from './log.js';
 import { Progress } from './progress.js';
 import { Prng } from './prng.js';
 import type {
@@ -852,7 +852,18 @@ export class RaftCore {
     // Entry time never goes backwards, even across leaders with skewed clocks.
     const time = Math.max(this.now, this.log.lastTime());
     let index = this.log.lastIndex();
-    const entries: Entry[] = items.map((item) => ({ ...item, index: ++index, term: this.term, time }) as Entry);
+    const term = this.term;
+    const entries: Entry[] = items.map((item) => {
+      index++;
+      switch (item.kind) {
+        case 'command':
+          return { index, term, time, kind: 'command', data: item.data };
+        case 'noop':
+          return { index, term, time, kind: 'noop' };
+        case 'config':
+          return { index, term, time, kind: 'config', change: item.change, config: item.config };
+      }
+    });
     this.log.append(entries);
     this.onLogChanged(entries);
     this.broadcastPending = true;
@@ -879,9 +890,8 @@ export class RaftCore {
       this.sendSnapshot(to, pr);
       return;
     }
-    const entries = pr.next <= this.log.lastIndex() ? this.log.slice(pr.next, this.maxMessageBytes) : [];
-    let bytes = 0;
-    for (const e of entries) bytes += entrySize(e);
+    const { entries, bytes } =
+      pr.next <= this.log.lastIndex() ? this.log.slice(pr.next, this.maxMessageBytes) : { entries: [], bytes: 0 };
     this.send({ type: 'append', to, term: this.term, prevIndex, prevTerm, entries, commit: this.log.committed });
     pr.sentAppend(prevIndex + entries.length, bytes, entries.length);
   }

@@ -77,17 +77,18 @@ export class RaftLog {
   }
 
   /** Entries in [from, lastIndex], at most `maxBytes` worth (always at least one when any exist). */
-  slice(from: number, maxBytes: number): Entry[] {
+  slice(from: number, maxBytes: number): { entries: Entry[]; bytes: number } {
     invariant(from > this.offsetIndex, () => `slice from ${from} is compacted (snapshot at ${this.offsetIndex})`);
-    const out: Entry[] = [];
+    const start = from - this.offsetIndex - 1;
+    let end = start;
     let bytes = 0;
-    for (let i = from; i <= this.lastIndex(); i++) {
-      const e = this.entries[i - this.offsetIndex - 1]!;
-      bytes += entrySize(e);
-      if (out.length > 0 && bytes > maxBytes) break;
-      out.push(e);
+    while (end < this.entries.length) {
+      const size = entrySize(this.entries[end]!);
+      if (end > start && bytes + size > maxBytes) break;
+      bytes += size;
+      end++;
     }
-    return out;
+    return { entries: this.entries.slice(start, end), bytes };
   }
 
   /** Entries in [from, to]; the caller guarantees the range is in memory. */

@@ -106,7 +106,7 @@ export class RaftNode<C, R> {
   private lastPersistMs = 0;
 
   /** This node's own client session, registered lazily, for propose(). */
-  private session: { client: string; seq: number; acked: number; inFlight: Set<number> } | null = null;
+  private session: ClientSession | null = null;
   private registering: Promise<string> | null = null;
   private readonly proposals = new Map<string, PendingProposal<R>>();
   private readonly registrations = new Map<string, PendingProposal<R>>();
@@ -163,7 +163,6 @@ export class RaftNode<C, R> {
   async propose(command: C): Promise<R> {
     const session = await this.ensureSession();
     const seq = ++session.seq;
-    session.inFlight.add(seq);
     try {
       const result = await this.submit({ t: 'command', client: session.client, seq, ack: session.acked, command });
       if (!result.ok) {
@@ -172,8 +171,7 @@ export class RaftNode<C, R> {
       }
       return (result as { result: R }).result;
     } finally {
-      session.inFlight.delete(seq);
-      session.acked = session.inFlight.size === 0 ? session.seq : Math.min(...session.inFlight) - 1;
+      session.finished(seq);
     }
   }
 
@@ -396,9 +394,9 @@ export class RaftNode<C, R> {
       const request = decodeSafely<C>(entry.data);
       if (request === null) return; // not ours to understand; deterministic on every member
       const result = this.machine.applyRequest(request, { index: entry.index, term: entry.term, time: entry.time });
-      const key =
-        request.t === 'command' ? `${request.client}:${request.seq}` : request.t === 'register' ? `reg:${request.nonce ?? ''}` : null;
       const table = request.t === 'register' ? this.registrations : this.proposals;
+      const key =
+        table.size === 0 ? null : request.t === 'command' ? `${request.client}:${request.seq}` : request.t === 'register' ? `reg:${request.nonce ?? ''}` : null;
       if (key !== null) {
         const pending = table.get(key);
         if (pending !== undefined) {
@@ -453,7 +451,7 @@ export class RaftNode<C, R> {
   // ---------------------------------------------------------------------------------------------------------
   // Requests waiting for the log
 
-  private async ensureSession(): Promise<{ client: string; seq: number; acked: number; inFlight: Set<number> }> {
+  private async ensureSession(): Promise<ClientSession> {
     if (this.session !== null) return this.session;
     if (this.registering === null) {
       const nonce = `${this.id}:${randomUUID()}`;
@@ -463,7 +461,7 @@ export class RaftNode<C, R> {
       });
       this.registering.then(
         (client) => {
-          this.session = { client, seq: 0, acked: 0, inFlight: new Set() };
+          this.session = new ClientSession(client);
           this.registering = null;
         },
         () => {
@@ -566,6 +564,21 @@ export class RaftNode<C, R> {
   private assertRunning(): void {
     if (this.stopped) throw new StoppedError('the member stopped');
     if (this.failure !== null) throw this.failure;
+  }
+}
+
+/** This node's own session: hands out sequence numbers and tracks the prefix whose answers have all arrived. */
+class ClientSession {
+  seq = 0;
+  /** Every seq <= acked has its answer: the replicated session may forget those results. */
+  acked = 0;
+  private readonly done = new Set<number>();
+
+  constructor(readonly client: string) {}
+
+  finished(seq: number): void {
+    this.done.add(seq);
+    while (this.done.delete(this.acked + 1)) this.acked++;
   }
 }
 

@@ -27,7 +27,7 @@ export interface SessionOptions {
   sessionTimeoutMs?: number;
   /** Most sessions kept; registering beyond this expires the least recently active one. Default 100,000. */
   maxSessions?: number;
-  /** Most cached responses per session (seqs above `ack`). Older ones are dropped. Default 1,024. */
+  /** Most cached responses per session (seqs above `ack`); beyond it the oldest is dropped and a retry of it gets stale_sequence (never a second application). Default 8,192. */
   maxCachedPerSession?: number;
 }
 
@@ -68,7 +68,7 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
   ) {
     this.timeoutMs = options.sessionTimeoutMs ?? 10 * 60_000;
     this.maxSessions = options.maxSessions ?? 100_000;
-    this.maxCached = options.maxCachedPerSession ?? 1_024;
+    this.maxCached = options.maxCachedPerSession ?? 8_192;
   }
 
   get sessionCount(): number {
@@ -104,7 +104,12 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
     if (session === undefined) return { ok: false, error: 'unknown_session' };
     this.touch(request.client, session, context.time);
     if (request.ack > session.ack) {
-      for (const seq of session.results.keys()) if (seq <= request.ack) session.results.delete(seq);
+      // Results are cached in (nearly) ascending seq order: trim from the front. A straggler above a gap is
+      // dropped later, and maxCachedPerSession bounds the table either way.
+      for (const seq of session.results.keys()) {
+        if (seq > request.ack) break;
+        session.results.delete(seq);
+      }
       session.ack = request.ack;
     }
     const cached = session.results.get(request.seq);
@@ -122,7 +127,9 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
   }
 
   private touch(client: string, session: Session<R>, time: number): void {
-    session.lastActive = Math.max(session.lastActive, time);
+    // Entry time never decreases, so a session already stamped with it sits among the newest: order holds.
+    if (session.lastActive >= time) return;
+    session.lastActive = time;
     this.sessions.delete(client);
     this.sessions.set(client, session);
   }

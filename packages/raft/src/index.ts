@@ -1,0 +1,20 @@
+/**
+ * @raftkit/raft: an embeddable Raft library. A pure deterministic core (RaftCore), a driver (RaftNode) that runs
+ * it against Storage, Transport and StateMachine, LevelDB and in-memory storage, TCP and in-process transports,
+ * and exactly-once client sessions.
+ */
+export * from './types.js';
+export { RaftCore, ConfigChangeError, applyChange } from './core.js';
+export type { CoreOptions, CoreState, CoreStatus, PeerStatus, ProposeOutcome, Mutations } from './core.js';
+export { RaftNode, TimeoutError, SessionError, StoppedError } from './node.js';
+export type { RaftNodeOptions, NodeStatus } from './node.js';
+export { SessionStateMachine, encodeRequest, decodeRequest } from './sessions.js';
+export type { SessionRequest, SessionResult, SessionOptions } from './sessions.js';
+export { InvariantError } from './assert.js';
+export { Prng } from './prng.js';
+export { MemoryStorage } from './storage/memory.js';
+export { LevelStorage } from './storage/leveldb.js';
+export type { LevelStorageOptions, LevelStorageLocation } from './storage/leveldb.js';
+export { TcpTransport } from './transport/tcp.js';
+export type { TcpTransportOptions } from './transport/tcp.js';
+export { LocalNetwork } from './transport/local.js';
