@@ -42,10 +42,22 @@ export interface RaftNodeOptions<C, R> {
   sessions?: SessionOptions;
   /** The clock that stamps entries on the leader. Default Date.now. */
   clock?: () => number;
-  /** Called whenever role, leader or term changes. */
-  onStateChange?: (state: SoftState) => void;
-  /** Called after every applied entry (for metrics and watchers). */
-  onApply?: (entry: Entry) => void;
+  /** Told of what happens inside, for metrics, logs and watchers. */
+  observer?: NodeObserver;
+}
+
+/** Hooks into the driver's work; all optional, all called synchronously (keep them cheap). */
+export interface NodeObserver {
+  /** Role, leader or term changed. */
+  stateChanged?(state: SoftState): void;
+  /** An entry was applied, taking `ms` in the state machine. */
+  applied?(entry: Entry, ms: number): void;
+  /** A batch was persisted with sync. */
+  persisted?(entries: number, ms: number): void;
+  /** A snapshot of `bytes` was saved (taken here or received from the leader). */
+  snapshotSaved?(bytes: number, index: number): void;
+  /** A proposal was handed to the core. */
+  proposed?(outcome: 'accepted' | 'forwarded' | 'dropped'): void;
 }
 
 /** The request could not be completed in time; whether it took effect is unknown (it may still). */
@@ -93,8 +105,7 @@ export class RaftNode<C, R> {
   private readonly requestTimeoutMs: number;
   private readonly retryMs: number;
   private readonly clock: () => number;
-  private readonly onStateChange: ((state: SoftState) => void) | undefined;
-  private readonly onApply: ((entry: Entry) => void) | undefined;
+  private readonly observer: NodeObserver;
 
   private ticker: NodeJS.Timeout | null = null;
   private processing = false;
@@ -130,8 +141,7 @@ export class RaftNode<C, R> {
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.retryMs = this.tickMs * (options.core?.electionTicks ?? 10);
     this.clock = options.clock ?? Date.now;
-    this.onStateChange = options.onStateChange;
-    this.onApply = options.onApply;
+    this.observer = options.observer ?? {};
     this.applied = applied;
     this.lastSnapshotIndex = applied;
     this.softState = { leader: null, role: 'follower', term: core.status().term };
@@ -362,6 +372,7 @@ export class RaftNode<C, R> {
   private async perform(rd: Ready): Promise<void> {
     if (rd.snapshot !== null) {
       await this.storage.saveSnapshot(rd.snapshot);
+      this.observer.snapshotSaved?.(rd.snapshot.data.byteLength, rd.snapshot.meta.index);
       this.machine.restore(rd.snapshot.data);
       this.applied = rd.snapshot.meta.index;
       this.lastSnapshotIndex = rd.snapshot.meta.index;
@@ -370,6 +381,7 @@ export class RaftNode<C, R> {
       const started = performance.now();
       await this.storage.append(rd.entries, rd.hardState);
       this.lastPersistMs = performance.now() - started;
+      this.observer.persisted?.(rd.entries.length, this.lastPersistMs);
     }
     this.syncPeers();
     for (const m of rd.messages) await this.send(m);
@@ -390,6 +402,7 @@ export class RaftNode<C, R> {
 
   private applyEntry(entry: Entry): void {
     this.applied = entry.index;
+    const started = this.observer.applied !== undefined ? performance.now() : 0;
     if (entry.kind === 'command') {
       const request = decodeSafely<C>(entry.data);
       if (request === null) return; // not ours to understand; deterministic on every member
@@ -405,7 +418,7 @@ export class RaftNode<C, R> {
         }
       }
     }
-    this.onApply?.(entry);
+    if (this.observer.applied !== undefined) this.observer.applied(entry, performance.now() - started);
   }
 
   private maybeSnapshot(): void {
@@ -413,6 +426,7 @@ export class RaftNode<C, R> {
     const meta = this.core.snapshotMetaForApplied();
     const snapshot: Snapshot = { meta, data: this.machine.snapshot() };
     this.lastSnapshotIndex = meta.index;
+    this.observer.snapshotSaved?.(snapshot.data.byteLength, meta.index);
     // Compact the in-memory log only once the snapshot is durable.
     void this.storage
       .saveSnapshot(snapshot)
@@ -425,7 +439,7 @@ export class RaftNode<C, R> {
   private updateSoftState(state: SoftState): void {
     const leaderChanged = state.leader !== this.softState.leader;
     this.softState = state;
-    this.onStateChange?.(state);
+    this.observer.stateChanged?.(state);
     if (leaderChanged) {
       // Proposals and reads held by the old leader are probably lost: retry them soon.
       const soon = Date.now() + this.tickMs;
@@ -477,6 +491,7 @@ export class RaftNode<C, R> {
 
   private proposeData(data: Uint8Array, pending: PendingProposal<R>): void {
     const outcome = this.core.propose(data);
+    this.observer.proposed?.(outcome);
     // With no leader known, try again after a tick rather than a whole retry interval.
     pending.nextRetry = Date.now() + (outcome === 'dropped' ? this.tickMs : this.retryMs);
     this.kick();

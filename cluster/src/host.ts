@@ -1,0 +1,243 @@
+/**
+ * One member of one service's cluster: a RaftNode on LevelDB and TCP, the service's endpoints, and the
+ * endpoints every member serves (health, metrics, status, client sessions, membership and fault control).
+ */
+import { createServer, type Server } from 'node:http';
+import { LevelStorage, RaftNode, TcpTransport, type SoftState } from '@raftkit/raft';
+import {
+  badRequest,
+  conflict,
+  HttpError,
+  jsonLogger,
+  MetricsRegistry,
+  raftErrorToHttp,
+  requireObject,
+  requireString,
+  requireToken,
+  Router,
+  ServiceContext,
+  unavailable,
+  type Logger,
+  type ServiceDefinition,
+} from '@raftkit/http';
+
+export interface MemberOptions {
+  id: string;
+  /** LevelDB directory of this member. */
+  dataDir: string;
+  /** host:port for Raft traffic. */
+  raftAddress: string;
+  /** host:port for the HTTP API. */
+  httpAddress: string;
+  /** Members of a new cluster (id -> raft address); empty when joining an existing one. */
+  bootstrap: Record<string, string>;
+  /** Bearer tokens accepted on protected endpoints. */
+  tokens: string[];
+  tickMs?: number;
+  snapshotEvery?: number;
+  requestTimeoutMs?: number;
+  logger?: Logger;
+}
+
+export interface RunningMember {
+  node: { stop(): Promise<void> };
+  httpPort: number;
+  stop(): Promise<void>;
+}
+
+const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+export async function startMember<C, R>(definition: ServiceDefinition<C, R>, options: MemberOptions): Promise<RunningMember> {
+  let term = 0;
+  const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
+  const metrics = new MetricsRegistry();
+  const m = {
+    proposals: metrics.counter('raft_proposals_total', 'Proposals handed to the Raft core, by outcome'),
+    forwarded: metrics.counter('raft_forwarded_proposals_total', 'Proposals forwarded from this follower to the leader'),
+    commits: metrics.counter('raft_applied_entries_total', 'Committed entries applied to the state machine'),
+    elections: metrics.counter('raft_elections_total', 'Elections this member started'),
+    leaderChanges: metrics.counter('raft_leader_changes_total', 'Times the known leader changed'),
+    apply: metrics.histogram('raft_apply_seconds', 'Time to apply one entry', [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05]),
+    fsync: metrics.histogram('raft_fsync_seconds', 'Time to persist one batch with sync'),
+    snapshotBytes: metrics.histogram('raft_snapshot_bytes', 'Sizes of snapshots saved', [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]),
+    http: metrics.counter('http_requests_total', 'HTTP requests by method and status'),
+  };
+  let lastLeader: string | null = null;
+  const [host, port] = splitAddress(options.raftAddress);
+  const transport = new TcpTransport({ id: options.id, listen: { host, port } });
+  const node = await RaftNode.start<C, R>({
+    id: options.id,
+    storage: new LevelStorage(options.dataDir),
+    transport,
+    stateMachine: definition.createMachine(),
+    bootstrap: options.bootstrap,
+    tickMs: options.tickMs ?? 100,
+    snapshotEvery: options.snapshotEvery ?? 10_000,
+    requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
+    observer: {
+      stateChanged(state: SoftState) {
+        if (state.role === 'candidate') m.elections.inc();
+        if (state.leader !== lastLeader) {
+          m.leaderChanges.inc();
+          logger.log('info', 'leader changed', { leader: state.leader, role: state.role, term: state.term });
+          lastLeader = state.leader;
+        }
+        term = state.term;
+      },
+      applied(_entry, ms) {
+        m.commits.inc();
+        m.apply.observe(ms / 1000);
+      },
+      persisted(_n, ms) {
+        m.fsync.observe(ms / 1000);
+      },
+      snapshotSaved(bytes, index) {
+        m.snapshotBytes.observe(bytes);
+        logger.log('info', 'snapshot saved', { bytes, index });
+      },
+      proposed(outcome) {
+        m.proposals.inc(1, { outcome });
+        if (outcome === 'forwarded') m.forwarded.inc();
+      },
+    },
+  });
+  const gauge = (name: string, help: string, read: () => number): void => metrics.gauge(name, help).set(read);
+  gauge('raft_term', 'Current term', () => node.status().term);
+  gauge('raft_commit_index', 'Commit index', () => node.status().commit);
+  gauge('raft_applied_index', 'Applied index', () => node.status().applied);
+  gauge('raft_is_leader', '1 when this member leads', () => (node.isLeader ? 1 : 0));
+
+  const open = new Set(['/healthz', '/metrics']);
+  const router = new Router({
+    before: (ctx, route) => {
+      if (!open.has(route.pattern)) requireToken(ctx.req, options.tokens);
+    },
+    onError: (error, req) => logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
+  });
+  const service = new ServiceContext<C, R>(node, router, metrics, logger);
+
+  router
+    .get('/healthz', () => ({ status: 'ok', id: options.id, role: node.status().role, leader: node.leaderId }))
+    .get('/metrics', (ctx) => {
+      ctx.res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+      ctx.res.end(metrics.render());
+    })
+    .get('/v1/cluster/status', () => statusBody(node))
+    .post('/v1/client-sessions', async () => {
+      if (node.leaderId === null) throw unavailable('no leader is known', 1);
+      try {
+        const result = await node.submit({ t: 'register', nonce: `${options.id}:${Date.now()}:${Math.random()}` });
+        if (!result.ok || !('client' in result)) throw new HttpError(500, 'internal', 'registration failed');
+        return { client_id: result.client };
+      } catch (e) {
+        throw raftErrorToHttp(e);
+      }
+    })
+    .post('/v1/cluster/members', async (ctx) => {
+      const body = requireObject(await ctx.json());
+      const id = requireString(body, 'id', { pattern: NODE_ID });
+      const address = requireString(body, 'address', { minLength: 3, maxLength: 300 });
+      splitAddress(address);
+      requireLeader(node);
+      try {
+        await node.addVoter(id, address);
+      } catch (e) {
+        throw membershipError(e);
+      }
+      return statusBody(node);
+    })
+    .delete('/v1/cluster/members/:id', async (ctx) => {
+      requireLeader(node);
+      try {
+        await node.removeMember(ctx.params.id!);
+      } catch (e) {
+        throw membershipError(e);
+      }
+      return statusBody(node);
+    })
+    .post('/v1/cluster/transfer-leader', async (ctx) => {
+      const body = requireObject(await ctx.json());
+      const to = requireString(body, 'to', { pattern: NODE_ID });
+      requireLeader(node);
+      if (!node.status().config.voters.includes(to)) throw badRequest('invalid_field', `${to} is not a voter`, { field: 'to' });
+      const moved = await node.transferLeadership(to);
+      if (!moved) throw unavailable(`leadership did not move to ${to} in time`, 1);
+      return { leader: to };
+    })
+    .put('/v1/cluster/partition', async (ctx) => {
+      const body = requireObject(await ctx.json());
+      const blocked = body.blocked;
+      if (!Array.isArray(blocked) || !blocked.every((b) => typeof b === 'string')) {
+        throw badRequest('invalid_field', 'blocked must be a list of member ids', { field: 'blocked' });
+      }
+      transport.setBlocked(new Set(blocked as string[]));
+      logger.log('warn', 'links cut', { blocked });
+      return { blocked };
+    })
+    .delete('/v1/cluster/partition', () => {
+      transport.setBlocked(new Set());
+      logger.log('warn', 'links healed');
+      return { blocked: [] };
+    });
+  definition.routes(service);
+
+  const server: Server = createServer((req, res) => {
+    res.on('finish', () => m.http.inc(1, { method: req.method ?? '', status: String(res.statusCode) }));
+    router.listener(req, res);
+  });
+  server.keepAliveTimeout = 30_000;
+  const [httpHost, httpPort] = splitAddress(options.httpAddress);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(httpPort, httpHost, () => resolve());
+  });
+  const boundPort = (server.address() as { port: number }).port;
+  logger.log('info', 'member ready', { http: `http://${httpHost}:${boundPort}`, raft: options.raftAddress });
+  return {
+    node,
+    httpPort: boundPort,
+    async stop() {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      await node.stop();
+    },
+  };
+}
+
+function statusBody<C, R>(node: RaftNode<C, R>): Record<string, unknown> {
+  const s = node.status();
+  return {
+    id: s.id,
+    role: s.role,
+    term: s.term,
+    leader_id: s.leader,
+    commit_index: s.commit,
+    applied_index: s.applied,
+    last_log_index: s.lastIndex,
+    snapshot_index: s.snapshotIndex,
+    voters: s.config.voters,
+    learners: s.config.learners,
+    peers: s.peers
+      .filter((p) => p.id !== s.id)
+      .map((p) => ({ id: p.id, match_index: p.match, next_index: p.next, state: p.state, learner: p.learner, active: p.recentActive })),
+  };
+}
+
+function requireLeader(node: { isLeader: boolean; leaderId: string | null }): void {
+  if (node.isLeader) return;
+  if (node.leaderId === null) throw unavailable('no leader is known', 1);
+  throw new HttpError(421, 'not_leader', `send membership and leadership requests to the leader ${node.leaderId}`, { leader_id: node.leaderId });
+}
+
+function membershipError(e: unknown): unknown {
+  if (e instanceof Error && e.name === 'ConfigChangeError') return conflict('membership_refused', e.message);
+  return raftErrorToHttp(e);
+}
+
+/** "host:port" -> [host, port]; a 400 naming the address when malformed. */
+export function splitAddress(address: string): [string, number] {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port < 0 || port > 65535) throw badRequest('invalid_address', `expected host:port, got ${JSON.stringify(address)}`, { field: 'address' });
+  return [(m[1] ?? m[2])!, port];
+}

@@ -1,0 +1,66 @@
+/**
+ * The member process: `node cluster/dist/src/member.js --service kv --id n1 --data DIR --raft 127.0.0.1:7001
+ * --http 127.0.0.1:8001 --peers n1=127.0.0.1:7001,n2=...` (omit --peers to join an existing cluster).
+ * Logs one JSON object a line on stdout. Stops cleanly on SIGTERM or SIGINT.
+ */
+import { readFileSync } from 'node:fs';
+import { Command } from 'commander';
+import { jsonLogger } from '@raftkit/http';
+import { services, serviceNames } from './services.js';
+
+const program = new Command()
+  .name('member')
+  .requiredOption('--service <name>', `one of ${serviceNames().join(', ')}`)
+  .requiredOption('--id <id>', 'this member id')
+  .requiredOption('--data <dir>', 'LevelDB directory')
+  .requiredOption('--raft <host:port>', 'Raft listen address')
+  .requiredOption('--http <host:port>', 'HTTP listen address')
+  .option('--peers <list>', 'bootstrap members: id=host:port,...', '')
+  .option('--token-file <file>', 'file holding the bearer token')
+  .option('--tick-ms <ms>', 'milliseconds per Raft tick', '100')
+  .option('--snapshot-every <n>', 'applied entries between snapshots', '10000')
+  .parse();
+
+const opts = program.opts<{ service: string; id: string; data: string; raft: string; http: string; peers: string; tokenFile?: string; tickMs: string; snapshotEvery: string }>();
+const log = jsonLogger(() => ({ member: opts.id, service: opts.service }));
+
+function fail(message: string): never {
+  log.log('error', message);
+  process.exit(2);
+}
+
+const start = services[opts.service] ?? fail(`unknown service ${opts.service}; known: ${serviceNames().join(', ')}`);
+const token = process.env.CLUSTER_AUTH_TOKEN ?? (opts.tokenFile ? readFileSync(opts.tokenFile, 'utf8').trim() : '');
+if (token.length === 0) fail('no token: pass --token-file or set CLUSTER_AUTH_TOKEN');
+const bootstrap: Record<string, string> = {};
+for (const part of opts.peers.split(',').filter((p) => p.length > 0)) {
+  const [id, address] = part.split('=');
+  if (!id || !address) fail(`--peers: expected id=host:port, got ${part}`);
+  bootstrap[id] = address;
+}
+
+process.on('uncaughtException', (e) => {
+  log.log('error', 'uncaught exception', { error: String(e?.stack ?? e) });
+  process.exit(1);
+});
+
+const member = await start({
+  id: opts.id,
+  dataDir: opts.data,
+  raftAddress: opts.raft,
+  httpAddress: opts.http,
+  bootstrap,
+  tokens: [token],
+  tickMs: Number(opts.tickMs),
+  snapshotEvery: Number(opts.snapshotEvery),
+}).catch((e: unknown) => fail(`could not start: ${String((e as Error)?.message ?? e)}`));
+
+let stopping = false;
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    log.log('info', 'stopping', { signal });
+    void member.stop().then(() => process.exit(0));
+  });
+}

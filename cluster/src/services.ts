@@ -1,0 +1,19 @@
+/** The services a member process can host, by name. Each later service adds one line here. */
+import type { ServiceDefinition } from '@raftkit/http';
+import { kvService } from '@raftkit/kv';
+import { startMember, type MemberOptions, type RunningMember } from './host.js';
+
+/** A service with its command types erased: all the member process needs is a way to start it. */
+export type HostedService = (options: MemberOptions) => Promise<RunningMember>;
+
+function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
+  return (options) => startMember(definition, options);
+}
+
+export const services: Record<string, HostedService> = {
+  kv: hosted(kvService),
+};
+
+export function serviceNames(): string[] {
+  return Object.keys(services);
+}

@@ -1,0 +1,10 @@
+export * from './errors.js';
+export * from './validate.js';
+export { Router, Reply, sendJson, sendError } from './router.js';
+export type { Handler, RequestContext, RouterOptions } from './router.js';
+export { bearerToken, requireToken } from './auth.js';
+export { MetricsRegistry, Counter, Gauge, Histogram } from './metrics.js';
+export { jsonLogger } from './log.js';
+export type { Logger, LogLevel } from './log.js';
+export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, CLIENT_ACK_HEADER } from './service.js';
+export type { ServiceDefinition } from './service.js';

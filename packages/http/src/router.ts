@@ -1,0 +1,189 @@
+/**
+ * A small router on node:http: exact segments and `:param` segments, JSON in and out, every failure turned into
+ * a JSON error body. Handlers throw HttpError for client errors; anything else becomes a 500 without crashing.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { badRequest, HttpError } from './errors.js';
+
+export interface RequestContext {
+  req: IncomingMessage;
+  res: ServerResponse;
+  params: Record<string, string>;
+  query: URLSearchParams;
+  /** Reads the body as text (bounded by the router's maxBodyBytes; 413 beyond). */
+  text(): Promise<string>;
+  /** Reads and parses a JSON body; 400 naming the problem when it is not JSON. */
+  json(): Promise<unknown>;
+  bytes(): Promise<Buffer>;
+}
+
+/** A handler returns the reply: a body to send as JSON with status 200, or a full Reply, or nothing (it replied). */
+export type Handler = (ctx: RequestContext) => Promise<Reply | unknown> | Reply | unknown;
+
+export class Reply {
+  constructor(
+    readonly status: number,
+    readonly body: unknown,
+    readonly headers: Record<string, string> = {},
+  ) {}
+}
+
+interface Route {
+  method: string;
+  segments: string[];
+  handler: Handler;
+}
+
+export interface RouterOptions {
+  maxBodyBytes?: number;
+  /** Called for errors that are not HttpErrors (bugs), for logging. */
+  onError?: (error: unknown, req: IncomingMessage) => void;
+  /** Runs before every handler (authentication); may throw HttpError. */
+  before?: (ctx: RequestContext, route: { method: string; pattern: string }) => void | Promise<void>;
+}
+
+export class Router {
+  private readonly routes: Route[] = [];
+  private readonly maxBodyBytes: number;
+
+  constructor(private readonly options: RouterOptions = {}) {
+    this.maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+  }
+
+  on(method: string, pattern: string, handler: Handler): this {
+    this.routes.push({ method, segments: pattern.split('/').filter((s) => s.length > 0), handler });
+    return this;
+  }
+
+  get(pattern: string, handler: Handler): this {
+    return this.on('GET', pattern, handler);
+  }
+  post(pattern: string, handler: Handler): this {
+    return this.on('POST', pattern, handler);
+  }
+  put(pattern: string, handler: Handler): this {
+    return this.on('PUT', pattern, handler);
+  }
+  delete(pattern: string, handler: Handler): this {
+    return this.on('DELETE', pattern, handler);
+  }
+
+  /** The node:http request listener. */
+  readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
+    void this.handle(req, res).catch((error: unknown) => {
+      this.options.onError?.(error, req);
+      if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
+      else res.destroy();
+    });
+  };
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    let segments: string[];
+    try {
+      segments = url.pathname.split('/').filter((s) => s.length > 0).map((s) => decodeURIComponent(s));
+    } catch {
+      sendError(res, badRequest('invalid_path', 'the path is not valid percent-encoding'));
+      return;
+    }
+    const allowed: string[] = [];
+    for (const route of this.routes) {
+      const params = match(route.segments, segments);
+      if (params === null) continue;
+      if (route.method !== req.method) {
+        allowed.push(route.method);
+        continue;
+      }
+      const ctx = this.context(req, res, params, url.searchParams);
+      try {
+        await this.options.before?.(ctx, { method: route.method, pattern: '/' + route.segments.join('/') });
+        const out = await route.handler(ctx);
+        if (res.headersSent || res.writableEnded) return;
+        if (out instanceof Reply) sendJson(res, out.status, out.body, out.headers);
+        else if (out === undefined) sendJson(res, 204, undefined);
+        else sendJson(res, 200, out);
+      } catch (error) {
+        if (error instanceof HttpError) {
+          if (!res.headersSent) sendError(res, error);
+          return;
+        }
+        throw error;
+      } finally {
+        // Drain an unread body so the connection can be reused.
+        if (!req.readableEnded) req.resume();
+      }
+      return;
+    }
+    if (allowed.length > 0) {
+      sendError(res, new HttpError(405, 'method_not_allowed', `use ${allowed.join(', ')} on this path`, {}, { allow: allowed.join(', ') }));
+    } else {
+      sendError(res, new HttpError(404, 'not_found', `no route for ${req.method} ${url.pathname}`));
+    }
+  }
+
+  private context(req: IncomingMessage, res: ServerResponse, params: Record<string, string>, query: URLSearchParams): RequestContext {
+    let body: Promise<Buffer> | null = null;
+    const bytes = (): Promise<Buffer> => (body ??= readBody(req, this.maxBodyBytes));
+    return {
+      req,
+      res,
+      params,
+      query,
+      bytes,
+      text: async () => (await bytes()).toString('utf8'),
+      json: async () => {
+        const text = (await bytes()).toString('utf8');
+        if (text.length === 0) throw badRequest('invalid_body', 'a JSON body is required');
+        try {
+          return JSON.parse(text) as unknown;
+        } catch (e) {
+          throw badRequest('invalid_json', `the body is not valid JSON: ${(e as Error).message}`);
+        }
+      },
+    };
+  }
+}
+
+function match(pattern: string[], path: string[]): Record<string, string> | null {
+  if (pattern.length !== path.length) return null;
+  const params: Record<string, string> = {};
+  for (let i = 0; i < pattern.length; i++) {
+    const p = pattern[i]!;
+    if (p.startsWith(':')) params[p.slice(1)] = path[i]!;
+    else if (p !== path[i]) return null;
+  }
+  return params;
+}
+
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        reject(new HttpError(413, 'body_too_large', `the body is over ${limit} bytes`, { limit }));
+        req.resume();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  if (status === 204 || body === undefined) {
+    res.writeHead(status === 200 ? 204 : status, headers);
+    res.end();
+    return;
+  }
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+export function sendError(res: ServerResponse, error: HttpError): void {
+  sendJson(res, error.status, error.body(), error.headers);
+}

@@ -1,0 +1,110 @@
+/**
+ * The contract between a service and the member process that hosts it, and the plumbing every service shares:
+ * writes through the replicated log with idempotent client sessions, reads at the consistency the request asks
+ * for, and the mapping of Raft outcomes to HTTP answers (no leader or no quorum is a 503 with Retry-After).
+ */
+import { RaftNode, SessionError, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
+import { badRequest, conflict, HttpError, unavailable } from './errors.js';
+import type { Logger } from './log.js';
+import type { MetricsRegistry } from './metrics.js';
+import type { RequestContext, Router } from './router.js';
+
+/** What a service gives the member process. */
+export interface ServiceDefinition<C, R> {
+  name: string;
+  createMachine(): StateMachine<C, R>;
+  /** Register the service's endpoints. */
+  routes(service: ServiceContext<C, R>): void;
+}
+
+/** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */
+export const CLIENT_ID_HEADER = 'client-id';
+export const CLIENT_SEQ_HEADER = 'client-seq';
+export const CLIENT_ACK_HEADER = 'client-ack';
+
+export class ServiceContext<C, R> {
+  constructor(
+    readonly node: RaftNode<C, R>,
+    readonly router: Router,
+    readonly metrics: MetricsRegistry,
+    readonly logger: Logger,
+  ) {}
+
+  /** The service's state machine on this member (for reads after a barrier). */
+  get machine(): StateMachine<C, R> {
+    return this.node.readLocal((m) => m);
+  }
+
+  /**
+   * Apply `command` through the log and return its result. With Client-Id and Client-Seq headers the write is
+   * idempotent across retries (to any member); without them it is applied once per request.
+   */
+  async write(ctx: RequestContext, command: C): Promise<R> {
+    this.requireLeaderKnown();
+    const session = clientSession(ctx);
+    try {
+      if (session === null) return await this.node.propose(command);
+      const result = await this.node.submit({ t: 'command', ...session, command });
+      if (!result.ok) throw new SessionError(result.error);
+      return (result as { result: R }).result;
+    } catch (error) {
+      throw raftErrorToHttp(error);
+    }
+  }
+
+  /** Wait until this member reflects every committed write, unless the request asks for a local read. */
+  async readBarrier(ctx: RequestContext): Promise<void> {
+    const consistency = ctx.query.get('consistency') ?? 'linearizable';
+    if (consistency === 'serializable') return;
+    if (consistency !== 'linearizable') {
+      throw badRequest('invalid_query', 'consistency must be linearizable or serializable', { field: 'consistency' });
+    }
+    this.requireLeaderKnown();
+    try {
+      await this.node.readBarrier();
+    } catch (error) {
+      throw raftErrorToHttp(error);
+    }
+  }
+
+  private requireLeaderKnown(): void {
+    if (this.node.leaderId === null) throw unavailable('no leader is known: the cluster has no quorum or is electing one', 1);
+  }
+}
+
+function clientSession(ctx: RequestContext): { client: string; seq: number; ack: number } | null {
+  const client = ctx.req.headers[CLIENT_ID_HEADER];
+  const seqText = ctx.req.headers[CLIENT_SEQ_HEADER];
+  if (client === undefined && seqText === undefined) return null;
+  if (typeof client !== 'string' || client.length === 0 || client.length > 64) {
+    throw badRequest('invalid_header', 'Client-Id must be the id from POST /v1/client-sessions', { field: 'Client-Id' });
+  }
+  const seq = Number(seqText);
+  if (typeof seqText !== 'string' || !Number.isSafeInteger(seq) || seq < 1) {
+    throw badRequest('invalid_header', 'Client-Seq must be a positive integer', { field: 'Client-Seq' });
+  }
+  const ackText = ctx.req.headers[CLIENT_ACK_HEADER];
+  const ack = ackText === undefined ? 0 : Number(ackText);
+  if (!Number.isSafeInteger(ack) || ack < 0 || ack >= seq) {
+    throw badRequest('invalid_header', 'Client-Ack must be an integer below Client-Seq', { field: 'Client-Ack' });
+  }
+  return { client, seq, ack };
+}
+
+/** The HTTP answer for an error out of the Raft layer. */
+export function raftErrorToHttp(error: unknown): unknown {
+  if (error instanceof HttpError) return error;
+  if (error instanceof TimeoutError) {
+    return unavailable(
+      'not committed in time (no quorum?); the outcome is unknown: retry with the same Client-Id and Client-Seq to apply it at most once',
+      1,
+    );
+  }
+  if (error instanceof StoppedError) return unavailable('this member is shutting down', 1);
+  if (error instanceof SessionError) {
+    return error.code === 'unknown_session'
+      ? new HttpError(410, 'unknown_session', 'the client session expired or never existed: open a new one')
+      : conflict('stale_sequence', 'this Client-Seq was already acknowledged (Client-Ack)');
+  }
+  return error;
+}

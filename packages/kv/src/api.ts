@@ -1,0 +1,74 @@
+/** HTTP endpoints of the key-value service. See README.md for the contract. */
+import { badRequest, conflict, notFound, requireObject, Reply, type RequestContext, type ServiceContext, type ServiceDefinition } from '@raftkit/http';
+import { KvMachine, type KvCommand, type KvResult } from './machine.js';
+
+export const MAX_KEY_BYTES = 1024;
+export const MAX_VALUE_BYTES = 1024 * 1024;
+
+function keyOf(ctx: RequestContext): string {
+  const key = ctx.params.key ?? '';
+  const bytes = Buffer.byteLength(key);
+  if (bytes === 0 || bytes > MAX_KEY_BYTES) {
+    throw badRequest('invalid_key', `the key must be 1 to ${MAX_KEY_BYTES} bytes`, { field: 'key' });
+  }
+  return key;
+}
+
+function valueOf(v: unknown, field: string): string | null {
+  if (v === null) return null;
+  if (typeof v !== 'string') throw badRequest('invalid_field', `${field} must be a string or null`, { field });
+  if (Buffer.byteLength(v) > MAX_VALUE_BYTES) throw badRequest('invalid_field', `${field} is over ${MAX_VALUE_BYTES} bytes`, { field });
+  return v;
+}
+
+async function bodyText(ctx: RequestContext): Promise<string> {
+  const bytes = await ctx.bytes();
+  const text = bytes.toString('utf8');
+  if (!Buffer.from(text, 'utf8').equals(bytes)) {
+    throw badRequest('invalid_value', 'the value must be UTF-8 text', { field: 'body' });
+  }
+  return text;
+}
+
+export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
+  const machine = (): KvMachine => service.machine as KvMachine;
+  service.router
+    .put('/v1/kv/:key', async (ctx) => {
+      const key = keyOf(ctx);
+      const value = await bodyText(ctx);
+      const result = await service.write(ctx, { op: 'put', key, value });
+      return { key, revision: result.revision };
+    })
+    .get('/v1/kv/:key', async (ctx) => {
+      const key = keyOf(ctx);
+      await service.readBarrier(ctx);
+      const entry = machine().get(key);
+      if (entry === undefined) throw notFound(`no key ${JSON.stringify(key)}`, { key });
+      return { key, value: entry.value, revision: entry.revision };
+    })
+    .delete('/v1/kv/:key', async (ctx) => {
+      const key = keyOf(ctx);
+      const result = await service.write(ctx, { op: 'delete', key });
+      if (result.op !== 'delete' || !result.deleted) throw notFound(`no key ${JSON.stringify(key)}`, { key });
+      return { key, deleted: true, revision: result.revision };
+    })
+    .post('/v1/kv/:key/cas', async (ctx) => {
+      const key = keyOf(ctx);
+      const body = requireObject(await ctx.json());
+      if (!('from' in body)) throw badRequest('invalid_field', 'from is required (null means the key must be absent)', { field: 'from' });
+      if (!('to' in body)) throw badRequest('invalid_field', 'to is required (null deletes the key)', { field: 'to' });
+      const from = valueOf(body.from, 'from');
+      const to = valueOf(body.to, 'to');
+      const result = await service.write(ctx, { op: 'cas', key, from, to });
+      if (result.op === 'cas' && !result.ok) {
+        throw conflict('cas_mismatch', 'the current value is not "from"', { key, current: result.current, revision: result.revision });
+      }
+      return new Reply(200, { key, value: to, revision: result.revision });
+    });
+}
+
+export const kvService: ServiceDefinition<KvCommand, KvResult> = {
+  name: 'kv',
+  createMachine: () => new KvMachine(),
+  routes: kvRoutes,
+};

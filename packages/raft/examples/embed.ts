@@ -1,0 +1,46 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LevelStorage, RaftNode, TcpTransport, type StateMachine } from '@raftkit/raft';
+
+// 1. Your state machine: deterministic, no I/O, no clock (time comes from the entry if you need it).
+type Command = { add: string } | { remove: string };
+
+class Inventory implements StateMachine<Command, number> {
+  items = new Set<string>();
+  apply(command: Command): number {
+    if ('add' in command) this.items.add(command.add);
+    else this.items.delete(command.remove);
+    return this.items.size;
+  }
+  snapshot(): Uint8Array {
+    return Buffer.from(JSON.stringify([...this.items]));
+  }
+  restore(data: Uint8Array): void {
+    this.items = new Set(JSON.parse(Buffer.from(data).toString()) as string[]);
+  }
+}
+
+// 2. Three members on loopback, each with its own LevelDB directory and TCP port.
+export async function runExample(ports: number[]): Promise<{ size: number; items: string[] }> {
+  const dir = mkdtempSync(join(tmpdir(), 'inventory-'));
+  const members = Object.fromEntries(ports.map((port, i) => [`m${i + 1}`, port]));
+  const addresses = Object.fromEntries(ports.map((port, i) => [`m${i + 1}`, `127.0.0.1:${port}`]));
+  const nodes = await Promise.all(
+    Object.entries(members).map(([id, port]) =>
+      RaftNode.start({
+        id,
+        bootstrap: addresses,
+        stateMachine: new Inventory(),
+        storage: new LevelStorage(join(dir, id)),
+        transport: new TcpTransport({ id, listen: { host: '127.0.0.1', port } }),
+      }),
+    ),
+  );
+  // 3. Propose on any member (followers forward to the leader, retries apply once); read linearizably.
+  await nodes[0]!.propose({ add: 'apple' });
+  const size = await nodes[2]!.propose({ add: 'pear' });
+  const items = await nodes[1]!.read((machine) => [...(machine as Inventory).items]);
+  await Promise.all(nodes.map((node) => node.stop()));
+  return { size, items };
+}
