@@ -31,6 +31,8 @@ export interface MemberOptions {
   httpAddress: string;
   /** Members of a new cluster (id -> raft address); empty when joining an existing one. */
   bootstrap: Record<string, string>;
+  /** When joining: the raft addresses of the members already there. */
+  peers?: Record<string, string>;
   /** Bearer tokens accepted on protected endpoints. */
   tokens: string[];
   tickMs?: number;
@@ -64,13 +66,14 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   };
   let lastLeader: string | null = null;
   const [host, port] = splitAddress(options.raftAddress);
-  const transport = new TcpTransport({ id: options.id, listen: { host, port } });
+  const transport = new TcpTransport({ id: options.id, listen: { host, port }, log: (level, message) => logger.log(level, message) });
   const node = await RaftNode.start<C, R>({
     id: options.id,
     storage: new LevelStorage(options.dataDir),
     transport,
     stateMachine: definition.createMachine(),
     bootstrap: options.bootstrap,
+    peers: options.peers ?? {},
     tickMs: options.tickMs ?? 100,
     snapshotEvery: options.snapshotEvery ?? 10_000,
     requestTimeoutMs: options.requestTimeoutMs ?? 5_000,

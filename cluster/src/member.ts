@@ -16,12 +16,13 @@ const program = new Command()
   .requiredOption('--raft <host:port>', 'Raft listen address')
   .requiredOption('--http <host:port>', 'HTTP listen address')
   .option('--peers <list>', 'bootstrap members: id=host:port,...', '')
+  .option('--join <list>', 'join a running cluster whose members are id=host:port,...', '')
   .option('--token-file <file>', 'file holding the bearer token')
   .option('--tick-ms <ms>', 'milliseconds per Raft tick', '100')
   .option('--snapshot-every <n>', 'applied entries between snapshots', '10000')
   .parse();
 
-const opts = program.opts<{ service: string; id: string; data: string; raft: string; http: string; peers: string; tokenFile?: string; tickMs: string; snapshotEvery: string }>();
+const opts = program.opts<{ service: string; id: string; data: string; raft: string; http: string; peers: string; join: string; tokenFile?: string; tickMs: string; snapshotEvery: string }>();
 const log = jsonLogger(() => ({ member: opts.id, service: opts.service }));
 
 function fail(message: string): never {
@@ -30,14 +31,19 @@ function fail(message: string): never {
 }
 
 const start = services[opts.service] ?? fail(`unknown service ${opts.service}; known: ${serviceNames().join(', ')}`);
-const token = process.env.CLUSTER_AUTH_TOKEN ?? (opts.tokenFile ? readFileSync(opts.tokenFile, 'utf8').trim() : '');
+const token = process.env.CLUSTER_AUTH_TOKEN || (opts.tokenFile ? readFileSync(opts.tokenFile, 'utf8').trim() : '');
 if (token.length === 0) fail('no token: pass --token-file or set CLUSTER_AUTH_TOKEN');
-const bootstrap: Record<string, string> = {};
-for (const part of opts.peers.split(',').filter((p) => p.length > 0)) {
-  const [id, address] = part.split('=');
-  if (!id || !address) fail(`--peers: expected id=host:port, got ${part}`);
-  bootstrap[id] = address;
+function addressList(text: string, flag: string): Record<string, string> {
+  const list: Record<string, string> = {};
+  for (const part of text.split(',').filter((p) => p.length > 0)) {
+    const [id, address] = part.split('=');
+    if (!id || !address) fail(`${flag}: expected id=host:port, got ${part}`);
+    list[id] = address;
+  }
+  return list;
 }
+const bootstrap = addressList(opts.peers, '--peers');
+const peers = addressList(opts.join, '--join');
 
 process.on('uncaughtException', (e) => {
   log.log('error', 'uncaught exception', { error: String(e?.stack ?? e) });
@@ -50,6 +56,7 @@ const member = await start({
   raftAddress: opts.raft,
   httpAddress: opts.http,
   bootstrap,
+  peers,
   tokens: [token],
   tickMs: Number(opts.tickMs),
   snapshotEvery: Number(opts.snapshotEvery),

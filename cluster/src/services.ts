@@ -17,3 +17,12 @@ export const services: Record<string, HostedService> = {
 export function serviceNames(): string[] {
   return Object.keys(services);
 }
+
+/** Each service's default ports, so several clusters can run side by side: raft base+1.., HTTP base+101... */
+const basePorts: Record<string, number> = {
+  kv: 7000,
+};
+
+export function defaultBasePort(service: string): number {
+  return basePorts[service] ?? 9000;
+}

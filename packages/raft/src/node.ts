@@ -31,6 +31,11 @@ export interface RaftNodeOptions<C, R> {
    * configuration. A member joining an existing group passes an empty object and is added by the leader.
    */
   bootstrap?: Record<NodeId, string>;
+  /**
+   * Addresses of existing members, for a member joining a running group: it can answer the leader before the
+   * configuration (which carries every address) reaches it through the log.
+   */
+  peers?: Record<NodeId, string>;
   /** Core tuning (election and heartbeat ticks, pre-vote, check-quorum, lease reads, flow control). */
   core?: Omit<Partial<CoreOptions>, 'id'>;
   /** Milliseconds per tick. Default 100 (so the default election timeout is 1 to 2 s). */
@@ -114,6 +119,9 @@ export class RaftNode<C, R> {
   private lastSnapshotIndex: number;
   private softState: SoftState;
   private knownConfig: Readonly<Configuration> | null = null;
+  /** Every address learned (bootstrap, configurations), so a configuration without addresses loses none. */
+  private readonly addressBook = new Map<NodeId, string>();
+  private readonly connected = new Map<NodeId, string>();
   private lastPersistMs = 0;
 
   /** This node's own client session, registered lazily, for propose(). */
@@ -159,6 +167,7 @@ export class RaftNode<C, R> {
       { hardState: stored.hardState, snapshot: stored.snapshot?.meta ?? null, entries: stored.entries, initialConfig },
     );
     const node = new RaftNode(options, core, machine, stored.snapshot?.meta.index ?? 0);
+    for (const [id, address] of Object.entries({ ...options.peers, ...bootstrap })) node.addressBook.set(id, address);
     node.syncPeers();
     await options.transport.start((m) => node.receive(m));
     node.ticker = setInterval(() => node.tick(), node.tickMs);
@@ -233,7 +242,7 @@ export class RaftNode<C, R> {
 
   /** Add a member as a learner (receives the log, does not vote). Call on the leader. */
   async addLearner(id: NodeId, address: string): Promise<void> {
-    this.transport.addPeer(id, address);
+    this.addressBook.set(id, address);
     await this.changeMembership({ type: 'addLearner', node: id, address });
   }
 
@@ -449,17 +458,28 @@ export class RaftNode<C, R> {
     }
   }
 
-  /** Keep the transport's peer list equal to the configuration's addresses. */
+  /** Keep the transport connected to exactly the other members of the configuration in force. */
   private syncPeers(): void {
     const config = this.core.configuration();
     if (config === this.knownConfig) return;
-    const before = this.knownConfig?.addresses ?? {};
-    const after = config.addresses ?? {};
-    for (const [id, address] of Object.entries(after)) {
-      if (id !== this.id && before[id] !== address) this.transport.addPeer(id, address);
-    }
-    for (const id of Object.keys(before)) if (!(id in after)) this.transport.removePeer(id);
     this.knownConfig = config;
+    for (const [id, address] of Object.entries(config.addresses ?? {})) this.addressBook.set(id, address);
+    // Until a configuration reaches a joining member, it talks to every member it was told of.
+    const members = new Set(config.voters.length + config.learners.length > 0 ? [...config.voters, ...config.learners] : this.addressBook.keys());
+    members.delete(this.id);
+    for (const id of members) {
+      const address = this.addressBook.get(id);
+      if (address !== undefined && this.connected.get(id) !== address) {
+        this.transport.addPeer(id, address);
+        this.connected.set(id, address);
+      }
+    }
+    for (const id of [...this.connected.keys()]) {
+      if (!members.has(id)) {
+        this.transport.removePeer(id);
+        this.connected.delete(id);
+      }
+    }
   }
 
   // ---------------------------------------------------------------------------------------------------------

@@ -1,0 +1,137 @@
+/** Starting and stopping member processes, and talking to their HTTP control endpoints. */
+import { spawn } from 'node:child_process';
+import { mkdirSync, openSync, closeSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { request } from 'undici';
+import { CliError, isAlive, logPath, memberDir, tokenPath, type ClusterState, type MemberRecord } from './state.js';
+
+const memberScript = fileURLToPath(new URL('./member.js', import.meta.url));
+
+/** Start one member detached from the CLI (it outlives it); its output goes to DIR/<id>/member.log. */
+export function spawnMember(state: ClusterState, member: MemberRecord): number {
+  const dir = memberDir(state.dataDir, member.id);
+  mkdirSync(dir, { recursive: true });
+  const out = openSync(logPath(state.dataDir, member.id), 'a');
+  const args = [
+    memberScript,
+    '--service', state.service,
+    '--id', member.id,
+    '--data', `${dir}/db`,
+    '--raft', member.raftAddress,
+    '--http', member.httpAddress,
+    '--token-file', tokenPath(state.dataDir),
+    '--tick-ms', String(state.tickMs),
+  ];
+  if (member.joined) {
+    const others = state.members.filter((m) => !m.removed && m.id !== member.id);
+    args.push('--join', others.map((m) => `${m.id}=${m.raftAddress}`).join(','));
+  } else {
+    args.push('--peers', Object.entries(state.bootstrap).map(([id, a]) => `${id}=${a}`).join(','));
+  }
+  // The token reaches the member through its file only, so every member of the cluster agrees on it.
+  const env = { ...process.env };
+  delete env.CLUSTER_AUTH_TOKEN;
+  const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', out, out], env });
+  closeSync(out);
+  child.unref();
+  if (child.pid === undefined) throw new CliError(`could not start member ${member.id}`);
+  return child.pid;
+}
+
+export function signal(member: MemberRecord, sig: NodeJS.Signals): void {
+  if (member.pid === null || !isAlive(member.pid)) throw new CliError(`member ${member.id} is not running`);
+  process.kill(member.pid, sig);
+}
+
+/** SIGTERM, wait up to `graceMs`, then SIGKILL. */
+export async function stopProcess(pid: number | null, graceMs = 5_000): Promise<void> {
+  if (pid === null || !isAlive(pid)) return;
+  try {
+    process.kill(pid, 'SIGCONT'); // a paused member cannot handle SIGTERM
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + graceMs;
+  while (Date.now() < deadline) {
+    if (!isAlive(pid)) return;
+    await sleep(50);
+  }
+  try {
+    process.kill(pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+  while (isAlive(pid)) await sleep(20);
+}
+
+/** Fails with a clear error when a port is taken. */
+export async function assertPortFree(host: string, port: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const server = createServer();
+    server.once('error', (e: NodeJS.ErrnoException) =>
+      reject(new CliError(e.code === 'EADDRINUSE' ? `port in use: ${host}:${port} (choose another --base-port)` : `cannot listen on ${host}:${port}: ${e.message}`)),
+    );
+    server.listen(port, host, () => server.close(() => resolve()));
+  });
+}
+
+export interface HttpAnswer {
+  status: number;
+  body: unknown;
+}
+
+/** One HTTP call to a member with the cluster token. Connection failures come back as status 0. */
+export async function callMember(member: MemberRecord, token: string, method: string, path: string, body?: unknown, timeoutMs = 10_000): Promise<HttpAnswer> {
+  try {
+    const res = await request(`http://${member.httpAddress}${path}`, {
+      method: method as 'GET',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
+    const text = await res.body.text();
+    return { status: res.statusCode, body: text.length > 0 ? (JSON.parse(text) as unknown) : null };
+  } catch {
+    return { status: 0, body: null };
+  }
+}
+
+export interface MemberStatus {
+  id: string;
+  role: string;
+  term: number;
+  leader_id: string | null;
+  commit_index: number;
+  applied_index: number;
+  last_log_index: number;
+  voters: string[];
+}
+
+export async function memberStatus(member: MemberRecord, token: string, timeoutMs = 1_000): Promise<MemberStatus | null> {
+  if (member.pid === null || !isAlive(member.pid)) return null;
+  const answer = await callMember(member, token, 'GET', '/v1/cluster/status', undefined, timeoutMs);
+  return answer.status === 200 ? (answer.body as MemberStatus) : null;
+}
+
+/** The member that leads, by asking the live members (majority view of the highest term). */
+export async function findLeader(state: ClusterState, token: string, timeoutMs = 15_000): Promise<MemberRecord> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const live = state.members.filter((m) => !m.removed);
+    const statuses = await Promise.all(live.map((m) => memberStatus(m, token)));
+    let best: { member: MemberRecord; term: number } | null = null;
+    statuses.forEach((s, i) => {
+      if (s !== null && s.role === 'leader' && (best === null || s.term > best.term)) best = { member: live[i]!, term: s.term };
+    });
+    if (best !== null) return (best as { member: MemberRecord }).member;
+    await sleep(100);
+  }
+  throw new CliError('no leader was elected in time (is a majority of members running?)');
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}

@@ -1,0 +1,112 @@
+/**
+ * A cluster's state on disk, in its data directory, so every later CLI call (and bench, and jepsen-like) finds
+ * it: DIR/cluster.json (members, pids, ports), DIR/token (the bearer token), DIR/<member>/ (LevelDB and log).
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+
+export interface MemberRecord {
+  id: string;
+  /** Process id of the running member, or null when stopped. */
+  pid: number | null;
+  raftAddress: string;
+  httpAddress: string;
+  /** Set when the member was removed from the cluster (kept for its log). */
+  removed?: boolean;
+  /** The member joined a running cluster (no bootstrap list). */
+  joined?: boolean;
+}
+
+export interface ClusterState {
+  service: string;
+  dataDir: string;
+  basePort: number;
+  tickMs: number;
+  /** The bootstrap member set, passed to every original member. */
+  bootstrap: Record<string, string>;
+  members: MemberRecord[];
+}
+
+export class CliError extends Error {
+  override name = 'CliError';
+  constructor(message: string, readonly exitCode = 1) {
+    super(message);
+  }
+}
+
+export function statePath(dataDir: string): string {
+  return join(dataDir, 'cluster.json');
+}
+
+export function tokenPath(dataDir: string): string {
+  return join(dataDir, 'token');
+}
+
+export function memberDir(dataDir: string, id: string): string {
+  return join(dataDir, id);
+}
+
+export function logPath(dataDir: string, id: string): string {
+  return join(dataDir, id, 'member.log');
+}
+
+export function readState(dataDir: string): ClusterState {
+  const path = statePath(dataDir);
+  if (!existsSync(path)) throw new CliError(`no cluster in ${dataDir} (start one with: cluster up --data ${dataDir})`);
+  try {
+    return JSON.parse(readFileSync(path, 'utf8')) as ClusterState;
+  } catch (e) {
+    throw new CliError(`${path} is not readable: ${(e as Error).message}`);
+  }
+}
+
+export function writeState(state: ClusterState): void {
+  mkdirSync(state.dataDir, { recursive: true });
+  // Write then rename, so a reader never sees half a file.
+  const tmp = statePath(state.dataDir) + '.tmp';
+  writeFileSync(tmp, JSON.stringify(state, null, 2) + '\n');
+  renameSync(tmp, statePath(state.dataDir));
+}
+
+export function readToken(dataDir: string): string {
+  const fromEnv = process.env.CLUSTER_AUTH_TOKEN;
+  if (fromEnv !== undefined && fromEnv.length > 0) return fromEnv;
+  const path = tokenPath(dataDir);
+  if (!existsSync(path)) throw new CliError(`no token in ${path}; set CLUSTER_AUTH_TOKEN`);
+  return readFileSync(path, 'utf8').trim();
+}
+
+/**
+ * Which data directory a command means: --data, else $CLUSTER_DATA, else the only cluster under ./data.
+ */
+export function resolveDataDir(option: string | undefined): string {
+  if (option !== undefined) return resolve(option);
+  if (process.env.CLUSTER_DATA) return resolve(process.env.CLUSTER_DATA);
+  const root = resolve('data');
+  const found = existsSync(root)
+    ? readdirSync(root).filter((d) => existsSync(join(root, d, 'cluster.json'))).map((d) => join(root, d))
+    : [];
+  if (found.length === 1) return found[0]!;
+  if (found.length === 0) throw new CliError('no cluster running: no data/*/cluster.json here (start one with: cluster up)');
+  throw new CliError(`several clusters under ./data (${found.join(', ')}): choose one with --data`);
+}
+
+/** A member by number ("3") or id ("n3"). */
+export function findMember(state: ClusterState, ref: string): MemberRecord {
+  const id = /^\d+$/.test(ref) ? `n${ref}` : ref;
+  const member = state.members.find((m) => m.id === id);
+  if (member === undefined) {
+    throw new CliError(`unknown member ${ref} (members: ${state.members.filter((m) => !m.removed).map((m) => m.id).join(', ')})`);
+  }
+  return member;
+}
+
+export function isAlive(pid: number | null): boolean {
+  if (pid === null) return false;
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

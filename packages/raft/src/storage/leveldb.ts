@@ -1,0 +1,306 @@
+/**
+ * Durable Storage on LevelDB (the `level` package, classic-level underneath).
+ *
+ * Every write that must be durable goes through one `db.batch(ops, { sync: true })`, so hard state and entries
+ * land atomically and are fsynced before the promise resolves. Operations run one at a time in call order, which
+ * keeps the in-memory bookkeeping (snapshot index, last index) equal to what is on disk.
+ *
+ * Snapshot data is stored in chunks under a per-snapshot generation number. A new snapshot's chunks are written
+ * first; one final batch then switches the snapshot record to the new generation, deletes the old chunks and
+ * the covered entries. A crash in between leaves only unreferenced chunks, which are cleared on the next open.
+ */
+import { Level } from 'level';
+import type { Entry, HardState, Snapshot, SnapshotMeta, Storage } from '../types.js';
+import { decodeValue, encodeValue } from '../codec/msgpack.js';
+import { fieldsOf, intField, parseEntry, parseHardState, parseSnapshotMeta } from '../codec/parse.js';
+import { checkCompaction, entriesToStore, initialHardState } from './log-rules.js';
+import { StorageKeys, type KeyRange } from './keys.js';
+
+/** The key and value encodings LevelStorage passes on every operation. */
+interface ViewEncodings {
+  keyEncoding: 'utf8';
+  valueEncoding: 'view';
+}
+
+/** A key range, with the encodings, as LevelStorage passes it to iterators. */
+interface RangeOptions extends ViewEncodings {
+  gt?: string;
+  gte?: string;
+  lt?: string;
+  lte?: string;
+  reverse?: boolean;
+  limit?: number;
+}
+
+type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
+
+/**
+ * The part of a level database LevelStorage uses. A `Level` (whatever its default encodings) or any of its
+ * sublevels fits: LevelStorage passes its own key and value encodings on every operation.
+ */
+export interface SharedLevel {
+  open(): Promise<void>;
+  close(): Promise<void>;
+  get(key: string, options: ViewEncodings): Promise<Uint8Array | undefined>;
+  batch(operations: BatchOp[], options: ViewEncodings & { sync: boolean }): Promise<void>;
+  iterator(options: RangeOptions): AsyncIterable<[string, Uint8Array]>;
+  values(options: RangeOptions): AsyncIterable<Uint8Array>;
+  keys(options: RangeOptions): { all(): Promise<string[]> };
+  clear(options: { gte: string; lt: string; keyEncoding: 'utf8' }): Promise<void>;
+}
+
+export interface LevelStorageOptions {
+  /** Bytes of snapshot data per stored value. Default 1 MiB. */
+  snapshotChunkBytes?: number;
+}
+
+/** Where a LevelStorage keeps its data: its own directory, or a prefix inside a database opened by the caller. */
+export type LevelStorageLocation = string | { db: SharedLevel; prefix: string };
+
+const DEFAULT_PREFIX = 'raft';
+const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
+/** Chunks written per batch while storing a snapshot: bounds the memory one batch holds. */
+const CHUNKS_PER_BATCH = 8;
+
+const ENCODINGS = { keyEncoding: 'utf8', valueEncoding: 'view' } as const;
+const SYNCED = { ...ENCODINGS, sync: true } as const;
+
+/** What the snapshot record key holds. */
+interface SnapshotRecord {
+  meta: SnapshotMeta;
+  generation: number;
+  byteLength: number;
+  chunkCount: number;
+}
+
+/** Log bounds known after opening: stored entries are exactly snapshotIndex+1 .. lastIndex. */
+interface OpenState {
+  snapshot: SnapshotRecord | null;
+  snapshotIndex: number;
+  lastIndex: number;
+}
+
+function parseSnapshotRecord(value: unknown): SnapshotRecord {
+  const fields = fieldsOf(value, 'snapshot record');
+  return {
+    meta: parseSnapshotMeta(fields.meta),
+    generation: intField(fields, 'generation', 1),
+    byteLength: intField(fields, 'byteLength'),
+    chunkCount: intField(fields, 'chunkCount'),
+  };
+}
+
+/** Storage for one member of one group, on LevelDB. */
+export class LevelStorage implements Storage {
+  private readonly db: SharedLevel;
+  /** Whether close() closes the database (we opened it from a directory) or leaves it to its owner. */
+  private readonly ownsDb: boolean;
+  private readonly keys: StorageKeys;
+  private readonly chunkBytes: number;
+  private state: OpenState | null = null;
+  /** The tail of the operation chain; every operation waits for the previous one. */
+  private tail: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  /**
+   * @param location a directory (one per member; the database is opened and closed by this storage), or an
+   *   already created level database plus a key prefix ('!'-free) to share one database between groups.
+   */
+  constructor(location: LevelStorageLocation, options: LevelStorageOptions = {}) {
+    if (typeof location === 'string') {
+      this.db = new Level(location);
+      this.ownsDb = true;
+      this.keys = new StorageKeys(DEFAULT_PREFIX);
+    } else {
+      this.db = location.db;
+      this.ownsDb = false;
+      this.keys = new StorageKeys(location.prefix);
+    }
+    const chunkBytes = options.snapshotChunkBytes ?? DEFAULT_SNAPSHOT_CHUNK_BYTES;
+    if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1) {
+      throw new RangeError(`snapshotChunkBytes must be a positive integer: ${chunkBytes}`);
+    }
+    this.chunkBytes = chunkBytes;
+  }
+
+  load(): Promise<{ hardState: HardState; snapshot: Snapshot | null; entries: Entry[] }> {
+    return this.run(async (state) => {
+      const stored = await this.get(this.keys.hardState);
+      const hardState = stored === undefined ? initialHardState() : parseHardState(decodeValue(stored));
+      const snapshot = state.snapshot === null ? null : await this.readSnapshot(state.snapshot);
+      const entries: Entry[] = [];
+      const range = { gt: this.keys.entry(state.snapshotIndex), lte: this.keys.entry(state.lastIndex) };
+      for await (const [, value] of this.db.iterator({ ...range, ...ENCODINGS })) {
+        const entry = parseEntry(decodeValue(value));
+        const expected = state.snapshotIndex + entries.length + 1;
+        if (entry.index !== expected) throw new Error(`corrupt log: expected entry ${expected}, found ${entry.index}`);
+        entries.push(entry);
+      }
+      if (entries.length !== state.lastIndex - state.snapshotIndex) {
+        throw new Error(`corrupt log: entries end at ${state.snapshotIndex + entries.length}, not ${state.lastIndex}`);
+      }
+      return { hardState, snapshot, entries };
+    });
+  }
+
+  append(entries: Entry[], hardState: HardState | null): Promise<void> {
+    return this.run(async (state) => {
+      const fresh = entriesToStore(entries, state.snapshotIndex, state.lastIndex);
+      const ops: BatchOp[] = fresh.map((entry) => ({
+        type: 'put',
+        key: this.keys.entry(entry.index),
+        value: encodeValue(entry),
+      }));
+      const newLast = fresh.length > 0 ? fresh[fresh.length - 1]!.index : state.lastIndex;
+      // Stored entries past the new ones belong to the conflicting suffix being replaced; the overlapping ones
+      // are overwritten by the puts above.
+      for (let index = newLast + 1; index <= state.lastIndex && fresh.length > 0; index++) {
+        ops.push({ type: 'del', key: this.keys.entry(index) });
+      }
+      if (hardState !== null) {
+        ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue(hardStateValue(hardState)) });
+      }
+      if (ops.length === 0) return;
+      await this.db.batch(ops, SYNCED);
+      state.lastIndex = newLast;
+    });
+  }
+
+  saveSnapshot(snapshot: Snapshot): Promise<void> {
+    return this.run(async (state) => {
+      const { index, term } = snapshot.meta;
+      if (index < state.snapshotIndex) return; // Stale: a newer snapshot is already stored.
+      const previous = state.snapshot;
+      const generation = (previous?.generation ?? 0) + 1;
+      const chunkCount = await this.writeChunks(generation, snapshot.data);
+
+      const logMatches = (await this.termAt(state, index)) === term;
+      const dropUpTo = logMatches ? index : state.lastIndex;
+      const record: SnapshotRecord = {
+        meta: snapshotMetaValue(snapshot.meta),
+        generation,
+        byteLength: snapshot.data.byteLength,
+        chunkCount,
+      };
+      const ops: BatchOp[] = [{ type: 'put', key: this.keys.snapshotRecord, value: encodeValue(record) }];
+      for (let i = state.snapshotIndex + 1; i <= dropUpTo; i++) ops.push({ type: 'del', key: this.keys.entry(i) });
+      for (let chunk = 0; chunk < (previous?.chunkCount ?? 0); chunk++) {
+        ops.push({ type: 'del', key: this.keys.snapshotChunk(previous!.generation, chunk) });
+      }
+      await this.db.batch(ops, SYNCED);
+      state.snapshot = record;
+      state.snapshotIndex = index;
+      state.lastIndex = logMatches ? Math.max(state.lastIndex, index) : index;
+    });
+  }
+
+  latestSnapshot(): Promise<Snapshot | null> {
+    return this.run((state) => (state.snapshot === null ? Promise.resolve(null) : this.readSnapshot(state.snapshot)));
+  }
+
+  compact(upTo: number): Promise<void> {
+    return this.run(async (state) => {
+      checkCompaction(upTo, state.snapshotIndex);
+      // saveSnapshot already deleted every covered entry in the batch that stored the snapshot.
+    });
+  }
+
+  /** Waits for pending operations, then closes the database if this storage opened it. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.tail;
+    if (this.ownsDb) await this.db.close();
+  }
+
+  /** Runs `operation` after every earlier one, opening the storage first if needed. */
+  private run<T>(operation: (state: OpenState) => Promise<T>): Promise<T> {
+    if (this.closed) return Promise.reject(new Error('LevelStorage is closed'));
+    const result = this.tail.then(async () => operation(this.state ?? (await this.open())));
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+
+  /** Opens the database, reads the log bounds and clears chunks left behind by an interrupted snapshot save. */
+  private async open(): Promise<OpenState> {
+    await this.db.open();
+    const stored = await this.get(this.keys.snapshotRecord);
+    const snapshot = stored === undefined ? null : parseSnapshotRecord(decodeValue(stored));
+    const snapshotIndex = snapshot?.meta.index ?? 0;
+
+    const [lastKey] = await this.db.keys({ ...this.keys.entries, reverse: true, limit: 1, ...ENCODINGS }).all();
+    const lastIndex = lastKey === undefined ? snapshotIndex : Math.max(snapshotIndex, this.keys.entryIndex(lastKey));
+
+    const allChunks = this.keys.snapshotChunks;
+    if (snapshot === null) {
+      await this.clear(allChunks);
+    } else {
+      const current = this.keys.snapshotGeneration(snapshot.generation);
+      await this.clear({ gte: allChunks.gte, lt: current.gte });
+      await this.clear({ gte: current.lt, lt: allChunks.lt });
+    }
+    this.state = { snapshot, snapshotIndex, lastIndex };
+    return this.state;
+  }
+
+  /** Writes `data` as chunks of one generation, a few chunks per synced batch. Returns the chunk count. */
+  private async writeChunks(generation: number, data: Uint8Array): Promise<number> {
+    const chunkCount = Math.ceil(data.byteLength / this.chunkBytes);
+    for (let first = 0; first < chunkCount; first += CHUNKS_PER_BATCH) {
+      const ops: BatchOp[] = [];
+      for (let chunk = first; chunk < Math.min(chunkCount, first + CHUNKS_PER_BATCH); chunk++) {
+        const value = data.subarray(chunk * this.chunkBytes, (chunk + 1) * this.chunkBytes);
+        ops.push({ type: 'put', key: this.keys.snapshotChunk(generation, chunk), value });
+      }
+      await this.db.batch(ops, SYNCED);
+    }
+    return chunkCount;
+  }
+
+  private async readSnapshot(record: SnapshotRecord): Promise<Snapshot> {
+    const data = new Uint8Array(record.byteLength);
+    let offset = 0;
+    let chunks = 0;
+    const range = this.keys.snapshotGeneration(record.generation);
+    for await (const value of this.db.values({ ...range, ...ENCODINGS })) {
+      if (offset + value.byteLength > data.byteLength) throw new Error('corrupt snapshot: more data than recorded');
+      data.set(value, offset);
+      offset += value.byteLength;
+      chunks++;
+    }
+    if (offset !== record.byteLength || chunks !== record.chunkCount) {
+      throw new Error(`corrupt snapshot: ${chunks} chunks / ${offset} bytes, expected ${record.chunkCount} / ${record.byteLength}`);
+    }
+    return { meta: structuredClone(record.meta), data };
+  }
+
+  /** The term of the entry at `index`, or undefined when the log holds no such entry. */
+  private async termAt(state: OpenState, index: number): Promise<number | undefined> {
+    if (state.snapshot !== null && index === state.snapshotIndex) return state.snapshot.meta.term;
+    if (index <= state.snapshotIndex || index > state.lastIndex) return undefined;
+    const stored = await this.get(this.keys.entry(index));
+    return stored === undefined ? undefined : parseEntry(decodeValue(stored)).term;
+  }
+
+  private async get(key: string): Promise<Uint8Array | undefined> {
+    return this.db.get(key, ENCODINGS); // abstract-level 2+ resolves a missing key to undefined.
+  }
+
+  private clear(range: KeyRange): Promise<void> {
+    return this.db.clear({ ...range, keyEncoding: 'utf8' });
+  }
+}
+
+/** Only the HardState fields, so extra properties on the caller's object are not persisted. */
+function hardStateValue(hardState: HardState): HardState {
+  return { term: hardState.term, vote: hardState.vote, commit: hardState.commit };
+}
+
+function snapshotMetaValue(meta: SnapshotMeta): SnapshotMeta {
+  return {
+    index: meta.index,
+    term: meta.term,
+    time: meta.time,
+    config: { voters: [...meta.config.voters], learners: [...meta.config.learners] },
+  };
+}

@@ -1,0 +1,231 @@
+/**
+ * The outbound side of the TCP transport for one peer: a lazily opened connection, reconnected with
+ * exponential backoff, fed from a bounded queue. Delivery is best-effort (Raft tolerates loss), so when the
+ * peer is slow or away the oldest queued messages are dropped rather than letting memory grow.
+ */
+import { Socket, connect } from 'node:net';
+import type { Message, NodeId } from '../types.js';
+import { FrameError, encodeFrame } from './framing.js';
+import { SnapshotSender } from './snapshot-stream.js';
+import { PROTOCOL_VERSION, type HelloFrame, type MessageFrame } from './wire.js';
+
+/** Where diagnostics go. 'debug' for expected trouble (peer down), 'warn' for things worth a look. */
+export type TransportLog = (level: 'debug' | 'warn', message: string) => void;
+
+/** A TCP endpoint. */
+export interface HostPort {
+  host: string;
+  port: number;
+}
+
+/** Tuning shared by every link of a transport; see TcpTransportOptions for meanings and defaults. */
+export interface PeerLinkSettings {
+  maxFrameBytes: number;
+  snapshotChunkBytes: number;
+  maxQueueBytes: number;
+  maxQueueMessages: number;
+  backoffInitialMs: number;
+  backoffMaxMs: number;
+  connectTimeoutMs: number;
+  stallTimeoutMs: number;
+  log: TransportLog;
+  /** A fresh snapshot stream number. */
+  nextStreamId: () => number;
+}
+
+/** Sends one member's messages to one peer. */
+export class PeerLink {
+  private socket: Socket | null = null;
+  private connected = false;
+  private closed = false;
+  /** Encoded frames waiting for the socket, oldest first. */
+  private queue: Buffer[] = [];
+  private queueBytes = 0;
+  /** The snapshot being streamed; only the newest one is kept. */
+  private snapshot: SnapshotSender | null = null;
+  private backoffMs: number;
+  /** No connection attempt before this time (ms since epoch): the backoff after a failure. */
+  private retryAt = 0;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private stallTimer: NodeJS.Timeout | null = null;
+  private droppedSinceLog = 0;
+
+  constructor(
+    private readonly selfId: NodeId,
+    readonly peerId: NodeId,
+    private address: HostPort,
+    private readonly settings: PeerLinkSettings,
+  ) {
+    this.backoffMs = settings.backoffInitialMs;
+  }
+
+  /** Queues `message` and makes sure a connection is on its way. */
+  enqueue(message: Message): void {
+    if (this.closed) return;
+    if (message.type === 'snapshot') {
+      // A newer snapshot supersedes one still streaming: the peer needs the latest state, not both.
+      this.snapshot = new SnapshotSender(message, this.settings.nextStreamId(), this.settings.snapshotChunkBytes);
+    } else {
+      let frame: Buffer;
+      try {
+        frame = encodeFrame({ kind: 'msg', message } satisfies MessageFrame, this.settings.maxFrameBytes);
+      } catch (error) {
+        const reason = error instanceof FrameError ? error.message : String(error);
+        this.settings.log('warn', `dropping ${message.type} to ${this.peerId}: ${reason}`);
+        return;
+      }
+      this.queue.push(frame);
+      this.queueBytes += frame.byteLength;
+      this.enforceQueueBounds();
+    }
+    this.kick();
+  }
+
+  /** Points the link at a new address; an open connection to the old one is closed. */
+  setAddress(address: HostPort): void {
+    if (address.host === this.address.host && address.port === this.address.port) return;
+    this.address = address;
+    this.retryAt = 0;
+    this.backoffMs = this.settings.backoffInitialMs;
+    this.socket?.destroy();
+  }
+
+  /** Forgets every queued message and any snapshot being streamed (the link was blocked). */
+  clearPending(): void {
+    this.queue = [];
+    this.queueBytes = 0;
+    this.snapshot = null;
+  }
+
+  /** Drops everything and closes the connection; resolves once the socket is fully closed. */
+  close(): Promise<void> {
+    this.closed = true;
+    this.clearPending();
+    this.clearTimer('retryTimer');
+    this.clearTimer('stallTimer');
+    const socket = this.socket;
+    if (socket === null || socket.closed) return Promise.resolve();
+    return new Promise((resolve) => {
+      socket.once('close', () => resolve());
+      socket.destroy();
+    });
+  }
+
+  private get hasPending(): boolean {
+    return this.queue.length > 0 || this.snapshot !== null;
+  }
+
+  private enforceQueueBounds(): void {
+    const { maxQueueBytes, maxQueueMessages } = this.settings;
+    while (this.queue.length > 1 && (this.queue.length > maxQueueMessages || this.queueBytes > maxQueueBytes)) {
+      this.queueBytes -= this.queue.shift()!.byteLength;
+      this.droppedSinceLog++;
+    }
+    // One line per burst of drops rather than one per message.
+    if (this.droppedSinceLog >= 100) {
+      this.settings.log('debug', `dropped ${this.droppedSinceLog} queued messages to ${this.peerId}`);
+      this.droppedSinceLog = 0;
+    }
+  }
+
+  /** Writes if connected; otherwise connects now or once the backoff delay has passed. */
+  private kick(): void {
+    if (this.closed || !this.hasPending) return;
+    if (this.socket !== null) {
+      if (this.connected) this.pump();
+      return;
+    }
+    if (this.retryTimer !== null) return;
+    const wait = this.retryAt - Date.now();
+    if (wait <= 0) {
+      this.connect();
+    } else {
+      this.retryTimer = setTimeout(() => {
+        this.retryTimer = null;
+        this.kick();
+      }, wait);
+      this.retryTimer.unref();
+    }
+  }
+
+  private connect(): void {
+    const socket = connect({ host: this.address.host, port: this.address.port });
+    this.socket = socket;
+    socket.setNoDelay(true);
+    socket.setTimeout(this.settings.connectTimeoutMs, () => socket.destroy(new Error('connect timed out')));
+    socket.on('connect', () => {
+      socket.setTimeout(0);
+      socket.setKeepAlive(true, 1000);
+      this.connected = true;
+      this.backoffMs = this.settings.backoffInitialMs;
+      this.retryAt = 0;
+      const hello: HelloFrame = { kind: 'hello', version: PROTOCOL_VERSION, from: this.selfId, to: this.peerId };
+      socket.write(encodeFrame(hello, this.settings.maxFrameBytes));
+      this.snapshot?.restart();
+      this.pump();
+    });
+    socket.on('drain', () => {
+      this.clearTimer('stallTimer');
+      this.pump();
+    });
+    // The peer never writes on this connection, but reading lets us notice when it closes its end.
+    socket.on('data', () => {});
+    socket.on('error', (error) => this.settings.log('debug', `link to ${this.peerId}: ${error.message}`));
+    socket.on('close', () => this.onClose(socket));
+  }
+
+  private onClose(socket: Socket): void {
+    if (this.socket !== socket) return;
+    this.socket = null;
+    this.connected = false;
+    this.clearTimer('stallTimer');
+    if (this.closed) return;
+    // Wait before the next attempt, doubling up to the cap; the jitter keeps members from retrying in step.
+    const delay = this.backoffMs * (0.5 + Math.random() * 0.5);
+    this.backoffMs = Math.min(this.backoffMs * 2, this.settings.backoffMaxMs);
+    this.retryAt = Date.now() + delay;
+    this.kick();
+  }
+
+  /** Writes queued frames, then snapshot chunks, until the socket wants us to wait for 'drain'. */
+  private pump(): void {
+    const socket = this.socket;
+    if (socket === null || !this.connected || socket.writableNeedDrain) return;
+    for (;;) {
+      let frame = this.queue.shift();
+      if (frame !== undefined) {
+        this.queueBytes -= frame.byteLength;
+      } else {
+        // Plain messages go first so heartbeats and votes are not stuck behind a large snapshot.
+        const sender = this.snapshot;
+        const chunk = sender?.nextChunk() ?? null;
+        if (chunk === null) return;
+        if (sender!.done) this.snapshot = null;
+        try {
+          frame = encodeFrame(chunk, this.settings.maxFrameBytes);
+        } catch (error) {
+          // Only possible when the header alone is huge (a giant member list); this runs in an event handler,
+          // so drop the snapshot rather than throw.
+          this.settings.log('warn', `dropping snapshot to ${this.peerId}: ${String(error)}`);
+          this.snapshot = null;
+          continue;
+        }
+      }
+      if (!socket.write(frame)) {
+        // The peer is not reading fast enough. If it stops reading entirely (half-open connection after a
+        // partition), give up on the connection instead of waiting for TCP's retransmission timeout.
+        this.stallTimer ??= setTimeout(() => {
+          this.stallTimer = null;
+          socket.destroy(new Error('write stalled'));
+        }, this.settings.stallTimeoutMs);
+        return;
+      }
+    }
+  }
+
+  private clearTimer(which: 'retryTimer' | 'stallTimer'): void {
+    const timer = this[which];
+    if (timer !== null) clearTimeout(timer);
+    this[which] = null;
+  }
+}

@@ -1,0 +1,189 @@
+/**
+ * Transport over TCP: one outbound connection per peer (see peer-link.ts) for sending, accepted connections
+ * (see inbound.ts) for receiving, length-prefixed MessagePack frames (framing.ts) on both.
+ */
+import { Server, createServer, type AddressInfo, type Socket } from 'node:net';
+import type { Message, NodeId, Transport } from '../types.js';
+import { DEFAULT_MAX_FRAME_BYTES } from './framing.js';
+import { InboundConnection } from './inbound.js';
+import { PeerLink, type HostPort, type PeerLinkSettings, type TransportLog } from './peer-link.js';
+
+export type { HostPort, TransportLog } from './peer-link.js';
+
+export interface TcpTransportOptions {
+  /** This member's id; peers' handshakes must name it. */
+  id: NodeId;
+  /** Where to accept connections. Port 0 picks a free port (read it back with `address()`). */
+  listen: HostPort;
+  /** Longest frame payload sent or accepted. Default 4 MiB. */
+  maxFrameBytes?: number;
+  /** Snapshot data per chunk frame. Default 256 KiB; must leave room for the header within maxFrameBytes. */
+  snapshotChunkBytes?: number;
+  /** Largest snapshot accepted from a peer. Default 4 GiB. */
+  maxSnapshotBytes?: number;
+  /** Per-peer queue bound in bytes; the oldest messages are dropped beyond it. Default 16 MiB. */
+  maxQueueBytes?: number;
+  /** Per-peer queue bound in messages. Default 10 000. */
+  maxQueueMessages?: number;
+  /** First reconnect delay; doubles per failure up to `backoffMaxMs`. Defaults 50 ms and 2 s. */
+  backoffInitialMs?: number;
+  backoffMaxMs?: number;
+  /** Give up on a connection attempt after this long. Default 3 s. */
+  connectTimeoutMs?: number;
+  /** Drop a connection whose peer has not read anything for this long while we have data for it. Default 10 s. */
+  stallTimeoutMs?: number;
+  /** Close accepted connections that send no handshake within this long. Default 5 s. */
+  handshakeTimeoutMs?: number;
+  /** Diagnostics; silent by default. */
+  log?: TransportLog;
+}
+
+/** Room for a chunk frame's fields besides its data (ids, offsets, snapshot meta with the member list). */
+const CHUNK_HEADER_ALLOWANCE = 64 * 1024;
+
+/** Parses "host:port" or "[v6-address]:port". */
+export function parseHostPort(address: string): HostPort {
+  const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
+  const port = match === null ? NaN : Number(match[3]);
+  if (match === null || port < 1 || port > 65535) throw new TypeError(`expected "host:port", got "${address}"`);
+  return { host: (match[1] ?? match[2])!, port };
+}
+
+/** The Transport for real deployments: TCP between members, with interactive partitions via setBlocked. */
+export class TcpTransport implements Transport {
+  readonly id: NodeId;
+  private readonly listenAt: HostPort;
+  private readonly settings: PeerLinkSettings;
+  private readonly maxSnapshotBytes: number;
+  private readonly handshakeTimeoutMs: number;
+  private readonly links = new Map<NodeId, PeerLink>();
+  private readonly inbound = new Set<InboundConnection>();
+  private blocked: ReadonlySet<NodeId> = new Set();
+  private server: Server | null = null;
+  private onMessage: ((message: Message) => void) | null = null;
+  private streamCounter = 0;
+  private closed = false;
+
+  constructor(options: TcpTransportOptions) {
+    if (options.id.length === 0) throw new TypeError('transport id must be non-empty');
+    this.id = options.id;
+    this.listenAt = options.listen;
+    const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    const snapshotChunkBytes = options.snapshotChunkBytes ?? 256 * 1024;
+    if (snapshotChunkBytes < 1 || snapshotChunkBytes + CHUNK_HEADER_ALLOWANCE > maxFrameBytes) {
+      throw new RangeError(`snapshotChunkBytes must be in 1..maxFrameBytes - ${CHUNK_HEADER_ALLOWANCE}`);
+    }
+    this.settings = {
+      maxFrameBytes,
+      snapshotChunkBytes,
+      maxQueueBytes: options.maxQueueBytes ?? 16 * 1024 * 1024,
+      maxQueueMessages: options.maxQueueMessages ?? 10_000,
+      backoffInitialMs: options.backoffInitialMs ?? 50,
+      backoffMaxMs: options.backoffMaxMs ?? 2000,
+      connectTimeoutMs: options.connectTimeoutMs ?? 3000,
+      stallTimeoutMs: options.stallTimeoutMs ?? 10_000,
+      log: options.log ?? (() => {}),
+      nextStreamId: () => ++this.streamCounter,
+    };
+    this.maxSnapshotBytes = options.maxSnapshotBytes ?? 4 * 1024 * 1024 * 1024;
+    this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 5000;
+  }
+
+  /** Starts listening; resolves once the port is bound (rejects if it cannot be). */
+  start(onMessage: (message: Message) => void): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('transport is closed'));
+    if (this.server !== null) return Promise.reject(new Error('transport already started'));
+    this.onMessage = onMessage;
+    const server = createServer((socket) => this.accept(socket));
+    this.server = server;
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(this.listenAt.port, this.listenAt.host, () => {
+        server.off('error', reject);
+        server.on('error', (error) => this.settings.log('warn', `server: ${error.message}`));
+        resolve();
+      });
+    });
+  }
+
+  /** The bound address (useful with port 0). Only valid after start() resolved. */
+  address(): HostPort {
+    const bound = this.server?.address();
+    if (bound === null || bound === undefined || typeof bound === 'string') throw new Error('transport not listening');
+    return { host: (bound as AddressInfo).address, port: (bound as AddressInfo).port };
+  }
+
+  /** Queues `message` for its addressee. Never throws; unknown or blocked peers are dropped silently. */
+  send(message: Message): void {
+    if (this.closed || this.blocked.has(message.to)) return;
+    const link = this.links.get(message.to);
+    if (link === undefined) {
+      this.settings.log('debug', `no address for ${message.to}; dropping ${message.type}`);
+      return;
+    }
+    link.enqueue(message);
+  }
+
+  /** Makes `id` reachable at "host:port" (re-adding with another address redirects the link). */
+  addPeer(id: NodeId, address: string): void {
+    if (this.closed) return;
+    const hostPort = parseHostPort(address);
+    const link = this.links.get(id);
+    if (link === undefined) {
+      this.links.set(id, new PeerLink(this.id, id, hostPort, this.settings));
+    } else {
+      link.setAddress(hostPort);
+    }
+  }
+
+  /** Forgets `id`: queued messages are dropped and the outbound connection closed. */
+  removePeer(id: NodeId): void {
+    const link = this.links.get(id);
+    if (link === undefined) return;
+    this.links.delete(id);
+    void link.close();
+  }
+
+  /**
+   * Drops all traffic to and from `peers` from now on (replacing the previous set) to simulate a partition.
+   * Connections stay open; messages already queued for a newly blocked peer are dropped.
+   */
+  setBlocked(peers: ReadonlySet<NodeId>): void {
+    this.blocked = new Set(peers);
+    for (const id of this.blocked) this.links.get(id)?.clearPending();
+  }
+
+  /** Stops listening and closes every connection; resolves when all sockets and the server are closed. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const server = this.server;
+    const serverClosed =
+      server === null ? Promise.resolve() : new Promise<void>((resolve) => server.close(() => resolve()));
+    const inbound = [...this.inbound];
+    for (const connection of inbound) connection.destroy();
+    const links = [...this.links.values()];
+    this.links.clear();
+    await Promise.all([serverClosed, ...inbound.map((c) => c.closed), ...links.map((link) => link.close())]);
+  }
+
+  private accept(socket: Socket): void {
+    if (this.closed) {
+      socket.destroy();
+      return;
+    }
+    const connection = new InboundConnection(socket, {
+      selfId: this.id,
+      maxFrameBytes: this.settings.maxFrameBytes,
+      maxSnapshotBytes: this.maxSnapshotBytes,
+      handshakeTimeoutMs: this.handshakeTimeoutMs,
+      isBlocked: (peer) => this.blocked.has(peer),
+      deliver: (message) => {
+        if (!this.closed) this.onMessage?.(message);
+      },
+      log: this.settings.log,
+    });
+    this.inbound.add(connection);
+    void connection.closed.then(() => this.inbound.delete(connection));
+  }
+}

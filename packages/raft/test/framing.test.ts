@@ -1,0 +1,123 @@
+/** Length-prefixed frames: splitting, batching, limits, garbage. */
+import fc from 'fast-check';
+import t from 'tap';
+import { encodeValue } from '../src/codec/msgpack.js';
+import { FRAME_HEADER_BYTES, FrameDecoder, FrameError, encodeFrame } from '../src/transport/framing.js';
+
+/** A decoder that collects what it decodes. */
+function collector(maxFrameBytes?: number): { decoder: FrameDecoder; frames: unknown[] } {
+  const frames: unknown[] = [];
+  const decoder = new FrameDecoder((frame) => frames.push(frame), maxFrameBytes === undefined ? {} : { maxFrameBytes });
+  return { decoder, frames };
+}
+
+/** Equal as MessagePack: a Buffer and a Uint8Array with the same bytes both encode as `bin`. */
+function sameEncoding(a: unknown, b: unknown): boolean {
+  return Buffer.compare(encodeValue(a), encodeValue(b)) === 0;
+}
+
+const values = [
+  { kind: 'msg', n: 1 },
+  { kind: 'hello', from: 'n1', data: Uint8Array.of(1, 2, 3) },
+  'a string',
+  [1, 2, { nested: true }],
+  { big: new Uint8Array(70_000).fill(9) },
+];
+
+t.test('a frame is a 4-byte big-endian length then the payload', async (t) => {
+  const frame = encodeFrame({ a: 1 });
+  t.equal(frame.readUInt32BE(0), frame.byteLength - FRAME_HEADER_BYTES);
+});
+
+t.test('frames split at every byte boundary are reassembled', async (t) => {
+  const stream = Buffer.concat(values.slice(0, 4).map((value) => encodeFrame(value)));
+  for (let cut = 1; cut < stream.byteLength; cut++) {
+    const { decoder, frames } = collector();
+    decoder.push(stream.subarray(0, cut));
+    decoder.push(stream.subarray(cut));
+    if (frames.length !== 4) t.fail(`cut at ${cut}: ${frames.length} frames`);
+  }
+  const { decoder, frames } = collector();
+  for (const byte of stream) decoder.push(Uint8Array.of(byte));
+  t.same(frames, values.slice(0, 4), 'one byte at a time');
+  t.equal(decoder.bufferedBytes, 0);
+});
+
+t.test('many frames in one chunk are all delivered, in order', async (t) => {
+  const { decoder, frames } = collector();
+  const many = Array.from({ length: 500 }, (_, i) => ({ i }));
+  decoder.push(Buffer.concat(many.map((value) => encodeFrame(value))));
+  t.same(frames, many);
+});
+
+t.test('random chunking never changes what is decoded', async (t) => {
+  const stream = Buffer.concat(values.map((value) => encodeFrame(value)));
+  fc.assert(
+    fc.property(fc.array(fc.integer({ min: 0, max: stream.byteLength }), { maxLength: 12 }), (cuts) => {
+      const { decoder, frames } = collector();
+      const points = [0, ...[...cuts].sort((a, b) => a - b), stream.byteLength];
+      for (let i = 1; i < points.length; i++) decoder.push(stream.subarray(points[i - 1], points[i]));
+      return frames.length === values.length && sameEncoding(frames, values);
+    }),
+    { numRuns: 200 },
+  );
+  t.pass('200 random chunkings');
+});
+
+t.test('an oversized length is refused as soon as the header arrives', async (t) => {
+  const { decoder, frames } = collector(1024);
+  const ok = encodeFrame({ fine: true });
+  const header = Buffer.alloc(FRAME_HEADER_BYTES);
+  header.writeUInt32BE(1025);
+  // The valid frame before it is still delivered; the oversized one is refused without its payload.
+  t.throws(() => decoder.push(Buffer.concat([ok, header])), FrameError);
+  t.same(frames, [{ fine: true }]);
+  t.throws(() => decoder.push(Buffer.alloc(10)), FrameError, 'a failed decoder refuses further input');
+
+  const huge = collector();
+  t.throws(() => huge.decoder.push(Buffer.from([0xff, 0xff, 0xff, 0xff])), FrameError, '4 GiB length');
+  const empty = collector();
+  t.throws(() => empty.decoder.push(Buffer.from([0, 0, 0, 0])), FrameError, 'zero length');
+});
+
+t.test('a frame at exactly the limit is accepted; encodeFrame refuses anything larger', async (t) => {
+  const payloadFor = (bytes: Uint8Array) => encodeFrame(bytes).byteLength - FRAME_HEADER_BYTES;
+  const limit = payloadFor(new Uint8Array(1000));
+  const { decoder, frames } = collector(limit);
+  decoder.push(encodeFrame(new Uint8Array(1000), limit));
+  t.equal(frames.length, 1);
+  t.throws(() => encodeFrame(new Uint8Array(1001), limit), FrameError);
+});
+
+t.test('undecodable payloads and trailing bytes are FrameErrors, not crashes', async (t) => {
+  const garbage = Buffer.from([0, 0, 0, 3, 0xc1, 0xc1, 0xc1]); // 0xc1 is never used in MessagePack
+  t.throws(() => collector().decoder.push(garbage), FrameError);
+  const truncated = Buffer.from([0, 0, 0, 1, 0x92]); // an array of two, with no elements
+  t.throws(() => collector().decoder.push(truncated), FrameError);
+  const trailing = Buffer.from([0, 0, 0, 2, 0x01, 0x02]); // two values in one frame
+  t.throws(() => collector().decoder.push(trailing), FrameError);
+});
+
+t.test('random bytes never throw anything but FrameError', async (t) => {
+  fc.assert(
+    fc.property(fc.uint8Array({ minLength: 1, maxLength: 200 }), (bytes) => {
+      const { decoder } = collector(256);
+      try {
+        decoder.push(bytes);
+      } catch (error) {
+        return error instanceof FrameError;
+      }
+      return true;
+    }),
+    { numRuns: 500 },
+  );
+  t.pass('500 random inputs');
+});
+
+t.test('binary values decode to bytes with the same content', async (t) => {
+  const { decoder, frames } = collector();
+  decoder.push(encodeFrame({ data: Uint8Array.of(5, 6, 7) }));
+  const { data } = frames[0] as { data: Uint8Array };
+  t.ok(data instanceof Uint8Array);
+  t.same([...data], [5, 6, 7]);
+});
