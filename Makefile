@@ -28,11 +28,12 @@ sim: build
 mutations: build
 	node packages/raft/dist/sim/mutations.js
 
+# Start every service's 5-member cluster (LevelDB under data/) and print the endpoints.
 up: build
-	node packages/raft/dist/examples/demo-cluster.js
+	scripts/up-all.sh
 
 down:
-	@echo "nothing to stop yet"
+	scripts/down-all.sh
 
 bench: build
 	node bench/dist/raft-inprocess.js
