@@ -406,10 +406,9 @@ export class RaftCore {
     if (last !== undefined) this.log.persistedTo(last.index, last.term);
     if (rd.snapshot !== null) this.log.persisted = Math.max(this.log.persisted, rd.snapshot.meta.index);
     const lastApplied = rd.committed[rd.committed.length - 1];
-    if (lastApplied !== undefined) {
-      invariant(lastApplied.index > this.log.applied, 'applied index moved backwards');
-      this.log.applied = lastApplied.index;
-    }
+    // A snapshot stepped while this batch was out may already have moved `applied` past it; the driver applied
+    // entries the snapshot also covers, and the next batch installs the snapshot over them.
+    if (lastApplied !== undefined && lastApplied.index > this.log.applied) this.log.applied = lastApplied.index;
     if (this.role === 'leader') {
       const self = this.progress.get(this.id);
       if (self !== undefined) self.maybeUpdate(this.log.persisted);
@@ -815,6 +814,9 @@ export class RaftCore {
   private handleHeartbeatResponse(m: HeartbeatResponse, pr: Progress): void {
     pr.recentActive = true;
     if (pr.state === 'probe') pr.probeSent = false;
+    // A full window whose appends were all lost would never drain: free one slot, so the next append either
+    // fills the gap or is rejected and sends the follower back to probing.
+    if (pr.state === 'replicate' && pr.isPaused()) pr.freeFirstOne();
     // A snapshot that has not been acknowledged for a long time was probably lost: probe again.
     if (pr.state === 'snapshot' && pr.snapshotTicks > 4 * this.electionTicks) pr.becomeProbe();
     if (pr.match < this.log.lastIndex()) this.sendAppend(m.from);

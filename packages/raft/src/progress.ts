@@ -110,6 +110,12 @@ export class Progress {
     return true;
   }
 
+  /** Forget the oldest in-flight append (presumed lost). */
+  freeFirstOne(): void {
+    const first = this.inflight.shift();
+    if (first !== undefined) this.inflightBytes -= first.bytes;
+  }
+
   private freeUpTo(index: number): void {
     let n = 0;
     while (n < this.inflight.length && this.inflight[n]!.last <= index) {

@@ -184,3 +184,36 @@ t.test('restart from durable state keeps term, vote and log', async (t) => {
   t.equal(after.lastIndex, before.lastIndex);
   t.equal(after.commit, before.commit);
 });
+
+t.test('regression (sim seed 60): a snapshot stepped while a Ready is outstanding does not break advance()', async (t) => {
+  const { RaftCore } = await import('../src/core.js');
+  const follower = new RaftCore(
+    { id: 'b' },
+    { hardState: { term: 0, vote: null, commit: 0 }, snapshot: null, entries: [], initialConfig: { voters: ['a', 'b', 'c'], learners: [] } },
+  );
+  const entries = [1, 2, 3].map((index) => ({ index, term: 1, time: 0, kind: 'noop' as const }));
+  follower.step({ type: 'append', from: 'a', to: 'b', term: 1, prevIndex: 0, prevTerm: 0, entries, commit: 3 });
+  const outstanding = follower.ready();
+  t.equal(outstanding.committed.length, 3, 'the batch carries committed entries');
+  const meta = { index: 10, term: 1, time: 0, config: { voters: ['a', 'b', 'c'], learners: [] } };
+  follower.step({ type: 'snapshot', from: 'a', to: 'b', term: 1, snapshot: { meta, data: new Uint8Array([1]) } });
+  t.doesNotThrow(() => follower.advance(outstanding));
+  const next = follower.ready();
+  t.equal(next.snapshot?.meta.index, 10, 'the snapshot is installed next');
+  t.same(next.committed, [], 'nothing below the snapshot is applied again');
+  follower.advance(next);
+  t.equal(follower.status().applied, 10);
+});
+
+t.test('regression (sim seeds 1, 3, 6, 12, 19): a full in-flight window whose appends were lost drains', async (t) => {
+  const c = new Lockstep(ids, { maxInflightMessages: 1 });
+  const leader = c.electLeader();
+  c.tick(2);
+  const follower = ids.find((id) => id !== leader)!;
+  c.isolate(follower);
+  c.get(leader).core.propose(command('lost-once'));
+  c.settle();
+  c.heal();
+  c.tick(5);
+  t.ok(commandsOf(c.get(follower).applied).includes('lost-once'), 'the follower got the entry after the loss');
+});
