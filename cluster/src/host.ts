@@ -14,6 +14,8 @@ import {
   requireObject,
   requireString,
   requireToken,
+  deriveClientToken,
+  Reply,
   Router,
   ServiceContext,
   unavailable,
@@ -113,7 +115,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   const open = new Set(['/healthz', '/metrics']);
   const router = new Router({
     before: (ctx, route) => {
-      if (!open.has(route.pattern)) requireToken(ctx.req, options.tokens);
+      if (!open.has(route.pattern)) ctx.principal = requireToken(ctx.req, options.tokens);
     },
     onError: (error, req) => logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
   });
@@ -126,6 +128,12 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
       ctx.res.end(metrics.render());
     })
     .get('/v1/cluster/status', () => statusBody(node))
+    .post('/v1/tokens', async (ctx) => {
+      if (ctx.principal?.kind !== 'cluster') throw new HttpError(403, 'forbidden', 'only the cluster token can issue client tokens');
+      const body = requireObject(await ctx.json());
+      const client = requireString(body, 'client');
+      return new Reply(201, { client, token: deriveClientToken(options.tokens[0]!, client) });
+    })
     .post('/v1/client-sessions', async () => {
       if (node.leaderId === null) throw unavailable('no leader is known', 1);
       try {
@@ -200,6 +208,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     node,
     httpPort: boundPort,
     async stop() {
+      service.stop();
       server.closeAllConnections();
       await new Promise<void>((r) => server.close(() => r()));
       await node.stop();

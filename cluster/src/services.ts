@@ -1,6 +1,7 @@
 /** The services a member process can host, by name. Each later service adds one line here. */
 import type { ServiceDefinition } from '@raftkit/http';
 import { kvService } from '@raftkit/kv';
+import { lockService } from '@raftkit/lock';
 import { startMember, type MemberOptions, type RunningMember } from './host.js';
 
 /** A service with its command types erased: all the member process needs is a way to start it. */
@@ -12,6 +13,7 @@ function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
 
 export const services: Record<string, HostedService> = {
   kv: hosted(kvService),
+  lock: hosted(lockService),
 };
 
 export function serviceNames(): string[] {
@@ -21,6 +23,7 @@ export function serviceNames(): string[] {
 /** Each service's default ports, so several clusters can run side by side: raft base+1.., HTTP base+101... */
 const basePorts: Record<string, number> = {
   kv: 7000,
+  lock: 7200,
 };
 
 export function defaultBasePort(service: string): number {

@@ -1,7 +1,18 @@
-/** Bearer-token authentication shared by every service. */
-import { timingSafeEqual } from 'node:crypto';
+/**
+ * Bearer-token authentication shared by every service. The cluster token (from `cluster up`) is accepted
+ * everywhere; per-client tokens are derived from it by HMAC (`client.<name>.<mac>`), so every member can verify
+ * them without any replicated state. Revoking client tokens means rotating the cluster token.
+ */
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { unauthorized } from './errors.js';
+import { badRequest, unauthorized } from './errors.js';
+
+/** Who a request is: the cluster operator or a named client. `hash` identifies the token (for ownership). */
+export interface Principal {
+  kind: 'cluster' | 'client';
+  name: string;
+  hash: string;
+}
 
 /** The token a request presents, or null. */
 export function bearerToken(req: IncomingMessage): string | null {
@@ -11,14 +22,41 @@ export function bearerToken(req: IncomingMessage): string | null {
   return m ? m[1]! : null;
 }
 
-/** Accepts a request whose bearer token is one of `tokens`; 401 otherwise. Constant-time comparison. */
-export function requireToken(req: IncomingMessage, tokens: readonly string[]): string {
+const CLIENT_NAME = /^[A-Za-z0-9._-]{1,64}$/;
+
+/** A per-client token, derived from the cluster token. */
+export function deriveClientToken(clusterToken: string, client: string): string {
+  if (!CLIENT_NAME.test(client)) throw badRequest('invalid_field', 'client must be 1 to 64 characters of A-Z a-z 0-9 . _ -', { field: 'client' });
+  return `client.${client}.${mac(clusterToken, client)}`;
+}
+
+function mac(clusterToken: string, client: string): string {
+  return createHmac('sha256', clusterToken).update(`client:${client}`).digest('base64url');
+}
+
+function same(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+export function tokenHash(token: string): string {
+  return createHash('sha256').update(token).digest('base64url').slice(0, 22);
+}
+
+/** The principal a request's bearer token proves; 401 when missing or wrong. */
+export function authenticate(req: IncomingMessage, clusterTokens: readonly string[]): Principal {
   const presented = bearerToken(req);
   if (presented === null) throw unauthorized('missing bearer token (Authorization: Bearer <token>)');
-  const p = Buffer.from(presented);
-  for (const t of tokens) {
-    const b = Buffer.from(t);
-    if (b.length === p.length && timingSafeEqual(b, p)) return presented;
+  for (const t of clusterTokens) if (same(t, presented)) return { kind: 'cluster', name: 'cluster', hash: tokenHash(presented) };
+  const m = /^client\.([A-Za-z0-9._-]{1,64})\.([A-Za-z0-9_-]+)$/.exec(presented);
+  if (m !== null) {
+    for (const t of clusterTokens) if (same(mac(t, m[1]!), m[2]!)) return { kind: 'client', name: m[1]!, hash: tokenHash(presented) };
   }
   throw unauthorized('wrong bearer token');
+}
+
+/** Accepts a request whose bearer token is one of `tokens` (or derived from one); 401 otherwise. */
+export function requireToken(req: IncomingMessage, tokens: readonly string[]): Principal {
+  return authenticate(req, tokens);
 }

@@ -3,10 +3,13 @@
  * a JSON error body. Handlers throw HttpError for client errors; anything else becomes a 500 without crashing.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Principal } from './auth.js';
 import { badRequest, HttpError } from './errors.js';
 
 export interface RequestContext {
   req: IncomingMessage;
+  /** Set by the router's `before` hook when the request authenticated (see auth.ts). */
+  principal: Principal | null;
   res: ServerResponse;
   params: Record<string, string>;
   query: URLSearchParams;
@@ -127,6 +130,7 @@ export class Router {
     return {
       req,
       res,
+      principal: null,
       params,
       query,
       bytes,

@@ -5,6 +5,7 @@
  */
 import { RaftNode, SessionError, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
+import type { Principal } from './auth.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
 import type { RequestContext, Router } from './router.js';
@@ -23,12 +24,30 @@ export const CLIENT_SEQ_HEADER = 'client-seq';
 export const CLIENT_ACK_HEADER = 'client-ack';
 
 export class ServiceContext<C, R> {
+  private readonly stoppers: Array<() => void> = [];
+
   constructor(
     readonly node: RaftNode<C, R>,
     readonly router: Router,
     readonly metrics: MetricsRegistry,
     readonly logger: Logger,
   ) {}
+
+  /** Run `stop` when the member stops (background loops, open streams). */
+  onStop(stop: () => void): void {
+    this.stoppers.push(stop);
+  }
+
+  /** Called by the member process as it stops. */
+  stop(): void {
+    for (const stop of this.stoppers.splice(0)) stop();
+  }
+
+  /** The principal of an authenticated request (the router's before hook set it). */
+  principal(ctx: RequestContext): Principal {
+    if (ctx.principal === null) throw new HttpError(401, 'unauthorized', 'this endpoint needs a bearer token');
+    return ctx.principal;
+  }
 
   /** The service's state machine on this member (for reads after a barrier). */
   get machine(): StateMachine<C, R> {

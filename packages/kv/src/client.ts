@@ -2,7 +2,7 @@
  * A typed client for the key-value service. It talks to any member, moves to another on 503 or a connection
  * error, and sends writes inside a client session so a retried write applies once.
  */
-import { request } from 'undici';
+import { ClusterClient, ServiceError } from '@raftkit/http';
 
 export interface KvClientOptions {
   /** Base URLs of the members, e.g. http://127.0.0.1:8001 */
@@ -18,21 +18,16 @@ export interface KvValue {
   revision: number;
 }
 
-export class KvError extends Error {
-  override name = 'KvError';
-  constructor(readonly status: number, readonly code: string, message: string, readonly body: unknown) {
-    super(message);
-  }
-}
+/** An error answer from the service (status, code, message). */
+export { ServiceError as KvError };
+const KvError = ServiceError;
 
 export class KvClient {
-  private next = 0;
   private session: { client: string; seq: number } | null = null;
-  private readonly timeoutMs: number;
+  private readonly http: ClusterClient;
 
-  constructor(private readonly options: KvClientOptions) {
-    if (options.endpoints.length === 0) throw new TypeError('at least one endpoint is needed');
-    this.timeoutMs = options.timeoutMs ?? 15_000;
+  constructor(options: KvClientOptions) {
+    this.http = new ClusterClient(options);
   }
 
   async put(key: string, value: string): Promise<{ revision: number }> {
@@ -79,34 +74,8 @@ export class KvClient {
     return this.call(method, path, body, { 'client-id': this.session.client, 'client-seq': String(seq), 'client-ack': String(seq - 1) });
   }
 
-  /** One call, retried on other members while the answer is 503 or the connection fails. */
-  private async call(method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<unknown> {
-    const deadline = Date.now() + this.timeoutMs;
-    let lastError: Error = new Error('no attempt made');
-    for (let attempt = 0; Date.now() < deadline; attempt++) {
-      const endpoint = this.options.endpoints[this.next % this.options.endpoints.length]!;
-      try {
-        const res = await request(endpoint + path, {
-          method: method as 'GET',
-          body,
-          headers: { authorization: `Bearer ${this.options.token}`, ...headers },
-          headersTimeout: Math.max(1, deadline - Date.now()),
-          bodyTimeout: Math.max(1, deadline - Date.now()),
-        });
-        const text = await res.body.text();
-        const parsed: unknown = text.length > 0 ? JSON.parse(text) : null;
-        if (res.statusCode < 300) return parsed;
-        const err = (parsed as { error?: { code?: string; message?: string } } | null)?.error;
-        lastError = new KvError(res.statusCode, err?.code ?? 'unknown', err?.message ?? `HTTP ${res.statusCode}`, parsed);
-        if (res.statusCode !== 503) throw lastError;
-      } catch (e) {
-        if (e instanceof KvError && e.status !== 503) throw e;
-        lastError = e as Error;
-      }
-      this.next++;
-      await new Promise((r) => setTimeout(r, Math.min(500, 20 * 2 ** Math.min(attempt, 5))));
-    }
-    throw lastError;
+  private call(method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<unknown> {
+    return this.http.call(method, path, body, headers);
   }
 }
 
