@@ -164,6 +164,9 @@ export class RaftCore {
   private now = 0;
 
   private readRound = 0;
+  /** Leader-local tick count, and the tick each heartbeat round was sent at (for the read lease). */
+  private leaderTicks = 0;
+  private roundSentAt = new Map<number, number>();
   private pendingReads: PendingRead[] = [];
   /** Reads that arrived before this leader committed an entry of its term. */
   private readsAwaitingCommit: Array<{ context: string; from: NodeId | null }> = [];
@@ -459,6 +462,7 @@ export class RaftCore {
   }
 
   private tickLeader(): void {
+    this.leaderTicks++;
     this.heartbeatElapsed++;
     this.electionElapsed++;
     if (this.electionElapsed >= this.electionTicks) {
@@ -477,7 +481,7 @@ export class RaftCore {
     }
     if (this.heartbeatElapsed >= this.heartbeatTicks) {
       this.heartbeatElapsed = 0;
-      this.broadcastHeartbeat(this.readRound);
+      this.broadcastHeartbeat(this.nextRound());
     }
   }
 
@@ -497,7 +501,11 @@ export class RaftCore {
     if (m.type === 'prevoteResp' && !m.reject) return true; // carries the term the candidate will campaign at
     if (this.role === 'leader' && this.mutations.ignoreHigherTerm) return false;
     const leader = m.type === 'append' || m.type === 'heartbeat' || m.type === 'snapshot' ? m.from : null;
+    const elapsed = this.electionElapsed;
     this.becomeFollower(m.term, leader);
+    // Only granting a vote resets the election timer (handleVoteRequest): otherwise a stale member with a fast
+    // clock could keep every member that can win from ever timing out.
+    if (m.type === 'vote') this.electionElapsed = elapsed;
     return true;
   }
 
@@ -953,15 +961,37 @@ export class RaftCore {
       this.answerRead({ context, from, index, round: 0 });
       return;
     }
-    if (this.leaseReads && this.checkQuorum) {
-      // Check-quorum makes this member step down within an election timeout of losing its quorum, and voters
-      // ignore elections within that time of hearing from it; so while it leads, no other leader exists.
+    if (this.leaseReads && this.leaseValid()) {
       this.answerRead({ context, from, index, round: 0 });
       return;
     }
-    const round = ++this.readRound;
+    const round = this.nextRound();
     this.pendingReads.push({ context, from, index, round });
     this.broadcastHeartbeat(round);
+  }
+
+  /** A new heartbeat round, remembering when it was sent. */
+  private nextRound(): number {
+    const round = ++this.readRound;
+    this.roundSentAt.set(round, this.leaderTicks);
+    // Rounds far older than an election timeout can no longer make a lease valid.
+    this.roundSentAt.delete(round - 4 * this.electionTicks - 64);
+    return round;
+  }
+
+  /**
+   * The read lease (dissertation 6.4.1): a quorum acknowledged a heartbeat sent at tick T, and each of those voters
+   * refuses to help elect anyone else until an election timeout after receiving it (>= T), so no other leader can
+   * exist before T + electionTicks. A margin of 2 ticks covers tick-rate drift; a transfer voids the lease, since
+   * its election bypasses the voters' lease.
+   */
+  private leaseValid(): boolean {
+    if (!this.checkQuorum || this.transferee !== null) return false;
+    const sent = this.config.voters
+      .map((id) => (id === this.id ? this.leaderTicks : this.roundSentAt.get(this.progress.get(id)?.ackedRound ?? 0) ?? -Infinity))
+      .sort((a, b) => b - a);
+    const start = sent[quorum(sent.length) - 1] ?? -Infinity;
+    return this.leaderTicks - start < this.electionTicks - 2;
   }
 
   private releaseReads(): void {

@@ -1,0 +1,225 @@
+/**
+ * What one simulated run is made of: cluster shape, timing, client load and a schedule of faults. A run is a
+ * pure function of its SimConfig, and `configFromSeed` derives a whole SimConfig from one number, so a seed
+ * replays exactly. fast-check builds SimConfigs directly (test/sim.property.test.ts) and shrinks their faults.
+ */
+import { Random } from './random.js';
+
+export type PartitionShape = 'halves' | 'oneway' | 'bridge' | 'isolateLeader';
+
+/**
+ * One scheduled fault. `at` is virtual ms from the start; `pick` is a number in [0, 1) that chooses the victim(s)
+ * among the members present when the fault fires (so a shrunk schedule still means something).
+ */
+export type Fault =
+  | { kind: 'partition'; at: number; shape: PartitionShape; duration: number; pick: number }
+  | { kind: 'crash'; at: number; target: 'leader' | 'any'; downtime: number; pick: number }
+  | { kind: 'slowDisk'; at: number; duration: number; latency: number; pick: number }
+  /** Power losses: for `duration`, every `every` ms a random member crashes in the middle of its next disk sync. */
+  | { kind: 'powerLoss'; at: number; duration: number; every: number; downtime: number }
+  | { kind: 'netStorm'; at: number; duration: number; drop: number; duplicate: number; maxDelay: number }
+  | { kind: 'transfer'; at: number; pick: number }
+  /** Leader churn: for `duration`, every newly elected leader crashes within `maxLife` ms, down for `downtime`. */
+  | { kind: 'churn'; at: number; duration: number; maxLife: number; downtime: number }
+  | { kind: 'addMember'; at: number }
+  | { kind: 'removeMember'; at: number; pick: number }
+  | { kind: 'readdMember'; at: number; pick: number };
+
+export type FaultKind = Fault['kind'];
+
+/** Deliberate bugs on the simulator's side of the contract (the core's own mutations are in CoreOptions). */
+export interface SimMutations {
+  /** Send a Ready's messages before its hard state and entries are durable. */
+  sendBeforePersist?: boolean;
+  /** Serve reads from the local state machine without a read index. */
+  staleLocalReads?: boolean;
+  /** Apply session commands without deduplication (bypasses SessionStateMachine for commands). */
+  noSessionDedup?: boolean;
+}
+
+export interface CoreMutations {
+  grantStaleVote?: boolean;
+  commitPreviousTermByCount?: boolean;
+  skipPrevCheck?: boolean;
+  ignoreHigherTerm?: boolean;
+  [flag: string]: boolean | undefined;
+}
+
+export interface SimConfig {
+  /** Seed of the run's own randomness (message delays, client choices, core election timers...). */
+  seed: number;
+  clusterSize: number;
+  clients: number;
+  keys: number;
+  /** Length of the fault phase; then everything heals and liveness is checked. */
+  faultMs: number;
+  /** Virtual time allowed after healing for the cluster to settle and every client op to finish. */
+  livenessMs: number;
+  /** Each member saves a snapshot (and compacts) every this many applied entries. */
+  snapshotEvery: number;
+  /** Member tick periods are tickMs * (1 ± up to tickSkew). */
+  tickMs: number;
+  tickSkew: number;
+  electionTicks: number;
+  heartbeatTicks: number;
+  preVote: boolean;
+  checkQuorum: boolean;
+  leaseReads: boolean;
+  /** Flow control: bytes of entries per append message, and append messages in flight per follower. */
+  maxMessageBytes: number;
+  maxInflightMessages: number;
+  /** Baseline network during the fault phase. */
+  drop: number;
+  duplicate: number;
+  minDelay: number;
+  maxDelay: number;
+  /** Snapshot data travels in chunks of this many bytes; losing one chunk loses the snapshot. */
+  snapshotChunk: number;
+  /** Disk sync latency range (ms) when the disk is healthy. */
+  syncMin: number;
+  syncMax: number;
+  /** A client gives up on a member after this long and retries the same request elsewhere. */
+  clientTimeoutMs: number;
+  /** In the fault phase a client abandons an op after this many attempts (a write becomes "info"). */
+  clientMaxAttempts: number;
+  /** Mean think time between a client's ops. */
+  thinkMs: number;
+  faults: Fault[];
+  coreMutations?: CoreMutations;
+  simMutations?: SimMutations;
+}
+
+const SHAPES: PartitionShape[] = ['halves', 'oneway', 'bridge', 'isolateLeader'];
+
+/** One random fault, with its parameters drawn from `rng`, at time `at`. */
+export function randomFault(rng: Random, at: number, kind: FaultKind): Fault {
+  switch (kind) {
+    case 'partition':
+      return { kind, at, shape: rng.pick(SHAPES), duration: rng.int(100, 900), pick: rng.next() };
+    case 'crash':
+      return { kind, at, target: rng.chance(0.4) ? 'leader' : 'any', downtime: rng.int(20, 800), pick: rng.next() };
+    case 'slowDisk':
+      return { kind, at, duration: rng.int(100, 1200), latency: rng.int(5, 80), pick: rng.next() };
+    case 'netStorm':
+      return {
+        kind,
+        at,
+        duration: rng.int(100, 800),
+        drop: rng.float(0.05, 0.5),
+        duplicate: rng.float(0, 0.2),
+        maxDelay: rng.int(5, 60),
+      };
+    case 'transfer':
+      return { kind, at, pick: rng.next() };
+    case 'churn':
+      return { kind, at, duration: rng.int(200, 1000), maxLife: rng.int(1, 40), downtime: rng.int(10, 200) };
+    case 'powerLoss':
+      return { kind, at, duration: rng.int(300, 1500), every: rng.int(20, 150), downtime: rng.int(10, 300) };
+    case 'addMember':
+      return { kind, at };
+    case 'removeMember':
+    case 'readdMember':
+      return { kind, at, pick: rng.next() };
+  }
+}
+
+const KIND_WEIGHTS: Array<[FaultKind, number]> = [
+  ['partition', 5],
+  ['crash', 5],
+  ['slowDisk', 3],
+  ['netStorm', 3],
+  ['transfer', 3],
+  ['churn', 2],
+  ['powerLoss', 2],
+  ['addMember', 1.5],
+  ['removeMember', 1.5],
+  ['readdMember', 1],
+];
+
+function weightedKind(rng: Random): FaultKind {
+  const total = KIND_WEIGHTS.reduce((s, [, w]) => s + w, 0);
+  let x = rng.float(0, total);
+  for (const [kind, w] of KIND_WEIGHTS) {
+    if ((x -= w) < 0) return kind;
+  }
+  return 'partition';
+}
+
+export type Profile = 'mixed' | 'churn' | 'calm';
+
+/**
+ * Everything a run needs, derived from one seed. Each seed draws a profile:
+ * - mixed (70%): a random schedule of every fault kind, 3 or 5 members;
+ * - churn (20%): long leader churn (each new leader crashes soon after election or right after its first
+ *   commit) on a lossy network with one entry per append: many terms with partially replicated logs, which is
+ *   where commit-rule bugs such as Raft's Figure 8 live;
+ * - calm (10%): no faults at all, as a baseline.
+ */
+export function configFromSeed(seed: number): SimConfig {
+  const rng = new Random(seed ^ 0x2545f491);
+  const roll = rng.next();
+  const profile: Profile = roll < 0.7 ? 'mixed' : roll < 0.9 ? 'churn' : 'calm';
+  const churn = profile === 'churn';
+  const faultMs = churn ? rng.int(4000, 8000) : rng.int(2000, 5000);
+  const faults: Fault[] = [];
+  if (profile === 'mixed') {
+    const n = rng.int(3, Math.round(faultMs / 200));
+    for (let i = 0; i < n; i++) faults.push(randomFault(rng, rng.int(50, faultMs - 50), weightedKind(rng)));
+  } else if (churn) {
+    // From (nearly) the start, so that client traffic stays light: a stream of fresh proposals after every
+    // election keeps logs too uniform for the commit-rule interleavings this profile is after.
+    faults.push({ kind: 'churn', at: rng.int(50, 150), duration: faultMs, maxLife: rng.int(15, 30), downtime: rng.int(300, 500) });
+    const n = rng.int(0, 3);
+    for (let i = 0; i < n; i++) faults.push(randomFault(rng, rng.int(50, faultMs - 50), weightedKind(rng)));
+  }
+  faults.sort((a, b) => a.at - b.at);
+  const checkQuorum = rng.chance(0.8);
+  const tickSkew = rng.chance(0.3) ? 0 : rng.float(0, 0.2);
+  const lossy = churn || rng.chance(0.5);
+  const maxDelay = rng.int(2, 15);
+  return {
+    seed: rng.nextUint32(),
+    clusterSize: churn || rng.chance(0.5) ? 3 : 5,
+    clients: churn ? rng.int(1, 3) : rng.int(3, 8),
+    keys: rng.int(1, 4),
+    faultMs,
+    livenessMs: 6000,
+    snapshotEvery: rng.int(10, 60),
+    tickMs: 10,
+    tickSkew,
+    electionTicks: 10,
+    heartbeatTicks: rng.pick([1, 2, 3]),
+    preVote: rng.chance(0.8),
+    checkQuorum,
+    // Lease reads trust bounded clock drift; they are exercised only where the skew is small.
+    leaseReads: checkQuorum && tickSkew < 0.02 && rng.chance(0.2),
+    // Small messages split a leader's catch-up into several appends (old-term entries acked without the new
+    // leader's noop: the Figure 8 interleavings); small windows exercise flow control.
+    maxMessageBytes: churn ? rng.pick([1, 1, 512]) : rng.pick([1, 512, 4096, 1 << 20]),
+    maxInflightMessages: rng.pick([1, 4, 64]),
+    drop: churn ? rng.float(0.1, 0.3) : lossy ? rng.float(0, 0.05) : 0,
+    duplicate: lossy ? rng.float(0, 0.03) : 0,
+    minDelay: rng.float(0.2, 1),
+    maxDelay,
+    snapshotChunk: rng.pick([256, 1024, 4096]),
+    syncMin: 0.2,
+    syncMax: rng.float(0.5, 3),
+    clientTimeoutMs: rng.int(100, 400),
+    clientMaxAttempts: rng.int(2, 6),
+    thinkMs: rng.int(1, 15),
+    faults,
+  };
+}
+
+/** A one-line summary of a config, for reports. */
+export function describeConfig(c: SimConfig): string {
+  const kinds = new Map<string, number>();
+  for (const f of c.faults) kinds.set(f.kind, (kinds.get(f.kind) ?? 0) + 1);
+  const faults = [...kinds].map(([k, n]) => `${k}x${n}`).join(' ') || 'none';
+  return (
+    `${c.clusterSize} members, ${c.clients} clients, ${c.keys} keys, faults ${c.faultMs}ms [${faults}], ` +
+    `snapshot every ${c.snapshotEvery}, skew ${c.tickSkew.toFixed(3)}, hb ${c.heartbeatTicks}, ` +
+    `prevote ${c.preVote}, checkQuorum ${c.checkQuorum}, leaseReads ${c.leaseReads}, ` +
+    `msg ${c.maxMessageBytes}B x${c.maxInflightMessages}`
+  );
+}

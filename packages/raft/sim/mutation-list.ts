@@ -1,0 +1,38 @@
+/** The deliberate bugs the mutation check plants, one at a time (see mutations.ts). */
+import type { CoreMutations, SimConfig, SimMutations } from './config.js';
+
+export interface Mutation {
+  name: string;
+  what: string;
+  core?: CoreMutations;
+  sim?: SimMutations;
+}
+
+export const MUTATIONS: Mutation[] = [
+  { name: 'grantStaleVote', what: 'vote for a candidate whose log is behind ours', core: { grantStaleVote: true } },
+  {
+    name: 'commitPreviousTermByCount',
+    what: 'commit entries of earlier terms by counting replicas (Figure 8)',
+    core: { commitPreviousTermByCount: true },
+  },
+  { name: 'skipPrevCheck', what: 'accept appends without matching the previous entry', core: { skipPrevCheck: true } },
+  { name: 'ignoreHigherTerm', what: 'a leader ignores messages of higher terms', core: { ignoreHigherTerm: true } },
+  { name: 'sendBeforePersist', what: "send a Ready's messages before its writes are durable", sim: { sendBeforePersist: true } },
+  { name: 'staleLocalReads', what: 'serve reads from local state without a read index', sim: { staleLocalReads: true } },
+  { name: 'noSessionDedup', what: 'apply retried session commands again', sim: { noSessionDedup: true } },
+];
+
+
+export function findMutation(name: string): Mutation {
+  const m = MUTATIONS.find((x) => x.name === name);
+  if (m === undefined) throw new Error(`unknown mutation ${name} (known: ${MUTATIONS.map((x) => x.name).join(', ')})`);
+  return m;
+}
+
+/** The SimConfig fields that plant mutation `m`. */
+export function mutationPatch(m: Mutation): Partial<SimConfig> {
+  const patch: Partial<SimConfig> = {};
+  if (m.core !== undefined) patch.coreMutations = m.core;
+  if (m.sim !== undefined) patch.simMutations = m.sim;
+  return patch;
+}

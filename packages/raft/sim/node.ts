@@ -1,0 +1,477 @@
+/**
+ * One simulated member: a RaftCore, its disk, a KV state machine behind SessionStateMachine, and the client
+ * requests waiting on it. It drives the core the way the real driver must:
+ *
+ *   ready() -> install snapshot, write entries + hard state -> wait for the disk sync -> send messages ->
+ *   apply committed entries -> serve reads -> advance()
+ *
+ * so a slow disk delays this member's messages, and a crash loses exactly what was not yet durable. Every K
+ * applied entries it saves a snapshot and, once that is durable, lets the core compact its log.
+ */
+import { ConfigChangeError, RaftCore, type CoreOptions } from '../src/core.js';
+import { decodeRequest, encodeRequest, SessionStateMachine, type SessionResult } from '../src/sessions.js';
+import type { ApplyContext, Configuration, Entry, Message, NodeId, Ready, Snapshot, SnapshotMeta } from '../src/types.js';
+import type { SimConfig } from './config.js';
+import { SimDisk } from './disk.js';
+import { mixNumber, mixString } from './hash.js';
+import { fail, type Checker } from './invariants.js';
+import { KvMachine, type KvCommand, type KvResult } from './kv.js';
+import type { SimNetwork } from './network.js';
+import type { EventQueue } from './queue.js';
+import type { Random } from './random.js';
+
+export type ClientRequest =
+  | { kind: 'register'; client: number }
+  | { kind: 'write'; client: number; seq: number; bytes: Uint8Array }
+  | { kind: 'read'; client: number; op: number; key: string };
+
+export type ClientReply =
+  | { kind: 'registered'; session: string }
+  | { kind: 'written'; seq: number; result: SessionResult<KvResult> }
+  | { kind: 'read'; op: number; value: string | null }
+  | { kind: 'retry'; seq?: number; op?: number; why: string };
+
+/** What a member needs from the simulation around it. */
+export interface NodeHost {
+  readonly queue: EventQueue;
+  readonly rng: Random;
+  readonly checker: Checker;
+  readonly network: SimNetwork;
+  readonly config: SimConfig;
+  trace(line: () => string): void;
+  fingerprint(x: number): void;
+  /** Deliver a reply to a client (after the client link's latency). */
+  reply(client: number, reply: ClientReply, from: NodeId): void;
+  /** A client command (by tag) was applied by some member. */
+  commandApplied(tag: string): void;
+  /** A committed configuration entry was applied by this member. */
+  onConfigApplied(node: SimNode, entry: Entry & { kind: 'config' }): void;
+}
+
+const EMPTY_CONFIG: Configuration = { voters: [], learners: [] };
+const REGISTER = encodeRequest({ t: 'register' });
+
+function bytesKey(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
+}
+
+/** The sim-side mutation noSessionDedup: commands bypass the session table and apply every time. */
+class UndedupedSessions extends SessionStateMachine<KvCommand, KvResult> {
+  override apply(data: Uint8Array, context: ApplyContext): SessionResult<KvResult> {
+    const request = decodeRequest<KvCommand>(data);
+    if (request.t === 'command') return { ok: true, result: this.inner.apply(request.command, context), duplicate: false };
+    return super.apply(data, context);
+  }
+}
+
+export class SimNode {
+  readonly disk: SimDisk;
+  core: RaftCore | null = null;
+  up = false;
+  /** Bumped at every crash and start: events of an earlier life are ignored. */
+  incarnation = 0;
+  /** Removed from the cluster and stopped; only a re-add starts it again. */
+  retired = false;
+  /** Crashed by a fault (restart pending). */
+  crashes = 0;
+
+  private kv!: KvMachine;
+  private sm!: SessionStateMachine<KvCommand, KvResult>;
+  applied = 0;
+  private appliedTerm = 0;
+  private appliedTime = 0;
+  private appliedConfig: Configuration = EMPTY_CONFIG;
+  private knownCommit = 0;
+  private lastSnapshot: Snapshot | null = null;
+  private busy = false;
+
+  private writes = new Map<string, number[]>();
+  private registers = new Map<number, { term: number; client: number }>();
+  private reads = new Map<string, { client: number; op: number; key: string }>();
+  private readyReads: Array<{ index: number; context: string }> = [];
+  private readCounter = 0;
+
+  /** This member's clock: tick period and the local time it reports (offset + rate * virtual time). */
+  readonly tickPeriod: number;
+  private readonly clockOffset: number;
+  private readonly clockRate: number;
+  snapshotsTaken = 0;
+  snapshotsInstalled = 0;
+
+  constructor(
+    readonly id: NodeId,
+    private readonly host: NodeHost,
+    private readonly initialConfig: Configuration | undefined,
+  ) {
+    const { config, rng } = host;
+    const skew = rng.float(-config.tickSkew, config.tickSkew);
+    this.tickPeriod = config.tickMs * (1 + skew);
+    this.clockRate = 1 / (1 + skew);
+    this.clockOffset = rng.int(0, 2000);
+    this.disk = new SimDisk(host.queue, rng, config.syncMin, config.syncMax, (before, after) =>
+      host.checker.onDurableHardState(id, before, after),
+    );
+  }
+
+  localNow(): number {
+    return Math.floor(this.clockOffset + this.host.queue.now * this.clockRate);
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // Life cycle
+
+  /** Start (or restart) from what is durable on disk. */
+  start(): void {
+    const host = this.host;
+    const config = host.config;
+    this.incarnation++;
+    this.up = true;
+    this.busy = false;
+    const d = this.disk.durable;
+    this.kv = new KvMachine({
+      applied: (tag) => host.commandApplied(tag),
+      duplicate: (tag, count, ctx) =>
+        fail('exactly-once', `${this.id} applied command ${tag} for the ${count}th time (entry ${ctx.index})`),
+    });
+    this.sm = config.simMutations?.noSessionDedup ? new UndedupedSessions(this.kv) : new SessionStateMachine(this.kv);
+    if (d.snapshot !== null) {
+      this.sm.restore(d.snapshot.data);
+      this.setApplied(d.snapshot.meta);
+    } else {
+      this.applied = 0;
+      this.appliedTerm = 0;
+      this.appliedTime = 0;
+      this.appliedConfig = this.initialConfig ?? EMPTY_CONFIG;
+    }
+    this.lastSnapshot = d.snapshot;
+    this.knownCommit = d.hardState.commit;
+    const options: CoreOptions = {
+      id: this.id,
+      electionTicks: config.electionTicks,
+      heartbeatTicks: config.heartbeatTicks,
+      preVote: config.preVote,
+      checkQuorum: config.checkQuorum,
+      leaseReads: config.leaseReads,
+      maxMessageBytes: config.maxMessageBytes,
+      maxInflightMessages: config.maxInflightMessages,
+      seed: host.rng.nextUint32(),
+    };
+    if (config.coreMutations !== undefined) options.mutations = config.coreMutations;
+    const state = {
+      hardState: { ...d.hardState },
+      snapshot: d.snapshot?.meta ?? null,
+      entries: d.entries.slice(),
+      ...(this.initialConfig !== undefined ? { initialConfig: this.initialConfig } : {}),
+    };
+    host.checker.onStart(this.id, d);
+    this.core = new RaftCore(options, state);
+    host.trace(() => `${this.id} start #${this.incarnation} term ${d.hardState.term} commit ${d.hardState.commit} snapshot ${d.snapshot?.meta.index ?? 0} entries ${d.entries.length}`);
+    this.scheduleTick(host.rng.float(0, this.tickPeriod));
+    this.afterInput();
+  }
+
+  /** Power loss: the core and everything in memory are gone; unsynced writes are lost. */
+  crash(): void {
+    if (!this.up) return;
+    this.host.trace(() => `${this.id} CRASH`);
+    this.up = false;
+    this.incarnation++;
+    this.crashes++;
+    this.core = null;
+    this.busy = false;
+    this.disk.crash();
+    this.writes.clear();
+    this.registers.clear();
+    this.reads.clear();
+    this.readyReads = [];
+  }
+
+  private scheduleTick(delay: number): void {
+    const life = this.incarnation;
+    this.host.queue.after(delay, () => {
+      if (life !== this.incarnation) return;
+      this.core!.tick(this.localNow());
+      this.afterInput();
+      this.scheduleTick(this.tickPeriod * this.host.rng.float(0.97, 1.03));
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // Inputs
+
+  receive(m: Message): void {
+    if (!this.up) return;
+    this.host.fingerprint(mixString(mixNumber(m.term, this.host.queue.now), `${m.type}${m.from}${m.to}`));
+    this.host.trace(() => describeMessage(m));
+    this.core!.step(m);
+    this.afterInput();
+  }
+
+  request(req: ClientRequest): void {
+    if (!this.up) return; // lost with the connection
+    const core = this.core!;
+    const host = this.host;
+    switch (req.kind) {
+      case 'register': {
+        const st = core.status();
+        if (st.role !== 'leader' || core.propose(REGISTER) !== 'accepted') {
+          host.reply(req.client, { kind: 'retry', why: `register at ${this.id}: not the leader` }, this.id);
+          break;
+        }
+        this.registers.set(core.status().lastIndex, { term: st.term, client: req.client });
+        break;
+      }
+      case 'write': {
+        const outcome = core.propose(req.bytes);
+        if (outcome === 'dropped') {
+          host.reply(req.client, { kind: 'retry', seq: req.seq, why: `proposal dropped at ${this.id}` }, this.id);
+          break;
+        }
+        const k = bytesKey(req.bytes);
+        const waiting = this.writes.get(k);
+        if (waiting === undefined) this.writes.set(k, [req.client]);
+        else if (!waiting.includes(req.client)) waiting.push(req.client);
+        break;
+      }
+      case 'read': {
+        if (host.config.simMutations?.staleLocalReads) {
+          host.reply(req.client, { kind: 'read', op: req.op, value: this.kv.get(req.key) }, this.id);
+          break;
+        }
+        const context = `${this.id}.${this.incarnation}.${++this.readCounter}`;
+        this.reads.set(context, { client: req.client, op: req.op, key: req.key });
+        core.readIndex(context);
+        break;
+      }
+    }
+    this.afterInput();
+  }
+
+  /** Leadership transfer (a fault). */
+  transferLeadership(to: NodeId): void {
+    if (!this.up) return;
+    this.core!.transferLeadership(to);
+    this.afterInput();
+  }
+
+  /** Propose a membership change; false when refused. */
+  proposeConfigChange(change: Parameters<RaftCore['proposeConfigChange']>[0]): boolean {
+    if (!this.up) return false;
+    try {
+      this.core!.proposeConfigChange(change);
+    } catch (e) {
+      if (e instanceof ConfigChangeError) return false;
+      throw e;
+    }
+    this.host.trace(() => `${this.id} proposes ${change.type} ${change.node}`);
+    this.afterInput();
+    return true;
+  }
+
+  private afterInput(): void {
+    this.host.checker.observe(this.id, this.core!.status());
+    this.pump();
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // The Ready cycle
+
+  private pump(): void {
+    while (this.up && !this.busy && this.core!.hasReady()) this.handleReady(this.core!.ready());
+  }
+
+  private handleReady(rd: Ready): void {
+    const host = this.host;
+    host.checker.onReady(this.id, rd);
+    if (rd.softState !== null) {
+      const ss = rd.softState;
+      host.trace(() => `${this.id} is ${ss.role} of term ${ss.term} (leader ${ss.leader ?? '-'})`);
+    }
+    let wrote = false;
+    if (rd.snapshot !== null) {
+      this.installSnapshot(rd.snapshot);
+      wrote = true;
+    }
+    if (rd.entries.length > 0 || rd.hardState !== null) {
+      this.disk.append(rd.entries, rd.hardState);
+      wrote = true;
+    }
+    if (rd.hardState !== null) this.knownCommit = Math.max(this.knownCommit, rd.hardState.commit);
+    const early = wrote && host.config.simMutations?.sendBeforePersist === true;
+    if (early) this.sendAll(rd.messages);
+    if (!wrote) {
+      this.finishReady(rd, early);
+      return;
+    }
+    this.busy = true;
+    const life = this.incarnation;
+    this.disk.sync(() => {
+      if (life !== this.incarnation) return;
+      this.busy = false;
+      this.finishReady(rd, early);
+      if (this.up && life === this.incarnation) this.afterInput();
+    });
+  }
+
+  /** The Ready's writes are durable: send, apply, serve reads, advance; maybe save a snapshot. */
+  private finishReady(rd: Ready, alreadySent: boolean): void {
+    if (!alreadySent) this.sendAll(rd.messages);
+    for (const e of rd.committed) this.applyEntry(e);
+    for (const rs of rd.readStates) {
+      if (rs.index < 0) this.answerRead(rs.context, null);
+      else this.readyReads.push(rs);
+    }
+    this.serveReads();
+    this.core!.advance(rd);
+    if (this.applied - (this.lastSnapshot?.meta.index ?? 0) >= this.host.config.snapshotEvery) this.saveSnapshot();
+  }
+
+  private sendAll(messages: Message[]): void {
+    for (const m of messages) this.host.network.send(m.type === 'snapshot' ? this.withSnapshotData(m) : m);
+  }
+
+  /** The core sends snapshots without data: fill in our newest saved snapshot (it is at least as new). */
+  private withSnapshotData(m: Message & { type: 'snapshot' }): Message {
+    const s = this.lastSnapshot;
+    if (s === null || s.meta.index < m.snapshot.meta.index) {
+      fail('driver-contract', `${this.id} asked to send snapshot ${m.snapshot.meta.index} but has saved only ${s?.meta.index ?? 0}`);
+    }
+    return { ...m, snapshot: s };
+  }
+
+  private installSnapshot(snapshot: Snapshot): void {
+    const meta = snapshot.meta;
+    this.host.trace(() => `${this.id} installs snapshot (${meta.index}, ${meta.term})`);
+    this.sm.restore(snapshot.data);
+    this.setApplied(meta);
+    this.knownCommit = Math.max(this.knownCommit, meta.index);
+    this.lastSnapshot = snapshot;
+    this.disk.saveSnapshot(snapshot);
+    this.snapshotsInstalled++;
+    // Registrations covered by the snapshot will never be seen applied here: tell their clients to retry.
+    for (const [index, r] of this.registers) {
+      if (index > meta.index) continue;
+      this.registers.delete(index);
+      this.host.reply(r.client, { kind: 'retry', why: 'register overtaken by a snapshot' }, this.id);
+    }
+  }
+
+  private setApplied(meta: SnapshotMeta): void {
+    this.applied = meta.index;
+    this.appliedTerm = meta.term;
+    this.appliedTime = meta.time;
+    this.appliedConfig = meta.config;
+  }
+
+  private applyEntry(e: Entry): void {
+    const host = this.host;
+    host.checker.onApply(this.id, e, this.applied, this.knownCommit, this.appliedTime);
+    host.fingerprint(mixNumber(e.index, e.term));
+    if (e.kind === 'command') {
+      const result = this.sm.apply(e.data, { index: e.index, term: e.term, time: e.time });
+      this.answerWrites(e, result);
+    } else if (e.kind === 'config') {
+      this.appliedConfig = e.config;
+      host.onConfigApplied(this, e);
+    }
+    this.applied = e.index;
+    this.appliedTerm = e.term;
+    this.appliedTime = e.time;
+  }
+
+  private answerWrites(e: Entry & { kind: 'command' }, result: SessionResult<KvResult>): void {
+    const reg = this.registers.get(e.index);
+    if (reg !== undefined) {
+      this.registers.delete(e.index);
+      if (reg.term === e.term && result.ok && 'client' in result) {
+        this.host.reply(reg.client, { kind: 'registered', session: result.client }, this.id);
+      } else {
+        this.host.reply(reg.client, { kind: 'retry', why: 'register entry was overwritten' }, this.id);
+      }
+    }
+    if (this.writes.size === 0) return;
+    const k = bytesKey(e.data);
+    const waiting = this.writes.get(k);
+    if (waiting === undefined) return;
+    this.writes.delete(k);
+    const request = decodeRequest<KvCommand>(e.data);
+    if (request.t !== 'command') return;
+    for (const client of waiting) this.host.reply(client, { kind: 'written', seq: request.seq, result }, this.id);
+  }
+
+  private serveReads(): void {
+    if (this.readyReads.length === 0) return;
+    const waiting: Array<{ index: number; context: string }> = [];
+    for (const rs of this.readyReads) {
+      if (rs.index <= this.applied) this.answerRead(rs.context, rs.index);
+      else waiting.push(rs);
+    }
+    this.readyReads = waiting;
+  }
+
+  private answerRead(context: string, index: number | null): void {
+    const read = this.reads.get(context);
+    if (read === undefined) return;
+    this.reads.delete(context);
+    if (index === null) {
+      this.host.reply(read.client, { kind: 'retry', op: read.op, why: `read refused at ${this.id}` }, this.id);
+    } else {
+      this.host.reply(read.client, { kind: 'read', op: read.op, value: this.kv.get(read.key) }, this.id);
+    }
+  }
+
+  /** Save a snapshot of the applied state; once durable, the core may drop the entries it covers. */
+  private saveSnapshot(): void {
+    const meta: SnapshotMeta = {
+      index: this.applied,
+      term: this.appliedTerm,
+      time: this.appliedTime,
+      config: this.appliedConfig,
+    };
+    const snapshot: Snapshot = { meta, data: this.sm.snapshot() };
+    this.lastSnapshot = snapshot;
+    this.snapshotsTaken++;
+    this.disk.saveSnapshot(snapshot);
+    this.busy = true;
+    const life = this.incarnation;
+    this.disk.sync(() => {
+      if (life !== this.incarnation) return;
+      this.busy = false;
+      this.core!.compact(meta);
+      this.host.trace(() => `${this.id} compacted to ${meta.index}`);
+      this.afterInput();
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+
+  status(): ReturnType<RaftCore['status']> | null {
+    return this.up ? this.core!.status() : null;
+  }
+}
+
+function describeMessage(m: Message): string {
+  const head = `${m.from}->${m.to} ${m.type} t${m.term}`;
+  switch (m.type) {
+    case 'append':
+      return `${head} prev (${m.prevIndex},${m.prevTerm}) ${m.entries.length ? `entries ${m.entries[0]!.index}..${m.entries[m.entries.length - 1]!.index}` : 'no entries'} commit ${m.commit}`;
+    case 'appendResp':
+      return `${head} index ${m.index}${m.reject ? ` REJECT hint (${m.hintIndex},${m.hintTerm})` : ''}`;
+    case 'vote':
+    case 'prevote':
+      return `${head} last (${m.lastIndex},${m.lastTerm})${m.transfer ? ' transfer' : ''}`;
+    case 'voteResp':
+    case 'prevoteResp':
+      return `${head}${m.reject ? ' REJECT' : ' granted'}`;
+    case 'heartbeat':
+      return `${head} commit ${m.commit}`;
+    case 'snapshot':
+      return `${head} (${m.snapshot.meta.index},${m.snapshot.meta.term}) ${m.snapshot.data.length}B`;
+    case 'propose':
+      return `${head} ${m.commands.length} commands`;
+    case 'readIndexResp':
+      return `${head} index ${m.index}`;
+    default:
+      return head;
+  }
+}

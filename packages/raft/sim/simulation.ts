@@ -1,0 +1,602 @@
+/**
+ * One deterministic simulated run: a cluster of SimNodes on a SimNetwork, clients issuing sessioned KV
+ * operations, a fault schedule (partitions, crashes, slow disks, network storms, leadership transfers,
+ * membership changes), then a heal and a liveness check, then a linearizability check of the client history.
+ * Every invariant in invariants.ts is checked after every event. Same SimConfig => same run, event for event.
+ */
+import type { Configuration, Entry, Message, NodeId } from '../src/types.js';
+import { SimClient, type ClientHost, type HistoryOp } from './client.js';
+import type { Fault, PartitionShape, SimConfig } from './config.js';
+import { HASH_SEED, mixNumber } from './hash.js';
+import { Checker, fail, SimFailure } from './invariants.js';
+import type { HistoryChecker, HistoryVerdict } from './linearizability.js';
+import { SimNetwork, type LinkParams } from './network.js';
+import { SimNode, type ClientReply, type ClientRequest, type NodeHost } from './node.js';
+import { EventQueue } from './queue.js';
+import { Random } from './random.js';
+
+export interface RunOptions {
+  /** Keep the last `traceLines` lines of a readable trace (0: no trace, the fast default). */
+  traceLines?: number;
+  /** Print every trace line as it happens. */
+  onTrace?: (line: string) => void;
+  /** Check the client history for linearizability at the end. */
+  checkHistory?: HistoryChecker | null;
+  /** Abort the run (as a failure) after this many events: a guard against livelock in the simulator itself. */
+  maxEvents?: number;
+}
+
+export interface SimStats {
+  events: number;
+  virtualMs: number;
+  ops: number;
+  infoOps: number;
+  retries: number;
+  elections: number;
+  crashes: number;
+  snapshotsTaken: number;
+  snapshotsInstalled: number;
+  messages: number;
+  dropped: number;
+  snapshotsSent: number;
+  membershipChanges: number;
+  members: number;
+}
+
+export interface SimResult {
+  ok: boolean;
+  config: SimConfig;
+  failure?: { invariant: string; message: string; time: number; event: number; stack?: string };
+  stats: SimStats;
+  /** A hash of every delivered message and applied entry: equal for equal runs. */
+  fingerprint: number;
+  linearizability: HistoryVerdict | null;
+  history: HistoryOp[];
+  trace: string[];
+}
+
+type Goal =
+  | { kind: 'add'; node: NodeId; deadline: number }
+  | { kind: 'remove'; node: NodeId; deadline: number };
+
+const CONTROL_PERIOD = 25;
+const LIVENESS_PERIOD = 20;
+
+function members(c: Configuration): NodeId[] {
+  return [...c.voters, ...c.learners];
+}
+
+export class Simulation implements NodeHost, ClientHost {
+  readonly queue = new EventQueue();
+  readonly rng: Random;
+  readonly checker = new Checker();
+  readonly network: SimNetwork;
+  readonly nodes = new Map<NodeId, SimNode>();
+  readonly clients: SimClient[] = [];
+  draining = false;
+  private readonly history: HistoryOp[] = [];
+  /** When each command tag first took effect (was applied by any member). */
+  private readonly firstApplied = new Map<string, number>();
+  private fp = HASH_SEED;
+  private readonly traceBuffer: string[] = [];
+  private readonly traceLimit: number;
+  private readonly onTrace: ((line: string) => void) | undefined;
+  private readonly baseline: LinkParams;
+  private readonly initialConfig: Configuration;
+  private committedConfig: Configuration;
+  private committedConfigIndex = 0;
+  private goals: Array<() => Goal | null> = [];
+  private goal: Goal | null = null;
+  private nextNodeNumber: number;
+  private stormToken = 0;
+  /** While a churn fault lasts: how long a new leader lives, and how long it stays down. */
+  private churn: { until: number; maxLife: number; downtime: number } | null = null;
+  /** "id@term" of a leader to crash as soon as its commit index advances (churn). */
+  private churnAfterCommit: string | null = null;
+  private events = 0;
+  private finished = false;
+  private healedAt = Infinity;
+  membershipChanges = 0;
+
+  constructor(
+    readonly config: SimConfig,
+    private readonly options: RunOptions = {},
+  ) {
+    this.rng = new Random(config.seed);
+    this.traceLimit = options.traceLines ?? 0;
+    this.onTrace = options.onTrace;
+    this.baseline = { drop: config.drop, duplicate: config.duplicate, minDelay: config.minDelay, maxDelay: config.maxDelay };
+    this.network = new SimNetwork(this.queue, this.rng.fork(), this.baseline, config.snapshotChunk, (m) => this.deliver(m));
+    const ids = Array.from({ length: config.clusterSize }, (_, i) => `n${i + 1}`);
+    this.initialConfig = { voters: ids, learners: [] };
+    this.committedConfig = this.initialConfig;
+    this.nextNodeNumber = config.clusterSize + 1;
+    this.checker.onNewLeader = (id, term) => this.leaderElected(id, term);
+    this.checker.onLeaderCommit = (id, term) => {
+      if (this.churnAfterCommit === `${id}@${term}`) {
+        this.churnAfterCommit = null;
+        this.churnCrash(id, this.rng.float(0, 3));
+      }
+    };
+  }
+
+  /** Until `until`, every `every` ms: a random member loses power in the middle of its next disk sync. */
+  private powerLosses(until: number, every: number, downtime: number): void {
+    if (this.draining || this.queue.now >= until) return;
+    const up = [...this.nodes.values()].filter((n) => n.up);
+    if (up.length > 0) {
+      const node = this.rng.pick(up);
+      const life = node.incarnation;
+      node.disk.onNextSync = (latency) => {
+        this.queue.after(this.rng.float(0, latency), () => {
+          if (node.incarnation !== life || !node.up || this.draining) return;
+          this.trace(() => `${node.id} loses power mid-sync`);
+          node.crash();
+          this.queue.after(this.rng.float(downtime / 2, downtime), () => {
+            if (!node.up && !node.retired && !this.draining) node.start();
+          });
+        });
+      };
+    }
+    this.queue.after(this.rng.float(every / 2, every * 1.5), () => this.powerLosses(until, every, downtime));
+  }
+
+  /**
+   * Leader churn: each new leader crashes soon after its election, or right after it first commits something:
+   * partially replicated logs of many terms, the habitat of the Figure 8 bug.
+   */
+  private leaderElected(id: NodeId, term: number): void {
+    const churn = this.churn;
+    if (churn === null || this.draining || this.queue.now > churn.until) return;
+    if (this.rng.chance(0.5)) this.churnCrash(id, this.rng.float(0, churn.maxLife));
+    else this.churnAfterCommit = `${id}@${term}`;
+  }
+
+  private churnCrash(id: NodeId, after: number): void {
+    const churn = this.churn!;
+    const node = this.nodes.get(id)!;
+    const life = node.incarnation;
+    this.queue.after(after, () => {
+      if (node.incarnation !== life || !node.up || this.draining) return;
+      node.crash();
+      this.queue.after(this.rng.float(churn.downtime / 2, churn.downtime), () => {
+        if (!node.up && !node.retired && !this.draining) node.start();
+      });
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // Hosting nodes and clients
+
+  get tracing(): boolean {
+    return this.traceLimit > 0 || this.onTrace !== undefined;
+  }
+
+  trace(line: () => string): void {
+    if (!this.tracing) return;
+    const text = `[${this.queue.now.toFixed(3).padStart(9)}] ${line()}`;
+    this.onTrace?.(text);
+    if (this.traceLimit > 0) {
+      this.traceBuffer.push(text);
+      if (this.traceBuffer.length > this.traceLimit * 2) this.traceBuffer.splice(0, this.traceBuffer.length - this.traceLimit);
+    }
+  }
+
+  fingerprint(x: number): void {
+    this.fp = mixNumber(this.fp, x);
+  }
+
+  private deliver(m: Message): void {
+    const node = this.nodes.get(m.to);
+    if (node !== undefined && node.up) node.receive(m);
+  }
+
+  reply(client: number, reply: ClientReply, from: NodeId): void {
+    const c = this.clients[client]!;
+    this.queue.after(this.rng.float(0.1, 1.5), () => c.onReply(reply, from));
+  }
+
+  send(node: NodeId, request: ClientRequest): void {
+    const n = this.nodes.get(node);
+    if (n === undefined) return;
+    this.queue.after(this.rng.float(0.1, 1.5), () => n.request(request));
+  }
+
+  members(): NodeId[] {
+    const out: NodeId[] = [];
+    for (const n of this.nodes.values()) if (!n.retired) out.push(n.id);
+    return out;
+  }
+
+  record(op: HistoryOp): void {
+    this.history.push(op);
+  }
+
+  commandApplied(tag: string): void {
+    if (!this.firstApplied.has(tag)) this.firstApplied.set(tag, this.queue.now);
+  }
+
+  /**
+   * The history the linearizability check sees. The clients' own view leaves an abandoned write pending for
+   * ever (return = Infinity), which makes the search explode when there are many. The simulator knows more: a
+   * write that no member ever applied never happened (dropped), and one that was applied took effect by the
+   * time it was first applied (return = that time, output still unknown). Both only remove orderings that no
+   * real execution could have had.
+   */
+  resolvedHistory(): HistoryOp[] {
+    const out: HistoryOp[] = [];
+    for (const op of this.history) {
+      if (op.return !== Infinity || op.tag === undefined) {
+        out.push(op);
+        continue;
+      }
+      const applied = this.firstApplied.get(op.tag);
+      if (applied !== undefined) out.push({ ...op, return: applied });
+    }
+    return out;
+  }
+
+  onConfigApplied(_node: SimNode, e: Entry & { kind: 'config' }): void {
+    if (e.index <= this.committedConfigIndex) return;
+    const before = new Set(members(this.committedConfig));
+    const after = new Set(members(e.config));
+    this.committedConfig = e.config;
+    this.committedConfigIndex = e.index;
+    this.membershipChanges++;
+    this.trace(() => `committed config ${e.index}: voters ${e.config.voters.join(',')} learners ${e.config.learners.join(',') || '-'}`);
+    // Retire members the committed config removed; revive retired members it brought back. (Deferred: we are
+    // inside some member's apply loop.)
+    this.queue.after(0, () => {
+      for (const id of before) {
+        if (!after.has(id) && !members(this.committedConfig).includes(id)) this.retire(id);
+      }
+      for (const id of after) {
+        const n = this.nodes.get(id);
+        if (n !== undefined && n.retired) {
+          n.retired = false;
+          if (!n.up) n.start();
+        }
+      }
+    });
+  }
+
+  private retire(id: NodeId): void {
+    const n = this.nodes.get(id);
+    if (n === undefined || n.retired) return;
+    this.trace(() => `${id} retired (removed from the cluster)`);
+    n.retired = true;
+    n.crash();
+  }
+
+  private leader(): SimNode | null {
+    let best: SimNode | null = null;
+    let bestTerm = -1;
+    for (const n of this.nodes.values()) {
+      const st = n.status();
+      if (st !== null && st.role === 'leader' && st.term > bestTerm) {
+        best = n;
+        bestTerm = st.term;
+      }
+    }
+    return best;
+  }
+
+  private addNode(id: NodeId, initialConfig: Configuration | undefined): SimNode {
+    const node = new SimNode(id, this, initialConfig);
+    this.nodes.set(id, node);
+    return node;
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // Faults
+
+  private applyFault(f: Fault): void {
+    if (this.draining) return;
+    const pickRng = new Random(Math.floor(('pick' in f ? f.pick : 0) * 4294967296) ^ 0x9e3779b9);
+    this.trace(() => `FAULT ${JSON.stringify(f)}`);
+    switch (f.kind) {
+      case 'partition': {
+        const links = this.partitionLinks(f.shape, pickRng);
+        if (links.length === 0) return;
+        this.network.cut(links);
+        this.queue.after(f.duration, () => {
+          this.network.restore(links);
+          this.trace(() => `partition (${f.shape}) healed`);
+        });
+        return;
+      }
+      case 'crash': {
+        const up = [...this.nodes.values()].filter((n) => n.up);
+        if (up.length === 0) return;
+        const victim = (f.target === 'leader' ? this.leader() : null) ?? pickRng.pick(up);
+        victim.crash();
+        this.queue.after(f.downtime, () => {
+          if (!victim.up && !victim.retired && !this.draining) victim.start();
+        });
+        return;
+      }
+      case 'slowDisk': {
+        const nodes = [...this.nodes.values()];
+        const n = pickRng.pick(nodes);
+        n.disk.slowUntil = this.queue.now + f.duration;
+        n.disk.slowLatency = f.latency;
+        return;
+      }
+      case 'netStorm': {
+        const token = ++this.stormToken;
+        this.network.params = { drop: f.drop, duplicate: f.duplicate, minDelay: this.baseline.minDelay, maxDelay: f.maxDelay };
+        this.queue.after(f.duration, () => {
+          if (token === this.stormToken && !this.draining) this.network.params = { ...this.baseline };
+        });
+        return;
+      }
+      case 'churn':
+        this.churn = { until: this.queue.now + f.duration, maxLife: f.maxLife, downtime: f.downtime };
+        return;
+      case 'powerLoss':
+        this.powerLosses(this.queue.now + f.duration, f.every, f.downtime);
+        return;
+      case 'transfer': {
+        const leader = this.leader();
+        if (leader === null) return;
+        const voters = leader.status()!.config.voters.filter((v) => v !== leader.id);
+        if (voters.length > 0) leader.transferLeadership(pickRng.pick(voters));
+        return;
+      }
+      case 'addMember':
+        this.goals.push(() => ({ kind: 'add', node: `n${this.nextNodeNumber++}`, deadline: this.queue.now + 1500 }));
+        return;
+      case 'removeMember':
+        this.goals.push(() => {
+          const voters = this.committedConfig.voters;
+          const candidates = voters.length > 3 ? voters : this.committedConfig.learners;
+          if (candidates.length === 0) return null;
+          return { kind: 'remove', node: pickRng.pick(candidates), deadline: this.queue.now + 1500 };
+        });
+        return;
+      case 'readdMember':
+        this.goals.push(() => {
+          const retired = [...this.nodes.values()].filter((n) => n.retired).map((n) => n.id);
+          if (retired.length === 0) return null;
+          return { kind: 'add', node: pickRng.pick(retired), deadline: this.queue.now + 1500 };
+        });
+        return;
+    }
+  }
+
+  private partitionLinks(shape: PartitionShape, rng: Random): Array<[NodeId, NodeId]> {
+    const ids = rng.shuffle(this.members());
+    const links: Array<[NodeId, NodeId]> = [];
+    const between = (a: NodeId[], b: NodeId[], both: boolean): void => {
+      for (const x of a) {
+        for (const y of b) {
+          links.push([x, y]);
+          if (both) links.push([y, x]);
+        }
+      }
+    };
+    if (ids.length < 2) return links;
+    switch (shape) {
+      case 'halves': {
+        const k = rng.int(1, ids.length - 1);
+        between(ids.slice(0, k), ids.slice(k), true);
+        break;
+      }
+      case 'oneway': {
+        const k = rng.int(1, ids.length - 1);
+        between(ids.slice(0, k), ids.slice(k), false);
+        break;
+      }
+      case 'bridge': {
+        if (ids.length < 3) return links;
+        const rest = ids.slice(1); // ids[0] is the bridge, connected to both halves
+        const k = rng.int(1, rest.length - 1);
+        between(rest.slice(0, k), rest.slice(k), true);
+        break;
+      }
+      case 'isolateLeader': {
+        const leader = this.leader()?.id ?? ids[0]!;
+        between([leader], ids.filter((id) => id !== leader), true);
+        break;
+      }
+    }
+    return links;
+  }
+
+  /** Drive the current membership goal one step: add-as-learner, promote when caught up, or remove. */
+  private controlMembership(): void {
+    if (this.draining) return;
+    this.queue.after(CONTROL_PERIOD, () => this.controlMembership());
+    if (this.goal === null) {
+      const next = this.goals.shift();
+      if (next === undefined) return;
+      this.goal = next();
+      if (this.goal === null) return;
+      const g = this.goal;
+      this.trace(() => `membership goal: ${g.kind} ${g.node}`);
+    }
+    const goal = this.goal;
+    if (this.queue.now > goal.deadline) {
+      this.trace(() => `membership goal abandoned: ${goal.kind} ${goal.node}`);
+      this.goal = null;
+      return;
+    }
+    const committed = this.committedConfig;
+    if (goal.kind === 'add') {
+      let node = this.nodes.get(goal.node);
+      if (node === undefined) node = this.addNode(goal.node, undefined);
+      if (node.retired) node.retired = false;
+      if (!node.up) node.start();
+      if (committed.voters.includes(goal.node)) {
+        this.goal = null;
+        return;
+      }
+    } else if (!members(committed).includes(goal.node)) {
+      this.goal = null;
+      return;
+    }
+    const leader = this.leader();
+    if (leader === null) return;
+    const st = leader.status()!;
+    const cfg = st.config;
+    if (goal.kind === 'remove') {
+      if (members(cfg).includes(goal.node)) leader.proposeConfigChange({ type: 'remove', node: goal.node });
+      return;
+    }
+    if (!members(cfg).includes(goal.node)) {
+      leader.proposeConfigChange({ type: 'addLearner', node: goal.node });
+    } else if (cfg.learners.includes(goal.node)) {
+      const peer = st.peers.find((p) => p.id === goal.node);
+      if (peer !== undefined && peer.match >= st.commit) leader.proposeConfigChange({ type: 'promote', node: goal.node });
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+  // Heal and liveness
+
+  private heal(): void {
+    this.trace(() => 'HEAL: partitions healed, network clean, disks fast, everyone restarted; clients drain');
+    this.draining = true;
+    this.healedAt = this.queue.now;
+    this.goal = null;
+    this.goals = [];
+    this.network.healAll();
+    this.network.params = { drop: 0, duplicate: 0, minDelay: this.baseline.minDelay, maxDelay: Math.min(this.baseline.maxDelay, 5) };
+    for (const n of this.nodes.values()) {
+      n.disk.slowUntil = 0;
+      if (!n.up && !n.retired) n.start();
+    }
+    for (const c of this.clients) if (!c.busy) c.done = true;
+    this.queue.after(LIVENESS_PERIOD, () => this.checkLiveness());
+  }
+
+  /** Why the cluster has not settled yet, or null when it has. */
+  private unsettled(): string | null {
+    const busy = this.clients.filter((c) => !c.done);
+    if (busy.length > 0) return `clients still waiting: ${busy.map((c) => c.describe()).join('; ')}`;
+    const leaders = [...this.nodes.values()].filter((n) => n.status()?.role === 'leader');
+    if (leaders.length !== 1) return `${leaders.length} leaders (${leaders.map((n) => n.id).join(',') || 'none'})`;
+    const leader = leaders[0]!;
+    const st = leader.status()!;
+    if (st.commit !== st.lastIndex) return `leader ${leader.id} has uncommitted entries (commit ${st.commit}, last ${st.lastIndex})`;
+    for (const id of members(st.config)) {
+      const n = this.nodes.get(id);
+      const s = n?.status() ?? null;
+      if (n === undefined || s === null) return `member ${id} is down`;
+      if (s.leader !== leader.id || s.term !== st.term) return `${id} follows ${s.leader} in term ${s.term}, not ${leader.id} in ${st.term}`;
+      if (n.applied !== st.commit) return `${id} applied ${n.applied} of ${st.commit}`;
+    }
+    return null;
+  }
+
+  /** Every member's state, and the leaders' view of their followers: what a liveness failure needs. */
+  describeCluster(): string {
+    const lines: string[] = [];
+    for (const n of this.nodes.values()) {
+      const st = n.status();
+      if (st === null) {
+        lines.push(`${n.id}: down${n.retired ? ' (retired)' : ''}`);
+        continue;
+      }
+      lines.push(
+        `${n.id}: ${st.role} term ${st.term} leader ${st.leader ?? '-'} commit ${st.commit} applied ${n.applied} ` +
+          `log ${st.firstIndex}..${st.lastIndex} voters ${st.config.voters.join(',')} learners ${st.config.learners.join(',') || '-'}`,
+      );
+      if (st.role === 'leader') {
+        for (const p of st.peers) {
+          lines.push(`    ${p.id}: ${p.state} match ${p.match} next ${p.next} inflight ${p.inflight}${p.learner ? ' learner' : ''}${p.recentActive ? '' : ' inactive'}`);
+        }
+      }
+    }
+    return lines.join('\n');
+  }
+
+  private checkLiveness(): void {
+    const why = this.unsettled();
+    if (why === null) {
+      this.trace(() => 'settled: one leader, everything committed and applied everywhere, all clients done');
+      this.finished = true;
+      return;
+    }
+    if (this.queue.now - this.healedAt > this.config.livenessMs) {
+      fail('liveness', `not settled ${this.config.livenessMs}ms after healing: ${why}\n${this.describeCluster()}`);
+    }
+    this.queue.after(LIVENESS_PERIOD, () => this.checkLiveness());
+  }
+
+  // -------------------------------------------------------------------------------------------------------
+
+  run(): SimResult {
+    const config = this.config;
+    let failure: SimResult['failure'];
+    let linearizability: HistoryVerdict | null = null;
+    const maxEvents = this.options.maxEvents ?? 2_000_000;
+    try {
+      for (const id of this.initialConfig.voters) this.addNode(id, this.initialConfig).start();
+      for (let i = 0; i < config.clients; i++) {
+        const c = new SimClient(i, this);
+        this.clients.push(c);
+        this.queue.after(this.rng.float(0, 50), () => c.start());
+      }
+      for (const f of config.faults) if (f.at < config.faultMs) this.queue.at(f.at, () => this.applyFault(f));
+      this.queue.after(CONTROL_PERIOD, () => this.controlMembership());
+      this.queue.at(config.faultMs, () => this.heal());
+      while (!this.finished) {
+        const event = this.queue.pop();
+        if (event === undefined) fail('liveness', 'nothing left to happen');
+        this.events++;
+        event.run();
+        if (this.events > maxEvents) fail('event-budget', `more than ${maxEvents} events`);
+      }
+      if (this.options.checkHistory) {
+        linearizability = this.options.checkHistory(this.resolvedHistory());
+        if (linearizability.result === 'illegal') fail('linearizability', `client history is not linearizable:\n${linearizability.detail}`);
+      }
+    } catch (e) {
+      const err = e as Error;
+      failure =
+        e instanceof SimFailure
+          ? { invariant: e.invariant, message: e.message, time: this.queue.now, event: this.events }
+          : {
+              invariant: 'exception',
+              message: `${err.name}: ${err.message}`,
+              time: this.queue.now,
+              event: this.events,
+              ...(err.stack !== undefined ? { stack: err.stack } : {}),
+            };
+      this.trace(() => `FAILED ${failure!.invariant}: ${failure!.message}`);
+    }
+    const nodes = [...this.nodes.values()];
+    const net = this.network.stats;
+    const result: SimResult = {
+      ok: failure === undefined,
+      config,
+      stats: {
+        events: this.events,
+        virtualMs: Math.round(this.queue.now),
+        ops: this.history.length,
+        infoOps: this.history.filter((op) => op.return === Infinity).length,
+        retries: this.clients.reduce((n, c) => n + c.retries, 0),
+        elections: this.checker.leaderElections,
+        crashes: nodes.reduce((n, x) => n + x.crashes, 0),
+        snapshotsTaken: nodes.reduce((n, x) => n + x.snapshotsTaken, 0),
+        snapshotsInstalled: nodes.reduce((n, x) => n + x.snapshotsInstalled, 0),
+        messages: net.sent,
+        dropped: net.dropped,
+        snapshotsSent: net.snapshotsSent,
+        membershipChanges: this.membershipChanges,
+        members: nodes.length,
+      },
+      fingerprint: this.fp,
+      linearizability,
+      history: this.history,
+      trace: this.traceBuffer.slice(-this.traceLimit),
+    };
+    if (failure !== undefined) result.failure = failure;
+    return result;
+  }
+}
+
+export function runSimulation(config: SimConfig, options: RunOptions = {}): SimResult {
+  return new Simulation(config, options).run();
+}
