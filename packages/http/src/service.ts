@@ -3,7 +3,7 @@
  * writes through the replicated log with idempotent client sessions, reads at the consistency the request asks
  * for, and the mapping of Raft outcomes to HTTP answers (no leader or no quorum is a 503 with Retry-After).
  */
-import { RaftNode, SessionError, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
+import { CommandTooLargeError, RaftNode, SessionError, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
 import type { Principal } from './auth.js';
 import type { Logger } from './log.js';
@@ -120,6 +120,7 @@ export function raftErrorToHttp(error: unknown): unknown {
     );
   }
   if (error instanceof StoppedError) return unavailable('this member is shutting down', 1);
+  if (error instanceof CommandTooLargeError) return new HttpError(413, 'command_too_large', error.message, { limit: error.limit });
   if (error instanceof SessionError) {
     return error.code === 'unknown_session'
       ? new HttpError(410, 'unknown_session', 'the client session expired or never existed: open a new one')

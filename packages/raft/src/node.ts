@@ -44,6 +44,11 @@ export interface RaftNodeOptions<C, R> {
   snapshotEvery?: number;
   /** Give up on a proposal or read after this long (its outcome is then unknown). Default 10 s. */
   requestTimeoutMs?: number;
+  /**
+   * Largest encoded command accepted. Default 2 MiB, well under the TCP transport's 4 MiB frame: a larger entry
+   * could be appended but never reach a follower.
+   */
+  maxCommandBytes?: number;
   sessions?: SessionOptions;
   /** The clock that stamps entries on the leader. Default Date.now. */
   clock?: () => number;
@@ -82,6 +87,14 @@ export class StoppedError extends Error {
   override name = 'StoppedError';
 }
 
+/** The command is larger than maxCommandBytes; nothing was proposed. */
+export class CommandTooLargeError extends Error {
+  override name = 'CommandTooLargeError';
+  constructor(readonly bytes: number, readonly limit: number) {
+    super(`the command is ${bytes} bytes encoded; the limit is ${limit}`);
+  }
+}
+
 interface Waiter<T> {
   resolve: (value: T) => void;
   reject: (error: Error) => void;
@@ -108,6 +121,7 @@ export class RaftNode<C, R> {
   private readonly tickMs: number;
   private readonly snapshotEvery: number;
   private readonly requestTimeoutMs: number;
+  private readonly maxCommandBytes: number;
   private readonly retryMs: number;
   private readonly clock: () => number;
   private readonly observer: NodeObserver;
@@ -147,6 +161,7 @@ export class RaftNode<C, R> {
     this.tickMs = options.tickMs ?? 100;
     this.snapshotEvery = options.snapshotEvery ?? 10_000;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
+    this.maxCommandBytes = options.maxCommandBytes ?? 2 * 1024 * 1024;
     this.retryMs = this.tickMs * (options.core?.electionTicks ?? 10);
     this.clock = options.clock ?? Date.now;
     this.observer = options.observer ?? {};
@@ -202,6 +217,7 @@ export class RaftNode<C, R> {
     this.assertRunning();
     const key = request.t === 'command' ? `${request.client}:${request.seq}` : request.t === 'register' ? `reg:${request.nonce ?? ''}` : null;
     const data = encodeRequest(request);
+    if (data.byteLength > this.maxCommandBytes) return Promise.reject(new CommandTooLargeError(data.byteLength, this.maxCommandBytes));
     return new Promise((resolve, reject) => {
       const waiter = { resolve, reject };
       const table = request.t === 'register' ? this.registrations : this.proposals;

@@ -132,3 +132,13 @@ t.test('membership: add a voter through a learner, transfer leadership to it, re
   t.notOk(n4.status().config.voters.includes(removed));
   t.equal(await n4.propose({ op: 'add', key: 'm', by: 1 }), 2);
 });
+
+t.test('a command over maxCommandBytes is refused before it reaches the log', async (t) => {
+  const net = new LocalNetwork();
+  const machine = new Counters();
+  const node = await RaftNode.start({ id: 'solo', storage: new MemoryStorage(), transport: net.transport('solo'), stateMachine: machine, bootstrap: { solo: 'local:solo' }, tickMs: 10, maxCommandBytes: 1024 });
+  t.teardown(() => node.stop());
+  await t.rejects(node.propose({ op: 'add', key: 'k'.repeat(4096), by: 1 }), { name: 'CommandTooLargeError' });
+  t.equal(await node.propose({ op: 'add', key: 'small', by: 1 }), 1, 'normal commands still go through');
+  t.equal(node.status().lastIndex, 3, 'only the leader no-op, the session registration and the small command are in the log');
+});
