@@ -15,10 +15,12 @@ install: node_modules/.installed
 build: install
 	npx tsc -b
 
-# Unit and integration tests, then 500 simulator seeds and the mutation check.
+TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
+
+# Unit and integration tests (real processes on loopback), then 500 simulator seeds and the mutation check.
 test: build
-	$(TAP) $$(find packages -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' | sort)
-	node packages/raft/dist/sim/run.js --seeds 500 --from 1
+	$(TAP) $(TEST_FILES)
+	node packages/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2
 	node packages/raft/dist/sim/mutations.js
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
@@ -39,4 +41,4 @@ bench: build
 	node bench/dist/raft-inprocess.js
 
 clean:
-	rm -rf packages/*/dist bench/dist
+	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist
