@@ -34,9 +34,11 @@ program
   .option('--base-port <port>', 'raft ports are base+1.., HTTP ports base+101..')
   .option('--auth-token <token>', 'bearer token clients must send (default: $CLUSTER_AUTH_TOKEN or generated)')
   .option('--tick-ms <ms>', 'milliseconds per Raft tick', '100')
-  .action(async (o: { service: string; nodes: string; data?: string; basePort?: string; authToken?: string; tickMs: string }) => {
+  .option('--snapshot-every <n>', 'applied entries between snapshots (each snapshot compacts the log)', '10000')
+  .action(async (o: { service: string; nodes: string; data?: string; basePort?: string; authToken?: string; tickMs: string; snapshotEvery: string }) => {
     const nodes = positiveInt(o.nodes, '--nodes', 1, 15);
     const tickMs = positiveInt(o.tickMs, '--tick-ms', 1, 10_000);
+    const snapshotEvery = positiveInt(o.snapshotEvery, '--snapshot-every', 1, 100_000_000);
     const basePort = o.basePort === undefined ? defaultBasePort(o.service) : positiveInt(o.basePort, '--base-port', 1, 65_000 - 200);
     const dataDir = resolve(o.data ?? `data/${o.service}`);
     if (existsSync(`${dataDir}/cluster.json`)) {
@@ -59,6 +61,7 @@ program
       dataDir,
       basePort,
       tickMs,
+      snapshotEvery,
       bootstrap: Object.fromEntries(members.map((m) => [m.id, m.raftAddress])),
       members,
     };

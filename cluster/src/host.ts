@@ -46,6 +46,8 @@ export interface MemberOptions {
 export interface RunningMember {
   node: { stop(): Promise<void> };
   httpPort: number;
+  /** The member's current Raft term (for log lines). */
+  term(): number;
   stop(): Promise<void>;
 }
 
@@ -207,6 +209,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   return {
     node,
     httpPort: boundPort,
+    term: () => node.status().term,
     async stop() {
       service.stop();
       server.closeAllConnections();

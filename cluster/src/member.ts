@@ -23,7 +23,9 @@ const program = new Command()
   .parse();
 
 const opts = program.opts<{ service: string; id: string; data: string; raft: string; http: string; peers: string; join: string; tokenFile?: string; tickMs: string; snapshotEvery: string }>();
-const log = jsonLogger(() => ({ member: opts.id, service: opts.service }));
+// Every line carries the term: 0 until the Raft member has started (that is its initial term).
+let currentTerm = (): number => 0;
+const log = jsonLogger(() => ({ member: opts.id, term: currentTerm(), service: opts.service }));
 
 function fail(message: string): never {
   log.log('error', message);
@@ -61,6 +63,7 @@ const member = await start({
   tickMs: Number(opts.tickMs),
   snapshotEvery: Number(opts.snapshotEvery),
 }).catch((e: unknown) => fail(`could not start: ${String((e as Error)?.message ?? e)}`));
+currentTerm = member.term;
 
 let stopping = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {

@@ -23,6 +23,7 @@ export function spawnMember(state: ClusterState, member: MemberRecord): number {
     '--token-file', tokenPath(state.dataDir),
     '--tick-ms', String(state.tickMs),
   ];
+  if (state.snapshotEvery !== undefined) args.push('--snapshot-every', String(state.snapshotEvery));
   if (member.joined) {
     const others = state.members.filter((m) => !m.removed && m.id !== member.id);
     args.push('--join', others.map((m) => `${m.id}=${m.raftAddress}`).join(','));

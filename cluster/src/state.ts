@@ -22,6 +22,8 @@ export interface ClusterState {
   dataDir: string;
   basePort: number;
   tickMs: number;
+  /** Applied entries between snapshots (absent in older state files: the member's default). */
+  snapshotEvery?: number;
   /** The bootstrap member set, passed to every original member. */
   bootstrap: Record<string, string>;
   members: MemberRecord[];
@@ -105,8 +107,22 @@ export function isAlive(pid: number | null): boolean {
   if (pid === null) return false;
   try {
     process.kill(pid, 0);
-    return true;
   } catch (e) {
     return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+  return !isZombie(pid);
+}
+
+/**
+ * An exited member that nobody reaped yet: members outlive the CLI, so their parent is init (or whatever reaps
+ * orphans in a container, possibly late or never), and kill(pid, 0) still succeeds on the zombie.
+ */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // "pid (comm) state ...": comm may hold spaces and parentheses, so read the state after the last ')'.
+    return /^\s*[ZX]/.test(stat.slice(stat.lastIndexOf(')') + 1));
+  } catch {
+    return false; // no /proc (not Linux): trust kill(pid, 0)
   }
 }

@@ -82,9 +82,12 @@ export class Router {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://localhost');
+    // Split the raw path: URL parsing would collapse "." and ".." segments (%2E too) before a handler could
+    // answer them with its own error.
+    const rawPath = (req.url ?? '/').split('?')[0]!;
     let segments: string[];
     try {
-      segments = url.pathname.split('/').filter((s) => s.length > 0).map((s) => decodeURIComponent(s));
+      segments = rawPath.split('/').filter((s) => s.length > 0).map((s) => decodeURIComponent(s));
     } catch {
       sendError(res, badRequest('invalid_path', 'the path is not valid percent-encoding'));
       return;

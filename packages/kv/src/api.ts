@@ -11,6 +11,8 @@ function keyOf(ctx: RequestContext): string {
   if (bytes === 0 || bytes > MAX_KEY_BYTES) {
     throw badRequest('invalid_key', `the key must be 1 to ${MAX_KEY_BYTES} bytes`, { field: 'key' });
   }
+  // HTTP clients collapse these path segments, so such a key could be written but never read back reliably.
+  if (key === '.' || key === '..') throw badRequest('invalid_key', 'the keys "." and ".." cannot be addressed in a URL path', { field: 'key' });
   return key;
 }
 

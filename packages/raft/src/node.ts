@@ -133,6 +133,7 @@ export class RaftNode<C, R> {
   private lastSnapshotIndex: number;
   private softState: SoftState;
   private knownConfig: Readonly<Configuration> | null = null;
+  private knownLeader: NodeId | null = null;
   /** Every address learned (bootstrap, configurations), so a configuration without addresses loses none. */
   private readonly addressBook = new Map<NodeId, string>();
   private readonly connected = new Map<NodeId, string>();
@@ -390,7 +391,10 @@ export class RaftNode<C, R> {
       await this.perform(rd);
       this.core.advance(rd);
       this.maybeSnapshot();
-      if (rd.softState !== null) this.updateSoftState(rd.softState);
+      if (rd.softState !== null) {
+        this.updateSoftState(rd.softState);
+        this.syncPeers();
+      }
     }
   }
 
@@ -474,14 +478,21 @@ export class RaftNode<C, R> {
     }
   }
 
-  /** Keep the transport connected to exactly the other members of the configuration in force. */
+  /**
+   * Keep the transport connected to the other members of the configuration in force, and to the leader even when
+   * the configuration no longer has it: a leader that removes itself leads until that change commits (§4.2.2),
+   * so followers must still answer it.
+   */
   private syncPeers(): void {
     const config = this.core.configuration();
-    if (config === this.knownConfig) return;
+    const leader = this.softState.leader;
+    if (config === this.knownConfig && leader === this.knownLeader) return;
     this.knownConfig = config;
+    this.knownLeader = leader;
     for (const [id, address] of Object.entries(config.addresses ?? {})) this.addressBook.set(id, address);
     // Until a configuration reaches a joining member, it talks to every member it was told of.
     const members = new Set(config.voters.length + config.learners.length > 0 ? [...config.voters, ...config.learners] : this.addressBook.keys());
+    if (leader !== null) members.add(leader);
     members.delete(this.id);
     for (const id of members) {
       const address = this.addressBook.get(id);

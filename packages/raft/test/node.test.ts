@@ -122,7 +122,7 @@ t.test('membership: add a voter through a learner, transfer leadership to it, re
   const leader = await waitForLeader(nodes);
   await leader.propose({ op: 'add', key: 'm', by: 1 });
   const machine = new Counters();
-  const n4 = await RaftNode.start({ id: 'n4', storage: new MemoryStorage(), transport: net.transport('n4'), stateMachine: machine, tickMs: 10 });
+  const n4 = await RaftNode.start({ id: 'n4', storage: new MemoryStorage(), transport: net.transport('n4'), stateMachine: machine, tickMs: 10, peers: bootstrap });
   nodes.set('n4', n4);
   await leader.addVoter('n4', 'local:n4');
   t.ok(leader.status().config.voters.includes('n4'));
@@ -141,4 +141,20 @@ t.test('a command over maxCommandBytes is refused before it reaches the log', as
   await t.rejects(node.propose({ op: 'add', key: 'k'.repeat(4096), by: 1 }), { name: 'CommandTooLargeError' });
   t.equal(await node.propose({ op: 'add', key: 'small', by: 1 }), 1, 'normal commands still go through');
   t.equal(node.status().lastIndex, 3, 'only the leader no-op, the session registration and the small command are in the log');
+});
+
+t.test('removing the current leader: it leads until the change commits, then a new leader takes over', async (t) => {
+  const net = new LocalNetwork();
+  const { nodes } = await startCluster(net, new Map());
+  t.teardown(async () => {
+    for (const n of nodes.values()) await n.stop();
+  });
+  const leader = await waitForLeader(nodes);
+  await leader.propose({ op: 'add', key: 'r', by: 1 });
+  await leader.removeMember(leader.id);
+  t.notOk(leader.status().config.voters.includes(leader.id), 'the removal committed');
+  await leader.stop();
+  nodes.delete(leader.id);
+  const next = await waitForLeader(nodes);
+  t.equal(await next.propose({ op: 'add', key: 'r', by: 1 }), 2, 'the remaining members go on');
 });

@@ -44,7 +44,10 @@ export class LocalNetwork {
   }
 }
 
+/** Like the TCP transport, it reaches only the peers it was given (addPeer), so membership bugs show here too. */
 class LocalTransport implements Transport {
+  private readonly peers = new Set<NodeId>();
+
   constructor(
     private readonly id: NodeId,
     private readonly network: LocalNetwork,
@@ -55,12 +58,16 @@ class LocalTransport implements Transport {
   }
 
   send(message: Message): void {
-    this.network.deliver(message);
+    if (this.peers.has(message.to)) this.network.deliver(message);
   }
 
-  addPeer(): void {}
+  addPeer(id: NodeId): void {
+    this.peers.add(id);
+  }
 
-  removePeer(): void {}
+  removePeer(id: NodeId): void {
+    this.peers.delete(id);
+  }
 
   async close(): Promise<void> {
     this.network.unregister(this.id);
