@@ -109,7 +109,7 @@ program
   .addOption(dataOption())
   .option('--wipe', 'also delete the data directory')
   .action(async (o: { data?: string; wipe?: boolean }) => {
-    const state = readState(resolveDataDir(o.data));
+    const state = openCluster(o.data).state;
     await Promise.all(state.members.map((m) => stopProcess(m.pid)));
     for (const m of state.members) m.pid = null;
     if (o.wipe) {
@@ -127,8 +127,7 @@ program
   .addOption(dataOption())
   .option('--json', 'print a JSON array')
   .action(async (o: { data?: string; json?: boolean }) => {
-    const state = readState(resolveDataDir(o.data));
-    const token = readToken(state.dataDir);
+    const { state, token } = openCluster(o.data);
     const rows = await Promise.all(
       state.members
         .filter((m) => !m.removed)
@@ -167,7 +166,7 @@ for (const [name, sig, text] of [
     .description(text)
     .addOption(dataOption())
     .action(async (ref: string, o: { data?: string }) => {
-      const state = readState(resolveDataDir(o.data));
+      const state = openCluster(o.data).state;
       const member = findMember(state, ref);
       signal(member, sig);
       if (sig === 'SIGKILL') {
@@ -184,7 +183,7 @@ program
   .description('stop a member if it runs, then start it again on its data')
   .addOption(dataOption())
   .action(async (ref: string, o: { data?: string }) => {
-    const state = readState(resolveDataDir(o.data));
+    const state = openCluster(o.data).state;
     const member = findMember(state, ref);
     if (member.removed) throw new CliError(`${member.id} was removed from the cluster`);
     await stopProcess(member.pid);
@@ -198,8 +197,7 @@ program
   .description('cut links between groups, e.g. "1,2|3,4,5" (inside the members\' transports)')
   .addOption(dataOption())
   .action(async (spec: string, o: { data?: string }) => {
-    const state = readState(resolveDataDir(o.data));
-    const token = readToken(state.dataDir);
+    const { state, token } = openCluster(o.data);
     const groups = spec.split('|').map((g) => g.split(',').map((r) => r.trim()).filter((r) => r.length > 0).map((r) => findMember(state, r).id));
     if (groups.length < 2 || groups.some((g) => g.length === 0)) throw new CliError('partition: expected at least two non-empty groups, e.g. "1,2|3,4,5"');
     const all = groups.flat();
@@ -219,8 +217,7 @@ program
   .description('restore every link cut by partition')
   .addOption(dataOption())
   .action(async (o: { data?: string }) => {
-    const state = readState(resolveDataDir(o.data));
-    const token = readToken(state.dataDir);
+    const { state, token } = openCluster(o.data);
     for (const m of state.members.filter((x) => !x.removed && isAlive(x.pid))) await callMember(m, token, 'DELETE', '/v1/cluster/partition');
     console.log('healed');
   });
@@ -230,8 +227,7 @@ program
   .description('start a new member and add it as a voter (it catches up as a learner first)')
   .addOption(dataOption())
   .action(async (o: { data?: string }) => {
-    const state = readState(resolveDataDir(o.data));
-    const token = readToken(state.dataDir);
+    const { state, token } = openCluster(o.data);
     const n = Math.max(...state.members.map((m) => Number(m.id.slice(1)))) + 1;
     const member: MemberRecord = { id: `n${n}`, pid: null, raftAddress: `127.0.0.1:${state.basePort + n}`, httpAddress: `127.0.0.1:${state.basePort + 100 + n}`, joined: true };
     for (const address of [member.raftAddress, member.httpAddress]) await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
@@ -255,8 +251,7 @@ program
   .description('remove a member from the cluster, then stop it')
   .addOption(dataOption())
   .action(async (ref: string, o: { data?: string }) => {
-    const state = readState(resolveDataDir(o.data));
-    const token = readToken(state.dataDir);
+    const { state, token } = openCluster(o.data);
     const member = findMember(state, ref);
     if (member.removed) throw new CliError(`${member.id} was already removed`);
     const leader = await findLeader(state, token);
@@ -274,8 +269,7 @@ program
   .description('hand leadership to a member')
   .addOption(dataOption())
   .action(async (ref: string, o: { data?: string }) => {
-    const state = readState(resolveDataDir(o.data));
-    const token = readToken(state.dataDir);
+    const { state, token } = openCluster(o.data);
     const member = findMember(state, ref);
     const leader = await findLeader(state, token);
     if (leader.id === member.id) {
@@ -293,7 +287,7 @@ program
   .addOption(dataOption())
   .option('--follow', 'keep printing new lines')
   .action(async (ref: string, o: { data?: string; follow?: boolean }) => {
-    const state = readState(resolveDataDir(o.data));
+    const state = openCluster(o.data).state;
     const member = findMember(state, ref);
     const path = logPath(state.dataDir, member.id);
     if (!existsSync(path)) throw new CliError(`no log yet at ${path}`);
@@ -315,6 +309,17 @@ program
     });
     await new Promise(() => {}); // until Ctrl-C
   });
+
+/** The cluster a command means (see resolveDataDir) and its token. */
+function openCluster(dataOption: string | undefined): { state: ClusterState; token: string } {
+  const state = readState(resolveDataDir(dataOption));
+  return {
+    state,
+    get token() {
+      return readToken(state.dataDir);
+    },
+  };
+}
 
 function printEndpoints(state: ClusterState, token: string, leader: string): void {
   console.log(`${state.service} cluster up in ${state.dataDir} (leader ${leader})`);
