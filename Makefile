@@ -17,11 +17,14 @@ build: install
 
 TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 
-# Unit and integration tests (real processes on loopback), then 500 simulator seeds and the mutation check.
+# Unit and integration tests (real processes on loopback), 500 simulator seeds, the mutation check, and
+# jepsen-like smoke runs of kv and lock under partitions, kills and pauses.
 test: build
 	$(TAP) $(TEST_FILES)
 	node packages/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2
 	node packages/raft/dist/sim/mutations.js
+	node jepsen-like/bin/jepsen-like.js run --service kv --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-kv
+	node jepsen-like/bin/jepsen-like.js run --service lock --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-lock
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
@@ -36,6 +39,22 @@ up: build
 
 down:
 	scripts/down-all.sh
+
+# make jepsen: every workload under every nemesis, JEPSEN_TIME seconds each, then a summary table. Reports in
+# $(JEPSEN_OUT)/<workload>-<nemesis>/report.html. Fails if any run is not valid. See jepsen-like/README.md.
+JEPSEN_TIME ?= 180
+JEPSEN_SEED ?= 1
+JEPSEN_OUT ?= jepsen-out
+JEPSEN_WORKLOADS ?= kv lock
+JEPSEN_NEMESES ?= partition kill pause packet clock partition,kill,pause,packet,clock
+
+jepsen: build
+	@failed=0; for w in $(JEPSEN_WORKLOADS); do for n in $(JEPSEN_NEMESES); do \
+	  name="$$w-$$(echo $$n | tr ',' '+')"; echo "== jepsen-like: $$w under $$n ($(JEPSEN_TIME) s)"; \
+	  node jepsen-like/bin/jepsen-like.js run --service $$w --time $(JEPSEN_TIME) --nemesis $$n --seed $(JEPSEN_SEED) --out $(JEPSEN_OUT)/$$name || failed=$$((failed + 1)); \
+	done; done; \
+	node jepsen-like/bin/jepsen-like.js summary $(JEPSEN_OUT); \
+	test $$failed -eq 0
 
 bench: build
 	node bench/dist/raft-inprocess.js

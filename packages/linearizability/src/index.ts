@@ -19,3 +19,23 @@ export { parseJepsenEtcdLog } from './parsers/jepsen-etcd.js';
 export type { EtcdInput, EtcdOutput, EtcdValue } from './parsers/jepsen-etcd.js';
 export { parsePorcupineKvLog } from './parsers/porcupine-kv.js';
 export { ParseError } from './parsers/parse-error.js';
+export { keyedModel } from './models/keyed.js';
+export type { KeyedState } from './models/keyed.js';
+export { lockModel, singleLockModel } from './models/lock.js';
+export type { LockInput, LockOutput, LockState, LockModelOptions } from './models/lock.js';
+export {
+  adaptEvents,
+  casRegisterAdapter,
+  counterAdapter,
+  kvAdapter,
+  lockAdapter,
+  prepareHistory,
+  registerAdapter,
+  toRegisterValue,
+  MODEL_NAMES,
+} from './adapters/generic.js';
+export type { GenericEvent, GenericType, HistoryAdapter, ModelName, PreparedHistory } from './adapters/generic.js';
+export { parseJepsenEdnHistory } from './parsers/jepsen-edn.js';
+export { parseEdnMap } from './parsers/edn.js';
+export type { EdnValue, EdnKeyword } from './parsers/edn.js';
+export { parseJepsenUtilLog } from './parsers/jepsen-util-log.js';

@@ -1,0 +1,50 @@
+import type { ClusterUnderTest } from '../cluster.js';
+import type { Network } from '../net/network.js';
+import type { Rng } from '../rng.js';
+import type { Fault, Target } from './faults.js';
+
+/** What a nemesis acts on. */
+export interface NemesisContext {
+  cluster: ClusterUnderTest;
+  network: Network;
+  /** Runtime choices (which members), derived from the run's seed. */
+  rng: Rng;
+  say: (line: string) => void;
+}
+
+/** A fault that has started: what it hit, so that stopping it undoes exactly that. */
+export interface ActiveFault {
+  id: number;
+  fault: Fault;
+  /** Members hit. */
+  targets: string[];
+  /** Extra detail for the history and the report (e.g. the cut links). */
+  detail: Record<string, unknown>;
+  description: string;
+}
+
+export interface NemesisHandler {
+  start(id: number, fault: Fault, ctx: NemesisContext, others: readonly ActiveFault[]): Promise<ActiveFault>;
+  stop(active: ActiveFault, ctx: NemesisContext, others: readonly ActiveFault[]): Promise<Record<string, unknown>>;
+}
+
+/** Resolves a Jepsen node selection to member ids, from `candidates` (e.g. the running members). */
+export async function resolveTarget(target: Target, candidates: readonly string[], ctx: NemesisContext): Promise<string[]> {
+  const all = ctx.cluster.ids;
+  const pool = candidates.length > 0 ? [...candidates] : [];
+  if (pool.length === 0) return [];
+  switch (target) {
+    case 'one':
+      return [ctx.rng.pick(pool)];
+    case 'leader': {
+      const leader = await ctx.cluster.leader();
+      return [leader !== null && pool.includes(leader) ? leader : ctx.rng.pick(pool)];
+    }
+    case 'minority':
+      return ctx.rng.shuffle(pool).slice(0, Math.max(1, Math.floor((all.length - 1) / 2))).sort();
+    case 'majority':
+      return ctx.rng.shuffle(pool).slice(0, Math.floor(all.length / 2) + 1).sort();
+    case 'all':
+      return pool.sort();
+  }
+}

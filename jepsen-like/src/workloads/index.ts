@@ -1,0 +1,20 @@
+import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
+import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
+import type { Workload } from './workload.js';
+
+/**
+ * Every workload, by name. A later service adds one line. The "-serializable" and "-unfenced" variants are
+ * broken on purpose (stale reads; a resource that ignores tokens): they show the checks catching real anomalies.
+ */
+export const WORKLOADS: Record<string, () => Workload> = {
+  kv: () => new KvWorkload(),
+  lock: () => new LockWorkload(),
+  'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
+  'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
+};
+
+export function makeWorkload(name: string): Workload {
+  const make = WORKLOADS[name];
+  if (make === undefined) throw new Error(`no workload ${JSON.stringify(name)} (known: ${Object.keys(WORKLOADS).join(', ')})`);
+  return make();
+}

@@ -1,0 +1,94 @@
+/**
+ * The one interface every workload plugs in through. A workload names the service it drives and the model its
+ * history is checked against, makes one worker per client thread, runs the final reads, and adds its own checks
+ * beside linearizability. Each later service adds a file here and a line in workloads/index.ts.
+ */
+import type { ModelName } from '@raftkit/linearizability';
+import type { HistoryEvent } from '../history.js';
+import type { Rng } from '../rng.js';
+
+export interface Invocation {
+  f: string;
+  key?: string;
+  value?: unknown;
+}
+
+export interface Completion {
+  type: 'ok' | 'fail' | 'info';
+  value?: unknown;
+  error?: string;
+}
+
+/** What a worker gets from the runner. */
+export interface WorkerContext {
+  /** 0 .. concurrency-1. */
+  worker: number;
+  /** The member this worker talks to (as in Jepsen, each client is bound to one node). */
+  node: string;
+  url(node: string): string;
+  token: string;
+  opTimeoutMs: number;
+  rng: Rng;
+  /**
+   * Records `invocation` for the worker's current process, runs `exec`, records its completion and returns it.
+   * An `info` completion retires the process (the next operation runs as a new process, as in Jepsen).
+   */
+  perform(invocation: Invocation, exec: () => Promise<Completion>): Promise<Completion>;
+  /** True once the run is over: finish up (release what you hold) and return. */
+  readonly stopping: boolean;
+  sleep(ms: number): Promise<void>;
+}
+
+export interface Worker {
+  /** Performs one step (usually one operation). */
+  step(): Promise<void>;
+  /** Called once after the last step, while the cluster is healed: release, close sessions. */
+  finish(): Promise<void>;
+  /** Stops any background activity at once (timers, heartbeats). Called on every way out, after finish() or instead of it. */
+  abort?(): void;
+}
+
+/** A check besides linearizability: its name, whether it passed, what it found. */
+export interface CheckResult {
+  name: string;
+  valid: boolean | 'unknown';
+  /** One line per finding (empty when valid). */
+  anomalies: Anomaly[];
+  /** Figures worth showing (counts and the like). */
+  stats?: Record<string, unknown>;
+}
+
+export interface Anomaly {
+  check: string;
+  type: string;
+  description: string;
+  /** Times (ns) of the events involved, for the report. */
+  times?: number[];
+}
+
+export interface FinalContext {
+  nodes: readonly string[];
+  url(node: string): string;
+  token: string;
+  opTimeoutMs: number;
+  /** Like WorkerContext.perform, each call as a fresh process. */
+  perform(invocation: Invocation, exec: () => Promise<Completion>): Promise<Completion>;
+  sleep(ms: number): Promise<void>;
+  /** Give up retrying after this Date.now() value. */
+  deadline: number;
+}
+
+export interface Workload {
+  readonly name: string;
+  /** The service to run (the member process's --service). */
+  readonly service: string;
+  /** The model of the linearizability check. */
+  readonly model: ModelName;
+  /** One line on what the clients do. */
+  describe(): string;
+  createWorker(ctx: WorkerContext): Worker;
+  /** Reads after the final heal and recovery, so the history ends with what the cluster holds. */
+  finalReads(ctx: FinalContext): Promise<void>;
+  /** Checks beside linearizability. */
+  check(events: readonly HistoryEvent[]): CheckResult[];
+}
