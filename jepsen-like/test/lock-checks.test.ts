@@ -52,3 +52,18 @@ t.test('the fenced storage keeps the highest token and refuses lower ones', asyn
   const open = new FencedStorage(false);
   t.ok(open.write('L', 3, 'b') && open.write('L', 1, 'a'), 'unfenced: accepts anything');
 });
+
+t.test('waiters-granted: a waiter still queued at the heal must be granted after it', async (t) => {
+  const grantedAfterHeal = [
+    ...op(1, 'wait', 'queue-0', { session: 'w1' }, 'info', { session: 'w1' }, 'still-queued'),
+    ...op(2, 'wait-after-heal', 'queue-0', { session: 'w1' }, 'ok', { session: 'w1', granted: true, token: 4 }),
+  ];
+  t.equal(byName(grantedAfterHeal)['waiters-granted']!.valid, true);
+  const lostSession = op(3, 'wait-after-heal', 'queue-0', { session: 'w2' }, 'fail', { session: 'w2' }, 'session_lost');
+  t.equal(byName(lostSession)['waiters-granted']!.valid, true, 'a waiter whose session expired is not owed a grant');
+  const forgotten = op(4, 'wait-after-heal', 'queue-0', { session: 'w3' }, 'info', { session: 'w3' }, 'not-granted-in-time');
+  const result = byName(forgotten)['waiters-granted']!;
+  t.equal(result.valid, false, 'a live waiter left waiting is an anomaly');
+  t.match(result.anomalies[0], { type: 'waiter-not-granted' });
+  t.equal(byName(grantedAfterHeal)['unique-tokens']!.valid, true, 'queue grants go through the token checks too');
+});

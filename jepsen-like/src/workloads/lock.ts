@@ -40,9 +40,21 @@ export interface LockOptions {
   /** The resource checks tokens (default). Off: it accepts every write, as an unfenced resource would; the
    * workload "lock-unfenced" uses it to show the fencing check catching stale writes. */
   fenced: boolean;
+  /**
+   * Chance that a client waits in the service's queue for the queue lock instead of trying a lock without
+   * waiting. Waiters still queued when the faults end must all be granted after the heal (check
+   * `waiters-granted`). Queue operations are outside the lock model (the model has no queue); their grants go
+   * through the token and fencing checks like any other.
+   */
+  waitProbability: number;
 }
 
-export const DEFAULT_LOCK_OPTIONS: LockOptions = { locks: 2, sessionTimeoutMs: 1_000, maxWrites: 8, writeGapMs: [100, 600], stallProbability: 0.08, fenced: true };
+export const DEFAULT_LOCK_OPTIONS: LockOptions = { locks: 2, sessionTimeoutMs: 1_000, maxWrites: 8, writeGapMs: [100, 600], stallProbability: 0.08, fenced: true, waitProbability: 0.3 };
+
+/** The lock clients queue for (wait: true). */
+export const QUEUE_LOCK = 'queue-0';
+/** How long a waiter still queued after the heal may wait for its grant before the check fails. */
+const GRANT_AFTER_HEAL_MS = 30_000;
 
 /** The protected resource: keeps the highest token it has seen per lock and refuses lower ones. */
 export class FencedStorage {
@@ -72,7 +84,7 @@ export class LockWorkload implements Workload {
   }
 
   describe(): string {
-    return `${this.options.fenced ? '' : '(UNFENCED resource) '}sessions (timeout ${this.options.sessionTimeoutMs} ms) acquiring ${this.options.locks} locks without waiting, writing 1..${this.options.maxWrites} token-stamped values to a fenced resource (stalling like a GC pause before ${Math.round(this.options.stallProbability * 100)}% of writes), releasing`;
+    return `${this.options.fenced ? '' : '(UNFENCED resource) '}sessions (timeout ${this.options.sessionTimeoutMs} ms) acquiring ${this.options.locks} locks without waiting (and queueing for ${QUEUE_LOCK} ${Math.round(this.options.waitProbability * 100)}% of the time), writing 1..${this.options.maxWrites} token-stamped values to a fenced resource (stalling like a GC pause before ${Math.round(this.options.stallProbability * 100)}% of writes), releasing`;
   }
 
   private lockName(i: number): string {
@@ -86,6 +98,8 @@ export class LockWorkload implements Workload {
     let heartbeat: NodeJS.Timeout | null = null;
     let holding: { lock: string; token: number; writesLeft: number } | null = null;
     let stalled = false;
+    /** Queued for the queue lock when the run stopped: must be granted after the heal. */
+    let queued = false;
 
     const dropSession = (): void => {
       if (heartbeat !== null) clearInterval(heartbeat);
@@ -132,6 +146,40 @@ export class LockWorkload implements Workload {
       }
     };
 
+    /** Wait for the service to grant the queue lock to `sessionId` (it does so on release or expiry of the holder). */
+    const awaitGrant = async (sessionId: string, endOnStop: boolean, boundMs: number): Promise<Completion> => {
+      const deadline = Date.now() + boundMs;
+      while (Date.now() < deadline) {
+        if (endOnStop && ctx.stopping) return { type: 'info', error: 'still-queued', value: { session: sessionId } };
+        const lock = await callJson(`${base}/v1/locks/${QUEUE_LOCK}`, { method: 'GET', token, timeoutMs: ctx.opTimeoutMs });
+        if (lock.kind === 'response' && lock.status === 200) {
+          const body = lock.body as { holder_session: string | null; fencing_token: number; revision: number };
+          if (body.holder_session === sessionId) return { type: 'ok', value: { session: sessionId, granted: true, token: body.fencing_token } };
+          const s = await callJson(`${base}/v1/sessions/${sessionId}`, { method: 'GET', token, timeoutMs: ctx.opTimeoutMs });
+          if (s.kind === 'response' && s.status === 404) return { type: 'fail', error: 'session_lost', value: { session: sessionId } };
+          await callJson(`${base}/v1/locks/${QUEUE_LOCK}/watch?session_id=${sessionId}&after_revision=${body.revision}&timeout_ms=1000`, { method: 'GET', token, timeoutMs: 3_000 });
+        } else {
+          await ctx.sleep(200);
+        }
+      }
+      return { type: 'info', error: 'not-granted-in-time', value: { session: sessionId } };
+    };
+
+    const waitInQueue = async (sessionId: string): Promise<void> => {
+      const done = await ctx.perform({ f: 'wait', key: QUEUE_LOCK, value: { session: sessionId } }, async (): Promise<Completion> => {
+        const outcome = await callJson(`${base}/v1/locks/${QUEUE_LOCK}/acquire`, { method: 'POST', token, body: { session_id: sessionId, wait: true }, timeoutMs: ctx.opTimeoutMs });
+        if (outcome.kind === 'response' && outcome.status === 200) {
+          const body = outcome.body as { granted: boolean; fencing_token?: number };
+          if (body.granted) return { type: 'ok', value: { session: sessionId, granted: true, token: body.fencing_token } };
+          return awaitGrant(sessionId, true, GRANT_AFTER_HEAL_MS);
+        }
+        return { ...writeFailure(outcome), value: { session: sessionId } };
+      });
+      if (done.type === 'ok') holding = { lock: QUEUE_LOCK, token: (done.value as { token: number }).token, writesLeft: rng.int(1, this.options.maxWrites) };
+      else if (done.error === 'still-queued') queued = true;
+      else if (done.error === 'session_lost' || done.error === 'unknown_session' || done.type === 'info') dropSession();
+    };
+
     const write = async (h: { lock: string; token: number; writesLeft: number }, sessionId: string): Promise<void> => {
       if (!ctx.stopping && rng.chance(this.options.stallProbability)) {
         stalled = true;
@@ -148,7 +196,8 @@ export class LockWorkload implements Workload {
     };
 
     const release = async (h: { lock: string; token: number }, sessionId: string): Promise<void> => {
-      const done = await ctx.perform({ f: 'release', key: h.lock, value: { session: sessionId, token: h.token } }, async (): Promise<Completion> => {
+      const f = h.lock === QUEUE_LOCK ? 'queue-release' : 'release';
+      const done = await ctx.perform({ f, key: h.lock, value: { session: sessionId, token: h.token } }, async (): Promise<Completion> => {
         const outcome = await callJson(`${base}/v1/locks/${h.lock}/release`, { method: 'POST', token, body: { session_id: sessionId, fencing_token: h.token }, timeoutMs: ctx.opTimeoutMs });
         if (outcome.kind === 'response' && outcome.status === 200) return { type: 'ok' };
         if (outcome.kind === 'response' && (outcome.status === 409 || outcome.status === 404)) return { type: 'fail', error: errorCode(outcome.body) ?? `http_${outcome.status}` };
@@ -172,9 +221,16 @@ export class LockWorkload implements Workload {
           await openSession();
           return;
         }
-        await acquire(session);
+        if (rng.chance(this.options.waitProbability)) await waitInQueue(session);
+        else await acquire(session);
       },
       finish: async () => {
+        if (queued && session !== null) {
+          const sessionId = session;
+          const done = await ctx.perform({ f: 'wait-after-heal', key: QUEUE_LOCK, value: { session: sessionId } }, () => awaitGrant(sessionId, false, GRANT_AFTER_HEAL_MS));
+          queued = false;
+          if (done.type === 'ok') holding = { lock: QUEUE_LOCK, token: (done.value as { token: number }).token, writesLeft: 0 };
+        }
         for (let attempt = 0; attempt < 5 && holding !== null && session !== null; attempt++) await release(holding, session);
         if (session !== null) await callJson(`${base}/v1/sessions/${session}`, { method: 'DELETE', token, timeoutMs: ctx.opTimeoutMs });
         dropSession();
@@ -246,7 +302,7 @@ function pairOps(events: readonly HistoryEvent[]): Op[] {
 export function checkLockHistory(events: readonly HistoryEvent[]): CheckResult[] {
   const ops = pairOps(events);
   const grants = ops
-    .filter((o) => o.f === 'acquire' && o.type === 'ok' && (o.value as { granted?: boolean }).granted === true)
+    .filter((o) => (o.f === 'acquire' || o.f === 'wait' || o.f === 'wait-after-heal') && o.type === 'ok' && (o.value as { granted?: boolean }).granted === true)
     .map((o) => ({ lock: o.key!, token: (o.value as { token: number }).token, session: (o.value as { session: string }).session, call: o.call, ret: o.ret! }));
 
   // 1. No token granted twice.
@@ -302,8 +358,30 @@ export function checkLockHistory(events: readonly HistoryEvent[]): CheckResult[]
       if (token >= top) fencing.push({ check: 'fencing', type: 'write-refused-wrongly', description: `${lock}: the resource refused token ${token} although the highest it had seen was ${top}`, times: [w.call] });
     }
   }
-  const releases = ops.filter((o) => o.f === 'release');
+  const releases = ops.filter((o) => o.f === 'release' || o.f === 'queue-release');
+  // Every waiter still queued when the faults ended must be granted after the heal (or have lost its session).
+  const waits = ops.filter((o) => o.f === 'wait');
+  const afterHeal = ops.filter((o) => o.f === 'wait-after-heal');
+  const waiters: Anomaly[] = afterHeal
+    .filter((o) => o.type !== 'ok' && !(o.type === 'fail' && o.error === 'session_lost'))
+    .map((o) => ({
+      check: 'waiters-granted',
+      type: 'waiter-not-granted',
+      description: `${(o.invokeValue as { session: string }).session} waited for ${o.key} and was not granted within ${GRANT_AFTER_HEAL_MS / 1000} s after the heal (${o.error ?? o.type})`,
+    }));
   return [
+    {
+      name: 'waiters-granted',
+      valid: waiters.length === 0,
+      anomalies: waiters,
+      stats: {
+        waits: waits.length,
+        grantedWhileRunning: waits.filter((o) => o.type === 'ok').length,
+        stillQueuedAtHeal: afterHeal.length,
+        grantedAfterHeal: afterHeal.filter((o) => o.type === 'ok').length,
+        sessionsLost: [...waits, ...afterHeal].filter((o) => o.error === 'session_lost').length,
+      },
+    },
     { name: 'unique-tokens', valid: unique.length === 0, anomalies: unique, stats: { grants: grants.length } },
     { name: 'token-order', valid: order.length === 0, anomalies: order },
     {
