@@ -1,5 +1,7 @@
 # The two set-up commands for a fresh machine are `make up` and `make test`; each installs what it needs.
 SHELL := /bin/bash
+# A failing command piped into tee still fails the recipe.
+.SHELLFLAGS := -o pipefail -c
 SEEDS ?= 200
 FROM ?= 1
 TAP := npx tap --disable-coverage --allow-empty-coverage --jobs=2 --timeout=300
@@ -19,12 +21,19 @@ TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -n
 
 # Unit and integration tests (real processes on loopback), 500 simulator seeds, the mutation check, and
 # jepsen-like smoke runs of kv and lock under partitions, kills and pauses.
+# The last line counts everything: tap assertions, simulator seeds, mutations caught, smoke runs.
 test: build
-	$(TAP) $(TEST_FILES)
-	node packages/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2
-	node packages/raft/dist/sim/mutations.js
+	@mkdir -p jepsen-out
+	$(TAP) $(TEST_FILES) | tee jepsen-out/tap.log
+	node packages/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2 | tee jepsen-out/sim.log
+	node packages/raft/dist/sim/mutations.js | tee jepsen-out/mutations.log
 	node jepsen-like/bin/jepsen-like.js run --service kv --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-kv
 	node jepsen-like/bin/jepsen-like.js run --service lock --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-lock
+	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
+	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
+	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
+	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 2 jepsen-like smoke runs"; \
+	echo "total: $$((tap + seeds + caught + 2)) passed, 0 failed"
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
