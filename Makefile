@@ -65,8 +65,11 @@ jepsen: build
 	node jepsen-like/bin/jepsen-like.js summary $(JEPSEN_OUT); \
 	test $$failed -eq 0
 
+# Benchmarks beside their peers (etcd is installed from Debian when missing); figures go to bench/results/.
 bench: build
-	node bench/dist/raft-inprocess.js
+	npx bench raft --duration 10 --rounds 3
+	npx bench kv --vs etcd --duration 20 --concurrency 64 --rounds 3
+	npx bench lock --vs etcd --duration 15 --concurrency 128 --rate 10000
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist

@@ -1,12 +1,20 @@
 /**
- * Committed proposals per second and commit latency for a 5-member group in one process: RaftNode drivers over
- * the in-process network with in-memory storage. Measures the library's own overhead (core, driver, sessions),
- * not the disk or the network. Usage: node bench/dist/raft-inprocess.js [--duration S] [--concurrency C] [--size B]
+ * `raft`: committed proposals per second and commit latency for a 5-member group in one process: RaftNode drivers
+ * over the in-process network with in-memory storage. Measures the library's own overhead (core, driver,
+ * sessions), not the disk or the network. There is no peer to run beside it; the target is 100,000 proposals/s.
+ *
+ * Run through the harness (`npx bench raft`), or alone:
+ *   node bench/dist/src/raft-inprocess.js [--duration S] [--concurrency C] [--size B] [--warmup S] [--out DIR]
+ * Either way it writes <out>/raft.json and <out>/raft.svg (default bench/results).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { LocalNetwork, MemoryStorage, RaftNode } from '@raftkit/raft';
 import type { StateMachine } from '@raftkit/raft';
-import { round, summarize } from './stats.js';
+import type { Benchmark, RunOptions, SideResult } from './benchmark.js';
+import { measure } from './measure.js';
+
+const MEMBERS = 5;
 
 class Register implements StateMachine<Uint8Array, number> {
   count = 0;
@@ -21,16 +29,8 @@ class Register implements StateMachine<Uint8Array, number> {
   }
 }
 
-function arg(name: string, fallback: number): number {
-  const i = process.argv.indexOf(`--${name}`);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
-}
-
-async function main(): Promise<void> {
-  const durationS = arg('duration', 10);
-  const concurrency = arg('concurrency', 2000);
-  const size = arg('size', 16);
-  const ids = ['n1', 'n2', 'n3', 'n4', 'n5'];
+async function runOurs(o: RunOptions): Promise<SideResult> {
+  const ids = Array.from({ length: MEMBERS }, (_, i) => `n${i + 1}`);
   const net = new LocalNetwork();
   const bootstrap = Object.fromEntries(ids.map((id) => [id, id]));
   const nodes = await Promise.all(
@@ -38,41 +38,54 @@ async function main(): Promise<void> {
       RaftNode.start<Uint8Array, number>({ id, storage: new MemoryStorage(), transport: net.transport(id), stateMachine: new Register(), bootstrap, tickMs: 50, snapshotEvery: 50_000, requestTimeoutMs: 30_000 }),
     ),
   );
-  let leader = nodes.find((n) => n.isLeader);
-  while (leader === undefined) {
-    await new Promise((r) => setTimeout(r, 20));
-    leader = nodes.find((n) => n.isLeader);
-  }
-  const payload = new Uint8Array(size).fill(7);
-  const latencies: number[] = [];
-  let committed = 0;
-  const started = performance.now();
-  const end = started + durationS * 1000;
-  let lastReport = started;
-  const worker = async (): Promise<void> => {
-    while (performance.now() < end) {
-      const t0 = performance.now();
-      await leader!.propose(payload);
-      latencies.push(performance.now() - t0);
-      committed++;
-      const now = performance.now();
-      if (now - lastReport > 1000) {
-        lastReport = now;
-        process.stderr.write(`  ${Math.round((now - started) / 1000)}s: ${committed} committed\n`);
-      }
+  try {
+    const deadline = Date.now() + 30_000;
+    let leader = nodes.find((n) => n.isLeader);
+    while (leader === undefined) {
+      if (Date.now() > deadline) throw new Error('no leader within 30 s');
+      await new Promise((r) => setTimeout(r, 20));
+      leader = nodes.find((n) => n.isLeader);
     }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  const elapsedS = (performance.now() - started) / 1000;
-  for (const n of nodes) await n.stop();
-  const result = {
-    ours: { ops_per_sec: round(committed / elapsedS, 0), ...summarize(latencies), members: 5, concurrency, payload_bytes: size, duration_s: round(elapsedS, 1) },
-    target: { ops_per_sec: 100_000 },
-    ratio: round(committed / elapsedS / 100_000, 2),
-  };
-  mkdirSync(new URL('../results/', import.meta.url), { recursive: true });
-  writeFileSync(new URL('../results/raft-inprocess.json', import.meta.url), JSON.stringify(result, null, 2) + '\n');
-  console.log(JSON.stringify(result, null, 2));
+    const payload = new Uint8Array(o.size).fill(7);
+    const proposer = leader;
+    return await measure(
+      {
+        label: 'raft',
+        system: `raftkit RaftNode x${MEMBERS} in one process (LocalNetwork, MemoryStorage)`,
+        members: MEMBERS,
+        serverPids: [process.pid],
+        op: async () => {
+          await proposer.propose(payload);
+        },
+        extra: { note: 'members and load generator share this one process: server CPU is the whole process' },
+      },
+      o,
+    );
+  } finally {
+    for (const n of nodes) await n.stop();
+  }
 }
 
-await main();
+export const raftBenchmark: Benchmark = {
+  name: 'raft',
+  description: `Committed proposals per second for a ${MEMBERS}-member RaftNode group in one process (in-memory storage and network); no peer, target 100,000/s`,
+  title: (o) => `raft: ${MEMBERS} RaftNodes in one process, ${o.size}-byte proposals, vs the 100,000/s target`,
+  peers: [],
+  defaults: { durationS: 10, concurrency: 2000, size: 16, warmupS: 2 },
+  target: { ops_per_sec: 100_000, note: 'library overhead goal: 100,000 committed proposals/s in one process' },
+  workload: (o) => ({
+    operation: 'RaftNode.propose(payload) on the leader, resolved when applied',
+    payload_bytes: o.size,
+    members: MEMBERS,
+    storage: 'MemoryStorage',
+    network: 'LocalNetwork (in-process)',
+  }),
+  runOurs,
+};
+
+// Standalone use: node bench/dist/src/raft-inprocess.js [--duration S] ...
+const self = fileURLToPath(import.meta.url);
+if (process.argv[1] !== undefined && realpathSync(process.argv[1]) === self) {
+  const { runStandalone } = await import('./runner.js');
+  await runStandalone(raftBenchmark, process.argv.slice(2));
+}

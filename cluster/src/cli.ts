@@ -34,7 +34,7 @@ program
   .option('--base-port <port>', 'raft ports are base+1.., HTTP ports base+101..')
   .option('--auth-token <token>', 'bearer token clients must send (default: $CLUSTER_AUTH_TOKEN or generated)')
   .option('--tick-ms <ms>', 'milliseconds per Raft tick', '100')
-  .option('--snapshot-every <n>', 'applied entries between snapshots (each snapshot compacts the log)', '10000')
+  .option('--snapshot-every <n>', 'applied entries between snapshots (each snapshot compacts the log)', '100000')
   .action(async (o: { service: string; nodes: string; data?: string; basePort?: string; authToken?: string; tickMs: string; snapshotEvery: string }) => {
     const nodes = positiveInt(o.nodes, '--nodes', 1, 15);
     const tickMs = positiveInt(o.tickMs, '--tick-ms', 1, 10_000);

@@ -79,7 +79,9 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     bootstrap: options.bootstrap,
     peers: options.peers ?? {},
     tickMs: options.tickMs ?? 100,
-    snapshotEvery: options.snapshotEvery ?? 10_000,
+    // As etcd: a snapshot encodes the whole state on the event loop, so taking one every 10,000 entries stalled
+    // writes every few seconds under load (bench/RESULTS.md).
+    snapshotEvery: options.snapshotEvery ?? 100_000,
     requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
     observer: {
       stateChanged(state: SoftState) {

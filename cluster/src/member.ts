@@ -19,7 +19,7 @@ const program = new Command()
   .option('--join <list>', 'join a running cluster whose members are id=host:port,...', '')
   .option('--token-file <file>', 'file holding the bearer token')
   .option('--tick-ms <ms>', 'milliseconds per Raft tick', '100')
-  .option('--snapshot-every <n>', 'applied entries between snapshots', '10000')
+  .option('--snapshot-every <n>', 'applied entries between snapshots', '100000')
   .parse();
 
 const opts = program.opts<{ service: string; id: string; data: string; raft: string; http: string; peers: string; join: string; tokenFile?: string; tickMs: string; snapshotEvery: string }>();

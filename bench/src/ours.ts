@@ -1,0 +1,109 @@
+/**
+ * Our side of a service benchmark: a real 5-member cluster started with the `cluster` CLI in a temporary data
+ * directory (LevelDB on disk, TCP between members, one process per member), exactly as a user would start it,
+ * and stopped with `cluster down --wipe` at the end, on failure, and on Ctrl-C.
+ */
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { onCleanup, removeLater, trackPid, untrackPid } from './cleanup.js';
+import { fetchJson, scrapeCounters } from './http.js';
+import { BenchError, freePortBlock, runCommand, sleep } from './procs.js';
+
+const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
+const clusterCli = join(repoRoot, 'cluster', 'bin', 'cluster.js');
+
+export interface OurMember {
+  id: string;
+  pid: number;
+  url: string;
+}
+
+export interface OurCluster {
+  service: string;
+  dataDir: string;
+  token: string;
+  members: OurMember[];
+  /** The id of the member that leads now. */
+  leader(): Promise<string>;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  service: string;
+  nodes: number;
+  /** Extra environment for the members (e.g. NODE_OPTIONS=--cpu-prof). */
+  env?: NodeJS.ProcessEnv;
+  tickMs?: number;
+  /** Applied entries between snapshots; the CLI's default when absent. */
+  snapshotEvery?: number;
+}
+
+export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
+  if (!existsSync(join(repoRoot, 'cluster', 'dist', 'src', 'cli.js'))) {
+    throw new BenchError('the cluster CLI is not built: run `npx tsc -b` at the repository root first');
+  }
+  const parent = mkdtempSync(join(tmpdir(), `raftkit-bench-${o.service}-`));
+  const removeParent = removeLater(parent);
+  const dataDir = join(parent, 'data');
+  // The CLI uses raft ports base+1..base+n and HTTP ports base+101..base+100+n.
+  const offsets = Array.from({ length: o.nodes }, (_, i) => [1 + i, 101 + i]).flat();
+  const env = { ...process.env, ...o.env };
+  delete env.CLUSTER_AUTH_TOKEN;
+  delete env.CLUSTER_DATA;
+  const down = async (): Promise<void> => {
+    if (!existsSync(join(dataDir, 'cluster.json'))) return;
+    process.stderr.write(`bench: stopping our ${o.service} cluster (cluster down --wipe)\n`);
+    const r = await runCommand(process.execPath, [clusterCli, 'down', '--data', dataDir, '--wipe'], { timeoutMs: 60_000, env, echo: '  [cluster] ' });
+    if (r.code !== 0) process.stderr.write(`bench: cluster down exited with ${r.code}\n`);
+  };
+  let members: OurMember[] = [];
+  const stopCluster = onCleanup(`stop our ${o.service} cluster`, async () => {
+    await down();
+    for (const m of members) untrackPid(m.pid);
+    await removeParent();
+  });
+
+  let lastError = '';
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const base = await freePortBlock(offsets);
+    const args = [clusterCli, 'up', '--service', o.service, '--nodes', String(o.nodes), '--data', dataDir, '--base-port', String(base)];
+    if (o.tickMs !== undefined) args.push('--tick-ms', String(o.tickMs));
+    if (o.snapshotEvery !== undefined) args.push('--snapshot-every', String(o.snapshotEvery));
+    process.stderr.write(`bench: starting our ${o.nodes}-member ${o.service} cluster: cluster ${args.slice(1).join(' ')}\n`);
+    const r = await runCommand(process.execPath, args, { timeoutMs: 90_000, env, echo: '  [cluster] ' });
+    if (r.code === 0) break;
+    lastError = r.output.trim().split('\n').pop() ?? `exit ${r.code}`;
+    await down();
+    if (!/port in use/.test(lastError) || attempt === 3) {
+      await stopCluster();
+      throw new BenchError(`our cluster did not start: ${lastError}`);
+    }
+  }
+  const state = JSON.parse(readFileSync(join(dataDir, 'cluster.json'), 'utf8')) as { members: { id: string; pid: number; httpAddress: string }[] };
+  const token = readFileSync(join(dataDir, 'token'), 'utf8').trim();
+  members = state.members.map((m) => ({ id: m.id, pid: m.pid, url: `http://${m.httpAddress}` }));
+  for (const m of members) trackPid(m.pid);
+
+  const leader = async (): Promise<string> => {
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      const answers = await Promise.all(members.map((m) => fetchJson(`${m.url}/v1/cluster/status`, { headers: { authorization: `Bearer ${token}` } })));
+      let best: { id: string; term: number } | null = null;
+      for (const a of answers) {
+        const s = a.body as { id?: string; role?: string; term?: number } | null;
+        if (a.status === 200 && s?.role === 'leader' && typeof s.id === 'string' && (best === null || (s.term ?? 0) > best.term)) best = { id: s.id, term: s.term ?? 0 };
+      }
+      if (best !== null) return best.id;
+      await sleep(100);
+    }
+    throw new BenchError('our cluster has no leader');
+  };
+  return { service: o.service, dataDir, token, members, leader, stop: stopCluster };
+}
+
+/** A member's Prometheus counters, summed over their labels; empty when it does not answer. */
+export function memberCounters(member: OurMember): Promise<Record<string, number>> {
+  return scrapeCounters(`${member.url}/metrics`);
+}

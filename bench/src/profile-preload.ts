@@ -1,0 +1,25 @@
+/**
+ * Preloaded into our member processes (NODE_OPTIONS=--import=...) when a benchmark runs with --profile: Node
+ * refuses --cpu-prof in NODE_OPTIONS, and the cluster CLI launches the members itself, so this starts the V8
+ * profiler from inside and writes DIR/member-<pid>.cpuprofile (the format of node --cpu-prof) as the process
+ * exits. Other processes that inherit the variable (the CLI itself) are left alone.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
+import { join } from 'node:path';
+
+const dir = process.env.BENCH_PROFILE_DIR;
+if (dir !== undefined && dir.length > 0 && /member\.js$/.test(process.argv[1] ?? '')) {
+  const session = new Session();
+  session.connect();
+  session.post('Profiler.enable');
+  session.post('Profiler.start');
+  process.on('exit', () => {
+    // An in-thread inspector session answers synchronously, so this completes inside the exit handler.
+    session.post('Profiler.stop', (err, result) => {
+      if (err !== null) return;
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, `member-${process.pid}.cpuprofile`), JSON.stringify(result.profile));
+    });
+  });
+}

@@ -1,0 +1,11 @@
+/** Every benchmark the harness knows, by name. A new benchmark adds one line here. */
+import type { Benchmark } from './benchmark.js';
+import { kvBenchmark } from './benchmarks/kv.js';
+import { lockBenchmark } from './benchmarks/lock.js';
+import { raftBenchmark } from './raft-inprocess.js';
+
+export const benchmarks: Record<string, Benchmark> = {
+  kv: kvBenchmark,
+  lock: lockBenchmark,
+  raft: raftBenchmark,
+};

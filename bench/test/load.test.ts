@@ -1,0 +1,50 @@
+/** The closed-loop generator: counts successes and failures apart, honours the warm-up, stops by itself. */
+import t from 'tap';
+import { OpError, errorKind, runLoad } from '../src/load.js';
+
+t.test('a short run against a fake operation', async (t) => {
+  let calls = 0;
+  const lines: string[] = [];
+  const progress = { write: (s: string) => lines.push(s) } as unknown as NodeJS.WritableStream;
+  const started = Date.now();
+  const r = await runLoad({
+    label: 'fake',
+    concurrency: 4,
+    durationS: 1.2,
+    warmupS: 0.3,
+    errorBackoffMs: 0,
+    progress,
+    op: async () => {
+      calls++;
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      if (calls % 10 === 0) throw new OpError('HTTP 503 unavailable');
+    },
+  });
+  const took = (Date.now() - started) / 1000;
+  t.ok(took >= 1.4 && took < 3, `stops by itself after warm-up + duration (took ${took} s)`);
+  t.ok(r.ops > 100, `ops ${r.ops}`);
+  t.ok(r.errors > 0 && r.errors < r.ops, `errors ${r.errors}`);
+  t.same(Object.keys(r.error_kinds), ['HTTP 503 unavailable']);
+  t.ok(r.ops + r.errors < calls, 'warm-up operations are not counted');
+  t.ok(r.p50_ms >= 1.5 && r.p50_ms < 50, `p50 ${r.p50_ms}`);
+  t.ok(r.ops_per_sec > 0);
+  t.equal(r.concurrency, 4);
+  t.equal(r.interrupted, false);
+  t.ok(lines.length >= 1 && lines.some((l) => /ops\/s/.test(l) && /p99 so far/.test(l)), 'prints progress every second');
+});
+
+t.test('an abort signal ends the run early', async (t) => {
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), 200);
+  const started = Date.now();
+  const r = await runLoad({ label: 'x', concurrency: 2, durationS: 30, warmupS: 0, progress: null, signal: controller.signal, op: () => new Promise((res) => setTimeout(res, 1)) });
+  t.ok(Date.now() - started < 2000);
+  t.equal(r.interrupted, true);
+});
+
+t.test('errorKind names failures', async (t) => {
+  t.equal(errorKind(new OpError('HTTP 500')), 'HTTP 500');
+  t.equal(errorKind(Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' })), 'ECONNREFUSED');
+  t.equal(errorKind(new Error('boom')), 'boom');
+  t.equal(errorKind('weird'), 'weird');
+});
