@@ -6,6 +6,8 @@
  */
 
 /** A keyword is kept as its name, tagged so it cannot be confused with a string. */
+import { ParseError } from './parse-error.js';
+
 export interface EdnKeyword {
   readonly keyword: string;
 }
@@ -120,3 +122,24 @@ class Reader {
 }
 
 const ESCAPES: Readonly<Record<string, string>> = { '"': '"', '\\': '\\', n: '\n', t: '\t', r: '\r' };
+
+/**
+ * Visit each non-empty line of `text` as an EDN map (one history event a line), with its 0-based line index;
+ * `fail` throws a ParseError that names the line. Lines that are not an EDN map fail the same way.
+ */
+export function forEachEdnLine(text: string, visit: (fields: Map<string, EdnValue>, fail: (reason: string) => never, index: number) => void): void {
+  text.split('\n').forEach((rawLine, index) => {
+    const line = rawLine.trim();
+    if (line === '') return;
+    const fail = (reason: string): never => {
+      throw new ParseError(index + 1, line, reason);
+    };
+    let fields: Map<string, EdnValue>;
+    try {
+      fields = parseEdnMap(line);
+    } catch (error) {
+      return fail((error as Error).message);
+    }
+    visit(fields, fail, index);
+  });
+}

@@ -1,6 +1,5 @@
 import type { GenericEvent, GenericType } from '../adapters/generic.js';
-import { isKeyword, parseEdnMap, type EdnValue } from './edn.js';
-import { ParseError } from './parse-error.js';
+import { forEachEdnLine, isKeyword, type EdnValue } from './edn.js';
 
 /**
  * Parses a Jepsen history with one EDN map per line, as Jepsen writes
@@ -16,18 +15,7 @@ import { ParseError } from './parse-error.js';
  */
 export function parseJepsenEdnHistory(text: string): GenericEvent[] {
   const events: GenericEvent[] = [];
-  text.split('\n').forEach((rawLine, index) => {
-    const line = rawLine.trim();
-    if (line === '') return;
-    const fail = (reason: string): never => {
-      throw new ParseError(index + 1, line, reason);
-    };
-    let fields: Map<string, EdnValue>;
-    try {
-      fields = parseEdnMap(line);
-    } catch (error) {
-      return fail((error as Error).message);
-    }
+  forEachEdnLine(text, (fields, fail) => {
     const process = plain(fields.get('process'));
     if (typeof process !== 'number' && typeof process !== 'string') return fail(':process must be an integer or a keyword');
     const type = plain(fields.get('type'));

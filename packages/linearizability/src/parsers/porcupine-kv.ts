@@ -1,7 +1,6 @@
 import type { HistoryEvent } from '../history.js';
 import type { KvInput, KvOutput } from '../models/kv.js';
-import { isKeyword, parseEdnMap, type EdnValue } from './edn.js';
-import { ParseError } from './parse-error.js';
+import { forEachEdnLine, isKeyword, type EdnValue } from './edn.js';
 
 /**
  * Parses Porcupine's key-value test logs (`test_data/kv/*.txt`): one EDN map
@@ -18,18 +17,7 @@ import { ParseError } from './parse-error.js';
  */
 export function parsePorcupineKvLog(text: string): HistoryEvent<KvInput, KvOutput>[] {
   const events: HistoryEvent<KvInput, KvOutput>[] = [];
-  text.split('\n').forEach((rawLine, index) => {
-    const line = rawLine.trim();
-    if (line === '') return;
-    const fail = (reason: string): never => {
-      throw new ParseError(index + 1, line, reason);
-    };
-    let fields: Map<string, EdnValue>;
-    try {
-      fields = parseEdnMap(line);
-    } catch (error) {
-      return fail((error as Error).message);
-    }
+  forEachEdnLine(text, (fields, fail, index) => {
     const process = fields.get('process');
     if (typeof process !== 'number') return fail(':process must be an integer');
     const type = keywordName(fields.get('type')) ?? fail(':type must be a keyword');
