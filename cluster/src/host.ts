@@ -11,9 +11,9 @@ import {
   jsonLogger,
   MetricsRegistry,
   raftErrorToHttp,
+  authenticate,
   requireObject,
   requireString,
-  requireToken,
   deriveClientToken,
   Reply,
   Router,
@@ -119,7 +119,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   const open = new Set(['/healthz', '/metrics']);
   const router = new Router({
     before: (ctx, route) => {
-      if (!open.has(route.pattern)) ctx.principal = requireToken(ctx.req, options.tokens);
+      if (!open.has(route.pattern)) ctx.principal = authenticate(ctx.req, options.tokens);
     },
     onError: (error, req) => logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
   });

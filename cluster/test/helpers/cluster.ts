@@ -77,14 +77,9 @@ export async function freeBases(slot: number, count: number): Promise<number[]> 
   return bases;
 }
 
-export function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
+/** The CLI's own liveness check (it treats exited-but-unreaped members as dead). */
+export { isAlive } from '../../src/state.js';
+import { isAlive } from '../../src/state.js';
 
 /** True when `pid` is a member process of the cluster in `dataDir` (guards the safety kill against pid reuse). */
 function isOurMember(pid: number, dataDir: string): boolean {

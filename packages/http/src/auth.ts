@@ -64,8 +64,3 @@ export function authenticate(req: IncomingMessage, clusterTokens: readonly strin
   }
   throw unauthorized('wrong bearer token');
 }
-
-/** Accepts a request whose bearer token is one of `tokens` (or derived from one); 401 otherwise. */
-export function requireToken(req: IncomingMessage, tokens: readonly string[]): Principal {
-  return authenticate(req, tokens);
-}

@@ -18,9 +18,8 @@ export interface KvValue {
   revision: number;
 }
 
-/** An error answer from the service (status, code, message). */
+/** An error answer from the service (status, code, message): the shared ServiceError, under the kv name. */
 export { ServiceError as KvError };
-const KvError = ServiceError;
 
 export class KvClient {
   private session: { client: string; seq: number } | null = null;
@@ -38,7 +37,7 @@ export class KvClient {
     try {
       return (await this.call('GET', `${kvPath(key)}?consistency=${consistency}`)) as KvValue;
     } catch (e) {
-      if (e instanceof KvError && e.status === 404) return null;
+      if (e instanceof ServiceError && e.status === 404) return null;
       throw e;
     }
   }
@@ -48,7 +47,7 @@ export class KvClient {
       await this.write('DELETE', kvPath(key));
       return true;
     } catch (e) {
-      if (e instanceof KvError && e.status === 404) return false;
+      if (e instanceof ServiceError && e.status === 404) return false;
       throw e;
     }
   }
@@ -59,7 +58,7 @@ export class KvClient {
       await this.write('POST', `${kvPath(key)}/cas`, JSON.stringify({ from, to }));
       return true;
     } catch (e) {
-      if (e instanceof KvError && e.status === 409 && e.code === 'cas_mismatch') return false;
+      if (e instanceof ServiceError && e.status === 409 && e.code === 'cas_mismatch') return false;
       throw e;
     }
   }

@@ -142,8 +142,8 @@ export class RaftNode<C, R> {
   /** This node's own client session, registered lazily, for propose(). */
   private session: ClientSession | null = null;
   private registering: Promise<string> | null = null;
-  private readonly proposals = new Map<string, PendingProposal<R>>();
-  private readonly registrations = new Map<string, PendingProposal<R>>();
+  /** Requests waiting for their entry to apply, by requestKey(): `client:seq`, `reg:nonce` or `raw:uuid`. */
+  private readonly pending = new Map<string, PendingProposal<R>>();
   private readonly reads = new Map<string, Waiter<number> & { deadline: number; nextRetry: number }>();
   private appliedWaiters: Array<{ index: number; waiter: Waiter<void> }> = [];
   private failure: Error | null = null;
@@ -216,21 +216,20 @@ export class RaftNode<C, R> {
    */
   submit(request: SessionRequest<C>): Promise<SessionResult<R>> {
     this.assertRunning();
-    const key = request.t === 'command' ? `${request.client}:${request.seq}` : request.t === 'register' ? `reg:${request.nonce ?? ''}` : null;
     const data = encodeRequest(request);
     if (data.byteLength > this.maxCommandBytes) return Promise.reject(new CommandTooLargeError(data.byteLength, this.maxCommandBytes));
     return new Promise((resolve, reject) => {
       const waiter = { resolve, reject };
-      const table = request.t === 'register' ? this.registrations : this.proposals;
-      const mapKey = key ?? `raw:${randomUUID()}`;
-      const existing = table.get(mapKey);
+      const key = requestKey(request) ?? `raw:${randomUUID()}`;
+      const existing = this.pending.get(key);
       if (existing !== undefined) {
         existing.waiters.push(waiter);
         return;
       }
       const now = Date.now();
-      table.set(mapKey, { data, waiters: [waiter], deadline: now + this.requestTimeoutMs, nextRetry: now + this.retryMs });
-      this.proposeData(data, table.get(mapKey)!);
+      const entry = { data, waiters: [waiter], deadline: now + this.requestTimeoutMs, nextRetry: now + this.retryMs };
+      this.pending.set(key, entry);
+      this.proposeData(data, entry);
     });
   }
 
@@ -436,15 +435,12 @@ export class RaftNode<C, R> {
       const request = decodeSafely<C>(entry.data);
       if (request === null) return; // not ours to understand; deterministic on every member
       const result = this.machine.applyRequest(request, { index: entry.index, term: entry.term, time: entry.time });
-      const table = request.t === 'register' ? this.registrations : this.proposals;
-      const key =
-        table.size === 0 ? null : request.t === 'command' ? `${request.client}:${request.seq}` : request.t === 'register' ? `reg:${request.nonce ?? ''}` : null;
-      if (key !== null) {
-        const pending = table.get(key);
-        if (pending !== undefined) {
-          table.delete(key);
-          for (const w of pending.waiters) w.resolve(result);
-        }
+      // Followers usually wait for nothing: skip building the key then.
+      const key = this.pending.size === 0 ? null : requestKey(request);
+      const waiting = key === null ? undefined : this.pending.get(key);
+      if (waiting !== undefined) {
+        this.pending.delete(key!);
+        for (const w of waiting.waiters) w.resolve(result);
       }
     }
     if (this.observer.applied !== undefined) this.observer.applied(entry, performance.now() - started);
@@ -472,8 +468,7 @@ export class RaftNode<C, R> {
     if (leaderChanged) {
       // Proposals and reads held by the old leader are probably lost: retry them soon.
       const soon = Date.now() + this.tickMs;
-      for (const p of this.proposals.values()) p.nextRetry = Math.min(p.nextRetry, soon);
-      for (const p of this.registrations.values()) p.nextRetry = Math.min(p.nextRetry, soon);
+      for (const p of this.pending.values()) p.nextRetry = Math.min(p.nextRetry, soon);
       for (const r of this.reads.values()) r.nextRetry = Math.min(r.nextRetry, soon);
     }
   }
@@ -584,14 +579,12 @@ export class RaftNode<C, R> {
   /** Re-propose what has waited too long (same client and seq, so it applies once); time out what is overdue. */
   private retryAndExpire(): void {
     const now = Date.now();
-    for (const table of [this.proposals, this.registrations]) {
-      for (const [key, p] of table) {
-        if (now > p.deadline) {
-          table.delete(key);
-          for (const w of p.waiters) w.reject(new TimeoutError('the proposal was not committed in time; it may still apply'));
-        } else if (now >= p.nextRetry) {
-          this.proposeData(p.data, p);
-        }
+    for (const [key, p] of this.pending) {
+      if (now > p.deadline) {
+        this.pending.delete(key);
+        for (const w of p.waiters) w.reject(new TimeoutError('the proposal was not committed in time; it may still apply'));
+      } else if (now >= p.nextRetry) {
+        this.proposeData(p.data, p);
       }
     }
     for (const [context, r] of this.reads) {
@@ -606,10 +599,8 @@ export class RaftNode<C, R> {
   }
 
   private failAll(error: Error): void {
-    for (const table of [this.proposals, this.registrations]) {
-      for (const p of table.values()) for (const w of p.waiters) w.reject(error);
-      table.clear();
-    }
+    for (const p of this.pending.values()) for (const w of p.waiters) w.reject(error);
+    this.pending.clear();
     for (const r of this.reads.values()) r.reject(error);
     this.reads.clear();
     for (const w of this.appliedWaiters) w.waiter.reject(error);
@@ -641,6 +632,18 @@ class ClientSession {
   finished(seq: number): void {
     this.done.add(seq);
     while (this.done.delete(this.acked + 1)) this.acked++;
+  }
+}
+
+/** The key a request's reply is matched by when its entry applies; null for raw commands (no identity). */
+function requestKey<C>(request: SessionRequest<C>): string | null {
+  switch (request.t) {
+    case 'command':
+      return `${request.client}:${request.seq}`;
+    case 'register':
+      return `reg:${request.nonce ?? ''}`;
+    case 'raw':
+      return null;
   }
 }
 
