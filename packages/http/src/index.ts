@@ -11,3 +11,5 @@ export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, C
 export type { ServiceDefinition } from './service.js';
 export { ClusterClient, ServiceError } from './client.js';
 export type { ClusterClientOptions } from './client.js';
+export { serveWorkerHttp, hostPort } from './worker.js';
+export type { PeerAddress, WorkerOptions, RunningWorker, WorkerRole, WorkerRoles, WorkerHttp } from './worker.js';

@@ -6,6 +6,7 @@
 import { CommandTooLargeError, RaftNode, SessionError, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
 import type { Principal } from './auth.js';
+import type { WorkerRoles } from './worker.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
 import type { RequestContext, Router } from './router.js';
@@ -16,6 +17,8 @@ export interface ServiceDefinition<C, R> {
   createMachine(): StateMachine<C, R>;
   /** Register the service's endpoints. */
   routes(service: ServiceContext<C, R>): void;
+  /** Processes besides the Raft members (application servers, counter stores...), started by `cluster up`. */
+  workers?: WorkerRoles;
 }
 
 /** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */
