@@ -6,13 +6,15 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream, existsSync, mkdirSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
-import { assertPortFree, callMember, findLeader, memberStatus, signal, sleep, spawnMember, stopProcess } from './processes.js';
-import { defaultBasePort, serviceNames } from './services.js';
+import { assertPortFree, callMember, findLeader, memberStatus, signal, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
+import { defaultBasePort, MAX_WORKERS, serviceNames, services, workerPorts } from './services.js';
 import {
   CliError,
   findMember,
+  findProcess,
   isAlive,
   logPath,
+  workerLogPath,
   readState,
   readToken,
   resolveDataDir,
@@ -20,6 +22,7 @@ import {
   writeState,
   type ClusterState,
   type MemberRecord,
+  type WorkerRecord,
 } from './state.js';
 
 const program = new Command().name('cluster').description('Launch and break local Raft clusters of one service.');
@@ -35,7 +38,9 @@ program
   .option('--auth-token <token>', 'bearer token clients must send (default: $CLUSTER_AUTH_TOKEN or generated)')
   .option('--tick-ms <ms>', 'milliseconds per Raft tick', '100')
   .option('--snapshot-every <n>', 'applied entries between snapshots (each snapshot compacts the log)', '100000')
-  .action(async (o: { service: string; nodes: string; data?: string; basePort?: string; authToken?: string; tickMs: string; snapshotEvery: string }) => {
+  .option('--workers <list>', "how many of each of the service's other processes, e.g. app=3,clicks=1 (default: the service's)")
+  .option('--set <key=value...>', 'a setting handed to every worker (each service documents its own)')
+  .action(async (o: { service: string; nodes: string; data?: string; basePort?: string; authToken?: string; tickMs: string; snapshotEvery: string; workers?: string; set?: string[] }) => {
     const nodes = positiveInt(o.nodes, '--nodes', 1, 15);
     const tickMs = positiveInt(o.tickMs, '--tick-ms', 1, 10_000);
     const snapshotEvery = positiveInt(o.snapshotEvery, '--snapshot-every', 1, 100_000_000);
@@ -43,15 +48,20 @@ program
     const dataDir = resolve(o.data ?? `data/${o.service}`);
     if (existsSync(`${dataDir}/cluster.json`)) {
       const old = readState(dataDir);
-      const running = old.members.filter((m) => isAlive(m.pid));
+      const running = [...old.members, ...(old.workers ?? [])].filter((m) => isAlive(m.pid));
       if (running.length > 0) {
         throw new CliError(`${dataDir} is held by a running ${old.service} cluster (pids ${running.map((m) => m.pid).join(', ')}); run cluster down --data ${dataDir} first`);
       }
     }
     const ids = Array.from({ length: nodes }, (_, i) => `n${i + 1}`);
     const members: MemberRecord[] = ids.map((id, i) => ({ id, pid: null, raftAddress: `127.0.0.1:${basePort + 1 + i}`, httpAddress: `127.0.0.1:${basePort + 101 + i}` }));
+    const workers = planWorkers(o.service, basePort, o.workers);
+    const settings = parseSettings(o.set ?? []);
     for (const m of members) {
       for (const address of [m.raftAddress, m.httpAddress]) await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
+    }
+    for (const w of workers) {
+      for (const address of [w.httpAddress, w.tcpAddress]) await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
     }
     mkdirSync(dataDir, { recursive: true });
     const token = o.authToken ?? process.env.CLUSTER_AUTH_TOKEN ?? (existsSync(tokenPath(dataDir)) ? readToken(dataDir) : randomBytes(24).toString('base64url'));
@@ -64,6 +74,8 @@ program
       snapshotEvery,
       bootstrap: Object.fromEntries(members.map((m) => [m.id, m.raftAddress])),
       members,
+      workers,
+      settings,
     };
     // Ctrl-C while starting stops whatever was started, so nothing is left half-up.
     let interrupted = false;
@@ -91,10 +103,23 @@ program
         leader = statuses.find((s) => s !== null && s.role === 'leader')?.id ?? null;
         if (leader === null) await sleep(100);
       }
+      // Role by role, in the service's order: a role may need the ones before it (apps need the click stream).
+      for (const role of [...new Set(workers.map((w) => w.role))]) {
+        const group = workers.filter((w) => w.role === role);
+        for (const w of group) {
+          w.pid = spawnWorker(state, w);
+          writeState(state);
+        }
+        for (const w of group) {
+          if (interrupted) throw new CliError('interrupted: stopped the processes that had started', 130);
+          await waitHealthy(state, w);
+        }
+      }
       printEndpoints(state, token, leader);
     } catch (e) {
+      await Promise.all(workers.map((w) => stopProcess(w.pid, 2_000)));
       await Promise.all(members.map((m) => stopProcess(m.pid, 2_000)));
-      for (const m of members) m.pid = null;
+      for (const m of [...members, ...workers]) m.pid = null;
       writeState(state);
       throw e;
     } finally {
@@ -105,19 +130,21 @@ program
 
 program
   .command('down')
-  .description('stop every member (SIGTERM, then SIGKILL after 5 s)')
+  .description('stop every worker, then every member (SIGTERM, then SIGKILL after 5 s)')
   .addOption(dataOption())
   .option('--wipe', 'also delete the data directory')
   .action(async (o: { data?: string; wipe?: boolean }) => {
     const state = openCluster(o.data).state;
+    await Promise.all((state.workers ?? []).map((w) => stopProcess(w.pid)));
     await Promise.all(state.members.map((m) => stopProcess(m.pid)));
-    for (const m of state.members) m.pid = null;
+    for (const m of [...state.members, ...(state.workers ?? [])]) m.pid = null;
     if (o.wipe) {
       rmSync(state.dataDir, { recursive: true, force: true });
       console.log(`stopped and wiped ${state.dataDir}`);
     } else {
       writeState(state);
-      console.log(`stopped ${state.members.length} members of ${state.dataDir}`);
+      const workers = state.workers?.length ?? 0;
+      console.log(`stopped ${state.members.length} members${workers > 0 ? ` and ${workers} workers` : ''} of ${state.dataDir}`);
     }
   });
 
@@ -149,6 +176,10 @@ program
     );
     const maxCommit = Math.max(0, ...rows.map((r) => r.commit ?? 0));
     for (const r of rows) r.lag = r.applied === null ? null : maxCommit - r.applied;
+    for (const w of state.workers ?? []) {
+      const alive = isAlive(w.pid);
+      rows.push({ id: w.id, pid: alive ? w.pid : null, role: alive ? `worker:${w.role}` : 'down', term: null, leader: null, commit: null, applied: null, lag: null, url: `http://${w.httpAddress}` });
+    }
     if (o.json) {
       console.log(JSON.stringify(rows, null, 2));
       return;
@@ -167,7 +198,7 @@ for (const [name, sig, text] of [
     .addOption(dataOption())
     .action(async (ref: string, o: { data?: string }) => {
       const state = openCluster(o.data).state;
-      const member = findMember(state, ref);
+      const member = findProcess(state, ref).record;
       signal(member, sig);
       if (sig === 'SIGKILL') {
         while (isAlive(member.pid)) await sleep(20);
@@ -180,11 +211,21 @@ for (const [name, sig, text] of [
 
 program
   .command('restart <member>')
-  .description('stop a member if it runs, then start it again on its data')
+  .description('stop a member or worker if it runs, then start it again on its data')
   .addOption(dataOption())
   .action(async (ref: string, o: { data?: string }) => {
     const state = openCluster(o.data).state;
-    const member = findMember(state, ref);
+    const found = findProcess(state, ref);
+    if (found.kind === 'worker') {
+      const worker = found.record;
+      await stopProcess(worker.pid);
+      worker.pid = spawnWorker(state, worker);
+      writeState(state);
+      await waitHealthy(state, worker);
+      console.log(`restarted ${worker.id} (pid ${worker.pid})`);
+      return;
+    }
+    const member = found.record;
     if (member.removed) throw new CliError(`${member.id} was removed from the cluster`);
     await stopProcess(member.pid);
     member.pid = spawnMember(state, member);
@@ -283,13 +324,13 @@ program
 
 program
   .command('logs <member>')
-  .description("print a member's log (JSON lines)")
+  .description("print a member's or worker's log (JSON lines)")
   .addOption(dataOption())
   .option('--follow', 'keep printing new lines')
   .action(async (ref: string, o: { data?: string; follow?: boolean }) => {
     const state = openCluster(o.data).state;
-    const member = findMember(state, ref);
-    const path = logPath(state.dataDir, member.id);
+    const found = findProcess(state, ref);
+    const path = found.kind === 'worker' ? workerLogPath(state.dataDir, found.record.id) : logPath(state.dataDir, found.record.id);
     if (!existsSync(path)) throw new CliError(`no log yet at ${path}`);
     let offset = 0;
     const printFrom = (): Promise<void> =>
@@ -324,7 +365,39 @@ function openCluster(dataOption: string | undefined): { state: ClusterState; tok
 function printEndpoints(state: ClusterState, token: string, leader: string): void {
   console.log(`${state.service} cluster up in ${state.dataDir} (leader ${leader})`);
   for (const m of state.members) console.log(`  ${m.id}  http://${m.httpAddress}  raft ${m.raftAddress}  pid ${m.pid}`);
+  for (const w of state.workers ?? []) console.log(`  ${w.id}  http://${w.httpAddress}  tcp ${w.tcpAddress}  pid ${w.pid}  (${w.role})`);
   console.log(`  token: ${token}  (also in ${tokenPath(state.dataDir)}; send "Authorization: Bearer <token>")`);
+}
+
+/** The worker records of a new cluster: the service's roles in order, counts from --workers where given. */
+function planWorkers(service: string, basePort: number, spec: string | undefined): WorkerRecord[] {
+  const roles = services[service]!.workers;
+  const counts = new Map(roles.map((r) => [r.role, r.count]));
+  for (const part of (spec ?? '').split(',').filter((p) => p.length > 0)) {
+    const m = /^([a-z][a-z0-9_-]*)=(\d+)$/.exec(part.trim());
+    if (m === null) throw new CliError(`--workers: expected role=N, got ${part}`);
+    if (!counts.has(m[1]!)) throw new CliError(`--workers: ${service} has no role ${m[1]} (roles: ${roles.map((r) => r.role).join(', ') || 'none'})`);
+    counts.set(m[1]!, Number(m[2]));
+  }
+  const workers: WorkerRecord[] = [];
+  for (const r of roles) {
+    for (let index = 1; index <= counts.get(r.role)!; index++) {
+      const ports = workerPorts(basePort, workers.length + 1);
+      workers.push({ id: `${r.role}${index}`, role: r.role, index, pid: null, httpAddress: `127.0.0.1:${ports.http}`, tcpAddress: `127.0.0.1:${ports.tcp}` });
+    }
+  }
+  if (workers.length > MAX_WORKERS) throw new CliError(`--workers: at most ${MAX_WORKERS} workers in all, asked for ${workers.length}`);
+  return workers;
+}
+
+function parseSettings(pairs: string[]): Record<string, string> {
+  const settings: Record<string, string> = {};
+  for (const pair of pairs) {
+    const m = /^([A-Za-z][A-Za-z0-9_.-]*)=(.*)$/.exec(pair);
+    if (m === null) throw new CliError(`--set: expected key=value, got ${pair}`);
+    settings[m[1]!] = m[2]!;
+  }
+  return settings;
 }
 
 function printTable(header: string[], rows: unknown[][]): void {

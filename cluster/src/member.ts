@@ -32,7 +32,7 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const start = services[opts.service] ?? fail(`unknown service ${opts.service}; known: ${serviceNames().join(', ')}`);
+const service = services[opts.service] ?? fail(`unknown service ${opts.service}; known: ${serviceNames().join(', ')}`);
 const token = process.env.CLUSTER_AUTH_TOKEN || (opts.tokenFile ? readFileSync(opts.tokenFile, 'utf8').trim() : '');
 if (token.length === 0) fail('no token: pass --token-file or set CLUSTER_AUTH_TOKEN');
 function addressList(text: string, flag: string): Record<string, string> {
@@ -52,7 +52,7 @@ process.on('uncaughtException', (e) => {
   process.exit(1);
 });
 
-const member = await start({
+const member = await service.member({
   id: opts.id,
   dataDir: opts.data,
   raftAddress: opts.raft,

@@ -4,9 +4,10 @@ import { mkdirSync, openSync, closeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
-import { CliError, isAlive, logPath, memberDir, tokenPath, type ClusterState, type MemberRecord } from './state.js';
+import { CliError, isAlive, logPath, memberDir, tokenPath, workerLogPath, type ClusterState, type MemberRecord, type WorkerRecord } from './state.js';
 
 const memberScript = fileURLToPath(new URL('./member.js', import.meta.url));
+const workerScript = fileURLToPath(new URL('./worker.js', import.meta.url));
 
 /** Start one member detached from the CLI (it outlives it); its output goes to DIR/<id>/member.log. */
 export function spawnMember(state: ClusterState, member: MemberRecord): number {
@@ -40,8 +41,38 @@ export function spawnMember(state: ClusterState, member: MemberRecord): number {
   return child.pid;
 }
 
-export function signal(member: MemberRecord, sig: NodeJS.Signals): void {
-  if (member.pid === null || !isAlive(member.pid)) throw new CliError(`member ${member.id} is not running`);
+/** Start one worker detached from the CLI; it reads its role and addresses from DIR/cluster.json. */
+export function spawnWorker(state: ClusterState, worker: WorkerRecord): number {
+  mkdirSync(memberDir(state.dataDir, worker.id), { recursive: true });
+  const out = openSync(workerLogPath(state.dataDir, worker.id), 'a');
+  const env = { ...process.env };
+  delete env.CLUSTER_AUTH_TOKEN;
+  const child = spawn(process.execPath, [workerScript, '--cluster', state.dataDir, '--id', worker.id], { detached: true, stdio: ['ignore', out, out], env });
+  closeSync(out);
+  child.unref();
+  if (child.pid === undefined) throw new CliError(`could not start worker ${worker.id}`);
+  return child.pid;
+}
+
+/** Wait until a worker answers GET /healthz with 200; fail naming its log when it exits or takes too long. */
+export async function waitHealthy(state: ClusterState, worker: WorkerRecord, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (!isAlive(worker.pid)) throw new CliError(`worker ${worker.id} exited at start; see ${workerLogPath(state.dataDir, worker.id)}`);
+    try {
+      const res = await request(`http://${worker.httpAddress}/healthz`, { headersTimeout: 1_000, bodyTimeout: 1_000 });
+      await res.body.text();
+      if (res.statusCode === 200) return;
+    } catch {
+      // not listening yet
+    }
+    await sleep(100);
+  }
+  throw new CliError(`worker ${worker.id} did not become healthy within ${timeoutMs / 1000} s; see ${workerLogPath(state.dataDir, worker.id)}`);
+}
+
+export function signal(member: { id: string; pid: number | null; role?: string }, sig: NodeJS.Signals): void {
+  if (member.pid === null || !isAlive(member.pid)) throw new CliError(`${member.role === undefined ? 'member' : 'worker'} ${member.id} is not running`);
   process.kill(member.pid, sig);
 }
 

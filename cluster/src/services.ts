@@ -1,14 +1,17 @@
-/** The services a member process can host, by name. Each later service adds one line here. */
-import type { ServiceDefinition } from '@raftkit/http';
+/** The services a cluster can run, by name. Each later service adds one line here. */
+import type { ServiceDefinition, WorkerRoles } from '@raftkit/http';
 import { kvService } from '@raftkit/kv';
 import { lockService } from '@raftkit/lock';
 import { startMember, type MemberOptions, type RunningMember } from './host.js';
 
-/** A service with its command types erased: all the member process needs is a way to start it. */
-export type HostedService = (options: MemberOptions) => Promise<RunningMember>;
+/** A service with its command types erased: how to start a member, and the service's other processes. */
+export interface HostedService {
+  member(options: MemberOptions): Promise<RunningMember>;
+  workers: WorkerRoles;
+}
 
 function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
-  return (options) => startMember(definition, options);
+  return { member: (options) => startMember(definition, options), workers: definition.workers ?? [] };
 }
 
 export const services: Record<string, HostedService> = {
@@ -20,12 +23,24 @@ export function serviceNames(): string[] {
   return Object.keys(services);
 }
 
-/** Each service's default ports, so several clusters can run side by side: raft base+1.., HTTP base+101... */
+/**
+ * Each service's default ports, so several clusters can run side by side: raft base+1.., member HTTP base+101..,
+ * worker k (1-based, in start order) HTTP base+40+k and binary base+160+k.
+ */
 const basePorts: Record<string, number> = {
   kv: 7000,
   lock: 7200,
+  ratelimit: 7400,
+  shortlink: 7600,
 };
 
 export function defaultBasePort(service: string): number {
   return basePorts[service] ?? 9000;
+}
+
+/** The most workers one cluster may have (their ports must stay inside the base's 200-port block). */
+export const MAX_WORKERS = 20;
+
+export function workerPorts(base: number, k: number): { http: number; tcp: number } {
+  return { http: base + 40 + k, tcp: base + 160 + k };
 }

@@ -17,6 +17,17 @@ export interface MemberRecord {
   joined?: boolean;
 }
 
+/** A process of the service that is not a Raft member (application server, counter store...). */
+export interface WorkerRecord {
+  /** role + index, e.g. "app2". */
+  id: string;
+  role: string;
+  index: number;
+  pid: number | null;
+  httpAddress: string;
+  tcpAddress: string;
+}
+
 export interface ClusterState {
   service: string;
   dataDir: string;
@@ -27,6 +38,10 @@ export interface ClusterState {
   /** The bootstrap member set, passed to every original member. */
   bootstrap: Record<string, string>;
   members: MemberRecord[];
+  /** The service's other processes, in start order (absent for services without workers). */
+  workers?: WorkerRecord[];
+  /** `cluster up --set key=value` settings, handed to every worker. */
+  settings?: Record<string, string>;
 }
 
 export class CliError extends Error {
@@ -50,6 +65,10 @@ export function memberDir(dataDir: string, id: string): string {
 
 export function logPath(dataDir: string, id: string): string {
   return join(dataDir, id, 'member.log');
+}
+
+export function workerLogPath(dataDir: string, id: string): string {
+  return join(dataDir, id, 'worker.log');
 }
 
 export function readState(dataDir: string): ClusterState {
@@ -97,10 +116,24 @@ export function resolveDataDir(option: string | undefined): string {
 export function findMember(state: ClusterState, ref: string): MemberRecord {
   const id = /^\d+$/.test(ref) ? `n${ref}` : ref;
   const member = state.members.find((m) => m.id === id);
-  if (member === undefined) {
-    throw new CliError(`unknown member ${ref} (members: ${state.members.filter((m) => !m.removed).map((m) => m.id).join(', ')})`);
-  }
+  if (member === undefined) throw new CliError(`unknown member ${ref} (${knownIds(state)})`);
   return member;
+}
+
+/** A member (as findMember) or a worker by id ("app2"). */
+export function findProcess(state: ClusterState, ref: string): { kind: 'member'; record: MemberRecord } | { kind: 'worker'; record: WorkerRecord } {
+  const worker = state.workers?.find((w) => w.id === ref);
+  if (worker !== undefined) return { kind: 'worker', record: worker };
+  const id = /^\d+$/.test(ref) ? `n${ref}` : ref;
+  const member = state.members.find((m) => m.id === id);
+  if (member === undefined) throw new CliError(`unknown ${(state.workers ?? []).length > 0 ? 'member or worker' : 'member'} ${ref} (${knownIds(state)})`);
+  return { kind: 'member', record: member };
+}
+
+function knownIds(state: ClusterState): string {
+  const members = state.members.filter((m) => !m.removed).map((m) => m.id);
+  const workers = (state.workers ?? []).map((w) => w.id);
+  return `members: ${members.join(', ')}${workers.length > 0 ? `; workers: ${workers.join(', ')}` : ''}`;
 }
 
 export function isAlive(pid: number | null): boolean {
