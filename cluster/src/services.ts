@@ -2,6 +2,8 @@
 import type { ServiceDefinition, WorkerRoles } from '@raftkit/http';
 import { kvService } from '@raftkit/kv';
 import { lockService } from '@raftkit/lock';
+import { ratelimitService } from '@raftkit/ratelimit';
+import { shortlinkService } from '@raftkit/shortlink';
 import { startMember, type MemberOptions, type RunningMember } from './host.js';
 
 /** A service with its command types erased: how to start a member, and the service's other processes. */
@@ -17,6 +19,8 @@ function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
 export const services: Record<string, HostedService> = {
   kv: hosted(kvService),
   lock: hosted(lockService),
+  ratelimit: hosted(ratelimitService),
+  shortlink: hosted(shortlinkService),
 };
 
 export function serviceNames(): string[] {

@@ -276,7 +276,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
 
   // Check.
   log(`checking ${workload.model} linearizability (budget ${options.checkTimeoutS}s)`);
-  const events = history.events as unknown as GenericEvent[];
+  const events = (workload.modelEvents?.(history.events) ?? history.events) as unknown as GenericEvent[];
   const lin: LinearizabilityResult = checkLinearizability(workload.model, events, { timeoutMs: options.checkTimeoutS * 1000 });
   log(`linearizable: ${lin.valid} (${lin.partitions} partition(s), ${lin.steps} steps, ${lin.ms.toFixed(0)} ms)`);
   const checks: CheckResult[] = [lin, ...workload.check(history.events)];

@@ -1,5 +1,6 @@
 import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
 import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
+import { ShortlinkWorkload } from './shortlink.js';
 import type { Workload } from './workload.js';
 
 /**
@@ -9,6 +10,7 @@ import type { Workload } from './workload.js';
 export const WORKLOADS: Record<string, () => Workload> = {
   kv: () => new KvWorkload(),
   lock: () => new LockWorkload(),
+  shortlink: () => new ShortlinkWorkload(),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
 };

@@ -91,4 +91,6 @@ export interface Workload {
   finalReads(ctx: FinalContext): Promise<void>;
   /** Checks beside linearizability. */
   check(events: readonly HistoryEvent[]): CheckResult[];
+  /** The events the model checks, when some operations are outside it (default: all). Keeps invocations and completions together. */
+  modelEvents?(events: readonly HistoryEvent[]): readonly HistoryEvent[];
 }
