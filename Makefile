@@ -20,7 +20,7 @@ build: install
 TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 
 # Unit and integration tests (real processes on loopback), 500 simulator seeds, the mutation check, and
-# jepsen-like smoke runs of kv and lock under partitions, kills and pauses.
+# jepsen-like smoke runs of kv, lock and the short-link allocator under partitions, kills and pauses.
 # The last line counts everything: tap assertions, simulator seeds, mutations caught, smoke runs.
 test: build
 	@mkdir -p jepsen-out
@@ -29,11 +29,12 @@ test: build
 	node packages/raft/dist/sim/mutations.js | tee jepsen-out/mutations.log
 	node jepsen-like/bin/jepsen-like.js run --service kv --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-kv
 	node jepsen-like/bin/jepsen-like.js run --service lock --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-lock
+	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-shortlink
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
 	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
-	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 2 jepsen-like smoke runs"; \
-	echo "total: $$((tap + seeds + caught + 2)) passed, 0 failed"
+	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 3 jepsen-like smoke runs"; \
+	echo "total: $$((tap + seeds + caught + 3)) passed, 0 failed"
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
@@ -54,7 +55,7 @@ down:
 JEPSEN_TIME ?= 180
 JEPSEN_SEED ?= 1
 JEPSEN_OUT ?= jepsen-out
-JEPSEN_WORKLOADS ?= kv lock
+JEPSEN_WORKLOADS ?= kv lock shortlink
 JEPSEN_NEMESES ?= partition kill pause packet clock partition,kill,pause,packet,clock
 
 jepsen: build
