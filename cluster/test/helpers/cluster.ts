@@ -63,18 +63,27 @@ export function isPortFree(port: number): Promise<boolean> {
 }
 
 /**
- * Free base ports of a file's slot (0..3): raft ports base+1..base+10 and HTTP ports base+101..base+110 are
- * all free right now. Bases are 200 apart, so `count` of them never overlap.
+ * Free base ports of a file's slot (0..3): raft ports base+1..base+10, worker ports base+41..base+60 and
+ * base+161..base+180, and HTTP ports base+101..base+110 are all free right now. Bases are 200 apart, so `count` of
+ * them never overlap. `fromTop` searches the slot downwards, so a second file can share a slot with one that takes
+ * its first bases.
  */
-export async function freeBases(slot: number, count: number): Promise<number[]> {
+export async function freeBases(slot: number, count: number, options: { fromTop?: boolean } = {}): Promise<number[]> {
   if (slot < 0 || slot > 3) throw new RangeError('slot must be 0 to 3');
+  const candidates = Array.from({ length: 5 }, (_, i) => 61_000 + slot * 1_000 + i * 200);
+  if (options.fromTop) candidates.reverse();
   const bases: number[] = [];
-  for (let base = 61_000 + slot * 1_000; base < 61_000 + (slot + 1) * 1_000 && bases.length < count; base += 200) {
-    const ports = Array.from({ length: 10 }, (_, i) => [base + 1 + i, base + 101 + i]).flat();
-    if ((await Promise.all(ports.map(isPortFree))).every(Boolean)) bases.push(base);
+  for (const base of candidates) {
+    if (bases.length === count) break;
+    const offsets = [...range(1, 10), ...range(41, 60), ...range(101, 110), ...range(161, 180)];
+    if ((await Promise.all(offsets.map((o) => isPortFree(base + o)))).every(Boolean)) bases.push(base);
   }
   if (bases.length < count) throw new Error(`only ${bases.length} free port ranges in slot ${slot}, needed ${count}`);
   return bases;
+}
+
+function range(from: number, to: number): number[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
 }
 
 /** The CLI's own liveness check (it treats exited-but-unreaped members as dead). */
@@ -85,7 +94,7 @@ import { isAlive } from '../../src/state.js';
 function isOurMember(pid: number, dataDir: string): boolean {
   try {
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
-    return cmdline.includes('member.js') && cmdline.includes(dataDir);
+    return (cmdline.includes('member.js') || cmdline.includes('worker.js')) && cmdline.includes(dataDir);
   } catch {
     return false;
   }
@@ -197,8 +206,8 @@ export class TestCluster {
   }
 
   /** `cluster up` with this cluster's options; throws with the CLI's stderr when it fails. */
-  async up(): Promise<CliResult> {
-    const args = ['up', '--service', this.options.service ?? 'kv', '--nodes', String(this.nodes), '--data', this.dataDir, '--base-port', String(this.base), '--tick-ms', String(this.options.tickMs ?? 50)];
+  async up(...extra: string[]): Promise<CliResult> {
+    const args = ['up', '--service', this.options.service ?? 'kv', '--nodes', String(this.nodes), '--data', this.dataDir, '--base-port', String(this.base), '--tick-ms', String(this.options.tickMs ?? 50), ...extra];
     if (this.options.snapshotEvery !== undefined) args.push('--snapshot-every', String(this.options.snapshotEvery));
     const r = await runCli(args, this.cwd, 60_000);
     this.recordPids();
@@ -219,14 +228,19 @@ export class TestCluster {
   }
 
   /** The cluster.json the CLI keeps. */
-  state(): { members: Array<{ id: string; pid: number | null; httpAddress: string; raftAddress: string; removed?: boolean }>; snapshotEvery?: number } {
+  state(): {
+    members: Array<{ id: string; pid: number | null; httpAddress: string; raftAddress: string; removed?: boolean }>;
+    workers?: Array<{ id: string; role: string; pid: number | null; httpAddress: string; tcpAddress: string }>;
+    snapshotEvery?: number;
+  } {
     return JSON.parse(readFileSync(join(this.dataDir, 'cluster.json'), 'utf8'));
   }
 
   recordPids(): void {
     if (!existsSync(join(this.dataDir, 'cluster.json'))) return;
     try {
-      for (const m of this.state().members) if (m.pid !== null) this.pids.add(m.pid);
+      const state = this.state();
+      for (const m of [...state.members, ...(state.workers ?? [])]) if (m.pid !== null) this.pids.add(m.pid);
     } catch {
       // half-written: the next call records them
     }
