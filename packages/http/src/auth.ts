@@ -57,6 +57,11 @@ export function tokenHash(token: string): string {
 export function authenticate(req: IncomingMessage, clusterTokens: readonly string[]): Principal {
   const presented = bearerToken(req);
   if (presented === null) throw unauthorized('missing bearer token (Authorization: Bearer <token>)');
+  return verifyToken(presented, clusterTokens);
+}
+
+/** The principal a token proves, however it arrived (HTTP header, a binary protocol's hello); 401 when wrong. */
+export function verifyToken(presented: string, clusterTokens: readonly string[]): Principal {
   for (const t of clusterTokens) if (same(t, presented)) return { kind: 'cluster', name: 'cluster', hash: tokenHash(presented) };
   const m = /^client\.([A-Za-z0-9._-]{1,64})\.([A-Za-z0-9_-]+)$/.exec(presented);
   if (m !== null) {

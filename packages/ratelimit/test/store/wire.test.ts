@@ -1,0 +1,218 @@
+import { connect, type Socket } from 'node:net';
+import { pack, unpack } from 'msgpackr';
+import t from 'tap';
+import { deriveClientToken, type Principal } from '@raftkit/http';
+import { serveWire, WireClient, WireError, type WireHandler, type WireServer } from '../../src/wire.js';
+
+const TOKEN = 'cluster-token-for-wire-tests';
+/** What the helpers need of a test: a place to register cleanup. */
+interface Tap {
+  teardown(fn: () => unknown): void;
+}
+
+async function server(t: Tap, handler: WireHandler, maxFrameBytes?: number): Promise<WireServer> {
+  const s = await serveWire({ address: '127.0.0.1:0', tokens: [TOKEN], handler, ...(maxFrameBytes !== undefined ? { maxFrameBytes } : {}) });
+  t.teardown(() => s.close());
+  return s;
+}
+
+function client(t: Tap, port: number, options: { token?: string; timeoutMs?: number; maxInFlight?: number } = {}): WireClient {
+  const c = new WireClient({ address: `127.0.0.1:${port}`, token: options.token ?? TOKEN, timeoutMs: options.timeoutMs ?? 2_000, ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}) });
+  t.teardown(() => c.close());
+  return c;
+}
+
+function frame(value: unknown): Buffer {
+  const body = pack(value);
+  const header = Buffer.alloc(4);
+  header.writeUInt32BE(body.length);
+  return Buffer.concat([header, body]);
+}
+
+/** A hand-driven connection: writes raw bytes, collects decoded frames until the server closes it. */
+function raw(t: Tap, port: number): { socket: Socket; frames: unknown[]; closed: Promise<void>; next(): Promise<unknown> } {
+  const socket = connect({ host: '127.0.0.1', port });
+  t.teardown(() => socket.destroy());
+  const frames: unknown[] = [];
+  let buffer = Buffer.alloc(0);
+  let waiter: (() => void) | null = null;
+  socket.on('data', (d: Buffer) => {
+    buffer = Buffer.concat([buffer, d]);
+    while (buffer.length >= 4 && buffer.length >= 4 + buffer.readUInt32BE(0)) {
+      const length = buffer.readUInt32BE(0);
+      frames.push(unpack(buffer.subarray(4, 4 + length)));
+      buffer = buffer.subarray(4 + length);
+    }
+    waiter?.();
+  });
+  socket.on('error', () => {});
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  let read = 0;
+  const next = async (): Promise<unknown> => {
+    while (frames.length <= read) await new Promise<void>((resolve) => (waiter = resolve));
+    return frames[read++];
+  };
+  return { socket, frames, closed, next };
+}
+
+const echo: WireHandler = (request) => request;
+
+t.test('pipelined calls: every reply reaches its own call', async (t) => {
+  const s = await server(t, (request) => {
+    const n = request as number;
+    // Later calls answer first: replies must be matched by id, not by order.
+    return new Promise((resolve) => setTimeout(() => resolve(n * 2), 30 - (n % 30)));
+  });
+  const c = client(t, s.port);
+  const answers = await Promise.all(Array.from({ length: 300 }, (_, i) => c.call(i)));
+  t.same(answers, Array.from({ length: 300 }, (_, i) => i * 2));
+});
+
+t.test('calls made in one turn of the event loop leave in one frame; their replies come back in one', async (t) => {
+  let frames = 0;
+  const s = await server(t, echo);
+  s.server.on('connection', (socket) => socket.on('data', () => frames++));
+  const c = client(t, s.port);
+  await c.call('warm-up');
+  frames = 0;
+  const answers = await Promise.all(['a', 'b', 'c', 'd'].map((x) => c.call(x)));
+  t.same(answers, ['a', 'b', 'c', 'd']);
+  t.equal(frames, 1, 'one data event carried the four calls');
+});
+
+t.test('a batch frame by hand: one reply frame with every id', async (t) => {
+  const s = await server(t, echo);
+  const r = raw(t, s.port);
+  r.socket.write(frame({ hello: TOKEN }));
+  r.socket.write(frame([[7, 'x'], [8, { y: 1 }], [9, [1, 2]]]));
+  t.same(await r.next(), { welcome: { kind: 'cluster', name: 'cluster' } });
+  t.same(await r.next(), [[7, 0, 'x'], [8, 0, { y: 1 }], [9, 0, [1, 2]]]);
+});
+
+t.test('auth: the cluster token and client tokens derived from it pass; the handler sees who called', async (t) => {
+  const seen: Principal[] = [];
+  const s = await server(t, (_request, principal) => {
+    seen.push(principal);
+    return principal.kind;
+  });
+  t.equal(await client(t, s.port).call(1), 'cluster');
+  t.equal(await client(t, s.port, { token: deriveClientToken(TOKEN, 'check.acme') }).call(1), 'client');
+  t.equal(seen[1]!.name, 'check.acme');
+});
+
+t.test('auth: a wrong token is refused with an error frame and the connection closed', async (t) => {
+  const s = await server(t, echo);
+  const error = await client(t, s.port, { token: 'nope' }).call(1).catch((e: unknown) => e);
+  t.ok(error instanceof WireError);
+  t.equal((error as WireError).code, 'unauthorized');
+  const forged = await client(t, s.port, { token: `client.acme.${'A'.repeat(43)}` }).call(1).catch((e: unknown) => e);
+  t.equal((forged as WireError).code, 'unauthorized', 'a client token with a forged mac');
+});
+
+t.test('auth: calls before hello are refused and run no handler', async (t) => {
+  let calls = 0;
+  const s = await server(t, () => ++calls);
+  const r = raw(t, s.port);
+  r.socket.write(frame([[1, 'x']]));
+  t.same(await r.next(), { error: { code: 'unauthorized', message: 'the first frame must be { hello: token }' } });
+  await r.closed;
+  t.equal(calls, 0);
+});
+
+t.test('malformed input: error frame, connection closed, process unharmed, others still served', async (t) => {
+  let calls = 0;
+  const s = await server(t, (request) => (calls++, request), 1024);
+  const cases: [string, Buffer[], string][] = [
+    ['bad msgpack', [frame({ hello: TOKEN }), Buffer.from([0, 0, 0, 2, 0xc1, 0xc1])], 'malformed'],
+    ['frame over the limit', [frame({ hello: TOKEN }), Buffer.from([0, 0, 0x10, 0])], 'frame_too_large'],
+    ['calls not an array', [frame({ hello: TOKEN }), frame({ not: 'calls' })], 'malformed'],
+    ['a call without an id', [frame({ hello: TOKEN }), frame([[1, 'ok'], ['x']])], 'malformed'],
+    ['an empty frame', [frame({ hello: TOKEN }), Buffer.from([0, 0, 0, 0])], 'malformed'],
+    ['garbage instead of hello', [Buffer.from('GET / HTTP/1.1\r\n\r\n')], 'frame_too_large'],
+  ];
+  for (const [name, chunks, code] of cases) {
+    const r = raw(t, s.port);
+    for (const c of chunks) r.socket.write(c);
+    await r.closed;
+    const last = r.frames[r.frames.length - 1] as { error?: { code: string } };
+    t.equal(last.error?.code, code, name);
+  }
+  t.equal(calls, 0, 'no call of a malformed frame ran, not even the valid one beside a bad one');
+  t.equal(await client(t, s.port).call('still here'), 'still here');
+});
+
+t.test('a frame split across many writes is reassembled', async (t) => {
+  const s = await server(t, echo);
+  const r = raw(t, s.port);
+  const bytes = Buffer.concat([frame({ hello: TOKEN }), frame([[1, 'z'.repeat(5000)]])]);
+  for (let i = 0; i < bytes.length; i += 7) {
+    r.socket.write(bytes.subarray(i, i + 7));
+    if (i % 700 === 0) await new Promise((resolve) => setImmediate(resolve));
+  }
+  await r.next();
+  t.same(await r.next(), [[1, 0, 'z'.repeat(5000)]]);
+});
+
+t.test('handler errors answer that call only; the connection lives on', async (t) => {
+  const s = await server(t, (request) => {
+    if (request === 'bad') throw new WireError('bad_request', 'no thanks');
+    if (request === 'bug') throw new Error('oops');
+    if (request === 'async-bad') return Promise.reject(new WireError('bad_request', 'later'));
+    return request;
+  });
+  const c = client(t, s.port);
+  const [bad, bug, asyncBad, good] = await Promise.allSettled([c.call('bad'), c.call('bug'), c.call('async-bad'), c.call('good')]);
+  t.equal(((bad as PromiseRejectedResult).reason as WireError).code, 'bad_request');
+  t.same(((bug as PromiseRejectedResult).reason as WireError).message, 'internal error', 'internals are not leaked');
+  t.equal(((asyncBad as PromiseRejectedResult).reason as WireError).message, 'later');
+  t.equal((good as PromiseFulfilledResult<unknown>).value, 'good');
+});
+
+t.test('a call never waits past its timeout', async (t) => {
+  const s = await server(t, (request) => (request === 'hang' ? new Promise(() => {}) : request));
+  const c = client(t, s.port, { timeoutMs: 5_000 });
+  const started = Date.now();
+  const error = await c.call('hang', 80).catch((e: unknown) => e);
+  const elapsed = Date.now() - started;
+  t.equal((error as WireError).code, 'timeout');
+  t.ok(elapsed >= 75 && elapsed < 500, `rejected after ${elapsed} ms`);
+  t.equal(await c.call('after'), 'after', 'the connection is still usable');
+});
+
+t.test('in-flight limit: calls beyond it fail at once with overloaded', async (t) => {
+  const s = await server(t, () => new Promise(() => {}));
+  const c = client(t, s.port, { maxInFlight: 3, timeoutMs: 200 });
+  const calls = [1, 2, 3].map((x) => c.call(x).catch((e: unknown) => e));
+  const fourth = await c.call(4).catch((e: unknown) => e);
+  t.equal((fourth as WireError).code, 'overloaded');
+  for (const e of await Promise.all(calls)) t.equal((e as WireError).code, 'timeout');
+});
+
+t.test('nobody listening: unavailable at once; close() rejects pending calls', async (t) => {
+  const s = await server(t, () => new Promise(() => {}));
+  const port = s.port;
+  const c = client(t, port);
+  const pending = c.call('x').catch((e: unknown) => e);
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  c.close();
+  t.equal(((await pending) as WireError).code, 'closed');
+  t.equal(((await c.call('y').catch((e: unknown) => e)) as WireError).code, 'closed');
+  await s.close();
+  const d = client(t, port);
+  const started = Date.now();
+  t.equal(((await d.call('z').catch((e: unknown) => e)) as WireError).code, 'unavailable');
+  t.ok(Date.now() - started < 1_000);
+});
+
+t.test('reconnects after the server comes back', async (t) => {
+  const first = await serveWire({ address: '127.0.0.1:0', tokens: [TOKEN], handler: () => 'first' });
+  const port = first.port;
+  const c = client(t, port);
+  t.equal(await c.call(1), 'first');
+  await first.close();
+  t.equal(((await c.call(2).catch((e: unknown) => e)) as WireError).code, 'unavailable');
+  const again = await serveWire({ address: `127.0.0.1:${port}`, tokens: [TOKEN], handler: () => 'second' });
+  t.teardown(() => again.close());
+  await new Promise((resolve) => setTimeout(resolve, 150)); // past the redial back-off
+  t.equal(await c.call(3), 'second');
+});
