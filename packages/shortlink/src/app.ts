@@ -1,0 +1,257 @@
+/**
+ * The application server (worker role "app"): the public API. Redirects are answered on the fast path from the
+ * edge cache, else from a member's shared cache or store (a local read: no consensus, no disk write); the click
+ * is emitted after the 302 is sent. Creates take a code from this server's leased id batch (or the alias) and
+ * answer only once the link is committed on a majority.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  deriveClientToken,
+  HttpError,
+  notFound,
+  Reply,
+  requireObject,
+  requireString,
+  sendJson,
+  serveWorkerHttp,
+  unavailable,
+  type MetricsRegistry,
+  type Principal,
+  type RequestContext,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
+import type { LinkRecord } from './api.js';
+import { CodeAllocator, type Batch } from './allocator.js';
+import { ALIAS, GENERATED_CODE, RESERVED_CODES } from './codes.js';
+import { EdgeCache, MISSING, type Lookup } from './edge-cache.js';
+import { parseCreate, shortCodeParam } from './input.js';
+import { CreateLimits } from './limits.js';
+import { appSettings, unknownSettings, type AppSettings } from './settings.js';
+import { LinkStoreClient } from './store-client.js';
+
+/** One redirect, as the click stream takes it. */
+export interface Click {
+  short_code: string;
+  timestamp: number;
+  referer: string | null;
+  country: string | null;
+  user_agent: string | null;
+}
+
+/** The click and analytics side, as the app server uses it (src/clicks provides it; tests may record). */
+export interface ClickSide {
+  emitter(options: WorkerOptions, metrics: MetricsRegistry): { emit(click: Click): void; stop(): Promise<void> };
+  countryOf(req: IncomingMessage, settings: Record<string, string>): string | null;
+  stats(options: WorkerOptions, code: string): Promise<unknown>;
+}
+
+export const DEFAULT_APP_COUNT = 3;
+const USER = /^[A-Za-z0-9._-]{1,64}$/;
+/** The user recorded as creator of links made with the cluster token (no API key is issued under this name). */
+export const CLUSTER_USER = 'cluster';
+const MAX_REDIRECT_PATH = 65;
+
+export function appRole(clicks: ClickSide): WorkerRole {
+  return { role: 'app', count: DEFAULT_APP_COUNT, start: (options) => startApp(options, clicks) };
+}
+
+export async function startApp(options: WorkerOptions, clickSide: ClickSide): Promise<RunningWorker> {
+  const settings = appSettings(options.settings, options.httpAddress);
+  const ignored = unknownSettings(options.settings);
+  if (ignored.length > 0) options.logger.log('info', 'settings not read by the app server', { keys: ignored });
+  const clusterToken = options.tokens[0]!;
+  const store = new LinkStoreClient(options.members, clusterToken, options.index - 1);
+  const allocator = new CodeAllocator(async () => {
+    const answer = await store.call('POST', '/internal/leases', { server: options.id });
+    if (answer.status !== 201) throw storeError(answer.status, answer.body);
+    return answer.body as Batch;
+  });
+  const edge = new EdgeCache({ ttlMs: settings.edgeTtlMs, negativeTtlMs: settings.negativeTtlMs, max: settings.edgeEntries });
+  const limits = new CreateLimits(settings.perKey, settings.perIp);
+  const inFlight = new Map<string, Promise<Lookup>>();
+
+  // The fast path needs the metrics registry the worker HTTP server makes; it is bound once that exists.
+  let redirect: (req: IncomingMessage, res: ServerResponse) => boolean = () => false;
+  const http = await serveWorkerHttp(options, {
+    fastPath: (req, res) => redirect(req, res),
+    health: () => ({ leases: allocator.status().batches.length }),
+  });
+  const clicks = clickSide.emitter(options, http.metrics);
+  const redirects = http.metrics.counter('shortlink_redirects_total', 'Redirect requests by outcome and the cache that answered');
+  const creates = http.metrics.counter('shortlink_creates_total', 'Create requests by outcome');
+
+  /** A member's answer for `code`; concurrent misses for one code share one request. */
+  const lookup = (code: string, consistency: 'serializable' | 'linearizable'): Promise<Lookup> => {
+    const fetchOne = async (): Promise<Lookup> => {
+      const answer = await store.call('GET', `/internal/links/${code}?consistency=${consistency}`, undefined, 5000);
+      if (answer.status === 200) return answer.body as LinkRecord;
+      if (answer.status === 404) return MISSING;
+      throw storeError(answer.status, answer.body);
+    };
+    if (consistency === 'linearizable') return fetchOne();
+    let pending = inFlight.get(code);
+    if (pending === undefined) {
+      pending = fetchOne().finally(() => inFlight.delete(code));
+      inFlight.set(code, pending);
+    }
+    return pending;
+  };
+
+  const answerRedirect = (code: string, found: Lookup, cache: string, req: IncomingMessage, res: ServerResponse, now: number): void => {
+    if (found === MISSING || (found as LinkRecord).expires_at <= now) {
+      redirects.inc(1, { outcome: 'not_found', cache });
+      sendJson(res, 404, { error: { code: 'not_found', message: `no link ${code} (never created, expired or deleted)` } }, { 'cache-control': 'no-store' });
+      return;
+    }
+    redirects.inc(1, { outcome: 'redirect', cache });
+    res.writeHead(302, { location: (found as LinkRecord).long_url, 'cache-control': 'private, max-age=0', 'content-length': '0' });
+    if (req.method === 'HEAD') {
+      res.end();
+      return;
+    }
+    // The click is made and emitted only once the 302 is on its way: nothing of the click path delays it.
+    res.end(() =>
+      clicks.emit({
+        short_code: code,
+        timestamp: now,
+        referer: headerText(req.headers.referer),
+        country: clickSide.countryOf(req, options.settings),
+        user_agent: headerText(req.headers['user-agent']),
+      }),
+    );
+  };
+
+  redirect = (req, res) => {
+    if (req.method !== 'GET' && req.method !== 'HEAD') return false;
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const path = q < 0 ? url : url.slice(0, q);
+    if (path.length < 8 || path.length > MAX_REDIRECT_PATH || path.indexOf('/', 1) >= 0) return false;
+    const code = path.slice(1);
+    if (RESERVED_CODES.has(code) || !(GENERATED_CODE.test(code) || ALIAS.test(code))) return false;
+    const now = Date.now();
+    const cached = edge.get(code);
+    if (cached !== undefined) {
+      answerRedirect(code, cached, 'edge', req, res, now);
+      return true;
+    }
+    lookup(code, 'serializable').then(
+      (found) => {
+        edge.set(code, found, now);
+        answerRedirect(code, found, 'store', req, res, Date.now());
+      },
+      (error: unknown) => {
+        redirects.inc(1, { outcome: 'unavailable', cache: 'none' });
+        const e = error instanceof HttpError ? error : unavailable('the link store is unreachable', 1);
+        if (!res.headersSent) sendJson(res, e.status, e.body(), e.headers);
+      },
+    );
+    return true;
+  };
+
+  const principal = (ctx: RequestContext): Principal => {
+    if (ctx.principal === null) throw new HttpError(401, 'unauthorized', 'this endpoint needs a bearer token');
+    return ctx.principal;
+  };
+  const userOf = (p: Principal): string => (p.kind === 'cluster' ? CLUSTER_USER : p.name);
+  /** The live link, for its creator or the cluster only. */
+  const ownedLink = async (ctx: RequestContext): Promise<LinkRecord> => {
+    const code = shortCodeParam(ctx.params.code);
+    const found = await lookup(code, 'linearizable');
+    if (found === MISSING) throw notFound(`no link ${code} (never created, expired or deleted)`, { field: 'short_code' });
+    const link = found as LinkRecord;
+    const who = principal(ctx);
+    if (who.kind !== 'cluster' && who.name !== link.created_by) throw new HttpError(403, 'forbidden', 'only the creator of a link may see it');
+    return link;
+  };
+
+  http.router
+    .post('/api/urls', async (ctx) => {
+      const who = principal(ctx);
+      const now = Date.now();
+      const decision = limits.check(who.hash, ctx.req.socket.remoteAddress ?? 'unknown', now);
+      if (!decision.allowed) {
+        creates.inc(1, { outcome: 'rate_limited' });
+        const seconds = Math.max(1, Math.ceil(decision.retryAfterMs / 1000));
+        throw new HttpError(429, 'rate_limited', `too many creates for this ${decision.dimension === 'ip' ? 'address' : 'API key'}`, { retry_after_ms: decision.retryAfterMs, dimension: decision.dimension }, { 'retry-after': String(seconds) });
+      }
+      const request = parseCreate(await ctx.json(), now);
+      const code = request.alias ?? (await allocator.nextCode());
+      const command = { code, long_url: request.long_url, created_at: now, expires_at: request.expires_at, created_by: userOf(who), alias: request.alias !== null };
+      const answer = await store.call('POST', '/internal/links', command);
+      if (answer.status === 409 && request.alias !== null) {
+        creates.inc(1, { outcome: 'alias_taken' });
+        throw new HttpError(409, 'alias_taken', `the alias ${code} is already taken`, { field: 'custom_alias' });
+      }
+      if (answer.status !== 201 && answer.status !== 200) throw storeError(answer.status, answer.body);
+      const link = answer.body as LinkRecord;
+      edge.set(code, link, Date.now());
+      creates.inc(1, { outcome: 'created' });
+      return new Reply(201, publicLink(settings, link, false), { 'x-ratelimit-remaining': String(decision.remaining) });
+    })
+    .get('/api/urls/:code', async (ctx) => publicLink(settings, await ownedLink(ctx), true))
+    .get('/api/urls/:code/stats', async (ctx) => {
+      const link = await ownedLink(ctx);
+      try {
+        return await clickSide.stats(options, link.short_code);
+      } catch (error) {
+        options.logger.log('warn', 'analytics unreachable', { error: String(error) });
+        throw unavailable('analytics is unreachable; the clicks are kept in the stream and counted when it is back', 5);
+      }
+    })
+    .delete('/api/urls/:code', async (ctx) => {
+      const code = shortCodeParam(ctx.params.code);
+      const who = principal(ctx);
+      const answer = await store.call('DELETE', `/internal/links/${code}`, { by: who.kind === 'cluster' ? null : who.name });
+      if (answer.status === 200) edge.deleted(code);
+      if (answer.status === 404) throw notFound(`no link ${code}`, { field: 'short_code' });
+      if (answer.status === 403) throw new HttpError(403, 'forbidden', 'only the creator of a link may delete it');
+      if (answer.status !== 200) throw storeError(answer.status, answer.body);
+      return { short_code: code, deleted: true };
+    })
+    .post('/api/keys', async (ctx) => {
+      if (principal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'only the cluster token can issue API keys');
+      const user = requireString(requireObject(await ctx.json()), 'user', { pattern: USER });
+      if (user === CLUSTER_USER) throw new HttpError(400, 'invalid_field', `"${CLUSTER_USER}" is the cluster's own name`, { field: 'user' });
+      return new Reply(201, { user, api_key: deriveClientToken(clusterToken, user) });
+    })
+    .get('/internal/leases', (ctx) => {
+      if (principal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'cluster token only');
+      return { server: options.id, ...allocator.status() };
+    });
+
+  options.logger.log('info', 'app server listening', { http: options.httpAddress, public_url: settings.publicUrl });
+  return {
+    httpPort: http.port,
+    stop: async () => {
+      await http.close();
+      await clicks.stop();
+      await store.close();
+    },
+  };
+}
+
+function publicLink(settings: AppSettings, link: LinkRecord, withOwner: boolean): Record<string, unknown> {
+  return {
+    short_url: `${settings.publicUrl}/${link.short_code}`,
+    short_code: link.short_code,
+    long_url: link.long_url,
+    created_at: new Date(link.created_at).toISOString(),
+    expires_at: new Date(link.expires_at).toISOString(),
+    ...(withOwner ? { created_by: link.created_by } : {}),
+  };
+}
+
+function headerText(value: string | string[] | undefined): string | null {
+  if (value === undefined) return null;
+  return Array.isArray(value) ? (value[0] ?? null) : value;
+}
+
+/** An answer of the store the app did not expect: passed on as a 503 if the store is unavailable, else a 502. */
+function storeError(status: number, body: unknown): HttpError {
+  const message = (body as { error?: { message?: string } } | null)?.error?.message ?? `status ${status}`;
+  if (status === 503) return unavailable(`the link store is unavailable: ${message}`, 1);
+  return new HttpError(502, 'store_error', `the link store answered ${status}: ${message}`);
+}

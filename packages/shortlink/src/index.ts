@@ -1,0 +1,33 @@
+/**
+ * @raftkit/shortlink: the short-link service. Raft members run the link store (ids, links); "app" workers serve
+ * the public API and redirects; the click workers (src/clicks) stream and count clicks. README.md has the contract.
+ */
+import type { ServiceDefinition } from '@raftkit/http';
+import { linkRoutes } from './api.js';
+import { appRole } from './app.js';
+import { ClickEmitter, clickWorkerRoles, countryOf, fetchStats } from './clicks/index.js';
+import { LinkMachine, type LinkCommand, type LinkResult } from './machine.js';
+
+export { LinkMachine, LEASE_SIZE } from './machine.js';
+export type { Link, LinkCommand, LinkResult, LinkChange } from './machine.js';
+export { linkRoutes } from './api.js';
+export type { LinkRecord } from './api.js';
+export { appRole, startApp, DEFAULT_APP_COUNT } from './app.js';
+export type { Click, ClickSide } from './app.js';
+export { permute, unpermute, encodeBase62, decodeBase62, codeForId, idForCode, ID_SPACE, RESERVED_CODES } from './codes.js';
+
+/** The app server's click side: the real stream emitter, GeoIP and analytics. */
+const app = appRole({
+  emitter: (options, metrics) =>
+    new ClickEmitter({ workers: options.workers, token: options.tokens[0]!, settings: options.settings, logger: options.logger, metrics }),
+  countryOf,
+  stats: (options, code) => fetchStats({ workers: options.workers, token: options.tokens[0]! }, code),
+});
+
+export const shortlinkService: ServiceDefinition<LinkCommand, LinkResult> = {
+  name: 'shortlink',
+  createMachine: () => new LinkMachine(),
+  routes: linkRoutes,
+  // Click workers first: the app servers find the stream when they start.
+  workers: [...clickWorkerRoles, app],
+};
