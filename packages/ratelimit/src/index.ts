@@ -1,1 +1,11 @@
 export * from './bucket.js';
+export { ratelimitService } from './service.js';
+export { RuleMachine } from './machine.js';
+export type { RuleCommand, RuleResult, RuleSet, RuleError } from './machine.js';
+export { parseRule, ruleBody, validEndpointPattern, patternMatches, DIMENSIONS, REGION_MODES, SERVICE_ID } from './rules.js';
+export type { Rule, Dimension, RegionMode, HotKeyConfig } from './rules.js';
+export { tenantKeys } from './tenants.js';
+export type { TenantKeys } from './tenants.js';
+export { checkRole } from './check/worker.js';
+export { RateLimitClient, HttpRateLimitClient, RateLimitError, rateLimitMiddleware } from './client.js';
+export type { CheckInput, CheckResult, RateLimiter, MiddlewareOptions } from './client.js';

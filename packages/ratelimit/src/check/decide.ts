@@ -1,0 +1,100 @@
+/**
+ * The pure core of a check: which counters a request touches, what an unreachable store means per rule, and how
+ * the outcomes of several rules combine (any deny denies; the largest retry_after_ms; the smallest remaining).
+ */
+import type { Rule } from '../rules.js';
+
+export interface Identifiers {
+  ip?: string;
+  user_id?: string;
+  api_key?: string;
+}
+
+export interface CheckRequest {
+  serviceId: string;
+  endpoint: string;
+  identifiers: Identifiers;
+}
+
+/** One rule's verdict on one counter. */
+export interface Outcome {
+  allowed: boolean;
+  /** -1: not known (the store was unreachable and the rule fails open). */
+  remaining: number;
+  retryAfterMs?: number;
+  resetMs: number;
+}
+
+export interface CheckAnswer extends Outcome {
+  /** How many rules matched and were evaluated. */
+  rules: number;
+}
+
+/** A rule that applies to a request, and the counter it counts on. */
+export interface Matched {
+  rule: Rule;
+  key: string;
+}
+
+/** The spec's counter key `{service_id}:{endpoint}:{dimension}:{value}`, with the rule's endpoint pattern. */
+export function counterKey(rule: Rule, value: string): string {
+  return `${rule.serviceId}:${rule.endpointPattern}:${rule.dimension}:${value}`;
+}
+
+/** The value a rule counts by for this request, or null when the request does not carry it. */
+export function dimensionValue(rule: Rule, request: CheckRequest): string | null {
+  switch (rule.dimension) {
+    case 'endpoint':
+      return request.endpoint;
+    case 'tenant':
+      return request.serviceId;
+    default: {
+      const v = request.identifiers[rule.dimension];
+      return v === undefined || v === '' ? null : v;
+    }
+  }
+}
+
+export function matchRules(rules: readonly Rule[], request: CheckRequest): Matched[] {
+  const out: Matched[] = [];
+  for (const rule of rules) {
+    const value = dimensionValue(rule, request);
+    if (value !== null) out.push({ rule, key: counterKey(rule, value) });
+  }
+  return out;
+}
+
+/**
+ * The store could not be asked in time (spec rule 8): fail-open answers allowed with remaining -1; fail-closed
+ * answers denied with remaining 0, and asks the caller to come back after one health-check period, by which time
+ * the instance has either reached the store again or is on its way to degraded mode.
+ */
+export const FAIL_CLOSED_RETRY_MS = 1_000;
+
+export function unreachable(rule: Rule): Outcome {
+  return rule.failClosed ? { allowed: false, remaining: 0, retryAfterMs: FAIL_CLOSED_RETRY_MS, resetMs: 0 } : { allowed: true, remaining: -1, resetMs: 0 };
+}
+
+/** The most restrictive outcome wins (spec rule 5). No rules: allowed, remaining unknown (-1). */
+export function combine(outcomes: readonly Outcome[]): CheckAnswer {
+  let allowed = true;
+  let remaining = Infinity;
+  let retryAfterMs = 0;
+  let resetMs = 0;
+  for (const o of outcomes) {
+    if (!o.allowed) {
+      allowed = false;
+      retryAfterMs = Math.max(retryAfterMs, o.retryAfterMs ?? 0);
+    }
+    remaining = Math.min(remaining, o.remaining);
+    resetMs = Math.max(resetMs, o.resetMs);
+  }
+  const answer: CheckAnswer = { allowed, remaining: remaining === Infinity ? -1 : remaining, resetMs, rules: outcomes.length };
+  if (!allowed) answer.retryAfterMs = retryAfterMs;
+  return answer;
+}
+
+/** Near the limit: under 10% of the bucket left (denials included). Counted per rule in the metrics. */
+export function nearLimit(rule: Rule, outcome: Outcome): boolean {
+  return outcome.remaining >= 0 && outcome.remaining < rule.capacity * 0.1;
+}

@@ -1,0 +1,197 @@
+/**
+ * One check instance's decision loop: the rule cache gives the matching rules; each rule's counter is taken from
+ * the tenant's store shard (all of one store's ops in one round trip), or from a local bucket when the counter is
+ * hot or the store is degraded; a store that does not answer within the budget makes each rule fail open or
+ * closed. Also runs the health checks that flip the store mode, and the hot-key syncs.
+ */
+import { StoreUnavailableError, type CounterOp, type CounterResult } from '../store/client.js';
+import type { Rule } from '../rules.js';
+import { combine, matchRules, nearLimit, unreachable, type CheckAnswer, type CheckRequest, type Matched, type Outcome } from './decide.js';
+import type { StoreHealth } from './health.js';
+import { HotKeys, type HotCounter } from './hot-keys.js';
+import { LocalBuckets, share } from './local-buckets.js';
+import type { CheckMetrics } from './metrics.js';
+import type { RuleIndex } from './rule-index.js';
+
+/** What the engine needs of a counter store (StoreClient). */
+export interface CounterStore {
+  take(ops: CounterOp[], timeoutMs?: number): Promise<CounterResult[]>;
+  debit(key: string, limits: { capacity: number; refillRate: number }, count: number, timeoutMs?: number): Promise<{ tokens: number }>;
+  ping(timeoutMs?: number): Promise<{ now: number }>;
+}
+
+/** A store as this instance sees it: how to reach it and its mode. */
+export interface StoreLink {
+  id: string;
+  store: CounterStore;
+  health: StoreHealth;
+  /** Local fallback buckets, used while the store is degraded. */
+  fallback: LocalBuckets;
+}
+
+export interface EngineOptions {
+  rules(): RuleIndex;
+  /** The store holding the counters of `rule` (its tenant's shard, in this region or the global one). */
+  storeFor(rule: Rule): StoreLink;
+  stores: StoreLink[];
+  /** Check instances sharing the counters of `rule`, when the rule does not say (expected_instances). */
+  instances(rule: Rule): number;
+  storeTimeoutMs: number;
+  metrics: CheckMetrics;
+  onModeChange?(link: StoreLink): void;
+}
+
+export class UnknownServiceError extends Error {
+  override name = 'UnknownServiceError';
+}
+
+interface Pending {
+  link: StoreLink;
+  matched: Matched[];
+  /** Index in `outcomes` of each matched rule. */
+  slots: number[];
+  /** Whether each op crossed its hot threshold with this check. */
+  promote: boolean[];
+}
+
+export class CheckEngine {
+  readonly hot = new HotKeys();
+
+  constructor(private readonly options: EngineOptions) {}
+
+  private instancesFor(rule: Rule): number {
+    return rule.expectedInstances ?? this.options.instances(rule);
+  }
+
+  async check(request: CheckRequest): Promise<CheckAnswer> {
+    const started = performance.now();
+    const index = this.options.rules();
+    if (!index.hasTenant(request.serviceId)) throw new UnknownServiceError(`service_id ${request.serviceId} is not registered`);
+    const matched = matchRules(index.rulesFor(request.serviceId, request.endpoint), request);
+    const now = Date.now();
+    const outcomes: Outcome[] = new Array<Outcome>(matched.length);
+    let pending: Pending[] | null = null;
+    for (let i = 0; i < matched.length; i++) {
+      const m = matched[i]!;
+      const link = this.options.storeFor(m.rule);
+      if (link.health.degraded) {
+        const limits = share(m.rule, this.instancesFor(m.rule));
+        outcomes[i] = link.fallback.take(m.key, { capacity: Math.max(1, limits.capacity), refillRate: limits.refillRate }, now);
+        continue;
+      }
+      let promote = false;
+      if (m.rule.hotKey !== null) {
+        const hot = this.hot.observe(m.key, m.rule, now);
+        if (hot === 'promote') promote = true;
+        else if (hot !== null) {
+          outcomes[i] = this.hot.take(hot, now);
+          if (this.hot.syncDue(hot, now)) void this.sync(hot);
+          continue;
+        }
+      }
+      pending ??= [];
+      let group = pending.find((p) => p.link === link);
+      if (group === undefined) pending.push((group = { link, matched: [], slots: [], promote: [] }));
+      group.matched.push(m);
+      group.slots.push(i);
+      group.promote.push(promote);
+    }
+    if (pending !== null) await Promise.all(pending.map((group) => this.ask(group, outcomes)));
+    const answer = combine(outcomes);
+    this.record(matched, outcomes, answer, started);
+    return answer;
+  }
+
+  /** One round trip to one store for all of this check's ops on it. */
+  private async ask(group: Pending, outcomes: Outcome[]): Promise<void> {
+    const ops: CounterOp[] = group.matched.map(({ rule, key }) => {
+      const op: CounterOp = { key, capacity: rule.capacity, refillRate: rule.refillRate };
+      if (rule.regionMode === 'budget') op.mode = 'budget';
+      return op;
+    });
+    let results: CounterResult[];
+    try {
+      results = await group.link.store.take(ops, this.options.storeTimeoutMs);
+    } catch (error) {
+      if (!(error instanceof StoreUnavailableError)) throw error;
+      this.options.metrics.storeErrors.inc(1, { store: group.link.id });
+      group.matched.forEach((m, j) => {
+        const outcome = unreachable(m.rule);
+        (m.rule.failClosed ? this.options.metrics.failClosed : this.options.metrics.failOpen).inc();
+        outcomes[group.slots[j]!] = outcome;
+      });
+      return;
+    }
+    const now = Date.now();
+    group.matched.forEach((m, j) => {
+      const r = results[j]!;
+      outcomes[group.slots[j]!] = r.allowed ? { allowed: true, remaining: r.remaining, resetMs: r.resetMs } : { allowed: false, remaining: 0, retryAfterMs: r.retryAfterMs ?? 0, resetMs: r.resetMs };
+      if (group.promote[j]) {
+        this.hot.promote(m.key, m.rule, this.instancesFor(m.rule), r.tokens, now);
+        this.options.metrics.hotPromotions.inc();
+      }
+    });
+  }
+
+  private record(matched: Matched[], outcomes: Outcome[], answer: CheckAnswer, started: number): void {
+    const metrics = this.options.metrics;
+    (answer.allowed ? metrics.allowed : metrics.denied).inc();
+    for (let i = 0; i < matched.length; i++) {
+      if (nearLimit(matched[i]!.rule, outcomes[i]!)) metrics.nearLimit.inc(1, { rule_id: matched[i]!.rule.ruleId });
+    }
+    metrics.latency.observe((performance.now() - started) / 1000);
+  }
+
+  /** Debit a hot counter's local admissions from its store and reset its local bucket from the answer. */
+  private async sync(counter: HotCounter): Promise<void> {
+    const link = this.options.storeFor(counter.rule);
+    const count = this.hot.beginSync(counter);
+    let tokens: number | null = null;
+    try {
+      tokens = (await link.store.debit(counter.key, counter.rule, count, this.options.storeTimeoutMs)).tokens;
+      this.options.metrics.hotSyncs.inc();
+    } catch (error) {
+      if (!(error instanceof StoreUnavailableError)) throw error;
+      this.options.metrics.storeErrors.inc(1, { store: link.id });
+    }
+    this.hot.endSync(counter, count, tokens, Date.now());
+  }
+
+  /** Debit what a counter that stops being hot still holds; on failure it is lost (bounded by one interval). */
+  private flush(counter: HotCounter): void {
+    if (counter.unsynced === 0) return;
+    const link = this.options.storeFor(counter.rule);
+    void link.store.debit(counter.key, counter.rule, counter.unsynced, this.options.storeTimeoutMs).catch(() => undefined);
+    counter.unsynced = 0;
+  }
+
+  /** Every few tens of ms: time-due hot syncs, and hot counters that cooled down. */
+  hotTick(now = Date.now()): void {
+    for (const counter of this.hot.due(now)) void this.sync(counter);
+    for (const counter of this.hot.cool(now)) this.flush(counter);
+  }
+
+  /** The rule set changed: counters of changed or deleted rules stop being hot. */
+  rulesChanged(index: RuleIndex): void {
+    const live = new Map(index.rules.map((r) => [r.ruleId, JSON.stringify(r)]));
+    for (const counter of this.hot.retain((rule) => live.get(rule.ruleId) === JSON.stringify(rule))) this.flush(counter);
+  }
+
+  /** One round of health checks (every second): ping each store within the budget; three in a row flip the mode. */
+  async healthRound(): Promise<void> {
+    await Promise.all(
+      this.options.stores.map(async (link) => {
+        const ok = await link.store.ping(Math.max(this.options.storeTimeoutMs, 250)).then(
+          () => true,
+          () => false,
+        );
+        if (!link.health.record(ok)) return;
+        // Back to normal: counters resume as the store holds them; the fallback buckets are dropped.
+        if (!link.health.degraded) link.fallback.clear();
+        this.options.onModeChange?.(link);
+      }),
+    );
+    const now = Date.now();
+    for (const link of this.options.stores) link.fallback.sweep(now);
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * The stores one check instance talks to: its region's shards, and the global stores (region 1) for strict rules.
+ * One StoreClient (one pipelined connection) and one health state per store; a tenant's store is found once.
+ */
+import type { PeerAddress, WorkerOptions } from '@raftkit/http';
+import { shardFor, StoreClient, storeTopology } from '../store/client.js';
+import type { Rule } from '../rules.js';
+import type { StoreLink } from './engine.js';
+import { StoreHealth } from './health.js';
+import { LocalBuckets } from './local-buckets.js';
+
+export class StoreLinks {
+  readonly region: number;
+  private readonly links = new Map<string, StoreLink>();
+  private readonly clients: StoreClient[] = [];
+  private readonly regional: PeerAddress[];
+  private readonly global: PeerAddress[];
+  private readonly regionalOf = new Map<string, StoreLink>();
+  private readonly globalOf = new Map<string, StoreLink>();
+  private readonly checks: number;
+  private readonly checksInRegion: number;
+
+  constructor(options: WorkerOptions, timeoutMs: number) {
+    const topology = storeTopology(options.workers, options.settings);
+    this.region = topology.regionOfCheck(options.index);
+    this.regional = topology.storesOf(this.region);
+    this.global = topology.globalStores;
+    const checks = options.workers.filter((w) => w.role === 'check');
+    this.checks = Math.max(1, checks.length);
+    this.checksInRegion = Math.max(1, checks.filter((_, i) => topology.regionOfCheck(i + 1) === this.region).length);
+    for (const peer of [...this.regional, ...this.global]) {
+      if (this.links.has(peer.id)) continue;
+      if (peer.tcpAddress === undefined) throw new TypeError(`store ${peer.id} has no tcp address`);
+      const store = new StoreClient({ address: peer.tcpAddress, token: options.tokens[0]!, timeoutMs });
+      this.clients.push(store);
+      this.links.set(peer.id, { id: peer.id, store, health: new StoreHealth(), fallback: new LocalBuckets() });
+    }
+  }
+
+  get all(): StoreLink[] {
+    return [...this.links.values()];
+  }
+
+  /** The store holding `rule`'s counters: its tenant's shard, in this region or (strict rules) the global group. */
+  storeFor(rule: Rule): StoreLink {
+    const strict = rule.regionMode === 'strict';
+    const memo = strict ? this.globalOf : this.regionalOf;
+    let link = memo.get(rule.serviceId);
+    if (link === undefined) {
+      link = this.links.get(shardFor(strict ? this.global : this.regional, rule.serviceId).id)!;
+      memo.set(rule.serviceId, link);
+    }
+    return link;
+  }
+
+  /** Check instances sharing `rule`'s counters: the region's, or every region's for strict rules. */
+  instances(rule: Rule): number {
+    return rule.regionMode === 'strict' ? this.checks : this.checksInRegion;
+  }
+
+  close(): void {
+    for (const client of this.clients) client.close();
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * The "check" worker role: a stateless check instance. Serves POST /v1/check over HTTP and the binary check
+ * protocol on its second listener, forwards the rule API to the rule store, keeps the rule cache current,
+ * health-checks its stores every second and syncs hot counters. This file only wires the parts together.
+ */
+import { ClusterClient, serveWorkerHttp, type Principal, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { serveWire, WireError } from '../wire.js';
+import { requireTenantAccess } from '../tenants.js';
+import type { CheckAnswer, CheckRequest } from './decide.js';
+import { CheckEngine } from './engine.js';
+import { checkFastPath, checkRoute, forwardTo, toHttpError, type Decide } from './http.js';
+import { checkMetrics } from './metrics.js';
+import { answerTuple, parseCheckTuple } from './request.js';
+import { RuleSync } from './rule-sync.js';
+import { StoreLinks } from './stores.js';
+
+const HEALTH_EVERY_MS = 1_000;
+const HOT_TICK_MS = 20;
+
+/** `--set store_timeout_ms=N`: the budget of one store call on the hot path (default 50). */
+function storeTimeout(settings: Record<string, string>): number {
+  const raw = settings.store_timeout_ms ?? '50';
+  const ms = Number(raw);
+  if (!/^\d+$/.test(raw) || ms < 1 || ms > 5_000) throw new TypeError(`store_timeout_ms must be an integer from 1 to 5000, got ${JSON.stringify(raw)}`);
+  return ms;
+}
+
+function toWireError(error: unknown): unknown {
+  const known = toHttpError(error);
+  return known === null ? error : new WireError(known.code, known.message);
+}
+
+export async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> {
+  const timeoutMs = storeTimeout(options.settings);
+  const stores = new StoreLinks(options, timeoutMs);
+  const members = new ClusterClient({ endpoints: options.members.map((m) => `http://${m.httpAddress}`), token: options.tokens[0]!, timeoutMs: 5_000 });
+  // The instance answers checks only once it holds the rule set.
+  const rules = new RuleSync(members, options.logger);
+  await rules.start();
+
+  const decide: Decide = async (principal: Principal, request: CheckRequest): Promise<CheckAnswer> => {
+    requireTenantAccess(principal, request.serviceId, 'check');
+    return engine.check(request);
+  };
+  const http = await serveWorkerHttp(options, {
+    fastPath: checkFastPath(decide, options.tokens, options.logger),
+    health: () => ({ region: stores.region, rules_revision: rules.current.revision, stores: Object.fromEntries(stores.all.map((l) => [l.id, l.health.mode])) }),
+  });
+  // Built in the same synchronous step as the listener's promise settles, before any request can be handled:
+  // the engine's metrics live in the registry serveWorkerHttp made.
+  const engine = new CheckEngine({
+    rules: () => rules.current,
+    storeFor: (rule) => stores.storeFor(rule),
+    stores: stores.all,
+    instances: (rule) => stores.instances(rule),
+    storeTimeoutMs: timeoutMs,
+    metrics: checkMetrics(http.metrics),
+    onModeChange: (link) => options.logger.log('warn', 'store mode changed', { store: link.id, mode: link.health.mode }),
+  });
+  rules.onChange = (index) => engine.rulesChanged(index);
+  const degraded = http.metrics.gauge('ratelimit_degraded', "1 while this instance serves a store's counters from local fallback buckets (degraded mode), by store");
+  for (const link of stores.all) degraded.set(() => (link.health.degraded ? 1 : 0), { store: link.id });
+  http.metrics.gauge('ratelimit_rules_revision', 'Revision of the cached rule set').set(() => rules.current.revision);
+  http.metrics.gauge('ratelimit_hot_keys', 'Counters served from local hot-key buckets').set(() => engine.hot.size);
+  const forward = forwardTo(members);
+  http.router
+    .post('/v1/check', checkRoute(decide))
+    .get('/v1/rules', forward)
+    .get('/v1/rules/:rule_id', forward)
+    .put('/v1/rules/:rule_id', forward)
+    .delete('/v1/rules/:rule_id', forward)
+    .get('/v1/tenants/:service_id', forward)
+    .put('/v1/tenants/:service_id', forward);
+
+  const wire = await serveWire({
+    address: options.tcpAddress,
+    tokens: options.tokens,
+    logger: options.logger,
+    handler: (request, principal) => {
+      let pending: Promise<CheckAnswer>;
+      try {
+        pending = decide(principal, parseCheckTuple(request));
+      } catch (error) {
+        throw toWireError(error);
+      }
+      return pending.then(answerTuple, (error: unknown) => Promise.reject(toWireError(error)));
+    },
+  });
+
+  let healthBusy = false;
+  const healthTimer = setInterval(() => {
+    if (healthBusy) return;
+    healthBusy = true;
+    void engine.healthRound().finally(() => {
+      healthBusy = false;
+    });
+  }, HEALTH_EVERY_MS);
+  const hotTimer = setInterval(() => engine.hotTick(), HOT_TICK_MS);
+  options.logger.log('info', 'check instance started', { region: stores.region, stores: stores.all.map((l) => l.id), rules_revision: rules.current.revision });
+
+  return {
+    httpPort: http.port,
+    stop: async () => {
+      clearInterval(healthTimer);
+      clearInterval(hotTimer);
+      rules.stop();
+      await Promise.all([wire.close(), http.close()]);
+      stores.close();
+    },
+  };
+}
+
+export const checkRole: WorkerRole = { role: 'check', count: 3, start: startCheckWorker };

@@ -1,0 +1,144 @@
+/**
+ * For calling services: RateLimitClient over the binary check protocol (pipelined; checks made in the same turn
+ * of the event loop leave in one frame), HttpRateLimitClient over POST /v1/check, and rateLimitMiddleware for
+ * node:http-style `(req, res, next)` servers.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ClusterClient, ServiceError } from '@raftkit/http';
+import type { CheckRequest } from './check/decide.js';
+import { answerFromTuple, checkTuple, type AnswerTuple } from './check/request.js';
+import { WireClient, WireError } from './wire.js';
+
+export type CheckInput = CheckRequest;
+
+export interface CheckResult {
+  allowed: boolean;
+  /** -1 when not known (no rule matched, or the store was unreachable and the rule fails open). */
+  remaining: number;
+  retryAfterMs?: number;
+  resetMs: number;
+}
+
+export interface RateLimiter {
+  check(input: CheckInput): Promise<CheckResult>;
+  close(): void;
+}
+
+/** The service refused the check itself (bad input, wrong key, unknown service_id): `code` says which. */
+export class RateLimitError extends Error {
+  override name = 'RateLimitError';
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Failures of the connection, after which the next check instance is tried. */
+const TRANSIENT = new Set(['unavailable', 'timeout', 'closed', 'overloaded']);
+
+export class RateLimitClient implements RateLimiter {
+  private readonly wires: WireClient[];
+  private next = 0;
+
+  /** `addresses`: host:port of the check instances' binary listeners; the client moves on when one fails. */
+  constructor(options: { addresses: string[]; token: string; timeoutMs?: number; maxInFlight?: number }) {
+    if (options.addresses.length === 0) throw new TypeError('at least one address is needed');
+    this.wires = options.addresses.map((address) => new WireClient({ address, token: options.token, timeoutMs: options.timeoutMs ?? 1_000, maxInFlight: options.maxInFlight ?? 100_000 }));
+  }
+
+  async check(input: CheckInput): Promise<CheckResult> {
+    const tuple = checkTuple(input);
+    let lastError: unknown;
+    for (let attempt = 0; attempt < this.wires.length; attempt++) {
+      const at = this.next;
+      const wire = this.wires[at % this.wires.length]!;
+      try {
+        return answerFromTuple((await wire.call(tuple)) as AnswerTuple);
+      } catch (error) {
+        if (!(error instanceof WireError)) throw error;
+        if (!TRANSIENT.has(error.code)) throw new RateLimitError(error.code, error.message);
+        lastError = error;
+        // Concurrent checks that failed on the same instance move on together, by one.
+        if (this.next === at) this.next++;
+      }
+    }
+    throw lastError;
+  }
+
+  close(): void {
+    for (const wire of this.wires) wire.close();
+  }
+}
+
+export class HttpRateLimitClient implements RateLimiter {
+  private readonly http: ClusterClient;
+
+  /** `endpoints`: base URLs of check instances (http://127.0.0.1:7041 ...). */
+  constructor(options: { endpoints: string[]; token: string; timeoutMs?: number }) {
+    this.http = new ClusterClient({ endpoints: options.endpoints, token: options.token, timeoutMs: options.timeoutMs ?? 1_000 });
+  }
+
+  async check(input: CheckInput): Promise<CheckResult> {
+    const body = { service_id: input.serviceId, endpoint: input.endpoint, identifiers: input.identifiers };
+    let answer: { allowed: boolean; remaining: number; retry_after_ms?: number; reset_ms: number };
+    try {
+      answer = (await this.http.call('POST', '/v1/check', body)) as typeof answer;
+    } catch (error) {
+      if (error instanceof ServiceError) throw new RateLimitError(error.code, error.message);
+      throw error;
+    }
+    const result: CheckResult = { allowed: answer.allowed, remaining: answer.remaining, resetMs: answer.reset_ms };
+    if (answer.retry_after_ms !== undefined) result.retryAfterMs = answer.retry_after_ms;
+    return result;
+  }
+
+  close(): void {}
+}
+
+export interface MiddlewareOptions {
+  serviceId: string;
+  /** The endpoint (default: the request's path) and identifiers of a request. */
+  identify(req: IncomingMessage): { endpoint?: string; ip?: string; user_id?: string; api_key?: string };
+  /** Told about checks that failed (the request was let through). */
+  onError?(error: unknown, req: IncomingMessage): void;
+}
+
+/**
+ * Calls the check for every request. Sets X-RateLimit-Remaining (when known), X-RateLimit-Reset (seconds until the
+ * bucket is full again, as the IETF RateLimit header draft's delta-seconds) and, when denied, Retry-After (seconds,
+ * rounded up, at least 1) and answers 429 with a JSON error body; otherwise calls next(). When the check itself
+ * fails (the service is unreachable), the request goes through: the limiter fails open, as the service does.
+ */
+export function rateLimitMiddleware(limiter: RateLimiter, options: MiddlewareOptions): (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void {
+  return (req, res, next) => {
+    let input: CheckInput;
+    try {
+      const who = options.identify(req);
+      const identifiers: CheckInput['identifiers'] = {};
+      if (who.ip !== undefined) identifiers.ip = who.ip;
+      if (who.user_id !== undefined) identifiers.user_id = who.user_id;
+      if (who.api_key !== undefined) identifiers.api_key = who.api_key;
+      input = { serviceId: options.serviceId, endpoint: who.endpoint ?? (req.url ?? '/').split('?')[0]!, identifiers };
+    } catch (error) {
+      next(error);
+      return;
+    }
+    limiter.check(input).then(
+      (result) => {
+        if (result.remaining >= 0) res.setHeader('X-RateLimit-Remaining', String(result.remaining));
+        res.setHeader('X-RateLimit-Reset', String(Math.ceil(result.resetMs / 1000)));
+        if (result.allowed) return next();
+        const retryAfterMs = result.retryAfterMs ?? 1_000;
+        const body = JSON.stringify({ error: { code: 'rate_limited', message: 'too many requests', retry_after_ms: retryAfterMs } });
+        res.writeHead(429, { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))), 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      },
+      (error: unknown) => {
+        options.onError?.(error, req);
+        next();
+      },
+    );
+  };
+}

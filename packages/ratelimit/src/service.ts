@@ -1,0 +1,16 @@
+/**
+ * The rate-limiting service as `cluster up --service ratelimit` runs it: the rule store on the Raft members, then
+ * the counter stores, then the check instances.
+ */
+import type { ServiceDefinition } from '@raftkit/http';
+import { ruleRoutes } from './api.js';
+import { checkRole } from './check/worker.js';
+import { RuleMachine, type RuleCommand, type RuleResult } from './machine.js';
+import { storeRole } from './store/worker.js';
+
+export const ratelimitService: ServiceDefinition<RuleCommand, RuleResult> = {
+  name: 'ratelimit',
+  createMachine: () => new RuleMachine(),
+  routes: ruleRoutes,
+  workers: [storeRole, checkRole],
+};
