@@ -5,7 +5,7 @@
 import { request } from 'undici';
 import t from 'tap';
 import { LeaderElection, LockClient, ProtectedResource } from '../src/client.js';
-import { startCluster, type TestCluster } from './helpers/cluster.js';
+import { startCluster, type TestCluster } from '@raftkit/testkit';
 
 interface Answer {
   status: number;
@@ -19,7 +19,7 @@ let cluster: TestCluster;
 async function call(method: string, path: string, body?: unknown, options: { member?: number; token?: string | null; raw?: string } = {}): Promise<Answer> {
   if (options.member !== undefined) return callMember(options.member, method, path, body, options);
   let lastError: unknown;
-  for (let i = 0; i < cluster.endpoints.length; i++) {
+  for (let i = 0; i < cluster.members.length; i++) {
     try {
       return await callMember(i, method, path, body, options);
     } catch (e) {
@@ -31,7 +31,7 @@ async function call(method: string, path: string, body?: unknown, options: { mem
 }
 
 async function callMember(member: number, method: string, path: string, body: unknown, options: { token?: string | null; raw?: string }): Promise<Answer> {
-  const url = cluster.endpoints[member]! + path;
+  const url = cluster.members[member]! + path;
   const headers: Record<string, string> = {};
   const token = options.token === undefined ? cluster.token : options.token;
   if (token !== null) headers.authorization = `Bearer ${token}`;
@@ -62,7 +62,7 @@ async function until<T>(what: string, probe: () => Promise<T | null | undefined 
 
 async function leaderIndex(): Promise<number> {
   return until('a leader', async () => {
-    for (let i = 0; i < cluster.endpoints.length; i++) {
+    for (let i = 0; i < cluster.members.length; i++) {
       const a = await call('GET', '/v1/cluster/status', undefined, { member: i }).catch(() => null);
       if (a?.status === 200 && a.body.role === 'leader') return i + 1;
     }
@@ -131,7 +131,7 @@ t.test('a watch without a session fires on every change; after_revision answers 
 
 t.test('watch as a server-sent event stream', async (t) => {
   const a = await session();
-  const res = await request(`${cluster.endpoints[1]}/v1/locks/streamed/watch`, { headers: { authorization: `Bearer ${cluster.token}`, accept: 'text/event-stream' } });
+  const res = await request(`${cluster.members[1]}/v1/locks/streamed/watch`, { headers: { authorization: `Bearer ${cluster.token}`, accept: 'text/event-stream' } });
   t.equal(res.headers['content-type'], 'text/event-stream');
   let text = '';
   const got = new Promise<void>((resolve) => {
@@ -201,7 +201,7 @@ t.test('per-client tokens: a session can only be used with the token that create
 });
 
 t.test('fencing tokens never decrease across leader change; failover does not expire a healthy session', async (t) => {
-  const client = new LockClient({ endpoints: cluster.endpoints, token: cluster.token, sessionTimeoutMs: 3_000, heartbeatMs: 500 });
+  const client = new LockClient({ endpoints: cluster.members, token: cluster.token, sessionTimeoutMs: 3_000, heartbeatMs: 500 });
   t.teardown(() => client.close());
   let lost = false;
   client.onLeaseLost(() => {
@@ -237,8 +237,8 @@ t.test('tokens survive a restart of every member', async (t) => {
 });
 
 t.test('client: withLock hands the token; leader election; protected resource rejects a stale token', async (t) => {
-  const a = new LockClient({ endpoints: cluster.endpoints, token: cluster.token });
-  const b = new LockClient({ endpoints: [...cluster.endpoints].reverse(), token: cluster.token });
+  const a = new LockClient({ endpoints: cluster.members, token: cluster.token });
+  const b = new LockClient({ endpoints: [...cluster.members].reverse(), token: cluster.token });
   t.teardown(async () => {
     await a.close();
     await b.close();
@@ -271,7 +271,7 @@ t.test('client: withLock hands the token; leader election; protected resource re
 });
 
 t.test('without quorum, acquire, release and heartbeat are refused with 503 and Retry-After; the lease-lost signal fires', async (t) => {
-  const client = new LockClient({ endpoints: cluster.endpoints, token: cluster.token, sessionTimeoutMs: 3_000, heartbeatMs: 500 });
+  const client = new LockClient({ endpoints: cluster.members, token: cluster.token, sessionTimeoutMs: 3_000, heartbeatMs: 500 });
   const lostAt = new Promise<number>((resolve) => client.onLeaseLost(() => resolve(Date.now())));
   const held = await client.acquire('quorum');
   const s = await client.sessionId();

@@ -1,0 +1,84 @@
+/**
+ * Port ranges for test clusters. A cluster on base B uses B+1.. (raft), B+41..B+60 and B+161..B+180 (workers) and
+ * B+101.. (member HTTP). Bases lie below the kernel's ephemeral range (32768+), so outgoing connections never sit
+ * on them, and each is reserved with an exclusive lock file, so test files running side by side never pick the
+ * same one. A reservation whose process died is taken over.
+ */
+import { closeSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const FIRST_BASE = 20_000;
+const LAST_BASE = 32_400;
+const STEP = 200;
+const LOCKS = join(tmpdir(), 'raftkit-test-ports');
+
+export interface PortRange {
+  base: number;
+  release(): void;
+}
+
+const OFFSETS = [...range(1, 15), ...range(41, 60), ...range(101, 115), ...range(161, 180)];
+
+function range(from: number, to: number): number[] {
+  return Array.from({ length: to - from + 1 }, (_, i) => from + i);
+}
+
+function isFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Take the lock file of `base`, or take over one left by a dead process. */
+function lock(base: number): boolean {
+  const path = join(LOCKS, `${base}.lock`);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(path, 'wx');
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return true;
+    } catch {
+      let owner = NaN;
+      try {
+        owner = Number(readFileSync(path, 'utf8'));
+      } catch {
+        // removed meanwhile: try again
+      }
+      if (Number.isInteger(owner) && alive(owner)) return false;
+      rmSync(path, { force: true });
+    }
+  }
+  return false;
+}
+
+/** A base whose every port is free now, reserved for this process until `release()` (or its exit). */
+export async function reservePorts(): Promise<PortRange> {
+  mkdirSync(LOCKS, { recursive: true });
+  const count = (LAST_BASE - FIRST_BASE) / STEP + 1;
+  const start = Math.floor(Math.random() * count);
+  for (let i = 0; i < count; i++) {
+    const base = FIRST_BASE + ((start + i) % count) * STEP;
+    if (!lock(base)) continue;
+    const release = (): void => rmSync(join(LOCKS, `${base}.lock`), { force: true });
+    if ((await Promise.all(OFFSETS.map((o) => isFree(base + o)))).every(Boolean)) {
+      process.once('exit', release);
+      return { base, release };
+    }
+    release();
+  }
+  throw new Error(`no free port range between ${FIRST_BASE} and ${LAST_BASE + 180}`);
+}
