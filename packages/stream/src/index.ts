@@ -1,1 +1,12 @@
-export {};
+export { StreamLog } from './log.js';
+export type { StreamLogOptions, ReadResult } from './log.js';
+export { OffsetStore } from './offsets.js';
+export { StreamServer } from './server.js';
+export type { StreamServerOptions } from './server.js';
+export { StreamClient } from './client.js';
+export type { StreamClientOptions, FetchResult } from './client.js';
+export { StreamProducer } from './producer.js';
+export type { ProducerOptions, ProducerStats } from './producer.js';
+export { StreamError } from './connection.js';
+export { encodeRecord, scanRecords } from './record.js';
+export { startStreamWorker } from './worker.js';

@@ -1,0 +1,180 @@
+/**
+ * The analytics worker: consumes the click stream from its own offset (kept in LevelDB with the aggregates, see
+ * store.ts), in batches of up to `analytics_batch` records (default 1,000) or whatever arrived within
+ * `analytics_wait_ms` (default 200), and serves GET /internal/stats/:code and POST /internal/replay.
+ * Settings: analytics_batch, analytics_wait_ms, analytics_max_referers, analytics_cache_keys.
+ */
+import { join } from 'node:path';
+import { badRequest, HttpError, serveWorkerHttp, unavailable, type Logger, type RequestContext, type MetricsRegistry, type RunningWorker, type WorkerOptions } from '@raftkit/http';
+import { StreamClient, type FetchResult } from '@raftkit/stream';
+import { CODE } from './aggregate.js';
+import { positiveIntSetting } from './settings.js';
+import { AnalyticsStore } from './store.js';
+import { decodeClick } from './wire.js';
+
+const RETRY_MIN_MS = 100;
+const RETRY_MAX_MS = 2_000;
+
+/** Pulls batches from the stream into the store until stopped; a replay wipes the store between two batches. */
+export class ClickConsumer {
+  private running = true;
+  private loop: Promise<void> | undefined;
+  private replayWaiters: Array<() => void> = [];
+  private wake: (() => void) | undefined;
+  /** The stream's durable end at the last answer (for lag), null before the first. */
+  private streamEnd: number | null = null;
+  private readonly counted;
+  private readonly duplicates;
+  private readonly invalid;
+  private readonly skipped;
+
+  constructor(
+    private readonly store: AnalyticsStore,
+    private readonly client: StreamClient,
+    private readonly options: { batch: number; waitMs: number; logger: Logger; metrics: MetricsRegistry },
+  ) {
+    const m = options.metrics;
+    this.counted = m.counter('analytics_clicks_counted_total', 'Clicks added to the aggregates');
+    this.duplicates = m.counter('analytics_duplicates_total', 'Records skipped as already counted (at-least-once redelivery)');
+    this.invalid = m.counter('analytics_invalid_records_total', 'Records that are not well-formed clicks (skipped)');
+    this.skipped = m.counter('analytics_records_lost_to_retention_total', 'Records deleted by stream retention before they were consumed');
+    m.gauge('analytics_offset', 'Stream offset up to which the aggregates on disk have counted').set(() => store.committedOffset);
+    m.gauge('analytics_lag', 'Durable stream records not yet counted').set(() => this.lag ?? 0);
+  }
+
+  get lag(): number | null {
+    return this.streamEnd === null ? null : Math.max(0, this.streamEnd - this.store.committedOffset);
+  }
+
+  start(): void {
+    this.loop = this.run();
+  }
+
+  /** Resolves once the aggregates were wiped; consumption then restarts from offset 0. */
+  replay(): Promise<void> {
+    return new Promise((resolve) => {
+      this.replayWaiters.push(resolve);
+      this.wake?.();
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.wake?.();
+    this.client.close();
+    await this.loop;
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    // While there is a backlog, the next batch is fetched while this one is written to LevelDB.
+    let prefetched: { from: number; answer: Promise<FetchResult> } | undefined;
+    while (this.running) {
+      if (this.replayWaiters.length > 0) {
+        await this.store.wipe();
+        this.streamEnd = null;
+        this.options.logger.log('info', 'replay: aggregates wiped, consuming from offset 0');
+        for (const resolve of this.replayWaiters.splice(0)) resolve();
+      }
+      const from = this.store.nextOffset;
+      try {
+        const answer = prefetched?.from === from ? prefetched.answer : this.fetch(from);
+        prefetched = undefined;
+        const result = await answer;
+        failures = 0;
+        this.streamEnd = result.end;
+        if (result.offset > from) {
+          this.skipped.inc(result.offset - from);
+          this.options.logger.log('warn', 'records lost to stream retention', { from, resumed: result.offset });
+        }
+        // A replay asked during the fetch must not be overtaken by this (pre-wipe) batch.
+        if (this.replayWaiters.length > 0 || !this.running) continue;
+        if (result.records.length === 0 && result.offset === from) continue;
+        const next = result.offset + result.records.length;
+        if (result.records.length === this.options.batch) prefetched = { from: next, answer: this.fetch(next) };
+        const batch = await this.store.apply(result.records.map(decodeClick), next);
+        this.counted.inc(batch.accepted);
+        this.duplicates.inc(batch.duplicates);
+        this.invalid.inc(batch.invalid);
+      } catch (e) {
+        prefetched = undefined;
+        if (this.store.failed) {
+          this.options.logger.log('error', 'aggregates write failed; resuming from what is on disk', { error: (e as Error).message });
+          await this.store.recover().catch(() => undefined);
+        }
+        if (!this.running) break;
+        failures++;
+        if (failures === 1 || failures % 20 === 0) this.options.logger.log('warn', 'stream unreachable', { error: (e as Error).message, failures });
+        await this.sleep(Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** Math.min(failures - 1, 10)));
+      }
+    }
+  }
+
+  private fetch(from: number): Promise<FetchResult> {
+    const answer = this.client.fetch(from, this.options.batch, { waitMs: this.options.waitMs });
+    // A prefetch may be abandoned (replay, failure); its rejection must not go unhandled.
+    answer.catch(() => undefined);
+    return answer;
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+}
+
+export async function startAnalyticsWorker(options: WorkerOptions): Promise<RunningWorker> {
+  const stream = options.workers.find((w) => w.role === 'stream' && w.tcpAddress !== undefined);
+  if (stream?.tcpAddress === undefined) throw new Error('the analytics worker needs a stream worker');
+  const store = await AnalyticsStore.open(join(options.dataDir, 'aggregates'), {
+    maxReferers: positiveIntSetting(options.settings, 'analytics_max_referers', 200),
+    cacheKeys: positiveIntSetting(options.settings, 'analytics_cache_keys', 200_000),
+  });
+  const client = new StreamClient({ address: stream.tcpAddress, token: options.tokens[0]! });
+  let consumer: ClickConsumer | undefined;
+  const http = await serveWorkerHttp(options, {
+    health: () => ({ offset: store.committedOffset, lag: consumer?.lag ?? null }),
+  });
+  consumer = new ClickConsumer(store, client, {
+    batch: positiveIntSetting(options.settings, 'analytics_batch', 1_000),
+    waitMs: positiveIntSetting(options.settings, 'analytics_wait_ms', 200),
+    logger: options.logger,
+    metrics: http.metrics,
+  });
+  const running = consumer;
+  // Internal routes: the cluster token only (client API keys authenticate too, but must not reach here).
+  const clusterOnly = (ctx: RequestContext) => {
+    if (ctx.principal?.kind !== 'cluster') throw new HttpError(403, 'forbidden', 'internal route: cluster token required');
+  };
+  http.router
+    .get('/internal/stats/:code', async (ctx) => {
+      clusterOnly(ctx);
+      const code = ctx.params.code!;
+      if (!CODE.test(code)) throw badRequest('invalid_code', 'short code must be 1-64 characters of A-Z a-z 0-9 _ -', { field: 'code' });
+      try {
+        return await store.stats(code);
+      } catch (e) {
+        throw unavailable(`aggregates unreadable: ${(e as Error).message}`);
+      }
+    })
+    .post('/internal/replay', async (ctx) => {
+      clusterOnly(ctx);
+      await running.replay();
+      return { status: 'replaying', from: 0 };
+    });
+  running.start();
+  return {
+    httpPort: http.port,
+    stop: async () => {
+      await running.stop();
+      await http.close();
+      await store.close();
+    },
+  };
+}

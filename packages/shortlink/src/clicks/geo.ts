@@ -1,0 +1,56 @@
+/**
+ * The country of a click: from a trusted edge header when one is configured, else from the client IP through the
+ * GeoIP database shipped in geoip-country (loaded on first use: it reads ~8 MB, which only app servers need).
+ */
+import type { IncomingMessage } from 'node:http';
+import { createRequire } from 'node:module';
+import { isIP } from 'node:net';
+
+interface GeoIp {
+  lookup(ip: string): { country?: string } | null;
+}
+
+let geoIp: GeoIp | undefined;
+function database(): GeoIp {
+  geoIp ??= createRequire(import.meta.url)('geoip-country') as GeoIp;
+  return geoIp;
+}
+
+const COUNTRY = /^[A-Z]{2}$/;
+
+/**
+ * `settings.trusted_country_header` (e.g. cf-ipcountry) wins when set; else the IP from
+ * `settings.trusted_ip_header` (first hop of e.g. x-forwarded-for) when set, else the socket's peer.
+ * Unknown, loopback and private addresses give null.
+ */
+export function countryOf(req: IncomingMessage, settings: Record<string, string>): string | null {
+  const countryHeader = settings.trusted_country_header;
+  if (countryHeader) {
+    const value = headerValue(req, countryHeader)?.trim().toUpperCase();
+    return value !== undefined && COUNTRY.test(value) ? value : null;
+  }
+  const ip = clientIp(req, settings);
+  if (ip === null) return null;
+  try {
+    const country = database().lookup(ip)?.country;
+    return country !== undefined && COUNTRY.test(country) ? country : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The client's IP as a plain IPv4 or IPv6 string, or null when it is missing or not an address. */
+export function clientIp(req: IncomingMessage, settings: Record<string, string>): string | null {
+  const ipHeader = settings.trusted_ip_header;
+  const raw = ipHeader ? headerValue(req, ipHeader)?.split(',')[0] : req.socket.remoteAddress;
+  if (raw === undefined) return null;
+  let ip = raw.trim();
+  // A dual-stack listener reports IPv4 peers as ::ffff:a.b.c.d; the database keys them as IPv4.
+  if (ip.toLowerCase().startsWith('::ffff:') && isIP(ip.slice(7)) === 4) ip = ip.slice(7);
+  return isIP(ip) === 0 ? null : ip;
+}
+
+function headerValue(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name.toLowerCase()];
+  return Array.isArray(value) ? value[0] : value;
+}

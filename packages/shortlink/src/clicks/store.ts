@@ -1,0 +1,197 @@
+/**
+ * The analytics store on LevelDB. One write batch per consumed batch holds the counter increments, the
+ * producers' last counted seqs and the consumer's next offset, so a crash either keeps all of a batch or none
+ * of it: no click is counted twice or lost. Increments are read-modify-write; a write-through LRU of counter
+ * values (this process is the only writer) keeps the reads for hot links in memory.
+ *
+ * Batches are pipelined: `apply` returns once its batch is counted in memory and its write is issued, so the
+ * next batch is read and aggregated while this one is written. At most one write is in flight; its values stay
+ * in `unwritten` until it lands (the LRU may evict them). A failed write poisons the store until `recover`
+ * reloads the durable state.
+ */
+import { Level } from 'level';
+import { LRUCache } from 'lru-cache';
+import { aggregate, statPrefix, type BatchAggregate } from './aggregate.js';
+import type { LinkStats } from './record.js';
+import type { StreamedClick } from './wire.js';
+
+const OFFSET_KEY = 'o';
+const seqKey = (producer: string) => `p!${producer}`;
+const refererCountKey = (code: string) => `n!${code}`;
+
+export interface StoreOptions {
+  /** Distinct referer hosts kept per link; later hosts count under "other" (default 200). */
+  maxReferers?: number;
+  /** Counter values cached in memory (default 200,000). */
+  cacheKeys?: number;
+}
+
+export class AnalyticsStore {
+  private readonly cache: LRUCache<string, number>;
+  private readonly maxReferers: number;
+  private unwritten = new Map<string, number>();
+  private writing: Promise<void> = Promise.resolve();
+  private failure: Error | undefined;
+  /** Offset after the last batch counted in memory, and after the last batch on disk. */
+  private consumed: number;
+  private durable: number;
+
+  private constructor(
+    private readonly db: Level<string, string>,
+    private readonly seqs: Map<string, number>,
+    offset: number,
+    options: StoreOptions,
+  ) {
+    this.cache = new LRUCache({ max: options.cacheKeys ?? 200_000 });
+    this.maxReferers = options.maxReferers ?? 200;
+    this.consumed = offset;
+    this.durable = offset;
+  }
+
+  static async open(path: string, options: StoreOptions = {}): Promise<AnalyticsStore> {
+    const db = new Level<string, string>(path, { valueEncoding: 'utf8', writeBufferSize: 32 << 20 });
+    await db.open();
+    const { offset, seqs } = await loadProgress(db);
+    return new AnalyticsStore(db, seqs, offset, options);
+  }
+
+  /** The stream offset of the next record to consume (its batch may still be being written). */
+  get nextOffset(): number {
+    return this.consumed;
+  }
+
+  /** The stream offset up to which the aggregates on disk (what `stats` reads) have counted. */
+  get committedOffset(): number {
+    return this.durable;
+  }
+
+  get failed(): boolean {
+    return this.failure !== undefined;
+  }
+
+  /** Counts a consumed batch; `nextOffset` is the offset just after its last record. */
+  async apply(clicks: Array<StreamedClick | null>, nextOffset: number): Promise<BatchAggregate> {
+    if (this.failure) throw this.failure;
+    const batch = aggregate(clicks, (producer) => this.seqs.get(producer));
+    const keys = [...batch.counts.keys()];
+    // Counter values, plus each link's distinct-referer count and "other" counter, in one lookup.
+    const codes = new Set(keys.filter((k) => k.includes('!r!')).map((k) => k.split('!', 2)[1]!));
+    const extra = [...codes].flatMap((code) => [refererCountKey(code), `${statPrefix(code)}r!other`]);
+    const values = await this.current([...keys, ...extra]);
+    const refererCounts = new Map<string, number>();
+    for (const [key, inc] of batch.counts) {
+      const [, code, kind] = key.split('!', 3) as [string, string, string];
+      if (kind !== 'r' || values.has(key) || key.endsWith('!r!other')) continue;
+      // A referer host this link has not seen: within the cap it gets its own counter, past it "other".
+      const distinct = refererCounts.get(code) ?? values.get(refererCountKey(code)) ?? 0;
+      if (distinct < this.maxReferers) {
+        refererCounts.set(code, distinct + 1);
+        continue;
+      }
+      batch.counts.delete(key);
+      const other = `${statPrefix(code)}r!other`;
+      batch.counts.set(other, (batch.counts.get(other) ?? 0) + inc);
+    }
+    const updates = new Map<string, number>();
+    for (const [key, inc] of batch.counts) updates.set(key, (values.get(key) ?? 0) + inc);
+    for (const [code, n] of refererCounts) updates.set(refererCountKey(code), n);
+    const ops = [...updates].map(([key, value]) => ({ type: 'put' as const, key, value: String(value) }));
+    for (const [producer, seq] of batch.seqs) ops.push({ type: 'put', key: seqKey(producer), value: String(seq) });
+    ops.push({ type: 'put', key: OFFSET_KEY, value: String(nextOffset) });
+    await this.writing;
+    if (this.failure) throw this.failure;
+    for (const [key, value] of updates) this.cache.set(key, value);
+    for (const [producer, seq] of batch.seqs) this.seqs.set(producer, seq);
+    this.consumed = nextOffset;
+    this.unwritten = updates;
+    this.writing = this.db.batch(ops).then(
+      () => {
+        this.durable = nextOffset;
+        this.unwritten = new Map();
+      },
+      (e: Error) => {
+        this.failure = e;
+      },
+    );
+    return batch;
+  }
+
+  /** Resolves once every counted batch is on disk; rejects if a write failed. */
+  async flush(): Promise<void> {
+    await this.writing;
+    if (this.failure) throw this.failure;
+  }
+
+  /** After a failed write: forgets everything in memory and resumes from what is on disk. */
+  async recover(): Promise<void> {
+    await this.writing;
+    const { offset, seqs } = await loadProgress(this.db);
+    this.cache.clear();
+    this.unwritten = new Map();
+    this.seqs.clear();
+    for (const [producer, seq] of seqs) this.seqs.set(producer, seq);
+    this.consumed = offset;
+    this.durable = offset;
+    this.failure = undefined;
+  }
+
+  /** Values of existing counters among `keys` (absent keys are absent from the map). */
+  private async current(keys: string[]): Promise<Map<string, number>> {
+    const found = new Map<string, number>();
+    const missing: string[] = [];
+    for (const key of keys) {
+      const cached = this.unwritten.get(key) ?? this.cache.get(key);
+      if (cached === undefined) missing.push(key);
+      else found.set(key, cached);
+    }
+    if (missing.length > 0) {
+      const values = await this.db.getMany(missing);
+      missing.forEach((key, i) => {
+        const value = values[i];
+        if (value === undefined) return;
+        found.set(key, Number(value));
+        this.cache.set(key, found.get(key)!);
+      });
+    }
+    return found;
+  }
+
+  /** One link's aggregates: a range read over its counters (bounded: days of its lifetime, countries, capped referers). */
+  async stats(code: string): Promise<LinkStats> {
+    const stats: LinkStats = { short_code: code, total: 0, by_day: {}, by_country: {}, by_referer: {} };
+    const prefix = statPrefix(code);
+    for await (const [key, raw] of this.db.iterator({ gte: prefix, lt: `${prefix}\xff` })) {
+      const value = Number(raw);
+      const rest = key.slice(prefix.length);
+      if (rest === 't') stats.total = value;
+      else if (rest.startsWith('d!')) stats.by_day[rest.slice(2)] = value;
+      else if (rest.startsWith('c!')) stats.by_country[rest.slice(2)] = value;
+      else if (rest.startsWith('r!')) stats.by_referer[rest.slice(2)] = value;
+    }
+    return stats;
+  }
+
+  /** Forgets every aggregate, seq and the offset: the next batch starts from offset 0 (a replay). */
+  async wipe(): Promise<void> {
+    await this.writing;
+    await this.db.clear();
+    this.cache.clear();
+    this.unwritten = new Map();
+    this.seqs.clear();
+    this.consumed = 0;
+    this.durable = 0;
+    this.failure = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.writing;
+    await this.db.close();
+  }
+}
+
+async function loadProgress(db: Level<string, string>): Promise<{ offset: number; seqs: Map<string, number> }> {
+  const offset = Number((await db.get(OFFSET_KEY)) ?? 0);
+  const seqs = new Map<string, number>();
+  for await (const [key, value] of db.iterator({ gte: 'p!', lt: 'p"' })) seqs.set(key.slice(2), Number(value));
+  return { offset, seqs };
+}

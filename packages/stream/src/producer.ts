@@ -1,0 +1,218 @@
+/**
+ * The producer client. `send` never blocks and never throws: records wait in a bounded local buffer while the
+ * stream is unreachable, and when the buffer is full the NEWEST record is dropped (and counted), so records
+ * already waiting keep their order and the oldest clicks are not sacrificed for the newest. A background loop
+ * connects (with exponential backoff and jitter), pipelines batches and drops each batch once acknowledged.
+ * Delivery is at-least-once: a batch written but not acknowledged before a crash is sent again.
+ */
+import type { Logger, MetricsRegistry } from '@raftkit/http';
+import { StreamConnection, StreamError } from './connection.js';
+import { RecordQueue } from './queue.js';
+
+export interface ProducerOptions {
+  /** Where the stream server is now (asked again at each connect); undefined when there is none. */
+  address: () => string | undefined;
+  token: string;
+  /** Records held locally, waiting or unacknowledged, before new ones are dropped (default 10,000). */
+  bufferRecords?: number;
+  /** Records per produce request (default 500). */
+  batchRecords?: number;
+  /** Larger records are refused by `send` (default 1 MiB, the log's default limit). */
+  maxRecordBytes?: number;
+  /** Unacknowledged requests on the wire (default 4). */
+  maxInFlight?: number;
+  /** A connection that does not acknowledge within this is cut and retried (default 5 s). */
+  ackTimeoutMs?: number;
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  logger?: Logger;
+  metrics?: MetricsRegistry;
+  /** Metric names start with this (default "stream_producer"). */
+  metricPrefix?: string;
+}
+
+export interface ProducerStats {
+  /** Records held locally (waiting plus unacknowledged). */
+  buffered: number;
+  /** Records acknowledged by the stream. */
+  sent: number;
+  /** Records given up on: buffer full, refused by the server, or still held at close. */
+  dropped: number;
+  connected: boolean;
+}
+
+/** Keeps each produce frame far below the protocol's frame limit. */
+const BATCH_BYTES = 4 << 20;
+
+type DropReason = 'buffer_full' | 'refused' | 'shutdown';
+
+export class StreamProducer {
+  private readonly queue = new RecordQueue();
+  private readonly inFlight: Uint8Array[][] = [];
+  private connection: StreamConnection | undefined;
+  private connecting = false;
+  private stopped = false;
+  private pumpScheduled = false;
+  private reconnectTimer: NodeJS.Timeout | undefined;
+  private failures = 0;
+  private sent = 0;
+  private dropped = 0;
+  private readonly drains = new Set<() => void>();
+  private readonly bufferRecords: number;
+  private readonly batchRecords: number;
+  private readonly maxInFlight: number;
+  private readonly ackTimeoutMs: number;
+  private readonly countSent?: (n: number) => void;
+  private readonly countDropped?: (n: number, reason: DropReason) => void;
+
+  constructor(private readonly options: ProducerOptions) {
+    this.bufferRecords = options.bufferRecords ?? 10_000;
+    this.batchRecords = options.batchRecords ?? 500;
+    this.maxInFlight = options.maxInFlight ?? 4;
+    this.ackTimeoutMs = options.ackTimeoutMs ?? 5_000;
+    const metrics = options.metrics;
+    if (metrics !== undefined) {
+      const prefix = options.metricPrefix ?? 'stream_producer';
+      const sent = metrics.counter(`${prefix}_sent_total`, 'Records acknowledged by the stream');
+      const dropped = metrics.counter(`${prefix}_dropped_total`, 'Records dropped, by reason (buffer_full, refused, shutdown)');
+      metrics.gauge(`${prefix}_buffered`, 'Records held locally: waiting or unacknowledged').set(() => this.buffered);
+      metrics.gauge(`${prefix}_connected`, '1 while connected to the stream').set(() => (this.connection ? 1 : 0));
+      this.countSent = (n) => sent.inc(n);
+      this.countDropped = (n, reason) => dropped.inc(n, { reason });
+    }
+    this.connect();
+  }
+
+  private get buffered(): number {
+    return this.queue.size + this.inFlight.reduce((n, batch) => n + batch.length, 0);
+  }
+
+  /** Queues a record; false when it was dropped (buffer full or producer closed). */
+  send(record: Uint8Array): boolean {
+    if (this.stopped || this.buffered >= this.bufferRecords || record.length > (this.options.maxRecordBytes ?? 1 << 20)) {
+      this.drop(1, this.stopped ? 'shutdown' : this.buffered >= this.bufferRecords ? 'buffer_full' : 'refused');
+      return false;
+    }
+    this.queue.push(record);
+    this.schedulePump();
+    return true;
+  }
+
+  stats(): ProducerStats {
+    return { buffered: this.buffered, sent: this.sent, dropped: this.dropped, connected: this.connection !== undefined };
+  }
+
+  /** Resolves true once nothing is held locally, false if `timeoutMs` passes first. */
+  flush(timeoutMs: number): Promise<boolean> {
+    if (this.buffered === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (ok: boolean) => {
+        this.drains.delete(onDrain);
+        clearTimeout(timer);
+        resolve(ok);
+      };
+      const onDrain = () => done(true);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.drains.add(onDrain);
+    });
+  }
+
+  /** Stops at once: whatever is still held counts as dropped ("shutdown"). Call flush first to deliver it. */
+  async close(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearTimeout(this.reconnectTimer);
+    const held = this.queue.clear() + this.inFlight.splice(0).reduce((n, batch) => n + batch.length, 0);
+    this.drop(held, 'shutdown');
+    this.connection?.destroy();
+    this.connection = undefined;
+  }
+
+  private drop(n: number, reason: DropReason): void {
+    if (n === 0) return;
+    this.dropped += n;
+    this.countDropped?.(n, reason);
+  }
+
+  private connect(): void {
+    if (this.stopped || this.connecting || this.connection) return;
+    const address = this.options.address();
+    if (address === undefined) return this.retryLater('no stream address');
+    this.connecting = true;
+    StreamConnection.open(address, this.options.token, this.ackTimeoutMs).then(
+      (connection) => {
+        this.connecting = false;
+        if (this.stopped) return connection.destroy();
+        this.failures = 0;
+        this.connection = connection;
+        connection.onClose((reason) => this.onDisconnect(connection, reason));
+        this.options.logger?.log('info', 'stream producer connected', { address });
+        this.pump();
+      },
+      (e: Error) => {
+        this.connecting = false;
+        this.retryLater(e.message);
+      },
+    );
+  }
+
+  private retryLater(reason: string): void {
+    if (this.stopped) return;
+    this.failures++;
+    const min = this.options.minBackoffMs ?? 50;
+    const max = this.options.maxBackoffMs ?? 2_000;
+    const delay = Math.min(max, min * 2 ** Math.min(this.failures - 1, 16)) * (0.5 + Math.random() / 2);
+    if (this.failures === 1 || this.failures % 20 === 0) this.options.logger?.log('warn', 'stream unreachable, buffering', { reason, failures: this.failures, buffered: this.buffered });
+    this.reconnectTimer = setTimeout(() => this.connect(), delay);
+  }
+
+  private onDisconnect(connection: StreamConnection, reason: StreamError): void {
+    if (this.connection !== connection) return;
+    this.connection = undefined;
+    // Unacknowledged batches go back first, in order: they may be written already (at-least-once).
+    this.queue.unshift(this.inFlight.splice(0).flat());
+    this.retryLater(reason.message);
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled || this.connection === undefined || this.inFlight.length >= this.maxInFlight) return;
+    this.pumpScheduled = true;
+    // Records emitted in the same tick share a request.
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
+  private pump(): void {
+    const connection = this.connection;
+    if (connection === undefined) return;
+    while (this.inFlight.length < this.maxInFlight && this.queue.size > 0) {
+      const batch = this.queue.take(this.batchRecords, BATCH_BYTES);
+      this.inFlight.push(batch);
+      connection.request({ t: 'produce', records: batch }, this.ackTimeoutMs).then(
+        () => this.settle(batch, 'sent'),
+        (e: StreamError) => {
+          if (e.code === 'bad_request') return this.settle(batch, 'refused');
+          // A server that cannot append is treated like one that is down: retry on a new connection.
+          if (this.connection === connection) connection.destroy(e);
+        },
+      );
+    }
+  }
+
+  private settle(batch: Uint8Array[], outcome: 'sent' | 'refused'): void {
+    const i = this.inFlight.indexOf(batch);
+    if (i < 0) return;
+    this.inFlight.splice(i, 1);
+    if (outcome === 'sent') {
+      this.sent += batch.length;
+      this.countSent?.(batch.length);
+    } else {
+      this.options.logger?.log('warn', 'stream refused a batch', { records: batch.length });
+      this.drop(batch.length, 'refused');
+    }
+    if (this.buffered === 0) for (const drain of [...this.drains]) drain();
+    this.pump();
+  }
+}
