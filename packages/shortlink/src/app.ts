@@ -1,8 +1,9 @@
 /**
  * The application server (worker role "app"): the public API. Redirects are answered on the fast path from the
  * edge cache, else from a member's shared cache or store (a local read: no consensus, no disk write); the click
- * is emitted after the 302 is sent. Creates take a code from this server's leased id batch (or the alias) and
- * answer only once the link is committed on a majority.
+ * is emitted after the 302 is sent. Creates take a code from this server's leased id batch (or the alias), go to
+ * the store in batches with the other creates of the moment (group commit), and answer only once the link is
+ * committed on a majority.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
@@ -22,8 +23,9 @@ import {
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
-import type { LinkRecord } from './api.js';
+import type { BatchItemResult, LinkRecord } from './api.js';
 import { CodeAllocator, type Batch } from './allocator.js';
+import { BATCH_DEFAULTS, CreateBatcher } from './create-batcher.js';
 import { ALIAS, GENERATED_CODE, RESERVED_CODES } from './codes.js';
 import { EdgeCache, MISSING, type Lookup } from './edge-cache.js';
 import { parseCreate, shortCodeParam } from './input.js';
@@ -81,6 +83,16 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
   const clicks = clickSide.emitter(options, http.metrics);
   const redirects = http.metrics.counter('shortlink_redirects_total', 'Redirect requests by outcome and the cache that answered');
   const creates = http.metrics.counter('shortlink_creates_total', 'Create requests by outcome');
+  const batchSizes = http.metrics.histogram('shortlink_create_batch_size', 'Links per create batch sent to the link store', [1, 2, 4, 8, 16, 32, 64, 128, 256]);
+  const batcher = new CreateBatcher<BatchItemResult>(
+    async (links) => {
+      const answer = await store.call('POST', '/internal/link-batches', { links });
+      if (answer.status !== 200) throw storeError(answer.status, answer.body);
+      return (answer.body as { results: BatchItemResult[] }).results;
+    },
+    { ...BATCH_DEFAULTS, maxLinks: settings.createBatchMax },
+    (size) => batchSizes.observe(size),
+  );
 
   /** A member's answer for `code`; concurrent misses for one code share one request. */
   const lookup = (code: string, consistency: 'serializable' | 'linearizable'): Promise<Lookup> => {
@@ -180,13 +192,15 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
       const request = parseCreate(await ctx.json(), now);
       const code = request.alias ?? (await allocator.nextCode());
       const command = { code, long_url: request.long_url, created_at: now, expires_at: request.expires_at, created_by: userOf(who), alias: request.alias !== null };
-      const answer = await store.call('POST', '/internal/links', command);
-      if (answer.status === 409 && request.alias !== null) {
+      const outcome = await batcher.create(command);
+      if (outcome.status === 'taken' && request.alias !== null) {
         creates.inc(1, { outcome: 'alias_taken' });
         throw new HttpError(409, 'alias_taken', `the alias ${code} is already taken`, { field: 'custom_alias' });
       }
-      if (answer.status !== 201 && answer.status !== 200) throw storeError(answer.status, answer.body);
-      const link = answer.body as LinkRecord;
+      if (outcome.status !== 'created' && outcome.status !== 'retried') {
+        throw new HttpError(502, 'store_error', `the link store refused the link: ${outcome.status === 'invalid' ? JSON.stringify(outcome.error) : outcome.status}`);
+      }
+      const link = outcome.link;
       edge.set(code, link, Date.now());
       creates.inc(1, { outcome: 'created' });
       return new Reply(201, publicLink(settings, link, false), { 'x-ratelimit-remaining': String(decision.remaining) });

@@ -9,9 +9,9 @@ import { ClickEmitter, clickWorkerRoles, countryOf, fetchStats } from './clicks/
 import { LinkMachine, type LinkCommand, type LinkResult } from './machine.js';
 
 export { LinkMachine, LEASE_SIZE } from './machine.js';
-export type { Link, LinkCommand, LinkResult, LinkChange } from './machine.js';
+export type { Link, LinkCommand, LinkResult, LinkChange, CreateSpec, CreateOutcome } from './machine.js';
 export { linkRoutes } from './api.js';
-export type { LinkRecord } from './api.js';
+export type { LinkRecord, BatchItemResult } from './api.js';
 export { appRole, startApp, DEFAULT_APP_COUNT } from './app.js';
 export type { Click, ClickSide } from './app.js';
 export { permute, unpermute, encodeBase62, decodeBase62, codeForId, idForCode, ID_SPACE, RESERVED_CODES } from './codes.js';

@@ -14,6 +14,8 @@ export interface AppSettings {
   negativeTtlMs: number;
   perKey: BucketLimits;
   perIp: BucketLimits;
+  /** Most creates sent to the link store in one batch (one member call, one Raft entry). */
+  createBatchMax: number;
 }
 
 export const DEFAULTS = {
@@ -24,7 +26,11 @@ export const DEFAULTS = {
   create_burst_per_key: 100,
   create_rate_per_ip: 20,
   create_burst_per_ip: 200,
+  create_batch_max: 256,
 } as const;
+
+/** The members refuse larger batches (MAX_BATCH_LINKS in api.ts). */
+const BATCH_CAP = 1000;
 
 const KNOWN = new Set(['public_url', ...Object.keys(DEFAULTS)]);
 
@@ -45,7 +51,13 @@ export function appSettings(settings: Record<string, string>, httpAddress: strin
     negativeTtlMs: number('negative_cache_ttl_ms', 0),
     perKey: { refillRate: number('create_rate_per_key', 0.001), capacity: number('create_burst_per_key', 1) },
     perIp: { refillRate: number('create_rate_per_ip', 0.001), capacity: number('create_burst_per_ip', 1) },
+    createBatchMax: batchMax(number('create_batch_max', 1)),
   };
+}
+
+function batchMax(v: number): number {
+  if (!Number.isInteger(v) || v > BATCH_CAP) throw new RangeError(`setting create_batch_max must be an integer from 1 to ${BATCH_CAP}, got ${v}`);
+  return v;
 }
 
 /** Settings this server does not know (other roles read the same map, so they are only logged). */

@@ -4,6 +4,7 @@
  * limits, concurrent alias claims, and failures of members and app servers.
  */
 import t from 'tap';
+import { codeForId } from '../src/codes.js';
 import { call, startShortlink, until, type Answer, type ShortlinkCluster } from './helpers/cluster.js';
 
 let cluster: ShortlinkCluster;
@@ -12,10 +13,26 @@ let bob: string;
 
 /** Edge-cache TTL of this cluster: how long another app server may still redirect a deleted link. */
 const EDGE_TTL_MS = 1000;
+/**
+ * Purge grace of this cluster (default one day): long enough that the other tests' deleted links are still there
+ * when they look at them again, short enough to watch a purge.
+ */
+const PURGE_GRACE_MS = 8000;
 
 const app = (i: number): string => cluster.apps[i]!;
 const create = (i: number, token: string | null, body: unknown): Promise<Answer> => call(app(i), 'POST', '/api/urls', { token, body });
 const visit = (i: number, code: string, headers: Record<string, string> = {}): Promise<Answer> => call(app(i), 'GET', `/${code}`, { headers });
+
+/** A metric of a process's /metrics (0 when absent). */
+async function metric(base: string, name: string): Promise<number> {
+  const text = (await call(base, 'GET', '/metrics')).body.text as string;
+  return Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1] ?? 0);
+}
+
+/** A metric summed over the members (a leader-only counter: whoever led counted). */
+async function memberSum(name: string): Promise<number> {
+  return (await Promise.all(cluster.members.map((m) => metric(m, name).catch(() => 0)))).reduce((a, b) => a + b, 0);
+}
 
 async function key(user: string): Promise<string> {
   const a = await call(app(0), 'POST', '/api/keys', { token: cluster.token, body: { user } });
@@ -24,7 +41,11 @@ async function key(user: string): Promise<string> {
 }
 
 t.before(async () => {
-  cluster = await startShortlink({ workers: 'app=3', settings: { edge_cache_ttl_ms: String(EDGE_TTL_MS), negative_cache_ttl_ms: '300' } });
+  cluster = await startShortlink({
+    workers: 'app=3',
+    settings: { edge_cache_ttl_ms: String(EDGE_TTL_MS), negative_cache_ttl_ms: '300' },
+    env: { SHORTLINK_PURGE_GRACE_MS: String(PURGE_GRACE_MS), SHORTLINK_PURGE_EVERY_MS: '500' },
+  });
   ann = await key('ann');
   bob = await key('bob');
 });
@@ -191,6 +212,59 @@ t.test('DELETE /api/urls/{code}: creator only (or the cluster); deleted -> 404 o
   t.equal(alias.status, 201);
   t.equal((await call(app(0), 'DELETE', '/api/urls/delete-me-alias', { token: cluster.token })).status, 200, 'the cluster deletes any link');
   t.equal((await create(0, ann, { long_url: 'https://example.com/y', custom_alias: 'delete-me-alias' })).status, 409, 'a deleted alias is not reissued');
+});
+
+t.test('POST /internal/link-batches on a member: one result per link in order; first claim wins; a re-sent batch gets the same answers', async (t) => {
+  const member = cluster.members[3]!;
+  const lease = await call(member, 'POST', '/internal/leases', { token: cluster.token, body: { server: 'batch-test' } });
+  t.equal(lease.status, 201);
+  const code = codeForId(lease.body.start as number)!;
+  const link = (c: string, alias: boolean, over: Record<string, unknown> = {}) => ({ code: c, long_url: 'https://example.com/batched', created_at: Date.now(), expires_at: Date.now() + 3_600_000, created_by: 'ann', alias, ...over });
+  const links = [
+    link(code, false),
+    link('batch-alias-1', true),
+    link('batch-alias-1', true, { created_by: 'bob', long_url: 'https://example.com/late' }),
+    link('batch-alias-2', true, { long_url: 'ftp://example.com/' }),
+    link(codeForId((lease.body.end as number) + 50_000)!, false),
+  ];
+  const first = await call(member, 'POST', '/internal/link-batches', { token: cluster.token, body: { links } });
+  t.equal(first.status, 200);
+  const statuses = (r: Answer) => (r.body.results as Array<{ status: string }>).map((x) => x.status);
+  t.same(statuses(first), ['created', 'created', 'taken', 'invalid', 'not_leased']);
+  t.match((first.body.results as unknown[])[3], { status: 'invalid', error: { code: 'invalid_url', field: 'long_url' } }, 'a malformed link is refused alone');
+  t.match((first.body.results as unknown[])[1], { status: 'created', link: { short_code: 'batch-alias-1', long_url: 'https://example.com/batched', created_by: 'ann' } });
+  const again = await call(cluster.members[1]!, 'POST', '/internal/link-batches', { token: cluster.token, body: { links } });
+  t.same(statuses(again), ['retried', 'retried', 'taken', 'invalid', 'not_leased'], 'a re-sent batch (to another member) is idempotent');
+  t.equal((await visit(0, 'batch-alias-1')).headers.location, 'https://example.com/batched', 'the batch is committed: the alias redirects');
+  t.match(await call(member, 'POST', '/internal/link-batches', { token: cluster.token, body: { links: [] } }), { status: 400, body: { error: { field: 'links' } } });
+  t.match(await call(member, 'POST', '/internal/link-batches', { token: cluster.token, body: { links: Array.from({ length: 1001 }, () => links[0]) } }), { status: 400, body: { error: { field: 'links' } } });
+  t.equal((await call(member, 'POST', '/internal/link-batches', { token: ann, body: { links } })).status, 403, 'app servers only (cluster token)');
+});
+
+t.test('purge: links dead for the grace period leave the store; they stay 404, and a purged alias stays taken', async (t) => {
+  const expiring = await create(0, ann, { long_url: 'https://example.com/short-lived', expiry: 'PT1S' });
+  const live = await create(1, ann, { long_url: 'https://example.com/long-lived' });
+  t.equal((await create(2, ann, { long_url: 'https://example.com/gone', custom_alias: 'purged-alias' })).status, 201);
+  t.equal((await call(app(2), 'DELETE', '/api/urls/purged-alias', { token: ann })).status, 200);
+  const code = expiring.body.short_code as string;
+  t.equal((await call(app(1), 'DELETE', '/api/urls/purged-alias', { token: ann })).status, 200, 'within the grace period a deleted link still exists: a retried delete succeeds');
+  const purgedBefore = await memberSum('shortlink_purged_total');
+  // A purged link no longer exists at all, so even its creator's delete answers 404 (before the purge: 200).
+  const started = Date.now();
+  await until('the deleted alias to be purged', async () => (await call(app(0), 'DELETE', '/api/urls/purged-alias', { token: ann })).status === 404, PURGE_GRACE_MS + 15_000);
+  t.ok(Date.now() - started > PURGE_GRACE_MS - 2000, 'not purged before the grace period');
+  await until('the expired link to be purged', async () => (await call(app(0), 'DELETE', `/api/urls/${code}`, { token: ann })).status === 404, PURGE_GRACE_MS + 15_000);
+  t.ok((await memberSum('shortlink_purged_total')) >= purgedBefore + 2, 'the leader counted the purges');
+  for (const i of [0, 1, 2]) {
+    t.equal((await visit(i, code)).status, 404, `the purged expired link: 404 on app ${i + 1}`);
+    t.equal((await visit(i, 'purged-alias')).status, 404, `the purged alias: 404 on app ${i + 1}`);
+  }
+  t.equal((await call(app(1), 'GET', `/api/urls/${code}`, { token: ann })).status, 404);
+  t.match(await create(1, bob, { long_url: 'https://example.com/squatter', custom_alias: 'purged-alias' }), { status: 409, body: { error: { code: 'alias_taken' } } }, 'a purged alias is never claimed again');
+  for (const member of cluster.members) {
+    t.ok((await metric(member, 'shortlink_retired_aliases')) >= 1, `${member} keeps the purged alias reserved (replicated)`);
+  }
+  t.equal((await visit(2, live.body.short_code as string)).status, 302, 'a live link is untouched');
 });
 
 t.test('GET /api/urls/{code}/stats: clicks by day, country and referer, for the creator; 403 others', async (t) => {

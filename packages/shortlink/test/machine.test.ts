@@ -1,12 +1,16 @@
-/** The link store machine: leases, creates (first writer wins, idempotent retries), deletes, snapshot/restore. */
+/**
+ * The link store machine: leases, creates one by one and in batches (first writer wins, idempotent retries),
+ * deletes, purges, snapshot/restore.
+ */
 import fc from 'fast-check';
+import { Packr } from 'msgpackr';
 import t from 'tap';
 
 /** A property as one assertion that prints the counterexample when it fails. */
 const holds = <T>(test: { same(a: unknown, b: unknown, m: string): void }, property: fc.IProperty<T>, params?: fc.Parameters<T>) =>
   test.same(fc.check(property, params).counterexample, null, 'property holds');
 import { codeForId } from '../src/codes.js';
-import { LEASE_SIZE, LinkMachine, type LinkChange, type LinkCommand, type LinkResult } from '../src/machine.js';
+import { LEASE_SIZE, LinkMachine, type CreateSpec, type LinkChange, type LinkCommand, type LinkResult } from '../src/machine.js';
 
 let index = 0;
 const run = (m: LinkMachine, command: LinkCommand, time = 1_000): LinkResult => m.apply(command, { index: ++index, term: 1, time });
@@ -94,8 +98,9 @@ t.test('snapshot/restore: same links, same answers; restore tells the cache to d
 t.test('determinism: the same commands give the same results and the same snapshot (property)', async (t) => {
   const command = fc.oneof(
     fc.record({ op: fc.constant('lease' as const), server: fc.constantFrom('a', 'b') }),
-    fc.record({ op: fc.constant('create' as const), code: fc.oneof(fc.integer({ min: 0, max: 3000 }).map((i) => codeForId(i) ?? '0000000'), fc.constantFrom('alias-aaa', 'alias-bbb')), long_url: fc.constantFrom('https://a.example/', 'https://b.example/'), created_at: fc.constant(1), expires_at: fc.constant(9e12), created_by: fc.constantFrom('ann', 'bob'), alias: fc.boolean() }),
+    fc.record({ op: fc.constant('create' as const), code: fc.oneof(fc.integer({ min: 0, max: 3000 }).map((i) => codeForId(i) ?? '0000000'), fc.constantFrom('alias-aaa', 'alias-bbb')), long_url: fc.constantFrom('https://a.example/', 'https://b.example/'), created_at: fc.constant(1), expires_at: fc.integer({ min: 2, max: 80 }), created_by: fc.constantFrom('ann', 'bob'), alias: fc.boolean() }),
     fc.record({ op: fc.constant('delete' as const), code: fc.constantFrom('alias-aaa', 'alias-bbb'), by: fc.constantFrom('ann', 'bob', null) }),
+    fc.record({ op: fc.constant('purge' as const), before: fc.integer({ min: 0, max: 80 }), codes: fc.array(fc.oneof(fc.integer({ min: 0, max: 3000 }).map((i) => codeForId(i) ?? '0000000'), fc.constantFrom('alias-aaa', 'alias-bbb')), { maxLength: 5 }) }),
   );
   holds(t, fc.property(fc.array(command, { maxLength: 60 }), (commands) => {
     const a = new LinkMachine();
@@ -106,4 +111,132 @@ t.test('determinism: the same commands give the same results and the same snapsh
     }
     return Buffer.from(a.snapshot()).equals(Buffer.from(b.snapshot()));
   }), { numRuns: 300 });
+});
+
+const spec = (code: string, over: Partial<CreateSpec> = {}): CreateSpec => ({
+  code, long_url: 'https://example.com/', created_at: 10, expires_at: 1e12, created_by: 'ann', alias: code.length > 7, ...over,
+});
+
+t.test('create_many: one entry, a result per link in order; the first claim of a code in the batch wins', async (t) => {
+  const m = new LinkMachine();
+  run(m, { op: 'lease', server: 'app1' });
+  create(m, 'old-alias', { created_by: 'bob' });
+  const r = run(m, {
+    op: 'create_many',
+    links: [
+      spec(codeForId(1)!),
+      spec('new-alias', { created_by: 'ann', long_url: 'https://a.example/' }),
+      spec('new-alias', { created_by: 'bob', long_url: 'https://b.example/' }),
+      spec('new-alias', { created_by: 'ann', long_url: 'https://a.example/' }),
+      spec('old-alias', { created_by: 'ann' }),
+      spec(codeForId(LEASE_SIZE + 5)!),
+      spec('old-alias', { created_by: 'bob' }),
+    ],
+  });
+  t.match(r, { ok: true, op: 'create_many' });
+  const statuses = (r as Extract<LinkResult, { op: 'create_many' }>).results.map((x) => x.status);
+  t.same(statuses, ['created', 'created', 'taken', 'taken', 'taken', 'not_leased', 'retried'],
+    'generated code created; alias: first claim wins, a later identical claim in the same batch is not a retry; a code already taken; an id never leased; an identical re-create of an older link is a retry');
+  t.equal(m.get('new-alias')!.long_url, 'https://a.example/');
+  t.equal(m.size, 3);
+});
+
+t.test('create_many: re-sending a whole batch (a retry after a lost answer) gives every link the same answer', async (t) => {
+  const m = new LinkMachine();
+  run(m, { op: 'lease', server: 'app1' });
+  create(m, 'someone-elses', { created_by: 'bob' });
+  const links = [spec(codeForId(7)!), spec('contested', { created_by: 'ann' }), spec('contested', { created_by: 'bob' }), spec('someone-elses')];
+  const first = run(m, { op: 'create_many', links }) as Extract<LinkResult, { op: 'create_many' }>;
+  const again = run(m, { op: 'create_many', links }) as Extract<LinkResult, { op: 'create_many' }>;
+  const won = (r: typeof first) => r.results.map((x) => x.status === 'created' || x.status === 'retried');
+  t.same(first.results.map((x) => x.status), ['created', 'created', 'taken', 'taken']);
+  t.same(again.results.map((x) => x.status), ['retried', 'retried', 'taken', 'taken']);
+  t.same(won(again), won(first), 'the same links succeed');
+});
+
+t.test('create_many equals the same creates one entry each (property), apart from identical claims within one batch', async (t) => {
+  const link = fc.record({
+    code: fc.oneof(fc.integer({ min: 0, max: 1500 }).map((i) => codeForId(i) ?? '0000000'), fc.constantFrom('alias-aaa', 'alias-bbb', 'alias-ccc')),
+    long_url: fc.constantFrom('https://a.example/', 'https://b.example/'),
+    created_at: fc.constant(1),
+    expires_at: fc.constant(9e12),
+    created_by: fc.constantFrom('ann', 'bob'),
+  }).map((l) => ({ ...l, alias: l.code.length > 7 }));
+  holds(t, fc.property(fc.array(link, { maxLength: 40 }), (links) => {
+    const single = new LinkMachine();
+    const batched = new LinkMachine();
+    run(single, { op: 'lease', server: 'a' });
+    run(batched, { op: 'lease', server: 'a' });
+    const one = links.map((l) => run(single, { op: 'create', ...l }));
+    const many = (run(batched, { op: 'create_many', links }) as Extract<LinkResult, { op: 'create_many' }>).results;
+    const seen = new Set<string>();
+    for (const [i, l] of links.entries()) {
+      const a = one[i]!;
+      const b = many[i]!;
+      const expected = !a.ok ? a.error : a.op === 'create' && a.retried ? (seen.has(l.code) ? 'taken' : 'retried') : 'created';
+      if (b.status !== expected) return false;
+      if (a.ok) seen.add(l.code);
+    }
+    return Buffer.from(single.snapshot()).equals(Buffer.from(batched.snapshot()));
+  }), { numRuns: 300 });
+});
+
+const DAY = 24 * 60 * 60 * 1000;
+
+t.test('purge: drops links dead at or before the cutoff and before the entry time; live links stay', async (t) => {
+  const m = new LinkMachine();
+  run(m, { op: 'lease', server: 'a' });
+  const expired = codeForId(1)!;
+  const deleted = codeForId(2)!;
+  const live = codeForId(3)!;
+  const laterExpiry = codeForId(4)!;
+  create(m, expired, { expires_at: 5 * DAY });
+  create(m, deleted, { expires_at: 100 * DAY });
+  create(m, live, { expires_at: 100 * DAY });
+  create(m, laterExpiry, { expires_at: 7 * DAY });
+  run(m, { op: 'delete', code: deleted, by: null }, 6 * DAY);
+  const all = [expired, deleted, live, laterExpiry, 'never-existed'];
+  t.same(run(m, { op: 'purge', before: 5 * DAY - 1, codes: all }, 10 * DAY), { ok: true, op: 'purge', purged: 0 }, 'nothing died before the cutoff');
+  t.same(run(m, { op: 'purge', before: 9 * DAY, codes: all }, 4 * DAY), { ok: true, op: 'purge', purged: 0 }, 'a cutoff ahead of the entry time is clamped to it');
+  t.same(run(m, { op: 'purge', before: 6 * DAY, codes: all }, 30 * DAY), { ok: true, op: 'purge', purged: 2 });
+  t.equal(m.get(expired), null, 'expired at the cutoff: purged');
+  t.equal(m.get(deleted), null, 'deleted at the cutoff: purged');
+  t.not(m.get(live), null, 'live: kept');
+  t.not(m.get(laterExpiry), null, 'expires after the cutoff: kept');
+  t.equal(m.size, 2);
+  t.same(run(m, { op: 'purge', before: 6 * DAY, codes: all }, 30 * DAY), { ok: true, op: 'purge', purged: 0 }, 'a repeated purge is a no-op');
+});
+
+t.test('purge: a purged alias stays taken (also after snapshot/restore); a purged generated code is never leased again', async (t) => {
+  const m = new LinkMachine();
+  run(m, { op: 'lease', server: 'a' });
+  create(m, 'gone-alias', { expires_at: 2 * DAY });
+  create(m, codeForId(9)!, { expires_at: 2 * DAY });
+  run(m, { op: 'purge', before: 3 * DAY, codes: ['gone-alias', codeForId(9)!] }, 4 * DAY);
+  t.equal(m.size, 0);
+  t.equal(m.retiredCount, 1, 'only the alias leaves a trace');
+  t.same(create(m, 'gone-alias', { created_by: 'bob', expires_at: 90 * DAY }), { ok: false, error: 'taken' });
+  const copy = new LinkMachine();
+  copy.restore(m.snapshot());
+  t.same(create(copy, 'gone-alias', { created_by: 'bob', expires_at: 90 * DAY }), { ok: false, error: 'taken' }, 'after restore too');
+  t.same((run(copy, { op: 'create_many', links: [spec('gone-alias', { created_by: 'bob' })] }) as Extract<LinkResult, { op: 'create_many' }>).results, [{ status: 'taken' }]);
+  t.same(run(copy, { op: 'lease', server: 'a' }), { ok: true, op: 'lease', start: LEASE_SIZE, end: 2 * LEASE_SIZE }, 'the id counter never goes back');
+});
+
+t.test('purge: deterministic on every member, and a snapshot of an older format (no retired aliases) still restores', async (t) => {
+  const a = new LinkMachine();
+  const b = new LinkMachine();
+  for (const m of [a, b]) {
+    run(m, { op: 'lease', server: 'a' }, 1);
+    for (let i = 0; i < 20; i++) create(m, codeForId(i)!, { expires_at: (i + 1) * DAY });
+    create(m, 'old-alias-x', { expires_at: DAY });
+    run(m, { op: 'purge', before: 10 * DAY, codes: [...Array.from({ length: 20 }, (_, i) => codeForId(i)!), 'old-alias-x'] }, 12 * DAY);
+  }
+  t.equal(a.size, 10);
+  t.ok(Buffer.from(a.snapshot()).equals(Buffer.from(b.snapshot())), 'same snapshot');
+  const legacy = new Packr({ useRecords: false }).pack({ nextId: 1000, links: [['alias-legacy', 'https://x.example/', 1, 9e12, 'ann', true, null]] });
+  const c = new LinkMachine();
+  c.restore(legacy);
+  t.equal(c.size, 1);
+  t.equal(c.retiredCount, 0);
 });

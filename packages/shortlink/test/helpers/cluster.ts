@@ -31,9 +31,10 @@ export interface ShortlinkCluster {
   down(): Promise<void>;
 }
 
-function runCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+/** `env`: added to this process's environment (members and workers inherit it from the CLI). */
+function runCli(args: string[], env: Record<string, string> = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    execFile(process.execPath, [cli, ...args], { timeout: 120_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [cli, ...args], { timeout: 120_000, env: { ...process.env, ...env } }, (error, stdout, stderr) => {
       const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
       resolve({ code, stdout, stderr });
     });
@@ -63,16 +64,18 @@ function isFree(port: number): Promise<boolean> {
   });
 }
 
-export async function startShortlink(options: { workers?: string; settings?: Record<string, string>; snapshotEvery?: number } = {}): Promise<ShortlinkCluster> {
+/** `env` reaches every process, restarted ones included (e.g. SHORTLINK_PURGE_GRACE_MS for the members). */
+export async function startShortlink(options: { workers?: string; settings?: Record<string, string>; snapshotEvery?: number; env?: Record<string, string> } = {}): Promise<ShortlinkCluster> {
   const dataDir = mkdtempSync(join(tmpdir(), 'shortlink-it-'));
   const base = await freeBasePort();
   const args = ['up', '--service', 'shortlink', '--data', dataDir, '--base-port', String(base), '--tick-ms', '50'];
   if (options.workers !== undefined) args.push('--workers', options.workers);
   if (options.snapshotEvery !== undefined) args.push('--snapshot-every', String(options.snapshotEvery));
   for (const [k, v] of Object.entries(options.settings ?? {})) args.push('--set', `${k}=${v}`);
-  const up = await runCli(args);
+  const env = options.env ?? {};
+  const up = await runCli(args, env);
   const down = async (): Promise<void> => {
-    await runCli(['down', '--wipe', '--data', dataDir]);
+    await runCli(['down', '--wipe', '--data', dataDir], env);
   };
   if (up.code !== 0) {
     await down();
@@ -86,7 +89,7 @@ export async function startShortlink(options: { workers?: string; settings?: Rec
     members: Array.from({ length: 5 }, (_, i) => `http://127.0.0.1:${base + 101 + i}`),
     workers,
     apps: workers.filter((w) => w.role === 'app').map((w) => w.url),
-    run: (...a) => runCli([...a, '--data', dataDir]),
+    run: (...a) => runCli([...a, '--data', dataDir], env),
     down,
   };
 }
