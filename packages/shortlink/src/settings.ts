@@ -32,7 +32,8 @@ export const DEFAULTS = {
 /** The members refuse larger batches (MAX_BATCH_LINKS in api.ts). */
 const BATCH_CAP = 1000;
 
-const KNOWN = new Set(['public_url', ...Object.keys(DEFAULTS)]);
+/** Settings the app server reads: its own, and those its click emitter and GeoIP read (src/clicks, CLICKS.md). */
+const KNOWN = new Set(['public_url', ...Object.keys(DEFAULTS), 'click_buffer', 'click_batch', 'trusted_country_header', 'trusted_ip_header']);
 
 export function appSettings(settings: Record<string, string>, httpAddress: string): AppSettings {
   const number = (key: keyof typeof DEFAULTS, min: number): number => {
