@@ -6,7 +6,7 @@ SEEDS ?= 200
 FROM ?= 1
 TAP := npx tap --disable-coverage --allow-empty-coverage --jobs=2 --timeout=300
 
-.PHONY: install build test test-unit sim mutations up down bench jepsen clean
+.PHONY: test-packages install build test test-unit sim mutations up down bench jepsen clean
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -22,7 +22,7 @@ TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -n
 # Unit and integration tests (real processes on loopback), 500 simulator seeds, the mutation check, and
 # jepsen-like smoke runs of kv, lock and the short-link allocator under partitions, kills and pauses.
 # The last line counts everything: tap assertions, simulator seeds, mutations caught, smoke runs.
-test: build
+test: build test-packages
 	@mkdir -p jepsen-out
 	$(TAP) $(TEST_FILES) | tee jepsen-out/tap.log
 	node packages/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2 | tee jepsen-out/sim.log
@@ -35,6 +35,11 @@ test: build
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
 	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 3 jepsen-like smoke runs"; \
 	echo "total: $$((tap + seeds + caught + 3)) passed, 0 failed"
+
+# The benchmark peers' own tests run real nginx and redis-server (Debian packages): installed here, once, when
+# missing, rather than by two test files racing for apt's lock.
+test-packages:
+	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
@@ -71,6 +76,8 @@ bench: build
 	npx bench raft --duration 10 --rounds 3
 	npx bench kv --vs etcd --duration 20 --concurrency 64 --rounds 3
 	npx bench lock --vs etcd --duration 15 --concurrency 128 --rate 10000
+	npx bench shortlink --duration 10 --concurrency 64 --rounds 3
+	npx bench ratelimit --vs redis --duration 10 --concurrency 64 --rounds 3
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist

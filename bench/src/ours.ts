@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { onCleanup, removeLater, trackPid, untrackPid } from './cleanup.js';
 import { fetchJson, scrapeCounters } from './http.js';
-import { BenchError, freePortBlock, runCommand, sleep } from './procs.js';
+import { BenchError, cpuSeconds, freePortBlock, runCommand, sleep } from './procs.js';
+import { round } from './stats.js';
 
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const clusterCli = join(repoRoot, 'cluster', 'bin', 'cluster.js');
@@ -20,11 +21,23 @@ export interface OurMember {
   url: string;
 }
 
+/** A process of the service that is not a Raft member (app server, counter store...), as cluster.json lists it. */
+export interface OurWorker {
+  id: string;
+  role: string;
+  pid: number;
+  url: string;
+  /** host:port of its binary-protocol listener. */
+  tcpAddress: string;
+}
+
 export interface OurCluster {
   service: string;
   dataDir: string;
   token: string;
   members: OurMember[];
+  /** In start order; empty for services without workers. */
+  workers: OurWorker[];
   /** The id of the member that leads now. */
   leader(): Promise<string>;
   stop(): Promise<void>;
@@ -38,6 +51,10 @@ export interface StartOptions {
   tickMs?: number;
   /** Applied entries between snapshots; the CLI's default when absent. */
   snapshotEvery?: number;
+  /** `--workers role=N,...`; the service's default counts when absent. */
+  workers?: Record<string, number>;
+  /** `--set key=value` for each entry (settings the service's workers read). */
+  settings?: Record<string, string>;
 }
 
 export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
@@ -47,8 +64,10 @@ export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
   const parent = mkdtempSync(join(tmpdir(), `raftkit-bench-${o.service}-`));
   const removeParent = removeLater(parent);
   const dataDir = join(parent, 'data');
-  // The CLI uses raft ports base+1..base+n and HTTP ports base+101..base+100+n.
+  // The CLI uses raft ports base+1..base+n and HTTP ports base+101..base+100+n; worker k (of at most 20) HTTP
+  // base+40+k and binary base+160+k.
   const offsets = Array.from({ length: o.nodes }, (_, i) => [1 + i, 101 + i]).flat();
+  for (let k = 1; k <= 20; k++) offsets.push(40 + k, 160 + k);
   const env = { ...process.env, ...o.env };
   delete env.CLUSTER_AUTH_TOKEN;
   delete env.CLUSTER_DATA;
@@ -59,9 +78,10 @@ export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
     if (r.code !== 0) process.stderr.write(`bench: cluster down exited with ${r.code}\n`);
   };
   let members: OurMember[] = [];
+  let workers: OurWorker[] = [];
   const stopCluster = onCleanup(`stop our ${o.service} cluster`, async () => {
     await down();
-    for (const m of members) untrackPid(m.pid);
+    for (const p of [...members, ...workers]) untrackPid(p.pid);
     await removeParent();
   });
 
@@ -71,6 +91,8 @@ export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
     const args = [clusterCli, 'up', '--service', o.service, '--nodes', String(o.nodes), '--data', dataDir, '--base-port', String(base)];
     if (o.tickMs !== undefined) args.push('--tick-ms', String(o.tickMs));
     if (o.snapshotEvery !== undefined) args.push('--snapshot-every', String(o.snapshotEvery));
+    if (o.workers !== undefined) args.push('--workers', Object.entries(o.workers).map(([role, n]) => `${role}=${n}`).join(','));
+    for (const [key, value] of Object.entries(o.settings ?? {})) args.push('--set', `${key}=${value}`);
     process.stderr.write(`bench: starting our ${o.nodes}-member ${o.service} cluster: cluster ${args.slice(1).join(' ')}\n`);
     const r = await runCommand(process.execPath, args, { timeoutMs: 90_000, env, echo: '  [cluster] ' });
     if (r.code === 0) break;
@@ -81,10 +103,14 @@ export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
       throw new BenchError(`our cluster did not start: ${lastError}`);
     }
   }
-  const state = JSON.parse(readFileSync(join(dataDir, 'cluster.json'), 'utf8')) as { members: { id: string; pid: number; httpAddress: string }[] };
+  const state = JSON.parse(readFileSync(join(dataDir, 'cluster.json'), 'utf8')) as {
+    members: { id: string; pid: number; httpAddress: string }[];
+    workers?: { id: string; role: string; pid: number; httpAddress: string; tcpAddress: string }[];
+  };
   const token = readFileSync(join(dataDir, 'token'), 'utf8').trim();
   members = state.members.map((m) => ({ id: m.id, pid: m.pid, url: `http://${m.httpAddress}` }));
-  for (const m of members) trackPid(m.pid);
+  workers = (state.workers ?? []).map((w) => ({ id: w.id, role: w.role, pid: w.pid, url: `http://${w.httpAddress}`, tcpAddress: w.tcpAddress }));
+  for (const p of [...members, ...workers]) trackPid(p.pid);
 
   const leader = async (): Promise<string> => {
     const deadline = Date.now() + 15_000;
@@ -100,10 +126,27 @@ export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
     }
     throw new BenchError('our cluster has no leader');
   };
-  return { service: o.service, dataDir, token, members, leader, stop: stopCluster };
+  return { service: o.service, dataDir, token, members, workers, leader, stop: stopCluster };
 }
 
 /** A member's Prometheus counters, summed over their labels; empty when it does not answer. */
 export function memberCounters(member: OurMember): Promise<Record<string, number>> {
   return scrapeCounters(`${member.url}/metrics`);
+}
+
+/**
+ * CPU seconds used so far by each group of our processes (e.g. members, app servers), as `<group>_cpu_s`: a
+ * benchmark's probe reads them as the window opens and closes, and groupCpuPerOp turns the change into figures.
+ */
+export function groupCpuSeconds(groups: Record<string, number[]>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [name, pids] of Object.entries(groups)) out[`${name}_cpu_s`] = pids.reduce((sum, pid) => sum + (cpuSeconds(pid) ?? 0), 0);
+  return out;
+}
+
+/** CPU microseconds per operation of each group over a window, as `<group>_cpu_us_per_op`, from the change in groupCpuSeconds. */
+export function groupCpuPerOp(delta: Record<string, number>, groups: string[], ops: number): Record<string, number | null> {
+  const out: Record<string, number | null> = {};
+  for (const g of groups) out[`${g}_cpu_us_per_op`] = ops === 0 ? null : round(((delta[`${g}_cpu_s`] ?? 0) * 1e6) / ops, 1);
+  return out;
 }

@@ -1,5 +1,5 @@
 /**
- * Preloaded into our member processes (NODE_OPTIONS=--import=...) when a benchmark runs with --profile: Node
+ * Preloaded into our member and worker processes (NODE_OPTIONS=--import=...) when a benchmark runs with --profile: Node
  * refuses --cpu-prof in NODE_OPTIONS, and the cluster CLI launches the members itself, so this starts the V8
  * profiler from inside and writes DIR/member-<pid>.cpuprofile (the format of node --cpu-prof) as the process
  * exits. Other processes that inherit the variable (the CLI itself) are left alone.
@@ -9,7 +9,7 @@ import { Session } from 'node:inspector';
 import { join } from 'node:path';
 
 const dir = process.env.BENCH_PROFILE_DIR;
-if (dir !== undefined && dir.length > 0 && /member\.js$/.test(process.argv[1] ?? '')) {
+if (dir !== undefined && dir.length > 0 && /(member|worker)\.js$/.test(process.argv[1] ?? '')) {
   const session = new Session();
   session.connect();
   session.post('Profiler.enable');

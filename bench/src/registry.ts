@@ -2,10 +2,14 @@
 import type { Benchmark } from './benchmark.js';
 import { kvBenchmark } from './benchmarks/kv.js';
 import { lockBenchmark } from './benchmarks/lock.js';
+import { ratelimitBenchmark } from './benchmarks/ratelimit.js';
+import { shortlinkBenchmark } from './benchmarks/shortlink.js';
 import { raftBenchmark } from './raft-inprocess.js';
 
 export const benchmarks: Record<string, Benchmark> = {
   kv: kvBenchmark,
   lock: lockBenchmark,
   raft: raftBenchmark,
+  ratelimit: ratelimitBenchmark,
+  shortlink: shortlinkBenchmark,
 };

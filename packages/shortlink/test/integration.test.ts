@@ -3,9 +3,14 @@
  * LevelDB): every row of the spec's Endpoints, States and Errors parts, the decided endpoints, authentication,
  * limits, concurrent alias claims, and failures of members and app servers.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { codeForId } from '../src/codes.js';
 import { call, startShortlink, until, type Answer, type ShortlinkCluster } from './helpers/cluster.js';
+
+/** A CLI call that must succeed; its output names the problem when it does not. */
+function expectCli(t: Test, r: { code: number; stdout: string; stderr: string }): void {
+  t.equal(r.code, 0, `cluster exit 0 (${r.stderr.trim() || r.stdout.trim()})`);
+}
 
 let cluster: ShortlinkCluster;
 let ann: string;
@@ -290,8 +295,8 @@ t.test('members and app servers fail: redirects and creates go on; a restarted a
   const code = a.body.short_code as string;
   const beforeLeases = (await call(app(1), 'GET', '/internal/leases', { token: cluster.token })).body as { batches: Array<{ start: number; end: number }> };
   t.ok(beforeLeases.batches.length >= 1);
-  t.equal((await cluster.run('kill', 'n1')).code, 0);
-  t.equal((await cluster.run('kill', 'n2')).code, 0);
+  expectCli(t, await cluster.run('kill', 'n1'));
+  expectCli(t, await cluster.run('kill', 'n2'));
   const r = await until('a redirect with two members down', async () => ((await visit(1, code)).status === 302 ? true : null), 15_000);
   t.ok(r);
   const made = await until('a create with two members down', async () => {
@@ -299,12 +304,12 @@ t.test('members and app servers fail: redirects and creates go on; a restarted a
     return c.status === 201 ? c : null;
   }, 20_000);
   t.ok(await until('the new link on another app', async () => (await visit(2, made.body.short_code as string)).status === 302, 5000));
-  t.equal((await cluster.run('restart', 'n1')).code, 0);
-  t.equal((await cluster.run('restart', 'n2')).code, 0);
+  expectCli(t, await cluster.run('restart', 'n1'));
+  expectCli(t, await cluster.run('restart', 'n2'));
 
-  t.equal((await cluster.run('kill', 'app2')).code, 0);
+  expectCli(t, await cluster.run('kill', 'app2'));
   t.ok(await until('app1 serving with app2 down', async () => (await visit(0, code)).status === 302, 5000), 'other apps keep serving');
-  t.equal((await cluster.run('restart', 'app2')).code, 0);
+  expectCli(t, await cluster.run('restart', 'app2'));
   await until('app2 back', async () => (await call(app(1), 'GET', '/healthz')).status === 200);
   const c = await until('a create on the restarted app2', async () => {
     const x = await create(1, ann, { long_url: 'https://example.com/after-restart' });
