@@ -60,8 +60,26 @@ export function authenticate(req: IncomingMessage, clusterTokens: readonly strin
   return verifyToken(presented, clusterTokens);
 }
 
+/**
+ * Tokens already proven, per list of cluster tokens: an HMAC per request showed in the rate limiter's profiles
+ * (about 8% of a check over HTTP). Only successes are kept, and the map is bounded.
+ */
+const verified = new WeakMap<readonly string[], Map<string, Principal>>();
+const MAX_VERIFIED = 4096;
+
 /** The principal a token proves, however it arrived (HTTP header, a binary protocol's hello); 401 when wrong. */
 export function verifyToken(presented: string, clusterTokens: readonly string[]): Principal {
+  let known = verified.get(clusterTokens);
+  const hit = known?.get(presented);
+  if (hit !== undefined) return hit;
+  const principal = prove(presented, clusterTokens);
+  if (known === undefined) verified.set(clusterTokens, (known = new Map()));
+  if (known.size >= MAX_VERIFIED) known.clear();
+  known.set(presented, principal);
+  return principal;
+}
+
+function prove(presented: string, clusterTokens: readonly string[]): Principal {
   for (const t of clusterTokens) if (same(t, presented)) return { kind: 'cluster', name: 'cluster', hash: tokenHash(presented) };
   const m = /^client\.([A-Za-z0-9._-]{1,64})\.([A-Za-z0-9_-]+)$/.exec(presented);
   if (m !== null) {

@@ -1,0 +1,37 @@
+import t from 'tap';
+import { deriveClientToken, HttpError, verifyToken } from '../src/index.js';
+
+const clusterA = ['token-a'];
+const clusterB = ['token-b'];
+
+function status(f: () => unknown): number | 'ok' {
+  try {
+    f();
+    return 'ok';
+  } catch (e) {
+    return e instanceof HttpError ? e.status : -1;
+  }
+}
+
+t.test('the cluster token and derived client tokens prove who calls', async (t) => {
+  t.match(verifyToken('token-a', clusterA), { kind: 'cluster', name: 'cluster' });
+  const alice = deriveClientToken('token-a', 'alice');
+  t.match(verifyToken(alice, clusterA), { kind: 'client', name: 'alice' });
+  t.match(verifyToken(alice, clusterA), { kind: 'client', name: 'alice' }, 'again, from the cache of proven tokens');
+});
+
+t.test('a token proven for one cluster is not accepted by another', async (t) => {
+  const alice = deriveClientToken('token-a', 'alice');
+  t.equal(status(() => verifyToken(alice, clusterA)), 'ok');
+  t.equal(status(() => verifyToken(alice, clusterB)), 401);
+  t.equal(status(() => verifyToken('token-a', clusterB)), 401);
+});
+
+t.test('wrong and forged tokens are refused, every time', async (t) => {
+  const forged = deriveClientToken('token-a', 'alice').replace(/.$/, (c) => (c === 'A' ? 'B' : 'A'));
+  for (let i = 0; i < 2; i++) {
+    t.equal(status(() => verifyToken(forged, clusterA)), 401, `forged MAC, try ${i + 1}`);
+    t.equal(status(() => verifyToken('token-a ', clusterA)), 401, `near miss, try ${i + 1}`);
+    t.equal(status(() => verifyToken('client.mallory.xyz', clusterA)), 401, `made-up client token, try ${i + 1}`);
+  }
+});
