@@ -6,11 +6,12 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, openSync, closeSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, openSync, closeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onCleanup, removeLater, trackPid, untrackPid } from '../cleanup.js';
 import { fetchJson } from '../http.js';
+import { ensureDebianPackage } from './daemon.js';
 import { BenchError, freePortBlock, isAlive, runCommand, sleep, stopPid } from '../procs.js';
 
 export const ETCD_BINARY = '/usr/bin/etcd';
@@ -33,20 +34,8 @@ export interface EtcdCluster {
 }
 
 /** Install etcd-server from Debian when the binary is missing; prints what it does. */
-export async function ensureEtcd(): Promise<void> {
-  if (existsSync(ETCD_BINARY)) return;
-  if (process.getuid?.() !== 0) {
-    throw new BenchError(`${ETCD_BINARY} is missing and installing it needs root: run \`apt-get install -y ${APT_PACKAGE}\` as root, then retry`);
-  }
-  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
-  process.stderr.write(`bench: ${ETCD_BINARY} is missing; installing the Debian package ${APT_PACKAGE}\n`);
-  process.stderr.write('bench: running apt-get update\n');
-  const update = await runCommand('apt-get', ['update'], { timeoutMs: 10 * 60_000, env, echo: '  [apt] ' });
-  if (update.code !== 0) throw new BenchError(`apt-get update failed (exit ${update.code})`);
-  process.stderr.write(`bench: running apt-get install -y ${APT_PACKAGE}\n`);
-  const install = await runCommand('apt-get', ['install', '-y', '--no-install-recommends', APT_PACKAGE], { timeoutMs: 15 * 60_000, env, echo: '  [apt] ' });
-  if (install.code !== 0 || !existsSync(ETCD_BINARY)) throw new BenchError(`apt-get install ${APT_PACKAGE} failed (exit ${install.code})`);
-  process.stderr.write(`bench: installed ${APT_PACKAGE}\n`);
+export function ensureEtcd(): Promise<void> {
+  return ensureDebianPackage(ETCD_BINARY, APT_PACKAGE);
 }
 
 export async function etcdVersion(): Promise<string> {
