@@ -6,7 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ClusterClient, ServiceError } from '@raftkit/http';
 import type { CheckRequest } from './check/decide.js';
-import { answerFromTuple, checkTuple, type AnswerTuple } from './check/request.js';
+import { answerFromTuple, checkTuple, type AnswerTuple, type CheckTuple } from './check/request.js';
 import { WireClient, WireError } from './wire.js';
 
 export type CheckInput = CheckRequest;
@@ -35,6 +35,10 @@ export class RateLimitError extends Error {
   }
 }
 
+function toCheckResult(answer: unknown): CheckResult {
+  return answerFromTuple(answer as AnswerTuple);
+}
+
 /** Failures of the connection, after which the next check instance is tried. */
 const TRANSIENT = new Set(['unavailable', 'timeout', 'closed', 'overloaded']);
 
@@ -48,23 +52,25 @@ export class RateLimitClient implements RateLimiter {
     this.wires = options.addresses.map((address) => new WireClient({ address, token: options.token, timeoutMs: options.timeoutMs ?? 1_000, maxInFlight: options.maxInFlight ?? 100_000 }));
   }
 
-  async check(input: CheckInput): Promise<CheckResult> {
-    const tuple = checkTuple(input);
-    let lastError: unknown;
-    for (let attempt = 0; attempt < this.wires.length; attempt++) {
-      const at = this.next;
-      const wire = this.wires[at % this.wires.length]!;
-      try {
-        return answerFromTuple((await wire.call(tuple)) as AnswerTuple);
-      } catch (error) {
-        if (!(error instanceof WireError)) throw error;
-        if (!TRANSIENT.has(error.code)) throw new RateLimitError(error.code, error.message);
-        lastError = error;
-        // Concurrent checks that failed on the same instance move on together, by one.
-        if (this.next === at) this.next++;
-      }
-    }
-    throw lastError;
+  check(input: CheckInput): Promise<CheckResult> {
+    return this.attempt(checkTuple(input), 0);
+  }
+
+  /**
+   * One try on the current instance, then the next ones. Plain promise chaining rather than an async function
+   * with a loop: this runs for every check of the calling service, and each async layer costs promise ticks.
+   */
+  private attempt(tuple: CheckTuple, attempt: number): Promise<CheckResult> {
+    const at = this.next;
+    const wire = this.wires[at % this.wires.length]!;
+    return wire.call(tuple).then(toCheckResult, (error: unknown) => {
+      if (!(error instanceof WireError)) throw error;
+      if (!TRANSIENT.has(error.code)) throw new RateLimitError(error.code, error.message);
+      // Concurrent checks that failed on the same instance move on together, by one.
+      if (this.next === at) this.next++;
+      if (attempt + 1 >= this.wires.length) throw error;
+      return this.attempt(tuple, attempt + 1);
+    });
   }
 
   close(): void {

@@ -1,14 +1,17 @@
 /** The pure parts of a check instance: matching, combining, fail-open/closed, the state table, local buckets, hot keys. */
+import fc from 'fast-check';
 import t from 'tap';
 import { combine, counterKey, matchRules, unreachable } from '../src/check/decide.js';
 import { StoreHealth } from '../src/check/health.js';
 import { HotKeys } from '../src/check/hot-keys.js';
 import { LocalBuckets } from '../src/check/local-buckets.js';
+import { parseCheckBody, parseCheckTuple } from '../src/check/request.js';
 import { RuleIndex } from '../src/check/rule-index.js';
 import { parseRule } from '../src/rules.js';
 import { accessOf, requireTenantAccess, tenantKeys } from '../src/tenants.js';
 import { authenticate, HttpError } from '@raftkit/http';
 import type { IncomingMessage } from 'node:http';
+import { isDeepStrictEqual } from 'node:util';
 
 const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const rule = (n: number, fields: Record<string, unknown>) => parseRule(id(n), { service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', limit: 10, window_sec: 10, ...fields });
@@ -132,4 +135,34 @@ t.test('tenant keys: admin keys manage and check their own tenant only; check ke
   forbidden(() => requireTenantAccess(who(keys.adminKey), 'other', 'admin'));
   forbidden(() => requireTenantAccess(who(keys.checkKey), 'other', 'check'));
   t.throws(() => who(tenantKeys('another-cluster', 'shop').adminKey), /wrong bearer token/, 'a key derived from another cluster token is refused');
+});
+
+t.test('a binary check tuple is accepted or refused exactly as the general (JSON-shaped) parser does', async (t) => {
+  const general = (tuple: unknown[]): unknown => {
+    const [serviceId, endpoint, ip, userId, apiKey] = tuple;
+    return parseCheckBody({ service_id: serviceId, endpoint, identifiers: { ip, user_id: userId, api_key: apiKey } });
+  };
+  const outcome = (parse: () => unknown): unknown => {
+    try {
+      return { ok: parse() };
+    } catch (error) {
+      const e = error as HttpError;
+      return { status: e.status, code: e.code, message: e.message };
+    }
+  };
+  // Strings around every limit (58-character ids, 1024-byte endpoints, 256-byte identifiers), multi-byte text
+  // that crosses a byte limit with fewer characters, and values of the wrong type.
+  const text = (max: number): fc.Arbitrary<string> =>
+    fc.oneof(fc.string({ maxLength: max }), fc.string({ unit: 'grapheme', maxLength: max }), fc.constantFrom('', 'a'.repeat(max), 'é'.repeat(max), 'é'.repeat(Math.floor(max * 0.7))));
+  const field = (max: number): fc.Arbitrary<unknown> => fc.oneof(text(max), fc.constantFrom(null, undefined, 7, {}, ['x']));
+  const id = fc.oneof(fc.stringMatching(/^[A-Za-z0-9_-]{0,60}$/), field(60));
+  fc.assert(
+    fc.property(id, field(1_100), field(300), field(300), field(300), (serviceId, endpoint, ip, userId, apiKey) => {
+      const tuple = [serviceId, endpoint, ip, userId, apiKey];
+      return isDeepStrictEqual(outcome(() => parseCheckTuple(tuple)), outcome(() => general(tuple)));
+    }),
+    { numRuns: 2_000 },
+  );
+  t.pass('2,000 random tuples: the same answer or the same error');
+  t.same(parseCheckTuple(['shop', '/v1/orders', '10.0.0.1', null, '']), { serviceId: 'shop', endpoint: '/v1/orders', identifiers: { ip: '10.0.0.1', api_key: '' } });
 });

@@ -96,7 +96,8 @@ export class CheckEngine {
       group.slots.push(i);
       group.promote.push(promote);
     }
-    if (pending !== null) await Promise.all(pending.map((group) => this.ask(group, outcomes)));
+    // One store is the common case (a tenant's counters live on one shard): no Promise.all for it.
+    if (pending !== null) await (pending.length === 1 ? this.ask(pending[0]!, outcomes) : Promise.all(pending.map((group) => this.ask(group, outcomes))));
     const answer = combine(outcomes);
     this.record(matched, outcomes, answer, started);
     return answer;
@@ -104,33 +105,35 @@ export class CheckEngine {
 
   /** One round trip to one store for all of this check's ops on it. */
   private async ask(group: Pending, outcomes: Outcome[]): Promise<void> {
-    const ops: CounterOp[] = group.matched.map(({ rule, key }) => {
-      const op: CounterOp = { key, capacity: rule.capacity, refillRate: rule.refillRate };
-      if (rule.regionMode === 'budget') op.mode = 'budget';
-      return op;
-    });
+    const { matched, slots, promote } = group;
+    const ops: CounterOp[] = new Array<CounterOp>(matched.length);
+    for (let j = 0; j < matched.length; j++) {
+      const { rule, key } = matched[j]!;
+      ops[j] = rule.regionMode === 'budget' ? { key, capacity: rule.capacity, refillRate: rule.refillRate, mode: 'budget' } : { key, capacity: rule.capacity, refillRate: rule.refillRate };
+    }
     let results: CounterResult[];
     try {
       results = await group.link.store.take(ops, this.options.storeTimeoutMs);
     } catch (error) {
       if (!(error instanceof StoreUnavailableError)) throw error;
       this.options.metrics.storeErrors.inc(1, { store: group.link.id });
-      group.matched.forEach((m, j) => {
-        const outcome = unreachable(m.rule);
-        (m.rule.failClosed ? this.options.metrics.failClosed : this.options.metrics.failOpen).inc();
-        outcomes[group.slots[j]!] = outcome;
-      });
+      for (let j = 0; j < matched.length; j++) {
+        const rule = matched[j]!.rule;
+        (rule.failClosed ? this.options.metrics.failClosed : this.options.metrics.failOpen).inc();
+        outcomes[slots[j]!] = unreachable(rule);
+      }
       return;
     }
+    // A CounterResult has the fields of an Outcome (retryAfterMs present exactly when denied): used as it is.
+    for (let j = 0; j < matched.length; j++) outcomes[slots[j]!] = results[j]!;
+    if (!promote.includes(true)) return;
     const now = Date.now();
-    group.matched.forEach((m, j) => {
-      const r = results[j]!;
-      outcomes[group.slots[j]!] = r.allowed ? { allowed: true, remaining: r.remaining, resetMs: r.resetMs } : { allowed: false, remaining: 0, retryAfterMs: r.retryAfterMs ?? 0, resetMs: r.resetMs };
-      if (group.promote[j]) {
-        this.hot.promote(m.key, m.rule, this.instancesFor(m.rule), r.tokens, now);
-        this.options.metrics.hotPromotions.inc();
-      }
-    });
+    for (let j = 0; j < matched.length; j++) {
+      if (!promote[j]) continue;
+      const m = matched[j]!;
+      this.hot.promote(m.key, m.rule, this.instancesFor(m.rule), results[j]!.tokens, now);
+      this.options.metrics.hotPromotions.inc();
+    }
   }
 
   private record(matched: Matched[], outcomes: Outcome[], answer: CheckAnswer, started: number): void {

@@ -37,9 +37,36 @@ export type CheckTuple = [string, string, string | null, string | null, string |
 /** Binary protocol answer: [allowed 1/0, remaining, retry_after_ms (-1 when allowed), reset_ms]. */
 export type AnswerTuple = [0 | 1, number, number, number];
 
+/** A string of at most `maxBytes` UTF-8 bytes for sure, without encoding it: a UTF-16 unit is at most 3 bytes. */
+function surelyShort(value: string, maxBytes: number): boolean {
+  return value.length * 3 <= maxBytes;
+}
+
+function plainIdentifier(value: unknown): boolean {
+  return value === null || value === undefined || (typeof value === 'string' && surelyShort(value, MAX_IDENTIFIER));
+}
+
 export function parseCheckTuple(input: unknown): CheckRequest {
   if (!Array.isArray(input) || input.length !== 5) throw badRequest('invalid_body', 'a check is [service_id, endpoint, ip, user_id, api_key]');
   const [serviceId, endpoint, ip, userId, apiKey] = input as unknown[];
+  // Every binary check comes through here: the ordinary case is accepted without building the JSON-shaped body.
+  // Whatever this does not accept at a glance takes the general path, which accepts or names the bad field.
+  if (
+    typeof serviceId === 'string' &&
+    SERVICE_ID.test(serviceId) &&
+    typeof endpoint === 'string' &&
+    endpoint.length > 0 &&
+    surelyShort(endpoint, MAX_ENDPOINT) &&
+    plainIdentifier(ip) &&
+    plainIdentifier(userId) &&
+    plainIdentifier(apiKey)
+  ) {
+    const identifiers: Identifiers = {};
+    if (typeof ip === 'string') identifiers.ip = ip;
+    if (typeof userId === 'string') identifiers.user_id = userId;
+    if (typeof apiKey === 'string') identifiers.api_key = apiKey;
+    return { serviceId, endpoint, identifiers };
+  }
   return parseCheckBody({ service_id: serviceId, endpoint, identifiers: { ip, user_id: userId, api_key: apiKey } });
 }
 

@@ -10,7 +10,9 @@ const MAX_MEMO = 100_000;
 export class RuleIndex {
   private readonly tenants: Set<string>;
   private readonly byTenant = new Map<string, Rule[]>();
-  private readonly memo = new Map<string, readonly Rule[]>();
+  /** Matching rules by tenant, then endpoint: two gets on the request's own strings, no key built per check. */
+  private readonly memo = new Map<string, Map<string, readonly Rule[]>>();
+  private memoSize = 0;
 
   constructor(
     readonly revision: number,
@@ -37,12 +39,18 @@ export class RuleIndex {
 
   /** The tenant's rules whose endpoint pattern covers `endpoint` (identifiers are filtered by the caller). */
   rulesFor(serviceId: string, endpoint: string): readonly Rule[] {
-    const key = serviceId + '\u0000' + endpoint;
-    let found = this.memo.get(key);
+    let endpoints = this.memo.get(serviceId);
+    let found = endpoints?.get(endpoint);
     if (found === undefined) {
       found = (this.byTenant.get(serviceId) ?? []).filter((r) => patternMatches(r.endpointPattern, endpoint));
-      if (this.memo.size >= MAX_MEMO) this.memo.clear();
-      this.memo.set(key, found);
+      if (this.memoSize >= MAX_MEMO) {
+        this.memo.clear();
+        this.memoSize = 0;
+        endpoints = undefined;
+      }
+      if (endpoints === undefined) this.memo.set(serviceId, (endpoints = new Map()));
+      endpoints.set(endpoint, found);
+      this.memoSize++;
     }
     return found;
   }

@@ -30,6 +30,10 @@ function toWireError(error: unknown): unknown {
   return known === null ? error : new WireError(known.code, known.message);
 }
 
+function rejectAsWireError(error: unknown): never {
+  throw toWireError(error);
+}
+
 export async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> {
   const timeoutMs = storeTimeout(options.settings);
   const stores = new StoreLinks(options, timeoutMs);
@@ -83,7 +87,7 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
       } catch (error) {
         throw toWireError(error);
       }
-      return pending.then(answerTuple, (error: unknown) => Promise.reject(toWireError(error)));
+      return pending.then(answerTuple, rejectAsWireError);
     },
   });
 

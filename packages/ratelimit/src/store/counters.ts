@@ -58,8 +58,6 @@ export class CounterTable {
     /** Tokens each op's counter must hold for it: its cost plus what earlier ops of the request take from it. */
     const needed: number[] = new Array(ops.length);
     let allTaken = true;
-    // Duplicate keys in one request each take their cost, so shortfall is judged against what earlier ops took.
-    const reserved = ops.length > 1 ? new Map<StoredCounter, number>() : null;
     for (let i = 0; i < ops.length; i++) {
       const [key, capacity, refillRate, cost, budget] = ops[i]!;
       const counter = this.touch(key, capacity, refillRate, budget === 1, now);
@@ -68,9 +66,12 @@ export class CounterTable {
       refill(counter, l, now);
       counters[i] = counter;
       limits[i] = l;
-      const need = (reserved?.get(counter) ?? 0) + cost;
+      // Duplicate keys in one request each take their cost, so shortfall is judged against what earlier ops took.
+      // A scan of the earlier ops rather than a map: a request has a handful of ops (at most 256), and this runs
+      // once per check at the store's full rate.
+      let need = cost;
+      for (let j = 0; j < i; j++) if (counters[j] === counter) need += ops[j]![3];
       if (counter.tokens < need) allTaken = false;
-      reserved?.set(counter, need);
       needed[i] = need;
     }
     const results: WireResult[] = new Array(ops.length);

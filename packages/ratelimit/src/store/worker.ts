@@ -11,9 +11,12 @@ import { CounterTable } from './counters.js';
 import { parseStoreRequest } from './protocol.js';
 import { RegionSync } from './sync.js';
 
-/** Counters examined per sweep tick; a sweep pass over a million counters takes a few ticks, each under ~5 ms. */
-const SWEEP_SLICE = 50_000;
-const SWEEP_EVERY_MS = 250;
+/**
+ * Counters examined per sweep tick: 200,000 a second, in small slices. A slice stalls every request queued behind
+ * it, so it is kept well under a millisecond (50,000 per tick measured 1 to 10 ms on a loaded machine: a p99 spike).
+ */
+const SWEEP_SLICE = 5_000;
+const SWEEP_EVERY_MS = 25;
 
 /** `settings.region_sync_ms`: 1000 to 5000 (the spec's 1 to 5 s), default 1000. */
 export function regionSyncMs(settings: Record<string, string>): number {

@@ -179,6 +179,28 @@ t.test('a call never waits past its timeout', async (t) => {
   t.equal(await c.call('after'), 'after', 'the connection is still usable');
 });
 
+t.test('calls with different timeouts on one connection each fail at their own deadline', async (t) => {
+  const s = await server(t, (request) => (request === 'hang' ? new Promise(() => {}) : request));
+  const c = client(t, s.port, { timeoutMs: 5_000 });
+  const started = Date.now();
+  const settledAt = (p: Promise<unknown>): Promise<{ code: string; after: number }> => p.then(
+    () => ({ code: 'answered', after: Date.now() - started }),
+    (e: unknown) => ({ code: (e as WireError).code, after: Date.now() - started }),
+  );
+  // The long call arms the connection's deadline timer first; the shorter calls made after it must not wait for it.
+  const long = settledAt(c.call('hang', 600));
+  const short = settledAt(c.call('hang', 60));
+  const middle = settledAt(c.call('hang', 250));
+  const answered = await c.call('quick', 1_000);
+  t.equal(answered, 'quick', 'a call answered in time is not failed by the sweep');
+  const [l, sh, m] = await Promise.all([long, short, middle]);
+  for (const r of [l, sh, m]) t.equal(r.code, 'timeout');
+  t.ok(sh.after >= 55 && sh.after < 250, `the 60 ms call failed after ${sh.after} ms`);
+  t.ok(m.after >= 245 && m.after < 600, `the 250 ms call failed after ${m.after} ms`);
+  t.ok(l.after >= 595 && l.after < 1_500, `the 600 ms call failed after ${l.after} ms`);
+  t.equal(await c.call('after'), 'after', 'the connection is still usable');
+});
+
 t.test('in-flight limit: calls beyond it fail at once with overloaded', async (t) => {
   const s = await server(t, () => new Promise(() => {}));
   const c = client(t, s.port, { maxInFlight: 3, timeoutMs: 200 });
