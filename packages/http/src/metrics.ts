@@ -14,8 +14,9 @@ interface Metric {
 export class Counter implements Metric {
   private readonly values = new Map<string, number>();
   constructor(readonly name: string, readonly help: string) {}
-  inc(by = 1, labels: Labels = {}): void {
-    const k = labelKey(labels);
+  inc(by = 1, labels?: Labels): void {
+    // The unlabelled series is the hot one (a counter per check): no key to build and sort.
+    const k = labels === undefined ? '' : labelKey(labels);
     this.values.set(k, (this.values.get(k) ?? 0) + by);
   }
   render(): string {
@@ -29,8 +30,8 @@ export class Counter implements Metric {
 export class Gauge implements Metric {
   private readonly values = new Map<string, number | (() => number)>();
   constructor(readonly name: string, readonly help: string) {}
-  set(value: number | (() => number), labels: Labels = {}): void {
-    this.values.set(labelKey(labels), value);
+  set(value: number | (() => number), labels?: Labels): void {
+    this.values.set(labels === undefined ? '' : labelKey(labels), value);
   }
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`];
