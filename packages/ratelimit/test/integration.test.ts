@@ -53,7 +53,7 @@ const check = (instance: number, token: string | null, serviceId: string, endpoi
   call(c.checks[instance]!.http, 'POST', '/v1/check', token, { service_id: serviceId, endpoint, identifiers });
 
 async function metric(instance: number, line: RegExp): Promise<number> {
-  const text = (await call(c.checks[instance]!.http, 'GET', '/metrics', null)).body as unknown as string;
+  const text = (await call(c.checks[instance]!.http, 'GET', '/metrics', null)).body.text as string;
   const m = line.exec(text);
   return m === null ? NaN : Number(m[1]);
 }
