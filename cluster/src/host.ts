@@ -15,6 +15,7 @@ import {
   requireObject,
   requireString,
   deriveClientToken,
+  hostPort,
   Reply,
   Router,
   ServiceContext,
@@ -253,8 +254,9 @@ function membershipError(e: unknown): unknown {
 
 /** "host:port" -> [host, port]; a 400 naming the address when malformed. */
 export function splitAddress(address: string): [string, number] {
-  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
-  const port = m ? Number(m[3]) : NaN;
-  if (!m || port < 0 || port > 65535) throw badRequest('invalid_address', `expected host:port, got ${JSON.stringify(address)}`, { field: 'address' });
-  return [(m[1] ?? m[2])!, port];
+  try {
+    return hostPort(address);
+  } catch {
+    throw badRequest('invalid_address', `expected host:port, got ${JSON.stringify(address)}`, { field: 'address' });
+  }
 }

@@ -104,21 +104,9 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Poll `probe` until it returns something truthy; fail naming `what` after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs = 20_000, everyMs = 100): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError: unknown = null;
-  for (;;) {
-    try {
-      const v = await probe();
-      if (v !== null && v !== undefined && v !== false) return v;
-    } catch (e) {
-      lastError = e;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${String(lastError)})` : ''}`);
-    await sleep(everyMs);
-  }
-}
+import { until } from '@raftkit/testkit';
+
+export { until };
 
 export interface Answer {
   status: number;
