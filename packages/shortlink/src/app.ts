@@ -54,6 +54,8 @@ const USER = /^[A-Za-z0-9._-]{1,64}$/;
 /** The user recorded as creator of links made with the cluster token (no API key is issued under this name). */
 export const CLUSTER_USER = 'cluster';
 const MAX_REDIRECT_PATH = 65;
+const REDIRECT_FROM_EDGE = { outcome: 'redirect', cache: 'edge' };
+const REDIRECT_FROM_STORE = { outcome: 'redirect', cache: 'store' };
 
 export function appRole(clicks: ClickSide): WorkerRole {
   return { role: 'app', count: DEFAULT_APP_COUNT, start: (options) => startApp(options, clicks) };
@@ -111,28 +113,46 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     return pending;
   };
 
-  const answerRedirect = (code: string, found: Lookup, cache: string, req: IncomingMessage, res: ServerResponse, now: number): void => {
-    if (found === MISSING || (found as LinkRecord).expires_at <= now) {
-      redirects.inc(1, { outcome: 'not_found', cache });
-      sendJson(res, 404, { error: { code: 'not_found', message: `no link ${code} (never created, expired or deleted)` } }, { 'cache-control': 'no-store' });
-      return;
-    }
-    redirects.inc(1, { outcome: 'redirect', cache });
-    res.writeHead(302, { location: (found as LinkRecord).long_url, 'cache-control': 'private, max-age=0', 'content-length': '0' });
-    if (req.method === 'HEAD') {
-      res.end();
-      return;
-    }
-    // The click is made and emitted only once the 302 is on its way: nothing of the click path delays it.
-    res.end(() =>
+  /**
+   * The redirects answered in this event-loop turn, whose clicks are made and emitted together in its check phase:
+   * by then each 302 has been handed to its socket (Node uncorks it in a nextTick), so nothing of the click path
+   * (GeoIP, encoding, the producer) delays a redirect, and a turn costs one timer instead of a 'finish' listener
+   * and a closure per redirect. Their redirect count is added then too: one labelled increment per turn and cache
+   * rather than per redirect (labels cost more than the rest of a cache hit's bookkeeping).
+   */
+  let answered: Array<{ code: string; now: number; req: IncomingMessage; cache: 'edge' | 'store' }> = [];
+  const emitClicks = (): void => {
+    const batch = answered;
+    answered = [];
+    let fromEdge = 0;
+    for (const { code, now, req, cache } of batch) {
+      if (cache === 'edge') fromEdge++;
       clicks.emit({
         short_code: code,
         timestamp: now,
         referer: headerText(req.headers.referer),
         country: clickSide.countryOf(req, options.settings),
         user_agent: headerText(req.headers['user-agent']),
-      }),
-    );
+      });
+    }
+    if (fromEdge > 0) redirects.inc(fromEdge, REDIRECT_FROM_EDGE);
+    if (fromEdge < batch.length) redirects.inc(batch.length - fromEdge, REDIRECT_FROM_STORE);
+  };
+
+  const answerRedirect = (code: string, found: Lookup, cache: 'edge' | 'store', req: IncomingMessage, res: ServerResponse, now: number): void => {
+    if (found === MISSING || (found as LinkRecord).expires_at <= now) {
+      redirects.inc(1, { outcome: 'not_found', cache });
+      sendJson(res, 404, { error: { code: 'not_found', message: `no link ${code} (never created, expired or deleted)` } }, { 'cache-control': 'no-store' });
+      return;
+    }
+    res.writeHead(302, { location: (found as LinkRecord).long_url, 'cache-control': 'private, max-age=0', 'content-length': '0' });
+    res.end();
+    if (req.method === 'HEAD') {
+      redirects.inc(1, { outcome: 'redirect', cache });
+      return;
+    }
+    if (answered.length === 0) setImmediate(emitClicks);
+    answered.push({ code, now, req, cache });
   };
 
   redirect = (req, res) => {

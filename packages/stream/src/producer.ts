@@ -2,7 +2,7 @@
  * The producer client. `send` never blocks and never throws: records wait in a bounded local buffer while the
  * stream is unreachable, and when the buffer is full the NEWEST record is dropped (and counted), so records
  * already waiting keep their order and the oldest clicks are not sacrificed for the newest. A background loop
- * connects (with exponential backoff and jitter), pipelines batches and drops each batch once acknowledged.
+ * connects (with exponential backoff and jitter), pipelines full batches and drops each batch once acknowledged.
  * Delivery is at-least-once: a batch written but not acknowledged before a crash is sent again.
  */
 import type { Logger, MetricsRegistry } from '@raftkit/http';
@@ -188,6 +188,10 @@ export class StreamProducer {
     const connection = this.connection;
     if (connection === undefined) return;
     while (this.inFlight.length < this.maxInFlight && this.queue.size > 0) {
+      // A partial batch waits while a request is on the wire: that request's ack (one group commit later) sends it
+      // with whatever arrived meanwhile. A busy producer thus makes one socket write per commit, not one per
+      // event-loop turn (each write of a tiny frame cost more CPU than the records in it); full batches pipeline.
+      if (this.inFlight.length > 0 && this.queue.size < this.batchRecords) break;
       const batch = this.queue.take(this.batchRecords, BATCH_BYTES);
       this.inFlight.push(batch);
       connection.request({ t: 'produce', records: batch }, this.ackTimeoutMs).then(

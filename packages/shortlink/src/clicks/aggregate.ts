@@ -48,10 +48,20 @@ export function aggregate(clicks: Array<StreamedClick | null>, lastSeq: (produce
   return out;
 }
 
+const DAY_MS = 86_400_000;
+/** The Date range (ECMAScript): beyond it a timestamp has no day. */
+const MAX_DATE_MS = 8.64e15;
+/** The last day formatted: a batch's clicks are nearly all of one day, and formatting a date costs more than the rest. */
+let lastDay = { index: NaN, text: '' };
+
 /** UTC day of a millisecond timestamp, "unknown" outside the Date range. */
 export function dayOf(timestamp: number): string {
-  const date = new Date(timestamp);
-  return Number.isNaN(date.getTime()) ? 'unknown' : date.toISOString().slice(0, 10);
+  if (!(Math.abs(timestamp) <= MAX_DATE_MS)) return 'unknown';
+  // Date drops the fraction toward zero; so must the day, for a timestamp just before the epoch.
+  const index = Math.floor(Math.trunc(timestamp) / DAY_MS);
+  if (index === lastDay.index) return lastDay.text;
+  lastDay = { index, text: new Date(timestamp).toISOString().slice(0, 10) };
+  return lastDay.text;
 }
 
 function countryKey(country: string | null): string {

@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { createRequire } from 'node:module';
-import { isIP } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 
 interface GeoIp {
   lookup(ip: string): { country?: string } | null;
@@ -29,7 +29,19 @@ export function countryOf(req: IncomingMessage, settings: Record<string, string>
     const value = headerValue(req, countryHeader)?.trim().toUpperCase();
     return value !== undefined && COUNTRY.test(value) ? value : null;
   }
-  const ip = clientIp(req, settings);
+  if (settings.trusted_ip_header) return countryOfIp(clientIp(req, settings));
+  // The peer address is the connection's: looked up once per keep-alive connection, not once per redirect.
+  let country = socketCountry.get(req.socket);
+  if (country === undefined) {
+    country = countryOfIp(clientIp(req, settings));
+    socketCountry.set(req.socket, country);
+  }
+  return country;
+}
+
+const socketCountry = new WeakMap<Socket, string | null>();
+
+function countryOfIp(ip: string | null): string | null {
   if (ip === null) return null;
   try {
     const country = database().lookup(ip)?.country;

@@ -1,17 +1,17 @@
 /**
  * The analytics store on LevelDB. One write batch per consumed batch holds the counter increments, the
  * producers' last counted seqs and the consumer's next offset, so a crash either keeps all of a batch or none
- * of it: no click is counted twice or lost. Increments are read-modify-write; a write-through LRU of counter
- * values (this process is the only writer) keeps the reads for hot links in memory.
+ * of it: no click is counted twice or lost. Increments are read-modify-write; a write-through cache of recently used
+ * counter values (this process is the only writer; counter-cache.ts) keeps the reads for hot links in memory.
  *
  * Batches are pipelined: `apply` returns once its batch is counted in memory and its write is issued, so the
  * next batch is read and aggregated while this one is written. At most one write is in flight; its values stay
- * in `unwritten` until it lands (the LRU may evict them). A failed write poisons the store until `recover`
+ * in `unwritten` until it lands (the cache may evict them). A failed write poisons the store until `recover`
  * reloads the durable state.
  */
 import { Level } from 'level';
-import { LRUCache } from 'lru-cache';
 import { aggregate, statPrefix, type BatchAggregate } from './aggregate.js';
+import { CounterCache } from './counter-cache.js';
 import type { LinkStats } from './record.js';
 import type { StreamedClick } from './wire.js';
 
@@ -27,7 +27,7 @@ export interface StoreOptions {
 }
 
 export class AnalyticsStore {
-  private readonly cache: LRUCache<string, number>;
+  private readonly cache: CounterCache;
   private readonly maxReferers: number;
   private unwritten = new Map<string, number>();
   private writing: Promise<void> = Promise.resolve();
@@ -42,7 +42,7 @@ export class AnalyticsStore {
     offset: number,
     options: StoreOptions,
   ) {
-    this.cache = new LRUCache({ max: options.cacheKeys ?? 200_000 });
+    this.cache = new CounterCache(options.cacheKeys ?? 200_000);
     this.maxReferers = options.maxReferers ?? 200;
     this.consumed = offset;
     this.durable = offset;
