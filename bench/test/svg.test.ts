@@ -54,7 +54,7 @@ t.test('a report with a peer: ratios, verdict, and a chart with the numbers', as
   const report = buildReport(bench, o, side('ours', 12_345, 4.2, 21.5), side('etcd 3.4.23', 10_000, 5, 25), environment(o, new Date('2026-01-02T03:04:05Z')));
   t.equal(report.ratio, 1.23);
   t.equal(report.p99_ratio, 0.86);
-  t.match(report.verdict, /^target met: 123% of etcd's throughput/);
+  t.match(report.verdict, /^goal met against etcd: 123% of its throughput/);
   t.equal(report.command, 'npx bench kv --vs etcd --duration 20 --concurrency 64');
   t.match(formatReport(report), /ours\s+12345\s+4\.20\s+21\.50/);
   const svg = renderSvg(report);
