@@ -18,6 +18,7 @@ import {
   readState,
   readToken,
   resolveDataDir,
+  savePid,
   tokenPath,
   writeState,
   type ClusterState,
@@ -203,7 +204,7 @@ for (const [name, sig, text] of [
       if (sig === 'SIGKILL') {
         while (isAlive(member.pid)) await sleep(20);
         member.pid = null;
-        writeState(state);
+        savePid(state.dataDir, member.id, null);
       }
       console.log(`${name}: ${member.id}`);
     });
@@ -220,7 +221,7 @@ program
       const worker = found.record;
       await stopProcess(worker.pid);
       worker.pid = spawnWorker(state, worker);
-      writeState(state);
+      savePid(state.dataDir, worker.id, worker.pid);
       await waitHealthy(state, worker);
       console.log(`restarted ${worker.id} (pid ${worker.pid})`);
       return;
@@ -229,7 +230,7 @@ program
     if (member.removed) throw new CliError(`${member.id} was removed from the cluster`);
     await stopProcess(member.pid);
     member.pid = spawnMember(state, member);
-    writeState(state);
+    savePid(state.dataDir, member.id, member.pid);
     console.log(`restarted ${member.id} (pid ${member.pid})`);
   });
 

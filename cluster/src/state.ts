@@ -2,7 +2,7 @@
  * A cluster's state on disk, in its data directory, so every later CLI call (and bench, and jepsen-like) finds
  * it: DIR/cluster.json (members, pids, ports), DIR/token (the bearer token), DIR/<member>/ (LevelDB and log).
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 
 export interface MemberRecord {
@@ -87,6 +87,52 @@ export function writeState(state: ClusterState): void {
   const tmp = statePath(state.dataDir) + '.tmp';
   writeFileSync(tmp, JSON.stringify(state, null, 2) + '\n');
   renameSync(tmp, statePath(state.dataDir));
+}
+
+/**
+ * Record a process's new pid. CLI calls on one cluster may run side by side (restarting two workers at once), and
+ * each holds the state it read when it started: writing that whole state back would lose the other call's pid, and
+ * `down` would then leave that process running. So the file is re-read and changed under a lock.
+ */
+export function savePid(dataDir: string, id: string, pid: number | null): void {
+  withStateLock(dataDir, () => {
+    const fresh = readState(dataDir);
+    const record = [...fresh.members, ...(fresh.workers ?? [])].find((r) => r.id === id);
+    if (record === undefined) throw new CliError(`${id} is no longer in ${statePath(dataDir)}`);
+    record.pid = pid;
+    writeState(fresh);
+  });
+}
+
+const LOCK_WAIT_MS = 10_000;
+
+function withStateLock(dataDir: string, body: () => void): void {
+  const lock = statePath(dataDir) + '.lock';
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      const fd = openSync(lock, 'wx');
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      break;
+    } catch {
+      let holder = NaN;
+      try {
+        holder = Number(readFileSync(lock, 'utf8'));
+      } catch {
+        continue; // released meanwhile
+      }
+      // A lock left by a CLI call that died (or one still being written) is taken over once its holder is gone.
+      if (Number.isInteger(holder) && holder > 0 && !isAlive(holder)) rmSync(lock, { force: true });
+      else if (Date.now() > deadline) throw new CliError(`${lock} is held by pid ${holder}; remove it if no cluster command runs`);
+      else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+    }
+  }
+  try {
+    body();
+  } finally {
+    rmSync(lock, { force: true });
+  }
 }
 
 export function readToken(dataDir: string): string {

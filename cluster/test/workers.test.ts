@@ -85,6 +85,18 @@ t.test('kill, restart, pause and resume a worker by id', async (t) => {
   t.match(unknown.stderr, /^cluster: unknown member or worker app9 \(members: n1, n2, n3; workers: .*app1, app2/);
 });
 
+t.test('two restarts at once both keep their new pid in cluster.json', async (t) => {
+  // Each CLI call read the state when it started; writing it back whole lost the other call's pid, and `down` then
+  // left that process running (found when a test restarted two stores at once).
+  const [a, b] = await Promise.all([cluster.cli('restart', 'app1'), cluster.cli('restart', 'app2')]);
+  t.equal(a.code, 0, a.stderr);
+  t.equal(b.code, 0, b.stderr);
+  const pids = new Map(cluster.state().workers!.map((w) => [w.id, w.pid]));
+  t.equal(pids.get('app1'), Number(/pid (\d+)/.exec(a.stdout)?.[1]), 'app1: the pid its restart printed');
+  t.equal(pids.get('app2'), Number(/pid (\d+)/.exec(b.stdout)?.[1]), 'app2: the pid its restart printed');
+  t.ok(isAlive(pids.get('app1')!) && isAlive(pids.get('app2')!), 'both running');
+});
+
 t.test('down stops the workers and the members', async (t) => {
   const state = cluster.state();
   const pids = [...state.members, ...(state.workers ?? [])].map((p) => p.pid).filter((p): p is number => p !== null);
