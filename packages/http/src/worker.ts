@@ -73,9 +73,15 @@ export interface WorkerHttp {
  */
 export async function serveWorkerHttp(
   options: WorkerOptions,
-  setup: { open?: string[]; fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean; health?: () => Record<string, unknown> } = {},
+  setup: {
+    open?: string[];
+    fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean;
+    health?: () => Record<string, unknown>;
+    /** The registry /metrics renders, when the worker built its parts (and their metrics) before listening. */
+    metrics?: MetricsRegistry;
+  } = {},
 ): Promise<WorkerHttp> {
-  const metrics = new MetricsRegistry();
+  const metrics = setup.metrics ?? new MetricsRegistry();
   const requests = metrics.counter('http_requests_total', 'HTTP requests by method and status');
   const open = new Set(['/healthz', '/metrics', ...(setup.open ?? [])]);
   const router = new Router({

@@ -3,7 +3,7 @@
  * protocol on its second listener, forwards the rule API to the rule store, keeps the rule cache current,
  * health-checks its stores every second and syncs hot counters. This file only wires the parts together.
  */
-import { ClusterClient, serveWorkerHttp, type Principal, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { ClusterClient, MetricsRegistry, serveWorkerHttp, type Principal, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { serveWire, WireError } from '../wire.js';
 import { requireTenantAccess } from '../tenants.js';
 import type { CheckAnswer, CheckRequest } from './decide.js';
@@ -46,20 +46,20 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     requireTenantAccess(principal, request.serviceId, 'check');
     return engine.check(request);
   };
-  const http = await serveWorkerHttp(options, {
-    fastPath: checkFastPath(decide, options.tokens, options.logger),
-    health: () => ({ region: stores.region, rules_revision: rules.current.revision, stores: Object.fromEntries(stores.all.map((l) => [l.id, l.health.mode])) }),
-  });
-  // Built in the same synchronous step as the listener's promise settles, before any request can be handled:
-  // the engine's metrics live in the registry serveWorkerHttp made.
+  const metrics = new MetricsRegistry();
   const engine = new CheckEngine({
     rules: () => rules.current,
     storeFor: (rule) => stores.storeFor(rule),
     stores: stores.all,
     instances: (rule) => stores.instances(rule),
     storeTimeoutMs: timeoutMs,
-    metrics: checkMetrics(http.metrics),
+    metrics: checkMetrics(metrics),
     onModeChange: (link) => options.logger.log('warn', 'store mode changed', { store: link.id, mode: link.health.mode }),
+  });
+  const http = await serveWorkerHttp(options, {
+    metrics,
+    fastPath: checkFastPath(decide, options.tokens, options.logger),
+    health: () => ({ region: stores.region, rules_revision: rules.current.revision, stores: Object.fromEntries(stores.all.map((l) => [l.id, l.health.mode])) }),
   });
   rules.onChange = (index) => engine.rulesChanged(index);
   const degraded = http.metrics.gauge('ratelimit_degraded', "1 while this instance serves a store's counters from local fallback buckets (degraded mode), by store");
