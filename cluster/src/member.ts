@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { jsonLogger } from '@raftkit/http';
+import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import { services, serviceNames } from './services.js';
 
 const program = new Command()
@@ -47,10 +48,7 @@ function addressList(text: string, flag: string): Record<string, string> {
 const bootstrap = addressList(opts.peers, '--peers');
 const peers = addressList(opts.join, '--join');
 
-process.on('uncaughtException', (e) => {
-  log.log('error', 'uncaught exception', { error: String(e?.stack ?? e) });
-  process.exit(1);
-});
+exitOnUncaught(log);
 
 const member = await service.member({
   id: opts.id,
@@ -65,12 +63,4 @@ const member = await service.member({
 }).catch((e: unknown) => fail(`could not start: ${String((e as Error)?.message ?? e)}`));
 currentTerm = member.term;
 
-let stopping = false;
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(signal, () => {
-    if (stopping) return;
-    stopping = true;
-    log.log('info', 'stopping', { signal });
-    void member.stop().then(() => process.exit(0));
-  });
-}
+stopOnSignals(log, () => member.stop());

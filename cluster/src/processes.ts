@@ -131,6 +131,7 @@ export async function callMember(member: MemberRecord, token: string, method: st
   }
 }
 
+/** A member's GET /v1/cluster/status answer (host.ts statusBody). */
 export interface MemberStatus {
   id: string;
   role: string;
@@ -139,7 +140,10 @@ export interface MemberStatus {
   commit_index: number;
   applied_index: number;
   last_log_index: number;
+  snapshot_index: number;
   voters: string[];
+  learners: string[];
+  peers: Array<{ id: string; match_index: number; next_index: number; state: string; learner: boolean; active: boolean }>;
 }
 
 export async function memberStatus(member: MemberRecord, token: string, timeoutMs = 1_000): Promise<MemberStatus | null> {

@@ -7,6 +7,7 @@
 import { mkdirSync } from 'node:fs';
 import { Command } from 'commander';
 import { jsonLogger, type PeerAddress } from '@raftkit/http';
+import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import { services } from './services.js';
 import { memberDir, readState, readToken } from './state.js';
 
@@ -38,10 +39,7 @@ const logger = jsonLogger(() => ({ worker: record.id, role: record.role, service
 const dataDir = memberDir(state.dataDir, record.id);
 mkdirSync(dataDir, { recursive: true });
 
-process.on('uncaughtException', (e) => {
-  logger.log('error', 'uncaught exception', { error: String(e?.stack ?? e) });
-  process.exit(1);
-});
+exitOnUncaught(logger);
 
 const members: PeerAddress[] = state.members.filter((m) => !m.removed).map((m) => ({ id: m.id, role: 'member', httpAddress: m.httpAddress }));
 const workers: PeerAddress[] = (state.workers ?? []).map((w) => ({ id: w.id, role: w.role, httpAddress: w.httpAddress, tcpAddress: w.tcpAddress }));
@@ -62,12 +60,4 @@ const running = await role
   .catch((e: unknown) => fail(`could not start: ${String((e as Error)?.stack ?? e)}`));
 logger.log('info', 'worker ready', { http: record.httpAddress, tcp: record.tcpAddress });
 
-let stopping = false;
-for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-  process.on(signal, () => {
-    if (stopping) return;
-    stopping = true;
-    logger.log('info', 'stopping', { signal });
-    void running.stop().then(() => process.exit(0));
-  });
-}
+stopOnSignals(logger, () => running.stop());

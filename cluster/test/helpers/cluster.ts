@@ -124,19 +124,9 @@ export interface CallOptions {
   timeoutMs?: number;
 }
 
-export interface StatusBody {
-  id: string;
-  role: string;
-  term: number;
-  leader_id: string | null;
-  commit_index: number;
-  applied_index: number;
-  last_log_index: number;
-  snapshot_index: number;
-  voters: string[];
-  learners: string[];
-  peers: Array<{ id: string; match_index: number; next_index: number; state: string; learner: boolean; active: boolean }>;
-}
+import type { MemberStatus as StatusBody } from '../../src/processes.js';
+
+export type { StatusBody };
 
 /** Every cluster a test file started, so process exit can kill what a teardown could not. */
 const everyCluster = new Set<TestCluster>();

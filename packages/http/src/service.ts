@@ -5,7 +5,7 @@
  */
 import { CommandTooLargeError, RaftNode, SessionError, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
-import type { Principal } from './auth.js';
+import { requirePrincipal, type Principal } from './auth.js';
 import type { WorkerRoles } from './worker.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
@@ -48,8 +48,7 @@ export class ServiceContext<C, R> {
 
   /** The principal of an authenticated request (the router's before hook set it). */
   principal(ctx: RequestContext): Principal {
-    if (ctx.principal === null) throw new HttpError(401, 'unauthorized', 'this endpoint needs a bearer token');
-    return ctx.principal;
+    return requirePrincipal(ctx);
   }
 
   /** The service's state machine on this member (for reads after a barrier). */

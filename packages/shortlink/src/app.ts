@@ -8,6 +8,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   deriveClientToken,
+  MetricsRegistry,
+  requirePrincipal,
   HttpError,
   notFound,
   Reply,
@@ -16,7 +18,6 @@ import {
   sendJson,
   serveWorkerHttp,
   unavailable,
-  type MetricsRegistry,
   type Principal,
   type RequestContext,
   type RunningWorker,
@@ -76,16 +77,11 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
   const limits = new CreateLimits(settings.perKey, settings.perIp);
   const inFlight = new Map<string, Promise<Lookup>>();
 
-  // The fast path needs the metrics registry the worker HTTP server makes; it is bound once that exists.
-  let redirect: (req: IncomingMessage, res: ServerResponse) => boolean = () => false;
-  const http = await serveWorkerHttp(options, {
-    fastPath: (req, res) => redirect(req, res),
-    health: () => ({ leases: allocator.status().batches.length }),
-  });
-  const clicks = clickSide.emitter(options, http.metrics);
-  const redirects = http.metrics.counter('shortlink_redirects_total', 'Redirect requests by outcome and the cache that answered');
-  const creates = http.metrics.counter('shortlink_creates_total', 'Create requests by outcome');
-  const batchSizes = http.metrics.histogram('shortlink_create_batch_size', 'Links per create batch sent to the link store', [1, 2, 4, 8, 16, 32, 64, 128, 256]);
+  const metrics = new MetricsRegistry();
+  const clicks = clickSide.emitter(options, metrics);
+  const redirects = metrics.counter('shortlink_redirects_total', 'Redirect requests by outcome and the cache that answered');
+  const creates = metrics.counter('shortlink_creates_total', 'Create requests by outcome');
+  const batchSizes = metrics.histogram('shortlink_create_batch_size', 'Links per create batch sent to the link store', [1, 2, 4, 8, 16, 32, 64, 128, 256]);
   const batcher = new CreateBatcher<BatchItemResult>(
     async (links) => {
       const answer = await store.call('POST', '/internal/link-batches', { links });
@@ -155,7 +151,7 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     answered.push({ code, now, req, cache });
   };
 
-  redirect = (req, res) => {
+  const redirect = (req: IncomingMessage, res: ServerResponse): boolean => {
     if (req.method !== 'GET' && req.method !== 'HEAD') return false;
     const url = req.url ?? '/';
     const q = url.indexOf('?');
@@ -183,10 +179,12 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     return true;
   };
 
-  const principal = (ctx: RequestContext): Principal => {
-    if (ctx.principal === null) throw new HttpError(401, 'unauthorized', 'this endpoint needs a bearer token');
-    return ctx.principal;
-  };
+  const http = await serveWorkerHttp(options, {
+    metrics,
+    fastPath: redirect,
+    health: () => ({ leases: allocator.status().batches.length }),
+  });
+
   const userOf = (p: Principal): string => (p.kind === 'cluster' ? CLUSTER_USER : p.name);
   /** The live link, for its creator or the cluster only. */
   const ownedLink = async (ctx: RequestContext): Promise<LinkRecord> => {
@@ -194,14 +192,14 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     const found = await lookup(code, 'linearizable');
     if (found === MISSING) throw notFound(`no link ${code} (never created, expired or deleted)`, { field: 'short_code' });
     const link = found as LinkRecord;
-    const who = principal(ctx);
+    const who = requirePrincipal(ctx);
     if (who.kind !== 'cluster' && who.name !== link.created_by) throw new HttpError(403, 'forbidden', 'only the creator of a link may see it');
     return link;
   };
 
   http.router
     .post('/api/urls', async (ctx) => {
-      const who = principal(ctx);
+      const who = requirePrincipal(ctx);
       const now = Date.now();
       const decision = limits.check(who.hash, ctx.req.socket.remoteAddress ?? 'unknown', now);
       if (!decision.allowed) {
@@ -237,7 +235,7 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     })
     .delete('/api/urls/:code', async (ctx) => {
       const code = shortCodeParam(ctx.params.code);
-      const who = principal(ctx);
+      const who = requirePrincipal(ctx);
       const answer = await store.call('DELETE', `/internal/links/${code}`, { by: who.kind === 'cluster' ? null : who.name });
       if (answer.status === 200) edge.deleted(code);
       if (answer.status === 404) throw notFound(`no link ${code}`, { field: 'short_code' });
@@ -246,13 +244,13 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
       return { short_code: code, deleted: true };
     })
     .post('/api/keys', async (ctx) => {
-      if (principal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'only the cluster token can issue API keys');
+      if (requirePrincipal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'only the cluster token can issue API keys');
       const user = requireString(requireObject(await ctx.json()), 'user', { pattern: USER });
       if (user === CLUSTER_USER) throw new HttpError(400, 'invalid_field', `"${CLUSTER_USER}" is the cluster's own name`, { field: 'user' });
       return new Reply(201, { user, api_key: deriveClientToken(clusterToken, user) });
     })
     .get('/internal/leases', (ctx) => {
-      if (principal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'cluster token only');
+      if (requirePrincipal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'cluster token only');
       return { server: options.id, ...allocator.status() };
     });
 

@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MetricsRegistry } from '@raftkit/http';
 import t from 'tap';
 import { OffsetStore, StreamClient, StreamLog, StreamProducer, StreamServer } from '../src/index.js';
+import { freePort } from '@raftkit/testkit';
 
 const TOKEN = 'cluster-token';
 const text = (r: Uint8Array) => Buffer.from(r).toString();
@@ -17,13 +17,6 @@ function tempDir(): string {
   return dir;
 }
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((resolve) => s.close(resolve));
-  return port;
-}
 
 interface Running {
   log: StreamLog;

@@ -82,3 +82,12 @@ export async function reservePorts(): Promise<PortRange> {
   }
   throw new Error(`no free port range between ${FIRST_BASE} and ${LAST_BASE + 180}`);
 }
+
+/** A port the kernel just handed out on 127.0.0.1 (for in-process servers a test starts itself). */
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((resolve) => s.close(resolve));
+  return port;
+}

@@ -3,26 +3,19 @@
  * analytics worker -> fetchStats. (Process kills are in cluster.test.ts.)
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { HttpError, MetricsRegistry, deriveClientToken, jsonLogger, type PeerAddress, type RunningWorker, type WorkerOptions } from '@raftkit/http';
 import t from 'tap';
 import { request } from 'undici';
 import { ClickEmitter, clickWorkerRoles, fetchStats, type ClickRecord, type LinkStats } from '../../src/clicks/index.js';
+import { freePort } from '@raftkit/testkit';
 
 const TOKEN = 'test-cluster-token';
 const logger = jsonLogger(() => ({}), () => undefined);
 const dir = mkdtempSync(join(tmpdir(), 'clicks-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((resolve) => s.close(resolve));
-  return port;
-}
 
 const workers: PeerAddress[] = [];
 for (const role of ['stream', 'analytics']) workers.push({ id: `${role}1`, role, httpAddress: `127.0.0.1:${await freePort()}`, tcpAddress: `127.0.0.1:${await freePort()}` });

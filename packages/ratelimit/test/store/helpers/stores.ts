@@ -1,9 +1,9 @@
 /** Real store processes for tests: spawned from store-main.js on free 127.0.0.1 ports, always torn down. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { PeerAddress } from '@raftkit/http';
+import { freePort } from '@raftkit/testkit';
 
 const entry = fileURLToPath(new URL('./store-main.js', import.meta.url));
 
@@ -18,17 +18,6 @@ export interface StoreGroup {
   stop(): Promise<void>;
 }
 
-/** A port nobody listens on right now (the OS picks it; another process could still take it before we do). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function exited(child: ChildProcess): Promise<void> {
   return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once('exit', () => resolve()));
