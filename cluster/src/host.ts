@@ -11,11 +11,11 @@ import {
   jsonLogger,
   MetricsRegistry,
   raftErrorToHttp,
-  authenticate,
   requireObject,
   requireString,
   deriveClientToken,
   hostPort,
+  limitServer,
   Reply,
   Router,
   ServiceContext,
@@ -117,29 +117,29 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   gauge('raft_applied_index', 'Applied index', () => node.status().applied);
   gauge('raft_is_leader', '1 when this member leads', () => (node.isLeader ? 1 : 0));
 
-  const open = new Set(['/healthz', '/metrics']);
+  // Who may call what is declared on each route (see "Security model" in the root README): status and client
+  // sessions take any token of the cluster (client libraries find the leader and open sessions with theirs);
+  // membership, faults, token issuing and the route table take the cluster token only.
   const router = new Router({
-    before: (ctx, route) => {
-      if (!open.has(route.pattern)) ctx.principal = authenticate(ctx.req, options.tokens);
-    },
+    tokens: options.tokens,
     onError: (error, req) => logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
   });
   const service = new ServiceContext<C, R>(node, router, metrics, logger);
 
   router
-    .get('/healthz', () => ({ status: 'ok', id: options.id, role: node.status().role, leader: node.leaderId }))
-    .get('/metrics', (ctx) => {
+    .get('/healthz', { admits: 'open' }, () => ({ status: 'ok', id: options.id, role: node.status().role, leader: node.leaderId }))
+    .get('/metrics', { admits: 'open' }, (ctx) => {
       ctx.res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       ctx.res.end(metrics.render());
     })
-    .get('/v1/cluster/status', () => statusBody(node))
-    .post('/v1/tokens', async (ctx) => {
-      if (ctx.principal?.kind !== 'cluster') throw new HttpError(403, 'forbidden', 'only the cluster token can issue client tokens');
+    .get('/v1/cluster/status', { admits: 'authenticated' }, () => statusBody(node))
+    .get('/v1/routes', { admits: 'cluster' }, () => ({ routes: router.routes() }))
+    .post('/v1/tokens', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const client = requireString(body, 'client');
       return new Reply(201, { client, token: deriveClientToken(options.tokens[0]!, client) });
     })
-    .post('/v1/client-sessions', async () => {
+    .post('/v1/client-sessions', { admits: 'authenticated' }, async () => {
       if (node.leaderId === null) throw unavailable('no leader is known', 1);
       try {
         const result = await node.submit({ t: 'register', nonce: `${options.id}:${Date.now()}:${Math.random()}` });
@@ -149,7 +149,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
         throw raftErrorToHttp(e);
       }
     })
-    .post('/v1/cluster/members', async (ctx) => {
+    .post('/v1/cluster/members', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const id = requireString(body, 'id', { pattern: NODE_ID });
       const address = requireString(body, 'address', { minLength: 3, maxLength: 300 });
@@ -162,7 +162,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
       }
       return statusBody(node);
     })
-    .delete('/v1/cluster/members/:id', async (ctx) => {
+    .delete('/v1/cluster/members/:id', { admits: 'cluster' }, async (ctx) => {
       requireLeader(node);
       try {
         await node.removeMember(ctx.params.id!);
@@ -171,7 +171,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
       }
       return statusBody(node);
     })
-    .post('/v1/cluster/transfer-leader', async (ctx) => {
+    .post('/v1/cluster/transfer-leader', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const to = requireString(body, 'to', { pattern: NODE_ID });
       requireLeader(node);
@@ -180,7 +180,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
       if (!moved) throw unavailable(`leadership did not move to ${to} in time`, 1);
       return { leader: to };
     })
-    .put('/v1/cluster/partition', async (ctx) => {
+    .put('/v1/cluster/partition', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const blocked = body.blocked;
       if (!Array.isArray(blocked) || !blocked.every((b) => typeof b === 'string')) {
@@ -190,7 +190,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
       logger.log('warn', 'links cut', { blocked });
       return { blocked };
     })
-    .delete('/v1/cluster/partition', () => {
+    .delete('/v1/cluster/partition', { admits: 'cluster' }, () => {
       transport.setBlocked(new Set());
       logger.log('warn', 'links healed');
       return { blocked: [] };
@@ -201,7 +201,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     res.on('finish', () => m.http.inc(1, { method: req.method ?? '', status: String(res.statusCode) }));
     router.listener(req, res);
   });
-  server.keepAliveTimeout = 30_000;
+  limitServer(server);
   const [httpHost, httpPort] = splitAddress(options.httpAddress);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

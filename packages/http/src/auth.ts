@@ -6,7 +6,6 @@
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { badRequest, unauthorized } from './errors.js';
-import type { RequestContext } from './router.js';
 
 /** Who a request is: the cluster operator or a named client. `hash` identifies the token (for ownership). */
 export interface Principal {
@@ -87,10 +86,4 @@ function prove(presented: string, clusterTokens: readonly string[]): Principal {
     for (const t of clusterTokens) if (same(mac(t, m[1]!), m[2]!)) return { kind: 'client', name: m[1]!, hash: tokenHash(presented) };
   }
   throw unauthorized('wrong bearer token');
-}
-
-/** The principal of an authenticated request (the router's before hook set it); 401 when it has none. */
-export function requirePrincipal(ctx: RequestContext): Principal {
-  if (ctx.principal === null) throw unauthorized('this endpoint needs a bearer token');
-  return ctx.principal;
 }

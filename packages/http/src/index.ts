@@ -1,8 +1,8 @@
 export * from './errors.js';
 export * from './validate.js';
-export { Router, Reply, sendJson, sendError } from './router.js';
-export type { Handler, RequestContext, RouterOptions } from './router.js';
-export { authenticate, bearerToken, deriveClientToken, requirePrincipal, tokenHash, verifyToken } from './auth.js';
+export { Router, Reply, sendJson, sendError, requirePrincipal, admit, ADMISSIONS } from './router.js';
+export type { Admission, Handler, PrincipalFor, RequestContext, RouteInfo, RouteOptions, RouterOptions } from './router.js';
+export { authenticate, bearerToken, deriveClientToken, tokenHash, verifyToken } from './auth.js';
 export type { Principal } from './auth.js';
 export { MetricsRegistry, Counter, Gauge, Histogram } from './metrics.js';
 export { jsonLogger } from './log.js';
@@ -13,3 +13,5 @@ export { ClusterClient, ServiceError } from './client.js';
 export type { ClusterClientOptions } from './client.js';
 export { serveWorkerHttp, hostPort } from './worker.js';
 export type { PeerAddress, WorkerOptions, RunningWorker, WorkerRole, WorkerRoles, WorkerHttp } from './worker.js';
+export { limitServer, fileLimit, connectionBudget, FALLBACK_FILE_LIMIT } from './connections.js';
+export type { LimitOptions, ConnectionLimit } from './connections.js';

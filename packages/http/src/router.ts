@@ -1,15 +1,38 @@
 /**
  * A small router on node:http: exact segments and `:param` segments, JSON in and out, every failure turned into
  * a JSON error body. Handlers throw HttpError for client errors; anything else becomes a 500 without crashing.
+ *
+ * Every route declares who it admits (`{ admits }`, a required argument: a route cannot be registered without
+ * one), and the router checks it before the handler runs: 401 without a valid bearer token, 403 naming what is
+ * required when the token proves the wrong kind of principal. Services keep their finer checks (tenant, owner)
+ * in their handlers.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Principal } from './auth.js';
-import { badRequest, HttpError } from './errors.js';
+import { authenticate, type Principal } from './auth.js';
+import { badRequest, forbidden, HttpError, unauthorized } from './errors.js';
 
-export interface RequestContext {
+/**
+ * Who may call a route:
+ * - `open`: anyone, no token read (health, metrics, public redirects);
+ * - `authenticated`: any valid token, the cluster token or a derived client token (service APIs, whose handlers
+ *   apply their own finer checks);
+ * - `cluster`: the cluster token only (membership, faults, token issuing, internal endpoints).
+ */
+export type Admission = 'open' | 'authenticated' | 'cluster';
+
+export const ADMISSIONS: readonly Admission[] = ['open', 'authenticated', 'cluster'];
+
+export interface RouteOptions<A extends Admission = Admission> {
+  admits: A;
+}
+
+/** The principal a handler sees: none on open routes, always one on the others (the router proved it). */
+export type PrincipalFor<A extends Admission> = A extends 'open' ? null : Principal;
+
+export interface RequestContext<P extends Principal | null = Principal | null> {
   req: IncomingMessage;
-  /** Set by the router's `before` hook when the request authenticated (see auth.ts). */
-  principal: Principal | null;
+  /** Who the request proved to be (null on open routes, which read no token). */
+  principal: P;
   res: ServerResponse;
   params: Record<string, string>;
   query: URLSearchParams;
@@ -21,7 +44,7 @@ export interface RequestContext {
 }
 
 /** A handler returns the reply: a body to send as JSON with status 200, or a full Reply, or nothing (it replied). */
-export type Handler = (ctx: RequestContext) => Promise<Reply | unknown> | Reply | unknown;
+export type Handler<P extends Principal | null = Principal | null> = (ctx: RequestContext<P>) => Promise<Reply | unknown> | Reply | unknown;
 
 export class Reply {
   constructor(
@@ -31,44 +54,77 @@ export class Reply {
   ) {}
 }
 
-interface Route {
+/** A route as `routes()` lists it (for audits and the test that calls every route with every kind of token). */
+export interface RouteInfo {
   method: string;
+  pattern: string;
+  admits: Admission;
+}
+
+interface Route extends RouteInfo {
   segments: string[];
   handler: Handler;
 }
 
 export interface RouterOptions {
+  /** Bearer tokens accepted, the cluster token first (derived client tokens are verified against them). */
+  tokens: readonly string[];
   maxBodyBytes?: number;
   /** Called for errors that are not HttpErrors (bugs), for logging. */
   onError?: (error: unknown, req: IncomingMessage) => void;
-  /** Runs before every handler (authentication); may throw HttpError. */
-  before?: (ctx: RequestContext, route: { method: string; pattern: string }) => void | Promise<void>;
+}
+
+/** The principal of an authenticated request; 401 when it has none (a handler of an open route asked). */
+export function requirePrincipal(ctx: RequestContext): Principal {
+  if (ctx.principal === null) throw unauthorized('this endpoint needs a bearer token');
+  return ctx.principal;
+}
+
+/** Checks a route's admission for one request: the principal its handler sees, or a 401/403 HttpError. */
+export function admit(route: RouteInfo, req: IncomingMessage, tokens: readonly string[]): Principal | null {
+  if (route.admits === 'open') return null;
+  const principal = authenticate(req, tokens);
+  if (route.admits === 'cluster' && principal.kind !== 'cluster') {
+    throw forbidden(`${route.method} ${route.pattern} requires the cluster token; this request presented a client token (${principal.name})`, {
+      required: 'cluster',
+    });
+  }
+  return principal;
 }
 
 export class Router {
-  private readonly routes: Route[] = [];
+  private readonly table: Route[] = [];
   private readonly maxBodyBytes: number;
 
-  constructor(private readonly options: RouterOptions = {}) {
+  constructor(private readonly options: RouterOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
   }
 
-  on(method: string, pattern: string, handler: Handler): this {
-    this.routes.push({ method, segments: pattern.split('/').filter((s) => s.length > 0), handler });
+  on<A extends Admission>(method: string, pattern: string, options: RouteOptions<A>, handler: Handler<PrincipalFor<A>>): this {
+    // Checked at run time too: JavaScript callers and casts could pass anything, and an unknown value must not
+    // fall through to "open".
+    if (!ADMISSIONS.includes(options?.admits)) throw new TypeError(`${method} ${pattern}: admits must be one of ${ADMISSIONS.join(', ')}`);
+    const segments = pattern.split('/').filter((s) => s.length > 0);
+    this.table.push({ method, pattern: '/' + segments.join('/'), admits: options.admits, segments, handler: handler as Handler });
     return this;
   }
 
-  get(pattern: string, handler: Handler): this {
-    return this.on('GET', pattern, handler);
+  get<A extends Admission>(pattern: string, options: RouteOptions<A>, handler: Handler<PrincipalFor<A>>): this {
+    return this.on('GET', pattern, options, handler);
   }
-  post(pattern: string, handler: Handler): this {
-    return this.on('POST', pattern, handler);
+  post<A extends Admission>(pattern: string, options: RouteOptions<A>, handler: Handler<PrincipalFor<A>>): this {
+    return this.on('POST', pattern, options, handler);
   }
-  put(pattern: string, handler: Handler): this {
-    return this.on('PUT', pattern, handler);
+  put<A extends Admission>(pattern: string, options: RouteOptions<A>, handler: Handler<PrincipalFor<A>>): this {
+    return this.on('PUT', pattern, options, handler);
   }
-  delete(pattern: string, handler: Handler): this {
-    return this.on('DELETE', pattern, handler);
+  delete<A extends Admission>(pattern: string, options: RouteOptions<A>, handler: Handler<PrincipalFor<A>>): this {
+    return this.on('DELETE', pattern, options, handler);
+  }
+
+  /** Every route registered, in matching order, with whom it admits. */
+  routes(): RouteInfo[] {
+    return this.table.map(({ method, pattern, admits }) => ({ method, pattern, admits }));
   }
 
   /** The node:http request listener. */
@@ -93,7 +149,7 @@ export class Router {
       return;
     }
     const allowed: string[] = [];
-    for (const route of this.routes) {
+    for (const route of this.table) {
       const params = match(route.segments, segments);
       if (params === null) continue;
       if (route.method !== req.method) {
@@ -102,7 +158,7 @@ export class Router {
       }
       const ctx = this.context(req, res, params, url.searchParams);
       try {
-        await this.options.before?.(ctx, { method: route.method, pattern: '/' + route.segments.join('/') });
+        ctx.principal = admit(route, req, this.options.tokens);
         const out = await route.handler(ctx);
         if (res.headersSent || res.writableEnded) return;
         if (out instanceof Reply) sendJson(res, out.status, out.body, out.headers);

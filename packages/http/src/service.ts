@@ -5,11 +5,11 @@
  */
 import { CommandTooLargeError, RaftNode, SessionError, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
-import { requirePrincipal, type Principal } from './auth.js';
+import type { Principal } from './auth.js';
 import type { WorkerRoles } from './worker.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
-import type { RequestContext, Router } from './router.js';
+import { requirePrincipal, type RequestContext, type Router } from './router.js';
 
 /** What a service gives the member process. */
 export interface ServiceDefinition<C, R> {

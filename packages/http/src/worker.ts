@@ -5,7 +5,7 @@
  * it reaches the members over their HTTP API.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { authenticate } from './auth.js';
+import { limitServer } from './connections.js';
 import type { Logger } from './log.js';
 import { MetricsRegistry } from './metrics.js';
 import { Router } from './router.js';
@@ -67,14 +67,14 @@ export interface WorkerHttp {
 }
 
 /**
- * The HTTP side every worker shares: a router whose routes need a bearer token unless listed in `open`
- * (/healthz and /metrics always are), and /healthz and /metrics themselves. `fastPath` sees every request first
- * and returns true when it answered (a hot path that must not pay for routing).
+ * The HTTP side every worker shares: a router whose routes each declare whom they admit, /healthz and /metrics
+ * (open), GET /v1/routes (the route table, cluster token), and a listener under the process's connection limits.
+ * `fastPath` sees every request first and returns true when it answered (a hot path that must not pay for
+ * routing); it must only speed up a route the router declares, with the same admission.
  */
 export async function serveWorkerHttp(
   options: WorkerOptions,
   setup: {
-    open?: string[];
     fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean;
     health?: () => Record<string, unknown>;
     /** The registry /metrics renders, when the worker built its parts (and their metrics) before listening. */
@@ -83,26 +83,24 @@ export async function serveWorkerHttp(
 ): Promise<WorkerHttp> {
   const metrics = setup.metrics ?? new MetricsRegistry();
   const requests = metrics.counter('http_requests_total', 'HTTP requests by method and status');
-  const open = new Set(['/healthz', '/metrics', ...(setup.open ?? [])]);
   const router = new Router({
-    before: (ctx, route) => {
-      if (!open.has(route.pattern)) ctx.principal = authenticate(ctx.req, options.tokens);
-    },
+    tokens: options.tokens,
     onError: (error, req) => options.logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
   });
   router
-    .get('/healthz', () => ({ status: 'ok', id: options.id, role: options.role, ...(setup.health?.() ?? {}) }))
-    .get('/metrics', (ctx) => {
+    .get('/healthz', { admits: 'open' }, () => ({ status: 'ok', id: options.id, role: options.role, ...(setup.health?.() ?? {}) }))
+    .get('/metrics', { admits: 'open' }, (ctx) => {
       ctx.res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
       ctx.res.end(metrics.render());
-    });
+    })
+    .get('/v1/routes', { admits: 'cluster' }, () => ({ routes: router.routes() }));
   const fastPath = setup.fastPath;
   const server = createServer((req, res) => {
     if (fastPath !== undefined && fastPath(req, res)) return;
     res.on('finish', () => requests.inc(1, { method: req.method ?? '', status: String(res.statusCode) }));
     router.listener(req, res);
   });
-  server.keepAliveTimeout = 30_000;
+  limitServer(server);
   const [host, port] = hostPort(options.httpAddress);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -35,26 +35,26 @@ async function bodyText(ctx: RequestContext): Promise<string> {
 export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
   const machine = (): KvMachine => service.machine as KvMachine;
   service.router
-    .put('/v1/kv/:key', async (ctx) => {
+    .put('/v1/kv/:key', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);
       const value = await bodyText(ctx);
       const result = await service.write(ctx, { op: 'put', key, value });
       return { key, revision: result.revision };
     })
-    .get('/v1/kv/:key', async (ctx) => {
+    .get('/v1/kv/:key', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);
       await service.readBarrier(ctx);
       const entry = machine().get(key);
       if (entry === undefined) throw notFound(`no key ${JSON.stringify(key)}`, { key });
       return { key, value: entry.value, revision: entry.revision };
     })
-    .delete('/v1/kv/:key', async (ctx) => {
+    .delete('/v1/kv/:key', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);
       const result = await service.write(ctx, { op: 'delete', key });
       if (result.op !== 'delete' || !result.deleted) throw notFound(`no key ${JSON.stringify(key)}`, { key });
       return { key, deleted: true, revision: result.revision };
     })
-    .post('/v1/kv/:key/cas', async (ctx) => {
+    .post('/v1/kv/:key/cas', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);
       const body = requireObject(await ctx.json());
       if (!('from' in body)) throw badRequest('invalid_field', 'from is required (null means the key must be absent)', { field: 'from' });

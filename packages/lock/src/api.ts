@@ -72,7 +72,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   const owner = (ctx: RequestContext): string => service.principal(ctx).hash;
 
   service.router
-    .post('/v1/sessions', async (ctx) => {
+    .post('/v1/sessions', { admits: 'authenticated' }, async (ctx) => {
       const text = await ctx.text();
       const body = text.trim().length === 0 ? {} : requireObject(parseJson(text));
       const timeout = body.timeout_ms ?? DEFAULT_TIMEOUT_MS;
@@ -83,13 +83,13 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       if (!result.ok || result.op !== 'openSession') refused(result);
       return new Reply(201, { session_id: result.id, timeout_ms: result.timeoutMs, heartbeat_ms: Math.floor(result.timeoutMs / 3) });
     })
-    .post('/v1/sessions/:id/heartbeat', async (ctx) => {
+    .post('/v1/sessions/:id/heartbeat', { admits: 'authenticated' }, async (ctx) => {
       const id = sessionId(ctx.params.id, 'id');
       const result = await service.write(ctx, { op: 'heartbeat', id, owner: owner(ctx) });
       if (!result.ok || result.op !== 'heartbeat') refused(result);
       return { session_id: id, timeout_ms: machine.getSession(id)?.timeoutMs ?? null };
     })
-    .get('/v1/sessions/:id', async (ctx) => {
+    .get('/v1/sessions/:id', { admits: 'authenticated' }, async (ctx) => {
       const id = sessionId(ctx.params.id, 'id');
       await service.readBarrier(ctx);
       const s = machine.getSession(id);
@@ -97,13 +97,13 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       if (s.owner !== owner(ctx)) throw new HttpError(403, 'session_forbidden', 'this session was opened with another token');
       return { session_id: id, timeout_ms: s.timeoutMs, owned_locks: s.owned, waiting_for: s.waiting };
     })
-    .delete('/v1/sessions/:id', async (ctx) => {
+    .delete('/v1/sessions/:id', { admits: 'authenticated' }, async (ctx) => {
       const id = sessionId(ctx.params.id, 'id');
       const result = await service.write(ctx, { op: 'closeSession', id, owner: owner(ctx) });
       if (!result.ok || result.op !== 'closeSession') refused(result);
       return { session_id: id, closed: true, released_locks: result.released };
     })
-    .post('/v1/locks/:name/acquire', async (ctx) => {
+    .post('/v1/locks/:name/acquire', { admits: 'authenticated' }, async (ctx) => {
       const name = lockName(ctx);
       const body = requireObject(await ctx.json());
       const session = sessionId(body.session_id);
@@ -113,7 +113,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       if (result.granted) return { granted: true, fencing_token: result.token };
       return result.position === null ? { granted: false } : { granted: false, queued: true, position: result.position };
     })
-    .post('/v1/locks/:name/release', async (ctx) => {
+    .post('/v1/locks/:name/release', { admits: 'authenticated' }, async (ctx) => {
       const name = lockName(ctx);
       const body = requireObject(await ctx.json());
       const session = sessionId(body.session_id);
@@ -122,12 +122,12 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       if (!result.ok || result.op !== 'release') refused(result);
       return result.dequeued ? { released: false, dequeued: true } : { released: true, next_holder_granted: result.next !== null };
     })
-    .get('/v1/locks/:name', async (ctx) => {
+    .get('/v1/locks/:name', { admits: 'authenticated' }, async (ctx) => {
       const name = lockName(ctx);
       await service.readBarrier(ctx);
       return lockBody(machine.getLock(name));
     })
-    .get('/v1/locks/:name/watch', async (ctx) => {
+    .get('/v1/locks/:name/watch', { admits: 'authenticated' }, async (ctx) => {
       const name = lockName(ctx);
       const sessionParam = ctx.query.get('session_id');
       const filter = { session: sessionParam === null ? null : sessionId(sessionParam) };

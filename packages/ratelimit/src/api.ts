@@ -58,7 +58,7 @@ export function ruleRoutes(service: Service): void {
   const machine = service.machine as RuleMachine;
 
   service.router
-    .put('/v1/tenants/:service_id', async (ctx) => {
+    .put('/v1/tenants/:service_id', { admits: 'cluster' }, async (ctx) => {
       const token = clusterToken(service, ctx);
       const serviceId = serviceIdParam(ctx.params.service_id);
       const result = await service.write(ctx, { op: 'registerTenant', serviceId });
@@ -66,7 +66,7 @@ export function ruleRoutes(service: Service): void {
       const keys = tenantKeys(token, serviceId);
       return { service_id: serviceId, created: result.created, admin_key: keys.adminKey, check_key: keys.checkKey };
     })
-    .get('/v1/tenants/:service_id', async (ctx) => {
+    .get('/v1/tenants/:service_id', { admits: 'cluster' }, async (ctx) => {
       const token = clusterToken(service, ctx);
       const serviceId = serviceIdParam(ctx.params.service_id);
       await service.readBarrier(ctx);
@@ -74,7 +74,7 @@ export function ruleRoutes(service: Service): void {
       const keys = tenantKeys(token, serviceId);
       return { service_id: serviceId, admin_key: keys.adminKey, check_key: keys.checkKey };
     })
-    .get('/v1/rule-set', async (ctx) => {
+    .get('/v1/rule-set', { admits: 'cluster' }, async (ctx) => {
       if (service.principal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'the rule set is for check instances (cluster token)');
       const sinceText = ctx.query.get('since') ?? '-1';
       const since = Number(sinceText);
@@ -85,7 +85,7 @@ export function ruleRoutes(service: Service): void {
       // The internal form (camelCase): only check instances read it, and they cache exactly this.
       return { revision: set.revision, changed: true, tenants: set.tenants, rules: set.rules };
     })
-    .put('/v1/rules/:rule_id', async (ctx) => {
+    .put('/v1/rules/:rule_id', { admits: 'authenticated' }, async (ctx) => {
       const principal = service.principal(ctx);
       tenantOf(principal, 'admin');
       const rule = parseRule(ruleIdParam(ctx), await ctx.json());
@@ -95,7 +95,7 @@ export function ruleRoutes(service: Service): void {
       // The spec answers 200 whether the rule was created or replaced; `created` tells which.
       return { ...ruleBody(rule), created: result.created, revision: result.revision };
     })
-    .get('/v1/rules', async (ctx) => {
+    .get('/v1/rules', { admits: 'authenticated' }, async (ctx) => {
       const own = tenantOf(service.principal(ctx), 'admin');
       const asked = ctx.query.get('service_id');
       if (own === null && asked === null) throw badRequest('invalid_query', 'service_id is required with the cluster token', { field: 'service_id' });
@@ -105,7 +105,7 @@ export function ruleRoutes(service: Service): void {
       if (!machine.hasTenant(serviceId)) throw notFound(`service_id ${serviceId} is not registered`);
       return machine.rulesOf(serviceId).map(ruleBody);
     })
-    .get('/v1/rules/:rule_id', async (ctx) => {
+    .get('/v1/rules/:rule_id', { admits: 'authenticated' }, async (ctx) => {
       const own = tenantOf(service.principal(ctx), 'admin');
       const ruleId = ruleIdParam(ctx);
       await service.readBarrier(ctx);
@@ -114,7 +114,7 @@ export function ruleRoutes(service: Service): void {
       if (rule === null || (own !== null && rule.serviceId !== own)) throw notFound('no such rule');
       return ruleBody(rule);
     })
-    .delete('/v1/rules/:rule_id', async (ctx) => {
+    .delete('/v1/rules/:rule_id', { admits: 'authenticated' }, async (ctx) => {
       const own = tenantOf(service.principal(ctx), 'admin');
       const ruleId = ruleIdParam(ctx);
       const result = await service.write(ctx, { op: 'deleteRule', ruleId, serviceId: own });

@@ -14,7 +14,7 @@
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Packr, Unpackr } from 'msgpackr';
-import { hostPort, verifyToken, type Logger, type Principal } from '@raftkit/http';
+import { hostPort, limitServer, verifyToken, type Logger, type Principal } from '@raftkit/http';
 
 /** A call that failed: `code` says why (timeout, unavailable, overloaded, closed, unauthorized, bad_request...). */
 export class WireError extends Error {
@@ -146,6 +146,8 @@ export async function serveWire(options: WireServerOptions): Promise<WireServer>
     socket.once('close', () => sockets.delete(socket));
     new ServerConnection(socket, options, maxFrameBytes);
   });
+  // At its share of the process's descriptors it refuses new connections (the hello timeout drops silent ones).
+  limitServer(server);
   const [host, port] = hostPort(options.address);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

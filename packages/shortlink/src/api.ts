@@ -95,7 +95,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
   service.onStop(startPurge(service, machine, purgeOptions(process.env), (count) => purged.inc(count)));
 
   service.router
-    .post('/internal/leases', async (ctx) => {
+    .post('/internal/leases', { admits: 'cluster' }, async (ctx) => {
       requireCluster(service, ctx);
       const body = requireObject(await ctx.json());
       const server = requireString(body, 'server', { minLength: 1, maxLength: 64 });
@@ -104,7 +104,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       if (result.op !== 'lease') throw new Error(`unexpected result ${result.op}`);
       return new Reply(201, { start: result.start, end: result.end });
     })
-    .post('/internal/links', async (ctx) => {
+    .post('/internal/links', { admits: 'cluster' }, async (ctx) => {
       requireCluster(service, ctx);
       const command = { op: 'create' as const, ...parseCreateSpec(requireObject(await ctx.json())) };
       const result = await service.write(ctx, command);
@@ -115,7 +115,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       if (result.op !== 'create') throw new Error(`unexpected result ${result.op}`);
       return new Reply(result.retried ? 200 : 201, linkRecord(command.code, result.link));
     })
-    .post('/internal/link-batches', async (ctx) => {
+    .post('/internal/link-batches', { admits: 'cluster' }, async (ctx) => {
       requireCluster(service, ctx);
       const parsed = parseBatch(requireObject(await ctx.json()));
       const links = parsed.filter((p): p is CreateSpec => !('invalid' in p));
@@ -130,7 +130,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       });
       return { results };
     })
-    .get('/internal/links/:code', async (ctx) => {
+    .get('/internal/links/:code', { admits: 'cluster' }, async (ctx) => {
       requireCluster(service, ctx);
       const code = shortCodeParam(ctx.params.code);
       const local = (ctx.query.get('consistency') ?? 'serializable') === 'serializable';
@@ -153,7 +153,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       ctx.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
       ctx.res.end(text);
     })
-    .delete('/internal/links/:code', async (ctx) => {
+    .delete('/internal/links/:code', { admits: 'cluster' }, async (ctx) => {
       requireCluster(service, ctx);
       const code = shortCodeParam(ctx.params.code);
       const body = requireObject(await ctx.json());

@@ -198,7 +198,7 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
   };
 
   http.router
-    .post('/api/urls', async (ctx) => {
+    .post('/api/urls', { admits: 'authenticated' }, async (ctx) => {
       const who = requirePrincipal(ctx);
       const now = Date.now();
       const decision = limits.check(who.hash, ctx.req.socket.remoteAddress ?? 'unknown', now);
@@ -223,8 +223,8 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
       creates.inc(1, { outcome: 'created' });
       return new Reply(201, publicLink(settings, link, false), { 'x-ratelimit-remaining': String(decision.remaining) });
     })
-    .get('/api/urls/:code', async (ctx) => publicLink(settings, await ownedLink(ctx), true))
-    .get('/api/urls/:code/stats', async (ctx) => {
+    .get('/api/urls/:code', { admits: 'authenticated' }, async (ctx) => publicLink(settings, await ownedLink(ctx), true))
+    .get('/api/urls/:code/stats', { admits: 'authenticated' }, async (ctx) => {
       const link = await ownedLink(ctx);
       try {
         return await clickSide.stats(options, link.short_code);
@@ -233,7 +233,7 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
         throw unavailable('analytics is unreachable; the clicks are kept in the stream and counted when it is back', 5);
       }
     })
-    .delete('/api/urls/:code', async (ctx) => {
+    .delete('/api/urls/:code', { admits: 'authenticated' }, async (ctx) => {
       const code = shortCodeParam(ctx.params.code);
       const who = requirePrincipal(ctx);
       const answer = await store.call('DELETE', `/internal/links/${code}`, { by: who.kind === 'cluster' ? null : who.name });
@@ -243,15 +243,20 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
       if (answer.status !== 200) throw storeError(answer.status, answer.body);
       return { short_code: code, deleted: true };
     })
-    .post('/api/keys', async (ctx) => {
+    .post('/api/keys', { admits: 'cluster' }, async (ctx) => {
       if (requirePrincipal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'only the cluster token can issue API keys');
       const user = requireString(requireObject(await ctx.json()), 'user', { pattern: USER });
       if (user === CLUSTER_USER) throw new HttpError(400, 'invalid_field', `"${CLUSTER_USER}" is the cluster's own name`, { field: 'user' });
       return new Reply(201, { user, api_key: deriveClientToken(clusterToken, user) });
     })
-    .get('/internal/leases', (ctx) => {
+    .get('/internal/leases', { admits: 'cluster' }, (ctx) => {
       if (requirePrincipal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'cluster token only');
       return { server: options.id, ...allocator.status() };
+    })
+    // The public redirect, declared here so the route table (and its admission) lists it: the fast path answers
+    // every GET/HEAD of a short code before routing, so what reaches this handler is no short code.
+    .get('/:code', { admits: 'open' }, (ctx) => {
+      throw notFound(`no link ${ctx.params.code ?? ''} (not a short code)`, { field: 'short_code' });
     });
 
   options.logger.log('info', 'app server listening', { http: options.httpAddress, public_url: settings.publicUrl });

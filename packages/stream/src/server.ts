@@ -1,10 +1,13 @@
 /** Serves a StreamLog and its OffsetStore over the TCP protocol (see protocol.ts). */
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
-import type { Logger, MetricsRegistry } from '@raftkit/http';
+import { limitServer, type Logger, type MetricsRegistry } from '@raftkit/http';
 import type { StreamLog } from './log.js';
 import { CONSUMER_NAME, type OffsetStore } from './offsets.js';
 import { encodeFrame, FrameDecoder, parseRequest, type Request, type Response } from './protocol.js';
+
+/** A connection that has not said hello by then is closed: silent sockets must not hold descriptors. */
+const HELLO_TIMEOUT_MS = 10_000;
 
 export interface StreamServerOptions {
   log: StreamLog;
@@ -43,6 +46,7 @@ export class StreamServer {
       const decoder = new FrameDecoder();
       const cancels = new Set<() => void>();
       let authenticated = false;
+      const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
       const send = (message: Response) => {
         if (!socket.destroyed) socket.write(encodeFrame(message));
       };
@@ -86,7 +90,10 @@ export class StreamServer {
         switch (req.t) {
           case 'hello':
             authenticated = digests.some((d) => timingSafeEqual(d, digest(req.token)));
-            if (authenticated) return send({ t: 'welcome', id: req.id });
+            if (authenticated) {
+              clearTimeout(helloTimer);
+              return send({ t: 'welcome', id: req.id });
+            }
             fail(req.id, 'unauthorized', 'bad token');
             return socket.end();
           case 'produce':
@@ -134,9 +141,12 @@ export class StreamServer {
       });
       socket.on('error', (e) => options.logger?.log('debug', 'stream client socket error', { error: e.message }));
       socket.on('close', () => {
+        clearTimeout(helloTimer);
         for (const cancel of [...cancels]) cancel();
       });
     });
+    // At its share of the process's descriptors it refuses new connections.
+    limitServer(server);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(options.port, options.host, () => resolve());

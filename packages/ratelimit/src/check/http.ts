@@ -82,11 +82,11 @@ export function checkFastPath(decide: Decide, tokens: readonly string[], logger:
 }
 
 /** `POST /v1/check` through the router: reached only when the fast path did not take it (a query string). */
-export function checkRoute(decide: Decide): (ctx: RequestContext) => Promise<unknown> {
+export function checkRoute(decide: Decide): (ctx: RequestContext<Principal>) => Promise<unknown> {
   return async (ctx) => {
     const request = parseCheckBody(await ctx.json());
     try {
-      return answerBody(await decide(ctx.principal!, request));
+      return answerBody(await decide(ctx.principal, request));
     } catch (error) {
       throw toHttpError(error) ?? error;
     }

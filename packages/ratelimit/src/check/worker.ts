@@ -68,13 +68,13 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
   http.metrics.gauge('ratelimit_hot_keys', 'Counters served from local hot-key buckets').set(() => engine.hot.size);
   const forward = forwardTo(members);
   http.router
-    .post('/v1/check', checkRoute(decide))
-    .get('/v1/rules', forward)
-    .get('/v1/rules/:rule_id', forward)
-    .put('/v1/rules/:rule_id', forward)
-    .delete('/v1/rules/:rule_id', forward)
-    .get('/v1/tenants/:service_id', forward)
-    .put('/v1/tenants/:service_id', forward);
+    .post('/v1/check', { admits: 'authenticated' }, checkRoute(decide))
+    .get('/v1/rules', { admits: 'authenticated' }, forward)
+    .get('/v1/rules/:rule_id', { admits: 'authenticated' }, forward)
+    .put('/v1/rules/:rule_id', { admits: 'authenticated' }, forward)
+    .delete('/v1/rules/:rule_id', { admits: 'authenticated' }, forward)
+    .get('/v1/tenants/:service_id', { admits: 'cluster' }, forward)
+    .put('/v1/tenants/:service_id', { admits: 'cluster' }, forward);
 
   const wire = await serveWire({
     address: options.tcpAddress,

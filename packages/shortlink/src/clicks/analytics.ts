@@ -153,7 +153,7 @@ export async function startAnalyticsWorker(options: WorkerOptions): Promise<Runn
     if (ctx.principal?.kind !== 'cluster') throw new HttpError(403, 'forbidden', 'internal route: cluster token required');
   };
   http.router
-    .get('/internal/stats/:code', async (ctx) => {
+    .get('/internal/stats/:code', { admits: 'cluster' }, async (ctx) => {
       clusterOnly(ctx);
       const code = ctx.params.code!;
       if (!CODE.test(code)) throw badRequest('invalid_code', 'short code must be 1-64 characters of A-Z a-z 0-9 _ -', { field: 'code' });
@@ -163,7 +163,7 @@ export async function startAnalyticsWorker(options: WorkerOptions): Promise<Runn
         throw unavailable(`aggregates unreadable: ${(e as Error).message}`);
       }
     })
-    .post('/internal/replay', async (ctx) => {
+    .post('/internal/replay', { admits: 'cluster' }, async (ctx) => {
       clusterOnly(ctx);
       await running.replay();
       return { status: 'replaying', from: 0 };

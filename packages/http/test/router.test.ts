@@ -1,0 +1,76 @@
+import { createServer, type Server } from 'node:http';
+import t from 'tap';
+import { deriveClientToken, Router, type RouteOptions } from '../src/index.js';
+
+const TOKENS = ['cluster-secret'];
+
+async function serve(router: Router): Promise<{ url: string; server: Server }> {
+  const server = createServer(router.listener);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, server };
+}
+
+async function get(url: string, method: string, token: string | null): Promise<{ status: number; body: { error?: { code?: string; message?: string; required?: string } } }> {
+  const res = await fetch(url, { method, headers: token === null ? {} : { authorization: `Bearer ${token}` } });
+  const text = await res.text();
+  return { status: res.status, body: text.length > 0 ? (JSON.parse(text) as { error?: { code?: string } }) : {} };
+}
+
+t.test('a route cannot be registered without a known admission', async (t) => {
+  const router = new Router({ tokens: TOKENS });
+  t.throws(() => router.get('/x', {} as RouteOptions, () => 1), TypeError);
+  t.throws(() => router.get('/x', { admits: 'everyone' } as unknown as RouteOptions, () => 1), TypeError);
+  t.same(router.routes(), [], 'nothing was registered');
+});
+
+t.test('routes() lists every route with whom it admits', async (t) => {
+  const router = new Router({ tokens: TOKENS })
+    .get('/healthz', { admits: 'open' }, () => ({ ok: true }))
+    .put('/v1/things/:id/', { admits: 'authenticated' }, () => ({}))
+    .delete('/v1/admin', { admits: 'cluster' }, () => ({}));
+  t.same(router.routes(), [
+    { method: 'GET', pattern: '/healthz', admits: 'open' },
+    { method: 'PUT', pattern: '/v1/things/:id', admits: 'authenticated' },
+    { method: 'DELETE', pattern: '/v1/admin', admits: 'cluster' },
+  ]);
+});
+
+t.test('the router admits by declaration before the handler runs', async (t) => {
+  const ran: string[] = [];
+  const router = new Router({ tokens: TOKENS })
+    .get('/open', { admits: 'open' }, (ctx) => {
+      ran.push('open');
+      return { principal: ctx.principal };
+    })
+    .get('/any', { admits: 'authenticated' }, (ctx) => {
+      ran.push('any');
+      return { kind: ctx.principal.kind };
+    })
+    .post('/admin', { admits: 'cluster' }, (ctx) => {
+      ran.push('admin');
+      return { kind: ctx.principal.kind };
+    });
+  const { url, server } = await serve(router);
+  t.teardown(() => server.close());
+  const client = deriveClientToken(TOKENS[0]!, 'alice');
+  const wrong = deriveClientToken('another-secret', 'alice');
+
+  t.same(await get(`${url}/open`, 'GET', null), { status: 200, body: { principal: null } }, 'open: no token needed');
+  t.equal((await get(`${url}/open`, 'GET', wrong)).status, 200, 'open: a wrong token is not even read');
+
+  t.equal((await get(`${url}/any`, 'GET', null)).status, 401, 'authenticated: 401 without a token');
+  t.equal((await get(`${url}/any`, 'GET', wrong)).body.error?.code, 'unauthorized', 'authenticated: 401 with a wrong token');
+  t.same(await get(`${url}/any`, 'GET', client), { status: 200, body: { kind: 'client' } }, 'authenticated: a client token');
+  t.same(await get(`${url}/any`, 'GET', TOKENS[0]!), { status: 200, body: { kind: 'cluster' } }, 'authenticated: the cluster token');
+
+  ran.length = 0;
+  t.equal((await get(`${url}/admin`, 'POST', null)).status, 401, 'cluster: 401 without a token');
+  t.equal((await get(`${url}/admin`, 'POST', wrong)).status, 401, 'cluster: 401 with a wrong token');
+  const refused = await get(`${url}/admin`, 'POST', client);
+  t.equal(refused.status, 403, 'cluster: 403 for a client token');
+  t.equal(refused.body.error?.code, 'forbidden');
+  t.equal(refused.body.error?.required, 'cluster', 'names what is required');
+  t.match(refused.body.error?.message, /POST \/admin requires the cluster token/);
+  t.same(ran, [], 'no refused request reached its handler');
+  t.same(await get(`${url}/admin`, 'POST', TOKENS[0]!), { status: 200, body: { kind: 'cluster' } }, 'cluster: the cluster token');
+});
