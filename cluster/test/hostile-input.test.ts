@@ -21,7 +21,10 @@ interface Target {
   pid: number;
 }
 
-/** Every path any process of any service routes (params filled with a harmless value), and the redirect path. */
+/**
+ * Paths tried on every process besides the routes it lists itself (GET /v1/routes): the known routes of every
+ * service, so a process is also tried on other services' paths, and the short-link redirect.
+ */
 const PATHS = [
   '/healthz',
   '/metrics',
@@ -182,7 +185,11 @@ for (const sc of cases) {
       for (const target of [targets[0]!, ...targets.filter((x) => !/^n\d+$/.test(x.id))]) {
         const problems: string[] = [];
         let sent = 0;
-        for (const path of PATHS) {
+        const listed = await call(target.http, 'GET', '/v1/routes', { token: cluster.token });
+        const routes = (listed.body.routes ?? []) as Array<{ pattern: string }>;
+        t.ok(routes.length > 0, `${target.id} lists its routes`);
+        const paths = new Set([...PATHS, ...routes.map((r) => r.pattern.replace(/:[A-Za-z_]+/g, 'x1'))]);
+        for (const path of paths) {
           for (const method of ['POST', 'PUT']) {
             for (const [name, body] of BODIES) {
               const a = await call(target.http, method, path, { token: cluster.token, raw: body }).catch((e: Error) => e);
