@@ -25,6 +25,7 @@ TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -n
 test: build test-packages
 	@mkdir -p jepsen-out
 	$(TAP) $(TEST_FILES) | tee jepsen-out/tap.log
+	@scripts/slowest-tests.sh jepsen-out/tap.log 12
 	node packages/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2 | tee jepsen-out/sim.log
 	node packages/raft/dist/sim/mutations.js | tee jepsen-out/mutations.log
 	node jepsen-like/bin/jepsen-like.js run --service kv --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-kv
