@@ -1,8 +1,10 @@
 /**
- * The HTTP side of every service client: calls any member with the bearer token, and on a 503 or a connection
- * failure moves on to the next member with backoff, until a deadline. Other errors come back as ServiceError.
+ * The one client for a service's cluster, used by every service client and by workers that call the members:
+ * a keep-alive connection pool per member, the bearer token, a preferred member for reads, optionally the leader
+ * (tracked from GET /v1/cluster/status) for writes, and failover to the next member, with backoff once every
+ * member was tried, while the answer is 503 or the connection fails, until a deadline.
  */
-import { request } from 'undici';
+import { Pool } from 'undici';
 
 export interface ClusterClientOptions {
   /** Base URLs of the members, e.g. http://127.0.0.1:7101 */
@@ -10,6 +12,17 @@ export interface ClusterClientOptions {
   token: string;
   /** Give up after this long per call. Default 15 s. */
   timeoutMs?: number;
+  /** The member tried first (an index into endpoints, taken modulo their number), e.g. to spread readers. */
+  preferred?: number;
+  /**
+   * The members' ids, in the order of `endpoints`: with them, writes (every method but GET) go first to the
+   * member GET /v1/cluster/status names as leader, refreshed every `leaderRefreshMs`. A follower would forward
+   * them; going to the leader saves that hop.
+   */
+  ids?: string[];
+  leaderRefreshMs?: number;
+  /** Connections per member. Default 32. */
+  connections?: number;
 }
 
 export class ServiceError extends Error {
@@ -24,45 +37,101 @@ export class ServiceError extends Error {
   }
 }
 
+/** A member's answer, whatever its status (except the 503s and failures that were failed over). */
+export interface ClusterAnswer {
+  status: number;
+  body: unknown;
+}
+
+export interface RequestOptions {
+  headers?: Record<string, string>;
+  timeoutMs?: number;
+}
+
 export class ClusterClient {
-  private next = 0;
   readonly timeoutMs: number;
+  private readonly pools: Pool[];
+  private preferred: number;
+  /** The member believed to lead (null: unknown, writes go to the preferred member). */
+  private leader: number | null = null;
+  private readonly leaderTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly options: ClusterClientOptions) {
     if (options.endpoints.length === 0) throw new TypeError('at least one endpoint is needed');
+    if (options.ids !== undefined && options.ids.length !== options.endpoints.length) throw new TypeError('ids must match endpoints one to one');
     this.timeoutMs = options.timeoutMs ?? 15_000;
+    this.pools = options.endpoints.map((e) => new Pool(e, { connections: options.connections ?? 32, keepAliveTimeout: 30_000 }));
+    this.preferred = (options.preferred ?? 0) % this.pools.length;
+    if (options.ids !== undefined) {
+      void this.refreshLeader();
+      this.leaderTimer = setInterval(() => void this.refreshLeader(), options.leaderRefreshMs ?? 2000);
+      this.leaderTimer.unref();
+    }
   }
 
-  /** One call, retried on other members while the answer is 503 or the connection fails. */
+  /** The body of a 2xx answer; any other answer is a ServiceError (503s are failed over until the deadline). */
   async call(method: string, path: string, body?: string | object, headers: Record<string, string> = {}, timeoutMs = this.timeoutMs): Promise<unknown> {
-    const deadline = Date.now() + timeoutMs;
+    const answer = await this.request(method, path, body, { headers, timeoutMs });
+    if (answer.status < 300) return answer.body;
+    const err = (answer.body as { error?: { code?: string; message?: string } } | null)?.error;
+    throw new ServiceError(answer.status, err?.code ?? 'unknown', err?.message ?? `HTTP ${answer.status}`, answer.body);
+  }
+
+  /**
+   * One call; on a connection failure or a 503 the next member is tried until the deadline, then a ServiceError
+   * 503 `unavailable` naming the last failure. Any other answer is returned as it is.
+   */
+  async request(method: string, path: string, body?: string | object, options: RequestOptions = {}): Promise<ClusterAnswer> {
+    const write = method !== 'GET';
+    const first = write && this.leader !== null ? this.leader : this.preferred;
+    const deadline = Date.now() + (options.timeoutMs ?? this.timeoutMs);
     const payload = body === undefined || typeof body === 'string' ? body : JSON.stringify(body);
-    let lastError: Error = new Error('no attempt made');
-    for (let attempt = 0; Date.now() < deadline; attempt++) {
-      const endpoint = this.options.endpoints[this.next % this.options.endpoints.length]!;
+    const headers: Record<string, string> = { authorization: `Bearer ${this.options.token}` };
+    if (payload !== undefined && typeof body === 'object') headers['content-type'] = 'application/json';
+    Object.assign(headers, options.headers);
+    let last = 'no member answered in time';
+    let lastBody: unknown = null;
+    for (let attempt = 0; ; attempt++) {
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) break;
+      const member = (first + attempt) % this.pools.length;
       try {
-        const remaining = Math.max(1, deadline - Date.now());
-        const res = await request(endpoint + path, {
-          method: method as 'GET',
-          body: payload,
-          headers: { authorization: `Bearer ${this.options.token}`, ...(payload !== undefined && typeof body === 'object' ? { 'content-type': 'application/json' } : {}), ...headers },
-          headersTimeout: remaining,
-          bodyTimeout: remaining,
-        });
+        const res = await this.pools[member]!.request({ method: method as 'GET', path, headers, body: payload, headersTimeout: remaining, bodyTimeout: remaining });
         const text = await res.body.text();
         const parsed: unknown = text.length > 0 ? safeJson(text) : null;
-        if (res.statusCode < 300) return parsed;
-        const err = (parsed as { error?: { code?: string; message?: string } } | null)?.error;
-        lastError = new ServiceError(res.statusCode, err?.code ?? 'unknown', err?.message ?? `HTTP ${res.statusCode}`, parsed);
-        if (res.statusCode !== 503) throw lastError;
-      } catch (e) {
-        if (e instanceof ServiceError && e.status !== 503) throw e;
-        lastError = e as Error;
+        if (res.statusCode !== 503) {
+          // Stick to a member that answers, so a dead preferred member costs one failed attempt, not one per call.
+          if (!write) this.preferred = member;
+          else if (member !== first) this.leader = null;
+          return { status: res.statusCode, body: parsed };
+        }
+        last = `a member answered 503: ${text.slice(0, 200)}`;
+        lastBody = parsed;
+      } catch (error) {
+        last = String((error as Error).message ?? error);
       }
-      this.next++;
-      await new Promise((r) => setTimeout(r, Math.min(500, 20 * 2 ** Math.min(attempt, 5))));
+      // Back off once every member was tried: a cluster electing a leader needs a moment, not a hot loop.
+      const round = Math.floor((attempt + 1) / this.pools.length);
+      if ((attempt + 1) % this.pools.length === 0) await sleep(Math.min(500, 20 * 2 ** Math.min(round, 5), Math.max(0, deadline - Date.now())));
     }
-    throw lastError;
+    throw new ServiceError(503, 'unavailable', `the cluster is unreachable (${last})`, lastBody);
+  }
+
+  async close(): Promise<void> {
+    if (this.leaderTimer !== null) clearInterval(this.leaderTimer);
+    await Promise.all(this.pools.map((p) => p.close()));
+  }
+
+  /** Ask a member who leads; a hint only, so any failure just leaves writes on the preferred member. */
+  private async refreshLeader(): Promise<void> {
+    try {
+      const answer = await this.request('GET', '/v1/cluster/status', undefined, { timeoutMs: 1000 });
+      const id = (answer.body as { leader_id?: unknown } | null)?.leader_id;
+      const index = this.options.ids!.indexOf(typeof id === 'string' ? id : '');
+      this.leader = index >= 0 ? index : null;
+    } catch {
+      this.leader = null;
+    }
   }
 }
 
@@ -72,4 +141,8 @@ function safeJson(text: string): unknown {
   } catch {
     return text;
   }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
 }

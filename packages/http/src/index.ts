@@ -10,7 +10,7 @@ export type { Logger, LogLevel } from './log.js';
 export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, CLIENT_ACK_HEADER } from './service.js';
 export type { ServiceDefinition } from './service.js';
 export { ClusterClient, ServiceError } from './client.js';
-export type { ClusterClientOptions } from './client.js';
+export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
 export { serveWorkerHttp, hostPort } from './worker.js';
 export type { PeerAddress, WorkerOptions, RunningWorker, WorkerRole, WorkerRoles, WorkerHttp } from './worker.js';
 export { limitServer, fileLimit, connectionBudget, FALLBACK_FILE_LIMIT } from './connections.js';

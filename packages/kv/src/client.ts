@@ -29,6 +29,11 @@ export class KvClient {
     this.http = new ClusterClient(options);
   }
 
+  /** Close the connections to the members. */
+  close(): Promise<void> {
+    return this.http.close();
+  }
+
   async put(key: string, value: string): Promise<{ revision: number }> {
     return (await this.write('PUT', kvPath(key), value)) as { revision: number };
   }

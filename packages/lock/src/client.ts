@@ -124,6 +124,7 @@ export class LockClient {
     const session = this.session;
     this.session = null;
     if (session !== null) await this.http.call('DELETE', `/v1/sessions/${session.id}`).catch(() => undefined);
+    await this.http.close();
   }
 
   private async ensureSession(): Promise<Session> {

@@ -108,7 +108,7 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
       clearInterval(healthTimer);
       clearInterval(hotTimer);
       rules.stop();
-      await Promise.all([wire.close(), http.close()]);
+      await Promise.all([wire.close(), http.close(), members.close()]);
       stores.close();
     },
   };
