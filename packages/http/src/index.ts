@@ -15,3 +15,5 @@ export { serveWorkerHttp, hostPort } from './worker.js';
 export type { PeerAddress, WorkerOptions, RunningWorker, WorkerRole, WorkerRoles, WorkerHttp } from './worker.js';
 export { limitServer, fileLimit, connectionBudget, FALLBACK_FILE_LIMIT } from './connections.js';
 export type { LimitOptions, ConnectionLimit } from './connections.js';
+export { fullCounter, idleExpiryMs, refill, resetMs, take } from './bucket.js';
+export type { BucketCounter, BucketLimits, TakeResult } from './bucket.js';

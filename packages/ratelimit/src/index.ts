@@ -1,4 +1,7 @@
-export * from './bucket.js';
+// The token bucket lives in @raftkit/http (shared with the short-link service's create limits); re-exported here
+// because it is part of this service's public surface.
+export { fullCounter, idleExpiryMs, refill, resetMs, take } from '@raftkit/http';
+export type { BucketCounter as Counter, BucketLimits, TakeResult } from '@raftkit/http';
 export { ratelimitService } from './service.js';
 export { RuleMachine } from './machine.js';
 export type { RuleCommand, RuleResult, RuleSet, RuleError } from './machine.js';

@@ -4,7 +4,7 @@
  * its key token back, so one noisy address does not drain a key's budget elsewhere.
  */
 import { LRUCache } from 'lru-cache';
-import { fullCounter, idleExpiryMs, take, type BucketLimits, type Counter } from '@raftkit/ratelimit';
+import { fullCounter, idleExpiryMs, take, type BucketLimits, type BucketCounter as Counter } from '@raftkit/http';
 
 export type LimitDecision = { allowed: true; remaining: number } | { allowed: false; retryAfterMs: number; dimension: 'api_key' | 'ip' };
 

@@ -2,7 +2,7 @@
  * The application server's settings (`cluster up --set key=value`), with their defaults. A malformed value stops
  * the server at start with a message naming the key, rather than running with a surprise.
  */
-import type { BucketLimits } from '@raftkit/ratelimit';
+import type { BucketLimits } from '@raftkit/http';
 
 export interface AppSettings {
   /** Base of short_url; default http://<this server's HTTP address>. */

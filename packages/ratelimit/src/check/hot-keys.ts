@@ -12,7 +12,7 @@
  * any period the over-admission stays within capacity + sync_interval * rate * N (the spec's bound, with the
  * burst the bucket allows anyway). Pure: time is passed in, the caller runs the debits.
  */
-import { take, type BucketLimits, type Counter } from '../bucket.js';
+import { take, type BucketLimits, type BucketCounter as Counter } from '@raftkit/http';
 import type { Rule } from '../rules.js';
 import type { Outcome } from './decide.js';
 

@@ -10,7 +10,7 @@
  *   budget), and each short op reports retry_after_ms = ceil((cost - tokens) / refill_rate * 1000);
  * - a counter idle for capacity / refill_rate * 1000 + 1000 ms is forgotten (it would be full again anyway).
  */
-import { fullCounter, idleExpiryMs, refill, resetMs, type BucketLimits, type Counter } from '../bucket.js';
+import { fullCounter, idleExpiryMs, refill, resetMs, type BucketLimits, type BucketCounter as Counter } from '@raftkit/http';
 import type { SyncEntry, WireOp, WireResult } from './protocol.js';
 
 export interface StoredCounter extends Counter {

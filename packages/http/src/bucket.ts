@@ -1,10 +1,10 @@
 /**
- * The token bucket of the spec's check rules 2 to 4, as a pure function over a counter and a clock reading.
+ * The token bucket of the rate-limiting spec's check rules 2 to 4, as a pure function over a counter and a clock reading.
  * Every limiter in the project (the counter store, the local fallback and hot-key buckets, the short-link
  * service's create limits) takes tokens through `take`, so the arithmetic lives once.
  */
 
-export interface Counter {
+export interface BucketCounter {
   tokens: number;
   /** Milliseconds on the clock of whoever holds the counter. */
   lastRefill: number;
@@ -27,12 +27,12 @@ export interface TakeResult {
 }
 
 /** A counter that does not exist starts full. */
-export function fullCounter(limits: BucketLimits, now: number): Counter {
+export function fullCounter(limits: BucketLimits, now: number): BucketCounter {
   return { tokens: limits.capacity, lastRefill: now };
 }
 
 /** Lazy refill: tokens = min(capacity, tokens + elapsed_seconds * refill_rate). Mutates and returns `counter`. */
-export function refill(counter: Counter, limits: BucketLimits, now: number): Counter {
+export function refill(counter: BucketCounter, limits: BucketLimits, now: number): BucketCounter {
   const elapsed = Math.max(0, now - counter.lastRefill) / 1000;
   counter.tokens = Math.min(limits.capacity, counter.tokens + elapsed * limits.refillRate);
   counter.lastRefill = Math.max(counter.lastRefill, now);
@@ -43,7 +43,7 @@ export function refill(counter: Counter, limits: BucketLimits, now: number): Cou
  * Refill, then take `cost` tokens if there are that many (rule 3), else deny (rule 4). Mutates `counter`. The spec
  * sets last_refill to now on both paths through the refill, so elapsed time is never counted twice.
  */
-export function take(counter: Counter, limits: BucketLimits, now: number, cost = 1): TakeResult {
+export function take(counter: BucketCounter, limits: BucketLimits, now: number, cost = 1): TakeResult {
   refill(counter, limits, now);
   if (counter.tokens >= cost) {
     counter.tokens -= cost;
@@ -58,7 +58,7 @@ export function take(counter: Counter, limits: BucketLimits, now: number, cost =
 }
 
 /** Milliseconds until `counter` is full again. */
-export function resetMs(counter: Counter, limits: BucketLimits): number {
+export function resetMs(counter: BucketCounter, limits: BucketLimits): number {
   return Math.ceil(((limits.capacity - counter.tokens) / limits.refillRate) * 1000);
 }
 
