@@ -2,7 +2,6 @@
  * One member of one service's cluster: a RaftNode on LevelDB and TCP, the service's endpoints, and the
  * endpoints every member serves (health, metrics, status, client sessions, membership and fault control).
  */
-import { createServer, type Server } from 'node:http';
 import { LevelStorage, RaftNode, TcpTransport, type SoftState } from '@raftkit/raft';
 import {
   badRequest,
@@ -15,9 +14,8 @@ import {
   requireString,
   deriveClientToken,
   hostPort,
-  limitServer,
+  processHttp,
   Reply,
-  Router,
   ServiceContext,
   unavailable,
   type Logger,
@@ -67,7 +65,6 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     apply: metrics.histogram('raft_apply_seconds', 'Time to apply one entry', [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05]),
     fsync: metrics.histogram('raft_fsync_seconds', 'Time to persist one batch with sync'),
     snapshotBytes: metrics.histogram('raft_snapshot_bytes', 'Sizes of snapshots saved', [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]),
-    http: metrics.counter('http_requests_total', 'HTTP requests by method and status'),
   };
   let lastLeader: string | null = null;
   const [host, port] = splitAddress(options.raftAddress);
@@ -120,20 +117,19 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   // Who may call what is declared on each route (see "Security model" in the root README): status and client
   // sessions take any token of the cluster (client libraries find the leader and open sessions with theirs);
   // membership, faults, token issuing and the route table take the cluster token only.
-  const router = new Router({
+  const http = processHttp({
+    id: options.id,
+    httpAddress: options.httpAddress,
     tokens: options.tokens,
-    onError: (error, req) => logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
+    logger,
+    metrics,
+    health: () => ({ role: node.status().role, leader: node.leaderId }),
   });
+  const router = http.router;
   const service = new ServiceContext<C, R>(node, router, metrics, logger);
 
   router
-    .get('/healthz', { admits: 'open' }, () => ({ status: 'ok', id: options.id, role: node.status().role, leader: node.leaderId }))
-    .get('/metrics', { admits: 'open' }, (ctx) => {
-      ctx.res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-      ctx.res.end(metrics.render());
-    })
     .get('/v1/cluster/status', { admits: 'authenticated' }, () => statusBody(node))
-    .get('/v1/routes', { admits: 'cluster' }, () => ({ routes: router.routes() }))
     .post('/v1/tokens', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const client = requireString(body, 'client');
@@ -197,17 +193,8 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     });
   definition.routes(service);
 
-  const server: Server = createServer((req, res) => {
-    res.on('finish', () => m.http.inc(1, { method: req.method ?? '', status: String(res.statusCode) }));
-    router.listener(req, res);
-  });
-  limitServer(server);
-  const [httpHost, httpPort] = splitAddress(options.httpAddress);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(httpPort, httpHost, () => resolve());
-  });
-  const boundPort = (server.address() as { port: number }).port;
+  const boundPort = await http.listen();
+  const [httpHost] = splitAddress(options.httpAddress);
   logger.log('info', 'member ready', { http: `http://${httpHost}:${boundPort}`, raft: options.raftAddress });
   return {
     node,
@@ -215,8 +202,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     term: () => node.status().term,
     async stop() {
       service.stop();
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      await http.close();
       await node.stop();
     },
   };

@@ -11,7 +11,9 @@ export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, C
 export type { ServiceDefinition } from './service.js';
 export { ClusterClient, ServiceError } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
-export { serveWorkerHttp, hostPort } from './worker.js';
+export { serveWorkerHttp } from './worker.js';
+export { processHttp, hostPort } from './process-http.js';
+export type { ProcessHttp, ProcessHttpOptions, HealthBody } from './process-http.js';
 export type { PeerAddress, WorkerOptions, RunningWorker, WorkerRole, WorkerRoles, WorkerHttp } from './worker.js';
 export { limitServer, fileLimit, connectionBudget, FALLBACK_FILE_LIMIT } from './connections.js';
 export type { LimitOptions, ConnectionLimit } from './connections.js';

@@ -4,11 +4,10 @@
  * `cluster kill|pause|resume|restart|logs <id>` work on them as on members. A worker is stateless towards Raft:
  * it reaches the members over their HTTP API.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { limitServer } from './connections.js';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from './log.js';
-import { MetricsRegistry } from './metrics.js';
-import { Router } from './router.js';
+import type { MetricsRegistry } from './metrics.js';
+import { processHttp, type ProcessHttp } from './process-http.js';
 
 /** Another process of the same cluster, as a worker sees it. */
 export interface PeerAddress {
@@ -58,20 +57,9 @@ export interface WorkerRole {
 /** A service's processes besides its Raft members, started in this order (dependencies first). */
 export type WorkerRoles = readonly WorkerRole[];
 
-export interface WorkerHttp {
-  router: Router;
-  metrics: MetricsRegistry;
-  server: Server;
-  port: number;
-  close(): Promise<void>;
-}
+export type WorkerHttp = Omit<ProcessHttp, 'listen'> & { port: number };
 
-/**
- * The HTTP side every worker shares: a router whose routes each declare whom they admit, /healthz and /metrics
- * (open), GET /v1/routes (the route table, cluster token), and a listener under the process's connection limits.
- * `fastPath` sees every request first and returns true when it answered (a hot path that must not pay for
- * routing); it must only speed up a route the router declares, with the same admission.
- */
+/** A worker's HTTP side (see processHttp), listening; its /healthz names its role. */
 export async function serveWorkerHttp(
   options: WorkerOptions,
   setup: {
@@ -81,49 +69,16 @@ export async function serveWorkerHttp(
     metrics?: MetricsRegistry;
   } = {},
 ): Promise<WorkerHttp> {
-  const metrics = setup.metrics ?? new MetricsRegistry();
-  const requests = metrics.counter('http_requests_total', 'HTTP requests by method and status');
-  const router = new Router({
+  const health = setup.health;
+  const http = processHttp({
+    id: options.id,
+    httpAddress: options.httpAddress,
     tokens: options.tokens,
-    onError: (error, req) => options.logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
+    logger: options.logger,
+    ...(setup.metrics !== undefined ? { metrics: setup.metrics } : {}),
+    ...(setup.fastPath !== undefined ? { fastPath: setup.fastPath } : {}),
+    health: () => ({ role: options.role, ...health?.() }),
   });
-  router
-    .get('/healthz', { admits: 'open' }, () => ({ status: 'ok', id: options.id, role: options.role, ...(setup.health?.() ?? {}) }))
-    .get('/metrics', { admits: 'open' }, (ctx) => {
-      ctx.res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
-      ctx.res.end(metrics.render());
-    })
-    .get('/v1/routes', { admits: 'cluster' }, () => ({ routes: router.routes() }));
-  const fastPath = setup.fastPath;
-  const server = createServer((req, res) => {
-    if (fastPath !== undefined && fastPath(req, res)) return;
-    res.on('finish', () => requests.inc(1, { method: req.method ?? '', status: String(res.statusCode) }));
-    router.listener(req, res);
-  });
-  limitServer(server);
-  const [host, port] = hostPort(options.httpAddress);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, () => resolve());
-  });
-  const bound = (server.address() as { port: number }).port;
-  return {
-    router,
-    metrics,
-    server,
-    port: bound,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
-
-/** "host:port" -> [host, port] (throws a TypeError naming the address when malformed). */
-export function hostPort(address: string): [string, number] {
-  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
-  const port = m ? Number(m[3]) : NaN;
-  if (!m || port > 65535) throw new TypeError(`expected host:port, got ${JSON.stringify(address)}`);
-  return [(m[1] ?? m[2])!, port];
+  const port = await http.listen();
+  return { router: http.router, metrics: http.metrics, server: http.server, port, close: http.close };
 }

@@ -1,0 +1,95 @@
+/**
+ * The HTTP side every long-running process shares, a Raft member or a worker: a router whose routes each declare
+ * whom they admit, GET /healthz and GET /metrics (open), GET /v1/routes (the route table, cluster token), a
+ * request counter, and a listener under the process's connection limits. Made in two steps so a member can
+ * register its service's routes before it listens.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { limitServer } from './connections.js';
+import type { Logger } from './log.js';
+import { MetricsRegistry } from './metrics.js';
+import { sendJson, Router } from './router.js';
+
+/** What /healthz says beyond `status` and `id`; `status: 'failing'` answers 503 (a supervisor should act). */
+export type HealthBody = Record<string, unknown> & { status?: 'ok' | 'failing' };
+
+export interface ProcessHttpOptions {
+  /** The process's id (member or worker id), in /healthz. */
+  id: string;
+  /** host:port to listen on (port 0 picks one). */
+  httpAddress: string;
+  /** Bearer tokens accepted: the cluster token first. */
+  tokens: readonly string[];
+  logger: Logger;
+  /** The registry /metrics renders, when the process built its parts (and their metrics) before listening. */
+  metrics?: MetricsRegistry;
+  health?: () => HealthBody;
+  /**
+   * Sees every request first and returns true when it answered (a hot path that must not pay for routing); it
+   * must only speed up a route the router declares, with the same admission.
+   */
+  fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean;
+}
+
+export interface ProcessHttp {
+  router: Router;
+  metrics: MetricsRegistry;
+  server: Server;
+  /** Starts listening; resolves with the bound port. */
+  listen(): Promise<number>;
+  close(): Promise<void>;
+}
+
+export function processHttp(options: ProcessHttpOptions): ProcessHttp {
+  const metrics = options.metrics ?? new MetricsRegistry();
+  const requests = metrics.counter('http_requests_total', 'HTTP requests by method and status');
+  const router = new Router({
+    tokens: options.tokens,
+    onError: (error, req) => options.logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
+  });
+  router
+    .get('/healthz', { admits: 'open' }, (ctx) => {
+      const body = { status: 'ok', id: options.id, ...options.health?.() };
+      sendJson(ctx.res, body.status === 'failing' ? 503 : 200, body);
+    })
+    .get('/metrics', { admits: 'open' }, (ctx) => {
+      ctx.res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' });
+      ctx.res.end(metrics.render());
+    })
+    .get('/v1/routes', { admits: 'cluster' }, () => ({ routes: router.routes() }));
+  const fastPath = options.fastPath;
+  const server = createServer((req, res) => {
+    if (fastPath !== undefined && fastPath(req, res)) return;
+    res.on('finish', () => requests.inc(1, { method: req.method ?? '', status: String(res.statusCode) }));
+    router.listener(req, res);
+  });
+  limitServer(server);
+  return {
+    router,
+    metrics,
+    server,
+    listen: () => {
+      const [host, port] = hostPort(options.httpAddress);
+      return new Promise<number>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve((server.address() as { port: number }).port);
+        });
+      });
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** "host:port" -> [host, port] (throws a TypeError naming the address when malformed). */
+export function hostPort(address: string): [string, number] {
+  const m = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw new TypeError(`expected host:port, got ${JSON.stringify(address)}`);
+  return [(m[1] ?? m[2])!, port];
+}
