@@ -188,6 +188,15 @@ t.test('put, get, delete and compare-and-set', async (t) => {
   isError(t, c6, 409, 'cas_mismatch', 'CAS on a deleted key');
   t.equal(c6.json.error.current, null, 'an absent key is current: null');
 
+  // A lone surrogate travels in JSON but not in UTF-8: stored, it would read back as U+FFFD (once answered 200).
+  for (const body of [{ from: null, to: '\ud800' }, { from: '\udfff', to: 'x' }, { from: null, to: 'a\ud83d' }]) {
+    isError(t, await cas(f1, 'surrogate', body), 400, 'invalid_field', `CAS ${JSON.stringify(body)} is refused`);
+  }
+  isError(t, await cluster.call(f1, 'GET', kv('surrogate')), 404, 'not_found', 'nothing was written by a refused CAS');
+  const emoji = await cas(f1, 'surrogate', { from: null, to: 'ok \ud83d\ude00' });
+  t.equal(emoji.status, 200, 'a surrogate pair (an emoji) is fine');
+  t.equal((await cluster.call(f2, 'GET', kv('surrogate'))).json.value, 'ok \ud83d\ude00', 'and round-trips');
+
   const forwarded = await Promise.all(followers.map(async (id) => Number(/^raft_forwarded_proposals_total (\d+)$/m.exec((await cluster.call(id, 'GET', '/metrics')).text)?.[1] ?? 0)));
   t.ok(forwarded.every((n) => n > 0), `every follower counted the writes it forwarded (${forwarded.join(', ')})`);
 });

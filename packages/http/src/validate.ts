@@ -10,9 +10,21 @@ export function requireObject(value: unknown, what = 'body'): JsonObject {
   return value as JsonObject;
 }
 
+/** A UTF-16 surrogate without its partner: JSON can carry one ("\\ud800"), UTF-8 cannot, so it would not round-trip. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
+/** `value` as text that survives UTF-8 storage unchanged; 400 naming the field when it holds a lone surrogate. */
+export function requireWellFormed(value: string, field: string): string {
+  if (LONE_SURROGATE.test(value)) {
+    throw badRequest('invalid_field', `${field} is not valid Unicode text (it holds a lone surrogate, which cannot be stored as UTF-8)`, { field });
+  }
+  return value;
+}
+
 export function requireString(obj: JsonObject, field: string, opts: { minLength?: number; maxLength?: number; pattern?: RegExp } = {}): string {
   const v = obj[field];
   if (typeof v !== 'string') throw badRequest('invalid_field', `${field} must be a string`, { field });
+  requireWellFormed(v, field);
   const bytes = Buffer.byteLength(v);
   if (opts.minLength !== undefined && bytes < opts.minLength) {
     throw badRequest('invalid_field', `${field} must be at least ${opts.minLength} bytes`, { field });

@@ -1,5 +1,5 @@
 /** HTTP endpoints of the key-value service. See README.md for the contract. */
-import { badRequest, conflict, notFound, requireObject, Reply, type RequestContext, type ServiceContext, type ServiceDefinition } from '@raftkit/http';
+import { badRequest, conflict, notFound, requireObject, requireWellFormed, Reply, type RequestContext, type ServiceContext, type ServiceDefinition } from '@raftkit/http';
 import { KvMachine, type KvCommand, type KvResult } from './machine.js';
 
 export const MAX_KEY_BYTES = 1024;
@@ -20,7 +20,8 @@ function valueOf(v: unknown, field: string): string | null {
   if (v === null) return null;
   if (typeof v !== 'string') throw badRequest('invalid_field', `${field} must be a string or null`, { field });
   if (Buffer.byteLength(v) > MAX_VALUE_BYTES) throw badRequest('invalid_field', `${field} is over ${MAX_VALUE_BYTES} bytes`, { field });
-  return v;
+  // PUT refuses bytes that are not UTF-8; JSON can still carry a lone surrogate, which would be stored as U+FFFD.
+  return requireWellFormed(v, field);
 }
 
 async function bodyText(ctx: RequestContext): Promise<string> {
