@@ -46,6 +46,13 @@ const PATH = /^\/[A-Za-z0-9._~!$&'()+,;=@%/-]*$/;
 const MAX_PATTERN = 512;
 const MAX_CAPACITY = 1_000_000_000;
 const MAX_WINDOW_SEC = 86_400;
+/**
+ * The slowest refill taken: one token every 11.6 days. Slower rates only produce waits no client can act on, and
+ * at denormal rates (5e-324) the waits overflowed to Infinity, answered as null.
+ */
+export const MIN_REFILL_RATE = 1e-6;
+/** The longest a bucket may take to refill from empty, so reset and retry times stay finite and idle counters expire. */
+export const MAX_REFILL_SECONDS = 366 * 86_400;
 
 /**
  * Endpoint patterns: `*` (every endpoint), an exact path (`/v1/orders`), or a prefix ending in `/*`
@@ -121,6 +128,10 @@ export function parseRule(ruleId: string, input: unknown): Rule {
     }
     capacity = positiveNumber(body, 'capacity', { integer: true, max: MAX_CAPACITY });
     refillRate = positiveNumber(body, 'refill_rate', { integer: false, max: MAX_CAPACITY });
+    if (refillRate < MIN_REFILL_RATE) throw badRequest('invalid_field', `refill_rate must be at least ${MIN_REFILL_RATE} tokens per second`, { field: 'refill_rate' });
+    if (capacity / refillRate > MAX_REFILL_SECONDS) {
+      throw badRequest('invalid_field', `capacity / refill_rate must be at most ${MAX_REFILL_SECONDS} seconds (a bucket refills from empty within 366 days)`, { field: 'refill_rate' });
+    }
     limit = capacity;
     windowSec = body.window_sec === undefined ? Math.ceil(capacity / refillRate) : positiveNumber(body, 'window_sec', { integer: true, max: MAX_WINDOW_SEC });
   }

@@ -36,6 +36,8 @@ const DEFAULT_MAX_FRAME_BYTES = 1 << 20;
 /** A peer that stops reading while we keep answering is cut off once this much output is queued for it. */
 const MAX_QUEUED_OUTPUT_BYTES = 16 << 20;
 const HELLO_TIMEOUT_MS = 5_000;
+/** Largest frame read before the hello is verified: a hello is a token, far smaller. */
+const MAX_HELLO_FRAME_BYTES = 4096;
 /** Calls per frame: keeps one frame's encoding and one handler burst short. */
 const MAX_CALLS_PER_FRAME = 1024;
 
@@ -50,44 +52,79 @@ function encodeFrame(value: unknown): Buffer {
   return frame;
 }
 
-/** Splits a byte stream into frames; throws a WireError when a frame announces more than `maxFrameBytes`. */
+/**
+ * Splits a byte stream into frames, one at a time, so a limit changed by one frame (the hello) applies to the next.
+ * Throws a WireError when a frame announces more than `maxFrameBytes`. Each frame is copied at most once.
+ */
 class FrameDecoder {
   private chunks: Buffer[] = [];
+  /** Bytes of chunks[0] already consumed. */
+  private offset = 0;
   private buffered = 0;
 
-  constructor(private readonly maxFrameBytes: number) {}
+  /** Raised by the server once the hello is verified: a stranger may not make it buffer a large frame. */
+  constructor(public maxFrameBytes: number) {}
 
-  push(chunk: Buffer): Buffer[] {
+  push(chunk: Buffer): void {
+    if (chunk.length === 0) return;
     this.chunks.push(chunk);
     this.buffered += chunk.length;
-    if (this.buffered < 4) return [];
-    // Concatenate only once enough bytes for the announced frame have arrived, so a large frame arriving in many
-    // small chunks is copied once, not once per chunk.
-    let data = this.chunks.length === 1 ? this.chunks[0]! : null;
-    if (data === null) {
-      const head = this.chunks[0]!.length >= 4 ? this.chunks[0]! : Buffer.concat(this.chunks, 4);
-      const needed = 4 + this.announced(head, 0);
-      if (this.buffered < needed) return [];
-      data = Buffer.concat(this.chunks, this.buffered);
-    }
+  }
+
+  /** The next complete frame's payload, or null until more bytes arrive. */
+  next(): Buffer | null {
+    if (this.buffered < 4) return null;
+    const length = this.peekLength();
+    if (length > this.maxFrameBytes) throw new WireError('frame_too_large', `frame of ${length} bytes exceeds the limit of ${this.maxFrameBytes}`);
+    if (this.buffered < 4 + length) return null;
+    this.consume(4);
+    return this.consume(length);
+  }
+
+  /** Every complete frame buffered now (the client's side, whose limit never changes). */
+  drain(): Buffer[] {
     const frames: Buffer[] = [];
-    let offset = 0;
-    while (data.length - offset >= 4) {
-      const length = this.announced(data, offset);
-      if (data.length - offset - 4 < length) break;
-      frames.push(data.subarray(offset + 4, offset + 4 + length));
-      offset += 4 + length;
-    }
-    const rest = data.subarray(offset);
-    this.chunks = rest.length > 0 ? [rest] : [];
-    this.buffered = rest.length;
+    for (let frame = this.next(); frame !== null; frame = this.next()) frames.push(frame);
     return frames;
   }
 
-  private announced(data: Buffer, offset: number): number {
-    const length = data.readUInt32BE(offset);
-    if (length > this.maxFrameBytes) throw new WireError('frame_too_large', `frame of ${length} bytes exceeds the limit of ${this.maxFrameBytes}`);
-    return length;
+  private peekLength(): number {
+    const first = this.chunks[0]!;
+    if (first.length - this.offset >= 4) return first.readUInt32BE(this.offset);
+    const head = Buffer.alloc(4);
+    let filled = 0;
+    for (let i = 0, from = this.offset; filled < 4; i++, from = 0) filled += this.chunks[i]!.copy(head, filled, from, Math.min(this.chunks[i]!.length, from + 4 - filled));
+    return head.readUInt32BE(0);
+  }
+
+  /** Removes and returns the next `length` bytes: a view when they lie in one chunk, else one copy. */
+  private consume(length: number): Buffer {
+    if (length === 0) return Buffer.alloc(0);
+    this.buffered -= length;
+    const first = this.chunks[0]!;
+    if (first.length - this.offset >= length) {
+      const view = first.subarray(this.offset, this.offset + length);
+      this.offset += length;
+      if (this.offset === first.length) {
+        this.chunks.shift();
+        this.offset = 0;
+      }
+      return view;
+    }
+    const out = Buffer.allocUnsafe(length);
+    let filled = 0;
+    while (filled < length) {
+      const chunk = this.chunks[0]!;
+      const count = Math.min(length - filled, chunk.length - this.offset);
+      chunk.copy(out, filled, this.offset, this.offset + count);
+      filled += count;
+      this.offset += count;
+      if (this.offset === chunk.length) {
+        this.chunks.shift();
+        this.offset = 0;
+      }
+    }
+    return out;
   }
 }
 
@@ -177,13 +214,15 @@ class ServerConnection {
   private outbox: Reply[] = [];
   private flushScheduled = false;
   private closed = false;
+  private readonly maxFrameBytes: number;
 
   constructor(
     private readonly socket: Socket,
     private readonly options: WireServerOptions,
     maxFrameBytes: number,
   ) {
-    this.decoder = new FrameDecoder(maxFrameBytes);
+    this.decoder = new FrameDecoder(Math.min(MAX_HELLO_FRAME_BYTES, maxFrameBytes));
+    this.maxFrameBytes = maxFrameBytes;
     socket.setNoDelay(true);
     this.helloTimer = setTimeout(() => this.fail(new WireError('unauthorized', 'no hello frame in time')), HELLO_TIMEOUT_MS);
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
@@ -194,7 +233,8 @@ class ServerConnection {
   private onData(chunk: Buffer): void {
     if (this.closed) return;
     try {
-      for (const frame of this.decoder.push(chunk)) {
+      this.decoder.push(chunk);
+      for (let frame = this.decoder.next(); frame !== null; frame = this.decoder.next()) {
         this.onFrame(decodeFrame(frame));
         if (this.closed) return;
       }
@@ -209,11 +249,13 @@ class ServerConnection {
     if (this.principal === null) {
       if (!isRecord(message) || typeof message.hello !== 'string') throw new WireError('unauthorized', 'the first frame must be { hello: token }');
       this.principal = verifyHello(message.hello, this.options.tokens);
+      this.decoder.maxFrameBytes = this.maxFrameBytes;
       clearTimeout(this.helloTimer);
       this.write({ welcome: { kind: this.principal.kind, name: this.principal.name } });
       return;
     }
     if (!Array.isArray(message)) throw new WireError('malformed', 'expected an array of [id, request] calls');
+    if (message.length > MAX_CALLS_PER_FRAME) throw new WireError('too_many_calls', `a frame carries at most ${MAX_CALLS_PER_FRAME} calls; this one had ${message.length}`);
     // Validate the whole frame before running any call, so a malformed frame runs none of its calls.
     for (const call of message) {
       if (!Array.isArray(call) || call.length !== 2 || !Number.isSafeInteger(call[0])) throw new WireError('malformed', 'each call must be [id, request]');
@@ -415,7 +457,8 @@ export class WireClient {
     };
     socket.on('data', (chunk: Buffer) => {
       try {
-        for (const frame of decoder.push(chunk)) this.onFrame(decodeFrame(frame), lost);
+        decoder.push(chunk);
+        for (const frame of decoder.drain()) this.onFrame(decodeFrame(frame), lost);
       } catch (error) {
         lost(error instanceof WireError ? error : new WireError('malformed', 'malformed reply'));
       }

@@ -1,6 +1,6 @@
 /** Rule validation (spec check rule 7) and endpoint patterns. */
 import t from 'tap';
-import { HttpError } from '@raftkit/http';
+import { HttpError, take } from '@raftkit/http';
 import { parseRule, patternMatches, ruleBody, validEndpointPattern } from '../src/rules.js';
 
 const ID = '0b3c4a52-8f27-4e0a-9d55-4b7e2f0d1a10';
@@ -49,6 +49,11 @@ t.test('every validation failure is a 400 naming the field', async (t) => {
     [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 0, refill_rate: 1 }, 'capacity'],
     [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 5, refill_rate: 0 }, 'refill_rate'],
     [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 5, refill_rate: -1 }, 'refill_rate'],
+    // Denormal and tiny rates once made every wait Infinity, answered as reset_ms and retry_after_ms null.
+    [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 5, refill_rate: 5e-324 }, 'refill_rate'],
+    [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 5, refill_rate: 1e-7 }, 'refill_rate'],
+    [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 1_000_000, refill_rate: 0.001 }, 'refill_rate'],
+    [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 5, refill_rate: Infinity }, 'refill_rate'],
     [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*' }, 'limit'],
     [{ ...base, fail_closed: 'yes' }, 'fail_closed'],
     [{ ...base, region_mode: 'nearest' }, 'region_mode'],
@@ -59,6 +64,24 @@ t.test('every validation failure is a 400 naming the field', async (t) => {
   for (const [body, field] of cases) t.equal(fieldOf(() => parseRule(ID, body)), field, `${JSON.stringify(body)} -> ${field}`);
   t.equal(fieldOf(() => parseRule('not-a-uuid', base)), 'rule_id');
   t.equal(fieldOf(() => parseRule(ID, [1, 2])), 'body');
+});
+
+t.test('the slowest and largest accepted buckets still answer finite integer waits', async (t) => {
+  for (const [capacity, refillRate] of [
+    [5, 1e-6],
+    [31, 1e-6],
+    [1_000_000_000, 1_000_000_000],
+    [1_000_000_000, 1_000_000_000 / (366 * 86_400)],
+  ] as const) {
+    const rule = parseRule(ID, { service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity, refill_rate: refillRate });
+    const limits = { capacity: rule.capacity, refillRate: rule.refillRate };
+    const empty = { tokens: 0, lastRefill: 0 };
+    const denied = take(empty, limits, 0);
+    t.notOk(denied.allowed, `capacity ${capacity}, rate ${refillRate}: an empty bucket denies`);
+    t.ok(Number.isSafeInteger(denied.retryAfterMs) && denied.retryAfterMs! > 0, `retry_after_ms is a finite integer (${denied.retryAfterMs})`);
+    t.ok(Number.isSafeInteger(denied.resetMs) && denied.resetMs > 0, `reset_ms is a finite integer (${denied.resetMs})`);
+    t.ok(Number.isSafeInteger(rule.windowSec), `window_sec is an integer (${rule.windowSec})`);
+  }
 });
 
 t.test('endpoint patterns: *, exact, trailing /* prefix', async (t) => {

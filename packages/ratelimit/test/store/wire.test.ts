@@ -141,6 +141,38 @@ t.test('malformed input: error frame, connection closed, process unharmed, other
   t.equal(await client(t, s.port).call('still here'), 'still here');
 });
 
+t.test('at most 1,024 calls a frame: a frame with more runs none of them and ends the connection', async (t) => {
+  let calls = 0;
+  const s = await server(t, (request) => (calls++, request));
+  const r = raw(t, s.port);
+  r.socket.write(frame({ hello: TOKEN }));
+  t.ok((await r.next()) !== undefined, 'welcome');
+  r.socket.write(frame(Array.from({ length: 1_024 }, (_, i) => [i + 1, i])));
+  const answers = (await r.next()) as unknown[];
+  t.equal(answers.length, 1_024, 'a frame of exactly 1,024 calls is served');
+  r.socket.write(frame(Array.from({ length: 40_000 }, (_, i) => [i + 1, i])));
+  await r.closed;
+  const last = r.frames[r.frames.length - 1] as { error?: { code: string; message: string } };
+  t.equal(last.error?.code, 'too_many_calls', 'a frame of 40,000 calls is refused');
+  t.equal(calls, 1_024, 'none of its calls ran');
+});
+
+t.test('before the hello is verified, a frame over 4 KiB is refused unread', async (t) => {
+  const s = await server(t, echo);
+  const r = raw(t, s.port);
+  const header = Buffer.alloc(4);
+  header.writeUInt32BE(1_000_000);
+  r.socket.write(header);
+  await r.closed;
+  const last = r.frames[r.frames.length - 1] as { error?: { code: string } };
+  t.equal(last.error?.code, 'frame_too_large', 'a 1 MB frame announced before hello ends the connection at once');
+  const authed = raw(t, s.port);
+  authed.socket.write(frame({ hello: TOKEN }));
+  await authed.next();
+  authed.socket.write(frame([[1, 'x'.repeat(100_000)]]));
+  t.same(await authed.next(), [[1, 0, 'x'.repeat(100_000)]], 'after the hello, large frames are read as before');
+});
+
 t.test('a frame split across many writes is reassembled', async (t) => {
   const s = await server(t, echo);
   const r = raw(t, s.port);
