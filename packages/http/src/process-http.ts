@@ -59,7 +59,19 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
     .get('/v1/routes', { admits: 'cluster' }, () => ({ routes: router.routes() }));
   const fastPath = options.fastPath;
   const server = createServer((req, res) => {
-    if (fastPath !== undefined && fastPath(req, res)) return;
+    if (fastPath !== undefined) {
+      // A throw here would escape the request event and end the process: no request may do that.
+      let answered: boolean;
+      try {
+        answered = fastPath(req, res);
+      } catch (error) {
+        options.logger.log('error', 'fast path failed', { url: req.url, error: String((error as Error)?.stack ?? error) });
+        if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
+        else res.destroy();
+        return;
+      }
+      if (answered) return;
+    }
     res.on('finish', () => requests.inc(1, { method: req.method ?? '', status: String(res.statusCode) }));
     router.listener(req, res);
   });

@@ -3,7 +3,7 @@
  * writes through the replicated log with idempotent client sessions, reads at the consistency the request asks
  * for, and the mapping of Raft outcomes to HTTP answers (no leader or no quorum is a 503 with Retry-After).
  */
-import { CommandTooLargeError, RaftNode, SessionError, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
+import { ApplyError, CommandTooLargeError, RaftNode, SessionError, sessionFailure, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
 import type { Principal } from './auth.js';
 import type { WorkerRoles } from './worker.js';
@@ -66,7 +66,7 @@ export class ServiceContext<C, R> {
     try {
       if (session === null) return await this.node.propose(command);
       const result = await this.node.submit({ t: 'command', ...session, command });
-      if (!result.ok) throw new SessionError(result.error);
+      if (!result.ok) throw sessionFailure(result);
       return (result as { result: R }).result;
     } catch (error) {
       throw raftErrorToHttp(error);
@@ -122,6 +122,9 @@ export function raftErrorToHttp(error: unknown): unknown {
     );
   }
   if (error instanceof StoppedError) return unavailable('this member is shutting down', 1);
+  // Commands are validated before they are proposed, so a machine that still throws is a bug: a 500 that says so,
+  // and the same answer on a retry (the failure is recorded with the entry).
+  if (error instanceof ApplyError) return new HttpError(500, error.code, error.message);
   if (error instanceof CommandTooLargeError) return new HttpError(413, 'command_too_large', error.message, { limit: error.limit });
   if (error instanceof SessionError) {
     return error.code === 'unknown_session'

@@ -6,7 +6,7 @@
 export * from './types.js';
 export { RaftCore, ConfigChangeError, applyChange } from './core.js';
 export type { CoreOptions, CoreState, CoreStatus, PeerStatus, ProposeOutcome, Mutations } from './core.js';
-export { RaftNode, TimeoutError, SessionError, StoppedError, CommandTooLargeError } from './node.js';
+export { RaftNode, TimeoutError, SessionError, StoppedError, CommandTooLargeError, ApplyError, sessionFailure } from './node.js';
 export type { RaftNodeOptions, NodeStatus, NodeObserver } from './node.js';
 export { SessionStateMachine, encodeRequest, decodeRequest } from './sessions.js';
 export type { SessionRequest, SessionResult, SessionOptions } from './sessions.js';

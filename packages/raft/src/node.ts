@@ -68,6 +68,10 @@ export interface NodeObserver {
   snapshotSaved?(bytes: number, index: number): void;
   /** A proposal was handed to the core. */
   proposed?(outcome: 'accepted' | 'forwarded' | 'dropped'): void;
+  /** The state machine threw on an entry (or it was no request); the entry counts as applied, the group goes on. */
+  applyFailed?(entry: Entry, message: string): void;
+  /** Storage failed: this member stopped taking part (its transport is closed) and must be restarted. */
+  failed?(error: Error): void;
 }
 
 /** The request could not be completed in time; whether it took effect is unknown (it may still). */
@@ -85,6 +89,27 @@ export class SessionError extends Error {
 
 export class StoppedError extends Error {
   override name = 'StoppedError';
+}
+
+/**
+ * The state machine threw while applying the command (or the entry was not a request). Every member recorded the
+ * same failure for that entry and the group went on; nothing of the command took effect unless the machine changed
+ * its state before throwing (validate first, then mutate).
+ */
+export class ApplyError extends Error {
+  override name = 'ApplyError';
+  constructor(
+    readonly code: 'apply_failed' | 'malformed_request',
+    readonly detail: string,
+  ) {
+    super(code === 'apply_failed' ? `the state machine failed to apply the command: ${detail}` : `the entry is not a request: ${detail}`);
+  }
+}
+
+/** Turns a session-layer refusal into the error a caller sees. */
+export function sessionFailure(result: { ok: false; error: string; message?: string }): Error {
+  if (result.error === 'apply_failed' || result.error === 'malformed_request') return new ApplyError(result.error, result.message ?? '');
+  return new SessionError(result.error === 'unknown_session' ? 'unknown_session' : 'stale_sequence');
 }
 
 /** The command is larger than maxCommandBytes; nothing was proposed. */
@@ -110,6 +135,11 @@ interface PendingProposal<R> {
 export interface NodeStatus extends CoreStatus {
   /** Milliseconds of the last fsync batch (persist step of a Ready). */
   lastPersistMs: number;
+  /** Entries whose command the state machine threw on (or that were no request), since this member started. */
+  applyErrors: number;
+  lastApplyError: { index: number; message: string } | null;
+  /** Why this member stopped taking part (storage failed), or null while it runs. */
+  failed: string | null;
 }
 
 export class RaftNode<C, R> {
@@ -138,6 +168,8 @@ export class RaftNode<C, R> {
   private readonly addressBook = new Map<NodeId, string>();
   private readonly connected = new Map<NodeId, string>();
   private lastPersistMs = 0;
+  private applyErrors = 0;
+  private lastApplyError: { index: number; message: string } | null = null;
 
   /** This node's own client session, registered lazily, for propose(). */
   private session: ClientSession | null = null;
@@ -202,7 +234,7 @@ export class RaftNode<C, R> {
       const result = await this.submit({ t: 'command', client: session.client, seq, ack: session.acked, command });
       if (!result.ok) {
         if (result.error === 'unknown_session') this.session = null; // register again next time
-        throw new SessionError(result.error);
+        throw sessionFailure(result);
       }
       return (result as { result: R }).result;
     } finally {
@@ -327,15 +359,23 @@ export class RaftNode<C, R> {
   }
 
   status(): NodeStatus {
-    return { ...this.core.status(), lastPersistMs: this.lastPersistMs };
+    return {
+      ...this.core.status(),
+      // A failed member is out of the group: it must not tell anyone it leads.
+      ...(this.failure !== null ? { role: 'follower' as const, leader: null } : {}),
+      lastPersistMs: this.lastPersistMs,
+      applyErrors: this.applyErrors,
+      lastApplyError: this.lastApplyError,
+      failed: this.failure === null ? null : this.failure.message,
+    };
   }
 
   get isLeader(): boolean {
-    return this.softState.role === 'leader';
+    return this.failure === null && this.softState.role === 'leader';
   }
 
   get leaderId(): NodeId | null {
-    return this.softState.leader;
+    return this.failure === null ? this.softState.leader : null;
   }
 
   /** Addresses of the members, as carried in the configuration. */
@@ -435,6 +475,11 @@ export class RaftNode<C, R> {
       const request = decodeSafely<C>(entry.data);
       if (request === null) return; // not ours to understand; deterministic on every member
       const result = this.machine.applyRequest(request, { index: entry.index, term: entry.term, time: entry.time });
+      if (!result.ok && (result.error === 'apply_failed' || result.error === 'malformed_request')) {
+        this.applyErrors++;
+        this.lastApplyError = { index: entry.index, message: result.message };
+        this.observer.applyFailed?.(entry, result.message);
+      }
       // Followers usually wait for nothing: skip building the key then.
       const key = this.pending.size === 0 ? null : requestKey(request);
       const waiting = key === null ? undefined : this.pending.get(key);
@@ -607,11 +652,18 @@ export class RaftNode<C, R> {
     this.appliedWaiters = [];
   }
 
-  /** Storage failed: this member cannot go on safely. Stop taking part; callers see the error. */
+  /**
+   * Storage failed: this member cannot go on safely. It stops taking part at once (no ticks, its transport closed,
+   * so the others stop hearing from it and elect a leader among themselves), callers see the error, and the
+   * observer is told so that whoever runs the member restarts it from its durable state.
+   */
   private fail(error: Error): void {
+    if (this.failure !== null) return;
     this.failure = error;
     this.failAll(error);
     if (this.ticker !== null) clearInterval(this.ticker);
+    void this.transport.close().catch(() => undefined);
+    this.observer.failed?.(error);
   }
 
   private assertRunning(): void {

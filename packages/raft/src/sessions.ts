@@ -20,7 +20,12 @@ export type SessionRequest<C> =
 export type SessionResult<R> =
   | { ok: true; client: string }
   | { ok: true; result: R; duplicate: boolean }
-  | { ok: false; error: 'unknown_session' | 'stale_sequence' };
+  | { ok: false; error: 'unknown_session' | 'stale_sequence' }
+  /**
+   * The state machine threw while applying the command (`message`: the error's name and message), or the entry was
+   * not a request at all. The same on every member: the entry counts as applied and the group goes on.
+   */
+  | { ok: false; error: 'apply_failed' | 'malformed_request'; message: string };
 
 export interface SessionOptions {
   /** A session with no command for this long (entry time) is expired. Default 10 minutes. */
@@ -37,11 +42,14 @@ interface Session<R> {
   ack: number;
   /** Results of applied seqs above ack, in case the client retries them. */
   results: Map<number, R>;
+  /** Seqs above ack whose command threw, with the message, so a retry gets the same failure (never a re-apply). */
+  failed: Map<number, string>;
 }
 
 interface SessionsSnapshot {
   inner: Uint8Array;
-  sessions: Array<[string, number, number, Array<[number, unknown]>]>;
+  /** [client, lastActive, ack, results, failures (absent in snapshots from before they were kept)] */
+  sessions: Array<[string, number, number, Array<[number, unknown]>, Array<[number, string]>?]>;
 }
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
@@ -82,17 +90,34 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
   /** Apply an already decoded request (the driver decodes once to match replies to waiting proposers). */
   applyRequest(request: SessionRequest<C>, context: ApplyContext): SessionResult<R> {
     this.expire(context.time);
+    const malformed = requestProblem(request);
+    if (malformed !== null) return { ok: false, error: 'malformed_request', message: malformed };
     switch (request.t) {
       case 'register': {
         const client = `c${context.index}`;
         while (this.sessions.size >= this.maxSessions) this.dropOldest();
-        this.sessions.set(client, { lastActive: context.time, ack: 0, results: new Map() });
+        this.sessions.set(client, { lastActive: context.time, ack: 0, results: new Map(), failed: new Map() });
         return { ok: true, client };
       }
-      case 'raw':
-        return { ok: true, result: this.inner.apply(request.command, context), duplicate: false };
+      case 'raw': {
+        const outcome = this.applyInner(request.command, context);
+        return 'failed' in outcome ? { ok: false, error: 'apply_failed', message: outcome.failed } : { ok: true, result: outcome.result, duplicate: false };
+      }
       case 'command':
         return this.applyInSession(request, context);
+    }
+  }
+
+  /**
+   * The inner machine's apply, with a throw turned into a failure: every member throws on the same command (apply
+   * is deterministic), so every member records the same failure and the group goes on instead of halting on it.
+   */
+  private applyInner(command: C, context: ApplyContext): { result: R } | { failed: string } {
+    try {
+      return { result: this.inner.apply(command, context) };
+    } catch (error) {
+      const e = error instanceof Error ? error : null;
+      return { failed: e !== null ? `${e.name}: ${e.message}` : `thrown: ${String(error)}` };
     }
   }
 
@@ -110,13 +135,22 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
         if (seq > request.ack) break;
         session.results.delete(seq);
       }
+      for (const seq of session.failed.keys()) if (seq <= request.ack) session.failed.delete(seq);
       session.ack = request.ack;
     }
     const cached = session.results.get(request.seq);
     if (cached !== undefined) return { ok: true, result: cached, duplicate: true };
+    const failure = session.failed.get(request.seq);
+    if (failure !== undefined) return { ok: false, error: 'apply_failed', message: failure };
     // At or below ack the client said it has the answer; anything it sends there is a stale duplicate.
     if (request.seq <= session.ack) return { ok: false, error: 'stale_sequence' };
-    const result = this.inner.apply(request.command, context);
+    const outcome = this.applyInner(request.command, context);
+    if ('failed' in outcome) {
+      session.failed.set(request.seq, outcome.failed);
+      if (session.failed.size > this.maxCached) session.failed.delete(session.failed.keys().next().value as number);
+      return { ok: false, error: 'apply_failed', message: outcome.failed };
+    }
+    const result = outcome.result;
     session.results.set(request.seq, result);
     if (session.results.size > this.maxCached) {
       const oldest = session.results.keys().next().value as number;
@@ -149,7 +183,7 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
   snapshot(): Uint8Array {
     const state: SessionsSnapshot = {
       inner: this.inner.snapshot(),
-      sessions: [...this.sessions].map(([client, s]) => [client, s.lastActive, s.ack, [...s.results]]),
+      sessions: [...this.sessions].map(([client, s]) => [client, s.lastActive, s.ack, [...s.results], [...s.failed]]),
     };
     return packr.pack(state);
   }
@@ -158,10 +192,29 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
     const state = packr.unpack(data) as SessionsSnapshot;
     this.inner.restore(new Uint8Array(state.inner));
     this.sessions = new Map(
-      state.sessions.map(([client, lastActive, ack, results]) => [
+      state.sessions.map(([client, lastActive, ack, results, failed]) => [
         client,
-        { lastActive, ack, results: new Map(results as Array<[number, R]>) },
+        { lastActive, ack, results: new Map(results as Array<[number, R]>), failed: new Map(failed ?? []) },
       ]),
     );
+  }
+}
+
+/** Why a decoded entry is not a session request (any bytes can reach the log), or null when it is one. */
+function requestProblem(request: unknown): string | null {
+  if (typeof request !== 'object' || request === null) return 'the entry is not a request object';
+  const r = request as Record<string, unknown>;
+  switch (r.t) {
+    case 'register':
+      return r.nonce === undefined || typeof r.nonce === 'string' ? null : 'register: nonce must be a string';
+    case 'raw':
+      return null;
+    case 'command':
+      if (typeof r.client !== 'string') return 'command: client must be a string';
+      if (!Number.isSafeInteger(r.seq) || (r.seq as number) < 1) return 'command: seq must be a positive integer';
+      if (!Number.isSafeInteger(r.ack) || (r.ack as number) < 0) return 'command: ack must be a non-negative integer';
+      return null;
+    default:
+      return `unknown request type ${typeof r.t === 'string' ? JSON.stringify(r.t.slice(0, 40)) : typeof r.t}`;
   }
 }

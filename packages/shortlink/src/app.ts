@@ -29,7 +29,7 @@ import { CodeAllocator, type Batch } from './allocator.js';
 import { BATCH_DEFAULTS, CreateBatcher } from './create-batcher.js';
 import { ALIAS, GENERATED_CODE, RESERVED_CODES } from './codes.js';
 import { EdgeCache, MISSING, type Lookup } from './edge-cache.js';
-import { parseCreate, shortCodeParam } from './input.js';
+import { isHeaderSafeUrl, parseCreate, shortCodeParam } from './input.js';
 import { CreateLimits } from './limits.js';
 import { appSettings, unknownSettings, type AppSettings } from './settings.js';
 import { LinkStoreClient } from './store-client.js';
@@ -141,7 +141,14 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
       sendJson(res, 404, { error: { code: 'not_found', message: `no link ${code} (never created, expired or deleted)` } }, { 'cache-control': 'no-store' });
       return;
     }
-    res.writeHead(302, { location: (found as LinkRecord).long_url, 'cache-control': 'private, max-age=0', 'content-length': '0' });
+    const location = (found as LinkRecord).long_url;
+    if (!isHeaderSafeUrl(location)) {
+      redirects.inc(1, { outcome: 'corrupt', cache });
+      options.logger.log('error', 'a stored link cannot be sent as a Location header', { code });
+      sendJson(res, 502, { error: { code: 'corrupt_link', message: `the link ${code} holds a URL that cannot be redirected to` } }, { 'cache-control': 'no-store' });
+      return;
+    }
+    res.writeHead(302, { location, 'cache-control': 'private, max-age=0', 'content-length': '0' });
     res.end();
     if (req.method === 'HEAD') {
       redirects.inc(1, { outcome: 'redirect', cache });

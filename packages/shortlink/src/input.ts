@@ -112,3 +112,12 @@ export function shortCodeParam(code: string | undefined): string {
   }
   return code;
 }
+
+/**
+ * Whether a stored long_url can go out as a Location header: a normalised URL is printable ASCII (new URL()
+ * percent-encodes the rest). A value from anywhere else (an old entry, a bug, a forged command) that is not, would
+ * make Node throw ERR_INVALID_CHAR while answering a redirect.
+ */
+export function isHeaderSafeUrl(value: unknown): value is string {
+  return typeof value === 'string' && value.length > 0 && value.length <= MAX_URL_LENGTH && /^[\x21-\x7e]+$/.test(value);
+}
