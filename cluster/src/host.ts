@@ -40,6 +40,11 @@ export interface MemberOptions {
   snapshotEvery?: number;
   requestTimeoutMs?: number;
   logger?: Logger;
+  /**
+   * Storage failed and the member stopped taking part (see RaftNode's observer.failed): whoever runs it should
+   * stop it and start it again from its durable state. Without this the member stays out, saying so on /healthz.
+   */
+  onFailure?: (error: Error) => void;
 }
 
 export interface RunningMember {
@@ -65,6 +70,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     apply: metrics.histogram('raft_apply_seconds', 'Time to apply one entry', [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05]),
     fsync: metrics.histogram('raft_fsync_seconds', 'Time to persist one batch with sync'),
     snapshotBytes: metrics.histogram('raft_snapshot_bytes', 'Sizes of snapshots saved', [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]),
+    applyErrors: metrics.counter('raft_apply_errors_total', 'Entries the state machine threw on or that were no request (skipped alike on every member)'),
   };
   let lastLeader: string | null = null;
   const [host, port] = splitAddress(options.raftAddress);
@@ -106,6 +112,14 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
         m.proposals.inc(1, { outcome });
         if (outcome === 'forwarded') m.forwarded.inc();
       },
+      applyFailed(entry, message) {
+        m.applyErrors.inc();
+        logger.log('error', 'the state machine failed on an entry; it is skipped on every member', { index: entry.index, error: message });
+      },
+      failed(error) {
+        logger.log('error', 'storage failed: this member stopped taking part', { error: String(error.stack ?? error) });
+        options.onFailure?.(error);
+      },
     },
   });
   const gauge = (name: string, help: string, read: () => number): void => metrics.gauge(name, help).set(read);
@@ -123,7 +137,11 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     tokens: options.tokens,
     logger,
     metrics,
-    health: () => ({ role: node.status().role, leader: node.leaderId }),
+    health: () => {
+      const status = node.status();
+      if (status.failed !== null) return { status: 'failing', role: status.role, leader: null, reason: `storage failed: ${status.failed}` };
+      return { role: status.role, leader: node.leaderId };
+    },
   });
   const router = http.router;
   const service = new ServiceContext<C, R>(node, router, metrics, logger);

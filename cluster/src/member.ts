@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 import { jsonLogger } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
+import type { MemberOptions } from './host.js';
 import { services, serviceNames } from './services.js';
 
 const program = new Command()
@@ -50,7 +51,7 @@ const peers = addressList(opts.join, '--join');
 
 exitOnUncaught(log);
 
-const member = await service.member({
+const memberOptions: MemberOptions = {
   id: opts.id,
   dataDir: opts.data,
   raftAddress: opts.raft,
@@ -60,7 +61,46 @@ const member = await service.member({
   tokens: [token],
   tickMs: Number(opts.tickMs),
   snapshotEvery: Number(opts.snapshotEvery),
-}).catch((e: unknown) => fail(`could not start: ${String((e as Error)?.message ?? e)}`));
+  onFailure: () => void recover(),
+};
+
+// A member whose storage failed (a full disk, no file descriptors left) is started again in this process from
+// its durable state, with growing pauses; if that keeps failing it exits, so that status shows it down rather than
+// a member lingering broken. The pid stays the same, so the CLI's kill, pause and restart still reach it.
+const MAX_RESTARTS = 5;
+const RESTART_WINDOW_MS = 120_000;
+const restarts: number[] = [];
+let recovering = false;
+
+async function recover(): Promise<void> {
+  if (recovering) return;
+  recovering = true;
+  try {
+    await member.stop().catch((e: unknown) => log.log('warn', 'stopping the failed member', { error: String(e) }));
+    for (;;) {
+      const now = Date.now();
+      while (restarts.length > 0 && now - restarts[0]! > RESTART_WINDOW_MS) restarts.shift();
+      if (restarts.length >= MAX_RESTARTS) {
+        log.log('error', `storage failed ${MAX_RESTARTS} times in ${RESTART_WINDOW_MS / 1000} s; exiting`);
+        process.exit(70);
+      }
+      restarts.push(now);
+      await new Promise((r) => setTimeout(r, 1_000 * restarts.length));
+      try {
+        member = await service.member(memberOptions);
+        currentTerm = member.term;
+        log.log('info', 'member restarted from its durable state', { restarts: restarts.length });
+        return;
+      } catch (e) {
+        log.log('error', 'restart failed', { error: String((e as Error)?.message ?? e) });
+      }
+    }
+  } finally {
+    recovering = false;
+  }
+}
+
+let member = await service.member(memberOptions).catch((e: unknown) => fail(`could not start: ${String((e as Error)?.message ?? e)}`));
 currentTerm = member.term;
 
 stopOnSignals(log, () => member.stop());
