@@ -74,7 +74,8 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   };
   let lastLeader: string | null = null;
   const [host, port] = splitAddress(options.raftAddress);
-  const transport = new TcpTransport({ id: options.id, listen: { host, port }, log: (level, message) => logger.log(level, message) });
+  // The cluster token is the members' shared secret; the transport derives its own key from it (see its docs).
+  const transport = new TcpTransport({ id: options.id, listen: { host, port }, secret: options.tokens[0] ?? '', log: (level, message) => logger.log(level, message) });
   const node = await RaftNode.start<C, R>({
     id: options.id,
     storage: new LevelStorage(options.dataDir),

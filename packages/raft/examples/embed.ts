@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +27,9 @@ export async function runExample(ports: number[]): Promise<{ size: number; items
   const dir = mkdtempSync(join(tmpdir(), 'inventory-'));
   const members = Object.fromEntries(ports.map((port, i) => [`m${i + 1}`, port]));
   const addresses = Object.fromEntries(ports.map((port, i) => [`m${i + 1}`, `127.0.0.1:${port}`]));
+  // Every member must hold the same secret: a connection that cannot prove it has it is refused (see Security).
+  // In a deployment, read it from each member's configuration rather than generating it.
+  const secret = randomBytes(32);
   const nodes = await Promise.all(
     Object.entries(members).map(([id, port]) =>
       RaftNode.start({
@@ -33,7 +37,7 @@ export async function runExample(ports: number[]): Promise<{ size: number; items
         bootstrap: addresses,
         stateMachine: new Inventory(),
         storage: new LevelStorage(join(dir, id)),
-        transport: new TcpTransport({ id, listen: { host: '127.0.0.1', port } }),
+        transport: new TcpTransport({ id, listen: { host: '127.0.0.1', port }, secret }),
       }),
     ),
   );

@@ -620,6 +620,11 @@ export class RaftCore {
     return this.config.voters.includes(this.id);
   }
 
+  /** Whether `id` is a voter or learner of the configuration in force. */
+  private isMember(id: NodeId): boolean {
+    return this.config.voters.includes(id) || this.config.learners.includes(id);
+  }
+
   private hardState(): HardState {
     return { term: this.term, vote: this.vote, commit: this.log.committed };
   }
@@ -838,7 +843,8 @@ export class RaftCore {
     switch (m.type) {
       case 'propose':
         // Only the leader accepts forwarded proposals: forwarding them on could loop. The proposer retries.
-        if (this.role === 'leader' && this.transferee === null) {
+        // And only from members of the configuration in force: anyone else has no business writing the log.
+        if (this.role === 'leader' && this.transferee === null && this.isMember(m.from)) {
           this.appendEntries(m.commands.map((data) => ({ kind: 'command' as const, data })));
         } else {
           this.droppedProposals += m.commands.length;

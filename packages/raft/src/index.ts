@@ -16,5 +16,5 @@ export { MemoryStorage } from './storage/memory.js';
 export { LevelStorage } from './storage/leveldb.js';
 export type { LevelStorageOptions, LevelStorageLocation } from './storage/leveldb.js';
 export { TcpTransport } from './transport/tcp.js';
-export type { TcpTransportOptions } from './transport/tcp.js';
+export type { TcpTransportOptions, TransportSecret } from './transport/tcp.js';
 export { LocalNetwork } from './transport/local.js';

@@ -24,6 +24,18 @@ t.test('a follower forwards proposals to the leader', async (t) => {
   for (const id of ids) t.same(commandsOf(c.get(id).applied), ['via-follower']);
 });
 
+t.test('a forwarded proposal is accepted only from a voter or learner of the configuration in force', async (t) => {
+  const c = new Lockstep(ids);
+  const leader = c.electLeader();
+  const follower = ids.find((id) => id !== leader)!;
+  const core = c.get(leader).core;
+  core.step({ type: 'propose', from: 'evil', to: leader, term: 0, commands: [command('from-a-stranger')] });
+  core.step({ type: 'propose', from: follower, to: leader, term: 0, commands: [command('from-a-member')] });
+  c.settle();
+  c.tick(2);
+  for (const id of ids) t.same(commandsOf(c.get(id).applied), ['from-a-member'], `applied on ${id}`);
+});
+
 t.test('a proposal with no leader known is dropped, not guessed', async (t) => {
   const c = new Lockstep(ids);
   t.equal(c.get('a').core.propose(command('early')), 'dropped');

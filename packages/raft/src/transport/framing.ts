@@ -40,7 +40,7 @@ export interface FrameDecoderOptions {
  * is decoded and handed to `onFrame` synchronously.
  */
 export class FrameDecoder {
-  private readonly maxFrameBytes: number;
+  private maxFrameBytes: number;
   /** Received bytes not yet consumed; the first chunk is consumed from `offset` on. */
   private chunks: Buffer[] = [];
   private offset = 0;
@@ -48,6 +48,7 @@ export class FrameDecoder {
   /** Payload length of the frame being received, once its header has been read. */
   private frameLength: number | null = null;
   private failed = false;
+  private decoded = 0;
 
   constructor(
     private readonly onFrame: (value: unknown) => void,
@@ -59,6 +60,27 @@ export class FrameDecoder {
   /** Bytes received but not yet part of a delivered frame. */
   get bufferedBytes(): number {
     return this.buffered;
+  }
+
+  /** Frames delivered so far (lets a caller see whether a push completed any). */
+  get framesDecoded(): number {
+    return this.decoded;
+  }
+
+  /**
+   * Changes the limit for frames whose header has not been read yet (a connection allows larger frames once its
+   * peer has authenticated).
+   */
+  setMaxFrameBytes(maxFrameBytes: number): void {
+    this.maxFrameBytes = maxFrameBytes;
+  }
+
+  /** Frees the buffered bytes and refuses further input (the connection is being closed). */
+  discard(): void {
+    this.fail();
+    this.chunks = [];
+    this.offset = 0;
+    this.frameLength = null;
   }
 
   /**
@@ -93,6 +115,7 @@ export class FrameDecoder {
         this.fail();
         throw new FrameError(`undecodable frame: ${(error as Error).message}`);
       }
+      this.decoded++;
       this.onFrame(value);
     }
   }

@@ -1,13 +1,16 @@
 /**
- * The outbound side of the TCP transport for one peer: a lazily opened connection, reconnected with
- * exponential backoff, fed from a bounded queue. Delivery is best-effort (Raft tolerates loss), so when the
+ * The outbound side of the TCP transport for one peer: a lazily opened connection that authenticates (the
+ * dialer's half of the handshake in handshake.ts) before it carries anything, reconnected with exponential
+ * backoff, fed from a bounded queue. Delivery is best-effort (Raft tolerates loss), so when the
  * peer is slow or away the oldest queued messages are dropped rather than letting memory grow.
  */
 import { Socket, connect } from 'node:net';
+import { DecodeError } from '../codec/parse.js';
 import type { Message, NodeId } from '../types.js';
-import { FrameError, encodeFrame } from './framing.js';
+import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
+import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import { SnapshotSender } from './snapshot-stream.js';
-import { PROTOCOL_VERSION, type HelloFrame, type MessageFrame } from './wire.js';
+import { PROTOCOL_VERSION, parseWireFrame, type HelloFrame, type MessageFrame } from './wire.js';
 
 /** Where diagnostics go. 'debug' for expected trouble (peer down), 'warn' for things worth a look. */
 export type TransportLog = (level: 'debug' | 'warn', message: string) => void;
@@ -28,6 +31,10 @@ export interface PeerLinkSettings {
   backoffMaxMs: number;
   connectTimeoutMs: number;
   stallTimeoutMs: number;
+  /** The whole handshake must be done within this long of the connect. */
+  handshakeTimeoutMs: number;
+  /** The MAC key derived from the cluster secret. */
+  key: Buffer;
   log: TransportLog;
   /** A fresh snapshot stream number. */
   nextStreamId: () => number;
@@ -36,6 +43,7 @@ export interface PeerLinkSettings {
 /** Sends one member's messages to one peer. */
 export class PeerLink {
   private socket: Socket | null = null;
+  /** The socket is open and the peer has proven it holds the key: messages may flow. */
   private connected = false;
   private closed = false;
   /** Encoded frames waiting for the socket, oldest first. */
@@ -48,6 +56,7 @@ export class PeerLink {
   private retryAt = 0;
   private retryTimer: NodeJS.Timeout | null = null;
   private stallTimer: NodeJS.Timeout | null = null;
+  private handshakeTimer: NodeJS.Timeout | null = null;
   private droppedSinceLog = 0;
 
   constructor(
@@ -103,6 +112,7 @@ export class PeerLink {
     this.clearPending();
     this.clearTimer('retryTimer');
     this.clearTimer('stallTimer');
+    this.clearTimer('handshakeTimer');
     const socket = this.socket;
     if (socket === null || socket.closed) return Promise.resolve();
     return new Promise((resolve) => {
@@ -153,25 +163,60 @@ export class PeerLink {
     this.socket = socket;
     socket.setNoDelay(true);
     socket.setTimeout(this.settings.connectTimeoutMs, () => socket.destroy(new Error('connect timed out')));
+    const handshake = new DialerHandshake(this.selfId, this.peerId, this.settings.key);
+    // The acceptor speaks only during the handshake; the decoder never needs more than handshake-sized frames.
+    const decoder = new FrameDecoder(
+      (frame) => {
+        const reply = handshake.onFrame(frame);
+        if (reply !== null) socket.write(reply);
+        else this.onAuthenticated(socket);
+      },
+      { maxFrameBytes: HANDSHAKE_MAX_FRAME_BYTES },
+    );
     socket.on('connect', () => {
       socket.setTimeout(0);
       socket.setKeepAlive(true, 1000);
-      this.connected = true;
-      this.backoffMs = this.settings.backoffInitialMs;
-      this.retryAt = 0;
-      const hello: HelloFrame = { kind: 'hello', version: PROTOCOL_VERSION, from: this.selfId, to: this.peerId };
-      socket.write(encodeFrame(hello, this.settings.maxFrameBytes));
-      this.snapshot?.restart();
-      this.pump();
+      this.handshakeTimer = setTimeout(() => {
+        this.handshakeTimer = null;
+        this.abort(socket, 'handshake timed out');
+      }, this.settings.handshakeTimeoutMs);
+    });
+    socket.on('data', (chunk: Buffer) => {
+      if (socket.destroyed) return;
+      try {
+        decoder.push(chunk);
+      } catch (error) {
+        this.abort(socket, error instanceof FrameError || error instanceof DecodeError ? error.message : String(error));
+      }
     });
     socket.on('drain', () => {
       this.clearTimer('stallTimer');
       this.pump();
     });
-    // The peer never writes on this connection, but reading lets us notice when it closes its end.
-    socket.on('data', () => {});
     socket.on('error', (error) => this.settings.log('debug', `link to ${this.peerId}: ${error.message}`));
-    socket.on('close', () => this.onClose(socket));
+    socket.on('close', () => {
+      decoder.discard();
+      this.onClose(socket);
+    });
+  }
+
+  /** The peer proved it holds the key: start sending. */
+  private onAuthenticated(socket: Socket): void {
+    if (this.socket !== socket) return;
+    this.clearTimer('handshakeTimer');
+    this.connected = true;
+    // Only a completed handshake counts as success: a peer with another secret is retried with growing delays.
+    this.backoffMs = this.settings.backoffInitialMs;
+    this.retryAt = 0;
+    this.snapshot?.restart();
+    this.pump();
+  }
+
+  /** A handshake failure: logged as a warning when the peer is not who it should be, else as expected trouble. */
+  private abort(socket: Socket, reason: string): void {
+    const level = reason.includes('MAC') ? 'warn' : 'debug';
+    this.settings.log(level, `closing link to ${this.peerId}: ${reason}`);
+    socket.destroy();
   }
 
   private onClose(socket: Socket): void {
@@ -179,6 +224,7 @@ export class PeerLink {
     this.socket = null;
     this.connected = false;
     this.clearTimer('stallTimer');
+    this.clearTimer('handshakeTimer');
     if (this.closed) return;
     // Wait before the next attempt, doubling up to the cap; the jitter keeps members from retrying in step.
     const delay = this.backoffMs * (0.5 + Math.random() * 0.5);
@@ -223,9 +269,50 @@ export class PeerLink {
     }
   }
 
-  private clearTimer(which: 'retryTimer' | 'stallTimer'): void {
+  private clearTimer(which: 'retryTimer' | 'stallTimer' | 'handshakeTimer'): void {
     const timer = this[which];
     if (timer !== null) clearTimeout(timer);
     this[which] = null;
+  }
+}
+
+/**
+ * The dialer's half of the handshake on one connection: answers the challenge with a hello, then checks the
+ * welcome. Throws DecodeError on anything unexpected (the caller closes the connection).
+ */
+class DialerHandshake {
+  private readonly nonce = newNonce();
+  private challengeNonce: Uint8Array | null = null;
+  private done = false;
+
+  constructor(
+    private readonly selfId: NodeId,
+    private readonly peerId: NodeId,
+    private readonly key: Buffer,
+  ) {}
+
+  /** Returns the frame to send in reply, or null once the peer is authenticated. */
+  onFrame(value: unknown): Buffer | null {
+    if (this.done) throw new DecodeError('the peer wrote after the handshake');
+    const frame = parseWireFrame(value);
+    if (this.challengeNonce === null) {
+      if (frame.kind !== 'challenge') throw new DecodeError(`expected challenge, got ${frame.kind}`);
+      if (frame.nonce.byteLength < MIN_NONCE_BYTES) throw new DecodeError(`challenge nonce of ${frame.nonce.byteLength} bytes`);
+      this.challengeNonce = frame.nonce;
+      const hello: HelloFrame = {
+        kind: 'hello',
+        version: PROTOCOL_VERSION,
+        from: this.selfId,
+        to: this.peerId,
+        nonce: this.nonce,
+        mac: helloMac(this.key, frame.nonce, this.nonce, this.selfId, this.peerId),
+      };
+      return encodeFrame(hello, HANDSHAKE_MAX_FRAME_BYTES);
+    }
+    if (frame.kind !== 'welcome') throw new DecodeError(`expected welcome, got ${frame.kind}`);
+    const expected = welcomeMac(this.key, this.nonce, this.challengeNonce, this.peerId, this.selfId);
+    if (!macMatches(frame.mac, expected)) throw new DecodeError(`welcome from ${this.peerId} has a wrong MAC (different secret or not ${this.peerId})`);
+    this.done = true;
+    return null;
   }
 }

@@ -1,20 +1,31 @@
 /**
  * Transport over TCP: one outbound connection per peer (see peer-link.ts) for sending, accepted connections
- * (see inbound.ts) for receiving, length-prefixed MessagePack frames (framing.ts) on both.
+ * (see inbound.ts) for receiving, length-prefixed MessagePack frames (framing.ts) on both. Every connection
+ * starts with a mutual challenge-response over a shared secret (handshake.ts), and only members added with
+ * addPeer may introduce themselves. Traffic is authenticated at connection setup but not encrypted.
  */
 import { Server, createServer, type AddressInfo, type Socket } from 'node:net';
 import type { Message, NodeId, Transport } from '../types.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './framing.js';
+import { deriveTransportKey, type TransportSecret } from './handshake.js';
 import { InboundConnection } from './inbound.js';
 import { PeerLink, type HostPort, type PeerLinkSettings, type TransportLog } from './peer-link.js';
 
 export type { HostPort, TransportLog } from './peer-link.js';
+export type { TransportSecret } from './handshake.js';
 
 export interface TcpTransportOptions {
   /** This member's id; peers' handshakes must name it. */
   id: NodeId;
   /** Where to accept connections. Port 0 picks a free port (read it back with `address()`). */
   listen: HostPort;
+  /**
+   * The secret every member of the cluster shares (a string or bytes, non-empty; at least 32 random bytes is
+   * the advice). Each connection starts with a challenge-response proving both ends hold it, so that nobody
+   * without it can send this member a message. It is not used as a key directly: the transport derives its own
+   * key from it, so the same secret may also serve another purpose (such as an HTTP bearer token).
+   */
+  secret: TransportSecret;
   /** Longest frame payload sent or accepted. Default 4 MiB. */
   maxFrameBytes?: number;
   /** Snapshot data per chunk frame. Default 256 KiB; must leave room for the header within maxFrameBytes. */
@@ -32,8 +43,15 @@ export interface TcpTransportOptions {
   connectTimeoutMs?: number;
   /** Drop a connection whose peer has not read anything for this long while we have data for it. Default 10 s. */
   stallTimeoutMs?: number;
-  /** Close accepted connections that send no handshake within this long. Default 5 s. */
+  /** The handshake (both directions) must complete within this long of connecting. Default 5 s. */
   handshakeTimeoutMs?: number;
+  /**
+   * Once a frame starts arriving on an accepted connection, it must be complete within this long or the
+   * connection is closed and its buffer freed. Default 30 s (a full 4 MiB frame at 140 KB/s).
+   */
+  frameTimeoutMs?: number;
+  /** Most accepted connections open at once, handshaking or not; more are closed at once. Default 256. */
+  maxInboundConnections?: number;
   /** Diagnostics; silent by default. */
   log?: TransportLog;
 }
@@ -56,6 +74,10 @@ export class TcpTransport implements Transport {
   private readonly settings: PeerLinkSettings;
   private readonly maxSnapshotBytes: number;
   private readonly handshakeTimeoutMs: number;
+  private readonly frameTimeoutMs: number;
+  private readonly maxInboundConnections: number;
+  private readonly key: Buffer;
+  private refusedConnections = 0;
   private readonly links = new Map<NodeId, PeerLink>();
   private readonly inbound = new Set<InboundConnection>();
   private blocked: ReadonlySet<NodeId> = new Set();
@@ -67,6 +89,7 @@ export class TcpTransport implements Transport {
   constructor(options: TcpTransportOptions) {
     if (options.id.length === 0) throw new TypeError('transport id must be non-empty');
     this.id = options.id;
+    this.key = deriveTransportKey(options.secret);
     this.listenAt = options.listen;
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     const snapshotChunkBytes = options.snapshotChunkBytes ?? 256 * 1024;
@@ -82,11 +105,22 @@ export class TcpTransport implements Transport {
       backoffMaxMs: options.backoffMaxMs ?? 2000,
       connectTimeoutMs: options.connectTimeoutMs ?? 3000,
       stallTimeoutMs: options.stallTimeoutMs ?? 10_000,
+      handshakeTimeoutMs: options.handshakeTimeoutMs ?? 5000,
+      key: this.key,
       log: options.log ?? (() => {}),
       nextStreamId: () => ++this.streamCounter,
     };
     this.maxSnapshotBytes = options.maxSnapshotBytes ?? 4 * 1024 * 1024 * 1024;
-    this.handshakeTimeoutMs = options.handshakeTimeoutMs ?? 5000;
+    this.handshakeTimeoutMs = this.settings.handshakeTimeoutMs;
+    this.frameTimeoutMs = options.frameTimeoutMs ?? 30_000;
+    this.maxInboundConnections = options.maxInboundConnections ?? 256;
+    for (const [name, value] of Object.entries({
+      handshakeTimeoutMs: this.handshakeTimeoutMs,
+      frameTimeoutMs: this.frameTimeoutMs,
+      maxInboundConnections: this.maxInboundConnections,
+    })) {
+      if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`${name} must be a positive integer`);
+    }
   }
 
   /** Starts listening; resolves once the port is bound (rejects if it cannot be). */
@@ -136,12 +170,16 @@ export class TcpTransport implements Transport {
     }
   }
 
-  /** Forgets `id`: queued messages are dropped and the outbound connection closed. */
+  /**
+   * Forgets `id`: queued messages are dropped, the outbound connection closed, and so are its inbound
+   * connections (only known members may send to us).
+   */
   removePeer(id: NodeId): void {
     const link = this.links.get(id);
     if (link === undefined) return;
     this.links.delete(id);
     void link.close();
+    for (const connection of this.inbound) if (connection.peerId === id) connection.destroy();
   }
 
   /**
@@ -172,11 +210,23 @@ export class TcpTransport implements Transport {
       socket.destroy();
       return;
     }
+    if (this.inbound.size >= this.maxInboundConnections) {
+      socket.on('error', () => {});
+      socket.destroy();
+      // One line per burst: a flood of connections must not become a flood of log lines.
+      if (this.refusedConnections++ % 100 === 0) {
+        this.settings.log('warn', `refusing inbound connections: ${this.inbound.size} open (limit ${this.maxInboundConnections}); ${this.refusedConnections} refused so far`);
+      }
+      return;
+    }
     const connection = new InboundConnection(socket, {
       selfId: this.id,
+      key: this.key,
       maxFrameBytes: this.settings.maxFrameBytes,
       maxSnapshotBytes: this.maxSnapshotBytes,
       handshakeTimeoutMs: this.handshakeTimeoutMs,
+      frameTimeoutMs: this.frameTimeoutMs,
+      isKnownPeer: (peer) => this.links.has(peer),
       isBlocked: (peer) => this.blocked.has(peer),
       deliver: (message) => {
         if (!this.closed) this.onMessage?.(message);

@@ -1,6 +1,7 @@
 /**
- * The frames of the TCP transport's protocol. Each outbound connection carries one `hello`, then any mix of
- * `msg` and `snapChunk` frames in the sender's order. Connections are one-way: a member sends on the
+ * The frames of the TCP transport's protocol. Each connection starts with a handshake (handshake.ts): the
+ * acceptor sends `challenge`, the dialer `hello`, the acceptor `welcome`. After it, the dialer sends any mix of
+ * `msg` and `snapChunk` frames in its order and the acceptor sends nothing more: a member sends on the
  * connections it opened and receives on the ones it accepted.
  */
 import type { Message, NodeId, SnapshotMeta } from '../types.js';
@@ -14,15 +15,36 @@ import {
   parseSnapshotMeta,
 } from '../codec/parse.js';
 
-/** Bumped when frames change incompatibly; a receiver closes connections announcing another version. */
-export const PROTOCOL_VERSION = 1;
+/**
+ * Bumped when frames change incompatibly; a receiver closes connections announcing another version.
+ * 2: authenticated handshake (challenge, hello with nonce and MAC, welcome).
+ */
+export const PROTOCOL_VERSION = 2;
 
-/** First frame on every connection: who is sending, and to whom it thinks it is talking. */
+/** Acceptor's first frame: the nonce the dialer's hello must answer. */
+export interface ChallengeFrame {
+  kind: 'challenge';
+  version: number;
+  nonce: Uint8Array;
+}
+
+/** Dialer's answer: who is sending, to whom it thinks it is talking, and the proof that it holds the key. */
 export interface HelloFrame {
   kind: 'hello';
   version: number;
   from: NodeId;
   to: NodeId;
+  /** The dialer's own nonce, which the acceptor's welcome must answer. */
+  nonce: Uint8Array;
+  /** helloMac(key, challenge nonce, nonce, from, to). */
+  mac: Uint8Array;
+}
+
+/** Acceptor's proof that it holds the key too; the dialer sends messages only after checking it. */
+export interface WelcomeFrame {
+  kind: 'welcome';
+  /** welcomeMac(key, hello nonce, challenge nonce, to, from). */
+  mac: Uint8Array;
 }
 
 /** Any message except 'snapshot', which always travels as chunks. */
@@ -50,7 +72,7 @@ export interface SnapshotChunkFrame {
   data: Uint8Array;
 }
 
-export type WireFrame = HelloFrame | MessageFrame | SnapshotChunkFrame;
+export type WireFrame = ChallengeFrame | HelloFrame | WelcomeFrame | MessageFrame | SnapshotChunkFrame;
 
 /**
  * Validates a decoded frame. Chunk data is returned without copying (it may alias the receive buffer);
@@ -59,13 +81,19 @@ export type WireFrame = HelloFrame | MessageFrame | SnapshotChunkFrame;
 export function parseWireFrame(value: unknown): WireFrame {
   const fields = fieldsOf(value, 'frame');
   switch (fields.kind) {
+    case 'challenge':
+      return { kind: 'challenge', version: supportedVersion(fields), nonce: bytesField(fields, 'nonce') };
     case 'hello':
       return {
         kind: 'hello',
-        version: intField(fields, 'version'),
+        version: supportedVersion(fields),
         from: nodeIdField(fields, 'from'),
         to: nodeIdField(fields, 'to'),
+        nonce: bytesField(fields, 'nonce'),
+        mac: bytesField(fields, 'mac'),
       };
+    case 'welcome':
+      return { kind: 'welcome', mac: bytesField(fields, 'mac') };
     case 'msg': {
       const message = parseMessage(fields.message);
       if (message.type === 'snapshot') throw new DecodeError('snapshot messages must travel as chunks');
@@ -89,4 +117,11 @@ export function parseWireFrame(value: unknown): WireFrame {
     default:
       throw new DecodeError(`frame.kind: unknown ${String(fields.kind)}`);
   }
+}
+
+/** Checked before the other fields, so a peer of another version is told so rather than "missing field". */
+function supportedVersion(fields: Record<string, unknown>): number {
+  const version = intField(fields, 'version');
+  if (version !== PROTOCOL_VERSION) throw new DecodeError(`unsupported protocol version ${version}`);
+  return version;
 }
