@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, closeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { request } from 'undici';
+import { ClusterClient } from '@raftkit/http';
 import { CliError, isAlive, logPath, memberDir, tokenPath, workerLogPath, type ClusterState, type MemberRecord, type WorkerRecord } from './state.js';
 
 const memberScript = fileURLToPath(new URL('./member.js', import.meta.url));
@@ -59,13 +59,7 @@ export async function waitHealthy(state: ClusterState, worker: WorkerRecord, tim
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
     if (!isAlive(worker.pid)) throw new CliError(`worker ${worker.id} exited at start; see ${workerLogPath(state.dataDir, worker.id)}`);
-    try {
-      const res = await request(`http://${worker.httpAddress}/healthz`, { headersTimeout: 1_000, bodyTimeout: 1_000 });
-      await res.body.text();
-      if (res.statusCode === 200) return;
-    } catch {
-      // not listening yet
-    }
+    if ((await callMember(worker, '', 'GET', '/healthz', undefined, 1_000)).status === 200) return;
     await sleep(100);
   }
   throw new CliError(`worker ${worker.id} did not become healthy within ${timeoutMs / 1000} s; see ${workerLogPath(state.dataDir, worker.id)}`);
@@ -114,20 +108,16 @@ export interface HttpAnswer {
   body: unknown;
 }
 
-/** One HTTP call to a member with the cluster token. Connection failures come back as status 0. */
-export async function callMember(member: MemberRecord, token: string, method: string, path: string, body?: unknown, timeoutMs = 10_000): Promise<HttpAnswer> {
+/** One HTTP call to a given member with the cluster token (no failover). Connection failures come back as status 0. */
+export async function callMember(member: { httpAddress: string }, token: string, method: string, path: string, body?: unknown, timeoutMs = 10_000): Promise<HttpAnswer> {
+  const client = new ClusterClient({ endpoints: [`http://${member.httpAddress}`], token, timeoutMs, connections: 1 });
   try {
-    const res = await request(`http://${member.httpAddress}${path}`, {
-      method: method as 'GET',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-      headersTimeout: timeoutMs,
-      bodyTimeout: timeoutMs,
-    });
-    const text = await res.body.text();
-    return { status: res.statusCode, body: text.length > 0 ? (JSON.parse(text) as unknown) : null };
+    const payload = body === undefined ? undefined : typeof body === 'object' && body !== null ? body : JSON.stringify(body);
+    return await client.ask(0, method, path, payload);
   } catch {
     return { status: 0, body: null };
+  } finally {
+    await client.close();
   }
 }
 

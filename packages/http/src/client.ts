@@ -85,10 +85,7 @@ export class ClusterClient {
     const write = method !== 'GET';
     const first = write && this.leader !== null ? this.leader : this.preferred;
     const deadline = Date.now() + (options.timeoutMs ?? this.timeoutMs);
-    const payload = body === undefined || typeof body === 'string' ? body : JSON.stringify(body);
-    const headers: Record<string, string> = { authorization: `Bearer ${this.options.token}` };
-    if (payload !== undefined && typeof body === 'object') headers['content-type'] = 'application/json';
-    Object.assign(headers, options.headers);
+    const { payload, headers } = this.prepare(body, options);
     let last = 'no member answered in time';
     let lastBody: unknown = null;
     for (let attempt = 0; ; attempt++) {
@@ -96,17 +93,15 @@ export class ClusterClient {
       if (remaining <= 0) break;
       const member = (first + attempt) % this.pools.length;
       try {
-        const res = await this.pools[member]!.request({ method: method as 'GET', path, headers, body: payload, headersTimeout: remaining, bodyTimeout: remaining });
-        const text = await res.body.text();
-        const parsed: unknown = text.length > 0 ? safeJson(text) : null;
-        if (res.statusCode !== 503) {
+        const answer = await this.once(member, method, path, payload, headers, remaining);
+        if (answer.status !== 503) {
           // Stick to a member that answers, so a dead preferred member costs one failed attempt, not one per call.
           if (!write) this.preferred = member;
           else if (member !== first) this.leader = null;
-          return { status: res.statusCode, body: parsed };
+          return answer;
         }
-        last = `a member answered 503: ${text.slice(0, 200)}`;
-        lastBody = parsed;
+        last = `a member answered 503: ${JSON.stringify(answer.body).slice(0, 200)}`;
+        lastBody = answer.body;
       } catch (error) {
         last = String((error as Error).message ?? error);
       }
@@ -117,9 +112,34 @@ export class ClusterClient {
     throw new ServiceError(503, 'unavailable', `the cluster is unreachable (${last})`, lastBody);
   }
 
+  /**
+   * One attempt at one given member (an index into endpoints), its answer whatever the status, 503 included: for
+   * tools that must ask a particular member (the cluster CLI's status, partition and membership commands). A
+   * connection failure or timeout is thrown as it is.
+   */
+  async ask(member: number, method: string, path: string, body?: string | object, options: RequestOptions = {}): Promise<ClusterAnswer> {
+    if (!Number.isInteger(member) || member < 0 || member >= this.pools.length) throw new RangeError(`no member ${member}`);
+    const { payload, headers } = this.prepare(body, options);
+    return this.once(member, method, path, payload, headers, options.timeoutMs ?? this.timeoutMs);
+  }
+
   async close(): Promise<void> {
     if (this.leaderTimer !== null) clearInterval(this.leaderTimer);
     await Promise.all(this.pools.map((p) => p.close()));
+  }
+
+  private prepare(body: string | object | undefined, options: RequestOptions): { payload: string | undefined; headers: Record<string, string> } {
+    const payload = body === undefined || typeof body === 'string' ? body : JSON.stringify(body);
+    const headers: Record<string, string> = { authorization: `Bearer ${this.options.token}` };
+    if (payload !== undefined && typeof body === 'object') headers['content-type'] = 'application/json';
+    Object.assign(headers, options.headers);
+    return { payload, headers };
+  }
+
+  private async once(member: number, method: string, path: string, payload: string | undefined, headers: Record<string, string>, timeoutMs: number): Promise<ClusterAnswer> {
+    const res = await this.pools[member]!.request({ method: method as 'GET', path, headers, body: payload, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const text = await res.body.text();
+    return { status: res.statusCode, body: text.length > 0 ? safeJson(text) : null };
   }
 
   /** Ask a member who leads; a hint only, so any failure just leaves writes on the preferred member. */

@@ -95,3 +95,20 @@ t.test('when every member answers 503 the call ends at its deadline with a 503 S
   t.match((error as ServiceError).message, /503/, 'names the last failure');
   t.ok(members[0]!.hits.length >= 2 && members[1]!.hits.length >= 1, 'both members were tried, more than once');
 });
+
+t.test('ask() asks one given member once and returns its answer, 503 included; a dead member throws', async (t) => {
+  const busy = await member('a', () => 503, () => null);
+  const ok = await member('b', () => 200, () => null);
+  const client = new ClusterClient({ endpoints: [busy.url, ok.url, 'http://127.0.0.1:1'], token: 'tok', timeoutMs: 2_000 });
+  t.teardown(async () => {
+    await client.close();
+    await closeAll([busy, ok]);
+  });
+  const answer = await client.ask(0, 'PUT', '/v1/cluster/partition', { blocked: ['n2'] });
+  t.equal(answer.status, 503, 'the 503 is returned, not failed over');
+  t.equal(ok.hits.length, 0, 'no other member was asked');
+  t.same(busy.hits, ['PUT /v1/cluster/partition Bearer tok']);
+  t.same((await client.ask(1, 'GET', '/z')).body, { served_by: 'b' });
+  await t.rejects(client.ask(2, 'GET', '/z'), 'a member that is down is an error, not a failover');
+  await t.rejects(client.ask(3, 'GET', '/z'), RangeError, 'no such member');
+});
