@@ -11,7 +11,7 @@ import { connect } from 'node:net';
 import { join } from 'node:path';
 import t from 'tap';
 import { encodeRequest } from '@raftkit/raft';
-import { encodeValue } from '@raftkit/raft/codec/msgpack';
+import { Packr } from 'msgpackr';
 import { call, startCluster, until, type TestCluster } from '@raftkit/testkit';
 
 t.setTimeout(240_000);
@@ -23,7 +23,8 @@ interface MemberRecord {
 
 /** A length-prefixed MessagePack frame, as the Raft transport reads them. */
 function frame(value: unknown): Buffer {
-  const payload = encodeValue(value);
+  // The Raft transport's msgpack settings (packages/raft/src/codec/msgpack.ts), so the frames decode as a member's would.
+  const payload = new Packr({ useRecords: false, mapsAsObjects: true }).pack(value);
   const header = Buffer.alloc(4);
   header.writeUInt32BE(payload.byteLength);
   return Buffer.concat([header, payload]);
