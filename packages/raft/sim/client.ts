@@ -19,6 +19,12 @@ export type KvInput =
   | { f: 'get'; key: string }
   | { f: 'cas'; key: string; from: string | null; to: string };
 
+/**
+ * A poison write is recorded as a compare-and-set from this value, which no client ever writes: to the checker's
+ * model it can only fail and change nothing, which is exactly what a command the machine throws on must do.
+ */
+export const POISON_FROM = '!poison';
+
 export type KvOutput = { f: 'put' } | { f: 'get'; value: string | null } | { f: 'cas'; ok: boolean };
 
 /** Same shape as the linearizability package's Operation: pending ops have return = Infinity, no output. */
@@ -111,6 +117,8 @@ export class SimClient {
     const r = rng.next();
     if (r < 0.35) return { f: 'get', key };
     const value = `v${this.index}.${this.opCounter + 1}`;
+    const poisonRate = this.host.config.poisonRate ?? 0;
+    if (poisonRate > 0 && r >= 0.35 && rng.chance(poisonRate)) return { f: 'cas', key, from: POISON_FROM, to: value };
     if (r < 0.75) return { f: 'put', key, value };
     const from = rng.chance(0.15) ? null : (this.seen.get(key) ?? null);
     return { f: 'cas', key, from, to: value };
@@ -126,7 +134,9 @@ export class SimClient {
       const command: KvCommand =
         input.f === 'put'
           ? { op: 'put', key: input.key, value: input.value, tag }
-          : { op: 'cas', key: input.key, from: input.from, to: input.to, tag };
+          : input.from === POISON_FROM
+            ? { op: 'poison', key: input.key, tag }
+            : { op: 'cas', key: input.key, from: input.from, to: input.to, tag };
       bytes = encodeRequest<KvCommand>({ t: 'command', client: this.session!, seq, ack: seq - 1, command });
     }
     this.op = { id: ++this.opCounter, input, seq, tag, bytes, call: this.host.queue.now, attempts: 0, target: null };
@@ -191,6 +201,14 @@ export class SimClient {
       case 'written': {
         if (op.input === null || op.input.f === 'get' || reply.seq !== op.seq) return;
         const result = reply.result;
+        const poison = op.input.f === 'cas' && op.input.from === POISON_FROM;
+        if (poison) {
+          if (result.ok || result.error !== 'apply_failed') {
+            fail('poison', `client ${this.index} (${this.session}) seq ${op.seq}: a poison command answered ${JSON.stringify(result)}, not apply_failed`);
+          }
+          this.complete({ f: 'cas', ok: false });
+          return;
+        }
         if (!result.ok) {
           fail('session', `client ${this.index} (${this.session}) seq ${op.seq}: ${result.error}`);
         }

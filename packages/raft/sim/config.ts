@@ -85,6 +85,11 @@ export interface SimConfig {
   /** Mean think time between a client's ops. */
   thinkMs: number;
   faults: Fault[];
+  /**
+   * Share of writes that are poison: commands the state machine throws on. Each must come back to its client as
+   * an apply_failed error, change no key, and leave the group going. Absent (0) in configs written before it.
+   */
+  poisonRate?: number;
   coreMutations?: CoreMutations;
   simMutations?: SimMutations;
 }
@@ -208,6 +213,8 @@ export function configFromSeed(seed: number): SimConfig {
     clientMaxAttempts: rng.int(2, 6),
     thinkMs: rng.int(1, 15),
     faults,
+    // From a stream of its own, so that every other field of a seed is what it was before poison existed.
+    poisonRate: new Random(seed ^ 0x70150e).chance(0.3) ? 0.05 : 0,
   };
 }
 
@@ -220,6 +227,7 @@ export function describeConfig(c: SimConfig): string {
     `${c.clusterSize} members, ${c.clients} clients, ${c.keys} keys, faults ${c.faultMs}ms [${faults}], ` +
     `snapshot every ${c.snapshotEvery}, skew ${c.tickSkew.toFixed(3)}, hb ${c.heartbeatTicks}, ` +
     `prevote ${c.preVote}, checkQuorum ${c.checkQuorum}, leaseReads ${c.leaseReads}, ` +
-    `msg ${c.maxMessageBytes}B x${c.maxInflightMessages}`
+    `msg ${c.maxMessageBytes}B x${c.maxInflightMessages}` +
+    ((c.poisonRate ?? 0) > 0 ? `, poison ${c.poisonRate}` : '')
   );
 }

@@ -10,7 +10,9 @@ import type { ApplyContext, StateMachine } from '../src/types.js';
 /** `tag` is "client/seq": unique per client operation, repeated by its retries. */
 export type KvCommand =
   | { op: 'put'; key: string; value: string; tag: string }
-  | { op: 'cas'; key: string; from: string | null; to: string; tag: string };
+  | { op: 'cas'; key: string; from: string | null; to: string; tag: string }
+  /** A command the machine throws on: the proposer must get apply_failed and no key may change. */
+  | { op: 'poison'; key: string; tag: string };
 
 export type KvResult = { op: 'put' } | { op: 'cas'; ok: boolean };
 
@@ -48,6 +50,8 @@ export class KvMachine implements StateMachine<KvCommand, KvResult> {
         this.data.set(command.key, command.to);
         return { op: 'cas', ok: true };
       }
+      case 'poison':
+        throw new Error(`poison command ${command.tag}`);
     }
   }
 

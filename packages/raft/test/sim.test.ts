@@ -241,3 +241,18 @@ t.test('a batch of seeds keeps every invariant, stays live and linearizable', as
       t.comment(`seed ${seed} broke ${r.failure?.invariant}: ${r.failure?.message}\nreplay: node packages/raft/dist/sim/run.js --seeds 1 --from ${seed} --trace`);
   }
 });
+
+t.test('poison commands (the state machine throws) come back as apply_failed, change nothing, and the group goes on', async (t) => {
+  const { POISON_FROM } = await import('../sim/client.js');
+  const checker = await loadHistoryChecker();
+  let poisoned = 0;
+  for (const seed of [3, 11, 27]) {
+    const result = runSimulation({ ...configFromSeed(seed), poisonRate: 0.3 }, { checkHistory: checker });
+    t.ok(result.ok, `seed ${seed} with 30% poison writes: ${result.failure?.invariant ?? 'ok'} ${result.failure?.message ?? ''}`);
+    t.equal(result.linearizability?.result, 'ok', `seed ${seed}: linearizable, poison writes read as failed compare-and-sets`);
+    const answered = result.history.filter((op) => op.input.f === 'cas' && op.input.from === POISON_FROM && op.return !== Infinity);
+    t.ok(answered.every((op) => op.output?.f === 'cas' && !op.output.ok), `seed ${seed}: every answered poison write failed`);
+    poisoned += answered.length;
+  }
+  t.ok(poisoned > 10, `${poisoned} poison writes were answered`);
+});
