@@ -46,6 +46,7 @@ export interface Mutations {
   ignoreHigherTerm?: boolean;
 }
 
+/** The consensus core's identity and tuning (RaftNode passes its `core` option through). */
 export interface CoreOptions {
   id: NodeId;
   /** Ticks without hearing from a leader before a follower campaigns; randomized in [n, 2n). Default 10. */
@@ -70,6 +71,7 @@ export interface CoreOptions {
   mutations?: Mutations;
 }
 
+/** What a core starts from: the durable state a Storage loaded. */
 export interface CoreState {
   hardState: HardState;
   /** Metadata of the snapshot the log starts after, or null for an empty log starting at index 1. */
@@ -80,6 +82,7 @@ export interface CoreState {
   initialConfig?: Configuration;
 }
 
+/** The leader's view of one follower's replication. */
 export interface PeerStatus {
   id: NodeId;
   match: number;
@@ -90,6 +93,7 @@ export interface PeerStatus {
   inflight: number;
 }
 
+/** A snapshot of the core's state for status pages and tests. */
 export interface CoreStatus {
   id: NodeId;
   role: Role;
@@ -106,6 +110,7 @@ export interface CoreStatus {
   transferee: NodeId | null;
 }
 
+/** What became of a proposal: appended here, forwarded to the leader, or dropped (no leader known). */
 export type ProposeOutcome = 'accepted' | 'forwarded' | 'dropped';
 
 /** Why a membership change was refused. */
@@ -129,6 +134,11 @@ interface ConfigMark {
 
 const EMPTY: Uint8Array = new Uint8Array(0);
 
+/**
+ * The Raft algorithm for one member, pure and deterministic: no I/O, timers or ambient randomness. Feed it
+ * `tick`, `step`, `propose` and `readIndex`; take work from `ready()`, perform it (persist, send, apply) and hand
+ * it back with `advance()`. RaftNode is the driver that does this against a Storage and a Transport.
+ */
 export class RaftCore {
   readonly id: NodeId;
   private readonly electionTicks: number;
@@ -352,6 +362,7 @@ export class RaftCore {
   // ---------------------------------------------------------------------------------------------------------
   // Outputs
 
+  /** Whether `ready()` has work to hand out (false while a Ready is outstanding). */
   hasReady(): boolean {
     if (this.readyOutstanding) return false;
     return (
@@ -368,6 +379,7 @@ export class RaftCore {
     );
   }
 
+  /** The next batch of work; call `advance(ready)` once it is done, before asking again. */
   ready(): Ready {
     invariant(!this.readyOutstanding, 'ready() called again before advance()');
     if (this.broadcastPending) {
@@ -424,6 +436,7 @@ export class RaftCore {
     return this.config;
   }
 
+  /** The core's state now, for status pages and tests. */
   status(): CoreStatus {
     return {
       id: this.id,

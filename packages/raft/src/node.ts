@@ -21,6 +21,7 @@ import type {
   Transport,
 } from './types.js';
 
+/** Everything a member is made of: its id, state machine, storage, transport and tuning. */
 export interface RaftNodeOptions<C, R> {
   id: NodeId;
   storage: Storage;
@@ -87,6 +88,7 @@ export class SessionError extends Error {
   }
 }
 
+/** The member was stopped (or its storage failed) while the call was pending. */
 export class StoppedError extends Error {
   override name = 'StoppedError';
 }
@@ -142,6 +144,10 @@ export interface NodeStatus extends CoreStatus {
   failed: string | null;
 }
 
+/**
+ * One member of one Raft group: drives a RaftCore against a Storage, a Transport and your StateMachine, with
+ * exactly-once client sessions. Start it with `RaftNode.start(options)`; propose and read on any member.
+ */
 export class RaftNode<C, R> {
   readonly id: NodeId;
   private readonly core: RaftCore;
@@ -313,6 +319,7 @@ export class RaftNode<C, R> {
     await this.promote(id);
   }
 
+  /** Remove a voter or learner from the group. Call on the leader. */
   async removeMember(id: NodeId): Promise<void> {
     await this.changeMembership({ type: 'remove', node: id });
   }
@@ -358,6 +365,7 @@ export class RaftNode<C, R> {
     this.kick();
   }
 
+  /** This member's state now: role, term, indexes, peers' replication, apply errors, storage failure. */
   status(): NodeStatus {
     return {
       ...this.core.status(),

@@ -10,6 +10,7 @@
 import { Packr } from 'msgpackr';
 import type { ApplyContext, StateMachine } from './types.js';
 
+/** What a command entry holds: a session registration, a command in a session, or a command outside any. */
 export type SessionRequest<C> =
   /** `nonce` lets the proposer recognise its own registration when it is applied. */
   | { t: 'register'; nonce?: string }
@@ -17,6 +18,7 @@ export type SessionRequest<C> =
   /** A command outside any session: applied every time it is committed (no deduplication). */
   | { t: 'raw'; command: C };
 
+/** The outcome of applying a {@link SessionRequest}, as the proposer receives it. */
 export type SessionResult<R> =
   | { ok: true; client: string }
   | { ok: true; result: R; duplicate: boolean }
@@ -27,6 +29,7 @@ export type SessionResult<R> =
    */
   | { ok: false; error: 'apply_failed' | 'malformed_request'; message: string };
 
+/** Limits of the replicated session table (exactly-once bookkeeping). */
 export interface SessionOptions {
   /** A session with no command for this long (entry time) is expired. Default 10 minutes. */
   sessionTimeoutMs?: number;
@@ -54,10 +57,12 @@ interface SessionsSnapshot {
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 
+/** The bytes of a request, as proposed to the log. */
 export function encodeRequest<C>(request: SessionRequest<C>): Uint8Array {
   return packr.pack(request);
 }
 
+/** A request from a command entry's bytes; throws on bytes that are not one. */
 export function decodeRequest<C>(data: Uint8Array): SessionRequest<C> {
   return packr.unpack(data) as SessionRequest<C>;
 }
@@ -83,6 +88,7 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
     return this.sessions.size;
   }
 
+  /** Apply one command entry's bytes: register, deduplicate, apply the inner command, record the outcome. */
   apply(data: Uint8Array, context: ApplyContext): SessionResult<R> {
     return this.applyRequest(decodeRequest<C>(data), context);
   }
@@ -180,6 +186,7 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
     if (oldest !== undefined) this.sessions.delete(oldest);
   }
 
+  /** The inner machine's snapshot and the session table together. */
   snapshot(): Uint8Array {
     const state: SessionsSnapshot = {
       inner: this.inner.snapshot(),
@@ -188,6 +195,7 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
     return packr.pack(state);
   }
 
+  /** Restore both from {@link snapshot}'s bytes. */
   restore(data: Uint8Array): void {
     const state = packr.unpack(data) as SessionsSnapshot;
     this.inner.restore(new Uint8Array(state.inner));

@@ -46,11 +46,13 @@ export interface SnapshotMeta {
   config: Configuration;
 }
 
+/** A saved state of the state machine and the log position it covers. */
 export interface Snapshot {
   meta: SnapshotMeta;
   data: Uint8Array;
 }
 
+/** A member's part in its group: pre-candidates and candidates are running an election. */
 export type Role = 'follower' | 'precandidate' | 'candidate' | 'leader';
 
 /**
@@ -71,6 +73,7 @@ interface MessageBase {
   term: number;
 }
 
+/** A (pre-)candidate asking for a vote. */
 export interface VoteRequest extends MessageBase {
   type: 'vote' | 'prevote';
   lastIndex: number;
@@ -79,11 +82,13 @@ export interface VoteRequest extends MessageBase {
   transfer: boolean;
 }
 
+/** A vote granted or refused. */
 export interface VoteResponse extends MessageBase {
   type: 'voteResp' | 'prevoteResp';
   reject: boolean;
 }
 
+/** The leader replicating entries (possibly none) after `prevIndex`/`prevTerm`, with its commit index. */
 export interface AppendRequest extends MessageBase {
   type: 'append';
   prevIndex: number;
@@ -92,6 +97,7 @@ export interface AppendRequest extends MessageBase {
   commit: number;
 }
 
+/** A follower's answer to an append: how far its log now matches, or where to back up to. */
 export interface AppendResponse extends MessageBase {
   type: 'appendResp';
   /** On success: the last index now matching the leader. On reject: the prevIndex that was rejected. */
@@ -103,6 +109,7 @@ export interface AppendResponse extends MessageBase {
   hintTerm: number;
 }
 
+/** The leader asserting its leadership (and confirming a read-index round). */
 export interface HeartbeatRequest extends MessageBase {
   type: 'heartbeat';
   commit: number;
@@ -110,6 +117,7 @@ export interface HeartbeatRequest extends MessageBase {
   round: number;
 }
 
+/** A follower acknowledging a heartbeat. */
 export interface HeartbeatResponse extends MessageBase {
   type: 'heartbeatResp';
   round: number;
@@ -124,6 +132,7 @@ export interface SnapshotRequest extends MessageBase {
   snapshot: Snapshot;
 }
 
+/** The leader telling the target of a leadership transfer to start an election at once. */
 export interface TimeoutNow extends MessageBase {
   type: 'timeoutNow';
 }
@@ -140,6 +149,7 @@ export interface ReadIndexRequest extends MessageBase {
   context: string;
 }
 
+/** The leader's answer to a forwarded read-index request. */
 export interface ReadIndexResponse extends MessageBase {
   type: 'readIndexResp';
   context: string;
@@ -147,6 +157,7 @@ export interface ReadIndexResponse extends MessageBase {
   index: number;
 }
 
+/** Every message members exchange; the transport carries them opaquely. */
 export type Message =
   | VoteRequest
   | VoteResponse
@@ -160,11 +171,13 @@ export type Message =
   | ReadIndexRequest
   | ReadIndexResponse;
 
+/** The `type` tag of a {@link Message}. */
 export type MessageType = Message['type'];
 
 // ---------------------------------------------------------------------------------------------------------
 // The batch of work the core hands back after being stepped.
 
+/** What a member believes now (not persisted): its role, its term and who leads. */
 export interface SoftState {
   leader: NodeId | null;
   role: Role;
@@ -211,6 +224,7 @@ export interface Storage {
   latestSnapshot(): Promise<Snapshot | null>;
   /** Drop entries with index <= upTo (they are covered by a saved snapshot). */
   compact(upTo: number): Promise<void>;
+  /** Release the files; no call follows. */
   close(): Promise<void>;
 }
 
@@ -218,10 +232,13 @@ export interface Storage {
 export interface Transport {
   /** Start receiving; every message addressed to this member is handed to `onMessage`. */
   start(onMessage: (message: Message) => void): Promise<void>;
+  /** Send best-effort (never throws, never blocks); a message to an unknown or unreachable peer is dropped. */
   send(message: Message): void;
   /** Make `id` reachable (membership change, or at start). */
   addPeer(id: NodeId, address: string): void;
+  /** Forget `id`: no more messages to it, none accepted from it. */
   removePeer(id: NodeId): void;
+  /** Stop sending and receiving and release the port. */
   close(): Promise<void>;
 }
 
@@ -230,11 +247,19 @@ export interface Transport {
  * `entry.time`. `Result` is returned to the proposer.
  */
 export interface StateMachine<Command, Result> {
+  /**
+   * Apply one committed command and return its result to the proposer. Throwing refuses the command: the
+   * proposer gets an ApplyError, every member records the same failure, the group goes on (see the README's
+   * state machine contract); changes made before the throw stay, so check before changing.
+   */
   apply(command: Command, context: ApplyContext): Result;
+  /** The whole state as bytes; `restore` of them must give a machine that behaves identically. */
   snapshot(): Uint8Array;
+  /** Replace the whole state with a snapshot's bytes. */
   restore(data: Uint8Array): void;
 }
 
+/** Where the applied entry stands in the log, and the leader's time stamped on it. */
 export interface ApplyContext {
   index: number;
   term: number;

@@ -17,13 +17,13 @@ import { checkCompaction, entriesToStore, initialHardState } from './log-rules.j
 import { StorageKeys, type KeyRange } from './keys.js';
 
 /** The key and value encodings LevelStorage passes on every operation. */
-interface ViewEncodings {
+export interface ViewEncodings {
   keyEncoding: 'utf8';
   valueEncoding: 'view';
 }
 
 /** A key range, with the encodings, as LevelStorage passes it to iterators. */
-interface RangeOptions extends ViewEncodings {
+export interface RangeOptions extends ViewEncodings {
   gt?: string;
   gte?: string;
   lt?: string;
@@ -32,23 +32,36 @@ interface RangeOptions extends ViewEncodings {
   limit?: number;
 }
 
-type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
+/** One write of an atomic batch. */
+export type BatchOp = { type: 'put'; key: string; value: Uint8Array } | { type: 'del'; key: string };
 
 /**
  * The part of a level database LevelStorage uses. A `Level` (whatever its default encodings) or any of its
  * sublevels fits: LevelStorage passes its own key and value encodings on every operation.
  */
 export interface SharedLevel {
+  /** Open the database (a no-op when it is open). */
   open(): Promise<void>;
+  /** Close it. */
   close(): Promise<void>;
+  /** One value, or undefined. */
   get(key: string, options: ViewEncodings): Promise<Uint8Array | undefined>;
+  /** Write all operations atomically; `sync` flushes to disk before resolving. */
   batch(operations: BatchOp[], options: ViewEncodings & { sync: boolean }): Promise<void>;
+  /** Entries of a key range, in key order. */
   iterator(options: RangeOptions): AsyncIterable<[string, Uint8Array]>;
+  /** Values of a key range, in key order. */
   values(options: RangeOptions): AsyncIterable<Uint8Array>;
-  keys(options: RangeOptions): { all(): Promise<string[]> };
+  /** Keys of a key range, in key order. */
+  keys(options: RangeOptions): {
+    /** Every key of the range. */
+    all(): Promise<string[]>;
+  };
+  /** Delete a key range. */
   clear(options: { gte: string; lt: string; keyEncoding: 'utf8' }): Promise<void>;
 }
 
+/** Tuning of LevelStorage. */
 export interface LevelStorageOptions {
   /** Bytes of snapshot data per stored value. Default 1 MiB. */
   snapshotChunkBytes?: number;

@@ -56,6 +56,7 @@ export class MemoryStorage implements Storage {
     // saveSnapshot already dropped every covered entry, so nothing is left at or below upTo.
   }
 
+  /** Nothing to release. */
   async close(): Promise<void> {}
 
   /** The term of the entry at `index`, or undefined when the log holds no such entry. */

@@ -4,12 +4,14 @@
  */
 import type { Message, NodeId, Transport } from '../types.js';
 
+/** A network of in-process members: make one transport per member with `transport(id)`. */
 export class LocalNetwork {
   private readonly handlers = new Map<NodeId, (m: Message) => void>();
   private readonly cut = new Set<string>();
   /** Messages delivered so far (for tests and benchmarks). */
   delivered = 0;
 
+  /** The transport for member `id` on this network. */
   transport(id: NodeId): Transport {
     return new LocalTransport(id, this);
   }
@@ -19,18 +21,22 @@ export class LocalNetwork {
     for (const x of a) for (const y of b) this.cut.add(`${x}>${y}`).add(`${y}>${x}`);
   }
 
+  /** Undo every partition. */
   heal(): void {
     this.cut.clear();
   }
 
+  /** @internal Used by the member's transport when it starts. */
   register(id: NodeId, handler: (m: Message) => void): void {
     this.handlers.set(id, handler);
   }
 
+  /** @internal Used by the member's transport when it closes. */
   unregister(id: NodeId): void {
     this.handlers.delete(id);
   }
 
+  /** @internal Used by the members' transports to send. */
   deliver(m: Message): void {
     if (this.cut.has(`${m.from}>${m.to}`)) return;
     // Asynchronous like a real network, so a member never re-enters itself through a send.

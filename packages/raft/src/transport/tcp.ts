@@ -14,6 +14,7 @@ import { PeerLink, type HostPort, type PeerLinkSettings, type TransportLog } fro
 export type { HostPort, TransportLog } from './peer-link.js';
 export type { TransportSecret } from './handshake.js';
 
+/** Who this member is, where it listens, the cluster's shared secret, and limits. */
 export interface TcpTransportOptions {
   /** This member's id; peers' handshakes must name it. */
   id: NodeId;
