@@ -2,7 +2,7 @@
  * One member of one service's cluster: a RaftNode on LevelDB and TCP, the service's endpoints, and the
  * endpoints every member serves (health, metrics, status, client sessions, membership and fault control).
  */
-import { LevelStorage, RaftNode, TcpTransport, type SoftState } from '@raftkit/raft';
+import { combineObservers, LevelStorage, RaftMetrics, RaftNode, TcpTransport, type SoftState } from '@raftkit/raft';
 import {
   badRequest,
   conflict,
@@ -61,17 +61,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   let term = 0;
   const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
   const metrics = new MetricsRegistry();
-  const m = {
-    proposals: metrics.counter('raft_proposals_total', 'Proposals handed to the Raft core, by outcome'),
-    forwarded: metrics.counter('raft_forwarded_proposals_total', 'Proposals forwarded from this follower to the leader'),
-    commits: metrics.counter('raft_applied_entries_total', 'Committed entries applied to the state machine'),
-    elections: metrics.counter('raft_elections_total', 'Elections this member started'),
-    leaderChanges: metrics.counter('raft_leader_changes_total', 'Times the known leader changed'),
-    apply: metrics.histogram('raft_apply_seconds', 'Time to apply one entry', [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05]),
-    fsync: metrics.histogram('raft_fsync_seconds', 'Time to persist one batch with sync'),
-    snapshotBytes: metrics.histogram('raft_snapshot_bytes', 'Sizes of snapshots saved', [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]),
-    applyErrors: metrics.counter('raft_apply_errors_total', 'Entries the state machine threw on or that were no request (skipped alike on every member)'),
-  };
+  const raftMetrics = new RaftMetrics(metrics);
   let lastLeader: string | null = null;
   const [host, port] = splitAddress(options.raftAddress);
   // The cluster token is the members' shared secret; the transport derives its own key from it (see its docs).
@@ -88,46 +78,27 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     // writes every few seconds under load (bench/RESULTS.md).
     snapshotEvery: options.snapshotEvery ?? 100_000,
     requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
-    observer: {
+    observer: combineObservers(raftMetrics.observer, {
       stateChanged(state: SoftState) {
-        if (state.role === 'candidate') m.elections.inc();
         if (state.leader !== lastLeader) {
-          m.leaderChanges.inc();
           logger.log('info', 'leader changed', { leader: state.leader, role: state.role, term: state.term });
           lastLeader = state.leader;
         }
         term = state.term;
       },
-      applied(_entry, ms) {
-        m.commits.inc();
-        m.apply.observe(ms / 1000);
-      },
-      persisted(_n, ms) {
-        m.fsync.observe(ms / 1000);
-      },
       snapshotSaved(bytes, index) {
-        m.snapshotBytes.observe(bytes);
         logger.log('info', 'snapshot saved', { bytes, index });
       },
-      proposed(outcome) {
-        m.proposals.inc(1, { outcome });
-        if (outcome === 'forwarded') m.forwarded.inc();
-      },
       applyFailed(entry, message) {
-        m.applyErrors.inc();
         logger.log('error', 'the state machine failed on an entry; it is skipped on every member', { index: entry.index, error: message });
       },
       failed(error) {
         logger.log('error', 'storage failed: this member stopped taking part', { error: String(error.stack ?? error) });
         options.onFailure?.(error);
       },
-    },
+    }),
   });
-  const gauge = (name: string, help: string, read: () => number): void => metrics.gauge(name, help).set(read);
-  gauge('raft_term', 'Current term', () => node.status().term);
-  gauge('raft_commit_index', 'Commit index', () => node.status().commit);
-  gauge('raft_applied_index', 'Applied index', () => node.status().applied);
-  gauge('raft_is_leader', '1 when this member leads', () => (node.isLeader ? 1 : 0));
+  raftMetrics.track(node);
 
   // Who may call what is declared on each route (see "Security model" in the root README): status and client
   // sessions take any token of the cluster (client libraries find the leader and open sessions with theirs);
