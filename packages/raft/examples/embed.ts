@@ -44,7 +44,7 @@ export async function runExample(ports: number[]): Promise<{ size: number; items
   // 3. Propose on any member (followers forward to the leader, retries apply once); read linearizably.
   await nodes[0]!.propose({ add: 'apple' });
   const size = await nodes[2]!.propose({ add: 'pear' });
-  const items = await nodes[1]!.read((machine) => [...(machine as Inventory).items]);
+  const items = await nodes[1]!.read((machine) => [...machine.items]); // machine: Inventory
   await Promise.all(nodes.map((node) => node.stop()));
   return { size, items };
 }

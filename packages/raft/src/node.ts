@@ -22,11 +22,12 @@ import type {
 } from './types.js';
 
 /** Everything a member is made of: its id, state machine, storage, transport and tuning. */
-export interface RaftNodeOptions<C, R> {
+export interface RaftNodeOptions<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   id: NodeId;
   storage: Storage;
   transport: Transport;
-  stateMachine: StateMachine<C, R>;
+  /** Your state machine; `read` and `readLocal` hand it back with its own type. */
+  stateMachine: M & StateMachine<C, R>;
   /**
    * The members of a brand-new group and their transport addresses. Ignored once the log or a snapshot holds a
    * configuration. A member joining an existing group passes an empty object and is added by the leader.
@@ -53,8 +54,22 @@ export interface RaftNodeOptions<C, R> {
   sessions?: SessionOptions;
   /** The clock that stamps entries on the leader. Default Date.now. */
   clock?: () => number;
-  /** Told of what happens inside, for metrics, logs and watchers. */
+  /** Told of what happens inside, for metrics, logs and watchers (several: combineObservers). */
   observer?: NodeObserver;
+  /** Where the member logs what an operator should know (leader changes, snapshots, apply errors, storage failure). */
+  logger?: NodeLogger;
+}
+
+/** Severity of a log line. */
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+
+/** A logging hook: `fields` are structured context (indexes, ids, error text). */
+export type NodeLogger = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
+
+/** Per-call limits: give up after `timeoutMs` (default: the node's requestTimeoutMs) or when `signal` aborts. */
+export interface CallOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
 }
 
 /** Hooks into the driver's work; all optional, all called synchronously (keep them cheap). */
@@ -148,7 +163,7 @@ export interface NodeStatus extends CoreStatus {
  * One member of one Raft group: drives a RaftCore against a Storage, a Transport and your StateMachine, with
  * exactly-once client sessions. Start it with `RaftNode.start(options)`; propose and read on any member.
  */
-export class RaftNode<C, R> {
+export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   readonly id: NodeId;
   private readonly core: RaftCore;
   private readonly machine: SessionStateMachine<C, R>;
@@ -161,6 +176,8 @@ export class RaftNode<C, R> {
   private readonly retryMs: number;
   private readonly clock: () => number;
   private readonly observer: NodeObserver;
+  private readonly logger: NodeLogger;
+  private readonly userMachine: M;
 
   private ticker: NodeJS.Timeout | null = null;
   private processing = false;
@@ -187,7 +204,7 @@ export class RaftNode<C, R> {
   private failure: Error | null = null;
 
   private constructor(
-    options: RaftNodeOptions<C, R>,
+    options: RaftNodeOptions<C, R, M>,
     core: RaftCore,
     machine: SessionStateMachine<C, R>,
     applied: number,
@@ -204,13 +221,15 @@ export class RaftNode<C, R> {
     this.retryMs = this.tickMs * (options.core?.electionTicks ?? 10);
     this.clock = options.clock ?? Date.now;
     this.observer = options.observer ?? {};
+    this.logger = options.logger ?? (() => {});
+    this.userMachine = options.stateMachine;
     this.applied = applied;
     this.lastSnapshotIndex = applied;
     this.softState = { leader: null, role: 'follower', term: core.status().term };
   }
 
   /** Recover from storage (or bootstrap a new group), start the transport and the ticker. */
-  static async start<C, R>(options: RaftNodeOptions<C, R>): Promise<RaftNode<C, R>> {
+  static async start<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(options: RaftNodeOptions<C, R, M>): Promise<RaftNode<C, R, M>> {
     const stored = await options.storage.load();
     const machine = new SessionStateMachine<C, R>(options.stateMachine, options.sessions);
     if (stored.snapshot !== null) machine.restore(stored.snapshot.data);
@@ -220,7 +239,7 @@ export class RaftNode<C, R> {
       { seed: hashSeed(options.id), ...options.core, id: options.id },
       { hardState: stored.hardState, snapshot: stored.snapshot?.meta ?? null, entries: stored.entries, initialConfig },
     );
-    const node = new RaftNode(options, core, machine, stored.snapshot?.meta.index ?? 0);
+    const node = new RaftNode<C, R, M>(options, core, machine, stored.snapshot?.meta.index ?? 0);
     for (const [id, address] of Object.entries({ ...options.peers, ...bootstrap })) node.addressBook.set(id, address);
     node.syncPeers();
     await options.transport.start((m) => node.receive(m));
@@ -232,12 +251,15 @@ export class RaftNode<C, R> {
   // ---------------------------------------------------------------------------------------------------------
   // Application API
 
-  /** Propose a command; resolves with its result once applied. Retries are deduplicated (exactly once). */
-  async propose(command: C): Promise<R> {
+  /**
+   * Propose a command; resolves with its result once applied. Retries are deduplicated (exactly once). On a
+   * timeout or abort the outcome is unknown: the command may still apply.
+   */
+  async propose(command: C, options: CallOptions = {}): Promise<R> {
     const session = await this.ensureSession();
     const seq = ++session.seq;
     try {
-      const result = await this.submit({ t: 'command', client: session.client, seq, ack: session.acked, command });
+      const result = await this.submit({ t: 'command', client: session.client, seq, ack: session.acked, command }, options);
       if (!result.ok) {
         if (result.error === 'unknown_session') this.session = null; // register again next time
         throw sessionFailure(result);
@@ -252,46 +274,54 @@ export class RaftNode<C, R> {
    * Submit a session request on behalf of an external client (a service's HTTP layer passing the client's own
    * id and sequence number). Waits until applied; a retry of the same (client, seq) gets the first result.
    */
-  submit(request: SessionRequest<C>): Promise<SessionResult<R>> {
+  submit(request: SessionRequest<C>, options: CallOptions = {}): Promise<SessionResult<R>> {
     this.assertRunning();
     const data = encodeRequest(request);
     if (data.byteLength > this.maxCommandBytes) return Promise.reject(new CommandTooLargeError(data.byteLength, this.maxCommandBytes));
-    return new Promise((resolve, reject) => {
-      const waiter = { resolve, reject };
-      const key = requestKey(request) ?? `raw:${randomUUID()}`;
+    const deadline = Date.now() + (options.timeoutMs ?? this.requestTimeoutMs);
+    const key = requestKey(request) ?? `raw:${randomUUID()}`;
+    let waiter!: Waiter<SessionResult<R>>;
+    const answer = new Promise<SessionResult<R>>((resolve, reject) => {
+      waiter = { resolve, reject };
       const existing = this.pending.get(key);
       if (existing !== undefined) {
         existing.waiters.push(waiter);
+        existing.deadline = Math.max(existing.deadline, deadline);
         return;
       }
-      const now = Date.now();
-      const entry = { data, waiters: [waiter], deadline: now + this.requestTimeoutMs, nextRetry: now + this.retryMs };
+      const entry = { data, waiters: [waiter], deadline, nextRetry: Date.now() + this.retryMs };
       this.pending.set(key, entry);
       this.proposeData(data, entry);
+    });
+    // An aborted caller stops waiting; the proposal itself stays until its deadline, since it may still apply.
+    return abortable(answer, options.signal, () => {
+      const entry = this.pending.get(key);
+      if (entry !== undefined) entry.waiters = entry.waiters.filter((w) => w !== waiter);
     });
   }
 
   /** Resolves once this member's state reflects every write committed before the call (ReadIndex). */
-  readBarrier(): Promise<void> {
+  readBarrier(options: CallOptions = {}): Promise<void> {
     this.assertRunning();
     const context = randomUUID();
-    return new Promise<number>((resolve, reject) => {
-      const now = Date.now();
-      this.reads.set(context, { resolve, reject, deadline: now + this.requestTimeoutMs, nextRetry: now + this.retryMs });
+    const deadline = Date.now() + (options.timeoutMs ?? this.requestTimeoutMs);
+    const barrier = new Promise<number>((resolve, reject) => {
+      this.reads.set(context, { resolve, reject, deadline, nextRetry: Date.now() + this.retryMs });
       this.core.readIndex(context);
       this.kick();
-    }).then((index) => this.waitApplied(index));
+    }).then((index) => this.waitApplied(index, deadline));
+    return abortable(barrier, options.signal, () => this.reads.delete(context));
   }
 
-  /** A linearizable read of the state machine. */
-  async read<T>(query: (machine: StateMachine<C, R>) => T): Promise<T> {
-    await this.readBarrier();
-    return query(this.machine.inner);
+  /** A linearizable read of your state machine (ReadIndex, then the query on this member). */
+  async read<T>(query: (machine: M) => T, options: CallOptions = {}): Promise<T> {
+    await this.readBarrier(options);
+    return query(this.userMachine);
   }
 
-  /** The local state, possibly stale (serializable, not linearizable). */
-  readLocal<T>(query: (machine: StateMachine<C, R>) => T): T {
-    return query(this.machine.inner);
+  /** Your state machine as this member has it now, possibly stale (serializable, not linearizable). */
+  readLocal<T>(query: (machine: M) => T): T {
+    return query(this.userMachine);
   }
 
   /** Add a member as a learner (receives the log, does not vote). Call on the leader. */
@@ -449,6 +479,7 @@ export class RaftNode<C, R> {
     if (rd.snapshot !== null) {
       await this.storage.saveSnapshot(rd.snapshot);
       this.observer.snapshotSaved?.(rd.snapshot.data.byteLength, rd.snapshot.meta.index);
+      this.logger('info', 'snapshot installed from the leader', { member: this.id, index: rd.snapshot.meta.index, bytes: rd.snapshot.data.byteLength });
       this.machine.restore(rd.snapshot.data);
       this.applied = rd.snapshot.meta.index;
       this.lastSnapshotIndex = rd.snapshot.meta.index;
@@ -487,6 +518,7 @@ export class RaftNode<C, R> {
         this.applyErrors++;
         this.lastApplyError = { index: entry.index, message: result.message };
         this.observer.applyFailed?.(entry, result.message);
+        this.logger('error', 'the state machine failed on an entry; it counts as applied on every member', { member: this.id, index: entry.index, error: result.message });
       }
       // Followers usually wait for nothing: skip building the key then.
       const key = this.pending.size === 0 ? null : requestKey(request);
@@ -505,6 +537,7 @@ export class RaftNode<C, R> {
     const snapshot: Snapshot = { meta, data: this.machine.snapshot() };
     this.lastSnapshotIndex = meta.index;
     this.observer.snapshotSaved?.(snapshot.data.byteLength, meta.index);
+    this.logger('info', 'snapshot taken', { member: this.id, index: meta.index, bytes: snapshot.data.byteLength });
     // Compact the in-memory log only once the snapshot is durable.
     void this.storage
       .saveSnapshot(snapshot)
@@ -519,6 +552,7 @@ export class RaftNode<C, R> {
     this.softState = state;
     this.observer.stateChanged?.(state);
     if (leaderChanged) {
+      this.logger('info', 'leader changed', { member: this.id, leader: state.leader, role: state.role, term: state.term });
       // Proposals and reads held by the old leader are probably lost: retry them soon.
       const soon = Date.now() + this.tickMs;
       for (const p of this.pending.values()) p.nextRetry = Math.min(p.nextRetry, soon);
@@ -671,6 +705,7 @@ export class RaftNode<C, R> {
     this.failAll(error);
     if (this.ticker !== null) clearInterval(this.ticker);
     void this.transport.close().catch(() => undefined);
+    this.logger('error', 'storage failed: this member stopped taking part and must be restarted', { member: this.id, error: error.message });
     this.observer.failed?.(error);
   }
 
@@ -736,4 +771,38 @@ function hashSeed(id: string): number {
   let h = 2166136261;
   for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 16777619);
   return (h ^ Date.now()) >>> 0;
+}
+
+/**
+ * `promise`, or a rejection with the signal's reason as soon as `signal` aborts (`forget` then drops the waiter).
+ * Without a signal, `promise` itself.
+ */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined, forget: () => void): Promise<T> {
+  if (signal === undefined) return promise;
+  if (signal.aborted) {
+    forget();
+    promise.catch(() => {});
+    return Promise.reject(abortReason(signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => {
+      forget();
+      reject(abortReason(signal));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
+  });
+}
+
+function abortReason(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new DOMException('the call was aborted', 'AbortError');
 }

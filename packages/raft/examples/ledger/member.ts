@@ -56,7 +56,7 @@ if (id === undefined || dir === undefined || secret === undefined || list === un
 const members = Object.fromEntries(list.split(',').map((pair) => pair.split('=') as [string, string]));
 const [host, port] = members[id]!.split(':') as [string, string];
 
-const node = await RaftNode.start<Command, number>({
+const node = await RaftNode.start({
   id,
   bootstrap: members,
   stateMachine: new Ledger(),
@@ -68,7 +68,7 @@ const node = await RaftNode.start<Command, number>({
 type Request = { id: number } & ({ deposit: { account: string; amount: number } } | { transfer: { from: string; to: string; amount: number } } | { balances: true } | { status: true });
 
 async function answer(request: Request): Promise<unknown> {
-  if ('balances' in request) return node.read((machine) => Object.fromEntries((machine as Ledger).balances));
+  if ('balances' in request) return node.read((machine) => Object.fromEntries(machine.balances));
   if ('status' in request) return { leader: node.leaderId };
   if ('deposit' in request) return node.propose({ deposit: request.deposit });
   return node.propose({ transfer: request.transfer });
