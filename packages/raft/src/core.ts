@@ -236,7 +236,7 @@ export class RaftCore {
   /** Feed one message received from another member. */
   step(m: Message): void {
     if (m.to !== this.id) return;
-    if (m.type === 'propose' || m.type === 'readIndex' || m.type === 'readIndexResp') {
+    if (m.type === 'propose' || m.type === 'readIndex' || m.type === 'readIndexResp' || m.type === 'admin') {
       this.stepLocal(m);
       return;
     }

@@ -8,6 +8,8 @@ import { randomUUID } from 'node:crypto';
 import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from './core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
 import type {
+  AdminForward,
+  AdminRequest,
   ConfigChange,
   Configuration,
   Entry,
@@ -202,6 +204,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private readonly reads = new Map<string, Waiter<number> & { deadline: number; nextRetry: number }>();
   private appliedWaiters: Array<{ index: number; waiter: Waiter<void> }> = [];
   private failure: Error | null = null;
+  /** Admin requests (forwarded or our own) being carried out as leader, by their JSON. */
+  private readonly adminRunning = new Set<string>();
 
   private constructor(
     options: RaftNodeOptions<C, R, M>,
@@ -324,7 +328,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     return query(this.userMachine);
   }
 
-  /** Add a member as a learner (receives the log, does not vote). Call on the leader. */
+  /** Add a member as a learner (receives the log, does not vote). On a follower it is forwarded to the leader. */
   async addLearner(id: NodeId, address: string): Promise<void> {
     this.addressBook.set(id, address);
     await this.changeMembership({ type: 'addLearner', node: id, address });
@@ -335,9 +339,22 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     await this.changeMembership({ type: 'promote', node: id });
   }
 
-  /** Add a learner, wait until it has caught up, then promote it: the safe way to grow the group. */
+  /**
+   * Add a learner, wait until it has caught up, then promote it: the safe way to grow the group. On a follower
+   * it is forwarded to the leader, and resolves once this member's log shows the new voter.
+   */
   async addVoter(id: NodeId, address: string, catchUpTimeoutMs = 30_000): Promise<void> {
-    await this.addLearner(id, address);
+    this.assertRunning();
+    if (!this.isLeader) {
+      this.addressBook.set(id, address);
+      const deadline = Date.now() + catchUpTimeoutMs + this.requestTimeoutMs;
+      const done = await this.forwardAdmin({ op: 'addVoter', node: id, address, catchUpTimeoutMs }, () => this.core.configuration().voters.includes(id), deadline);
+      if (!done) throw new TimeoutError(`${id} did not become a voter in time`);
+      return;
+    }
+    const config = this.core.configuration();
+    if (config.voters.includes(id)) return;
+    if (!config.learners.includes(id)) await this.addLearner(id, address);
     const deadline = Date.now() + catchUpTimeoutMs;
     for (;;) {
       const st = this.core.status();
@@ -349,15 +366,26 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     await this.promote(id);
   }
 
-  /** Remove a voter or learner from the group. Call on the leader. */
+  /** Remove a voter or learner from the group. On a follower it is forwarded to the leader. */
   async removeMember(id: NodeId): Promise<void> {
     await this.changeMembership({ type: 'remove', node: id });
   }
 
-  /** Propose a change and wait until it is committed and applied here. */
+  /**
+   * Propose a change and wait until it is committed and applied here. On a follower the change is forwarded to
+   * the leader (again every election timeout while it does not show) and this member waits for its own log to
+   * show it.
+   */
   async changeMembership(change: ConfigChange): Promise<void> {
     this.assertRunning();
     const deadline = Date.now() + this.requestTimeoutMs;
+    if (!this.isLeader) {
+      const done = await this.forwardAdmin({ op: 'change', change }, () => reflects(this.core.configuration(), change), deadline);
+      // What the log shows may not be committed yet: a read barrier applies everything committed, then look again.
+      if (done) await this.readBarrier({ timeoutMs: Math.max(1, deadline - Date.now()) });
+      if (!done || !reflects(this.core.configuration(), change)) throw new TimeoutError('the membership change did not show in time; try again');
+      return;
+    }
     for (;;) {
       try {
         this.core.proposeConfigChange(change);
@@ -377,8 +405,16 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     }
   }
 
-  /** Ask the leader (this member) to hand leadership to `to`. Resolves when `to` leads or the attempt ends. */
+  /**
+   * Hand leadership to `to`. Resolves true once `to` leads, false when the attempt ends without it. On a follower
+   * the request is forwarded to the leader.
+   */
   async transferLeadership(to: NodeId, timeoutMs = 5_000): Promise<boolean> {
+    this.assertRunning();
+    if (!this.isLeader) {
+      if (this.softState.leader === to) return true;
+      return this.forwardAdmin({ op: 'transfer', to }, () => this.softState.leader === to, Date.now() + timeoutMs);
+    }
     this.core.transferLeadership(to);
     this.kick();
     const deadline = Date.now() + timeoutMs;
@@ -438,8 +474,58 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
 
   private receive(m: Message): void {
     if (this.stopped) return;
+    if (m.type === 'admin') {
+      this.handleAdmin(m);
+      return;
+    }
     this.core.step(m);
     this.kick();
+  }
+
+  /**
+   * Send `request` to the leader, again every election timeout, until `done()` holds (true) or the deadline passes
+   * (false). If this member becomes leader meanwhile it carries the request out itself.
+   */
+  private async forwardAdmin(request: AdminRequest, done: () => boolean, deadline: number): Promise<boolean> {
+    let nextSend = 0;
+    while (!done()) {
+      this.assertRunning();
+      const now = Date.now();
+      if (now > deadline) return false;
+      if (this.isLeader) {
+        this.runAdmin(request);
+        nextSend = now + this.retryMs;
+      } else if (now >= nextSend && this.softState.leader !== null) {
+        this.transport.send({ type: 'admin', from: this.id, to: this.softState.leader, term: 0, request });
+        nextSend = now + this.retryMs;
+      }
+      await sleep(this.tickMs);
+    }
+    return true;
+  }
+
+  /** A member's forwarded request: carried out if this member leads and the sender is a member of the group. */
+  private handleAdmin(m: AdminForward): void {
+    if (!this.isLeader) return;
+    const config = this.core.configuration();
+    if (!config.voters.includes(m.from) && !config.learners.includes(m.from)) return;
+    this.runAdmin(m.request);
+  }
+
+  /** Carry out an admin request as leader, once at a time per request (a forwarder repeats itself). */
+  private runAdmin(request: AdminRequest): void {
+    const key = JSON.stringify(request);
+    if (this.adminRunning.has(key)) return;
+    this.adminRunning.add(key);
+    const work =
+      request.op === 'change'
+        ? this.changeMembership(request.change)
+        : request.op === 'addVoter'
+          ? this.addVoter(request.node, request.address, request.catchUpTimeoutMs)
+          : this.transferLeadership(request.to);
+    void work
+      .catch((e: unknown) => this.logger('debug', 'a forwarded admin request failed; the forwarder retries', { member: this.id, request: key, error: String(e) }))
+      .finally(() => this.adminRunning.delete(key));
   }
 
   private tick(): void {

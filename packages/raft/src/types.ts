@@ -157,8 +157,25 @@ export interface ReadIndexResponse extends MessageBase {
   index: number;
 }
 
+/** What a member asks its leader to do on a caller's behalf. */
+export type AdminRequest =
+  | { op: 'change'; change: ConfigChange }
+  /** Add as a learner, wait until it caught up (at most catchUpTimeoutMs), then promote. */
+  | { op: 'addVoter'; node: NodeId; address: string; catchUpTimeoutMs: number }
+  | { op: 'transfer'; to: NodeId };
+
+/**
+ * A member forwarding a membership change or a leadership transfer to its leader (RaftNode handles it; the core
+ * ignores it). No answer: the forwarding member watches its own log and leader for the outcome.
+ */
+export interface AdminForward extends MessageBase {
+  type: 'admin';
+  request: AdminRequest;
+}
+
 /** Every message members exchange; the transport carries them opaquely. */
 export type Message =
+  | AdminForward
   | VoteRequest
   | VoteResponse
   | AppendRequest

@@ -133,6 +133,35 @@ t.test('membership: add a voter through a learner, transfer leadership to it, re
   t.equal(await n4.propose({ op: 'add', key: 'm', by: 1 }), 2);
 });
 
+t.test('admin calls on a follower are forwarded to the leader; a non-member cannot forward one', async (t) => {
+  const net = new LocalNetwork();
+  const { nodes } = await startCluster(net, new Map());
+  t.teardown(async () => {
+    for (const n of nodes.values()) await n.stop();
+  });
+  const leader = await waitForLeader(nodes);
+  const [follower, other] = [...nodes.values()].filter((n) => n !== leader);
+  const n4 = await RaftNode.start({ id: 'n4', storage: new MemoryStorage(), transport: net.transport('n4'), stateMachine: new Counters(), tickMs: 10, peers: bootstrap });
+  nodes.set('n4', n4);
+  await follower!.addVoter('n4', 'local:n4');
+  t.ok(follower!.status().config.voters.includes('n4'), 'addVoter on a follower: n4 is a voter');
+  t.ok(leader.status().config.voters.includes('n4'), 'and the leader agrees');
+
+  // A forged forward from outside the group is ignored, even one naming a real member as its target.
+  net.deliver({ type: 'admin', from: 'intruder', to: leader.id, term: 0, request: { op: 'change', change: { type: 'remove', node: other!.id } } });
+  net.deliver({ type: 'admin', from: 'intruder', to: leader.id, term: 0, request: { op: 'transfer', to: other!.id } });
+  await leader.propose({ op: 'add', key: 'x', by: 1 });
+  await new Promise((r) => setTimeout(r, 300));
+  t.ok(leader.status().config.voters.includes(other!.id), 'no member removed by a non-member');
+  t.ok(leader.isLeader, 'no leadership moved by a non-member');
+
+  t.ok(await follower!.transferLeadership(other!.id), 'transferLeadership on a follower moves leadership');
+  t.equal(other!.leaderId, other!.id);
+  await follower!.removeMember('n4');
+  t.notOk(follower!.status().config.voters.includes('n4'), 'removeMember on a follower');
+  t.notOk(other!.status().config.voters.includes('n4'), 'and the new leader agrees');
+});
+
 t.test('a command over maxCommandBytes is refused before it reaches the log', async (t) => {
   const net = new LocalNetwork();
   const machine = new Counters();

@@ -5,6 +5,7 @@
  * `Uint8Array`s. Anything malformed throws {@link DecodeError}.
  */
 import type {
+  AdminRequest,
   ConfigChange,
   Configuration,
   Entry,
@@ -198,6 +199,7 @@ const KNOWN_MESSAGE_TYPES: Record<MessageType, true> = {
   propose: true,
   readIndex: true,
   readIndexResp: true,
+  admin: true,
 };
 
 /** Whether `type` names a Message type. */
@@ -271,5 +273,22 @@ export function parseMessage(value: unknown): Message {
         context: stringField(fields, 'context'),
         index: intField(fields, 'index', -1),
       };
+    case 'admin':
+      return { type, from, to, term, request: parseAdminRequest(fields.request) };
+  }
+}
+
+/** Validates a forwarded membership change or leadership transfer. */
+export function parseAdminRequest(value: unknown): AdminRequest {
+  const fields = fieldsOf(value, 'request');
+  switch (fields.op) {
+    case 'change':
+      return { op: 'change', change: parseConfigChange(fields.change) };
+    case 'addVoter':
+      return { op: 'addVoter', node: nodeIdField(fields, 'node'), address: stringField(fields, 'address'), catchUpTimeoutMs: intField(fields, 'catchUpTimeoutMs') };
+    case 'transfer':
+      return { op: 'transfer', to: nodeIdField(fields, 'to') };
+    default:
+      throw new DecodeError(`request.op: unknown ${String(fields.op)}`);
   }
 }
