@@ -33,6 +33,7 @@ import type {
 } from './types.js';
 
 /**
+ * @internal
  * Deliberately broken safety rules, for proving that the simulator catches each one. Never set in production.
  */
 export interface Mutations {
@@ -67,7 +68,7 @@ export interface CoreOptions {
   maxMessageBytes?: number;
   /** Seed of the core's own PRNG (randomized election timeouts). Default: derived from the id. */
   seed?: number;
-  /** For the simulator's mutation check only. */
+  /** @internal For the simulator's mutation check only: never in the published types. */
   mutations?: Mutations;
 }
 

@@ -5,7 +5,7 @@
  */
 export * from './types.js';
 export { RaftCore, ConfigChangeError, applyChange } from './core.js';
-export type { CoreOptions, CoreState, CoreStatus, PeerStatus, ProposeOutcome, Mutations } from './core.js';
+export type { CoreOptions, CoreState, CoreStatus, PeerStatus, ProposeOutcome } from './core.js';
 export { RaftNode, TimeoutError, SessionError, StoppedError, CommandTooLargeError, ApplyError, sessionFailure } from './node.js';
 export type { RaftNodeOptions, NodeStatus, NodeObserver, NodeLogger, LogLevel, CallOptions } from './node.js';
 export { SessionStateMachine, encodeRequest, decodeRequest } from './sessions.js';

@@ -73,4 +73,6 @@ t.test('installed into a project outside the repository, the README example type
   t.same(result.items.sort(), ['apple', 'pear']);
   const deep = run(project, process.execPath, ['--input-type=module', '-e', "import('@raftkit/raft/dist/src/core.js').then(() => console.log('exported'), (e) => console.log(e.code))"]).trim();
   t.equal(deep, 'ERR_PACKAGE_PATH_NOT_EXPORTED', 'internal modules are not importable');
+  const coreTypes = readFileSync(join(project, 'node_modules', '@raftkit', 'raft', 'dist', 'src', 'core.d.ts'), 'utf8');
+  t.notMatch(coreTypes, /mutations\?:|Mutations/, "the simulator's mutation switches are not in the published types");
 });
