@@ -46,6 +46,11 @@ export interface RaftNodeOptions<C, R, M extends StateMachine<C, R> = StateMachi
   tickMs?: number;
   /** Take a snapshot and compact the log every this many applied entries. Default 10,000. */
   snapshotEvery?: number;
+  /**
+   * Also take a snapshot once the commands applied since the last one add up to this many bytes, so that a few
+   * large entries cannot keep the in-memory log growing for `snapshotEvery` entries. Default 64 MiB.
+   */
+  snapshotLogBytes?: number;
   /** Give up on a proposal or read after this long (its outcome is then unknown). Default 10 s. */
   requestTimeoutMs?: number;
   /**
@@ -173,6 +178,9 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private readonly transport: Transport;
   private readonly tickMs: number;
   private readonly snapshotEvery: number;
+  private readonly snapshotLogBytes: number;
+  /** Bytes of command entries applied since the last snapshot. */
+  private bytesSinceSnapshot = 0;
   private readonly requestTimeoutMs: number;
   private readonly maxCommandBytes: number;
   private readonly retryMs: number;
@@ -220,6 +228,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.transport = options.transport;
     this.tickMs = options.tickMs ?? 100;
     this.snapshotEvery = options.snapshotEvery ?? 10_000;
+    this.snapshotLogBytes = options.snapshotLogBytes ?? 64 * 1024 * 1024;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.maxCommandBytes = options.maxCommandBytes ?? 2 * 1024 * 1024;
     this.retryMs = this.tickMs * (options.core?.electionTicks ?? 10);
@@ -569,6 +578,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       this.machine.restore(rd.snapshot.data);
       this.applied = rd.snapshot.meta.index;
       this.lastSnapshotIndex = rd.snapshot.meta.index;
+      this.bytesSinceSnapshot = 0;
     }
     if (rd.entries.length > 0 || rd.hardState !== null) {
       const started = performance.now();
@@ -597,6 +607,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.applied = entry.index;
     const started = this.observer.applied !== undefined ? performance.now() : 0;
     if (entry.kind === 'command') {
+      this.bytesSinceSnapshot += entry.data.byteLength;
       const request = decodeSafely<C>(entry.data);
       if (request === null) return; // not ours to understand; deterministic on every member
       const result = this.machine.applyRequest(request, { index: entry.index, term: entry.term, time: entry.time });
@@ -618,8 +629,9 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   }
 
   private maybeSnapshot(): void {
-    if (this.applied - this.lastSnapshotIndex < this.snapshotEvery) return;
+    if (this.applied - this.lastSnapshotIndex < this.snapshotEvery && this.bytesSinceSnapshot < this.snapshotLogBytes) return;
     const meta = this.core.snapshotMetaForApplied();
+    this.bytesSinceSnapshot = 0;
     const snapshot: Snapshot = { meta, data: this.machine.snapshot() };
     this.lastSnapshotIndex = meta.index;
     this.observer.snapshotSaved?.(snapshot.data.byteLength, meta.index);

@@ -59,7 +59,10 @@ const packr = new Packr({ useRecords: false, mapsAsObjects: true });
 
 /** The bytes of a request, as proposed to the log. */
 export function encodeRequest<C>(request: SessionRequest<C>): Uint8Array {
-  return packr.pack(request);
+  const packed = packr.pack(request);
+  // msgpackr may hand back a view into a larger buffer (it reserves room for worst-case UTF-8): the log would keep
+  // that whole buffer alive for every entry, up to several times the entry's size. Keep exactly the bytes.
+  return packed.byteLength === packed.buffer.byteLength ? packed : new Uint8Array(packed);
 }
 
 /** A request from a command entry's bytes; throws on bytes that are not one. */
