@@ -19,3 +19,17 @@ export { limitServer, fileLimit, connectionBudget, FALLBACK_FILE_LIMIT } from '.
 export type { LimitOptions, ConnectionLimit } from './connections.js';
 export { fullCounter, idleExpiryMs, refill, resetMs, take } from './bucket.js';
 export type { BucketCounter, BucketLimits, TakeResult } from './bucket.js';
+export {
+  CommandShapeError,
+  arrayField,
+  booleanField,
+  commandOf,
+  integerField,
+  nullableIntegerField,
+  nullableStringField,
+  numberField,
+  objectField,
+  stringArrayField,
+  stringField,
+} from './command-shape.js';
+export type { CommandFields } from './command-shape.js';

@@ -3,6 +3,7 @@
  * (its revision), so clients can tell versions apart.
  */
 import { Packr } from 'msgpackr';
+import { commandOf, nullableStringField, stringField } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 export type KvCommand =
@@ -24,6 +25,20 @@ export interface KvEntry {
 
 const packr = new Packr({ useRecords: false });
 
+/**
+ * Throws CommandShapeError unless `command` is a KvCommand: checked before anything changes, so a malformed entry
+ * (a bug or a forged one) is refused the same way on every member (ApplyError for its proposer) and changes nothing.
+ */
+export function checkKvCommand(command: unknown): asserts command is KvCommand {
+  const c = commandOf(command, ['put', 'delete', 'cas'] as const);
+  stringField(c, 'key');
+  if (c.op === 'put') stringField(c, 'value', undefined, 0);
+  if (c.op === 'cas') {
+    nullableStringField(c, 'from');
+    nullableStringField(c, 'to');
+  }
+}
+
 export class KvMachine implements StateMachine<KvCommand, KvResult> {
   private data = new Map<string, KvEntry>();
 
@@ -36,6 +51,7 @@ export class KvMachine implements StateMachine<KvCommand, KvResult> {
   }
 
   apply(command: KvCommand, context: ApplyContext): KvResult {
+    checkKvCommand(command);
     const revision = context.index;
     switch (command.op) {
       case 'put':

@@ -7,6 +7,7 @@
  * a wait queue exists; a session's owned locks name it as holder.
  */
 import { Packr } from 'msgpackr';
+import { booleanField, commandOf, integerField, nullableIntegerField, stringArrayField, stringField } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 export type LockCommand =
@@ -85,6 +86,39 @@ interface Snapshot {
 
 const packr = new Packr({ useRecords: false });
 
+/** A session's timeout may be at most a day: the API allows 300 s; more only makes a deadline that never comes. */
+const MAX_SESSION_TIMEOUT_MS = 86_400_000;
+
+/**
+ * Throws CommandShapeError unless `command` is a LockCommand: checked before anything changes, so a malformed entry
+ * (a bug or a forged one) is refused the same way on every member (ApplyError for its proposer) and changes nothing.
+ */
+export function checkLockCommand(command: unknown): asserts command is LockCommand {
+  const c = commandOf(command, ['openSession', 'heartbeat', 'closeSession', 'expire', 'extendAll', 'acquire', 'release'] as const);
+  switch (c.op) {
+    case 'openSession':
+    case 'heartbeat':
+    case 'closeSession':
+      if (c.op === 'openSession') integerField(c, 'timeoutMs', 1, MAX_SESSION_TIMEOUT_MS);
+      stringField(c, 'id', 256);
+      stringField(c, 'owner', 1024);
+      return;
+    case 'expire':
+      stringArrayField(c, 'ids', 100_000, 256);
+      return;
+    case 'extendAll':
+      return;
+    case 'acquire':
+    case 'release':
+      stringField(c, 'name', 1024);
+      stringField(c, 'session', 256);
+      stringField(c, 'owner', 1024);
+      if (c.op === 'acquire') booleanField(c, 'wait');
+      else nullableIntegerField(c, 'token', 1);
+      return;
+  }
+}
+
 export class LockMachine implements StateMachine<LockCommand, LockResult> {
   private locks = new Map<string, Lock>();
   private sessions = new Map<string, Session>();
@@ -92,6 +126,7 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
   onChange: ((change: LockChange) => void) | null = null;
 
   apply(command: LockCommand, ctx: ApplyContext): LockResult {
+    checkLockCommand(command);
     switch (command.op) {
       case 'openSession': {
         const deadline = ctx.time + command.timeoutMs;

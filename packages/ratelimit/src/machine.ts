@@ -7,9 +7,20 @@
  * tenant; the revision never decreases.
  */
 import { Packr } from 'msgpackr';
+import {
+  booleanField,
+  CommandShapeError,
+  commandOf,
+  integerField,
+  nullableIntegerField,
+  nullableStringField,
+  numberField,
+  objectField,
+  stringField,
+} from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 import { MAX_OPS_PER_TAKE } from './store/protocol.js';
-import type { Rule } from './rules.js';
+import { DIMENSIONS, MIN_REFILL_RATE, REGION_MODES, RULE_ID, SERVICE_ID, validEndpointPattern, type Rule } from './rules.js';
 
 /** Every rule of a tenant may match one check, and one check's counters travel in one store take. */
 export const MAX_RULES_PER_TENANT = MAX_OPS_PER_TAKE;
@@ -43,6 +54,53 @@ interface Snapshot {
 
 const packr = new Packr({ useRecords: false });
 
+/**
+ * Throws CommandShapeError unless `command` is a RuleCommand whose rule is one parseRule could have made: checked
+ * before anything changes, so a malformed entry (a bug or a forged one) is refused the same way on every member
+ * (ApplyError for its proposer), and no check instance ever receives a rule it cannot evaluate.
+ */
+export function checkRuleCommand(command: unknown): asserts command is RuleCommand {
+  const c = commandOf(command, ['registerTenant', 'putRule', 'deleteRule'] as const);
+  const oneOf = (value: string, allowed: readonly string[], what: string): void => {
+    if (!allowed.includes(value)) throw new CommandShapeError(`${c.op}.${what}: expected one of ${allowed.join(', ')}`);
+  };
+  const matching = (value: string, pattern: RegExp, what: string): void => {
+    if (!pattern.test(value)) throw new CommandShapeError(`${c.op}.${what}: does not match ${pattern}`);
+  };
+  switch (c.op) {
+    case 'registerTenant':
+      matching(stringField(c, 'serviceId'), SERVICE_ID, 'serviceId');
+      return;
+    case 'deleteRule': {
+      matching(stringField(c, 'ruleId'), RULE_ID, 'ruleId');
+      const owner = nullableStringField(c, 'serviceId');
+      if (owner !== null) matching(owner, SERVICE_ID, 'serviceId');
+      return;
+    }
+    case 'putRule': {
+      const rule = objectField(c, 'rule');
+      matching(stringField(rule, 'ruleId'), RULE_ID, 'rule.ruleId');
+      matching(stringField(rule, 'serviceId'), SERVICE_ID, 'rule.serviceId');
+      oneOf(stringField(rule, 'dimension'), DIMENSIONS, 'rule.dimension');
+      if (!validEndpointPattern(stringField(rule, 'endpointPattern'))) throw new CommandShapeError('putRule.rule.endpointPattern: not an endpoint pattern');
+      numberField(rule, 'limit', 1);
+      numberField(rule, 'windowSec', 1);
+      numberField(rule, 'capacity', 1);
+      numberField(rule, 'refillRate', MIN_REFILL_RATE);
+      booleanField(rule, 'failClosed');
+      if (rule.hotKey !== null) {
+        const hot = objectField(rule, 'hotKey');
+        numberField(hot, 'qpsThreshold', Number.MIN_VALUE);
+        integerField(hot, 'syncMs', 1);
+        integerField(hot, 'syncEveryN', 0);
+      }
+      oneOf(stringField(rule, 'regionMode'), REGION_MODES, 'rule.regionMode');
+      nullableIntegerField(rule, 'expectedInstances', 1);
+      return;
+    }
+  }
+}
+
 export class RuleMachine implements StateMachine<RuleCommand, RuleResult> {
   private tenants = new Set<string>();
   private rules = new Map<string, Rule>();
@@ -51,6 +109,7 @@ export class RuleMachine implements StateMachine<RuleCommand, RuleResult> {
   private revisionIndex = 0;
 
   apply(command: RuleCommand, ctx: ApplyContext): RuleResult {
+    checkRuleCommand(command);
     switch (command.op) {
       case 'registerTenant': {
         if (this.tenants.has(command.serviceId)) return { ok: true, op: 'registerTenant', created: false };

@@ -16,7 +16,7 @@ import {
   type ServiceContext,
 } from '@raftkit/http';
 import { ALIAS, GENERATED_CODE } from './codes.js';
-import { parseLongUrl, shortCodeParam } from './input.js';
+import { parseLongUrl, shortCodeParam, USER } from './input.js';
 import { LinkMachine, type CreateSpec, type Link, type LinkCommand, type LinkResult } from './machine.js';
 import { purgeOptions, startPurge } from './purge.js';
 import { SharedCache } from './shared-cache.js';
@@ -31,7 +31,6 @@ export interface LinkRecord {
   alias: boolean;
 }
 
-const USER = /^[A-Za-z0-9._-]{1,64}$/;
 /** Links in one POST /internal/link-batches (app servers send at most 256). */
 export const MAX_BATCH_LINKS = 1000;
 

@@ -29,7 +29,7 @@ import { CodeAllocator, type Batch } from './allocator.js';
 import { BATCH_DEFAULTS, CreateBatcher } from './create-batcher.js';
 import { ALIAS, GENERATED_CODE, RESERVED_CODES } from './codes.js';
 import { EdgeCache, MISSING, type Lookup } from './edge-cache.js';
-import { isHeaderSafeUrl, parseCreate, shortCodeParam } from './input.js';
+import { isHeaderSafeUrl, parseCreate, shortCodeParam, USER } from './input.js';
 import { CreateLimits } from './limits.js';
 import { appSettings, unknownSettings, type AppSettings } from './settings.js';
 import { LinkStoreClient } from './store-client.js';
@@ -51,7 +51,6 @@ export interface ClickSide {
 }
 
 export const DEFAULT_APP_COUNT = 3;
-const USER = /^[A-Za-z0-9._-]{1,64}$/;
 /** The user recorded as creator of links made with the cluster token (no API key is issued under this name). */
 export const CLUSTER_USER = 'cluster';
 const MAX_REDIRECT_PATH = 65;

@@ -5,6 +5,9 @@
 import { badRequest, requireObject, type JsonObject } from '@raftkit/http';
 import { ALIAS, GENERATED_CODE } from './codes.js';
 
+/** A user name: who created a link (API keys are issued per user). */
+export const USER = /^[A-Za-z0-9._-]{1,64}$/;
+
 /** Longer URLs are refused: 2,048 characters is what every browser, proxy and log pipeline handles. */
 export const MAX_URL_LENGTH = 2048;
 export const DEFAULT_EXPIRY_YEARS = 5;

@@ -12,8 +12,10 @@
  * clicks of two owners.
  */
 import { Packr } from 'msgpackr';
+import { arrayField, booleanField, CommandShapeError, commandOf, integerField, nullableStringField, stringArrayField, stringField } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 import { ALIAS, GENERATED_CODE, ID_SPACE, idForCode } from './codes.js';
+import { isHeaderSafeUrl, USER } from './input.js';
 
 export const LEASE_SIZE = 1000;
 
@@ -78,6 +80,56 @@ export function diedAt(link: Link): number {
 
 const packr = new Packr({ useRecords: false });
 
+/** Most links in one create_many entry (an app server's group commit sends up to 1,000). */
+const MAX_LINKS_PER_ENTRY = 10_000;
+
+function checkCreateSpec(spec: Record<string, unknown>, at: string): void {
+  // A code of the wrong form for its kind is the machine's own `not_leased` answer, not a shape error.
+  stringField(spec, 'code', 64);
+  booleanField(spec, 'alias');
+  // What a redirect sends back as its Location header: a stored value that cannot be one must never get in.
+  if (!isHeaderSafeUrl(spec.long_url)) throw new CommandShapeError(`${at}.long_url: not a URL that can be a Location header`);
+  const createdAt = integerField(spec, 'created_at');
+  if (integerField(spec, 'expires_at') <= createdAt) throw new CommandShapeError(`${at}.expires_at: not after created_at`);
+  if (!USER.test(stringField(spec, 'created_by', 64))) throw new CommandShapeError(`${at}.created_by: not a user name`);
+}
+
+/**
+ * Throws CommandShapeError unless `command` is a LinkCommand: checked before anything changes, so a malformed entry
+ * (a bug or a forged one: a long_url with CR/LF once crashed an app server on redirect) is refused the same way on
+ * every member (ApplyError for its proposer) and changes nothing. A create_many with one bad link is refused whole.
+ */
+export function checkLinkCommand(command: unknown): asserts command is LinkCommand {
+  const c = commandOf(command, ['lease', 'create', 'create_many', 'delete', 'purge'] as const);
+  switch (c.op) {
+    case 'lease':
+      stringField(c, 'server', 256);
+      return;
+    case 'create':
+      checkCreateSpec(c, 'create');
+      return;
+    case 'create_many':
+      arrayField(
+        c,
+        'links',
+        (spec, at) => {
+          if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) throw new CommandShapeError(`create_many.${at}: not an object`);
+          checkCreateSpec(spec as Record<string, unknown>, `create_many.${at}`);
+        },
+        MAX_LINKS_PER_ENTRY,
+      );
+      return;
+    case 'delete':
+      stringField(c, 'code', 64);
+      nullableStringField(c, 'by', 64, 1);
+      return;
+    case 'purge':
+      integerField(c, 'before');
+      stringArrayField(c, 'codes', 1_000_000, 64);
+      return;
+  }
+}
+
 export class LinkMachine implements StateMachine<LinkCommand, LinkResult> {
   private nextId = 0;
   private links = new Map<string, Link>();
@@ -86,6 +138,7 @@ export class LinkMachine implements StateMachine<LinkCommand, LinkResult> {
   onChange: ((change: LinkChange) => void) | null = null;
 
   apply(command: LinkCommand, ctx: ApplyContext): LinkResult {
+    checkLinkCommand(command);
     switch (command.op) {
       case 'lease': {
         if (this.nextId + LEASE_SIZE > ID_SPACE) return { ok: false, error: 'exhausted' };

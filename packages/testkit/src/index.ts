@@ -4,3 +4,5 @@ export { freePort, reservePorts } from './ports.js';
 export type { PortRange } from './ports.js';
 export { call, until, agent } from './http.js';
 export type { Answer, CallOptions } from './http.js';
+export { checkCommandShapes } from './command-shapes.js';
+export type { CommandShapeCheck, ShapeOutcome, ShapedMachine } from './command-shapes.js';
