@@ -15,7 +15,7 @@ import {
 } from '@raftkit/http';
 import { startExpiry } from './expiry.js';
 import { LockMachine, type LockCommand, type LockResult } from './machine.js';
-import { changeBody, lockBody, WatchHub } from './watch.js';
+import { changeBody, DEFAULT_WATCH_LIMITS, lockBody, WatchHub } from './watch.js';
 
 export const LOCK_NAME = /^[A-Za-z0-9._:/-]{1,255}$/;
 export const DEFAULT_TIMEOUT_MS = 10_000;
@@ -65,7 +65,9 @@ function refused(result: LockResult): never {
 
 export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): void {
   const machine = service.machine as LockMachine;
-  const hub = new WatchHub();
+  const dropped = service.metrics.counter('lock_watchers_dropped_total', 'Watch streams dropped because their client did not read');
+  const hub = new WatchHub(DEFAULT_WATCH_LIMITS, () => dropped.inc());
+  service.metrics.gauge('lock_watchers', 'Watches (long polls and streams) open on this member').set(() => hub.watchers);
   machine.onChange = hub.publish;
   service.onStop(startExpiry(service, machine));
   service.onStop(() => hub.close());

@@ -49,6 +49,8 @@ export function parseLongUrl(value: unknown): string {
   if (url.href.length > MAX_URL_LENGTH) {
     throw badRequest('invalid_url', `long_url is over ${MAX_URL_LENGTH} characters once percent-encoded`, { field });
   }
+  // The link store refuses a URL that cannot be a Location header: say so here, as a 400, rather than propose it.
+  if (!isHeaderSafeUrl(url.href)) throw badRequest('invalid_url', 'long_url cannot be sent as a Location header once normalised', { field });
   return url.href;
 }
 

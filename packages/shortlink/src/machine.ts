@@ -88,7 +88,7 @@ function checkCreateSpec(spec: Record<string, unknown>, at: string): void {
   stringField(spec, 'code', 64);
   booleanField(spec, 'alias');
   // What a redirect sends back as its Location header: a stored value that cannot be one must never get in.
-  if (!isHeaderSafeUrl(spec.long_url)) throw new CommandShapeError(`${at}.long_url: not a URL that can be a Location header`);
+  if (!isHeaderSafeUrl(spec.long_url) || !/^https?:\/\//.test(spec.long_url)) throw new CommandShapeError(`${at}.long_url: not an http(s) URL that can be a Location header`);
   const createdAt = integerField(spec, 'created_at');
   if (integerField(spec, 'expires_at') <= createdAt) throw new CommandShapeError(`${at}.expires_at: not after created_at`);
   if (!USER.test(stringField(spec, 'created_by', 64))) throw new CommandShapeError(`${at}.created_by: not a user name`);

@@ -32,6 +32,7 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
       { op: 'create', ...spec, code: codeForId(8)!, long_url: 'https://example.com/\r\nSet-Cookie: x=1' },
       { op: 'create', ...spec, code: codeForId(8)!, long_url: 'https://example.com/é' },
       { op: 'create', ...spec, code: codeForId(8)!, long_url: null },
+      { op: 'create', ...spec, code: codeForId(8)!, long_url: 'javascript:alert(1)' },
       { op: 'create', ...spec, code: codeForId(8)!, expires_at: 5 },
       { op: 'create', ...spec, code: codeForId(8)!, created_by: 'a b' },
       { op: 'create_many', links: [{ ...spec, code: codeForId(8)! }, { ...spec, code: codeForId(9)!, long_url: 'x\ny' }] },
