@@ -33,3 +33,4 @@ export {
   stringField,
 } from './command-shape.js';
 export type { CommandFields } from './command-shape.js';
+export { encodeFrame, FrameDecoder, FrameTooLargeError } from './frames.js';

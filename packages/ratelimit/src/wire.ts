@@ -14,7 +14,7 @@
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Packr, Unpackr } from 'msgpackr';
-import { hostPort, limitServer, verifyToken, type Logger, type Principal } from '@raftkit/http';
+import { encodeFrame as encodeShared, FrameDecoder, FrameTooLargeError, hostPort, limitServer, verifyToken, type Logger, type Principal } from '@raftkit/http';
 
 /** A call that failed: `code` says why (timeout, unavailable, overloaded, closed, unauthorized, bad_request...). */
 export class WireError extends Error {
@@ -45,87 +45,14 @@ const packr = new Packr({ useRecords: false });
 const unpackr = new Unpackr({ useRecords: false });
 
 function encodeFrame(value: unknown): Buffer {
-  const body = packr.pack(value);
-  const frame = Buffer.allocUnsafe(4 + body.length);
-  frame.writeUInt32BE(body.length, 0);
-  body.copy(frame, 4);
-  return frame;
+  return encodeShared(packr.pack(value));
 }
 
-/**
- * Splits a byte stream into frames, one at a time, so a limit changed by one frame (the hello) applies to the next.
- * Throws a WireError when a frame announces more than `maxFrameBytes`. Each frame is copied at most once.
- */
-class FrameDecoder {
-  private chunks: Buffer[] = [];
-  /** Bytes of chunks[0] already consumed. */
-  private offset = 0;
-  private buffered = 0;
-
-  /** Raised by the server once the hello is verified: a stranger may not make it buffer a large frame. */
-  constructor(public maxFrameBytes: number) {}
-
-  push(chunk: Buffer): void {
-    if (chunk.length === 0) return;
-    this.chunks.push(chunk);
-    this.buffered += chunk.length;
-  }
-
-  /** The next complete frame's payload, or null until more bytes arrive. */
-  next(): Buffer | null {
-    if (this.buffered < 4) return null;
-    const length = this.peekLength();
-    if (length > this.maxFrameBytes) throw new WireError('frame_too_large', `frame of ${length} bytes exceeds the limit of ${this.maxFrameBytes}`);
-    if (this.buffered < 4 + length) return null;
-    this.consume(4);
-    return this.consume(length);
-  }
-
-  /** Every complete frame buffered now (the client's side, whose limit never changes). */
-  drain(): Buffer[] {
-    const frames: Buffer[] = [];
-    for (let frame = this.next(); frame !== null; frame = this.next()) frames.push(frame);
-    return frames;
-  }
-
-  private peekLength(): number {
-    const first = this.chunks[0]!;
-    if (first.length - this.offset >= 4) return first.readUInt32BE(this.offset);
-    const head = Buffer.alloc(4);
-    let filled = 0;
-    for (let i = 0, from = this.offset; filled < 4; i++, from = 0) filled += this.chunks[i]!.copy(head, filled, from, Math.min(this.chunks[i]!.length, from + 4 - filled));
-    return head.readUInt32BE(0);
-  }
-
-  /** Removes and returns the next `length` bytes: a view when they lie in one chunk, else one copy. */
-  private consume(length: number): Buffer {
-    if (length === 0) return Buffer.alloc(0);
-    this.buffered -= length;
-    const first = this.chunks[0]!;
-    if (first.length - this.offset >= length) {
-      const view = first.subarray(this.offset, this.offset + length);
-      this.offset += length;
-      if (this.offset === first.length) {
-        this.chunks.shift();
-        this.offset = 0;
-      }
-      return view;
-    }
-    const out = Buffer.allocUnsafe(length);
-    let filled = 0;
-    while (filled < length) {
-      const chunk = this.chunks[0]!;
-      const count = Math.min(length - filled, chunk.length - this.offset);
-      chunk.copy(out, filled, this.offset, this.offset + count);
-      filled += count;
-      this.offset += count;
-      if (this.offset === chunk.length) {
-        this.chunks.shift();
-        this.offset = 0;
-      }
-    }
-    return out;
-  }
+/** The shared decoder's refusal as this protocol's error. */
+function wireError(error: unknown, fallback: string): WireError {
+  if (error instanceof WireError) return error;
+  if (error instanceof FrameTooLargeError) return new WireError('frame_too_large', error.message);
+  return new WireError('malformed', fallback);
 }
 
 function decodeFrame(frame: Buffer): unknown {
@@ -239,7 +166,7 @@ class ServerConnection {
         if (this.closed) return;
       }
     } catch (error) {
-      this.fail(error instanceof WireError ? error : new WireError('malformed', 'malformed input'));
+      this.fail(wireError(error, 'malformed input'));
       return;
     }
     this.flush();
@@ -460,7 +387,7 @@ export class WireClient {
         decoder.push(chunk);
         for (const frame of decoder.drain()) this.onFrame(decodeFrame(frame), lost);
       } catch (error) {
-        lost(error instanceof WireError ? error : new WireError('malformed', 'malformed reply'));
+        lost(wireError(error, 'malformed reply'));
       }
     });
     socket.on('error', (error) => lost(new WireError('unavailable', `${this.options.address}: ${error.message}`)));

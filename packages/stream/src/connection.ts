@@ -1,7 +1,7 @@
 /** One client connection: hello first, then pipelined requests matched to answers by id. */
 import { connect, type Socket } from 'node:net';
-import { hostPort } from '@raftkit/http';
-import { encodeFrame, FrameDecoder, type Request, type Response } from './protocol.js';
+import { FrameDecoder, hostPort } from '@raftkit/http';
+import { decodeFrame, encodeFrame, MAX_FRAME_BYTES, type Request, type Response } from './protocol.js';
 
 type DistributiveOmit<T, K extends keyof T> = T extends unknown ? Omit<T, K> : never;
 export type RequestBody = DistributiveOmit<Request, 'id'>;
@@ -30,11 +30,12 @@ export class StreamConnection {
   private readonly closeListeners: Array<(reason: StreamError) => void> = [];
 
   private constructor(private readonly socket: Socket) {
-    const decoder = new FrameDecoder();
+    const decoder = new FrameDecoder(MAX_FRAME_BYTES);
     socket.on('data', (chunk: Buffer) => {
       let messages: unknown[];
       try {
-        messages = decoder.push(chunk);
+        decoder.push(chunk);
+        messages = decoder.drain().map(decodeFrame);
       } catch (e) {
         return this.destroy(new StreamError('bad_frame', (e as Error).message));
       }

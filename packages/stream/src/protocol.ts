@@ -1,9 +1,10 @@
 /**
- * The TCP protocol: length-prefixed msgpack frames ([u32 big-endian length][msgpack]). A client opens with
+ * The TCP protocol: length-prefixed msgpack frames ([u32 big-endian length][msgpack], @raftkit/http's framing). A client opens with
  * `hello` (the cluster token), then pipelines requests; each answer carries the request's id. Produce acks are
  * sent once the records are durable, in request order.
  */
 import { pack, unpack } from 'msgpackr';
+import { encodeFrame as encodeSharedFrame } from '@raftkit/http';
 
 export type Request =
   | { t: 'hello'; id: number; token: string }
@@ -20,33 +21,16 @@ export type Response =
   | { t: 'error'; id: number; code: string; message: string };
 
 export const MAX_FRAME_BYTES = 64 << 20;
+/** Largest frame read before the hello is verified: a hello is a token, far smaller. */
+export const MAX_HELLO_FRAME_BYTES = 4096;
 
 export function encodeFrame(message: Request | Response): Buffer {
-  const body = pack(message);
-  const frame = Buffer.allocUnsafe(4 + body.length);
-  frame.writeUInt32BE(body.length, 0);
-  body.copy(frame, 4);
-  return frame;
+  return encodeSharedFrame(pack(message));
 }
 
-/** Splits a byte stream into decoded messages; throws on an oversized frame (the peer is then cut off). */
-export class FrameDecoder {
-  private buffered: Buffer = Buffer.alloc(0);
-
-  push(chunk: Buffer): unknown[] {
-    this.buffered = this.buffered.length === 0 ? chunk : Buffer.concat([this.buffered, chunk]);
-    const messages: unknown[] = [];
-    let pos = 0;
-    while (this.buffered.length - pos >= 4) {
-      const length = this.buffered.readUInt32BE(pos);
-      if (length > MAX_FRAME_BYTES) throw new RangeError(`frame of ${length} bytes exceeds ${MAX_FRAME_BYTES}`);
-      if (this.buffered.length - pos - 4 < length) break;
-      messages.push(unpack(this.buffered.subarray(pos + 4, pos + 4 + length)));
-      pos += 4 + length;
-    }
-    this.buffered = this.buffered.subarray(pos);
-    return messages;
-  }
+/** A frame's message; throws on bytes that are not msgpack. */
+export function decodeFrame(frame: Buffer): unknown {
+  return unpack(frame);
 }
 
 /** Narrows an untrusted decoded value to a Request, or returns a reason it is not one. */

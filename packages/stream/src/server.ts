@@ -1,10 +1,10 @@
 /** Serves a StreamLog and its OffsetStore over the TCP protocol (see protocol.ts). */
 import { timingSafeEqual, createHash } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
-import { limitServer, type Logger, type MetricsRegistry } from '@raftkit/http';
+import { FrameDecoder, limitServer, type Logger, type MetricsRegistry } from '@raftkit/http';
 import type { StreamLog } from './log.js';
 import { CONSUMER_NAME, type OffsetStore } from './offsets.js';
-import { encodeFrame, FrameDecoder, parseRequest, type Request, type Response } from './protocol.js';
+import { decodeFrame, encodeFrame, MAX_FRAME_BYTES, MAX_HELLO_FRAME_BYTES, parseRequest, type Request, type Response } from './protocol.js';
 
 /** A connection that has not said hello by then is closed: silent sockets must not hold descriptors. */
 const HELLO_TIMEOUT_MS = 10_000;
@@ -43,7 +43,8 @@ export class StreamServer {
 
     const server = createServer((socket) => {
       socket.setNoDelay(true);
-      const decoder = new FrameDecoder();
+      // A stranger may not make us buffer more than a hello's worth before it proves a token.
+      const decoder = new FrameDecoder(MAX_HELLO_FRAME_BYTES);
       const cancels = new Set<() => void>();
       let authenticated = false;
       const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
@@ -118,14 +119,18 @@ export class StreamServer {
       };
 
       socket.on('data', (chunk: Buffer) => {
-        let messages: unknown[];
-        try {
-          messages = decoder.push(chunk);
-        } catch (e) {
-          fail(0, 'bad_frame', (e as Error).message);
-          return void socket.destroy();
-        }
-        for (const message of messages) {
+        decoder.push(chunk);
+        // One frame at a time: the hello raises the frame limit for the frames after it, not for those before.
+        while (!socket.destroyed && !socket.writableEnded) {
+          let message: unknown;
+          try {
+            const frame = decoder.next();
+            if (frame === null) return;
+            message = decodeFrame(frame);
+          } catch (e) {
+            fail(0, 'bad_frame', (e as Error).message);
+            return void socket.destroy();
+          }
           const req = parseRequest(message);
           if (typeof req === 'string') {
             const id = (message as { id?: unknown })?.id;
@@ -137,6 +142,7 @@ export class StreamServer {
             return void socket.end();
           }
           handle(req);
+          if (authenticated) decoder.maxFrameBytes = MAX_FRAME_BYTES;
         }
       });
       socket.on('error', (e) => options.logger?.log('debug', 'stream client socket error', { error: e.message }));

@@ -189,3 +189,50 @@ t.test('after SIGKILL mid-append, every acknowledged record is on disk and the l
   t.equal(await log.append([Buffer.from('after')]), next, 'appends continue where the log ends');
   await log.close();
 });
+
+t.test('before its hello a connection cannot make the server buffer a large frame; after it, large frames pass', async (t) => {
+  const { connect } = await import('node:net');
+  const { pack, unpack } = await import('msgpackr');
+  const s = await serve(tempDir());
+  t.teardown(() => s.stop());
+  const [host, port] = s.address.split(':') as [string, string];
+  const frame = (message: unknown): Buffer => {
+    const body = pack(message);
+    const head = Buffer.alloc(4);
+    head.writeUInt32BE(body.length);
+    return Buffer.concat([head, body]);
+  };
+  // A stranger announces a 60 MB frame and starts sending it: refused at once, no hello needed for the answer.
+  const stranger = connect(Number(port), host);
+  stranger.on('error', () => {});
+  const closed = new Promise<string>((resolve) => {
+    let got = Buffer.alloc(0);
+    stranger.on('data', (chunk: Buffer) => (got = Buffer.concat([got, chunk])));
+    stranger.on('close', () => resolve(got.length > 4 ? String((unpack(got.subarray(4, 4 + got.readUInt32BE(0))) as { code?: string }).code) : 'nothing'));
+  });
+  const head = Buffer.alloc(4);
+  head.writeUInt32BE(60_000_000);
+  stranger.write(head);
+  stranger.write(Buffer.alloc(1 << 20, 1));
+  const outcome = await Promise.race([closed, new Promise<string>((r) => setTimeout(() => r('still open after 10 s'), 10_000))]);
+  t.equal(outcome, 'bad_frame', 'the server answered bad_frame and closed the connection');
+  stranger.destroy();
+
+  // A client that said hello may send a frame far above the pre-hello limit.
+  const client = connect(Number(port), host);
+  t.teardown(() => client.destroy());
+  const answers: Array<{ t: string; id: number; count?: number }> = [];
+  let buffered = Buffer.alloc(0);
+  client.on('data', (chunk: Buffer) => {
+    buffered = Buffer.concat([buffered, chunk]);
+    while (buffered.length >= 4 && buffered.length >= 4 + buffered.readUInt32BE(0)) {
+      answers.push(unpack(buffered.subarray(4, 4 + buffered.readUInt32BE(0))) as { t: string; id: number });
+      buffered = buffered.subarray(4 + buffered.readUInt32BE(0));
+    }
+  });
+  client.write(Buffer.concat([frame({ t: 'hello', id: 1, token: TOKEN }), frame({ t: 'produce', id: 2, records: Array.from({ length: 64 }, () => Buffer.alloc(1024, 7)) })]));
+  const deadline = Date.now() + 10_000;
+  while (answers.length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  t.same(answers.map((a) => a.t), ['welcome', 'ack'], 'hello, then a 64 KiB produce in the same write, are both served');
+  t.equal(answers[1]?.count, 64);
+});
