@@ -25,6 +25,7 @@ export function combineObservers(...observers: Array<NodeObserver | undefined>):
     proposed: (outcome) => list.forEach((o) => o.proposed?.(outcome)),
     applyFailed: (entry: Entry, message: string) => list.forEach((o) => o.applyFailed?.(entry, message)),
     failed: (error: Error) => list.forEach((o) => o.failed?.(error)),
+    membershipChanged: (config) => list.forEach((o) => o.membershipChanged?.(config)),
   };
 }
 

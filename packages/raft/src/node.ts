@@ -95,6 +95,11 @@ export interface NodeObserver {
   applyFailed?(entry: Entry, message: string): void;
   /** Storage failed: this member stopped taking part (its transport is closed) and must be restarted. */
   failed?(error: Error): void;
+  /**
+   * The configuration this member works with changed: a membership change reached its log (Raft uses a
+   * configuration from the moment it is appended, before it commits) or a snapshot replaced it.
+   */
+  membershipChanged?(config: Readonly<Configuration>): void;
 }
 
 /** The request could not be completed in time; whether it took effect is unknown (it may still). */
@@ -667,6 +672,10 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     const config = this.core.configuration();
     const leader = this.softState.leader;
     if (config === this.knownConfig && leader === this.knownLeader) return;
+    if (config !== this.knownConfig && this.knownConfig !== null && !sameMembers(config, this.knownConfig)) {
+      this.observer.membershipChanged?.(config);
+      this.logger('info', 'membership changed', { member: this.id, voters: config.voters, learners: config.learners });
+    }
     this.knownConfig = config;
     this.knownLeader = leader;
     for (const [id, address] of Object.entries(config.addresses ?? {})) this.addressBook.set(id, address);
@@ -903,4 +912,9 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined, forg
 
 function abortReason(signal: AbortSignal): Error {
   return signal.reason instanceof Error ? signal.reason : new DOMException('the call was aborted', 'AbortError');
+}
+
+function sameMembers(a: Readonly<Configuration>, b: Readonly<Configuration>): boolean {
+  const same = (x: readonly string[], y: readonly string[]): boolean => x.length === y.length && x.every((id) => y.includes(id));
+  return same(a.voters, b.voters) && same(a.learners, b.learners);
 }

@@ -141,8 +141,13 @@ t.test('admin calls on a follower are forwarded to the leader; a non-member cann
   });
   const leader = await waitForLeader(nodes);
   const [follower, other] = [...nodes.values()].filter((n) => n !== leader);
+  const seen: string[][] = [];
   const n4 = await RaftNode.start({ id: 'n4', storage: new MemoryStorage(), transport: net.transport('n4'), stateMachine: new Counters(), tickMs: 10, peers: bootstrap });
   nodes.set('n4', n4);
+  const observed = await RaftNode.start({ id: 'n5', storage: new MemoryStorage(), transport: net.transport('n5'), stateMachine: new Counters(), tickMs: 10, peers: bootstrap, observer: { membershipChanged: (c) => seen.push([...c.voters].sort()) } });
+  nodes.set('n5', observed);
+  await follower!.addVoter('n5', 'local:n5');
+  t.ok(seen.some((v) => v.includes('n5')), `the observer of n5 saw itself become a voter (${JSON.stringify(seen)})`);
   await follower!.addVoter('n4', 'local:n4');
   t.ok(follower!.status().config.voters.includes('n4'), 'addVoter on a follower: n4 is a voter');
   t.ok(leader.status().config.voters.includes('n4'), 'and the leader agrees');
