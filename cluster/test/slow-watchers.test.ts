@@ -23,7 +23,25 @@ const members = (JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 
 const MB = 1024 * 1024;
 const SLOW_STREAMS = 100;
 const SESSIONS_PER_WAVE = 2_000;
-const WAVES = 4;
+/** Bytes of one event (lock name of 244 characters) and events a wave sends to each stream. */
+const EVENT_BYTES = 400;
+const EVENTS_PER_WAVE = 2 * SESSIONS_PER_WAVE;
+/**
+ * Enough waves that each slow stream is sent well past what the kernel holds for a paused connection (the
+ * largest send buffer, tcp_wmem's maximum, plus the receiver's initial window) and past the member's 1 MiB limit:
+ * 4 waves with Linux's defaults (4 MiB + 128 KiB).
+ */
+const WAVES = (() => {
+  const max = (file: string, field: number, fallback: number): number => {
+    try {
+      return Number(readFileSync(file, 'utf8').trim().split(/\s+/)[field]) || fallback;
+    } catch {
+      return fallback;
+    }
+  };
+  const kernel = max('/proc/sys/net/ipv4/tcp_wmem', 2, 4 << 20) + max('/proc/sys/net/ipv4/tcp_rmem', 1, 128 << 10);
+  return Math.min(12, Math.ceil((kernel + (2 << 20)) / (EVENTS_PER_WAVE * EVENT_BYTES)));
+})();
 const rss = (pid: number): number => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) * 1024;
 // A long name makes every event about 400 bytes.
 const NAME = `slow-watchers/${'x'.repeat(230)}`;
@@ -46,6 +64,7 @@ async function inParallel(count: number, parallel: number, task: (i: number) => 
 }
 
 t.test('streams that do not read are dropped; the member stays small and keeps serving watchers that read', async (t) => {
+  t.comment(`${WAVES} waves of ${SESSIONS_PER_WAVE} sessions`);
   const slow: Socket[] = [];
   t.teardown(() => slow.forEach((s) => s.destroy()));
   for (let i = 0; i < SLOW_STREAMS; i++) {
