@@ -33,4 +33,3 @@ export {
   stringField,
 } from './command-shape.js';
 export type { CommandFields } from './command-shape.js';
-export { encodeFrame, FrameDecoder, FrameTooLargeError } from './frames.js';

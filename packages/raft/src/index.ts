@@ -18,6 +18,7 @@ export type { LevelStorageOptions, LevelStorageLocation, SharedLevel, BatchOp, R
 export { TcpTransport } from './transport/tcp.js';
 export type { TcpTransportOptions, TransportSecret, HostPort, TransportLog } from './transport/tcp.js';
 export { LocalNetwork } from './transport/local.js';
+export { FrameReader, FrameTooLargeError, lengthPrefixed } from './transport/frame-reader.js';
 export { Counter, Gauge, Histogram, MetricsRegistry } from './metrics.js';
 export type { Labels, Metric } from './metrics.js';
 export { RaftMetrics, combineObservers } from './node-metrics.js';

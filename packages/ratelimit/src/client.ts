@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ClusterClient, ServiceError } from '@raftkit/http';
 import type { CheckRequest } from './check/decide.js';
 import { answerFromTuple, checkTuple, type AnswerTuple, type CheckTuple } from './check/request.js';
-import { WireClient, WireError } from './wire.js';
+import { RpcClient, RpcError } from '@raftkit/rpc';
 
 export type CheckInput = CheckRequest;
 
@@ -43,13 +43,13 @@ function toCheckResult(answer: unknown): CheckResult {
 const TRANSIENT = new Set(['unavailable', 'timeout', 'closed', 'overloaded']);
 
 export class RateLimitClient implements RateLimiter {
-  private readonly wires: WireClient[];
+  private readonly wires: RpcClient[];
   private next = 0;
 
   /** `addresses`: host:port of the check instances' binary listeners; the client moves on when one fails. */
   constructor(options: { addresses: string[]; token: string; timeoutMs?: number; maxInFlight?: number }) {
     if (options.addresses.length === 0) throw new TypeError('at least one address is needed');
-    this.wires = options.addresses.map((address) => new WireClient({ address, token: options.token, timeoutMs: options.timeoutMs ?? 1_000, maxInFlight: options.maxInFlight ?? 100_000 }));
+    this.wires = options.addresses.map((address) => new RpcClient({ address, token: options.token, timeoutMs: options.timeoutMs ?? 1_000, maxInFlight: options.maxInFlight ?? 100_000 }));
   }
 
   check(input: CheckInput): Promise<CheckResult> {
@@ -64,7 +64,7 @@ export class RateLimitClient implements RateLimiter {
     const at = this.next;
     const wire = this.wires[at % this.wires.length]!;
     return wire.call(tuple).then(toCheckResult, (error: unknown) => {
-      if (!(error instanceof WireError)) throw error;
+      if (!(error instanceof RpcError)) throw error;
       if (!TRANSIENT.has(error.code)) throw new RateLimitError(error.code, error.message);
       // Concurrent checks that failed on the same instance move on together, by one.
       if (this.next === at) this.next++;

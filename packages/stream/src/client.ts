@@ -1,6 +1,6 @@
 /** A consumer's client: fetch records from an offset and keep consumer offsets on the server. */
-import { StreamConnection, StreamError, type RequestBody } from './connection.js';
-import type { Response } from './protocol.js';
+import { RpcClient } from '@raftkit/rpc';
+import { MAX_FRAME_BYTES, type Answers, type Request } from './protocol.js';
 
 export interface StreamClientOptions {
   address: string;
@@ -18,52 +18,32 @@ export interface FetchResult {
   end: number;
 }
 
-/** Connects on first use and again after a failure; every method rejects with a StreamError when it cannot answer. */
+/** Connects on first use and again after a failure; every method rejects with an RpcError when it cannot answer. */
 export class StreamClient {
-  private connection: Promise<StreamConnection> | undefined;
+  private readonly rpc: RpcClient;
   private readonly timeoutMs: number;
 
-  constructor(private readonly options: StreamClientOptions) {
+  constructor(options: StreamClientOptions) {
     this.timeoutMs = options.timeoutMs ?? 5_000;
+    this.rpc = new RpcClient({ address: options.address, token: options.token, timeoutMs: this.timeoutMs, maxFrameBytes: MAX_FRAME_BYTES, reconnectDelayMs: 0 });
   }
 
   /** Up to `max` records from `offset`, waiting up to `waitMs` for `max` to exist (then answering with what does). */
   async fetch(offset: number, max: number, options: { waitMs?: number; maxBytes?: number } = {}): Promise<FetchResult> {
     const waitMs = options.waitMs ?? 0;
-    const answer = await this.call({ t: 'fetch', offset, max, waitMs, ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}) }, waitMs + this.timeoutMs);
-    return expect(answer, 'records');
+    const request: Request = { t: 'fetch', offset, max, waitMs, ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}) };
+    return (await this.rpc.call(request, { timeoutMs: waitMs + this.timeoutMs })) as Answers['fetch'];
   }
 
   async commit(consumer: string, offset: number): Promise<void> {
-    expect(await this.call({ t: 'commit', consumer, offset }, this.timeoutMs), 'committed');
+    await this.rpc.call({ t: 'commit', consumer, offset } satisfies Request);
   }
 
   async committed(consumer: string): Promise<number | null> {
-    return expect(await this.call({ t: 'committed', consumer }, this.timeoutMs), 'committed').offset;
+    return ((await this.rpc.call({ t: 'committed', consumer } satisfies Request)) as Answers['committed']).offset;
   }
 
   close(): void {
-    const connection = this.connection;
-    this.connection = undefined;
-    void connection?.then((c) => c.destroy(), () => undefined);
+    this.rpc.close();
   }
-
-  private async call(body: RequestBody, timeoutMs: number): Promise<Response> {
-    this.connection ??= StreamConnection.open(this.options.address, this.options.token, this.timeoutMs);
-    const pending = this.connection;
-    try {
-      const connection = await pending;
-      if (connection.closed) throw new StreamError('disconnected', 'connection closed');
-      return await connection.request(body, timeoutMs);
-    } catch (e) {
-      const broken = await pending.then((c) => c.closed, () => true);
-      if (broken && this.connection === pending) this.connection = undefined;
-      throw e instanceof StreamError ? e : new StreamError('disconnected', (e as Error).message);
-    }
-  }
-}
-
-function expect<T extends Response['t']>(response: Response, t: T): Extract<Response, { t: T }> {
-  if (response.t !== t) throw new StreamError('bad_answer', `expected ${t}, got ${response.t}`);
-  return response as Extract<Response, { t: T }>;
 }

@@ -6,7 +6,8 @@
  * Delivery is at-least-once: a batch written but not acknowledged before a crash is sent again.
  */
 import type { Logger, MetricsRegistry } from '@raftkit/http';
-import { StreamConnection, StreamError } from './connection.js';
+import { RpcConnection, RpcError } from '@raftkit/rpc';
+import { MAX_FRAME_BYTES, type Request } from './protocol.js';
 import { RecordQueue } from './queue.js';
 
 export interface ProducerOptions {
@@ -49,7 +50,7 @@ type DropReason = 'buffer_full' | 'refused' | 'shutdown';
 export class StreamProducer {
   private readonly queue = new RecordQueue();
   private readonly inFlight: Uint8Array[][] = [];
-  private connection: StreamConnection | undefined;
+  private connection: RpcConnection | undefined;
   private connecting = false;
   private stopped = false;
   private pumpScheduled = false;
@@ -124,7 +125,7 @@ export class StreamProducer {
     clearTimeout(this.reconnectTimer);
     const held = this.queue.clear() + this.inFlight.splice(0).reduce((n, batch) => n + batch.length, 0);
     this.drop(held, 'shutdown');
-    this.connection?.destroy();
+    this.connection?.close();
     this.connection = undefined;
   }
 
@@ -139,10 +140,10 @@ export class StreamProducer {
     const address = this.options.address();
     if (address === undefined) return this.retryLater('no stream address');
     this.connecting = true;
-    StreamConnection.open(address, this.options.token, this.ackTimeoutMs).then(
+    RpcConnection.open({ address, token: this.options.token, timeoutMs: this.ackTimeoutMs, maxFrameBytes: MAX_FRAME_BYTES }).then(
       (connection) => {
         this.connecting = false;
-        if (this.stopped) return connection.destroy();
+        if (this.stopped) return connection.close();
         this.failures = 0;
         this.connection = connection;
         connection.onClose((reason) => this.onDisconnect(connection, reason));
@@ -166,7 +167,7 @@ export class StreamProducer {
     this.reconnectTimer = setTimeout(() => this.connect(), delay);
   }
 
-  private onDisconnect(connection: StreamConnection, reason: StreamError): void {
+  private onDisconnect(connection: RpcConnection, reason: RpcError): void {
     if (this.connection !== connection) return;
     this.connection = undefined;
     // Unacknowledged batches go back first, in order: they may be written already (at-least-once).
@@ -194,12 +195,13 @@ export class StreamProducer {
       if (this.inFlight.length > 0 && this.queue.size < this.batchRecords) break;
       const batch = this.queue.take(this.batchRecords, BATCH_BYTES);
       this.inFlight.push(batch);
-      connection.request({ t: 'produce', records: batch }, this.ackTimeoutMs).then(
+      connection.call({ t: 'produce', records: batch } satisfies Request, { timeoutMs: this.ackTimeoutMs }).then(
         () => this.settle(batch, 'sent'),
-        (e: StreamError) => {
+        (e: RpcError) => {
           if (e.code === 'bad_request') return this.settle(batch, 'refused');
-          // A server that cannot append is treated like one that is down: retry on a new connection.
-          if (this.connection === connection) connection.destroy(e);
+          // A server that cannot append, or does not acknowledge in time, is treated like one that is down: the
+          // connection is cut and its unacknowledged batches go again, in order, on a new one.
+          if (this.connection === connection) connection.close(e);
         },
       );
     }

@@ -1,10 +1,9 @@
-/** Serves a StreamLog and its OffsetStore over the TCP protocol (see protocol.ts). */
-import { timingSafeEqual, createHash } from 'node:crypto';
-import { createServer, type Server, type Socket } from 'node:net';
-import { FrameDecoder, limitServer, type Logger, type MetricsRegistry } from '@raftkit/http';
+/** Serves a StreamLog and its OffsetStore over @raftkit/rpc (the calls are in protocol.ts). */
+import type { Logger, MetricsRegistry } from '@raftkit/http';
+import { RpcError, serveRpc, type RpcServer } from '@raftkit/rpc';
 import type { StreamLog } from './log.js';
 import { CONSUMER_NAME, type OffsetStore } from './offsets.js';
-import { decodeFrame, encodeFrame, MAX_FRAME_BYTES, MAX_HELLO_FRAME_BYTES, parseRequest, type Request, type Response } from './protocol.js';
+import { MAX_FRAME_BYTES, parseRequest, type Answer, type Answers, type Request } from './protocol.js';
 
 /** A connection that has not said hello by then is closed: silent sockets must not hold descriptors. */
 const HELLO_TIMEOUT_MS = 10_000;
@@ -12,7 +11,7 @@ const HELLO_TIMEOUT_MS = 10_000;
 export interface StreamServerOptions {
   log: StreamLog;
   offsets: OffsetStore;
-  /** Tokens a client may present in its hello. */
+  /** Cluster tokens a client may present in its hello (the current one first). */
   tokens: string[];
   host: string;
   port: number;
@@ -23,155 +22,96 @@ export interface StreamServerOptions {
 }
 
 export class StreamServer {
-  private readonly sockets = new Set<Socket>();
+  private constructor(private readonly rpc: RpcServer) {}
 
-  private constructor(
-    private readonly server: Server,
-    readonly port: number,
-  ) {}
+  get port(): number {
+    return this.rpc.port;
+  }
 
   static async listen(options: StreamServerOptions): Promise<StreamServer> {
     const { log, offsets } = options;
     const maxWaitMs = options.maxWaitMs ?? 30_000;
-    const digests = options.tokens.map(digest);
     const appended = options.metrics?.counter('stream_records_appended_total', 'Records made durable by produce requests');
     const fetched = options.metrics?.counter('stream_records_fetched_total', 'Records served to consumers');
-    const refused = options.metrics?.counter('stream_requests_refused_total', 'Requests answered with an error, by code');
     options.metrics?.gauge('stream_end_offset', 'Offset the next durable record will get').set(() => log.endOffset);
     options.metrics?.gauge('stream_start_offset', 'Offset of the oldest retained record').set(() => log.startOffset);
     options.metrics?.gauge('stream_bytes', 'Bytes in retained segments').set(() => log.sizeBytes);
 
-    const server = createServer((socket) => {
-      socket.setNoDelay(true);
-      // A stranger may not make us buffer more than a hello's worth before it proves a token.
-      const decoder = new FrameDecoder(MAX_HELLO_FRAME_BYTES);
-      const cancels = new Set<() => void>();
-      let authenticated = false;
-      const helloTimer = setTimeout(() => socket.destroy(), HELLO_TIMEOUT_MS);
-      const send = (message: Response) => {
-        if (!socket.destroyed) socket.write(encodeFrame(message));
-      };
-      const fail = (id: number, code: string, message: string) => {
-        refused?.inc(1, { code });
-        send({ t: 'error', id, code, message });
-      };
+    const read = async (req: Extract<Request, { t: 'fetch' }>): Promise<Answers['fetch']> => {
+      let result;
+      try {
+        result = await log.read(req.offset, req.max, req.maxBytes);
+      } catch (e) {
+        throw new RpcError('read_failed', (e as Error).message, 500);
+      }
+      fetched?.inc(result.records.length);
+      return { offset: result.offset, records: result.records, start: log.startOffset, end: log.endOffset };
+    };
 
-      const fetch = (req: Extract<Request, { t: 'fetch' }>) => {
-        const respond = () => {
-          log.read(req.offset, req.max, req.maxBytes).then(
-            (result) => {
-              fetched?.inc(result.records.length);
-              send({ t: 'records', id: req.id, offset: result.offset, records: result.records, start: log.startOffset, end: log.endOffset });
-            },
-            (e: Error) => fail(req.id, 'read_failed', e.message),
-          );
-        };
-        const waitMs = Math.min(req.waitMs ?? 0, maxWaitMs);
-        const ready = () => log.endOffset - Math.max(req.offset, log.startOffset) >= req.max;
-        if (waitMs === 0 || ready()) return respond();
-        // Long poll: answer as soon as `max` records exist, or with whatever exists when the wait ends.
+    /** Long poll: answers as soon as `max` records exist, or with whatever exists when the wait ends or the client leaves. */
+    const fetch = (req: Extract<Request, { t: 'fetch' }>, signal: AbortSignal): Promise<Answers['fetch']> => {
+      const waitMs = Math.min(req.waitMs ?? 0, maxWaitMs);
+      const ready = () => log.endOffset - Math.max(req.offset, log.startOffset) >= req.max;
+      if (waitMs === 0 || ready()) return read(req);
+      return new Promise<void>((resolve) => {
         const done = () => {
-          cancels.delete(done);
           unsubscribe();
           clearTimeout(timer);
+          signal.removeEventListener('abort', done);
+          resolve();
         };
         const unsubscribe = log.onDurable(() => {
-          if (!ready()) return;
-          done();
-          respond();
+          if (ready()) done();
         });
-        const timer = setTimeout(() => {
-          done();
-          respond();
-        }, waitMs);
-        cancels.add(done);
-      };
+        const timer = setTimeout(done, waitMs);
+        signal.addEventListener('abort', done, { once: true });
+      }).then(() => read(req));
+    };
 
-      const handle = (req: Request) => {
+    const rpc = await serveRpc<Request, Answer>({
+      address: `${options.host}:${options.port}`,
+      tokens: options.tokens,
+      admits: 'cluster',
+      name: 'stream',
+      maxFrameBytes: MAX_FRAME_BYTES,
+      // A fetch answer may be as large as a frame; a client is cut off only when it leaves two unread.
+      maxQueuedOutputBytes: 2 * MAX_FRAME_BYTES,
+      helloTimeoutMs: HELLO_TIMEOUT_MS,
+      ...(options.metrics !== undefined ? { metrics: options.metrics } : {}),
+      ...(options.logger !== undefined ? { logger: options.logger } : {}),
+      parse: parseRequest,
+      handler: async (req, { signal }) => {
         switch (req.t) {
-          case 'hello':
-            authenticated = digests.some((d) => timingSafeEqual(d, digest(req.token)));
-            if (authenticated) {
-              clearTimeout(helloTimer);
-              return send({ t: 'welcome', id: req.id });
+          case 'produce': {
+            let offset: number;
+            try {
+              offset = await log.append(req.records);
+            } catch (e) {
+              throw new RpcError(e instanceof RangeError ? 'bad_request' : 'append_failed', (e as Error).message, e instanceof RangeError ? 400 : 500);
             }
-            fail(req.id, 'unauthorized', 'bad token');
-            return socket.end();
-          case 'produce':
-            return void log.append(req.records).then(
-              (offset) => {
-                appended?.inc(req.records.length);
-                send({ t: 'ack', id: req.id, offset, count: req.records.length });
-              },
-              (e: Error) => fail(req.id, e instanceof RangeError ? 'bad_request' : 'append_failed', e.message),
-            );
+            appended?.inc(req.records.length);
+            return { offset, count: req.records.length };
+          }
           case 'fetch':
-            return fetch(req);
+            return fetch(req, signal);
           case 'commit':
-            if (!CONSUMER_NAME.test(req.consumer)) return fail(req.id, 'bad_request', 'consumer must match ' + CONSUMER_NAME.source);
-            return void offsets.commit(req.consumer, req.offset).then(
-              () => send({ t: 'committed', id: req.id, offset: req.offset }),
-              (e: Error) => fail(req.id, 'commit_failed', e.message),
-            );
+            if (!CONSUMER_NAME.test(req.consumer)) throw new RpcError('bad_request', 'consumer must match ' + CONSUMER_NAME.source);
+            try {
+              await offsets.commit(req.consumer, req.offset);
+            } catch (e) {
+              throw new RpcError('commit_failed', (e as Error).message, 500);
+            }
+            return { offset: req.offset };
           case 'committed':
-            return send({ t: 'committed', id: req.id, offset: offsets.get(req.consumer) });
+            return { offset: offsets.get(req.consumer) };
         }
-      };
-
-      socket.on('data', (chunk: Buffer) => {
-        decoder.push(chunk);
-        // One frame at a time: the hello raises the frame limit for the frames after it, not for those before.
-        while (!socket.destroyed && !socket.writableEnded) {
-          let message: unknown;
-          try {
-            const frame = decoder.next();
-            if (frame === null) return;
-            message = decodeFrame(frame);
-          } catch (e) {
-            fail(0, 'bad_frame', (e as Error).message);
-            return void socket.destroy();
-          }
-          const req = parseRequest(message);
-          if (typeof req === 'string') {
-            const id = (message as { id?: unknown })?.id;
-            fail(Number.isSafeInteger(id) ? (id as number) : 0, 'bad_request', req);
-            continue;
-          }
-          if (!authenticated && req.t !== 'hello') {
-            fail(req.id, 'unauthorized', 'send hello with a token first');
-            return void socket.end();
-          }
-          handle(req);
-          if (authenticated) decoder.maxFrameBytes = MAX_FRAME_BYTES;
-        }
-      });
-      socket.on('error', (e) => options.logger?.log('debug', 'stream client socket error', { error: e.message }));
-      socket.on('close', () => {
-        clearTimeout(helloTimer);
-        for (const cancel of [...cancels]) cancel();
-      });
+      },
     });
-    // At its share of the process's descriptors it refuses new connections.
-    limitServer(server);
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(options.port, options.host, () => resolve());
-    });
-    const stream = new StreamServer(server, (server.address() as { port: number }).port);
-    server.on('connection', (s: Socket) => {
-      stream.sockets.add(s);
-      s.on('close', () => stream.sockets.delete(s));
-    });
-    return stream;
+    return new StreamServer(rpc);
   }
 
   /** Stops accepting, cuts every client off and waits for the listener to close. */
   close(): Promise<void> {
-    for (const s of this.sockets) s.destroy();
-    return new Promise((resolve) => this.server.close(() => resolve()));
+    return this.rpc.close();
   }
-}
-
-function digest(token: string): Buffer {
-  return createHash('sha256').update(token).digest();
 }

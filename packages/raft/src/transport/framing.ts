@@ -4,6 +4,7 @@
  * declared length is over a limit before buffering them, so a peer cannot make us allocate unbounded memory.
  */
 import { decodeValue, encodeValue } from '../codec/msgpack.js';
+import { FrameReader, FrameTooLargeError } from './frame-reader.js';
 
 /** Bytes of the length prefix. */
 export const FRAME_HEADER_BYTES = 4;
@@ -37,16 +38,10 @@ export interface FrameDecoderOptions {
 
 /**
  * Turns a byte stream into decoded values. Feed it every chunk in order with {@link push}; each complete frame
- * is decoded and handed to `onFrame` synchronously.
+ * is decoded and handed to `onFrame` synchronously. The cutting into frames is {@link FrameReader}'s.
  */
 export class FrameDecoder {
-  private maxFrameBytes: number;
-  /** Received bytes not yet consumed; the first chunk is consumed from `offset` on. */
-  private chunks: Buffer[] = [];
-  private offset = 0;
-  private buffered = 0;
-  /** Payload length of the frame being received, once its header has been read. */
-  private frameLength: number | null = null;
+  private readonly reader: FrameReader;
   private failed = false;
   private decoded = 0;
 
@@ -54,12 +49,12 @@ export class FrameDecoder {
     private readonly onFrame: (value: unknown) => void,
     options: FrameDecoderOptions = {},
   ) {
-    this.maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.reader = new FrameReader(options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES);
   }
 
   /** Bytes received but not yet part of a delivered frame. */
   get bufferedBytes(): number {
-    return this.buffered;
+    return this.reader.bufferedBytes;
   }
 
   /** Frames delivered so far (lets a caller see whether a push completed any). */
@@ -72,15 +67,12 @@ export class FrameDecoder {
    * peer has authenticated).
    */
   setMaxFrameBytes(maxFrameBytes: number): void {
-    this.maxFrameBytes = maxFrameBytes;
+    this.reader.maxFrameBytes = maxFrameBytes;
   }
 
   /** Frees the buffered bytes and refuses further input (the connection is being closed). */
   discard(): void {
     this.fail();
-    this.chunks = [];
-    this.offset = 0;
-    this.frameLength = null;
   }
 
   /**
@@ -91,23 +83,21 @@ export class FrameDecoder {
   push(chunk: Uint8Array): void {
     if (this.failed) throw new FrameError('stream already failed');
     if (chunk.byteLength === 0) return;
-    const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-    this.chunks.push(bytes);
-    this.buffered += bytes.byteLength;
-
+    this.reader.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
     for (;;) {
-      if (this.frameLength === null) {
-        if (this.buffered < FRAME_HEADER_BYTES) return;
-        const length = this.take(FRAME_HEADER_BYTES).readUInt32BE(0);
-        if (length === 0 || length > this.maxFrameBytes) {
-          this.fail();
-          throw new FrameError(`frame length ${length} outside 1..${this.maxFrameBytes}`);
-        }
-        this.frameLength = length;
+      let payload: Buffer | null;
+      try {
+        payload = this.reader.next();
+      } catch (error) {
+        this.fail();
+        if (error instanceof FrameTooLargeError) throw new FrameError(`frame length ${error.length} outside 1..${error.limit}`);
+        throw error;
       }
-      if (this.buffered < this.frameLength) return;
-      const payload = this.take(this.frameLength);
-      this.frameLength = null;
+      if (payload === null) return;
+      if (payload.byteLength === 0) {
+        this.fail();
+        throw new FrameError(`frame length 0 outside 1..${this.reader.maxFrameBytes}`);
+      }
       let value: unknown;
       try {
         value = decodeValue(payload);
@@ -122,37 +112,6 @@ export class FrameDecoder {
 
   private fail(): void {
     this.failed = true;
-    this.chunks = [];
-    this.buffered = 0;
-  }
-
-  /** Removes and returns the next `length` buffered bytes (a view when they lie in one chunk, else a copy). */
-  private take(length: number): Buffer {
-    const first = this.chunks[0]!;
-    let result: Buffer;
-    if (first.byteLength - this.offset >= length) {
-      result = first.subarray(this.offset, this.offset + length);
-      this.offset += length;
-    } else {
-      result = Buffer.allocUnsafe(length);
-      let filled = 0;
-      while (filled < length) {
-        const chunk = this.chunks[0]!;
-        const count = Math.min(length - filled, chunk.byteLength - this.offset);
-        chunk.copy(result, filled, this.offset, this.offset + count);
-        filled += count;
-        this.offset += count;
-        if (this.offset === chunk.byteLength) {
-          this.chunks.shift();
-          this.offset = 0;
-        }
-      }
-    }
-    if (this.chunks.length > 0 && this.offset === this.chunks[0]!.byteLength) {
-      this.chunks.shift();
-      this.offset = 0;
-    }
-    this.buffered -= length;
-    return result;
+    this.reader.clear();
   }
 }

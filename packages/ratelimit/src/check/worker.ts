@@ -4,7 +4,7 @@
  * health-checks its stores every second and syncs hot counters. This file only wires the parts together.
  */
 import { ClusterClient, MetricsRegistry, serveWorkerHttp, type Principal, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
-import { serveWire, WireError } from '../wire.js';
+import { serveRpc } from '@raftkit/rpc';
 import { requireTenantAccess } from '../tenants.js';
 import type { CheckAnswer, CheckRequest } from './decide.js';
 import { CheckEngine } from './engine.js';
@@ -25,13 +25,9 @@ function storeTimeout(settings: Record<string, string>): number {
   return ms;
 }
 
-function toWireError(error: unknown): unknown {
-  const known = toHttpError(error);
-  return known === null ? error : new WireError(known.code, known.message);
-}
-
-function rejectAsWireError(error: unknown): never {
-  throw toWireError(error);
+/** The check's errors as the HTTP path answers them (the RPC transport then carries their codes). */
+function rejectAsHttpError(error: unknown): never {
+  throw toHttpError(error) ?? error;
 }
 
 export async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> {
@@ -76,18 +72,20 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     .get('/v1/tenants/:service_id', { admits: 'cluster' }, forward)
     .put('/v1/tenants/:service_id', { admits: 'cluster' }, forward);
 
-  const wire = await serveWire({
+  const wire = await serveRpc({
     address: options.tcpAddress,
     tokens: options.tokens,
     logger: options.logger,
-    handler: (request, principal) => {
+    name: 'ratelimit_check',
+    metrics: http.metrics,
+    handler: (request, { principal }) => {
       let pending: Promise<CheckAnswer>;
       try {
         pending = decide(principal, parseCheckTuple(request));
       } catch (error) {
-        throw toWireError(error);
+        rejectAsHttpError(error);
       }
-      return pending.then(answerTuple, rejectAsWireError);
+      return pending.then(answerTuple, rejectAsHttpError);
     },
   });
 

@@ -3,7 +3,7 @@
  * that says which store holds a tenant's counters in which region.
  */
 import type { PeerAddress } from '@raftkit/http';
-import { WireClient, WireError } from '../wire.js';
+import { RpcClient, RpcError } from '@raftkit/rpc';
 import type { WireOp, WireResult } from './protocol.js';
 
 export interface CounterOp {
@@ -46,7 +46,7 @@ function rethrowUnavailable(error: unknown): never {
 }
 
 function unavailable(error: unknown): StoreUnavailableError {
-  if (error instanceof WireError) return new StoreUnavailableError(error.message, error.code);
+  if (error instanceof RpcError) return new StoreUnavailableError(error.message, error.code);
   return new StoreUnavailableError(String((error as Error)?.message ?? error));
 }
 
@@ -56,10 +56,10 @@ function unavailable(error: unknown): StoreUnavailableError {
  * within its timeout; failures reject with StoreUnavailableError.
  */
 export class StoreClient {
-  private readonly wire: WireClient;
+  private readonly wire: RpcClient;
 
   constructor(options: { address: string; token: string; timeoutMs?: number }) {
-    this.wire = new WireClient({ address: options.address, token: options.token, timeoutMs: options.timeoutMs ?? 50, reconnectDelayMs: 100 });
+    this.wire = new RpcClient({ address: options.address, token: options.token, timeoutMs: options.timeoutMs ?? 50, reconnectDelayMs: 100 });
   }
 
   /** Plain promise chaining rather than an async function: this runs once per check at the instance's full rate. */
@@ -69,7 +69,7 @@ export class StoreClient {
       const op = ops[i]!;
       wireOps[i] = [op.key, op.capacity, op.refillRate, op.cost ?? 1, op.mode === 'budget' ? 1 : 0];
     }
-    return this.wire.call({ t: 'take', ops: wireOps }, timeoutMs).then((answer) => {
+    return this.wire.call({ t: 'take', ops: wireOps }, { timeoutMs }).then((answer) => {
       if (!Array.isArray(answer) || answer.length !== ops.length) throw new StoreUnavailableError('store answered a take with the wrong shape', 'malformed');
       return (answer as WireResult[]).map(toResult);
     }, rethrowUnavailable);
@@ -77,7 +77,7 @@ export class StoreClient {
 
   async debit(key: string, limits: { capacity: number; refillRate: number }, count: number, timeoutMs?: number): Promise<{ tokens: number }> {
     try {
-      return (await this.wire.call({ t: 'debit', key, capacity: limits.capacity, refillRate: limits.refillRate, count }, timeoutMs)) as { tokens: number };
+      return (await this.wire.call({ t: 'debit', key, capacity: limits.capacity, refillRate: limits.refillRate, count }, { timeoutMs })) as { tokens: number };
     } catch (error) {
       throw unavailable(error);
     }
@@ -85,7 +85,7 @@ export class StoreClient {
 
   async ping(timeoutMs?: number): Promise<{ now: number }> {
     try {
-      return (await this.wire.call({ t: 'ping' }, timeoutMs)) as { now: number };
+      return (await this.wire.call({ t: 'ping' }, { timeoutMs })) as { now: number };
     } catch (error) {
       throw unavailable(error);
     }

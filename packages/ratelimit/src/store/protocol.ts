@@ -2,7 +2,7 @@
  * The counter store's requests and answers on the wire (src/wire.ts carries them). Ops and results are tuples, not
  * objects: a check sends one op per matching rule at up to 100K checks/s, and tuples keep field names off the wire.
  */
-import { WireError } from '../wire.js';
+import { RpcError } from '@raftkit/rpc';
 
 /** [key, capacity, refillRate, cost, budget (1 when the rule's region mode is 'budget')] */
 export type WireOp = [string, number, number, number, 0 | 1];
@@ -24,8 +24,8 @@ export const MAX_KEY_LENGTH = 1024;
 /** Ops in one take: one per matching rule; far above any real rule set for one request. */
 export const MAX_OPS_PER_TAKE = 256;
 
-function bad(message: string): WireError {
-  return new WireError('bad_request', message);
+function bad(message: string): RpcError {
+  return new RpcError('bad_request', message);
 }
 
 function positive(value: unknown, what: string): number {
@@ -43,7 +43,7 @@ function finite(value: unknown, what: string): number {
   return value;
 }
 
-/** Checks an untrusted request from the wire; throws a WireError (bad_request) naming what is wrong. */
+/** Checks an untrusted request from the wire; throws a RpcError (bad_request) naming what is wrong. */
 export function parseStoreRequest(request: unknown): StoreRequest {
   if (typeof request !== 'object' || request === null) throw bad('request must be an object');
   const r = request as Record<string, unknown>;

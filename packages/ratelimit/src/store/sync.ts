@@ -4,7 +4,7 @@
  * that peer and merged into the next one, so a region that was unreachable learns what it missed when it returns.
  */
 import type { Logger, PeerAddress } from '@raftkit/http';
-import { WireClient } from '../wire.js';
+import { RpcClient } from '@raftkit/rpc';
 import type { CounterTable } from './counters.js';
 import type { SyncEntry } from './protocol.js';
 
@@ -31,7 +31,7 @@ export interface RegionSyncOptions {
 
 interface PeerLink {
   peer: RegionPeer;
-  client: WireClient;
+  client: RpcClient;
   backlog: Map<string, SyncEntry>;
   busy: boolean;
 }
@@ -43,7 +43,7 @@ export class RegionSync {
   constructor(private readonly options: RegionSyncOptions) {
     this.links = options.peers.map((peer) => {
       if (peer.store.tcpAddress === undefined) throw new TypeError(`store ${peer.store.id} has no tcp address`);
-      return { peer, client: new WireClient({ address: peer.store.tcpAddress, token: options.token, timeoutMs: options.syncMs, maxFrameBytes: 8 << 20 }), backlog: new Map(), busy: false };
+      return { peer, client: new RpcClient({ address: peer.store.tcpAddress, token: options.token, timeoutMs: options.syncMs, maxFrameBytes: 8 << 20 }), backlog: new Map(), busy: false };
     });
   }
 

@@ -5,7 +5,7 @@
  */
 import type { RunningWorker, WorkerOptions, WorkerRole } from '@raftkit/http';
 import { serveWorkerHttp } from '@raftkit/http';
-import { serveWire, WireError } from '../wire.js';
+import { serveRpc, RpcError } from '@raftkit/rpc';
 import { storeTopology } from './client.js';
 import { CounterTable } from './counters.js';
 import { parseStoreRequest } from './protocol.js';
@@ -47,13 +47,15 @@ async function startStore(options: WorkerOptions): Promise<RunningWorker> {
   http.metrics.gauge('ratelimit_store_counters', 'Live counters').set(() => table.size);
   http.metrics.gauge('ratelimit_store_region', 'The region this store belongs to').set(region);
 
-  const wire = await serveWire({
+  const wire = await serveRpc({
     address: options.tcpAddress,
     tokens: options.tokens,
     logger: options.logger,
-    handler: (raw, principal) => {
+    name: 'ratelimit_store',
+    metrics: http.metrics,
+    handler: (raw, { principal }) => {
       // Tenants hold client tokens; letting them reach counters directly would bypass their rules.
-      if (principal.kind !== 'cluster') throw new WireError('forbidden', 'the counter store takes the cluster token only');
+      if (principal.kind !== 'cluster') throw new RpcError('forbidden', 'the counter store takes the cluster token only');
       const request = parseStoreRequest(raw);
       const now = Date.now();
       switch (request.t) {
@@ -70,7 +72,7 @@ async function startStore(options: WorkerOptions): Promise<RunningWorker> {
           pings.inc();
           return { now };
         case 'sync':
-          if (request.region === region) throw new WireError('bad_request', `sync from this store's own region ${region}`);
+          if (request.region === region) throw new RpcError('bad_request', `sync from this store's own region ${region}`);
           syncsReceived.inc(1, { region: String(request.region) });
           syncEntries.inc(request.counters.length, { direction: 'received' });
           table.merge(request.region, request.counters, now);

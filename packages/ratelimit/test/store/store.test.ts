@@ -2,7 +2,7 @@
 import t from 'tap';
 import { deriveClientToken } from '@raftkit/http';
 import { StoreClient, StoreUnavailableError, type CounterResult } from '../../src/store/client.js';
-import { WireClient, WireError } from '../../src/wire.js';
+import { RpcClient, RpcError } from '@raftkit/rpc';
 import { startStores, type StoreGroup } from './helpers/stores.js';
 
 let group: StoreGroup;
@@ -97,7 +97,7 @@ t.test('auth: the store takes the cluster token only', async (t) => {
 });
 
 t.test('bad requests are answered with bad_request and leave the store serving', async (t) => {
-  const wire = new WireClient({ address, token: group.token });
+  const wire = new RpcClient({ address, token: group.token });
   t.teardown(() => wire.close());
   const cases: unknown[] = [
     { t: 'take', ops: [['k', -1, 1, 1, 0]] },
@@ -111,7 +111,7 @@ t.test('bad requests are answered with bad_request and leave the store serving',
   ];
   for (const request of cases) {
     const error = await wire.call(request).catch((e: unknown) => e);
-    t.equal((error as WireError).code, 'bad_request', JSON.stringify(request));
+    t.equal((error as RpcError).code, 'bad_request', JSON.stringify(request));
   }
   t.same(await wire.call({ t: 'ping' }).then((r) => typeof (r as { now: number }).now), 'number');
 });

@@ -1,6 +1,6 @@
 /**
- * Length-prefixed frames ([u32 big-endian length][payload]) over a byte stream: the framing of every binary
- * protocol of the services (the rate limiter's wire protocol, the stream). The decoder hands out one frame at a
+ * Length-prefixed frames ([u32 big-endian length][payload]) over a byte stream: the framing of the Raft transport
+ * and of every other binary protocol built on this library (`@raftkit/rpc`). The reader hands out one frame at a
  * time, so a limit raised by one frame (a verified hello) applies only from the next; it copies each payload at
  * most once (a payload inside one chunk is a view), so a large frame arriving in many chunks costs linear time, and
  * it refuses a frame announcing more than `maxFrameBytes` before buffering it.
@@ -19,20 +19,24 @@ export class FrameTooLargeError extends RangeError {
 }
 
 /** A frame: the payload with its 4-byte length in front. */
-export function encodeFrame(payload: Uint8Array): Buffer {
+export function lengthPrefixed(payload: Uint8Array): Buffer {
   const frame = Buffer.allocUnsafe(4 + payload.byteLength);
   frame.writeUInt32BE(payload.byteLength, 0);
   frame.set(payload, 4);
   return frame;
 }
 
-export class FrameDecoder {
+/**
+ * Cuts a byte stream into frames' payloads. Feed it chunks in order with {@link FrameReader.push}; take frames
+ * with {@link FrameReader.next}. It never decodes a payload: that is the protocol's business.
+ */
+export class FrameReader {
   private chunks: Buffer[] = [];
   /** Bytes of chunks[0] already consumed. */
   private offset = 0;
   private buffered = 0;
 
-  /** Servers start it small and raise it once the peer's hello is verified. */
+  /** @param maxFrameBytes Longest payload accepted; servers start it small and raise it once the peer's hello is verified. */
   constructor(public maxFrameBytes: number) {}
 
   /** Bytes received and not yet handed out as frames. */
@@ -40,6 +44,7 @@ export class FrameDecoder {
     return this.buffered;
   }
 
+  /** Appends one chunk of the stream (kept by reference, not copied). */
   push(chunk: Buffer): void {
     if (chunk.length === 0) return;
     this.chunks.push(chunk);
@@ -61,6 +66,13 @@ export class FrameDecoder {
     const frames: Buffer[] = [];
     for (let frame = this.next(); frame !== null; frame = this.next()) frames.push(frame);
     return frames;
+  }
+
+  /** Drops everything buffered (the connection is closing). */
+  clear(): void {
+    this.chunks = [];
+    this.offset = 0;
+    this.buffered = 0;
   }
 
   private peekLength(): number {

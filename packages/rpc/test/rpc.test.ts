@@ -2,7 +2,8 @@ import { connect, type Socket } from 'node:net';
 import { pack, unpack } from 'msgpackr';
 import t from 'tap';
 import { deriveClientToken, type Principal } from '@raftkit/http';
-import { serveWire, WireClient, WireError, type WireHandler, type WireServer } from '../../src/wire.js';
+import { HttpError, MetricsRegistry } from '@raftkit/http';
+import { RpcClient, RpcConnection, RpcError, serveRpc, type RpcHandler, type RpcServer, type RpcServerOptions } from '../src/index.js';
 
 const TOKEN = 'cluster-token-for-wire-tests';
 /** What the helpers need of a test: a place to register cleanup. */
@@ -10,14 +11,16 @@ interface Tap {
   teardown(fn: () => unknown): void;
 }
 
-async function server(t: Tap, handler: WireHandler, maxFrameBytes?: number): Promise<WireServer> {
-  const s = await serveWire({ address: '127.0.0.1:0', tokens: [TOKEN], handler, ...(maxFrameBytes !== undefined ? { maxFrameBytes } : {}) });
+type Handler = RpcHandler<unknown, unknown>;
+
+async function server(t: Tap, handler: Handler, maxFrameBytes?: number, more: Partial<RpcServerOptions<unknown, unknown>> = {}): Promise<RpcServer> {
+  const s = await serveRpc({ address: '127.0.0.1:0', tokens: [TOKEN], handler, ...(maxFrameBytes !== undefined ? { maxFrameBytes } : {}), ...more });
   t.teardown(() => s.close());
   return s;
 }
 
-function client(t: Tap, port: number, options: { token?: string; timeoutMs?: number; maxInFlight?: number } = {}): WireClient {
-  const c = new WireClient({ address: `127.0.0.1:${port}`, token: options.token ?? TOKEN, timeoutMs: options.timeoutMs ?? 2_000, ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}) });
+function client(t: Tap, port: number, options: { token?: string; timeoutMs?: number; maxInFlight?: number } = {}): RpcClient {
+  const c = new RpcClient({ address: `127.0.0.1:${port}`, token: options.token ?? TOKEN, timeoutMs: options.timeoutMs ?? 2_000, ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}) });
   t.teardown(() => c.close());
   return c;
 }
@@ -55,7 +58,7 @@ function raw(t: Tap, port: number): { socket: Socket; frames: unknown[]; closed:
   return { socket, frames, closed, next };
 }
 
-const echo: WireHandler = (request) => request;
+const echo: Handler = (request) => request;
 
 t.test('pipelined calls: every reply reaches its own call', async (t) => {
   const s = await server(t, (request) => {
@@ -71,7 +74,7 @@ t.test('pipelined calls: every reply reaches its own call', async (t) => {
 t.test('calls made in one turn of the event loop leave in one frame; their replies come back in one', async (t) => {
   let frames = 0;
   const s = await server(t, echo);
-  s.server.on('connection', (socket) => socket.on('data', () => frames++));
+  s.server.on('connection', (socket: Socket) => socket.on('data', () => frames++));
   const c = client(t, s.port);
   await c.call('warm-up');
   frames = 0;
@@ -91,7 +94,7 @@ t.test('a batch frame by hand: one reply frame with every id', async (t) => {
 
 t.test('auth: the cluster token and client tokens derived from it pass; the handler sees who called', async (t) => {
   const seen: Principal[] = [];
-  const s = await server(t, (_request, principal) => {
+  const s = await server(t, (_request, { principal }) => {
     seen.push(principal);
     return principal.kind;
   });
@@ -103,10 +106,10 @@ t.test('auth: the cluster token and client tokens derived from it pass; the hand
 t.test('auth: a wrong token is refused with an error frame and the connection closed', async (t) => {
   const s = await server(t, echo);
   const error = await client(t, s.port, { token: 'nope' }).call(1).catch((e: unknown) => e);
-  t.ok(error instanceof WireError);
-  t.equal((error as WireError).code, 'unauthorized');
+  t.ok(error instanceof RpcError);
+  t.equal((error as RpcError).code, 'unauthorized');
   const forged = await client(t, s.port, { token: `client.acme.${'A'.repeat(43)}` }).call(1).catch((e: unknown) => e);
-  t.equal((forged as WireError).code, 'unauthorized', 'a client token with a forged mac');
+  t.equal((forged as RpcError).code, 'unauthorized', 'a client token with a forged mac');
 });
 
 t.test('auth: calls before hello are refused and run no handler', async (t) => {
@@ -114,7 +117,7 @@ t.test('auth: calls before hello are refused and run no handler', async (t) => {
   const s = await server(t, () => ++calls);
   const r = raw(t, s.port);
   r.socket.write(frame([[1, 'x']]));
-  t.same(await r.next(), { error: { code: 'unauthorized', message: 'the first frame must be { hello: token }' } });
+  t.same(await r.next(), { error: { code: 'unauthorized', message: 'the first frame must be { hello: token }', status: 401 } });
   await r.closed;
   t.equal(calls, 0);
 });
@@ -122,7 +125,7 @@ t.test('auth: calls before hello are refused and run no handler', async (t) => {
 t.test('malformed input: error frame, connection closed, process unharmed, others still served', async (t) => {
   let calls = 0;
   const s = await server(t, (request) => (calls++, request), 1024);
-  const cases: [string, Buffer[], string][] = [
+  const cases: Array<[string, Buffer[], string]> = [
     ['bad msgpack', [frame({ hello: TOKEN }), Buffer.from([0, 0, 0, 2, 0xc1, 0xc1])], 'malformed'],
     ['frame over the limit', [frame({ hello: TOKEN }), Buffer.from([0, 0, 0x10, 0])], 'frame_too_large'],
     ['calls not an array', [frame({ hello: TOKEN }), frame({ not: 'calls' })], 'malformed'],
@@ -187,16 +190,16 @@ t.test('a frame split across many writes is reassembled', async (t) => {
 
 t.test('handler errors answer that call only; the connection lives on', async (t) => {
   const s = await server(t, (request) => {
-    if (request === 'bad') throw new WireError('bad_request', 'no thanks');
+    if (request === 'bad') throw new RpcError('bad_request', 'no thanks');
     if (request === 'bug') throw new Error('oops');
-    if (request === 'async-bad') return Promise.reject(new WireError('bad_request', 'later'));
+    if (request === 'async-bad') return Promise.reject(new RpcError('bad_request', 'later'));
     return request;
   });
   const c = client(t, s.port);
   const [bad, bug, asyncBad, good] = await Promise.allSettled([c.call('bad'), c.call('bug'), c.call('async-bad'), c.call('good')]);
-  t.equal(((bad as PromiseRejectedResult).reason as WireError).code, 'bad_request');
-  t.same(((bug as PromiseRejectedResult).reason as WireError).message, 'internal error', 'internals are not leaked');
-  t.equal(((asyncBad as PromiseRejectedResult).reason as WireError).message, 'later');
+  t.equal(((bad as PromiseRejectedResult).reason as RpcError).code, 'bad_request');
+  t.same(((bug as PromiseRejectedResult).reason as RpcError).message, 'internal error', 'internals are not leaked');
+  t.equal(((asyncBad as PromiseRejectedResult).reason as RpcError).message, 'later');
   t.equal((good as PromiseFulfilledResult<unknown>).value, 'good');
 });
 
@@ -204,9 +207,9 @@ t.test('a call never waits past its timeout', async (t) => {
   const s = await server(t, (request) => (request === 'hang' ? new Promise(() => {}) : request));
   const c = client(t, s.port, { timeoutMs: 5_000 });
   const started = Date.now();
-  const error = await c.call('hang', 80).catch((e: unknown) => e);
+  const error = await c.call('hang', { timeoutMs: 80 }).catch((e: unknown) => e);
   const elapsed = Date.now() - started;
-  t.equal((error as WireError).code, 'timeout');
+  t.equal((error as RpcError).code, 'timeout');
   t.ok(elapsed >= 75 && elapsed < 500, `rejected after ${elapsed} ms`);
   t.equal(await c.call('after'), 'after', 'the connection is still usable');
 });
@@ -217,13 +220,13 @@ t.test('calls with different timeouts on one connection each fail at their own d
   const started = Date.now();
   const settledAt = (p: Promise<unknown>): Promise<{ code: string; after: number }> => p.then(
     () => ({ code: 'answered', after: Date.now() - started }),
-    (e: unknown) => ({ code: (e as WireError).code, after: Date.now() - started }),
+    (e: unknown) => ({ code: (e as RpcError).code, after: Date.now() - started }),
   );
   // The long call arms the connection's deadline timer first; the shorter calls made after it must not wait for it.
-  const long = settledAt(c.call('hang', 600));
-  const short = settledAt(c.call('hang', 60));
-  const middle = settledAt(c.call('hang', 250));
-  const answered = await c.call('quick', 1_000);
+  const long = settledAt(c.call('hang', { timeoutMs: 600 }));
+  const short = settledAt(c.call('hang', { timeoutMs: 60 }));
+  const middle = settledAt(c.call('hang', { timeoutMs: 250 }));
+  const answered = await c.call('quick', { timeoutMs: 1_000 });
   t.equal(answered, 'quick', 'a call answered in time is not failed by the sweep');
   const [l, sh, m] = await Promise.all([long, short, middle]);
   for (const r of [l, sh, m]) t.equal(r.code, 'timeout');
@@ -238,8 +241,8 @@ t.test('in-flight limit: calls beyond it fail at once with overloaded', async (t
   const c = client(t, s.port, { maxInFlight: 3, timeoutMs: 200 });
   const calls = [1, 2, 3].map((x) => c.call(x).catch((e: unknown) => e));
   const fourth = await c.call(4).catch((e: unknown) => e);
-  t.equal((fourth as WireError).code, 'overloaded');
-  for (const e of await Promise.all(calls)) t.equal((e as WireError).code, 'timeout');
+  t.equal((fourth as RpcError).code, 'overloaded');
+  for (const e of await Promise.all(calls)) t.equal((e as RpcError).code, 'timeout');
 });
 
 t.test('nobody listening: unavailable at once; close() rejects pending calls', async (t) => {
@@ -249,24 +252,131 @@ t.test('nobody listening: unavailable at once; close() rejects pending calls', a
   const pending = c.call('x').catch((e: unknown) => e);
   await new Promise((resolve) => setTimeout(resolve, 50));
   c.close();
-  t.equal(((await pending) as WireError).code, 'closed');
-  t.equal(((await c.call('y').catch((e: unknown) => e)) as WireError).code, 'closed');
+  t.equal(((await pending) as RpcError).code, 'closed');
+  t.equal(((await c.call('y').catch((e: unknown) => e)) as RpcError).code, 'closed');
   await s.close();
   const d = client(t, port);
   const started = Date.now();
-  t.equal(((await d.call('z').catch((e: unknown) => e)) as WireError).code, 'unavailable');
+  t.equal(((await d.call('z').catch((e: unknown) => e)) as RpcError).code, 'unavailable');
   t.ok(Date.now() - started < 1_000);
 });
 
 t.test('reconnects after the server comes back', async (t) => {
-  const first = await serveWire({ address: '127.0.0.1:0', tokens: [TOKEN], handler: () => 'first' });
+  const first = await serveRpc({ address: '127.0.0.1:0', tokens: [TOKEN], handler: () => 'first' });
   const port = first.port;
   const c = client(t, port);
   t.equal(await c.call(1), 'first');
   await first.close();
-  t.equal(((await c.call(2).catch((e: unknown) => e)) as WireError).code, 'unavailable');
-  const again = await serveWire({ address: `127.0.0.1:${port}`, tokens: [TOKEN], handler: () => 'second' });
+  t.equal(((await c.call(2).catch((e: unknown) => e)) as RpcError).code, 'unavailable');
+  const again = await serveRpc({ address: `127.0.0.1:${port}`, tokens: [TOKEN], handler: () => 'second' });
   t.teardown(() => again.close());
   await new Promise((resolve) => setTimeout(resolve, 150)); // past the redial back-off
   t.equal(await c.call(3), 'second');
+});
+
+t.test('one error model: a handler throwing an HttpError answers its code and HTTP status; toHttpError turns it back', async (t) => {
+  const s = await server(t, (request) => {
+    if (request === 'gone') throw new HttpError(404, 'unknown_service', 'no such service');
+    if (request === 'busy') return Promise.reject(new HttpError(429, 'rate_limited', 'slow down'));
+    return request;
+  });
+  const c = client(t, s.port);
+  const gone = (await c.call('gone').catch((e: unknown) => e)) as RpcError;
+  t.same([gone.code, gone.status, gone.message], ['unknown_service', 404, 'no such service']);
+  const busy = (await c.call('busy').catch((e: unknown) => e)) as RpcError;
+  t.same([busy.code, busy.status], ['rate_limited', 429]);
+  const http = busy.toHttpError();
+  t.ok(http instanceof HttpError);
+  t.same([http.status, http.code], [429, 'rate_limited']);
+  t.equal(new RpcError('timeout', 'x').status, 504, "the transport's own codes have their statuses");
+  t.equal(new RpcError('overloaded', 'x').status, 503);
+});
+
+t.test('typed handlers: parse checks every request before the handler sees it', async (t) => {
+  const seen: number[] = [];
+  const s = await serveRpc<{ n: number }, number>({
+    address: '127.0.0.1:0',
+    tokens: [TOKEN],
+    parse: (raw) => {
+      const n = (raw as { n?: unknown } | null)?.n;
+      if (typeof n !== 'number') throw new RpcError('bad_request', 'n must be a number');
+      return { n };
+    },
+    handler: ({ n }) => (seen.push(n), n + 1),
+  });
+  t.teardown(() => s.close());
+  const c = client(t, s.port);
+  t.equal(await c.call({ n: 41 }), 42);
+  const bad = (await c.call({ n: 'x' }).catch((e: unknown) => e)) as RpcError;
+  t.same([bad.code, bad.message], ['bad_request', 'n must be a number']);
+  t.same(seen, [41], 'the bad request never reached the handler');
+});
+
+t.test("admits 'cluster': a client key's hello is refused with forbidden", async (t) => {
+  const s = await server(t, echo, undefined, { admits: 'cluster' });
+  const refused = (await client(t, s.port, { token: deriveClientToken(TOKEN, 'acme') }).call(1).catch((e: unknown) => e)) as RpcError;
+  t.equal(refused.code, 'forbidden');
+  t.equal(await client(t, s.port).call(1), 1, 'the cluster token passes');
+});
+
+t.test('the server bounds calls in flight per connection: more are answered overloaded, the rest still answer', async (t) => {
+  const release: Array<() => void> = [];
+  const s = await server(t, (request) => (request === 'wait' ? new Promise((resolve) => release.push(() => resolve('done'))) : request), undefined, { maxInFlight: 2 });
+  const c = client(t, s.port);
+  const waiting = [c.call('wait'), c.call('wait')];
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  const third = (await c.call('wait').catch((e: unknown) => e)) as RpcError;
+  t.equal(third.code, 'overloaded');
+  for (const r of release) r();
+  t.same(await Promise.all(waiting), ['done', 'done'], 'the calls within the limit are answered');
+  t.equal(await c.call('after'), 'after', 'once they are, the connection takes calls again');
+});
+
+t.test('an aborted call settles at once with cancelled; the handler sees its connection close through its signal', async (t) => {
+  let handlerSignal: AbortSignal | undefined;
+  const s = await server(t, (request, { signal }) => {
+    handlerSignal = signal;
+    return request === 'hang' ? new Promise(() => {}) : request;
+  });
+  const c = new RpcConnection({ address: `127.0.0.1:${s.port}`, token: TOKEN, timeoutMs: 5_000 });
+  const controller = new AbortController();
+  const started = Date.now();
+  const pending = c.call('hang', { signal: controller.signal }).catch((e: unknown) => e);
+  setTimeout(() => controller.abort(), 30);
+  t.equal(((await pending) as RpcError).code, 'cancelled');
+  t.ok(Date.now() - started < 1_000);
+  t.equal(await c.call('next'), 'next', 'the connection lives on');
+  t.equal(handlerSignal?.aborted, false);
+  c.close();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  t.equal(handlerSignal?.aborted, true, 'closing the connection aborts what its handlers wait on');
+});
+
+t.test('RpcConnection.open waits for the welcome and rejects a refused hello; onClose reports why', async (t) => {
+  const s = await server(t, echo);
+  const good = await RpcConnection.open({ address: `127.0.0.1:${s.port}`, token: TOKEN });
+  t.same(await good.welcomed, { kind: 'cluster', name: 'cluster' });
+  const reasons: string[] = [];
+  good.onClose((reason) => reasons.push(reason.code));
+  good.close();
+  t.same(reasons, ['closed']);
+  const refused = (await RpcConnection.open({ address: `127.0.0.1:${s.port}`, token: 'wrong' }).catch((e: unknown) => e)) as RpcError;
+  t.equal(refused.code, 'unauthorized');
+});
+
+t.test('metrics: connections, calls by outcome, refusals', async (t) => {
+  const metrics = new MetricsRegistry();
+  const s = await server(t, (request) => {
+    if (request === 'bad') throw new RpcError('bad_request', 'no');
+    return request;
+  }, undefined, { metrics, name: 'demo' });
+  const c = client(t, s.port);
+  await Promise.all([c.call(1), c.call(2), c.call(3)]);
+  await c.call('bad').catch(() => undefined);
+  await client(t, s.port, { token: 'wrong' }).call(1).catch(() => undefined);
+  const text = metrics.render();
+  t.match(text, /rpc_calls_total\{[^}]*outcome="ok"[^}]*\} 3/);
+  t.match(text, /rpc_calls_total\{[^}]*outcome="bad_request"[^}]*\} 1/);
+  t.match(text, /rpc_connections_refused_total\{[^}]*reason="unauthorized"[^}]*\} 1/);
+  t.match(text, /rpc_connections\{service="demo"\} [12]/);
 });
