@@ -4,6 +4,7 @@
  * escapes a socket event handler.
  */
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { Message, NodeId } from '../types.js';
 import { DecodeError } from '../codec/parse.js';
 import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
@@ -25,6 +26,8 @@ export interface InboundSettings {
   frameTimeoutMs: number;
   /** Whether `peer` is a member this transport talks to (only those may introduce themselves). */
   isKnownPeer: (peer: NodeId) => boolean;
+  /** The connection is TLS: the dialer's certificate must name the member its hello speaks as. */
+  tls: boolean;
   isBlocked: (peer: NodeId) => boolean;
   deliver: (message: Message) => void;
   log: TransportLog;
@@ -139,6 +142,10 @@ export class InboundConnection {
     if (!macMatches(hello.mac, expected)) throw new DecodeError(`hello from "${hello.from}" has a wrong MAC (different secret?)`);
     // Checked after the MAC so that only key holders learn which ids are members.
     if (!this.settings.isKnownPeer(hello.from)) throw new DecodeError(`hello from "${hello.from}", not a known member`);
+    if (this.settings.tls) {
+      const named = (this.socket as TLSSocket).getPeerCertificate().subject?.CN;
+      if (named !== hello.from) throw new DecodeError(`hello from "${hello.from}" over a certificate issued to "${String(named)}"`);
+    }
     this.authenticatedPeer = hello.from;
     if (this.handshakeTimer !== null) clearTimeout(this.handshakeTimer);
     this.handshakeTimer = null;

@@ -5,6 +5,7 @@
  * peer is slow or away the oldest queued messages are dropped rather than letting memory grow.
  */
 import { Socket, connect } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { DecodeError } from '../codec/parse.js';
 import type { Message, NodeId } from '../types.js';
 import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
@@ -38,6 +39,15 @@ export interface PeerLinkSettings {
   log: TransportLog;
   /** A fresh snapshot stream number. */
   nextStreamId: () => number;
+  /** Mutual TLS, when configured. */
+  tls?: TransportTls;
+}
+
+/** This member's certificate and key and the CA of every member's certificate, PEM-encoded. */
+export interface TransportTls {
+  cert: string | Buffer;
+  key: string | Buffer;
+  ca: string | Buffer;
 }
 
 /** Sends one member's messages to one peer. */
@@ -159,7 +169,22 @@ export class PeerLink {
   }
 
   private connect(): void {
-    const socket = connect({ host: this.address.host, port: this.address.port });
+    const tls = this.settings.tls;
+    const peerId = this.peerId;
+    const socket =
+      tls === undefined
+        ? connect({ host: this.address.host, port: this.address.port })
+        : tlsConnect({
+            host: this.address.host,
+            port: this.address.port,
+            cert: tls.cert,
+            key: tls.key,
+            ca: tls.ca,
+            minVersion: 'TLSv1.3',
+            // Members are named by id, not host name: the acceptor must be the member this link is for.
+            checkServerIdentity: (_host, certificate) =>
+              certificate.subject?.CN === peerId ? undefined : new Error(`the certificate at ${this.address.host}:${this.address.port} is issued to "${String(certificate.subject?.CN)}", not ${peerId}`),
+          });
     this.socket = socket;
     socket.setNoDelay(true);
     socket.setTimeout(this.settings.connectTimeoutMs, () => socket.destroy(new Error('connect timed out')));
@@ -173,7 +198,7 @@ export class PeerLink {
       },
       { maxFrameBytes: HANDSHAKE_MAX_FRAME_BYTES },
     );
-    socket.on('connect', () => {
+    socket.on(tls === undefined ? 'connect' : 'secureConnect', () => {
       socket.setTimeout(0);
       socket.setKeepAlive(true, 1000);
       this.handshakeTimer = setTimeout(() => {

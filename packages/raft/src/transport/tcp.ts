@@ -2,16 +2,18 @@
  * Transport over TCP: one outbound connection per peer (see peer-link.ts) for sending, accepted connections
  * (see inbound.ts) for receiving, length-prefixed MessagePack frames (framing.ts) on both. Every connection
  * starts with a mutual challenge-response over a shared secret (handshake.ts), and only members added with
- * addPeer may introduce themselves. Traffic is authenticated at connection setup but not encrypted.
+ * addPeer may introduce themselves. Without `tls`, traffic is authenticated at connection setup but not encrypted;
+ * with it, every connection is mutual TLS 1.3 and each end's certificate must name the member id it speaks as.
  */
 import { Server, createServer, type AddressInfo, type Socket } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import type { Message, NodeId, Transport } from '../types.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './framing.js';
 import { deriveTransportKey, type TransportSecret } from './handshake.js';
 import { InboundConnection } from './inbound.js';
-import { PeerLink, type HostPort, type PeerLinkSettings, type TransportLog } from './peer-link.js';
+import { PeerLink, type HostPort, type PeerLinkSettings, type TransportLog, type TransportTls } from './peer-link.js';
 
-export type { HostPort, TransportLog } from './peer-link.js';
+export type { HostPort, TransportLog, TransportTls } from './peer-link.js';
 export type { TransportSecret } from './handshake.js';
 
 /** Who this member is, where it listens, the cluster's shared secret, and limits. */
@@ -27,6 +29,13 @@ export interface TcpTransportOptions {
    * key from it, so the same secret may also serve another purpose (such as an HTTP bearer token).
    */
   secret: TransportSecret;
+  /**
+   * Mutual TLS on every connection (optional): this member's certificate and key and the CA that signs every
+   * member's certificate, as PEM (read them from files). Each member's certificate must carry its member id as
+   * its Common Name: a dialer checks that the acceptor's names the peer it meant to reach, and an acceptor that the
+   * dialer's names the member its handshake speaks as. The shared-secret handshake still runs inside.
+   */
+  tls?: TransportTls;
   /** Longest frame payload sent or accepted. Default 4 MiB. */
   maxFrameBytes?: number;
   /** Snapshot data per chunk frame. Default 256 KiB; must leave room for the header within maxFrameBytes. */
@@ -110,6 +119,7 @@ export class TcpTransport implements Transport {
       key: this.key,
       log: options.log ?? (() => {}),
       nextStreamId: () => ++this.streamCounter,
+      ...(options.tls !== undefined ? { tls: options.tls } : {}),
     };
     this.maxSnapshotBytes = options.maxSnapshotBytes ?? 4 * 1024 * 1024 * 1024;
     this.handshakeTimeoutMs = this.settings.handshakeTimeoutMs;
@@ -129,7 +139,19 @@ export class TcpTransport implements Transport {
     if (this.closed) return Promise.reject(new Error('transport is closed'));
     if (this.server !== null) return Promise.reject(new Error('transport already started'));
     this.onMessage = onMessage;
-    const server = createServer((socket) => this.accept(socket));
+    const tls = this.settings.tls;
+    let server: Server;
+    if (tls === undefined) {
+      server = createServer((socket) => this.accept(socket));
+    } else {
+      server = createTlsServer(
+        { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.3', handshakeTimeout: this.handshakeTimeoutMs },
+        (socket) => this.accept(socket),
+      );
+      // TLS handshakes happen before accept() counts the connection: the listener bounds them itself.
+      server.maxConnections = this.maxInboundConnections;
+      server.on('tlsClientError', (error) => this.settings.log('warn', `refused a TLS connection: ${error.message}`));
+    }
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once('error', reject);
@@ -228,6 +250,7 @@ export class TcpTransport implements Transport {
       handshakeTimeoutMs: this.handshakeTimeoutMs,
       frameTimeoutMs: this.frameTimeoutMs,
       isKnownPeer: (peer) => this.links.has(peer),
+      tls: this.settings.tls !== undefined,
       isBlocked: (peer) => this.blocked.has(peer),
       deliver: (message) => {
         if (!this.closed) this.onMessage?.(message);
