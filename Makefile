@@ -37,10 +37,10 @@ test: build test-packages
 	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 3 jepsen-like smoke runs"; \
 	echo "total: $$((tap + seeds + caught + 3)) passed, 0 failed"
 
-# The benchmark peers' own tests run real nginx and redis-server (Debian packages): installed here, once, when
-# missing, rather than by two test files racing for apt's lock.
+# The benchmark peers' own tests run real nginx and redis-server, and the Raft TLS test makes its certificates with
+# openssl (Debian packages): installed here, once, when missing, rather than by test files racing for apt's lock.
 test-packages:
-	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server
+	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
