@@ -1145,6 +1145,8 @@ export function applyChange(config: Configuration, change: ConfigChange): Config
       if (isVoter && config.voters.length === 1) throw new ConfigChangeError('cannot remove the last voter');
       delete addresses[change.node];
       return { voters: without(config.voters), learners: without(config.learners), addresses };
+    case 'forceNewCluster':
+      throw new ConfigChangeError('a forced configuration is written by RaftNode.start with forceNewCluster, never proposed');
   }
 }
 

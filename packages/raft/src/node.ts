@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from './core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
+import { forceSoleVoter } from './recovery.js';
 import type {
   AdminForward,
   AdminRequest,
@@ -40,6 +41,13 @@ export interface RaftNodeOptions<C, R, M extends StateMachine<C, R> = StateMachi
    * configuration (which carries every address) reaches it through the log.
    */
   peers?: Record<NodeId, string>;
+  /**
+   * Recovery after losing a quorum, as etcd's `--force-new-cluster`: start this member on its storage as the only
+   * voter of its group. It keeps what it had committed, drops its uncommitted tail, elects itself and serves
+   * alone; add new members to it afterwards. Start with it once, then without it; never start the lost members
+   * again on their old data (wipe them and add them as new members). See the README, "Losing a quorum".
+   */
+  forceNewCluster?: boolean;
   /** Core tuning (election and heartbeat ticks, pre-vote, check-quorum, lease reads, flow control). */
   core?: Omit<Partial<CoreOptions>, 'id'>;
   /** Milliseconds per tick. Default 100 (so the default election timeout is 1 to 2 s). */
@@ -248,11 +256,15 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
 
   /** Recover from storage (or bootstrap a new group), start the transport and the ticker. */
   static async start<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(options: RaftNodeOptions<C, R, M>): Promise<RaftNode<C, R, M>> {
-    const stored = await options.storage.load();
-    const machine = new SessionStateMachine<C, R>(options.stateMachine, options.sessions);
-    if (stored.snapshot !== null) machine.restore(stored.snapshot.data);
+    let stored = await options.storage.load();
     const bootstrap = options.bootstrap ?? {};
     const initialConfig: Configuration = { voters: Object.keys(bootstrap), learners: [], addresses: { ...bootstrap } };
+    if (options.forceNewCluster === true && (await forceSoleVoter(options.storage, stored, options.id, initialConfig, (options.clock ?? Date.now)()))) {
+      options.logger?.('warn', 'forced a new cluster: this member is now the only voter', { member: options.id, commit: stored.hardState.commit });
+      stored = await options.storage.load();
+    }
+    const machine = new SessionStateMachine<C, R>(options.stateMachine, options.sessions);
+    if (stored.snapshot !== null) machine.restore(stored.snapshot.data);
     const core = new RaftCore(
       { seed: hashSeed(options.id), ...options.core, id: options.id },
       { hardState: stored.hardState, snapshot: stored.snapshot?.meta ?? null, entries: stored.entries, initialConfig },
@@ -392,6 +404,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
    */
   async changeMembership(change: ConfigChange): Promise<void> {
     this.assertRunning();
+    if (change.type === 'forceNewCluster') throw new ConfigChangeError('a forced configuration is written by RaftNode.start with forceNewCluster, never proposed');
     const deadline = Date.now() + this.requestTimeoutMs;
     if (!this.isLeader) {
       const done = await this.forwardAdmin({ op: 'change', change }, () => reflects(this.core.configuration(), change), deadline);
@@ -867,6 +880,8 @@ function reflects(config: Readonly<Configuration>, change: ConfigChange): boolea
       return config.voters.includes(change.node);
     case 'remove':
       return !config.voters.includes(change.node) && !config.learners.includes(change.node);
+    case 'forceNewCluster':
+      return config.voters.length === 1 && config.voters[0] === change.node;
   }
 }
 

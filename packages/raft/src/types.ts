@@ -19,7 +19,12 @@ export type ConfigChange =
   | { type: 'addLearner'; node: NodeId; address?: string }
   | { type: 'promote'; node: NodeId }
   | { type: 'addVoter'; node: NodeId; address?: string }
-  | { type: 'remove'; node: NodeId };
+  | { type: 'remove'; node: NodeId }
+  /**
+   * Written only by `RaftNode.start` with `forceNewCluster` (recovery after losing a quorum): `node` becomes the
+   * only voter. Never proposed: a proposal of it is refused.
+   */
+  | { type: 'forceNewCluster'; node: NodeId };
 
 /**
  * A log entry. `time` is the leader's clock (milliseconds) when it appended the entry; state machines read

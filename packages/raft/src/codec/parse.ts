@@ -114,6 +114,7 @@ export function parseConfigChange(value: unknown): ConfigChange {
     }
     case 'promote':
     case 'remove':
+    case 'forceNewCluster':
       return { type, node };
     default:
       throw new DecodeError(`change.type: unknown ${String(type)}`);
