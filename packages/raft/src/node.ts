@@ -264,7 +264,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       stored = await options.storage.load();
     }
     const machine = new SessionStateMachine<C, R>(options.stateMachine, options.sessions);
-    if (stored.snapshot !== null) machine.restore(stored.snapshot.data);
+    if (stored.snapshot !== null) await machine.restoreAsync(stored.snapshot.data);
     const core = new RaftCore(
       { seed: hashSeed(options.id), ...options.core, id: options.id },
       { hardState: stored.hardState, snapshot: stored.snapshot?.meta ?? null, entries: stored.entries, initialConfig },
@@ -580,7 +580,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       const rd = this.core.ready();
       await this.perform(rd);
       this.core.advance(rd);
-      this.maybeSnapshot();
+      await this.maybeSnapshot();
       if (rd.softState !== null) {
         this.updateSoftState(rd.softState);
         this.syncPeers();
@@ -593,7 +593,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       await this.storage.saveSnapshot(rd.snapshot);
       this.observer.snapshotSaved?.(rd.snapshot.data.byteLength, rd.snapshot.meta.index);
       this.logger('info', 'snapshot installed from the leader', { member: this.id, index: rd.snapshot.meta.index, bytes: rd.snapshot.data.byteLength });
-      this.machine.restore(rd.snapshot.data);
+      await this.machine.restoreAsync(rd.snapshot.data);
       this.applied = rd.snapshot.meta.index;
       this.lastSnapshotIndex = rd.snapshot.meta.index;
       this.bytesSinceSnapshot = 0;
@@ -646,11 +646,13 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     if (this.observer.applied !== undefined) this.observer.applied(entry, performance.now() - started);
   }
 
-  private maybeSnapshot(): void {
+  /** Takes a snapshot when one is due. Awaited by the Ready loop: nothing is applied while a streamed one is read. */
+  private async maybeSnapshot(): Promise<void> {
     if (this.applied - this.lastSnapshotIndex < this.snapshotEvery && this.bytesSinceSnapshot < this.snapshotLogBytes) return;
     const meta = this.core.snapshotMetaForApplied();
     this.bytesSinceSnapshot = 0;
-    const snapshot: Snapshot = { meta, data: this.machine.snapshot() };
+    const snapshot: Snapshot = { meta, data: await this.machine.snapshotAsync() };
+    if (this.stopped) return;
     this.lastSnapshotIndex = meta.index;
     this.observer.snapshotSaved?.(snapshot.data.byteLength, meta.index);
     this.logger('info', 'snapshot taken', { member: this.id, index: meta.index, bytes: snapshot.data.byteLength });

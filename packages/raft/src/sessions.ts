@@ -189,19 +189,48 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
     if (oldest !== undefined) this.sessions.delete(oldest);
   }
 
-  /** The inner machine's snapshot and the session table together. */
+  /** The inner machine's snapshot and the session table together (an inner machine that gives bytes). */
   snapshot(): Uint8Array {
+    const inner = this.inner.snapshot();
+    if (!(inner instanceof Uint8Array)) throw new TypeError('the state machine streams its snapshot: use snapshotAsync()');
+    return this.pack(inner);
+  }
+
+  /** The same as {@link snapshot}, for any inner machine: chunks are read until the last one (apply waits). */
+  async snapshotAsync(): Promise<Uint8Array> {
+    const inner = this.inner.snapshot();
+    if (inner instanceof Uint8Array) return this.pack(inner);
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of inner) chunks.push(chunk);
+    return this.pack(Buffer.concat(chunks));
+  }
+
+  private pack(inner: Uint8Array): Uint8Array {
     const state: SessionsSnapshot = {
-      inner: this.inner.snapshot(),
+      inner,
       sessions: [...this.sessions].map(([client, s]) => [client, s.lastActive, s.ack, [...s.results], [...s.failed]]),
     };
     return packr.pack(state);
+  }
+
+  /** Restore both from {@link snapshot}'s bytes (an inner machine with `restoreChunks` gets them as chunks). */
+  async restoreAsync(data: Uint8Array): Promise<void> {
+    const state = packr.unpack(data) as SessionsSnapshot;
+    const inner = state.inner;
+    const restoreChunks = this.inner.restoreChunks;
+    if (restoreChunks === undefined) this.inner.restore(new Uint8Array(inner));
+    else await restoreChunks.call(this.inner, chunksOf(inner, RESTORE_CHUNK_BYTES));
+    this.restoreSessions(state);
   }
 
   /** Restore both from {@link snapshot}'s bytes. */
   restore(data: Uint8Array): void {
     const state = packr.unpack(data) as SessionsSnapshot;
     this.inner.restore(new Uint8Array(state.inner));
+    this.restoreSessions(state);
+  }
+
+  private restoreSessions(state: SessionsSnapshot): void {
     this.sessions = new Map(
       state.sessions.map(([client, lastActive, ack, results, failed]) => [
         client,
@@ -209,6 +238,13 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
       ]),
     );
   }
+}
+
+/** Chunks handed to `restoreChunks`: views of the snapshot, no copies. */
+const RESTORE_CHUNK_BYTES = 1 << 20;
+
+async function* chunksOf(data: Uint8Array, size: number): AsyncGenerator<Uint8Array> {
+  for (let at = 0; at < data.byteLength; at += size) yield data.subarray(at, Math.min(at + size, data.byteLength));
 }
 
 /** Why a decoded entry is not a session request (any bytes can reach the log), or null when it is one. */

@@ -275,10 +275,19 @@ export interface StateMachine<Command, Result> {
    * state machine contract); changes made before the throw stay, so check before changing.
    */
   apply(command: Command, context: ApplyContext): Result;
-  /** The whole state as bytes; `restore` of them must give a machine that behaves identically. */
-  snapshot(): Uint8Array;
+  /**
+   * The whole state, as bytes or as chunks; `restore` (or `restoreChunks`) of them must give a machine that behaves
+   * identically. Chunks (an async iterable, such as an `async *snapshot()` generator) suit a state kept in many
+   * pieces: no apply runs until the last chunk is read, so the generator may read the live state as it goes.
+   */
+  snapshot(): Uint8Array | AsyncIterable<Uint8Array>;
   /** Replace the whole state with a snapshot's bytes. */
   restore(data: Uint8Array): void;
+  /**
+   * Optional: replace the whole state from a snapshot's chunks (preferred over `restore` when present). The chunks
+   * need not be those `snapshot` produced: only their concatenation is the snapshot.
+   */
+  restoreChunks?(chunks: AsyncIterable<Uint8Array>): Promise<void>;
 }
 
 /** Where the applied entry stands in the log, and the leader's time stamped on it. */
