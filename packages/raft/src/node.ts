@@ -7,6 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from './core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
+import { plainDataProblem } from './plain-data.js';
 import { forceSoleVoter } from './recovery.js';
 import type {
   AdminForward,
@@ -286,6 +287,9 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
    * timeout or abort the outcome is unknown: the command may still apply.
    */
   async propose(command: C, options: CallOptions = {}): Promise<R> {
+    // Checked before a sequence number is spent on it (submit checks again, for its own callers).
+    const problem = plainDataProblem(command);
+    if (problem !== null) throw new TypeError(problem);
     const session = await this.ensureSession();
     const seq = ++session.seq;
     try {
@@ -306,6 +310,10 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
    */
   submit(request: SessionRequest<C>, options: CallOptions = {}): Promise<SessionResult<R>> {
     this.assertRunning();
+    if (request.t !== 'register') {
+      const problem = plainDataProblem(request.command);
+      if (problem !== null) return Promise.reject(new TypeError(problem));
+    }
     const data = encodeRequest(request);
     if (data.byteLength > this.maxCommandBytes) return Promise.reject(new CommandTooLargeError(data.byteLength, this.maxCommandBytes));
     const deadline = Date.now() + (options.timeoutMs ?? this.requestTimeoutMs);

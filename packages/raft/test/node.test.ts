@@ -192,3 +192,29 @@ t.test('removing the current leader: it leads until the change commits, then a n
   const next = await waitForLeader(nodes);
   t.equal(await next.propose({ op: 'add', key: 'r', by: 1 }), 2, 'the remaining members go on');
 });
+
+t.test('a command that is not plain data is refused at propose, naming where, instead of arriving changed', async (t) => {
+  const { plainDataProblem } = await import('../src/plain-data.js');
+  t.equal(plainDataProblem({ a: [1, 'x', null, true, new Uint8Array(2), Buffer.from('b')], b: { c: undefined } }), null, 'plain data passes');
+  t.match(plainDataProblem({ items: new Map([['k', 1]]) }), /command\.items is a Map/);
+  t.match(plainDataProblem([1, new Set([2])]), /command\[1\] is a Set/);
+  t.match(plainDataProblem({ when: new Date(0) }), /command\.when is a Date/);
+  t.match(plainDataProblem({ n: 10n }), /command\.n is a bigint/);
+  t.match(plainDataProblem({ f: new Float64Array(1) }), /Float64Array/);
+  const cyclic: Record<string, unknown> = {};
+  cyclic.self = cyclic;
+  t.match(plainDataProblem(cyclic), /nested over 512 levels/);
+
+  const network = new LocalNetwork();
+  const node = await RaftNode.start<unknown, unknown>({
+    id: 'solo',
+    bootstrap: { solo: 'solo' },
+    tickMs: 10,
+    stateMachine: { apply: (c: unknown) => c, snapshot: () => new Uint8Array(), restore: () => {} },
+    storage: new MemoryStorage(),
+    transport: network.transport('solo'),
+  });
+  t.teardown(() => node.stop());
+  await t.rejects(node.propose({ tags: new Map([['a', 1]]) }), { name: 'TypeError', message: /command\.tags is a Map/ });
+  t.same(await node.propose({ tags: { a: 1 } }), { tags: { a: 1 } }, 'the same as a plain object is accepted, and the member goes on');
+});
