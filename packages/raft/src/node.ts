@@ -49,6 +49,11 @@ export interface RaftNodeOptions<C, R, M extends StateMachine<C, R> = StateMachi
    * again on their old data (wipe them and add them as new members). See the README, "Losing a quorum".
    */
   forceNewCluster?: boolean;
+  /**
+   * Ticks from a ticker shared by many groups in one process (one timer for all, see GroupHost) instead of this
+   * member's own interval of `tickMs`. Its period should be `tickMs`.
+   */
+  ticker?: Ticker;
   /** Core tuning (election and heartbeat ticks, pre-vote, check-quorum, lease reads, flow control). */
   core?: Omit<Partial<CoreOptions>, 'id'>;
   /** Milliseconds per tick. Default 100 (so the default election timeout is 1 to 2 s). */
@@ -180,6 +185,12 @@ export interface NodeStatus extends CoreStatus {
   failed: string | null;
 }
 
+/** Calls its subscribers every period: one timer for many groups. */
+export interface Ticker {
+  /** Calls `tick` every period until the returned function is called. */
+  subscribe(tick: () => void): () => void;
+}
+
 /**
  * One member of one Raft group: drives a RaftCore against a Storage, a Transport and your StateMachine, with
  * exactly-once client sessions. Start it with `RaftNode.start(options)`; propose and read on any member.
@@ -203,7 +214,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private readonly logger: NodeLogger;
   private readonly userMachine: M;
 
-  private ticker: NodeJS.Timeout | null = null;
+  /** Stops this member's ticks (its own interval, or its subscription to a shared ticker). */
+  private stopTicking: (() => void) | null = null;
   private processing = false;
   private stopped = false;
   private applied: number;
@@ -274,7 +286,12 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     for (const [id, address] of Object.entries({ ...options.peers, ...bootstrap })) node.addressBook.set(id, address);
     node.syncPeers();
     await options.transport.start((m) => node.receive(m));
-    node.ticker = setInterval(() => node.tick(), node.tickMs);
+    if (options.ticker !== undefined) {
+      node.stopTicking = options.ticker.subscribe(() => node.tick());
+    } else {
+      const interval = setInterval(() => node.tick(), node.tickMs);
+      node.stopTicking = () => clearInterval(interval);
+    }
     node.kick();
     return node;
   }
@@ -496,7 +513,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   async stop(): Promise<void> {
     if (this.stopped) return;
     this.stopped = true;
-    if (this.ticker !== null) clearInterval(this.ticker);
+    this.stopTicking?.();
+    this.stopTicking = null;
     const error = new StoppedError('the member stopped');
     this.failAll(error);
     await this.transport.close();
@@ -833,7 +851,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     if (this.failure !== null) return;
     this.failure = error;
     this.failAll(error);
-    if (this.ticker !== null) clearInterval(this.ticker);
+    this.stopTicking?.();
+    this.stopTicking = null;
     void this.transport.close().catch(() => undefined);
     this.logger('error', 'storage failed: this member stopped taking part and must be restarted', { member: this.id, error: error.message });
     this.observer.failed?.(error);

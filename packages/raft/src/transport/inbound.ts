@@ -29,7 +29,8 @@ export interface InboundSettings {
   /** The connection is TLS: the dialer's certificate must name the member its hello speaks as. */
   tls: boolean;
   isBlocked: (peer: NodeId) => boolean;
-  deliver: (message: Message) => void;
+  /** Hands over a message (with its group, when the transport carries many). */
+  deliver: (message: Message, group?: string) => void;
   log: TransportLog;
 }
 
@@ -124,10 +125,11 @@ export class InboundConnection {
     }
     if (this.settings.isBlocked(peer)) return;
     if (frame.kind === 'msg') {
-      this.accept(frame.message);
+      this.accept(frame.message, frame.group);
     } else if (frame.kind === 'snapChunk') {
+      // Every chunk of a stream comes from one sender's one snapshot, so the completing chunk names its group.
       const message = this.snapshots.accept(frame);
-      if (message !== null) this.accept(message);
+      if (message !== null) this.accept(message, frame.group);
     } else {
       throw new DecodeError(`unexpected ${frame.kind} after the handshake`);
     }
@@ -155,13 +157,13 @@ export class InboundConnection {
   }
 
   /** Delivers a message that really is from the handshaking peer and for us; drops anything else. */
-  private accept(message: Message): void {
+  private accept(message: Message, group: string | undefined): void {
     if (message.from !== this.authenticatedPeer || message.to !== this.settings.selfId) {
       this.settings.log('warn', `dropping ${message.type} ${message.from}->${message.to} on ${this.peerName}'s link`);
       return;
     }
     try {
-      this.settings.deliver(message);
+      this.settings.deliver(message, group);
     } catch (error) {
       // The receiver's bug, not the peer's: keep the connection.
       this.settings.log('warn', `message handler threw on ${message.type} from ${message.from}: ${String(error)}`);

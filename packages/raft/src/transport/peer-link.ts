@@ -7,7 +7,7 @@
 import { Socket, connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { DecodeError } from '../codec/parse.js';
-import type { Message, NodeId } from '../types.js';
+import type { Message, NodeId, SnapshotRequest } from '../types.js';
 import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import { SnapshotSender } from './snapshot-stream.js';
@@ -59,8 +59,10 @@ export class PeerLink {
   /** Encoded frames waiting for the socket, oldest first. */
   private queue: Buffer[] = [];
   private queueBytes = 0;
-  /** The snapshot being streamed; only the newest one is kept. */
+  /** The snapshot being streamed; only the newest one of each group is kept. */
   private snapshot: SnapshotSender | null = null;
+  /** Snapshots of other groups waiting for the current stream to end (one stream at a time per connection). */
+  private waitingSnapshots = new Map<string, SnapshotRequest>();
   private backoffMs: number;
   /** No connection attempt before this time (ms since epoch): the backoff after a failure. */
   private retryAt = 0;
@@ -78,16 +80,18 @@ export class PeerLink {
     this.backoffMs = settings.backoffInitialMs;
   }
 
-  /** Queues `message` and makes sure a connection is on its way. */
-  enqueue(message: Message): void {
+  /** Queues `message` (of `group`, when the transport carries many) and makes sure a connection is on its way. */
+  enqueue(message: Message, group?: string): void {
     if (this.closed) return;
     if (message.type === 'snapshot') {
-      // A newer snapshot supersedes one still streaming: the peer needs the latest state, not both.
-      this.snapshot = new SnapshotSender(message, this.settings.nextStreamId(), this.settings.snapshotChunkBytes);
+      // A newer snapshot supersedes one of the same group still streaming: the peer needs the latest state, not both.
+      if (this.snapshot === null || this.snapshot.group === group) this.snapshot = this.newSender(message, group);
+      else this.waitingSnapshots.set(group ?? '', message);
     } else {
       let frame: Buffer;
       try {
-        frame = encodeFrame({ kind: 'msg', message } satisfies MessageFrame, this.settings.maxFrameBytes);
+        const body: MessageFrame = group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group };
+        frame = encodeFrame(body, this.settings.maxFrameBytes);
       } catch (error) {
         const reason = error instanceof FrameError ? error.message : String(error);
         this.settings.log('warn', `dropping ${message.type} to ${this.peerId}: ${reason}`);
@@ -114,6 +118,21 @@ export class PeerLink {
     this.queue = [];
     this.queueBytes = 0;
     this.snapshot = null;
+    this.waitingSnapshots.clear();
+  }
+
+  private newSender(message: SnapshotRequest, group: string | undefined): SnapshotSender {
+    return new SnapshotSender(message, this.settings.nextStreamId(), this.settings.snapshotChunkBytes, group);
+  }
+
+  /** The next group's waiting snapshot becomes the stream, if any. */
+  private nextSnapshot(): void {
+    this.snapshot = null;
+    const next = this.waitingSnapshots.entries().next();
+    if (next.done === true) return;
+    const [key, message] = next.value;
+    this.waitingSnapshots.delete(key);
+    this.snapshot = this.newSender(message, key === '' ? undefined : key);
   }
 
   /** Drops everything and closes the connection; resolves once the socket is fully closed. */
@@ -271,14 +290,14 @@ export class PeerLink {
         const sender = this.snapshot;
         const chunk = sender?.nextChunk() ?? null;
         if (chunk === null) return;
-        if (sender!.done) this.snapshot = null;
+        if (sender!.done) this.nextSnapshot();
         try {
           frame = encodeFrame(chunk, this.settings.maxFrameBytes);
         } catch (error) {
           // Only possible when the header alone is huge (a giant member list); this runs in an event handler,
           // so drop the snapshot rather than throw.
           this.settings.log('warn', `dropping snapshot to ${this.peerId}: ${String(error)}`);
-          this.snapshot = null;
+          if (this.snapshot === sender) this.nextSnapshot();
           continue;
         }
       }

@@ -15,6 +15,8 @@ export class SnapshotSender {
     readonly message: SnapshotRequest,
     readonly stream: number,
     private readonly chunkBytes: number,
+    /** The group the snapshot is for, when the transport carries many. */
+    readonly group?: string,
   ) {}
 
   /** Whether every chunk has been produced. */
@@ -44,6 +46,7 @@ export class SnapshotSender {
       total: snapshot.data.byteLength,
       data: snapshot.data.subarray(this.offset, end),
     };
+    if (this.group !== undefined) chunk.group = this.group;
     this.offset = end;
     this.started = true;
     return chunk;

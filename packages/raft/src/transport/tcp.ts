@@ -9,6 +9,7 @@ import { Server, createServer, type AddressInfo, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import type { Message, NodeId, Transport } from '../types.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './framing.js';
+import { MAX_GROUP_NAME } from './wire.js';
 import { deriveTransportKey, type TransportSecret } from './handshake.js';
 import { InboundConnection } from './inbound.js';
 import { PeerLink, type HostPort, type PeerLinkSettings, type TransportLog, type TransportTls } from './peer-link.js';
@@ -95,6 +96,8 @@ export class TcpTransport implements Transport {
   private onMessage: ((message: Message) => void) | null = null;
   private streamCounter = 0;
   private closed = false;
+  /** The groups this transport carries besides its own messages (see channel()). */
+  private readonly channels = new Map<string, GroupChannel>();
 
   constructor(options: TcpTransportOptions) {
     if (options.id.length === 0) throw new TypeError('transport id must be non-empty');
@@ -228,6 +231,26 @@ export class TcpTransport implements Transport {
     await Promise.all([serverClosed, ...inbound.map((c) => c.closed), ...links.map((link) => link.close())]);
   }
 
+  /**
+   * A Transport for one Raft group among many sharing this one: the same listener and one connection per peer
+   * process carry every group's messages, each tagged with its group. The group's members are named by the ids of
+   * the transports (one per process), so a group's peers are processes. Start this transport first (its own
+   * handler may ignore everything); a channel's `close()` detaches the group, not the connections.
+   */
+  channel(group: string): Transport {
+    if (group.length === 0 || group.length > MAX_GROUP_NAME) throw new RangeError(`a group name has 1..${MAX_GROUP_NAME} characters`);
+    if (this.channels.has(group)) throw new Error(`group ${group} already has a channel`);
+    const channel = new GroupChannel(this, group, () => this.channels.delete(group));
+    this.channels.set(group, channel);
+    return channel;
+  }
+
+  /** @internal A channel's send. */
+  sendInGroup(message: Message, group: string): void {
+    if (this.closed || this.blocked.has(message.to)) return;
+    this.links.get(message.to)?.enqueue(message, group);
+  }
+
   private accept(socket: Socket): void {
     if (this.closed) {
       socket.destroy();
@@ -252,12 +275,61 @@ export class TcpTransport implements Transport {
       isKnownPeer: (peer) => this.links.has(peer),
       tls: this.settings.tls !== undefined,
       isBlocked: (peer) => this.blocked.has(peer),
-      deliver: (message) => {
-        if (!this.closed) this.onMessage?.(message);
+      deliver: (message, group) => {
+        if (this.closed) return;
+        if (group === undefined) this.onMessage?.(message);
+        else this.channels.get(group)?.deliver(message);
       },
       log: this.settings.log,
     });
     this.inbound.add(connection);
     void connection.closed.then(() => this.inbound.delete(connection));
+  }
+}
+
+/** One group's view of a shared TcpTransport (see TcpTransport.channel). */
+class GroupChannel implements Transport {
+  private handler: ((message: Message) => void) | null = null;
+  private readonly peers = new Set<NodeId>();
+
+  constructor(
+    private readonly shared: TcpTransport,
+    private readonly group: string,
+    private readonly detach: () => void,
+  ) {}
+
+  get id(): NodeId {
+    return this.shared.id;
+  }
+
+  start(onMessage: (message: Message) => void): Promise<void> {
+    this.handler = onMessage;
+    return Promise.resolve();
+  }
+
+  send(message: Message): void {
+    if (this.handler !== null && this.peers.has(message.to)) this.shared.sendInGroup(message, this.group);
+  }
+
+  addPeer(id: NodeId, address: string): void {
+    this.peers.add(id);
+    // The connection to that process is shared by every group; adding it again is harmless.
+    this.shared.addPeer(id, address);
+  }
+
+  removePeer(id: NodeId): void {
+    // Other groups may still share the connection to that process: only this group stops using it.
+    this.peers.delete(id);
+  }
+
+  close(): Promise<void> {
+    this.handler = null;
+    this.detach();
+    return Promise.resolve();
+  }
+
+  /** A message of this group from a member of it. */
+  deliver(message: Message): void {
+    if (this.handler !== null && this.peers.has(message.from)) this.handler(message);
   }
 }

@@ -51,6 +51,8 @@ export interface WelcomeFrame {
 export interface MessageFrame {
   kind: 'msg';
   message: Message;
+  /** The Raft group the message belongs to, when the transport carries many (see TcpTransport.channel). */
+  group?: string;
 }
 
 /**
@@ -70,6 +72,8 @@ export interface SnapshotChunkFrame {
   /** Length of the whole snapshot data. */
   total: number;
   data: Uint8Array;
+  /** The Raft group of the snapshot, when the transport carries many. */
+  group?: string;
 }
 
 export type WireFrame = ChallengeFrame | HelloFrame | WelcomeFrame | MessageFrame | SnapshotChunkFrame;
@@ -97,7 +101,8 @@ export function parseWireFrame(value: unknown): WireFrame {
     case 'msg': {
       const message = parseMessage(fields.message);
       if (message.type === 'snapshot') throw new DecodeError('snapshot messages must travel as chunks');
-      return { kind: 'msg', message };
+      const group = groupField(fields);
+      return group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group };
     }
     case 'snapChunk': {
       const chunk: SnapshotChunkFrame = {
@@ -112,11 +117,24 @@ export function parseWireFrame(value: unknown): WireFrame {
         data: bytesField(fields, 'data', false),
       };
       if (chunk.offset + chunk.data.byteLength > chunk.total) throw new DecodeError('snapshot chunk past its total');
+      const group = groupField(fields);
+      if (group !== undefined) chunk.group = group;
       return chunk;
     }
     default:
       throw new DecodeError(`frame.kind: unknown ${String(fields.kind)}`);
   }
+}
+
+/** Longest group name on the wire. */
+export const MAX_GROUP_NAME = 128;
+
+/** The optional group of a frame: absent, or a non-empty string of at most MAX_GROUP_NAME characters. */
+function groupField(fields: Record<string, unknown>): string | undefined {
+  const group = fields.group;
+  if (group === undefined || group === null) return undefined;
+  if (typeof group !== 'string' || group.length === 0 || group.length > MAX_GROUP_NAME) throw new DecodeError(`frame.group: expected a name of 1..${MAX_GROUP_NAME} characters`);
+  return group;
 }
 
 /** Checked before the other fields, so a peer of another version is told so rather than "missing field". */

@@ -1,0 +1,192 @@
+/**
+ * Many Raft groups in one process (multi-raft): one TCP listener and one connection per peer process carry every
+ * group's messages (TcpTransport channels), one LevelDB holds every group's log under its own key prefix with
+ * one fsync per round of work across groups (GroupCommitLevel), and one timer ticks every group. Each group is a
+ * RaftNode whose member ids are the ids of the processes (hosts) that hold it.
+ */
+import { Level } from 'level';
+import { RaftNode, type NodeLogger, type RaftNodeOptions, type Ticker } from '../node.js';
+import { LevelStorage, type SharedLevel } from '../storage/leveldb.js';
+import { TcpTransport, type HostPort, type TransportSecret, type TransportTls } from '../transport/tcp.js';
+import type { NodeId, StateMachine } from '../types.js';
+import { GroupCommitLevel, type GroupCommitStats } from './group-commit.js';
+
+/** Group names: what may follow the key prefix and travel on the wire. */
+const GROUP_NAME = /^[A-Za-z0-9._-]{1,128}$/;
+const REGISTRY_PREFIX = 'groups!';
+const KEY_ENCODINGS = { keyEncoding: 'utf8', valueEncoding: 'view' } as const;
+
+/** Where and how a GroupHost runs: its id, listener, secret, database directory and the other processes. */
+export interface GroupHostOptions {
+  /** This process's id: its member id in every group it holds. */
+  id: NodeId;
+  /** Where the shared listener binds. Port 0 picks a free one (read it with `address()`). */
+  listen: HostPort;
+  /** The secret every process of the cluster shares (TcpTransport). */
+  secret: TransportSecret;
+  /** Optional mutual TLS (TcpTransport). */
+  tls?: TransportTls;
+  /** The directory of the one LevelDB every group of this process uses. */
+  dataDir: string;
+  /** Addresses ("host:port") of the other processes, by id; more may be added with addHost(). */
+  hosts?: Record<NodeId, string>;
+  /** Milliseconds per tick of every group. Default 100. */
+  tickMs?: number;
+  /** Where every group of the host logs (RaftNodeOptions.logger), unless a group brings its own. */
+  logger?: NodeLogger;
+}
+
+/** A group's own settings: everything a RaftNode takes except what the host provides. */
+export type GroupOptions<C, R, M extends StateMachine<C, R>> = Omit<RaftNodeOptions<C, R, M>, 'id' | 'storage' | 'transport' | 'ticker' | 'tickMs' | 'bootstrap' | 'peers'> & {
+  /** The hosts holding a new group (its voters), this one among them. Ignored when the group exists on disk. */
+  members: NodeId[];
+};
+
+/** One timer for every group of the process. */
+class SharedTicker implements Ticker {
+  private readonly subscribers = new Set<() => void>();
+  private timer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly periodMs: number) {}
+
+  subscribe(tick: () => void): () => void {
+    this.subscribers.add(tick);
+    this.timer ??= setInterval(() => {
+      for (const subscriber of this.subscribers) subscriber();
+    }, this.periodMs);
+    return () => {
+      this.subscribers.delete(tick);
+      if (this.subscribers.size === 0 && this.timer !== null) {
+        clearInterval(this.timer);
+        this.timer = null;
+      }
+    };
+  }
+}
+
+/**
+ * Many Raft groups in one process: one listener, one connection per peer process, one LevelDB with group commit,
+ * one timer. Open it with `GroupHost.open(options)`, then `createGroup(name, { members, stateMachine })` on every
+ * host that is a member of the group.
+ */
+export class GroupHost {
+  private readonly groups = new Map<string, RaftNode<unknown, unknown>>();
+  private readonly addresses: Map<NodeId, string>;
+  private readonly ticker: SharedTicker;
+  private readonly tickMs: number;
+  private closed = false;
+
+  private constructor(
+    private readonly options: GroupHostOptions,
+    private readonly level: Level<string, Uint8Array>,
+    private readonly db: GroupCommitLevel,
+    private readonly transport: TcpTransport,
+  ) {
+    this.tickMs = options.tickMs ?? 100;
+    this.ticker = new SharedTicker(this.tickMs);
+    const { host, port } = transport.address();
+    this.addresses = new Map(Object.entries({ ...options.hosts, [options.id]: `${host}:${port}` }));
+  }
+
+  /** Opens the process's database and starts its listener. */
+  static async open(options: GroupHostOptions): Promise<GroupHost> {
+    const level = new Level<string, Uint8Array>(options.dataDir);
+    await level.open();
+    const transport = new TcpTransport({ id: options.id, listen: options.listen, secret: options.secret, ...(options.tls !== undefined ? { tls: options.tls } : {}) });
+    // Messages outside any group have no business here.
+    await transport.start(() => {});
+    return new GroupHost(options, level, new GroupCommitLevel(level as unknown as SharedLevel), transport);
+  }
+
+  /** This host's id. */
+  get id(): NodeId {
+    return this.options.id;
+  }
+
+  /** The bound listener address. */
+  address(): HostPort {
+    return this.transport.address();
+  }
+
+  /** Fsyncs asked for by the groups and made on disk (fewer: group commit). */
+  get commitStats(): GroupCommitStats {
+    return this.db.stats;
+  }
+
+  /** Makes another process reachable (its id and "host:port"). */
+  addHost(id: NodeId, address: string): void {
+    this.addresses.set(id, address);
+  }
+
+  /**
+   * Starts a group on this host: a new one with `members` as its voters (every member host must create it too),
+   * or one this host already holds on disk, from its storage. Resolves once the group's member runs.
+   */
+  async createGroup<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(name: string, options: GroupOptions<C, R, M>): Promise<RaftNode<C, R, M>> {
+    if (this.closed) throw new Error('the host is closed');
+    if (!GROUP_NAME.test(name)) throw new RangeError(`a group name is 1..128 of A-Z a-z 0-9 . _ -: ${JSON.stringify(name)}`);
+    if (this.groups.has(name)) throw new Error(`group ${name} already runs here`);
+    if (!options.members.includes(this.id)) throw new RangeError(`group ${name}: its members must include this host (${this.id})`);
+    const bootstrap: Record<NodeId, string> = {};
+    for (const member of options.members) {
+      const address = this.addresses.get(member);
+      if (address === undefined) throw new RangeError(`group ${name}: no address for host ${member} (addHost it first)`);
+      bootstrap[member] = address;
+    }
+    const { members: _members, ...nodeOptions } = options;
+    await this.db.batch([{ type: 'put', key: `${REGISTRY_PREFIX}${name}`, value: Buffer.from(JSON.stringify(options.members)) }], { ...KEY_ENCODINGS, sync: true });
+    const node = await RaftNode.start<C, R, M>({
+      ...(this.options.logger !== undefined ? { logger: this.options.logger } : {}),
+      ...nodeOptions,
+      id: this.id,
+      bootstrap,
+      peers: Object.fromEntries(this.addresses),
+      tickMs: this.tickMs,
+      ticker: this.ticker,
+      storage: new LevelStorage({ db: this.db, prefix: `g.${name}` }),
+      transport: this.transport.channel(name),
+    });
+    this.groups.set(name, node as unknown as RaftNode<unknown, unknown>);
+    return node;
+  }
+
+  /** The running group of that name. */
+  group<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(name: string): RaftNode<C, R, M> | undefined {
+    return this.groups.get(name) as unknown as RaftNode<C, R, M> | undefined;
+  }
+
+  /** Names of the groups running here. */
+  groupNames(): string[] {
+    return [...this.groups.keys()];
+  }
+
+  /** Names of the groups this host holds on disk (to start again after a restart), with their founding members. */
+  async storedGroups(): Promise<Array<{ name: string; members: NodeId[] }>> {
+    const out: Array<{ name: string; members: NodeId[] }> = [];
+    for await (const [key, value] of this.db.iterator({ gte: REGISTRY_PREFIX, lt: `${REGISTRY_PREFIX}\uffff`, ...KEY_ENCODINGS })) {
+      out.push({ name: key.slice(REGISTRY_PREFIX.length), members: JSON.parse(Buffer.from(value).toString()) as NodeId[] });
+    }
+    return out;
+  }
+
+  /** Stops a group here; with `deleteData`, its log and snapshots are removed from the database too. */
+  async removeGroup(name: string, options: { deleteData?: boolean } = {}): Promise<void> {
+    const node = this.groups.get(name);
+    this.groups.delete(name);
+    await node?.stop();
+    if (options.deleteData === true) {
+      await this.db.clear({ gte: `g.${name}!`, lt: `g.${name}!\uffff`, keyEncoding: 'utf8' });
+      await this.db.batch([{ type: 'del', key: `${REGISTRY_PREFIX}${name}` }], { ...KEY_ENCODINGS, sync: true });
+    }
+  }
+
+  /** Stops every group, the listener and the database. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await Promise.all([...this.groups.values()].map((node) => node.stop()));
+    this.groups.clear();
+    await this.transport.close();
+    await this.level.close();
+  }
+}
