@@ -76,4 +76,12 @@ t.test('200 groups on 3 hosts: shared connections, storage and timer; a host los
     leaders.set(leader, (leaders.get(leader) ?? 0) + 1);
   }
   t.notOk(leaders.has('none'), `every group has a leader: ${JSON.stringify(Object.fromEntries(leaders))}`);
+
+  // Leaders piled up where elections were won (h3 was away); one call spreads them over the three hosts.
+  const moved = await h1.balanceLeaders();
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const after = h1.leaderCounts();
+  t.ok(moved > 0, `${moved} leaderships transferred`);
+  const share = Math.ceil(GROUPS / 3);
+  for (const id of ids) t.ok((after[id] ?? 0) >= share - 5 && (after[id] ?? 0) <= share + 3, `${id} leads ${after[id] ?? 0} of ${GROUPS} groups (share ${share})`);
 });

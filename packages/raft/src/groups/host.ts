@@ -180,6 +180,54 @@ export class GroupHost {
     }
   }
 
+  /** How many of the groups running here each host leads, as this host sees it (`none` while a group has no leader). */
+  leaderCounts(): Record<string, number> {
+    const counts: Record<string, number> = {};
+    for (const node of this.groups.values()) {
+      const leader = node.leaderId ?? 'none';
+      counts[leader] = (counts[leader] ?? 0) + 1;
+    }
+    return counts;
+  }
+
+  /**
+   * Spreads the leaders of the groups running here evenly over their member hosts by leadership transfer (from
+   * any member: the request is forwarded to the leader). A host leading more than its share (groups / hosts,
+   * rounded up) hands groups to the member host that leads the fewest. Resolves with the transfers that
+   * succeeded; a failed one is left for the next call.
+   */
+  async balanceLeaders(options: { concurrency?: number } = {}): Promise<number> {
+    const counts = new Map<NodeId, number>();
+    const hosts = new Set<NodeId>();
+    for (const node of this.groups.values()) {
+      for (const voter of node.status().config.voters) hosts.add(voter);
+      const leader = node.leaderId;
+      if (leader !== null) counts.set(leader, (counts.get(leader) ?? 0) + 1);
+    }
+    if (hosts.size === 0) return 0;
+    const share = Math.ceil(this.groups.size / hosts.size);
+    const moves: Array<{ node: RaftNode<unknown, unknown>; to: NodeId }> = [];
+    for (const node of this.groups.values()) {
+      const leader = node.leaderId;
+      if (leader === null || (counts.get(leader) ?? 0) <= share) continue;
+      let target: NodeId | null = null;
+      for (const voter of node.status().config.voters) {
+        if (voter !== leader && (target === null || (counts.get(voter) ?? 0) < (counts.get(target) ?? 0))) target = voter;
+      }
+      if (target === null || (counts.get(target) ?? 0) + 1 > share) continue;
+      counts.set(leader, counts.get(leader)! - 1);
+      counts.set(target, (counts.get(target) ?? 0) + 1);
+      moves.push({ node, to: target });
+    }
+    let moved = 0;
+    const concurrency = options.concurrency ?? 16;
+    for (let i = 0; i < moves.length; i += concurrency) {
+      const results = await Promise.all(moves.slice(i, i + concurrency).map(({ node, to }) => node.transferLeadership(to).catch(() => false)));
+      moved += results.filter(Boolean).length;
+    }
+    return moved;
+  }
+
   /** Stops every group, the listener and the database. */
   async close(): Promise<void> {
     if (this.closed) return;
