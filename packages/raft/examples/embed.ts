@@ -25,19 +25,18 @@ class Inventory implements StateMachine<Command, number> {
 // 2. Three members on loopback, each with its own LevelDB directory and TCP port.
 export async function runExample(ports: number[]): Promise<{ size: number; items: string[] }> {
   const dir = mkdtempSync(join(tmpdir(), 'inventory-'));
-  const members = Object.fromEntries(ports.map((port, i) => [`m${i + 1}`, port]));
   const addresses = Object.fromEntries(ports.map((port, i) => [`m${i + 1}`, `127.0.0.1:${port}`]));
   // Every member must hold the same secret: a connection that cannot prove it has it is refused (see Security).
   // In a deployment, read it from each member's configuration rather than generating it.
   const secret = randomBytes(32);
   const nodes = await Promise.all(
-    Object.entries(members).map(([id, port]) =>
+    Object.keys(addresses).map((id) =>
       RaftNode.start({
         id,
         bootstrap: addresses,
         stateMachine: new Inventory(),
         storage: new LevelStorage(join(dir, id)),
-        transport: new TcpTransport({ id, listen: { host: '127.0.0.1', port }, secret }),
+        transport: new TcpTransport({ id, listen: addresses[id]!, secret }), // each address written once
       }),
     ),
   );

@@ -21,8 +21,11 @@ export type { TransportSecret } from './handshake.js';
 export interface TcpTransportOptions {
   /** This member's id; peers' handshakes must name it. */
   id: NodeId;
-  /** Where to accept connections. Port 0 picks a free port (read it back with `address()`). */
-  listen: HostPort;
+  /**
+   * Where to accept connections: `{ host, port }` or "host:port", such as this member's entry of the address map
+   * every member is given, so each port is written once. Port 0 picks a free port (read it back with `address()`).
+   */
+  listen: HostPort | string;
   /**
    * The secret every member of the cluster shares (a string or bytes, non-empty; at least 32 random bytes is
    * the advice). Each connection starts with a challenge-response proving both ends hold it, so that nobody
@@ -70,11 +73,11 @@ export interface TcpTransportOptions {
 /** Room for a chunk frame's fields besides its data (ids, offsets, snapshot meta with the member list). */
 const CHUNK_HEADER_ALLOWANCE = 64 * 1024;
 
-/** Parses "host:port" or "[v6-address]:port". */
-export function parseHostPort(address: string): HostPort {
+/** Parses "host:port" or "[v6-address]:port"; `minPort` 0 allows port 0 (a listener picking a free port). */
+export function parseHostPort(address: string, minPort = 1): HostPort {
   const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
   const port = match === null ? NaN : Number(match[3]);
-  if (match === null || port < 1 || port > 65535) throw new TypeError(`expected "host:port", got "${address}"`);
+  if (match === null || !(port >= minPort && port <= 65535)) throw new TypeError(`expected "host:port", got "${address}"`);
   return { host: (match[1] ?? match[2])!, port };
 }
 
@@ -103,7 +106,7 @@ export class TcpTransport implements Transport {
     if (options.id.length === 0) throw new TypeError('transport id must be non-empty');
     this.id = options.id;
     this.key = deriveTransportKey(options.secret);
-    this.listenAt = options.listen;
+    this.listenAt = typeof options.listen === 'string' ? parseHostPort(options.listen, 0) : options.listen;
     const maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
     const snapshotChunkBytes = options.snapshotChunkBytes ?? 256 * 1024;
     if (snapshotChunkBytes < 1 || snapshotChunkBytes + CHUNK_HEADER_ALLOWANCE > maxFrameBytes) {
