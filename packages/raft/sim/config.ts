@@ -35,6 +35,8 @@ export interface SimMutations {
   staleLocalReads?: boolean;
   /** Apply session commands without deduplication (bypasses SessionStateMachine for commands). */
   noSessionDedup?: boolean;
+  /** Never wake a quiesced follower whose leader's process has gone silent. */
+  quiesceNeverWakes?: boolean;
 }
 
 export interface CoreMutations {
@@ -90,6 +92,11 @@ export interface SimConfig {
    * an apply_failed error, change no key, and leave the group going. Absent (0) in configs written before it.
    */
   poisonRate?: number;
+  /**
+   * Quiescence (CoreOptions.quiesceTicks): idle groups stop ticking; each node pings its peers every tick and
+   * wakes its quiesced core when the leader's node has been silent for an election timeout. 0 or absent: off.
+   */
+  quiesceTicks?: number;
   coreMutations?: CoreMutations;
   simMutations?: SimMutations;
 }
@@ -215,7 +222,19 @@ export function configFromSeed(seed: number): SimConfig {
     faults,
     // From a stream of its own, so that every other field of a seed is what it was before poison existed.
     poisonRate: new Random(seed ^ 0x70150e).chance(0.3) ? 0.05 : 0,
+    ...quiescence(seed),
   };
+}
+
+/**
+ * Quiescence in 40% of seeds, from a stream of its own (every other field stays what it was). Clients there think
+ * longer between operations, so that the group goes idle, quiesces and is woken (by clients, faults, or a silent
+ * leader) many times in a run.
+ */
+function quiescence(seed: number): Partial<SimConfig> {
+  const rng = new Random(seed ^ 0x9e5ce);
+  if (!rng.chance(0.4)) return {};
+  return { quiesceTicks: rng.pick([2, 5, 20]), thinkMs: rng.int(50, 400) };
 }
 
 /** A one-line summary of a config, for reports. */
@@ -228,6 +247,7 @@ export function describeConfig(c: SimConfig): string {
     `snapshot every ${c.snapshotEvery}, skew ${c.tickSkew.toFixed(3)}, hb ${c.heartbeatTicks}, ` +
     `prevote ${c.preVote}, checkQuorum ${c.checkQuorum}, leaseReads ${c.leaseReads}, ` +
     `msg ${c.maxMessageBytes}B x${c.maxInflightMessages}` +
-    ((c.poisonRate ?? 0) > 0 ? `, poison ${c.poisonRate}` : '')
+    ((c.poisonRate ?? 0) > 0 ? `, poison ${c.poisonRate}` : '') +
+    ((c.quiesceTicks ?? 0) > 0 ? `, quiesce after ${c.quiesceTicks} idle ticks` : '')
   );
 }

@@ -20,6 +20,11 @@ export const MUTATIONS: Mutation[] = [
   { name: 'sendBeforePersist', what: "send a Ready's messages before its writes are durable", sim: { sendBeforePersist: true } },
   { name: 'staleLocalReads', what: 'serve reads from local state without a read index', sim: { staleLocalReads: true } },
   { name: 'noSessionDedup', what: 'apply retried session commands again', sim: { noSessionDedup: true } },
+  {
+    name: 'quiesceNeverWakes',
+    what: 'a quiesced follower never notices that its leader died',
+    sim: { quiesceNeverWakes: true },
+  },
 ];
 
 

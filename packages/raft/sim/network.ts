@@ -105,6 +105,17 @@ export class SimNetwork {
     }
   }
 
+  /**
+   * A liveness ping from one node to another (what a process sends its peers every tick when groups may quiesce):
+   * cut by partitions, lost and delayed like any message, never duplicated.
+   */
+  sendPing(from: NodeId, to: NodeId, onArrive: () => void): void {
+    if (!this.connected(from, to) || this.rng.chance(this.params.drop)) return;
+    this.queue.after(this.delay(), () => {
+      if (this.connected(from, to)) onArrive();
+    });
+  }
+
   private delay(): number {
     return this.rng.float(this.params.minDelay, this.params.maxDelay);
   }

@@ -46,6 +46,8 @@ export interface NodeHost {
   commandApplied(tag: string): void;
   /** A committed configuration entry was applied by this member. */
   onConfigApplied(node: SimNode, entry: Entry & { kind: 'config' }): void;
+  /** Send a liveness ping to `to` (quiescence). */
+  ping(from: NodeId, to: NodeId): void;
 }
 
 const EMPTY_CONFIG: Configuration = { voters: [], learners: [] };
@@ -156,7 +158,10 @@ export class SimNode {
       maxInflightMessages: config.maxInflightMessages,
       seed: host.rng.nextUint32(),
     };
+    if ((config.quiesceTicks ?? 0) > 0) options.quiesceTicks = config.quiesceTicks!;
     if (config.coreMutations !== undefined) options.mutations = config.coreMutations;
+    this.lastHeard.clear();
+    this.startTick = this.ticks;
     const state = {
       hardState: { ...d.hardState },
       snapshot: d.snapshot?.meta ?? null,
@@ -186,10 +191,37 @@ export class SimNode {
     this.readyReads = [];
   }
 
+  /** Ticks of this incarnation, and the tick each peer was last heard from (any message or ping). */
+  private ticks = 0;
+  private startTick = 0;
+  private readonly lastHeard = new Map<NodeId, number>();
+
+  /** A peer's ping arrived. */
+  heard(from: NodeId): void {
+    this.lastHeard.set(from, this.ticks);
+  }
+
+  /**
+   * What a process hosting quiescing groups does every tick: ping every peer, and wake a quiesced follower whose
+   * leader has been silent for an election timeout (it would otherwise never notice a dead leader).
+   */
+  private livenessTick(): void {
+    const core = this.core!;
+    const status = core.status();
+    for (const peer of [...status.config.voters, ...status.config.learners]) if (peer !== this.id) this.host.ping(this.id, peer);
+    if (!status.quiesced || status.role === 'leader' || status.leader === null) return;
+    const silent = this.ticks - (this.lastHeard.get(status.leader) ?? this.startTick);
+    if (silent < this.host.config.electionTicks || this.host.config.simMutations?.quiesceNeverWakes === true) return;
+    this.host.trace(() => `${this.id} wakes: leader ${status.leader} silent for ${silent} ticks`);
+    core.wake(silent);
+  }
+
   private scheduleTick(delay: number): void {
     const life = this.incarnation;
     this.host.queue.after(delay, () => {
       if (life !== this.incarnation) return;
+      this.ticks++;
+      if ((this.host.config.quiesceTicks ?? 0) > 0) this.livenessTick();
       this.core!.tick(this.localNow());
       this.afterInput();
       this.scheduleTick(this.tickPeriod * this.host.rng.float(0.97, 1.03));
@@ -201,6 +233,7 @@ export class SimNode {
 
   receive(m: Message): void {
     if (!this.up) return;
+    this.lastHeard.set(m.from, this.ticks);
     this.host.fingerprint(mixString(mixNumber(m.term, this.host.queue.now), `${m.type}${m.from}${m.to}`));
     this.host.trace(() => describeMessage(m));
     this.core!.step(m);
@@ -464,7 +497,7 @@ function describeMessage(m: Message): string {
     case 'prevoteResp':
       return `${head}${m.reject ? ' REJECT' : ' granted'}`;
     case 'heartbeat':
-      return `${head} commit ${m.commit}`;
+      return `${head} commit ${m.commit}${m.quiesce === true ? ' QUIESCE' : ''}`;
     case 'snapshot':
       return `${head} (${m.snapshot.meta.index},${m.snapshot.meta.term}) ${m.snapshot.data.length}B`;
     case 'propose':

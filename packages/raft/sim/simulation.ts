@@ -95,6 +95,8 @@ export class Simulation implements NodeHost, ClientHost {
   private churnAfterCommit: string | null = null;
   private events = 0;
   private finished = false;
+  /** Quiescence seeds end with a quiet leader loss (see quietLeaderLoss); whether it has begun. */
+  private quietLossStarted = false;
   private healedAt = Infinity;
   membershipChanges = 0;
 
@@ -189,6 +191,13 @@ export class Simulation implements NodeHost, ClientHost {
   private deliver(m: Message): void {
     const node = this.nodes.get(m.to);
     if (node !== undefined && node.up) node.receive(m);
+  }
+
+  ping(from: NodeId, to: NodeId): void {
+    this.network.sendPing(from, to, () => {
+      const node = this.nodes.get(to);
+      if (node !== undefined && node.up) node.heard(from);
+    });
   }
 
   reply(client: number, reply: ClientReply, from: NodeId): void {
@@ -515,6 +524,11 @@ export class Simulation implements NodeHost, ClientHost {
     const why = this.unsettled();
     if (why === null) {
       this.trace(() => 'settled: one leader, everything committed and applied everywhere, all clients done');
+      if ((this.config.quiesceTicks ?? 0) > 0 && !this.quietLossStarted) {
+        this.quietLossStarted = true;
+        this.quietLeaderLoss(this.queue.now);
+        return;
+      }
       this.finished = true;
       return;
     }
@@ -522,6 +536,44 @@ export class Simulation implements NodeHost, ClientHost {
       fail('liveness', `not settled ${this.config.livenessMs}ms after healing: ${why}\n${this.describeCluster()}`);
     }
     this.queue.after(LIVENESS_PERIOD, () => this.checkLiveness());
+  }
+
+  /**
+   * The epilogue of quiescence seeds: with no client traffic left, wait until the whole group is quiesced, then
+   * crash its leader for good. The followers hear nothing from anyone (a quiesced group is silent), so only their
+   * liveness pings can tell them: a new leader must follow within the liveness budget. Skipped when the group
+   * does not quiesce within 3 s or could not elect without the leader anyway.
+   */
+  private quietLeaderLoss(since: number): void {
+    const leader = [...this.nodes.values()].find((n) => n.status()?.role === 'leader');
+    const st = leader?.status() ?? null;
+    if (leader === undefined || st === null || st.config.voters.length < 3) {
+      this.finished = true;
+      return;
+    }
+    const group = members(st.config).map((id) => this.nodes.get(id)?.status() ?? null);
+    if (!group.every((s) => s !== null && s.quiesced)) {
+      if (this.queue.now - since > 3000) this.finished = true;
+      else this.queue.after(LIVENESS_PERIOD, () => this.quietLeaderLoss(since));
+      return;
+    }
+    this.trace(() => `quiet leader loss: ${leader.id} (term ${st.term}) crashes for good while the group is quiesced`);
+    leader.crash();
+    leader.retired = true;
+    const crashedAt = this.queue.now;
+    const check = (): void => {
+      const replaced = [...this.nodes.values()].some((n) => n !== leader && n.status()?.role === 'leader');
+      if (replaced) {
+        this.trace(() => 'quiet leader loss: a new leader was elected');
+        this.finished = true;
+        return;
+      }
+      if (this.queue.now - crashedAt > this.config.livenessMs) {
+        fail('liveness', `the leader ${leader.id} died while its group was quiesced and was never replaced in ${this.config.livenessMs}ms\n${this.describeCluster()}`);
+      }
+      this.queue.after(LIVENESS_PERIOD, check);
+    };
+    this.queue.after(LIVENESS_PERIOD, check);
   }
 
   // -------------------------------------------------------------------------------------------------------

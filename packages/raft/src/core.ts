@@ -60,6 +60,14 @@ export interface CoreOptions {
   checkQuorum?: boolean;
   /** Serve reads on the leader's lease without a heartbeat round. Opt-in; requires checkQuorum. Default false. */
   leaseReads?: boolean;
+  /**
+   * Quiescence (for many groups per process): a leader whose group has been idle this many ticks (every member
+   * caught up, everything committed, nothing pending) stops ticking and heartbeating, and tells its followers,
+   * which stop too. Any proposal, read or message wakes the group. A quiesced follower cannot notice a dead leader
+   * by itself: its driver must call `wake(silentTicks)` when the leader's process has been silent (GroupHost does,
+   * from one ping per process pair per tick). A quiesced leader holds no lease. 0 (default): never.
+   */
+  quiesceTicks?: number;
   /** Append messages in flight per follower, by count. Default 64. */
   maxInflightMessages?: number;
   /** Append bytes in flight per follower. Default 8 MiB. */
@@ -109,6 +117,8 @@ export interface CoreStatus {
   config: Configuration;
   peers: PeerStatus[];
   transferee: NodeId | null;
+  /** The group is quiesced on this member (no ticks until woken). */
+  quiesced: boolean;
 }
 
 /** What became of a proposal: appended here, forwarded to the leader, or dropped (no leader known). */
@@ -147,6 +157,7 @@ export class RaftCore {
   private readonly preVote: boolean;
   private readonly checkQuorum: boolean;
   private readonly leaseReads: boolean;
+  private readonly quiesceTicks: number;
   private readonly maxInflightMessages: number;
   private readonly maxInflightBytes: number;
   private readonly maxMessageBytes: number;
@@ -166,6 +177,10 @@ export class RaftCore {
 
   private electionElapsed = 0;
   private heartbeatElapsed = 0;
+  /** Quiesced: ticks do nothing until a message, proposal, read or wake(). */
+  private quiesced = false;
+  /** Leader: consecutive ticks the group has been idle. */
+  private idleTicks = 0;
   private randomizedElectionTimeout = 0;
   private votes = new Map<NodeId, boolean>();
   private progress = new Map<NodeId, Progress>();
@@ -205,6 +220,7 @@ export class RaftCore {
     this.preVote = options.preVote ?? true;
     this.checkQuorum = options.checkQuorum ?? true;
     this.leaseReads = options.leaseReads ?? false;
+    this.quiesceTicks = options.quiesceTicks ?? 0;
     invariant(!this.leaseReads || this.checkQuorum, 'lease reads require check-quorum');
     invariant(this.heartbeatTicks < this.electionTicks, 'heartbeat interval must be below the election timeout');
     this.maxInflightMessages = options.maxInflightMessages ?? 64;
@@ -230,6 +246,7 @@ export class RaftCore {
   /** Advance logical time by one tick. `now` is this member's clock in ms, used only to stamp new entries. */
   tick(now: number): void {
     this.now = Math.max(this.now, now);
+    if (this.quiesced) return;
     if (this.role === 'leader') this.tickLeader();
     else this.tickElection();
   }
@@ -237,6 +254,8 @@ export class RaftCore {
   /** Feed one message received from another member. */
   step(m: Message): void {
     if (m.to !== this.id) return;
+    // A quiesced leader stays so for the answers to its quiescing heartbeat; anything else wakes the group.
+    if (this.quiesced && !(this.role === 'leader' && m.type === 'heartbeatResp')) this.unquiesce();
     if (m.type === 'propose' || m.type === 'readIndex' || m.type === 'readIndexResp' || m.type === 'admin') {
       this.stepLocal(m);
       return;
@@ -271,6 +290,7 @@ export class RaftCore {
 
   /** Propose a command. A follower forwards it to the leader it knows; without one it is dropped. */
   propose(command: Uint8Array): ProposeOutcome {
+    this.unquiesce();
     if (this.role === 'leader') {
       if (this.transferee !== null) {
         this.droppedProposals++;
@@ -292,6 +312,7 @@ export class RaftCore {
    * earlier change is still uncommitted: together these make single-server changes safe.
    */
   proposeConfigChange(change: ConfigChange): void {
+    this.unquiesce();
     if (this.role !== 'leader') throw new ConfigChangeError('not the leader');
     if (this.transferee !== null) throw new ConfigChangeError('a leadership transfer is in progress');
     if (this.pendingConfigIndex > this.log.committed) {
@@ -309,6 +330,7 @@ export class RaftCore {
    * applied >= index, the read may be served from local state. Index -1 means refused.
    */
   readIndex(context: string): void {
+    this.unquiesce();
     if (this.role === 'leader') {
       this.handleReadRequest(context, null);
       return;
@@ -322,6 +344,7 @@ export class RaftCore {
 
   /** Hand leadership to `to` (a voter): it is caught up, then told to campaign at once. */
   transferLeadership(to: NodeId): void {
+    this.unquiesce();
     if (this.role !== 'leader' || to === this.id || !this.config.voters.includes(to)) return;
     if (this.transferee === to) return;
     this.transferee = to;
@@ -334,6 +357,7 @@ export class RaftCore {
 
   /** Start an election now (tests, or an operator forcing one). */
   campaign(): void {
+    this.unquiesce();
     if (this.role === 'leader' || !this.promotable()) return;
     this.startElection();
   }
@@ -461,7 +485,44 @@ export class RaftCore {
         inflight: pr.inflightCount,
       })),
       transferee: this.transferee,
+      quiesced: this.quiesced,
     };
+  }
+
+  /**
+   * Wakes a quiesced group. The driver calls it with `silentTicks`, the ticks since it last heard anything from
+   * the leader's process, when that is an election timeout or more: the follower then counts that time as
+   * elapsed, so it campaigns after the rest of a randomized timeout instead of a whole one.
+   */
+  wake(silentTicks = 0): void {
+    const wasQuiesced = this.quiesced;
+    this.unquiesce();
+    if (wasQuiesced && this.role !== 'leader') this.electionElapsed = Math.max(this.electionElapsed, Math.min(silentTicks, this.electionTicks));
+  }
+
+  private unquiesce(): void {
+    if (!this.quiesced) return;
+    this.quiesced = false;
+    this.idleTicks = 0;
+    if (this.role !== 'leader') return;
+    // Start over as a leader that has heard from nobody yet: check-quorum counts from now, and a read lease needs
+    // a round acknowledged after waking (roundSentAt was cleared when quiescing).
+    this.electionElapsed = 0;
+    this.heartbeatElapsed = 0;
+    for (const [id, pr] of this.progress) pr.recentActive = id === this.id;
+    this.broadcastHeartbeat(this.nextRound());
+  }
+
+  /** Whether nothing is left to do in this group: every member has every entry, all committed, nothing pending. */
+  private idle(): boolean {
+    const last = this.log.lastIndex();
+    if (this.log.committed !== last || this.log.term(last) !== this.term) return false;
+    if (this.transferee !== null || this.pendingConfigIndex > this.log.committed) return false;
+    if (this.pendingReads.length > 0 || this.readsAwaitingCommit.length > 0 || this.forwardBuffer.length > 0) return false;
+    for (const [id, pr] of this.progress) {
+      if (id !== this.id && (pr.match !== last || pr.state !== 'replicate' || pr.inflightCount > 0)) return false;
+    }
+    return true;
   }
 
   // ---------------------------------------------------------------------------------------------------------
@@ -492,6 +553,17 @@ export class RaftCore {
     }
     for (const pr of this.progress.values()) {
       if (pr.state === 'snapshot') pr.snapshotTicks++;
+    }
+    if (this.quiesceTicks > 0) {
+      this.idleTicks = this.idle() ? this.idleTicks + 1 : 0;
+      if (this.idleTicks >= this.quiesceTicks) {
+        this.quiesced = true;
+        this.idleTicks = 0;
+        // No earlier round may make a lease valid after waking (leaderTicks stands still meanwhile).
+        this.roundSentAt.clear();
+        this.broadcastHeartbeat(this.nextRound(), true);
+        return;
+      }
     }
     if (this.heartbeatElapsed >= this.heartbeatTicks) {
       this.heartbeatElapsed = 0;
@@ -713,6 +785,8 @@ export class RaftCore {
         this.electionElapsed = 0;
         this.leader = m.from;
         this.handleHeartbeat(m);
+        // Quiesce only when up to date: a follower that lacks entries keeps ticking (and so asks again).
+        if (m.quiesce === true && this.quiesceTicks > 0 && this.log.committed === this.log.lastIndex() && m.commit === this.log.committed) this.quiesced = true;
         return;
       case 'snapshot':
         this.electionElapsed = 0;
@@ -903,10 +977,11 @@ export class RaftCore {
     for (const id of this.progress.keys()) if (id !== this.id) this.sendAppend(id);
   }
 
-  private broadcastHeartbeat(round: number): void {
+  private broadcastHeartbeat(round: number, quiesce = false): void {
     for (const [id, pr] of this.progress) {
       if (id === this.id) continue;
-      this.send({ type: 'heartbeat', to: id, term: this.term, commit: Math.min(pr.match, this.log.committed), round });
+      const commit = Math.min(pr.match, this.log.committed);
+      this.send(quiesce ? { type: 'heartbeat', to: id, term: this.term, commit, round, quiesce } : { type: 'heartbeat', to: id, term: this.term, commit, round });
     }
   }
 
@@ -1006,7 +1081,7 @@ export class RaftCore {
    * its election bypasses the voters' lease.
    */
   private leaseValid(): boolean {
-    if (!this.checkQuorum || this.transferee !== null) return false;
+    if (!this.checkQuorum || this.transferee !== null || this.quiesced) return false;
     const sent = this.config.voters
       .map((id) => (id === this.id ? this.leaderTicks : this.roundSentAt.get(this.progress.get(id)?.ackedRound ?? 0) ?? -Infinity))
       .sort((a, b) => b - a);

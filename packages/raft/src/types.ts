@@ -120,6 +120,8 @@ export interface HeartbeatRequest extends MessageBase {
   commit: number;
   /** Read-index round this heartbeat confirms leadership for (0 when none). */
   round: number;
+  /** The group is idle and the leader stops ticking: an up-to-date follower may stop too (see quiesceTicks). */
+  quiesce?: boolean;
 }
 
 /** A follower acknowledging a heartbeat. */

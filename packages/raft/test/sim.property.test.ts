@@ -58,6 +58,7 @@ const configFields = {
   syncMax: fc.double({ min: 0.3, max: 5, noNaN: true }),
   snapshotChunk: fc.constantFrom(64, 1024, 8192),
   faults: fc.array(fault, { maxLength: 10 }),
+  quiesceTicks: fc.constantFrom(0, 0, 2, 5),
 };
 
 /**

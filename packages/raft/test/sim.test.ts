@@ -150,6 +150,7 @@ function status(id: string, role: CoreStatus['role'], term: number, commit = 0):
     config: { voters: ['a', 'b', 'c'], learners: [] },
     peers: [],
     transferee: null,
+    quiesced: false,
   };
 }
 
@@ -246,7 +247,9 @@ t.test('poison commands (the state machine throws) come back as apply_failed, ch
   const { POISON_FROM } = await import('../sim/client.js');
   const checker = await loadHistoryChecker();
   let poisoned = 0;
-  for (const seed of [3, 11, 27]) {
+  // Seeds without quiescence: their clients write often, so there are many poison writes to look at.
+  const seeds = [3, 11, 27, 4, 9, 10].filter((seed) => configFromSeed(seed).quiesceTicks === undefined).slice(0, 3);
+  for (const seed of seeds) {
     const result = runSimulation({ ...configFromSeed(seed), poisonRate: 0.3 }, { checkHistory: checker });
     t.ok(result.ok, `seed ${seed} with 30% poison writes: ${result.failure?.invariant ?? 'ok'} ${result.failure?.message ?? ''}`);
     t.equal(result.linearizability?.result, 'ok', `seed ${seed}: linearizable, poison writes read as failed compare-and-sets`);

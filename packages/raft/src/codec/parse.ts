@@ -253,8 +253,10 @@ export function parseMessage(value: unknown): Message {
         hintIndex: intField(fields, 'hintIndex'),
         hintTerm: intField(fields, 'hintTerm'),
       };
-    case 'heartbeat':
-      return { type, from, to, term, commit: intField(fields, 'commit'), round: intField(fields, 'round') };
+    case 'heartbeat': {
+      const heartbeat = { type, from, to, term, commit: intField(fields, 'commit'), round: intField(fields, 'round') };
+      return fields.quiesce === true ? { ...heartbeat, quiesce: true } : heartbeat;
+    }
     case 'heartbeatResp':
       return { type, from, to, term, round: intField(fields, 'round') };
     case 'snapshot':
