@@ -489,6 +489,11 @@ export class RaftCore {
     };
   }
 
+  /** Whether the group is quiesced on this member (cheaper than status()). */
+  isQuiesced(): boolean {
+    return this.quiesced;
+  }
+
   /**
    * Wakes a quiesced group. The driver calls it with `silentTicks`, the ticks since it last heard anything from
    * the leader's process, when that is an election timeout or more: the follower then counts that time as

@@ -496,6 +496,21 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     };
   }
 
+  /** Whether this member's group is quiesced (idle: no ticks, no heartbeats; see CoreOptions.quiesceTicks). */
+  get quiesced(): boolean {
+    return this.core.isQuiesced();
+  }
+
+  /**
+   * Wakes a quiesced group: the driver of many groups calls it when the leader's process has been silent for
+   * `silentTicks` ticks (an election timeout or more), so the followers campaign instead of waiting forever.
+   */
+  wake(silentTicks = 0): void {
+    if (this.stopped || !this.core.isQuiesced()) return;
+    this.core.wake(silentTicks);
+    this.kick();
+  }
+
   get isLeader(): boolean {
     return this.failure === null && this.softState.role === 'leader';
   }
@@ -583,7 +598,11 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
 
   private tick(): void {
     if (this.stopped) return;
+    const wasQuiesced = this.core.isQuiesced();
     this.core.tick(this.clock());
+    // A group that was quiesced before this tick, with nothing waiting, has nothing to do: no retries, no Ready
+    // (thousands of idle groups). The tick that quiesces it still sends its quiescing heartbeats.
+    if (wasQuiesced && this.pending.size === 0 && this.reads.size === 0) return;
     this.retryAndExpire();
     this.kick();
   }

@@ -14,6 +14,8 @@ import { GroupCommitLevel, type GroupCommitStats } from './group-commit.js';
 /** Group names: what may follow the key prefix and travel on the wire. */
 const GROUP_NAME = /^[A-Za-z0-9._-]{1,128}$/;
 const REGISTRY_PREFIX = 'groups!';
+/** No group's election timeout is shorter than this many ticks (CoreOptions requires heartbeat < election). */
+const MIN_ELECTION_TICKS = 2;
 const KEY_ENCODINGS = { keyEncoding: 'utf8', valueEncoding: 'view' } as const;
 
 /** Where and how a GroupHost runs: its id, listener, secret, database directory and the other processes. */
@@ -32,6 +34,11 @@ export interface GroupHostOptions {
   hosts?: Record<NodeId, string>;
   /** Milliseconds per tick of every group. Default 100. */
   tickMs?: number;
+  /**
+   * Ticks a group must be idle before it quiesces (no ticks, no heartbeats until something happens; see
+   * CoreOptions.quiesceTicks). Default 20. 0: groups never quiesce. A group's own `core.quiesceTicks` wins.
+   */
+  quiesceTicks?: number;
   /** Where every group of the host logs (RaftNodeOptions.logger), unless a group brings its own. */
   logger?: NodeLogger;
 }
@@ -71,6 +78,12 @@ class SharedTicker implements Ticker {
  */
 export class GroupHost {
   private readonly groups = new Map<string, RaftNode<unknown, unknown>>();
+  /** Each group's election timeout in ticks: a leader silent that long wakes its quiesced followers here. */
+  private readonly electionTicks = new Map<string, number>();
+  /** Host ticks so far, and the tick each peer process was last heard from. */
+  private ticks = 0;
+  private readonly lastHeard = new Map<NodeId, number>();
+  private readonly stopLiveness: () => void;
   private readonly addresses: Map<NodeId, string>;
   private readonly ticker: SharedTicker;
   private readonly tickMs: number;
@@ -86,6 +99,32 @@ export class GroupHost {
     this.ticker = new SharedTicker(this.tickMs);
     const { host, port } = transport.address();
     this.addresses = new Map(Object.entries({ ...options.hosts, [options.id]: `${host}:${port}` }));
+    for (const id of this.addresses.keys()) if (id !== options.id) transport.addPeer(id, this.addresses.get(id)!);
+    transport.onPeerHeard((peer) => this.lastHeard.set(peer, this.ticks));
+    this.stopLiveness = this.ticker.subscribe(() => this.livenessTick());
+  }
+
+  /**
+   * Once a tick: one ping to each peer process (what keeps quiesced groups safe: it stands in for every
+   * heartbeat they no longer send), then wake the quiesced groups whose leader's process has been silent for an
+   * election timeout, so they elect a new leader.
+   */
+  private livenessTick(): void {
+    this.ticks++;
+    let silentHosts: Map<NodeId, number> | null = null;
+    for (const id of this.addresses.keys()) {
+      if (id === this.id) continue;
+      this.transport.ping(id);
+      const silent = this.ticks - (this.lastHeard.get(id) ?? 0);
+      if (silent >= MIN_ELECTION_TICKS) (silentHosts ??= new Map()).set(id, silent);
+    }
+    if (silentHosts === null) return;
+    for (const [name, node] of this.groups) {
+      if (!node.quiesced) continue;
+      const leader = node.leaderId;
+      const silent = leader === null ? undefined : silentHosts.get(leader);
+      if (silent !== undefined && silent >= (this.electionTicks.get(name) ?? 10)) node.wake(silent);
+    }
   }
 
   /** Opens the process's database and starts its listener. */
@@ -116,6 +155,7 @@ export class GroupHost {
   /** Makes another process reachable (its id and "host:port"). */
   addHost(id: NodeId, address: string): void {
     this.addresses.set(id, address);
+    this.transport.addPeer(id, address);
   }
 
   /**
@@ -134,10 +174,13 @@ export class GroupHost {
       bootstrap[member] = address;
     }
     const { members: _members, ...nodeOptions } = options;
+    const core = { quiesceTicks: this.options.quiesceTicks ?? 20, ...nodeOptions.core };
+    this.electionTicks.set(name, core.electionTicks ?? 10);
     await this.db.batch([{ type: 'put', key: `${REGISTRY_PREFIX}${name}`, value: Buffer.from(JSON.stringify(options.members)) }], { ...KEY_ENCODINGS, sync: true });
     const node = await RaftNode.start<C, R, M>({
       ...(this.options.logger !== undefined ? { logger: this.options.logger } : {}),
       ...nodeOptions,
+      core,
       id: this.id,
       bootstrap,
       peers: Object.fromEntries(this.addresses),
@@ -173,6 +216,7 @@ export class GroupHost {
   async removeGroup(name: string, options: { deleteData?: boolean } = {}): Promise<void> {
     const node = this.groups.get(name);
     this.groups.delete(name);
+    this.electionTicks.delete(name);
     await node?.stop();
     if (options.deleteData === true) {
       await this.db.clear({ gte: `g.${name}!`, lt: `g.${name}!\uffff`, keyEncoding: 'utf8' });
@@ -232,6 +276,7 @@ export class GroupHost {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.stopLiveness();
     await Promise.all([...this.groups.values()].map((node) => node.stop()));
     this.groups.clear();
     await this.transport.close();

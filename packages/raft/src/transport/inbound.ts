@@ -29,6 +29,8 @@ export interface InboundSettings {
   /** The connection is TLS: the dialer's certificate must name the member its hello speaks as. */
   tls: boolean;
   isBlocked: (peer: NodeId) => boolean;
+  /** Something (a message, a chunk, a ping) arrived from `peer` after its handshake. */
+  heard: (peer: NodeId) => void;
   /** Hands over a message (with its group, when the transport carries many). */
   deliver: (message: Message, group?: string) => void;
   log: TransportLog;
@@ -124,6 +126,8 @@ export class InboundConnection {
       return;
     }
     if (this.settings.isBlocked(peer)) return;
+    this.settings.heard(peer);
+    if (frame.kind === 'ping') return;
     if (frame.kind === 'msg') {
       this.accept(frame.message, frame.group);
     } else if (frame.kind === 'snapChunk') {

@@ -11,7 +11,7 @@ import type { Message, NodeId, SnapshotRequest } from '../types.js';
 import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import { SnapshotSender } from './snapshot-stream.js';
-import { PROTOCOL_VERSION, parseWireFrame, type HelloFrame, type MessageFrame } from './wire.js';
+import { PROTOCOL_VERSION, parseWireFrame, type HelloFrame, type MessageFrame, type PingFrame } from './wire.js';
 
 /** Where diagnostics go. 'debug' for expected trouble (peer down), 'warn' for things worth a look. */
 export type TransportLog = (level: 'debug' | 'warn', message: string) => void;
@@ -49,6 +49,8 @@ export interface TransportTls {
   key: string | Buffer;
   ca: string | Buffer;
 }
+
+const PING_FRAME = encodeFrame({ kind: 'ping' } satisfies PingFrame);
 
 /** Sends one member's messages to one peer. */
 export class PeerLink {
@@ -101,6 +103,14 @@ export class PeerLink {
       this.queueBytes += frame.byteLength;
       this.enforceQueueBounds();
     }
+    this.kick();
+  }
+
+  /** Queues a ping (a process saying it is alive), unless one is already waiting. */
+  ping(): void {
+    if (this.closed || this.queue.at(-1) === PING_FRAME) return;
+    this.queue.push(PING_FRAME);
+    this.queueBytes += PING_FRAME.byteLength;
     this.kick();
   }
 

@@ -99,6 +99,8 @@ export class TcpTransport implements Transport {
   private onMessage: ((message: Message) => void) | null = null;
   private streamCounter = 0;
   private closed = false;
+  /** Told of every frame from a peer after its handshake (liveness of peer processes). */
+  private onHeard: ((peer: NodeId) => void) | null = null;
   /** The groups this transport carries besides its own messages (see channel()). */
   private readonly channels = new Map<string, GroupChannel>();
 
@@ -248,6 +250,20 @@ export class TcpTransport implements Transport {
     return channel;
   }
 
+  /**
+   * Sends `peer` a ping: a frame saying this process is alive, for peers whose groups may be quiesced (and so
+   * silent). Dropped like any message when the peer is blocked or unknown.
+   */
+  ping(peer: NodeId): void {
+    if (this.closed || this.blocked.has(peer)) return;
+    this.links.get(peer)?.ping();
+  }
+
+  /** Calls `listener` with the peer's id whenever anything arrives from it (a message, a chunk or a ping). */
+  onPeerHeard(listener: (peer: NodeId) => void): void {
+    this.onHeard = listener;
+  }
+
   /** @internal A channel's send. */
   sendInGroup(message: Message, group: string): void {
     if (this.closed || this.blocked.has(message.to)) return;
@@ -276,6 +292,7 @@ export class TcpTransport implements Transport {
       handshakeTimeoutMs: this.handshakeTimeoutMs,
       frameTimeoutMs: this.frameTimeoutMs,
       isKnownPeer: (peer) => this.links.has(peer),
+      heard: (peer) => this.onHeard?.(peer),
       tls: this.settings.tls !== undefined,
       isBlocked: (peer) => this.blocked.has(peer),
       deliver: (message, group) => {

@@ -76,7 +76,12 @@ export interface SnapshotChunkFrame {
   group?: string;
 }
 
-export type WireFrame = ChallengeFrame | HelloFrame | WelcomeFrame | MessageFrame | SnapshotChunkFrame;
+/** "I am alive": one per peer process per tick when groups may quiesce (their own messages then stop). */
+export interface PingFrame {
+  kind: 'ping';
+}
+
+export type WireFrame = ChallengeFrame | HelloFrame | WelcomeFrame | MessageFrame | SnapshotChunkFrame | PingFrame;
 
 /**
  * Validates a decoded frame. Chunk data is returned without copying (it may alias the receive buffer);
@@ -96,6 +101,8 @@ export function parseWireFrame(value: unknown): WireFrame {
         nonce: bytesField(fields, 'nonce'),
         mac: bytesField(fields, 'mac'),
       };
+    case 'ping':
+      return { kind: 'ping' };
     case 'welcome':
       return { kind: 'welcome', mac: bytesField(fields, 'mac') };
     case 'msg': {
