@@ -23,7 +23,7 @@ export interface GroupHostOptions {
   /** This process's id: its member id in every group it holds. */
   id: NodeId;
   /** Where the shared listener binds. Port 0 picks a free one (read it with `address()`). */
-  listen: HostPort;
+  listen: HostPort | string;
   /** The secret every process of the cluster shares (TcpTransport). */
   secret: TransportSecret;
   /** Optional mutual TLS (TcpTransport). */
