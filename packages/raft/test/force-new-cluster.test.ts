@@ -11,20 +11,8 @@ import { applyChange, ConfigChangeError } from '../src/core.js';
 import { RaftNode, TimeoutError } from '../src/node.js';
 import { LevelStorage } from '../src/storage/leveldb.js';
 import { LocalNetwork } from '../src/transport/local.js';
-import type { StateMachine } from '../src/types.js';
+import { Counter } from './helpers/machines.js';
 
-class Counter implements StateMachine<number, number> {
-  total = 0;
-  apply(n: number): number {
-    return (this.total += n);
-  }
-  snapshot(): Uint8Array {
-    return Buffer.from(String(this.total));
-  }
-  restore(data: Uint8Array): void {
-    this.total = Number(Buffer.from(data).toString());
-  }
-}
 
 const dir = mkdtempSync(join(tmpdir(), 'force-new-cluster-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

@@ -7,60 +7,11 @@ import { createServer, type Socket } from 'node:net';
 import t from 'tap';
 import { encodeFrame } from '../src/transport/framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES } from '../src/transport/handshake.js';
-import { TcpTransport, type TcpTransportOptions } from '../src/transport/tcp.js';
+import { TcpTransport } from '../src/transport/tcp.js';
 import { PROTOCOL_VERSION } from '../src/transport/wire.js';
-import type { Message, NodeId } from '../src/types.js';
 import { RawPeer } from './helpers/raw-peer.js';
+import { HOST, SECRET, heartbeat, settle, startMember, until } from './helpers/transport-member.js';
 
-const HOST = '127.0.0.1';
-const SECRET = 'the cluster secret';
-
-interface Teardown {
-  teardown(fn: () => unknown): void;
-}
-
-interface Member {
-  id: NodeId;
-  transport: TcpTransport;
-  received: Message[];
-  warnings: string[];
-  address: string;
-}
-
-async function startMember(t: Teardown, id: NodeId, options: Partial<TcpTransportOptions> = {}): Promise<Member> {
-  const warnings: string[] = [];
-  const transport = new TcpTransport({
-    id,
-    listen: { host: HOST, port: 0 },
-    secret: SECRET,
-    backoffInitialMs: 10,
-    backoffMaxMs: 100,
-    log: (level, line) => {
-      if (level === 'warn') warnings.push(line);
-    },
-    ...options,
-  });
-  const received: Message[] = [];
-  await transport.start((message) => received.push(message));
-  t.teardown(() => transport.close());
-  const { port } = transport.address();
-  return { id, transport, received, warnings, address: `${HOST}:${port}` };
-}
-
-function heartbeat(from: NodeId, to: NodeId, round: number): Message {
-  return { type: 'heartbeat', from, to, term: 1, commit: 0, round };
-}
-
-async function until(what: string, condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-/** Gives a transport time to do something it should not (deliver, accept); the assertions after it are negative. */
-const settle = (ms = 300) => new Promise((resolve) => setTimeout(resolve, ms));
 
 t.test('an empty secret is refused at construction', async (t) => {
   for (const secret of ['', new Uint8Array(0)]) {

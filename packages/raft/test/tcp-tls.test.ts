@@ -10,11 +10,9 @@ import { createServer, connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { TcpTransport, type TcpTransportOptions, type TransportTls } from '../src/transport/tcp.js';
-import type { Message, NodeId } from '../src/types.js';
+import type { TransportTls } from '../src/transport/tcp.js';
+import { HOST, heartbeat, settle, startMember, until, type Member, type Teardown } from './helpers/transport-member.js';
 
-const HOST = '127.0.0.1';
-const SECRET = 'the cluster secret';
 const dir = mkdtempSync(join(tmpdir(), 'raft-tls-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -36,54 +34,6 @@ function issue(ca: string, cn: string, file: string): TransportTls {
 makeCa('cluster-ca');
 makeCa('other-ca');
 
-interface Teardown {
-  teardown(fn: () => unknown): void;
-}
-
-interface Member {
-  id: NodeId;
-  transport: TcpTransport;
-  received: Message[];
-  warnings: string[];
-  /** Every log line, any level. */
-  lines: string[];
-  address: string;
-}
-
-async function startMember(t: Teardown, id: NodeId, options: Partial<TcpTransportOptions>): Promise<Member> {
-  const warnings: string[] = [];
-  const lines: string[] = [];
-  const transport = new TcpTransport({
-    id,
-    listen: { host: HOST, port: 0 },
-    secret: SECRET,
-    backoffInitialMs: 10,
-    backoffMaxMs: 100,
-    log: (level, line) => {
-      lines.push(line);
-      if (level === 'warn') warnings.push(line);
-    },
-    ...options,
-  });
-  const received: Message[] = [];
-  await transport.start((message) => received.push(message));
-  t.teardown(() => transport.close());
-  return { id, transport, received, warnings, lines, address: `${HOST}:${transport.address().port}` };
-}
-
-function heartbeat(from: NodeId, to: NodeId, round: number): Message {
-  return { type: 'heartbeat', from, to, term: 1, commit: 0, round };
-}
-
-async function until(what: string, condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-const settle = (ms = 500) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Sends heartbeats from `from` to `to` for a while; how many arrived. */
 async function tryToReach(from: Member, to: Member, rounds = 10): Promise<number> {
