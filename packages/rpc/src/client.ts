@@ -220,19 +220,39 @@ export class RpcConnection {
         for (const [id] of batch) this.settleError(id, new RpcError('unavailable', `connection to ${this.options.address} lost`));
         continue;
       }
-      let frame: Buffer;
-      try {
-        frame = encodeMessage(batch);
-      } catch {
-        for (const [id] of batch) this.settleError(id, new RpcError('bad_request', 'request could not be encoded'));
-        continue;
-      }
-      if (frame.length - 4 > this.maxFrameBytes) {
-        for (const [id] of batch) this.settleError(id, new RpcError('frame_too_large', `calls need ${frame.length - 4} bytes, the limit is ${this.maxFrameBytes}`));
-        continue;
-      }
-      this.socket.write(frame);
+      this.sendBatch(batch);
     }
+  }
+
+  /**
+   * Writes calls as one frame, or, when together they are over the frame limit, as several (halving the batch):
+   * only a single call too large for a frame fails, with `frame_too_large`.
+   */
+  private sendBatch(batch: Array<[number, unknown]>): void {
+    let frame: Buffer;
+    try {
+      frame = encodeMessage(batch);
+    } catch {
+      if (batch.length > 1) {
+        const half = Math.ceil(batch.length / 2);
+        this.sendBatch(batch.slice(0, half));
+        this.sendBatch(batch.slice(half));
+      } else {
+        this.settleError(batch[0]![0], new RpcError('bad_request', 'request could not be encoded'));
+      }
+      return;
+    }
+    if (frame.length - 4 <= this.maxFrameBytes) {
+      this.socket.write(frame);
+      return;
+    }
+    if (batch.length === 1) {
+      this.settleError(batch[0]![0], new RpcError('frame_too_large', `the call needs ${frame.length - 4} bytes, the limit is ${this.maxFrameBytes}`));
+      return;
+    }
+    const half = Math.ceil(batch.length / 2);
+    this.sendBatch(batch.slice(0, half));
+    this.sendBatch(batch.slice(half));
   }
 
   private settleError(id: number, error: RpcError): void {

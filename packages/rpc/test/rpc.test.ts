@@ -380,3 +380,16 @@ t.test('metrics: connections, calls by outcome, refusals', async (t) => {
   t.match(text, /rpc_connections_refused_total\{[^}]*reason="unauthorized"[^}]*\} 1/);
   t.match(text, /rpc_connections\{service="demo"\} [12]/);
 });
+
+t.test('calls that together exceed the frame limit leave in several frames; only a call too large alone fails', async (t) => {
+  const frameLimit = 4096;
+  const s = await server(t, (request) => (request as string).length, frameLimit);
+  const c = new RpcClient({ address: `127.0.0.1:${s.port}`, token: TOKEN, timeoutMs: 2_000, maxFrameBytes: frameLimit });
+  t.teardown(() => c.close());
+  const sizes = Array.from({ length: 40 }, (_, i) => 300 + i);
+  t.same(await Promise.all(sizes.map((n) => c.call('x'.repeat(n)))), sizes, '40 calls of ~300 bytes in one turn (12 KB) all answered');
+  const [small, huge] = await Promise.allSettled([c.call('y'), c.call('z'.repeat(frameLimit * 2))]);
+  t.equal((small as PromiseFulfilledResult<unknown>).value, 1, 'a small call beside a huge one is answered');
+  t.equal(((huge as PromiseRejectedResult).reason as RpcError).code, 'frame_too_large', 'the huge one fails alone');
+  t.equal(await c.call('after'), 5, 'and the connection was never cut');
+});

@@ -53,6 +53,8 @@ async function startStore(options: WorkerOptions): Promise<RunningWorker> {
     logger: options.logger,
     name: 'ratelimit_store',
     metrics: http.metrics,
+    // Region sync sends up to 8 MiB a frame (RegionSync's client); the check instances' takes stay far below.
+    maxFrameBytes: 8 << 20,
     handler: (raw, { principal }) => {
       // Tenants hold client tokens; letting them reach counters directly would bypass their rules.
       if (principal.kind !== 'cluster') throw new RpcError('forbidden', 'the counter store takes the cluster token only');
