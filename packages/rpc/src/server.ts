@@ -264,7 +264,32 @@ class ServerConnection<Req, Res> {
     if (this.closed || this.outbox.length === 0) return;
     const replies = this.outbox;
     this.outbox = [];
-    for (let i = 0; i < replies.length; i += MAX_CALLS_PER_FRAME) this.write(replies.slice(i, i + MAX_CALLS_PER_FRAME));
+    for (let i = 0; i < replies.length; i += MAX_CALLS_PER_FRAME) this.writeReplies(replies.slice(i, i + MAX_CALLS_PER_FRAME));
+  }
+
+  /**
+   * Replies as one frame, or as several when together they pass the frame limit (which the client applies too);
+   * a single answer too large for a frame is replaced by a `frame_too_large` error for its call.
+   */
+  private writeReplies(replies: Reply[]): void {
+    if (this.closed) return;
+    let frame: Buffer;
+    try {
+      frame = encodeMessage(replies);
+    } catch (error) {
+      if (replies.length > 1) return this.halve(replies);
+      this.shared.options.logger?.log('error', 'rpc reply not encodable', { service: this.shared.options.name ?? 'rpc', error: String(error) });
+      return this.writeReplies([[replies[0]![0], 1, new RpcError('internal', 'the answer could not be encoded').body()]]);
+    }
+    if (frame.length - 4 <= this.shared.maxFrameBytes) return this.writeFrame(frame);
+    if (replies.length > 1) return this.halve(replies);
+    this.writeReplies([[replies[0]![0], 1, new RpcError('frame_too_large', `the answer needs ${frame.length - 4} bytes, the limit is ${this.shared.maxFrameBytes}`).body()]]);
+  }
+
+  private halve(replies: Reply[]): void {
+    const half = Math.ceil(replies.length / 2);
+    this.writeReplies(replies.slice(0, half));
+    this.writeReplies(replies.slice(half));
   }
 
   private write(message: unknown): void {
@@ -276,6 +301,10 @@ class ServerConnection<Req, Res> {
       this.fail(new RpcError('internal', 'reply could not be encoded'));
       return;
     }
+    this.writeFrame(frame);
+  }
+
+  private writeFrame(frame: Buffer): void {
     // Judged on what was queued before this frame, so one large answer to a reader that keeps up passes.
     const backlog = this.socket.writableLength;
     this.socket.write(frame);

@@ -393,3 +393,15 @@ t.test('calls that together exceed the frame limit leave in several frames; only
   t.equal(((huge as PromiseRejectedResult).reason as RpcError).code, 'frame_too_large', 'the huge one fails alone');
   t.equal(await c.call('after'), 5, 'and the connection was never cut');
 });
+
+t.test('answers that together pass the frame limit come back in several frames; one too large alone is an error', async (t) => {
+  const frameLimit = 4096;
+  const s = await server(t, (request) => 'a'.repeat(request as number), frameLimit);
+  const c = new RpcClient({ address: `127.0.0.1:${s.port}`, token: TOKEN, timeoutMs: 2_000, maxFrameBytes: frameLimit });
+  t.teardown(() => c.close());
+  const answers = await Promise.all(Array.from({ length: 30 }, () => c.call(500)));
+  t.ok(answers.every((a) => a === 'a'.repeat(500)), '30 answers of 500 bytes (15 KB) all arrived');
+  const huge = (await c.call(frameLimit * 2).catch((e: unknown) => e)) as RpcError;
+  t.equal(huge.code, 'frame_too_large', 'an answer larger than a frame is refused for its call only');
+  t.equal(await c.call(3), 'aaa', 'the connection lives on');
+});
