@@ -511,9 +511,11 @@ export class RaftCore {
     this.idleTicks = 0;
     if (this.role !== 'leader') return;
     // Start over as a leader that has heard from nobody yet: check-quorum counts from now, and a read lease needs
-    // a round acknowledged after waking (roundSentAt was cleared when quiescing).
+    // a round acknowledged after waking. leaderTicks stood still while quiesced, so a round acknowledged before
+    // (even the quiescing one) would look recent however long ago it was: forget them all.
     this.electionElapsed = 0;
     this.heartbeatElapsed = 0;
+    this.roundSentAt.clear();
     for (const [id, pr] of this.progress) pr.recentActive = id === this.id;
     this.broadcastHeartbeat(this.nextRound());
   }
@@ -564,8 +566,6 @@ export class RaftCore {
       if (this.idleTicks >= this.quiesceTicks) {
         this.quiesced = true;
         this.idleTicks = 0;
-        // No earlier round may make a lease valid after waking (leaderTicks stands still meanwhile).
-        this.roundSentAt.clear();
         this.broadcastHeartbeat(this.nextRound(), true);
         return;
       }

@@ -229,3 +229,49 @@ t.test('regression (sim seeds 1, 3, 6, 12, 19): a full in-flight window whose ap
   c.tick(5);
   t.ok(commandsOf(c.get(follower).applied).includes('lost-once'), 'the follower got the entry after the loss');
 });
+
+t.test('quiescence: an idle group stops ticking and heartbeating; a proposal wakes it and it commits', async (t) => {
+  const c = new Lockstep(ids, { quiesceTicks: 3 });
+  const leader = c.electLeader();
+  c.get(leader).core.propose(command('before'));
+  c.settle();
+  c.tick(10);
+  for (const id of ids) t.ok(c.get(id).core.isQuiesced(), `${id} quiesced`);
+  const term = c.get(leader).core.status().term;
+  c.tick(200); // far more than an election timeout: nobody campaigns, nothing is sent
+  for (const id of ids) t.ok(c.get(id).core.isQuiesced(), `${id} still quiesced after 200 ticks`);
+  t.equal(c.maxTerm(), term, 'no election while quiesced');
+  const follower = ids.find((id) => id !== leader)!;
+  c.get(follower).core.propose(command('after'));
+  c.settle();
+  c.tick(2);
+  for (const id of ids) t.same(commandsOf(c.get(id).applied), ['before', 'after'], `applied on ${id}`);
+});
+
+t.test('quiescence: a quiesced leader serves no lease read, before or right after waking', async (t) => {
+  const c = new Lockstep(ids, { quiesceTicks: 3, leaseReads: true });
+  const leader = c.electLeader();
+  c.tick(10);
+  t.ok(c.get(leader).core.isQuiesced(), 'the leader quiesced');
+  c.tick(100);
+  // Its followers are cut off: a lease from the rounds acknowledged before quiescing must not count.
+  c.isolate(leader);
+  c.get(leader).core.readIndex('after-quiet');
+  c.settle();
+  t.notOk(c.get(leader).reads.some((r) => r.context === 'after-quiet'), 'no read answered without a fresh quorum round');
+  c.heal();
+  c.tick(2);
+  t.ok(c.get(leader).reads.some((r) => r.context === 'after-quiet' && r.index > 0), 'answered once a quorum acknowledged a new round');
+});
+
+t.test('quiescence: a quiesced follower whose leader is gone campaigns once woken by its driver', async (t) => {
+  const c = new Lockstep(ids, { quiesceTicks: 3 });
+  const leader = c.electLeader();
+  c.tick(10);
+  c.isolate(leader); // the leader's process is gone
+  c.tick(100);
+  t.same(c.leaders(), [leader], 'left alone, the quiesced followers never notice');
+  for (const id of ids.filter((x) => x !== leader)) c.get(id).core.wake(100);
+  c.tick(40);
+  t.ok(c.leaders().some((id) => id !== leader), 'woken with the silence, the others elect a new leader');
+});
