@@ -272,6 +272,14 @@ export class GroupHost {
     return moved;
   }
 
+  /**
+   * Cuts this process off from `peers` (both ways as far as this process goes: nothing sent to them, nothing
+   * accepted from them, no pings): for fault injection. An empty list heals.
+   */
+  setBlocked(peers: Iterable<NodeId>): void {
+    this.transport.setBlocked(new Set(peers));
+  }
+
   /** Stops every group, the listener and the database. */
   async close(): Promise<void> {
     if (this.closed) return;
