@@ -1,9 +1,11 @@
 /** The services a cluster can run, by name. Each later service adds one line here. */
-import type { ServiceDefinition, WorkerRoles } from '@raftkit/http';
+import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@raftkit/http';
 import { kvService } from '@raftkit/kv';
+import { createLogService } from '@raftkit/log';
 import { lockService } from '@raftkit/lock';
 import { ratelimitService } from '@raftkit/ratelimit';
 import { shortlinkService } from '@raftkit/shortlink';
+import { startGroupedMember } from './group-member.js';
 import { startMember, type MemberOptions, type RunningMember } from './host.js';
 
 /** A service with its command types erased: how to start a member, and the service's other processes. */
@@ -16,11 +18,17 @@ function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
   return { member: (options) => startMember(definition, options), workers: definition.workers ?? [] };
 }
 
+/** A service on many Raft groups per process (each member a ManagedHost); a fresh definition per member. */
+function grouped(definition: () => GroupedServiceDefinition): HostedService {
+  return { member: (options) => startGroupedMember(definition(), options), workers: [] };
+}
+
 export const services: Record<string, HostedService> = {
   kv: hosted(kvService),
   lock: hosted(lockService),
   ratelimit: hosted(ratelimitService),
   shortlink: hosted(shortlinkService),
+  log: grouped(createLogService),
 };
 
 export function serviceNames(): string[] {
@@ -36,6 +44,7 @@ const basePorts: Record<string, number> = {
   lock: 7200,
   ratelimit: 7400,
   shortlink: 7600,
+  log: 7800,
 };
 
 export function defaultBasePort(service: string): number {

@@ -33,3 +33,7 @@ export {
   stringField,
 } from './command-shape.js';
 export type { CommandFields } from './command-shape.js';
+export { GroupedServiceContext, GROUP_LEADER_HEADER } from './grouped-service.js';
+export type { GroupedServiceDefinition } from './grouped-service.js';
+export { GroupRouter } from './group-router.js';
+export type { GroupRouterOptions } from './group-router.js';

@@ -10,6 +10,10 @@ export { RaftNode, TimeoutError, SessionError, StoppedError, CommandTooLargeErro
 export type { RaftNodeOptions, NodeStatus, NodeObserver, NodeLogger, LogLevel, CallOptions, Ticker } from './node.js';
 export { GroupHost } from './groups/host.js';
 export type { GroupHostOptions, GroupOptions } from './groups/host.js';
+export { ManagedHost } from './groups/managed.js';
+export type { ManagedHostOptions, ManagedGroupOptions } from './groups/managed.js';
+export { MetaMachine, META_GROUP, placeReplicas, checkMetaCommand } from './groups/meta.js';
+export type { MetaCommand, MetaResult, GroupRecord, HostRecord } from './groups/meta.js';
 export { GroupCommitLevel } from './groups/group-commit.js';
 export type { GroupCommitStats } from './groups/group-commit.js';
 export { SessionStateMachine, encodeRequest, decodeRequest } from './sessions.js';

@@ -47,6 +47,11 @@ export interface GroupHostOptions {
 export type GroupOptions<C, R, M extends StateMachine<C, R>> = Omit<RaftNodeOptions<C, R, M>, 'id' | 'storage' | 'transport' | 'ticker' | 'tickMs' | 'bootstrap' | 'peers'> & {
   /** The hosts holding a new group (its voters), this one among them. Ignored when the group exists on disk. */
   members: NodeId[];
+  /**
+   * Join a running group instead of founding it: this host starts with no configuration and waits for the
+   * group's leader to add it (as a learner, then a voter). `members` then names hosts already in the group.
+   */
+  join?: boolean;
 };
 
 /** One timer for every group of the process. */
@@ -166,17 +171,19 @@ export class GroupHost {
     if (this.closed) throw new Error('the host is closed');
     if (!GROUP_NAME.test(name)) throw new RangeError(`a group name is 1..128 of A-Z a-z 0-9 . _ -: ${JSON.stringify(name)}`);
     if (this.groups.has(name)) throw new Error(`group ${name} already runs here`);
-    if (!options.members.includes(this.id)) throw new RangeError(`group ${name}: its members must include this host (${this.id})`);
+    const join = options.join === true;
+    if (!join && !options.members.includes(this.id)) throw new RangeError(`group ${name}: its members must include this host (${this.id})`);
     const bootstrap: Record<NodeId, string> = {};
     for (const member of options.members) {
       const address = this.addresses.get(member);
       if (address === undefined) throw new RangeError(`group ${name}: no address for host ${member} (addHost it first)`);
-      bootstrap[member] = address;
+      if (!join) bootstrap[member] = address;
     }
-    const { members: _members, ...nodeOptions } = options;
+    const { members: _members, join: _join, ...nodeOptions } = options;
     const core = { quiesceTicks: this.options.quiesceTicks ?? 20, ...nodeOptions.core };
     this.electionTicks.set(name, core.electionTicks ?? 10);
-    await this.db.batch([{ type: 'put', key: `${REGISTRY_PREFIX}${name}`, value: Buffer.from(JSON.stringify(options.members)) }], { ...KEY_ENCODINGS, sync: true });
+    const registered = join ? { members: options.members, join: true } : options.members;
+    await this.db.batch([{ type: 'put', key: `${REGISTRY_PREFIX}${name}`, value: Buffer.from(JSON.stringify(registered)) }], { ...KEY_ENCODINGS, sync: true });
     const node = await RaftNode.start<C, R, M>({
       ...(this.options.logger !== undefined ? { logger: this.options.logger } : {}),
       ...nodeOptions,
@@ -203,13 +210,23 @@ export class GroupHost {
     return [...this.groups.keys()];
   }
 
-  /** Names of the groups this host holds on disk (to start again after a restart), with their founding members. */
-  async storedGroups(): Promise<Array<{ name: string; members: NodeId[] }>> {
-    const out: Array<{ name: string; members: NodeId[] }> = [];
+  /**
+   * Names of the groups this host holds on disk (to start again after a restart), with their founding members,
+   * or, for a group this host joined (`join: true`), the members it was given then.
+   */
+  async storedGroups(): Promise<Array<{ name: string; members: NodeId[]; join: boolean }>> {
+    const out: Array<{ name: string; members: NodeId[]; join: boolean }> = [];
     for await (const [key, value] of this.db.iterator({ gte: REGISTRY_PREFIX, lt: `${REGISTRY_PREFIX}\uffff`, ...KEY_ENCODINGS })) {
-      out.push({ name: key.slice(REGISTRY_PREFIX.length), members: JSON.parse(Buffer.from(value).toString()) as NodeId[] });
+      const stored = JSON.parse(Buffer.from(value).toString()) as NodeId[] | { members: NodeId[]; join: boolean };
+      const name = key.slice(REGISTRY_PREFIX.length);
+      out.push(Array.isArray(stored) ? { name, members: stored, join: false } : { name, members: stored.members, join: stored.join });
     }
     return out;
+  }
+
+  /** The address ("host:port") of a known host. */
+  hostAddress(id: NodeId): string | undefined {
+    return this.addresses.get(id);
   }
 
   /** Stops a group here; with `deleteData`, its log and snapshots are removed from the database too. */

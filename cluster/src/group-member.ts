@@ -1,0 +1,202 @@
+/**
+ * One member of a service built on many Raft groups (the event log): a ManagedHost (one listener, one LevelDB, the
+ * meta group and every group the meta group gives this process), the service's endpoints, and the endpoints every
+ * member serves, shaped as the single-group member's so the cluster CLI drives both alike: health, metrics,
+ * status (the meta group's, with counts of groups and leaders), groups, hosts, leader balancing, membership of
+ * processes, and fault control.
+ */
+import { ManagedHost, META_GROUP, RaftMetrics, type MetaResult, type RaftNode } from '@raftkit/raft';
+import {
+  badRequest,
+  conflict,
+  deriveClientToken,
+  GroupedServiceContext,
+  HttpError,
+  jsonLogger,
+  MetricsRegistry,
+  processHttp,
+  Reply,
+  requireObject,
+  requireString,
+  unavailable,
+  type GroupedServiceDefinition,
+} from '@raftkit/http';
+import { splitAddress, type MemberOptions, type RunningMember } from './host.js';
+
+const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+export async function startGroupedMember(definition: GroupedServiceDefinition, options: MemberOptions): Promise<RunningMember> {
+  let term = 0;
+  const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
+  const metrics = new MetricsRegistry();
+  const joining = Object.keys(options.bootstrap).length === 0;
+  const [raftHost, raftPort] = splitAddress(options.raftAddress);
+  const [httpHost, httpPort] = splitAddress(options.httpAddress);
+  const managed = await ManagedHost.open({
+    id: options.id,
+    listen: { host: raftHost, port: raftPort },
+    secret: options.tokens[0] ?? '',
+    dataDir: options.dataDir,
+    hosts: joining ? (options.peers ?? {}) : options.bootstrap,
+    tickMs: options.tickMs ?? 100,
+    metaMembers: joining ? [] : Object.keys(options.bootstrap),
+    http: `http://${httpHost}:${httpPort}`,
+    logger: (level, message, fields) => logger.log(level, message, fields),
+    groupOptions: (name) => {
+      const settings = definition.groupOptions(name);
+      return settings === null ? null : { requestTimeoutMs: options.requestTimeoutMs ?? 5_000, snapshotEvery: options.snapshotEvery ?? 100_000, ...settings };
+    },
+    onError: (what, error) => logger.log('warn', `reconcile: ${what} failed; retried`, { error: String((error as Error)?.message ?? error) }),
+  });
+  const meta = managed.meta;
+  const raftMetrics = new RaftMetrics(metrics);
+  raftMetrics.track(meta);
+  const groupsGauge = metrics.gauge('raft_groups', 'Groups this process holds');
+  const leadersGauge = metrics.gauge('raft_groups_led', 'Groups this process leads');
+  const countGroups = (): { groups: number; leaders: number } => {
+    const names = managed.host.groupNames();
+    const leaders = names.filter((n) => managed.group(n)?.isLeader === true).length;
+    groupsGauge.set(names.length);
+    leadersGauge.set(leaders);
+    return { groups: names.length, leaders };
+  };
+
+  const http = processHttp({
+    id: options.id,
+    httpAddress: options.httpAddress,
+    tokens: options.tokens,
+    logger,
+    metrics,
+    health: () => {
+      const status = meta.status();
+      term = status.term;
+      if (status.failed !== null) return { status: 'failing', role: status.role, leader: null, reason: `storage failed: ${status.failed}` };
+      return { role: status.role, leader: meta.leaderId, ...countGroups() };
+    },
+  });
+  const router = http.router;
+  const service = new GroupedServiceContext(managed, router, metrics, logger);
+
+  const groupRow = (name: string, node: RaftNode<unknown, unknown>): Record<string, unknown> => {
+    const s = node.status();
+    return {
+      group: name,
+      member: options.id,
+      role: s.role,
+      leader: s.leader,
+      term: s.term,
+      commit: s.commit,
+      applied: s.applied,
+      last_index: s.lastIndex,
+      voters: s.config.voters,
+      learners: s.config.learners,
+      quiesced: node.quiesced,
+      // As the leader sees it: how far its slowest voter trails the commit index.
+      lag: s.role === 'leader' ? Math.max(0, ...s.peers.filter((p) => p.id !== s.id && !p.learner).map((p) => s.commit - p.match)) : null,
+    };
+  };
+
+  router
+    .get('/v1/cluster/status', { admits: 'authenticated' }, () => {
+      const s = meta.status();
+      term = s.term;
+      return {
+        id: s.id,
+        role: s.role,
+        term: s.term,
+        leader_id: s.leader,
+        commit_index: s.commit,
+        applied_index: s.applied,
+        last_index: s.lastIndex,
+        voters: s.config.voters,
+        learners: s.config.learners,
+        group: META_GROUP,
+        ...countGroups(),
+      };
+    })
+    .get('/v1/cluster/groups', { admits: 'authenticated' }, () => ({
+      member: options.id,
+      groups: managed.host.groupNames().map((name) => groupRow(name, managed.group(name)!)),
+    }))
+    .get('/v1/cluster/hosts', { admits: 'authenticated' }, () => ({
+      hosts: managed.catalog().hosts().map((h) => ({ id: h.id, raft: h.raft, http: h.http, retiring: h.retiring })),
+    }))
+    .get('/v1/cluster/catalog', { admits: 'authenticated' }, async () => {
+      const groups = await service.call(meta, () => managed.metaRead((m) => m.groups()));
+      return { groups };
+    })
+    .post('/v1/cluster/balance', { admits: 'cluster' }, async () => {
+      const moved = await managed.host.balanceLeaders();
+      return { member: options.id, moved, leaders: managed.host.leaderCounts() };
+    })
+    .post('/v1/cluster/spread', { admits: 'cluster' }, async () => {
+      const result = await service.call(meta, () => managed.proposeMeta({ t: 'spread' }));
+      return { moved: metaGroups(result).map((g) => ({ group: g.name, members: g.members })) };
+    })
+    .post('/v1/tokens', { admits: 'cluster' }, async (ctx) => {
+      const body = requireObject(await ctx.json());
+      const client = requireString(body, 'client');
+      return new Reply(201, { client, token: deriveClientToken(options.tokens[0]!, client) });
+    })
+    .post('/v1/cluster/members', { admits: 'cluster' }, async (ctx) => {
+      // A new process: a learner of the meta group; POST /v1/cluster/spread then moves replicas onto it.
+      const body = requireObject(await ctx.json());
+      const id = requireString(body, 'id', { pattern: NODE_ID });
+      const address = requireString(body, 'address', { minLength: 3, maxLength: 300 });
+      splitAddress(address);
+      await service.call(meta, () => managed.admit(id, address));
+      return { id, address, meta: 'learner' };
+    })
+    .delete('/v1/cluster/members/:id', { admits: 'cluster' }, async (ctx) => {
+      // Retire a process: every replica it holds moves to the others (the groups' leaders carry it out).
+      const id = ctx.params.id!;
+      const result = await service.call(meta, () => managed.proposeMeta({ t: 'retire', id, retiring: true }));
+      if (!result.ok) throw conflict(result.code, result.message);
+      return { id, retiring: true, moved: result.groups.map((g) => ({ group: g.name, members: g.members })) };
+    })
+    .post('/v1/cluster/transfer-leader', { admits: 'cluster' }, async (ctx) => {
+      const body = requireObject(await ctx.json());
+      const to = requireString(body, 'to', { pattern: NODE_ID });
+      const name = typeof body.group === 'string' ? body.group : META_GROUP;
+      const node = managed.group(name);
+      if (node === undefined) throw new HttpError(404, 'group_not_found', `this member holds no group ${name}`, { group: name });
+      if (!node.status().config.voters.includes(to)) throw badRequest('invalid_field', `${to} is not a voter of ${name}`, { field: 'to' });
+      const moved = await service.call(node, () => node.transferLeadership(to));
+      if (!moved) throw unavailable(`leadership of ${name} did not move to ${to} in time`, 1);
+      return { group: name, leader: to };
+    })
+    .put('/v1/cluster/partition', { admits: 'cluster' }, async (ctx) => {
+      const body = requireObject(await ctx.json());
+      const blocked = body.blocked;
+      if (!Array.isArray(blocked) || !blocked.every((b) => typeof b === 'string')) {
+        throw badRequest('invalid_field', 'blocked must be a list of member ids', { field: 'blocked' });
+      }
+      managed.host.setBlocked(blocked as string[]);
+      logger.log('warn', 'links cut', { blocked });
+      return { blocked };
+    })
+    .delete('/v1/cluster/partition', { admits: 'cluster' }, () => {
+      managed.host.setBlocked([]);
+      logger.log('warn', 'links healed');
+      return { blocked: [] };
+    });
+  definition.routes(service);
+
+  const boundPort = await http.listen();
+  logger.log('info', 'member ready', { http: `http://${httpHost}:${boundPort}`, raft: options.raftAddress, groups: managed.host.groupNames().length });
+  return {
+    node: { stop: () => managed.close() },
+    httpPort: boundPort,
+    term: () => meta.status().term,
+    async stop() {
+      service.stop();
+      await http.close();
+      await managed.close();
+    },
+  };
+}
+
+function metaGroups(result: MetaResult): Array<{ name: string; members: string[] }> {
+  if (!result.ok) throw conflict(result.code, result.message);
+  return result.groups;
+}

@@ -1,0 +1,186 @@
+/**
+ * The client-side router of a service on many Raft groups: it sends each call about a group straight to the member
+ * leading that group. It learns hosts' URLs from GET /v1/cluster/hosts, a group's leader from the `raft-leader`
+ * header of every answer about it, and the members holding a group from a 421 `misdirected` answer; it caches
+ * all three, and on a 503 or a connection failure it forgets the leader and tries the group's other members, then
+ * any member, with backoff, until the deadline.
+ */
+import { Pool } from 'undici';
+import { ServiceError, type ClusterAnswer } from './client.js';
+import { GROUP_LEADER_HEADER } from './grouped-service.js';
+
+export interface GroupRouterOptions {
+  /** Base URLs of some members (any one is enough to start), e.g. http://127.0.0.1:7101 */
+  endpoints: string[];
+  token: string;
+  /** Give up after this long per call. Default 15 s. */
+  timeoutMs?: number;
+  /** Connections per member. Default 16. */
+  connections?: number;
+}
+
+interface Route {
+  leader: string | null;
+  members: string[];
+}
+
+export class GroupRouter {
+  readonly timeoutMs: number;
+  private readonly pools = new Map<string, Pool>();
+  private readonly routes = new Map<string, Route>();
+  /** Host id -> base URL. */
+  private hosts = new Map<string, string>();
+  private hostsFetched = 0;
+  private next = 0;
+  private closed = false;
+
+  constructor(private readonly options: GroupRouterOptions) {
+    if (options.endpoints.length === 0) throw new TypeError('at least one endpoint is needed');
+    this.timeoutMs = options.timeoutMs ?? 15_000;
+  }
+
+  /** The leader URL cached for a group, if any (for tests and tools). */
+  leaderOf(group: string): string | null {
+    const leader = this.routes.get(group)?.leader ?? null;
+    return leader === null ? null : (this.hosts.get(leader) ?? null);
+  }
+
+  /** The body of a 2xx answer about `group`; any other final answer is a ServiceError. */
+  async call(group: string, method: string, path: string, body?: object | string, options: { headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<unknown> {
+    const answer = await this.request(group, method, path, body, options);
+    if (answer.status < 300) return answer.body;
+    const err = (answer.body as { error?: { code?: string; message?: string } } | null)?.error;
+    throw new ServiceError(answer.status, err?.code ?? 'unknown', err?.message ?? `HTTP ${answer.status}`, answer.body);
+  }
+
+  /** One call about `group`, routed and retried as the class says; any answer but 421 and 503 is returned. */
+  async request(group: string, method: string, path: string, body?: object | string, options: { headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<ClusterAnswer> {
+    const deadline = Date.now() + (options.timeoutMs ?? this.timeoutMs);
+    const payload = body === undefined || typeof body === 'string' ? body : JSON.stringify(body);
+    const headers: Record<string, string> = { authorization: `Bearer ${this.options.token}`, ...options.headers };
+    if (typeof body === 'object') headers['content-type'] = 'application/json';
+    let last = 'no member answered in time';
+    let lastBody: unknown = null;
+    const tried = new Set<string>();
+    for (let attempt = 0; Date.now() < deadline; attempt++) {
+      if (this.closed) throw new ServiceError(503, 'unavailable', 'the router is closed', null);
+      const url = await this.target(group, tried);
+      tried.add(url);
+      try {
+        const answer = await this.once(url, method, path, payload, headers, deadline - Date.now());
+        this.learnLeader(group, answer.leader);
+        if (answer.status === 421) {
+          this.learnMembers(group, answer.body);
+          last = 'misdirected';
+          continue;
+        }
+        if (answer.status !== 503) return { status: answer.status, body: answer.body };
+        last = `a member answered 503: ${JSON.stringify(answer.body).slice(0, 200)}`;
+        lastBody = answer.body;
+      } catch (error) {
+        last = String((error as Error).message ?? error);
+      }
+      const route = this.routes.get(group);
+      if (route !== undefined) route.leader = null;
+      // Every candidate tried once: wait a little (an election takes a moment) and start over.
+      if (tried.size >= this.candidates(group).length) {
+        tried.clear();
+        await sleep(Math.min(500, 25 * 2 ** Math.min(attempt, 5), Math.max(0, deadline - Date.now())));
+      }
+    }
+    throw new ServiceError(503, 'unavailable', `group ${group} is unreachable (${last})`, lastBody);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all([...this.pools.values()].map((p) => p.close()));
+  }
+
+  private candidates(group: string): string[] {
+    const route = this.routes.get(group);
+    const members = route?.members ?? [];
+    return members.length > 0 ? members : [...new Set([...this.options.endpoints, ...this.hosts.values()])];
+  }
+
+  /** The leader when known and untried, else a member of the group not tried yet, else any member round robin. */
+  private async target(group: string, tried: Set<string>): Promise<string> {
+    const route = this.routes.get(group);
+    if (route?.leader != null) {
+      if (!this.hosts.has(route.leader)) await this.refreshHosts();
+      const url = this.hosts.get(route.leader);
+      if (url !== undefined && !tried.has(url)) return url;
+    }
+    const candidates = this.candidates(group);
+    const untried = candidates.filter((u) => !tried.has(u));
+    const pool = untried.length > 0 ? untried : candidates;
+    return pool[this.next++ % pool.length]!;
+  }
+
+  private learnLeader(group: string, leader: string | null): void {
+    if (leader === null) return;
+    const route = this.routes.get(group) ?? { leader: null, members: [] };
+    route.leader = leader;
+    this.routes.set(group, route);
+  }
+
+  private learnMembers(group: string, body: unknown): void {
+    const members = (body as { error?: { members?: Array<{ id?: unknown; url?: unknown }> } } | null)?.error?.members;
+    if (!Array.isArray(members)) return;
+    const urls: string[] = [];
+    for (const m of members) {
+      if (typeof m.id === 'string' && typeof m.url === 'string') {
+        this.hosts.set(m.id, m.url);
+        urls.push(m.url);
+      }
+    }
+    const route = this.routes.get(group) ?? { leader: null, members: [] };
+    route.members = urls;
+    this.routes.set(group, route);
+  }
+
+  /** Host ids to URLs, from any member (at most once a second). */
+  private async refreshHosts(): Promise<void> {
+    if (Date.now() - this.hostsFetched < 1000) return;
+    this.hostsFetched = Date.now();
+    for (const url of this.options.endpoints) {
+      try {
+        const answer = await this.once(url, 'GET', '/v1/cluster/hosts', undefined, { authorization: `Bearer ${this.options.token}` }, 2000);
+        const hosts = (answer.body as { hosts?: Array<{ id: string; http: string | null }> } | null)?.hosts;
+        if (answer.status === 200 && Array.isArray(hosts)) {
+          for (const h of hosts) if (typeof h.http === 'string') this.hosts.set(h.id, h.http);
+          return;
+        }
+      } catch {
+        // Try the next endpoint.
+      }
+    }
+  }
+
+  private pool(url: string): Pool {
+    let pool = this.pools.get(url);
+    if (pool === undefined) {
+      pool = new Pool(url, { connections: this.options.connections ?? 16, keepAliveTimeout: 30_000 });
+      this.pools.set(url, pool);
+    }
+    return pool;
+  }
+
+  private async once(url: string, method: string, path: string, payload: string | undefined, headers: Record<string, string>, timeoutMs: number): Promise<ClusterAnswer & { leader: string | null }> {
+    const res = await this.pool(url).request({ method: method as 'GET', path, headers, body: payload, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const text = await res.body.text();
+    const leader = res.headers[GROUP_LEADER_HEADER];
+    let body: unknown = null;
+    if (text.length > 0) {
+      try {
+        body = JSON.parse(text);
+      } catch {
+        body = text;
+      }
+    }
+    return { status: res.statusCode, body, leader: typeof leader === 'string' ? leader : null };
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,277 @@
+/**
+ * A typed client of the event log for other programs: topics, idempotent producers, fetches, and consumer groups
+ * whose offsets are committed through the log. Every call about a partition goes straight to the member leading
+ * it (GroupRouter), and is retried there or elsewhere while the partition elects a leader.
+ */
+import { randomUUID } from 'node:crypto';
+import { GroupRouter, ServiceError } from '@raftkit/http';
+import { partitionGroup, partitionOf } from './topics.js';
+
+export { ServiceError as LogError };
+
+export interface LogClientOptions {
+  /** Base URLs of some members, e.g. http://127.0.0.1:7801 */
+  endpoints: string[];
+  token: string;
+  /** Give up after this long per call. Default 15 s. */
+  timeoutMs?: number;
+}
+
+export interface TopicSettings {
+  partitions?: number;
+  replicas?: number;
+  retention?: { max_age_ms?: number; max_bytes?: number };
+}
+
+export interface TopicDescription {
+  name: string;
+  partitions: number;
+  replicas: number;
+  retention: { max_age_ms: number; max_bytes: number };
+  partition_groups: Array<{ partition: number; group: string; leader: string | null; members: Array<{ id: string; url: string | null }> }>;
+  created?: boolean;
+}
+
+export interface LogRecord {
+  offset: number;
+  time: number;
+  key: string | null;
+  value: string;
+}
+
+export interface FetchAnswer {
+  partition: number;
+  records: LogRecord[];
+  next_offset: number;
+  start_offset: number;
+  end_offset: number;
+}
+
+export interface AppendAnswer {
+  partition: number;
+  base_offset: number;
+  count: number;
+  duplicate: boolean;
+}
+
+export interface ConsumedRecord extends LogRecord {
+  partition: number;
+}
+
+const META = 'meta';
+
+export class LogClient {
+  readonly router: GroupRouter;
+  private readonly partitionCounts = new Map<string, number>();
+
+  constructor(options: LogClientOptions) {
+    this.router = new GroupRouter(options);
+  }
+
+  close(): Promise<void> {
+    return this.router.close();
+  }
+
+  /** Creates a topic (needs the cluster token); creating it again with the same settings is not an error. */
+  async createTopic(name: string, settings: TopicSettings = {}): Promise<TopicDescription> {
+    return (await this.router.call(META, 'POST', '/v1/topics', { name, ...settings })) as TopicDescription;
+  }
+
+  async topic(name: string): Promise<TopicDescription> {
+    const topic = (await this.router.call(META, 'GET', `/v1/topics/${encodeURIComponent(name)}`)) as TopicDescription;
+    this.partitionCounts.set(name, topic.partitions);
+    return topic;
+  }
+
+  async deleteTopic(name: string): Promise<void> {
+    await this.router.call(META, 'DELETE', `/v1/topics/${encodeURIComponent(name)}`);
+  }
+
+  /** The partition count of a topic (cached). */
+  async partitions(topic: string): Promise<number> {
+    return this.partitionCounts.get(topic) ?? (await this.topic(topic)).partitions;
+  }
+
+  /** The partition a key goes to (the members use the same function). */
+  async partitionFor(topic: string, key: string): Promise<number> {
+    return partitionOf(key, await this.partitions(topic));
+  }
+
+  /** Appends records to one partition; with `producer` and `seq`, a retry of the same sequence is stored once. */
+  async append(topic: string, partition: number, records: Array<{ key?: string | null; value: string }>, idempotence?: { producer: string; seq: number }): Promise<AppendAnswer> {
+    const body = { records: records.map((r) => ({ key: r.key ?? null, value: r.value })), ...(idempotence ?? {}) };
+    return (await this.router.call(partitionGroup(topic, partition), 'POST', `${partitionPath(topic, partition)}/records`, body)) as AppendAnswer;
+  }
+
+  /** Records from `offset` on; with `waitMs`, waits that long for one to arrive (a long poll). */
+  async fetch(topic: string, partition: number, offset: number, options: { maxRecords?: number; maxBytes?: number; waitMs?: number } = {}): Promise<FetchAnswer> {
+    const query = new URLSearchParams({ offset: String(offset) });
+    if (options.maxRecords !== undefined) query.set('max_records', String(options.maxRecords));
+    if (options.maxBytes !== undefined) query.set('max_bytes', String(options.maxBytes));
+    if (options.waitMs !== undefined) query.set('wait_ms', String(options.waitMs));
+    const timeoutMs = this.router.timeoutMs + (options.waitMs ?? 0);
+    return (await this.router.call(partitionGroup(topic, partition), 'GET', `${partitionPath(topic, partition)}/records?${query}`, undefined, { timeoutMs })) as FetchAnswer;
+  }
+
+  /**
+   * Commits a consumer group's next offset for a partition. With `expect`, only if the committed offset is still
+   * `expect` (else a LogError 409 `offset_conflict` whose body names the current one): two consumers of one group
+   * on one partition cannot both move it.
+   */
+  async commit(topic: string, partition: number, group: string, offset: number, expect?: number): Promise<void> {
+    await this.router.call(partitionGroup(topic, partition), 'POST', `${partitionPath(topic, partition)}/offsets/${encodeURIComponent(group)}`, { offset, ...(expect !== undefined ? { expect } : {}) });
+  }
+
+  /** A consumer group's committed offset for a partition (linearizable), or null when it never committed. */
+  async committed(topic: string, partition: number, group: string): Promise<number | null> {
+    const answer = (await this.router.call(partitionGroup(topic, partition), 'GET', `${partitionPath(topic, partition)}/offsets/${encodeURIComponent(group)}`)) as { offset: number | null };
+    return answer.offset;
+  }
+
+  producer(topic: string, options: { id?: string; deliveryTimeoutMs?: number } = {}): LogProducer {
+    return new LogProducer(this, topic, options.id ?? randomUUID(), options.deliveryTimeoutMs);
+  }
+
+  consumer(topic: string, group: string, options: { partitions?: number[]; maxRecords?: number; waitMs?: number } = {}): LogConsumer {
+    return new LogConsumer(this, topic, group, options);
+  }
+}
+
+/**
+ * An idempotent producer: a producer id and, per partition, a sequence number that grows by one a batch. A batch
+ * is retried with its sequence until it is acknowledged, so it is stored once whatever fails in between; batches to
+ * one partition go one at a time, in order.
+ */
+export class LogProducer {
+  private readonly seqs = new Map<number, number>();
+  private readonly tails = new Map<number, Promise<unknown>>();
+  private failed: Error | null = null;
+
+  constructor(
+    private readonly client: LogClient,
+    readonly topic: string,
+    readonly id: string,
+    /** How long one batch is retried before the producer gives up for good (its next sequence is unknowable). */
+    private readonly deliveryTimeoutMs = 120_000,
+  ) {}
+
+  /** Sends one record; its key (when given) picks the partition, else `partition` does (default 0). */
+  async send(value: string, options: { key?: string; partition?: number } = {}): Promise<{ partition: number; offset: number }> {
+    const partition = options.partition ?? (options.key !== undefined ? await this.client.partitionFor(this.topic, options.key) : 0);
+    const answer = await this.sendBatch(partition, [{ key: options.key ?? null, value }]);
+    return { partition, offset: answer.base_offset };
+  }
+
+  /** Sends records to one partition as one batch (stored once, together, in order). */
+  sendBatch(partition: number, records: Array<{ key?: string | null; value: string }>): Promise<AppendAnswer> {
+    const previous = this.tails.get(partition) ?? Promise.resolve();
+    const run = previous.catch(() => undefined).then(() => this.deliver(partition, records));
+    this.tails.set(partition, run);
+    return run;
+  }
+
+  private async deliver(partition: number, records: Array<{ key?: string | null; value: string }>): Promise<AppendAnswer> {
+    if (this.failed !== null) throw this.failed;
+    const seq = this.seqs.get(partition) ?? 0;
+    const deadline = Date.now() + this.deliveryTimeoutMs;
+    for (;;) {
+      try {
+        const answer = await this.client.append(this.topic, partition, records, { producer: this.id, seq });
+        this.seqs.set(partition, seq + 1);
+        return answer;
+      } catch (e) {
+        // 503 (no leader, outcome unknown) and 429 (partition behind) are retried with the same sequence, which is
+        // what makes the retry safe; anything else is the caller's to see.
+        if (e instanceof ServiceError && (e.status === 503 || e.status === 429) && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 100));
+          continue;
+        }
+        // Whether the batch was stored is unknown, so no later batch can be numbered: this producer is done.
+        if (e instanceof ServiceError && (e.status === 503 || e.status === 429)) this.failed = new ServiceError(503, 'producer_failed', `batch ${seq} of partition ${partition} was not acknowledged in time; create a new producer`, e.body);
+        throw this.failed ?? e;
+      }
+    }
+  }
+}
+
+/**
+ * A consumer in a consumer group: it reads its partitions from the group's committed offsets, and `commit()`
+ * records its positions through the log, each only if nobody else moved it since (so a record is consumed once per
+ * group even when two consumers overlap). After any failover it resumes right after the last committed offset.
+ */
+export class LogConsumer {
+  private readonly positions = new Map<number, number>();
+  private readonly committedAt = new Map<number, number>();
+  private partitionList: number[] | null;
+  private turn = 0;
+
+  constructor(
+    private readonly client: LogClient,
+    readonly topic: string,
+    readonly group: string,
+    private readonly options: { partitions?: number[]; maxRecords?: number; waitMs?: number },
+  ) {
+    this.partitionList = options.partitions ?? null;
+  }
+
+  private async partitions(): Promise<number[]> {
+    this.partitionList ??= Array.from({ length: await this.client.partitions(this.topic) }, (_, i) => i);
+    return this.partitionList;
+  }
+
+  private async position(partition: number): Promise<number> {
+    let position = this.positions.get(partition);
+    if (position === undefined) {
+      const committed = (await this.client.committed(this.topic, partition, this.group)) ?? 0;
+      this.committedAt.set(partition, committed);
+      position = committed;
+      this.positions.set(partition, position);
+    }
+    return position;
+  }
+
+  /** The next records of one of its partitions (round robin; waits up to `waitMs` when there are none). */
+  async poll(): Promise<ConsumedRecord[]> {
+    const partitions = await this.partitions();
+    for (let i = 0; i < partitions.length; i++) {
+      const partition = partitions[this.turn++ % partitions.length]!;
+      const offset = await this.position(partition);
+      const last = i === partitions.length - 1;
+      const answer = await this.client.fetch(this.topic, partition, offset, { maxRecords: this.options.maxRecords ?? 500, waitMs: last ? (this.options.waitMs ?? 1000) : 0 });
+      // Records before the start were removed by retention: the position moves to the first one held.
+      this.positions.set(partition, answer.next_offset);
+      if (answer.records.length > 0) return answer.records.map((r) => ({ ...r, partition }));
+    }
+    return [];
+  }
+
+  /**
+   * Commits every position that moved. A LogError 409 `offset_conflict` means another consumer of the group moved
+   * that partition: this consumer forgets its position there and rereads from the committed offset.
+   */
+  async commit(): Promise<void> {
+    for (const [partition, position] of this.positions) {
+      const committed = this.committedAt.get(partition);
+      if (committed === position) continue;
+      try {
+        await this.client.commit(this.topic, partition, this.group, position, committed);
+        this.committedAt.set(partition, position);
+      } catch (e) {
+        if (e instanceof ServiceError && e.code === 'offset_conflict') {
+          // A retried commit whose first attempt was applied finds its own offset there.
+          if ((e.body as { error?: { current?: unknown } } | null)?.error?.current === position) {
+            this.committedAt.set(partition, position);
+            continue;
+          }
+          this.positions.delete(partition);
+          this.committedAt.delete(partition);
+        }
+        throw e;
+      }
+    }
+  }
+}
+
+function partitionPath(topic: string, partition: number): string {
+  return `/v1/topics/${encodeURIComponent(topic)}/partitions/${partition}`;
+}

@@ -1,0 +1,245 @@
+/**
+ * A GroupHost steered by the meta group: the groups this process runs follow what the meta group records.
+ * Every host runs the meta group (the founding hosts as voters, later hosts as learners); after each change to it,
+ * and once a second, each host reconciles: it starts the groups it should hold (founding them or joining them),
+ * the leader of each group carries out replica moves one single-server change at a time (a learner first, promoted
+ * once caught up, then the old member removed), and a host drops a group only once the meta group says so after a
+ * read barrier (so a host whose meta replica lags never deletes data it should keep).
+ */
+import { RaftNode, type NodeObserver } from '../node.js';
+import type { NodeId, StateMachine } from '../types.js';
+import { GroupHost, type GroupHostOptions, type GroupOptions } from './host.js';
+import { META_GROUP, MetaMachine, type GroupRecord, type MetaCommand, type MetaResult } from './meta.js';
+
+/** A group's own settings, as the application chooses them from its name. */
+export type ManagedGroupOptions = Omit<GroupOptions<unknown, unknown, StateMachine<unknown, unknown>>, 'members' | 'join'>;
+
+export interface ManagedHostOptions extends GroupHostOptions {
+  /**
+   * The hosts founding the meta group (the cluster's first processes, the same list on each). A host not among
+   * them joins the meta group as a learner: a member adds it with `admit()`.
+   */
+  metaMembers: NodeId[];
+  /** This host's HTTP endpoint ("http://host:port"), recorded in the meta group for routers. */
+  http?: string | null;
+  /** The settings of the group of that name (its state machine, options), or null for a name this host ignores. */
+  groupOptions(name: string): ManagedGroupOptions | null;
+  /** Milliseconds between reconciliations when nothing changed. Default 1000. */
+  reconcileMs?: number;
+  /** Called when a reconciliation step fails (it is retried on the next round). */
+  onError?: (what: string, error: unknown) => void;
+}
+
+type AnyNode = RaftNode<unknown, unknown>;
+
+export class ManagedHost {
+  private readonly busy = new Set<string>();
+  private timer: NodeJS.Timeout | null = null;
+  private reconciling: Promise<void> | null = null;
+  private again = false;
+  private closed = false;
+  private registered = false;
+
+  private constructor(
+    readonly host: GroupHost,
+    readonly meta: RaftNode<MetaCommand, MetaResult, MetaMachine>,
+    private readonly options: ManagedHostOptions,
+  ) {}
+
+  static async open(options: ManagedHostOptions): Promise<ManagedHost> {
+    const host = await GroupHost.open(options);
+    let managed: ManagedHost | null = null;
+    const observer: NodeObserver = {
+      applied: () => managed?.schedule(),
+      stateChanged: () => managed?.schedule(),
+    };
+    const stored = await host.storedGroups();
+    const metaStored = stored.find((g) => g.name === META_GROUP);
+    const joinMeta = metaStored?.join ?? !options.metaMembers.includes(options.id);
+    const meta = await host.createGroup<MetaCommand, MetaResult, MetaMachine>(META_GROUP, {
+      members: metaStored?.members ?? options.metaMembers,
+      join: joinMeta,
+      stateMachine: new MetaMachine(),
+      observer,
+    });
+    managed = new ManagedHost(host, meta, options);
+    for (const group of stored) {
+      if (group.name === META_GROUP) continue;
+      const settings = options.groupOptions(group.name);
+      if (settings === null) continue;
+      await host.createGroup(group.name, { ...settings, members: group.members, join: group.join });
+    }
+    managed.timer = setInterval(() => managed.schedule(), options.reconcileMs ?? 1000);
+    managed.schedule();
+    return managed;
+  }
+
+  get id(): NodeId {
+    return this.host.id;
+  }
+
+  /** The meta group's state as this host has applied it (it may lag; `metaRead` is linearizable). */
+  catalog(): MetaMachine {
+    return this.meta.readLocal((m) => m);
+  }
+
+  /** A linearizable read of the meta group's state. */
+  metaRead<T>(query: (meta: MetaMachine) => T): Promise<T> {
+    return this.meta.read(query);
+  }
+
+  /** Proposes a change to the meta group (from any host: forwarded to its leader) and reconciles soon after. */
+  async proposeMeta(command: MetaCommand): Promise<MetaResult> {
+    const result = await this.meta.propose(command);
+    this.schedule();
+    return result;
+  }
+
+  /** The running group of that name on this host. */
+  group<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(name: string): RaftNode<C, R, M> | undefined {
+    return this.host.group<C, R, M>(name);
+  }
+
+  /**
+   * Lets a new process into the cluster (call it on any host): it becomes a learner of the meta group, so it
+   * reads the catalogue and registers itself; `spread` then moves replicas onto it.
+   */
+  async admit(id: NodeId, raftAddress: string): Promise<void> {
+    this.host.addHost(id, raftAddress);
+    await this.meta.addLearner(id, raftAddress);
+  }
+
+  /** Reconcile soon (coalesced: at most one pass at a time, one more if asked while it runs). */
+  schedule(): void {
+    if (this.closed) return;
+    if (this.reconciling !== null) {
+      this.again = true;
+      return;
+    }
+    this.reconciling = this.reconcile()
+      .catch((e: unknown) => this.options.onError?.('reconcile', e))
+      .finally(() => {
+        this.reconciling = null;
+        if (this.again && !this.closed) {
+          this.again = false;
+          this.schedule();
+        }
+      });
+  }
+
+  private async reconcile(): Promise<void> {
+    if (this.closed) return;
+    const catalog = this.catalog();
+    await this.register(catalog);
+    for (const h of catalog.hosts()) if (h.id !== this.id && this.host.hostAddress(h.id) !== h.raft) this.host.addHost(h.id, h.raft);
+    const starts: Array<Promise<void>> = [];
+    for (const record of catalog.groups()) {
+      const node = this.host.group(record.name);
+      if (node === undefined) {
+        if (record.members.includes(this.id)) starts.push(this.start(record));
+      } else if (node.isLeader && !this.busy.has(record.name)) {
+        void this.step(record, node);
+      }
+    }
+    await Promise.all(starts);
+    await this.dropStale();
+  }
+
+  /** Records this host's addresses in the meta group once (and again when they differ). */
+  private async register(catalog: MetaMachine): Promise<void> {
+    const raft = this.host.hostAddress(this.id)!;
+    const http = this.options.http ?? null;
+    const known = catalog.host(this.id);
+    if (known !== undefined && known.raft === raft && known.http === http) {
+      this.registered = true;
+      return;
+    }
+    if (this.meta.leaderId === null) return;
+    // A proposal in flight is not repeated every second: the next pass after it applies sees the record.
+    if (this.busy.has('!register')) return;
+    this.busy.add('!register');
+    void this.meta
+      .propose({ t: 'host', id: this.id, raft, http })
+      .catch((e: unknown) => this.options.onError?.('register', e))
+      .finally(() => this.busy.delete('!register'));
+  }
+
+  /** Whether this host's addresses are in the meta group yet. */
+  get isRegistered(): boolean {
+    return this.registered;
+  }
+
+  private async start(record: GroupRecord): Promise<void> {
+    const settings = this.options.groupOptions(record.name);
+    if (settings === null || this.busy.has(record.name)) return;
+    this.busy.add(record.name);
+    try {
+      // Founders bootstrap identically (the same first configuration), so a late founder is safe; after a move,
+      // a new member joins and the leader adds it.
+      const founder = record.founders.includes(this.id) && sameSet(record.founders, record.members);
+      if (founder) await this.host.createGroup(record.name, { ...settings, members: record.founders });
+      else await this.host.createGroup(record.name, { ...settings, members: record.members.filter((m) => m !== this.id), join: true });
+    } finally {
+      this.busy.delete(record.name);
+    }
+  }
+
+  /**
+   * One leader's share of a replica move: add a missing member (learner, caught up, promoted), or remove one
+   * that should go (handing leadership away first when it is this host), or report the move settled.
+   */
+  private async step(record: GroupRecord, node: AnyNode): Promise<void> {
+    const config = node.status().config;
+    const missing = record.members.find((m) => !config.voters.includes(m));
+    const extra = [...config.voters, ...config.learners].find((m) => !record.members.includes(m));
+    if (missing === undefined && extra === undefined) {
+      if (!record.settled) await this.proposeMeta({ t: 'settled', name: record.name, version: record.version }).catch(() => undefined);
+      return;
+    }
+    this.busy.add(record.name);
+    try {
+      if (missing !== undefined) {
+        const address = this.catalog().host(missing)?.raft;
+        if (address !== undefined) await node.addVoter(missing, address);
+      } else if (extra === this.id) {
+        const to = record.members.find((m) => config.voters.includes(m));
+        if (to !== undefined) await node.transferLeadership(to);
+      } else if (extra !== undefined) {
+        await node.removeMember(extra);
+      }
+    } catch (e) {
+      this.options.onError?.(`move ${record.name}`, e);
+    } finally {
+      this.busy.delete(record.name);
+    }
+    this.schedule();
+  }
+
+  /**
+   * Stops and deletes the groups the meta group no longer gives this host: dropped ones, and ones moved away once
+   * their leader reported the move settled. Decided only after a read barrier on the meta group.
+   */
+  private async dropStale(): Promise<void> {
+    const stale = (meta: MetaMachine): string[] =>
+      this.host.groupNames().filter((name) => {
+        if (name === META_GROUP || this.busy.has(name)) return false;
+        const record = meta.group(name);
+        return record === undefined || (!record.members.includes(this.id) && record.settled);
+      });
+    if (stale(this.catalog()).length === 0) return;
+    const confirmed = await this.meta.read(stale);
+    for (const name of confirmed) await this.host.removeGroup(name, { deleteData: true });
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    await this.reconciling;
+    await this.host.close();
+  }
+}
+
+function sameSet(a: readonly string[], b: readonly string[]): boolean {
+  return a.length === b.length && a.every((x) => b.includes(x));
+}
