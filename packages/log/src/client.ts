@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { GroupRouter, ServiceError } from '@raftkit/http';
+import { MAX_RECORDS_PER_APPEND } from './machine.js';
 import { partitionGroup, partitionOf } from './topics.js';
 
 export { ServiceError as LogError };
@@ -137,14 +138,32 @@ export class LogClient {
   }
 }
 
+/** A record a producer was asked to send and the caller waiting for its offset. */
+interface QueuedRecord {
+  record: { key: string | null; value: string };
+  bytes: number;
+  resolve: (offset: number) => void;
+  reject: (error: unknown) => void;
+}
+
+/** What one batch may carry: the partition's limit in records, and well under a request body's 1 MiB. */
+const BATCH_RECORDS = MAX_RECORDS_PER_APPEND;
+const BATCH_BYTES = 512 * 1024;
+
 /**
  * An idempotent producer: a producer id and, per partition, a sequence number that grows by one a batch. A batch
  * is retried with its sequence until it is acknowledged, so it is stored once whatever fails in between; batches to
  * one partition go one at a time, in order.
+ *
+ * `send()` batches by itself (as Kafka's producer does): records sent while a partition's batch is in flight wait
+ * and leave together in the next one, so many concurrent senders cost one request and one Raft entry per round
+ * trip instead of one each. A lone sender is never delayed: its record leaves at once.
  */
 export class LogProducer {
   private readonly seqs = new Map<number, number>();
   private readonly tails = new Map<number, Promise<unknown>>();
+  private readonly queues = new Map<number, QueuedRecord[]>();
+  private readonly flushing = new Set<number>();
   private failed: Error | null = null;
 
   constructor(
@@ -158,8 +177,39 @@ export class LogProducer {
   /** Sends one record; its key (when given) picks the partition, else `partition` does (default 0). */
   async send(value: string, options: { key?: string; partition?: number } = {}): Promise<{ partition: number; offset: number }> {
     const partition = options.partition ?? (options.key !== undefined ? await this.client.partitionFor(this.topic, options.key) : 0);
-    const answer = await this.sendBatch(partition, [{ key: options.key ?? null, value }]);
-    return { partition, offset: answer.base_offset };
+    const record = { key: options.key ?? null, value };
+    const offset = await new Promise<number>((resolve, reject) => {
+      let queue = this.queues.get(partition);
+      if (queue === undefined) this.queues.set(partition, (queue = []));
+      queue.push({ record, bytes: Buffer.byteLength(value) + (record.key === null ? 0 : Buffer.byteLength(record.key)) + 32, resolve, reject });
+      if (!this.flushing.has(partition)) void this.flush(partition);
+    });
+    return { partition, offset };
+  }
+
+  /** Sends a partition's queued records, a batch at a time, until none is left. */
+  private async flush(partition: number): Promise<void> {
+    this.flushing.add(partition);
+    try {
+      // Records sent in the same turn of the event loop leave together.
+      await Promise.resolve();
+      const queue = this.queues.get(partition)!;
+      while (queue.length > 0) {
+        let bytes = 0;
+        let count = 0;
+        while (count < queue.length && count < BATCH_RECORDS && (count === 0 || bytes + queue[count]!.bytes <= BATCH_BYTES)) bytes += queue[count++]!.bytes;
+        const batch = queue.splice(0, count);
+        try {
+          const answer = await this.sendBatch(partition, batch.map((q) => q.record));
+          batch.forEach((q, i) => q.resolve(answer.base_offset + i));
+        } catch (e) {
+          for (const q of batch) q.reject(e);
+        }
+      }
+      this.queues.delete(partition);
+    } finally {
+      this.flushing.delete(partition);
+    }
   }
 
   /** Sends records to one partition as one batch (stored once, together, in order). */
