@@ -687,7 +687,11 @@ export class Simulation implements ProcessHost {
           this.queue.after(this.rng.float(0, 50), () => c.start());
         }
       }
-      for (const f of config.faults) if (f.at < config.faultMs) this.queue.at(f.at, () => this.applyFault(f));
+      for (const f of config.faults) {
+        // Membership changes are simulated with one group only (a config may set `groups` by hand: skip them).
+        if (this.groups.length > 1 && (f.kind === 'addMember' || f.kind === 'removeMember' || f.kind === 'readdMember')) continue;
+        if (f.at < config.faultMs) this.queue.at(f.at, () => this.applyFault(f));
+      }
       this.queue.after(CONTROL_PERIOD, () => this.controlMembership());
       this.queue.at(config.faultMs, () => this.heal());
       while (!this.finished) {

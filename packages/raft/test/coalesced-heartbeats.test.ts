@@ -100,7 +100,8 @@ t.test('50 active groups on 3 hosts: one heartbeat frame per peer per tick', asy
     // Heartbeats one way, responses the other: at most a frame of each per tick, plus the odd split.
     t.ok(s.beatFrames / on.ticks <= 3, `${s.from}->${s.to}: ${(s.beatFrames / on.ticks).toFixed(2)} heartbeat frames per tick in all`);
     t.ok(s.beats / s.beatFrames >= 5, `${s.from}->${s.to}: ${(s.beats / s.beatFrames).toFixed(1)} heartbeats per frame`);
-    t.ok(s.frames / on.ticks <= 4, `${s.from}->${s.to}: ${(s.frames / on.ticks).toFixed(2)} frames per tick of every kind (pings included)`);
+    // A heartbeat batch also tells the peer this process is alive, so the tick's ping is left out.
+    t.ok(s.frames / on.ticks <= 3, `${s.from}->${s.to}: ${(s.frames / on.ticks).toFixed(2)} frames per tick of every kind (pings included)`);
   }
   // The same cluster without coalescing: one frame per heartbeat and per response.
   const off = await run(t, false, 3000);

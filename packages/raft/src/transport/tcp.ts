@@ -136,6 +136,8 @@ export class TcpTransport implements Transport {
   private readonly beatsSent = new Map<NodeId, { beats: number; heartbeatBatches: number; responseBatches: number }>();
   private beatFramesReceived = 0;
   private beatsReceived = 0;
+  /** Peers sent a heartbeat batch since their last ping: that frame already said this process is alive. */
+  private readonly aliveSaid = new Set<NodeId>();
 
   constructor(options: TcpTransportOptions) {
     if (options.id.length === 0) throw new TypeError('transport id must be non-empty');
@@ -293,6 +295,8 @@ export class TcpTransport implements Transport {
    */
   ping(peer: NodeId): void {
     if (this.closed || this.blocked.has(peer)) return;
+    // Any frame tells the peer we are alive (onPeerHeard): a heartbeat batch since the last ping stands in for it.
+    if (this.aliveSaid.delete(peer)) return;
     this.links.get(peer)?.ping();
   }
 
@@ -331,6 +335,7 @@ export class TcpTransport implements Transport {
       if (batch.beats.some((b) => b.type === 'heartbeat')) counts.heartbeatBatches++;
       if (batch.beats.some((b) => b.type === 'heartbeatResp')) counts.responseBatches++;
       link.enqueueBeats(beatsToTuples(batch.beats));
+      this.aliveSaid.add(batch.to);
     }
   }
 
