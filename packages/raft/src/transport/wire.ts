@@ -19,8 +19,9 @@ import {
 /**
  * Bumped when frames change incompatibly; a receiver closes connections announcing another version.
  * 2: authenticated handshake (challenge, hello with nonce and MAC, welcome).
+ * 3: `ping` and `beats` (coalesced heartbeats) frames, which a version-2 receiver would refuse mid-connection.
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** Acceptor's first frame: the nonce the dialer's hello must answer. */
 export interface ChallengeFrame {
