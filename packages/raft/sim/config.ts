@@ -37,6 +37,8 @@ export interface SimMutations {
   noSessionDedup?: boolean;
   /** Never wake a quiesced follower whose leader's process has gone silent. */
   quiesceNeverWakes?: boolean;
+  /** The heartbeat batch expander hands each heartbeat to the wrong group (src/groups/coalesce.ts, misroute). */
+  brokenCoalescing?: boolean;
 }
 
 export interface CoreMutations {
@@ -97,6 +99,13 @@ export interface SimConfig {
    * wakes its quiesced core when the leader's node has been silent for an election timeout. 0 or absent: off.
    */
   quiesceTicks?: number;
+  /**
+   * Raft groups per simulated process (multi-raft, as a GroupHost): each process holds one member of every group,
+   * one storage device whose syncs all groups share (group commit), one ticker, coalesced heartbeats. Every
+   * fault hits the process; every invariant and the linearizability check hold per group; each group has its
+   * own clients. Absent: 1. Membership faults are not drawn with several groups (see the README).
+   */
+  groups?: number;
   coreMutations?: CoreMutations;
   simMutations?: SimMutations;
 }
@@ -189,7 +198,7 @@ export function configFromSeed(seed: number): SimConfig {
   const tickSkew = rng.chance(0.3) ? 0 : rng.float(0, 0.2);
   const lossy = churn || rng.chance(0.5);
   const maxDelay = rng.int(2, 15);
-  return {
+  const config: SimConfig = {
     seed: rng.nextUint32(),
     clusterSize: churn || rng.chance(0.5) ? 3 : 5,
     clients: churn ? rng.int(1, 3) : rng.int(3, 8),
@@ -224,6 +233,22 @@ export function configFromSeed(seed: number): SimConfig {
     poisonRate: new Random(seed ^ 0x70150e).chance(0.3) ? 0.05 : 0,
     ...quiescence(seed),
   };
+  return withGroups(seed, config);
+}
+
+/** Membership faults: the simulator changes membership only with one group per process. */
+const MEMBERSHIP: ReadonlySet<FaultKind> = new Set(['addMember', 'removeMember', 'readdMember']);
+
+/**
+ * Several groups per process in 30% of seeds (2..6), from a stream of its own (every other field stays what it
+ * was, except that membership faults are dropped from such a seed's schedule). Clients are shared out over the
+ * groups, at least one each, so that a run costs about what it did.
+ */
+function withGroups(seed: number, config: SimConfig): SimConfig {
+  const rng = new Random(seed ^ 0x6a09e667);
+  if (!rng.chance(0.3)) return config;
+  const groups = rng.int(2, 6);
+  return { ...config, groups, faults: config.faults.filter((f) => !MEMBERSHIP.has(f.kind)) };
 }
 
 /**
@@ -248,6 +273,7 @@ export function describeConfig(c: SimConfig): string {
     `prevote ${c.preVote}, checkQuorum ${c.checkQuorum}, leaseReads ${c.leaseReads}, ` +
     `msg ${c.maxMessageBytes}B x${c.maxInflightMessages}` +
     ((c.poisonRate ?? 0) > 0 ? `, poison ${c.poisonRate}` : '') +
-    ((c.quiesceTicks ?? 0) > 0 ? `, quiesce after ${c.quiesceTicks} idle ticks` : '')
+    ((c.quiesceTicks ?? 0) > 0 ? `, quiesce after ${c.quiesceTicks} idle ticks` : '') +
+    ((c.groups ?? 1) > 1 ? `, ${c.groups} groups per process` : '')
   );
 }

@@ -25,6 +25,11 @@ export const MUTATIONS: Mutation[] = [
     what: 'a quiesced follower never notices that its leader died',
     sim: { quiesceNeverWakes: true },
   },
+  {
+    name: 'brokenCoalescing',
+    what: 'the heartbeat batch expander applies each heartbeat to the wrong group',
+    sim: { brokenCoalescing: true },
+  },
 ];
 
 

@@ -3,13 +3,16 @@
  * flag from CoreOptions.mutations, or a sim-side one from SimMutations), run seeds until one fails, and report
  * which invariant caught it. A mutation no seed catches within the budget "survives": exit 1.
  *
- *   node packages/raft/dist/sim/mutations.js [--max-seeds 300] [--from 1] [--only name,name]
+ *   node packages/raft/dist/sim/mutations.js [--max-seeds 300] [--from 1] [--only name,name] [--min-groups 2]
+ *
+ * `--min-groups N` tries only seeds with at least N groups per process (e.g. to show that a quiescence bug is
+ * caught in multi-group runs too).
  *
  * A failure reported as "exception" is one of the core's own assertions firing; the search goes on for a
  * simulator invariant to catch it too, and settles for the assertion if none does within the budget.
  * A seed that also fails without the mutation proves nothing about the mutation and is skipped.
  */
-import type { SimConfig } from './config.js';
+import { configFromSeed, type SimConfig } from './config.js';
 import { loadHistoryChecker } from './linearizability.js';
 import { MUTATIONS, mutationPatch } from './mutation-list.js';
 import { runSeed } from './report.js';
@@ -18,10 +21,11 @@ interface Args {
   maxSeeds: number;
   from: number;
   only: string[] | null;
+  minGroups: number;
 }
 
 function parseArgs(argv: string[]): Args {
-  const args: Args = { maxSeeds: 300, from: 1, only: null };
+  const args: Args = { maxSeeds: 300, from: 1, only: null, minGroups: 1 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
     const v = argv[++i];
@@ -29,6 +33,7 @@ function parseArgs(argv: string[]): Args {
     if (a === '--max-seeds') args.maxSeeds = Number(v);
     else if (a === '--from') args.from = Number(v);
     else if (a === '--only') args.only = v.split(',');
+    else if (a === '--min-groups') args.minGroups = Number(v);
     else throw new Error(`unknown argument ${a}`);
   }
   return args;
@@ -57,6 +62,7 @@ async function main(): Promise<number> {
     let tried = 0;
     let masked = 0;
     for (let seed = args.from; seed < args.from + args.maxSeeds; seed++) {
+      if ((configFromSeed(seed).groups ?? 1) < args.minGroups) continue;
       tried++;
       const o = runSeed(seed, checker, patch);
       if (o.ok) continue;

@@ -53,8 +53,8 @@ export class SimNetwork {
     private readonly rng: Random,
     params: LinkParams,
     private readonly chunkSize: number,
-    /** Hands a message to its addressee if it is up; called at delivery time. */
-    private readonly deliver: (message: Message) => void,
+    /** Hands a message of group `group` to its addressee if it is up; called at delivery time. */
+    private readonly deliver: (message: Message, group: number) => void,
   ) {
     this.params = { ...params };
   }
@@ -84,14 +84,15 @@ export class SimNetwork {
     this.cuts.clear();
   }
 
-  send(m: Message): void {
+  /** Sends `m` of group `group` (the index of one of the processes' groups; 0 when there is one). */
+  send(m: Message, group = 0): void {
     this.stats.sent++;
     if (!this.connected(m.from, m.to)) {
       this.stats.blocked++;
       return;
     }
     if (m.type === 'snapshot') {
-      this.sendSnapshot(m);
+      this.sendSnapshot(m, group);
       return;
     }
     const copies = this.rng.chance(this.params.duplicate) ? 2 : 1;
@@ -101,7 +102,35 @@ export class SimNetwork {
         this.stats.dropped++;
         continue;
       }
-      this.queue.after(this.delay(), () => this.arrive(m));
+      this.queue.after(this.delay(), () => this.arrive(m, group));
+    }
+  }
+
+  /**
+   * One frame between two processes that is not a group's message (a batch of coalesced heartbeats): counted,
+   * cut, lost, duplicated and delayed like a message; `onArrive` runs at delivery.
+   */
+  sendFrame(from: NodeId, to: NodeId, onArrive: () => void): void {
+    this.stats.sent++;
+    if (!this.connected(from, to)) {
+      this.stats.blocked++;
+      return;
+    }
+    const copies = this.rng.chance(this.params.duplicate) ? 2 : 1;
+    if (copies === 2) this.stats.duplicated++;
+    for (let i = 0; i < copies; i++) {
+      if (this.rng.chance(this.params.drop)) {
+        this.stats.dropped++;
+        continue;
+      }
+      this.queue.after(this.delay(), () => {
+        if (!this.connected(from, to)) {
+          this.stats.blocked++;
+          return;
+        }
+        this.stats.delivered++;
+        onArrive();
+      });
     }
   }
 
@@ -120,17 +149,17 @@ export class SimNetwork {
     return this.rng.float(this.params.minDelay, this.params.maxDelay);
   }
 
-  private arrive(m: Message): void {
+  private arrive(m: Message, group: number): void {
     // A partition that started while the message was in flight catches it too.
     if (!this.connected(m.from, m.to)) {
       this.stats.blocked++;
       return;
     }
     this.stats.delivered++;
-    this.deliver(m);
+    this.deliver(m, group);
   }
 
-  private sendSnapshot(m: SnapshotRequest): void {
+  private sendSnapshot(m: SnapshotRequest, group: number): void {
     this.stats.snapshotsSent++;
     const data = m.snapshot.data;
     const count = Math.max(1, Math.ceil(data.length / this.chunkSize));
@@ -147,14 +176,14 @@ export class SimNetwork {
           continue;
         }
         arriving++;
-        this.queue.after(this.delay(), () => this.arriveChunk(m, stream, i, part));
+        this.queue.after(this.delay(), () => this.arriveChunk(m, group, stream, i, part));
       }
       // Every copy of this chunk is lost: the stream can never complete (its other chunks still travel).
       if (arriving === 0) this.assemblies.delete(stream);
     }
   }
 
-  private arriveChunk(m: SnapshotRequest, stream: number, index: number, part: Uint8Array): void {
+  private arriveChunk(m: SnapshotRequest, group: number, stream: number, index: number, part: Uint8Array): void {
     const assembly = this.assemblies.get(stream);
     if (assembly === undefined || assembly.parts[index] !== undefined) return; // done already, or a duplicate
     if (!this.connected(m.from, m.to)) {
@@ -174,6 +203,6 @@ export class SimNetwork {
     }
     this.stats.snapshotsDelivered++;
     this.stats.delivered++;
-    this.deliver({ ...m, snapshot: { meta: m.snapshot.meta, data } });
+    this.deliver({ ...m, snapshot: { meta: m.snapshot.meta, data } }, group);
   }
 }

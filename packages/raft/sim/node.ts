@@ -16,7 +16,7 @@ import { SimDisk } from './disk.js';
 import { mixNumber, mixString } from './hash.js';
 import { fail, type Checker } from './invariants.js';
 import { KvMachine, type KvCommand, type KvResult } from './kv.js';
-import type { SimNetwork } from './network.js';
+import type { SimProcess } from './process.js';
 import type { EventQueue } from './queue.js';
 import type { Random } from './random.js';
 
@@ -36,7 +36,6 @@ export interface NodeHost {
   readonly queue: EventQueue;
   readonly rng: Random;
   readonly checker: Checker;
-  readonly network: SimNetwork;
   readonly config: SimConfig;
   trace(line: () => string): void;
   fingerprint(x: number): void;
@@ -46,8 +45,6 @@ export interface NodeHost {
   commandApplied(tag: string): void;
   /** A committed configuration entry was applied by this member. */
   onConfigApplied(node: SimNode, entry: Entry & { kind: 'config' }): void;
-  /** Send a liveness ping to `to` (quiescence). */
-  ping(from: NodeId, to: NodeId): void;
 }
 
 const EMPTY_CONFIG: Configuration = { voters: [], learners: [] };
@@ -74,8 +71,8 @@ export class SimNode {
   incarnation = 0;
   /** Removed from the cluster and stopped; only a re-add starts it again. */
   retired = false;
-  /** Crashed by a fault (restart pending). */
-  crashes = 0;
+  /** How traces name it: its process, and its group when there are several. */
+  readonly label: string;
 
   private kv!: KvMachine;
   private sm!: SessionStateMachine<KvCommand, KvResult>;
@@ -93,36 +90,30 @@ export class SimNode {
   private readyReads: Array<{ index: number; context: string }> = [];
   private readCounter = 0;
 
-  /** This member's clock: tick period and the local time it reports (offset + rate * virtual time). */
-  readonly tickPeriod: number;
-  private readonly clockOffset: number;
-  private readonly clockRate: number;
   snapshotsTaken = 0;
   snapshotsInstalled = 0;
 
   constructor(
     readonly id: NodeId,
+    /** Which of its process's groups this member belongs to. */
+    readonly group: number,
     private readonly host: NodeHost,
+    readonly process: SimProcess,
     private readonly initialConfig: Configuration | undefined,
   ) {
-    const { config, rng } = host;
-    const skew = rng.float(-config.tickSkew, config.tickSkew);
-    this.tickPeriod = config.tickMs * (1 + skew);
-    this.clockRate = 1 / (1 + skew);
-    this.clockOffset = rng.int(0, 2000);
-    this.disk = new SimDisk(host.queue, rng, config.syncMin, config.syncMax, (before, after) =>
-      host.checker.onDurableHardState(id, before, after),
-    );
+    this.label = (host.config.groups ?? 1) > 1 ? `${id}/g${group}` : id;
+    this.disk = new SimDisk(process.device, host.rng, (before, after) => host.checker.onDurableHardState(id, before, after));
+    process.members[group] = this;
   }
 
   localNow(): number {
-    return Math.floor(this.clockOffset + this.host.queue.now * this.clockRate);
+    return this.process.localNow();
   }
 
   // -------------------------------------------------------------------------------------------------------
   // Life cycle
 
-  /** Start (or restart) from what is durable on disk. */
+  /** Start (or restart) from what is durable on disk (its process starts every member). */
   start(): void {
     const host = this.host;
     const config = host.config;
@@ -133,7 +124,7 @@ export class SimNode {
     this.kv = new KvMachine({
       applied: (tag) => host.commandApplied(tag),
       duplicate: (tag, count, ctx) =>
-        fail('exactly-once', `${this.id} applied command ${tag} for the ${count}th time (entry ${ctx.index})`),
+        fail('exactly-once', `${this.label} applied command ${tag} for the ${count}th time (entry ${ctx.index})`),
     });
     this.sm = config.simMutations?.noSessionDedup ? new UndedupedSessions(this.kv) : new SessionStateMachine(this.kv);
     if (d.snapshot !== null) {
@@ -160,8 +151,6 @@ export class SimNode {
     };
     if ((config.quiesceTicks ?? 0) > 0) options.quiesceTicks = config.quiesceTicks!;
     if (config.coreMutations !== undefined) options.mutations = config.coreMutations;
-    this.lastHeard.clear();
-    this.startTick = this.ticks;
     const state = {
       hardState: { ...d.hardState },
       snapshot: d.snapshot?.meta ?? null,
@@ -170,18 +159,15 @@ export class SimNode {
     };
     host.checker.onStart(this.id, d);
     this.core = new RaftCore(options, state);
-    host.trace(() => `${this.id} start #${this.incarnation} term ${d.hardState.term} commit ${d.hardState.commit} snapshot ${d.snapshot?.meta.index ?? 0} entries ${d.entries.length}`);
-    this.scheduleTick(host.rng.float(0, this.tickPeriod));
+    host.trace(() => `${this.label} start #${this.incarnation} term ${d.hardState.term} commit ${d.hardState.commit} snapshot ${d.snapshot?.meta.index ?? 0} entries ${d.entries.length}`);
     this.afterInput();
   }
 
-  /** Power loss: the core and everything in memory are gone; unsynced writes are lost. */
+  /** Power loss of its process: the core and everything in memory are gone; unsynced writes are lost. */
   crash(): void {
     if (!this.up) return;
-    this.host.trace(() => `${this.id} CRASH`);
     this.up = false;
     this.incarnation++;
-    this.crashes++;
     this.core = null;
     this.busy = false;
     this.disk.crash();
@@ -191,41 +177,18 @@ export class SimNode {
     this.readyReads = [];
   }
 
-  /** Ticks of this incarnation, and the tick each peer was last heard from (any message or ping). */
-  private ticks = 0;
-  private startTick = 0;
-  private readonly lastHeard = new Map<NodeId, number>();
-
-  /** A peer's ping arrived. */
-  heard(from: NodeId): void {
-    this.lastHeard.set(from, this.ticks);
+  /** One tick of the process's shared ticker. */
+  tick(): void {
+    if (!this.up) return;
+    this.core!.tick(this.localNow());
+    this.afterInput();
   }
 
-  /**
-   * What a process hosting quiescing groups does every tick: ping every peer, and wake a quiesced follower whose
-   * leader has been silent for an election timeout (it would otherwise never notice a dead leader).
-   */
-  private livenessTick(): void {
-    const core = this.core!;
-    const status = core.status();
-    for (const peer of [...status.config.voters, ...status.config.learners]) if (peer !== this.id) this.host.ping(this.id, peer);
-    if (!status.quiesced || status.role === 'leader' || status.leader === null) return;
-    const silent = this.ticks - (this.lastHeard.get(status.leader) ?? this.startTick);
-    if (silent < this.host.config.electionTicks || this.host.config.simMutations?.quiesceNeverWakes === true) return;
-    this.host.trace(() => `${this.id} wakes: leader ${status.leader} silent for ${silent} ticks`);
-    core.wake(silent);
-  }
-
-  private scheduleTick(delay: number): void {
-    const life = this.incarnation;
-    this.host.queue.after(delay, () => {
-      if (life !== this.incarnation) return;
-      this.ticks++;
-      if ((this.host.config.quiesceTicks ?? 0) > 0) this.livenessTick();
-      this.core!.tick(this.localNow());
-      this.afterInput();
-      this.scheduleTick(this.tickPeriod * this.host.rng.float(0.97, 1.03));
-    });
+  /** The process's liveness check found this quiesced follower's leader silent for `silentTicks`. */
+  wake(silentTicks: number): void {
+    if (!this.up) return;
+    this.core!.wake(silentTicks);
+    this.afterInput();
   }
 
   // -------------------------------------------------------------------------------------------------------
@@ -233,7 +196,6 @@ export class SimNode {
 
   receive(m: Message): void {
     if (!this.up) return;
-    this.lastHeard.set(m.from, this.ticks);
     this.host.fingerprint(mixString(mixNumber(m.term, this.host.queue.now), `${m.type}${m.from}${m.to}`));
     this.host.trace(() => describeMessage(m));
     this.core!.step(m);
@@ -296,7 +258,7 @@ export class SimNode {
       if (e instanceof ConfigChangeError) return false;
       throw e;
     }
-    this.host.trace(() => `${this.id} proposes ${change.type} ${change.node}`);
+    this.host.trace(() => `${this.label} proposes ${change.type} ${change.node}`);
     this.afterInput();
     return true;
   }
@@ -318,7 +280,7 @@ export class SimNode {
     host.checker.onReady(this.id, rd);
     if (rd.softState !== null) {
       const ss = rd.softState;
-      host.trace(() => `${this.id} is ${ss.role} of term ${ss.term} (leader ${ss.leader ?? '-'})`);
+      host.trace(() => `${this.label} is ${ss.role} of term ${ss.term} (leader ${ss.leader ?? '-'})`);
     }
     let wrote = false;
     if (rd.snapshot !== null) {
@@ -360,21 +322,21 @@ export class SimNode {
   }
 
   private sendAll(messages: Message[]): void {
-    for (const m of messages) this.host.network.send(m.type === 'snapshot' ? this.withSnapshotData(m) : m);
+    for (const m of messages) this.process.send(this.group, m.type === 'snapshot' ? this.withSnapshotData(m) : m);
   }
 
   /** The core sends snapshots without data: fill in our newest saved snapshot (it is at least as new). */
   private withSnapshotData(m: Message & { type: 'snapshot' }): Message {
     const s = this.lastSnapshot;
     if (s === null || s.meta.index < m.snapshot.meta.index) {
-      fail('driver-contract', `${this.id} asked to send snapshot ${m.snapshot.meta.index} but has saved only ${s?.meta.index ?? 0}`);
+      fail('driver-contract', `${this.label} asked to send snapshot ${m.snapshot.meta.index} but has saved only ${s?.meta.index ?? 0}`);
     }
     return { ...m, snapshot: s };
   }
 
   private installSnapshot(snapshot: Snapshot): void {
     const meta = snapshot.meta;
-    this.host.trace(() => `${this.id} installs snapshot (${meta.index}, ${meta.term})`);
+    this.host.trace(() => `${this.label} installs snapshot (${meta.index}, ${meta.term})`);
     this.sm.restore(snapshot.data);
     this.setApplied(meta);
     this.knownCommit = Math.max(this.knownCommit, meta.index);
@@ -471,7 +433,7 @@ export class SimNode {
       if (life !== this.incarnation) return;
       this.busy = false;
       this.core!.compact(meta);
-      this.host.trace(() => `${this.id} compacted to ${meta.index}`);
+      this.host.trace(() => `${this.label} compacted to ${meta.index}`);
       this.afterInput();
     });
   }

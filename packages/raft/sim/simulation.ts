@@ -12,6 +12,7 @@ import { Checker, fail, SimFailure } from './invariants.js';
 import type { HistoryChecker, HistoryVerdict } from './linearizability.js';
 import { SimNetwork, type LinkParams } from './network.js';
 import { SimNode, type ClientReply, type ClientRequest, type NodeHost } from './node.js';
+import { SimProcess, type ProcessHost } from './process.js';
 import { EventQueue } from './queue.js';
 import { Random } from './random.js';
 
@@ -41,6 +42,13 @@ export interface SimStats {
   snapshotsSent: number;
   membershipChanges: number;
   members: number;
+  groups: number;
+  /** Heartbeat batches between processes, and the heartbeats and responses they carried. */
+  heartbeatBatches: number;
+  batchedBeats: number;
+  /** Disk sync requests of all groups, and the syncs that served them (group commit). */
+  syncRequests: number;
+  syncRounds: number;
 }
 
 export interface SimResult {
@@ -66,25 +74,169 @@ function members(c: Configuration): NodeId[] {
   return [...c.voters, ...c.learners];
 }
 
-export class Simulation implements NodeHost, ClientHost {
-  readonly queue = new EventQueue();
-  readonly rng: Random;
+/**
+ * One Raft group of the run: its member on each process, its own checker (every invariant holds per group), its
+ * own clients and history (linearizability per group), and its committed configuration.
+ */
+export class SimGroup implements NodeHost, ClientHost {
   readonly checker = new Checker();
-  readonly network: SimNetwork;
   readonly nodes = new Map<NodeId, SimNode>();
   readonly clients: SimClient[] = [];
-  draining = false;
-  private readonly history: HistoryOp[] = [];
+  readonly history: HistoryOp[] = [];
   /** When each command tag first took effect (was applied by any member). */
-  private readonly firstApplied = new Map<string, number>();
+  readonly firstApplied = new Map<string, number>();
+  committedConfig: Configuration;
+  committedConfigIndex = 0;
+  membershipChanges = 0;
+
+  constructor(
+    readonly index: number,
+    private readonly sim: Simulation,
+    initialConfig: Configuration,
+  ) {
+    this.committedConfig = initialConfig;
+  }
+
+  get queue(): EventQueue {
+    return this.sim.queue;
+  }
+  get rng(): Random {
+    return this.sim.rng;
+  }
+  get config(): SimConfig {
+    return this.sim.config;
+  }
+  get draining(): boolean {
+    return this.sim.draining;
+  }
+  trace(line: () => string): void {
+    if (!this.sim.tracing) return;
+    this.sim.trace(this.sim.groups.length > 1 ? () => `g${this.index} ${line()}` : line);
+  }
+  fingerprint(x: number): void {
+    this.sim.fingerprint(x);
+  }
+
+  reply(client: number, reply: ClientReply, from: NodeId): void {
+    const c = this.clients[client]!;
+    this.queue.after(this.rng.float(0.1, 1.5), () => c.onReply(reply, from));
+  }
+
+  send(node: NodeId, request: ClientRequest): void {
+    const n = this.nodes.get(node);
+    if (n === undefined) return;
+    this.queue.after(this.rng.float(0.1, 1.5), () => n.request(request));
+  }
+
+  members(): NodeId[] {
+    return this.sim.members();
+  }
+
+  record(op: HistoryOp): void {
+    this.history.push(op);
+  }
+
+  commandApplied(tag: string): void {
+    if (!this.firstApplied.has(tag)) this.firstApplied.set(tag, this.queue.now);
+  }
+
+  onConfigApplied(node: SimNode, e: Entry & { kind: 'config' }): void {
+    this.sim.onConfigApplied(this, node, e);
+  }
+
+  /**
+   * The history the linearizability check sees. The clients' own view leaves an abandoned write pending for
+   * ever (return = Infinity), which makes the search explode when there are many. The simulator knows more: a
+   * write that no member ever applied never happened (dropped), and one that was applied took effect by the
+   * time it was first applied (return = that time, output still unknown). Both only remove orderings that no
+   * real execution could have had.
+   */
+  resolvedHistory(): HistoryOp[] {
+    const out: HistoryOp[] = [];
+    for (const op of this.history) {
+      if (op.return !== Infinity || op.tag === undefined) {
+        out.push(op);
+        continue;
+      }
+      const applied = this.firstApplied.get(op.tag);
+      if (applied !== undefined) out.push({ ...op, return: applied });
+    }
+    return out;
+  }
+
+  /** The member that leads in the highest term, if any. */
+  leader(): SimNode | null {
+    let best: SimNode | null = null;
+    let bestTerm = -1;
+    for (const n of this.nodes.values()) {
+      const st = n.status();
+      if (st !== null && st.role === 'leader' && st.term > bestTerm) {
+        best = n;
+        bestTerm = st.term;
+      }
+    }
+    return best;
+  }
+
+  /** Why the group has not settled yet, or null when it has. */
+  unsettled(): string | null {
+    const name = this.sim.groups.length > 1 ? `group ${this.index}: ` : '';
+    const busy = this.clients.filter((c) => !c.done);
+    if (busy.length > 0) return `${name}clients still waiting: ${busy.map((c) => c.describe()).join('; ')}`;
+    const leaders = [...this.nodes.values()].filter((n) => n.status()?.role === 'leader');
+    if (leaders.length !== 1) return `${name}${leaders.length} leaders (${leaders.map((n) => n.id).join(',') || 'none'})`;
+    const leader = leaders[0]!;
+    const st = leader.status()!;
+    if (st.commit !== st.lastIndex) return `${name}leader ${leader.id} has uncommitted entries (commit ${st.commit}, last ${st.lastIndex})`;
+    for (const id of members(st.config)) {
+      const n = this.nodes.get(id);
+      const s = n?.status() ?? null;
+      if (n === undefined || s === null) return `${name}member ${id} is down`;
+      if (s.leader !== leader.id || s.term !== st.term) return `${name}${id} follows ${s.leader} in term ${s.term}, not ${leader.id} in ${st.term}`;
+      if (n.applied !== st.commit) return `${name}${id} applied ${n.applied} of ${st.commit}`;
+    }
+    return null;
+  }
+
+  /** Every member's state, and the leaders' view of their followers: what a liveness failure needs. */
+  describe(): string {
+    const lines: string[] = [];
+    if (this.sim.groups.length > 1) lines.push(`group ${this.index}:`);
+    for (const n of this.nodes.values()) {
+      const st = n.status();
+      if (st === null) {
+        lines.push(`${n.id}: down${n.process.retired ? ' (retired)' : ''}`);
+        continue;
+      }
+      lines.push(
+        `${n.id}: ${st.role} term ${st.term} leader ${st.leader ?? '-'} commit ${st.commit} applied ${n.applied} ` +
+          `log ${st.firstIndex}..${st.lastIndex} voters ${st.config.voters.join(',')} learners ${st.config.learners.join(',') || '-'}` +
+          (st.quiesced ? ' quiesced' : ''),
+      );
+      if (st.role === 'leader') {
+        for (const p of st.peers) {
+          lines.push(`    ${p.id}: ${p.state} match ${p.match} next ${p.next} inflight ${p.inflight}${p.learner ? ' learner' : ''}${p.recentActive ? '' : ' inactive'}`);
+        }
+      }
+    }
+    return lines.join('\n');
+  }
+}
+
+export class Simulation implements ProcessHost {
+  readonly queue = new EventQueue();
+  readonly rng: Random;
+  readonly network: SimNetwork;
+  /** The processes, by id; each holds one member of every group. */
+  readonly nodes = new Map<NodeId, SimProcess>();
+  readonly groups: SimGroup[] = [];
+  draining = false;
   private fp = HASH_SEED;
   private readonly traceBuffer: string[] = [];
   private readonly traceLimit: number;
   private readonly onTrace: ((line: string) => void) | undefined;
   private readonly baseline: LinkParams;
   private readonly initialConfig: Configuration;
-  private committedConfig: Configuration;
-  private committedConfigIndex = 0;
   private goals: Array<() => Goal | null> = [];
   private goal: Goal | null = null;
   private nextNodeNumber: number;
@@ -98,7 +250,6 @@ export class Simulation implements NodeHost, ClientHost {
   /** Quiescence seeds end with a quiet leader loss (see quietLeaderLoss); whether it has begun. */
   private quietLossStarted = false;
   private healedAt = Infinity;
-  membershipChanges = 0;
 
   constructor(
     readonly config: SimConfig,
@@ -108,18 +259,30 @@ export class Simulation implements NodeHost, ClientHost {
     this.traceLimit = options.traceLines ?? 0;
     this.onTrace = options.onTrace;
     this.baseline = { drop: config.drop, duplicate: config.duplicate, minDelay: config.minDelay, maxDelay: config.maxDelay };
-    this.network = new SimNetwork(this.queue, this.rng.fork(), this.baseline, config.snapshotChunk, (m) => this.deliver(m));
+    this.network = new SimNetwork(this.queue, this.rng.fork(), this.baseline, config.snapshotChunk, (m, group) => this.deliver(m, group));
     const ids = Array.from({ length: config.clusterSize }, (_, i) => `n${i + 1}`);
     this.initialConfig = { voters: ids, learners: [] };
-    this.committedConfig = this.initialConfig;
     this.nextNodeNumber = config.clusterSize + 1;
-    this.checker.onNewLeader = (id, term) => this.leaderElected(id, term);
-    this.checker.onLeaderCommit = (id, term) => {
-      if (this.churnAfterCommit === `${id}@${term}`) {
-        this.churnAfterCommit = null;
-        this.churnCrash(id, this.rng.float(0, 3));
-      }
-    };
+    for (let g = 0; g < Math.max(1, config.groups ?? 1); g++) {
+      const group = new SimGroup(g, this, this.initialConfig);
+      group.checker.onNewLeader = (id, term) => this.leaderElected(g, id, term);
+      group.checker.onLeaderCommit = (id, term) => {
+        if (this.churnAfterCommit === `${g}:${id}@${term}`) {
+          this.churnAfterCommit = null;
+          this.churnCrash(id, this.rng.float(0, 3));
+        }
+      };
+      this.groups.push(group);
+    }
+  }
+
+  /** The membership of group 0 (membership changes happen only with one group). */
+  private get committedConfig(): Configuration {
+    return this.groups[0]!.committedConfig;
+  }
+
+  process(id: NodeId): SimProcess | undefined {
+    return this.nodes.get(id);
   }
 
   /** Until `until`, every `every` ms: a random member loses power in the middle of its next disk sync. */
@@ -129,7 +292,7 @@ export class Simulation implements NodeHost, ClientHost {
     if (up.length > 0) {
       const node = this.rng.pick(up);
       const life = node.incarnation;
-      node.disk.onNextSync = (latency) => {
+      node.device.onNextSync = (latency) => {
         this.queue.after(this.rng.float(0, latency), () => {
           if (node.incarnation !== life || !node.up || this.draining) return;
           this.trace(() => `${node.id} loses power mid-sync`);
@@ -147,11 +310,11 @@ export class Simulation implements NodeHost, ClientHost {
    * Leader churn: each new leader crashes soon after its election, or right after it first commits something:
    * partially replicated logs of many terms, the habitat of the Figure 8 bug.
    */
-  private leaderElected(id: NodeId, term: number): void {
+  private leaderElected(group: number, id: NodeId, term: number): void {
     const churn = this.churn;
     if (churn === null || this.draining || this.queue.now > churn.until) return;
     if (this.rng.chance(0.5)) this.churnCrash(id, this.rng.float(0, churn.maxLife));
-    else this.churnAfterCommit = `${id}@${term}`;
+    else this.churnAfterCommit = `${group}:${id}@${term}`;
   }
 
   private churnCrash(id: NodeId, after: number): void {
@@ -188,27 +351,9 @@ export class Simulation implements NodeHost, ClientHost {
     this.fp = mixNumber(this.fp, x);
   }
 
-  private deliver(m: Message): void {
+  private deliver(m: Message, group: number): void {
     const node = this.nodes.get(m.to);
-    if (node !== undefined && node.up) node.receive(m);
-  }
-
-  ping(from: NodeId, to: NodeId): void {
-    this.network.sendPing(from, to, () => {
-      const node = this.nodes.get(to);
-      if (node !== undefined && node.up) node.heard(from);
-    });
-  }
-
-  reply(client: number, reply: ClientReply, from: NodeId): void {
-    const c = this.clients[client]!;
-    this.queue.after(this.rng.float(0.1, 1.5), () => c.onReply(reply, from));
-  }
-
-  send(node: NodeId, request: ClientRequest): void {
-    const n = this.nodes.get(node);
-    if (n === undefined) return;
-    this.queue.after(this.rng.float(0.1, 1.5), () => n.request(request));
+    if (node !== undefined && node.up) node.receive(group, m);
   }
 
   members(): NodeId[] {
@@ -217,41 +362,15 @@ export class Simulation implements NodeHost, ClientHost {
     return out;
   }
 
-  record(op: HistoryOp): void {
-    this.history.push(op);
-  }
-
-  commandApplied(tag: string): void {
-    if (!this.firstApplied.has(tag)) this.firstApplied.set(tag, this.queue.now);
-  }
-
-  /**
-   * The history the linearizability check sees. The clients' own view leaves an abandoned write pending for
-   * ever (return = Infinity), which makes the search explode when there are many. The simulator knows more: a
-   * write that no member ever applied never happened (dropped), and one that was applied took effect by the
-   * time it was first applied (return = that time, output still unknown). Both only remove orderings that no
-   * real execution could have had.
-   */
-  resolvedHistory(): HistoryOp[] {
-    const out: HistoryOp[] = [];
-    for (const op of this.history) {
-      if (op.return !== Infinity || op.tag === undefined) {
-        out.push(op);
-        continue;
-      }
-      const applied = this.firstApplied.get(op.tag);
-      if (applied !== undefined) out.push({ ...op, return: applied });
-    }
-    return out;
-  }
-
-  onConfigApplied(_node: SimNode, e: Entry & { kind: 'config' }): void {
-    if (e.index <= this.committedConfigIndex) return;
-    const before = new Set(members(this.committedConfig));
+  onConfigApplied(group: SimGroup, _node: SimNode, e: Entry & { kind: 'config' }): void {
+    if (e.index <= group.committedConfigIndex) return;
+    const before = new Set(members(group.committedConfig));
     const after = new Set(members(e.config));
-    this.committedConfig = e.config;
-    this.committedConfigIndex = e.index;
-    this.membershipChanges++;
+    group.committedConfig = e.config;
+    group.committedConfigIndex = e.index;
+    group.membershipChanges++;
+    // Processes retire and come back with the membership of group 0: membership changes happen with one group.
+    if (group.index !== 0) return;
     this.trace(() => `committed config ${e.index}: voters ${e.config.voters.join(',')} learners ${e.config.learners.join(',') || '-'}`);
     // Retire members the committed config removed; revive retired members it brought back. (Deferred: we are
     // inside some member's apply loop.)
@@ -277,23 +396,22 @@ export class Simulation implements NodeHost, ClientHost {
     n.crash();
   }
 
-  private leader(): SimNode | null {
-    let best: SimNode | null = null;
-    let bestTerm = -1;
-    for (const n of this.nodes.values()) {
-      const st = n.status();
-      if (st !== null && st.role === 'leader' && st.term > bestTerm) {
-        best = n;
-        bestTerm = st.term;
-      }
-    }
-    return best;
+  /** The leader of group 0 (or of group `group`). */
+  private leader(group = 0): SimNode | null {
+    return this.groups[group]!.leader();
   }
 
-  private addNode(id: NodeId, initialConfig: Configuration | undefined): SimNode {
-    const node = new SimNode(id, this, initialConfig);
-    this.nodes.set(id, node);
-    return node;
+  /** A new process, with a member of every group. */
+  private addNode(id: NodeId, initialConfig: Configuration | undefined): SimProcess {
+    const process = new SimProcess(id, this);
+    for (const group of this.groups) group.nodes.set(id, new SimNode(id, group.index, group, process, initialConfig));
+    this.nodes.set(id, process);
+    return process;
+  }
+
+  /** Group 0 with one group; otherwise a group drawn with `rng` (the one whose leader a fault aims at). */
+  private aimedGroup(rng: Random): number {
+    return this.groups.length > 1 ? rng.below(this.groups.length) : 0;
   }
 
   // -------------------------------------------------------------------------------------------------------
@@ -317,7 +435,7 @@ export class Simulation implements NodeHost, ClientHost {
       case 'crash': {
         const up = [...this.nodes.values()].filter((n) => n.up);
         if (up.length === 0) return;
-        const victim = (f.target === 'leader' ? this.leader() : null) ?? pickRng.pick(up);
+        const victim = (f.target === 'leader' ? (this.leader(this.aimedGroup(pickRng))?.process ?? null) : null) ?? pickRng.pick(up);
         victim.crash();
         this.queue.after(f.downtime, () => {
           if (!victim.up && !victim.retired && !this.draining) victim.start();
@@ -327,8 +445,8 @@ export class Simulation implements NodeHost, ClientHost {
       case 'slowDisk': {
         const nodes = [...this.nodes.values()];
         const n = pickRng.pick(nodes);
-        n.disk.slowUntil = this.queue.now + f.duration;
-        n.disk.slowLatency = f.latency;
+        n.device.slowUntil = this.queue.now + f.duration;
+        n.device.slowLatency = f.latency;
         return;
       }
       case 'netStorm': {
@@ -346,7 +464,7 @@ export class Simulation implements NodeHost, ClientHost {
         this.powerLosses(this.queue.now + f.duration, f.every, f.downtime);
         return;
       case 'transfer': {
-        const leader = this.leader();
+        const leader = this.leader(this.aimedGroup(pickRng));
         if (leader === null) return;
         const voters = leader.status()!.config.voters.filter((v) => v !== leader.id);
         if (voters.length > 0) leader.transferLeadership(pickRng.pick(voters));
@@ -404,7 +522,7 @@ export class Simulation implements NodeHost, ClientHost {
         break;
       }
       case 'isolateLeader': {
-        const leader = this.leader()?.id ?? ids[0]!;
+        const leader = this.leader(this.aimedGroup(rng))?.id ?? ids[0]!;
         between([leader], ids.filter((id) => id !== leader), true);
         break;
       }
@@ -444,7 +562,7 @@ export class Simulation implements NodeHost, ClientHost {
       this.goal = null;
       return;
     }
-    const leader = this.leader();
+    const leader = this.leader(0);
     if (leader === null) return;
     const st = leader.status()!;
     const cfg = st.config;
@@ -472,52 +590,25 @@ export class Simulation implements NodeHost, ClientHost {
     this.network.healAll();
     this.network.params = { drop: 0, duplicate: 0, minDelay: this.baseline.minDelay, maxDelay: Math.min(this.baseline.maxDelay, 5) };
     for (const n of this.nodes.values()) {
-      n.disk.slowUntil = 0;
+      n.device.slowUntil = 0;
       if (!n.up && !n.retired) n.start();
     }
-    for (const c of this.clients) if (!c.busy) c.done = true;
+    for (const group of this.groups) for (const c of group.clients) if (!c.busy) c.done = true;
     this.queue.after(LIVENESS_PERIOD, () => this.checkLiveness());
   }
 
-  /** Why the cluster has not settled yet, or null when it has. */
+  /** Why the cluster has not settled yet (the first group that has not), or null when every group has. */
   private unsettled(): string | null {
-    const busy = this.clients.filter((c) => !c.done);
-    if (busy.length > 0) return `clients still waiting: ${busy.map((c) => c.describe()).join('; ')}`;
-    const leaders = [...this.nodes.values()].filter((n) => n.status()?.role === 'leader');
-    if (leaders.length !== 1) return `${leaders.length} leaders (${leaders.map((n) => n.id).join(',') || 'none'})`;
-    const leader = leaders[0]!;
-    const st = leader.status()!;
-    if (st.commit !== st.lastIndex) return `leader ${leader.id} has uncommitted entries (commit ${st.commit}, last ${st.lastIndex})`;
-    for (const id of members(st.config)) {
-      const n = this.nodes.get(id);
-      const s = n?.status() ?? null;
-      if (n === undefined || s === null) return `member ${id} is down`;
-      if (s.leader !== leader.id || s.term !== st.term) return `${id} follows ${s.leader} in term ${s.term}, not ${leader.id} in ${st.term}`;
-      if (n.applied !== st.commit) return `${id} applied ${n.applied} of ${st.commit}`;
+    for (const group of this.groups) {
+      const why = group.unsettled();
+      if (why !== null) return why;
     }
     return null;
   }
 
-  /** Every member's state, and the leaders' view of their followers: what a liveness failure needs. */
+  /** Every group's members and the leaders' view of their followers: what a liveness failure needs. */
   describeCluster(): string {
-    const lines: string[] = [];
-    for (const n of this.nodes.values()) {
-      const st = n.status();
-      if (st === null) {
-        lines.push(`${n.id}: down${n.retired ? ' (retired)' : ''}`);
-        continue;
-      }
-      lines.push(
-        `${n.id}: ${st.role} term ${st.term} leader ${st.leader ?? '-'} commit ${st.commit} applied ${n.applied} ` +
-          `log ${st.firstIndex}..${st.lastIndex} voters ${st.config.voters.join(',')} learners ${st.config.learners.join(',') || '-'}`,
-      );
-      if (st.role === 'leader') {
-        for (const p of st.peers) {
-          lines.push(`    ${p.id}: ${p.state} match ${p.match} next ${p.next} inflight ${p.inflight}${p.learner ? ' learner' : ''}${p.recentActive ? '' : ' inactive'}`);
-        }
-      }
-    }
-    return lines.join('\n');
+    return this.groups.map((g) => g.describe()).join('\n');
   }
 
   private checkLiveness(): void {
@@ -545,31 +636,33 @@ export class Simulation implements NodeHost, ClientHost {
    * does not quiesce within 3 s or could not elect without the leader anyway.
    */
   private quietLeaderLoss(since: number): void {
-    const leader = [...this.nodes.values()].find((n) => n.status()?.role === 'leader');
+    const leader = this.leader(0);
     const st = leader?.status() ?? null;
-    if (leader === undefined || st === null || st.config.voters.length < 3) {
+    if (leader === null || st === null || st.config.voters.length < 3) {
       this.finished = true;
       return;
     }
-    const group = members(st.config).map((id) => this.nodes.get(id)?.status() ?? null);
-    if (!group.every((s) => s !== null && s.quiesced)) {
+    const everyone = this.groups.flatMap((g) => members(st.config).map((id) => g.nodes.get(id)?.status() ?? null));
+    if (!everyone.every((s) => s !== null && s.quiesced)) {
       if (this.queue.now - since > 3000) this.finished = true;
       else this.queue.after(LIVENESS_PERIOD, () => this.quietLeaderLoss(since));
       return;
     }
-    this.trace(() => `quiet leader loss: ${leader.id} (term ${st.term}) crashes for good while the group is quiesced`);
-    leader.crash();
-    leader.retired = true;
+    const dead = leader.process;
+    const led = this.groups.filter((g) => g.leader()?.process === dead).map((g) => g.index);
+    this.trace(() => `quiet leader loss: ${dead.id} (leader of group(s) ${led.join(',')}) crashes for good while every group is quiesced`);
+    dead.crash();
+    dead.retired = true;
     const crashedAt = this.queue.now;
     const check = (): void => {
-      const replaced = [...this.nodes.values()].some((n) => n !== leader && n.status()?.role === 'leader');
-      if (replaced) {
-        this.trace(() => 'quiet leader loss: a new leader was elected');
+      const waiting = this.groups.filter((g) => ![...g.nodes.values()].some((n) => n.process !== dead && n.status()?.role === 'leader'));
+      if (waiting.length === 0) {
+        this.trace(() => 'quiet leader loss: every group has a leader');
         this.finished = true;
         return;
       }
       if (this.queue.now - crashedAt > this.config.livenessMs) {
-        fail('liveness', `the leader ${leader.id} died while its group was quiesced and was never replaced in ${this.config.livenessMs}ms\n${this.describeCluster()}`);
+        fail('liveness', `the leader ${dead.id} died while its groups were quiesced and group(s) ${waiting.map((g) => g.index).join(',')} never replaced it in ${this.config.livenessMs}ms\n${this.describeCluster()}`);
       }
       this.queue.after(LIVENESS_PERIOD, check);
     };
@@ -585,12 +678,20 @@ export class Simulation implements NodeHost, ClientHost {
     const maxEvents = this.options.maxEvents ?? 2_000_000;
     try {
       for (const id of this.initialConfig.voters) this.addNode(id, this.initialConfig).start();
-      for (let i = 0; i < config.clients; i++) {
-        const c = new SimClient(i, this);
-        this.clients.push(c);
-        this.queue.after(this.rng.float(0, 50), () => c.start());
+      // Each group gets its own clients: the run's clients shared out, at least one per group.
+      const perGroup = Math.max(1, Math.ceil(config.clients / this.groups.length));
+      for (const group of this.groups) {
+        for (let i = 0; i < perGroup; i++) {
+          const c = new SimClient(i, group);
+          group.clients.push(c);
+          this.queue.after(this.rng.float(0, 50), () => c.start());
+        }
       }
-      for (const f of config.faults) if (f.at < config.faultMs) this.queue.at(f.at, () => this.applyFault(f));
+      for (const f of config.faults) {
+        // Membership changes are simulated with one group only (a config may set `groups` by hand: skip them).
+        if (this.groups.length > 1 && (f.kind === 'addMember' || f.kind === 'removeMember' || f.kind === 'readdMember')) continue;
+        if (f.at < config.faultMs) this.queue.at(f.at, () => this.applyFault(f));
+      }
       this.queue.after(CONTROL_PERIOD, () => this.controlMembership());
       this.queue.at(config.faultMs, () => this.heal());
       while (!this.finished) {
@@ -601,8 +702,13 @@ export class Simulation implements NodeHost, ClientHost {
         if (this.events > maxEvents) fail('event-budget', `more than ${maxEvents} events`);
       }
       if (this.options.checkHistory) {
-        linearizability = this.options.checkHistory(this.resolvedHistory());
-        if (linearizability.result === 'illegal') fail('linearizability', `client history is not linearizable:\n${linearizability.detail}`);
+        // Per group: each group is its own linearizable object. The verdict kept is the weakest one.
+        for (const group of this.groups) {
+          const verdict = this.options.checkHistory(group.resolvedHistory());
+          const name = this.groups.length > 1 ? ` of group ${group.index}` : '';
+          if (verdict.result === 'illegal') fail('linearizability', `client history${name} is not linearizable:\n${verdict.detail}`);
+          if (linearizability === null || verdict.result === 'unknown') linearizability = verdict;
+        }
       }
     } catch (e) {
       const err = e as Error;
@@ -619,6 +725,8 @@ export class Simulation implements NodeHost, ClientHost {
       this.trace(() => `FAILED ${failure!.invariant}: ${failure!.message}`);
     }
     const nodes = [...this.nodes.values()];
+    const members = this.groups.flatMap((g) => [...g.nodes.values()]);
+    const history = this.groups.flatMap((g) => g.history);
     const net = this.network.stats;
     const result: SimResult = {
       ok: failure === undefined,
@@ -626,22 +734,27 @@ export class Simulation implements NodeHost, ClientHost {
       stats: {
         events: this.events,
         virtualMs: Math.round(this.queue.now),
-        ops: this.history.length,
-        infoOps: this.history.filter((op) => op.return === Infinity).length,
-        retries: this.clients.reduce((n, c) => n + c.retries, 0),
-        elections: this.checker.leaderElections,
+        ops: history.length,
+        infoOps: history.filter((op) => op.return === Infinity).length,
+        retries: this.groups.reduce((n, g) => n + g.clients.reduce((m, c) => m + c.retries, 0), 0),
+        elections: this.groups.reduce((n, g) => n + g.checker.leaderElections, 0),
         crashes: nodes.reduce((n, x) => n + x.crashes, 0),
-        snapshotsTaken: nodes.reduce((n, x) => n + x.snapshotsTaken, 0),
-        snapshotsInstalled: nodes.reduce((n, x) => n + x.snapshotsInstalled, 0),
+        snapshotsTaken: members.reduce((n, x) => n + x.snapshotsTaken, 0),
+        snapshotsInstalled: members.reduce((n, x) => n + x.snapshotsInstalled, 0),
         messages: net.sent,
         dropped: net.dropped,
         snapshotsSent: net.snapshotsSent,
-        membershipChanges: this.membershipChanges,
+        membershipChanges: this.groups[0]!.membershipChanges,
         members: nodes.length,
+        groups: this.groups.length,
+        heartbeatBatches: nodes.reduce((n, x) => n + x.batchesSent, 0),
+        batchedBeats: nodes.reduce((n, x) => n + x.beatsSent, 0),
+        syncRequests: nodes.reduce((n, x) => n + x.device.requests, 0),
+        syncRounds: nodes.reduce((n, x) => n + x.device.rounds, 0),
       },
       fingerprint: this.fp,
       linearizability,
-      history: this.history,
+      history,
       trace: this.traceBuffer.slice(-this.traceLimit),
     };
     if (failure !== undefined) result.failure = failure;

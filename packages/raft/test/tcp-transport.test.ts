@@ -392,6 +392,7 @@ t.test('bad input closes only the offending connection', async (t) => {
     ['a malformed message', { kind: 'msg', message: { type: 'append', from: 'x' } }],
     ['an unknown frame kind', { kind: 'nope' }],
     ['a second hello', { kind: 'hello', version: 2, from: 'x', to: 'b', nonce: new Uint8Array(32), mac: new Uint8Array(32) }],
+    ['a malformed heartbeat batch', { kind: 'beats', beats: [['g1', 7, 1, 1, 1, 0]] }],
   ];
   for (const [name, frame] of afterHandshake) {
     const peer = await RawPeer.open(b.address);

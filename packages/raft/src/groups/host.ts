@@ -7,7 +7,7 @@
 import { Level } from 'level';
 import { RaftNode, type NodeLogger, type RaftNodeOptions, type Ticker } from '../node.js';
 import { LevelStorage, type SharedLevel } from '../storage/leveldb.js';
-import { TcpTransport, type HostPort, type TransportSecret, type TransportTls } from '../transport/tcp.js';
+import { TcpTransport, type HostPort, type TransportSecret, type TransportStats, type TransportTls } from '../transport/tcp.js';
 import type { NodeId, StateMachine } from '../types.js';
 import { GroupCommitLevel, type GroupCommitStats } from './group-commit.js';
 
@@ -41,6 +41,11 @@ export interface GroupHostOptions {
   quiesceTicks?: number;
   /** Where every group of the host logs (RaftNodeOptions.logger), unless a group brings its own. */
   logger?: NodeLogger;
+  /**
+   * Send the heartbeats and heartbeat responses of all groups shared with a peer process as one frame per turn
+   * of the event loop (in practice one per tick) instead of one frame each. Default true.
+   */
+  coalesceHeartbeats?: boolean;
 }
 
 /** A group's own settings: everything a RaftNode takes except what the host provides. */
@@ -136,7 +141,13 @@ export class GroupHost {
   static async open(options: GroupHostOptions): Promise<GroupHost> {
     const level = new Level<string, Uint8Array>(options.dataDir);
     await level.open();
-    const transport = new TcpTransport({ id: options.id, listen: options.listen, secret: options.secret, ...(options.tls !== undefined ? { tls: options.tls } : {}) });
+    const transport = new TcpTransport({
+      id: options.id,
+      listen: options.listen,
+      secret: options.secret,
+      ...(options.tls !== undefined ? { tls: options.tls } : {}),
+      ...(options.coalesceHeartbeats !== undefined ? { coalesceHeartbeats: options.coalesceHeartbeats } : {}),
+    });
     // Messages outside any group have no business here.
     await transport.start(() => {});
     return new GroupHost(options, level, new GroupCommitLevel(level as unknown as SharedLevel), transport);
@@ -155,6 +166,16 @@ export class GroupHost {
   /** Fsyncs asked for by the groups and made on disk (fewer: group commit). */
   get commitStats(): GroupCommitStats {
     return this.db.stats;
+  }
+
+  /** Ticks of the host's shared timer so far. */
+  get tickCount(): number {
+    return this.ticks;
+  }
+
+  /** Frames sent to each peer process (heartbeat batches among them) and batches received: see TransportStats. */
+  wireStats(): TransportStats {
+    return this.transport.stats();
   }
 
   /** Makes another process reachable (its id and "host:port"). */

@@ -5,13 +5,14 @@
  */
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
+import type { HeartbeatBatch } from '../groups/coalesce.js';
 import type { Message, NodeId } from '../types.js';
 import { DecodeError } from '../codec/parse.js';
 import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import type { TransportLog } from './peer-link.js';
 import { SnapshotAssembler } from './snapshot-stream.js';
-import { PROTOCOL_VERSION, parseWireFrame, type ChallengeFrame, type HelloFrame, type WelcomeFrame } from './wire.js';
+import { PROTOCOL_VERSION, parseWireFrame, tuplesToBatch, type ChallengeFrame, type HelloFrame, type WelcomeFrame } from './wire.js';
 
 /** What an inbound connection needs from its transport. */
 export interface InboundSettings {
@@ -33,6 +34,8 @@ export interface InboundSettings {
   heard: (peer: NodeId) => void;
   /** Hands over a message (with its group, when the transport carries many). */
   deliver: (message: Message, group?: string) => void;
+  /** Hands over a batch of coalesced heartbeats from the authenticated peer to this member. */
+  deliverBeats: (batch: HeartbeatBatch) => void;
   log: TransportLog;
 }
 
@@ -130,6 +133,12 @@ export class InboundConnection {
     if (frame.kind === 'ping') return;
     if (frame.kind === 'msg') {
       this.accept(frame.message, frame.group);
+    } else if (frame.kind === 'beats') {
+      try {
+        this.settings.deliverBeats(tuplesToBatch(peer, this.settings.selfId, frame.beats));
+      } catch (error) {
+        this.settings.log('warn', `heartbeat batch handler threw: ${String(error)}`);
+      }
     } else if (frame.kind === 'snapChunk') {
       // Every chunk of a stream comes from one sender's one snapshot, so the completing chunk names its group.
       const message = this.snapshots.accept(frame);

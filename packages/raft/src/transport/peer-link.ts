@@ -11,7 +11,7 @@ import type { Message, NodeId, SnapshotRequest } from '../types.js';
 import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import { SnapshotSender } from './snapshot-stream.js';
-import { PROTOCOL_VERSION, parseWireFrame, type HelloFrame, type MessageFrame, type PingFrame } from './wire.js';
+import { PROTOCOL_VERSION, parseWireFrame, type BeatTuple, type BeatsFrame, type HelloFrame, type MessageFrame, type PingFrame } from './wire.js';
 
 /** Where diagnostics go. 'debug' for expected trouble (peer down), 'warn' for things worth a look. */
 export type TransportLog = (level: 'debug' | 'warn', message: string) => void;
@@ -72,6 +72,11 @@ export class PeerLink {
   private stallTimer: NodeJS.Timeout | null = null;
   private handshakeTimer: NodeJS.Timeout | null = null;
   private droppedSinceLog = 0;
+  /** Frames written to the socket (every kind after the handshake), and of those, heartbeat batches. */
+  framesWritten = 0;
+  beatFramesWritten = 0;
+  /** Beat frames still queued (counted when written). */
+  private readonly beatFrames = new WeakSet<Buffer>();
 
   constructor(
     private readonly selfId: NodeId,
@@ -103,6 +108,32 @@ export class PeerLink {
       this.queueBytes += frame.byteLength;
       this.enforceQueueBounds();
     }
+    this.kick();
+  }
+
+  /**
+   * Queues one frame of coalesced heartbeats (see src/groups/coalesce.ts). A batch too large for one frame is
+   * halved until each part fits (only thousands of shared groups with long names get there).
+   */
+  enqueueBeats(beats: BeatTuple[]): void {
+    if (this.closed || beats.length === 0) return;
+    let frame: Buffer;
+    try {
+      frame = encodeFrame({ kind: 'beats', beats } satisfies BeatsFrame, this.settings.maxFrameBytes);
+    } catch (error) {
+      if (error instanceof FrameError && beats.length > 1) {
+        const half = Math.ceil(beats.length / 2);
+        this.enqueueBeats(beats.slice(0, half));
+        this.enqueueBeats(beats.slice(half));
+      } else {
+        this.settings.log('warn', `dropping ${beats.length} heartbeats to ${this.peerId}: ${String(error)}`);
+      }
+      return;
+    }
+    this.beatFrames.add(frame);
+    this.queue.push(frame);
+    this.queueBytes += frame.byteLength;
+    this.enforceQueueBounds();
     this.kick();
   }
 
@@ -311,6 +342,8 @@ export class PeerLink {
           continue;
         }
       }
+      this.framesWritten++;
+      if (this.beatFrames.has(frame)) this.beatFramesWritten++;
       if (!socket.write(frame)) {
         // The peer is not reading fast enough. If it stops reading entirely (half-open connection after a
         // partition), give up on the connection instead of waiting for TCP's retransmission timeout.

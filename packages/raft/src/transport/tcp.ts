@@ -7,9 +7,10 @@
  */
 import { Server, createServer, type AddressInfo, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
+import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from '../groups/coalesce.js';
 import type { Message, NodeId, Transport } from '../types.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './framing.js';
-import { MAX_GROUP_NAME } from './wire.js';
+import { MAX_GROUP_NAME, beatsToTuples } from './wire.js';
 import { deriveTransportKey, type TransportSecret } from './handshake.js';
 import { InboundConnection } from './inbound.js';
 import { PeerLink, type HostPort, type PeerLinkSettings, type TransportLog, type TransportTls } from './peer-link.js';
@@ -68,6 +69,32 @@ export interface TcpTransportOptions {
   maxInboundConnections?: number;
   /** Diagnostics; silent by default. */
   log?: TransportLog;
+  /**
+   * Coalesce the heartbeats of the groups this transport carries (channel()): every heartbeat and heartbeat
+   * response sent to one peer process within one turn of the event loop leaves in one frame (see
+   * src/groups/coalesce.ts). Default true. Messages outside any group are never coalesced.
+   */
+  coalesceHeartbeats?: boolean;
+}
+
+/** What a TcpTransport sent to one peer process: frames written, and how many of them were heartbeat batches. */
+export interface PeerWireStats {
+  frames: number;
+  beatFrames: number;
+  /** Heartbeats and responses sent inside those batches. */
+  beats: number;
+  /** Batches holding at least one heartbeat (a leader's), and at least one response (a follower's). */
+  heartbeatBatches: number;
+  responseBatches: number;
+}
+
+/** Wire counters of a TcpTransport (see `stats()`). */
+export interface TransportStats {
+  /** By peer process. */
+  sent: Record<NodeId, PeerWireStats>;
+  /** Heartbeat batches and the beats in them received from every peer. */
+  beatFramesReceived: number;
+  beatsReceived: number;
 }
 
 /** Room for a chunk frame's fields besides its data (ids, offsets, snapshot meta with the member list). */
@@ -103,6 +130,14 @@ export class TcpTransport implements Transport {
   private onHeard: ((peer: NodeId) => void) | null = null;
   /** The groups this transport carries besides its own messages (see channel()). */
   private readonly channels = new Map<string, GroupChannel>();
+  /** Heartbeats of channels waiting for the flush at the end of this turn of the event loop. */
+  private readonly coalescer: HeartbeatCoalescer | null;
+  private flushScheduled = false;
+  private readonly beatsSent = new Map<NodeId, { beats: number; heartbeatBatches: number; responseBatches: number }>();
+  private beatFramesReceived = 0;
+  private beatsReceived = 0;
+  /** Peers sent a heartbeat batch since their last ping: that frame already said this process is alive. */
+  private readonly aliveSaid = new Set<NodeId>();
 
   constructor(options: TcpTransportOptions) {
     if (options.id.length === 0) throw new TypeError('transport id must be non-empty');
@@ -133,6 +168,7 @@ export class TcpTransport implements Transport {
     this.handshakeTimeoutMs = this.settings.handshakeTimeoutMs;
     this.frameTimeoutMs = options.frameTimeoutMs ?? 30_000;
     this.maxInboundConnections = options.maxInboundConnections ?? 256;
+    this.coalescer = options.coalesceHeartbeats === false ? null : new HeartbeatCoalescer();
     for (const [name, value] of Object.entries({
       handshakeTimeoutMs: this.handshakeTimeoutMs,
       frameTimeoutMs: this.frameTimeoutMs,
@@ -219,7 +255,10 @@ export class TcpTransport implements Transport {
    */
   setBlocked(peers: ReadonlySet<NodeId>): void {
     this.blocked = new Set(peers);
-    for (const id of this.blocked) this.links.get(id)?.clearPending();
+    for (const id of this.blocked) {
+      this.links.get(id)?.clearPending();
+      this.coalescer?.forget(id);
+    }
   }
 
   /** Stops listening and closes every connection; resolves when all sockets and the server are closed. */
@@ -256,6 +295,8 @@ export class TcpTransport implements Transport {
    */
   ping(peer: NodeId): void {
     if (this.closed || this.blocked.has(peer)) return;
+    // Any frame tells the peer we are alive (onPeerHeard): a heartbeat batch since the last ping stands in for it.
+    if (this.aliveSaid.delete(peer)) return;
     this.links.get(peer)?.ping();
   }
 
@@ -267,7 +308,53 @@ export class TcpTransport implements Transport {
   /** @internal A channel's send. */
   sendInGroup(message: Message, group: string): void {
     if (this.closed || this.blocked.has(message.to)) return;
+    if (this.coalescer !== null && isBeat(message)) {
+      this.coalescer.add(group, message);
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        // setImmediate, not a microtask: every group's Ready loop yields once (RaftNode.processReadies) before it
+        // sends, so the heartbeats of one shared tick all reach the coalescer within this turn of the loop.
+        setImmediate(() => this.flushBeats());
+      }
+      return;
+    }
     this.links.get(message.to)?.enqueue(message, group);
+  }
+
+  /** Sends every waiting heartbeat: one frame per peer process. */
+  private flushBeats(): void {
+    this.flushScheduled = false;
+    if (this.coalescer === null || this.closed) return;
+    for (const batch of this.coalescer.drain()) {
+      if (this.blocked.has(batch.to)) continue;
+      const link = this.links.get(batch.to);
+      if (link === undefined) continue;
+      let counts = this.beatsSent.get(batch.to);
+      if (counts === undefined) this.beatsSent.set(batch.to, (counts = { beats: 0, heartbeatBatches: 0, responseBatches: 0 }));
+      counts.beats += batch.beats.length;
+      if (batch.beats.some((b) => b.type === 'heartbeat')) counts.heartbeatBatches++;
+      if (batch.beats.some((b) => b.type === 'heartbeatResp')) counts.responseBatches++;
+      link.enqueueBeats(beatsToTuples(batch.beats));
+      this.aliveSaid.add(batch.to);
+    }
+  }
+
+  /** A received batch of coalesced heartbeats, back to each group's channel. */
+  private deliverBeats(batch: HeartbeatBatch): void {
+    if (this.closed) return;
+    this.beatFramesReceived++;
+    this.beatsReceived += batch.beats.length;
+    for (const { group, message } of expandBatch(batch)) this.channels.get(group)?.deliver(message);
+  }
+
+  /** Wire counters: frames sent to each peer process (and how many were heartbeat batches), batches received. */
+  stats(): TransportStats {
+    const sent: Record<NodeId, PeerWireStats> = {};
+    for (const [id, link] of this.links) {
+      const counts = this.beatsSent.get(id) ?? { beats: 0, heartbeatBatches: 0, responseBatches: 0 };
+      sent[id] = { frames: link.framesWritten, beatFrames: link.beatFramesWritten, ...counts };
+    }
+    return { sent, beatFramesReceived: this.beatFramesReceived, beatsReceived: this.beatsReceived };
   }
 
   private accept(socket: Socket): void {
@@ -300,6 +387,7 @@ export class TcpTransport implements Transport {
         if (group === undefined) this.onMessage?.(message);
         else this.channels.get(group)?.deliver(message);
       },
+      deliverBeats: (batch) => this.deliverBeats(batch),
       log: this.settings.log,
     });
     this.inbound.add(connection);

@@ -4,6 +4,7 @@
  * `msg` and `snapChunk` frames in its order and the acceptor sends nothing more: a member sends on the
  * connections it opened and receives on the ones it accepted.
  */
+import type { BatchedBeat, HeartbeatBatch } from '../groups/coalesce.js';
 import type { Message, NodeId, SnapshotMeta } from '../types.js';
 import {
   DecodeError,
@@ -18,8 +19,9 @@ import {
 /**
  * Bumped when frames change incompatibly; a receiver closes connections announcing another version.
  * 2: authenticated handshake (challenge, hello with nonce and MAC, welcome).
+ * 3: `ping` and `beats` (coalesced heartbeats) frames, which a version-2 receiver would refuse mid-connection.
  */
-export const PROTOCOL_VERSION = 2;
+export const PROTOCOL_VERSION = 3;
 
 /** Acceptor's first frame: the nonce the dialer's hello must answer. */
 export interface ChallengeFrame {
@@ -81,7 +83,33 @@ export interface PingFrame {
   kind: 'ping';
 }
 
-export type WireFrame = ChallengeFrame | HelloFrame | WelcomeFrame | MessageFrame | SnapshotChunkFrame | PingFrame;
+/**
+ * Coalesced heartbeats (src/groups/coalesce.ts): every heartbeat and heartbeat response one process sends another
+ * in one flush, for all the groups they share. `from` and `to` are the connection's two ends, so each beat is a
+ * tuple: [group, 0 = heartbeat | 1 = heartbeatResp, term, round, commit (0 for a response), quiesce 0 | 1].
+ */
+export interface BeatsFrame {
+  kind: 'beats';
+  beats: BeatTuple[];
+}
+
+export type BeatTuple = [group: string, type: 0 | 1, term: number, round: number, commit: number, quiesce: 0 | 1];
+
+export type WireFrame = ChallengeFrame | HelloFrame | WelcomeFrame | MessageFrame | SnapshotChunkFrame | PingFrame | BeatsFrame;
+
+/** The wire form of a batch's beats. */
+export function beatsToTuples(beats: readonly BatchedBeat[]): BeatTuple[] {
+  return beats.map((b) => (b.type === 'heartbeat' ? [b.group, 0, b.term, b.round, b.commit, b.quiesce === true ? 1 : 0] : [b.group, 1, b.term, b.round, 0, 0]));
+}
+
+/** A received batch of beats between the connection's ends `from` and `to`. */
+export function tuplesToBatch(from: NodeId, to: NodeId, tuples: readonly BeatTuple[]): HeartbeatBatch {
+  const beats: BatchedBeat[] = tuples.map(([group, type, term, round, commit, quiesce]) => {
+    if (type === 1) return { group, type: 'heartbeatResp', term, round };
+    return quiesce === 1 ? { group, type: 'heartbeat', term, commit, round, quiesce: true } : { group, type: 'heartbeat', term, commit, round };
+  });
+  return { from, to, beats };
+}
 
 /**
  * Validates a decoded frame. Chunk data is returned without copying (it may alias the receive buffer);
@@ -105,6 +133,8 @@ export function parseWireFrame(value: unknown): WireFrame {
       return { kind: 'ping' };
     case 'welcome':
       return { kind: 'welcome', mac: bytesField(fields, 'mac') };
+    case 'beats':
+      return { kind: 'beats', beats: parseBeats(fields.beats) };
     case 'msg': {
       const message = parseMessage(fields.message);
       if (message.type === 'snapshot') throw new DecodeError('snapshot messages must travel as chunks');
@@ -142,6 +172,23 @@ function groupField(fields: Record<string, unknown>): string | undefined {
   if (group === undefined || group === null) return undefined;
   if (typeof group !== 'string' || group.length === 0 || group.length > MAX_GROUP_NAME) throw new DecodeError(`frame.group: expected a name of 1..${MAX_GROUP_NAME} characters`);
   return group;
+}
+
+/** Most beats in one frame (a process pair shares at most this many groups' heartbeats per flush). */
+const MAX_BEATS = 1_000_000;
+
+function parseBeats(value: unknown): BeatTuple[] {
+  if (!Array.isArray(value) || value.length > MAX_BEATS) throw new DecodeError('frame.beats: expected an array of beats');
+  const out: BeatTuple[] = [];
+  for (const beat of value) {
+    if (!Array.isArray(beat) || beat.length !== 6) throw new DecodeError('frame.beats: each beat is [group, type, term, round, commit, quiesce]');
+    const [group, type, term, round, commit, quiesce] = beat as unknown[];
+    if (typeof group !== 'string' || group.length === 0 || group.length > MAX_GROUP_NAME) throw new DecodeError(`frame.beats: a group is a name of 1..${MAX_GROUP_NAME} characters`);
+    if ((type !== 0 && type !== 1) || (quiesce !== 0 && quiesce !== 1)) throw new DecodeError('frame.beats: type and quiesce are 0 or 1');
+    for (const n of [term, round, commit]) if (!Number.isSafeInteger(n) || (n as number) < 0) throw new DecodeError('frame.beats: term, round and commit are non-negative integers');
+    out.push([group, type, term as number, round as number, commit as number, quiesce]);
+  }
+  return out;
 }
 
 /** Checked before the other fields, so a peer of another version is told so rather than "missing field". */

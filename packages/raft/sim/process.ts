@@ -1,0 +1,183 @@
+/**
+ * One simulated process, as a GroupHost is one real one: it holds one member of each of the run's G groups (G = 1
+ * in most seeds), one storage device whose syncs every group shares (group commit, see SharedSync), one ticker
+ * for all its groups, coalesced heartbeats (the same src/groups/coalesce.ts the GroupHost's transport uses: every
+ * heartbeat and response this process sends a peer in one event leaves as one frame), and, when groups quiesce,
+ * the host's liveness logic (one ping per peer process per tick; a quiesced follower whose leader's process has
+ * been silent for an election timeout is woken). Crashes, restarts, slow disks and power losses hit the process,
+ * so every group on it at once.
+ */
+import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from '../src/groups/coalesce.js';
+import type { Message, NodeId } from '../src/types.js';
+import type { SimConfig } from './config.js';
+import { SharedSync } from './disk.js';
+import type { SimNetwork } from './network.js';
+import type { SimNode } from './node.js';
+import type { EventQueue } from './queue.js';
+import type { Random } from './random.js';
+
+/** What a process needs from the simulation around it. */
+export interface ProcessHost {
+  readonly queue: EventQueue;
+  readonly rng: Random;
+  readonly network: SimNetwork;
+  readonly config: SimConfig;
+  trace(line: () => string): void;
+  /** The process of that id, if any. */
+  process(id: NodeId): SimProcess | undefined;
+}
+
+export class SimProcess {
+  /** Its member of each group, by group index. */
+  readonly members: SimNode[] = [];
+  readonly device: SharedSync;
+  up = false;
+  /** Bumped at every crash and start: events of an earlier life are ignored. */
+  incarnation = 0;
+  /** Removed from the cluster and stopped; only a re-add starts it again. */
+  retired = false;
+  crashes = 0;
+  /** Tick period and local clock (offset + rate * virtual time): skewed per process. */
+  readonly tickPeriod: number;
+  private readonly clockOffset: number;
+  private readonly clockRate: number;
+  /** Ticks of this incarnation, and the tick each peer process was last heard from (any frame or ping). */
+  private ticks = 0;
+  private startTick = 0;
+  private readonly lastHeard = new Map<NodeId, number>();
+  private readonly coalescer = new HeartbeatCoalescer();
+  private flushScheduled = false;
+  /** Heartbeat batches sent, and the beats in them. */
+  batchesSent = 0;
+  beatsSent = 0;
+
+  constructor(
+    readonly id: NodeId,
+    private readonly host: ProcessHost,
+  ) {
+    const { config, rng } = host;
+    const skew = rng.float(-config.tickSkew, config.tickSkew);
+    this.tickPeriod = config.tickMs * (1 + skew);
+    this.clockRate = 1 / (1 + skew);
+    this.clockOffset = rng.int(0, 2000);
+    this.device = new SharedSync(host.queue, rng, config.syncMin, config.syncMax);
+  }
+
+  localNow(): number {
+    return Math.floor(this.clockOffset + this.host.queue.now * this.clockRate);
+  }
+
+  /** Start (or restart) every group's member from what is durable. */
+  start(): void {
+    this.incarnation++;
+    this.up = true;
+    this.lastHeard.clear();
+    this.startTick = this.ticks;
+    this.flushScheduled = false;
+    this.coalescer.drain();
+    for (const member of this.members) member.start();
+    this.scheduleTick(this.host.rng.float(0, this.tickPeriod));
+  }
+
+  /** Power loss: every group's member and everything in memory are gone; unsynced writes are lost. */
+  crash(): void {
+    if (!this.up) return;
+    this.host.trace(() => `${this.id} CRASH`);
+    this.up = false;
+    this.incarnation++;
+    this.crashes++;
+    this.device.crash();
+    this.coalescer.drain();
+    for (const member of this.members) member.crash();
+  }
+
+  private scheduleTick(delay: number): void {
+    const life = this.incarnation;
+    this.host.queue.after(delay, () => {
+      if (life !== this.incarnation) return;
+      this.ticks++;
+      if ((this.host.config.quiesceTicks ?? 0) > 0) this.livenessTick();
+      for (const member of this.members) member.tick();
+      this.scheduleTick(this.tickPeriod * this.host.rng.float(0.97, 1.03));
+    });
+  }
+
+  /**
+   * What GroupHost.livenessTick does: ping every peer process of any group, and wake each quiesced follower whose
+   * leader's process has been silent for an election timeout (it would otherwise never notice a dead leader).
+   */
+  private livenessTick(): void {
+    const peers = new Set<NodeId>();
+    for (const member of this.members) {
+      const st = member.status();
+      if (st === null) continue;
+      for (const peer of st.config.voters) peers.add(peer);
+      for (const peer of st.config.learners) peers.add(peer);
+    }
+    peers.delete(this.id);
+    for (const peer of peers) this.ping(peer);
+    if (this.host.config.simMutations?.quiesceNeverWakes === true) return;
+    for (const member of this.members) {
+      const st = member.status();
+      if (st === null || !st.quiesced || st.role === 'leader' || st.leader === null) continue;
+      const silent = this.ticks - (this.lastHeard.get(st.leader) ?? this.startTick);
+      if (silent < this.host.config.electionTicks) continue;
+      this.host.trace(() => `${member.label} wakes: leader ${st.leader} silent for ${silent} ticks`);
+      member.wake(silent);
+    }
+  }
+
+  private ping(to: NodeId): void {
+    const from = this.id;
+    this.host.network.sendPing(from, to, () => this.host.process(to)?.heardFrom(from));
+  }
+
+  /** Anything from `peer` arrived (a message, a batch, a ping). */
+  heardFrom(peer: NodeId): void {
+    if (this.up) this.lastHeard.set(peer, this.ticks);
+  }
+
+  /**
+   * A member's outgoing message: with several groups, heartbeats wait for this event's batch; the rest (and every
+   * message of a single group, which has nothing to coalesce with) leave at once.
+   */
+  send(group: number, m: Message): void {
+    if (!isBeat(m) || this.members.length === 1) {
+      this.host.network.send(m, group);
+      return;
+    }
+    this.coalescer.add(String(group), m);
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    const life = this.incarnation;
+    // After this event (and any other at this instant): all groups' heartbeats of a tick go in one batch per peer.
+    this.host.queue.after(0, () => {
+      if (life !== this.incarnation) return;
+      this.flushScheduled = false;
+      for (const batch of this.coalescer.drain()) {
+        this.batchesSent++;
+        this.beatsSent += batch.beats.length;
+        this.host.network.sendFrame(batch.from, batch.to, () => this.host.process(batch.to)?.receiveBatch(batch));
+      }
+    });
+  }
+
+  /** A batch of coalesced heartbeats from a peer process, expanded back to each group's member. */
+  receiveBatch(batch: HeartbeatBatch): void {
+    if (!this.up) return;
+    this.heardFrom(batch.from);
+    this.host.trace(() => `${batch.from}->${batch.to} heartbeat batch of ${batch.beats.length}`);
+    const misroute = this.host.config.simMutations?.brokenCoalescing === true;
+    for (const { group, message } of expandBatch(batch, { misroute })) {
+      const member = this.members[Number(group)];
+      if (member !== undefined && this.up) member.receive(message);
+    }
+  }
+
+  /** A group's message arrived. */
+  receive(group: number, m: Message): void {
+    if (!this.up) return;
+    this.heardFrom(m.from);
+    this.members[group]?.receive(m);
+  }
+}
