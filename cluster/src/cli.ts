@@ -6,7 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream, existsSync, mkdirSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
-import { assertPortFree, callMember, findLeader, memberStatus, signal, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
+import { assertPortFree, callMember, findLeader, memberStatus, signal, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy, type MemberStatus } from './processes.js';
 import { defaultBasePort, MAX_WORKERS, serviceNames, services, workerPorts } from './services.js';
 import {
   CliError,
@@ -160,8 +160,10 @@ program
       state.members
         .filter((m) => !m.removed)
         .map(async (m) => {
-          const s = await memberStatus(m, token);
+          const s = (await memberStatus(m, token)) as GroupedStatus | null;
           const alive = isAlive(m.pid);
+          // A grouped member (the log) counts the groups it holds and leads; a single-group member holds one.
+          const grouped = typeof s?.groups === 'number';
           return {
             id: m.id,
             pid: alive ? m.pid : null,
@@ -171,6 +173,8 @@ program
             commit: s?.commit_index ?? null,
             applied: s?.applied_index ?? null,
             lag: null as number | null,
+            groups: s === null ? null : grouped ? s.groups! : 1,
+            leaders: s === null ? null : grouped ? (s.leaders ?? 0) : s.role === 'leader' ? 1 : 0,
             url: `http://${m.httpAddress}`,
           };
         }),
@@ -179,13 +183,76 @@ program
     for (const r of rows) r.lag = r.applied === null ? null : maxCommit - r.applied;
     for (const w of state.workers ?? []) {
       const alive = isAlive(w.pid);
-      rows.push({ id: w.id, pid: alive ? w.pid : null, role: alive ? `worker:${w.role}` : 'down', term: null, leader: null, commit: null, applied: null, lag: null, url: `http://${w.httpAddress}` });
+      rows.push({ id: w.id, pid: alive ? w.pid : null, role: alive ? `worker:${w.role}` : 'down', term: null, leader: null, commit: null, applied: null, lag: null, groups: null, leaders: null, url: `http://${w.httpAddress}` });
     }
     if (o.json) {
       console.log(JSON.stringify(rows, null, 2));
       return;
     }
-    printTable(['member', 'pid', 'role', 'term', 'leader', 'commit', 'applied', 'lag', 'url'], rows.map((r) => [r.id, r.pid, r.role, r.term, r.leader, r.commit, r.applied, r.lag, r.url]));
+    printTable(
+      ['member', 'pid', 'role', 'term', 'leader', 'commit', 'applied', 'lag', 'groups', 'leaders', 'url'],
+      rows.map((r) => [r.id, r.pid, r.role, r.term, r.leader, r.commit, r.applied, r.lag, r.groups, r.leaders, r.url]),
+    );
+  });
+
+program
+  .command('groups')
+  .description('one row per Raft group: leader, term, commit, lag (highest commit minus lowest applied), members')
+  .addOption(dataOption())
+  .option('--json', 'print a JSON array')
+  .action(async (o: { data?: string; json?: boolean }) => {
+    const { state, token } = openCluster(o.data);
+    const rows = await groupRows(state, token);
+    if (o.json) {
+      console.log(JSON.stringify(rows, null, 2));
+      return;
+    }
+    printTable(['group', 'leader', 'term', 'commit', 'lag', 'members'], rows.map((r) => [r.group, r.leader, r.term, r.commit, r.lag, r.members.join(',')]));
+  });
+
+program
+  .command('balance')
+  .description('spread the groups\' leaders evenly over the members by leadership transfer; prints what moved')
+  .addOption(dataOption())
+  .option('--json', 'print the moves and the leader counts as JSON')
+  .action(async (o: { data?: string; json?: boolean }) => {
+    const { state, token } = openCluster(o.data);
+    const live = state.members.filter((m) => !m.removed && isAlive(m.pid));
+    const statuses = (await Promise.all(live.map((m) => memberStatus(m, token, 5_000)))) as Array<GroupedStatus | null>;
+    if (!statuses.some((s) => typeof s?.groups === 'number')) {
+      if (o.json) console.log(JSON.stringify({ moved: [], leaders: null }));
+      else console.log(`${state.service} runs one Raft group: nothing to balance (transfer-leader moves its leader)`);
+      return;
+    }
+    // Each member hands away groups it leads while it leads 2+ more than one of their other voters; it is told
+    // every member's own count (exact), and the counts follow the moves, so rounds converge.
+    const counts: Record<string, number> = {};
+    live.forEach((m, i) => (counts[m.id] = statuses[i]?.leaders ?? 0));
+    const moved: Array<{ group: string; from: string; to: string }> = [];
+    for (let round = 0; round < 5; round++) {
+      let movedThisRound = 0;
+      for (const m of [...live].sort((a, b) => counts[b.id]! - counts[a.id]!)) {
+        const answer = await callMember(m, token, 'POST', '/v1/cluster/balance', { leaders: counts }, 120_000);
+        if (answer.status !== 200) {
+          process.stderr.write(`warning: ${m.id} did not balance (${describeAnswer(answer)})\n`);
+          continue;
+        }
+        for (const move of (answer.body as { moved: Array<{ group: string; from: string; to: string }> }).moved) {
+          moved.push(move);
+          movedThisRound++;
+          counts[move.from] = (counts[move.from] ?? 0) - 1;
+          counts[move.to] = (counts[move.to] ?? 0) + 1;
+          if (!o.json) console.log(`moved ${move.group}: ${move.from} -> ${move.to}`);
+        }
+      }
+      if (movedThisRound === 0) break;
+    }
+    if (o.json) {
+      console.log(JSON.stringify({ moved, leaders: counts }, null, 2));
+      return;
+    }
+    const spread = Object.entries(counts).map(([id, n]) => `${id}=${n}`).join(' ');
+    console.log(moved.length === 0 ? `leaders already balanced: ${spread}` : `moved ${moved.length} leaders; leaders now ${spread}`);
   });
 
 for (const [name, sig, text] of [
@@ -351,6 +418,62 @@ program
     });
     await new Promise(() => {}); // until Ctrl-C
   });
+
+/** /v1/cluster/status of a member; a grouped member (the log) adds the groups it holds and leads. */
+type GroupedStatus = MemberStatus & { groups?: number; leaders?: number };
+
+interface GroupRow {
+  group: string;
+  leader: string | null;
+  term: number | null;
+  commit: number | null;
+  /** The highest commit index any replica reports minus the lowest applied index: how far the slowest trails. */
+  lag: number | null;
+  members: string[];
+  learners: string[];
+}
+
+/**
+ * Every group of the cluster, merged from each live member's GET /v1/cluster/groups (the leader's view wins for
+ * term and members). A single-group service has one group, named after the service, from the members' statuses.
+ */
+async function groupRows(state: ClusterState, token: string): Promise<GroupRow[]> {
+  const live = state.members.filter((m) => !m.removed && isAlive(m.pid));
+  type Replica = { group: string; role: string; leader: string | null; term: number; commit: number; applied: number; voters: string[]; learners: string[] };
+  const answers = await Promise.all(live.map((m) => callMember(m, token, 'GET', '/v1/cluster/groups', undefined, 10_000)));
+  const byGroup = new Map<string, Replica[]>();
+  let grouped = false;
+  for (const answer of answers) {
+    if (answer.status !== 200) continue;
+    grouped = true;
+    for (const r of (answer.body as { groups: Replica[] }).groups) byGroup.set(r.group, [...(byGroup.get(r.group) ?? []), r]);
+  }
+  if (!grouped) {
+    const statuses = await Promise.all(live.map((m) => memberStatus(m, token, 5_000)));
+    for (const s of statuses) {
+      if (s === null) continue;
+      const replica = { group: state.service, role: s.role, leader: s.leader_id, term: s.term, commit: s.commit_index, applied: s.applied_index, voters: s.voters, learners: s.learners };
+      byGroup.set(state.service, [...(byGroup.get(state.service) ?? []), replica]);
+    }
+  }
+  const rows: GroupRow[] = [];
+  for (const [group, replicas] of byGroup) {
+    const term = Math.max(...replicas.map((r) => r.term));
+    const lead = replicas.find((r) => r.role === 'leader' && r.term === term) ?? null;
+    const view = lead ?? replicas.find((r) => r.term === term)!;
+    const commit = Math.max(...replicas.map((r) => r.commit));
+    rows.push({
+      group,
+      leader: lead?.leader ?? (replicas.every((r) => r.leader === view.leader && r.term === term) ? view.leader : null),
+      term,
+      commit,
+      lag: commit - Math.min(...replicas.map((r) => r.applied)),
+      members: [...view.voters].sort(),
+      learners: [...view.learners].sort(),
+    });
+  }
+  return rows.sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : 0));
+}
 
 /** The cluster a command means (see resolveDataDir) and its token. */
 function openCluster(dataOption: string | undefined): { state: ClusterState; token: string } {

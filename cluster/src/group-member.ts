@@ -53,12 +53,12 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
   raftMetrics.track(meta);
   const groupsGauge = metrics.gauge('raft_groups', 'Groups this process holds');
   const leadersGauge = metrics.gauge('raft_groups_led', 'Groups this process leads');
+  // The service's groups, not counting the meta group every member runs (its role is the status row's role).
   const countGroups = (): { groups: number; leaders: number } => {
-    const names = managed.host.groupNames();
-    const leaders = names.filter((n) => managed.group(n)?.isLeader === true).length;
-    groupsGauge.set(names.length);
-    leadersGauge.set(leaders);
-    return { groups: names.length, leaders };
+    const counts = managed.groupCounts();
+    groupsGauge.set(counts.groups);
+    leadersGauge.set(counts.leaders);
+    return counts;
   };
 
   const http = processHttp({
@@ -114,7 +114,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
         ...countGroups(),
       };
     })
-    .get('/v1/cluster/groups', { admits: 'authenticated' }, () => ({
+    .get('/v1/cluster/groups', { admits: 'cluster' }, () => ({
       member: options.id,
       groups: managed.host.groupNames().map((name) => groupRow(name, managed.group(name)!)),
     }))
@@ -125,9 +125,23 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
       const groups = await service.call(meta, () => managed.metaRead((m) => m.groups()));
       return { groups };
     })
-    .post('/v1/cluster/balance', { admits: 'cluster' }, async () => {
-      const moved = await managed.host.balanceLeaders();
-      return { member: options.id, moved, leaders: managed.host.leaderCounts() };
+    .post('/v1/cluster/balance', { admits: 'cluster' }, async (ctx) => {
+      // Optional {leaders: {member: count}}: every member's own count, gathered by the caller (cluster balance).
+      const text = (await ctx.text()).trim();
+      const body = text.length === 0 ? {} : requireObject(parseJson(text));
+      let leaders: Record<string, number> | undefined;
+      if (body.leaders !== undefined) {
+        const given = body.leaders;
+        if (typeof given !== 'object' || given === null || Array.isArray(given) || Object.keys(given).length > 1000) {
+          throw badRequest('invalid_field', 'leaders must be an object of member id to count', { field: 'leaders' });
+        }
+        for (const [id, n] of Object.entries(given)) {
+          if (!NODE_ID.test(id) || typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badRequest('invalid_field', `leaders.${id.slice(0, 64)} must be a count`, { field: 'leaders' });
+        }
+        leaders = given as Record<string, number>;
+      }
+      const moved = await managed.balanceLeaders(leaders === undefined ? {} : { leaders });
+      return { member: options.id, moved, ...countGroups() };
     })
     .post('/v1/cluster/spread', { admits: 'cluster' }, async () => {
       const result = await service.call(meta, () => managed.proposeMeta({ t: 'spread' }));
@@ -194,6 +208,14 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
       await managed.close();
     },
   };
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw badRequest('invalid_json', 'the body is not JSON');
+  }
 }
 
 function metaGroups(result: MetaResult): Array<{ name: string; members: string[] }> {

@@ -4,10 +4,62 @@
  * header of every answer about it, and the members holding a group from a 421 `misdirected` answer; it caches
  * all three, and on a 503 or a connection failure it forgets the leader and tries the group's other members, then
  * any member, with backoff, until the deadline.
+ *
+ * Keys: `groupOf(key)` maps a key to the group serving it, from the meta group's catalogue (GET
+ * /v1/cluster/catalog, cached, fetched again when a key maps to no group), with `locate`: by default the group
+ * whose `data.slots` range [first, last] holds the key's hash slot (`hashSlot`, 0..16383). `callKey` routes a
+ * call by key.
  */
 import { Pool } from 'undici';
 import { ServiceError, type ClusterAnswer } from './client.js';
 import { GROUP_LEADER_HEADER } from './grouped-service.js';
+
+/** Hash slots keys are spread over (as Redis Cluster's 16,384). */
+export const HASH_SLOTS = 16_384;
+
+/** A key's hash slot: FNV-1a (32 bits) of its UTF-8 bytes, modulo HASH_SLOTS. */
+export function hashSlot(key: string): number {
+  let hash = 0x811c9dc5;
+  for (const byte of Buffer.from(key, 'utf8')) {
+    hash ^= byte;
+    hash = Math.imul(hash, 0x01000193) >>> 0;
+  }
+  return hash % HASH_SLOTS;
+}
+
+/** A group as the meta group's catalogue lists it. */
+export interface RouterGroup {
+  name: string;
+  /** Host ids holding it. */
+  members: string[];
+  /** What it serves (a hash-slot range, a topic's partition...), as recorded when it was created. */
+  data: Record<string, unknown>;
+}
+
+/** The group serving `key` among `groups`, or null. */
+export type GroupLocator = (key: string, groups: readonly RouterGroup[]) => string | null;
+
+/** The default locator: the group whose `data.slots` is a range [first, last] holding the key's hash slot. */
+export const locateBySlot: GroupLocator = (key, groups) => {
+  const slot = hashSlot(key);
+  for (const g of groups) {
+    const range = g.data.slots;
+    if (Array.isArray(range) && typeof range[0] === 'number' && typeof range[1] === 'number' && range[0] <= slot && slot <= range[1]) return g.name;
+  }
+  return null;
+};
+
+/** What a router did so far (for tests and tools). */
+export interface GroupRouterStats {
+  /** HTTP requests sent. */
+  requests: number;
+  /** 421 answers followed (the member did not hold the group). */
+  misdirected: number;
+  /** Times the leader named by an answer differed from the one cached. */
+  leaderChanges: number;
+  /** Catalogue fetches. */
+  catalogFetches: number;
+}
 
 export interface GroupRouterOptions {
   /** Base URLs of some members (any one is enough to start), e.g. http://127.0.0.1:7101 */
@@ -17,6 +69,8 @@ export interface GroupRouterOptions {
   timeoutMs?: number;
   /** Connections per member. Default 16. */
   connections?: number;
+  /** Maps a key to its group (`groupOf`). Default `locateBySlot`. */
+  locate?: GroupLocator;
 }
 
 interface Route {
@@ -33,6 +87,9 @@ export class GroupRouter {
   private hostsFetched = 0;
   private next = 0;
   private closed = false;
+  private catalog: RouterGroup[] | null = null;
+  private catalogFetched = 0;
+  readonly stats: GroupRouterStats = { requests: 0, misdirected: 0, leaderChanges: 0, catalogFetches: 0 };
 
   constructor(private readonly options: GroupRouterOptions) {
     if (options.endpoints.length === 0) throw new TypeError('at least one endpoint is needed');
@@ -43,6 +100,32 @@ export class GroupRouter {
   leaderOf(group: string): string | null {
     const leader = this.routes.get(group)?.leader ?? null;
     return leader === null ? null : (this.hosts.get(leader) ?? null);
+  }
+
+  /**
+   * The group serving `key` (see `locate`), from the cached catalogue; when no group serves it, the catalogue is
+   * fetched again (at most once a second) before a 404 `group_not_found` ServiceError.
+   */
+  async groupOf(key: string): Promise<string> {
+    const locate = this.options.locate ?? locateBySlot;
+    if (this.catalog !== null) {
+      const found = locate(key, this.catalog);
+      if (found !== null) return found;
+    }
+    await this.refreshCatalog(this.catalog === null);
+    const found = this.catalog === null ? null : locate(key, this.catalog);
+    if (found === null) throw new ServiceError(404, 'group_not_found', `no group serves key ${JSON.stringify(key).slice(0, 100)}`, null);
+    return found;
+  }
+
+  /** `call` about the group serving `key`. */
+  async callKey(key: string, method: string, path: string, body?: object | string, options: { headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<unknown> {
+    return this.call(await this.groupOf(key), method, path, body, options);
+  }
+
+  /** Forget the cached catalogue (the next `groupOf` fetches it). */
+  invalidateCatalog(): void {
+    this.catalog = null;
   }
 
   /** The body of a 2xx answer about `group`; any other final answer is a ServiceError. */
@@ -69,7 +152,10 @@ export class GroupRouter {
       try {
         const answer = await this.once(url, method, path, payload, headers, deadline - Date.now());
         this.learnLeader(group, answer.leader);
+        // A leader whose URL is not known yet: learn it now, so the next call goes straight there.
+        if (answer.leader !== null && !this.hosts.has(answer.leader)) await this.refreshHosts();
         if (answer.status === 421) {
+          this.stats.misdirected++;
           this.learnMembers(group, answer.body);
           last = 'misdirected';
           continue;
@@ -119,6 +205,7 @@ export class GroupRouter {
   private learnLeader(group: string, leader: string | null): void {
     if (leader === null) return;
     const route = this.routes.get(group) ?? { leader: null, members: [] };
+    if (route.leader !== null && route.leader !== leader) this.stats.leaderChanges++;
     route.leader = leader;
     this.routes.set(group, route);
   }
@@ -156,6 +243,31 @@ export class GroupRouter {
     }
   }
 
+  /** The catalogue from any member (at most once a second unless `force`). */
+  private async refreshCatalog(force: boolean): Promise<void> {
+    if (!force && Date.now() - this.catalogFetched < 1000) return;
+    this.catalogFetched = Date.now();
+    const headers = { authorization: `Bearer ${this.options.token}` };
+    const endpoints = [...new Set([...this.options.endpoints, ...this.hosts.values()])];
+    let last = 'no member answered';
+    for (let i = 0; i < endpoints.length; i++) {
+      const url = endpoints[(this.next++ + i) % endpoints.length]!;
+      try {
+        this.stats.catalogFetches++;
+        const answer = await this.once(url, 'GET', '/v1/cluster/catalog', undefined, headers, Math.min(this.timeoutMs, 5000));
+        const groups = (answer.body as { groups?: unknown } | null)?.groups;
+        if (answer.status === 200 && Array.isArray(groups)) {
+          this.catalog = groups.filter(isRouterGroup).map((g) => ({ name: g.name, members: g.members, data: g.data }));
+          return;
+        }
+        last = `${url} answered ${answer.status}`;
+      } catch (error) {
+        last = String((error as Error).message ?? error);
+      }
+    }
+    if (this.catalog === null) throw new ServiceError(503, 'unavailable', `the group catalogue is unreachable (${last})`, null);
+  }
+
   private pool(url: string): Pool {
     let pool = this.pools.get(url);
     if (pool === undefined) {
@@ -166,6 +278,7 @@ export class GroupRouter {
   }
 
   private async once(url: string, method: string, path: string, payload: string | undefined, headers: Record<string, string>, timeoutMs: number): Promise<ClusterAnswer & { leader: string | null }> {
+    this.stats.requests++;
     const res = await this.pool(url).request({ method: method as 'GET', path, headers, body: payload, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
     const text = await res.body.text();
     const leader = res.headers[GROUP_LEADER_HEADER];
@@ -179,6 +292,11 @@ export class GroupRouter {
     }
     return { status: res.statusCode, body, leader: typeof leader === 'string' ? leader : null };
   }
+}
+
+function isRouterGroup(g: unknown): g is RouterGroup {
+  const r = g as Partial<RouterGroup> | null;
+  return typeof r === 'object' && r !== null && typeof r.name === 'string' && Array.isArray(r.members) && typeof r.data === 'object' && r.data !== null;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -49,8 +49,16 @@ export class GroupedServiceContext {
   requireGroup<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(ctx: RequestContext, name: string): RaftNode<C, R, M> {
     const node = this.managed.group<C, R, M>(name);
     if (node !== undefined) {
-      const leader = node.leaderId;
-      if (leader !== null) ctx.res.setHeader(GROUP_LEADER_HEADER, leader);
+      // Named when the answer leaves, not now: a call that waited through an election (a write forwarded from a
+      // follower whose leader died) must name the new leader, or the client's router goes back to the dead one.
+      const res = ctx.res;
+      const writeHead = res.writeHead;
+      res.writeHead = function (this: typeof res, ...args: Parameters<typeof writeHead>) {
+        const leader = node.leaderId;
+        if (leader !== null && !res.headersSent) res.setHeader(GROUP_LEADER_HEADER, leader);
+        else if (leader === null) res.removeHeader(GROUP_LEADER_HEADER);
+        return writeHead.apply(this, args);
+      } as typeof writeHead;
       return node;
     }
     const catalog = this.managed.catalog();

@@ -35,5 +35,5 @@ export {
 export type { CommandFields } from './command-shape.js';
 export { GroupedServiceContext, GROUP_LEADER_HEADER } from './grouped-service.js';
 export type { GroupedServiceDefinition } from './grouped-service.js';
-export { GroupRouter } from './group-router.js';
-export type { GroupRouterOptions } from './group-router.js';
+export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';
+export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';

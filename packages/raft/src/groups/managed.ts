@@ -39,6 +39,8 @@ export class ManagedHost {
   private again = false;
   private closed = false;
   private registered = false;
+  /** Set once `open` has started the groups on disk: reconciling before that would start them twice. */
+  private opened = false;
 
   private constructor(
     readonly host: GroupHost,
@@ -63,12 +65,22 @@ export class ManagedHost {
       observer,
     });
     managed = new ManagedHost(host, meta, options);
+    // The meta group's committed entries on disk are applied from here on: wait for them, so the hosts that joined
+    // since this process last ran (their addresses are in the catalogue only) are known before its groups start.
+    const commit = meta.status().commit;
+    const deadline = Date.now() + 10_000;
+    while (meta.status().applied < commit && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    for (const h of managed.catalog().hosts()) if (h.id !== options.id && host.hostAddress(h.id) !== h.raft) host.addHost(h.id, h.raft);
     for (const group of stored) {
       if (group.name === META_GROUP) continue;
       const settings = options.groupOptions(group.name);
       if (settings === null) continue;
-      await host.createGroup(group.name, { ...settings, members: group.members, join: group.join });
+      // A group on disk runs from its own stored configuration (with its peers' addresses); `members` only had to
+      // name hosts this process can reach. One that cannot start now is started by reconciliation, or dropped.
+      const members = group.join ? group.members.filter((m) => host.hostAddress(m) !== undefined) : group.members;
+      await host.createGroup(group.name, { ...settings, members, join: group.join }).catch((e: unknown) => options.onError?.(`restart ${group.name}`, e));
     }
+    managed.opened = true;
     managed.timer = setInterval(() => managed.schedule(), options.reconcileMs ?? 1000);
     managed.schedule();
     return managed;
@@ -111,7 +123,7 @@ export class ManagedHost {
 
   /** Reconcile soon (coalesced: at most one pass at a time, one more if asked while it runs). */
   schedule(): void {
-    if (this.closed) return;
+    if (this.closed || !this.opened) return;
     if (this.reconciling !== null) {
       this.again = true;
       return;
@@ -197,22 +209,29 @@ export class ManagedHost {
       return;
     }
     this.busy.add(record.name);
+    let progressed = false;
     try {
       if (missing !== undefined) {
         const address = this.catalog().host(missing)?.raft;
-        if (address !== undefined) await node.addVoter(missing, address);
+        if (address !== undefined) {
+          await node.addVoter(missing, address);
+          progressed = true;
+        }
       } else if (extra === this.id) {
         const to = record.members.find((m) => config.voters.includes(m));
-        if (to !== undefined) await node.transferLeadership(to);
+        if (to !== undefined) progressed = await node.transferLeadership(to);
       } else if (extra !== undefined) {
         await node.removeMember(extra);
+        progressed = true;
       }
     } catch (e) {
       this.options.onError?.(`move ${record.name}`, e);
     } finally {
       this.busy.delete(record.name);
     }
-    this.schedule();
+    // The next step of the move at once; a step that failed (or could not start) waits for the timer's pass
+    // instead, so a move that cannot progress does not spin.
+    if (progressed) this.schedule();
   }
 
   /**
@@ -229,6 +248,65 @@ export class ManagedHost {
     if (stale(this.catalog()).length === 0) return;
     const confirmed = await this.meta.read(stale);
     for (const name of confirmed) await this.host.removeGroup(name, { deleteData: true });
+  }
+
+  /**
+   * How many groups (not counting the meta group) each host leads, as this host sees it: exact for itself, a
+   * lower bound for the others (it sees only the groups it holds). A caller that asked every process for its
+   * own count passes those to `balanceLeaders`.
+   */
+  leaderCounts(): Record<NodeId, number> {
+    const counts: Record<NodeId, number> = {};
+    for (const name of this.host.groupNames()) {
+      if (name === META_GROUP) continue;
+      const leader = this.host.group(name)?.leaderId ?? null;
+      if (leader !== null) counts[leader] = (counts[leader] ?? 0) + 1;
+    }
+    return counts;
+  }
+
+  /** The groups (not the meta group) running here, and how many of them this host leads. */
+  groupCounts(): { groups: number; leaders: number } {
+    const names = this.host.groupNames().filter((n) => n !== META_GROUP);
+    return { groups: names.length, leaders: names.filter((n) => this.host.group(n)?.isLeader === true).length };
+  }
+
+  /**
+   * Hands leadership of groups this host leads to their other voters while this host leads at least two more
+   * groups than such a voter (the voter leading fewest first), by leadership transfer. `leaders` are the counts
+   * of the whole cluster (each process's own count: see `groupCounts`); without them, this host's view
+   * (`leaderCounts`). Run it on each process in turn (most leaders first), passing the counts updated with the
+   * moves returned, and leaders end within about one of each other wherever the groups' placement allows.
+   * Resolves with the transfers that succeeded.
+   */
+  async balanceLeaders(options: { leaders?: Record<NodeId, number>; concurrency?: number } = {}): Promise<Array<{ group: string; from: NodeId; to: NodeId }>> {
+    const counts = new Map<NodeId, number>(Object.entries(options.leaders ?? this.leaderCounts()));
+    const retiring = new Set(this.catalog().hosts().filter((h) => h.retiring).map((h) => h.id));
+    const mine = this.host.groupNames().filter((n) => n !== META_GROUP && !this.busy.has(n) && this.host.group(n)?.isLeader === true);
+    counts.set(this.id, mine.length);
+    const plan: Array<{ group: string; node: AnyNode; to: NodeId }> = [];
+    for (const name of mine) {
+      const node = this.host.group(name)!;
+      let target: NodeId | null = null;
+      for (const voter of node.status().config.voters) {
+        if (voter === this.id || retiring.has(voter)) continue;
+        if (target === null || (counts.get(voter) ?? 0) < (counts.get(target) ?? 0)) target = voter;
+      }
+      if (target === null || counts.get(this.id)! - (counts.get(target) ?? 0) < 2) continue;
+      counts.set(this.id, counts.get(this.id)! - 1);
+      counts.set(target, (counts.get(target) ?? 0) + 1);
+      plan.push({ group: name, node, to: target });
+    }
+    const moved: Array<{ group: string; from: NodeId; to: NodeId }> = [];
+    const concurrency = options.concurrency ?? 16;
+    for (let i = 0; i < plan.length; i += concurrency) {
+      await Promise.all(
+        plan.slice(i, i + concurrency).map(async ({ group, node, to }) => {
+          if (await node.transferLeadership(to).catch(() => false)) moved.push({ group, from: this.id, to });
+        }),
+      );
+    }
+    return moved;
   }
 
   async close(): Promise<void> {
