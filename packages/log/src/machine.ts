@@ -50,14 +50,18 @@ export type PartitionCommand =
   | { op: 'append'; records: AppendInput[]; producer: string | null; seq: number | null }
   /** Commit a consumer group's next offset; with `expect` not null, only when the committed offset is `expect`. */
   | { op: 'commit'; group: string; offset: number; expect: number | null }
-  | { op: 'configure'; retention: Retention };
+  | { op: 'configure'; retention: Retention }
+  /** Apply retention at the entry's time: the leader proposes it when the oldest record is past the age limit, so
+   * an idle partition is trimmed too (appends trim as they go). */
+  | { op: 'trim' };
 
 export type PartitionResult =
   | { op: 'append'; ok: true; base: number; count: number; duplicate: boolean }
-  | { op: 'append'; ok: false; code: 'out_of_order_sequence' | 'unknown_producer'; message: string; expected: number | null }
+  | { op: 'append'; ok: false; code: 'out_of_order_sequence' | 'old_sequence' | 'unknown_producer'; message: string; expected: number | null }
   | { op: 'commit'; ok: true; offset: number }
   | { op: 'commit'; ok: false; code: 'offset_conflict' | 'offset_out_of_range' | 'too_many_groups'; message: string; current: number | null }
-  | { op: 'configure'; ok: true; retention: Retention };
+  | { op: 'configure'; ok: true; retention: Retention }
+  | { op: 'trim'; ok: true; start: number };
 
 interface ProducerState {
   /** The last PRODUCER_WINDOW batches: sequence, base offset, count. */
@@ -79,7 +83,7 @@ const packr = new Packr({ useRecords: false });
 
 /** Throws CommandShapeError unless `command` is a PartitionCommand (before anything changes). */
 export function checkPartitionCommand(command: unknown): asserts command is PartitionCommand {
-  const c = commandOf(command, ['append', 'commit', 'configure'] as const);
+  const c = commandOf(command, ['append', 'commit', 'configure', 'trim'] as const);
   if (c.op === 'append') {
     const records = arrayField(
       c,
@@ -102,7 +106,7 @@ export function checkPartitionCommand(command: unknown): asserts command is Part
     if (!GROUP_ID.test(group)) throw new CommandShapeError('commit: group id');
     integerField(c, 'offset');
     if (c.expect !== null) integerField(c, 'expect');
-  } else {
+  } else if (c.op === 'configure') {
     const retention = objectField(c, 'retention');
     integerField(retention, 'maxAgeMs', 1);
     integerField(retention, 'maxBytes', 1, MAX_RETENTION_BYTES);
@@ -133,6 +137,11 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
   /** Bytes of keys and values held. */
   get heldBytes(): number {
     return this.bytes;
+  }
+
+  /** The append time of the oldest record held, or null when none is held. */
+  get oldestTime(): number | null {
+    return this.head < this.records.length ? this.records[this.head]!.time : null;
   }
 
   get config(): Retention {
@@ -185,6 +194,9 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
         this.retention = { maxAgeMs: command.retention.maxAgeMs, maxBytes: command.retention.maxBytes };
         this.trim(context.time);
         return { op: 'configure', ok: true, retention: this.config };
+      case 'trim':
+        this.trim(context.time);
+        return { op: 'trim', ok: true, start: this.startOffset };
     }
   }
 
@@ -198,6 +210,10 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
         const batch = producer.batches.find(([s]) => s === seq);
         if (batch !== undefined) return { op: 'append', ok: true, base: batch[1], count: batch[2], duplicate: true };
         const last = producer.batches[producer.batches.length - 1]![0];
+        if (seq <= last) {
+          // Sequences are taken one by one from 0, so this batch was stored; only its offsets are forgotten.
+          return { op: 'append', ok: false, code: 'old_sequence', message: `sequence ${seq} was stored earlier but is older than the last ${PRODUCER_WINDOW} batches of this producer (last ${last}); its offsets are forgotten`, expected: last + 1 };
+        }
         if (seq !== last + 1) {
           return { op: 'append', ok: false, code: 'out_of_order_sequence', message: `expected sequence ${last + 1}, got ${seq}`, expected: last + 1 };
         }
