@@ -7,7 +7,8 @@
  *    (HTTP through the client's GroupRouter, straight to the partition's leader), no idempotence. JetStream: a
  *    stream of num_replicas 5, file storage, js.publish through the `nats` npm client connected to the stream's
  *    leader (the same hop count as ours), no message id. Neither side batches messages into one call.
- *  - consume: right after, read every message of the stream/partition back from the start, once; records/s.
+ *  - consume: right after, top the stream/partition up to 100,000 messages (so both read the same amount), then
+ *    read every message back from the start, once; records/s.
  *    Ours: LogClient.fetch from offset 0 in pages of up to 10,000 records / 8 MiB. JetStream: an ordered
  *    consumer's consume() (the client's streaming pull).
  *
@@ -21,12 +22,18 @@ import { measure } from '../measure.js';
 import { startOurCluster } from '../ours.js';
 import { startJetStream } from '../peers/jetstream.js';
 import { BenchError, cpuSeconds, sleep } from '../procs.js';
+import { summarizeProfiles } from '../profile.js';
 import { round } from '../stats.js';
 
 const MEMBERS = 5;
 const REPLICAS = 5;
 const TOPIC = 'bench';
 const SUBJECT = 'bench.events';
+/** Records read back by the consume phase, on both sides (each is topped up to this after its appends; the first
+ * this many are read). */
+const CONSUME_RECORDS = 100_000;
+/** Our topic keeps this many bytes (the most a topic may keep), so retention trims nothing a run reads back. */
+const MAX_RETENTION_BYTES = 256 * 1024 * 1024;
 
 export interface ConsumeFigures {
   records: number;
@@ -59,10 +66,30 @@ export function logGoals(ours: SideResult, peer: SideResult | null): Goal[] {
 }
 
 async function runOurs(o: RunOptions): Promise<SideResult> {
-  const cluster = await startOurCluster({ service: 'log', nodes: MEMBERS });
-  const client = new LogClient({ endpoints: cluster.members.map((m) => m.url), token: cluster.token, timeoutMs: 15_000 });
+  const env: NodeJS.ProcessEnv = {};
+  if (o.profileDir !== null) {
+    env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
+    env.BENCH_PROFILE_DIR = o.profileDir;
+  }
+  const cluster = await startOurCluster({ service: 'log', nodes: MEMBERS, env });
+  // One connection per worker, as every HTTP side of the harness has (LogClient's router defaults to 16 per
+  // member, which would cap the appends in flight below --concurrency). LogClientOptions does not name
+  // `connections` yet, but LogClient hands its options to GroupRouter, which reads it.
+  const options = { endpoints: cluster.members.map((m) => m.url), token: cluster.token, timeoutMs: 15_000, connections: o.concurrency };
+  const client = new LogClient(options);
   try {
-    const topic = await client.createTopic(TOPIC, { partitions: 1, replicas: REPLICAS });
+    // Members register with the meta group as they come up: until all five have, a topic of 5 replicas is refused.
+    let topic: Awaited<ReturnType<LogClient['createTopic']>>;
+    const registered = Date.now() + 60_000;
+    for (;;) {
+      try {
+        topic = await client.createTopic(TOPIC, { partitions: 1, replicas: REPLICAS, retention: { max_bytes: MAX_RETENTION_BYTES } });
+        break;
+      } catch (e) {
+        if (Date.now() > registered) throw new BenchError(`could not create the topic within 60 s: ${(e as Error).message}`);
+        await sleep(500);
+      }
+    }
     process.stderr.write(`bench: topic ${TOPIC}: 1 partition, ${topic.replicas} replicas on ${topic.partition_groups[0]?.members.map((m) => m.id).join(',')}\n`);
     // The partition elects its leader after the meta group places it: wait until an append goes through.
     const deadline = Date.now() + 60_000;
@@ -91,6 +118,10 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       },
       o,
     );
+    // Both sides read back the same number of records: top the partition up to CONSUME_RECORDS first.
+    const held = (await client.fetch(TOPIC, 0, 0, { maxRecords: 1 })).end_offset;
+    const batch = Array.from({ length: 100 }, () => ({ value }));
+    for (let n = held; n < CONSUME_RECORDS; n += batch.length) await client.append(TOPIC, 0, batch.slice(0, Math.min(batch.length, CONSUME_RECORDS - n)));
     // Everything the partition holds, from offset 0 (the warm-up's appends too).
     const cpu0 = cpuOf(pids);
     const t0 = performance.now();
@@ -98,8 +129,8 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     let records = 0;
     let bytes = 0;
     let end = Infinity;
-    while (offset < end) {
-      const page = await client.fetch(TOPIC, 0, offset, { maxRecords: 10_000, maxBytes: 8 * 1024 * 1024 });
+    while (offset < end && records < CONSUME_RECORDS) {
+      const page = await client.fetch(TOPIC, 0, offset, { maxRecords: Math.min(10_000, CONSUME_RECORDS - records), maxBytes: 8 * 1024 * 1024 });
       if (end === Infinity) end = page.end_offset;
       for (const r of page.records) bytes += r.value.length;
       records += page.records.length;
@@ -112,6 +143,10 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
   } finally {
     await client.close();
     await cluster.stop();
+    if (o.profileDir !== null) {
+      const summary = summarizeProfiles(o.profileDir, cluster.members.map((m) => m.pid));
+      if (summary !== null) process.stderr.write(`bench: CPU profiles of our members in ${o.profileDir}\n${summary}\n`);
+    }
   }
 }
 
@@ -164,7 +199,12 @@ async function runJetStream(o: RunOptions): Promise<SideResult> {
       },
       o,
     );
-    const total = (await jsm.streams.info(TOPIC)).state.messages;
+    // Top the stream up to CONSUME_RECORDS, as on our side (publishes 100 in flight at a time).
+    const held = (await jsm.streams.info(TOPIC)).state.messages;
+    for (let n = held; n < CONSUME_RECORDS; n += 100) {
+      await Promise.all(Array.from({ length: Math.min(100, CONSUME_RECORDS - n) }, () => js.publish(SUBJECT, payload)));
+    }
+    const total = Math.min(CONSUME_RECORDS, (await jsm.streams.info(TOPIC)).state.messages);
     const cpu0 = cpuOf(pids);
     const t0 = performance.now();
     const consumer = await js.consumers.get(TOPIC);
@@ -197,7 +237,7 @@ export const logBenchmark: Benchmark = {
     replicas: REPLICAS,
     processes: MEMBERS,
     appends: `closed loop, ${o.concurrency} in flight, one message per call, acknowledged after commit; ours LogClient.append to partition 0, JetStream js.publish (nats npm client, connected to the stream leader)`,
-    consume: 'every message of the partition / stream from the start, once: ours LogClient.fetch pages of up to 10,000 records / 8 MiB from the leader; JetStream an ordered consumer (consume(), max_messages 10,000)',
+    consume: `both topped up to ${CONSUME_RECORDS.toLocaleString('en-US')} messages, then every message of the partition / stream from the start, the first 100,000 read once, from the start: ours LogClient.fetch pages of up to 10,000 records / 8 MiB from the leader; JetStream an ordered consumer (consume(), max_messages 10,000)`,
     durability: "each system's default: ours fsyncs every commit batch; nats-server 2.9's file store does not fsync per message",
   }),
   goals: logGoals,
