@@ -7,7 +7,8 @@
  *      1,000 groups with quiescence off (every group ticking and heartbeating). Goal: under 2% of a core each.
  *  (b) aggregate committed proposals/s with 1, 10 and 100 active groups, the same total in-flight proposals
  *      (--concurrency) split evenly over the active groups, driven inside each leader's process (no HTTP layer),
- *      each proposal resolved when applied on the leader. Goal: 100 groups at least 1.5x one group.
+ *      each proposal resolved when applied on the leader. Goal: 100 groups at least 1.5x one group. Beside it, as
+ *      context, the same with a fixed 4 proposals in flight per active group (the load grows with the groups).
  *  (c) seconds from SIGKILL of the process leading the most groups until every group has a leader again (polled
  *      every 100 ms from the 4 others). Goal: under 5 s. Measured with quiescence on (the default) and off.
  *
@@ -28,6 +29,8 @@ const TICK_MS = 100;
 const QUIESCE_TICKS = 20;
 const ACTIVE = [1, 10, 100];
 const FAILOVER_WAIT_S = 60;
+/** In-flight proposals per group of the context series (beside the goal's series, which splits --concurrency). */
+const PER_GROUP_IN_FLIGHT = 4;
 
 function log(line: string): void {
   process.stderr.write(`bench: ${line}\n`);
@@ -74,8 +77,8 @@ interface LoadFigures {
   latency: ReturnType<typeof summarize>;
 }
 
-async function activeLoad(cluster: GroupCluster, active: number, o: RunOptions): Promise<LoadFigures> {
-  const workers = splitWorkers(o.concurrency, active);
+async function activeLoad(cluster: GroupCluster, active: number, o: RunOptions, perGroup: number | null = null): Promise<LoadFigures> {
+  const workers = perGroup === null ? splitWorkers(o.concurrency, active) : Array.from({ length: active }, () => perGroup);
   const groups = workers.map((w, i) => ({ name: `g${i}`, workers: w }));
   const commit0 = await commitStats(cluster);
   const cpu0 = cluster.procs.map((p) => cpuSeconds(p.pid) ?? 0);
@@ -114,7 +117,7 @@ async function activeLoad(cluster: GroupCluster, active: number, o: RunOptions):
     latency: summarize(latencies),
   };
   log(
-    `${active} active group(s), ${o.concurrency} proposals in flight: ${figures.proposals_per_s} proposals/s, p50 ${figures.latency.p50_ms} ms, p99 ${figures.latency.p99_ms} ms, ` +
+    `${active} active group(s), ${workers.reduce((a, b) => a + b, 0)} proposals in flight: ${figures.proposals_per_s} proposals/s, p50 ${figures.latency.p50_ms} ms, p99 ${figures.latency.p99_ms} ms, ` +
       `${errors} errors, ${figures.fsyncs_per_s} fsyncs/s (all processes), ${figures.server_cpu_cores} cores`,
   );
   return figures;
@@ -155,6 +158,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
   let idleOn: Record<string, number>;
   let quiescedOn: number;
   const loads: LoadFigures[] = [];
+  const perGroupLoads: LoadFigures[] = [];
   let failoverOn: Record<string, unknown>;
   const settleStart = Date.now();
   try {
@@ -168,13 +172,18 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       if (interrupted.aborted) break;
       loads.push(await activeLoad(quiet, active, o));
     }
+    // Context, not a goal: a fixed number in flight per group, so the offered load grows with the groups.
+    for (const active of ACTIVE) {
+      if (interrupted.aborted) break;
+      perGroupLoads.push(await activeLoad(quiet, active, o, PER_GROUP_IN_FLIGHT));
+    }
     const requiesced = await waitQuiesced(quiet, 30);
     log(`${requiesced} replicas quiesced again before the kill`);
     failoverOn = { ...(await failover(quiet, names)), quiesced_replicas_before: requiesced };
   } finally {
     await quiet.stop();
   }
-  const settleS = Math.max(10, (Date.now() - settleStart) / 1000 - loads.length * (o.warmupS + o.durationS));
+  const settleS = Math.max(10, (Date.now() - settleStart) / 1000 - (loads.length + perGroupLoads.length) * (o.warmupS + o.durationS));
 
   // Quiescence off: the same groups ticking and heartbeating; idle CPU, then a kill.
   const busy = await startGroupCluster({ ids: IDS, groups: placement, tickMs: TICK_MS, quiesceTicks: 0, label: 'quiescence off' });
@@ -232,6 +241,12 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       ratio_off_to_on: round(sum(idleOff) / Math.max(0.01, sum(idleOn)), 1),
     },
     throughput: loads,
+    throughput_fixed_per_group: {
+      note: `context, not the goal: ${PER_GROUP_IN_FLIGHT} proposals in flight per active group, so 100 groups are offered 100x the load of one`,
+      in_flight_per_group: PER_GROUP_IN_FLIGHT,
+      runs: perGroupLoads,
+      scale_100_vs_1: perGroupLoads.length === 3 && perGroupLoads[0]!.proposals_per_s > 0 ? round(perGroupLoads[2]!.proposals_per_s / perGroupLoads[0]!.proposals_per_s, 2) : null,
+    },
     scale_100_vs_1: one > 0 ? round((byActive['100'] ?? 0) / one, 2) : null,
     scale_10_vs_1: one > 0 ? round((byActive['10'] ?? 0) / one, 2) : null,
     failover: { quiescence_on: failoverOn, quiescence_off: failoverOff },
