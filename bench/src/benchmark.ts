@@ -60,6 +60,11 @@ export interface Benchmark {
   workload(o: RunOptions): Record<string, unknown>;
   /** Goals judged from the figures (beyond throughput and p99 against the peer); each is named met or missed. */
   goals?(ours: SideResult, peer: SideResult | null): Goal[];
+  /**
+   * With --rounds: figures of its own the benchmark takes across the rounds (the median round is chosen by
+   * throughput; another figure's median may sit in another round). Gets the median round and every round.
+   */
+  mergeRounds?(median: SideResult, rounds: SideResult[]): SideResult;
   runOurs(o: RunOptions): Promise<SideResult>;
   runPeer?(peer: string, o: RunOptions): Promise<SideResult>;
 }

@@ -6,7 +6,7 @@
 import { connect, StorageType } from 'nats';
 import t from 'tap';
 import type { SideResult } from '../src/benchmark.js';
-import { consumeFigures, logGoals } from '../src/benchmarks/log.js';
+import { consumeFigures, logGoals, mergeConsumeRounds } from '../src/benchmarks/log.js';
 import { cleanupAll } from '../src/cleanup.js';
 import { isAlive, sleep } from '../src/procs.js';
 import { jetstreamConfig, startJetStream } from '../src/peers/jetstream.js';
@@ -30,6 +30,11 @@ t.test('consume figures and the two goals against the peer', async (t) => {
   t.same(logGoals(side(5, 10), side(4, 20)).map((g) => g.met), [true, false]);
   t.same(logGoals(side(4, 20), side(4, 10)).map((g) => g.met), [false, true], 'a tie is not ahead');
   t.same(logGoals(side(4, 20), null), [], 'no goals without the peer');
+  // With rounds, consume is judged on its own median round, not the median-throughput round's.
+  const merged = mergeConsumeRounds(side(5, 90), [side(4, 50), side(5, 90), side(6, 60)]);
+  t.equal(merged.ops_per_sec, 5, 'the median round stays whole');
+  t.equal((merged.consume as { records_per_s: number }).records_per_s, 60);
+  t.same(merged.rounds_consume_records_per_s, [50, 90, 60]);
 });
 
 t.test('five nats-server processes: one JetStream cluster, a stream of 5 replicas, publish and read back', async (t) => {

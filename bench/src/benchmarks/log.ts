@@ -54,6 +54,14 @@ function cpuOf(pids: number[]): number {
   return pids.reduce((sum, pid) => sum + (cpuSeconds(pid) ?? 0), 0);
 }
 
+/** Consume figures are a run of their own: the median of the rounds' consume throughput, every round listed. */
+export function mergeConsumeRounds(median: SideResult, rounds: SideResult[]): SideResult {
+  const figures = rounds.map((r) => r.consume as ConsumeFigures | undefined).filter((c): c is ConsumeFigures => c !== undefined);
+  if (figures.length === 0) return median;
+  const sorted = [...figures].sort((a, b) => a.records_per_s - b.records_per_s);
+  return { ...median, consume: sorted[Math.floor((sorted.length - 1) / 2)], rounds_consume_records_per_s: figures.map((c) => c.records_per_s) };
+}
+
 export function logGoals(ours: SideResult, peer: SideResult | null): Goal[] {
   if (peer === null) return [];
   const oc = (ours.consume as ConsumeFigures | undefined)?.records_per_s ?? 0;
@@ -241,6 +249,7 @@ export const logBenchmark: Benchmark = {
     durability: "each system's default: ours fsyncs every commit batch; nats-server 2.9's file store does not fsync per message",
   }),
   goals: logGoals,
+  mergeRounds: mergeConsumeRounds,
   runOurs,
   runPeer: (peer, o) => {
     if (peer !== 'jetstream') throw new Error(`log has no peer ${peer}`);
