@@ -40,7 +40,7 @@ test: build test-packages
 # The benchmark peers' own tests run real nginx and redis-server, and the Raft TLS test makes its certificates with
 # openssl (Debian packages): installed here, once, when missing, rather than by test files racing for apt's lock.
 test-packages:
-	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl
+	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
@@ -79,6 +79,8 @@ bench: build
 	npx bench lock --vs etcd --duration 15 --concurrency 128 --rate 10000
 	npx bench shortlink --duration 10 --concurrency 64 --rounds 3
 	npx bench ratelimit --vs redis --duration 10 --concurrency 64 --rounds 3
+	npx bench groups --duration 10 --concurrency 256
+	npx bench log --vs jetstream --duration 10 --concurrency 64 --rounds 3
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist

@@ -39,6 +39,13 @@ export interface SideResult extends LoadResult {
   [extra: string]: unknown;
 }
 
+/** One goal of a benchmark, judged from a run's figures. */
+export interface Goal {
+  goal: string;
+  met: boolean;
+  detail: string;
+}
+
 export interface Benchmark {
   name: string;
   description: string;
@@ -51,6 +58,13 @@ export interface Benchmark {
   target?: { ops_per_sec: number; note: string };
   /** The workload's description as recorded in the results. */
   workload(o: RunOptions): Record<string, unknown>;
+  /** Goals judged from the figures (beyond throughput and p99 against the peer); each is named met or missed. */
+  goals?(ours: SideResult, peer: SideResult | null): Goal[];
+  /**
+   * With --rounds: figures of its own the benchmark takes across the rounds (the median round is chosen by
+   * throughput; another figure's median may sit in another round). Gets the median round and every round.
+   */
+  mergeRounds?(median: SideResult, rounds: SideResult[]): SideResult;
   runOurs(o: RunOptions): Promise<SideResult>;
   runPeer?(peer: string, o: RunOptions): Promise<SideResult>;
 }

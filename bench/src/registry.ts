@@ -1,14 +1,18 @@
 /** Every benchmark the harness knows, by name. A new benchmark adds one line here. */
 import type { Benchmark } from './benchmark.js';
+import { groupsBenchmark } from './benchmarks/groups.js';
 import { kvBenchmark } from './benchmarks/kv.js';
 import { lockBenchmark } from './benchmarks/lock.js';
+import { logBenchmark } from './benchmarks/log.js';
 import { ratelimitBenchmark } from './benchmarks/ratelimit.js';
 import { shortlinkBenchmark } from './benchmarks/shortlink.js';
 import { raftBenchmark } from './raft-inprocess.js';
 
 export const benchmarks: Record<string, Benchmark> = {
+  groups: groupsBenchmark,
   kv: kvBenchmark,
   lock: lockBenchmark,
+  log: logBenchmark,
   raft: raftBenchmark,
   ratelimit: ratelimitBenchmark,
   shortlink: shortlinkBenchmark,

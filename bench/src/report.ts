@@ -1,6 +1,6 @@
 /** The results file of a run: both sides, their ratios, the verdict against the goal, and the machine it ran on. */
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
-import type { Benchmark, RunOptions, SideResult } from './benchmark.js';
+import type { Benchmark, Goal, RunOptions, SideResult } from './benchmark.js';
 import { round } from './stats.js';
 
 export interface Report {
@@ -19,6 +19,8 @@ export interface Report {
   target: { ops_per_sec: number; note: string } | null;
   /** ours / target throughput. */
   target_ratio: number | null;
+  /** The benchmark's own goals, each met or missed (absent when it has none). */
+  goals?: Goal[];
   verdict: string;
   environment: Environment;
 }
@@ -73,6 +75,8 @@ export function buildReport(bench: Benchmark, o: RunOptions, ours: SideResult, p
   const p99Ratio = peer !== null && peer.p99_ms > 0 ? round(ours.p99_ms / peer.p99_ms, 2) : null;
   const target = bench.target ?? null;
   const targetRatio = target !== null ? round(ours.ops_per_sec / target.ops_per_sec, 2) : null;
+  const goals = bench.goals?.(ours, peer);
+  const judged = verdict(ours, peer, o.vs, ratio, p99Ratio, target, targetRatio);
   return {
     benchmark: bench.name,
     title: bench.title(o),
@@ -86,7 +90,8 @@ export function buildReport(bench: Benchmark, o: RunOptions, ours: SideResult, p
     p99_ratio: p99Ratio,
     target,
     target_ratio: targetRatio,
-    verdict: verdict(ours, peer, o.vs, ratio, p99Ratio, target, targetRatio),
+    ...(goals !== undefined ? { goals } : {}),
+    verdict: goals !== undefined ? [goalsVerdict(goals), judged].filter((v) => v !== '').join('; ') : judged,
     environment: env,
   };
 }
@@ -106,6 +111,11 @@ function verdict(ours: SideResult, peer: SideResult | null, peerName: string | n
   if (ours.errors > 0) parts.push(`ours had ${ours.errors} errors`);
   if (peer !== null && peer.errors > 0) parts.push(`${peerName} had ${peer.errors} errors`);
   return parts.join('; ');
+}
+
+/** "goal met: ...; goal missed: ..." */
+export function goalsVerdict(goals: Goal[]): string {
+  return goals.map((g) => `${g.met ? 'goal met' : 'goal missed'}: ${g.goal} (${g.detail})`).join('; ');
 }
 
 function pct(r: number): string {

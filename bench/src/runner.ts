@@ -43,7 +43,11 @@ export async function runBenchmark(bench: Benchmark, o: RunOptions): Promise<Rep
       peers.push(await side(`${vs}${of}`, () => bench.runPeer!(vs, o)));
     }
   }
-  return buildReport(bench, o, medianRound(ours)!, medianRound(peers), env);
+  const merge = (rounds: SideResult[]): SideResult | null => {
+    const median = medianRound(rounds);
+    return median !== null && rounds.length > 1 && bench.mergeRounds !== undefined ? bench.mergeRounds(median, rounds) : median;
+  };
+  return buildReport(bench, o, merge(ours)!, merge(peers), env);
 }
 
 /**

@@ -1,0 +1,94 @@
+/**
+ * The pure parts of `npx bench groups`: where groups live, how the in-flight proposals are split between the active
+ * groups, when every group has a leader, and which goals a run met. Tested without processes (test/groups.test.ts).
+ */
+import type { Goal } from '../benchmark.js';
+
+export interface Placement {
+  name: string;
+  members: string[];
+}
+
+/** Group i on processes i, i+1, i+2 (mod the process count): each process holds 3/n of the groups. */
+export function placeGroups(count: number, ids: string[], replicas = 3): Placement[] {
+  return Array.from({ length: count }, (_, i) => ({ name: `g${i}`, members: Array.from({ length: replicas }, (_, k) => ids[(i + k) % ids.length]!) }));
+}
+
+/**
+ * `total` in-flight proposals split over `groups` active groups as evenly as possible, at least one each: the
+ * same offered load whatever the number of groups, so a gain with more groups is the system's, not the load's.
+ */
+export function splitWorkers(total: number, groups: number): number[] {
+  const base = Math.floor(total / groups);
+  const extra = total % groups;
+  return Array.from({ length: groups }, (_, i) => Math.max(1, base + (i < extra ? 1 : 0)));
+}
+
+/** One process's view of one group: [name, term, role, leader, quiesced]. */
+export type GroupView = [string, number, string, string | null, boolean];
+
+/**
+ * Groups without a leader, judged from the live processes' views: a group has a leader when a live process says
+ * it leads it in a term no live member has gone past (a deposed leader that has not heard yet does not count).
+ */
+export function groupsWithoutLeader(views: Map<string, GroupView[]>, groups: string[]): string[] {
+  const maxTerm = new Map<string, number>();
+  const leading = new Map<string, number>();
+  for (const list of views.values()) {
+    for (const [name, term, role] of list) {
+      maxTerm.set(name, Math.max(maxTerm.get(name) ?? 0, term));
+      if (role === 'leader') leading.set(name, Math.max(leading.get(name) ?? -1, term));
+    }
+  }
+  return groups.filter((g) => {
+    const t = leading.get(g);
+    return t === undefined || t < (maxTerm.get(g) ?? 0);
+  });
+}
+
+/** Leaders per process, from the processes' own views. */
+export function leadersPerProcess(views: Map<string, GroupView[]>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [id, list] of views) out[id] = list.filter((v) => v[2] === 'leader').length;
+  return out;
+}
+
+export interface GroupsFigures {
+  /** Per process, % of one core, quiescence on. */
+  idle_quiesced_pct: Record<string, number>;
+  idle_active_pct: Record<string, number>;
+  /** Active groups -> committed proposals/s. */
+  proposals_per_s: Record<string, number>;
+  /** Seconds from SIGKILL until every group had a leader (null: not within the wait). */
+  failover_s: number | null;
+  failover_wait_s: number;
+}
+
+export const IDLE_GOAL_PCT = 2;
+export const SCALE_GOAL = 1.5;
+export const FAILOVER_GOAL_S = 5;
+
+export function groupsGoals(f: GroupsFigures): Goal[] {
+  const idle = Object.values(f.idle_quiesced_pct);
+  const worst = idle.length === 0 ? Infinity : Math.max(...idle);
+  const one = f.proposals_per_s['1'] ?? 0;
+  const hundred = f.proposals_per_s['100'] ?? 0;
+  const scale = one > 0 ? hundred / one : 0;
+  return [
+    {
+      goal: `idle CPU under ${IDLE_GOAL_PCT}% of a core per process with 1,000 quiesced groups`,
+      met: worst < IDLE_GOAL_PCT,
+      detail: `busiest process ${worst.toFixed(2)}% (quiescence off: ${Math.max(...Object.values(f.idle_active_pct), 0).toFixed(2)}%)`,
+    },
+    {
+      goal: `100 active groups at least ${SCALE_GOAL}x the proposals/s of one`,
+      met: scale >= SCALE_GOAL,
+      detail: `${Math.round(hundred)} vs ${Math.round(one)} proposals/s: ${scale.toFixed(2)}x`,
+    },
+    {
+      goal: `every group has a leader within ${FAILOVER_GOAL_S} s of a SIGKILL`,
+      met: f.failover_s !== null && f.failover_s < FAILOVER_GOAL_S,
+      detail: f.failover_s === null ? `not within ${f.failover_wait_s} s` : `${f.failover_s.toFixed(2)} s`,
+    },
+  ];
+}
