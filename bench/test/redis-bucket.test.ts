@@ -33,8 +33,10 @@ t.test('a missing counter starts full', async (t) => {
 });
 
 t.test('every step equals bucket.ts take() on the state redis stored', async (t) => {
-  const limits = { capacity: 3, refillRate: 50 };
+  // A slow refill, so the burst empties the bucket however slowly a loaded machine runs the steps.
+  const limits = { capacity: 3, refillRate: 5 };
   let before: Counter | null = null;
+  let emptied = false;
   for (let i = 0; i < 12; i++) {
     const r = await buckets.check(['t:replay'], [limits]);
     const after = await stored('t:replay');
@@ -44,9 +46,10 @@ t.test('every step equals bucket.ts take() on the state redis stored', async (t)
     t.equal(r.retryAfterMs, expected.retryAfterMs, `step ${i}: retry_after_ms`);
     t.equal(r.resetMs, expected.resetMs, `step ${i}: reset_ms`);
     before = after;
+    if (after.tokens < 1) emptied = true;
     if (i % 4 === 3) await new Promise((res) => setTimeout(res, 15));
   }
-  t.ok(before !== null && before.tokens < 1, 'the burst emptied the bucket at least once');
+  t.ok(emptied, 'the burst emptied the bucket at least once');
 });
 
 t.test('one token admits exactly one of two concurrent checks from two connections', async (t) => {
