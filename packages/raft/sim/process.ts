@@ -111,8 +111,8 @@ export class SimProcess {
    */
   private livenessTick(): void {
     const peers = new Set<NodeId>();
-    for (const member of this.members) {
-      const st = member.status();
+    const statuses = this.members.map((member) => member.status());
+    for (const st of statuses) {
       if (st === null) continue;
       for (const peer of st.config.voters) peers.add(peer);
       for (const peer of st.config.learners) peers.add(peer);
@@ -120,14 +120,14 @@ export class SimProcess {
     peers.delete(this.id);
     for (const peer of peers) if (!this.aliveSaid.delete(peer)) this.ping(peer);
     if (this.host.config.simMutations?.quiesceNeverWakes === true) return;
-    for (const member of this.members) {
-      const st = member.status();
-      if (st === null || !st.quiesced || st.role === 'leader' || st.leader === null) continue;
+    statuses.forEach((st, group) => {
+      if (st === null || !st.quiesced || st.role === 'leader' || st.leader === null) return;
       const silent = this.ticks - (this.lastHeard.get(st.leader) ?? this.startTick);
-      if (silent < this.host.config.electionTicks) continue;
+      if (silent < this.host.config.electionTicks) return;
+      const member = this.members[group]!;
       this.host.trace(() => `${member.label} wakes: leader ${st.leader} silent for ${silent} ticks`);
       member.wake(silent);
-    }
+    });
   }
 
   private ping(to: NodeId): void {
