@@ -47,6 +47,8 @@ export class SimProcess {
   private readonly lastHeard = new Map<NodeId, number>();
   private readonly coalescer = new HeartbeatCoalescer();
   private flushScheduled = false;
+  /** Peers sent a heartbeat batch since their last ping: as in TcpTransport.ping, that batch stands in for it. */
+  private readonly aliveSaid = new Set<NodeId>();
   /** Heartbeat batches sent, and the beats in them. */
   batchesSent = 0;
   beatsSent = 0;
@@ -75,6 +77,7 @@ export class SimProcess {
     this.startTick = this.ticks;
     this.flushScheduled = false;
     this.coalescer.drain();
+    this.aliveSaid.clear();
     for (const member of this.members) member.start();
     this.scheduleTick(this.host.rng.float(0, this.tickPeriod));
   }
@@ -103,28 +106,28 @@ export class SimProcess {
   }
 
   /**
-   * What GroupHost.livenessTick does: ping every peer process of any group, and wake each quiesced follower whose
-   * leader's process has been silent for an election timeout (it would otherwise never notice a dead leader).
+   * What GroupHost.livenessTick does: ping every peer process of any group (unless a heartbeat batch went there since
+   * the last ping), and wake each quiesced follower whose leader's process has been silent for an election timeout.
    */
   private livenessTick(): void {
     const peers = new Set<NodeId>();
-    for (const member of this.members) {
-      const st = member.status();
+    const statuses = this.members.map((member) => member.status());
+    for (const st of statuses) {
       if (st === null) continue;
       for (const peer of st.config.voters) peers.add(peer);
       for (const peer of st.config.learners) peers.add(peer);
     }
     peers.delete(this.id);
-    for (const peer of peers) this.ping(peer);
+    for (const peer of peers) if (!this.aliveSaid.delete(peer)) this.ping(peer);
     if (this.host.config.simMutations?.quiesceNeverWakes === true) return;
-    for (const member of this.members) {
-      const st = member.status();
-      if (st === null || !st.quiesced || st.role === 'leader' || st.leader === null) continue;
+    statuses.forEach((st, group) => {
+      if (st === null || !st.quiesced || st.role === 'leader' || st.leader === null) return;
       const silent = this.ticks - (this.lastHeard.get(st.leader) ?? this.startTick);
-      if (silent < this.host.config.electionTicks) continue;
+      if (silent < this.host.config.electionTicks) return;
+      const member = this.members[group]!;
       this.host.trace(() => `${member.label} wakes: leader ${st.leader} silent for ${silent} ticks`);
       member.wake(silent);
-    }
+    });
   }
 
   private ping(to: NodeId): void {
@@ -157,6 +160,7 @@ export class SimProcess {
       for (const batch of this.coalescer.drain()) {
         this.batchesSent++;
         this.beatsSent += batch.beats.length;
+        this.aliveSaid.add(batch.to);
         this.host.network.sendFrame(batch.from, batch.to, () => this.host.process(batch.to)?.receiveBatch(batch));
       }
     });

@@ -24,7 +24,7 @@ export { MemoryStorage } from './storage/memory.js';
 export { LevelStorage } from './storage/leveldb.js';
 export type { LevelStorageOptions, LevelStorageLocation, SharedLevel, BatchOp, RangeOptions, ViewEncodings } from './storage/leveldb.js';
 export { TcpTransport } from './transport/tcp.js';
-export type { TcpTransportOptions, TransportSecret, TransportTls, HostPort, TransportLog } from './transport/tcp.js';
+export type { TcpTransportOptions, TransportSecret, TransportTls, HostPort, TransportLog, TransportStats, PeerWireStats } from './transport/tcp.js';
 export { LocalNetwork } from './transport/local.js';
 export { FrameReader, FrameTooLargeError, lengthPrefixed } from './transport/frame-reader.js';
 export { Counter, Gauge, Histogram, MetricsRegistry } from './metrics.js';

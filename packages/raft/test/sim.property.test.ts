@@ -59,6 +59,8 @@ const configFields = {
   snapshotChunk: fc.constantFrom(64, 1024, 8192),
   faults: fc.array(fault, { maxLength: 10 }),
   quiesceTicks: fc.constantFrom(0, 0, 2, 5),
+  // Several groups per process in a quarter of the schedules (membership faults are then skipped).
+  groups: fc.constantFrom(1, 1, 1, 3),
 };
 
 /**
