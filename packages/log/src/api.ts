@@ -210,7 +210,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       return { name, deleted: true };
     })
     .post('/v1/topics/:topic/partitions/:partition/records', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = await partitionOf(ctx);
+      const { topic, partition, group } = await partitionOf(ctx);
       const body = requireObject(await ctx.json());
       const records = recordsOf(body.records);
       const producer = body.producer === undefined || body.producer === null ? null : requireString(body, 'producer', { pattern: PRODUCER_ID });
@@ -229,6 +229,13 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       watch.pending.set(group, pending);
       let result: PartitionResult;
       try {
+        // A partition's machine starts with the default retention; the topic's comes in a configure entry. Until
+        // this member sees it applied, the configure goes into the log ahead of the append (it is idempotent), so
+        // the first records of a topic are kept by its own limits, not the defaults until the periodic sync.
+        const current = node.readLocal((m) => m.config);
+        if (current.maxAgeMs !== topic.retention.maxAgeMs || current.maxBytes !== topic.retention.maxBytes) {
+          await service.call(node, () => node.propose({ op: 'configure', retention: topic.retention }));
+        }
         result = await service.call(node, () => node.propose({ op: 'append', records, producer, seq }));
       } finally {
         pending.count--;

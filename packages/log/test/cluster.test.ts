@@ -7,7 +7,9 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { call, startCluster, until } from '@raftkit/testkit';
+import { Readable } from 'node:stream';
+import { request } from 'undici';
+import { agent, call, startCluster, until } from '@raftkit/testkit';
 import { LogClient, type ConsumedRecord, type TopicDescription } from '../src/index.js';
 
 const cluster = await startCluster('log');
@@ -67,7 +69,7 @@ async function cli(...args: string[]): Promise<void> {
 async function restart(id: string): Promise<void> {
   await cli('restart', id);
   await until(`${id} answering again`, async () => (await call(urlOf(id), 'GET', '/healthz').catch(() => null))?.status === 200, 60_000);
-  await new Promise((r) => setTimeout(r, 1_000));
+  await new Promise((r) => setTimeout(r, 500));
   const health = await call(urlOf(id), 'GET', '/healthz').catch((e: unknown) => ({ status: String(e) }));
   if (health.status !== 200) throw new Error(`${id} died after its restart: ${health.status}`);
 }
@@ -198,6 +200,8 @@ t.test('bad input of every endpoint gets a 4xx JSON error naming the field', asy
   for (const url of cluster.members) t.equal((await call(url, 'GET', '/healthz')).status, 200);
 });
 
+let restarting: Promise<void> = Promise.resolve();
+
 t.test('idempotent producers: a retry across a leader kill is stored exactly once', async (t) => {
   await log.createTopic('idem', { partitions: 1 });
   const leader = await leaderOf('idem', 0);
@@ -231,7 +235,8 @@ t.test('idempotent producers: a retry across a leader kill is stored exactly onc
     t.same(mine, Array.from({ length: 30 }, (_, n) => `p${i}-${n}`), `producer ${i}: 30 batches, each once, in order`);
   }
   t.equal(stored.length, 92, `no other record (${duplicates.length} retries answered duplicate)`);
-  await restart(next);
+  // The next case waits for this restart only when it kills (so the restart overlaps its first steps).
+  restarting = restart(next);
 });
 
 t.test('a consumer group resumes exactly after its last committed offset: leader killed, then partitioned away', async (t) => {
@@ -250,6 +255,7 @@ t.test('a consumer group resumes exactly after its last committed offset: leader
     Array.from({ length: seenA.length }, (_, i) => i),
   );
 
+  await restarting;
   const leader = await leaderOf('shop', 0);
   await cli('kill', leader); // SIGKILL
   const b = newClient().consumer('shop', 'billing', { maxRecords: 13, waitMs: 2_000 });
@@ -277,7 +283,11 @@ t.test('a consumer group resumes exactly after its last committed offset: leader
   try {
     const fresh = await leaderOf('shop', 0, [isolated]);
     t.not(fresh, isolated, `a new leader ${fresh} on the majority side`);
-    const c = newClient().consumer('shop', 'billing', { maxRecords: 50, waitMs: 2_000 });
+    // A client that asks the cut-off member first waits out its 5 s request timeout there; this one knows the
+    // members in another order (it is told nothing about the cut).
+    const reordered = new LogClient({ endpoints: [...rest.map(urlOf), urlOf(isolated)], token, timeoutMs: 60_000 });
+    clients.push(reordered);
+    const c = reordered.consumer('shop', 'billing', { maxRecords: 50, waitMs: 2_000 });
     const seenC: ConsumedRecord[] = [];
     while (seenC.length === 0 || seenC[seenC.length - 1]!.offset < 149) seenC.push(...(await c.poll()));
     t.same(
@@ -323,8 +333,12 @@ t.test('replay from any offset; a long poll wakes on an append', async (t) => {
 });
 
 t.test('retention trims by size at once and by age even when nothing is appended', async (t) => {
+  // The first append follows the create at once: the topic's limits hold from its first record (not the default
+  // limits until the leader's periodic sync of the topic's retention, as before).
   await log.createTopic('ret-size', { partitions: 1, retention: { max_bytes: 1024 } });
-  for (let i = 0; i < 20; i++) await log.append('ret-size', 0, [{ value: `${i}`.padEnd(200, '.') }]);
+  await log.append('ret-size', 0, Array.from({ length: 20 }, (_, i) => ({ value: `${i}`.padEnd(200, '.') })));
+  const first = await log.fetch('ret-size', 0, 0, { maxRecords: 100 });
+  t.ok(first.start_offset >= 15 && first.records.length <= 5, `right after the first append: start ${first.start_offset}, ${first.records.length} records`);
   const leader = await leaderOf('ret-size', 0);
   const status = await call(urlOf(leader), 'GET', '/v1/topics/ret-size/partitions/0', { token });
   t.ok((status.body.bytes as number) <= 1024, `${status.body.bytes} bytes held`);
@@ -348,22 +362,40 @@ t.test('backpressure: appends answer 429 partition_behind while a partition cann
   await log.createTopic('bp', { partitions: 1 });
   const leader = await leaderOf('bp', 0);
   const followers = (await log.topic('bp')).partition_groups[0]!.members.map((m) => m.id).filter((id) => id !== leader);
-  for (const id of followers) await cli('pause', id);
+  // 1 MiB bodies: the leader holds at most 32 MiB of appends in flight per partition; beyond that it answers 429.
+  // The bodies are uploaded but for their last bytes before the followers stop, and finished together after: so
+  // the appends reach the leader within moments of each other, well before check-quorum makes it step down
+  // (then it would answer 503 at once, holding nothing in flight).
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const json = JSON.stringify({ records: [{ value: 'v'.repeat(1_000_000) }] });
+  const requests = Array.from({ length: 40 }, () =>
+    request(`${urlOf(leader)}/v1/topics/bp/partitions/0/records`, {
+      method: 'POST',
+      dispatcher: agent,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(json.length) },
+      body: Readable.from(
+        (async function* () {
+          yield json.slice(0, -2);
+          await gate;
+          yield json.slice(-2);
+        })(),
+      ),
+      headersTimeout: 60_000,
+      bodyTimeout: 60_000,
+    }).then(async (res) => {
+      const body = (await res.body.json()) as { error?: { code?: unknown } };
+      return { status: res.statusCode, code: body.error?.code, retryAfter: res.headers['retry-after'] };
+    }),
+  );
   let answers: Array<{ status: number; code: unknown; retryAfter: unknown }>;
   try {
-    // 1 MiB bodies: the leader holds at most 32 MiB of appends in flight per partition; beyond that it answers 429.
-    const value = 'v'.repeat(1_000_000);
-    answers = await Promise.all(
-      Array.from({ length: 40 }, () =>
-        call(urlOf(leader), 'POST', '/v1/topics/bp/partitions/0/records', { token, body: { records: [{ value }] }, timeoutMs: 60_000 }).then((a) => ({
-          status: a.status,
-          code: (a.body.error as { code?: unknown } | undefined)?.code,
-          retryAfter: a.headers['retry-after'],
-        })),
-      ),
-    );
+    await Promise.all(followers.map((id) => cli('pause', id)));
+    open();
+    answers = await Promise.all(requests);
   } finally {
-    for (const id of followers) await cli('resume', id);
+    open();
+    await Promise.all(followers.map((id) => cli('resume', id)));
   }
   const behind = answers.filter((a) => a.status === 429);
   t.ok(behind.length >= 1, `${behind.length} of 40 answered 429; the others ${[...new Set(answers.filter((a) => a.status !== 429).map((a) => a.status))].join(',')}`);
