@@ -240,6 +240,8 @@ t.test('idempotent producers: a retry across a leader kill is stored exactly onc
 });
 
 t.test('a consumer group resumes exactly after its last committed offset: leader killed, then partitioned away', async (t) => {
+  const began = Date.now();
+  const step = (what: string): void => t.comment(`${what} at ${((Date.now() - began) / 1000).toFixed(1)} s`);
   await log.createTopic('shop', { partitions: 1 });
   for (let b = 0; b < 10; b++) await log.append('shop', 0, Array.from({ length: 10 }, (_, i) => ({ value: `o${b * 10 + i}` })));
   const a = newClient().consumer('shop', 'billing', { maxRecords: 7, waitMs: 2_000 });
@@ -255,9 +257,12 @@ t.test('a consumer group resumes exactly after its last committed offset: leader
     Array.from({ length: seenA.length }, (_, i) => i),
   );
 
+  step('consumer A committed');
   await restarting;
+  step('the earlier restart done');
   const leader = await leaderOf('shop', 0);
   await cli('kill', leader); // SIGKILL
+  step('leader killed');
   const b = newClient().consumer('shop', 'billing', { maxRecords: 13, waitMs: 2_000 });
   const seenB: ConsumedRecord[] = [];
   while (seenB.length === 0 || seenB[seenB.length - 1]!.offset < 99) seenB.push(...(await b.poll()));
@@ -271,16 +276,20 @@ t.test('a consumer group resumes exactly after its last committed offset: leader
     seenB.map((r) => r.value),
     seenB.map((r) => `o${r.offset}`),
   );
+  step('consumer B read to the end');
   await b.commit();
   t.equal(await log.committed('shop', 0, 'billing'), 100);
-  await restart(leader);
+  restarting = restart(leader);
 
   // Now the partition's leader is cut off from every other process (it still runs).
   await log.append('shop', 0, Array.from({ length: 50 }, (_, i) => ({ value: `o${100 + i}` })));
+  await restarting;
+  step('restarted');
   const isolated = await leaderOf('shop', 0);
   const rest = ids.filter((id) => id !== isolated);
   await cli('partition', `${isolated.slice(1)}|${rest.map((id) => id.slice(1)).join(',')}`);
   try {
+    step('partitioned');
     const fresh = await leaderOf('shop', 0, [isolated]);
     t.not(fresh, isolated, `a new leader ${fresh} on the majority side`);
     // A client that asks the cut-off member first waits out its 5 s request timeout there; this one knows the
@@ -295,11 +304,13 @@ t.test('a consumer group resumes exactly after its last committed offset: leader
       Array.from({ length: 50 }, (_, i) => 100 + i),
       'consumer C resumes at 100: nothing committed is re-delivered, nothing skipped',
     );
+    step('consumer C read to the end');
     await c.commit();
-    t.equal(await log.committed('shop', 0, 'billing'), 150);
+    t.equal(await reordered.committed('shop', 0, 'billing'), 150);
   } finally {
     await cli('heal');
   }
+  step('healed');
   // Another group has its own offsets: it reads from 0.
   const other = newClient().consumer('shop', 'audit', { maxRecords: 1_000, waitMs: 2_000 });
   const first = await other.poll();
