@@ -183,6 +183,12 @@ t.test('bad input of every endpoint gets a 4xx JSON error naming the field', asy
     t.ok(typeof error?.message === 'string' && error.message.length > 0, `${what}: a message`);
     if (field !== null) t.equal(error?.field, field, `${what}: names ${field}`);
   }
+  // A client token may append and read, not create or delete topics.
+  const issued = await call(holder, 'POST', '/v1/tokens', { token, body: { client: 'app' } });
+  const clientToken = issued.body.token as string;
+  t.match(await call(holder, 'POST', '/v1/topics', { token: clientToken, body: { name: 'nope' } }), { status: 403, body: { error: { code: 'forbidden' } } });
+  t.match(await call(holder, 'DELETE', '/v1/topics/bad', { token: clientToken }), { status: 403, body: { error: { code: 'forbidden' } } });
+  t.match(await call(holder, 'GET', `${records}?offset=0`, { token: clientToken }), { status: 200, body: { end_offset: 0 } });
   // No token, a wrong token; a member that does not hold the partition answers 421 naming those that do.
   t.match(await call(holder, 'GET', records), { status: 401, body: { error: { code: 'unauthorized' } } });
   t.match(await call(holder, 'POST', records, { token: 'wrong', body: { records: [{ value: 'v' }] } }), { status: 401 });
