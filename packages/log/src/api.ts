@@ -104,12 +104,23 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
 
   const topicRecords = (topic: string) => topicsOf(managed.catalog().groupsWithPrefix(partitionGroup(topic, 0).slice(0, -1))).get(topic);
 
-  const partitionOf = (ctx: RequestContext): { topic: TopicInfo; partition: number; group: string } => {
+  // This member's copy of the meta group may not have applied a topic's creation yet (the create was answered by
+  // another member): before answering 404, a read barrier brings it up to every create acknowledged so far.
+  const findTopic = async (name: string) => {
+    const local = topicRecords(name);
+    if (local !== undefined) return local;
+    await service.call(managed.meta, () => managed.meta.readBarrier());
+    return topicRecords(name);
+  };
+
+  const partitionOf = async (ctx: RequestContext): Promise<{ topic: TopicInfo; partition: number; group: string }> => {
     const topicName = topicNameOf(ctx);
-    const topic = topicRecords(topicName);
+    const topic = await findTopic(topicName);
     if (topic === undefined) throw notFound(`no topic ${topicName}`, { topic: topicName });
-    const partition = Number(ctx.params.partition);
-    if (!Number.isInteger(partition) || partition < 0 || partition >= topic.info.partitions) {
+    const text = ctx.params.partition ?? '';
+    if (!/^\d{1,9}$/.test(text)) throw badRequest('invalid_partition', 'a partition is a number from 0', { field: 'partition' });
+    const partition = Number(text);
+    if (partition >= topic.info.partitions) {
       throw notFound(`topic ${topicName} has partitions 0..${topic.info.partitions - 1}`, { topic: topicName, partition: ctx.params.partition });
     }
     return { topic: topic.info, partition, group: partitionGroup(topicName, partition) };
@@ -143,7 +154,11 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       const current = node.readLocal((m) => m.config);
       if (current.maxAgeMs !== data.retention.maxAgeMs || current.maxBytes !== data.retention.maxBytes) {
         node.propose({ op: 'configure', retention: data.retention }).catch(() => undefined);
+        continue;
       }
+      // Appends trim as they go; an idle partition is trimmed by age here (the entry's time decides, on every member).
+      const oldest = node.readLocal((m) => m.oldestTime);
+      if (oldest !== null && oldest < Date.now() - current.maxAgeMs) node.propose({ op: 'trim' }).catch(() => undefined);
     }
   }, 1000);
   retentionSync.unref();
@@ -180,22 +195,22 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
     .get('/v1/topics', { admits: 'authenticated' }, () => ({
       topics: [...topicsOf(managed.catalog().groupsWithPrefix('log.')).values()].map((t) => describeTopic(t.info, t.partitions)),
     }))
-    .get('/v1/topics/:topic', { admits: 'authenticated' }, (ctx) => {
+    .get('/v1/topics/:topic', { admits: 'authenticated' }, async (ctx) => {
       const name = topicNameOf(ctx);
-      const topic = topicRecords(name);
+      const topic = await findTopic(name);
       if (topic === undefined) throw notFound(`no topic ${name}`, { topic: name });
       return describeTopic(topic.info, topic.partitions);
     })
     .delete('/v1/topics/:topic', { admits: 'cluster' }, async (ctx) => {
       const name = topicNameOf(ctx);
-      const topic = topicRecords(name);
+      const topic = await findTopic(name);
       if (topic === undefined) throw notFound(`no topic ${name}`, { topic: name });
       const result = await service.call(managed.meta, () => managed.proposeMeta({ t: 'drop', names: topic.partitions.map((p) => p.name) }));
       if (!result.ok) throw notFound(result.message, { topic: name });
       return { name, deleted: true };
     })
     .post('/v1/topics/:topic/partitions/:partition/records', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = partitionOf(ctx);
+      const { topic, partition, group } = await partitionOf(ctx);
       const body = requireObject(await ctx.json());
       const records = recordsOf(body.records);
       const producer = body.producer === undefined || body.producer === null ? null : requireString(body, 'producer', { pattern: PRODUCER_ID });
@@ -214,6 +229,13 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       watch.pending.set(group, pending);
       let result: PartitionResult;
       try {
+        // A partition's machine starts with the default retention; the topic's comes in a configure entry. Until
+        // this member sees it applied, the configure goes into the log ahead of the append (it is idempotent), so
+        // the first records of a topic are kept by its own limits, not the defaults until the periodic sync.
+        const current = node.readLocal((m) => m.config);
+        if (current.maxAgeMs !== topic.retention.maxAgeMs || current.maxBytes !== topic.retention.maxBytes) {
+          await service.call(node, () => node.propose({ op: 'configure', retention: topic.retention }));
+        }
         result = await service.call(node, () => node.propose({ op: 'append', records, producer, seq }));
       } finally {
         pending.count--;
@@ -229,7 +251,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       return { partition, base_offset: result.base, count: result.count, duplicate: result.duplicate };
     })
     .get('/v1/topics/:topic/partitions/:partition/records', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = partitionOf(ctx);
+      const { partition, group } = await partitionOf(ctx);
       const offset = queryInteger(ctx, 'offset', 0, 0, Number.MAX_SAFE_INTEGER);
       const maxRecords = queryInteger(ctx, 'max_records', 1000, 1, MAX_FETCH_RECORDS);
       const maxBytes = queryInteger(ctx, 'max_bytes', 1024 * 1024, 1, MAX_FETCH_BYTES);
@@ -253,8 +275,8 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
         await watch.wait(group, remaining, signal);
       }
     })
-    .get('/v1/topics/:topic/partitions/:partition', { admits: 'authenticated' }, (ctx) => {
-      const { partition, group } = partitionOf(ctx);
+    .get('/v1/topics/:topic/partitions/:partition', { admits: 'authenticated' }, async (ctx) => {
+      const { partition, group } = await partitionOf(ctx);
       const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
       const s = node.status();
       return node.readLocal((m) => ({
@@ -275,7 +297,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       }));
     })
     .post('/v1/topics/:topic/partitions/:partition/offsets/:group', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = partitionOf(ctx);
+      const { partition, group } = await partitionOf(ctx);
       const consumerGroup = consumerGroupOf(ctx);
       const body = requireObject(await ctx.json());
       const offset = requireInteger(body, 'offset', { min: 0 });
@@ -290,7 +312,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       return { partition, group: consumerGroup, offset: result.offset };
     })
     .get('/v1/topics/:topic/partitions/:partition/offsets/:group', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = partitionOf(ctx);
+      const { partition, group } = await partitionOf(ctx);
       const consumerGroup = consumerGroupOf(ctx);
       const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
       // Linearizable: a consumer resuming after a failover reads the last offset committed anywhere.
@@ -315,9 +337,16 @@ function retentionOf(value: unknown): Retention {
   if (value === undefined || value === null) return { ...DEFAULT_RETENTION };
   const r = requireObject(value, 'retention');
   return {
-    maxAgeMs: r.max_age_ms === undefined ? DEFAULT_RETENTION.maxAgeMs : requireInteger(r, 'max_age_ms', { min: 1000 }),
-    maxBytes: r.max_bytes === undefined ? DEFAULT_RETENTION.maxBytes : requireInteger(r, 'max_bytes', { min: 1024, max: MAX_RETENTION_BYTES }),
+    maxAgeMs: r.max_age_ms === undefined ? DEFAULT_RETENTION.maxAgeMs : retentionInteger(r.max_age_ms, 'max_age_ms', 1000, Number.MAX_SAFE_INTEGER),
+    maxBytes: r.max_bytes === undefined ? DEFAULT_RETENTION.maxBytes : retentionInteger(r.max_bytes, 'max_bytes', 1024, MAX_RETENTION_BYTES),
   };
+}
+
+function retentionInteger(value: unknown, name: string, min: number, max: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
+    throw badRequest('invalid_field', `retention.${name} must be an integer from ${min} to ${max}`, { field: `retention.${name}` });
+  }
+  return value;
 }
 
 function recordsOf(value: unknown): AppendInput[] {

@@ -1,0 +1,444 @@
+/**
+ * The event log on real processes: 5 members (`cluster up --service log`), one cluster shared by every case, real
+ * sockets and LevelDB. Faults come from the cluster CLI: kill -9, restart, partition (inside the transports),
+ * pause (SIGSTOP). Waits are generous and nothing asserts speed: the machine is shared and slow.
+ */
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { Readable } from 'node:stream';
+import { request } from 'undici';
+import { agent, call, startCluster, until } from '@raftkit/testkit';
+import { LogClient, type ConsumedRecord, type TopicDescription } from '../src/index.js';
+
+const cluster = await startCluster('log');
+// LOG_TEST_KEEP=1 leaves the cluster up for a look at its logs (`cluster logs n1 --data <dir>`, then `down --wipe`).
+t.teardown(() => (process.env.LOG_TEST_KEEP === '1' ? undefined : cluster.down()));
+const token = cluster.token;
+const ids = cluster.members.map((_, i) => `n${i + 1}`);
+const urlOf = (id: string): string => cluster.members[Number(id.slice(1)) - 1]!;
+const clients: LogClient[] = [];
+const newClient = (): LogClient => {
+  const c = new LogClient({ endpoints: cluster.members, token, timeoutMs: 60_000 });
+  clients.push(c);
+  return c;
+};
+t.teardown(async () => {
+  await Promise.all(clients.map((c) => c.close()));
+});
+const log = newClient();
+// `cluster up` returns once the meta group has a leader; each process then registers itself as a host. Topics are
+// placed on the hosts registered when they are created, so wait for all five (else a late one holds nothing).
+await until(
+  'all five processes registered as hosts',
+  async () => {
+    const answer = await call(cluster.members[0]!, 'GET', '/v1/cluster/hosts', { token });
+    return ((answer.body.hosts as unknown[] | undefined) ?? []).length === ids.length;
+  },
+  60_000,
+);
+
+/** The member leading a partition, as the members holding it say (skipping `not`, e.g. a killed one). */
+async function leaderOf(topic: string, partition: number, not: string[] = []): Promise<string> {
+  const description = await log.topic(topic);
+  const members = description.partition_groups[partition]!.members.map((m) => m.id).filter((id) => !not.includes(id));
+  return until(
+    `a leader of ${topic}/${partition} among ${members.join(',')}`,
+    async () => {
+      for (const id of members) {
+        const answer = await call(urlOf(id), 'GET', `/v1/topics/${topic}/partitions/${partition}`, { token, timeoutMs: 3_000 }).catch(() => null);
+        if (answer?.status === 200 && answer.body.role === 'leader') return id;
+      }
+      return null;
+    },
+    60_000,
+    200,
+  );
+}
+
+async function cli(...args: string[]): Promise<void> {
+  const result = await cluster.run(...args);
+  if (result.code !== 0) throw new Error(`cluster ${args.join(' ')}: ${result.stderr}${result.stdout}`);
+}
+
+/**
+ * Restarts a killed member and checks that it comes back and stays up (a restart once crashed at start: the meta
+ * group's replay started a stored group a second time).
+ */
+async function restart(id: string): Promise<void> {
+  await cli('restart', id);
+  await until(`${id} answering again`, async () => (await call(urlOf(id), 'GET', '/healthz').catch(() => null))?.status === 200, 60_000);
+  await new Promise((r) => setTimeout(r, 500));
+  const health = await call(urlOf(id), 'GET', '/healthz').catch((e: unknown) => ({ status: String(e) }));
+  if (health.status !== 200) throw new Error(`${id} died after its restart: ${health.status}`);
+}
+
+/** Every partition group of a topic has a leader (so later calls do not wait for elections). */
+async function settled(topic: string, partitions: number): Promise<void> {
+  for (let p = 0; p < partitions; p++) await leaderOf(topic, p);
+}
+
+async function fetchAll(client: LogClient, topic: string, partition: number): Promise<Array<{ offset: number; value: string }>> {
+  const out: Array<{ offset: number; value: string }> = [];
+  let offset = 0;
+  for (;;) {
+    const answer = await client.fetch(topic, partition, offset, { maxRecords: 1_000 });
+    for (const r of answer.records) out.push({ offset: r.offset, value: r.value });
+    if (answer.next_offset >= answer.end_offset) return out;
+    offset = answer.next_offset;
+  }
+}
+
+t.test("a topic's partitions and their leaders are spread over the processes", async (t) => {
+  const topic = await log.createTopic('spread', { partitions: 10 });
+  t.equal(topic.created, true);
+  t.equal(topic.replicas, 3, 'three replicas by default on five processes');
+  const held = new Map(ids.map((id) => [id, 0]));
+  for (const g of topic.partition_groups) {
+    t.equal(new Set(g.members.map((m) => m.id)).size, 3, `${g.group} on three distinct processes`);
+    for (const m of g.members) held.set(m.id, held.get(m.id)! + 1);
+  }
+  const counts = [...held.values()];
+  t.ok(Math.max(...counts) - Math.min(...counts) <= 1, `replicas per process ${JSON.stringify(Object.fromEntries(held))}`);
+  const leaders = new Set<string>();
+  for (let p = 0; p < 10; p++) leaders.add(await leaderOf('spread', p));
+  t.ok(leaders.size >= 2, `leaders on ${[...leaders].join(',')}`);
+  // Creating it again with the same settings answers the same topic; other settings are a conflict.
+  t.match(await log.createTopic('spread', { partitions: 10 }), { created: false, partitions: 10 });
+  const other = await call(cluster.members[0]!, 'POST', '/v1/topics', { token, body: { name: 'spread', partitions: 3 } });
+  t.match(other, { status: 409, body: { error: { code: 'topic_exists' } } });
+});
+
+t.test('bad input of every endpoint gets a 4xx JSON error naming the field', async (t) => {
+  await log.createTopic('bad', { partitions: 1 });
+  await settled('bad', 1);
+  const holder = (await log.topic('bad')).partition_groups[0]!.members[0]!.url!;
+  const records = '/v1/topics/bad/partitions/0/records';
+  const offsets = '/v1/topics/bad/partitions/0/offsets/g';
+  type Case = [method: string, path: string, body: unknown, status: number, code: string, field: string | null];
+  const cases: Case[] = [
+    ['POST', '/v1/topics', 'nope', 400, 'invalid_json', null],
+    ['POST', '/v1/topics', [1], 400, 'invalid_body', 'body'],
+    ['POST', '/v1/topics', {}, 400, 'invalid_field', 'name'],
+    ['POST', '/v1/topics', { name: 'a.b' }, 400, 'invalid_field', 'name'],
+    ['POST', '/v1/topics', { name: 'x'.repeat(101) }, 400, 'invalid_field', 'name'],
+    ['POST', '/v1/topics', { name: 'n', partitions: 0 }, 400, 'invalid_field', 'partitions'],
+    ['POST', '/v1/topics', { name: 'n', partitions: 1025 }, 400, 'invalid_field', 'partitions'],
+    ['POST', '/v1/topics', { name: 'n', partitions: '2' }, 400, 'invalid_field', 'partitions'],
+    ['POST', '/v1/topics', { name: 'n', replicas: 0 }, 400, 'invalid_field', 'replicas'],
+    ['POST', '/v1/topics', { name: 'n', replicas: 9 }, 400, 'invalid_field', 'replicas'],
+    ['POST', '/v1/topics', { name: 'n', retention: 5 }, 400, 'invalid_body', 'retention'],
+    ['POST', '/v1/topics', { name: 'n', retention: { max_age_ms: 5 } }, 400, 'invalid_field', 'retention.max_age_ms'],
+    ['POST', '/v1/topics', { name: 'n', retention: { max_bytes: 1e12 } }, 400, 'invalid_field', 'retention.max_bytes'],
+    ['GET', '/v1/topics/a.b', undefined, 400, 'invalid_topic', 'topic'],
+    ['GET', '/v1/topics/nope', undefined, 404, 'not_found', null],
+    ['DELETE', '/v1/topics/nope', undefined, 404, 'not_found', null],
+    ['DELETE', '/v1/topics/a.b', undefined, 400, 'invalid_topic', 'topic'],
+    ['GET', '/v1/topics/bad/partitions/abc', undefined, 400, 'invalid_partition', 'partition'],
+    ['GET', '/v1/topics/bad/partitions/-1/records', undefined, 400, 'invalid_partition', 'partition'],
+    ['GET', '/v1/topics/bad/partitions/1.0/records', undefined, 400, 'invalid_partition', 'partition'],
+    ['GET', '/v1/topics/bad/partitions/7/records', undefined, 404, 'not_found', null],
+    ['GET', '/v1/topics/nope/partitions/0/records', undefined, 404, 'not_found', null],
+    ['POST', records, 'nope', 400, 'invalid_json', null],
+    ['POST', records, {}, 400, 'invalid_field', 'records'],
+    ['POST', records, { records: [] }, 400, 'invalid_field', 'records'],
+    ['POST', records, { records: Array.from({ length: 1001 }, () => ({ value: '' })) }, 400, 'invalid_field', 'records'],
+    ['POST', records, { records: [1] }, 400, 'invalid_body', 'records[0]'],
+    ['POST', records, { records: [{}] }, 400, 'invalid_field', 'records[0].value'],
+    ['POST', records, { records: [{ value: 'ok' }, { value: 1 }] }, 400, 'invalid_field', 'records[1].value'],
+    ['POST', records, '{"records":[{"value":"\\ud800"}]}', 400, 'invalid_field', 'records[0].value'],
+    ['POST', records, { records: [{ value: 'v', key: 5 }] }, 400, 'invalid_field', 'records[0].key'],
+    ['POST', records, { records: [{ value: 'v', key: 'k'.repeat(1025) }] }, 400, 'invalid_field', 'records[0].key'],
+    ['POST', records, { records: [{ value: 'v' }], producer: 'p q', seq: 0 }, 400, 'invalid_field', 'producer'],
+    ['POST', records, { records: [{ value: 'v' }], producer: 5, seq: 0 }, 400, 'invalid_field', 'producer'],
+    ['POST', records, { records: [{ value: 'v' }], seq: 0 }, 400, 'invalid_field', 'seq'],
+    ['POST', records, { records: [{ value: 'v' }], producer: 'p' }, 400, 'invalid_field', 'seq'],
+    ['POST', records, { records: [{ value: 'v' }], producer: 'p', seq: -1 }, 400, 'invalid_field', 'seq'],
+    ['POST', records, { records: [{ value: 'v' }], producer: 'p', seq: 0.5 }, 400, 'invalid_field', 'seq'],
+    ['POST', records, { records: [{ value: 'v'.repeat(1024 * 1024) }] }, 413, 'body_too_large', null],
+    ['POST', records, { records: [{ value: 'v' }], producer: 'fresh', seq: 3 }, 409, 'unknown_producer', null],
+    ['GET', `${records}?offset=-1`, undefined, 400, 'invalid_query', 'offset'],
+    ['GET', `${records}?offset=x`, undefined, 400, 'invalid_query', 'offset'],
+    ['GET', `${records}?max_records=0`, undefined, 400, 'invalid_query', 'max_records'],
+    ['GET', `${records}?max_records=10001`, undefined, 400, 'invalid_query', 'max_records'],
+    ['GET', `${records}?max_bytes=0`, undefined, 400, 'invalid_query', 'max_bytes'],
+    ['GET', `${records}?wait_ms=30001`, undefined, 400, 'invalid_query', 'wait_ms'],
+    ['POST', '/v1/topics/bad/partitions/0/offsets/g%20x', { offset: 0 }, 400, 'invalid_group', 'group'],
+    ['GET', '/v1/topics/bad/partitions/0/offsets/g%20x', undefined, 400, 'invalid_group', 'group'],
+    ['POST', offsets, 'nope', 400, 'invalid_json', null],
+    ['POST', offsets, {}, 400, 'invalid_field', 'offset'],
+    ['POST', offsets, { offset: '1' }, 400, 'invalid_field', 'offset'],
+    ['POST', offsets, { offset: -1 }, 400, 'invalid_field', 'offset'],
+    ['POST', offsets, { offset: 0, expect: 'x' }, 400, 'invalid_field', 'expect'],
+    ['POST', offsets, { offset: 999 }, 400, 'offset_out_of_range', 'offset'],
+  ];
+  for (const [method, path, body, status, code, field] of cases) {
+    const answer = await call(holder, method, path, { token, ...(typeof body === 'string' ? { raw: body } : body === undefined ? {} : { body }) });
+    const error = answer.body.error as { code?: string; message?: string; field?: string } | undefined;
+    const what = `${method} ${path.slice(0, 60)} ${typeof body === 'string' ? body : JSON.stringify(body)?.slice(0, 60)}`;
+    t.equal(answer.status, status, `${what}: ${status}`);
+    t.match(String(answer.headers['content-type']), /application\/json/, `${what}: JSON`);
+    t.equal(error?.code, code, `${what}: ${code}`);
+    t.ok(typeof error?.message === 'string' && error.message.length > 0, `${what}: a message`);
+    if (field !== null) t.equal(error?.field, field, `${what}: names ${field}`);
+  }
+  // A client token may append and read, not create or delete topics.
+  const issued = await call(holder, 'POST', '/v1/tokens', { token, body: { client: 'app' } });
+  const clientToken = issued.body.token as string;
+  t.match(await call(holder, 'POST', '/v1/topics', { token: clientToken, body: { name: 'nope' } }), { status: 403, body: { error: { code: 'forbidden' } } });
+  t.match(await call(holder, 'DELETE', '/v1/topics/bad', { token: clientToken }), { status: 403, body: { error: { code: 'forbidden' } } });
+  t.match(await call(holder, 'GET', `${records}?offset=0`, { token: clientToken }), { status: 200, body: { end_offset: 0 } });
+  // No token, a wrong token; a member that does not hold the partition answers 421 naming those that do.
+  t.match(await call(holder, 'GET', records), { status: 401, body: { error: { code: 'unauthorized' } } });
+  t.match(await call(holder, 'POST', records, { token: 'wrong', body: { records: [{ value: 'v' }] } }), { status: 401 });
+  const description = await log.topic('bad');
+  const outsider = ids.find((id) => !description.partition_groups[0]!.members.some((m) => m.id === id))!;
+  const misdirected = await call(urlOf(outsider), 'GET', records, { token });
+  t.equal(misdirected.status, 421);
+  t.same(((misdirected.body.error as { members: Array<{ id: string }> }).members ?? []).map((m) => m.id).sort(), description.partition_groups[0]!.members.map((m) => m.id).sort());
+  // A commit whose expectation is stale: 409 naming the current offset. Nothing above changed the partition.
+  await log.append('bad', 0, [{ value: 'one' }]);
+  await log.commit('bad', 0, 'g', 1);
+  t.match(await call(holder, 'POST', offsets, { token, body: { offset: 1, expect: 0 } }), { status: 409, body: { error: { code: 'offset_conflict', current: 1 } } });
+  t.match((await log.fetch('bad', 0, 0)).end_offset, 1, 'only the one valid append was stored');
+  // Every member is still up.
+  for (const url of cluster.members) t.equal((await call(url, 'GET', '/healthz')).status, 200);
+});
+
+let restarting: Promise<void> = Promise.resolve();
+
+t.test('idempotent producers: a retry across a leader kill is stored exactly once', async (t) => {
+  await log.createTopic('idem', { partitions: 1 });
+  const leader = await leaderOf('idem', 0);
+  // Stored on the old leader; the answer is "lost"; the producer retries the same sequence on the new leader.
+  const first = await call(urlOf(leader), 'POST', '/v1/topics/idem/partitions/0/records', { token, body: { records: [{ value: 'x0' }, { value: 'x1' }], producer: 'px', seq: 0 } });
+  t.match(first, { status: 200, body: { base_offset: 0, count: 2, duplicate: false } });
+  await cli('kill', leader);
+  const next = await leaderOf('idem', 0, [leader]);
+  t.not(next, leader, `new leader ${next}`);
+  const retry = await log.append('idem', 0, [{ value: 'x0' }, { value: 'x1' }], { producer: 'px', seq: 0 });
+  t.same(retry, { partition: 0, base_offset: 0, count: 2, duplicate: true }, 'the new leader answers with the original offsets');
+  // Producers keep sending while their partition's leader is killed: every batch is stored once, in order.
+  const producers = [0, 1, 2].map((i) => newClient().producer('idem', { id: `stream-${i}`, deliveryTimeoutMs: 90_000 }));
+  const duplicates: number[] = [];
+  const sendAll = (i: number) =>
+    (async () => {
+      for (let n = 0; n < 30; n++) {
+        const answer = await producers[i]!.sendBatch(0, [{ value: `p${i}-${n}` }]);
+        if (answer.duplicate) duplicates.push(i);
+      }
+    })();
+  await restart(leader);
+  const sending = [0, 1, 2].map(sendAll);
+  await until('some batches stored', async () => (await log.fetch('idem', 0, 0)).end_offset >= 20, 60_000);
+  await cli('kill', next);
+  await Promise.all(sending);
+  const stored = (await fetchAll(log, 'idem', 0)).map((r) => r.value);
+  t.same(stored.slice(0, 2), ['x0', 'x1']);
+  for (let i = 0; i < 3; i++) {
+    const mine = stored.filter((v) => v.startsWith(`p${i}-`));
+    t.same(mine, Array.from({ length: 30 }, (_, n) => `p${i}-${n}`), `producer ${i}: 30 batches, each once, in order`);
+  }
+  t.equal(stored.length, 92, `no other record (${duplicates.length} retries answered duplicate)`);
+  // The next case waits for this restart only when it kills (so the restart overlaps its first steps).
+  restarting = restart(next);
+});
+
+t.test('a consumer group resumes exactly after its last committed offset: leader killed, then partitioned away', async (t) => {
+  const began = Date.now();
+  const step = (what: string): void => t.comment(`${what} at ${((Date.now() - began) / 1000).toFixed(1)} s`);
+  await log.createTopic('shop', { partitions: 1 });
+  for (let b = 0; b < 10; b++) await log.append('shop', 0, Array.from({ length: 10 }, (_, i) => ({ value: `o${b * 10 + i}` })));
+  const a = newClient().consumer('shop', 'billing', { maxRecords: 7, waitMs: 2_000 });
+  const seenA: ConsumedRecord[] = [];
+  while (seenA.length < 30) seenA.push(...(await a.poll()));
+  await a.commit();
+  const committed = seenA[seenA.length - 1]!.offset + 1;
+  t.equal(await log.committed('shop', 0, 'billing'), committed);
+  seenA.push(...(await a.poll())); // delivered, processed, never committed: the at-least-once window
+  t.ok(seenA.length > committed, 'consumer A read past its commit, then stopped');
+  t.same(
+    seenA.map((r) => r.offset),
+    Array.from({ length: seenA.length }, (_, i) => i),
+  );
+
+  step('consumer A committed');
+  await restarting;
+  step('the earlier restart done');
+  const leader = await leaderOf('shop', 0);
+  await cli('kill', leader); // SIGKILL
+  step('leader killed');
+  const b = newClient().consumer('shop', 'billing', { maxRecords: 13, waitMs: 2_000 });
+  const seenB: ConsumedRecord[] = [];
+  while (seenB.length === 0 || seenB[seenB.length - 1]!.offset < 99) seenB.push(...(await b.poll()));
+  t.equal(seenB[0]!.offset, committed, `after the kill, consumer B starts exactly at the committed offset ${committed}`);
+  t.same(
+    seenB.map((r) => r.offset),
+    Array.from({ length: 100 - committed }, (_, i) => committed + i),
+    'then every record once, in order',
+  );
+  t.same(
+    seenB.map((r) => r.value),
+    seenB.map((r) => `o${r.offset}`),
+  );
+  step('consumer B read to the end');
+  await b.commit();
+  t.equal(await log.committed('shop', 0, 'billing'), 100);
+  restarting = restart(leader);
+
+  // Now the partition's leader is cut off from every other process (it still runs).
+  await log.append('shop', 0, Array.from({ length: 50 }, (_, i) => ({ value: `o${100 + i}` })));
+  await restarting;
+  step('restarted');
+  const isolated = await leaderOf('shop', 0);
+  const rest = ids.filter((id) => id !== isolated);
+  await cli('partition', `${isolated.slice(1)}|${rest.map((id) => id.slice(1)).join(',')}`);
+  try {
+    step('partitioned');
+    const fresh = await leaderOf('shop', 0, [isolated]);
+    t.not(fresh, isolated, `a new leader ${fresh} on the majority side`);
+    // A client that asks the cut-off member first waits out its 5 s request timeout there; this one knows the
+    // members in another order (it is told nothing about the cut).
+    const reordered = new LogClient({ endpoints: [...rest.map(urlOf), urlOf(isolated)], token, timeoutMs: 60_000 });
+    clients.push(reordered);
+    const c = reordered.consumer('shop', 'billing', { maxRecords: 50, waitMs: 2_000 });
+    const seenC: ConsumedRecord[] = [];
+    while (seenC.length === 0 || seenC[seenC.length - 1]!.offset < 149) seenC.push(...(await c.poll()));
+    t.same(
+      seenC.map((r) => r.offset),
+      Array.from({ length: 50 }, (_, i) => 100 + i),
+      'consumer C resumes at 100: nothing committed is re-delivered, nothing skipped',
+    );
+    step('consumer C read to the end');
+    await c.commit();
+    t.equal(await reordered.committed('shop', 0, 'billing'), 150);
+  } finally {
+    await cli('heal');
+  }
+  step('healed');
+  // Another group has its own offsets: it reads from 0.
+  const other = newClient().consumer('shop', 'audit', { maxRecords: 1_000, waitMs: 2_000 });
+  const first = await other.poll();
+  t.equal(first[0]?.offset, 0, 'another group starts at 0');
+});
+
+t.test('replay from any offset; a long poll wakes on an append', async (t) => {
+  await log.createTopic('replay', { partitions: 1 });
+  for (let b = 0; b < 10; b++) await log.append('replay', 0, Array.from({ length: 20 }, (_, i) => ({ key: `k${i % 3}`, value: `r${b * 20 + i}` })));
+  for (const from of [0, 1, 13, 57, 100, 150, 181, 199]) {
+    const answer = await log.fetch('replay', 0, from, { maxRecords: 30 });
+    const expected = Array.from({ length: Math.min(30, 200 - from) }, (_, i) => from + i);
+    t.same(
+      answer.records.map((r) => r.offset),
+      expected,
+      `from ${from}`,
+    );
+    t.ok(answer.records.every((r) => r.value === `r${r.offset}` && r.key === `k${r.offset % 20 % 3}`), `from ${from}: the stored values and keys`);
+    t.equal(answer.next_offset, from + expected.length);
+  }
+  t.match(await log.fetch('replay', 0, 200), { records: [], next_offset: 200, end_offset: 200, start_offset: 0 });
+  const waiting = log.fetch('replay', 0, 200, { waitMs: 20_000 });
+  await new Promise((r) => setTimeout(r, 300));
+  await log.append('replay', 0, [{ value: 'late' }]);
+  const woke = await waiting;
+  t.same(
+    woke.records.map((r) => [r.offset, r.value]),
+    [[200, 'late']],
+    'the long poll answers with the new record',
+  );
+});
+
+t.test('retention trims by size at once and by age even when nothing is appended', async (t) => {
+  // The first append follows the create at once: the topic's limits hold from its first record (not the default
+  // limits until the leader's periodic sync of the topic's retention, as before).
+  await log.createTopic('ret-size', { partitions: 1, retention: { max_bytes: 1024 } });
+  await log.append('ret-size', 0, Array.from({ length: 20 }, (_, i) => ({ value: `${i}`.padEnd(200, '.') })));
+  const first = await log.fetch('ret-size', 0, 0, { maxRecords: 100 });
+  t.ok(first.start_offset >= 15 && first.records.length <= 5, `right after the first append: start ${first.start_offset}, ${first.records.length} records`);
+  const leader = await leaderOf('ret-size', 0);
+  const status = await call(urlOf(leader), 'GET', '/v1/topics/ret-size/partitions/0', { token });
+  t.ok((status.body.bytes as number) <= 1024, `${status.body.bytes} bytes held`);
+  t.equal(status.body.end_offset, 20);
+  t.ok((status.body.start_offset as number) >= 15, `start ${status.body.start_offset}`);
+  const fromZero = await log.fetch('ret-size', 0, 0);
+  t.equal(fromZero.records[0]!.offset, status.body.start_offset, 'a fetch from 0 starts at the oldest record held');
+  t.equal(fromZero.records[fromZero.records.length - 1]!.offset, 19);
+
+  await log.createTopic('ret-age', { partitions: 1, retention: { max_age_ms: 1000 } });
+  await log.append('ret-age', 0, Array.from({ length: 5 }, (_, i) => ({ value: `${i}` })));
+  const trimmed = await until('the idle partition trimmed by age', async () => {
+    const answer = await log.fetch('ret-age', 0, 0);
+    return answer.start_offset === 5 ? answer : null;
+  }, 30_000, 250);
+  t.same([trimmed.records.length, trimmed.end_offset], [0, 5], 'every record gone, offsets kept');
+  t.match(await log.append('ret-age', 0, [{ value: 'after' }]), { base_offset: 5 });
+});
+
+t.test('backpressure: appends answer 429 partition_behind while a partition cannot commit', async (t) => {
+  await log.createTopic('bp', { partitions: 1 });
+  const leader = await leaderOf('bp', 0);
+  const followers = (await log.topic('bp')).partition_groups[0]!.members.map((m) => m.id).filter((id) => id !== leader);
+  // 1 MiB bodies: the leader holds at most 32 MiB of appends in flight per partition; beyond that it answers 429.
+  // The bodies are uploaded but for their last bytes before the followers stop, and finished together after: so
+  // the appends reach the leader within moments of each other, well before check-quorum makes it step down
+  // (then it would answer 503 at once, holding nothing in flight).
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const json = JSON.stringify({ records: [{ value: 'v'.repeat(1_000_000) }] });
+  const requests = Array.from({ length: 40 }, () =>
+    request(`${urlOf(leader)}/v1/topics/bp/partitions/0/records`, {
+      method: 'POST',
+      dispatcher: agent,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(json.length) },
+      body: Readable.from(
+        (async function* () {
+          yield json.slice(0, -2);
+          await gate;
+          yield json.slice(-2);
+        })(),
+      ),
+      headersTimeout: 60_000,
+      bodyTimeout: 60_000,
+    }).then(async (res) => {
+      const body = (await res.body.json()) as { error?: { code?: unknown } };
+      return { status: res.statusCode, code: body.error?.code, retryAfter: res.headers['retry-after'] };
+    }),
+  );
+  let answers: Array<{ status: number; code: unknown; retryAfter: unknown }>;
+  try {
+    await Promise.all(followers.map((id) => cli('pause', id)));
+    open();
+    answers = await Promise.all(requests);
+  } finally {
+    open();
+    await Promise.all(followers.map((id) => cli('resume', id)));
+  }
+  const behind = answers.filter((a) => a.status === 429);
+  t.ok(behind.length >= 1, `${behind.length} of 40 answered 429; the others ${[...new Set(answers.filter((a) => a.status !== 429).map((a) => a.status))].join(',')}`);
+  t.ok(behind.every((a) => a.code === 'partition_behind' && a.retryAfter === '1'), 'partition_behind with Retry-After: 1');
+  t.ok(answers.every((a) => a.status === 429 || a.status === 503 || a.status === 200), 'the rest: 503 (outcome unknown) or stored');
+  // Once the followers are back, appends go through again.
+  const after = await log.append('bp', 0, [{ value: 'after' }]);
+  t.equal(after.count, 1);
+});
+
+t.test('the README example runs against the cluster, and README shows it as it is', async (t) => {
+  const source = readFileSync(fileURLToPath(new URL('../../examples/quickstart.ts', import.meta.url)), 'utf8');
+  const readme = readFileSync(fileURLToPath(new URL('../../README.md', import.meta.url)), 'utf8');
+  const block = /<!-- examples\/quickstart\.ts -->\n```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  t.equal(block, source.replace("'../src/index.js'", "'@raftkit/log'"), 'README.md shows examples/quickstart.ts');
+  const script = fileURLToPath(new URL('../examples/quickstart.js', import.meta.url));
+  const out = await new Promise<string>((resolve, reject) =>
+    execFile(process.execPath, [script], { env: { ...process.env, LOG_ENDPOINTS: cluster.members.join(','), LOG_TOKEN: token }, timeout: 120_000 }, (error, stdout, stderr) =>
+      error === null ? resolve(stdout) : reject(new Error(`${error.message}\n${stderr}`)),
+    ),
+  );
+  const lines = out.trim().split('\n');
+  t.equal(lines.length, 4, out);
+  t.same(lines.map((l) => l.replace(/^.*: /, '')).sort(), ['{"id":"a1"}', '{"id":"a1"}', '{"id":"b2"}', '{"id":"c3"}']);
+  const described = (await log.topic('orders')) as TopicDescription;
+  let committed = 0;
+  for (let p = 0; p < described.partitions; p++) committed += (await log.committed('orders', p, 'billing')) ?? 0;
+  t.ok(committed >= 4, `the group committed past what it read (${committed})`);
+});
