@@ -19,7 +19,7 @@ import type { Benchmark, RunOptions, SideResult } from '../benchmark.js';
 import { interrupted } from '../cleanup.js';
 import { cpuSeconds, sleep } from '../procs.js';
 import { round, summarize } from '../stats.js';
-import { groupsGoals, leadersPerProcess, placeGroups, splitWorkers, type GroupsFigures } from '../groups/figures.js';
+import { groupsGoals, leadersPerProcess, mergeGroupsFigures, placeGroups, splitWorkers, type GroupsFigures } from '../groups/figures.js';
 import { startGroupCluster, waitAllLed, type GroupCluster } from '../groups/procs.js';
 
 const IDS = ['p1', 'p2', 'p3', 'p4', 'p5'];
@@ -278,5 +278,9 @@ export const groupsBenchmark: Benchmark = {
     failover: 'SIGKILL of the process leading the most groups; polled every 100 ms from the others until every group has a leader in the highest term its live members know',
   }),
   goals: (ours) => groupsGoals(ours.figures as GroupsFigures),
+  mergeRounds: (median, rounds) => {
+    const each = rounds.map((r) => r.figures as GroupsFigures);
+    return { ...median, figures: mergeGroupsFigures(each), figures_median_round: median.figures, rounds_figures: each };
+  },
   runOurs,
 };
