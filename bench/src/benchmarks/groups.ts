@@ -72,7 +72,8 @@ interface LoadFigures {
   errors: number;
   error_kinds: Record<string, number>;
   fsyncs_per_s: number;
-  proposals_per_fsync: number | null;
+  /** Synced batches the groups' storages asked for per fsync written (group commit across groups; 1 = none). */
+  group_writes_per_fsync: number | null;
   server_cpu_cores: number;
   latency: ReturnType<typeof summarize>;
 }
@@ -112,7 +113,7 @@ async function activeLoad(cluster: GroupCluster, active: number, o: RunOptions, 
     errors,
     error_kinds: kinds,
     fsyncs_per_s: round(fsyncs / wall, 0),
-    proposals_per_fsync: fsyncs > 0 ? round((commit1.requested - commit0.requested) / fsyncs, 2) : null,
+    group_writes_per_fsync: fsyncs > 0 ? round((commit1.requested - commit0.requested) / fsyncs, 2) : null,
     server_cpu_cores: round(cpu / wall, 2),
     latency: summarize(latencies),
   };
