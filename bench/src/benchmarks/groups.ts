@@ -261,8 +261,8 @@ function sum(r: Record<string, number>): number {
 
 export const groupsBenchmark: Benchmark = {
   name: 'groups',
-  description: `${GROUPS} Raft groups on ${IDS.length} processes (GroupHost): idle CPU with quiescence on/off, proposals/s with 1/10/100 active groups, time to re-elect after a SIGKILL; no peer, three goals`,
-  title: (o) => `groups: ${GROUPS} groups on ${IDS.length} processes, ${o.concurrency} proposals in flight, ${o.size}-byte proposals`,
+  description: `${GROUPS.toLocaleString('en-US')} Raft groups on ${IDS.length} processes (GroupHost): idle CPU with quiescence on/off, proposals/s with 1/10/100 active groups, time to re-elect after a SIGKILL; no peer, three goals`,
+  title: (o) => `groups: ${GROUPS.toLocaleString('en-US')} groups on ${IDS.length} processes, ${o.concurrency} proposals in flight, ${o.size}-byte proposals`,
   peers: [],
   defaults: { durationS: 10, concurrency: 256, size: 128, warmupS: 2 },
   workload: (o) => ({
