@@ -6,7 +6,7 @@
 import t from 'tap';
 import type { Benchmark, RunOptions, SideResult } from '../src/benchmark.js';
 import { cleanupAll } from '../src/cleanup.js';
-import { groupsGoals, groupsWithoutLeader, leadersPerProcess, placeGroups, splitWorkers, type GroupView } from '../src/groups/figures.js';
+import { groupsGoals, groupsWithoutLeader, leadersPerProcess, mergeGroupsFigures, placeGroups, splitWorkers, type GroupView } from '../src/groups/figures.js';
 import { startGroupCluster, waitAllLed } from '../src/groups/procs.js';
 import { buildReport, environment } from '../src/report.js';
 
@@ -61,6 +61,20 @@ t.test('each goal is judged on its own and named met or missed', async (t) => {
   t.same(missed.map((g) => g.met), [false, false, false], '2% is not under 2%; 1.4999x is short; no failover is a miss');
   t.match(missed[2]!.detail, /not within 60 s/);
   t.equal(groupsGoals({ ...figures, failover_s: 5 })[2]!.met, false, '5 s is not under 5 s');
+});
+
+t.test('with rounds, each goal is judged on its own median', async (t) => {
+  const rounds = [
+    { ...figures, idle_quiesced_pct: { p1: 3 }, idle_active_pct: { p1: 30 }, proposals_per_s: { '1': 100, '100': 50 }, failover_s: 9 },
+    { ...figures, idle_quiesced_pct: { p1: 1 }, idle_active_pct: { p1: 10 }, proposals_per_s: { '1': 300, '100': 10 }, failover_s: null },
+    { ...figures, idle_quiesced_pct: { p1: 2 }, idle_active_pct: { p1: 20 }, proposals_per_s: { '1': 200, '100': 30 }, failover_s: 1 },
+  ];
+  const merged = mergeGroupsFigures(rounds);
+  t.same(merged.idle_quiesced_pct, { p1: 2 }, 'the round with the median busiest process');
+  t.same(merged.idle_active_pct, { p1: 20 }, 'and its quiescence-off figures');
+  t.same(merged.proposals_per_s, { '1': 200, '100': 30 });
+  t.equal(merged.failover_s, 9, 'a round with no leader in time counts as the longest');
+  t.equal(mergeGroupsFigures([rounds[1]!, rounds[1]!, rounds[0]!]).failover_s, null);
 });
 
 t.test('the report carries the goals and its verdict names each', async (t) => {

@@ -24,7 +24,7 @@ t.test('the configuration: loopback listeners, its store, a route to every serve
 });
 
 t.test('consume figures and the two goals against the peer', async (t) => {
-  t.same(consumeFigures(100_000, 102_400_000, 2, 1), { records: 100_000, bytes: 102_400_000, seconds: 2, records_per_s: 50_000, mb_per_s: 51.2, server_cpu_cores: 0.5 });
+  t.same(consumeFigures(100_000, 102_400_000, 2, 1, 3), { records: 100_000, bytes: 102_400_000, seconds: 2, records_per_s: 50_000, mb_per_s: 51.2, server_cpu_cores: 0.5, client_cpu_cores: 1.5 });
   const side = (ops: number, consumed: number): SideResult =>
     ({ system: 's', members: 5, ops_per_sec: ops, ops, errors: 0, error_kinds: {}, mean_ms: 1, p50_ms: 1, p90_ms: 2, p99_ms: 3, p999_ms: 3, max_ms: 3, duration_s: 1, warmup_s: 0, concurrency: 1, interrupted: false, server_cpu_s: null, server_cpu_cores: null, server_cpu_us_per_op: null, client_cpu_cores: 0, consume: consumeFigures(consumed, consumed, 1, 0) }) satisfies SideResult;
   t.same(logGoals(side(5, 10), side(4, 20)).map((g) => g.met), [true, false]);

@@ -42,12 +42,28 @@ export interface ConsumeFigures {
   records_per_s: number;
   mb_per_s: number;
   server_cpu_cores: number;
+  /** The reading client's own CPU (this process: JSON parsing for ours, the nats client for JetStream). */
+  client_cpu_cores: number;
 }
 
 /** Records/s and MB/s of reading `records` of `bytes` in `seconds`. */
-export function consumeFigures(records: number, bytes: number, seconds: number, serverCpuS: number): ConsumeFigures {
+export function consumeFigures(records: number, bytes: number, seconds: number, serverCpuS: number, clientCpuS = 0): ConsumeFigures {
   const s = Math.max(seconds, 1e-6);
-  return { records, bytes, seconds: round(seconds, 3), records_per_s: round(records / s, 0), mb_per_s: round(bytes / s / 1e6, 1), server_cpu_cores: round(serverCpuS / s, 2) };
+  return {
+    records,
+    bytes,
+    seconds: round(seconds, 3),
+    records_per_s: round(records / s, 0),
+    mb_per_s: round(bytes / s / 1e6, 1),
+    server_cpu_cores: round(serverCpuS / s, 2),
+    client_cpu_cores: round(clientCpuS / s, 2),
+  };
+}
+
+/** CPU seconds this process has used since `since` (a process.cpuUsage() reading). */
+function clientCpuSince(since: NodeJS.CpuUsage): number {
+  const d = process.cpuUsage(since);
+  return (d.user + d.system) / 1e6;
 }
 
 function cpuOf(pids: number[]): number {
@@ -132,6 +148,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     for (let n = held; n < CONSUME_RECORDS; n += batch.length) await client.append(TOPIC, 0, batch.slice(0, Math.min(batch.length, CONSUME_RECORDS - n)));
     // Everything the partition holds, from offset 0 (the warm-up's appends too).
     const cpu0 = cpuOf(pids);
+    const client0 = process.cpuUsage();
     const t0 = performance.now();
     let offset = 0;
     let records = 0;
@@ -145,8 +162,8 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       if (page.next_offset === offset) break;
       offset = page.next_offset;
     }
-    const consume = consumeFigures(records, bytes, (performance.now() - t0) / 1000, cpuOf(pids) - cpu0);
-    process.stderr.write(`bench: ours consumed ${records} records in ${consume.seconds} s: ${consume.records_per_s} records/s, ${consume.mb_per_s} MB/s\n`);
+    const consume = consumeFigures(records, bytes, (performance.now() - t0) / 1000, cpuOf(pids) - cpu0, clientCpuSince(client0));
+    process.stderr.write(`bench: ours consumed ${records} records in ${consume.seconds} s: ${consume.records_per_s} records/s, ${consume.mb_per_s} MB/s (server CPU ${consume.server_cpu_cores} cores, client ${consume.client_cpu_cores})\n`);
     return { ...appends, consume };
   } finally {
     await client.close();
@@ -214,6 +231,7 @@ async function runJetStream(o: RunOptions): Promise<SideResult> {
     }
     const total = Math.min(CONSUME_RECORDS, (await jsm.streams.info(TOPIC)).state.messages);
     const cpu0 = cpuOf(pids);
+    const client0 = process.cpuUsage();
     const t0 = performance.now();
     const consumer = await js.consumers.get(TOPIC);
     const messages = await consumer.consume({ max_messages: 10_000 });
@@ -225,8 +243,8 @@ async function runJetStream(o: RunOptions): Promise<SideResult> {
       if (records >= total) break;
     }
     await messages.close();
-    const consume = consumeFigures(records, bytes, (performance.now() - t0) / 1000, cpuOf(pids) - cpu0);
-    process.stderr.write(`bench: JetStream consumed ${records} messages in ${consume.seconds} s: ${consume.records_per_s} records/s, ${consume.mb_per_s} MB/s\n`);
+    const consume = consumeFigures(records, bytes, (performance.now() - t0) / 1000, cpuOf(pids) - cpu0, clientCpuSince(client0));
+    process.stderr.write(`bench: JetStream consumed ${records} messages in ${consume.seconds} s: ${consume.records_per_s} records/s, ${consume.mb_per_s} MB/s (server CPU ${consume.server_cpu_cores} cores, client ${consume.client_cpu_cores})\n`);
     return { ...appends, consume };
   } finally {
     for (const c of connections) await c.close().catch(() => undefined);

@@ -92,3 +92,29 @@ export function groupsGoals(f: GroupsFigures): Goal[] {
     },
   ];
 }
+
+function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.floor((sorted.length - 1) / 2)]!;
+}
+
+/**
+ * With --rounds, each goal is judged on its own median over the rounds (the median round is chosen by the
+ * 100-group throughput alone): the idle figures of the round with the median busiest process, the median
+ * proposals/s per number of active groups, the median failover (a round that never got there counts as the
+ * longest). Every round's figures stay listed.
+ */
+export function mergeGroupsFigures(rounds: GroupsFigures[]): GroupsFigures {
+  const worst = (f: GroupsFigures): number => Math.max(...Object.values(f.idle_quiesced_pct));
+  const idleRound = [...rounds].sort((a, b) => worst(a) - worst(b))[Math.floor((rounds.length - 1) / 2)]!;
+  const keys = [...new Set(rounds.flatMap((r) => Object.keys(r.proposals_per_s)))];
+  const failovers = rounds.map((r) => r.failover_s ?? Infinity);
+  const failover = median(failovers);
+  return {
+    idle_quiesced_pct: idleRound.idle_quiesced_pct,
+    idle_active_pct: idleRound.idle_active_pct,
+    proposals_per_s: Object.fromEntries(keys.map((k) => [k, median(rounds.map((r) => r.proposals_per_s[k] ?? 0))])),
+    failover_s: Number.isFinite(failover) ? failover : null,
+    failover_wait_s: rounds[0]!.failover_wait_s,
+  };
+}
