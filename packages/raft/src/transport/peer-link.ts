@@ -58,6 +58,7 @@ export class PeerLink {
   /** The socket is open and the peer has proven it holds the key: messages may flow. */
   private connected = false;
   private closed = false;
+  private pumpScheduled = false;
   /** Encoded frames waiting for the socket, oldest first. */
   private queue: Buffer[] = [];
   private queueBytes = 0;
@@ -212,7 +213,7 @@ export class PeerLink {
   private kick(): void {
     if (this.closed || !this.hasPending) return;
     if (this.socket !== null) {
-      if (this.connected) this.pump();
+      if (this.connected) this.schedulePump();
       return;
     }
     if (this.retryTimer !== null) return;
@@ -318,10 +319,34 @@ export class PeerLink {
     this.kick();
   }
 
+  /**
+   * Pumps once the current turn of the event loop is over, so every message queued during it (a Ready's appends,
+   * other groups' messages) leaves in one socket write instead of one write each: a write per message was the
+   * largest single cost of a busy leader.
+   */
+  private schedulePump(): void {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
+  }
+
   /** Writes queued frames, then snapshot chunks, until the socket wants us to wait for 'drain'. */
   private pump(): void {
     const socket = this.socket;
     if (socket === null || !this.connected || socket.writableNeedDrain) return;
+    // Corked, the frames of this pump reach the kernel together (one writev) when it ends.
+    socket.cork();
+    try {
+      this.pumpFrames(socket);
+    } finally {
+      socket.uncork();
+    }
+  }
+
+  private pumpFrames(socket: Socket): void {
     for (;;) {
       let frame = this.queue.shift();
       if (frame !== undefined) {
