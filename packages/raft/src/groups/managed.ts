@@ -62,13 +62,16 @@ export class ManagedHost {
       stateMachine: new MetaMachine(),
       observer,
     });
-    managed = new ManagedHost(host, meta, options);
+    // The stored groups start before anything reconciles: the meta group replays its log meanwhile, and a
+    // reconciliation then would start the same groups a second time ("already has a channel"), so a restarted
+    // process could not come back.
     for (const group of stored) {
       if (group.name === META_GROUP) continue;
       const settings = options.groupOptions(group.name);
       if (settings === null) continue;
       await host.createGroup(group.name, { ...settings, members: group.members, join: group.join });
     }
+    managed = new ManagedHost(host, meta, options);
     managed.timer = setInterval(() => managed.schedule(), options.reconcileMs ?? 1000);
     managed.schedule();
     return managed;
