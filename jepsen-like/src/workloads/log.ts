@@ -54,7 +54,8 @@ function recordsOf(answer: FetchAnswer): Rec[] {
 function failure(e: unknown): { type: 'fail' | 'info'; error: string } {
   if (e instanceof LogError) {
     if (e.status >= 400 && e.status < 500 && e.status !== 409 && e.status !== 429 && e.status !== 408) return { type: 'fail', error: e.code };
-    return { type: 'info', error: e.code };
+    // The router's message says what it last saw (a 503's reason, a refused connection, a timeout).
+    return { type: 'info', error: e.status === 409 || e.status === 429 ? e.code : `${e.code}: ${e.message.slice(0, 160)}` };
   }
   return { type: 'info', error: (e as Error)?.message ?? String(e) };
 }
