@@ -288,6 +288,7 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
   for (const op of ops) {
     if (op.f === 'crash') crashes++;
     if (op.f !== 'committed' && op.f !== 'poll' && op.f !== 'commit') continue;
+    if (op.f === 'commit' && op.input.expect === null) continue; // the setup's unconditional commit (of 0)
     const s = sessionOf(op);
     if (s === null) continue;
     if (op.f === 'committed') {
@@ -307,7 +308,9 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
       let expected = from;
       for (const [offset, value] of recs) {
         if (expected !== null && offset !== expected) {
-          const type = offset < expected ? (s.delivered.some(([o]) => o === offset) ? 'duplicate' : 'reorder') : 'skip';
+          // Before the committed offset the session resumed at, or already delivered to it: delivered again.
+          const again = (s.start !== null && offset < s.start) || s.delivered.some(([o]) => o === offset);
+          const type = offset < expected ? (again ? 'duplicate' : 'reorder') : 'skip';
           found.add(type, `session ${s.id} (group ${s.group}, partition ${s.partition}) was delivered offset ${offset} where ${expected} was next (fetch from ${from})`, [op.end]);
         }
         s.delivered.push([offset, value]);
@@ -323,7 +326,7 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
       const offset = num(op.input.offset);
       if (offset === null) continue;
       if (op.type === 'fail' && op.error === 'offset_conflict') conflicts++;
-      if (expect === null) continue; // the setup's unconditional commit (of 0)
+      if (expect === null) continue;
       const segment: Segment = { from: expect, to: offset, session: s.id, type: op.type === 'ok' ? 'ok' : 'info', time: op.end ?? op.start };
       if (op.type === 'ok') entry.ok.push(segment);
       else if (op.type === 'info' || op.type === 'open') entry.info.push(segment);
