@@ -35,9 +35,18 @@ export interface LogOptions {
   foreignProbability: number;
   /** Most records per fetch (small, so there are many commits). */
   maxFetch: number;
+  /**
+   * Take a refused commit whose current offset is the session's own target as this consumer's success, as
+   * LogConsumer.commit does (assuming it was the router's retry of its own commit). Wrong when another consumer of
+   * the group committed the same offset: both then believe they consumed the records. The workload
+   * "log-same-offset" does it, to show the checker catching it.
+   */
+  sameOffsetIsOwn: boolean;
+  /** Fetch exactly maxFetch records when there are (not 1..maxFetch), so overlapping consumers reach the same offsets. */
+  fixedFetch: boolean;
 }
 
-export const DEFAULT_LOG_OPTIONS: LogOptions = { topic: 'jepsen', partitions: 4, replicas: 3, groups: ['g1', 'g2'], crashProbability: 0.03, foreignProbability: 0.2, maxFetch: 8 };
+export const DEFAULT_LOG_OPTIONS: LogOptions = { topic: 'jepsen', partitions: 4, replicas: 3, groups: ['g1', 'g2'], crashProbability: 0.03, foreignProbability: 0.2, maxFetch: 8, sameOffsetIsOwn: false, fixedFetch: false };
 
 /** Workers whose index mod 5 is 3 or 4 consume; the others produce (with 5 clients: 3 producers, 2 consumers). */
 function isConsumer(worker: number): boolean {
@@ -66,13 +75,15 @@ function conflictCurrent(e: LogError): number | null {
 }
 
 export class LogWorkload implements Workload {
-  readonly name = 'log';
+  readonly name: string;
   readonly service = 'log';
   readonly model = 'cas-register' as const;
   private readonly clients: LogClient[] = [];
   private consumerCount = 0;
 
-  constructor(private readonly options: LogOptions = DEFAULT_LOG_OPTIONS) {}
+  constructor(private readonly options: LogOptions = DEFAULT_LOG_OPTIONS) {
+    this.name = options.sameOffsetIsOwn ? 'log-same-offset' : 'log';
+  }
 
   describe(): string {
     const o = this.options;
@@ -233,6 +244,7 @@ export class LogWorkload implements Workload {
                 // Our own earlier attempt (retried inside the router) or another consumer's commit of the same
                 // offset: which one cannot be told, so the outcome is unknown.
                 const current = conflictCurrent(e);
+                if (current === s.position && o.sameOffsetIsOwn) return { type: 'ok', value: { taken_as_own: true } };
                 return current === s.position ? { type: 'info', error: 'offset_conflict_same' } : { type: 'fail', error: 'offset_conflict', value: { current } };
               }
               return failure(e);
@@ -245,7 +257,7 @@ export class LogWorkload implements Workload {
         const from = s.position;
         const done = await ctx.perform({ f: 'poll', key, value: { session: s.id, group, partition, from } }, async () => {
           try {
-            const a = await client.fetch(o.topic, partition, from, { maxRecords: ctx.rng.int(1, o.maxFetch) });
+            const a = await client.fetch(o.topic, partition, from, { maxRecords: o.fixedFetch ? o.maxFetch : ctx.rng.int(1, o.maxFetch) });
             return { type: 'ok', value: { session: s.id, group, partition, from, records: recordsOf(a), next: a.next_offset, end: a.end_offset } };
           } catch (e) {
             return { type: 'fail', error: failure(e).error };
