@@ -63,6 +63,8 @@ function clean(over: { s2Start?: number; s2Polls?: Rec[][]; s2Commit?: [number, 
     ...s2Polls,
     ...commit('s2', expect, offset),
     ...finalLog(over.final ?? [A, B, C, D], over.finalEnd),
+    // The final drain finds nothing left to consume.
+    ...committed('final.g1.0.0', offset),
   ];
 }
 
@@ -77,7 +79,7 @@ t.test('a clean history passes every check, with its counts', async (t) => {
   const c = byName(clean());
   for (const check of Object.values(c)) t.equal(check.valid, true, `${check.name}: ${JSON.stringify(check.anomalies)}`);
   t.match(c['log-acked-present']!.stats, { acknowledged: 4, present: 4 });
-  t.match(c['log-consumer-groups']!.stats, { groups: 1, sessions: 2, crashes: 1, commits_ok: 2, consumed_g1: 4 });
+  t.match(c['log-consumer-groups']!.stats, { groups: 1, sessions: 3, crashes: 1, commits_ok: 2, consumed_g1: 4 });
   const lin = checkLinearizability('cas-register', commitRegisterEvents(clean()) as never, { timeoutMs: 10_000 });
   t.equal(lin.valid, true, 'the committed-offset register history is linearizable');
 });
@@ -165,8 +167,28 @@ t.test('a commit whose outcome is unknown counts when the chain goes on from it'
     ...poll('s2', 1, [B]),
     ...commit('s2', 1, 2),
     ...finalLog([A, B]),
+    ...committed('final.g1.0.0', 2),
   ];
   const c = byName(h);
   t.equal(c['log-consumer-groups']!.valid, true, JSON.stringify(c['log-consumer-groups']!.anomalies));
   t.match(c['log-consumer-groups']!.stats, { consumed_g1: 2, commits_unknown: 1 });
+});
+
+t.test('an unknown commit also counts when a consumer later read its offset as committed', async (t) => {
+  clock = 0;
+  nextProcess = 0;
+  const h = [...commit('setup', null, 0), ...send(0, ['a'], 'ok', 0), ...committed('s1', 0), ...poll('s1', 0, [A]), ...commit('s1', 0, 1, 'info'), ...finalLog([A]), ...committed('final.g1.0.0', 1)];
+  const c = byName(h);
+  t.equal(c['log-consumer-groups']!.valid, true, JSON.stringify(c['log-consumer-groups']!.anomalies));
+});
+
+t.test('acknowledged records a group never reached: unknown without a finished drain, unconsumed with one', async (t) => {
+  clock = 0;
+  nextProcess = 0;
+  const base = [...commit('setup', null, 0), ...send(0, ['a', 'b'], 'ok', 0), ...committed('s1', 0), ...poll('s1', 0, [A]), ...commit('s1', 0, 1), ...finalLog([A, B])];
+  t.equal(byName(base)['log-consumer-groups']!.valid, 'unknown', 'the drain did not finish: a liveness question');
+  t.equal(byName([...base, ...committed('final.g1.0.0', 1)])['log-consumer-groups']!.valid, 'unknown', 'a drain that read 1 and got no further is not finished');
+  const drained = byName([...base, ...committed('final.g1.0.0', 2)]);
+  t.equal(drained['log-consumer-groups']!.valid, false, 'the committed offset is at the end, 2, but no commit consumed b');
+  t.ok(types(drained['log-consumer-groups']!).includes('unconsumed'));
 });
