@@ -176,7 +176,16 @@ export function checkAckedPresent(events: readonly HistoryEvent[], ops: readonly
   }
   for (const p of unreadPartitions) found.add('unread', `partition ${p} could not be read after the heal`);
   const valid = found.list.some((a) => a.type !== 'unread') ? false : unreadPartitions.size > 0 ? 'unknown' : true;
-  return { name, valid, anomalies: found.list, stats: { acknowledged: all.length, present, ...found.counts } };
+  const sends = ops.filter((op) => op.f === 'send');
+  const stats = {
+    acknowledged: all.length,
+    present,
+    sends_ok: sends.filter((op) => op.type === 'ok').length,
+    sends_unknown: sends.filter((op) => op.type === 'info' || op.type === 'open').length,
+    // Retries whose first attempt had been stored: the producer's id and sequence kept them from being stored twice.
+    retries_deduplicated: sends.filter((op) => op.type === 'ok' && op.output?.duplicate === true).length,
+  };
+  return { name, valid, anomalies: found.list, stats: { ...stats, ...found.counts } };
 }
 
 /** Offsets contiguous, reads agree with the log, no phantom, no duplicate, producers' batches in order. */
