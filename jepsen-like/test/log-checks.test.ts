@@ -192,3 +192,30 @@ t.test('acknowledged records a group never reached: unknown without a finished d
   t.equal(drained['log-consumer-groups']!.valid, false, 'the committed offset is at the end, 2, but no commit consumed b');
   t.ok(types(drained['log-consumer-groups']!).includes('unconsumed'));
 });
+
+t.test('of two unknown commits from one offset, the one the later commits go on from took effect', async (t) => {
+  // Seen in a real run (proxy mode, seed 4): [82, 91) and [82, 84) both unknown, the committed offset then read as
+  // 84, and [84, 90), [90, 91) committed; taking [82, 91) would have made those two look like a second consumption.
+  clock = 0;
+  nextProcess = 0;
+  const h = [
+    ...commit('setup', null, 0),
+    ...send(0, ['a', 'b', 'c'], 'ok', 0),
+    ...committed('s1', 0),
+    ...poll('s1', 0, [A, B, C]),
+    ...commit('s1', 0, 3, 'info'),
+    ...committed('s2', 0),
+    ...poll('s2', 0, [A]),
+    ...commit('s2', 0, 1, 'info'),
+    ...committed('s3', 1),
+    ...poll('s3', 1, [B]),
+    ...commit('s3', 1, 2),
+    ...poll('s3', 2, [C]),
+    ...commit('s3', 2, 3),
+    ...finalLog([A, B, C]),
+    ...committed('final.g1.0.0', 3),
+  ];
+  const c = byName(h);
+  t.equal(c['log-consumer-groups']!.valid, true, JSON.stringify(c['log-consumer-groups']!.anomalies));
+  t.match(c['log-consumer-groups']!.stats, { consumed_g1: 3 });
+});

@@ -365,24 +365,42 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
     for (const seg of ok) if (seg.to > seg.from) okFrom.set(seg.from, [...(okFrom.get(seg.from) ?? []), seg]);
     const infoFrom = new Map<number, Segment[]>();
     for (const seg of info) if (seg.to > seg.from) infoFrom.set(seg.from, [...(infoFrom.get(seg.from) ?? []), seg]);
+    for (const [from, oks] of okFrom) {
+      if (oks.length > 1) {
+        found.add('duplicate', `group ${group} partition ${partition}: ${oks.length} commits from offset ${from} succeeded (sessions ${oks.map((s) => `${s.session} to ${s.to}`).join(', ')}): records were consumed twice`, oks.map((s) => s.time));
+      }
+    }
+    // The chain from 0: a successful commit from where it stands is on it (compare-and-set: it applied when the
+    // committed offset was there). Where none is, an unknown commit took effect if the chain visibly goes on from
+    // its end (a later successful commit starts there, or a consumer read it as committed); of several such, the
+    // one whose chain holds the most successful commits (the others then did not apply). Memoised by offset.
+    const evidenced = (seg: Segment): boolean => okFrom.has(seg.to) || (readOffsets.get(key)?.has(seg.to) ?? false);
+    const best = new Map<number, { score: number; next: Segment | null }>();
+    const solve = (from: number): number => {
+      const known = best.get(from);
+      if (known !== undefined) return known.score;
+      best.set(from, { score: 0, next: null }); // guards cycles (segments only move forward, but be safe)
+      let choice: { score: number; next: Segment | null } = { score: 0, next: null };
+      const oks = okFrom.get(from);
+      if (oks !== undefined) {
+        choice = { score: 1 + solve(oks[0]!.to), next: oks[0]! };
+      } else {
+        for (const seg of (infoFrom.get(from) ?? []).filter(evidenced)) {
+          const score = solve(seg.to);
+          if (choice.next === null || score > choice.score) choice = { score, next: seg };
+        }
+      }
+      best.set(from, choice);
+      return choice.score;
+    };
+    solve(0);
     const chain: Segment[] = [];
     const onChain = new Set<Segment>();
     let at = 0;
-    for (;;) {
-      const oks = okFrom.get(at) ?? [];
-      if (oks.length > 1) {
-        found.add('duplicate', `group ${group} partition ${partition}: ${oks.length} commits from offset ${at} succeeded (sessions ${oks.map((s) => `${s.session} to ${s.to}`).join(', ')}): records were consumed twice`, oks.map((s) => s.time));
-      }
-      let seg: Segment | undefined = oks[0];
-      if (seg === undefined) {
-        // An unknown commit took effect if the chain goes on from where it ended.
-        // (a later commit goes on from where it ended, or a consumer read that offset as committed).
-        seg = (infoFrom.get(at) ?? []).find((s) => okFrom.has(s.to) || (readOffsets.get(key)?.has(s.to) ?? false));
-      }
-      if (seg === undefined || onChain.has(seg)) break;
-      chain.push(seg);
-      onChain.add(seg);
-      at = seg.to;
+    for (let step = best.get(0)?.next ?? null; step !== null && !onChain.has(step); step = best.get(step.to)?.next ?? null) {
+      chain.push(step);
+      onChain.add(step);
+      at = step.to;
     }
     for (const seg of ok) {
       if (onChain.has(seg) || seg.to <= seg.from) continue;
