@@ -155,9 +155,12 @@ program
     if (o.recheck) {
       const model = result.run?.model;
       if (model === undefined) throw new Error('result.json names no model');
-      const lin = checkLinearizability(model, events, { timeoutMs: o.timeout * 1000 });
       const workloadName = result.run?.workload;
-      const extra = workloadName !== undefined && WORKLOADS[workloadName] ? WORKLOADS[workloadName]!().check(events as unknown as HistoryEvent[]) : [];
+      const workload = workloadName !== undefined && WORKLOADS[workloadName] ? WORKLOADS[workloadName]!() : null;
+      // The model sees what the run's checker saw: the workload's own selection (shortlink drops leases, log keeps commits).
+      const modelEvents = (workload?.modelEvents?.(events as unknown as HistoryEvent[]) ?? events) as typeof events;
+      const lin = checkLinearizability(model, modelEvents, { timeoutMs: o.timeout * 1000 });
+      const extra = workload !== null ? workload.check(events as unknown as HistoryEvent[]) : [];
       const checks = [lin, ...extra];
       out = { ...result, checks, valid: overall(checks), anomalies: allAnomalies(checks) };
       writeFileSync(`${dir}/result.json`, JSON.stringify(out, null, 2) + '\n');

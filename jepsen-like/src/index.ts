@@ -11,3 +11,5 @@ export { Rng } from './rng.js';
 export { WORKLOADS, makeWorkload } from './workloads/index.js';
 export type { Workload, Worker, WorkerContext, CheckResult, Anomaly, Invocation, Completion } from './workloads/workload.js';
 export { FencedStorage, checkLockHistory } from './workloads/lock.js';
+export { checkLogHistory, checkAckedPresent, checkLogIntegrity, checkConsumerGroups, pairOps } from './workloads/log-checks.js';
+export { commitRegisterEvents } from './workloads/log.js';

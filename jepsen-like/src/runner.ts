@@ -178,6 +178,19 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
       return completion;
     };
     const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+    const c0 = cluster;
+    // Setup operations are numbered apart from the clients' (and recorded as the final reads are, off the lanes).
+    const finalProcess = { next: 1_000_000 };
+    const performFinal = (inv: Invocation, exec: () => Promise<Completion>): Promise<Completion> => {
+      const proc = { id: finalProcess.next++ };
+      return perform(proc, () => {}, inv, exec, 'final');
+    };
+    if (workload.setup !== undefined) {
+      log('setup');
+      await workload.setup({ nodes: ids, url: (id) => c0.url(id), token, opTimeoutMs: options.opTimeoutMs, perform: performFinal, sleep, deadline: Date.now() + 60_000 });
+      if (interrupt.aborted) throw new RunAborted('interrupted');
+    }
+
     const meanGapMs = (options.concurrency * 1000) / options.rate;
     const c = cluster;
     const workers = Array.from({ length: options.concurrency }, (_, w) => {
@@ -259,6 +272,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     log(`workload done: ${counts.total} operations (ok ${counts.ok}, fail ${counts.fail}, info ${counts.info})`);
   } finally {
     if (progress !== null) clearInterval(progress);
+    await workload.close?.().catch(() => undefined);
     for (const abort of abortWorkers) abort();
     interrupt.removeEventListener('abort', onInterrupt);
     history.close();

@@ -1,5 +1,6 @@
 import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
 import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
+import { DEFAULT_LOG_OPTIONS, LogWorkload } from './log.js';
 import { ShortlinkWorkload } from './shortlink.js';
 import type { Workload } from './workload.js';
 
@@ -11,8 +12,10 @@ export const WORKLOADS: Record<string, () => Workload> = {
   kv: () => new KvWorkload(),
   lock: () => new LockWorkload(),
   shortlink: () => new ShortlinkWorkload(),
+  log: () => new LogWorkload(),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
+  'log-same-offset': () => new LogWorkload({ ...DEFAULT_LOG_OPTIONS, sameOffsetIsOwn: true, fixedFetch: true, foreignProbability: 0.5 }),
 };
 
 export function makeWorkload(name: string): Workload {

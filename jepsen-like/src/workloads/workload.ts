@@ -86,11 +86,15 @@ export interface Workload {
   readonly model: ModelName;
   /** One line on what the clients do. */
   describe(): string;
+  /** Before the clients start and the nemesis runs (the cluster has a leader): create what the clients need. */
+  setup?(ctx: FinalContext): Promise<void>;
   createWorker(ctx: WorkerContext): Worker;
   /** Reads after the final heal and recovery, so the history ends with what the cluster holds. */
   finalReads(ctx: FinalContext): Promise<void>;
   /** Checks beside linearizability. */
   check(events: readonly HistoryEvent[]): CheckResult[];
+  /** Releases what the workload holds (client connections); called once on every way out. */
+  close?(): Promise<void>;
   /** The events the model checks, when some operations are outside it (default: all). Keeps invocations and completions together. */
   modelEvents?(events: readonly HistoryEvent[]): readonly HistoryEvent[];
 }

@@ -108,7 +108,9 @@ export class GroupHost {
     this.tickMs = options.tickMs ?? 100;
     this.ticker = new SharedTicker(this.tickMs);
     const { host, port } = transport.address();
-    this.addresses = new Map(Object.entries({ ...options.hosts, [options.id]: `${host}:${port}` }));
+    // This host's address as `hosts` names it, when it does: the one the others reach it at (behind a proxy, a
+    // NAT or another namespace it is not the listener's own address); the bound listener otherwise (port 0).
+    this.addresses = new Map(Object.entries({ ...options.hosts, [options.id]: options.hosts?.[options.id] ?? `${host}:${port}` }));
     for (const id of this.addresses.keys()) if (id !== options.id) transport.addPeer(id, this.addresses.get(id)!);
     transport.onPeerHeard((peer) => this.lastHeard.set(peer, this.ticks));
     this.stopLiveness = this.ticker.subscribe(() => this.livenessTick());
