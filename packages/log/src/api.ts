@@ -31,10 +31,12 @@ import {
   PRODUCER_ID,
   recordSize,
   type AppendInput,
+  type AppendResult,
   type PartitionCommand,
   type PartitionResult,
   type Retention,
 } from './machine.js';
+import { AppendBatcher } from './append-batcher.js';
 import { MAX_PARTITIONS, parsePartitionGroup, partitionData, partitionGroup, topicsOf, TOPIC_NAME, type PartitionData, type TopicInfo } from './topics.js';
 
 type PartitionNode = RaftNode<PartitionCommand, PartitionResult, PartitionMachine>;
@@ -101,6 +103,9 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
   const managed = service.managed;
   const appended = service.metrics.counter('log_records_appended_total', 'Records appended through this member');
   const refused = service.metrics.counter('log_appends_refused_total', 'Appends refused by backpressure or sequence checks');
+  const batcher = new AppendBatcher();
+  service.metrics.gauge('log_append_entries_total', 'Raft entries proposed for appends by this member (several appends of one turn share one)').set(() => batcher.entries);
+  service.metrics.gauge('log_append_requests_batched_total', 'Appends this member proposed, alone or batched').set(() => batcher.appends);
 
   const topicRecords = (topic: string) => topicsOf(managed.catalog().groupsWithPrefix(partitionGroup(topic, 0).slice(0, -1))).get(topic);
 
@@ -227,7 +232,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       pending.count++;
       pending.bytes += bytes;
       watch.pending.set(group, pending);
-      let result: PartitionResult;
+      let result: AppendResult;
       try {
         // A partition's machine starts with the default retention; the topic's comes in a configure entry. Until
         // this member sees it applied, the configure goes into the log ahead of the append (it is idempotent), so
@@ -236,7 +241,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
         if (current.maxAgeMs !== topic.retention.maxAgeMs || current.maxBytes !== topic.retention.maxBytes) {
           await service.call(node, () => node.propose({ op: 'configure', retention: topic.retention }));
         }
-        result = await service.call(node, () => node.propose({ op: 'append', records, producer, seq }));
+        result = await service.call(node, () => batcher.submit(group, (command) => node.propose(command), { records, producer, seq }, bytes));
       } finally {
         pending.count--;
         pending.bytes -= bytes;

@@ -12,6 +12,8 @@ import { CommandShapeError, commandOf, integerField, nullableStringField, object
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 export const MAX_RECORDS_PER_APPEND = 1000;
+/** Appends one `appends` entry may carry. */
+export const MAX_APPENDS_PER_ENTRY = 1000;
 export const MAX_VALUE_BYTES = 1024 * 1024;
 export const MAX_KEY_CHARS = 1024;
 export const PRODUCER_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -48,6 +50,11 @@ export interface AppendInput {
 export type PartitionCommand =
   /** Append records; with `producer` and `seq`, an append retried with the same sequence is stored once. */
   | { op: 'append'; records: AppendInput[]; producer: string | null; seq: number | null }
+  /**
+   * Several appends in one entry, applied in order exactly as if each were its own (a member gathers the appends
+   * that reach it in one turn of its event loop, so a busy partition costs one Raft entry per turn, not per append).
+   */
+  | { op: 'appends'; appends: Array<{ records: AppendInput[]; producer: string | null; seq: number | null }> }
   /** Commit a consumer group's next offset; with `expect` not null, only when the committed offset is `expect`. */
   | { op: 'commit'; group: string; offset: number; expect: number | null }
   | { op: 'configure'; retention: Retention }
@@ -55,9 +62,13 @@ export type PartitionCommand =
    * an idle partition is trimmed too (appends trim as they go). */
   | { op: 'trim' };
 
-export type PartitionResult =
+export type AppendResult =
   | { op: 'append'; ok: true; base: number; count: number; duplicate: boolean }
-  | { op: 'append'; ok: false; code: 'out_of_order_sequence' | 'old_sequence' | 'unknown_producer'; message: string; expected: number | null }
+  | { op: 'append'; ok: false; code: 'out_of_order_sequence' | 'old_sequence' | 'unknown_producer'; message: string; expected: number | null };
+
+export type PartitionResult =
+  | AppendResult
+  | { op: 'appends'; results: AppendResult[] }
   | { op: 'commit'; ok: true; offset: number }
   | { op: 'commit'; ok: false; code: 'offset_conflict' | 'offset_out_of_range' | 'too_many_groups'; message: string; current: number | null }
   | { op: 'configure'; ok: true; retention: Retention }
@@ -83,24 +94,21 @@ const packr = new Packr({ useRecords: false });
 
 /** Throws CommandShapeError unless `command` is a PartitionCommand (before anything changes). */
 export function checkPartitionCommand(command: unknown): asserts command is PartitionCommand {
-  const c = commandOf(command, ['append', 'commit', 'configure', 'trim'] as const);
+  const c = commandOf(command, ['append', 'appends', 'commit', 'configure', 'trim'] as const);
   if (c.op === 'append') {
-    const records = arrayField(
+    checkAppend(c);
+  } else if (c.op === 'appends') {
+    const appends = arrayField(
       c,
-      'records',
-      (r) => {
-        if (typeof r !== 'object' || r === null || Array.isArray(r)) throw new CommandShapeError('append: a record is an object');
-        nullableStringField(r as Record<string, unknown>, 'key', MAX_KEY_CHARS);
-        stringField(r as Record<string, unknown>, 'value', MAX_VALUE_BYTES, 0);
-        return r;
+      'appends',
+      (a) => {
+        if (typeof a !== 'object' || a === null || Array.isArray(a)) throw new CommandShapeError('appends: an append is an object');
+        checkAppend(a as Record<string, unknown>);
+        return a;
       },
-      MAX_RECORDS_PER_APPEND,
+      MAX_APPENDS_PER_ENTRY,
     );
-    if (records.length === 0) throw new CommandShapeError('append: no records');
-    const producer = nullableStringField(c, 'producer', 128);
-    if (producer !== null && !PRODUCER_ID.test(producer)) throw new CommandShapeError('append: producer id');
-    if (producer === null ? c.seq !== null : typeof c.seq !== 'number') throw new CommandShapeError('append: seq goes with producer');
-    if (producer !== null) integerField(c, 'seq');
+    if (appends.length === 0) throw new CommandShapeError('appends: none');
   } else if (c.op === 'commit') {
     const group = stringField(c, 'group', 128);
     if (!GROUP_ID.test(group)) throw new CommandShapeError('commit: group id');
@@ -111,6 +119,26 @@ export function checkPartitionCommand(command: unknown): asserts command is Part
     integerField(retention, 'maxAgeMs', 1);
     integerField(retention, 'maxBytes', 1, MAX_RETENTION_BYTES);
   }
+}
+
+/** The fields of one append (alone or inside `appends`). */
+function checkAppend(c: Record<string, unknown>): void {
+  const records = arrayField(
+    c,
+    'records',
+    (r) => {
+      if (typeof r !== 'object' || r === null || Array.isArray(r)) throw new CommandShapeError('append: a record is an object');
+      nullableStringField(r as Record<string, unknown>, 'key', MAX_KEY_CHARS);
+      stringField(r as Record<string, unknown>, 'value', MAX_VALUE_BYTES, 0);
+      return r;
+    },
+    MAX_RECORDS_PER_APPEND,
+  );
+  if (records.length === 0) throw new CommandShapeError('append: no records');
+  const producer = nullableStringField(c, 'producer', 128);
+  if (producer !== null && !PRODUCER_ID.test(producer)) throw new CommandShapeError('append: producer id');
+  if (producer === null ? c.seq !== null : typeof c.seq !== 'number') throw new CommandShapeError('append: seq goes with producer');
+  if (producer !== null) integerField(c, 'seq');
 }
 
 export class PartitionMachine implements StateMachine<PartitionCommand, PartitionResult> {
@@ -188,6 +216,8 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
     switch (command.op) {
       case 'append':
         return this.append(command, context.time);
+      case 'appends':
+        return { op: 'appends', results: command.appends.map((a) => this.append({ op: 'append', ...a }, context.time)) };
       case 'commit':
         return this.commit(command);
       case 'configure':
@@ -200,7 +230,7 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
     }
   }
 
-  private append(command: Extract<PartitionCommand, { op: 'append' }>, time: number): PartitionResult {
+  private append(command: Extract<PartitionCommand, { op: 'append' }>, time: number): AppendResult {
     this.forgetIdleProducers(time);
     let producer: ProducerState | undefined;
     if (command.producer !== null) {
