@@ -26,6 +26,12 @@ export interface ManagedHostOptions extends GroupHostOptions {
   groupOptions(name: string): ManagedGroupOptions | null;
   /** Milliseconds between reconciliations when nothing changed. Default 1000. */
   reconcileMs?: number;
+  /**
+   * Even out replicas by itself: when every move has settled and the hosts taking replicas differ by more than one,
+   * the meta group's leader proposes `spread` (so a process added, or one retired, ends up with its share without
+   * anyone asking). Default true.
+   */
+  autoSpread?: boolean;
   /** Called when a reconciliation step fails (it is retried on the next round). */
   onError?: (what: string, error: unknown) => void;
 }
@@ -154,7 +160,22 @@ export class ManagedHost {
       }
     }
     await Promise.all(starts);
+    this.autoSpread(catalog);
     await this.dropStale();
+  }
+
+  /** On the meta group's leader: one `spread` when replicas are uneven and no move is under way. */
+  private autoSpread(catalog: MetaMachine): void {
+    if (this.options.autoSpread === false || !this.meta.isLeader || this.busy.has('!spread')) return;
+    const groups = catalog.groups();
+    if (groups.length === 0 || groups.some((g) => !g.settled)) return;
+    const counts = catalog.replicaCounts();
+    const eligible = catalog.hosts().filter((h) => !h.retiring).map((h) => counts.get(h.id) ?? 0);
+    if (eligible.length < 2 || Math.max(...eligible) - Math.min(...eligible) <= 1) return;
+    this.busy.add('!spread');
+    void this.proposeMeta({ t: 'spread' })
+      .catch((e: unknown) => this.options.onError?.('spread', e))
+      .finally(() => this.busy.delete('!spread'));
   }
 
   /** Records this host's addresses in the meta group once (and again when they differ). */
