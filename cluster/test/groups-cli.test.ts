@@ -210,6 +210,46 @@ t.test('GroupRouter: follows a leadership transfer and a killed leader', async (
   t.pass(`${to} runs its ${held} groups again from disk`);
 });
 
+t.test('add-node: a new process receives replicas; remove-node: it gives them all up; no append is lost', async (t) => {
+  // One record per partition before anything moves, read back at the end.
+  const router = new GroupRouter({ endpoints: cluster.members, token: clientToken, timeoutMs: 60_000 });
+  t.teardown(() => router.close());
+  const ends = async (): Promise<number[]> =>
+    Promise.all(
+      Array.from({ length: PARTITIONS }, async (_, p) => {
+        const r = (await router.call(partitionGroup('orders', p), 'GET', `/v1/topics/orders/partitions/${p}/records?offset=0&max_records=1000&consistency=linearizable`)) as { records: Array<{ value: string }> };
+        return r.records.length;
+      }),
+    );
+  for (let p = 0; p < PARTITIONS; p++) await router.call(partitionGroup('orders', p), 'POST', `/v1/topics/orders/partitions/${p}/records`, { records: [{ value: `before-move-${p}` }] });
+  const before = await ends();
+
+  const added = await cluster.run('add-node');
+  t.equal(added.code, 0, `add-node (${added.stderr.trim()})`);
+  t.match(added.stdout, /^added n6: http:\/\//);
+  // Nobody asks for a spread: the meta group's leader moves replicas onto n6 by itself (learner, then voter).
+  await until('n6 to hold its share, every move done', async () => {
+    const rows = await statuses();
+    const n6 = rows.find((r) => r.id === 'n6');
+    const g = partitions(await groups());
+    return n6 !== undefined && (n6.groups ?? 0) >= 4 && g.every((x) => x.members.length === 3 && x.leader !== null) && rows.reduce((n, r) => n + (r.groups ?? 0), 0) === PARTITIONS * 3;
+  }, 150_000);
+  const spread = (await statuses()).map((r) => r.groups!);
+  t.ok(Math.max(...spread) - Math.min(...spread) <= 1, `30 replicas over 6 members: ${spread.join(' ')}`);
+  t.same(await ends(), before, 'every partition kept its records through the moves');
+
+  const removed = await cluster.run('remove-node', 'n6');
+  t.equal(removed.code, 0, `remove-node n6 (${removed.stderr.trim()})`);
+  await until('n6\'s replicas to move back to the five', async () => {
+    const g = partitions(await groups());
+    return g.every((x) => !x.members.includes('n6') && x.members.length === 3 && x.leader !== null);
+  }, 150_000);
+  const rows = await statuses();
+  t.notOk(rows.some((r) => r.id === 'n6'), 'status no longer lists n6');
+  t.equal(rows.reduce((n, r) => n + (r.groups ?? 0), 0), PARTITIONS * 3, 'the five hold all 30 replicas again');
+  t.same(await ends(), before, 'and every record is still there');
+});
+
 t.test('hash slots: the default locator', async (t) => {
   const list: RouterGroup[] = [
     { name: 'low', members: [], data: { slots: [0, HASH_SLOTS / 2 - 1] } },
