@@ -38,6 +38,10 @@ export interface ManagedHostOptions extends GroupHostOptions {
 
 type AnyNode = RaftNode<unknown, unknown>;
 
+/**
+ * A GroupHost whose groups follow the meta group (see the module comment): open one per process with
+ * `ManagedHost.open`, create and drop groups with `proposeMeta`, reach a running group with `group(name)`.
+ */
 export class ManagedHost {
   private readonly busy = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
@@ -54,6 +58,10 @@ export class ManagedHost {
     private readonly options: ManagedHostOptions,
   ) {}
 
+  /**
+   * Opens the process's GroupHost, starts the meta group (founding it, or joining it as a learner when this host is
+   * not among `metaMembers`) and the groups on disk, then reconciles with the meta group from then on.
+   */
   static async open(options: ManagedHostOptions): Promise<ManagedHost> {
     const host = await GroupHost.open(options);
     let managed: ManagedHost | null = null;
@@ -330,6 +338,7 @@ export class ManagedHost {
     return moved;
   }
 
+  /** Stops reconciling, then every group, the listener and the database. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -13,6 +13,7 @@ const HOST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const MAX_GROUPS_PER_COMMAND = 4096;
 const MAX_DATA_BYTES = 16 * 1024;
 
+/** A process of the cluster, as the meta group records it. */
 export interface HostRecord {
   id: NodeId;
   /** The Raft listener, "host:port". */
@@ -23,6 +24,7 @@ export interface HostRecord {
   retiring: boolean;
 }
 
+/** A group, as the meta group records it: where it should run and what it serves. */
 export interface GroupRecord {
   name: string;
   /** The hosts that founded the group (its bootstrap voters): a founder starts it with these as voters. */
@@ -37,6 +39,7 @@ export interface GroupRecord {
   settled: boolean;
 }
 
+/** A change to the meta group's state (refused with `invalid` when malformed: see checkMetaCommand). */
 export type MetaCommand =
   | { t: 'host'; id: NodeId; raft: string; http: string | null }
   | { t: 'retire'; id: NodeId; retiring: boolean }
@@ -53,10 +56,12 @@ export type MetaCommand =
    */
   | { t: 'spread' };
 
+/** What a meta command did: the groups it created, changed or dropped, or why it was refused (nothing changed). */
 export type MetaResult = { ok: true; groups: GroupRecord[] } | { ok: false; code: 'exists' | 'not_found' | 'no_hosts' | 'invalid'; message: string };
 
 const packr = new Packr({ useRecords: false });
 
+/** The meta group's state machine: hosts and groups (see the module comment). */
 export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
   private hostMap = new Map<NodeId, HostRecord>();
   private groupMap = new Map<string, GroupRecord>();
@@ -66,10 +71,12 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
     return [...this.hostMap.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 
+  /** The host of that id, if registered. */
   host(id: NodeId): HostRecord | undefined {
     return this.hostMap.get(id);
   }
 
+  /** The group of that name, if it exists. */
   group(name: string): GroupRecord | undefined {
     return this.groupMap.get(name);
   }
