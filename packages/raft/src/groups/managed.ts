@@ -234,7 +234,13 @@ export class ManagedHost {
     const missing = record.members.find((m) => !config.voters.includes(m));
     const extra = [...config.voters, ...config.learners].find((m) => !record.members.includes(m));
     if (missing === undefined && extra === undefined) {
-      if (!record.settled) await this.proposeMeta({ t: 'settled', name: record.name, version: record.version }).catch(() => undefined);
+      // Once per move: every meta entry applied schedules a pass, and a report in flight must not be repeated by each.
+      const key = `!settled ${record.name} ${record.version}`;
+      if (record.settled || this.busy.has(key)) return;
+      this.busy.add(key);
+      await this.proposeMeta({ t: 'settled', name: record.name, version: record.version })
+        .catch((e: unknown) => this.options.onError?.(`settle ${record.name}`, e))
+        .finally(() => this.busy.delete(key));
       return;
     }
     this.busy.add(record.name);
