@@ -263,3 +263,18 @@ t.test('hash slots: the default locator', async (t) => {
   t.equal(locateBySlot('a', [{ name: 'x', members: [], data: {} }]), null, 'no slots, no group');
   t.ok(new ServiceError(404, 'group_not_found', 'm', null) instanceof Error);
 });
+
+t.test('a single-group service (kv): one group named after it, 1 group per member, nothing to balance', async (t) => {
+  const kv = await startCluster('kv', { nodes: 3, tickMs: 50 });
+  t.teardown(() => kv.down());
+  const rows = JSON.parse((await kv.run('status', '--json')).stdout) as StatusJson[];
+  t.same(rows.map((r) => r.groups), [1, 1, 1]);
+  t.equal(rows.reduce((n, r) => n + r.leaders!, 0), 1, 'one member leads it');
+  const list = JSON.parse((await kv.run('groups', '--json')).stdout) as GroupJson[];
+  t.equal(list.length, 1);
+  t.match(list[0], { group: 'kv', term: Number, commit: Number, lag: Number, members: ['n1', 'n2', 'n3'] });
+  t.ok(list[0]!.leader !== null && rows.find((r) => r.id === list[0]!.leader)!.leaders === 1, 'its leader is the one status shows leading');
+  const balance = await kv.run('balance');
+  t.equal(balance.code, 0);
+  t.match(balance.stdout, /kv runs one Raft group: nothing to balance/);
+});
