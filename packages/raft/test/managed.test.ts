@@ -132,12 +132,34 @@ t.test('groups created at runtime start on their members; dropped ones stop and 
   t.ok((await hosts.get('h3')!.proposeMeta({ t: 'drop', names: dropped })).ok);
   await until('the dropped groups to stop everywhere', () => live().every((h) => dropped.every((n) => h.group(n) === undefined)));
   for (const h of live()) {
-    const stored = (await h.host.storedGroups()).map((g) => g.name);
-    t.notOk(stored.some((n) => dropped.includes(n)), `${h.id} no longer lists ${dropped.join(', ')} on disk`);
+    // removeGroup stops the group before it deletes its data: wait for the deletion.
+    await until(`${h.id} to delete them`, async () => !(await h.host.storedGroups()).some((g) => dropped.includes(g.name)), 10_000);
+    t.pass(`${h.id} no longer lists ${dropped.join(', ')} on disk`);
     t.same(running(h), names.slice(0, 10).sort(), `${h.id} runs the other 10`);
   }
   const again = await anyHost().proposeMeta({ t: 'drop', names: ['g10'] });
   t.match(again, { ok: false, code: 'not_found' }, 'dropping it twice is refused');
+});
+
+t.test('a group dropped and created again under its name starts empty everywhere', async (t) => {
+  const h1 = hosts.get('h1')!;
+  t.ok((await h1.proposeMeta({ t: 'drop', names: ['g9'] })).ok);
+  // At once, before the hosts had time to delete their copies: refused while any former member still holds one.
+  let attempts = 0;
+  for (;;) {
+    attempts++;
+    const r = await h1.proposeMeta({ t: 'create', groups: [{ name: 'g9', replicas: 3, data: { n: 9 } }] });
+    if (r.ok) break;
+    t.equal(r.code, 'exists', 'refused as existing while its old copies are being deleted');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await until('g9 running again with a leader', () => founders.every((id) => hosts.get(id)!.group('g9')?.leaderId != null));
+  await hosts.get('h2')!.group<string, number>('g9')!.propose('g9:a');
+  t.same(await items('g9'), ['g9:a'], `the new g9 holds only what was written to it (created after ${attempts} attempts)`);
+  for (const id of founders) {
+    await until(`g9 on ${id} to apply`, () => hosts.get(id)!.group<string, number, Ledger>('g9')!.readLocal((m) => m.items.length) === 1);
+    t.same(hosts.get(id)!.group<string, number, Ledger>('g9')!.readLocal((m) => [...m.items]), ['g9:a'], `and so does ${id}'s copy`);
+  }
 });
 
 t.test('a fourth host joins: replicas move onto it through learners then voters, data intact', async (t) => {

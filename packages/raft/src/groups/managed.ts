@@ -170,6 +170,7 @@ export class ManagedHost {
     await Promise.all(starts);
     this.autoSpread(catalog);
     await this.dropStale();
+    await this.reportGone(this.catalog());
   }
 
   /** On the meta group's leader: one `spread` when replicas are uneven and no move is under way. */
@@ -283,6 +284,34 @@ export class ManagedHost {
     if (stale(this.catalog()).length === 0) return;
     const confirmed = await this.meta.read(stale);
     for (const name of confirmed) await this.host.removeGroup(name, { deleteData: true });
+  }
+
+  /**
+   * Reports to the meta group the dropped groups this host no longer holds, running or on disk (deleting a copy
+   * left on disk first), so their names may be created again.
+   */
+  private async reportGone(catalog: MetaMachine): Promise<void> {
+    const mine = catalog.dropping().filter((d) => d.hosts.includes(this.id) && !this.busy.has(d.name) && this.host.group(d.name) === undefined);
+    if (mine.length === 0) return;
+    const stored = new Set((await this.host.storedGroups()).map((g) => g.name));
+    for (const { name } of mine) {
+      const key = `!gone ${name}`;
+      if (this.busy.has(key) || this.host.group(name) !== undefined) continue;
+      this.busy.add(key);
+      try {
+        // Confirmed against the meta group's latest state, as any deletion here is.
+        let clean = !stored.has(name);
+        if (!clean && (await this.meta.read((m) => m.group(name) === undefined))) {
+          await this.host.removeGroup(name, { deleteData: true });
+          clean = true;
+        }
+        if (clean) await this.proposeMeta({ t: 'gone', name, host: this.id });
+      } catch (e) {
+        this.options.onError?.(`report ${name} gone`, e);
+      } finally {
+        this.busy.delete(key);
+      }
+    }
   }
 
   /**
