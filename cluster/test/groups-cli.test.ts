@@ -227,6 +227,7 @@ t.test('add-node: a new process receives replicas; remove-node: it gives them al
   const added = await cluster.run('add-node');
   t.equal(added.code, 0, `add-node (${added.stderr.trim()})`);
   t.match(added.stdout, /^added n6: http:\/\//);
+  await until('n6 to be a learner of the meta group', async () => ((await groups()).find((g) => g.group === 'meta') as GroupJson & { learners: string[] }).learners.includes('n6'), 30_000);
   // Nobody asks for a spread: the meta group's leader moves replicas onto n6 by itself (learner, then voter).
   await until('n6 to hold its share, every move done', async () => {
     const rows = await statuses();
@@ -246,6 +247,8 @@ t.test('add-node: a new process receives replicas; remove-node: it gives them al
   }, 150_000);
   const rows = await statuses();
   t.notOk(rows.some((r) => r.id === 'n6'), 'status no longer lists n6');
+  const metaRow = (await groups()).find((g) => g.group === 'meta') as GroupJson & { learners: string[] };
+  t.ok(!metaRow.members.includes('n6') && !metaRow.learners.includes('n6'), `n6 left the meta group too (${metaRow.members.join(',')} / ${metaRow.learners.join(',')})`);
   t.equal(rows.reduce((n, r) => n + (r.groups ?? 0), 0), PARTITIONS * 3, 'the five hold all 30 replicas again');
   t.same(await ends(), before, 'and every record is still there');
 });
