@@ -103,6 +103,17 @@ program
         const statuses = await Promise.all(members.map((m) => memberStatus(m, token, 500)));
         leader = statuses.find((s) => s !== null && s.role === 'leader')?.id ?? null;
         if (leader === null) await sleep(100);
+        // A grouped service (the log): also wait until every member has registered in the meta group, so groups
+        // created right after `up` are placed on all of them.
+        const grouped = statuses.find((s) => s?.id === leader) as GroupedStatus | undefined;
+        if (leader !== null && typeof grouped?.groups === 'number') {
+          const answer = await callMember(members.find((m) => m.id === leader)!, token, 'GET', '/v1/cluster/hosts', undefined, 1_000);
+          const hosts = (answer.body as { hosts?: unknown[] } | null)?.hosts;
+          if (answer.status !== 200 || !Array.isArray(hosts) || hosts.length < nodes) {
+            leader = null;
+            await sleep(100);
+          }
+        }
       }
       // Role by role, in the service's order: a role may need the ones before it (apps need the click stream).
       for (const role of [...new Set(workers.map((w) => w.role))]) {

@@ -166,6 +166,9 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
       const id = ctx.params.id!;
       const result = await service.call(meta, () => managed.proposeMeta({ t: 'retire', id, retiring: true }));
       if (!result.ok) throw conflict(result.code, result.message);
+      // And out of the meta group itself (one single-server change), so its leader stops replicating to it.
+      const config = meta.status().config;
+      if (config.voters.includes(id) || config.learners.includes(id)) await service.call(meta, () => meta.removeMember(id));
       return { id, retiring: true, moved: result.groups.map((g) => ({ group: g.name, members: g.members })) };
     })
     .post('/v1/cluster/transfer-leader', { admits: 'cluster' }, async (ctx) => {

@@ -195,6 +195,7 @@ t.test('GroupRouter: follows a leadership transfer and a killed leader', async (
   t.ok(router.stats.leaderChanges >= 1, 'it saw the leader change');
 
   // The leader's process dies: the router tries the others until one leads.
+  const held = (await statuses()).find((s) => s.id === to)!.groups;
   t.equal((await cluster.run('kill', to)).code, 0, `kill ${to}`);
   try {
     await router.call('log.orders.5', 'POST', path, { records: [{ value: 'c' }] });
@@ -205,9 +206,51 @@ t.test('GroupRouter: follows a leadership transfer and a killed leader', async (
   } finally {
     t.equal((await cluster.run('restart', to)).code, 0, `restart ${to}`);
   }
-  await until(`${to} back with its groups`, async () => (await statuses()).find((s) => s.id === to)?.groups === row.members.length && true, 60_000).catch(() => undefined);
-  const back = (await statuses()).find((s) => s.id === to)!;
-  t.ok(typeof back.groups === 'number' && back.groups > 0, `${to} runs ${back.groups} groups again from disk`);
+  await until(`${to} back with its groups`, async () => (await statuses()).find((s) => s.id === to)?.groups === held, 60_000);
+  t.pass(`${to} runs its ${held} groups again from disk`);
+});
+
+t.test('add-node: a new process receives replicas; remove-node: it gives them all up; no append is lost', async (t) => {
+  // One record per partition before anything moves, read back at the end.
+  const router = new GroupRouter({ endpoints: cluster.members, token: clientToken, timeoutMs: 60_000 });
+  t.teardown(() => router.close());
+  const ends = async (): Promise<number[]> =>
+    Promise.all(
+      Array.from({ length: PARTITIONS }, async (_, p) => {
+        const r = (await router.call(partitionGroup('orders', p), 'GET', `/v1/topics/orders/partitions/${p}/records?offset=0&max_records=1000&consistency=linearizable`)) as { records: Array<{ value: string }> };
+        return r.records.length;
+      }),
+    );
+  for (let p = 0; p < PARTITIONS; p++) await router.call(partitionGroup('orders', p), 'POST', `/v1/topics/orders/partitions/${p}/records`, { records: [{ value: `before-move-${p}` }] });
+  const before = await ends();
+
+  const added = await cluster.run('add-node');
+  t.equal(added.code, 0, `add-node (${added.stderr.trim()})`);
+  t.match(added.stdout, /^added n6: http:\/\//);
+  await until('n6 to be a learner of the meta group', async () => ((await groups()).find((g) => g.group === 'meta') as GroupJson & { learners: string[] }).learners.includes('n6'), 30_000);
+  // Nobody asks for a spread: the meta group's leader moves replicas onto n6 by itself (learner, then voter).
+  await until('n6 to hold its share, every move done', async () => {
+    const rows = await statuses();
+    const n6 = rows.find((r) => r.id === 'n6');
+    const g = partitions(await groups());
+    return n6 !== undefined && (n6.groups ?? 0) >= 4 && g.every((x) => x.members.length === 3 && x.leader !== null) && rows.reduce((n, r) => n + (r.groups ?? 0), 0) === PARTITIONS * 3;
+  }, 150_000);
+  const spread = (await statuses()).map((r) => r.groups!);
+  t.ok(Math.max(...spread) - Math.min(...spread) <= 1, `30 replicas over 6 members: ${spread.join(' ')}`);
+  t.same(await ends(), before, 'every partition kept its records through the moves');
+
+  const removed = await cluster.run('remove-node', 'n6');
+  t.equal(removed.code, 0, `remove-node n6 (${removed.stderr.trim()})`);
+  await until('n6\'s replicas to move back to the five', async () => {
+    const g = partitions(await groups());
+    return g.every((x) => !x.members.includes('n6') && x.members.length === 3 && x.leader !== null);
+  }, 150_000);
+  const rows = await statuses();
+  t.notOk(rows.some((r) => r.id === 'n6'), 'status no longer lists n6');
+  const metaRow = (await groups()).find((g) => g.group === 'meta') as GroupJson & { learners: string[] };
+  t.ok(!metaRow.members.includes('n6') && !metaRow.learners.includes('n6'), `n6 left the meta group too (${metaRow.members.join(',')} / ${metaRow.learners.join(',')})`);
+  t.equal(rows.reduce((n, r) => n + (r.groups ?? 0), 0), PARTITIONS * 3, 'the five hold all 30 replicas again');
+  t.same(await ends(), before, 'and every record is still there');
 });
 
 t.test('hash slots: the default locator', async (t) => {
@@ -222,4 +265,19 @@ t.test('hash slots: the default locator', async (t) => {
   }
   t.equal(locateBySlot('a', [{ name: 'x', members: [], data: {} }]), null, 'no slots, no group');
   t.ok(new ServiceError(404, 'group_not_found', 'm', null) instanceof Error);
+});
+
+t.test('a single-group service (kv): one group named after it, 1 group per member, nothing to balance', async (t) => {
+  const kv = await startCluster('kv', { nodes: 3, tickMs: 50 });
+  t.teardown(() => kv.down());
+  const rows = JSON.parse((await kv.run('status', '--json')).stdout) as StatusJson[];
+  t.same(rows.map((r) => r.groups), [1, 1, 1]);
+  t.equal(rows.reduce((n, r) => n + r.leaders!, 0), 1, 'one member leads it');
+  const list = JSON.parse((await kv.run('groups', '--json')).stdout) as GroupJson[];
+  t.equal(list.length, 1);
+  t.match(list[0], { group: 'kv', term: Number, commit: Number, lag: Number, members: ['n1', 'n2', 'n3'] });
+  t.ok(list[0]!.leader !== null && rows.find((r) => r.id === list[0]!.leader)!.leaders === 1, 'its leader is the one status shows leading');
+  const balance = await kv.run('balance');
+  t.equal(balance.code, 0);
+  t.match(balance.stdout, /kv runs one Raft group: nothing to balance/);
 });

@@ -139,6 +139,23 @@ t.test('settled: only for the version it was reported against', async (t) => {
   t.same(m.group('a')!.data, { slots: [0, 99] }, 'data stays');
 });
 
+t.test('a dropped name is taken until every host that may hold a copy reported it gone (or was retired)', async (t) => {
+  const m = withHosts(4);
+  apply(m, { t: 'create', groups: [{ name: 'a', replicas: 3, data: {} }] });
+  apply(m, { t: 'members', name: 'a', members: ['h2', 'h3', 'h4'] }); // a move under way: h1 may still hold a copy
+  t.ok(apply(m, { t: 'drop', names: ['a'] }).ok);
+  t.same(m.dropping(), [{ name: 'a', hosts: ['h1', 'h2', 'h3', 'h4'] }], 'members and founders may hold copies');
+  t.match(apply(m, { t: 'create', groups: [{ name: 'a', replicas: 3, data: {} }] }), { ok: false, code: 'exists' }, 'refused meanwhile');
+  for (const h of ['h1', 'h2', 'h3']) apply(m, { t: 'gone', name: 'a', host: h });
+  t.match(apply(m, { t: 'create', groups: [{ name: 'a', replicas: 3, data: {} }] }), { ok: false, code: 'exists' }, 'still refused: h4 has not reported');
+  const copy = new MetaMachine();
+  copy.restore(m.snapshot());
+  t.same(copy.dropping(), [{ name: 'a', hosts: ['h4'] }], 'the snapshot keeps what is pending');
+  apply(m, { t: 'retire', id: 'h4', retiring: true });
+  t.same(m.dropping(), [], 'a retired host is not waited for');
+  t.match(apply(m, { t: 'create', groups: [{ name: 'a', replicas: 3, data: {} }] }), { ok: true }, 'the name is free again');
+});
+
 const commandArb: fc.Arbitrary<MetaCommand> = fc.oneof(
   fc.record({ t: fc.constant('host' as const), id: fc.constantFrom('h1', 'h2', 'h3', 'h4', 'h5', 'h6'), raft: fc.constantFrom('a:1', 'b:2'), http: fc.constantFrom(null, 'http://x:1') }),
   fc.record({ t: fc.constant('retire' as const), id: fc.constantFrom('h1', 'h2', 'h6', 'h9'), retiring: fc.boolean() }),
@@ -150,6 +167,7 @@ const commandArb: fc.Arbitrary<MetaCommand> = fc.oneof(
   fc.record({ t: fc.constant('members' as const), name: fc.constantFrom('a', 'b', 'zz'), members: fc.uniqueArray(fc.constantFrom('h1', 'h2', 'h3', 'h4', 'h9'), { minLength: 1, maxLength: 3 }) }),
   fc.record({ t: fc.constant('settled' as const), name: fc.constantFrom('a', 'b'), version: fc.integer({ min: 0, max: 60 }) }),
   fc.constant({ t: 'spread' as const }),
+  fc.record({ t: fc.constant('gone' as const), name: fc.constantFrom('a', 'b', 'c'), host: fc.constantFrom('h1', 'h2', 'h3', 'h4') }),
 );
 
 /** Garbage a faulty or hostile proposer could put in the log. */
@@ -178,8 +196,10 @@ t.test('any history: same state on every replica, refusals change nothing, snaps
         if (bad && checkMetaCommand(c) !== null && (ra.ok || ra.code !== 'invalid')) return false;
         if (!ra.ok && Buffer.compare(Buffer.from(before), Buffer.from(a.snapshot())) !== 0) return false;
         if (!noDuplicates(a.groups())) return false;
-        // Members are always known hosts.
+        // Members are always known hosts; a name being dropped is not a group at the same time.
         if (!a.groups().every((g) => g.members.every((m) => a.host(m) !== undefined))) return false;
+        if (a.dropping().some((d) => a.group(d.name) !== undefined || d.hosts.length === 0)) return false;
+        if (JSON.stringify(a.dropping()) !== JSON.stringify(b.dropping())) return false;
         // Snapshot mid-history: a restored copy carries on exactly like the original.
         if (i % 7 === 0) b.restore(a.snapshot());
       }

@@ -26,12 +26,22 @@ export interface ManagedHostOptions extends GroupHostOptions {
   groupOptions(name: string): ManagedGroupOptions | null;
   /** Milliseconds between reconciliations when nothing changed. Default 1000. */
   reconcileMs?: number;
+  /**
+   * Even out replicas by itself: when every move has settled and the hosts taking replicas differ by more than one,
+   * the meta group's leader proposes `spread` (so a process added, or one retired, ends up with its share without
+   * anyone asking). Default true.
+   */
+  autoSpread?: boolean;
   /** Called when a reconciliation step fails (it is retried on the next round). */
   onError?: (what: string, error: unknown) => void;
 }
 
 type AnyNode = RaftNode<unknown, unknown>;
 
+/**
+ * A GroupHost whose groups follow the meta group (see the module comment): open one per process with
+ * `ManagedHost.open`, create and drop groups with `proposeMeta`, reach a running group with `group(name)`.
+ */
 export class ManagedHost {
   private readonly busy = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
@@ -48,6 +58,10 @@ export class ManagedHost {
     private readonly options: ManagedHostOptions,
   ) {}
 
+  /**
+   * Opens the process's GroupHost, starts the meta group (founding it, or joining it as a learner when this host is
+   * not among `metaMembers`) and the groups on disk, then reconciles with the meta group from then on.
+   */
   static async open(options: ManagedHostOptions): Promise<ManagedHost> {
     const host = await GroupHost.open(options);
     let managed: ManagedHost | null = null;
@@ -154,7 +168,23 @@ export class ManagedHost {
       }
     }
     await Promise.all(starts);
+    this.autoSpread(catalog);
     await this.dropStale();
+    await this.reportGone(this.catalog());
+  }
+
+  /** On the meta group's leader: one `spread` when replicas are uneven and no move is under way. */
+  private autoSpread(catalog: MetaMachine): void {
+    if (this.options.autoSpread === false || !this.meta.isLeader || this.busy.has('!spread')) return;
+    const groups = catalog.groups();
+    if (groups.length === 0 || groups.some((g) => !g.settled)) return;
+    const counts = catalog.replicaCounts();
+    const eligible = catalog.hosts().filter((h) => !h.retiring).map((h) => counts.get(h.id) ?? 0);
+    if (eligible.length < 2 || Math.max(...eligible) - Math.min(...eligible) <= 1) return;
+    this.busy.add('!spread');
+    void this.proposeMeta({ t: 'spread' })
+      .catch((e: unknown) => this.options.onError?.('spread', e))
+      .finally(() => this.busy.delete('!spread'));
   }
 
   /** Records this host's addresses in the meta group once (and again when they differ). */
@@ -205,7 +235,13 @@ export class ManagedHost {
     const missing = record.members.find((m) => !config.voters.includes(m));
     const extra = [...config.voters, ...config.learners].find((m) => !record.members.includes(m));
     if (missing === undefined && extra === undefined) {
-      if (!record.settled) await this.proposeMeta({ t: 'settled', name: record.name, version: record.version }).catch(() => undefined);
+      // Once per move: every meta entry applied schedules a pass, and a report in flight must not be repeated by each.
+      const key = `!settled ${record.name} ${record.version}`;
+      if (record.settled || this.busy.has(key)) return;
+      this.busy.add(key);
+      await this.proposeMeta({ t: 'settled', name: record.name, version: record.version })
+        .catch((e: unknown) => this.options.onError?.(`settle ${record.name}`, e))
+        .finally(() => this.busy.delete(key));
       return;
     }
     this.busy.add(record.name);
@@ -248,6 +284,34 @@ export class ManagedHost {
     if (stale(this.catalog()).length === 0) return;
     const confirmed = await this.meta.read(stale);
     for (const name of confirmed) await this.host.removeGroup(name, { deleteData: true });
+  }
+
+  /**
+   * Reports to the meta group the dropped groups this host no longer holds, running or on disk (deleting a copy
+   * left on disk first), so their names may be created again.
+   */
+  private async reportGone(catalog: MetaMachine): Promise<void> {
+    const mine = catalog.dropping().filter((d) => d.hosts.includes(this.id) && !this.busy.has(d.name) && this.host.group(d.name) === undefined);
+    if (mine.length === 0) return;
+    const stored = new Set((await this.host.storedGroups()).map((g) => g.name));
+    for (const { name } of mine) {
+      const key = `!gone ${name}`;
+      if (this.busy.has(key) || this.host.group(name) !== undefined) continue;
+      this.busy.add(key);
+      try {
+        // Confirmed against the meta group's latest state, as any deletion here is.
+        let clean = !stored.has(name);
+        if (!clean && (await this.meta.read((m) => m.group(name) === undefined))) {
+          await this.host.removeGroup(name, { deleteData: true });
+          clean = true;
+        }
+        if (clean) await this.proposeMeta({ t: 'gone', name, host: this.id });
+      } catch (e) {
+        this.options.onError?.(`report ${name} gone`, e);
+      } finally {
+        this.busy.delete(key);
+      }
+    }
   }
 
   /**
@@ -309,6 +373,7 @@ export class ManagedHost {
     return moved;
   }
 
+  /** Stops reconciling, then every group, the listener and the database. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

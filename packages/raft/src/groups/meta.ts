@@ -13,6 +13,7 @@ const HOST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 const MAX_GROUPS_PER_COMMAND = 4096;
 const MAX_DATA_BYTES = 16 * 1024;
 
+/** A process of the cluster, as the meta group records it. */
 export interface HostRecord {
   id: NodeId;
   /** The Raft listener, "host:port". */
@@ -23,6 +24,7 @@ export interface HostRecord {
   retiring: boolean;
 }
 
+/** A group, as the meta group records it: where it should run and what it serves. */
 export interface GroupRecord {
   name: string;
   /** The hosts that founded the group (its bootstrap voters): a founder starts it with these as voters. */
@@ -37,12 +39,20 @@ export interface GroupRecord {
   settled: boolean;
 }
 
+/** A change to the meta group's state (refused with `invalid` when malformed: see checkMetaCommand). */
 export type MetaCommand =
   | { t: 'host'; id: NodeId; raft: string; http: string | null }
   | { t: 'retire'; id: NodeId; retiring: boolean }
   /** Create every group or none (a name already taken refuses the whole command). */
   | { t: 'create'; groups: Array<{ name: string; replicas: number; data: Record<string, unknown> }> }
+  /**
+   * Drop every group or none. A dropped name stays taken (a `create` of it is refused with `exists`) until each
+   * host that may hold a copy (its members and founders) reported with `gone` that it deleted it, or was retired:
+   * a new group of that name must never start from an old copy's log.
+   */
   | { t: 'drop'; names: string[] }
+  /** A host deleted its copy of a dropped group. */
+  | { t: 'gone'; name: string; host: NodeId }
   /** Set the hosts that should hold a group (a replica move); the group's leader carries it out. */
   | { t: 'members'; name: string; members: NodeId[] }
   /** The group's leader: its voters are the members of `version` (ignored when the record changed since). */
@@ -53,23 +63,29 @@ export type MetaCommand =
    */
   | { t: 'spread' };
 
+/** What a meta command did: the groups it created, changed or dropped, or why it was refused (nothing changed). */
 export type MetaResult = { ok: true; groups: GroupRecord[] } | { ok: false; code: 'exists' | 'not_found' | 'no_hosts' | 'invalid'; message: string };
 
 const packr = new Packr({ useRecords: false });
 
+/** The meta group's state machine: hosts and groups (see the module comment). */
 export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
   private hostMap = new Map<NodeId, HostRecord>();
   private groupMap = new Map<string, GroupRecord>();
+  /** Dropped groups whose copies some hosts may still hold: name -> those hosts. */
+  private droppedMap = new Map<string, NodeId[]>();
 
   /** Every registered host, by id order. */
   hosts(): HostRecord[] {
     return [...this.hostMap.values()].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   }
 
+  /** The host of that id, if registered. */
   host(id: NodeId): HostRecord | undefined {
     return this.hostMap.get(id);
   }
 
+  /** The group of that name, if it exists. */
   group(name: string): GroupRecord | undefined {
     return this.groupMap.get(name);
   }
@@ -77,6 +93,11 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
   /** Every group, in creation order. */
   groups(): GroupRecord[] {
     return [...this.groupMap.values()];
+  }
+
+  /** Dropped groups some hosts have not reported deleting yet (their names cannot be created again meanwhile). */
+  dropping(): Array<{ name: string; hosts: NodeId[] }> {
+    return [...this.droppedMap].map(([name, hosts]) => ({ name, hosts: [...hosts] }));
   }
 
   /** Groups whose name starts with `prefix`, in creation order. */
@@ -106,6 +127,8 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
         if (old === undefined) return { ok: false, code: 'not_found', message: `no host ${command.id}` };
         this.hostMap.set(command.id, { ...old, retiring: command.retiring });
         if (!command.retiring) return { ok: true, groups: [] };
+        // A retired host is not waited for: whatever copies it holds, it never runs a group again.
+        for (const name of [...this.droppedMap.keys()]) this.gone(name, command.id);
         // Every replica of the retiring host moves to the eligible host holding the fewest.
         const counts = this.replicaCounts();
         const eligible = this.hosts().filter((h) => !h.retiring).map((h) => h.id);
@@ -123,6 +146,8 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
       case 'create': {
         for (const g of command.groups) {
           if (this.groupMap.has(g.name)) return { ok: false, code: 'exists', message: `group ${g.name} exists` };
+          const holding = this.droppedMap.get(g.name);
+          if (holding !== undefined) return { ok: false, code: 'exists', message: `group ${g.name} was dropped and ${holding.join(', ')} still hold a copy; retry shortly` };
         }
         const counts = this.replicaCounts();
         const eligible = this.hosts().filter((h) => !h.retiring).map((h) => h.id);
@@ -145,9 +170,16 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
         const missing = command.names.find((n) => !this.groupMap.has(n));
         if (missing !== undefined) return { ok: false, code: 'not_found', message: `no group ${missing}` };
         const dropped = command.names.map((n) => this.groupMap.get(n)!);
-        for (const n of command.names) this.groupMap.delete(n);
+        for (const g of dropped) {
+          this.groupMap.delete(g.name);
+          const holding = new Set([...g.members, ...g.founders].filter((h) => this.hostMap.get(h)?.retiring !== true));
+          if (holding.size > 0) this.droppedMap.set(g.name, [...holding].sort());
+        }
         return { ok: true, groups: dropped };
       }
+      case 'gone':
+        this.gone(command.name, command.host);
+        return { ok: true, groups: [] };
       case 'members': {
         const old = this.groupMap.get(command.name);
         if (old === undefined) return { ok: false, code: 'not_found', message: `no group ${command.name}` };
@@ -183,6 +215,14 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
     }
   }
 
+  private gone(name: string, host: NodeId): void {
+    const holding = this.droppedMap.get(name);
+    if (holding === undefined) return;
+    const left = holding.filter((h) => h !== host);
+    if (left.length === 0) this.droppedMap.delete(name);
+    else this.droppedMap.set(name, left);
+  }
+
   private setMembers(old: GroupRecord, members: NodeId[], version: number): GroupRecord {
     const record: GroupRecord = { ...old, members, version, settled: false };
     this.groupMap.set(old.name, record);
@@ -190,13 +230,14 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
   }
 
   snapshot(): Uint8Array {
-    return packr.pack({ hosts: [...this.hostMap.values()], groups: [...this.groupMap.values()] });
+    return packr.pack({ hosts: [...this.hostMap.values()], groups: [...this.groupMap.values()], dropped: [...this.droppedMap] });
   }
 
   restore(data: Uint8Array): void {
-    const state = packr.unpack(data) as { hosts: HostRecord[]; groups: GroupRecord[] };
+    const state = packr.unpack(data) as { hosts: HostRecord[]; groups: GroupRecord[]; dropped?: Array<[string, NodeId[]]> };
     this.hostMap = new Map(state.hosts.map((h) => [h.id, h]));
     this.groupMap = new Map(state.groups.map((g) => [g.name, g]));
+    this.droppedMap = new Map(state.dropped ?? []);
   }
 }
 
@@ -248,6 +289,8 @@ export function checkMetaCommand(command: unknown): string | null {
     }
     case 'settled':
       return typeof c.name === 'string' && NAME.test(c.name) && typeof c.version === 'number' && Number.isSafeInteger(c.version) ? null : 'settled: name, version';
+    case 'gone':
+      return typeof c.name === 'string' && NAME.test(c.name) && hostId(c.host) ? null : 'gone: name, host';
     case 'spread':
       return null;
     default:
