@@ -349,6 +349,26 @@ t.test('replay from any offset; a long poll wakes on an append', async (t) => {
   );
 });
 
+t.test('concurrent sends through one producer and concurrent plain appends: every record once, offsets contiguous', async (t) => {
+  await log.createTopic('many', { partitions: 1 });
+  await settled('many', 1);
+  const producer = log.producer('many');
+  // The producer gathers what is sent while a batch is in flight; the members gather appends of one turn into one
+  // Raft entry. Neither may lose, double or reorder anything a caller was told.
+  const sent = await Promise.all(Array.from({ length: 600 }, (_, i) => producer.send(`s${i}`, { partition: 0 })));
+  const plain = await Promise.all(Array.from({ length: 200 }, (_, i) => log.append('many', 0, [{ value: `a${i}` }, { value: `a${i}+` }])));
+  const stored = await fetchAll(log, 'many', 0);
+  t.equal(stored.length, 600 + 400, 'every record stored once');
+  t.ok(stored.every((r, i) => r.offset === i), 'offsets contiguous from 0');
+  const byValue = new Map(stored.map((r) => [r.value, r.offset]));
+  t.ok(sent.every((s, i) => byValue.get(`s${i}`) === s.offset), 'each send answered with the offset its record holds');
+  t.ok(
+    sent.every((s, i) => i === 0 || s.offset > sent[i - 1]!.offset),
+    "one producer's records keep the order they were sent in",
+  );
+  t.ok(plain.every((a, i) => byValue.get(`a${i}`) === a.base_offset && byValue.get(`a${i}+`) === a.base_offset + 1), 'each append answered with its own offsets, its records together');
+});
+
 t.test('retention trims by size at once and by age even when nothing is appended', async (t) => {
   // The first append follows the create at once: the topic's limits hold from its first record (not the default
   // limits until the leader's periodic sync of the topic's retention, as before).

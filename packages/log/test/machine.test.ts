@@ -275,3 +275,43 @@ t.test('malformed commands are refused with CommandShapeError before any change;
   t.match(messages[0], /^CommandShapeError: append\.seq/);
   t.match(run(make(), { op: 'append', records: recs('c'), producer: 'p', seq: 1 }), { ok: true, base: 2 });
 });
+
+t.test("an 'appends' entry answers and changes exactly as its appends would one entry each (property)", async (t) => {
+  // Producers p0..p2 with sequences near their next one (some retries, some gaps, some new), anonymous appends too.
+  const appendArb = fc.record({
+    values: fc.array(fc.string({ maxLength: 4 }), { minLength: 1, maxLength: 3 }),
+    producer: fc.option(fc.constantFrom('p0', 'p1', 'p2'), { nil: null }),
+    seq: fc.integer({ min: 0, max: 4 }),
+  });
+  fc.assert(
+    fc.property(fc.array(fc.array(appendArb, { minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 8 }), (entries) => {
+      const one = new PartitionMachine();
+      const batched = new PartitionMachine();
+      for (const entry of entries) {
+        const appends = entry.map((a) => ({ records: recs(...a.values), producer: a.producer, seq: a.producer === null ? null : a.seq }));
+        const separate = appends.map((a) => run(one, { op: 'append', ...a }));
+        const together = run(batched, { op: 'appends', appends });
+        if (JSON.stringify(together) !== JSON.stringify({ op: 'appends', results: separate })) return false;
+      }
+      return Buffer.from(one.snapshot()).equals(Buffer.from(batched.snapshot()));
+    }),
+    { numRuns: 300, seed: 21 },
+  );
+  t.pass('300 runs: same results, same state');
+});
+
+t.test("a malformed 'appends' entry is refused whole, changing nothing", async (t) => {
+  const m = new PartitionMachine();
+  append(m, ['kept']);
+  const before = Buffer.from(m.snapshot());
+  for (const bad of [
+    { op: 'appends', appends: [] },
+    { op: 'appends', appends: 'x' },
+    { op: 'appends', appends: [{ records: recs('a'), producer: null, seq: null }, { records: [], producer: null, seq: null }] },
+    { op: 'appends', appends: [{ records: recs('a'), producer: null, seq: null }, null] },
+    { op: 'appends', appends: [{ records: recs('a'), producer: 'p', seq: null }] },
+  ]) {
+    t.throws(() => run(m, bad as unknown as PartitionCommand), { name: 'CommandShapeError' }, JSON.stringify(bad).slice(0, 80));
+  }
+  t.ok(Buffer.from(m.snapshot()).equals(before), 'state unchanged');
+});
