@@ -190,6 +190,8 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
           // A retried create of the same topic succeeds (the first may have been applied before its answer was lost).
           const existing = await service.call(meta, () => managed.metaRead((m) => topicsOf(m.groupsWithPrefix(`log.${name}.`)).get(name)));
           if (existing !== undefined && sameTopic(existing.info, info)) return new Reply(200, { ...describeTopic(existing.info, existing.partitions), created: false });
+          // A deleted topic's name stays taken until every process has deleted its replicas (so none is reused).
+          if (existing === undefined) throw new HttpError(409, 'topic_being_deleted', `topic ${name} was deleted and some processes still hold its replicas: ${result.message}`, { topic: name }, { 'retry-after': '1' });
           throw conflict('topic_exists', `topic ${name} exists with other settings`, { topic: name });
         }
         if (result.code === 'no_hosts') throw badRequest('invalid_field', result.message, { field: 'replicas' });

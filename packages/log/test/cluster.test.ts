@@ -369,6 +369,31 @@ t.test('concurrent sends through one producer and concurrent plain appends: ever
   t.ok(plain.every((a, i) => byValue.get(`a${i}`) === a.base_offset && byValue.get(`a${i}+`) === a.base_offset + 1), 'each append answered with its own offsets, its records together');
 });
 
+t.test('a deleted topic created again under its name starts empty (409 topic_being_deleted until the old replicas are gone)', async (t) => {
+  for (let round = 0; round < 3; round++) {
+    const refusals = new Set<string>();
+    const created = await until(
+      `'again' created (round ${round})`,
+      async () => {
+        const answer = await call(cluster.members[round % cluster.members.length]!, 'POST', '/v1/topics', { token, body: { name: 'again', partitions: 3 } });
+        if (answer.status === 409) refusals.add(String((answer.body.error as { code?: string } | undefined)?.code));
+        return answer.status === 201 ? answer : null;
+      },
+      60_000,
+      100,
+    );
+    t.equal(created.status, 201);
+    t.ok([...refusals].every((c) => c === 'topic_being_deleted'), `round ${round}: refusals meanwhile: ${[...refusals].join(',') || 'none'}`);
+    await settled('again', 3);
+    for (let p = 0; p < 3; p++) {
+      const answer = await log.fetch('again', p, 0, { maxRecords: 10 });
+      t.same([answer.records.length, answer.end_offset], [0, 0], `round ${round}: partition ${p} holds nothing of the deleted topic`);
+      t.match(await log.append('again', p, [{ value: `round${round}` }]), { base_offset: 0 }, `round ${round}: partition ${p} takes appends`);
+    }
+    await log.deleteTopic('again');
+  }
+});
+
 t.test('retention trims by size at once and by age even when nothing is appended', async (t) => {
   // The first append follows the create at once: the topic's limits hold from its first record (not the default
   // limits until the leader's periodic sync of the topic's retention, as before).
