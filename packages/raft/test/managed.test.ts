@@ -63,6 +63,8 @@ async function open(id: string): Promise<ManagedHost> {
     metaMembers: founders,
     http: `http://${id}.example:80`,
     reconcileMs: 300,
+    // The count-based balancing is tested here; preferred leaders have test/preferred-leaders.test.ts.
+    preferredLeaders: false,
     groupOptions: (name) =>
       name.startsWith('g')
         ? {

@@ -139,6 +139,12 @@ export class GroupHost {
     }
   }
 
+  /** Whether a frame (any: a ping, a heartbeat batch, a message) came from process `id` in the last `ticks` ticks. */
+  heardFrom(id: NodeId, ticks: number): boolean {
+    const heard = this.lastHeard.get(id);
+    return heard !== undefined && this.ticks - heard <= ticks;
+  }
+
   /** Opens the process's database and starts its listener. */
   static async open(options: GroupHostOptions): Promise<GroupHost> {
     const level = new Level<string, Uint8Array>(options.dataDir);

@@ -32,6 +32,15 @@ export interface ManagedHostOptions extends GroupHostOptions {
    * anyone asking). Default true.
    */
   autoSpread?: boolean;
+  /**
+   * Preferred leaders (as Kafka's preferred replica election): the first of a group's `members` is its preferred
+   * leader, and placement rotates that first place over the hosts, so handing each group to its preferred leader
+   * spreads leaders evenly. A host that has led a settled group for `preferredLeaderDelayMs` (default 10 s)
+   * while its preferred leader's process is alive transfers leadership to it; after a failover, leadership comes
+   * back once the preferred process returns. A failed transfer waits 30 s before the next try. Default true.
+   */
+  preferredLeaders?: boolean;
+  preferredLeaderDelayMs?: number;
   /** Called when a reconciliation step fails (it is retried on the next round). */
   onError?: (what: string, error: unknown) => void;
 }
@@ -44,6 +53,11 @@ type AnyNode = RaftNode<unknown, unknown>;
  */
 export class ManagedHost {
   private readonly busy = new Set<string>();
+  /** Groups this host leads: since when (its term then), for preferred-leader transfers. */
+  private readonly leadingSince = new Map<string, { term: number; since: number }>();
+  /** Groups whose last preferred-leader transfer failed, and when. */
+  private readonly transferFailedAt = new Map<string, number>();
+  private transfersInFlight = 0;
   private timer: NodeJS.Timeout | null = null;
   private reconciling: Promise<void> | null = null;
   private again = false;
@@ -187,6 +201,34 @@ export class ManagedHost {
       .finally(() => this.busy.delete('!spread'));
   }
 
+  /** On a settled group this host leads: hand it to its preferred leader when that is due (see the option). */
+  private preferLeader(record: GroupRecord, node: AnyNode): void {
+    if (this.options.preferredLeaders === false) return;
+    const preferred = record.members[0];
+    const status = node.status();
+    const now = Date.now();
+    let leading = this.leadingSince.get(record.name);
+    if (leading === undefined || leading.term !== status.term) this.leadingSince.set(record.name, (leading = { term: status.term, since: now }));
+    if (preferred === undefined || preferred === this.id || !status.config.voters.includes(preferred)) return;
+    if (now - leading.since < (this.options.preferredLeaderDelayMs ?? 10_000)) return;
+    if (now - (this.transferFailedAt.get(record.name) ?? 0) < 30_000) return;
+    if (this.transfersInFlight >= 8 || this.busy.has(record.name)) return;
+    // A process that has sent nothing for 3 ticks is not given leadership (it would only fail, or lose it again).
+    if (!this.host.heardFrom(preferred, 3)) return;
+    this.busy.add(record.name);
+    this.transfersInFlight++;
+    void node
+      .transferLeadership(preferred)
+      .catch(() => false)
+      .then((moved) => {
+        if (!moved) this.transferFailedAt.set(record.name, Date.now());
+      })
+      .finally(() => {
+        this.transfersInFlight--;
+        this.busy.delete(record.name);
+      });
+  }
+
   /** Records this host's addresses in the meta group once (and again when they differ). */
   private async register(catalog: MetaMachine): Promise<void> {
     const raft = this.host.hostAddress(this.id)!;
@@ -237,7 +279,11 @@ export class ManagedHost {
     if (missing === undefined && extra === undefined) {
       // Once per move: every meta entry applied schedules a pass, and a report in flight must not be repeated by each.
       const key = `!settled ${record.name} ${record.version}`;
-      if (record.settled || this.busy.has(key)) return;
+      if (record.settled) {
+        this.preferLeader(record, node);
+        return;
+      }
+      if (this.busy.has(key)) return;
       this.busy.add(key);
       await this.proposeMeta({ t: 'settled', name: record.name, version: record.version })
         .catch((e: unknown) => this.options.onError?.(`settle ${record.name}`, e))
@@ -341,6 +387,8 @@ export class ManagedHost {
    * of the whole cluster (each process's own count: see `groupCounts`); without them, this host's view
    * (`leaderCounts`). Run it on each process in turn (most leaders first), passing the counts updated with the
    * moves returned, and leaders end within about one of each other wherever the groups' placement allows.
+   * With `preferredLeaders` on (the default), a group whose preferred leader's process is alive goes there instead
+   * (and a group led by its preferred leader stays): the same spread, and one the preferred-leader pass keeps.
    * Resolves with the transfers that succeeded.
    */
   async balanceLeaders(options: { leaders?: Record<NodeId, number>; concurrency?: number } = {}): Promise<Array<{ group: string; from: NodeId; to: NodeId }>> {
@@ -349,8 +397,19 @@ export class ManagedHost {
     const mine = this.host.groupNames().filter((n) => n !== META_GROUP && !this.busy.has(n) && this.host.group(n)?.isLeader === true);
     counts.set(this.id, mine.length);
     const plan: Array<{ group: string; node: AnyNode; to: NodeId }> = [];
+    const preferring = this.options.preferredLeaders !== false;
     for (const name of mine) {
       const node = this.host.group(name)!;
+      // With preferred leaders on, a group goes to its preferred leader when that process is alive: the placement
+      // already spreads those evenly, and handing it anywhere else would be undone by the preferred-leader pass.
+      const preferred = preferring ? this.catalog().group(name)?.members[0] : undefined;
+      if (preferred !== undefined && preferred !== this.id && !retiring.has(preferred) && node.status().config.voters.includes(preferred) && this.host.heardFrom(preferred, 3)) {
+        counts.set(this.id, counts.get(this.id)! - 1);
+        counts.set(preferred, (counts.get(preferred) ?? 0) + 1);
+        plan.push({ group: name, node, to: preferred });
+        continue;
+      }
+      if (preferring && preferred === this.id) continue;
       let target: NodeId | null = null;
       for (const voter of node.status().config.voters) {
         if (voter === this.id || retiring.has(voter)) continue;

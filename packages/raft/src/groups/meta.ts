@@ -157,8 +157,15 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
             return { ok: false, code: 'no_hosts', message: `group ${g.name} needs ${g.replicas} hosts; ${eligible.length} can take replicas` };
           }
         }
+        // The first member is the group's preferred leader (ManagedHost hands leadership to it): the member that is
+        // first of the fewest groups, so leaders spread even when every group is on every host.
+        const firsts = new Map<NodeId, number>();
+        for (const group of this.groupMap.values()) if (group.members[0] !== undefined) firsts.set(group.members[0], (firsts.get(group.members[0]) ?? 0) + 1);
         for (const g of command.groups) {
-          const members = placeReplicas(eligible, counts, g.replicas);
+          const placed = placeReplicas(eligible, counts, g.replicas);
+          const [lead] = placeReplicas(placed, firsts, 1);
+          const members = [lead!, ...placed.filter((m) => m !== lead)];
+          firsts.set(lead!, (firsts.get(lead!) ?? 0) + 1);
           for (const m of members) counts.set(m, (counts.get(m) ?? 0) + 1);
           const record: GroupRecord = { name: g.name, founders: members, members, data: g.data, version: context.index, settled: true };
           created.push(record);
