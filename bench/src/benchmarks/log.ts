@@ -109,8 +109,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
   }
   const cluster = await startOurCluster({ service: 'log', nodes: MEMBERS, env });
   // One connection per worker, as every HTTP side of the harness has (LogClient's router defaults to 16 per
-  // member, which would cap the appends in flight below --concurrency). LogClientOptions does not name
-  // `connections` yet, but LogClient hands its options to GroupRouter, which reads it.
+  // member, which would cap the appends in flight below --concurrency).
   const options = { endpoints: cluster.members.map((m) => m.url), token: cluster.token, timeoutMs: 15_000, connections: o.concurrency };
   const client = new LogClient(options);
   try {

@@ -16,6 +16,11 @@ export interface LogClientOptions {
   token: string;
   /** Give up after this long per call. Default 15 s. */
   timeoutMs?: number;
+  /**
+   * Connections per member (default 16). Requests in flight to one member beyond this wait for a connection, so
+   * a program with more concurrent plain appends than this should raise it (LogProducer needs few: it batches).
+   */
+  connections?: number;
 }
 
 export interface TopicSettings {
