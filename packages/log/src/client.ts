@@ -120,6 +120,51 @@ export class LogClient {
   }
 
   /**
+   * Reads a partition from `from` to its end (as of the reads), page by page, with `pagesInFlight` fetches
+   * outstanding (default 2), so the member builds the next page while this program handles the current one.
+   * Pages are requested at the offsets they should start at (offsets are contiguous); when a page comes back
+   * shorter (the byte limit cut it, retention moved the start, or the end is near), the pages asked for after it
+   * are dropped and reading goes on from where it really ended, with that page size from then on. Yields each
+   * page's records, in offset order, each record once.
+   */
+  async *scan(topic: string, partition: number, from: number, options: { pageRecords?: number; maxBytes?: number; pagesInFlight?: number } = {}): AsyncGenerator<LogRecord[]> {
+    let pageRecords = options.pageRecords ?? 1_000;
+    const maxBytes = options.maxBytes ?? 1024 * 1024;
+    const inFlight = Math.max(1, options.pagesInFlight ?? 2);
+    const pending: Array<{ offset: number; records: number; answer: Promise<FetchAnswer> }> = [];
+    let next = from;
+    let end = Infinity;
+    const drop = (): void => {
+      for (const p of pending) p.answer.catch(() => undefined);
+      pending.length = 0;
+    };
+    try {
+      for (;;) {
+        while (pending.length < inFlight && next < end) {
+          pending.push({ offset: next, records: pageRecords, answer: this.fetch(topic, partition, next, { maxRecords: pageRecords, maxBytes }) });
+          next += pageRecords;
+        }
+        const head = pending.shift();
+        if (head === undefined) return;
+        const page = await head.answer;
+        end = Math.min(end, page.end_offset);
+        if (page.records.length > 0) yield page.records;
+        if (page.next_offset >= page.end_offset || page.records.length === 0) {
+          drop();
+          return;
+        }
+        if (page.next_offset !== head.offset + head.records) {
+          drop();
+          if (page.records.length < pageRecords && page.records[0]!.offset === head.offset) pageRecords = page.records.length;
+          next = page.next_offset;
+        }
+      }
+    } finally {
+      drop();
+    }
+  }
+
+  /**
    * Commits a consumer group's next offset for a partition. With `expect`, only if the committed offset is still
    * `expect` (else a LogError 409 `offset_conflict` whose body names the current one): two consumers of one group
    * on one partition cannot both move it.

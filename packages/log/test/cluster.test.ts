@@ -349,6 +349,26 @@ t.test('replay from any offset; a long poll wakes on an append', async (t) => {
   );
 });
 
+t.test('scan reads to the end with pages in flight: each record once, in order, whatever cuts the pages', async (t) => {
+  // 'replay' holds offsets 0..200 (the case above).
+  for (const [from, options] of [
+    [0, { pageRecords: 7, pagesInFlight: 3 }],
+    [0, { pageRecords: 50, maxBytes: 60, pagesInFlight: 2 }],
+    [150, { pageRecords: 1_000 }],
+    [199, { pageRecords: 1 }],
+  ] as const) {
+    const offsets: number[] = [];
+    for await (const page of log.scan('replay', 0, from, options)) for (const r of page) offsets.push(r.offset);
+    t.same(offsets, Array.from({ length: 201 - from }, (_, i) => from + i), `from ${from}, ${JSON.stringify(options)}`);
+  }
+  let pages = 0;
+  for await (const page of log.scan('replay', 0, 0, { pageRecords: 10, pagesInFlight: 4 })) {
+    pages++;
+    if (page[0]!.offset >= 30) break;
+  }
+  t.equal(pages, 4, 'a scan can be left early');
+});
+
 t.test('concurrent sends through one producer and concurrent plain appends: every record once, offsets contiguous', async (t) => {
   await log.createTopic('many', { partitions: 1 });
   await settled('many', 1);
