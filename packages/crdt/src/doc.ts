@@ -1,0 +1,514 @@
+import { decodeOps, encodeOps, DOC_MAGIC } from './encoding.js';
+import { opLength, type AttrValue, type Attrs, type DeleteOp, type FormatOp, type Id, type InsertOp, type Op, type Span, type StateVector } from './types.js';
+
+/** An attribute value with the (Lamport, client) stamp of the op that set it: the greater stamp wins per key. */
+interface Stamp {
+  readonly v: AttrValue;
+  readonly l: number;
+  readonly c: string;
+}
+type StampedAttrs = Readonly<Record<string, Stamp>>;
+
+/**
+ * A run of characters typed by one client with consecutive counters and Lamport stamps. Only the first
+ * character's origins are stored: every later character's left origin is the character before it in the run and
+ * its right origin is the run's. Splitting a run (insert or delete inside it) keeps that meaning exactly.
+ */
+class Item {
+  constructor(
+    readonly client: string,
+    readonly seq: number,
+    readonly lamport: number,
+    readonly left: Id | null,
+    readonly right: Id | null,
+    public text: string,
+    public deleted: boolean,
+    /** Shared between the pieces of a split run, so never mutated: formatting replaces it. */
+    public attrs: StampedAttrs | null,
+  ) {}
+}
+
+const idEq = (a: Id | null, b: Id | null): boolean => (a === null ? b === null : b !== null && a[0] === b[0] && a[1] === b[1]);
+const newer = (l: number, c: string, s: Stamp): boolean => l > s.l || (l === s.l && c > s.c);
+
+function mergeAttrs(base: StampedAttrs | null, add: Attrs, l: number, c: string): StampedAttrs | null {
+  let out: Record<string, Stamp> | null = null;
+  for (const key of Object.keys(add)) {
+    const cur = base?.[key];
+    if (cur === undefined || newer(l, c, cur)) {
+      out ??= { ...base };
+      out[key] = { v: add[key] as AttrValue, l, c };
+    }
+  }
+  return out ?? base;
+}
+
+/** Positions of characters in the list (item index, offset) compared lexicographically. */
+const cmpPos = (ai: number, ao: number, bi: number, bo: number): number => (ai !== bi ? ai - bi : ao - bo);
+
+type Outcome = 'applied' | 'duplicate' | 'waiting';
+
+/**
+ * A replicated rich-text sequence. Local edits return the ops to send; `apply` takes remote ops in any order,
+ * any number of times. Deterministic: no clocks, no randomness.
+ */
+export class Doc {
+  readonly clientId: string;
+  /** Every run, tombstones included, in document order. */
+  private items: Item[] = [];
+  /** client -> its runs sorted by counter, to find the run holding an id. */
+  private byClient = new Map<string, Item[]>();
+  private sv = new Map<string, number>();
+  private maxLamport = -1;
+  /** Every applied op in application order (a causal order): the source of opsSince and encode. */
+  private log: Op[] = [];
+  private pending: Op[] = [];
+  private formats: FormatOp[] = [];
+  private visible = 0;
+  /** Cursor cache for local edits: visible characters before items[cacheIdx]. Reset by remote ops. */
+  private cacheIdx = 0;
+  private cacheBefore = 0;
+
+  constructor(clientId: string) {
+    if (typeof clientId !== 'string' || clientId.length === 0) throw new TypeError('clientId must be a non-empty string');
+    this.clientId = clientId;
+  }
+
+  /** Visible length in UTF-16 code units. */
+  get length(): number {
+    return this.visible;
+  }
+
+  /** Ops received whose dependencies have not arrived yet. */
+  get pendingCount(): number {
+    return this.pending.length;
+  }
+
+  text(): string {
+    let s = '';
+    for (const it of this.items) if (!it.deleted) s += it.text;
+    return s;
+  }
+
+  /** Visible text split where attributes change; adjacent runs with equal attributes are merged (canonical). */
+  spans(): Span[] {
+    const out: { text: string; attrs: Attrs; key: string }[] = [];
+    for (const it of this.items) {
+      if (it.deleted || it.text.length === 0) continue;
+      const attrs: Record<string, AttrValue> = {};
+      if (it.attrs) for (const k of Object.keys(it.attrs).sort()) if (it.attrs[k]!.v !== null) attrs[k] = it.attrs[k]!.v;
+      const key = JSON.stringify(attrs);
+      const last = out[out.length - 1];
+      if (last && last.key === key) last.text += it.text;
+      else out.push({ text: it.text, attrs, key });
+    }
+    return out.map(({ text, attrs }) => ({ text, attrs }));
+  }
+
+  stateVector(): StateVector {
+    return Object.fromEntries(this.sv);
+  }
+
+  /** Number of runs held (tombstones included): what memory grows with. */
+  get runCount(): number {
+    return this.items.length;
+  }
+
+  // ---------------------------------------------------------------- local edits
+
+  localInsert(index: number, text: string, attrs?: Attrs): InsertOp[] {
+    this.checkRange(index, 0);
+    if (text.length === 0) return [];
+    const seq = this.nextSeq();
+    const lamport = this.maxLamport + 1;
+    let left: Id | null = null;
+    let dest = 0;
+    let prev: Item | undefined;
+    if (index > 0) {
+      const [i, before] = this.seek(index);
+      prev = this.items[i]!;
+      const k = index - 1 - before;
+      if (k < prev.text.length - 1) this.split(i, k + 1);
+      left = [prev.client, prev.seq + k];
+      dest = i + 1;
+    } else {
+      this.cacheIdx = 0;
+      this.cacheBefore = 0;
+    }
+    const next = this.items[dest];
+    const right: Id | null = next ? [next.client, next.seq] : null;
+    const hasAttrs = attrs !== undefined && Object.keys(attrs).length > 0;
+    const op: InsertOp = hasAttrs ? { type: 'insert', id: [this.clientId, seq], lamport, left, right, text, attrs } : { type: 'insert', id: [this.clientId, seq], lamport, left, right, text };
+    this.place(op, dest, prev);
+    this.finish(op);
+    return [op];
+  }
+
+  localDelete(index: number, length: number): DeleteOp[] {
+    this.checkRange(index, length);
+    if (length === 0) return [];
+    let [i, before] = this.seek(index + 1);
+    const k = index - before;
+    if (k > 0) {
+      this.split(i, k);
+      i++;
+    }
+    const ops: DeleteOp[] = [];
+    let remaining = length;
+    while (remaining > 0) {
+      const it = this.items[i]!;
+      if (it.deleted) {
+        i++;
+        continue;
+      }
+      if (it.text.length > remaining) this.split(i, remaining);
+      it.deleted = true;
+      this.visible -= it.text.length;
+      remaining -= it.text.length;
+      const op: DeleteOp = { type: 'delete', id: [this.clientId, this.nextSeq()], lamport: this.maxLamport + 1, target: [it.client, it.seq], length: it.text.length };
+      this.finish(op);
+      ops.push(op);
+      i++;
+    }
+    return ops;
+  }
+
+  localFormat(index: number, length: number, attrs: Attrs): FormatOp[] {
+    this.checkRange(index, length);
+    if (length === 0 || Object.keys(attrs).length === 0) return [];
+    const start = this.idAt(index);
+    const end = this.idAt(index + length - 1);
+    const op: FormatOp = { type: 'format', id: [this.clientId, this.nextSeq()], lamport: this.maxLamport + 1, start, end, attrs };
+    this.applyFormat(op);
+    this.finish(op);
+    this.resetCache();
+    return [op];
+  }
+
+  // ---------------------------------------------------------------- remote ops
+
+  /** Applies ops from any replica in any order, any number of times; ops whose dependencies are missing wait. */
+  apply(ops: readonly Op[]): void {
+    let progress = false;
+    for (const op of ops) {
+      const r = this.tryApply(op);
+      if (r === 'waiting') this.pending.push(op);
+      else if (r === 'applied') progress = true;
+    }
+    while (progress && this.pending.length > 0) {
+      progress = false;
+      const waiting = this.pending;
+      this.pending = [];
+      for (const op of waiting) {
+        const r = this.tryApply(op);
+        if (r === 'waiting') this.pending.push(op);
+        else if (r === 'applied') progress = true;
+      }
+    }
+  }
+
+  /** Every applied op the holder of `sv` lacks, in a causal order (runs partly known are trimmed). */
+  opsSince(sv: StateVector = {}): Op[] {
+    const out: Op[] = [];
+    for (const op of this.log) {
+      const [c, s] = op.id;
+      const have = sv[c] ?? -1;
+      if (s + opLength(op) - 1 <= have) continue;
+      out.push(s > have ? op : trimInsert(op as InsertOp, have + 1 - s));
+    }
+    return out;
+  }
+
+  encode(): Uint8Array {
+    return encodeOps(this.log, DOC_MAGIC);
+  }
+
+  static decode(bytes: Uint8Array, clientId: string): Doc {
+    const doc = new Doc(clientId);
+    doc.apply(decodeOps(bytes, DOC_MAGIC));
+    if (doc.pending.length > 0) throw new Error(`corrupt document: ${doc.pending.length} ops with missing dependencies`);
+    return doc;
+  }
+
+  // ---------------------------------------------------------------- internals
+
+  private nextSeq(): number {
+    return (this.sv.get(this.clientId) ?? -1) + 1;
+  }
+
+  private has(id: Id | null): boolean {
+    return id === null || (this.sv.get(id[0]) ?? -1) >= id[1];
+  }
+
+  private checkRange(index: number, length: number): void {
+    if (!Number.isInteger(index) || !Number.isInteger(length) || index < 0 || length < 0 || index + length > this.visible) {
+      throw new RangeError(`range ${index}+${length} outside a document of length ${this.visible}`);
+    }
+  }
+
+  private resetCache(): void {
+    this.cacheIdx = 0;
+    this.cacheBefore = 0;
+  }
+
+  /** Finds the visible run holding character p-1 (p >= 1): [index, visible characters before it]. */
+  private seek(p: number): [number, number] {
+    const items = this.items;
+    let i = this.cacheIdx;
+    let before = this.cacheBefore;
+    if (i >= items.length) {
+      i = 0;
+      before = 0;
+    }
+    while (i > 0 && before >= p) {
+      i--;
+      const it = items[i]!;
+      if (!it.deleted) before -= it.text.length;
+    }
+    for (;;) {
+      const it = items[i]!;
+      const vis = it.deleted ? 0 : it.text.length;
+      if (before + vis >= p) break;
+      before += vis;
+      i++;
+    }
+    this.cacheIdx = i;
+    this.cacheBefore = before;
+    return [i, before];
+  }
+
+  private idAt(index: number): Id {
+    const [i, before] = this.seek(index + 1);
+    const it = this.items[i]!;
+    return [it.client, it.seq + index - before];
+  }
+
+  /** Splits items[i] after k characters; the tail becomes items[i+1] and keeps the run's meaning. */
+  private split(i: number, k: number): Item {
+    const it = this.items[i]!;
+    const tail = new Item(it.client, it.seq + k, it.lamport + k, [it.client, it.seq + k - 1], it.right, it.text.slice(k), it.deleted, it.attrs);
+    it.text = it.text.slice(0, k);
+    this.items.splice(i + 1, 0, tail);
+    const runs = this.byClient.get(it.client)!;
+    runs.splice(this.runIndex(runs, it.seq) + 1, 0, tail);
+    return tail;
+  }
+
+  /** Index in `runs` of the run holding counter seq. */
+  private runIndex(runs: Item[], seq: number): number {
+    let lo = 0;
+    let hi = runs.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (runs[mid]!.seq <= seq) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+
+  private findRun(id: Id): Item {
+    const runs = this.byClient.get(id[0]);
+    if (!runs) throw new Error(`unknown id ${id[0]}:${id[1]}`);
+    return runs[this.runIndex(runs, id[1])]!;
+  }
+
+  private indexOf(it: Item): number {
+    const i = this.items.indexOf(it);
+    if (i < 0) throw new Error('internal: run not in the list');
+    return i;
+  }
+
+  /** Index of the run that ends with character id (splitting after it). */
+  private splitAfter(id: Id): number {
+    const it = this.findRun(id);
+    const i = this.indexOf(it);
+    const k = id[1] - it.seq + 1;
+    if (k < it.text.length) this.split(i, k);
+    return i;
+  }
+
+  /** Index of the run that starts with character id (splitting before it). */
+  private splitBefore(id: Id): number {
+    const it = this.findRun(id);
+    const i = this.indexOf(it);
+    const k = id[1] - it.seq;
+    if (k > 0) {
+      this.split(i, k);
+      return i + 1;
+    }
+    return i;
+  }
+
+  private posOf(id: Id): [number, number] {
+    const it = this.findRun(id);
+    return [this.indexOf(it), id[1] - it.seq];
+  }
+
+  private tryApply(op: Op): Outcome {
+    const [c, s] = op.id;
+    const have = this.sv.get(c) ?? -1;
+    const len = opLength(op);
+    if (len === 0 || s + len - 1 <= have) return 'duplicate';
+    if (s > have + 1) return 'waiting';
+    const o = s <= have ? trimInsert(op as InsertOp, have + 1 - s) : op;
+    switch (o.type) {
+      case 'insert':
+        if (!this.has(o.left) || !this.has(o.right)) return 'waiting';
+        this.integrate(o);
+        break;
+      case 'delete':
+        if (!this.has([o.target[0], o.target[1] + o.length - 1])) return 'waiting';
+        this.applyDelete(o);
+        break;
+      case 'format':
+        if (!this.has(o.start) || !this.has(o.end)) return 'waiting';
+        this.applyFormat(o);
+        break;
+    }
+    this.finish(o);
+    this.resetCache();
+    return 'applied';
+  }
+
+  /**
+   * Places a remote insert. The characters between its origins are scanned as in Fugue (FugueMax, which equals
+   * the "YjsMod" list algorithm): a concurrent run with the same left origin whose right origin lies before ours
+   * may be our sibling's subtree, so we keep scanning without moving; one with the same origins is ordered by
+   * (Lamport, client); one whose left origin lies further right belongs to a subtree we skip whole. So two runs
+   * typed concurrently at one place end up one after the other, never interleaved.
+   */
+  private integrate(op: InsertOp): void {
+    const items = this.items;
+    let leftIdx = -1;
+    let leftOff = 0;
+    if (op.left) {
+      leftIdx = this.splitAfter(op.left);
+      leftOff = items[leftIdx]!.text.length - 1;
+    }
+    const rightIdx = op.right ? this.splitBefore(op.right) : items.length;
+    const client = op.id[0];
+    let dest = leftIdx + 1;
+    let scanning = false;
+    for (let i = leftIdx + 1; ; i++) {
+      if (!scanning) dest = i;
+      if (i === items.length || i === rightIdx) break;
+      const other = items[i]!;
+      const [oli, olo] = other.left ? this.posOf(other.left) : [-1, 0];
+      const cl = cmpPos(oli, olo, leftIdx, leftOff);
+      if (cl < 0) break;
+      if (cl > 0) continue;
+      const [ori, oro] = other.right ? this.posOf(other.right) : [items.length, 0];
+      const cr = cmpPos(ori, oro, rightIdx, 0);
+      if (cr < 0) {
+        scanning = true;
+      } else if (cr === 0) {
+        if (op.lamport < other.lamport || (op.lamport === other.lamport && client < other.client)) break;
+        scanning = false;
+      } else {
+        scanning = false;
+      }
+    }
+    this.place(op, dest, dest > 0 ? items[dest - 1] : undefined);
+  }
+
+  /** Puts the run at items[dest], extending `prev` instead when it is the same client's run continued. */
+  private place(op: InsertOp, dest: number, prev: Item | undefined): void {
+    const [client, seq] = op.id;
+    const len = op.text.length;
+    this.visible += len;
+    if (
+      prev !== undefined &&
+      this.formats.length === 0 &&
+      op.attrs === undefined &&
+      prev.attrs === null &&
+      !prev.deleted &&
+      prev.client === client &&
+      prev.seq + prev.text.length === seq &&
+      prev.lamport + prev.text.length === op.lamport &&
+      op.left !== null &&
+      op.left[0] === client &&
+      op.left[1] === seq - 1 &&
+      idEq(prev.right, op.right)
+    ) {
+      prev.text += op.text;
+      return;
+    }
+    const attrs = op.attrs ? mergeAttrs(null, op.attrs, op.lamport, client) : null;
+    const it = new Item(client, seq, op.lamport, op.left, op.right, op.text, false, attrs);
+    this.items.splice(dest, 0, it);
+    let runs = this.byClient.get(client);
+    if (!runs) this.byClient.set(client, (runs = []));
+    if (runs.length === 0 || runs[runs.length - 1]!.seq < seq) runs.push(it);
+    else runs.splice(this.runIndex(runs, seq) + 1, 0, it);
+    // A format whose anchors enclose the new run covers it too (Peritext: concurrent text inside a range).
+    for (const f of this.formats) {
+      const [si, so] = this.posOf(f.start);
+      const [ei, eo] = this.posOf(f.end);
+      if (cmpPos(si, so, dest, 0) < 0 && cmpPos(dest, 0, ei, eo) < 0) it.attrs = mergeAttrs(it.attrs, f.attrs, f.lamport, f.id[0]);
+    }
+  }
+
+  private applyDelete(op: DeleteOp): void {
+    const [c, s] = op.target;
+    const end = s + op.length;
+    let cur = s;
+    while (cur < end) {
+      let it = this.findRun([c, cur]);
+      if (it.deleted) {
+        cur = it.seq + it.text.length;
+        continue;
+      }
+      let i = this.indexOf(it);
+      if (cur > it.seq) {
+        it = this.split(i, cur - it.seq);
+        i++;
+      }
+      if (it.seq + it.text.length > end) this.split(i, end - it.seq);
+      it.deleted = true;
+      this.visible -= it.text.length;
+      cur = it.seq + it.text.length;
+    }
+  }
+
+  private applyFormat(op: FormatOp): void {
+    const si = this.splitBefore(op.start);
+    const ei = this.splitAfter(op.end);
+    const client = op.id[0];
+    for (let i = si; i <= ei; i++) {
+      const it = this.items[i]!;
+      it.attrs = mergeAttrs(it.attrs, op.attrs, op.lamport, client);
+    }
+    this.formats.push(op);
+  }
+
+  /** Records an applied op: state vector, Lamport clock, log (consecutive typing merged into one insert). */
+  private finish(op: Op): void {
+    const len = opLength(op);
+    this.sv.set(op.id[0], op.id[1] + len - 1);
+    this.maxLamport = Math.max(this.maxLamport, op.lamport + len - 1);
+    const last = this.log[this.log.length - 1];
+    if (
+      op.type === 'insert' &&
+      last?.type === 'insert' &&
+      op.attrs === undefined &&
+      last.attrs === undefined &&
+      last.id[0] === op.id[0] &&
+      last.id[1] + last.text.length === op.id[1] &&
+      last.lamport + last.text.length === op.lamport &&
+      op.left !== null &&
+      op.left[0] === op.id[0] &&
+      op.left[1] === op.id[1] - 1 &&
+      idEq(last.right, op.right)
+    ) {
+      this.log[this.log.length - 1] = { ...last, text: last.text + op.text };
+    } else {
+      this.log.push(op);
+    }
+  }
+}
+
+/** The part of an insert after its first k characters (a run known in part). */
+function trimInsert(op: InsertOp, k: number): InsertOp {
+  const [c, s] = op.id;
+  return { ...op, id: [c, s + k], lamport: op.lamport + k, left: [c, s + k - 1], text: op.text.slice(k) };
+}

@@ -1,0 +1,89 @@
+import t from 'tap';
+import { decodeUpdate, Doc, encodeUpdate } from '../src/index.js';
+
+t.test('local edits', async (t) => {
+  const d = new Doc('a');
+  d.localInsert(0, 'hello world');
+  d.localDelete(5, 6);
+  d.localInsert(5, ', there');
+  d.localInsert(0, '>> ');
+  t.equal(d.text(), '>> hello, there');
+  d.localFormat(3, 5, { bold: true });
+  t.same(d.spans(), [
+    { text: '>> ', attrs: {} },
+    { text: 'hello', attrs: { bold: true } },
+    { text: ', there', attrs: {} },
+  ]);
+  d.localFormat(4, 2, { bold: null, italic: true });
+  t.same(d.spans(), [
+    { text: '>> ', attrs: {} },
+    { text: 'h', attrs: { bold: true } },
+    { text: 'el', attrs: { italic: true } },
+    { text: 'lo', attrs: { bold: true } },
+    { text: ', there', attrs: {} },
+  ]);
+  t.throws(() => d.localInsert(99, 'x'), RangeError);
+  t.throws(() => d.localDelete(10, 99), RangeError);
+  t.same(d.stateVector(), { a: d.opsSince().reduce((m, op) => Math.max(m, op.id[1] + (op.type === 'insert' ? op.text.length : 1) - 1), -1) });
+});
+
+t.test('two replicas: concurrent inserts at one place stay whole, ordered by (Lamport, client)', async (t) => {
+  const a = new Doc('a');
+  const b = new Doc('b');
+  b.apply(a.localInsert(0, '[]'));
+  const opsA = [...a.localInsert(1, 'x'), ...a.localInsert(2, 'y'), ...a.localInsert(3, 'z')];
+  const opsB = [...b.localInsert(1, '1'), ...b.localInsert(2, '2'), ...b.localInsert(3, '3')];
+  a.apply(opsB);
+  b.apply(opsA);
+  t.equal(a.text(), b.text());
+  t.match(a.text(), /^\[(xyz123|123xyz)\]$/);
+});
+
+t.test('ops wait for their dependencies and apply once', async (t) => {
+  const a = new Doc('a');
+  const ops = [...a.localInsert(0, 'abc'), ...a.localInsert(1, 'X'), ...a.localDelete(0, 1), ...a.localFormat(0, 2, { u: true })];
+  const b = new Doc('b');
+  b.apply([...ops].reverse());
+  t.equal(b.text(), a.text());
+  t.equal(b.pendingCount, 0);
+  b.apply(ops);
+  b.apply(a.opsSince({}));
+  t.same(b.spans(), a.spans());
+  const half = new Doc('c');
+  half.apply(ops.slice(2));
+  t.equal(half.text(), '', 'nothing applies before the first op');
+  t.equal(half.pendingCount, 2);
+  half.apply(ops.slice(0, 2));
+  t.same(half.spans(), a.spans());
+});
+
+t.test('opsSince trims a run known in part', async (t) => {
+  const a = new Doc('a');
+  a.localInsert(0, 'ab');
+  const b = new Doc('b');
+  b.apply(a.opsSince());
+  a.localInsert(2, 'cd'); // merged with 'ab' into one logged run
+  t.equal(a.opsSince().length, 1, 'consecutive typing is one op in the log');
+  const missing = a.opsSince(b.stateVector());
+  t.equal(missing.length, 1);
+  t.equal(missing[0]!.type === 'insert' && missing[0]!.text, 'cd');
+  b.apply(missing);
+  t.equal(b.text(), 'abcd');
+  b.apply(a.opsSince()); // the whole merged run again: recognised
+  t.equal(b.text(), 'abcd');
+});
+
+t.test('encoding', async (t) => {
+  const a = new Doc('alice');
+  a.localInsert(0, 'héllo wörld ✓');
+  a.localFormat(0, 5, { bold: true, size: 3, font: 'serif' });
+  a.localDelete(2, 3);
+  const bytes = a.encode();
+  const b = Doc.decode(bytes, 'bob');
+  t.same(b.spans(), a.spans());
+  t.same(b.stateVector(), a.stateVector());
+  t.same(decodeUpdate(encodeUpdate(a.opsSince())), a.opsSince());
+  t.throws(() => decodeUpdate(bytes), /not an encoded update/);
+  t.throws(() => Doc.decode(bytes.subarray(0, bytes.length - 1), 'x'));
+  t.throws(() => decodeUpdate(new Uint8Array([0x55, 1, 0, 1, 0x40])));
+});
