@@ -30,3 +30,38 @@ export function replay(ops: readonly Op[], clientId = 'observer'): Doc {
 }
 
 export const view = (d: Doc): string => JSON.stringify(d.spans());
+
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gunzipSync } from 'node:zlib';
+
+/** ../shared/data/editing-traces beside the repository, found from this compiled file (dist/test/ → package root). */
+const packageRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+export const tracesDir = resolve(packageRoot, '../../../shared/data/editing-traces');
+
+export interface Trace {
+  readonly endContent: string;
+  readonly txns: readonly { readonly patches: readonly (readonly [number, number, string])[] }[];
+}
+
+/** The gzipped traces (name, parsed); throws with the path when the shared data is missing. */
+export function loadTraces(): { name: string; trace: Trace }[] {
+  if (!existsSync(tracesDir)) throw new Error(`editing traces not found at ${tracesDir} (expected ../shared/data beside the repository)`);
+  return readdirSync(tracesDir)
+    .filter((f) => f.endsWith('.json.gz'))
+    .sort()
+    .map((f) => ({ name: f.replace(/\.json\.gz$/, ''), trace: JSON.parse(gunzipSync(readFileSync(join(tracesDir, f))).toString('utf8')) as Trace }));
+}
+
+/** Replays a trace as one user's local edits (positions are code points; the traces hold no astral characters). */
+export function replayTrace(trace: Trace, clientId = 'author'): Doc {
+  const d = new Doc(clientId);
+  for (const { patches } of trace.txns) {
+    for (const [pos, del, ins] of patches) {
+      if (del > 0) d.localDelete(pos, del);
+      if (ins.length > 0) d.localInsert(pos, ins);
+    }
+  }
+  return d;
+}
