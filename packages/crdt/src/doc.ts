@@ -26,6 +26,8 @@ class Item {
     /** Shared between the pieces of a split run, so never mutated: formatting replaces it. */
     public attrs: StampedAttrs | null,
   ) {}
+  /** The next piece split off this run (higher counters), so only whole inserted runs need indexing. */
+  next: Item | null = null;
 }
 
 const idEq = (a: Id | null, b: Id | null): boolean => (a === null ? b === null : b !== null && a[0] === b[0] && a[1] === b[1]);
@@ -56,7 +58,7 @@ export class Doc {
   readonly clientId: string;
   /** Every run, tombstones included, in document order. */
   private items: Item[] = [];
-  /** client -> its runs sorted by counter, to find the run holding an id. */
+  /** client -> the runs as inserted (split pieces hang off them by `next`), sorted by counter, to find the run holding an id. */
   private byClient = new Map<string, Item[]>();
   private sv = new Map<string, number>();
   private maxLamport = -1;
@@ -288,9 +290,9 @@ export class Doc {
     const it = this.items[i]!;
     const tail = new Item(it.client, it.seq + k, it.lamport + k, [it.client, it.seq + k - 1], it.right, it.text.slice(k), it.deleted, it.attrs);
     it.text = it.text.slice(0, k);
+    tail.next = it.next;
+    it.next = tail;
     this.items.splice(i + 1, 0, tail);
-    const runs = this.byClient.get(it.client)!;
-    runs.splice(this.runIndex(runs, it.seq) + 1, 0, tail);
     return tail;
   }
 
@@ -309,7 +311,9 @@ export class Doc {
   private findRun(id: Id): Item {
     const runs = this.byClient.get(id[0]);
     if (!runs) throw new Error(`unknown id ${id[0]}:${id[1]}`);
-    return runs[this.runIndex(runs, id[1])]!;
+    let it = runs[this.runIndex(runs, id[1])]!;
+    while (it.next !== null && it.seq + it.text.length <= id[1]) it = it.next;
+    return it;
   }
 
   private indexOf(it: Item): number {
