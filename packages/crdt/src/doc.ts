@@ -1,4 +1,5 @@
 import { decodeOps, encodeOps, DOC_MAGIC } from './encoding.js';
+import { ChunkList, type Chunk, type Entry } from './list.js';
 import { opLength, type AttrValue, type Attrs, type DeleteOp, type FormatOp, type Id, type InsertOp, type Op, type Span, type StateVector } from './types.js';
 
 /** An attribute value with the (Lamport, client) stamp of the op that set it: the greater stamp wins per key. */
@@ -14,7 +15,11 @@ type StampedAttrs = Readonly<Record<string, Stamp>>;
  * character's origins are stored: every later character's left origin is the character before it in the run and
  * its right origin is the run's. Splitting a run (insert or delete inside it) keeps that meaning exactly.
  */
-class Item {
+class Item implements Entry {
+  chunk: Chunk | null = null;
+  vis(): number {
+    return this.deleted ? 0 : this.text.length;
+  }
   constructor(
     readonly client: string,
     readonly seq: number,
@@ -57,7 +62,7 @@ type Outcome = 'applied' | 'duplicate' | 'waiting';
 export class Doc {
   readonly clientId: string;
   /** Every run, tombstones included, in document order. */
-  private items: Item[] = [];
+  private items: ChunkList<Item>;
   /** client -> the runs as inserted (split pieces hang off them by `next`), sorted by counter, to find the run holding an id. */
   private byClient = new Map<string, Item[]>();
   private sv = new Map<string, number>();
@@ -67,13 +72,16 @@ export class Doc {
   private pending: Op[] = [];
   private formats: FormatOp[] = [];
   private visible = 0;
-  /** Cursor cache for local edits: visible characters before items[cacheIdx]. Reset by remote ops. */
-  private cacheIdx = 0;
+  /** Cursor cache for local edits: visible characters before chunk cacheChunk. Reset by remote ops and chunk splits. */
+  private cacheChunk = 0;
   private cacheBefore = 0;
+  private cacheSplits = 0;
 
-  constructor(clientId: string) {
+  /** options.chunkSize: runs per chunk of the run list (default 128); only tests need to change it. */
+  constructor(clientId: string, options: { chunkSize?: number } = {}) {
     if (typeof clientId !== 'string' || clientId.length === 0) throw new TypeError('clientId must be a non-empty string');
     this.clientId = clientId;
+    this.items = new ChunkList<Item>(options.chunkSize);
   }
 
   /** Visible length in UTF-16 code units. */
@@ -113,7 +121,7 @@ export class Doc {
 
   /** Number of runs held (tombstones included): what memory grows with. */
   get runCount(): number {
-    return this.items.length;
+    return this.items.size;
   }
 
   // ---------------------------------------------------------------- local edits
@@ -124,24 +132,21 @@ export class Doc {
     const seq = this.nextSeq();
     const lamport = this.maxLamport + 1;
     let left: Id | null = null;
-    let dest = 0;
-    let prev: Item | undefined;
+    let prev: Item | null = null;
     if (index > 0) {
-      const [i, before] = this.seek(index);
-      prev = this.items[i]!;
+      const [it, before] = this.seek(index);
+      prev = it;
       const k = index - 1 - before;
-      if (k < prev.text.length - 1) this.split(i, k + 1);
-      left = [prev.client, prev.seq + k];
-      dest = i + 1;
+      if (k < it.text.length - 1) this.split(it, k + 1);
+      left = [it.client, it.seq + k];
     } else {
-      this.cacheIdx = 0;
-      this.cacheBefore = 0;
+      this.resetCache();
     }
-    const next = this.items[dest];
+    const next = prev ? this.items.next(prev) : this.items.first();
     const right: Id | null = next ? [next.client, next.seq] : null;
     const hasAttrs = attrs !== undefined && Object.keys(attrs).length > 0;
     const op: InsertOp = hasAttrs ? { type: 'insert', id: [this.clientId, seq], lamport, left, right, text, attrs } : { type: 'insert', id: [this.clientId, seq], lamport, left, right, text };
-    this.place(op, dest, prev);
+    this.place(op, prev);
     this.finish(op);
     return [op];
   }
@@ -149,28 +154,23 @@ export class Doc {
   localDelete(index: number, length: number): DeleteOp[] {
     this.checkRange(index, length);
     if (length === 0) return [];
-    let [i, before] = this.seek(index + 1);
+    const [first, before] = this.seek(index + 1);
     const k = index - before;
-    if (k > 0) {
-      this.split(i, k);
-      i++;
-    }
+    let it: Item | null = k > 0 ? this.split(first, k) : first;
     const ops: DeleteOp[] = [];
     let remaining = length;
-    while (remaining > 0) {
-      const it = this.items[i]!;
-      if (it.deleted) {
-        i++;
-        continue;
+    while (remaining > 0 && it !== null) {
+      if (!it.deleted) {
+        if (it.text.length > remaining) this.split(it, remaining);
+        it.deleted = true;
+        this.items.changed(it, -it.text.length);
+        this.visible -= it.text.length;
+        remaining -= it.text.length;
+        const op: DeleteOp = { type: 'delete', id: [this.clientId, this.nextSeq()], lamport: this.maxLamport + 1, target: [it.client, it.seq], length: it.text.length };
+        this.finish(op);
+        ops.push(op);
       }
-      if (it.text.length > remaining) this.split(i, remaining);
-      it.deleted = true;
-      this.visible -= it.text.length;
-      remaining -= it.text.length;
-      const op: DeleteOp = { type: 'delete', id: [this.clientId, this.nextSeq()], lamport: this.maxLamport + 1, target: [it.client, it.seq], length: it.text.length };
-      this.finish(op);
-      ops.push(op);
-      i++;
+      it = this.items.next(it);
     }
     return ops;
   }
@@ -249,50 +249,47 @@ export class Doc {
   }
 
   private resetCache(): void {
-    this.cacheIdx = 0;
+    this.cacheChunk = 0;
     this.cacheBefore = 0;
   }
 
-  /** Finds the visible run holding character p-1 (p >= 1): [index, visible characters before it]. */
-  private seek(p: number): [number, number] {
-    const items = this.items;
-    let i = this.cacheIdx;
+  /** Finds the visible run holding character p-1 (p >= 1): [run, visible characters before it]. */
+  private seek(p: number): [Item, number] {
+    const chunks = this.items.chunks;
+    let ci = this.cacheChunk;
     let before = this.cacheBefore;
-    if (i >= items.length) {
-      i = 0;
+    if (this.cacheSplits !== this.items.splits || ci >= chunks.length) {
+      ci = 0;
       before = 0;
+      this.cacheSplits = this.items.splits;
     }
-    while (i > 0 && before >= p) {
-      i--;
-      const it = items[i]!;
-      if (!it.deleted) before -= it.text.length;
-    }
-    for (;;) {
-      const it = items[i]!;
-      const vis = it.deleted ? 0 : it.text.length;
-      if (before + vis >= p) break;
-      before += vis;
-      i++;
-    }
-    this.cacheIdx = i;
+    while (ci > 0 && before >= p) before -= chunks[--ci]!.vis;
+    while (before + chunks[ci]!.vis < p) before += chunks[ci++]!.vis;
+    this.cacheChunk = ci;
     this.cacheBefore = before;
-    return [i, before];
+    for (const e of chunks[ci]!.entries) {
+      const it = e as Item;
+      const vis = it.deleted ? 0 : it.text.length;
+      if (before + vis >= p) return [it, before];
+      before += vis;
+    }
+    throw new Error('internal: chunk visible length out of date');
   }
 
   private idAt(index: number): Id {
-    const [i, before] = this.seek(index + 1);
-    const it = this.items[i]!;
+    const [it, before] = this.seek(index + 1);
     return [it.client, it.seq + index - before];
   }
 
-  /** Splits items[i] after k characters; the tail becomes items[i+1] and keeps the run's meaning. */
-  private split(i: number, k: number): Item {
-    const it = this.items[i]!;
+  /** Splits a run after k characters; the tail follows it and keeps the run's meaning. */
+  private split(it: Item, k: number): Item {
     const tail = new Item(it.client, it.seq + k, it.lamport + k, [it.client, it.seq + k - 1], it.right, it.text.slice(k), it.deleted, it.attrs);
+    const vis = it.vis();
     it.text = it.text.slice(0, k);
+    this.items.changed(it, it.vis() - vis);
     tail.next = it.next;
     it.next = tail;
-    this.items.splice(i + 1, 0, tail);
+    this.items.insertAfter(it, tail);
     return tail;
   }
 
@@ -316,36 +313,25 @@ export class Doc {
     return it;
   }
 
-  private indexOf(it: Item): number {
-    const i = this.items.indexOf(it);
-    if (i < 0) throw new Error('internal: run not in the list');
-    return i;
-  }
-
-  /** Index of the run that ends with character id (splitting after it). */
-  private splitAfter(id: Id): number {
+  /** The run that ends with character id (splitting after it). */
+  private splitAfter(id: Id): Item {
     const it = this.findRun(id);
-    const i = this.indexOf(it);
     const k = id[1] - it.seq + 1;
-    if (k < it.text.length) this.split(i, k);
-    return i;
+    if (k < it.text.length) this.split(it, k);
+    return it;
   }
 
-  /** Index of the run that starts with character id (splitting before it). */
-  private splitBefore(id: Id): number {
+  /** The run that starts with character id (splitting before it). */
+  private splitBefore(id: Id): Item {
     const it = this.findRun(id);
-    const i = this.indexOf(it);
     const k = id[1] - it.seq;
-    if (k > 0) {
-      this.split(i, k);
-      return i + 1;
-    }
-    return i;
+    return k > 0 ? this.split(it, k) : it;
   }
 
+  /** [order key of the run holding id, offset in it]. */
   private posOf(id: Id): [number, number] {
     const it = this.findRun(id);
-    return [this.indexOf(it), id[1] - it.seq];
+    return [this.items.key(it), id[1] - it.seq];
   }
 
   private tryApply(op: Op): Outcome {
@@ -383,26 +369,25 @@ export class Doc {
    */
   private integrate(op: InsertOp): void {
     const items = this.items;
-    let leftIdx = -1;
-    let leftOff = 0;
-    if (op.left) {
-      leftIdx = this.splitAfter(op.left);
-      leftOff = items[leftIdx]!.text.length - 1;
-    }
-    const rightIdx = op.right ? this.splitBefore(op.right) : items.length;
+    const leftItem = op.left ? this.splitAfter(op.left) : null;
+    const rightItem = op.right ? this.splitBefore(op.right) : null;
+    // Keys are read after both splits; nothing is inserted until the scan ends.
+    const leftKey = leftItem ? items.key(leftItem) : -1;
+    const leftOff = leftItem ? leftItem.text.length - 1 : 0;
+    const rightKey = rightItem ? items.key(rightItem) : Infinity;
     const client = op.id[0];
-    let dest = leftIdx + 1;
+    let dest = leftItem;
     let scanning = false;
-    for (let i = leftIdx + 1; ; i++) {
-      if (!scanning) dest = i;
-      if (i === items.length || i === rightIdx) break;
-      const other = items[i]!;
-      const [oli, olo] = other.left ? this.posOf(other.left) : [-1, 0];
-      const cl = cmpPos(oli, olo, leftIdx, leftOff);
+    let before = leftItem;
+    for (let other = leftItem ? items.next(leftItem) : items.first(); ; before = other, other = items.next(other)) {
+      if (!scanning) dest = before;
+      if (other === null || other === rightItem) break;
+      const [olk, olo] = other.left ? this.posOf(other.left) : [-1, 0];
+      const cl = cmpPos(olk, olo, leftKey, leftOff);
       if (cl < 0) break;
       if (cl > 0) continue;
-      const [ori, oro] = other.right ? this.posOf(other.right) : [items.length, 0];
-      const cr = cmpPos(ori, oro, rightIdx, 0);
+      const [ork, oro] = other.right ? this.posOf(other.right) : [Infinity, 0];
+      const cr = ork === Infinity && rightKey === Infinity ? 0 : cmpPos(ork, oro, rightKey, 0);
       if (cr < 0) {
         scanning = true;
       } else if (cr === 0) {
@@ -412,16 +397,16 @@ export class Doc {
         scanning = false;
       }
     }
-    this.place(op, dest, dest > 0 ? items[dest - 1] : undefined);
+    this.place(op, dest);
   }
 
-  /** Puts the run at items[dest], extending `prev` instead when it is the same client's run continued. */
-  private place(op: InsertOp, dest: number, prev: Item | undefined): void {
+  /** Puts the run after `prev` (null: first), extending `prev` instead when it is the same client's run continued. */
+  private place(op: InsertOp, prev: Item | null): void {
     const [client, seq] = op.id;
     const len = op.text.length;
     this.visible += len;
     if (
-      prev !== undefined &&
+      prev !== null &&
       this.formats.length === 0 &&
       op.attrs === undefined &&
       prev.attrs === null &&
@@ -435,20 +420,22 @@ export class Doc {
       idEq(prev.right, op.right)
     ) {
       prev.text += op.text;
+      this.items.changed(prev, len);
       return;
     }
     const attrs = op.attrs ? mergeAttrs(null, op.attrs, op.lamport, client) : null;
     const it = new Item(client, seq, op.lamport, op.left, op.right, op.text, false, attrs);
-    this.items.splice(dest, 0, it);
+    this.items.insertAfter(prev, it);
     let runs = this.byClient.get(client);
     if (!runs) this.byClient.set(client, (runs = []));
     if (runs.length === 0 || runs[runs.length - 1]!.seq < seq) runs.push(it);
     else runs.splice(this.runIndex(runs, seq) + 1, 0, it);
     // A format whose anchors enclose the new run covers it too (Peritext: concurrent text inside a range).
+    const key = this.formats.length > 0 ? this.items.key(it) : 0;
     for (const f of this.formats) {
       const [si, so] = this.posOf(f.start);
       const [ei, eo] = this.posOf(f.end);
-      if (cmpPos(si, so, dest, 0) < 0 && cmpPos(dest, 0, ei, eo) < 0) it.attrs = mergeAttrs(it.attrs, f.attrs, f.lamport, f.id[0]);
+      if (cmpPos(si, so, key, 0) < 0 && cmpPos(key, 0, ei, eo) < 0) it.attrs = mergeAttrs(it.attrs, f.attrs, f.lamport, f.id[0]);
     }
   }
 
@@ -458,29 +445,24 @@ export class Doc {
     let cur = s;
     while (cur < end) {
       let it = this.findRun([c, cur]);
-      if (it.deleted) {
-        cur = it.seq + it.text.length;
-        continue;
+      if (!it.deleted) {
+        if (cur > it.seq) it = this.split(it, cur - it.seq);
+        if (it.seq + it.text.length > end) this.split(it, end - it.seq);
+        it.deleted = true;
+        this.items.changed(it, -it.text.length);
+        this.visible -= it.text.length;
       }
-      let i = this.indexOf(it);
-      if (cur > it.seq) {
-        it = this.split(i, cur - it.seq);
-        i++;
-      }
-      if (it.seq + it.text.length > end) this.split(i, end - it.seq);
-      it.deleted = true;
-      this.visible -= it.text.length;
       cur = it.seq + it.text.length;
     }
   }
 
   private applyFormat(op: FormatOp): void {
-    const si = this.splitBefore(op.start);
-    const ei = this.splitAfter(op.end);
+    const first = this.splitBefore(op.start);
+    const last = this.splitAfter(op.end);
     const client = op.id[0];
-    for (let i = si; i <= ei; i++) {
-      const it = this.items[i]!;
+    for (let it: Item | null = first; it !== null; it = this.items.next(it)) {
       it.attrs = mergeAttrs(it.attrs, op.attrs, op.lamport, client);
+      if (it === last) break;
     }
     this.formats.push(op);
   }

@@ -27,7 +27,8 @@ const action = (n: number): fc.Arbitrary<Action> =>
 const session = fc.integer({ min: 2, max: 4 }).chain((n) => fc.tuple(fc.constant(n), fc.array(action(n), { minLength: 1, maxLength: 40 })));
 
 function run(n: number, actions: readonly Action[]): { replicas: Doc[]; ops: Op[] } {
-  const replicas = Array.from({ length: n }, (_, i) => new Doc(`r${i}`));
+  // Tiny chunks (2-4 runs) so the chunked run list splits chunks constantly.
+  const replicas = Array.from({ length: n }, (_, i) => new Doc(`r${i}`, { chunkSize: 2 + i }));
   const ops: Op[] = [];
   for (const a of actions) {
     const d = replicas[a.r]!;

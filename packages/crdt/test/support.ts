@@ -24,7 +24,7 @@ export function shuffle<T>(xs: readonly T[], seed: number): T[] {
 
 /** A fresh replica that receives `ops` in the given order. */
 export function replay(ops: readonly Op[], clientId = 'observer'): Doc {
-  const d = new Doc(clientId);
+  const d = new Doc(clientId, { chunkSize: 2 + (clientId.length % 3) });
   d.apply(ops);
   return d;
 }
@@ -55,8 +55,8 @@ export function loadTraces(): { name: string; trace: Trace }[] {
 }
 
 /** Replays a trace as one user's local edits (positions are code points; the traces hold no astral characters). */
-export function replayTrace(trace: Trace, clientId = 'author'): Doc {
-  const d = new Doc(clientId);
+export function replayTrace(trace: Trace, clientId = 'author', chunkSize?: number): Doc {
+  const d = chunkSize === undefined ? new Doc(clientId) : new Doc(clientId, { chunkSize });
   for (const { patches } of trace.txns) {
     for (const [pos, del, ins] of patches) {
       if (del > 0) d.localDelete(pos, del);
