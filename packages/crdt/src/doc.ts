@@ -1,4 +1,4 @@
-import { decodeOps, encodeOps, DOC_MAGIC } from './encoding.js';
+import { decodeOps, DOC_MAGIC, OpLog, UPDATE_MAGIC } from './encoding.js';
 import { ChunkList, type Chunk, type Entry } from './list.js';
 import { opLength, type AttrValue, type Attrs, type DeleteOp, type FormatOp, type Id, type InsertOp, type Op, type Span, type StateVector } from './types.js';
 
@@ -67,8 +67,12 @@ export class Doc {
   private byClient = new Map<string, Item[]>();
   private sv = new Map<string, number>();
   private maxLamport = -1;
-  /** Every applied op in application order (a causal order): the source of opsSince and encode. */
-  private log: Op[] = [];
+  /**
+   * Every applied op in application order (a causal order), encoded: the source of opsSince and encode. The last
+   * op stays an object until the next one, so consecutive typing merges into it.
+   */
+  private log = new OpLog();
+  private lastOp: Op | null = null;
   private pending: Op[] = [];
   private formats: FormatOp[] = [];
   private visible = 0;
@@ -212,7 +216,7 @@ export class Doc {
   /** Every applied op the holder of `sv` lacks, in a causal order (runs partly known are trimmed). */
   opsSince(sv: StateVector = {}): Op[] {
     const out: Op[] = [];
-    for (const op of this.log) {
+    for (const op of decodeOps(this.log.encode(UPDATE_MAGIC, this.lastOp))) {
       const [c, s] = op.id;
       const have = sv[c] ?? -1;
       if (s + opLength(op) - 1 <= have) continue;
@@ -222,7 +226,7 @@ export class Doc {
   }
 
   encode(): Uint8Array {
-    return encodeOps(this.log, DOC_MAGIC);
+    return this.log.encode(DOC_MAGIC, this.lastOp);
   }
 
   static decode(bytes: Uint8Array, clientId: string): Doc {
@@ -472,7 +476,7 @@ export class Doc {
     const len = opLength(op);
     this.sv.set(op.id[0], op.id[1] + len - 1);
     this.maxLamport = Math.max(this.maxLamport, op.lamport + len - 1);
-    const last = this.log[this.log.length - 1];
+    const last = this.lastOp;
     if (
       op.type === 'insert' &&
       last?.type === 'insert' &&
@@ -486,9 +490,10 @@ export class Doc {
       op.left[1] === op.id[1] - 1 &&
       idEq(last.right, op.right)
     ) {
-      this.log[this.log.length - 1] = { ...last, text: last.text + op.text };
+      this.lastOp = { ...last, text: last.text + op.text };
     } else {
-      this.log.push(op);
+      if (last !== null) this.log.append(last);
+      this.lastOp = op;
     }
   }
 }

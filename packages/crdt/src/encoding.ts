@@ -55,6 +55,20 @@ class Writer {
   done(): Uint8Array {
     return this.buf.slice(0, this.n);
   }
+  get length(): number {
+    return this.n;
+  }
+  view(): Uint8Array {
+    return this.buf.subarray(0, this.n);
+  }
+  truncate(n: number): void {
+    this.n = n;
+  }
+  bytes(b: Uint8Array): void {
+    this.ensure(b.length);
+    this.buf.set(b, this.n);
+    this.n += b.length;
+  }
 }
 
 class Reader {
@@ -90,36 +104,48 @@ class Reader {
 
 const TYPES = ['insert', 'delete', 'format'] as const;
 
-export function encodeOps(ops: readonly Op[], magic: number = UPDATE_MAGIC): Uint8Array {
-  const w = new Writer();
-  w.byte(magic);
-  w.byte(VERSION);
-  const clients = new Map<string, number>();
-  const clientOf = (c: string): void => {
-    if (!clients.has(c)) clients.set(c, clients.size);
-  };
-  for (const op of ops) {
-    clientOf(op.id[0]);
-    if (op.type === 'insert') {
-      if (op.left) clientOf(op.left[0]);
-      if (op.right) clientOf(op.right[0]);
-    } else if (op.type === 'delete') clientOf(op.target[0]);
-    else {
-      clientOf(op.start[0]);
-      clientOf(op.end[0]);
-    }
+/**
+ * Ops encoded as they are appended, so a document's history costs its encoded size (about 8 bytes an op plus its
+ * text) instead of an object per op. Client indexes are assigned on first appearance, exactly as encodeOps does.
+ */
+export class OpLog {
+  private clients = new Map<string, number>();
+  private body = new Writer();
+  private count = 0;
+  private prevClient = '';
+  private prevEnd = -1;
+
+  get length(): number {
+    return this.count;
   }
-  w.uint(clients.size);
-  for (const c of clients.keys()) w.str(c);
-  const id = (x: Id): void => {
-    w.uint(clients.get(x[0])!);
-    w.uint(x[1]);
-  };
-  w.uint(ops.length);
-  let prevClient = '';
-  let prevEnd = -1;
-  for (const op of ops) {
+
+  get byteLength(): number {
+    return this.body.length;
+  }
+
+  private client(c: string): number {
+    let i = this.clients.get(c);
+    if (i === undefined) this.clients.set(c, (i = this.clients.size));
+    return i;
+  }
+
+  append(op: Op): void {
+    const w = this.body;
     const [c, s] = op.id;
+    // Register clients in the order encodeOps does: the op's, then its anchors'.
+    const ci = this.client(c);
+    const id = (x: Id): void => {
+      w.uint(this.client(x[0]));
+      w.uint(x[1]);
+    };
+    if (op.type === 'insert') {
+      if (op.left) this.client(op.left[0]);
+      if (op.right) this.client(op.right[0]);
+    } else if (op.type === 'delete') this.client(op.target[0]);
+    else {
+      this.client(op.start[0]);
+      this.client(op.end[0]);
+    }
     const attrs: Attrs | undefined = op.type === 'delete' ? undefined : op.attrs;
     let flags = TYPES.indexOf(op.type);
     if (attrs !== undefined) flags |= 4;
@@ -128,10 +154,10 @@ export function encodeOps(ops: readonly Op[], magic: number = UPDATE_MAGIC): Uin
       if (op.left) flags |= 16;
       if (op.right) flags |= 32;
     }
-    if (c === prevClient) flags |= 64;
-    if (c === prevClient && s === prevEnd) flags |= 128;
+    if (c === this.prevClient) flags |= 64;
+    if (c === this.prevClient && s === this.prevEnd) flags |= 128;
     w.byte(flags);
-    if (!(flags & 64)) w.uint(clients.get(c)!);
+    if (!(flags & 64)) w.uint(ci);
     if (!(flags & 128)) w.uint(s);
     w.uint(op.lamport - s);
     if (op.type === 'insert') {
@@ -146,10 +172,39 @@ export function encodeOps(ops: readonly Op[], magic: number = UPDATE_MAGIC): Uin
       id(op.end);
     }
     if (attrs !== undefined) w.str(JSON.stringify(attrs));
-    prevClient = c;
-    prevEnd = s + (op.type === 'insert' ? op.text.length : 1);
+    this.prevClient = c;
+    this.prevEnd = s + (op.type === 'insert' ? op.text.length : 1);
+    this.count++;
   }
-  return w.done();
+
+  /** The log, plus `tail` when given (without keeping it), as an update or a document. */
+  encode(magic: number, tail: Op | null = null): Uint8Array {
+    if (tail !== null) {
+      const saved = { n: this.body.length, count: this.count, prevClient: this.prevClient, prevEnd: this.prevEnd, clients: this.clients.size };
+      this.append(tail);
+      const out = this.encode(magic);
+      this.body.truncate(saved.n);
+      this.count = saved.count;
+      this.prevClient = saved.prevClient;
+      this.prevEnd = saved.prevEnd;
+      for (const [c, i] of this.clients) if (i >= saved.clients) this.clients.delete(c);
+      return out;
+    }
+    const head = new Writer();
+    head.byte(magic);
+    head.byte(VERSION);
+    head.uint(this.clients.size);
+    for (const c of this.clients.keys()) head.str(c);
+    head.uint(this.count);
+    head.bytes(this.body.view());
+    return head.done();
+  }
+}
+
+export function encodeOps(ops: readonly Op[], magic: number = UPDATE_MAGIC): Uint8Array {
+  const log = new OpLog();
+  for (const op of ops) log.append(op);
+  return log.encode(magic);
 }
 
 export function decodeOps(bytes: Uint8Array, magic: number = UPDATE_MAGIC): Op[] {
