@@ -24,13 +24,17 @@ class Item implements Entry {
     readonly client: string,
     readonly seq: number,
     readonly lamport: number,
-    readonly left: Id | null,
+    /** The first character's left anchor; undefined for a split tail, whose left anchor is its previous counter. */
+    private readonly origin: Id | null | undefined,
     readonly right: Id | null,
     public text: string,
     public deleted: boolean,
     /** Shared between the pieces of a split run, so never mutated: formatting replaces it. */
     public attrs: StampedAttrs | null,
   ) {}
+  get left(): Id | null {
+    return this.origin === undefined ? [this.client, this.seq - 1] : this.origin;
+  }
   /** The next piece split off this run (higher counters), so only whole inserted runs need indexing. */
   next: Item | null = null;
 }
@@ -163,6 +167,8 @@ export class Doc {
     let it: Item | null = k > 0 ? this.split(first, k) : first;
     const ops: DeleteOp[] = [];
     let remaining = length;
+    const from = this.items.prev(it) ?? it;
+    let lastDeleted = it;
     while (remaining > 0 && it !== null) {
       if (!it.deleted) {
         if (it.text.length > remaining) this.split(it, remaining);
@@ -173,9 +179,11 @@ export class Doc {
         const op: DeleteOp = { type: 'delete', id: [this.clientId, this.nextSeq()], lamport: this.maxLamport + 1, target: [it.client, it.seq], length: it.text.length };
         this.finish(op);
         ops.push(op);
+        lastDeleted = it;
       }
       it = this.items.next(it);
     }
+    this.mergeTombstones(from, lastDeleted);
     return ops;
   }
 
@@ -287,7 +295,7 @@ export class Doc {
 
   /** Splits a run after k characters; the tail follows it and keeps the run's meaning. */
   private split(it: Item, k: number): Item {
-    const tail = new Item(it.client, it.seq + k, it.lamport + k, [it.client, it.seq + k - 1], it.right, it.text.slice(k), it.deleted, it.attrs);
+    const tail = new Item(it.client, it.seq + k, it.lamport + k, undefined, it.right, it.text.slice(k), it.deleted, it.attrs);
     const vis = it.vis();
     it.text = it.text.slice(0, k);
     this.items.changed(it, it.vis() - vis);
@@ -447,6 +455,8 @@ export class Doc {
     const [c, s] = op.target;
     const end = s + op.length;
     let cur = s;
+    let first: Item | null = null;
+    let last: Item | null = null;
     while (cur < end) {
       let it = this.findRun([c, cur]);
       if (!it.deleted) {
@@ -455,8 +465,41 @@ export class Doc {
         it.deleted = true;
         this.items.changed(it, -it.text.length);
         this.visible -= it.text.length;
+        first ??= it;
+        last = it;
       }
       cur = it.seq + it.text.length;
+    }
+    // The deleted pieces of one run sit together in the list unless something was typed between them.
+    if (first !== null && last !== null) {
+      const a = this.items.prev(first) ?? first;
+      const b = this.items.key(first) <= this.items.key(last) ? last : first;
+      this.mergeTombstones(a, b);
+    }
+  }
+
+  /**
+   * Joins neighbouring tombstones that are consecutive pieces of one run (a.next === b: counters, Lamport stamps
+   * and anchors continue), from `from` up to the run after `to`: a run split key by key by backspacing becomes one
+   * run again, so tombstones cost one run per deleted stretch rather than one per keystroke.
+   */
+  private mergeTombstones(from: Item, to: Item): void {
+    let a: Item | null = from;
+    const stop = this.items.next(to);
+    while (a !== null) {
+      let b = this.items.next(a);
+      while (b !== null && a.deleted && b.deleted && a.next === b && a.attrs === b.attrs) {
+        a.text += b.text;
+        a.next = b.next;
+        if (b === stop) {
+          this.items.remove(b);
+          return;
+        }
+        this.items.remove(b);
+        b = this.items.next(a);
+      }
+      if (a === to || a === stop) return;
+      a = b;
     }
   }
 

@@ -41,6 +41,27 @@ export class ChunkList<T extends Entry> {
     return (this.chunks[c.order + 1]?.entries[0] as T | undefined) ?? null;
   }
 
+  prev(e: T): T | null {
+    const c = e.chunk!;
+    const i = c.entries.indexOf(e);
+    if (i > 0) return c.entries[i - 1] as T;
+    const p = this.chunks[c.order - 1];
+    return p !== undefined ? (p.entries[p.entries.length - 1] as T) : null;
+  }
+
+  /** Removes e (an empty chunk goes too, which counts as a split for cursor caches). */
+  remove(e: T): void {
+    const c = e.chunk!;
+    c.entries.splice(c.entries.indexOf(e), 1);
+    c.vis -= e.vis();
+    e.chunk = null;
+    if (c.entries.length === 0) {
+      this.chunks.splice(c.order, 1);
+      for (let i = c.order; i < this.chunks.length; i++) this.chunks[i]!.order = i;
+      this.splits++;
+    }
+  }
+
   /** A number that orders entries by position (valid until the next insert). */
   key(e: T): number {
     const c = e.chunk!;
