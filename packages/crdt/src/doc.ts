@@ -57,6 +57,16 @@ function mergeAttrs(base: StampedAttrs | null, add: Attrs, l: number, c: string)
 /** Positions of characters in the list (item index, offset) compared lexicographically. */
 const cmpPos = (ai: number, ao: number, bi: number, bo: number): number => (ai !== bi ? ai - bi : ao - bo);
 
+/**
+ * Deleted text is never read again (the log keeps what was typed), so a tombstone keeps only its length: a slice
+ * of one shared filler string instead of the characters (Yjs does the same when it collects deleted content).
+ */
+let filler = '\u0000'.repeat(1024);
+function tomb(n: number): string {
+  while (filler.length < n) filler += filler;
+  return filler.slice(0, n);
+}
+
 type Outcome = 'applied' | 'duplicate' | 'waiting';
 
 /**
@@ -176,6 +186,7 @@ export class Doc {
         this.items.changed(it, -it.text.length);
         this.visible -= it.text.length;
         remaining -= it.text.length;
+        it.text = tomb(it.text.length);
         const op: DeleteOp = { type: 'delete', id: [this.clientId, this.nextSeq()], lamport: this.maxLamport + 1, target: [it.client, it.seq], length: it.text.length };
         this.finish(op);
         ops.push(op);
@@ -465,6 +476,7 @@ export class Doc {
         it.deleted = true;
         this.items.changed(it, -it.text.length);
         this.visible -= it.text.length;
+        it.text = tomb(it.text.length);
         first ??= it;
         last = it;
       }
@@ -489,7 +501,7 @@ export class Doc {
     while (a !== null) {
       let b = this.items.next(a);
       while (b !== null && a.deleted && b.deleted && a.next === b && a.attrs === b.attrs) {
-        a.text += b.text;
+        a.text = tomb(a.text.length + b.text.length);
         a.next = b.next;
         if (b === stop) {
           this.items.remove(b);
