@@ -17,6 +17,16 @@ type StampedAttrs = Readonly<Record<string, Stamp>>;
  */
 class Item implements Entry {
   chunk: Chunk | null = null;
+  /** The next piece split off this run (higher counters), so only whole inserted runs need indexing. */
+  next: Item | null = null;
+  /**
+   * Anchors as plain fields rather than [client, counter] arrays (an array costs about 64 bytes a run).
+   * leftClient undefined: a split tail, whose left anchor is its own previous counter; null: the document start.
+   */
+  private readonly leftClient: string | null | undefined;
+  private readonly leftSeq: number;
+  readonly rightClient: string | null;
+  readonly rightSeq: number;
   vis(): number {
     return this.deleted ? 0 : this.text.length;
   }
@@ -24,19 +34,27 @@ class Item implements Entry {
     readonly client: string,
     readonly seq: number,
     readonly lamport: number,
-    /** The first character's left anchor; undefined for a split tail, whose left anchor is its previous counter. */
-    private readonly origin: Id | null | undefined,
-    readonly right: Id | null,
+    left: Id | null | undefined,
+    right: Id | null,
     public text: string,
     public deleted: boolean,
     /** Shared between the pieces of a split run, so never mutated: formatting replaces it. */
     public attrs: StampedAttrs | null,
-  ) {}
-  get left(): Id | null {
-    return this.origin === undefined ? [this.client, this.seq - 1] : this.origin;
+  ) {
+    this.leftClient = left === undefined ? undefined : left === null ? null : left[0];
+    this.leftSeq = left ? left[1] : 0;
+    this.rightClient = right === null ? null : right[0];
+    this.rightSeq = right === null ? 0 : right[1];
   }
-  /** The next piece split off this run (higher counters), so only whole inserted runs need indexing. */
-  next: Item | null = null;
+  get left(): Id | null {
+    return this.leftClient === undefined ? [this.client, this.seq - 1] : this.leftClient === null ? null : [this.leftClient, this.leftSeq];
+  }
+  get right(): Id | null {
+    return this.rightClient === null ? null : [this.rightClient, this.rightSeq];
+  }
+  rightIs(id: Id | null): boolean {
+    return id === null ? this.rightClient === null : this.rightClient === id[0] && this.rightSeq === id[1];
+  }
 }
 
 const idEq = (a: Id | null, b: Id | null): boolean => (a === null ? b === null : b !== null && a[0] === b[0] && a[1] === b[1]);
@@ -440,7 +458,7 @@ export class Doc {
       op.left !== null &&
       op.left[0] === client &&
       op.left[1] === seq - 1 &&
-      idEq(prev.right, op.right)
+      prev.rightIs(op.right)
     ) {
       prev.text += op.text;
       this.items.changed(prev, len);

@@ -17,6 +17,7 @@ import type { Attrs, Id, Op } from './types.js';
 export const UPDATE_MAGIC = 0x55;
 export const DOC_MAGIC = 0x44;
 const VERSION = 1;
+const SEAL_BYTES = 64 * 1024;
 
 const enc = new TextEncoder();
 const dec = new TextDecoder('utf-8', { fatal: true });
@@ -110,7 +111,11 @@ const TYPES = ['insert', 'delete', 'format'] as const;
  */
 export class OpLog {
   private clients = new Map<string, number>();
+  /** Sealed parts of the body, each copied to its exact size, so a long log wastes no doubling slack. */
+  private sealed: Uint8Array[] = [];
+  private sealedBytes = 0;
   private body = new Writer();
+  private inTail = false;
   private count = 0;
   private prevClient = '';
   private prevEnd = -1;
@@ -120,7 +125,7 @@ export class OpLog {
   }
 
   get byteLength(): number {
-    return this.body.length;
+    return this.sealedBytes + this.body.length;
   }
 
   private client(c: string): number {
@@ -175,13 +180,21 @@ export class OpLog {
     this.prevClient = c;
     this.prevEnd = s + (op.type === 'insert' ? op.text.length : 1);
     this.count++;
+    if (!this.inTail && this.body.length >= SEAL_BYTES) {
+      const part = this.body.done();
+      this.sealed.push(part);
+      this.sealedBytes += part.length;
+      this.body = new Writer();
+    }
   }
 
   /** The log, plus `tail` when given (without keeping it), as an update or a document. */
   encode(magic: number, tail: Op | null = null): Uint8Array {
     if (tail !== null) {
       const saved = { n: this.body.length, count: this.count, prevClient: this.prevClient, prevEnd: this.prevEnd, clients: this.clients.size };
+      this.inTail = true;
       this.append(tail);
+      this.inTail = false;
       const out = this.encode(magic);
       this.body.truncate(saved.n);
       this.count = saved.count;
@@ -196,6 +209,7 @@ export class OpLog {
     head.uint(this.clients.size);
     for (const c of this.clients.keys()) head.str(c);
     head.uint(this.count);
+    for (const part of this.sealed) head.bytes(part);
     head.bytes(this.body.view());
     return head.done();
   }
