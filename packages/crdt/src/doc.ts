@@ -1,4 +1,5 @@
 import { decodeOps, DOC_MAGIC, OpLog, UPDATE_MAGIC } from './encoding.js';
+import { checkOp, InvalidOpError } from './validate.js';
 import { ChunkList, type Chunk, type Entry } from './list.js';
 import { opLength, type AttrValue, type Attrs, type DeleteOp, type FormatOp, type Id, type InsertOp, type Op, type Span, type StateVector } from './types.js';
 
@@ -85,7 +86,7 @@ function tomb(n: number): string {
   return filler.slice(0, n);
 }
 
-type Outcome = 'applied' | 'duplicate' | 'waiting';
+type Outcome = 'applied' | 'duplicate' | 'waiting' | 'invalid';
 
 /**
  * A replicated rich-text sequence. Local edits return the ops to send; `apply` takes remote ops in any order,
@@ -232,11 +233,15 @@ export class Doc {
 
   /** Applies ops from any replica in any order, any number of times; ops whose dependencies are missing wait. */
   apply(ops: readonly Op[]): void {
+    // Shapes first, for the whole batch: a malformed op fails the call before anything is applied.
+    for (const op of ops) checkOp(op);
+    const invalid: Op[] = [];
     let progress = false;
     for (const op of ops) {
       const r = this.tryApply(op);
       if (r === 'waiting') this.pending.push(op);
       else if (r === 'applied') progress = true;
+      else if (r === 'invalid') invalid.push(op);
     }
     while (progress && this.pending.length > 0) {
       progress = false;
@@ -246,8 +251,12 @@ export class Doc {
         const r = this.tryApply(op);
         if (r === 'waiting') this.pending.push(op);
         else if (r === 'applied') progress = true;
+        else if (r === 'invalid') invalid.push(op);
       }
     }
+    // An op whose anchors turn out not to be inserted characters is dropped (nothing of it applied); the valid
+    // ops of the batch stay applied.
+    if (invalid.length > 0) throw new InvalidOpError(`${invalid.length} op(s) anchored on counters that are not inserted characters, dropped`, invalid);
   }
 
   /** Every applied op the holder of `sv` lacks, in a causal order (runs partly known are trimmed). */
@@ -277,6 +286,19 @@ export class Doc {
 
   private nextSeq(): number {
     return (this.sv.get(this.clientId) ?? -1) + 1;
+  }
+
+  /** Whether counters id .. id+n-1 are all inserted characters (not delete or format ops). */
+  private chars(id: Id | null, n: number): boolean {
+    if (id === null) return true;
+    const runs = this.byClient.get(id[0]);
+    if (!runs) return false;
+    for (let cur = id[1]; cur < id[1] + n; ) {
+      const it = this.findRun([id[0], cur]);
+      if (cur < it.seq || cur >= it.seq + it.text.length) return false;
+      cur = it.seq + it.text.length;
+    }
+    return true;
   }
 
   private has(id: Id | null): boolean {
@@ -385,16 +407,23 @@ export class Doc {
     switch (o.type) {
       case 'insert':
         if (!this.has(o.left) || !this.has(o.right)) return 'waiting';
+        if (!this.chars(o.left, 1) || !this.chars(o.right, 1)) return 'invalid';
         this.integrate(o);
         break;
       case 'delete':
         if (!this.has([o.target[0], o.target[1] + o.length - 1])) return 'waiting';
+        if (!this.chars(o.target, o.length)) return 'invalid';
         this.applyDelete(o);
         break;
-      case 'format':
+      case 'format': {
         if (!this.has(o.start) || !this.has(o.end)) return 'waiting';
+        if (!this.chars(o.start, 1) || !this.chars(o.end, 1)) return 'invalid';
+        const [sk, so] = this.posOf(o.start);
+        const [ek, eo] = this.posOf(o.end);
+        if (cmpPos(sk, so, ek, eo) > 0) return 'invalid';
         this.applyFormat(o);
         break;
+      }
     }
     this.finish(o);
     this.resetCache();

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { decodeUpdate, Doc, encodeUpdate } from '../src/index.js';
+import { decodeUpdate, Doc, encodeUpdate, InvalidOpError } from '../src/index.js';
 
 t.test('local edits', async (t) => {
   const d = new Doc('a');
@@ -86,4 +86,44 @@ t.test('encoding', async (t) => {
   t.throws(() => decodeUpdate(bytes), /not an encoded update/);
   t.throws(() => Doc.decode(bytes.subarray(0, bytes.length - 1), 'x'));
   t.throws(() => decodeUpdate(new Uint8Array([0x55, 1, 0, 1, 0x40])));
+});
+
+t.test('invalid ops are refused and change nothing', async (t) => {
+  const a = new Doc('a');
+  const ops = [...a.localInsert(0, 'abc'), ...a.localFormat(0, 2, { bold: true })];
+  const b = new Doc('b');
+  b.apply(ops);
+  const before = JSON.stringify(b.spans());
+  const bad: unknown[] = [
+    null,
+    { type: 'insert', id: ['a', 99], lamport: 1, left: null, right: null, text: 'x' }, // lamport below the counter
+    { type: 'insert', id: ['', 4], lamport: 9, left: null, right: null, text: 'x' },
+    { type: 'insert', id: ['a', 4], lamport: 9, left: ['a', 4], right: null, text: 'x' }, // anchored on itself
+    { type: 'insert', id: ['a', 4], lamport: 9, left: null, right: null, text: '' },
+    { type: 'insert', id: ['a', 4], lamport: 9, left: null, right: null, text: 'x', attrs: { bold: [1] } },
+    { type: 'delete', id: ['a', 4], lamport: 9, target: ['a', 0], length: 0 },
+    { type: 'format', id: ['a', 4], lamport: 9, start: ['a', 0], end: ['a', 1] },
+    { type: 'move', id: ['a', 4], lamport: 9 },
+  ];
+  for (const op of bad) t.throws(() => b.apply([op as never]), InvalidOpError, JSON.stringify(op));
+  // Well formed, but anchored on counter 3, which is a's format op, not a character: dropped.
+  t.throws(() => b.apply([{ type: 'insert', id: ['c', 0], lamport: 9, left: ['a', 3], right: null, text: 'x' }]), InvalidOpError);
+  t.throws(() => b.apply([{ type: 'delete', id: ['c', 0], lamport: 9, target: ['a', 1], length: 3 }]), InvalidOpError);
+  t.throws(() => b.apply([{ type: 'format', id: ['c', 0], lamport: 9, start: ['a', 2], end: ['a', 0], attrs: { i: true } }]), InvalidOpError, 'start after end');
+  t.equal(JSON.stringify(b.spans()), before);
+  t.same(b.stateVector(), a.stateVector());
+  t.equal(b.pendingCount, 0);
+});
+
+t.test('backspacing over typed text leaves one tombstone run', async (t) => {
+  const d = new Doc('a');
+  for (const [i, ch] of [...'hello world'].entries()) d.localInsert(i, ch);
+  t.equal(d.runCount, 1);
+  for (let i = 11; i > 6; i--) d.localDelete(i - 1, 1);
+  t.equal(d.text(), 'hello ');
+  t.equal(d.runCount, 2, 'the visible run and one tombstone');
+  const r = new Doc('r');
+  r.apply(d.opsSince());
+  t.equal(r.text(), 'hello ');
+  t.equal(r.runCount, 2, 'the same on a replica applying the deletes remotely');
 });
