@@ -73,6 +73,20 @@ function mergeAttrs(base: StampedAttrs | null, add: Attrs, l: number, c: string)
   return out ?? base;
 }
 
+/** Same attributes with the same stamps: characters that may share one run. */
+function sameAttrs(a: StampedAttrs | null, b: StampedAttrs | null): boolean {
+  if (a === b) return true;
+  const ka = a ? Object.keys(a) : [];
+  const kb = b ? Object.keys(b) : [];
+  if (ka.length !== kb.length) return false;
+  for (const k of ka) {
+    const x = a![k]!;
+    const y = b?.[k];
+    if (y === undefined || x.v !== y.v || x.l !== y.l || x.c !== y.c) return false;
+  }
+  return true;
+}
+
 /** Positions of characters in the list (item index, offset) compared lexicographically. */
 const cmpPos = (ai: number, ao: number, bi: number, bo: number): number => (ai !== bi ? ai - bi : ao - bo);
 
@@ -475,11 +489,22 @@ export class Doc {
     const [client, seq] = op.id;
     const len = op.text.length;
     this.visible += len;
+    // The run's attributes: its own, then every format whose anchors enclose its place (Peritext: text inserted
+    // concurrently inside a range is covered). It goes right after prev's last character, so a format covers it
+    // when the format starts at or before that character and ends after it.
+    let attrs = op.attrs ? mergeAttrs(null, op.attrs, op.lamport, client) : null;
+    if (prev !== null && this.formats.length > 0) {
+      const pk = this.items.key(prev);
+      const po = prev.text.length - 1;
+      for (const f of this.formats) {
+        const [si, so] = this.posOf(f.start);
+        if (cmpPos(si, so, pk, po) > 0) continue;
+        const [ei, eo] = this.posOf(f.end);
+        if (cmpPos(ei, eo, pk, po) > 0) attrs = mergeAttrs(attrs, f.attrs, f.lamport, f.id[0]);
+      }
+    }
     if (
       prev !== null &&
-      this.formats.length === 0 &&
-      op.attrs === undefined &&
-      prev.attrs === null &&
       !prev.deleted &&
       prev.client === client &&
       prev.seq + prev.text.length === seq &&
@@ -487,26 +512,19 @@ export class Doc {
       op.left !== null &&
       op.left[0] === client &&
       op.left[1] === seq - 1 &&
-      prev.rightIs(op.right)
+      prev.rightIs(op.right) &&
+      sameAttrs(prev.attrs, attrs)
     ) {
       prev.text += op.text;
       this.items.changed(prev, len);
       return;
     }
-    const attrs = op.attrs ? mergeAttrs(null, op.attrs, op.lamport, client) : null;
     const it = new Item(client, seq, op.lamport, op.left, op.right, op.text, false, attrs);
     this.items.insertAfter(prev, it);
     let runs = this.byClient.get(client);
     if (!runs) this.byClient.set(client, (runs = []));
     if (runs.length === 0 || runs[runs.length - 1]!.seq < seq) runs.push(it);
     else runs.splice(this.runIndex(runs, seq) + 1, 0, it);
-    // A format whose anchors enclose the new run covers it too (Peritext: concurrent text inside a range).
-    const key = this.formats.length > 0 ? this.items.key(it) : 0;
-    for (const f of this.formats) {
-      const [si, so] = this.posOf(f.start);
-      const [ei, eo] = this.posOf(f.end);
-      if (cmpPos(si, so, key, 0) < 0 && cmpPos(key, 0, ei, eo) < 0) it.attrs = mergeAttrs(it.attrs, f.attrs, f.lamport, f.id[0]);
-    }
   }
 
   private applyDelete(op: DeleteOp): void {

@@ -127,3 +127,22 @@ t.test('backspacing over typed text leaves one tombstone run', async (t) => {
   t.equal(r.text(), 'hello ');
   t.equal(r.runCount, 2, 'the same on a replica applying the deletes remotely');
 });
+
+t.test('typing inside or beside formatted text still makes one run per typed stretch', async (t) => {
+  const d = new Doc('a');
+  d.localInsert(0, 'abcdef');
+  d.localFormat(1, 3, { bold: true }); // b c d
+  const runs = d.runCount;
+  for (const [i, ch] of [...'XYZ'].entries()) d.localInsert(3 + i, ch); // inside: after c
+  t.equal(d.runCount, runs + 2, 'c is split from d once, XYZ is one run');
+  for (const [i, ch] of [...'uvw'].entries()) d.localInsert(7 + i, ch); // right after d, the range's end: outside
+  t.same(d.spans(), [
+    { text: 'a', attrs: {} },
+    { text: 'bcXYZd', attrs: { bold: true } },
+    { text: 'uvwef', attrs: {} },
+  ]);
+  t.equal(d.runCount, runs + 3);
+  const r = new Doc('r');
+  r.apply(d.opsSince());
+  t.same(r.spans(), d.spans());
+});
