@@ -73,6 +73,8 @@ function mergeAttrs(base: StampedAttrs | null, add: Attrs, l: number, c: string)
   return out ?? base;
 }
 
+const byLamport = (a: Op, b: Op): number => a.lamport - b.lamport;
+
 /** Same attributes with the same stamps: characters that may share one run. */
 function sameAttrs(a: StampedAttrs | null, b: StampedAttrs | null): boolean {
   if (a === b) return true;
@@ -251,7 +253,9 @@ export class Doc {
     for (const op of ops) checkOp(op);
     const invalid: Op[] = [];
     let progress = false;
-    for (const op of ops) {
+    // An op's Lamport stamp exceeds those of everything it depends on (its author had seen them), so in Lamport
+    // order every op of the batch whose dependencies are here applies in one pass, whatever order it came in.
+    for (const op of [...ops].sort(byLamport)) {
       const r = this.tryApply(op);
       if (r === 'waiting') this.pending.push(op);
       else if (r === 'applied') progress = true;
@@ -259,7 +263,7 @@ export class Doc {
     }
     while (progress && this.pending.length > 0) {
       progress = false;
-      const waiting = this.pending;
+      const waiting = this.pending.sort(byLamport);
       this.pending = [];
       for (const op of waiting) {
         const r = this.tryApply(op);

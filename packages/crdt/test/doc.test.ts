@@ -146,3 +146,37 @@ t.test('typing inside or beside formatted text still makes one run per typed str
   r.apply(d.opsSince());
   t.same(r.spans(), d.spans());
 });
+
+t.test('ties between concurrent inserts at one place go by Lamport stamp, then client id; clocks play no part', async (t) => {
+  const base = new Doc('base');
+  base.localInsert(0, '..');
+  // 'z' has seen more (a higher Lamport stamp) than 'a', so its concurrent insert goes after a's despite its id.
+  const busy = new Doc('a');
+  const z = new Doc('z');
+  busy.apply(base.opsSince());
+  z.apply(base.opsSince());
+  z.localInsert(0, 'q');
+  z.localDelete(0, 1); // two more stamps
+  const opsZ = z.localInsert(1, 'Z');
+  const opsA = busy.localInsert(1, 'A');
+  t.ok(opsZ[0]!.lamport > opsA[0]!.lamport);
+  for (const order of [
+    [...opsA, ...opsZ],
+    [...opsZ, ...opsA],
+  ]) {
+    const d = new Doc('o');
+    d.apply([...base.opsSince(), ...z.opsSince(), ...order]);
+    t.equal(d.text(), '.AZ.');
+  }
+  // Equal stamps: the smaller client id first.
+  const b1 = new Doc('b1');
+  const b2 = new Doc('b2');
+  b1.apply(base.opsSince());
+  b2.apply(base.opsSince());
+  const o1 = b1.localInsert(1, '1');
+  const o2 = b2.localInsert(1, '2');
+  t.equal(o1[0]!.lamport, o2[0]!.lamport);
+  const d = new Doc('o');
+  d.apply([...base.opsSince(), ...o2, ...o1]);
+  t.equal(d.text(), '.12.');
+});

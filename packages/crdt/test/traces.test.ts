@@ -30,6 +30,15 @@ for (const { name, trace } of traces) {
     const decodeMs = performance.now() - t0;
     t.ok(back.text() === trace.endContent, 'decoded text equals endContent');
     t.same(back.stateVector(), doc.stateVector(), 'decoded state vector');
+    {
+      // Every op of the log delivered in reverse: all wait, then apply in one go.
+      const ops = doc.opsSince();
+      t0 = performance.now();
+      const rev = new Doc('reverse');
+      rev.apply([...ops].reverse());
+      t.ok(rev.text() === trace.endContent, `${ops.length} ops delivered in reverse order give endContent`);
+      t.comment(`${name}: ${ops.length} ops applied in reverse order in ${(performance.now() - t0).toFixed(0)} ms`);
+    }
     if (name === 'friendsforever_flat') {
       // The same with chunks of 3 runs: thousands of chunk splits, the cursor cache invalidated all the time.
       t.ok(replayTrace(trace, 'tiny', 3).text() === trace.endContent, 'text with tiny chunks');
