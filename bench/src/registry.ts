@@ -1,5 +1,6 @@
 /** Every benchmark the harness knows, by name. A new benchmark adds one line here. */
 import type { Benchmark } from './benchmark.js';
+import { crdtBenchmark } from './benchmarks/crdt.js';
 import { groupsBenchmark } from './benchmarks/groups.js';
 import { kvBenchmark } from './benchmarks/kv.js';
 import { lockBenchmark } from './benchmarks/lock.js';
@@ -9,6 +10,7 @@ import { shortlinkBenchmark } from './benchmarks/shortlink.js';
 import { raftBenchmark } from './raft-inprocess.js';
 
 export const benchmarks: Record<string, Benchmark> = {
+  crdt: crdtBenchmark,
   groups: groupsBenchmark,
   kv: kvBenchmark,
   lock: lockBenchmark,
