@@ -25,6 +25,12 @@ import { splitAddress, type MemberOptions, type RunningMember } from './host.js'
 
 const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
+/** RAFTKIT_PREFERRED_LEADER_DELAY_MS: milliseconds (0 .. 1 day); unset or not a number, the library's default. */
+function preferredLeaderDelayMs(text: string | undefined): number | undefined {
+  const ms = text === undefined ? NaN : Number(text);
+  return Number.isInteger(ms) && ms >= 0 && ms <= 86_400_000 ? ms : undefined;
+}
+
 export async function startGroupedMember(definition: GroupedServiceDefinition, options: MemberOptions): Promise<RunningMember> {
   let term = 0;
   const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
@@ -41,6 +47,8 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     tickMs: options.tickMs ?? 100,
     metaMembers: joining ? [] : Object.keys(options.bootstrap),
     http: `http://${httpHost}:${httpPort}`,
+    // An operator's (and tests') knob: how long a member leads a group before handing it to its preferred leader.
+    preferredLeaderDelayMs: preferredLeaderDelayMs(process.env.RAFTKIT_PREFERRED_LEADER_DELAY_MS),
     logger: (level, message, fields) => logger.log(level, message, fields),
     groupOptions: (name) => {
       const settings = definition.groupOptions(name);

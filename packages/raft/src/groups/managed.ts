@@ -40,7 +40,8 @@ export interface ManagedHostOptions extends GroupHostOptions {
    * back once the preferred process returns. A failed transfer waits 30 s before the next try. Default true.
    */
   preferredLeaders?: boolean;
-  preferredLeaderDelayMs?: number;
+  /** See `preferredLeaders`. Default 10,000. */
+  preferredLeaderDelayMs?: number | undefined;
   /** Called when a reconciliation step fails (it is retried on the next round). */
   onError?: (what: string, error: unknown) => void;
 }
