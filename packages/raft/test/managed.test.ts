@@ -168,6 +168,9 @@ t.test('a fourth host joins: replicas move onto it through learners then voters,
   const h4 = await open('h4');
   await anyHost().admit('h4', address('h4'));
   await until('h4 registered', () => anyHost().catalog().host('h4') !== undefined);
+  // Four registered hosts and room for five meta voters: the meta group's leader promotes the learner h4.
+  await until('h4 a voter of the meta group', () => anyHost().meta.status().config.voters.includes('h4'), 30_000);
+  t.same([...anyHost().meta.status().config.voters].sort(), ['h1', 'h2', 'h3', 'h4'], 'meta voters: the founders and h4');
   // Nobody asks for it: the meta group's leader sees 10/10/10/0 and proposes `spread` by itself.
   await until('replicas to move onto h4', () => (anyHost().catalog().replicaCounts().get('h4') ?? 0) > 0, 30_000);
   await until('every move settled, and nothing left to spread', async () => {

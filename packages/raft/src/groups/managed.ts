@@ -40,6 +40,12 @@ export interface ManagedHostOptions extends GroupHostOptions {
    * back once the preferred process returns. A failed transfer waits 30 s before the next try. Default true.
    */
   preferredLeaders?: boolean;
+  /**
+   * How many voters the meta group keeps when that many processes are registered and not retiring (default 5):
+   * its leader promotes a caught-up learner (a process added later) while it has fewer, so replacing the
+   * founding processes one by one never leaves the catalogue without a quorum.
+   */
+  metaVoters?: number;
   /** See `preferredLeaders`. Default 10,000. */
   preferredLeaderDelayMs?: number | undefined;
   /** Called when a reconciliation step fails (it is retried on the next round). */
@@ -183,9 +189,25 @@ export class ManagedHost {
       }
     }
     await Promise.all(starts);
+    this.growMeta(catalog);
     this.autoSpread(catalog);
     await this.dropStale();
     await this.reportGone(this.catalog());
+  }
+
+  /** On the meta group's leader: promote one registered learner while the meta group has too few voters. */
+  private growMeta(catalog: MetaMachine): void {
+    if (!this.meta.isLeader || this.busy.has('!meta')) return;
+    const config = this.meta.status().config;
+    const live = catalog.hosts().filter((h) => !h.retiring);
+    if (config.voters.length >= Math.min(this.options.metaVoters ?? 5, live.length)) return;
+    const learner = live.find((h) => config.learners.includes(h.id));
+    if (learner === undefined) return;
+    this.busy.add('!meta');
+    void this.meta
+      .addVoter(learner.id, learner.raft)
+      .catch((e: unknown) => this.options.onError?.(`promote ${learner.id} in the meta group`, e))
+      .finally(() => this.busy.delete('!meta'));
   }
 
   /** On the meta group's leader: one `spread` when replicas are uneven and no move is under way. */
