@@ -162,7 +162,7 @@ export interface AuctionLimits {
 export const DEFAULT_LIMITS: AuctionLimits = {
   historyLimit: 100,
   idempotencyMs: 24 * 3_600_000,
-  maxKeys: 2_000_000,
+  maxKeys: 1_000_000,
   maxBidsPerWindow: 5,
   rateWindowMs: 1_000,
   closedRetentionMs: 7 * 24 * 3_600_000,
@@ -191,10 +191,11 @@ interface Auction {
   rate: Map<string, [number, number]>;
 }
 
-interface KeyRecord {
-  expiresAt: number;
-  result: BidResult;
-}
+/**
+ * The first outcome of a key, compact (a key is kept 24 h; the auction and bidder are in the key itself):
+ * [expiresAt, status, bidId, newHighBid, highBidderId, closeAt, newCloseAt or -1, seq, changed].
+ */
+type KeyRecord = [number, BidStatus, string, number | null, string | null, number, number, number, boolean];
 
 interface Snapshot {
   auctions: Array<[string, Omit<Auction, 'rate'> & { rate: Array<[string, [number, number]]> }]>;
@@ -262,6 +263,13 @@ export function checkAuctionCommand(command: unknown): asserts command is Auctio
       stringField(c, 'auctionId', ID_MAX);
       return;
   }
+}
+
+function original(b: BidInput, k: KeyRecord): BidResult {
+  const [, status, bidId, newHighBid, highBidderId, closeAt, newCloseAt, seq, changed] = k;
+  const r: BidResult = { op: 'bid', status, bidId, auctionId: b.auctionId, bidderId: b.bidderId, newHighBid, highBidderId, closeAt, seq, changed };
+  if (newCloseAt >= 0) r.newCloseAt = newCloseAt;
+  return r;
 }
 
 export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResult> {
@@ -335,7 +343,7 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     }
     const keyId = `${b.auctionId}\0${b.bidderId}\0${b.idempotencyKey}`;
     const known = this.keys.get(keyId);
-    if (known !== undefined && known.expiresAt > now) return { ...this.answer(b, a, 'duplicate', false), original: known.result };
+    if (known !== undefined && known[0] > now) return { ...this.answer(b, a, 'duplicate', false), original: original(b, known) };
 
     const closeBefore = a.closeAt;
     const seqBefore = a.seq;
@@ -416,7 +424,8 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
   private remember(keyId: string, result: BidResult, now: number): void {
     // Delete first so the Map's insertion order stays expiry order when an expired key is used again.
     this.keys.delete(keyId);
-    this.keys.set(keyId, { expiresAt: now + this.limits.idempotencyMs, result });
+    const r = result;
+    this.keys.set(keyId, [now + this.limits.idempotencyMs, r.status, r.bidId, r.newHighBid, r.highBidderId, r.closeAt!, r.newCloseAt ?? -1, r.seq, r.changed]);
     while (this.keys.size > this.limits.maxKeys) {
       this.keys.delete(this.keys.keys().next().value!);
       this.keysEvictedEarly++;
@@ -451,7 +460,7 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     for (const [id, k] of this.keys) {
       // Insertion order is entry-time order except across a leader's clock step back; a later key that expires
       // first is simply dropped when the ones before it are (lookups check expiry anyway).
-      if (k.expiresAt > now) break;
+      if (k[0] > now) break;
       this.keys.delete(id);
     }
     while (this.closedOrder.length > 0) {
