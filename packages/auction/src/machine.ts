@@ -18,6 +18,7 @@
 import { Packr } from 'msgpackr';
 import { arrayField, CommandShapeError, commandOf, integerField, nullableIntegerField, stringField } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
+import { CloseIndex } from './close-index.js';
 
 /** One bid as the API proposes it. `bidId` is made at the edge (a UUID) so it does not depend on log position. */
 export interface BidInput {
@@ -281,6 +282,8 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
   /** Closed auctions in closing order with their close time, for retention. */
   private closedOrder: Array<[string, number]> = [];
   private keysEvictedEarly = 0;
+  /** Open auctions by close time (derived, for `due`). */
+  private closing = new CloseIndex();
   readonly limits: AuctionLimits;
 
   constructor(limits: Partial<AuctionLimits> = {}) {
@@ -313,6 +316,7 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
   private create(c: CreateInput): AuctionResult {
     // A retried create (same id) answers `exists` and changes nothing: ids are made once at the edge.
     if (this.auctions.has(c.auctionId)) return { op: 'create', status: 'exists', auctionId: c.auctionId };
+    this.closing.add(c.auctionId, c.endAt);
     this.auctions.set(c.auctionId, {
       itemId: c.itemId,
       sellerId: c.sellerId,
@@ -352,7 +356,10 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     if (status === 'not_started' || status === 'too_frequent') return this.answer(b, a, status, false);
     // Anti-snipe (rule 3) for an accepted bid that moved the price; a high bidder raising only their hidden
     // maximum changes nothing visible and does not extend (else they could hold an auction open alone).
-    if (status === 'accepted' && a.seq !== seqBefore && a.closeAt - now < a.antiSnipeMs) a.closeAt = now + a.antiSnipeMs;
+    if (status === 'accepted' && a.seq !== seqBefore && a.closeAt - now < a.antiSnipeMs) {
+      a.closeAt = now + a.antiSnipeMs;
+      this.closing.move(b.auctionId, closeBefore, a.closeAt);
+    }
     const result = this.answer(b, a, status, a.seq !== seqBefore);
     if (a.closeAt !== closeBefore) result.newCloseAt = a.closeAt;
     this.remember(keyId, result, now);
@@ -439,6 +446,7 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     if (now < a.closeAt) return { op: 'close', status: 'not_due', auctionId, closeAt: a.closeAt };
     const reserveMet = a.price !== null && (a.reservePrice === null || a.price >= a.reservePrice);
     a.closed = true;
+    this.closing.remove(auctionId, a.closeAt);
     a.seq++;
     a.handoff = {
       auctionId,
@@ -505,7 +513,8 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
   /** Open auctions whose close time is at or before `now`: the leader proposes `close` for each. */
   due(now: number, max = 1_000): string[] {
     const out: string[] = [];
-    for (const [id, a] of this.auctions) {
+    for (const id of this.closing.candidates(now)) {
+      const a = this.auctions.get(id)!;
       if (!a.closed && a.closeAt <= now) out.push(id);
       if (out.length >= max) break;
     }
@@ -540,6 +549,8 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
   restore(data: Uint8Array): void {
     const snap = packr.unpack(data) as Snapshot;
     this.auctions = new Map(snap.auctions.map(([id, a]) => [id, { ...a, rate: new Map(a.rate) }]));
+    this.closing.clear();
+    for (const [id, a] of this.auctions) if (!a.closed) this.closing.add(id, a.closeAt);
     this.keys = new Map(snap.keys);
     this.outbox = new Set(snap.outbox);
     this.closedOrder = snap.closedOrder;

@@ -70,7 +70,7 @@ function hidden(m: AuctionMachine, id: string): { highMax: number; price: number
   return snap.auctions.find(([a]) => a === id)![1];
 }
 
-t.test('price and close_at never decrease; the high bidder max is at least the price', async (t) => {
+t.test('price and close_at never decrease; the high bidder max is at least the price; due() is exact', async (t) => {
   fc.assert(
     fc.property(stepsArb, (steps) => {
       const m = fresh();
@@ -87,6 +87,11 @@ t.test('price and close_at never decrease; the high bidder max is at least the p
           last.set(id, { price, closeAt: h.closeAt });
         }
         if (r.op === 'bid' && r.status === 'accepted' && r.newCloseAt !== undefined && r.newCloseAt !== r.closeAt) return false;
+        // The close index finds exactly the open auctions whose close time has come, now and later.
+        for (const at of [time, time + 30_000, END + 120_000]) {
+          const expected = ['A', 'B'].filter((id) => { const v = m.getAuction(id, at)!; return v.state !== 'closed' && v.closeAt <= at; });
+          if (JSON.stringify([...m.due(at)].sort()) !== JSON.stringify(expected)) return false;
+        }
       }
       return true;
     }),

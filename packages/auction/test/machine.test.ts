@@ -211,3 +211,21 @@ t.test('a batch applies as the same bids one command each', async (t) => {
   ] }, T0);
   t.match(r, { op: 'bids', results: [{ status: 'accepted' }, { status: 'outbid', newHighBid: 210 }, { status: 'duplicate' }] });
 });
+
+t.test('due: many auctions, found by close time, moved by extensions, gone when closed, rebuilt on restore', async (t) => {
+  const m = new AuctionMachine();
+  for (let i = 0; i < 50; i++) {
+    run(m, { op: 'create', auctionId: `a${i}`, itemId: 'i', sellerId: 's', startPrice: 1, reservePrice: null, minIncrement: 1, startAt: T0, endAt: T0 + 5_000 + i * 10_000, antiSnipeWindowS: 60 }, T0 - 1);
+  }
+  t.same(m.due(T0 + 25_000), ['a0', 'a1', 'a2'], 'earliest first');
+  t.same(m.due(T0 + 25_000, 2), ['a0', 'a1'], 'at most max');
+  bid(m, 'b', 5, T0 + 15_000, null, 'k', 'a2');
+  t.same(m.due(T0 + 25_000), ['a0', 'a1'], 'a2 extended to 75,000');
+  run(m, { op: 'close', auctionId: 'a0' }, T0 + 25_000);
+  const copy = new AuctionMachine();
+  copy.restore(m.snapshot());
+  for (const x of [m, copy]) {
+    t.same(x.due(T0 + 75_000), ['a1', 'a3', 'a4', 'a5', 'a6', 'a2', 'a7'], 'by close time, then id (a2 extended to 75,000, a7 ends at 75,000)');
+    t.equal(x.due(T0 + 10_000_000).length, 49);
+  }
+});
