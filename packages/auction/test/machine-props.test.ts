@@ -24,8 +24,9 @@ const bidArb = fc
   .record({
     auction: fc.constantFrom('A', 'B'),
     bidder: fc.constantFrom('b0', 'b1', 'b2', 'b3', 'seller'),
-    amount: fc.integer({ min: 1, max: 2_000 }),
-    extra: fc.option(fc.integer({ min: 0, max: 2_000 }), { nil: null }),
+    // Round amounts make equal maxima and exact-increment bids frequent; any integer reaches below_increment.
+    amount: fc.oneof(fc.integer({ min: 1, max: 40 }).map((x) => x * 50), fc.integer({ min: 1, max: 2_000 })),
+    extra: fc.option(fc.oneof(fc.integer({ min: 0, max: 20 }).map((x) => x * 50), fc.integer({ min: 0, max: 2_000 })), { nil: null }),
     key: fc.integer({ min: 0, max: 30 }),
   })
   .map(({ auction, bidder, amount, extra, key }, ) => ({
@@ -190,4 +191,71 @@ t.test('a malformed command mid-history is refused with CommandShapeError and ch
     { numRuns: 300, seed: 11 },
   );
   t.pass('300 histories');
+});
+
+/** An independent, naive replay of the README's rules, to compare the machine with (statuses, price, high bidder). */
+class Model {
+  auctions = new Map<string, { price: number | null; high: string | null; max: number; closeAt: number; closed: boolean; window: number; reserve: number | null }>();
+  keys = new Map<string, string>();
+  constructor() {
+    this.auctions.set('A', { price: null, high: null, max: 0, closeAt: END, closed: false, window: 60_000, reserve: null });
+    this.auctions.set('B', { price: null, high: null, max: 0, closeAt: END, closed: false, window: 0, reserve: 500 });
+  }
+  bid(b: BidInput, now: number): string {
+    const a = this.auctions.get(b.auctionId)!;
+    const key = JSON.stringify([b.auctionId, b.bidderId, b.idempotencyKey]);
+    if (this.keys.has(key)) return 'duplicate';
+    let status: string;
+    const max = b.maxProxyAmount ?? b.amount;
+    const inc = 7;
+    if (a.closed || now >= a.closeAt) status = 'auction_ended';
+    else if (now < T0) return 'not_started';
+    else if (b.bidderId === 'seller') status = 'seller_cannot_bid';
+    else if (a.high === null) {
+      if (b.amount >= 50) [status, a.price, a.high, a.max] = ['accepted', b.amount, b.bidderId, max];
+      else status = 'below_increment';
+    } else if (a.high === b.bidderId) {
+      a.max = Math.max(a.max, max);
+      status = 'max_raised';
+    } else if (b.amount <= a.price!) status = 'outbid';
+    else if (b.amount < a.price! + inc) status = 'below_increment';
+    else if (max > a.max) [status, a.price, a.high, a.max] = ['accepted', Math.max(b.amount, Math.min(a.max + inc, max)), b.bidderId, max];
+    else [status, a.price] = ['outbid', Math.max(a.price!, Math.min(max + inc, a.max))];
+    if (status === 'accepted' && a.closeAt - now < a.window) a.closeAt = now + a.window;
+    if (status === 'max_raised') status = 'accepted';
+    this.keys.set(key, status);
+    return status;
+  }
+  close(id: string, now: number): { winner: string | null; price: number | null } | null {
+    const a = this.auctions.get(id)!;
+    if (a.closed || now < a.closeAt) return null;
+    a.closed = true;
+    const met = a.price !== null && (a.reserve === null || a.price >= a.reserve);
+    return { winner: met ? a.high : null, price: met ? a.price : null };
+  }
+}
+
+t.test('a naive sequential replay of the rules gives the same statuses, prices, high bidders and winners', async (t) => {
+  fc.assert(
+    fc.property(stepsArb, (steps) => {
+      const m = fresh({ maxBidsPerWindow: 1_000 });
+      const model = new Model();
+      let index = 1;
+      for (const [c, time] of commands(steps)) {
+        const r = m.apply(c, { index: index++, term: 1, time });
+        if (c.op === 'bid' && r.op === 'bid') {
+          if (model.bid(c, time) !== r.status) return false;
+          const a = model.auctions.get(c.auctionId)!;
+          if (r.newHighBid !== a.price || r.highBidderId !== a.high || r.closeAt !== a.closeAt) return false;
+        } else if (c.op === 'close' && r.op === 'close') {
+          const expected = model.close(c.auctionId, time);
+          if ((expected === null) !== (r.status !== 'closed')) return false;
+          if (expected !== null && r.status === 'closed' && (r.handoff.winnerId !== expected.winner || r.handoff.finalPrice !== expected.price)) return false;
+        }
+      }
+      return true;
+    }),
+    { numRuns: 500, seed: 2024 },
+  );
+  t.pass('500 histories');
 });
