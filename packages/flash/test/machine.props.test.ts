@@ -1,0 +1,242 @@
+/**
+ * Properties of the inventory shard machine over arbitrary interleavings of reserve, retry, cancel, pay, expire and
+ * time passing, over every shard of a deal: zero oversell (units held by live reservations never exceed the
+ * inventory, a shard's count is conserved), one reservation per user per deal, retries change nothing and answer
+ * the original outcome, and a machine restored from a snapshot taken mid-history answers identically afterwards.
+ */
+import fc from 'fast-check';
+import t from 'tap';
+import { FlashMachine, RESERVATION_WINDOW_MS, type FlashCommand, type FlashResult } from '../src/machine.js';
+
+const T0 = 1_700_000_000_000;
+const USERS = 12;
+
+type Step =
+  | { kind: 'reserve'; user: number; key: number; shard: number }
+  | { kind: 'retry'; pick: number }
+  | { kind: 'cancel'; user: number }
+  | { kind: 'pay'; user: number }
+  | { kind: 'expire' }
+  | { kind: 'wait'; ms: number };
+
+const step: fc.Arbitrary<Step> = fc.oneof(
+  { weight: 6, arbitrary: fc.record({ kind: fc.constant('reserve' as const), user: fc.nat(USERS - 1), key: fc.nat(2), shard: fc.nat(7) }) },
+  { weight: 3, arbitrary: fc.record({ kind: fc.constant('retry' as const), pick: fc.nat() }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('cancel' as const), user: fc.nat(USERS - 1) }) },
+  { weight: 1, arbitrary: fc.record({ kind: fc.constant('pay' as const), user: fc.nat(USERS - 1) }) },
+  { weight: 1, arbitrary: fc.constant({ kind: 'expire' as const }) },
+  { weight: 2, arbitrary: fc.record({ kind: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: 4 * 60_000 }) }) },
+);
+
+/** Shard counts of a deal: 1 to 5 shards of 0 to 4 units (empty shards from the start included). */
+const shardCounts = fc.array(fc.nat(4), { minLength: 1, maxLength: 5 });
+
+interface Run {
+  machine: FlashMachine;
+  counts: number[];
+  index: number;
+  time: number;
+}
+
+function start(counts: number[]): Run {
+  const machine = new FlashMachine();
+  const total = counts.reduce((a, b) => a + b, 0);
+  const create: FlashCommand = {
+    op: 'createDeal',
+    dealId: 'd',
+    skuId: 'sku',
+    totalInventory: Math.max(1, total),
+    startAt: T0,
+    endAt: T0 + 365 * 86_400_000,
+    shardCount: counts.length,
+    shards: counts.map((count, shard) => ({ shard, count })),
+  };
+  const r = machine.apply(create, { index: 1, term: 1, time: T0 });
+  if (!r.ok) throw new Error(`createDeal failed: ${r.error}`);
+  return { machine, counts, index: 1, time: T0 };
+}
+
+function apply(run: Run, command: FlashCommand): FlashResult {
+  return run.machine.apply(command, { index: ++run.index, term: 1, time: run.time });
+}
+
+/** Turns steps into commands (retries repeat an earlier reserve command exactly); `wait` only moves time. */
+function commandsOf(steps: Step[], counts: number[], run: Run): Array<FlashCommand | number> {
+  const out: Array<FlashCommand | number> = [];
+  const reserves: FlashCommand[] = [];
+  let n = 0;
+  for (const s of steps) {
+    switch (s.kind) {
+      case 'reserve': {
+        const c: FlashCommand = { op: 'reserve', dealId: 'd', shard: s.shard % counts.length, userId: `u${s.user}`, key: `k${s.key}`, reservationId: `r${n++}` };
+        reserves.push(c);
+        out.push(c);
+        break;
+      }
+      case 'retry':
+        if (reserves.length > 0) out.push(reserves[s.pick % reserves.length]!);
+        break;
+      case 'cancel':
+      case 'pay': {
+        // Whatever reservation the user holds now is looked up at apply time: encode as a marker resolved later.
+        out.push({ op: s.kind, reservationId: `?u${s.user}`, userId: `u${s.user}`, ...(s.kind === 'pay' ? { paymentId: 'p' } : {}) } as FlashCommand);
+        break;
+      }
+      case 'expire':
+        out.push({ op: 'expire', reservationIds: ['?due'] });
+        break;
+      case 'wait':
+        out.push(s.ms);
+        break;
+    }
+  }
+  void run;
+  return out;
+}
+
+/** Resolves the markers against the machine's state (the same way on both machines of a snapshot comparison). */
+function resolve(run: Run, c: FlashCommand, heldBy: Map<string, string>): FlashCommand {
+  if ((c.op === 'cancel' || c.op === 'pay') && c.reservationId.startsWith('?')) return { ...c, reservationId: heldBy.get(c.userId) ?? 'none' };
+  if (c.op === 'expire' && c.reservationIds[0] === '?due') return { op: 'expire', reservationIds: run.machine.dueReservations(run.time) };
+  return c;
+}
+
+function checkInvariants(run: Run, heldBy: Map<string, string>): string | null {
+  const view = run.machine.getDeal('d')!;
+  let live = 0;
+  const perShard = new Map<number, number>();
+  const users = new Set<string>();
+  for (const id of heldBy.values()) {
+    const r = run.machine.getReservation(id)!;
+    if (users.has(r.userId)) return `user ${r.userId} holds two reservations`;
+    users.add(r.userId);
+    if (r.status === 'reserved' || r.status === 'paid') {
+      live++;
+      perShard.set(r.shard, (perShard.get(r.shard) ?? 0) + 1);
+    }
+  }
+  const total = run.counts.reduce((a, b) => a + b, 0);
+  if (live > total) return `oversold: ${live} live reservations for ${total} units`;
+  for (const s of view.shards) {
+    if (s.remaining < 0) return `shard ${s.shard} below zero`;
+    if (s.remaining + (perShard.get(s.shard) ?? 0) !== run.counts[s.shard]) return `shard ${s.shard} not conserved: ${s.remaining} left + ${perShard.get(s.shard) ?? 0} held != ${run.counts[s.shard]}`;
+  }
+  return null;
+}
+
+t.test('zero oversell, one unit per user, retries answer the original and change nothing', async (t) => {
+  fc.assert(
+    fc.property(shardCounts, fc.array(step, { maxLength: 80 }), (counts, steps) => {
+      const run = start(counts);
+      const heldBy = new Map<string, string>();
+      const answers = new Map<string, FlashResult>();
+      for (const item of commandsOf(steps, counts, run)) {
+        if (typeof item === 'number') {
+          run.time += item;
+          continue;
+        }
+        const command = resolve(run, item, heldBy);
+        const before = Buffer.from(run.machine.snapshot());
+        const result = apply(run, command);
+        if (command.op === 'reserve') {
+          const answerKey = `${command.userId}/${command.key}`;
+          const first = answers.get(answerKey);
+          if (first !== undefined) {
+            // A retry: the same outcome (and reservation), nothing changed.
+            if (!Buffer.from(run.machine.snapshot()).equals(before)) throw new Error(`retry of ${answerKey} changed state`);
+            if (first.ok !== result.ok || (first.ok && result.ok && first.op === 'reserve' && result.op === 'reserve' && first.outcome !== result.outcome)) throw new Error(`retry of ${answerKey} answered differently`);
+            if (first.ok && first.op === 'reserve' && first.outcome === 'won' && result.ok && result.op === 'reserve' && result.outcome === 'won' && first.reservation.reservationId !== result.reservation.reservationId) throw new Error('retry answered another reservation');
+          } else {
+            answers.set(answerKey, result);
+          }
+          if (result.ok && result.op === 'reserve' && result.outcome === 'won') {
+            const held = heldBy.get(command.userId);
+            if (held !== undefined && held !== result.reservation.reservationId) throw new Error(`user ${command.userId} won a second reservation`);
+            heldBy.set(command.userId, result.reservation.reservationId);
+          }
+          // Lost only when that shard is empty.
+          if (result.ok && result.op === 'reserve' && result.outcome === 'lost' && first === undefined) {
+            const shard = run.machine.getDeal('d')!.shards.find((s) => s.shard === command.shard)!;
+            if (shard.remaining !== 0) throw new Error(`lost on shard ${command.shard} with ${shard.remaining} left`);
+          }
+        }
+        const broken = checkInvariants(run, heldBy);
+        if (broken !== null) throw new Error(broken);
+      }
+    }),
+    { numRuns: 400, seed: 16 },
+  );
+  t.pass('400 histories');
+});
+
+t.test('a machine restored from a snapshot taken mid-history answers identically afterwards', async (t) => {
+  fc.assert(
+    fc.property(shardCounts, fc.array(step, { maxLength: 60 }), fc.nat(), (counts, steps, cut) => {
+      const a = start(counts);
+      const items = commandsOf(steps, counts, a);
+      const at = items.length === 0 ? 0 : cut % (items.length + 1);
+      const heldA = new Map<string, string>();
+      const heldB = new Map<string, string>();
+      let b: Run | null = null;
+      const note = (held: Map<string, string>, c: FlashCommand, r: FlashResult) => {
+        if (c.op === 'reserve' && r.ok && r.op === 'reserve' && r.outcome === 'won') held.set(c.userId, r.reservation.reservationId);
+      };
+      for (let i = 0; i < items.length; i++) {
+        if (i === at) {
+          const machine = new FlashMachine();
+          machine.restore(a.machine.snapshot());
+          b = { machine, counts, index: a.index, time: a.time };
+          for (const [k, v] of heldA) heldB.set(k, v);
+        }
+        const item = items[i]!;
+        if (typeof item === 'number') {
+          a.time += item;
+          if (b !== null) b.time += item;
+          continue;
+        }
+        const ca = resolve(a, item, heldA);
+        const ra = apply(a, ca);
+        note(heldA, ca, ra);
+        if (b !== null) {
+          const cb = resolve(b, item, heldB);
+          const rb = apply(b, cb);
+          note(heldB, cb, rb);
+          if (JSON.stringify(ra) !== JSON.stringify(rb)) throw new Error(`answers differ after restore: ${JSON.stringify(ra)} vs ${JSON.stringify(rb)}`);
+        }
+      }
+      if (b !== null && !Buffer.from(a.machine.snapshot()).equals(Buffer.from(b.machine.snapshot()))) throw new Error('final states differ');
+    }),
+    { numRuns: 300, seed: 17 },
+  );
+  t.pass('300 histories');
+});
+
+t.test('shards of one deal split over two groups never sell more than the inventory together', async (t) => {
+  fc.assert(
+    fc.property(fc.array(fc.nat(4), { minLength: 2, maxLength: 6 }), fc.array(fc.record({ user: fc.nat(30), shard: fc.nat(5), group: fc.boolean() }), { maxLength: 80 }), (counts, attempts) => {
+      const total = counts.reduce((a, b) => a + b, 0);
+      const half = Math.ceil(counts.length / 2);
+      const groups = [counts.slice(0, half).map((count, i) => ({ shard: i, count })), counts.slice(half).map((count, i) => ({ shard: half + i, count }))];
+      const machines = groups.map((shards) => {
+        const m = new FlashMachine();
+        m.apply({ op: 'createDeal', dealId: 'd', skuId: 's', totalInventory: Math.max(1, total), startAt: T0, endAt: T0 + RESERVATION_WINDOW_MS, shardCount: counts.length, shards }, { index: 1, term: 1, time: T0 });
+        return m;
+      });
+      let index = 1;
+      let won = 0;
+      for (const a of attempts) {
+        const g = a.group ? 1 : 0;
+        const shards = groups[g]!;
+        const shard = shards[a.shard % shards.length]!.shard;
+        index++;
+        const r = machines[g]!.apply({ op: 'reserve', dealId: 'd', shard, userId: `u${a.user}`, key: `k${index}`, reservationId: `r${index}` }, { index, term: 1, time: T0 + index });
+        if (r.ok && r.op === 'reserve' && r.outcome === 'won' && r.reservation.reservationId === `r${index}`) won++;
+      }
+      if (won > total) throw new Error(`oversold: ${won} of ${total}`);
+      const left = machines.reduce((a, m) => a + m.getDeal('d')!.remaining, 0);
+      if (left + won !== total) throw new Error(`units not conserved: ${left} left + ${won} won != ${total}`);
+    }),
+    { numRuns: 300, seed: 18 },
+  );
+  t.pass('300 histories');
+});
