@@ -123,3 +123,14 @@ t.test('deal records: a retried create is ok, another record under the id is ref
   t.same(run(part, { op: 'reserve', dealId: 'd', shard: 0, userId: 'u', key: 'k', reservationId: 'r-u-k' }, T0).ok, false);
   t.match(reserve(m, 'v', 'k', 1, T0, 'r-u-k'), { ok: false, error: 'reservation_exists' }, 'a reused reservation id is refused, not overwritten');
 });
+
+t.test('remembered lost answers are capped per deal (bounded memory); wins are always remembered', async (t) => {
+  const m = deal([0, 1]);
+  const cap = 1_024; // MIN_KEYS: 1 unit x KEYS_PER_UNIT is below it
+  for (let i = 0; i < cap + 10; i++) reserve(m, `u${i}`, 'k', 0, T0);
+  const before = m.snapshot().length;
+  for (let i = cap + 10; i < cap + 500; i++) reserve(m, `u${i}`, 'k', 0, T0);
+  t.equal(m.snapshot().length, before, 'lost answers past the cap add nothing');
+  t.match(reserve(m, 'late', 'k', 1, T0), { outcome: 'won' }, 'a win past the cap is still taken and remembered');
+  t.match(reserve(m, 'late', 'k', 1, T0 + 1), { outcome: 'won', reservation: { reservationId: 'r-late-k' } });
+});
