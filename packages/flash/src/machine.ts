@@ -140,7 +140,7 @@ interface Deal {
   shards: Map<number, Shard>;
   /** userId -> reservationId: the winner set over the held shards (one reservation per user per deal, ever). */
   winners: Map<string, string>;
-  /** userId + NUL + key -> reservationId (won) or the shard it lost on (lost). */
+  /** userId + NUL + key -> reservationId (won); userId + NUL + key + NUL + shard -> that shard (lost there). */
   answers: Map<string, string | number>;
   /** Lost answers remembered (bounded by keyLimit). */
   lostRemembered: number;
@@ -328,7 +328,10 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     const shard = deal.shards.get(command.shard);
     if (shard === undefined) return { ok: false, error: 'unknown_shard' };
     const answerKey = `${command.userId}\u0000${command.key}`;
-    const answered = deal.answers.get(answerKey);
+    // A lost answer is remembered per shard: the gateway's one re-route carries the attempt's key to another shard,
+    // and that shard must decide it, not answer the home shard's lost.
+    const lostKey = `${answerKey}\u0000${command.shard}`;
+    const answered = deal.answers.get(answerKey) ?? deal.answers.get(lostKey);
     // A retried key answers what it answered, whatever happened since (a unit coming back does not turn a lost into
     // a won, a later expiry does not turn a won into a lost: the reservation's own status tells that).
     if (typeof answered === 'string') return this.won(answered);
@@ -345,7 +348,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     if (deal.liveAt === null && ctx.time < deal.startAt) return { ok: false, error: 'not_live' };
     if (shard.remaining <= 0) {
       if (deal.lostRemembered < keyLimit(deal)) {
-        deal.answers.set(answerKey, command.shard);
+        deal.answers.set(lostKey, command.shard);
         deal.lostRemembered++;
       }
       return { ok: true, op: 'reserve', outcome: 'lost', shard: command.shard, shardEmpty: true };

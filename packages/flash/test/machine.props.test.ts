@@ -139,13 +139,17 @@ t.test('zero oversell, one unit per user, retries answer the original and change
         const before = Buffer.from(run.machine.snapshot());
         const result = apply(run, command);
         if (command.op === 'reserve') {
-          const answerKey = `${command.userId}/${command.key}`;
+          // A key that won answers that win on any shard; a lost answer is per shard (the re-route may still win).
+          const wonKey = `${command.userId}/${command.key}`;
+          const answerKey = answers.has(wonKey) ? wonKey : `${wonKey}/${command.shard}`;
           const first = answers.get(answerKey);
           if (first !== undefined) {
             // A retry: the same outcome (and reservation), nothing changed.
             if (!Buffer.from(run.machine.snapshot()).equals(before)) throw new Error(`retry of ${answerKey} changed state`);
             if (first.ok !== result.ok || (first.ok && result.ok && first.op === 'reserve' && result.op === 'reserve' && first.outcome !== result.outcome)) throw new Error(`retry of ${answerKey} answered differently`);
             if (first.ok && first.op === 'reserve' && first.outcome === 'won' && result.ok && result.op === 'reserve' && result.outcome === 'won' && first.reservation.reservationId !== result.reservation.reservationId) throw new Error('retry answered another reservation');
+          } else if (result.ok && result.op === 'reserve' && result.outcome === 'won') {
+            answers.set(wonKey, result);
           } else {
             answers.set(answerKey, result);
           }

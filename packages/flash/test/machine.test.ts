@@ -134,3 +134,11 @@ t.test('remembered lost answers are capped per deal (bounded memory); wins are a
   t.match(reserve(m, 'late', 'k', 1, T0), { outcome: 'won' }, 'a win past the cap is still taken and remembered');
   t.match(reserve(m, 'late', 'k', 1, T0 + 1), { outcome: 'won', reservation: { reservationId: 'r-late-k' } });
 });
+
+t.test('the re-route carries the attempt key to another shard, which decides it; each answer is kept', async (t) => {
+  const m = deal([0, 1]);
+  t.same(reserve(m, 'u', 'k', 0, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true }, 'home shard empty');
+  t.match(reserve(m, 'u', 'k', 1, T0, 'r-u-k'), { outcome: 'won', reservation: { reservationId: 'r-u-k', shard: 1 } }, 're-routed with the same key: won');
+  t.match(reserve(m, 'u', 'k', 0, T0 + 1, 'other'), { outcome: 'won', reservation: { reservationId: 'r-u-k' } }, 'a retry through the home shard answers the win');
+  t.equal(m.getDeal('d')!.remaining, 0);
+});
