@@ -244,3 +244,38 @@ t.test('shards of one deal split over two groups never sell more than the invent
   );
   t.pass('300 histories');
 });
+
+t.test('malformed commands mid-history are refused with CommandShapeError and change nothing', async (t) => {
+  const malformed = fc.oneof(
+    fc.anything(),
+    fc.record({ op: fc.constantFrom('createDeal', 'goLive', 'reserve', 'pay', 'cancel', 'expire', 'dropDeal'), dealId: fc.anything(), shard: fc.anything(), userId: fc.anything() }),
+    fc.record({ op: fc.constant('reserve'), dealId: fc.constant('d'), shard: fc.oneof(fc.integer({ max: -1 }), fc.double(), fc.constant(1_024)), userId: fc.constant('u'), key: fc.constant('k'), reservationId: fc.constant('r') }),
+  );
+  let refused = 0;
+  fc.assert(
+    fc.property(shardCounts, fc.array(step, { maxLength: 30 }), fc.array(malformed, { minLength: 1, maxLength: 5 }), (counts, steps, bad) => {
+      const run = start(counts);
+      const heldBy = new Map<string, string>();
+      for (const item of commandsOf(steps, counts, run)) {
+        if (typeof item === 'number') run.time += item;
+        else {
+          const c = resolve(run, item, heldBy);
+          const r = apply(run, c);
+          if (c.op === 'reserve' && r.ok && r.op === 'reserve' && r.outcome === 'won') heldBy.set(c.userId, r.reservation.reservationId);
+        }
+      }
+      for (const command of bad) {
+        const before = Buffer.from(run.machine.snapshot());
+        try {
+          run.machine.apply(command as FlashCommand, { index: ++run.index, term: 1, time: run.time });
+        } catch (error) {
+          if ((error as Error).name !== 'CommandShapeError') throw new Error(`threw ${(error as Error).name}: ${(error as Error).message}`);
+          if (!Buffer.from(run.machine.snapshot()).equals(before)) throw new Error('state changed before the refusal');
+          refused++;
+        }
+      }
+    }),
+    { numRuns: 300, seed: 19 },
+  );
+  t.ok(refused > 300, `${refused} refused`);
+});
