@@ -111,29 +111,34 @@ function pick(alive: AliveShards, random: number, exclude: number): number | nul
 }
 
 /**
- * The first hop. Empty bitmap: sold out. Home shard alive: the home shard. Home shard known empty: the re-route is
- * spent now on a random alive shard (the inventory call to a known-empty shard is skipped; it would answer lost).
+ * The first hop: the home shard, or sold out when the bitmap is empty. Always the home shard, even when its bit is
+ * clear: the home shard holds the user's pin (see `rerouteCandidate`), and a gateway that skipped it could send the
+ * same user to a third shard on another attempt.
  */
-export function firstRoute(alive: AliveShards, home: number, random: number): RouteDecision {
-  checkRandom(random);
+export function firstRoute(alive: AliveShards, home: number): RouteDecision {
   if (alive.count === 0) return { kind: 'sold_out' };
-  if (alive.has(home)) return { kind: 'shard', shard: home, rerouted: false };
-  const shard = pick(alive, random, home);
-  return shard === null ? { kind: 'sold_out' } : { kind: 'shard', shard, rerouted: true };
+  return { kind: 'shard', shard: home, rerouted: false };
 }
 
 /**
- * After `previous` answered empty (the caller has cleared its bit in `alive`): exactly one re-route to a random alive
- * shard, never a second; sold out when nothing is alive.
+ * The re-route drawn before the first hop, sent with it (`reroute` of the reserve command): a random alive shard
+ * other than the home shard, or null. The home shard pins the user to it if it answers empty, and answers the pin
+ * (the first one drawn) on every later attempt, so one user reaches at most two shards of a deal.
  */
-export function nextRoute(previous: Extract<RouteDecision, { kind: 'shard' }>, alive: AliveShards, random: number): RouteDecision {
+export function rerouteCandidate(alive: AliveShards, home: number, random: number): number | null {
   checkRandom(random);
+  return pick(alive, random, home);
+}
+
+/**
+ * After `previous` answered lost (the caller has cleared its bit in `alive` if the shard said it is empty) with
+ * `reroute`, the shard the inventory pinned the user to (or null): exactly one re-route, to that shard, and only if
+ * it is alive; never a second. Sold out only when the bitmap is empty.
+ */
+export function nextRoute(previous: Extract<RouteDecision, { kind: 'shard' }>, alive: AliveShards, reroute: number | null): RouteDecision {
   if (alive.count === 0) return { kind: 'sold_out' };
-  if (previous.rerouted) return { kind: 'lost' };
-  const shard = pick(alive, random, previous.shard);
-  // Only the shard that just answered empty is still set (the caller's copy is stale): lost, not sold out, since
-  // sold out is answered only from an empty bitmap.
-  return shard === null ? { kind: 'lost' } : { kind: 'shard', shard, rerouted: true };
+  if (previous.rerouted || reroute === null || reroute === previous.shard || !alive.has(reroute)) return { kind: 'lost' };
+  return { kind: 'shard', shard: reroute, rerouted: true };
 }
 
 /** The admission-token pool for a deal: about 3 tokens per unit. */

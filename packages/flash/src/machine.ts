@@ -9,7 +9,7 @@
  * again without a change.
  */
 import { Packr } from 'msgpackr';
-import { arrayField, CommandShapeError, commandOf, integerField, stringArrayField, stringField } from '@raftkit/http';
+import { arrayField, CommandShapeError, commandOf, integerField, nullableIntegerField, stringArrayField, stringField } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 /** The spec's payment window: a winner has 10 minutes to pay, else the unit is released. */
@@ -42,8 +42,12 @@ export type FlashCommand =
   | { op: 'createDeal'; dealId: string; skuId: string; totalInventory: number; startAt: number; endAt: number; shardCount: number; shards: Array<{ shard: number; count: number }> }
   /** The deal service's authoritative go-live broadcast, recorded so the group trusts it over start_at. */
   | { op: 'goLive'; dealId: string }
-  /** Atomic decrement while positive on one shard; the gateway made `reservationId` (a new id per attempt). */
-  | { op: 'reserve'; dealId: string; shard: number; userId: string; key: string; reservationId: string }
+  /**
+   * Atomic decrement while positive on one shard; the gateway made `reservationId` (a new id per attempt). `reroute`
+   * (optional): on the user's home shard, the random alive shard the gateway drew for its one re-route; if this shard
+   * is empty the user is pinned to it, so every later attempt of the user re-routes to that same shard.
+   */
+  | { op: 'reserve'; dealId: string; shard: number; userId: string; key: string; reservationId: string; reroute?: number | null }
   /** reserved -> paid, before expires_at. */
   | { op: 'pay'; reservationId: string; userId: string; paymentId: string }
   /** reserved -> cancelled by its user (or by the reservation step undoing a duplicate): the unit goes back. */
@@ -86,8 +90,11 @@ export type FlashResult =
   | { ok: true; op: 'goLive'; dealId: string; liveAt: number }
   /** Won: the reservation this user holds for the deal (the original one on any retry). */
   | { ok: true; op: 'reserve'; outcome: 'won'; reservation: ReservationView }
-  /** Lost: the shard had nothing left; `shardEmpty` tells the gateway to clear the shard's bit. */
-  | { ok: true; op: 'reserve'; outcome: 'lost'; shard: number; shardEmpty: true }
+  /**
+   * Lost here. `shardEmpty`: the shard had nothing left (clear its bit); false when the user is pinned elsewhere.
+   * `reroute`: the one shard the gateway may still try for this user (their pin), or null: no re-route.
+   */
+  | { ok: true; op: 'reserve'; outcome: 'lost'; shard: number; shardEmpty: boolean; reroute: number | null }
   | { ok: true; op: 'pay'; reservation: ReservationView }
   | { ok: true; op: 'cancel'; reservation: ReservationView }
   | { ok: true; op: 'expire'; expired: string[] }
@@ -142,7 +149,12 @@ interface Deal {
   winners: Map<string, string>;
   /** userId + NUL + key -> reservationId (won); userId + NUL + key + NUL + shard -> that shard (lost there). */
   answers: Map<string, string | number>;
-  /** Lost answers remembered (bounded by keyLimit). */
+  /**
+   * userId -> the shard of the user's one re-route, set when their home shard answered them empty: one user reaches
+   * at most two shards of a deal (home and pin), and each holds them to one unit, even across groups.
+   */
+  pins: Map<string, number>;
+  /** Lost answers and pins remembered (bounded by keyLimit). */
   lostRemembered: number;
 }
 
@@ -157,7 +169,7 @@ interface Reservation {
 }
 
 interface Snapshot {
-  deals: Array<[string, string, number, number, number, number | null, number, Array<[number, number, number]>, Array<[string, string]>, Array<[string, string | number]>, number]>;
+  deals: Array<[string, string, number, number, number, number | null, number, Array<[number, number, number]>, Array<[string, string]>, Array<[string, string | number]>, Array<[string, number]>, number]>;
   reservations: Array<[string, string, string, number, number, number, ReservationStatus, string | null]>;
 }
 
@@ -210,6 +222,7 @@ export function checkFlashCommand(command: unknown): asserts command is FlashCom
       idField(c, 'userId');
       idField(c, 'key');
       idField(c, 'reservationId');
+      if (c.reroute !== undefined) nullableIntegerField(c, 'reroute', 0, MAX_SHARDS - 1);
       return;
     case 'pay':
     case 'cancel':
@@ -317,6 +330,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
       shards,
       winners: new Map(),
       answers: new Map(),
+      pins: new Map(),
       lostRemembered: 0,
     });
     return { ok: true, op: 'createDeal', dealId: command.dealId };
@@ -335,7 +349,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     // A retried key answers what it answered, whatever happened since (a unit coming back does not turn a lost into
     // a won, a later expiry does not turn a won into a lost: the reservation's own status tells that).
     if (typeof answered === 'string') return this.won(answered);
-    if (typeof answered === 'number') return { ok: true, op: 'reserve', outcome: 'lost', shard: answered, shardEmpty: true };
+    if (typeof answered === 'number') return this.lost(command.shard, answered);
     // The same user with a new key (or through another gateway) gets the reservation they hold: one per deal, ever.
     const held = deal.winners.get(command.userId);
     if (held !== undefined) {
@@ -346,12 +360,22 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     // must be able to win.
     if (ctx.time >= deal.endAt) return { ok: false, error: 'deal_ended' };
     if (deal.liveAt === null && ctx.time < deal.startAt) return { ok: false, error: 'not_live' };
+    const pin = deal.pins.get(command.userId);
+    if (pin !== undefined && pin !== command.shard) {
+      // Pinned elsewhere (their home shard answered empty before): not a unit here, even if one came back, and the
+      // re-route goes to the pin, never to a third shard. Not remembered: the pin never changes, so neither does this.
+      return this.lost(command.shard, pin, shard.remaining <= 0);
+    }
     if (shard.remaining <= 0) {
-      if (deal.lostRemembered < keyLimit(deal)) {
-        deal.answers.set(lostKey, command.shard);
+      let reroute: number | null = null;
+      const r = command.reroute;
+      if (pin === undefined && r !== undefined && r !== null && r !== command.shard && r < deal.shardCount && deal.lostRemembered < keyLimit(deal)) {
+        deal.pins.set(command.userId, r);
         deal.lostRemembered++;
+        reroute = r;
       }
-      return { ok: true, op: 'reserve', outcome: 'lost', shard: command.shard, shardEmpty: true };
+      this.rememberLost(deal, lostKey, reroute);
+      return this.lost(command.shard, reroute);
     }
     if (this.reservations.has(command.reservationId)) return { ok: false, error: 'reservation_exists' };
     shard.remaining--;
@@ -367,6 +391,18 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     deal.winners.set(command.userId, command.reservationId);
     deal.answers.set(answerKey, command.reservationId);
     return this.won(command.reservationId);
+  }
+
+  /** Remembered lost answers hold the re-route they answered (-1: none), so a retry answers the same. */
+  private rememberLost(deal: Deal, lostKey: string, reroute: number | null): void {
+    if (deal.lostRemembered >= keyLimit(deal)) return;
+    deal.answers.set(lostKey, reroute ?? -1);
+    deal.lostRemembered++;
+  }
+
+  private lost(shard: number, reroute: number | null, shardEmpty = true): FlashResult {
+    const r = reroute === null || reroute < 0 ? null : reroute;
+    return { ok: true, op: 'reserve', outcome: 'lost', shard, shardEmpty, reroute: r };
   }
 
   private won(reservationId: string): FlashResult {
@@ -459,6 +495,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
         [...d.shards].map(([i, s]) => [i, s.count, s.remaining]),
         [...d.winners],
         [...d.answers],
+        [...d.pins],
         d.lostRemembered,
       ]),
       reservations: [...this.reservations].map(([id, r]) => [id, r.dealId, r.userId, r.shard, r.reservedAt, r.expiresAt, r.status, r.paymentId]),
@@ -469,7 +506,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
   restore(bytes: Uint8Array): void {
     const data = packr.unpack(bytes) as Snapshot;
     this.deals = new Map(
-      data.deals.map(([id, skuId, totalInventory, startAt, endAt, liveAt, shardCount, shards, winners, answers, lostRemembered]) => [
+      data.deals.map(([id, skuId, totalInventory, startAt, endAt, liveAt, shardCount, shards, winners, answers, pins, lostRemembered]) => [
         id,
         {
           skuId,
@@ -481,6 +518,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
           shards: new Map(shards.map(([i, count, remaining]) => [i, { count, remaining }])),
           winners: new Map(winners),
           answers: new Map(answers),
+          pins: new Map(pins),
           lostRemembered,
         },
       ]),

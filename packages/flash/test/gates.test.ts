@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import t from 'tap';
-import { AliveShards, distributeTokens, firstRoute, homeShard, nextRoute, poolSize, TOKEN_GRACE_MS, TokenPool, tokensValid, type RouteDecision } from '../src/gates.js';
+import { AliveShards, distributeTokens, firstRoute, homeShard, nextRoute, rerouteCandidate, poolSize, TOKEN_GRACE_MS, TokenPool, tokensValid, type RouteDecision } from '../src/gates.js';
 
 t.test('alive-shards bitmap: set, clear, count, bytes round trip', async (t) => {
   const a = AliveShards.all(20);
@@ -36,30 +36,33 @@ t.test('routing: at most one re-route, never to a dead shard, sold out only from
       fc.array(fc.boolean(), { minLength: 24, maxLength: 24 }),
       fc.array(fc.boolean(), { minLength: 24, maxLength: 24 }),
       fc.string(),
-      fc.array(fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), { minLength: 4, maxLength: 4 }),
-      (n, bits, stock, user, randoms) => {
-        // The gateway's bitmap (possibly stale: a set bit on a shard with no stock) and the shards' real stock.
+      fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+      fc.option(fc.nat(30), { nil: null }),
+      (n, bits, stock, user, random, pinned) => {
+        // The gateway's bitmap (possibly stale: a set bit on a shard with no stock), the shards' real stock, and a pin
+        // the home shard may already hold for this user from an earlier attempt (any shard, even a dead one).
         const alive = new AliveShards(n, bits.slice(0, n).flatMap((b, i) => (b ? [i] : [])));
         const home = homeShard('deal', user, n);
-        let decision: RouteDecision = (() => {
-          const before = alive.count;
-          const d = firstRoute(alive, home, randoms[0]!);
-          if (d.kind === 'sold_out' && before !== 0) throw new Error('sold out with shards alive');
-          if (d.kind === 'lost') throw new Error('lost before any inventory call');
-          return d;
-        })();
+        const candidate = rerouteCandidate(alive, home, random);
+        if (candidate !== null && (candidate === home || !alive.has(candidate))) throw new Error(`drew ${candidate}: home or dead`);
+        if (candidate === null && alive.list().some((s) => s !== home)) throw new Error('drew nothing with other shards alive');
+        const before = alive.count;
+        let decision: RouteDecision = firstRoute(alive, home);
+        if (decision.kind === 'sold_out' && before !== 0) throw new Error('sold out with shards alive');
+        if (decision.kind === 'shard' && decision.shard !== home) throw new Error('first hop not home');
         let hops = 0;
-        let reroutes = 0;
         while (decision.kind === 'shard') {
-          if (!alive.has(decision.shard)) throw new Error(`sent to dead shard ${decision.shard}`);
           hops++;
-          if (decision.rerouted) reroutes++;
-          if (reroutes > 1 || hops > 2) throw new Error('more than one re-route');
+          if (hops > 1 && !alive.has(decision.shard)) throw new Error(`re-routed to dead shard ${decision.shard}`);
+          if (hops > 2) throw new Error('more than one re-route');
           if (stock[decision.shard]) break; // won
           alive.set(decision.shard, false); // the shard answered empty
-          const before = alive.count;
-          decision = nextRoute(decision, alive, randoms[hops]!);
-          if (decision.kind === 'sold_out' && before !== 0) throw new Error('sold out with shards alive');
+          // The home shard answers its pin (an earlier one, else the candidate); the re-routed shard should answer
+          // none, but the gateway must not take a second re-route even if it names one.
+          const reroute = pinned !== null ? pinned : candidate;
+          const left = alive.count;
+          decision = nextRoute(decision, alive, reroute);
+          if (decision.kind === 'sold_out' && left !== 0) throw new Error('sold out with shards alive');
         }
         if (decision.kind === 'lost' && alive.count === 0) throw new Error('lost with an empty bitmap: should be sold out');
       },
@@ -71,14 +74,20 @@ t.test('routing: at most one re-route, never to a dead shard, sold out only from
 
 t.test('routing examples', async (t) => {
   const alive = AliveShards.all(4);
-  t.same(firstRoute(alive, 2, 0.9), { kind: 'shard', shard: 2, rerouted: false });
+  t.same(firstRoute(alive, 2), { kind: 'shard', shard: 2, rerouted: false });
+  t.equal(rerouteCandidate(alive, 2, 0.99), 3, 'random picks among alive shards but home');
+  t.equal(rerouteCandidate(alive, 2, 0), 0);
   alive.set(2, false);
-  t.same(nextRoute({ kind: 'shard', shard: 2, rerouted: false }, alive, 0.99), { kind: 'shard', shard: 3, rerouted: true }, 'random picks among alive shards');
-  t.same(nextRoute({ kind: 'shard', shard: 3, rerouted: true }, alive, 0), { kind: 'lost' }, 'no second re-route');
-  t.same(firstRoute(alive, 2, 0), { kind: 'shard', shard: 0, rerouted: true }, 'a home shard known empty spends the re-route at once');
-  t.same(firstRoute(new AliveShards(4), 2, 0), { kind: 'sold_out' });
-  t.throws(() => firstRoute(alive, 0, 1), RangeError);
-  t.throws(() => firstRoute(alive, 0, Number.NaN), RangeError);
+  t.same(firstRoute(alive, 2), { kind: 'shard', shard: 2, rerouted: false }, 'home even when known empty: it holds the pin');
+  t.same(nextRoute({ kind: 'shard', shard: 2, rerouted: false }, alive, 3), { kind: 'shard', shard: 3, rerouted: true });
+  t.same(nextRoute({ kind: 'shard', shard: 3, rerouted: true }, alive, 1), { kind: 'lost' }, 'no second re-route');
+  alive.set(3, false);
+  t.same(nextRoute({ kind: 'shard', shard: 2, rerouted: false }, alive, 3), { kind: 'lost' }, 'never to a dead shard');
+  t.same(nextRoute({ kind: 'shard', shard: 2, rerouted: false }, alive, null), { kind: 'lost' });
+  t.same(firstRoute(new AliveShards(4), 2), { kind: 'sold_out' });
+  t.equal(rerouteCandidate(new AliveShards(4, [2]), 2, 0.5), null, 'only home alive: no candidate');
+  t.throws(() => rerouteCandidate(alive, 0, 1), RangeError);
+  t.throws(() => rerouteCandidate(alive, 0, Number.NaN), RangeError);
 });
 
 t.test('admission tokens: 3x the inventory, split over the gateways, taken locally until the share is spent', async (t) => {

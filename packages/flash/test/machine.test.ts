@@ -50,13 +50,13 @@ t.test('winning: a unit decremented, reserved with expires_at 10 minutes ahead',
 t.test('a shard sells out; the deal sells out when every shard is empty', async (t) => {
   const m = deal([1, 1]);
   t.match(reserve(m, 'a', 'k', 0, T0), { outcome: 'won' });
-  t.same(reserve(m, 'b', 'k', 0, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true });
+  t.same(reserve(m, 'b', 'k', 0, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true, reroute: null });
   t.same(m.getDeal('d')!.alive, [1]);
   t.equal(m.stateOf('d', T0), 'live');
   t.match(reserve(m, 'b', 'k2', 1, T0), { outcome: 'won' });
   t.same(m.getDeal('d')!.alive, []);
   t.equal(m.stateOf('d', T0), 'sold_out');
-  t.same(reserve(m, 'b', 'k', 0, T0 + 1), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true }, 'a lost key retried answers lost');
+  t.same(reserve(m, 'b', 'k', 0, T0 + 1), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true, reroute: null }, 'a lost key retried answers lost');
 });
 
 t.test('reserved -> expired by the expiry job at expires_at; the unit goes back; the user keeps their one reservation', async (t) => {
@@ -137,8 +137,26 @@ t.test('remembered lost answers are capped per deal (bounded memory); wins are a
 
 t.test('the re-route carries the attempt key to another shard, which decides it; each answer is kept', async (t) => {
   const m = deal([0, 1]);
-  t.same(reserve(m, 'u', 'k', 0, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true }, 'home shard empty');
+  t.same(reserve(m, 'u', 'k', 0, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true, reroute: null }, 'home shard empty');
   t.match(reserve(m, 'u', 'k', 1, T0, 'r-u-k'), { outcome: 'won', reservation: { reservationId: 'r-u-k', shard: 1 } }, 're-routed with the same key: won');
   t.match(reserve(m, 'u', 'k', 0, T0 + 1, 'other'), { outcome: 'won', reservation: { reservationId: 'r-u-k' } }, 'a retry through the home shard answers the win');
   t.equal(m.getDeal('d')!.remaining, 0);
+});
+
+t.test('pins: an empty home shard pins the user to the drawn re-route; every later attempt goes there, never a third shard', async (t) => {
+  const m = deal([1, 1, 1]);
+  t.match(reserve(m, 'x', 'k', 0, T0), { outcome: 'won' }, 'shard 0 sold');
+  const first = run(m, { op: 'reserve', dealId: 'd', shard: 0, userId: 'u', key: 'k1', reservationId: 'a1', reroute: 2 }, T0);
+  t.same(first, { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true, reroute: 2 });
+  t.same(run(m, { op: 'reserve', dealId: 'd', shard: 0, userId: 'u', key: 'k2', reservationId: 'a2', reroute: 1 }, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true, reroute: 2 }, 'a new key draws another shard: the pin wins');
+  t.match(run(m, { op: 'reserve', dealId: 'd', shard: 1, userId: 'u', key: 'k3', reservationId: 'a3' }, T0), { outcome: 'lost', shard: 1, shardEmpty: false, reroute: 2 }, 'a third shard with stock refuses the pinned user');
+  t.match(run(m, { op: 'reserve', dealId: 'd', shard: 2, userId: 'u', key: 'k1', reservationId: 'a1' }, T0), { outcome: 'won', reservation: { reservationId: 'a1', shard: 2 } }, 'the pinned shard decides');
+  t.equal(m.getDeal('d')!.remaining, 1, 'shard 1 keeps its unit');
+  // The pinned shard empty: lost, and no second re-route.
+  const n = deal([0, 0, 1]);
+  t.same(run(n, { op: 'reserve', dealId: 'd', shard: 0, userId: 'u', key: 'k', reservationId: 'b1', reroute: 1 }, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true, reroute: 1 });
+  t.same(run(n, { op: 'reserve', dealId: 'd', shard: 1, userId: 'u', key: 'k', reservationId: 'b1', reroute: 2 }, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 1, shardEmpty: true, reroute: null });
+  t.same(run(n, { op: 'reserve', dealId: 'd', shard: 0, userId: 'u', key: 'k9', reservationId: 'b9', reroute: 2 }, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true, reroute: 1 });
+  t.same(run(n, { op: 'reserve', dealId: 'd', shard: 0, userId: 'v', key: 'k', reservationId: 'c', reroute: 0 }, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true, reroute: null }, 'a re-route to the same shard pins nothing');
+  t.same(run(n, { op: 'reserve', dealId: 'd', shard: 0, userId: 'w', key: 'k', reservationId: 'c', reroute: 7 }, T0), { ok: true, op: 'reserve', outcome: 'lost', shard: 0, shardEmpty: true, reroute: null }, 'nor one past the shard count');
 });
