@@ -6,7 +6,8 @@
  */
 import fc from 'fast-check';
 import t from 'tap';
-import { FlashMachine, RESERVATION_WINDOW_MS, type FlashCommand, type FlashResult } from '../src/machine.js';
+import { AliveShards, firstRoute, homeShard, nextRoute, rerouteCandidate } from '../src/gates.js';
+import { FlashMachine, type FlashCommand, type FlashResult } from '../src/machine.js';
 
 const T0 = 1_700_000_000_000;
 const USERS = 12;
@@ -215,34 +216,70 @@ t.test('a machine restored from a snapshot taken mid-history answers identically
   t.pass('300 histories');
 });
 
-t.test('shards of one deal split over two groups never sell more than the inventory together', async (t) => {
+t.test('a deal spread over groups, driven through the gates: never oversold, never two units for one user', async (t) => {
   fc.assert(
-    fc.property(fc.array(fc.nat(4), { minLength: 2, maxLength: 6 }), fc.array(fc.record({ user: fc.nat(30), shard: fc.nat(5), group: fc.boolean() }), { maxLength: 80 }), (counts, attempts) => {
-      const total = counts.reduce((a, b) => a + b, 0);
-      const half = Math.ceil(counts.length / 2);
-      const groups = [counts.slice(0, half).map((count, i) => ({ shard: i, count })), counts.slice(half).map((count, i) => ({ shard: half + i, count }))];
-      const machines = groups.map((shards) => {
-        const m = new FlashMachine();
-        m.apply({ op: 'createDeal', dealId: 'd', skuId: 's', totalInventory: Math.max(1, total), startAt: T0, endAt: T0 + RESERVATION_WINDOW_MS, shardCount: counts.length, shards }, { index: 1, term: 1, time: T0 });
-        return m;
-      });
-      let index = 1;
-      let won = 0;
-      for (const a of attempts) {
-        const g = a.group ? 1 : 0;
-        const shards = groups[g]!;
-        const shard = shards[a.shard % shards.length]!.shard;
-        index++;
-        const r = machines[g]!.apply({ op: 'reserve', dealId: 'd', shard, userId: `u${a.user}`, key: `k${index}`, reservationId: `r${index}` }, { index, term: 1, time: T0 + index });
-        if (r.ok && r.op === 'reserve' && r.outcome === 'won' && r.reservation.reservationId === `r${index}`) won++;
-      }
-      if (won > total) throw new Error(`oversold: ${won} of ${total}`);
-      const left = machines.reduce((a, m) => a + m.getDeal('d')!.remaining, 0);
-      if (left + won !== total) throw new Error(`units not conserved: ${left} left + ${won} won != ${total}`);
-    }),
-    { numRuns: 300, seed: 18 },
+    fc.property(
+      fc.array(fc.nat(3), { minLength: 1, maxLength: 6 }),
+      fc.integer({ min: 1, max: 3 }),
+      fc.array(fc.record({ user: fc.nat(15), gateway: fc.nat(1), random: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), cancel: fc.boolean(), wait: fc.nat(4 * 60_000) }), { maxLength: 80 }),
+      (counts, groupCount, attempts) => {
+        const total = counts.reduce((a, b) => a + b, 0);
+        const n = counts.length;
+        const groupOf = (shard: number) => shard % groupCount;
+        const machines = Array.from({ length: groupCount }, (_, g) => {
+          const m = new FlashMachine();
+          const shards = counts.flatMap((count, shard) => (groupOf(shard) === g ? [{ shard, count }] : []));
+          if (shards.length > 0) m.apply({ op: 'createDeal', dealId: 'd', skuId: 's', totalInventory: Math.max(1, total), startAt: T0, endAt: T0 + 86_400_000, shardCount: n, shards }, { index: 1, term: 1, time: T0 });
+          return m;
+        });
+        const bitmaps = [AliveShards.all(n), AliveShards.all(n)];
+        let index = 1;
+        let time = T0;
+        const call = (shard: number, c: Omit<Extract<FlashCommand, { op: 'reserve' }>, 'op' | 'dealId' | 'shard'>) =>
+          machines[groupOf(shard)]!.apply({ op: 'reserve', dealId: 'd', shard, ...c }, { index: ++index, term: 1, time });
+        const held = new Map<string, Set<string>>();
+        for (const a of attempts) {
+          time += a.wait;
+          for (const m of machines) if (m.getDeal('d') !== null) m.apply({ op: 'expire', reservationIds: m.dueReservations(time) }, { index: ++index, term: 1, time });
+          const userId = `u${a.user}`;
+          const alive = bitmaps[a.gateway]!;
+          const home = homeShard('d', userId, n);
+          let decision = firstRoute(alive, home);
+          const reroute = rerouteCandidate(alive, home, a.random);
+          const key = `k${index}`;
+          while (decision.kind === 'shard') {
+            const r = call(decision.shard, { userId, key, reservationId: `r${index}`, reroute: decision.rerouted ? null : reroute });
+            if (!r.ok || r.op !== 'reserve') throw new Error(`reserve failed: ${JSON.stringify(r)}`);
+            if (r.outcome === 'won') {
+              const ids = held.get(userId) ?? new Set<string>();
+              ids.add(r.reservation.reservationId);
+              held.set(userId, ids);
+              if (ids.size > 1) throw new Error(`${userId} holds ${[...ids].join(', ')}`);
+              if (a.cancel) machines[groupOf(r.reservation.shard)]!.apply({ op: 'cancel', reservationId: r.reservation.reservationId, userId }, { index: ++index, term: 1, time });
+              break;
+            }
+            if (r.shardEmpty) alive.set(decision.shard, false);
+            decision = nextRoute(decision, alive, r.reroute);
+          }
+        }
+        let live = 0;
+        let left = 0;
+        for (const m of machines) {
+          const view = m.getDeal('d');
+          if (view === null) continue;
+          left += view.remaining;
+        }
+        for (const ids of held.values()) for (const id of ids) for (const m of machines) {
+          const r = m.getReservation(id);
+          if (r !== null && (r.status === 'reserved' || r.status === 'paid')) live++;
+        }
+        if (live > total) throw new Error(`oversold: ${live} of ${total}`);
+        if (left + live !== total) throw new Error(`units not conserved: ${left} left + ${live} held != ${total}`);
+      },
+    ),
+    { numRuns: 400, seed: 18 },
   );
-  t.pass('300 histories');
+  t.pass('400 histories');
 });
 
 t.test('malformed commands mid-history are refused with CommandShapeError and change nothing', async (t) => {
