@@ -13,7 +13,7 @@ const T0 = 1_700_000_000_000;
 const USERS = 12;
 
 type Step =
-  | { kind: 'reserve'; user: number; key: number; shard: number }
+  | { kind: 'reserve'; user: number; key: number; shard: number; reroute: number | null }
   | { kind: 'retry'; pick: number }
   | { kind: 'cancel'; user: number }
   | { kind: 'pay'; user: number }
@@ -21,7 +21,7 @@ type Step =
   | { kind: 'wait'; ms: number };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ kind: fc.constant('reserve' as const), user: fc.nat(USERS - 1), key: fc.nat(2), shard: fc.nat(7) }) },
+  { weight: 6, arbitrary: fc.record({ kind: fc.constant('reserve' as const), user: fc.nat(USERS - 1), key: fc.nat(2), shard: fc.nat(7), reroute: fc.option(fc.nat(7), { nil: null }) }) },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('retry' as const), pick: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('cancel' as const), user: fc.nat(USERS - 1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('pay' as const), user: fc.nat(USERS - 1) }) },
@@ -69,7 +69,7 @@ function commandsOf(steps: Step[], counts: number[], run: Run): Array<FlashComma
   for (const s of steps) {
     switch (s.kind) {
       case 'reserve': {
-        const c: FlashCommand = { op: 'reserve', dealId: 'd', shard: s.shard % counts.length, userId: `u${s.user}`, key: `k${s.key}`, reservationId: `r${n++}` };
+        const c: FlashCommand = { op: 'reserve', dealId: 'd', shard: s.shard % counts.length, userId: `u${s.user}`, key: `k${s.key}`, reservationId: `r${n++}`, reroute: s.reroute === null ? null : s.reroute % counts.length };
         reserves.push(c);
         out.push(c);
         break;
@@ -159,10 +159,11 @@ t.test('zero oversell, one unit per user, retries answer the original and change
             if (held !== undefined && held !== result.reservation.reservationId) throw new Error(`user ${command.userId} won a second reservation`);
             heldBy.set(command.userId, result.reservation.reservationId);
           }
-          // Lost only when that shard is empty.
+          // Lost only when that shard is empty, or when the user is pinned to another shard (answered as the re-route).
           if (result.ok && result.op === 'reserve' && result.outcome === 'lost' && first === undefined) {
             const shard = run.machine.getDeal('d')!.shards.find((s) => s.shard === command.shard)!;
-            if (shard.remaining !== 0) throw new Error(`lost on shard ${command.shard} with ${shard.remaining} left`);
+            if (result.shardEmpty && shard.remaining !== 0) throw new Error(`lost on shard ${command.shard} with ${shard.remaining} left`);
+            if (!result.shardEmpty && (result.reroute === null || result.reroute === command.shard)) throw new Error(`lost on shard ${command.shard} with stock and no pin elsewhere`);
           }
         }
         const broken = checkInvariants(run, heldBy);
