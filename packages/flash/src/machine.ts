@@ -351,11 +351,10 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     if (typeof answered === 'string') return this.won(answered);
     if (typeof answered === 'number') return this.lost(command.shard, answered);
     // The same user with a new key (or through another gateway) gets the reservation they hold: one per deal, ever.
+    // Not remembered under the new key: the winner set answers it the same every time, and a winner sending fresh
+    // keys must not grow the state.
     const held = deal.winners.get(command.userId);
-    if (held !== undefined) {
-      deal.answers.set(answerKey, held);
-      return this.won(held);
-    }
+    if (held !== undefined) return this.won(held);
     // Not-live and ended answers are not remembered: they decide nothing about stock, and a retry after go-live
     // must be able to win.
     if (ctx.time >= deal.endAt) return { ok: false, error: 'deal_ended' };
