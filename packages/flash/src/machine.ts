@@ -5,7 +5,8 @@
  *
  * Invariants (checked by tests): a shard's remaining count never goes below zero and remaining + units held by
  * live reservations (reserved or paid) of that shard equals the shard's initial count (zero oversell); a user holds
- * at most one reservation per deal in this machine; an idempotency key, once answered won or lost, answers the same
+ * at most one reservation per deal in this machine, and, through the home shard's pin, reaches at most two shards of
+ * a deal (so one unit holds across groups too); an idempotency key, once answered won or lost, answers the same
  * again without a change.
  */
 import { Packr } from 'msgpackr';
