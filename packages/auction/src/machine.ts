@@ -169,14 +169,8 @@ export const DEFAULT_LIMITS: AuctionLimits = {
   closedRetentionMs: 7 * 24 * 3_600_000,
 };
 
-interface Auction {
-  itemId: string;
-  sellerId: string;
-  startPrice: number;
-  reservePrice: number | null;
-  minIncrement: number;
-  startAt: number;
-  endAt: number;
+/** An auction: what it was created with, and what bidding made of it. */
+interface Auction extends Pick<CreateInput, 'itemId' | 'sellerId' | 'startPrice' | 'reservePrice' | 'minIncrement' | 'startAt' | 'endAt'> {
   closeAt: number;
   antiSnipeMs: number;
   price: number | null;

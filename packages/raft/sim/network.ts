@@ -95,6 +95,14 @@ export class SimNetwork {
       this.sendSnapshot(m, group);
       return;
     }
+    this.scheduleCopies(() => this.arrive(m, group));
+  }
+
+  /**
+   * Duplication, loss and delay, the same for a message and a frame (the draws in this order, so seeds replay):
+   * maybe a second copy, then per copy maybe lost, else `arrive` after a random delay.
+   */
+  private scheduleCopies(arrive: () => void): void {
     const copies = this.rng.chance(this.params.duplicate) ? 2 : 1;
     if (copies === 2) this.stats.duplicated++;
     for (let i = 0; i < copies; i++) {
@@ -102,7 +110,7 @@ export class SimNetwork {
         this.stats.dropped++;
         continue;
       }
-      this.queue.after(this.delay(), () => this.arrive(m, group));
+      this.queue.after(this.delay(), arrive);
     }
   }
 
@@ -116,22 +124,14 @@ export class SimNetwork {
       this.stats.blocked++;
       return;
     }
-    const copies = this.rng.chance(this.params.duplicate) ? 2 : 1;
-    if (copies === 2) this.stats.duplicated++;
-    for (let i = 0; i < copies; i++) {
-      if (this.rng.chance(this.params.drop)) {
-        this.stats.dropped++;
-        continue;
+    this.scheduleCopies(() => {
+      if (!this.connected(from, to)) {
+        this.stats.blocked++;
+        return;
       }
-      this.queue.after(this.delay(), () => {
-        if (!this.connected(from, to)) {
-          this.stats.blocked++;
-          return;
-        }
-        this.stats.delivered++;
-        onArrive();
-      });
-    }
+      this.stats.delivered++;
+      onArrive();
+    });
   }
 
   /**

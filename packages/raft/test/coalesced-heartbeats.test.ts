@@ -13,6 +13,7 @@ import { GroupHost } from '../src/groups/host.js';
 import type { TransportStats } from '../src/transport/tcp.js';
 import { Register } from './helpers/machines.js';
 import { freePorts } from './helpers/ports.js';
+import { until } from './helpers/transport-member.js';
 
 const GROUPS = 50;
 const TICK_MS = 50;
@@ -21,13 +22,6 @@ const names = Array.from({ length: GROUPS }, (_, i) => `g${i}`);
 const dir = mkdtempSync(join(tmpdir(), 'coalesce-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
-async function until(what: string, condition: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
 
 interface Window {
   ticks: number;

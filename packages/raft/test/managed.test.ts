@@ -15,6 +15,7 @@ import { ManagedHost } from '../src/groups/managed.js';
 import { META_GROUP } from '../src/groups/meta.js';
 import type { Configuration, StateMachine } from '../src/types.js';
 import { freePorts } from './helpers/ports.js';
+import { until as waitUntil } from './helpers/transport-member.js';
 
 t.setTimeout(280_000);
 
@@ -32,13 +33,8 @@ class Ledger implements StateMachine<string, number> {
   }
 }
 
-async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Waits with this file's default patience (the shared loop, in helpers/transport-member.ts). */
+const until = (what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 60_000): Promise<void> => waitUntil(what, condition, timeoutMs);
 
 const dir = mkdtempSync(join(tmpdir(), 'managed-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

@@ -9,31 +9,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { ManagedHost } from '../src/groups/managed.js';
-import type { StateMachine } from '../src/types.js';
+import { Counter } from './helpers/machines.js';
 import { freePorts } from './helpers/ports.js';
+import { until as waitUntil } from './helpers/transport-member.js';
 
 t.setTimeout(240_000);
 
-class Counter implements StateMachine<number, number> {
-  total = 0;
-  apply(n: number): number {
-    return (this.total += n);
-  }
-  snapshot(): Uint8Array {
-    return Buffer.from(String(this.total));
-  }
-  restore(data: Uint8Array): void {
-    this.total = Number(Buffer.from(data).toString());
-  }
-}
-
-async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 90_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+/** Waits with this file's default patience (the shared loop, in helpers/transport-member.ts). */
+const until = (what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 90_000): Promise<void> => waitUntil(what, condition, timeoutMs);
 
 const dir = mkdtempSync(join(tmpdir(), 'preferred-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

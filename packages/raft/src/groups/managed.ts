@@ -352,7 +352,14 @@ export class ManagedHost {
       });
     if (stale(this.catalog()).length === 0) return;
     const confirmed = await this.meta.read(stale);
-    for (const name of confirmed) await this.host.removeGroup(name, { deleteData: true });
+    for (const name of confirmed) await this.removeGroup(name);
+  }
+
+  /** Stops and deletes a group here, and forgets what the preferred-leader pass kept about it. */
+  private async removeGroup(name: string): Promise<void> {
+    this.leadingSince.delete(name);
+    this.transferFailedAt.delete(name);
+    await this.host.removeGroup(name, { deleteData: true });
   }
 
   /**
@@ -371,7 +378,7 @@ export class ManagedHost {
         // Confirmed against the meta group's latest state, as any deletion here is.
         let clean = !stored.has(name);
         if (!clean && (await this.meta.read((m) => m.group(name) === undefined))) {
-          await this.host.removeGroup(name, { deleteData: true });
+          await this.removeGroup(name);
           clean = true;
         }
         if (clean) await this.proposeMeta({ t: 'gone', name, host: this.id });
@@ -416,7 +423,8 @@ export class ManagedHost {
    */
   async balanceLeaders(options: { leaders?: Record<NodeId, number>; concurrency?: number } = {}): Promise<Array<{ group: string; from: NodeId; to: NodeId }>> {
     const counts = new Map<NodeId, number>(Object.entries(options.leaders ?? this.leaderCounts()));
-    const retiring = new Set(this.catalog().hosts().filter((h) => h.retiring).map((h) => h.id));
+    const catalog = this.catalog();
+    const retiring = new Set(catalog.hosts().filter((h) => h.retiring).map((h) => h.id));
     const mine = this.host.groupNames().filter((n) => n !== META_GROUP && !this.busy.has(n) && this.host.group(n)?.isLeader === true);
     counts.set(this.id, mine.length);
     const plan: Array<{ group: string; node: AnyNode; to: NodeId }> = [];
@@ -425,7 +433,7 @@ export class ManagedHost {
       const node = this.host.group(name)!;
       // With preferred leaders on, a group goes to its preferred leader when that process is alive: the placement
       // already spreads those evenly, and handing it anywhere else would be undone by the preferred-leader pass.
-      const preferred = preferring ? this.catalog().group(name)?.members[0] : undefined;
+      const preferred = preferring ? catalog.group(name)?.members[0] : undefined;
       if (preferred !== undefined && preferred !== this.id && !retiring.has(preferred) && node.status().config.voters.includes(preferred) && this.host.heardFrom(preferred, 3)) {
         counts.set(this.id, counts.get(this.id)! - 1);
         counts.set(preferred, (counts.get(preferred) ?? 0) + 1);

@@ -45,9 +45,9 @@ export function heartbeat(from: NodeId, to: NodeId, round: number): Message {
   return { type: 'heartbeat', from, to, term: 1, commit: 0, round };
 }
 
-export async function until(what: string, condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+export async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
