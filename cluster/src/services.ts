@@ -20,7 +20,7 @@ function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
 
 /** A service on many Raft groups per process (each member a ManagedHost); a fresh definition per member. */
 function grouped(definition: () => GroupedServiceDefinition): HostedService {
-  return { member: (options) => startGroupedMember(definition(), options), workers: [] };
+  return { member: (options) => startGroupedMember(definition(), options), workers: definition().workers ?? [] };
 }
 
 export const services: Record<string, HostedService> = {
@@ -45,6 +45,9 @@ const basePorts: Record<string, number> = {
   ratelimit: 7400,
   shortlink: 7600,
   log: 7800,
+  collab: 8000,
+  flash: 8200,
+  auction: 8400,
 };
 
 export function defaultBasePort(service: string): number {
