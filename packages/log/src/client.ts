@@ -179,8 +179,8 @@ export class LogClient {
     return answer.offset;
   }
 
-  producer(topic: string, options: { id?: string; deliveryTimeoutMs?: number } = {}): LogProducer {
-    return new LogProducer(this, topic, options.id ?? randomUUID(), options.deliveryTimeoutMs);
+  producer(topic: string, options: { id?: string; deliveryTimeoutMs?: number } & ProducerBufferOptions = {}): LogProducer {
+    return new LogProducer(this, topic, options.id ?? randomUUID(), options.deliveryTimeoutMs, options);
   }
 
   consumer(topic: string, group: string, options: { partitions?: number[]; maxRecords?: number; waitMs?: number } = {}): LogConsumer {
@@ -195,6 +195,19 @@ interface QueuedRecord {
   resolve: (offset: number) => void;
   reject: (error: unknown) => void;
 }
+
+/**
+ * The producer's memory bound (Kafka's buffer.memory and max.block.ms): records waiting to be acknowledged may hold
+ * at most `bufferBytes`; a `send()` past it waits for room, and fails with 503 `producer_buffer_full` after
+ * `maxBlockMs`, so a producer faster than the log slows down instead of growing without bound.
+ */
+export interface ProducerBufferOptions {
+  bufferBytes?: number;
+  maxBlockMs?: number;
+}
+
+export const DEFAULT_PRODUCER_BUFFER_BYTES = 32 * 1024 * 1024;
+export const DEFAULT_PRODUCER_MAX_BLOCK_MS = 60_000;
 
 /** What one batch may carry: the partition's limit in records, and well under a request body's 1 MiB. */
 const BATCH_RECORDS = MAX_RECORDS_PER_APPEND;
@@ -215,6 +228,12 @@ export class LogProducer {
   private readonly queues = new Map<number, QueuedRecord[]>();
   private readonly flushing = new Set<number>();
   private failed: Error | null = null;
+  /** Bytes of records queued or in flight, not yet acknowledged or failed. */
+  private bufferedBytes = 0;
+  /** Senders waiting for room in the buffer, oldest first (room is handed out in order). */
+  private readonly waitingForRoom: Array<{ bytes: number; admit: () => void }> = [];
+  private readonly bufferBytes: number;
+  private readonly maxBlockMs: number;
 
   constructor(
     private readonly client: LogClient,
@@ -222,18 +241,68 @@ export class LogProducer {
     readonly id: string,
     /** How long one batch is retried before the producer gives up for good (its next sequence is unknowable). */
     private readonly deliveryTimeoutMs = 120_000,
-  ) {}
+    buffer: ProducerBufferOptions = {},
+  ) {
+    this.bufferBytes = buffer.bufferBytes ?? DEFAULT_PRODUCER_BUFFER_BYTES;
+    this.maxBlockMs = buffer.maxBlockMs ?? DEFAULT_PRODUCER_MAX_BLOCK_MS;
+  }
+
+  /** Bytes held by records not yet acknowledged (queued or in flight); never above `bufferBytes` but for one record. */
+  get buffered(): number {
+    return this.bufferedBytes;
+  }
+
+  /** Waits until `bytes` more fit in the buffer (a record larger than the whole buffer is let in alone). */
+  private async reserve(bytes: number): Promise<void> {
+    const fits = (): boolean => this.bufferedBytes === 0 || this.bufferedBytes + bytes <= this.bufferBytes;
+    if (this.waitingForRoom.length === 0 && fits()) {
+      this.bufferedBytes += bytes;
+      return;
+    }
+    await new Promise<void>((resolve, reject) => {
+      const waiter = {
+        bytes,
+        admit: () => {
+          clearTimeout(timer);
+          this.bufferedBytes += bytes;
+          resolve();
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waitingForRoom.splice(this.waitingForRoom.indexOf(waiter), 1);
+        reject(new ServiceError(503, 'producer_buffer_full', `the producer's ${this.bufferBytes} buffered bytes stayed full for ${this.maxBlockMs} ms: the log is slower than this producer`, null));
+        this.admitWaiting();
+      }, this.maxBlockMs);
+      this.waitingForRoom.push(waiter);
+    });
+  }
+
+  private release(bytes: number): void {
+    this.bufferedBytes -= bytes;
+    this.admitWaiting();
+  }
+
+  private admitWaiting(): void {
+    for (;;) {
+      const next = this.waitingForRoom[0];
+      if (next === undefined || (this.bufferedBytes !== 0 && this.bufferedBytes + next.bytes > this.bufferBytes)) return;
+      this.waitingForRoom.shift();
+      next.admit();
+    }
+  }
 
   /** Sends one record; its key (when given) picks the partition, else `partition` does (default 0). */
   async send(value: string, options: { key?: string; partition?: number } = {}): Promise<{ partition: number; offset: number }> {
     const partition = options.partition ?? (options.key !== undefined ? await this.client.partitionFor(this.topic, options.key) : 0);
     const record = { key: options.key ?? null, value };
+    const bytes = Buffer.byteLength(value) + (record.key === null ? 0 : Buffer.byteLength(record.key)) + 32;
+    await this.reserve(bytes);
     const offset = await new Promise<number>((resolve, reject) => {
       let queue = this.queues.get(partition);
       if (queue === undefined) this.queues.set(partition, (queue = []));
-      queue.push({ record, bytes: Buffer.byteLength(value) + (record.key === null ? 0 : Buffer.byteLength(record.key)) + 32, resolve, reject });
+      queue.push({ record, bytes, resolve, reject });
       if (!this.flushing.has(partition)) void this.flush(partition);
-    });
+    }).finally(() => this.release(bytes));
     return { partition, offset };
   }
 

@@ -389,6 +389,50 @@ t.test('concurrent sends through one producer and concurrent plain appends: ever
   t.ok(plain.every((a, i) => byValue.get(`a${i}`) === a.base_offset && byValue.get(`a${i}+`) === a.base_offset + 1), 'each append answered with its own offsets, its records together');
 });
 
+t.test("a producer's buffer is bounded: sends past bufferBytes wait for room, none is lost or reordered", async (t) => {
+  await log.createTopic('bounded', { partitions: 1 });
+  await settled('bounded', 1);
+  const bufferBytes = 16 * 1024;
+  const producer = log.producer('bounded', { bufferBytes });
+  const value = 'x'.repeat(1000);
+  let highest = 0;
+  const sends: Array<Promise<{ offset: number }>> = [];
+  for (let i = 0; i < 300; i++) {
+    sends.push(producer.send(`${i}:${value}`, { partition: 0 }));
+    // Sampled after each call and on every settle: the bytes held never pass the bound.
+    highest = Math.max(highest, producer.buffered);
+    void sends[i]!.then(() => (highest = Math.max(highest, producer.buffered)));
+  }
+  const answers = await Promise.all(sends);
+  t.ok(highest <= bufferBytes, `at most ${bufferBytes} bytes buffered (highest seen ${highest})`);
+  t.equal(producer.buffered, 0, 'nothing held once every send is answered');
+  t.ok(answers.every((a, i) => i === 0 || a.offset === answers[i - 1]!.offset + 1), 'records stored in the order sent, contiguous');
+  const stored = await fetchAll(log, 'bounded', 0);
+  t.equal(stored.length, 300, 'every record stored once');
+});
+
+t.test('a send that finds the buffer full past maxBlockMs fails with 503 producer_buffer_full and holds nothing', async (t) => {
+  await log.createTopic('blocked', { partitions: 1 });
+  await settled('blocked', 1);
+  const producer = log.producer('blocked', { bufferBytes: 2048, maxBlockMs: 300, deliveryTimeoutMs: 60_000 });
+  // Every holder of the partition paused: the first batch cannot be acknowledged, so the buffer stays full.
+  const holders = (await log.topic('blocked')).partition_groups[0]!.members.map((m) => m.id);
+  for (const id of holders) await cli('pause', id);
+  try {
+    const first = producer.send('y'.repeat(1500), { partition: 0 });
+    first.catch(() => undefined);
+    const error = await producer.send('z'.repeat(1500), { partition: 0 }).then(
+      () => null,
+      (e: unknown) => e as { status?: number; code?: string },
+    );
+    t.equal(error?.status, 503, 'refused with 503');
+    t.equal(error?.code, 'producer_buffer_full', 'named producer_buffer_full');
+    t.ok(producer.buffered <= 2048, 'the refused record holds no room');
+  } finally {
+    for (const id of holders) await cli('resume', id);
+  }
+});
+
 t.test('a deleted topic created again under its name starts empty (409 topic_being_deleted until the old replicas are gone)', async (t) => {
   for (let round = 0; round < 3; round++) {
     const refusals = new Set<string>();
