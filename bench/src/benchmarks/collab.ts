@@ -235,7 +235,8 @@ async function api(a: Api, method: string, path: string, body: unknown, token = 
 /** A client speaking the wire contract: join, snapshot, op / ack, with a Doc. */
 function ourEditor(url: string, docId: string, userId: string, token: string, index: number): Promise<Editor> {
   return new Promise((resolve, reject) => {
-    const doc = new Doc(`${userId}-${index}`);
+    // The service accepts client ids `${user}~${session}` only (an op names who wrote it).
+    const doc = new Doc(`${userId}~${index}`);
     const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/ws/docs/${encodeURIComponent(docId)}`, { headers: { authorization: `Bearer ${token}` } });
     let revision = 0;
     let joined = false;
