@@ -103,6 +103,8 @@ export function collabApi(router: Router, worker: CollabWorker): void {
     revision: view.meta.revision,
     length: view.meta.length,
     ...(view.role !== null ? { role: view.role } : {}),
+    // The worker holding the document's lease (it may have just run out), or null when nobody owns it.
+    worker: view.owner?.worker ?? null,
   });
 
   router

@@ -4,3 +4,5 @@ export { checkCommand } from './commands.js';
 export { createCollabService, groupName, slotsOf, DEFAULT_GROUPS } from './service.js';
 export { startCollabWorker } from './worker.js';
 export * from './protocol.js';
+export { CollabClient, CollabError, nodeSocket } from './client.js';
+export type { ClientStatus, CollabClientOptions, CollabEvents, PresenceEvent, SocketFactory, SocketLike } from './client.js';
