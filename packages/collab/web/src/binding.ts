@@ -8,7 +8,7 @@
  * inserts a real "\n" carrying the format at the end of the CRDT text, and `reconcile` then puts the editor back
  * in step with the document.
  */
-import type { Attrs, AttrValue, Doc, Op } from '@raftkit/crdt';
+import type { Attrs, AttrValue, Span } from '@raftkit/crdt';
 import DeltaModule from 'quill-delta';
 
 // quill-delta is CommonJS (module.exports = Delta, and .default = Delta): Node's ESM loader hands the class over
@@ -17,6 +17,18 @@ type DeltaClass = typeof DeltaModule.default;
 const moduleValue = DeltaModule as unknown as DeltaClass & { default?: DeltaClass };
 export const Delta: DeltaClass = moduleValue.default ?? moduleValue;
 export type Delta = InstanceType<DeltaClass>;
+
+/**
+ * What the binding edits: a CollabClient (the page), or a bare Doc behind an adapter (the tests). Indexes are
+ * visible indexes, as in Quill.
+ */
+export interface TextModel {
+  readonly length: number;
+  spans(): Span[];
+  insert(index: number, text: string, attrs?: Attrs): void;
+  delete(index: number, length: number): void;
+  format(index: number, length: number, attrs: Attrs): void;
+}
 
 /** Only JSON scalars are attributes in the CRDT; anything else Quill could hold (none of our formats) is dropped. */
 function toAttrs(source: Record<string, unknown> | undefined): Attrs | undefined {
@@ -49,7 +61,7 @@ function pick(attrs: Attrs, block: boolean): Record<string, AttrValue> | undefin
 }
 
 /** The editor content a document stands for: its spans (formats where they apply), then Quill's trailing newline. */
-export function docDelta(doc: Doc): Delta {
+export function docDelta(doc: Pick<TextModel, 'spans'>): Delta {
   const d = new Delta();
   for (const span of doc.spans()) {
     for (const piece of span.text.split(/(\n)/)) {
@@ -62,7 +74,7 @@ export function docDelta(doc: Doc): Delta {
 }
 
 /** Attribute keys carried by the characters at `index - 1` and `index` (the neighbours of an insert there). */
-function neighbourKeys(doc: Doc, index: number): Set<string> {
+function neighbourKeys(doc: TextModel, index: number): Set<string> {
   const keys = new Set<string>();
   let pos = 0;
   for (const span of doc.spans()) {
@@ -77,27 +89,26 @@ function neighbourKeys(doc: Doc, index: number): Set<string> {
 
 /**
  * Applies one user change (a Quill text-change Delta, against the content `docDelta(doc)` stood for) to the
- * document as local edits, and returns the ops to send (one message: one user change).
+ * document as local edits (one edit per Delta operation).
  *
  * Inserted text gets exactly the attributes Quill gave it: a key the neighbours carry that the insert lacks is
  * sent as null, because the CRDT extends an enclosing format over text typed inside it (right for concurrent
  * typing, wrong when the user turned bold off before typing inside bold text).
  */
-export function applyLocalChange(doc: Doc, change: Delta): Op[] {
-  const ops: Op[] = [];
+export function applyLocalChange(doc: TextModel, change: Delta): void {
   let index = 0;
   for (const op of change.ops) {
     if (typeof op.retain === 'number') {
       const attrs = toAttrs(op.attributes);
       if (attrs !== undefined) {
         const inDoc = Math.max(0, Math.min(op.retain, doc.length - index));
-        if (inDoc > 0) ops.push(...doc.localFormat(index, inDoc, attrs));
+        if (inDoc > 0) doc.format(index, inDoc, attrs);
         if (inDoc < op.retain) {
           // The retain reaches Quill's virtual trailing newline: a line format on the last line becomes a real
           // newline carrying it (null values mean "remove", which a fresh newline needs no help with; inline
           // formats do not apply to a newline).
           const set = Object.fromEntries(Object.entries(attrs).filter(([k, v]) => v !== null && BLOCK_FORMATS.has(k)));
-          if (Object.keys(set).length > 0) ops.push(...doc.localInsert(doc.length, '\n', set));
+          if (Object.keys(set).length > 0) doc.insert(doc.length, '\n', set);
         }
       }
       index += op.retain;
@@ -106,16 +117,15 @@ export function applyLocalChange(doc: Doc, change: Delta): Op[] {
       const at = Math.min(index, doc.length);
       const wanted: Record<string, AttrValue> = { ...(toAttrs(op.attributes) ?? {}) };
       for (const k of neighbourKeys(doc, at)) if (!(k in wanted)) wanted[k] = null;
-      ops.push(...doc.localInsert(at, op.insert, Object.keys(wanted).length > 0 ? wanted : undefined));
+      doc.insert(at, op.insert, Object.keys(wanted).length > 0 ? wanted : undefined);
       index = at + op.insert.length;
     } else if (typeof op.delete === 'number') {
       const n = Math.max(0, Math.min(op.delete, doc.length - index));
-      if (n > 0) ops.push(...doc.localDelete(index, n));
+      if (n > 0) doc.delete(index, n);
     }
     // Embeds (images, formulas) are not enabled in the page's toolbar: an embed insert is ignored, and
     // reconcile takes it out of the editor again.
   }
-  return ops;
 }
 
 /**
@@ -123,14 +133,8 @@ export function applyLocalChange(doc: Doc, change: Delta): Op[] {
  * ops were applied; also what puts an editor back in step after a local change the document normalised.
  * Returns null when there is nothing to change.
  */
-export function reconcile(before: Delta, doc: Doc): { change: Delta; after: Delta } | null {
+export function reconcile(before: Delta, doc: Pick<TextModel, 'spans'>): { change: Delta; after: Delta } | null {
   const after = docDelta(doc);
   const change = before.diff(after);
   return change.ops.length === 0 ? null : { change, after };
-}
-
-/** Applies remote ops to the document and returns the change to show (null: the ops changed nothing visible). */
-export function applyRemote(doc: Doc, ops: readonly Op[], before: Delta): { change: Delta; after: Delta } | null {
-  doc.apply(ops);
-  return reconcile(before, doc);
 }

@@ -1,16 +1,16 @@
 /**
- * The editor page: Quill 2 (snow theme: bold, italic, headings, lists) bound to the CRDT document of a Session,
- * quill-cursors for the other editors' cursors and selections in their colours, and a status line that says
- * whether the page is live, syncing (changes not yet acknowledged, or the document changing owner) or offline.
+ * The editor page: Quill 2 (snow theme: bold, italic, headings, lists) bound to a CollabClient (the browser-safe
+ * core of @raftkit/collab, with the browser's WebSocket), quill-cursors for the other editors' cursors and
+ * selections in their colours, and a status badge: live, syncing (changes not yet acknowledged, or the document
+ * changing owner), offline, or closed.
  *
  * URL: /docs/{doc_id}?user=<user_id>&token=<user_token>
  */
 import Quill from 'quill';
 import QuillCursors from 'quill-cursors';
 import 'quill/dist/quill.snow.css';
-import type { Op } from '@raftkit/crdt';
+import { CollabClient, type PresenceEvent } from '@raftkit/collab/core';
 import { applyLocalChange, docDelta, reconcile, type Delta } from './binding.js';
-import { Session, type PresenceMessage, type State } from './session.js';
 
 Quill.register('modules/cursors', QuillCursors);
 
@@ -24,13 +24,29 @@ const errorEl = document.getElementById('error')!;
 document.getElementById('doc-id')!.textContent = docId;
 document.getElementById('user-id')!.textContent = userId;
 
+let client: CollabClient | null = null;
+
+/** Undo and redo take back this user's own changes only (CollabClient's per-user undo), not Quill's local history. */
+function undoRedo(redo: boolean): boolean {
+  if (client === null || client.readOnly) return false;
+  if (redo) client.redo();
+  else client.undo();
+  showDocument();
+  return false;
+}
+
 const quill = new Quill('#editor', {
   theme: 'snow',
   modules: {
     toolbar: [[{ header: 1 }, { header: 2 }], ['bold', 'italic'], [{ list: 'ordered' }, { list: 'bullet' }], ['clean']],
-    cursors: { transformOnTextChange: true, hideDelayMs: 60000 },
-    // Undo takes back only this user's changes (remote ones shift the stack instead of entering it).
-    history: { userOnly: true },
+    cursors: { transformOnTextChange: true, hideDelayMs: 60_000 },
+    keyboard: {
+      bindings: {
+        collabUndo: { key: 'z', shortKey: true, shiftKey: false, handler: () => undoRedo(false) },
+        collabRedo: { key: 'z', shortKey: true, shiftKey: true, handler: () => undoRedo(true) },
+        collabRedoY: { key: 'y', shortKey: true, handler: () => undoRedo(true) },
+      },
+    },
   },
   formats: ['bold', 'italic', 'header', 'list'],
   placeholder: 'Type here…',
@@ -38,80 +54,113 @@ const quill = new Quill('#editor', {
 const cursors = quill.getModule('cursors') as QuillCursors;
 quill.disable();
 
-function setState(state: State, detail: string): void {
-  statusEl.textContent = detail ? `${state} · ${detail}` : state;
+/** The badge: the client's state, and "syncing" while changes wait for their acknowledgement. */
+function showStatus(): void {
+  if (client === null) return;
+  const waiting = client.pendingCount;
+  let state: string = client.status;
+  if (state === 'live' && waiting > 0) state = 'syncing';
+  const detail = waiting > 0 && state !== 'live' ? ` · ${waiting} change(s) waiting` : '';
+  statusEl.textContent = `${state}${client.readOnly ? ' · read-only' : ''}${detail}`;
   statusEl.dataset['state'] = state;
   document.body.dataset['state'] = state;
 }
 
 /** Shows the document's content in the editor, moving only what changed (the local selection is kept). */
 function showDocument(): void {
-  const fix = reconcile(quill.getContents() as unknown as Delta, session.doc);
-  if (fix !== null) quill.updateContents(fix.change as never, 'api');
+  if (client === null) return;
+  try {
+    const fix = reconcile(quill.getContents() as unknown as Delta, client);
+    if (fix !== null) quill.updateContents(fix.change as never, 'api');
+  } catch {
+    // The client is rebuilding its replica (after a refused change): the next change event shows it.
+  }
+  quill.enable(!client.readOnly && client.status !== 'closed');
 }
 
-let loaded = false;
-const session = new Session({
-  workers: [location.origin],
-  docId,
-  userId,
-  token,
-  onRemote: (_ops: readonly Op[]) => {
-    showDocument();
-  },
-  onState: setState,
-  onSnapshot: (ro) => {
-    document.body.dataset['readOnly'] = String(ro);
-    showDocument();
-    quill.enable(!ro);
-    if (!loaded) {
-      loaded = true;
-      document.body.dataset['loaded'] = 'true';
-    }
-  },
-  onPresence: (p: PresenceMessage) => {
-    if (p.user_id === userId && p.cursor !== null) return;
-    if (p.cursor === null) {
-      cursors.removeCursor(p.user_id);
-      return;
-    }
-    cursors.createCursor(p.user_id, p.user_id, p.color ?? '#888');
-    const sel = p.selection;
-    const index = sel ? Math.min(sel.anchor, sel.head) : p.cursor;
-    const length = sel ? Math.abs(sel.head - sel.anchor) : 0;
-    cursors.moveCursor(p.user_id, { index, length });
-  },
-  onError: (code, message) => {
-    errorEl.textContent = `${code}: ${message}`;
-  },
-  onReadOnly: () => {
-    document.body.dataset['readOnly'] = 'true';
-    quill.disable();
-  },
-});
+function onPresence(p: PresenceEvent): void {
+  if (p.user_id === userId) return;
+  if (p.cursor === null) {
+    cursors.removeCursor(p.user_id);
+    return;
+  }
+  cursors.createCursor(p.user_id, p.user_id, p.color);
+  const sel = p.selection ?? null;
+  const index = sel !== null ? Math.min(sel.anchor, sel.head) : p.cursor;
+  const length = sel !== null ? Math.abs(sel.head - sel.anchor) : 0;
+  cursors.moveCursor(p.user_id, { index, length });
+}
 
 quill.on('text-change', (change, _old, source) => {
-  if (source !== 'user') return;
-  const ops = applyLocalChange(session.doc, change as unknown as Delta);
-  session.submit(ops);
-  // The document may hold the change differently (a line format on the last line makes a real newline).
+  if (source !== 'user' || client === null) return;
+  try {
+    applyLocalChange(client, change as unknown as Delta);
+  } catch (e) {
+    errorEl.textContent = (e as Error).message;
+  }
+  // The document may hold the change differently (a line format on the last line makes a real newline; a
+  // refused edit is not there at all): show what it holds.
   showDocument();
+  showStatus();
 });
 
 quill.on('selection-change', (range, _old, source) => {
-  if (range === null || source === 'silent') return;
-  session.presence(range.index + range.length, { anchor: range.index, head: range.index + range.length });
+  if (range === null || source === 'silent' || client === null) return;
+  client.presence(range.index + range.length, { anchor: range.index, head: range.index + range.length });
 });
 
-// The browser going offline (or the test emulating it) closes the socket at once: edits queue and the status says
+async function start(): Promise<void> {
+  try {
+    // Same-origin worker first; the client learns the others (GET /api/collab/workers) to fail over.
+    client = await CollabClient.connect({ url: location.origin, docId, userId, token });
+  } catch (e) {
+    errorEl.textContent = `could not open the document: ${(e as Error).message}`;
+    statusEl.textContent = 'closed';
+    statusEl.dataset['state'] = 'closed';
+    return;
+  }
+  client.on('change', ({ remote }) => {
+    if (remote) showDocument();
+    showStatus();
+  });
+  client.on('status', () => {
+    showStatus();
+    showDocument();
+  });
+  client.on('presence', onPresence);
+  client.on('error', ({ code, message }) => {
+    errorEl.textContent = `${code}: ${message}`;
+  });
+  client.on('closed', ({ code, reason }) => {
+    errorEl.textContent = `closed (${code}${reason ? `: ${reason}` : ''})`;
+    quill.disable();
+  });
+  showDocument();
+  showStatus();
+  // Acknowledgements raise no event: the badge looks again a few times a second.
+  setInterval(showStatus, 250);
+  document.body.dataset['loaded'] = 'true';
+}
+
+// The browser going offline (or a test emulating it) closes the socket at once: edits queue and the badge says
 // offline, instead of waiting for a dead connection to time out.
-window.addEventListener('offline', () => session.offline());
-window.addEventListener('online', () => session.online());
+window.addEventListener('offline', () => {
+  client?.offline();
+  showStatus();
+});
+window.addEventListener('online', () => {
+  client?.online();
+  showStatus();
+});
 
 // For tests and the curious: the document behind the editor.
 (window as unknown as Record<string, unknown>)['collab'] = {
-  session,
+  get client() {
+    return client;
+  },
   quill,
-  text: () => session.doc.text(),
-  delta: () => docDelta(session.doc),
+  text: () => client?.text() ?? '',
+  delta: () => (client === null ? null : docDelta(client)),
 };
+
+void start();

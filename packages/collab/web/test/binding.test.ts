@@ -3,25 +3,51 @@
 import t, { type Test } from 'tap';
 import fc from 'fast-check';
 import { isDeepStrictEqual } from 'node:util';
-import { Doc, type Op } from '@raftkit/crdt';
-import { applyLocalChange, applyRemote, Delta, docDelta, reconcile } from '../src/binding.js';
+import { Doc, type Attrs, type Op } from '@raftkit/crdt';
+import { applyLocalChange, Delta, docDelta, reconcile, type TextModel } from '../src/binding.js';
+
+/** A Doc as the binding's TextModel (CollabClient's editing calls), collecting the ops a change made. */
+class DocModel implements TextModel {
+  ops: Op[] = [];
+  constructor(readonly doc: Doc) {}
+  get length(): number {
+    return this.doc.length;
+  }
+  spans() {
+    return this.doc.spans();
+  }
+  insert(index: number, text: string, attrs?: Attrs): void {
+    this.ops.push(...this.doc.localInsert(index, text, attrs));
+  }
+  delete(index: number, length: number): void {
+    this.ops.push(...this.doc.localDelete(index, length));
+  }
+  format(index: number, length: number, attrs: Attrs): void {
+    this.ops.push(...this.doc.localFormat(index, length, attrs));
+  }
+}
 
 class Editor {
   readonly doc: Doc;
+  private readonly model: DocModel;
   content: Delta = new Delta().insert('\n');
   constructor(id: string) {
     this.doc = new Doc(id);
+    this.model = new DocModel(this.doc);
   }
-  /** What the page does on a user's text-change. */
+  /** What the page does on a user's text-change: edit the model, then show what the document holds. */
   user(change: Delta): Op[] {
     this.content = this.content.compose(change);
-    const ops = applyLocalChange(this.doc, change);
+    this.model.ops = [];
+    applyLocalChange(this.model, change);
     const fix = reconcile(this.content, this.doc);
     if (fix !== null) this.content = this.content.compose(fix.change);
-    return ops;
+    return this.model.ops;
   }
+  /** What the page does on a remote change: show the document's content, moving only what changed. */
   remote(ops: readonly Op[]): void {
-    const r = applyRemote(this.doc, ops, this.content);
+    this.doc.apply(ops);
+    const r = reconcile(this.content, this.doc);
     if (r !== null) this.content = this.content.compose(r.change);
   }
 }

@@ -152,6 +152,17 @@ t.test('two pages edit one document at once, one offline, both converge', async 
     t.ok(px.dark > 500 && px.colours > 10, `${name}: not blank (${px.dark} dark pixels, ${px.colours} colours)`);
   }
 
+  // Ctrl+Z on Bob's page takes back Bob's own last keystroke, not Alice's later words.
+  await b.keyboard.press('Control+z');
+  const undone = await until('Bob\'s undo reached Alice', async () => {
+    const ta = await text(a);
+    return ta === (await text(b)) && ta !== final ? ta : null;
+  }, WAIT);
+  t.equal(undone, final.replace('offline words', 'offline word'), 'undo removed Bob\'s last keystroke only');
+  await b.keyboard.press('Control+Shift+z');
+  await until('Bob\'s redo reached Alice', async () => ((await text(a)) === final && (await text(b)) === final ? true : null), WAIT);
+  t.pass('redo put it back');
+
   // A third page loading afresh gets the same document from the service.
   const c = await (await browser.newContext()).newPage();
   await c.goto(`${cluster.workers[cluster.workers.length - 1]!.url}/docs/${docId}?user=alice&token=${encodeURIComponent(alice)}`);
