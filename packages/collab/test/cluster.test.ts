@@ -228,7 +228,7 @@ t.test('three clients on three workers converge; undo is per user', async (t) =>
   const c = await connect(2, doc, 'carol', carol);
   a.insert(0, 'Hello');
   await a.synced();
-  await until('b sees alice', () => b.text() === 'Hello');
+  await until('b and c see alice', () => b.text() === 'Hello' && c.text() === 'Hello');
   b.insert(5, ' world');
   c.insert(0, '>> ');
   await Promise.all([b.synced(), c.synced()]);
@@ -251,7 +251,7 @@ t.test('three clients on three workers converge; undo is per user', async (t) =>
   a.insert(3, 'AAAA');
   b.insert(3, 'BBBB');
   await Promise.all([a.synced(), b.synced()]);
-  await until('converged', () => a.text() === b.text() && b.text() === c.text() && c.text() === '>> AAAABBBBHello world' || c.text() === '>> BBBBAAAAHello world');
+  await until('converged', () => a.text() === b.text() && b.text() === c.text() && (c.text() === '>> AAAABBBBHello world' || c.text() === '>> BBBBAAAAHello world'));
   const meta = await call(W[0]!, 'GET', `/api/docs/${doc}`, { token });
   t.ok(W.some((_, i) => meta.body.worker === workers[i]!.id), 'one worker owns it');
   for (const x of [a, b, c]) x.close();
