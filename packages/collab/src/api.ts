@@ -152,7 +152,7 @@ export function collabApi(router: Router, worker: CollabWorker): void {
       requireWellFormed(name, 'name');
       const result = await command(docId, { op: 'snapshot', doc_id: docId, name });
       if (!result.ok || result.op !== 'snapshot') throw new HttpError(500, 'internal', 'unexpected result');
-      return new Reply(201, { snapshot_id: result.snapshot_id, revision: result.revision, name });
+      return { snapshot_id: result.snapshot_id, revision: result.revision, name };
     })
     .get('/api/docs/:doc/snapshots', { admits: 'authenticated' }, async (ctx) => {
       const { docId } = await access(ctx, 'viewer');

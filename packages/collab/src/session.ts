@@ -12,7 +12,7 @@ import { Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
 import { atLeast, type ChangeEntry, type ChangeInput, type CollabResult, type Role } from './machine.js';
 import type { LogAccess, StateView } from './log-access.js';
-import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, MAX_EDITORS, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
+import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
 
 /** Committed changes kept in memory for reconnects (older ones are read from the log). */
 const RECENT = 5_000;
@@ -57,6 +57,7 @@ export class DocSession {
     readonly docId: string,
     readonly generation: number,
     private readonly log: LogAccess,
+    private readonly maxEditors: number,
     private readonly hooks: SessionHooks,
     state: StateView,
   ) {
@@ -66,10 +67,10 @@ export class DocSession {
   }
 
   /** Loads the document from the log (a linearizable read: every committed change is in it). */
-  static async open(docId: string, generation: number, log: LogAccess, hooks: SessionHooks): Promise<DocSession | null> {
+  static async open(docId: string, generation: number, log: LogAccess, maxEditors: number, hooks: SessionHooks): Promise<DocSession | null> {
     const state = await log.state(docId, 0);
     if (state === null) return null;
-    return new DocSession(docId, generation, log, hooks, state);
+    return new DocSession(docId, generation, log, maxEditors, hooks, state);
   }
 
   get isEnded(): boolean {
@@ -88,7 +89,7 @@ export class DocSession {
 
   /** Serves a joining client: snapshot, the changes after `since` it may lack, then live. */
   join(conn: Conn, since: number | undefined): void {
-    conn.readOnly = !atLeast(conn.role, 'editor') || this.editors >= MAX_EDITORS;
+    conn.readOnly = !atLeast(conn.role, 'editor') || this.editors >= this.maxEditors;
     this.conns.add(conn);
     this.idleSince = null;
     send(conn, { type: 'snapshot', revision: this.revision, content: Buffer.from(this.doc.encode()).toString('base64'), read_only: conn.readOnly, role: conn.role });
@@ -109,11 +110,21 @@ export class DocSession {
     if (conn.presenceTimer !== null) clearTimeout(conn.presenceTimer);
     if (![...this.conns].some((c) => c.user === conn.user)) this.broadcast({ type: 'presence', user_id: conn.user, cursor: null, color: colorOf(conn.user) }, conn);
     if (this.conns.size === 0) this.idleSince = Date.now();
+    // An editor's seat freed: the longest-waiting editor who joined read-only gets it (a fresh snapshot says so).
+    if (!conn.readOnly && conn.role === 'editor') {
+      for (const c of this.conns) {
+        if (c.readOnly && c.role === 'editor' && this.editors < this.maxEditors) {
+          c.readOnly = false;
+          send(c, { type: 'snapshot', revision: this.revision, content: Buffer.from(this.doc.encode()).toString('base64'), read_only: false, role: c.role });
+          break;
+        }
+      }
+    }
   }
 
   submit(conn: Conn, op_id: string, ops: Op[], parent_revision: number): void {
     if (conn.readOnly) {
-      send(conn, { type: 'error', code: 'read_only', message: atLeast(conn.role, 'editor') ? `this document has ${MAX_EDITORS} active editors: you joined read-only` : `your role (${conn.role}) cannot edit`, op_id });
+      send(conn, { type: 'error', code: 'read_only', message: atLeast(conn.role, 'editor') ? `this document has ${this.maxEditors} active editors: you joined read-only` : `your role (${conn.role}) cannot edit`, op_id });
       return;
     }
     this.queue.push({ conn, change: { op_id, author: conn.user, ops, parent_revision } });

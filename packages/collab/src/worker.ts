@@ -12,7 +12,7 @@ import { serveWorkerHttp, verifyToken, type Principal, type RunningWorker, type 
 import { collabApi } from './api.js';
 import { LogAccess } from './log-access.js';
 import { DOC_ID, USER_ID, LEASE_MS, type CollabResult } from './machine.js';
-import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_PROTOCOL, CLOSE_REVOKED, CLOSE_UNAUTHORISED, MAX_FRAME_BYTES, parseClientMessage, type ClientMessage } from './protocol.js';
+import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_PROTOCOL, CLOSE_REVOKED, CLOSE_UNAUTHORISED, MAX_EDITORS, MAX_FRAME_BYTES, parseClientMessage, type ClientMessage } from './protocol.js';
 import { DocSession, send, type Conn } from './session.js';
 import { DEFAULT_GROUPS, groupName } from './service.js';
 
@@ -28,6 +28,8 @@ export interface WorkerSettings {
   /** A document with no client for this long is released (after a final snapshot). */
   idleReleaseMs: number;
   permissionCheckMs: number;
+  /** Editors per document before later ones join read-only (the spec's 100; a setting so tests need not open 100). */
+  maxEditors: number;
 }
 
 function settingsOf(raw: Record<string, string>): WorkerSettings {
@@ -39,6 +41,7 @@ function settingsOf(raw: Record<string, string>): WorkerSettings {
     groups: num('groups', DEFAULT_GROUPS, 1, 64),
     idleReleaseMs: num('idle_release_ms', 60_000, 1_000, 86_400_000),
     permissionCheckMs: num('permission_check_ms', 10_000, 500, 600_000),
+    maxEditors: num('max_editors', MAX_EDITORS, 1, 10_000),
   };
 }
 
@@ -78,7 +81,7 @@ export class CollabWorker {
         }
         if (result.op !== 'acquire') throw new Error('unexpected acquire result');
         if (!result.granted) throw new OwnedElsewhere(result.owner.worker, result.owner.url);
-        const session = await DocSession.open(docId, result.owner.generation, this.log, {
+        const session = await DocSession.open(docId, result.owner.generation, this.log, this.settings.maxEditors, {
           ended: (s) => {
             if (this.sessions.get(s.docId) === s) this.sessions.delete(s.docId);
           },
@@ -259,9 +262,11 @@ export class CollabWorker {
     });
   }
 
-  /** Ends every session (stop): clients reconnect elsewhere. */
-  stop(): void {
-    for (const s of [...this.sessions.values()]) s.end(CLOSE_MOVING, 'worker stopping');
+  /** Ends every session and releases its lease (a graceful stop hands documents over at once): clients reconnect. */
+  async stop(): Promise<void> {
+    const ended = [...this.sessions.values()];
+    for (const s of ended) s.end(CLOSE_MOVING, 'worker stopping');
+    await Promise.all(ended.map((s) => this.log.command(s.docId, { op: 'release', doc_id: s.docId, worker: this.options.id, generation: s.generation }, 2_000).catch(() => undefined)));
   }
 }
 
@@ -330,7 +335,7 @@ export async function startCollabWorker(options: WorkerOptions): Promise<Running
     httpPort: http.port,
     async stop() {
       clearInterval(timer);
-      worker.stop();
+      await worker.stop();
       wss.close();
       await http.close();
       await log.close();

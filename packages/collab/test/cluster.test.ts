@@ -9,7 +9,7 @@ import { call, startCluster, until } from '@raftkit/testkit';
 import { hashSlot } from '@raftkit/http';
 import { CollabClient, DEFAULT_GROUPS, groupName, slotsOf } from '../src/index.js';
 
-const cluster = await startCluster('collab', { settings: { permission_check_ms: '1000', idle_release_ms: '3000' } });
+const cluster = await startCluster('collab', { settings: { permission_check_ms: '1000', idle_release_ms: '3000', max_editors: '3' } });
 t.teardown(() => cluster.down());
 const token = cluster.token;
 const workers = cluster.role('worker');
@@ -228,7 +228,7 @@ t.test('three clients on three workers converge; undo is per user', async (t) =>
   const c = await connect(2, doc, 'carol', carol);
   a.insert(0, 'Hello');
   await a.synced();
-  await until('b sees alice', () => b.text() === 'Hello');
+  await until('b and c see alice', () => b.text() === 'Hello' && c.text() === 'Hello');
   b.insert(5, ' world');
   c.insert(0, '>> ');
   await Promise.all([b.synced(), c.synced()]);
@@ -251,7 +251,7 @@ t.test('three clients on three workers converge; undo is per user', async (t) =>
   a.insert(3, 'AAAA');
   b.insert(3, 'BBBB');
   await Promise.all([a.synced(), b.synced()]);
-  await until('converged', () => a.text() === b.text() && b.text() === c.text() && c.text() === '>> AAAABBBBHello world' || c.text() === '>> BBBBAAAAHello world');
+  await until('converged', () => a.text() === b.text() && b.text() === c.text() && (c.text() === '>> AAAABBBBHello world' || c.text() === '>> BBBBAAAAHello world'));
   const meta = await call(W[0]!, 'GET', `/api/docs/${doc}`, { token });
   t.ok(W.some((_, i) => meta.body.worker === workers[i]!.id), 'one worker owns it');
   for (const x of [a, b, c]) x.close();
@@ -314,7 +314,7 @@ t.test('viewers are read-only; revoking closes the socket; comments; versions', 
 
   // Named versions: saved, listed, restored as a forward change every client receives.
   const saved = await call(W[1]!, 'POST', `/api/docs/${doc}/snapshots`, { token: alice, body: { name: 'first' } });
-  t.equal(saved.status, 201);
+  t.equal(saved.status, 200);
   const snapshotId = saved.body.snapshot_id as string;
   a.delete(0, a.length);
   a.insert(0, 'rewritten');
@@ -343,14 +343,19 @@ t.test('pages and static files', async (t) => {
   t.ok(page.status === 200 || page.status === 404, 'the page is served when built, else a JSON 404');
 });
 
-/** The member leading the op-log group of a document. */
-async function logLeader(docId: string): Promise<string> {
+/** The op-log group serving a document. */
+function groupOf(docId: string): string {
   const slot = hashSlot(docId);
-  let group = '';
   for (let i = 0; i < DEFAULT_GROUPS; i++) {
     const [a, b] = slotsOf(i, DEFAULT_GROUPS);
-    if (slot >= a && slot <= b) group = groupName(i);
+    if (slot >= a && slot <= b) return groupName(i);
   }
+  throw new Error('no group');
+}
+
+/** The member leading the op-log group of a document. */
+async function logLeader(docId: string): Promise<string> {
+  const group = groupOf(docId);
   return until(`a leader of ${group}`, async () => {
     for (const m of cluster.members) {
       const r = await call(m, 'GET', `/v1/collab/groups/${group}/docs/${docId}`, { token, timeoutMs: 5_000 }).catch(() => null);
@@ -421,4 +426,37 @@ t.test('an idle document is released after a final snapshot, and taken again on 
   const b = await connect(0, doc, 'alice', alice);
   t.equal(b.text(), 'idle!');
   b.close();
+});
+
+t.test('editors beyond the limit join read-only and get a seat when one frees; the log fences stale owners', async (t) => {
+  const doc = await newDoc('alice', alice);
+  const editors = [await connect(0, doc, 'alice', alice), await connect(1, doc, 'alice', alice), await connect(2, doc, 'alice', alice)];
+  t.notOk(editors.some((e) => e.readOnly), 'three editors (max_editors=3 in this cluster)');
+  const fourth = await connect(1, doc, 'alice', alice);
+  t.ok(fourth.readOnly, 'the fourth joins read-only');
+  t.throws(() => fourth.insert(0, 'x'), { code: 'read_only' }, 'and the client refuses local edits');
+  editors[0]!.close();
+  await until('a seat for the fourth', () => !fourth.readOnly, 30_000);
+  fourth.insert(0, 'seated');
+  await fourth.synced();
+  await until('others see it', () => editors[1]!.text() === 'seated');
+
+  // The op log refuses an append with a generation that is not the owner's.
+  const view = await get(`/api/docs/${doc}`);
+  t.type(view.worker, 'string');
+  const group = groupOf(doc);
+  const ops = [{ type: 'insert', id: ['alice~stale', 0], lamport: 50, left: null, right: null, text: 'stale' }];
+  const stale = await until('an answer', async () => {
+    for (const m of cluster.members) {
+      const r = await call(m, 'POST', `/v1/collab/groups/${group}/commands`, { token, body: { op: 'append', doc_id: doc, generation: 0, changes: [{ op_id: 'alice~stale:0', author: 'alice', ops, parent_revision: 0 }] } }).catch(() => null);
+      if (r?.status === 200) return r.body;
+    }
+    return null;
+  });
+  t.match(stale, { ok: false, code: 'stale_generation' });
+  const bad = await call(cluster.members[0]!, 'POST', `/v1/collab/groups/${group}/commands`, { token, body: { op: 'append', doc_id: doc } });
+  t.equal(bad.status === 400 || bad.status === 421, true, 'a malformed command is a 4xx');
+  t.equal((await call(cluster.members[0]!, 'POST', `/v1/collab/groups/${group}/commands`, { token: alice, body: { op: 'compact' } })).status, 403, 'internal endpoints take the cluster token only');
+  t.equal(await serverText(doc), 'seated');
+  for (const e of [...editors, fourth]) e.close();
 });

@@ -15,7 +15,8 @@ import type { Attrs, AttrValue, Id, Op, Span } from './types.js';
 /** What one user change did, in ids, enough to build its inverse later. */
 export type Change =
   | { kind: 'insert'; runs: Array<{ id: Id; length: number }> }
-  | { kind: 'delete'; at: Id; spans: Span[] }
+  /** Each piece: its first deleted character (where its tombstones are) and the text with its attributes. */
+  | { kind: 'delete'; pieces: Array<{ at: Id; spans: Span[] }> }
   | { kind: 'format'; pieces: Array<{ id: Id; length: number; attrs: Attrs }> };
 
 /** Undo entries kept per user; older ones are forgotten. */
@@ -44,7 +45,7 @@ export class UndoManager {
   /** A delete of `length` at `index`: call before deleting (it reads the text about to go). */
   beforeDelete(index: number, length: number): Change | null {
     if (length <= 0) return null;
-    return { kind: 'delete', at: this.doc.charId(index), spans: this.doc.slice(index, length) };
+    return { kind: 'delete', pieces: [{ at: this.doc.charId(index), spans: this.doc.slice(index, length) }] };
   }
 
   /** A format of `length` at `index` with `attrs`: call before formatting (it reads the values about to change). */
@@ -93,6 +94,22 @@ export class UndoManager {
     this.redoStack = [];
   }
 
+  /**
+   * Inserts a span back with exactly its attributes: text typed inside someone's formatted range takes that format
+   * (Peritext), so whatever the place adds that the span did not have is formatted away in the same change.
+   */
+  private insertSpan(index: number, span: Span): Op[] {
+    const doc = this.doc;
+    const attrs = Object.keys(span.attrs).length > 0 ? span.attrs : undefined;
+    const ops: Op[] = [...doc.localInsert(index, span.text, attrs)];
+    const fix: Record<string, AttrValue> = {};
+    for (const got of doc.slice(index, span.text.length)) {
+      for (const key of Object.keys(got.attrs)) if (got.attrs[key] !== (span.attrs[key] ?? null)) fix[key] = span.attrs[key] ?? null;
+    }
+    if (Object.keys(fix).length > 0) ops.push(...doc.localFormat(index, span.text.length, fix));
+    return ops;
+  }
+
   /** Applies the inverse of `change` locally: its ops and the change that would invert it back. */
   private invert(change: Change): [Op[], Change | null] {
     const doc = this.doc;
@@ -111,26 +128,29 @@ export class UndoManager {
       if (ranges.length === 0) return [[], null];
       ranges.sort((a, b) => b[0] - a[0]);
       const ops: Op[] = [];
-      let inverse: Change | null = null;
+      const pieces: Array<{ at: Id; spans: Span[] }> = [];
       for (const [index, length] of ranges) {
-        // The first (lowest) range is deleted last; its text is what redo re-inserts (pieces apart are rare).
-        inverse = { kind: 'delete', at: doc.charId(index), spans: doc.slice(index, length) };
+        pieces.push({ at: doc.charId(index), spans: doc.slice(index, length) });
         ops.push(...doc.localDelete(index, length));
       }
-      return [ops, inverse];
+      return [ops, { kind: 'delete', pieces }];
     }
     if (change.kind === 'delete') {
-      const where = doc.indexOf(change.at);
-      if (where === null) return [[], null];
+      // Where each piece's tombstones are now; the last place first, so earlier indexes stay right.
+      const places = change.pieces
+        .map((piece) => ({ piece, where: doc.indexOf(piece.at) }))
+        .filter((p): p is { piece: { at: Id; spans: Span[] }; where: { index: number; visible: boolean } } => p.where !== null)
+        .sort((x, y) => y.where.index - x.where.index);
       const ops: Op[] = [];
-      let index = where.index;
-      for (const span of change.spans) {
-        const attrs = Object.keys(span.attrs).length > 0 ? span.attrs : undefined;
-        ops.push(...doc.localInsert(index, span.text, attrs));
-        index += span.text.length;
+      for (const { piece, where } of places) {
+        let index = where.index;
+        for (const span of piece.spans) {
+          ops.push(...this.insertSpan(index, span));
+          index += span.text.length;
+        }
       }
       const runs = ops.flatMap((op) => (op.type === 'insert' ? [{ id: op.id, length: op.text.length }] : []));
-      return [ops, { kind: 'insert', runs }];
+      return [ops, runs.length > 0 ? { kind: 'insert', runs } : null];
     }
     const ops: Op[] = [];
     const pieces: Array<{ id: Id; length: number; attrs: Attrs }> = [];
