@@ -28,6 +28,7 @@ import { CollabClient } from '@raftkit/collab';
 import type { HistoryEvent } from '../history.js';
 import { memberScript } from '../cluster.js';
 import { Rng } from '../rng.js';
+import { readRunStates } from '../state.js';
 import type { Anomaly, CheckResult, Completion, FinalContext, Worker, WorkerContext, Workload } from './workload.js';
 
 export interface CollabOptions {
@@ -96,8 +97,11 @@ export class CollabWorkload implements Workload {
     if (p.child !== null) return;
     const script = join(dirname(memberScript()), 'worker.js');
     const out = openSync(join(this.dir!, p.id, 'worker.log'), 'a');
-    const env = { ...process.env };
+    const env: NodeJS.ProcessEnv = { ...process.env };
     delete env.CLUSTER_AUTH_TOKEN;
+    // Marked with this run's id, as the members are, so `jepsen-like clean` finds them if the harness dies.
+    const runId = readRunStates().find((r) => r.state.harnessPid === process.pid)?.state.runId;
+    if (runId !== undefined) env.JEPSEN_LIKE_RUN = runId;
     const child = spawn(process.execPath, [script, '--cluster', this.dir!, '--id', p.id], { stdio: ['ignore', out, out], env });
     closeSync(out);
     p.child = child;
