@@ -33,6 +33,8 @@ interface Editor {
   type(): string;
   /** Called with the key of every remote keystroke this editor applies. */
   onRemote: (key: string) => void;
+  /** Ours only: called with the key of this editor's keystroke when the owner acknowledges it (committed). */
+  onAck?: (key: string) => void;
   close(): void;
 }
 
@@ -62,6 +64,9 @@ export interface PhaseFigures {
   /** Keystroke -> every other editor's replica (N-1 receipts a keystroke). */
   all_p50_ms: number;
   all_p99_ms: number;
+  /** Ours only: keystroke -> its author's acknowledgement (committed in the Raft log); null for y-websocket. */
+  ack_p50_ms: number | null;
+  ack_p99_ms: number | null;
   /** Keystrokes that reached the next editor only after 10 s (counted as errors, kept out of the figures). */
   timeouts: number;
   server_cpu_cores: number | null;
@@ -78,8 +83,13 @@ async function runPhase(side: Side, phase: Phase, o: RunOptions, docName: string
   const waiting = new Map<string, () => void>();
   const next: number[] = [];
   const all: number[] = [];
+  const acks: number[] = [];
   let measuring = false;
   editors.forEach((e, i) => {
+    e.onAck = (key) => {
+      const t = sent.get(key);
+      if (t !== undefined && measuring) acks.push(performance.now() - t);
+    };
     e.onRemote = (key) => {
       const t = sent.get(key);
       if (t === undefined) return;
@@ -144,6 +154,7 @@ async function runPhase(side: Side, phase: Phase, o: RunOptions, docName: string
   for (const e of editors) e.close();
   const n = summarize(next);
   const a = summarize(all);
+  const k = acks.length > 0 ? summarize(acks) : null;
   return {
     editors: phase.editors,
     think_ms: phase.thinkMs,
@@ -154,6 +165,8 @@ async function runPhase(side: Side, phase: Phase, o: RunOptions, docName: string
     next_max_ms: n.max_ms,
     all_p50_ms: a.p50_ms,
     all_p99_ms: a.p99_ms,
+    ack_p50_ms: k?.p50_ms ?? null,
+    ack_p99_ms: k?.p99_ms ?? null,
     timeouts,
     server_cpu_cores: cpu.used === null ? null : round(cpu.used / seconds, 2),
     client_cpu_cores: round((clientCpu.user + clientCpu.system) / 1e6 / seconds, 2),
@@ -179,6 +192,7 @@ async function runSide(side: Side, o: RunOptions, label: string): Promise<SideRe
       process.stderr.write(
         `bench: ${label}: ${f.editors} editors, think ${f.think_ms} ms: ${f.keystrokes_per_s} keystrokes/s, ` +
           `next editor p50 ${f.next_p50_ms} ms p99 ${f.next_p99_ms} ms, every editor p50 ${f.all_p50_ms} p99 ${f.all_p99_ms} ms, ` +
+          (f.ack_p50_ms === null ? '' : `own ack p50 ${f.ack_p50_ms} p99 ${f.ack_p99_ms} ms, `) +
           `${f.timeouts} timeouts, server CPU ${f.server_cpu_cores} cores, client CPU ${f.client_cpu_cores} cores\n`,
       );
       figures.push(f);
@@ -275,6 +289,7 @@ function ourEditor(url: string, docId: string, userId: string, token: string, in
         editor.onRemote(String(m['op_id']));
       } else if (m['type'] === 'ack') {
         revision = Math.max(revision, Number(m['revision']));
+        editor.onAck?.(String(m['op_id']));
       }
     });
   });
