@@ -28,7 +28,7 @@ import { BenchError, CpuMeter, sleep } from '../procs.js';
 import { round, summarize } from '../stats.js';
 
 /** One editor of a run, whatever the system. */
-interface Editor {
+export interface Editor {
   /** Types one character at a random place; returns the keystroke's key (how receivers name it). */
   type(): string;
   /** Called with the key of every remote keystroke this editor applies. */
@@ -38,7 +38,7 @@ interface Editor {
   close(): void;
 }
 
-interface Side {
+export interface Side {
   system: string;
   serverPids: number[];
   members: number | null;
@@ -47,7 +47,7 @@ interface Side {
   stop(): Promise<void>;
 }
 
-interface Phase {
+export interface Phase {
   editors: number;
   thinkMs: number;
 }
@@ -77,7 +77,7 @@ export interface PhaseFigures {
 const WAIT_MS = 10_000;
 
 /** Runs one phase: `n` editors typing on one document for warm-up + duration. */
-async function runPhase(side: Side, phase: Phase, o: RunOptions, docName: string): Promise<PhaseFigures> {
+export async function runPhase(side: Side, phase: Phase, o: RunOptions, docName: string): Promise<PhaseFigures> {
   const editors = await side.editors(phase.editors, docName);
   const sent = new Map<string, number>();
   const waiting = new Map<string, () => void>();
@@ -377,7 +377,7 @@ function yEditor(url: string, room: string): Promise<Editor> {
   });
 }
 
-async function ywebsocketSide(): Promise<Side> {
+export async function ywebsocketSide(): Promise<Side> {
   // Each WebsocketProvider adds a process 'exit' listener: 50 of them are expected, not a leak.
   process.setMaxListeners(200);
   const server = await startYWebsocket();
