@@ -68,7 +68,7 @@ export class DocSession {
 
   /** Loads the document from the log (a linearizable read: every committed change is in it). */
   static async open(docId: string, generation: number, log: LogAccess, maxEditors: number, hooks: SessionHooks): Promise<DocSession | null> {
-    const state = await log.state(docId, 0);
+    const state = await log.state(docId, 0, RECENT);
     if (state === null) return null;
     return new DocSession(docId, generation, log, maxEditors, hooks, state);
   }

@@ -489,9 +489,14 @@ t.test('editors beyond the limit join read-only and get a seat when one frees; t
     return null;
   });
   t.match(stale, { ok: false, code: 'stale_generation' });
-  const bad = await call(cluster.members[0]!, 'POST', `/v1/collab/groups/${group}/commands`, { token, body: { op: 'append', doc_id: doc } });
+  // Any live member (the op-log leader killed earlier stays down).
+  const member = await until('a live member', async () => {
+    for (const m of cluster.members) if ((await call(m, 'GET', '/healthz', { timeoutMs: 3_000 }).catch(() => null))?.status === 200) return m;
+    return null;
+  });
+  const bad = await call(member, 'POST', `/v1/collab/groups/${group}/commands`, { token, body: { op: 'append', doc_id: doc } });
   t.equal(bad.status === 400 || bad.status === 421, true, 'a malformed command is a 4xx');
-  t.equal((await call(cluster.members[0]!, 'POST', `/v1/collab/groups/${group}/commands`, { token: alice, body: { op: 'compact' } })).status, 403, 'internal endpoints take the cluster token only');
+  t.equal((await call(member, 'POST', `/v1/collab/groups/${group}/commands`, { token: alice, body: { op: 'compact' } })).status, 403, 'internal endpoints take the cluster token only');
   t.equal(await serverText(doc), 'seated');
   for (const e of [...editors, fourth]) e.close();
 });
