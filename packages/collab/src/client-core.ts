@@ -10,7 +10,7 @@
  * locally; online() reconnects and flushes.
  */
 import { Doc, InvalidOpError, UndoManager, type Attrs, type Id, type Op, type Span } from '@raftkit/crdt';
-import type { Selection, ServerMessage } from './protocol.js';
+import { ACK_TIMEOUT_MS, STALE_MS, type Selection, type ServerMessage } from './protocol.js';
 
 /** The part of a WebSocket the client uses (the browser's and `ws`'s both have it). */
 export interface SocketLike {
@@ -64,6 +64,8 @@ interface Pending {
   op_id: string;
   ops: Op[];
   parent_revision: number;
+  /** When it was last sent (0: not sent on this connection). */
+  sentAt: number;
 }
 
 const FINAL_CODES = new Set([4001, 4003, 4404]);
@@ -123,6 +125,8 @@ export class CollabClient {
   private presenceNext: { cursor_pos: number | null; selection?: Selection } | null = null;
   private presenceAt = 0;
   private closeInfo: { code: number; reason: string } | null = null;
+  private lastFrameAt = 0;
+  private watchdog: ReturnType<typeof setInterval> | null = null;
 
   constructor(private readonly options: CollabClientOptions) {
     this.docId = options.docId;
@@ -322,6 +326,18 @@ export class CollabClient {
     const ready = new Promise<void>((resolve, reject) => {
       this.firstSnapshot = { resolve, reject };
     });
+    // A socket can stay open to a dead or paused worker: no frame for STALE_MS (the owner sends one every 5 s), or
+    // a change unacknowledged for ACK_TIMEOUT_MS, and the client reconnects elsewhere.
+    this.watchdog = setInterval(() => {
+      if (this.ws === null || !this.joined) return;
+      const now = Date.now();
+      const oldest = this.pending.find((p) => p.sentAt > 0);
+      if (now - this.lastFrameAt > STALE_MS || (oldest !== undefined && now - oldest.sentAt > ACK_TIMEOUT_MS)) {
+        this.dropSocket();
+        this.setStatus('syncing');
+        this.scheduleReconnect();
+      }
+    }, 1_000);
     const timeout = this.options.connectTimeoutMs ?? 30_000;
     const timer = setTimeout(() => this.firstSnapshot?.reject(new CollabError('timeout', `no snapshot within ${timeout} ms`)), timeout);
     this.connect();
@@ -355,6 +371,7 @@ export class CollabClient {
     };
     ws.onmessage = (event) => {
       if (this.ws !== ws) return;
+      this.lastFrameAt = Date.now();
       let message: ServerMessage;
       try {
         message = JSON.parse(String(event.data)) as ServerMessage;
@@ -475,13 +492,14 @@ export class CollabClient {
   private submit(ops: Op[]): void {
     if (ops.length === 0) return;
     const first = ops[0]!;
-    const change: Pending = { op_id: `${first.id[0]}:${first.id[1]}`, ops, parent_revision: this.rev };
+    const change: Pending = { op_id: `${first.id[0]}:${first.id[1]}`, ops, parent_revision: this.rev, sentAt: 0 };
     this.pending.push(change);
     this.emit('change', { remote: false });
     if (this.joined) this.sendChange(change);
   }
 
   private sendChange(p: Pending): void {
+    if (this.ws !== null && this.joined) p.sentAt = Date.now();
     this.send({ type: 'op', op_id: p.op_id, op: p.ops, parent_revision: p.parent_revision });
   }
 
@@ -526,6 +544,7 @@ export class CollabClient {
     if (this.state === 'closed') return;
     this.closeInfo = info;
     if (this.presenceTimer !== null) clearTimeout(this.presenceTimer);
+    if (this.watchdog !== null) clearInterval(this.watchdog);
     this.setStatus('closed');
     this.emit('closed', info);
     const error = new CollabError('closed', `the connection closed (${info.code} ${info.reason})`);

@@ -64,11 +64,12 @@ export class LogAccess {
   }
 
   /** A document's view; null when there is no such document. */
-  async read<T>(docId: string, view: 'meta' | 'state' | 'comments' | 'snapshots' | 'text', params: { user?: string; since?: number } = {}): Promise<T | null> {
+  async read<T>(docId: string, view: 'meta' | 'state' | 'comments' | 'snapshots' | 'text', params: { user?: string; since?: number; limit?: number } = {}): Promise<T | null> {
     const group = await this.router.groupOf(docId);
     const q = new URLSearchParams({ view });
     if (params.user !== undefined) q.set('user', params.user);
     if (params.since !== undefined) q.set('since', String(params.since));
+    if (params.limit !== undefined) q.set('limit', String(params.limit));
     try {
       return (await this.router.call(group, 'GET', `/v1/collab/groups/${group}/docs/${encodeURIComponent(docId)}?${q}`)) as T;
     } catch (error) {
@@ -81,8 +82,9 @@ export class LogAccess {
     return this.read<DocView>(docId, 'meta', user === undefined ? {} : { user });
   }
 
-  state(docId: string, since?: number): Promise<StateView | null> {
-    return this.read<StateView>(docId, 'state', since === undefined ? {} : { since });
+  /** The document and the changes after `since` (the last `limit` of them when given). */
+  state(docId: string, since?: number, limit?: number): Promise<StateView | null> {
+    return this.read<StateView>(docId, 'state', { ...(since !== undefined ? { since } : {}), ...(limit !== undefined ? { limit } : {}) });
   }
 
   /** Every document `user` may read (null: all), from every group. */

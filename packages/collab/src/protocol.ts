@@ -38,6 +38,11 @@ export const PRESENCE_EXPIRY_MS = 30_000;
 /** Editors of one document; later editors join read-only. */
 export const MAX_EDITORS = 100;
 export const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+/** The owner sends a status frame at least this often; a client hearing nothing for STALE_MS reconnects. */
+export const KEEPALIVE_MS = 1_000;
+export const STALE_MS = 4_000;
+/** A change sent and not acknowledged within this long: the client reconnects (re-sending is safe: op_ids). */
+export const ACK_TIMEOUT_MS = 8_000;
 
 const COLORS = ['#e6194b', '#3cb44b', '#4363d8', '#f58231', '#911eb4', '#46f0f0', '#f032e6', '#bcf60c', '#008080', '#9a6324', '#800000', '#000075'];
 

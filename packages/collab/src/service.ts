@@ -109,6 +109,8 @@ function collabRoutes(service: GroupedServiceContext): void {
       const user = ctx.query.get('user');
       const sinceText = ctx.query.get('since');
       const since = sinceText === null || !/^\d{1,15}$/.test(sinceText) ? null : Number(sinceText);
+      const limitText = ctx.query.get('limit');
+      const limit = limitText === null || !/^\d{1,9}$/.test(limitText) ? null : Number(limitText);
       // Linearizable: an owner loading a document, or a permission check, must see every committed change.
       const answer = await service.call(node, () =>
         node.read((m) => {
@@ -117,8 +119,12 @@ function collabRoutes(service: GroupedServiceContext): void {
           const role = user === null ? null : m.role(doc, user);
           switch (view) {
             case 'state': {
-              const s = m.state(doc, since)!;
-              return { meta, role, owner: m.owner(doc), content: Buffer.from(s.content).toString('base64'), changes: s.changes, log_start: s.log_start, log: m.logInfo(doc) };
+              let s = m.state(doc, since)!;
+              // With a limit, the caller wants the latest changes held even when `since` is older than the hot log.
+              if (s.changes === null && limit !== null) s = m.state(doc, s.log_start)!;
+              // An owner loading a document wants only the latest changes (for reconnects), not 7 days of them.
+              const changes = s.changes !== null && limit !== null ? s.changes.slice(-limit) : s.changes;
+              return { meta, role, owner: m.owner(doc), content: Buffer.from(s.content).toString('base64'), changes, log_start: s.log_start, log: m.logInfo(doc) };
             }
             case 'comments':
               return { meta, role, comments: m.comments(doc) };

@@ -12,7 +12,7 @@ import { Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
 import { atLeast, type ChangeEntry, type ChangeInput, type CollabResult, type Role } from './machine.js';
 import type { LogAccess, StateView } from './log-access.js';
-import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
+import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
 
 /** Committed changes kept in memory for reconnects (older ones are read from the log). */
 const RECENT = 5_000;
@@ -68,7 +68,7 @@ export class DocSession {
 
   /** Loads the document from the log (a linearizable read: every committed change is in it). */
   static async open(docId: string, generation: number, log: LogAccess, maxEditors: number, hooks: SessionHooks): Promise<DocSession | null> {
-    const state = await log.state(docId, 0);
+    const state = await log.state(docId, 0, RECENT);
     if (state === null) return null;
     return new DocSession(docId, generation, log, maxEditors, hooks, state);
   }
@@ -150,6 +150,18 @@ export class DocSession {
     if (!this.conns.has(conn) || conn.presence === null) return;
     conn.presenceSentAt = Date.now();
     this.broadcast(presenceOf(conn), conn);
+  }
+
+  private lastKeepalive = 0;
+
+  /**
+   * A status frame every KEEPALIVE_MS even when nothing happens, so a client notices a dead or paused owner (no
+   * frame for a while) and reconnects elsewhere; browsers cannot send WebSocket pings, so it is a message.
+   */
+  keepalive(now: number): void {
+    if (now - this.lastKeepalive < KEEPALIVE_MS) return;
+    this.lastKeepalive = now;
+    this.broadcast({ type: 'status', state: this.syncing ? 'syncing' : 'live' }, null);
   }
 
   /** Users silent for PRESENCE_EXPIRY_MS are announced gone (their socket stays). */

@@ -133,6 +133,7 @@ export class CollabWorker {
   async housekeeping(now: number, recheck: boolean): Promise<void> {
     for (const s of [...this.sessions.values()]) {
       s.expirePresence(now);
+      s.keepalive(now);
       if (s.idleSince !== null && now - s.idleSince >= this.settings.idleReleaseMs) {
         s.end(CLOSE_MOVING, 'released');
         await this.log.command(s.docId, { op: 'release', doc_id: s.docId, worker: this.options.id, generation: s.generation }).catch(() => undefined);
