@@ -16,7 +16,8 @@ let browser: Browser;
 
 t.before(async () => {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: make test-packages installs Debian's chromium`);
-  cluster = await startCluster('collab', { nodes: 3 });
+  // Permissions re-read every second (10 s by default), so the revocation case is quick.
+  cluster = await startCluster('collab', { nodes: 3, settings: { permission_check_ms: '1000' } });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
 });
 
@@ -170,4 +171,32 @@ t.test('two pages edit one document at once, one offline, both converge', async 
   await until('a fresh page shows the document', async () => ((await text(c)) === final ? true : null), WAIT);
   t.equal(await c.innerHTML('.ql-editor'), htmlA, 'a fresh page renders the same formatted document');
   t.same(errors, [], 'no page errors');
+});
+
+t.test('a viewer\'s page is read-only; a revoked user\'s page closes', async (t) => {
+  const alice = await userToken('alice');
+  const carol = await userToken('carol');
+  const docId = String((await api('POST', '/api/docs', { title: 'viewer test', owner_id: 'alice' }, alice))['doc_id']);
+  await api('PUT', `/api/docs/${docId}/permissions/carol`, { role: 'viewer' });
+  const a = await (await browser.newContext()).newPage();
+  const c = await (await browser.newContext()).newPage();
+  await a.goto(`${cluster.workers[0]!.url}/docs/${docId}?user=alice&token=${encodeURIComponent(alice)}`);
+  await c.goto(`${cluster.workers[1 % cluster.workers.length]!.url}/docs/${docId}?user=carol&token=${encodeURIComponent(carol)}`);
+  await a.waitForSelector('body[data-loaded="true"]', { timeout: WAIT });
+  await c.waitForSelector('body[data-loaded="true"]', { timeout: WAIT });
+  await a.click('.ql-editor');
+  await a.keyboard.type('Only Alice writes here', { delay: 10 });
+  await until('Carol sees Alice\'s words', async () => ((await text(c)) === 'Only Alice writes here' ? true : null), WAIT);
+  t.match(await c.textContent('#status'), /read-only/, 'Carol\'s badge says read-only');
+  t.equal(await c.getAttribute('.ql-editor', 'contenteditable'), 'false', 'Carol\'s editor takes no typing');
+  await c.click('.ql-editor');
+  await c.keyboard.type('carol was here');
+  await c.waitForTimeout(500);
+  t.equal(await text(a), 'Only Alice writes here', 'nothing Carol typed reached Alice');
+
+  // Revoked: Carol's connection is closed with 4003 and her page says so.
+  await api('PUT', `/api/docs/${docId}/permissions/carol`, { role: null });
+  await until('Carol\'s page is closed', async () => ((await state(c)) === 'closed' ? true : null), WAIT);
+  t.match(await c.textContent('#error'), /4003/, 'the page shows why (4003)');
+  t.equal(await c.getAttribute('.ql-editor', 'contenteditable'), 'false', 'the closed editor takes no typing');
 });
