@@ -73,13 +73,27 @@ export function docDelta(doc: Pick<TextModel, 'spans'>): Delta {
   return d;
 }
 
-/** Attribute keys carried by the characters at `index - 1` and `index` (the neighbours of an insert there). */
+/** Attribute keys carried by the characters at `index - 1` and `index` of a document Delta (the editor's content). */
+function neighbourKeysIn(content: Delta, index: number): Set<string> {
+  const keys = new Set<string>();
+  let pos = 0;
+  for (const op of content.ops) {
+    const len = typeof op.insert === 'string' ? op.insert.length : 1;
+    const end = pos + len;
+    // The op covers index-1 or index.
+    if (end > index - 1 && pos <= index) for (const k of Object.keys(op.attributes ?? {})) keys.add(k);
+    if (end > index) break;
+    pos = end;
+  }
+  return keys;
+}
+
+/** The same from the document itself (a walk of its spans), when the editor's content is not at hand. */
 function neighbourKeys(doc: TextModel, index: number): Set<string> {
   const keys = new Set<string>();
   let pos = 0;
   for (const span of doc.spans()) {
     const end = pos + span.text.length;
-    // The span touches index-1 or index.
     if (end > index - 1 && pos <= index) for (const k of Object.keys(span.attrs)) keys.add(k);
     if (end > index) break;
     pos = end;
@@ -89,14 +103,21 @@ function neighbourKeys(doc: TextModel, index: number): Set<string> {
 
 /**
  * Applies one user change (a Quill text-change Delta, against the content `docDelta(doc)` stood for) to the
- * document as local edits (one edit per Delta operation).
+ * document as local edits (one edit per Delta operation). `before` is the editor's content before the change (Quill
+ * hands it to text-change listeners): the neighbours' attributes are read from it, which costs a walk of its ops
+ * instead of the document's spans. Returns true when the document's text may now differ from the editor's (a
+ * newline made for the last line's format, an ignored embed, a clamped range): the caller reconciles at once.
+ * Attribute-only differences (an inline format Quill does not show on a newline) do not shift indexes.
  *
  * Inserted text gets exactly the attributes Quill gave it: a key the neighbours carry that the insert lacks is
  * sent as null, because the CRDT extends an enclosing format over text typed inside it (right for concurrent
  * typing, wrong when the user turned bold off before typing inside bold text).
  */
-export function applyLocalChange(doc: TextModel, change: Delta): void {
+export function applyLocalChange(doc: TextModel, change: Delta, before?: Delta): boolean {
   let index = 0;
+  // Characters inserted minus deleted so far: maps an index of the changing document back into `before`.
+  let shift = 0;
+  let differs = false;
   for (const op of change.ops) {
     if (typeof op.retain === 'number') {
       const attrs = toAttrs(op.attributes);
@@ -108,24 +129,35 @@ export function applyLocalChange(doc: TextModel, change: Delta): void {
           // newline carrying it (null values mean "remove", which a fresh newline needs no help with; inline
           // formats do not apply to a newline).
           const set = Object.fromEntries(Object.entries(attrs).filter(([k, v]) => v !== null && BLOCK_FORMATS.has(k)));
-          if (Object.keys(set).length > 0) doc.insert(doc.length, '\n', set);
+          if (Object.keys(set).length > 0) {
+            doc.insert(doc.length, '\n', set);
+            differs = true;
+          }
         }
       }
       index += op.retain;
     } else if (typeof op.insert === 'string') {
       if (op.insert.length === 0) continue;
       const at = Math.min(index, doc.length);
+      if (at !== index) differs = true;
       const wanted: Record<string, AttrValue> = { ...(toAttrs(op.attributes) ?? {}) };
-      for (const k of neighbourKeys(doc, at)) if (!(k in wanted)) wanted[k] = null;
+      const near = before !== undefined ? neighbourKeysIn(before, at - shift) : neighbourKeys(doc, at);
+      for (const k of near) if (!(k in wanted)) wanted[k] = null;
       doc.insert(at, op.insert, Object.keys(wanted).length > 0 ? wanted : undefined);
       index = at + op.insert.length;
+      shift += op.insert.length;
     } else if (typeof op.delete === 'number') {
       const n = Math.max(0, Math.min(op.delete, doc.length - index));
       if (n > 0) doc.delete(index, n);
+      if (n !== op.delete) differs = true;
+      shift -= n;
+    } else if (op.insert !== undefined) {
+      differs = true;
     }
-    // Embeds (images, formulas) are not enabled in the page's toolbar: an embed insert is ignored, and
+    // Embeds (images, formulas) are not enabled in the page's toolbar: an embed insert is ignored (above), and
     // reconcile takes it out of the editor again.
   }
+  return differs;
 }
 
 /**

@@ -68,6 +68,9 @@ function showStatus(): void {
 
 /** Shows the document's content in the editor, moving only what changed (the local selection is kept). */
 function showDocument(): void {
+  remoteDirty = false;
+  for (const timer of [remoteTimer, idleTimer]) if (timer !== null) clearTimeout(timer);
+  remoteTimer = idleTimer = null;
   if (client === null) return;
   try {
     const fix = reconcile(quill.getContents() as unknown as Delta, client);
@@ -77,6 +80,16 @@ function showDocument(): void {
   }
   quill.enable(!client.readOnly && client.status !== 'closed');
 }
+
+/**
+ * Remote changes reach the screen once a frame, not once a message: showing is a diff of the whole document, so a
+ * burst of keystrokes from many editors costs one diff. Until then the editor lags the document (remoteDirty),
+ * and a local change made meanwhile is transformed over the difference first (see text-change).
+ */
+let remoteDirty = false;
+let remoteTimer: ReturnType<typeof setTimeout> | null = null;
+/** After local typing, when it pauses: the check for a format the document holds and the editor does not show. */
+let idleTimer: ReturnType<typeof setTimeout> | null = null;
 
 function onPresence(p: PresenceEvent): void {
   if (p.user_id === userId) return;
@@ -91,16 +104,31 @@ function onPresence(p: PresenceEvent): void {
   cursors.moveCursor(p.user_id, { index, length });
 }
 
-quill.on('text-change', (change, _old, source) => {
+quill.on('text-change', (change, old, source) => {
   if (source !== 'user' || client === null) return;
+  let local = change as unknown as Delta;
+  let before = old as unknown as Delta;
+  let differs = true;
   try {
-    applyLocalChange(client, change as unknown as Delta);
+    if (remoteDirty) {
+      // The editor did not show the latest remote changes yet: the user's change is against the editor's
+      // content, so move it over what the document has beyond that first (the remote text goes first on a tie).
+      const docNow = docDelta(client);
+      local = before.diff(docNow).transform(local, true);
+      before = docNow;
+    }
+    differs = applyLocalChange(client, local, before) || remoteDirty;
   } catch (e) {
     errorEl.textContent = (e as Error).message;
   }
-  // The document may hold the change differently (a line format on the last line makes a real newline; a
-  // refused edit is not there at all): show what it holds.
-  showDocument();
+  // The document may hold the change differently (a line format on the last line makes a real newline; a refused
+  // edit is not there at all): then show what it holds now. Otherwise the texts agree and only a format Quill
+  // does not show could differ: that is checked when typing pauses.
+  if (differs) showDocument();
+  else {
+    if (idleTimer !== null) clearTimeout(idleTimer);
+    idleTimer = setTimeout(showDocument, 400);
+  }
   showStatus();
 });
 
@@ -120,7 +148,10 @@ async function start(): Promise<void> {
     return;
   }
   client.on('change', ({ remote }) => {
-    if (remote) showDocument();
+    if (remote) {
+      remoteDirty = true;
+      remoteTimer ??= setTimeout(showDocument, 16);
+    }
     showStatus();
   });
   client.on('status', () => {
