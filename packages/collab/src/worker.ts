@@ -208,13 +208,14 @@ export class CollabWorker {
     const conn: Conn = { ws, user: join.user_id, role, readOnly: false, presenceSentAt: 0, presenceTimer: null, presence: null, lastSeen: Date.now() };
     ws.removeAllListeners('message');
     const onMessage = (data: RawData): void => {
-      const message = parseClientMessage(data.toString());
+      const text = data.toString();
+      const message = parseClientMessage(text);
       if (typeof message === 'string') return send(conn, { type: 'error', code: 'invalid_message', message });
       switch (message.type) {
         case 'join':
           return send(conn, { type: 'error', code: 'invalid_message', message: 'already joined' });
         case 'op':
-          return session.submit(conn, message.op_id, message.op, message.parent_revision);
+          return session.submit(conn, message.op_id, message.op, message.parent_revision, text.length);
         case 'presence':
           return session.presence(conn, message.cursor_pos, message.selection ?? null);
         case 'ack':

@@ -475,6 +475,20 @@ t.test('editors beyond the limit join read-only and get a seat when one frees; t
   fourth.insert(0, 'seated');
   await fourth.synced();
   await until('others see it', () => editors[1]!.text() === 'seated');
+  // A change the log refuses (over 100K characters): the client drops it and rebuilds from the server's state.
+  const errors: string[] = [];
+  fourth.on('error', (e) => errors.push(e.code));
+  fourth.insert(0, 'x'.repeat(100_001));
+  await until('refused', () => errors.includes('too_large'));
+  await until('rebuilt from the server', () => {
+    try {
+      return fourth.text() === 'seated';
+    } catch {
+      return false;
+    }
+  });
+  await fourth.synced();
+  t.equal(fourth.pendingCount, 0);
 
   // The op log refuses an append with a generation that is not the owner's.
   const view = await get(`/api/docs/${doc}`);
