@@ -8,9 +8,9 @@
  * apply once) and clients are told `syncing`; if the log says the generation is stale, the document was given to
  * another worker: every client is closed with 1012 and reconnects to the new owner.
  */
-import { Doc, InvalidOpError, type Op } from '@raftkit/crdt';
+import { checkOp, Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
-import { atLeast, type ChangeEntry, type ChangeInput, type CollabResult, type Role } from './machine.js';
+import { atLeast, MAX_OPS_PER_CHANGE, type ChangeEntry, type ChangeInput, type CollabResult, type Role } from './machine.js';
 import type { LogAccess, StateView } from './log-access.js';
 import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
 
@@ -131,6 +131,14 @@ export class DocSession {
   submit(conn: Conn, op_id: string, ops: Op[], parent_revision: number, bytes: number): void {
     if (conn.readOnly) {
       send(conn, { type: 'error', code: 'read_only', message: atLeast(conn.role, 'editor') ? `this document has ${this.maxEditors} active editors: you joined read-only` : `your role (${conn.role}) cannot edit`, op_id });
+      return;
+    }
+    // Shapes checked here too (the log checks again), so a malformed change never reaches a Raft entry.
+    try {
+      if (ops.length === 0 || ops.length > MAX_OPS_PER_CHANGE) throw new Error(`op must be a list of 1..${MAX_OPS_PER_CHANGE} ops`);
+      for (const op of ops) checkOp(op);
+    } catch (error) {
+      send(conn, { type: 'error', code: 'invalid_op', message: (error as Error).message, op_id });
       return;
     }
     if (this.queueBytes + bytes > MAX_QUEUE_BYTES) {

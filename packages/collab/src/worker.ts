@@ -308,10 +308,17 @@ export async function startCollabWorker(options: WorkerOptions): Promise<Running
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   http.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => undefined);
-    const url = new URL(req.url ?? '/', 'http://x');
-    const m = /^\/ws\/docs\/([^/]+)$/.exec(url.pathname);
-    if (m === null) return refuse(socket, 404, 'not_found', 'WebSocket endpoints: /ws/docs/{doc_id}');
-    const docId = decodeURIComponent(m[1]!);
+    let url: URL;
+    let docId: string;
+    try {
+      // Hostile input must not throw out of an event handler (that would end the process): bad URLs are a 400.
+      url = new URL(req.url ?? '/', 'http://x');
+      const m = /^\/ws\/docs\/([^/]+)$/.exec(url.pathname);
+      if (m === null) return refuse(socket, 404, 'not_found', 'WebSocket endpoints: /ws/docs/{doc_id}');
+      docId = decodeURIComponent(m[1]!);
+    } catch {
+      return refuse(socket, 400, 'invalid_url', 'not a valid URL');
+    }
     if (!DOC_ID.test(docId)) return refuse(socket, 400, 'invalid_doc_id', 'a doc_id is 1..64 of A-Z a-z 0-9 _ -');
     const token = upgradeToken(req, url);
     if (token === null) return refuse(socket, 401, 'unauthorized', 'missing token (Authorization: Bearer, or ?token=)');
@@ -321,7 +328,11 @@ export async function startCollabWorker(options: WorkerOptions): Promise<Running
     } catch {
       return refuse(socket, 401, 'unauthorized', 'wrong token');
     }
-    wss.handleUpgrade(req, socket, head, (ws) => worker.handle(ws, req, principal, docId));
+    try {
+      wss.handleUpgrade(req, socket, head, (ws) => worker.handle(ws, req, principal, docId));
+    } catch {
+      refuse(socket, 400, 'invalid_upgrade', 'not a valid WebSocket upgrade');
+    }
   });
 
   let ticks = 0;
