@@ -248,6 +248,8 @@ export class CollabWorker {
           if (upstream.readyState === WebSocket.OPEN) upstream.send(data.toString());
         });
         ws.on('close', () => upstream.close());
+        // The client may have gone while the upstream was opening: its close event has passed already.
+        if (ws.readyState !== WebSocket.OPEN) upstream.close();
       });
       upstream.on('message', (data) => {
         if (ws.readyState === WebSocket.OPEN) ws.send(data.toString());

@@ -154,6 +154,9 @@ t.test('WebSocket upgrade, join and errors', async (t) => {
   t.match(noToken, { status: 401 }, 'no token: 401');
   const wrong = await Raw.open(0, doc, 'client.alice.wrong');
   t.match(wrong, { status: 401 }, 'wrong token: 401');
+  t.match(await Raw.open(0, '%E0%A4%A', alice), { status: 400 }, 'a malformed path: 400');
+  t.match(await Raw.open(0, 'bad!id', alice), { status: 400 }, 'a bad doc id: 400');
+  t.equal((await call(W[0]!, 'GET', '/healthz')).status, 200, 'the worker is fine');
   const missing = await raw(1, 'nosuchdoc', alice);
   missing.send({ type: 'join', user_id: 'alice' });
   t.equal((await missing.waitClosed()).code, 4404, 'no such document: 4404');
