@@ -416,6 +416,9 @@ export class CollabClient {
         if (this.doc === null) {
           this.doc = Doc.decode(bytes, this.clientId);
           this.undoer = new UndoManager(this.doc);
+          // Rebuilt after a refusal: the changes still pending (made under the old client id, before the refused
+          // one) belong in the new replica too; the CRDT ignores those the snapshot already holds.
+          for (const p of this.pending) this.applyRemote(p.ops);
         } else {
           const remote = Doc.decode(bytes, '~snapshot');
           this.applyRemote(remote.opsSince(this.doc.stateVector()));

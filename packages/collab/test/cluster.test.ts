@@ -211,6 +211,13 @@ t.test('WebSocket upgrade, join and errors', async (t) => {
   const p = await a.wait('presence', (m) => m.type === 'presence' && m.user_id === 'alice' && m.cursor === 2);
   t.match(p, { selection: { anchor: 1, head: 2 } });
   t.match(p.color, /^#[0-9a-f]{6}$/);
+  // Throttled: a burst of 20 updates reaches the others as the first and, after ~100 ms, the latest.
+  const before = a.messages.filter((m) => m.type === 'presence').length;
+  for (let i = 10; i < 30; i++) b.send({ type: 'presence', cursor_pos: i });
+  await a.wait('the latest cursor', (m) => m.type === 'presence' && m.cursor === 29);
+  await new Promise((r) => setTimeout(r, 300));
+  const relayed = a.messages.filter((m) => m.type === 'presence').length - before;
+  t.ok(relayed <= 2, `a burst of 20 presence updates relayed as ${relayed} (at most one per 100 ms; the latest wins)`);
   const bad = await raw(0, doc, alice);
   bad.send({ type: 'join', user_id: 'alice' });
   await bad.wait('snapshot', (m) => m.type === 'snapshot');
