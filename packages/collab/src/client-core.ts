@@ -69,6 +69,8 @@ interface Pending {
 }
 
 const FINAL_CODES = new Set([4001, 4003, 4404]);
+/** Error codes that mean the log will never take the change. */
+const REFUSALS = new Set(['invalid_op', 'too_large', 'forbidden', 'read_only']);
 
 export class CollabError extends Error {
   override name = 'CollabError';
@@ -414,6 +416,9 @@ export class CollabClient {
         if (this.doc === null) {
           this.doc = Doc.decode(bytes, this.clientId);
           this.undoer = new UndoManager(this.doc);
+          // Rebuilt after a refusal: the changes still pending (made under the old client id, before the refused
+          // one) belong in the new replica too; the CRDT ignores those the snapshot already holds.
+          for (const p of this.pending) this.applyRemote(p.ops);
         } else {
           const remote = Doc.decode(bytes, '~snapshot');
           this.applyRemote(remote.opsSince(this.doc.stateVector()));
@@ -457,7 +462,8 @@ export class CollabClient {
         return;
       case 'error':
         this.emit('error', { code: m.code, message: m.message, ...(m.op_id !== undefined ? { op_id: m.op_id } : {}) });
-        if (m.op_id !== undefined) this.rejected(m.op_id, m.code);
+        // A refusal drops the change; `busy` (and anything else) leaves it pending: it goes again on reconnect.
+        if (m.op_id !== undefined && REFUSALS.has(m.code)) this.rejected(m.op_id, m.code);
         return;
     }
   }

@@ -8,15 +8,18 @@
  * apply once) and clients are told `syncing`; if the log says the generation is stale, the document was given to
  * another worker: every client is closed with 1012 and reconnects to the new owner.
  */
-import { Doc, InvalidOpError, type Op } from '@raftkit/crdt';
+import { checkOp, Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
-import { atLeast, type ChangeEntry, type ChangeInput, type CollabResult, type Role } from './machine.js';
+import { atLeast, MAX_OPS_PER_CHANGE, type ChangeEntry, type ChangeInput, type CollabResult, type Role } from './machine.js';
 import type { LogAccess, StateView } from './log-access.js';
 import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
 
 /** Committed changes kept in memory for reconnects (older ones are read from the log). */
 const RECENT = 5_000;
 const MAX_BATCH = 200;
+/** Bytes of changes one append entry carries (at least one change), and queued per document before `busy`. */
+const MAX_BATCH_BYTES = 1024 * 1024;
+const MAX_QUEUE_BYTES = 64 * 1024 * 1024;
 
 export interface Conn {
   ws: WebSocket;
@@ -33,6 +36,7 @@ export interface Conn {
 interface Queued {
   conn: Conn;
   change: ChangeInput;
+  bytes: number;
 }
 
 export interface SessionHooks {
@@ -47,6 +51,7 @@ export class DocSession {
   private readonly doc: Doc;
   private recent: ChangeEntry[] = [];
   private queue: Queued[] = [];
+  private queueBytes = 0;
   private inflight = false;
   private ended = false;
   private syncing = false;
@@ -122,12 +127,27 @@ export class DocSession {
     }
   }
 
-  submit(conn: Conn, op_id: string, ops: Op[], parent_revision: number): void {
+  /** `bytes`: the frame's size (what the change weighs in an append entry). */
+  submit(conn: Conn, op_id: string, ops: Op[], parent_revision: number, bytes: number): void {
     if (conn.readOnly) {
       send(conn, { type: 'error', code: 'read_only', message: atLeast(conn.role, 'editor') ? `this document has ${this.maxEditors} active editors: you joined read-only` : `your role (${conn.role}) cannot edit`, op_id });
       return;
     }
-    this.queue.push({ conn, change: { op_id, author: conn.user, ops, parent_revision } });
+    // Shapes checked here too (the log checks again), so a malformed change never reaches a Raft entry.
+    try {
+      if (ops.length === 0 || ops.length > MAX_OPS_PER_CHANGE) throw new Error(`op must be a list of 1..${MAX_OPS_PER_CHANGE} ops`);
+      for (const op of ops) checkOp(op);
+    } catch (error) {
+      send(conn, { type: 'error', code: 'invalid_op', message: (error as Error).message, op_id });
+      return;
+    }
+    if (this.queueBytes + bytes > MAX_QUEUE_BYTES) {
+      // Not a refusal of the change: the client keeps it pending and sends it again (it reconnects when unacked).
+      send(conn, { type: 'error', code: 'busy', message: 'too many changes are waiting for the log; this one was not queued: send it again shortly', op_id });
+      return;
+    }
+    this.queueBytes += bytes;
+    this.queue.push({ conn, change: { op_id, author: conn.user, ops, parent_revision }, bytes });
     void this.pump();
   }
 
@@ -232,7 +252,11 @@ export class DocSession {
   private async pump(): Promise<void> {
     if (this.inflight || this.ended || this.queue.length === 0) return;
     this.inflight = true;
-    const batch = this.queue.splice(0, MAX_BATCH);
+    let n = 0;
+    let size = 0;
+    while (n < this.queue.length && n < MAX_BATCH && (n === 0 || size + this.queue[n]!.bytes <= MAX_BATCH_BYTES)) size += this.queue[n++]!.bytes;
+    const batch = this.queue.splice(0, n);
+    this.queueBytes -= size;
     try {
       for (let attempt = 0; !this.ended; attempt++) {
         let result: CollabResult;

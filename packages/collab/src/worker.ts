@@ -208,13 +208,14 @@ export class CollabWorker {
     const conn: Conn = { ws, user: join.user_id, role, readOnly: false, presenceSentAt: 0, presenceTimer: null, presence: null, lastSeen: Date.now() };
     ws.removeAllListeners('message');
     const onMessage = (data: RawData): void => {
-      const message = parseClientMessage(data.toString());
+      const text = data.toString();
+      const message = parseClientMessage(text);
       if (typeof message === 'string') return send(conn, { type: 'error', code: 'invalid_message', message });
       switch (message.type) {
         case 'join':
           return send(conn, { type: 'error', code: 'invalid_message', message: 'already joined' });
         case 'op':
-          return session.submit(conn, message.op_id, message.op, message.parent_revision);
+          return session.submit(conn, message.op_id, message.op, message.parent_revision, text.length);
         case 'presence':
           return session.presence(conn, message.cursor_pos, message.selection ?? null);
         case 'ack':
@@ -247,6 +248,8 @@ export class CollabWorker {
           if (upstream.readyState === WebSocket.OPEN) upstream.send(data.toString());
         });
         ws.on('close', () => upstream.close());
+        // The client may have gone while the upstream was opening: its close event has passed already.
+        if (ws.readyState !== WebSocket.OPEN) upstream.close();
       });
       upstream.on('message', (data) => {
         if (ws.readyState === WebSocket.OPEN) ws.send(data.toString());
@@ -307,10 +310,17 @@ export async function startCollabWorker(options: WorkerOptions): Promise<Running
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   http.server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => undefined);
-    const url = new URL(req.url ?? '/', 'http://x');
-    const m = /^\/ws\/docs\/([^/]+)$/.exec(url.pathname);
-    if (m === null) return refuse(socket, 404, 'not_found', 'WebSocket endpoints: /ws/docs/{doc_id}');
-    const docId = decodeURIComponent(m[1]!);
+    let url: URL;
+    let docId: string;
+    try {
+      // Hostile input must not throw out of an event handler (that would end the process): bad URLs are a 400.
+      url = new URL(req.url ?? '/', 'http://x');
+      const m = /^\/ws\/docs\/([^/]+)$/.exec(url.pathname);
+      if (m === null) return refuse(socket, 404, 'not_found', 'WebSocket endpoints: /ws/docs/{doc_id}');
+      docId = decodeURIComponent(m[1]!);
+    } catch {
+      return refuse(socket, 400, 'invalid_url', 'not a valid URL');
+    }
     if (!DOC_ID.test(docId)) return refuse(socket, 400, 'invalid_doc_id', 'a doc_id is 1..64 of A-Z a-z 0-9 _ -');
     const token = upgradeToken(req, url);
     if (token === null) return refuse(socket, 401, 'unauthorized', 'missing token (Authorization: Bearer, or ?token=)');
@@ -320,7 +330,11 @@ export async function startCollabWorker(options: WorkerOptions): Promise<Running
     } catch {
       return refuse(socket, 401, 'unauthorized', 'wrong token');
     }
-    wss.handleUpgrade(req, socket, head, (ws) => worker.handle(ws, req, principal, docId));
+    try {
+      wss.handleUpgrade(req, socket, head, (ws) => worker.handle(ws, req, principal, docId));
+    } catch {
+      refuse(socket, 400, 'invalid_upgrade', 'not a valid WebSocket upgrade');
+    }
   });
 
   let ticks = 0;

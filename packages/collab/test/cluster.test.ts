@@ -154,6 +154,9 @@ t.test('WebSocket upgrade, join and errors', async (t) => {
   t.match(noToken, { status: 401 }, 'no token: 401');
   const wrong = await Raw.open(0, doc, 'client.alice.wrong');
   t.match(wrong, { status: 401 }, 'wrong token: 401');
+  t.match(await Raw.open(0, '%E0%A4%A', alice), { status: 400 }, 'a malformed path: 400');
+  t.match(await Raw.open(0, 'bad!id', alice), { status: 400 }, 'a bad doc id: 400');
+  t.equal((await call(W[0]!, 'GET', '/healthz')).status, 200, 'the worker is fine');
   const missing = await raw(1, 'nosuchdoc', alice);
   missing.send({ type: 'join', user_id: 'alice' });
   t.equal((await missing.waitClosed()).code, 4404, 'no such document: 4404');
@@ -208,6 +211,13 @@ t.test('WebSocket upgrade, join and errors', async (t) => {
   const p = await a.wait('presence', (m) => m.type === 'presence' && m.user_id === 'alice' && m.cursor === 2);
   t.match(p, { selection: { anchor: 1, head: 2 } });
   t.match(p.color, /^#[0-9a-f]{6}$/);
+  // Throttled: a burst of 20 updates reaches the others as the first and, after ~100 ms, the latest.
+  const before = a.messages.filter((m) => m.type === 'presence').length;
+  for (let i = 10; i < 30; i++) b.send({ type: 'presence', cursor_pos: i });
+  await a.wait('the latest cursor', (m) => m.type === 'presence' && m.cursor === 29);
+  await new Promise((r) => setTimeout(r, 300));
+  const relayed = a.messages.filter((m) => m.type === 'presence').length - before;
+  t.ok(relayed <= 2, `a burst of 20 presence updates relayed as ${relayed} (at most one per 100 ms; the latest wins)`);
   const bad = await raw(0, doc, alice);
   bad.send({ type: 'join', user_id: 'alice' });
   await bad.wait('snapshot', (m) => m.type === 'snapshot');
@@ -475,6 +485,20 @@ t.test('editors beyond the limit join read-only and get a seat when one frees; t
   fourth.insert(0, 'seated');
   await fourth.synced();
   await until('others see it', () => editors[1]!.text() === 'seated');
+  // A change the log refuses (over 100K characters): the client drops it and rebuilds from the server's state.
+  const errors: string[] = [];
+  fourth.on('error', (e) => errors.push(e.code));
+  fourth.insert(0, 'x'.repeat(100_001));
+  await until('refused', () => errors.includes('too_large'));
+  await until('rebuilt from the server', () => {
+    try {
+      return fourth.text() === 'seated';
+    } catch {
+      return false;
+    }
+  });
+  await fourth.synced();
+  t.equal(fourth.pendingCount, 0);
 
   // The op log refuses an append with a generation that is not the owner's.
   const view = await get(`/api/docs/${doc}`);
