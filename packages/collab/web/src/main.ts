@@ -68,9 +68,8 @@ function showStatus(): void {
 
 /** Shows the document's content in the editor, moving only what changed (the local selection is kept). */
 function showDocument(): void {
-  remoteDirty = false;
-  for (const timer of [remoteTimer, idleTimer]) if (timer !== null) clearTimeout(timer);
-  remoteTimer = idleTimer = null;
+  if (idleTimer !== null) clearTimeout(idleTimer);
+  idleTimer = null;
   if (client === null) return;
   try {
     const fix = reconcile(quill.getContents() as unknown as Delta, client);
@@ -81,13 +80,6 @@ function showDocument(): void {
   quill.enable(!client.readOnly && client.status !== 'closed');
 }
 
-/**
- * Remote changes reach the screen once a frame, not once a message: showing is a diff of the whole document, so a
- * burst of keystrokes from many editors costs one diff. Until then the editor lags the document (remoteDirty),
- * and a local change made meanwhile is transformed over the difference first (see text-change).
- */
-let remoteDirty = false;
-let remoteTimer: ReturnType<typeof setTimeout> | null = null;
 /** After local typing, when it pauses: the check for a format the document holds and the editor does not show. */
 let idleTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -106,18 +98,9 @@ function onPresence(p: PresenceEvent): void {
 
 quill.on('text-change', (change, old, source) => {
   if (source !== 'user' || client === null) return;
-  let local = change as unknown as Delta;
-  let before = old as unknown as Delta;
   let differs = true;
   try {
-    if (remoteDirty) {
-      // The editor did not show the latest remote changes yet: the user's change is against the editor's
-      // content, so move it over what the document has beyond that first (the remote text goes first on a tie).
-      const docNow = docDelta(client);
-      local = before.diff(docNow).transform(local, true);
-      before = docNow;
-    }
-    differs = applyLocalChange(client, local, before) || remoteDirty;
+    differs = applyLocalChange(client, change as unknown as Delta, old as unknown as Delta);
   } catch (e) {
     errorEl.textContent = (e as Error).message;
   }
@@ -148,10 +131,8 @@ async function start(): Promise<void> {
     return;
   }
   client.on('change', ({ remote }) => {
-    if (remote) {
-      remoteDirty = true;
-      remoteTimer ??= setTimeout(showDocument, 16);
-    }
+    // Shown at once: a local change is applied at the editor's index, which must be the document's.
+    if (remote) showDocument();
     showStatus();
   });
   client.on('status', () => {

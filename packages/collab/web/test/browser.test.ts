@@ -90,10 +90,14 @@ t.test('two pages edit one document at once, one offline, both converge', async 
   await a.click('.ql-editor');
   await b.click('.ql-editor');
   await Promise.all([a.keyboard.type('Hello from Alice', { delay: 15 }), b.keyboard.type('Bob here', { delay: 15 })]);
+  let seen: string[] = [];
   await until('both pages show both lines', async () => {
     const [ta, tb] = [await text(a), await text(b)];
+    seen = [ta, tb, await a.textContent('.ql-editor') ?? '', await b.textContent('.ql-editor') ?? ''];
     return ta === tb && ta.includes('Hello from Alice') && ta.includes('Bob here') ? ta : null;
-  }, WAIT);
+  }, WAIT).catch((e: Error) => {
+    throw new Error(`${e.message}; documents and editors: ${JSON.stringify(seen)}`);
+  });
   // No interleaving: each run of typing stays whole.
   const together = await text(a);
   t.ok(together === 'Hello from AliceBob here' || together === 'Bob hereHello from Alice', `runs typed at one place stay whole: ${JSON.stringify(together)}`);
