@@ -6,8 +6,8 @@
  *
  * Each client is a CollabClient (as programs use it) on one document, connected to worker `i mod 3` and failing
  * over to the others. A client types tokens `[c<i>.<n>]` at token boundaries (never inside another token, so a
- * token stays one run: Fugue keeps concurrent runs apart), deletes one of its own tokens now and then, and bolds
- * or unbolds one of its own tokens. An operation is `ok` once the client is synced (every change it made is
+ * token stays one run: Fugue keeps concurrent runs apart), a tenth of them offline (it goes offline, types, comes
+ * back 0.2-1 s later), deletes one of its own tokens now and then, and bolds or unbolds one of its own tokens. An operation is `ok` once the client is synced (every change it made is
  * acknowledged by the owner, so committed in the Raft log) and its own replica shows the effect; otherwise it is
  * `info` (unknown: the change stays queued and may commit later).
  *
@@ -39,9 +39,11 @@ export interface CollabOptions {
   /** Shares of the clients' operations besides typing. */
   deleteShare: number;
   formatShare: number;
+  /** Share of typing done offline: the client goes offline, types, waits 0.2-1 s, comes back and syncs. */
+  offlineShare: number;
 }
 
-export const DEFAULT_COLLAB_OPTIONS: CollabOptions = { workers: 3, workerFaultEveryMs: 4_000, deleteShare: 0.15, formatShare: 0.15 };
+export const DEFAULT_COLLAB_OPTIONS: CollabOptions = { workers: 3, workerFaultEveryMs: 4_000, deleteShare: 0.15, formatShare: 0.15, offlineShare: 0.1 };
 
 const TOKEN = /\[c\d+\.\d+\]/g;
 
@@ -88,7 +90,7 @@ export class CollabWorkload implements Workload {
   constructor(private readonly options: CollabOptions = DEFAULT_COLLAB_OPTIONS) {}
 
   describe(): string {
-    return `clients typing tokens into one document through CollabClient (deletes ${this.options.deleteShare * 100}%, formats ${this.options.formatShare * 100}%), ${this.options.workers} workers killed or paused every ~${this.options.workerFaultEveryMs / 1000}s`;
+    return `clients typing tokens into one document through CollabClient (deletes ${this.options.deleteShare * 100}%, formats ${this.options.formatShare * 100}%, ${this.options.offlineShare * 100}% of typing offline), ${this.options.workers} workers killed or paused every ~${this.options.workerFaultEveryMs / 1000}s`;
   }
 
   // ---- the service's workers
@@ -299,8 +301,16 @@ export class CollabWorkload implements Workload {
           const spots = boundaries(text);
           const at = spots[ctx.rng.int(0, spots.length - 1)]!;
           mine.push(tok);
-          await ctx.perform({ f: 'type', key: tok, value: { client: user, token: tok, at } }, async () => {
+          const offline = ctx.rng.chance(this.options.offlineShare);
+          const awayMs = ctx.rng.between(200, 1_000);
+          await ctx.perform({ f: 'type', key: tok, value: { client: user, token: tok, at, ...(offline ? { offline: true } : {}) } }, async () => {
+            // Offline: the change is made locally, kept while away, and sent on reconnect (join with since_revision).
+            if (offline) c.offline();
             c.insert(at, tok);
+            if (offline) {
+              await ctx.sleep(awayMs);
+              c.online();
+            }
             return settle(c, () => c.text().includes(tok), 'the token is missing');
           });
         }
