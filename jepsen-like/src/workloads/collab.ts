@@ -152,7 +152,10 @@ export class CollabWorkload implements Workload {
 
   /** One worker at a time: killed (restarted 1-3 s later) or paused (resumed 1-3 s later). */
   private async runChaos(ctx: FinalContext): Promise<void> {
-    const rng = Rng.derive(this.procs.length * 7919 + this.options.workerFaultEveryMs, 'collab-worker-faults');
+    // The run's --seed draws these faults too (the workload is not handed the seed: read from the command line).
+    const i = process.argv.indexOf('--seed');
+    const seed = i >= 0 && Number.isSafeInteger(Number(process.argv[i + 1])) ? Number(process.argv[i + 1]) : 1;
+    const rng = Rng.derive(seed, 'collab-worker-faults');
     while (!this.stopChaos) {
       await sleep(rng.between(this.options.workerFaultEveryMs / 2, (this.options.workerFaultEveryMs * 3) / 2));
       if (this.stopChaos) break;
