@@ -16,6 +16,7 @@ install: node_modules/.installed
 
 build: install
 	npx tsc -b
+	node packages/collab/web/build.mjs
 
 TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 
@@ -32,16 +33,17 @@ test: build test-packages
 	node jepsen-like/bin/jepsen-like.js run --service lock --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-lock
 	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-shortlink
 	node jepsen-like/bin/jepsen-like.js run --service log --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-log
+	node jepsen-like/bin/jepsen-like.js run --service collab --time 20 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-collab
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
 	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
-	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 4 jepsen-like smoke runs"; \
-	echo "total: $$((tap + seeds + caught + 4)) passed, 0 failed"
+	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 5 jepsen-like smoke runs"; \
+	echo "total: $$((tap + seeds + caught + 5)) passed, 0 failed"
 
 # The benchmark peers' own tests run real nginx and redis-server, and the Raft TLS test makes its certificates with
 # openssl (Debian packages): installed here, once, when missing, rather than by test files racing for apt's lock.
 test-packages:
-	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server
+	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server chromium:/usr/bin/chromium
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
@@ -62,7 +64,7 @@ down:
 JEPSEN_TIME ?= 180
 JEPSEN_SEED ?= 1
 JEPSEN_OUT ?= jepsen-out
-JEPSEN_WORKLOADS ?= kv lock shortlink log
+JEPSEN_WORKLOADS ?= kv lock shortlink log collab
 JEPSEN_NEMESES ?= partition kill pause packet clock partition,kill,pause,packet,clock
 
 jepsen: build
@@ -82,6 +84,7 @@ bench: build
 	npx bench ratelimit --vs redis --duration 10 --concurrency 64 --rounds 3
 	npx bench groups --duration 10 --concurrency 256
 	npx bench log --vs jetstream --duration 10 --concurrency 64 --rounds 3
+	npx bench collab --vs y-websocket
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist

@@ -1,6 +1,7 @@
 /** The services a cluster can run, by name. Each later service adds one line here. */
 import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@raftkit/http';
 import { kvService } from '@raftkit/kv';
+import { createCollabService } from '@raftkit/collab';
 import { createLogService } from '@raftkit/log';
 import { lockService } from '@raftkit/lock';
 import { ratelimitService } from '@raftkit/ratelimit';
@@ -29,6 +30,7 @@ export const services: Record<string, HostedService> = {
   ratelimit: hosted(ratelimitService),
   shortlink: hosted(shortlinkService),
   log: grouped(createLogService),
+  collab: grouped(createCollabService),
 };
 
 export function serviceNames(): string[] {

@@ -172,6 +172,11 @@ const cases: ServiceCase[] = [
     workers: 'stream=1,analytics=1,app=1',
     write: (c) => call(c.role('app')[0]!.url, 'POST', '/api/urls', { token: c.token, body: { long_url: 'https://example.com/after-attack' } }),
   },
+  {
+    service: 'collab',
+    workers: 'worker=1',
+    write: (c) => call(c.role('worker')[0]!.url, 'POST', '/api/docs', { token: c.token, body: { title: 'after attack', owner_id: 'alice' } }),
+  },
 ];
 
 for (const sc of cases) {

@@ -245,6 +245,49 @@ export class Doc {
     return [op];
   }
 
+  // ---------------------------------------------------------------- lookups (undo, comments, cursors)
+
+  /** The id of the visible character at `index` (0 <= index < length). */
+  charId(index: number): Id {
+    this.checkRange(index, 1);
+    return this.idAt(index);
+  }
+
+  /**
+   * Where character `id` is: its visible index and whether it is visible; a deleted character reports the index the
+   * next visible character has (where text re-inserted in its place goes). Null for an id this replica does not
+   * hold as an inserted character. Ids survive concurrent edits, so undo and comments anchor on them, not indexes.
+   */
+  indexOf(id: Id): { index: number; visible: boolean } | null {
+    if (!this.has(id) || !this.chars(id, 1)) return null;
+    const it = this.findRun(id);
+    let before = 0;
+    for (const c of this.items.chunks) {
+      if (c === it.chunk) break;
+      before += c.vis;
+    }
+    for (const e of it.chunk!.entries) {
+      if (e === it) break;
+      before += e.vis();
+    }
+    return it.deleted ? { index: before, visible: false } : { index: before + id[1] - it.seq, visible: true };
+  }
+
+  /** The visible text from `index`, `length` code units, as spans with their attributes (null values left out). */
+  slice(index: number, length: number): Span[] {
+    this.checkRange(index, length);
+    const out: Span[] = [];
+    let pos = 0;
+    for (const span of this.spans()) {
+      const from = Math.max(index, pos);
+      const to = Math.min(index + length, pos + span.text.length);
+      if (from < to) out.push({ text: span.text.slice(from - pos, to - pos), attrs: span.attrs });
+      pos += span.text.length;
+      if (pos >= index + length) break;
+    }
+    return out;
+  }
+
   // ---------------------------------------------------------------- remote ops
 
   /** Applies ops from any replica in any order, any number of times; ops whose dependencies are missing wait. */

@@ -1,0 +1,336 @@
+/**
+ * One document owned by this worker: the CRDT replica rebuilt from the op log, the clients connected to it (directly
+ * or through another worker's proxy), the queue of their changes, presence, and the permission re-check.
+ *
+ * Changes are committed in order, in batches: while one append entry is in flight, the changes that arrive queue,
+ * and go together in the next entry. A change is acknowledged to its author only when its entry is committed, and
+ * broadcast to the others then. If the log cannot be reached, the batch is retried as is (op_ids make the retry
+ * apply once) and clients are told `syncing`; if the log says the generation is stale, the document was given to
+ * another worker: every client is closed with 1012 and reconnects to the new owner.
+ */
+import { checkOp, Doc, InvalidOpError, type Op } from '@raftkit/crdt';
+import type { WebSocket } from 'ws';
+import { atLeast, MAX_OPS_PER_CHANGE, type ChangeEntry, type ChangeInput, type CollabResult, type Role } from './machine.js';
+import type { LogAccess, StateView } from './log-access.js';
+import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
+
+/** Committed changes kept in memory for reconnects (older ones are read from the log). */
+const RECENT = 5_000;
+const MAX_BATCH = 200;
+/** Bytes of changes one append entry carries (at least one change), and queued per document before `busy`. */
+const MAX_BATCH_BYTES = 1024 * 1024;
+const MAX_QUEUE_BYTES = 64 * 1024 * 1024;
+
+export interface Conn {
+  ws: WebSocket;
+  user: string;
+  role: Role;
+  readOnly: boolean;
+  /** Presence: last sent, the latest waiting for the throttle, when last heard. */
+  presenceSentAt: number;
+  presenceTimer: NodeJS.Timeout | null;
+  presence: { cursor: number | null; selection: Selection | null } | null;
+  lastSeen: number;
+}
+
+interface Queued {
+  conn: Conn;
+  change: ChangeInput;
+  bytes: number;
+}
+
+export interface SessionHooks {
+  /** The session is over (lost, released or failed): forget it. */
+  ended(session: DocSession): void;
+  log(level: 'info' | 'warn', message: string, fields?: Record<string, unknown>): void;
+}
+
+export class DocSession {
+  readonly conns = new Set<Conn>();
+  revision: number;
+  private readonly doc: Doc;
+  private recent: ChangeEntry[] = [];
+  private queue: Queued[] = [];
+  private queueBytes = 0;
+  private inflight = false;
+  private ended = false;
+  private syncing = false;
+  /** When the last client left (for idle release), or null while clients are connected. */
+  idleSince: number | null = Date.now();
+
+  private constructor(
+    readonly docId: string,
+    readonly generation: number,
+    private readonly log: LogAccess,
+    private readonly maxEditors: number,
+    private readonly hooks: SessionHooks,
+    state: StateView,
+  ) {
+    this.doc = Doc.decode(Buffer.from(state.content, 'base64'), `~worker`);
+    this.revision = state.meta.revision;
+    if (state.changes !== null) this.recent = state.changes.slice(-RECENT);
+  }
+
+  /** Loads the document from the log (a linearizable read: every committed change is in it). */
+  static async open(docId: string, generation: number, log: LogAccess, maxEditors: number, hooks: SessionHooks): Promise<DocSession | null> {
+    const state = await log.state(docId, 0, RECENT);
+    if (state === null) return null;
+    return new DocSession(docId, generation, log, maxEditors, hooks, state);
+  }
+
+  get isEnded(): boolean {
+    return this.ended;
+  }
+
+  get editors(): number {
+    let n = 0;
+    for (const c of this.conns) if (!c.readOnly && c.role === 'editor') n++;
+    return n;
+  }
+
+  text(): string {
+    return this.doc.text();
+  }
+
+  /** Serves a joining client: snapshot, the changes after `since` it may lack, then live. */
+  join(conn: Conn, since: number | undefined): void {
+    conn.readOnly = !atLeast(conn.role, 'editor') || this.editors >= this.maxEditors;
+    this.conns.add(conn);
+    this.idleSince = null;
+    send(conn, { type: 'snapshot', revision: this.revision, content: Buffer.from(this.doc.encode()).toString('base64'), read_only: conn.readOnly, role: conn.role });
+    if (since !== undefined && since < this.revision && this.recent.length > 0 && this.recent[0]!.revision <= since + 1) {
+      // The changes since: a CRDT ignores what the snapshot already holds, and the client learns their op_ids
+      // (its own among them are acknowledged that way).
+      for (const e of this.recent) if (e.revision > since) send(conn, { type: 'op', op_id: e.op_id, op: e.ops, revision: e.revision, author: e.author });
+    }
+    send(conn, { type: 'status', state: this.syncing ? 'syncing' : 'live' });
+    // Everyone already here is shown to the newcomer.
+    for (const other of this.conns) {
+      if (other !== conn && other.presence !== null) send(conn, presenceOf(other));
+    }
+  }
+
+  leave(conn: Conn): void {
+    if (!this.conns.delete(conn)) return;
+    if (conn.presenceTimer !== null) clearTimeout(conn.presenceTimer);
+    if (![...this.conns].some((c) => c.user === conn.user)) this.broadcast({ type: 'presence', user_id: conn.user, cursor: null, color: colorOf(conn.user) }, conn);
+    if (this.conns.size === 0) this.idleSince = Date.now();
+    // An editor's seat freed: the longest-waiting editor who joined read-only gets it (a fresh snapshot says so).
+    if (!conn.readOnly && conn.role === 'editor') {
+      for (const c of this.conns) {
+        if (c.readOnly && c.role === 'editor' && this.editors < this.maxEditors) {
+          c.readOnly = false;
+          send(c, { type: 'snapshot', revision: this.revision, content: Buffer.from(this.doc.encode()).toString('base64'), read_only: false, role: c.role });
+          break;
+        }
+      }
+    }
+  }
+
+  /** `bytes`: the frame's size (what the change weighs in an append entry). */
+  submit(conn: Conn, op_id: string, ops: Op[], parent_revision: number, bytes: number): void {
+    if (conn.readOnly) {
+      send(conn, { type: 'error', code: 'read_only', message: atLeast(conn.role, 'editor') ? `this document has ${this.maxEditors} active editors: you joined read-only` : `your role (${conn.role}) cannot edit`, op_id });
+      return;
+    }
+    // Shapes checked here too (the log checks again), so a malformed change never reaches a Raft entry.
+    try {
+      if (ops.length === 0 || ops.length > MAX_OPS_PER_CHANGE) throw new Error(`op must be a list of 1..${MAX_OPS_PER_CHANGE} ops`);
+      for (const op of ops) checkOp(op);
+    } catch (error) {
+      send(conn, { type: 'error', code: 'invalid_op', message: (error as Error).message, op_id });
+      return;
+    }
+    if (this.queueBytes + bytes > MAX_QUEUE_BYTES) {
+      // Not a refusal of the change: the client keeps it pending and sends it again (it reconnects when unacked).
+      send(conn, { type: 'error', code: 'busy', message: 'too many changes are waiting for the log; this one was not queued: send it again shortly', op_id });
+      return;
+    }
+    this.queueBytes += bytes;
+    this.queue.push({ conn, change: { op_id, author: conn.user, ops, parent_revision }, bytes });
+    void this.pump();
+  }
+
+  presence(conn: Conn, cursor: number | null, selection: Selection | null): void {
+    conn.lastSeen = Date.now();
+    conn.presence = { cursor, selection };
+    // Throttled, lossy: at most one update per PRESENCE_THROTTLE_MS per client; the latest one wins.
+    const wait = conn.presenceSentAt + PRESENCE_THROTTLE_MS - Date.now();
+    if (wait > 0) {
+      conn.presenceTimer ??= setTimeout(() => {
+        conn.presenceTimer = null;
+        this.flushPresence(conn);
+      }, wait);
+      return;
+    }
+    this.flushPresence(conn);
+  }
+
+  private flushPresence(conn: Conn): void {
+    if (!this.conns.has(conn) || conn.presence === null) return;
+    conn.presenceSentAt = Date.now();
+    this.broadcast(presenceOf(conn), conn);
+  }
+
+  private lastKeepalive = 0;
+
+  /**
+   * A status frame every KEEPALIVE_MS even when nothing happens, so a client notices a dead or paused owner (no
+   * frame for a while) and reconnects elsewhere; browsers cannot send WebSocket pings, so it is a message.
+   */
+  keepalive(now: number): void {
+    if (now - this.lastKeepalive < KEEPALIVE_MS) return;
+    this.lastKeepalive = now;
+    this.broadcast({ type: 'status', state: this.syncing ? 'syncing' : 'live' }, null);
+  }
+
+  /** Users silent for PRESENCE_EXPIRY_MS are announced gone (their socket stays). */
+  expirePresence(now: number): void {
+    for (const c of this.conns) {
+      if (c.presence !== null && c.presence.cursor !== null && now - c.lastSeen > PRESENCE_EXPIRY_MS) {
+        c.presence = null;
+        this.broadcast({ type: 'presence', user_id: c.user, cursor: null, color: colorOf(c.user) }, c);
+      }
+    }
+  }
+
+  /** Re-reads permissions: a revoked user is closed (4003); a demoted one becomes read-only. */
+  async recheck(): Promise<void> {
+    if (this.conns.size === 0) return;
+    const view = await this.log.meta(this.docId);
+    if (view === null) {
+      this.end(CLOSE_NO_DOC, 'the document is gone');
+      return;
+    }
+    const roles = new Map(view.permissions.map((p) => [p.user, p.role]));
+    for (const c of [...this.conns]) {
+      const role = roles.get(c.user) ?? null;
+      if (role === null) {
+        send(c, { type: 'error', code: 'forbidden', message: 'your access to this document was revoked' });
+        this.leave(c);
+        c.ws.close(CLOSE_REVOKED, 'permission revoked');
+        continue;
+      }
+      c.role = role;
+      if (!atLeast(role, 'editor')) c.readOnly = true;
+    }
+  }
+
+  /** Another writer (a restore) appended: catch up and broadcast. */
+  async catchUp(): Promise<void> {
+    const state = await this.log.state(this.docId, this.revision);
+    if (state === null) return;
+    this.absorb(state.changes, state);
+  }
+
+  /** Applies committed changes this replica lacks (revisions after this.revision), broadcasting them. */
+  private absorb(changes: ChangeEntry[] | null, state: StateView): void {
+    if (changes === null) {
+      // Older than the hot log (cannot happen while we own it): start over from the document itself.
+      this.end(CLOSE_MOVING, 'resynchronising');
+      return;
+    }
+    for (const e of changes) {
+      if (e.revision <= this.revision) continue;
+      this.applyCommitted(e, null);
+    }
+    this.revision = Math.max(this.revision, state.meta.revision);
+  }
+
+  private applyCommitted(e: ChangeEntry, author: Conn | null): void {
+    try {
+      this.doc.apply(e.ops);
+    } catch (error) {
+      if (!(error instanceof InvalidOpError)) throw error;
+    }
+    this.revision = e.revision;
+    this.recent.push(e);
+    if (this.recent.length > RECENT * 2) this.recent = this.recent.slice(-RECENT);
+    this.broadcast({ type: 'op', op_id: e.op_id, op: e.ops, revision: e.revision, author: e.author }, author);
+  }
+
+  private async pump(): Promise<void> {
+    if (this.inflight || this.ended || this.queue.length === 0) return;
+    this.inflight = true;
+    let n = 0;
+    let size = 0;
+    while (n < this.queue.length && n < MAX_BATCH && (n === 0 || size + this.queue[n]!.bytes <= MAX_BATCH_BYTES)) size += this.queue[n++]!.bytes;
+    const batch = this.queue.splice(0, n);
+    this.queueBytes -= size;
+    try {
+      for (let attempt = 0; !this.ended; attempt++) {
+        let result: CollabResult;
+        try {
+          result = await this.log.command(this.docId, { op: 'append', doc_id: this.docId, generation: this.generation, changes: batch.map((q) => q.change) });
+        } catch (error) {
+          // The log is unreachable (no quorum, no leader): clients see syncing and keep their ops; same batch again.
+          this.setSyncing(true);
+          this.hooks.log('warn', 'append failed; retrying', { doc: this.docId, error: String((error as Error).message ?? error) });
+          await new Promise((r) => setTimeout(r, Math.min(2000, 200 * (attempt + 1))));
+          continue;
+        }
+        this.setSyncing(false);
+        if (!result.ok) {
+          this.end(result.code === 'no_such_doc' ? CLOSE_NO_DOC : CLOSE_MOVING, result.message);
+          return;
+        }
+        if (result.op !== 'append') throw new Error('unexpected append result');
+        if (result.base !== this.revision) {
+          // Something else was committed (a restore, or a partly invalid change): read it first, in order.
+          const state = await this.log.state(this.docId, this.revision);
+          if (state !== null) {
+            const missing = (state.changes ?? []).filter((e) => e.revision <= result.base);
+            this.absorb(missing, { ...state, meta: { ...state.meta, revision: result.base } });
+          }
+        }
+        result.results.forEach((r, i) => {
+          const { conn, change } = batch[i]!;
+          if (!r.ok) {
+            send(conn, { type: 'error', code: r.code, message: r.message, op_id: r.op_id });
+            return;
+          }
+          if (!r.duplicate) this.applyCommitted({ revision: r.revision, op_id: r.op_id, author: change.author, ops: change.ops, parent_revision: change.parent_revision, time: Date.now() }, conn);
+          send(conn, { type: 'ack', op_id: r.op_id, revision: r.revision });
+        });
+        return;
+      }
+    } finally {
+      this.inflight = false;
+      if (!this.ended && this.queue.length > 0) void this.pump();
+    }
+  }
+
+  private setSyncing(on: boolean): void {
+    if (this.syncing === on) return;
+    this.syncing = on;
+    this.broadcast({ type: 'status', state: on ? 'syncing' : 'live' }, null);
+  }
+
+  /** Ends the session: every client is closed with `code` (1012: reconnect, the document moves). */
+  end(code: number, reason: string): void {
+    if (this.ended) return;
+    this.ended = true;
+    for (const c of this.conns) {
+      if (c.presenceTimer !== null) clearTimeout(c.presenceTimer);
+      if (code === CLOSE_MOVING) send(c, { type: 'status', state: 'syncing' });
+      c.ws.close(code, reason.slice(0, 120));
+    }
+    this.conns.clear();
+    this.queue = [];
+    this.hooks.ended(this);
+  }
+
+  broadcast(message: ServerMessage, except: Conn | null): void {
+    const text = JSON.stringify(message);
+    for (const c of this.conns) if (c !== except && c.ws.readyState === 1) c.ws.send(text);
+  }
+}
+
+function presenceOf(c: Conn): ServerMessage {
+  const p = c.presence!;
+  return { type: 'presence', user_id: c.user, cursor: p.cursor, ...(p.selection !== null ? { selection: p.selection } : {}), color: colorOf(c.user) };
+}
+
+export function send(conn: Conn, message: ServerMessage): void {
+  if (conn.ws.readyState === 1) conn.ws.send(JSON.stringify(message));
+}

@@ -1,0 +1,526 @@
+/**
+ * The editor on real processes: `cluster up --service collab` (5 op-log members, 3 workers), one cluster for every
+ * case of this file, real sockets and LevelDB. Faults through the cluster CLI (kill -9 a worker, kill the op-log
+ * leader). Waits are generous and nothing asserts speed: the machine is shared and slow.
+ */
+import t from 'tap';
+import WebSocket from 'ws';
+import { call, startCluster, until } from '@raftkit/testkit';
+import { hashSlot } from '@raftkit/http';
+import { CollabClient, DEFAULT_GROUPS, groupName, slotsOf } from '../src/index.js';
+
+const cluster = await startCluster('collab', { settings: { permission_check_ms: '1000', idle_release_ms: '3000', max_editors: '3' } });
+t.teardown(() => cluster.down());
+const token = cluster.token;
+const workers = cluster.role('worker');
+const W = workers.map((w) => w.url);
+const clients: CollabClient[] = [];
+t.teardown(() => {
+  for (const c of clients) c.close();
+});
+
+async function userToken(user: string): Promise<string> {
+  const r = await call(W[0]!, 'POST', '/api/collab/users', { token, body: { user_id: user } });
+  if (r.status !== 200) throw new Error(`user ${user}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.user_token as string;
+}
+
+async function newDoc(owner: string, ownerToken: string, template?: string): Promise<string> {
+  const r = await call(W[0]!, 'POST', '/api/docs', { token: ownerToken, body: { title: 'a doc', owner_id: owner, ...(template !== undefined ? { template } : {}) }, timeoutMs: 60_000 });
+  if (r.status !== 201) throw new Error(`create: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.doc_id as string;
+}
+
+async function connect(worker: number, docId: string, user: string, userTok: string): Promise<CollabClient> {
+  const c = await CollabClient.connect({ url: W[worker]!, docId, userId: user, token: userTok, connectTimeoutMs: 60_000 });
+  clients.push(c);
+  return c;
+}
+
+/** A GET answered by the first worker that answers (one may have been killed). */
+async function get(path: string): Promise<Record<string, unknown>> {
+  for (const w of W) {
+    const r = await call(w, 'GET', path, { token, timeoutMs: 5_000 }).catch(() => null);
+    if (r !== null && r.status === 200) return r.body;
+  }
+  throw new Error(`no worker answered GET ${path}`);
+}
+
+async function serverText(docId: string): Promise<string> {
+  const r = { status: 200, body: await get(`/api/docs/${docId}/text`) };
+  if (r.status !== 200) throw new Error(`text: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.text as string;
+}
+
+/** A raw socket recording every server message, for protocol-level cases. */
+class Raw {
+  readonly messages: Array<Record<string, unknown>> = [];
+  closed: { code: number; reason: string } | null = null;
+  private constructor(readonly ws: WebSocket) {
+    ws.on('message', (d) => this.messages.push(JSON.parse(d.toString()) as Record<string, unknown>));
+    ws.on('close', (code, reason) => (this.closed = { code, reason: reason.toString() }));
+  }
+
+  static open(worker: number, docId: string, tok: string | null, viaQuery = false): Promise<Raw | { status: number; body: string }> {
+    const base = `${W[worker]!.replace('http', 'ws')}/ws/docs/${docId}`;
+    const ws = new WebSocket(viaQuery && tok !== null ? `${base}?token=${encodeURIComponent(tok)}` : base, !viaQuery && tok !== null ? { headers: { authorization: `Bearer ${tok}` } } : {});
+    return new Promise((resolve) => {
+      ws.on('open', () => resolve(new Raw(ws)));
+      ws.on('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      });
+      ws.on('error', () => undefined);
+    });
+  }
+
+  send(m: unknown): void {
+    this.ws.send(typeof m === 'string' ? m : JSON.stringify(m));
+  }
+
+  wait(what: string, p: (m: Record<string, unknown>) => boolean, timeoutMs = 60_000): Promise<Record<string, unknown>> {
+    return until(what, () => this.messages.find(p) ?? null, timeoutMs, 20);
+  }
+
+  waitClosed(timeoutMs = 60_000): Promise<{ code: number; reason: string }> {
+    return until('socket closed', () => this.closed, timeoutMs, 20);
+  }
+}
+
+async function raw(worker: number, docId: string, tok: string, viaQuery = false): Promise<Raw> {
+  const r = await Raw.open(worker, docId, tok, viaQuery);
+  if (!(r instanceof Raw)) throw new Error(`upgrade refused: ${r.status} ${r.body}`);
+  return r;
+}
+
+const alice = await userToken('alice');
+const bob = await userToken('bob');
+const carol = await userToken('carol');
+const dave = await userToken('dave');
+
+t.test('users and tokens', async (t) => {
+  const again = await call(W[2]!, 'POST', '/api/collab/users', { token, body: { user_id: 'alice' } });
+  t.equal(again.body.user_token, alice, 'the same user_id gets the same token, from any worker');
+  const byUser = await call(W[0]!, 'POST', '/api/collab/users', { token: alice, body: { user_id: 'eve' } });
+  t.equal(byUser.status, 403, 'a user token cannot mint tokens');
+  const bad = await call(W[0]!, 'POST', '/api/collab/users', { token, body: { user_id: 'no spaces' } });
+  t.equal(bad.status, 400);
+  t.equal((bad.body.error as { code: string }).code, 'invalid_field');
+  const none = await call(W[0]!, 'GET', '/api/docs', {});
+  t.equal(none.status, 401);
+  t.ok((none.body.error as { message: string }).message, 'errors are {error:{code,message}}');
+  const list = await call(W[0]!, 'GET', '/api/collab/workers', { token: alice });
+  t.same((list.body.workers as Array<{ url: string }>).map((w) => w.url), W, 'every worker listed');
+});
+
+t.test('documents over HTTP', async (t) => {
+  const doc = await newDoc('alice', alice, 'hello template');
+  const got = await call(W[2]!, 'GET', `/api/docs/${doc}`, { token: alice });
+  t.equal(got.status, 200);
+  t.match(got.body, { doc_id: doc, title: 'a doc', owner: 'alice', revision: 1, role: 'editor' });
+  t.type(got.body.last_modified, 'number');
+  t.equal(await serverText(doc), 'hello template', 'a template is the first change');
+  const forOther = await call(W[0]!, 'POST', '/api/docs', { token: alice, body: { title: 'x', owner_id: 'bob' } });
+  t.equal(forOther.status, 403, 'a user creates documents for itself only');
+  const badBody = await call(W[0]!, 'POST', '/api/docs', { token: alice, raw: '{"title":' });
+  t.equal(badBody.status, 400);
+  const noTitle = await call(W[0]!, 'POST', '/api/docs', { token: alice, body: { owner_id: 'alice' } });
+  t.equal(noTitle.status, 400);
+  t.equal((noTitle.body.error as { field: string }).field, 'title');
+  const hugeTemplate = await call(W[0]!, 'POST', '/api/docs', { token: alice, body: { title: 'x', owner_id: 'alice', template: 'x'.repeat(100_001) } });
+  t.equal(hugeTemplate.status, 400, 'a template over 100K characters is refused');
+  t.equal((await call(W[0]!, 'GET', '/api/docs/nope', { token: alice })).status, 404);
+  t.equal((await call(W[0]!, 'GET', '/api/docs/bad!id', { token: alice })).status, 400);
+  t.equal((await call(W[0]!, 'GET', `/api/docs/${doc}`, { token: bob })).status, 404, 'no access looks like no document');
+  const listed = await call(W[1]!, 'GET', '/api/docs', { token: alice });
+  t.ok((listed.body.docs as Array<{ doc_id: string }>).some((d) => d.doc_id === doc), 'listing: the owner sees it');
+  const bobs = await call(W[1]!, 'GET', '/api/docs', { token: bob });
+  t.notOk((bobs.body.docs as Array<{ doc_id: string }>).some((d) => d.doc_id === doc), 'listing: others do not');
+  // Sharing
+  const share = await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/bob`, { token: alice, body: { role: 'viewer' } });
+  t.equal(share.status, 200);
+  t.equal((await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/carol`, { token: bob, body: { role: 'editor' } })).status, 403, 'only the owner shares');
+  t.equal((await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/carol`, { token: alice, body: { role: 'admin' } })).status, 400);
+  t.equal((await call(W[0]!, 'GET', `/api/docs/${doc}`, { token: bob })).body.role, 'viewer');
+  t.equal((await call(W[0]!, 'POST', `/api/docs/${doc}/snapshots`, { token: bob, body: { name: 'v' } })).status, 403, 'a viewer saves no versions');
+  const perms = await call(W[2]!, 'GET', `/api/docs/${doc}/permissions`, { token: alice });
+  t.same(perms.body.permissions, [{ user_id: 'alice', role: 'editor' }, { user_id: 'bob', role: 'viewer' }]);
+});
+
+t.test('WebSocket upgrade, join and errors', async (t) => {
+  const doc = await newDoc('alice', alice);
+  const noToken = await Raw.open(0, doc, null);
+  t.match(noToken, { status: 401 }, 'no token: 401');
+  const wrong = await Raw.open(0, doc, 'client.alice.wrong');
+  t.match(wrong, { status: 401 }, 'wrong token: 401');
+  t.match(await Raw.open(0, '%E0%A4%A', alice), { status: 400 }, 'a malformed path: 400');
+  t.match(await Raw.open(0, 'bad!id', alice), { status: 400 }, 'a bad doc id: 400');
+  t.equal((await call(W[0]!, 'GET', '/healthz')).status, 200, 'the worker is fine');
+  const missing = await raw(1, 'nosuchdoc', alice);
+  missing.send({ type: 'join', user_id: 'alice' });
+  t.equal((await missing.waitClosed()).code, 4404, 'no such document: 4404');
+  const notJoin = await raw(1, doc, alice);
+  notJoin.send({ type: 'op', op_id: 'x', op: [], parent_revision: 0 });
+  t.equal((await notJoin.waitClosed()).code, 4400, 'join first');
+  const other = await raw(1, doc, alice);
+  other.send({ type: 'join', user_id: 'bob' });
+  t.equal((await other.waitClosed()).code, 4001, 'join as another user: 4001');
+  const stranger = await raw(2, doc, dave);
+  stranger.send({ type: 'join', user_id: 'dave' });
+  t.equal((await stranger.waitClosed()).code, 4003, 'no access: 4003');
+
+  // A browser-style connection (token in the query) through every message type.
+  const a = await raw(2, doc, alice, true);
+  a.send({ type: 'join', user_id: 'alice' });
+  const snap = await a.wait('snapshot', (m) => m.type === 'snapshot');
+  t.equal(snap.revision, 0);
+  t.type(snap.content, 'string');
+  await a.wait('live', (m) => m.type === 'status' && m.state === 'live');
+  const ops = [{ type: 'insert', id: ['alice~raw', 0], lamport: 0, left: null, right: null, text: 'abc' }];
+  a.send({ type: 'op', op_id: 'alice~raw:0', op: ops, parent_revision: 0 });
+  const ack = await a.wait('ack', (m) => m.type === 'ack' && m.op_id === 'alice~raw:0');
+  t.equal(ack.revision, 1, 'acknowledged at revision 1 once committed');
+  a.send({ type: 'op', op_id: 'alice~raw:0', op: ops, parent_revision: 0 });
+  await until('the duplicate answered', () => a.messages.filter((m) => m.type === 'ack' && m.op_id === 'alice~raw:0').length === 2);
+  t.equal(a.messages.filter((m) => m.type === 'ack')[1]!.revision, 1, 'a duplicate op_id is acknowledged at its first revision');
+  t.equal(await serverText(doc), 'abc', 'applied once');
+  a.send('not json');
+  await a.wait('bad frame', (m) => m.type === 'error' && m.code === 'invalid_message');
+  a.send({ type: 'op', op_id: 'bob:0', op: [{ type: 'insert', id: ['bob', 0], lamport: 5, left: null, right: null, text: 'x' }], parent_revision: 1 });
+  await a.wait('forged client id', (m) => m.type === 'error' && m.op_id === 'bob:0' && m.code === 'forbidden');
+  a.send({ type: 'op', op_id: 'alice~raw:5', op: [{ type: 'insert', id: ['alice~raw', 5], lamport: 9, left: null, right: null, text: 'x' }], parent_revision: 1 });
+  await a.wait('gap', (m) => m.type === 'error' && m.op_id === 'alice~raw:5' && m.code === 'invalid_op');
+  a.send({ type: 'op', op_id: 'alice~raw:3', op: [{ type: 'insert', id: ['alice~raw', 3], lamport: 3, left: ['alice~raw', 2], right: null, text: 'y'.repeat(100_000) }], parent_revision: 1 });
+  await a.wait('too large', (m) => m.type === 'error' && m.op_id === 'alice~raw:3' && m.code === 'too_large');
+  a.send({ type: 'op', op_id: 'alice~raw:3', op: [{ type: 'insert', id: ['alice~raw', 3], lamport: 3, left: ['nobody', 7], right: null, text: 'z' }], parent_revision: 1 });
+  await a.wait('unknown anchor', (m) => m.type === 'error' && m.op_id === 'alice~raw:3' && m.code === 'invalid_op');
+  t.equal(await serverText(doc), 'abc', 'nothing of a refused change applied');
+
+  // Reconnect with since_revision: snapshot, then the ops since.
+  const b = await raw(0, doc, alice);
+  b.send({ type: 'join', user_id: 'alice', since_revision: 0 });
+  const bs = await b.wait('snapshot', (m) => m.type === 'snapshot');
+  t.equal(bs.revision, 1);
+  const replay = await b.wait('ops since', (m) => m.type === 'op');
+  t.match(replay, { op_id: 'alice~raw:0', revision: 1, author: 'alice' });
+  t.ok(b.messages.indexOf(bs) < b.messages.indexOf(replay), 'snapshot first');
+
+  // Presence: relayed with a colour, never logged; gone on disconnect.
+  b.send({ type: 'presence', cursor_pos: 2, selection: { anchor: 1, head: 2 } });
+  const p = await a.wait('presence', (m) => m.type === 'presence' && m.user_id === 'alice' && m.cursor === 2);
+  t.match(p, { selection: { anchor: 1, head: 2 } });
+  t.match(p.color, /^#[0-9a-f]{6}$/);
+  // Throttled: a burst of 20 updates reaches the others as the first and, after ~100 ms, the latest.
+  const before = a.messages.filter((m) => m.type === 'presence').length;
+  for (let i = 10; i < 30; i++) b.send({ type: 'presence', cursor_pos: i });
+  await a.wait('the latest cursor', (m) => m.type === 'presence' && m.cursor === 29);
+  await new Promise((r) => setTimeout(r, 300));
+  const relayed = a.messages.filter((m) => m.type === 'presence').length - before;
+  t.ok(relayed <= 2, `a burst of 20 presence updates relayed as ${relayed} (at most one per 100 ms; the latest wins)`);
+  const bad = await raw(0, doc, alice);
+  bad.send({ type: 'join', user_id: 'alice' });
+  await bad.wait('snapshot', (m) => m.type === 'snapshot');
+  bad.send({ type: 'presence', cursor_pos: -1 });
+  await bad.wait('bad presence', (m) => m.type === 'error' && m.code === 'invalid_message');
+  bad.ws.close();
+  t.equal((await call(W[0]!, 'GET', `/api/docs/${doc}`, { token })).body.revision, 1, 'presence is not in the log');
+  a.ws.close();
+  b.ws.close();
+});
+
+t.test('three clients on three workers converge; undo is per user', async (t) => {
+  const doc = await newDoc('alice', alice);
+  await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/bob`, { token: alice, body: { role: 'editor' } });
+  await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/carol`, { token: alice, body: { role: 'editor' } });
+  const a = await connect(0, doc, 'alice', alice);
+  const b = await connect(1, doc, 'bob', bob);
+  const c = await connect(2, doc, 'carol', carol);
+  a.insert(0, 'Hello');
+  await a.synced();
+  await until('b and c see alice', () => b.text() === 'Hello' && c.text() === 'Hello');
+  b.insert(5, ' world');
+  c.insert(0, '>> ');
+  await Promise.all([b.synced(), c.synced()]);
+  await until('all converge', () => a.text() === b.text() && b.text() === c.text() && a.text() === '>> Hello world');
+  a.format(3, 5, { bold: true });
+  await a.synced();
+  await until('bold everywhere', () => JSON.stringify(c.spans()) === JSON.stringify(a.spans()));
+  t.same(c.spans()[1], { text: 'Hello', attrs: { bold: true } });
+  // Alice's undo removes her bold, then her typing, never Bob's or Carol's text.
+  t.ok(a.undo(), 'undo the bold');
+  t.ok(a.undo(), 'undo the typing');
+  await a.synced();
+  await until('undo seen everywhere', () => b.text() === '>>  world' && c.text() === '>>  world');
+  t.same(a.spans(), [{ text: '>>  world', attrs: {} }], 'bold gone too');
+  t.ok(a.redo(), 'redo the typing');
+  await a.synced();
+  await until('redo seen', () => c.text() === '>> Hello world');
+  t.equal(await serverText(doc), '>> Hello world');
+  // Concurrent typing at one place never interleaves.
+  a.insert(3, 'AAAA');
+  b.insert(3, 'BBBB');
+  await Promise.all([a.synced(), b.synced()]);
+  await until('converged', () => a.text() === b.text() && b.text() === c.text() && (c.text() === '>> AAAABBBBHello world' || c.text() === '>> BBBBAAAAHello world'));
+  const meta = await call(W[0]!, 'GET', `/api/docs/${doc}`, { token });
+  t.ok(W.some((_, i) => meta.body.worker === workers[i]!.id), 'one worker owns it');
+  for (const x of [a, b, c]) x.close();
+});
+
+t.test('offline edits merge on reconnect; presence events', async (t) => {
+  const doc = await newDoc('alice', alice, 'base');
+  await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/bob`, { token: alice, body: { role: 'editor' } });
+  const a = await connect(1, doc, 'alice', alice);
+  const b = await connect(2, doc, 'bob', bob);
+  const seen: string[] = [];
+  b.on('presence', (p) => seen.push(`${p.user_id}:${p.cursor}`));
+  a.presence(2);
+  await until('bob sees alice cursor', () => seen.includes('alice:2'));
+  a.offline();
+  t.equal(a.status, 'offline');
+  a.insert(4, ' offline');
+  a.insert(0, '[');
+  b.insert(0, 'online ');
+  await b.synced();
+  await until('alice is gone for bob', () => seen.includes('alice:null'));
+  t.equal(a.pendingCount, 2, 'offline edits wait');
+  a.online();
+  await a.synced();
+  await until('converged', () => a.text() === b.text());
+  t.equal(a.text(), await serverText(doc));
+  t.match(a.text(), /offline/);
+  t.match(a.text(), /online /);
+  // Undo survives the reconnect: alice's last change was typing "[".
+  t.ok(a.undo());
+  await a.synced();
+  await until('undo after reconnect', () => !b.text().includes('['));
+  a.close();
+  b.close();
+});
+
+t.test('viewers are read-only; revoking closes the socket; comments; versions', async (t) => {
+  const doc = await newDoc('alice', alice, 'version one');
+  await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/bob`, { token: alice, body: { role: 'viewer' } });
+  await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/carol`, { token: alice, body: { role: 'commenter' } });
+  const v = await raw(0, doc, bob);
+  v.send({ type: 'join', user_id: 'bob' });
+  const snap = await v.wait('snapshot', (m) => m.type === 'snapshot');
+  t.equal(snap.read_only, true, 'a viewer joins read-only');
+  v.send({ type: 'op', op_id: 'bob:0', op: [{ type: 'insert', id: ['bob', 0], lamport: 0, left: null, right: null, text: 'x' }], parent_revision: 1 });
+  await v.wait('read_only', (m) => m.type === 'error' && m.code === 'read_only' && m.op_id === 'bob:0');
+
+  // Comments: anchored on characters, commenters may write them.
+  const a = await connect(1, doc, 'alice', alice);
+  const anchor = a.anchor(8, 3);
+  const cm = await call(W[2]!, 'POST', `/api/docs/${doc}/comments`, { token: carol, body: { ...anchor, body: 'which one?' } });
+  t.equal(cm.status, 201);
+  t.equal((await call(W[2]!, 'POST', `/api/docs/${doc}/comments`, { token: bob, body: { ...anchor, body: 'no' } })).status, 403, 'a viewer cannot comment');
+  t.equal((await call(W[2]!, 'POST', `/api/docs/${doc}/comments`, { token: carol, body: { start: ['x', 1], end: ['x', 2], body: 'no' } })).status, 400, 'anchors must exist');
+  a.insert(0, 'This is ');
+  await a.synced();
+  const list = await call(W[0]!, 'GET', `/api/docs/${doc}/comments`, { token: bob });
+  t.match(list.body.comments, [{ comment_id: cm.body.comment_id, author: 'carol', body: 'which one?', range: { index: 16, length: 3 } }], 'the anchor follows the text');
+  t.equal((await call(W[0]!, 'DELETE', `/api/docs/${doc}/comments/${cm.body.comment_id as string}`, { token: carol })).status, 200);
+
+  // Named versions: saved, listed, restored as a forward change every client receives.
+  const saved = await call(W[1]!, 'POST', `/api/docs/${doc}/snapshots`, { token: alice, body: { name: 'first' } });
+  t.equal(saved.status, 200);
+  const snapshotId = saved.body.snapshot_id as string;
+  a.delete(0, a.length);
+  a.insert(0, 'rewritten');
+  await a.synced();
+  const versions = await call(W[2]!, 'GET', `/api/docs/${doc}/snapshots`, { token: bob });
+  t.match(versions.body.snapshots, [{ snapshot_id: snapshotId, name: 'first', revision: saved.body.revision }]);
+  const restored = await call(W[2]!, 'POST', `/api/docs/${doc}/snapshots/${snapshotId}/restore`, { token: alice });
+  t.equal(restored.status, 200);
+  t.ok((restored.body.revision as number) > (saved.body.revision as number), 'a restore is a new revision (a forward op)');
+  await until('alice receives the restore', () => a.text() === 'This is version one');
+  await until('the viewer receives it too', () => v.messages.some((m) => m.type === 'op' && m.revision === restored.body.revision));
+  t.equal((await call(W[2]!, 'POST', `/api/docs/${doc}/snapshots/nope/restore`, { token: alice })).status, 404);
+
+  // Revoking the viewer: its socket is closed with 4003 at the next permission check.
+  await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/bob`, { token: alice, body: { role: null } });
+  t.equal((await v.waitClosed()).code, 4003, 'revoked: 4003');
+  a.close();
+});
+
+t.test('pages and static files', async (t) => {
+  const missing = await call(W[0]!, 'GET', '/static/nope.js');
+  t.equal(missing.status, 404);
+  t.equal((missing.body.error as { code: string }).code, 'not_found');
+  t.equal((await call(W[0]!, 'GET', '/static/..%2Fpackage.json')).status, 404);
+  const page = await call(W[0]!, 'GET', '/docs/abc');
+  t.ok(page.status === 200 || page.status === 404, 'the page is served when built, else a JSON 404');
+});
+
+/** The op-log group serving a document. */
+function groupOf(docId: string): string {
+  const slot = hashSlot(docId);
+  for (let i = 0; i < DEFAULT_GROUPS; i++) {
+    const [a, b] = slotsOf(i, DEFAULT_GROUPS);
+    if (slot >= a && slot <= b) return groupName(i);
+  }
+  throw new Error('no group');
+}
+
+/** The member leading the op-log group of a document. */
+async function logLeader(docId: string): Promise<string> {
+  const group = groupOf(docId);
+  return until(`a leader of ${group}`, async () => {
+    for (const m of cluster.members) {
+      const r = await call(m, 'GET', `/v1/collab/groups/${group}/docs/${docId}`, { token, timeoutMs: 5_000 }).catch(() => null);
+      const leader = r?.headers['raft-leader'];
+      if (r?.status === 200 && typeof leader === 'string') return leader;
+    }
+    return null;
+  }, 60_000, 200);
+}
+
+t.test('the owner dies and the op-log leader dies while three clients type: no acknowledged op is lost', async (t) => {
+  const doc = await newDoc('alice', alice);
+  await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/bob`, { token: alice, body: { role: 'editor' } });
+  await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/carol`, { token: alice, body: { role: 'editor' } });
+  const typists = [await connect(0, doc, 'alice', alice), await connect(1, doc, 'bob', bob), await connect(2, doc, 'carol', carol)];
+  const acked = new Map<CollabClient, string[]>();
+  const statuses: string[] = [];
+  typists[1]!.on('status', (s) => statuses.push(s));
+  let typing = true;
+  const loops = typists.map(async (c, k) => {
+    const words: string[] = [];
+    acked.set(c, words);
+    for (let i = 0; typing; i++) {
+      const word = `${'abc'[k]}${i};`;
+      try {
+        c.insert(c.length, word);
+        words.push(word);
+      } catch {
+        // Not ready (rebuilding): skip a beat.
+      }
+      await new Promise((r) => setTimeout(r, 60));
+    }
+  });
+  await new Promise((r) => setTimeout(r, 1500));
+  const owner = await until('an owner', async () => (await get(`/api/docs/${doc}`)).worker as string | null);
+  const kill = await cluster.run('kill', owner);
+  t.equal(kill.code, 0, `killed the owner ${owner}`);
+  await new Promise((r) => setTimeout(r, 3000));
+  const leader = await logLeader(doc);
+  t.equal((await cluster.run('kill', leader)).code, 0, `killed the op-log leader ${leader}`);
+  await new Promise((r) => setTimeout(r, 3000));
+  typing = false;
+  await Promise.all(loops);
+  const alive = typists.filter((c) => c.status !== 'closed');
+  t.equal(alive.length, 3, 'no client gave up');
+  await Promise.all(alive.map((c) => c.synced(120_000)));
+  const text = await serverText(doc);
+  for (const c of typists) {
+    await until('client converged', () => c.text() === text, 60_000);
+    for (const w of acked.get(c)!) if (!text.includes(w)) t.fail(`lost ${w}`);
+  }
+  t.ok(statuses.includes('syncing'), 'clients saw syncing');
+  const newOwner = (await get(`/api/docs/${doc}`)).worker;
+  t.not(newOwner, owner, `another worker owns it now (${String(newOwner)})`);
+  t.ok(acked.get(typists[0]!)!.length > 10, 'they typed throughout');
+  for (const c of typists) c.close();
+  // Back for the later cases (the member is left down: four of five serve).
+  t.equal((await cluster.run('restart', owner)).code, 0, `restarted ${owner}`);
+});
+
+t.test('a paused owner is replaced and fenced off when it wakes: no change lost', async (t) => {
+  const doc = await newDoc('alice', alice, '');
+  await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/bob`, { token: alice, body: { role: 'editor' } });
+  const a = await connect(0, doc, 'alice', alice);
+  const b = await connect(1, doc, 'bob', bob);
+  const owner = await until('an owner', async () => (await get(`/api/docs/${doc}`)).worker as string | null);
+  let typing = true;
+  const typed: string[] = [];
+  const loops = [a, b].map(async (c, k) => {
+    for (let i = 0; typing; i++) {
+      const word = `${'pq'[k]}${i};`;
+      c.insert(c.length, word);
+      typed.push(word);
+      await new Promise((r) => setTimeout(r, 80));
+    }
+  });
+  await new Promise((r) => setTimeout(r, 1000));
+  t.equal((await cluster.run('pause', owner)).code, 0, `paused the owner ${owner}`);
+  await until('another worker owns it', async () => {
+    const w = (await get(`/api/docs/${doc}`)).worker;
+    return typeof w === 'string' && w !== owner;
+  }, 60_000, 250);
+  await new Promise((r) => setTimeout(r, 1500));
+  t.equal((await cluster.run('resume', owner)).code, 0, 'resumed it');
+  await new Promise((r) => setTimeout(r, 1500));
+  typing = false;
+  await Promise.all(loops);
+  await Promise.all([a.synced(120_000), b.synced(120_000)]);
+  const text = await serverText(doc);
+  await until('both converged', () => a.text() === text && b.text() === text, 60_000);
+  t.same(typed.filter((w) => !text.includes(w)), [], 'every change made is in the log');
+  a.close();
+  b.close();
+});
+
+t.test('an idle document is released after a final snapshot, and taken again on join', async (t) => {
+  const doc = await newDoc('alice', alice, 'idle');
+  const a = await connect(2, doc, 'alice', alice);
+  a.insert(4, '!');
+  await a.synced();
+  a.close();
+  await until('released', async () => (await get(`/api/docs/${doc}`)).worker === null, 60_000, 250);
+  const b = await connect(0, doc, 'alice', alice);
+  t.equal(b.text(), 'idle!');
+  b.close();
+});
+
+t.test('editors beyond the limit join read-only and get a seat when one frees; the log fences stale owners', async (t) => {
+  const doc = await newDoc('alice', alice);
+  const editors = [await connect(0, doc, 'alice', alice), await connect(1, doc, 'alice', alice), await connect(2, doc, 'alice', alice)];
+  t.notOk(editors.some((e) => e.readOnly), 'three editors (max_editors=3 in this cluster)');
+  const fourth = await connect(1, doc, 'alice', alice);
+  t.ok(fourth.readOnly, 'the fourth joins read-only');
+  t.throws(() => fourth.insert(0, 'x'), { code: 'read_only' }, 'and the client refuses local edits');
+  editors[0]!.close();
+  await until('a seat for the fourth', () => !fourth.readOnly, 30_000);
+  fourth.insert(0, 'seated');
+  await fourth.synced();
+  await until('others see it', () => editors[1]!.text() === 'seated');
+  // A change the log refuses (over 100K characters): the client drops it and rebuilds from the server's state.
+  const errors: string[] = [];
+  fourth.on('error', (e) => errors.push(e.code));
+  fourth.insert(0, 'x'.repeat(100_001));
+  await until('refused', () => errors.includes('too_large'));
+  await until('rebuilt from the server', () => {
+    try {
+      return fourth.text() === 'seated';
+    } catch {
+      return false;
+    }
+  });
+  await fourth.synced();
+  t.equal(fourth.pendingCount, 0);
+
+  // The op log refuses an append with a generation that is not the owner's.
+  const view = await get(`/api/docs/${doc}`);
+  t.type(view.worker, 'string');
+  const group = groupOf(doc);
+  const ops = [{ type: 'insert', id: ['alice~stale', 0], lamport: 50, left: null, right: null, text: 'stale' }];
+  const stale = await until('an answer', async () => {
+    for (const m of cluster.members) {
+      const r = await call(m, 'POST', `/v1/collab/groups/${group}/commands`, { token, body: { op: 'append', doc_id: doc, generation: 0, changes: [{ op_id: 'alice~stale:0', author: 'alice', ops, parent_revision: 0 }] } }).catch(() => null);
+      if (r?.status === 200) return r.body;
+    }
+    return null;
+  });
+  t.match(stale, { ok: false, code: 'stale_generation' });
+  // Any live member (the op-log leader killed earlier stays down).
+  const member = await until('a live member', async () => {
+    for (const m of cluster.members) if ((await call(m, 'GET', '/healthz', { timeoutMs: 3_000 }).catch(() => null))?.status === 200) return m;
+    return null;
+  });
+  const bad = await call(member, 'POST', `/v1/collab/groups/${group}/commands`, { token, body: { op: 'append', doc_id: doc } });
+  t.equal(bad.status === 400 || bad.status === 421, true, 'a malformed command is a 4xx');
+  t.equal((await call(member, 'POST', `/v1/collab/groups/${group}/commands`, { token: alice, body: { op: 'compact' } })).status, 403, 'internal endpoints take the cluster token only');
+  t.equal(await serverText(doc), 'seated');
+  for (const e of [...editors, fourth]) e.close();
+});

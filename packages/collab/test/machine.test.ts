@@ -1,0 +1,128 @@
+/**
+ * The op-log machine by itself: no sockets, no clocks (each entry's time is given), so leases, fencing, dedup,
+ * limits, compaction and snapshot/restore are checked exactly.
+ */
+import t from 'tap';
+import { Doc } from '@raftkit/crdt';
+import { CollabMachine, HOT_MS, IDLE_SNAPSHOT_MS, LEASE_MS, MAX_CHARS, SNAPSHOT_EVERY, checkCommand, type CollabCommand, type CollabResult } from '../src/index.js';
+
+let index = 0;
+function run(m: CollabMachine, c: CollabCommand, time: number): CollabResult {
+  return m.apply(c, { index: ++index, term: 1, time });
+}
+
+function fresh(time = 1_000): CollabMachine {
+  const m = new CollabMachine();
+  t.match(run(m, { op: 'create', doc_id: 'd1', title: 'T', owner: 'alice', template: null }, time), { ok: true, op: 'create' });
+  return m;
+}
+
+t.test('ownership: leases, generations, fencing', async (t) => {
+  const m = fresh();
+  const a = run(m, { op: 'acquire', doc_id: 'd1', worker: 'w1', url: 'http://w1' }, 1_000);
+  t.match(a, { ok: true, granted: true, owner: { worker: 'w1', generation: 1 } });
+  t.match(run(m, { op: 'acquire', doc_id: 'd1', worker: 'w2', url: 'http://w2' }, 1_000 + LEASE_MS - 1), { granted: false, owner: { worker: 'w1' } }, 'a live lease keeps others out');
+  t.match(run(m, { op: 'renew', worker: 'w1', docs: [['d1', 1]] }, 3_000), { lost: [] });
+  t.match(run(m, { op: 'acquire', doc_id: 'd1', worker: 'w2', url: 'http://w2' }, 3_000 + LEASE_MS - 1), { granted: false }, 'renewed');
+  const b = run(m, { op: 'acquire', doc_id: 'd1', worker: 'w2', url: 'http://w2' }, 3_000 + LEASE_MS + 1);
+  t.match(b, { granted: true, owner: { worker: 'w2', generation: 2 } }, 'an expired lease is taken with a new generation');
+  const doc = new Doc('alice');
+  const ops = doc.localInsert(0, 'hi');
+  const stale = run(m, { op: 'append', doc_id: 'd1', generation: 1, changes: [{ op_id: 'alice:0', author: 'alice', ops, parent_revision: 0 }] }, 7_000);
+  t.match(stale, { ok: false, code: 'stale_generation' }, 'the old owner is fenced off');
+  t.match(run(m, { op: 'renew', worker: 'w1', docs: [['d1', 1]] }, 7_000), { lost: ['d1'] }, 'and learns it lost the document');
+  t.match(run(m, { op: 'append', doc_id: 'd1', generation: 2, changes: [{ op_id: 'alice:0', author: 'alice', ops, parent_revision: 0 }] }, 7_000), { ok: true, base: 0, results: [{ ok: true, revision: 1 }] });
+  t.match(run(m, { op: 'release', doc_id: 'd1', worker: 'w1', generation: 1 }, 7_000), { ok: false, code: 'stale_generation' });
+  t.match(run(m, { op: 'release', doc_id: 'd1', worker: 'w2', generation: 2 }, 7_000), { ok: true });
+  t.equal(m.owner('d1'), null);
+  t.equal(m.logInfo('d1')!.implicit_revision, 1, 'a release takes the final snapshot');
+  t.match(run(m, { op: 'acquire', doc_id: 'd1', worker: 'w1', url: 'http://w1' }, 7_001), { granted: true, owner: { generation: 3 } }, 'generations never repeat');
+  t.match(run(m, { op: 'acquire', doc_id: 'nope', worker: 'w1', url: 'http://w1' }, 7_001), { ok: false, code: 'no_such_doc' });
+});
+
+t.test('changes: dedup, order, authorship, permissions, size', async (t) => {
+  const m = fresh();
+  run(m, { op: 'acquire', doc_id: 'd1', worker: 'w1', url: 'u' }, 1_000);
+  const alice = new Doc('alice~s1');
+  const c1 = alice.localInsert(0, 'hello');
+  const c2 = alice.localDelete(0, 1);
+  const append = (changes: Array<{ op_id: string; author: string; ops: unknown[] }>) =>
+    run(m, { op: 'append', doc_id: 'd1', generation: 1, changes: changes.map((c) => ({ ...c, parent_revision: 0 })) as never }, 2_000);
+  t.match(append([{ op_id: 'alice~s1:5', author: 'alice', ops: c2 }]), { results: [{ ok: false, code: 'invalid_op' }] }, 'a change before the one it follows');
+  t.match(append([{ op_id: 'alice~s1:0', author: 'alice', ops: c1 }, { op_id: 'alice~s1:5', author: 'alice', ops: c2 }]), { results: [{ ok: true, revision: 1 }, { ok: true, revision: 2 }] });
+  t.match(append([{ op_id: 'alice~s1:0', author: 'alice', ops: c1 }]), { results: [{ ok: true, revision: 1, duplicate: true }] }, 'a duplicate op_id: its first revision');
+  t.equal(m.text('d1'), 'ello');
+  t.match(append([{ op_id: 'x:0', author: 'alice', ops: [{ type: 'insert', id: ['bob', 0], lamport: 0, left: null, right: null, text: 'x' }] }]), { results: [{ ok: false, code: 'invalid_op' }] }, 'op_id must name the first op');
+  t.match(append([{ op_id: 'bob:0', author: 'alice', ops: [{ type: 'insert', id: ['bob', 0], lamport: 0, left: null, right: null, text: 'x' }] }]), { results: [{ ok: false, code: 'forbidden' }] }, 'a client id of another user');
+  t.match(append([{ op_id: 'bob:0', author: 'bob', ops: [{ type: 'insert', id: ['bob', 0], lamport: 0, left: null, right: null, text: 'x' }] }]), { results: [{ ok: false, code: 'forbidden' }] }, 'bob may not edit');
+  run(m, { op: 'permission', doc_id: 'd1', user: 'bob', role: 'viewer' }, 2_000);
+  t.match(append([{ op_id: 'bob:0', author: 'bob', ops: [{ type: 'insert', id: ['bob', 0], lamport: 0, left: null, right: null, text: 'x' }] }]), { results: [{ ok: false, code: 'forbidden' }] }, 'nor may a viewer');
+  run(m, { op: 'permission', doc_id: 'd1', user: 'bob', role: 'editor' }, 2_000);
+  t.match(append([{ op_id: 'bob:0', author: 'bob', ops: [{ type: 'insert', id: ['bob', 0], lamport: 9, left: null, right: null, text: 'x' }] }]), { results: [{ ok: true, revision: 3 }] });
+  const big = 'y'.repeat(MAX_CHARS - m.meta('d1')!.length + 1);
+  t.match(append([{ op_id: 'bob:1', author: 'bob', ops: [{ type: 'insert', id: ['bob', 1], lamport: 10, left: ['bob', 0], right: null, text: big }] }]), { results: [{ ok: false, code: 'too_large' }] });
+  t.equal(m.meta('d1')!.revision, 3, 'nothing applied');
+  t.match(append([{ op_id: 'bob:1', author: 'bob', ops: [{ type: 'insert', id: ['bob', 1], lamport: 10, left: ['ghost', 3], right: null, text: 'z' }] }]), { results: [{ ok: false, code: 'invalid_op' }] }, 'an unknown anchor');
+  t.match(append([{ op_id: 'bob:1', author: 'bob', ops: [{ type: 'bogus' }] }]), { results: [{ ok: false, code: 'invalid_op' }] }, 'a malformed op');
+  t.equal(m.text('d1'), 'ellox', 'a tie at the document start goes by Lamport stamp');
+  t.same(m.role('d1', 'alice'), 'editor', 'the owner is an editor');
+});
+
+t.test('snapshots, restore as a forward change, compaction of the hot log', async (t) => {
+  const m = new CollabMachine();
+  run(m, { op: 'create', doc_id: 'd2', title: 'T', owner: 'alice', template: 'first' }, 0);
+  t.equal(m.meta('d2')!.revision, 1);
+  const s = run(m, { op: 'snapshot', doc_id: 'd2', name: 'v1' }, 10);
+  t.match(s, { ok: true, snapshot_id: 'v1', revision: 1 });
+  run(m, { op: 'acquire', doc_id: 'd2', worker: 'w', url: 'u' }, 10);
+  const a = Doc.decode(m.state('d2', null)!.content, 'alice');
+  const changes = [];
+  for (let i = 0; i < SNAPSHOT_EVERY + 5; i++) {
+    const ops = a.localInsert(a.length, '.');
+    changes.push({ op_id: `alice:${ops[0]!.id[1]}`, author: 'alice', ops, parent_revision: 0 });
+  }
+  const r = run(m, { op: 'append', doc_id: 'd2', generation: 1, changes: changes.slice(0, 400) }, 20);
+  t.match(r, { ok: true, base: 1 });
+  run(m, { op: 'append', doc_id: 'd2', generation: 1, changes: changes.slice(400) }, 20);
+  t.equal(m.meta('d2')!.revision, SNAPSHOT_EVERY + 6);
+  t.equal(m.logInfo('d2')!.implicit_revision, SNAPSHOT_EVERY, 'an implicit snapshot every SNAPSHOT_EVERY changes');
+  t.equal(m.logInfo('d2')!.held, SNAPSHOT_EVERY + 6, 'everything is still hot (younger than 7 days)');
+  const restored = run(m, { op: 'restore', doc_id: 'd2', snapshot_id: 'v1', author: 'alice' }, 30);
+  t.match(restored, { ok: true, revision: SNAPSHOT_EVERY + 7 });
+  t.equal(m.text('d2'), 'first', 'the version is back, as a new revision');
+  t.match(run(m, { op: 'restore', doc_id: 'd2', snapshot_id: 'v9', author: 'alice' }, 30), { ok: false, code: 'not_found' });
+  // Idle: a snapshot at the last revision; then a week later the changes behind it leave the hot log.
+  t.match(run(m, { op: 'compact' }, 30 + IDLE_SNAPSHOT_MS), { snapshots: 1 });
+  t.equal(m.logInfo('d2')!.implicit_revision, SNAPSHOT_EVERY + 7);
+  t.match(run(m, { op: 'compact' }, 40 + HOT_MS), { dropped: SNAPSHOT_EVERY + 7 });
+  t.equal(m.logInfo('d2')!.log_start, SNAPSHOT_EVERY + 7);
+  t.equal(m.state('d2', 3)!.changes, null, 'a reconnect from before the hot log gets the document alone');
+  t.same(m.state('d2', SNAPSHOT_EVERY + 7)!.changes, []);
+  t.match(run(m, { op: 'append', doc_id: 'd2', generation: 1, changes: [changes[0]!] }, 50 + HOT_MS), { results: [{ ok: true, duplicate: true }] }, 'a change older than the hot log is still recognised (by the CRDT state)');
+  // Snapshot and restore of the whole machine.
+  const copy = new CollabMachine();
+  copy.restore(m.snapshot());
+  t.equal(copy.text('d2'), 'first');
+  t.same(copy.meta('d2'), m.meta('d2'));
+  t.same(copy.logInfo('d2'), m.logInfo('d2'));
+  t.same(copy.snapshots('d2'), m.snapshots('d2'));
+});
+
+t.test('comments are anchored on characters', async (t) => {
+  const m = new CollabMachine();
+  run(m, { op: 'create', doc_id: 'd3', title: '', owner: 'alice', template: 'abcdef' }, 0);
+  const c = run(m, { op: 'comment', doc_id: 'd3', author: 'carol', start: ['~server', 2], end: ['~server', 3], body: 'cd?' }, 1);
+  t.match(c, { ok: true, comment: { comment_id: 'c1', author: 'carol' } });
+  t.match(m.comments('d3'), [{ range: { index: 2, length: 2 } }]);
+  t.match(run(m, { op: 'comment', doc_id: 'd3', author: 'carol', start: ['~server', 3], end: ['~server', 2], body: 'x' }, 1), { ok: false, code: 'invalid' });
+  t.match(run(m, { op: 'uncomment', doc_id: 'd3', comment_id: 'c1', by: 'carol' }, 2), { ok: true });
+  t.same(m.comments('d3'), []);
+});
+
+t.test('command shapes: a bad command is refused, never a crash', async (t) => {
+  const m = fresh();
+  for (const bad of [null, 7, {}, { op: 'nope' }, { op: 'create' }, { op: 'append', doc_id: 'd1', generation: 1, changes: [] }, { op: 'permission', doc_id: 'd1', user: 'bob', role: 'admin' }, { op: 'renew', worker: 'w', docs: [['d1']] }]) {
+    t.throws(() => checkCommand(bad), `${JSON.stringify(bad)} refused by the shape check`);
+    t.match(m.apply(bad as CollabCommand, { index: 1, term: 1, time: 0 }), { ok: false, code: 'invalid' }, 'and by the machine');
+  }
+});
