@@ -468,6 +468,22 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     return r === undefined ? null : this.view(reservationId, r);
   }
 
+  /**
+   * What this group answered the user's attempt under `key` (read only, for a queued attempt's poll): `won` with
+   * the reservation the user holds here (any key of a winner answers it), `lost` when a shard here answered it
+   * lost with no re-route left, `unknown` when no shard here decided it; null for a deal this group does not hold.
+   */
+  attemptOf(dealId: string, userId: string, key: string): { status: 'won'; reservation: ReservationView } | { status: 'lost' } | { status: 'unknown' } | null {
+    const deal = this.deals.get(dealId);
+    if (deal === undefined) return null;
+    const held = deal.winners.get(userId);
+    if (held !== undefined) return { status: 'won', reservation: this.view(held, this.reservations.get(held)!) };
+    const prefix = `${userId}\u0000${key}\u0000`;
+    // Lost for good only where no re-route was left to follow (-1): a home shard's lost with a pin is decided there.
+    for (const shard of deal.shards.keys()) if (deal.answers.get(`${prefix}${shard}`) === -1) return { status: 'lost' };
+    return { status: 'unknown' };
+  }
+
   /** Reservations still `reserved` whose window is over by `time`: what the expiry job proposes to expire. */
   dueReservations(time: number, limit = 10_000): string[] {
     const due: string[] = [];
