@@ -78,6 +78,8 @@ export interface GatewaySettings {
   expectedPeakRps: number;
   /** `inventory=redis://host:port`: the benchmark's peer backend; default ours (Raft). */
   inventory: string | null;
+  /** The payment window of new deals; null: the spec's 10 minutes. A knob for tests (expiry in seconds). */
+  reservationWindowMs: number | null;
 }
 
 export function gatewaySettings(settings: Record<string, string>): GatewaySettings {
@@ -98,6 +100,7 @@ export function gatewaySettings(settings: Record<string, string>): GatewaySettin
     trustProxy: settings.trust_proxy === '1' || settings.trust_proxy === 'true',
     expectedPeakRps: int('expected_peak_rps', 2_000, 1, 100_000_000),
     inventory: settings.inventory ?? null,
+    reservationWindowMs: settings.reservation_window_ms === undefined ? null : int('reservation_window_ms', 600_000, 1_000, 86_400_000),
   };
 }
 
@@ -269,7 +272,7 @@ export class Gateway {
     if (endAt <= Date.now()) throw badRequest('invalid_field', 'end_at is in the past', { field: 'end_at' });
     if (Math.ceil(totalInventory / shards) > 1_000_000) throw badRequest('invalid_field', 'at most 1,000,000 units per shard', { field: 'shards' });
     const dealId = `d${randomBytes(9).toString('base64url')}`;
-    await this.inventory(() => this.backend.createDeal({ dealId, skuId, totalInventory, startAt, endAt, shards }));
+    await this.inventory(() => this.backend.createDeal({ dealId, skuId, totalInventory, startAt, endAt, shards, ...(this.settings.reservationWindowMs === null ? {} : { windowMs: this.settings.reservationWindowMs }) }));
     await this.load(dealId, true);
     return new Reply(201, { deal_id: dealId });
   }

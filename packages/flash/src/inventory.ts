@@ -22,6 +22,8 @@ export interface DealSpec {
   endAt: number;
   /** How many inventory shards (each an atomic counter); the units are split evenly, the remainder to the first. */
   shards: number;
+  /** The payment window; absent: the spec's 10 minutes (`--set reservation_window_ms=N` is a test knob). */
+  windowMs?: number;
 }
 
 /** A deal as the gateways cache it (refreshed about every second). */

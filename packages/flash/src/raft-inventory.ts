@@ -52,6 +52,7 @@ export class RaftInventory implements InventoryBackend {
         endAt: spec.endAt,
         shardCount: spec.shards,
         shards,
+        ...(spec.windowMs === undefined ? {} : { windowMs: spec.windowMs }),
       }, 30_000);
       if (!result.ok) throw new ServiceError(409, result.error, `deal ${spec.dealId}: ${result.error}`, null);
     }
