@@ -204,6 +204,13 @@ t.test('gates: admission-token pool, alive-shards bitmap, one re-route', async (
   // The gateways' copy of the counts is refreshed about every second.
   await until('the state shows 5 units left', async () => (await client.state(deal, { gateway: 1 })).body.remaining === 5, 30_000);
   t.pass('the inventory still holds 5 units');
+  // A winner's retry with a new key at the gateway whose pool is spent: their win, not sold out.
+  const firstWin = await attempt(deal, users[0]!, 'pool-0', 1);
+  const retried = await until('a winner answered won by the spent gateway', async () => {
+    const a = await attempt(deal, users[0]!, `pool-again-${Date.now()}`, 0);
+    return a.body.status === 'won' ? a : null;
+  }, 30_000, 600);
+  t.equal(retried.body.reservation_id, firstWin.body.reservation_id, "a winner's retry through a gateway with a spent pool answers their reservation");
   const elsewhere = await attempt(deal, sixth, 'p2', 1);
   t.equal(elsewhere.body.status, 'won', 'gateway 1 still has tokens: the same user wins there with a new key');
 
@@ -234,6 +241,8 @@ t.test('gates: admission-token pool, alive-shards bitmap, one re-route', async (
   await ready(small, late);
   const soldOut = await attempt(small, late, 'x');
   t.same(soldOut.body, { status: 'lost', reason: 'sold_out' }, 'empty bitmap: sold out locally');
+  const winnerRetry = await attempt(small, pair[0]!, 'r-new', 1);
+  t.same([winnerRetry.body.status, winnerRetry.body.reservation_id], ['won', first.body.reservation_id], 'a winner retrying after the sell-out (another gateway, new key) gets their win');
 });
 
 t.test('deal table: upcoming -> live by the broadcast, live -> sold_out, live -> ended', async (t) => {
