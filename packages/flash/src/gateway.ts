@@ -131,6 +131,8 @@ interface AttemptInput {
   userId: string;
   key: string;
   botToken: string | null;
+  /** The bearer token presented (a user token; checked after the bot check and the rate limits). */
+  bearer: string | null;
   ip: string;
   synthetic: boolean;
 }
@@ -185,6 +187,12 @@ export class Gateway {
   private timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private readonly outcomes;
+  /**
+   * Tokens already proven (bounded): the bot check and the user token are an HMAC each, on the path every rejected
+   * attempt takes; a crowd retries with the same tokens, so a map lookup replaces the HMAC.
+   */
+  private readonly userTokens = new Map<string, Account>();
+  private readonly botTokens = new Map<string, { dealId: string; userId: string; expiresAt: number }>();
 
   constructor(
     private readonly options: WorkerOptions,
@@ -242,7 +250,7 @@ export class Gateway {
       .post('/api/flash/:deal_id/prewarm', { admits: 'cluster' }, async (ctx) => {
         const entry = await this.requireDeal(ctx);
         const text = (await ctx.text()).trim();
-        const body = text.length === 0 ? {} : requireObject(JSON.parse(text) as unknown);
+        const body = text.length === 0 ? {} : requireObject(parseJson(text));
         const seconds = body.smoke_seconds === undefined ? SMOKE_MS / 1000 : requireInteger(body, 'smoke_seconds', { min: 0, max: 300 });
         const rps = body.smoke_rps === undefined ? this.smokeRps() : requireInteger(body, 'smoke_rps', { min: 0, max: 100_000 });
         await this.prewarm(entry);
@@ -348,8 +356,7 @@ export class Gateway {
     }
     const synthetic = ctx.req.headers['x-flash-synthetic'] === '1';
     if (synthetic && bearerToken(ctx.req) !== this.secret) throw new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
-    const input: AttemptInput = { dealId, userId, key, botToken, ip: this.clientIp(ctx.req), synthetic };
-    if (!synthetic) this.requireUser(ctx.req, userId, true);
+    const input: AttemptInput = { dealId, userId, key, botToken, bearer: bearerToken(ctx.req), ip: this.clientIp(ctx.req), synthetic };
     const answer = await this.attempt(input);
     return new Reply(answer.status === 'queued' ? 202 : 200, answer, { 'cache-control': 'no-store' });
   }
@@ -365,7 +372,10 @@ export class Gateway {
       this.outcomes.inc(1, { gate: 'bot', answer: 'missing' });
       throw new HttpError(429, 'bot_check_required', 'solve the challenge (POST .../challenge, then .../challenge/answer) first', {}, { 'retry-after': '1' });
     }
-    if (!checkBotToken(this.secret, input.botToken, input.dealId, input.userId, now)) {
+    const bot = this.botTokens.get(input.botToken);
+    const botOk = bot !== undefined ? bot.dealId === input.dealId && bot.userId === input.userId && bot.expiresAt > now : checkBotToken(this.secret, input.botToken, input.dealId, input.userId, now);
+    if (botOk && bot === undefined) cache(this.botTokens, input.botToken, { dealId: input.dealId, userId: input.userId, expiresAt: Number(input.botToken.split('.')[1]) });
+    if (!botOk) {
       this.outcomes.inc(1, { gate: 'bot', answer: 'bad' });
       throw new HttpError(429, 'bot_check_failed', 'the anti-bot token is not valid for this user and deal', {}, { 'retry-after': '1' });
     }
@@ -373,6 +383,8 @@ export class Gateway {
     const prefix = input.synthetic ? 'synthetic\u0000' : '';
     this.limit(this.ipBuckets, prefix + input.ip, this.ipLimits, now, 'ip');
     this.limit(this.userBuckets, prefix + input.userId, this.userLimits, now, 'user');
+    // Then who the user is, and the account-farm defence (an HMAC and a comparison, memory only).
+    if (!input.synthetic) this.checkUser(input.bearer, input.userId, true);
     const entry = await this.dealEntry(input.dealId);
     if (entry === null) throw notFound(`no deal ${input.dealId}`, { deal_id: input.dealId });
     const state = snapshotState(entry.snapshot, now);
@@ -382,7 +394,9 @@ export class Gateway {
       // remembers the key, or the winner set answers the user's reservation.)
       const known = entry.answers.get(userKey);
       if (known !== undefined) return this.count('retry', known);
-      if (entry.pending.has(userKey)) return this.count('retry', { status: 'queued' });
+      // Still being decided here (queued): wait for that same decision as a fresh attempt would, then queued.
+      const pending = entry.pending.get(userKey);
+      if (pending !== undefined) return this.count('retry', (await promiseWithin(pending, this.backendPatienceMs())) ?? { status: 'queued' });
     }
     if (state === 'ended' || !tokensValid(entry.snapshot.endAt, now)) {
       this.outcomes.inc(1, { gate: 'state', answer: 'ended' });
@@ -411,7 +425,10 @@ export class Gateway {
       const answer = await promiseWithin(decision, this.backendPatienceMs());
       if (answer === null) {
         // Not decided in time (a failover, a partition): queued; decided in the background, polled on state.
-        void decision.finally(() => entry.pending.delete(userKey));
+        void decision.then(
+          () => entry.pending.delete(userKey),
+          () => entry.pending.delete(userKey),
+        );
         return this.count('inventory', { status: 'queued' });
       }
       entry.pending.delete(userKey);
@@ -452,7 +469,7 @@ export class Gateway {
       } catch (error) {
         if (error instanceof HttpError || Date.now() > deadline || this.stopped) throw error;
         if (attempt === 0) this.logger.log('warn', 'inventory did not decide an attempt; retrying in the background', { deal: entry.snapshot.dealId, error: String((error as Error).message ?? error) });
-        await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** Math.min(attempt, 5))));
+        await new Promise((r) => setTimeout(r, Math.min(1_000, 100 * 2 ** Math.min(attempt, 4))));
       }
     }
   }
@@ -678,7 +695,7 @@ export class Gateway {
     await runSmoke(report, ms, rps, () => this.stopped, async (n) => {
       const userId = `synthetic-${this.options.id}-${n}`;
       const botToken = makeBotToken(this.secret, dealId, userId, Date.now() + 60_000);
-      return this.attempt({ dealId, userId, key: `smoke-${n}`, botToken, ip: `synthetic-${n % 100}`, synthetic: true });
+      return this.attempt({ dealId, userId, key: `smoke-${n}`, botToken, bearer: null, ip: `synthetic-${n % 100}`, synthetic: true });
     });
   }
 
@@ -717,10 +734,14 @@ export class Gateway {
   }
 
   /** The account a user's bearer token proves, for `userId`; 401 without one, 403 for another user or an ineligible one. */
-  private requireUser(req: IncomingMessage, userId: string, forAttempt = false): Account {
-    const token = bearerToken(req);
+  private requireUser(req: IncomingMessage, userId: string): Account {
+    return this.checkUser(bearerToken(req), userId, false);
+  }
+
+  private checkUser(token: string | null, userId: string, forAttempt: boolean): Account {
     if (token === null) throw unauthorized('a user token is required (Authorization: Bearer <user_token> from PUT /api/flash/accounts/{user_id})');
-    const account = checkUserToken(this.secret, token);
+    const account = this.userTokens.get(token) ?? checkUserToken(this.secret, token);
+    if (account !== null) cache(this.userTokens, token, account);
     if (account === null) throw unauthorized('not a user token of this cluster');
     if (account.userId !== userId) throw new HttpError(403, 'not_owner', 'this user token is for another user', { user_id: userId });
     if (forAttempt && !eligible(account, Date.now())) {
@@ -820,6 +841,22 @@ function cookie(req: IncomingMessage, name: string): string | null {
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
   }
   return null;
+}
+
+const MAX_CACHED_TOKENS = 100_000;
+
+function cache<V>(map: Map<string, V>, key: string, value: V): void {
+  if (map.has(key)) return;
+  if (map.size >= MAX_CACHED_TOKENS) map.clear();
+  map.set(key, value);
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw badRequest('invalid_json', 'the body is not JSON');
+  }
 }
 
 function remember(answers: Map<string, AttemptAnswer>, key: string, answer: AttemptAnswer): void {

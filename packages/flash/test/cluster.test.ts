@@ -147,11 +147,13 @@ t.test('gate: the bot check (challenge, proof of work, cookie; 429 without)', as
 
 t.test('errors: idempotency key, bearer token, account-farm defence', async (t) => {
   const u = await newUser();
-  await ready(live, u);
+  const botToken = await client.solve(live, u.id, from(u));
   const noKey = await client.call('POST', `/api/flash/${live}/attempt`, { user_id: u.id, anti_bot_token: 'x' }, { bearer: u.token, ...from(u) });
   t.same([noKey.status, errorCode(noKey)], [400, 'missing_idempotency_key'], 'no idempotency_key: 400, before any other gate');
-  const noBearer = await client.call('POST', `/api/flash/${live}/attempt`, { user_id: u.id, idempotency_key: 'k' }, from(u));
-  t.equal(noBearer.status, 401, 'no bearer token: 401');
+  const noBearer = await client.call('POST', `/api/flash/${live}/attempt`, { user_id: u.id, idempotency_key: 'k', anti_bot_token: botToken }, from(u));
+  t.equal(noBearer.status, 401, 'no bearer token: 401 (after the bot check and the rate limits)');
+  const forgedBearer = await client.call('POST', `/api/flash/${live}/attempt`, { user_id: u.id, idempotency_key: 'k', anti_bot_token: botToken }, { bearer: 'u1.e30.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', ...from(u) });
+  t.equal(forgedBearer.status, 401, 'a forged user token: 401');
   const other = await newUser();
   const wrongUser = await client.attempt(live, u.id, 'k', other.token, from(u));
   t.same([wrongUser.status, errorCode(wrongUser)], [403, 'not_owner'], "another user's bearer token: 403");
