@@ -61,6 +61,8 @@ const QUEUED_PATIENCE_MS = 120_000;
 /** Answers remembered per deal per gateway (a retried key on this gateway costs nothing, not even a token). */
 const MAX_ANSWERS = 200_000;
 const MAX_BUCKETS = 500_000;
+/** How long a sold-out answer waits for a copy refreshed since the request (then the copy at hand answers). */
+const SOLD_OUT_FRESH_MS = 2_000;
 
 /** The gateway's settings (`cluster up --set key=value`). */
 export interface GatewaySettings {
@@ -118,7 +120,11 @@ interface DealEntry {
   /** The deal's winners as the inventory reported them (userId -> their won answer), for retries through here. */
   winners: Map<string, AttemptAnswer>;
   pending: Map<string, Promise<AttemptAnswer>>;
+  /** When the last refresh that completed started (its copy is at least that fresh). */
   refreshedAt: number;
+  /** The refresh in flight, if any, and when it started (one at a time per deal, shared by every waiter). */
+  inflight: Promise<void> | null;
+  inflightStartedAt: number;
   prewarmedAt: number | null;
   smoke: SmokeReport | null;
   /** The landing state, rendered once per refresh (the pre-rendered page of the spec's pre-warm). */
@@ -406,10 +412,16 @@ export class Gateway {
       this.outcomes.inc(1, { gate: 'state', answer: 'upcoming' });
       throw new HttpError(409, 'deal_not_live', `deal ${input.dealId} is not live yet; poll its state`, { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() }, { 'retry-after': '1' });
     }
-    // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call. A winner's
-    // retry (through another gateway than the one that answered) is answered their win, never sold out.
-    const winner = input.synthetic ? undefined : entry.winners.get(input.userId);
-    if (winner !== undefined && (entry.alive.count === 0 || entry.pool.remaining === 0)) return this.count('winners', winner);
+    // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call of its own. A
+    // winner's retry (through another gateway than the one that answered) must be answered their win, never sold
+    // out: the sold-out answer waits for the deal's copy to be refreshed since this request arrived (one shared
+    // read per deal, however many wait), whose winners include every win acknowledged before it.
+    if (!input.synthetic && (entry.alive.count === 0 || entry.pool.remaining === 0)) {
+      await this.freshSince(entry, now, SOLD_OUT_FRESH_MS);
+      const winner = entry.winners.get(input.userId);
+      if (winner !== undefined) return this.count('winners', winner);
+      if (entry.alive.count === 0) return this.count('bitmap', { status: 'lost', reason: 'sold_out' });
+    }
     if (entry.alive.count === 0) return this.count('bitmap', { status: 'lost', reason: 'sold_out' });
     if (input.synthetic) {
       const home = homeShard(input.dealId, input.userId, entry.snapshot.shards);
@@ -615,6 +627,8 @@ export class Gateway {
       winners: new Map(),
       pending: new Map(),
       refreshedAt: Date.now(),
+      inflight: null,
+      inflightStartedAt: 0,
       prewarmedAt: null,
       smoke: null,
       stateBody: '',
@@ -625,14 +639,39 @@ export class Gateway {
     return entry;
   }
 
-  private async refresh(entry: DealEntry): Promise<void> {
-    entry.refreshedAt = Date.now();
-    const snapshot = await this.backend.deal(entry.snapshot.dealId);
-    if (snapshot === null) return;
-    entry.snapshot = snapshot;
-    entry.alive = new AliveShards(snapshot.shards, snapshot.alive);
-    entry.stateBody = renderState(snapshot, Date.now());
-    learnWinners(entry, snapshot);
+  /** A refresh of the deal's copy (counts, bitmap, go-live, new winners): one in flight per deal, shared. */
+  private refresh(entry: DealEntry): Promise<void> {
+    if (entry.inflight !== null) return entry.inflight;
+    const startedAt = Date.now();
+    entry.inflightStartedAt = startedAt;
+    entry.inflight = this.backend
+      .deal(entry.snapshot.dealId)
+      .then((snapshot) => {
+        entry.refreshedAt = startedAt;
+        if (snapshot === null) return;
+        entry.snapshot = snapshot;
+        entry.alive = new AliveShards(snapshot.shards, snapshot.alive);
+        entry.stateBody = renderState(snapshot, Date.now());
+        learnWinners(entry, snapshot);
+      })
+      .finally(() => {
+        entry.inflight = null;
+      });
+    return entry.inflight;
+  }
+
+  /**
+   * Resolves once the deal's copy comes from a refresh that started at or after `since` (joining the one in
+   * flight if it started late enough, else the next): every request waiting for one shares it, so the inventory
+   * sees one read per deal however many wait. Gives up after `ms` (the copy at hand then answers).
+   */
+  private async freshSince(entry: DealEntry, since: number, ms: number): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (entry.refreshedAt < since && Date.now() < deadline) {
+      const inflight = entry.inflight;
+      const wait = inflight !== null && entry.inflightStartedAt < since ? inflight.catch(() => undefined) : this.refresh(entry).catch(() => undefined);
+      await promiseWithin(wait, Math.max(0, deadline - Date.now()));
+    }
   }
 
   private refreshing = false;

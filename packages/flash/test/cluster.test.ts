@@ -9,7 +9,7 @@ import t from 'tap';
 import { call, startCluster, until } from '@raftkit/testkit';
 import { FlashClient, homeShard, shardOfReservation, type FlashAnswer } from '../src/index.js';
 
-const WINDOW_MS = 15_000;
+const WINDOW_MS = 40_000;
 const cluster = await startCluster('flash', {
   nodes: 3,
   settings: { challenge_bits: '8', trust_proxy: '1', ip_rate: '20', user_rate: '2', reservation_window_ms: String(WINDOW_MS) },
@@ -457,9 +457,9 @@ t.test('a shard leader killed mid-sale: no oversell, no user with two, every win
   const statuses = await sale;
   await cli('restart', victim);
   t.ok(statuses.every((s) => s === 'won' || s === 'lost'), `every attempt decided (${statuses.join(',')})`);
-  t.ok(wins.size <= TOTAL, `wins ${wins.size} <= ${TOTAL}`);
   t.equal(new Set(wins.values()).size, wins.size, 'no reservation answered to two users');
   // Every acknowledged win is there after the heal, held by its user.
+  const statusOf = new Map<string, unknown>();
   for (const [user, reservation] of wins) {
     const u = users.find((v) => v.id === user)!;
     const r = await until(`${reservation} readable`, async () => {
@@ -467,13 +467,26 @@ t.test('a shard leader killed mid-sale: no oversell, no user with two, every win
       return a.status === 200 ? a.body : null;
     }, 60_000, 250);
     t.equal(r.user_id, user, `${reservation} held by ${user}`);
+    statusOf.set(reservation, r.status);
   }
-  // Conservation: remaining + live reservations = total (nothing expired yet: the window is 15 s after the wins).
-  const remaining = (await until('state after the heal', async () => {
-    const s = await client.state(deal);
-    return typeof s.body.remaining === 'number' ? s.body : null;
-  }, 30_000)).remaining as number;
-  t.ok(remaining + wins.size <= TOTAL, `remaining ${remaining} + wins ${wins.size} <= ${TOTAL}`);
+  const expired = [...statusOf.values()].filter((s) => s === 'expired').length;
+  t.ok(wins.size <= TOTAL + expired, `wins ${wins.size} <= ${TOTAL} + ${expired} expired (a slow run's units expire and sell again)`);
+  // Conservation: remaining + units held <= total. The state's copy may come from a lagging replica (remaining too
+  // high for a moment) and reservations may expire meanwhile (the window is 40 s), so the check is retried for a
+  // while: an oversell would not go away.
+  const sums: string[] = [];
+  const held = await until('remaining + held <= total', async () => {
+    const remaining = (await client.state(deal)).body.remaining as number;
+    let live = 0;
+    for (const [user, reservation] of wins) {
+      const u = users.find((v) => v.id === user)!;
+      const status = (await client.reservation(deal, reservation, u.token)).body.status;
+      if (status === 'reserved' || status === 'paid') live++;
+    }
+    sums.push(`${remaining}+${live}`);
+    return remaining + live <= TOTAL ? `remaining ${remaining} + held ${live} <= ${TOTAL}` : null;
+  }, 30_000, 500).catch(() => null);
+  t.ok(held !== null, held ?? `remaining + held > ${TOTAL} throughout: ${sums.join(', ')}`);
 });
 
 t.test('reserved -> expired by the background job: the unit goes back', async (t) => {
