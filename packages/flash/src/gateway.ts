@@ -38,6 +38,7 @@ import {
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
+import { Pool } from 'undici';
 import { AliveShards, distributeTokens, firstRoute, homeShard, nextRoute, poolSize, rerouteCandidate, TokenPool, tokensValid, type RouteDecision } from './gates.js';
 import { snapshotState, type DealSnapshot, type InventoryBackend, type ReserveOutcome } from './inventory.js';
 import { MAX_SHARDS, type ReservationView } from './machine.js';
@@ -61,8 +62,8 @@ const QUEUED_PATIENCE_MS = 120_000;
 /** Answers remembered per deal per gateway (a retried key on this gateway costs nothing, not even a token). */
 const MAX_ANSWERS = 200_000;
 const MAX_BUCKETS = 500_000;
-/** How long a sold-out answer waits for a copy refreshed since the request (then the copy at hand answers). */
-const SOLD_OUT_FRESH_MS = 2_000;
+/** How long a win waits for the other gateways to take its announcement (then the refresh tells them). */
+const ANNOUNCE_MS = 1_000;
 
 /** The gateway's settings (`cluster up --set key=value`). */
 export interface GatewaySettings {
@@ -122,9 +123,8 @@ interface DealEntry {
   pending: Map<string, Promise<AttemptAnswer>>;
   /** When the last refresh that completed started (its copy is at least that fresh). */
   refreshedAt: number;
-  /** The refresh in flight, if any, and when it started (one at a time per deal, shared by every waiter). */
+  /** The refresh in flight, if any (one at a time per deal, shared). */
   inflight: Promise<void> | null;
-  inflightStartedAt: number;
   prewarmedAt: number | null;
   smoke: SmokeReport | null;
   /** The landing state, rendered once per refresh (the pre-rendered page of the spec's pre-warm). */
@@ -193,6 +193,8 @@ export class Gateway {
   private timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private readonly outcomes;
+  /** The other gateways (wins are announced to them). */
+  private readonly peers: Pool[];
   /**
    * Tokens already proven (bounded): the bot check and the user token are an HMAC each, on the path every rejected
    * attempt takes; a crowd retries with the same tokens, so a map lookup replaces the HMAC.
@@ -214,6 +216,7 @@ export class Gateway {
     this.gatewayCount = Math.max(1, gateways.length);
     this.gatewayIndex = Math.max(0, gateways.findIndex((w) => w.id === options.id));
     this.outcomes = metrics.counter('flash_attempts_total', 'Attempts by the gate that answered them (gate) and the answer');
+    this.peers = gateways.filter((w) => w.id !== options.id).map((w) => new Pool(`http://${w.httpAddress}`, { connections: 4, keepAliveTimeout: 30_000 }));
   }
 
   dealCount(): number {
@@ -232,6 +235,7 @@ export class Gateway {
 
   stop(): void {
     this.stopped = true;
+    for (const peer of this.peers) void peer.close().catch(() => undefined);
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
   }
@@ -247,6 +251,18 @@ export class Gateway {
       .post('/api/flash/:deal_id/checkout', { admits: 'open' }, (ctx) => this.checkout(ctx))
       .get('/api/flash/:deal_id/reservations/:reservation_id', { admits: 'open' }, (ctx) => this.getReservation(ctx))
       .post('/api/flash/:deal_id/reservations/:reservation_id/cancel', { admits: 'open' }, (ctx) => this.cancel(ctx))
+      // Another gateway's win (see `announce`): remembered, so this one answers that user's retry the same.
+      .post('/internal/flash/winners', { admits: 'cluster' }, async (ctx) => {
+        const body = requireObject(await ctx.json());
+        const dealId = requireString(body, 'deal_id', { pattern: DEAL_ID });
+        const userId = requireString(body, 'user_id', { pattern: USER_ID });
+        const reservationId = requireString(body, 'reservation_id', { minLength: 1, maxLength: 100 });
+        const expiresAt = requireString(body, 'expires_at', { maxLength: 40 });
+        const entry = await this.dealEntry(dealId);
+        if (entry === null) throw notFound(`no deal ${dealId}`, { deal_id: dealId });
+        entry.winners.set(userId, { status: 'won', reservation_id: reservationId, expires_at: expiresAt });
+        return undefined;
+      })
       .post('/api/flash/:deal_id/go-live', { admits: 'cluster' }, async (ctx) => {
         const entry = await this.requireDeal(ctx);
         await this.inventory(() => this.backend.goLive(entry.snapshot.dealId));
@@ -412,15 +428,12 @@ export class Gateway {
       this.outcomes.inc(1, { gate: 'state', answer: 'upcoming' });
       throw new HttpError(409, 'deal_not_live', `deal ${input.dealId} is not live yet; poll its state`, { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() }, { 'retry-after': '1' });
     }
-    // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call of its own. A
-    // winner's retry (through another gateway than the one that answered) must be answered their win, never sold
-    // out: the sold-out answer waits for the deal's copy to be refreshed since this request arrived (one shared
-    // read per deal, however many wait), whose winners include every win acknowledged before it.
+    // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call. A winner's
+    // retry (through another gateway than the one that answered) is answered their win, never sold out: every
+    // gateway announces a win to the others before it answers it (and learns the rest with its refresh).
     if (!input.synthetic && (entry.alive.count === 0 || entry.pool.remaining === 0)) {
-      await this.freshSince(entry, now, SOLD_OUT_FRESH_MS);
       const winner = entry.winners.get(input.userId);
       if (winner !== undefined) return this.count('winners', winner);
-      if (entry.alive.count === 0) return this.count('bitmap', { status: 'lost', reason: 'sold_out' });
     }
     if (entry.alive.count === 0) return this.count('bitmap', { status: 'lost', reason: 'sold_out' });
     if (input.synthetic) {
@@ -476,6 +489,10 @@ export class Gateway {
         if (answer === 'not_live') throw new HttpError(409, 'deal_not_live', `deal ${entry.snapshot.dealId} is not live yet`, { state: 'upcoming' }, { 'retry-after': '1' });
         if (answer === 'deal_ended') throw conflict('deal_ended', `deal ${entry.snapshot.dealId} has ended`, { state: 'ended' });
         remember(entry.answers, userKey, answer);
+        if (answer.status === 'won') {
+          entry.winners.set(userId, answer);
+          await this.announce(entry.snapshot.dealId, userId, answer);
+        }
         this.count('inventory', answer);
         return answer;
       } catch (error) {
@@ -513,6 +530,27 @@ export class Gateway {
       decision = nextRoute(hop, entry.alive, out.reroute);
       reroute = null;
     }
+  }
+
+  /**
+   * Tells the other gateways of a win before it is answered, so a retry of that user through any of them after
+   * the answer is answered the win even when their pool or bitmap says sold out. Bounded wait: a gateway that does
+   * not take it in time learns it with its next refresh (about a second).
+   */
+  private async announce(dealId: string, userId: string, answer: AttemptAnswer): Promise<void> {
+    if (this.peers.length === 0 || answer.status !== 'won') return;
+    const body = JSON.stringify({ deal_id: dealId, user_id: userId, reservation_id: answer.reservation_id, expires_at: answer.expires_at });
+    await Promise.all(
+      this.peers.map((peer) =>
+        promiseWithin(
+          peer
+            .request({ method: 'POST', path: '/internal/flash/winners', headers: { authorization: `Bearer ${this.secret}`, 'content-type': 'application/json' }, body, headersTimeout: ANNOUNCE_MS, bodyTimeout: ANNOUNCE_MS })
+            .then((res) => res.body.dump())
+            .catch(() => undefined),
+          ANNOUNCE_MS,
+        ),
+      ),
+    );
   }
 
   /** A queued attempt's outcome, for its poll: this gateway's answer, else what the inventory remembers. */
@@ -628,7 +666,6 @@ export class Gateway {
       pending: new Map(),
       refreshedAt: Date.now(),
       inflight: null,
-      inflightStartedAt: 0,
       prewarmedAt: null,
       smoke: null,
       stateBody: '',
@@ -643,7 +680,6 @@ export class Gateway {
   private refresh(entry: DealEntry): Promise<void> {
     if (entry.inflight !== null) return entry.inflight;
     const startedAt = Date.now();
-    entry.inflightStartedAt = startedAt;
     entry.inflight = this.backend
       .deal(entry.snapshot.dealId)
       .then((snapshot) => {
@@ -660,19 +696,6 @@ export class Gateway {
     return entry.inflight;
   }
 
-  /**
-   * Resolves once the deal's copy comes from a refresh that started at or after `since` (joining the one in
-   * flight if it started late enough, else the next): every request waiting for one shares it, so the inventory
-   * sees one read per deal however many wait. Gives up after `ms` (the copy at hand then answers).
-   */
-  private async freshSince(entry: DealEntry, since: number, ms: number): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (entry.refreshedAt < since && Date.now() < deadline) {
-      const inflight = entry.inflight;
-      const wait = inflight !== null && entry.inflightStartedAt < since ? inflight.catch(() => undefined) : this.refresh(entry).catch(() => undefined);
-      await promiseWithin(wait, Math.max(0, deadline - Date.now()));
-    }
-  }
 
   private refreshing = false;
 
