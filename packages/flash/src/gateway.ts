@@ -12,7 +12,7 @@
  * this process's clock. See README.md for every decision.
  */
 import { randomBytes } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   badRequest,
   bearerToken,
@@ -24,6 +24,8 @@ import {
   requireInteger,
   requireObject,
   requireString,
+  sendError,
+  sendJson,
   serveWorkerHttp,
   ServiceError,
   take,
@@ -49,10 +51,14 @@ import { runSmoke, type SmokeReport } from './smoke.js';
 export const DEAL_ID = /^[A-Za-z0-9_-]{1,64}$/;
 export const USER_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 const KEY_MAX = 200;
+/** An attempt body's bound on the fast path (a real one is about 200 bytes). */
+const MAX_ATTEMPT_BODY = 16 * 1024;
+const NO_STORE = { 'cache-control': 'no-store' };
 /** The cookie holding the anti-bot token (the spec's "held in a cookie"). */
 export const BOT_COOKIE = 'flash_bot';
 /** Cache-Control of the state answer (the spec's CDN gate: a short TTL). */
 export const STATE_CACHE_CONTROL = 'public, max-age=1';
+const STATE_HEADERS = { 'content-type': 'application/json', 'cache-control': STATE_CACHE_CONTROL };
 /** Pre-warm this long before start_at; the smoke load at SMOKE_LEAD_MS before it, for SMOKE_MS. */
 export const PREWARM_LEAD_MS = 2 * 60_000;
 export const SMOKE_LEAD_MS = 60_000;
@@ -164,7 +170,10 @@ async function openInventory(settings: GatewaySettings, options: WorkerOptions):
 async function startGateway(options: WorkerOptions): Promise<RunningWorker> {
   const settings = gatewaySettings(options.settings);
   const backend = await openInventory(settings, options);
-  const http = await serveWorkerHttp(options, { health: () => ({ deals: gateway?.dealCount() ?? 0, inventory_replication: settings.replication }) });
+  const http = await serveWorkerHttp(options, {
+    health: () => ({ deals: gateway?.dealCount() ?? 0, inventory_replication: settings.replication }),
+    fastPath: (req, res) => gateway?.fastPath(req, res) ?? false,
+  });
   const gateway: Gateway = new Gateway(options, settings, backend, http.metrics, options.logger);
   gateway.routes(http.router);
   gateway.start();
@@ -364,7 +373,12 @@ export class Gateway {
   private async attemptRoute(ctx: RequestContext): Promise<Reply> {
     const dealId = ctx.params.deal_id ?? '';
     if (!DEAL_ID.test(dealId)) throw badRequest('invalid_deal_id', 'a deal_id is 1..64 of A-Z a-z 0-9 _ -', { field: 'deal_id' });
-    const body = requireObject(await ctx.json());
+    return this.attemptOf(dealId, await ctx.json(), ctx.req);
+  }
+
+  /** An attempt's body checked, then the gates. */
+  private async attemptOf(dealId: string, json: unknown, req: IncomingMessage): Promise<Reply> {
+    const body = requireObject(json);
     // Rule 1: no key, no attempt; checked first, before any gate spends anything.
     if (body.idempotency_key === undefined || body.idempotency_key === null || body.idempotency_key === '') {
       this.outcomes.inc(1, { gate: 'input', answer: 'missing_idempotency_key' });
@@ -372,15 +386,58 @@ export class Gateway {
     }
     const key = requireString(body, 'idempotency_key', { minLength: 1, maxLength: KEY_MAX });
     const userId = requireString(body, 'user_id', { pattern: USER_ID });
-    const botToken = typeof body.anti_bot_token === 'string' ? body.anti_bot_token : cookie(ctx.req, BOT_COOKIE);
+    const botToken = typeof body.anti_bot_token === 'string' ? body.anti_bot_token : cookie(req, BOT_COOKIE);
     if (body.anti_bot_token !== undefined && body.anti_bot_token !== null && typeof body.anti_bot_token !== 'string') {
       throw badRequest('invalid_field', 'anti_bot_token must be a string', { field: 'anti_bot_token' });
     }
-    const synthetic = ctx.req.headers['x-flash-synthetic'] === '1';
-    if (synthetic && bearerToken(ctx.req) !== this.secret) throw new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
-    const input: AttemptInput = { dealId, userId, key, botToken, bearer: bearerToken(ctx.req), ip: this.clientIp(ctx.req), synthetic };
+    const synthetic = req.headers['x-flash-synthetic'] === '1';
+    if (synthetic && bearerToken(req) !== this.secret) throw new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
+    const input: AttemptInput = { dealId, userId, key, botToken, bearer: bearerToken(req), ip: this.clientIp(req), synthetic };
     const answer = await this.attempt(input);
-    return new Reply(answer.status === 'queued' ? 202 : 200, answer, { 'cache-control': 'no-store' });
+    return new Reply(answer.status === 'queued' ? 202 : 200, answer, NO_STORE);
+  }
+
+  /**
+   * The two hot routes without the router (no URL parsing, no route table walk): `POST /api/flash/{deal}/attempt`
+   * and `GET /api/flash/{deal}/state` of a deal this gateway holds. The same handlers and answers as the routes;
+   * anything else (a query, an unknown deal, another path) goes to the router.
+   */
+  fastPath(req: IncomingMessage, res: ServerResponse): boolean {
+    const url = req.url;
+    if (url === undefined || !url.startsWith('/api/flash/')) return false;
+    if (req.method === 'GET' && url.endsWith('/state')) {
+      const entry = this.deals.get(url.slice(11, -6));
+      if (entry === undefined) return false;
+      res.writeHead(200, STATE_HEADERS);
+      res.end(entry.stateBody);
+      return true;
+    }
+    if (req.method !== 'POST' || !url.endsWith('/attempt')) return false;
+    const dealId = url.slice(11, -8);
+    if (!DEAL_ID.test(dealId)) return false;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_ATTEMPT_BODY) chunks.push(chunk);
+    });
+    req.on('end', () => {
+      // Inside a promise: a throw here (bad JSON) must become an answer, never escape the event.
+      const answer = Promise.resolve().then(() => {
+        if (size > MAX_ATTEMPT_BODY) throw new HttpError(413, 'body_too_large', `an attempt is at most ${MAX_ATTEMPT_BODY} bytes`);
+        return this.attemptOf(dealId, parseJson(Buffer.concat(chunks).toString('utf8')), req);
+      });
+      answer.then(
+        (reply) => sendJson(res, reply.status, reply.body, reply.headers),
+        (error: unknown) => {
+          if (error instanceof HttpError) return sendError(res, error);
+          this.logger.log('error', 'attempt failed', { error: String((error as Error)?.stack ?? error) });
+          if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
+        },
+      );
+    });
+    req.on('error', () => res.destroy());
+    return true;
   }
 
   /**

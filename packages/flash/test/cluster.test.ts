@@ -88,6 +88,10 @@ t.test('admin and account errors', async (t) => {
     t.equal(a.status, 400, `${what}: 400`);
     t.equal((a.body.error as { field?: string }).field, field, `${what}: names ${field}`);
   }
+  for (const raw of ['{not json', '', '[1]', '"x"', '{"user_id": 5, "idempotency_key": "k"}', '{"user_id": "u", "idempotency_key": {"a": 1}}', `{"user_id": "u", "idempotency_key": "${'k'.repeat(20_000)}"}`]) {
+    const a = await client.call('POST', `/api/flash/${live}/attempt`, raw);
+    t.ok(a.status >= 400 && a.status < 500 && typeof errorCode(a) === 'string', `a malformed attempt (${raw.slice(0, 30)}) answers ${a.status} ${String(errorCode(a))}`);
+  }
   const bad = await client.call('POST', '/api/flash/deals', '{not json', { bearer: token });
   t.same([bad.status, errorCode(bad)], [400, 'invalid_json'], 'malformed JSON: 400 invalid_json');
   const acct = await client.call('PUT', '/api/flash/accounts/u%20x', { created_at: 0, payment_verified: true }, { bearer: token });
