@@ -524,3 +524,18 @@ t.test('inventory_replication=async is wired (the unsafe mode answers before com
   t.equal((a.body as { outcome?: string }).outcome, 'won');
   t.equal(await metric(), before + 1, 'answered from memory, ahead of the log');
 });
+
+t.test("the gateways count each attempt by the gate that answered it", async (t) => {
+  await new Promise((r) => setTimeout(r, 300));
+  const byGate: Record<string, number> = {};
+  for (const g of gateways) {
+    const text = (await call(g, 'GET', '/metrics')).body.text as string;
+    for (const m of text.matchAll(/^flash_attempts_total\{([^}]*)\} (\d+)$/gm)) {
+      const gate = /gate="([^"]*)"/.exec(m[1]!)?.[1] ?? '?';
+      byGate[gate] = (byGate[gate] ?? 0) + Number(m[2]);
+    }
+  }
+  for (const gate of ['input', 'bot', 'user', 'ip', 'account', 'state', 'pool', 'bitmap', 'inventory', 'synthetic']) {
+    t.ok((byGate[gate] ?? 0) > 0, `gate ${gate}: ${byGate[gate] ?? 0}`);
+  }
+});
