@@ -68,6 +68,8 @@ const QUEUED_PATIENCE_MS = 120_000;
 /** Answers remembered per deal per gateway (a retried key on this gateway costs nothing, not even a token). */
 const MAX_ANSWERS = 200_000;
 const MAX_BUCKETS = 500_000;
+/** Lookups of deals this gateway does not know yet: 20 a second. */
+const LOOKUP_LIMITS: BucketLimits = { capacity: 20, refillRate: 20 };
 /** The bot check's refusals, made once: they are immutable, and an Error's stack capture per request would show. */
 const BOT_REQUIRED = new HttpError(429, 'bot_check_required', 'solve the challenge (POST .../challenge, then .../challenge/answer) first', {}, { 'retry-after': '1' });
 const BOT_FAILED = new HttpError(429, 'bot_check_failed', 'the anti-bot token is not valid for this user and deal', {}, { 'retry-after': '1' });
@@ -209,6 +211,7 @@ export class Gateway {
   private readonly loading = new Map<string, Promise<DealEntry | null>>();
   /** Deal ids the inventory did not know, and when: a flood of made-up ids costs one lookup a second each. */
   private readonly unknown = new Map<string, number>();
+  private readonly lookups: BucketCounter = fullCounter(LOOKUP_LIMITS, Date.now());
   private readonly ipBuckets = new Map<string, BucketCounter>();
   private readonly userBuckets = new Map<string, BucketCounter>();
   private readonly ipLimits: BucketLimits;
@@ -701,8 +704,12 @@ export class Gateway {
   private async dealEntry(dealId: string): Promise<DealEntry | null> {
     const entry = this.deals.get(dealId);
     if (entry !== undefined) return entry;
+    const now = Date.now();
     const miss = this.unknown.get(dealId);
-    if (miss !== undefined && Date.now() - miss < 1_000) return null;
+    if (miss !== undefined && now - miss < 1_000) return null;
+    // A flood of made-up deal ids must not become inventory reads: lookups of deals this gateway has not learned
+    // yet share a small bucket (the discovery round learns real ones within 2 s anyway).
+    if (!this.loading.has(dealId) && !take(this.lookups, LOOKUP_LIMITS, now).allowed) return null;
     return this.load(dealId, false);
   }
 
