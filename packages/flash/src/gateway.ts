@@ -144,6 +144,8 @@ interface DealEntry {
   answers: Map<string, AttemptAnswer>;
   /** The deal's winners as the inventory reported them (userId -> their won answer), for retries through here. */
   winners: Map<string, AttemptAnswer>;
+  /** Keys (user NUL key) admitted by a gateway (this one or, announced, another): at most the token pool. */
+  admitted: Set<string>;
   pending: Map<string, Promise<AttemptAnswer>>;
   /** When the last refresh that completed started (its copy is at least that fresh). */
   refreshedAt: number;
@@ -222,8 +224,10 @@ export class Gateway {
   private stopped = false;
   private readonly outcomes;
   private readonly tallies = new Map<string, number>();
-  /** The other gateways (wins are announced to them). */
+  /** The other gateways (wins and admitted keys are announced to them). */
   private readonly peers: Pool[];
+  private readonly admitBatches = new Map<string, Array<[string, string]>>();
+  private admitFlush: NodeJS.Timeout | null = null;
   /**
    * Tokens already proven (bounded): the bot check and the user token are an HMAC each, on the path every rejected
    * attempt takes; a crowd retries with the same tokens, so a map lookup replaces the HMAC.
@@ -265,6 +269,7 @@ export class Gateway {
 
   stop(): void {
     this.stopped = true;
+    if (this.admitFlush !== null) clearTimeout(this.admitFlush);
     this.flushTallies();
     for (const peer of this.peers) void peer.close().catch(() => undefined);
     for (const t of this.timers) clearInterval(t);
@@ -292,6 +297,22 @@ export class Gateway {
         const entry = await this.dealEntry(dealId);
         if (entry === null) throw notFound(`no deal ${dealId}`, { deal_id: dealId });
         entry.winners.set(userId, { status: 'won', reservation_id: reservationId, expires_at: expiresAt });
+        return undefined;
+      })
+      // Keys another gateway admitted (see `admit`).
+      .post('/internal/flash/admitted', { admits: 'cluster' }, async (ctx) => {
+        const body = requireObject(await ctx.json());
+        const dealId = requireString(body, 'deal_id', { pattern: DEAL_ID });
+        const keys = body.keys;
+        if (!Array.isArray(keys) || keys.length > 100_000) throw badRequest('invalid_field', 'keys must be a list of [user_id, key]', { field: 'keys' });
+        const entry = await this.dealEntry(dealId);
+        if (entry === null) throw notFound(`no deal ${dealId}`, { deal_id: dealId });
+        for (const k of keys) {
+          if (!Array.isArray(k) || typeof k[0] !== 'string' || typeof k[1] !== 'string' || k[0].length > 128 || k[1].length > KEY_MAX) {
+            throw badRequest('invalid_field', 'keys must be a list of [user_id, key]', { field: 'keys' });
+          }
+          rememberAdmitted(entry, `${k[0]}\u0000${k[1]}`);
+        }
         return undefined;
       })
       .post('/api/flash/:deal_id/go-live', { admits: 'cluster' }, async (ctx) => {
@@ -509,10 +530,13 @@ export class Gateway {
     }
     // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call. A winner's
     // retry (through another gateway than the one that answered) is answered their win, never sold out: every
-    // gateway announces a win to the others before it answers it (and learns the rest with its refresh).
+    // gateway announces a win to the others before it answers it (and learns the rest with its refresh). A key
+    // another gateway admitted (it spent a token there: it may be deciding it now) goes to the inventory, which
+    // answers it what it decided or decides it once: never a local sold out for a key that may have won.
     if (!input.synthetic && (entry.alive.count === 0 || entry.pool.remaining === 0)) {
       const winner = entry.winners.get(input.userId);
       if (winner !== undefined) return this.count('winners', winner);
+      if (entry.admitted.has(userKey)) return this.decideHere(entry, input.userId, input.key, true);
     }
     if (entry.alive.count === 0) return this.count('bitmap', { status: 'lost', reason: 'sold_out' });
     if (input.synthetic) {
@@ -521,9 +545,17 @@ export class Gateway {
       this.tally('synthetic', probe.remaining > 0 ? 'would_try' : 'would_lose');
       return { status: 'lost', synthetic: true, shard: home };
     }
-    if (entry.pool.take() === 'sold_out') return this.count('pool', { status: 'lost', reason: 'sold_out' });
+    const admittedBefore = entry.admitted.has(userKey);
+    if (!admittedBefore && entry.pool.take() === 'sold_out') return this.count('pool', { status: 'lost', reason: 'sold_out' });
+    if (!admittedBefore) this.admit(entry, input.userId, input.key);
     // Gate 4: the inventory (and the reservation, the same committed entry).
-    const decision = this.decide(entry, input.userId, input.key);
+    return this.decideHere(entry, input.userId, input.key, false);
+  }
+
+  /** The inventory part, answered queued if not decided in time (decided in the background, polled on state). */
+  private async decideHere(entry: DealEntry, userId: string, key: string, everyShard: boolean): Promise<AttemptAnswer> {
+    const userKey = `${userId}\u0000${key}`;
+    const decision = this.decide(entry, userId, key, everyShard);
     entry.pending.set(userKey, decision);
     try {
       const answer = await promiseWithin(decision, this.backendPatienceMs());
@@ -552,13 +584,13 @@ export class Gateway {
    * The inventory part of an attempt, retried until decided (an unknown outcome is retried with the same user and
    * key: the inventory answers what it decided, never a second unit). Remembers the answer.
    */
-  private async decide(entry: DealEntry, userId: string, key: string): Promise<AttemptAnswer> {
+  private async decide(entry: DealEntry, userId: string, key: string, everyShard = false): Promise<AttemptAnswer> {
     const deadline = Date.now() + QUEUED_PATIENCE_MS;
     const userKey = `${userId}\u0000${key}`;
     let wentLive = false;
     for (let attempt = 0; ; attempt++) {
       try {
-        const answer = await this.route(entry, userId, key);
+        const answer = await this.route(entry, userId, key, everyShard);
         if (answer === 'not_live' && !wentLive && entry.snapshot.liveAt !== null) {
           // This gateway saw the broadcast and a shard's group has not recorded it yet: relay it, then retry.
           wentLive = true;
@@ -583,11 +615,14 @@ export class Gateway {
   }
 
   /** Home shard first, exactly one re-route to the shard the home shard pinned the user to. */
-  private async route(entry: DealEntry, userId: string, key: string): Promise<AttemptAnswer | 'not_live' | 'deal_ended'> {
+  private async route(entry: DealEntry, userId: string, key: string, everyShard: boolean): Promise<AttemptAnswer | 'not_live' | 'deal_ended'> {
     const deal = entry.snapshot;
     const home = homeShard(deal.dealId, userId, deal.shards);
-    let decision: RouteDecision = firstRoute(entry.alive, home);
-    let reroute = rerouteCandidate(entry.alive, home, Math.random());
+    // A key admitted by another gateway is routed as if every shard held stock: the shards that decided it answer
+    // from memory (home's lost names the pin, the pin its win), whatever this gateway's bitmap says.
+    const alive = everyShard ? AliveShards.all(deal.shards) : entry.alive;
+    let decision: RouteDecision = firstRoute(alive, home);
+    let reroute = rerouteCandidate(alive, home, Math.random());
     for (;;) {
       if (decision.kind === 'sold_out') return { status: 'lost', reason: 'sold_out' };
       if (decision.kind === 'lost') return { status: 'lost' };
@@ -606,7 +641,8 @@ export class Gateway {
       }
       if (out.outcome === 'won') return wonAnswer(out.reservation);
       if (out.shardEmpty && entry.alive.has(out.shard)) entry.alive.set(out.shard, false);
-      decision = nextRoute(hop, entry.alive, out.reroute);
+      if (out.shardEmpty && alive !== entry.alive) alive.set(out.shard, false);
+      decision = nextRoute(hop, alive, out.reroute);
       reroute = null;
     }
   }
@@ -630,6 +666,37 @@ export class Gateway {
         ),
       ),
     );
+  }
+
+  /**
+   * A key admitted here (a token spent): remembered, and told to the other gateways (batched, without waiting), so
+   * a retry of it through them goes to the inventory instead of a local sold out. Admitted keys are bounded by
+   * the token pool, so this costs at most a few messages per unit.
+   */
+  private admit(entry: DealEntry, userId: string, key: string): void {
+    rememberAdmitted(entry, `${userId}\u0000${key}`);
+    if (this.peers.length === 0) return;
+    const dealId = entry.snapshot.dealId;
+    let batch = this.admitBatches.get(dealId);
+    if (batch === undefined) {
+      batch = [];
+      this.admitBatches.set(dealId, batch);
+    }
+    batch.push([userId, key]);
+    if (this.admitFlush !== null) return;
+    this.admitFlush = setTimeout(() => {
+      this.admitFlush = null;
+      for (const [deal, keys] of this.admitBatches) {
+        const body = JSON.stringify({ deal_id: deal, keys });
+        for (const peer of this.peers) {
+          peer
+            .request({ method: 'POST', path: '/internal/flash/admitted', headers: { authorization: `Bearer ${this.secret}`, 'content-type': 'application/json' }, body, headersTimeout: 5_000, bodyTimeout: 5_000 })
+            .then((res) => res.body.dump())
+            .catch(() => undefined);
+        }
+      }
+      this.admitBatches.clear();
+    }, 2);
   }
 
   /** A queued attempt's outcome, for its poll: this gateway's answer, else what the inventory remembers. */
@@ -746,6 +813,7 @@ export class Gateway {
       pool: new TokenPool(share),
       answers: new Map(),
       winners: new Map(),
+      admitted: new Set(),
       pending: new Map(),
       refreshedAt: Date.now(),
       inflight: null,
@@ -935,6 +1003,14 @@ export class Gateway {
 
 function wonAnswer(r: ReservationView): AttemptAnswer {
   return { status: 'won', reservation_id: r.reservationId, expires_at: new Date(r.expiresAt).toISOString() };
+}
+
+/** Admitted keys kept per deal: far above any pool this machine serves (3 per unit), a bound against misuse. */
+const MAX_ADMITTED = 1_000_000;
+
+function rememberAdmitted(entry: DealEntry, userKey: string): void {
+  if (entry.admitted.size >= MAX_ADMITTED) return;
+  entry.admitted.add(userKey);
 }
 
 function learnWinners(entry: DealEntry, snapshot: DealSnapshot): void {

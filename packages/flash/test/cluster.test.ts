@@ -400,21 +400,30 @@ async function leaderOf(group: string, not: string[] = []): Promise<string> {
 }
 
 t.test('an attempt while the inventory has no quorum is queued, then resolved by polling', async (t) => {
+  // 4 units: a pool of 12, 6 per gateway. Two users spend gateway 1's share first (two units won).
   const deal = await createDeal(4, 1);
   await stateIs(deal, 'live');
+  const spenders = await Promise.all([newUser(), newUser()]);
+  for (const v of spenders) await ready(deal, v);
+  for (const v of spenders) for (let k = 0; k < 3; k++) t.equal((await attempt(deal, v, `spend-${k}`, 1)).body.status, 'won');
   const u = await newUser();
   await ready(deal, u);
   const leader = await leaderOf('flash.inv.0');
   const others = ['n1', 'n2', 'n3'].filter((id) => id !== leader);
   for (const id of others) await cli('pause', id);
   let answer: FlashAnswer;
+  let other: FlashAnswer;
   try {
     answer = await attempt(deal, u, 'q', 0);
+    // The same key through gateway 1, whose pool is spent: gateway 0 admitted it (and told gateway 1), so it is not
+    // answered sold out locally (it may be winning): it waits on the inventory like the first, and is queued too.
+    other = await attempt(deal, u, 'q', 1);
   } finally {
     for (const id of others) await cli('resume', id);
   }
   t.equal(answer.status, 202, 'no quorum: 202');
   t.same(answer.body, { status: 'queued' }, 'answered queued');
+  t.same([other.status, other.body], [202, { status: 'queued' }], 'the same key through the gateway with a spent pool: queued, not sold out');
   const resolved = await until('the queued attempt resolved', async () => {
     const s = await client.call('GET', `/api/flash/${deal}/state?user_id=${u.id}&idempotency_key=q`, undefined, { bearer: u.token, gateway: 1 });
     const a = s.body.attempt as Record<string, unknown> | undefined;
