@@ -43,7 +43,7 @@ import {
 import { Pool } from 'undici';
 import { AliveShards, distributeTokens, firstRoute, homeShard, nextRoute, poolSize, rerouteCandidate, TokenPool, tokensValid, type RouteDecision } from './gates.js';
 import { snapshotState, type DealSnapshot, type InventoryBackend, type ReserveOutcome } from './inventory.js';
-import { MAX_SHARDS, type ReservationView } from './machine.js';
+import { MAX_SHARDS, type DealState, type ReservationView } from './machine.js';
 import { RaftInventory } from './raft-inventory.js';
 import { checkBotToken, checkChallenge, checkUserToken, eligible, makeBotToken, makeChallenge, makeUserToken, workBits, BOT_TOKEN_TTL_MS, type Account } from './tokens.js';
 import { runSmoke, type SmokeReport } from './smoke.js';
@@ -155,6 +155,8 @@ interface DealEntry {
   smoke: SmokeReport | null;
   /** The landing state, rendered once per refresh (the pre-rendered page of the spec's pre-warm). */
   stateBody: string;
+  /** The state `stateBody` shows: rendered again when the clock moves the deal on (to ended) between refreshes. */
+  stateShown: DealState;
 }
 
 /** The per-request parts of an attempt, after the body checks. */
@@ -377,12 +379,12 @@ export class Gateway {
     const entry = await this.requireDeal(ctx);
     const userId = ctx.query.get('user_id');
     const key = ctx.query.get('idempotency_key');
-    if (userId === null && key === null) return new Reply(200, JSON.parse(entry.stateBody) as unknown, { 'cache-control': STATE_CACHE_CONTROL });
+    if (userId === null && key === null) return new Reply(200, JSON.parse(stateBodyOf(entry)) as unknown, { 'cache-control': STATE_CACHE_CONTROL });
     // A queued client's poll: its own attempt's outcome (private, never cached).
     if (userId === null || key === null) throw badRequest('invalid_query', 'user_id and idempotency_key go together', { field: userId === null ? 'user_id' : 'idempotency_key' });
     this.requireUser(ctx.req, userId);
     const attempt = await this.resolve(entry, userId, key);
-    return new Reply(200, { ...(JSON.parse(entry.stateBody) as object), attempt }, { 'cache-control': 'private, no-store' });
+    return new Reply(200, { ...(JSON.parse(stateBodyOf(entry)) as object), attempt }, { 'cache-control': 'private, no-store' });
   }
 
   private async challenge(ctx: RequestContext): Promise<unknown> {
@@ -452,7 +454,7 @@ export class Gateway {
       const entry = this.deals.get(url.slice(11, -6));
       if (entry === undefined) return false;
       res.writeHead(200, STATE_HEADERS);
-      res.end(entry.stateBody);
+      res.end(stateBodyOf(entry));
       return true;
     }
     if (req.method !== 'POST' || !url.endsWith('/attempt')) return false;
@@ -820,8 +822,9 @@ export class Gateway {
       prewarmedAt: null,
       smoke: null,
       stateBody: '',
+      stateShown: 'upcoming',
     };
-    entry.stateBody = renderState(entry.snapshot, Date.now());
+    stateBodyOf(entry, true);
     learnWinners(entry, snapshot);
     this.deals.set(snapshot.dealId, entry);
     return entry;
@@ -838,7 +841,7 @@ export class Gateway {
         if (snapshot === null) return;
         entry.snapshot = snapshot;
         entry.alive = new AliveShards(snapshot.shards, snapshot.alive);
-        entry.stateBody = renderState(snapshot, Date.now());
+        stateBodyOf(entry, true);
         learnWinners(entry, snapshot);
       })
       .finally(() => {
@@ -861,8 +864,11 @@ export class Gateway {
           this.deals.delete(deal.dealId);
           continue;
         }
+        // About every second while it sells (the spec's flag refresh); every 100 ms in the last seconds before
+        // start_at, so the go-live record is seen at once; rarely long before it or after the end.
         const nearLive = deal.liveAt === null && now >= deal.startAt - 3_000;
-        const every = nearLive ? 100 : 1_000;
+        const idle = (deal.liveAt === null && now < deal.startAt - 10_000) || now >= deal.endAt;
+        const every = nearLive ? 100 : idle ? 5_000 : 1_000;
         if (now - entry.refreshedAt >= every) await this.refresh(entry).catch(() => undefined);
         // Pre-warm 2 minutes before go-live; the smoke load 1 minute before, for 30 s (once each).
         if (entry.prewarmedAt === null && deal.liveAt === null && now >= deal.startAt - PREWARM_LEAD_MS && now < deal.startAt) await this.prewarm(entry).catch(() => undefined);
@@ -1051,6 +1057,17 @@ function reservationError(error: string, reservationId: string): HttpError {
     default:
       return new HttpError(500, 'internal', `unexpected inventory answer: ${error}`);
   }
+}
+
+/** The landing state as rendered, again only when the deal's state moved since (or after a refresh). */
+function stateBodyOf(entry: DealEntry, refreshed = false): string {
+  const now = Date.now();
+  const state = snapshotState(entry.snapshot, now);
+  if (refreshed || state !== entry.stateShown) {
+    entry.stateBody = renderState(entry.snapshot, now);
+    entry.stateShown = state;
+  }
+  return entry.stateBody;
 }
 
 /** The landing state: `{state, remaining}` (remaining once live). */

@@ -444,7 +444,7 @@ t.test('a shard leader killed mid-sale: no oversell, no user with two, every win
   const wins = new Map<string, string>();
   const sale = Promise.all(
     users.map(async (u, i) => {
-      await new Promise((r) => setTimeout(r, i * 40));
+      await new Promise((r) => setTimeout(r, i * 50));
       let a = await attempt(deal, u, 'sale', i % 2);
       for (let tries = 0; a.status === 503 && tries < 20; tries++) {
         await new Promise((r) => setTimeout(r, 500));
@@ -462,7 +462,7 @@ t.test('a shard leader killed mid-sale: no oversell, no user with two, every win
       return body.status;
     }),
   );
-  await new Promise((r) => setTimeout(r, 300));
+  await new Promise((r) => setTimeout(r, 200));
   await cli('kill', victim);
   const statuses = await sale;
   await cli('restart', victim);
