@@ -548,3 +548,18 @@ t.test("the gateways count each attempt by the gate that answered it", async (t)
     t.ok((byGate[gate] ?? 0) > 0, `gate ${gate}: ${byGate[gate] ?? 0}`);
   }
 });
+
+// Last: it restarts a gateway (its metrics start again).
+t.test('a gateway restarted (cluster restart) relearns the deals; a retried key answers the same', async (t) => {
+  const u = await newUser();
+  await ready(live, u);
+  const first = await attempt(live, u, 'before-restart', 0);
+  t.equal(first.body.status, 'won');
+  await cli('restart', 'gateway2');
+  await until('gateway2 answering again', async () => (await call(gateways[1]!, 'GET', '/healthz').catch(() => null))?.status === 200, 60_000);
+  const after = await until('the deal relearned', async () => {
+    const a = await attempt(live, u, 'before-restart', 1);
+    return a.status === 200 ? a : null;
+  }, 60_000, 250);
+  t.same([after.body.status, after.body.reservation_id], ['won', first.body.reservation_id], 'the inventory remembers the key: the same reservation');
+});
