@@ -3,6 +3,7 @@ import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@
 import { kvService } from '@raftkit/kv';
 import { createCollabService } from '@raftkit/collab';
 import { createLogService } from '@raftkit/log';
+import { createFlashService } from '@raftkit/flash';
 import { lockService } from '@raftkit/lock';
 import { ratelimitService } from '@raftkit/ratelimit';
 import { shortlinkService } from '@raftkit/shortlink';
@@ -31,6 +32,7 @@ export const services: Record<string, HostedService> = {
   shortlink: hosted(shortlinkService),
   log: grouped(createLogService),
   collab: grouped(createCollabService),
+  flash: grouped(createFlashService),
 };
 
 export function serviceNames(): string[] {
