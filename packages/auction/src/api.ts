@@ -144,6 +144,19 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
     );
   };
 
+  /**
+   * The view, from a member that reflects every write acknowledged before the read: the leader's projector does
+   * (its writes were applied before they were answered); a follower first waits on a read barrier, then one turn
+   * for the projector to fold what the barrier brought in.
+   */
+  const currentView = async (node: AuctionNode, auctionId: string, historyLimit: number): Promise<AuctionBody | null> => {
+    if (!node.isLeader) {
+      await service.call(node, () => node.readBarrier());
+      await new Promise((r) => setImmediate(r));
+    }
+    return viewOf(node, auctionId, historyLimit);
+  };
+
   // Writer's duties, every member checks for the groups it leads: create the groups once the hosts registered,
   // propose close for due auctions, expire gateways that stopped refreshing, trim the view with the state.
   const closing = new Set<string>();
@@ -195,10 +208,11 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
       return result;
     })
     .post('/internal/auctions/:id/watch', { admits: 'cluster' }, (ctx) => watchAndView(ctx))
-    .get('/internal/auctions/:id', { admits: 'cluster' }, (ctx) => {
+    .get('/internal/auctions/:id', { admits: 'cluster' }, async (ctx) => {
       const auctionId = idOf(ctx);
       const { node } = nodeOf(ctx, auctionId);
-      const view = viewOf(node, auctionId, ctx.query.get('history') === 'all' ? Infinity : GET_HISTORY);
+      const history = ctx.query.get('history');
+      const view = await currentView(node, auctionId, history === 'all' ? Infinity : history === 'none' ? 0 : GET_HISTORY);
       if (view === null) throw notFound(`no auction ${auctionId}`, { auction_id: auctionId });
       return view;
     })
@@ -236,7 +250,7 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
 
   /** A gateway's first watcher on an auction: registered on the writer before its snapshot is read (no gap). */
   function watchAndView(ctx: RequestContext): Promise<AuctionBody> {
-    return ctx.json().then((raw) => {
+    return ctx.json().then(async (raw) => {
       const body = requireObject(raw);
       const auctionId = idOf(ctx);
       const gateway = requireString(body, 'gateway', { pattern: ID });
@@ -244,7 +258,8 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
       const secret = requireString(body, 'secret', { minLength: 16, maxLength: 128 });
       const count = requireInteger(body, 'count', { min: 0, max: 10_000_000 });
       const { node } = nodeOf(ctx, auctionId);
-      const view = viewOf(node, auctionId, 0);
+      registry.update(gateway, url, secret, { [auctionId]: count }, false);
+      const view = await currentView(node, auctionId, 0);
       if (view === null) throw notFound(`no auction ${auctionId}`, { auction_id: auctionId });
       registry.update(gateway, url, secret, { [auctionId]: count }, false);
       return { ...view, watcher_count: registry.count(auctionId) };
