@@ -345,3 +345,23 @@ t.test('failover of the writer while bids arrive: nothing accepted is lost or ap
   t.same(seen, [...seen].sort((x, y) => x - y), 'the watcher never went backwards');
   watch.close();
 });
+
+t.test('without a quorum a bid answers 503 with Retry-After; resubmitted after recovery it is decided once', async (t) => {
+  const a = await auction({ start_price: 10, end_at: now() + 600_000, anti_snipe_window_s: 0 });
+  await bid(a, 'q0', 10);
+  const writer = await writerOf(a);
+  const others = ['n1', 'n2', 'n3'].filter((id) => id !== writer);
+  for (const id of others) t.equal((await cluster.run('kill', id)).code, 0, `killed ${id}`);
+  const body = { bidder_id: 'q1', bidder_token: await bidder('q1'), amount: 50, idempotency_key: 'quorum-key' };
+  const refused = await call(gateways[0]!, 'POST', `/api/auctions/${a}/bids`, { body, timeoutMs: 60_000 });
+  t.equal(refused.status, 503, 'no writer can log it: 503');
+  t.match(refused.body, { error: { code: String } });
+  t.equal(refused.headers['retry-after'], '1', 'with Retry-After');
+  for (const id of others) t.equal((await cluster.run('restart', id)).code, 0, `restarted ${id}`);
+  const after = await client.bid(a, body);
+  const outcome = after.status === 'duplicate' ? after.original! : after;
+  t.match(outcome, { status: 'accepted', new_high_bid: 50, high_bidder_id: 'q1' }, `the resubmission's outcome (${after.status})`);
+  const view = await client.get(a);
+  t.equal(view.bid_history.filter((h) => h.bidder_id === 'q1').length, 1, 'applied once');
+  t.equal(view.current_high_bid, 50);
+});
