@@ -185,6 +185,11 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       const history = ctx.query.get('history') === 'all' ? '?history=all' : '';
       return routed(auctionId, 'GET', `/internal/auctions/${encodeURIComponent(auctionId)}${history}`);
     })
+    .get('/api/auctions/:id/log', { admits: 'cluster' }, async (ctx) => {
+      // Every bid entry of the auction in log order, hidden maxima included: for the operator's checks only.
+      const auctionId = auctionIdOf(ctx);
+      return routed(auctionId, 'GET', `/internal/auctions/${encodeURIComponent(auctionId)}/log`);
+    })
     .post('/internal/auction/updates', { admits: 'open' }, async (ctx) => {
       if (ctx.req.headers[FEED_SECRET_HEADER] !== secret) throw unauthorized('not a writer of this cluster');
       const body = requireObject(await ctx.json());

@@ -7,7 +7,8 @@ import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import WebSocket from 'ws';
 import { call, startCluster, until } from '@raftkit/testkit';
-import { AuctionClient, type BidBody, type ServerMessage } from '../src/index.js';
+import { AuctionClient, AuctionMachine, type BidBody, type ServerMessage } from '../src/index.js';
+import type { LoggedBid } from '../src/projector.js';
 
 const cluster = await startCluster('auction', { nodes: 3 });
 t.teardown(() => cluster.down());
@@ -100,6 +101,12 @@ t.test('bidder tokens, auction creation and bad input: 4xx JSON errors naming th
     t.match(answer.body, { error: { field } });
   }
   t.equal((await call(gw, 'POST', '/api/auctions', { body: base })).status, 401, 'creating needs the cluster token');
+  // The members' internal API checks commands as the machine would before they reach the log.
+  const member = cluster.members[0]!;
+  t.match(await call(member, 'POST', '/internal/auctions', { token, body: { auctionId: 'x' } }), { status: 400, body: { error: { code: 'invalid_command' } } });
+  t.match(await call(member, 'POST', `/internal/auctions/${a}/bids`, { token, body: { bidId: 'b', bidderId: 'u', amount: 'lots', maxProxyAmount: null, idempotencyKey: 'k' } }), { status: 400, body: { error: { code: 'invalid_command' } } });
+  t.equal((await call(member, 'POST', `/internal/auctions/${a}/bids`, { body: {} })).status, 401, 'the internal API needs the cluster token');
+  t.match(await call(member, 'POST', '/internal/auction/watchers', { token, body: { gateway: 'g', url: 'nope', secret: 'x', auctions: {} } }), { status: 400 });
 });
 
 t.test('every bid outcome', async (t) => {
@@ -335,6 +342,22 @@ t.test('failover of the writer while bids arrive: nothing accepted is lost or ap
   const best = prices[prices.length - 1]!;
   t.ok(best >= Math.max(...visible.map((x) => x.amount)), 'the price is at least every accepted bid');
   t.equal(view.current_high_bid, best, 'the price is the last change of the log');
+  // The bid log (cluster token): every bid entry once, and a sequential replay through the machine agrees.
+  const logged = await call(gw, 'GET', `/api/auctions/${a}/log`, { token });
+  t.equal(logged.status, 200);
+  t.equal(logged.body.complete, true, 'the new writer saw the whole log');
+  const log = logged.body.log as LoggedBid[];
+  t.equal(new Set(log.map((e) => e.bid_id)).size, log.length, 'no bid entry twice');
+  t.same(accepted.filter((x) => !log.some((e) => e.bid_id === x.answer.bid_id && e.status === 'accepted')), [], 'every accepted bid is logged as accepted');
+  const replay = new AuctionMachine();
+  const config = { voters: [], learners: [] } as never;
+  replay.apply({ op: 'create', auctionId: a, itemId: view.item_id, sellerId: view.seller_id, startPrice: view.start_price, reservePrice: null, minIncrement: view.min_increment, startAt: view.start_at, endAt: view.end_at, antiSnipeWindowS: view.anti_snipe_window_s }, { index: 1, term: 1, time: view.start_at, config } as never);
+  const disagreements = log.filter((e) => {
+    const r = replay.apply({ op: 'bid', bidId: e.bid_id, auctionId: a, bidderId: e.bidder_id, amount: e.amount, maxProxyAmount: e.max_proxy_amount, idempotencyKey: e.idempotency_key }, { index: 2, term: 1, time: e.placed_at, config } as never);
+    return r.op !== 'bid' || r.status !== e.status || r.newHighBid !== e.high_bid || r.highBidderId !== e.high_bidder_id || r.closeAt !== e.close_at;
+  });
+  t.same(disagreements, [], `a sequential replay of the ${log.length} logged bids gives the same outcomes`);
+  t.equal((await call(gw, 'GET', `/api/auctions/${a}/log`)).status, 401, 'the log (hidden maxima) needs the cluster token');
   // A key answered before the failover still answers duplicate with its original outcome after it.
   const old = accepted[0]!;
   const retry = await raw(a, { bidder_id: old.bidder, bidder_token: await bidder(old.bidder), amount: old.amount, idempotency_key: old.key });

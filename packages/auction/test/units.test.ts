@@ -38,6 +38,8 @@ t.test('the projector folds the log into the view asynchronously: full history, 
   const a = projector.get('a')!;
   t.same(a.history.map((h) => [h.bidder_id, h.amount, h.kind]), [['x', 100, 'bid'], ['x', 130, 'proxy'], ['x', 310, 'proxy']], 'every visible change once, proxies as the high bidder (w at 310 is outbid: not above the price)');
   t.equal(a.currentHighBid, 310);
+  t.same(a.log.map((e) => [e.bidder_id, e.status, e.high_bid]), [['x', 'accepted', 100], ['y', 'outbid', 130], ['x', 'accepted', 130], ['y', 'duplicate', 130], ['z', 'outbid', 310], ['w', 'outbid', 310]], 'the bid log: every entry in order');
+  t.equal(a.logComplete, true);
   t.same(projector.list('g', 'live', T0 + 10, 10).map((x) => x.auctionId), ['a']);
   t.same(projector.list('g', 'scheduled', T0 + 10, 10).map((x) => x.auctionId), ['later']);
   apply({ op: 'close', auctionId: 'a' }, T0 + 60_000);
@@ -55,6 +57,7 @@ t.test('the projector is rebuilt from a restored machine', async (t) => {
   second.machine.restore(first.machine.snapshot());
   t.same(second.projector.get('a')!.history.map((h) => h.amount), [100, 200]);
   t.equal(second.projector.get('a')!.currentHighBid, 200);
+  t.equal(second.projector.get('a')!.logComplete, false, 'a view rebuilt from a snapshot says its log is partial');
 });
 
 function watcher(): Watcher & { got: Push[] } {
