@@ -15,6 +15,7 @@ import {
   badRequest,
   GroupRouter,
   HttpError,
+  holdUpgraded,
   notFound,
   Reply,
   requireInteger,
@@ -218,6 +219,8 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       return;
     }
     const auctionId = id;
+    // A watcher's socket is busy for its whole life: the listener's connection cap must not evict it as idle.
+    holdUpgraded(socket);
     wss.handleUpgrade(req, socket, head, (ws) => attach(ws, auctionId));
   };
   http.server.on('upgrade', onUpgrade);
