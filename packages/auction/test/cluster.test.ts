@@ -248,6 +248,27 @@ t.test('WebSocket: snapshot first, bid_update in seq order on every gateway, bad
   for (const w of [w1, w2, w3]) w.close();
 });
 
+t.test("pushes failing: bids still work and the gateway's 2 s poll brings its watchers up to date", async (t) => {
+  const a = await auction({ start_price: 10 });
+  const w = await client.watch(a, 0);
+  await w.next((m) => m.type === 'snapshot');
+  await until('the watcher counted', async () => (await client.get(a)).watcher_count === 1, 20_000);
+  await new Promise((r) => setTimeout(r, 300)); // past the gateway's registration 50 ms after the subscribe
+  const repaired = async (): Promise<number> => Number((await call(gateways[0]!, 'GET', '/healthz')).body.repaired);
+  const before = await repaired();
+  // Every member's record of gateway1 now points at a closed port: the writer's push for the next bid fails
+  // (gateway1 registers again within 2 s, but that push is gone).
+  for (const m of cluster.members) {
+    const answer = await call(m, 'POST', '/internal/auction/watchers', { token, body: { gateway: 'gateway1', url: 'http://127.0.0.1:9', secret: 'x'.repeat(16), auctions: { [a]: 1 } } });
+    t.equal(answer.status, 200);
+  }
+  const r = await bid(a, 'pf1', 10);
+  t.equal(r.status, 'accepted', 'the bid does not depend on its push');
+  t.match(await w.next((m) => m.type === 'bid_update' && m.high_bid === 10, 30_000), { bidder: 'pf1', seq: r.seq });
+  t.ok((await repaired()) > before, 'delivered by the poll fallback, not a push');
+  w.close();
+});
+
 t.test('close: winner with the reserve respected, the hand-off to checkout once, auction_ended after', async (t) => {
   for (const id of [reserveMet, reserveMissed, noBids]) await until(`${id} closed`, async () => (await client.get(id)).state === 'closed', 60_000, 250);
   t.match(await client.get(reserveMet), { state: 'closed', winner: 'ann', final_price: 160, reserve_met: true });
