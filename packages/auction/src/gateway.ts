@@ -35,7 +35,7 @@ import { BIDDER_ID, bidderToken, verifyBidderToken } from './bidder-token.js';
 import { Channel, message, snapshotSent, type Watcher } from './fanout.js';
 import type { BidResult } from './machine.js';
 import { locateAuction } from './placement.js';
-import { bidBody, pushesFromView, stateQuery, type AuctionBody, type Push } from './wire.js';
+import { bidBody, pushesFromView, stateQuery, type AuctionBody, type Push, type SnapshotMessage } from './wire.js';
 import { FEED_SECRET_HEADER } from './watchers.js';
 
 /** Pushes are silent this long for an auction with watchers before the gateway polls its state. */
@@ -254,18 +254,39 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
     ws.on('error', () => undefined);
   };
 
+  /**
+   * The snapshot for a new watcher: the channel's own view when it has one (kept current by pushes and polls),
+   * else the writer's, fetched once for every subscriber arriving meanwhile. The fetch registers this gateway on
+   * the writer before reading there, so no push falls between the snapshot and the first bid_update.
+   */
+  const snapshotOf = (channel: Channel, auctionId: string): Promise<SnapshotMessage> => {
+    if (channel.view !== null) return Promise.resolve(channel.view);
+    channel.loading ??= routed(auctionId, 'POST', `/internal/auctions/${encodeURIComponent(auctionId)}/watch`, { gateway: options.id, url: selfUrl, secret, count: channel.size }, 10_000).then(
+      (body) => {
+        const { bid_history: _h, ...rest } = body as AuctionBody;
+        channel.loading = null;
+        if (channel.view === null || rest.seq >= channel.view.seq) channel.view = { type: 'snapshot', ...rest };
+        if (rest.seq > channel.seq) channel.seq = rest.seq;
+        return channel.view;
+      },
+      (error: unknown) => {
+        channel.loading = null;
+        throw error;
+      },
+    );
+    return channel.loading;
+  };
+
   const subscribe = async (s: Socket): Promise<void> => {
     let channel = channels.get(s.auctionId);
     if (channel === undefined) channels.set(s.auctionId, (channel = new Channel()));
     s.early = [];
     channel.add(s);
     try {
-      // Registered on the writer before the snapshot is read there: no push falls between the two.
-      const view = (await routed(s.auctionId, 'POST', `/internal/auctions/${encodeURIComponent(s.auctionId)}/watch`, { gateway: options.id, url: selfUrl, secret, count: channel.size }, 10_000)) as AuctionBody;
-      const { bid_history: _h, ...rest } = view;
-      s.ws.send(message({ type: 'snapshot', ...rest }));
+      const view = await snapshotOf(channel, s.auctionId);
+      const state = view.state === 'closed' ? 'closed' : Date.now() < view.start_at ? 'scheduled' : 'live';
+      s.ws.send(message({ ...view, state, watcher_count: Math.max(view.watcher_count, channel.size) }));
       snapshotSent(s, view.seq);
-      if (view.seq > channel.seq) channel.seq = view.seq;
       changed();
     } catch (error) {
       channel.remove(s);

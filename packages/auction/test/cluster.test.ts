@@ -46,7 +46,6 @@ const closeSoon = now() + 8_000;
 const reserveMet = await auction({ reserve_price: 150, end_at: closeSoon, anti_snipe_window_s: 0 });
 const reserveMissed = await auction({ reserve_price: 500, end_at: closeSoon, anti_snipe_window_s: 0 });
 const noBids = await auction({ end_at: closeSoon, anti_snipe_window_s: 0 });
-const watched = await auction({ end_at: closeSoon + 2_000, anti_snipe_window_s: 0 });
 await bid(reserveMet, 'ann', 160);
 await bid(reserveMissed, 'ann', 200, 300);
 
@@ -212,6 +211,7 @@ t.test('scheduled auctions: state scheduled, bids not_started (not recorded), li
 });
 
 t.test('WebSocket: snapshot first, bid_update in seq order on every gateway, bad messages answered', async (t) => {
+  const watched = await auction({ end_at: now() + 8_000, anti_snipe_window_s: 0 });
   const w1 = await client.watch(watched, 0);
   const w2 = await client.watch(watched, 1);
   const snap = (await w1.next((m) => m.type === 'snapshot')) as ServerMessage & { seq: number; current_high_bid: number | null };
