@@ -1,5 +1,6 @@
 /** The services a cluster can run, by name. Each later service adds one line here. */
 import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@raftkit/http';
+import { createAuctionService } from '@raftkit/auction';
 import { kvService } from '@raftkit/kv';
 import { createCollabService } from '@raftkit/collab';
 import { createLogService } from '@raftkit/log';
@@ -33,6 +34,7 @@ export const services: Record<string, HostedService> = {
   log: grouped(createLogService),
   collab: grouped(createCollabService),
   flash: grouped(createFlashService),
+  auction: grouped(createAuctionService),
 };
 
 export function serviceNames(): string[] {
