@@ -37,3 +37,5 @@ export { GroupedServiceContext, GROUP_LEADER_HEADER } from './grouped-service.js
 export type { GroupedServiceDefinition } from './grouped-service.js';
 export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';
 export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';
+export { TurnBatcher } from './turn-batcher.js';
+export type { TurnBatcherOptions } from './turn-batcher.js';
