@@ -41,7 +41,8 @@ function scenario(bids: Bid[], closeAt?: number): { events: HistoryEvent[]; log:
     const r = m.apply({ op: 'bid', bidId: `x${index}`, auctionId: 'A', bidderId: b.bidder, amount: b.amount, maxProxyAmount: b.max, idempotencyKey: b.key }, { index: ++index, term: 1, time: b.at }) as BidResult;
     last = b.at;
     if (r.status !== 'duplicate') log.push({ bidder_id: b.bidder, amount: b.amount, max_proxy_amount: b.max, idempotency_key: b.key, placed_at: b.at, status: r.status, high_bid: r.newHighBid, high_bidder_id: r.highBidderId, close_at: r.closeAt! });
-    const answer: Record<string, unknown> = { auction_id: 'A', status: r.status, new_high_bid: r.newHighBid, high_bidder_id: r.highBidderId, close_at: r.closeAt, ...(r.newCloseAt !== undefined ? { new_close_at: r.newCloseAt } : {}), ...(r.original !== undefined ? { original: { status: r.original.status } } : {}) };
+    const wire = (x: BidResult): Record<string, unknown> => ({ auction_id: 'A', status: x.status, bid_id: x.bidId, seq: x.seq, new_high_bid: x.newHighBid, high_bidder_id: x.highBidderId, close_at: x.closeAt, ...(x.newCloseAt !== undefined ? { new_close_at: x.newCloseAt } : {}) });
+    const answer = { ...wire(r), ...(r.original !== undefined ? { original: wire(r.original) } : {}) };
     events.push(...op('bid', { auction_id: 'A', bidder_id: b.bidder, amount: b.amount, max_proxy_amount: b.max, idempotency_key: b.key }, 'ok', answer));
   }
   const view = m.getAuction('A', last)!;
@@ -58,7 +59,7 @@ function scenario(bids: Bid[], closeAt?: number): { events: HistoryEvent[]; log:
   }
   const final = {
     auction_id: 'A', state, close_at: view.closeAt, current_high_bid: view.currentHighBid, current_high_bidder_id: view.currentHighBidderId, winner, final_price: price, now: view.closeAt + 1_000,
-    visible: view.bidHistory.map((h) => ({ seq: h.seq, bidder_id: h.bidderId, price: h.price, at: h.at })),
+    visible: view.bidHistory.map((h) => ({ seq: h.seq, bid_id: h.bidId, bidder_id: h.bidderId, amount: h.price, at: h.at, kind: h.kind })),
   };
   return { events, log, final };
 }
@@ -77,8 +78,17 @@ const BIDS: Bid[] = [
 function history(mutate: (s: { events: HistoryEvent[]; log: LoggedBid[]; final: Record<string, unknown> }) => void = () => {}, close = true): HistoryEvent[] {
   const s = scenario(BIDS, close ? T0 + 70_000 : undefined);
   mutate(s);
-  return [...s.events, ...op('read-log', { auction_id: 'A' }, 'ok', { ...s.final, log: s.log })];
+  return [...s.events, ...op('read-log', { auction_id: 'A' }, 'ok', { ...s.final, log: s.log, log_complete: true })];
 }
+
+/** The same run read as the service shows it: visible changes only (the log is rebuilt from them and the answers). */
+function visibleOnly(mutate: (s: { events: HistoryEvent[]; final: Record<string, unknown> }) => void = () => {}, close = true): HistoryEvent[] {
+  const s = scenario(BIDS, close ? T0 + 70_000 : undefined);
+  mutate(s);
+  return [...s.events, ...op('read-log', { auction_id: 'A' }, 'ok', { ...s.final, log: null })];
+}
+
+type Visible = Array<{ seq: number; bid_id: string; bidder_id: string; amount: number; at: number; kind: string }>;
 
 function byName(results: CheckResult[], name: string): CheckResult {
   return results.find((r) => r.name === name)!;
@@ -200,12 +210,32 @@ t.test('a final close_at earlier than one observed fails', async (t) => {
   t.same(types(r), ['final-close-at-earlier']);
 });
 
-t.test('without the full log, the visible history still catches a lost acknowledged bid', async (t) => {
-  const events = history((s) => {
-    (s.final.visible as unknown[]).splice(2, 1); // b2's change at 205 gone
-    s.log.length = 0;
-  }).map((e) => (e.f === 'read-log' && e.type === 'ok' ? { ...e, value: { ...(e.value as object), log: null } } : e));
-  const results = checkAuctionHistory(events);
-  t.same(types(byName(results, 'auction-acknowledged')), ['acknowledged-lost']);
-  t.equal(byName(results, 'auction-replay').valid, 'unknown', 'no replay without the log');
+t.test('rebuilt from the visible history: a clean run passes, and the replay covers the raise', async (t) => {
+  const results = checkAuctionHistory(visibleOnly());
+  for (const r of results) t.equal(r.valid, true, `${r.name}: ${JSON.stringify(r.anomalies.slice(0, 2))}`);
+  t.equal(byName(results, 'auction-replay').stats!.replayed, 1);
+  t.equal(byName(results, 'auction-acknowledged').stats!.present, 5);
+});
+
+t.test('rebuilt: an acknowledged change missing from the history is lost', async (t) => {
+  const r = byName(checkAuctionHistory(visibleOnly((s) => (s.final.visible as Visible).splice(3, 1))), 'auction-acknowledged');
+  t.match(types(r), ['acknowledged-lost']);
+});
+
+t.test('rebuilt: a seq gap, a wrong proxy price, a raise shown as a change, a wrong winner each fail', async (t) => {
+  const gap = checkAuctionHistory(visibleOnly((s) => (s.final.visible as Visible).splice(1, 1)));
+  t.match(types(byName(gap, 'auction-log-order')), ['seq-gap']);
+  const proxy = checkAuctionHistory(visibleOnly((s) => ((s.final.visible as Visible)[1]!.amount = 125)));
+  t.same(types(byName(proxy, 'auction-replay')), ['replay-differs']);
+  const winner = checkAuctionHistory(visibleOnly((s) => (s.final.winner = 'b2')));
+  t.same(types(byName(winner, 'auction-replay')), ['winner-differs']);
+  // The raise (k6) answered accepted with b3 high at 300, but the history says b1 held seq 4.
+  const raise = checkAuctionHistory(visibleOnly((s) => ((s.final.visible as Visible)[3]!.bidder_id = 'b1')));
+  t.equal(byName(raise, 'auction-acknowledged').valid, false, 'the raise is not where its answer says');
+});
+
+t.test('rebuilt: a history naming a bid no client heard of cannot be replayed (unknown, not valid)', async (t) => {
+  const r = byName(checkAuctionHistory(visibleOnly((s) => ((s.final.visible as Visible)[0]!.bid_id = 'ghost'))), 'auction-replay');
+  t.equal(r.valid, 'unknown');
+  t.match(JSON.stringify(r.stats), /ghost/);
 });

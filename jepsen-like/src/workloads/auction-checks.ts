@@ -41,15 +41,20 @@ export interface LoggedBid {
   /** The auction's high bid and high bidder after this entry. */
   high_bid: number | null;
   high_bidder_id: string | null;
-  close_at: number;
+  /** Null when not known (a reconstructed entry whose answer the client did not get). */
+  close_at: number | null;
 }
 
 /** A visible price change (what GET's bid_history shows when the full log is not available). */
 export interface VisibleChange {
   seq: number;
+  /** The bid whose entry made the change (for `proxy`, the other bidder's bid the proxy answered). */
+  bid_id: string;
   bidder_id: string;
-  price: number;
+  /** The new high bid. */
+  amount: number;
   at: number;
+  kind: 'bid' | 'proxy';
 }
 
 export interface FinalAuction {
@@ -63,6 +68,8 @@ export interface FinalAuction {
   /** Wall clock (ms) of the read: a live auction long past its close_at is a failure to close. */
   now: number;
   log: LoggedBid[] | null;
+  /** True when `log` is every bid entry the service applied (then the frequency limit replays too). */
+  log_complete?: boolean;
   visible: VisibleChange[];
 }
 
@@ -150,8 +157,8 @@ export function checkLogOrder(finals: ReadonlyMap<string, FinalAuction>): CheckR
     let last: VisibleChange | null = null;
     for (const v of f.visible) {
       entries++;
-      if (last !== null && !(v.price > last.price)) found.add('visible-not-increasing', `${id}: visible change seq ${v.seq} at ${v.price} (${v.bidder_id}) after seq ${last.seq} at ${last.price}`);
-      if (last !== null && !(v.seq > last.seq)) found.add('seq-not-increasing', `${id}: visible change seq ${v.seq} after seq ${last.seq}`);
+      if (last !== null && !(v.amount > last.amount)) found.add('visible-not-increasing', `${id}: visible change seq ${v.seq} at ${v.amount} (${v.bidder_id}) after seq ${last.seq} at ${last.amount}`);
+      if (last !== null && v.seq !== last.seq + 1) found.add('seq-gap', `${id}: visible change seq ${v.seq} after seq ${last.seq} (every change of price or leader is kept, so seqs are consecutive)`);
       last = v;
     }
   }
@@ -175,6 +182,11 @@ export function checkAcknowledged(ops: readonly PairedOp[], finals: ReadonlyMap<
       const list = m.get(k) ?? [];
       list.push(e);
       m.set(k, list);
+    }
+    const seen = new Set<string>();
+    for (const v of f.visible) {
+      if (v.kind === 'bid' && seen.has(v.bid_id)) found.add('applied-twice', `${id}: bid ${v.bid_id} made ${v.bidder_id} high twice (seq ${v.seq})`);
+      seen.add(v.bid_id);
     }
     for (const [k, list] of m) if (list.length > 1) found.add('applied-twice', `${id}: key ${k.replace('\0', '/')} decided ${list.length} times (${list.map((e) => `${e.status}@${e.placed_at}`).join(', ')})`);
     keyed.set(id, m);
@@ -206,8 +218,8 @@ export function checkAcknowledged(ops: readonly PairedOp[], finals: ReadonlyMap<
       present++;
       continue;
     }
-    if (f.visible.some((v) => v.bidder_id === bidder && v.price === price)) present++;
-    else if (f.visible.length > 0 && f.visible[0]!.price > price) present++; // older than the kept history
+    if (f.visible.some((v) => v.bidder_id === bidder && v.amount === price)) present++;
+    else if (f.visible.length > 0 && f.visible[0]!.amount > price) present++; // older than the kept history
     else found.add('acknowledged-lost', `${id}: ${bidder}'s accepted bid at ${price} is not in the bid history`, [op.start, op.end ?? op.start]);
   }
   return { name: 'auction-acknowledged', valid: found.anomalies.length === 0, anomalies: found.anomalies, stats: { acknowledged_accepted: acked, present, auction_unread: unread } };
@@ -229,7 +241,8 @@ export function checkReplay(ops: readonly PairedOp[], finals: ReadonlyMap<string
       continue;
     }
     replayed++;
-    const m = new AuctionMachine();
+    // No frequency limit in the replay: a rebuilt log holds only bids that passed it, at their entries' times.
+    const m = new AuctionMachine(f.log_complete === true ? {} : { maxBidsPerWindow: Number.MAX_SAFE_INTEGER });
     let index = 0;
     const apply = (command: AuctionCommand, time: number): AuctionResult => m.apply(command, { index: ++index, term: 1, time });
     apply({ op: 'create', auctionId: id, itemId: `item-${id}`, sellerId: c.seller_id, startPrice: c.start_price, reservePrice: c.reserve_price, minIncrement: c.min_increment, startAt: c.start_at, endAt: c.end_at, antiSnipeWindowS: c.anti_snipe_window_s }, c.start_at);
@@ -239,8 +252,8 @@ export function checkReplay(ops: readonly PairedOp[], finals: ReadonlyMap<string
       if (diverged) return;
       lastTime = Math.max(lastTime, e.placed_at);
       const r = apply({ op: 'bid', bidId: `replay-${i}`, auctionId: id, bidderId: e.bidder_id, amount: e.amount, maxProxyAmount: e.max_proxy_amount, idempotencyKey: e.idempotency_key }, e.placed_at) as BidResult;
-      const got = `${r.status} high ${String(r.newHighBid)} by ${String(r.highBidderId)} close_at ${String(r.closeAt)}`;
-      const logged = `${e.status} high ${String(e.high_bid)} by ${String(e.high_bidder_id)} close_at ${e.close_at}`;
+      const got = `${r.status} high ${String(r.newHighBid)} by ${String(r.highBidderId)}${e.close_at !== null ? ` close_at ${String(r.closeAt)}` : ''}`;
+      const logged = `${e.status} high ${String(e.high_bid)} by ${String(e.high_bidder_id)}${e.close_at !== null ? ` close_at ${e.close_at}` : ''}`;
       if (got !== logged) {
         // After the first divergence every later entry differs too: one finding per auction says it.
         found.add('replay-differs', `${id}: entry ${i} (${e.bidder_id} ${e.amount} max ${String(e.max_proxy_amount)} at ${e.placed_at}): replay ${got}, service ${logged}`);
@@ -324,8 +337,102 @@ export function checkCloseAt(ops: readonly PairedOp[], finals: ReadonlyMap<strin
   return { name: 'auction-close-at', valid: found.anomalies.length === 0, anomalies: found.anomalies, stats: { observations: obs.length, auctions_extended: extended } };
 }
 
+interface ClientBid {
+  bidder_id: string;
+  amount: number;
+  max_proxy_amount: number | null;
+  idempotency_key: string;
+  status: string;
+  seq: number | null;
+  new_high_bid: number | null;
+  high_bidder_id: string | null;
+  close_at: number | null;
+  start: number;
+}
+
+/** Every bid whose outcome a client learnt (directly, or as the original of a duplicate), by bid id. */
+function clientBids(ops: readonly PairedOp[]): Map<string, ClientBid> {
+  const out = new Map<string, ClientBid>();
+  for (const op of ops) {
+    if (op.f !== 'bid' || op.type !== 'ok' || op.output === null) continue;
+    const answer = str(op.output.status) === 'duplicate' ? (op.output.original as Record<string, unknown> | undefined) : op.output;
+    const bidId = str(answer?.bid_id);
+    if (answer === undefined || bidId === null || out.has(bidId)) continue;
+    out.set(bidId, {
+      bidder_id: str(op.input.bidder_id) ?? '',
+      amount: num(op.input.amount) ?? 0,
+      max_proxy_amount: num(op.input.max_proxy_amount),
+      idempotency_key: str(op.input.idempotency_key) ?? '',
+      status: str(answer.status) ?? '',
+      seq: num(answer.seq),
+      new_high_bid: num(answer.new_high_bid),
+      high_bidder_id: str(answer.high_bidder_id),
+      close_at: num(answer.close_at),
+      start: op.start,
+    });
+  }
+  return out;
+}
+
+/**
+ * The log of the commands that changed an auction, rebuilt when the service shows only its visible changes (GET's
+ * bid_history: seq, bid_id, bidder, amount, time, kind): each change is the entry of the bid it names (its
+ * amount, maximum and key from the client that sent it), and a high bidder's accepted raise of only their
+ * maximum (no visible change) follows the change that made them high (the seq of its answer). Bids that changed
+ * nothing are left out: they cannot change a replay. Null with the reason when it cannot be rebuilt (the history
+ * does not start at seq 1, or names a bid whose answer no client got).
+ */
+export function reconstructLog(visible: readonly VisibleChange[], bids: ReadonlyMap<string, ClientBid>, auctionId: string, bidIdsOf: ReadonlyMap<string, string[]>): { log: LoggedBid[] | null; reason: string | null } {
+  const sorted = [...visible].sort((a, b) => a.seq - b.seq);
+  if (sorted.length > 0 && sorted[0]!.seq !== 1) return { log: null, reason: `history starts at seq ${sorted[0]!.seq}` };
+  const inHistory = new Set(sorted.map((v) => v.bid_id));
+  const bySeq = new Map(sorted.map((v) => [v.seq, v]));
+  const raises = new Map<number, ClientBid[]>();
+  for (const bidId of bidIdsOf.get(auctionId) ?? []) {
+    const c = bids.get(bidId)!;
+    if (c.status !== 'accepted' || inHistory.has(bidId) || c.seq === null) continue;
+    const v = bySeq.get(c.seq);
+    if (v === undefined || v.bidder_id !== c.bidder_id || v.amount !== c.new_high_bid) continue; // not a raise: the acknowledged check reports it
+    const list = raises.get(c.seq) ?? [];
+    list.push(c);
+    raises.set(c.seq, list);
+  }
+  const log: LoggedBid[] = [];
+  const entry = (c: ClientBid, at: number, high: number, holder: string, closeAt: number | null): LoggedBid => ({
+    bidder_id: c.bidder_id, amount: c.amount, max_proxy_amount: c.max_proxy_amount, idempotency_key: c.idempotency_key, placed_at: at, status: c.status, high_bid: high, high_bidder_id: holder, close_at: closeAt,
+  });
+  for (const v of sorted) {
+    const c = bids.get(v.bid_id);
+    if (c === undefined) return { log: null, reason: `seq ${v.seq} names bid ${v.bid_id}, whose answer no client got` };
+    log.push(entry(c, v.at, v.amount, v.bidder_id, c.seq === v.seq ? c.close_at : null));
+    for (const r of (raises.get(v.seq) ?? []).sort((a, b) => a.start - b.start)) log.push(entry(r, v.at, v.amount, v.bidder_id, r.close_at));
+  }
+  return { log, reason: null };
+}
+
 export function checkAuctionHistory(events: readonly HistoryEvent[]): CheckResult[] {
   const ops = pairOps(events);
   const finals = finalAuctions(ops);
-  return [checkLogOrder(finals), checkAcknowledged(ops, finals), checkReplay(ops, finals), checkCloseAt(ops, finals)];
+  const bids = clientBids(ops);
+  const bidIdsOf = new Map<string, string[]>();
+  for (const op of ops) {
+    if (op.f !== 'bid' || op.type !== 'ok' || op.output === null) continue;
+    const answer = str(op.output.status) === 'duplicate' ? (op.output.original as Record<string, unknown> | undefined) : op.output;
+    const id = str(op.input.auction_id);
+    const bidId = str(answer?.bid_id);
+    if (id === null || bidId === null) continue;
+    const list = bidIdsOf.get(id) ?? [];
+    if (!list.includes(bidId)) list.push(bidId);
+    bidIdsOf.set(id, list);
+  }
+  const unresolved: string[] = [];
+  for (const [id, f] of finals) {
+    if (f.log !== null) continue;
+    const { log, reason } = reconstructLog(f.visible, bids, id, bidIdsOf);
+    finals.set(id, { ...f, log });
+    if (reason !== null) unresolved.push(`${id}: ${reason}`);
+  }
+  const replay = checkReplay(ops, finals);
+  if (unresolved.length > 0) replay.stats = { ...replay.stats, not_rebuilt: unresolved.slice(0, 20) };
+  return [checkLogOrder(finals), checkAcknowledged(ops, finals), replay, checkCloseAt(ops, finals)];
 }
