@@ -1,5 +1,6 @@
 /** The services a cluster can run, by name. Each later service adds one line here. */
 import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@raftkit/http';
+import { createAuctionService } from '@raftkit/auction';
 import { kvService } from '@raftkit/kv';
 import { createLogService } from '@raftkit/log';
 import { lockService } from '@raftkit/lock';
@@ -29,6 +30,7 @@ export const services: Record<string, HostedService> = {
   ratelimit: hosted(ratelimitService),
   shortlink: hosted(shortlinkService),
   log: grouped(createLogService),
+  auction: grouped(createAuctionService),
 };
 
 export function serviceNames(): string[] {

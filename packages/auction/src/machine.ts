@@ -504,6 +504,11 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     return a === undefined ? null : this.view(auctionId, a, now);
   }
 
+  /** Every auction this machine holds (for a derived view rebuilt after a restore). */
+  auctionIds(): string[] {
+    return [...this.auctions.keys()];
+  }
+
   /** Open auctions whose close time is at or before `now`: the leader proposes `close` for each. */
   due(now: number, max = 1_000): string[] {
     const out: string[] = [];

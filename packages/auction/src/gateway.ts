@@ -1,0 +1,362 @@
+/**
+ * The gateway worker role (`cluster up --service auction` starts 2): the public surface. It authenticates
+ * (cluster token for POST /api/bidders and POST /api/auctions; bidder_token for bids, checked here before any
+ * routing), validates, and routes each call to the leader of the auction's group (GroupRouter over the members'
+ * internal API). It holds the WebSocket watchers (/ws/auctions/{id}): a snapshot first, then the writer's pushes,
+ * forwarded in shards (fanout.ts). When no push came for an auction with watchers for 2 s it polls the auction's
+ * state (the spec's fallback), so watchers converge even when pushes fail. Stateless: any gateway serves any call.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { Pool } from 'undici';
+import { WebSocketServer, type WebSocket } from 'ws';
+import {
+  badRequest,
+  GroupRouter,
+  HttpError,
+  notFound,
+  Reply,
+  requireInteger,
+  requireObject,
+  requireString,
+  requireWellFormed,
+  serveWorkerHttp,
+  ServiceError,
+  unauthorized,
+  type JsonObject,
+  type RequestContext,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
+import { BIDDER_ID, bidderToken, verifyBidderToken } from './bidder-token.js';
+import { Channel, message, snapshotSent, type Watcher } from './fanout.js';
+import type { BidResult } from './machine.js';
+import { locateAuction } from './placement.js';
+import { bidBody, pushesFromView, stateQuery, type AuctionBody, type Push } from './wire.js';
+import { FEED_SECRET_HEADER } from './watchers.js';
+
+/** Pushes are silent this long for an auction with watchers before the gateway polls its state. */
+export const POLL_AFTER_MS = 2_000;
+/** How long a bid may wait for a writer (elections included) before the gateway answers 503 Retry-After. */
+const BID_TIMEOUT_MS = 3_000;
+const REGISTER_EVERY_MS = 2_000;
+const AUCTION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const KEY = /^[\x21-\x7e]{1,128}$/;
+const AMOUNT_MAX = 2 ** 48;
+const TIME_MAX = 8.64e15;
+
+export const gatewayRole: WorkerRole = {
+  role: 'gateway',
+  count: 2,
+  start: startGateway,
+};
+
+interface Socket extends Watcher {
+  ws: WebSocket;
+  auctionId: string;
+}
+
+export async function startGateway(options: WorkerOptions): Promise<RunningWorker> {
+  const clusterToken = options.tokens[0]!;
+  const members = options.members.map((m) => `http://${m.httpAddress}`);
+  const router = new GroupRouter({ endpoints: members, token: clusterToken, timeoutMs: 10_000, locate: locateAuction });
+  const secret = randomBytes(24).toString('base64url');
+  const channels = new Map<string, Channel>();
+  const stats = { pushesIn: 0, polls: 0, repaired: 0 };
+  let selfUrl = `http://${options.httpAddress}`;
+
+  const http = await serveWorkerHttp(options, {
+    health: () => ({ channels: channels.size, watchers: [...channels.values()].reduce((n, c) => n + c.size, 0), shards: [...channels.values()].reduce((n, c) => n + c.shards.length, 0), ...stats }),
+  });
+  selfUrl = `http://${options.httpAddress.split(':')[0]}:${http.port}`;
+  const metrics = http.metrics;
+  metrics.gauge('auction_watchers', 'WebSocket watchers on this gateway').set(() => [...channels.values()].reduce((n, c) => n + c.size, 0));
+  metrics.gauge('auction_pushes_received_total', 'Pushes received from writers').set(() => stats.pushesIn);
+  metrics.gauge('auction_polls_total', 'Auction states polled because pushes were silent for 2 s').set(() => stats.polls);
+
+  /** A routed call about an auction; ServiceErrors become the same HTTP answers (503 keeps Retry-After). */
+  const routed = async (auctionId: string, method: string, path: string, body?: object, timeoutMs?: number): Promise<unknown> => {
+    try {
+      return await router.callKey(auctionId, method, path, body, timeoutMs === undefined ? {} : { timeoutMs });
+    } catch (error) {
+      if (error instanceof ServiceError) {
+        const details = (error.body as { error?: Record<string, unknown> } | null)?.error ?? {};
+        const { code: _c, message: _m, ...rest } = details;
+        throw new HttpError(error.status, error.code, error.message, rest, error.status === 503 || error.status === 429 ? { 'retry-after': '1' } : {});
+      }
+      throw error;
+    }
+  };
+
+  // ---- registration of this gateway's watchers with every member (the writer may move) ----
+  const pools = new Map<string, Pool>();
+  const poolOf = (url: string): Pool => {
+    let p = pools.get(url);
+    if (p === undefined) pools.set(url, (p = new Pool(url, { connections: 2, keepAliveTimeout: 30_000 })));
+    return p;
+  };
+  const table = (): Record<string, number> => Object.fromEntries([...channels].map(([id, c]) => [id, c.size]));
+  const register = (): void => {
+    const body = JSON.stringify({ gateway: options.id, url: selfUrl, secret, auctions: table(), full: true });
+    for (const url of members) {
+      poolOf(url)
+        .request({ method: 'POST', path: '/internal/auction/watchers', headers: { authorization: `Bearer ${clusterToken}`, 'content-type': 'application/json' }, body, headersTimeout: 3_000, bodyTimeout: 3_000 })
+        .then((res) => res.body.dump(), () => undefined);
+    }
+  };
+  let registerSoon: NodeJS.Timeout | null = null;
+  const changed = (): void => {
+    if (registerSoon === null) registerSoon = setTimeout(() => ((registerSoon = null), register()), 50);
+  };
+  const registerTimer = setInterval(register, REGISTER_EVERY_MS);
+
+  // ---- the poll fallback ----
+  const pollTimer = setInterval(() => {
+    const now = Date.now();
+    for (const [id, channel] of channels) {
+      if (now - channel.heardAt < POLL_AFTER_MS) continue;
+      channel.heardAt = now;
+      stats.polls++;
+      routed(id, 'GET', `/internal/auctions/${encodeURIComponent(id)}?history=none`, undefined, 5_000).then(
+        (view) => {
+          for (const p of pushesFromView(view as AuctionBody)) {
+            if (p.seq > channel.seq) {
+              stats.repaired++;
+              void channel.forward(p);
+            }
+          }
+        },
+        () => undefined,
+      );
+    }
+  }, 500);
+
+  // ---- public API ----
+  http.router
+    .post('/api/bidders', { admits: 'cluster' }, async (ctx) => {
+      const body = requireObject(await ctx.json());
+      const bidderId = requireString(body, 'bidder_id', { pattern: BIDDER_ID });
+      return new Reply(201, { bidder_id: bidderId, bidder_token: bidderToken(clusterToken, bidderId) });
+    })
+    .post('/api/auctions', { admits: 'cluster' }, async (ctx) => {
+      const create = createOf(requireObject(await ctx.json()));
+      const answer = (await routed(create.auctionId, 'POST', '/internal/auctions', { op: 'create', ...create })) as { auction_id: string };
+      return new Reply(201, {
+        auction_id: answer.auction_id,
+        item_id: create.itemId,
+        seller_id: create.sellerId,
+        start_price: create.startPrice,
+        reserve_price: create.reservePrice,
+        min_increment: create.minIncrement,
+        start_at: create.startAt,
+        end_at: create.endAt,
+        close_at: create.endAt,
+        anti_snipe_window_s: create.antiSnipeWindowS,
+      });
+    })
+    .post('/api/auctions/:id/bids', { admits: 'open' }, async (ctx) => {
+      const auctionId = auctionIdOf(ctx);
+      const body = requireObject(await ctx.json());
+      const bidderId = requireString(body, 'bidder_id', { pattern: BIDDER_ID });
+      const token = requireString(body, 'bidder_token', { maxLength: 200 });
+      // Authentication before routing: a wrong token costs no call to the members.
+      if (!verifyBidderToken(options.tokens, bidderId, token)) throw unauthorized('bidder_token does not belong to bidder_id (POST /api/bidders issues one)');
+      const amount = requireInteger(body, 'amount', { min: 1, max: AMOUNT_MAX });
+      const max = body.max_proxy_amount === undefined || body.max_proxy_amount === null ? null : requireInteger(body, 'max_proxy_amount', { min: 1, max: AMOUNT_MAX });
+      if (max !== null && max < amount) throw badRequest('invalid_field', 'max_proxy_amount must be at least amount', { field: 'max_proxy_amount' });
+      const key = requireString(body, 'idempotency_key', { pattern: KEY });
+      const bidId = randomUUID();
+      const result = (await routed(auctionId, 'POST', `/internal/auctions/${encodeURIComponent(auctionId)}/bids`, { bidId, bidderId, amount, maxProxyAmount: max, idempotencyKey: key }, BID_TIMEOUT_MS)) as BidResult;
+      // The router retried a call whose first attempt was applied after all: that is this request's own outcome.
+      const own = result.status === 'duplicate' && result.original?.bidId === bidId ? result.original : result;
+      return bidReply(own);
+    })
+    .get('/api/auctions', { admits: 'open' }, async (ctx) => {
+      const state = stateQuery(ctx);
+      const groups = await auctionGroups(router, members, clusterToken);
+      const lists = await Promise.all(groups.map((g) => router.call(g, 'GET', `/internal/groups/${g}/auctions?limit=1000${state === null ? '' : `&state=${state}`}`) as Promise<{ auctions: AuctionBody[] }>));
+      const auctions = lists.flatMap((l) => l.auctions).sort((a, b) => a.close_at - b.close_at || (a.auction_id < b.auction_id ? -1 : 1));
+      return { state, auctions: auctions.slice(0, 1000) };
+    })
+    .get('/api/auctions/:id', { admits: 'open' }, async (ctx) => {
+      const auctionId = auctionIdOf(ctx);
+      const history = ctx.query.get('history') === 'all' ? '?history=all' : '';
+      return routed(auctionId, 'GET', `/internal/auctions/${encodeURIComponent(auctionId)}${history}`);
+    })
+    .post('/internal/auction/updates', { admits: 'open' }, async (ctx) => {
+      if (ctx.req.headers[FEED_SECRET_HEADER] !== secret) throw unauthorized('not a writer of this cluster');
+      const body = requireObject(await ctx.json());
+      const messages = Array.isArray(body.messages) ? (body.messages as Push[]) : [];
+      for (const m of messages) {
+        stats.pushesIn++;
+        const channel = channels.get(m.auction_id);
+        if (channel !== undefined) void channel.forward(m);
+      }
+      return { received: messages.length };
+    });
+
+  // ---- WebSocket watchers ----
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
+  const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    const path = (req.url ?? '').split('?')[0]!;
+    const m = /^\/ws\/auctions\/([^/]+)$/.exec(path);
+    let id: string | null = null;
+    try {
+      id = m === null ? null : decodeURIComponent(m[1]!);
+    } catch {
+      id = null;
+    }
+    if (id === null || !AUCTION_ID.test(id)) {
+      socket.end('HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"error":{"code":"not_found","message":"WebSocket path is /ws/auctions/{auction_id}"}}');
+      return;
+    }
+    const auctionId = id;
+    wss.handleUpgrade(req, socket, head, (ws) => attach(ws, auctionId));
+  };
+  http.server.on('upgrade', onUpgrade);
+
+  const attach = (ws: WebSocket, auctionId: string): void => {
+    const s: Socket = { ws, auctionId, seq: -1, early: null, send: (text) => ws.send(text) };
+    let subscribed = false;
+    ws.on('message', (data) => {
+      let msg: { type?: unknown } | null = null;
+      try {
+        msg = JSON.parse(String(data)) as { type?: unknown };
+      } catch {
+        msg = null;
+      }
+      if (msg === null || typeof msg !== 'object' || msg.type !== 'subscribe') {
+        ws.send(message({ type: 'error', error: { code: 'invalid_message', message: 'send {"type":"subscribe"}' } }));
+        return;
+      }
+      if (subscribed) return;
+      subscribed = true;
+      void subscribe(s);
+    });
+    ws.on('close', () => {
+      if (!subscribed) return;
+      const channel = channels.get(auctionId);
+      if (channel === undefined) return;
+      channel.remove(s);
+      if (channel.size === 0) channels.delete(auctionId);
+      changed();
+    });
+    ws.on('error', () => undefined);
+  };
+
+  const subscribe = async (s: Socket): Promise<void> => {
+    let channel = channels.get(s.auctionId);
+    if (channel === undefined) channels.set(s.auctionId, (channel = new Channel()));
+    s.early = [];
+    channel.add(s);
+    try {
+      // Registered on the writer before the snapshot is read there: no push falls between the two.
+      const view = (await routed(s.auctionId, 'POST', `/internal/auctions/${encodeURIComponent(s.auctionId)}/watch`, { gateway: options.id, url: selfUrl, secret, count: channel.size }, 10_000)) as AuctionBody;
+      const { bid_history: _h, ...rest } = view;
+      s.ws.send(message({ type: 'snapshot', ...rest }));
+      snapshotSent(s, view.seq);
+      if (view.seq > channel.seq) channel.seq = view.seq;
+      changed();
+    } catch (error) {
+      channel.remove(s);
+      if (channel.size === 0) channels.delete(s.auctionId);
+      const e = error instanceof HttpError ? error : null;
+      s.ws.send(message({ type: 'error', error: { code: e?.code ?? 'unavailable', message: e?.message ?? String(error) } }));
+      s.ws.close(e?.status === 404 ? 4404 : 1013, e?.code ?? 'unavailable');
+    }
+  };
+
+  register();
+  return {
+    httpPort: http.port,
+    async stop() {
+      clearInterval(registerTimer);
+      clearInterval(pollTimer);
+      if (registerSoon !== null) clearTimeout(registerSoon);
+      http.server.off('upgrade', onUpgrade);
+      for (const c of wss.clients) c.terminate();
+      wss.close();
+      await http.close();
+      await router.close();
+      await Promise.all([...pools.values()].map((p) => p.close()));
+    },
+  };
+}
+
+function bidReply(r: BidResult): Reply {
+  const body = bidBody(r);
+  switch (r.status) {
+    case 'unknown_auction':
+      throw notFound(`no auction ${r.auctionId}`, { auction_id: r.auctionId });
+    case 'not_started':
+      throw new HttpError(409, 'not_started', 'the auction has not started yet; retry after start_at with the same idempotency_key', { ...body });
+    case 'seller_cannot_bid':
+      throw new HttpError(403, 'seller_cannot_bid', 'the seller cannot bid on their own auction', { ...body });
+    case 'too_frequent':
+      throw new HttpError(429, 'too_frequent', 'at most 5 bids per bidder per auction per second', { ...body }, { 'retry-after': '1' });
+    default:
+      return new Reply(200, body);
+  }
+}
+
+function auctionIdOf(ctx: RequestContext): string {
+  const id = ctx.params.id ?? '';
+  if (!AUCTION_ID.test(id)) throw badRequest('invalid_auction_id', 'an auction id is 1..128 of A-Z a-z 0-9 . _ : -', { field: 'auction_id' });
+  return id;
+}
+
+/** An instant: epoch milliseconds (an integer) or an ISO-8601 string with a time zone. */
+export function instantOf(body: JsonObject, field: string): number {
+  const v = body[field];
+  if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= TIME_MAX) return v;
+  if (typeof v === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/.test(v)) {
+    const ms = Date.parse(v);
+    if (Number.isFinite(ms) && ms >= 0) return ms;
+  }
+  throw badRequest('invalid_field', `${field} must be epoch milliseconds or an ISO-8601 time with a zone (e.g. 2026-11-25T12:00:00Z)`, { field });
+}
+
+export interface CreateFields {
+  auctionId: string;
+  itemId: string;
+  sellerId: string;
+  startPrice: number;
+  reservePrice: number | null;
+  minIncrement: number;
+  startAt: number;
+  endAt: number;
+  antiSnipeWindowS: number;
+}
+
+function createOf(body: JsonObject): CreateFields {
+  const itemId = requireString(body, 'item_id', { maxLength: 128 });
+  requireWellFormed(itemId, 'item_id');
+  const sellerId = requireString(body, 'seller_id', { pattern: BIDDER_ID });
+  const startPrice = requireInteger(body, 'start_price', { min: 1, max: AMOUNT_MAX });
+  const reservePrice = body.reserve_price === undefined || body.reserve_price === null ? null : requireInteger(body, 'reserve_price', { min: 1, max: AMOUNT_MAX });
+  const minIncrement = body.min_increment === undefined ? 1 : requireInteger(body, 'min_increment', { min: 1, max: AMOUNT_MAX });
+  const startAt = instantOf(body, 'start_at');
+  const endAt = instantOf(body, 'end_at');
+  if (endAt <= startAt) throw badRequest('invalid_field', 'end_at must be after start_at', { field: 'end_at' });
+  const antiSnipeWindowS = requireInteger(body, 'anti_snipe_window_s', { min: 0, max: 86_400 });
+  return { auctionId: randomUUID(), itemId, sellerId, startPrice, reservePrice, minIncrement, startAt, endAt, antiSnipeWindowS };
+}
+
+/** The auction groups' names, from any member's catalogue. */
+export async function auctionGroups(router: GroupRouter, members: string[], token: string): Promise<string[]> {
+  void router;
+  for (const url of members) {
+    try {
+      const res = await fetch(`${url}/v1/cluster/catalog`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(3_000) });
+      if (res.status !== 200) continue;
+      const body = (await res.json()) as { groups?: Array<{ name: string }> };
+      const names = (body.groups ?? []).map((g) => g.name).filter((n) => /^auction\.\d+$/.test(n));
+      if (names.length > 0) return names.sort();
+    } catch {
+      // next member
+    }
+  }
+  throw new HttpError(503, 'unavailable', 'no member answered with the auction groups', {}, { 'retry-after': '1' });
+}
