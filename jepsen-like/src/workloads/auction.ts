@@ -3,8 +3,8 @@
  * bidder token; a few auctions are live at a time (short ones, with a small anti-snipe window, so they close
  * under the faults and new ones are opened as they end). A bidder bids on a random live auction up to a budget
  * of its own for that auction: usually above the price by a few increments with a hidden proxy maximum, now and
- * then at the price (outbid), inside the increment (below_increment), or again while already high (a raise of
- * only the maximum). A bid whose outcome is unknown (timeout, reset, 503) is sent again with the same idempotency
+ * then at the price (outbid), inside the increment (below_increment), again while already high (a raise of only
+ * the maximum), just after close (auction_ended), or its last bid again with the same key (duplicate). A bid whose outcome is unknown (timeout, reset, 503) is sent again with the same idempotency
  * key until answered (also after the heal), as the spec asks bidders to resubmit; the answer is then the first
  * outcome or `duplicate` with it.
  *
@@ -16,6 +16,11 @@
  * No linearizability model fits an auction as a whole, so the model check gets no events (valid by definition);
  * the four checks above are this workload's verdict.
  */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startGateway } from '@raftkit/auction';
+import { jsonLogger } from '@raftkit/http';
 import type { HistoryEvent } from '../history.js';
 import { checkAuctionHistory, type VisibleChange } from './auction-checks.js';
 import { callJson, errorCode, writeFailure, type HttpOutcome } from './http.js';
@@ -33,9 +38,11 @@ export interface AuctionOptions {
   budget: [number, number];
 }
 
-export const DEFAULT_AUCTION_OPTIONS: AuctionOptions = { live: 3, lengthS: [5, 10], antiSnipeWindowS: 2, startPrice: 100, minIncrement: 5, budget: [150, 400] };
+export const DEFAULT_AUCTION_OPTIONS: AuctionOptions = { live: 3, lengthS: [5, 10], antiSnipeWindowS: 4, startPrice: 100, minIncrement: 5, budget: [200, 900] };
 
 const SELLER = 'seller';
+/** Gateways the workload runs (as `cluster up` does); client w uses gateway w mod 2 first. */
+const GATEWAYS = 2;
 
 interface Known {
   id: string;
@@ -66,8 +73,7 @@ export class AuctionWorkload implements Workload {
   private readonly auctions = new Map<string, Known>();
   private creating = false;
   private created = 0;
-  /** Every member's id, learnt in setup (which runs before the workers are made). */
-  private nodes: readonly string[] = [];
+  private readonly gateways: Array<{ url: string; stop: () => Promise<void> }> = [];
 
   constructor(private readonly options: AuctionOptions = DEFAULT_AUCTION_OPTIONS) {}
 
@@ -77,31 +83,21 @@ export class AuctionWorkload implements Workload {
   }
 
   /**
-   * One request, routed: a member that does not hold the auction's group answers 421 naming those that do, and a
-   * 503 (election, failover) is retried after its Retry-After with the same body (same idempotency key) until
-   * the deadline. Returns the last outcome.
+   * One request through the gateways: a 503 (election, failover: the gateway already waited up to 3 s for a
+   * writer) is sent again after its Retry-After with the same body (same idempotency key) until the deadline, on
+   * the next gateway. Returns the last outcome.
    */
-  private async call(nodes: readonly string[], url: (id: string) => string, first: string, method: string, path: string, token: string, body: unknown, timeoutMs: number): Promise<HttpOutcome> {
+  private async call(first: number, method: string, path: string, token: string, body: unknown, timeoutMs: number): Promise<HttpOutcome> {
     const deadline = Date.now() + timeoutMs;
-    let node = first;
-    let last: HttpOutcome = { kind: 'not-sent', error: 'no attempt' };
-    for (let hop = 0; hop < 8 && Date.now() < deadline; hop++) {
-      last = await callJson(url(node) + path, { method, token, ...(body !== undefined ? { body } : {}), timeoutMs: Math.max(100, deadline - Date.now()) });
-      if (last.kind === 'not-sent') {
-        node = nodes[(nodes.indexOf(node) + 1) % nodes.length]!;
-        continue;
-      }
-      if (last.kind !== 'response') return last;
-      if (last.status === 421) {
-        const members = obj(obj(last.body).error).members;
-        const ids = Array.isArray(members) ? members.map((m) => obj(m).id).filter((id): id is string => typeof id === 'string' && nodes.includes(id)) : [];
-        node = ids.length > 0 ? ids[hop % ids.length]! : nodes[(nodes.indexOf(node) + 1) % nodes.length]!;
-        continue;
-      }
-      if (last.status === 503) {
+    let last: HttpOutcome = { kind: 'not-sent', error: 'no gateway' };
+    for (let attempt = 0; attempt < 8 && Date.now() < deadline; attempt++) {
+      const base = this.gateways[(first + attempt) % this.gateways.length]?.url;
+      if (base === undefined) return last;
+      last = await callJson(base + path, { method, token, ...(body !== undefined ? { body } : {}), timeoutMs: Math.max(100, deadline - Date.now()) });
+      if (last.kind === 'not-sent') continue;
+      if (last.kind === 'response' && last.status === 503) {
         const after = Number(last.retryAfter ?? '0.2');
-        await new Promise((r) => setTimeout(r, Math.min(1_000, Math.max(50, (Number.isFinite(after) ? after : 0.2) * 1000))));
-        if (hop >= 2) node = nodes[(nodes.indexOf(node) + 1) % nodes.length]!;
+        await new Promise((r) => setTimeout(r, Math.min(1_000, Math.max(50, (Number.isFinite(after) ? after : 0.2) * 1000), Math.max(0, deadline - Date.now()))));
         continue;
       }
       return last;
@@ -109,12 +105,19 @@ export class AuctionWorkload implements Workload {
     return last;
   }
 
+  /** Auctions to bid on: not seen ended, and not past close_at by more than a second (late bids: auction_ended). */
   private live(): Known[] {
     const now = Date.now();
-    return [...this.auctions.values()].filter((a) => !a.ended && a.closeAt > now + 300);
+    return [...this.auctions.values()].filter((a) => !a.ended && a.closeAt > now - 1_000);
   }
 
-  private async create(perform: WorkerContext['perform'], nodes: readonly string[], url: (id: string) => string, node: string, token: string, timeoutMs: number, draw: (lo: number, hi: number) => number): Promise<void> {
+  /** Auctions that count towards the live target (a new one is opened below it). */
+  private open(): Known[] {
+    const now = Date.now();
+    return [...this.auctions.values()].filter((a) => !a.ended && a.closeAt > now);
+  }
+
+  private async create(perform: WorkerContext['perform'], gateway: number, token: string, timeoutMs: number, draw: (lo: number, hi: number) => number): Promise<void> {
     const o = this.options;
     const now = Date.now();
     const n = this.created++;
@@ -129,7 +132,7 @@ export class AuctionWorkload implements Workload {
       anti_snipe_window_s: o.antiSnipeWindowS,
     };
     await perform({ f: 'create', value: input }, async () => {
-      const out = await this.call(nodes, url, node, 'POST', '/api/auctions', token, input, timeoutMs);
+      const out = await this.call(gateway, 'POST', '/api/auctions', token, input, timeoutMs);
       if (out.kind === 'response' && out.status >= 200 && out.status < 300) {
         const id = obj(out.body).auction_id;
         if (typeof id !== 'string') return { type: 'info', error: 'no auction_id in the answer' };
@@ -140,32 +143,46 @@ export class AuctionWorkload implements Workload {
     });
   }
 
+  /**
+   * Starts the gateways (the service's public surface is on its gateway workers, which `cluster up` starts
+   * beside the members; here they run in the harness's process, outside the faults, as stateless clients of the
+   * members), then the first auctions.
+   */
   async setup(ctx: FinalContext): Promise<void> {
-    this.nodes = ctx.nodes;
+    const members = ctx.nodes.map((id) => ({ id, role: 'member', httpAddress: new URL(ctx.url(id)).host }));
+    const quiet = jsonLogger(() => ({}), () => {});
+    for (let i = 1; i <= GATEWAYS; i++) {
+      const id = `gw${i}`;
+      const running = await startGateway({
+        id, role: 'gateway', index: i, dataDir: mkdtempSync(join(tmpdir(), 'jl-auction-gw-')), httpAddress: '127.0.0.1:0', tcpAddress: '127.0.0.1:0',
+        members, workers: [], tokens: [ctx.token], settings: {}, logger: quiet,
+      });
+      this.gateways.push({ url: `http://127.0.0.1:${running.httpPort}`, stop: () => running.stop() });
+    }
     // The first auctions; more are opened by the clients as these end.
     const draw = (lo: number, hi: number): number => lo + Math.floor(Math.random() * (hi - lo + 1));
-    while (this.live().length < this.options.live && Date.now() < ctx.deadline) {
+    while (this.open().length < this.options.live && Date.now() < ctx.deadline) {
       const before = this.auctions.size;
-      await this.create(ctx.perform, ctx.nodes, ctx.url, ctx.nodes[this.created % ctx.nodes.length]!, ctx.token, Math.max(ctx.opTimeoutMs, 5_000), draw);
+      await this.create(ctx.perform, this.created, ctx.token, Math.max(ctx.opTimeoutMs, 5_000), draw);
       if (this.auctions.size === before) await ctx.sleep(500);
     }
-    if (this.live().length === 0) throw new Error('could not create an auction');
+    if (this.open().length === 0) throw new Error('could not create an auction');
   }
 
   createWorker(ctx: WorkerContext): Worker {
     const o = this.options;
     const bidder = `b${ctx.worker}`;
-    // The worker's own member first, then the others (a 421 or a refused connection moves on).
-    const order = [ctx.node, ...this.nodes.filter((n) => n !== ctx.node)];
+    const gateway = ctx.worker % GATEWAYS;
     let token: string | null = null;
     let counter = 0;
     let pending: Pending | null = null;
+    let last: Pending | null = null;
     const budgets = new Map<string, number>();
     const draw = (lo: number, hi: number): number => ctx.rng.int(lo, hi);
 
     const register = async (): Promise<void> => {
       await ctx.perform({ f: 'register', value: { bidder_id: bidder } }, async () => {
-        const out = await this.call(order, ctx.url, ctx.node, 'POST', '/api/bidders', ctx.token, { bidder_id: bidder }, ctx.opTimeoutMs);
+        const out = await this.call(gateway, 'POST', '/api/bidders', ctx.token, { bidder_id: bidder }, ctx.opTimeoutMs);
         if (out.kind === 'response' && out.status >= 200 && out.status < 300) {
           const t = obj(out.body).bidder_token;
           if (typeof t !== 'string') return { type: 'fail', error: 'no bidder_token in the answer' };
@@ -179,7 +196,7 @@ export class AuctionWorkload implements Workload {
     const bid = async (p: Pending): Promise<Completion> => {
       const body = { bidder_id: bidder, amount: p.amount, ...(p.max !== null ? { max_proxy_amount: p.max } : {}), idempotency_key: p.key, bidder_token: token };
       const done = await ctx.perform({ f: 'bid', key: p.auction, value: { auction_id: p.auction, bidder_id: bidder, amount: p.amount, max_proxy_amount: p.max, idempotency_key: p.key } }, async () => {
-        const out = await this.call(order, ctx.url, ctx.node, 'POST', `/api/auctions/${encodeURIComponent(p.auction)}/bids`, ctx.token, body, ctx.opTimeoutMs);
+        const out = await this.call(gateway, 'POST', `/api/auctions/${encodeURIComponent(p.auction)}/bids`, ctx.token, body, ctx.opTimeoutMs);
         if (out.kind === 'response' && out.status >= 200 && out.status < 300) return { type: 'ok', value: { ...obj(out.body), auction_id: p.auction } };
         // A 4xx that is a decision rather than a refusal (some services answer auction_ended with 409/410):
         // recorded as an answer when it carries a status.
@@ -217,25 +234,30 @@ export class AuctionWorkload implements Workload {
           else await ctx.sleep(100);
           return;
         }
-        let live = this.live();
-        if (live.length < o.live && !this.creating) {
+        if (this.open().length < o.live && !this.creating) {
           this.creating = true;
           try {
-            await this.create(ctx.perform, order, ctx.url, ctx.node, ctx.token, ctx.opTimeoutMs, draw);
+            await this.create(ctx.perform, gateway, ctx.token, ctx.opTimeoutMs, draw);
           } finally {
             this.creating = false;
           }
-          live = this.live();
         }
+        const live = this.live();
         if (live.length === 0) {
           await ctx.sleep(200);
+          return;
+        }
+        if (last !== null && ctx.rng.float() < 0.05) {
+          // A client's retry of its last bid with the same key: answered duplicate with the first outcome.
+          const done = await bid(last);
+          if (done.type === 'info') pending = last;
           return;
         }
         const a = live[ctx.rng.int(0, live.length - 1)]!;
         if (ctx.rng.float() < 0.08) {
           // A read of the query view (it may lag: not a writer's observation of close_at).
           await ctx.perform({ f: 'read', key: a.id, value: { auction_id: a.id } }, async () => {
-            const out = await this.call(order, ctx.url, ctx.node, 'GET', `/api/auctions/${encodeURIComponent(a.id)}`, ctx.token, undefined, ctx.opTimeoutMs);
+            const out = await this.call(gateway, 'GET', `/api/auctions/${encodeURIComponent(a.id)}`, ctx.token, undefined, ctx.opTimeoutMs);
             if (out.kind === 'response' && out.status === 200) {
               const b = obj(out.body);
               return { type: 'ok', value: { auction_id: a.id, state: b.state, close_at: b.close_at, current_high_bid: b.current_high_bid, fresh: false } };
@@ -271,6 +293,7 @@ export class AuctionWorkload implements Workload {
           max = ctx.rng.float() < 0.7 ? Math.max(amount, Math.min(budget, amount + inc * ctx.rng.int(0, 12))) : null;
         }
         const p: Pending = { auction: a.id, amount, max, key: `${bidder}.${counter++}` };
+        last = p;
         const done = await bid(p);
         if (done.type === 'info') pending = p;
       },
@@ -298,9 +321,11 @@ export class AuctionWorkload implements Workload {
       for (;;) {
         const done = await ctx.perform({ f: 'read-log', key: a.id, value: { auction_id: a.id } }, async () => {
           const views: Answer[] = [];
+          // Every member's own view (members not holding the auction's group answer 421), and the gateway's.
+          const path = `/auctions/${encodeURIComponent(a.id)}?history=all`;
           await Promise.all(
-            ctx.nodes.map(async (id) => {
-              const out = await callJson(`${ctx.url(id)}/api/auctions/${encodeURIComponent(a.id)}`, { method: 'GET', token: ctx.token, timeoutMs: ctx.opTimeoutMs });
+            [...ctx.nodes.map((id) => `${ctx.url(id)}/internal${path}`), ...this.gateways.map((g) => `${g.url}/api${path}`)].map(async (url) => {
+              const out = await callJson(url, { method: 'GET', token: ctx.token, timeoutMs: ctx.opTimeoutMs });
               if (out.kind === 'response' && out.status === 200) views.push(obj(out.body));
             }),
           );
@@ -329,6 +354,10 @@ export class AuctionWorkload implements Workload {
         await ctx.sleep(500);
       }
     }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all(this.gateways.splice(0).map((g) => g.stop().catch(() => undefined)));
   }
 
   /** No model fits an auction: the model check gets nothing, and the auction checks are the verdict. */
