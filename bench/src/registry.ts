@@ -1,5 +1,6 @@
 /** Every benchmark the harness knows, by name. A new benchmark adds one line here. */
 import type { Benchmark } from './benchmark.js';
+import { auctionBenchmark } from './benchmarks/auction.js';
 import { crdtBenchmark } from './benchmarks/crdt.js';
 import { groupsBenchmark } from './benchmarks/groups.js';
 import { kvBenchmark } from './benchmarks/kv.js';
@@ -10,6 +11,7 @@ import { shortlinkBenchmark } from './benchmarks/shortlink.js';
 import { raftBenchmark } from './raft-inprocess.js';
 
 export const benchmarks: Record<string, Benchmark> = {
+  auction: auctionBenchmark,
   crdt: crdtBenchmark,
   groups: groupsBenchmark,
   kv: kvBenchmark,
