@@ -8,7 +8,7 @@
  * URLs differ.
  *
  * IPC, harness -> watcher: {cmd: connect, urls, count, localAddress, inflight} | {cmd: expect, seq, timeoutMs} |
- * {cmd: close}; watcher -> harness: {ev: ready, connected, failed, ms, errors} | {ev: got, seq, count, last}.
+ * {cmd: close}; watcher -> harness: {ev: ready, connected, failed, ms, errors} | {ev: got, seq, count, first, last}.
  */
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
@@ -29,8 +29,8 @@ type Cmd = ConnectCmd | ExpectCmd | { cmd: 'close' };
 
 const now = (): number => performance.timeOrigin + performance.now();
 const sockets: WebSocket[] = [];
-/** seq -> [watchers that received it, arrival of the last one]. */
-const got = new Map<number, [number, number]>();
+/** seq -> [watchers that received it, arrival of the first one, of the last one]. */
+const got = new Map<number, [number, number, number]>();
 const waiting = new Map<number, NodeJS.Timeout>();
 let connected = 0;
 
@@ -41,11 +41,11 @@ function reply(m: Record<string, unknown>): void {
 function settle(seq: number): void {
   const t = waiting.get(seq);
   if (t === undefined) return;
-  const g = got.get(seq) ?? [0, 0];
+  const g = got.get(seq) ?? [0, 0, 0];
   if (g[0] < connected) return;
   clearTimeout(t);
   waiting.delete(seq);
-  reply({ ev: 'got', seq, count: g[0], last: g[1] });
+  reply({ ev: 'got', seq, count: g[0], first: g[1], last: g[2] });
 }
 
 function onMessage(data: WebSocket.RawData): void {
@@ -58,10 +58,10 @@ function onMessage(data: WebSocket.RawData): void {
   }
   if (m.type !== 'bid_update' || typeof m.seq !== 'number') return;
   const g = got.get(m.seq);
-  if (g === undefined) got.set(m.seq, [1, at]);
+  if (g === undefined) got.set(m.seq, [1, at, at]);
   else {
     g[0]++;
-    g[1] = at;
+    g[2] = at;
   }
   if (waiting.has(m.seq)) settle(m.seq);
 }
@@ -120,8 +120,8 @@ process.on('message', (raw) => {
       c.seq,
       setTimeout(() => {
         waiting.delete(c.seq);
-        const g = got.get(c.seq) ?? [0, 0];
-        reply({ ev: 'got', seq: c.seq, count: g[0], last: g[1], timeout: true });
+        const g = got.get(c.seq) ?? [0, 0, 0];
+        reply({ ev: 'got', seq: c.seq, count: g[0], first: g[1], last: g[2], timeout: true });
       }, c.timeoutMs),
     );
     settle(c.seq);

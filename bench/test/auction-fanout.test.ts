@@ -41,12 +41,13 @@ t.test('the bare ws broadcast reaches every watcher, and a missing update is rep
   const sent = Date.now();
   const res = await fetch(`http://127.0.0.1:${port}/publish`, { method: 'POST', body: JSON.stringify({ type: 'bid_update', seq: 1, high_bid: 101 }) });
   t.same(await res.json(), { sent: 300 });
-  const got = next<{ seq: number; count: number; last: number; timeout?: boolean }>('got');
+  const got = next<{ seq: number; count: number; first: number; last: number; timeout?: boolean }>('got');
   child.send({ cmd: 'expect', seq: 1, timeoutMs: 20_000 });
   const g = await got;
   t.equal(g.count, 300, 'all 300 have seq 1');
   t.notOk(g.timeout);
   t.ok(g.last >= sent - 5 && g.last < Date.now() + 5, 'the last arrival is a wall-clock time after the publish');
+  t.ok(g.first <= g.last && g.first >= sent - 5, 'the first arrival is before the last');
 
   const missing = next<{ seq: number; count: number; timeout?: boolean }>('got');
   child.send({ cmd: 'expect', seq: 2, timeoutMs: 500 });

@@ -125,22 +125,22 @@ class Watchers {
   }
 
   /** Resolves when every watcher has the push of `seq`: how many did, and when the last one got it. */
-  async expect(seq: number, timeoutMs: number): Promise<{ count: number; last: number; timedOut: boolean }> {
+  async expect(seq: number, timeoutMs: number): Promise<{ count: number; first: number; last: number; timedOut: boolean }> {
     const answers = await Promise.all(
       this.children.map(
         (child) =>
-          new Promise<{ count: number; last: number; timeout?: boolean }>((resolve) => {
-            const onMessage = (m: { ev?: string; seq?: number; count?: number; last?: number; timeout?: boolean }): void => {
+          new Promise<{ count: number; first: number; last: number; timeout?: boolean }>((resolve) => {
+            const onMessage = (m: { ev?: string; seq?: number; count?: number; first?: number; last?: number; timeout?: boolean }): void => {
               if (m.ev !== 'got' || m.seq !== seq) return;
               child.off('message', onMessage);
-              resolve({ count: m.count ?? 0, last: m.last ?? 0, ...(m.timeout === true ? { timeout: true } : {}) });
+              resolve({ count: m.count ?? 0, first: m.first ?? 0, last: m.last ?? 0, ...(m.timeout === true ? { timeout: true } : {}) });
             };
             child.on('message', onMessage);
             child.send({ cmd: 'expect', seq, timeoutMs });
           }),
       ),
     );
-    return { count: answers.reduce((n, a) => n + a.count, 0), last: Math.max(...answers.map((a) => a.last)), timedOut: answers.some((a) => a.timeout === true) };
+    return { count: answers.reduce((n, a) => n + a.count, 0), first: Math.min(...answers.map((a) => a.first)), last: Math.max(...answers.map((a) => a.last)), timedOut: answers.some((a) => a.timeout === true) };
   }
 
   private async closeAll(): Promise<void> {
@@ -179,8 +179,12 @@ interface FanoutFigures {
   broadcasts: number;
   /** Broadcasts not seen by every watcher within 30 s. */
   incomplete: number;
+  /** From sending the bid (or the peer's publish) to the last watcher's bid_update. */
   from_send: LatencySummary;
+  /** From the bid's answer to the last watcher's bid_update (ours only; the push may beat the answer). */
   from_answer?: LatencySummary;
+  /** From the send to the first watcher's bid_update: the path itself, before the spread over the sockets. */
+  first_from_send: LatencySummary;
   server_rss_mb_before: number;
   server_rss_mb_after: number;
   memory_per_watcher_kb: number;
@@ -199,6 +203,7 @@ async function fanout(label: string, system: string, o: RunOptions, urls: string
     const rss1 = serverPids.reduce((n, p) => n + rssBytes(p), 0);
     const fromSend: number[] = [];
     const fromAnswer: number[] = [];
+    const firstFromSend: number[] = [];
     // measure() reads the probe as its window opens and as it closes: samples count only in between.
     let measuring = false;
     const result = await measure(
@@ -219,6 +224,7 @@ async function fanout(label: string, system: string, o: RunOptions, urls: string
           }
           if (measuring) {
             fromSend.push(got.last - p.sentAt);
+            firstFromSend.push(got.first - p.sentAt);
             if (p.answeredAt !== null) fromAnswer.push(got.last - p.answeredAt);
           }
         },
@@ -234,12 +240,13 @@ async function fanout(label: string, system: string, o: RunOptions, urls: string
       broadcasts: result.ops,
       incomplete: result.errors,
       from_send: summarize(fromSend),
+      first_from_send: summarize(firstFromSend),
       ...(fromAnswer.length > 0 ? { from_answer: summarize(fromAnswer) } : {}),
       server_rss_mb_before: round(rss0 / 2 ** 20, 1),
       server_rss_mb_after: round(rss1 / 2 ** 20, 1),
       memory_per_watcher_kb: round((rss1 - rss0) / c.connected / 1024, 2),
     };
-    process.stderr.write(`bench: ${label}: ${figures.broadcasts} broadcasts to ${c.connected} watchers: last watcher after p50 ${figures.from_send.p50_ms} ms, p99 ${figures.from_send.p99_ms} ms, max ${figures.from_send.max_ms} ms from the send; ${figures.memory_per_watcher_kb} KB per watcher\n`);
+    process.stderr.write(`bench: ${label}: ${figures.broadcasts} broadcasts to ${c.connected} watchers: last watcher after p50 ${figures.from_send.p50_ms} ms, p99 ${figures.from_send.p99_ms} ms, max ${figures.from_send.max_ms} ms from the send (first watcher p50 ${figures.first_from_send.p50_ms} ms); ${figures.memory_per_watcher_kb} KB per watcher\n`);
     return { ...result, fanout: figures };
   } finally {
     await watchers.close();
