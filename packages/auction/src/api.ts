@@ -21,7 +21,7 @@ import {
 } from '@raftkit/http';
 import type { ManagedGroupOptions, ManagedHost, RaftNode } from '@raftkit/raft';
 import { BidBatcher } from './bid-batcher.js';
-import { AuctionMachine, type AuctionCommand, type AuctionResult, type BidInput, type BidResult, type CreateInput } from './machine.js';
+import { AuctionMachine, checkAuctionCommand, type AuctionCommand, type AuctionResult, type BidInput, type BidResult, type CreateInput } from './machine.js';
 import { ObservedAuctionMachine } from './observed-machine.js';
 import { DEFAULT_GROUP_COUNT, GROUP_PREFIX, groupPlan, isAuctionGroup, locateAuction } from './placement.js';
 import { Projector } from './projector.js';
@@ -135,6 +135,9 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
         ...v,
         group: '',
         closed: v.state === 'closed',
+        log: [],
+        logComplete: false,
+        closedAt: v.handoff?.closedAt ?? null,
         history: v.bidHistory.map((h) => ({ seq: h.seq, bid_id: h.bidId, bidder_id: h.bidderId, amount: h.price, at: h.at, kind: h.kind })),
       },
       now,
@@ -142,6 +145,19 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
       projector.lagMs(),
       historyLimit,
     );
+  };
+
+  /**
+   * The view, from a member that reflects every write acknowledged before the read: the leader's projector does
+   * (its writes were applied before they were answered); a follower first waits on a read barrier, then one turn
+   * for the projector to fold what the barrier brought in.
+   */
+  const currentView = async (node: AuctionNode, auctionId: string, historyLimit: number): Promise<AuctionBody | null> => {
+    if (!node.isLeader) {
+      await service.call(node, () => node.readBarrier());
+      await new Promise((r) => setImmediate(r));
+    }
+    return viewOf(node, auctionId, historyLimit);
   };
 
   // Writer's duties, every member checks for the groups it leads: create the groups once the hosts registered,
@@ -176,15 +192,15 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
 
   service.router
     .post('/internal/auctions', { admits: 'cluster' }, async (ctx) => {
-      const c = requireObject(await ctx.json()) as unknown as CreateInput;
-      const { node } = nodeOf(ctx, String((c as { auctionId?: unknown }).auctionId ?? ''));
-      const result = await service.call(node, () => node.propose({ ...c, op: 'create' }));
+      const c = shaped({ ...requireObject(await ctx.json()), op: 'create' }) as CreateInput;
+      const { node } = nodeOf(ctx, c.auctionId);
+      const result = await service.call(node, () => node.propose(c));
       if (result.op !== 'create') throw new HttpError(500, 'internal', 'unexpected result');
       return new Reply(result.status === 'created' ? 201 : 200, { auction_id: result.auctionId, status: result.status });
     })
     .post('/internal/auctions/:id/bids', { admits: 'cluster' }, async (ctx) => {
       const auctionId = idOf(ctx);
-      const bid = requireObject(await ctx.json()) as unknown as BidInput;
+      const { op: _op, ...bid } = shaped({ ...requireObject(await ctx.json()), op: 'bid', auctionId }) as BidInput & { op: 'bid' };
       const { group, node } = nodeOf(ctx, auctionId);
       if (batcher.pending(group) >= MAX_PENDING_BIDS) {
         busy.inc();
@@ -195,12 +211,21 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
       return result;
     })
     .post('/internal/auctions/:id/watch', { admits: 'cluster' }, (ctx) => watchAndView(ctx))
-    .get('/internal/auctions/:id', { admits: 'cluster' }, (ctx) => {
+    .get('/internal/auctions/:id', { admits: 'cluster' }, async (ctx) => {
       const auctionId = idOf(ctx);
       const { node } = nodeOf(ctx, auctionId);
-      const view = viewOf(node, auctionId, ctx.query.get('history') === 'all' ? Infinity : GET_HISTORY);
+      const history = ctx.query.get('history');
+      const view = await currentView(node, auctionId, history === 'all' ? Infinity : history === 'none' ? 0 : GET_HISTORY);
       if (view === null) throw notFound(`no auction ${auctionId}`, { auction_id: auctionId });
       return view;
+    })
+    .get('/internal/auctions/:id/log', { admits: 'cluster' }, async (ctx) => {
+      const auctionId = idOf(ctx);
+      const { node } = nodeOf(ctx, auctionId);
+      await currentView(node, auctionId, 0);
+      const a = projector.get(auctionId);
+      if (a === undefined) throw notFound(`no auction ${auctionId} in this member's view`, { auction_id: auctionId });
+      return { auction_id: auctionId, member: managed.id, complete: a.logComplete, closed_at: a.closedAt, close_at: a.closeAt, state: a.closed ? 'closed' : 'open', log: a.log };
     })
     .get('/internal/groups/:group/auctions', { admits: 'cluster' }, (ctx) => {
       const { group } = groupNode(ctx);
@@ -236,7 +261,7 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
 
   /** A gateway's first watcher on an auction: registered on the writer before its snapshot is read (no gap). */
   function watchAndView(ctx: RequestContext): Promise<AuctionBody> {
-    return ctx.json().then((raw) => {
+    return ctx.json().then(async (raw) => {
       const body = requireObject(raw);
       const auctionId = idOf(ctx);
       const gateway = requireString(body, 'gateway', { pattern: ID });
@@ -244,7 +269,8 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
       const secret = requireString(body, 'secret', { minLength: 16, maxLength: 128 });
       const count = requireInteger(body, 'count', { min: 0, max: 10_000_000 });
       const { node } = nodeOf(ctx, auctionId);
-      const view = viewOf(node, auctionId, 0);
+      registry.update(gateway, url, secret, { [auctionId]: count }, false);
+      const view = await currentView(node, auctionId, 0);
       if (view === null) throw notFound(`no auction ${auctionId}`, { auction_id: auctionId });
       registry.update(gateway, url, secret, { [auctionId]: count }, false);
       return { ...view, watcher_count: registry.count(auctionId) };
@@ -262,6 +288,16 @@ async function ensureGroups(managed: ManagedHost, count: number): Promise<void> 
   if (hosts < meta.status().config.voters.length) return;
   const result = await managed.proposeMeta({ t: 'create', groups: groupPlan(count, Math.min(3, hosts)) });
   if (!result.ok && result.code !== 'exists') throw new Error(result.message);
+}
+
+/** A command checked as the machine would, before it reaches the log: a malformed one is a 400, not an entry. */
+function shaped(command: Record<string, unknown>): AuctionCommand {
+  try {
+    checkAuctionCommand(command);
+    return command;
+  } catch (error) {
+    throw badRequest('invalid_command', String((error as Error).message));
+  }
 }
 
 function idOf(ctx: RequestContext): string {

@@ -15,6 +15,7 @@ import {
   badRequest,
   GroupRouter,
   HttpError,
+  holdUpgraded,
   notFound,
   Reply,
   requireInteger,
@@ -185,6 +186,11 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       const history = ctx.query.get('history') === 'all' ? '?history=all' : '';
       return routed(auctionId, 'GET', `/internal/auctions/${encodeURIComponent(auctionId)}${history}`);
     })
+    .get('/api/auctions/:id/log', { admits: 'cluster' }, async (ctx) => {
+      // Every bid entry of the auction in log order, hidden maxima included: for the operator's checks only.
+      const auctionId = auctionIdOf(ctx);
+      return routed(auctionId, 'GET', `/internal/auctions/${encodeURIComponent(auctionId)}/log`);
+    })
     .post('/internal/auction/updates', { admits: 'open' }, async (ctx) => {
       if (ctx.req.headers[FEED_SECRET_HEADER] !== secret) throw unauthorized('not a writer of this cluster');
       const body = requireObject(await ctx.json());
@@ -213,6 +219,8 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       return;
     }
     const auctionId = id;
+    // A watcher's socket is busy for its whole life: the listener's connection cap must not evict it as idle.
+    holdUpgraded(socket);
     wss.handleUpgrade(req, socket, head, (ws) => attach(ws, auctionId));
   };
   http.server.on('upgrade', onUpgrade);

@@ -8,7 +8,7 @@
  * about one heartbeat on followers, nothing on the leader. After a restart the view starts from the snapshot (the
  * machine's last 100 changes per auction) and the entries after it.
  */
-import type { AuctionMachine, AuctionCommand, AuctionResult, AuctionState, BidResult, Handoff } from './machine.js';
+import type { AuctionMachine, AuctionCommand, AuctionResult, AuctionState, BidInput, BidResult, Handoff } from './machine.js';
 
 /** One visible change of an auction's price or leader, as the history shows it. */
 export interface ProjectedBid {
@@ -19,6 +19,26 @@ export interface ProjectedBid {
   at: number;
   /** `bid`: the bidder's own bid; `proxy`: their proxy answering another bid. */
   kind: 'bid' | 'proxy';
+}
+
+/**
+ * One bid entry of an auction's log as applied, hidden maximum included: for the cluster's own checks (a
+ * sequential replay), served with the cluster token only, never to bidders.
+ */
+export interface LoggedBid {
+  bid_id: string;
+  bidder_id: string;
+  amount: number;
+  max_proxy_amount: number | null;
+  idempotency_key: string;
+  /** The entry's leader-stamped time. */
+  placed_at: number;
+  status: string;
+  high_bid: number | null;
+  high_bidder_id: string | null;
+  close_at: number | null;
+  new_close_at?: number;
+  seq: number;
 }
 
 export interface ProjectedAuction {
@@ -41,6 +61,11 @@ export interface ProjectedAuction {
   history: ProjectedBid[];
   /** Bids whose entries applied, whatever their outcome (duplicates and refusals not kept under a key excluded). */
   bidCount: number;
+  /** Every bid entry applied for this auction, in log order (at most VIEW_HISTORY_LIMIT, the newest). */
+  log: LoggedBid[];
+  /** False when `log` misses entries: the view was rebuilt from a snapshot, or the log outgrew the limit. */
+  logComplete: boolean;
+  closedAt: number | null;
 }
 
 /** History kept per auction in the view; beyond, the oldest changes are dropped (counted in `truncated`). */
@@ -113,6 +138,9 @@ export class Projector {
         handoff: v.handoff,
         history: v.bidHistory.map((h) => ({ seq: h.seq, bid_id: h.bidId, bidder_id: h.bidderId, amount: h.price, at: h.at, kind: h.kind })),
         bidCount: v.bidCount,
+        log: [],
+        logComplete: false,
+        closedAt: v.handoff?.closedAt ?? null,
       });
     }
   }
@@ -156,23 +184,47 @@ export class Projector {
         handoff: null,
         history: [],
         bidCount: 0,
+        log: [],
+        logComplete: true,
+        closedAt: null,
       });
       return;
     }
-    if (r.op === 'bid') this.foldBid(r, p.time);
-    else if (r.op === 'bids') for (const b of r.results) this.foldBid(b, p.time);
+    if (r.op === 'bid' && c.op === 'bid') this.foldBid(c, r, p.time);
+    else if (r.op === 'bids' && c.op === 'bids') r.results.forEach((b, i) => this.foldBid(c.bids[i]!, b, p.time));
     else if (r.op === 'close' && (r.status === 'closed' || r.status === 'already_closed')) {
       const a = this.auctions.get(r.auctionId);
       if (a === undefined) return;
       a.closed = true;
       a.handoff = r.handoff;
+      a.closedAt = r.handoff.closedAt;
       a.seq = Math.max(a.seq, r.seq);
     }
   }
 
-  private foldBid(r: BidResult, time: number): void {
+  private foldBid(c: BidInput, r: BidResult, time: number): void {
     const a = this.auctions.get(r.auctionId);
-    if (a === undefined || r.status === 'duplicate' || r.status === 'unknown_auction') return;
+    if (a === undefined || r.status === 'unknown_auction') return;
+    const entry: LoggedBid = {
+      bid_id: c.bidId,
+      bidder_id: c.bidderId,
+      amount: c.amount,
+      max_proxy_amount: c.maxProxyAmount,
+      idempotency_key: c.idempotencyKey,
+      placed_at: time,
+      status: r.status,
+      high_bid: r.newHighBid,
+      high_bidder_id: r.highBidderId,
+      close_at: r.closeAt,
+      seq: r.seq,
+    };
+    if (r.newCloseAt !== undefined) entry.new_close_at = r.newCloseAt;
+    a.log.push(entry);
+    if (a.log.length > VIEW_HISTORY_LIMIT) {
+      a.log.splice(0, a.log.length - VIEW_HISTORY_LIMIT);
+      a.logComplete = false;
+    }
+    if (r.status === 'duplicate') return;
     if (r.status === 'accepted' || r.status === 'outbid' || r.status === 'below_increment') a.bidCount++;
     if (r.closeAt !== null) a.closeAt = Math.max(a.closeAt, r.closeAt);
     if (!r.changed || r.seq <= a.seq) return;

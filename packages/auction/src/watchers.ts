@@ -65,7 +65,8 @@ export class WatcherRegistry {
 }
 
 export class Publisher {
-  private readonly queues = new Map<string, { url: string; secret: string; messages: Push[] }>();
+  /** Per gateway: messages waiting, and whether a POST to it is in flight (one at a time, so pushes stay in order). */
+  private readonly queues = new Map<string, { url: string; secret: string; messages: Push[]; busy: boolean }>();
   private readonly pools = new Map<string, Pool>();
   private scheduled = false;
   sent = 0;
@@ -85,7 +86,7 @@ export class Publisher {
     for (const t of targets) {
       let q = this.queues.get(t.id);
       if (q === undefined || q.url !== t.url) {
-        q = { url: t.url, secret: t.secret, messages: [] };
+        q = { url: t.url, secret: t.secret, messages: [], busy: q?.busy ?? false };
         this.queues.set(t.id, q);
       }
       q.messages.push(message);
@@ -102,23 +103,32 @@ export class Publisher {
 
   private flush(): void {
     this.scheduled = false;
-    for (const [id, q] of this.queues) {
-      this.queues.delete(id);
-      this.send(q.url, q.secret, q.messages);
-    }
+    for (const q of this.queues.values()) if (!q.busy && q.messages.length > 0) this.send(q);
   }
 
-  private send(url: string, secret: string, messages: Push[]): void {
-    let pool = this.pools.get(url);
+  /**
+   * One POST per gateway at a time, carrying everything queued for it: a gateway receives pushes in publish order
+   * (its watchers would drop an older one arriving late), and under load batches grow instead of requests.
+   */
+  private send(q: { url: string; secret: string; messages: Push[]; busy: boolean }): void {
+    const messages = q.messages.splice(0, 10_000);
+    q.busy = true;
+    let pool = this.pools.get(q.url);
     if (pool === undefined) {
-      pool = new Pool(url, { connections: 4, keepAliveTimeout: 30_000 });
-      this.pools.set(url, pool);
+      pool = new Pool(q.url, { connections: 1, keepAliveTimeout: 30_000 });
+      this.pools.set(q.url, pool);
     }
+    const done = (ok: boolean): void => {
+      if (ok) this.sent++;
+      else this.failed++;
+      q.busy = false;
+      if (q.messages.length > 0) this.send(q);
+    };
     pool
       .request({
         method: 'POST',
         path: '/internal/auction/updates',
-        headers: { 'content-type': 'application/json', [FEED_SECRET_HEADER]: secret },
+        headers: { 'content-type': 'application/json', [FEED_SECRET_HEADER]: q.secret },
         body: JSON.stringify({ from: this.from(), messages }),
         headersTimeout: 5_000,
         bodyTimeout: 5_000,
@@ -126,12 +136,9 @@ export class Publisher {
       .then(
         async (res) => {
           await res.body.dump();
-          if (res.statusCode < 300) this.sent++;
-          else this.failed++;
+          done(res.statusCode < 300);
         },
-        () => {
-          this.failed++;
-        },
+        () => done(false),
       );
   }
 }

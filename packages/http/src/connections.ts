@@ -98,6 +98,14 @@ interface Limited {
 
 const limited = new Set<Limited>();
 
+/** Sockets taken over by an HTTP upgrade (WebSockets): in use as long as they live, so never evicted as idle. */
+const upgraded = new WeakSet<object>();
+
+/** Call from an 'upgrade' handler that keeps the socket: the listener's cap then never evicts it as idle. */
+export function holdUpgraded(socket: object): void {
+  upgraded.add(socket);
+}
+
 function rebalance(): void {
   let total = 0;
   for (const l of limited) total += l.weight;
@@ -181,7 +189,7 @@ function limitHttp(server: HttpServer, entry: Limited, counts: { evicted: number
   });
   const evictOldestIdle = (): boolean => {
     for (const socket of open) {
-      if (inFlight.get(socket) !== 0) continue;
+      if (inFlight.get(socket) !== 0 || upgraded.has(socket)) continue;
       open.delete(socket);
       inFlight.delete(socket);
       socket.destroy();

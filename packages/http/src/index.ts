@@ -15,7 +15,7 @@ export { serveWorkerHttp } from './worker.js';
 export { processHttp, hostPort } from './process-http.js';
 export type { ProcessHttp, ProcessHttpOptions, HealthBody } from './process-http.js';
 export type { PeerAddress, WorkerOptions, RunningWorker, WorkerRole, WorkerRoles, WorkerHttp } from './worker.js';
-export { limitServer, fileLimit, connectionBudget, FALLBACK_FILE_LIMIT } from './connections.js';
+export { limitServer, fileLimit, connectionBudget, holdUpgraded, FALLBACK_FILE_LIMIT } from './connections.js';
 export type { LimitOptions, ConnectionLimit } from './connections.js';
 export { fullCounter, idleExpiryMs, refill, resetMs, take } from './bucket.js';
 export type { BucketCounter, BucketLimits, TakeResult } from './bucket.js';
