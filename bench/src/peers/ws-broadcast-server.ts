@@ -1,7 +1,7 @@
 /**
  * The peer of `bench auction`'s fan-out: a bare `ws` broadcast server, the least a live-auction socket server can
  * do. `node ws-broadcast-server.js PORT`: WebSocket on any path; `{type: subscribe}` gets a snapshot of the last
- * message; `POST /publish` with a bid_update body sends it, serialised once, to every socket, and answers
+ * message; `POST /publish` with a bid_update body sends it, encoded once, to every socket as a text frame, and answers
  * `{sent}`. No auth, no log, no routing, no sequence checks: what is left is the cost of the sockets themselves.
  * Prints "listening PORT" when ready.
  */
@@ -22,7 +22,9 @@ const server = createServer((req, res) => {
   req.on('end', () => {
     const text = Buffer.concat(chunks).toString('utf8');
     last = text.replace('"bid_update"', '"snapshot"');
-    for (const ws of sockets) ws.send(text);
+    // Encoded once: ws frames the same bytes for every socket (a string would be encoded again per socket).
+    const bytes = Buffer.from(text);
+    for (const ws of sockets) ws.send(bytes, { binary: false });
     res.writeHead(200, { 'content-type': 'application/json' }).end(`{"sent":${sockets.size}}`);
   });
 });
