@@ -249,6 +249,13 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
       if (result.op !== 'ackHandoff') throw new HttpError(500, 'internal', 'unexpected result');
       return { auction_id: auctionId, removed: result.removed };
     })
+    .post('/internal/groups/:group/block', { admits: 'cluster' }, async (ctx) => {
+      const { node } = groupNode(ctx);
+      const command = shaped({ ...requireObject(await ctx.json()), op: 'block' });
+      const result = await service.call(node, () => node.propose(command));
+      if (result.op !== 'block') throw new HttpError(500, 'internal', 'unexpected result');
+      return { bidder_id: result.bidderId, blocked: result.blocked, changed: result.changed };
+    })
     .post('/internal/auction/watchers', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const gateway = requireString(body, 'gateway', { pattern: ID });

@@ -28,22 +28,61 @@ export const checkoutRole: WorkerRole = {
   start: startCheckout,
 };
 
-export async function startCheckout(options: WorkerOptions): Promise<RunningWorker> {
-  const token = options.tokens[0]!;
-  const members = options.members.map((m) => `http://${m.httpAddress}`);
-  const router = new GroupRouter({ endpoints: members, token, timeoutMs: 5_000, locate: locateAuction });
-  const db = new Level<string, CheckoutOrder>(join(options.dataDir, 'checkout'), { valueEncoding: 'json' });
-  await db.open();
-  const stats = { processed: 0, redelivered: 0, acked: 0, errors: 0 };
+/**
+ * The consumer's own record: one order per auction id, ever. `deliver` is idempotent: a hand-off already recorded
+ * (a redelivery: the ack was lost, or the consumer died between record and ack) only counts the delivery.
+ */
+export class CheckoutStore {
+  readonly stats = { processed: 0, redelivered: 0 };
 
-  const get = async (id: string): Promise<CheckoutOrder | undefined> => {
+  private constructor(private readonly db: Level<string, CheckoutOrder>) {}
+
+  static async open(dir: string): Promise<CheckoutStore> {
+    const db = new Level<string, CheckoutOrder>(dir, { valueEncoding: 'json' });
+    await db.open();
+    return new CheckoutStore(db);
+  }
+
+  async get(auctionId: string): Promise<CheckoutOrder | undefined> {
     try {
-      return (await db.get(id)) ?? undefined;
+      return (await this.db.get(auctionId)) ?? undefined;
     } catch (error) {
       if ((error as { code?: string }).code === 'LEVEL_NOT_FOUND') return undefined;
       throw error;
     }
-  };
+  }
+
+  /** Records a hand-off durably before it may be acknowledged; 'new' the first time, 'redelivery' after. */
+  async deliver(h: Handoff, now = Date.now()): Promise<'new' | 'redelivery'> {
+    const known = await this.get(h.auctionId);
+    if (known === undefined) {
+      // Checkout's own processing (create the order, notify the winner) would go here, once per auction.
+      await this.db.put(h.auctionId, { handoff: h, receivedAt: now, deliveries: 1 }, { sync: true } as never);
+      this.stats.processed++;
+      return 'new';
+    }
+    await this.db.put(h.auctionId, { ...known, deliveries: known.deliveries + 1 });
+    this.stats.redelivered++;
+    return 'redelivery';
+  }
+
+  async all(): Promise<Array<CheckoutOrder & { auction_id: string }>> {
+    const orders: Array<CheckoutOrder & { auction_id: string }> = [];
+    for await (const [id, order] of this.db.iterator()) orders.push({ auction_id: id, ...order });
+    return orders;
+  }
+
+  close(): Promise<void> {
+    return this.db.close();
+  }
+}
+
+export async function startCheckout(options: WorkerOptions): Promise<RunningWorker> {
+  const token = options.tokens[0]!;
+  const members = options.members.map((m) => `http://${m.httpAddress}`);
+  const router = new GroupRouter({ endpoints: members, token, timeoutMs: 5_000, locate: locateAuction });
+  const store = await CheckoutStore.open(join(options.dataDir, 'checkout'));
+  const stats = { acked: 0, errors: 0 };
 
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
@@ -52,15 +91,7 @@ export async function startCheckout(options: WorkerOptions): Promise<RunningWork
     for (const group of groups) {
       const { handoffs } = (await router.call(group, 'GET', `/internal/groups/${group}/handoffs`)) as { handoffs: Handoff[] };
       for (const h of handoffs) {
-        const known = await get(h.auctionId);
-        if (known === undefined) {
-          // Checkout's own processing would go here (create the order, notify the winner); recorded durably first.
-          await db.put(h.auctionId, { handoff: h, receivedAt: Date.now(), deliveries: 1 }, { sync: true } as never);
-          stats.processed++;
-        } else {
-          await db.put(h.auctionId, { ...known, deliveries: known.deliveries + 1 });
-          stats.redelivered++;
-        }
+        await store.deliver(h);
         await router.call(group, 'POST', `/internal/groups/${group}/handoffs/${encodeURIComponent(h.auctionId)}/ack`);
         stats.acked++;
       }
@@ -77,15 +108,11 @@ export async function startCheckout(options: WorkerOptions): Promise<RunningWork
   };
   void loop();
 
-  const http = await serveWorkerHttp(options, { health: () => ({ ...stats }) });
+  const http = await serveWorkerHttp(options, { health: () => ({ ...store.stats, ...stats }) });
   http.router
-    .get('/checkout/orders', { admits: 'cluster' }, async () => {
-      const orders: Array<CheckoutOrder & { auction_id: string }> = [];
-      for await (const [id, order] of db.iterator()) orders.push({ auction_id: id, ...order });
-      return { orders, stats };
-    })
+    .get('/checkout/orders', { admits: 'cluster' }, async () => ({ orders: await store.all(), stats: { ...store.stats, ...stats } }))
     .get('/checkout/orders/:id', { admits: 'cluster' }, async (ctx) => {
-      const order = await get(ctx.params.id ?? '');
+      const order = await store.get(ctx.params.id ?? '');
       if (order === undefined) throw notFound(`no hand-off for auction ${(ctx.params.id ?? '').slice(0, 128)}`);
       return { auction_id: ctx.params.id, ...order };
     });
@@ -97,7 +124,7 @@ export async function startCheckout(options: WorkerOptions): Promise<RunningWork
       await running;
       await http.close();
       await router.close();
-      await db.close();
+      await store.close();
     },
   };
 }

@@ -6,7 +6,7 @@
  * last seq it showed: a push or poll result not above it is dropped, so prices never go backwards on screen even
  * when a new writer repeats a push or a poll overtakes one.
  */
-import type { Push, ServerMessage } from './wire.js';
+import type { Push, ServerMessage, SnapshotMessage } from './wire.js';
 
 export const SHARD_SIZE = 10_000;
 
@@ -25,6 +25,14 @@ export class Channel {
   /** Highest seq forwarded on this channel, and when a push or poll last arrived. */
   seq = -1;
   heardAt = Date.now();
+  /**
+   * The auction as this channel knows it: the writer's snapshot when the channel opened, kept current by every
+   * push and poll result. Later subscribers get it as their snapshot without a call to the writer (50K
+   * watchers joining cost one call, not 50K).
+   */
+  view: SnapshotMessage | null = null;
+  /** The writer's snapshot being fetched for the first subscriber(s). */
+  loading: Promise<SnapshotMessage> | null = null;
 
   add(w: Watcher): void {
     let shard = this.shards.find((s) => s.size < SHARD_SIZE);
@@ -50,6 +58,19 @@ export class Channel {
   forward(push: Push): Promise<void> {
     this.heardAt = Date.now();
     if (push.seq > this.seq) this.seq = push.seq;
+    const v = this.view;
+    if (v !== null && push.seq > v.seq) {
+      v.seq = push.seq;
+      if (push.type === 'bid_update') {
+        v.current_high_bid = push.high_bid;
+        v.current_high_bidder_id = push.bidder;
+        v.close_at = push.close_at;
+      } else {
+        v.state = 'closed';
+        v.winner = push.winner;
+        v.final_price = push.final_price;
+      }
+    }
     const text = JSON.stringify(push);
     const shards = [...this.shards];
     return new Promise((resolve) => {

@@ -35,7 +35,7 @@ import { BIDDER_ID, bidderToken, verifyBidderToken } from './bidder-token.js';
 import { Channel, message, snapshotSent, type Watcher } from './fanout.js';
 import type { BidResult } from './machine.js';
 import { locateAuction } from './placement.js';
-import { bidBody, pushesFromView, stateQuery, type AuctionBody, type Push } from './wire.js';
+import { bidBody, pushesFromView, stateQuery, type AuctionBody, type Push, type SnapshotMessage } from './wire.js';
 import { FEED_SECRET_HEADER } from './watchers.js';
 
 /** Pushes are silent this long for an auction with watchers before the gateway polls its state. */
@@ -77,10 +77,10 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
   metrics.gauge('auction_pushes_received_total', 'Pushes received from writers').set(() => stats.pushesIn);
   metrics.gauge('auction_polls_total', 'Auction states polled because pushes were silent for 2 s').set(() => stats.polls);
 
-  /** A routed call about an auction; ServiceErrors become the same HTTP answers (503 keeps Retry-After). */
-  const routed = async (auctionId: string, method: string, path: string, body?: object, timeoutMs?: number): Promise<unknown> => {
+  /** A call through the router; its ServiceErrors become the same HTTP answers (503 and 429 keep Retry-After). */
+  const mapped = async <T>(work: () => Promise<T>): Promise<T> => {
     try {
-      return await router.callKey(auctionId, method, path, body, timeoutMs === undefined ? {} : { timeoutMs });
+      return await work();
     } catch (error) {
       if (error instanceof ServiceError) {
         const details = (error.body as { error?: Record<string, unknown> } | null)?.error ?? {};
@@ -90,6 +90,9 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       throw error;
     }
   };
+  /** A call about an auction, routed to its group's leader. */
+  const routed = (auctionId: string, method: string, path: string, body?: object, timeoutMs?: number): Promise<unknown> =>
+    mapped(() => router.callKey(auctionId, method, path, body, timeoutMs === undefined ? {} : { timeoutMs }));
 
   // ---- registration of this gateway's watchers with every member (the writer may move) ----
   const pools = new Map<string, Pool>();
@@ -141,6 +144,17 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       const bidderId = requireString(body, 'bidder_id', { pattern: BIDDER_ID });
       return new Reply(201, { bidder_id: bidderId, bidder_token: bidderToken(clusterToken, bidderId) });
     })
+    .post('/api/bidders/:id/block', { admits: 'cluster' }, async (ctx) => {
+      // Spec rule 2 ("bidder not blocked"): the writer checks it against its replicated state, so the block is
+      // proposed to every auction group; answered once every group logged it.
+      const bidderId = ctx.params.id ?? '';
+      if (!BIDDER_ID.test(bidderId)) throw badRequest('invalid_field', 'a bidder id is 1..128 of A-Z a-z 0-9 . _ : @ -', { field: 'bidder_id' });
+      const body = requireObject(await ctx.json());
+      if (typeof body.blocked !== 'boolean') throw badRequest('invalid_field', 'blocked must be true or false', { field: 'blocked' });
+      const groups = await auctionGroups(router, members, clusterToken);
+      await Promise.all(groups.map((g) => mapped(() => router.call(g, 'POST', `/internal/groups/${g}/block`, { bidderId, blocked: body.blocked }))));
+      return { bidder_id: bidderId, blocked: body.blocked, groups: groups.length };
+    })
     .post('/api/auctions', { admits: 'cluster' }, async (ctx) => {
       const create = createOf(requireObject(await ctx.json()));
       const answer = (await routed(create.auctionId, 'POST', '/internal/auctions', { op: 'create', ...create })) as { auction_id: string };
@@ -177,7 +191,7 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
     .get('/api/auctions', { admits: 'open' }, async (ctx) => {
       const state = stateQuery(ctx);
       const groups = await auctionGroups(router, members, clusterToken);
-      const lists = await Promise.all(groups.map((g) => router.call(g, 'GET', `/internal/groups/${g}/auctions?limit=1000${state === null ? '' : `&state=${state}`}`) as Promise<{ auctions: AuctionBody[] }>));
+      const lists = await Promise.all(groups.map((g) => mapped(() => router.call(g, 'GET', `/internal/groups/${g}/auctions?limit=1000${state === null ? '' : `&state=${state}`}`)) as Promise<{ auctions: AuctionBody[] }>));
       const auctions = lists.flatMap((l) => l.auctions).sort((a, b) => a.close_at - b.close_at || (a.auction_id < b.auction_id ? -1 : 1));
       return { state, auctions: auctions.slice(0, 1000) };
     })
@@ -254,18 +268,39 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
     ws.on('error', () => undefined);
   };
 
+  /**
+   * The snapshot for a new watcher: the channel's own view when it has one (kept current by pushes and polls),
+   * else the writer's, fetched once for every subscriber arriving meanwhile. The fetch registers this gateway on
+   * the writer before reading there, so no push falls between the snapshot and the first bid_update.
+   */
+  const snapshotOf = (channel: Channel, auctionId: string): Promise<SnapshotMessage> => {
+    if (channel.view !== null) return Promise.resolve(channel.view);
+    channel.loading ??= routed(auctionId, 'POST', `/internal/auctions/${encodeURIComponent(auctionId)}/watch`, { gateway: options.id, url: selfUrl, secret, count: channel.size }, 10_000).then(
+      (body) => {
+        const { bid_history: _h, ...rest } = body as AuctionBody;
+        channel.loading = null;
+        if (channel.view === null || rest.seq >= channel.view.seq) channel.view = { type: 'snapshot', ...rest };
+        if (rest.seq > channel.seq) channel.seq = rest.seq;
+        return channel.view;
+      },
+      (error: unknown) => {
+        channel.loading = null;
+        throw error;
+      },
+    );
+    return channel.loading;
+  };
+
   const subscribe = async (s: Socket): Promise<void> => {
     let channel = channels.get(s.auctionId);
     if (channel === undefined) channels.set(s.auctionId, (channel = new Channel()));
     s.early = [];
     channel.add(s);
     try {
-      // Registered on the writer before the snapshot is read there: no push falls between the two.
-      const view = (await routed(s.auctionId, 'POST', `/internal/auctions/${encodeURIComponent(s.auctionId)}/watch`, { gateway: options.id, url: selfUrl, secret, count: channel.size }, 10_000)) as AuctionBody;
-      const { bid_history: _h, ...rest } = view;
-      s.ws.send(message({ type: 'snapshot', ...rest }));
+      const view = await snapshotOf(channel, s.auctionId);
+      const state = view.state === 'closed' ? 'closed' : Date.now() < view.start_at ? 'scheduled' : 'live';
+      s.ws.send(message({ ...view, state, watcher_count: Math.max(view.watcher_count, channel.size) }));
       snapshotSent(s, view.seq);
-      if (view.seq > channel.seq) channel.seq = view.seq;
       changed();
     } catch (error) {
       channel.remove(s);
@@ -302,6 +337,8 @@ function bidReply(r: BidResult): Reply {
       throw new HttpError(409, 'not_started', 'the auction has not started yet; retry after start_at with the same idempotency_key', { ...body });
     case 'seller_cannot_bid':
       throw new HttpError(403, 'seller_cannot_bid', 'the seller cannot bid on their own auction', { ...body });
+    case 'bidder_blocked':
+      throw new HttpError(403, 'bidder_blocked', 'this bidder is blocked', { ...body });
     case 'too_frequent':
       throw new HttpError(429, 'too_frequent', 'at most 5 bids per bidder per auction per second', { ...body }, { 'retry-after': '1' });
     default:

@@ -15,7 +15,7 @@ export type {
 export { createAuctionService, MAX_PENDING_BIDS } from './api.js';
 export type { AuctionServiceOptions } from './api.js';
 export { gatewayRole, startGateway, POLL_AFTER_MS } from './gateway.js';
-export { checkoutRole, startCheckout } from './checkout.js';
+export { checkoutRole, CheckoutStore, startCheckout } from './checkout.js';
 export type { CheckoutOrder } from './checkout.js';
 export { bidderToken, verifyBidderToken } from './bidder-token.js';
 export { Projector, VIEW_HISTORY_LIMIT } from './projector.js';

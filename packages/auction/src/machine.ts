@@ -55,7 +55,9 @@ export type AuctionCommand =
   /** The checkout consumer has processed the hand-off of this auction: drop it from the outbox. */
   | { op: 'ackHandoff'; auctionId: string }
   /** A read through the log (linearizable); changes nothing. */
-  | { op: 'get'; auctionId: string };
+  | { op: 'get'; auctionId: string }
+  /** Block (or unblock) a bidder on every auction of this group (spec rule 2: "bidder not blocked"). */
+  | { op: 'block'; bidderId: string; blocked: boolean };
 
 /** Bid outcomes: the spec's five plus the refusals the spec implies (see README). */
 export type BidStatus =
@@ -67,6 +69,7 @@ export type BidStatus =
   | 'unknown_auction'
   | 'not_started'
   | 'seller_cannot_bid'
+  | 'bidder_blocked'
   | 'too_frequent';
 
 export interface BidResult {
@@ -109,7 +112,8 @@ export type AuctionResult =
   | { op: 'close'; status: 'not_due'; auctionId: string; closeAt: number }
   | { op: 'close'; status: 'unknown_auction'; auctionId: string }
   | { op: 'ackHandoff'; auctionId: string; removed: boolean }
-  | { op: 'get'; auctionId: string; auction: AuctionView | null };
+  | { op: 'get'; auctionId: string; auction: AuctionView | null }
+  | { op: 'block'; bidderId: string; blocked: boolean; changed: boolean };
 
 export type AuctionState = 'scheduled' | 'live' | 'closed';
 
@@ -198,6 +202,8 @@ interface Snapshot {
   outbox: string[];
   closedOrder: Array<[string, number]>;
   keysEvictedEarly: number;
+  /** Absent in snapshots taken before blocking existed. */
+  blocked?: string[];
 }
 
 const packr = new Packr({ useRecords: false });
@@ -224,7 +230,7 @@ function checkBid(c: Record<string, unknown>): void {
  * entry is refused the same way on every member and changes nothing.
  */
 export function checkAuctionCommand(command: unknown): asserts command is AuctionCommand {
-  const c = commandOf(command, ['create', 'bid', 'bids', 'close', 'ackHandoff', 'get'] as const);
+  const c = commandOf(command, ['create', 'bid', 'bids', 'close', 'ackHandoff', 'get', 'block'] as const);
   switch (c.op) {
     case 'create': {
       for (const k of ['auctionId', 'itemId', 'sellerId']) stringField(c, k, ID_MAX);
@@ -257,6 +263,10 @@ export function checkAuctionCommand(command: unknown): asserts command is Auctio
     case 'get':
       stringField(c, 'auctionId', ID_MAX);
       return;
+    case 'block':
+      stringField(c, 'bidderId', ID_MAX);
+      if (typeof c.blocked !== 'boolean') throw new CommandShapeError(`block.blocked: expected a boolean, got ${typeof c.blocked}`);
+      return;
   }
 }
 
@@ -276,6 +286,8 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
   /** Closed auctions in closing order with their close time, for retention. */
   private closedOrder: Array<[string, number]> = [];
   private keysEvictedEarly = 0;
+  /** Bidders refused on every auction of this group (bidder_blocked), until unblocked. */
+  private blocked = new Set<string>();
   /** Open auctions by close time (derived, for `due`). */
   private closing = new CloseIndex();
   readonly limits: AuctionLimits;
@@ -304,6 +316,12 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
         return this.close(command.auctionId, ctx.time);
       case 'ackHandoff':
         return { op: 'ackHandoff', auctionId: command.auctionId, removed: this.outbox.delete(command.auctionId) };
+      case 'block': {
+        const had = this.blocked.has(command.bidderId);
+        if (command.blocked) this.blocked.add(command.bidderId);
+        else this.blocked.delete(command.bidderId);
+        return { op: 'block', bidderId: command.bidderId, blocked: command.blocked, changed: had !== command.blocked };
+      }
     }
   }
 
@@ -365,6 +383,7 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     if (a.closed || now >= a.closeAt) return 'auction_ended';
     if (now < a.startAt) return 'not_started';
     if (b.bidderId === a.sellerId) return 'seller_cannot_bid';
+    if (this.blocked.has(b.bidderId)) return 'bidder_blocked';
     if (!this.underRate(a, b.bidderId, now)) return 'too_frequent';
     a.bidCount++;
     const max = b.maxProxyAmount ?? b.amount;
@@ -530,8 +549,8 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     return out;
   }
 
-  get stats(): { auctions: number; keys: number; keysEvictedEarly: number; outbox: number } {
-    return { auctions: this.auctions.size, keys: this.keys.size, keysEvictedEarly: this.keysEvictedEarly, outbox: this.outbox.size };
+  get stats(): { auctions: number; keys: number; keysEvictedEarly: number; outbox: number; blocked: number } {
+    return { auctions: this.auctions.size, keys: this.keys.size, keysEvictedEarly: this.keysEvictedEarly, outbox: this.outbox.size, blocked: this.blocked.size };
   }
 
   snapshot(): Uint8Array {
@@ -541,6 +560,7 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
       outbox: [...this.outbox],
       closedOrder: this.closedOrder,
       keysEvictedEarly: this.keysEvictedEarly,
+      blocked: [...this.blocked],
     };
     return packr.pack(snap);
   }
@@ -554,5 +574,6 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     this.outbox = new Set(snap.outbox);
     this.closedOrder = snap.closedOrder;
     this.keysEvictedEarly = snap.keysEvictedEarly;
+    this.blocked = new Set(snap.blocked ?? []);
   }
 }

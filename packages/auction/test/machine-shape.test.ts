@@ -26,6 +26,7 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
       { op: 'close', auctionId: 'a1' },
       { op: 'ackHandoff', auctionId: 'a1' },
       { op: 'get', auctionId: 'a1' },
+      { op: 'block', bidderId: 'x', blocked: true },
     ],
     malformed: [
       null,
@@ -54,6 +55,9 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
       { op: 'bids', bids: Array.from({ length: 1_001 }, (_, i) => ({ ...bid, bidId: `b${i}`, idempotencyKey: `k${i}` })) },
       { op: 'close' },
       { op: 'get', auctionId: 5 },
+      { op: 'block', bidderId: 'x' },
+      { op: 'block', bidderId: 'x', blocked: 'yes' },
+      { op: 'block', blocked: true },
     ],
   });
   t.equal(outcome.violation, null, 'no other throw, no change before a refusal');

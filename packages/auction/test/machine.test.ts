@@ -189,7 +189,7 @@ t.test('retention: an acknowledged closed auction is dropped 7 days after close;
   run(m, { op: 'ackHandoff', auctionId: 'A' }, end + 8 * 24 * 60 * MIN);
   run(m, { op: 'ackHandoff', auctionId: 'A' }, end + 8 * 24 * 60 * MIN + 1);
   t.equal(m.getAuction('A', end), null);
-  t.same(m.stats, { auctions: 0, keys: 0, keysEvictedEarly: 0, outbox: 0 });
+  t.same(m.stats, { auctions: 0, keys: 0, keysEvictedEarly: 0, outbox: 0, blocked: 0 });
 });
 
 t.test('bounded memory: history and keys are capped', async (t) => {
@@ -199,7 +199,7 @@ t.test('bounded memory: history and keys are capped', async (t) => {
   const view = m.getAuction('A', T0)!;
   t.same(view.bidHistory.map((h) => h.price), [8, 9, 10]);
   t.equal(view.bidCount, 10);
-  t.same(m.stats, { auctions: 1, keys: 4, keysEvictedEarly: 6, outbox: 0 });
+  t.same(m.stats, { auctions: 1, keys: 4, keysEvictedEarly: 6, outbox: 0, blocked: 0 });
 });
 
 t.test('a batch applies as the same bids one command each', async (t) => {
@@ -228,4 +228,19 @@ t.test('due: many auctions, found by close time, moved by extensions, gone when 
     t.same(x.due(T0 + 75_000), ['a1', 'a3', 'a4', 'a5', 'a6', 'a2', 'a7'], 'by close time, then id (a2 extended to 75,000, a7 ends at 75,000)');
     t.equal(x.due(T0 + 10_000_000).length, 49);
   }
+});
+
+t.test('rule 2: a blocked bidder is refused on every auction of the group until unblocked; snapshots keep the list', async (t) => {
+  const { m } = auction();
+  run(m, { op: 'create', auctionId: 'B', itemId: 'i', sellerId: 's', startPrice: 1, reservePrice: null, minIncrement: 1, startAt: T0, endAt: T0 + MIN, antiSnipeWindowS: 0 }, T0);
+  t.match(run(m, { op: 'block', bidderId: 'mallory', blocked: true }, T0), { op: 'block', blocked: true, changed: true });
+  t.match(run(m, { op: 'block', bidderId: 'mallory', blocked: true }, T0), { changed: false }, 'blocking twice changes nothing');
+  t.match(bid(m, 'mallory', 500, T0 + 1), { status: 'bidder_blocked', newHighBid: null, changed: false });
+  t.match(bid(m, 'mallory', 5, T0 + 2, null, 'kb', 'B'), { status: 'bidder_blocked' });
+  t.match(bid(m, 'mallory', 5, T0 + 3, null, 'kb', 'B'), { status: 'duplicate', original: { status: 'bidder_blocked' } }, 'recorded under its key');
+  const copy = new AuctionMachine();
+  copy.restore(m.snapshot());
+  t.match(bid(copy, 'mallory', 600, T0 + 4), { status: 'bidder_blocked' }, 'the list survives a snapshot');
+  run(m, { op: 'block', bidderId: 'mallory', blocked: false }, T0 + 5);
+  t.match(bid(m, 'mallory', 500, T0 + 6), { status: 'accepted', newHighBid: 500 }, 'unblocked');
 });
