@@ -3,7 +3,8 @@
  * auction's bid log) and find
  *
  * - `auction-log-order`: in log order, the high bid of an auction never goes down, and every accepted bid that
- *   moved the price moved it strictly up (so watchers can never be shown a lower price after a higher one);
+ *   moved the price moved it strictly up (so watchers can never be shown a lower price after a higher one); the
+ *   visible history (GET's bid_history) is exactly the log's changes of price or leader;
  * - `auction-acknowledged`: every bid a client was told `accepted` (directly, or as the original outcome of a
  *   `duplicate`) is in the final log exactly once, with the status the client was told; no idempotency key
  *   appears twice in a log (a bid retried across a failover applied twice);
@@ -154,6 +155,20 @@ export function checkLogOrder(finals: ReadonlyMap<string, FinalAuction>): CheckR
         holder = e.high_bidder_id;
       });
     }
+    if (f.log !== null && f.log_complete === true && (f.visible.length === 0 || f.visible[0]!.seq === 1)) {
+      // The visible history is the log's changes of price or leader, in the same order (both from the service).
+      const changes: string[] = [];
+      let prev = 'none';
+      for (const e of f.log) {
+        const now = `${String(e.high_bid)} by ${String(e.high_bidder_id)}`;
+        if (e.high_bid !== null && now !== prev) changes.push(now);
+        prev = now;
+      }
+      const shown = f.visible.map((v) => `${v.amount} by ${v.bidder_id}`);
+      const n = Math.min(changes.length, shown.length);
+      const at = changes.slice(0, n).findIndex((c, i) => c !== shown[i]);
+      if (at >= 0 || changes.length !== shown.length) found.add('visible-differs-from-log', `${id}: the log's changes of price or leader and the visible history differ${at >= 0 ? ` at change ${at + 1} (log ${changes[at]}, history ${shown[at]})` : ` in length (${changes.length} against ${shown.length})`}`);
+    }
     let last: VisibleChange | null = null;
     for (const v of f.visible) {
       entries++;
@@ -232,6 +247,7 @@ export function checkReplay(ops: readonly PairedOp[], finals: ReadonlyMap<string
   let replayed = 0;
   let closed = 0;
   let withoutLog = 0;
+  let fromFullLog = 0;
   for (const [id, f] of finals) {
     const c = created.get(id);
     if (c === undefined) continue;
@@ -241,6 +257,7 @@ export function checkReplay(ops: readonly PairedOp[], finals: ReadonlyMap<string
       continue;
     }
     replayed++;
+    if (f.log_complete === true) fromFullLog++;
     // No frequency limit in the replay: a rebuilt log holds only bids that passed it, at their entries' times.
     const m = new AuctionMachine(f.log_complete === true ? {} : { maxBidsPerWindow: Number.MAX_SAFE_INTEGER });
     let index = 0;
@@ -277,7 +294,7 @@ export function checkReplay(ops: readonly PairedOp[], finals: ReadonlyMap<string
     }
   }
   const valid = found.anomalies.length > 0 ? false : replayed === 0 && withoutLog > 0 ? 'unknown' : true;
-  return { name: 'auction-replay', valid, anomalies: found.anomalies, stats: { replayed, closed, without_log: withoutLog } };
+  return { name: 'auction-replay', valid, anomalies: found.anomalies, stats: { replayed, from_full_log: fromFullLog, closed, without_log: withoutLog } };
 }
 
 interface Observation {

@@ -9,9 +9,10 @@
  * outcome or `duplicate` with it.
  *
  * After the heal the final reads wait for every auction to close and read each from every member that holds it
- * (GET /api/auctions/{id}: state, close_at, winner and final price, and bid_history, the visible changes with the
- * bid that made each). auction-checks.ts rebuilds the log from that history and the bidders' answers and checks
- * it (order, acknowledged bids, a replay through packages/auction's machine, close_at never backwards).
+ * (state, close_at, winner and final price, bid_history: the visible changes with the bid that made each) and its
+ * bid log (GET /api/auctions/{id}/log: every bid entry in log order, hidden maxima included). auction-checks.ts
+ * checks that log (order, acknowledged bids, a replay through packages/auction's machine, close_at never
+ * backwards); when no complete log is to be had it rebuilds one from the visible history and the answers.
  *
  * No linearizability model fits an auction as a whole, so the model check gets no events (valid by definition);
  * the four checks above are this workload's verdict.
@@ -330,6 +331,20 @@ export class AuctionWorkload implements Workload {
             }),
           );
           if (views.length === 0) return { type: 'fail', error: 'no member answered' };
+          // The bid log (every bid entry in log order, hidden maxima included), from every member's view and the
+          // gateways' (the writer's): the longest complete one is replayed as it is; without one the checks
+          // rebuild the log from the visible history and the answers.
+          const logs: Answer[] = [];
+          await Promise.all(
+            [...ctx.nodes.map((id) => `${ctx.url(id)}/internal/auctions/${encodeURIComponent(a.id)}/log`), ...this.gateways.map((g) => `${g.url}/api/auctions/${encodeURIComponent(a.id)}/log`)].map(async (url) => {
+              const out = await callJson(url, { method: 'GET', token: ctx.token, timeoutMs: ctx.opTimeoutMs });
+              if (out.kind === 'response' && out.status === 200 && obj(out.body).complete === true && Array.isArray(obj(out.body).log)) logs.push(obj(out.body));
+            }),
+          );
+          const lengthOf = (l: Answer): number => (l.log as unknown[]).length;
+          const closedFirst = (l: Answer): number => Number(l.state === 'closed');
+          logs.sort((x, y) => closedFirst(y) - closedFirst(x) || lengthOf(y) - lengthOf(x));
+          const full = logs[0];
           const seqOf = (v: Answer): number => (typeof v.seq === 'number' ? v.seq : -1);
           const fromStart = (v: Answer): boolean => {
             const h = Array.isArray(v.bid_history) ? v.bid_history : [];
@@ -345,7 +360,8 @@ export class AuctionWorkload implements Workload {
             type: 'ok',
             value: {
               auction_id: a.id, state: v.state, close_at: v.close_at, current_high_bid: v.current_high_bid ?? null, current_high_bidder_id: v.current_high_bidder_id ?? null,
-              winner: v.winner ?? null, final_price: v.final_price ?? null, now: Date.now(), seq: v.seq, views: views.length, log: null, visible,
+              winner: v.winner ?? null, final_price: v.final_price ?? null, now: Date.now(), seq: v.seq, views: views.length, visible,
+              ...(full !== undefined ? { log: full.log, log_complete: true, log_member: full.member ?? null } : { log: null }),
             },
           };
         });
