@@ -34,6 +34,7 @@ test: build test-packages
 	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-shortlink
 	node jepsen-like/bin/jepsen-like.js run --service log --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-log
 	node jepsen-like/bin/jepsen-like.js run --service collab --time 20 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-collab
+	node jepsen-like/bin/jepsen-like.js run --service auction --time 20 --nemesis partition,kill,pause,clock --interval 3 --seed 4 --recovery 30 --out jepsen-out/smoke-auction
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
 	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
@@ -64,7 +65,7 @@ down:
 JEPSEN_TIME ?= 180
 JEPSEN_SEED ?= 1
 JEPSEN_OUT ?= jepsen-out
-JEPSEN_WORKLOADS ?= kv lock shortlink log collab
+JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction
 JEPSEN_NEMESES ?= partition kill pause packet clock partition,kill,pause,packet,clock
 
 jepsen: build

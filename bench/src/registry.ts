@@ -1,6 +1,7 @@
 /** Every benchmark the harness knows, by name. A new benchmark adds one line here. */
 import type { Benchmark } from './benchmark.js';
 import { collabBenchmark } from './benchmarks/collab.js';
+import { auctionBenchmark } from './benchmarks/auction.js';
 import { crdtBenchmark } from './benchmarks/crdt.js';
 import { groupsBenchmark } from './benchmarks/groups.js';
 import { kvBenchmark } from './benchmarks/kv.js';
@@ -12,6 +13,7 @@ import { raftBenchmark } from './raft-inprocess.js';
 
 export const benchmarks: Record<string, Benchmark> = {
   collab: collabBenchmark,
+  auction: auctionBenchmark,
   crdt: crdtBenchmark,
   groups: groupsBenchmark,
   kv: kvBenchmark,

@@ -1,4 +1,5 @@
 import { CollabWorkload } from './collab.js';
+import { AuctionWorkload } from './auction.js';
 import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
 import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
 import { DEFAULT_LOG_OPTIONS, LogWorkload } from './log.js';
@@ -15,6 +16,7 @@ export const WORKLOADS: Record<string, () => Workload> = {
   shortlink: () => new ShortlinkWorkload(),
   log: () => new LogWorkload(),
   collab: () => new CollabWorkload(),
+  auction: () => new AuctionWorkload(),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
   'log-same-offset': () => new LogWorkload({ ...DEFAULT_LOG_OPTIONS, sameOffsetIsOwn: true, fixedFetch: true, foreignProbability: 0.5 }),
