@@ -13,3 +13,4 @@ export type { Workload, Worker, WorkerContext, CheckResult, Anomaly, Invocation,
 export { FencedStorage, checkLockHistory } from './workloads/lock.js';
 export { checkLogHistory, checkAckedPresent, checkLogIntegrity, checkConsumerGroups, pairOps } from './workloads/log-checks.js';
 export { commitRegisterEvents } from './workloads/log.js';
+export { checkFlashHistory, DEFAULT_FLASH_CHECK_OPTIONS, type FlashCheckOptions } from './workloads/flash-checks.js';
