@@ -111,3 +111,15 @@ t.test('every key whose outcome was unknown must get an answer after the heal', 
   const refused = byName([...deal(2), ...attempt('u1', 'k1', 'fail')]);
   t.equal(refused['one-answer-per-key']!.valid, true, 'a refused attempt (4xx) decided nothing and is owed nothing');
 });
+
+t.test('the workload solves the bot check as the service checks it', async (t) => {
+  const { createHash } = await import('node:crypto');
+  const { solveChallenge } = await import('../src/workloads/flash.js');
+  for (const bits of [0, 4, 9]) {
+    const nonce = solveChallenge('c-123', bits);
+    t.match(nonce, /^\d+$/, 'a decimal string');
+    const digest = createHash('sha256').update(`c-123:${nonce}`).digest();
+    const zeros = digest.readUInt32BE(0) === 0 ? 32 : Math.clz32(digest.readUInt32BE(0));
+    t.ok(zeros >= bits, `${bits} leading zero bits (got ${zeros})`);
+  }
+});

@@ -1,3 +1,4 @@
+import { DEFAULT_FLASH_OPTIONS, FlashWorkload } from './flash.js';
 import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
 import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
 import { DEFAULT_LOG_OPTIONS, LogWorkload } from './log.js';
@@ -13,8 +14,10 @@ export const WORKLOADS: Record<string, () => Workload> = {
   lock: () => new LockWorkload(),
   shortlink: () => new ShortlinkWorkload(),
   log: () => new LogWorkload(),
+  flash: () => new FlashWorkload(),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
+  'flash-async-inventory': () => new FlashWorkload({ ...DEFAULT_FLASH_OPTIONS, settings: { inventory_replication: 'async' } }, 'flash-async-inventory'),
   'log-same-offset': () => new LogWorkload({ ...DEFAULT_LOG_OPTIONS, sameOffsetIsOwn: true, fixedFetch: true, foreignProbability: 0.5 }),
 };
 
