@@ -2,6 +2,7 @@
 import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@raftkit/http';
 import { kvService } from '@raftkit/kv';
 import { createLogService } from '@raftkit/log';
+import { createFlashService } from '@raftkit/flash';
 import { lockService } from '@raftkit/lock';
 import { ratelimitService } from '@raftkit/ratelimit';
 import { shortlinkService } from '@raftkit/shortlink';
@@ -29,6 +30,7 @@ export const services: Record<string, HostedService> = {
   ratelimit: hosted(ratelimitService),
   shortlink: hosted(shortlinkService),
   log: grouped(createLogService),
+  flash: grouped(createFlashService),
 };
 
 export function serviceNames(): string[] {

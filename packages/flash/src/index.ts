@@ -2,3 +2,15 @@ export { FlashMachine, checkFlashCommand, dealState, RESERVATION_WINDOW_MS, GO_L
 export type { FlashCommand, FlashResult, FlashError, DealState, DealView, ReservationView, ReservationStatus } from './machine.js';
 export { AliveShards, homeShard, firstRoute, rerouteCandidate, nextRoute, poolSize, distributeTokens, tokensValid, TokenPool, TOKENS_PER_UNIT, TOKEN_GRACE_MS } from './gates.js';
 export type { RouteDecision } from './gates.js';
+export { shardOfReservation, snapshotState } from './inventory.js';
+export type { InventoryBackend, DealSpec, DealSnapshot, ReserveRequest, ReserveOutcome, ReservationChange, AttemptRecord } from './inventory.js';
+export { RaftInventory } from './raft-inventory.js';
+export type { RaftInventoryOptions } from './raft-inventory.js';
+export { INVENTORY_GROUPS, groupOfShard, inventoryGroup, groupsOfDeal, shardCounts } from './groups.js';
+export { createFlashService } from './api.js';
+export { gatewayRole, gatewaySettings, Gateway, BOT_COOKIE, STATE_CACHE_CONTROL } from './gateway.js';
+export type { GatewaySettings, AttemptAnswer } from './gateway.js';
+export { solveChallenge, workBits, makeUserToken, checkUserToken, eligible, MIN_ACCOUNT_AGE_MS } from './tokens.js';
+export type { Account } from './tokens.js';
+export { FlashClient } from './client.js';
+export type { FlashClientOptions, FlashAnswer } from './client.js';

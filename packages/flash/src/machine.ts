@@ -15,6 +15,9 @@ import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 /** The spec's payment window: a winner has 10 minutes to pay, else the unit is released. */
 export const RESERVATION_WINDOW_MS = 10 * 60_000;
+/** Bounds of a deal's own window (`windowMs` of createDeal: an operator's knob for tests; the spec's is the default). */
+export const MIN_WINDOW_MS = 1_000;
+export const MAX_WINDOW_MS = 24 * 60 * 60_000;
 /**
  * How early the deal service's go-live broadcast may arrive before start_at (by this group's entry time) and still
  * be trusted: the broadcast is authoritative, but one far ahead of start_at is a bug, not clock skew.
@@ -40,7 +43,7 @@ export type ReservationStatus = 'reserved' | 'paid' | 'expired' | 'cancelled';
 
 export type FlashCommand =
   /** The deal record and the shards of it this group holds (`shards`: shard index and its initial count). */
-  | { op: 'createDeal'; dealId: string; skuId: string; totalInventory: number; startAt: number; endAt: number; shardCount: number; shards: Array<{ shard: number; count: number }> }
+  | { op: 'createDeal'; dealId: string; skuId: string; totalInventory: number; startAt: number; endAt: number; shardCount: number; shards: Array<{ shard: number; count: number }>; windowMs?: number }
   /** The deal service's authoritative go-live broadcast, recorded so the group trusts it over start_at. */
   | { op: 'goLive'; dealId: string }
   /**
@@ -145,6 +148,8 @@ interface Deal {
   endAt: number;
   liveAt: number | null;
   shardCount: number;
+  /** The payment window of this deal's reservations (the spec's 10 minutes unless createDeal said otherwise). */
+  windowMs: number;
   shards: Map<number, Shard>;
   /** userId -> reservationId: the winner set over the held shards (one reservation per user per deal, ever). */
   winners: Map<string, string>;
@@ -170,7 +175,7 @@ interface Reservation {
 }
 
 interface Snapshot {
-  deals: Array<[string, string, number, number, number, number | null, number, Array<[number, number, number]>, Array<[string, string]>, Array<[string, string | number]>, Array<[string, number]>, number]>;
+  deals: Array<[string, string, number, number, number, number | null, number, Array<[number, number, number]>, Array<[string, string]>, Array<[string, string | number]>, Array<[string, number]>, number, number?]>;
   reservations: Array<[string, string, string, number, number, number, ReservationStatus, string | null]>;
 }
 
@@ -210,6 +215,7 @@ export function checkFlashCommand(command: unknown): asserts command is FlashCom
         MAX_SHARDS,
       );
       if (shards.length === 0) throw new CommandShapeError('createDeal.shards: a group holds at least one shard of the deal');
+      if (c.windowMs !== undefined) integerField(c, 'windowMs', MIN_WINDOW_MS, MAX_WINDOW_MS);
       if (shards.reduce((a, b) => a + b, 0) > total) throw new CommandShapeError('createDeal.shards: more units than total_inventory');
       return;
     }
@@ -296,7 +302,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
         const deal = this.deals.get(command.dealId);
         if (deal === undefined) return { ok: true, op: 'dropDeal', dealId: command.dealId };
         // Every reservation is made before end_at, so its window is over by end_at + the window.
-        if (ctx.time < deal.endAt + RESERVATION_WINDOW_MS) return { ok: false, error: 'deal_in_use' };
+        if (ctx.time < deal.endAt + deal.windowMs) return { ok: false, error: 'deal_in_use' };
         for (const id of deal.winners.values()) this.reservations.delete(id);
         this.deals.delete(command.dealId);
         return { ok: true, op: 'dropDeal', dealId: command.dealId };
@@ -314,6 +320,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
         existing.startAt === command.startAt &&
         existing.endAt === command.endAt &&
         existing.shardCount === command.shardCount &&
+        existing.windowMs === (command.windowMs ?? RESERVATION_WINDOW_MS) &&
         existing.shards.size === command.shards.length &&
         command.shards.every((s) => existing.shards.get(s.shard)?.count === s.count);
       return same ? { ok: true, op: 'createDeal', dealId: command.dealId } : { ok: false, error: 'deal_exists' };
@@ -328,6 +335,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
       endAt: command.endAt,
       liveAt: null,
       shardCount: command.shardCount,
+      windowMs: command.windowMs ?? RESERVATION_WINDOW_MS,
       shards,
       winners: new Map(),
       answers: new Map(),
@@ -384,7 +392,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
       userId: command.userId,
       shard: command.shard,
       reservedAt: ctx.time,
-      expiresAt: ctx.time + RESERVATION_WINDOW_MS,
+      expiresAt: ctx.time + deal.windowMs,
       status: 'reserved',
       paymentId: null,
     });
@@ -468,6 +476,22 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     return r === undefined ? null : this.view(reservationId, r);
   }
 
+  /**
+   * What this group answered the user's attempt under `key` (read only, for a queued attempt's poll): `won` with
+   * the reservation the user holds here (any key of a winner answers it), `lost` when a shard here answered it
+   * lost with no re-route left, `unknown` when no shard here decided it; null for a deal this group does not hold.
+   */
+  attemptOf(dealId: string, userId: string, key: string): { status: 'won'; reservation: ReservationView } | { status: 'lost' } | { status: 'unknown' } | null {
+    const deal = this.deals.get(dealId);
+    if (deal === undefined) return null;
+    const held = deal.winners.get(userId);
+    if (held !== undefined) return { status: 'won', reservation: this.view(held, this.reservations.get(held)!) };
+    const prefix = `${userId}\u0000${key}\u0000`;
+    // Lost for good only where no re-route was left to follow (-1): a home shard's lost with a pin is decided there.
+    for (const shard of deal.shards.keys()) if (deal.answers.get(`${prefix}${shard}`) === -1) return { status: 'lost' };
+    return { status: 'unknown' };
+  }
+
   /** Reservations still `reserved` whose window is over by `time`: what the expiry job proposes to expire. */
   dueReservations(time: number, limit = 10_000): string[] {
     const due: string[] = [];
@@ -497,7 +521,9 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
         [...d.answers],
         [...d.pins],
         d.lostRemembered,
-      ]),
+        // Only when not the default, so snapshots of deals made before the field existed read back the same.
+        ...(d.windowMs === RESERVATION_WINDOW_MS ? [] : [d.windowMs]),
+      ] as Snapshot['deals'][number]),
       reservations: [...this.reservations].map(([id, r]) => [id, r.dealId, r.userId, r.shard, r.reservedAt, r.expiresAt, r.status, r.paymentId]),
     };
     return packr.pack(data);
@@ -506,7 +532,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
   restore(bytes: Uint8Array): void {
     const data = packr.unpack(bytes) as Snapshot;
     this.deals = new Map(
-      data.deals.map(([id, skuId, totalInventory, startAt, endAt, liveAt, shardCount, shards, winners, answers, pins, lostRemembered]) => [
+      data.deals.map(([id, skuId, totalInventory, startAt, endAt, liveAt, shardCount, shards, winners, answers, pins, lostRemembered, windowMs]) => [
         id,
         {
           skuId,
@@ -515,6 +541,7 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
           endAt,
           liveAt,
           shardCount,
+          windowMs: windowMs ?? RESERVATION_WINDOW_MS,
           shards: new Map(shards.map(([i, count, remaining]) => [i, { count, remaining }])),
           winners: new Map(winners),
           answers: new Map(answers),

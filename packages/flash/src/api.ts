@@ -1,0 +1,191 @@
+/**
+ * The flash-deal service on the Raft members: a grouped service (like the event log) whose groups are the inventory
+ * groups (groups.ts), each running a FlashMachine. The members serve only internal endpoints (cluster token): the
+ * gateways (gateway.ts) serve the public surface and reach these through RaftInventory. Every change is one entry
+ * committed on a majority before it is answered: the decrement and the reservation record are the same entry, so a
+ * won answer is never given for a unit that a failover could hand out again (the spec's rule 8).
+ *
+ * Background jobs, run by each group's leader: the go-live (at start_at by the leader's clock, recorded in the log,
+ * so every member and gateway trusts the record, not its own clock) and the expiry of unpaid reservations.
+ */
+import {
+  badRequest,
+  CommandShapeError,
+  GroupedServiceContext,
+  HttpError,
+  notFound,
+  requireObject,
+  type GroupedServiceDefinition,
+  type RequestContext,
+} from '@raftkit/http';
+import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
+import { checkFlashCommand, FlashMachine, RESERVATION_WINDOW_MS, type FlashCommand, type FlashResult } from './machine.js';
+import { GROUP_PREFIX, INVENTORY_GROUPS, inventoryGroup, parseInventoryGroup } from './groups.js';
+import { gatewayRole } from './gateway.js';
+
+type FlashNode = RaftNode<FlashCommand, FlashResult, FlashMachine>;
+
+/** How often a group's leader looks for deals to put live and reservations to expire. */
+export const JOB_EVERY_MS = 500;
+
+/** The flash-deal service: inventory groups on the members, the gateways as a worker role. */
+export function createFlashService(): GroupedServiceDefinition {
+  return {
+    name: 'flash',
+    groupOptions(name: string): ManagedGroupOptions | null {
+      if (parseInventoryGroup(name) === null) return null;
+      return { stateMachine: new FlashMachine() as unknown as ManagedGroupOptions['stateMachine'] };
+    },
+    routes: flashRoutes,
+    workers: [gatewayRole],
+  };
+}
+
+function flashRoutes(service: GroupedServiceContext): void {
+  const managed = service.managed;
+  const speculative = new Map<string, number>();
+  const asyncAnswers = service.metrics.counter('flash_async_answers_total', 'Reserves answered before commit (inventory_replication=async: unsafe)');
+
+  const nodeOf = (ctx: RequestContext): FlashNode => {
+    const group = ctx.params.group ?? '';
+    if (parseInventoryGroup(group) === null) throw badRequest('invalid_group', `an inventory group is ${GROUP_PREFIX}0..${INVENTORY_GROUPS - 1}`, { field: 'group' });
+    return service.requireGroup<FlashCommand, FlashResult, FlashMachine>(ctx, group) as FlashNode;
+  };
+
+  // The leaders' jobs: go-live at start_at, expiry of unpaid reservations. Proposals are re-checked by the machine
+  // against the entry's time, so a skewed leader clock can make them early (refused) or late, never wrong.
+  const inFlight = new Set<string>();
+  const job = setInterval(() => {
+    for (let g = 0; g < INVENTORY_GROUPS; g++) {
+      const name = inventoryGroup(g);
+      const node = managed.group<FlashCommand, FlashResult, FlashMachine>(name);
+      if (node === undefined || !node.isLeader || inFlight.has(name)) continue;
+      const now = Date.now();
+      const work: Array<Promise<unknown>> = [];
+      const due = node.readLocal((m) => m.dueReservations(now, 1_000));
+      if (due.length > 0) work.push(node.propose({ op: 'expire', reservationIds: due }));
+      for (const dealId of node.readLocal((m) => m.dealIds())) {
+        const deal = node.readLocal((m) => m.getDeal(dealId));
+        if (deal !== null && deal.liveAt === null && now >= deal.startAt && now < deal.endAt) work.push(node.propose({ op: 'goLive', dealId }));
+      }
+      if (work.length === 0) continue;
+      inFlight.add(name);
+      void Promise.allSettled(work).finally(() => inFlight.delete(name));
+    }
+  }, JOB_EVERY_MS);
+  job.unref();
+  service.onStop(() => clearInterval(job));
+
+  service.router
+    // The inventory groups, created on first use (a retry, or a second gateway racing the first, finds them made).
+    .post('/v1/flash/inventory-groups', { admits: 'cluster' }, async () => {
+      const catalog = managed.catalog();
+      const missing = Array.from({ length: INVENTORY_GROUPS }, (_, g) => inventoryGroup(g)).filter((n) => catalog.group(n) === undefined);
+      if (missing.length > 0) {
+        const hosts = catalog.hosts().filter((h) => !h.retiring).length;
+        const replicas = Math.min(5, Math.max(1, hosts));
+        const result = await service.call(managed.meta, () => managed.proposeMeta({ t: 'create', groups: missing.map((name) => ({ name, replicas, data: { service: 'flash' } })) }));
+        if (!result.ok && result.code !== 'exists') throw new HttpError(500, 'internal', result.message);
+      }
+      return { groups: Array.from({ length: INVENTORY_GROUPS }, (_, g) => inventoryGroup(g)), created: missing };
+    })
+    // One command through the group's log. `?replication=async` (the deliberately broken mode) answers a reserve
+    // from the leader's memory before it commits.
+    .post('/v1/flash/groups/:group/commands', { admits: 'cluster' }, async (ctx) => {
+      const node = nodeOf(ctx);
+      const command = requireObject(await ctx.json(), 'command');
+      try {
+        checkFlashCommand(command);
+      } catch (error) {
+        if (error instanceof CommandShapeError) throw badRequest('invalid_command', error.message);
+        throw error;
+      }
+      if (command.op === 'reserve' && ctx.query.get('replication') === 'async' && node.isLeader) {
+        const early = answerFromMemory(node, command, speculative);
+        if (early !== null) {
+          asyncAnswers.inc();
+          return early;
+        }
+      }
+      return service.call(node, () => node.propose(command));
+    })
+    .get('/v1/flash/groups/:group/deals', { admits: 'cluster' }, async (ctx) => {
+      const node = nodeOf(ctx);
+      await barrier(service, node, ctx);
+      return { deals: node.readLocal((m) => m.dealIds().map((id) => m.getDeal(id)!)) };
+    })
+    .get('/v1/flash/groups/:group/deals/:deal', { admits: 'cluster' }, async (ctx) => {
+      const node = nodeOf(ctx);
+      await barrier(service, node, ctx);
+      const deal = node.readLocal((m) => m.getDeal(ctx.params.deal!));
+      if (deal === null) throw notFound(`no deal ${ctx.params.deal} in ${ctx.params.group}`, { deal_id: ctx.params.deal });
+      return deal;
+    })
+    .get('/v1/flash/groups/:group/deals/:deal/attempts', { admits: 'cluster' }, async (ctx) => {
+      const node = nodeOf(ctx);
+      await barrier(service, node, ctx);
+      const user = ctx.query.get('user') ?? '';
+      const key = ctx.query.get('key') ?? '';
+      if (user.length === 0 || key.length === 0) throw badRequest('invalid_query', 'user and key are required', { field: user.length === 0 ? 'user' : 'key' });
+      const record = node.readLocal((m) => m.attemptOf(ctx.params.deal!, user, key));
+      if (record === null) throw notFound(`no deal ${ctx.params.deal} in ${ctx.params.group}`, { deal_id: ctx.params.deal });
+      return record;
+    })
+    .get('/v1/flash/groups/:group/reservations/:id', { admits: 'cluster' }, async (ctx) => {
+      const node = nodeOf(ctx);
+      await barrier(service, node, ctx);
+      const reservation = node.readLocal((m) => m.getReservation(ctx.params.id!));
+      if (reservation === null) throw notFound(`no reservation ${ctx.params.id}`, { reservation_id: ctx.params.id });
+      return reservation;
+    });
+}
+
+/** Linearizable unless `?consistency=serializable` (the gateways' once-a-second refresh reads the local copy). */
+async function barrier(service: GroupedServiceContext, node: FlashNode, ctx: RequestContext): Promise<void> {
+  const consistency = ctx.query.get('consistency') ?? 'linearizable';
+  if (consistency === 'serializable') return;
+  if (consistency !== 'linearizable') throw badRequest('invalid_query', 'consistency must be linearizable or serializable', { field: 'consistency' });
+  await service.call(node, () => node.readBarrier());
+}
+
+/**
+ * UNSAFE, for the jepsen-like check only (`--set inventory_replication=async`): the leader answers a reserve won
+ * from its applied count minus the answers it gave ahead of the log, then proposes the entry without waiting. A
+ * leader that dies before the entry commits has answered units its successor still counts as free: oversell.
+ * Returns null (decide through the log) when the memory says the shard is empty or the user already answered.
+ */
+function answerFromMemory(node: FlashNode, command: Extract<FlashCommand, { op: 'reserve' }>, speculative: Map<string, number>): FlashResult | null {
+  const deal = node.readLocal((m) => m.getDeal(command.dealId));
+  const shard = deal?.shards.find((s) => s.shard === command.shard);
+  if (deal === null || shard === undefined || deal.liveAt === null) return null;
+  if (node.readLocal((m) => m.attemptOf(command.dealId, command.userId, command.key))?.status !== 'unknown') return null;
+  const key = `${command.dealId}\u0000${command.shard}`;
+  const ahead = speculative.get(key) ?? 0;
+  if (shard.remaining - ahead <= 0) return null;
+  speculative.set(key, ahead + 1);
+  void node
+    .propose(command)
+    .catch(() => undefined)
+    .finally(() => {
+      const left = (speculative.get(key) ?? 1) - 1;
+      if (left <= 0) speculative.delete(key);
+      else speculative.set(key, left);
+    });
+  const now = Date.now();
+  return {
+    ok: true,
+    op: 'reserve',
+    outcome: 'won',
+    reservation: {
+      reservationId: command.reservationId,
+      dealId: command.dealId,
+      skuId: deal.skuId,
+      userId: command.userId,
+      shard: command.shard,
+      reservedAt: now,
+      expiresAt: now + RESERVATION_WINDOW_MS,
+      status: 'reserved',
+      paymentId: null,
+    },
+  };
+}

@@ -1,0 +1,828 @@
+/**
+ * The flash-deal gateway: a worker role (`cluster up --service flash` starts 2) serving the public surface. The
+ * gates run in the spec's order, each answering as early and as cheaply as it can, and only the last reaches the
+ * inventory:
+ *
+ *   state (cacheable) -> bot check (429) -> per-IP and per-user token buckets (local memory) -> admission-token
+ *   pool (local memory; empty: sold out) -> alive-shards bitmap (local copy; empty: sold out) -> the home shard,
+ *   at most one re-route -> (the reservation is the same committed entry as the decrement).
+ *
+ * Deals are learned from the inventory (every few seconds, and on first sight) and refreshed about every second
+ * (every 100 ms in the last seconds before start_at): the go-live is the inventory's recorded broadcast, trusted over
+ * this process's clock. See README.md for every decision.
+ */
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import {
+  badRequest,
+  bearerToken,
+  conflict,
+  fullCounter,
+  HttpError,
+  notFound,
+  Reply,
+  requireInteger,
+  requireObject,
+  requireString,
+  serveWorkerHttp,
+  ServiceError,
+  take,
+  unauthorized,
+  type BucketCounter,
+  type BucketLimits,
+  type Logger,
+  type MetricsRegistry,
+  type RequestContext,
+  type Router,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
+import { AliveShards, distributeTokens, firstRoute, homeShard, nextRoute, poolSize, rerouteCandidate, TokenPool, tokensValid, type RouteDecision } from './gates.js';
+import { snapshotState, type DealSnapshot, type InventoryBackend, type ReserveOutcome } from './inventory.js';
+import { MAX_SHARDS, type ReservationView } from './machine.js';
+import { RaftInventory } from './raft-inventory.js';
+import { checkBotToken, checkChallenge, checkUserToken, eligible, makeBotToken, makeChallenge, makeUserToken, workBits, BOT_TOKEN_TTL_MS, type Account } from './tokens.js';
+import { runSmoke, type SmokeReport } from './smoke.js';
+
+export const DEAL_ID = /^[A-Za-z0-9_-]{1,64}$/;
+export const USER_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+const KEY_MAX = 200;
+/** The cookie holding the anti-bot token (the spec's "held in a cookie"). */
+export const BOT_COOKIE = 'flash_bot';
+/** Cache-Control of the state answer (the spec's CDN gate: a short TTL). */
+export const STATE_CACHE_CONTROL = 'public, max-age=1';
+/** Pre-warm this long before start_at; the smoke load at SMOKE_LEAD_MS before it, for SMOKE_MS. */
+export const PREWARM_LEAD_MS = 2 * 60_000;
+export const SMOKE_LEAD_MS = 60_000;
+export const SMOKE_MS = 30_000;
+/** A queued attempt is retried in the background until decided or this long has passed. */
+const QUEUED_PATIENCE_MS = 120_000;
+/** Answers remembered per deal per gateway (a retried key on this gateway costs nothing, not even a token). */
+const MAX_ANSWERS = 200_000;
+const MAX_BUCKETS = 500_000;
+
+/** The gateway's settings (`cluster up --set key=value`). */
+export interface GatewaySettings {
+  /** Leading zero bits of the bot-check work. Default 16. */
+  challengeBits: number;
+  /** `async` is the deliberately broken inventory mode (rule 8): UNSAFE. Default `sync`. */
+  replication: 'sync' | 'async';
+  /** Per-IP bucket: refill per second (capacity twice that). Default 50. */
+  ipRate: number;
+  /** Per-user bucket: refill per second (capacity twice that). Default 2. */
+  userRate: number;
+  /** Take the client address from X-Forwarded-For (behind a trusted edge). Default false. */
+  trustProxy: boolean;
+  /** Expected peak attempts per second over all gateways: the smoke load is 1% of it. Default 2000. */
+  expectedPeakRps: number;
+  /** `inventory=redis://host:port`: the benchmark's peer backend; default ours (Raft). */
+  inventory: string | null;
+  /** The payment window of new deals; null: the spec's 10 minutes. A knob for tests (expiry in seconds). */
+  reservationWindowMs: number | null;
+}
+
+export function gatewaySettings(settings: Record<string, string>): GatewaySettings {
+  const int = (key: string, fallback: number, min: number, max: number): number => {
+    const text = settings[key];
+    if (text === undefined) return fallback;
+    const n = Number(text);
+    if (!Number.isSafeInteger(n) || n < min || n > max) throw new RangeError(`--set ${key}: expected an integer from ${min} to ${max}, got ${text}`);
+    return n;
+  };
+  const replication = settings.inventory_replication ?? 'sync';
+  if (replication !== 'sync' && replication !== 'async') throw new RangeError(`--set inventory_replication: sync or async, got ${replication}`);
+  return {
+    challengeBits: int('challenge_bits', 16, 0, 32),
+    replication,
+    ipRate: int('ip_rate', 50, 1, 10_000_000),
+    userRate: int('user_rate', 2, 1, 1_000_000),
+    trustProxy: settings.trust_proxy === '1' || settings.trust_proxy === 'true',
+    expectedPeakRps: int('expected_peak_rps', 2_000, 1, 100_000_000),
+    inventory: settings.inventory ?? null,
+    reservationWindowMs: settings.reservation_window_ms === undefined ? null : int('reservation_window_ms', 600_000, 1_000, 86_400_000),
+  };
+}
+
+export type AttemptAnswer =
+  | { status: 'won'; reservation_id: string; expires_at: string }
+  | { status: 'lost'; reason?: 'sold_out' }
+  | { status: 'queued' };
+
+interface DealEntry {
+  snapshot: DealSnapshot;
+  alive: AliveShards;
+  /** This gateway's share of the admission-token pool (pre-distributed when the deal is first seen). */
+  pool: TokenPool;
+  answers: Map<string, AttemptAnswer>;
+  pending: Map<string, Promise<AttemptAnswer>>;
+  refreshedAt: number;
+  prewarmedAt: number | null;
+  smoke: SmokeReport | null;
+  /** The landing state, rendered once per refresh (the pre-rendered page of the spec's pre-warm). */
+  stateBody: string;
+}
+
+/** The per-request parts of an attempt, after the body checks. */
+interface AttemptInput {
+  dealId: string;
+  userId: string;
+  key: string;
+  botToken: string | null;
+  ip: string;
+  synthetic: boolean;
+}
+
+export const gatewayRole: WorkerRole = {
+  role: 'gateway',
+  count: 2,
+  start: startGateway,
+};
+
+/** Opens the backend `settings.inventory` names (ours by default; `redis://` is the benchmark's peer, its own file). */
+async function openInventory(settings: GatewaySettings, options: WorkerOptions): Promise<InventoryBackend> {
+  if (settings.inventory !== null && settings.inventory.startsWith('redis://')) {
+    // Resolved at run time: the Redis peer lives in its own module (added for the benchmark), not needed by ours.
+    const specifier = './redis-inventory.js';
+    const mod = (await import(specifier)) as { createRedisInventory(url: string, options: WorkerOptions): Promise<InventoryBackend> | InventoryBackend };
+    return mod.createRedisInventory(settings.inventory, options);
+  }
+  if (settings.inventory !== null && settings.inventory !== 'raft') throw new RangeError(`--set inventory: raft or redis://host:port, got ${settings.inventory}`);
+  return new RaftInventory({ endpoints: options.members.map((m) => `http://${m.httpAddress}`), token: options.tokens[0]!, replication: settings.replication });
+}
+
+async function startGateway(options: WorkerOptions): Promise<RunningWorker> {
+  const settings = gatewaySettings(options.settings);
+  const backend = await openInventory(settings, options);
+  const http = await serveWorkerHttp(options, { health: () => ({ deals: gateway?.dealCount() ?? 0, inventory_replication: settings.replication }) });
+  const gateway: Gateway = new Gateway(options, settings, backend, http.metrics, options.logger);
+  gateway.routes(http.router);
+  gateway.start();
+  return {
+    httpPort: http.port,
+    async stop() {
+      gateway.stop();
+      await http.close();
+      await backend.close();
+    },
+  };
+}
+
+export class Gateway {
+  private readonly secret: string;
+  private readonly deals = new Map<string, DealEntry>();
+  private readonly loading = new Map<string, Promise<DealEntry | null>>();
+  /** Deal ids the inventory did not know, and when: a flood of made-up ids costs one lookup a second each. */
+  private readonly unknown = new Map<string, number>();
+  private readonly ipBuckets = new Map<string, BucketCounter>();
+  private readonly userBuckets = new Map<string, BucketCounter>();
+  private readonly ipLimits: BucketLimits;
+  private readonly userLimits: BucketLimits;
+  private readonly gatewayIndex: number;
+  private readonly gatewayCount: number;
+  private timers: NodeJS.Timeout[] = [];
+  private stopped = false;
+  private readonly outcomes;
+
+  constructor(
+    private readonly options: WorkerOptions,
+    readonly settings: GatewaySettings,
+    readonly backend: InventoryBackend,
+    metrics: MetricsRegistry,
+    private readonly logger: Logger,
+  ) {
+    this.secret = options.tokens[0]!;
+    this.ipLimits = { capacity: settings.ipRate * 2, refillRate: settings.ipRate };
+    this.userLimits = { capacity: settings.userRate * 2, refillRate: settings.userRate };
+    const gateways = options.workers.filter((w) => w.role === options.role);
+    this.gatewayCount = Math.max(1, gateways.length);
+    this.gatewayIndex = Math.max(0, gateways.findIndex((w) => w.id === options.id));
+    this.outcomes = metrics.counter('flash_attempts_total', 'Attempts by the gate that answered them (gate) and the answer');
+  }
+
+  dealCount(): number {
+    return this.deals.size;
+  }
+
+  start(): void {
+    // Refresh each deal about every second (every 100 ms near go-live), learn new deals every 2 s, pre-warm and
+    // smoke-test them on time, and forget idle buckets.
+    this.timers.push(setInterval(() => void this.refreshDue(), 100));
+    this.timers.push(setInterval(() => void this.discover(), 2_000));
+    this.timers.push(setInterval(() => this.sweepBuckets(), 10_000));
+    for (const t of this.timers) t.unref();
+    void this.discover();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+  }
+
+  routes(router: Router): void {
+    router
+      .post('/api/flash/deals', { admits: 'cluster' }, (ctx) => this.createDeal(ctx))
+      .put('/api/flash/accounts/:user_id', { admits: 'cluster' }, (ctx) => this.putAccount(ctx))
+      .get('/api/flash/:deal_id/state', { admits: 'open' }, (ctx) => this.state(ctx))
+      .post('/api/flash/:deal_id/challenge', { admits: 'open' }, (ctx) => this.challenge(ctx))
+      .post('/api/flash/:deal_id/challenge/answer', { admits: 'open' }, (ctx) => this.answer(ctx))
+      .post('/api/flash/:deal_id/attempt', { admits: 'open' }, (ctx) => this.attemptRoute(ctx))
+      .post('/api/flash/:deal_id/checkout', { admits: 'open' }, (ctx) => this.checkout(ctx))
+      .get('/api/flash/:deal_id/reservations/:reservation_id', { admits: 'open' }, (ctx) => this.getReservation(ctx))
+      .post('/api/flash/:deal_id/reservations/:reservation_id/cancel', { admits: 'open' }, (ctx) => this.cancel(ctx))
+      .post('/api/flash/:deal_id/go-live', { admits: 'cluster' }, async (ctx) => {
+        const entry = await this.requireDeal(ctx);
+        await this.inventory(() => this.backend.goLive(entry.snapshot.dealId));
+        await this.refresh(entry);
+        return { deal_id: entry.snapshot.dealId, state: snapshotState(entry.snapshot, Date.now()) };
+      })
+      .post('/api/flash/:deal_id/prewarm', { admits: 'cluster' }, async (ctx) => {
+        const entry = await this.requireDeal(ctx);
+        const text = (await ctx.text()).trim();
+        const body = text.length === 0 ? {} : requireObject(JSON.parse(text) as unknown);
+        const seconds = body.smoke_seconds === undefined ? SMOKE_MS / 1000 : requireInteger(body, 'smoke_seconds', { min: 0, max: 300 });
+        const rps = body.smoke_rps === undefined ? this.smokeRps() : requireInteger(body, 'smoke_rps', { min: 0, max: 100_000 });
+        await this.prewarm(entry);
+        void this.smoke(entry, seconds * 1000, rps);
+        return new Reply(202, { deal_id: entry.snapshot.dealId, prewarmed_at: new Date(entry.prewarmedAt!).toISOString(), smoke: { seconds, rps } });
+      })
+      .get('/api/flash/:deal_id/prewarm', { admits: 'cluster' }, async (ctx) => {
+        const entry = await this.requireDeal(ctx);
+        return {
+          deal_id: entry.snapshot.dealId,
+          prewarmed_at: entry.prewarmedAt === null ? null : new Date(entry.prewarmedAt).toISOString(),
+          tokens_left: entry.pool.remaining,
+          smoke: entry.smoke,
+        };
+      });
+  }
+
+  // --- admin -------------------------------------------------------------------------------------------------
+
+  private async createDeal(ctx: RequestContext): Promise<Reply> {
+    const body = requireObject(await ctx.json());
+    const skuId = requireString(body, 'sku_id', { minLength: 1, maxLength: 200 });
+    const totalInventory = requireInteger(body, 'total_inventory', { min: 1, max: 10_000_000 });
+    const shards = requireInteger(body, 'shards', { min: 1, max: MAX_SHARDS });
+    if (shards > totalInventory) throw badRequest('invalid_field', 'shards must be at most total_inventory (every shard holds a unit)', { field: 'shards' });
+    const startAt = timeField(body, 'start_at');
+    const endAt = timeField(body, 'end_at');
+    if (endAt <= startAt) throw badRequest('invalid_field', 'end_at must be after start_at', { field: 'end_at' });
+    if (endAt <= Date.now()) throw badRequest('invalid_field', 'end_at is in the past', { field: 'end_at' });
+    if (Math.ceil(totalInventory / shards) > 1_000_000) throw badRequest('invalid_field', 'at most 1,000,000 units per shard', { field: 'shards' });
+    const dealId = `d${randomBytes(9).toString('base64url')}`;
+    await this.inventory(() => this.backend.createDeal({ dealId, skuId, totalInventory, startAt, endAt, shards, ...(this.settings.reservationWindowMs === null ? {} : { windowMs: this.settings.reservationWindowMs }) }));
+    await this.load(dealId, true);
+    return new Reply(201, { deal_id: dealId });
+  }
+
+  private async putAccount(ctx: RequestContext): Promise<unknown> {
+    const userId = ctx.params.user_id ?? '';
+    if (!USER_ID.test(userId)) throw badRequest('invalid_user_id', `a user_id is 1..128 of ${USER_ID.source}`, { field: 'user_id' });
+    const body = requireObject(await ctx.json());
+    const createdAt = timeField(body, 'created_at');
+    if (typeof body.payment_verified !== 'boolean') throw badRequest('invalid_field', 'payment_verified must be true or false', { field: 'payment_verified' });
+    const account: Account = { userId, createdAt, paymentVerified: body.payment_verified };
+    return { user_id: userId, user_token: makeUserToken(this.secret, account), eligible: eligible(account, Date.now()) };
+  }
+
+  // --- the public surface ------------------------------------------------------------------------------------
+
+  private async state(ctx: RequestContext): Promise<Reply> {
+    const entry = await this.requireDeal(ctx);
+    const userId = ctx.query.get('user_id');
+    const key = ctx.query.get('idempotency_key');
+    if (userId === null && key === null) return new Reply(200, JSON.parse(entry.stateBody) as unknown, { 'cache-control': STATE_CACHE_CONTROL });
+    // A queued client's poll: its own attempt's outcome (private, never cached).
+    if (userId === null || key === null) throw badRequest('invalid_query', 'user_id and idempotency_key go together', { field: userId === null ? 'user_id' : 'idempotency_key' });
+    this.requireUser(ctx.req, userId);
+    const attempt = await this.resolve(entry, userId, key);
+    return new Reply(200, { ...(JSON.parse(entry.stateBody) as object), attempt }, { 'cache-control': 'private, no-store' });
+  }
+
+  private async challenge(ctx: RequestContext): Promise<unknown> {
+    const entry = await this.requireDeal(ctx);
+    const body = requireObject(await ctx.json());
+    const userId = requireString(body, 'user_id', { pattern: USER_ID });
+    return { challenge: makeChallenge(this.secret, entry.snapshot.dealId, userId, Date.now()), difficulty: this.settings.challengeBits };
+  }
+
+  private async answer(ctx: RequestContext): Promise<Reply> {
+    const entry = await this.requireDeal(ctx);
+    const dealId = entry.snapshot.dealId;
+    const body = requireObject(await ctx.json());
+    const userId = requireString(body, 'user_id', { pattern: USER_ID });
+    const challenge = requireString(body, 'challenge', { maxLength: 200 });
+    const nonce = requireString(body, 'nonce', { minLength: 1, maxLength: 20, pattern: /^\d+$/ });
+    const check = checkChallenge(this.secret, challenge, dealId, userId, Date.now());
+    if (check === 'invalid') throw badRequest('invalid_challenge', 'this challenge was not given to this user for this deal');
+    if (check === 'expired') throw badRequest('challenge_expired', 'the challenge is over 10 minutes old: ask for a new one');
+    if (workBits(challenge, nonce) < this.settings.challengeBits) {
+      throw badRequest('wrong_answer', `SHA-256(challenge + ":" + nonce) must start with ${this.settings.challengeBits} zero bits`, { field: 'nonce' });
+    }
+    const expiresAt = Math.max(Date.now() + BOT_TOKEN_TTL_MS, entry.snapshot.endAt);
+    const token = makeBotToken(this.secret, dealId, userId, expiresAt);
+    const maxAge = Math.ceil((expiresAt - Date.now()) / 1000);
+    return new Reply(200, { anti_bot_token: token, expires_at: new Date(expiresAt).toISOString() }, {
+      'set-cookie': `${BOT_COOKIE}=${token}; Path=/api/flash/${dealId}; Max-Age=${maxAge}; HttpOnly; SameSite=Strict`,
+    });
+  }
+
+  private async attemptRoute(ctx: RequestContext): Promise<Reply> {
+    const dealId = ctx.params.deal_id ?? '';
+    if (!DEAL_ID.test(dealId)) throw badRequest('invalid_deal_id', 'a deal_id is 1..64 of A-Z a-z 0-9 _ -', { field: 'deal_id' });
+    const body = requireObject(await ctx.json());
+    // Rule 1: no key, no attempt; checked first, before any gate spends anything.
+    if (body.idempotency_key === undefined || body.idempotency_key === null || body.idempotency_key === '') {
+      this.outcomes.inc(1, { gate: 'input', answer: 'missing_idempotency_key' });
+      throw badRequest('missing_idempotency_key', 'idempotency_key is required: a retry with the same key never reserves a second unit', { field: 'idempotency_key' });
+    }
+    const key = requireString(body, 'idempotency_key', { minLength: 1, maxLength: KEY_MAX });
+    const userId = requireString(body, 'user_id', { pattern: USER_ID });
+    const botToken = typeof body.anti_bot_token === 'string' ? body.anti_bot_token : cookie(ctx.req, BOT_COOKIE);
+    if (body.anti_bot_token !== undefined && body.anti_bot_token !== null && typeof body.anti_bot_token !== 'string') {
+      throw badRequest('invalid_field', 'anti_bot_token must be a string', { field: 'anti_bot_token' });
+    }
+    const synthetic = ctx.req.headers['x-flash-synthetic'] === '1';
+    if (synthetic && bearerToken(ctx.req) !== this.secret) throw new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
+    const input: AttemptInput = { dealId, userId, key, botToken, ip: this.clientIp(ctx.req), synthetic };
+    if (!synthetic) this.requireUser(ctx.req, userId, true);
+    const answer = await this.attempt(input);
+    return new Reply(answer.status === 'queued' ? 202 : 200, answer, { 'cache-control': 'no-store' });
+  }
+
+  /**
+   * The gates, in the spec's order. `synthetic` attempts (the pre-go-live smoke load) run every gate as a dry run:
+   * separate buckets, the pool only looked at, the route computed and the shard's count read, nothing written.
+   */
+  async attempt(input: AttemptInput): Promise<AttemptAnswer & { synthetic?: true; shard?: number }> {
+    const now = Date.now();
+    // Gate 1 (bot check): a token for this user and this deal, from the body or the cookie. No token, or a bad one: 429.
+    if (input.botToken === null || input.botToken.length === 0) {
+      this.outcomes.inc(1, { gate: 'bot', answer: 'missing' });
+      throw new HttpError(429, 'bot_check_required', 'solve the challenge (POST .../challenge, then .../challenge/answer) first', {}, { 'retry-after': '1' });
+    }
+    if (!checkBotToken(this.secret, input.botToken, input.dealId, input.userId, now)) {
+      this.outcomes.inc(1, { gate: 'bot', answer: 'bad' });
+      throw new HttpError(429, 'bot_check_failed', 'the anti-bot token is not valid for this user and deal', {}, { 'retry-after': '1' });
+    }
+    // Gate 2: per-IP and per-user buckets, local memory only (synthetic attempts use their own keys).
+    const prefix = input.synthetic ? 'synthetic\u0000' : '';
+    this.limit(this.ipBuckets, prefix + input.ip, this.ipLimits, now, 'ip');
+    this.limit(this.userBuckets, prefix + input.userId, this.userLimits, now, 'user');
+    const entry = await this.dealEntry(input.dealId);
+    if (entry === null) throw notFound(`no deal ${input.dealId}`, { deal_id: input.dealId });
+    const state = snapshotState(entry.snapshot, now);
+    const userKey = `${input.userId}\u0000${input.key}`;
+    if (!input.synthetic) {
+      // A retried key on this gateway: the same answer, no token spent. (Through another gateway the inventory
+      // remembers the key, or the winner set answers the user's reservation.)
+      const known = entry.answers.get(userKey);
+      if (known !== undefined) return this.count('retry', known);
+      if (entry.pending.has(userKey)) return this.count('retry', { status: 'queued' });
+    }
+    if (state === 'ended' || !tokensValid(entry.snapshot.endAt, now)) {
+      this.outcomes.inc(1, { gate: 'state', answer: 'ended' });
+      throw conflict('deal_ended', `deal ${input.dealId} has ended`, { state: 'ended' });
+    }
+    if (state === 'upcoming' && !input.synthetic) {
+      this.outcomes.inc(1, { gate: 'state', answer: 'upcoming' });
+      throw new HttpError(409, 'deal_not_live', `deal ${input.dealId} is not live yet; poll its state`, { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() }, { 'retry-after': '1' });
+    }
+    // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call.
+    if (entry.alive.count === 0) return this.count('bitmap', { status: 'lost', reason: 'sold_out' });
+    if (input.synthetic) {
+      const home = homeShard(input.dealId, input.userId, entry.snapshot.shards);
+      const probe = await this.inventory(() => this.backend.probe(input.dealId, home));
+      this.outcomes.inc(1, { gate: 'synthetic', answer: probe.remaining > 0 ? 'would_try' : 'would_lose' });
+      return { status: 'lost', synthetic: true, shard: home };
+    }
+    if (entry.pool.take() === 'sold_out') return this.count('pool', { status: 'lost', reason: 'sold_out' });
+    // Gate 4: the inventory (and the reservation, the same committed entry).
+    const decision = this.decide(entry, input.userId, input.key);
+    entry.pending.set(userKey, decision);
+    try {
+      const answer = await promiseWithin(decision, this.backendPatienceMs());
+      if (answer === null) {
+        // Not decided in time (a failover, a partition): queued; decided in the background, polled on state.
+        void decision.finally(() => entry.pending.delete(userKey));
+        return this.count('inventory', { status: 'queued' });
+      }
+      entry.pending.delete(userKey);
+      return answer;
+    } catch (error) {
+      entry.pending.delete(userKey);
+      throw error;
+    }
+  }
+
+  /** How long an attempt waits for the inventory before it answers queued. */
+  private backendPatienceMs(): number {
+    return 4_000;
+  }
+
+  /**
+   * The inventory part of an attempt, retried until decided (an unknown outcome is retried with the same user and
+   * key: the inventory answers what it decided, never a second unit). Remembers the answer.
+   */
+  private async decide(entry: DealEntry, userId: string, key: string): Promise<AttemptAnswer> {
+    const deadline = Date.now() + QUEUED_PATIENCE_MS;
+    const userKey = `${userId}\u0000${key}`;
+    let wentLive = false;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const answer = await this.route(entry, userId, key);
+        if (answer === 'not_live' && !wentLive && entry.snapshot.liveAt !== null) {
+          // This gateway saw the broadcast and a shard's group has not recorded it yet: relay it, then retry.
+          wentLive = true;
+          await this.backend.goLive(entry.snapshot.dealId);
+          continue;
+        }
+        if (answer === 'not_live') throw new HttpError(409, 'deal_not_live', `deal ${entry.snapshot.dealId} is not live yet`, { state: 'upcoming' }, { 'retry-after': '1' });
+        if (answer === 'deal_ended') throw conflict('deal_ended', `deal ${entry.snapshot.dealId} has ended`, { state: 'ended' });
+        remember(entry.answers, userKey, answer);
+        this.count('inventory', answer);
+        return answer;
+      } catch (error) {
+        if (error instanceof HttpError || Date.now() > deadline || this.stopped) throw error;
+        if (attempt === 0) this.logger.log('warn', 'inventory did not decide an attempt; retrying in the background', { deal: entry.snapshot.dealId, error: String((error as Error).message ?? error) });
+        await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** Math.min(attempt, 5))));
+      }
+    }
+  }
+
+  /** Home shard first, exactly one re-route to the shard the home shard pinned the user to. */
+  private async route(entry: DealEntry, userId: string, key: string): Promise<AttemptAnswer | 'not_live' | 'deal_ended'> {
+    const deal = entry.snapshot;
+    const home = homeShard(deal.dealId, userId, deal.shards);
+    let decision: RouteDecision = firstRoute(entry.alive, home);
+    let reroute = rerouteCandidate(entry.alive, home, Math.random());
+    for (;;) {
+      if (decision.kind === 'sold_out') return { status: 'lost', reason: 'sold_out' };
+      if (decision.kind === 'lost') return { status: 'lost' };
+      const hop: Extract<RouteDecision, { kind: 'shard' }> = decision;
+      const out: ReserveOutcome = await this.backend.reserve({
+        dealId: deal.dealId,
+        shard: hop.shard,
+        userId,
+        key,
+        reservationId: `${hop.shard}-${randomBytes(12).toString('base64url')}`,
+        reroute: hop.rerouted ? null : reroute,
+      });
+      if (out.outcome === 'refused') {
+        if (out.error === 'not_live' || out.error === 'deal_ended') return out.error;
+        throw new HttpError(500, 'internal', `the inventory refused the attempt: ${out.error}`);
+      }
+      if (out.outcome === 'won') return wonAnswer(out.reservation);
+      if (out.shardEmpty && entry.alive.has(out.shard)) entry.alive.set(out.shard, false);
+      decision = nextRoute(hop, entry.alive, out.reroute);
+      reroute = null;
+    }
+  }
+
+  /** A queued attempt's outcome, for its poll: this gateway's answer, else what the inventory remembers. */
+  private async resolve(entry: DealEntry, userId: string, key: string): Promise<AttemptAnswer> {
+    const userKey = `${userId}\u0000${key}`;
+    const known = entry.answers.get(userKey);
+    if (known !== undefined) return known;
+    if (entry.pending.has(userKey)) return { status: 'queued' };
+    const record = await this.inventory(() => this.backend.attempt(entry.snapshot.dealId, userId, key));
+    if (record?.status === 'won') return wonAnswer(record.reservation);
+    if (record?.status === 'lost') return { status: 'lost' };
+    // Not decided anywhere: still queued while the deal can sell, else it will never win.
+    const state = snapshotState(entry.snapshot, Date.now());
+    return state === 'live' || state === 'upcoming' ? { status: 'queued' } : { status: 'lost', reason: 'sold_out' };
+  }
+
+  private async checkout(ctx: RequestContext): Promise<unknown> {
+    const entry = await this.requireDeal(ctx);
+    const body = requireObject(await ctx.json());
+    if (body.idempotency_key === undefined || body.idempotency_key === null || body.idempotency_key === '') {
+      throw badRequest('missing_idempotency_key', 'idempotency_key is required on checkout', { field: 'idempotency_key' });
+    }
+    const key = requireString(body, 'idempotency_key', { minLength: 1, maxLength: KEY_MAX });
+    const reservationId = requireString(body, 'reservation_id', { minLength: 1, maxLength: 100 });
+    const method = requireString(body, 'payment_method', { minLength: 1, maxLength: 100 });
+    const reservation = await this.inventory(() => this.backend.reservation(reservationId));
+    if (reservation === null || reservation.dealId !== entry.snapshot.dealId) throw notFound(`no reservation ${reservationId} in this deal`, { reservation_id: reservationId });
+    const account = this.requireUser(ctx.req, reservation.userId);
+    const orderId = `o-${reservationId}`;
+    // Payment processing is out of scope: the method `test_decline` stands for a refused payment (order `failed`,
+    // the reservation stays `reserved` until it expires); any other is taken. The payment id is the checkout's key,
+    // so a retried checkout is the same payment.
+    if (method === 'test_decline') {
+      if (reservation.status === 'paid') return orderAnswer(orderId, reservation);
+      return { order_id: orderId, status: 'failed', reservation_id: reservationId, payment_id: null, reservation_status: reservation.status };
+    }
+    const change = await this.inventory(() => this.backend.pay(reservationId, account.userId, `pay-${key}`));
+    if (!change.ok) throw reservationError(change.error, reservationId);
+    return orderAnswer(orderId, change.reservation);
+  }
+
+  private async getReservation(ctx: RequestContext): Promise<unknown> {
+    const entry = await this.requireDeal(ctx);
+    const reservationId = ctx.params.reservation_id ?? '';
+    const reservation = await this.inventory(() => this.backend.reservation(reservationId));
+    if (reservation === null || reservation.dealId !== entry.snapshot.dealId) throw notFound(`no reservation ${reservationId} in this deal`, { reservation_id: reservationId });
+    if (bearerToken(ctx.req) !== this.secret) this.requireUser(ctx.req, reservation.userId);
+    return reservationBody(reservation);
+  }
+
+  private async cancel(ctx: RequestContext): Promise<unknown> {
+    const entry = await this.requireDeal(ctx);
+    const reservationId = ctx.params.reservation_id ?? '';
+    const reservation = await this.inventory(() => this.backend.reservation(reservationId));
+    if (reservation === null || reservation.dealId !== entry.snapshot.dealId) throw notFound(`no reservation ${reservationId} in this deal`, { reservation_id: reservationId });
+    const account = this.requireUser(ctx.req, reservation.userId);
+    const change = await this.inventory(() => this.backend.cancel(reservationId, account.userId));
+    if (!change.ok) throw reservationError(change.error, reservationId);
+    return reservationBody(change.reservation);
+  }
+
+  // --- deals: cache, refresh, pre-warm -----------------------------------------------------------------------
+
+  private async requireDeal(ctx: RequestContext): Promise<DealEntry> {
+    const dealId = ctx.params.deal_id ?? '';
+    if (!DEAL_ID.test(dealId)) throw badRequest('invalid_deal_id', 'a deal_id is 1..64 of A-Z a-z 0-9 _ -', { field: 'deal_id' });
+    const entry = await this.dealEntry(dealId);
+    if (entry === null) throw notFound(`no deal ${dealId}`, { deal_id: dealId });
+    return entry;
+  }
+
+  private async dealEntry(dealId: string): Promise<DealEntry | null> {
+    const entry = this.deals.get(dealId);
+    if (entry !== undefined) return entry;
+    const miss = this.unknown.get(dealId);
+    if (miss !== undefined && Date.now() - miss < 1_000) return null;
+    return this.load(dealId, false);
+  }
+
+  private load(dealId: string, mustExist: boolean): Promise<DealEntry | null> {
+    let loading = this.loading.get(dealId);
+    if (loading === undefined) {
+      loading = this.inventory(() => this.backend.deal(dealId))
+        .then((snapshot) => {
+          if (snapshot === null) {
+            if (mustExist) throw new HttpError(503, 'unavailable', `deal ${dealId} was created but is not readable yet`, {}, { 'retry-after': '1' });
+            if (this.unknown.size > 100_000) this.unknown.clear();
+            this.unknown.set(dealId, Date.now());
+            return null;
+          }
+          return this.adopt(snapshot);
+        })
+        .finally(() => this.loading.delete(dealId));
+      this.loading.set(dealId, loading);
+    }
+    return loading;
+  }
+
+  /** First sight of a deal: its share of the token pool is fixed now (pre-distribution) and never refilled. */
+  private adopt(snapshot: DealSnapshot): DealEntry {
+    const existing = this.deals.get(snapshot.dealId);
+    if (existing !== undefined) return existing;
+    const share = distributeTokens(poolSize(snapshot.totalInventory), this.gatewayCount)[this.gatewayIndex]!;
+    const entry: DealEntry = {
+      snapshot,
+      alive: new AliveShards(snapshot.shards, snapshot.alive),
+      pool: new TokenPool(share),
+      answers: new Map(),
+      pending: new Map(),
+      refreshedAt: Date.now(),
+      prewarmedAt: null,
+      smoke: null,
+      stateBody: '',
+    };
+    entry.stateBody = renderState(entry.snapshot, Date.now());
+    this.deals.set(snapshot.dealId, entry);
+    return entry;
+  }
+
+  private async refresh(entry: DealEntry): Promise<void> {
+    entry.refreshedAt = Date.now();
+    const snapshot = await this.backend.deal(entry.snapshot.dealId);
+    if (snapshot === null) return;
+    entry.snapshot = snapshot;
+    entry.alive = new AliveShards(snapshot.shards, snapshot.alive);
+    entry.stateBody = renderState(snapshot, Date.now());
+  }
+
+  private refreshing = false;
+
+  private async refreshDue(): Promise<void> {
+    if (this.refreshing || this.stopped) return;
+    this.refreshing = true;
+    try {
+      const now = Date.now();
+      for (const entry of this.deals.values()) {
+        const deal = entry.snapshot;
+        if (now > deal.endAt + 15 * 60_000) {
+          this.deals.delete(deal.dealId);
+          continue;
+        }
+        const nearLive = deal.liveAt === null && now >= deal.startAt - 3_000;
+        const every = nearLive ? 100 : 1_000;
+        if (now - entry.refreshedAt >= every) await this.refresh(entry).catch(() => undefined);
+        // Pre-warm 2 minutes before go-live; the smoke load 1 minute before, for 30 s (once each).
+        if (entry.prewarmedAt === null && deal.liveAt === null && now >= deal.startAt - PREWARM_LEAD_MS && now < deal.startAt) await this.prewarm(entry).catch(() => undefined);
+        if (entry.smoke === null && deal.liveAt === null && now >= deal.startAt - SMOKE_LEAD_MS && now < deal.startAt - SMOKE_LEAD_MS + SMOKE_MS) {
+          void this.smoke(entry, Math.min(SMOKE_MS, deal.startAt - SMOKE_LEAD_MS + SMOKE_MS - now), this.smokeRps());
+        }
+      }
+    } finally {
+      this.refreshing = false;
+    }
+  }
+
+  private async discover(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      for (const id of await this.backend.dealIds()) if (!this.deals.has(id)) await this.load(id, false);
+    } catch {
+      // The members may be electing; the next round learns the deals.
+    }
+  }
+
+  /**
+   * The spec's pre-warm: the shard counts read back (filled at creation), this gateway's token share fixed, a
+   * connection opened to every shard's group (the refresh and one probe per group), the landing state rendered.
+   */
+  async prewarm(entry: DealEntry): Promise<void> {
+    await this.refresh(entry);
+    const groups = Math.min(entry.snapshot.shards, 64);
+    await Promise.all(Array.from({ length: groups }, (_, shard) => this.backend.probe(entry.snapshot.dealId, shard).catch(() => undefined)));
+    entry.prewarmedAt = Date.now();
+    this.logger.log('info', 'deal pre-warmed', { deal: entry.snapshot.dealId, tokens: entry.pool.remaining, remaining: entry.snapshot.remaining });
+  }
+
+  /** This gateway's part of the smoke load: 1% of the expected peak, split over the gateways. */
+  private smokeRps(): number {
+    return Math.max(1, Math.round((this.settings.expectedPeakRps * 0.01) / this.gatewayCount));
+  }
+
+  private async smoke(entry: DealEntry, ms: number, rps: number): Promise<void> {
+    const report: SmokeReport = { started_at: new Date().toISOString(), seconds: ms / 1000, rps, sent: 0, answered: 0, refused: 0, errors: 0, done: false };
+    entry.smoke = report;
+    const dealId = entry.snapshot.dealId;
+    await runSmoke(report, ms, rps, () => this.stopped, async (n) => {
+      const userId = `synthetic-${this.options.id}-${n}`;
+      const botToken = makeBotToken(this.secret, dealId, userId, Date.now() + 60_000);
+      return this.attempt({ dealId, userId, key: `smoke-${n}`, botToken, ip: `synthetic-${n % 100}`, synthetic: true });
+    });
+  }
+
+  // --- small parts -------------------------------------------------------------------------------------------
+
+  private limit(buckets: Map<string, BucketCounter>, id: string, limits: BucketLimits, now: number, gate: 'ip' | 'user'): void {
+    let counter = buckets.get(id);
+    if (counter === undefined) {
+      if (buckets.size >= MAX_BUCKETS) buckets.clear();
+      counter = fullCounter(limits, now);
+      buckets.set(id, counter);
+    }
+    const result = take(counter, limits, now);
+    if (!result.allowed) {
+      this.outcomes.inc(1, { gate, answer: 'rate_limited' });
+      const seconds = Math.max(1, Math.ceil((result.retryAfterMs ?? 1000) / 1000));
+      throw new HttpError(429, 'rate_limited', `too many attempts from this ${gate === 'ip' ? 'address' : 'user'}; retry after ${seconds} s`, { limit: gate }, { 'retry-after': String(seconds) });
+    }
+  }
+
+  private sweepBuckets(): void {
+    const now = Date.now();
+    for (const [buckets, limits] of [[this.ipBuckets, this.ipLimits], [this.userBuckets, this.userLimits]] as const) {
+      const idle = (limits.capacity / limits.refillRate) * 1000 + 1000;
+      for (const [k, c] of buckets) if (now - c.lastRefill > idle) buckets.delete(k);
+    }
+  }
+
+  private clientIp(req: IncomingMessage): string {
+    if (this.settings.trustProxy) {
+      const forwarded = req.headers['x-forwarded-for'];
+      const first = (Array.isArray(forwarded) ? forwarded[0] : forwarded)?.split(',')[0]?.trim();
+      if (first !== undefined && first.length > 0 && first.length <= 64) return first;
+    }
+    return req.socket.remoteAddress ?? 'unknown';
+  }
+
+  /** The account a user's bearer token proves, for `userId`; 401 without one, 403 for another user or an ineligible one. */
+  private requireUser(req: IncomingMessage, userId: string, forAttempt = false): Account {
+    const token = bearerToken(req);
+    if (token === null) throw unauthorized('a user token is required (Authorization: Bearer <user_token> from PUT /api/flash/accounts/{user_id})');
+    const account = checkUserToken(this.secret, token);
+    if (account === null) throw unauthorized('not a user token of this cluster');
+    if (account.userId !== userId) throw new HttpError(403, 'not_owner', 'this user token is for another user', { user_id: userId });
+    if (forAttempt && !eligible(account, Date.now())) {
+      this.outcomes.inc(1, { gate: 'account', answer: 'not_eligible' });
+      throw new HttpError(403, 'account_not_eligible', 'flash deals need an account older than 30 days with a verified payment method', { user_id: userId });
+    }
+    return account;
+  }
+
+  private count(gate: string, answer: AttemptAnswer): AttemptAnswer {
+    this.outcomes.inc(1, { gate, answer: answer.status });
+    return answer;
+  }
+
+  /** A call to the inventory; an unreachable inventory is a 503 (retry), never a guess. */
+  private async inventory<T>(work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof HttpError) throw error;
+      if (error instanceof ServiceError) {
+        if (error.status < 500 && error.status !== 421) throw new HttpError(error.status, error.code, error.message);
+        throw new HttpError(503, 'unavailable', `the inventory is unavailable: ${error.message}`, {}, { 'retry-after': '1' });
+      }
+      throw new HttpError(503, 'unavailable', `the inventory is unreachable: ${String((error as Error)?.message ?? error)}`, {}, { 'retry-after': '1' });
+    }
+  }
+}
+
+function wonAnswer(r: ReservationView): AttemptAnswer {
+  return { status: 'won', reservation_id: r.reservationId, expires_at: new Date(r.expiresAt).toISOString() };
+}
+
+function reservationBody(r: ReservationView): Record<string, unknown> {
+  return {
+    reservation_id: r.reservationId,
+    deal_id: r.dealId,
+    user_id: r.userId,
+    sku_id: r.skuId,
+    reserved_at: new Date(r.reservedAt).toISOString(),
+    expires_at: new Date(r.expiresAt).toISOString(),
+    status: r.status,
+    payment_id: r.paymentId,
+  };
+}
+
+function orderAnswer(orderId: string, r: ReservationView): Record<string, unknown> {
+  return { order_id: orderId, status: 'paid', reservation_id: r.reservationId, payment_id: r.paymentId, reservation_status: r.status };
+}
+
+function reservationError(error: string, reservationId: string): HttpError {
+  switch (error) {
+    case 'unknown_reservation':
+      return notFound(`no reservation ${reservationId}`, { reservation_id: reservationId });
+    case 'not_owner':
+      return new HttpError(403, 'not_owner', 'this reservation belongs to another user (reservations are not transferable)');
+    case 'reservation_expired':
+      return conflict('reservation_expired', 'the 10-minute payment window is over; the unit went back', { reservation_id: reservationId });
+    case 'reservation_cancelled':
+      return conflict('reservation_cancelled', 'this reservation was cancelled', { reservation_id: reservationId });
+    case 'already_paid':
+      return conflict('already_paid', 'this reservation is paid: it cannot be cancelled', { reservation_id: reservationId });
+    default:
+      return new HttpError(500, 'internal', `unexpected inventory answer: ${error}`);
+  }
+}
+
+/** The landing state: `{state, remaining}` (remaining once live). */
+function renderState(deal: DealSnapshot, now: number): string {
+  const state = snapshotState(deal, now);
+  const body: Record<string, unknown> = { deal_id: deal.dealId, state };
+  if (state === 'live' || state === 'sold_out') body.remaining = deal.remaining;
+  body.start_at = new Date(deal.startAt).toISOString();
+  body.end_at = new Date(deal.endAt).toISOString();
+  return JSON.stringify(body);
+}
+
+/** A time field: an ISO 8601 string or milliseconds since the epoch. */
+function timeField(body: Record<string, unknown>, field: string): number {
+  const v = body[field];
+  const ms = typeof v === 'number' ? v : typeof v === 'string' && v.length <= 40 ? Date.parse(v) : NaN;
+  if (!Number.isSafeInteger(ms) || ms < 0) throw badRequest('invalid_field', `${field} must be an ISO 8601 time or milliseconds since the epoch`, { field });
+  return ms;
+}
+
+function cookie(req: IncomingMessage, name: string): string | null {
+  const header = req.headers.cookie;
+  if (typeof header !== 'string') return null;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return null;
+}
+
+function remember(answers: Map<string, AttemptAnswer>, key: string, answer: AttemptAnswer): void {
+  if (answers.size >= MAX_ANSWERS) answers.delete(answers.keys().next().value!);
+  answers.set(key, answer);
+}
+
+/** The promise's value, or null if it has not settled within `ms` (it keeps running). */
+function promiseWithin<T>(promise: Promise<T>, ms: number): Promise<T | null> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => resolve(null), ms);
+    promise.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e: unknown) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
+}

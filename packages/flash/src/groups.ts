@@ -1,0 +1,39 @@
+/**
+ * Where a deal's shards live: a fixed set of inventory groups (Raft groups on the groups layer), shard i of every
+ * deal in group i mod INVENTORY_GROUPS. Fixed, so a gateway finds any shard (and any reservation: its id names its
+ * shard) without a lookup; several deals share the groups, each group's machine holds its shards of every deal.
+ */
+
+/** Inventory groups: a deal of 20 shards has 5 in each; more groups cost more Raft traffic on a small machine. */
+export const INVENTORY_GROUPS = 4;
+export const GROUP_PREFIX = 'flash.inv.';
+
+export function inventoryGroup(index: number): string {
+  return `${GROUP_PREFIX}${index}`;
+}
+
+/** The group holding shard `shard` of any deal. */
+export function groupOfShard(shard: number): string {
+  return inventoryGroup(shard % INVENTORY_GROUPS);
+}
+
+/** The group index of a group name, or null when the name is not an inventory group. */
+export function parseInventoryGroup(name: string): number | null {
+  if (!name.startsWith(GROUP_PREFIX)) return null;
+  const text = name.slice(GROUP_PREFIX.length);
+  if (!/^\d{1,3}$/.test(text)) return null;
+  const index = Number(text);
+  return index < INVENTORY_GROUPS ? index : null;
+}
+
+/** Indexes of the groups holding a deal of `shards` shards (group 0 always: it holds shard 0, the deal's record). */
+export function groupsOfDeal(shards: number): number[] {
+  return Array.from({ length: Math.min(shards, INVENTORY_GROUPS) }, (_, i) => i);
+}
+
+/** The units of each shard: the total split evenly, the remainder one each to the first shards. */
+export function shardCounts(total: number, shards: number): number[] {
+  const base = Math.floor(total / shards);
+  const extra = total % shards;
+  return Array.from({ length: shards }, (_, i) => base + (i < extra ? 1 : 0));
+}
