@@ -100,6 +100,14 @@ t.test('a key answered two ways', async (t) => {
   t.equal(localThenWon['one-answer-per-key']!.valid, true);
 });
 
+t.test('a unit taken from the inventory but answered to nobody', async (t) => {
+  const hidden = byName([...deal(3), ...win('u1', 'k1', 'r1'), ...attempt('u2', 'k2', 'info'), ...lost('u2', 'k2', 'sold_out'), ...read('u1', 'r1', 'reserved'), ...state(1)]);
+  t.equal(hidden['one-answer-per-key']!.valid, false);
+  t.equal(hidden['one-answer-per-key']!.anomalies[0]!.type, 'hidden-wins');
+  t.match(hidden['one-answer-per-key']!.anomalies[0]!.description, /1 unit\(s\) left the inventory/);
+  t.equal(byName([...deal(3), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'reserved'), ...state(2)])['one-answer-per-key']!.valid, true);
+});
+
 t.test('every key whose outcome was unknown must get an answer after the heal', async (t) => {
   const unanswered = byName([...deal(2), ...attempt('u1', 'k1', 'info'), ...attempt('u1', 'k1', 'info', 'final-attempt')]);
   t.equal(unanswered['one-answer-per-key']!.valid, false);

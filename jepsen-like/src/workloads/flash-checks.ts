@@ -21,6 +21,8 @@
  *   answered won is never answered lost (before or after); a lost decided by the inventory is never later won.
  *   Lost answers the gateway gave from local memory (reason in `localReasons`, e.g. the token pool spent) decide
  *   nothing and may be followed by a decision. Every key whose outcome was unknown got an answer after the heal.
+ *   And every unit that left the inventory was answered to someone (total - remaining = the wins answered):
+ *   otherwise a key decided won was answered otherwise (`hidden-wins`).
  */
 import type { HistoryEvent } from '../history.js';
 import type { Anomaly, CheckResult } from './workload.js';
@@ -237,6 +239,12 @@ export function checkFlashHistory(events: readonly HistoryEvent[], options: Flas
         const decidedLostBefore = list.find((a) => a.status === 'lost' && a.time < firstWin.time && (a.reason === null || !local.has(a.reason)));
         if (decidedLostBefore !== undefined) anomalies.push({ check: 'one-answer-per-key', type: 'lost-then-won', description: `key ${id} was answered lost by the inventory and later won (${firstWin.reservationId ?? ''})`, times: [decidedLostBefore.time, firstWin.time] });
       }
+    }
+    // Units taken from the inventory that no user was told of: a key the inventory decided won was answered
+    // otherwise (e.g. sold out from a gateway's local memory), so its user never learns of the unit.
+    if (total !== null && remaining !== null && remaining >= 0 && reservationUser.size + remaining < total) {
+      const hidden = total - reservationUser.size - remaining;
+      anomalies.push({ check: 'one-answer-per-key', type: 'hidden-wins', description: `${hidden} unit(s) left the inventory (${total} total, ${remaining} remaining) but only ${reservationUser.size} wins were answered: some key decided won was answered otherwise` });
     }
     for (const id of unknown) {
       const list = answers.get(id) ?? [];

@@ -124,7 +124,9 @@ export class FlashWorkload implements Workload {
   constructor(private readonly options: FlashOptions = DEFAULT_FLASH_OPTIONS, name = 'flash') {
     this.name = name;
     this.workers = { gateway: options.gateways };
-    this.settings = { challenge_bits: String(options.challengeBits), ...options.settings };
+    // The clients come from one host: the gateway takes each simulated user's address from X-Forwarded-For
+    // (trust_proxy), so the per-IP limit sees a crowd; the smoke load before go-live is kept small.
+    this.settings = { challenge_bits: String(options.challengeBits), trust_proxy: '1', expected_peak_rps: '200', ...options.settings };
   }
 
   describe(): string {
@@ -233,7 +235,7 @@ export class FlashWorkload implements Workload {
   private attemptOnce(user: User, gatewayIndex: number, ctx: { workerUrls: readonly string[]; opTimeoutMs: number }): () => Promise<Completion> {
     return async () => {
       const body = { user_id: user.id, idempotency_key: user.key, anti_bot_token: user.antiBotToken };
-      const r = await this.call(`${this.gateway(ctx, gatewayIndex)}/api/flash/${this.dealId!}/attempt`, { method: 'POST', token: user.token, body, timeoutMs: ctx.opTimeoutMs, cookie: `anti_bot_token=${user.antiBotToken}`, ip: user.ip });
+      const r = await this.call(`${this.gateway(ctx, gatewayIndex)}/api/flash/${this.dealId!}/attempt`, { method: 'POST', token: user.token, body, timeoutMs: ctx.opTimeoutMs, cookie: `flash_bot=${user.antiBotToken}`, ip: user.ip });
       if (r.kind === 'not-sent') return { type: 'fail', error: r.error };
       if (r.kind === 'unknown') return { type: 'info', error: r.error };
       if (r.status === 200 || r.status === 201 || r.status === 202) {
