@@ -1,6 +1,7 @@
 /** Every benchmark the harness knows, by name. A new benchmark adds one line here. */
 import type { Benchmark } from './benchmark.js';
 import { crdtBenchmark } from './benchmarks/crdt.js';
+import { flashBenchmark } from './benchmarks/flash.js';
 import { groupsBenchmark } from './benchmarks/groups.js';
 import { kvBenchmark } from './benchmarks/kv.js';
 import { lockBenchmark } from './benchmarks/lock.js';
@@ -11,6 +12,7 @@ import { raftBenchmark } from './raft-inprocess.js';
 
 export const benchmarks: Record<string, Benchmark> = {
   crdt: crdtBenchmark,
+  flash: flashBenchmark,
   groups: groupsBenchmark,
   kv: kvBenchmark,
   lock: lockBenchmark,
