@@ -158,6 +158,13 @@ export class RedisInventory implements InventoryBackend {
     const p = `flash:{${dealId}}:`;
     const m = await this.client.hgetall(`${p}meta`);
     if (m.skuId === undefined) return null;
+    // The go-live broadcast: ours is proposed by the members' deal service at start_at; this design has no
+    // members, so the first refresh at or after start_at records it (HSETNX: once, whoever is first).
+    if (m.liveAt === undefined && Date.now() >= Number(m.startAt) && Date.now() < Number(m.endAt)) {
+      await this.client.hsetnx(`${p}meta`, 'liveAt', String(Date.now()));
+      const liveAt = await this.client.hget(`${p}meta`, 'liveAt');
+      if (liveAt !== null) m.liveAt = liveAt;
+    }
     const shards = Number(m.shards);
     const counts = await this.client.mget(...Array.from({ length: shards }, (_, i) => `${p}s:${i}`));
     const alive: number[] = [];

@@ -48,6 +48,8 @@ t.test('not live before the broadcast; then reserve, retries, one unit per user,
   await t.rejects(inv.goLive('nope'), /no deal/);
   await inv.goLive('d1');
   t.not((await inv.deal('d1'))!.liveAt, null);
+  await inv.createDeal({ ...spec, dealId: 'd2', startAt: Date.now() - 1 });
+  t.not((await inv.deal('d2'))!.liveAt, null, 'a refresh after start_at records the go-live');
   const won = await r(0, 'u1', 'k1');
   t.match(won, { outcome: 'won', reservation: { reservationId: '0-u1k1', userId: 'u1', shard: 0, status: 'reserved', paymentId: null } });
   t.same(await r(0, 'u1', 'k1'), won, 'the same key: the same answer');
