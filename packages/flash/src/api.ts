@@ -119,7 +119,11 @@ function flashRoutes(service: GroupedServiceContext): void {
       await barrier(service, node, ctx);
       const deal = node.readLocal((m) => m.getDeal(ctx.params.deal!));
       if (deal === null) throw notFound(`no deal ${ctx.params.deal} in ${ctx.params.group}`, { deal_id: ctx.params.deal });
-      return deal;
+      // `?winners_from=N`: the winners from the N-th on, read with the counts (one consistent copy).
+      const fromText = ctx.query.get('winners_from');
+      if (fromText === null) return deal;
+      if (!/^\d{1,9}$/.test(fromText)) throw badRequest('invalid_query', 'winners_from must be a count', { field: 'winners_from' });
+      return { ...deal, ...node.readLocal((m) => m.winnersFrom(ctx.params.deal!, Number(fromText))) };
     })
     .get('/v1/flash/groups/:group/deals/:deal/attempts', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);

@@ -115,6 +115,8 @@ interface DealEntry {
   /** This gateway's share of the admission-token pool (pre-distributed when the deal is first seen). */
   pool: TokenPool;
   answers: Map<string, AttemptAnswer>;
+  /** The deal's winners as the inventory reported them (userId -> their won answer), for retries through here. */
+  winners: Map<string, AttemptAnswer>;
   pending: Map<string, Promise<AttemptAnswer>>;
   refreshedAt: number;
   prewarmedAt: number | null;
@@ -390,7 +392,10 @@ export class Gateway {
       this.outcomes.inc(1, { gate: 'state', answer: 'upcoming' });
       throw new HttpError(409, 'deal_not_live', `deal ${input.dealId} is not live yet; poll its state`, { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() }, { 'retry-after': '1' });
     }
-    // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call.
+    // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call. A winner's
+    // retry (through another gateway than the one that answered) is answered their win, never sold out.
+    const winner = input.synthetic ? undefined : entry.winners.get(input.userId);
+    if (winner !== undefined && (entry.alive.count === 0 || entry.pool.remaining === 0)) return this.count('winners', winner);
     if (entry.alive.count === 0) return this.count('bitmap', { status: 'lost', reason: 'sold_out' });
     if (input.synthetic) {
       const home = homeShard(input.dealId, input.userId, entry.snapshot.shards);
@@ -580,13 +585,17 @@ export class Gateway {
   /** First sight of a deal: its share of the token pool is fixed now (pre-distribution) and never refilled. */
   private adopt(snapshot: DealSnapshot): DealEntry {
     const existing = this.deals.get(snapshot.dealId);
-    if (existing !== undefined) return existing;
+    if (existing !== undefined) {
+      learnWinners(existing, snapshot);
+      return existing;
+    }
     const share = distributeTokens(poolSize(snapshot.totalInventory), this.gatewayCount)[this.gatewayIndex]!;
     const entry: DealEntry = {
       snapshot,
       alive: new AliveShards(snapshot.shards, snapshot.alive),
       pool: new TokenPool(share),
       answers: new Map(),
+      winners: new Map(),
       pending: new Map(),
       refreshedAt: Date.now(),
       prewarmedAt: null,
@@ -594,6 +603,7 @@ export class Gateway {
       stateBody: '',
     };
     entry.stateBody = renderState(entry.snapshot, Date.now());
+    learnWinners(entry, snapshot);
     this.deals.set(snapshot.dealId, entry);
     return entry;
   }
@@ -605,6 +615,7 @@ export class Gateway {
     entry.snapshot = snapshot;
     entry.alive = new AliveShards(snapshot.shards, snapshot.alive);
     entry.stateBody = renderState(snapshot, Date.now());
+    learnWinners(entry, snapshot);
   }
 
   private refreshing = false;
@@ -741,6 +752,12 @@ export class Gateway {
 
 function wonAnswer(r: ReservationView): AttemptAnswer {
   return { status: 'won', reservation_id: r.reservationId, expires_at: new Date(r.expiresAt).toISOString() };
+}
+
+function learnWinners(entry: DealEntry, snapshot: DealSnapshot): void {
+  for (const w of snapshot.winners) {
+    entry.winners.set(w.userId, { status: 'won', reservation_id: w.reservationId, expires_at: new Date(w.expiresAt).toISOString() });
+  }
 }
 
 function reservationBody(r: ReservationView): Record<string, unknown> {

@@ -40,6 +40,12 @@ export interface DealSnapshot {
   alive: number[];
   /** Units left over all shards. */
   remaining: number;
+  /**
+   * Winners this backend learned since its previous `deal` call for this deal (all on the first), read with the
+   * counts: a gateway answers a winner's retry won even when its pool or bitmap would say sold out. A backend
+   * may return none (then a winner's retry through a gateway with a spent pool reads lost: documented weaker).
+   */
+  winners: Array<{ userId: string; reservationId: string; expiresAt: number }>;
 }
 
 export interface ReserveRequest {

@@ -492,6 +492,23 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     return { status: 'unknown' };
   }
 
+  /**
+   * The deal's winners from the `from`-th on, in the order they won (the winner set only grows), with their
+   * reservation's expiry: the gateways fetch them incrementally to answer a winner's retry the same everywhere.
+   */
+  winnersFrom(dealId: string, from: number, limit = 10_000): { total: number; winners: Array<[string, string, number]> } | null {
+    const deal = this.deals.get(dealId);
+    if (deal === undefined) return null;
+    const winners: Array<[string, string, number]> = [];
+    let i = 0;
+    for (const [userId, reservationId] of deal.winners) {
+      if (i++ < from) continue;
+      if (winners.length >= limit) break;
+      winners.push([userId, reservationId, this.reservations.get(reservationId)!.expiresAt]);
+    }
+    return { total: deal.winners.size, winners };
+  }
+
   /** Reservations still `reserved` whose window is over by `time`: what the expiry job proposes to expire. */
   dueReservations(time: number, limit = 10_000): string[] {
     const due: string[] = [];

@@ -26,6 +26,8 @@ export class RaftInventory implements InventoryBackend {
   private readonly router: GroupRouter;
   private readonly replication: 'sync' | 'async';
   private groupsReady = false;
+  /** Per deal, per group: winners already handed to the gateway (the next `deal` asks for those after them). */
+  private readonly winnersSeen = new Map<string, number[]>();
 
   constructor(options: RaftInventoryOptions) {
     this.router = new GroupRouter({ endpoints: options.endpoints, token: options.token, timeoutMs: options.timeoutMs ?? 5_000, connections: options.connections ?? 32 });
@@ -67,16 +69,22 @@ export class RaftInventory implements InventoryBackend {
   }
 
   async deal(dealId: string): Promise<DealSnapshot | null> {
-    const first = await this.view(inventoryGroup(0), dealId);
+    const seen = this.winnersSeen.get(dealId) ?? [];
+    const first = await this.view(inventoryGroup(0), dealId, seen[0] ?? 0);
     if (first === null) return null;
-    const views = [first, ...(await Promise.all(groupsOfDeal(first.shardCount).slice(1).map((g) => this.view(inventoryGroup(g), dealId))))];
+    const views = [first, ...(await Promise.all(groupsOfDeal(first.shardCount).slice(1).map((g) => this.view(inventoryGroup(g), dealId, seen[g] ?? 0))))];
     const alive: number[] = [];
+    const winners: DealSnapshot['winners'] = [];
     let remaining = 0;
-    for (const v of views) {
-      if (v === null) continue;
+    views.forEach((v, g) => {
+      if (v === null) return;
       alive.push(...v.alive);
       remaining += v.remaining;
-    }
+      for (const [userId, reservationId, expiresAt] of v.winners ?? []) winners.push({ userId, reservationId, expiresAt });
+      seen[g] = (seen[g] ?? 0) + (v.winners?.length ?? 0);
+    });
+    if (this.winnersSeen.size > 10_000) this.winnersSeen.clear();
+    this.winnersSeen.set(dealId, seen);
     return {
       dealId,
       skuId: first.skuId,
@@ -88,6 +96,7 @@ export class RaftInventory implements InventoryBackend {
       liveAt: first.liveAt,
       alive: alive.sort((a, b) => a - b),
       remaining,
+      winners,
     };
   }
 
@@ -145,10 +154,11 @@ export class RaftInventory implements InventoryBackend {
   }
 
   /** A group's view of a deal from its leader's local copy (the gateways' refresh: a hint, not a decision). */
-  private async view(group: string, dealId: string): Promise<DealView | null> {
-    const answer = await this.router.request(group, 'GET', path(group, `/deals/${encodeURIComponent(dealId)}?consistency=serializable`));
+  private async view(group: string, dealId: string, winnersFrom?: number): Promise<(DealView & { winners?: Array<[string, string, number]> }) | null> {
+    const from = winnersFrom === undefined ? '' : `&winners_from=${winnersFrom}`;
+    const answer = await this.router.request(group, 'GET', path(group, `/deals/${encodeURIComponent(dealId)}?consistency=serializable${from}`));
     if (answer.status === 404) return null;
-    return ok(answer) as DealView;
+    return ok(answer) as DealView & { winners?: Array<[string, string, number]> };
   }
 
   private async change(reservationId: string, command: Record<string, unknown>): Promise<ReservationChange> {
