@@ -163,7 +163,10 @@ async function bare(o: RunOptions): Promise<Record<string, number | null>> {
       await waitListening(d, base + i);
       origins.push(`http://127.0.0.1:${base + i}`);
     }
-    const body = JSON.stringify({ user_id: 'u0', idempotency_key: 'k', anti_bot_token: 'x'.repeat(80) });
+    // A request of the same shape and size as the attempts the gateways get (bearer, cookie, forwarded address).
+    const bot = 'x'.repeat(120);
+    const body = JSON.stringify({ user_id: 'u1234', idempotency_key: 'u1234-17', anti_bot_token: bot });
+    const headers = { 'content-type': 'application/json', authorization: `Bearer ${'y'.repeat(120)}`, 'x-forwarded-for': '10.0.4.210', cookie: `flash_bot=${bot}` };
     let n = 0;
     const until = Date.now() + 1000 + o.durationS * 1000;
     let cpu0 = 0;
@@ -174,7 +177,7 @@ async function bare(o: RunOptions): Promise<Record<string, number | null>> {
       cpu0 = cpuOf(daemons.map((d) => d.pid));
       t0 = performance.now();
     }, 1000);
-    await loop(origins, o.concurrency, () => ({ path: '/api/flash/d/attempt', headers: { 'content-type': 'application/json', authorization: 'Bearer x' }, body }), () => void (counting && n++), () => Date.now() >= until);
+    await loop(origins, o.concurrency, () => ({ path: '/api/flash/dBench12345678/attempt', headers, body }), () => void (counting && n++), () => Date.now() >= until);
     const seconds = (performance.now() - t0) / 1000;
     const cpu = cpuOf(daemons.map((d) => d.pid)) - cpu0;
     return { bare_requests_per_s: round(n / seconds, 0), bare_cpu_us_per_request: n === 0 ? null : round((cpu * 1e6) / n, 1), bare_requests: n };

@@ -14,7 +14,8 @@
  *
  * Keys (one deal `d`): `flash:{d}:meta` (hash), `flash:{d}:s:<i>` (shard counts), `flash:{d}:w` (user ->
  * reservation id), `flash:{d}:pin` (user -> shard), `flash:{d}:lost` (user \0 key \0 shard -> "1"), `flash:{d}:key`
- * (user \0 key -> reservation id of a win), `flash:r:<id>` (a reservation, JSON), `flash:deals` (set of ids).
+ * (user \0 key -> reservation id of a win), `flash:{d}:wl` (the winners in order, for the gateways' refresh),
+ * `flash:r:<id>` (a reservation, JSON), `flash:deals` (set of ids).
  */
 import { Redis } from 'ioredis';
 import type { WorkerOptions } from '@raftkit/http';
@@ -62,6 +63,7 @@ if tonumber(redis.call('GET', count) or '0') > 0 then
   redis.call('SET', 'flash:r:' .. rid, r)
   redis.call('HSET', p .. 'w', user, rid)
   redis.call('HSET', p .. 'key', user .. '\\0' .. key, rid)
+  redis.call('RPUSH', p .. 'wl', cjson.encode({user, rid, now + window}))
   return {'won', r}
 end
 local to = ''
@@ -114,6 +116,8 @@ export class RedisInventory implements InventoryBackend {
   private readonly pool: Redis[];
   private next = 0;
   private readonly shas = new Map<string, string>();
+  /** Per deal: winners already handed to this gateway (the next `deal` reads the list after them). */
+  private readonly winnersSeen = new Map<string, number>();
 
   constructor(options: RedisInventoryOptions) {
     const u = new URL(options.url);
@@ -167,6 +171,13 @@ export class RedisInventory implements InventoryBackend {
     }
     const shards = Number(m.shards);
     const counts = await this.client.mget(...Array.from({ length: shards }, (_, i) => `${p}s:${i}`));
+    const seen = this.winnersSeen.get(dealId) ?? 0;
+    const fresh = await this.client.lrange(`${p}wl`, seen, -1);
+    this.winnersSeen.set(dealId, seen + fresh.length);
+    const winners = fresh.map((w) => {
+      const [userId, reservationId, expiresAt] = JSON.parse(w) as [string, string, number];
+      return { userId, reservationId, expiresAt };
+    });
     const alive: number[] = [];
     let remaining = 0;
     counts.forEach((c, i) => {
@@ -174,7 +185,7 @@ export class RedisInventory implements InventoryBackend {
       if (n > 0) alive.push(i);
       remaining += Math.max(0, n);
     });
-    return { dealId, skuId: m.skuId, totalInventory: Number(m.totalInventory), startAt: Number(m.startAt), endAt: Number(m.endAt), shards, liveAt: m.liveAt === undefined ? null : Number(m.liveAt), alive, remaining };
+    return { dealId, skuId: m.skuId, totalInventory: Number(m.totalInventory), startAt: Number(m.startAt), endAt: Number(m.endAt), shards, liveAt: m.liveAt === undefined ? null : Number(m.liveAt), alive, remaining, winners };
   }
 
   async goLive(dealId: string): Promise<void> {

@@ -60,7 +60,10 @@ t.test('not live before the broadcast; then reserve, retries, one unit per user,
   t.match(await r(1, 'u3', 'k1'), { outcome: 'won', reservation: { shard: 1 } }, 'the re-route wins on shard 1');
   t.same(await r(1, 'u4', 'k1'), { outcome: 'lost', shard: 1, shardEmpty: true, reroute: null });
   t.same(await r(1, 'u4', 'k1'), { outcome: 'lost', shard: 1, shardEmpty: false, reroute: null }, 'a lost key is remembered');
-  t.match(await inv.deal('d1'), { alive: [], remaining: 0 });
+  const sold = (await inv.deal('d1'))!;
+  t.match(sold, { alive: [], remaining: 0 });
+  t.same(sold.winners.map((w) => [w.userId, w.reservationId]), [['u1', '0-u1k1'], ['u2', '0-u2k1'], ['u3', '1-u3k1']], 'the winners, in order');
+  t.same((await inv.deal('d1'))!.winners, [], 'only new winners on the next refresh');
   t.match(await inv.attempt('d1', 'u1', 'k1'), { status: 'won', reservation: { reservationId: '0-u1k1' } });
   t.same(await inv.attempt('d1', 'u4', 'k1'), { status: 'lost' });
   t.same(await inv.attempt('d1', 'u5', 'k1'), { status: 'unknown' });
