@@ -32,11 +32,12 @@ test: build test-packages
 	node jepsen-like/bin/jepsen-like.js run --service lock --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-lock
 	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-shortlink
 	node jepsen-like/bin/jepsen-like.js run --service log --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-log
+	node jepsen-like/bin/jepsen-like.js run --service flash --time 20 --nemesis partition,kill,pause --interval 3 --seed 3 --concurrency 40 --rate 400 --out jepsen-out/smoke-flash
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
 	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
-	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 4 jepsen-like smoke runs"; \
-	echo "total: $$((tap + seeds + caught + 4)) passed, 0 failed"
+	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 5 jepsen-like smoke runs"; \
+	echo "total: $$((tap + seeds + caught + 5)) passed, 0 failed"
 
 # The benchmark peers' own tests run real nginx and redis-server, and the Raft TLS test makes its certificates with
 # openssl (Debian packages): installed here, once, when missing, rather than by test files racing for apt's lock.
@@ -62,7 +63,7 @@ down:
 JEPSEN_TIME ?= 180
 JEPSEN_SEED ?= 1
 JEPSEN_OUT ?= jepsen-out
-JEPSEN_WORKLOADS ?= kv lock shortlink log
+JEPSEN_WORKLOADS ?= kv lock shortlink log flash
 JEPSEN_NEMESES ?= partition kill pause packet clock partition,kill,pause,packet,clock
 
 jepsen: build
