@@ -83,6 +83,7 @@ bench: build
 	npx bench ratelimit --vs redis --duration 10 --concurrency 64 --rounds 3
 	npx bench groups --duration 10 --concurrency 256
 	npx bench log --vs jetstream --duration 10 --concurrency 64 --rounds 3
+	npx bench flash --vs redis --duration 10 --concurrency 128
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist
