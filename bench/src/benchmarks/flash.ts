@@ -265,7 +265,7 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
         lastWinAt = Date.now();
         if (won.size >= UNITS && soldOutAt === null) {
           soldOutAt = Date.now();
-          enterRejection();
+          if (phase === 'burst') enterRejection();
         }
       } else if (phase === 'rejection') rejectMs.push(ms);
       if (kind === 'error') {
