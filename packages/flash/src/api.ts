@@ -27,6 +27,8 @@ type FlashNode = RaftNode<FlashCommand, FlashResult, FlashMachine>;
 
 /** How often a group's leader looks for deals to put live and reservations to expire. */
 export const JOB_EVERY_MS = 500;
+/** How long an ended deal's records (reservations, paid orders) stay readable before the leader drops them. */
+export const KEEP_ENDED_MS = 24 * 60 * 60_000;
 
 /** The flash-deal service: inventory groups on the members, the gateways as a worker role. */
 export function createFlashService(): GroupedServiceDefinition {
@@ -67,6 +69,8 @@ function flashRoutes(service: GroupedServiceContext): void {
       for (const dealId of node.readLocal((m) => m.dealIds())) {
         const deal = node.readLocal((m) => m.getDeal(dealId));
         if (deal !== null && deal.liveAt === null && now >= deal.startAt && now < deal.endAt) work.push(node.propose({ op: 'goLive', dealId }));
+        // Bounded memory: a deal (its reservations and orders) is kept a day after its end, then dropped.
+        if (deal !== null && now >= deal.endAt + KEEP_ENDED_MS) work.push(node.propose({ op: 'dropDeal', dealId }));
       }
       if (work.length === 0) continue;
       inFlight.add(name);

@@ -12,7 +12,7 @@
  * this process's clock. See README.md for every decision.
  */
 import { randomBytes } from 'node:crypto';
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   badRequest,
   bearerToken,
@@ -24,6 +24,8 @@ import {
   requireInteger,
   requireObject,
   requireString,
+  sendError,
+  sendJson,
   serveWorkerHttp,
   ServiceError,
   take,
@@ -38,9 +40,10 @@ import {
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
+import { Pool } from 'undici';
 import { AliveShards, distributeTokens, firstRoute, homeShard, nextRoute, poolSize, rerouteCandidate, TokenPool, tokensValid, type RouteDecision } from './gates.js';
 import { snapshotState, type DealSnapshot, type InventoryBackend, type ReserveOutcome } from './inventory.js';
-import { MAX_SHARDS, type ReservationView } from './machine.js';
+import { MAX_SHARDS, type DealState, type ReservationView } from './machine.js';
 import { RaftInventory } from './raft-inventory.js';
 import { checkBotToken, checkChallenge, checkUserToken, eligible, makeBotToken, makeChallenge, makeUserToken, workBits, BOT_TOKEN_TTL_MS, type Account } from './tokens.js';
 import { runSmoke, type SmokeReport } from './smoke.js';
@@ -48,10 +51,14 @@ import { runSmoke, type SmokeReport } from './smoke.js';
 export const DEAL_ID = /^[A-Za-z0-9_-]{1,64}$/;
 export const USER_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 const KEY_MAX = 200;
+/** An attempt body's bound on the fast path (a real one is about 200 bytes). */
+const MAX_ATTEMPT_BODY = 16 * 1024;
+const NO_STORE = { 'cache-control': 'no-store' };
 /** The cookie holding the anti-bot token (the spec's "held in a cookie"). */
 export const BOT_COOKIE = 'flash_bot';
 /** Cache-Control of the state answer (the spec's CDN gate: a short TTL). */
 export const STATE_CACHE_CONTROL = 'public, max-age=1';
+const STATE_HEADERS = { 'content-type': 'application/json', 'cache-control': STATE_CACHE_CONTROL };
 /** Pre-warm this long before start_at; the smoke load at SMOKE_LEAD_MS before it, for SMOKE_MS. */
 export const PREWARM_LEAD_MS = 2 * 60_000;
 export const SMOKE_LEAD_MS = 60_000;
@@ -61,6 +68,26 @@ const QUEUED_PATIENCE_MS = 120_000;
 /** Answers remembered per deal per gateway (a retried key on this gateway costs nothing, not even a token). */
 const MAX_ANSWERS = 200_000;
 const MAX_BUCKETS = 500_000;
+/** Lookups of deals this gateway does not know yet: 20 a second. */
+const LOOKUP_LIMITS: BucketLimits = { capacity: 20, refillRate: 20 };
+/** The bot check's refusals, made once: they are immutable, and an Error's stack capture per request would show. */
+const BOT_REQUIRED = new HttpError(429, 'bot_check_required', 'solve the challenge (POST .../challenge, then .../challenge/answer) first', {}, { 'retry-after': '1' });
+const BOT_FAILED = new HttpError(429, 'bot_check_failed', 'the anti-bot token is not valid for this user and deal', {}, { 'retry-after': '1' });
+const rateLimitErrors = new Map<string, HttpError>();
+
+/** The rate limit's refusal for a gate and a Retry-After, made once each (immutable, like the bot check's). */
+function rateLimited(gate: 'ip' | 'user', seconds: number): HttpError {
+  const key = `${gate}:${seconds}`;
+  let error = rateLimitErrors.get(key);
+  if (error === undefined) {
+    error = new HttpError(429, 'rate_limited', `too many attempts from this ${gate === 'ip' ? 'address' : 'user'}; retry after ${seconds} s`, { limit: gate }, { 'retry-after': String(seconds) });
+    rateLimitErrors.set(key, error);
+  }
+  return error;
+}
+
+/** How long a win waits for the other gateways to take its announcement (then the refresh tells them). */
+const ANNOUNCE_MS = 1_000;
 
 /** The gateway's settings (`cluster up --set key=value`). */
 export interface GatewaySettings {
@@ -117,12 +144,19 @@ interface DealEntry {
   answers: Map<string, AttemptAnswer>;
   /** The deal's winners as the inventory reported them (userId -> their won answer), for retries through here. */
   winners: Map<string, AttemptAnswer>;
+  /** Keys (user NUL key) admitted by a gateway (this one or, announced, another): at most the token pool. */
+  admitted: Set<string>;
   pending: Map<string, Promise<AttemptAnswer>>;
+  /** When the last refresh that completed started (its copy is at least that fresh). */
   refreshedAt: number;
+  /** The refresh in flight, if any (one at a time per deal, shared). */
+  inflight: Promise<void> | null;
   prewarmedAt: number | null;
   smoke: SmokeReport | null;
   /** The landing state, rendered once per refresh (the pre-rendered page of the spec's pre-warm). */
   stateBody: string;
+  /** The state `stateBody` shows: rendered again when the clock moves the deal on (to ended) between refreshes. */
+  stateShown: DealState;
 }
 
 /** The per-request parts of an attempt, after the body checks. */
@@ -131,6 +165,8 @@ interface AttemptInput {
   userId: string;
   key: string;
   botToken: string | null;
+  /** The bearer token presented (a user token; checked after the bot check and the rate limits). */
+  bearer: string | null;
   ip: string;
   synthetic: boolean;
 }
@@ -156,7 +192,10 @@ async function openInventory(settings: GatewaySettings, options: WorkerOptions):
 async function startGateway(options: WorkerOptions): Promise<RunningWorker> {
   const settings = gatewaySettings(options.settings);
   const backend = await openInventory(settings, options);
-  const http = await serveWorkerHttp(options, { health: () => ({ deals: gateway?.dealCount() ?? 0, inventory_replication: settings.replication }) });
+  const http = await serveWorkerHttp(options, {
+    health: () => ({ deals: gateway?.dealCount() ?? 0, inventory_replication: settings.replication }),
+    fastPath: (req, res) => gateway?.fastPath(req, res) ?? false,
+  });
   const gateway: Gateway = new Gateway(options, settings, backend, http.metrics, options.logger);
   gateway.routes(http.router);
   gateway.start();
@@ -176,6 +215,7 @@ export class Gateway {
   private readonly loading = new Map<string, Promise<DealEntry | null>>();
   /** Deal ids the inventory did not know, and when: a flood of made-up ids costs one lookup a second each. */
   private readonly unknown = new Map<string, number>();
+  private readonly lookups: BucketCounter = fullCounter(LOOKUP_LIMITS, Date.now());
   private readonly ipBuckets = new Map<string, BucketCounter>();
   private readonly userBuckets = new Map<string, BucketCounter>();
   private readonly ipLimits: BucketLimits;
@@ -185,6 +225,17 @@ export class Gateway {
   private timers: NodeJS.Timeout[] = [];
   private stopped = false;
   private readonly outcomes;
+  private readonly tallies = new Map<string, number>();
+  /** The other gateways (wins and admitted keys are announced to them). */
+  private readonly peers: Pool[];
+  private readonly admitBatches = new Map<string, Array<[string, string]>>();
+  private admitFlush: NodeJS.Timeout | null = null;
+  /**
+   * Tokens already proven (bounded): the bot check and the user token are an HMAC each, on the path every rejected
+   * attempt takes; a crowd retries with the same tokens, so a map lookup replaces the HMAC.
+   */
+  private readonly userTokens = new Map<string, Account>();
+  private readonly botTokens = new Map<string, { dealId: string; userId: string; expiresAt: number }>();
 
   constructor(
     private readonly options: WorkerOptions,
@@ -200,6 +251,7 @@ export class Gateway {
     this.gatewayCount = Math.max(1, gateways.length);
     this.gatewayIndex = Math.max(0, gateways.findIndex((w) => w.id === options.id));
     this.outcomes = metrics.counter('flash_attempts_total', 'Attempts by the gate that answered them (gate) and the answer');
+    this.peers = gateways.filter((w) => w.id !== options.id).map((w) => new Pool(`http://${w.httpAddress}`, { connections: 4, keepAliveTimeout: 30_000 }));
   }
 
   dealCount(): number {
@@ -212,12 +264,16 @@ export class Gateway {
     this.timers.push(setInterval(() => void this.refreshDue(), 100));
     this.timers.push(setInterval(() => void this.discover(), 2_000));
     this.timers.push(setInterval(() => this.sweepBuckets(), 10_000));
+    this.timers.push(setInterval(() => this.flushTallies(), 100));
     for (const t of this.timers) t.unref();
     void this.discover();
   }
 
   stop(): void {
     this.stopped = true;
+    if (this.admitFlush !== null) clearTimeout(this.admitFlush);
+    this.flushTallies();
+    for (const peer of this.peers) void peer.close().catch(() => undefined);
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
   }
@@ -233,6 +289,34 @@ export class Gateway {
       .post('/api/flash/:deal_id/checkout', { admits: 'open' }, (ctx) => this.checkout(ctx))
       .get('/api/flash/:deal_id/reservations/:reservation_id', { admits: 'open' }, (ctx) => this.getReservation(ctx))
       .post('/api/flash/:deal_id/reservations/:reservation_id/cancel', { admits: 'open' }, (ctx) => this.cancel(ctx))
+      // Another gateway's win (see `announce`): remembered, so this one answers that user's retry the same.
+      .post('/internal/flash/winners', { admits: 'cluster' }, async (ctx) => {
+        const body = requireObject(await ctx.json());
+        const dealId = requireString(body, 'deal_id', { pattern: DEAL_ID });
+        const userId = requireString(body, 'user_id', { pattern: USER_ID });
+        const reservationId = requireString(body, 'reservation_id', { minLength: 1, maxLength: 100 });
+        const expiresAt = requireString(body, 'expires_at', { maxLength: 40 });
+        const entry = await this.dealEntry(dealId);
+        if (entry === null) throw notFound(`no deal ${dealId}`, { deal_id: dealId });
+        entry.winners.set(userId, { status: 'won', reservation_id: reservationId, expires_at: expiresAt });
+        return undefined;
+      })
+      // Keys another gateway admitted (see `admit`).
+      .post('/internal/flash/admitted', { admits: 'cluster' }, async (ctx) => {
+        const body = requireObject(await ctx.json());
+        const dealId = requireString(body, 'deal_id', { pattern: DEAL_ID });
+        const keys = body.keys;
+        if (!Array.isArray(keys) || keys.length > 100_000) throw badRequest('invalid_field', 'keys must be a list of [user_id, key]', { field: 'keys' });
+        const entry = await this.dealEntry(dealId);
+        if (entry === null) throw notFound(`no deal ${dealId}`, { deal_id: dealId });
+        for (const k of keys) {
+          if (!Array.isArray(k) || typeof k[0] !== 'string' || typeof k[1] !== 'string' || k[0].length > 128 || k[1].length > KEY_MAX) {
+            throw badRequest('invalid_field', 'keys must be a list of [user_id, key]', { field: 'keys' });
+          }
+          rememberAdmitted(entry, `${k[0]}\u0000${k[1]}`);
+        }
+        return undefined;
+      })
       .post('/api/flash/:deal_id/go-live', { admits: 'cluster' }, async (ctx) => {
         const entry = await this.requireDeal(ctx);
         await this.inventory(() => this.backend.goLive(entry.snapshot.dealId));
@@ -242,7 +326,7 @@ export class Gateway {
       .post('/api/flash/:deal_id/prewarm', { admits: 'cluster' }, async (ctx) => {
         const entry = await this.requireDeal(ctx);
         const text = (await ctx.text()).trim();
-        const body = text.length === 0 ? {} : requireObject(JSON.parse(text) as unknown);
+        const body = text.length === 0 ? {} : requireObject(parseJson(text));
         const seconds = body.smoke_seconds === undefined ? SMOKE_MS / 1000 : requireInteger(body, 'smoke_seconds', { min: 0, max: 300 });
         const rps = body.smoke_rps === undefined ? this.smokeRps() : requireInteger(body, 'smoke_rps', { min: 0, max: 100_000 });
         await this.prewarm(entry);
@@ -295,12 +379,12 @@ export class Gateway {
     const entry = await this.requireDeal(ctx);
     const userId = ctx.query.get('user_id');
     const key = ctx.query.get('idempotency_key');
-    if (userId === null && key === null) return new Reply(200, JSON.parse(entry.stateBody) as unknown, { 'cache-control': STATE_CACHE_CONTROL });
+    if (userId === null && key === null) return new Reply(200, JSON.parse(stateBodyOf(entry)) as unknown, { 'cache-control': STATE_CACHE_CONTROL });
     // A queued client's poll: its own attempt's outcome (private, never cached).
     if (userId === null || key === null) throw badRequest('invalid_query', 'user_id and idempotency_key go together', { field: userId === null ? 'user_id' : 'idempotency_key' });
     this.requireUser(ctx.req, userId);
     const attempt = await this.resolve(entry, userId, key);
-    return new Reply(200, { ...(JSON.parse(entry.stateBody) as object), attempt }, { 'cache-control': 'private, no-store' });
+    return new Reply(200, { ...(JSON.parse(stateBodyOf(entry)) as object), attempt }, { 'cache-control': 'private, no-store' });
   }
 
   private async challenge(ctx: RequestContext): Promise<unknown> {
@@ -334,24 +418,71 @@ export class Gateway {
   private async attemptRoute(ctx: RequestContext): Promise<Reply> {
     const dealId = ctx.params.deal_id ?? '';
     if (!DEAL_ID.test(dealId)) throw badRequest('invalid_deal_id', 'a deal_id is 1..64 of A-Z a-z 0-9 _ -', { field: 'deal_id' });
-    const body = requireObject(await ctx.json());
+    return this.attemptOf(dealId, await ctx.json(), ctx.req);
+  }
+
+  /** An attempt's body checked, then the gates. */
+  private async attemptOf(dealId: string, json: unknown, req: IncomingMessage): Promise<Reply> {
+    const body = requireObject(json);
     // Rule 1: no key, no attempt; checked first, before any gate spends anything.
     if (body.idempotency_key === undefined || body.idempotency_key === null || body.idempotency_key === '') {
-      this.outcomes.inc(1, { gate: 'input', answer: 'missing_idempotency_key' });
+      this.tally('input', 'missing_idempotency_key');
       throw badRequest('missing_idempotency_key', 'idempotency_key is required: a retry with the same key never reserves a second unit', { field: 'idempotency_key' });
     }
     const key = requireString(body, 'idempotency_key', { minLength: 1, maxLength: KEY_MAX });
     const userId = requireString(body, 'user_id', { pattern: USER_ID });
-    const botToken = typeof body.anti_bot_token === 'string' ? body.anti_bot_token : cookie(ctx.req, BOT_COOKIE);
+    const botToken = typeof body.anti_bot_token === 'string' ? body.anti_bot_token : cookie(req, BOT_COOKIE);
     if (body.anti_bot_token !== undefined && body.anti_bot_token !== null && typeof body.anti_bot_token !== 'string') {
       throw badRequest('invalid_field', 'anti_bot_token must be a string', { field: 'anti_bot_token' });
     }
-    const synthetic = ctx.req.headers['x-flash-synthetic'] === '1';
-    if (synthetic && bearerToken(ctx.req) !== this.secret) throw new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
-    const input: AttemptInput = { dealId, userId, key, botToken, ip: this.clientIp(ctx.req), synthetic };
-    if (!synthetic) this.requireUser(ctx.req, userId, true);
+    const synthetic = req.headers['x-flash-synthetic'] === '1';
+    if (synthetic && bearerToken(req) !== this.secret) throw new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
+    const input: AttemptInput = { dealId, userId, key, botToken, bearer: bearerToken(req), ip: this.clientIp(req), synthetic };
     const answer = await this.attempt(input);
-    return new Reply(answer.status === 'queued' ? 202 : 200, answer, { 'cache-control': 'no-store' });
+    return new Reply(answer.status === 'queued' ? 202 : 200, answer, NO_STORE);
+  }
+
+  /**
+   * The two hot routes without the router (no URL parsing, no route table walk): `POST /api/flash/{deal}/attempt`
+   * and `GET /api/flash/{deal}/state` of a deal this gateway holds. The same handlers and answers as the routes;
+   * anything else (a query, an unknown deal, another path) goes to the router.
+   */
+  fastPath(req: IncomingMessage, res: ServerResponse): boolean {
+    const url = req.url;
+    if (url === undefined || !url.startsWith('/api/flash/')) return false;
+    if (req.method === 'GET' && url.endsWith('/state')) {
+      const entry = this.deals.get(url.slice(11, -6));
+      if (entry === undefined) return false;
+      res.writeHead(200, STATE_HEADERS);
+      res.end(stateBodyOf(entry));
+      return true;
+    }
+    if (req.method !== 'POST' || !url.endsWith('/attempt')) return false;
+    const dealId = url.slice(11, -8);
+    if (!DEAL_ID.test(dealId)) return false;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_ATTEMPT_BODY) chunks.push(chunk);
+    });
+    req.on('end', () => {
+      // Inside a promise: a throw here (bad JSON) must become an answer, never escape the event.
+      const answer = Promise.resolve().then(() => {
+        if (size > MAX_ATTEMPT_BODY) throw new HttpError(413, 'body_too_large', `an attempt is at most ${MAX_ATTEMPT_BODY} bytes`);
+        return this.attemptOf(dealId, parseJson(Buffer.concat(chunks).toString('utf8')), req);
+      });
+      answer.then(
+        (reply) => sendJson(res, reply.status, reply.body, reply.headers),
+        (error: unknown) => {
+          if (error instanceof HttpError) return sendError(res, error);
+          this.logger.log('error', 'attempt failed', { error: String((error as Error)?.stack ?? error) });
+          if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
+        },
+      );
+    });
+    req.on('error', () => res.destroy());
+    return true;
   }
 
   /**
@@ -362,17 +493,22 @@ export class Gateway {
     const now = Date.now();
     // Gate 1 (bot check): a token for this user and this deal, from the body or the cookie. No token, or a bad one: 429.
     if (input.botToken === null || input.botToken.length === 0) {
-      this.outcomes.inc(1, { gate: 'bot', answer: 'missing' });
-      throw new HttpError(429, 'bot_check_required', 'solve the challenge (POST .../challenge, then .../challenge/answer) first', {}, { 'retry-after': '1' });
+      this.tally('bot', 'missing');
+      throw BOT_REQUIRED;
     }
-    if (!checkBotToken(this.secret, input.botToken, input.dealId, input.userId, now)) {
-      this.outcomes.inc(1, { gate: 'bot', answer: 'bad' });
-      throw new HttpError(429, 'bot_check_failed', 'the anti-bot token is not valid for this user and deal', {}, { 'retry-after': '1' });
+    const bot = this.botTokens.get(input.botToken);
+    const botOk = bot !== undefined ? bot.dealId === input.dealId && bot.userId === input.userId && bot.expiresAt > now : checkBotToken(this.secret, input.botToken, input.dealId, input.userId, now);
+    if (botOk && bot === undefined) cache(this.botTokens, input.botToken, { dealId: input.dealId, userId: input.userId, expiresAt: Number(input.botToken.split('.')[1]) });
+    if (!botOk) {
+      this.tally('bot', 'bad');
+      throw BOT_FAILED;
     }
     // Gate 2: per-IP and per-user buckets, local memory only (synthetic attempts use their own keys).
     const prefix = input.synthetic ? 'synthetic\u0000' : '';
     this.limit(this.ipBuckets, prefix + input.ip, this.ipLimits, now, 'ip');
     this.limit(this.userBuckets, prefix + input.userId, this.userLimits, now, 'user');
+    // Then who the user is, and the account-farm defence (an HMAC and a comparison, memory only).
+    if (!input.synthetic) this.checkUser(input.bearer, input.userId, true);
     const entry = await this.dealEntry(input.dealId);
     if (entry === null) throw notFound(`no deal ${input.dealId}`, { deal_id: input.dealId });
     const state = snapshotState(entry.snapshot, now);
@@ -382,36 +518,55 @@ export class Gateway {
       // remembers the key, or the winner set answers the user's reservation.)
       const known = entry.answers.get(userKey);
       if (known !== undefined) return this.count('retry', known);
-      if (entry.pending.has(userKey)) return this.count('retry', { status: 'queued' });
+      // Still being decided here (queued): wait for that same decision as a fresh attempt would, then queued.
+      const pending = entry.pending.get(userKey);
+      if (pending !== undefined) return this.count('retry', (await promiseWithin(pending, this.backendPatienceMs())) ?? { status: 'queued' });
     }
     if (state === 'ended' || !tokensValid(entry.snapshot.endAt, now)) {
-      this.outcomes.inc(1, { gate: 'state', answer: 'ended' });
+      this.tally('state', 'ended');
       throw conflict('deal_ended', `deal ${input.dealId} has ended`, { state: 'ended' });
     }
     if (state === 'upcoming' && !input.synthetic) {
-      this.outcomes.inc(1, { gate: 'state', answer: 'upcoming' });
+      this.tally('state', 'upcoming');
       throw new HttpError(409, 'deal_not_live', `deal ${input.dealId} is not live yet; poll its state`, { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() }, { 'retry-after': '1' });
     }
     // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call. A winner's
-    // retry (through another gateway than the one that answered) is answered their win, never sold out.
-    const winner = input.synthetic ? undefined : entry.winners.get(input.userId);
-    if (winner !== undefined && (entry.alive.count === 0 || entry.pool.remaining === 0)) return this.count('winners', winner);
+    // retry (through another gateway than the one that answered) is answered their win, never sold out: every
+    // gateway announces a win to the others before it answers it (and learns the rest with its refresh). A key
+    // another gateway admitted (it spent a token there: it may be deciding it now) goes to the inventory, which
+    // answers it what it decided or decides it once: never a local sold out for a key that may have won.
+    if (!input.synthetic && (entry.alive.count === 0 || entry.pool.remaining === 0)) {
+      const winner = entry.winners.get(input.userId);
+      if (winner !== undefined) return this.count('winners', winner);
+      if (entry.admitted.has(userKey)) return this.decideHere(entry, input.userId, input.key, true);
+    }
     if (entry.alive.count === 0) return this.count('bitmap', { status: 'lost', reason: 'sold_out' });
     if (input.synthetic) {
       const home = homeShard(input.dealId, input.userId, entry.snapshot.shards);
       const probe = await this.inventory(() => this.backend.probe(input.dealId, home));
-      this.outcomes.inc(1, { gate: 'synthetic', answer: probe.remaining > 0 ? 'would_try' : 'would_lose' });
+      this.tally('synthetic', probe.remaining > 0 ? 'would_try' : 'would_lose');
       return { status: 'lost', synthetic: true, shard: home };
     }
-    if (entry.pool.take() === 'sold_out') return this.count('pool', { status: 'lost', reason: 'sold_out' });
+    const admittedBefore = entry.admitted.has(userKey);
+    if (!admittedBefore && entry.pool.take() === 'sold_out') return this.count('pool', { status: 'lost', reason: 'sold_out' });
+    if (!admittedBefore) this.admit(entry, input.userId, input.key);
     // Gate 4: the inventory (and the reservation, the same committed entry).
-    const decision = this.decide(entry, input.userId, input.key);
+    return this.decideHere(entry, input.userId, input.key, false);
+  }
+
+  /** The inventory part, answered queued if not decided in time (decided in the background, polled on state). */
+  private async decideHere(entry: DealEntry, userId: string, key: string, everyShard: boolean): Promise<AttemptAnswer> {
+    const userKey = `${userId}\u0000${key}`;
+    const decision = this.decide(entry, userId, key, everyShard);
     entry.pending.set(userKey, decision);
     try {
       const answer = await promiseWithin(decision, this.backendPatienceMs());
       if (answer === null) {
         // Not decided in time (a failover, a partition): queued; decided in the background, polled on state.
-        void decision.finally(() => entry.pending.delete(userKey));
+        void decision.then(
+          () => entry.pending.delete(userKey),
+          () => entry.pending.delete(userKey),
+        );
         return this.count('inventory', { status: 'queued' });
       }
       entry.pending.delete(userKey);
@@ -431,13 +586,13 @@ export class Gateway {
    * The inventory part of an attempt, retried until decided (an unknown outcome is retried with the same user and
    * key: the inventory answers what it decided, never a second unit). Remembers the answer.
    */
-  private async decide(entry: DealEntry, userId: string, key: string): Promise<AttemptAnswer> {
+  private async decide(entry: DealEntry, userId: string, key: string, everyShard = false): Promise<AttemptAnswer> {
     const deadline = Date.now() + QUEUED_PATIENCE_MS;
     const userKey = `${userId}\u0000${key}`;
     let wentLive = false;
     for (let attempt = 0; ; attempt++) {
       try {
-        const answer = await this.route(entry, userId, key);
+        const answer = await this.route(entry, userId, key, everyShard);
         if (answer === 'not_live' && !wentLive && entry.snapshot.liveAt !== null) {
           // This gateway saw the broadcast and a shard's group has not recorded it yet: relay it, then retry.
           wentLive = true;
@@ -447,22 +602,29 @@ export class Gateway {
         if (answer === 'not_live') throw new HttpError(409, 'deal_not_live', `deal ${entry.snapshot.dealId} is not live yet`, { state: 'upcoming' }, { 'retry-after': '1' });
         if (answer === 'deal_ended') throw conflict('deal_ended', `deal ${entry.snapshot.dealId} has ended`, { state: 'ended' });
         remember(entry.answers, userKey, answer);
+        if (answer.status === 'won') {
+          entry.winners.set(userId, answer);
+          await this.announce(entry.snapshot.dealId, userId, answer);
+        }
         this.count('inventory', answer);
         return answer;
       } catch (error) {
         if (error instanceof HttpError || Date.now() > deadline || this.stopped) throw error;
         if (attempt === 0) this.logger.log('warn', 'inventory did not decide an attempt; retrying in the background', { deal: entry.snapshot.dealId, error: String((error as Error).message ?? error) });
-        await new Promise((r) => setTimeout(r, Math.min(2_000, 100 * 2 ** Math.min(attempt, 5))));
+        await new Promise((r) => setTimeout(r, Math.min(1_000, 100 * 2 ** Math.min(attempt, 4))));
       }
     }
   }
 
   /** Home shard first, exactly one re-route to the shard the home shard pinned the user to. */
-  private async route(entry: DealEntry, userId: string, key: string): Promise<AttemptAnswer | 'not_live' | 'deal_ended'> {
+  private async route(entry: DealEntry, userId: string, key: string, everyShard: boolean): Promise<AttemptAnswer | 'not_live' | 'deal_ended'> {
     const deal = entry.snapshot;
     const home = homeShard(deal.dealId, userId, deal.shards);
-    let decision: RouteDecision = firstRoute(entry.alive, home);
-    let reroute = rerouteCandidate(entry.alive, home, Math.random());
+    // A key admitted by another gateway is routed as if every shard held stock: the shards that decided it answer
+    // from memory (home's lost names the pin, the pin its win), whatever this gateway's bitmap says.
+    const alive = everyShard ? AliveShards.all(deal.shards) : entry.alive;
+    let decision: RouteDecision = firstRoute(alive, home);
+    let reroute = rerouteCandidate(alive, home, Math.random());
     for (;;) {
       if (decision.kind === 'sold_out') return { status: 'lost', reason: 'sold_out' };
       if (decision.kind === 'lost') return { status: 'lost' };
@@ -481,9 +643,62 @@ export class Gateway {
       }
       if (out.outcome === 'won') return wonAnswer(out.reservation);
       if (out.shardEmpty && entry.alive.has(out.shard)) entry.alive.set(out.shard, false);
-      decision = nextRoute(hop, entry.alive, out.reroute);
+      if (out.shardEmpty && alive !== entry.alive) alive.set(out.shard, false);
+      decision = nextRoute(hop, alive, out.reroute);
       reroute = null;
     }
+  }
+
+  /**
+   * Tells the other gateways of a win before it is answered, so a retry of that user through any of them after
+   * the answer is answered the win even when their pool or bitmap says sold out. Bounded wait: a gateway that does
+   * not take it in time learns it with its next refresh (about a second).
+   */
+  private async announce(dealId: string, userId: string, answer: AttemptAnswer): Promise<void> {
+    if (this.peers.length === 0 || answer.status !== 'won') return;
+    const body = JSON.stringify({ deal_id: dealId, user_id: userId, reservation_id: answer.reservation_id, expires_at: answer.expires_at });
+    await Promise.all(
+      this.peers.map((peer) =>
+        promiseWithin(
+          peer
+            .request({ method: 'POST', path: '/internal/flash/winners', headers: { authorization: `Bearer ${this.secret}`, 'content-type': 'application/json' }, body, headersTimeout: ANNOUNCE_MS, bodyTimeout: ANNOUNCE_MS })
+            .then((res) => res.body.dump())
+            .catch(() => undefined),
+          ANNOUNCE_MS,
+        ),
+      ),
+    );
+  }
+
+  /**
+   * A key admitted here (a token spent): remembered, and told to the other gateways (batched, without waiting), so
+   * a retry of it through them goes to the inventory instead of a local sold out. Admitted keys are bounded by
+   * the token pool, so this costs at most a few messages per unit.
+   */
+  private admit(entry: DealEntry, userId: string, key: string): void {
+    rememberAdmitted(entry, `${userId}\u0000${key}`);
+    if (this.peers.length === 0) return;
+    const dealId = entry.snapshot.dealId;
+    let batch = this.admitBatches.get(dealId);
+    if (batch === undefined) {
+      batch = [];
+      this.admitBatches.set(dealId, batch);
+    }
+    batch.push([userId, key]);
+    if (this.admitFlush !== null) return;
+    this.admitFlush = setTimeout(() => {
+      this.admitFlush = null;
+      for (const [deal, keys] of this.admitBatches) {
+        const body = JSON.stringify({ deal_id: deal, keys });
+        for (const peer of this.peers) {
+          peer
+            .request({ method: 'POST', path: '/internal/flash/admitted', headers: { authorization: `Bearer ${this.secret}`, 'content-type': 'application/json' }, body, headersTimeout: 5_000, bodyTimeout: 5_000 })
+            .then((res) => res.body.dump())
+            .catch(() => undefined);
+        }
+      }
+      this.admitBatches.clear();
+    }, 2);
   }
 
   /** A queued attempt's outcome, for its poll: this gateway's answer, else what the inventory remembers. */
@@ -558,8 +773,12 @@ export class Gateway {
   private async dealEntry(dealId: string): Promise<DealEntry | null> {
     const entry = this.deals.get(dealId);
     if (entry !== undefined) return entry;
+    const now = Date.now();
     const miss = this.unknown.get(dealId);
-    if (miss !== undefined && Date.now() - miss < 1_000) return null;
+    if (miss !== undefined && now - miss < 1_000) return null;
+    // A flood of made-up deal ids must not become inventory reads: lookups of deals this gateway has not learned
+    // yet share a small bucket (the discovery round learns real ones within 2 s anyway).
+    if (!this.loading.has(dealId) && !take(this.lookups, LOOKUP_LIMITS, now).allowed) return null;
     return this.load(dealId, false);
   }
 
@@ -596,27 +815,41 @@ export class Gateway {
       pool: new TokenPool(share),
       answers: new Map(),
       winners: new Map(),
+      admitted: new Set(),
       pending: new Map(),
       refreshedAt: Date.now(),
+      inflight: null,
       prewarmedAt: null,
       smoke: null,
       stateBody: '',
+      stateShown: 'upcoming',
     };
-    entry.stateBody = renderState(entry.snapshot, Date.now());
+    stateBodyOf(entry, true);
     learnWinners(entry, snapshot);
     this.deals.set(snapshot.dealId, entry);
     return entry;
   }
 
-  private async refresh(entry: DealEntry): Promise<void> {
-    entry.refreshedAt = Date.now();
-    const snapshot = await this.backend.deal(entry.snapshot.dealId);
-    if (snapshot === null) return;
-    entry.snapshot = snapshot;
-    entry.alive = new AliveShards(snapshot.shards, snapshot.alive);
-    entry.stateBody = renderState(snapshot, Date.now());
-    learnWinners(entry, snapshot);
+  /** A refresh of the deal's copy (counts, bitmap, go-live, new winners): one in flight per deal, shared. */
+  private refresh(entry: DealEntry): Promise<void> {
+    if (entry.inflight !== null) return entry.inflight;
+    const startedAt = Date.now();
+    entry.inflight = this.backend
+      .deal(entry.snapshot.dealId)
+      .then((snapshot) => {
+        entry.refreshedAt = startedAt;
+        if (snapshot === null) return;
+        entry.snapshot = snapshot;
+        entry.alive = new AliveShards(snapshot.shards, snapshot.alive);
+        stateBodyOf(entry, true);
+        learnWinners(entry, snapshot);
+      })
+      .finally(() => {
+        entry.inflight = null;
+      });
+    return entry.inflight;
   }
+
 
   private refreshing = false;
 
@@ -631,8 +864,11 @@ export class Gateway {
           this.deals.delete(deal.dealId);
           continue;
         }
+        // About every second while it sells (the spec's flag refresh); every 100 ms in the last seconds before
+        // start_at, so the go-live record is seen at once; rarely long before it or after the end.
         const nearLive = deal.liveAt === null && now >= deal.startAt - 3_000;
-        const every = nearLive ? 100 : 1_000;
+        const idle = (deal.liveAt === null && now < deal.startAt - 10_000) || now >= deal.endAt;
+        const every = nearLive ? 100 : idle ? 5_000 : 1_000;
         if (now - entry.refreshedAt >= every) await this.refresh(entry).catch(() => undefined);
         // Pre-warm 2 minutes before go-live; the smoke load 1 minute before, for 30 s (once each).
         if (entry.prewarmedAt === null && deal.liveAt === null && now >= deal.startAt - PREWARM_LEAD_MS && now < deal.startAt) await this.prewarm(entry).catch(() => undefined);
@@ -678,7 +914,7 @@ export class Gateway {
     await runSmoke(report, ms, rps, () => this.stopped, async (n) => {
       const userId = `synthetic-${this.options.id}-${n}`;
       const botToken = makeBotToken(this.secret, dealId, userId, Date.now() + 60_000);
-      return this.attempt({ dealId, userId, key: `smoke-${n}`, botToken, ip: `synthetic-${n % 100}`, synthetic: true });
+      return this.attempt({ dealId, userId, key: `smoke-${n}`, botToken, bearer: null, ip: `synthetic-${n % 100}`, synthetic: true });
     });
   }
 
@@ -693,9 +929,9 @@ export class Gateway {
     }
     const result = take(counter, limits, now);
     if (!result.allowed) {
-      this.outcomes.inc(1, { gate, answer: 'rate_limited' });
-      const seconds = Math.max(1, Math.ceil((result.retryAfterMs ?? 1000) / 1000));
-      throw new HttpError(429, 'rate_limited', `too many attempts from this ${gate === 'ip' ? 'address' : 'user'}; retry after ${seconds} s`, { limit: gate }, { 'retry-after': String(seconds) });
+      this.tally(gate, 'rate_limited');
+      const seconds = Math.min(3_600, Math.max(1, Math.ceil((result.retryAfterMs ?? 1000) / 1000)));
+      throw rateLimited(gate, seconds);
     }
   }
 
@@ -717,21 +953,42 @@ export class Gateway {
   }
 
   /** The account a user's bearer token proves, for `userId`; 401 without one, 403 for another user or an ineligible one. */
-  private requireUser(req: IncomingMessage, userId: string, forAttempt = false): Account {
-    const token = bearerToken(req);
+  private requireUser(req: IncomingMessage, userId: string): Account {
+    return this.checkUser(bearerToken(req), userId, false);
+  }
+
+  private checkUser(token: string | null, userId: string, forAttempt: boolean): Account {
     if (token === null) throw unauthorized('a user token is required (Authorization: Bearer <user_token> from PUT /api/flash/accounts/{user_id})');
-    const account = checkUserToken(this.secret, token);
+    const account = this.userTokens.get(token) ?? checkUserToken(this.secret, token);
+    if (account !== null) cache(this.userTokens, token, account);
     if (account === null) throw unauthorized('not a user token of this cluster');
     if (account.userId !== userId) throw new HttpError(403, 'not_owner', 'this user token is for another user', { user_id: userId });
     if (forAttempt && !eligible(account, Date.now())) {
-      this.outcomes.inc(1, { gate: 'account', answer: 'not_eligible' });
+      this.tally('account', 'not_eligible');
       throw new HttpError(403, 'account_not_eligible', 'flash deals need an account older than 30 days with a verified payment method', { user_id: userId });
     }
     return account;
   }
 
+  /**
+   * Counts an attempt's outcome by gate. Tallied in a plain map and added to the Prometheus counter every 100 ms:
+   * the counter's label-set key (a sort and escapes) showed on the rejection path, which must stay cheap.
+   */
+  private tally(gate: string, answer: string): void {
+    const key = `${gate}\u0000${answer}`;
+    this.tallies.set(key, (this.tallies.get(key) ?? 0) + 1);
+  }
+
+  private flushTallies(): void {
+    for (const [key, n] of this.tallies) {
+      const [gate, answer] = key.split('\u0000') as [string, string];
+      this.outcomes.inc(n, { gate, answer });
+    }
+    this.tallies.clear();
+  }
+
   private count(gate: string, answer: AttemptAnswer): AttemptAnswer {
-    this.outcomes.inc(1, { gate, answer: answer.status });
+    this.tally(gate, answer.status);
     return answer;
   }
 
@@ -752,6 +1009,14 @@ export class Gateway {
 
 function wonAnswer(r: ReservationView): AttemptAnswer {
   return { status: 'won', reservation_id: r.reservationId, expires_at: new Date(r.expiresAt).toISOString() };
+}
+
+/** Admitted keys kept per deal: far above any pool this machine serves (3 per unit), a bound against misuse. */
+const MAX_ADMITTED = 1_000_000;
+
+function rememberAdmitted(entry: DealEntry, userKey: string): void {
+  if (entry.admitted.size >= MAX_ADMITTED) return;
+  entry.admitted.add(userKey);
 }
 
 function learnWinners(entry: DealEntry, snapshot: DealSnapshot): void {
@@ -794,6 +1059,17 @@ function reservationError(error: string, reservationId: string): HttpError {
   }
 }
 
+/** The landing state as rendered, again only when the deal's state moved since (or after a refresh). */
+function stateBodyOf(entry: DealEntry, refreshed = false): string {
+  const now = Date.now();
+  const state = snapshotState(entry.snapshot, now);
+  if (refreshed || state !== entry.stateShown) {
+    entry.stateBody = renderState(entry.snapshot, now);
+    entry.stateShown = state;
+  }
+  return entry.stateBody;
+}
+
 /** The landing state: `{state, remaining}` (remaining once live). */
 function renderState(deal: DealSnapshot, now: number): string {
   const state = snapshotState(deal, now);
@@ -820,6 +1096,22 @@ function cookie(req: IncomingMessage, name: string): string | null {
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
   }
   return null;
+}
+
+const MAX_CACHED_TOKENS = 100_000;
+
+function cache<V>(map: Map<string, V>, key: string, value: V): void {
+  if (map.has(key)) return;
+  if (map.size >= MAX_CACHED_TOKENS) map.clear();
+  map.set(key, value);
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    throw badRequest('invalid_json', 'the body is not JSON');
+  }
 }
 
 function remember(answers: Map<string, AttemptAnswer>, key: string, answer: AttemptAnswer): void {

@@ -5,7 +5,7 @@
  */
 import { GroupRouter, ServiceError } from '@raftkit/http';
 import type { DealView, FlashResult, ReservationView } from './machine.js';
-import { groupOfShard, groupsOfDeal, inventoryGroup, shardCounts } from './groups.js';
+import { groupOfShard, groupsOfDeal, INVENTORY_GROUPS, inventoryGroup, shardCounts } from './groups.js';
 import { shardOfReservation, type AttemptRecord, type DealSnapshot, type DealSpec, type InventoryBackend, type ReservationChange, type ReserveOutcome, type ReserveRequest } from './inventory.js';
 
 export interface RaftInventoryOptions {
@@ -70,6 +70,7 @@ export class RaftInventory implements InventoryBackend {
 
   async deal(dealId: string): Promise<DealSnapshot | null> {
     const seen = this.winnersSeen.get(dealId) ?? [];
+    const from = Array.from({ length: INVENTORY_GROUPS }, (_, g) => seen[g] ?? 0);
     const first = await this.view(inventoryGroup(0), dealId, seen[0] ?? 0);
     if (first === null) return null;
     const views = [first, ...(await Promise.all(groupsOfDeal(first.shardCount).slice(1).map((g) => this.view(inventoryGroup(g), dealId, seen[g] ?? 0))))];
@@ -81,7 +82,8 @@ export class RaftInventory implements InventoryBackend {
       alive.push(...v.alive);
       remaining += v.remaining;
       for (const [userId, reservationId, expiresAt] of v.winners ?? []) winners.push({ userId, reservationId, expiresAt });
-      seen[g] = (seen[g] ?? 0) + (v.winners?.length ?? 0);
+      // Concurrent calls asked from the same offsets: keep the furthest, never count a batch twice.
+      seen[g] = Math.max(seen[g] ?? 0, from[g]! + (v.winners?.length ?? 0));
     });
     if (this.winnersSeen.size > 10_000) this.winnersSeen.clear();
     this.winnersSeen.set(dealId, seen);

@@ -9,7 +9,7 @@ import t from 'tap';
 import { call, startCluster, until } from '@raftkit/testkit';
 import { FlashClient, homeShard, shardOfReservation, type FlashAnswer } from '../src/index.js';
 
-const WINDOW_MS = 15_000;
+const WINDOW_MS = 40_000;
 const cluster = await startCluster('flash', {
   nodes: 3,
   settings: { challenge_bits: '8', trust_proxy: '1', ip_rate: '20', user_rate: '2', reservation_window_ms: String(WINDOW_MS) },
@@ -88,6 +88,10 @@ t.test('admin and account errors', async (t) => {
     t.equal(a.status, 400, `${what}: 400`);
     t.equal((a.body.error as { field?: string }).field, field, `${what}: names ${field}`);
   }
+  for (const raw of ['{not json', '', '[1]', '"x"', '{"user_id": 5, "idempotency_key": "k"}', '{"user_id": "u", "idempotency_key": {"a": 1}}', `{"user_id": "u", "idempotency_key": "${'k'.repeat(20_000)}"}`]) {
+    const a = await client.call('POST', `/api/flash/${live}/attempt`, raw);
+    t.ok(a.status >= 400 && a.status < 500 && typeof errorCode(a) === 'string', `a malformed attempt (${raw.slice(0, 30)}) answers ${a.status} ${String(errorCode(a))}`);
+  }
   const bad = await client.call('POST', '/api/flash/deals', '{not json', { bearer: token });
   t.same([bad.status, errorCode(bad)], [400, 'invalid_json'], 'malformed JSON: 400 invalid_json');
   const acct = await client.call('PUT', '/api/flash/accounts/u%20x', { created_at: 0, payment_verified: true }, { bearer: token });
@@ -147,11 +151,13 @@ t.test('gate: the bot check (challenge, proof of work, cookie; 429 without)', as
 
 t.test('errors: idempotency key, bearer token, account-farm defence', async (t) => {
   const u = await newUser();
-  await ready(live, u);
+  const botToken = await client.solve(live, u.id, from(u));
   const noKey = await client.call('POST', `/api/flash/${live}/attempt`, { user_id: u.id, anti_bot_token: 'x' }, { bearer: u.token, ...from(u) });
   t.same([noKey.status, errorCode(noKey)], [400, 'missing_idempotency_key'], 'no idempotency_key: 400, before any other gate');
-  const noBearer = await client.call('POST', `/api/flash/${live}/attempt`, { user_id: u.id, idempotency_key: 'k' }, from(u));
-  t.equal(noBearer.status, 401, 'no bearer token: 401');
+  const noBearer = await client.call('POST', `/api/flash/${live}/attempt`, { user_id: u.id, idempotency_key: 'k', anti_bot_token: botToken }, from(u));
+  t.equal(noBearer.status, 401, 'no bearer token: 401 (after the bot check and the rate limits)');
+  const forgedBearer = await client.call('POST', `/api/flash/${live}/attempt`, { user_id: u.id, idempotency_key: 'k', anti_bot_token: botToken }, { bearer: 'u1.e30.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', ...from(u) });
+  t.equal(forgedBearer.status, 401, 'a forged user token: 401');
   const other = await newUser();
   const wrongUser = await client.attempt(live, u.id, 'k', other.token, from(u));
   t.same([wrongUser.status, errorCode(wrongUser)], [403, 'not_owner'], "another user's bearer token: 403");
@@ -204,15 +210,12 @@ t.test('gates: admission-token pool, alive-shards bitmap, one re-route', async (
   // The gateways' copy of the counts is refreshed about every second.
   await until('the state shows 5 units left', async () => (await client.state(deal, { gateway: 1 })).body.remaining === 5, 30_000);
   t.pass('the inventory still holds 5 units');
-  // A winner's retry with a new key at the gateway whose pool is spent: their win, not sold out.
-  const firstWin = await attempt(deal, users[0]!, 'pool-0', 1);
-  const retried = await until('a winner answered won by the spent gateway', async () => {
-    const a = await attempt(deal, users[0]!, `pool-again-${Date.now()}`, 0);
-    return a.body.status === 'won' ? a : null;
-  }, 30_000, 600);
-  t.equal(retried.body.reservation_id, firstWin.body.reservation_id, "a winner's retry through a gateway with a spent pool answers their reservation");
   const elsewhere = await attempt(deal, sixth, 'p2', 1);
   t.equal(elsewhere.body.status, 'won', 'gateway 1 still has tokens: the same user wins there with a new key');
+  // At once, through gateway 0 (its pool spent): their win, not sold out. Gateway 1 announced the win to gateway 0
+  // before answering it, so no refresh is needed.
+  const retried = await attempt(deal, sixth, 'p3', 0);
+  t.same([retried.body.status, retried.body.reservation_id], ['won', elsewhere.body.reservation_id], "a winner's retry through a gateway with a spent pool answers their reservation");
 
   // Re-route: 2 shards of 1 unit; two users with the same home shard. The first wins at home; the second finds
   // home empty and is re-routed once, to the other shard, and wins there.
@@ -397,21 +400,30 @@ async function leaderOf(group: string, not: string[] = []): Promise<string> {
 }
 
 t.test('an attempt while the inventory has no quorum is queued, then resolved by polling', async (t) => {
+  // 4 units: a pool of 12, 6 per gateway. Two users spend gateway 1's share first (two units won).
   const deal = await createDeal(4, 1);
   await stateIs(deal, 'live');
+  const spenders = await Promise.all([newUser(), newUser()]);
+  for (const v of spenders) await ready(deal, v);
+  for (const v of spenders) for (let k = 0; k < 3; k++) t.equal((await attempt(deal, v, `spend-${k}`, 1)).body.status, 'won');
   const u = await newUser();
   await ready(deal, u);
   const leader = await leaderOf('flash.inv.0');
   const others = ['n1', 'n2', 'n3'].filter((id) => id !== leader);
   for (const id of others) await cli('pause', id);
   let answer: FlashAnswer;
+  let other: FlashAnswer;
   try {
     answer = await attempt(deal, u, 'q', 0);
+    // The same key through gateway 1, whose pool is spent: gateway 0 admitted it (and told gateway 1), so it is not
+    // answered sold out locally (it may be winning): it waits on the inventory like the first, and is queued too.
+    other = await attempt(deal, u, 'q', 1);
   } finally {
     for (const id of others) await cli('resume', id);
   }
   t.equal(answer.status, 202, 'no quorum: 202');
   t.same(answer.body, { status: 'queued' }, 'answered queued');
+  t.same([other.status, other.body], [202, { status: 'queued' }], 'the same key through the gateway with a spent pool: queued, not sold out');
   const resolved = await until('the queued attempt resolved', async () => {
     const s = await client.call('GET', `/api/flash/${deal}/state?user_id=${u.id}&idempotency_key=q`, undefined, { bearer: u.token, gateway: 1 });
     const a = s.body.attempt as Record<string, unknown> | undefined;
@@ -432,7 +444,7 @@ t.test('a shard leader killed mid-sale: no oversell, no user with two, every win
   const wins = new Map<string, string>();
   const sale = Promise.all(
     users.map(async (u, i) => {
-      await new Promise((r) => setTimeout(r, i * 40));
+      await new Promise((r) => setTimeout(r, i * 50));
       let a = await attempt(deal, u, 'sale', i % 2);
       for (let tries = 0; a.status === 503 && tries < 20; tries++) {
         await new Promise((r) => setTimeout(r, 500));
@@ -450,14 +462,14 @@ t.test('a shard leader killed mid-sale: no oversell, no user with two, every win
       return body.status;
     }),
   );
-  await new Promise((r) => setTimeout(r, 300));
+  await new Promise((r) => setTimeout(r, 200));
   await cli('kill', victim);
   const statuses = await sale;
   await cli('restart', victim);
   t.ok(statuses.every((s) => s === 'won' || s === 'lost'), `every attempt decided (${statuses.join(',')})`);
-  t.ok(wins.size <= TOTAL, `wins ${wins.size} <= ${TOTAL}`);
   t.equal(new Set(wins.values()).size, wins.size, 'no reservation answered to two users');
   // Every acknowledged win is there after the heal, held by its user.
+  const statusOf = new Map<string, unknown>();
   for (const [user, reservation] of wins) {
     const u = users.find((v) => v.id === user)!;
     const r = await until(`${reservation} readable`, async () => {
@@ -465,13 +477,26 @@ t.test('a shard leader killed mid-sale: no oversell, no user with two, every win
       return a.status === 200 ? a.body : null;
     }, 60_000, 250);
     t.equal(r.user_id, user, `${reservation} held by ${user}`);
+    statusOf.set(reservation, r.status);
   }
-  // Conservation: remaining + live reservations = total (nothing expired yet: the window is 15 s after the wins).
-  const remaining = (await until('state after the heal', async () => {
-    const s = await client.state(deal);
-    return typeof s.body.remaining === 'number' ? s.body : null;
-  }, 30_000)).remaining as number;
-  t.ok(remaining + wins.size <= TOTAL, `remaining ${remaining} + wins ${wins.size} <= ${TOTAL}`);
+  const expired = [...statusOf.values()].filter((s) => s === 'expired').length;
+  t.ok(wins.size <= TOTAL + expired, `wins ${wins.size} <= ${TOTAL} + ${expired} expired (a slow run's units expire and sell again)`);
+  // Conservation: remaining + units held <= total. The state's copy may come from a lagging replica (remaining too
+  // high for a moment) and reservations may expire meanwhile (the window is 40 s), so the check is retried for a
+  // while: an oversell would not go away.
+  const sums: string[] = [];
+  const held = await until('remaining + held <= total', async () => {
+    const remaining = (await client.state(deal)).body.remaining as number;
+    let live = 0;
+    for (const [user, reservation] of wins) {
+      const u = users.find((v) => v.id === user)!;
+      const status = (await client.reservation(deal, reservation, u.token)).body.status;
+      if (status === 'reserved' || status === 'paid') live++;
+    }
+    sums.push(`${remaining}+${live}`);
+    return remaining + live <= TOTAL ? `remaining ${remaining} + held ${live} <= ${TOTAL}` : null;
+  }, 30_000, 500).catch(() => null);
+  t.ok(held !== null, held ?? `remaining + held > ${TOTAL} throughout: ${sums.join(', ')}`);
 });
 
 t.test('reserved -> expired by the background job: the unit goes back', async (t) => {
@@ -507,4 +532,34 @@ t.test('inventory_replication=async is wired (the unsafe mode answers before com
   t.equal(a.status, 200);
   t.equal((a.body as { outcome?: string }).outcome, 'won');
   t.equal(await metric(), before + 1, 'answered from memory, ahead of the log');
+});
+
+t.test("the gateways count each attempt by the gate that answered it", async (t) => {
+  await new Promise((r) => setTimeout(r, 300));
+  const byGate: Record<string, number> = {};
+  for (const g of gateways) {
+    const text = (await call(g, 'GET', '/metrics')).body.text as string;
+    for (const m of text.matchAll(/^flash_attempts_total\{([^}]*)\} (\d+)$/gm)) {
+      const gate = /gate="([^"]*)"/.exec(m[1]!)?.[1] ?? '?';
+      byGate[gate] = (byGate[gate] ?? 0) + Number(m[2]);
+    }
+  }
+  for (const gate of ['input', 'bot', 'user', 'ip', 'account', 'state', 'pool', 'bitmap', 'inventory', 'synthetic']) {
+    t.ok((byGate[gate] ?? 0) > 0, `gate ${gate}: ${byGate[gate] ?? 0}`);
+  }
+});
+
+// Last: it restarts a gateway (its metrics start again).
+t.test('a gateway restarted (cluster restart) relearns the deals; a retried key answers the same', async (t) => {
+  const u = await newUser();
+  await ready(live, u);
+  const first = await attempt(live, u, 'before-restart', 0);
+  t.equal(first.body.status, 'won');
+  await cli('restart', 'gateway2');
+  await until('gateway2 answering again', async () => (await call(gateways[1]!, 'GET', '/healthz').catch(() => null))?.status === 200, 60_000);
+  const after = await until('the deal relearned', async () => {
+    const a = await attempt(live, u, 'before-restart', 1);
+    return a.status === 200 ? a : null;
+  }, 60_000, 250);
+  t.same([after.body.status, after.body.reservation_id], ['won', first.body.reservation_id], 'the inventory remembers the key: the same reservation');
 });
