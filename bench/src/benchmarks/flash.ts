@@ -209,7 +209,7 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
       u.token = String(r.user_token);
     });
     const registerMs = Date.now() - t0;
-    const startAt = Date.now() + Math.max(8_000, 2.5 * registerMs + 4_000);
+    const startAt = Date.now() + Math.max(20_000, 4 * registerMs + 10_000);
     const deal = await must(`${gws[0]}/api/flash/deals`, { method: 'POST', headers: admin, body: { sku_id: 'bench', total_inventory: UNITS, start_at: new Date(startAt).toISOString(), end_at: new Date(startAt + 3_600_000).toISOString(), shards: SHARDS } }, 'create the deal');
     const dealId = String(deal.deal_id);
     process.stderr.write(`bench: ${system}: deal ${dealId}, ${UNITS} units in ${SHARDS} shards, go-live in ${((startAt - Date.now()) / 1000).toFixed(1)} s; solving ${n} bot checks\n`);
