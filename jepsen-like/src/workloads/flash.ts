@@ -204,7 +204,7 @@ export class FlashWorkload implements Workload {
     });
     const registerMs = Date.now() - t0;
     // Go-live after the challenges: they take about as long as the registration did (two calls each), with room.
-    const start = Date.now() + Math.max(10_000, 3 * registerMs + 5_000);
+    const start = Date.now() + Math.max(15_000, 4 * registerMs + 10_000);
     const dealBody = { sku_id: 'jepsen-sku', total_inventory: o.totalInventory, start_at: new Date(start).toISOString(), end_at: new Date(start + DEAL_HOURS * 3_600_000).toISOString(), shards: o.shards };
     const created = await ctx.perform({ f: 'setup-deal', value: dealBody }, async (): Promise<Completion> => {
       const r = await this.call(`${gw(0)}/api/flash/deals`, { method: 'POST', token: ctx.token, body: dealBody, timeoutMs: 10_000 });
