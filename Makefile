@@ -21,7 +21,8 @@ build: install
 TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 
 # Unit and integration tests (real processes on loopback), 500 simulator seeds, the mutation check, and
-# jepsen-like smoke runs of kv, lock, the short-link allocator and the event log under partitions, kills and pauses.
+# jepsen-like smoke runs of kv, lock, the short-link allocator, the event log, the editor, the auction and the flash
+# sale under partitions, kills and pauses (and clock steps for the auction).
 # The last line counts everything: tap assertions, simulator seeds, mutations caught, smoke runs.
 test: build test-packages
 	@mkdir -p jepsen-out
@@ -35,11 +36,12 @@ test: build test-packages
 	node jepsen-like/bin/jepsen-like.js run --service log --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-log
 	node jepsen-like/bin/jepsen-like.js run --service collab --time 20 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-collab
 	node jepsen-like/bin/jepsen-like.js run --service auction --time 20 --nemesis partition,kill,pause,clock --interval 3 --seed 4 --recovery 30 --out jepsen-out/smoke-auction
+	node jepsen-like/bin/jepsen-like.js run --service flash --time 20 --nemesis partition,kill,pause --interval 3 --seed 3 --concurrency 40 --rate 400 --out jepsen-out/smoke-flash
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
 	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
-	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 5 jepsen-like smoke runs"; \
-	echo "total: $$((tap + seeds + caught + 5)) passed, 0 failed"
+	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 7 jepsen-like smoke runs"; \
+	echo "total: $$((tap + seeds + caught + 7)) passed, 0 failed"
 
 # The benchmark peers' own tests run real nginx and redis-server, and the Raft TLS test makes its certificates with
 # openssl (Debian packages): installed here, once, when missing, rather than by test files racing for apt's lock.
@@ -65,7 +67,7 @@ down:
 JEPSEN_TIME ?= 180
 JEPSEN_SEED ?= 1
 JEPSEN_OUT ?= jepsen-out
-JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction
+JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction flash
 JEPSEN_NEMESES ?= partition kill pause packet clock partition,kill,pause,packet,clock
 
 jepsen: build
@@ -86,6 +88,7 @@ bench: build
 	npx bench groups --duration 10 --concurrency 256
 	npx bench log --vs jetstream --duration 10 --concurrency 64 --rounds 3
 	npx bench collab --vs y-websocket
+	npx bench flash --vs redis --duration 10 --concurrency 128
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist

@@ -3,6 +3,7 @@ import type { Benchmark } from './benchmark.js';
 import { collabBenchmark } from './benchmarks/collab.js';
 import { auctionBenchmark } from './benchmarks/auction.js';
 import { crdtBenchmark } from './benchmarks/crdt.js';
+import { flashBenchmark } from './benchmarks/flash.js';
 import { groupsBenchmark } from './benchmarks/groups.js';
 import { kvBenchmark } from './benchmarks/kv.js';
 import { lockBenchmark } from './benchmarks/lock.js';
@@ -15,6 +16,7 @@ export const benchmarks: Record<string, Benchmark> = {
   collab: collabBenchmark,
   auction: auctionBenchmark,
   crdt: crdtBenchmark,
+  flash: flashBenchmark,
   groups: groupsBenchmark,
   kv: kvBenchmark,
   lock: lockBenchmark,

@@ -46,6 +46,7 @@ program
   .description('start a 5-member cluster, drive clients, inject faults, heal, check; exit 0 only when every check passes')
   .requiredOption('--service <name>', `service to test (${Object.keys(WORKLOADS).join(', ')})`)
   .option('--workload <name>', 'workload (default: the service\'s own)')
+  .option('--broken <variant>', 'run the service\'s deliberately broken variant (workload SERVICE-VARIANT, e.g. flash: async-inventory), to see the checks catch it')
   .option('--time <s>', 'seconds of workload under faults', num('--time', 1, 86_400), 60)
   .option('--concurrency <n>', 'client threads', int('--concurrency', 1, 200), 5)
   .option('--nemesis <list>', `faults: ${NEMESES.join(', ')}, "all" or "none"; variants as name:a+b (partition: ${PARTITION_SHAPES.join(', ')}; kill/pause: ${PROCESS_TARGETS.join(', ')}; packet: ${PACKET_KINDS.join(', ')})`, 'partition,kill,pause')
@@ -63,7 +64,7 @@ program
   .option('--members <n>', 'cluster size', int('--members', 3, 9), 5)
   .option('--slot <n>', 'namespace slot (subnet 10.77.N.0/24; default: first free)', int('--slot', 1, 200))
   .option('--keep-data', 'keep the members\' databases even when the run is valid')
-  .action(async (o: { service: string; workload?: string; time: number; concurrency: number; nemesis: string; seed: number; out: string; mode: 'auto' | 'namespace' | 'proxy'; packetVia: 'auto' | 'netem' | 'proxy'; interval: number; recovery: number; opTimeout: number; rate: number; checkTimeout: number; clockSkew?: boolean; tickMs: number; members: number; slot?: number; keepData?: boolean }) => {
+  .action(async (o: { service: string; workload?: string; broken?: string; time: number; concurrency: number; nemesis: string; seed: number; out: string; mode: 'auto' | 'namespace' | 'proxy'; packetVia: 'auto' | 'netem' | 'proxy'; interval: number; recovery: number; opTimeout: number; rate: number; checkTimeout: number; clockSkew?: boolean; tickMs: number; members: number; slot?: number; keepData?: boolean }) => {
     const interrupt = new AbortController();
     let interrupts = 0;
     const onSignal = (signal: NodeJS.Signals): void => {
@@ -78,7 +79,7 @@ program
     try {
       const result = await runTest(
         {
-          service: o.service, ...(o.workload !== undefined ? { workload: o.workload } : {}), timeS: o.time, concurrency: o.concurrency, nemeses: parseNemesisList(o.nemesis), seed: o.seed, out: o.out,
+          service: o.service, ...(o.workload !== undefined ? { workload: o.workload } : o.broken !== undefined ? { workload: `${o.service}-${o.broken}` } : {}), timeS: o.time, concurrency: o.concurrency, nemeses: parseNemesisList(o.nemesis), seed: o.seed, out: o.out,
           mode: o.mode, packetVia: o.packetVia, intervalS: o.interval, recoveryS: o.recovery, opTimeoutMs: o.opTimeout, rate: o.rate, checkTimeoutS: o.checkTimeout,
           clockSkew: o.clockSkew === true, tickMs: o.tickMs, members: o.members, ...(o.slot !== undefined ? { slot: o.slot } : {}), keepData: o.keepData === true,
         },

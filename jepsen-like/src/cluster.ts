@@ -9,9 +9,19 @@ import { createRequire } from 'node:module';
 import { closeSync, existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createServer } from 'node:net';
 import { request } from 'undici';
 import type { Network } from './net/network.js';
 import type { StateFile } from './state.js';
+
+/** A port the kernel just handed out on 127.0.0.1. */
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((resolve) => s.close(resolve));
+  return port;
+}
 
 export function memberScript(): string {
   const require = createRequire(import.meta.url);
@@ -37,6 +47,10 @@ export interface ClusterOptions {
   state: StateFile;
   /** Load the clock-skew preload into every member. */
   clockSkew: boolean;
+  /** The service's other processes (e.g. flash gateways), by role: started on the host, outside the faults. */
+  workers?: Readonly<Record<string, number>>;
+  /** Settings handed to the workers (as `cluster up --set`). */
+  settings?: Readonly<Record<string, string>>;
 }
 
 interface Member {
@@ -56,6 +70,7 @@ export interface MemberView {
 
 export class ClusterUnderTest {
   private readonly members = new Map<string, Member>();
+  private readonly workerProcs: Array<{ id: string; url: string; child: ChildProcess; exited: Promise<void> }> = [];
   private readonly script = memberScript();
   private readonly tokenFile: string;
 
@@ -184,8 +199,76 @@ export class ClusterUnderTest {
     }
   }
 
-  /** Stops every member: SIGCONT (paused ones), SIGTERM, SIGKILL after `graceMs`. */
+  /** The workers' URLs (e.g. the flash gateways), in start order; empty for services without workers. */
+  workerUrls(): string[] {
+    return this.workerProcs.map((w) => w.url);
+  }
+
+  /**
+   * Starts the workers the workload asked for, the way `cluster up` does (cluster/dist/src/worker.js reading
+   * DIR/cluster.json), on the host's loopback: they reach the members over their HTTP URLs. They are not fault
+   * targets (the nemeses pick members only). Resolves when every worker answers GET /healthz.
+   */
+  async startWorkers(timeoutMs = 60_000): Promise<void> {
+    const roles = Object.entries(this.options.workers ?? {});
+    if (roles.length === 0) return;
+    const { ids, network, dataDir } = this.options;
+    const taken = new Set<number>();
+    const fresh = async (): Promise<number> => {
+      for (;;) {
+        const port = await freePort();
+        if (!taken.has(port)) {
+          taken.add(port);
+          return port;
+        }
+      }
+    };
+    const records: Array<{ id: string; role: string; index: number; pid: null; httpAddress: string; tcpAddress: string }> = [];
+    for (const [role, count] of roles) {
+      for (let index = 1; index <= count; index++) records.push({ id: `${role}${index}`, role, index, pid: null, httpAddress: `127.0.0.1:${await fresh()}`, tcpAddress: `127.0.0.1:${await fresh()}` });
+    }
+    const members = ids.map((id) => {
+      const a = network.addresses(id);
+      return { id, pid: null, raftAddress: a.raftAdvertised, httpAddress: a.httpUrl.replace(/^https?:\/\//, '') };
+    });
+    const state = { service: this.options.service, dataDir, basePort: 0, tickMs: this.options.tickMs, bootstrap: Object.fromEntries(members.map((m) => [m.id, m.raftAddress])), members, workers: records, settings: { ...(this.options.settings ?? {}) } };
+    writeFileSync(join(dataDir, 'cluster.json'), JSON.stringify(state, null, 2) + '\n');
+    const script = join(dirname(this.script), 'worker.js');
+    for (const w of records) {
+      mkdirSync(join(dataDir, w.id), { recursive: true });
+      const out = openSync(join(dataDir, w.id, 'worker.log'), 'a');
+      const env: NodeJS.ProcessEnv = { ...process.env, JEPSEN_LIKE_RUN: this.options.runId };
+      delete env.CLUSTER_AUTH_TOKEN;
+      const child = spawn(process.execPath, [script, '--cluster', dataDir, '--id', w.id], { detached: true, stdio: ['ignore', out, out], env });
+      closeSync(out);
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      this.workerProcs.push({ id: w.id, url: `http://${w.httpAddress}`, child, exited });
+      if (child.pid !== undefined) this.options.state.state.helpers.push(child.pid);
+    }
+    this.options.state.save();
+    const deadline = Date.now() + timeoutMs;
+    for (const w of this.workerProcs) {
+      for (;;) {
+        if (w.child.exitCode !== null || w.child.signalCode !== null) throw new Error(`worker ${w.id} exited at start; see ${join(dataDir, w.id, 'worker.log')}`);
+        const ok = await request(`${w.url}/healthz`, { signal: AbortSignal.timeout(1_000) }).then(async (r) => (await r.body.dump(), r.statusCode === 200), () => false);
+        if (ok) break;
+        if (Date.now() > deadline) throw new Error(`worker ${w.id} not healthy within ${timeoutMs / 1000} s; see ${join(dataDir, w.id, 'worker.log')}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    }
+  }
+
+  /** Stops every member and worker: SIGCONT (paused ones), SIGTERM, SIGKILL after `graceMs`. */
   async stopAll(graceMs = 3_000): Promise<void> {
+    await Promise.all(
+      this.workerProcs.splice(0).map(async (w) => {
+        if (w.child.exitCode !== null || w.child.signalCode !== null) return;
+        const timer = setTimeout(() => w.child.kill('SIGKILL'), graceMs);
+        w.child.kill('SIGTERM');
+        await w.exited;
+        clearTimeout(timer);
+      }),
+    );
     await Promise.all(
       [...this.members.values()].map(async (m) => {
         if (m.child === null) return;

@@ -14,3 +14,4 @@ export { FencedStorage, checkLockHistory } from './workloads/lock.js';
 export { checkLogHistory, checkAckedPresent, checkLogIntegrity, checkConsumerGroups, pairOps } from './workloads/log-checks.js';
 export { commitRegisterEvents } from './workloads/log.js';
 export { checkAuctionHistory, type LoggedBid, type FinalAuction, type VisibleChange } from './workloads/auction-checks.js';
+export { checkFlashHistory, DEFAULT_FLASH_CHECK_OPTIONS, type FlashCheckOptions } from './workloads/flash-checks.js';

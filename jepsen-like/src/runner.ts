@@ -144,13 +144,18 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     for (const note of network.notes) log(`note: ${note}`);
     if (mode === 'namespace') log(`network: namespaces ${ids.map((id) => network.addresses(id).raftAdvertised.split(':')[0]).join(' ')} on bridge jl${slot}br`);
     const token = randomBytes(18).toString('base64url');
-    cluster = new ClusterUnderTest({ service: options.service, ids, network, dataDir, token, tickMs: options.tickMs, runId, state, clockSkew });
+    cluster = new ClusterUnderTest({ service: options.service, ids, network, dataDir, token, tickMs: options.tickMs, runId, state, clockSkew, ...(workload.workers !== undefined ? { workers: workload.workers } : {}), ...(workload.settings !== undefined ? { settings: workload.settings } : {}) });
     cluster.startAll();
     log(`started ${ids.length} members; waiting for a leader`);
     const leader = await cluster.waitForLeader(30_000);
     if (interrupt.aborted) throw new RunAborted('interrupted');
     if (leader === null) throw new Error(`no leader within 30 s (member logs in ${dataDir}/n*/member.log)`);
     log(`leader: ${leader}`);
+    if (workload.workers !== undefined) {
+      await cluster.startWorkers();
+      log(`workers: ${cluster.workerUrls().join(' ')}`);
+    }
+    const workerUrls = cluster.workerUrls();
 
     const schedule = makeSchedule({ seed, durationMs: options.timeS * 1000, nemeses: options.nemeses, intervalMs: options.intervalS * 1000 });
     const starts = schedule.filter((a) => a.action === 'start');
@@ -187,7 +192,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     };
     if (workload.setup !== undefined) {
       log('setup');
-      await workload.setup({ nodes: ids, url: (id) => c0.url(id), token, opTimeoutMs: options.opTimeoutMs, perform: performFinal, sleep, deadline: Date.now() + 60_000 });
+      await workload.setup({ nodes: ids, url: (id) => c0.url(id), workerUrls, token, opTimeoutMs: options.opTimeoutMs, perform: performFinal, sleep, deadline: Date.now() + 60_000 });
       if (interrupt.aborted) throw new RunAborted('interrupted');
     }
 
@@ -201,6 +206,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
         worker: w,
         node,
         url: (id) => c.url(id),
+        workerUrls,
         token,
         opTimeoutMs: options.opTimeoutMs,
         rng,
@@ -259,6 +265,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     await workload.finalReads({
       nodes: ids,
       url: (id) => c.url(id),
+      workerUrls,
       token,
       opTimeoutMs: options.opTimeoutMs,
       perform: (inv, exec) => {

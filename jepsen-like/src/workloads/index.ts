@@ -1,5 +1,6 @@
 import { CollabWorkload } from './collab.js';
 import { AuctionWorkload } from './auction.js';
+import { DEFAULT_FLASH_OPTIONS, FlashWorkload } from './flash.js';
 import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
 import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
 import { DEFAULT_LOG_OPTIONS, LogWorkload } from './log.js';
@@ -17,8 +18,10 @@ export const WORKLOADS: Record<string, () => Workload> = {
   log: () => new LogWorkload(),
   collab: () => new CollabWorkload(),
   auction: () => new AuctionWorkload(),
+  flash: () => new FlashWorkload(),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
+  'flash-async-inventory': () => new FlashWorkload({ ...DEFAULT_FLASH_OPTIONS, settings: { inventory_replication: 'async' } }, 'flash-async-inventory'),
   'log-same-offset': () => new LogWorkload({ ...DEFAULT_LOG_OPTIONS, sameOffsetIsOwn: true, fixedFetch: true, foreignProbability: 0.5 }),
 };
 

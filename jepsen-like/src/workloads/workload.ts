@@ -26,6 +26,8 @@ export interface WorkerContext {
   /** The member this worker talks to (as in Jepsen, each client is bound to one node). */
   node: string;
   url(node: string): string;
+  /** The workers' URLs (e.g. the flash gateways) when the workload asked for workers; else empty. */
+  workerUrls: readonly string[];
   token: string;
   opTimeoutMs: number;
   rng: Rng;
@@ -69,6 +71,8 @@ export interface Anomaly {
 export interface FinalContext {
   nodes: readonly string[];
   url(node: string): string;
+  /** The workers' URLs (e.g. the flash gateways) when the workload asked for workers; else empty. */
+  workerUrls: readonly string[];
   token: string;
   opTimeoutMs: number;
   /** Like WorkerContext.perform, each call as a fresh process. */
@@ -86,6 +90,10 @@ export interface Workload {
   readonly model: ModelName;
   /** One line on what the clients do. */
   describe(): string;
+  /** The service's other processes to start beside the members, by role (e.g. {gateway: 2}); none by default. */
+  readonly workers?: Readonly<Record<string, number>>;
+  /** Settings handed to those workers, as `cluster up --set` does. */
+  readonly settings?: Readonly<Record<string, string>>;
   /** Before the clients start and the nemesis runs (the cluster has a leader): create what the clients need. */
   setup?(ctx: FinalContext): Promise<void>;
   createWorker(ctx: WorkerContext): Worker;
