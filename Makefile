@@ -89,6 +89,7 @@ bench: build
 	npx bench log --vs jetstream --duration 10 --concurrency 64 --rounds 3
 	npx bench collab --vs y-websocket
 	npx bench flash --vs redis --duration 10 --concurrency 128
+	npx bench auction --vs ws-broadcast --duration 30
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist
