@@ -6,7 +6,7 @@
  * forwarded in shards (fanout.ts). When no push came for an auction with watchers for 2 s it polls the auction's
  * state (the spec's fallback), so watchers converge even when pushes fail. Stateless: any gateway serves any call.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
@@ -206,7 +206,10 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       return routed(auctionId, 'GET', `/internal/auctions/${encodeURIComponent(auctionId)}/log`);
     })
     .post('/internal/auction/updates', { admits: 'open' }, async (ctx) => {
-      if (ctx.req.headers[FEED_SECRET_HEADER] !== secret) throw unauthorized('not a writer of this cluster');
+      // The members registered this secret with the cluster token; compared in constant time like every token.
+      const offered = Buffer.from(String(ctx.req.headers[FEED_SECRET_HEADER] ?? ''));
+      const expected = Buffer.from(secret);
+      if (offered.length !== expected.length || !timingSafeEqual(offered, expected)) throw unauthorized('not a writer of this cluster');
       const body = requireObject(await ctx.json());
       const messages = Array.isArray(body.messages) ? (body.messages as Push[]) : [];
       for (const m of messages) {
