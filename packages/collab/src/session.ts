@@ -48,6 +48,9 @@ interface Queued {
   bytes: number;
 }
 
+/** This process's pipeline figures (worker metrics): the most entries in flight at once, entries sent again. */
+export const appendStats = { maxInFlight: 0, resentFailed: 0, resentOutOfOrder: 0 };
+
 type Outcome = { ok: true; result: CollabResult } | { ok: false; error: Error };
 
 /** One append entry of this session: its number, its changes, and the answer to its latest request. */
@@ -283,6 +286,7 @@ export class DocSession {
       const entry: Entry = { seq: this.nextSeq++, items, outcome: Promise.resolve({ ok: false, error: new Error('not sent') }) };
       this.dispatch(entry);
       this.window.push(entry);
+      appendStats.maxInFlight = Math.max(appendStats.maxInFlight, this.window.length);
     }
     void this.drain();
   }
@@ -312,12 +316,14 @@ export class DocSession {
           this.hooks.log('warn', 'append failed; retrying', { doc: this.docId, seq: entry.seq, error: outcome.error.message });
           await new Promise((r) => setTimeout(r, Math.min(2000, 200 * ++attempt)));
           if (this.ended) return;
+          appendStats.resentFailed++;
           this.dispatch(entry);
           continue;
         }
         const result = outcome.result;
         if (!result.ok && result.code === 'out_of_order') {
           // It overtook an earlier entry that the log had not applied yet (now it has: that one was handled).
+          appendStats.resentOutOfOrder++;
           this.dispatch(entry);
           continue;
         }
