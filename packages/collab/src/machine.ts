@@ -16,7 +16,7 @@ import { checkCommand } from './commands.js';
 export const MAX_CHARS = 100_000;
 /** Ops in one change (one client message); a paste is one insert op, so this is generous. */
 export const MAX_OPS_PER_CHANGE = 1_000;
-/** Changes one append entry may carry (the owner batches what queued while the previous entry was committing). */
+/** Changes one append entry may carry (the owner batches what queued while its window of entries in flight was full). */
 export const MAX_CHANGES_PER_APPEND = 500;
 /** Owner sessions per document whose append sequence is remembered (the live one and a few ended ones). */
 export const MAX_APPEND_SESSIONS = 8;
