@@ -10,6 +10,8 @@
  * locally; online() reconnects and flushes.
  */
 import { Doc, InvalidOpError, UndoManager, type Attrs, type Id, type Op, type Span } from '@raftkit/crdt';
+import { applyWithEdits, type Edit } from './edits.js';
+export { applyWithEdits, type Edit } from './edits.js';
 import { ACK_TIMEOUT_MS, STALE_MS, type Selection, type ServerMessage } from './protocol.js';
 
 /** The part of a WebSocket the client uses (the browser's and `ws`'s both have it). */
@@ -51,7 +53,8 @@ export interface PresenceEvent {
 
 export interface CollabEvents {
   /** The text changed: `remote` true for others' changes (and snapshots), false for local edits. */
-  change: { remote: boolean };
+  /** `edits`: a remote change as the visible edits it made, when it is a plain one (src/edits.ts); else a diff is needed. */
+  change: { remote: boolean; edits?: Edit[] };
   presence: PresenceEvent;
   status: ClientStatus;
   /** An error message from the server (a rejected change, a read-only edit...). */
@@ -440,10 +443,10 @@ export class CollabClient {
       case 'op': {
         const own = this.pending.findIndex((p) => p.op_id === m.op_id);
         if (own >= 0) this.pending.splice(own, 1);
-        else this.applyRemote(m.op);
+        const edits = own >= 0 ? null : applyWithEdits(this.doc!, m.op);
         this.rev = Math.max(this.rev, m.revision);
         this.send({ type: 'ack', ack_revision: this.rev });
-        if (own < 0) this.emit('change', { remote: true });
+        if (own < 0) this.emit('change', edits === null ? { remote: true } : { remote: true, edits });
         this.checkSynced();
         return;
       }

@@ -66,6 +66,11 @@ export function checkCommand(command: unknown): asserts command is CollabCommand
         if (!Array.isArray(ch.ops)) throw new CommandShapeError(`${at}.ops: a list`);
         return v;
       }, MAX_CHANGES_PER_APPEND).length === 0) throw new CommandShapeError('changes: none');
+      if ((c.session === undefined) !== (c.seq === undefined)) throw new CommandShapeError('session and seq go together');
+      if (c.session !== undefined) {
+        stringField(c, 'session', 64);
+        integerField(c, 'seq', 1);
+      }
       return;
     case 'snapshot':
       docId(c);

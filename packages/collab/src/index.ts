@@ -6,3 +6,4 @@ export { startCollabWorker } from './worker.js';
 export * from './protocol.js';
 export { CollabClient, CollabError, nodeSocket } from './client.js';
 export type { ClientStatus, CollabClientOptions, CollabEvents, PresenceEvent, SocketFactory, SocketLike } from './client.js';
+export { applyWithEdits, MAX_EDIT_DELETES, type Edit } from './edits.js';

@@ -16,8 +16,10 @@ import { checkCommand } from './commands.js';
 export const MAX_CHARS = 100_000;
 /** Ops in one change (one client message); a paste is one insert op, so this is generous. */
 export const MAX_OPS_PER_CHANGE = 1_000;
-/** Changes one append entry may carry (the owner batches what queued while the previous entry was committing). */
+/** Changes one append entry may carry (the owner batches what queued while its window of entries in flight was full). */
 export const MAX_CHANGES_PER_APPEND = 500;
+/** Owner sessions per document whose append sequence is remembered (the live one and a few ended ones). */
+export const MAX_APPEND_SESSIONS = 8;
 export const LEASE_MS = 3_000;
 /** An implicit snapshot (a compaction point) every this many changes... */
 export const SNAPSHOT_EVERY = 500;
@@ -107,6 +109,11 @@ interface DocState {
   named: NamedSnapshot[];
   comments: Comment[];
   nextId: number;
+  /**
+   * Per owner session (most recent last): the last append sequence number applied. An owner keeps several append
+   * entries in flight; the sequence keeps the log in the owner's order whatever order they reach the leader in.
+   */
+  appendSeqs: Array<[session: string, seq: number]>;
 }
 
 export interface ChangeInput {
@@ -121,7 +128,12 @@ export type CollabCommand =
   | { op: 'acquire'; doc_id: string; worker: string; url: string }
   | { op: 'renew'; worker: string; docs: Array<[doc_id: string, generation: number]> }
   | { op: 'release'; doc_id: string; worker: string; generation: number }
-  | { op: 'append'; doc_id: string; generation: number; changes: ChangeInput[] }
+  /**
+   * `session`/`seq` (optional, together): the owner session's id and this entry's number in it (1, 2, ...). An
+   * entry is applied only right after the previous one of its session (`out_of_order` otherwise); one whose number
+   * was applied already changes nothing and reports each change's first outcome.
+   */
+  | { op: 'append'; doc_id: string; generation: number; changes: ChangeInput[]; session?: string; seq?: number }
   | { op: 'snapshot'; doc_id: string; name: string }
   | { op: 'restore'; doc_id: string; snapshot_id: string; author: string }
   | { op: 'permission'; doc_id: string; user: string; role: Role | null }
@@ -134,7 +146,7 @@ export type ChangeResult =
   | { ok: true; op_id: string; revision: number; duplicate: boolean }
   | { ok: false; op_id: string; code: 'invalid_op' | 'too_large' | 'forbidden'; message: string };
 
-export type Failure = { ok: false; code: 'no_such_doc' | 'exists' | 'stale_generation' | 'not_found' | 'invalid' | 'too_many'; message: string };
+export type Failure = { ok: false; code: 'no_such_doc' | 'exists' | 'stale_generation' | 'not_found' | 'invalid' | 'too_many' | 'out_of_order'; message: string };
 
 export type CollabResult =
   | Failure
@@ -336,6 +348,7 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
       named: [],
       comments: [],
       nextId: 1,
+      appendSeqs: [],
     };
     this.docs.set(c.doc_id, d);
     if (c.template !== null && c.template.length > 0) {
@@ -368,8 +381,31 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
       return fail('stale_generation', `generation ${c.generation} is stale: the document's owner is generation ${d.owner?.generation ?? 'none'}`);
     }
     const base = d.meta.revision;
+    if (c.session !== undefined && c.seq !== undefined) {
+      const at = d.appendSeqs.findIndex(([s]) => s === c.session);
+      const last = at < 0 ? 0 : d.appendSeqs[at]![1];
+      if (c.seq > last + 1) return fail('out_of_order', `append ${c.seq} of session ${c.session} before ${last + 1}: send them again in order`);
+      if (c.seq <= last) return { ok: true, op: 'append', base, results: c.changes.map((change) => this.replayed(d, change)) };
+      if (at >= 0) d.appendSeqs.splice(at, 1);
+      d.appendSeqs.push([c.session, c.seq]);
+      if (d.appendSeqs.length > MAX_APPEND_SESSIONS) d.appendSeqs.shift();
+    }
     const results = c.changes.map((change) => this.change(d, change, time));
     return { ok: true, op: 'append', base, results };
+  }
+
+  /**
+   * A change of an entry applied before (the owner sent it again, not knowing): its first outcome, never applied
+   * now (that would put it after changes the owner sent later). Committed: acknowledged at its revision; else the
+   * first answer was a refusal.
+   */
+  private replayed(d: DocState, c: ChangeInput): ChangeResult {
+    const op_id = c.op_id;
+    const seen = d.opIds.get(op_id);
+    if (seen !== undefined) return { ok: true, op_id, revision: seen, duplicate: true };
+    const sv = d.doc.stateVector();
+    if (Array.isArray(c.ops) && c.ops.length > 0 && c.ops.every((op) => op.id[1] + opLength(op) - 1 <= (sv[op.id[0]] ?? -1))) return { ok: true, op_id, revision: d.meta.revision, duplicate: true };
+    return { ok: false, op_id, code: 'invalid_op', message: 'this change was refused when its append entry was first applied' };
   }
 
   /** One change: checked whole before anything of it is applied (except the CRDT's own late anchor check). */
@@ -477,12 +513,13 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
         named: d.named,
         comments: d.comments,
         nextId: d.nextId,
+        appendSeqs: d.appendSeqs,
       })),
     );
   }
 
   restore(data: Uint8Array): void {
-    type Stored = Omit<DocState, 'permissions' | 'doc' | 'opIds'> & { permissions: Array<[string, Role]>; content: Uint8Array };
+    type Stored = Omit<DocState, 'permissions' | 'doc' | 'opIds' | 'appendSeqs'> & { permissions: Array<[string, Role]>; content: Uint8Array; appendSeqs?: Array<[string, number]> };
     const stored = packr.unpack(data) as Stored[];
     this.docs = new Map();
     for (const s of stored) {
@@ -492,6 +529,8 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
         permissions: new Map(permissions),
         doc: Doc.decode(content, SERVER_CLIENT),
         opIds: new Map(s.log.map((e) => [e.op_id, e.revision])),
+        // Snapshots written before append sequences existed hold none.
+        appendSeqs: s.appendSeqs ?? [],
       });
     }
   }

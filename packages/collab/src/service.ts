@@ -16,6 +16,7 @@ import {
   type GroupedServiceDefinition,
   type RequestContext,
 } from '@raftkit/http';
+import { AppendOrder } from './append-order.js';
 import { checkCommand } from './commands.js';
 import { CollabMachine, type CollabCommand, type CollabResult } from './machine.js';
 import { startCollabWorker } from './worker.js';
@@ -52,6 +53,7 @@ export function createCollabService(): GroupedServiceDefinition {
 
 function collabRoutes(service: GroupedServiceContext): void {
   const managed = service.managed;
+  const order = new AppendOrder();
   const proposed = service.metrics.counter('collab_commands_total', 'Commands proposed to op-log groups through this member');
 
   const compact = setInterval(() => {
@@ -100,6 +102,9 @@ function collabRoutes(service: GroupedServiceContext): void {
         throw error;
       }
       proposed.inc();
+      if (command.op === 'append' && command.session !== undefined && command.seq !== undefined) {
+        return order.run(`${ctx.params.group}/${command.doc_id}/${command.session}`, command.seq, () => service.call(node, () => node.propose(command)));
+      }
       return service.call(node, () => node.propose(command));
     })
     .get('/v1/collab/groups/:group/docs/:doc', { admits: 'cluster' }, async (ctx) => {

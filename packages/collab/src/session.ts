@@ -2,15 +2,22 @@
  * One document owned by this worker: the CRDT replica rebuilt from the op log, the clients connected to it (directly
  * or through another worker's proxy), the queue of their changes, presence, and the permission re-check.
  *
- * Changes are committed in order, in batches: while one append entry is in flight, the changes that arrive queue,
- * and go together in the next entry. A change is acknowledged to its author only when its entry is committed, and
- * broadcast to the others then. If the log cannot be reached, the batch is retried as is (op_ids make the retry
- * apply once) and clients are told `syncing`; if the log says the generation is stale, the document was given to
- * another worker: every client is closed with 1012 and reconnects to the new owner.
+ * Changes are committed in order, in batches, pipelined: up to MAX_INFLIGHT append entries are in flight at once
+ * (a keystroke no longer waits for the previous entry's commit before its own starts), and while the window is
+ * full the changes that arrive queue and go together in the next entry. Entries carry this session's id and a
+ * sequence number; the log applies entry k only right after entry k-1 (else `out_of_order`), so the log's order is
+ * the owner's order whatever order the requests reach the leader in. Results are handled in sequence order: an
+ * entry whose request failed (or was refused out of order) is sent again when it is the oldest one outstanding, and
+ * an entry sent again after it was applied changes nothing (the log answers its changes' first outcome).
+ * A change is acknowledged to its author only when its entry is committed, and broadcast to the others then. If
+ * the log cannot be reached, the entry is retried as is and clients are told `syncing`; if the log says the
+ * generation is stale, the document was given to another worker: every client is closed with 1012 and reconnects
+ * to the new owner.
  */
+import { randomUUID } from 'node:crypto';
 import { checkOp, Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
-import { atLeast, MAX_OPS_PER_CHANGE, type ChangeEntry, type ChangeInput, type CollabResult, type Role } from './machine.js';
+import { atLeast, MAX_OPS_PER_CHANGE, type ChangeEntry, type ChangeInput, type CollabCommand, type CollabResult, type Role } from './machine.js';
 import type { LogAccess, StateView } from './log-access.js';
 import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
 
@@ -20,6 +27,8 @@ const MAX_BATCH = 200;
 /** Bytes of changes one append entry carries (at least one change), and queued per document before `busy`. */
 const MAX_BATCH_BYTES = 1024 * 1024;
 const MAX_QUEUE_BYTES = 64 * 1024 * 1024;
+/** Append entries in flight per document (each one Raft entry; the leader batches them into its appends). */
+const MAX_INFLIGHT = 8;
 
 export interface Conn {
   ws: WebSocket;
@@ -39,6 +48,18 @@ interface Queued {
   bytes: number;
 }
 
+/** This process's pipeline figures (worker metrics): the most entries in flight at once, entries sent again. */
+export const appendStats = { maxInFlight: 0, resentFailed: 0, resentOutOfOrder: 0 };
+
+type Outcome = { ok: true; result: CollabResult } | { ok: false; error: Error };
+
+/** One append entry of this session: its number, its changes, and the answer to its latest request. */
+interface Entry {
+  seq: number;
+  items: Queued[];
+  outcome: Promise<Outcome>;
+}
+
 export interface SessionHooks {
   /** The session is over (lost, released or failed): forget it. */
   ended(session: DocSession): void;
@@ -52,7 +73,12 @@ export class DocSession {
   private recent: ChangeEntry[] = [];
   private queue: Queued[] = [];
   private queueBytes = 0;
-  private inflight = false;
+  /** Sent entries not handled yet, oldest first. */
+  private window: Entry[] = [];
+  private draining = false;
+  /** Names this session's append entries (the owner may open a document again with the same generation). */
+  private readonly appendSession = randomUUID();
+  private nextSeq = 1;
   private ended = false;
   private syncing = false;
   /** When the last client left (for idle release), or null while clients are connected. */
@@ -148,7 +174,7 @@ export class DocSession {
     }
     this.queueBytes += bytes;
     this.queue.push({ conn, change: { op_id, author: conn.user, ops, parent_revision }, bytes });
-    void this.pump();
+    this.pump();
   }
 
   presence(conn: Conn, cursor: number | null, selection: Selection | null): void {
@@ -249,55 +275,105 @@ export class DocSession {
     this.broadcast({ type: 'op', op_id: e.op_id, op: e.ops, revision: e.revision, author: e.author }, author);
   }
 
-  private async pump(): Promise<void> {
-    if (this.inflight || this.ended || this.queue.length === 0) return;
-    this.inflight = true;
-    let n = 0;
-    let size = 0;
-    while (n < this.queue.length && n < MAX_BATCH && (n === 0 || size + this.queue[n]!.bytes <= MAX_BATCH_BYTES)) size += this.queue[n++]!.bytes;
-    const batch = this.queue.splice(0, n);
-    this.queueBytes -= size;
+  /** Sends queued changes as new entries while the window has room. */
+  private pump(): void {
+    while (!this.ended && this.queue.length > 0 && this.window.length < MAX_INFLIGHT) {
+      let n = 0;
+      let size = 0;
+      while (n < this.queue.length && n < MAX_BATCH && (n === 0 || size + this.queue[n]!.bytes <= MAX_BATCH_BYTES)) size += this.queue[n++]!.bytes;
+      const items = this.queue.splice(0, n);
+      this.queueBytes -= size;
+      const entry: Entry = { seq: this.nextSeq++, items, outcome: Promise.resolve({ ok: false, error: new Error('not sent') }) };
+      this.dispatch(entry);
+      this.window.push(entry);
+      appendStats.maxInFlight = Math.max(appendStats.maxInFlight, this.window.length);
+    }
+    void this.drain();
+  }
+
+  private dispatch(entry: Entry): void {
+    const command: CollabCommand = { op: 'append', doc_id: this.docId, generation: this.generation, changes: entry.items.map((q) => q.change), session: this.appendSession, seq: entry.seq };
+    entry.outcome = this.log.command(this.docId, command).then(
+      (result): Outcome => ({ ok: true, result }),
+      (error: unknown): Outcome => ({ ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
+    );
+  }
+
+  /** Handles answers in sequence order; the oldest entry is sent again until the log has it. */
+  private async drain(): Promise<void> {
+    if (this.draining) return;
+    this.draining = true;
     try {
-      for (let attempt = 0; !this.ended; attempt++) {
-        let result: CollabResult;
-        try {
-          result = await this.log.command(this.docId, { op: 'append', doc_id: this.docId, generation: this.generation, changes: batch.map((q) => q.change) });
-        } catch (error) {
-          // The log is unreachable (no quorum, no leader): clients see syncing and keep their ops; same batch again.
+      let attempt = 0;
+      while (!this.ended && this.window.length > 0) {
+        const entry = this.window[0]!;
+        const outcome = await entry.outcome;
+        if (this.ended) return;
+        if (!outcome.ok) {
+          // The log is unreachable (no quorum, no leader): clients see syncing and keep their ops; same entry again
+          // (if it was applied after all, the log answers with its first outcome).
           this.setSyncing(true);
-          this.hooks.log('warn', 'append failed; retrying', { doc: this.docId, error: String((error as Error).message ?? error) });
-          await new Promise((r) => setTimeout(r, Math.min(2000, 200 * (attempt + 1))));
+          this.hooks.log('warn', 'append failed; retrying', { doc: this.docId, seq: entry.seq, error: outcome.error.message });
+          await new Promise((r) => setTimeout(r, Math.min(2000, 200 * ++attempt)));
+          if (this.ended) return;
+          appendStats.resentFailed++;
+          this.dispatch(entry);
           continue;
         }
+        const result = outcome.result;
+        if (!result.ok && result.code === 'out_of_order') {
+          // It overtook an earlier entry that the log had not applied yet (now it has: that one was handled).
+          appendStats.resentOutOfOrder++;
+          this.dispatch(entry);
+          continue;
+        }
+        attempt = 0;
         this.setSyncing(false);
         if (!result.ok) {
           this.end(result.code === 'no_such_doc' ? CLOSE_NO_DOC : CLOSE_MOVING, result.message);
           return;
         }
         if (result.op !== 'append') throw new Error('unexpected append result');
-        if (result.base !== this.revision) {
-          // Something else was committed (a restore, or a partly invalid change): read it first, in order.
-          const state = await this.log.state(this.docId, this.revision);
-          if (state !== null) {
-            const missing = (state.changes ?? []).filter((e) => e.revision <= result.base);
-            this.absorb(missing, { ...state, meta: { ...state.meta, revision: result.base } });
+        // Something else was committed before this entry (a restore, a partly invalid change, or this entry had
+        // been applied already and later ones with it): read it first, in order.
+        try {
+          if (result.base > this.revision) await this.absorbUpTo(result.base);
+          for (let i = 0; i < result.results.length && !this.ended; i++) {
+            const r = result.results[i]!;
+            const { conn, change } = entry.items[i]!;
+            if (!r.ok) {
+              send(conn, { type: 'error', code: r.code, message: r.message, op_id: r.op_id });
+              continue;
+            }
+            if (!r.duplicate && r.revision > this.revision) {
+              // A gap: a partly invalid change of this entry committed its valid part under a refusal.
+              if (r.revision > this.revision + 1) await this.absorbUpTo(r.revision - 1);
+              this.applyCommitted({ revision: r.revision, op_id: r.op_id, author: change.author, ops: change.ops, parent_revision: change.parent_revision, time: Date.now() }, conn);
+            }
+            send(conn, { type: 'ack', op_id: r.op_id, revision: r.revision });
           }
+        } catch (error) {
+          // The read of the changes before it failed: handle this answer again shortly (what was done is not
+          // done twice: replica changes go by revision, and an ack repeated is ignored by the client).
+          this.setSyncing(true);
+          this.hooks.log('warn', 'reading the log failed; retrying', { doc: this.docId, error: String((error as Error).message ?? error) });
+          await new Promise((r) => setTimeout(r, Math.min(2000, 200 * ++attempt)));
+          continue;
         }
-        result.results.forEach((r, i) => {
-          const { conn, change } = batch[i]!;
-          if (!r.ok) {
-            send(conn, { type: 'error', code: r.code, message: r.message, op_id: r.op_id });
-            return;
-          }
-          if (!r.duplicate) this.applyCommitted({ revision: r.revision, op_id: r.op_id, author: change.author, ops: change.ops, parent_revision: change.parent_revision, time: Date.now() }, conn);
-          send(conn, { type: 'ack', op_id: r.op_id, revision: r.revision });
-        });
-        return;
+        this.window.shift();
+        this.pump();
       }
     } finally {
-      this.inflight = false;
-      if (!this.ended && this.queue.length > 0) void this.pump();
+      this.draining = false;
     }
+  }
+
+  /** Reads and applies the committed changes up to `revision` this replica lacks. */
+  private async absorbUpTo(revision: number): Promise<void> {
+    const state = await this.log.state(this.docId, this.revision);
+    if (state === null || this.ended) return;
+    const missing = (state.changes ?? []).filter((e) => e.revision <= revision);
+    this.absorb(missing, { ...state, meta: { ...state.meta, revision: Math.min(revision, state.meta.revision) } });
   }
 
   private setSyncing(on: boolean): void {
@@ -317,6 +393,7 @@ export class DocSession {
     }
     this.conns.clear();
     this.queue = [];
+    this.window = [];
     this.hooks.ended(this);
   }
 

@@ -13,7 +13,7 @@ import { collabApi } from './api.js';
 import { LogAccess } from './log-access.js';
 import { DOC_ID, USER_ID, LEASE_MS, type CollabResult } from './machine.js';
 import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_PROTOCOL, CLOSE_REVOKED, CLOSE_UNAUTHORISED, MAX_EDITORS, MAX_FRAME_BYTES, parseClientMessage, type ClientMessage } from './protocol.js';
-import { DocSession, send, type Conn } from './session.js';
+import { appendStats, DocSession, send, type Conn } from './session.js';
 import { DEFAULT_GROUPS, groupName } from './service.js';
 
 /** Internal header: this socket comes from another worker's proxy (never proxy it again). */
@@ -305,6 +305,10 @@ export async function startCollabWorker(options: WorkerOptions): Promise<Running
   const http = await serveWorkerHttp(options, { health: () => ({ documents: worker.sessions.size }) });
   http.metrics.gauge('collab_documents_owned', 'Documents this worker owns').set(() => worker.sessions.size);
   http.metrics.gauge('collab_clients', 'WebSocket clients served by this worker as owner').set(() => [...worker.sessions.values()].reduce((n, s) => n + s.conns.size, 0));
+  http.metrics.gauge('collab_append_window_max', 'Most append entries one document had in flight at once').set(() => appendStats.maxInFlight);
+  const resent = http.metrics.gauge('collab_appends_resent', 'Append entries sent again: after a failed request (failed) or refused out of order (out_of_order)');
+  resent.set(() => appendStats.resentFailed, { reason: 'failed' });
+  resent.set(() => appendStats.resentOutOfOrder, { reason: 'out_of_order' });
   collabApi(http.router, worker);
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });

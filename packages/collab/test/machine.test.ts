@@ -126,3 +126,36 @@ t.test('command shapes: a bad command is refused, never a crash', async (t) => {
     t.match(m.apply(bad as CollabCommand, { index: 1, term: 1, time: 0 }), { ok: false, code: 'invalid' }, 'and by the machine');
   }
 });
+
+t.test('pipelined appends: an entry is applied only after the previous one of its session', async (t) => {
+  const m = fresh();
+  run(m, { op: 'acquire', doc_id: 'd1', worker: 'w1', url: 'u' }, 1_000);
+  const alice = new Doc('alice~s1');
+  const c1 = alice.localInsert(0, 'ab');
+  const c2 = alice.localInsert(2, 'cd');
+  const c3 = alice.localInsert(4, 'ef');
+  const entry = (session: string, seq: number, op_id: string, ops: unknown[]): CollabCommand =>
+    ({ op: 'append', doc_id: 'd1', generation: 1, session, seq, changes: [{ op_id, author: 'alice', ops, parent_revision: 0 }] }) as never;
+  t.match(run(m, entry('s', 2, 'alice~s1:2', c2), 2_000), { ok: false, code: 'out_of_order' }, 'entry 2 overtook entry 1: refused');
+  t.equal(m.text('d1'), '', 'nothing applied');
+  t.match(run(m, entry('s', 1, 'alice~s1:0', c1), 2_000), { ok: true, base: 0, results: [{ ok: true, revision: 1, duplicate: false }] });
+  t.match(run(m, entry('s', 3, 'alice~s1:4', c3), 2_000), { ok: false, code: 'out_of_order' }, 'a gap is refused');
+  t.match(run(m, entry('s', 2, 'alice~s1:2', c2), 2_000), { ok: true, results: [{ ok: true, revision: 2, duplicate: false }] }, 'sent again in order');
+  t.match(run(m, entry('s', 1, 'alice~s1:0', c1), 2_000), { ok: true, base: 2, results: [{ ok: true, revision: 1, duplicate: true }] }, 'an entry applied before: its first outcome');
+  t.match(run(m, entry('s', 3, 'alice~s1:4', c3), 2_000), { ok: true, results: [{ ok: true, revision: 3 }] });
+  t.equal(m.text('d1'), 'abcdef');
+  // An entry applied before never applies a change now (that would put it after later ones).
+  const bob = new Doc('alice~s2');
+  const late = bob.localInsert(0, 'Z');
+  t.match(run(m, entry('other', 1, 'alice~s2:0', late), 2_000), { ok: true, results: [{ ok: true, revision: 4 }] }, 'another session starts at 1');
+  const refused = run(m, { op: 'append', doc_id: 'd1', generation: 1, session: 'other', seq: 1, changes: [{ op_id: 'alice~s3:0', author: 'alice', ops: new Doc('alice~s3').localInsert(0, 'Q'), parent_revision: 0 }] }, 2_000);
+  t.match(refused, { ok: true, results: [{ ok: false, code: 'invalid_op' }] }, 'a change unknown to a replayed entry is not applied');
+  t.notOk(m.text('d1')!.includes('Q'));
+  t.match(run(m, entry('new', 2, 'alice~s2:1', bob.localInsert(1, 'Y')), 2_000), { ok: false, code: 'out_of_order' }, 'a new session starts at 1');
+  const copy = new CollabMachine();
+  copy.restore(m.snapshot());
+  t.match(copy.apply(entry('s', 4, 'alice~s1:6', alice.localInsert(6, 'g')), { index: ++index, term: 1, time: 2_000 }), { ok: true, results: [{ ok: true, revision: 5 }] }, 'sequences survive a snapshot');
+  t.match(copy.apply(entry('s', 6, 'alice~s1:7', alice.localInsert(7, 'h')), { index: ++index, term: 1, time: 2_000 }), { ok: false, code: 'out_of_order' });
+  t.throws(() => checkCommand({ op: 'append', doc_id: 'd1', generation: 1, session: 's', changes: [{ op_id: 'a:0', author: 'alice', ops: [], parent_revision: 0 }] }), 'session without seq');
+  t.throws(() => checkCommand({ op: 'append', doc_id: 'd1', generation: 1, session: 's', seq: 0, changes: [{ op_id: 'a:0', author: 'alice', ops: [], parent_revision: 0 }] }), 'seq 0');
+});

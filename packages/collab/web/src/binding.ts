@@ -170,3 +170,22 @@ export function reconcile(before: Delta, doc: Pick<TextModel, 'spans'>): { chang
   const change = before.diff(after);
   return change.ops.length === 0 ? null : { change, after };
 }
+
+/**
+ * A remote change's visible edits (CollabClient's `edits`, applied in order) as one Delta on the editor's content:
+ * what the page applies instead of diffing the whole document. Formats shown where they apply, as docDelta does.
+ */
+export function editsDelta(edits: ReadonlyArray<{ index: number; insert: string; attrs?: Attrs } | { index: number; delete: number }>): Delta {
+  let change = new Delta();
+  for (const e of edits) {
+    const step = new Delta().retain(e.index);
+    if ('delete' in e) step.delete(e.delete);
+    else {
+      for (const piece of e.insert.split(/(\n)/)) {
+        if (piece.length > 0) step.insert(piece, e.attrs === undefined ? undefined : pick(e.attrs, piece === '\n'));
+      }
+    }
+    change = change.compose(step);
+  }
+  return change;
+}

@@ -10,7 +10,7 @@ import Quill from 'quill';
 import QuillCursors from 'quill-cursors';
 import 'quill/dist/quill.snow.css';
 import { CollabClient, type PresenceEvent } from '@raftkit/collab/core';
-import { applyLocalChange, docDelta, reconcile, type Delta } from './binding.js';
+import { applyLocalChange, docDelta, editsDelta, reconcile, type Delta } from './binding.js';
 
 Quill.register('modules/cursors', QuillCursors);
 
@@ -80,6 +80,20 @@ function showDocument(): void {
   quill.enable(!client.readOnly && client.status !== 'closed');
 }
 
+/**
+ * A plain remote change (typing, deleting) applied as the edits it made, without diffing the whole document; the
+ * full check still runs once things pause (at most one diff per pause, not one per remote keystroke).
+ */
+function showEdits(edits: Parameters<typeof editsDelta>[0]): void {
+  try {
+    quill.updateContents(editsDelta(edits) as never, 'api');
+  } catch {
+    showDocument();
+    return;
+  }
+  idleTimer ??= setTimeout(showDocument, 400);
+}
+
 /** After local typing, when it pauses: the check for a format the document holds and the editor does not show. */
 let idleTimer: ReturnType<typeof setTimeout> | null = null;
 
@@ -130,9 +144,12 @@ async function start(): Promise<void> {
     statusEl.dataset['state'] = 'closed';
     return;
   }
-  client.on('change', ({ remote }) => {
+  client.on('change', ({ remote, edits }) => {
     // Shown at once: a local change is applied at the editor's index, which must be the document's.
-    if (remote) showDocument();
+    if (remote) {
+      if (edits !== undefined) showEdits(edits);
+      else showDocument();
+    }
     showStatus();
   });
   client.on('status', () => {

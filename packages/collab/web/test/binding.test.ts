@@ -4,7 +4,8 @@ import t, { type Test } from 'tap';
 import fc from 'fast-check';
 import { isDeepStrictEqual } from 'node:util';
 import { Doc, type Attrs, type Op } from '@raftkit/crdt';
-import { applyLocalChange, Delta, docDelta, reconcile, type TextModel } from '../src/binding.js';
+import { applyWithEdits } from '@raftkit/collab/core';
+import { applyLocalChange, Delta, docDelta, editsDelta, reconcile, type TextModel } from '../src/binding.js';
 
 /** A Doc as the binding's TextModel (CollabClient's editing calls), collecting the ops a change made. */
 class DocModel implements TextModel {
@@ -183,4 +184,50 @@ t.test('random edits: every editor shows its document and all converge', async (
     { numRuns: 300 },
   );
   t.pass('300 random sessions converged with every editor showing its document');
+});
+
+t.test('remote changes as edits: applied to the editor they give the document, a diff only when not plain', async (t) => {
+  let plain = 0;
+  let total = 0;
+  const change = fc.oneof(
+    fc.record({ kind: fc.constant('insert' as const), at: fc.nat(), text: fc.constantFrom('a', 'bc', 'x\ny', '\n', 'hello ') , bold: fc.boolean() }),
+    fc.record({ kind: fc.constant('delete' as const), at: fc.nat(), n: fc.integer({ min: 1, max: 80 }) }),
+    fc.record({ kind: fc.constant('format' as const), at: fc.nat(), n: fc.integer({ min: 1, max: 5 }) }),
+    fc.record({ kind: fc.constant('replace' as const), at: fc.nat(), n: fc.integer({ min: 1, max: 3 }) }),
+  );
+  fc.assert(
+    fc.property(fc.array(fc.tuple(fc.nat({ max: 1 }), change), { maxLength: 40 }), (script) => {
+      // Two writers; the reader's replica gets their changes, sometimes a change twice (a replay).
+      const writers = [new Doc('w1'), new Doc('w2')];
+      const reader = new Doc('r');
+      let shown = docDelta(reader);
+      for (const [w, c] of script) {
+        const doc = writers[w]!;
+        const at = doc.length === 0 ? 0 : c.at % (doc.length + 1);
+        let ops: Op[] = [];
+        if (c.kind === 'insert') ops = doc.localInsert(at, c.text, c.bold ? { bold: true } : undefined);
+        else if (doc.length > 0 && at < doc.length) {
+          const n = Math.min(c.n, doc.length - at);
+          if (c.kind === 'delete') ops = doc.localDelete(at, n);
+          else if (c.kind === 'format') ops = doc.localFormat(at, n, { italic: true });
+          else ops = [...doc.localDelete(at, n), ...doc.localInsert(at, 'R')];
+        }
+        if (ops.length === 0) continue;
+        writers[1 - w]!.apply(ops);
+        total++;
+        const edits = applyWithEdits(reader, ops);
+        if (edits !== null) {
+          plain++;
+          shown = shown.compose(editsDelta(edits));
+        } else {
+          shown = reconcile(shown, reader)?.after ?? shown;
+        }
+        if (!isDeepStrictEqual(shown.ops, docDelta(reader).ops)) return false;
+        if (c.kind === 'insert' && applyWithEdits(reader, ops)?.length !== 0) return false; // a replay changes nothing
+      }
+      return reader.text() === writers[0]!.text();
+    }),
+    { numRuns: 300 },
+  );
+  t.ok(plain > total / 3, `${plain} of ${total} remote changes applied as edits (the rest by the diff)`);
 });
