@@ -10,6 +10,7 @@
  */
 import { checkOp, Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
+import { pushOrDrop } from '@raftkit/http';
 import { atLeast, MAX_OPS_PER_CHANGE, type ChangeEntry, type ChangeInput, type CollabResult, type Role } from './machine.js';
 import type { LogAccess, StateView } from './log-access.js';
 import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
@@ -20,6 +21,8 @@ const MAX_BATCH = 200;
 /** Bytes of changes one append entry carries (at least one change), and queued per document before `busy`. */
 const MAX_BATCH_BYTES = 1024 * 1024;
 const MAX_QUEUE_BYTES = 64 * 1024 * 1024;
+/** Bytes a client may leave unread before it is dropped: a welcome and a few full-size changes (frames: 4 MiB). */
+export const MAX_UNSENT_BYTES = 16 * 1024 * 1024;
 
 export interface Conn {
   ws: WebSocket;
@@ -332,5 +335,6 @@ function presenceOf(c: Conn): ServerMessage {
 }
 
 export function send(conn: Conn, message: ServerMessage): void {
-  if (conn.ws.readyState === 1) conn.ws.send(JSON.stringify(message));
+  // A client that does not read is dropped rather than buffered for: it resyncs from the document when it rejoins.
+  if (conn.ws.readyState === 1) pushOrDrop(conn.ws, JSON.stringify(message), MAX_UNSENT_BYTES);
 }
