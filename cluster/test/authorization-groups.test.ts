@@ -5,7 +5,8 @@
  * credential of their own (a flash user's poll, an auction bid) with each of them (helpers/authorization.ts).
  */
 import t, { type Test } from 'tap';
-import { call, type Answer, type TestCluster } from '@raftkit/testkit';
+import { solveChallenge } from '@raftkit/flash';
+import { call, until, type Answer, type TestCluster } from '@raftkit/testkit';
 import { describe, GROUPED_MEMBER_CLUSTER_ROUTES, testService, type Credential } from './helpers/authorization.js';
 
 t.setTimeout(600_000);
@@ -114,6 +115,26 @@ testService(t, {
       if (standing === 'cluster') t.ok(a.status !== 401 && a.status !== 403, `${with_}: accepted (${describe(a)})`);
       else t.equal(a.status, 403, `${with_}: 403 (${describe(a)})`);
     }
+    // Nobody can use up a user's rate limit: anyone may get a bot token in any user's name (the challenge is open),
+    // but an attempt without that user's token is refused before the user's bucket is charged.
+    const start = Date.now() + 1_000;
+    const live = await issued(
+      'POST /api/flash/deals',
+      call(gateway, 'POST', '/api/flash/deals', { token: cluster.token, body: { sku_id: 'authz-live', total_inventory: 10, start_at: start, end_at: start + 3_600_000, shards: 1 } }),
+      'deal_id',
+    );
+    const victim = await issued('PUT /api/flash/accounts', call(gateway, 'PUT', '/api/flash/accounts/authz-victim', { token: cluster.token, body: { created_at: 0, payment_verified: true } }), 'user_token');
+    const challenge = await call(gateway, 'POST', `/api/flash/${live}/challenge`, { body: { user_id: 'authz-victim' } });
+    const nonce = solveChallenge(challenge.body.challenge as string, challenge.body.difficulty as number);
+    const bot = await issued('the challenge answer', call(gateway, 'POST', `/api/flash/${live}/challenge/answer`, { body: { user_id: 'authz-victim', challenge: challenge.body.challenge, nonce } }), 'anti_bot_token');
+    await until('the deal is live at the gateway', async () => (await call(gateway, 'GET', `/api/flash/${live}/state`)).body.state === 'live');
+    const stranger = credentials['flash user token']!.token;
+    for (let i = 0; i < 10; i++) {
+      const a = await call(gateway, 'POST', `/api/flash/${live}/attempt`, { token: stranger, body: { user_id: 'authz-victim', idempotency_key: `stranger-${i}`, anti_bot_token: bot } });
+      t.equal(a.status, 403, `an attempt in authz-victim's name with another user's token: 403, not counted (${describe(a)})`);
+    }
+    const own = await call(gateway, 'POST', `/api/flash/${live}/attempt`, { token: victim, body: { user_id: 'authz-victim', idempotency_key: 'victim-1', anti_bot_token: bot } });
+    t.ok(own.status === 200 || own.status === 202, `authz-victim's own attempt afterwards is decided, not rate-limited (${describe(own)})`);
   },
 });
 

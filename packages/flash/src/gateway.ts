@@ -507,9 +507,11 @@ export class Gateway {
     // Gate 2: per-IP and per-user buckets, local memory only (synthetic attempts use their own keys).
     const prefix = input.synthetic ? 'synthetic\u0000' : '';
     this.limit(this.ipBuckets, prefix + input.ip, this.ipLimits, now, 'ip');
-    this.limit(this.userBuckets, prefix + input.userId, this.userLimits, now, 'user');
-    // Then who the user is, and the account-farm defence (an HMAC and a comparison, memory only).
+    // Then who the user is, and the account-farm defence (an HMAC and a comparison, memory only), before the user's
+    // own bucket: anyone may get a bot token for any user id (the challenge is open), so charging the bucket first
+    // let a stranger keep a user rate-limited through the sale with attempts in that user's name.
     if (!input.synthetic) this.checkUser(input.bearer, input.userId, true);
+    this.limit(this.userBuckets, prefix + input.userId, this.userLimits, now, 'user');
     const entry = await this.dealEntry(input.dealId);
     if (entry === null) throw notFound(`no deal ${input.dealId}`, { deal_id: input.dealId });
     const state = snapshotState(entry.snapshot, now);
