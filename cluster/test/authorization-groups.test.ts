@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap';
 import { solveChallenge } from '@raftkit/flash';
 import { call, until, type Answer, type TestCluster } from '@raftkit/testkit';
-import { describe, GROUPED_MEMBER_CLUSTER_ROUTES, testService, type Credential } from './helpers/authorization.js';
+import { checkUpgrade, describe, GROUPED_MEMBER_CLUSTER_ROUTES, testService, type Credential } from './helpers/authorization.js';
 
 t.setTimeout(600_000);
 
@@ -53,6 +53,8 @@ testService(t, {
       standing: 'client',
     },
   }),
+  // The editor's socket takes any token of the cluster (the join then names the user the token is for).
+  selfChecked: (t, cluster, credentials) => checkUpgrade(t, cluster.role('worker')[0]!.url, '/ws/docs/authzdoc', 'authenticated', credentials),
 });
 
 testService(t, {
@@ -169,6 +171,8 @@ testService(t, {
   }),
   selfChecked: async (t, cluster, credentials) => {
     const gateway = cluster.role('gateway')[0]!.url;
+    // Watching an auction is open to anyone.
+    await checkUpgrade(t, gateway, '/ws/auctions/authz-no-auction', 'open', credentials);
     // A bid carries its bidder's token in the body: that bidder's token only (no such auction: nothing is bid).
     await onlyPasses(t, `${gateway} POST /api/auctions/{id}/bids`, 'auction bidder token', credentials, (c) =>
       call(gateway, 'POST', '/api/auctions/authz-no-auction/bids', {

@@ -8,6 +8,8 @@
  * A route list kept by each test (the cluster endpoints and internal routes that must never take a client token)
  * is checked against the routers' own lists and called too, so the test also judges servers that list nothing.
  */
+import { randomBytes } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import type { Test } from 'tap';
 import { deriveClientToken } from '@raftkit/http';
 import { call, startCluster, until, type Answer, type TestCluster } from '@raftkit/testkit';
@@ -194,4 +196,46 @@ export function testService(t: Test, c: ServiceCase): void {
       return leaders.size === 1 && typeof all[0]!.body.leader_id === 'string';
     });
   });
+}
+
+/** The status a WebSocket upgrade of `path` gets (101 when accepted), the token as a bearer token; the socket is closed at once. */
+export function upgradeStatus(base: string, path: string, token: string | null): Promise<number> {
+  const url = new URL(path, base);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname + url.search,
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-key': randomBytes(16).toString('base64'),
+        'sec-websocket-version': '13',
+        ...(token === null ? {} : { authorization: `Bearer ${token}` }),
+      },
+      timeout: 20_000,
+    });
+    req.on('upgrade', (res, socket) => {
+      socket.destroy();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('timeout', () => req.destroy(new Error(`upgrade ${path}: no answer in 20 s`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+/** Each credential on a WebSocket route: `admits` judged as for HTTP routes (open: never 401; else by standing). */
+export async function checkUpgrade(t: Test, base: string, path: string, admits: 'open' | 'authenticated', credentials: Record<string, Credential>): Promise<void> {
+  for (const [kind, { token, standing }] of Object.entries(credentials)) {
+    const status = await upgradeStatus(base, path, token);
+    const with_ = `upgrade ${path} with ${kind === 'none' ? 'no token' : `a ${kind}`}`;
+    t.ok(status < 500, `${with_}: no 5xx (${status})`);
+    if (admits === 'open' || standing === 'cluster' || standing === 'client') t.equal(status, 101, `${with_}: accepted`);
+    else t.equal(status, 401, `${with_}: 401`);
+  }
 }
