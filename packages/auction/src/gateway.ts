@@ -27,6 +27,7 @@ import {
   unauthorized,
   type JsonObject,
   type RequestContext,
+  pushOrDrop,
   type RunningWorker,
   type WorkerOptions,
   type WorkerRole,
@@ -46,6 +47,8 @@ const REGISTER_EVERY_MS = 2_000;
 const AUCTION_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 const KEY = /^[\x21-\x7e]{1,128}$/;
 const AMOUNT_MAX = 2 ** 48;
+/** Bytes a watcher may leave unread before it is dropped (an update is ~200 bytes; the open route needs no token). */
+const MAX_UNSENT_BYTES = 256 * 1024;
 const TIME_MAX = 8.64e15;
 
 export const gatewayRole: WorkerRole = {
@@ -243,7 +246,8 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
   http.server.on('upgrade', onUpgrade);
 
   const attach = (ws: WebSocket, auctionId: string): void => {
-    const s: Socket = { ws, auctionId, seq: -1, early: null, send: (text) => ws.send(text) };
+    // A watcher that does not read is dropped, not buffered for (each push carries the whole current price).
+    const s: Socket = { ws, auctionId, seq: -1, early: null, send: (text) => void pushOrDrop(ws, text, MAX_UNSENT_BYTES) };
     let subscribed = false;
     ws.on('message', (data) => {
       let msg: { type?: unknown } | null = null;

@@ -17,6 +17,7 @@
 import { randomUUID } from 'node:crypto';
 import { checkOp, Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
+import { pushOrDrop } from '@raftkit/http';
 import { atLeast, MAX_OPS_PER_CHANGE, type ChangeEntry, type ChangeInput, type CollabCommand, type CollabResult, type Role } from './machine.js';
 import type { LogAccess, StateView } from './log-access.js';
 import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
@@ -29,6 +30,8 @@ const MAX_BATCH_BYTES = 1024 * 1024;
 const MAX_QUEUE_BYTES = 64 * 1024 * 1024;
 /** Append entries in flight per document (each one Raft entry; the leader batches them into its appends). */
 const MAX_INFLIGHT = 8;
+/** Bytes a client may leave unread before it is dropped: a welcome and a few full-size changes (frames: 4 MiB). */
+export const MAX_UNSENT_BYTES = 16 * 1024 * 1024;
 
 export interface Conn {
   ws: WebSocket;
@@ -409,5 +412,6 @@ function presenceOf(c: Conn): ServerMessage {
 }
 
 export function send(conn: Conn, message: ServerMessage): void {
-  if (conn.ws.readyState === 1) conn.ws.send(JSON.stringify(message));
+  // A client that does not read is dropped rather than buffered for: it resyncs from the document when it rejoins.
+  if (conn.ws.readyState === 1) pushOrDrop(conn.ws, JSON.stringify(message), MAX_UNSENT_BYTES);
 }

@@ -8,12 +8,13 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import { serveWorkerHttp, verifyToken, type Principal, type RunningWorker, type WorkerOptions } from '@raftkit/http';
+import { pushOrDrop, serveWorkerHttp, verifyToken, type Principal, type RunningWorker, type WorkerOptions } from '@raftkit/http';
 import { collabApi } from './api.js';
+import { EarlyFrames } from './early-frames.js';
 import { LogAccess } from './log-access.js';
 import { DOC_ID, USER_ID, LEASE_MS, type CollabResult } from './machine.js';
 import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_PROTOCOL, CLOSE_REVOKED, CLOSE_UNAUTHORISED, MAX_EDITORS, MAX_FRAME_BYTES, parseClientMessage, type ClientMessage } from './protocol.js';
-import { appendStats, DocSession, send, type Conn } from './session.js';
+import { appendStats, DocSession, MAX_UNSENT_BYTES, send, type Conn } from './session.js';
 import { DEFAULT_GROUPS, groupName } from './service.js';
 
 /** Internal header: this socket comes from another worker's proxy (never proxy it again). */
@@ -148,13 +149,14 @@ export class CollabWorker {
   handle(ws: WebSocket, req: IncomingMessage, principal: Principal, docId: string): void {
     const proxied = principal.kind === 'cluster' && typeof req.headers[PROXY_HEADER] === 'string';
     let joined = false;
-    const early: RawData[] = [];
+    const backlog = new EarlyFrames();
+    const early = backlog.frames;
     const timer = setTimeout(() => {
       if (!joined) ws.close(CLOSE_PROTOCOL, 'join first');
     }, JOIN_TIMEOUT_MS);
     const onFirst = (data: RawData): void => {
       if (joined) {
-        early.push(data);
+        if (!backlog.push(data)) ws.close(CLOSE_PROTOCOL, 'too much sent before the join completed');
         return;
       }
       const message = parseClientMessage(data.toString());
@@ -244,15 +246,16 @@ export class CollabWorker {
         ws.removeAllListeners('message');
         upstream.send(joinFrame.toString());
         for (const data of early.splice(0)) upstream.send(data.toString());
+        // Both ways bounded: an owner that stops reading, or a client, is dropped rather than buffered for.
         ws.on('message', (data) => {
-          if (upstream.readyState === WebSocket.OPEN) upstream.send(data.toString());
+          if (upstream.readyState === WebSocket.OPEN) pushOrDrop(upstream, data.toString(), MAX_UNSENT_BYTES);
         });
         ws.on('close', () => upstream.close());
         // The client may have gone while the upstream was opening: its close event has passed already.
         if (ws.readyState !== WebSocket.OPEN) upstream.close();
       });
       upstream.on('message', (data) => {
-        if (ws.readyState === WebSocket.OPEN) ws.send(data.toString());
+        if (ws.readyState === WebSocket.OPEN) pushOrDrop(ws, data.toString(), MAX_UNSENT_BYTES);
       });
       upstream.on('close', (code, reason) => {
         if (!opened) return resolve(false);

@@ -30,6 +30,7 @@ import {
   ServiceError,
   take,
   unauthorized,
+  verifyToken,
   type BucketCounter,
   type BucketLimits,
   type Logger,
@@ -436,7 +437,7 @@ export class Gateway {
       throw badRequest('invalid_field', 'anti_bot_token must be a string', { field: 'anti_bot_token' });
     }
     const synthetic = req.headers['x-flash-synthetic'] === '1';
-    if (synthetic && bearerToken(req) !== this.secret) throw new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
+    if (synthetic && !this.presentsClusterToken(req)) throw new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
     const input: AttemptInput = { dealId, userId, key, botToken, bearer: bearerToken(req), ip: this.clientIp(req), synthetic };
     const answer = await this.attempt(input);
     return new Reply(answer.status === 'queued' ? 202 : 200, answer, NO_STORE);
@@ -506,9 +507,11 @@ export class Gateway {
     // Gate 2: per-IP and per-user buckets, local memory only (synthetic attempts use their own keys).
     const prefix = input.synthetic ? 'synthetic\u0000' : '';
     this.limit(this.ipBuckets, prefix + input.ip, this.ipLimits, now, 'ip');
-    this.limit(this.userBuckets, prefix + input.userId, this.userLimits, now, 'user');
-    // Then who the user is, and the account-farm defence (an HMAC and a comparison, memory only).
+    // Then who the user is, and the account-farm defence (an HMAC and a comparison, memory only), before the user's
+    // own bucket: anyone may get a bot token for any user id (the challenge is open), so charging the bucket first
+    // let a stranger keep a user rate-limited through the sale with attempts in that user's name.
     if (!input.synthetic) this.checkUser(input.bearer, input.userId, true);
+    this.limit(this.userBuckets, prefix + input.userId, this.userLimits, now, 'user');
     const entry = await this.dealEntry(input.dealId);
     if (entry === null) throw notFound(`no deal ${input.dealId}`, { deal_id: input.dealId });
     const state = snapshotState(entry.snapshot, now);
@@ -745,7 +748,7 @@ export class Gateway {
     const reservationId = ctx.params.reservation_id ?? '';
     const reservation = await this.inventory(() => this.backend.reservation(reservationId));
     if (reservation === null || reservation.dealId !== entry.snapshot.dealId) throw notFound(`no reservation ${reservationId} in this deal`, { reservation_id: reservationId });
-    if (bearerToken(ctx.req) !== this.secret) this.requireUser(ctx.req, reservation.userId);
+    if (!this.presentsClusterToken(ctx.req)) this.requireUser(ctx.req, reservation.userId);
     return reservationBody(reservation);
   }
 
@@ -950,6 +953,17 @@ export class Gateway {
       if (first !== undefined && first.length > 0 && first.length <= 64) return first;
     }
     return req.socket.remoteAddress ?? 'unknown';
+  }
+
+  /** Whether the request carries the cluster token: checked like every token (constant time, any current token), never with `===`. */
+  private presentsClusterToken(req: IncomingMessage): boolean {
+    const presented = bearerToken(req);
+    if (presented === null) return false;
+    try {
+      return verifyToken(presented, this.options.tokens).kind === 'cluster';
+    } catch {
+      return false;
+    }
   }
 
   /** The account a user's bearer token proves, for `userId`; 401 without one, 403 for another user or an ineligible one. */

@@ -39,3 +39,5 @@ export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.
 export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';
 export { TurnBatcher } from './turn-batcher.js';
 export type { TurnBatcherOptions } from './turn-batcher.js';
+export { pushOrDrop } from './slow-push.js';
+export type { PushSocket } from './slow-push.js';
