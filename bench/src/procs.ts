@@ -26,7 +26,15 @@ export function portFree(port: number, host = '127.0.0.1'): Promise<boolean> {
  * A base port b in [min, max) such that b + every offset is free on 127.0.0.1. Tries random bases (other
  * developers' clusters use the low defaults), so two harnesses rarely pick the same one.
  */
-export async function freePortBlock(offsets: number[], min = 20_000, max = 40_000): Promise<number> {
+/**
+ * Ports for the benchmarks' own clusters and their peers: below the kernel's ephemeral range (32768+, where outgoing
+ * connections of every process on the machine take their local ports, so a port found free there can be taken before
+ * a daemon binds it) and below the test clusters' reserved bases (packages/testkit: 20000+).
+ */
+export const BENCH_PORTS_MIN = 10_000;
+export const BENCH_PORTS_MAX = 19_900;
+
+export async function freePortBlock(offsets: number[], min = BENCH_PORTS_MIN, max = BENCH_PORTS_MAX): Promise<number> {
   const span = Math.max(...offsets);
   for (let attempt = 0; attempt < 50; attempt++) {
     const base = min + 10 * Math.floor((Math.random() * (max - min - span)) / 10);

@@ -155,7 +155,7 @@ async function bare(o: RunOptions): Promise<Record<string, number | null>> {
     await removeDir();
   });
   try {
-    const base = await freePortBlock([1, 2], 40_000, 60_000);
+    const base = await freePortBlock([1, 2]);
     const origins: string[] = [];
     for (let i = 1; i <= GATEWAYS; i++) {
       const d = spawnDaemon(`bare node:http ${i}`, process.execPath, [jsonServer, String(base + i)], { log: join(dir, `bare-${i}.log`) });

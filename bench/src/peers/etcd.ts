@@ -51,7 +51,7 @@ export async function startEtcd(nodes = 5): Promise<EtcdCluster> {
   const removeData = removeLater(dataDir);
   // Client ports base+1..base+n, peer ports base+101..base+100+n.
   const offsets = Array.from({ length: nodes }, (_, i) => [1 + i, 101 + i]).flat();
-  const base = await freePortBlock(offsets, 40_000, 60_000);
+  const base = await freePortBlock(offsets);
   const members: EtcdMember[] = Array.from({ length: nodes }, (_, i) => ({
     name: `e${i + 1}`,
     pid: 0,

@@ -60,7 +60,7 @@ export async function startJetStream(count = 5): Promise<JetStreamCluster> {
   });
   try {
     const offsets = Array.from({ length: count }, (_, i) => [1 + i, 101 + i]).flat();
-    const base = await freePortBlock(offsets, 40_000, 60_000);
+    const base = await freePortBlock(offsets);
     const nodes: NatsNode[] = Array.from({ length: count }, (_, i) => ({ name: `n${i + 1}`, clientPort: base + 1 + i, clusterPort: base + 101 + i }));
     process.stderr.write(`bench: starting ${count} nats-server ${version} with JetStream on 127.0.0.1:${nodes[0]!.clientPort}-${nodes[count - 1]!.clientPort}, data in ${dir}\n`);
     for (const node of nodes) {

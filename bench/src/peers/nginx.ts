@@ -88,7 +88,7 @@ export async function startNginx(o: { workers: number; location: string; headers
   });
   try {
     mkdirSync(join(dir, 'tmp'));
-    const port = (await freePortBlock([1], 40_000, 60_000)) + 1;
+    const port = (await freePortBlock([1])) + 1;
     const config = join(dir, 'nginx.conf');
     writeFileSync(config, nginxConfig({ dir, port, workers: o.workers, location: o.location, headers: o.headers }));
     process.stderr.write(`bench: starting nginx ${version} (${o.workers} worker processes) on 127.0.0.1:${port}, config ${config}\n`);

@@ -28,7 +28,7 @@ export async function startNode302(processes: number, headers: Record<string, st
     await stopDaemons(daemons);
     await removeDir();
   });
-  const base = await freePortBlock(Array.from({ length: processes }, (_, i) => 1 + i), 40_000, 60_000);
+  const base = await freePortBlock(Array.from({ length: processes }, (_, i) => 1 + i));
   const origins = Array.from({ length: processes }, (_, i) => `http://127.0.0.1:${base + 1 + i}`);
   process.stderr.write(`bench: starting ${processes} bare node:http 302 servers on 127.0.0.1:${base + 1}-${base + processes}\n`);
   try {

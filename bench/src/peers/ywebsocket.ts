@@ -27,7 +27,7 @@ function serverScript(): string {
 export async function startYWebsocket(): Promise<YWebsocketServer> {
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-ywebsocket-'));
   const remove = removeLater(dir);
-  const port = await freePortBlock([0], 40_000, 60_000);
+  const port = await freePortBlock([0]);
   const log = join(dir, 'server.log');
   const daemon: Daemon = spawnDaemon('y-websocket', process.execPath, [serverScript()], {
     log,
