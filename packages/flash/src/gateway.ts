@@ -96,11 +96,12 @@ const NEXT_SYNTHETIC = 3;
 interface Wire {
   status: number;
   headers: Record<string, string | number>;
-  body: Buffer;
+  /** A string, not a Buffer: node:http then sends the head and the body in one write (a Buffer body is a writev). */
+  body: string;
 }
 
 /**
- * Bytes of answers and refusals, made once per object: the refusals are built once (module constants, the deal's
+ * Answers and refusals as written, made once per object: the refusals are built once (module constants, the deal's
  * not-live), the local sold out is one object, and a remembered answer (a retry, a winner's replay) is the same
  * object each time, so the rejection path neither stringifies JSON nor builds headers per request.
  */
@@ -109,9 +110,9 @@ const wires = new WeakMap<object, Wire>();
 function wireOf(key: object, status: number, body: unknown, headers: Record<string, string>): Wire {
   let wire = wires.get(key);
   if (wire === undefined) {
-    const bytes = Buffer.from(JSON.stringify(body), 'utf8');
+    const text = JSON.stringify(body);
     // The same headers, in the same order, as `sendJson` writes.
-    wire = { status, headers: { 'content-type': 'application/json', 'content-length': bytes.length, ...headers }, body: bytes };
+    wire = { status, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers }, body: text };
     wires.set(key, wire);
   }
   return wire;
