@@ -36,6 +36,7 @@ import { startOurCluster, type OurCluster } from '../ours.js';
 import { startRedis } from '../peers/redis.js';
 import { spawnDaemon, stopDaemons, waitListening, type Daemon } from '../peers/daemon.js';
 import { BenchError, cpuSeconds, freePortBlock, sleep } from '../procs.js';
+import { summarizeProfiles } from '../profile.js';
 import { round, summarize } from '../stats.js';
 
 const MEMBERS = 5;
@@ -192,6 +193,7 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
     nodes: MEMBERS,
     workers: { gateway: GATEWAYS },
     settings: { challenge_bits: String(CHALLENGE_BITS), trust_proxy: '1', expected_peak_rps: '100', ...settings },
+    env: profileEnv(o),
   });
   try {
     const gws = cluster.workers.filter((w) => w.role === 'gateway').map((w) => w.url);
@@ -350,7 +352,21 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
     return result;
   } finally {
     await cluster.stop();
+    if (o.profileDir !== null) {
+      // --profile: the gateways' CPU profiles (the rejection path is theirs), written as they exit.
+      const summary = summarizeProfiles(o.profileDir, cluster.workers.filter((w) => w.role === 'gateway').map((w) => w.pid));
+      if (summary !== null) process.stderr.write(`bench: ${system}: CPU profiles of the gateways in ${o.profileDir}\n${summary}\n`);
+    }
   }
+}
+
+/** --profile: our processes preload the profiler (bench/src/profile-preload.ts). */
+function profileEnv(o: RunOptions): NodeJS.ProcessEnv {
+  if (o.profileDir === null) return {};
+  return {
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim(),
+    BENCH_PROFILE_DIR: o.profileDir,
+  };
 }
 
 export const flashBenchmark: Benchmark = {

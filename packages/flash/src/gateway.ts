@@ -24,7 +24,6 @@ import {
   requireInteger,
   requireObject,
   requireString,
-  sendError,
   sendJson,
   serveWorkerHttp,
   ServiceError,
@@ -48,10 +47,14 @@ import { MAX_SHARDS, type DealState, type ReservationView } from './machine.js';
 import { RaftInventory } from './raft-inventory.js';
 import { checkBotToken, checkChallenge, checkUserToken, eligible, makeBotToken, makeChallenge, makeUserToken, workBits, BOT_TOKEN_TTL_MS, type Account } from './tokens.js';
 import { runSmoke, type SmokeReport } from './smoke.js';
+import { TokenCache } from './token-cache.js';
 
 export const DEAL_ID = /^[A-Za-z0-9_-]{1,64}$/;
 export const USER_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 const KEY_MAX = 200;
+/** The attempt's field rules, made once (the fast path checks every attempt with them). */
+const KEY_RULE = { minLength: 1, maxLength: KEY_MAX };
+const USER_RULE = { pattern: USER_ID };
 /** An attempt body's bound on the fast path (a real one is about 200 bytes). */
 const MAX_ATTEMPT_BODY = 16 * 1024;
 const NO_STORE = { 'cache-control': 'no-store' };
@@ -75,6 +78,59 @@ const LOOKUP_LIMITS: BucketLimits = { capacity: 20, refillRate: 20 };
 const BOT_REQUIRED = new HttpError(429, 'bot_check_required', 'solve the challenge (POST .../challenge, then .../challenge/answer) first', {}, { 'retry-after': '1' });
 const BOT_FAILED = new HttpError(429, 'bot_check_failed', 'the anti-bot token is not valid for this user and deal', {}, { 'retry-after': '1' });
 const rateLimitErrors = new Map<string, HttpError>();
+const MISSING_KEY = badRequest('missing_idempotency_key', 'idempotency_key is required: a retry with the same key never reserves a second unit', { field: 'idempotency_key' });
+const SYNTHETIC_FORBIDDEN = new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
+const BODY_TOO_LARGE = new HttpError(413, 'body_too_large', `an attempt is at most ${MAX_ATTEMPT_BODY} bytes`);
+/** The local sold-out answer (pool or bitmap): one object, so its bytes are serialised once (`answerWire`). */
+const SOLD_OUT: AttemptAnswer = Object.freeze({ status: 'lost', reason: 'sold_out' });
+/** Verified tokens remembered per gateway (each kind): far above the crowd this machine serves, a bound against misuse. */
+export const MAX_CACHED_TOKENS = 100_000;
+
+/** What the local gates leave to wait for (numbers, not objects: nothing allocated to say it). */
+type Next = 0 | 1 | 2 | 3;
+const NEXT_INVENTORY = 0;
+const NEXT_EVERY_SHARD = 1;
+const NEXT_PENDING = 2;
+const NEXT_SYNTHETIC = 3;
+
+/** An answer as written: status, headers (with the length) and the body's bytes. */
+interface Wire {
+  status: number;
+  headers: Record<string, string | number>;
+  /** A string, not a Buffer: node:http then sends the head and the body in one write (a Buffer body is a writev). */
+  body: string;
+}
+
+/**
+ * Answers and refusals as written, made once per object: the refusals are built once (module constants, the deal's
+ * not-live), the local sold out is one object, and a remembered answer (a retry, a winner's replay) is the same
+ * object each time, so the rejection path neither stringifies JSON nor builds headers per request.
+ */
+const wires = new WeakMap<object, Wire>();
+
+function wireOf(key: object, status: number, body: unknown, headers: Record<string, string>): Wire {
+  let wire = wires.get(key);
+  if (wire === undefined) {
+    const text = JSON.stringify(body);
+    // The same headers, in the same order, as `sendJson` writes.
+    wire = { status, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers }, body: text };
+    wires.set(key, wire);
+  }
+  return wire;
+}
+
+function answerWire(answer: AttemptAnswer): Wire {
+  return wireOf(answer, answer.status === 'queued' ? 202 : 200, answer, NO_STORE);
+}
+
+function errorWire(error: HttpError): Wire {
+  return wireOf(error, error.status, error.body(), error.headers);
+}
+
+function writeWire(res: ServerResponse, wire: Wire): void {
+  res.writeHead(wire.status, wire.headers);
+  res.end(wire.body);
+}
 
 /** The rate limit's refusal for a gate and a Retry-After, made once each (immutable, like the bot check's). */
 function rateLimited(gate: 'ip' | 'user', seconds: number): HttpError {
@@ -158,6 +214,8 @@ interface DealEntry {
   stateBody: string;
   /** The state `stateBody` shows: rendered again when the clock moves the deal on (to ended) between refreshes. */
   stateShown: DealState;
+  /** The 409 deal_not_live refusal of this deal, built once (the burst before go-live answers many). */
+  notLive?: HttpError;
 }
 
 /** The per-request parts of an attempt, after the body checks. */
@@ -235,8 +293,8 @@ export class Gateway {
    * Tokens already proven (bounded): the bot check and the user token are an HMAC each, on the path every rejected
    * attempt takes; a crowd retries with the same tokens, so a map lookup replaces the HMAC.
    */
-  private readonly userTokens = new Map<string, Account>();
-  private readonly botTokens = new Map<string, { dealId: string; userId: string; expiresAt: number }>();
+  private readonly userTokens = new TokenCache<Account>(MAX_CACHED_TOKENS);
+  private readonly botTokens = new TokenCache<{ dealId: string; userId: string; expiresAt: number }>(MAX_CACHED_TOKENS);
 
   constructor(
     private readonly options: WorkerOptions,
@@ -419,28 +477,28 @@ export class Gateway {
   private async attemptRoute(ctx: RequestContext): Promise<Reply> {
     const dealId = ctx.params.deal_id ?? '';
     if (!DEAL_ID.test(dealId)) throw badRequest('invalid_deal_id', 'a deal_id is 1..64 of A-Z a-z 0-9 _ -', { field: 'deal_id' });
-    return this.attemptOf(dealId, await ctx.json(), ctx.req);
+    const answer = await this.attempt(this.attemptInput(dealId, await ctx.json(), ctx.req));
+    return new Reply(answer.status === 'queued' ? 202 : 200, answer, NO_STORE);
   }
 
-  /** An attempt's body checked, then the gates. */
-  private async attemptOf(dealId: string, json: unknown, req: IncomingMessage): Promise<Reply> {
+  /** An attempt's body checked (synchronous: the fast path answers most attempts without a promise). */
+  private attemptInput(dealId: string, json: unknown, req: IncomingMessage): AttemptInput {
     const body = requireObject(json);
     // Rule 1: no key, no attempt; checked first, before any gate spends anything.
     if (body.idempotency_key === undefined || body.idempotency_key === null || body.idempotency_key === '') {
       this.tally('input', 'missing_idempotency_key');
-      throw badRequest('missing_idempotency_key', 'idempotency_key is required: a retry with the same key never reserves a second unit', { field: 'idempotency_key' });
+      throw MISSING_KEY;
     }
-    const key = requireString(body, 'idempotency_key', { minLength: 1, maxLength: KEY_MAX });
-    const userId = requireString(body, 'user_id', { pattern: USER_ID });
+    const key = requireString(body, 'idempotency_key', KEY_RULE);
+    const userId = requireString(body, 'user_id', USER_RULE);
     const botToken = typeof body.anti_bot_token === 'string' ? body.anti_bot_token : cookie(req, BOT_COOKIE);
     if (body.anti_bot_token !== undefined && body.anti_bot_token !== null && typeof body.anti_bot_token !== 'string') {
       throw badRequest('invalid_field', 'anti_bot_token must be a string', { field: 'anti_bot_token' });
     }
     const synthetic = req.headers['x-flash-synthetic'] === '1';
-    if (synthetic && !this.presentsClusterToken(req)) throw new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
-    const input: AttemptInput = { dealId, userId, key, botToken, bearer: bearerToken(req), ip: this.clientIp(req), synthetic };
-    const answer = await this.attempt(input);
-    return new Reply(answer.status === 'queued' ? 202 : 200, answer, NO_STORE);
+    const bearer = bearerToken(req);
+    if (synthetic && !this.presentsClusterToken(req)) throw SYNTHETIC_FORBIDDEN;
+    return { dealId, userId, key, botToken, bearer, ip: this.clientIp(req), synthetic };
   }
 
   /**
@@ -467,23 +525,44 @@ export class Gateway {
       size += chunk.length;
       if (size <= MAX_ATTEMPT_BODY) chunks.push(chunk);
     });
-    req.on('end', () => {
-      // Inside a promise: a throw here (bad JSON) must become an answer, never escape the event.
-      const answer = Promise.resolve().then(() => {
-        if (size > MAX_ATTEMPT_BODY) throw new HttpError(413, 'body_too_large', `an attempt is at most ${MAX_ATTEMPT_BODY} bytes`);
-        return this.attemptOf(dealId, parseJson(Buffer.concat(chunks).toString('utf8')), req);
-      });
-      answer.then(
-        (reply) => sendJson(res, reply.status, reply.body, reply.headers),
-        (error: unknown) => {
-          if (error instanceof HttpError) return sendError(res, error);
-          this.logger.log('error', 'attempt failed', { error: String((error as Error)?.stack ?? error) });
-          if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
-        },
-      );
-    });
+    req.on('end', () => this.attemptBody(dealId, chunks, size, req, res));
     req.on('error', () => res.destroy());
     return true;
+  }
+
+  /**
+   * An attempt's body has arrived (fast path). Every gate that can answer from memory runs synchronously and its
+   * answer is written from bytes serialised once (`wireOf`); only an attempt that must wait (the inventory, a
+   * deal not loaded yet, a key being decided here) takes a promise. The same gates, order and answers as `attempt`.
+   */
+  private attemptBody(dealId: string, chunks: Buffer[], size: number, req: IncomingMessage, res: ServerResponse): void {
+    let waiting: Promise<AttemptAnswer>;
+    try {
+      if (size > MAX_ATTEMPT_BODY) throw BODY_TOO_LARGE;
+      const text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8');
+      const input = this.attemptInput(dealId, parseJson(text), req);
+      const now = Date.now();
+      this.frontGates(input, now);
+      const entry = this.deals.get(dealId);
+      if (entry === undefined) waiting = this.attemptAfterFront(input, now);
+      else {
+        const next = this.localGates(entry, input, now);
+        if (typeof next === 'object') return writeWire(res, answerWire(next));
+        waiting = this.afterLocalGates(entry, input, next);
+      }
+    } catch (error) {
+      return this.failAttempt(res, error);
+    }
+    waiting.then(
+      (answer) => writeWire(res, answerWire(answer)),
+      (error: unknown) => this.failAttempt(res, error),
+    );
+  }
+
+  private failAttempt(res: ServerResponse, error: unknown): void {
+    if (error instanceof HttpError) return writeWire(res, errorWire(error));
+    this.logger.log('error', 'attempt failed', { error: String((error as Error)?.stack ?? error) });
+    if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
   }
 
   /**
@@ -492,38 +571,60 @@ export class Gateway {
    */
   async attempt(input: AttemptInput): Promise<AttemptAnswer & { synthetic?: true; shard?: number }> {
     const now = Date.now();
-    // Gate 1 (bot check): a token for this user and this deal, from the body or the cookie. No token, or a bad one: 429.
+    this.frontGates(input, now);
+    return this.attemptAfterFront(input, now);
+  }
+
+  /** After the bot check, the rate limits and the user: the deal (loaded if need be), then the local gates and the inventory. */
+  private async attemptAfterFront(input: AttemptInput, now: number): Promise<AttemptAnswer & { synthetic?: true; shard?: number }> {
+    const entry = this.deals.get(input.dealId) ?? (await this.dealEntry(input.dealId));
+    if (entry === null) throw notFound(`no deal ${input.dealId}`, { deal_id: input.dealId });
+    const next = this.localGates(entry, input, now);
+    if (typeof next === 'object') return next;
+    return this.afterLocalGates(entry, input, next);
+  }
+
+  /**
+   * Gates 1 and 2 and who the user is, from memory: the bot check (no token, or a bad one: 429), the per-IP and
+   * per-user buckets (synthetic attempts on their own keys), the bearer token and the account-farm rule. Throws the
+   * refusal (built once, no stack per request).
+   */
+  private frontGates(input: AttemptInput, now: number): void {
     if (input.botToken === null || input.botToken.length === 0) {
       this.tally('bot', 'missing');
       throw BOT_REQUIRED;
     }
     const bot = this.botTokens.get(input.botToken);
     const botOk = bot !== undefined ? bot.dealId === input.dealId && bot.userId === input.userId && bot.expiresAt > now : checkBotToken(this.secret, input.botToken, input.dealId, input.userId, now);
-    if (botOk && bot === undefined) cache(this.botTokens, input.botToken, { dealId: input.dealId, userId: input.userId, expiresAt: Number(input.botToken.split('.')[1]) });
+    if (botOk && bot === undefined) this.botTokens.set(input.botToken, { dealId: input.dealId, userId: input.userId, expiresAt: Number(input.botToken.split('.')[1]) });
     if (!botOk) {
       this.tally('bot', 'bad');
       throw BOT_FAILED;
     }
-    // Gate 2: per-IP and per-user buckets, local memory only (synthetic attempts use their own keys).
     const prefix = input.synthetic ? 'synthetic\u0000' : '';
-    this.limit(this.ipBuckets, prefix + input.ip, this.ipLimits, now, 'ip');
-    // Then who the user is, and the account-farm defence (an HMAC and a comparison, memory only), before the user's
-    // own bucket: anyone may get a bot token for any user id (the challenge is open), so charging the bucket first
-    // let a stranger keep a user rate-limited through the sale with attempts in that user's name.
+    this.limit(this.ipBuckets, input.synthetic ? prefix + input.ip : input.ip, this.ipLimits, now, 'ip');
+    // Then who the user is, and the account-farm defence (an HMAC and a comparison, memory only; cached per token),
+    // before the user's own bucket: anyone may get a bot token for any user id (the challenge is open), so charging
+    // the bucket first let a stranger keep a user rate-limited through the sale with attempts in that user's name.
     if (!input.synthetic) this.checkUser(input.bearer, input.userId, true);
-    this.limit(this.userBuckets, prefix + input.userId, this.userLimits, now, 'user');
-    const entry = await this.dealEntry(input.dealId);
-    if (entry === null) throw notFound(`no deal ${input.dealId}`, { deal_id: input.dealId });
+    this.limit(this.userBuckets, input.synthetic ? prefix + input.userId : input.userId, this.userLimits, now, 'user');
+  }
+
+  /**
+   * The deal's gates that answer from this gateway's memory: a key already answered here, the deal's state, the
+   * winners and the pool and bitmap (sold out). Returns the answer, or what must be awaited next (`Next`); a
+   * taken admission token is taken here, synchronously, exactly once.
+   */
+  private localGates(entry: DealEntry, input: AttemptInput, now: number): AttemptAnswer | Next {
     const state = snapshotState(entry.snapshot, now);
-    const userKey = `${input.userId}\u0000${input.key}`;
+    const userKey = input.synthetic ? '' : `${input.userId}\u0000${input.key}`;
     if (!input.synthetic) {
       // A retried key on this gateway: the same answer, no token spent. (Through another gateway the inventory
       // remembers the key, or the winner set answers the user's reservation.)
       const known = entry.answers.get(userKey);
       if (known !== undefined) return this.count('retry', known);
       // Still being decided here (queued): wait for that same decision as a fresh attempt would, then queued.
-      const pending = entry.pending.get(userKey);
-      if (pending !== undefined) return this.count('retry', (await promiseWithin(pending, this.backendPatienceMs())) ?? { status: 'queued' });
+      if (entry.pending.has(userKey)) return NEXT_PENDING;
     }
     if (state === 'ended' || !tokensValid(entry.snapshot.endAt, now)) {
       this.tally('state', 'ended');
@@ -531,7 +632,8 @@ export class Gateway {
     }
     if (state === 'upcoming' && !input.synthetic) {
       this.tally('state', 'upcoming');
-      throw new HttpError(409, 'deal_not_live', `deal ${input.dealId} is not live yet; poll its state`, { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() }, { 'retry-after': '1' });
+      entry.notLive ??= new HttpError(409, 'deal_not_live', `deal ${input.dealId} is not live yet; poll its state`, { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() }, { 'retry-after': '1' });
+      throw entry.notLive;
     }
     // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call. A winner's
     // retry (through another gateway than the one that answered) is answered their win, never sold out: every
@@ -541,20 +643,37 @@ export class Gateway {
     if (!input.synthetic && (entry.alive.count === 0 || entry.pool.remaining === 0)) {
       const winner = entry.winners.get(input.userId);
       if (winner !== undefined) return this.count('winners', winner);
-      if (entry.admitted.has(userKey)) return this.decideHere(entry, input.userId, input.key, true);
+      if (entry.admitted.has(userKey)) return NEXT_EVERY_SHARD;
     }
-    if (entry.alive.count === 0) return this.count('bitmap', { status: 'lost', reason: 'sold_out' });
-    if (input.synthetic) {
-      const home = homeShard(input.dealId, input.userId, entry.snapshot.shards);
-      const probe = await this.inventory(() => this.backend.probe(input.dealId, home));
-      this.tally('synthetic', probe.remaining > 0 ? 'would_try' : 'would_lose');
-      return { status: 'lost', synthetic: true, shard: home };
+    if (entry.alive.count === 0) return this.count('bitmap', SOLD_OUT);
+    if (input.synthetic) return NEXT_SYNTHETIC;
+    if (entry.admitted.has(userKey)) return NEXT_INVENTORY;
+    if (entry.pool.take() === 'sold_out') return this.count('pool', SOLD_OUT);
+    this.admit(entry, input.userId, input.key);
+    return NEXT_INVENTORY;
+  }
+
+  /** What the local gates left to wait for: a key being decided here, the inventory, or the synthetic probe. */
+  private async afterLocalGates(entry: DealEntry, input: AttemptInput, next: Next): Promise<AttemptAnswer & { synthetic?: true; shard?: number }> {
+    switch (next) {
+      case NEXT_PENDING: {
+        const pending = entry.pending.get(`${input.userId}\u0000${input.key}`);
+        // Settled since the local gates looked: its answer is remembered (or it failed: decide it again).
+        if (pending === undefined) return this.attemptAfterFront(input, Date.now());
+        return this.count('retry', (await promiseWithin(pending, this.backendPatienceMs())) ?? { status: 'queued' });
+      }
+      case NEXT_SYNTHETIC: {
+        const home = homeShard(input.dealId, input.userId, entry.snapshot.shards);
+        const probe = await this.inventory(() => this.backend.probe(input.dealId, home));
+        this.tally('synthetic', probe.remaining > 0 ? 'would_try' : 'would_lose');
+        return { status: 'lost', synthetic: true, shard: home };
+      }
+      case NEXT_EVERY_SHARD:
+        return this.decideHere(entry, input.userId, input.key, true);
+      default:
+        // Gate 4: the inventory (and the reservation, the same committed entry).
+        return this.decideHere(entry, input.userId, input.key, false);
     }
-    const admittedBefore = entry.admitted.has(userKey);
-    if (!admittedBefore && entry.pool.take() === 'sold_out') return this.count('pool', { status: 'lost', reason: 'sold_out' });
-    if (!admittedBefore) this.admit(entry, input.userId, input.key);
-    // Gate 4: the inventory (and the reservation, the same committed entry).
-    return this.decideHere(entry, input.userId, input.key, false);
   }
 
   /** The inventory part, answered queued if not decided in time (decided in the background, polled on state). */
@@ -973,8 +1092,11 @@ export class Gateway {
 
   private checkUser(token: string | null, userId: string, forAttempt: boolean): Account {
     if (token === null) throw unauthorized('a user token is required (Authorization: Bearer <user_token> from PUT /api/flash/accounts/{user_id})');
-    const account = this.userTokens.get(token) ?? checkUserToken(this.secret, token);
-    if (account !== null) cache(this.userTokens, token, account);
+    let account = this.userTokens.get(token) ?? null;
+    if (account === null) {
+      account = checkUserToken(this.secret, token);
+      if (account !== null) this.userTokens.set(token, account);
+    }
     if (account === null) throw unauthorized('not a user token of this cluster');
     if (account.userId !== userId) throw new HttpError(403, 'not_owner', 'this user token is for another user', { user_id: userId });
     if (forAttempt && !eligible(account, Date.now())) {
@@ -1110,14 +1232,6 @@ function cookie(req: IncomingMessage, name: string): string | null {
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
   }
   return null;
-}
-
-const MAX_CACHED_TOKENS = 100_000;
-
-function cache<V>(map: Map<string, V>, key: string, value: V): void {
-  if (map.has(key)) return;
-  if (map.size >= MAX_CACHED_TOKENS) map.clear();
-  map.set(key, value);
 }
 
 function parseJson(text: string): unknown {

@@ -122,7 +122,13 @@ export class RedisInventory implements InventoryBackend {
   constructor(options: RedisInventoryOptions) {
     const u = new URL(options.url);
     if (u.protocol !== 'redis:') throw new RangeError(`inventory: expected redis://host:port, got ${options.url}`);
-    this.pool = Array.from({ length: options.connections ?? 4 }, () => new Redis({ host: u.hostname, port: Number(u.port || 6379), enableAutoPipelining: true, maxRetriesPerRequest: 1, lazyConnect: false }));
+    this.pool = Array.from({ length: options.connections ?? 4 }, () => {
+      const redis = new Redis({ host: u.hostname, port: Number(u.port || 6379), enableAutoPipelining: true, maxRetriesPerRequest: 1, lazyConnect: false });
+      // Connection errors reach the commands that fail on them (answered 503 by the gateway); without a listener
+      // ioredis prints each reconnect attempt as an unhandled error event.
+      redis.on('error', () => undefined);
+      return redis;
+    });
   }
 
   private get client(): Redis {

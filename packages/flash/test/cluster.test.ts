@@ -149,6 +149,34 @@ t.test('gate: the bot check (challenge, proof of work, cookie; 429 without)', as
   t.equal(viaCookie.body.status, 'won');
 });
 
+t.test('the token caches: a tampered or borrowed token is refused while a good one is cached', async (t) => {
+  // An upcoming deal: a good attempt passes the bot check, the limits and the user check (caching both tokens),
+  // then stops at deal_not_live, so nothing is spent from the inventory.
+  const deal = await createDeal(1, 1, 600_000, 1_200_000);
+  const u = await newUser();
+  const w = await newUser();
+  const bot = await client.solve(deal, u.id, from(u, 0));
+  const wBot = await client.solve(deal, w.id, from(w, 0));
+  const tamper = (s: string): string => s.slice(0, -1) + (s.endsWith('A') ? 'B' : 'A');
+  const call = (user: User, body: Record<string, unknown>, bearer: string): Promise<FlashAnswer> =>
+    client.call('POST', `/api/flash/${deal}/attempt`, { user_id: user.id, idempotency_key: 'k', ...body }, { bearer, ...from(user, 0) });
+  const good = await call(u, { anti_bot_token: bot }, u.token);
+  t.same([good.status, errorCode(good)], [409, 'deal_not_live'], 'the good tokens pass every token check (now cached)');
+  t.same([(await call(w, { anti_bot_token: wBot }, w.token)).status], [409], "another user's good tokens, cached too");
+  const badBot = await call(u, { anti_bot_token: tamper(bot) }, u.token);
+  t.same([badBot.status, errorCode(badBot)], [429, 'bot_check_failed'], 'a bot token one character off: 429');
+  const borrowed = await call(u, { anti_bot_token: wBot }, u.token);
+  t.same([borrowed.status, errorCode(borrowed)], [429, 'bot_check_failed'], "another user's cached bot token: 429");
+  const otherDeal = await call(u, { anti_bot_token: await client.solve(live, u.id, from(u, 0)) }, u.token);
+  t.same([otherDeal.status, errorCode(otherDeal)], [429, 'bot_check_failed'], "the user's token for another deal: 429");
+  const badBearer = await call(u, { anti_bot_token: bot }, tamper(u.token));
+  t.same([badBearer.status, errorCode(badBearer)], [401, 'unauthorized'], 'a user token one character off: 401');
+  const wBearer = await call(u, { anti_bot_token: bot }, w.token);
+  t.same([wBearer.status, errorCode(wBearer)], [403, 'not_owner'], "another user's cached user token: 403");
+  const again = await call(u, { anti_bot_token: bot }, u.token);
+  t.same([again.status, again.body], [409, good.body], 'the good tokens still pass, with the same answer');
+});
+
 t.test('errors: idempotency key, bearer token, account-farm defence', async (t) => {
   const u = await newUser();
   const botToken = await client.solve(live, u.id, from(u));
