@@ -16,6 +16,7 @@ import {
   GroupRouter,
   HttpError,
   holdUpgraded,
+  NextRoundCoalescer,
   notFound,
   Reply,
   requireInteger,
@@ -69,15 +70,17 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
   const secret = randomBytes(24).toString('base64url');
   const channels = new Map<string, Channel>();
   const stats = { pushesIn: 0, polls: 0, repaired: 0 };
+  const listings = new NextRoundCoalescer<{ state: string | null; auctions: AuctionBody[] }>();
   let selfUrl = `http://${options.httpAddress}`;
 
   const http = await serveWorkerHttp(options, {
-    health: () => ({ channels: channels.size, watchers: [...channels.values()].reduce((n, c) => n + c.size, 0), shards: [...channels.values()].reduce((n, c) => n + c.shards.length, 0), ...stats }),
+    health: () => ({ channels: channels.size, watchers: [...channels.values()].reduce((n, c) => n + c.size, 0), shards: [...channels.values()].reduce((n, c) => n + c.shards.length, 0), ...stats, listFanouts: listings.runs }),
   });
   selfUrl = `http://${options.httpAddress.split(':')[0]}:${http.port}`;
   const metrics = http.metrics;
   metrics.gauge('auction_watchers', 'WebSocket watchers on this gateway').set(() => [...channels.values()].reduce((n, c) => n + c.size, 0));
   metrics.gauge('auction_pushes_received_total', 'Pushes received from writers').set(() => stats.pushesIn);
+  metrics.gauge('auction_list_fanouts_total', 'Listings fanned out to every group (concurrent lists share one)').set(() => listings.runs);
   metrics.gauge('auction_polls_total', 'Auction states polled because pushes were silent for 2 s').set(() => stats.polls);
 
   /** A call through the router; its ServiceErrors become the same HTTP answers (503 and 429 keep Retry-After). */
@@ -193,10 +196,13 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
     })
     .get('/api/auctions', { admits: 'open' }, async (ctx) => {
       const state = stateQuery(ctx);
-      const groups = await auctionGroups(router, members, clusterToken);
-      const lists = await Promise.all(groups.map((g) => mapped(() => router.call(g, 'GET', `/internal/groups/${g}/auctions?limit=1000${state === null ? '' : `&state=${state}`}`)) as Promise<{ auctions: AuctionBody[] }>));
-      const auctions = lists.flatMap((l) => l.auctions).sort((a, b) => a.close_at - b.close_at || (a.auction_id < b.auction_id ? -1 : 1));
-      return { state, auctions: auctions.slice(0, 1000) };
+      // Anyone may list, and a list asks every group: concurrent lists share one fan-out per state at a time.
+      return listings.run(state ?? 'all', async () => {
+        const groups = await auctionGroups(router, members, clusterToken);
+        const lists = await Promise.all(groups.map((g) => mapped(() => router.call(g, 'GET', `/internal/groups/${g}/auctions?limit=1000${state === null ? '' : `&state=${state}`}`)) as Promise<{ auctions: AuctionBody[] }>));
+        const auctions = lists.flatMap((l) => l.auctions).sort((a, b) => a.close_at - b.close_at || (a.auction_id < b.auction_id ? -1 : 1));
+        return { state, auctions: auctions.slice(0, 1000) };
+      });
     })
     .get('/api/auctions/:id', { admits: 'open' }, async (ctx) => {
       const auctionId = auctionIdOf(ctx);

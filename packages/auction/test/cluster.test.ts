@@ -217,6 +217,20 @@ t.test('scheduled auctions: state scheduled, bids not_started (not recorded), li
   t.equal((await call(gw, 'GET', '/api/auctions?state=bogus')).status, 400);
 });
 
+t.test('concurrent public lists share fan-outs, and each still sees an auction created before it asked', async (t) => {
+  const fanouts = async (): Promise<number> => Number((await call(gw, 'GET', '/healthz')).body.listFanouts);
+  const before = await fanouts();
+  const fresh = await auction({ start_at: now() + 600_000, end_at: now() + 700_000 });
+  const lists = await Promise.all(Array.from({ length: 30 }, () => call(gw, 'GET', '/api/auctions?state=scheduled')));
+  t.ok(lists.every((l) => l.status === 200), 'every list answered 200');
+  t.ok(
+    lists.every((l) => (l.body.auctions as Array<{ auction_id: string }>).some((x) => x.auction_id === fresh)),
+    'every list holds the auction created before it',
+  );
+  const used = (await fanouts()) - before;
+  t.ok(used >= 1 && used < 30, `30 concurrent lists cost ${used} fan-outs to every group, not 30`);
+});
+
 t.test('WebSocket: snapshot first, bid_update in seq order on every gateway, bad messages answered', async (t) => {
   const watched = await auction({ end_at: now() + 8_000, anti_snipe_window_s: 0 });
   const w1 = await client.watch(watched, 0);

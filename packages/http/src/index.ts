@@ -41,3 +41,4 @@ export { TurnBatcher } from './turn-batcher.js';
 export type { TurnBatcherOptions } from './turn-batcher.js';
 export { pushOrDrop } from './slow-push.js';
 export type { PushSocket } from './slow-push.js';
+export { NextRoundCoalescer } from './next-round.js';
