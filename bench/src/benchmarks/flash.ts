@@ -23,19 +23,15 @@
  * request (burst window's CPU less its rejected requests at the rejection window's cost, over the wins); oversell
  * (distinct reservations won beyond 1,000, and the state's remaining after the run).
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createHash } from 'node:crypto';
 import { Pool } from 'undici';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { fetchJson } from '../http.js';
-import { onCleanup, removeLater } from '../cleanup.js';
 import { startOurCluster, type OurCluster } from '../ours.js';
 import { startRedis } from '../peers/redis.js';
-import { spawnDaemon, stopDaemons, waitListening, type Daemon } from '../peers/daemon.js';
-import { BenchError, cpuSeconds, freePortBlock, sleep } from '../procs.js';
+import { startNodeServers } from '../peers/daemon.js';
+import { BenchError, cpuSeconds, sleep } from '../procs.js';
 import { summarizeProfiles } from '../profile.js';
 import { round, summarize } from '../stats.js';
 
@@ -148,22 +144,9 @@ async function loop(origins: string[], concurrency: number, request: (w: number)
 
 /** The bare node:http answer under the same loop: requests/s and CPU per request. */
 async function bare(o: RunOptions): Promise<Record<string, number | null>> {
-  const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-bare-'));
-  const removeDir = removeLater(dir);
-  const daemons: Daemon[] = [];
-  const stop = onCleanup('stop the bare node:http servers', async () => {
-    await stopDaemons(daemons);
-    await removeDir();
-  });
+  const servers = await startNodeServers('bare node:http servers', jsonServer, GATEWAYS);
   try {
-    const base = await freePortBlock([1, 2]);
-    const origins: string[] = [];
-    for (let i = 1; i <= GATEWAYS; i++) {
-      const d = spawnDaemon(`bare node:http ${i}`, process.execPath, [jsonServer, String(base + i)], { log: join(dir, `bare-${i}.log`) });
-      daemons.push(d);
-      await waitListening(d, base + i);
-      origins.push(`http://127.0.0.1:${base + i}`);
-    }
+    const origins = servers.origins;
     // A request of the same shape and size as the attempts the gateways get (bearer, cookie, forwarded address).
     const bot = 'x'.repeat(120);
     const body = JSON.stringify({ user_id: 'u1234', idempotency_key: 'u1234-17', anti_bot_token: bot });
@@ -175,15 +158,15 @@ async function bare(o: RunOptions): Promise<Record<string, number | null>> {
     let counting = false;
     setTimeout(() => {
       counting = true;
-      cpu0 = cpuOf(daemons.map((d) => d.pid));
+      cpu0 = cpuOf(servers.pids);
       t0 = performance.now();
     }, 1000);
     await loop(origins, o.concurrency, () => ({ path: '/api/flash/dBench12345678/attempt', headers, body }), () => void (counting && n++), () => Date.now() >= until);
     const seconds = (performance.now() - t0) / 1000;
-    const cpu = cpuOf(daemons.map((d) => d.pid)) - cpu0;
+    const cpu = cpuOf(servers.pids) - cpu0;
     return { bare_requests_per_s: round(n / seconds, 0), bare_cpu_us_per_request: n === 0 ? null : round((cpu * 1e6) / n, 1), bare_requests: n };
   } finally {
-    await stop();
+    await servers.stop();
   }
 }
 

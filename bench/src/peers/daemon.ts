@@ -6,9 +6,11 @@
  * it never installs anything silently or without root.
  */
 import { spawn } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
-import { trackPid, untrackPid } from '../cleanup.js';
-import { BenchError, isAlive, portFree, runCommand, sleep, stopPid } from '../procs.js';
+import { closeSync, existsSync, mkdtempSync, openSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { onCleanup, removeLater, trackPid, untrackPid } from '../cleanup.js';
+import { BenchError, freePortBlock, isAlive, portFree, runCommand, sleep, stopPid } from '../procs.js';
 
 export async function ensureDebianPackage(binary: string, aptPackage: string): Promise<void> {
   if (existsSync(binary)) return;
@@ -61,4 +63,40 @@ export async function waitListening(daemon: Daemon, port: number, timeoutMs = 15
 export async function stopDaemons(daemons: Daemon[]): Promise<void> {
   await Promise.all(daemons.map((d) => stopPid(d.pid)));
   for (const d of daemons) untrackPid(d.pid);
+}
+
+/** `processes` Node servers of one script, each on its own loopback port, as the bare peers run them. */
+export interface NodeServers {
+  pids: number[];
+  origins: string[];
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `processes` copies of `script` (a Node server taking its port as first argument, then `args`), each on its
+ * own port, logs and cleanup in a temporary folder; `label` names them in messages ("bare node:http 302 servers").
+ */
+export async function startNodeServers(label: string, script: string, processes: number, args: string[] = []): Promise<NodeServers> {
+  const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-servers-'));
+  const removeDir = removeLater(dir);
+  const daemons: Daemon[] = [];
+  const stop = onCleanup(`stop the ${label}`, async () => {
+    await stopDaemons(daemons);
+    await removeDir();
+  });
+  const base = await freePortBlock(Array.from({ length: processes }, (_, i) => 1 + i));
+  const origins = Array.from({ length: processes }, (_, i) => `http://127.0.0.1:${base + 1 + i}`);
+  process.stderr.write(`bench: starting ${processes} ${label} on 127.0.0.1:${base + 1}-${base + processes}\n`);
+  try {
+    for (let i = 0; i < processes; i++) {
+      const port = base + 1 + i;
+      const daemon = spawnDaemon(`${label} ${i + 1}`, process.execPath, [script, String(port), ...args], { log: join(dir, `server-${i + 1}.log`) });
+      daemons.push(daemon);
+      await waitListening(daemon, port);
+    }
+  } catch (e) {
+    await stop();
+    throw e;
+  }
+  return { pids: daemons.map((d) => d.pid), origins, stop };
 }

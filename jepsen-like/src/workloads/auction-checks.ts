@@ -25,26 +25,16 @@
  *                   now, log: LoggedBid[] | null, visible: VisibleChange[]}
  * Times inside values (placed_at, close_at, start_at) are epoch milliseconds of the service's clock.
  */
-import { AuctionMachine, type AuctionCommand, type AuctionResult, type BidResult } from '@raftkit/auction';
+import { AuctionMachine, type AuctionCommand, type AuctionResult, type BidResult, type LoggedBid as ServiceLoggedBid } from '@raftkit/auction';
 import type { HistoryEvent } from '../history.js';
 import { pairOps, type PairedOp } from './log-checks.js';
 import type { Anomaly, CheckResult } from './workload.js';
 
-/** One bid command of an auction's log, in log order, with what the service decided. */
-export interface LoggedBid {
-  bidder_id: string;
-  amount: number;
-  max_proxy_amount: number | null;
-  idempotency_key: string;
-  /** The entry's (leader-stamped) time. */
-  placed_at: number;
-  status: string;
-  /** The auction's high bid and high bidder after this entry. */
-  high_bid: number | null;
-  high_bidder_id: string | null;
-  /** Null when not known (a reconstructed entry whose answer the client did not get). */
-  close_at: number | null;
-}
+/**
+ * One bid command of an auction's log, in log order, with what the service decided: the service's own entry
+ * (`GET /api/auctions/{id}/log`), whose `bid_id` and `seq` a reconstructed entry (from what clients saw) lacks.
+ */
+export type LoggedBid = Omit<ServiceLoggedBid, 'bid_id' | 'seq' | 'new_close_at'> & Partial<Pick<ServiceLoggedBid, 'bid_id' | 'seq'>>;
 
 /** A visible price change (what GET's bid_history shows when the full log is not available). */
 export interface VisibleChange {

@@ -87,7 +87,7 @@ export async function startCheckout(options: WorkerOptions): Promise<RunningWork
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
   const round = async (): Promise<void> => {
-    const groups = await auctionGroups(router, members, token);
+    const groups = await auctionGroups(router);
     for (const group of groups) {
       const { handoffs } = (await router.call(group, 'GET', `/internal/groups/${group}/handoffs`)) as { handoffs: Handoff[] };
       for (const h of handoffs) {

@@ -35,8 +35,8 @@ import {
 } from '@raftkit/http';
 import { BIDDER_ID, bidderToken, verifyBidderToken } from './bidder-token.js';
 import { Channel, message, snapshotSent, type Watcher } from './fanout.js';
-import type { BidResult } from './machine.js';
-import { locateAuction } from './placement.js';
+import type { BidResult, CreateInput } from './machine.js';
+import { isAuctionGroup, locateAuction } from './placement.js';
 import { bidBody, pushesFromView, stateQuery, type AuctionBody, type Push, type SnapshotMessage } from './wire.js';
 import { FEED_SECRET_HEADER } from './watchers.js';
 
@@ -157,7 +157,7 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       if (!BIDDER_ID.test(bidderId)) throw badRequest('invalid_field', 'a bidder id is 1..128 of A-Z a-z 0-9 . _ : @ -', { field: 'bidder_id' });
       const body = requireObject(await ctx.json());
       if (typeof body.blocked !== 'boolean') throw badRequest('invalid_field', 'blocked must be true or false', { field: 'blocked' });
-      const groups = await auctionGroups(router, members, clusterToken);
+      const groups = await auctionGroups(router);
       await Promise.all(groups.map((g) => mapped(() => router.call(g, 'POST', `/internal/groups/${g}/block`, { bidderId, blocked: body.blocked }))));
       return { bidder_id: bidderId, blocked: body.blocked, groups: groups.length };
     })
@@ -198,7 +198,7 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       const state = stateQuery(ctx);
       // Anyone may list, and a list asks every group: concurrent lists share one fan-out per state at a time.
       return listings.run(state ?? 'all', async () => {
-        const groups = await auctionGroups(router, members, clusterToken);
+        const groups = await auctionGroups(router);
         const lists = await Promise.all(groups.map((g) => mapped(() => router.call(g, 'GET', `/internal/groups/${g}/auctions?limit=1000${state === null ? '' : `&state=${state}`}`)) as Promise<{ auctions: AuctionBody[] }>));
         const auctions = lists.flatMap((l) => l.auctions).sort((a, b) => a.close_at - b.close_at || (a.auction_id < b.auction_id ? -1 : 1));
         return { state, auctions: auctions.slice(0, 1000) };
@@ -376,19 +376,7 @@ export function instantOf(body: JsonObject, field: string): number {
   throw badRequest('invalid_field', `${field} must be epoch milliseconds or an ISO-8601 time with a zone (e.g. 2026-11-25T12:00:00Z)`, { field });
 }
 
-export interface CreateFields {
-  auctionId: string;
-  itemId: string;
-  sellerId: string;
-  startPrice: number;
-  reservePrice: number | null;
-  minIncrement: number;
-  startAt: number;
-  endAt: number;
-  antiSnipeWindowS: number;
-}
-
-function createOf(body: JsonObject): CreateFields {
+function createOf(body: JsonObject): Omit<CreateInput, 'op'> {
   const itemId = requireString(body, 'item_id', { maxLength: 128 });
   requireWellFormed(itemId, 'item_id');
   const sellerId = requireString(body, 'seller_id', { pattern: BIDDER_ID });
@@ -402,19 +390,9 @@ function createOf(body: JsonObject): CreateFields {
   return { auctionId: randomUUID(), itemId, sellerId, startPrice, reservePrice, minIncrement, startAt, endAt, antiSnipeWindowS };
 }
 
-/** The auction groups' names, from any member's catalogue. */
-export async function auctionGroups(router: GroupRouter, members: string[], token: string): Promise<string[]> {
-  void router;
-  for (const url of members) {
-    try {
-      const res = await fetch(`${url}/v1/cluster/catalog`, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(3_000) });
-      if (res.status !== 200) continue;
-      const body = (await res.json()) as { groups?: Array<{ name: string }> };
-      const names = (body.groups ?? []).map((g) => g.name).filter((n) => /^auction\.\d+$/.test(n));
-      if (names.length > 0) return names.sort();
-    } catch {
-      // next member
-    }
-  }
-  throw new HttpError(503, 'unavailable', 'no member answered with the auction groups', {}, { 'retry-after': '1' });
+/** The auction groups' names, from the meta group's catalogue as a member sees it now. */
+export async function auctionGroups(router: GroupRouter): Promise<string[]> {
+  const names = (await router.groups()).map((g) => g.name).filter(isAuctionGroup);
+  if (names.length === 0) throw new HttpError(503, 'unavailable', 'no member answered with the auction groups', {}, { 'retry-after': '1' });
+  return names.sort();
 }

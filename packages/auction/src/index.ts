@@ -19,6 +19,7 @@ export { checkoutRole, CheckoutStore, startCheckout } from './checkout.js';
 export type { CheckoutOrder } from './checkout.js';
 export { bidderToken, verifyBidderToken } from './bidder-token.js';
 export { Projector, VIEW_HISTORY_LIMIT } from './projector.js';
+export type { LoggedBid } from './projector.js';
 export { Channel, SHARD_SIZE } from './fanout.js';
 export { DEFAULT_GROUP_COUNT, groupPlan, locateAuction } from './placement.js';
 export { AuctionClient } from './client.js';

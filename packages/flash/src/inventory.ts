@@ -26,14 +26,8 @@ export interface DealSpec {
   windowMs?: number;
 }
 
-/** A deal as the gateways cache it (refreshed about every second). */
-export interface DealSnapshot {
-  dealId: string;
-  skuId: string;
-  totalInventory: number;
-  startAt: number;
-  endAt: number;
-  shards: number;
+/** A deal as the gateways cache it (refreshed about every second): what was asked for, and where it stands. */
+export interface DealSnapshot extends Omit<DealSpec, 'windowMs'> {
   /** The go-live broadcast's time as recorded by the inventory (trusted over the gateway's clock), or null. */
   liveAt: number | null;
   /** Shards that still hold stock (the alive-shards bitmap), in index order. */

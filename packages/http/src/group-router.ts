@@ -123,6 +123,15 @@ export class GroupRouter {
     return this.call(await this.groupOf(key), method, path, body, options);
   }
 
+  /**
+   * Every group of the meta group's catalogue as a member sees it now (fetched, and cached for `groupOf`), for a call
+   * to every group of a service; the last catalogue known when no member answers.
+   */
+  async groups(): Promise<RouterGroup[]> {
+    await this.refreshCatalog(true);
+    return this.catalog ?? [];
+  }
+
   /** Forget the cached catalogue (the next `groupOf` fetches it). */
   invalidateCatalog(): void {
     this.catalog = null;
