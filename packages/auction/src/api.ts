@@ -106,6 +106,7 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
   metrics.gauge('auction_bid_entries_total', 'Raft entries proposed for bids by this member').set(() => batcher.entries);
   metrics.gauge('auction_pushes_published_total', 'Pushes this member published as writer').set(() => publisher.published);
   metrics.gauge('auction_push_posts_failed_total', 'Push deliveries to gateways that failed').set(() => publisher.failed);
+  metrics.gauge('auction_push_queue_overflows_total', 'Times a gateway fell so far behind that its oldest queued pushes were dropped').set(() => publisher.dropped);
   metrics.gauge('auction_view_lag_ms', 'Age of the oldest log entry the projector has not folded').set(() => projector.lagMs());
   service.onStop(() => void publisher.close());
 

@@ -64,6 +64,9 @@ export class WatcherRegistry {
   }
 }
 
+/** Pushes queued per gateway at most (one POST carries up to this many). */
+export const MAX_QUEUED_PUSHES = 10_000;
+
 export class Publisher {
   /** Per gateway: messages waiting, and whether a POST to it is in flight (one at a time, so pushes stay in order). */
   private readonly queues = new Map<string, { url: string; secret: string; messages: Push[]; busy: boolean }>();
@@ -72,6 +75,8 @@ export class Publisher {
   sent = 0;
   failed = 0;
   published = 0;
+  /** Times a gateway's queue was full and its oldest pushes were dropped. */
+  dropped = 0;
 
   constructor(
     private readonly registry: WatcherRegistry,
@@ -90,6 +95,13 @@ export class Publisher {
         this.queues.set(t.id, q);
       }
       q.messages.push(message);
+      // A gateway that cannot keep up (or is gone until its registration expires) must not grow the writer's
+      // memory: the oldest pushes go first. Nothing is lost that matters: every push carries the auction's whole
+      // state, newer ones supersede older ones, and a gateway whose pushes fall silent polls every 2 s.
+      if (q.messages.length > MAX_QUEUED_PUSHES) {
+        q.messages.splice(0, q.messages.length - MAX_QUEUED_PUSHES);
+        this.dropped++;
+      }
     }
     if (!this.scheduled) {
       this.scheduled = true;
@@ -97,8 +109,15 @@ export class Publisher {
     }
   }
 
+  /** Pushes waiting over every gateway (not yet in a POST). */
+  get queued(): number {
+    let n = 0;
+    for (const q of this.queues.values()) n += q.messages.length;
+    return n;
+  }
+
   async close(): Promise<void> {
-    await Promise.all([...this.pools.values()].map((p) => p.close()));
+    await Promise.all([...this.pools.values()].map((p) => p.destroy()));
   }
 
   private flush(): void {
@@ -111,7 +130,7 @@ export class Publisher {
    * (its watchers would drop an older one arriving late), and under load batches grow instead of requests.
    */
   private send(q: { url: string; secret: string; messages: Push[]; busy: boolean }): void {
-    const messages = q.messages.splice(0, 10_000);
+    const messages = q.messages.splice(0, MAX_QUEUED_PUSHES);
     q.busy = true;
     let pool = this.pools.get(q.url);
     if (pool === undefined) {
