@@ -331,23 +331,32 @@ export class CollabWorkload implements Workload {
     this.stopChaos = true;
     await this.chaos;
     for (const p of this.procs) await this.heal(p);
-    const read = async (label: string, c: CollabClient): Promise<void> => {
+    // Reads wait for every client to flush what it queued (a client coming back online at the end sends its offline
+    // changes now), then for each client to have received every revision any client has seen: a client that is
+    // synced only knows its own changes are in; others' last changes may still be on their way to it.
+    const live = this.clients.flatMap((c, i) => (c === null || c === undefined ? [] : [{ label: `c${i}`, c }]));
+    for (const { c } of live) c.online();
+    await Promise.all(live.map(({ c }) => c.synced(Math.max(5_000, ctx.deadline - Date.now())).catch(() => undefined)));
+    const latest = Math.max(0, ...live.map(({ c }) => c.revision));
+    const read = async (label: string, c: CollabClient, atLeast: number): Promise<void> => {
       await ctx.perform({ f: 'read', key: label, value: { client: label } }, async () => {
         c.online();
         try {
           await c.synced(Math.max(5_000, ctx.deadline - Date.now()));
+          while (c.revision < atLeast && Date.now() < ctx.deadline) await new Promise((r) => setTimeout(r, 50));
         } catch (e) {
           return { type: 'info', error: `not synced: ${(e as Error).message.slice(0, 160)}` };
         }
+        if (c.revision < atLeast) return { type: 'info', error: `revision ${c.revision} never reached ${atLeast}` };
         return { type: 'ok', value: { client: label, text: c.text(), spans: c.spans() } };
       });
     };
-    await Promise.all(this.clients.map((c, i) => (c === null || c === undefined ? Promise.resolve() : read(`c${i}`, c))));
+    await Promise.all(live.map(({ label, c }) => read(label, c, latest)));
     // A client that never saw the faults: what the service holds now.
     const token = await this.userToken('c0', ctx.token);
     try {
       const fresh = await CollabClient.connect({ url: this.procs[0]!.http, docId: this.docId, userId: 'c0', token, workers: this.procs.map((p) => p.http) });
-      await read('fresh', fresh);
+      await read('fresh', fresh, latest);
       fresh.close();
     } catch (e) {
       await ctx.perform({ f: 'read', key: 'fresh', value: { client: 'fresh' } }, async () => ({ type: 'info', error: (e as Error).message }));
