@@ -78,3 +78,27 @@ export class GroupedServiceContext {
     }
   }
 }
+
+/**
+ * One grouped service made of several: each group name goes to the first part that claims it, every part registers
+ * its endpoints on the same members. A service that keeps its queues on the replicated event log hosts the log's
+ * partitions in its own members this way (`combineGroupedServices('feed', [createLogService(), feedPart])`), so one
+ * `cluster up` starts one set of processes and the log's endpoints and clients work on it unchanged.
+ */
+export function combineGroupedServices(name: string, parts: readonly GroupedServiceDefinition[]): GroupedServiceDefinition {
+  const workers = parts.flatMap((part) => part.workers ?? []);
+  return {
+    name,
+    groupOptions(groupName: string): ManagedGroupOptions | null {
+      for (const part of parts) {
+        const options = part.groupOptions(groupName);
+        if (options !== null) return options;
+      }
+      return null;
+    },
+    routes(service: GroupedServiceContext): void {
+      for (const part of parts) part.routes(service);
+    },
+    ...(workers.length > 0 ? { workers } : {}),
+  };
+}

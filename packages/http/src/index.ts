@@ -33,7 +33,7 @@ export {
   stringField,
 } from './command-shape.js';
 export type { CommandFields } from './command-shape.js';
-export { GroupedServiceContext, GROUP_LEADER_HEADER } from './grouped-service.js';
+export { GroupedServiceContext, GROUP_LEADER_HEADER, combineGroupedServices } from './grouped-service.js';
 export type { GroupedServiceDefinition } from './grouped-service.js';
 export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';
 export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';
