@@ -8,7 +8,8 @@ import {
   badRequest,
   CommandShapeError,
   GroupedServiceContext,
-  HASH_SLOTS,
+  SlotGroups,
+  slotRange,
   HttpError,
   notFound,
   requireInteger,
@@ -29,21 +30,20 @@ export const MAX_GROUPS = 64;
 /** How often each member proposes `compact` to the groups it leads (idle snapshots, hot-log trimming). */
 export const COMPACT_EVERY_MS = 60_000;
 
+const COLLAB_GROUPS = new SlotGroups(GROUP_PREFIX);
+
 export function groupName(i: number): string {
-  return `${GROUP_PREFIX}${i}`;
+  return COLLAB_GROUPS.name(i);
 }
 
 /** The hash-slot range of group i of n (the GroupRouter's default locator reads `data.slots`). */
-export function slotsOf(i: number, n: number): [number, number] {
-  const per = Math.ceil(HASH_SLOTS / n);
-  return [i * per, Math.min(HASH_SLOTS - 1, (i + 1) * per - 1)];
-}
+export const slotsOf = slotRange;
 
 export function createCollabService(): GroupedServiceDefinition {
   return {
     name: 'collab',
     groupOptions(name: string): ManagedGroupOptions | null {
-      if (!name.startsWith(GROUP_PREFIX) || !/^\d{1,2}$/.test(name.slice(GROUP_PREFIX.length))) return null;
+      if (!COLLAB_GROUPS.includes(name)) return null;
       return { stateMachine: new CollabMachine() as unknown as ManagedGroupOptions['stateMachine'] };
     },
     routes: (service) => collabRoutes(service),
@@ -84,7 +84,7 @@ function collabRoutes(service: GroupedServiceContext): void {
       const replicas = Math.min(3, hosts);
       if (replicas < 1) throw new HttpError(503, 'unavailable', 'no hosts registered yet', {}, { 'retry-after': '1' });
       const result = await service.call(managed.meta, () =>
-        managed.proposeMeta({ t: 'create', groups: Array.from({ length: groups }, (_, i) => ({ name: groupName(i), replicas, data: { slots: slotsOf(i, groups) } })) }),
+        managed.proposeMeta({ t: 'create', groups: COLLAB_GROUPS.plan(groups, replicas) }),
       );
       if (!result.ok) {
         if (result.code === 'exists') return { groups: managed.catalog().groupsWithPrefix(GROUP_PREFIX).map((g) => g.name), created: false };

@@ -37,6 +37,8 @@ export { GroupedServiceContext, GROUP_LEADER_HEADER, combineGroupedServices } fr
 export type { GroupedServiceDefinition } from './grouped-service.js';
 export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';
 export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';
+export { SlotGroups, slotRange } from './slot-groups.js';
+export type { PlannedGroup } from './slot-groups.js';
 export { TurnBatcher } from './turn-batcher.js';
 export type { TurnBatcherOptions } from './turn-batcher.js';
 export { pushOrDrop } from './slow-push.js';
