@@ -1,20 +1,16 @@
 // The delivery tier on real processes: a regional cache and two edges (each its own node process, real sockets,
 // real disk) in front of a counting origin (an HTTP server in this test that counts every fetch per key). One
 // set of processes for every case.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { Agent, request } from 'undici';
 import { deriveClientToken } from '@raftkit/http';
 import { call, freePort, reservePorts, until, type PortRange } from '@raftkit/testkit';
-import type { TierStats } from '../src/delivery/index.js';
+import { spawnTier, type TierChild, type TierStats } from '../src/delivery/index.js';
 
-const MAIN = fileURLToPath(new URL('../src/delivery/main.js', import.meta.url));
 const TOKEN = 'delivery-test-cluster-token';
 
 /** The origin: objects by key, a fetch counter per key, a delay (so concurrent misses overlap) and a hang switch. */
@@ -58,11 +54,7 @@ class CountingOrigin {
   }
 }
 
-interface Tier {
-  id: string;
-  url: string;
-  child: ChildProcess;
-}
+type Tier = TierChild;
 
 let ports: PortRange;
 let dir: string;
@@ -73,18 +65,8 @@ let edge1: Tier;
 let edge2: Tier;
 const stampedeAgent = new Agent({ connections: 1100, keepAliveTimeout: 10_000 });
 
-async function startTier(id: string, kind: 'edge' | 'regional', port: number, upstreamUrl: string, downstream: Tier[] | Array<{ id: string; url: string }>, settings: Record<string, string>): Promise<Tier> {
-  const args = { id, kind, httpAddress: `127.0.0.1:${port}`, dataDir: join(dir, id), token: TOKEN, upstreamUrl, downstream: downstream.map((d) => ({ id: d.id, url: d.url })), settings };
-  const child = spawn(process.execPath, [MAIN, JSON.stringify(args)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stderr!.resume();
-  const lines = createInterface({ input: child.stdout! });
-  await new Promise<void>((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`${id} exited with ${code}`)));
-    lines.on('line', (line) => {
-      if (line.includes('"listening"')) resolve();
-    });
-  });
-  const tier = { id, url: `http://127.0.0.1:${port}`, child };
+async function startTier(id: string, kind: 'edge' | 'regional', port: number, upstreamUrl: string, downstream: Array<{ id: string; url: string }>, settings: Record<string, string>): Promise<Tier> {
+  const tier = await spawnTier({ id, kind, httpAddress: `127.0.0.1:${port}`, dataDir: join(dir, id), token: TOKEN, upstreamUrl, downstream, settings });
   tiers.push(tier);
   return tier;
 }
@@ -139,8 +121,7 @@ t.before(async () => {
 });
 
 t.teardown(async () => {
-  for (const tier of tiers) tier.child.kill('SIGTERM');
-  await Promise.all(tiers.map((tier) => (tier.child.exitCode === null ? new Promise((r) => tier.child.once('exit', r)) : null)));
+  await Promise.all(tiers.map((tier) => tier.stop()));
   await origin.stop();
   await stampedeAgent.close();
   rmSync(dir, { recursive: true, force: true });
@@ -230,8 +211,7 @@ t.test('an edge restarted keeps its disk cache', async (t) => {
   origin.objects.set(key, segmentBytes('disk', 30_000));
   t.equal((await getMedia(edge2, key)).status, 200);
   const port = Number(new URL(edge2.url).port);
-  edge2.child.kill('SIGTERM');
-  await new Promise((r) => edge2.child.once('exit', r));
+  await edge2.stop();
   tiers.splice(tiers.indexOf(edge2), 1);
   edge2 = await startTier('edge2', 'edge', port, `${regional.url}/media`, [], { upstream_timeout_ms: '8000' });
   const again = await getMedia(edge2, key);
