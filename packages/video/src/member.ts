@@ -52,7 +52,7 @@ export function memberRoutes(service: Ctx): void {
     })
     .get('/internal/video/users/:id/library', { admits: 'cluster' }, async (ctx) => {
       const limitText = ctx.query.get('limit') ?? '20';
-      if (!/^\d{1,3}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 100) throw badRequest('invalid_query', 'limit is 1 to 100', { field: 'limit' });
+      if (!/^\d{1,4}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 1000) throw badRequest('invalid_query', 'limit is 1 to 1000', { field: 'limit' });
       const afterCreated = ctx.query.get('after_created');
       const afterId = ctx.query.get('after_id');
       let after: { createdAt: number; videoId: string } | null = null;
