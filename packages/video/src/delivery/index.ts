@@ -7,3 +7,6 @@ export { Coalescer } from './coalesce.js';
 export { ObjectCache } from './store.js';
 export type { CachedObject } from './store.js';
 export { playlistReferences } from './playlist.js';
+export { registerWatchPage, WEB_DIST } from './watch.js';
+export { spawnTier } from './spawn.js';
+export type { TierArgs, TierChild } from './spawn.js';

@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 import { MetricsRegistry, serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { CacheTier, type Downstream, type TierConfig } from './tier.js';
+import { registerWatchPage } from './watch.js';
 
 export const EDGE_ROLE = 'edge';
 export const REGIONAL_ROLE = 'regional';
@@ -24,6 +25,7 @@ export async function startTierProcess(options: WorkerOptions, config: TierConfi
     health: () => ({ tier: config.kind, upstream: config.upstream.baseUrl, downstream: config.downstream.length }),
   });
   tier.routes(http.router);
+  if (config.kind === 'edge') registerWatchPage(http.router);
   return { httpPort: http.port, tier, stop: () => http.close() };
 }
 
