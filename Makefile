@@ -17,6 +17,7 @@ install: node_modules/.installed
 build: install
 	npx tsc -b
 	node packages/collab/web/build.mjs
+	node packages/video/web/build.mjs
 
 TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 
