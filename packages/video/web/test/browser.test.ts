@@ -1,22 +1,20 @@
-// The player page in Debian's chromium (playwright-core): a test video made here with ffmpeg (testsrc2 and a tone,
-// two H.264 qualities and AAC in fMP4, one set of segments described by an HLS master and a DASH .mpd, five
-// thumbnails, a .vtt) sits in an origin; a regional cache and an edge (real processes) serve it, the edge serves
-// the page. HLS (hls.js) and DASH (Shaka) each play for several seconds, switch quality and show captions; the
+// The player page in Debian's chromium (playwright-core): a test video made here by the real pipeline library
+// (@raftkit/media: two H.264 qualities and AAC in 6-s fMP4 segments, one set of segments described by an HLS master
+// and a DASH .mpd, both with the captions, five thumbnails) sits in an origin; a regional cache and an edge (real
+// processes) serve it, the edge serves the page. HLS (hls.js) and DASH (Shaka) each play for several seconds, switch quality and show captions; the
 // screenshots of the video are checked by their pixels. The app tier's two reads (the video record, /playback)
 // and the poster call come from a small HTTP server here until the real app tier serves them.
-import { execFile } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
+import { dirname, join } from 'node:path';
 import t, { type Test } from 'tap';
 import type { Browser, Page } from 'playwright-core';
 import { freePort, reservePorts, until, type PortRange } from '@raftkit/testkit';
 import { launchChromium } from '@raftkit/testkit/browser';
 import { spawnTier, type TierChild } from '@raftkit/video/delivery';
+import { buildManifestSet, LAYOUT, makeThumbnails, makeTestVideo, planTranscode, probe, runPool, transcodeTask } from '@raftkit/media';
 
-const run = promisify(execFile);
 const TOKEN = 'video-browser-test-token';
 const VIDEO = 'vbrowser1';
 const PREFIX = `videos/${VIDEO}/r1`;
@@ -40,38 +38,49 @@ async function listen(handler: (req: IncomingMessage, res: ServerResponse) => vo
   return `http://127.0.0.1:${port}`;
 }
 
-/** A small test video: 18 s, 144p and 360p H.264 + AAC, 6-s fMP4 segments under one HLS master and one .mpd. */
-async function makeVideo(out: string): Promise<void> {
-  mkdirSync(out, { recursive: true });
-  const src = ['-f', 'lavfi', '-i', 'testsrc2=size=640x360:rate=24:duration=18', '-f', 'lavfi', '-i', 'sine=frequency=440:duration=18'];
-  await run('ffmpeg', [
-    '-hide_banner', '-loglevel', 'error', '-y', ...src,
-    '-map', '0:v', '-map', '0:v', '-map', '1:a',
-    '-c:v', 'libx264', '-preset', 'ultrafast', '-g', '48', '-keyint_min', '48', '-sc_threshold', '0', '-pix_fmt', 'yuv420p',
-    '-filter:v:0', 'scale=-2:144', '-b:v:0', '150k', '-filter:v:1', 'scale=-2:360', '-b:v:1', '600k',
-    '-c:a', 'aac', '-b:a', '64k',
-    '-f', 'dash', '-seg_duration', '6', '-use_template', '1', '-use_timeline', '0', '-hls_playlist', '1',
-    '-adaptation_sets', 'id=0,streams=v id=1,streams=a',
-    '-init_seg_name', 'init-$RepresentationID$.m4s', '-media_seg_name', 'chunk-$RepresentationID$-$Number%05d$.m4s',
-    join(out, 'manifest.mpd'),
-  ]);
-  for (const [i, pct] of [10, 30, 50, 70, 90].entries()) {
-    await run('ffmpeg', ['-hide_banner', '-loglevel', 'error', '-y', '-ss', String((18 * pct) / 100), ...src.slice(0, 4), '-frames:v', '1', '-vf', 'scale=320:-2', join(out, `thumb_${i + 1}.jpg`)]);
+/**
+ * The test video through the real pipeline library (@raftkit/media): a 12-s 426x240 source with a tone, probed
+ * and planned (144p and 240p), every (30-s segment, quality) task transcoded into 6-s fMP4 segments, the manifest
+ * set in the standard layout (HLS master with a subtitles rendition, variant playlists, DASH .mpd with the .vtt
+ * sidecar) and the five thumbnails. The .vtt is written here (recognising a tone would give nothing to show).
+ */
+async function makeVideo(out: string): Promise<{ thumbs: string[] }> {
+  const source = join(dir, 'source.mp4');
+  await makeTestVideo({ path: source, duration_s: 12, width: 426, height: 240, audio: 'sine' });
+  const probed = await probe(source);
+  if (!probed.ok) throw new Error(`test source refused: ${probed.message}`);
+  const plan = planTranscode(probed.info);
+  const outputs = await runPool(plan.tasks, 2, (task) => transcodeTask(source, task, join(out, task.quality.name)));
+  const set = buildManifestSet({
+    duration_s: probed.info.duration_s,
+    frame_rate: probed.info.fps,
+    captions: true,
+    qualities: plan.qualities.map((q) => {
+      const mine = outputs.filter((o) => o.quality === q.name);
+      return { quality: q.name, width: q.width, height: q.height, codecs: mine[0]!.codecs, segments: mine.flatMap((o) => o.segments) };
+    }),
+  });
+  for (const [path, text] of set) {
+    mkdirSync(dirname(join(out, path)), { recursive: true });
+    writeFileSync(join(out, path), text);
   }
-  writeFileSync(join(out, 'captions.vtt'), 'WEBVTT\n\n00:00:00.000 --> 00:00:09.000\nHello from the captions track\n\n00:00:09.000 --> 00:00:18.000\nSecond caption line\n');
+  writeFileSync(join(out, LAYOUT.captionsVtt), 'WEBVTT\n\n00:00:00.000 --> 00:00:09.000\nHello from the captions track\n\n00:00:09.000 --> 00:00:12.000\nSecond caption line\n');
+  const thumbs = await makeThumbnails(source, probed.info.duration_s, join(out, dirname(LAYOUT.thumbnail(10))));
+  return { thumbs: thumbs.map((th) => LAYOUT.thumbnail(th.percent)) };
 }
 
 t.before(async () => {
   ports = await reservePorts();
   dir = mkdtempSync(join(tmpdir(), 'video-browser-test-'));
   const files = join(dir, 'origin');
-  await makeVideo(files);
+  const made = await makeVideo(files);
   // The origin: GET /objects/<key> of the files above, cluster token only (as the object store).
   const originUrl = await listen((req, res) => {
     const key = decodeURIComponent((req.url ?? '').replace(/^\/objects\//, ''));
     const name = key.startsWith(`${PREFIX}/`) ? key.slice(PREFIX.length + 1) : '';
+    // Object keys below the video's prefix are paths in the layout (e.g. 240p/seg-00001.m4s).
     if (req.headers.authorization !== `Bearer ${TOKEN}`) return void res.writeHead(401).end();
-    if (!/^[A-Za-z0-9_.-]+$/.test(name) || !existsSync(join(files, name))) return void res.writeHead(404).end();
+    if (!/^[A-Za-z0-9_-][A-Za-z0-9_./-]*$/.test(name) || name.includes('..') || !existsSync(join(files, name))) return void res.writeHead(404).end();
     res.writeHead(200).end(readFileSync(join(files, name)));
   });
   const edgePort = ports.base + 42;
@@ -80,8 +89,8 @@ t.before(async () => {
   edge = await spawnTier({ id: 'edge1', kind: 'edge', httpAddress: `127.0.0.1:${edgePort}`, dataDir: join(dir, 'edge1'), token: TOKEN, upstreamUrl: `${regional.url}/media` });
   tiers.push(edge);
   const media = `${edge.url}/media/${PREFIX}`;
-  const thumbs = [1, 2, 3, 4, 5].map((i) => `${media}/thumb_${i}.jpg`);
-  const record = { video_id: VIDEO, title: 'Browser test video', status: 'playable', duration: 18, manifest_url: `${media}/master.m3u8`, dash_manifest_url: `${media}/manifest.mpd`, poster_url: thumbs[0], thumbnails: thumbs, captions_url: `${media}/captions.vtt`, qualities: ['144p', '360p'] };
+  const thumbs = made.thumbs.map((k) => `${media}/${k}`);
+  const record = { video_id: VIDEO, title: 'Browser test video', status: 'playable', duration: 12, manifest_url: `${media}/${LAYOUT.master}`, dash_manifest_url: `${media}/${LAYOUT.mpd}`, poster_url: thumbs[0], thumbnails: thumbs, captions_url: `${media}/${LAYOUT.captionsVtt}` };
   // The app tier's reads and the poster call, with CORS (the page comes from the edge, another origin).
   appUrl = await listen((req, res) => {
     res.setHeader('access-control-allow-origin', '*');
@@ -129,7 +138,8 @@ const state = (p: Page): Promise<PageState> =>
   p.evaluate(() => {
     const w = window as unknown as { videoPage: { errors: string[]; levels(): Array<{ index: number; height: number }>; playingHeight(): number } };
     const v = document.getElementById('player') as HTMLVideoElement;
-    const tt = v.textTracks[0];
+    // The captions: whichever text track shows (the player's own from the manifest, or the page's <track>).
+    const tt = [...v.textTracks].find((x) => x.mode === 'showing') ?? v.textTracks[0];
     return {
       time: v.currentTime,
       paused: v.paused,
@@ -180,7 +190,8 @@ async function playsAndSwitches(t: Test, format: 'hls' | 'dash'): Promise<Page> 
   const playing = await state(page);
   t.same(playing.errors, [], `${format}: no player error`);
   t.same(pageErrors, [], `${format}: no page error`);
-  t.same(playing.levels.map((l) => l.height).sort((a, b) => a - b), [144, 360], `${format}: both qualities in the menu`);
+  const raw = await page.evaluate(() => JSON.stringify((window as unknown as { videoPage: { raw(): unknown } }).videoPage.raw()).slice(0, 1500));
+  t.same(playing.levels.map((l) => l.height).sort((a, b) => a - b), [144, 240], `${format}: both qualities (144p, 240p) in the menu (the player's variants: ${raw})`);
   t.equal(await page.locator('#quality option').count(), 3, 'Auto and two levels in the menu');
 
   // The picture: the video element's pixels are lit and varied (testsrc2 is colourful; a blank video is black).
@@ -196,8 +207,8 @@ async function playsAndSwitches(t: Test, format: 'hls' | 'dash'): Promise<Page> 
   t.ok((playing.track?.cues ?? 0) >= 2, `${format}: the captions loaded (${playing.track?.cues} cues)`);
   await until(`${format} shows a caption`, async () => ((await state(page)).track?.active.length ? true : null), WAIT);
 
-  // Quality: pin 144p, then 360p; the player switches and keeps playing.
-  for (const height of [144, 360]) {
+  // Quality: pin 144p, then 240p; the player switches and keeps playing.
+  for (const height of [144, 240]) {
     const level = playing.levels.find((l) => l.height === height)!;
     await page.selectOption('#quality', String(level.index));
     const before = (await state(page)).time;
@@ -220,7 +231,7 @@ t.test('HLS through hls.js: plays, qualities, captions, thumbnails and choosing 
   await page.waitForSelector('#poster-status[data-state="saved"]', { timeout: WAIT });
   t.same(posterCalls.map((c) => [c.auth, JSON.parse(c.body)]), [[`Bearer ${TOKEN}`, { index: 2 }]], 'the page called POST /api/videos/{id}/poster {index: 2} with its token');
   t.equal(await page.getAttribute('#thumbs img.poster', 'alt'), 'thumbnail 3', 'the chosen thumbnail is marked');
-  t.match(await page.evaluate(() => (document.getElementById('player') as HTMLVideoElement).poster), /thumb_3\.jpg$/);
+  t.match(await page.evaluate(() => (document.getElementById('player') as HTMLVideoElement).poster), /thumb-50\.jpg$/);
   await page.close();
 });
 
