@@ -13,7 +13,9 @@ import { deriveClientToken } from '@raftkit/http';
 import { call, startCluster, until } from '@raftkit/testkit';
 import { signingSecret, signQuery } from '../src/signing.js';
 
-const cluster = await startCluster('video', { nodes: 3, workers: 'edge=1' });
+// No pipeline or transcoders here: this file drives the metadata's pipeline steps itself (the tier case), and its
+// uploads of random bytes must stay `transcoding` while it looks at them. pipeline.test.ts runs the real pipeline.
+const cluster = await startCluster('video', { nodes: 3, workers: 'edge=1,pipeline=0,transcoder=0' });
 t.teardown(() => cluster.down());
 const token = cluster.token;
 const app = cluster.role('app')[0]!.url;
