@@ -42,3 +42,5 @@ export { run, runOk, ToolError, TOOLS } from './exec.js';
 export type { RunOptions, RunResult } from './exec.js';
 export { parseFmp4, shiftFragments } from './fmp4.js';
 export type { Fmp4Layout, FragmentInfo, TrackInfo } from './fmp4.js';
+export { LAYOUT, buildManifestSet } from './layout.js';
+export type { ManifestSetInput, QualityRecord } from './layout.js';

@@ -23,7 +23,7 @@ import {
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
-import { EDGE_ROLE, pickEdge } from './delivery/index.js';
+import { EDGE_ROLE, pickEdge, registerWatchPage } from './delivery/index.js';
 import { MetaClient, StoreClient } from './internal-client.js';
 import { PRIVACY, type Privacy, type Upload, type Video } from './machine.js';
 import { signingSecret, signQuery } from './signing.js';
@@ -155,6 +155,8 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     };
 
   const http = await serveWorkerHttp(options, { health: () => ({ store: storeUrl, edges: edges.length }) });
+  // The player page, so its API calls are same-origin (the edges serve it too).
+  registerWatchPage(http.router);
   const counter = http.metrics.counter('video_uploads_created_total', 'Uploads created by this app process');
   const finalized = http.metrics.counter('video_uploads_finalized_total', 'Uploads finalized by this app process');
 

@@ -4,8 +4,8 @@
  * poster, an English captions track (.vtt) and the five thumbnails, each with "choose as poster" for the uploader.
  *
  * URL: /watch/{video_id}?token=<bearer>[&format=hls|dash][&api=<app tier base URL>]
- * It reads GET {api}/api/videos/{id} (title, poster_url, thumbnail_urls, captions_url, dash_url) and
- * GET {api}/api/videos/{id}/playback (manifest_url), and calls PUT {api}/api/videos/{id}/poster {index}.
+ * It reads GET {api}/api/videos/{id} (title, poster_url, thumbnails, captions_url, dash_manifest_url) and
+ * GET {api}/api/videos/{id}/playback (manifest_url), and calls POST {api}/api/videos/{id}/poster {index}.
  * `window.videoPage` exposes the state the browser test reads.
  */
 import Hls from 'hls.js';
@@ -20,9 +20,10 @@ interface VideoInfo {
   title?: string;
   status?: string;
   manifest_url?: string | null;
-  dash_url?: string | null;
+  dash_manifest_url?: string | null;
   poster_url?: string | null;
-  thumbnail_urls?: string[];
+  /** The five thumbnails' URLs, in order (10, 30, 50, 70, 90%). */
+  thumbnails?: string[];
   captions_url?: string | null;
 }
 
@@ -92,7 +93,7 @@ async function manifestUrl(info: VideoInfo): Promise<string> {
   if (playback?.ok) hls = ((await playback.json()) as { manifest_url?: string }).manifest_url ?? hls;
   if (hls === null) throw new Error('the video has no manifest yet (still transcoding?)');
   if (format === 'hls') return hls;
-  return info.dash_url ?? new URL('manifest.mpd', hls).href;
+  return info.dash_manifest_url ?? new URL('manifest.mpd', hls).href;
 }
 
 function hlsEngine(url: string): Engine {
@@ -194,7 +195,7 @@ function showThumbnails(urls: string[], poster: string | null): void {
 
 async function choosePoster(index: number, url: string): Promise<void> {
   posterStatusEl.textContent = 'saving…';
-  const r = await apiCall('PUT', `/api/videos/${encodeURIComponent(videoId)}/poster`, { index }).catch((e: Error) => e);
+  const r = await apiCall('POST', `/api/videos/${encodeURIComponent(videoId)}/poster`, { index }).catch((e: Error) => e);
   if (r instanceof Error || !r.ok) {
     posterStatusEl.textContent = `could not set the poster: ${r instanceof Error ? r.message : await errorText(r)}`;
     posterStatusEl.dataset['state'] = 'error';
@@ -214,7 +215,7 @@ async function start(): Promise<void> {
   document.getElementById('title')!.textContent = info.title ?? videoId;
   document.title = info.title ?? videoId;
   if (info.poster_url) video.poster = info.poster_url;
-  showThumbnails(info.thumbnail_urls ?? [], info.poster_url ?? null);
+  showThumbnails(info.thumbnails ?? [], info.poster_url ?? null);
   if (info.captions_url) addCaptions(info.captions_url);
   const url = await manifestUrl(info);
   engine = format === 'hls' ? hlsEngine(url) : await dashEngine(url);

@@ -81,17 +81,17 @@ t.before(async () => {
   tiers.push(edge);
   const media = `${edge.url}/media/${PREFIX}`;
   const thumbs = [1, 2, 3, 4, 5].map((i) => `${media}/thumb_${i}.jpg`);
-  const record = { video_id: VIDEO, title: 'Browser test video', status: 'playable', duration: 18, manifest_url: `${media}/master.m3u8`, dash_url: `${media}/manifest.mpd`, poster_url: thumbs[0], thumbnail_urls: thumbs, captions_url: `${media}/captions.vtt`, qualities: ['144p', '360p'] };
+  const record = { video_id: VIDEO, title: 'Browser test video', status: 'playable', duration: 18, manifest_url: `${media}/master.m3u8`, dash_manifest_url: `${media}/manifest.mpd`, poster_url: thumbs[0], thumbnails: thumbs, captions_url: `${media}/captions.vtt`, qualities: ['144p', '360p'] };
   // The app tier's reads and the poster call, with CORS (the page comes from the edge, another origin).
   appUrl = await listen((req, res) => {
     res.setHeader('access-control-allow-origin', '*');
     res.setHeader('access-control-allow-headers', 'authorization, content-type');
-    res.setHeader('access-control-allow-methods', 'GET, PUT');
+    res.setHeader('access-control-allow-methods', 'GET, POST');
     if (req.method === 'OPTIONS') return void res.writeHead(204).end();
     const json = (status: number, body: unknown): void => void res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
     if (req.url === `/api/videos/${VIDEO}` && req.method === 'GET') return json(200, record);
     if (req.url === `/api/videos/${VIDEO}/playback` && req.method === 'GET') return json(200, { manifest_url: record.manifest_url, ttl_seconds: 3600 });
-    if (req.url === `/api/videos/${VIDEO}/poster` && req.method === 'PUT') {
+    if (req.url === `/api/videos/${VIDEO}/poster` && req.method === 'POST') {
       let body = '';
       req.on('data', (c: Buffer) => (body += c.toString()));
       req.on('end', () => {
@@ -218,7 +218,7 @@ t.test('HLS through hls.js: plays, qualities, captions, thumbnails and choosing 
   t.equal(await page.getAttribute('#thumbs img.poster', 'alt'), 'thumbnail 1', 'the first is the default poster');
   await page.click('#thumbs button.choose[data-index="2"]');
   await page.waitForSelector('#poster-status[data-state="saved"]', { timeout: WAIT });
-  t.same(posterCalls.map((c) => [c.auth, JSON.parse(c.body)]), [[`Bearer ${TOKEN}`, { index: 2 }]], 'the page called PUT /api/videos/{id}/poster {index: 2} with its token');
+  t.same(posterCalls.map((c) => [c.auth, JSON.parse(c.body)]), [[`Bearer ${TOKEN}`, { index: 2 }]], 'the page called POST /api/videos/{id}/poster {index: 2} with its token');
   t.equal(await page.getAttribute('#thumbs img.poster', 'alt'), 'thumbnail 3', 'the chosen thumbnail is marked');
   t.match(await page.evaluate(() => (document.getElementById('player') as HTMLVideoElement).poster), /thumb_3\.jpg$/);
   await page.close();
