@@ -54,9 +54,9 @@ export interface VideoBody {
   duration: number | null;
   source_codec: string | null;
   manifest_url: string | null;
-  dash_url: string | null;
+  dash_manifest_url: string | null;
   poster_url: string | null;
-  thumbnail_urls: string[];
+  thumbnails: string[];
   captions_url: string | null;
   qualities: Array<{ name: string; width: number; height: number; bandwidth: number; ready: boolean }>;
   created_at: string;
@@ -96,9 +96,9 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     duration: v.duration_s,
     source_codec: v.source_codec,
     manifest_url: watchable(v) ? mediaUrl(v.video_id, v.manifest_path) : null,
-    dash_url: watchable(v) && v.manifest_path !== null ? mediaUrl(v.video_id, v.manifest_path.replace(/master\.m3u8$/, 'manifest.mpd')) : null,
+    dash_manifest_url: watchable(v) && v.manifest_path !== null ? mediaUrl(v.video_id, v.manifest_path.replace(/master\.m3u8$/, 'manifest.mpd')) : null,
     poster_url: mediaUrl(v.video_id, v.poster_path),
-    thumbnail_urls: v.thumbnails.map((k) => mediaUrl(v.video_id, k)!),
+    thumbnails: v.thumbnails.map((k) => mediaUrl(v.video_id, k)!),
     captions_url: mediaUrl(v.video_id, v.captions_path),
     qualities: v.qualities.map((q) => ({ name: q.name, width: q.width, height: q.height, bandwidth: q.bandwidth, ready: q.published })),
     created_at: new Date(v.created_at).toISOString(),

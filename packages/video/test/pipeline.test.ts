@@ -38,9 +38,9 @@ interface VideoBody {
   stage: string | null;
   failure: { stage: string; reason: string } | null;
   manifest_url: string | null;
-  dash_url: string | null;
+  dash_manifest_url: string | null;
   poster_url: string | null;
-  thumbnail_urls: string[];
+  thumbnails: string[];
   captions_url: string | null;
   duration: number | null;
   qualities: Array<{ name: string; ready: boolean; width: number; height: number }>;
@@ -145,23 +145,23 @@ t.test('a video is playable after its first quality, then gets the rest; manifes
     t.match(seg.headers.get('cache-control') ?? '', /immutable/);
     t.ok((await seg.arrayBuffer()).byteLength > 0);
   }
-  const mpd = await fetch(all.dash_url!);
+  const mpd = await fetch(all.dash_manifest_url!);
   t.equal(mpd.status, 200);
   t.match(await mpd.text(), /<MPD[\s\S]*Representation[\s\S]*Representation/);
 
   // Asynchronous extras: five thumbnails (the middle one the default poster), captions, and the poster choice.
   const extras = await until('thumbnails and captions', async () => {
     const b = await video(id);
-    return b.thumbnail_urls.length === 5 && b.captions_url !== null ? b : null;
+    return b.thumbnails.length === 5 && b.captions_url !== null ? b : null;
   }, 240_000, 500);
-  t.equal(extras.poster_url, extras.thumbnail_urls[2], 'the 50% frame is the default poster');
-  const thumb = await fetch(extras.thumbnail_urls[0]!);
+  t.equal(extras.poster_url, extras.thumbnails[2], 'the 50% frame is the default poster');
+  const thumb = await fetch(extras.thumbnails[0]!);
   t.equal(thumb.headers.get('content-type'), 'image/jpeg');
   const vtt = await (await fetch(extras.captions_url!)).text();
   t.match(vtt, /^WEBVTT/);
   const chosen = await call(app, 'PUT', `/api/videos/${id}/poster`, { token: ann, body: { index: 4 } });
   t.equal(chosen.status, 200);
-  t.equal(chosen.body.poster_url, extras.thumbnail_urls[4]);
+  t.equal(chosen.body.poster_url, extras.thumbnails[4]);
   t.equal((await call(app, 'PUT', `/api/videos/${id}/poster`, { token: ann, body: { index: 9 } })).status, 400);
   t.equal((await call(app, 'PUT', `/api/videos/${id}/poster`, { token: deriveClientToken(token, 'bob'), body: { index: 1 } })).status, 403);
 });
