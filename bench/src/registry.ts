@@ -11,6 +11,8 @@ import { logBenchmark } from './benchmarks/log.js';
 import { ratelimitBenchmark } from './benchmarks/ratelimit.js';
 import { shortlinkBenchmark } from './benchmarks/shortlink.js';
 import { videoDeliveryBenchmark } from './benchmarks/video-delivery.js';
+import { videoTranscodeBenchmark } from './benchmarks/video-transcode.js';
+import { videoBenchmark } from './benchmarks/video.js';
 import { raftBenchmark } from './raft-inprocess.js';
 
 export const benchmarks: Record<string, Benchmark> = {
@@ -26,4 +28,6 @@ export const benchmarks: Record<string, Benchmark> = {
   ratelimit: ratelimitBenchmark,
   shortlink: shortlinkBenchmark,
   'video-delivery': videoDeliveryBenchmark,
+  'video-transcode': videoTranscodeBenchmark,
+  video: videoBenchmark,
 };

@@ -26,9 +26,9 @@ function finalized(m: VideoMachine, id = 'u1', video = 'v1', user = 'ann'): void
   run(m, { op: 'finalize', uploadId: id, videoId: video, totalChunks: 2, size: 1000, sha256: 'a'.repeat(64), rawPath: `raw/${id}`, now: T0 + 1 });
 }
 function probed(m: VideoMachine, video = 'v1', duration = 65): void {
-  run(m, { op: 'probed', videoId: video, durationS: duration, codec: 'h264', width: 320, height: 240, qualities: Q, segmentS: 30, now: T0 + 2 });
+  run(m, { op: 'probed', videoId: video, durationS: duration, codec: 'h264', width: 320, height: 240, fps: '30', hasAudio: true, qualities: Q, segmentS: 30, segments: Math.ceil((duration - 0.5) / 30), now: T0 + 2 });
 }
-const output = (path: string) => ({ storage_path: path, size_bytes: 10, duration_ms: 30_000, parts: [{ name: 'seg-0.ts', duration_ms: 6_000 }] });
+const output = (path: string) => ({ storage_path: path, size_bytes: 10, duration_ms: 30_000, codecs: 'avc1.42C00C', parts: [{ name: 'seg-00000.m4s', duration_ms: 6_000, size_bytes: 10 }] });
 function claim(m: VideoMachine, worker: string, lease: string, now: number, leaseMs = 10_000): Task | null {
   const r = run(m, { op: 'claim', workerId: worker, leaseId: lease, leaseMs, now });
   return r.op === 'claim' ? r.task : null;
@@ -102,7 +102,7 @@ t.test('failures: a failed probe and a task failing every attempt end in failed 
   finalized(m, 'u1', 'v1');
   t.match(run(m, { op: 'fail', videoId: 'v1', stage: 'probe', reason: 'not a video: no video stream' , now: T0 + 3 }), { ok: true, video: { status: 'failed', failure: { stage: 'probe', reason: 'not a video: no video stream' } } });
   finalized(m, 'u2', 'v2');
-  run(m, { op: 'probed', videoId: 'v2', durationS: 10, codec: 'h264', width: 256, height: 144, qualities: [Q[0]!], segmentS: 30, now: T0 });
+  run(m, { op: 'probed', videoId: 'v2', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 });
   for (let i = 0; i < DEFAULT_LIMITS.maxAttempts; i++) {
     const x = claim(m, 'w', `F${i}`, T0 + i)!;
     t.equal(x.video_id, 'v2');
@@ -116,7 +116,7 @@ t.test('failures: a failed probe and a task failing every attempt end in failed 
 t.test('moderation: flag holds playable, clear returns it, take down is final', async (t) => {
   const m = new VideoMachine();
   finalized(m);
-  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, qualities: [Q[0]!], segmentS: 30, now: T0 });
+  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 });
   const x = claim(m, 'w', 'L', T0)!;
   run(m, { op: 'complete', taskKey: x.key, leaseId: 'L', output: output('p'), now: T0 });
   run(m, { op: 'published', videoId: 'v1', revision: 1, qualities: ['144p'], manifestPath: 'm', now: T0 });
@@ -134,7 +134,7 @@ t.test('storage tiers with an injected clock: cold after 90 days with few views,
   finalized(m, 'u1', 'quiet');
   finalized(m, 'u2', 'popular');
   for (const id of ['quiet', 'popular']) {
-    run(m, { op: 'probed', videoId: id, durationS: 10, codec: 'h264', width: 256, height: 144, qualities: [Q[0]!], segmentS: 30, now: T0 });
+    run(m, { op: 'probed', videoId: id, durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 });
     const x = claim(m, 'w', `L-${id}`, T0)!;
     run(m, { op: 'complete', taskKey: x.key, leaseId: `L-${id}`, output: output('p'), now: T0 + 1000 });
     run(m, { op: 'published', videoId: id, revision: 1, qualities: ['144p'], manifestPath: 'm', now: T0 + 1000 });
