@@ -163,6 +163,7 @@ export type VideoCommand =
   | { op: 'probed'; videoId: string; durationS: number; codec: string; width: number; height: number; fps: string; hasAudio: boolean; qualities: QualitySpec[]; segmentS: number; segments: number; now: number }
   | { op: 'fail'; videoId: string; stage: Stage; reason: string; now: number }
   | { op: 'claim'; workerId: string; leaseId: string; leaseMs: number; now: number }
+  | { op: 'renew'; taskKey: string; leaseId: string; leaseMs: number; now: number }
   | { op: 'complete'; taskKey: string; leaseId: string; output: Omit<SegmentRecord, 'video_id' | 'quality' | 'segment_index' | 'attempts'>; now: number }
   | { op: 'taskFailed'; taskKey: string; leaseId: string; reason: string; now: number }
   | { op: 'published'; videoId: string; revision: number; qualities: string[]; manifestPath: string; now: number }
@@ -180,10 +181,11 @@ export type VideoResult =
   | { op: 'finalize'; ok: false; code: 'upload_not_found' | 'already_finalized_other' ; message: string }
   | { op: 'probed' | 'fail' | 'published' | 'thumbnails' | 'choosePoster' | 'captions' | 'moderate' | 'views' | 'restore'; ok: boolean; video: Video | null; message?: string }
   | { op: 'claim'; task: Task | null }
+  | { op: 'renew'; renewed: boolean; until: number | null }
   | { op: 'complete' | 'taskFailed'; accepted: boolean; task: Task | null; video: Video | null }
   | { op: 'sweep'; cold: string[]; warmed: string[]; rawDeleted: Array<{ video_id: string; raw_path: string }> };
 
-export const VIDEO_OPS = ['createUpload', 'finalize', 'probed', 'fail', 'claim', 'complete', 'taskFailed', 'published', 'thumbnails', 'choosePoster', 'captions', 'moderate', 'views', 'restore', 'sweep'] as const;
+export const VIDEO_OPS = ['createUpload', 'finalize', 'probed', 'fail', 'claim', 'renew', 'complete', 'taskFailed', 'published', 'thumbnails', 'choosePoster', 'captions', 'moderate', 'views', 'restore', 'sweep'] as const;
 
 const ID_MAX = 128;
 const TEXT_MAX = 5_000;
@@ -218,6 +220,9 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
       return;
     case 'claim':
       id('workerId'), id('leaseId'), integerField(c, 'leaseMs', 1, 86_400_000), time('now');
+      return;
+    case 'renew':
+      stringField(c, 'taskKey', 300), id('leaseId'), integerField(c, 'leaseMs', 1, 86_400_000), time('now');
       return;
     case 'complete': {
       stringField(c, 'taskKey', 300), id('leaseId'), time('now');
@@ -310,6 +315,13 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       }
       case 'claim':
         return { op: 'claim', task: this.claim(command) };
+      case 'renew': {
+        // Only the current holder, before its lease ran out: once expired the task may be someone else's.
+        const task = this.open.get(command.taskKey);
+        if (task === undefined || task.lease === null || task.lease.id !== command.leaseId || task.lease.until <= command.now) return { op: 'renew', renewed: false, until: null };
+        task.lease.until = command.now + command.leaseMs;
+        return { op: 'renew', renewed: true, until: task.lease.until };
+      }
       case 'complete':
         return this.complete(command);
       case 'taskFailed':

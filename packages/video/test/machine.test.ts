@@ -97,6 +97,17 @@ t.test('leases: an expired lease is claimable again; the first finisher wins; pl
   t.match(m.getVideo('v1'), { status: 'playable', stage: null, qualities: [{ published: true }, { published: true }] });
 });
 
+t.test('renew: the holder extends its lease before it runs out; after, the task may be another worker\'s', async (t) => {
+  const m = new VideoMachine();
+  finalized(m);
+  probed(m, 'v1', 20);
+  const a = claim(m, 'w1', 'L1', T0, 10_000)!;
+  t.match(run(m, { op: 'renew', taskKey: a.key, leaseId: 'L1', leaseMs: 10_000, now: T0 + 9_000 }), { renewed: true, until: T0 + 19_000 });
+  t.equal(claim(m, 'w2', 'L2', T0 + 15_000)?.key === a.key, false, 'a renewed lease is not handed out');
+  t.match(run(m, { op: 'renew', taskKey: a.key, leaseId: 'other', leaseMs: 10_000, now: T0 + 16_000 }), { renewed: false }, 'only the holder renews');
+  t.match(run(m, { op: 'renew', taskKey: a.key, leaseId: 'L1', leaseMs: 10_000, now: T0 + 19_001 }), { renewed: false }, 'too late: the lease ran out');
+});
+
 t.test('failures: a failed probe and a task failing every attempt end in failed with a reason', async (t) => {
   const m = new VideoMachine();
   finalized(m, 'u1', 'v1');
@@ -194,6 +205,7 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
     valid: [
       { op: 'createUpload', uploadId: 'u5', uploaderId: 'a', idempotencyKey: 'k', title: 't', description: '', tags: [], privacy: 'unlisted', totalSize: null, now: T0 },
       { op: 'claim', workerId: 'w', leaseId: 'l', leaseMs: 1000, now: T0 },
+      { op: 'renew', taskKey: 'v1/r1/144p/0', leaseId: 'l', leaseMs: 1000, now: T0 },
       { op: 'sweep', now: T0 },
       { op: 'views', videoId: 'v1', count: 3 },
       { op: 'restore', videoId: 'v1', now: T0 },

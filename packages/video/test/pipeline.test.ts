@@ -168,15 +168,18 @@ t.test('a video is playable after its first quality, then gets the rest; manifes
 
 t.test('a transcoder SIGKILLed mid-task: its task is re-leased after the lease and finished by the other', async (t) => {
   const id = await upload(readFileSync(long), 'long-1');
-  const victim = cluster.role('transcoder')[0]!;
   const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { workers: Array<{ id: string; pid: number }> };
-  const pid = state.workers.find((w) => w.id === victim.id)!.pid;
-  // Mid-task: its ffmpeg is running. Killed directly (SIGKILL, no goodbye), and its ffmpeg too (ours to stop).
-  const held = await until('transcoder1 is running ffmpeg on the video', async () => {
-    const h = await call(victim.url, 'GET', '/healthz').catch(() => null);
-    const current = (h?.body as { current?: { key: string; pid: number | null } | null } | undefined)?.current;
-    return current !== null && current !== undefined && current.pid !== null && current.key.startsWith(`${id}/`) ? current : null;
+  // Mid-task: whichever transcoder is first seen running ffmpeg on the video. Killed directly (SIGKILL, no goodbye),
+  // and its ffmpeg too (ours to stop).
+  const [victim, held] = await until('a transcoder is running ffmpeg on the video', async () => {
+    for (const w of cluster.role('transcoder')) {
+      const h = await call(w.url, 'GET', '/healthz').catch(() => null);
+      const current = (h?.body as { current?: { key: string; pid: number | null } | null } | undefined)?.current;
+      if (current !== null && current !== undefined && current.pid !== null && current.key.startsWith(`${id}/`)) return [w, current] as const;
+    }
+    return null;
   }, 120_000, 20);
+  const pid = state.workers.find((w) => w.id === victim.id)!.pid;
   process.kill(pid, 'SIGKILL');
   try {
     process.kill(held.pid!, 'SIGKILL');
@@ -196,5 +199,7 @@ t.test('a transcoder SIGKILLed mid-task: its task is re-leased after the lease a
   const record = (body.segments as Array<{ segment_index: number; attempts: number }>).find((s) => s.segment_index === Number(segment));
   t.ok(record !== undefined, 'the killed task has its output');
   t.ok((record?.attempts ?? 0) >= 2, `the killed task was leased again (attempts ${record?.attempts})`);
-  // transcoder1 stays dead: the cluster's teardown knows its pid is gone.
+  const survivor = cluster.role('transcoder').find((w) => w.id !== victim.id)!;
+  t.match((await call(survivor.url, 'GET', '/healthz')).body, { completed: Number }, 'the other transcoder did the rest');
+  // The victim stays dead: the cluster's teardown knows its pid is gone.
 });
