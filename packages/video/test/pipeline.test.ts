@@ -67,6 +67,36 @@ async function video(id: string): Promise<VideoBody> {
 
 await until('the metadata group has a leader', async () => (await call(member, 'GET', '/internal/video/status', { token })).status === 200, 60_000, 250);
 
+// The good video and the long one are uploaded up front, and a watcher kills a transcoder mid-task on the long one
+// while the cases run: the cases overlap instead of waiting for each other (the file's wall time is what counts).
+const goodId = upload(readFileSync(good), 'good-1');
+const longId = goodId.then(() => upload(readFileSync(long), 'long-1'));
+const killed = longId.then(async (id) => {
+  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { workers: Array<{ id: string; pid: number }> };
+  // Mid-task: whichever transcoder is first seen running ffmpeg on the video. Killed directly (SIGKILL, no goodbye),
+  // and its ffmpeg too (ours to stop).
+  const [victim, held] = await until('a transcoder is running ffmpeg on the video', async () => {
+    for (const w of cluster.role('transcoder')) {
+      const h = await call(w.url, 'GET', '/healthz').catch(() => null);
+      const current = (h?.body as { current?: { key: string; pid: number | null } | null } | undefined)?.current;
+      if (current !== null && current !== undefined && current.pid !== null && current.key.startsWith(`${id}/`)) return [w, current] as const;
+    }
+    return null;
+  }, 240_000, 20);
+  const pid = state.workers.find((w) => w.id === victim.id)!.pid;
+  process.kill(pid, 'SIGKILL');
+  try {
+    process.kill(held.pid!, 'SIGKILL');
+  } catch {
+    // already done
+  }
+  // Right after the kill: the task is still open, leased to the dead worker.
+  const tasks = (await call(member, 'GET', `/internal/video/videos/${id}/tasks`, { token })).body.tasks as Array<{ key: string; lease: { worker: string } | null }>;
+  return [victim, held, pid, tasks.find((x) => x.key === held.key)] as const;
+});
+// A failure surfaces in its case; the promises must not reject unobserved meanwhile.
+for (const p of [goodId, longId, killed]) p.catch(() => undefined);
+
 t.test('bad files of every kind end failed at the probe with a reason', async (t) => {
   const truncated = join(dir, 'truncated.mp4');
   const audioOnly = join(dir, 'audio.m4a');
@@ -109,7 +139,7 @@ t.test('bad files of every kind end failed at the probe with a reason', async (t
 });
 
 t.test('a video is playable after its first quality, then gets the rest; manifests and media through the edge', async (t) => {
-  const id = await upload(readFileSync(good), 'good-1');
+  const id = await goodId;
   const firstPlayable = await until('playable', async () => {
     const b = await video(id);
     if (b.status === 'failed') throw new Error(`failed: ${JSON.stringify(b.failure)}`);
@@ -167,27 +197,10 @@ t.test('a video is playable after its first quality, then gets the rest; manifes
 });
 
 t.test('a transcoder SIGKILLed mid-task: its task is re-leased after the lease and finished by the other', async (t) => {
-  const id = await upload(readFileSync(long), 'long-1');
-  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { workers: Array<{ id: string; pid: number }> };
-  // Mid-task: whichever transcoder is first seen running ffmpeg on the video. Killed directly (SIGKILL, no goodbye),
-  // and its ffmpeg too (ours to stop).
-  const [victim, held] = await until('a transcoder is running ffmpeg on the video', async () => {
-    for (const w of cluster.role('transcoder')) {
-      const h = await call(w.url, 'GET', '/healthz').catch(() => null);
-      const current = (h?.body as { current?: { key: string; pid: number | null } | null } | undefined)?.current;
-      if (current !== null && current !== undefined && current.pid !== null && current.key.startsWith(`${id}/`)) return [w, current] as const;
-    }
-    return null;
-  }, 120_000, 20);
-  const pid = state.workers.find((w) => w.id === victim.id)!.pid;
-  process.kill(pid, 'SIGKILL');
-  try {
-    process.kill(held.pid!, 'SIGKILL');
-  } catch {
-    // already done
-  }
-  const tasks = (await call(member, 'GET', `/internal/video/videos/${id}/tasks`, { token })).body.tasks as Array<{ key: string; lease: { worker: string } | null }>;
-  t.match(tasks.find((x) => x.key === held.key), { lease: { worker: victim.id } }, 'the killed worker held the task, unfinished');
+  const id = await longId;
+  const [victim, held, pid, heldTask] = await killed;
+  t.ok(pid > 0, `${victim.id} (pid ${pid}) was SIGKILLed while its ffmpeg ran ${held.key}`);
+  t.match(heldTask, { lease: { worker: victim.id } }, 'the killed worker held the task, unfinished');
   const v = await until('playable without the killed worker', async () => {
     const b = await video(id);
     if (b.status === 'failed') throw new Error(`failed: ${JSON.stringify(b.failure)}`);
