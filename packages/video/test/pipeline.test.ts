@@ -20,7 +20,7 @@ const good = join(dir, 'good.mp4');
 const small = join(dir, 'small.mp4');
 const long = join(dir, 'long.mp4');
 const [cluster] = await Promise.all([
-  startCluster('video', { nodes: 3, workers: 'edge=1,transcoder=2', settings: { transcode_lease_ms: '8000' } }),
+  startCluster('video', { nodes: 3, workers: 'edge=1,app=1,transcoder=2', settings: { transcode_lease_ms: '8000' } }),
   makeTestVideo({ path: good, duration_s: 14, width: 426, height: 240, audio: 'speech' }),
   makeTestVideo({ path: small, duration_s: 4, width: 160, height: 90, audio: 'sine' }),
   makeTestVideo({ path: long, duration_s: 40, width: 426, height: 240, audio: 'none' }),
@@ -215,4 +215,28 @@ t.test('a transcoder SIGKILLed mid-task: its task is re-leased after the lease a
   const survivor = cluster.role('transcoder').find((w) => w.id !== victim.id)!;
   t.match((await call(survivor.url, 'GET', '/healthz')).body, { completed: Number }, 'the other transcoder did the rest');
   // The victim stays dead: the cluster's teardown knows its pid is gone.
+});
+
+t.test('a re-encode: a new revision plays, the old one is invalidated explicitly (gone from the edge and the store)', async (t) => {
+  const id = await goodId;
+  const before = await until('the good video is finished', async () => {
+    const b = await video(id);
+    return b.status === 'playable' && b.stage === null && b.thumbnails.length === 5 ? b : null;
+  }, 240_000, 250);
+  const oldMaster = before.manifest_url!;
+  t.match(oldMaster, /\/r1\/master\.m3u8$/);
+  t.equal((await fetch(oldMaster)).status, 200);
+  t.equal((await call(app, 'POST', `/api/videos/${id}/reencode`, { token: deriveClientToken(token, 'bob') })).status, 403);
+  const started = await call(app, 'POST', `/api/videos/${id}/reencode`, { token: ann });
+  t.equal(started.status, 202);
+  t.match(started.body, { revision: 2, status: 'playable', manifest_url: oldMaster }, 'the old revision plays meanwhile');
+  t.equal((await call(app, 'POST', `/api/videos/${id}/reencode`, { token: ann })).status, 409, 'one re-encode at a time');
+  const after = await until('revision 2 is published with every quality', async () => {
+    const b = await video(id);
+    return b.manifest_url !== null && /\/r2\/master\.m3u8$/.test(b.manifest_url) && b.qualities.every((q) => q.ready) ? b : null;
+  }, 240_000, 250);
+  t.equal((await fetch(after.manifest_url!)).status, 200);
+  await until('the old master is gone from the edge', async () => (await fetch(oldMaster)).status === 404, 60_000, 250);
+  const stored = await fetch(`${cluster.role('store')[0]!.url}/objects/${new URL(oldMaster).pathname.replace(/^\/media\//, '')}`, { headers: { authorization: `Bearer ${token}` } });
+  t.equal(stored.status, 404, 'and from the store');
 });
