@@ -143,6 +143,17 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     return { received: listing.chunks.map((c) => ({ index: c.index, size: c.size, sha256: c.sha256 })), received_bytes: listing.received_bytes };
   };
 
+  const choosePoster = async (ctx: RequestContext<Principal>): Promise<VideoBody> => {
+      const v = await visible(ctx, ctx.params.id ?? '');
+      if (!actsFor(ctx.principal, v.uploader_id)) throw forbidden('only the uploader chooses the poster');
+      const b = requireObject(await ctx.json());
+      const index = b.index;
+      if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index >= Math.max(1, v.thumbnails.length)) throw badRequest('invalid_field', `index is a thumbnail index from 0 to ${Math.max(0, v.thumbnails.length - 1)}`, { field: 'index' });
+      const r = await meta.command({ op: 'choosePoster', videoId: v.video_id, index });
+      if (!r.ok) throw new HttpError(409, 'no_thumbnails', 'the thumbnails are not made yet');
+      return body(r.video!);
+    };
+
   const http = await serveWorkerHttp(options, { health: () => ({ store: storeUrl, edges: edges.length }) });
   // The player page, so its API calls are same-origin (the edges serve it too).
   registerWatchPage(http.router);
@@ -208,15 +219,14 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       views.set(v.video_id, (views.get(v.video_id) ?? 0) + 1);
       return { manifest_url: mediaUrl(v.video_id, v.manifest_path), ttl_seconds: PLAYBACK_TTL_S };
     })
-    .post('/api/videos/:id/poster', { admits: 'authenticated' }, async (ctx) => {
+    .put('/api/videos/:id/poster', { admits: 'authenticated' }, choosePoster)
+    .post('/api/videos/:id/poster', { admits: 'authenticated' }, choosePoster)
+    .post('/api/videos/:id/reencode', { admits: 'authenticated' }, async (ctx) => {
       const v = await visible(ctx, ctx.params.id ?? '');
-      if (!actsFor(ctx.principal, v.uploader_id)) throw forbidden('only the uploader chooses the poster');
-      const b = requireObject(await ctx.json());
-      const index = b.index;
-      if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index >= Math.max(1, v.thumbnails.length)) throw badRequest('invalid_field', `index is a thumbnail index from 0 to ${Math.max(0, v.thumbnails.length - 1)}`, { field: 'index' });
-      const r = await meta.command({ op: 'choosePoster', videoId: v.video_id, index });
-      if (!r.ok) throw new HttpError(409, 'no_thumbnails', 'the thumbnails are not made yet');
-      return body(r.video!);
+      if (!actsFor(ctx.principal, v.uploader_id)) throw forbidden('only the uploader (or the operator) re-encodes a video');
+      const r = await meta.command({ op: 'reencode', videoId: v.video_id, now: Date.now() });
+      if (!r.ok) throw new HttpError(409, 'cannot_reencode', r.message ?? 'the video cannot be re-encoded now', { status: v.status });
+      return new Reply(202, { ...body(r.video!), revision: r.video!.revision });
     })
     .post('/api/videos/:id/moderation', { admits: 'cluster' }, async (ctx) => {
       const videoId = ctx.params.id ?? '';

@@ -8,6 +8,8 @@ import { appRole } from './api.js';
 import { edgeRole, regionalRole } from './delivery/index.js';
 import type { VideoCommand, VideoResult } from './machine.js';
 import { videoMembers } from './member.js';
+import { pipelineRole } from './pipeline/pipeline.js';
+import { transcoderRole } from './pipeline/transcoder.js';
 import { storeRole } from './store/server.js';
 
 export { VideoMachine, checkVideoCommand, DEFAULT_LIMITS, PRIVACY, taskKey, VIDEO_OPS } from './machine.js';
@@ -20,9 +22,14 @@ export { signingSecret, signQuery, verifySigned } from './signing.js';
 export type { Access, SignedParams, Verdict } from './signing.js';
 export { MetaClient, StoreClient } from './internal-client.js';
 export { memberRoutes } from './member.js';
+export { pipelineRole, startPipeline, PIPELINE_ROLE, revisionPrefix } from './pipeline/pipeline.js';
+export { transcoderRole, startTranscoder, TRANSCODER_ROLE, DEFAULT_LEASE_MS, mediaTask } from './pipeline/transcoder.js';
 
-/** `cluster up --service video`: the members, then the store, the delivery tiers (regional before edges), the app tier. */
+/**
+ * `cluster up --service video`: the members, then the store, the delivery tiers (regional before edges), the app
+ * tier, the pipeline worker and the transcode pool.
+ */
 export const videoService: ServiceDefinition<VideoCommand, VideoResult> = {
   ...videoMembers,
-  workers: [storeRole, regionalRole, edgeRole, appRole],
+  workers: [storeRole, regionalRole, edgeRole, appRole, pipelineRole, transcoderRole],
 };

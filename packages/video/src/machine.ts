@@ -17,6 +17,7 @@
  */
 import {
   arrayField,
+  booleanField,
   commandOf,
   CommandShapeError,
   integerField,
@@ -98,6 +99,9 @@ export interface Video {
   source_codec: string | null;
   source_width: number | null;
   source_height: number | null;
+  /** The output frame rate every task uses (ffmpeg's rational, e.g. "30000/1001"), so all share one init segment. */
+  source_fps: string | null;
+  has_audio: boolean | null;
   source_size: number;
   source_sha256: string;
   raw_path: string;
@@ -145,18 +149,24 @@ export interface SegmentRecord {
   storage_path: string;
   size_bytes: number;
   duration_ms: number;
-  /** Names of the playback (6 s) segment files under storage_path, in order, with their durations. */
-  parts: Array<{ name: string; duration_ms: number }>;
+  /** RFC 6381 codecs of the quality ("avc1.4D400C,mp4a.40.2"), read from the task's init segment. */
+  codecs: string;
+  /** The playback (6 s) segment files under storage_path, in order, with their durations and sizes. */
+  parts: Array<{ name: string; duration_ms: number; size_bytes: number }>;
+  /** Leases the task took (above 1: a worker died or was too slow, and another finished it). */
+  attempts: number;
 }
 
 export type VideoCommand =
   | { op: 'createUpload'; uploadId: string; uploaderId: string; idempotencyKey: string; title: string; description: string; tags: string[]; privacy: Privacy; totalSize: number | null; now: number }
   | { op: 'finalize'; uploadId: string; videoId: string; totalChunks: number; size: number; sha256: string; rawPath: string; now: number }
-  | { op: 'probed'; videoId: string; durationS: number; codec: string; width: number; height: number; qualities: QualitySpec[]; segmentS: number; now: number }
+  | { op: 'probed'; videoId: string; durationS: number; codec: string; width: number; height: number; fps: string; hasAudio: boolean; qualities: QualitySpec[]; segmentS: number; segments: number; now: number }
   | { op: 'fail'; videoId: string; stage: Stage; reason: string; now: number }
   | { op: 'claim'; workerId: string; leaseId: string; leaseMs: number; now: number }
-  | { op: 'complete'; taskKey: string; leaseId: string; output: Omit<SegmentRecord, 'video_id' | 'quality' | 'segment_index'>; now: number }
+  | { op: 'renew'; taskKey: string; leaseId: string; leaseMs: number; now: number }
+  | { op: 'complete'; taskKey: string; leaseId: string; output: Omit<SegmentRecord, 'video_id' | 'quality' | 'segment_index' | 'attempts'>; now: number }
   | { op: 'taskFailed'; taskKey: string; leaseId: string; reason: string; now: number }
+  | { op: 'reencode'; videoId: string; now: number }
   | { op: 'published'; videoId: string; revision: number; qualities: string[]; manifestPath: string; now: number }
   | { op: 'thumbnails'; videoId: string; paths: string[] }
   | { op: 'choosePoster'; videoId: string; index: number }
@@ -170,12 +180,13 @@ export type VideoResult =
   | { op: 'createUpload'; created: boolean; upload: Upload }
   | { op: 'finalize'; ok: true; video: Video; created: boolean }
   | { op: 'finalize'; ok: false; code: 'upload_not_found' | 'already_finalized_other' ; message: string }
-  | { op: 'probed' | 'fail' | 'published' | 'thumbnails' | 'choosePoster' | 'captions' | 'moderate' | 'views' | 'restore'; ok: boolean; video: Video | null; message?: string }
+  | { op: 'probed' | 'fail' | 'reencode' | 'published' | 'thumbnails' | 'choosePoster' | 'captions' | 'moderate' | 'views' | 'restore'; ok: boolean; video: Video | null; message?: string }
   | { op: 'claim'; task: Task | null }
+  | { op: 'renew'; renewed: boolean; until: number | null }
   | { op: 'complete' | 'taskFailed'; accepted: boolean; task: Task | null; video: Video | null }
   | { op: 'sweep'; cold: string[]; warmed: string[]; rawDeleted: Array<{ video_id: string; raw_path: string }> };
 
-export const VIDEO_OPS = ['createUpload', 'finalize', 'probed', 'fail', 'claim', 'complete', 'taskFailed', 'published', 'thumbnails', 'choosePoster', 'captions', 'moderate', 'views', 'restore', 'sweep'] as const;
+export const VIDEO_OPS = ['createUpload', 'finalize', 'probed', 'fail', 'claim', 'renew', 'complete', 'taskFailed', 'reencode', 'published', 'thumbnails', 'choosePoster', 'captions', 'moderate', 'views', 'restore', 'sweep'] as const;
 
 const ID_MAX = 128;
 const TEXT_MAX = 5_000;
@@ -199,7 +210,8 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
       return;
     case 'probed': {
       id('videoId'), numberField(c, 'durationS', 0, 1e7), stringField(c, 'codec', 64), integerField(c, 'width', 1, 1e5), integerField(c, 'height', 1, 1e5);
-      arrayField(c, 'qualities', (q, at) => qualitySpec(q, at), 16), integerField(c, 'segmentS', 1, 3600), time('now');
+      arrayField(c, 'qualities', (q, at) => qualitySpec(q, at), 16), integerField(c, 'segmentS', 1, 3600), integerField(c, 'segments', 1, 100_000), time('now');
+      stringField(c, 'fps', 32), booleanField(c, 'hasAudio');
       return;
     }
     case 'fail':
@@ -210,20 +222,26 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
     case 'claim':
       id('workerId'), id('leaseId'), integerField(c, 'leaseMs', 1, 86_400_000), time('now');
       return;
+    case 'renew':
+      stringField(c, 'taskKey', 300), id('leaseId'), integerField(c, 'leaseMs', 1, 86_400_000), time('now');
+      return;
     case 'complete': {
       stringField(c, 'taskKey', 300), id('leaseId'), time('now');
       const o = objectField(c, 'output');
-      stringField(o, 'storage_path', 512), integerField(o, 'size_bytes', 0), integerField(o, 'duration_ms', 0);
+      stringField(o, 'storage_path', 512), integerField(o, 'size_bytes', 0), integerField(o, 'duration_ms', 0), stringField(o, 'codecs', 200);
       arrayField(o, 'parts', (p, at) => {
         if (typeof p !== 'object' || p === null) throw new CommandShapeError(`${at} must be an object`);
         const f = p as Record<string, unknown>;
-        stringField(f, 'name', 128), integerField(f, 'duration_ms', 0);
+        stringField(f, 'name', 128), integerField(f, 'duration_ms', 0), integerField(f, 'size_bytes', 0);
         return f;
       }, 10_000);
       return;
     }
     case 'taskFailed':
       stringField(c, 'taskKey', 300), id('leaseId'), stringField(c, 'reason', 1000), time('now');
+      return;
+    case 'reencode':
+      id('videoId'), time('now');
       return;
     case 'published':
       id('videoId'), integerField(c, 'revision', 0), stringArrayField(c, 'qualities', 16, 32), stringField(c, 'manifestPath', 512), time('now');
@@ -301,16 +319,26 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       }
       case 'claim':
         return { op: 'claim', task: this.claim(command) };
+      case 'renew': {
+        // Only the current holder, before its lease ran out: once expired the task may be someone else's.
+        const task = this.open.get(command.taskKey);
+        if (task === undefined || task.lease === null || task.lease.id !== command.leaseId || task.lease.until <= command.now) return { op: 'renew', renewed: false, until: null };
+        task.lease.until = command.now + command.leaseMs;
+        return { op: 'renew', renewed: true, until: task.lease.until };
+      }
       case 'complete':
         return this.complete(command);
       case 'taskFailed':
         return this.taskFailed(command);
+      case 'reencode':
+        return this.reencode(command.videoId);
       case 'published':
         return this.published(command);
       case 'thumbnails':
         return this.onVideo(command, (v) => {
           v.thumbnails = [...command.paths];
-          v.poster_path = v.thumbnails[0] ?? null;
+          // The default poster is the middle frame (50%: packages/media's DEFAULT_POSTER_PERCENT), unless chosen.
+          v.poster_path = v.thumbnails[Math.floor(v.thumbnails.length / 2)] ?? null;
           return true;
         });
       case 'choosePoster':
@@ -394,6 +422,8 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       source_codec: null,
       source_width: null,
       source_height: null,
+      source_fps: null,
+      has_audio: null,
       source_size: c.size,
       source_sha256: c.sha256,
       raw_path: c.rawPath,
@@ -424,7 +454,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     const v = this.videos.get(c.videoId);
     if (v === undefined) return { op: 'probed', ok: false, video: null, message: 'no such video' };
     // A second probe result (a pipeline worker retried after a crash) changes nothing: tasks are queued once.
-    if (v.status !== 'transcoding' || v.stage !== 'probe') return { op: 'probed', ok: false, video: v, message: 'already probed' };
+    if (v.stage !== 'probe' || v.status === 'failed' || v.status === 'taken_down') return { op: 'probed', ok: false, video: v, message: 'already probed' };
     if (c.qualities.length === 0) {
       this.failVideo(v, 'probe', 'no quality fits the source');
       return { op: 'probed', ok: true, video: v };
@@ -433,9 +463,12 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     v.source_codec = c.codec;
     v.source_width = c.width;
     v.source_height = c.height;
+    v.source_fps = c.fps;
+    v.has_audio = c.hasAudio;
     v.segment_s = c.segmentS;
     v.stage = 'transcode';
-    const segments = Math.max(1, Math.ceil(c.durationS / c.segmentS - 1e-9));
+    // The count is the planner's (packages/media): a last sliver under half a second joins the segment before it.
+    const segments = c.segments;
     v.qualities = c.qualities.map((q) => ({ ...q, segments, done: 0, failed: false, published: false }));
     const keys = new Set<string>();
     // Queue order is the claim order: the lowest quality's segments first, so one quality completes (playable)
@@ -451,7 +484,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
           quality: q.name,
           segment_index: s,
           start_s: start,
-          duration_s: Math.min(c.segmentS, Math.max(0, c.durationS - start)),
+          duration_s: s === segments - 1 ? Math.max(0, c.durationS - start) : c.segmentS,
           status: 'queued',
           lease: null,
           lease_ids: [],
@@ -496,7 +529,8 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     task.status = 'done';
     task.lease = null;
     this.open.delete(task.key);
-    this.segments.set(task.key, { video_id: task.video_id, quality: task.quality, segment_index: task.segment_index, ...c.output, parts: c.output.parts.map((p) => ({ ...p })) });
+    const o = c.output;
+    this.segments.set(task.key, { video_id: task.video_id, quality: task.quality, segment_index: task.segment_index, storage_path: o.storage_path, size_bytes: o.size_bytes, duration_ms: o.duration_ms, codecs: o.codecs, parts: o.parts.map((p) => ({ name: p.name, duration_ms: p.duration_ms, size_bytes: p.size_bytes })), attempts: task.attempts });
     const v = this.videos.get(task.video_id) ?? null;
     if (v !== null && v.revision === task.revision) {
       const q = v.qualities.find((x) => x.name === task.quality);
@@ -524,6 +558,28 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       if (v.qualities.every((x) => x.done >= x.segments || x.failed)) v.transcoded_at ??= c.now;
     }
     return { op: 'taskFailed', accepted: true, task, video: v };
+  }
+
+  /**
+   * A re-encode: a new revision (new object keys, so no cache can serve the old outputs as the new), probed and
+   * transcoded again from the raw source. The previous revision's manifest keeps playing until the new one is
+   * published; then the pipeline purges the old revision from the delivery tiers and the store (the explicit
+   * invalidation). Only a finished video with its raw source still kept can be re-encoded.
+   */
+  private reencode(videoId: string): VideoResult {
+    const v = this.videos.get(videoId);
+    if (v === undefined) return { op: 'reencode', ok: false, video: null, message: 'no such video' };
+    if ((v.status !== 'playable' && v.status !== 'flagged') || v.stage !== null) return { op: 'reencode', ok: false, video: v, message: `the video is ${v.status}${v.stage !== null ? ` (stage ${v.stage})` : ''}: only a finished video is re-encoded` };
+    if (v.raw_deleted_at !== null) return { op: 'reencode', ok: false, video: v, message: 'the raw source was deleted (30 days after transcode)' };
+    for (const key of this.videoTasks.get(v.video_id) ?? []) this.open.delete(key);
+    v.revision++;
+    v.stage = 'probe';
+    v.qualities = [];
+    v.thumbnails = [];
+    v.poster_path = null;
+    v.captions_path = null;
+    v.transcoded_at = null;
+    return { op: 'reencode', ok: true, video: v };
   }
 
   private published(c: Extract<VideoCommand, { op: 'published' }>): VideoResult {
@@ -640,7 +696,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     const publish: Video[] = [];
     const raw: Video[] = [];
     for (const v of this.videos.values()) {
-      if (v.status === 'transcoding' && v.stage === 'probe') probe.push(v);
+      if (v.stage === 'probe' && v.status !== 'failed' && v.status !== 'taken_down') probe.push(v);
       else if ((v.status === 'transcoding' || v.status === 'playable' || v.status === 'flagged') && v.qualities.some((q) => !q.published && !q.failed && q.done >= q.segments)) publish.push(v);
       if ((v.status === 'playable' || v.status === 'flagged') && v.thumbnails.length === 0 && v.raw_deleted_at === null) raw.push(v);
       if (probe.length + publish.length >= limit) break;

@@ -26,9 +26,9 @@ function finalized(m: VideoMachine, id = 'u1', video = 'v1', user = 'ann'): void
   run(m, { op: 'finalize', uploadId: id, videoId: video, totalChunks: 2, size: 1000, sha256: 'a'.repeat(64), rawPath: `raw/${id}`, now: T0 + 1 });
 }
 function probed(m: VideoMachine, video = 'v1', duration = 65): void {
-  run(m, { op: 'probed', videoId: video, durationS: duration, codec: 'h264', width: 320, height: 240, qualities: Q, segmentS: 30, now: T0 + 2 });
+  run(m, { op: 'probed', videoId: video, durationS: duration, codec: 'h264', width: 320, height: 240, fps: '30', hasAudio: true, qualities: Q, segmentS: 30, segments: Math.ceil((duration - 0.5) / 30), now: T0 + 2 });
 }
-const output = (path: string) => ({ storage_path: path, size_bytes: 10, duration_ms: 30_000, parts: [{ name: 'seg-0.ts', duration_ms: 6_000 }] });
+const output = (path: string) => ({ storage_path: path, size_bytes: 10, duration_ms: 30_000, codecs: 'avc1.42C00C', parts: [{ name: 'seg-00000.m4s', duration_ms: 6_000, size_bytes: 10 }] });
 function claim(m: VideoMachine, worker: string, lease: string, now: number, leaseMs = 10_000): Task | null {
   const r = run(m, { op: 'claim', workerId: worker, leaseId: lease, leaseMs, now });
   return r.op === 'claim' ? r.task : null;
@@ -97,12 +97,43 @@ t.test('leases: an expired lease is claimable again; the first finisher wins; pl
   t.match(m.getVideo('v1'), { status: 'playable', stage: null, qualities: [{ published: true }, { published: true }] });
 });
 
+t.test('renew: the holder extends its lease before it runs out; after, the task may be another worker\'s', async (t) => {
+  const m = new VideoMachine();
+  finalized(m);
+  probed(m, 'v1', 20);
+  const a = claim(m, 'w1', 'L1', T0, 10_000)!;
+  t.match(run(m, { op: 'renew', taskKey: a.key, leaseId: 'L1', leaseMs: 10_000, now: T0 + 9_000 }), { renewed: true, until: T0 + 19_000 });
+  t.equal(claim(m, 'w2', 'L2', T0 + 15_000)?.key === a.key, false, 'a renewed lease is not handed out');
+  t.match(run(m, { op: 'renew', taskKey: a.key, leaseId: 'other', leaseMs: 10_000, now: T0 + 16_000 }), { renewed: false }, 'only the holder renews');
+  t.match(run(m, { op: 'renew', taskKey: a.key, leaseId: 'L1', leaseMs: 10_000, now: T0 + 19_001 }), { renewed: false }, 'too late: the lease ran out');
+});
+
+t.test('re-encode: a new revision, the old manifest kept until the new one is published', async (t) => {
+  const m = new VideoMachine();
+  finalized(m);
+  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 });
+  t.match(run(m, { op: 'reencode', videoId: 'v1', now: T0 }), { ok: false }, 'not while transcoding');
+  const x = claim(m, 'w', 'L', T0)!;
+  run(m, { op: 'complete', taskKey: x.key, leaseId: 'L', output: output('videos/v1/r1/144p'), now: T0 });
+  run(m, { op: 'published', videoId: 'v1', revision: 1, qualities: ['144p'], manifestPath: 'videos/v1/r1/master.m3u8', now: T0 });
+  t.match(run(m, { op: 'reencode', videoId: 'v1', now: T0 + 1 }), { ok: true, video: { revision: 2, stage: 'probe', status: 'playable', manifest_path: 'videos/v1/r1/master.m3u8' } });
+  t.same(m.pipelineWork().probe.map((v) => v.video_id), ['v1'], 'the pipeline probes it again');
+  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 + 2 });
+  const y = claim(m, 'w', 'L2', T0 + 3)!;
+  t.equal(y.key, 'v1/r2/144p/0', 'tasks of the new revision');
+  t.match(run(m, { op: 'published', videoId: 'v1', revision: 1, qualities: ['144p'], manifestPath: 'old', now: T0 }), { ok: false }, 'an old revision cannot publish');
+  run(m, { op: 'complete', taskKey: y.key, leaseId: 'L2', output: output('videos/v1/r2/144p'), now: T0 + 4 });
+  run(m, { op: 'published', videoId: 'v1', revision: 2, qualities: ['144p'], manifestPath: 'videos/v1/r2/master.m3u8', now: T0 + 5 });
+  t.match(m.getVideo('v1'), { status: 'playable', stage: null, revision: 2, manifest_path: 'videos/v1/r2/master.m3u8' });
+  t.equal(m.segmentsOf('v1', '144p')[0]!.storage_path, 'videos/v1/r2/144p');
+});
+
 t.test('failures: a failed probe and a task failing every attempt end in failed with a reason', async (t) => {
   const m = new VideoMachine();
   finalized(m, 'u1', 'v1');
   t.match(run(m, { op: 'fail', videoId: 'v1', stage: 'probe', reason: 'not a video: no video stream' , now: T0 + 3 }), { ok: true, video: { status: 'failed', failure: { stage: 'probe', reason: 'not a video: no video stream' } } });
   finalized(m, 'u2', 'v2');
-  run(m, { op: 'probed', videoId: 'v2', durationS: 10, codec: 'h264', width: 256, height: 144, qualities: [Q[0]!], segmentS: 30, now: T0 });
+  run(m, { op: 'probed', videoId: 'v2', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 });
   for (let i = 0; i < DEFAULT_LIMITS.maxAttempts; i++) {
     const x = claim(m, 'w', `F${i}`, T0 + i)!;
     t.equal(x.video_id, 'v2');
@@ -116,7 +147,7 @@ t.test('failures: a failed probe and a task failing every attempt end in failed 
 t.test('moderation: flag holds playable, clear returns it, take down is final', async (t) => {
   const m = new VideoMachine();
   finalized(m);
-  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, qualities: [Q[0]!], segmentS: 30, now: T0 });
+  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 });
   const x = claim(m, 'w', 'L', T0)!;
   run(m, { op: 'complete', taskKey: x.key, leaseId: 'L', output: output('p'), now: T0 });
   run(m, { op: 'published', videoId: 'v1', revision: 1, qualities: ['144p'], manifestPath: 'm', now: T0 });
@@ -134,7 +165,7 @@ t.test('storage tiers with an injected clock: cold after 90 days with few views,
   finalized(m, 'u1', 'quiet');
   finalized(m, 'u2', 'popular');
   for (const id of ['quiet', 'popular']) {
-    run(m, { op: 'probed', videoId: id, durationS: 10, codec: 'h264', width: 256, height: 144, qualities: [Q[0]!], segmentS: 30, now: T0 });
+    run(m, { op: 'probed', videoId: id, durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 });
     const x = claim(m, 'w', `L-${id}`, T0)!;
     run(m, { op: 'complete', taskKey: x.key, leaseId: `L-${id}`, output: output('p'), now: T0 + 1000 });
     run(m, { op: 'published', videoId: id, revision: 1, qualities: ['144p'], manifestPath: 'm', now: T0 + 1000 });
@@ -194,9 +225,11 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
     valid: [
       { op: 'createUpload', uploadId: 'u5', uploaderId: 'a', idempotencyKey: 'k', title: 't', description: '', tags: [], privacy: 'unlisted', totalSize: null, now: T0 },
       { op: 'claim', workerId: 'w', leaseId: 'l', leaseMs: 1000, now: T0 },
+      { op: 'renew', taskKey: 'v1/r1/144p/0', leaseId: 'l', leaseMs: 1000, now: T0 },
       { op: 'sweep', now: T0 },
       { op: 'views', videoId: 'v1', count: 3 },
       { op: 'restore', videoId: 'v1', now: T0 },
+      { op: 'reencode', videoId: 'v1', now: T0 },
       { op: 'moderate', videoId: 'v1', action: 'flag', reason: '', now: T0 },
     ],
     malformed: [null, [], 'claim', { op: 'nope' }, { op: 'claim', workerId: 'w', leaseId: 'l', leaseMs: 0, now: T0 }, { op: 'createUpload', uploadId: 'u5', uploaderId: 'a', idempotencyKey: 'k', title: 't', description: '', tags: [], privacy: 'secret', totalSize: null, now: T0 }],

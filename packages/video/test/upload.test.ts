@@ -13,7 +13,9 @@ import { deriveClientToken } from '@raftkit/http';
 import { call, startCluster, until } from '@raftkit/testkit';
 import { signingSecret, signQuery } from '../src/signing.js';
 
-const cluster = await startCluster('video', { nodes: 3, workers: 'edge=1' });
+// No pipeline or transcoders here: this file drives the metadata's pipeline steps itself (the tier case), and its
+// uploads of random bytes must stay `transcoding` while it looks at them. pipeline.test.ts runs the real pipeline.
+const cluster = await startCluster('video', { nodes: 3, workers: 'edge=1,pipeline=0,transcoder=0' });
 t.teardown(() => cluster.down());
 const token = cluster.token;
 const app = cluster.role('app')[0]!.url;
@@ -285,7 +287,7 @@ t.test('playable through the API, storage tiers with an injected clock: cold, re
   const videoId = await finalizedVideo('tier-1');
   const base = Date.now();
   // The pipeline's steps as commands (the transcode itself is the pipeline test's): probe, one task, publish.
-  await command({ op: 'probed', videoId, durationS: 4, codec: 'h264', width: 160, height: 90, qualities: [{ name: '144p', width: 160, height: 90, bandwidth: 150_000 }], segmentS: 30, now: base });
+  await command({ op: 'probed', videoId, durationS: 4, codec: 'h264', width: 160, height: 90, fps: '25', hasAudio: true, segments: 1, qualities: [{ name: '144p', width: 160, height: 90, bandwidth: 150_000 }], segmentS: 30, now: base });
   type Leased = { key: string; lease: { id: string } };
   let task: Leased | null = null;
   for (let i = 0; i < 100; i++) {
@@ -297,10 +299,10 @@ t.test('playable through the API, storage tiers with an injected clock: cold, re
     }
   }
   if (task === null) throw new Error('the task was not handed out');
-  await command({ op: 'complete', taskKey: task.key, leaseId: task.lease.id, output: { storage_path: `videos/${videoId}/r1/hls/144p`, size_bytes: 1, duration_ms: 4000, parts: [{ name: 'seg_00000.m4s', duration_ms: 4000 }] }, now: base });
-  await command({ op: 'published', videoId, revision: 1, qualities: ['144p'], manifestPath: `videos/${videoId}/r1/hls/master.m3u8`, now: base });
+  await command({ op: 'complete', taskKey: task.key, leaseId: task.lease.id, output: { storage_path: `videos/${videoId}/r1/144p`, size_bytes: 1, duration_ms: 4000, codecs: 'avc1.42C00C', parts: [{ name: 'seg-00000.m4s', duration_ms: 4000, size_bytes: 1 }] }, now: base });
+  await command({ op: 'published', videoId, revision: 1, qualities: ['144p'], manifestPath: `videos/${videoId}/r1/master.m3u8`, now: base });
   const v = await call(app, 'GET', `/api/videos/${videoId}`, { token: ann });
-  t.match(v.body, { status: 'playable', manifest_url: new RegExp(`/media/videos/${videoId}/r1/hls/master\\.m3u8$`), qualities: [{ name: '144p', ready: true }] });
+  t.match(v.body, { status: 'playable', manifest_url: new RegExp(`/media/videos/${videoId}/r1/master\\.m3u8$`), qualities: [{ name: '144p', ready: true }] });
   const pb = await call(app, 'GET', `/api/videos/${videoId}/playback`, { token: bob });
   t.same(Object.keys(pb.body).sort(), ['manifest_url', 'ttl_seconds'], 'a manifest URL only, never a media URL or a quality');
   t.match(pb.body.manifest_url, /master\.m3u8$/);

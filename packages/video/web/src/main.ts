@@ -39,6 +39,7 @@ interface Engine {
   setLevel(index: number): void;
   /** Height of the level playing now, 0 before one is chosen. */
   playingHeight(): number;
+  raw(): unknown;
 }
 
 const params = new URLSearchParams(location.search);
@@ -54,6 +55,7 @@ const thumbsEl = document.getElementById('thumbs')!;
 const posterStatusEl = document.getElementById('poster-status')!;
 const errors: string[] = [];
 let engine: Engine | null = null;
+let captionsUrl: string | null = null;
 
 const page = {
   format,
@@ -61,6 +63,8 @@ const page = {
   levels: (): Level[] => engine?.levels() ?? [],
   setLevel: (index: number): void => engine?.setLevel(index),
   playingHeight: (): number => engine?.playingHeight() ?? 0,
+  /** The player's own view of its variants, for diagnostics. */
+  raw: (): unknown => engine?.raw(),
 };
 (window as unknown as { videoPage: typeof page }).videoPage = page;
 
@@ -106,6 +110,13 @@ function hlsEngine(url: string): Engine {
   hls.on(Hls.Events.ERROR, (_e, d) => {
     if (d.fatal) fail(`hls.js: ${d.type} ${d.details}`);
   });
+  hls.on(Hls.Events.MANIFEST_PARSED, () => {
+    // Captions from the master's subtitles rendition when it has one, else the page's <track> of captions_url.
+    if (hls.subtitleTracks.length > 0) {
+      hls.subtitleTrack = 0;
+      hls.subtitleDisplay = true;
+    } else if (captionsUrl !== null) addCaptions(captionsUrl);
+  });
   hls.loadSource(url);
   hls.attachMedia(video);
   return {
@@ -115,6 +126,7 @@ function hlsEngine(url: string): Engine {
       hls.currentLevel = index;
     },
     playingHeight: () => hls.levels[playing]?.height ?? 0,
+    raw: () => hls.levels.map((l) => ({ height: l.height, bitrate: l.bitrate, codecs: `${l.videoCodec},${l.audioCodec}` })),
   };
 }
 
@@ -122,12 +134,22 @@ async function dashEngine(url: string): Promise<Engine> {
   shaka.polyfill.installAll();
   if (!shaka.Player.isBrowserSupported()) throw new Error('this browser cannot run Shaka Player');
   const player = new shaka.Player();
+  // Shaka bans a variant for 30 s when over 15% of its frames drop, and a banned variant vanishes from
+  // getVariantTracks, so from the quality menu: on a busy CPU the higher qualities disappeared mid-play. The
+  // ABR stays bandwidth-driven (as hls.js, whose frame-drop cap is off by default) and the menu stays whole.
+  player.configure({ abr: { droppedFrames: false } });
   await player.attach(video);
   player.addEventListener('error', (event) => {
     const detail = (event as unknown as { detail?: { code?: number } }).detail;
     fail(`shaka: error ${detail?.code ?? 'unknown'}`);
   });
   await player.load(url);
+  // Captions from the MPD's text AdaptationSet when it has one, else the page's <track> of captions_url.
+  const texts = player.getTextTracks();
+  if (texts.length > 0) {
+    // Shaka 5: selecting a text track shows it (selectTextTrack(null) hides it).
+    player.selectTextTrack(texts[0]!);
+  } else if (captionsUrl !== null) addCaptions(captionsUrl);
   // One entry per height: Shaka lists variants (video x audio), the menu offers pictures.
   const levels = (): Level[] => {
     const byHeight = new Map<number, Level>();
@@ -150,6 +172,7 @@ async function dashEngine(url: string): Promise<Engine> {
       player.selectVariantTrack(track, true);
     },
     playingHeight: () => player.getVariantTracks().find((t) => t.active)?.height ?? 0,
+    raw: () => ({ tracks: player.getVariantTracks().map((t) => ({ id: t.id, height: t.height, bandwidth: t.bandwidth, codecs: t.codecs, active: t.active })), stats: player.getStats() }),
   };
 }
 
@@ -216,7 +239,7 @@ async function start(): Promise<void> {
   document.title = info.title ?? videoId;
   if (info.poster_url) video.poster = info.poster_url;
   showThumbnails(info.thumbnails ?? [], info.poster_url ?? null);
-  if (info.captions_url) addCaptions(info.captions_url);
+  captionsUrl = info.captions_url ?? null;
   const url = await manifestUrl(info);
   engine = format === 'hls' ? hlsEngine(url) : await dashEngine(url);
   video.addEventListener('error', () => fail(`media error ${video.error?.code ?? ''}: ${video.error?.message ?? ''}`));
