@@ -91,6 +91,7 @@ bench: build
 	npx bench collab --vs y-websocket
 	npx bench flash --vs redis --duration 10 --concurrency 128
 	npx bench auction --vs ws-broadcast --duration 30
+	npx bench video --vs ffmpeg-ladder,nginx
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist

@@ -6,7 +6,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { runOk, TOOLS } from './exec.js';
+import { INPUT_GUARD, runOk, TOOLS } from './exec.js';
 
 export interface RecognisedWord {
   word: string;
@@ -28,7 +28,7 @@ export async function recogniseSpeech(source: string, options: { timeoutMs?: num
   const dir = await mkdtemp(join(tmpdir(), 'media-stt-'));
   try {
     const wav = join(dir, 'audio.wav');
-    await runOk(TOOLS.ffmpeg, ['-nostdin', '-v', 'error', '-i', source, '-map', '0:a:0', '-ac', '1', '-ar', '16000', '-c:a', 'pcm_s16le', '-y', wav], {
+    await runOk(TOOLS.ffmpeg, ['-nostdin', '-v', 'error', ...INPUT_GUARD, '-i', source, '-map', '0:a:0', '-ac', '1', '-ar', '16000', '-c:a', 'pcm_s16le', '-y', wav], {
       timeoutMs: options.timeoutMs ?? 600_000,
     });
     const res = await runOk(TOOLS.pocketsphinx, [

@@ -91,3 +91,14 @@ export const TOOLS = {
   flite: process.env.MEDIA_FLITE ?? '/usr/bin/flite',
   espeak: process.env.MEDIA_ESPEAK ?? '/usr/bin/espeak-ng',
 };
+
+/**
+ * Input options for every ffmpeg/ffprobe read of an uploaded file: local files only, and only container demuxers
+ * (plus the still-image ones, so probe can name a picture). A "video" that is really an HLS playlist or an ffconcat
+ * script would otherwise make ffmpeg open the URLs or local files it lists (the classic SSRF / file-read hole).
+ */
+export const INPUT_GUARD: readonly string[] = [
+  '-protocol_whitelist', 'file',
+  '-format_whitelist',
+  'mov,matroska,avi,mpegts,flv,asf,mpeg,mpegvideo,ogg,mxf,h264,hevc,m4v,ivf,wav,mp3,aac,flac,png_pipe,jpeg_pipe,gif,webp_pipe,bmp_pipe,tiff_pipe,image2',
+];

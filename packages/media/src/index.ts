@@ -38,7 +38,7 @@ export type { ModerationDecision, ModerationInput, ModerationResult, ModerationR
 export { DEFAULT_SPEECH, makeTestVideo } from './testvideo.js';
 export type { TestVideoOptions } from './testvideo.js';
 export { runPool } from './pool.js';
-export { run, runOk, ToolError, TOOLS } from './exec.js';
+export { INPUT_GUARD, run, runOk, ToolError, TOOLS } from './exec.js';
 export type { RunOptions, RunResult } from './exec.js';
 export { parseFmp4, shiftFragments } from './fmp4.js';
 export type { Fmp4Layout, FragmentInfo, TrackInfo } from './fmp4.js';

@@ -1,7 +1,7 @@
 // probe(path): what the pipeline needs to know about an uploaded file, or a typed reason to refuse it. ffprobe
 // reads the container; a one-frame decode near the end catches files whose header is whole but whose data was cut.
 import { stat } from 'node:fs/promises';
-import { run, TOOLS } from './exec.js';
+import { INPUT_GUARD, run, TOOLS } from './exec.js';
 
 export interface ProbeInfo {
   duration_s: number;
@@ -84,7 +84,7 @@ export async function probe(path: string, options: ProbeOptions = {}): Promise<P
 
   const res = await run(
     TOOLS.ffprobe,
-    ['-v', 'error', '-print_format', 'json', '-show_format', '-show_streams', '--', path],
+    ['-v', 'error', ...INPUT_GUARD, '-print_format', 'json', '-show_format', '-show_streams', '--', path],
     { timeoutMs, maxStdout: 4 * 1024 * 1024 },
   );
   if (res.code !== 0) return reject('malformed', `ffprobe cannot read the file: ${firstLine(res.stderr)}`);
@@ -118,7 +118,7 @@ export async function probe(path: string, options: ProbeOptions = {}): Promise<P
   // A whole header over cut data: decoding a frame from the last second finds nothing (or only errors).
   const tail = await run(
     TOOLS.ffmpeg,
-    ['-nostdin', '-v', 'error', '-ss', Math.max(0, duration - 1).toFixed(3), '-i', path, '-map', '0:v:0', '-frames:v', '1', '-f', 'framecrc', '-'],
+    ['-nostdin', '-v', 'error', ...INPUT_GUARD, '-ss', Math.max(0, duration - 1).toFixed(3), '-i', path, '-map', '0:v:0', '-frames:v', '1', '-f', 'framecrc', '-'],
     { timeoutMs, maxStdout: 64 * 1024 },
   );
   // framecrc prints one line per decoded frame ("0, pts, ..."), after its '#' header lines.

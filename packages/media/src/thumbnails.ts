@@ -2,7 +2,7 @@
 // video is rarely a title card or a fade); the uploader may pick any of the five.
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { runOk, TOOLS } from './exec.js';
+import { INPUT_GUARD, runOk, TOOLS } from './exec.js';
 
 export const THUMBNAIL_PERCENTS = [10, 30, 50, 70, 90] as const;
 export const DEFAULT_POSTER_PERCENT = 50;
@@ -32,7 +32,7 @@ export async function makeThumbnails(
     const file = `thumb-${String(percent).padStart(2, '0')}.jpg`;
     const path = join(outDir, file);
     await runOk(TOOLS.ffmpeg, [
-      '-nostdin', '-v', 'error', '-threads', '1', '-ss', time_s.toFixed(3), '-i', source,
+      '-nostdin', '-v', 'error', '-threads', '1', ...INPUT_GUARD, '-ss', time_s.toFixed(3), '-i', source,
       '-map', '0:v:0', '-frames:v', '1',
       '-vf', `scale=-2:'min(${maxHeight},ih)':flags=bicubic,setsar=1`,
       '-q:v', '3', '-fflags', '+bitexact', '-flags:v', '+bitexact', '-map_metadata', '-1',

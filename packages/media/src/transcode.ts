@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { runOk, TOOLS } from './exec.js';
+import { INPUT_GUARD, runOk, TOOLS } from './exec.js';
 import { parseFmp4, shiftFragments } from './fmp4.js';
 import { PLAYBACK_SEGMENT_S, playbackIndexes, type QualityName, type TranscodeTask } from './plan.js';
 
@@ -54,7 +54,7 @@ export function transcodeArgs(source: string, task: TranscodeTask, outFile: stri
   // never adds one of its own, and scene-cut keyframes are off, so every task cuts at the same 6-s boundaries.
   const gop = Math.ceil(fpsNum * PLAYBACK_SEGMENT_S * 2);
   const args = [
-    '-nostdin', '-v', 'error', '-threads', '1', '-filter_threads', '1',
+    '-nostdin', '-v', 'error', '-threads', '1', '-filter_threads', '1', ...INPUT_GUARD,
     '-ss', task.segment.start_s.toFixed(3), '-t', task.segment.duration_s.toFixed(3), '-i', source,
     '-map', '0:v:0',
   ];

@@ -83,6 +83,14 @@ t.test('bad files of every kind get a typed rejection', async (t) => {
   await writeFile(disguised, await readFile(jpg));
   rejected(t, await probe(disguised), 'not_video');
 
+  // An HLS playlist (or ffconcat script) named .mp4 must not make ffprobe open what it lists.
+  const playlist = join(dir, 'playlist.mp4');
+  await writeFile(playlist, `#EXTM3U\n#EXT-X-TARGETDURATION:10\n#EXTINF:10,\nfile://${good}\n#EXT-X-ENDLIST\n`);
+  rejected(t, await probe(playlist), 'malformed');
+  const concat = join(dir, 'concat.mp4');
+  await writeFile(concat, `ffconcat version 1.0\nfile '${good}'\n`);
+  rejected(t, await probe(concat), 'malformed');
+
   rejected(t, await probe(good, { maxDurationS: 5 }), 'too_long');
 
   const thin = join(dir, 'thin.mp4');

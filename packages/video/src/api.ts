@@ -221,6 +221,13 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     })
     .put('/api/videos/:id/poster', { admits: 'authenticated' }, choosePoster)
     .post('/api/videos/:id/poster', { admits: 'authenticated' }, choosePoster)
+    .post('/api/videos/:id/reencode', { admits: 'authenticated' }, async (ctx) => {
+      const v = await visible(ctx, ctx.params.id ?? '');
+      if (!actsFor(ctx.principal, v.uploader_id)) throw forbidden('only the uploader (or the operator) re-encodes a video');
+      const r = await meta.command({ op: 'reencode', videoId: v.video_id, now: Date.now() });
+      if (!r.ok) throw new HttpError(409, 'cannot_reencode', r.message ?? 'the video cannot be re-encoded now', { status: v.status });
+      return new Reply(202, { ...body(r.video!), revision: r.video!.revision });
+    })
     .post('/api/videos/:id/moderation', { admits: 'cluster' }, async (ctx) => {
       const videoId = ctx.params.id ?? '';
       if (!VIDEO_ID.test(videoId)) throw badRequest('invalid_video_id', 'bad video id', { field: 'video_id' });

@@ -163,8 +163,10 @@ export type VideoCommand =
   | { op: 'probed'; videoId: string; durationS: number; codec: string; width: number; height: number; fps: string; hasAudio: boolean; qualities: QualitySpec[]; segmentS: number; segments: number; now: number }
   | { op: 'fail'; videoId: string; stage: Stage; reason: string; now: number }
   | { op: 'claim'; workerId: string; leaseId: string; leaseMs: number; now: number }
+  | { op: 'renew'; taskKey: string; leaseId: string; leaseMs: number; now: number }
   | { op: 'complete'; taskKey: string; leaseId: string; output: Omit<SegmentRecord, 'video_id' | 'quality' | 'segment_index' | 'attempts'>; now: number }
   | { op: 'taskFailed'; taskKey: string; leaseId: string; reason: string; now: number }
+  | { op: 'reencode'; videoId: string; now: number }
   | { op: 'published'; videoId: string; revision: number; qualities: string[]; manifestPath: string; now: number }
   | { op: 'thumbnails'; videoId: string; paths: string[] }
   | { op: 'choosePoster'; videoId: string; index: number }
@@ -178,12 +180,13 @@ export type VideoResult =
   | { op: 'createUpload'; created: boolean; upload: Upload }
   | { op: 'finalize'; ok: true; video: Video; created: boolean }
   | { op: 'finalize'; ok: false; code: 'upload_not_found' | 'already_finalized_other' ; message: string }
-  | { op: 'probed' | 'fail' | 'published' | 'thumbnails' | 'choosePoster' | 'captions' | 'moderate' | 'views' | 'restore'; ok: boolean; video: Video | null; message?: string }
+  | { op: 'probed' | 'fail' | 'reencode' | 'published' | 'thumbnails' | 'choosePoster' | 'captions' | 'moderate' | 'views' | 'restore'; ok: boolean; video: Video | null; message?: string }
   | { op: 'claim'; task: Task | null }
+  | { op: 'renew'; renewed: boolean; until: number | null }
   | { op: 'complete' | 'taskFailed'; accepted: boolean; task: Task | null; video: Video | null }
   | { op: 'sweep'; cold: string[]; warmed: string[]; rawDeleted: Array<{ video_id: string; raw_path: string }> };
 
-export const VIDEO_OPS = ['createUpload', 'finalize', 'probed', 'fail', 'claim', 'complete', 'taskFailed', 'published', 'thumbnails', 'choosePoster', 'captions', 'moderate', 'views', 'restore', 'sweep'] as const;
+export const VIDEO_OPS = ['createUpload', 'finalize', 'probed', 'fail', 'claim', 'renew', 'complete', 'taskFailed', 'reencode', 'published', 'thumbnails', 'choosePoster', 'captions', 'moderate', 'views', 'restore', 'sweep'] as const;
 
 const ID_MAX = 128;
 const TEXT_MAX = 5_000;
@@ -219,6 +222,9 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
     case 'claim':
       id('workerId'), id('leaseId'), integerField(c, 'leaseMs', 1, 86_400_000), time('now');
       return;
+    case 'renew':
+      stringField(c, 'taskKey', 300), id('leaseId'), integerField(c, 'leaseMs', 1, 86_400_000), time('now');
+      return;
     case 'complete': {
       stringField(c, 'taskKey', 300), id('leaseId'), time('now');
       const o = objectField(c, 'output');
@@ -233,6 +239,9 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
     }
     case 'taskFailed':
       stringField(c, 'taskKey', 300), id('leaseId'), stringField(c, 'reason', 1000), time('now');
+      return;
+    case 'reencode':
+      id('videoId'), time('now');
       return;
     case 'published':
       id('videoId'), integerField(c, 'revision', 0), stringArrayField(c, 'qualities', 16, 32), stringField(c, 'manifestPath', 512), time('now');
@@ -310,10 +319,19 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       }
       case 'claim':
         return { op: 'claim', task: this.claim(command) };
+      case 'renew': {
+        // Only the current holder, before its lease ran out: once expired the task may be someone else's.
+        const task = this.open.get(command.taskKey);
+        if (task === undefined || task.lease === null || task.lease.id !== command.leaseId || task.lease.until <= command.now) return { op: 'renew', renewed: false, until: null };
+        task.lease.until = command.now + command.leaseMs;
+        return { op: 'renew', renewed: true, until: task.lease.until };
+      }
       case 'complete':
         return this.complete(command);
       case 'taskFailed':
         return this.taskFailed(command);
+      case 'reencode':
+        return this.reencode(command.videoId);
       case 'published':
         return this.published(command);
       case 'thumbnails':
@@ -436,7 +454,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     const v = this.videos.get(c.videoId);
     if (v === undefined) return { op: 'probed', ok: false, video: null, message: 'no such video' };
     // A second probe result (a pipeline worker retried after a crash) changes nothing: tasks are queued once.
-    if (v.status !== 'transcoding' || v.stage !== 'probe') return { op: 'probed', ok: false, video: v, message: 'already probed' };
+    if (v.stage !== 'probe' || v.status === 'failed' || v.status === 'taken_down') return { op: 'probed', ok: false, video: v, message: 'already probed' };
     if (c.qualities.length === 0) {
       this.failVideo(v, 'probe', 'no quality fits the source');
       return { op: 'probed', ok: true, video: v };
@@ -540,6 +558,28 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       if (v.qualities.every((x) => x.done >= x.segments || x.failed)) v.transcoded_at ??= c.now;
     }
     return { op: 'taskFailed', accepted: true, task, video: v };
+  }
+
+  /**
+   * A re-encode: a new revision (new object keys, so no cache can serve the old outputs as the new), probed and
+   * transcoded again from the raw source. The previous revision's manifest keeps playing until the new one is
+   * published; then the pipeline purges the old revision from the delivery tiers and the store (the explicit
+   * invalidation). Only a finished video with its raw source still kept can be re-encoded.
+   */
+  private reencode(videoId: string): VideoResult {
+    const v = this.videos.get(videoId);
+    if (v === undefined) return { op: 'reencode', ok: false, video: null, message: 'no such video' };
+    if ((v.status !== 'playable' && v.status !== 'flagged') || v.stage !== null) return { op: 'reencode', ok: false, video: v, message: `the video is ${v.status}${v.stage !== null ? ` (stage ${v.stage})` : ''}: only a finished video is re-encoded` };
+    if (v.raw_deleted_at !== null) return { op: 'reencode', ok: false, video: v, message: 'the raw source was deleted (30 days after transcode)' };
+    for (const key of this.videoTasks.get(v.video_id) ?? []) this.open.delete(key);
+    v.revision++;
+    v.stage = 'probe';
+    v.qualities = [];
+    v.thumbnails = [];
+    v.poster_path = null;
+    v.captions_path = null;
+    v.transcoded_at = null;
+    return { op: 'reencode', ok: true, video: v };
   }
 
   private published(c: Extract<VideoCommand, { op: 'published' }>): VideoResult {
@@ -656,7 +696,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     const publish: Video[] = [];
     const raw: Video[] = [];
     for (const v of this.videos.values()) {
-      if (v.status === 'transcoding' && v.stage === 'probe') probe.push(v);
+      if (v.stage === 'probe' && v.status !== 'failed' && v.status !== 'taken_down') probe.push(v);
       else if ((v.status === 'transcoding' || v.status === 'playable' || v.status === 'flagged') && v.qualities.some((q) => !q.published && !q.failed && q.done >= q.segments)) publish.push(v);
       if ((v.status === 'playable' || v.status === 'flagged') && v.thumbnails.length === 0 && v.raw_deleted_at === null) raw.push(v);
       if (probe.length + publish.length >= limit) break;

@@ -97,6 +97,37 @@ t.test('leases: an expired lease is claimable again; the first finisher wins; pl
   t.match(m.getVideo('v1'), { status: 'playable', stage: null, qualities: [{ published: true }, { published: true }] });
 });
 
+t.test('renew: the holder extends its lease before it runs out; after, the task may be another worker\'s', async (t) => {
+  const m = new VideoMachine();
+  finalized(m);
+  probed(m, 'v1', 20);
+  const a = claim(m, 'w1', 'L1', T0, 10_000)!;
+  t.match(run(m, { op: 'renew', taskKey: a.key, leaseId: 'L1', leaseMs: 10_000, now: T0 + 9_000 }), { renewed: true, until: T0 + 19_000 });
+  t.equal(claim(m, 'w2', 'L2', T0 + 15_000)?.key === a.key, false, 'a renewed lease is not handed out');
+  t.match(run(m, { op: 'renew', taskKey: a.key, leaseId: 'other', leaseMs: 10_000, now: T0 + 16_000 }), { renewed: false }, 'only the holder renews');
+  t.match(run(m, { op: 'renew', taskKey: a.key, leaseId: 'L1', leaseMs: 10_000, now: T0 + 19_001 }), { renewed: false }, 'too late: the lease ran out');
+});
+
+t.test('re-encode: a new revision, the old manifest kept until the new one is published', async (t) => {
+  const m = new VideoMachine();
+  finalized(m);
+  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 });
+  t.match(run(m, { op: 'reencode', videoId: 'v1', now: T0 }), { ok: false }, 'not while transcoding');
+  const x = claim(m, 'w', 'L', T0)!;
+  run(m, { op: 'complete', taskKey: x.key, leaseId: 'L', output: output('videos/v1/r1/144p'), now: T0 });
+  run(m, { op: 'published', videoId: 'v1', revision: 1, qualities: ['144p'], manifestPath: 'videos/v1/r1/master.m3u8', now: T0 });
+  t.match(run(m, { op: 'reencode', videoId: 'v1', now: T0 + 1 }), { ok: true, video: { revision: 2, stage: 'probe', status: 'playable', manifest_path: 'videos/v1/r1/master.m3u8' } });
+  t.same(m.pipelineWork().probe.map((v) => v.video_id), ['v1'], 'the pipeline probes it again');
+  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 + 2 });
+  const y = claim(m, 'w', 'L2', T0 + 3)!;
+  t.equal(y.key, 'v1/r2/144p/0', 'tasks of the new revision');
+  t.match(run(m, { op: 'published', videoId: 'v1', revision: 1, qualities: ['144p'], manifestPath: 'old', now: T0 }), { ok: false }, 'an old revision cannot publish');
+  run(m, { op: 'complete', taskKey: y.key, leaseId: 'L2', output: output('videos/v1/r2/144p'), now: T0 + 4 });
+  run(m, { op: 'published', videoId: 'v1', revision: 2, qualities: ['144p'], manifestPath: 'videos/v1/r2/master.m3u8', now: T0 + 5 });
+  t.match(m.getVideo('v1'), { status: 'playable', stage: null, revision: 2, manifest_path: 'videos/v1/r2/master.m3u8' });
+  t.equal(m.segmentsOf('v1', '144p')[0]!.storage_path, 'videos/v1/r2/144p');
+});
+
 t.test('failures: a failed probe and a task failing every attempt end in failed with a reason', async (t) => {
   const m = new VideoMachine();
   finalized(m, 'u1', 'v1');
@@ -194,9 +225,11 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
     valid: [
       { op: 'createUpload', uploadId: 'u5', uploaderId: 'a', idempotencyKey: 'k', title: 't', description: '', tags: [], privacy: 'unlisted', totalSize: null, now: T0 },
       { op: 'claim', workerId: 'w', leaseId: 'l', leaseMs: 1000, now: T0 },
+      { op: 'renew', taskKey: 'v1/r1/144p/0', leaseId: 'l', leaseMs: 1000, now: T0 },
       { op: 'sweep', now: T0 },
       { op: 'views', videoId: 'v1', count: 3 },
       { op: 'restore', videoId: 'v1', now: T0 },
+      { op: 'reencode', videoId: 'v1', now: T0 },
       { op: 'moderate', videoId: 'v1', action: 'flag', reason: '', now: T0 },
     ],
     malformed: [null, [], 'claim', { op: 'nope' }, { op: 'claim', workerId: 'w', leaseId: 'l', leaseMs: 0, now: T0 }, { op: 'createUpload', uploadId: 'u5', uploaderId: 'a', idempotencyKey: 'k', title: 't', description: '', tags: [], privacy: 'secret', totalSize: null, now: T0 }],

@@ -20,7 +20,7 @@ const good = join(dir, 'good.mp4');
 const small = join(dir, 'small.mp4');
 const long = join(dir, 'long.mp4');
 const [cluster] = await Promise.all([
-  startCluster('video', { nodes: 3, workers: 'edge=1,transcoder=2', settings: { transcode_lease_ms: '8000' } }),
+  startCluster('video', { nodes: 3, workers: 'edge=1,app=1,transcoder=2', settings: { transcode_lease_ms: '8000' } }),
   makeTestVideo({ path: good, duration_s: 14, width: 426, height: 240, audio: 'speech' }),
   makeTestVideo({ path: small, duration_s: 4, width: 160, height: 90, audio: 'sine' }),
   makeTestVideo({ path: long, duration_s: 40, width: 426, height: 240, audio: 'none' }),
@@ -67,6 +67,36 @@ async function video(id: string): Promise<VideoBody> {
 
 await until('the metadata group has a leader', async () => (await call(member, 'GET', '/internal/video/status', { token })).status === 200, 60_000, 250);
 
+// The good video and the long one are uploaded up front, and a watcher kills a transcoder mid-task on the long one
+// while the cases run: the cases overlap instead of waiting for each other (the file's wall time is what counts).
+const goodId = upload(readFileSync(good), 'good-1');
+const longId = goodId.then(() => upload(readFileSync(long), 'long-1'));
+const killed = longId.then(async (id) => {
+  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { workers: Array<{ id: string; pid: number }> };
+  // Mid-task: whichever transcoder is first seen running ffmpeg on the video. Killed directly (SIGKILL, no goodbye),
+  // and its ffmpeg too (ours to stop).
+  const [victim, held] = await until('a transcoder is running ffmpeg on the video', async () => {
+    for (const w of cluster.role('transcoder')) {
+      const h = await call(w.url, 'GET', '/healthz').catch(() => null);
+      const current = (h?.body as { current?: { key: string; pid: number | null } | null } | undefined)?.current;
+      if (current !== null && current !== undefined && current.pid !== null && current.key.startsWith(`${id}/`)) return [w, current] as const;
+    }
+    return null;
+  }, 240_000, 20);
+  const pid = state.workers.find((w) => w.id === victim.id)!.pid;
+  process.kill(pid, 'SIGKILL');
+  try {
+    process.kill(held.pid!, 'SIGKILL');
+  } catch {
+    // already done
+  }
+  // Right after the kill: the task is still open, leased to the dead worker.
+  const tasks = (await call(member, 'GET', `/internal/video/videos/${id}/tasks`, { token })).body.tasks as Array<{ key: string; lease: { worker: string } | null }>;
+  return [victim, held, pid, tasks.find((x) => x.key === held.key)] as const;
+});
+// A failure surfaces in its case; the promises must not reject unobserved meanwhile.
+for (const p of [goodId, longId, killed]) p.catch(() => undefined);
+
 t.test('bad files of every kind end failed at the probe with a reason', async (t) => {
   const truncated = join(dir, 'truncated.mp4');
   const audioOnly = join(dir, 'audio.m4a');
@@ -109,7 +139,7 @@ t.test('bad files of every kind end failed at the probe with a reason', async (t
 });
 
 t.test('a video is playable after its first quality, then gets the rest; manifests and media through the edge', async (t) => {
-  const id = await upload(readFileSync(good), 'good-1');
+  const id = await goodId;
   const firstPlayable = await until('playable', async () => {
     const b = await video(id);
     if (b.status === 'failed') throw new Error(`failed: ${JSON.stringify(b.failure)}`);
@@ -167,24 +197,10 @@ t.test('a video is playable after its first quality, then gets the rest; manifes
 });
 
 t.test('a transcoder SIGKILLed mid-task: its task is re-leased after the lease and finished by the other', async (t) => {
-  const id = await upload(readFileSync(long), 'long-1');
-  const victim = cluster.role('transcoder')[0]!;
-  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { workers: Array<{ id: string; pid: number }> };
-  const pid = state.workers.find((w) => w.id === victim.id)!.pid;
-  // Mid-task: its ffmpeg is running. Killed directly (SIGKILL, no goodbye), and its ffmpeg too (ours to stop).
-  const held = await until('transcoder1 is running ffmpeg on the video', async () => {
-    const h = await call(victim.url, 'GET', '/healthz').catch(() => null);
-    const current = (h?.body as { current?: { key: string; pid: number | null } | null } | undefined)?.current;
-    return current !== null && current !== undefined && current.pid !== null && current.key.startsWith(`${id}/`) ? current : null;
-  }, 120_000, 20);
-  process.kill(pid, 'SIGKILL');
-  try {
-    process.kill(held.pid!, 'SIGKILL');
-  } catch {
-    // already done
-  }
-  const tasks = (await call(member, 'GET', `/internal/video/videos/${id}/tasks`, { token })).body.tasks as Array<{ key: string; lease: { worker: string } | null }>;
-  t.match(tasks.find((x) => x.key === held.key), { lease: { worker: victim.id } }, 'the killed worker held the task, unfinished');
+  const id = await longId;
+  const [victim, held, pid, heldTask] = await killed;
+  t.ok(pid > 0, `${victim.id} (pid ${pid}) was SIGKILLed while its ffmpeg ran ${held.key}`);
+  t.match(heldTask, { lease: { worker: victim.id } }, 'the killed worker held the task, unfinished');
   const v = await until('playable without the killed worker', async () => {
     const b = await video(id);
     if (b.status === 'failed') throw new Error(`failed: ${JSON.stringify(b.failure)}`);
@@ -196,5 +212,31 @@ t.test('a transcoder SIGKILLed mid-task: its task is re-leased after the lease a
   const record = (body.segments as Array<{ segment_index: number; attempts: number }>).find((s) => s.segment_index === Number(segment));
   t.ok(record !== undefined, 'the killed task has its output');
   t.ok((record?.attempts ?? 0) >= 2, `the killed task was leased again (attempts ${record?.attempts})`);
-  // transcoder1 stays dead: the cluster's teardown knows its pid is gone.
+  const survivor = cluster.role('transcoder').find((w) => w.id !== victim.id)!;
+  t.match((await call(survivor.url, 'GET', '/healthz')).body, { completed: Number }, 'the other transcoder did the rest');
+  // The victim stays dead: the cluster's teardown knows its pid is gone.
+});
+
+t.test('a re-encode: a new revision plays, the old one is invalidated explicitly (gone from the edge and the store)', async (t) => {
+  const id = await goodId;
+  const before = await until('the good video is finished', async () => {
+    const b = await video(id);
+    return b.status === 'playable' && b.stage === null && b.thumbnails.length === 5 ? b : null;
+  }, 240_000, 250);
+  const oldMaster = before.manifest_url!;
+  t.match(oldMaster, /\/r1\/master\.m3u8$/);
+  t.equal((await fetch(oldMaster)).status, 200);
+  t.equal((await call(app, 'POST', `/api/videos/${id}/reencode`, { token: deriveClientToken(token, 'bob') })).status, 403);
+  const started = await call(app, 'POST', `/api/videos/${id}/reencode`, { token: ann });
+  t.equal(started.status, 202);
+  t.match(started.body, { revision: 2, status: 'playable', manifest_url: oldMaster }, 'the old revision plays meanwhile');
+  t.equal((await call(app, 'POST', `/api/videos/${id}/reencode`, { token: ann })).status, 409, 'one re-encode at a time');
+  const after = await until('revision 2 is published with every quality', async () => {
+    const b = await video(id);
+    return b.manifest_url !== null && /\/r2\/master\.m3u8$/.test(b.manifest_url) && b.qualities.every((q) => q.ready) ? b : null;
+  }, 240_000, 250);
+  t.equal((await fetch(after.manifest_url!)).status, 200);
+  await until('the old master is gone from the edge', async () => (await fetch(oldMaster)).status === 404, 60_000, 250);
+  const stored = await fetch(`${cluster.role('store')[0]!.url}/objects/${new URL(oldMaster).pathname.replace(/^\/media\//, '')}`, { headers: { authorization: `Bearer ${token}` } });
+  t.equal(stored.status, 404, 'and from the store');
 });

@@ -144,8 +144,15 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     // tier fans the purge out to the edges). Segments and variant playlists never change.
     await purge(`${prefix}/master.m3u8`);
     await purge(`${prefix}/manifest.mpd`);
-    await meta.command({ op: 'published', videoId: v.video_id, revision: v.revision, qualities: complete.map((q) => q.name), manifestPath: `${prefix}/master.m3u8`, now: Date.now() });
+    const r = await meta.command({ op: 'published', videoId: v.video_id, revision: v.revision, qualities: complete.map((q) => q.name), manifestPath: `${prefix}/master.m3u8`, now: Date.now() });
     stats.published++;
+    if (r.ok && v.revision > 1) {
+      // A re-encode's explicit invalidation: the previous revision leaves the caches and the store once the new one
+      // plays (its keys differ, so nothing could serve it by mistake; this frees the space and the cache).
+      const old = `${revisionPrefix(v.video_id, v.revision - 1)}/`;
+      await purge(old);
+      await store.json('POST', '/internal/objects/delete-prefix', { prefix: old }).catch(() => undefined);
+    }
   };
 
   const purge = async (key: string): Promise<void> => {

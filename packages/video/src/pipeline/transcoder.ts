@@ -1,7 +1,7 @@
 /**
  * The transcode worker role (`transcoder`, a pool: `cluster up` starts 2, `--workers transcoder=N` more). Each
  * process loops: claim a task from the members (a lease of `transcode_lease_ms`, default 60 s, stamped with this
- * process's clock), fetch the source once, run packages/media's transcodeTask for the (30-s segment, quality), upload
+ * process's clock, renewed every third of it while the task runs), fetch the source once, run packages/media's transcodeTask for the (30-s segment, quality), upload
  * the init segment and the 6-s fMP4 segments to the store, report `complete`. A worker that dies holds its lease
  * until it expires; then any worker's claim gets the task (the machine decides by the time in the command). Outputs
  * are deterministic (same input, same bytes), so a task finished twice writes the same objects and the machine keeps
@@ -92,6 +92,12 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
       }
       stats.claimed++;
       current = { key: task.key, lease: leaseId, pid: null };
+      // Renewed every third of the lease while the task runs: a slow task (1080p on a busy machine) keeps its lease,
+      // and a dead worker stops renewing, so its task is free within one lease.
+      const key = task.key;
+      const renew = setInterval(() => {
+        void meta.command({ op: 'renew', taskKey: key, leaseId, leaseMs, now: Date.now() }).catch(() => undefined);
+      }, Math.max(500, Math.floor(leaseMs / 3)));
       try {
         await runOne(task, leaseId);
       } catch (error) {
@@ -99,6 +105,7 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
         options.logger.log('warn', 'transcode task failed', { task: task.key, error: String(error) });
         await meta.command({ op: 'taskFailed', taskKey: task.key, leaseId, reason: String((error as Error).message ?? error).slice(0, 1000), now: Date.now() }).catch(() => undefined);
       } finally {
+        clearInterval(renew);
         current = null;
       }
     }
