@@ -1,5 +1,5 @@
-// The player page in Debian's chromium (playwright-core) on the real service: `cluster up --service video` (3
-// members, object store, regional cache and an edge, app tier, pipeline, 2 transcoders); a 12-s test video with
+// The player page in Debian's chromium (playwright-core) on the real service: `cluster up --service video` (one
+// member, object store, regional cache and an edge, app tier, pipeline, 2 transcoders); a 12-s test video with
 // speech made by @raftkit/media is uploaded in chunks by its signed URL and finalized, and the pipeline transcodes
 // it (144p and 240p, 6-s fMP4 segments, HLS master and DASH .mpd with captions, thumbnails, speech-to-text). The
 // page comes from the app tier; its media from the edge. HLS (hls.js) and DASH (Shaka) each play for several
@@ -58,19 +58,24 @@ async function upload(bytes: Buffer): Promise<string> {
 t.before(async () => {
   dir = mkdtempSync(join(tmpdir(), 'video-browser-test-'));
   const source = join(dir, 'source.mp4');
+  const t0 = Date.now();
+  const since = (): string => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
+  // One member: this file is about the page and the delivery path, not replication (the service's own tests run 3).
   [cluster] = await Promise.all([
-    startCluster('video', { nodes: 3, workers: 'edge=1,transcoder=2' }),
+    startCluster('video', { nodes: 1, workers: 'edge=1,transcoder=2' }),
     makeTestVideo({ path: source, duration_s: 12, width: 426, height: 240, audio: 'speech', loop_speech: true }),
   ]);
   app = cluster.role('app')[0]!.url;
   uploader = deriveClientToken(cluster.token, 'ann');
   await until('the video service answers', async () => (await call(app, 'GET', '/api/users/ann/library', { token: uploader })).status === 200, WAIT, 250);
+  t.comment(`cluster up and the source made after ${since()}`);
   videoId = await upload(readFileSync(source));
   await until('playable in every quality, with thumbnails and captions', async () => {
     const v = await video();
     if (v.status === 'failed') throw new Error(`failed: ${JSON.stringify(v.failure)}`);
     return v.status === 'playable' && v.qualities.length > 0 && v.qualities.every((q) => q.ready) && v.thumbnails.length === 5 && v.captions_url !== null ? v : null;
   }, 240_000, 500);
+  t.comment(`playable with thumbnails and captions after ${since()}`);
   browser = await launchChromium();
 });
 
