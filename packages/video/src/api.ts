@@ -23,7 +23,7 @@ import {
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
-import { EDGE_ROLE, pickEdge, registerWatchPage } from './delivery/index.js';
+import { EDGE_ROLE, pickEdge, prefillVideo, REGIONAL_ROLE, registerWatchPage } from './delivery/index.js';
 import { MetaClient, StoreClient } from './internal-client.js';
 import { PRIVACY, type Privacy, type Upload, type Video } from './machine.js';
 import { signingSecret, signQuery } from './signing.js';
@@ -227,6 +227,14 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const r = await meta.command({ op: 'reencode', videoId: v.video_id, now: Date.now() });
       if (!r.ok) throw new HttpError(409, 'cannot_reencode', r.message ?? 'the video cannot be re-encoded now', { status: v.status });
       return new Reply(202, { ...body(r.video!), revision: r.video!.revision });
+    })
+    // Pre-population of a chosen (popular, high-subscriber) video at every edge: the operator's call.
+    .post('/api/videos/:id/prefill', { admits: 'cluster' }, async (ctx) => {
+      const v = await visible(ctx, ctx.params.id ?? '');
+      if (!watchable(v) || v.manifest_path === null) throw new HttpError(409, 'not_playable', 'only a playable video can be pre-populated', { status: v.status });
+      const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
+      if (regional === undefined) throw new HttpError(409, 'no_delivery_tier', 'this cluster runs no regional cache');
+      return prefillVideo(`http://${regional.httpAddress}`, token, { manifest_path: v.manifest_path, thumbnails: v.thumbnails, captions_path: v.captions_path });
     })
     .post('/api/videos/:id/moderation', { admits: 'cluster' }, async (ctx) => {
       const videoId = ctx.params.id ?? '';

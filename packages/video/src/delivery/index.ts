@@ -10,3 +10,5 @@ export { playlistReferences } from './playlist.js';
 export { registerWatchPage, WEB_DIST } from './watch.js';
 export { spawnTier } from './spawn.js';
 export type { TierArgs, TierChild } from './spawn.js';
+export { prefillVideo, videoPrefillBody } from './prefill.js';
+export type { VideoObjects } from './prefill.js';

@@ -204,6 +204,20 @@ t.test('DASH through Shaka Player: plays, qualities, captions', async (t) => {
   await page.close();
 });
 
+t.test('the operator pre-populates the video at every edge through the app tier', async (t) => {
+  const answer = await call(app, 'POST', `/api/videos/${videoId}/prefill`, { token: cluster.token, timeoutMs: 120_000 });
+  t.equal(answer.status, 200, JSON.stringify(answer.body).slice(0, 300));
+  // master, 2 variants, 2 init sections, 2x2 segments, subtitle playlist, .mpd, 5 thumbnails, .vtt
+  t.ok(Number(answer.body['keys']) >= 17, `the regional tier warmed ${answer.body['keys']} objects`);
+  t.same(answer.body['failed'], [], 'none failed');
+  const edges = answer.body['downstream'] as Array<{ id: string; keys: number; failed: unknown[] }>;
+  t.equal(edges.length, 1);
+  t.equal(edges[0]!.keys, answer.body['keys'], 'the edge got the same list');
+  t.same(edges[0]!.failed, []);
+  t.equal((await call(app, 'POST', `/api/videos/${videoId}/prefill`, { token: uploader })).status, 403, 'an uploader cannot');
+  t.equal((await call(app, 'POST', '/api/videos/nosuchvideo/prefill', { token: cluster.token })).status, 404);
+});
+
 t.test('the page of a video that does not exist says so', async (t) => {
   const page = await browser.newPage();
   await page.goto(`${app}/watch/nosuchvideo?token=${encodeURIComponent(uploader)}`);
