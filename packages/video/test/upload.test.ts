@@ -128,6 +128,9 @@ t.test('chunk errors: checksum mismatch keeps nothing, bad index, too large, uns
   const mismatch = await put(dest.url.replace('{index}', '0'), bytes, { 'x-chunk-sha256': sha(Buffer.from('not these bytes')) });
   t.equal(mismatch.status, 422);
   t.match(mismatch.body, { error: { code: 'checksum_mismatch', index: 0, sha256: sha(bytes) } });
+  const preflight = await fetch(dest.url.replace('{index}', '0'), { method: 'OPTIONS', headers: { origin: 'http://page.example', 'access-control-request-method': 'PUT', 'access-control-request-headers': 'x-chunk-sha256' } });
+  t.equal(preflight.status, 204, 'a browser may PUT chunks cross-origin');
+  t.match(preflight.headers.get('access-control-allow-headers') ?? '', /X-Chunk-Sha256/);
   const listing = await fetch(dest.chunks_url);
   t.same(((await listing.json()) as { chunks: unknown[] }).chunks, [], 'nothing kept of a mismatched chunk');
   t.match((await put(dest.url.replace('{index}', 'x'), bytes)).body, { error: { code: 'invalid_chunk_index' } });

@@ -291,10 +291,3 @@ async function writeDurably(tmpDir: string, path: string, text: string): Promise
   }
   await rename(tmp, path);
 }
-
-/** Streams files one after another into a hash and a writer (finalize's assembly). */
-export async function concatFiles(files: readonly string[], onChunk: (chunk: Buffer, fileIndex: number) => void): Promise<void> {
-  for (let i = 0; i < files.length; i++) {
-    for await (const chunk of createReadStream(files[i]!) as AsyncIterable<Buffer>) onChunk(chunk, i);
-  }
-}

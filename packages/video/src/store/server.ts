@@ -100,6 +100,12 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     } catch {
       throw badRequest('invalid_path', 'the path is not valid percent-encoding');
     }
+    if (req.method === 'OPTIONS' && keySegments[2] !== 'tus') {
+      // A browser's preflight for a chunk PUT (it sends x-chunk-sha256) or a ranged GET: open, it grants nothing.
+      res.writeHead(204, { 'access-control-allow-methods': 'GET, HEAD, PUT, OPTIONS', 'access-control-allow-headers': 'Authorization, Content-Type, Range, X-Chunk-Sha256', 'access-control-max-age': '86400' });
+      res.end();
+      return;
+    }
     if (keySegments[0] === 'objects') return objects(req, res, url, keySegments.slice(1));
     const uploadId = keySegments[1] ?? '';
     if (!UPLOAD_ID.test(uploadId)) throw badRequest('invalid_upload_id', 'an upload id is 8 to 64 of A-Z a-z 0-9 _ -', { field: 'upload_id' });
