@@ -33,6 +33,8 @@ export class ObjectCache {
   private memoryUsed = 0;
   private readonly disk = new Map<string, DiskMeta>();
   private diskUsed = 0;
+  /** Disk writes that failed (the object was kept in memory only). */
+  diskWriteFailures = 0;
 
   constructor(
     private readonly dir: string,
@@ -98,11 +100,24 @@ export class ObjectCache {
     const meta: DiskMeta = { key: object.key, contentType: object.contentType, etag: object.etag, size: object.body.length };
     const bin = this.path(object.key, 'bin');
     const json = this.path(object.key, 'json');
-    writeFileSync(bin + '.tmp', object.body);
-    renameSync(bin + '.tmp', bin);
-    // The metadata file is written last: it is what makes the object exist after a restart.
-    writeFileSync(json + '.tmp', JSON.stringify(meta));
-    renameSync(json + '.tmp', json);
+    try {
+      writeFileSync(bin + '.tmp', object.body);
+      renameSync(bin + '.tmp', bin);
+      // The metadata file is written last: it is what makes the object exist after a restart.
+      writeFileSync(json + '.tmp', JSON.stringify(meta));
+      renameSync(json + '.tmp', json);
+    } catch {
+      // A full or failing disk costs the disk copy only: the object is in memory and is served.
+      for (const f of [bin, json, bin + '.tmp', json + '.tmp']) {
+        try {
+          rmSync(f, { force: true });
+        } catch {
+          // the folder itself is unusable: nothing to clean
+        }
+      }
+      this.diskWriteFailures++;
+      return;
+    }
     this.disk.set(object.key, meta);
     this.diskUsed += meta.size;
     this.evictDisk();
@@ -125,8 +140,8 @@ export class ObjectCache {
     return [...dropped];
   }
 
-  stats(): { memoryObjects: number; memoryBytes: number; diskObjects: number; diskBytes: number } {
-    return { memoryObjects: this.memory.size, memoryBytes: this.memoryUsed, diskObjects: this.disk.size, diskBytes: this.diskUsed };
+  stats(): { memoryObjects: number; memoryBytes: number; diskObjects: number; diskBytes: number; diskWriteFailures: number } {
+    return { memoryObjects: this.memory.size, memoryBytes: this.memoryUsed, diskObjects: this.disk.size, diskBytes: this.diskUsed, diskWriteFailures: this.diskWriteFailures };
   }
 
   private remember(object: CachedObject): void {
