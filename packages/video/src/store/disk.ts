@@ -253,6 +253,29 @@ export class DiskStore {
     return offset + written;
   }
 
+  /**
+   * Removes uploads nothing was written to for `maxAgeMs` (abandoned: never finalized, or finalized and their chunk
+   * copies left behind). Their URL expired long before (24 h); a client coming back re-signs and resends.
+   */
+  async sweepUploads(now: number, maxAgeMs: number): Promise<string[]> {
+    const dropped: string[] = [];
+    for (const id of await readdir(join(this.root, 'uploads'))) {
+      const dir = this.uploadDir(id);
+      let newest = 0;
+      try {
+        newest = (await stat(dir)).mtimeMs;
+        for (const name of await readdir(dir)) newest = Math.max(newest, (await stat(join(dir, name))).mtimeMs);
+      } catch {
+        continue;
+      }
+      if (now - newest >= maxAgeMs) {
+        await rm(dir, { recursive: true, force: true });
+        dropped.push(id);
+      }
+    }
+    return dropped;
+  }
+
   async dropUpload(uploadId: string): Promise<void> {
     await rm(this.uploadDir(uploadId), { recursive: true, force: true });
   }
