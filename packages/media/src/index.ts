@@ -8,6 +8,7 @@ export {
   SOURCE_SEGMENT_S,
   frameSize,
   outputFps,
+  planTask,
   planTranscode,
   playbackIndexes,
   qualitiesFor,

@@ -129,6 +129,17 @@ export function planTranscode(input: PlanInput): TranscodePlan {
   return { duration_s: input.duration_s, segments, qualities, tasks };
 }
 
+/**
+ * One task of the plan, rebuilt from the probe facts alone (a worker that holds only a queued (segment, quality)
+ * key gets exactly the task planTranscode made for it, frame-rate cap included); undefined if it is not in the plan.
+ */
+export function planTask(input: PlanInput, segmentIndex: number, quality: QualityName): TranscodeTask | undefined {
+  const q = qualitiesFor(input.width, input.height).find((x) => x.name === quality);
+  const segment = sourceSegments(input.duration_s)[segmentIndex];
+  if (!q || !segment) return undefined;
+  return { task_id: taskId(segment.index, q.name), segment, quality: q, fps: outputFps(input), has_audio: input.has_audio };
+}
+
 /** The 6-s playback segment indexes a task produces (the last source segment may produce fewer than 5). */
 export function playbackIndexes(segment: SourceSegment): number[] {
   const n = Math.max(1, Math.ceil((segment.duration_s - 0.001) / PLAYBACK_SEGMENT_S));

@@ -4,7 +4,7 @@ import { buildWebVtt, parsePocketsphinx, vttTime, wordsToCues } from '../src/cap
 import { HlsParseError, parseHls } from '../src/hls-parse.js';
 import { buildDashMpd, buildHlsMaster, buildHlsVariant, buildSubtitlePlaylist, measuredBandwidth, type VariantInput } from '../src/manifest.js';
 import { DEFAULT_RULES, moderate, termRule, type ModerationInput } from '../src/moderation.js';
-import { LADDER, planTranscode, playbackIndexes, qualitiesFor, sourceSegments } from '../src/plan.js';
+import { LADDER, planTask, planTranscode, playbackIndexes, qualitiesFor, sourceSegments } from '../src/plan.js';
 import { thumbnailTimes } from '../src/thumbnails.js';
 
 const info = (width: number, height: number, duration_s = 95) => ({ duration_s, width, height, fps: 30, fps_rational: '30/1', has_audio: true });
@@ -36,6 +36,10 @@ t.test('30-s source segments, tasks per (segment, quality), lowest quality first
   t.same(playbackIndexes(plan.segments[0]!), [0, 1, 2, 3, 4]);
   t.same(playbackIndexes(plan.segments[3]!), [15], 'the 5-s tail is one playback segment');
   t.equal(planTranscode({ ...info(640, 360), fps: 119.88, fps_rational: '120000/1001' }).tasks[0]!.fps, '60', 'frame rate capped at 60');
+  for (const task of plan.tasks) t.same(planTask(info(1280, 720), task.segment.index, task.quality.name), task, `planTask rebuilds ${task.task_id}`);
+  t.equal(planTask(info(1280, 720), 4, '144p'), undefined, 'no fifth segment');
+  t.equal(planTask(info(1280, 720), 0, '1080p'), undefined, 'no upscaled tier');
+  t.equal(planTask({ ...info(640, 360), fps: 119.88, fps_rational: '120000/1001' }, 0, '144p')!.fps, '60');
   t.same(thumbnailTimes(200).map((x) => x.time_s), [20, 60, 100, 140, 180]);
 });
 
