@@ -128,6 +128,9 @@ t.test('chunk errors: checksum mismatch keeps nothing, bad index, too large, uns
   const mismatch = await put(dest.url.replace('{index}', '0'), bytes, { 'x-chunk-sha256': sha(Buffer.from('not these bytes')) });
   t.equal(mismatch.status, 422);
   t.match(mismatch.body, { error: { code: 'checksum_mismatch', index: 0, sha256: sha(bytes) } });
+  const preflight = await fetch(dest.url.replace('{index}', '0'), { method: 'OPTIONS', headers: { origin: 'http://page.example', 'access-control-request-method': 'PUT', 'access-control-request-headers': 'x-chunk-sha256' } });
+  t.equal(preflight.status, 204, 'a browser may PUT chunks cross-origin');
+  t.match(preflight.headers.get('access-control-allow-headers') ?? '', /X-Chunk-Sha256/);
   const listing = await fetch(dest.chunks_url);
   t.same(((await listing.json()) as { chunks: unknown[] }).chunks, [], 'nothing kept of a mismatched chunk');
   t.match((await put(dest.url.replace('{index}', 'x'), bytes)).body, { error: { code: 'invalid_chunk_index' } });
@@ -266,7 +269,7 @@ async function command(body: Record<string, unknown>): Promise<Record<string, un
 
 t.test('library: newest first, opaque cursor pages, private videos only for their uploader', async (t) => {
   const ids: string[] = [];
-  for (let i = 0; i < 5; i++) ids.push(await finalizedVideo(`lib-${i}`, i === 1 ? 'private' : 'public', 'carol'));
+  for (let i = 0; i < 5; i++) ids.push(await finalizedVideo(`lib-${i}`, i === 1 ? 'private' : i === 3 ? 'unlisted' : 'public', 'carol'));
   const carol = deriveClientToken(token, 'carol');
   const seen: string[] = [];
   let cursor: string | null = null;
@@ -278,7 +281,8 @@ t.test('library: newest first, opaque cursor pages, private videos only for thei
   } while (cursor !== null);
   t.same(seen, [...ids].reverse(), 'every video once, newest first');
   const others = await call(app, 'GET', '/api/users/carol/library?limit=100', { token: bob });
-  t.same((others.body.videos as Array<{ video_id: string }>).map((v) => v.video_id), [...ids].reverse().filter((id) => id !== ids[1]), 'the private one is hidden from others');
+  t.same((others.body.videos as Array<{ video_id: string }>).map((v) => v.video_id), [...ids].reverse().filter((id) => id !== ids[1] && id !== ids[3]), 'the private and the unlisted ones are not listed to others');
+  t.match((await call(app, 'GET', `/api/videos/${ids[3]!}`, { token: bob })).body, { video_id: ids[3], privacy: 'unlisted' }, 'an unlisted video is visible by its id');
   t.equal((await call(app, 'GET', `/api/videos/${ids[1]!}`, { token: bob })).status, 404, 'a private video is a 404 to others');
   t.equal((await call(app, 'GET', `/api/videos/${ids[1]!}`, { token: carol })).status, 200);
 });
@@ -323,6 +327,10 @@ t.test('playable through the API, storage tiers with an injected clock: cold, re
   const warmed = (await sweep(Date.now() + 61_000)).warmed as string[];
   t.ok(warmed.includes(videoId), 'warm again about a minute after the restore');
   t.equal((await call(app, 'GET', `/api/videos/${videoId}/playback`, { token: bob })).status, 200);
+  await until('the views are counted (batched every 2 s by the app tier)', async () => {
+    const b = (await call(app, 'GET', `/api/videos/${videoId}`, { token: ann })).body;
+    return (b.view_count_estimate as number) >= 2 ? b : null;
+  }, 30_000, 250);
 
   const mod = await call(app, 'POST', `/api/videos/${videoId}/moderation`, { token, body: { action: 'take_down', reason: 'rule 7' } });
   t.match(mod.body, { status: 'taken_down' });

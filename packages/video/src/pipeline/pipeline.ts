@@ -13,8 +13,8 @@
  *   - sweeps the storage tiers every 30 s with its clock, and deletes raw sources 30 days after transcode.
  * Idempotent throughout: a pipeline process killed halfway leaves work the next poll (or another process) redoes.
  */
-import { mkdir, rm, stat } from 'node:fs/promises';
-import { createWriteStream } from 'node:fs';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline as pump } from 'node:stream/promises';
 import {
@@ -22,7 +22,6 @@ import {
   buildHlsMaster,
   buildHlsVariant,
   buildSubtitlePlaylist,
-  DEFAULT_POSTER_PERCENT,
   makeCaptions,
   makeThumbnails,
   moderate,
@@ -62,7 +61,6 @@ export async function localSource(store: StoreClient, dir: string, v: Pick<Video
   if (body === null) return null;
   const tmp = `${path}.part-${process.pid}`;
   await pump(body, createWriteStream(tmp));
-  const { rename } = await import('node:fs/promises');
   await rename(tmp, path);
   return path;
 }
@@ -172,7 +170,6 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     const keys: string[] = [];
     for (const t of thumbs) {
       const key = `${prefix}/thumbs/${t.file}`;
-      const { createReadStream } = await import('node:fs');
       await store.put(key, createReadStream(t.path));
       keys.push(key);
     }
@@ -245,4 +242,3 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
   };
 }
 
-export { DEFAULT_POSTER_PERCENT };

@@ -11,7 +11,7 @@ import { createReadStream } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { qualitiesFor, sourceSegments, transcodeTask, type TranscodeTask } from '@raftkit/media';
+import { qualitiesFor, sourceSegments, taskId, transcodeTask, type TranscodeTask } from '@raftkit/media';
 import { serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { MetaClient, StoreClient } from '../internal-client.js';
 import type { Task, Video } from '../machine.js';
@@ -23,12 +23,15 @@ export const DEFAULT_LEASE_MS = 60_000;
 
 export const transcoderRole: WorkerRole = { role: TRANSCODER_ROLE, count: 2, start: startTranscoder };
 
-/** packages/media's task for a queued (video, quality, segment), rebuilt from the probe's facts in the record. */
+/**
+ * packages/media's task for a queued (video, quality, segment), rebuilt from the probe's facts in the record (the
+ * record keeps the plan's output frame rate, already capped, so this equals media's planTask).
+ */
 export function mediaTask(v: Video, t: Task): TranscodeTask {
   const quality = qualitiesFor(v.source_width ?? 0, v.source_height ?? 0).find((q) => q.name === t.quality);
   const segment = sourceSegments(v.duration_s ?? 0)[t.segment_index];
   if (quality === undefined || segment === undefined) throw new Error(`task ${t.key} does not fit the video's plan`);
-  return { task_id: `s${String(t.segment_index).padStart(4, '0')}-${t.quality}`, segment, quality, fps: v.source_fps ?? '30', has_audio: v.has_audio ?? false };
+  return { task_id: taskId(t.segment_index, quality.name), segment, quality, fps: v.source_fps ?? '30', has_audio: v.has_audio ?? false };
 }
 
 export async function startTranscoder(options: WorkerOptions): Promise<RunningWorker> {

@@ -253,6 +253,29 @@ export class DiskStore {
     return offset + written;
   }
 
+  /**
+   * Removes uploads nothing was written to for `maxAgeMs` (abandoned: never finalized, or finalized and their chunk
+   * copies left behind). Their URL expired long before (24 h); a client coming back re-signs and resends.
+   */
+  async sweepUploads(now: number, maxAgeMs: number): Promise<string[]> {
+    const dropped: string[] = [];
+    for (const id of await readdir(join(this.root, 'uploads'))) {
+      const dir = this.uploadDir(id);
+      let newest = 0;
+      try {
+        newest = (await stat(dir)).mtimeMs;
+        for (const name of await readdir(dir)) newest = Math.max(newest, (await stat(join(dir, name))).mtimeMs);
+      } catch {
+        continue;
+      }
+      if (now - newest >= maxAgeMs) {
+        await rm(dir, { recursive: true, force: true });
+        dropped.push(id);
+      }
+    }
+    return dropped;
+  }
+
   async dropUpload(uploadId: string): Promise<void> {
     await rm(this.uploadDir(uploadId), { recursive: true, force: true });
   }
@@ -290,11 +313,4 @@ async function writeDurably(tmpDir: string, path: string, text: string): Promise
     await fh.close();
   }
   await rename(tmp, path);
-}
-
-/** Streams files one after another into a hash and a writer (finalize's assembly). */
-export async function concatFiles(files: readonly string[], onChunk: (chunk: Buffer, fileIndex: number) => void): Promise<void> {
-  for (let i = 0; i < files.length; i++) {
-    for await (const chunk of createReadStream(files[i]!) as AsyncIterable<Buffer>) onChunk(chunk, i);
-  }
 }

@@ -60,7 +60,7 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
   const disk = new DiskStore(options.dataDir);
   await disk.init();
   const secret = signingSecret(options.tokens[0]!);
-  const stats = { chunks: 0, resent: 0, objectsServed: 0, bytesIn: 0, tusPatches: 0 };
+  const stats = { chunks: 0, resent: 0, objectsServed: 0, bytesIn: 0, tusPatches: 0, uploadsSwept: 0 };
 
   /** Who may do `access` on `key`: the cluster token, or a signed URL for that key. */
   const authorize = (req: IncomingMessage, query: URLSearchParams, key: string, access: Access): void => {
@@ -99,6 +99,12 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       keySegments = parts.map((s) => decodeURIComponent(s));
     } catch {
       throw badRequest('invalid_path', 'the path is not valid percent-encoding');
+    }
+    if (req.method === 'OPTIONS' && keySegments[2] !== 'tus') {
+      // A browser's preflight for a chunk PUT (it sends x-chunk-sha256) or a ranged GET: open, it grants nothing.
+      res.writeHead(204, { 'access-control-allow-methods': 'GET, HEAD, PUT, OPTIONS', 'access-control-allow-headers': 'Authorization, Content-Type, Range, X-Chunk-Sha256', 'access-control-max-age': '86400' });
+      res.end();
+      return;
     }
     if (keySegments[0] === 'objects') return objects(req, res, url, keySegments.slice(1));
     const uploadId = keySegments[1] ?? '';
@@ -275,6 +281,22 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     res.end();
   };
 
+  // Abandoned uploads go after `upload_max_age_ms` without a write (default 7 days), checked every
+  // `upload_sweep_ms` (default 10 minutes).
+  const maxAge = positiveSetting(options.settings, 'upload_max_age_ms', 7 * 86_400_000);
+  const sweepEvery = positiveSetting(options.settings, 'upload_sweep_ms', 600_000);
+  let sweeping = false;
+  const sweeper = setInterval(() => {
+    if (sweeping) return;
+    sweeping = true;
+    disk
+      .sweepUploads(Date.now(), maxAge)
+      .then((ids) => void (stats.uploadsSwept += ids.length))
+      .catch((error: unknown) => options.logger.log('warn', 'upload sweep failed', { error: String(error) }))
+      .finally(() => (sweeping = false));
+  }, sweepEvery);
+  sweeper.unref();
+
   const http = await serveWorkerHttp(options, { fastPath, health: () => ({ ...stats }) });
   const m = http.metrics;
   m.gauge('video_store_chunks_total', 'Chunks stored (resent ones included)').set(() => stats.chunks);
@@ -303,7 +325,21 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       return { prefix, deleted: await disk.deletePrefix(prefix) };
     });
 
-  return { httpPort: http.port, stop: () => http.close() };
+  return {
+    httpPort: http.port,
+    stop: async () => {
+      clearInterval(sweeper);
+      await http.close();
+    },
+  };
+}
+
+function positiveSetting(settings: Record<string, string>, name: string, fallback: number): number {
+  const raw = settings[name];
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`--set ${name}=${raw}: expected a positive integer (ms)`);
+  return n;
 }
 
 /** `sha256:<hex>` or `<hex>`, lowercased; a 400 otherwise. */
