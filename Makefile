@@ -17,6 +17,7 @@ install: node_modules/.installed
 build: install
 	npx tsc -b
 	node packages/collab/web/build.mjs
+	node packages/video/web/build.mjs
 
 TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 
@@ -46,7 +47,7 @@ test: build test-packages
 # The benchmark peers' own tests run real nginx and redis-server, and the Raft TLS test makes its certificates with
 # openssl (Debian packages): installed here, once, when missing, rather than by test files racing for apt's lock.
 test-packages:
-	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server chromium:/usr/bin/chromium
+	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server chromium:/usr/bin/chromium ffmpeg:/usr/bin/ffmpeg pocketsphinx:/usr/bin/pocketsphinx_continuous pocketsphinx-en-us:/usr/share/pocketsphinx/model/en-us/en-us flite:/usr/bin/flite espeak-ng:/usr/bin/espeak-ng
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
@@ -90,6 +91,7 @@ bench: build
 	npx bench collab --vs y-websocket
 	npx bench flash --vs redis --duration 10 --concurrency 128
 	npx bench auction --vs ws-broadcast --duration 30
+	npx bench video --vs ffmpeg-ladder,nginx
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist

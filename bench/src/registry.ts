@@ -10,6 +10,9 @@ import { lockBenchmark } from './benchmarks/lock.js';
 import { logBenchmark } from './benchmarks/log.js';
 import { ratelimitBenchmark } from './benchmarks/ratelimit.js';
 import { shortlinkBenchmark } from './benchmarks/shortlink.js';
+import { videoDeliveryBenchmark } from './benchmarks/video-delivery.js';
+import { videoTranscodeBenchmark } from './benchmarks/video-transcode.js';
+import { videoBenchmark } from './benchmarks/video.js';
 import { raftBenchmark } from './raft-inprocess.js';
 
 export const benchmarks: Record<string, Benchmark> = {
@@ -24,4 +27,7 @@ export const benchmarks: Record<string, Benchmark> = {
   raft: raftBenchmark,
   ratelimit: ratelimitBenchmark,
   shortlink: shortlinkBenchmark,
+  'video-delivery': videoDeliveryBenchmark,
+  'video-transcode': videoTranscodeBenchmark,
+  video: videoBenchmark,
 };

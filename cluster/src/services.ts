@@ -8,6 +8,7 @@ import { createFlashService } from '@raftkit/flash';
 import { lockService } from '@raftkit/lock';
 import { ratelimitService } from '@raftkit/ratelimit';
 import { shortlinkService } from '@raftkit/shortlink';
+import { videoService } from '@raftkit/video';
 import { startGroupedMember } from './group-member.js';
 import { startMember, type MemberOptions, type RunningMember } from './host.js';
 
@@ -35,6 +36,7 @@ export const services: Record<string, HostedService> = {
   collab: grouped(createCollabService),
   flash: grouped(createFlashService),
   auction: grouped(createAuctionService),
+  video: hosted(videoService),
 };
 
 export function serviceNames(): string[] {
@@ -54,6 +56,7 @@ const basePorts: Record<string, number> = {
   collab: 8000,
   flash: 8200,
   auction: 8400,
+  video: 8600,
 };
 
 export function defaultBasePort(service: string): number {

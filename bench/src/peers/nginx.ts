@@ -27,8 +27,11 @@ export async function nginxVersion(): Promise<string> {
   return /nginx\/(\S+)/.exec(r.output)?.[1] ?? 'unknown';
 }
 
-/** The configuration file: `location` is the Location of every answer, `headers` extra response headers. */
-export function nginxConfig(o: { dir: string; port: number; workers: number; location: string; headers: Record<string, string> }): string {
+/**
+ * The configuration file: `location` is the Location of every answer (a fixed 302), or `root` a folder served as
+ * static files (the video delivery benchmark's segments); `headers` extra response headers.
+ */
+export function nginxConfig(o: { dir: string; port: number; workers: number; location?: string; root?: string; headers: Record<string, string> }): string {
   const extra = Object.entries(o.headers).map(([k, v]) => `      add_header ${k} ${quote(v)} always;`);
   return [
     `worker_processes ${o.workers};`,
@@ -45,7 +48,7 @@ export function nginxConfig(o: { dir: string; port: number; workers: number; loc
     `    listen 127.0.0.1:${o.port};`,
     '    location / {',
     ...extra,
-    `      return 302 ${quote(o.location)};`,
+    o.root !== undefined ? `      root ${quote(o.root)};` : `      return 302 ${quote(o.location ?? '/')};`,
     '    }',
     '  }',
     '}',
@@ -75,7 +78,7 @@ export function childPids(parent: number): number[] {
   return out;
 }
 
-export async function startNginx(o: { workers: number; location: string; headers: Record<string, string> }): Promise<Nginx> {
+export async function startNginx(o: { workers: number; location?: string; root?: string; headers: Record<string, string> }): Promise<Nginx> {
   await ensureDebianPackage(NGINX_BINARY, 'nginx');
   const version = await nginxVersion();
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-nginx-'));
@@ -90,7 +93,7 @@ export async function startNginx(o: { workers: number; location: string; headers
     mkdirSync(join(dir, 'tmp'));
     const port = (await freePortBlock([1])) + 1;
     const config = join(dir, 'nginx.conf');
-    writeFileSync(config, nginxConfig({ dir, port, workers: o.workers, location: o.location, headers: o.headers }));
+    writeFileSync(config, nginxConfig({ dir, port, workers: o.workers, headers: o.headers, ...(o.location !== undefined ? { location: o.location } : {}), ...(o.root !== undefined ? { root: o.root } : {}) }));
     process.stderr.write(`bench: starting nginx ${version} (${o.workers} worker processes) on 127.0.0.1:${port}, config ${config}\n`);
     const daemon = spawnDaemon('nginx', NGINX_BINARY, ['-p', dir, '-e', join(dir, 'error.log'), '-c', config, '-g', 'daemon off;'], { log: join(dir, 'stderr.log') });
     daemons.push(daemon);

@@ -1,13 +1,13 @@
 // The editor page in a real browser on a real cluster: Debian's chromium driven by playwright-core, two users on
 // two workers typing into one document at once, formatting, one going offline and typing, both converging; the
 // screenshots are checked by their pixels (decoded by the browser itself) and the result through the DOM.
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { call, startCluster, until, type TestCluster } from '@raftkit/testkit';
+import { launchChromium } from '@raftkit/testkit/browser';
 
-const CHROMIUM = '/usr/bin/chromium';
 const WAIT = 60_000;
 const SHOTS = join(process.cwd(), 'jepsen-out', 'browser');
 
@@ -15,10 +15,9 @@ let cluster: TestCluster;
 let browser: Browser;
 
 t.before(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: make test-packages installs Debian's chromium`);
   // Permissions re-read every second (10 s by default), so the revocation case is quick.
   cluster = await startCluster('collab', { nodes: 3, settings: { permission_check_ms: '1000' } });
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu'] });
+  browser = await launchChromium();
 });
 
 t.teardown(async () => {

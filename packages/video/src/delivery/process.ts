@@ -1,0 +1,91 @@
+/**
+ * A cache tier as a process: the worker HTTP side (health, metrics, routes) with the tier's `/media/` fast path,
+ * and the edge and regional worker roles `cluster up` starts (the regional one first: edges fetch from it).
+ */
+import { join } from 'node:path';
+import { MetricsRegistry, serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { CacheTier, type Downstream, type TierConfig } from './tier.js';
+import { registerWatchPage } from './watch.js';
+
+export const EDGE_ROLE = 'edge';
+export const REGIONAL_ROLE = 'regional';
+
+export interface RunningTier extends RunningWorker {
+  tier: CacheTier;
+}
+
+export async function startTierProcess(options: WorkerOptions, config: TierConfig): Promise<RunningTier> {
+  const metrics = new MetricsRegistry();
+  const tier = new CacheTier(config, metrics);
+  const http = await serveWorkerHttp(options, {
+    metrics,
+    // `/media/<key>` has any number of segments, which the router's patterns cannot express; it is open (what a
+    // player fetches) and answered here, before routing. Everything else goes through the router.
+    fastPath: tier.handle,
+    health: () => ({ tier: config.kind, upstream: config.upstream.baseUrl, downstream: config.downstream.length }),
+  });
+  tier.routes(http.router);
+  if (config.kind === 'edge') registerWatchPage(http.router);
+  return { httpPort: http.port, tier, stop: () => http.close() };
+}
+
+const MB = 1024 * 1024;
+
+function number(settings: Record<string, string>, name: string, fallback: number): number {
+  const raw = settings[name];
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`--set ${name}=${raw}: expected a positive number`);
+  return n;
+}
+
+/** The settings both tiers read: cache_memory_mb, cache_disk_mb, upstream_timeout_ms, max_object_mb. */
+function tierConfig(options: WorkerOptions, kind: 'edge' | 'regional', upstreamUrl: string, downstream: Downstream[]): TierConfig {
+  const s = options.settings;
+  return {
+    id: options.id,
+    kind,
+    cacheDir: join(options.dataDir, 'cache'),
+    upstream: {
+      baseUrl: upstreamUrl,
+      token: options.tokens[0]!,
+      timeoutMs: number(s, 'upstream_timeout_ms', 10_000),
+      maxObjectBytes: number(s, 'max_object_mb', 256) * MB,
+    },
+    downstream,
+    memoryBytes: number(s, 'cache_memory_mb', kind === 'edge' ? 128 : 256) * MB,
+    diskBytes: number(s, 'cache_disk_mb', kind === 'edge' ? 2048 : 8192) * MB,
+  };
+}
+
+/**
+ * Where the regional tier fetches misses: `--set origin_url=<base>` (object key appended), or else the object
+ * store worker's GET by key, `http://<store>/objects`, found by its role name in `origin_role` (default "store").
+ */
+export function originUrl(options: WorkerOptions): string {
+  const explicit = options.settings['origin_url'];
+  if (explicit !== undefined) return explicit;
+  const role = options.settings['origin_role'] ?? 'store';
+  const store = options.workers.find((w) => w.role === role);
+  if (store === undefined) throw new Error(`regional cache: no origin (set origin_url, or run a worker of role ${role})`);
+  return `http://${store.httpAddress}/objects`;
+}
+
+export const regionalRole: WorkerRole = {
+  role: REGIONAL_ROLE,
+  count: 1,
+  start: (options) => {
+    const edges = options.workers.filter((w) => w.role === EDGE_ROLE).map((w) => ({ id: w.id, url: `http://${w.httpAddress}` }));
+    return startTierProcess(options, tierConfig(options, 'regional', originUrl(options), edges));
+  },
+};
+
+export const edgeRole: WorkerRole = {
+  role: EDGE_ROLE,
+  count: 3,
+  start: (options) => {
+    const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
+    if (regional === undefined) throw new Error('edge cache: no regional cache worker to fetch from');
+    return startTierProcess(options, tierConfig(options, 'edge', `http://${regional.httpAddress}/media`, []));
+  },
+};

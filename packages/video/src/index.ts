@@ -1,0 +1,35 @@
+/**
+ * @raftkit/video: the video service. Raft members hold the metadata (machine.ts, member.ts); worker roles: the
+ * object store (store/), the app tier (api.ts), the delivery tiers (delivery/), the pipeline and transcode workers.
+ * README.md has the contract.
+ */
+import type { ServiceDefinition } from '@raftkit/http';
+import { appRole } from './api.js';
+import { edgeRole, regionalRole } from './delivery/index.js';
+import type { VideoCommand, VideoResult } from './machine.js';
+import { videoMembers } from './member.js';
+import { pipelineRole } from './pipeline/pipeline.js';
+import { transcoderRole } from './pipeline/transcoder.js';
+import { storeRole } from './store/server.js';
+
+export { VideoMachine, checkVideoCommand, DEFAULT_LIMITS, PRIVACY, taskKey, VIDEO_OPS } from './machine.js';
+export type { Privacy, QualitySpec, QualityState, SegmentRecord, Stage, Task, Tier, Upload, UploadStatus, Video, VideoCommand, VideoLimits, VideoResult, VideoStatus } from './machine.js';
+export { appRole, startApp, APP_ROLE, PLAYBACK_TTL_S, UPLOAD_URL_TTL_MS } from './api.js';
+export type { VideoBody } from './api.js';
+export { storeRole, startStore, STORE_ROLE, CHUNK_SIZE, MAX_CHUNK_BYTES, MAX_UPLOAD_BYTES, rawKey, parseRange } from './store/server.js';
+export { DiskStore } from './store/disk.js';
+export { signingSecret, signQuery, verifySigned } from './signing.js';
+export type { Access, SignedParams, Verdict } from './signing.js';
+export { MetaClient, StoreClient } from './internal-client.js';
+export { memberRoutes } from './member.js';
+export { pipelineRole, startPipeline, PIPELINE_ROLE, revisionPrefix } from './pipeline/pipeline.js';
+export { transcoderRole, startTranscoder, TRANSCODER_ROLE, DEFAULT_LEASE_MS, mediaTask } from './pipeline/transcoder.js';
+
+/**
+ * `cluster up --service video`: the members, then the store, the delivery tiers (regional before edges), the app
+ * tier, the pipeline worker and the transcode pool.
+ */
+export const videoService: ServiceDefinition<VideoCommand, VideoResult> = {
+  ...videoMembers,
+  workers: [storeRole, regionalRole, edgeRole, appRole, pipelineRole, transcoderRole],
+};

@@ -1,0 +1,244 @@
+/**
+ * The pipeline worker role (`pipeline`): everything between finalize and playable except the transcodes themselves
+ * (transcoder.ts). It polls the members' to-do list (`/internal/video/work`) and:
+ *   - probes each finalized source (packages/media's probe: zero-byte, truncated, malformed, non-video files are
+ *     rejected with a reason, and the video ends `failed` at stage `probe`), runs the moderation hook on the
+ *     metadata, and queues the plan's (30-s segment, quality) tasks (qualities never above the source);
+ *   - writes the manifests (HLS variant playlists, the master, the DASH MPD) whenever a quality has all its segments
+ *     done, then marks it published: the video is `playable` after the first, the others join the master as they
+ *     complete (the master's old copy is purged from the delivery tiers: it is the one object of a revision that
+ *     changes, see README);
+ *   - after playable, asynchronously: the five thumbnails, the captions (speech-to-text into WebVTT) and the
+ *     moderation hook on the caption text;
+ *   - sweeps the storage tiers every 30 s with its clock, and deletes raw sources 30 days after transcode.
+ * Idempotent throughout: a pipeline process killed halfway leaves work the next poll (or another process) redoes.
+ */
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline as pump } from 'node:stream/promises';
+import {
+  buildDashMpd,
+  buildHlsMaster,
+  buildHlsVariant,
+  buildSubtitlePlaylist,
+  makeCaptions,
+  makeThumbnails,
+  moderate,
+  planTranscode,
+  probe,
+  type DashVariantInput,
+  type QualityName,
+  type VariantInput,
+} from '@raftkit/media';
+import { serveWorkerHttp, type Logger, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { MetaClient, StoreClient } from '../internal-client.js';
+import type { QualitySpec, SegmentRecord, Video } from '../machine.js';
+import { STORE_ROLE } from '../store/server.js';
+import { REGIONAL_ROLE } from '../delivery/index.js';
+
+export const PIPELINE_ROLE = 'pipeline';
+const POLL_MS = 500;
+const SWEEP_MS = 30_000;
+
+export const pipelineRole: WorkerRole = { role: PIPELINE_ROLE, count: 1, start: startPipeline };
+
+/** The object keys of a video revision (the layout packages/media's README suggests, under videos/<id>/r<rev>/). */
+export function revisionPrefix(videoId: string, revision: number): string {
+  return `videos/${videoId}/r${revision}`;
+}
+
+/** A source's local copy: fetched once from the store per process, reused by every step that needs the bytes. */
+export async function localSource(store: StoreClient, dir: string, v: Pick<Video, 'video_id' | 'raw_path' | 'source_size'>): Promise<string | null> {
+  const path = join(dir, v.video_id);
+  try {
+    if ((await stat(path)).size === v.source_size) return path;
+  } catch {
+    // not here yet
+  }
+  await mkdir(dir, { recursive: true });
+  const body = await store.get(v.raw_path);
+  if (body === null) return null;
+  const tmp = `${path}.part-${process.pid}`;
+  await pump(body, createWriteStream(tmp));
+  await rename(tmp, path);
+  return path;
+}
+
+export async function startPipeline(options: WorkerOptions): Promise<RunningWorker> {
+  const token = options.tokens[0]!;
+  const meta = new MetaClient(options.members, token);
+  const storeAddress = options.workers.find((w) => w.role === STORE_ROLE)?.httpAddress;
+  if (storeAddress === undefined) throw new Error('the pipeline needs an object store worker (role store)');
+  const store = new StoreClient(`http://${storeAddress}`, token);
+  const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
+  const sources = join(options.dataDir, 'sources');
+  const scratch = join(options.dataDir, 'scratch');
+  const stats = { probed: 0, rejected: 0, published: 0, thumbnails: 0, captions: 0, sweeps: 0, errors: 0 };
+  const log: Logger = options.logger;
+  let stopped = false;
+  const extrasDone = new Set<string>();
+
+  const probeOne = async (v: Video): Promise<void> => {
+    const path = await localSource(store, sources, v);
+    if (path === null) {
+      await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: 'unreadable: the raw source is missing from the store', now: Date.now() });
+      return;
+    }
+    const result = await probe(path);
+    if (!result.ok) {
+      stats.rejected++;
+      await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: `${result.reason}: ${result.message}`.slice(0, 1000), now: Date.now() });
+      await rm(path, { force: true });
+      return;
+    }
+    const info = result.info;
+    const plan = planTranscode(info);
+    const verdict = moderate({ probe: info, title: v.title, description: v.description, tags: v.tags, caption_text: '' });
+    if (verdict.decision !== 'ok') await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+    const qualities: QualitySpec[] = plan.qualities.map((q) => ({ name: q.name, width: q.width, height: q.height, bandwidth: (q.video_kbps + q.audio_kbps) * 1000 }));
+    await meta.command({
+      op: 'probed',
+      videoId: v.video_id,
+      durationS: info.duration_s,
+      codec: info.source_codec.slice(0, 64),
+      width: info.width,
+      height: info.height,
+      fps: plan.tasks[0]?.fps ?? info.fps_rational,
+      hasAudio: info.has_audio,
+      qualities,
+      segmentS: 30,
+      segments: plan.segments.length,
+      now: Date.now(),
+    });
+    stats.probed++;
+  };
+
+  /** Writes every manifest for the complete qualities of `v`, then records them published. */
+  const publish = async (v: Video): Promise<void> => {
+    const prefix = revisionPrefix(v.video_id, v.revision);
+    const complete = v.qualities.filter((q) => !q.failed && q.done >= q.segments);
+    if (complete.length === 0) return;
+    const variants: VariantInput[] = [];
+    const dash: DashVariantInput[] = [];
+    for (const q of complete) {
+      const { segments } = await meta.get<{ segments: SegmentRecord[] }>(`/internal/video/videos/${v.video_id}/segments/${q.name}`);
+      if (segments.length < q.segments) return; // a record not visible yet: the next poll
+      const refs = segments.flatMap((s) => s.parts.map((p) => ({ uri: p.name, duration_s: p.duration_ms / 1000, size_bytes: p.size_bytes })));
+      const codecs = segments[0]!.codecs;
+      await store.put(`${prefix}/${q.name}/index.m3u8`, buildHlsVariant({ init_uri: 'init.mp4', segments: refs }));
+      variants.push({ quality: q.name as QualityName, width: q.width, height: q.height, codecs, playlist_uri: `${q.name}/index.m3u8`, init_uri: 'init.mp4', segments: refs, nominal_bandwidth: q.bandwidth });
+      dash.push({ quality: q.name as QualityName, width: q.width, height: q.height, codecs, init_uri: `${q.name}/init.mp4`, media_template: `${q.name}/seg-$Number%05d$.m4s`, segments: refs.map((r) => ({ ...r, uri: `${q.name}/${r.uri}` })), nominal_bandwidth: q.bandwidth });
+    }
+    const duration = v.duration_s ?? 0;
+    let subtitles: { playlist_uri: string; language: string; name: string } | undefined;
+    if (v.captions_path !== null) {
+      await store.put(`${prefix}/captions/en.m3u8`, buildSubtitlePlaylist({ vtt_uri: 'en.vtt', duration_s: duration }));
+      subtitles = { playlist_uri: 'captions/en.m3u8', language: 'en', name: 'English' };
+    }
+    await store.put(`${prefix}/master.m3u8`, buildHlsMaster({ variants, ...(subtitles !== undefined ? { subtitles } : {}) }));
+    await store.put(`${prefix}/manifest.mpd`, buildDashMpd({ duration_s: duration, variants: dash, ...(v.captions_path !== null ? { subtitles: { vtt_uri: 'captions/en.vtt', language: 'en' } } : {}) }));
+    // The master and the MPD of a revision are rewritten as qualities join: purge their cached copies (the regional
+    // tier fans the purge out to the edges). Segments and variant playlists never change.
+    await purge(`${prefix}/master.m3u8`);
+    await purge(`${prefix}/manifest.mpd`);
+    const r = await meta.command({ op: 'published', videoId: v.video_id, revision: v.revision, qualities: complete.map((q) => q.name), manifestPath: `${prefix}/master.m3u8`, now: Date.now() });
+    stats.published++;
+    if (r.ok && v.revision > 1) {
+      // A re-encode's explicit invalidation: the previous revision leaves the caches and the store once the new one
+      // plays (its keys differ, so nothing could serve it by mistake; this frees the space and the cache).
+      const old = `${revisionPrefix(v.video_id, v.revision - 1)}/`;
+      await purge(old);
+      await store.json('POST', '/internal/objects/delete-prefix', { prefix: old }).catch(() => undefined);
+    }
+  };
+
+  const purge = async (key: string): Promise<void> => {
+    if (regional === undefined) return;
+    await fetch(`http://${regional.httpAddress}/api/delivery/purge`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ prefix: key }), signal: AbortSignal.timeout(10_000) })
+      .then((r) => r.body?.cancel())
+      .catch(() => undefined);
+  };
+
+  /** Thumbnails, captions and the caption-text moderation, after playable (asynchronous to the critical path). */
+  const extras = async (v: Video): Promise<void> => {
+    const path = await localSource(store, sources, v);
+    if (path === null || v.duration_s === null) return;
+    const prefix = revisionPrefix(v.video_id, v.revision);
+    const dir = join(scratch, v.video_id);
+    const thumbs = await makeThumbnails(path, v.duration_s, join(dir, 'thumbs'));
+    const keys: string[] = [];
+    for (const t of thumbs) {
+      const key = `${prefix}/thumbs/${t.file}`;
+      await store.put(key, createReadStream(t.path));
+      keys.push(key);
+    }
+    await meta.command({ op: 'thumbnails', videoId: v.video_id, paths: keys });
+    stats.thumbnails++;
+    const captions = await makeCaptions(path, v.has_audio ?? false).catch((error: unknown) => {
+      log.log('warn', 'captions failed', { video_id: v.video_id, error: String(error) });
+      return null;
+    });
+    if (captions !== null) {
+      await store.put(`${prefix}/captions/en.vtt`, captions.vtt);
+      await meta.command({ op: 'captions', videoId: v.video_id, path: `${prefix}/captions/en.vtt` });
+      stats.captions++;
+      const verdict = moderate({ probe: { duration_s: v.duration_s, width: v.source_width ?? 0, height: v.source_height ?? 0, has_audio: v.has_audio ?? false }, title: v.title, description: v.description, tags: v.tags, caption_text: captions.text });
+      if (verdict.decision !== 'ok') await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+      // The master gains its subtitle rendition.
+      const fresh = await meta.get<Video>(`/internal/video/videos/${v.video_id}`);
+      if (fresh.status === 'playable' || fresh.status === 'flagged') await publish(fresh);
+    }
+    await rm(dir, { recursive: true, force: true });
+  };
+
+  const sweep = async (): Promise<void> => {
+    const r = await meta.command({ op: 'sweep', now: Date.now() });
+    stats.sweeps++;
+    for (const raw of r.rawDeleted) {
+      await store.json('DELETE', `/objects/${raw.raw_path}`).catch(() => undefined);
+      await rm(join(sources, raw.video_id), { force: true });
+    }
+  };
+
+  const loop = async (): Promise<void> => {
+    let lastSweep = 0;
+    while (!stopped) {
+      try {
+        const work = await meta.get<{ probe: Video[]; publish: Video[]; raw: Video[] }>('/internal/video/work');
+        for (const v of work.probe) await probeOne(v);
+        for (const v of work.publish) await publish(v);
+        for (const v of work.raw) {
+          if (extrasDone.has(v.video_id)) continue;
+          extrasDone.add(v.video_id);
+          void extras(v).catch((error: unknown) => {
+            stats.errors++;
+            extrasDone.delete(v.video_id);
+            log.log('warn', 'thumbnails/captions failed', { video_id: v.video_id, error: String(error) });
+          });
+        }
+        if (Date.now() - lastSweep >= SWEEP_MS) {
+          lastSweep = Date.now();
+          await sweep();
+        }
+      } catch (error) {
+        stats.errors++;
+        log.log('warn', 'pipeline step failed', { error: String(error) });
+      }
+      await new Promise((r) => setTimeout(r, POLL_MS));
+    }
+  };
+
+  const http = await serveWorkerHttp(options, { health: () => ({ ...stats }) });
+  void loop();
+  return {
+    httpPort: http.port,
+    stop: async () => {
+      stopped = true;
+      await http.close();
+      await meta.close();
+      await store.close();
+    },
+  };
+}
+

@@ -1,0 +1,316 @@
+/**
+ * The object store's bytes on local disk. Layout under the store's data folder:
+ *
+ *   objects/<hh>/<sha256(key) hex>        the object's bytes (hh: the first two hex digits, 256 folders)
+ *   objects/<hh>/<sha256(key) hex>.json   sidecar {key, size, sha256}: the key (file names are hashes, so any key
+ *                                         of the API maps to one safe flat name) and the checksum of the bytes
+ *   uploads/<upload id>/<index>.chunk     a chunk of a chunked upload, and <index>.json its sidecar {size, sha256}
+ *   uploads/<upload id>/tus.bin           a tus upload's bytes so far, and tus.json {length, metadata}
+ *   tmp/                                  files being written
+ *
+ * Every write goes to tmp/, is fsynced, renamed into place and its folder fsynced: a crash leaves the old file or
+ * the new one, never a torn one, and an acknowledged write survives a power cut. The sidecar is written after the
+ * bytes, so an object without a sidecar is an unfinished write (ignored, overwritten by the next).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream, type ReadStream } from 'node:fs';
+import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+
+export interface ObjectInfo {
+  key: string;
+  size: number;
+  sha256: string;
+}
+
+export interface ChunkInfo {
+  index: number;
+  size: number;
+  sha256: string;
+}
+
+export interface TusState {
+  length: number;
+  offset: number;
+  metadata: string | null;
+}
+
+/** A write's size went over its limit: the caller answers 413. */
+export class TooLargeError extends Error {
+  override name = 'TooLargeError';
+}
+
+export class DiskStore {
+  constructor(readonly root: string) {}
+
+  async init(): Promise<void> {
+    await mkdir(join(this.root, 'objects'), { recursive: true });
+    await mkdir(join(this.root, 'uploads'), { recursive: true });
+    await rm(join(this.root, 'tmp'), { recursive: true, force: true });
+    await mkdir(join(this.root, 'tmp'), { recursive: true });
+  }
+
+  private objectPath(key: string): string {
+    const h = createHash('sha256').update(key).digest('hex');
+    return join(this.root, 'objects', h.slice(0, 2), h);
+  }
+
+  uploadDir(uploadId: string): string {
+    return join(this.root, 'uploads', uploadId);
+  }
+
+  /**
+   * Streams `source` to a temp file (at most `maxBytes`), fsynced; returns its path, size and sha256. The caller
+   * renames it into place with `commit`.
+   */
+  async receive(source: Readable, maxBytes: number): Promise<{ tmp: string; size: number; sha256: string }> {
+    const tmp = join(this.root, 'tmp', randomBytes(12).toString('hex'));
+    const hash = createHash('sha256');
+    let size = 0;
+    const out = createWriteStream(tmp);
+    try {
+      await pipeline(
+        source,
+        async function* (chunks: AsyncIterable<Buffer>) {
+          for await (const chunk of chunks) {
+            size += chunk.length;
+            if (size > maxBytes) throw new TooLargeError(`over ${maxBytes} bytes`);
+            hash.update(chunk);
+            yield chunk;
+          }
+        },
+        out,
+      );
+      await fsyncFile(tmp);
+    } catch (error) {
+      await rm(tmp, { force: true });
+      throw error;
+    }
+    return { tmp, size, sha256: hash.digest('hex') };
+  }
+
+  /** Moves a received temp file to `path` with its sidecar, durably. */
+  private async commit(tmp: string, path: string, sidecar: object): Promise<void> {
+    const dir = join(path, '..');
+    await mkdir(dir, { recursive: true });
+    await rename(tmp, path);
+    await writeDurably(join(this.root, 'tmp'), `${path}.json`, JSON.stringify(sidecar));
+    await fsyncDir(dir);
+  }
+
+  async putObject(key: string, source: Readable, maxBytes: number): Promise<ObjectInfo> {
+    const r = await this.receive(source, maxBytes);
+    const info = { key, size: r.size, sha256: r.sha256 };
+    await this.commit(r.tmp, this.objectPath(key), info);
+    return info;
+  }
+
+  async objectInfo(key: string): Promise<ObjectInfo | null> {
+    try {
+      const info = JSON.parse(await readFile(`${this.objectPath(key)}.json`, 'utf8')) as ObjectInfo;
+      return info.key === key ? info : null;
+    } catch {
+      return null;
+    }
+  }
+
+  readObject(key: string, range?: { start: number; end: number }): ReadStream {
+    return createReadStream(this.objectPath(key), range === undefined ? {} : range);
+  }
+
+  objectFile(key: string): string {
+    return this.objectPath(key);
+  }
+
+  async deleteObject(key: string): Promise<boolean> {
+    const path = this.objectPath(key);
+    const existed = (await this.objectInfo(key)) !== null;
+    // Sidecar first: without it the bytes are an unfinished write, never served.
+    await rm(`${path}.json`, { force: true });
+    await rm(path, { force: true });
+    return existed;
+  }
+
+  /** Deletes every object whose key starts with `prefix` (a re-encode's old outputs, a video's raw source). */
+  async deletePrefix(prefix: string): Promise<number> {
+    let n = 0;
+    const top = join(this.root, 'objects');
+    for (const hh of await readdir(top)) {
+      for (const name of await readdir(join(top, hh))) {
+        if (!name.endsWith('.json')) continue;
+        try {
+          const info = JSON.parse(await readFile(join(top, hh, name), 'utf8')) as ObjectInfo;
+          if (info.key.startsWith(prefix) && (await this.deleteObject(info.key))) n++;
+        } catch {
+          // a sidecar being replaced: skip it
+        }
+      }
+    }
+    return n;
+  }
+
+  // ---------------------------------------------------------------- chunked uploads
+
+  /** Stores chunk `index` (replacing a resent one atomically: the last complete copy wins). */
+  async putChunk(uploadId: string, index: number, r: { tmp: string; size: number; sha256: string }): Promise<ChunkInfo> {
+    const info = { index, size: r.size, sha256: r.sha256 };
+    await this.commit(r.tmp, join(this.uploadDir(uploadId), `${index}.chunk`), info);
+    return info;
+  }
+
+  async chunks(uploadId: string): Promise<ChunkInfo[]> {
+    let names: string[];
+    try {
+      names = await readdir(this.uploadDir(uploadId));
+    } catch {
+      return [];
+    }
+    const out: ChunkInfo[] = [];
+    for (const name of names) {
+      if (!/^\d+\.chunk\.json$/.test(name)) continue;
+      try {
+        out.push(JSON.parse(await readFile(join(this.uploadDir(uploadId), name), 'utf8')) as ChunkInfo);
+      } catch {
+        // being replaced right now
+      }
+    }
+    return out.sort((a, b) => a.index - b.index);
+  }
+
+  chunkFile(uploadId: string, index: number): string {
+    return join(this.uploadDir(uploadId), `${index}.chunk`);
+  }
+
+  // ---------------------------------------------------------------- tus
+
+  async tusState(uploadId: string): Promise<TusState | null> {
+    try {
+      const meta = JSON.parse(await readFile(join(this.uploadDir(uploadId), 'tus.json'), 'utf8')) as { length: number; metadata: string | null };
+      let offset = 0;
+      try {
+        offset = (await stat(this.tusFile(uploadId))).size;
+      } catch {
+        offset = 0;
+      }
+      return { length: meta.length, offset, metadata: meta.metadata };
+    } catch {
+      return null;
+    }
+  }
+
+  tusFile(uploadId: string): string {
+    return join(this.uploadDir(uploadId), 'tus.bin');
+  }
+
+  async tusCreate(uploadId: string, length: number, metadata: string | null): Promise<void> {
+    const dir = this.uploadDir(uploadId);
+    await mkdir(dir, { recursive: true });
+    await rm(this.tusFile(uploadId), { force: true });
+    const fh = await open(this.tusFile(uploadId), 'w');
+    await fh.sync();
+    await fh.close();
+    await writeDurably(join(this.root, 'tmp'), join(dir, 'tus.json'), JSON.stringify({ length, metadata }));
+    await fsyncDir(dir);
+  }
+
+  /**
+   * Appends a PATCH body at `offset` (which must be the current size), at most up to the declared length. The
+   * bytes are fsynced before the new offset is answered; a PATCH cut short keeps what arrived (tus resumes there).
+   */
+  async tusAppend(uploadId: string, offset: number, length: number, source: Readable, expect?: { algorithm: 'sha1' | 'sha256' | 'md5'; digest: string }): Promise<number> {
+    const file = this.tusFile(uploadId);
+    const fh = await open(file, 'r+');
+    let written = 0;
+    const hash = expect === undefined ? null : createHash(expect.algorithm);
+    const parts: Buffer[] = [];
+    try {
+      for await (const chunk of source as AsyncIterable<Buffer>) {
+        if (offset + written + chunk.length > length) throw new TooLargeError(`the body goes past Upload-Length ${length}`);
+        if (hash !== null) {
+          // With a checksum the PATCH is all or nothing: held until it is verified.
+          hash.update(chunk);
+          parts.push(chunk);
+          written += chunk.length;
+          continue;
+        }
+        await fh.write(chunk, 0, chunk.length, offset + written);
+        written += chunk.length;
+      }
+      if (hash !== null) {
+        if (hash.digest('base64') !== expect!.digest) throw new ChecksumError('the PATCH body does not match Upload-Checksum');
+        const all = Buffer.concat(parts);
+        await fh.write(all, 0, all.length, offset);
+      }
+      await fh.sync();
+    } catch (error) {
+      if (hash === null) await fh.sync().catch(() => undefined);
+      throw error;
+    } finally {
+      await fh.close();
+    }
+    return offset + written;
+  }
+
+  /**
+   * Removes uploads nothing was written to for `maxAgeMs` (abandoned: never finalized, or finalized and their chunk
+   * copies left behind). Their URL expired long before (24 h); a client coming back re-signs and resends.
+   */
+  async sweepUploads(now: number, maxAgeMs: number): Promise<string[]> {
+    const dropped: string[] = [];
+    for (const id of await readdir(join(this.root, 'uploads'))) {
+      const dir = this.uploadDir(id);
+      let newest = 0;
+      try {
+        newest = (await stat(dir)).mtimeMs;
+        for (const name of await readdir(dir)) newest = Math.max(newest, (await stat(join(dir, name))).mtimeMs);
+      } catch {
+        continue;
+      }
+      if (now - newest >= maxAgeMs) {
+        await rm(dir, { recursive: true, force: true });
+        dropped.push(id);
+      }
+    }
+    return dropped;
+  }
+
+  async dropUpload(uploadId: string): Promise<void> {
+    await rm(this.uploadDir(uploadId), { recursive: true, force: true });
+  }
+}
+
+export class ChecksumError extends Error {
+  override name = 'ChecksumError';
+}
+
+async function fsyncFile(path: string): Promise<void> {
+  const fh = await open(path, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const fh = await open(dir, 'r');
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+async function writeDurably(tmpDir: string, path: string, text: string): Promise<void> {
+  const tmp = join(tmpDir, randomBytes(12).toString('hex'));
+  const fh = await open(tmp, 'w');
+  try {
+    await fh.writeFile(text);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await rename(tmp, path);
+}

@@ -1,0 +1,242 @@
+/**
+ * The pipeline on real processes with real ffmpeg: `cluster up --service video` (3 members, store, regional + 1 edge,
+ * app, pipeline, 2 transcoders with 8-s leases), one cluster for every case. Tiny videos (427x240 and 160x90,
+ * seconds long). Bad files of every kind end `failed` at stage probe with a reason; a good one becomes playable
+ * after its first quality and then gets the rest, the manifests parse and list the segments, the media is served
+ * through the edge; a transcoder SIGKILLed mid-task has its task re-leased and finished by the other.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, truncateSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { makeTestVideo, parseHls, runOk, TOOLS } from '@raftkit/media';
+import { deriveClientToken } from '@raftkit/http';
+import { call, startCluster, until } from '@raftkit/testkit';
+
+const dir = mkdtempSync(join(tmpdir(), 'video-pipeline-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+const good = join(dir, 'good.mp4');
+const small = join(dir, 'small.mp4');
+const long = join(dir, 'long.mp4');
+const [cluster] = await Promise.all([
+  startCluster('video', { nodes: 3, workers: 'edge=1,app=1,transcoder=2', settings: { transcode_lease_ms: '8000' } }),
+  makeTestVideo({ path: good, duration_s: 14, width: 426, height: 240, audio: 'speech' }),
+  makeTestVideo({ path: small, duration_s: 4, width: 160, height: 90, audio: 'sine' }),
+  makeTestVideo({ path: long, duration_s: 40, width: 426, height: 240, audio: 'none' }),
+]);
+t.teardown(() => cluster.down());
+const token = cluster.token;
+const app = cluster.role('app')[0]!.url;
+const member = cluster.members[0]!;
+const ann = deriveClientToken(token, 'ann');
+const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+
+interface VideoBody {
+  video_id: string;
+  status: string;
+  stage: string | null;
+  failure: { stage: string; reason: string } | null;
+  manifest_url: string | null;
+  dash_manifest_url: string | null;
+  poster_url: string | null;
+  thumbnails: string[];
+  captions_url: string | null;
+  duration: number | null;
+  qualities: Array<{ name: string; ready: boolean; width: number; height: number }>;
+}
+
+/** Uploads `bytes` in 5 MiB chunks by the signed URL and finalizes: the video id. */
+async function upload(bytes: Buffer, key: string): Promise<string> {
+  const up = await call(app, 'POST', '/api/videos/upload', { token: ann, body: { user_id: 'ann', title: key, idempotency_key: key } });
+  const url = (up.body.upload as { url: string }).url;
+  const size = 5 * 1024 * 1024;
+  const n = Math.max(1, Math.ceil(bytes.length / size));
+  for (let i = 0; i < n; i++) {
+    const res = await fetch(url.replace('{index}', String(i)), { method: 'PUT', body: bytes.subarray(i * size, (i + 1) * size) });
+    if (res.status !== 200) throw new Error(`chunk ${i}: ${res.status} ${await res.text()}`);
+  }
+  const done = await call(app, 'POST', `/api/videos/${up.body.upload_id as string}/finalize`, { token: ann, body: { total_chunks: n, checksum: sha(bytes) } });
+  if (done.status !== 200) throw new Error(`finalize: ${done.status} ${JSON.stringify(done.body)}`);
+  return done.body.video_id as string;
+}
+
+async function video(id: string): Promise<VideoBody> {
+  return (await call(app, 'GET', `/api/videos/${id}`, { token: ann })).body as unknown as VideoBody;
+}
+
+await until('the metadata group has a leader', async () => (await call(member, 'GET', '/internal/video/status', { token })).status === 200, 60_000, 250);
+
+// The good video and the long one are uploaded up front, and a watcher kills a transcoder mid-task on the long one
+// while the cases run: the cases overlap instead of waiting for each other (the file's wall time is what counts).
+const goodId = upload(readFileSync(good), 'good-1');
+const longId = goodId.then(() => upload(readFileSync(long), 'long-1'));
+const killed = longId.then(async (id) => {
+  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { workers: Array<{ id: string; pid: number }> };
+  // Mid-task: whichever transcoder is first seen running ffmpeg on the video. Killed directly (SIGKILL, no goodbye),
+  // and its ffmpeg too (ours to stop).
+  const [victim, held] = await until('a transcoder is running ffmpeg on the video', async () => {
+    for (const w of cluster.role('transcoder')) {
+      const h = await call(w.url, 'GET', '/healthz').catch(() => null);
+      const current = (h?.body as { current?: { key: string; pid: number | null } | null } | undefined)?.current;
+      if (current !== null && current !== undefined && current.pid !== null && current.key.startsWith(`${id}/`)) return [w, current] as const;
+    }
+    return null;
+  }, 240_000, 20);
+  const pid = state.workers.find((w) => w.id === victim.id)!.pid;
+  process.kill(pid, 'SIGKILL');
+  try {
+    process.kill(held.pid!, 'SIGKILL');
+  } catch {
+    // already done
+  }
+  // Right after the kill: the task is still open, leased to the dead worker.
+  const tasks = (await call(member, 'GET', `/internal/video/videos/${id}/tasks`, { token })).body.tasks as Array<{ key: string; lease: { worker: string } | null }>;
+  return [victim, held, pid, tasks.find((x) => x.key === held.key)] as const;
+});
+// A failure surfaces in its case; the promises must not reject unobserved meanwhile.
+for (const p of [goodId, longId, killed]) p.catch(() => undefined);
+
+t.test('bad files of every kind end failed at the probe with a reason', async (t) => {
+  const truncated = join(dir, 'truncated.mp4');
+  const audioOnly = join(dir, 'audio.m4a');
+  await runOk(TOOLS.ffmpeg, ['-nostdin', '-v', 'error', '-f', 'lavfi', '-i', 'sine=frequency=440:duration=2', '-c:a', 'aac', '-y', audioOnly]);
+  writeFileSync(truncated, readFileSync(small));
+  truncateSync(truncated, Math.floor(statSync(small).size / 2));
+  const kinds: Array<[string, Buffer, RegExp]> = [
+    ['zero-byte', Buffer.alloc(0), /^empty/],
+    ['random-bytes', randomBytes(200_000), /^malformed/],
+    ['text', Buffer.from('this is not a video\n'.repeat(100)), /^malformed|^not_video/],
+    ['truncated-mp4', readFileSync(truncated), /^malformed|^truncated/],
+    ['audio-only', readFileSync(audioOnly), /^not_video/],
+  ];
+  // A zero-byte upload has no chunk to send: the store's assembly refuses "total_chunks 1" without one, so it goes
+  // through tus with Upload-Length 0 (a complete zero-byte upload) to reach the probe.
+  const ids: Array<[string, string, RegExp]> = [];
+  for (const [name, bytes, reason] of kinds) {
+    if (bytes.length === 0) {
+      const up = await call(app, 'POST', '/api/videos/upload', { token: ann, body: { user_id: 'ann', title: name, idempotency_key: `bad-${name}` } });
+      const tusUrl = (up.body.upload as { tus_url: string }).tus_url;
+      const created = await fetch(tusUrl, { method: 'POST', headers: { 'tus-resumable': '1.0.0', 'upload-length': '0' } });
+      t.equal(created.status, 201);
+      const done = await call(app, 'POST', `/api/videos/${up.body.upload_id as string}/finalize`, { token: ann, body: { total_chunks: 1, checksum: sha(bytes) } });
+      t.equal(done.status, 200, 'a zero-byte upload finalizes; the probe rejects it');
+      ids.push([name, done.body.video_id as string, reason]);
+    } else ids.push([name, await upload(bytes, `bad-${name}`), reason]);
+  }
+  for (const [name, id, reason] of ids) {
+    const v = await until(`${name} is decided`, async () => {
+      const b = await video(id);
+      return b.status !== 'transcoding' ? b : null;
+    }, 120_000, 250);
+    t.equal(v.status, 'failed', `${name}: failed`);
+    t.equal(v.failure?.stage, 'probe', `${name}: at the probe`);
+    t.match(v.failure?.reason, reason, `${name}: ${v.failure?.reason}`);
+    const pb = await call(app, 'GET', `/api/videos/${id}/playback`, { token: ann });
+    t.equal(pb.status, 409);
+    t.match(pb.body, { error: { code: 'not_playable', status: 'failed' } });
+  }
+});
+
+t.test('a video is playable after its first quality, then gets the rest; manifests and media through the edge', async (t) => {
+  const id = await goodId;
+  const firstPlayable = await until('playable', async () => {
+    const b = await video(id);
+    if (b.status === 'failed') throw new Error(`failed: ${JSON.stringify(b.failure)}`);
+    return b.status === 'playable' ? b : null;
+  }, 180_000, 200);
+  t.same(firstPlayable.qualities.map((q) => q.name), ['144p', '240p'], 'qualities up to the source height (240), none above');
+  t.ok(firstPlayable.qualities.some((q) => q.ready), 'at least one quality ready at playable');
+  t.match(firstPlayable.manifest_url, /\/media\/videos\/.+\/r1\/master\.m3u8$/);
+  t.ok(Math.abs((firstPlayable.duration ?? 0) - 14) < 1, 'duration from the probe');
+  const all = await until('every quality ready', async () => {
+    const b = await video(id);
+    return b.qualities.every((q) => q.ready) ? b : null;
+  }, 180_000, 250);
+  const pb = await call(app, 'GET', `/api/videos/${id}/playback`, { token: ann });
+  t.equal(pb.status, 200);
+  const masterUrl = pb.body.manifest_url as string;
+  t.equal(masterUrl, all.manifest_url);
+  const masterRes = await fetch(masterUrl);
+  t.equal(masterRes.status, 200);
+  const master = parseHls(await masterRes.text());
+  t.equal(master.kind, 'master');
+  if (master.kind !== 'master') return;
+  t.equal(master.variants.length, 2, 'both qualities in the master after the second completed (the cached copy was purged)');
+  for (const variant of master.variants) {
+    t.ok(variant.bandwidth > 0 && variant.resolution !== undefined, `BANDWIDTH and RESOLUTION for ${variant.uri}`);
+    const variantUrl = new URL(variant.uri, masterUrl).toString();
+    const media = parseHls(await (await fetch(variantUrl)).text());
+    t.equal(media.kind, 'media');
+    if (media.kind !== 'media') continue;
+    t.equal(media.segments.length, 3, '14 s in 6-s segments: 3');
+    const seg = await fetch(new URL(media.segments[0]!.uri, variantUrl).toString());
+    t.equal(seg.status, 200);
+    t.match(seg.headers.get('cache-control') ?? '', /immutable/);
+    t.ok((await seg.arrayBuffer()).byteLength > 0);
+  }
+  const mpd = await fetch(all.dash_manifest_url!);
+  t.equal(mpd.status, 200);
+  t.match(await mpd.text(), /<MPD[\s\S]*Representation[\s\S]*Representation/);
+
+  // Asynchronous extras: five thumbnails (the middle one the default poster), captions, and the poster choice.
+  const extras = await until('thumbnails and captions', async () => {
+    const b = await video(id);
+    return b.thumbnails.length === 5 && b.captions_url !== null ? b : null;
+  }, 240_000, 500);
+  t.equal(extras.poster_url, extras.thumbnails[2], 'the 50% frame is the default poster');
+  const thumb = await fetch(extras.thumbnails[0]!);
+  t.equal(thumb.headers.get('content-type'), 'image/jpeg');
+  const vtt = await (await fetch(extras.captions_url!)).text();
+  t.match(vtt, /^WEBVTT/);
+  const chosen = await call(app, 'PUT', `/api/videos/${id}/poster`, { token: ann, body: { index: 4 } });
+  t.equal(chosen.status, 200);
+  t.equal(chosen.body.poster_url, extras.thumbnails[4]);
+  t.equal((await call(app, 'PUT', `/api/videos/${id}/poster`, { token: ann, body: { index: 9 } })).status, 400);
+  t.equal((await call(app, 'PUT', `/api/videos/${id}/poster`, { token: deriveClientToken(token, 'bob'), body: { index: 1 } })).status, 403);
+});
+
+t.test('a transcoder SIGKILLed mid-task: its task is re-leased after the lease and finished by the other', async (t) => {
+  const id = await longId;
+  const [victim, held, pid, heldTask] = await killed;
+  t.ok(pid > 0, `${victim.id} (pid ${pid}) was SIGKILLed while its ffmpeg ran ${held.key}`);
+  t.match(heldTask, { lease: { worker: victim.id } }, 'the killed worker held the task, unfinished');
+  const v = await until('playable without the killed worker', async () => {
+    const b = await video(id);
+    if (b.status === 'failed') throw new Error(`failed: ${JSON.stringify(b.failure)}`);
+    return b.status === 'playable' && b.qualities.every((q) => q.ready) ? b : null;
+  }, 240_000, 250);
+  t.equal(v.status, 'playable');
+  const [, , quality, segment] = held.key.split('/');
+  const { body } = await call(member, 'GET', `/internal/video/videos/${id}/segments/${quality}`, { token });
+  const record = (body.segments as Array<{ segment_index: number; attempts: number }>).find((s) => s.segment_index === Number(segment));
+  t.ok(record !== undefined, 'the killed task has its output');
+  t.ok((record?.attempts ?? 0) >= 2, `the killed task was leased again (attempts ${record?.attempts})`);
+  const survivor = cluster.role('transcoder').find((w) => w.id !== victim.id)!;
+  t.match((await call(survivor.url, 'GET', '/healthz')).body, { completed: Number }, 'the other transcoder did the rest');
+  // The victim stays dead: the cluster's teardown knows its pid is gone.
+});
+
+t.test('a re-encode: a new revision plays, the old one is invalidated explicitly (gone from the edge and the store)', async (t) => {
+  const id = await goodId;
+  const before = await until('the good video is finished', async () => {
+    const b = await video(id);
+    return b.status === 'playable' && b.stage === null && b.thumbnails.length === 5 ? b : null;
+  }, 240_000, 250);
+  const oldMaster = before.manifest_url!;
+  t.match(oldMaster, /\/r1\/master\.m3u8$/);
+  t.equal((await fetch(oldMaster)).status, 200);
+  t.equal((await call(app, 'POST', `/api/videos/${id}/reencode`, { token: deriveClientToken(token, 'bob') })).status, 403);
+  const started = await call(app, 'POST', `/api/videos/${id}/reencode`, { token: ann });
+  t.equal(started.status, 202);
+  t.match(started.body, { revision: 2, status: 'playable', manifest_url: oldMaster }, 'the old revision plays meanwhile');
+  t.equal((await call(app, 'POST', `/api/videos/${id}/reencode`, { token: ann })).status, 409, 'one re-encode at a time');
+  const after = await until('revision 2 is published with every quality', async () => {
+    const b = await video(id);
+    return b.manifest_url !== null && /\/r2\/master\.m3u8$/.test(b.manifest_url) && b.qualities.every((q) => q.ready) ? b : null;
+  }, 240_000, 250);
+  t.equal((await fetch(after.manifest_url!)).status, 200);
+  await until('the old master is gone from the edge', async () => (await fetch(oldMaster)).status === 404, 60_000, 250);
+  const stored = await fetch(`${cluster.role('store')[0]!.url}/objects/${new URL(oldMaster).pathname.replace(/^\/media\//, '')}`, { headers: { authorization: `Bearer ${token}` } });
+  t.equal(stored.status, 404, 'and from the store');
+});
