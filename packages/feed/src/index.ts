@@ -1,1 +1,2 @@
 export * from './rank-wire.js';
+export * from './ranker/index.js';
