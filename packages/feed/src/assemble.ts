@@ -1,0 +1,87 @@
+/**
+ * The pure steps of the read path (spec rule 3), testable without processes: merge and de-duplicate candidates,
+ * time order, applying a ranker's answer, the at-most-2-consecutive-posts-per-author assembly, and the opaque
+ * continuation token.
+ */
+import { badRequest } from '@raftkit/http';
+import { POST_ID } from './post-id.js';
+import type { RankedPost } from './rank-wire.js';
+import type { FeedEntry } from './store.js';
+import { newestFirst } from './store.js';
+
+/** At most this many posts of one author in a row (spec limits). */
+export const MAX_CONSECUTIVE = 2;
+
+/** Merges candidate lists, keeping the first of each post_id (a pushed entry and a pulled one are the same post). */
+export function mergeCandidates(lists: ReadonlyArray<readonly FeedEntry[]>, max: number): FeedEntry[] {
+  const seen = new Set<string>();
+  const out: FeedEntry[] = [];
+  for (const list of lists) {
+    for (const e of list) {
+      if (seen.has(e.post_id)) continue;
+      seen.add(e.post_id);
+      out.push(e);
+    }
+  }
+  return out.sort(newestFirst).slice(0, max);
+}
+
+/** The ranker's order over `candidates`: ranked ids first (unknown and repeated ids ignored), the rest in time order. */
+export function applyRanking<T extends FeedEntry>(candidates: readonly T[], ranked: readonly RankedPost[]): T[] {
+  const byId = new Map(candidates.map((c) => [c.post_id, c]));
+  const out: T[] = [];
+  for (const r of ranked) {
+    const c = byId.get(r.post_id);
+    if (c === undefined) continue;
+    byId.delete(r.post_id);
+    out.push(c);
+  }
+  const rest = [...byId.values()].sort(newestFirst);
+  return out.concat(rest);
+}
+
+/**
+ * Reorders a list so no author has more than MAX_CONSECUTIVE posts in a row: when the next post would be the third,
+ * the best later post by another author is pulled forward (the order otherwise kept). When only one author's posts
+ * are left the tail keeps them as they are: dropping them would leave gaps (README).
+ */
+export function limitConsecutive<T extends { author_id: string }>(list: readonly T[], max = MAX_CONSECUTIVE): T[] {
+  const rest = [...list];
+  const out: T[] = [];
+  while (rest.length > 0) {
+    let pick = 0;
+    const n = out.length;
+    if (n >= max && out.slice(n - max).every((p) => p.author_id === out[n - 1]!.author_id)) {
+      const author = out[n - 1]!.author_id;
+      const other = rest.findIndex((p) => p.author_id !== author);
+      if (other >= 0) pick = other;
+    }
+    out.push(rest.splice(pick, 1)[0]!);
+  }
+  return out;
+}
+
+/** What a next_token carries: whose feed, the ranked_at of the list it continues, and the last post shown. */
+export interface FeedToken {
+  user: string;
+  ranked_at: number;
+  post_id: string;
+}
+
+export function encodeToken(t: FeedToken): string {
+  return Buffer.from(JSON.stringify([1, t.user, t.ranked_at, t.post_id])).toString('base64url');
+}
+
+/** 400 `invalid_token` for anything that is not a token this service made. */
+export function decodeToken(text: string): FeedToken {
+  const bad = () => badRequest('invalid_token', 'next_token is not a token from this feed', { field: 'next_token' });
+  if (text.length > 300 || !/^[A-Za-z0-9_-]+$/.test(text)) throw bad();
+  let v: unknown;
+  try {
+    v = JSON.parse(Buffer.from(text, 'base64url').toString('utf8'));
+  } catch {
+    throw bad();
+  }
+  if (!Array.isArray(v) || v.length !== 4 || v[0] !== 1 || typeof v[1] !== 'string' || typeof v[2] !== 'number' || !Number.isSafeInteger(v[2]) || typeof v[3] !== 'string' || !POST_ID.test(v[3])) throw bad();
+  return { user: v[1], ranked_at: v[2], post_id: v[3] };
+}
