@@ -109,8 +109,7 @@ class FeedApi {
   }
 
   async followersCount(user: string): Promise<number> {
-    const answer = await this.request('GET', `/api/users/${encodeURIComponent(user)}`);
-    const profile = (answer.profile ?? answer) as { followers_count?: unknown };
+    const profile = (await this.request('GET', `/api/users/${encodeURIComponent(user)}/profile`)) as { followers_count?: unknown };
     return typeof profile.followers_count === 'number' ? profile.followers_count : -1;
   }
 }
