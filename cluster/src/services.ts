@@ -4,6 +4,7 @@ import { createAuctionService } from '@raftkit/auction';
 import { kvService } from '@raftkit/kv';
 import { createCollabService } from '@raftkit/collab';
 import { createLogService } from '@raftkit/log';
+import { createFeedService } from '@raftkit/feed';
 import { createFlashService } from '@raftkit/flash';
 import { lockService } from '@raftkit/lock';
 import { ratelimitService } from '@raftkit/ratelimit';
@@ -35,6 +36,7 @@ export const services: Record<string, HostedService> = {
   collab: grouped(createCollabService),
   flash: grouped(createFlashService),
   auction: grouped(createAuctionService),
+  feed: grouped(createFeedService),
 };
 
 export function serviceNames(): string[] {
@@ -54,6 +56,7 @@ const basePorts: Record<string, number> = {
   collab: 8000,
   flash: 8200,
   auction: 8400,
+  feed: 8800,
 };
 
 export function defaultBasePort(service: string): number {

@@ -28,7 +28,7 @@ import { readMonths } from './keys.js';
 import { MAX_MEDIA, MAX_TEXT, MEDIA_ID, USER_ID, type NewPost, type Post, type PostResult } from './machine.js';
 import { newPostId, POST_ID } from './post-id.js';
 import { PostsClient } from './posts-client.js';
-import { RankerClient } from './ranker-client.js';
+import { RankerClient, rankerAddresses } from './ranker/client.js';
 import { DELETES_TOPIC, ENGAGEMENT_TOPIC, POSTS_TOPIC, type EngagementEvent } from './rank-wire.js';
 import { StoreClient } from './store-client.js';
 import type { AccountState } from './store.js';
@@ -47,7 +47,7 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });
   const stores = StoreClient.fromWorkers(options.workers, token);
   const posts = new PostsClient(endpoints, token);
-  const ranker = new RankerClient(options.workers, token);
+  const ranker = new RankerClient({ addresses: rankerAddresses(options.workers), token });
   const reader = new FeedReader(stores, posts, ranker);
   let producers: { posts: LogProducer; deletes: LogProducer; engagement: LogProducer } | null = null;
 
@@ -63,11 +63,11 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   };
 
   const http = await serveWorkerHttp(options, {
-    health: () => ({ reads: reader.stats, ranker: ranker.stats, post_cache: posts.stats }),
+    health: () => ({ reads: reader.stats, rankers: ranker.rankers, post_cache: posts.stats }),
   });
   const metrics = http.metrics;
   metrics.gauge('feed_reads_total', 'Feed first pages built').set(() => reader.stats.reads);
-  metrics.gauge('feed_rank_fallbacks_total', 'Feed reads served in time order (ranker late, failing or absent)').set(() => ranker.stats.fallbacks);
+  metrics.gauge('feed_rank_fallbacks_total', 'Feed reads served in time order (ranker late, failing or absent)').set(() => reader.stats.timeOrder);
 
   /** A ServiceError from a member or a store, as the same HTTP answer (503 with Retry-After). */
   const mapped = async <T>(work: () => Promise<T>): Promise<T> => {

@@ -41,22 +41,51 @@ export function applyRanking<T extends FeedEntry>(candidates: readonly T[], rank
 }
 
 /**
- * Reorders a list so no author has more than MAX_CONSECUTIVE posts in a row: when the next post would be the third,
- * the best later post by another author is pulled forward (the order otherwise kept). When only one author's posts
- * are left the tail keeps them as they are: dropping them would leave gaps (README).
+ * Reorders a list so no author has more than `max` posts in a row, moving as little as it can: at each position it
+ * takes the first remaining post that neither makes a run of max + 1 nor leaves the rest impossible to arrange (an
+ * author with n posts left needs enough posts of others between them: n <= max * (others + 1)). When the rule cannot
+ * hold (one author's posts are nearly all that is left) the tail keeps them in order: dropping them would leave gaps.
  */
 export function limitConsecutive<T extends { author_id: string }>(list: readonly T[], max = MAX_CONSECUTIVE): T[] {
   const rest = [...list];
+  const counts = new Map<string, number>();
+  for (const p of rest) counts.set(p.author_id, (counts.get(p.author_id) ?? 0) + 1);
   const out: T[] = [];
-  while (rest.length > 0) {
-    let pick = 0;
-    const n = out.length;
-    if (n >= max && out.slice(n - max).every((p) => p.author_id === out[n - 1]!.author_id)) {
-      const author = out[n - 1]!.author_id;
-      const other = rest.findIndex((p) => p.author_id !== author);
-      if (other >= 0) pick = other;
+  let last: string | null = null;
+  let run = 0;
+  /** Can the remaining posts still be arranged after taking one of `author`? */
+  const feasibleAfter = (author: string): boolean => {
+    const total = rest.length - 1;
+    const nextRun = author === last ? run + 1 : 1;
+    for (const [x, c] of counts) {
+      const n = x === author ? c - 1 : c;
+      if (n <= 0) continue;
+      const others = total - n;
+      const room = x === author ? max * others + (max - nextRun) : max * (others + 1);
+      if (n > room) return false;
     }
-    out.push(rest.splice(pick, 1)[0]!);
+    return true;
+  };
+  while (rest.length > 0) {
+    let pick = -1;
+    let fallback = -1;
+    for (let i = 0; i < rest.length; i++) {
+      const author = rest[i]!.author_id;
+      if (author === last && run >= max) continue;
+      if (fallback < 0) fallback = i;
+      if (feasibleAfter(author)) {
+        pick = i;
+        break;
+      }
+    }
+    if (pick < 0) pick = fallback >= 0 ? fallback : 0;
+    const [p] = rest.splice(pick, 1);
+    const author = p!.author_id;
+    counts.set(author, counts.get(author)! - 1);
+    if (counts.get(author) === 0) counts.delete(author);
+    run = author === last ? run + 1 : 1;
+    last = author;
+    out.push(p!);
   }
   return out;
 }

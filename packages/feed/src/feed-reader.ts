@@ -15,8 +15,8 @@ import { readMonths } from './keys.js';
 import type { Post } from './machine.js';
 import { applyRanking, decodeToken, encodeToken, limitConsecutive, mergeCandidates } from './assemble.js';
 import type { PostsClient } from './posts-client.js';
-import type { RankerClient } from './ranker-client.js';
-import { MAX_RANK_CANDIDATES, type ContentType, type RankCandidate } from './rank-wire.js';
+import type { RankerClient } from './ranker/client.js';
+import { MAX_RANK_CANDIDATES, RANK_DEADLINE_MS, type ContentType, type RankCandidate } from './rank-wire.js';
 import type { StoreClient } from './store-client.js';
 import type { FeedEntry, Profile } from './store.js';
 
@@ -54,7 +54,7 @@ export function view(p: Post): PostView {
 }
 
 export class FeedReader {
-  readonly stats = { reads: 0, pages: 0, expiredTokens: 0 };
+  readonly stats = { reads: 0, pages: 0, expiredTokens: 0, timeOrder: 0 };
 
   constructor(
     private readonly stores: StoreClient,
@@ -90,7 +90,8 @@ export class FeedReader {
       const p = hydrated.get(c.post_id)!;
       return { post_id: c.post_id, author_id: c.author_id, created_at: c.created_at, content_type: contentType(p), engagement: p.engagement_counts };
     });
-    const ranked = await this.ranker.rank(viewer, now, rankInput);
+    const ranked = rankInput.length === 0 ? null : await this.ranker.rankWithDeadline(viewer, rankInput, RANK_DEADLINE_MS, now);
+    if (ranked === null) this.stats.timeOrder++;
     const ordered = limitConsecutive(ranked === null ? live : applyRanking(live, ranked));
     const snapshot: Snapshot = { ranking: ranked === null ? 'time' : 'ranked', ids: ordered.map((c) => c.post_id) };
     if (ordered.length > limit) await this.stores.call(viewer, { op: 'put_snapshot', user: viewer, ranked_at: now, snapshot });
