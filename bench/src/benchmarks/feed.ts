@@ -27,6 +27,7 @@ import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
 import { startOurCluster, type OurCluster } from '../ours.js';
+import { scrapeCounters } from '../http.js';
 import { BenchError, sleep } from '../procs.js';
 import { round, summarize, type LatencySummary } from '../stats.js';
 import { followersOf, generateGraph, notableAuthors, prng, userId, type FollowGraph } from './feed-graph.js';
@@ -42,6 +43,9 @@ const LOAD_INFLIGHT = 48;
 const MIN_CANDIDATES = 500;
 const MAX_CANDIDATES = 2_000;
 const FEED_LIMIT = 20;
+/** The freshness check pages through a follower's whole feed: the service's largest page, and enough of them. */
+const PAGE_LIMIT = 100;
+const MAX_PAGES = 30;
 /** Infinite for the push-only side: no author is ever pulled. */
 const PUSH_ONLY_THRESHOLD = 1e15;
 
@@ -102,10 +106,22 @@ class FeedApi {
     return answer.post_id;
   }
 
-  async feed(user: string, limit: number): Promise<{ ids: string[]; ranking: string }> {
-    const answer = await this.request('GET', `/api/feed?user_id=${encodeURIComponent(user)}&limit=${limit}`);
+  async feed(user: string, limit: number, token: string | null = null): Promise<{ ids: string[]; ranking: string; next: string | null }> {
+    const answer = await this.request('GET', `/api/feed?user_id=${encodeURIComponent(user)}&limit=${limit}${token === null ? '' : `&next_token=${encodeURIComponent(token)}`}`);
     const posts = Array.isArray(answer.posts) ? (answer.posts as Array<{ post_id?: unknown }>) : [];
-    return { ids: posts.map((p) => String(p.post_id)), ranking: String(answer.ranking ?? 'unknown') };
+    return { ids: posts.map((p) => String(p.post_id)), ranking: String(answer.ranking ?? 'unknown'), next: typeof answer.next_token === 'string' ? answer.next_token : null };
+  }
+
+  /** Whether the post is anywhere in the user's feed (page by page: ranking may place a new post low). */
+  async inFeed(user: string, postId: string): Promise<boolean> {
+    let token: string | null = null;
+    for (let page = 0; page < MAX_PAGES; page++) {
+      const feed = await this.feed(user, PAGE_LIMIT, token);
+      if (feed.ids.includes(postId)) return true;
+      if (feed.next === null) return false;
+      token = feed.next;
+    }
+    return false;
   }
 
   async followersCount(user: string): Promise<number> {
@@ -249,15 +265,17 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
   const random = prng(author + 1);
   const list = followers[author]!;
   for (let k = 0; k < FRESHNESS_POSTS; k++) {
-    const watchers = Array.from({ length: Math.min(FRESHNESS_FOLLOWERS, list.length) }, () => list[Math.floor(random() * list.length)]!);
+    // Followers with the smallest feeds (the lower half by followees): paging through a whole feed every poll is
+    // the check's own load, and which followers the fan-out reaches first does not depend on their feed's size.
+    const pool = [...list].sort((a, b) => graph.followees[a]!.length - graph.followees[b]!.length || a - b).slice(0, Math.max(1, Math.ceil(list.length / 2)));
+    const watchers = Array.from({ length: Math.min(FRESHNESS_FOLLOWERS, pool.length) }, () => pool[Math.floor(random() * pool.length)]!);
     const sentAt = now();
     const postId = await api.post(userId(author), `freshness ${label} ${k}`, false);
     await Promise.all(
       watchers.map(async (w) => {
         for (;;) {
           try {
-            const feed = await api.feed(userId(w), 50);
-            if (feed.ids.includes(postId)) {
+            if (await api.inFeed(userId(w), postId)) {
               samples.push(now() - sentAt);
               return;
             }
@@ -345,6 +363,7 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
     const sortedCounts = readers.map(([, n]) => n).sort((a, b) => a - b);
     const reads: ReadFigures = { readers: readers.length, candidates_min: sortedCounts[0]!, candidates_median: sortedCounts[Math.floor(sortedCounts.length / 2)]!, candidates_max: sortedCounts[sortedCounts.length - 1]!, ranked: 0, time_order: 0 };
     let turn = 0;
+    const rankers = cluster.workers.filter((w) => w.role === 'ranker');
     const result = await measure(
       {
         label: `${label}-reads`,
@@ -353,6 +372,14 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
           : `raftkit feed, hybrid fan-out (threshold ${threshold} followers): ${MEMBERS} members, workers ${JSON.stringify(WORKERS)}`,
         members: MEMBERS,
         serverPids: [...cluster.members, ...cluster.workers].map((p) => p.pid),
+        // The ranker's own time per rank call and its recent-ranking hits over the window: how much of a read's
+        // latency is ranking, and how many reads a repeat visit's ranking answered.
+        probe: async () => {
+          const all = await Promise.all(rankers.map((r) => scrapeCounters(`${r.url}/metrics`)));
+          const sum = (k: string): number => all.reduce((n, m) => n + (m[k] ?? 0), 0);
+          return { rank_s: sum('feed_ranker_rank_seconds_sum'), ranks: sum('feed_ranker_rank_seconds_count'), hits: sum('feed_ranker_cache_hits'), misses: sum('feed_ranker_cache_misses') };
+        },
+        explain: (d) => ({ ranker_in_process: { calls: d.ranks ?? 0, mean_ms: (d.ranks ?? 0) > 0 ? round(((d.rank_s ?? 0) * 1000) / d.ranks!, 2) : null, recent_ranking_hits: d.hits ?? 0, fresh_rankings: d.misses ?? 0 } }),
         op: async () => {
           const [reader] = readers[turn++ % readers.length]!;
           const feed = await api.feed(userId(reader), FEED_LIMIT);
@@ -426,7 +453,7 @@ export const feedBenchmark: Benchmark = {
       posts: `${s.postsPerUser} per user (BENCH_FEED_POSTS), a third with a media id, loaded ${LOAD_INFLIGHT} in flight`,
       threshold: `${s.threshold} followers (BENCH_FEED_THRESHOLD); the push-only peer: infinite`,
       reads: `closed loop, ${o.concurrency} in flight, GET /api/feed?limit=${FEED_LIMIT} of users with ${MIN_CANDIDATES}-${MAX_CANDIDATES} candidates`,
-      freshness: `${FRESHNESS_POSTS} posts each by the median-followers author and the largest, ${FRESHNESS_FOLLOWERS} followers polling their feed (limit 50) every ${POLL_EVERY_MS} ms, under 4 background posters`,
+      freshness: `${FRESHNESS_POSTS} posts each by the median-followers author and the largest, ${FRESHNESS_FOLLOWERS} followers (from the half following fewest) paging through their whole feed (limit ${PAGE_LIMIT}) every ${POLL_EVERY_MS} ms until the post shows, under 4 background posters`,
     };
   },
   goals,
