@@ -247,6 +247,8 @@ interface FreshnessFigures {
   /** (post, follower) pairs seen, and those not seen within the timeout. */
   seen: number;
   missed: number;
+  /** Failed feed reads while polling, by kind (each retried at the next poll). */
+  read_errors: Record<string, number>;
   post_to_visible: LatencySummary;
 }
 
@@ -262,6 +264,7 @@ interface ReadFigures {
 async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Array[], author: number, label: string): Promise<FreshnessFigures> {
   const samples: number[] = [];
   let missed = 0;
+  const readErrors: Record<string, number> = {};
   const random = prng(author + 1);
   const list = followers[author]!;
   for (let k = 0; k < FRESHNESS_POSTS; k++) {
@@ -279,8 +282,10 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
               samples.push(now() - sentAt);
               return;
             }
-          } catch {
-            // a failed read is retried like a user's refresh
+          } catch (e) {
+            // A failed read is retried like a user's refresh, and counted.
+            const kind = e instanceof OpError ? e.kind : String((e as Error).message).slice(0, 60);
+            readErrors[kind] = (readErrors[kind] ?? 0) + 1;
           }
           if (now() - sentAt > FRESHNESS_TIMEOUT_MS) {
             missed++;
@@ -291,8 +296,8 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
       }),
     );
   }
-  process.stderr.write(`bench: freshness of ${label} ${userId(author)} (${graph.followerCounts[author]} followers): p50 ${summarize(samples).p50_ms} ms, p99 ${summarize(samples).p99_ms} ms, ${missed} missed\n`);
-  return { author: userId(author), followers: graph.followerCounts[author]!, posts: FRESHNESS_POSTS, seen: samples.length, missed, post_to_visible: summarize(samples) };
+  process.stderr.write(`bench: freshness of ${label} ${userId(author)} (${graph.followerCounts[author]} followers): p50 ${summarize(samples).p50_ms} ms, p99 ${summarize(samples).p99_ms} ms, ${missed} missed, read errors ${JSON.stringify(readErrors)}\n`);
+  return { author: userId(author), followers: graph.followerCounts[author]!, posts: FRESHNESS_POSTS, seen: samples.length, missed, read_errors: readErrors, post_to_visible: summarize(samples) };
 }
 
 async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise<SideResult> {
