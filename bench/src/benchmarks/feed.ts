@@ -17,7 +17,7 @@
  * every follower's inbox: Mastodon's FeedManager design); the ratio of the largest author's freshness is what the
  * hybrid design buys celebrities.
  *
- * Sizes: BENCH_FEED_USERS (default 5,000 users), BENCH_FEED_POSTS (posts per user, default 6),
+ * Sizes: BENCH_FEED_USERS (default 3,000 users), BENCH_FEED_POSTS (posts per user, default 8),
  * BENCH_FEED_THRESHOLD (followers above which an author is pulled, default 500).
  */
 import { performance } from 'node:perf_hooks';
@@ -58,8 +58,8 @@ function envInt(name: string, fallback: number, min: number, max: number): numbe
 }
 
 const sizes = (): { users: number; postsPerUser: number; threshold: number } => ({
-  users: envInt('BENCH_FEED_USERS', 5_000, 100, 2_000_000),
-  postsPerUser: envInt('BENCH_FEED_POSTS', 6, 1, 100),
+  users: envInt('BENCH_FEED_USERS', 3_000, 100, 2_000_000),
+  postsPerUser: envInt('BENCH_FEED_POSTS', 8, 1, 100),
   threshold: envInt('BENCH_FEED_THRESHOLD', 500, 1, 1e9),
 });
 
