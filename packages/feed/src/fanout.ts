@@ -184,13 +184,23 @@ export async function startFanout(options: WorkerOptions): Promise<RunningWorker
   };
 
   const started = (async () => {
-    await ensureTopics(log);
-    const runs: Array<Promise<void>> = [];
-    for (const topic of [POSTS_TOPIC, DELETES_TOPIC]) {
-      const partitions = await log.partitions(topic);
-      for (let p = 0; p < partitions; p++) if (p % count === mine) runs.push(consume(topic, p));
+    // Topics and their partition counts, retried until the log answers (members may still be electing).
+    const assigned: Array<[string, number]> = [];
+    while (!stopped) {
+      try {
+        await ensureTopics(log);
+        for (const topic of [POSTS_TOPIC, DELETES_TOPIC]) {
+          const partitions = await log.partitions(topic);
+          for (let p = 0; p < partitions; p++) if (p % count === mine) assigned.push([topic, p]);
+        }
+        break;
+      } catch (e) {
+        assigned.length = 0;
+        options.logger.log('warn', 'topics not ready; retrying', { error: String(e) });
+        await new Promise((r) => setTimeout(r, 500));
+      }
     }
-    await Promise.all(runs);
+    await Promise.all(assigned.map(([topic, p]) => consume(topic, p)));
   })().catch((e: unknown) => options.logger.log('error', 'fan-out stopped', { error: String(e) }));
 
   return {
