@@ -344,14 +344,15 @@ export class FeedStore {
     return postIds.filter((_, i) => values[i] !== undefined);
   }
 
-  /** Keeps one ranked list (what a next_token points into); drops the user's expired ones. */
-  putSnapshot(user: string, rankedAt: number, snapshot: unknown): Promise<void> {
-    return this.serial(async () => {
-      const batch = this.db.batch();
-      for (const [k] of await this.range<unknown>(keys.snapshot(user), keys.snapshot(user, Math.max(0, rankedAt - SNAPSHOT_TTL_MS)), 1_000)) batch.del(k);
-      batch.put(keys.snapshot(user, rankedAt), snapshot);
-      await batch.write();
-    });
+  /**
+   * Keeps one ranked list (what a next_token points into); drops the user's expired ones. Not serialised with the
+   * other writes: it is on every feed read's path and touches only this user's snapshot keys.
+   */
+  async putSnapshot(user: string, rankedAt: number, snapshot: unknown): Promise<void> {
+    const batch = this.db.batch();
+    for (const [k] of await this.range<unknown>(keys.snapshot(user), keys.snapshot(user, Math.max(0, rankedAt - SNAPSHOT_TTL_MS)), 1_000)) batch.del(k);
+    batch.put(keys.snapshot(user, rankedAt), snapshot);
+    await batch.write();
   }
 
   async snapshot(user: string, rankedAt: number): Promise<unknown> {
