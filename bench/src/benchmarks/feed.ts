@@ -17,7 +17,7 @@
  * every follower's inbox: Mastodon's FeedManager design); the ratio of the largest author's freshness is what the
  * hybrid design buys celebrities.
  *
- * Sizes: BENCH_FEED_USERS (default 5,000 users), BENCH_FEED_POSTS (posts per user, default 6),
+ * Sizes: BENCH_FEED_USERS (default 3,000 users), BENCH_FEED_POSTS (posts per user, default 8),
  * BENCH_FEED_THRESHOLD (followers above which an author is pulled, default 500).
  */
 import { performance } from 'node:perf_hooks';
@@ -58,8 +58,8 @@ function envInt(name: string, fallback: number, min: number, max: number): numbe
 }
 
 const sizes = (): { users: number; postsPerUser: number; threshold: number } => ({
-  users: envInt('BENCH_FEED_USERS', 5_000, 100, 2_000_000),
-  postsPerUser: envInt('BENCH_FEED_POSTS', 6, 1, 100),
+  users: envInt('BENCH_FEED_USERS', 3_000, 100, 2_000_000),
+  postsPerUser: envInt('BENCH_FEED_POSTS', 8, 1, 100),
   threshold: envInt('BENCH_FEED_THRESHOLD', 500, 1, 1e9),
 });
 
@@ -247,6 +247,8 @@ interface FreshnessFigures {
   /** (post, follower) pairs seen, and those not seen within the timeout. */
   seen: number;
   missed: number;
+  /** Failed feed reads while polling, by kind (each retried at the next poll). */
+  read_errors: Record<string, number>;
   post_to_visible: LatencySummary;
 }
 
@@ -262,6 +264,7 @@ interface ReadFigures {
 async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Array[], author: number, label: string): Promise<FreshnessFigures> {
   const samples: number[] = [];
   let missed = 0;
+  const readErrors: Record<string, number> = {};
   const random = prng(author + 1);
   const list = followers[author]!;
   for (let k = 0; k < FRESHNESS_POSTS; k++) {
@@ -279,8 +282,10 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
               samples.push(now() - sentAt);
               return;
             }
-          } catch {
-            // a failed read is retried like a user's refresh
+          } catch (e) {
+            // A failed read is retried like a user's refresh, and counted.
+            const kind = e instanceof OpError ? e.kind : String((e as Error).message).slice(0, 60);
+            readErrors[kind] = (readErrors[kind] ?? 0) + 1;
           }
           if (now() - sentAt > FRESHNESS_TIMEOUT_MS) {
             missed++;
@@ -291,8 +296,8 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
       }),
     );
   }
-  process.stderr.write(`bench: freshness of ${label} ${userId(author)} (${graph.followerCounts[author]} followers): p50 ${summarize(samples).p50_ms} ms, p99 ${summarize(samples).p99_ms} ms, ${missed} missed\n`);
-  return { author: userId(author), followers: graph.followerCounts[author]!, posts: FRESHNESS_POSTS, seen: samples.length, missed, post_to_visible: summarize(samples) };
+  process.stderr.write(`bench: freshness of ${label} ${userId(author)} (${graph.followerCounts[author]} followers): p50 ${summarize(samples).p50_ms} ms, p99 ${summarize(samples).p99_ms} ms, ${missed} missed, read errors ${JSON.stringify(readErrors)}\n`);
+  return { author: userId(author), followers: graph.followerCounts[author]!, posts: FRESHNESS_POSTS, seen: samples.length, missed, read_errors: readErrors, post_to_visible: summarize(samples) };
 }
 
 async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise<SideResult> {
