@@ -52,14 +52,28 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   let producers: { posts: LogProducer; deletes: LogProducer; engagement: LogProducer } | null = null;
 
   // Topics first (idempotent; the fan-out workers make them too), then the delete tail for the post cache.
-  const ready = ensureTopics(log).then(() => {
+  const topics = async (): Promise<void> => {
+    for (;;) {
+      try {
+        return await ensureTopics(log);
+      } catch (e) {
+        options.logger.log('warn', 'topics not ready; retrying', { error: String(e) });
+      }
+    }
+  };
+  const ready = topics().then(() => {
     producers = { posts: log.producer(POSTS_TOPIC), deletes: log.producer(DELETES_TOPIC), engagement: log.producer(ENGAGEMENT_TOPIC) };
     void posts.tailDeletes(log).catch((e: unknown) => options.logger.log('warn', 'delete tail stopped', { error: String(e) }));
   });
   ready.catch((e: unknown) => options.logger.log('error', 'topics not created', { error: String(e) }));
   const producer = async (which: 'posts' | 'deletes' | 'engagement'): Promise<LogProducer> => {
-    await ready;
-    return producers![which];
+    if (producers === null) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([ready, new Promise((r) => (timer = setTimeout(r, 10_000)))]);
+      clearTimeout(timer);
+    }
+    if (producers === null) throw new HttpError(503, 'unavailable', 'the event log topics are not ready yet', {}, { 'retry-after': '1' });
+    return producers[which];
   };
 
   const http = await serveWorkerHttp(options, {

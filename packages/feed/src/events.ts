@@ -1,4 +1,5 @@
 /** The payloads of the feed's topics (the spec leaves them "not shown"), and the topics' shapes. */
+import { ServiceError } from '@raftkit/http';
 import type { LogClient } from '@raftkit/log';
 import { DELETES_TOPIC, ENGAGEMENT_TOPIC, POSTS_TOPIC } from './rank-wire.js';
 
@@ -25,7 +26,7 @@ export const TOPICS: ReadonlyArray<{ name: string; partitions: number }> = [
 ];
 
 /** Creates the feed's topics (idempotent), retrying while the members elect and register. */
-export async function ensureTopics(log: LogClient, deadlineMs = 120_000): Promise<void> {
+export async function ensureTopics(log: LogClient, deadlineMs = 600_000): Promise<void> {
   const deadline = Date.now() + deadlineMs;
   for (const t of TOPICS) {
     for (;;) {
@@ -33,6 +34,9 @@ export async function ensureTopics(log: LogClient, deadlineMs = 120_000): Promis
         await log.createTopic(t.name, { partitions: t.partitions });
         break;
       } catch (e) {
+        // Made concurrently by another process that saw a different host count (so another replica count): it
+        // exists, which is all this needs.
+        if (e instanceof ServiceError && e.code === 'topic_exists') break;
         if (Date.now() > deadline) throw e;
         await new Promise((r) => setTimeout(r, 500));
       }

@@ -93,7 +93,9 @@ export async function startFanout(options: WorkerOptions): Promise<RunningWorker
   const onPost = async (e: PostEvent): Promise<void> => {
     const entry = { post_id: e.post_id, author_id: e.author_id, created_at: e.created_at };
     const [profile] = (await retry(() => stores.call(e.author_id, { op: 'profiles', users: [e.author_id] }))).profiles;
-    const outbox = writers[stores.partitionOf(e.author_id)]!.write('add_outbox', [entry]);
+    // Straight to the author's partition, not behind that partition's queue of inbox writes: a pulled author's post
+    // is visible once this entry is stored, so it must not wait for another author's fan-out.
+    const outbox = retry(() => stores.call(e.author_id, { op: 'add_outbox', entries: [entry] }));
     if (profile!.is_celebrity) {
       stats.pulled++;
       await outbox;
@@ -111,7 +113,7 @@ export async function startFanout(options: WorkerOptions): Promise<RunningWorker
   const onDelete = async (e: DeleteEvent): Promise<void> => {
     const entry = { post_id: e.post_id, author_id: e.author_id, created_at: e.created_at };
     stats.deletes++;
-    const outbox = writers[stores.partitionOf(e.author_id)]!.write('remove_outbox', [entry]);
+    const outbox = retry(() => stores.call(e.author_id, { op: 'remove_outbox', entries: [entry] }));
     await forFollowers(e.author_id, (partition, users) => writers[partition]!.write('remove_inbox', users.map((user_id) => ({ ...entry, user_id }))));
     await outbox;
   };
@@ -184,13 +186,23 @@ export async function startFanout(options: WorkerOptions): Promise<RunningWorker
   };
 
   const started = (async () => {
-    await ensureTopics(log);
-    const runs: Array<Promise<void>> = [];
-    for (const topic of [POSTS_TOPIC, DELETES_TOPIC]) {
-      const partitions = await log.partitions(topic);
-      for (let p = 0; p < partitions; p++) if (p % count === mine) runs.push(consume(topic, p));
+    // Topics and their partition counts, retried until the log answers (members may still be electing).
+    const assigned: Array<[string, number]> = [];
+    while (!stopped) {
+      try {
+        await ensureTopics(log);
+        for (const topic of [POSTS_TOPIC, DELETES_TOPIC]) {
+          const partitions = await log.partitions(topic);
+          for (let p = 0; p < partitions; p++) if (p % count === mine) assigned.push([topic, p]);
+        }
+        break;
+      } catch (e) {
+        assigned.length = 0;
+        options.logger.log('warn', 'topics not ready; retrying', { error: String(e) });
+        await new Promise((r) => setTimeout(r, 500));
+      }
     }
-    await Promise.all(runs);
+    await Promise.all(assigned.map(([topic, p]) => consume(topic, p)));
   })().catch((e: unknown) => options.logger.log('error', 'fan-out stopped', { error: String(e) }));
 
   return {

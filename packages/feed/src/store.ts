@@ -56,6 +56,8 @@ type Value = unknown;
 export class FeedStore {
   private chain: Promise<unknown> = Promise.resolve();
   private readonly hot = new Map<string, Hot>();
+  /** Users whose inbox is being loaded into the hot cache, and whether a write touched it meanwhile. */
+  private readonly loading = new Map<string, { dirty: boolean }>();
   private thresholdValue: number;
   readonly stats = { inboxWrites: 0, hotHits: 0, hotMisses: 0, folds: 0 };
 
@@ -239,6 +241,8 @@ export class FeedStore {
     await batch.write();
     this.stats.inboxWrites += entries.length;
     for (const e of entries) {
+      const load = this.loading.get(e.user_id);
+      if (load !== undefined) load.dirty = true;
       const h = this.hot.get(e.user_id);
       if (h === undefined || !h.months.includes(month(e.created_at))) continue;
       if (h.entries.some((x) => x.post_id === e.post_id)) continue;
@@ -257,6 +261,8 @@ export class FeedStore {
     for (const e of entries) batch.del(keys.inbox(e.user_id, e.created_at, e.post_id));
     await batch.write();
     for (const e of entries) {
+      const load = this.loading.get(e.user_id);
+      if (load !== undefined) load.dirty = true;
       const h = this.hot.get(e.user_id);
       if (h !== undefined) h.entries = h.entries.filter((x) => x.post_id !== e.post_id);
     }
@@ -275,14 +281,25 @@ export class FeedStore {
     this.stats.hotMisses++;
     const out: FeedEntry[] = [];
     const want = Math.max(limit, HOT_ENTRIES);
-    for (const m of months) {
-      if (out.length >= want) break;
-      const prefix = keys.inboxBucket(user, m);
-      for (const [, v] of await this.range<FeedEntry>(prefix, prefixEnd(prefix), want - out.length)) out.push(v);
+    // A write landing while the buckets are read may or may not be in what the read returns: such a load is
+    // answered but not cached (a cache missing a write would hide that post until the entry is evicted).
+    const load = this.loading.get(user) ?? { dirty: false };
+    const mine = !this.loading.has(user);
+    if (mine) this.loading.set(user, load);
+    try {
+      for (const m of months) {
+        if (out.length >= want) break;
+        const prefix = keys.inboxBucket(user, m);
+        for (const [, v] of await this.range<FeedEntry>(prefix, prefixEnd(prefix), want - out.length)) out.push(v);
+      }
+    } finally {
+      if (mine) this.loading.delete(user);
     }
     out.sort(newestFirst);
-    this.hot.set(user, { entries: out.slice(0, HOT_ENTRIES), complete: out.length < want, months: tag });
-    if (this.hot.size > HOT_USERS) this.hot.delete(this.hot.keys().next().value!);
+    if (mine && !load.dirty) {
+      this.hot.set(user, { entries: out.slice(0, HOT_ENTRIES), complete: out.length < want, months: tag });
+      if (this.hot.size > HOT_USERS) this.hot.delete(this.hot.keys().next().value!);
+    }
     return out.slice(0, limit);
   }
 
@@ -327,14 +344,15 @@ export class FeedStore {
     return postIds.filter((_, i) => values[i] !== undefined);
   }
 
-  /** Keeps one ranked list (what a next_token points into); drops the user's expired ones. */
-  putSnapshot(user: string, rankedAt: number, snapshot: unknown): Promise<void> {
-    return this.serial(async () => {
-      const batch = this.db.batch();
-      for (const [k] of await this.range<unknown>(keys.snapshot(user), keys.snapshot(user, Math.max(0, rankedAt - SNAPSHOT_TTL_MS)), 1_000)) batch.del(k);
-      batch.put(keys.snapshot(user, rankedAt), snapshot);
-      await batch.write();
-    });
+  /**
+   * Keeps one ranked list (what a next_token points into); drops the user's expired ones. Not serialised with the
+   * other writes: it is on every feed read's path and touches only this user's snapshot keys.
+   */
+  async putSnapshot(user: string, rankedAt: number, snapshot: unknown): Promise<void> {
+    const batch = this.db.batch();
+    for (const [k] of await this.range<unknown>(keys.snapshot(user), keys.snapshot(user, Math.max(0, rankedAt - SNAPSHOT_TTL_MS)), 1_000)) batch.del(k);
+    batch.put(keys.snapshot(user, rankedAt), snapshot);
+    await batch.write();
   }
 
   async snapshot(user: string, rankedAt: number): Promise<unknown> {

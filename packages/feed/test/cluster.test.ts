@@ -4,6 +4,8 @@
  * real SIGKILL and SIGSTOP. Threshold 3 followers, so a celebrity takes four follows. Waits are generous; nothing
  * asserts speed. Each case uses its own users (the seen marks, inboxes and follows of one do not touch another's).
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
 import { deriveClientToken } from '@raftkit/http';
 import { partitionOf } from '@raftkit/log';
@@ -46,6 +48,25 @@ const feed = async (user: string, limit = 100, next: string | null = null): Prom
   if (next !== null) q.set('next_token', next);
   return (await ok(call(app, 'GET', `/api/feed?${q}`, { token: tok(user) }))) as never;
 };
+/**
+ * A real signal to a worker process, sent here rather than through `cluster kill|pause|resume` (each CLI call costs
+ * seconds on a loaded 2-core machine); `cluster restart` (which spawns) is still the CLI's.
+ */
+function signalWorker(id: string, signal: NodeJS.Signals): void {
+  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { workers: Array<{ id: string; pid: number | null }> };
+  const pid = state.workers.find((w) => w.id === id)?.pid;
+  if (typeof pid !== 'number') throw new Error(`no pid for ${id}`);
+  process.kill(pid, signal);
+}
+async function killWorker(id: string): Promise<void> {
+  signalWorker(id, 'SIGKILL');
+  // Gone once its port refuses connections.
+  const url = cluster.workers.find((w) => w.id === id)!.url;
+  await until(`${id} is dead`, async () => (await call(url, 'GET', '/healthz', { timeoutMs: 1_000 }).then(() => false, () => true)), 30_000, 50);
+}
+const fileStart = Date.now();
+/** Progress in the TAP output (where a slow case spends its time). */
+const step = (t: { comment(...m: unknown[]): void }, what: string): void => t.comment(`${((Date.now() - fileStart) / 1000).toFixed(1)} s: ${what}`);
 const ids = (posts: FeedPost[]): string[] => posts.map((p) => p.post_id);
 /** The inbox of `user` as its store partition holds it (cluster token, the store's internal call). */
 const inbox = async (user: string): Promise<string[]> => {
@@ -292,4 +313,96 @@ t.test("every endpoint's bad input: 4xx JSON errors", async (t) => {
   t.match(stolen.body, { error: { code: 'invalid_token' } });
   // The app and every worker are still up.
   for (const w of cluster.workers) t.equal((await call(w.url, 'GET', '/healthz')).status, 200, `${w.id} healthy`);
+});
+
+/** Restarts started by one case and awaited by a later one (CLI restarts are slow: they overlap). */
+const restarts: Array<ReturnType<typeof cluster.run>> = [];
+
+t.test('ranker paused (SIGSTOP) or killed: the feed is served in time order, with no error', async (t) => {
+  const viewer = uid('rviewer');
+  const authors = [uid('ra'), uid('ra'), uid('ra')];
+  for (const a of authors) await follow(viewer, a);
+  const made: string[] = [];
+  for (let i = 0; i < 9; i++) made.push(await post(authors[i % 3]!, `r${i}`));
+  await until('ranked, with every post', async () => {
+    const f = await feed(viewer);
+    return f.ranking === 'ranked' && f.posts.length === 9;
+  }, 60_000, 200);
+  const timeOrdered = (posts: FeedPost[]): boolean => posts.every((p, i) => i === 0 || posts[i - 1]!.created_at > p.created_at || (posts[i - 1]!.created_at === p.created_at && posts[i - 1]!.post_id > p.post_id));
+
+  step(t, 'ranked');
+  signalWorker('ranker1', 'SIGSTOP');
+  step(t, 'paused');
+  try {
+    for (let i = 0; i < 3; i++) {
+      const f = await feed(viewer);
+      t.equal(f.ranking, 'time', 'paused ranker: time order');
+      t.equal(f.posts.length, 9, 'every post still served');
+      t.ok(timeOrdered(f.posts), 'newest first');
+    }
+  } finally {
+    signalWorker('ranker1', 'SIGCONT');
+  }
+  step(t, 'resumed');
+  await until('ranked again after resume', async () => (await feed(viewer)).ranking === 'ranked', 60_000, 200);
+
+  step(t, 'ranked again');
+  await killWorker('ranker1');
+  step(t, 'killed');
+  const f = await feed(viewer);
+  t.equal(f.ranking, 'time', 'killed ranker: time order');
+  t.ok(timeOrdered(f.posts));
+  t.same([...ids(f.posts)].sort(), [...made].sort());
+  // Its restart (and the ranking it rebuilds from the topic) is the ranker's own test (test/ranker/process.test.ts).
+  restarts.push(cluster.run('restart', 'ranker1'));
+});
+
+t.test('a store partition killed during fan-out: other partitions go on, queued events replay on recovery, nothing lost', async (t) => {
+  // An author on a partition that stays up, fans on every partition.
+  let author = uid('loud');
+  while (partitionOf(author, STORES) === 1) author = uid('loud');
+  const fans: string[] = [];
+  for (let i = 0; fans.length < 18 || ![0, 1, 2].every((p) => fans.some((f) => partitionOf(f, STORES) === p)); i++) fans.push(uid('kfan'));
+  for (const f of fans) await follow(f, author);
+  const onDead = fans.filter((f) => partitionOf(f, STORES) === 1);
+  const onLive = fans.filter((f) => partitionOf(f, STORES) !== 1);
+
+  // Pushed, not pulled: the threshold goes up for this case (18 followers are over the file's 3).
+  await ok(call(app, 'PUT', '/api/admin/threshold', { token: admin, body: { threshold: 1000 } }));
+  t.teardown(() => call(app, 'PUT', '/api/admin/threshold', { token: admin, body: { threshold: 3 } }).then(() => undefined));
+  await until('the author is a push author', async () => (await profile(author)).followers_count === fans.length && (await profile(author)).is_celebrity === false, 30_000, 100);
+
+  step(t, 'store2 to be killed');
+  await killWorker('store2');
+  step(t, 'store2 killed');
+  const made: string[] = [];
+  try {
+    for (let i = 0; i < 3; i++) made.push(await post(author, `during the outage ${i}`));
+    for (const f of onLive) await until(`${f} (live partition) gets every post`, async () => (await inbox(f)).filter((id) => made.includes(id)).length === 3, 60_000, 200);
+    step(t, 'live partitions done');
+    t.pass(`${onLive.length} followers on live partitions got all 3 posts while store2 was down`);
+    const stalled = await until('a fan-out worker holds writes for partition 1', async () => {
+      for (const w of cluster.role('fanout')) {
+        const h = (await call(w.url, 'GET', '/healthz')).body as { stores: Array<{ partition: number; queued: number }> };
+        if (h.stores.some((s) => s.partition === 1 && s.queued > 0)) return true;
+      }
+      return false;
+    }, 30_000, 200);
+    t.ok(stalled);
+    // The fan-out workers die too: the stalled events were never committed, so their successors replay them.
+    await killWorker('fanout1');
+    await killWorker('fanout2');
+  } finally {
+    restarts.push(cluster.run('restart', 'store2'), cluster.run('restart', 'fanout1'), cluster.run('restart', 'fanout2'));
+    for (const r of await Promise.all(restarts.splice(0))) t.equal(r.code, 0, r.stdout.trim());
+  }
+  step(t, 'store2, the fan-out workers and the ranker restarted');
+  for (const f of onDead) await until(`${f} (recovered partition) gets every post`, async () => (await inbox(f)).filter((id) => made.includes(id)).length === 3, 90_000, 250);
+  step(t, 'recovered partition done');
+  t.pass(`${onDead.length} followers on the recovered partition got all 3 posts`);
+  for (const f of fans) {
+    const shown = ids((await feed(f)).posts);
+    t.ok(made.every((id) => shown.includes(id)), `${f}'s feed shows all 3`);
+    t.equal(shown.length, new Set(shown).size, 'replayed writes made no duplicates');
+  }
 });
