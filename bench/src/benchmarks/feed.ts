@@ -247,6 +247,8 @@ interface FreshnessFigures {
   /** (post, follower) pairs seen, and those not seen within the timeout. */
   seen: number;
   missed: number;
+  /** Which (post, follower) pairs were missed, to look into afterwards. */
+  missed_pairs: Array<{ post_id: string; follower: string }>;
   /** Failed feed reads while polling, by kind (each retried at the next poll). */
   read_errors: Record<string, number>;
   post_to_visible: LatencySummary;
@@ -265,6 +267,7 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
   const samples: number[] = [];
   let missed = 0;
   const readErrors: Record<string, number> = {};
+  const missedPairs: Array<{ post_id: string; follower: string }> = [];
   const random = prng(author + 1);
   const list = followers[author]!;
   for (let k = 0; k < FRESHNESS_POSTS; k++) {
@@ -289,6 +292,7 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
           }
           if (now() - sentAt > FRESHNESS_TIMEOUT_MS) {
             missed++;
+            missedPairs.push({ post_id: postId, follower: userId(w) });
             return;
           }
           await sleep(POLL_EVERY_MS);
@@ -297,7 +301,7 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
     );
   }
   process.stderr.write(`bench: freshness of ${label} ${userId(author)} (${graph.followerCounts[author]} followers): p50 ${summarize(samples).p50_ms} ms, p99 ${summarize(samples).p99_ms} ms, ${missed} missed, read errors ${JSON.stringify(readErrors)}\n`);
-  return { author: userId(author), followers: graph.followerCounts[author]!, posts: FRESHNESS_POSTS, seen: samples.length, missed, read_errors: readErrors, post_to_visible: summarize(samples) };
+  return { author: userId(author), followers: graph.followerCounts[author]!, posts: FRESHNESS_POSTS, seen: samples.length, missed, missed_pairs: missedPairs, read_errors: readErrors, post_to_visible: summarize(samples) };
 }
 
 async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise<SideResult> {
