@@ -11,6 +11,8 @@ import { newestFirst } from './store.js';
 
 /** At most this many posts of one author in a row (spec limits). */
 export const MAX_CONSECUTIVE = 2;
+/** Candidates looked at for the next position before the first allowed one is taken. */
+const SEARCH = 256;
 
 /** Merges candidate lists, keeping the first of each post_id (a pushed entry and a pulled one are the same post). */
 export function mergeCandidates(lists: ReadonlyArray<readonly FeedEntry[]>, max: number): FeedEntry[] {
@@ -53,30 +55,66 @@ export function limitConsecutive<T extends { author_id: string }>(list: readonly
   const out: T[] = [];
   let last: string | null = null;
   let run = 0;
+  // The two authors with the most posts left, found once per position: only they (and the author just taken) can
+  // make the rest impossible to arrange, so each check below is O(1) and a 2,000-post list stays cheap.
+  let top1: string | null = null;
+  let top2: string | null = null;
+  const findTop = (): void => {
+    top1 = top2 = null;
+    let c1 = 0;
+    let c2 = 0;
+    for (const [x, c] of counts) {
+      if (c > c1) {
+        top2 = top1;
+        c2 = c1;
+        top1 = x;
+        c1 = c;
+      } else if (c > c2) {
+        top2 = x;
+        c2 = c;
+      }
+    }
+  };
+  /** Can `x`'s posts still be separated, when `total` posts are left and `taken` was just taken? */
+  const fits = (x: string, total: number, taken: string | null, nextRun: number): boolean => {
+    const n = (counts.get(x) ?? 0) - (x === taken ? 1 : 0);
+    if (n <= 0) return true;
+    const others = total - n;
+    return n <= (x === (taken ?? last) ? max * others + (max - nextRun) : max * (others + 1));
+  };
+  const feasibleNow = (x: string): boolean => fits(x, rest.length, null, run);
   /** Can the remaining posts still be arranged after taking one of `author`? */
   const feasibleAfter = (author: string): boolean => {
     const total = rest.length - 1;
     const nextRun = author === last ? run + 1 : 1;
-    for (const [x, c] of counts) {
-      const n = x === author ? c - 1 : c;
-      if (n <= 0) continue;
-      const others = total - n;
-      const room = x === author ? max * others + (max - nextRun) : max * (others + 1);
-      if (n > room) return false;
-    }
-    return true;
+    return fits(author, total, author, nextRun) && (top1 === null || fits(top1, total, author, nextRun)) && (top2 === null || fits(top2, total, author, nextRun));
   };
   while (rest.length > 0) {
     let pick = -1;
     let fallback = -1;
-    for (let i = 0; i < rest.length; i++) {
-      const author = rest[i]!.author_id;
-      if (author === last && run >= max) continue;
-      if (fallback < 0) fallback = i;
-      if (feasibleAfter(author)) {
-        pick = i;
-        break;
+    findTop();
+    const top: string | null = top1;
+    if (top !== null && !feasibleNow(top)) {
+      // Already impossible (one author is most of what is left): use its posts up as early as the rule allows, so
+      // the unavoidable run at the tail is as short as it can be. Bounded: no feasibility search per candidate.
+      for (let i = 0; i < rest.length && pick < 0; i++) {
+        const author = rest[i]!.author_id;
+        if (author === last && run >= max) continue;
+        if (fallback < 0) fallback = i;
+        if (author === top) pick = i;
       }
+    } else {
+      // The earliest post that keeps the rest arrangeable; the search is bounded (a ranked list rarely needs more).
+      for (let i = 0; i < rest.length && i < SEARCH; i++) {
+        const author = rest[i]!.author_id;
+        if (author === last && run >= max) continue;
+        if (fallback < 0) fallback = i;
+        if (feasibleAfter(author)) {
+          pick = i;
+          break;
+        }
+      }
+      if (pick < 0 && fallback < 0) fallback = rest.findIndex((p) => !(p.author_id === last && run >= max));
     }
     if (pick < 0) pick = fallback >= 0 ? fallback : 0;
     const [p] = rest.splice(pick, 1);

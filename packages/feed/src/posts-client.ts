@@ -91,9 +91,19 @@ export class PostsClient {
 
   /** Tails `feed-deletes` from its current end, dropping deleted posts from the cache. */
   async tailDeletes(log: LogClient): Promise<void> {
-    const partitions = await log.partitions(DELETES_TOPIC);
+    let partitions = 0;
     const positions: number[] = [];
-    for (let p = 0; p < partitions; p++) positions.push((await log.fetch(DELETES_TOPIC, p, 0, { maxRecords: 1 })).end_offset);
+    // Where each partition ends now, retried while the log elects (the cache starts empty: older deletes do not matter).
+    while (this.tailing) {
+      try {
+        partitions = await log.partitions(DELETES_TOPIC);
+        positions.length = 0;
+        for (let p = 0; p < partitions; p++) positions.push((await log.fetch(DELETES_TOPIC, p, 0, { maxRecords: 1 })).end_offset);
+        break;
+      } catch {
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }
     while (this.tailing) {
       for (let p = 0; p < partitions && this.tailing; p++) {
         try {

@@ -55,6 +55,24 @@ t.test('at most two consecutive posts of one author', async (t) => {
   }
 });
 
+t.test('2,000 candidates, one author most of them: done, rule held until impossible, nothing lost', async (t) => {
+  const list = Array.from({ length: 2_000 }, (_, i) => ({ author_id: i % 4 === 0 ? `other${i % 300}` : 'heavy', i }));
+  const out = limitConsecutive(list);
+  t.equal(out.length, 2_000);
+  t.equal(new Set(out.map((o) => o.i)).size, 2_000);
+  // 500 others can separate at most 1,002 heavy posts: every other post up to there follows the rule.
+  const authors = out.map((o) => o.author_id);
+  const firstTriple = authors.findIndex((a, i) => i >= 2 && a === authors[i - 1] && a === authors[i - 2]);
+  t.ok(firstTriple === -1 || firstTriple >= 1_400, `the first run of three is late: ${firstTriple}`);
+  t.ok(authors.slice(0, 1_400).every((a, i, all) => i < 2 || !(a === all[i - 1] && a === all[i - 2])));
+  const mixed = Array.from({ length: 2_000 }, (_, i) => ({ author_id: `a${Math.floor(Math.random() ** 3 * 300)}`, i }));
+  const m = limitConsecutive(mixed).map((o) => o.author_id);
+  const counts = new Map<string, number>();
+  for (const a of m) counts.set(a, (counts.get(a) ?? 0) + 1);
+  const top = Math.max(...counts.values());
+  if (top <= 2 * (2_000 - top + 1)) t.ok(m.every((a, i) => i < 2 || !(a === m[i - 1] && a === m[i - 2])), 'feasible, so held');
+});
+
 t.test('tokens: round trip; anything else is a 400 invalid_token', async (t) => {
   const tk = { user: 'ann', ranked_at: 1_700_000_000_000, post_id: newPostId() };
   t.same(decodeToken(encodeToken(tk)), tk);
