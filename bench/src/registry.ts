@@ -3,6 +3,7 @@ import type { Benchmark } from './benchmark.js';
 import { collabBenchmark } from './benchmarks/collab.js';
 import { auctionBenchmark } from './benchmarks/auction.js';
 import { crdtBenchmark } from './benchmarks/crdt.js';
+import { feedBenchmark } from './benchmarks/feed.js';
 import { flashBenchmark } from './benchmarks/flash.js';
 import { groupsBenchmark } from './benchmarks/groups.js';
 import { kvBenchmark } from './benchmarks/kv.js';
@@ -19,6 +20,7 @@ export const benchmarks: Record<string, Benchmark> = {
   collab: collabBenchmark,
   auction: auctionBenchmark,
   crdt: crdtBenchmark,
+  feed: feedBenchmark,
   flash: flashBenchmark,
   groups: groupsBenchmark,
   kv: kvBenchmark,

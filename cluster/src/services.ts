@@ -4,6 +4,7 @@ import { createAuctionService } from '@raftkit/auction';
 import { kvService } from '@raftkit/kv';
 import { createCollabService } from '@raftkit/collab';
 import { createLogService } from '@raftkit/log';
+import { createFeedService } from '@raftkit/feed';
 import { createFlashService } from '@raftkit/flash';
 import { lockService } from '@raftkit/lock';
 import { ratelimitService } from '@raftkit/ratelimit';
@@ -37,6 +38,7 @@ export const services: Record<string, HostedService> = {
   flash: grouped(createFlashService),
   auction: grouped(createAuctionService),
   video: hosted(videoService),
+  feed: grouped(createFeedService),
 };
 
 export function serviceNames(): string[] {
@@ -57,6 +59,7 @@ const basePorts: Record<string, number> = {
   flash: 8200,
   auction: 8400,
   video: 8600,
+  feed: 8800,
 };
 
 export function defaultBasePort(service: string): number {

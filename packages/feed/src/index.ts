@@ -1,0 +1,18 @@
+export * from './rank-wire.js';
+export * from './ranker/index.js';
+export { createFeedService } from './service.js';
+export { PostsMachine, checkPostCommand } from './machine.js';
+export type { Post, NewPost, PostCommand, PostResult } from './machine.js';
+export { newPostId, postIdTime, POST_ID } from './post-id.js';
+export { FeedStore } from './store.js';
+export type { Profile, FeedEntry, AccountState, Engagement, Edge } from './store.js';
+export { StoreClient } from './store-client.js';
+export { storeRole, STORE_ROLE, STORE_COUNT } from './store-worker.js';
+export { fanoutRole, FANOUT_ROLE, FANOUT_COUNT } from './fanout.js';
+export { appRole, APP_ROLE, DEFAULT_LIMIT, MAX_LIMIT } from './app.js';
+export { applyRanking, limitConsecutive, mergeCandidates, encodeToken, decodeToken, MAX_CONSECUTIVE } from './assemble.js';
+export type { FeedToken } from './assemble.js';
+export { FeedReader } from './feed-reader.js';
+export type { FeedPage, PostView } from './feed-reader.js';
+export { keys, month, readMonths } from './keys.js';
+export type { PostEvent, DeleteEvent } from './events.js';

@@ -1,0 +1,17 @@
+/**
+ * The feed service as `cluster up --service feed` runs it: Raft members hosting the event log's partitions and the
+ * post groups (one set of processes), then the workers in dependency order: store partitions, fan-out workers, the
+ * ranker, the app tier (the public /api).
+ */
+import { combineGroupedServices, type GroupedServiceDefinition } from '@raftkit/http';
+import { createLogService } from '@raftkit/log';
+import { appRole } from './app.js';
+import { fanoutRole } from './fanout.js';
+import { feedMemberPart } from './members.js';
+import { rankerRole } from './ranker/index.js';
+import { storeRole } from './store-worker.js';
+
+export function createFeedService(): GroupedServiceDefinition {
+  const part: GroupedServiceDefinition = { ...feedMemberPart(), workers: [storeRole, fanoutRole, rankerRole, appRole] };
+  return combineGroupedServices('feed', [createLogService(), part]);
+}
