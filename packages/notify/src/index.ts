@@ -24,4 +24,5 @@ export type { QueuedMessage } from './router-worker.js';
 export { deliveryRole, parseChain, nextInChain } from './delivery.js';
 export { senderFactories } from './channels/registry.js';
 export { NotifyClient } from './client.js';
+export type { SendInput, StatusAnswer } from './client.js';
 export * from './groups.js';
