@@ -1,0 +1,151 @@
+/**
+ * The Web Push channel: each message is encrypted for its subscription (RFC 8291 `aes128gcm`, by the `web-push`
+ * library) and signed with the service's VAPID key (RFC 8292), then POSTed to the subscription's endpoint.
+ *
+ * Web Push has NO batch request: RFC 8030 is one POST per message per subscription. The spec's "500 messages per
+ * batch request" is kept as the sender's batch: up to 500 requests sent at once over an HTTP/1.1 keep-alive pool
+ * per push service origin (undici), each with its own outcome. Answers: 201/202 -> sent (the Location is the
+ * provider's message id); 404/410 -> invalid_address (the subscription is gone: the core removes it); 429, 5xx,
+ * a timeout or a refused connection -> retry; any other 4xx (a request the push service will never take: bad JWT,
+ * too large) -> invalid_address too, since sending it again cannot succeed (the reason says which).
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { Pool } from 'undici';
+import webpush from 'web-push';
+import type { ChannelSender, OutboundMessage, PushSubscriptionJson, SendOutcome } from './channel.js';
+
+export const PUSH_BATCH = 500;
+
+export interface VapidKeys {
+  publicKey: string;
+  privateKey: string;
+}
+
+/**
+ * The service's VAPID key pair, generated once into `path` and read back after (every push worker of a cluster
+ * points at the same file, so subscriptions made for the public key stay valid across restarts). The exclusive
+ * create makes two workers starting together agree on one pair.
+ */
+export function loadOrCreateVapidKeys(path: string): VapidKeys {
+  if (!existsSync(path)) {
+    mkdirSync(dirname(path), { recursive: true });
+    const keys = webpush.generateVAPIDKeys();
+    try {
+      writeFileSync(path, JSON.stringify(keys), { flag: 'wx', mode: 0o600 });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+  }
+  const keys = JSON.parse(readFileSync(path, 'utf8')) as Partial<VapidKeys>;
+  if (typeof keys.publicKey !== 'string' || typeof keys.privateKey !== 'string') throw new Error(`${path} does not hold VAPID keys`);
+  return { publicKey: keys.publicKey, privateKey: keys.privateKey };
+}
+
+export interface PushSenderOptions {
+  vapid: VapidKeys;
+  /** The VAPID `sub` contact (mailto: or https:). */
+  subject: string;
+  /** Provider limit, messages per second (the worker's token bucket). */
+  ratePerSecond?: number;
+  /** Keep-alive connections per push service origin. */
+  connections?: number;
+  /** Seconds the push service keeps an undelivered message (RFC 8030 TTL). */
+  ttlSeconds?: number;
+  timeoutMs?: number;
+}
+
+export class PushSender implements ChannelSender {
+  readonly channel = 'push' as const;
+  readonly maxBatch = PUSH_BATCH;
+  readonly ratePerSecond: number;
+  private readonly pools = new Map<string, Pool>();
+
+  constructor(private readonly options: PushSenderOptions) {
+    this.ratePerSecond = options.ratePerSecond ?? 5_000;
+  }
+
+  /** The batch's requests all at once on the pools; one outcome per message, in order. */
+  send(batch: OutboundMessage[]): Promise<SendOutcome[]> {
+    return Promise.all(batch.map((m) => this.sendOne(m)));
+  }
+
+  async sendOne(message: OutboundMessage): Promise<SendOutcome> {
+    const subscription = message.to;
+    if (typeof subscription === 'string' || !validSubscription(subscription)) {
+      return { kind: 'invalid_address', reason: 'not a push subscription {endpoint, keys: {p256dh, auth}}' };
+    }
+    let url: URL;
+    try {
+      url = new URL(subscription.endpoint);
+    } catch {
+      return { kind: 'invalid_address', reason: 'the subscription endpoint is not a URL' };
+    }
+    // The payload the service worker receives: small JSON (a push message body is at most 4096 bytes encrypted).
+    const payload = JSON.stringify({ notification_id: message.notification_id, title: message.subject ?? '', body: message.body, data: message.data ?? {} });
+    let details: webpush.RequestDetails;
+    try {
+      details = webpush.generateRequestDetails(subscription, payload, {
+        vapidDetails: { subject: this.options.subject, publicKey: this.options.vapid.publicKey, privateKey: this.options.vapid.privateKey },
+        TTL: this.options.ttlSeconds ?? 24 * 3600,
+        contentEncoding: 'aes128gcm',
+        urgency: message.priority === 'critical' || message.priority === 'high' ? 'high' : message.priority === 'low' ? 'low' : 'normal',
+      });
+    } catch (e) {
+      // web-push refuses keys that are not a P-256 point / 16-byte secret: this subscription can never work.
+      return { kind: 'invalid_address', reason: `cannot encrypt for this subscription: ${(e as Error).message}` };
+    }
+    const headers: Record<string, string> = {};
+    for (const [k, v] of Object.entries(details.headers)) headers[k.toLowerCase()] = String(v);
+    try {
+      const res = await this.pool(url.origin).request({
+        method: 'POST',
+        path: url.pathname + url.search,
+        headers,
+        body: details.body ?? undefined,
+        headersTimeout: this.options.timeoutMs ?? 10_000,
+        bodyTimeout: this.options.timeoutMs ?? 10_000,
+      });
+      const text = await res.body.text();
+      const status = res.statusCode;
+      if (status === 201 || status === 202) {
+        const location = res.headers.location;
+        const id = (Array.isArray(location) ? location[0] : location) ?? idFromBody(text) ?? '';
+        return { kind: 'sent', provider_message_id: id };
+      }
+      if (status === 404 || status === 410) return { kind: 'invalid_address', reason: `push service answered ${status}: subscription gone` };
+      if (status === 429 || status >= 500) return { kind: 'retry', reason: `push service answered ${status}` };
+      return { kind: 'invalid_address', reason: `push service refused the request (${status}): ${text.slice(0, 200)}` };
+    } catch (e) {
+      return { kind: 'retry', reason: `push service unreachable: ${(e as Error).message}` };
+    }
+  }
+
+  private pool(origin: string): Pool {
+    let pool = this.pools.get(origin);
+    if (pool === undefined) {
+      pool = new Pool(origin, { connections: this.options.connections ?? 64, pipelining: 1, keepAliveTimeout: 30_000 });
+      this.pools.set(origin, pool);
+    }
+    return pool;
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.pools.values()].map((p) => p.close()));
+    this.pools.clear();
+  }
+}
+
+function validSubscription(s: unknown): s is PushSubscriptionJson {
+  const v = s as Partial<PushSubscriptionJson> | null;
+  return typeof v === 'object' && v !== null && typeof v.endpoint === 'string' && typeof v.keys === 'object' && v.keys !== null && typeof v.keys.p256dh === 'string' && typeof v.keys.auth === 'string';
+}
+
+function idFromBody(text: string): string | null {
+  try {
+    const v = JSON.parse(text) as { id?: unknown };
+    return typeof v.id === 'string' ? v.id : null;
+  } catch {
+    return null;
+  }
+}
