@@ -1,19 +1,24 @@
 /**
- * The Web Push channel: each message is encrypted for its subscription (RFC 8291 `aes128gcm`, by the `web-push`
- * library) and signed with the service's VAPID key (RFC 8292), then POSTed to the subscription's endpoint.
+ * The Web Push channel: each message is encrypted for each of the user's subscriptions (RFC 8291 `aes128gcm`, by
+ * the `web-push` library) and signed with the service's VAPID key (RFC 8292), then POSTed to the subscription's
+ * endpoint.
  *
  * Web Push has NO batch request: RFC 8030 is one POST per message per subscription. The spec's "500 messages per
- * batch request" is kept as the sender's batch: up to 500 requests sent at once over an HTTP/1.1 keep-alive pool
- * per push service origin (undici), each with its own outcome. Answers: 201/202 -> sent (the Location is the
- * provider's message id); 404/410 -> invalid_address (the subscription is gone: the core removes it); 429, 5xx,
- * a timeout or a refused connection -> retry; any other 4xx (a request the push service will never take: bad JWT,
- * too large) -> invalid_address too, since sending it again cannot succeed (the reason says which).
+ * batch request" is kept as the sender's batch: up to 500 messages whose requests all go out at once over an
+ * HTTP/1.1 keep-alive pool per push service origin (undici), each request with its own answer. Per subscription:
+ * 201/202 -> accepted (the Location is the provider's message id); 404/410 -> gone; any other 4xx (a bad JWT, a
+ * key the service cannot encrypt for, too large) -> refused for good; 429, 5xx, a timeout or a refused connection
+ * -> transient. Per message: sent when any subscription accepted it (gone/refused ones listed in
+ * invalid_subscriptions for the core to remove; a transient failure on another device of the same user is not
+ * retried, as that would resend to the devices that have it); else retry when any failure was transient; else
+ * invalid_address with every subscription listed.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import { Pool } from 'undici';
 import webpush from 'web-push';
-import type { ChannelSender, OutboundMessage, PushSubscriptionJson, SendOutcome } from './channel.js';
+import type { ChannelSender, OutboundMessage, PushSubscription, SendOutcome, SenderContext } from './channel.js';
+import { intSetting } from './settings.js';
 
 export const PUSH_BATCH = 500;
 
@@ -65,35 +70,53 @@ export class PushSender implements ChannelSender {
     this.ratePerSecond = options.ratePerSecond ?? 5_000;
   }
 
-  /** The batch's requests all at once on the pools; one outcome per message, in order. */
-  send(batch: OutboundMessage[]): Promise<SendOutcome[]> {
+  /** Every request of the batch at once on the pools; one outcome per message, in order. */
+  send(batch: readonly OutboundMessage[]): Promise<SendOutcome[]> {
     return Promise.all(batch.map((m) => this.sendOne(m)));
   }
 
   async sendOne(message: OutboundMessage): Promise<SendOutcome> {
-    const subscription = message.to;
-    if (typeof subscription === 'string' || !validSubscription(subscription)) {
-      return { kind: 'invalid_address', reason: 'not a push subscription {endpoint, keys: {p256dh, auth}}' };
-    }
+    if (message.address.channel !== 'push') return { kind: 'invalid_address', reason: 'not a push address' };
+    const subscriptions = message.address.subscriptions;
+    if (subscriptions.length === 0) return { kind: 'invalid_address', reason: 'no push subscription', invalid_subscriptions: [] };
+    // The service worker's payload: small JSON (a push message body is at most 4096 bytes encrypted).
+    const payload = JSON.stringify({
+      notification_id: message.notification_id,
+      message_id: message.message_id,
+      title: message.content.title,
+      body: message.content.body,
+      data: message.content.data,
+    });
+    const urgency = message.priority === 'critical' || message.priority === 'high' ? 'high' : message.priority === 'low' ? 'low' : 'normal';
+    const answers = await Promise.all(subscriptions.map((s) => this.pushTo(s, payload, urgency)));
+    const invalid = subscriptions.filter((_, i) => answers[i]!.kind === 'gone' || answers[i]!.kind === 'refused').map((s) => String(s.endpoint));
+    const accepted = answers.find((a) => a.kind === 'accepted');
+    if (accepted !== undefined) return { kind: 'sent', provider_message_id: accepted.detail, ...(invalid.length > 0 ? { invalid_subscriptions: invalid } : {}) };
+    const transient = answers.find((a) => a.kind === 'transient');
+    if (transient !== undefined) return { kind: 'retry', reason: transient.detail };
+    return { kind: 'invalid_address', reason: answers.map((a) => a.detail).join('; '), invalid_subscriptions: invalid };
+  }
+
+  /** One push request; `detail` is the message id when accepted, else the reason. */
+  private async pushTo(subscription: PushSubscription, payload: string, urgency: 'high' | 'normal' | 'low'): Promise<{ kind: 'accepted' | 'gone' | 'refused' | 'transient'; detail: string }> {
+    if (!validSubscription(subscription)) return { kind: 'refused', detail: 'not a push subscription {endpoint, keys: {p256dh, auth}}' };
     let url: URL;
     try {
       url = new URL(subscription.endpoint);
     } catch {
-      return { kind: 'invalid_address', reason: 'the subscription endpoint is not a URL' };
+      return { kind: 'refused', detail: 'the subscription endpoint is not a URL' };
     }
-    // The payload the service worker receives: small JSON (a push message body is at most 4096 bytes encrypted).
-    const payload = JSON.stringify({ notification_id: message.notification_id, title: message.subject ?? '', body: message.body, data: message.data ?? {} });
     let details: webpush.RequestDetails;
     try {
       details = webpush.generateRequestDetails(subscription, payload, {
         vapidDetails: { subject: this.options.subject, publicKey: this.options.vapid.publicKey, privateKey: this.options.vapid.privateKey },
         TTL: this.options.ttlSeconds ?? 24 * 3600,
         contentEncoding: 'aes128gcm',
-        urgency: message.priority === 'critical' || message.priority === 'high' ? 'high' : message.priority === 'low' ? 'low' : 'normal',
+        urgency,
       });
     } catch (e) {
       // web-push refuses keys that are not a P-256 point / 16-byte secret: this subscription can never work.
-      return { kind: 'invalid_address', reason: `cannot encrypt for this subscription: ${(e as Error).message}` };
+      return { kind: 'refused', detail: `cannot encrypt for this subscription: ${(e as Error).message}` };
     }
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(details.headers)) headers[k.toLowerCase()] = String(v);
@@ -110,14 +133,13 @@ export class PushSender implements ChannelSender {
       const status = res.statusCode;
       if (status === 201 || status === 202) {
         const location = res.headers.location;
-        const id = (Array.isArray(location) ? location[0] : location) ?? idFromBody(text) ?? '';
-        return { kind: 'sent', provider_message_id: id };
+        return { kind: 'accepted', detail: (Array.isArray(location) ? location[0] : location) ?? idFromBody(text) ?? '' };
       }
-      if (status === 404 || status === 410) return { kind: 'invalid_address', reason: `push service answered ${status}: subscription gone` };
-      if (status === 429 || status >= 500) return { kind: 'retry', reason: `push service answered ${status}` };
-      return { kind: 'invalid_address', reason: `push service refused the request (${status}): ${text.slice(0, 200)}` };
+      if (status === 404 || status === 410) return { kind: 'gone', detail: `push service answered ${status}: subscription gone` };
+      if (status === 429 || status >= 500) return { kind: 'transient', detail: `push service answered ${status}` };
+      return { kind: 'refused', detail: `push service refused the request (${status}): ${text.slice(0, 200)}` };
     } catch (e) {
-      return { kind: 'retry', reason: `push service unreachable: ${(e as Error).message}` };
+      return { kind: 'transient', detail: `push service unreachable: ${(e as Error).message}` };
     }
   }
 
@@ -136,8 +158,8 @@ export class PushSender implements ChannelSender {
   }
 }
 
-function validSubscription(s: unknown): s is PushSubscriptionJson {
-  const v = s as Partial<PushSubscriptionJson> | null;
+function validSubscription(s: unknown): s is PushSubscription {
+  const v = s as Partial<PushSubscription> | null;
   return typeof v === 'object' && v !== null && typeof v.endpoint === 'string' && typeof v.keys === 'object' && v.keys !== null && typeof v.keys.p256dh === 'string' && typeof v.keys.auth === 'string';
 }
 
@@ -148,4 +170,19 @@ function idFromBody(text: string): string | null {
   } catch {
     return null;
   }
+}
+
+/**
+ * The cluster's push sender: VAPID keys generated once into `--set push_vapid_keys=PATH` (default vapid.json in
+ * the folder that holds the workers' data folders, shared by every push worker), `push_vapid_subject`
+ * (mailto:notify@raftkit.test), `push_rate_per_second` (5000), `push_connections` (64 per push service origin).
+ */
+export async function createPushSender(context: SenderContext): Promise<ChannelSender> {
+  const vapid = loadOrCreateVapidKeys(context.settings.push_vapid_keys ?? join(dirname(context.dataDir), 'vapid.json'));
+  return new PushSender({
+    vapid,
+    subject: context.settings.push_vapid_subject ?? 'mailto:notify@raftkit.test',
+    ratePerSecond: intSetting(context, 'push_rate_per_second', 5_000),
+    connections: intSetting(context, 'push_connections', 64),
+  });
 }

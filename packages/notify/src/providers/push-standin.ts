@@ -106,7 +106,7 @@ export const pushProviderRole: WorkerRole = {
       const messageId = randomUUID();
       received.add({
         id: messageId,
-        notification_id: notificationIdOf(payload),
+        ...idsOf(payload),
         to: id,
         subscription_id: id,
         payload,
@@ -126,12 +126,12 @@ function header(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** The sender puts the notification id in its JSON payload; a payload that is not such JSON has none. */
-function notificationIdOf(payload: string): string | null {
+/** The sender puts the ids in its JSON payload; a payload that is not such JSON has none. */
+function idsOf(payload: string): { message_id: string | null; notification_id: string | null } {
   try {
-    const v = JSON.parse(payload) as { notification_id?: unknown };
-    return typeof v.notification_id === 'string' ? v.notification_id : null;
+    const v = JSON.parse(payload) as { notification_id?: unknown; message_id?: unknown };
+    return { message_id: typeof v.message_id === 'string' ? v.message_id : null, notification_id: typeof v.notification_id === 'string' ? v.notification_id : null };
   } catch {
-    return null;
+    return { message_id: null, notification_id: null };
   }
 }

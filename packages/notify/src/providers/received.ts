@@ -1,6 +1,6 @@
 /**
  * What a stand-in provider received, in arrival order, so tests and the benchmark can read it back over HTTP
- * (GET /admin/received?since=&notification_id=&to=&limit=). Each entry has a sequence number (a reader pages with
+ * (GET /admin/received?since=&notification_id=&message_id=&to=&limit=). Each entry has a sequence number (a reader pages with
  * `since`) and the provider's arrival time (the benchmark's "provider receipt"). Bounded: past MAX_KEPT the
  * oldest are dropped (counted), so a long flood cannot exhaust the stand-in's memory.
  */
@@ -12,7 +12,9 @@ export interface ReceivedBase {
   seq: number;
   /** Provider's id for the message (SMTP queue id, push message id, SMS id). */
   id: string;
-  /** The notification id the sender stamped on the message, when it did (header, payload field, reference). */
+  /** The delivery's id (`notification:user:channel`) the sender stamped on the message (header, payload, reference). */
+  message_id: string | null;
+  /** The notification id the sender stamped on it, when it did. */
   notification_id: string | null;
   to: string;
   received_at: number;
@@ -22,12 +24,12 @@ export class ReceivedLog<T extends ReceivedBase> {
   private entries: T[] = [];
   private nextSeq = 1;
   private dropped = 0;
-  private readonly byNotification = new Map<string, number>();
+  private readonly byMessage = new Map<string, number>();
 
   add(entry: Omit<T, 'seq'>): T {
     const full = { ...entry, seq: this.nextSeq++ } as T;
     this.entries.push(full);
-    if (full.notification_id !== null) this.byNotification.set(full.notification_id, (this.byNotification.get(full.notification_id) ?? 0) + 1);
+    if (full.message_id !== null) this.byMessage.set(full.message_id, (this.byMessage.get(full.message_id) ?? 0) + 1);
     if (this.entries.length > MAX_KEPT) {
       const cut = Math.floor(MAX_KEPT / 10);
       this.entries = this.entries.slice(cut);
@@ -49,6 +51,7 @@ export class ReceivedLog<T extends ReceivedBase> {
     const since = intParam(query, 'since', 0);
     const limit = intParam(query, 'limit', 10_000);
     const notificationId = query.get('notification_id');
+    const messageId = query.get('message_id');
     const to = query.get('to');
     const out: T[] = [];
     // Entries are in seq order: skip to `since` by binary search, the benchmark pages through millions.
@@ -64,17 +67,18 @@ export class ReceivedLog<T extends ReceivedBase> {
       const e = this.entries[i]!;
       last = e.seq;
       if (notificationId !== null && e.notification_id !== notificationId) continue;
+      if (messageId !== null && e.message_id !== messageId) continue;
       if (to !== null && e.to !== to) continue;
       out.push(e);
     }
     return { total: this.total, dropped: this.dropped, next_since: last, messages: out };
   }
 
-  /** How many times each notification id arrived (a duplicate shows as a count above 1). */
+  /** How many distinct deliveries (message ids) arrived, and how many of them more than once. */
   counts(): { distinct: number; duplicated: number } {
     let duplicated = 0;
-    for (const n of this.byNotification.values()) if (n > 1) duplicated++;
-    return { distinct: this.byNotification.size, duplicated };
+    for (const n of this.byMessage.values()) if (n > 1) duplicated++;
+    return { distinct: this.byMessage.size, duplicated };
   }
 }
 

@@ -3,9 +3,10 @@
  * {to (E.164), body, reference?, callback_url?} with the account's bearer token (here the cluster token) -> 202 {id,
  * status: "queued"}; 400 for a number that is not E.164 or a body over 1600 characters (10 segments). The handset
  * receipt comes LATER: after `receipt_delay_ms` (2000 by default, `--set sms_receipt_delay_ms=N`, or POST
- * /admin/config) the provider POSTs {id, status: delivered|failed, to, reference, error?} to the message's
+ * /admin/config) the provider POSTs the receipt to the message's
  * callback_url (else `--set sms_callback_url=...`) with the same bearer token, retrying a failed callback with
- * backoff (10 tries), as providers retry webhooks. Numbers under +999 (no such country code) are "failed":
+ * backoff (10 tries), as providers retry webhooks. The receipt is the notify service's ReceiptUpdate {message_id
+ * (the request's reference), provider_message_id, status: delivered|failed, at (epoch ms), reason?}. Numbers under +999 (no such country code) are "failed":
  * the message was accepted but never reached a handset.
  *
  * Admin (cluster token): POST /admin/faults, POST /admin/config {receipt_delay_ms}, GET /admin/received (each
@@ -60,7 +61,9 @@ export const smsProviderRole: WorkerRole = {
         const callbackUrl = body.callback_url === undefined ? defaultCallback : requireString(body, 'callback_url', { maxLength: 2000, pattern: /^https?:\/\/\S+$/ });
         const entry = received.add({
           id: randomUUID(),
-          notification_id: reference,
+          message_id: reference,
+          // The notify service's references are `notification:user:channel`: the first part is the notification.
+          notification_id: reference === null ? null : reference.split(':')[0]!,
           to,
           body: text,
           reference,
@@ -96,13 +99,14 @@ export const smsProviderRole: WorkerRole = {
       entry.receipt = entry.to.startsWith(UNREACHABLE_PREFIX) ? 'failed' : 'delivered';
       if (entry.callback_url === null) return;
       entry.callback_attempts++;
+      // The notify service's ReceiptUpdate: the sender's reference comes back as message_id.
       const receipt = {
-        id: entry.id,
+        message_id: entry.reference,
+        provider_message_id: entry.id,
         status: entry.receipt,
         to: entry.to,
-        reference: entry.reference,
-        at: new Date().toISOString(),
-        ...(entry.receipt === 'failed' ? { error: 'unreachable' } : {}),
+        at: Date.now(),
+        ...(entry.receipt === 'failed' ? { reason: 'unreachable handset' } : {}),
       };
       try {
         const res = await request(entry.callback_url, {

@@ -24,7 +24,8 @@ export interface ReceivedMail extends ReceivedBase {
   from: string;
   subject: string;
   text: string;
-  message_id: string | null;
+  /** The Message-ID header. */
+  rfc822_message_id: string | null;
 }
 
 export const smtpProviderRole: WorkerRole = {
@@ -69,16 +70,18 @@ export const smtpProviderRole: WorkerRole = {
             await faults.delay();
             const id = randomUUID();
             const notificationId = mail.headers.get('x-notification-id');
+            const deliveryId = mail.headers.get('x-delivery-id');
             const from = session.envelope.mailFrom === false ? '' : session.envelope.mailFrom.address;
             for (const rcpt of session.envelope.rcptTo) {
               received.add({
                 id,
+                message_id: typeof deliveryId === 'string' ? deliveryId : null,
                 notification_id: typeof notificationId === 'string' ? notificationId : null,
                 to: rcpt.address.toLowerCase(),
                 from,
                 subject: mail.subject ?? '',
                 text: (mail.text ?? '').trimEnd(),
-                message_id: mail.messageId ?? null,
+                rfc822_message_id: mail.messageId ?? null,
                 received_at: Date.now(),
               });
             }
