@@ -6,6 +6,7 @@ import { createCollabService } from '@raftkit/collab';
 import { createLogService } from '@raftkit/log';
 import { createFlashService } from '@raftkit/flash';
 import { lockService } from '@raftkit/lock';
+import { createNotifyService } from '@raftkit/notify';
 import { ratelimitService } from '@raftkit/ratelimit';
 import { shortlinkService } from '@raftkit/shortlink';
 import { startGroupedMember } from './group-member.js';
@@ -35,6 +36,7 @@ export const services: Record<string, HostedService> = {
   collab: grouped(createCollabService),
   flash: grouped(createFlashService),
   auction: grouped(createAuctionService),
+  notify: grouped(createNotifyService),
 };
 
 export function serviceNames(): string[] {
@@ -54,6 +56,7 @@ const basePorts: Record<string, number> = {
   collab: 8000,
   flash: 8200,
   auction: 8400,
+  notify: 9200,
 };
 
 export function defaultBasePort(service: string): number {
