@@ -4,6 +4,7 @@
  * committed on the ingestion topic: accepted, not delivered. Internal callers carry the cluster token or a service
  * client token; a user's token (`client.user.<id>.…`) reads and changes only that user's preferences and inbox.
  */
+import { providerRoles } from './providers/index.js';
 import { randomUUID } from 'node:crypto';
 import {
   badRequest,
@@ -68,7 +69,8 @@ function notifyPart(): GroupedServiceDefinition {
       return { stateMachine: machine as unknown as ManagedGroupOptions['stateMachine'] };
     },
     routes: notifyRoutes,
-    workers: [routerRole, deliveryRole],
+    // The stand-in providers first, so the channel workers' senders find them listening.
+    workers: [...providerRoles, routerRole, deliveryRole],
   };
 }
 

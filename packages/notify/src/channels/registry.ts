@@ -4,5 +4,6 @@
  * groups, not a provider.
  */
 import type { Channel, ChannelSenderFactory } from './channel.js';
+import { providerSenderFactories } from './senders.js';
 
-export const senderFactories: Partial<Record<Exclude<Channel, 'in_app'>, ChannelSenderFactory>> = {};
+export const senderFactories: Partial<Record<Exclude<Channel, 'in_app'>, ChannelSenderFactory>> = { ...providerSenderFactories };
