@@ -69,6 +69,8 @@ export function chooseChannels(prefs: Preferences, priority: Priority, userId: s
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/** Users of one polled batch routed at once (each user's records stay in order). */
+const USERS_IN_PARALLEL = 32;
 
 async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
@@ -167,33 +169,45 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
     routed.inc();
   }
 
+  /** Routes one record, retrying while the state groups or the log refuse (held: the offset does not move). */
+  async function routeWithRetry(record: IngestRecord): Promise<void> {
+    for (let backoff = 100; ; backoff = Math.min(5000, backoff * 2)) {
+      try {
+        await routeOne(record);
+        return;
+      } catch (e) {
+        if (stopping) throw e;
+        stats.held++;
+        options.logger.log('warn', 'routing held, retrying', { priority: record.priority, error: String((e as Error).message) });
+        await sleep(backoff);
+      }
+    }
+  }
+
   async function loop(priority: Priority): Promise<void> {
-    const consumer = log.consumer(ingestTopic(priority), ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 });
-    let backoff = 100;
+    const consumer = log.consumer(ingestTopic(priority), ROUTER_GROUP, { maxRecords: 500, waitMs: 1000 });
     while (!stopping) {
       try {
-        const records = await consumer.poll();
-        for (const r of records) {
-          const record = JSON.parse(r.value) as IngestRecord;
-          if (priority === 'low') await campaignToken(record.campaign_id ?? record.event_type);
-          for (;;) {
-            try {
-              await routeOne(record);
-              backoff = 100;
-              break;
-            } catch (e) {
-              if (stopping) return;
-              stats.held++;
-              options.logger.log('warn', 'routing held, retrying', { priority, error: String((e as Error).message) });
-              await sleep(backoff);
-              backoff = Math.min(5000, backoff * 2);
-            }
-          }
+        const records = (await consumer.poll()).map((r) => JSON.parse(r.value) as IngestRecord);
+        if (records.length === 0) continue;
+        if (priority === 'low') for (const record of records) await campaignToken(record.campaign_id ?? record.event_type);
+        // Users in parallel, each user's records in order (the partition's order, which is the user's order).
+        const byUser = new Map<string, IngestRecord[]>();
+        for (const record of records) {
+          let list = byUser.get(record.user_id);
+          if (list === undefined) byUser.set(record.user_id, (list = []));
+          list.push(record);
         }
-        if (records.length > 0) await consumer.commit();
+        const queue = [...byUser.values()];
+        await Promise.all(
+          Array.from({ length: Math.min(USERS_IN_PARALLEL, queue.length) }, async () => {
+            for (let list = queue.shift(); list !== undefined; list = queue.shift()) for (const record of list) await routeWithRetry(record);
+          }),
+        );
+        await consumer.commit();
       } catch (e) {
         if (stopping) return;
-        options.logger.log('warn', 'router poll failed', { priority, error: String((e as Error).message) });
+        options.logger.log('warn', 'router batch failed', { priority, error: String((e as Error).message) });
         await sleep(500);
       }
     }
