@@ -189,8 +189,9 @@ function notifyRoutes(service: GroupedServiceContext): void {
       }
       return { groups: allStateGroups(), created: missing };
     })
+    // Internal; a user's token passes only for its own preferences and inbox (a member forwarding that user's
+    // request to a group it does not hold forwards the user's token).
     .post('/v1/notify/groups/:group/commands', { admits: 'authenticated' }, async (ctx) => {
-      requireInternal(ctx);
       const node = stateNode(ctx);
       let cmd: NotifyCommand;
       try {
@@ -199,12 +200,15 @@ function notifyRoutes(service: GroupedServiceContext): void {
         if (e instanceof CommandShapeError) throw badRequest('invalid_command', e.message);
         throw e;
       }
+      if (cmd.op === 'putPrefs' || cmd.op === 'inboxRead') requireSelfOrInternal(ctx, cmd.user_id);
+      else requireInternal(ctx);
       return service.call(node, () => node.propose(cmd));
     })
     .post('/v1/notify/groups/:group/query', { admits: 'authenticated' }, async (ctx) => {
-      requireInternal(ctx);
       const node = stateNode(ctx);
       const q = checkQuery(await ctx.json());
+      if (q.q === 'prefs' || q.q === 'inbox') requireSelfOrInternal(ctx, q.user_id);
+      else requireInternal(ctx);
       await service.call(node, () => node.readBarrier());
       return node.readLocal((m) => answer(m, q));
     })
