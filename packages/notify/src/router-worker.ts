@@ -13,7 +13,7 @@ import { badRequest, fullCounter, serveWorkerHttp, take, type BucketCounter, typ
 import { LogClient, type LogProducer } from '@raftkit/log';
 import { PRIORITIES, type Address, type Channel, type Priority } from './channels/channel.js';
 import type { IngestRecord } from './api.js';
-import { channelTopic, groupOf, ingestTopic, parseLayout, ROUTER_GROUP } from './groups.js';
+import { allStateGroups, channelTopic, groupOf, ingestTopic, parseLayout, ROUTER_GROUP } from './groups.js';
 import { defaultPreferences, type Preferences } from './machine.js';
 import type { RouteContext } from './queries.js';
 import { inQuietHours } from './quiet-hours.js';
@@ -71,6 +71,7 @@ export function chooseChannels(prefs: Preferences, priority: Priority, userId: s
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 /** Users of one polled batch routed at once (each user's records stay in order). */
 const USERS_IN_PARALLEL = 32;
+const PRUNE_EVERY_MS = 10 * 60_000;
 
 async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
@@ -214,11 +215,18 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
   }
 
   const loops = PRIORITIES.map((p) => loop(p));
+  // Retention: expired dedup keys and delivery_log rows older than 7 days leave the state groups (the machine
+  // decides by the command's `now`, so every replica drops the same ones).
+  const pruner = setInterval(() => {
+    for (const group of allStateGroups()) void state.command(group, { op: 'prune', now: Date.now() }).catch(() => undefined);
+  }, PRUNE_EVERY_MS);
+  pruner.unref();
 
   return {
     httpPort: http.port,
     async stop() {
       stopping = true;
+      clearInterval(pruner);
       await Promise.race([Promise.allSettled(loops), sleep(3000)]);
       await http.close();
       await log.close();
