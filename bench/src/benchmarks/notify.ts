@@ -64,7 +64,9 @@ function b64u(buf: Buffer): string {
 function subscriberKeys(): { p256dh: string; auth: string; private_key: string } {
   const ecdh = createECDH('prime256v1');
   ecdh.generateKeys();
-  return { p256dh: b64u(ecdh.getPublicKey()), auth: b64u(randomBytes(16)), private_key: b64u(ecdh.getPrivateKey()) };
+  // getPrivateKey() drops leading zero bytes: pad back to the scalar's 32 bytes.
+  const d = ecdh.getPrivateKey();
+  return { p256dh: b64u(ecdh.getPublicKey()), auth: b64u(randomBytes(16)), private_key: b64u(Buffer.concat([Buffer.alloc(32 - d.length), d])) };
 }
 
 async function requestJson(pool: Pool, method: 'GET' | 'POST' | 'PUT', path: string, token: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
