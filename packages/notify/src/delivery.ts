@@ -10,7 +10,8 @@
  *
  * Settings (`cluster up --set`): channels (default sms,push,email,in_app: the loops this worker runs),
  * fallback_chain (default sms,push,email,in_app), max_attempts (default 8), critical_attempts (default 3: tries on
- * one channel before a critical message falls back), retry_base_ms (default 200), retry_max_ms (default 10000).
+ * one channel before a critical message falls back), retry_base_ms (default 200), retry_max_ms (default 10000),
+ * queue_layout (priority | fifo: the naive one-queue-per-channel design, for the benchmark's comparison only).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -34,7 +35,7 @@ import { LogClient, type LogConsumer, type LogProducer } from '@raftkit/log';
 import { CHANNELS, PRIORITIES, type Channel, type ChannelSender, type InAppItem, type OutboundMessage, type Priority } from './channels/channel.js';
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
-import { channelTopic, deliveryGroup, groupOf } from './groups.js';
+import { channelTopic, deliveryGroup, groupOf, parseLayout } from './groups.js';
 import { USER_ID } from './input.js';
 import type { Outcome } from './machine.js';
 import type { SendContext } from './queries.js';
@@ -82,6 +83,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   const state = new StateClient({ endpoints, token, timeoutMs: 10_000 });
   const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });
   const chain = parseChain(options.settings.fallback_chain);
+  const layout = parseLayout(options.settings.queue_layout);
   const maxAttempts = Number(options.settings.max_attempts ?? 8);
   const criticalAttempts = Number(options.settings.critical_attempts ?? 3);
   const retryBase = Number(options.settings.retry_base_ms ?? 200);
@@ -117,6 +119,17 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
     } catch (e) {
       options.logger.log('warn', 'sender could not start: its queues wait', { channel, error: String((e as Error).message) });
     }
+  }
+
+  // Test-only (`--set test_faults=1`): cut this worker off the preference store, as a network partition would.
+  let preferenceStoreReachable = true;
+  if (options.settings.test_faults === '1') {
+    http.router.post('/v1/test/faults', { admits: 'cluster' }, async (ctx) => {
+      const body = (await ctx.json()) as { preference_store?: string };
+      if (body.preference_store !== 'up' && body.preference_store !== 'down') throw badRequest('invalid_field', 'preference_store must be up or down', { field: 'preference_store' });
+      preferenceStoreReachable = body.preference_store === 'up';
+      return { preference_store: preferenceStoreReachable ? 'up' : 'down' };
+    });
   }
 
   // User tokens for the in-app centre (HMAC of user.<id> under the cluster token; see README).
@@ -205,7 +218,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
     stats.fallbacks++;
     const queued: QueuedMessage = { ...message, message_id: result.row.message_id, channel: next, address: null, fallback_from: message.channel };
     options.logger.log('info', 'critical fallback', { from: message.channel, to: next, reason, message_id: message.message_id });
-    await producerOf(channelTopic('critical', next)).send(JSON.stringify(queued), { key: message.user_id });
+    await producerOf(channelTopic('critical', next, layout)).send(JSON.stringify(queued), { key: message.user_id });
   }
 
   /** One batch of one sub-queue, start to end; throws (and the batch is polled again) when it must be held. */
@@ -223,6 +236,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
     const context: SendContext = { rows: {}, prefs: {} };
     let failOpen = false;
     try {
+      if (!preferenceStoreReachable) throw new Error('the preference store is unreachable (test fault)');
       for (const [g, e] of byGroup) {
         const part = await state.query<SendContext>(g, { q: 'sendContext', message_ids: e.message_ids, user_ids: [...e.user_ids] });
         Object.assign(context.rows, part.rows);
@@ -266,7 +280,6 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
         pending.push({ queued: m, out: outbound(m, address, 1) });
       }
     }
-    const tries = priority === 'critical' ? Math.min(criticalAttempts, maxAttempts) : maxAttempts;
     for (let attempt = 1; pending.length > 0; attempt++) {
       const retry: typeof pending = [];
       for (let i = 0; i < pending.length; i += sender.maxBatch) {
@@ -302,7 +315,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
               break;
             case 'retry':
               stats.retries++;
-              if (attempt >= tries) {
+              if (attempt >= (p.queued.priority === 'critical' ? Math.min(criticalAttempts, maxAttempts) : maxAttempts)) {
                 outcomes.push({ message_id: id, kind: 'failed', reason: `gave up after ${attempt} attempts: ${r.reason}` });
                 if (p.queued.priority === 'critical') fallbacks.push({ message: p.queued, reason: 'provider_failing' });
               } else {
@@ -342,22 +355,26 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
 
   async function channelLoop(channel: Channel, sender: ChannelSender): Promise<void> {
     const bucket = new WaitingBucket({ capacity: Math.max(1, Math.min(sender.ratePerSecond, sender.maxBatch)), refillRate: sender.ratePerSecond });
-    const consumers = new Map<Priority, LogConsumer>(PRIORITIES.map((p) => [p, log.consumer(channelTopic(p, channel), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs: 0 })]));
+    // The fifo layout has one topic for every priority: one consumer, read in arrival order.
+    const order: readonly Priority[] = layout === 'fifo' ? ['low'] : PRIORITIES;
+    const consumerOf = (p: Priority): LogConsumer => log.consumer(channelTopic(p, channel, layout), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs: 0 });
+    const consumers = new Map<Priority, LogConsumer>(order.map((p) => [p, consumerOf(p)]));
     let idle = 10;
     while (!stopping) {
       let worked = false;
       try {
         // Critical first, then high, normal, low: asked again in this order before every batch.
-        for (const priority of PRIORITIES) {
+        for (const priority of order) {
           const consumer = consumers.get(priority)!;
           const records = await consumer.poll();
           if (records.length === 0) continue;
           const messages = records.map((r) => JSON.parse(r.value) as QueuedMessage);
+          const batchPriority = layout === 'fifo' && messages.every((m) => m.priority === 'critical') ? 'critical' : priority;
           try {
-            await handleBatch(channel, sender, bucket, priority, messages);
+            await handleBatch(channel, sender, bucket, batchPriority, messages);
           } catch (e) {
             // Held: forget the position, so the batch is read again from the committed offset.
-            consumers.set(priority, log.consumer(channelTopic(priority, channel), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs: 0 }));
+            consumers.set(priority, consumerOf(priority));
             throw e;
           }
           await consumer.commit();

@@ -43,8 +43,18 @@ export function groupOf(kind: 'user' | 'key' | 'segment', id: string): string {
   return stateGroup(digest.readUInt32BE(0) % STATE_GROUPS);
 }
 
-export function channelTopic(priority: Priority, channel: Channel): string {
-  return `notify-${priority}-${channel}`;
+/**
+ * `priority` (the design): one topic per (priority, channel). `fifo` (the naive design, only for the benchmark's
+ * comparison, `--set queue_layout=fifo`): one topic per channel carrying every priority in arrival order.
+ */
+export type QueueLayout = 'priority' | 'fifo';
+
+export function parseLayout(text: string | undefined): QueueLayout {
+  return text === 'fifo' ? 'fifo' : 'priority';
+}
+
+export function channelTopic(priority: Priority, channel: Channel, layout: QueueLayout = 'priority'): string {
+  return layout === 'fifo' ? `notify-fifo-${channel}` : `notify-${priority}-${channel}`;
 }
 
 /** The consumer group of a channel's workers on its topics. */

@@ -6,13 +6,14 @@
  * mid-batch replays it: the state group answers the rows made the first time, and they are queued again (the
  * channel worker sends a row only while it is pending). Low-priority sends are rate limited per campaign here.
  *
- * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000).
+ * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000); queue_layout (priority | fifo, the
+ * naive design for the benchmark's comparison).
  */
-import { fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { badRequest, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { LogClient, type LogProducer } from '@raftkit/log';
 import { PRIORITIES, type Address, type Channel, type Priority } from './channels/channel.js';
 import type { IngestRecord } from './api.js';
-import { channelTopic, groupOf, ingestTopic, ROUTER_GROUP } from './groups.js';
+import { channelTopic, groupOf, ingestTopic, parseLayout, ROUTER_GROUP } from './groups.js';
 import { defaultPreferences, type Preferences } from './machine.js';
 import type { RouteContext } from './queries.js';
 import { inQuietHours } from './quiet-hours.js';
@@ -74,6 +75,7 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
   const endpoints = options.members.map((m) => `http://${m.httpAddress}`);
   const state = new StateClient({ endpoints, token, timeoutMs: 10_000 });
   const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });
+  const layout = parseLayout(options.settings.queue_layout);
   const perMinute = Number(options.settings.campaign_rate_per_minute ?? 100_000);
   const campaignLimits: BucketLimits = { capacity: perMinute, refillRate: perMinute / 60 };
   const campaigns = new Map<string, BucketCounter>();
@@ -83,12 +85,22 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
 
   const http = await serveWorkerHttp(options, { health: () => ({ ...stats }) });
   const routed = http.metrics.counter('notify_routed_total', 'Ingestion records routed');
+  // Test-only (`--set test_faults=1`): cut this worker off the preference store, as a network partition would.
+  let preferenceStoreReachable = true;
+  if (options.settings.test_faults === '1') {
+    http.router.post('/v1/test/faults', { admits: 'cluster' }, async (ctx) => {
+      const body = (await ctx.json()) as { preference_store?: string };
+      if (body.preference_store !== 'up' && body.preference_store !== 'down') throw badRequest('invalid_field', 'preference_store must be up or down', { field: 'preference_store' });
+      preferenceStoreReachable = body.preference_store === 'up';
+      return { preference_store: preferenceStoreReachable ? 'up' : 'down' };
+    });
+  }
 
   // Setup (state groups and topics) is idempotent; retried until the members can do it.
   for (;;) {
     if (stopping) break;
     try {
-      await state.router.call('meta', 'POST', '/v1/notify/setup', {});
+      await state.router.call('meta', 'POST', '/v1/notify/setup', { layout });
       break;
     } catch (e) {
       options.logger.log('warn', 'notify setup not done yet', { error: String((e as Error).message) });
@@ -119,6 +131,7 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
     const group = groupOf('user', record.user_id);
     let context: RouteContext;
     try {
+      if (!preferenceStoreReachable) throw new Error('the preference store is unreachable (test fault)');
       context = await state.query<RouteContext>(group, { q: 'routeContext', user_id: record.user_id, event_type: record.event_type });
       prefsCache.set(record.user_id, context.prefs);
       if (prefsCache.size > 100_000) prefsCache.clear();
@@ -146,7 +159,7 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
         accepted_at: record.accepted_at,
         address: addressOf(context.prefs, row.channel, record.user_id),
       };
-      sends.push(producerOf(channelTopic(record.priority, row.channel)).send(JSON.stringify(message), { key: record.user_id }));
+      sends.push(producerOf(channelTopic(record.priority, row.channel, layout)).send(JSON.stringify(message), { key: record.user_id }));
       stats.messages++;
     }
     await Promise.all(sends);
