@@ -15,7 +15,7 @@ import { createSubscriberKeys } from '../src/providers/index.js';
 
 const cluster = await startCluster('notify', {
   nodes: 3,
-  settings: { test_faults: '1', critical_attempts: '2', retry_base_ms: '100', email_rate_per_second: '10', sms_receipt_delay_ms: '1500' },
+  settings: { test_faults: '1', critical_attempts: '2', retry_base_ms: '100', email_rate_per_second: '4', sms_receipt_delay_ms: '1500' },
 });
 t.teardown(() => cluster.down());
 const token = cluster.token;
@@ -321,7 +321,8 @@ t.test('delivery worker SIGKILLed mid-flood: nothing lost, nothing recorded as s
   for (const u of users) await client.setPreferences(u, { contact: { email: `${u}@example.test` }, channels_enabled: { in_app: false } });
   const sent = await client.send({ event_type: 'flood', user_ids: users, priority: 'normal', idempotency_key: key() });
   const id = sent.notification_id;
-  // email_rate_per_second=10: the 120 take 12 s in batches of 50, so the kill lands after the first batch was
+  // email_rate_per_second=4: the 120 take 30 s in batches of 50 (the router queues them all within a second or
+  // two, users in parallel), so the kill lands after the first batch was
   // recorded and before the last: some sent, some polled and waiting for tokens, some still queued.
   const before = await statusWhen(id, 'some emails sent', (x) => x.channels.filter((c) => c.status === 'sent').length >= 10, 120_000);
   const kill = await cluster.run('kill', 'delivery1');
