@@ -18,7 +18,8 @@
  *
  * Figures: critical end-to-end latency, from the API's 202 (accepted) to the stand-in push service's arrival time
  * (same machine clock), p50/p99/max, as the headline latency; critical accepted / received / lost (not received
- * within the wait) / duplicated (a message_id that arrived twice); bulk throughput = push messages the provider
+ * within the wait) / duplicated (a message_id that arrived twice); the part of the latency before the channel
+ * worker's send (the delivery_log's last_attempt_at: routing and the channel queue); bulk throughput = push messages the provider
  * received per second in the window (and bulk recipients accepted per second by the API).
  *
  * `--vs fifo`: the same run with the naive design, one FIFO queue per channel (the service option
@@ -64,7 +65,9 @@ function b64u(buf: Buffer): string {
 function subscriberKeys(): { p256dh: string; auth: string; private_key: string } {
   const ecdh = createECDH('prime256v1');
   ecdh.generateKeys();
-  return { p256dh: b64u(ecdh.getPublicKey()), auth: b64u(randomBytes(16)), private_key: b64u(ecdh.getPrivateKey()) };
+  // getPrivateKey() drops leading zero bytes: pad back to the scalar's 32 bytes.
+  const d = ecdh.getPrivateKey();
+  return { p256dh: b64u(ecdh.getPublicKey()), auth: b64u(randomBytes(16)), private_key: b64u(Buffer.concat([Buffer.alloc(32 - d.length), d])) };
 }
 
 async function requestJson(pool: Pool, method: 'GET' | 'POST' | 'PUT', path: string, token: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
@@ -281,6 +284,15 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
       latency.push(Math.max(0, at - c.acceptedAt!));
       fromSend.push(Math.max(0, at - c.sentAt));
     }
+    // Where the time went: the delivery_log's last attempt (the channel worker's send) splits accept -> send
+    // (routing and the channel queue) from send -> arrival (the sender and the push service).
+    const toAttempt: number[] = [];
+    await forEachLimited(accepted.filter((c) => firstArrival.has(c.notificationId!)), 8, async (c) => {
+      const st = await requestJson(api(0), 'GET', `/v1/notifications/${c.notificationId}/status`, token);
+      const row = (st.body.channels as Array<{ channel?: string; last_attempt_at?: number | null }> | undefined)?.find((r) => r.channel === 'push');
+      if (typeof row?.last_attempt_at === 'number') toAttempt.push(Math.max(0, row.last_attempt_at - c.acceptedAt!));
+    });
+    const attempt = summarize(toAttempt);
     const lat = summarize(latency);
     const send = summarize(fromSend);
     const acc = summarize(acceptMs);
@@ -321,6 +333,8 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
       critical_p99_ms: lat.p99_ms,
       critical_max_ms: lat.max_ms,
       critical_from_request_p99_ms: send.p99_ms,
+      critical_accept_to_send_p50_ms: attempt.p50_ms,
+      critical_accept_to_send_p99_ms: attempt.p99_ms,
       critical_accept_p50_ms: acc.p50_ms,
       critical_accept_p99_ms: acc.p99_ms,
       push_service_duplicated_total: Number(after.duplicated ?? 0),

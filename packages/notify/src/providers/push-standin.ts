@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { badRequest, forbidden, HttpError, Reply, requireObject, requireString, serveWorkerHttp, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { Faults } from './faults.js';
 import { ReceivedLog, type ReceivedBase } from './received.js';
-import { decryptAes128gcm, PushCryptoError, verifyVapid, type SubscriberKeys } from './webpush-crypto.js';
+import { decryptAes128gcm, PushCryptoError, verifyVapid, type SubscriberKeys, type VapidClaims } from './webpush-crypto.js';
 
 export const PUSH_PROVIDER_ROLE = 'push-provider';
 
@@ -42,6 +42,7 @@ export const pushProviderRole: WorkerRole = {
     const subs = new Map<string, Subscription>();
     const received = new ReceivedLog<ReceivedPush>();
     const faults = new Faults({ min: 500, max: 599, fallback: 503 });
+    const verified = new Map<string, VapidClaims>();
     const origin = `http://${options.httpAddress}`;
     const http = await serveWorkerHttp(options, { health: () => ({ subscriptions: subs.size, received: received.total }) });
     const pushes = http.metrics.counter('push_provider_requests_total', 'Push requests by answer');
@@ -84,7 +85,15 @@ export const pushProviderRole: WorkerRole = {
       if (sub.expired) return new Reply(410, { error: { code: 'gone', message: 'subscription expired or unsubscribed' } });
       let vapidSub: string;
       try {
-        const claims = verifyVapid(header(headers.authorization), origin, Math.floor(Date.now() / 1000));
+        const auth = header(headers.authorization);
+        const nowS = Math.floor(Date.now() / 1000);
+        // A sender reuses its JWT for hours: verify each distinct header once (the expiry is still checked each time).
+        let claims = auth === undefined ? undefined : verified.get(auth);
+        if (claims === undefined || claims.exp <= nowS) {
+          claims = verifyVapid(auth, origin, nowS);
+          if (verified.size >= 10_000) verified.clear();
+          verified.set(auth!, claims);
+        }
         if (sub.applicationServerKey !== null && claims.key !== sub.applicationServerKey) throw forbidden('the VAPID key is not the one the subscription was made for');
         vapidSub = claims.sub;
       } catch (e) {

@@ -30,7 +30,9 @@ export function createSubscriberKeys(): SubscriberKeys {
   ecdh.generateKeys();
   const auth = Buffer.alloc(16);
   crypto.getRandomValues(auth);
-  return { p256dh: b64u(ecdh.getPublicKey()), auth: b64u(auth), privateKey: b64u(ecdh.getPrivateKey()) };
+  // getPrivateKey() drops leading zero bytes (about 1 key in 128): pad back to the scalar's 32 bytes.
+  const d = ecdh.getPrivateKey();
+  return { p256dh: b64u(ecdh.getPublicKey()), auth: b64u(auth), privateKey: b64u(Buffer.concat([Buffer.alloc(32 - d.length), d])) };
 }
 
 export class PushCryptoError extends Error {
