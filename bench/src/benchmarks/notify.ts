@@ -18,8 +18,8 @@
  *
  * Figures: critical end-to-end latency, from the API's 202 (accepted) to the stand-in push service's arrival time
  * (same machine clock), p50/p99/max, as the headline latency; critical accepted / received / lost (not received
- * within the wait) / duplicated (a message_id that arrived twice); the part of the latency before the channel
- * worker's send (the delivery_log's last_attempt_at: routing and the channel queue); bulk throughput = push messages the provider
+ * within the wait) / duplicated (a message_id that arrived twice); accept -> the outcome recorded in the
+ * delivery_log (its last_attempt_at); bulk throughput = push messages the provider
  * received per second in the window (and bulk recipients accepted per second by the API).
  *
  * `--vs fifo`: the same run with the naive design, one FIFO queue per channel (the service option
@@ -284,8 +284,9 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
       latency.push(Math.max(0, at - c.acceptedAt!));
       fromSend.push(Math.max(0, at - c.sentAt));
     }
-    // Where the time went: the delivery_log's last attempt (the channel worker's send) splits accept -> send
-    // (routing and the channel queue) from send -> arrival (the sender and the push service).
+    // Where the time went: critical_accept_to_send_* is accept -> the delivery_log's last_attempt_at, which the
+    // channel worker writes with the outcome, after the provider answered (so it can exceed accept -> arrival);
+    // beside accept -> arrival it shows whether the time went before the send (routing, queues) or after it.
     const toAttempt: number[] = [];
     await forEachLimited(accepted.filter((c) => firstArrival.has(c.notificationId!)), 8, async (c) => {
       const st = await requestJson(api(0), 'GET', `/v1/notifications/${c.notificationId}/status`, token);
