@@ -1,7 +1,7 @@
 /**
- * The channel workers (worker role `delivery`): one loop per channel in this process, each polling its channel's
- * sub-queues critical, high, normal, low IN THAT ORDER before every batch, so a critical message waits at most for
- * the batch in flight. Per batch: the delivery_log rows and the user's preferences are read again at send time
+ * The channel workers (worker role `delivery`): per channel in this process, a critical lane that long-polls the
+ * critical sub-queue (a critical message never waits for a bulk batch) and a lane that asks high, normal, low IN
+ * THAT ORDER before every batch; the provider's bucket serves critical first. Per batch: the delivery_log rows and the user's preferences are read again at send time
  * (a row that is no longer pending was sent before a crash: skipped, so a replay never sends twice what a provider
  * acknowledged and we recorded), a token bucket at the provider's rate WAITS for tokens (backpressure, never a
  * drop), a provider failure is retried with exponential backoff, and critical messages that cannot go out on their
@@ -32,7 +32,7 @@ import {
   type WorkerRole,
 } from '@raftkit/http';
 import { LogClient, type LogConsumer, type LogProducer } from '@raftkit/log';
-import { CHANNELS, PRIORITIES, type Channel, type ChannelSender, type InAppItem, type OutboundMessage, type Priority } from './channels/channel.js';
+import { CHANNELS, type Channel, type ChannelSender, type InAppItem, type OutboundMessage, type Priority } from './channels/channel.js';
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
 import { channelTopic, deliveryGroup, groupOf, parseLayout } from './groups.js';
@@ -59,20 +59,33 @@ export function nextInChain(chain: readonly Channel[], channel: Channel): Channe
   return i < 0 || i + 1 >= chain.length ? null : chain[i + 1]!;
 }
 
-/** A token bucket that waits: `acquire(n)` resolves once n tokens were taken. */
+/**
+ * A token bucket that waits: `acquire(n)` resolves once n tokens were taken. Shared by a channel's lanes; while a
+ * critical batch waits for tokens, the other lane takes none, so bulk never holds the provider's rate from it.
+ */
 class WaitingBucket {
   private readonly counter: BucketCounter;
+  private criticalWaiting = 0;
   constructor(private readonly limits: BucketLimits) {
     this.counter = fullCounter(limits, Date.now());
   }
-  async acquire(n: number): Promise<void> {
-    // A batch bigger than the bucket takes it in slices, so it still goes out at the provider's rate.
-    let left = n;
-    while (left > 0) {
-      const slice = Math.min(left, this.limits.capacity);
-      const result = take(this.counter, this.limits, Date.now(), slice);
-      if (result.allowed) left -= slice;
-      else await sleep(Math.min(1000, Math.max(1, result.retryAfterMs ?? 10)));
+  async acquire(n: number, critical: boolean): Promise<void> {
+    if (critical) this.criticalWaiting++;
+    try {
+      // A batch bigger than the bucket takes it in slices, so it still goes out at the provider's rate.
+      let left = n;
+      while (left > 0) {
+        if (!critical && this.criticalWaiting > 0) {
+          await sleep(5);
+          continue;
+        }
+        const slice = Math.min(left, this.limits.capacity);
+        const result = take(this.counter, this.limits, Date.now(), slice);
+        if (result.allowed) left -= slice;
+        else await sleep(Math.min(1000, Math.max(1, result.retryAfterMs ?? 10)));
+      }
+    } finally {
+      if (critical) this.criticalWaiting--;
     }
   }
 }
@@ -284,7 +297,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
       const retry: typeof pending = [];
       for (let i = 0; i < pending.length; i += sender.maxBatch) {
         const slice = pending.slice(i, i + sender.maxBatch);
-        await bucket.acquire(slice.length);
+        await bucket.acquire(slice.length, priority === 'critical');
         let results: Awaited<ReturnType<ChannelSender['send']>>;
         try {
           results = await sender.send(slice.map((p) => p.out));
@@ -353,17 +366,26 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
     };
   }
 
+  /**
+   * One channel: a critical lane (its own consumer, long-polling, so a critical message is taken the moment it is
+   * queued and never waits for a bulk batch in flight) and a lane for the rest that asks high, then normal, then low
+   * before every batch. Both share the provider's bucket, critical first. The fifo layout (the benchmark's naive
+   * design) has one lane on the single topic.
+   */
   async function channelLoop(channel: Channel, sender: ChannelSender): Promise<void> {
     const bucket = new WaitingBucket({ capacity: Math.max(1, Math.min(sender.ratePerSecond, sender.maxBatch)), refillRate: sender.ratePerSecond });
-    // The fifo layout has one topic for every priority: one consumer, read in arrival order.
-    const order: readonly Priority[] = layout === 'fifo' ? ['low'] : PRIORITIES;
-    const consumerOf = (p: Priority): LogConsumer => log.consumer(channelTopic(p, channel, layout), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs: 0 });
+    if (layout === 'fifo') await lane(channel, sender, bucket, ['low'], 0);
+    else await Promise.all([lane(channel, sender, bucket, ['critical'], 500), lane(channel, sender, bucket, ['high', 'normal', 'low'], 0)]);
+  }
+
+  async function lane(channel: Channel, sender: ChannelSender, bucket: WaitingBucket, order: readonly Priority[], waitMs: number): Promise<void> {
+    const consumerOf = (p: Priority): LogConsumer => log.consumer(channelTopic(p, channel, layout), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs });
     const consumers = new Map<Priority, LogConsumer>(order.map((p) => [p, consumerOf(p)]));
     let idle = 10;
     while (!stopping) {
       let worked = false;
       try {
-        // Critical first, then high, normal, low: asked again in this order before every batch.
+        // In priority order, asked again in this order before every batch.
         for (const priority of order) {
           const consumer = consumers.get(priority)!;
           const records = await consumer.poll();
@@ -387,8 +409,8 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
         await sleep(500);
         continue;
       }
-      // Idle: poll less often (up to every 100 ms), so idle workers cost little; any work resets it.
-      if (worked) idle = 10;
+      // Idle: a long-polling lane waited in its fetch; the others poll less often (up to every 100 ms).
+      if (worked || waitMs > 0) idle = 10;
       else {
         await sleep(idle);
         idle = Math.min(100, idle * 2);

@@ -318,6 +318,21 @@ t.test('preference store unreachable: critical is sent (fail open), the rest is 
   t.equal((await received(smtp, `notification_id=${critical.notification_id}`)).length, 1, 'the critical one was not sent again');
 });
 
+t.test('priority isolation: a critical email overtakes a normal flood on the same channel', async (t) => {
+  const flood = Array.from({ length: 60 }, () => uid('fl'));
+  for (const u of flood) await client.setPreferences(u, { contact: { email: `${u}@example.test` }, channels_enabled: { in_app: false } });
+  const vip = uid('vip');
+  await client.setPreferences(vip, { contact: { email: `${vip}@example.test` }, channels_enabled: { in_app: false } });
+  const bulk = await client.send({ event_type: 'promo', user_ids: flood, priority: 'normal', idempotency_key: key() });
+  // The flood is routed and waiting for the provider's tokens (10 emails/s: 6 s of backlog) when the code comes.
+  await statusWhen(bulk.notification_id, 'the flood is routed', (x) => x.channels.length === flood.length);
+  const code = await client.send({ event_type: 'otp', user_ids: [vip], priority: 'critical', idempotency_key: key() });
+  await statusWhen(code.notification_id, 'the critical email sent', (x) => ['sent', 'delivered'].includes(rowOf(x, 'email')?.status ?? ''));
+  const pending = (await client.status(bulk.notification_id)).channels.filter((c) => c.status === 'pending').length;
+  t.ok(pending > 0, `sent while ${pending} of the flood still wait`);
+  await statusWhen(bulk.notification_id, 'the flood drains', (x) => x.channels.every((c) => c.status === 'sent'), 120_000);
+});
+
 t.test('delivery worker SIGKILLed mid-flood: nothing lost, nothing recorded as sent is sent again', async (t) => {
   const users = Array.from({ length: 100 }, () => uid('k'));
   for (const u of users) await client.setPreferences(u, { contact: { email: `${u}@example.test` }, channels_enabled: { in_app: false } });
