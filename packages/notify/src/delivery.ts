@@ -102,7 +102,9 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   const retryBase = Number(options.settings.retry_base_ms ?? 200);
   const retryMax = Number(options.settings.retry_max_ms ?? 10_000);
   const wanted = (options.settings.channels ?? CHANNELS.join(',')).split(',').filter((c): c is Channel => (CHANNELS as readonly string[]).includes(c));
-  const receiptUrl = options.members[0] !== undefined ? `http://${options.members[0].httpAddress}/v1/receipts` : undefined;
+  // Receipts may arrive at any member; spread over them so one member down does not stop them all.
+  const receiptUrls = options.members.map((m) => `http://${m.httpAddress}/v1/receipts`);
+  let receiptTurn = 0;
   let stopping = false;
   const stats = { batches: 0, sent: 0, skipped_already_sent: 0, retries: 0, fallbacks: 0, held: 0, fail_open: 0 };
 
@@ -362,7 +364,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
       content: m.content,
       attempt,
       accepted_at: m.accepted_at,
-      ...(receiptUrl !== undefined ? { receipt_url: receiptUrl } : {}),
+      ...(receiptUrls.length > 0 ? { receipt_url: receiptUrls[receiptTurn++ % receiptUrls.length]! } : {}),
     };
   }
 
