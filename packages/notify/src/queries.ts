@@ -7,7 +7,8 @@ import { CHANNELS, type Channel } from './channels/channel.js';
 import type { DeliveryRow, NotifyMachine, Preferences, RouteDecision, Template } from './machine.js';
 
 export type StateQuery =
-  | { q: 'routeContext'; user_id: string; event_type: string }
+  /** `local`: answered from the replica's applied state without a read barrier (preferences may be a few ms old). */
+  | { q: 'routeContext'; user_id: string; event_type: string; local?: boolean }
   | { q: 'sendContext'; message_ids: string[]; user_ids: string[] }
   | { q: 'status'; notification_id: string }
   | { q: 'prefs'; user_id: string }

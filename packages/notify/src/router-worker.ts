@@ -136,7 +136,7 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
     let context: RouteContext;
     try {
       if (!preferenceStoreReachable) throw new Error('the preference store is unreachable (test fault)');
-      context = await state.query<RouteContext>(group, { q: 'routeContext', user_id: record.user_id, event_type: record.event_type });
+      context = await state.query<RouteContext>(group, { q: 'routeContext', user_id: record.user_id, event_type: record.event_type, local: true });
       prefsCache.set(record.user_id, context.prefs);
       if (prefsCache.size > 100_000) prefsCache.clear();
     } catch (e) {
