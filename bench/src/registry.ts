@@ -9,6 +9,7 @@ import { groupsBenchmark } from './benchmarks/groups.js';
 import { kvBenchmark } from './benchmarks/kv.js';
 import { lockBenchmark } from './benchmarks/lock.js';
 import { logBenchmark } from './benchmarks/log.js';
+import { notifyBenchmark } from './benchmarks/notify.js';
 import { ratelimitBenchmark } from './benchmarks/ratelimit.js';
 import { shortlinkBenchmark } from './benchmarks/shortlink.js';
 import { videoDeliveryBenchmark } from './benchmarks/video-delivery.js';
@@ -26,6 +27,7 @@ export const benchmarks: Record<string, Benchmark> = {
   kv: kvBenchmark,
   lock: lockBenchmark,
   log: logBenchmark,
+  notify: notifyBenchmark,
   raft: raftBenchmark,
   ratelimit: ratelimitBenchmark,
   shortlink: shortlinkBenchmark,

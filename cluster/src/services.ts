@@ -7,6 +7,7 @@ import { createLogService } from '@raftkit/log';
 import { createFeedService } from '@raftkit/feed';
 import { createFlashService } from '@raftkit/flash';
 import { lockService } from '@raftkit/lock';
+import { createNotifyService } from '@raftkit/notify';
 import { ratelimitService } from '@raftkit/ratelimit';
 import { shortlinkService } from '@raftkit/shortlink';
 import { videoService } from '@raftkit/video';
@@ -39,6 +40,7 @@ export const services: Record<string, HostedService> = {
   auction: grouped(createAuctionService),
   video: hosted(videoService),
   feed: grouped(createFeedService),
+  notify: grouped(createNotifyService),
 };
 
 export function serviceNames(): string[] {
@@ -60,6 +62,7 @@ const basePorts: Record<string, number> = {
   auction: 8400,
   video: 8600,
   feed: 8800,
+  notify: 9200,
 };
 
 export function defaultBasePort(service: string): number {
