@@ -6,7 +6,7 @@ SEEDS ?= 200
 FROM ?= 1
 TAP := npx tap --disable-coverage --allow-empty-coverage --jobs=2 --timeout=300
 
-.PHONY: test-packages install build test test-unit sim mutations up down bench jepsen clean
+.PHONY: test-packages media-packages install build test test-unit sim mutations up down bench jepsen clean
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -47,7 +47,12 @@ test: build test-packages
 # The benchmark peers' own tests run real nginx and redis-server, and the Raft TLS test makes its certificates with
 # openssl (Debian packages): installed here, once, when missing, rather than by test files racing for apt's lock.
 test-packages:
-	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server chromium:/usr/bin/chromium ffmpeg:/usr/bin/ffmpeg pocketsphinx:/usr/bin/pocketsphinx_continuous pocketsphinx-en-us:/usr/share/pocketsphinx/model/en-us/en-us flite:/usr/bin/flite espeak-ng:/usr/bin/espeak-ng
+	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server chromium:/usr/bin/chromium $(MEDIA_PACKAGES) flite:/usr/bin/flite espeak-ng:/usr/bin/espeak-ng
+
+# What the video service runs on (transcoding, probing, captions): needed by `make up` as much as by the tests.
+MEDIA_PACKAGES := ffmpeg:/usr/bin/ffmpeg pocketsphinx:/usr/bin/pocketsphinx_continuous pocketsphinx-en-us:/usr/share/pocketsphinx/model/en-us/en-us
+media-packages:
+	scripts/ensure-debian.sh $(MEDIA_PACKAGES)
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
@@ -57,7 +62,7 @@ mutations: build
 	node packages/raft/dist/sim/mutations.js
 
 # Start every service's 5-member cluster (LevelDB under data/) and print the endpoints.
-up: build
+up: build media-packages
 	scripts/up-all.sh
 
 down:
@@ -80,7 +85,7 @@ jepsen: build
 	test $$failed -eq 0
 
 # Benchmarks beside their peers (etcd is installed from Debian when missing); figures go to bench/results/.
-bench: build
+bench: build test-packages
 	npx bench raft --duration 10 --rounds 3
 	npx bench kv --vs etcd --duration 20 --concurrency 64 --rounds 3
 	npx bench lock --vs etcd --duration 15 --concurrency 128 --rate 10000
@@ -92,6 +97,8 @@ bench: build
 	npx bench flash --vs redis --duration 10 --concurrency 128
 	npx bench auction --vs ws-broadcast --duration 30
 	npx bench video --vs ffmpeg-ladder,nginx
+	npx bench feed --vs push-only
+	npx bench notify --vs fifo
 
 clean:
 	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist

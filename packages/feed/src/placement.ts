@@ -4,27 +4,20 @@
  * By post id and not by author: a prolific author's posts spread over every group, and post ids are random enough
  * in their low bits to spread evenly (spec rule 5).
  */
-import { HASH_SLOTS, locateBySlot, type RouterGroup } from '@raftkit/http';
+import { SlotGroups, type PlannedGroup, type RouterGroup } from '@raftkit/http';
 
-export const POSTS_GROUP_PREFIX = 'feed.posts.';
+const POST_GROUPS = new SlotGroups('feed.posts.');
+export const POSTS_GROUP_PREFIX = POST_GROUPS.prefix;
 export const DEFAULT_POST_GROUPS = 4;
 
 export function isPostsGroup(name: string): boolean {
-  return name.startsWith(POSTS_GROUP_PREFIX) && /^\d{1,4}$/.test(name.slice(POSTS_GROUP_PREFIX.length));
+  return POST_GROUPS.includes(name);
 }
 
-export function postGroupPlan(count: number, replicas: number): Array<{ name: string; replicas: number; data: Record<string, unknown> }> {
-  const per = Math.ceil(HASH_SLOTS / count);
-  return Array.from({ length: count }, (_, i) => ({
-    name: `${POSTS_GROUP_PREFIX}${i}`,
-    replicas,
-    data: { slots: [i * per, Math.min(HASH_SLOTS, (i + 1) * per) - 1] },
-  }));
+export function postGroupPlan(count: number, replicas: number): PlannedGroup[] {
+  return POST_GROUPS.plan(count, replicas);
 }
 
 export function locatePost(postId: string, groups: readonly RouterGroup[]): string | null {
-  return locateBySlot(
-    postId,
-    groups.filter((g) => isPostsGroup(g.name)),
-  );
+  return POST_GROUPS.locate(postId, groups);
 }
