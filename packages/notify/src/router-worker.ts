@@ -73,6 +73,8 @@ const PRUNE_EVERY_MS = 10 * 60_000;
 
 /** Users routed at once per priority loop (each user's records stay in order). */
 const ROUTE_CONCURRENCY = 64;
+/** Low-priority records the router holds at once while their campaigns wait for tokens (memory bound). */
+const LOW_WINDOW = 10_000;
 
 async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
@@ -210,7 +212,6 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
           Array.from({ length: Math.min(ROUTE_CONCURRENCY, lanes.length) }, async () => {
             while (next < lanes.length && !stopped) {
               for (const record of lanes[next++]!) {
-                if (priority === 'low') await campaignToken(record.campaign_id ?? record.event_type);
                 if (!(await routeWithRetry(record, priority))) {
                   stopped = true;
                   return;
@@ -230,7 +231,76 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
     }
   }
 
-  const loops = PRIORITIES.map((p) => loop(p));
+  /**
+   * The low (bulk) loop: records are routed as their campaign's tokens allow, without holding other campaigns. A
+   * batch-at-a-time loop (as the other priorities use) would hold every campaign behind a throttled one: the next
+   * poll waits for the slowest record of the batch. Here the loop keeps polling while fewer than LOW_WINDOW records
+   * wait; each (campaign, user) pair keeps its records in order (a user's records of two campaigns may be routed out
+   * of order: the throttled one is later, which is the point of the limit). The offset is committed whenever
+   * everything polled is routed; a router killed meanwhile replays the uncommitted records (routed once by the state
+   * group, as for the other loops).
+   */
+  async function lowLoop(): Promise<void> {
+    const consumer = log.consumer(ingestTopic('low'), ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 });
+    const chains = new Map<string, Promise<void>>();
+    let inFlight = 0;
+    let uncommitted = 0;
+    let slots = ROUTE_CONCURRENCY;
+    const slotWaiters: Array<() => void> = [];
+    let wake: (() => void) | null = null;
+    const settled = (): void => {
+      inFlight--;
+      const w = wake;
+      wake = null;
+      w?.();
+    };
+    async function withSlot<T>(f: () => Promise<T>): Promise<T> {
+      while (slots === 0) await new Promise<void>((r) => slotWaiters.push(r));
+      slots--;
+      try {
+        return await f();
+      } finally {
+        slots++;
+        slotWaiters.shift()?.();
+      }
+    }
+    while (!stopping) {
+      try {
+        if (inFlight >= LOW_WINDOW) {
+          await new Promise<void>((r) => (wake = r));
+          continue;
+        }
+        const records = (await consumer.poll()).map((r) => JSON.parse(r.value) as IngestRecord);
+        uncommitted += records.length;
+        for (const record of records) {
+          const chainKey = `${record.campaign_id ?? record.event_type}\u0000${record.user_id}`;
+          inFlight++;
+          const previous = chains.get(chainKey) ?? Promise.resolve();
+          const next = previous.then(async () => {
+            await campaignToken(record.campaign_id ?? record.event_type);
+            if (stopping) return;
+            await withSlot(() => routeWithRetry(record, 'low'));
+          });
+          chains.set(chainKey, next);
+          void next.finally(() => {
+            if (chains.get(chainKey) === next) chains.delete(chainKey);
+            settled();
+          });
+        }
+        // Committed only once every record polled so far is queued: a router killed meanwhile replays them.
+        if (inFlight === 0 && uncommitted > 0) {
+          await consumer.commit();
+          uncommitted = 0;
+        }
+      } catch (e) {
+        if (stopping) return;
+        options.logger.log('warn', 'router batch failed', { priority: 'low', error: String((e as Error).message) });
+        await sleep(500);
+      }
+    }
+  }
+
+  const loops = PRIORITIES.map((p) => (p === 'low' ? lowLoop() : loop(p)));
   // Retention: expired dedup keys and delivery_log rows older than 7 days leave the state groups (the machine
   // decides by the command's `now`, so every replica drops the same ones).
   const pruner = setInterval(() => {

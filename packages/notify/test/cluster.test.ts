@@ -17,7 +17,7 @@ import { createSubscriberKeys } from '../src/providers/index.js';
 
 const cluster = await startCluster('notify', {
   nodes: 3,
-  settings: { test_faults: '1', critical_attempts: '2', retry_base_ms: '100', email_rate_per_second: '10', sms_receipt_delay_ms: '1500' },
+  settings: { test_faults: '1', campaign_rate_per_minute: '60', critical_attempts: '2', retry_base_ms: '100', email_rate_per_second: '10', sms_receipt_delay_ms: '1500' },
 });
 t.teardown(() => cluster.down());
 const token = cluster.token;
@@ -333,6 +333,34 @@ t.test('priority isolation: a critical email overtakes a normal flood on the sam
   await statusWhen(bulk.notification_id, 'the flood drains', (x) => x.channels.every((c) => c.status === 'sent'), 120_000);
 });
 
+// campaign_rate_per_minute=60: a campaign's bucket holds 60 tokens and refills one a second.
+t.test('bulk (low) sends are rate limited per campaign; other campaigns and critical are not held by it', async (t) => {
+  const limit = 60;
+  const blast = Array.from({ length: 150 }, () => uid('ca'));
+  const t0 = Date.now();
+  const a = await client.send({ event_type: 'promo', user_ids: blast, priority: 'low', idempotency_key: key(), campaign_id: 'camp-a' });
+  // Only the LIMIT is asserted: however fast the router is, by a time T at most limit + (T - t0) s of campaign A
+  // are routed (the bucket starts full when the router first sees the campaign, after t0).
+  const bound = (): number => limit + Math.ceil((Date.now() - t0) / 1000) + 1;
+  await statusWhen(a.notification_id, "campaign A's burst is routed", (x) => x.users_routed >= limit);
+  const other = Array.from({ length: 5 }, () => uid('cb'));
+  const b = await client.send({ event_type: 'promo', user_ids: other, priority: 'low', idempotency_key: key(), campaign_id: 'camp-b' });
+  const vip = uid('cv');
+  const code = await client.send({ event_type: 'otp', user_ids: [vip], priority: 'critical', idempotency_key: key() });
+  await statusWhen(code.notification_id, 'the critical one delivered', (x) => x.channels.some((c) => c.channel === 'in_app' && c.status === 'delivered'));
+  await statusWhen(b.notification_id, 'campaign B routed and delivered', (x) => x.channels.filter((c) => c.status === 'delivered').length === other.length);
+  const routedA = (await client.status(a.notification_id)).users_routed;
+  const max = bound();
+  t.ok(routedA <= max, `campaign A within its limit: ${routedA} routed <= ${max}`);
+  t.ok(routedA < blast.length, `campaign B and the critical one went while campaign A still waited (${routedA} of ${blast.length} routed)`);
+  // A few seconds later A has moved on, still within the limit.
+  await new Promise((r) => setTimeout(r, 4000));
+  const later = (await client.status(a.notification_id)).users_routed;
+  const maxLater = bound();
+  t.ok(later <= maxLater, `still within the limit: ${later} <= ${maxLater}`);
+  t.ok(later >= routedA, 'campaign A goes on at its rate');
+});
+
 t.test('delivery worker SIGKILLed mid-flood: nothing lost, nothing recorded as sent is sent again', async (t) => {
   const users = Array.from({ length: 100 }, () => uid('k'));
   for (const u of users) await client.setPreferences(u, { contact: { email: `${u}@example.test` }, channels_enabled: { in_app: false } });
@@ -361,6 +389,55 @@ t.test('delivery worker SIGKILLed mid-flood: nothing lost, nothing recorded as s
   // Only a message the provider took in the instant between its answer and our record can go twice; at most the
   // batch that was in flight (50).
   t.ok(duplicates <= 50, `duplicates only from the batch in flight at the kill (${duplicates})`);
+});
+
+// The ingestion queue made unavailable for real: two of the three members SIGSTOPped, so no partition or state
+// group has a quorum. The API answers 503 with a JSON error (it does not buffer); after SIGCONT the caller's retry
+// with the same idempotency_key is accepted once and delivered once.
+t.test('ingestion queue without a quorum: 503 JSON error, then the retry is accepted and delivered once', async (t) => {
+  const user = uid('q5');
+  const idem = key();
+  const body = { event_type: 'otp', user_ids: [user], priority: 'critical', idempotency_key: idem, data: { code: '424242' } };
+  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { members: Array<{ id: string; pid: number | null }> };
+  const stopped = state.members.slice(1).map((m) => m.pid!);
+  for (const pid of stopped) process.kill(pid, 'SIGSTOP');
+  let resumed = false;
+  const resume = (): void => {
+    if (resumed) return;
+    resumed = true;
+    for (const pid of stopped) process.kill(pid, 'SIGCONT');
+  };
+  t.teardown(resume);
+  // The member that still runs may believe it leads a group for an election timeout or two: the first answers can
+  // take that long. Every answer must be a 503 JSON error (never a 202 nor a 5xx without a body).
+  const answers: number[] = [];
+  const refused = await until('a 503 from the member left', async () => {
+    const a = await call(members[0]!, 'POST', '/v1/notifications', { token, body, timeoutMs: 60_000 });
+    answers.push(a.status);
+    return a.status === 503 ? a : null;
+  }, 120_000, 500);
+  t.same([...new Set(answers)], [503], `every answer while two members are stopped is 503 (${answers.join(',')})`);
+  const error = (refused.body as { error?: { code?: string; message?: string } }).error;
+  t.equal(error?.code, 'unavailable', 'a JSON error {error: {code, message}}');
+  t.ok(typeof error?.message === 'string' && error.message.length > 0, `with a message (${error?.message})`);
+  t.ok(refused.headers['retry-after'] !== undefined, 'with Retry-After');
+  resume();
+  const retried = await until('the retry is accepted after SIGCONT', async () => {
+    const a = await call(members[0]!, 'POST', '/v1/notifications', { token, body, timeoutMs: 60_000 });
+    if (a.status === 503) return null;
+    return a;
+  }, 180_000, 1000);
+  t.ok(retried.status === 202 || retried.status === 200, `accepted (${retried.status})`);
+  const id = (retried.body as { notification_id: string }).notification_id;
+  const again = await post(body, token, members[1]!);
+  t.equal(again.status, 200, 'a second retry is a duplicate');
+  t.equal((again.body as { notification_id: string }).notification_id, id, 'of the same notification');
+  await statusWhen(id, 'delivered in-app', (x) => x.channels.some((c) => c.channel === 'in_app' && c.status === 'delivered'), 180_000);
+  await new Promise((r) => setTimeout(r, 2000));
+  const inbox = await client.inbox(user);
+  t.equal(inbox.items.length, 1, 'one item in the centre: delivered once');
+  t.equal(inbox.items[0]!.notification_id, id);
+  t.equal((await client.status(id)).channels.filter((c) => c.channel === 'in_app').length, 1, 'one delivery_log row');
 });
 
 // Last: every member is killed (all at once: no copy of the state stays in memory) and restarted on its data;
