@@ -4,7 +4,8 @@
  * zone, frequency caps (applied atomically in the state group), the per-channel template, one message per channel
  * left into the (priority, channel) topic. Offsets are committed after the messages are queued, so a router killed
  * mid-batch replays it: the state group answers the rows made the first time, and they are queued again (the
- * channel worker sends a row only while it is pending). Low-priority sends are rate limited per campaign here.
+ * channel worker sends a row only while it is pending). Low-priority sends are rate limited per campaign here, each
+ * campaign at its own rate (the low loop does not hold one campaign behind another: see lowLoop).
  *
  * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000); queue_layout (priority | fifo, the
  * naive design for the benchmark's comparison).
