@@ -237,24 +237,23 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
    * batch-at-a-time loop (as the other priorities use) would hold every campaign behind a throttled one: the next
    * poll waits for the slowest record of the batch. Here the loop keeps polling while fewer than LOW_WINDOW records
    * wait; each (campaign, user) pair keeps its records in order (a user's records of two campaigns may be routed out
-   * of order: the throttled one is later, which is the point of the limit). The offset is committed whenever
-   * everything polled is routed; a router killed meanwhile replays the uncommitted records (routed once by the state
-   * group, as for the other loops).
+   * of order: the throttled one is later, which is the point of the limit). Each partition's offset is committed up
+   * to its oldest record not yet routed (every second), so a throttled campaign never stops the commits; a router
+   * killed meanwhile replays the uncommitted records, which the state group routes once (as for the other loops).
    */
   async function lowLoop(): Promise<void> {
-    const consumer = log.consumer(ingestTopic('low'), ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 });
+    const topic = ingestTopic('low');
+    const consumer = log.consumer(topic, ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 });
     const chains = new Map<string, Promise<void>>();
     let inFlight = 0;
-    let uncommitted = 0;
+    // Per partition: offsets polled and not yet routed, the offset after the last polled, the offset committed.
+    const waiting = new Map<number, Set<number>>();
+    const polledTo = new Map<number, number>();
+    const committedTo = new Map<number, number>();
+    let lastCommit = 0;
     let slots = ROUTE_CONCURRENCY;
     const slotWaiters: Array<() => void> = [];
     let wake: (() => void) | null = null;
-    const settled = (): void => {
-      inFlight--;
-      const w = wake;
-      wake = null;
-      w?.();
-    };
     async function withSlot<T>(f: () => Promise<T>): Promise<T> {
       while (slots === 0) await new Promise<void>((r) => slotWaiters.push(r));
       slots--;
@@ -265,37 +264,62 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
         slotWaiters.shift()?.();
       }
     }
+    async function commitRouted(): Promise<void> {
+      for (const [partition, next] of polledTo) {
+        const open = waiting.get(partition);
+        let point = next;
+        if (open !== undefined) for (const offset of open) point = Math.min(point, offset);
+        let committed = committedTo.get(partition);
+        if (committed === undefined) committedTo.set(partition, (committed = (await log.committed(topic, partition, ROUTER_GROUP)) ?? 0));
+        if (point <= committed) continue;
+        try {
+          await log.commit(topic, partition, ROUTER_GROUP, point, committed);
+          committedTo.set(partition, point);
+        } catch (e) {
+          // Moved by someone else (a router overlapping this one across a restart, or this commit retried after a
+          // lost answer): read it again next time. Records routed twice are routed once by the state group.
+          committedTo.delete(partition);
+          throw e;
+        }
+      }
+    }
     while (!stopping) {
       try {
+        if (Date.now() - lastCommit >= 1000) {
+          lastCommit = Date.now();
+          await commitRouted();
+        }
         if (inFlight >= LOW_WINDOW) {
-          await new Promise<void>((r) => (wake = r));
+          await Promise.race([new Promise<void>((r) => (wake = r)), sleep(1000)]);
           continue;
         }
-        const records = (await consumer.poll()).map((r) => JSON.parse(r.value) as IngestRecord);
-        uncommitted += records.length;
-        for (const record of records) {
+        const polled = await consumer.poll();
+        for (const r of polled) {
+          const record = JSON.parse(r.value) as IngestRecord;
+          let open = waiting.get(r.partition);
+          if (open === undefined) waiting.set(r.partition, (open = new Set()));
+          open.add(r.offset);
+          polledTo.set(r.partition, Math.max(polledTo.get(r.partition) ?? 0, r.offset + 1));
           const chainKey = `${record.campaign_id ?? record.event_type}\u0000${record.user_id}`;
           inFlight++;
-          const previous = chains.get(chainKey) ?? Promise.resolve();
-          const next = previous.then(async () => {
+          const next = (chains.get(chainKey) ?? Promise.resolve()).then(async () => {
             await campaignToken(record.campaign_id ?? record.event_type);
             if (stopping) return;
-            await withSlot(() => routeWithRetry(record, 'low'));
+            // Routed (or stopping: then the record stays waiting, uncommitted, and is replayed).
+            if (await withSlot(() => routeWithRetry(record, 'low'))) open.delete(r.offset);
           });
           chains.set(chainKey, next);
           void next.finally(() => {
             if (chains.get(chainKey) === next) chains.delete(chainKey);
-            settled();
+            inFlight--;
+            const w = wake;
+            wake = null;
+            w?.();
           });
-        }
-        // Committed only once every record polled so far is queued: a router killed meanwhile replays them.
-        if (inFlight === 0 && uncommitted > 0) {
-          await consumer.commit();
-          uncommitted = 0;
         }
       } catch (e) {
         if (stopping) return;
-        options.logger.log('warn', 'router batch failed', { priority: 'low', error: String((e as Error).message) });
+        options.logger.log('warn', 'router low loop failed', { error: String((e as Error).message) });
         await sleep(500);
       }
     }
