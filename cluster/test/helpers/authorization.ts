@@ -239,3 +239,10 @@ export async function checkUpgrade(t: Test, base: string, path: string, admits: 
     else t.equal(status, 401, `${with_}: 401`);
   }
 }
+
+/** The credential a call issued (a 200 or 201 answer's `field`), or an error naming the call. */
+export async function issued(what: string, answer: Promise<{ status: number; body: Record<string, unknown> }>, field: string): Promise<string> {
+  const a = await answer;
+  if (a.status !== 200 && a.status !== 201) throw new Error(`${what}: ${a.status} ${JSON.stringify(a.body)}`);
+  return a.body[field] as string;
+}
