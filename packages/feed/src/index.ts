@@ -9,10 +9,12 @@ export type { Profile, FeedEntry, AccountState, Engagement, Edge } from './store
 export { StoreClient } from './store-client.js';
 export { storeRole, STORE_ROLE, STORE_COUNT } from './store-worker.js';
 export { fanoutRole, FANOUT_ROLE, FANOUT_COUNT } from './fanout.js';
-export { appRole, APP_ROLE, DEFAULT_LIMIT, MAX_LIMIT } from './app.js';
+export { appRole, APP_ROLE, DEFAULT_LIMIT, MAX_LIMIT } from './api.js';
 export { applyRanking, limitConsecutive, mergeCandidates, encodeToken, decodeToken, MAX_CONSECUTIVE } from './assemble.js';
 export type { FeedToken } from './assemble.js';
 export { FeedReader } from './feed-reader.js';
 export type { FeedPage, PostView } from './feed-reader.js';
 export { keys, month, readMonths } from './keys.js';
 export type { PostEvent, DeleteEvent } from './events.js';
+export { FeedClient } from './client.js';
+export type { FeedClientOptions, PostInput } from './client.js';

@@ -5,7 +5,7 @@
  */
 import { combineGroupedServices, type GroupedServiceDefinition } from '@raftkit/http';
 import { createLogService } from '@raftkit/log';
-import { appRole } from './app.js';
+import { appRole } from './api.js';
 import { fanoutRole } from './fanout.js';
 import { feedMemberPart } from './members.js';
 import { rankerRole } from './ranker/index.js';

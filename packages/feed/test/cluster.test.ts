@@ -7,8 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { deriveClientToken } from '@raftkit/http';
+import { deriveClientToken, type ServiceError } from '@raftkit/http';
 import { partitionOf } from '@raftkit/log';
+import { FeedClient } from '../src/client.js';
 import { call, startCluster, until, type Answer } from '@raftkit/testkit';
 
 const STORES = 3;
@@ -247,6 +248,45 @@ t.test('likes, comments, reposts, seen marks, unfollow, suspension, profile and 
   t.match(await ok(call(app, 'POST', '/api/unfollow', { token: tok(fan), body: { follower_id: fan, followee_id: author } })), { ok: true, changed: true });
   t.notOk(ids((await feed(fan)).posts).includes(other), 'an unfollowed author leaves the feed');
   await until('followers_count goes back down', async () => (await profile(author)).followers_count === 0, 30_000, 100);
+});
+
+t.test('FeedClient: the typed client drives the public surface as a user would', async (t) => {
+  const author = uid('cauthor');
+  const reader = uid('creader');
+  const asAuthor = new FeedClient({ endpoints: [app], token: tok(author) });
+  const asReader = new FeedClient({ endpoints: [app], token: tok(reader) });
+  t.teardown(async () => {
+    await asAuthor.close();
+    await asReader.close();
+  });
+  t.match(await asReader.follow(reader, author), { ok: true, changed: true });
+  t.match(await asReader.following(reader), { following: [{ user_id: author }] });
+  t.match(await asAuthor.followers(author), { followers: [{ user_id: reader }] });
+  const made: string[] = [];
+  for (let i = 0; i < 3; i++) made.push((await asAuthor.post({ text: `client post ${i}` })).post_id);
+  await until(
+    'the reader sees the three posts',
+    async () => {
+      const seen = ids((await asReader.feed({ limit: 100 })).posts);
+      return made.every((id) => seen.includes(id));
+    },
+    60_000,
+    200,
+  );
+  const first = await asReader.feed({ limit: 2 });
+  t.equal(first.posts.length, 2, 'a page of two');
+  t.type(first.next_token, 'string', 'with a continuation token');
+  const second = await asReader.feed({ limit: 2, next_token: first.next_token });
+  t.same(ids([...first.posts, ...second.posts]).filter((id) => made.includes(id)).sort(), [...made].sort(), 'two pages hold the three posts once each');
+  t.match(await asReader.like(made[0]!), { liked: true, changed: true });
+  t.match(await asAuthor.getPost(made[0]!), { engagement_counts: { likes: 1 } });
+  t.match(await asAuthor.deletePost(made[2]!), { deleted: true });
+  const gone = await asReader.getPost(made[2]!).then(() => null, (e: unknown) => e as ServiceError);
+  t.equal(gone?.status, 410, 'a deleted post is gone, as a ServiceError with the status');
+  t.same(ids((await asAuthor.posts(author)).posts), [made[1], made[0]], "the author's own posts, newest first, the deleted one gone");
+  await until('followers_count counts the reader', async () => (await asReader.profile(author)).followers_count === 1, 30_000, 100);
+  const refused = await asReader.updateProfile(author, { display_name: 'not mine' }).then(() => null, (e: unknown) => e as ServiceError);
+  t.match(refused, { status: 403, code: 'forbidden' }, "another user's profile is refused");
 });
 
 t.test("every endpoint's bad input: 4xx JSON errors", async (t) => {

@@ -41,6 +41,8 @@ export class ServiceError extends Error {
 export interface ClusterAnswer {
   status: number;
   body: unknown;
+  /** The answer's headers as received (a redirect's Location, Retry-After...), where the caller kept them. */
+  headers?: Record<string, string | string[] | undefined>;
 }
 
 export interface RequestOptions {
@@ -139,7 +141,7 @@ export class ClusterClient {
   private async once(member: number, method: string, path: string, payload: string | undefined, headers: Record<string, string>, timeoutMs: number): Promise<ClusterAnswer> {
     const res = await this.pools[member]!.request({ method: method as 'GET', path, headers, body: payload, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
     const text = await res.body.text();
-    return { status: res.statusCode, body: text.length > 0 ? safeJson(text) : null };
+    return { status: res.statusCode, body: text.length > 0 ? safeJson(text) : null, headers: res.headers };
   }
 
   /** Ask a member who leads; a hint only, so any failure just leaves writes on the preferred member. */

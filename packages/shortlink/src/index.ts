@@ -31,3 +31,5 @@ export const shortlinkService: ServiceDefinition<LinkCommand, LinkResult> = {
   // Click workers first: the app servers find the stream when they start.
   workers: [...clickWorkerRoles, app],
 };
+export { ShortlinkClient } from './client.js';
+export type { ShortlinkClientOptions, CreateLink, Link as PublicLink } from './client.js';

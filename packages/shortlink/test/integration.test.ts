@@ -4,6 +4,8 @@
  * limits, concurrent alias claims, and failures of members and app servers.
  */
 import t, { type Test } from 'tap';
+import type { ServiceError } from '@raftkit/http';
+import { ShortlinkClient } from '../src/client.js';
 import { codeForId } from '../src/codes.js';
 import { call, startShortlink, until, type Answer, type ShortlinkCluster } from './helpers/cluster.js';
 
@@ -98,6 +100,25 @@ t.test('create: 201 {short_url, short_code, expires_at}; 5-year default expiry; 
   }
   t.equal((await call(app(2), 'HEAD', `/${code}`)).status, 302, 'HEAD redirects too');
   t.equal((await visit(1, `${code}?utm_source=x`)).status, 302, 'a query string does not change the code');
+});
+
+t.test('ShortlinkClient: create, read, resolve and delete through the typed client, over every app server', async (t) => {
+  const admin = new ShortlinkClient({ endpoints: cluster.apps, token: cluster.token });
+  const issued = await admin.issueKey('cleo');
+  const cleo = new ShortlinkClient({ endpoints: cluster.apps, token: issued.api_key });
+  const other = new ShortlinkClient({ endpoints: cluster.apps, token: bob });
+  t.teardown(async () => {
+    await Promise.all([admin.close(), cleo.close(), other.close()]);
+  });
+  const link = await cleo.create({ long_url: 'https://example.com/client/path?q=1' });
+  t.match(link, { short_code: /^[A-Za-z0-9]+$/, long_url: 'https://example.com/client/path?q=1' });
+  t.equal(await cleo.resolve(link.short_code), 'https://example.com/client/path?q=1', 'resolve follows the 302 to its Location');
+  t.match(await cleo.get(link.short_code), { short_code: link.short_code, created_by: 'cleo' });
+  const refused = await other.get(link.short_code).then(() => null, (e: unknown) => e as ServiceError);
+  t.match(refused, { status: 403, code: 'forbidden' }, "another key cannot read cleo's link: a ServiceError with the code");
+  t.match(await cleo.delete(link.short_code), { short_code: link.short_code, deleted: true });
+  const gone = await cleo.get(link.short_code).then(() => null, (e: unknown) => e as ServiceError);
+  t.equal(gone?.status, 404, 'a deleted link is not found');
 });
 
 t.test('GET /{code}: 404 with a JSON error for codes that were never created', async (t) => {

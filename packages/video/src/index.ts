@@ -33,3 +33,5 @@ export const videoService: ServiceDefinition<VideoCommand, VideoResult> = {
   ...videoMembers,
   workers: [storeRole, regionalRole, edgeRole, appRole, pipelineRole, transcoderRole],
 };
+export { VideoClient } from './client.js';
+export type { VideoClientOptions, StartUpload, UploadDestination, UploadAnswer, ChunkDescriptor } from './client.js';

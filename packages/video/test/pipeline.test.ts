@@ -13,6 +13,7 @@ import t from 'tap';
 import { makeTestVideo, parseHls, runOk, TOOLS } from '@raftkit/media';
 import { deriveClientToken } from '@raftkit/http';
 import { call, startCluster, until } from '@raftkit/testkit';
+import { VideoClient } from '../src/client.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'video-pipeline-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -30,6 +31,8 @@ const token = cluster.token;
 const app = cluster.role('app')[0]!.url;
 const member = cluster.members[0]!;
 const ann = deriveClientToken(token, 'ann');
+const annClient = new VideoClient({ endpoints: [app], token: ann });
+t.teardown(() => annClient.close());
 const sha = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
 
 interface VideoBody {
@@ -46,19 +49,9 @@ interface VideoBody {
   qualities: Array<{ name: string; ready: boolean; width: number; height: number }>;
 }
 
-/** Uploads `bytes` in 5 MiB chunks by the signed URL and finalizes: the video id. */
+/** Uploads `bytes` through VideoClient (chunks to the store by the signed URL, each with its sha256) and finalizes. */
 async function upload(bytes: Buffer, key: string): Promise<string> {
-  const up = await call(app, 'POST', '/api/videos/upload', { token: ann, body: { user_id: 'ann', title: key, idempotency_key: key } });
-  const url = (up.body.upload as { url: string }).url;
-  const size = 5 * 1024 * 1024;
-  const n = Math.max(1, Math.ceil(bytes.length / size));
-  for (let i = 0; i < n; i++) {
-    const res = await fetch(url.replace('{index}', String(i)), { method: 'PUT', body: bytes.subarray(i * size, (i + 1) * size) });
-    if (res.status !== 200) throw new Error(`chunk ${i}: ${res.status} ${await res.text()}`);
-  }
-  const done = await call(app, 'POST', `/api/videos/${up.body.upload_id as string}/finalize`, { token: ann, body: { total_chunks: n, checksum: sha(bytes) } });
-  if (done.status !== 200) throw new Error(`finalize: ${done.status} ${JSON.stringify(done.body)}`);
-  return done.body.video_id as string;
+  return (await annClient.upload(bytes, { user_id: 'ann', title: key, idempotency_key: key })).video_id;
 }
 
 async function video(id: string): Promise<VideoBody> {

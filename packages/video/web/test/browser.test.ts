@@ -5,7 +5,6 @@
 // page comes from the app tier; its media from the edge. HLS (hls.js) and DASH (Shaka) each play for several
 // seconds, switch quality and show captions; the screenshots of the video are checked by their pixels; choosing a
 // poster goes through the real API.
-import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +14,7 @@ import { deriveClientToken } from '@raftkit/http';
 import { makeTestVideo } from '@raftkit/media';
 import { call, startCluster, until, type TestCluster } from '@raftkit/testkit';
 import { launchChromium } from '@raftkit/testkit/browser';
+import { VideoClient } from '@raftkit/video';
 
 const WAIT = 90_000;
 const SHOTS = join(process.cwd(), 'jepsen-out', 'browser');
@@ -38,21 +38,14 @@ interface VideoBody {
 
 const video = async (): Promise<VideoBody> => (await call(app, 'GET', `/api/videos/${videoId}`, { token: uploader })).body as unknown as VideoBody;
 
-/** Uploads `bytes` in 5 MiB chunks by the signed URL and finalizes (the app tier never carries the bytes). */
+/** Uploads `bytes` through VideoClient: chunks to the store by the signed URL, then finalize (the app tier never carries the bytes). */
 async function upload(bytes: Buffer): Promise<string> {
-  const up = await call(app, 'POST', '/api/videos/upload', { token: uploader, body: { user_id: 'ann', title: 'Browser test video', idempotency_key: 'browser-1' } });
-  if (up.status >= 300) throw new Error(`upload: ${up.status} ${JSON.stringify(up.body)}`);
-  const url = (up.body['upload'] as { url: string }).url;
-  const size = 5 * 1024 * 1024;
-  const n = Math.max(1, Math.ceil(bytes.length / size));
-  for (let i = 0; i < n; i++) {
-    const res = await fetch(url.replace('{index}', String(i)), { method: 'PUT', body: new Uint8Array(bytes.subarray(i * size, (i + 1) * size)) });
-    if (res.status !== 200) throw new Error(`chunk ${i}: ${res.status} ${await res.text()}`);
+  const client = new VideoClient({ endpoints: [app], token: uploader });
+  try {
+    return (await client.upload(bytes, { user_id: 'ann', title: 'Browser test video', idempotency_key: 'browser-1' })).video_id;
+  } finally {
+    await client.close();
   }
-  const checksum = createHash('sha256').update(bytes).digest('hex');
-  const done = await call(app, 'POST', `/api/videos/${String(up.body['upload_id'])}/finalize`, { token: uploader, body: { total_chunks: n, checksum } });
-  if (done.status !== 200) throw new Error(`finalize: ${done.status} ${JSON.stringify(done.body)}`);
-  return String(done.body['video_id']);
 }
 
 t.before(async () => {
