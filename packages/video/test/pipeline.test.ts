@@ -241,6 +241,32 @@ t.test('a re-encode: a new revision plays, the old one is invalidated explicitly
   t.equal(stored.status, 404, 'and from the store');
 });
 
+t.test('a re-encode whose probe fails leaves the previous revision playable (never `failed`)', async (t) => {
+  const id = await goodId;
+  await until('revision 2 is finished', async () => {
+    const b = await video(id);
+    return b.stage === null && /\/r2\/master\.m3u8$/.test(b.manifest_url ?? '') ? b : null;
+  }, 240_000, 250);
+  // The raw source rots in the store, and the pipeline's local copy of it is gone (as on a fresh machine): the
+  // re-encode's probe reads the rotten bytes.
+  const rawPath = (await call(member, 'GET', `/internal/video/videos/${id}`, { token })).body.raw_path as string;
+  const storeUrl = cluster.role('store')[0]!.url;
+  const put = await fetch(`${storeUrl}/objects/${rawPath}`, { method: 'PUT', headers: { authorization: `Bearer ${token}` }, body: randomBytes(150_000) });
+  t.equal(put.status, 200);
+  rmSync(join(cluster.dataDir, cluster.role('pipeline')[0]!.id, 'sources', id), { force: true });
+  const started = await call(app, 'POST', `/api/videos/${id}/reencode`, { token: ann });
+  t.match(started.body, { revision: 3, status: 'playable' });
+  const after = await until('the re-encode failed', async () => {
+    const b = (await video(id)) as VideoBody & { reencode_failure: { revision: number; stage: string; reason: string } | null };
+    return b.reencode_failure !== null ? b : null;
+  }, 120_000, 250);
+  t.match(after, { status: 'playable', stage: null, failure: null, reencode_failure: { revision: 3, stage: 'probe', reason: /^malformed/ } });
+  t.match(after.manifest_url, /\/r2\/master\.m3u8$/, 'revision 2 is the video again');
+  const pb = await call(app, 'GET', `/api/videos/${id}/playback`, { token: ann });
+  t.equal(pb.status, 200);
+  t.equal((await fetch(pb.body.manifest_url as string)).status, 200, 'and plays through the edge');
+});
+
 t.test('cold storage by an injected clock: one archive on disk and no warm copy, 503 restoring, then every object back byte-identical and playing through the edge', async (t) => {
   const id = await goodId;
   await until('the re-encoded video is finished', async () => {
