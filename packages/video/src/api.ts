@@ -62,6 +62,10 @@ export interface VideoBody {
   created_at: string;
   view_count_estimate: number;
   tier: Video['tier'];
+  /** ISO time the restore of a cold video is promised for (about a minute after it was asked); null otherwise. */
+  restore_ready_at: string | null;
+  /** The last failed re-encode (the previous revision kept playing), or null. */
+  reencode_failure: { revision: number; stage: string; reason: string; at: string } | null;
 }
 
 export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
@@ -104,6 +108,8 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     created_at: new Date(v.created_at).toISOString(),
     view_count_estimate: v.view_count_estimate,
     tier: v.tier,
+    restore_ready_at: v.restore_ready_at === null ? null : new Date(v.restore_ready_at).toISOString(),
+    reencode_failure: v.reencode_failure === null ? null : { ...v.reencode_failure, at: new Date(v.reencode_failure.at).toISOString() },
   });
 
   /** A video the caller may see: private ones only to their uploader (and the cluster token); 404 otherwise. */
@@ -199,6 +205,12 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
         return { video_id: v.video_id, status: v.status, upload_id: uploadId };
       }
       const assembled = await store.json<{ key: string; size: number; sha256: string }>('POST', `/internal/uploads/${uploadId}/assemble`, { total_chunks: total, checksum });
+      if (u.total_size !== null && assembled.size !== u.total_size) {
+        // The upload declared its size: bytes missing or extra are refused (the chunks stay, so the client can
+        // resend the right ones and finalize again; the assembled object is dropped, nothing refers to it).
+        void store.json('DELETE', `/objects/${assembled.key}`).catch(() => undefined);
+        throw badRequest('size_mismatch', `the upload declared total_size ${u.total_size} bytes and its chunks assemble to ${assembled.size}`, { field: 'total_size', declared: u.total_size, assembled: assembled.size });
+      }
       const r = await meta.command({ op: 'finalize', uploadId, videoId: randomBytes(12).toString('base64url'), totalChunks: total, size: assembled.size, sha256: assembled.sha256, rawPath: assembled.key, now: Date.now() });
       if (!r.ok) throw new HttpError(409, r.code, r.message);
       finalized.inc();
@@ -213,8 +225,12 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
         throw new HttpError(409, 'not_playable', v.status === 'failed' ? `the video failed at ${v.failure?.stage}: ${v.failure?.reason}` : `the video is ${v.status}; poll GET /api/videos/${v.video_id}`, { status: v.status }, v.status === 'transcoding' ? { 'retry-after': '5' } : {});
       }
       if (v.tier !== 'warm') {
-        if (v.tier === 'cold') await meta.command({ op: 'restore', videoId: v.video_id, now: Date.now() });
-        throw new HttpError(503, 'restoring', 'the video is in cold storage and is being restored (about a minute)', { tier: 'restoring' }, { 'retry-after': '60' });
+        const restored = v.tier === 'cold' ? (await meta.command({ op: 'restore', videoId: v.video_id, now: Date.now() })).video : v;
+        // Retry-After is the record's promise (restore_ready_at, about a minute after the first request); past it
+        // (a big archive still unpacking) players poll every 5 s.
+        const readyAt = restored?.restore_ready_at ?? null;
+        const retry = readyAt === null ? 60 : readyAt > Date.now() ? Math.ceil((readyAt - Date.now()) / 1000) : 5;
+        throw new HttpError(503, 'restoring', 'the video is in cold storage and is being restored (about a minute)', { tier: 'restoring', restore_ready_at: readyAt === null ? null : new Date(readyAt).toISOString() }, { 'retry-after': String(retry) });
       }
       views.set(v.video_id, (views.get(v.video_id) ?? 0) + 1);
       return { manifest_url: mediaUrl(v.video_id, v.manifest_path), ttl_seconds: PLAYBACK_TTL_S };
@@ -232,6 +248,7 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     .post('/api/videos/:id/prefill', { admits: 'cluster' }, async (ctx) => {
       const v = await visible(ctx, ctx.params.id ?? '');
       if (!watchable(v) || v.manifest_path === null) throw new HttpError(409, 'not_playable', 'only a playable video can be pre-populated', { status: v.status });
+      if (v.tier !== 'warm') throw new HttpError(409, 'not_playable', `the video is in the ${v.tier} tier: play it to restore it first`, { status: v.status, tier: v.tier });
       const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
       if (regional === undefined) throw new HttpError(409, 'no_delivery_tier', 'this cluster runs no regional cache');
       return prefillVideo(`http://${regional.httpAddress}`, token, { manifest_path: v.manifest_path, thumbnails: v.thumbnails, captions_path: v.captions_path });

@@ -13,7 +13,11 @@
  *   expired lease is claimable again (a dead worker's task goes to another); a late `complete` from an old lease
  *   of a task already done is ignored (same input, same output: either copy is the answer).
  * - tier: `warm` -> `cold` (90 days old and few views, by a sweep carrying `now`) -> `restoring` (on access) -> `warm`
- *   once `restore_ready_at` passed (about a minute). The raw source is deleted 30 days after transcode.
+ *   once the store has unpacked the archive (`storage` says which step of the move the store has done: the
+ *   pipeline drives it and records each step, README "Storage tiers"). `restore_ready_at` is the promise given to
+ *   players (about a minute). The raw source is deleted 30 days after transcode.
+ * - a re-encode that fails (probe, or every new quality) leaves the previous revision playing, with
+ *   `reencode_failure` saying why; the video is never `failed` by it.
  */
 import {
   arrayField,
@@ -35,6 +39,12 @@ export type UploadStatus = 'uploading' | 'uploaded';
 export type VideoStatus = 'transcoding' | 'playable' | 'failed' | 'flagged' | 'taken_down';
 export type Stage = 'probe' | 'transcode' | 'manifest';
 export type Tier = 'warm' | 'cold' | 'restoring';
+/**
+ * Where the video's objects are: `warm` (the warm layout), `packing` (the sweep sent the video cold; the store's
+ * move to the archive is not confirmed yet: warm copies may be partly gone), `archived` (one verified archive in
+ * the cold class holds them all, the warm copies and the edges' copies are gone).
+ */
+export type Storage = 'warm' | 'packing' | 'archived';
 export type TaskStatus = 'queued' | 'leased' | 'done';
 
 /** Limits and periods of the spec (ms), overridable per machine for tests of the machine alone. */
@@ -121,6 +131,13 @@ export interface Video {
   tier: Tier;
   tier_changed_at: number;
   restore_ready_at: number | null;
+  storage: Storage;
+  /** The archive's figures once packed (kept after a restore: the last move's). */
+  archive: { objects: number; bytes: number; packed_at: number } | null;
+  /** The last re-encode that failed: the previous revision kept playing. Null when none failed. */
+  reencode_failure: { revision: number; stage: Stage; reason: string; at: number } | null;
+  /** What a running re-encode replaces: restored if it fails before its first quality is published. */
+  previous: { revision: number; qualities: QualityState[]; thumbnails: string[]; poster_path: string | null; captions_path: string | null; transcoded_at: number | null; stage: Stage | null } | null;
   /** Bumped by a re-encode: output paths carry it, so caches of the old outputs are never served as new. */
   revision: number;
 }
@@ -174,19 +191,20 @@ export type VideoCommand =
   | { op: 'moderate'; videoId: string; action: 'flag' | 'take_down' | 'clear'; reason: string; now: number }
   | { op: 'views'; videoId: string; count: number }
   | { op: 'restore'; videoId: string; now: number }
+  | { op: 'storage'; videoId: string; step: 'packed' | 'unpacked'; objects: number; bytes: number; now: number }
   | { op: 'sweep'; now: number };
 
 export type VideoResult =
   | { op: 'createUpload'; created: boolean; upload: Upload }
   | { op: 'finalize'; ok: true; video: Video; created: boolean }
   | { op: 'finalize'; ok: false; code: 'upload_not_found' | 'already_finalized_other' ; message: string }
-  | { op: 'probed' | 'fail' | 'reencode' | 'published' | 'thumbnails' | 'choosePoster' | 'captions' | 'moderate' | 'views' | 'restore'; ok: boolean; video: Video | null; message?: string }
+  | { op: 'probed' | 'fail' | 'reencode' | 'published' | 'thumbnails' | 'choosePoster' | 'captions' | 'moderate' | 'views' | 'restore' | 'storage'; ok: boolean; video: Video | null; message?: string }
   | { op: 'claim'; task: Task | null }
   | { op: 'renew'; renewed: boolean; until: number | null }
   | { op: 'complete' | 'taskFailed'; accepted: boolean; task: Task | null; video: Video | null }
-  | { op: 'sweep'; cold: string[]; warmed: string[]; rawDeleted: Array<{ video_id: string; raw_path: string }> };
+  | { op: 'sweep'; cold: string[]; rawDeleted: Array<{ video_id: string; raw_path: string }> };
 
-export const VIDEO_OPS = ['createUpload', 'finalize', 'probed', 'fail', 'claim', 'renew', 'complete', 'taskFailed', 'reencode', 'published', 'thumbnails', 'choosePoster', 'captions', 'moderate', 'views', 'restore', 'sweep'] as const;
+export const VIDEO_OPS = ['createUpload', 'finalize', 'probed', 'fail', 'claim', 'renew', 'complete', 'taskFailed', 'reencode', 'published', 'thumbnails', 'choosePoster', 'captions', 'moderate', 'views', 'restore', 'storage', 'sweep'] as const;
 
 const ID_MAX = 128;
 const TEXT_MAX = 5_000;
@@ -265,6 +283,10 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
     case 'restore':
       id('videoId'), time('now');
       return;
+    case 'storage':
+      id('videoId'), integerField(c, 'objects', 0), integerField(c, 'bytes', 0), time('now');
+      if (c.step !== 'packed' && c.step !== 'unpacked') throw new CommandShapeError('step must be packed or unpacked');
+      return;
     case 'sweep':
       time('now');
       return;
@@ -313,6 +335,11 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       case 'fail': {
         const v = this.videos.get(command.videoId);
         if (v === undefined) return { op: 'fail', ok: false, video: null, message: 'no such video' };
+        if (v.previous !== null && v.stage !== null) {
+          // A re-encode's probe failed: the previous revision keeps playing.
+          this.failReencode(v, command.stage, command.reason, command.now);
+          return { op: 'fail', ok: true, video: v };
+        }
         if (v.status !== 'transcoding') return { op: 'fail', ok: false, video: v, message: `the video is ${v.status}` };
         this.failVideo(v, command.stage, command.reason);
         return { op: 'fail', ok: true, video: v };
@@ -360,6 +387,22 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
           v.tier = 'restoring';
           v.tier_changed_at = command.now;
           v.restore_ready_at = command.now + this.limits.restoreMs;
+          return true;
+        });
+      case 'storage':
+        return this.onVideo(command, (v) => {
+          if (command.step === 'packed') {
+            // Only the move the sweep started; a late copy after a restore began still records the archive.
+            if (v.storage !== 'packing') return v.storage === 'archived';
+            v.storage = 'archived';
+            v.archive = { objects: command.objects, bytes: command.bytes, packed_at: command.now };
+            return true;
+          }
+          if (v.tier !== 'restoring') return v.tier === 'warm';
+          v.storage = 'warm';
+          v.tier = 'warm';
+          v.tier_changed_at = command.now;
+          v.restore_ready_at = null;
           return true;
         });
       case 'sweep':
@@ -442,6 +485,10 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       tier: 'warm',
       tier_changed_at: c.now,
       restore_ready_at: null,
+      storage: 'warm',
+      archive: null,
+      reencode_failure: null,
+      previous: null,
       revision: 1,
     };
     this.videos.set(v.video_id, v);
@@ -456,7 +503,8 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     // A second probe result (a pipeline worker retried after a crash) changes nothing: tasks are queued once.
     if (v.stage !== 'probe' || v.status === 'failed' || v.status === 'taken_down') return { op: 'probed', ok: false, video: v, message: 'already probed' };
     if (c.qualities.length === 0) {
-      this.failVideo(v, 'probe', 'no quality fits the source');
+      if (v.previous !== null) this.failReencode(v, 'probe', 'no quality fits the source', c.now);
+      else this.failVideo(v, 'probe', 'no quality fits the source');
       return { op: 'probed', ok: true, video: v };
     }
     v.duration_s = c.durationS;
@@ -552,8 +600,14 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       const q = v.qualities.find((x) => x.name === task.quality);
       if (q !== undefined) q.failed = true;
       // Before playable a failed task fails the video (its source could not be transcoded); after, only its quality.
+      const why = `segment ${task.segment_index} of ${task.quality}: ${c.reason}`;
+      if (v.previous !== null && task.revision === v.revision && v.qualities.every((x) => x.failed)) {
+        // Every quality of a re-encode failed before any was published: back to the previous revision.
+        this.failReencode(v, 'transcode', why, c.now);
+        return { op: 'taskFailed', accepted: true, task, video: v };
+      }
       if (v.status === 'transcoding' && v.qualities.every((x) => x.failed || x.done < x.segments)) {
-        if (v.qualities.every((x) => x.failed)) this.failVideo(v, 'transcode', `segment ${task.segment_index} of ${task.quality}: ${c.reason}`);
+        if (v.qualities.every((x) => x.failed)) this.failVideo(v, 'transcode', why);
       }
       if (v.qualities.every((x) => x.done >= x.segments || x.failed)) v.transcoded_at ??= c.now;
     }
@@ -571,8 +625,11 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     if (v === undefined) return { op: 'reencode', ok: false, video: null, message: 'no such video' };
     if ((v.status !== 'playable' && v.status !== 'flagged') || v.stage !== null) return { op: 'reencode', ok: false, video: v, message: `the video is ${v.status}${v.stage !== null ? ` (stage ${v.stage})` : ''}: only a finished video is re-encoded` };
     if (v.raw_deleted_at !== null) return { op: 'reencode', ok: false, video: v, message: 'the raw source was deleted (30 days after transcode)' };
+    if (v.tier !== 'warm' || v.storage !== 'warm') return { op: 'reencode', ok: false, video: v, message: `the video is in the ${v.tier} tier: only a warm video is re-encoded` };
     for (const key of this.videoTasks.get(v.video_id) ?? []) this.open.delete(key);
-    v.revision++;
+    v.previous = { revision: v.revision, qualities: v.qualities, thumbnails: v.thumbnails, poster_path: v.poster_path, captions_path: v.captions_path, transcoded_at: v.transcoded_at, stage: v.stage };
+    // Never a number used before: a failed re-encode's partial outputs (and any cached copy) keep their own keys.
+    v.revision = Math.max(v.revision, v.reencode_failure?.revision ?? 0) + 1;
     v.stage = 'probe';
     v.qualities = [];
     v.thumbnails = [];
@@ -593,6 +650,8 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     }
     for (const q of v.qualities) q.published = c.qualities.includes(q.name);
     v.manifest_path = c.manifestPath;
+    // The new revision plays: the re-encode can no longer fall back (the pipeline deletes the old one now).
+    v.previous = null;
     if (v.status === 'transcoding') {
       v.status = v.moderation?.action === 'flag' ? 'flagged' : 'playable';
       v.playable_at = c.now;
@@ -620,6 +679,21 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     return true;
   }
 
+  /** A re-encode failed before publishing: the previous revision (still in the store) is the video again. */
+  private failReencode(v: Video, stage: Stage, reason: string, now: number): void {
+    const p = v.previous!;
+    for (const key of this.videoTasks.get(v.video_id) ?? []) this.open.delete(key);
+    v.reencode_failure = { revision: v.revision, stage, reason, at: now };
+    v.revision = p.revision;
+    v.qualities = p.qualities;
+    v.thumbnails = p.thumbnails;
+    v.poster_path = p.poster_path;
+    v.captions_path = p.captions_path;
+    v.transcoded_at = p.transcoded_at;
+    v.stage = p.stage;
+    v.previous = null;
+  }
+
   private failVideo(v: Video, stage: Stage, reason: string): void {
     v.status = 'failed';
     v.failure = { stage, reason };
@@ -637,18 +711,14 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
 
   private sweep(now: number): VideoResult {
     const cold: string[] = [];
-    const warmed: string[] = [];
     const rawDeleted: Array<{ video_id: string; raw_path: string }> = [];
     for (const v of this.videos.values()) {
-      if (v.tier === 'restoring' && v.restore_ready_at !== null && v.restore_ready_at <= now) {
-        v.tier = 'warm';
-        v.tier_changed_at = now;
-        v.restore_ready_at = null;
-        warmed.push(v.video_id);
-      } else if (v.tier === 'warm' && v.status !== 'transcoding' && now - v.created_at >= this.limits.coldAfterMs && now - v.tier_changed_at >= this.limits.coldAfterMs && v.view_count_estimate <= this.limits.lowViews) {
+      // Back to warm is not the sweep's: only the store's unpack, recorded by the `storage` command, warms a video.
+      if (v.tier === 'warm' && (v.status === 'playable' || v.status === 'flagged') && v.stage === null && now - v.created_at >= this.limits.coldAfterMs && now - v.tier_changed_at >= this.limits.coldAfterMs && v.view_count_estimate <= this.limits.lowViews) {
         // Both ages: a video restored last week is not sent back to cold by the next sweep.
         v.tier = 'cold';
         v.tier_changed_at = now;
+        v.storage = 'packing';
         cold.push(v.video_id);
       }
       const doneAt = v.transcoded_at ?? (v.status === 'failed' ? v.created_at : null);
@@ -657,7 +727,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
         rawDeleted.push({ video_id: v.video_id, raw_path: v.raw_path });
       }
     }
-    return { op: 'sweep', cold, warmed, rawDeleted };
+    return { op: 'sweep', cold, rawDeleted };
   }
 
   // ---------------------------------------------------------------- reads
@@ -691,17 +761,20 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
   }
 
   /** Videos whose next pipeline step is the probe, or a manifest to (re)write: the pipeline worker's to-do list. */
-  pipelineWork(limit = 100): { probe: Video[]; publish: Video[]; raw: Video[] } {
+  pipelineWork(limit = 100): { probe: Video[]; publish: Video[]; raw: Video[]; tiers: Video[] } {
     const probe: Video[] = [];
     const publish: Video[] = [];
     const raw: Video[] = [];
+    const tiers: Video[] = [];
     for (const v of this.videos.values()) {
+      // A store move to do: pack a video the sweep sent cold, unpack one being restored.
+      if ((v.tier === 'cold' && v.storage === 'packing') || v.tier === 'restoring') tiers.push(v);
       if (v.stage === 'probe' && v.status !== 'failed' && v.status !== 'taken_down') probe.push(v);
       else if ((v.status === 'transcoding' || v.status === 'playable' || v.status === 'flagged') && v.qualities.some((q) => !q.published && !q.failed && q.done >= q.segments)) publish.push(v);
-      if ((v.status === 'playable' || v.status === 'flagged') && v.thumbnails.length === 0 && v.raw_deleted_at === null) raw.push(v);
+      if ((v.status === 'playable' || v.status === 'flagged') && v.tier === 'warm' && v.thumbnails.length === 0 && v.raw_deleted_at === null) raw.push(v);
       if (probe.length + publish.length >= limit) break;
     }
-    return { probe, publish, raw };
+    return { probe, publish, raw, tiers };
   }
 
   /** A user's videos, newest first, after `cursor` (created_at, video_id of the last one returned). */
@@ -727,7 +800,8 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     const s = JSON.parse(Buffer.from(data).toString('utf8')) as Snapshot;
     this.uploads = new Map(s.uploads.map((u) => [u.upload_id, u]));
     this.byKey = new Map(s.uploads.map((u) => [`${u.uploader_id}\n${u.idempotency_key}`, u.upload_id]));
-    this.videos = new Map(s.videos.map((v) => [v.video_id, v]));
+    // Snapshots from before the cold storage class and re-encode fallbacks lack these fields.
+    this.videos = new Map(s.videos.map((v) => [v.video_id, { ...v, storage: v.storage ?? (v.tier === 'warm' ? 'warm' : 'archived'), archive: v.archive ?? null, reencode_failure: v.reencode_failure ?? null, previous: v.previous ?? null }]));
     this.open = new Map(s.tasks.map((t) => [t.key, t]));
     this.segments = new Map(s.segments);
     this.videoTasks = new Map();

@@ -180,8 +180,13 @@ t.test('storage tiers with an injected clock: cold after 90 days with few views,
   t.match(m.getVideo('popular'), { tier: 'warm' });
   run(m, { op: 'restore', videoId: 'quiet', now: T0 + 100 * DAY });
   t.match(m.getVideo('quiet'), { tier: 'restoring', restore_ready_at: T0 + 100 * DAY + 60_000 });
-  t.match(run(m, { op: 'sweep', now: T0 + 100 * DAY + 59_000 }), { warmed: [] });
-  t.match(run(m, { op: 'sweep', now: T0 + 100 * DAY + 60_000 }), { warmed: ['quiet'] }, 'warm again about a minute later');
+  t.match(m.getVideo('quiet'), { storage: 'packing' }, 'the store move is not confirmed yet');
+  t.match(run(m, { op: 'storage', videoId: 'quiet', step: 'packed', objects: 4, bytes: 1000, now: T0 + 100 * DAY }), { ok: true, video: { storage: 'archived', tier: 'restoring', archive: { objects: 4 } } });
+  t.match(run(m, { op: 'sweep', now: T0 + 100 * DAY + 3_600_000 }), { cold: [] });
+  t.match(m.getVideo('quiet'), { tier: 'restoring' }, 'no clock warms it: only the unpack does');
+  t.match(run(m, { op: 'storage', videoId: 'quiet', step: 'unpacked', objects: 4, bytes: 1000, now: T0 + 100 * DAY + 5_000 }), { ok: true, video: { tier: 'warm', storage: 'warm', restore_ready_at: null } });
+  t.match(run(m, { op: 'storage', videoId: 'quiet', step: 'unpacked', objects: 0, bytes: 0, now: T0 + 100 * DAY + 6_000 }), { ok: true }, 'a repeated step is harmless');
+  t.match(run(m, { op: 'storage', videoId: 'quiet', step: 'packed', objects: 0, bytes: 0, now: T0 + 100 * DAY + 6_000 }), { ok: false, video: { storage: 'warm' } }, 'a late pack of a restored video changes nothing');
   t.match(run(m, { op: 'sweep', now: T0 + 101 * DAY }), { cold: [] }, 'a restored video is not sent straight back');
 });
 
@@ -236,4 +241,27 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
   });
   t.equal(outcome.violation, null);
   t.ok(outcome.refused > 0);
+});
+
+t.test('a failed re-encode leaves the previous revision playable (probe failure, then every quality failing)', async (t) => {
+  const m = new VideoMachine();
+  finalized(m, 'u1', 'v1');
+  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 });
+  const x = claim(m, 'w', 'L', T0)!;
+  run(m, { op: 'complete', taskKey: x.key, leaseId: 'L', output: output('p'), now: T0 });
+  run(m, { op: 'published', videoId: 'v1', revision: 1, qualities: ['144p'], manifestPath: 'videos/v1/r1/master.m3u8', now: T0 });
+  run(m, { op: 'thumbnails', videoId: 'v1', paths: ['a', 'b', 'c', 'd', 'e'] });
+  t.match(run(m, { op: 'reencode', videoId: 'v1', now: T0 }), { ok: true, video: { revision: 2, stage: 'probe', status: 'playable' } });
+  t.match(run(m, { op: 'fail', videoId: 'v1', stage: 'probe', reason: 'unreadable: gone', now: T0 + 1 }), { ok: true });
+  t.match(m.getVideo('v1'), { status: 'playable', stage: null, revision: 1, manifest_path: 'videos/v1/r1/master.m3u8', failure: null, poster_path: 'c', qualities: [{ name: '144p', published: true }], reencode_failure: { revision: 2, stage: 'probe' } });
+
+  t.match(run(m, { op: 'reencode', videoId: 'v1', now: T0 + 2 }), { ok: true, video: { revision: 3 } }, 'a revision number is never reused');
+  run(m, { op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 256, height: 144, fps: '30', hasAudio: true, qualities: [Q[0]!], segmentS: 30, segments: 1, now: T0 + 3 });
+  for (let i = 0; i < 3; i++) {
+    const task = claim(m, 'w', `F${i}`, T0 + 10 + i)!;
+    t.equal(task.revision, 3);
+    run(m, { op: 'taskFailed', taskKey: task.key, leaseId: `F${i}`, reason: 'ffmpeg exited 1', now: T0 + 10 + i });
+  }
+  t.match(m.getVideo('v1'), { status: 'playable', stage: null, revision: 1, manifest_path: 'videos/v1/r1/master.m3u8', reencode_failure: { revision: 3, stage: 'transcode' } }, 'every new quality failed: still revision 1, never failed');
+  t.equal(m.openTasks('v1').length, 0);
 });

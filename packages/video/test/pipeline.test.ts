@@ -6,7 +6,7 @@
  * through the edge; a transcoder SIGKILLed mid-task has its task re-leased and finished by the other.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, truncateSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -232,4 +232,94 @@ t.test('a re-encode: a new revision plays, the old one is invalidated explicitly
   await until('the old master is gone from the edge', async () => (await fetch(oldMaster)).status === 404, 60_000, 250);
   const stored = await fetch(`${cluster.role('store')[0]!.url}/objects/${new URL(oldMaster).pathname.replace(/^\/media\//, '')}`, { headers: { authorization: `Bearer ${token}` } });
   t.equal(stored.status, 404, 'and from the store');
+});
+
+t.test('a re-encode whose probe fails leaves the previous revision playable (never `failed`)', async (t) => {
+  const id = await goodId;
+  await until('revision 2 is finished', async () => {
+    const b = await video(id);
+    return b.stage === null && /\/r2\/master\.m3u8$/.test(b.manifest_url ?? '') ? b : null;
+  }, 240_000, 250);
+  // The raw source rots in the store, and the pipeline's local copy of it is gone (as on a fresh machine): the
+  // re-encode's probe reads the rotten bytes.
+  const rawPath = (await call(member, 'GET', `/internal/video/videos/${id}`, { token })).body.raw_path as string;
+  const storeUrl = cluster.role('store')[0]!.url;
+  const put = await fetch(`${storeUrl}/objects/${rawPath}`, { method: 'PUT', headers: { authorization: `Bearer ${token}` }, body: randomBytes(150_000) });
+  t.equal(put.status, 200);
+  rmSync(join(cluster.dataDir, cluster.role('pipeline')[0]!.id, 'sources', id), { force: true });
+  const started = await call(app, 'POST', `/api/videos/${id}/reencode`, { token: ann });
+  t.match(started.body, { revision: 3, status: 'playable' });
+  const after = await until('the re-encode failed', async () => {
+    const b = (await video(id)) as VideoBody & { reencode_failure: { revision: number; stage: string; reason: string } | null };
+    return b.reencode_failure !== null ? b : null;
+  }, 120_000, 250);
+  t.match(after, { status: 'playable', stage: null, failure: null, reencode_failure: { revision: 3, stage: 'probe', reason: /^malformed/ } });
+  t.match(after.manifest_url, /\/r2\/master\.m3u8$/, 'revision 2 is the video again');
+  const pb = await call(app, 'GET', `/api/videos/${id}/playback`, { token: ann });
+  t.equal(pb.status, 200);
+  t.equal((await fetch(pb.body.manifest_url as string)).status, 200, 'and plays through the edge');
+});
+
+t.test('cold storage by an injected clock: one archive on disk and no warm copy, 503 restoring, then every object back byte-identical and playing through the edge', async (t) => {
+  const id = await goodId;
+  await until('the re-encoded video is finished', async () => {
+    const b = await video(id);
+    return b.status === 'playable' && b.stage === null && /\/r2\/master\.m3u8$/.test(b.manifest_url ?? '') ? b : null;
+  }, 240_000, 250);
+  const storeUrl = cluster.role('store')[0]!.url;
+  type Info = { key: string; size: number; sha256: string };
+  const cold = async (): Promise<{ archive: { entries: Info[] } | null; warm: Info[] }> => (await call(storeUrl, 'GET', `/internal/cold/${id}`, { token })).body as never;
+  const object = async (key: string): Promise<Buffer> => Buffer.from(await (await fetch(`${storeUrl}/objects/${key}`, { headers: { authorization: `Bearer ${token}` } })).arrayBuffer());
+  const before = (await cold()).warm;
+  t.ok(before.some((o) => o.key.endsWith('/master.m3u8')) && before.some((o) => o.key.endsWith('.m4s')), `${before.length} warm objects: manifests and segments`);
+  const bytes = new Map<string, Buffer>();
+  for (const o of before) bytes.set(o.key, await object(o.key));
+  const masterUrl = (await video(id)).manifest_url!;
+  t.equal((await fetch(masterUrl)).status, 200, 'the edge serves the master before');
+
+  // The injected clock: a sweep 91 days ahead (the machine takes every time from its commands).
+  const swept = await call(member, 'POST', '/internal/video/commands', { token, body: { op: 'sweep', now: Date.now() + 91 * 86_400_000 } });
+  t.ok((swept.body.cold as string[]).includes(id), 'the sweep sends it cold');
+  const packed = await until('the pipeline packed it', async () => {
+    const c = await cold();
+    return c.archive !== null && c.warm.length === 0 ? c : null;
+  }, 120_000, 200);
+  t.same(packed.archive!.entries.map((e) => [e.key, e.size, e.sha256]), before.map((o) => [o.key, o.size, o.sha256]), 'the archive lists every object with its size and sha256');
+  const onDisk = (readdirSync(cluster.dataDir, { recursive: true }) as string[]).filter((p) => p.endsWith(join('cold', `${id}.vca`)));
+  t.equal(onDisk.length, 1, `one archive file on disk (${onDisk[0]})`);
+  t.equal(statSync(join(cluster.dataDir, onDisk[0]!)).size, 12 + Buffer.byteLength(JSON.stringify({ format: 1, video_id: id, encoding: 'identity', entries: before })) + before.reduce((n, o) => n + o.size, 0));
+  const gone = await fetch(`${storeUrl}/objects/${before[0]!.key}`, { headers: { authorization: `Bearer ${token}` } });
+  await gone.body?.cancel();
+  t.equal(gone.status, 404, 'no warm copy at the store');
+  await until('the record says archived', async () => ((await call(member, 'GET', `/internal/video/videos/${id}`, { token })).body.storage === 'archived' ? true : null), 60_000, 200);
+  t.not((await fetch(masterUrl)).status, 200, 'the edge no longer serves it (purged)');
+
+  const pb = await call(app, 'GET', `/api/videos/${id}/playback`, { token: ann });
+  t.equal(pb.status, 503);
+  t.match(pb.body, { error: { code: 'restoring', restore_ready_at: String } });
+  t.ok(Number(pb.headers['retry-after']) > 0 && Number(pb.headers['retry-after']) <= 60, `Retry-After ${pb.headers['retry-after']}`);
+  const started = Date.now();
+  const back = await until('restored', async () => {
+    const r = await call(app, 'GET', `/api/videos/${id}/playback`, { token: ann });
+    return r.status === 200 ? r : null;
+  }, 120_000, 200);
+  t.comment(`restored in ${Date.now() - started} ms (the promise was a minute)`);
+  const after = await cold();
+  t.equal(after.archive, null, 'the archive is deleted');
+  t.same(after.warm.map((o) => [o.key, o.sha256]), before.map((o) => [o.key, o.sha256]), 'every object is back under its key');
+  for (const o of before) t.ok((await object(o.key)).equals(bytes.get(o.key)!), `${o.key.slice(id.length + 8)} byte-identical`);
+  t.equal(statSync(join(cluster.dataDir, onDisk[0]!), { throwIfNoEntry: false }), undefined, 'no archive file left');
+
+  // Through the edge: the master, a variant, a segment equal to the stored bytes.
+  const url = back.body.manifest_url as string;
+  const master = parseHls(await (await fetch(url)).text());
+  if (master.kind !== 'master') return t.fail('not a master playlist');
+  const variantUrl = new URL(master.variants[0]!.uri, url).toString();
+  const media = parseHls(await (await fetch(variantUrl)).text());
+  if (media.kind !== 'media') return t.fail('not a media playlist');
+  const segUrl = new URL(media.segments[0]!.uri, variantUrl);
+  const seg = await fetch(segUrl);
+  t.equal(seg.status, 200);
+  const key = segUrl.pathname.replace(/^\/media\//, '');
+  t.ok(Buffer.from(await seg.arrayBuffer()).equals(bytes.get(key)!), 'the edge plays the restored segment, byte-identical');
 });

@@ -69,3 +69,21 @@ t.test('objects round-trip with their sha256; writes need the cluster token', as
   t.same(Buffer.from(await get.arrayBuffer()), bytes);
   t.equal((await fetch(`${base}/objects/videos/v1/r1/144p/seg-00000.m4s`, { headers: { authorization: `Bearer ${token}`, range: 'bytes=60000-' } })).status, 416);
 });
+
+t.test('the cold class over HTTP: pack, 404 while cold, unpack byte-identical; errors are 4xx JSON', async (t) => {
+  const auth = { authorization: `Bearer ${token}` };
+  const bytes = randomBytes(30_000);
+  await fetch(`${base}/objects/videos/c1/r1/144p/seg-00000.m4s`, { method: 'PUT', body: bytes, headers: auth });
+  await fetch(`${base}/objects/videos/c1/r1/master.m3u8`, { method: 'PUT', body: '#EXTM3U\n', headers: auth });
+  const pack = await fetch(`${base}/internal/cold/c1/pack`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' });
+  t.match(await pack.json(), { video_id: 'c1', objects: 2, bytes: bytes.length + 8, packed: true });
+  t.equal((await fetch(`${base}/objects/videos/c1/r1/144p/seg-00000.m4s`, { headers: auth })).status, 404, 'not served while cold');
+  t.match(await (await fetch(`${base}/internal/cold/c1`, { headers: auth })).json(), { archive: { entries: [{ key: 'videos/c1/r1/144p/seg-00000.m4s', sha256: sha(bytes) }, { key: 'videos/c1/r1/master.m3u8' }] }, warm: [] });
+  const unpack = await fetch(`${base}/internal/cold/c1/unpack`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' });
+  t.match(await unpack.json(), { objects: 2, unpacked: true });
+  t.same(Buffer.from(await (await fetch(`${base}/objects/videos/c1/r1/144p/seg-00000.m4s`, { headers: auth })).arrayBuffer()), bytes, 'back byte-identical');
+  const bad = await fetch(`${base}/internal/cold/no%20such/pack`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' });
+  t.equal(bad.status, 400);
+  t.match(await bad.json(), { error: { code: 'invalid_video_id' } });
+  t.equal((await fetch(`${base}/internal/cold/c1/pack`, { method: 'POST' })).status, 401, 'the cluster token only');
+});

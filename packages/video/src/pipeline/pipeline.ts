@@ -10,7 +10,12 @@
  *     changes, see README);
  *   - after playable, asynchronously: the five thumbnails, the captions (speech-to-text into WebVTT) and the
  *     moderation hook on the caption text;
- *   - sweeps the storage tiers every 30 s with its clock, and deletes raw sources 30 days after transcode.
+ *   - sweeps the storage tiers every 30 s with its clock, and deletes raw sources 30 days after transcode;
+ *   - drives the store's moves between the storage classes from the records (the machine's transitions, whoever's
+ *     clock made them): a video the sweep sent cold is packed into its archive, the edges' copies purged, and the
+ *     step recorded (`storage packed`); a video being restored is unpacked and verified, purged again (no edge
+ *     keeps a miss from the cold time) and recorded (`storage unpacked`: warm). Each store step is idempotent and
+ *     the record only moves after it, so a crash at any point is finished by the next poll.
  * Idempotent throughout: a pipeline process killed halfway leaves work the next poll (or another process) redoes.
  */
 import { createReadStream, createWriteStream } from 'node:fs';
@@ -74,7 +79,7 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
   const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
   const sources = join(options.dataDir, 'sources');
   const scratch = join(options.dataDir, 'scratch');
-  const stats = { probed: 0, rejected: 0, published: 0, thumbnails: 0, captions: 0, sweeps: 0, errors: 0 };
+  const stats = { probed: 0, rejected: 0, published: 0, thumbnails: 0, captions: 0, sweeps: 0, packed: 0, unpacked: 0, errors: 0 };
   const log: Logger = options.logger;
   let stopped = false;
   const extrasDone = new Set<string>();
@@ -146,8 +151,9 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     stats.published++;
     if (r.ok && v.revision > 1) {
       // A re-encode's explicit invalidation: the previous revision leaves the caches and the store once the new one
-      // plays (its keys differ, so nothing could serve it by mistake; this frees the space and the cache).
-      const old = `${revisionPrefix(v.video_id, v.revision - 1)}/`;
+      // plays (its keys differ, so nothing could serve it by mistake; this frees the space and the cache). The
+      // previous one is the record's (a failed re-encode in between skipped a number).
+      const old = `${revisionPrefix(v.video_id, v.previous?.revision ?? v.revision - 1)}/`;
       await purge(old);
       await store.json('POST', '/internal/objects/delete-prefix', { prefix: old }).catch(() => undefined);
     }
@@ -192,6 +198,25 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     await rm(dir, { recursive: true, force: true });
   };
 
+  /** One store move a record asks for (pack a cold video, unpack a restoring one), then the step recorded. */
+  const moveTier = async (v: Video): Promise<void> => {
+    const id = v.video_id;
+    if (v.tier === 'cold' && v.storage === 'packing') {
+      const packed = await store.json<{ objects: number; bytes: number }>('POST', `/internal/cold/${id}/pack`, {});
+      await purge(`videos/${id}/`);
+      await meta.command({ op: 'storage', videoId: id, step: 'packed', objects: packed.objects, bytes: packed.bytes, now: Date.now() });
+      stats.packed++;
+      log.log('info', 'video moved to cold storage', { video_id: id, objects: packed.objects, bytes: packed.bytes });
+    } else if (v.tier === 'restoring') {
+      const started = Date.now();
+      const unpacked = await store.json<{ objects: number; bytes: number }>('POST', `/internal/cold/${id}/unpack`, {});
+      await purge(`videos/${id}/`);
+      await meta.command({ op: 'storage', videoId: id, step: 'unpacked', objects: unpacked.objects, bytes: unpacked.bytes, now: Date.now() });
+      stats.unpacked++;
+      log.log('info', 'video restored from cold storage', { video_id: id, objects: unpacked.objects, bytes: unpacked.bytes, ms: Date.now() - started });
+    }
+  };
+
   const sweep = async (): Promise<void> => {
     const r = await meta.command({ op: 'sweep', now: Date.now() });
     stats.sweeps++;
@@ -205,7 +230,14 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     let lastSweep = 0;
     while (!stopped) {
       try {
-        const work = await meta.get<{ probe: Video[]; publish: Video[]; raw: Video[] }>('/internal/video/work');
+        const work = await meta.get<{ probe: Video[]; publish: Video[]; raw: Video[]; tiers: Video[] }>('/internal/video/work');
+        // Restores first: a viewer is waiting on those.
+        for (const v of [...work.tiers].sort((a, b) => Number(b.tier === 'restoring') - Number(a.tier === 'restoring'))) {
+          await moveTier(v).catch((error: unknown) => {
+            stats.errors++;
+            log.log('warn', 'storage move failed (retried next poll)', { video_id: v.video_id, tier: v.tier, error: String(error) });
+          });
+        }
         for (const v of work.probe) await probeOne(v);
         for (const v of work.publish) await publish(v);
         for (const v of work.raw) {

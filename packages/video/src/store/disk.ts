@@ -6,6 +6,8 @@
  *                                         of the API maps to one safe flat name) and the checksum of the bytes
  *   uploads/<upload id>/<index>.chunk     a chunk of a chunked upload, and <index>.json its sidecar {size, sha256}
  *   uploads/<upload id>/tus.bin           a tus upload's bytes so far, and tus.json {length, metadata}
+ *   cold/<video id>.vca                   the cold storage class: every object of a cold video in one archive
+ *                                         (archive.ts has the container)
  *   tmp/                                  files being written
  *
  * Every write goes to tmp/, is fsynced, renamed into place and its folder fsynced: a crash leaves the old file or
@@ -16,8 +18,9 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, type ReadStream } from 'node:fs';
 import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { readArchive, writeArchive, type ArchiveHeader } from './archive.js';
 
 export interface ObjectInfo {
   key: string;
@@ -48,6 +51,7 @@ export class DiskStore {
   async init(): Promise<void> {
     await mkdir(join(this.root, 'objects'), { recursive: true });
     await mkdir(join(this.root, 'uploads'), { recursive: true });
+    await mkdir(join(this.root, 'cold'), { recursive: true });
     await rm(join(this.root, 'tmp'), { recursive: true, force: true });
     await mkdir(join(this.root, 'tmp'), { recursive: true });
   }
@@ -136,19 +140,77 @@ export class DiskStore {
   /** Deletes every object whose key starts with `prefix` (a re-encode's old outputs, a video's raw source). */
   async deletePrefix(prefix: string): Promise<number> {
     let n = 0;
+    for (const info of await this.listPrefix(prefix)) if (await this.deleteObject(info.key)) n++;
+    return n;
+  }
+
+  /** Every finished object whose key starts with `prefix`, sorted by key (a scan of the sidecars). */
+  async listPrefix(prefix: string): Promise<ObjectInfo[]> {
+    const out: ObjectInfo[] = [];
     const top = join(this.root, 'objects');
     for (const hh of await readdir(top)) {
       for (const name of await readdir(join(top, hh))) {
         if (!name.endsWith('.json')) continue;
         try {
           const info = JSON.parse(await readFile(join(top, hh, name), 'utf8')) as ObjectInfo;
-          if (info.key.startsWith(prefix) && (await this.deleteObject(info.key))) n++;
+          if (info.key.startsWith(prefix)) out.push(info);
         } catch {
-          // a sidecar being replaced: skip it
+          // a sidecar being replaced or deleted: skip it
         }
       }
     }
-    return n;
+    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  // ---------------------------------------------------------------- the cold storage class
+
+  coldFile(videoId: string): string {
+    return join(this.root, 'cold', `${videoId}.vca`);
+  }
+
+  /** The archive's header after checking every byte of it, or null without one (throws ArchiveCorruptError). */
+  async coldArchive(videoId: string): Promise<ArchiveHeader | null> {
+    return readArchive(this.coldFile(videoId));
+  }
+
+  /**
+   * Moves every object under `videos/<id>/` into the video's archive: packs them (unless a verified archive is
+   * already there: a move that crashed after the rename only has deletions left), re-reads and verifies the
+   * archive, then deletes the warm copies it holds. Idempotent: re-running after a crash at any point finishes the
+   * move and loses nothing (the warm copies go only once the archive on disk is verified).
+   */
+  async packCold(videoId: string): Promise<{ objects: number; bytes: number; packed: boolean }> {
+    const path = this.coldFile(videoId);
+    let header = await readArchive(path);
+    const packed = header === null;
+    if (header === null) {
+      const warm = await this.listPrefix(`videos/${videoId}/`);
+      await writeArchive(path, join(this.root, 'tmp'), videoId, warm.map((w) => ({ ...w, file: this.objectPath(w.key) })));
+      header = await readArchive(path);
+      if (header === null) throw new Error(`the archive ${path} vanished after its write`);
+    }
+    // A warm copy that survives a power cut here is only wasted space: the record says archived, reads go cold.
+    for (const e of header.entries) await this.deleteObject(e.key);
+    return { objects: header.entries.length, bytes: header.entries.reduce((n, e) => n + e.size, 0), packed };
+  }
+
+  /**
+   * Restores the video's archive into the warm layout: every entry's sha256 is verified before any is written
+   * (a corrupt archive restores nothing and stays for an operator), each written as any object (temp, fsync,
+   * rename, sidecar); then the archive is deleted. Idempotent: without an archive there is nothing left to do.
+   */
+  async unpackCold(videoId: string): Promise<{ objects: number; bytes: number; unpacked: boolean }> {
+    const path = this.coldFile(videoId);
+    let bytes = 0;
+    const header = await readArchive(path, async (entry, data) => {
+      const info = await this.putObject(entry.key, Readable.from([data]), entry.size);
+      if (info.sha256 !== entry.sha256) throw new Error(`${entry.key} was written with sha256 ${info.sha256}, the archive says ${entry.sha256}`);
+      bytes += entry.size;
+    });
+    if (header === null) return { objects: 0, bytes: 0, unpacked: false };
+    await rm(path, { force: true });
+    await fsyncDir(join(this.root, 'cold'));
+    return { objects: header.entries.length, bytes, unpacked: true };
   }
 
   // ---------------------------------------------------------------- chunked uploads

@@ -12,7 +12,9 @@
  *   GET|HEAD /objects/<key>             an object (Range), by signed URL or cluster token: the edges' origin
  *   PUT|DELETE /objects/<key>           cluster token: the workers' outputs
  * Routes: POST /internal/uploads/:id/assemble {total_chunks, checksum} -> the raw object `raw/<id>`; DELETE
- * /internal/uploads/:id; POST /internal/objects/delete-prefix {prefix}.
+ * /internal/uploads/:id; POST /internal/objects/delete-prefix {prefix}; the cold storage class (README "Storage
+ * tiers"): GET /internal/cold/:video_id (the archive's header, verified, and the warm objects left), POST
+ * /internal/cold/:video_id/pack and /unpack (both idempotent: the pipeline re-runs them after any crash).
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -35,6 +37,7 @@ import {
   type WorkerRole,
 } from '@raftkit/http';
 import { signingSecret, verifySigned, type Access } from '../signing.js';
+import { ArchiveCorruptError } from './archive.js';
 import { ChecksumError, DiskStore, TooLargeError, type ChunkInfo } from './disk.js';
 
 export const STORE_ROLE = 'store';
@@ -323,7 +326,14 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       const body = requireObject(await ctx.json());
       const prefix = requireString(body, 'prefix', { minLength: 3, maxLength: 512, pattern: /^[A-Za-z0-9_][A-Za-z0-9._/-]*\/$/ });
       return { prefix, deleted: await disk.deletePrefix(prefix) };
-    });
+    })
+    .get('/internal/cold/:id', { admits: 'cluster' }, async (ctx) => {
+      const videoId = coldVideoId(ctx.params.id);
+      const archive = await corruptIs409(() => disk.coldArchive(videoId));
+      return { video_id: videoId, archive, warm: await disk.listPrefix(`videos/${videoId}/`) };
+    })
+    .post('/internal/cold/:id/pack', { admits: 'cluster' }, async (ctx) => ({ video_id: coldVideoId(ctx.params.id), ...(await corruptIs409(() => disk.packCold(coldVideoId(ctx.params.id)))) }))
+    .post('/internal/cold/:id/unpack', { admits: 'cluster' }, async (ctx) => ({ video_id: coldVideoId(ctx.params.id), ...(await corruptIs409(() => disk.unpackCold(coldVideoId(ctx.params.id)))) }));
 
   return {
     httpPort: http.port,
@@ -332,6 +342,22 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       await http.close();
     },
   };
+}
+
+function coldVideoId(raw: string | undefined): string {
+  const id = raw ?? '';
+  if (!/^[A-Za-z0-9_-]{1,128}$/.test(id)) throw badRequest('invalid_video_id', 'a video id is 1 to 128 of A-Z a-z 0-9 _ -', { field: 'video_id' });
+  return id;
+}
+
+/** A corrupt archive is a 409 `archive_corrupt` (kept on disk for an operator; nothing restored from it). */
+async function corruptIs409<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (error instanceof ArchiveCorruptError) throw new HttpError(409, 'archive_corrupt', error.message);
+    throw error;
+  }
 }
 
 function positiveSetting(settings: Record<string, string>, name: string, fallback: number): number {
