@@ -229,6 +229,11 @@ t.test('a re-encode: a new revision plays, the old one is invalidated explicitly
     return b.manifest_url !== null && /\/r2\/master\.m3u8$/.test(b.manifest_url) && b.qualities.every((q) => q.ready) ? b : null;
   }, 240_000, 250);
   t.equal((await fetch(after.manifest_url!)).status, 200);
+  const extras2 = await until('revision 2 gets its own five thumbnails', async () => {
+    const b = await video(id);
+    return b.thumbnails.length === 5 && b.thumbnails.every((u) => /\/r2\//.test(u)) ? b : null;
+  }, 240_000, 250);
+  t.equal((await fetch(extras2.thumbnails[0]!)).status, 200, "revision 2's thumbnails are served");
   await until('the old master is gone from the edge', async () => (await fetch(oldMaster)).status === 404, 60_000, 250);
   const stored = await fetch(`${cluster.role('store')[0]!.url}/objects/${new URL(oldMaster).pathname.replace(/^\/media\//, '')}`, { headers: { authorization: `Bearer ${token}` } });
   t.equal(stored.status, 404, 'and from the store');

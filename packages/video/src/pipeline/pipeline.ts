@@ -241,11 +241,13 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
         for (const v of work.probe) await probeOne(v);
         for (const v of work.publish) await publish(v);
         for (const v of work.raw) {
-          if (extrasDone.has(v.video_id)) continue;
-          extrasDone.add(v.video_id);
+          // Per revision: a re-encoded video needs its own thumbnails and captions (keyed by video, r2 got none).
+          const done = `${v.video_id}:r${v.revision}`;
+          if (extrasDone.has(done)) continue;
+          extrasDone.add(done);
           void extras(v).catch((error: unknown) => {
             stats.errors++;
-            extrasDone.delete(v.video_id);
+            extrasDone.delete(done);
             log.log('warn', 'thumbnails/captions failed', { video_id: v.video_id, error: String(error) });
           });
         }
