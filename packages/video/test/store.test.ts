@@ -68,6 +68,11 @@ t.test('objects round-trip with their sha256; writes need the cluster token', as
   t.match(get.headers.get('cache-control') ?? '', /immutable/);
   t.same(Buffer.from(await get.arrayBuffer()), bytes);
   t.equal((await fetch(`${base}/objects/videos/v1/r1/144p/seg-00000.m4s`, { headers: { authorization: `Bearer ${token}`, range: 'bytes=60000-' } })).status, 416);
+  // Video and upload ids are base64url: one in 64 starts with '-'. Such keys must store (a clean-clone run failed a
+  // transcode at its first segment when the store refused them); only a leading dot is refused.
+  const dashed = await fetch(`${base}/objects/videos/-Ab3_x/r1/240p/init.mp4`, { method: 'PUT', body: bytes, headers: { authorization: `Bearer ${token}` } });
+  t.equal(dashed.status, 200, 'a key segment starting with - is stored');
+  t.equal((await fetch(`${base}/objects/videos/.hidden/x`, { method: 'PUT', body: bytes, headers: { authorization: `Bearer ${token}` } })).status, 400, 'a leading dot is refused');
 });
 
 t.test('the cold class over HTTP: pack, 404 while cold, unpack byte-identical; errors are 4xx JSON', async (t) => {

@@ -7,7 +7,8 @@ import { createHash } from 'node:crypto';
 import { badRequest } from '@raftkit/http';
 
 export const MAX_KEY_LENGTH = 512;
-const SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
+// Ids are base64url, so a segment may start with '-' (one id in 64 does); only a leading dot is refused.
+const SEGMENT = /^(?!\.)[A-Za-z0-9._-]{1,128}$/;
 
 /** The key of a request path below its prefix (`/media/`), or a 400 naming the problem. */
 export function parseKey(rawPath: string): string {

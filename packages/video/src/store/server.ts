@@ -50,7 +50,9 @@ export const MAX_CHUNKS = 10_000;
 /** The largest object a worker may PUT (a transcoded segment, a manifest, a thumbnail). */
 const MAX_OBJECT_BYTES = 1024 * 1024 * 1024;
 export const UPLOAD_ID = /^[A-Za-z0-9_-]{8,64}$/;
-const KEY_SEGMENT = /^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/;
+// Ids are base64url, so a segment may start with '-' (one video or upload id in 64 does): only a leading dot is
+// refused. Refusing '-' too failed the transcode of such a video at its first segment.
+const KEY_SEGMENT = /^(?!\.)[A-Za-z0-9._-]{1,128}$/;
 const TUS_VERSION = '1.0.0';
 
 export const storeRole: WorkerRole = { role: STORE_ROLE, count: 1, start: startStore };
@@ -324,7 +326,7 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     })
     .post('/internal/objects/delete-prefix', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
-      const prefix = requireString(body, 'prefix', { minLength: 3, maxLength: 512, pattern: /^[A-Za-z0-9_][A-Za-z0-9._/-]*\/$/ });
+      const prefix = requireString(body, 'prefix', { minLength: 3, maxLength: 512, pattern: /^(?!\.)[A-Za-z0-9._/-]*\/$/ });
       return { prefix, deleted: await disk.deletePrefix(prefix) };
     })
     .get('/internal/cold/:id', { admits: 'cluster' }, async (ctx) => {
