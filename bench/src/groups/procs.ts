@@ -24,11 +24,17 @@ export class HostProc {
     readonly id: string,
     readonly child: ChildProcess,
   ) {
-    child.once('exit', () => {
-      this.exited = true;
-      for (const w of this.waiting.values()) w.reject(new BenchError(`group process ${id} exited`));
-      this.waiting.clear();
-    });
+    child.once('exit', () => this.gone(`group process ${id} exited`));
+    // A call written between a SIGKILL and the 'exit' event meets a closed pipe: EPIPE arrives as an 'error' event
+    // on stdin, which unhandled would crash the harness (a clean-clone test run did). The call fails instead.
+    child.stdin!.on('error', (error) => this.gone(`group process ${id}: ${String(error.message)}`));
+  }
+
+  /** The process is gone (or going): no more calls, and those waiting fail. */
+  gone(why: string): void {
+    this.exited = true;
+    for (const w of this.waiting.values()) w.reject(new BenchError(why));
+    this.waiting.clear();
   }
 
   get pid(): number {
@@ -138,6 +144,8 @@ export async function startGroupCluster(o: { ids: string[]; groups: Placement[];
       const p = procs.find((x) => x.id === id);
       if (p === undefined) throw new BenchError(`no group process ${id}`);
       p.child.kill('SIGKILL');
+      // Known dead from now on, not from the 'exit' event a moment later: views() must not ask it in between.
+      p.gone(`group process ${id} was killed`);
     },
     stop,
   };
