@@ -102,3 +102,25 @@ export function parseMetrics(text: string): Record<string, number> {
   }
   return out;
 }
+
+/**
+ * One JSON call on a pool: the parsed 2xx body, or an OpError named after the status and the body's error code
+ * (the benchmarks' setup and driver calls; the load generator's hot loop uses Endpoints).
+ */
+export async function requestJson(pool: Pool, method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body: unknown, token: string | null, timeoutMs = 15_000): Promise<Record<string, unknown>> {
+  const headers: Record<string, string> = {};
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  if (token !== null) headers.authorization = `Bearer ${token}`;
+  const res = await pool.request({ method, path, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}), headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+  const text = await res.body.text();
+  if (res.statusCode < 200 || res.statusCode > 299) {
+    let code = '';
+    try {
+      code = ` ${String((JSON.parse(text) as { error?: { code?: string } }).error?.code ?? '')}`;
+    } catch {
+      // not JSON
+    }
+    throw new OpError(`HTTP ${res.statusCode}${code}`, text.slice(0, 300));
+  }
+  return JSON.parse(text) as Record<string, unknown>;
+}

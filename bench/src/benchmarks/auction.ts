@@ -29,6 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { Pool } from 'undici';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { onCleanup, trackPid, untrackPid } from '../cleanup.js';
+import { requestJson } from '../http.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
 import { startOurCluster, type OurCluster } from '../ours.js';
@@ -63,22 +64,7 @@ function rssBytes(pid: number): number {
   }
 }
 
-async function request(pool: Pool, method: 'GET' | 'POST', path: string, body: unknown, token: string | null): Promise<Record<string, unknown>> {
-  const headers: Record<string, string> = { 'content-type': 'application/json' };
-  if (token !== null) headers.authorization = `Bearer ${token}`;
-  const res = await pool.request({ method, path, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}), headersTimeout: 15_000, bodyTimeout: 15_000 });
-  const text = await res.body.text();
-  if (res.statusCode < 200 || res.statusCode > 299) {
-    let code = '';
-    try {
-      code = ` ${String((JSON.parse(text) as { error?: { code?: string } }).error?.code ?? '')}`;
-    } catch {
-      // not JSON
-    }
-    throw new OpError(`HTTP ${res.statusCode}${code}`, text.slice(0, 300));
-  }
-  return JSON.parse(text) as Record<string, unknown>;
-}
+const request = requestJson;
 
 /** The watcher processes: W sockets spread over `urls` (each process connects to every URL in turn). */
 class Watchers {

@@ -27,7 +27,7 @@ import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
 import { startOurCluster, type OurCluster } from '../ours.js';
-import { scrapeCounters } from '../http.js';
+import { requestJson, scrapeCounters } from '../http.js';
 import { BenchError, sleep } from '../procs.js';
 import { round, summarize, type LatencySummary } from '../stats.js';
 import { followersOf, generateGraph, notableAuthors, prng, userId, type FollowGraph } from './feed-graph.js';
@@ -73,28 +73,10 @@ class FeedApi {
     private readonly token: string,
   ) {}
 
-  private async request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Record<string, unknown>> {
-    const pool = this.pools[this.next++ % this.pools.length]!;
-    const res = await pool.request({
-      method,
-      path,
-      headers: { authorization: `Bearer ${this.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
-      headersTimeout: 30_000,
-      bodyTimeout: 30_000,
-    });
-    const text = await res.body.text();
-    if (res.statusCode < 200 || res.statusCode > 299) {
-      let code = '';
-      try {
-        code = ` ${String((JSON.parse(text) as { error?: { code?: string } }).error?.code ?? '')}`;
-      } catch {
-        // not JSON
-      }
-      throw new OpError(`HTTP ${res.statusCode}${code}`, text.slice(0, 300));
-    }
-    return JSON.parse(text) as Record<string, unknown>;
+  private request(method: 'GET' | 'POST', path: string, body?: unknown): Promise<Record<string, unknown>> {
+    return requestJson(this.pools[this.next++ % this.pools.length]!, method, path, body, this.token, 30_000);
   }
+
 
   follow(follower: string, followee: string): Promise<unknown> {
     return this.request('POST', '/api/follow', { follower_id: follower, followee_id: followee });

@@ -40,6 +40,7 @@ import { USER_ID } from './input.js';
 import type { Outcome } from './machine.js';
 import type { SendContext } from './queries.js';
 import { addressOf, type QueuedMessage } from './router-worker.js';
+import { preferenceStoreFault } from './test-faults.js';
 import { StateClient } from './state-client.js';
 
 export const deliveryRole: WorkerRole = { role: 'delivery', count: 1, start: startDelivery };
@@ -136,16 +137,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
     }
   }
 
-  // Test-only (`--set test_faults=1`): cut this worker off the preference store, as a network partition would.
-  let preferenceStoreReachable = true;
-  if (options.settings.test_faults === '1') {
-    http.router.post('/v1/test/faults', { admits: 'cluster' }, async (ctx) => {
-      const body = (await ctx.json()) as { preference_store?: string };
-      if (body.preference_store !== 'up' && body.preference_store !== 'down') throw badRequest('invalid_field', 'preference_store must be up or down', { field: 'preference_store' });
-      preferenceStoreReachable = body.preference_store === 'up';
-      return { preference_store: preferenceStoreReachable ? 'up' : 'down' };
-    });
-  }
+  const preferenceFault = preferenceStoreFault(http.router, options.settings);
 
   // User tokens for the in-app centre (HMAC of user.<id> under the cluster token; see README).
   http.router.post('/v1/users/:id/token', { admits: 'cluster' }, (ctx) => {
@@ -251,7 +243,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
     const context: SendContext = { rows: {}, prefs: {} };
     let failOpen = false;
     try {
-      if (!preferenceStoreReachable) throw new Error('the preference store is unreachable (test fault)');
+      preferenceFault.check();
       for (const [g, e] of byGroup) {
         const part = await state.query<SendContext>(g, { q: 'sendContext', message_ids: e.message_ids, user_ids: [...e.user_ids] });
         Object.assign(context.rows, part.rows);

@@ -10,30 +10,23 @@
  * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000); queue_layout (priority | fifo, the
  * naive design for the benchmark's comparison).
  */
-import { badRequest, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { LogClient, type LogProducer } from '@raftkit/log';
-import { PRIORITIES, type Address, type Channel, type Priority } from './channels/channel.js';
+import { PRIORITIES, type Address, type Channel, type OutboundMessage, type Priority } from './channels/channel.js';
 import type { IngestRecord } from './api.js';
 import { allStateGroups, channelTopic, groupOf, ingestTopic, parseLayout, ROUTER_GROUP } from './groups.js';
 import { defaultPreferences, type Preferences } from './machine.js';
 import type { RouteContext } from './queries.js';
 import { inQuietHours } from './quiet-hours.js';
+import { preferenceStoreFault } from './test-faults.js';
 import { StateClient } from './state-client.js';
 import { render } from './template.js';
 
-/** What a channel topic carries. The address is the router's snapshot, used only when the store is unreachable. */
-export interface QueuedMessage {
-  message_id: string;
-  notification_id: string;
-  user_id: string;
-  event_type: string;
-  priority: Priority;
-  channel: Channel;
-  content: { title: string; body: string; data: Record<string, unknown> };
-  accepted_at: number;
-  address: Address | null;
-  fallback_from?: Channel;
-}
+/**
+ * What a channel topic carries: an outbound message before its attempt. The address is the router's snapshot, used
+ * only when the store is unreachable (null: look it up at send time).
+ */
+export type QueuedMessage = Omit<OutboundMessage, 'address' | 'attempt' | 'receipt_url'> & { address: Address | null; fallback_from?: Channel };
 
 export const routerRole: WorkerRole = { role: 'router', count: 1, start: startRouter };
 
@@ -92,16 +85,7 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
 
   const http = await serveWorkerHttp(options, { health: () => ({ ...stats }) });
   const routed = http.metrics.counter('notify_routed_total', 'Ingestion records routed');
-  // Test-only (`--set test_faults=1`): cut this worker off the preference store, as a network partition would.
-  let preferenceStoreReachable = true;
-  if (options.settings.test_faults === '1') {
-    http.router.post('/v1/test/faults', { admits: 'cluster' }, async (ctx) => {
-      const body = (await ctx.json()) as { preference_store?: string };
-      if (body.preference_store !== 'up' && body.preference_store !== 'down') throw badRequest('invalid_field', 'preference_store must be up or down', { field: 'preference_store' });
-      preferenceStoreReachable = body.preference_store === 'up';
-      return { preference_store: preferenceStoreReachable ? 'up' : 'down' };
-    });
-  }
+  const preferenceFault = preferenceStoreFault(http.router, options.settings);
 
   // Setup (state groups and topics) is idempotent; retried until the members can do it.
   for (;;) {
@@ -138,7 +122,7 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
     const group = groupOf('user', record.user_id);
     let context: RouteContext;
     try {
-      if (!preferenceStoreReachable) throw new Error('the preference store is unreachable (test fault)');
+      preferenceFault.check();
       context = await state.query<RouteContext>(group, { q: 'routeContext', user_id: record.user_id, event_type: record.event_type, local: true });
       prefsCache.set(record.user_id, context.prefs);
       if (prefsCache.size > 100_000) prefsCache.clear();

@@ -7,17 +7,9 @@
  */
 import { jsonLogger } from '@raftkit/http';
 import { EDGE_ROLE, REGIONAL_ROLE, edgeRole, regionalRole } from './process.js';
+import type { TierArgs } from './spawn.js';
 
-interface Args {
-  id: string;
-  kind: 'edge' | 'regional';
-  httpAddress: string;
-  dataDir: string;
-  token: string;
-  upstreamUrl: string;
-  downstream?: Array<{ id: string; url: string }>;
-  settings?: Record<string, string>;
-}
+type Args = TierArgs;
 
 const args = JSON.parse(process.argv[2] ?? '{}') as Args;
 const logger = jsonLogger(() => ({ id: args.id }), (line) => process.stderr.write(line));
