@@ -24,6 +24,8 @@ export interface RunOptions {
   rounds: number;
   /** When set, our member processes are CPU-profiled and the profiles land here. */
   profileDir: string | null;
+  /** A side is flagged noisy when other processes used more than this many cores on average while it ran. */
+  noisyCores: number;
 }
 
 /** One side's figures: the load generator's, plus what the side is and what it cost in CPU. */

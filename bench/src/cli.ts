@@ -7,6 +7,7 @@
  *   npx bench raft [--duration 10]
  */
 import { Command, Option } from 'commander';
+import { DEFAULT_NOISY_FOREIGN_CORES } from './machine-load.js';
 import { parseRunOptions, type RawOptions } from './options.js';
 import { BenchError } from './procs.js';
 import { benchmarks } from './registry.js';
@@ -39,6 +40,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--rounds <n>', 'alternate ours and the peer n times; each side reports its median round (default 1)')
     .option('--rate <ops>', 'lock: lock operations per second to aim at (default 10000)')
     .option('--snapshot-every <n>', "our members' entries between snapshots (diagnostic; default: the cluster's)")
+    .option('--noisy-cores <n>', `flag a side noisy when other processes used more than n cores meanwhile (default ${DEFAULT_NOISY_FOREIGN_CORES})`)
     .option('--profile <dir>', "CPU-profile our member processes; writes .cpuprofile files and a summary there")
     .showHelpAfterError()
     .action(async (name: string, raw: RawOptions) => {

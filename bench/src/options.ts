@@ -2,6 +2,7 @@
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Benchmark, RunOptions } from './benchmark.js';
+import { DEFAULT_NOISY_FOREIGN_CORES } from './machine-load.js';
 import { BenchError } from './procs.js';
 
 /** bench/results, wherever the command runs from. */
@@ -20,6 +21,7 @@ export interface RawOptions {
   profile?: string;
   rounds?: string;
   snapshotEvery?: string;
+  noisyCores?: string;
 }
 
 function number(text: string | undefined, flag: string, fallback: number, o: { min: number; max: number; integer?: boolean }): number {
@@ -60,5 +62,6 @@ export function parseRunOptions(name: string, raw: RawOptions, benchmarks: Recor
     snapshotEvery: raw.snapshotEvery === undefined ? null : number(raw.snapshotEvery, '--snapshot-every', 0, { min: 1, max: 1e8, integer: true }),
     rounds: number(raw.rounds, '--rounds', 1, { min: 1, max: 9, integer: true }),
     profileDir: raw.profile === undefined ? null : resolve(raw.profile),
+    noisyCores: number(raw.noisyCores, '--noisy-cores', DEFAULT_NOISY_FOREIGN_CORES, { min: 0, max: 1024 }),
   };
 }

@@ -1,6 +1,7 @@
 /** The results file of a run: both sides, their ratios, the verdict against the goal, and the machine it ran on. */
 import { cpus, loadavg, release, totalmem, type } from 'node:os';
 import type { Benchmark, Goal, RunOptions, SideResult } from './benchmark.js';
+import type { RunNoise } from './machine-load.js';
 import { round } from './stats.js';
 
 export interface Report {
@@ -23,6 +24,8 @@ export interface Report {
   goals?: Goal[];
   verdict: string;
   environment: Environment;
+  /** How busy the rest of the machine was during each side; a noisy run says so in its verdict. */
+  noise?: RunNoise;
 }
 
 export interface Environment {

@@ -4,25 +4,39 @@
  * and on Ctrl-C (then nothing is written and the exit status is 130).
  */
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
-import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import type { Benchmark, RunOptions, SideResult } from './benchmark.js';
 import { cleanupAll, installSignalHandlers, interrupted } from './cleanup.js';
 import { parseRunOptions, type RawOptions } from './options.js';
 import { BenchError } from './procs.js';
+import { judgeRun, noiseVerdict, SideWatcher, type SideNoise } from './machine-load.js';
 import { buildReport, environment, formatReport, type Report } from './report.js';
-import { round } from './stats.js';
 import { renderSvg } from './svg.js';
 
 class Interrupted extends Error {}
 
-async function side(label: string, run: () => Promise<SideResult>): Promise<SideResult> {
-  const load = round(loadavg()[0] ?? 0, 2);
-  process.stderr.write(`bench: -- ${label} -- (1-minute load average before: ${load})\n`);
-  const result = await run();
+/** Runs one side, watching how busy the rest of the machine was meanwhile (see machine-load.ts). */
+async function side(label: string, o: RunOptions, noise: SideNoise[], run: () => Promise<SideResult>): Promise<SideResult> {
+  const watcher = new SideWatcher(label);
+  process.stderr.write(`bench: -- ${label} -- (1-minute load average before: ${watcher.loadBefore.toFixed(2)})\n`);
+  let judged: SideNoise;
+  let result: SideResult;
+  try {
+    result = await run();
+  } finally {
+    judged = watcher.finish(o.noisyCores);
+  }
   if (interrupted.aborted) throw new Interrupted();
-  result.load_avg_1m_before = load;
-  result.load_avg_1m_after = round(loadavg()[0] ?? 0, 2);
+  noise.push(judged);
+  process.stderr.write(
+    `bench: ${label}: load average during ${judged.load_avg_1m_during_mean} (max ${judged.load_avg_1m_during_max}), ` +
+      `other processes ${judged.foreign_cpu_cores ?? '?'} cores${judged.noisy ? ' -- NOISY' : ''}\n`,
+  );
+  result.load_avg_1m_before = judged.load_avg_1m_before;
+  result.load_avg_1m_during_mean = judged.load_avg_1m_during_mean;
+  result.load_avg_1m_during_max = judged.load_avg_1m_during_max;
+  result.foreign_cpu_cores = judged.foreign_cpu_cores;
+  result.noisy = judged.noisy;
   return result;
 }
 
@@ -35,19 +49,23 @@ export async function runBenchmark(bench: Benchmark, o: RunOptions): Promise<Rep
   if (o.vs !== null && bench.runPeer === undefined) throw new BenchError(`benchmark ${bench.name} cannot run a peer`);
   const ours: SideResult[] = [];
   const peers: SideResult[] = [];
+  const noise: SideNoise[] = [];
   for (let i = 1; i <= o.rounds; i++) {
     const of = o.rounds > 1 ? ` (round ${i} of ${o.rounds})` : '';
-    ours.push(await side(`ours${of}`, () => bench.runOurs(o)));
+    ours.push(await side(`ours${of}`, o, noise, () => bench.runOurs(o)));
     if (o.vs !== null) {
       const vs = o.vs;
-      peers.push(await side(`${vs}${of}`, () => bench.runPeer!(vs, o)));
+      peers.push(await side(`${vs}${of}`, o, noise, () => bench.runPeer!(vs, o)));
     }
   }
   const merge = (rounds: SideResult[]): SideResult | null => {
     const median = medianRound(rounds);
     return median !== null && rounds.length > 1 && bench.mergeRounds !== undefined ? bench.mergeRounds(median, rounds) : median;
   };
-  return buildReport(bench, o, merge(ours)!, merge(peers), env);
+  const report = buildReport(bench, o, merge(ours)!, merge(peers), env);
+  report.noise = judgeRun(noise, o.noisyCores);
+  report.verdict = [report.verdict, noiseVerdict(report.noise)].filter((v) => v !== '').join('; ');
+  return report;
 }
 
 /**

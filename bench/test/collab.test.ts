@@ -12,7 +12,7 @@ import type { RunOptions } from '../src/benchmark.js';
 
 t.teardown(cleanupAll);
 
-const options: RunOptions = { name: 'collab', vs: 'y-websocket', durationS: 1.5, warmupS: 0.5, concurrency: 3, out: '/tmp', routing: 'all', size: 50, keys: 1, snapshotEvery: null, rounds: 1, profileDir: null };
+const options: RunOptions = { name: 'collab', vs: 'y-websocket', durationS: 1.5, warmupS: 0.5, concurrency: 3, out: '/tmp', routing: 'all', size: 50, keys: 1, snapshotEvery: null, rounds: 1, profileDir: null, noisyCores: 0.3 };
 
 t.test('y-websocket: a keystroke reaches the other editors; a phase measures', async (t) => {
   const side = await ywebsocketSide();

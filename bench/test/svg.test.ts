@@ -36,7 +36,7 @@ const bench: Benchmark = {
   workload: () => ({ value_bytes: 256 }),
   runOurs: () => Promise.reject(new Error('not here')),
 };
-const o: RunOptions = { name: 'kv', vs: 'etcd', durationS: 20, warmupS: 3, concurrency: 64, out: '/tmp', routing: 'all', size: 256, keys: 100_000, rounds: 1, snapshotEvery: null, profileDir: null };
+const o: RunOptions = { name: 'kv', vs: 'etcd', durationS: 20, warmupS: 3, concurrency: 64, out: '/tmp', routing: 'all', size: 256, keys: 100_000, rounds: 1, snapshotEvery: null, profileDir: null, noisyCores: 0.3 };
 
 /** Every tag opened is closed, in order. */
 function balanced(svg: string): boolean {

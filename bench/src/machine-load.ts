@@ -1,0 +1,177 @@
+/**
+ * How busy the machine was while one side of a run measured, and whether that makes the side's figures noisy.
+ *
+ * The 1-minute load average alone cannot tell: the side's own servers and load generator raise it. So beside the
+ * load average (sampled before and every second during the side) the sampler measures the CPU the rest of the
+ * machine used: all busy CPU time from /proc/stat minus the CPU of this process and its descendants (live ones from
+ * /proc/PID/stat, finished ones through their parents' cutime/cstime once reaped). What is left is other people's
+ * work competing for the same cores: that is what makes two sides of one run incomparable.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import { round } from './stats.js';
+
+/** Clock ticks per second of /proc's CPU figures (USER_HZ; 100 on Linux everywhere Node runs). */
+const TICKS_PER_S = 100;
+
+/** The stated threshold: a side is noisy when other processes used more than this many cores on average. */
+export const DEFAULT_NOISY_FOREIGN_CORES = 0.3;
+
+export interface LoadSample {
+  atMs: number;
+  /** Busy CPU ticks of the whole machine since boot. */
+  machineBusyTicks: number;
+  /** CPU ticks of this process and its descendants (self, reaped children, live descendants). */
+  ownTicks: number;
+}
+
+export interface SideNoise {
+  label: string;
+  load_avg_1m_before: number;
+  load_avg_1m_during_mean: number;
+  load_avg_1m_during_max: number;
+  /** Cores the machine's other processes used on average during the side (null where /proc cannot be read). */
+  foreign_cpu_cores: number | null;
+  noisy: boolean;
+}
+
+export interface RunNoise {
+  /** What makes a side noisy, in words, with the figure. */
+  threshold: string;
+  threshold_foreign_cores: number;
+  sides: SideNoise[];
+  noisy: boolean;
+}
+
+/** Busy ticks from /proc/stat's first line (everything but idle and iowait), or null off Linux. */
+function machineBusyTicks(statText: string): number | null {
+  const line = statText.split('\n', 1)[0] ?? '';
+  const fields = line.trim().split(/\s+/).slice(1).map(Number);
+  if (line.startsWith('cpu ') === false || fields.length < 4 || fields.some((n) => !Number.isFinite(n))) return null;
+  // user nice system idle iowait irq softirq steal (guest is already inside user)
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = fields;
+  return user + nice + system + irq + softirq + steal;
+}
+
+interface ProcStat {
+  pid: number;
+  ppid: number;
+  /** utime + stime + cutime + cstime. */
+  ticks: number;
+}
+
+/** Parses /proc/PID/stat; the command name may hold spaces and parentheses, so fields count from the last ')'. */
+export function parseProcStat(text: string): ProcStat | null {
+  const close = text.lastIndexOf(')');
+  if (close < 0) return null;
+  const pid = Number(text.slice(0, text.indexOf(' ')));
+  const rest = text.slice(close + 2).split(' ');
+  // rest[0] is field 3 (state); ppid is field 4, utime..cstime fields 14-17.
+  const ppid = Number(rest[1]);
+  const ticks = [11, 12, 13, 14].reduce((sum, i) => sum + Number(rest[i]), 0);
+  return Number.isFinite(pid) && Number.isFinite(ppid) && Number.isFinite(ticks) ? { pid, ppid, ticks } : null;
+}
+
+function processTable(): ProcStat[] {
+  const table: ProcStat[] = [];
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = parseProcStat(readFileSync(`/proc/${name}/stat`, 'utf8'));
+      if (stat !== null) table.push(stat);
+    } catch {
+      // The process ended while we looked.
+    }
+  }
+  return table;
+}
+
+/** CPU ticks of `root` and every live descendant (each with its reaped children's time). */
+export function treeTicks(table: readonly ProcStat[], root: number): number {
+  const children = new Map<number, ProcStat[]>();
+  for (const p of table) {
+    const list = children.get(p.ppid);
+    if (list === undefined) children.set(p.ppid, [p]);
+    else list.push(p);
+  }
+  let total = table.find((p) => p.pid === root)?.ticks ?? 0;
+  const stack = [...(children.get(root) ?? [])];
+  for (let p = stack.pop(); p !== undefined; p = stack.pop()) {
+    total += p.ticks;
+    stack.push(...(children.get(p.pid) ?? []));
+  }
+  return total;
+}
+
+export function sampleLoad(): LoadSample | null {
+  try {
+    const busy = machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
+    if (busy === null) return null;
+    return { atMs: Date.now(), machineBusyTicks: busy, ownTicks: treeTicks(processTable(), process.pid) };
+  } catch {
+    return null;
+  }
+}
+
+/** Cores used by everything but this process tree between two samples. */
+export function foreignCores(a: LoadSample, b: LoadSample): number {
+  const seconds = (b.atMs - a.atMs) / 1000;
+  if (seconds <= 0) return 0;
+  const foreignTicks = b.machineBusyTicks - a.machineBusyTicks - (b.ownTicks - a.ownTicks);
+  return Math.max(0, foreignTicks / TICKS_PER_S / seconds);
+}
+
+export function judgeSide(label: string, before: number, during: readonly number[], foreign: number | null, thresholdCores: number): SideNoise {
+  const mean = during.length > 0 ? during.reduce((s, x) => s + x, 0) / during.length : before;
+  const max = during.length > 0 ? Math.max(...during) : before;
+  return {
+    label,
+    load_avg_1m_before: round(before, 2),
+    load_avg_1m_during_mean: round(mean, 2),
+    load_avg_1m_during_max: round(max, 2),
+    foreign_cpu_cores: foreign === null ? null : round(foreign, 2),
+    noisy: foreign !== null && foreign > thresholdCores,
+  };
+}
+
+export function judgeRun(sides: SideNoise[], thresholdCores: number): RunNoise {
+  return {
+    threshold:
+      `a side is noisy when the machine's other processes used more than ${thresholdCores} of its ${cpus().length} cores ` +
+      'on average while it ran (all busy CPU from /proc/stat minus the benchmark\'s own process tree)',
+    threshold_foreign_cores: thresholdCores,
+    sides,
+    noisy: sides.some((s) => s.noisy),
+  };
+}
+
+/** "" when quiet, else the sentence the verdict carries. */
+export function noiseVerdict(noise: RunNoise): string {
+  const loud = noise.sides.filter((s) => s.noisy);
+  if (loud.length === 0) return '';
+  const list = loud.map((s) => `${s.label} ${s.foreign_cpu_cores} cores`).join(', ');
+  return `NOISY RUN: other processes used more than ${noise.threshold_foreign_cores} cores during ${list}; compare with care`;
+}
+
+/** Watches one side: the load average before and every second during it, and the foreign CPU across it. */
+export class SideWatcher {
+  readonly #before = loadavg()[0] ?? 0;
+  readonly #during: number[] = [];
+  readonly #start = sampleLoad();
+  readonly #timer = setInterval(() => this.#during.push(loadavg()[0] ?? 0), 1_000);
+
+  constructor(readonly label: string) {
+    this.#timer.unref();
+  }
+
+  get loadBefore(): number {
+    return this.#before;
+  }
+
+  finish(thresholdCores: number): SideNoise {
+    clearInterval(this.#timer);
+    const end = sampleLoad();
+    const foreign = this.#start !== null && end !== null ? foreignCores(this.#start, end) : null;
+    return judgeSide(this.label, this.#before, this.#during, foreign, thresholdCores);
+  }
+}
