@@ -6,8 +6,9 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream, existsSync, mkdirSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
+import type { WorkerRoles } from '@raftkit/http';
 import { assertPortFree, callMember, findLeader, memberStatus, signal, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy, type MemberStatus } from './processes.js';
-import { defaultBasePort, MAX_WORKERS, serviceNames, services, workerPorts } from './services.js';
+import { defaultBasePort, MAX_WORKERS, serviceNames, workerPorts } from './service-list.js';
 import {
   CliError,
   findMember,
@@ -56,7 +57,9 @@ program
     }
     const ids = Array.from({ length: nodes }, (_, i) => `n${i + 1}`);
     const members: MemberRecord[] = ids.map((id, i) => ({ id, pid: null, raftAddress: `127.0.0.1:${basePort + 1 + i}`, httpAddress: `127.0.0.1:${basePort + 101 + i}` }));
-    const workers = planWorkers(o.service, basePort, o.workers);
+    // Only `up` needs the service itself (its worker roles); other commands never load the service packages.
+    const { loadService } = await import('./services.js');
+    const workers = planWorkers((await loadService(o.service))!.workers, o.service, basePort, o.workers);
     const settings = parseSettings(o.set ?? []);
     for (const m of members) {
       for (const address of [m.raftAddress, m.httpAddress]) await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
@@ -505,8 +508,7 @@ function printEndpoints(state: ClusterState, token: string, leader: string): voi
 }
 
 /** The worker records of a new cluster: the service's roles in order, counts from --workers where given. */
-function planWorkers(service: string, basePort: number, spec: string | undefined): WorkerRecord[] {
-  const roles = services[service]!.workers;
+function planWorkers(roles: WorkerRoles, service: string, basePort: number, spec: string | undefined): WorkerRecord[] {
   const counts = new Map(roles.map((r) => [r.role, r.count]));
   for (const part of (spec ?? '').split(',').filter((p) => p.length > 0)) {
     const m = /^([a-z][a-z0-9_-]*)=(\d+)$/.exec(part.trim());

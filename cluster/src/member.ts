@@ -8,7 +8,7 @@ import { Command } from 'commander';
 import { jsonLogger } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import type { MemberOptions } from './host.js';
-import { services, serviceNames } from './services.js';
+import { loadService, serviceNames } from './services.js';
 
 const program = new Command()
   .name('member')
@@ -34,7 +34,7 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const service = services[opts.service] ?? fail(`unknown service ${opts.service}; known: ${serviceNames().join(', ')}`);
+const service = (await loadService(opts.service)) ?? fail(`unknown service ${opts.service}; known: ${serviceNames().join(', ')}`);
 const token = process.env.CLUSTER_AUTH_TOKEN || (opts.tokenFile ? readFileSync(opts.tokenFile, 'utf8').trim() : '');
 if (token.length === 0) fail('no token: pass --token-file or set CLUSTER_AUTH_TOKEN');
 function addressList(text: string, flag: string): Record<string, string> {

@@ -1,18 +1,14 @@
-/** The services a cluster can run, by name. Each later service adds one line here. */
+/**
+ * The services a cluster can run, by name, with everything needed to start their members and workers. Each later
+ * service adds one line here and its base port in service-list.ts. Each service package is imported only when its
+ * service is asked for: a kv member does not load the video pipeline, and starting a process stays cheap.
+ */
 import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@raftkit/http';
-import { createAuctionService } from '@raftkit/auction';
-import { kvService } from '@raftkit/kv';
-import { createCollabService } from '@raftkit/collab';
-import { createLogService } from '@raftkit/log';
-import { createFeedService } from '@raftkit/feed';
-import { createFlashService } from '@raftkit/flash';
-import { lockService } from '@raftkit/lock';
-import { createNotifyService } from '@raftkit/notify';
-import { ratelimitService } from '@raftkit/ratelimit';
-import { shortlinkService } from '@raftkit/shortlink';
-import { videoService } from '@raftkit/video';
 import { startGroupedMember } from './group-member.js';
 import { startMember, type MemberOptions, type RunningMember } from './host.js';
+import { serviceNames } from './service-list.js';
+
+export { serviceNames };
 
 /** A service with its command types erased: how to start a member, and the service's other processes. */
 export interface HostedService {
@@ -29,49 +25,26 @@ function grouped(definition: () => GroupedServiceDefinition): HostedService {
   return { member: (options) => startGroupedMember(definition(), options), workers: definition().workers ?? [] };
 }
 
-export const services: Record<string, HostedService> = {
-  kv: hosted(kvService),
-  lock: hosted(lockService),
-  ratelimit: hosted(ratelimitService),
-  shortlink: hosted(shortlinkService),
-  log: grouped(createLogService),
-  collab: grouped(createCollabService),
-  flash: grouped(createFlashService),
-  auction: grouped(createAuctionService),
-  video: hosted(videoService),
-  feed: grouped(createFeedService),
-  notify: grouped(createNotifyService),
+const loaders: Record<string, () => Promise<HostedService>> = {
+  kv: async () => hosted((await import('@raftkit/kv')).kvService),
+  lock: async () => hosted((await import('@raftkit/lock')).lockService),
+  ratelimit: async () => hosted((await import('@raftkit/ratelimit')).ratelimitService),
+  shortlink: async () => hosted((await import('@raftkit/shortlink')).shortlinkService),
+  log: async () => grouped((await import('@raftkit/log')).createLogService),
+  collab: async () => grouped((await import('@raftkit/collab')).createCollabService),
+  flash: async () => grouped((await import('@raftkit/flash')).createFlashService),
+  auction: async () => grouped((await import('@raftkit/auction')).createAuctionService),
+  video: async () => hosted((await import('@raftkit/video')).videoService),
+  feed: async () => grouped((await import('@raftkit/feed')).createFeedService),
+  notify: async () => grouped((await import('@raftkit/notify')).createNotifyService),
 };
 
-export function serviceNames(): string[] {
-  return Object.keys(services);
+/** The service of that name, its package loaded now; undefined for a name no service has. */
+export async function loadService(name: string): Promise<HostedService | undefined> {
+  return Object.hasOwn(loaders, name) ? loaders[name]!() : undefined;
 }
 
-/**
- * Each service's default ports, so several clusters can run side by side: raft base+1.., member HTTP base+101..,
- * worker k (1-based, in start order) HTTP base+40+k and binary base+160+k.
- */
-const basePorts: Record<string, number> = {
-  kv: 7000,
-  lock: 7200,
-  ratelimit: 7400,
-  shortlink: 7600,
-  log: 7800,
-  collab: 8000,
-  flash: 8200,
-  auction: 8400,
-  video: 8600,
-  feed: 8800,
-  notify: 9200,
-};
-
-export function defaultBasePort(service: string): number {
-  return basePorts[service] ?? 9000;
-}
-
-/** The most workers one cluster may have (their ports must stay inside the base's 200-port block). */
-export const MAX_WORKERS = 20;
-
-export function workerPorts(base: number, k: number): { http: number; tcp: number } {
-  return { http: base + 40 + k, tcp: base + 160 + k };
-}
+// The light list (service-list.ts) names the same services, so that the CLI can start without loading them all.
+const missing = serviceNames().filter((name) => !Object.hasOwn(loaders, name));
+const unlisted = Object.keys(loaders).filter((name) => !serviceNames().includes(name));
+if (missing.length > 0 || unlisted.length > 0) throw new Error(`service-list.ts and services.ts disagree: missing ${missing.join(',')} unlisted ${unlisted.join(',')}`);

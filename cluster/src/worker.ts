@@ -8,7 +8,7 @@ import { mkdirSync } from 'node:fs';
 import { Command } from 'commander';
 import { jsonLogger, type PeerAddress } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
-import { services } from './services.js';
+import { loadService } from './services.js';
 import { memberDir, readState, readToken } from './state.js';
 
 const opts = new Command()
@@ -32,7 +32,7 @@ try {
   fail(String((e as Error).message));
 }
 const record = state.workers?.find((w) => w.id === opts.id) ?? fail(`no worker ${opts.id} in ${opts.cluster}/cluster.json`);
-const service = services[state.service] ?? fail(`unknown service ${state.service}`);
+const service = (await loadService(state.service)) ?? fail(`unknown service ${state.service}`);
 const role = service.workers.find((r) => r.role === record.role) ?? fail(`service ${state.service} has no worker role ${record.role}`);
 const token = readToken(state.dataDir);
 const logger = jsonLogger(() => ({ worker: record.id, role: record.role, service: state.service }));
