@@ -46,6 +46,7 @@ export interface CoreMutations {
   commitPreviousTermByCount?: boolean;
   skipPrevCheck?: boolean;
   ignoreHigherTerm?: boolean;
+  countSelfUnpersisted?: boolean;
   [flag: string]: boolean | undefined;
 }
 

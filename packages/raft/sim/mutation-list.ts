@@ -17,7 +17,12 @@ export const MUTATIONS: Mutation[] = [
   },
   { name: 'skipPrevCheck', what: 'accept appends without matching the previous entry', core: { skipPrevCheck: true } },
   { name: 'ignoreHigherTerm', what: 'a leader ignores messages of higher terms', core: { ignoreHigherTerm: true } },
-  { name: 'sendBeforePersist', what: "send a Ready's messages before its writes are durable", sim: { sendBeforePersist: true } },
+  { name: 'sendBeforePersist', what: "send all of a Ready's messages (acknowledgements too) before its writes are durable", sim: { sendBeforePersist: true } },
+  {
+    name: 'countSelfUnpersisted',
+    what: 'a leader counts itself in the commit quorum before its own write is durable',
+    core: { countSelfUnpersisted: true },
+  },
   { name: 'staleLocalReads', what: 'serve reads from local state without a read index', sim: { staleLocalReads: true } },
   { name: 'noSessionDedup', what: 'apply retried session commands again', sim: { noSessionDedup: true } },
   {

@@ -2,15 +2,17 @@
  * One simulated member: a RaftCore, its disk, a KV state machine behind SessionStateMachine, and the client
  * requests waiting on it. It drives the core the way the real driver must:
  *
- *   ready() -> install snapshot, write entries + hard state -> wait for the disk sync -> send messages ->
- *   apply committed entries -> serve reads -> advance()
+ *   ready() -> install snapshot, write entries + hard state -> send the messages that may precede the write
+ *   (src/ready-order.ts: a leader's appends and heartbeats, forwarded proposals and reads) -> apply committed
+ *   entries -> serve reads -> wait for the disk sync -> send the rest (acknowledgements, votes) -> advance()
  *
  * so a slow disk delays this member's messages, and a crash loses exactly what was not yet durable. Every K
  * applied entries it saves a snapshot and, once that is durable, lets the core compact its log.
  */
 import { ConfigChangeError, RaftCore, type CoreOptions } from '../src/core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionResult } from '../src/sessions.js';
-import type { ApplyContext, Configuration, Entry, Message, NodeId, Ready, Snapshot, SnapshotMeta } from '../src/types.js';
+import { splitMessages } from '../src/ready-order.js';
+import type { ApplyContext, Configuration, Entry, HardState, Message, NodeId, Ready, Snapshot, SnapshotMeta } from '../src/types.js';
 import type { SimConfig } from './config.js';
 import { SimDisk } from './disk.js';
 import { mixNumber, mixString } from './hash.js';
@@ -81,6 +83,8 @@ export class SimNode {
   private appliedTime = 0;
   private appliedConfig: Configuration = EMPTY_CONFIG;
   private knownCommit = 0;
+  /** The hard state this driver knows durable (its last completed sync): decides which messages go early. */
+  private syncedHardState: HardState = { term: 0, vote: null, commit: 0 };
   private lastSnapshot: Snapshot | null = null;
   private busy = false;
 
@@ -138,6 +142,7 @@ export class SimNode {
     }
     this.lastSnapshot = d.snapshot;
     this.knownCommit = d.hardState.commit;
+    this.syncedHardState = { ...d.hardState };
     const options: CoreOptions = {
       id: this.id,
       electionTicks: config.electionTicks,
@@ -292,31 +297,44 @@ export class SimNode {
       wrote = true;
     }
     if (rd.hardState !== null) this.knownCommit = Math.max(this.knownCommit, rd.hardState.commit);
-    const early = wrote && host.config.simMutations?.sendBeforePersist === true;
-    if (early) this.sendAll(rd.messages);
     if (!wrote) {
-      this.finishReady(rd, early);
+      this.sendAll(rd.messages);
+      this.applyAndRead(rd);
+      this.finishReady(rd);
       return;
     }
+    // The library's order (src/ready-order.ts): a leader's appends and heartbeats, and forwarded client work, go
+    // out while the write is in flight; committed entries (known durable on a majority) apply meanwhile;
+    // acknowledgements wait for the sync. The mutation sends everything early.
+    const { early, late } = host.config.simMutations?.sendBeforePersist === true
+      ? { early: rd.messages, late: [] }
+      : splitMessages(rd, this.syncedHardState);
+    this.sendAll(early);
+    this.applyAndRead(rd);
     this.busy = true;
     const life = this.incarnation;
     this.disk.sync(() => {
       if (life !== this.incarnation) return;
       this.busy = false;
-      this.finishReady(rd, early);
+      if (rd.hardState !== null) this.syncedHardState = rd.hardState;
+      this.sendAll(late);
+      this.finishReady(rd);
       if (this.up && life === this.incarnation) this.afterInput();
     });
   }
 
-  /** The Ready's writes are durable: send, apply, serve reads, advance; maybe save a snapshot. */
-  private finishReady(rd: Ready, alreadySent: boolean): void {
-    if (!alreadySent) this.sendAll(rd.messages);
+  /** Apply the Ready's committed entries and take its read states (neither waits for this Ready's write). */
+  private applyAndRead(rd: Ready): void {
     for (const e of rd.committed) this.applyEntry(e);
     for (const rs of rd.readStates) {
       if (rs.index < 0) this.answerRead(rs.context, null);
       else this.readyReads.push(rs);
     }
     this.serveReads();
+  }
+
+  /** The Ready's writes are durable (and its messages sent): advance; maybe save a snapshot. */
+  private finishReady(rd: Ready): void {
     this.core!.advance(rd);
     if (this.applied - (this.lastSnapshot?.meta.index ?? 0) >= this.host.config.snapshotEvery) this.saveSnapshot();
   }

@@ -45,6 +45,8 @@ export interface Mutations {
   skipPrevCheck?: boolean;
   /** A leader ignores messages of a higher term instead of stepping down. */
   ignoreHigherTerm?: boolean;
+  /** A leader counts itself in the commit quorum for entries its own write has not yet made durable. */
+  countSelfUnpersisted?: boolean;
 }
 
 /** The consensus core's identity and tuning (RaftNode passes its `core` option through). */
@@ -1016,6 +1018,7 @@ export class RaftCore {
 
   /** Advance the commit index to the highest index stored on a quorum of voters, if it is of our term. */
   private maybeCommit(): boolean {
+    if (this.mutations.countSelfUnpersisted) this.progress.get(this.id)?.maybeUpdate(this.log.lastIndex());
     const matches = this.config.voters.map((id) => this.progress.get(id)?.match ?? 0).sort((a, b) => b - a);
     if (matches.length === 0) return false;
     const candidate = matches[quorum(matches.length) - 1]!;

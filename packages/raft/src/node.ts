@@ -1,7 +1,8 @@
 /**
  * RaftNode: the driver that runs a pure RaftCore against real Storage, Transport and a StateMachine. It
- * performs each Ready in the order that keeps Raft safe (install snapshot, persist with sync, then send, then
- * apply), one batch at a time, and offers the application-facing API: propose with exactly-once retries,
+ * performs each Ready in the order that keeps Raft safe (install snapshot; start the write; send what may go
+ * before it is durable, src/ready-order.ts; apply what is committed; once synced, send the acknowledgements),
+ * one batch at a time, and offers the application-facing API: propose with exactly-once retries,
  * linearizable reads, membership changes and leadership transfer.
  */
 import { randomUUID } from 'node:crypto';
@@ -9,12 +10,14 @@ import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from '
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
 import { plainDataProblem } from './plain-data.js';
 import { forceSoleVoter } from './recovery.js';
+import { splitMessages } from './ready-order.js';
 import type {
   AdminForward,
   AdminRequest,
   ConfigChange,
   Configuration,
   Entry,
+  HardState,
   Message,
   NodeId,
   Ready,
@@ -227,6 +230,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private readonly addressBook = new Map<NodeId, string>();
   private readonly connected = new Map<NodeId, string>();
   private lastPersistMs = 0;
+  /** The hard state storage last confirmed durable: which messages may precede a write depends on it. */
+  private durableHardState: HardState;
   private applyErrors = 0;
   private lastApplyError: { index: number; message: string } | null = null;
 
@@ -246,7 +251,9 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     core: RaftCore,
     machine: SessionStateMachine<C, R>,
     applied: number,
+    durableHardState: HardState,
   ) {
+    this.durableHardState = { ...durableHardState };
     this.id = options.id;
     this.core = core;
     this.machine = machine;
@@ -282,7 +289,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       { seed: hashSeed(options.id), ...options.core, id: options.id },
       { hardState: stored.hardState, snapshot: stored.snapshot?.meta ?? null, entries: stored.entries, initialConfig },
     );
-    const node = new RaftNode<C, R, M>(options, core, machine, stored.snapshot?.meta.index ?? 0);
+    const node = new RaftNode<C, R, M>(options, core, machine, stored.snapshot?.meta.index ?? 0, stored.hardState);
     for (const [id, address] of Object.entries({ ...options.peers, ...bootstrap })) node.addressBook.set(id, address);
     node.syncPeers();
     await options.transport.start((m) => node.receive(m));
@@ -485,8 +492,12 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
 
   /** This member's state now: role, term, indexes, peers' replication, apply errors, storage failure. */
   status(): NodeStatus {
+    const core = this.core.status();
     return {
-      ...this.core.status(),
+      ...core,
+      // The machine's applied index: committed entries apply while a Ready's write is in flight, before the core
+      // hears of them in advance().
+      applied: Math.max(core.applied, this.applied),
       // A failed member is out of the group: it must not tell anyone it leads.
       ...(this.failure !== null ? { role: 'follower' as const, leader: null } : {}),
       lastPersistMs: this.lastPersistMs,
@@ -643,17 +654,33 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       this.lastSnapshotIndex = rd.snapshot.meta.index;
       this.bytesSinceSnapshot = 0;
     }
+    // The write starts, then a leader's appends go out while it is in flight (src/ready-order.ts says which
+    // messages may), so a commit waits for the slower of our write and a follower's, not for both in turn.
+    let written: Promise<void> | null = null;
     if (rd.entries.length > 0 || rd.hardState !== null) {
       const started = performance.now();
-      await this.storage.append(rd.entries, rd.hardState);
-      this.lastPersistMs = performance.now() - started;
-      this.observer.persisted?.(rd.entries.length, this.lastPersistMs);
+      written = this.storage.append(rd.entries, rd.hardState).then(() => {
+        this.lastPersistMs = performance.now() - started;
+      });
+      // Awaited below; until then a failure must not count as unhandled.
+      written.catch(() => {});
     }
-    this.syncPeers();
-    for (const m of rd.messages) await this.send(m);
+    const { early, late } = written === null ? { early: rd.messages, late: [] } : splitMessages(rd, this.durableHardState);
+    if (early.length > 0) {
+      this.syncPeers();
+      for (const m of early) await this.send(m);
+    }
+    // Committed entries are durable on a majority already: apply them (and answer their clients) meanwhile.
     for (const entry of rd.committed) this.applyEntry(entry);
     for (const rs of rd.readStates) this.readResolved(rs.context, rs.index);
     if (rd.committed.length > 0) this.releaseAppliedWaiters();
+    if (written !== null) {
+      await written;
+      if (rd.hardState !== null) this.durableHardState = rd.hardState;
+      this.observer.persisted?.(rd.entries.length, this.lastPersistMs);
+    }
+    this.syncPeers();
+    for (const m of late) await this.send(m);
   }
 
   private async send(m: Message): Promise<void> {
