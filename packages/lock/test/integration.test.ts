@@ -72,6 +72,9 @@ async function leaderIndex(): Promise<number> {
 
 t.before(async () => {
   cluster = await startCluster('lock');
+  // `cluster up` returns once a leader is elected; on a crowded machine a member may still be opening its HTTP
+  // listener (the first case once met ECONNREFUSED on member 3).
+  await Promise.all(cluster.members.map((_, i) => until(`member ${i + 1} answering`, async () => (await call('GET', '/v1/cluster/status', undefined, { member: i })).status === 200, 60_000)));
 });
 t.teardown(async () => {
   await cluster.down();
