@@ -20,7 +20,7 @@ import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { Endpoints, send } from '../http.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
-import { startOurCluster } from '../ours.js';
+import { memberCounters, startOurCluster } from '../ours.js';
 import { b64, startEtcd } from '../peers/etcd.js';
 import { summarizeProfiles } from '../profile.js';
 import { round, summarize } from '../stats.js';
@@ -58,6 +58,8 @@ export interface SweepStep {
   acquire_p99_ms: number;
   errors: number;
   server_cpu_us_per_op: number | null;
+  /** Ours: acquires and releases per Raft entry (the per-turn batch). */
+  lock_commands_per_entry?: number;
   load_avg_1m_before: number;
 }
 
@@ -76,7 +78,13 @@ interface LockApi {
   close(pool: Pool, worker: number): Promise<void>;
 }
 
-async function runCycles(label: string, system: string, pids: number[], origins: string[], api: LockApi, o: RunOptions, rate: number, extra: Record<string, unknown>): Promise<SideResult> {
+/** Server counters read as the window opens and closes, and what their change says (ours: how much was batched). */
+interface Probe {
+  probe: () => Promise<Record<string, number>>;
+  explain: (delta: Record<string, number>) => Record<string, unknown>;
+}
+
+async function runCycles(label: string, system: string, pids: number[], origins: string[], api: LockApi, o: RunOptions, rate: number, extra: Record<string, unknown>, probe?: Probe): Promise<SideResult> {
   const endpoints = new Endpoints(origins, o.concurrency);
   const opened = new Set<number>();
   const acquireMs: number[] = [];
@@ -122,6 +130,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
           await api.release(pool, w, name, grant);
         },
         extra: { ...extra, target_lock_ops_per_sec: rate, names: NAMES },
+        ...(probe !== undefined ? { probe: probe.probe, explain: probe.explain } : {}),
       },
       o,
     );
@@ -210,7 +219,16 @@ async function runOursAt(o: RunOptions, rate: number): Promise<SideResult> {
     const leader = await cluster.leader();
     leaderPid = cluster.members.find((m) => m.id === leader)?.pid;
     const targets = o.routing === 'leader' ? cluster.members.filter((m) => m.id === leader) : cluster.members;
-    return await runCycles('ours', `raftkit lock, ${MEMBERS} members`, cluster.members.map((m) => m.pid), targets.map((m) => m.url), oursApi(cluster.token), o, rate, { leader, routing: o.routing });
+    // Acquires and releases per Raft entry of the batcher, over every member (each batches what it received).
+    const batching: Probe = {
+      probe: async () => {
+        const all = await Promise.all(cluster.members.map((m) => memberCounters(m).catch(() => ({}) as Record<string, number>)));
+        const sum = (k: string): number => all.reduce((n, c) => n + (c[k] ?? 0), 0);
+        return { entries: sum('lock_batched_entries'), commands: sum('lock_batched_commands') };
+      },
+      explain: (d) => ({ lock_commands_per_entry: d.entries !== undefined && d.entries > 0 ? round((d.commands ?? 0) / d.entries, 2) : null }),
+    };
+    return await runCycles('ours', `raftkit lock, ${MEMBERS} members`, cluster.members.map((m) => m.pid), targets.map((m) => m.url), oursApi(cluster.token), o, rate, { leader, routing: o.routing }, batching);
   } finally {
     await cluster.stop();
     if (o.profileDir !== null) {
@@ -240,6 +258,7 @@ function step(rate: number, load: number, r: SideResult): SweepStep {
     acquire_p99_ms: r.acquire_p99_ms as number,
     errors: r.errors,
     server_cpu_us_per_op: r.server_cpu_us_per_op,
+    ...(typeof r.lock_commands_per_entry === 'number' ? { lock_commands_per_entry: r.lock_commands_per_entry } : {}),
     load_avg_1m_before: load,
   };
 }
