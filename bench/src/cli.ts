@@ -39,6 +39,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--keys <n>', 'number of distinct keys written (uniformly at random)')
     .option('--rounds <n>', 'alternate ours and the peer n times; each side reports its median round (default 1)')
     .option('--rate <ops>', 'lock: lock operations per second to aim at (default 10000)')
+    .option('--sweep [rates]', 'lock: run each rate (default 500,...,10000) side by side; report the highest rate with acquire p99 under 50 ms')
     .option('--snapshot-every <n>', "our members' entries between snapshots (diagnostic; default: the cluster's)")
     .option('--noisy-cores <n>', `flag a side noisy when other processes used more than n cores meanwhile (default ${DEFAULT_NOISY_FOREIGN_CORES})`)
     .option('--profile <dir>', "CPU-profile our member processes; writes .cpuprofile files and a summary there")

@@ -9,27 +9,65 @@
  * target is 10,000/s), and acquire latency is measured from each cycle's scheduled start, so a server that falls
  * behind shows it in the latency instead of silently lowering the rate (no coordinated omission).
  *
- * With --sweep, the run repeats at rising rates and reports, for each side, the highest rate whose acquire p99
- * stayed under 50 ms.
+ * With --sweep (rates 500 ... 10,000, or `--sweep 500,1000,...`), the run repeats at each rate, ours then the peer
+ * side by side per rate (a fresh cluster for each, so no rate inherits another's log), and reports, for each side,
+ * the highest rate whose acquire p99 stayed under 50 ms with no errors, their ratio, and the verdict on the goal
+ * (ours at least 2x the peer's). The 1-minute load average is recorded at each step: the machine is shared.
  */
+import { loadavg } from 'node:os';
 import type { Pool } from 'undici';
-import type { Benchmark, RunOptions, SideResult } from '../benchmark.js';
+import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { Endpoints, send } from '../http.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
-import { startOurCluster } from '../ours.js';
+import { memberCounters, startOurCluster } from '../ours.js';
 import { b64, startEtcd } from '../peers/etcd.js';
+import { summarizeProfiles } from '../profile.js';
 import { round, summarize } from '../stats.js';
 
 const MEMBERS = 5;
 const NAMES = 10_000;
 const P99_GOAL_MS = 50;
+/** Ours must reach at least this multiple of the peer's highest rate under the p99 goal (issue 21, item 2). */
+const RATE_GOAL_RATIO = 2;
+export const DEFAULT_SWEEP = [500, 1000, 1500, 2000, 3000, 5000, 10_000];
 
 function rateFromArgs(): number {
   const i = process.argv.indexOf('--rate');
   const rate = i >= 0 ? Number(process.argv[i + 1]) : 10_000;
   if (!Number.isFinite(rate) || rate <= 0) throw new Error('--rate must be a positive number of lock operations per second');
   return rate;
+}
+
+/** The rates of --sweep (a comma-separated list may follow it), or null without --sweep. */
+export function sweepFromArgs(argv: readonly string[] = process.argv): number[] | null {
+  const i = argv.indexOf('--sweep');
+  if (i < 0) return null;
+  const next = argv[i + 1];
+  if (next === undefined || next.startsWith('--')) return DEFAULT_SWEEP;
+  const rates = next.split(',').map(Number);
+  if (rates.length === 0 || rates.some((r) => !Number.isFinite(r) || r <= 0)) throw new Error('--sweep takes positive rates separated by commas, e.g. 500,1000,2000');
+  return [...new Set(rates)].sort((a, b) => a - b);
+}
+
+/** One rate of a sweep, for one side. */
+export interface SweepStep {
+  rate: number;
+  lock_ops_per_sec: number;
+  acquire_p50_ms: number;
+  acquire_p99_ms: number;
+  errors: number;
+  server_cpu_us_per_op: number | null;
+  /** Ours: acquires and releases per Raft entry (the per-turn batch). */
+  lock_commands_per_entry?: number;
+  load_avg_1m_before: number;
+}
+
+/** The highest rate whose acquire p99 stayed under the goal with no errors, or 0 when none did. */
+export function highestRateUnderGoal(steps: readonly SweepStep[]): number {
+  let best = 0;
+  for (const s of steps) if (s.errors === 0 && s.acquire_p99_ms < P99_GOAL_MS && s.rate > best) best = s.rate;
+  return best;
 }
 
 /** What one side needs to run cycles: open per-worker state, then acquire and release. */
@@ -40,7 +78,13 @@ interface LockApi {
   close(pool: Pool, worker: number): Promise<void>;
 }
 
-async function runCycles(label: string, system: string, pids: number[], origins: string[], api: LockApi, o: RunOptions, rate: number, extra: Record<string, unknown>): Promise<SideResult> {
+/** Server counters read as the window opens and closes, and what their change says (ours: how much was batched). */
+interface Probe {
+  probe: () => Promise<Record<string, number>>;
+  explain: (delta: Record<string, number>) => Record<string, unknown>;
+}
+
+async function runCycles(label: string, system: string, pids: number[], origins: string[], api: LockApi, o: RunOptions, rate: number, extra: Record<string, unknown>, probe?: Probe): Promise<SideResult> {
   const endpoints = new Endpoints(origins, o.concurrency);
   const opened = new Set<number>();
   const acquireMs: number[] = [];
@@ -48,9 +92,17 @@ async function runCycles(label: string, system: string, pids: number[], origins:
   // Two lock operations per cycle: each worker starts a cycle every concurrency * 2 / rate seconds.
   const cycleGapMs = (o.concurrency * 2 * 1000) / rate;
   const next = new Map<number, number>();
-  // The load generator's warm-up is not counted; neither are acquires scheduled during it.
-  const measureFrom = performance.now() + o.warmupS * 1000;
   try {
+    // Every worker's session (or lease) is opened before the clock starts: opening 64 at once is a burst of
+    // writes that, on a crowded machine, outlasted the warm-up and left a backlog counted against the first rate.
+    await Promise.all(
+      Array.from({ length: o.concurrency }, async (_, w) => {
+        await api.open(endpoints.forWorker(w), w);
+        opened.add(w);
+      }),
+    );
+    // The load generator's warm-up is not counted; neither are acquires scheduled during it.
+    const measureFrom = performance.now() + o.warmupS * 1000;
     const result = await measure(
       {
         label,
@@ -59,11 +111,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
         serverPids: pids,
         op: async (w) => {
           const pool = endpoints.forWorker(w);
-          if (!opened.has(w)) {
-            await api.open(pool, w);
-            opened.add(w);
-            next.set(w, performance.now() + Math.random() * cycleGapMs);
-          }
+          if (!next.has(w)) next.set(w, performance.now() + Math.random() * cycleGapMs);
           const scheduled = next.get(w)!;
           next.set(w, scheduled + cycleGapMs);
           const wait = scheduled - performance.now();
@@ -86,6 +134,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
           await api.release(pool, w, name, grant);
         },
         extra: { ...extra, target_lock_ops_per_sec: rate, names: NAMES },
+        ...(probe !== undefined ? { probe: probe.probe, explain: probe.explain } : {}),
       },
       o,
     );
@@ -161,43 +210,141 @@ function etcdApi(): LockApi {
   };
 }
 
-async function runOurs(o: RunOptions): Promise<SideResult> {
-  const cluster = await startOurCluster({ service: 'lock', nodes: MEMBERS });
+/** One rate on a fresh cluster of ours. */
+async function runOursAt(o: RunOptions, rate: number): Promise<SideResult> {
+  const env: NodeJS.ProcessEnv = {};
+  if (o.profileDir !== null) {
+    env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
+    env.BENCH_PROFILE_DIR = o.profileDir;
+  }
+  const cluster = await startOurCluster({ service: 'lock', nodes: MEMBERS, env });
+  let leaderPid: number | undefined;
   try {
     const leader = await cluster.leader();
+    leaderPid = cluster.members.find((m) => m.id === leader)?.pid;
     const targets = o.routing === 'leader' ? cluster.members.filter((m) => m.id === leader) : cluster.members;
-    return await runCycles('ours', `raftkit lock, ${MEMBERS} members`, cluster.members.map((m) => m.pid), targets.map((m) => m.url), oursApi(cluster.token), o, rateFromArgs(), { leader, routing: o.routing });
+    // Acquires and releases per Raft entry of the batcher, over every member (each batches what it received).
+    const batching: Probe = {
+      probe: async () => {
+        const all = await Promise.all(cluster.members.map((m) => memberCounters(m).catch(() => ({}) as Record<string, number>)));
+        const sum = (k: string): number => all.reduce((n, c) => n + (c[k] ?? 0), 0);
+        return { entries: sum('lock_batched_entries'), commands: sum('lock_batched_commands') };
+      },
+      explain: (d) => ({ lock_commands_per_entry: d.entries !== undefined && d.entries > 0 ? round((d.commands ?? 0) / d.entries, 2) : null }),
+    };
+    return await runCycles('ours', `raftkit lock, ${MEMBERS} members`, cluster.members.map((m) => m.pid), targets.map((m) => m.url), oursApi(cluster.token), o, rate, { leader, routing: o.routing }, batching);
   } finally {
     await cluster.stop();
+    if (o.profileDir !== null) {
+      const summary = summarizeProfiles(o.profileDir, cluster.members.map((m) => m.pid), leaderPid);
+      if (summary !== null) process.stderr.write(`bench: CPU profiles of our members in ${o.profileDir}\n${summary}\n`);
+    }
   }
 }
 
-async function runEtcd(o: RunOptions): Promise<SideResult> {
+/** One rate on a fresh etcd cluster. */
+async function runEtcdAt(o: RunOptions, rate: number): Promise<SideResult> {
   const etcd = await startEtcd(MEMBERS);
   try {
     const leader = await etcd.leader();
     const targets = o.routing === 'leader' ? etcd.members.filter((m) => m.name === leader) : etcd.members;
-    return await runCycles('etcd', `etcd ${etcd.version} v3lock, ${MEMBERS} members (Debian etcd-server)`, etcd.members.map((m) => m.pid), targets.map((m) => m.clientUrl), etcdApi(), o, rateFromArgs(), { leader, routing: o.routing, version: etcd.version });
+    return await runCycles('etcd', `etcd ${etcd.version} v3lock, ${MEMBERS} members (Debian etcd-server)`, etcd.members.map((m) => m.pid), targets.map((m) => m.clientUrl), etcdApi(), o, rate, { leader, routing: o.routing, version: etcd.version });
   } finally {
     await etcd.stop();
   }
 }
 
+function step(rate: number, load: number, r: SideResult): SweepStep {
+  return {
+    rate,
+    lock_ops_per_sec: r.lock_ops_per_sec as number,
+    acquire_p50_ms: r.acquire_p50_ms as number,
+    acquire_p99_ms: r.acquire_p99_ms as number,
+    errors: r.errors,
+    server_cpu_us_per_op: r.server_cpu_us_per_op,
+    ...(typeof r.lock_commands_per_entry === 'number' ? { lock_commands_per_entry: r.lock_commands_per_entry } : {}),
+    load_avg_1m_before: load,
+  };
+}
+
+/**
+ * A sweep's side: the step at the highest rate stands for the side in the report's generic figures (throughput and
+ * p99 at the spec's rate), with every step and the highest rate under the goal beside it.
+ */
+function sweepSide(steps: Array<{ step: SweepStep; result: SideResult }>): SideResult {
+  const top = steps[steps.length - 1]!.result;
+  return { ...top, sweep: steps.map((s) => s.step), highest_rate_under_p99_goal: highestRateUnderGoal(steps.map((s) => s.step)) };
+}
+
+/**
+ * With --sweep and a peer, each rate runs ours then the peer back to back (side by side per rate: a load spike
+ * from the other users of the machine hits both sides of one rate rather than all rates of one side). The peer's
+ * steps are kept here for runPeer, which the runner calls right after runOurs.
+ */
+let peerSweep: Promise<SideResult> | null = null;
+
+async function runOurs(o: RunOptions): Promise<SideResult> {
+  const rates = sweepFromArgs();
+  if (rates === null) return runOursAt(o, rateFromArgs());
+  const ours: Array<{ step: SweepStep; result: SideResult }> = [];
+  const peer: Array<{ step: SweepStep; result: SideResult }> = [];
+  for (const rate of rates) {
+    for (const side of o.vs === null ? (['ours'] as const) : (['ours', 'etcd'] as const)) {
+      const load = round(loadavg()[0] ?? 0, 2);
+      process.stderr.write(`bench: sweep: ${side} at ${rate} lock ops/s (1-minute load average before: ${load})\n`);
+      const result = side === 'ours' ? await runOursAt(o, rate) : await runEtcdAt(o, rate);
+      (side === 'ours' ? ours : peer).push({ step: step(rate, load, result), result });
+      process.stderr.write(`bench: sweep: ${side} at ${rate}: acquire p50 ${result.acquire_p50_ms} ms, p99 ${result.acquire_p99_ms} ms, ${result.lock_ops_per_sec} lock ops/s, ${result.errors} errors\n`);
+    }
+  }
+  peerSweep = peer.length > 0 ? Promise.resolve(sweepSide(peer)) : null;
+  return sweepSide(ours);
+}
+
+async function runEtcd(o: RunOptions): Promise<SideResult> {
+  if (sweepFromArgs() === null) return runEtcdAt(o, rateFromArgs());
+  if (peerSweep === null) throw new Error('the sweep ran no etcd steps');
+  const result = await peerSweep;
+  peerSweep = null;
+  return result;
+}
+
+/** The sweep's goal: ours' highest rate under 50 ms at least twice the peer's. */
+function sweepGoals(ours: SideResult, peer: SideResult | null): Goal[] {
+  const mine = ours.highest_rate_under_p99_goal;
+  if (typeof mine !== 'number') return [];
+  if (peer === null || typeof peer.highest_rate_under_p99_goal !== 'number') {
+    return [{ goal: `acquire p99 under ${P99_GOAL_MS} ms at the spec's 10,000 lock ops/s`, met: mine >= 10_000, detail: `ours: highest rate under the goal ${mine}` }];
+  }
+  const theirs = peer.highest_rate_under_p99_goal;
+  const ratio = theirs > 0 ? round(mine / theirs, 2) : null;
+  return [
+    {
+      goal: `highest rate with acquire p99 under ${P99_GOAL_MS} ms at least ${RATE_GOAL_RATIO}x etcd's`,
+      met: ratio !== null ? ratio >= RATE_GOAL_RATIO : mine > 0,
+      detail: `ours ${mine} lock ops/s, etcd ${theirs}, ratio ${ratio ?? 'n/a'}`,
+    },
+    { goal: `acquire p99 under ${P99_GOAL_MS} ms at the spec's 10,000 lock ops/s`, met: mine >= 10_000, detail: `ours: highest rate under the goal ${mine}` },
+  ];
+}
+
 export const lockBenchmark: Benchmark = {
   name: 'lock',
   description: `acquire+release cycles on ${NAMES} lock names at --rate lock operations/s (default 10,000) on a ${MEMBERS}-member cluster (vs etcd 3.4 v3lock)`,
-  title: (o) => `lock: acquire+release at ${rateFromArgs()} lock ops/s, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
+  title: (o) => `lock: acquire+release at ${sweepFromArgs()?.join(', ') ?? rateFromArgs()} lock ops/s, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
   peers: ['etcd'],
   defaults: { durationS: 20, concurrency: 128, size: 0, warmupS: 3 },
   workload: (o) => ({
     operation: 'acquire then release one lock (ours: /v1/locks/{name}/acquire + release in a session; etcd: /v3/lock/lock + unlock with a lease)',
     target_lock_ops_per_sec: rateFromArgs(),
+    ...(sweepFromArgs() !== null ? { sweep_rates: sweepFromArgs(), sweep: 'each rate: ours then the peer, each on a fresh cluster; the side figures are those at the highest rate' } : {}),
     names: NAMES,
     p99_goal_ms: P99_GOAL_MS,
     members: MEMBERS,
     routing: o.routing === 'all' ? 'worker w -> member w mod 5' : 'every request to the leader',
     pacing: 'each worker starts a cycle every concurrency*2/rate seconds; acquire latency from the scheduled start',
   }),
+  goals: sweepGoals,
   runOurs,
   runPeer: (peer, o) => {
     if (peer !== 'etcd') throw new Error(`lock has no peer ${peer}`);

@@ -74,3 +74,16 @@ t.test('the router admits by declaration before the handler runs', async (t) => 
   t.same(ran, [], 'no refused request reached its handler');
   t.same(await get(`${url}/admin`, 'POST', TOKENS[0]!), { status: 200, body: { kind: 'cluster' } }, 'cluster: the cluster token');
 });
+
+t.test('the query reaches the handler as URL parsing gave it; the path keeps its raw segments', async (t) => {
+  const router = new Router({ tokens: TOKENS }).get('/q/:name', { admits: 'open' }, (ctx) => ({ name: ctx.params.name, query: [...ctx.query.entries()] }));
+  const { url, server } = await serve(router);
+  t.teardown(() => server.close());
+  const answer = async (path: string): Promise<unknown> => (await fetch(url + path)).json();
+  t.same(await answer('/q/a%2Fb'), { name: 'a/b', query: [] }, 'no query');
+  t.same(await answer('/q/x?a=1&b=two%20words&a=3&c'), { name: 'x', query: [['a', '1'], ['b', 'two words'], ['a', '3'], ['c', '']] }, 'repeated, encoded and empty values');
+  t.same(await answer('/q/x?plus=a+b&empty='), { name: 'x', query: [['plus', 'a b'], ['empty', '']] }, '+ is a space, as URLSearchParams has it');
+  const missing = await fetch(url + '/nope/x?y=1');
+  t.equal(missing.status, 404);
+  t.match(((await missing.json()) as { error: { message: string } }).error.message, 'no route for GET /nope/x');
+});

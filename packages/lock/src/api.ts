@@ -6,15 +6,20 @@ import {
   HttpError,
 
   optionalBoolean,
+  raftErrorToHttp,
   Reply,
+  unavailable,
+  CLIENT_ID_HEADER,
+  CLIENT_SEQ_HEADER,
   requireObject,
   type JsonObject,
   type RequestContext,
   type ServiceContext,
   type ServiceDefinition,
 } from '@raftkit/http';
+import { LockBatcher } from './batch.js';
 import { startExpiry } from './expiry.js';
-import { LockMachine, type LockCommand, type LockResult } from './machine.js';
+import { LockMachine, type BatchableCommand, type LockCommand, type LockResult } from './machine.js';
 import { changeBody, DEFAULT_WATCH_LIMITS, lockBody, WatchHub } from './watch.js';
 
 export const LOCK_NAME = /^[A-Za-z0-9._:/-]{1,255}$/;
@@ -72,6 +77,23 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   service.onStop(startExpiry(service, machine));
   service.onStop(() => hub.close());
   const owner = (ctx: RequestContext): string => service.principal(ctx).hash;
+  const batcher = new LockBatcher();
+  const propose = (command: LockCommand): Promise<LockResult> => service.node.propose(command);
+  service.metrics.gauge('lock_batched_entries', 'Raft entries proposed by the acquire/release batcher on this member').set(() => batcher.entries);
+  service.metrics.gauge('lock_batched_commands', 'Acquires and releases those entries carried').set(() => batcher.commands);
+  /**
+   * An acquire or release: through the turn's batch, unless the request is an idempotent write (Client-Id and
+   * Client-Seq: its own session entry, deduplicated across retries, which a shared batch cannot be).
+   */
+  const write = async (ctx: RequestContext, command: BatchableCommand): Promise<LockResult> => {
+    if (ctx.req.headers[CLIENT_ID_HEADER] !== undefined || ctx.req.headers[CLIENT_SEQ_HEADER] !== undefined) return service.write(ctx, command);
+    if (service.node.leaderId === null) throw unavailable('no leader is known: the cluster has no quorum or is electing one', 1);
+    try {
+      return await batcher.submit(propose, command);
+    } catch (error) {
+      throw raftErrorToHttp(error);
+    }
+  };
 
   service.router
     .post('/v1/sessions', { admits: 'authenticated' }, async (ctx) => {
@@ -110,7 +132,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       const body = requireObject(await ctx.json());
       const session = sessionId(body.session_id);
       const wait = optionalBoolean(body, 'wait', false);
-      const result = await service.write(ctx, { op: 'acquire', name, session, owner: owner(ctx), wait });
+      const result = await write(ctx, { op: 'acquire', name, session, owner: owner(ctx), wait });
       if (!result.ok || result.op !== 'acquire') refused(result);
       if (result.granted) return { granted: true, fencing_token: result.token };
       return result.position === null ? { granted: false } : { granted: false, queued: true, position: result.position };
@@ -120,7 +142,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       const body = requireObject(await ctx.json());
       const session = sessionId(body.session_id);
       const token = fencingToken(body);
-      const result = await service.write(ctx, { op: 'release', name, session, owner: owner(ctx), token });
+      const result = await write(ctx, { op: 'release', name, session, owner: owner(ctx), token });
       if (!result.ok || result.op !== 'release') refused(result);
       return result.dequeued ? { released: false, dequeued: true } : { released: true, next_holder_granted: result.next !== null };
     })

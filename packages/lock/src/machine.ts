@@ -7,7 +7,7 @@
  * a wait queue exists; a session's owned locks name it as holder.
  */
 import { Packr } from 'msgpackr';
-import { booleanField, commandOf, integerField, nullableIntegerField, stringArrayField, stringField } from '@raftkit/http';
+import { arrayField, booleanField, CommandShapeError, commandOf, integerField, nullableIntegerField, stringArrayField, stringField } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 export type LockCommand =
@@ -20,7 +20,19 @@ export type LockCommand =
   | { op: 'extendAll' }
   | { op: 'acquire'; name: string; session: string; owner: string; wait: boolean }
   /** `token` null: leave the wait queue without holding the lock. */
-  | { op: 'release'; name: string; session: string; owner: string; token: number | null };
+  | { op: 'release'; name: string; session: string; owner: string; token: number | null }
+  /**
+   * Acquires and releases gathered from one turn of a member's event loop (src/batch.ts), applied in order exactly
+   * as the same commands in consecutive entries would be, except that they share the entry's index and time. The
+   * batcher never puts two commands on one lock name in a batch, so a lock's revision still names one change.
+   */
+  | { op: 'batch'; commands: BatchableCommand[] };
+
+/** The commands a batch may carry: the hot path of a lock's life. */
+export type BatchableCommand = Extract<LockCommand, { op: 'acquire' | 'release' }>;
+
+/** The most commands one batch carries. */
+export const MAX_BATCH_COMMANDS = 1_000;
 
 export type LockError = 'unknown_session' | 'session_forbidden' | 'stale_token' | 'not_holder';
 
@@ -33,6 +45,7 @@ export type LockResult =
   | { ok: true; op: 'acquire'; granted: true; token: number }
   | { ok: true; op: 'acquire'; granted: false; position: number | null }
   | { ok: true; op: 'release'; released: boolean; dequeued: boolean; next: string | null }
+  | { ok: true; op: 'batch'; results: LockResult[] }
   | { ok: false; error: LockError; token?: number };
 
 export interface LockState {
@@ -94,8 +107,22 @@ const MAX_SESSION_TIMEOUT_MS = 86_400_000;
  * (a bug or a forged one) is refused the same way on every member (ApplyError for its proposer) and changes nothing.
  */
 export function checkLockCommand(command: unknown): asserts command is LockCommand {
-  const c = commandOf(command, ['openSession', 'heartbeat', 'closeSession', 'expire', 'extendAll', 'acquire', 'release'] as const);
+  const c = commandOf(command, ['openSession', 'heartbeat', 'closeSession', 'expire', 'extendAll', 'acquire', 'release', 'batch'] as const);
   switch (c.op) {
+    case 'batch': {
+      // Every command is checked before any applies, so a malformed one refuses the whole entry unchanged.
+      const commands = arrayField(c, 'commands', (item, at) => {
+        const inner = commandOf(item, ['acquire', 'release'] as const);
+        try {
+          checkLockCommand(inner);
+        } catch (e) {
+          throw new CommandShapeError(`${at}: ${(e as Error).message}`);
+        }
+        return inner;
+      }, MAX_BATCH_COMMANDS);
+      if (commands.length === 0) throw new CommandShapeError('a batch carries at least one command');
+      return;
+    }
     case 'openSession':
     case 'heartbeat':
     case 'closeSession':
@@ -168,6 +195,8 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
         return this.acquire(command, ctx);
       case 'release':
         return this.release(command, ctx);
+      case 'batch':
+        return { ok: true, op: 'batch', results: command.commands.map((c) => (c.op === 'acquire' ? this.acquire(c, ctx) : this.release(c, ctx))) };
     }
   }
 

@@ -25,8 +25,11 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
       { op: 'expire', ids: [S] },
       { op: 'acquire', name: 'm', session: S, owner: 'o', wait: true },
       { op: 'release', name: 'l', session: S, owner: 'o', token: 1 },
+      { op: 'batch', commands: [{ op: 'acquire', name: 'n', session: S, owner: 'o', wait: false }, { op: 'release', name: 'l', session: S, owner: 'o', token: 1 }] },
     ],
     malformed: [
+      { op: 'batch', commands: [] },
+      { op: 'batch', commands: [{ op: 'heartbeat', id: S, owner: 'o' }] },
       null,
       { op: 'openSession', id: 'x', timeoutMs: Number.NaN, owner: 'o' },
       { op: 'openSession', id: 'x', timeoutMs: -5, owner: 'o' },
