@@ -5,6 +5,8 @@
  * closed. Also runs the health checks that flip the store mode, and the hot-key syncs.
  */
 import { StoreUnavailableError, type CounterOp, type CounterResult } from '../store/client.js';
+import type { WireOp, WireResult } from '../store/protocol.js';
+import { toResult } from '../store/shard.js';
 import type { Rule } from '../rules.js';
 import { combine, matchRules, nearLimit, unreachable, type CheckAnswer, type CheckRequest, type Matched, type Outcome } from './decide.js';
 import type { StoreHealth } from './health.js';
@@ -16,8 +18,11 @@ import type { RuleIndex } from './rule-index.js';
 /** What the engine needs of a counter store (StoreClient, or LocalStore for a shard in this process). */
 export interface CounterStore {
   take(ops: CounterOp[], timeoutMs?: number): Promise<CounterResult[]>;
-  /** A store in this process answers at once (LocalStore): the engine then decides with no promise at all. */
-  takeNow?(ops: CounterOp[]): CounterResult[];
+  /**
+   * A store in this process answers at once (LocalStore): the engine then decides with no promise at all, and
+   * hands it wire tuples (no op objects to build and convert per check).
+   */
+  takeNow?(ops: WireOp[]): WireResult[];
   debit(key: string, limits: { capacity: number; refillRate: number }, count: number, timeoutMs?: number): Promise<{ tokens: number }>;
   ping(timeoutMs?: number): Promise<{ now: number }>;
 }
@@ -74,6 +79,15 @@ function toOps(matched: Matched[]): CounterOp[] {
   return ops;
 }
 
+function toWireOps(matched: Matched[]): WireOp[] {
+  const ops: WireOp[] = new Array<WireOp>(matched.length);
+  for (let j = 0; j < matched.length; j++) {
+    const { rule, key } = matched[j]!;
+    ops[j] = [key, rule.capacity, rule.refillRate, 1, rule.regionMode === 'budget' ? 1 : 0];
+  }
+  return ops;
+}
+
 export class CheckEngine {
   readonly hot = new HotKeys();
 
@@ -113,7 +127,8 @@ export class CheckEngine {
         }
       }
       pending ??= [];
-      let group = pending.find((p) => p.link === link);
+      let group: Pending | undefined;
+      for (const p of pending) if (p.link === link) group = p;
       if (group === undefined) pending.push((group = { link, matched: [], slots: [], promote: [] }));
       group.matched.push(m);
       group.slots.push(i);
@@ -125,7 +140,10 @@ export class CheckEngine {
       for (const group of pending) {
         const store = group.link.store;
         if (store.takeNow !== undefined) {
-          this.settle(group, store.takeNow(toOps(group.matched)), outcomes);
+          const wire = store.takeNow(toWireOps(group.matched));
+          const results: CounterResult[] = new Array<CounterResult>(wire.length);
+          for (let j = 0; j < wire.length; j++) results[j] = toResult(wire[j]!);
+          this.settle(group, results, outcomes);
         } else if (group.link.inFlight >= this.options.maxQueue) {
           // The queue to this store is full: a clear local decision now, counted, rather than one more wait.
           overloaded = true;

@@ -62,7 +62,7 @@ export class StoreShard {
     this.sweeper = null;
   }
 
-  private takeWire(ops: readonly WireOp[], now: number): WireResult[] {
+  takeWire(ops: readonly WireOp[], now: number): WireResult[] {
     this.takeOps.inc(ops.length);
     const results = this.table.take(ops, now);
     for (const r of results) {
@@ -128,8 +128,8 @@ export function toResult([allowed, tokens, retryAfterMs, resetMs]: WireResult): 
 export class LocalStore {
   constructor(readonly shard: StoreShard) {}
 
-  takeNow(ops: CounterOp[]): CounterResult[] {
-    return this.shard.takeNow(ops);
+  takeNow(ops: WireOp[]): WireResult[] {
+    return this.shard.takeWire(ops, Date.now());
   }
 
   take(ops: CounterOp[]): Promise<CounterResult[]> {
