@@ -17,6 +17,8 @@ export interface CheckResult {
   remaining: number;
   retryAfterMs?: number;
   resetMs: number;
+  /** The check instance's queue to its store was full: decided from its local fallback buckets (README "Overload"). */
+  overloaded?: boolean;
 }
 
 export interface RateLimiter {
@@ -88,7 +90,7 @@ export class HttpRateLimitClient implements RateLimiter {
 
   async check(input: CheckInput): Promise<CheckResult> {
     const body = { service_id: input.serviceId, endpoint: input.endpoint, identifiers: input.identifiers };
-    let answer: { allowed: boolean; remaining: number; retry_after_ms?: number; reset_ms: number };
+    let answer: { allowed: boolean; remaining: number; retry_after_ms?: number; reset_ms: number; overloaded?: boolean };
     try {
       answer = (await this.http.call('POST', '/v1/check', body)) as typeof answer;
     } catch (error) {
@@ -97,6 +99,7 @@ export class HttpRateLimitClient implements RateLimiter {
     }
     const result: CheckResult = { allowed: answer.allowed, remaining: answer.remaining, resetMs: answer.reset_ms };
     if (answer.retry_after_ms !== undefined) result.retryAfterMs = answer.retry_after_ms;
+    if (answer.overloaded === true) result.overloaded = true;
     return result;
   }
 

@@ -12,3 +12,4 @@ export type { TenantKeys } from './tenants.js';
 export { checkRole } from './check/worker.js';
 export { RateLimitClient, HttpRateLimitClient, RateLimitError, rateLimitMiddleware } from './client.js';
 export type { CheckInput, CheckResult, RateLimiter, MiddlewareOptions } from './client.js';
+export { shardFor } from './store/client.js';

@@ -28,6 +28,8 @@ export interface Outcome {
 export interface CheckAnswer extends Outcome {
   /** How many rules matched and were evaluated. */
   rules: number;
+  /** Set when this instance's queue to the store was full and the check was decided from its fallback buckets. */
+  overloaded?: boolean;
 }
 
 /** A rule that applies to a request, and the counter it counts on. */

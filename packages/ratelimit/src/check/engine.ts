@@ -5,6 +5,8 @@
  * closed. Also runs the health checks that flip the store mode, and the hot-key syncs.
  */
 import { StoreUnavailableError, type CounterOp, type CounterResult } from '../store/client.js';
+import type { WireOp, WireResult } from '../store/protocol.js';
+import { toResult } from '../store/shard.js';
 import type { Rule } from '../rules.js';
 import { combine, matchRules, nearLimit, unreachable, type CheckAnswer, type CheckRequest, type Matched, type Outcome } from './decide.js';
 import type { StoreHealth } from './health.js';
@@ -13,9 +15,14 @@ import { LocalBuckets, share } from './local-buckets.js';
 import type { CheckMetrics } from './metrics.js';
 import type { RuleIndex } from './rule-index.js';
 
-/** What the engine needs of a counter store (StoreClient). */
+/** What the engine needs of a counter store (StoreClient, or LocalStore for a shard in this process). */
 export interface CounterStore {
   take(ops: CounterOp[], timeoutMs?: number): Promise<CounterResult[]>;
+  /**
+   * A store in this process answers at once (LocalStore): the engine then decides with no promise at all, and
+   * hands it wire tuples (no op objects to build and convert per check).
+   */
+  takeNow?(ops: WireOp[]): WireResult[];
   debit(key: string, limits: { capacity: number; refillRate: number }, count: number, timeoutMs?: number): Promise<{ tokens: number }>;
   ping(timeoutMs?: number): Promise<{ now: number }>;
 }
@@ -25,8 +32,10 @@ export interface StoreLink {
   id: string;
   store: CounterStore;
   health: StoreHealth;
-  /** Local fallback buckets, used while the store is degraded. */
+  /** Local fallback buckets, used while the store is degraded or this instance's queue to it is full. */
   fallback: LocalBuckets;
+  /** Store calls of this instance waiting for their answer (the bounded queue, EngineOptions.maxQueue). */
+  inFlight: number;
 }
 
 export interface EngineOptions {
@@ -37,6 +46,12 @@ export interface EngineOptions {
   /** Check instances sharing the counters of `rule`, when the rule does not say (expected_instances). */
   instances(rule: Rule): number;
   storeTimeoutMs: number;
+  /**
+   * At most this many store calls wait on one store at a time; a check that would be one more is decided from the
+   * local fallback buckets at once (an overload answer, counted), instead of queueing behind a store that is
+   * already behind (and then failing open on the budget, uncounted against any bucket).
+   */
+  maxQueue: number;
   metrics: CheckMetrics;
   onModeChange?(link: StoreLink): void;
 }
@@ -54,6 +69,25 @@ interface Pending {
   promote: boolean[];
 }
 
+/** The store ops of a check's matched rules on one store. */
+function toOps(matched: Matched[]): CounterOp[] {
+  const ops: CounterOp[] = new Array<CounterOp>(matched.length);
+  for (let j = 0; j < matched.length; j++) {
+    const { rule, key } = matched[j]!;
+    ops[j] = rule.regionMode === 'budget' ? { key, capacity: rule.capacity, refillRate: rule.refillRate, mode: 'budget' } : { key, capacity: rule.capacity, refillRate: rule.refillRate };
+  }
+  return ops;
+}
+
+function toWireOps(matched: Matched[]): WireOp[] {
+  const ops: WireOp[] = new Array<WireOp>(matched.length);
+  for (let j = 0; j < matched.length; j++) {
+    const { rule, key } = matched[j]!;
+    ops[j] = [key, rule.capacity, rule.refillRate, 1, rule.regionMode === 'budget' ? 1 : 0];
+  }
+  return ops;
+}
+
 export class CheckEngine {
   readonly hot = new HotKeys();
 
@@ -63,7 +97,11 @@ export class CheckEngine {
     return rule.expectedInstances ?? this.options.instances(rule);
   }
 
-  async check(request: CheckRequest): Promise<CheckAnswer> {
+  /**
+   * Decides one check. Synchronous (a plain answer) when every counter is local, hot, or in this process's own
+   * store shard; a promise only when a store must be asked over the wire. An unknown tenant throws.
+   */
+  check(request: CheckRequest): CheckAnswer | Promise<CheckAnswer> {
     const started = performance.now();
     const index = this.options.rules();
     if (!index.hasTenant(request.serviceId)) throw new UnknownServiceError(`service_id ${request.serviceId} is not registered`);
@@ -75,8 +113,7 @@ export class CheckEngine {
       const m = matched[i]!;
       const link = this.options.storeFor(m.rule);
       if (link.health.degraded) {
-        const limits = share(m.rule, this.instancesFor(m.rule));
-        outcomes[i] = link.fallback.take(m.key, { capacity: Math.max(1, limits.capacity), refillRate: limits.refillRate }, now);
+        outcomes[i] = this.fallbackTake(link, m, now);
         continue;
       }
       let promote = false;
@@ -90,40 +127,55 @@ export class CheckEngine {
         }
       }
       pending ??= [];
-      let group = pending.find((p) => p.link === link);
+      let group: Pending | undefined;
+      for (const p of pending) if (p.link === link) group = p;
       if (group === undefined) pending.push((group = { link, matched: [], slots: [], promote: [] }));
       group.matched.push(m);
       group.slots.push(i);
       group.promote.push(promote);
     }
+    let overloaded = false;
+    let waits: Promise<void>[] | null = null;
+    if (pending !== null) {
+      for (const group of pending) {
+        const store = group.link.store;
+        if (store.takeNow !== undefined) {
+          const wire = store.takeNow(toWireOps(group.matched));
+          const results: CounterResult[] = new Array<CounterResult>(wire.length);
+          for (let j = 0; j < wire.length; j++) results[j] = toResult(wire[j]!);
+          this.settle(group, results, outcomes);
+        } else if (group.link.inFlight >= this.options.maxQueue) {
+          // The queue to this store is full: a clear local decision now, counted, rather than one more wait.
+          overloaded = true;
+          for (let j = 0; j < group.matched.length; j++) outcomes[group.slots[j]!] = this.fallbackTake(group.link, group.matched[j]!, now);
+        } else {
+          (waits ??= []).push(this.ask(group, outcomes));
+        }
+      }
+    }
+    if (overloaded) this.options.metrics.overloaded.inc();
+    if (waits === null) return this.finish(matched, outcomes, started, overloaded);
     // One store is the common case (a tenant's counters live on one shard): no Promise.all for it.
-    if (pending !== null) await (pending.length === 1 ? this.ask(pending[0]!, outcomes) : Promise.all(pending.map((group) => this.ask(group, outcomes))));
+    const wait = waits.length === 1 ? waits[0]! : Promise.all(waits);
+    return wait.then(() => this.finish(matched, outcomes, started, overloaded));
+  }
+
+  /** The rule's share of its limit in this instance's fallback bucket (degraded mode, or a full queue). */
+  private fallbackTake(link: StoreLink, m: Matched, now: number): Outcome {
+    const limits = share(m.rule, this.instancesFor(m.rule));
+    return link.fallback.take(m.key, { capacity: Math.max(1, limits.capacity), refillRate: limits.refillRate }, now);
+  }
+
+  private finish(matched: Matched[], outcomes: Outcome[], started: number, overloaded: boolean): CheckAnswer {
     const answer = combine(outcomes);
+    if (overloaded) answer.overloaded = true;
     this.record(matched, outcomes, answer, started);
     return answer;
   }
 
-  /** One round trip to one store for all of this check's ops on it. */
-  private async ask(group: Pending, outcomes: Outcome[]): Promise<void> {
+  /** A store's answer for one group: outcomes, and hot counters that crossed their threshold promoted. */
+  private settle(group: Pending, results: CounterResult[], outcomes: Outcome[]): void {
     const { matched, slots, promote } = group;
-    const ops: CounterOp[] = new Array<CounterOp>(matched.length);
-    for (let j = 0; j < matched.length; j++) {
-      const { rule, key } = matched[j]!;
-      ops[j] = rule.regionMode === 'budget' ? { key, capacity: rule.capacity, refillRate: rule.refillRate, mode: 'budget' } : { key, capacity: rule.capacity, refillRate: rule.refillRate };
-    }
-    let results: CounterResult[];
-    try {
-      results = await group.link.store.take(ops, this.options.storeTimeoutMs);
-    } catch (error) {
-      if (!(error instanceof StoreUnavailableError)) throw error;
-      this.options.metrics.storeErrors.inc(1, { store: group.link.id });
-      for (let j = 0; j < matched.length; j++) {
-        const rule = matched[j]!.rule;
-        (rule.failClosed ? this.options.metrics.failClosed : this.options.metrics.failOpen).inc();
-        outcomes[slots[j]!] = unreachable(rule);
-      }
-      return;
-    }
     // A CounterResult has the fields of an Outcome (retryAfterMs present exactly when denied): used as it is.
     for (let j = 0; j < matched.length; j++) outcomes[slots[j]!] = results[j]!;
     if (!promote.includes(true)) return;
@@ -134,6 +186,29 @@ export class CheckEngine {
       this.hot.promote(m.key, m.rule, this.instancesFor(m.rule), results[j]!.tokens, now);
       this.options.metrics.hotPromotions.inc();
     }
+  }
+
+  /** One round trip to one store for all of this check's ops on it. */
+  private async ask(group: Pending, outcomes: Outcome[]): Promise<void> {
+    const { matched, slots } = group;
+    const link = group.link;
+    let results: CounterResult[];
+    link.inFlight++;
+    try {
+      results = await link.store.take(toOps(matched), this.options.storeTimeoutMs);
+    } catch (error) {
+      if (!(error instanceof StoreUnavailableError)) throw error;
+      this.options.metrics.storeErrors.inc(1, { store: link.id });
+      for (let j = 0; j < matched.length; j++) {
+        const rule = matched[j]!.rule;
+        (rule.failClosed ? this.options.metrics.failClosed : this.options.metrics.failOpen).inc();
+        outcomes[slots[j]!] = unreachable(rule);
+      }
+      return;
+    } finally {
+      link.inFlight--;
+    }
+    this.settle(group, results, outcomes);
   }
 
   private record(matched: Matched[], outcomes: Outcome[], answer: CheckAnswer, started: number): void {

@@ -6,6 +6,7 @@ export interface CheckMetrics {
   denied: Counter;
   failOpen: Counter;
   failClosed: Counter;
+  overloaded: Counter;
   nearLimit: Counter;
   storeErrors: Counter;
   hotPromotions: Counter;
@@ -19,6 +20,10 @@ export function checkMetrics(registry: MetricsRegistry): CheckMetrics {
     denied: registry.counter('ratelimit_checks_denied_total', 'Checks answered denied'),
     failOpen: registry.counter('ratelimit_fail_open_total', 'Rule evaluations allowed because the store did not answer in time (fail-open rules)'),
     failClosed: registry.counter('ratelimit_fail_closed_total', 'Rule evaluations denied because the store did not answer in time (fail-closed rules)'),
+    overloaded: registry.counter(
+      'ratelimit_overloaded_total',
+      "Checks decided from this instance's local fallback buckets because its queue to the store was full (answered with overloaded: true)",
+    ),
     nearLimit: registry.counter('ratelimit_near_limit_total', 'Rule evaluations that left under 10% of the bucket (denials included), by rule'),
     storeErrors: registry.counter('ratelimit_store_errors_total', 'Store calls that timed out or failed, by store'),
     hotPromotions: registry.counter('ratelimit_hot_key_promotions_total', 'Counters that started being served from a local hot-key bucket'),

@@ -35,7 +35,8 @@ export function parseCheckBody(input: unknown): CheckRequest {
 /** Binary protocol request: [service_id, endpoint, ip, user_id, api_key] (null for an identifier not given). */
 export type CheckTuple = [string, string, string | null, string | null, string | null];
 /** Binary protocol answer: [allowed 1/0, remaining, retry_after_ms (-1 when allowed), reset_ms]. */
-export type AnswerTuple = [0 | 1, number, number, number];
+/** [allowed, remaining, retryAfterMs (-1 when allowed), resetMs, overloaded (1, only when so)] */
+export type AnswerTuple = [0 | 1, number, number, number, 1?];
 
 /** A string of at most `maxBytes` UTF-8 bytes for sure, without encoding it: a UTF-16 unit is at most 3 bytes. */
 function surelyShort(value: string, maxBytes: number): boolean {
@@ -76,12 +77,17 @@ export function checkTuple(request: CheckRequest): CheckTuple {
 }
 
 export function answerTuple(answer: CheckAnswer): AnswerTuple {
-  return [answer.allowed ? 1 : 0, answer.remaining, answer.retryAfterMs ?? -1, answer.resetMs];
+  const tuple: AnswerTuple = [answer.allowed ? 1 : 0, answer.remaining, answer.retryAfterMs ?? -1, answer.resetMs];
+  // A fifth element only when overloaded: the usual answer stays four numbers, and older clients ignore it.
+  if (answer.overloaded === true) tuple.push(1);
+  return tuple;
 }
 
 export function answerFromTuple(tuple: AnswerTuple): Omit<CheckAnswer, 'rules'> {
-  const [allowed, remaining, retryAfterMs, resetMs] = tuple;
-  return allowed === 1 ? { allowed: true, remaining, resetMs } : { allowed: false, remaining, retryAfterMs, resetMs };
+  const [allowed, remaining, retryAfterMs, resetMs, overloaded] = tuple;
+  const answer: Omit<CheckAnswer, 'rules'> = allowed === 1 ? { allowed: true, remaining, resetMs } : { allowed: false, remaining, retryAfterMs, resetMs };
+  if (overloaded === 1) answer.overloaded = true;
+  return answer;
 }
 
 /** The JSON answer of POST /v1/check (the spec's fields, plus reset_ms and how many rules matched). */
@@ -90,5 +96,6 @@ export function answerBody(answer: CheckAnswer): Record<string, unknown> {
   if (answer.retryAfterMs !== undefined) body.retry_after_ms = answer.retryAfterMs;
   body.reset_ms = answer.resetMs;
   body.rules = answer.rules;
+  if (answer.overloaded === true) body.overloaded = true;
   return body;
 }

@@ -12,10 +12,20 @@ import { checkFastPath, checkRoute, forwardTo, toHttpError, type Decide } from '
 import { checkMetrics } from './metrics.js';
 import { answerTuple, parseCheckTuple } from './request.js';
 import { RuleSync } from './rule-sync.js';
-import { StoreLinks } from './stores.js';
+import { embeddedStores, StoreLinks } from './stores.js';
+import { StoreShard } from '../store/shard.js';
+import { regionSyncMs } from '../store/worker.js';
 
 const HEALTH_EVERY_MS = 1_000;
 const HOT_TICK_MS = 20;
+
+/** `--set store_queue=N`: store calls one instance lets wait on one store before it answers overloaded (default 1024). */
+function storeQueue(settings: Record<string, string>): number {
+  const raw = settings.store_queue ?? '1024';
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n < 1 || n > 1_000_000) throw new TypeError(`store_queue must be an integer from 1 to 1000000, got ${JSON.stringify(raw)}`);
+  return n;
+}
 
 /** `--set store_timeout_ms=N`: the budget of one store call on the hot path (default 50). */
 function storeTimeout(settings: Record<string, string>): number {
@@ -32,7 +42,11 @@ function rejectAsHttpError(error: unknown): never {
 
 export async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> {
   const timeoutMs = storeTimeout(options.settings);
-  const stores = new StoreLinks(options, timeoutMs);
+  const maxQueue = storeQueue(options.settings);
+  const metrics = new MetricsRegistry();
+  // Embedded stores: this instance holds shard `index` of the counters (StoreLinks, STORE.md "Embedded stores").
+  const shard = embeddedStores(options) ? new StoreShard({ regions: 1, syncMs: regionSyncMs(options.settings), region: 1, metrics }) : null;
+  const stores = new StoreLinks(options, timeoutMs, shard);
   const members = new ClusterClient({ endpoints: options.members.map((m) => `http://${m.httpAddress}`), token: options.tokens[0]!, timeoutMs: 5_000 });
   // The instance answers checks only once it holds the rule set.
   const rules = new RuleSync(members, options.logger);
@@ -42,13 +56,13 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     requireTenantAccess(principal, request.serviceId, 'check');
     return engine.check(request);
   };
-  const metrics = new MetricsRegistry();
   const engine = new CheckEngine({
     rules: () => rules.current,
     storeFor: (rule) => stores.storeFor(rule),
     stores: stores.all,
     instances: (rule) => stores.instances(rule),
     storeTimeoutMs: timeoutMs,
+    maxQueue,
     metrics: checkMetrics(metrics),
     onModeChange: (link) => options.logger.log('warn', 'store mode changed', { store: link.id, mode: link.health.mode }),
   });
@@ -79,13 +93,18 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     name: 'ratelimit_check',
     metrics: http.metrics,
     handler: (request, { principal }) => {
-      let pending: Promise<CheckAnswer>;
+      // A check is a tuple (an array); anything else is the store protocol, served with embedded stores only.
+      if (!Array.isArray(request) && shard !== null) return shard.handle(request, principal);
+      let answer: CheckAnswer | Promise<CheckAnswer>;
       try {
-        pending = decide(principal, parseCheckTuple(request));
+        const parsed = parseCheckTuple(request);
+        requireTenantAccess(principal, parsed.serviceId, 'check');
+        answer = engine.check(parsed);
       } catch (error) {
         rejectAsHttpError(error);
       }
-      return pending.then(answerTuple, rejectAsHttpError);
+      // Counters in this process: answered in this turn, no promise.
+      return answer instanceof Promise ? answer.then(answerTuple, rejectAsHttpError) : answerTuple(answer);
     },
   });
 
@@ -98,13 +117,15 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     });
   }, HEALTH_EVERY_MS);
   const hotTimer = setInterval(() => engine.hotTick(), HOT_TICK_MS);
-  options.logger.log('info', 'check instance started', { region: stores.region, stores: stores.all.map((l) => l.id), rules_revision: rules.current.revision });
+  shard?.start();
+  options.logger.log('info', 'check instance started', { region: stores.region, embedded_store: shard !== null, stores: stores.all.map((l) => l.id), rules_revision: rules.current.revision });
 
   return {
     httpPort: http.port,
     stop: async () => {
       clearInterval(healthTimer);
       clearInterval(hotTimer);
+      shard?.stop();
       rules.stop();
       await Promise.all([wire.close(), http.close(), members.close()]);
       stores.close();

@@ -5,6 +5,7 @@
 import type { PeerAddress } from '@raftkit/http';
 import { RpcClient, RpcError } from '@raftkit/rpc';
 import type { WireOp, WireResult } from './protocol.js';
+import { toResult } from './shard.js';
 
 export interface CounterOp {
   /** `{service_id}:{endpoint}:{dimension}:{value}` */
@@ -96,9 +97,6 @@ export class StoreClient {
   }
 }
 
-function toResult([allowed, tokens, retryAfterMs, resetMs]: WireResult): CounterResult {
-  return allowed === 1 ? { allowed: true, tokens, remaining: Math.max(0, Math.floor(tokens)), resetMs } : { allowed: false, tokens, remaining: 0, retryAfterMs, resetMs };
-}
 
 export interface StoreTopology {
   regions: number;

@@ -1,0 +1,148 @@
+/**
+ * One counter shard as a process serves it: the CounterTable, its metrics, the idle sweep, and the store protocol's
+ * handler. A `store` worker serves it on its own listener; with embedded stores (no store workers, see
+ * STORE.md "Embedded stores") a check instance holds one in its own process and serves the same protocol to the
+ * other check instances, while its own checks call `takeNow` directly: no socket, no encoding, no promise.
+ */
+import type { MetricsRegistry, Principal } from '@raftkit/http';
+import { RpcError } from '@raftkit/rpc';
+import { CounterTable } from './counters.js';
+import type { CounterOp, CounterResult } from './client.js';
+import { parseStoreRequest, type WireOp, type WireResult } from './protocol.js';
+
+/**
+ * Counters examined per sweep tick: 200,000 a second, in small slices. A slice stalls every request queued behind
+ * it, so it is kept well under a millisecond (50,000 per tick measured 1 to 10 ms on a loaded machine: a p99 spike).
+ */
+const SWEEP_SLICE = 5_000;
+const SWEEP_EVERY_MS = 25;
+
+export interface ShardOptions {
+  regions: number;
+  syncMs: number;
+  /** This shard's region: a sync from it is refused. */
+  region: number;
+  metrics: MetricsRegistry;
+}
+
+export class StoreShard {
+  readonly table: CounterTable;
+  private readonly region: number;
+  private readonly takeOps;
+  private readonly takesDenied;
+  private readonly debits;
+  private readonly pings;
+  private readonly expired;
+  private readonly syncsReceived;
+  readonly syncEntries;
+  private sweeper: NodeJS.Timeout | null = null;
+
+  constructor(options: ShardOptions) {
+    this.table = new CounterTable({ regions: options.regions, syncMs: options.syncMs });
+    this.region = options.region;
+    const m = options.metrics;
+    // Unlabelled counters on the hot path: a labelled inc formats its label set on every call.
+    this.takeOps = m.counter('ratelimit_store_take_ops_total', 'Counter ops in take requests');
+    this.takesDenied = m.counter('ratelimit_store_takes_denied_total', 'Take requests denied (nothing taken)');
+    this.debits = m.counter('ratelimit_store_debits_total', 'Debit requests');
+    this.pings = m.counter('ratelimit_store_pings_total', 'Ping requests');
+    this.expired = m.counter('ratelimit_store_expired_total', 'Idle counters removed');
+    this.syncsReceived = m.counter('ratelimit_store_region_syncs_received_total', 'Region sync frames received, by source region');
+    this.syncEntries = m.counter('ratelimit_store_region_sync_entries_total', 'Counters carried by region syncs, by direction');
+    m.gauge('ratelimit_store_counters', 'Live counters').set(() => this.table.size);
+    m.gauge('ratelimit_store_region', 'The region this store belongs to').set(options.region);
+  }
+
+  start(): void {
+    this.sweeper ??= setInterval(() => this.expired.inc(this.table.sweep(Date.now(), SWEEP_SLICE)), SWEEP_EVERY_MS);
+  }
+
+  stop(): void {
+    if (this.sweeper !== null) clearInterval(this.sweeper);
+    this.sweeper = null;
+  }
+
+  takeWire(ops: readonly WireOp[], now: number): WireResult[] {
+    this.takeOps.inc(ops.length);
+    const results = this.table.take(ops, now);
+    for (const r of results) {
+      if (r[0] === 0) {
+        this.takesDenied.inc();
+        break;
+      }
+    }
+    return results;
+  }
+
+  /** The store protocol from a peer (untrusted: validated here). */
+  handle(raw: unknown, principal: Principal): unknown {
+    // Tenants hold client tokens; letting them reach counters directly would bypass their rules.
+    if (principal.kind !== 'cluster') throw new RpcError('forbidden', 'the counter store takes the cluster token only');
+    const request = parseStoreRequest(raw);
+    const now = Date.now();
+    switch (request.t) {
+      case 'take':
+        return this.takeWire(request.ops, now);
+      case 'debit':
+        this.debits.inc();
+        return { tokens: this.table.debit(request.key, request, request.count, now) };
+      case 'ping':
+        this.pings.inc();
+        return { now };
+      case 'sync':
+        if (request.region === this.region) throw new RpcError('bad_request', `sync from this store's own region ${this.region}`);
+        this.syncsReceived.inc(1, { region: String(request.region) });
+        this.syncEntries.inc(request.counters.length, { direction: 'received' });
+        this.table.merge(request.region, request.counters, now);
+        return {};
+    }
+  }
+
+  /** A take from this process (trusted: the check engine built the ops), answered at once. */
+  takeNow(ops: readonly CounterOp[]): CounterResult[] {
+    const wire: WireOp[] = new Array<WireOp>(ops.length);
+    for (let i = 0; i < ops.length; i++) {
+      const op = ops[i]!;
+      wire[i] = [op.key, op.capacity, op.refillRate, op.cost ?? 1, op.mode === 'budget' ? 1 : 0];
+    }
+    const results = this.takeWire(wire, Date.now());
+    const out: CounterResult[] = new Array<CounterResult>(results.length);
+    for (let i = 0; i < results.length; i++) out[i] = toResult(results[i]!);
+    return out;
+  }
+
+  debitNow(key: string, limits: { capacity: number; refillRate: number }, count: number): { tokens: number } {
+    this.debits.inc();
+    return { tokens: this.table.debit(key, limits, count, Date.now()) };
+  }
+}
+
+export function toResult([allowed, tokens, retryAfterMs, resetMs]: WireResult): CounterResult {
+  return allowed === 1 ? { allowed: true, tokens, remaining: Math.max(0, Math.floor(tokens)), resetMs } : { allowed: false, tokens, remaining: 0, retryAfterMs, resetMs };
+}
+
+/**
+ * The engine's view of a shard in its own process: the CounterStore interface, plus `takeNow` for the engine's
+ * synchronous path. Never times out and never fails: it is this process.
+ */
+export class LocalStore {
+  constructor(readonly shard: StoreShard) {}
+
+  takeNow(ops: WireOp[]): WireResult[] {
+    return this.shard.takeWire(ops, Date.now());
+  }
+
+  take(ops: CounterOp[]): Promise<CounterResult[]> {
+    return Promise.resolve(this.shard.takeNow(ops));
+  }
+
+  debit(key: string, limits: { capacity: number; refillRate: number }, count: number): Promise<{ tokens: number }> {
+    return Promise.resolve(this.shard.debitNow(key, limits, count));
+  }
+
+  ping(): Promise<{ now: number }> {
+    return Promise.resolve({ now: Date.now() });
+  }
+
+  close(): void {}
+}
