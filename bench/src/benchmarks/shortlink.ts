@@ -97,6 +97,22 @@ export function sumMetric(texts: string[], name: string): number {
   return n;
 }
 
+/**
+ * Worker counts other than the service's defaults, from BENCH_SHORTLINK_WORKERS (`stream=1,analytics=1`, the
+ * cluster CLI's --workers syntax), to compare click-path layouts with the same command.
+ */
+function workersFromEnv(): Record<string, number> | undefined {
+  const raw = process.env.BENCH_SHORTLINK_WORKERS;
+  if (raw === undefined || raw === '') return undefined;
+  const out: Record<string, number> = {};
+  for (const part of raw.split(',')) {
+    const [role, n] = part.split('=');
+    if (role === undefined || !/^[a-z]+$/.test(role) || !/^\d+$/.test(n ?? '')) throw new BenchError(`BENCH_SHORTLINK_WORKERS: expected role=N[,role=N], got ${JSON.stringify(raw)}`);
+    out[role] = Number(n);
+  }
+  return out;
+}
+
 /** How long to wait, after the redirect phase, for the click path to count everything emitted. */
 const DRAIN_TIMEOUT_MS = 120_000;
 
@@ -154,7 +170,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
     env.BENCH_PROFILE_DIR = o.profileDir;
   }
-  const cluster = await startOurCluster({ service: 'shortlink', nodes: MEMBERS, env, settings: SETTINGS });
+  const cluster = await startOurCluster({ service: 'shortlink', nodes: MEMBERS, env, settings: SETTINGS, workers: workersFromEnv() });
   let ours: Ours | null = null;
   let redirects: SideResult;
   let creates: SideResult;
