@@ -89,6 +89,33 @@ export function redirectsByCache(text: string): Record<string, number> {
   return out;
 }
 
+/** The sum over processes of a counter (all its label sets) in /metrics texts. */
+export function sumMetric(texts: string[], name: string): number {
+  let n = 0;
+  const line = new RegExp(`^${name}(?:\\{[^}]*\\})?\\s+(\\S+)$`, 'gm');
+  for (const text of texts) for (const m of text.matchAll(line)) n += Number(m[1]);
+  return n;
+}
+
+/**
+ * Worker counts other than the service's defaults, from BENCH_SHORTLINK_WORKERS (`stream=1,analytics=1`, the
+ * cluster CLI's --workers syntax), to compare click-path layouts with the same command.
+ */
+function workersFromEnv(): Record<string, number> | undefined {
+  const raw = process.env.BENCH_SHORTLINK_WORKERS;
+  if (raw === undefined || raw === '') return undefined;
+  const out: Record<string, number> = {};
+  for (const part of raw.split(',')) {
+    const [role, n] = part.split('=');
+    if (role === undefined || !/^[a-z]+$/.test(role) || !/^\d+$/.test(n ?? '')) throw new BenchError(`BENCH_SHORTLINK_WORKERS: expected role=N[,role=N], got ${JSON.stringify(raw)}`);
+    out[role] = Number(n);
+  }
+  return out;
+}
+
+/** How long to wait, after the redirect phase, for the click path to count everything emitted. */
+const DRAIN_TIMEOUT_MS = 120_000;
+
 /** Node302's throughput in each round so far: the target is 80% of their median. */
 const node302Rounds: number[] = [];
 
@@ -143,36 +170,59 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
     env.BENCH_PROFILE_DIR = o.profileDir;
   }
-  const cluster = await startOurCluster({ service: 'shortlink', nodes: MEMBERS, env, settings: SETTINGS });
+  const cluster = await startOurCluster({ service: 'shortlink', nodes: MEMBERS, env, settings: SETTINGS, workers: workersFromEnv() });
   let ours: Ours | null = null;
   let redirects: SideResult;
   let creates: SideResult;
   try {
     ours = await setUp(cluster, o);
     const { apps, endpoints, codes, urls } = ours;
+    const analytics = cluster.workers.filter((w) => w.role === 'analytics');
     const groups = {
       apps: apps.map((a) => a.pid),
-      clicks: cluster.workers.filter((w) => w.role !== 'app').map((w) => w.pid),
+      streams: cluster.workers.filter((w) => w.role === 'stream').map((w) => w.pid),
+      analytics: analytics.map((w) => w.pid),
       members: cluster.members.map((m) => m.pid),
+    };
+    const metricTexts = async (workers: OurCluster['workers']): Promise<string[]> =>
+      (await Promise.all(workers.map((w) => fetchJson(`${w.url}/metrics`, { timeoutMs: 5_000 })))).map((t) => (typeof t.body === 'string' ? t.body : ''));
+    /** Clicks emitted by the app servers (one per redirect), given up on by them, and counted into the aggregates. */
+    const clickCounts = async () => {
+      const [appTexts, analyticsTexts] = await Promise.all([metricTexts(apps), metricTexts(analytics)]);
+      return {
+        clicks_emitted: sumMetric(appTexts, 'clicks_emitted_total'),
+        clicks_dropped: sumMetric(appTexts, 'clicks_dropped_total'),
+        clicks_counted: sumMetric(analyticsTexts, 'analytics_clicks_counted_total'),
+      };
     };
     const all = Object.values(groups).flat();
     const side = (label: string, op: SideSpec['op']): SideSpec => ({
       label,
-      system: `raftkit shortlink, ${MEMBERS} members + ${apps.length} app servers + ${groups.clicks.length} click workers`,
+      system: `raftkit shortlink, ${MEMBERS} members + ${apps.length} app servers + ${groups.streams.length} click stream partitions + ${groups.analytics.length} analytics workers`,
       members: MEMBERS,
       serverPids: all,
       op,
       probe: async () => {
-        const texts = await Promise.all(apps.map((a) => fetchJson(`${a.url}/metrics`, { timeoutMs: 5_000 })));
+        const [texts, clicks] = await Promise.all([metricTexts(apps), clickCounts()]);
         const counts: Record<string, number> = {};
-        for (const t of texts) for (const [k, v] of Object.entries(redirectsByCache(typeof t.body === 'string' ? t.body : ''))) counts[k] = (counts[k] ?? 0) + v;
-        return { ...groupCpuSeconds(groups), ...counts };
+        for (const t of texts) for (const [k, v] of Object.entries(redirectsByCache(t))) counts[k] = (counts[k] ?? 0) + v;
+        return { ...groupCpuSeconds(groups), ...counts, ...clicks };
       },
       explain: (d, r) => {
         const edge = d.redirects_from_edge ?? 0;
         const store = d.redirects_from_store ?? 0;
         const cache = edge + store === 0 ? {} : { redirects_from_edge_cache: edge, redirects_from_members: store, edge_hit_ratio: round(edge / (edge + store), 3) };
-        return { ...groupCpuPerOp(d, Object.keys(groups), r.ops), ...cache };
+        // Over the same window as the redirects: clicks counted into the aggregates per second, beside the redirect rate.
+        const seconds = r.ops_per_sec > 0 ? r.ops / r.ops_per_sec : 0;
+        const ingest =
+          seconds === 0
+            ? {}
+            : {
+                clicks_emitted_per_sec: Math.round((d.clicks_emitted ?? 0) / seconds),
+                clicks_counted_per_sec: Math.round((d.clicks_counted ?? 0) / seconds),
+                click_lag_growth: (d.clicks_emitted ?? 0) - (d.clicks_dropped ?? 0) - (d.clicks_counted ?? 0),
+              };
+        return { ...groupCpuPerOp(d, Object.keys(groups), r.ops), ...cache, ...ingest };
       },
     });
     redirects = await measure(
@@ -185,6 +235,27 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       },
       o,
     );
+    // The click lag when the load stopped, and how long the click path took to count the rest.
+    const atEnd = await clickCounts();
+    const lagAtEnd = atEnd.clicks_emitted - atEnd.clicks_dropped - atEnd.clicks_counted;
+    const drainStart = performance.now();
+    let drained = lagAtEnd <= 0;
+    while (!drained && performance.now() - drainStart < DRAIN_TIMEOUT_MS) {
+      await new Promise((r) => setTimeout(r, 200));
+      const now = await clickCounts();
+      drained = now.clicks_counted >= now.clicks_emitted - now.clicks_dropped;
+    }
+    redirects.click_ingest = {
+      clicks_counted_per_sec: redirects.clicks_counted_per_sec ?? null,
+      redirects_per_sec: redirects.ops_per_sec,
+      lag_at_end_clicks: lagAtEnd,
+      drain_s: drained ? round((performance.now() - drainStart) / 1000, 1) : null,
+      clicks_dropped_total: atEnd.clicks_dropped,
+      // Keeping up: clicks counted at (nearly) the redirect rate over the window, and less than a second of
+      // redirects' clicks still uncounted when the load stopped (the batching delays, not a growing backlog).
+      keeps_up: ((redirects.clicks_counted_per_sec as number | undefined) ?? 0) >= 0.95 * redirects.ops_per_sec && lagAtEnd <= redirects.ops_per_sec,
+    };
+    process.stderr.write(`bench: click ingest ${JSON.stringify(redirects.click_ingest)}\n`);
     const headers = { authorization: `Bearer ${ours.apiKey}`, 'content-type': 'application/json' };
     let n = LINKS;
     process.stderr.write('bench: creates (POST /api/urls)\n');
@@ -204,6 +275,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
   node302Rounds.push(ceilings.node302.ops_per_sec);
   const vs = (c: SideResult): Record<string, number> => ({ ratio: round(redirects.ops_per_sec / c.ops_per_sec, 2), p99_ratio: round(redirects.p99_ms / c.p99_ms, 2) });
   const goals = {
+    clicks_ingested_as_fast_as_redirects: (redirects.click_ingest as { keeps_up: boolean }).keeps_up,
     redirect_p99_under_10ms: redirects.p99_ms < P99_GOAL_MS,
     throughput_at_least_80pct_of_node302: redirects.ops_per_sec >= CEILING_SHARE * ceilings.node302.ops_per_sec,
   };
@@ -257,6 +329,13 @@ function formatShortlink(r: SideResult, c: Ceilings): string {
   const vs302 = r.vs_node302 as { ratio: number };
   const vsNginx = r.vs_nginx as { ratio: number };
   lines.push(`redirects: ${Math.round(vs302.ratio * 100)}% of node:http (goal >= 80%), ${Math.round(vsNginx.ratio * 100)}% of nginx; p99 ${r.p99_ms} ms (goal < ${P99_GOAL_MS} ms)`);
+  const ingest = r.click_ingest as { clicks_counted_per_sec: number | null; lag_at_end_clicks: number; drain_s: number | null; keeps_up: boolean } | undefined;
+  if (ingest !== undefined) {
+    lines.push(
+      `clicks: ${ingest.clicks_counted_per_sec ?? '-'} counted/s beside ${r.ops_per_sec} redirects/s; lag at the end ${ingest.lag_at_end_clicks} clicks, ` +
+        `${ingest.drain_s === null ? 'not drained' : `drained in ${ingest.drain_s} s`}: ${ingest.keeps_up ? 'clicks are ingested as fast as redirects are served' : 'clicks are NOT ingested as fast as redirects are served'}`,
+    );
+  }
   return lines.join('\n') + '\n';
 }
 

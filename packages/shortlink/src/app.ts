@@ -56,6 +56,8 @@ export const CLUSTER_USER = 'cluster';
 const MAX_REDIRECT_PATH = 65;
 const REDIRECT_FROM_EDGE = { outcome: 'redirect', cache: 'edge' };
 const REDIRECT_FROM_STORE = { outcome: 'redirect', cache: 'store' };
+/** Longest delay before answered redirects show in shortlink_redirects_total (a scrape flushes them at once). */
+const COUNT_FLUSH_MS = 100;
 
 export function appRole(clicks: ClickSide): WorkerRole {
   return { role: 'app', count: DEFAULT_APP_COUNT, start: (options) => startApp(options, clicks) };
@@ -78,6 +80,11 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
 
   const metrics = new MetricsRegistry();
   const clicks = clickSide.emitter(options, metrics);
+  // Registered before shortlink_redirects_total, so a scrape flushes the pending counts before rendering them.
+  metrics.gauge('shortlink_redirect_counts_pending', 'Redirects not yet added to shortlink_redirects_total (flushed at every scrape)').set(() => {
+    flushCounts();
+    return 0;
+  });
   const redirects = metrics.counter('shortlink_redirects_total', 'Redirect requests by outcome and the cache that answered');
   const creates = metrics.counter('shortlink_creates_total', 'Create requests by outcome');
   const batchSizes = metrics.histogram('shortlink_create_batch_size', 'Links per create batch sent to the link store', [1, 2, 4, 8, 16, 32, 64, 128, 256]);
@@ -109,29 +116,19 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
   };
 
   /**
-   * The redirects answered in this event-loop turn, whose clicks are made and emitted together in its check phase:
-   * by then each 302 has been handed to its socket (Node uncorks it in a nextTick), so nothing of the click path
-   * (GeoIP, encoding, the producer) delays a redirect, and a turn costs one timer instead of a 'finish' listener
-   * and a closure per redirect. Their redirect count is added then too: one labelled increment per turn and cache
-   * rather than per redirect (labels cost more than the rest of a cache hit's bookkeeping).
+   * Redirects answered since the counts were last added to shortlink_redirects_total: a labelled increment costs
+   * more than the rest of a cache hit's bookkeeping, so the counts are added at most every COUNT_FLUSH_MS (and
+   * before /metrics renders), two plain additions per redirect meanwhile.
    */
-  let answered: Array<{ code: string; now: number; req: IncomingMessage; cache: 'edge' | 'store' }> = [];
-  const emitClicks = (): void => {
-    const batch = answered;
-    answered = [];
-    let fromEdge = 0;
-    for (const { code, now, req, cache } of batch) {
-      if (cache === 'edge') fromEdge++;
-      clicks.emit({
-        short_code: code,
-        timestamp: now,
-        referer: headerText(req.headers.referer),
-        country: clickSide.countryOf(req, options.settings),
-        user_agent: headerText(req.headers['user-agent']),
-      });
-    }
-    if (fromEdge > 0) redirects.inc(fromEdge, REDIRECT_FROM_EDGE);
-    if (fromEdge < batch.length) redirects.inc(batch.length - fromEdge, REDIRECT_FROM_STORE);
+  const pending = { edge: 0, store: 0 };
+  let countTimer: NodeJS.Timeout | undefined;
+  const flushCounts = (): void => {
+    clearTimeout(countTimer);
+    countTimer = undefined;
+    if (pending.edge > 0) redirects.inc(pending.edge, REDIRECT_FROM_EDGE);
+    if (pending.store > 0) redirects.inc(pending.store, REDIRECT_FROM_STORE);
+    pending.edge = 0;
+    pending.store = 0;
   };
 
   const answerRedirect = (code: string, found: Lookup, cache: 'edge' | 'store', req: IncomingMessage, res: ServerResponse, now: number): void => {
@@ -149,12 +146,19 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     }
     res.writeHead(302, { location, 'cache-control': 'private, max-age=0', 'content-length': '0' });
     res.end();
-    if (req.method === 'HEAD') {
-      redirects.inc(1, { outcome: 'redirect', cache });
-      return;
-    }
-    if (answered.length === 0) setImmediate(emitClicks);
-    answered.push({ code, now, req, cache });
+    pending[cache]++;
+    countTimer ??= setTimeout(flushCounts, COUNT_FLUSH_MS);
+    if (req.method === 'HEAD') return;
+    // The 302 is queued on its socket (written when Node uncorks it, before any timer): emitting only appends the
+    // click to an open block (encoded and sent later, see clicks/emitter.ts), so the click path costs the
+    // redirect no I/O and cannot fail it.
+    clicks.emit({
+      short_code: code,
+      timestamp: now,
+      referer: headerText(req.headers.referer),
+      country: clickSide.countryOf(req, options.settings),
+      user_agent: headerText(req.headers['user-agent']),
+    });
   };
 
   const redirect = (req: IncomingMessage, res: ServerResponse): boolean => {
@@ -269,6 +273,7 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
   return {
     httpPort: http.port,
     stop: async () => {
+      flushCounts();
       await http.close();
       await clicks.stop();
       await store.close();

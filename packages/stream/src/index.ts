@@ -6,7 +6,7 @@ export type { StreamServerOptions } from './server.js';
 export { StreamClient } from './client.js';
 export type { StreamClientOptions, FetchResult } from './client.js';
 export { StreamProducer } from './producer.js';
-export type { ProducerOptions, ProducerStats } from './producer.js';
+export type { DropReason, ProducerMeter, ProducerOptions, ProducerStats } from './producer.js';
 export type { Answers, Request as StreamRequest } from './protocol.js';
 export { encodeRecord, scanRecords } from './record.js';
 export { startStreamWorker } from './worker.js';

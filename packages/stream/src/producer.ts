@@ -14,7 +14,11 @@ export interface ProducerOptions {
   /** Where the stream server is now (asked again at each connect); undefined when there is none. */
   address: () => string | undefined;
   token: string;
-  /** Records held locally, waiting or unacknowledged, before new ones are dropped (default 10,000). */
+  /**
+   * Units held locally, waiting or unacknowledged, before new records are dropped (default 10,000). A record
+   * counts as its `send` weight (1 unless told): a producer whose records each carry many items (e.g. a block of
+   * clicks) bounds and counts the items.
+   */
   bufferRecords?: number;
   /** Records per produce request (default 500). */
   batchRecords?: number;
@@ -30,14 +34,27 @@ export interface ProducerOptions {
   metrics?: MetricsRegistry;
   /** Metric names start with this (default "stream_producer"). */
   metricPrefix?: string;
+  /**
+   * Instead of `metrics`: where to count sent and dropped units, for an owner that runs several producers and
+   * renders their sum (buffered and connected are then its business, from `stats()`).
+   */
+  meter?: ProducerMeter;
 }
 
+export type DropReason = 'buffer_full' | 'refused' | 'shutdown';
+
+export interface ProducerMeter {
+  sent(units: number): void;
+  dropped(units: number, reason: DropReason): void;
+}
+
+/** In units: a record counts as its `send` weight. */
 export interface ProducerStats {
-  /** Records held locally (waiting plus unacknowledged). */
+  /** Units held locally (waiting plus unacknowledged). */
   buffered: number;
-  /** Records acknowledged by the stream. */
+  /** Units acknowledged by the stream. */
   sent: number;
-  /** Records given up on: buffer full, refused by the server, or still held at close. */
+  /** Units given up on: buffer full, refused by the server, or still held at close. */
   dropped: number;
   connected: boolean;
 }
@@ -45,7 +62,6 @@ export interface ProducerStats {
 /** Keeps each produce frame far below the protocol's frame limit. */
 const BATCH_BYTES = 4 << 20;
 
-type DropReason = 'buffer_full' | 'refused' | 'shutdown';
 
 export class StreamProducer {
   private readonly queue = new RecordQueue();
@@ -58,6 +74,10 @@ export class StreamProducer {
   private failures = 0;
   private sent = 0;
   private dropped = 0;
+  /** Units held (queued plus in flight), kept as a sum so `send` does not walk the batches. */
+  private held = 0;
+  /** Weights of the records that are not 1 (the common case stores nothing). */
+  private readonly weights = new WeakMap<Uint8Array, number>();
   private readonly drains = new Set<() => void>();
   private readonly bufferRecords: number;
   private readonly batchRecords: number;
@@ -72,7 +92,11 @@ export class StreamProducer {
     this.maxInFlight = options.maxInFlight ?? 4;
     this.ackTimeoutMs = options.ackTimeoutMs ?? 5_000;
     const metrics = options.metrics;
-    if (metrics !== undefined) {
+    if (options.meter !== undefined) {
+      const meter = options.meter;
+      this.countSent = (n) => meter.sent(n);
+      this.countDropped = (n, reason) => meter.dropped(n, reason);
+    } else if (metrics !== undefined) {
       const prefix = options.metricPrefix ?? 'stream_producer';
       const sent = metrics.counter(`${prefix}_sent_total`, 'Records acknowledged by the stream');
       const dropped = metrics.counter(`${prefix}_dropped_total`, 'Records dropped, by reason (buffer_full, refused, shutdown)');
@@ -85,18 +109,40 @@ export class StreamProducer {
   }
 
   private get buffered(): number {
-    return this.queue.size + this.inFlight.reduce((n, batch) => n + batch.length, 0);
+    return this.held;
   }
 
-  /** Queues a record; false when it was dropped (buffer full or producer closed). */
-  send(record: Uint8Array): boolean {
-    if (this.stopped || this.buffered >= this.bufferRecords || record.length > (this.options.maxRecordBytes ?? 1 << 20)) {
-      this.drop(1, this.stopped ? 'shutdown' : this.buffered >= this.bufferRecords ? 'buffer_full' : 'refused');
+  private weightOf(records: Uint8Array[]): number {
+    let n = 0;
+    for (const r of records) n += this.weights.get(r) ?? 1;
+    return n;
+  }
+
+  /**
+   * Queues a record worth `weight` units (default 1); false when it was dropped whole (it would take the buffer
+   * past its bound, or the producer is closed).
+   */
+  send(record: Uint8Array, weight = 1): boolean {
+    const full = this.held + weight > this.bufferRecords;
+    if (this.stopped || full || record.length > (this.options.maxRecordBytes ?? 1 << 20)) {
+      this.drop(weight, this.stopped ? 'shutdown' : full ? 'buffer_full' : 'refused');
       return false;
     }
+    if (weight !== 1) this.weights.set(record, weight);
+    this.held += weight;
     this.queue.push(record);
     this.schedulePump();
     return true;
+  }
+
+  /** Units `send` would still take now (0 once closed): lets a caller cut a block to fit instead of losing it whole. */
+  room(): number {
+    return this.stopped ? 0 : Math.max(0, this.bufferRecords - this.held);
+  }
+
+  /** Counts `units` the caller gave up on because they did not fit (see `room`) as dropped, `buffer_full`. */
+  dropFull(units: number): void {
+    this.drop(units, 'buffer_full');
   }
 
   stats(): ProducerStats {
@@ -123,7 +169,10 @@ export class StreamProducer {
     if (this.stopped) return;
     this.stopped = true;
     clearTimeout(this.reconnectTimer);
-    const held = this.queue.clear() + this.inFlight.splice(0).reduce((n, batch) => n + batch.length, 0);
+    const held = this.held;
+    this.queue.clear();
+    this.inFlight.splice(0);
+    this.held = 0;
     this.drop(held, 'shutdown');
     this.connection?.close();
     this.connection = undefined;
@@ -211,12 +260,14 @@ export class StreamProducer {
     const i = this.inFlight.indexOf(batch);
     if (i < 0) return;
     this.inFlight.splice(i, 1);
+    const units = this.weightOf(batch);
+    this.held -= units;
     if (outcome === 'sent') {
-      this.sent += batch.length;
-      this.countSent?.(batch.length);
+      this.sent += units;
+      this.countSent?.(units);
     } else {
-      this.options.logger?.log('warn', 'stream refused a batch', { records: batch.length });
-      this.drop(batch.length, 'refused');
+      this.options.logger?.log('warn', 'stream refused a batch', { records: batch.length, units });
+      this.drop(units, 'refused');
     }
     if (this.buffered === 0) for (const drain of [...this.drains]) drain();
     this.pump();

@@ -1,21 +1,40 @@
 /**
- * The analytics worker: consumes the click stream from its own offset (kept in LevelDB with the aggregates, see
- * store.ts), in batches of up to `analytics_batch` records (default 1,000) or whatever arrived within
- * `analytics_wait_ms` (default 200), and serves GET /internal/stats/:code and POST /internal/replay.
+ * The analytics worker: consumes the stream partitions it owns (partition.ts), each from its own offset (kept in
+ * that partition's LevelDB with its aggregates, see store.ts), in batches of up to `analytics_batch` records
+ * (default 1,000; a record is a block of clicks) or whatever arrived within `analytics_wait_ms` (default 200),
+ * and serves GET /internal/stats/:code (for the codes of its partitions) and POST /internal/replay.
  * Settings: analytics_batch, analytics_wait_ms, analytics_max_referers, analytics_cache_keys.
  */
 import { join } from 'node:path';
 import { badRequest, HttpError, serveWorkerHttp, unavailable, type Logger, type RequestContext, type MetricsRegistry, type RunningWorker, type WorkerOptions } from '@raftkit/http';
 import { StreamClient, type FetchResult } from '@raftkit/stream';
 import { CODE } from './aggregate.js';
+import { ownedPartitions, partitionOf, workersOf } from './partition.js';
 import { positiveIntSetting } from './settings.js';
 import { AnalyticsStore } from './store.js';
-import { decodeClick } from './wire.js';
+import { decodeRecord } from './wire.js';
 
 const RETRY_MIN_MS = 100;
 const RETRY_MAX_MS = 2_000;
 
-/** Pulls batches from the stream into the store until stopped; a replay wipes the store between two batches. */
+/** The counters every consumer of a worker adds to (a registry renders each name once). */
+export interface ConsumerMetrics {
+  counted: { inc(n: number): void };
+  duplicates: { inc(n: number): void };
+  invalid: { inc(n: number): void };
+  skipped: { inc(n: number): void };
+}
+
+export function consumerMetrics(m: MetricsRegistry): ConsumerMetrics {
+  return {
+    counted: m.counter('analytics_clicks_counted_total', 'Clicks added to the aggregates'),
+    duplicates: m.counter('analytics_duplicates_total', 'Clicks skipped as already counted (at-least-once redelivery)'),
+    invalid: m.counter('analytics_invalid_records_total', 'Clicks or records that are not well formed (skipped)'),
+    skipped: m.counter('analytics_records_lost_to_retention_total', 'Records deleted by stream retention before they were consumed'),
+  };
+}
+
+/** Pulls batches of one partition from its stream into its store until stopped; a replay wipes the store between two batches. */
 export class ClickConsumer {
   private running = true;
   private loop: Promise<void> | undefined;
@@ -31,15 +50,9 @@ export class ClickConsumer {
   constructor(
     private readonly store: AnalyticsStore,
     private readonly client: StreamClient,
-    private readonly options: { batch: number; waitMs: number; logger: Logger; metrics: MetricsRegistry },
+    private readonly options: { batch: number; waitMs: number; logger: Logger; metrics: ConsumerMetrics },
   ) {
-    const m = options.metrics;
-    this.counted = m.counter('analytics_clicks_counted_total', 'Clicks added to the aggregates');
-    this.duplicates = m.counter('analytics_duplicates_total', 'Records skipped as already counted (at-least-once redelivery)');
-    this.invalid = m.counter('analytics_invalid_records_total', 'Records that are not well-formed clicks (skipped)');
-    this.skipped = m.counter('analytics_records_lost_to_retention_total', 'Records deleted by stream retention before they were consumed');
-    m.gauge('analytics_offset', 'Stream offset up to which the aggregates on disk have counted').set(() => store.committedOffset);
-    m.gauge('analytics_lag', 'Durable stream records not yet counted').set(() => this.lag ?? 0);
+    ({ counted: this.counted, duplicates: this.duplicates, invalid: this.invalid, skipped: this.skipped } = options.metrics);
   }
 
   get lag(): number | null {
@@ -92,7 +105,7 @@ export class ClickConsumer {
         if (result.records.length === 0 && result.offset === from) continue;
         const next = result.offset + result.records.length;
         if (result.records.length === this.options.batch) prefetched = { from: next, answer: this.fetch(next) };
-        const batch = await this.store.apply(result.records.map(decodeClick), next);
+        const batch = await this.store.apply(result.records.flatMap(decodeRecord), next);
         this.counted.inc(batch.accepted);
         this.duplicates.inc(batch.duplicates);
         this.invalid.inc(batch.invalid);
@@ -129,25 +142,51 @@ export class ClickConsumer {
   }
 }
 
+/** One owned partition: its stream, store and consumer. */
+interface OwnedPartition {
+  partition: number;
+  store: AnalyticsStore;
+  consumer: ClickConsumer;
+}
+
 export async function startAnalyticsWorker(options: WorkerOptions): Promise<RunningWorker> {
-  const stream = options.workers.find((w) => w.role === 'stream' && w.tcpAddress !== undefined);
-  if (stream?.tcpAddress === undefined) throw new Error('the analytics worker needs a stream worker');
-  const store = await AnalyticsStore.open(join(options.dataDir, 'aggregates'), {
-    maxReferers: positiveIntSetting(options.settings, 'analytics_max_referers', 200),
-    cacheKeys: positiveIntSetting(options.settings, 'analytics_cache_keys', 200_000),
-  });
-  const client = new StreamClient({ address: stream.tcpAddress, token: options.tokens[0]! });
-  let consumer: ClickConsumer | undefined;
+  const streams = workersOf(options.workers, 'stream');
+  if (streams.length === 0 || streams.some((s) => s.tcpAddress === undefined)) throw new Error('the analytics worker needs the stream workers');
+  const owners = Math.max(1, workersOf(options.workers, 'analytics').length);
+  const mine = ownedPartitions(options.index, owners, streams.length);
+  if (mine.length === 0) options.logger.log('warn', 'more analytics workers than stream partitions: this one owns none', { streams: streams.length, analytics: owners });
   const http = await serveWorkerHttp(options, {
-    health: () => ({ offset: store.committedOffset, lag: consumer?.lag ?? null }),
+    health: () => {
+      const partitions = Object.fromEntries(owned.map((o) => [o.partition, { offset: o.store.committedOffset, lag: o.consumer.lag }]));
+      const lags = owned.map((o) => o.consumer.lag);
+      return {
+        partitions,
+        // Sums over the owned partitions (offsets of different partitions only add up as a count of records).
+        offset: owned.reduce((n, o) => n + o.store.committedOffset, 0),
+        lag: lags.some((l) => l === null) ? null : lags.reduce<number>((n, l) => n + l!, 0),
+      };
+    },
   });
-  consumer = new ClickConsumer(store, client, {
-    batch: positiveIntSetting(options.settings, 'analytics_batch', 1_000),
-    waitMs: positiveIntSetting(options.settings, 'analytics_wait_ms', 200),
-    logger: options.logger,
-    metrics: http.metrics,
-  });
-  const running = consumer;
+  const metrics = consumerMetrics(http.metrics);
+  const offsetGauge = http.metrics.gauge('analytics_offset', 'Stream offset up to which the aggregates on disk have counted, per partition');
+  const lagGauge = http.metrics.gauge('analytics_lag', 'Durable stream records (blocks of clicks) not yet counted, per partition');
+  const owned: OwnedPartition[] = [];
+  for (const partition of mine) {
+    const store = await AnalyticsStore.open(join(options.dataDir, `aggregates-p${partition}`), {
+      maxReferers: positiveIntSetting(options.settings, 'analytics_max_referers', 200),
+      cacheKeys: Math.ceil(positiveIntSetting(options.settings, 'analytics_cache_keys', 200_000) / mine.length),
+    });
+    const client = new StreamClient({ address: streams[partition]!.tcpAddress!, token: options.tokens[0]! });
+    const consumer = new ClickConsumer(store, client, {
+      batch: positiveIntSetting(options.settings, 'analytics_batch', 1_000),
+      waitMs: positiveIntSetting(options.settings, 'analytics_wait_ms', 200),
+      logger: options.logger,
+      metrics,
+    });
+    offsetGauge.set(() => store.committedOffset, { partition: String(partition) });
+    lagGauge.set(() => consumer.lag ?? 0, { partition: String(partition) });
+    owned.push({ partition, store, consumer });
+  }
   // Internal routes: the cluster token only (client API keys authenticate too, but must not reach here).
   const clusterOnly = (ctx: RequestContext) => {
     if (ctx.principal?.kind !== 'cluster') throw new HttpError(403, 'forbidden', 'internal route: cluster token required');
@@ -157,24 +196,28 @@ export async function startAnalyticsWorker(options: WorkerOptions): Promise<Runn
       clusterOnly(ctx);
       const code = ctx.params.code!;
       if (!CODE.test(code)) throw badRequest('invalid_code', 'short code must be 1-64 characters of A-Z a-z 0-9 _ -', { field: 'code' });
+      const partition = partitionOf(code, streams.length);
+      const mineToo = owned.find((o) => o.partition === partition);
+      // Another worker's partition: answering zeros would pass for "never clicked".
+      if (mineToo === undefined) throw new HttpError(421, 'wrong_partition', `partition ${partition} of ${code} is not consumed by ${options.id}`, { partition });
       try {
-        return await store.stats(code);
+        return await mineToo.store.stats(code);
       } catch (e) {
         throw unavailable(`aggregates unreadable: ${(e as Error).message}`);
       }
     })
     .post('/internal/replay', { admits: 'cluster' }, async (ctx) => {
       clusterOnly(ctx);
-      await running.replay();
-      return { status: 'replaying', from: 0 };
+      await Promise.all(owned.map((o) => o.consumer.replay()));
+      return { status: 'replaying', from: 0, partitions: owned.map((o) => o.partition) };
     });
-  running.start();
+  for (const o of owned) o.consumer.start();
   return {
     httpPort: http.port,
     stop: async () => {
-      await running.stop();
+      await Promise.all(owned.map((o) => o.consumer.stop()));
       await http.close();
-      await store.close();
+      await Promise.all(owned.map((o) => o.store.close()));
     },
   };
 }

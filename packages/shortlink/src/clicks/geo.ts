@@ -42,7 +42,8 @@ export function countryOf(req: IncomingMessage, settings: Record<string, string>
 const socketCountry = new WeakMap<Socket, string | null>();
 
 function countryOfIp(ip: string | null): string | null {
-  if (ip === null) return null;
+  // Loopback, private and link-local addresses have no country: no database lookup (nor loading it) for them.
+  if (ip === null || isLocal(ip)) return null;
   try {
     const country = database().lookup(ip)?.country;
     return country !== undefined && COUNTRY.test(country) ? country : null;
@@ -65,4 +66,14 @@ export function clientIp(req: IncomingMessage, settings: Record<string, string>)
 function headerValue(req: IncomingMessage, name: string): string | undefined {
   const value = req.headers[name.toLowerCase()];
   return Array.isArray(value) ? value[0] : value;
+}
+
+/** Loopback, private (RFC 1918, unique local) or link-local: an address no GeoIP database places anywhere. */
+export function isLocal(ip: string): boolean {
+  if (isIP(ip) === 4) {
+    const [a, b] = ip.split('.', 2).map(Number) as [number, number];
+    return a === 127 || a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254) || a === 0;
+  }
+  const lower = ip.toLowerCase();
+  return lower === '::1' || lower === '::' || /^f[cd][0-9a-f]{0,2}:/.test(lower) || /^fe[89ab][0-9a-f]?:/.test(lower);
 }

@@ -1,7 +1,8 @@
 /**
- * `node packages/shortlink/bin/replay.js --data DIR [--id analytics1] [--wait]`: asks a running cluster's
- * analytics worker to rebuild its aggregates from stream offset 0 (POST /internal/replay with the cluster token
- * from DIR/token); with --wait, returns once it has caught up with the stream again.
+ * `node packages/shortlink/bin/replay.js --data DIR [--id analyticsN] [--wait]`: asks a running cluster's
+ * analytics workers (every one, or the one named) to rebuild the aggregates of their partitions from stream
+ * offset 0 (POST /internal/replay with the cluster token from DIR/token); with --wait, returns once each of
+ * their partitions has caught up with its stream again.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,31 +21,42 @@ async function getJson(url: string, token: string, method: 'GET' | 'POST' = 'GET
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { data: { type: 'string' }, id: { type: 'string', default: 'analytics1' }, wait: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({ args: argv, options: { data: { type: 'string' }, id: { type: 'string' }, wait: { type: 'boolean', default: false } } });
   if (values.data === undefined) {
-    process.stderr.write('usage: replay.js --data DIR [--id analytics1] [--wait]\n');
+    process.stderr.write('usage: replay.js --data DIR [--id analyticsN] [--wait]\n');
     return 2;
   }
   const token = readFileSync(join(values.data, 'token'), 'utf8').trim();
   const state = JSON.parse(readFileSync(join(values.data, 'cluster.json'), 'utf8')) as { workers?: WorkerEntry[] };
   const workers = state.workers ?? [];
-  const analytics = workers.find((w) => w.id === values.id && w.role === 'analytics');
-  const stream = workers.find((w) => w.role === 'stream');
-  if (analytics === undefined || stream === undefined) {
-    process.stderr.write(`replay: no analytics worker ${values.id} and stream worker in ${values.data}/cluster.json\n`);
+  const byIndex = (role: string) => workers.filter((w) => w.role === role).sort((a, b) => Number(a.id.slice(role.length)) - Number(b.id.slice(role.length)));
+  const streams = byIndex('stream');
+  const analytics = byIndex('analytics').filter((w) => values.id === undefined || w.id === values.id);
+  if (analytics.length === 0 || streams.length === 0) {
+    process.stderr.write(`replay: no analytics worker ${values.id ?? ''} and stream workers in ${values.data}/cluster.json\n`);
     return 1;
   }
-  const started = await getJson(`http://${analytics.httpAddress}/internal/replay`, token, 'POST');
-  if (started.status !== 200) {
-    process.stderr.write(`replay: ${analytics.id} answered ${started.status} ${JSON.stringify(started.body)}\n`);
-    return 1;
+  for (const worker of analytics) {
+    const started = await getJson(`http://${worker.httpAddress}/internal/replay`, token, 'POST');
+    if (started.status !== 200) {
+      process.stderr.write(`replay: ${worker.id} answered ${started.status} ${JSON.stringify(started.body)}\n`);
+      return 1;
+    }
+    process.stdout.write(`replay started on ${worker.id}: aggregates of partitions ${JSON.stringify(started.body.partitions)} wiped, consuming from offset 0\n`);
   }
-  process.stdout.write(`replay started on ${analytics.id}: aggregates wiped, consuming from offset 0\n`);
   if (!values.wait) return 0;
   for (;;) {
-    const [s, a] = await Promise.all([getJson(`http://${stream.httpAddress}/healthz`, token), getJson(`http://${analytics.httpAddress}/healthz`, token)]);
-    if (a.body.offset === s.body.end) {
-      process.stdout.write(`replay done: ${String(a.body.offset)} records consumed\n`);
+    const ends = await Promise.all(streams.map(async (s) => (await getJson(`http://${s.httpAddress}/healthz`, token)).body.end as number));
+    const healths = await Promise.all(analytics.map(async (a) => (await getJson(`http://${a.httpAddress}/healthz`, token)).body));
+    let consumed = 0;
+    const done = healths.every((h) =>
+      Object.entries((h.partitions ?? {}) as Record<string, { offset: number }>).every(([p, { offset }]) => {
+        consumed += offset;
+        return offset === ends[Number(p)];
+      }),
+    );
+    if (done) {
+      process.stdout.write(`replay done: ${consumed} records consumed\n`);
       return 0;
     }
     await new Promise((r) => setTimeout(r, 500));

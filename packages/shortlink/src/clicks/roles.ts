@@ -11,11 +11,19 @@ import { startAnalyticsWorker } from './analytics.js';
  */
 export const CLICK_COMMIT_MS = 20;
 
+/**
+ * Stream partitions and analytics workers `cluster up` starts by default (`--workers stream=N,analytics=M`
+ * changes them; the layout is fixed for the cluster's life, see partition.ts). Two of each: one stream and one
+ * consumer could not follow the redirect rate (CLICKS.md), and partitions by short code let both scale out.
+ */
+export const DEFAULT_CLICK_PARTITIONS = 2;
+export const DEFAULT_ANALYTICS_WORKERS = 2;
+
 export const clickWorkerRoles: WorkerRole[] = [
   {
     role: 'stream',
-    count: 1,
+    count: DEFAULT_CLICK_PARTITIONS,
     start: (options) => startStreamWorker({ ...options, settings: { stream_commit_ms: String(CLICK_COMMIT_MS), ...options.settings } }),
   },
-  { role: 'analytics', count: 1, start: startAnalyticsWorker },
+  { role: 'analytics', count: DEFAULT_ANALYTICS_WORKERS, start: startAnalyticsWorker },
 ];

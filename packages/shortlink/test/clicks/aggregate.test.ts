@@ -1,7 +1,9 @@
 import fc from 'fast-check';
 import t from 'tap';
 import { aggregate, dayOf, refererHost } from '../../src/clicks/aggregate.js';
-import { decodeClick, encodeClick, MAX_TEXT, type StreamedClick } from '../../src/clicks/wire.js';
+import { pack } from 'msgpackr';
+import { partitionOf, ownedPartitions } from '../../src/clicks/partition.js';
+import { decodeClick, decodeRecord, encodeClick, encodeClicks, MAX_TEXT, type StreamedClick } from '../../src/clicks/wire.js';
 
 const click = (over: Partial<StreamedClick> = {}): StreamedClick => ({
   producer: 'p1',
@@ -71,4 +73,48 @@ t.test('the wire format round-trips every click; long headers are cut', async (t
     }),
   );
   t.pass('round-trip property held');
+});
+
+t.test('a block of clicks round-trips, the i-th with seq firstSeq + i; a malformed row is one invalid click', async (t) => {
+  const rows = fc.array(
+    fc.record({
+      short_code: fc.stringMatching(/^[A-Za-z0-9_-]{7,64}$/),
+      timestamp: fc.integer({ min: 0, max: 4e12 }),
+      referer: fc.option(fc.string({ maxLength: 600 }), { nil: null }),
+      country: fc.option(fc.constantFrom('DE', 'US'), { nil: null }),
+      user_agent: fc.option(fc.string({ maxLength: 600 }), { nil: null }),
+    }),
+    { minLength: 1, maxLength: 50 },
+  );
+  fc.assert(
+    fc.property(fc.uuid(), fc.nat(), rows, (producer, firstSeq, records) => {
+      const back = decodeRecord(encodeClicks(producer, firstSeq, records));
+      const cut = (s: string | null) => (s === null ? null : s.slice(0, MAX_TEXT));
+      const want = records.map((r, i) => ({ producer, seq: firstSeq + i, short_code: r.short_code, timestamp: r.timestamp, referer: cut(r.referer), country: r.country, user_agent: cut(r.user_agent) }));
+      return JSON.stringify(back) === JSON.stringify(want);
+    }),
+  );
+  t.equal(decodeClick(encodeClicks('p', 0, [click()])), null, 'a block is not a single click');
+  const mixed = decodeRecord(pack(['p', 10, [['abcDEF1', 1, null, null, null], ['short', 'not a time', null, null, null], 7]]));
+  t.equal(mixed.length, 3);
+  t.match(mixed[0], { producer: 'p', seq: 10, short_code: 'abcDEF1' });
+  t.equal(mixed[1], null);
+  t.equal(mixed[2], null);
+  t.same(decodeRecord(pack(['p', 10, []])), [null], 'an empty block is one invalid record');
+  t.same(decodeRecord(Buffer.from('junk')), [null]);
+  const batch = aggregate(mixed, () => undefined);
+  t.equal(batch.accepted, 1);
+  t.equal(batch.invalid, 2);
+});
+
+t.test('partitions: stable per code, spread over partitions, each owned by exactly one analytics worker', async (t) => {
+  t.equal(partitionOf('abcDEF1', 1), 0);
+  const counts = [0, 0, 0, 0];
+  for (let i = 0; i < 4_000; i++) counts[partitionOf(`code${i}x`, 4)]!++;
+  for (const c of counts) t.ok(c > 800 && c < 1_200, `roughly even: ${counts.join(', ')}`);
+  t.equal(partitionOf('bulk_clicks', 2), partitionOf('bulk_clicks', 2));
+  for (const [owners, partitions] of [[1, 1], [2, 2], [2, 5], [3, 2], [4, 8]] as const) {
+    const all = Array.from({ length: owners }, (_, i) => ownedPartitions(i + 1, owners, partitions)).flat().sort((a, b) => a - b);
+    t.same(all, Array.from({ length: partitions }, (_, p) => p), `${owners} owners of ${partitions} partitions`);
+  }
 });

@@ -40,7 +40,11 @@ async function until(what: string, probe: () => Promise<boolean>, timeoutMs = 20
   }
 }
 
-const caught = (analyticsOffset: number) => async () => (await health('analytics1')).offset === analyticsOffset;
+/** The aggregates on disk hold `total` clicks (a stream record is a block of clicks, so offsets do not count clicks). */
+const caught = (total: number) => async () => {
+  const all = await Promise.all(codes.map((c) => fetchStats({ workers, token: TOKEN }, c)));
+  return all.reduce((n, s) => n + s.total, 0) === total;
+};
 
 /** What the aggregates must say for `clicks` of one code. */
 function expected(code: string, clicks: ClickRecord[]): LinkStats {
@@ -77,6 +81,9 @@ t.teardown(async () => {
 t.test('emitted clicks reach the aggregates exactly, and fetchStats returns them', async (t) => {
   for (const c of clicks) emitter.emit(c);
   await until('analytics to count 5,000 clicks', caught(5_000));
+  const h = await health('analytics1');
+  t.match(h, { lag: 0, partitions: { 0: { lag: 0 } } }, 'healthz: nothing left to count');
+  t.ok((h.offset as number) > 0 && (h.offset as number) < 5_000, `clicks travelled in blocks (${String(h.offset)} stream records for 5,000 clicks)`);
   for (const code of codes) t.same(await fetchStats({ workers, token: TOKEN }, code), expected(code, clicks), `stats of ${code}`);
   t.match(metrics.render(), /clicks_emitted_total 5000[\s\S]*clicks_sent_total 5000[\s\S]*clicks_dropped_total 0/);
   t.same(await fetchStats({ workers, token: TOKEN }, 'neverclicked'), { short_code: 'neverclicked', total: 0, by_day: {}, by_country: {}, by_referer: {} });
@@ -86,7 +93,7 @@ t.test('replay wipes the aggregates and rebuilds the same numbers from offset 0'
   const before = await Promise.all(codes.map((c) => fetchStats({ workers, token: TOKEN }, c)));
   const res = await request(`http://${workers[1]!.httpAddress}/internal/replay`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
   t.equal(res.statusCode, 200);
-  t.same(await res.body.json(), { status: 'replaying', from: 0 });
+  t.same(await res.body.json(), { status: 'replaying', from: 0, partitions: [0] });
   await until('the replay to finish', caught(5_000));
   t.same(await Promise.all(codes.map((c) => fetchStats({ workers, token: TOKEN }, c))), before);
 });

@@ -2,7 +2,7 @@ import { createServer, type IncomingMessage } from 'node:http';
 import t from 'tap';
 import { request } from 'undici';
 import { countryOf } from '../../src/clicks/index.js';
-import { clientIp } from '../../src/clicks/geo.js';
+import { clientIp, isLocal } from '../../src/clicks/geo.js';
 
 /** Runs countryOf inside a real HTTP server on a request sent with `headers`. */
 async function countryFor(settings: Record<string, string>, headers: Record<string, string> = {}): Promise<string | null> {
@@ -45,4 +45,10 @@ t.test('IPv4-mapped IPv6 peers are looked up as IPv4', async (t) => {
   const req = { headers: {}, socket: { remoteAddress: '::ffff:81.2.69.160' } } as unknown as IncomingMessage;
   t.equal(clientIp(req, {}), '81.2.69.160');
   t.equal(countryOf(req, {}), 'GB');
+});
+
+t.test('local addresses are recognised without the database; public ones are not local', async (t) => {
+  for (const ip of ['127.0.0.1', '10.1.2.3', '172.16.0.1', '172.31.255.255', '192.168.1.1', '169.254.0.9', '::1', 'fd12:3456::1', 'fe80::1']) t.ok(isLocal(ip), `${ip} is local`);
+  for (const ip of ['8.8.8.8', '172.32.0.1', '81.2.69.160', '2001:4860:4860::8888', 'fe00::1']) t.notOk(isLocal(ip), `${ip} is not local`);
+  t.equal(await countryFor({ trusted_ip_header: 'x-forwarded-for' }, { 'x-forwarded-for': '192.168.0.7' }), null, 'a private first hop has no country');
 });

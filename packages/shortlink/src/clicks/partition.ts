@@ -1,0 +1,42 @@
+/**
+ * The click path's partitions: a click goes to the stream partition of its short code, and each analytics worker
+ * owns a fixed share of the partitions, so all of one link's clicks are counted by one worker (its aggregates are
+ * in one place, its stats one read) and the partitions are consumed in parallel.
+ *
+ * Partition p is the stream worker stream<p+1>; analytics worker analytics<i> (1-based, of A) owns the partitions
+ * p with p mod A = i - 1. The layout is fixed by the worker counts the cluster was created with: changing the
+ * number of stream or analytics workers of an existing cluster would send a link's clicks to another partition or
+ * owner (a replay with the new layout is then needed).
+ */
+import type { PeerAddress } from '@raftkit/http';
+
+/** FNV-1a (32 bits) of the code, modulo the partition count: cheap, stable across processes and releases. */
+export function partitionOf(code: string, partitions: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < code.length; i++) {
+    h ^= code.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return (h >>> 0) % partitions;
+}
+
+/** The workers of one role in index order (stream1, stream2, ...), whatever order they were listed in. */
+export function workersOf(workers: readonly PeerAddress[], role: string): PeerAddress[] {
+  const index = (w: PeerAddress) => Number(w.id.slice(role.length));
+  return workers.filter((w) => w.role === role).sort((a, b) => index(a) - index(b));
+}
+
+/** The partitions analytics worker `index` (1-based) of `owners` consumes. */
+export function ownedPartitions(index: number, owners: number, partitions: number): number[] {
+  const out: number[] = [];
+  for (let p = index - 1; p < partitions; p += owners) out.push(p);
+  return out;
+}
+
+/** The analytics worker that owns a code's clicks, or undefined when the cluster has none. */
+export function ownerOf(code: string, workers: readonly PeerAddress[]): PeerAddress | undefined {
+  const streams = workersOf(workers, 'stream').length;
+  const analytics = workersOf(workers, 'analytics');
+  if (streams === 0 || analytics.length === 0) return undefined;
+  return analytics[partitionOf(code, streams) % analytics.length];
+}
