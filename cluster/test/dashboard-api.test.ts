@@ -5,13 +5,15 @@
  * live updates that neither come faster than once a second nor multiply the collector's polling.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import t from 'tap';
 import WebSocket from 'ws';
 import { reservePorts } from '@raftkit/testkit';
+import { MAX_LINES, recordFault, timelinePath } from '../src/actions.js';
 import { dashboardToken } from '../src/dashboard/command.js';
+import { MAX_EVENTS, Timeline } from '../src/dashboard/timeline.js';
 import { spawnCli, TestCluster, until } from './helpers/cluster.js';
 
 t.setTimeout(120_000);
@@ -351,4 +353,26 @@ t.test('live: updates at most once a second, and 200 sockets do not multiply the
   t.ok(calls3 / ticks3 <= 6, `201 sockets: ${calls3} calls in ${ticks3} ticks`);
   const elapsed = (debug3.collector.ticks - debug0.collector.ticks);
   t.ok(elapsed > 0, `ticks went on (${elapsed})`);
+});
+
+t.test('the timeline file stays bounded, and a trimmed file is read again without repeats', async (t) => {
+  const dir = join(cluster.root, 'timeline-only');
+  mkdirSync(dir);
+  const timeline = new Timeline();
+  recordFault(dir, 'heal', null, 'first');
+  timeline.ingestFaults('x', dir);
+  t.equal(timeline.since(0, 'x').length, 1, 'the first record');
+  // A file at the limit (written at once: ten thousand appends are slow on a busy machine), then a few appends.
+  const filler = Array.from({ length: MAX_LINES - 1 }, (_, i) => JSON.stringify({ id: `f${i}`, at: Date.now(), action: 'kill', member: 'n1', text: `kill ${i} padding the line to a realistic length` }));
+  appendFileSync(timelinePath(dir), filler.join('\n') + '\n');
+  for (let i = MAX_LINES - 1; i < MAX_LINES + 50; i++) recordFault(dir, 'kill', 'n1', `kill ${i} padding the line to a realistic length`);
+  const lines = readFileSync(timelinePath(dir), 'utf8').split('\n').filter((l) => l.length > 0);
+  t.ok(lines.length <= MAX_LINES, `${lines.length} lines kept`);
+  t.match(lines.at(-1)!, new RegExp(`kill ${MAX_LINES + 49} `), 'the newest kept');
+  timeline.ingestFaults('x', dir);
+  const events = timeline.since(0, 'x', 100_000);
+  const texts = events.map((e) => e.text);
+  t.equal(new Set(texts).size, texts.length, 'no record twice');
+  t.equal(texts.at(-1), `kill ${MAX_LINES + 49} padding the line to a realistic length`);
+  t.ok(events.length <= MAX_EVENTS, `memory bounded: ${events.length} events`);
 });
