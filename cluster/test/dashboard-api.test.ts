@@ -137,21 +137,10 @@ t.test('no token or a wrong one: 401 on every /api route, the reports and the We
       t.equal(a.json?.error?.code, 'unauthorized', `${method} ${path} with ${what}: JSON error`);
     }
   }
-  for (const headers of [{}, { authorization: 'Bearer wrong' }, { cookie: 'raftkit_dash=forged' }]) {
-    const status = await new Promise<number>((resolve) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${dashPort}/api/live`, { headers });
-      ws.on('unexpected-response', (_req, res) => {
-        resolve(res.statusCode ?? 0);
-        ws.terminate();
-      });
-      ws.on('open', () => {
-        resolve(101);
-        ws.terminate();
-      });
-      ws.on('error', () => resolve(-1));
-    });
-    t.equal(status, 401, `upgrade with ${JSON.stringify(headers)}: 401`);
+  for (const headers of [{}, { authorization: 'Bearer wrong' }, { cookie: 'raftkit_dash=forged' }] as Array<Record<string, string>>) {
+    t.equal(await upgrade(headers), 401, `upgrade with ${JSON.stringify(headers)}: 401`);
   }
+  t.equal(await upgrade({ authorization: `Bearer ${token}`, origin: 'http://evil.example' }), 403, "another site's page: 403 even with the token");
   // The page itself holds no data and needs no token: the bundle, or a 404 JSON while it is not built.
   const page = await call('GET', '/', { token: null });
   t.not(page.status, 401, 'GET / needs no token');
@@ -175,6 +164,7 @@ t.test('login: a wrong token is refused, the right one gives a cookie that works
   t.ok(Array.isArray(withCookie.json?.clusters));
   const report = await call('GET', '/jepsen/kv-partition/result.json', { token: null, cookie });
   t.equal(report.status, 200, 'the cookie admits the reports');
+  t.equal(await upgrade({ cookie, origin: base }), 101, 'the cookie admits the live socket from the page');
 });
 
 t.test('the overview shows the cluster and its leader', async (t) => {
@@ -310,6 +300,22 @@ t.test('bad input: a 4xx JSON naming the problem, and the dashboard still serves
   t.equal(dashboard.exitCode, null, 'the dashboard still runs');
   t.equal((await call('GET', '/api/overview')).status, 200, 'and still serves');
 });
+
+/** The status of a WebSocket upgrade to /api/live with these headers (101 when it opened). */
+function upgrade(headers: Record<string, string>): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${dashPort}/api/live`, { headers });
+    ws.on('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0);
+      ws.terminate();
+    });
+    ws.on('open', () => {
+      resolve(101);
+      ws.terminate();
+    });
+    ws.on('error', () => resolve(-1));
+  });
+}
 
 /** Opens a live socket with the bearer token; resolves once open. */
 function openLive(received: Array<{ at: number; type: string }>): Promise<WebSocket> {
