@@ -48,8 +48,8 @@ export function JepsenRuns({ runs, error, refresh }: { runs: JepsenRun[] | null;
             {runs.map((r) => (
               <tr key={r.name} data-testid={`jepsen-${r.name}`}>
                 <td><a href={r.reportUrl} target="_blank" rel="noopener">{r.name}</a></td>
-                <td>{r.workload}</td>
-                <td>{r.nemesis}</td>
+                <td>{r.workload ?? "–"}</td>
+                <td>{r.nemesis ?? "–"}</td>
                 <td><span class={`badge ${r.valid === true ? 'badge-valid' : r.valid === false ? 'badge-invalid' : 'badge-unknown'}`}>{r.valid === true ? 'valid' : r.valid === false ? 'INVALID' : 'unknown'}</span></td>
                 <td>{r.finishedAt === null ? '–' : new Date(r.finishedAt).toLocaleString()}</td>
               </tr>
