@@ -1,7 +1,7 @@
 // The dashboard page in a real browser on a real cluster: a 5-member kv cluster started by the CLI in a temporary
 // data root, `cluster dashboard` on that root, Debian's chromium driven by playwright-core. From the page: kill the
-// leader (button + confirmation), see a new leader; partition (drag the leader alone to side B), heal, restart the
-// killed member. Screenshots at each step are decoded by the browser itself and compared by their pixels; any page
+// leader (button + confirmation), see a new leader; partition (drag the leader alone to side B), heal, pause and
+// resume a follower. Screenshots at each step are decoded by the browser itself and compared by their pixels; any page
 // error or console error fails the test.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -35,13 +35,21 @@ async function stopDashboard(): Promise<void> {
   clearTimeout(timer);
 }
 
+const started = Date.now();
+/** Where the time goes (a comment in the TAP output, never asserted). */
+const mark = (what: string): void => t.comment(`${what}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
+
 t.before(async () => {
+  // The browser starts while the cluster does.
+  const launching = launchChromium();
+  launching.catch(() => undefined);
   root = mkdtempSync(join(tmpdir(), 'dashboard-it-'));
   ports = await reservePorts();
   const dataDir = join(root, 'kv');
   const up = await runCli(['up', '--service', 'kv', '--nodes', '5', '--data', dataDir, '--base-port', String(ports.base), '--tick-ms', '50']);
   if (up.code !== 0) throw new Error(`cluster up failed (${up.code}): ${up.stderr}${up.stdout}`);
   token = readFileSync(join(dataDir, 'token'), 'utf8').trim();
+  mark('cluster up');
 
   // The dashboard finds the token itself: the root's only cluster has one.
   const port = await freePort();
@@ -61,17 +69,16 @@ t.before(async () => {
   }, WAIT).catch((e: Error) => {
     throw new Error(`${e.message}; output: ${out}`);
   });
-  browser = await launchChromium();
+  mark('cluster and dashboard up');
+  browser = await launching;
+  mark('browser up');
 });
 
 t.teardown(async () => {
-  await browser?.close().catch(() => undefined);
-  await stopDashboard();
-  if (root !== '') {
-    await runCli(['down', '--wipe', '--data', join(root, 'kv')]);
-    rmSync(root, { recursive: true, force: true });
-  }
+  await Promise.all([browser?.close().catch(() => undefined), stopDashboard(), root === '' ? undefined : runCli(['down', '--wipe', '--data', join(root, 'kv')])]);
+  if (root !== '') rmSync(root, { recursive: true, force: true });
   ports?.release();
+  mark('all stopped');
 });
 
 /** Every member row's state, as the page shows it. */
@@ -127,7 +134,7 @@ function differing(a: Pixels, b: Pixels): number {
   return n;
 }
 
-t.test('the page shows the cluster, and kill, partition, heal and restart from it show on it', async (t) => {
+t.test('the page shows the cluster, and kill, partition, heal, pause and resume from it show on it', async (t) => {
   const context = await browser!.newContext({ viewport: { width: 1400, height: 1000 } });
   const page = await context.newPage();
   const problems: string[] = [];
@@ -166,6 +173,7 @@ t.test('the page shows the cluster, and kill, partition, heal and restart from i
   t.equal(await page.locator('[data-testid^="group-row-"]').count(), 1, 'one group for a single-group service');
   await page.waitForSelector('[data-testid="chart-rps"] canvas', { timeout: WAIT });
   await shoot('1-before');
+  mark('5 members and a leader shown');
 
   // Kill the leader: the button asks first; nothing happens until the confirmation.
   await page.click(`[data-testid="kill-${oldLeader}"]`);
@@ -188,6 +196,7 @@ t.test('the page shows the cluster, and kill, partition, heal and restart from i
   }, WAIT);
   t.equal(killEvents.length, 1, 'one fault event so far');
   await until('the leader change on the timeline', async () => ((await eventsOf(page, 'leader')).some((e) => e.includes(newLeader)) ? true : null), WAIT);
+  mark('new leader shown');
   const killedShot = await shoot('3-after-kill');
   const changed = differing(shots.get('1-before')!, killedShot);
   t.ok(changed > 500, `the page looks different after the kill (${changed} pixels changed)`);
@@ -209,6 +218,7 @@ t.test('the page shows the cluster, and kill, partition, heal and restart from i
     const s = await states(page);
     return Object.keys(s).some((id) => id !== newLeader && id !== oldLeader && s[id] === 'leader') ? true : null;
   }, WAIT);
+  mark('partition shown');
   const partitionShot = await shoot('4-partitioned');
   t.ok(differing(killedShot, partitionShot) > 500, 'the page looks different once partitioned');
 
@@ -216,16 +226,24 @@ t.test('the page shows the cluster, and kill, partition, heal and restart from i
   await page.click('[data-testid="heal"]');
   await page.waitForSelector('[data-testid="partition-status"][data-active="false"]', { timeout: WAIT });
   await until('the heal on the timeline', async () => ((await eventsOf(page, 'fault')).length >= 3 ? true : null), WAIT);
+  mark('heal shown');
   await shoot('5-healed');
 
-  // The killed member returns: restart (confirmed) and see it rejoin as a live member.
-  await page.click(`[data-testid="restart-${oldLeader}"]`);
+  // A follower stops and returns: pause (confirmed), then resume (no confirmation). A pause instead of restarting
+  // the killed member: the page path is the same, and a member's cold start costs many seconds on a loaded machine.
+  const follower = Object.keys(afterKill).find((id) => id !== oldLeader && id !== newLeader)!;
+  await page.click(`[data-testid="pause-${follower}"]`);
   await page.click('[data-testid="confirm-yes"]');
-  await until(`${oldLeader} back on the page`, async () => {
+  await page.waitForSelector(`[data-testid="member-row-${follower}"][data-state="paused"]`, { timeout: WAIT });
+  mark('pause shown');
+  await shoot('6-paused');
+  await page.click(`[data-testid="resume-${follower}"]`);
+  await until(`${follower} back on the page`, async () => {
     const s = await states(page);
-    return s[oldLeader] === 'follower' || s[oldLeader] === 'leader' ? true : null;
+    return s[follower] === 'follower' || s[follower] === 'leader' ? true : null;
   }, WAIT);
-  await shoot('6-restarted');
+  await until('kill, partition, heal, pause and resume on the timeline', async () => ((await eventsOf(page, 'fault')).length >= 5 ? true : null), WAIT);
+  mark('resume shown');
   t.equal(await page.locator('[data-testid="error"]').count(), 0, 'no action reported an error');
 
   t.same(problems, [], 'no page error and no console error');
