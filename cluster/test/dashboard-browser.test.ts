@@ -58,6 +58,12 @@ t.before(async () => {
   delete env.CLUSTER_DATA;
   const jepsenDir = join(root, 'jepsen-out');
   mkdirSync(jepsenDir);
+  // Two runs in the shape jepsen-like's runner leaves (report.html, result.json): one valid, one not.
+  for (const [name, valid, nemesis] of [['kv-ok', true, ['partition', 'kill']], ['kv-bad', false, ['pause']]] as const) {
+    mkdirSync(join(jepsenDir, name));
+    writeFileSync(join(jepsenDir, name, 'result.json'), JSON.stringify({ valid, run: { workload: 'register', nemesis } }));
+    writeFileSync(join(jepsenDir, name, 'report.html'), `<!doctype html><title>${name}</title><h1>report of ${name}</h1>`);
+  }
   const child = spawn(process.execPath, [CLUSTER_CLI, 'dashboard', '--data-root', root, '--port', String(port), '--jepsen-dir', jepsenDir], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   dashboard = child;
   let out = '';
@@ -133,6 +139,38 @@ function differing(a: Pixels, b: Pixels): number {
   for (let i = 0; i + 3 < Math.min(x.length, y.length); i += 4) if (x[i] !== y[i] || x[i + 1] !== y[i + 1] || x[i + 2] !== y[i + 2]) n++;
   return n;
 }
+
+t.test('without a token the page asks for one, refuses a wrong one, and lists the jepsen-like runs', async (t) => {
+  const context = await browser!.newContext({ viewport: { width: 1400, height: 1000 } });
+  const page = await context.newPage();
+  const problems: string[] = [];
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+  page.on('console', (m) => {
+    // The refused calls are expected here (the browser logs each 401); anything else is not.
+    if (m.type() === 'error' && !m.text().includes('401')) problems.push(`console error: ${m.text()}`);
+  });
+  await page.goto(url.slice(0, url.indexOf('#')));
+  await page.waitForSelector('[data-testid="login-form"]', { timeout: WAIT });
+  t.equal(await page.locator('[data-testid="members"]').count(), 0, 'no data before logging in');
+  await page.fill('[data-testid="token-input"]', 'not-the-token');
+  await page.click('[data-testid="token-submit"]');
+  await page.waitForSelector('[data-testid="login-error"]', { timeout: WAIT });
+  t.match(await page.textContent('[data-testid="login-error"]'), /refused/, 'a wrong token is refused');
+  await page.fill('[data-testid="token-input"]', token);
+  await page.click('[data-testid="token-submit"]');
+  await page.waitForSelector('body[data-loaded="true"]', { timeout: WAIT });
+  await page.waitForSelector('[data-testid="jepsen-runs"]', { timeout: WAIT });
+  t.match(await page.textContent('[data-testid="jepsen-kv-ok"]'), /register.*partition,kill.*valid/, 'the valid run and its verdict');
+  t.match(await page.textContent('[data-testid="jepsen-kv-bad"]'), /INVALID/, 'the failed run and its verdict');
+  const href = await page.getAttribute('[data-testid="jepsen-kv-bad"] a', 'href');
+  t.equal(href, '/jepsen/kv-bad/report.html', 'each run links to its report');
+  // The link works with the page's session cookie.
+  const report = await context.request.get(new URL(href!, page.url()).toString());
+  t.equal(report.status(), 200, 'the report is served');
+  t.match(await report.text(), /report of kv-bad/, 'the right report');
+  t.same(problems, [], 'no page error and no unexpected console error');
+  await context.close();
+});
 
 t.test('the page shows the cluster, and kill, partition, heal, pause and resume from it show on it', async (t) => {
   const context = await browser!.newContext({ viewport: { width: 1400, height: 1000 } });
