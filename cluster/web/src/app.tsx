@@ -185,6 +185,16 @@ export function App() {
     }
   };
 
+  // Escape cancels the confirmation, as a dialog should.
+  useEffect(() => {
+    if (pending === null) return;
+    const onKey = (e: KeyboardEvent): void => {
+      if (e.key === 'Escape') setPending(null);
+    };
+    addEventListener('keydown', onKey);
+    return () => removeEventListener('keydown', onKey);
+  }, [pending]);
+
   const ask = (f: FaultRequest): void => {
     if (DESTRUCTIVE.has(f.action)) setPending(f);
     else void run(f);
@@ -192,6 +202,7 @@ export function App() {
 
   if (phase === 'login') return <LoginForm error={loginError} submit={(t) => { token.current = t; setLoginError(null); setPhase('starting'); void start(); }} />;
 
+  const faultTimes = (cluster === null ? [] : events[cluster.name] ?? []).filter((e) => e.kind === 'fault').map((e) => e.at);
   const leaders = cluster?.members.filter((m) => m.state === 'leader').map((m) => m.id) ?? [];
   const history = metrics.current;
   return (
@@ -235,8 +246,8 @@ export function App() {
             <PartitionEditor key={cluster.name} cluster={cluster} colourOf={colourOf} busy={busy} partition={(sides) => ask({ action: 'partition', sides })} heal={() => ask({ action: 'heal' })} />
           </section>
           <section class="charts">
-            <Chart testid="chart-rps" title="requests/s per member" unit="req/s" members={history.members(cluster.name)} colourOf={colourOf} columns={history.columns(cluster.name, 'rps')} />
-            <Chart testid="chart-p99" title="p99 latency per member" unit="ms" members={history.members(cluster.name)} colourOf={colourOf} columns={history.columns(cluster.name, 'p99')} />
+            <Chart testid="chart-rps" title="requests/s per member" unit="req/s" members={history.members(cluster.name)} colourOf={colourOf} columns={history.columns(cluster.name, 'rps')} faults={faultTimes} />
+            <Chart testid="chart-p99" title="p99 latency per member" unit="ms" members={history.members(cluster.name)} colourOf={colourOf} columns={history.columns(cluster.name, 'p99')} faults={faultTimes} />
           </section>
           <section>
             <h2>Groups</h2>

@@ -7,16 +7,20 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import type { Columns } from './history.js';
 
-export function Chart({ title, unit, members, colourOf, columns, testid }: {
+export function Chart({ title, unit, members, colourOf, columns, faults, testid }: {
   title: string;
   unit: string;
   members: string[];
   colourOf: (id: string) => string;
   columns: Columns;
+  /** Times (ms) of the faults, drawn as dashed red lines so a dip lines up with its cause. */
+  faults: number[];
   testid: string;
 }) {
   const box = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
+  const faultTimes = useRef(faults);
+  faultTimes.current = faults;
   const key = members.join(',');
 
   useEffect(() => {
@@ -30,6 +34,7 @@ export function Chart({ title, unit, members, colourOf, columns, testid }: {
       axes: [{}, { label: unit, size: 60 }],
       series: [{}, ...members.map((id) => ({ label: id, stroke: colourOf(id), width: 2, spanGaps: false, points: { show: false } }))],
       legend: { live: false },
+      hooks: { draw: [(u) => drawFaults(u, faultTimes.current)] },
     };
     const u = new uPlot(opts, columns as uPlot.AlignedData, el);
     plot.current = u;
@@ -49,4 +54,22 @@ export function Chart({ title, unit, members, colourOf, columns, testid }: {
   }, [columns]);
 
   return <div class="chart" data-testid={testid} ref={box} />;
+}
+
+/** Fault markers on top of the plot, through uPlot's draw hook (its own scales and canvas). */
+function drawFaults(u: uPlot, faults: number[]): void {
+  const { ctx, bbox } = u;
+  ctx.save();
+  ctx.strokeStyle = '#dc2626';
+  ctx.lineWidth = 1.5 * devicePixelRatio;
+  ctx.setLineDash([5 * devicePixelRatio, 4 * devicePixelRatio]);
+  for (const at of faults) {
+    const x = u.valToPos(at / 1000, 'x', true);
+    if (x < bbox.left || x > bbox.left + bbox.width) continue;
+    ctx.beginPath();
+    ctx.moveTo(x, bbox.top);
+    ctx.lineTo(x, bbox.top + bbox.height);
+    ctx.stroke();
+  }
+  ctx.restore();
 }

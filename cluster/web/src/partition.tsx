@@ -50,12 +50,19 @@ export function PartitionEditor({ cluster, colourOf, busy, partition, heal }: {
           style={{ borderColor: colourOf(id) }}
           draggable
           data-testid={`chip-${id}`}
-          title="drag to the other side, or click"
+          title="drag to the other side, or click (Enter) to move it across"
           onDragStart={(e) => {
             e.dataTransfer?.setData('text/plain', id);
             if (e.dataTransfer) e.dataTransfer.effectAllowed = 'move';
           }}
+          tabIndex={0}
+          role="button"
           onClick={() => move(id, name === 'a' ? 'b' : 'a')}
+          onKeyDown={(e) => {
+            if (e.key !== 'Enter' && e.key !== ' ') return;
+            e.preventDefault();
+            move(id, name === 'a' ? 'b' : 'a');
+          }}
         >
           {id}
         </span>
