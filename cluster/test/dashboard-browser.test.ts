@@ -4,9 +4,10 @@
 // resume a follower. Screenshots at each step are decoded by the browser itself and compared by their pixels; any page
 // error or console error fails the test.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { Browser, Page } from 'playwright-core';
 import { CLUSTER_CLI, freePort, reservePorts, runCli, until, type PortRange } from '@raftkit/testkit';
@@ -40,6 +41,8 @@ const started = Date.now();
 const mark = (what: string): void => t.comment(`${what}: ${((Date.now() - started) / 1000).toFixed(1)} s`);
 
 t.before(async () => {
+  const bundle = fileURLToPath(new URL('../../web/dist/assets/app.js', import.meta.url));
+  if (!existsSync(bundle)) throw new Error(`${bundle} is missing: make build (node scripts/build-web.mjs cluster/web) bundles the page`);
   // The browser starts while the cluster does.
   const launching = launchChromium();
   launching.catch(() => undefined);
@@ -283,6 +286,9 @@ t.test('the page shows the cluster, and kill, partition, heal, pause and resume 
   await until('kill, partition, heal, pause and resume on the timeline', async () => ((await eventsOf(page, 'fault')).length >= 5 ? true : null), WAIT);
   mark('resume shown');
   t.equal(await page.locator('[data-testid="error"]').count(), 0, 'no action reported an error');
+
+  // The whole page once more (timeline included), kept for people to look at.
+  writeFileSync(join(SHOTS, '7-full-page.png'), await page.screenshot({ fullPage: true }));
 
   t.same(problems, [], 'no page error and no console error');
   await context.close();

@@ -52,8 +52,15 @@ export async function fetchJepsen(): Promise<JepsenRun[]> {
   return (await request<{ runs: JepsenRun[] }>('GET', '/api/jepsen')).runs;
 }
 
-export async function postFault(cluster: string, fault: FaultRequest): Promise<TimelineEvent> {
-  return (await request<{ ok: true; event: TimelineEvent }>('POST', `/api/clusters/${encodeURIComponent(cluster)}/faults`, fault)).event;
+export interface FaultAnswer {
+  ok: true;
+  event: TimelineEvent;
+  /** What the action did not fully manage (a member it could not reach...), as the CLI prints it. */
+  warnings?: string[];
+}
+
+export function postFault(cluster: string, fault: FaultRequest): Promise<FaultAnswer> {
+  return request<FaultAnswer>('POST', `/api/clusters/${encodeURIComponent(cluster)}/faults`, fault);
 }
 
 export type LiveStatus = 'connecting' | 'live' | 'reconnecting';

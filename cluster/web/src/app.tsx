@@ -175,9 +175,10 @@ export function App() {
     setBusy(true);
     setNotice(null);
     try {
-      const event = await postFault(cluster.name, DESTRUCTIVE.has(f.action) ? { ...f, confirm: true } : f);
-      merge([event]);
-      setNotice({ kind: 'ok', text: event.text });
+      const answer = await postFault(cluster.name, DESTRUCTIVE.has(f.action) ? { ...f, confirm: true } : f);
+      merge([answer.event]);
+      const warnings = answer.warnings ?? [];
+      setNotice({ kind: 'ok', text: warnings.length === 0 ? answer.event.text : `${answer.event.text} (${warnings.join('; ')})` });
     } catch (e) {
       setNotice({ kind: 'error', text: `${f.action}${f.member ? ' ' + f.member : ''}: ${(e as Error).message}` });
     } finally {
