@@ -220,7 +220,8 @@ export function App() {
         </label>
         {cluster !== null && (
           <span class="leader-summary">
-            leader: <strong data-testid="cluster-leader">{leaders.length === 0 ? 'none' : leaders.join(', ')}</strong>
+            {/* A grouped service's member-level role is its meta group's. */}
+            {cluster.groups.some((g) => g.name === 'meta') ? 'meta leader' : 'leader'}: <strong data-testid="cluster-leader">{leaders.length === 0 ? 'none' : leaders.join(', ')}</strong>
             {cluster.groups.length > 1 && <span class="muted"> · {cluster.groups.length} groups</span>}
           </span>
         )}
