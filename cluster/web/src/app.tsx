@@ -123,7 +123,11 @@ export function App() {
         else if (m.type === 'timeline') merge(m.events);
       },
       status: setLive,
+      // Back after a gap: the server may have restarted, and its event numbers with it, so the timeline is
+      // fetched whole again rather than "after the last seq" (one request per reconnection).
       reopened: () => {
+        eventsRef.current = {};
+        setEvents({});
         if (selectedRef.current !== null) catchUp(selectedRef.current);
       },
       // The socket keeps failing: if the session is gone (server restarted), log in again or ask for the token.
