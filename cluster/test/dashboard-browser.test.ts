@@ -4,6 +4,7 @@
 // resume a follower. Screenshots at each step are decoded by the browser itself and compared by their pixels; any page
 // error or console error fails the test.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,18 +44,16 @@ const mark = (what: string): void => t.comment(`${what}: ${((Date.now() - starte
 t.before(async () => {
   const bundle = fileURLToPath(new URL('../../web/dist/assets/app.js', import.meta.url));
   if (!existsSync(bundle)) throw new Error(`${bundle} is missing: make build (node scripts/build-web.mjs cluster/web) bundles the page`);
-  // The browser starts while the cluster does.
-  const launching = launchChromium();
-  launching.catch(() => undefined);
   root = mkdtempSync(join(tmpdir(), 'dashboard-it-'));
   ports = await reservePorts();
   const dataDir = join(root, 'kv');
-  const up = await runCli(['up', '--service', 'kv', '--nodes', '5', '--data', dataDir, '--base-port', String(ports.base), '--tick-ms', '50']);
-  if (up.code !== 0) throw new Error(`cluster up failed (${up.code}): ${up.stderr}${up.stdout}`);
-  token = readFileSync(join(dataDir, 'token'), 'utf8').trim();
-  mark('cluster up');
+  // Browser, cluster and dashboard start side by side (each takes seconds on a loaded machine): the dashboard gets
+  // the cluster's token up front and finds the cluster folder on a rescan, as it finds any cluster started later.
+  token = randomBytes(24).toString('base64url');
+  const launching = launchChromium();
+  launching.catch(() => undefined);
+  const clusterUp = runCli(['up', '--service', 'kv', '--nodes', '5', '--data', dataDir, '--base-port', String(ports.base), '--tick-ms', '50', '--auth-token', token]);
 
-  // The dashboard finds the token itself: the root's only cluster has one.
   const port = await freePort();
   const env: NodeJS.ProcessEnv = { ...process.env };
   delete env.CLUSTER_AUTH_TOKEN;
@@ -67,7 +66,7 @@ t.before(async () => {
     writeFileSync(join(jepsenDir, name, 'result.json'), JSON.stringify({ valid, run: { workload: 'register', nemesis } }));
     writeFileSync(join(jepsenDir, name, 'report.html'), `<!doctype html><title>${name}</title><h1>report of ${name}</h1>`);
   }
-  const child = spawn(process.execPath, [CLUSTER_CLI, 'dashboard', '--data-root', root, '--port', String(port), '--jepsen-dir', jepsenDir], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLUSTER_CLI, 'dashboard', '--data-root', root, '--port', String(port), '--jepsen-dir', jepsenDir, '--auth-token', token], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   dashboard = child;
   let out = '';
   child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
@@ -78,6 +77,10 @@ t.before(async () => {
   }, WAIT).catch((e: Error) => {
     throw new Error(`${e.message}; output: ${out}`);
   });
+  mark('dashboard up');
+  const up = await clusterUp;
+  if (up.code !== 0) throw new Error(`cluster up failed (${up.code}): ${up.stderr}${up.stdout}`);
+  t.equal(readFileSync(join(dataDir, 'token'), 'utf8').trim(), token, 'the cluster took the token given');
   mark('cluster and dashboard up');
   browser = await launching;
   mark('browser up');
