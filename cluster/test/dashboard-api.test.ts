@@ -5,13 +5,15 @@
  * live updates that neither come faster than once a second nor multiply the collector's polling.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import t from 'tap';
 import WebSocket from 'ws';
 import { reservePorts } from '@raftkit/testkit';
+import { MAX_LINES, recordFault, timelinePath } from '../src/actions.js';
 import { dashboardToken } from '../src/dashboard/command.js';
+import { MAX_EVENTS, Timeline } from '../src/dashboard/timeline.js';
 import { spawnCli, TestCluster, until } from './helpers/cluster.js';
 
 t.setTimeout(120_000);
@@ -135,21 +137,10 @@ t.test('no token or a wrong one: 401 on every /api route, the reports and the We
       t.equal(a.json?.error?.code, 'unauthorized', `${method} ${path} with ${what}: JSON error`);
     }
   }
-  for (const headers of [{}, { authorization: 'Bearer wrong' }, { cookie: 'raftkit_dash=forged' }]) {
-    const status = await new Promise<number>((resolve) => {
-      const ws = new WebSocket(`ws://127.0.0.1:${dashPort}/api/live`, { headers });
-      ws.on('unexpected-response', (_req, res) => {
-        resolve(res.statusCode ?? 0);
-        ws.terminate();
-      });
-      ws.on('open', () => {
-        resolve(101);
-        ws.terminate();
-      });
-      ws.on('error', () => resolve(-1));
-    });
-    t.equal(status, 401, `upgrade with ${JSON.stringify(headers)}: 401`);
+  for (const headers of [{}, { authorization: 'Bearer wrong' }, { cookie: 'raftkit_dash=forged' }] as Array<Record<string, string>>) {
+    t.equal(await upgrade(headers), 401, `upgrade with ${JSON.stringify(headers)}: 401`);
   }
+  t.equal(await upgrade({ authorization: `Bearer ${token}`, origin: 'http://evil.example' }), 403, "another site's page: 403 even with the token");
   // The page itself holds no data and needs no token: the bundle, or a 404 JSON while it is not built.
   const page = await call('GET', '/', { token: null });
   t.not(page.status, 401, 'GET / needs no token');
@@ -173,6 +164,7 @@ t.test('login: a wrong token is refused, the right one gives a cookie that works
   t.ok(Array.isArray(withCookie.json?.clusters));
   const report = await call('GET', '/jepsen/kv-partition/result.json', { token: null, cookie });
   t.equal(report.status, 200, 'the cookie admits the reports');
+  t.equal(await upgrade({ cookie, origin: base }), 101, 'the cookie admits the live socket from the page');
 });
 
 t.test('the overview shows the cluster and its leader', async (t) => {
@@ -309,6 +301,22 @@ t.test('bad input: a 4xx JSON naming the problem, and the dashboard still serves
   t.equal((await call('GET', '/api/overview')).status, 200, 'and still serves');
 });
 
+/** The status of a WebSocket upgrade to /api/live with these headers (101 when it opened). */
+function upgrade(headers: Record<string, string>): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${dashPort}/api/live`, { headers });
+    ws.on('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0);
+      ws.terminate();
+    });
+    ws.on('open', () => {
+      resolve(101);
+      ws.terminate();
+    });
+    ws.on('error', () => resolve(-1));
+  });
+}
+
 /** Opens a live socket with the bearer token; resolves once open. */
 function openLive(received: Array<{ at: number; type: string }>): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
@@ -351,4 +359,26 @@ t.test('live: updates at most once a second, and 200 sockets do not multiply the
   t.ok(calls3 / ticks3 <= 6, `201 sockets: ${calls3} calls in ${ticks3} ticks`);
   const elapsed = (debug3.collector.ticks - debug0.collector.ticks);
   t.ok(elapsed > 0, `ticks went on (${elapsed})`);
+});
+
+t.test('the timeline file stays bounded, and a trimmed file is read again without repeats', async (t) => {
+  const dir = join(cluster.root, 'timeline-only');
+  mkdirSync(dir);
+  const timeline = new Timeline();
+  recordFault(dir, 'heal', null, 'first');
+  timeline.ingestFaults('x', dir);
+  t.equal(timeline.since(0, 'x').length, 1, 'the first record');
+  // A file at the limit (written at once: ten thousand appends are slow on a busy machine), then a few appends.
+  const filler = Array.from({ length: MAX_LINES - 1 }, (_, i) => JSON.stringify({ id: `f${i}`, at: Date.now(), action: 'kill', member: 'n1', text: `kill ${i} padding the line to a realistic length` }));
+  appendFileSync(timelinePath(dir), filler.join('\n') + '\n');
+  for (let i = MAX_LINES - 1; i < MAX_LINES + 50; i++) recordFault(dir, 'kill', 'n1', `kill ${i} padding the line to a realistic length`);
+  const lines = readFileSync(timelinePath(dir), 'utf8').split('\n').filter((l) => l.length > 0);
+  t.ok(lines.length <= MAX_LINES, `${lines.length} lines kept`);
+  t.match(lines.at(-1)!, new RegExp(`kill ${MAX_LINES + 49} `), 'the newest kept');
+  timeline.ingestFaults('x', dir);
+  const events = timeline.since(0, 'x', 100_000);
+  const texts = events.map((e) => e.text);
+  t.equal(new Set(texts).size, texts.length, 'no record twice');
+  t.equal(texts.at(-1), `kill ${MAX_LINES + 49} padding the line to a realistic length`);
+  t.ok(events.length <= MAX_EVENTS, `memory bounded: ${events.length} events`);
 });

@@ -148,6 +148,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       socket.end(rawError(401, 'Unauthorized', 'unauthorized', 'send the dashboard token or the login cookie'));
       return;
     }
+    // A browser sends Origin on every WebSocket: another site's page (the cookie is SameSite=Strict, but a socket is
+    // not a fetch) is refused; tools that send no Origin are admitted by their token as above.
+    const origin = req.headers.origin;
+    if (origin !== undefined && !sameHost(origin, req.headers.host)) {
+      socket.end(rawError(403, 'Forbidden', 'forbidden', 'the live socket is for the dashboard\'s own page'));
+      return;
+    }
     live.accept(req, socket, head);
   });
 
@@ -246,6 +253,14 @@ function sendFile(res: ServerResponse, path: string, cache: string): void {
   const stream = createReadStream(path);
   stream.on('error', () => res.destroy());
   stream.pipe(res);
+}
+
+function sameHost(origin: string, host: string | undefined): boolean {
+  try {
+    return host !== undefined && new URL(origin).host === host;
+  } catch {
+    return false;
+  }
 }
 
 function rawError(status: number, reason: string, code: string, message: string): string {
