@@ -16,7 +16,7 @@ install: node_modules/.installed
 
 build: install
 	npx tsc -b
-	node scripts/build-web.mjs packages/collab/web packages/video/web
+	node scripts/build-web.mjs packages/collab/web packages/video/web cluster/web
 
 TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 

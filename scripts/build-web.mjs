@@ -3,7 +3,7 @@
 // editor's and the player's pages on a fresh machine. The output is git-ignored.
 //   node scripts/build-web.mjs packages/collab/web packages/video/web
 import { build } from 'esbuild';
-import { copyFile, mkdir } from 'node:fs/promises';
+import { copyFile, mkdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 
 const folders = process.argv.slice(2);
@@ -15,13 +15,16 @@ for (const folder of folders) {
   const here = resolve(folder);
   const dist = join(here, 'dist');
   await mkdir(dist, { recursive: true });
+  // A page whose index.html loads its bundle from /assets/ (the cluster dashboard's) gets it in dist/assets/.
+  const html = await readFile(join(here, 'static/index.html'), 'utf8');
+  const outdir = html.includes('src="/assets/') ? join(dist, 'assets') : dist;
   await build({
     entryPoints: { app: join(here, 'src/main.ts') },
     bundle: true,
     format: 'esm',
     platform: 'browser',
     target: ['es2022'],
-    outdir: dist,
+    outdir,
     minify: true,
     sourcemap: true,
     logLevel: 'warning',
