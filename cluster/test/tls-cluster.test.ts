@@ -188,8 +188,13 @@ t.test('a TLS cluster on several addresses, one member from a config file', asyn
     await until('n4 ready', () => ready(m4) || m4.child.exitCode !== null, 180_000);
     t.equal(m4.child.exitCode, null, 'n4 starts (its own certificates are fine)');
     // The leader adds it as a learner and waits for it to catch up, which it never does: ask briefly, then look.
-    const add = await client.request('POST', '/v1/cluster/members', { id: 'n4', address: n4.raft }, { timeoutMs: 4_000 }).catch((e: unknown) => e);
-    t.notOk(typeof add === 'object' && add !== null && 'status' in add && (add as { status: number }).status < 300, 'the add does not succeed');
+    // Membership changes go to the leader (a follower answers 421).
+    const leaderId = await until('the leader', async () => ((await client.call('GET', '/v1/cluster/status')) as { leader_id: string | null }).leader_id, 60_000);
+    const leaderNode = nodes.find((n) => n.id === leaderId)!;
+    const toLeader = new ClusterClient({ endpoints: [`https://${leaderNode.http}`], token, ca, connections: 1 });
+    const add = await toLeader.ask(0, 'POST', '/v1/cluster/members', { id: 'n4', address: n4.raft }, { timeoutMs: 4_000 }).catch((e: unknown) => e);
+    await toLeader.close();
+    t.notOk(typeof add === 'object' && add !== null && 'status' in add && (add as { status: number }).status < 300, `the add does not succeed (${JSON.stringify(add)})`);
     // The leader did take it in (a learner), so what keeps it out is the TLS handshake, not a refused request.
     const learning = await until('n4 a learner of the leader', async () => {
       const s = (await client.call('GET', '/v1/cluster/status')) as { voters: string[]; learners: string[]; role: string };
