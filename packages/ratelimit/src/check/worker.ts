@@ -3,7 +3,7 @@
  * protocol on its second listener, forwards the rule API to the rule store, keeps the rule cache current,
  * health-checks its stores every second and syncs hot counters. This file only wires the parts together.
  */
-import { ClusterClient, MetricsRegistry, serveWorkerHttp, type Principal, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { clusterUrl, ClusterClient, MetricsRegistry, serveWorkerHttp, type Principal, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { serveRpc } from '@raftkit/rpc';
 import { requireTenantAccess } from '../tenants.js';
 import type { CheckAnswer, CheckRequest } from './decide.js';
@@ -47,7 +47,7 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
   // Embedded stores: this instance holds shard `index` of the counters (StoreLinks, STORE.md "Embedded stores").
   const shard = embeddedStores(options) ? new StoreShard({ regions: 1, syncMs: regionSyncMs(options.settings), region: 1, metrics }) : null;
   const stores = new StoreLinks(options, timeoutMs, shard);
-  const members = new ClusterClient({ endpoints: options.members.map((m) => `http://${m.httpAddress}`), token: options.tokens[0]!, timeoutMs: 5_000 });
+  const members = new ClusterClient({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token: options.tokens[0]!, timeoutMs: 5_000 });
   // The instance answers checks only once it holds the rule set.
   const rules = new RuleSync(members, options.logger);
   await rules.start();
