@@ -21,7 +21,7 @@ import {
   unavailable,
   type GroupedServiceDefinition,
 } from '@raftkit/http';
-import { splitAddress, type MemberOptions, type RunningMember } from './host.js';
+import { readyAddresses, splitAddress, type MemberOptions, type RunningMember } from './host.js';
 
 const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -37,16 +37,21 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
   const metrics = new MetricsRegistry();
   const joining = Object.keys(options.bootstrap).length === 0;
   const [raftHost, raftPort] = splitAddress(options.raftAddress);
-  const [httpHost, httpPort] = splitAddress(options.httpAddress);
+  splitAddress(options.httpAddress);
+  // The meta group records each process's advertised addresses: the others dial its Raft address and routers
+  // (followers forwarding to a group's leader, workers) call its HTTP URL, https when the cluster runs TLS.
+  const advertiseRaft = options.advertiseRaftAddress ?? options.raftAddress;
+  const httpUrl = `${options.tls !== undefined ? 'https' : 'http'}://${options.advertiseHttpAddress ?? options.httpAddress}`;
   const managed = await ManagedHost.open({
     id: options.id,
     listen: { host: raftHost, port: raftPort },
     secret: options.tokens[0] ?? '',
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
     dataDir: options.dataDir,
-    hosts: joining ? (options.peers ?? {}) : options.bootstrap,
+    hosts: { ...(joining ? (options.peers ?? {}) : options.bootstrap), [options.id]: advertiseRaft },
     tickMs: options.tickMs ?? 100,
     metaMembers: joining ? [] : Object.keys(options.bootstrap),
-    http: `http://${httpHost}:${httpPort}`,
+    http: httpUrl,
     // An operator's (and tests') knob: how long a member leads a group before handing it to its preferred leader.
     preferredLeaderDelayMs: preferredLeaderDelayMs(process.env.RAFTKIT_PREFERRED_LEADER_DELAY_MS),
     logger: (level, message, fields) => logger.log(level, message, fields),
@@ -72,6 +77,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
   const http = processHttp({
     id: options.id,
     httpAddress: options.httpAddress,
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
     tokens: options.tokens,
     logger,
     metrics,
@@ -208,7 +214,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
   definition.routes(service);
 
   const boundPort = await http.listen();
-  logger.log('info', 'member ready', { http: `http://${httpHost}:${boundPort}`, raft: options.raftAddress, groups: managed.host.groupNames().length });
+  logger.log('info', 'member ready', { ...readyAddresses(options, http.scheme, boundPort), tls: options.tls !== undefined, groups: managed.host.groupNames().length });
   return {
     node: { stop: () => managed.close() },
     httpPort: boundPort,

@@ -30,6 +30,18 @@ export interface MemberOptions {
   raftAddress: string;
   /** host:port for the HTTP API. */
   httpAddress: string;
+  /**
+   * Where the other members dial this one's Raft listener, and clients and members call its HTTP API, when that
+   * is not the listen address (listening on 0.0.0.0, behind a NAT or a container's port mapping). Default: the
+   * listen addresses.
+   */
+  advertiseRaftAddress?: string;
+  advertiseHttpAddress?: string;
+  /**
+   * Mutual TLS (PEM): the Raft transport's (the certificate must name this member id) and the HTTPS certificate
+   * of its HTTP API, whose calls to other members trust `ca`.
+   */
+  tls?: { cert: string | Buffer; key: string | Buffer; ca: string | Buffer };
   /** Members of a new cluster (id -> raft address); empty when joining an existing one. */
   bootstrap: Record<string, string>;
   /** When joining: the raft addresses of the members already there. */
@@ -65,7 +77,13 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   let lastLeader: string | null = null;
   const [host, port] = splitAddress(options.raftAddress);
   // The cluster token is the members' shared secret; the transport derives its own key from it (see its docs).
-  const transport = new TcpTransport({ id: options.id, listen: { host, port }, secret: options.tokens[0] ?? '', log: (level, message) => logger.log(level, message) });
+  const transport = new TcpTransport({
+    id: options.id,
+    listen: { host, port },
+    secret: options.tokens[0] ?? '',
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
+    log: (level, message) => logger.log(level, message),
+  });
   const node = await RaftNode.start<C, R>({
     id: options.id,
     storage: new LevelStorage(options.dataDir),
@@ -106,6 +124,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   const http = processHttp({
     id: options.id,
     httpAddress: options.httpAddress,
+    ...(options.tls !== undefined ? { tls: options.tls } : {}),
     tokens: options.tokens,
     logger,
     metrics,
@@ -184,8 +203,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
   definition.routes(service);
 
   const boundPort = await http.listen();
-  const [httpHost] = splitAddress(options.httpAddress);
-  logger.log('info', 'member ready', { http: `http://${httpHost}:${boundPort}`, raft: options.raftAddress });
+  logger.log('info', 'member ready', { ...readyAddresses(options, http.scheme, boundPort), tls: options.tls !== undefined });
   return {
     node,
     httpPort: boundPort,
@@ -195,6 +213,20 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
       await http.close();
       await node.stop();
     },
+  };
+}
+
+/** What the ready line says: the URL and Raft address others use (advertised), and the listen ones when they differ. */
+export function readyAddresses(options: MemberOptions, scheme: string, boundPort: number): Record<string, string> {
+  const [httpHost, httpPort] = splitAddress(options.httpAddress);
+  const listenHttp = `${httpHost}:${httpPort === 0 ? boundPort : httpPort}`;
+  const http = options.advertiseHttpAddress ?? listenHttp;
+  const raft = options.advertiseRaftAddress ?? options.raftAddress;
+  return {
+    http: `${scheme}://${http}`,
+    raft,
+    ...(http !== listenHttp ? { listen_http: listenHttp } : {}),
+    ...(raft !== options.raftAddress ? { listen_raft: options.raftAddress } : {}),
   };
 }
 

@@ -1,30 +1,94 @@
 /**
  * The member process: `node cluster/dist/src/member.js --service kv --id n1 --data DIR --raft 127.0.0.1:7001
- * --http 127.0.0.1:8001 --peers n1=127.0.0.1:7001,n2=...` (omit --peers to join an existing cluster).
- * Logs one JSON object a line on stdout. Stops cleanly on SIGTERM or SIGINT.
+ * --http 127.0.0.1:8001 --peers n1=127.0.0.1:7001,n2=...` (or --join n1=...,n2=... to join a running cluster,
+ * or neither to restart from the data directory alone). On its own host: listen on 0.0.0.0 and tell the others
+ * `--advertise-raft`/`--advertise-http`; with `--tls-cert/--tls-key/--tls-ca` the Raft transport is mutual TLS and
+ * the HTTP API HTTPS. Every flag may come from `--config FILE` instead (host-config.ts). Logs one JSON object a
+ * line on stdout. Stops cleanly on SIGTERM or SIGINT. Bad settings: one line on stderr and exit 2.
  */
-import { readFileSync } from 'node:fs';
-import { Command } from 'commander';
-import { jsonLogger } from '@raftkit/http';
+import { jsonLogger, useClusterTls, type ClusterTls } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import type { MemberOptions } from './host.js';
+import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf, type FlagSpec } from './host-config.js';
 import { services, serviceNames } from './services.js';
 
-const program = new Command()
-  .name('member')
-  .requiredOption('--service <name>', `one of ${serviceNames().join(', ')}`)
-  .requiredOption('--id <id>', 'this member id')
-  .requiredOption('--data <dir>', 'LevelDB directory')
-  .requiredOption('--raft <host:port>', 'Raft listen address')
-  .requiredOption('--http <host:port>', 'HTTP listen address')
-  .option('--peers <list>', 'bootstrap members: id=host:port,...', '')
-  .option('--join <list>', 'join a running cluster whose members are id=host:port,...', '')
-  .option('--token-file <file>', 'file holding the bearer token')
-  .option('--tick-ms <ms>', 'milliseconds per Raft tick', '100')
-  .option('--snapshot-every <n>', 'applied entries between snapshots', '100000')
-  .parse();
+const FLAGS: readonly FlagSpec[] = [
+  { name: 'service', kind: 'string', help: `one of ${serviceNames().join(', ')}` },
+  { name: 'id', kind: 'string', help: 'this member id (its TLS certificate must name it)' },
+  { name: 'data', kind: 'string', help: 'LevelDB directory' },
+  { name: 'raft', kind: 'address', help: 'Raft listen address host:port (0.0.0.0:port for every interface)' },
+  { name: 'http', kind: 'address', help: 'HTTP listen address host:port' },
+  { name: 'advertise-raft', kind: 'address', help: 'Raft address the other members dial (default: --raft)', optional: true },
+  { name: 'advertise-http', kind: 'address', help: 'HTTP address clients and members call (default: --http)', optional: true },
+  { name: 'peers', kind: 'addresses', help: 'bootstrap members, this one included: id=host:port,... (advertised Raft addresses)' },
+  { name: 'join', kind: 'addresses', help: 'join a running cluster whose members are id=host:port,...' },
+  { name: 'token-file', kind: 'string', help: 'file holding the cluster token (or set CLUSTER_AUTH_TOKEN)', optional: true },
+  { name: 'tls-cert', kind: 'string', help: 'PEM certificate naming this member id (CN and SAN), for Raft and HTTPS', optional: true },
+  { name: 'tls-key', kind: 'string', help: 'PEM key of --tls-cert', optional: true },
+  { name: 'tls-ca', kind: 'string', help: 'PEM of the CA signing every member certificate', optional: true },
+  { name: 'tick-ms', kind: 'integer', help: 'milliseconds per Raft tick', default: '100' },
+  { name: 'snapshot-every', kind: 'integer', help: 'applied entries between snapshots', default: '100000' },
+];
 
-const opts = program.opts<{ service: string; id: string; data: string; raft: string; http: string; peers: string; join: string; tokenFile?: string; tickMs: string; snapshotEvery: string }>();
+interface MemberSettings {
+  service: string;
+  id: string;
+  data: string;
+  raft: string;
+  http: string;
+  advertiseRaft: string;
+  advertiseHttp: string;
+  bootstrap: Record<string, string>;
+  peers: Record<string, string>;
+  token: string;
+  tls: (ClusterTls & { cert: string; key: string }) | null;
+  tickMs: number;
+  snapshotEvery: number;
+}
+
+function memberSettings(argv: readonly string[]): MemberSettings {
+  const s = parseSettings('member', 'one Raft member of a service cluster', FLAGS, argv);
+  const id = str(s.id)!;
+  const service = str(s.service)!;
+  if (services[service] === undefined) throw new ConfigError(`--service: unknown service ${service}; known: ${serviceNames().join(', ')}`);
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(id)) throw new ConfigError(`--id: ${JSON.stringify(id)} is not an id (letters, digits, . _ -, at most 64)`);
+  const bootstrap = addresses(s.peers);
+  const peers = addresses(s.join);
+  if (Object.keys(bootstrap).length > 0 && Object.keys(peers).length > 0) throw new ConfigError('--peers founds a cluster and --join joins one: give one of them');
+  // This member's own entry of --peers is what the others dial: it is its advertised Raft address.
+  const listed = bootstrap[id];
+  const advertiseRaft = advertised(str(s.raft)!, str(s['advertise-raft']) ?? listed, 'raft');
+  if (listed !== undefined && listed !== advertiseRaft) throw new ConfigError(`--peers names ${id} at ${listed} but --advertise-raft is ${advertiseRaft}`);
+  if (Object.keys(bootstrap).length > 0) bootstrap[id] = advertiseRaft;
+  if (peers[id] !== undefined) throw new ConfigError(`--join lists ${id} itself: list the members already running`);
+  const tls = tlsOf(s);
+  if (tls !== null && (tls.cert === undefined || tls.key === undefined)) throw new ConfigError('--tls-ca without --tls-cert and --tls-key: a member needs its own certificate');
+  return {
+    service,
+    id,
+    data: str(s.data)!,
+    raft: str(s.raft)!,
+    http: str(s.http)!,
+    advertiseRaft,
+    advertiseHttp: advertised(str(s.http)!, str(s['advertise-http']), 'http'),
+    bootstrap,
+    peers,
+    token: tokenOf(s),
+    tls: tls as MemberSettings['tls'],
+    tickMs: Number(s['tick-ms']),
+    snapshotEvery: Number(s['snapshot-every']),
+  };
+}
+
+let opts: MemberSettings;
+try {
+  opts = memberSettings(process.argv.slice(2));
+} catch (e) {
+  if (!(e instanceof ConfigError)) throw e;
+  process.stderr.write(`member: ${e.message}\n`);
+  process.exit(2);
+}
+
 // Every line carries the term: 0 until the Raft member has started (that is its initial term).
 let currentTerm = (): number => 0;
 const log = jsonLogger(() => ({ member: opts.id, term: currentTerm(), service: opts.service }));
@@ -34,20 +98,9 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const service = services[opts.service] ?? fail(`unknown service ${opts.service}; known: ${serviceNames().join(', ')}`);
-const token = process.env.CLUSTER_AUTH_TOKEN || (opts.tokenFile ? readFileSync(opts.tokenFile, 'utf8').trim() : '');
-if (token.length === 0) fail('no token: pass --token-file or set CLUSTER_AUTH_TOKEN');
-function addressList(text: string, flag: string): Record<string, string> {
-  const list: Record<string, string> = {};
-  for (const part of text.split(',').filter((p) => p.length > 0)) {
-    const [id, address] = part.split('=');
-    if (!id || !address) fail(`${flag}: expected id=host:port, got ${part}`);
-    list[id] = address;
-  }
-  return list;
-}
-const bootstrap = addressList(opts.peers, '--peers');
-const peers = addressList(opts.join, '--join');
+const service = services[opts.service]!;
+// Process-wide: this member's HTTP API serves HTTPS with its certificate, and its calls to other members trust the CA.
+if (opts.tls !== null) useClusterTls(opts.tls);
 
 exitOnUncaught(log);
 
@@ -56,11 +109,14 @@ const memberOptions: MemberOptions = {
   dataDir: opts.data,
   raftAddress: opts.raft,
   httpAddress: opts.http,
-  bootstrap,
-  peers,
-  tokens: [token],
-  tickMs: Number(opts.tickMs),
-  snapshotEvery: Number(opts.snapshotEvery),
+  advertiseRaftAddress: opts.advertiseRaft,
+  advertiseHttpAddress: opts.advertiseHttp,
+  bootstrap: opts.bootstrap,
+  peers: opts.peers,
+  tokens: [opts.token],
+  ...(opts.tls !== null ? { tls: opts.tls } : {}),
+  tickMs: opts.tickMs,
+  snapshotEvery: opts.snapshotEvery,
   onFailure: () => void recover(),
 };
 

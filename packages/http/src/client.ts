@@ -5,6 +5,7 @@
  * member was tried, while the answer is 503 or the connection fails, until a deadline.
  */
 import { Pool } from 'undici';
+import { connectOptions } from './tls.js';
 
 export interface ClusterClientOptions {
   /** Base URLs of the members, e.g. http://127.0.0.1:7101 */
@@ -23,6 +24,8 @@ export interface ClusterClientOptions {
   leaderRefreshMs?: number;
   /** Connections per member. Default 32. */
   connections?: number;
+  /** PEM of the CA https endpoints' certificates are checked against. Default: the process's (useClusterTls), else the system's. */
+  ca?: string | Buffer;
 }
 
 export class ServiceError extends Error {
@@ -62,7 +65,7 @@ export class ClusterClient {
     if (options.endpoints.length === 0) throw new TypeError('at least one endpoint is needed');
     if (options.ids !== undefined && options.ids.length !== options.endpoints.length) throw new TypeError('ids must match endpoints one to one');
     this.timeoutMs = options.timeoutMs ?? 15_000;
-    this.pools = options.endpoints.map((e) => new Pool(e, { connections: options.connections ?? 32, keepAliveTimeout: 30_000 }));
+    this.pools = options.endpoints.map((e) => new Pool(e, { connections: options.connections ?? 32, keepAliveTimeout: 30_000, ...connectOptions(options.ca) }));
     this.preferred = (options.preferred ?? 0) % this.pools.length;
     if (options.ids !== undefined) {
       void this.refreshLeader();

@@ -18,6 +18,7 @@
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Server as HttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { Server as HttpsServer } from 'node:https';
 import type { Server as NetServer, Socket } from 'node:net';
 
 /** When the limit cannot be read (not Linux, no sh): a common default soft limit. */
@@ -125,8 +126,8 @@ export function limitServer(server: NetServer, options: LimitOptions = {}): Conn
   if (!(weight > 0)) throw new RangeError('weight must be positive');
   const counts = { evicted: 0, refused: 0 };
   const entry: Limited = { server, weight, budget: options.budget, max: 1, apply: () => undefined };
-  if (server instanceof HttpServer) {
-    limitHttp(server, entry, counts, options);
+  if (server instanceof HttpServer || server instanceof HttpsServer) {
+    limitHttp(server as HttpServer, entry, counts, options);
   } else {
     entry.apply = (max) => {
       server.maxConnections = max;
@@ -160,7 +161,10 @@ function limitHttp(server: HttpServer, entry: Limited, counts: { evicted: number
   // Oldest first (a Set keeps insertion order), with the requests each has in flight.
   const open = new Set<Socket>();
   const inFlight = new Map<Socket, number>();
-  server.on('connection', (socket: Socket) => {
+  // An HTTPS server's requests come on the TLS socket, told by 'secureConnection' (its handshakes are bounded by
+  // the server's handshakeTimeout); a plain one's on the socket 'connection' gives.
+  const event = server instanceof HttpsServer ? 'secureConnection' : 'connection';
+  server.on(event, (socket: Socket) => {
     if (open.size >= entry.max && !evictOldestIdle()) {
       counts.refused++;
       socket.destroy();

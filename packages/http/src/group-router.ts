@@ -11,6 +11,7 @@
  * call by key.
  */
 import { Pool } from 'undici';
+import { connectOptions } from './tls.js';
 import { ServiceError, type ClusterAnswer } from './client.js';
 import { GROUP_LEADER_HEADER } from './grouped-service.js';
 
@@ -71,6 +72,8 @@ export interface GroupRouterOptions {
   connections?: number;
   /** Maps a key to its group (`groupOf`). Default `locateBySlot`. */
   locate?: GroupLocator;
+  /** PEM of the CA https members' certificates are checked against. Default: the process's (useClusterTls), else the system's. */
+  ca?: string | Buffer;
 }
 
 interface Route {
@@ -280,7 +283,7 @@ export class GroupRouter {
   private pool(url: string): Pool {
     let pool = this.pools.get(url);
     if (pool === undefined) {
-      pool = new Pool(url, { connections: this.options.connections ?? 16, keepAliveTimeout: 30_000 });
+      pool = new Pool(url, { connections: this.options.connections ?? 16, keepAliveTimeout: 30_000, ...connectOptions(this.options.ca) });
       this.pools.set(url, pool);
     }
     return pool;

@@ -14,6 +14,8 @@ export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './clie
 export { serveWorkerHttp } from './worker.js';
 export { processHttp, hostPort } from './process-http.js';
 export type { ProcessHttp, ProcessHttpOptions, HealthBody } from './process-http.js';
+export { clusterScheme, clusterTls, clusterUrl, connectOptions, readClusterTls, useClusterTls } from './tls.js';
+export type { ClusterTls, ClusterTlsFiles } from './tls.js';
 export type { PeerAddress, WorkerOptions, RunningWorker, WorkerRole, WorkerRoles, WorkerHttp } from './worker.js';
 export { limitServer, fileLimit, connectionBudget, holdUpgraded, FALLBACK_FILE_LIMIT } from './connections.js';
 export type { LimitOptions, ConnectionLimit } from './connections.js';

@@ -5,10 +5,12 @@
  * register its service's routes before it listens.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import { limitServer } from './connections.js';
 import type { Logger } from './log.js';
 import { MetricsRegistry } from './metrics.js';
 import { sendJson, Router } from './router.js';
+import { clusterTls } from './tls.js';
 
 /** What /healthz says beyond `status` and `id`; `status: 'failing'` answers 503 (a supervisor should act). */
 export type HealthBody = Record<string, unknown> & { status?: 'ok' | 'failing' };
@@ -29,12 +31,20 @@ export interface ProcessHttpOptions {
    * must only speed up a route the router declares, with the same admission.
    */
   fastPath?: (req: IncomingMessage, res: ServerResponse) => boolean;
+  /**
+   * Serve HTTPS with this certificate and key (PEM). Default: the process's cluster TLS (useClusterTls) when it
+   * has a certificate, else plain HTTP; null forces plain HTTP.
+   */
+  tls?: { cert: string | Buffer; key: string | Buffer } | null;
 }
 
 export interface ProcessHttp {
   router: Router;
   metrics: MetricsRegistry;
+  /** An https.Server when serving TLS: it has every http.Server method and event this module's users take. */
   server: Server;
+  /** "https" or "http": what the listener speaks. */
+  scheme: 'http' | 'https';
   /** Starts listening; resolves with the bound port. */
   listen(): Promise<number>;
   close(): Promise<void>;
@@ -58,7 +68,9 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
     })
     .get('/v1/routes', { admits: 'cluster' }, () => ({ routes: router.routes() }));
   const fastPath = options.fastPath;
-  const server = createServer((req, res) => {
+  const given = options.tls === undefined ? clusterTls() : options.tls;
+  const tls = given !== null && given.cert !== undefined && given.key !== undefined ? { cert: given.cert, key: given.key } : null;
+  const listener = (req: IncomingMessage, res: ServerResponse): void => {
     if (fastPath !== undefined) {
       // A throw here would escape the request event and end the process: no request may do that.
       let answered: boolean;
@@ -74,12 +86,15 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
     }
     res.on('finish', () => requests.inc(1, { method: req.method ?? '', status: String(res.statusCode) }));
     router.listener(req, res);
-  });
+  };
+  // TLS 1.3 only, as the Raft transport: every process of a cluster runs this code, so no older client needs more.
+  const server = (tls === null ? createServer(listener) : createHttpsServer({ ...tls, minVersion: 'TLSv1.3' }, listener)) as Server;
   limitServer(server);
   return {
     router,
     metrics,
     server,
+    scheme: tls === null ? 'http' : 'https',
     listen: () => {
       const [host, port] = hostPort(options.httpAddress);
       return new Promise<number>((resolve, reject) => {

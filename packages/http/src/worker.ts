@@ -80,5 +80,5 @@ export async function serveWorkerHttp(
     health: () => ({ role: options.role, ...health?.() }),
   });
   const port = await http.listen();
-  return { router: http.router, metrics: http.metrics, server: http.server, port, close: http.close };
+  return { router: http.router, metrics: http.metrics, server: http.server, scheme: http.scheme, port, close: http.close };
 }
