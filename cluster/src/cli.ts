@@ -6,7 +6,9 @@ import { randomBytes } from 'node:crypto';
 import { createReadStream, existsSync, mkdirSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
-import { assertPortFree, callMember, findLeader, memberStatus, signal, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
+import { healMembers, partitionMembers, restartProcess, signalProcess, type ActionResult } from './actions.js';
+import { runDashboardCommand } from './dashboard/command.js';
+import { assertPortFree, callMember, findLeader, memberStatus, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
 import { defaultBasePort, MAX_WORKERS, serviceNames, services, workerPorts } from './services.js';
 import {
   CliError,
@@ -18,7 +20,6 @@ import {
   readState,
   readToken,
   resolveDataDir,
-  savePid,
   tokenPath,
   writeState,
   type ClusterState,
@@ -276,10 +277,10 @@ program
     console.log(moved.length === 0 ? `leaders already balanced: ${spread}` : `moved ${moved.length} leaders; leaders now ${spread}`);
   });
 
-for (const [name, sig, text] of [
-  ['kill', 'SIGKILL', 'kill a member (SIGKILL)'],
-  ['pause', 'SIGSTOP', 'freeze a member (SIGSTOP)'],
-  ['resume', 'SIGCONT', 'unfreeze a member (SIGCONT)'],
+for (const [name, text] of [
+  ['kill', 'kill a member (SIGKILL)'],
+  ['pause', 'freeze a member (SIGSTOP)'],
+  ['resume', 'unfreeze a member (SIGCONT)'],
 ] as const) {
   program
     .command(`${name} <member>`)
@@ -287,14 +288,7 @@ for (const [name, sig, text] of [
     .addOption(dataOption())
     .action(async (ref: string, o: { data?: string }) => {
       const state = openCluster(o.data).state;
-      const member = findProcess(state, ref).record;
-      signal(member, sig);
-      if (sig === 'SIGKILL') {
-        while (isAlive(member.pid)) await sleep(20);
-        member.pid = null;
-        savePid(state.dataDir, member.id, null);
-      }
-      console.log(`${name}: ${member.id}`);
+      printAction(await signalProcess(state, name, ref, 'cli'));
     });
 }
 
@@ -304,22 +298,7 @@ program
   .addOption(dataOption())
   .action(async (ref: string, o: { data?: string }) => {
     const state = openCluster(o.data).state;
-    const found = findProcess(state, ref);
-    if (found.kind === 'worker') {
-      const worker = found.record;
-      await stopProcess(worker.pid);
-      worker.pid = spawnWorker(state, worker);
-      savePid(state.dataDir, worker.id, worker.pid);
-      await waitHealthy(state, worker);
-      console.log(`restarted ${worker.id} (pid ${worker.pid})`);
-      return;
-    }
-    const member = found.record;
-    if (member.removed) throw new CliError(`${member.id} was removed from the cluster`);
-    await stopProcess(member.pid);
-    member.pid = spawnMember(state, member);
-    savePid(state.dataDir, member.id, member.pid);
-    console.log(`restarted ${member.id} (pid ${member.pid})`);
+    printAction(await restartProcess(state, ref, 'cli'));
   });
 
 program
@@ -328,18 +307,8 @@ program
   .addOption(dataOption())
   .action(async (spec: string, o: { data?: string }) => {
     const { state, token } = openCluster(o.data);
-    const groups = spec.split('|').map((g) => g.split(',').map((r) => r.trim()).filter((r) => r.length > 0).map((r) => findMember(state, r).id));
-    if (groups.length < 2 || groups.some((g) => g.length === 0)) throw new CliError('partition: expected at least two non-empty groups, e.g. "1,2|3,4,5"');
-    const all = groups.flat();
-    if (new Set(all).size !== all.length) throw new CliError('partition: a member is in two groups');
-    for (const group of groups) {
-      const blocked = all.filter((id) => !group.includes(id));
-      for (const id of group) {
-        const answer = await callMember(findMember(state, id), token, 'PUT', '/v1/cluster/partition', { blocked });
-        if (answer.status !== 200) process.stderr.write(`warning: ${id} did not take the partition (status ${answer.status})\n`);
-      }
-    }
-    console.log(`partitioned ${groups.map((g) => g.join(',')).join(' | ')}`);
+    const sides = spec.split('|').map((g) => g.split(',').map((r) => r.trim()).filter((r) => r.length > 0));
+    printAction(await partitionMembers(state, token, sides, 'cli'));
   });
 
 program
@@ -348,8 +317,20 @@ program
   .addOption(dataOption())
   .action(async (o: { data?: string }) => {
     const { state, token } = openCluster(o.data);
-    for (const m of state.members.filter((x) => !x.removed && isAlive(x.pid))) await callMember(m, token, 'DELETE', '/v1/cluster/partition');
-    console.log('healed');
+    printAction(await healMembers(state, token, 'cli'));
+  });
+
+program
+  .command('dashboard')
+  .description('serve the live web dashboard of every cluster under the data root (loopback, token-protected)')
+  .option('--data-root <dir>', 'folder whose sub-folders hold clusters', 'data')
+  .option('--host <host>', 'address to listen on', '127.0.0.1')
+  .option('--port <port>', 'port to listen on', '6900')
+  .option('--auth-token <token>', 'token the page must present (default: $CLUSTER_AUTH_TOKEN, else the clusters\' shared token)')
+  .option('--jepsen-dir <dir>', 'folder of jepsen-like runs to list', 'jepsen-out')
+  .action(async (o: { dataRoot: string; host: string; port: string; authToken?: string; jepsenDir: string }) => {
+    const port = positiveInt(o.port, '--port', 0, 65_535);
+    await runDashboardCommand({ dataRoot: resolve(o.dataRoot), host: o.host, port, authToken: o.authToken, jepsenDir: resolve(o.jepsenDir) });
   });
 
 remoteOptions(
@@ -490,6 +471,12 @@ function openCluster(dataOption: string | undefined): { state: ClusterState; tok
       return readToken(state.dataDir);
     },
   };
+}
+
+/** A fault action's output, as the commands always printed it. */
+function printAction(result: ActionResult): void {
+  for (const w of result.warnings) process.stderr.write(w + '\n');
+  console.log(result.message);
 }
 
 function printEndpoints(state: ClusterState, token: string, leader: string): void {

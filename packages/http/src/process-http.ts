@@ -53,6 +53,8 @@ export interface ProcessHttp {
 export function processHttp(options: ProcessHttpOptions): ProcessHttp {
   const metrics = options.metrics ?? new MetricsRegistry();
   const requests = metrics.counter('http_requests_total', 'HTTP requests by method and status');
+  // The dashboard draws latency quantiles from this (cluster/src/dashboard/metrics-text.ts).
+  const latency = metrics.histogram('http_request_seconds', 'Time from a request to its response being sent');
   const router = new Router({
     tokens: options.tokens,
     onError: (error, req) => options.logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
@@ -84,7 +86,11 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
       }
       if (answered) return;
     }
-    res.on('finish', () => requests.inc(1, { method: req.method ?? '', status: String(res.statusCode) }));
+    const started = performance.now();
+    res.on('finish', () => {
+      requests.inc(1, { method: req.method ?? '', status: String(res.statusCode) });
+      latency.observe((performance.now() - started) / 1000);
+    });
     router.listener(req, res);
   };
   // TLS 1.3 only, as the Raft transport: every process of a cluster runs this code, so no older client needs more.
