@@ -118,7 +118,8 @@ export class RemoteCluster {
         if (e.status?.role === 'leader' && (best === null || e.status.term > best.status.term)) best = { index, status: e.status };
       });
       if (best !== null) return best;
-      if (Date.now() >= deadline) break;
+      // A refused token will not be accepted by waiting: only an election is worth waiting for.
+      if (Date.now() >= deadline || last.every((e) => e.error?.startsWith('401') === true)) break;
       await sleep(200);
     }
     const named = new Set(last.map((e) => e.status?.leader_id).filter((l): l is string => typeof l === 'string'));
