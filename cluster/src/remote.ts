@@ -172,7 +172,16 @@ export async function remoteAddNode(remote: RemoteCluster, id: string, raftAddre
   const leader = await remote.findLeader();
   if (leader.status.voters.includes(id) || leader.status.learners.includes(id)) throw new CliError(`${id} is already a member of the cluster`);
   const answer = await remote.ask(leader.index, 'POST', '/v1/cluster/members', { id, address: raftAddress }, 60_000);
-  if (answer.status !== 200) throw new CliError(`add-node failed: ${describeAnswer(answer)}`);
+  if (answer.status !== 200) {
+    // The leader adds a learner first and promotes it once caught up: a learner that never caught up is stranded
+    // in the configuration, usually because the leader cannot reach or authenticate it.
+    const now = await remote.findLeader(5_000).catch(() => null);
+    const stranded = now?.status.learners.includes(id) === true;
+    const hint = stranded
+      ? `; ${id} stays a learner that never caught up: check that it runs at ${raftAddress}, reachable from the members, with a certificate from the cluster's CA naming ${id}, then remove it with remove-node ${id} or retry`
+      : '';
+    throw new CliError(`add-node failed: ${describeAnswer(answer)}${hint}`);
+  }
   return `added ${id}: raft ${raftAddress}`;
 }
 
