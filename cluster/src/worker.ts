@@ -5,8 +5,9 @@
  *   token from DIR/token;
  * - on its own host, everything as flags or `--config FILE` (host-config.ts): `--service --id --data --http --tcp
  *   --members id=host:port,...` (the members' advertised HTTP addresses) and optionally `--workers`, `--set`,
- *   `--advertise-http`, `--token-file`, and `--tls-ca` (call the members over HTTPS) with `--tls-cert/--tls-key`
- *   (serve HTTPS too).
+ *   `--advertise-http`, `--token-file`, and `--tls-ca` (the members serve HTTPS: call them trusting that CA).
+ *   Workers themselves serve plain HTTP: the services' worker-to-worker calls are http://, and a worker holds no
+ *   Raft state (put them on the members' private network, or behind a TLS-terminating proxy).
  * Logs one JSON object a line on stdout. Stops cleanly on SIGTERM or SIGINT. Bad settings: one line on stderr
  * and exit 2.
  */
@@ -30,8 +31,6 @@ const FLAGS: readonly FlagSpec[] = [
   { name: 'workers', kind: 'addresses', help: "the cluster's other workers' HTTP addresses: id=host:port,..." },
   { name: 'set', kind: 'pairs', help: "the service's settings: key=value,..." },
   { name: 'token-file', kind: 'string', help: 'file holding the cluster token (or set CLUSTER_AUTH_TOKEN)', optional: true },
-  { name: 'tls-cert', kind: 'string', help: 'PEM certificate to serve HTTPS with', optional: true },
-  { name: 'tls-key', kind: 'string', help: 'PEM key of --tls-cert', optional: true },
   { name: 'tls-ca', kind: 'string', help: "PEM of the cluster's CA: the members are called over HTTPS", optional: true },
 ];
 
@@ -135,7 +134,8 @@ if (role === undefined) {
   process.stderr.write(`worker: service ${opts.service} has no worker role ${opts.role}\n`);
   process.exit(2);
 }
-// Process-wide: its calls to the members trust the cluster's CA, and it serves HTTPS when it has a certificate.
+// Process-wide: its calls to the members (https, see clusterUrl) trust the cluster's CA; it has no certificate,
+// so it serves plain HTTP.
 if (opts.tls !== null) useClusterTls(opts.tls);
 mkdirSync(opts.dataDir, { recursive: true });
 

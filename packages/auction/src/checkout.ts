@@ -7,7 +7,7 @@
  */
 import { Level } from 'level';
 import { join } from 'node:path';
-import { GroupRouter, notFound, serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { clusterUrl, GroupRouter, notFound, serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import type { Handoff } from './machine.js';
 import { auctionGroups } from './gateway.js';
 import { locateAuction } from './placement.js';
@@ -79,7 +79,7 @@ export class CheckoutStore {
 
 export async function startCheckout(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
-  const members = options.members.map((m) => `http://${m.httpAddress}`);
+  const members = options.members.map((m) => clusterUrl(m.httpAddress));
   const router = new GroupRouter({ endpoints: members, token, timeoutMs: 5_000, locate: locateAuction });
   const store = await CheckoutStore.open(join(options.dataDir, 'checkout'));
   const stats = { acked: 0, errors: 0 };

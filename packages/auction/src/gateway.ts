@@ -12,6 +12,7 @@ import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
+  clusterUrl,
   badRequest,
   GroupRouter,
   HttpError,
@@ -65,7 +66,7 @@ interface Socket extends Watcher {
 
 export async function startGateway(options: WorkerOptions): Promise<RunningWorker> {
   const clusterToken = options.tokens[0]!;
-  const members = options.members.map((m) => `http://${m.httpAddress}`);
+  const members = options.members.map((m) => clusterUrl(m.httpAddress));
   const router = new GroupRouter({ endpoints: members, token: clusterToken, timeoutMs: 10_000, locate: locateAuction });
   const secret = randomBytes(24).toString('base64url');
   const channels = new Map<string, Channel>();

@@ -8,7 +8,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import { pushOrDrop, serveWorkerHttp, verifyToken, type Principal, type RunningWorker, type WorkerOptions } from '@raftkit/http';
+import { clusterUrl, pushOrDrop, serveWorkerHttp, verifyToken, type Principal, type RunningWorker, type WorkerOptions } from '@raftkit/http';
 import { collabApi } from './api.js';
 import { EarlyFrames } from './early-frames.js';
 import { LogAccess } from './log-access.js';
@@ -302,7 +302,7 @@ function refuse(socket: Duplex, status: number, code: string, message: string): 
 }
 
 export async function startCollabWorker(options: WorkerOptions): Promise<RunningWorker> {
-  const log = new LogAccess(options.members.map((m) => `http://${m.httpAddress}`), options.tokens[0] ?? '');
+  const log = new LogAccess(options.members.map((m) => clusterUrl(m.httpAddress)), options.tokens[0] ?? '');
   const worker = new CollabWorker(options, log);
   await log.setup(worker.settings.groups);
   const http = await serveWorkerHttp(options, { health: () => ({ documents: worker.sessions.size }) });

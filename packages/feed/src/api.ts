@@ -5,6 +5,7 @@
  * acts for any user named in the request. See README.md for every endpoint.
  */
 import {
+  clusterUrl,
   badRequest,
   forbidden,
   HttpError,
@@ -43,7 +44,7 @@ export const appRole: WorkerRole = { role: APP_ROLE, count: APP_COUNT, start: st
 
 export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
-  const endpoints = options.members.map((m) => `http://${m.httpAddress}`);
+  const endpoints = options.members.map((m) => clusterUrl(m.httpAddress));
   const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });
   const stores = StoreClient.fromWorkers(options.workers, token);
   const posts = new PostsClient(endpoints, token);

@@ -13,7 +13,7 @@
  * crash of this worker the group resumes at the committed offset and the writes are replayed (they are
  * idempotent: an inbox key is the user, the time and the post id).
  */
-import { ServiceError, type RunningWorker, type WorkerOptions, type WorkerRole, serveWorkerHttp } from '@raftkit/http';
+import { clusterUrl, ServiceError, type RunningWorker, type WorkerOptions, type WorkerRole, serveWorkerHttp } from '@raftkit/http';
 import { LogClient } from '@raftkit/log';
 import { ensureTopics, parseEvent, type DeleteEvent, type PostEvent } from './events.js';
 import { PartitionWriter } from './partition-writer.js';
@@ -42,7 +42,7 @@ interface Stats {
 
 export async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
-  const log = new LogClient({ endpoints: options.members.map((m) => `http://${m.httpAddress}`), token, timeoutMs: 10_000 });
+  const log = new LogClient({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token, timeoutMs: 10_000 });
   const stores = StoreClient.fromWorkers(options.workers, token);
   const writers = Array.from({ length: stores.partitions }, (_, p) => new PartitionWriter(stores, p));
   const stats: Stats = { events: 0, pushed: 0, pulled: 0, deletes: 0, inboxWrites: 0 };

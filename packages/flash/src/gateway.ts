@@ -14,6 +14,7 @@
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
+  clusterUrl,
   badRequest,
   bearerToken,
   conflict,
@@ -245,7 +246,7 @@ async function openInventory(settings: GatewaySettings, options: WorkerOptions):
     return mod.createRedisInventory(settings.inventory, options);
   }
   if (settings.inventory !== null && settings.inventory !== 'raft') throw new RangeError(`--set inventory: raft or redis://host:port, got ${settings.inventory}`);
-  return new RaftInventory({ endpoints: options.members.map((m) => `http://${m.httpAddress}`), token: options.tokens[0]!, replication: settings.replication });
+  return new RaftInventory({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token: options.tokens[0]!, replication: settings.replication });
 }
 
 async function startGateway(options: WorkerOptions): Promise<RunningWorker> {

@@ -66,12 +66,15 @@ export function clusterTls(): ClusterTls | null {
   return processTls;
 }
 
-/** "https" when this process's cluster runs TLS, else "http": the scheme of the URLs of its processes. */
+/**
+ * "https" when this process's cluster runs TLS, else "http": the scheme of the members' HTTP APIs. (Workers serve
+ * plain HTTP: they have no certificate of their own; see cluster/README.md, "Several hosts".)
+ */
 export function clusterScheme(): 'http' | 'https' {
   return processTls === null ? 'http' : 'https';
 }
 
-/** The base URL of a process of this cluster at `address` (host:port), in the cluster's scheme. */
+/** The base URL of the member whose HTTP API is at `address` (host:port), in the cluster's scheme. */
 export function clusterUrl(address: string): string {
   return `${clusterScheme()}://${address}`;
 }

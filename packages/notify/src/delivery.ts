@@ -17,6 +17,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import {
+  clusterUrl,
   badRequest,
   deriveClientToken,
   fullCounter,
@@ -93,7 +94,7 @@ class WaitingBucket {
 
 async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
-  const endpoints = options.members.map((m) => `http://${m.httpAddress}`);
+  const endpoints = options.members.map((m) => clusterUrl(m.httpAddress));
   const state = new StateClient({ endpoints, token, timeoutMs: 10_000 });
   const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });
   const chain = parseChain(options.settings.fallback_chain);
@@ -104,7 +105,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   const retryMax = Number(options.settings.retry_max_ms ?? 10_000);
   const wanted = (options.settings.channels ?? CHANNELS.join(',')).split(',').filter((c): c is Channel => (CHANNELS as readonly string[]).includes(c));
   // Receipts may arrive at any member; spread over them so one member down does not stop them all.
-  const receiptUrls = options.members.map((m) => `http://${m.httpAddress}/v1/receipts`);
+  const receiptUrls = options.members.map((m) => `${clusterUrl(m.httpAddress)}/v1/receipts`);
   let receiptTurn = 0;
   let stopping = false;
   const stats = { batches: 0, sent: 0, skipped_already_sent: 0, retries: 0, fallbacks: 0, held: 0, fail_open: 0 };

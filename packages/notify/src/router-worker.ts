@@ -10,7 +10,7 @@
  * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000); queue_layout (priority | fifo, the
  * naive design for the benchmark's comparison).
  */
-import { fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { clusterUrl, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { LogClient, type LogProducer } from '@raftkit/log';
 import { PRIORITIES, type Address, type Channel, type OutboundMessage, type Priority } from './channels/channel.js';
 import type { IngestRecord } from './api.js';
@@ -72,7 +72,7 @@ const LOW_WINDOW = 10_000;
 
 async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
-  const endpoints = options.members.map((m) => `http://${m.httpAddress}`);
+  const endpoints = options.members.map((m) => clusterUrl(m.httpAddress));
   const state = new StateClient({ endpoints, token, timeoutMs: 10_000 });
   const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });
   const layout = parseLayout(options.settings.queue_layout);

@@ -3,7 +3,7 @@
  * member spread by app index for reads, the leader for writes, failover on 503 or a dead member), with its
  * "cluster unreachable" turned into this service's 503 answer.
  */
-import { ClusterClient, ServiceError, unavailable, type ClusterAnswer, type PeerAddress } from '@raftkit/http';
+import { clusterUrl, ClusterClient, ServiceError, unavailable, type ClusterAnswer, type PeerAddress } from '@raftkit/http';
 
 export type StoreAnswer = ClusterAnswer;
 
@@ -13,7 +13,7 @@ export class LinkStoreClient {
   constructor(members: readonly PeerAddress[], token: string, preferred: number) {
     if (members.length === 0) throw new TypeError('the link store needs at least one member');
     this.client = new ClusterClient({
-      endpoints: members.map((m) => `http://${m.httpAddress}`),
+      endpoints: members.map((m) => clusterUrl(m.httpAddress)),
       ids: members.map((m) => m.id),
       token,
       preferred,

@@ -3,7 +3,7 @@
  * over) and the object store (plain HTTP with the cluster token). Non-2xx answers become HttpErrors with the same
  * status and body, so an app-tier handler can let a member's or the store's 4xx through unchanged.
  */
-import { ClusterClient, HttpError, unavailable, type PeerAddress } from '@raftkit/http';
+import { clusterUrl, ClusterClient, HttpError, unavailable, type PeerAddress } from '@raftkit/http';
 import { Agent, request } from 'undici';
 import type { Readable } from 'node:stream';
 import type { VideoCommand, VideoResult } from './machine.js';
@@ -24,7 +24,7 @@ export class MetaClient {
   private readonly client: ClusterClient;
 
   constructor(members: readonly PeerAddress[], token: string, preferred = 0) {
-    this.client = new ClusterClient({ endpoints: members.map((m) => `http://${m.httpAddress}`), ids: members.map((m) => m.id), token, preferred, timeoutMs: 15_000 });
+    this.client = new ClusterClient({ endpoints: members.map((m) => clusterUrl(m.httpAddress)), ids: members.map((m) => m.id), token, preferred, timeoutMs: 15_000 });
   }
 
   async command<K extends VideoCommand['op']>(command: Extract<VideoCommand, { op: K }>): Promise<ResultOf<K>> {

@@ -7,7 +7,7 @@
  * with a consumer group of its own that never commits, so every ranker rebuilds the same features from the same
  * events, and the topic's retention is what bounds the replay.
  */
-import { serveWorkerHttp, type Logger, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { clusterUrl, serveWorkerHttp, type Logger, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { LogClient } from '@raftkit/log';
 import { serveRpc } from '@raftkit/rpc';
 import { fingerprint, RecentRankings } from './cache.js';
@@ -103,7 +103,7 @@ export function rankerCore(features: FeatureStore, recent: RecentRankings, malfo
 async function startRanker(options: WorkerOptions): Promise<RunningWorker> {
   const features = new FeatureStore();
   const recent = new RecentRankings();
-  const log = new LogClient({ endpoints: options.members.map((m) => `http://${m.httpAddress}`), token: options.tokens[0]!, timeoutMs: 10_000 });
+  const log = new LogClient({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token: options.tokens[0]!, timeoutMs: 10_000 });
   const feed = new EngagementFeed(log, features, `ranker-${options.id}-${Date.now()}`, options.logger);
   const core = rankerCore(features, recent, () => feed.malformed);
 

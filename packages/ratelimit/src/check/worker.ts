@@ -3,7 +3,7 @@
  * protocol on its second listener, forwards the rule API to the rule store, keeps the rule cache current,
  * health-checks its stores every second and syncs hot counters. This file only wires the parts together.
  */
-import { ClusterClient, MetricsRegistry, serveWorkerHttp, type Principal, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { clusterUrl, ClusterClient, MetricsRegistry, serveWorkerHttp, type Principal, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { serveRpc } from '@raftkit/rpc';
 import { requireTenantAccess } from '../tenants.js';
 import type { CheckAnswer, CheckRequest } from './decide.js';
@@ -33,7 +33,7 @@ function rejectAsHttpError(error: unknown): never {
 export async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> {
   const timeoutMs = storeTimeout(options.settings);
   const stores = new StoreLinks(options, timeoutMs);
-  const members = new ClusterClient({ endpoints: options.members.map((m) => `http://${m.httpAddress}`), token: options.tokens[0]!, timeoutMs: 5_000 });
+  const members = new ClusterClient({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token: options.tokens[0]!, timeoutMs: 5_000 });
   // The instance answers checks only once it holds the rule set.
   const rules = new RuleSync(members, options.logger);
   await rules.start();
