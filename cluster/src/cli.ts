@@ -7,7 +7,6 @@ import { createReadStream, existsSync, mkdirSync, rmSync, statSync, watch, write
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import { healMembers, partitionMembers, restartProcess, signalProcess, type ActionResult } from './actions.js';
-import { runDashboardCommand } from './dashboard/command.js';
 import { assertPortFree, callMember, findLeader, memberStatus, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
 import { defaultBasePort, MAX_WORKERS, serviceNames, services, workerPorts } from './services.js';
 import {
@@ -330,6 +329,8 @@ program
   .option('--jepsen-dir <dir>', 'folder of jepsen-like runs to list', 'jepsen-out')
   .action(async (o: { dataRoot: string; host: string; port: string; authToken?: string; jepsenDir: string }) => {
     const port = positiveInt(o.port, '--port', 0, 65_535);
+    // Loaded only here: every other command would pay for the server's modules at start.
+    const { runDashboardCommand } = await import('./dashboard/command.js');
     await runDashboardCommand({ dataRoot: resolve(o.dataRoot), host: o.host, port, authToken: o.authToken, jepsenDir: resolve(o.jepsenDir) });
   });
 

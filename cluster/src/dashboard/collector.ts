@@ -131,7 +131,8 @@ export class Collector {
     const started = Date.now();
     if (started - this.lastScan >= this.scanMs) this.scan();
     const before = this.options.timeline.lastSeq;
-    const views = await Promise.all([...this.clusters.values()].map((c) => this.pollCluster(c)));
+    // One cluster folder that is not what it should be (half-written, hand-edited) must not hide the others.
+    const views = await Promise.all([...this.clusters.values()].map((c) => this.pollCluster(c).catch(() => null)));
     this.latest = { generatedAt: Date.now(), clusters: views.filter((v): v is ClusterView => v !== null).sort((a, b) => (a.name < b.name ? -1 : 1)) };
     this.counters.ticks++;
     this.counters.lastTickMs = Date.now() - started;
@@ -145,6 +146,7 @@ export class Collector {
     try {
       state = JSON.parse(readFileSync(statePath(c.dataDir), 'utf8')) as ClusterState;
       token = readFileSync(tokenPath(c.dataDir), 'utf8').trim();
+      if (typeof state.service !== 'string' || !Array.isArray(state.members)) return null;
     } catch {
       return null; // being written or gone; shown again next tick
     }

@@ -68,7 +68,12 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       const dataDir = collector.dataDirOf(ctx.params.name!);
       if (dataDir === undefined) throw notFound(`no cluster named ${ctx.params.name} under the data root`);
       const body = requireObject(await ctx.json());
-      const state = readState(dataDir);
+      let state: ClusterState;
+      try {
+        state = readState(dataDir);
+      } catch {
+        throw notFound(`the cluster ${ctx.params.name} is gone (no readable cluster.json)`);
+      }
       const fault = parseFault(body, state);
       if (NEEDS_CONFIRM.has(fault.action) && body.confirm !== true) {
         throw badRequest('confirmation_required', `${fault.action} is destructive: send "confirm": true`, { field: 'confirm' });
@@ -146,6 +151,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     }
     if (!sessions.admits(req)) {
       socket.end(rawError(401, 'Unauthorized', 'unauthorized', 'send the dashboard token or the login cookie'));
+      return;
+    }
+    // A browser sends Origin on every WebSocket: another site's page (the cookie is SameSite=Strict, but a socket is
+    // not a fetch) is refused; tools that send no Origin are admitted by their token as above.
+    const origin = req.headers.origin;
+    if (origin !== undefined && !sameHost(origin, req.headers.host)) {
+      socket.end(rawError(403, 'Forbidden', 'forbidden', 'the live socket is for the dashboard\'s own page'));
       return;
     }
     live.accept(req, socket, head);
@@ -246,6 +258,14 @@ function sendFile(res: ServerResponse, path: string, cache: string): void {
   const stream = createReadStream(path);
   stream.on('error', () => res.destroy());
   stream.pipe(res);
+}
+
+function sameHost(origin: string, host: string | undefined): boolean {
+  try {
+    return host !== undefined && new URL(origin).host === host;
+  } catch {
+    return false;
+  }
 }
 
 function rawError(status: number, reason: string, code: string, message: string): string {

@@ -1,0 +1,384 @@
+/**
+ * The dashboard's API (issue 22) on real processes: one 3-member kv cluster started by the CLI and one
+ * `cluster dashboard` process over its data root, shared by every case. Auth on every route and on the WebSocket,
+ * the login cookie, the overview's leader, faults from the API and from the CLI on the timeline, bad input, and
+ * live updates that neither come faster than once a second nor multiply the collector's polling.
+ */
+import { randomBytes } from 'node:crypto';
+import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { join } from 'node:path';
+import t from 'tap';
+import WebSocket from 'ws';
+import { reservePorts } from '@raftkit/testkit';
+import { MAX_LINES, recordFault, timelinePath } from '../src/actions.js';
+import { dashboardToken } from '../src/dashboard/command.js';
+import { MAX_EVENTS, Timeline } from '../src/dashboard/timeline.js';
+import { spawnCli, TestCluster, until } from './helpers/cluster.js';
+
+t.setTimeout(120_000);
+
+const ports = await reservePorts();
+const cluster = new TestCluster(ports.base, { nodes: 3, tickMs: 50 });
+const NAME = 'data'; // the cluster's folder under the data root (cluster.root)
+const dashPort = ports.base + 14;
+const jepsenDir = join(cluster.root, 'jepsen');
+mkdirSync(join(jepsenDir, 'kv-partition'), { recursive: true });
+writeFileSync(join(jepsenDir, 'kv-partition', 'report.html'), '<html><body>report</body></html>');
+writeFileSync(join(jepsenDir, 'kv-partition', 'result.json'), JSON.stringify({ valid: true, run: { workload: 'kv', nemesis: ['partition'] } }));
+writeFileSync(join(cluster.root, 'secret.txt'), 'not for the page');
+
+// The dashboard and the cluster start side by side (both slow to load on a busy machine): the dashboard finds
+// the cluster on its next scan of the data root. How it finds the token without --auth-token is its own case.
+const token = randomBytes(18).toString('base64url');
+const dashboard = spawnCli(['dashboard', '--data-root', cluster.root, '--port', String(dashPort), '--jepsen-dir', jepsenDir, '--auth-token', token], cluster.cwd);
+let dashOut = '';
+let dashErr = '';
+dashboard.stdout!.on('data', (d: Buffer) => (dashOut += d.toString()));
+dashboard.stderr!.on('data', (d: Buffer) => (dashErr += d.toString()));
+const sockets: WebSocket[] = [];
+t.teardown(async () => {
+  for (const s of sockets) s.terminate();
+  if (dashboard.exitCode === null) {
+    const exited = new Promise((r) => dashboard.once('exit', r));
+    dashboard.kill('SIGTERM');
+    await Promise.race([exited, new Promise((r) => setTimeout(r, 5_000))]);
+    if (dashboard.exitCode === null) dashboard.kill('SIGKILL');
+  }
+  await cluster.teardown();
+  ports.release();
+});
+await cluster.up('--auth-token', token);
+await until('the dashboard to print its address', () => dashOut.includes('\n') || dashboard.exitCode !== null, 30_000);
+const base = `http://127.0.0.1:${dashPort}`;
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  json: any;
+}
+
+async function call(method: string, path: string, options: { token?: string | null; cookie?: string; body?: string } = {}): Promise<Answer> {
+  const headers: Record<string, string> = {};
+  const bearer = options.token === undefined ? token : options.token;
+  if (bearer !== null) headers.authorization = `Bearer ${bearer}`;
+  if (options.cookie !== undefined) headers.cookie = options.cookie;
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  const res = await fetch(base + path, { method, headers, body: options.body, signal: AbortSignal.timeout(30_000) });
+  const text = await res.text();
+  let json: unknown;
+  try {
+    json = text.length > 0 ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: res.status, headers: res.headers, json };
+}
+
+/** A GET sent with its path as written (fetch would resolve the dot segments before sending). */
+function rawGet(path: string): Promise<{ status: number; json: any }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: '127.0.0.1', port: dashPort, path, headers: { authorization: `Bearer ${token}` } }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => {
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          json = undefined;
+        }
+        resolve({ status: res.statusCode ?? 0, json });
+      });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const fault = (body: unknown): Promise<Answer> => call('POST', `/api/clusters/${NAME}/faults`, { body: typeof body === 'string' ? body : JSON.stringify(body) });
+const overview = async (): Promise<any> => (await call('GET', '/api/overview')).json.clusters.find((c: { name: string }) => c.name === NAME);
+const leaderOf = (view: any): string | null => view?.members.find((m: { state: string }) => m.state === 'leader')?.id ?? null;
+
+t.test('the command prints its address with the token; without --auth-token it takes the clusters\' shared one', async (t) => {
+  t.equal(dashboard.exitCode, null, `the dashboard runs (stderr: ${dashErr})`);
+  t.equal(dashOut.trim(), `dashboard: ${base}/#token=${encodeURIComponent(token)}`);
+  const saved = process.env.CLUSTER_AUTH_TOKEN;
+  delete process.env.CLUSTER_AUTH_TOKEN;
+  try {
+    t.equal(dashboardToken(cluster.root, undefined), token, 'the token of the only cluster under the root');
+    t.equal(dashboardToken(cluster.root, 'given'), 'given', '--auth-token wins');
+    const other = join(cluster.root, 'other');
+    mkdirSync(other);
+    writeFileSync(join(other, 'cluster.json'), '{}');
+    writeFileSync(join(other, 'token'), 'a-different-token\n');
+    t.throws(() => dashboardToken(cluster.root, undefined), /different tokens: pass --auth-token/, 'clusters that disagree: refuses');
+    rmSync(other, { recursive: true });
+    t.throws(() => dashboardToken(join(cluster.root, 'cwd'), undefined), /no cluster token/, 'no cluster: refuses');
+  } finally {
+    if (saved !== undefined) process.env.CLUSTER_AUTH_TOKEN = saved;
+  }
+});
+
+t.test('no token or a wrong one: 401 on every /api route, the reports and the WebSocket', async (t) => {
+  const routes: Array<[string, string, string | undefined]> = [
+    ['GET', '/api/overview', undefined],
+    ['GET', `/api/timeline?cluster=${NAME}&since=0`, undefined],
+    ['POST', `/api/clusters/${NAME}/faults`, JSON.stringify({ action: 'heal' })],
+    ['GET', '/api/jepsen', undefined],
+    ['GET', '/api/debug', undefined],
+    ['GET', '/api/nothing-here', undefined],
+    ['GET', '/jepsen/kv-partition/report.html', undefined],
+  ];
+  for (const [method, path, body] of routes) {
+    for (const [what, presented] of [['no token', null], ['a wrong token', 'not-the-token']] as const) {
+      const a = await call(method, path, { token: presented, body, cookie: presented === null ? undefined : 'raftkit_dash=forged' });
+      t.equal(a.status, 401, `${method} ${path} with ${what}: 401`);
+      t.equal(a.json?.error?.code, 'unauthorized', `${method} ${path} with ${what}: JSON error`);
+    }
+  }
+  for (const headers of [{}, { authorization: 'Bearer wrong' }, { cookie: 'raftkit_dash=forged' }] as Array<Record<string, string>>) {
+    t.equal(await upgrade(headers), 401, `upgrade with ${JSON.stringify(headers)}: 401`);
+  }
+  t.equal(await upgrade({ authorization: `Bearer ${token}`, origin: 'http://evil.example' }), 403, "another site's page: 403 even with the token");
+  // The page itself holds no data and needs no token: the bundle, or a 404 JSON while it is not built.
+  const page = await call('GET', '/', { token: null });
+  t.not(page.status, 401, 'GET / needs no token');
+  t.ok(page.status === 200 ? page.headers.get('content-type')?.startsWith('text/html') : page.status === 404 && page.json?.error?.code === 'not_found', `GET /: the page or a 404 JSON (${page.status})`);
+});
+
+t.test('login: a wrong token is refused, the right one gives a cookie that works in place of the token', async (t) => {
+  const wrong = await call('POST', '/api/login', { token: null, body: JSON.stringify({ token: 'nope' }) });
+  t.equal(wrong.status, 401);
+  t.equal(wrong.json?.error?.code, 'unauthorized');
+  const right = await call('POST', '/api/login', { token: null, body: JSON.stringify({ token }) });
+  t.equal(right.status, 204);
+  const setCookie = right.headers.get('set-cookie') ?? '';
+  t.match(setCookie, /^raftkit_dash=[A-Za-z0-9_-]{20,};/);
+  t.match(setCookie, /HttpOnly/);
+  t.match(setCookie, /SameSite=Strict/);
+  t.match(setCookie, /Path=\//);
+  const cookie = setCookie.split(';')[0]!;
+  const withCookie = await call('GET', '/api/overview', { token: null, cookie });
+  t.equal(withCookie.status, 200, 'the cookie admits /api/overview');
+  t.ok(Array.isArray(withCookie.json?.clusters));
+  const report = await call('GET', '/jepsen/kv-partition/result.json', { token: null, cookie });
+  t.equal(report.status, 200, 'the cookie admits the reports');
+  t.equal(await upgrade({ cookie, origin: base }), 101, 'the cookie admits the live socket from the page');
+});
+
+t.test('the overview shows the cluster and its leader', async (t) => {
+  const view = await until('the overview to show a leader', async () => {
+    const v = await overview();
+    return leaderOf(v) !== null && v.members.every((m: { pid: number | null }) => m.pid !== null) ? v : null;
+  }, 20_000);
+  const leader = leaderOf(view)!;
+  t.equal(view.service, 'kv');
+  t.equal(view.members.length, 3);
+  t.equal(view.groups.length, 1, 'one group for a single-group service');
+  t.equal(view.groups[0].name, 'kv', 'named after the service');
+  t.equal(view.groups[0].leader, leader, 'the group names the same leader');
+  t.equal(view.partition, null);
+  for (const m of view.members) {
+    t.equal(m.leader, leader, `${m.id} follows ${leader}`);
+    t.ok(typeof m.rssBytes === 'number' && m.rssBytes > 1_000_000, `${m.id}: its memory (${m.rssBytes})`);
+    t.equal(typeof m.metrics.requestsPerSec, 'number', `${m.id}: a request rate`);
+    t.ok(m.term >= 1 && m.commit >= 1, `${m.id}: term and commit`);
+  }
+});
+
+t.test('kill through the API: confirmation needed, then a new leader and the fault on the timeline', async (t) => {
+  const old = leaderOf(await overview())!;
+  t.ok(old, 'a leader to kill');
+  const refused = await fault({ action: 'kill', member: old });
+  t.equal(refused.status, 400);
+  t.equal(refused.json?.error?.code, 'confirmation_required');
+  const killed = await fault({ action: 'kill', member: old, confirm: true });
+  t.equal(killed.status, 200, JSON.stringify(killed.json));
+  t.equal(killed.json.ok, true);
+  t.equal(killed.json.event.kind, 'fault');
+  t.equal(killed.json.event.member, old);
+  t.equal(killed.json.event.cluster, NAME);
+  const after = await until('a new leader on the overview', async () => {
+    const v = await overview();
+    const leader = leaderOf(v);
+    return leader !== null && leader !== old && v.members.find((m: { id: string }) => m.id === old).state === 'down' ? v : null;
+  }, 15_000);
+  t.not(leaderOf(after), old, `the new leader is ${leaderOf(after)}`);
+  const events = (await call('GET', `/api/timeline?cluster=${NAME}&since=0`)).json.events as Array<{ seq: number; kind: string; member: string | null; text: string }>;
+  t.ok(events.some((e) => e.seq === killed.json.event.seq && e.kind === 'fault'), 'the fault is on the timeline');
+  t.ok(events.some((e) => e.kind === 'down' && e.member === old), `${old} going down is on the timeline`);
+  await until('the new leader on the timeline', async () => {
+    const all = (await call('GET', `/api/timeline?cluster=${NAME}&since=${killed.json.event.seq}`)).json.events as typeof events;
+    return all.some((e) => e.kind === 'leader' && e.member === leaderOf(after));
+  }, 10_000);
+  const since = (await call('GET', `/api/timeline?since=${killed.json.event.seq}`)).json.events as typeof events;
+  t.ok(since.every((e) => e.seq > killed.json.event.seq), 'since= returns only later events');
+  // Back, without waiting: the next cases run while it starts.
+  const restarted = await fault({ action: 'restart', member: old, confirm: true });
+  t.equal(restarted.status, 200, 'restart through the API');
+  t.match(restarted.json.event.text, new RegExp(`restart ${old}`));
+});
+
+t.test('a fault made with the CLI shows on the timeline too', async (t) => {
+  const view = await overview();
+  const follower = view.members.find((m: { state: string }) => m.state === 'follower').id as string;
+  const before = (await call('GET', `/api/timeline?cluster=${NAME}&since=0`)).json.events.at(-1)?.seq ?? 0;
+  const r = await cluster.cli('pause', follower);
+  t.equal(r.code, 0, r.stderr);
+  t.equal(r.stdout, `pause: ${follower}\n`, 'the CLI prints what it always printed');
+  const found = await until('the CLI pause on the timeline', async () => {
+    const events = (await call('GET', `/api/timeline?cluster=${NAME}&since=${before}`)).json.events as Array<{ kind: string; member: string; text: string }>;
+    return events.find((e) => e.kind === 'fault' && e.member === follower) ?? null;
+  }, 10_000);
+  t.match(found.text, /pause .*from the CLI/);
+  await until(`${follower} paused on the overview`, async () => (await overview()).members.find((m: { id: string }) => m.id === follower).state === 'paused', 10_000);
+  const resumed = await fault({ action: 'resume', member: follower });
+  t.equal(resumed.status, 200, 'resume needs no confirmation');
+});
+
+t.test('partition and heal through the API', async (t) => {
+  const ids = cluster.ids();
+  await until('every member up', async () => (await overview()).members.every((m: { state: string }) => m.state === 'leader' || m.state === 'follower'), 20_000);
+  const cut = await fault({ action: 'partition', sides: [[ids[0]], ids.slice(1)], confirm: true });
+  t.equal(cut.status, 200, JSON.stringify(cut.json));
+  t.match(cut.json.event.text, /partition/);
+  t.same(cut.json.warnings, [], 'every member took its side');
+  const sides = await until('the sides on the overview', async () => (await overview()).partition, 10_000);
+  t.same(sides, [[ids[0]], ids.slice(1)], 'the overview shows the sides');
+  const healed = await fault({ action: 'heal' });
+  t.equal(healed.status, 200, 'heal needs no confirmation');
+  await until('no partition on the overview', async () => (await overview()).partition === null, 10_000);
+});
+
+t.test('bad input: a 4xx JSON naming the problem, and the dashboard still serves', async (t) => {
+  const cases: Array<[string, string | object, number, string]> = [
+    ['an unknown action', { action: 'explode', member: 'n1', confirm: true }, 400, 'invalid_action'],
+    ['no action', { member: 'n1' }, 400, 'invalid_action'],
+    ['an unknown member', { action: 'kill', member: 'n9', confirm: true }, 400, 'unknown_member'],
+    ['no member', { action: 'pause', confirm: true }, 400, 'invalid_field'],
+    ['one side', { action: 'partition', sides: [['n1', 'n2', 'n3']], confirm: true }, 400, 'invalid_sides'],
+    ['an empty side', { action: 'partition', sides: [['n1'], []], confirm: true }, 400, 'invalid_sides'],
+    ['a member on two sides', { action: 'partition', sides: [['n1', 'n2'], ['n2', 'n3']], confirm: true }, 400, 'invalid_sides'],
+    ['an unknown member in sides', { action: 'partition', sides: [['n1'], ['n7']], confirm: true }, 400, 'unknown_member'],
+    ['sides not a list', { action: 'partition', sides: 'n1|n2', confirm: true }, 400, 'invalid_sides'],
+    ['partition without confirm', { action: 'partition', sides: [['n1'], ['n2', 'n3']] }, 400, 'confirmation_required'],
+    ['confirm not true', { action: 'pause', member: 'n1', confirm: 'yes' }, 400, 'confirmation_required'],
+    ['a body that is not JSON', '{"action": kill', 400, 'invalid_json'],
+    ['a JSON array', '[1,2]', 400, 'invalid_body'],
+  ];
+  for (const [what, body, status, code] of cases) {
+    const a = await fault(body);
+    t.equal(a.status, status, `${what}: ${status}`);
+    t.equal(a.json?.error?.code, code, `${what}: ${code} (${a.json?.error?.message})`);
+    t.ok(typeof a.json?.error?.message === 'string' && a.json.error.message.length > 0, `${what}: a message`);
+  }
+  const unknown = await call('POST', '/api/clusters/nope/faults', { body: JSON.stringify({ action: 'heal' }) });
+  t.equal(unknown.status, 404, 'an unknown cluster: 404');
+  t.equal(unknown.json?.error?.code, 'not_found');
+  const big = await fault(JSON.stringify({ action: 'heal', pad: 'x'.repeat(100_000) }));
+  t.equal(big.status, 413, 'an oversized body: 413');
+  t.equal(big.json?.error?.code, 'body_too_large');
+  const since = await call('GET', `/api/timeline?cluster=${NAME}&since=abc`);
+  t.equal(since.status, 400, 'since=abc: 400');
+  t.equal(since.json?.error?.field, 'since');
+  const noCluster = await call('GET', '/api/timeline?cluster=nope&since=0');
+  t.equal(noCluster.status, 404, 'the timeline of an unknown cluster: 404');
+  for (const path of ['/jepsen/../secret.txt', '/jepsen/kv-partition/..%2F..%2Fsecret.txt', '/jepsen/%2e%2e/secret.txt', '/jepsen/kv-partition/%2e%2e/%2e%2e/secret.txt']) {
+    const a = await rawGet(path);
+    t.equal(a.status, 400, `${path}: 400`);
+    t.equal(a.json?.error?.code, 'invalid_path', `${path}: invalid_path`);
+  }
+  const missing = await call('GET', '/jepsen/kv-partition/nothing.html');
+  t.equal(missing.status, 404);
+  const runs = await call('GET', '/api/jepsen');
+  t.equal(runs.status, 200);
+  t.same(runs.json.runs.map((r: { name: string; workload: string; nemesis: string; valid: boolean; reportUrl: string }) => [r.name, r.workload, r.nemesis, r.valid, r.reportUrl]), [['kv-partition', 'kv', 'partition', true, '/jepsen/kv-partition/report.html']]);
+  const report = await fetch(`${base}/jepsen/kv-partition/report.html`, { headers: { authorization: `Bearer ${token}` } });
+  t.equal(report.status, 200);
+  t.match(await report.text(), /report/);
+  t.equal(dashboard.exitCode, null, 'the dashboard still runs');
+  t.equal((await call('GET', '/api/overview')).status, 200, 'and still serves');
+});
+
+/** The status of a WebSocket upgrade to /api/live with these headers (101 when it opened). */
+function upgrade(headers: Record<string, string>): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${dashPort}/api/live`, { headers });
+    ws.on('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0);
+      ws.terminate();
+    });
+    ws.on('open', () => {
+      resolve(101);
+      ws.terminate();
+    });
+    ws.on('error', () => resolve(-1));
+  });
+}
+
+/** Opens a live socket with the bearer token; resolves once open. */
+function openLive(received: Array<{ at: number; type: string }>): Promise<WebSocket> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${dashPort}/api/live`, { headers: { authorization: `Bearer ${token}` } });
+    sockets.push(ws);
+    ws.on('message', (data) => {
+      const msg = JSON.parse(String(data)) as { type: string };
+      received.push({ at: Date.now(), type: msg.type });
+    });
+    ws.once('open', () => resolve(ws));
+    ws.once('error', reject);
+  });
+}
+
+t.test('live: updates at most once a second, and 200 sockets do not multiply the polling', async (t) => {
+  const one: Array<{ at: number; type: string }> = [];
+  await openLive(one);
+  const debug0 = (await call('GET', '/api/debug')).json;
+  await until('four overview updates on one socket', () => one.filter((m) => m.type === 'overview').length >= 4, 20_000);
+  const debug1 = (await call('GET', '/api/debug')).json;
+  const overviews = one.filter((m) => m.type === 'overview');
+  for (let i = 1; i < overviews.length; i++) {
+    // The server spaces updates by 1,000 ms; the receiving side may see them a little closer (scheduling).
+    t.ok(overviews[i]!.at - overviews[i - 1]!.at >= 900, `update ${i} came ${overviews[i]!.at - overviews[i - 1]!.at} ms after the previous one`);
+  }
+  const ticks1 = debug1.collector.ticks - debug0.collector.ticks;
+  const calls1 = debug1.collector.httpCalls - debug0.collector.httpCalls;
+
+  const many = Array.from({ length: 200 }, () => [] as Array<{ at: number; type: string }>);
+  await Promise.all(many.map((r) => openLive(r)));
+  t.equal((await call('GET', '/api/debug')).json.live.sockets, 201, '201 sockets open');
+  const debug2 = (await call('GET', '/api/debug')).json;
+  await until('every socket to get three updates', () => many.every((r) => r.filter((m) => m.type === 'overview').length >= 3), 30_000);
+  const debug3 = (await call('GET', '/api/debug')).json;
+  const ticks3 = debug3.collector.ticks - debug2.collector.ticks;
+  const calls3 = debug3.collector.httpCalls - debug2.collector.httpCalls;
+  t.ok(ticks1 > 0 && ticks3 > 0, `the collector ticked (${ticks1}, ${ticks3})`);
+  // Three members, two calls each (status and /metrics) per tick, whatever the number of sockets.
+  t.ok(calls1 / ticks1 <= 6, `one socket: ${calls1} calls in ${ticks1} ticks`);
+  t.ok(calls3 / ticks3 <= 6, `201 sockets: ${calls3} calls in ${ticks3} ticks`);
+  const elapsed = (debug3.collector.ticks - debug0.collector.ticks);
+  t.ok(elapsed > 0, `ticks went on (${elapsed})`);
+});
+
+t.test('the timeline file stays bounded, and a trimmed file is read again without repeats', async (t) => {
+  const dir = join(cluster.root, 'timeline-only');
+  mkdirSync(dir);
+  const timeline = new Timeline();
+  recordFault(dir, 'heal', null, 'first');
+  timeline.ingestFaults('x', dir);
+  t.equal(timeline.since(0, 'x').length, 1, 'the first record');
+  // A file at the limit (written at once: ten thousand appends are slow on a busy machine), then a few appends.
+  const filler = Array.from({ length: MAX_LINES - 1 }, (_, i) => JSON.stringify({ id: `f${i}`, at: Date.now(), action: 'kill', member: 'n1', text: `kill ${i} padding the line to a realistic length` }));
+  appendFileSync(timelinePath(dir), filler.join('\n') + '\n');
+  for (let i = MAX_LINES - 1; i < MAX_LINES + 50; i++) recordFault(dir, 'kill', 'n1', `kill ${i} padding the line to a realistic length`);
+  const lines = readFileSync(timelinePath(dir), 'utf8').split('\n').filter((l) => l.length > 0);
+  t.ok(lines.length <= MAX_LINES, `${lines.length} lines kept`);
+  t.match(lines.at(-1)!, new RegExp(`kill ${MAX_LINES + 49} `), 'the newest kept');
+  timeline.ingestFaults('x', dir);
+  const events = timeline.since(0, 'x', 100_000);
+  const texts = events.map((e) => e.text);
+  t.equal(new Set(texts).size, texts.length, 'no record twice');
+  t.equal(texts.at(-1), `kill ${MAX_LINES + 49} padding the line to a realistic length`);
+  t.ok(events.length <= MAX_EVENTS, `memory bounded: ${events.length} events`);
+});
