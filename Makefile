@@ -46,7 +46,7 @@ test: build test-packages
 # The benchmark peers' own tests run real nginx and redis-server, and the Raft TLS test makes its certificates with
 # openssl (Debian packages): installed here, once, when missing, rather than by test files racing for apt's lock.
 test-packages:
-	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server chromium:/usr/bin/chromium $(MEDIA_PACKAGES) flite:/usr/bin/flite espeak-ng:/usr/bin/espeak-ng
+	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server chromium:/usr/bin/chromium iproute2:/usr/sbin/ip systemd:/usr/bin/systemd-analyze $(MEDIA_PACKAGES) flite:/usr/bin/flite espeak-ng:/usr/bin/espeak-ng
 
 # What the video service runs on (transcoding, probing, captions): needed by `make up` as much as by the tests.
 MEDIA_PACKAGES := ffmpeg:/usr/bin/ffmpeg pocketsphinx:/usr/bin/pocketsphinx_continuous pocketsphinx-en-us:/usr/share/pocketsphinx/model/en-us/en-us

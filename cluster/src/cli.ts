@@ -8,7 +8,7 @@ import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import type { WorkerRoles } from '@raftkit/http';
 import { healMembers, partitionMembers, restartProcess, signalProcess, type ActionResult } from './actions.js';
-import { assertPortFree, callMember, findLeader, memberStatus, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy, type MemberStatus } from './processes.js';
+import { assertPortFree, callMember, findLeader, memberStatus, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
 import { defaultBasePort, MAX_WORKERS, serviceNames, workerPorts } from './service-list.js';
 import {
   CliError,
@@ -26,6 +26,8 @@ import {
   type MemberRecord,
   type WorkerRecord,
 } from './state.js';
+import { checkMemberId, checkRaftAddress, RemoteCluster, remoteAddNode, remoteGroupRows, remoteOptions, remoteRemoveNode, remoteStatusRows, remoteTransferLeader, type RemoteFlags } from './remote.js';
+import { GROUPS_HEADER, groupCells, memberRow, mergeGroupRows, STATUS_HEADER, statusCells, withLag, type GroupedStatus, type GroupRow, type StatusRow } from './views.js';
 
 const program = new Command().name('cluster').description('Launch and break local Raft clusters of one service.');
 const dataOption = (): Option => new Option('--data <dir>', 'the cluster data directory (default: $CLUSTER_DATA, or the only one under ./data)');
@@ -163,66 +165,74 @@ program
     }
   });
 
-program
-  .command('status')
-  .description('one row per member: pid, role, term, leader, commit, applied, lag, url')
-  .addOption(dataOption())
-  .option('--json', 'print a JSON array')
-  .action(async (o: { data?: string; json?: boolean }) => {
-    const { state, token } = openCluster(o.data);
-    const rows = await Promise.all(
-      state.members
-        .filter((m) => !m.removed)
-        .map(async (m) => {
-          const s = (await memberStatus(m, token)) as GroupedStatus | null;
-          const alive = isAlive(m.pid);
-          // A grouped member (the log) counts the groups it holds and leads; a single-group member holds one.
-          const grouped = typeof s?.groups === 'number';
-          return {
-            id: m.id,
-            pid: alive ? m.pid : null,
-            role: s?.role ?? (alive ? 'unreachable' : 'down'),
-            term: s?.term ?? null,
-            leader: s?.leader_id ?? null,
-            commit: s?.commit_index ?? null,
-            applied: s?.applied_index ?? null,
-            lag: null as number | null,
-            groups: s === null ? null : grouped ? s.groups! : 1,
-            leaders: s === null ? null : grouped ? (s.leaders ?? 0) : s.role === 'leader' ? 1 : 0,
-            url: `http://${m.httpAddress}`,
-          };
-        }),
-    );
-    const maxCommit = Math.max(0, ...rows.map((r) => r.commit ?? 0));
-    for (const r of rows) r.lag = r.applied === null ? null : maxCommit - r.applied;
-    for (const w of state.workers ?? []) {
-      const alive = isAlive(w.pid);
-      rows.push({ id: w.id, pid: alive ? w.pid : null, role: alive ? `worker:${w.role}` : 'down', term: null, leader: null, commit: null, applied: null, lag: null, groups: null, leaders: null, url: `http://${w.httpAddress}` });
+remoteOptions(
+  program
+    .command('status')
+    .description('one row per member: pid, role, term, leader, commit, applied, lag, url')
+    .addOption(dataOption())
+    .option('--json', 'print a JSON array'),
+).action(async (o: RemoteFlags & { data?: string; json?: boolean }) => {
+  const remote = RemoteCluster.open(o);
+  if (remote !== null) {
+    try {
+      const { rows, failures } = await remoteStatusRows(remote);
+      printRows(rows, o.json);
+      for (const f of failures) process.stderr.write(`warning: ${f.url}: ${f.error}\n`);
+      if (failures.length === rows.length) throw new CliError('no endpoint answered');
+    } finally {
+      await remote.close();
     }
-    if (o.json) {
-      console.log(JSON.stringify(rows, null, 2));
-      return;
-    }
-    printTable(
-      ['member', 'pid', 'role', 'term', 'leader', 'commit', 'applied', 'lag', 'groups', 'leaders', 'url'],
-      rows.map((r) => [r.id, r.pid, r.role, r.term, r.leader, r.commit, r.applied, r.lag, r.groups, r.leaders, r.url]),
-    );
-  });
+    return;
+  }
+  const { state, token } = openCluster(o.data);
+  const rows: StatusRow[] = await Promise.all(
+    state.members
+      .filter((m) => !m.removed)
+      .map(async (m) => {
+        const s = (await memberStatus(m, token)) as GroupedStatus | null;
+        const alive = isAlive(m.pid);
+        return memberRow(m.id, alive ? m.pid : null, s, alive ? 'unreachable' : 'down', `http://${m.httpAddress}`);
+      }),
+  );
+  withLag(rows);
+  for (const w of state.workers ?? []) {
+    const alive = isAlive(w.pid);
+    rows.push({ id: w.id, pid: alive ? w.pid : null, role: alive ? `worker:${w.role}` : 'down', term: null, leader: null, commit: null, applied: null, lag: null, groups: null, leaders: null, url: `http://${w.httpAddress}` });
+  }
+  printRows(rows, o.json);
+});
 
-program
-  .command('groups')
-  .description('one row per Raft group: leader, term, commit, lag (highest commit minus lowest applied), members')
-  .addOption(dataOption())
-  .option('--json', 'print a JSON array')
-  .action(async (o: { data?: string; json?: boolean }) => {
-    const { state, token } = openCluster(o.data);
-    const rows = await groupRows(state, token);
-    if (o.json) {
-      console.log(JSON.stringify(rows, null, 2));
-      return;
+function printRows(rows: StatusRow[], json: boolean | undefined): void {
+  if (json) console.log(JSON.stringify(rows, null, 2));
+  else printTable(STATUS_HEADER, rows.map(statusCells));
+}
+
+remoteOptions(
+  program
+    .command('groups')
+    .description('one row per Raft group: leader, term, commit, lag (highest commit minus lowest applied), members')
+    .addOption(dataOption())
+    .option('--json', 'print a JSON array')
+    .option('--service <name>', 'with --endpoints: the name of a single-group service\'s one group', 'raft'),
+).action(async (o: RemoteFlags & { data?: string; json?: boolean; service: string }) => {
+  const remote = RemoteCluster.open(o);
+  let rows: GroupRow[];
+  if (remote !== null) {
+    try {
+      rows = await remoteGroupRows(remote, o.service);
+    } finally {
+      await remote.close();
     }
-    printTable(['group', 'leader', 'term', 'commit', 'lag', 'members'], rows.map((r) => [r.group, r.leader, r.term, r.commit, r.lag, r.members.join(',')]));
-  });
+  } else {
+    const { state, token } = openCluster(o.data);
+    rows = await groupRows(state, token);
+  }
+  if (o.json) {
+    console.log(JSON.stringify(rows, null, 2));
+    return;
+  }
+  printTable(GROUPS_HEADER, rows.map(groupCells));
+});
 
 program
   .command('balance')
@@ -327,11 +337,25 @@ program
     await runDashboardCommand({ dataRoot: resolve(o.dataRoot), host: o.host, port, authToken: o.authToken, jepsenDir: resolve(o.jepsenDir) });
   });
 
-program
-  .command('add-node')
-  .description('start a new member and add it as a voter (it catches up as a learner first)')
-  .addOption(dataOption())
-  .action(async (o: { data?: string }) => {
+remoteOptions(
+  program
+    .command('add-node')
+    .description('start a new member and add it as a voter (it catches up as a learner first); with --endpoints, add a member already started on its host with --join')
+    .addOption(dataOption())
+    .option('--id <id>', 'with --endpoints: the new member\'s id')
+    .option('--raft-address <host:port>', 'with --endpoints: the new member\'s advertised Raft address'),
+).action(async (o: RemoteFlags & { data?: string; id?: string; raftAddress?: string }) => {
+    const remote = RemoteCluster.open(o);
+    if (remote !== null) {
+      if (o.id === undefined || o.raftAddress === undefined) throw new CliError('add-node --endpoints needs --id and --raft-address of the member started on its host with --join');
+      try {
+        console.log(await remoteAddNode(remote, checkMemberId(o.id), checkRaftAddress(o.raftAddress)));
+      } finally {
+        await remote.close();
+      }
+      return;
+    }
+    if (o.id !== undefined || o.raftAddress !== undefined) throw new CliError('--id and --raft-address go with --endpoints; a local add-node picks them');
     const { state, token } = openCluster(o.data);
     const n = Math.max(...state.members.map((m) => Number(m.id.slice(1)))) + 1;
     const member: MemberRecord = { id: `n${n}`, pid: null, raftAddress: `127.0.0.1:${state.basePort + n}`, httpAddress: `127.0.0.1:${state.basePort + 100 + n}`, joined: true };
@@ -351,11 +375,21 @@ program
     console.log(`added ${member.id}: http://${member.httpAddress}`);
   });
 
-program
-  .command('remove-node <member>')
-  .description('remove a member from the cluster, then stop it')
-  .addOption(dataOption())
-  .action(async (ref: string, o: { data?: string }) => {
+remoteOptions(
+  program
+    .command('remove-node <member>')
+    .description('remove a member from the cluster, then stop it (with --endpoints: the member id; its process is left to its host)')
+    .addOption(dataOption()),
+).action(async (ref: string, o: RemoteFlags & { data?: string }) => {
+    const remote = RemoteCluster.open(o);
+    if (remote !== null) {
+      try {
+        console.log(await remoteRemoveNode(remote, checkMemberId(ref)));
+      } finally {
+        await remote.close();
+      }
+      return;
+    }
     const { state, token } = openCluster(o.data);
     const member = findMember(state, ref);
     if (member.removed) throw new CliError(`${member.id} was already removed`);
@@ -369,11 +403,21 @@ program
     console.log(`removed ${member.id}`);
   });
 
-program
-  .command('transfer-leader <member>')
-  .description('hand leadership to a member')
-  .addOption(dataOption())
-  .action(async (ref: string, o: { data?: string }) => {
+remoteOptions(
+  program
+    .command('transfer-leader <member>')
+    .description('hand leadership to a member (with --endpoints: its id)')
+    .addOption(dataOption()),
+).action(async (ref: string, o: RemoteFlags & { data?: string }) => {
+    const remote = RemoteCluster.open(o);
+    if (remote !== null) {
+      try {
+        console.log(await remoteTransferLeader(remote, checkMemberId(ref)));
+      } finally {
+        await remote.close();
+      }
+      return;
+    }
     const { state, token } = openCluster(o.data);
     const member = findMember(state, ref);
     const leader = await findLeader(state, token);
@@ -415,60 +459,11 @@ program
     await new Promise(() => {}); // until Ctrl-C
   });
 
-/** /v1/cluster/status of a member; a grouped member (the log) adds the groups it holds and leads. */
-type GroupedStatus = MemberStatus & { groups?: number; leaders?: number };
-
-interface GroupRow {
-  group: string;
-  leader: string | null;
-  term: number | null;
-  commit: number | null;
-  /** The highest commit index any replica reports minus the lowest applied index: how far the slowest trails. */
-  lag: number | null;
-  members: string[];
-  learners: string[];
-}
-
-/**
- * Every group of the cluster, merged from each live member's GET /v1/cluster/groups (the leader's view wins for
- * term and members). A single-group service has one group, named after the service, from the members' statuses.
- */
+/** Every group of the cluster, from each live member (see views.ts mergeGroupRows). */
 async function groupRows(state: ClusterState, token: string): Promise<GroupRow[]> {
   const live = state.members.filter((m) => !m.removed && isAlive(m.pid));
-  type Replica = { group: string; role: string; leader: string | null; term: number; commit: number; applied: number; voters: string[]; learners: string[] };
   const answers = await Promise.all(live.map((m) => callMember(m, token, 'GET', '/v1/cluster/groups', undefined, 10_000)));
-  const byGroup = new Map<string, Replica[]>();
-  let grouped = false;
-  for (const answer of answers) {
-    if (answer.status !== 200) continue;
-    grouped = true;
-    for (const r of (answer.body as { groups: Replica[] }).groups) byGroup.set(r.group, [...(byGroup.get(r.group) ?? []), r]);
-  }
-  if (!grouped) {
-    const statuses = await Promise.all(live.map((m) => memberStatus(m, token, 5_000)));
-    for (const s of statuses) {
-      if (s === null) continue;
-      const replica = { group: state.service, role: s.role, leader: s.leader_id, term: s.term, commit: s.commit_index, applied: s.applied_index, voters: s.voters, learners: s.learners };
-      byGroup.set(state.service, [...(byGroup.get(state.service) ?? []), replica]);
-    }
-  }
-  const rows: GroupRow[] = [];
-  for (const [group, replicas] of byGroup) {
-    const term = Math.max(...replicas.map((r) => r.term));
-    const lead = replicas.find((r) => r.role === 'leader' && r.term === term) ?? null;
-    const view = lead ?? replicas.find((r) => r.term === term)!;
-    const commit = Math.max(...replicas.map((r) => r.commit));
-    rows.push({
-      group,
-      leader: lead?.leader ?? (replicas.every((r) => r.leader === view.leader && r.term === term) ? view.leader : null),
-      term,
-      commit,
-      lag: commit - Math.min(...replicas.map((r) => r.applied)),
-      members: [...view.voters].sort(),
-      learners: [...view.learners].sort(),
-    });
-  }
-  return rows.sort((a, b) => (a.group < b.group ? -1 : a.group > b.group ? 1 : 0));
+  return mergeGroupRows(answers, () => Promise.all(live.map((m) => memberStatus(m, token, 5_000))), state.service);
 }
 
 /** The cluster a command means (see resolveDataDir) and its token. */

@@ -32,6 +32,9 @@ function preferredLeaderDelayMs(text: string | undefined): number | undefined {
 }
 
 export async function startGroupedMember(definition: GroupedServiceDefinition, options: MemberOptions): Promise<RunningMember> {
+  // Each group of a grouped member would need its own forced configuration, and the meta group's placement of
+  // them its own: not supported; such clusters recover from backups (docs/deployment.md).
+  if (options.forceNewCluster === true) throw new Error('--force-new-cluster is for single-group services; restore a grouped service from backups');
   let term = 0;
   const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
   const metrics = new MetricsRegistry();

@@ -57,6 +57,11 @@ export interface MemberOptions {
    * stop it and start it again from its durable state. Without this the member stays out, saying so on /healthz.
    */
   onFailure?: (error: Error) => void;
+  /**
+   * Recovery after losing a quorum (the library's forceNewCluster, etcd's --force-new-cluster): start as the only
+   * voter on this member's stored log. For one start only (docs/deployment.md, "Recovering when a quorum...").
+   */
+  forceNewCluster?: boolean;
 }
 
 export interface RunningMember {
@@ -91,6 +96,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     stateMachine: definition.createMachine(),
     bootstrap: options.bootstrap,
     peers: options.peers ?? {},
+    forceNewCluster: options.forceNewCluster === true,
     tickMs: options.tickMs ?? 100,
     // As etcd: a snapshot encodes the whole state on the event loop, so taking one every 10,000 entries stalled
     // writes every few seconds under load (bench/RESULTS.md).

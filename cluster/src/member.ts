@@ -47,7 +47,7 @@ interface MemberSettings {
 }
 
 function memberSettings(argv: readonly string[]): MemberSettings {
-  const s = parseSettings('member', 'one Raft member of a service cluster', FLAGS, argv);
+  const s = parseSettings('member', 'one Raft member of a service cluster (once, to recover a survivor of a lost quorum: --force-new-cluster, see docs/deployment.md)', FLAGS, argv);
   const id = str(s.id)!;
   const service = str(s.service)!;
   if (!serviceNames().includes(service)) throw new ConfigError(`--service: unknown service ${service}; known: ${serviceNames().join(', ')}`);
@@ -80,9 +80,14 @@ function memberSettings(argv: readonly string[]): MemberSettings {
   };
 }
 
+// --force-new-cluster is a one-off of the command line, never a key of the config file: a config that kept it
+// would force a new cluster at every restart, throwing away members added since.
+const FORCE = '--force-new-cluster';
+const forceNewCluster = process.argv.includes(FORCE);
+
 let opts: MemberSettings;
 try {
-  opts = memberSettings(process.argv.slice(2));
+  opts = memberSettings(process.argv.slice(2).filter((a) => a !== FORCE));
 } catch (e) {
   if (!(e instanceof ConfigError)) throw e;
   process.stderr.write(`member: ${e.message}\n`);
@@ -118,6 +123,7 @@ const memberOptions: MemberOptions = {
   tickMs: opts.tickMs,
   snapshotEvery: opts.snapshotEvery,
   onFailure: () => void recover(),
+  forceNewCluster,
 };
 
 // A member whose storage failed (a full disk, no file descriptors left) is started again in this process from
@@ -158,5 +164,7 @@ async function recover(): Promise<void> {
 
 let member = await service.member(memberOptions).catch((e: unknown) => fail(`could not start: ${String((e as Error)?.message ?? e)}`));
 currentTerm = member.term;
+// Forced once: a restart after a storage failure resumes from the forced configuration, not forcing again.
+memberOptions.forceNewCluster = false;
 
 stopOnSignals(log, () => member.stop());
