@@ -68,7 +68,12 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       const dataDir = collector.dataDirOf(ctx.params.name!);
       if (dataDir === undefined) throw notFound(`no cluster named ${ctx.params.name} under the data root`);
       const body = requireObject(await ctx.json());
-      const state = readState(dataDir);
+      let state: ClusterState;
+      try {
+        state = readState(dataDir);
+      } catch {
+        throw notFound(`the cluster ${ctx.params.name} is gone (no readable cluster.json)`);
+      }
       const fault = parseFault(body, state);
       if (NEEDS_CONFIRM.has(fault.action) && body.confirm !== true) {
         throw badRequest('confirmation_required', `${fault.action} is destructive: send "confirm": true`, { field: 'confirm' });
