@@ -219,7 +219,12 @@ t.test('the page shows the cluster, and kill, partition, heal, pause and resume 
   await shoot('1-before');
   mark('5 members and a leader shown');
 
-  // Kill the leader: the button asks first; nothing happens until the confirmation.
+  // Kill the leader: the button asks first; Escape drops the question and nothing is done.
+  await page.click(`[data-testid="kill-${oldLeader}"]`);
+  await page.waitForSelector('[data-testid="confirm-dialog"]', { timeout: WAIT });
+  await page.keyboard.press('Escape');
+  await page.waitForSelector('[data-testid="confirm-dialog"]', { state: 'detached', timeout: WAIT });
+  t.same(await eventsOf(page, 'fault'), [], 'a cancelled kill is no fault');
   await page.click(`[data-testid="kill-${oldLeader}"]`);
   await page.waitForSelector('[data-testid="confirm-dialog"]', { timeout: WAIT });
   t.match(await page.textContent('[data-testid="confirm-dialog"]'), new RegExp(`Kill ${oldLeader}`), 'the dialog names the member');
@@ -249,6 +254,11 @@ t.test('the page shows the cluster, and kill, partition, heal, pause and resume 
   await page.locator(`[data-testid="chip-${newLeader}"]`).dragTo(page.locator('[data-testid="side-b"]'));
   t.equal(await page.locator(`[data-testid="side-b"] [data-testid="chip-${newLeader}"]`).count(), 1, 'the dragged chip is on side B');
   t.equal(await page.locator('[data-testid="side-b"] .chip').count(), 1, 'alone');
+  // The click fallback moves a chip across and back.
+  await page.click(`[data-testid="chip-${newLeader}"]`);
+  t.equal(await page.locator(`[data-testid="side-a"] [data-testid="chip-${newLeader}"]`).count(), 1, 'a click moves it back to side A');
+  await page.click(`[data-testid="chip-${newLeader}"]`);
+  t.equal(await page.locator(`[data-testid="side-b"] [data-testid="chip-${newLeader}"]`).count(), 1, 'and again to side B');
   await page.click('[data-testid="partition-apply"]');
   await page.waitForSelector('[data-testid="confirm-dialog"]', { timeout: WAIT });
   await page.click('[data-testid="confirm-yes"]');
