@@ -5,7 +5,7 @@ import { combine, counterKey, matchRules, unreachable } from '../src/check/decid
 import { StoreHealth } from '../src/check/health.js';
 import { HotKeys } from '../src/check/hot-keys.js';
 import { LocalBuckets } from '../src/check/local-buckets.js';
-import { parseCheckBody, parseCheckTuple } from '../src/check/request.js';
+import { answerBody, answerFromTuple, answerTuple, parseCheckBody, parseCheckTuple } from '../src/check/request.js';
 import { RuleIndex } from '../src/check/rule-index.js';
 import { parseRule } from '../src/rules.js';
 import { accessOf, requireTenantAccess, tenantKeys } from '../src/tenants.js';
@@ -165,4 +165,15 @@ t.test('a binary check tuple is accepted or refused exactly as the general (JSON
   );
   t.pass('2,000 random tuples: the same answer or the same error');
   t.same(parseCheckTuple(['shop', '/v1/orders', '10.0.0.1', null, '']), { serviceId: 'shop', endpoint: '/v1/orders', identifiers: { ip: '10.0.0.1', api_key: '' } });
+});
+
+t.test('answers on the wire: four numbers, a fifth (1) only when decided under overload; HTTP says overloaded only then', async (t) => {
+  const plain = { allowed: true, remaining: 3, resetMs: 100, rules: 2 };
+  t.same(answerTuple(plain), [1, 3, -1, 100]);
+  t.same(answerFromTuple(answerTuple(plain)), { allowed: true, remaining: 3, resetMs: 100 });
+  t.notOk('overloaded' in answerBody(plain));
+  const denied = { allowed: false, remaining: 0, retryAfterMs: 250, resetMs: 900, rules: 1, overloaded: true };
+  t.same(answerTuple(denied), [0, 0, 250, 900, 1]);
+  t.same(answerFromTuple(answerTuple(denied)), { allowed: false, remaining: 0, retryAfterMs: 250, resetMs: 900, overloaded: true });
+  t.match(answerBody(denied), { allowed: false, retry_after_ms: 250, overloaded: true });
 });
