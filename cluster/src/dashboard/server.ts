@@ -131,7 +131,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     if (top === 'assets' && segments.length >= 2 && segments.slice(1).every((s) => SAFE_NAME.test(s))) {
       const path = join(webDir, ...segments);
       if (!existsSync(path) || !statSync(path).isFile()) throw notFound(`no asset ${segments.slice(1).join('/')}`);
-      sendFile(res, path, 'public, max-age=3600');
+      // The bundle's names carry no content hash, so a cached copy must be revalidated after every `make build`.
+      sendFile(res, path, 'no-cache');
       return;
     }
     throw notFound(`nothing at ${req.url}`);
