@@ -17,6 +17,7 @@
 import { loadavg } from 'node:os';
 import type { Pool } from 'undici';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
+import { interrupted } from '../cleanup.js';
 import { Endpoints, send } from '../http.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
@@ -97,7 +98,16 @@ async function runCycles(label: string, system: string, pids: number[], origins:
     // writes that, on a crowded machine, outlasted the warm-up and left a backlog counted against the first rate.
     await Promise.all(
       Array.from({ length: o.concurrency }, async (_, w) => {
-        await api.open(endpoints.forWorker(w), w);
+        // `cluster up` returns at the first leader: a member may still be opening its HTTP listener.
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await api.open(endpoints.forWorker(w), w);
+            break;
+          } catch (e) {
+            if (attempt >= 100 || interrupted.aborted) throw e;
+            await new Promise((r) => setTimeout(r, 300));
+          }
+        }
         opened.add(w);
       }),
     );
