@@ -15,13 +15,12 @@ import { mkdirSync } from 'node:fs';
 import { hostPort, jsonLogger, useClusterTls, type ClusterTls, type PeerAddress } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf, type FlagSpec } from './host-config.js';
-import { services, serviceNames } from './services.js';
 import { memberDir, readState, readToken } from './state.js';
 
 const FLAGS: readonly FlagSpec[] = [
   { name: 'cluster', kind: 'string', help: 'a cluster data directory written by `cluster up` (then only --id is needed)', optional: true },
   { name: 'id', kind: 'string', help: 'this worker id: its role and 1-based index, e.g. app1' },
-  { name: 'service', kind: 'string', help: `one of ${serviceNames().join(', ')}`, optional: true },
+  { name: 'service', kind: 'string', help: 'the service (kv, lock, log...: cluster/src/services.ts)', optional: true },
   { name: 'role', kind: 'string', help: 'its role (default: the id without its trailing digits)', optional: true },
   { name: 'data', kind: 'string', help: 'a directory of its own, kept across restarts', optional: true },
   { name: 'http', kind: 'address', help: 'HTTP listen address host:port', optional: true },
@@ -58,7 +57,6 @@ function workerSettings(argv: readonly string[]): WorkerSettings {
   if (cluster !== undefined) return fromClusterFile(cluster, id, tls);
   const need = (name: string): string => str(s[name]) ?? fail(`--${name} is required without --cluster`);
   const service = need('service');
-  if (services[service] === undefined) throw new ConfigError(`--service: unknown service ${service}; known: ${serviceNames().join(', ')}`);
   const m = /^(.*?)(\d+)$/.exec(id);
   const role = str(s.role) ?? m?.[1] ?? id;
   const httpAddress = need('http');
@@ -142,8 +140,14 @@ try {
 }
 
 const logger = jsonLogger(() => ({ worker: opts.id, role: opts.role, service: opts.service }));
+// Loaded after the settings are checked (every service's package takes a second of CPU to load).
+const { services, serviceNames } = await import('./services.js');
 const service = services[opts.service];
-const role = service?.workers.find((r) => r.role === opts.role);
+if (service === undefined) {
+  process.stderr.write(`worker: --service: unknown service ${opts.service}; known: ${serviceNames().join(', ')}\n`);
+  process.exit(2);
+}
+const role = service.workers.find((r) => r.role === opts.role);
 if (role === undefined) {
   process.stderr.write(`worker: service ${opts.service} has no worker role ${opts.role}\n`);
   process.exit(2);
