@@ -10,10 +10,9 @@ import { jsonLogger, useClusterTls, type ClusterTls } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import type { MemberOptions } from './host.js';
 import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf, type FlagSpec } from './host-config.js';
-import { services, serviceNames } from './services.js';
 
 const FLAGS: readonly FlagSpec[] = [
-  { name: 'service', kind: 'string', help: `one of ${serviceNames().join(', ')}` },
+  { name: 'service', kind: 'string', help: 'the service (kv, lock, log...: cluster/src/services.ts)' },
   { name: 'id', kind: 'string', help: 'this member id (its TLS certificate must name it)' },
   { name: 'data', kind: 'string', help: 'LevelDB directory' },
   { name: 'raft', kind: 'address', help: 'Raft listen address host:port (0.0.0.0:port for every interface)' },
@@ -50,7 +49,6 @@ function memberSettings(argv: readonly string[]): MemberSettings {
   const s = parseSettings('member', 'one Raft member of a service cluster (once, to recover a survivor of a lost quorum: --force-new-cluster, see docs/deployment.md)', FLAGS, argv);
   const id = str(s.id)!;
   const service = str(s.service)!;
-  if (services[service] === undefined) throw new ConfigError(`--service: unknown service ${service}; known: ${serviceNames().join(', ')}`);
   if (!/^[A-Za-z0-9._-]{1,64}$/.test(id)) throw new ConfigError(`--id: ${JSON.stringify(id)} is not an id (letters, digits, . _ -, at most 64)`);
   const bootstrap = addresses(s.peers);
   const peers = addresses(s.join);
@@ -103,7 +101,14 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const service = services[opts.service]!;
+// Loaded after the settings are checked: every service's package takes a second of CPU to load, and a mistake in
+// the flags should answer at once.
+const { services, serviceNames } = await import('./services.js');
+const service = services[opts.service];
+if (service === undefined) {
+  process.stderr.write(`member: --service: unknown service ${opts.service}; known: ${serviceNames().join(', ')}\n`);
+  process.exit(2);
+}
 // Process-wide: this member's HTTP API serves HTTPS with its certificate, and its calls to other members trust the CA.
 if (opts.tls !== null) useClusterTls(opts.tls);
 
