@@ -19,7 +19,8 @@ import { spawnCli, TestCluster, until } from './helpers/cluster.js';
 t.setTimeout(120_000);
 
 const ports = await reservePorts();
-const cluster = new TestCluster(ports.base, { nodes: 3, tickMs: 50 });
+// A snapshot every 20 entries, so a few writes show snapshot events.
+const cluster = new TestCluster(ports.base, { nodes: 3, tickMs: 50, snapshotEvery: 20 });
 const NAME = 'data'; // the cluster's folder under the data root (cluster.root)
 const dashPort = ports.base + 14;
 const jepsenDir = join(cluster.root, 'jepsen');
@@ -185,6 +186,19 @@ t.test('the overview shows the cluster and its leader', async (t) => {
     t.equal(typeof m.metrics.requestsPerSec, 'number', `${m.id}: a request rate`);
     t.ok(m.term >= 1 && m.commit >= 1, `${m.id}: term and commit`);
   }
+});
+
+t.test('writes make snapshots, which show on the timeline', async (t) => {
+  const leader = leaderOf(await overview())!;
+  for (let i = 0; i < 30; i++) t.equal((await cluster.call(leader, 'PUT', `/v1/kv/k${i}`, { body: String(i) })).status, 200, `put k${i}`);
+  const events = await until('snapshot events', async () => {
+    const all = (await call('GET', `/api/timeline?cluster=${NAME}&since=0`)).json.events as Array<{ kind: string; member: string; text: string }>;
+    const snaps = all.filter((e) => e.kind === 'snapshot');
+    return snaps.length > 0 ? snaps : null;
+  }, 15_000);
+  t.match(events[0]!.text, /took a snapshot at index \d+/);
+  const view = await overview();
+  t.ok(view.members.every((m: { commit: number }) => m.commit >= 30), 'every member committed the writes');
 });
 
 t.test('kill through the API: confirmation needed, then a new leader and the fault on the timeline', async (t) => {
