@@ -13,7 +13,7 @@ import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf,
 import { loadService, serviceNames } from './services.js';
 
 const FLAGS: readonly FlagSpec[] = [
-  { name: 'service', kind: 'string', help: `one of ${serviceNames().join(', ')}` },
+  { name: 'service', kind: 'string', help: 'the service (kv, lock, log...: cluster/src/services.ts)' },
   { name: 'id', kind: 'string', help: 'this member id (its TLS certificate must name it)' },
   { name: 'data', kind: 'string', help: 'LevelDB directory' },
   { name: 'raft', kind: 'address', help: 'Raft listen address host:port (0.0.0.0:port for every interface)' },

@@ -12,7 +12,7 @@
  * and exit 2.
  */
 import { mkdirSync } from 'node:fs';
-import { jsonLogger, useClusterTls, type ClusterTls, type PeerAddress } from '@raftkit/http';
+import { hostPort, jsonLogger, useClusterTls, type ClusterTls, type PeerAddress } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf, type FlagSpec } from './host-config.js';
 import { loadService, serviceNames } from './services.js';
@@ -21,14 +21,14 @@ import { memberDir, readState, readToken } from './state.js';
 const FLAGS: readonly FlagSpec[] = [
   { name: 'cluster', kind: 'string', help: 'a cluster data directory written by `cluster up` (then only --id is needed)', optional: true },
   { name: 'id', kind: 'string', help: 'this worker id: its role and 1-based index, e.g. app1' },
-  { name: 'service', kind: 'string', help: `one of ${serviceNames().join(', ')}`, optional: true },
+  { name: 'service', kind: 'string', help: 'the service (kv, lock, log...: cluster/src/services.ts)', optional: true },
   { name: 'role', kind: 'string', help: 'its role (default: the id without its trailing digits)', optional: true },
   { name: 'data', kind: 'string', help: 'a directory of its own, kept across restarts', optional: true },
   { name: 'http', kind: 'address', help: 'HTTP listen address host:port', optional: true },
   { name: 'advertise-http', kind: 'address', help: 'HTTP address the others call (default: --http)', optional: true },
   { name: 'tcp', kind: 'address', help: 'second listener (binary protocols) host:port', optional: true },
   { name: 'members', kind: 'addresses', help: "the Raft members' HTTP addresses: id=host:port,..." },
-  { name: 'workers', kind: 'addresses', help: "the cluster's other workers' HTTP addresses: id=host:port,..." },
+  { name: 'workers', kind: 'pairs', help: "the cluster's other workers: id=HTTP_HOST:PORT[/TCP_HOST:PORT],... (the binary listener when it has one)" },
   { name: 'set', kind: 'pairs', help: "the service's settings: key=value,..." },
   { name: 'token-file', kind: 'string', help: 'file holding the cluster token (or set CLUSTER_AUTH_TOKEN)', optional: true },
   { name: 'tls-ca', kind: 'string', help: "PEM of the cluster's CA: the members are called over HTTPS", optional: true },
@@ -66,11 +66,8 @@ function workerSettings(argv: readonly string[]): WorkerSettings {
   const members = Object.entries(addresses(s.members)).map(([mid, address]) => ({ id: mid, role: 'member', httpAddress: address }));
   if (members.length === 0) throw new ConfigError('--members is required without --cluster: id=host:port,... of the members');
   const tcpAddress = need('tcp');
-  const others = Object.entries(addresses(s.workers)).filter(([wid]) => wid !== id);
-  const workers: PeerAddress[] = [
-    ...others.map(([wid, address]) => ({ id: wid, role: /^(.*?)\d+$/.exec(wid)?.[1] ?? wid, httpAddress: address })),
-    { id, role, httpAddress: advertiseHttp, tcpAddress },
-  ];
+  const others = Object.entries(s.workers as Record<string, string>).filter(([wid]) => wid !== id);
+  const workers: PeerAddress[] = [...others.map(([wid, text]) => workerPeer(wid, text)), { id, role, httpAddress: advertiseHttp, tcpAddress }];
   return {
     service,
     id,
@@ -86,6 +83,23 @@ function workerSettings(argv: readonly string[]): WorkerSettings {
     settings: s.set as Record<string, string>,
     tls,
   };
+}
+
+/** "app2" and "10.0.0.5:8042/10.0.0.5:8162" -> a peer of role app; its binary listener after the slash, if any. */
+function workerPeer(id: string, text: string): PeerAddress {
+  const [httpAddress, tcpAddress, extra] = text.split('/');
+  const valid = (address: string): boolean => {
+    try {
+      hostPort(address);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (extra !== undefined || httpAddress === undefined || !valid(httpAddress) || (tcpAddress !== undefined && !valid(tcpAddress))) {
+    throw new ConfigError(`--workers: expected ${id}=HTTP_HOST:PORT[/TCP_HOST:PORT], got ${JSON.stringify(text)}`);
+  }
+  return { id, role: /^(.*?)\d+$/.exec(id)?.[1] ?? id, httpAddress, ...(tcpAddress !== undefined ? { tcpAddress } : {}) };
 }
 
 function fromClusterFile(dir: string, id: string, tls: ClusterTls | null): WorkerSettings {

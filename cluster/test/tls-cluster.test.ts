@@ -19,6 +19,7 @@ import { call, reservePorts, until } from '@raftkit/testkit';
 t.setTimeout(400_000);
 
 const MEMBER = fileURLToPath(new URL('../src/member.js', import.meta.url));
+const WORKER = fileURLToPath(new URL('../src/worker.js', import.meta.url));
 const MAKE_CA = fileURLToPath(new URL('../../../scripts/make-test-ca.sh', import.meta.url));
 
 const dir = mkdtempSync(join(tmpdir(), 'tls-cluster-'));
@@ -61,10 +62,10 @@ execFileSync('sh', [MAKE_CA, join(dir, 'other-ca'), `${n4.id}=${n4.host}`], { st
 const ca = readFileSync(join(dir, 'ca', 'ca.pem'), 'utf8');
 const tlsFlags = (id: string, caDir = 'ca'): string[] => ['--tls-cert', join(dir, caDir, `${id}.pem`), '--tls-key', join(dir, caDir, `${id}.key`), '--tls-ca', join(dir, caDir, 'ca.pem')];
 
-function startMember(args: string[]): { child: ChildProcess; output: () => string } {
+function startMember(args: string[], script = MEMBER): { child: ChildProcess; output: () => string } {
   const env = { ...process.env };
   delete env.CLUSTER_AUTH_TOKEN;
-  const child = spawn(process.execPath, [MEMBER, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   children.push(child);
   let text = '';
   child.stdout!.on('data', (d: Buffer) => (text += d.toString()));
@@ -117,7 +118,13 @@ const m4 = startMember([
 ]);
 
 t.test('bad settings: exit 2 with one clear line, no stack trace', async (t) => {
-  const cases: Array<{ what: string; args: string[]; config?: unknown; message: RegExp }> = [
+  const cases: Array<{ what: string; args: string[]; config?: unknown; message: RegExp; worker?: boolean }> = [
+    {
+      what: 'a worker whose --workers entry is malformed',
+      args: ['--service', 'kv', '--id', 'app1', '--data', join(dir, 'app1'), '--http', '127.0.0.1:1', '--tcp', '127.0.0.1:2', '--members', peers, '--workers', 'app2=127.0.0.1:3/x', '--token-file', join(dir, 'token')],
+      message: /--workers: expected app2=HTTP_HOST:PORT\[\/TCP_HOST:PORT\]/,
+      worker: true,
+    },
     { what: 'an unknown config key', args: [], config: { service: 'kv', id: 'x1', raftt: '127.0.0.1:1' }, message: /unknown key "raftt"/ },
     { what: 'a config file that is not JSON', args: [], config: '{"service": "kv",', message: /is not JSON/ },
     {
@@ -141,7 +148,7 @@ t.test('bad settings: exit 2 with one clear line, no stack trace', async (t) => 
         writeFileSync(file, typeof c.config === 'string' ? c.config : JSON.stringify(c.config));
         args.push('--config', file);
       }
-      const m = startMember(args);
+      const m = startMember(args, c.worker === true ? WORKER : MEMBER);
       const code = await exited(m.child, 180_000);
       t.equal(code, 2, `${c.what}: exit status 2`);
       t.match(m.output(), c.message, `${c.what}: the message says what is wrong`);
