@@ -330,11 +330,14 @@ program
   .option('--port <port>', 'port to listen on', '6900')
   .option('--auth-token <token>', 'token the page must present (default: $CLUSTER_AUTH_TOKEN, else the clusters\' shared token)')
   .option('--jepsen-dir <dir>', 'folder of jepsen-like runs to list', 'jepsen-out')
-  .action(async (o: { dataRoot: string; host: string; port: string; authToken?: string; jepsenDir: string }) => {
+  .option('--endpoints <urls>', "also show a cluster on other hosts, read-only: its members' HTTP URLs (https://10.0.0.1:8101,...)")
+  .option('--ca <file>', "with --endpoints: PEM of the CA that signed the members' certificates")
+  .option('--name <name>', 'with --endpoints: the name the remote cluster is shown under (default remote)')
+  .action(async (o: { dataRoot: string; host: string; port: string; authToken?: string; jepsenDir: string; endpoints?: string; ca?: string; name?: string }) => {
     const port = positiveInt(o.port, '--port', 0, 65_535);
     // Loaded only here: every other command would pay for the server's modules at start.
     const { runDashboardCommand } = await import('./dashboard/command.js');
-    await runDashboardCommand({ dataRoot: resolve(o.dataRoot), host: o.host, port, authToken: o.authToken, jepsenDir: resolve(o.jepsenDir) });
+    await runDashboardCommand({ dataRoot: resolve(o.dataRoot), host: o.host, port, authToken: o.authToken, jepsenDir: resolve(o.jepsenDir), endpoints: o.endpoints, ca: o.ca, name: o.name });
   });
 
 remoteOptions(

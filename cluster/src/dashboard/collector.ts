@@ -8,6 +8,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readPartition } from '../actions.js';
+import type { RemoteCluster } from '../remote.js';
 import type { MemberStatus } from '../processes.js';
 import { isAlive, statePath, tokenPath, type ClusterState, type MemberRecord, type WorkerRecord } from '../state.js';
 import { NO_METRICS, parseMetrics, rates, type MetricsSample } from './metrics-text.js';
@@ -15,8 +16,16 @@ import { CLOCK_TICKS, getJson, httpGet, procSample } from './probe.js';
 import type { Timeline } from './timeline.js';
 import type { ClusterView, GroupView, MemberState, MemberView, Overview, ProcessMetrics, TimelineEvent, WorkerView } from './types.js';
 
+/** A cluster on other hosts, shown beside the data root's: its members' URLs, no pids, no local files. */
+export interface RemoteSource {
+  name: string;
+  cluster: RemoteCluster;
+}
+
 export interface CollectorOptions {
   dataRoot: string;
+  /** `cluster dashboard --endpoints`: one remote cluster, polled over HTTP(S) only. */
+  remote?: RemoteSource;
   timeline: Timeline;
   intervalMs?: number;
   /** How often the data root is scanned for clusters that came or went. */
@@ -47,7 +56,9 @@ interface ProcessMemory {
 
 interface ClusterEntry {
   name: string;
+  /** '' for the remote cluster: it has no folder here. */
   dataDir: string;
+  remote: boolean;
   /** Learned from the first status answer: the service runs many groups (GET /v1/cluster/groups). */
   grouped: boolean | null;
   processes: Map<string, ProcessMemory>;
@@ -105,7 +116,12 @@ export class Collector {
     return () => this.listeners.delete(listener);
   }
 
-  /** The data folder of a cluster shown now, by name. */
+  /** Whether the cluster of that name is the remote one (no local processes to signal). */
+  isRemote(name: string): boolean {
+    return this.clusters.get(name)?.remote === true;
+  }
+
+  /** The data folder of a cluster shown now, by name ('' for the remote cluster). */
   dataDirOf(name: string): string | undefined {
     return this.clusters.get(name)?.dataDir;
   }
@@ -115,10 +131,14 @@ export class Collector {
     const root = this.options.dataRoot;
     const names = existsSync(root) ? readdirSync(root).filter((d) => existsSync(statePath(join(root, d)))) : [];
     for (const name of names) {
-      if (!this.clusters.has(name)) this.clusters.set(name, { name, dataDir: join(root, name), grouped: null, processes: new Map(), groups: new Map() });
+      if (!this.clusters.has(name)) this.clusters.set(name, { name, dataDir: join(root, name), remote: false, grouped: null, processes: new Map(), groups: new Map() });
+    }
+    const remote = this.options.remote;
+    if (remote !== undefined && !this.clusters.has(remote.name)) {
+      this.clusters.set(remote.name, { name: remote.name, dataDir: '', remote: true, grouped: null, processes: new Map(), groups: new Map() });
     }
     for (const name of [...this.clusters.keys()]) {
-      if (!names.includes(name)) {
+      if (!names.includes(name) && name !== remote?.name) {
         this.clusters.delete(name);
         this.options.timeline.forget(name);
       }
@@ -141,6 +161,7 @@ export class Collector {
   }
 
   private async pollCluster(c: ClusterEntry): Promise<ClusterView | null> {
+    if (c.remote) return this.pollRemote(c, this.options.remote!);
     let state: ClusterState;
     let token: string;
     try {
@@ -168,6 +189,64 @@ export class Collector {
     const ids = new Set([...state.members.map((m) => m.id), ...workers.map((w) => w.id)]);
     for (const id of c.processes.keys()) if (!ids.has(id)) c.processes.delete(id);
     return { name: c.name, service: state.service, dataDir: c.dataDir, members: views, workers: workerViews, groups, partition: readPartition(c.dataDir) };
+  }
+
+  /**
+   * The remote cluster: each endpoint's status, metrics and groups over HTTP(S). No pid, CPU or memory (they are
+   * on another host), and up/down means "answers its status" rather than "its process runs".
+   */
+  private async pollRemote(c: ClusterEntry, remote: RemoteSource): Promise<ClusterView> {
+    const cluster = remote.cluster;
+    const ask = (i: number, path: string): Promise<unknown> =>
+      cluster.ask(i, 'GET', path, undefined, this.timeoutMs).then((a) => (a.status === 200 ? a.body : null));
+    const polled = await Promise.all(
+      cluster.urls.map(async (url, i) => {
+        const [statusBody, metricsText, groupsBody] = await Promise.all([ask(i, '/v1/cluster/status'), ask(i, '/metrics'), c.grouped ? ask(i, '/v1/cluster/groups') : Promise.resolve(null)]);
+        const status = typeof (statusBody as { id?: unknown } | null)?.id === 'string' ? (statusBody as GroupedStatus) : null;
+        const host = new URL(url).host;
+        const id = status?.id ?? host;
+        const mem = this.memory(c, url, null);
+        this.upDown(c, mem, id, status !== null, 'member');
+        const view: MemberView = { ...emptyMember(id, host, ''), pid: null };
+        if (typeof metricsText === 'string') {
+          const sample = parseMetrics(metricsText, Date.now());
+          view.metrics = rates(mem.metrics, sample);
+          mem.metrics = sample;
+        }
+        if (status !== null) this.fillStatus(c, mem, view, status);
+        const replicas = Array.isArray((groupsBody as { groups?: unknown } | null)?.groups) ? (groupsBody as { groups: Replica[] }).groups : [];
+        return { view, status, replicas };
+      }),
+    );
+    const statuses = polled.map((m) => m.status);
+    // A member's status does not name its service: the remote cluster is shown under its --name.
+    const service = remote.name;
+    if (c.grouped === null) {
+      const any = statuses.find((s) => s !== null);
+      if (any) c.grouped = typeof any.groups === 'number';
+    }
+    const views = polled.map((m) => m.view);
+    const maxCommit = Math.max(0, ...views.map((v) => v.commit ?? 0));
+    for (const v of views) v.lag = v.applied === null ? null : maxCommit - v.applied;
+    const groups = c.grouped ? mergeGroups(polled.map((m) => ({ id: m.view.id, replicas: m.replicas }))) : singleGroup(service, polled.map((m) => ({ view: m.view, status: m.status })));
+    this.groupEvents(c, groups);
+    return { name: c.name, service, dataDir: '', members: views, workers: [], groups, partition: null };
+  }
+
+  /** A member's view from its status answer; a snapshot index that moved is a timeline event. */
+  private fillStatus(c: ClusterEntry, mem: ProcessMemory, view: MemberView, status: GroupedStatus): void {
+    view.state = roleState(status);
+    view.term = status.term;
+    view.leader = status.leader_id;
+    view.commit = status.commit_index;
+    view.applied = status.applied_index;
+    view.groupsLed = typeof status.groups === 'number' ? (status.leaders ?? 0) : status.role === 'leader' ? 1 : 0;
+    if (typeof status.snapshot_index === 'number') {
+      if (mem.snapshotIndex !== undefined && status.snapshot_index > mem.snapshotIndex) {
+        this.options.timeline.add(c.name, 'snapshot', view.id, null, `${view.id} took a snapshot at index ${status.snapshot_index}`);
+      }
+      mem.snapshotIndex = status.snapshot_index;
+    }
   }
 
   private memory(c: ClusterEntry, id: string, pid: number | null): ProcessMemory {
@@ -207,22 +286,7 @@ export class Collector {
     const alive = !m.removed && isAlive(m.pid);
     const pid = alive ? m.pid : null;
     const mem = this.memory(c, m.id, pid);
-    const view: MemberView = {
-      id: m.id,
-      state: m.removed ? 'removed' : 'down',
-      pid,
-      term: null,
-      leader: null,
-      commit: null,
-      applied: null,
-      lag: null,
-      cpuPercent: null,
-      rssBytes: null,
-      httpAddress: m.httpAddress,
-      raftAddress: m.raftAddress,
-      groupsLed: 0,
-      metrics: NO_METRICS,
-    };
+    const view: MemberView = { ...emptyMember(m.id, m.httpAddress, m.raftAddress), state: m.removed ? 'removed' : 'down', pid };
     const proc = pid === null ? null : procSample(pid);
     if (!m.removed) this.upDown(c, mem, m.id, proc !== null, 'member');
     if (proc === null) return { view, status: null, replicas: [] };
@@ -239,20 +303,7 @@ export class Collector {
       c.grouped ? (getJson(m.httpAddress, '/v1/cluster/groups', token, this.timeoutMs) as Promise<{ groups?: Replica[] } | null>) : Promise.resolve(null),
     ]);
     view.metrics = metrics;
-    if (status !== null && typeof status === 'object') {
-      view.state = roleState(status);
-      view.term = status.term;
-      view.leader = status.leader_id;
-      view.commit = status.commit_index;
-      view.applied = status.applied_index;
-      view.groupsLed = typeof status.groups === 'number' ? (status.leaders ?? 0) : status.role === 'leader' ? 1 : 0;
-      if (typeof status.snapshot_index === 'number') {
-        if (mem.snapshotIndex !== undefined && status.snapshot_index > mem.snapshotIndex) {
-          this.options.timeline.add(c.name, 'snapshot', m.id, null, `${m.id} took a snapshot at index ${status.snapshot_index}`);
-        }
-        mem.snapshotIndex = status.snapshot_index;
-      }
-    }
+    if (status !== null && typeof status === 'object') this.fillStatus(c, mem, view, status);
     const replicas = Array.isArray(groups?.groups) ? groups.groups : [];
     return { view, status, replicas };
   }
@@ -289,6 +340,25 @@ export class Collector {
       for (const name of c.groups.keys()) if (!names.has(name)) c.groups.delete(name);
     }
   }
+}
+
+function emptyMember(id: string, httpAddress: string, raftAddress: string): MemberView {
+  return {
+    id,
+    state: 'down',
+    pid: null,
+    term: null,
+    leader: null,
+    commit: null,
+    applied: null,
+    lag: null,
+    cpuPercent: null,
+    rssBytes: null,
+    httpAddress,
+    raftAddress,
+    groupsLed: 0,
+    metrics: NO_METRICS,
+  };
 }
 
 function roleState(status: MemberStatus): MemberState {

@@ -2,6 +2,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CliError, statePath, tokenPath } from '../state.js';
+import { RemoteCluster } from '../remote.js';
 import { startDashboard } from './server.js';
 
 export interface DashboardCommandOptions {
@@ -10,6 +11,10 @@ export interface DashboardCommandOptions {
   port: number;
   authToken?: string | undefined;
   jepsenDir: string;
+  /** Remote mode: the members' URLs (https with --ca), shown as one cluster named `name`. */
+  endpoints?: string | undefined;
+  ca?: string | undefined;
+  name?: string | undefined;
 }
 
 /** --auth-token, else $CLUSTER_AUTH_TOKEN, else the token every cluster under the data root shares. */
@@ -32,10 +37,22 @@ export function dashboardToken(dataRoot: string, option: string | undefined): st
 }
 
 export async function runDashboardCommand(o: DashboardCommandOptions): Promise<void> {
-  const token = dashboardToken(o.dataRoot, o.authToken);
+  let remote;
+  let token: string;
+  if (o.endpoints !== undefined) {
+    // The remote members' token is the page's too: one secret for the cluster, as with a local one.
+    token = o.authToken ?? process.env.CLUSTER_AUTH_TOKEN ?? '';
+    if (token.length === 0) throw new CliError('--endpoints needs the cluster token: pass --auth-token or set CLUSTER_AUTH_TOKEN');
+    const name = o.name ?? 'remote';
+    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) throw new CliError(`--name: letters, digits, '.', '_' or '-', at most 64; got ${JSON.stringify(name)}`);
+    remote = { name, cluster: RemoteCluster.open({ endpoints: o.endpoints, token, ...(o.ca !== undefined ? { ca: o.ca } : {}) })! };
+  } else {
+    if (o.ca !== undefined || o.name !== undefined) throw new CliError('--ca and --name go with --endpoints');
+    token = dashboardToken(o.dataRoot, o.authToken);
+  }
   let dashboard;
   try {
-    dashboard = await startDashboard({ dataRoot: o.dataRoot, jepsenDir: o.jepsenDir, token, host: o.host, port: o.port });
+    dashboard = await startDashboard({ dataRoot: o.dataRoot, jepsenDir: o.jepsenDir, token, host: o.host, port: o.port, ...(remote !== undefined ? { remote } : {}) });
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (err.code === 'EADDRINUSE') throw new CliError(`port in use: ${o.host}:${o.port} (choose another --port)`);

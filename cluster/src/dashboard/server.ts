@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { badRequest, HttpError, notFound, Reply, requireObject, Router, sendError, unauthorized, type JsonObject } from '@raftkit/http';
 import { FAULT_ACTIONS, healMembers, partitionMembers, restartProcess, signalProcess, type ActionResult, type FaultAction } from '../actions.js';
 import { CliError, findProcess, readState, tokenPath, type ClusterState } from '../state.js';
-import { Collector } from './collector.js';
+import { Collector, type RemoteSource } from './collector.js';
 import { contentType, jepsenFile, listRuns } from './jepsen.js';
 import { LiveHub } from './live.js';
 import { probeCounters } from './probe.js';
@@ -27,6 +27,8 @@ export interface DashboardOptions {
   /** The page's bundle (index.html and assets/); default cluster/web/dist. */
   webDir?: string;
   intervalMs?: number;
+  /** A cluster on other hosts, shown read-only beside the data root's (`--endpoints`). */
+  remote?: RemoteSource;
 }
 
 export interface RunningDashboard {
@@ -43,7 +45,12 @@ const SAFE_NAME = /^[A-Za-z0-9_-][A-Za-z0-9._-]*$/;
 
 export async function startDashboard(options: DashboardOptions): Promise<RunningDashboard> {
   const timeline = new Timeline();
-  const collector = new Collector({ dataRoot: resolve(options.dataRoot), timeline, ...(options.intervalMs !== undefined ? { intervalMs: options.intervalMs } : {}) });
+  const collector = new Collector({
+    dataRoot: resolve(options.dataRoot),
+    timeline,
+    ...(options.intervalMs !== undefined ? { intervalMs: options.intervalMs } : {}),
+    ...(options.remote !== undefined ? { remote: options.remote } : {}),
+  });
   const sessions = new Sessions(options.token);
   const live = new LiveHub(collector, timeline);
   const webDir = options.webDir ?? DEFAULT_WEB_DIR;
@@ -67,6 +74,10 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     .post('/api/clusters/:name/faults', { admits: 'open' }, async (ctx) => {
       const dataDir = collector.dataDirOf(ctx.params.name!);
       if (dataDir === undefined) throw notFound(`no cluster named ${ctx.params.name} under the data root`);
+      if (collector.isRemote(ctx.params.name!)) {
+        // Signals and restarts happen where the process runs: on a remote host that is its service manager.
+        throw new HttpError(409, 'remote_cluster', `${ctx.params.name} runs on other hosts: kill, restart, pause, resume and partitions are done there (systemctl, docker), not from this dashboard`);
+      }
       const body = requireObject(await ctx.json());
       let state: ClusterState;
       try {
