@@ -1,6 +1,6 @@
 /** The shortlink benchmark's pure parts: long URLs of an exact length, and redirects by cache from /metrics. */
 import t from 'tap';
-import { longUrl, redirectsByCache } from '../src/benchmarks/shortlink.js';
+import { longUrl, redirectsByCache, sumMetric } from '../src/benchmarks/shortlink.js';
 
 t.test('long URLs have exactly the asked length and differ per link', async (t) => {
   for (const size of [40, 80, 2048]) t.equal(longUrl(12345, size).length, size);
@@ -20,4 +20,12 @@ t.test('redirects are counted by the cache that answered', async (t) => {
   ].join('\n');
   t.same(redirectsByCache(text), { redirects_from_edge: 900, redirects_from_store: 100, redirects_not_found: 3 });
   t.same(redirectsByCache(''), {});
+});
+
+t.test('sumMetric adds a counter over processes and label sets', async (t) => {
+  const a = '# TYPE clicks_dropped_total counter\nclicks_dropped_total{reason="buffer_full"} 3\nclicks_dropped_total{reason="shutdown"} 2\nclicks_dropped_totals 99\n';
+  const b = 'clicks_dropped_total 5\nanalytics_clicks_counted_total 7\n';
+  t.equal(sumMetric([a, b], 'clicks_dropped_total'), 10);
+  t.equal(sumMetric([a, b], 'analytics_clicks_counted_total'), 7);
+  t.equal(sumMetric([], 'x'), 0);
 });

@@ -134,6 +134,35 @@ t.test('while the stream is down the producer buffers up to its bound, drops the
   client.close();
 });
 
+t.test('weighted records: the bound and the counts are in units; room() and dropFull() cut a block to fit', async (t) => {
+  const dir = tempDir();
+  const port = await freePort();
+  const sent: number[] = [];
+  const dropped: Array<[number, string]> = [];
+  const meter = { sent: (n: number) => sent.push(n), dropped: (n: number, reason: string) => dropped.push([n, reason]) };
+  const producer = new StreamProducer({ address: () => `127.0.0.1:${port}`, token: TOKEN, bufferRecords: 10, minBackoffMs: 20, maxBackoffMs: 100, meter });
+  let s: Running | undefined;
+  t.teardown(async () => {
+    await producer.close();
+    await s?.stop();
+  });
+  t.equal(producer.send(Buffer.from('b0'), 4), true);
+  t.equal(producer.send(Buffer.from('b1'), 4), true);
+  t.equal(producer.send(Buffer.from('b2'), 4), false, 'a record that would pass the bound is dropped whole');
+  t.equal(producer.room(), 2);
+  producer.dropFull(3);
+  t.equal(producer.send(Buffer.from('b3'), 2), true, 'a record cut to the room left fits');
+  t.same(producer.stats(), { buffered: 10, sent: 0, dropped: 7, connected: false });
+  t.same(dropped, [[4, 'buffer_full'], [3, 'buffer_full']]);
+  s = await serve(dir, port);
+  t.equal(await producer.flush(5_000), true);
+  t.same(producer.stats(), { buffered: 0, sent: 10, dropped: 7, connected: true });
+  t.equal(sent.reduce((a, b) => a + b, 0), 10, 'the meter saw every unit sent');
+  const client = new StreamClient({ address: s.address, token: TOKEN });
+  t.same(await readAll(client), ['b0', 'b1', 'b3'], 'three records on the stream');
+  client.close();
+});
+
 t.test('a producer survives the server going away mid-stream: every record arrives at least once, in order of first arrival', async (t) => {
   const dir = tempDir();
   let s = await serve(dir);

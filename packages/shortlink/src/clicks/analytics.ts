@@ -104,7 +104,9 @@ export class ClickConsumer {
         if (this.replayWaiters.length > 0 || !this.running) continue;
         if (result.records.length === 0 && result.offset === from) continue;
         const next = result.offset + result.records.length;
-        if (result.records.length === this.options.batch) prefetched = { from: next, answer: this.fetch(next) };
+        // A backlog (the stream already holds more): fetch the next batch while this one is written. Records are
+        // blocks of clicks, so a fetch is often cut by its byte bound before it reaches `batch` records.
+        if (next < result.end) prefetched = { from: next, answer: this.fetch(next) };
         const batch = await this.store.apply(result.records.flatMap(decodeRecord), next);
         this.counted.inc(batch.accepted);
         this.duplicates.inc(batch.duplicates);
