@@ -188,6 +188,38 @@ t.test('the overview shows the cluster and its leader', async (t) => {
   }
 });
 
+t.test('--endpoints: a cluster on other hosts is shown from its members\' URLs, read-only', async (t) => {
+  const empty = join(cluster.root, 'no-clusters-here');
+  mkdirSync(empty, { recursive: true });
+  const remotePort = ports.base + 15;
+  const endpoints = cluster.ids().map((id) => cluster.url(id)).join(',');
+  const far = spawnCli(['dashboard', '--data-root', empty, '--port', String(remotePort), '--auth-token', token, '--endpoints', endpoints, '--name', 'far'], cluster.cwd);
+  let out = '';
+  far.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  t.teardown(() => {
+    far.kill('SIGKILL');
+  });
+  await until('the remote dashboard to print its address', () => out.includes('\n') || far.exitCode !== null, 30_000);
+  t.match(out, new RegExp(`^dashboard: http://127\\.0\\.0\\.1:${remotePort}/#token=`), 'it serves');
+  const farBase = `http://127.0.0.1:${remotePort}`;
+  const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+  const view = await until('the remote cluster with a leader', async () => {
+    const res = await fetch(`${farBase}/api/overview`, { headers, signal: AbortSignal.timeout(10_000) });
+    const body = (await res.json()) as { clusters: any[] };
+    const c = body.clusters.find((x) => x.name === 'far');
+    return c !== undefined && leaderOf(c) !== null ? c : null;
+  }, 20_000);
+  t.equal(view.members.length, 3, 'every endpoint is a member');
+  t.same(view.members.map((m: { id: string }) => m.id).sort(), cluster.ids().sort(), 'named by their own status');
+  t.ok(view.members.every((m: { pid: unknown; cpuPercent: unknown }) => m.pid === null && m.cpuPercent === null), 'no pid or CPU: they are on another host');
+  t.equal(view.groups[0].leader, leaderOf(view), 'the group shows the leader');
+  const fault = await fetch(`${farBase}/api/clusters/far/faults`, { method: 'POST', headers, body: JSON.stringify({ action: 'kill', member: leaderOf(view), confirm: true }) });
+  t.equal(fault.status, 409, 'faults are refused on a remote cluster');
+  t.equal(((await fault.json()) as { error: { code: string } }).error.code, 'remote_cluster');
+  const noToken = await fetch(`${farBase}/api/overview`);
+  t.equal(noToken.status, 401, 'and it wants the token like any dashboard');
+});
+
 t.test('writes make snapshots, which show on the timeline', async (t) => {
   const leader = leaderOf(await overview())!;
   for (let i = 0; i < 30; i++) t.equal((await cluster.call(leader, 'PUT', `/v1/kv/k${i}`, { body: String(i) })).status, 200, `put k${i}`);
@@ -197,7 +229,11 @@ t.test('writes make snapshots, which show on the timeline', async (t) => {
     return snaps.length > 0 ? snaps : null;
   }, 15_000);
   t.match(events[0]!.text, /took a snapshot at index \d+/);
-  const view = await overview();
+  // The overview is a poll of up to a second ago, and followers learn a commit one message after the leader.
+  const view = await until('every member to show the writes committed', async () => {
+    const v = await overview();
+    return v.members.every((m: { commit: number }) => m.commit >= 30) ? v : null;
+  }, 10_000);
   t.ok(view.members.every((m: { commit: number }) => m.commit >= 30), 'every member committed the writes');
 });
 
