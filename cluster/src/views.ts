@@ -71,7 +71,7 @@ export interface GroupRow {
 }
 
 /** One replica of one group, as a grouped member's GET /v1/cluster/groups lists it. */
-interface Replica {
+export interface Replica {
   group: string;
   role: string;
   leader: string | null;

@@ -9,6 +9,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { readPartition } from '../actions.js';
 import type { RemoteCluster } from '../remote.js';
+import type { GroupedStatus, Replica } from '../views.js';
 import type { MemberStatus } from '../processes.js';
 import { isAlive, statePath, tokenPath, type ClusterState, type MemberRecord, type WorkerRecord } from '../state.js';
 import { NO_METRICS, parseMetrics, rates, type MetricsSample } from './metrics-text.js';
@@ -32,17 +33,6 @@ export interface CollectorOptions {
   scanMs?: number;
   /** Deadline of each HTTP call to a process. */
   timeoutMs?: number;
-}
-
-type GroupedStatus = MemberStatus & { groups?: number; leaders?: number };
-
-interface Replica {
-  group: string;
-  role: string;
-  leader: string | null;
-  term: number;
-  commit: number;
-  applied: number;
 }
 
 /** What the collector remembers of one process between polls (rates and changes are differences). */
@@ -175,16 +165,7 @@ export class Collector {
     timeline.ingestFaults(c.name, c.dataDir);
     const workers = state.workers ?? [];
     const [members, workerViews] = await Promise.all([Promise.all(state.members.map((m) => this.pollMember(c, m, token))), Promise.all(workers.map((w) => this.pollWorker(c, w)))]);
-    const statuses = members.map((m) => m.status);
-    if (c.grouped === null) {
-      const any = statuses.find((s) => s !== null);
-      if (any) c.grouped = typeof any.groups === 'number';
-    }
-    const views = members.map((m) => m.view);
-    const maxCommit = Math.max(0, ...views.map((v) => v.commit ?? 0));
-    for (const v of views) v.lag = v.applied === null ? null : maxCommit - v.applied;
-    const groups = c.grouped ? mergeGroups(members.map((m) => ({ id: m.view.id, replicas: m.replicas }))) : singleGroup(state.service, members.map((m) => ({ view: m.view, status: m.status })));
-    this.groupEvents(c, groups);
+    const { views, groups } = this.settle(c, state.service, members);
     // Processes that are gone from the state file are forgotten.
     const ids = new Set([...state.members.map((m) => m.id), ...workers.map((w) => w.id)]);
     for (const id of c.processes.keys()) if (!ids.has(id)) c.processes.delete(id);
@@ -218,19 +199,23 @@ export class Collector {
         return { view, status, replicas };
       }),
     );
-    const statuses = polled.map((m) => m.status);
     // A member's status does not name its service: the remote cluster is shown under its --name.
-    const service = remote.name;
+    const { views, groups } = this.settle(c, remote.name, polled);
+    return { name: c.name, service: remote.name, dataDir: '', members: views, workers: [], groups, partition: null };
+  }
+
+  /** From the members polled: whether the service is grouped (first answer), each one's lag, the groups, their events. */
+  private settle(c: ClusterEntry, service: string, members: Array<{ view: MemberView; status: GroupedStatus | null; replicas: Replica[] }>): { views: MemberView[]; groups: GroupView[] } {
     if (c.grouped === null) {
-      const any = statuses.find((s) => s !== null);
+      const any = members.find((m) => m.status !== null)?.status;
       if (any) c.grouped = typeof any.groups === 'number';
     }
-    const views = polled.map((m) => m.view);
+    const views = members.map((m) => m.view);
     const maxCommit = Math.max(0, ...views.map((v) => v.commit ?? 0));
     for (const v of views) v.lag = v.applied === null ? null : maxCommit - v.applied;
-    const groups = c.grouped ? mergeGroups(polled.map((m) => ({ id: m.view.id, replicas: m.replicas }))) : singleGroup(service, polled.map((m) => ({ view: m.view, status: m.status })));
+    const groups = c.grouped ? mergeGroups(members.map((m) => ({ id: m.view.id, replicas: m.replicas }))) : singleGroup(service, members.map((m) => ({ view: m.view, status: m.status })));
     this.groupEvents(c, groups);
-    return { name: c.name, service, dataDir: '', members: views, workers: [], groups, partition: null };
+    return { views, groups };
   }
 
   /** A member's view from its status answer; a snapshot index that moved is a timeline event. */
