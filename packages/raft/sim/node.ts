@@ -210,10 +210,7 @@ export class SimNode {
     this.host.fingerprint(mixString(mixNumber(m.term, this.host.queue.now), `${m.type}${m.from}${m.to}`));
     this.host.trace(() => describeMessage(m));
     this.core!.step(m);
-    if (this.writing) {
-      this.applyCommittedNow();
-      this.sendAll(this.core!.takeEarlyMessages(this.syncedHardState));
-    }
+    if (this.writing) this.applyCommittedNow();
     this.afterInput();
   }
 

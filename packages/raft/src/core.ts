@@ -11,7 +11,6 @@ import { invariant } from './assert.js';
 import { RaftLog } from './log.js';
 import { Progress } from './progress.js';
 import { Prng } from './prng.js';
-import { earlyType } from './ready-order.js';
 import type {
   AppendRequest,
   AppendResponse,
@@ -478,28 +477,6 @@ export class RaftCore {
     // Only entries already handed out for writing: one that arrived during this write is applied with the Ready
     // that writes it, so an entry is never applied on a member before that member has even begun to store it.
     return this.takeApplicable(this.log.unstableFrom - 1);
-  }
-
-  /**
-   * While a Ready's write is in flight, a leader's appends and heartbeats produced since (the commit news that
-   * acknowledgements arriving meanwhile made, appends of proposals received meanwhile), for the driver to send at
-   * once rather than after the write: followers then learn of a commit one leader write sooner. `durable` is the
-   * hard state the driver knows is on disk: nothing is handed out unless our term and vote are in it (a term only
-   * the receivers know could be reused after a crash). Other messages wait for the next Ready.
-   */
-  takeEarlyMessages(durable: HardState): Message[] {
-    if (!this.readyOutstanding || this.role !== 'leader') return [];
-    if (durable.term !== this.term || durable.vote !== this.vote) return [];
-    if (this.broadcastPending) {
-      this.broadcastPending = false;
-      this.broadcastAppend();
-    }
-    if (this.messages.length === 0) return [];
-    const early: Message[] = [];
-    const rest: Message[] = [];
-    for (const m of this.messages) (earlyType(m) ? early : rest).push(m);
-    this.messages = rest;
-    return early;
   }
 
   /** The configuration in force (the newest in the log). Do not mutate. */

@@ -560,25 +560,14 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       return;
     }
     this.core.step(m);
-    if (this.writeInFlight) {
-      this.applyCommittedNow();
-      this.sendEarlyMessages();
-    }
+    if (this.writeInFlight) this.applyCommittedNow();
     this.kick();
   }
 
   /**
    * While a Ready's write is in flight, apply what the core has committed since (acknowledgements that arrived
-   * meanwhile): a client's answer then waits for a majority's writes, not also for our next one. And a leader
-   * sends the commit news at once (sendEarlyMessages), so followers' clients do not wait for it either.
+   * meanwhile): a client's answer then waits for a majority's writes, not also for our next one.
    */
-  private sendEarlyMessages(): void {
-    const messages = this.core.takeEarlyMessages(this.durableHardState);
-    if (messages.length === 0) return;
-    this.syncPeers();
-    for (const m of messages) this.transport.send(m);
-  }
-
   private applyCommittedNow(): void {
     const entries = this.core.takeCommitted();
     if (entries.length === 0) return;

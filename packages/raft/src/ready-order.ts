@@ -26,8 +26,7 @@ export function readyAllowsEarlySends(rd: Ready, durable: HardState): boolean {
   return hs === null || (hs.term === durable.term && hs.vote === durable.vote);
 }
 
-/** Whether a message of this type may go before the write of the Ready it belongs to completes. */
-export function earlyType(m: Message): boolean {
+function earlyType(m: Message): boolean {
   switch (m.type) {
     case 'append':
     case 'heartbeat':
