@@ -47,6 +47,8 @@ export interface NodeHost {
   commandApplied(tag: string): void;
   /** A committed configuration entry was applied by this member. */
   onConfigApplied(node: SimNode, entry: Entry & { kind: 'config' }): void;
+  /** How many of the group's members hold entry (index, term) on disk durably (in their log or a snapshot). */
+  durableHolders(index: number, term: number): number;
 }
 
 const EMPTY_CONFIG: Configuration = { voters: [], learners: [] };
@@ -87,6 +89,8 @@ export class SimNode {
   private syncedHardState: HardState = { term: 0, vote: null, commit: 0 };
   private lastSnapshot: Snapshot | null = null;
   private busy = false;
+  /** A Ready's own write is syncing (not a snapshot's): newly committed entries apply at once. */
+  private writing = false;
 
   private writes = new Map<string, number[]>();
   private registers = new Map<number, { term: number; client: number }>();
@@ -124,6 +128,7 @@ export class SimNode {
     this.incarnation++;
     this.up = true;
     this.busy = false;
+    this.writing = false;
     const d = this.disk.durable;
     this.kv = new KvMachine({
       applied: (tag) => host.commandApplied(tag),
@@ -175,6 +180,7 @@ export class SimNode {
     this.incarnation++;
     this.core = null;
     this.busy = false;
+    this.writing = false;
     this.disk.crash();
     this.writes.clear();
     this.registers.clear();
@@ -204,6 +210,7 @@ export class SimNode {
     this.host.fingerprint(mixString(mixNumber(m.term, this.host.queue.now), `${m.type}${m.from}${m.to}`));
     this.host.trace(() => describeMessage(m));
     this.core!.step(m);
+    if (this.writing) this.applyCommittedNow();
     this.afterInput();
   }
 
@@ -312,15 +319,27 @@ export class SimNode {
     this.sendAll(early);
     this.applyAndRead(rd);
     this.busy = true;
+    this.writing = true;
     const life = this.incarnation;
     this.disk.sync(() => {
       if (life !== this.incarnation) return;
       this.busy = false;
+      this.writing = false;
       if (rd.hardState !== null) this.syncedHardState = rd.hardState;
       this.sendAll(late);
       this.finishReady(rd);
       if (this.up && life === this.incarnation) this.afterInput();
     });
+  }
+
+  /** As RaftNode: while a Ready's write is in flight, apply what became committed since (core.takeCommitted). */
+  private applyCommittedNow(): void {
+    const entries = this.core!.takeCommitted();
+    if (entries.length === 0) return;
+    // The core's commit index now (the checker checks each apply against it); no hard state says it yet.
+    this.knownCommit = Math.max(this.knownCommit, this.core!.status().commit);
+    for (const e of entries) this.applyEntry(e);
+    if (entries.length > 0) this.serveReads();
   }
 
   /** Apply the Ready's committed entries and take its read states (neither waits for this Ready's write). */
@@ -379,6 +398,7 @@ export class SimNode {
   private applyEntry(e: Entry): void {
     const host = this.host;
     host.checker.onApply(this.id, e, this.applied, this.knownCommit, this.appliedTime);
+    this.checkCommitDurable(e);
     host.fingerprint(mixNumber(e.index, e.term));
     if (e.kind === 'command') {
       const result = this.sm.apply(e.data, { index: e.index, term: e.term, time: e.time });
@@ -390,6 +410,30 @@ export class SimNode {
     this.applied = e.index;
     this.appliedTerm = e.term;
     this.appliedTime = e.time;
+  }
+
+  /**
+   * Invariant commit-durable: when a member applies an entry, a majority holds it durably (a leader commits only
+   * then, and a follower learns of a commit only after it). Checked at once, not only when a crash happens to
+   * expose it: a leader that counted itself (or a follower that acknowledged) before its write was synced, or a
+   * follower that took another group's commit index, breaks it. Majority of the voters in force, rounded down for an even count
+   * (with single-server changes an entry committed under the previous, one smaller, configuration has that many).
+   */
+  private checkCommitDurable(e: Entry): void {
+    const voters = this.core!.configuration().voters.length;
+    const needed = Math.ceil(voters / 2);
+    const holders = this.host.durableHolders(e.index, e.term);
+    if (holders < needed) {
+      fail('commit-durable', `${this.label} applies (${e.index}, ${e.term}), durable on ${holders} members of ${voters} voters`);
+    }
+  }
+
+  /** Whether entry (index, term) is durable here: in the durable log, or covered by the durable snapshot. */
+  holdsDurably(index: number, term: number): boolean {
+    const d = this.disk.durable;
+    const snap = d.snapshot?.meta.index ?? 0;
+    if (index <= snap) return true;
+    return d.entries[index - snap - 1]?.term === term;
   }
 
   private answerWrites(e: Entry & { kind: 'command' }, result: SessionResult<KvResult>): void {

@@ -132,6 +132,12 @@ export class SimGroup implements NodeHost, ClientHost {
     return this.sim.members();
   }
 
+  durableHolders(index: number, term: number): number {
+    let n = 0;
+    for (const node of this.nodes.values()) if (node.holdsDurably(index, term)) n++;
+    return n;
+  }
+
   record(op: HistoryOp): void {
     this.history.push(op);
   }

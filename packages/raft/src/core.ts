@@ -214,6 +214,11 @@ export class RaftCore {
   private lastSoftState: SoftState | null = null;
   /** Whether a Ready is out and not yet advanced: the driver must perform batches one at a time. */
   private readyOutstanding = false;
+  /**
+   * The last committed entry handed to the driver to apply (by ready() or takeCommitted()); `log.applied` catches
+   * up with it at advance().
+   */
+  private handedOut = 0;
 
   constructor(options: CoreOptions, state: CoreState) {
     this.id = options.id;
@@ -399,7 +404,7 @@ export class RaftCore {
       this.readStates.length > 0 ||
       this.receivedSnapshot !== null ||
       this.log.unstableFrom <= this.log.lastIndex() ||
-      this.log.applied < this.applyLimit() ||
+      this.nextToApply() < this.applyLimit() ||
       this.droppedProposals > 0 ||
       !sameHardState(this.hardState(), this.lastHardState) ||
       !sameSoftState(this.softState(), this.lastSoftState)
@@ -426,7 +431,7 @@ export class RaftCore {
       snapshot,
       entries: this.log.takeUnstable(),
       messages: this.messages,
-      committed: this.log.range(this.log.applied + 1, this.applyLimit()),
+      committed: this.takeApplicable(),
       readStates: this.readStates,
       droppedProposals: this.droppedProposals,
     };
@@ -447,15 +452,31 @@ export class RaftCore {
     const last = rd.entries[rd.entries.length - 1];
     if (last !== undefined) this.log.persistedTo(last.index, last.term);
     if (rd.snapshot !== null) this.log.persisted = Math.max(this.log.persisted, rd.snapshot.meta.index);
+    // Everything handed out (this batch's committed entries and any takeCommitted() since) is applied. A snapshot
+    // stepped while this batch was out may already have moved `applied` past it; the driver applied entries the
+    // snapshot also covers, and the next batch installs the snapshot over them.
     const lastApplied = rd.committed[rd.committed.length - 1];
-    // A snapshot stepped while this batch was out may already have moved `applied` past it; the driver applied
-    // entries the snapshot also covers, and the next batch installs the snapshot over them.
-    if (lastApplied !== undefined && lastApplied.index > this.log.applied) this.log.applied = lastApplied.index;
+    const upTo = Math.max(this.handedOut, lastApplied?.index ?? 0);
+    if (upTo > this.log.applied) this.log.applied = upTo;
     if (this.role === 'leader') {
       const self = this.progress.get(this.id);
       if (self !== undefined) self.maybeUpdate(this.log.persisted);
       if (this.maybeCommit()) this.broadcastPending = true;
     }
+  }
+
+  /**
+   * Entries committed since the outstanding Ready was handed out, for the driver to apply while that Ready's
+   * write is in flight (they are durable on a majority already; this member's own write has nothing to do with
+   * them), up to the last entry handed out for writing. Empty when no Ready is outstanding (the next Ready carries them) or a received snapshot waits to be
+   * installed (entries after it must not apply before it). The driver applies them in order, after the
+   * outstanding Ready's own committed entries, and must not take a snapshot of its machine meanwhile.
+   */
+  takeCommitted(): Entry[] {
+    if (!this.readyOutstanding || this.receivedSnapshot !== null) return [];
+    // Only entries already handed out for writing: one that arrived during this write is applied with the Ready
+    // that writes it, so an entry is never applied on a member before that member has even begun to store it.
+    return this.takeApplicable(this.log.unstableFrom - 1);
   }
 
   /** The configuration in force (the newest in the log). Do not mutate. */
@@ -1179,6 +1200,19 @@ export class RaftCore {
   // ---------------------------------------------------------------------------------------------------------
 
   /** The highest committed index the driver may apply now. */
+  /** The first index not yet handed to the driver is this plus one. */
+  private nextToApply(): number {
+    return Math.max(this.log.applied, this.handedOut);
+  }
+
+  /** The committed entries not yet handed to the driver, marked handed out. */
+  private takeApplicable(limit = Infinity): Entry[] {
+    const entries = this.log.range(this.nextToApply() + 1, Math.min(limit, this.applyLimit()));
+    const last = entries[entries.length - 1];
+    if (last !== undefined) this.handedOut = last.index;
+    return entries;
+  }
+
   private applyLimit(): number {
     return Math.min(this.log.committed, this.log.lastIndex());
   }

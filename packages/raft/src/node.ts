@@ -230,6 +230,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private readonly addressBook = new Map<NodeId, string>();
   private readonly connected = new Map<NodeId, string>();
   private lastPersistMs = 0;
+  /** A Ready's write is in flight: newly committed entries may apply at once (core.takeCommitted()). */
+  private writeInFlight = false;
   /** The hard state storage last confirmed durable: which messages may precede a write depends on it. */
   private durableHardState: HardState;
   private applyErrors = 0;
@@ -558,7 +560,19 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       return;
     }
     this.core.step(m);
+    if (this.writeInFlight) this.applyCommittedNow();
     this.kick();
+  }
+
+  /**
+   * While a Ready's write is in flight, apply what the core has committed since (acknowledgements that arrived
+   * meanwhile): a client's answer then waits for a majority's writes, not also for our next one.
+   */
+  private applyCommittedNow(): void {
+    const entries = this.core.takeCommitted();
+    if (entries.length === 0) return;
+    for (const entry of entries) this.applyEntry(entry);
+    this.releaseAppliedWaiters();
   }
 
   /**
@@ -665,17 +679,24 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       // Awaited below; until then a failure must not count as unhandled.
       written.catch(() => {});
     }
-    const { early, late } = written === null ? { early: rd.messages, late: [] } : splitMessages(rd, this.durableHardState);
+    const { early, late } = splitMessages(rd, this.durableHardState);
     if (early.length > 0) {
       this.syncPeers();
-      for (const m of early) await this.send(m);
+      // Never snapshots (those wait for storage): sent at once, so nothing below is applied out of order.
+      for (const m of early) this.transport.send(m);
     }
     // Committed entries are durable on a majority already: apply them (and answer their clients) meanwhile.
     for (const entry of rd.committed) this.applyEntry(entry);
     for (const rs of rd.readStates) this.readResolved(rs.context, rs.index);
     if (rd.committed.length > 0) this.releaseAppliedWaiters();
     if (written !== null) {
-      await written;
+      // Entries committed during the write apply as their acknowledgements arrive (receive()).
+      this.writeInFlight = true;
+      try {
+        await written;
+      } finally {
+        this.writeInFlight = false;
+      }
       if (rd.hardState !== null) this.durableHardState = rd.hardState;
       this.observer.persisted?.(rd.entries.length, this.lastPersistMs);
     }
