@@ -61,7 +61,7 @@ async function startStore(options: WorkerOptions): Promise<RunningWorker> {
     });
     sync.start();
   }
-  options.logger.log('info', 'counter store ready', { region, shard: shardIndex, regions: topology.regions, syncMs, tcp: `127.0.0.1:${wire.port}` });
+  options.logger.log('info', 'counter store ready', { region, shard: shardIndex, regions: topology.regions, syncMs, tcp: options.tcpAddress });
 
   return {
     httpPort: http.port,
