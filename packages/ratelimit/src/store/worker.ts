@@ -61,7 +61,7 @@ async function startStore(options: WorkerOptions): Promise<RunningWorker> {
     });
     sync.start();
   }
-  options.logger.log('info', 'counter store ready', { region, shard: shardIndex, regions: topology.regions, syncMs, tcp: options.tcpAddress });
+  options.logger.log('info', 'counter store ready', { region, shard: shardIndex, regions: topology.regions, syncMs, tcp: `${options.tcpAddress.slice(0, options.tcpAddress.lastIndexOf(':'))}:${wire.port}` });
 
   return {
     httpPort: http.port,
