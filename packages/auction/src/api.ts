@@ -149,15 +149,14 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
   };
 
   /**
-   * The view, from a member that reflects every write acknowledged before the read: the leader's projector does
-   * (its writes were applied before they were answered); a follower first waits on a read barrier, then one turn
-   * for the projector to fold what the barrier brought in.
+   * The view, from a member that reflects every write acknowledged before the read: the leader applied its writes
+   * before it answered them; a follower first waits on a read barrier. Either way the projector then folds what it
+   * still queues: its own drain runs on a later turn, and a write applied in the event loop's check phase (a Ready
+   * processed from setImmediate, answered at once) may be answered before that turn comes.
    */
   const currentView = async (node: AuctionNode, auctionId: string, historyLimit: number): Promise<AuctionBody | null> => {
-    if (!node.isLeader) {
-      await service.call(node, () => node.readBarrier());
-      await new Promise((r) => setImmediate(r));
-    }
+    if (!node.isLeader) await service.call(node, () => node.readBarrier());
+    projector.drain();
     return viewOf(node, auctionId, historyLimit);
   };
 
