@@ -294,7 +294,9 @@ t.test('cold storage by an injected clock: one archive on disk and no warm copy,
   t.ok((swept.body.cold as string[]).includes(id), 'the sweep sends it cold');
   const packed = await until('the pipeline packed it', async () => {
     const c = await cold();
-    return c.archive !== null && c.warm.length === 0 ? c : null;
+    if (c.archive !== null && c.warm.length === 0) return c;
+    // Said in the timeout's message, should it come to that: what is still in the way.
+    throw new Error(`archive ${c.archive === null ? 'not made' : 'made'}; ${c.warm.length} warm objects left: ${c.warm.slice(0, 4).map((o) => o.key).join(', ')}`);
   }, 120_000, 200);
   t.same(packed.archive!.entries.map((e) => [e.key, e.size, e.sha256]), before.map((o) => [o.key, o.size, o.sha256]), 'the archive lists every object with its size and sha256');
   const onDisk = (readdirSync(cluster.dataDir, { recursive: true }) as string[]).filter((p) => p.endsWith(join('cold', `${id}.vca`)));
