@@ -2,10 +2,11 @@
  * How busy the machine was while one side of a run measured, and whether that makes the side's figures noisy.
  *
  * The 1-minute load average alone cannot tell: the side's own servers and load generator raise it. So beside the
- * load average (sampled before and every second during the side) the sampler measures the CPU the rest of the
- * machine used: all busy CPU time from /proc/stat minus the CPU of this process and its descendants (live ones from
- * /proc/PID/stat, finished ones through their parents' cutime/cstime once reaped). What is left is other people's
- * work competing for the same cores: that is what makes two sides of one run incomparable.
+ * load average (sampled before and every second during the side) the watcher measures the CPU the rest of the
+ * machine used: all busy CPU time from /proc/stat minus the CPU of the side's own processes (this one, and every
+ * process started during the side, found by a marker in its environment, detached ones included, since `cluster up`
+ * detaches its members). What is left is other people's work competing for the same cores: that is what makes two
+ * sides of one run incomparable.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -153,14 +154,46 @@ export function noiseVerdict(noise: RunNoise): string {
   return `NOISY RUN: other processes used more than ${noise.threshold_foreign_cores} cores during ${list}; compare with care`;
 }
 
-/** Watches one side: the load average before and every second during it, and the foreign CPU across it. */
+/** Marks every process a side starts (inherited through the environment), detached ones included. */
+export const SIDE_MARKER_VAR = 'RAFTKIT_BENCH_SIDE';
+let sides = 0;
+
+function ownTicksOf(pid: number): number | null {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    // utime + stime only: a reaped child's time is counted from its own samples, not again through cutime.
+    return Number(rest[11]) + Number(rest[12]);
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Watches one side: the load average before and every second during it, and the foreign CPU across it. The side's
+ * own processes are this one and every process started while it runs, found by a marker in their environment:
+ * `cluster up` detaches its members (init adopts them), so the process tree alone would count them as foreign.
+ * Each is sampled every second; a process that ends loses at most its last second.
+ */
 export class SideWatcher {
   readonly #before = loadavg()[0] ?? 0;
   readonly #during: number[] = [];
-  readonly #start = sampleLoad();
-  readonly #timer = setInterval(() => this.#during.push(loadavg()[0] ?? 0), 1_000);
+  readonly #marker = `${process.pid}.${++sides}.${Date.now()}`;
+  readonly #marked = new Map<number, { first: number; last: number }>();
+  readonly #unmarked = new Set<number>();
+  readonly #startBusy: number | null;
+  readonly #startSelf: number;
+  readonly #startAt = Date.now();
+  readonly #timer: NodeJS.Timeout;
 
   constructor(readonly label: string) {
+    process.env[SIDE_MARKER_VAR] = this.#marker;
+    this.#startBusy = this.#busy();
+    this.#startSelf = ownTicksOf(process.pid) ?? 0;
+    this.#timer = setInterval(() => {
+      this.#during.push(loadavg()[0] ?? 0);
+      this.#scan();
+    }, 1_000);
     this.#timer.unref();
   }
 
@@ -168,10 +201,63 @@ export class SideWatcher {
     return this.#before;
   }
 
+  #busy(): number | null {
+    try {
+      return machineBusyTicks(readFileSync('/proc/stat', 'utf8'));
+    } catch {
+      return null;
+    }
+  }
+
+  /** Every process carrying this side's marker, and its CPU now. */
+  #scan(): void {
+    let names: string[];
+    try {
+      names = readdirSync('/proc');
+    } catch {
+      return;
+    }
+    for (const name of names) {
+      if (!/^\d+$/.test(name)) continue;
+      const pid = Number(name);
+      if (pid === process.pid || this.#unmarked.has(pid)) continue;
+      const known = this.#marked.get(pid);
+      if (known === undefined) {
+        let environ: string;
+        try {
+          environ = readFileSync(`/proc/${pid}/environ`, 'latin1');
+        } catch {
+          continue;
+        }
+        if (!environ.includes(`${SIDE_MARKER_VAR}=${this.#marker}\0`) && !environ.endsWith(`${SIDE_MARKER_VAR}=${this.#marker}`)) {
+          this.#unmarked.add(pid);
+          continue;
+        }
+      }
+      const ticks = ownTicksOf(pid);
+      if (ticks === null) continue;
+      // Started during the side (the marker is new), so everything it used is the side's.
+      if (known === undefined) this.#marked.set(pid, { first: 0, last: ticks });
+      else known.last = ticks;
+    }
+  }
+
+  /** CPU ticks of this side's processes so far. */
+  ownTicks(): number {
+    let total = (ownTicksOf(process.pid) ?? this.#startSelf) - this.#startSelf;
+    for (const p of this.#marked.values()) total += p.last - p.first;
+    return total;
+  }
+
   finish(thresholdCores: number): SideNoise {
     clearInterval(this.#timer);
-    const end = sampleLoad();
-    const foreign = this.#start !== null && end !== null ? foreignCores(this.#start, end) : null;
+    this.#scan();
+    if (process.env[SIDE_MARKER_VAR] === this.#marker) delete process.env[SIDE_MARKER_VAR];
+    const endBusy = this.#busy();
+    let foreign: number | null = null;
+    if (this.#startBusy !== null && endBusy !== null) {
+      foreign = foreignCores({ atMs: this.#startAt, machineBusyTicks: this.#startBusy, ownTicks: 0 }, { atMs: Date.now(), machineBusyTicks: endBusy, ownTicks: this.ownTicks() });
+    }
     return judgeSide(this.label, this.#before, this.#during, foreign, thresholdCores);
   }
 }

@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { foreignCores, judgeRun, judgeSide, noiseVerdict, parseProcStat, sampleLoad, treeTicks } from '../src/machine-load.js';
+import { foreignCores, judgeRun, judgeSide, noiseVerdict, parseProcStat, sampleLoad, SideWatcher, treeTicks } from '../src/machine-load.js';
 
 // Burns 0.8 s of CPU time (not wall time: on a busy machine it may take longer), at most 10 s.
 const BURN = 'const end = Date.now() + 10000; while (process.cpuUsage().user < 800000 && Date.now() < end) {}';
@@ -67,4 +67,28 @@ t.test('on this machine: a burner outside our tree is foreign, a child of ours i
   await new Promise((r) => child.once('exit', r));
   const after = sampleLoad()!;
   t.ok(after.ownTicks - before.ownTicks >= 60, `our child's CPU counts as ours (${after.ownTicks - before.ownTicks} ticks)`);
+});
+
+t.test('a side\'s watcher counts the processes it started as its own, detached ones too (cluster up detaches members)', async (t) => {
+  const watcher = new SideWatcher('probe');
+  // Detached as `cluster up` does it: a shell starts the burner in the background and exits; init adopts it.
+  const burn = 'const end = Date.now() + 10000; while (process.cpuUsage().user < 1500000 && Date.now() < end) {}';
+  const shell = spawn('sh', ['-c', `${process.execPath} -e '${burn}' >/dev/null 2>&1 & echo $!`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  shell.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  await new Promise((r) => shell.once('exit', r));
+  const orphan = Number(out.trim());
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    try {
+      process.kill(orphan, 0);
+    } catch {
+      break;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const own = watcher.ownTicks();
+  const side = watcher.finish(0.3);
+  t.ok(own >= 60, `the detached burner's CPU is the side's own (${own} ticks)`);
+  t.ok(side.foreign_cpu_cores !== null, 'foreign CPU measured');
 });
