@@ -172,18 +172,13 @@ remoteOptions(
     .addOption(dataOption())
     .option('--json', 'print a JSON array'),
 ).action(async (o: RemoteFlags & { data?: string; json?: boolean }) => {
-  const remote = RemoteCluster.open(o);
-  if (remote !== null) {
-    try {
-      const { rows, failures } = await remoteStatusRows(remote);
-      printRows(rows, o.json);
-      for (const f of failures) process.stderr.write(`warning: ${f.url}: ${f.error}\n`);
-      if (failures.length === rows.length) throw new CliError('no endpoint answered');
-    } finally {
-      await remote.close();
-    }
-    return;
-  }
+  const remote = await RemoteCluster.run(o, async (remote) => {
+    const { rows, failures } = await remoteStatusRows(remote);
+    printRows(rows, o.json);
+    for (const f of failures) process.stderr.write(`warning: ${f.url}: ${f.error}\n`);
+    if (failures.length === rows.length) throw new CliError('no endpoint answered');
+  });
+  if (remote) return;
   const { state, token } = openCluster(o.data);
   const rows: StatusRow[] = await Promise.all(
     state.members
@@ -215,15 +210,11 @@ remoteOptions(
     .option('--json', 'print a JSON array')
     .option('--service <name>', 'with --endpoints: the name of a single-group service\'s one group', 'raft'),
 ).action(async (o: RemoteFlags & { data?: string; json?: boolean; service: string }) => {
-  const remote = RemoteCluster.open(o);
-  let rows: GroupRow[];
-  if (remote !== null) {
-    try {
-      rows = await remoteGroupRows(remote, o.service);
-    } finally {
-      await remote.close();
-    }
-  } else {
+  let rows: GroupRow[] = [];
+  const remote = await RemoteCluster.run(o, async (remote) => {
+    rows = await remoteGroupRows(remote, o.service);
+  });
+  if (!remote) {
     const { state, token } = openCluster(o.data);
     rows = await groupRows(state, token);
   }
@@ -348,16 +339,11 @@ remoteOptions(
     .option('--id <id>', 'with --endpoints: the new member\'s id')
     .option('--raft-address <host:port>', 'with --endpoints: the new member\'s advertised Raft address'),
 ).action(async (o: RemoteFlags & { data?: string; id?: string; raftAddress?: string }) => {
-    const remote = RemoteCluster.open(o);
-    if (remote !== null) {
+    const remote = await RemoteCluster.run(o, async (remote) => {
       if (o.id === undefined || o.raftAddress === undefined) throw new CliError('add-node --endpoints needs --id and --raft-address of the member started on its host with --join');
-      try {
-        console.log(await remoteAddNode(remote, checkMemberId(o.id), checkRaftAddress(o.raftAddress)));
-      } finally {
-        await remote.close();
-      }
-      return;
-    }
+      console.log(await remoteAddNode(remote, checkMemberId(o.id), checkRaftAddress(o.raftAddress)));
+    });
+    if (remote) return;
     if (o.id !== undefined || o.raftAddress !== undefined) throw new CliError('--id and --raft-address go with --endpoints; a local add-node picks them');
     const { state, token } = openCluster(o.data);
     const n = Math.max(...state.members.map((m) => Number(m.id.slice(1)))) + 1;
@@ -384,15 +370,7 @@ remoteOptions(
     .description('remove a member from the cluster, then stop it (with --endpoints: the member id; its process is left to its host)')
     .addOption(dataOption()),
 ).action(async (ref: string, o: RemoteFlags & { data?: string }) => {
-    const remote = RemoteCluster.open(o);
-    if (remote !== null) {
-      try {
-        console.log(await remoteRemoveNode(remote, checkMemberId(ref)));
-      } finally {
-        await remote.close();
-      }
-      return;
-    }
+    if (await RemoteCluster.run(o, async (remote) => console.log(await remoteRemoveNode(remote, checkMemberId(ref))))) return;
     const { state, token } = openCluster(o.data);
     const member = findMember(state, ref);
     if (member.removed) throw new CliError(`${member.id} was already removed`);
@@ -412,15 +390,7 @@ remoteOptions(
     .description('hand leadership to a member (with --endpoints: its id)')
     .addOption(dataOption()),
 ).action(async (ref: string, o: RemoteFlags & { data?: string }) => {
-    const remote = RemoteCluster.open(o);
-    if (remote !== null) {
-      try {
-        console.log(await remoteTransferLeader(remote, checkMemberId(ref)));
-      } finally {
-        await remote.close();
-      }
-      return;
-    }
+    if (await RemoteCluster.run(o, async (remote) => console.log(await remoteTransferLeader(remote, checkMemberId(ref))))) return;
     const { state, token } = openCluster(o.data);
     const member = findMember(state, ref);
     const leader = await findLeader(state, token);

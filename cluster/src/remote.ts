@@ -76,6 +76,21 @@ export class RemoteCluster {
     return new RemoteCluster(urls, token, ca);
   }
 
+  /**
+   * Remote mode of a command: runs `work` against the cluster the flags name, then closes it, and says true; says
+   * false without --endpoints (the command then runs in local mode).
+   */
+  static async run(flags: RemoteFlags, work: (remote: RemoteCluster) => Promise<void>): Promise<boolean> {
+    const remote = RemoteCluster.open(flags);
+    if (remote === null) return false;
+    try {
+      await work(remote);
+    } finally {
+      await remote.close();
+    }
+    return true;
+  }
+
   /** One call to one endpoint (no failover); a connection failure comes back as status 0 with its reason. */
   async ask(index: number, method: string, path: string, body?: object, timeoutMs = 10_000): Promise<RemoteAnswer> {
     let timer: NodeJS.Timeout | undefined;

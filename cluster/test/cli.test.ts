@@ -8,6 +8,7 @@ import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { finish, freeBases, isPortFree, memberRunning, runCli, spawnCli, TestCluster, until, type CliResult } from './helpers/cluster.js';
+import { inPool } from '@raftkit/testkit';
 
 t.setTimeout(150_000);
 
@@ -17,16 +18,7 @@ const cluster = new TestCluster(base!, { nodes: 5, tickMs: 5_000 });
 t.teardown(() => cluster.teardown());
 
 /** Run `calls` four at a time (each is a separate node process). */
-async function inParallel<T>(calls: Array<() => Promise<T>>): Promise<T[]> {
-  const results: T[] = new Array(calls.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 4 }, async () => {
-      for (let i = next++; i < calls.length; i = next++) results[i] = await calls[i]!();
-    }),
-  );
-  return results;
-}
+const inParallel = <T>(calls: Array<() => Promise<T>>): Promise<T[]> => inPool(calls, 4, (call) => call());
 
 /** The CLI failed the way the README promises: exit 1 and one line on stderr saying `pattern`. */
 function failsWith(t: Test, r: CliResult, pattern: RegExp, what: string): void {

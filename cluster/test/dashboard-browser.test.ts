@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import type { Browser, Page } from 'playwright-core';
 import { CLUSTER_CLI, freePort, reservePorts, runCli, until, type PortRange } from '@raftkit/testkit';
-import { launchChromium } from '@raftkit/testkit/browser';
+import { decodePng, launchChromium, type DecodedPng } from '@raftkit/testkit/browser';
 
 const WAIT = 60_000;
 /** The brief's bound for the page to show a new leader after the kill (election plus one collector push). */
@@ -105,42 +105,21 @@ const leaderOf = (s: Record<string, string>): string | null => {
 /** Timeline entries of one kind, as text. */
 const eventsOf = (p: Page, kind: string): Promise<string[]> => p.$$eval(`[data-testid="timeline"] li[data-kind="${kind}"]`, (lis) => lis.map((li) => li.textContent ?? ''));
 
-interface Pixels {
-  width: number;
-  height: number;
+interface Pixels extends DecodedPng {
   colours: number;
-  /** RGBA bytes, base64 (for the before/after comparison). */
-  data: string;
 }
 
-/** A PNG decoded by the browser: its size, how many colours, its pixels. */
-function decode(p: Page, png: Buffer): Promise<Pixels> {
-  return p.evaluate(async (b64) => {
-    // Browser globals, typed here because this package compiles without the DOM library.
-    interface Bitmap { width: number; height: number }
-    interface Ctx2d { drawImage(b: Bitmap, x: number, y: number): void; getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } }
-    const g = globalThis as unknown as {
-      createImageBitmap(b: Blob): Promise<Bitmap>;
-      OffscreenCanvas: new (w: number, h: number) => { getContext(kind: '2d'): Ctx2d | null };
-    };
-    const { createImageBitmap, OffscreenCanvas } = g;
-    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-    const bitmap = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
-    const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
-    const ctx = canvas.getContext('2d')!;
-    ctx.drawImage(bitmap, 0, 0);
-    const data = ctx.getImageData(0, 0, bitmap.width, bitmap.height).data;
-    const colours = new Set<number>();
-    for (let i = 0; i < data.length && colours.size < 2000; i += 4) colours.add((data[i]! << 16) | (data[i + 1]! << 8) | data[i + 2]!);
-    let s = '';
-    for (let i = 0; i < data.length; i += 0x8000) s += String.fromCharCode(...data.subarray(i, i + 0x8000));
-    return { width: bitmap.width, height: bitmap.height, colours: colours.size, data: btoa(s) };
-  }, png.toString('base64'));
+/** A PNG decoded by the browser: its size, how many colours (counted up to 2,000), its pixels. */
+async function decode(p: Page, png: Buffer): Promise<Pixels> {
+  const d = await decodePng(p, png);
+  const colours = new Set<number>();
+  for (let i = 0; i < d.rgba.length && colours.size < 2000; i += 4) colours.add((d.rgba[i]! << 16) | (d.rgba[i + 1]! << 8) | d.rgba[i + 2]!);
+  return { ...d, colours: colours.size };
 }
 
 function differing(a: Pixels, b: Pixels): number {
-  const x = Buffer.from(a.data, 'base64');
-  const y = Buffer.from(b.data, 'base64');
+  const x = a.rgba;
+  const y = b.rgba;
   let n = 0;
   for (let i = 0; i + 3 < Math.min(x.length, y.length); i += 4) if (x[i] !== y[i] || x[i + 1] !== y[i + 1] || x[i + 2] !== y[i + 2]) n++;
   return n;

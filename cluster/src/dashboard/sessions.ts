@@ -5,7 +5,7 @@
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { bearerToken } from '@raftkit/http';
+import { bearerToken, cookieValue } from '@raftkit/http';
 
 export const COOKIE = 'raftkit_dash';
 export const SESSION_MS = 12 * 60 * 60 * 1000;
@@ -49,7 +49,7 @@ export class Sessions {
   admits(req: IncomingMessage): boolean {
     const bearer = bearerToken(req);
     if (bearer !== null && this.tokenMatches(bearer)) return true;
-    const id = cookie(req, COOKIE);
+    const id = cookieValue(req, COOKIE);
     return id !== null && this.valid(id);
   }
 
@@ -59,12 +59,3 @@ export class Sessions {
   }
 }
 
-function cookie(req: IncomingMessage, name: string): string | null {
-  const header = req.headers.cookie;
-  if (typeof header !== 'string') return null;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return null;
-}

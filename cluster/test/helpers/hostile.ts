@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { call, startCluster, until, type Answer, type TestCluster } from '@raftkit/testkit';
+import { call, inPool, startCluster, until, type Answer, type TestCluster } from '@raftkit/testkit';
 
 
 interface Target {
@@ -76,15 +76,6 @@ const BODIES: Array<[string, string]> = [
   ['deep nesting', '['.repeat(200_000) + ']'.repeat(200_000)],
   ['deep object nesting', '{"a":'.repeat(50_000) + '1' + '}'.repeat(50_000)],
 ];
-
-/** Runs `work` on every item, at most `width` at a time. */
-async function inPool<T>(items: readonly T[], width: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < items.length) await work(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(width, items.length) }, lane));
-}
 
 /** Writes raw bytes to host:port, reads whatever comes back for up to `holdMs`, then closes. */
 function raw(address: string, bytes: Buffer | string, holdMs = 300): Promise<string> {

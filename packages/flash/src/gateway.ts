@@ -17,6 +17,7 @@ import {
   clusterUrl,
   badRequest,
   bearerToken,
+  cookieValue,
   conflict,
   fullCounter,
   HttpError,
@@ -492,7 +493,7 @@ export class Gateway {
     }
     const key = requireString(body, 'idempotency_key', KEY_RULE);
     const userId = requireString(body, 'user_id', USER_RULE);
-    const botToken = typeof body.anti_bot_token === 'string' ? body.anti_bot_token : cookie(req, BOT_COOKIE);
+    const botToken = typeof body.anti_bot_token === 'string' ? body.anti_bot_token : cookieValue(req, BOT_COOKIE);
     if (body.anti_bot_token !== undefined && body.anti_bot_token !== null && typeof body.anti_bot_token !== 'string') {
       throw badRequest('invalid_field', 'anti_bot_token must be a string', { field: 'anti_bot_token' });
     }
@@ -1225,15 +1226,6 @@ function timeField(body: Record<string, unknown>, field: string): number {
   return ms;
 }
 
-function cookie(req: IncomingMessage, name: string): string | null {
-  const header = req.headers.cookie;
-  if (typeof header !== 'string') return null;
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return null;
-}
 
 function parseJson(text: string): unknown {
   try {

@@ -22,6 +22,17 @@ export function bearerToken(req: IncomingMessage): string | null {
   return m ? m[1]! : null;
 }
 
+/** The value of the cookie `name` a request carries, or null. */
+export function cookieValue(req: IncomingMessage, name: string): string | null {
+  const header = req.headers.cookie;
+  if (typeof header !== 'string') return null;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return null;
+}
+
 const CLIENT_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
 /** A per-client token, derived from the cluster token. */

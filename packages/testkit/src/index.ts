@@ -6,3 +6,4 @@ export { call, until, agent } from './http.js';
 export type { Answer, CallOptions } from './http.js';
 export { checkCommandShapes } from './command-shapes.js';
 export type { CommandShapeCheck, ShapeOutcome, ShapedMachine } from './command-shapes.js';
+export { inPool } from './pool.js';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { call, startCluster, until, type TestCluster } from '@raftkit/testkit';
-import { launchChromium } from '@raftkit/testkit/browser';
+import { decodePng, launchChromium } from '@raftkit/testkit/browser';
 
 const WAIT = 60_000;
 const SHOTS = join(process.cwd(), 'jepsen-out', 'browser');
@@ -41,24 +41,17 @@ const state = (p: Page): Promise<string | null> => p.getAttribute('#status', 'da
 
 /** Pixel figures of a PNG, decoded by the browser: how many pixels are dark (text) and how many are reddish. */
 async function pixels(p: Page, png: Buffer): Promise<{ width: number; height: number; dark: number; reddish: number; colours: number }> {
-  return p.evaluate(async (b64) => {
-    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-    const bitmap = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
-    const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
-    const ctx = canvas.getContext('2d')!;
-    ctx.drawImage(bitmap, 0, 0);
-    const data = ctx.getImageData(0, 0, bitmap.width, bitmap.height).data;
-    let dark = 0;
-    let reddish = 0;
-    const colours = new Set<number>();
-    for (let i = 0; i < data.length; i += 4) {
-      const [r, g, b] = [data[i]!, data[i + 1]!, data[i + 2]!];
-      if (r + g + b < 200) dark++;
-      if (r > 200 && g < 225 && b < 225 && r - g > 25) reddish++;
-      if (colours.size < 1000) colours.add((r << 16) | (g << 8) | b);
-    }
-    return { width: bitmap.width, height: bitmap.height, dark, reddish, colours: colours.size };
-  }, png.toString('base64'));
+  const { width, height, rgba } = await decodePng(p, png);
+  let dark = 0;
+  let reddish = 0;
+  const colours = new Set<number>();
+  for (let i = 0; i < rgba.length; i += 4) {
+    const [r, g, b] = [rgba[i]!, rgba[i + 1]!, rgba[i + 2]!];
+    if (r + g + b < 200) dark++;
+    if (r > 200 && g < 225 && b < 225 && r - g > 25) reddish++;
+    if (colours.size < 1000) colours.add((r << 16) | (g << 8) | b);
+  }
+  return { width, height, dark, reddish, colours: colours.size };
 }
 
 function save(name: string, png: Buffer): void {

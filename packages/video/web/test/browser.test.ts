@@ -13,7 +13,7 @@ import type { Browser, Page } from 'playwright-core';
 import { deriveClientToken } from '@raftkit/http';
 import { makeTestVideo } from '@raftkit/media';
 import { call, startCluster, until, type TestCluster } from '@raftkit/testkit';
-import { launchChromium } from '@raftkit/testkit/browser';
+import { decodePng, launchChromium } from '@raftkit/testkit/browser';
 import { VideoClient } from '@raftkit/video';
 
 const WAIT = 90_000;
@@ -105,22 +105,15 @@ const state = (p: Page): Promise<PageState> =>
 
 /** Pixel figures of a PNG, decoded by the browser: how many pixels are not near-black and how many colours. */
 async function pixels(p: Page, png: Buffer): Promise<{ width: number; height: number; lit: number; colours: number }> {
-  return p.evaluate(async (b64) => {
-    const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
-    const bitmap = await createImageBitmap(new Blob([bytes], { type: 'image/png' }));
-    const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
-    const ctx = canvas.getContext('2d')!;
-    ctx.drawImage(bitmap, 0, 0);
-    const data = ctx.getImageData(0, 0, bitmap.width, bitmap.height).data;
-    let lit = 0;
-    const colours = new Set<number>();
-    for (let i = 0; i < data.length; i += 4) {
-      const [r, g, b] = [data[i]!, data[i + 1]!, data[i + 2]!];
-      if (r + g + b > 90) lit++;
-      if (colours.size < 5000) colours.add(((r >> 3) << 10) | ((g >> 3) << 5) | (b >> 3));
-    }
-    return { width: bitmap.width, height: bitmap.height, lit, colours: colours.size };
-  }, png.toString('base64'));
+  const { width, height, rgba } = await decodePng(p, png);
+  let lit = 0;
+  const colours = new Set<number>();
+  for (let i = 0; i < rgba.length; i += 4) {
+    const [r, g, b] = [rgba[i]!, rgba[i + 1]!, rgba[i + 2]!];
+    if (r + g + b > 90) lit++;
+    if (colours.size < 5000) colours.add(((r >> 3) << 10) | ((g >> 3) << 5) | (b >> 3));
+  }
+  return { width, height, lit, colours: colours.size };
 }
 
 async function playsAndSwitches(t: Test, format: 'hls' | 'dash'): Promise<Page> {
