@@ -60,7 +60,7 @@ export function environment(o: RunOptions, date = new Date()): Environment {
 }
 
 /** The command that reproduces a run (defaults left out, except the ones that matter for comparison). */
-export function commandLine(o: RunOptions, bench: Benchmark): string {
+export function commandLine(o: RunOptions, bench: Benchmark, argv: readonly string[] = process.argv.slice(2)): string {
   const parts = ['npx bench', o.name];
   if (o.vs !== null) parts.push('--vs', o.vs);
   parts.push('--duration', String(o.durationS), '--concurrency', String(o.concurrency));
@@ -70,7 +70,23 @@ export function commandLine(o: RunOptions, bench: Benchmark): string {
   if (o.keys !== 100_000) parts.push('--keys', String(o.keys));
   if (o.snapshotEvery !== null) parts.push('--snapshot-every', String(o.snapshotEvery));
   if (o.rounds !== 1) parts.push('--rounds', String(o.rounds));
+  parts.push(...benchmarkFlags(argv));
   return parts.join(' ');
+}
+
+/** Flags one benchmark reads for itself (lock: --rate, --sweep; ratelimit: --rate, --pin, --layout), as given. */
+const OWN_FLAGS = new Set(['--rate', '--sweep', '--pin', '--layout']);
+
+/** Those flags of a command line, each with its value when one follows (a results file must say them to reproduce). */
+export function benchmarkFlags(argv: readonly string[]): string[] {
+  const out: string[] = [];
+  argv.forEach((arg, i) => {
+    if (!OWN_FLAGS.has(arg)) return;
+    out.push(arg);
+    const next = argv[i + 1];
+    if (next !== undefined && !next.startsWith('--')) out.push(next);
+  });
+  return out;
 }
 
 export function buildReport(bench: Benchmark, o: RunOptions, ours: SideResult, peer: SideResult | null, env: Environment): Report {

@@ -1,5 +1,6 @@
 /** The lock benchmark's --sweep: which rates it runs, and how the highest rate under the p99 goal is judged. */
 import t from 'tap';
+import { benchmarkFlags } from '../src/report.js';
 import { DEFAULT_SWEEP, highestRateUnderGoal, sweepFromArgs, type SweepStep } from '../src/benchmarks/lock.js';
 
 t.test('--sweep alone runs the default rates; a list runs those, sorted and once each; absent is no sweep', async (t) => {
@@ -27,4 +28,10 @@ t.test('the highest rate under 50 ms counts only steps under the goal and withou
   t.equal(highestRateUnderGoal([step(500, 20), step(1000, 49.9), step(1500, 50)]), 1000, '50 ms itself is not under 50 ms');
   t.equal(highestRateUnderGoal([step(500, 20), step(1000, 80), step(1500, 30)]), 1500, 'a noisy step below does not hide a higher one');
   t.equal(highestRateUnderGoal([step(500, 20), step(1000, 30, 3)]), 500, 'a step with errors does not count');
+});
+
+t.test('the results file\'s command keeps the flags a benchmark reads for itself', async (t) => {
+  t.same(benchmarkFlags(['lock', '--vs', 'etcd', '--sweep', '--duration', '10']), ['--sweep']);
+  t.same(benchmarkFlags(['lock', '--sweep', '500,1000', '--rate', '2000']), ['--sweep', '500,1000', '--rate', '2000']);
+  t.same(benchmarkFlags(['ratelimit', '--pin', '--layout', 'separate', '--rounds', '3']), ['--pin', '--layout', 'separate']);
 });

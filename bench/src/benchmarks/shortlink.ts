@@ -16,7 +16,7 @@
  */
 import type { Pool } from 'undici';
 import type { Benchmark, RunOptions, SideResult } from '../benchmark.js';
-import { Endpoints, fetchJson, type HttpRequest } from '../http.js';
+import { Endpoints, fetchJson, parseMetrics, type HttpRequest } from '../http.js';
 import { OpError } from '../load.js';
 import { measure, type SideSpec } from '../measure.js';
 import { groupCpuPerOp, groupCpuSeconds, startOurCluster, type OurCluster } from '../ours.js';
@@ -91,10 +91,7 @@ export function redirectsByCache(text: string): Record<string, number> {
 
 /** The sum over processes of a counter (all its label sets) in /metrics texts. */
 export function sumMetric(texts: string[], name: string): number {
-  let n = 0;
-  const line = new RegExp(`^${name}(?:\\{[^}]*\\})?\\s+(\\S+)$`, 'gm');
-  for (const text of texts) for (const m of text.matchAll(line)) n += Number(m[1]);
-  return n;
+  return texts.reduce((n, text) => n + (parseMetrics(text)[name] ?? 0), 0);
 }
 
 /**
