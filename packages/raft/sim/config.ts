@@ -31,6 +31,8 @@ export type FaultKind = Fault['kind'];
 export interface SimMutations {
   /** Send a Ready's messages before its hard state and entries are durable. */
   sendBeforePersist?: boolean;
+  /** Write a new term or vote without a sync when a Ready has no entries (only entries and snapshots are synced). */
+  syncOnlyEntries?: boolean;
   /** Serve reads from the local state machine without a read index. */
   staleLocalReads?: boolean;
   /** Apply session commands without deduplication (bypasses SessionStateMachine for commands). */

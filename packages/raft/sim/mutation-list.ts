@@ -19,6 +19,11 @@ export const MUTATIONS: Mutation[] = [
   { name: 'ignoreHigherTerm', what: 'a leader ignores messages of higher terms', core: { ignoreHigherTerm: true } },
   { name: 'sendBeforePersist', what: "send all of a Ready's messages (acknowledgements too) before its writes are durable", sim: { sendBeforePersist: true } },
   {
+    name: 'syncOnlyEntries',
+    what: 'a Ready without entries is never synced, even when it holds a new term or vote',
+    sim: { syncOnlyEntries: true },
+  },
+  {
     name: 'countSelfUnpersisted',
     what: 'a leader counts itself in the commit quorum before its own write is durable',
     core: { countSelfUnpersisted: true },

@@ -11,7 +11,7 @@
  */
 import { ConfigChangeError, RaftCore, type CoreOptions } from '../src/core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionResult } from '../src/sessions.js';
-import { splitMessages } from '../src/ready-order.js';
+import { readyMustSync, splitMessages } from '../src/ready-order.js';
 import type { ApplyContext, Configuration, Entry, HardState, Message, NodeId, Ready, Snapshot, SnapshotMeta } from '../src/types.js';
 import type { SimConfig } from './config.js';
 import { SimDisk } from './disk.js';
@@ -301,7 +301,12 @@ export class SimNode {
     }
     if (rd.entries.length > 0 || rd.hardState !== null) {
       this.disk.append(rd.entries, rd.hardState);
-      wrote = true;
+      // As RaftNode: a Ready that only moves the commit index is buffered without a sync (src/ready-order.ts); it
+      // becomes durable with the next sync, or is lost in a power cut. The mutation syncs nothing but entries.
+      const mustSync = host.config.simMutations?.syncOnlyEntries === true
+        ? rd.entries.length > 0 || rd.snapshot !== null
+        : readyMustSync(rd, this.syncedHardState);
+      if (mustSync) wrote = true;
     }
     if (rd.hardState !== null) this.knownCommit = Math.max(this.knownCommit, rd.hardState.commit);
     if (!wrote) {

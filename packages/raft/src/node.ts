@@ -10,7 +10,7 @@ import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from '
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
 import { plainDataProblem } from './plain-data.js';
 import { forceSoleVoter } from './recovery.js';
-import { splitMessages } from './ready-order.js';
+import { readyMustSync, splitMessages } from './ready-order.js';
 import type {
   AdminForward,
   AdminRequest,
@@ -671,7 +671,13 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     // The write starts, then a leader's appends go out while it is in flight (src/ready-order.ts says which
     // messages may), so a commit waits for the slower of our write and a follower's, not for both in turn.
     let written: Promise<void> | null = null;
-    if (rd.entries.length > 0 || rd.hardState !== null) {
+    if (rd.hardState !== null && !readyMustSync(rd, this.durableHardState)) {
+      // Only the commit index moved: written without an fsync and not waited for (src/ready-order.ts says why).
+      // The storage keeps its writes in order, so it lands before the next synced one.
+      this.storage.append([], rd.hardState, { sync: false }).catch((e: unknown) => {
+        if (!this.stopped) this.fail(e instanceof Error ? e : new Error(String(e)));
+      });
+    } else if (rd.entries.length > 0 || rd.hardState !== null) {
       const started = performance.now();
       written = this.storage.append(rd.entries, rd.hardState).then(() => {
         this.lastPersistMs = performance.now() - started;

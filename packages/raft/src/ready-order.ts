@@ -16,6 +16,14 @@
  * appends carry its term, and a term only the receiver remembers could be reused after a crash (a single voter
  * with learners is elected, sends appends of term T, crashes before writing T, and is elected again in T with a
  * different log). Then the whole Ready goes out after the write, as before.
+ *
+ * What must be synced at all (`readyMustSync`): entries, a snapshot, a new term or vote. A Ready whose only
+ * durable change is the commit index is written without an fsync and not waited for: the commit index is a hint
+ * that a restarted member relearns from the leader (Raft treats it as volatile; etcd's raft says the same with
+ * MustSync). Losing it in a power cut only makes a restart apply less before the leader tells it more; the write
+ * still lands in order before any later synced one, so what is durable never moves the commit index back.
+ * Without this, every commit a member learns costs it a second fsync per round of work (one for the entries,
+ * one for the commit index), and the leader's next entries wait behind it.
  */
 import type { HardState, Message, Ready } from './types.js';
 
@@ -24,6 +32,13 @@ export function readyAllowsEarlySends(rd: Ready, durable: HardState): boolean {
   if (rd.snapshot !== null) return false;
   const hs = rd.hardState;
   return hs === null || (hs.term === durable.term && hs.vote === durable.vote);
+}
+
+/** Whether `rd`'s writes must be durable before its acknowledgements go out (see above). */
+export function readyMustSync(rd: Ready, durable: HardState): boolean {
+  if (rd.entries.length > 0 || rd.snapshot !== null) return true;
+  const hs = rd.hardState;
+  return hs !== null && (hs.term !== durable.term || hs.vote !== durable.vote);
 }
 
 function earlyType(m: Message): boolean {

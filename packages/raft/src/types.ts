@@ -233,15 +233,23 @@ export interface Ready {
 // ---------------------------------------------------------------------------------------------------------
 // The interfaces the driver performs the batch against.
 
+/** How a Storage.append is written. */
+export interface AppendOptions {
+  /** false: no fsync needed (see Storage.append). Default true. */
+  sync?: boolean;
+}
+
 /** Durable storage for one member of one group. All writes resolve only once synced to disk. */
 export interface Storage {
   /** Everything needed to rebuild the core after a restart. */
   load(): Promise<{ hardState: HardState; snapshot: Snapshot | null; entries: Entry[] }>;
   /**
    * Atomically: drop stored entries with index >= entries[0].index, store `entries`, store `hardState` if given.
-   * Must be synced before it resolves.
+   * Must be synced before it resolves, unless `options.sync` is false: RaftNode asks that only for a hard state
+   * whose term and vote are already durable and no entries (a new commit index, which needs no fsync). Such a
+   * write must still land before any later one; an implementation may sync it anyway.
    */
-  append(entries: Entry[], hardState: HardState | null): Promise<void>;
+  append(entries: Entry[], hardState: HardState | null, options?: AppendOptions): Promise<void>;
   /** Store a snapshot and drop every entry it covers (and any entry that conflicts with it). Synced. */
   saveSnapshot(snapshot: Snapshot): Promise<void>;
   /** The newest stored snapshot, or null. */

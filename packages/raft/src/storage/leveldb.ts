@@ -10,7 +10,7 @@
  * the covered entries. A crash in between leaves only unreferenced chunks, which are cleared on the next open.
  */
 import { Level } from 'level';
-import type { Entry, HardState, Snapshot, SnapshotMeta, Storage } from '../types.js';
+import type { AppendOptions, Entry, HardState, Snapshot, SnapshotMeta, Storage } from '../types.js';
 import { decodeValue, encodeValue } from '../codec/msgpack.js';
 import { fieldsOf, intField, parseEntry, parseHardState, parseSnapshotMeta } from '../codec/parse.js';
 import { checkCompaction, entriesToStore, initialHardState } from './log-rules.js';
@@ -77,6 +77,7 @@ const CHUNKS_PER_BATCH = 8;
 
 const ENCODINGS = { keyEncoding: 'utf8', valueEncoding: 'view' } as const;
 const SYNCED = { ...ENCODINGS, sync: true } as const;
+const UNSYNCED = { ...ENCODINGS, sync: false } as const;
 
 /** What the snapshot record key holds. */
 interface SnapshotRecord {
@@ -156,7 +157,8 @@ export class LevelStorage implements Storage {
     });
   }
 
-  append(entries: Entry[], hardState: HardState | null): Promise<void> {
+  append(entries: Entry[], hardState: HardState | null, options?: AppendOptions): Promise<void> {
+    const batchOptions = options?.sync === false ? UNSYNCED : SYNCED;
     return this.run(async (state) => {
       const fresh = entriesToStore(entries, state.snapshotIndex, state.lastIndex);
       const ops: BatchOp[] = fresh.map((entry) => ({
@@ -174,7 +176,7 @@ export class LevelStorage implements Storage {
         ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue(hardStateValue(hardState)) });
       }
       if (ops.length === 0) return;
-      await this.db.batch(ops, SYNCED);
+      await this.db.batch(ops, batchOptions);
       state.lastIndex = newLast;
     });
   }

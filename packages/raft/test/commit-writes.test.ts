@@ -1,0 +1,131 @@
+/**
+ * What a member fsyncs: entries, snapshots, a new term or vote; never a Ready that only moves the commit index
+ * (src/ready-order.ts, readyMustSync). Three RaftNodes on real LevelDB directories; each storage is wrapped to
+ * record how every append was asked for.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import t from 'tap';
+import { RaftNode } from '../src/node.js';
+import { LevelStorage } from '../src/storage/leveldb.js';
+import { LocalNetwork } from '../src/transport/local.js';
+import type { AppendOptions, Entry, HardState, NodeId, Snapshot, StateMachine, Storage } from '../src/types.js';
+
+type Cmd = { key: string; value: number };
+
+class Register implements StateMachine<Cmd, number> {
+  values = new Map<string, number>();
+  apply(cmd: Cmd): number {
+    this.values.set(cmd.key, cmd.value);
+    return cmd.value;
+  }
+  snapshot(): Uint8Array {
+    return new TextEncoder().encode(JSON.stringify([...this.values]));
+  }
+  restore(data: Uint8Array): void {
+    this.values = new Map(JSON.parse(new TextDecoder().decode(data)) as Array<[string, number]>);
+  }
+}
+
+interface AppendCall {
+  entries: number;
+  hardState: HardState | null;
+  sync: boolean;
+}
+
+/** A real LevelStorage that records each append's shape. */
+class RecordingStorage implements Storage {
+  readonly calls: AppendCall[] = [];
+  constructor(private readonly inner: LevelStorage) {}
+  load(): ReturnType<Storage['load']> {
+    return this.inner.load();
+  }
+  append(entries: Entry[], hardState: HardState | null, options?: AppendOptions): Promise<void> {
+    this.calls.push({ entries: entries.length, hardState: hardState === null ? null : { ...hardState }, sync: options?.sync !== false });
+    return this.inner.append(entries, hardState, options);
+  }
+  saveSnapshot(snapshot: Snapshot): Promise<void> {
+    return this.inner.saveSnapshot(snapshot);
+  }
+  latestSnapshot(): Promise<Snapshot | null> {
+    return this.inner.latestSnapshot();
+  }
+  compact(upTo: number): Promise<void> {
+    return this.inner.compact(upTo);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
+const ids: NodeId[] = ['n1', 'n2', 'n3'];
+const bootstrap = Object.fromEntries(ids.map((id) => [id, `local:${id}`]));
+
+async function start(dir: string) {
+  const net = new LocalNetwork();
+  const nodes = new Map<NodeId, RaftNode<Cmd, number>>();
+  const storages = new Map<NodeId, RecordingStorage>();
+  const machines = new Map<NodeId, Register>();
+  for (const id of ids) {
+    const storage = new RecordingStorage(new LevelStorage(join(dir, id)));
+    const machine = new Register();
+    storages.set(id, storage);
+    machines.set(id, machine);
+    nodes.set(id, await RaftNode.start({ id, storage, transport: net.transport(id), stateMachine: machine, bootstrap, tickMs: 10, requestTimeoutMs: 5_000 }));
+  }
+  return { nodes, storages, machines };
+}
+
+async function leaderOf(nodes: Map<NodeId, RaftNode<Cmd, number>>): Promise<RaftNode<Cmd, number>> {
+  const deadline = Date.now() + 10_000;
+  while (Date.now() < deadline) {
+    const leaders = [...nodes.values()].filter((n) => n.isLeader);
+    if (leaders.length === 1) return leaders[0]!;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('no leader within 10 s');
+}
+
+t.test('commit-only hard states are written unsynced, everything else synced; a restart still finds the commits', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'raft-commit-writes-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const first = await start(dir);
+  const leader = await leaderOf(first.nodes);
+  const writes = 40;
+  for (let i = 1; i <= writes; i++) t.equal(await leader.propose({ key: `k${i % 7}`, value: i }), i);
+  // Let the last commit index reach the followers (next heartbeat).
+  await new Promise((r) => setTimeout(r, 200));
+
+  for (const [id, storage] of first.storages) {
+    let durable: HardState = { term: 0, vote: null, commit: 0 };
+    let unsynced = 0;
+    let wrong = 0;
+    for (const call of storage.calls) {
+      const hs = call.hardState;
+      const newTermOrVote = hs !== null && (hs.term !== durable.term || hs.vote !== durable.vote);
+      const mustSync = call.entries > 0 || newTermOrVote;
+      if (call.sync !== mustSync) wrong++;
+      if (!call.sync) unsynced++;
+      if (call.sync && hs !== null) durable = hs;
+    }
+    t.equal(wrong, 0, `${id}: every append with entries or a new term/vote is synced, no other (${storage.calls.length} appends)`);
+    t.ok(unsynced > 0, `${id}: commit-only hard states were written without an fsync (${unsynced} of ${storage.calls.length})`);
+    const synced = storage.calls.filter((c) => c.sync).length;
+    t.ok(synced <= writes + 10, `${id}: about one fsync per sequential write, not two (${synced} synced appends for ${writes} writes)`);
+  }
+  for (const n of first.nodes.values()) await n.stop();
+
+  // The unsynced commit writes landed in order (the process lived; close flushes): every member restarts knowing
+  // its commits, and the state machines agree.
+  const second = await start(dir);
+  t.teardown(async () => {
+    for (const n of second.nodes.values()) await n.stop();
+  });
+  const leader2 = await leaderOf(second.nodes);
+  t.equal(await leader2.propose({ key: 'after', value: 1 }), 1);
+  for (const id of ids) {
+    const value = await second.nodes.get(id)!.read((m) => (m as Register).values.get(`k${writes % 7}`));
+    t.equal(value, writes, `${id} holds the last write after the restart`);
+  }
+});
