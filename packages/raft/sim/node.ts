@@ -301,8 +301,9 @@ export class SimNode {
     }
     if (rd.entries.length > 0 || rd.hardState !== null) {
       this.disk.append(rd.entries, rd.hardState);
-      // As RaftNode: a Ready that only moves the commit index is buffered without a sync (src/ready-order.ts); it
-      // becomes durable with the next sync, or is lost in a power cut. The mutation syncs nothing but entries.
+      // As RaftNode: a Ready that only moves the commit index is not synced (src/ready-order.ts; RaftNode writes it
+      // with its next write): it becomes durable with the next sync, or is lost in a crash. The mutation syncs
+      // nothing but entries and snapshots.
       const mustSync = host.config.simMutations?.syncOnlyEntries === true
         ? rd.entries.length > 0 || rd.snapshot !== null
         : readyMustSync(rd, this.syncedHardState);

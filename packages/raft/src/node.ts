@@ -234,6 +234,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private writeInFlight = false;
   /** The hard state storage last confirmed durable: which messages may precede a write depends on it. */
   private durableHardState: HardState;
+  /** The newest hard state not yet written: only its commit index differs from what storage holds. */
+  private unwrittenHardState: HardState | null = null;
   private applyErrors = 0;
   private lastApplyError: { index: number; message: string } | null = null;
 
@@ -547,6 +549,10 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.failAll(error);
     await this.transport.close();
     while (this.processing) await sleep(1);
+    if (this.unwrittenHardState !== null && this.failure === null) {
+      // A clean stop keeps the commit index it knew (a crash would lose it, which is safe: it is relearned).
+      await this.storage.append([], this.unwrittenHardState, { sync: false }).catch(() => undefined);
+    }
     await this.storage.close();
   }
 
@@ -672,14 +678,14 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     // messages may), so a commit waits for the slower of our write and a follower's, not for both in turn.
     let written: Promise<void> | null = null;
     if (rd.hardState !== null && !readyMustSync(rd, this.durableHardState)) {
-      // Only the commit index moved: written without an fsync and not waited for (src/ready-order.ts says why).
-      // The storage keeps its writes in order, so it lands before the next synced one.
-      this.storage.append([], rd.hardState, { sync: false }).catch((e: unknown) => {
-        if (!this.stopped) this.fail(e instanceof Error ? e : new Error(String(e)));
-      });
+      // Only the commit index moved: no write now (src/ready-order.ts says why it needs no fsync); it rides with
+      // the next write, or is written unsynced when the member stops.
+      this.unwrittenHardState = rd.hardState;
     } else if (rd.entries.length > 0 || rd.hardState !== null) {
+      const hardState = rd.hardState ?? this.unwrittenHardState;
+      this.unwrittenHardState = null;
       const started = performance.now();
-      written = this.storage.append(rd.entries, rd.hardState).then(() => {
+      written = this.storage.append(rd.entries, hardState).then(() => {
         this.lastPersistMs = performance.now() - started;
       });
       // Awaited below; until then a failure must not count as unhandled.

@@ -18,12 +18,13 @@
  * different log). Then the whole Ready goes out after the write, as before.
  *
  * What must be synced at all (`readyMustSync`): entries, a snapshot, a new term or vote. A Ready whose only
- * durable change is the commit index is written without an fsync and not waited for: the commit index is a hint
- * that a restarted member relearns from the leader (Raft treats it as volatile; etcd's raft says the same with
- * MustSync). Losing it in a power cut only makes a restart apply less before the leader tells it more; the write
- * still lands in order before any later synced one, so what is durable never moves the commit index back.
- * Without this, every commit a member learns costs it a second fsync per round of work (one for the entries,
- * one for the commit index), and the leader's next entries wait behind it.
+ * durable change is the commit index is not written at once: the commit index is a hint that a restarted member
+ * relearns from the leader (Raft treats it as volatile; etcd's raft says the same with MustSync), so RaftNode
+ * keeps it and writes it with the next write (or unsynced at a clean stop). Losing it in a crash only makes a
+ * restart apply less before the leader tells it more; it is always written in order with the rest, so what is
+ * durable never moves the commit index back. Without this, every commit a member learns costs it a second write
+ * and fsync per round of work (one for the entries, one for the commit index), and the leader's next entries
+ * wait behind it.
  */
 import type { HardState, Message, Ready } from './types.js';
 
