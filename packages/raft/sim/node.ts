@@ -230,6 +230,8 @@ export class SimNode {
       }
       case 'write': {
         const outcome = core.propose(req.bytes);
+        // As RaftNode: a command forwarded while this member's write is in flight leaves at once.
+        if (outcome === 'forwarded' && this.busy) this.sendAll(core.takeForwards());
         if (outcome === 'dropped') {
           host.reply(req.client, { kind: 'retry', seq: req.seq, why: `proposal dropped at ${this.id}` }, this.id);
           break;

@@ -418,9 +418,7 @@ export class RaftCore {
       this.broadcastPending = false;
       this.broadcastAppend();
     }
-    if (this.forwardBuffer.length > 0 && this.leader !== null) {
-      this.send({ type: 'propose', to: this.leader, term: 0, commands: this.forwardBuffer });
-    }
+    this.messages.push(...this.takeForwards());
     this.forwardBuffer = [];
     const hs = this.hardState();
     const ss = this.softState();
@@ -443,6 +441,20 @@ export class RaftCore {
     this.lastSoftState = ss;
     this.readyOutstanding = true;
     return rd;
+  }
+
+  /**
+   * The client commands this follower has buffered for its leader, as one `propose` message, taken now: the
+   * driver may send it at once, also while a Ready is outstanding. A forward carries nothing of this member's
+   * state (src/ready-order.ts counts it among the messages that never wait for a write), so a command that
+   * reaches a follower whose write is in flight need not wait for that write before it leaves. Empty when
+   * nothing is buffered or no leader is known (the buffer then waits for the next Ready, as before).
+   */
+  takeForwards(): Message[] {
+    if (this.forwardBuffer.length === 0 || this.leader === null) return [];
+    const m: Message = { type: 'propose', from: this.id, to: this.leader, term: 0, commands: this.forwardBuffer };
+    this.forwardBuffer = [];
+    return [m];
   }
 
   /** The driver performed `rd`: its entries are durable, its messages sent, its committed entries applied. */

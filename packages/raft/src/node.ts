@@ -232,6 +232,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private lastPersistMs = 0;
   /** A Ready's write is in flight: newly committed entries may apply at once (core.takeCommitted()). */
   private writeInFlight = false;
+  private forwardFlushScheduled = false;
   /** The hard state storage last confirmed durable: which messages may precede a write depends on it. */
   private durableHardState: HardState;
   /** The newest hard state not yet written: only its commit index differs from what storage holds. */
@@ -850,7 +851,25 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.observer.proposed?.(outcome);
     // With no leader known, try again after a tick rather than a whole retry interval.
     pending.nextRetry = Date.now() + (outcome === 'dropped' ? this.tickMs : this.retryMs);
+    if (outcome === 'forwarded' && this.processing) this.scheduleForwardFlush();
     this.kick();
+  }
+
+  /**
+   * While the Ready loop is busy (this member's write in flight), send the commands forwarded during this turn at
+   * the end of the turn instead of after the write: a forward waits for no write (core.takeForwards).
+   */
+  private scheduleForwardFlush(): void {
+    if (this.forwardFlushScheduled) return;
+    this.forwardFlushScheduled = true;
+    setImmediate(() => {
+      this.forwardFlushScheduled = false;
+      if (this.stopped || this.failure !== null) return;
+      const forwards = this.core.takeForwards();
+      if (forwards.length === 0) return;
+      this.syncPeers();
+      for (const m of forwards) this.transport.send(m);
+    });
   }
 
   private readResolved(context: string, index: number): void {
