@@ -23,8 +23,12 @@ export interface LoadOptions {
   concurrency: number;
   durationS: number;
   warmupS: number;
-  /** One operation by worker `worker`: resolves once its answer is complete, throws on failure. */
-  op: (worker: number) => Promise<void>;
+  /**
+   * One operation by worker `worker`: resolves once its answer is complete, throws on failure. It may resolve to
+   * the time (performance.now()) it actually sent its request when it waited first (an open-loop pacer): the
+   * latency is then taken from that moment, not from the call.
+   */
+  op: (worker: number) => Promise<void | number>;
   /** Where the progress line goes every second; null for none. Default: stderr. */
   progress?: NodeJS.WritableStream | null;
   /** Pause after a failed operation. Default 5 ms. */
@@ -105,11 +109,11 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       const start = performance.now();
       if (start >= end) return;
       try {
-        await o.op(w);
+        const sentAt = await o.op(w);
         const done = performance.now();
         completed++;
         if (start >= measureStart) {
-          const ms = done - start;
+          const ms = done - (typeof sentAt === 'number' ? sentAt : start);
           samples.push(ms);
           histogram.record(ms);
         } else {

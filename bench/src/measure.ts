@@ -12,7 +12,8 @@ export interface SideSpec {
   members: number | null;
   /** Process ids of the servers, for their CPU time; empty when in-process. */
   serverPids: number[];
-  op: (worker: number) => Promise<void>;
+  /** See LoadOptions.op: may resolve to the moment it sent its request. */
+  op: (worker: number) => Promise<void | number>;
   extra?: Record<string, unknown>;
   /** Read server-side counters; called as the measured window opens and as it closes. */
   probe?: () => Promise<Record<string, number>>;

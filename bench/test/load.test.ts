@@ -48,3 +48,24 @@ t.test('errorKind names failures', async (t) => {
   t.equal(errorKind(new Error('boom')), 'boom');
   t.equal(errorKind('weird'), 'weird');
 });
+
+t.test('an operation that waits before it sends is timed from its send (open-loop pacers)', async (t) => {
+  const paced = (reportSend: boolean) =>
+    runLoad({
+      label: 'paced',
+      concurrency: 2,
+      durationS: 0.6,
+      warmupS: 0,
+      progress: null,
+      op: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 30)); // the pacer's wait
+        const sentAt = performance.now();
+        await new Promise((resolve) => setTimeout(resolve, 1)); // the request itself
+        return reportSend ? sentAt : undefined;
+      },
+    });
+  const fromSend = await paced(true);
+  const fromCall = await paced(false);
+  t.ok(fromCall.p50_ms >= 29, `without a send time the wait counts (p50 ${fromCall.p50_ms} ms)`);
+  t.ok(fromSend.p50_ms < 20, `with it only the request counts (p50 ${fromSend.p50_ms} ms)`);
+});

@@ -126,8 +126,11 @@ async function openLoop(spec: SideSpec, o: RunOptions, rate: number): Promise<Re
         next.set(w, scheduled + gapMs);
         const wait = scheduled - performance.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        // Latency from the send, not from the start of the wait (which the harness would otherwise count).
+        const sentAt = performance.now();
         await spec.op(w);
         if (scheduled >= measureFrom) fromSchedule.push(performance.now() - scheduled);
+        return sentAt;
       },
     },
     o,
