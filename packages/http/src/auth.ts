@@ -64,11 +64,27 @@ export function tokenHash(token: string): string {
   return hash;
 }
 
+/**
+ * Authorization headers already proven, per list of cluster tokens: a client sends the same header on every
+ * request, so a hit skips parsing it as well as proving its token. Only successes are kept; the map is bounded.
+ */
+const provenHeaders = new WeakMap<readonly string[], Map<string, Principal>>();
+
 /** The principal a request's bearer token proves; 401 when missing or wrong. */
 export function authenticate(req: IncomingMessage, clusterTokens: readonly string[]): Principal {
+  const header = req.headers.authorization;
+  let known = provenHeaders.get(clusterTokens);
+  if (typeof header === 'string') {
+    const hit = known?.get(header);
+    if (hit !== undefined) return hit;
+  }
   const presented = bearerToken(req);
   if (presented === null) throw unauthorized('missing bearer token (Authorization: Bearer <token>)');
-  return verifyToken(presented, clusterTokens);
+  const principal = verifyToken(presented, clusterTokens);
+  if (known === undefined) provenHeaders.set(clusterTokens, (known = new Map()));
+  if (known.size >= MAX_VERIFIED) known.clear();
+  known.set(header as string, principal);
+  return principal;
 }
 
 /**

@@ -153,6 +153,9 @@ export function limitServer(server: NetServer, options: LimitOptions = {}): Conn
   };
 }
 
+/** The connection a response belongs to (a closed response may have let go of its socket). */
+const ON_SOCKET = Symbol('socket');
+
 function limitHttp(server: HttpServer, entry: Limited, counts: { evicted: number; refused: number }, options: LimitOptions): void {
   const headersTimeout = options.headersTimeoutMs ?? 20_000;
   server.headersTimeout = headersTimeout;
@@ -161,6 +164,8 @@ function limitHttp(server: HttpServer, entry: Limited, counts: { evicted: number
   // Oldest first (a Set keeps insertion order), with the requests each has in flight.
   const open = new Set<Socket>();
   const inFlight = new Map<Socket, number>();
+  /** Connections that have not sent a request yet (their no-request timer runs). */
+  const waitingFirst = new Set<Socket>();
   // An HTTPS server's requests come on the TLS socket, told by 'secureConnection' (its handshakes are bounded by
   // the server's handshakeTimeout); a plain one's on the socket 'connection' gives.
   const event = server instanceof HttpsServer ? 'secureConnection' : 'connection';
@@ -174,22 +179,29 @@ function limitHttp(server: HttpServer, entry: Limited, counts: { evicted: number
     inFlight.set(socket, 0);
     // Until its first request: Node's server destroys a socket whose timeout fires with no request to tell.
     socket.setTimeout(headersTimeout);
+    waitingFirst.add(socket);
     socket.once('close', () => {
       open.delete(socket);
       inFlight.delete(socket);
+      waitingFirst.delete(socket);
     });
   });
+  // One function for every response (no closure per request): `this` is the response that closed.
+  function answered(this: ServerResponse & { [ON_SOCKET]?: Socket }): void {
+    const socket = this[ON_SOCKET]!;
+    const left = inFlight.get(socket);
+    if (left !== undefined) inFlight.set(socket, left - 1);
+  }
   server.on('request', (req: IncomingMessage, res: ServerResponse) => {
     const socket = req.socket;
     const n = inFlight.get(socket);
     if (n === undefined) return;
-    // The first request clears the no-request timer; later idle time is Node's keepAliveTimeout.
-    if (n === 0) socket.setTimeout(0);
+    // The first request clears the no-request timer; later idle time is Node's keepAliveTimeout, which Node arms
+    // and clears itself (clearing it again on every request showed in the request path's profile).
+    if (waitingFirst.delete(socket)) socket.setTimeout(0);
     inFlight.set(socket, n + 1);
-    res.once('close', () => {
-      const left = inFlight.get(socket);
-      if (left !== undefined) inFlight.set(socket, left - 1);
-    });
+    (res as ServerResponse & { [ON_SOCKET]?: Socket })[ON_SOCKET] = socket;
+    res.once('close', answered);
   });
   const evictOldestIdle = (): boolean => {
     for (const socket of open) {

@@ -43,6 +43,7 @@ export { SlotGroups, slotRange } from './slot-groups.js';
 export type { PlannedGroup } from './slot-groups.js';
 export { TurnBatcher } from './turn-batcher.js';
 export type { TurnBatcherOptions } from './turn-batcher.js';
+export { DistinctNameBatcher } from './distinct-batcher.js';
 export { pushOrDrop } from './slow-push.js';
 export type { PushSocket } from './slow-push.js';
 export { NextRoundCoalescer } from './next-round.js';

@@ -63,6 +63,8 @@ export interface RouteInfo {
 
 interface Route extends RouteInfo {
   segments: string[];
+  /** Per segment: the parameter's name for `:name` segments, null for literal ones. */
+  params: Array<string | null>;
   handler: Handler;
 }
 
@@ -94,6 +96,11 @@ export function admit(route: RouteInfo, req: IncomingMessage, tokens: readonly s
 
 export class Router {
   private readonly table: Route[] = [];
+  /**
+   * The table's routes by method, then by number of segments, in table order: a request only tries the routes
+   * that could match it (the whole table is scanned only to answer 404 or 405).
+   */
+  private readonly index = new Map<string, Route[][]>();
   private readonly maxBodyBytes: number;
 
   constructor(private readonly options: RouterOptions) {
@@ -105,7 +112,12 @@ export class Router {
     // fall through to "open".
     if (!ADMISSIONS.includes(options?.admits)) throw new TypeError(`${method} ${pattern}: admits must be one of ${ADMISSIONS.join(', ')}`);
     const segments = pattern.split('/').filter((s) => s.length > 0);
-    this.table.push({ method, pattern: '/' + segments.join('/'), admits: options.admits, segments, handler: handler as Handler });
+    const params = segments.map((s) => (s.startsWith(':') ? s.slice(1) : null));
+    const route: Route = { method, pattern: '/' + segments.join('/'), admits: options.admits, segments, params, handler: handler as Handler };
+    this.table.push(route);
+    let byLength = this.index.get(method);
+    if (byLength === undefined) this.index.set(method, (byLength = []));
+    (byLength[segments.length] ??= []).push(route);
     return this;
   }
 
@@ -138,76 +150,106 @@ export class Router {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     // Split the raw path: URL parsing would collapse "." and ".." segments (%2E too) before a handler could
-    // answer them with its own error. The query is parsed on its own: a whole URL object per request showed in
-    // the hot path's profile, and most requests have no query at all.
+    // answer them with its own error. The query is parsed on its own, and only when a handler reads it: a whole
+    // URL object per request showed in the hot path's profile, and most requests have no query at all.
     const target = req.url ?? '/';
     const q = target.indexOf('?');
     const rawPath = q < 0 ? target : target.slice(0, q);
-    const query = q < 0 ? new URLSearchParams() : new URLSearchParams(queryText(target.slice(q + 1)));
-    let segments: string[];
-    try {
-      segments = rawPath.split('/').filter((s) => s.length > 0).map((s) => decodeURIComponent(s));
-    } catch {
+    const segments = pathSegments(rawPath);
+    if (segments === null) {
       sendError(res, badRequest('invalid_path', 'the path is not valid percent-encoding'));
       return;
     }
-    const allowed: string[] = [];
-    for (const route of this.table) {
-      const params = match(route.segments, segments);
-      if (params === null) continue;
-      if (route.method !== req.method) {
-        allowed.push(route.method);
-        continue;
-      }
-      const ctx = this.context(req, res, params, query);
-      try {
-        ctx.principal = admit(route, req, this.options.tokens);
-        const out = await route.handler(ctx);
-        if (res.headersSent || res.writableEnded) return;
-        if (out instanceof Reply) sendJson(res, out.status, out.body, out.headers);
-        else if (out === undefined) sendJson(res, 204, undefined);
-        else sendJson(res, 200, out);
-      } catch (error) {
-        if (error instanceof HttpError) {
-          if (!res.headersSent) sendError(res, error);
-          return;
+    const candidates = this.index.get(req.method ?? '')?.[segments.length];
+    if (candidates !== undefined) {
+      for (const route of candidates) {
+        const params = match(route, segments);
+        if (params === null) continue;
+        const ctx = new Context(req, res, params, q < 0 ? null : target.slice(q + 1), this.maxBodyBytes);
+        try {
+          ctx.principal = admit(route, req, this.options.tokens);
+          const out = await route.handler(ctx);
+          if (res.headersSent || res.writableEnded) return;
+          if (out instanceof Reply) sendJson(res, out.status, out.body, out.headers);
+          else if (out === undefined) sendJson(res, 204, undefined);
+          else sendJson(res, 200, out);
+        } catch (error) {
+          if (error instanceof HttpError) {
+            if (!res.headersSent) sendError(res, error);
+            return;
+          }
+          throw error;
+        } finally {
+          // Drain an unread body so the connection can be reused.
+          if (!req.readableEnded) req.resume();
         }
-        throw error;
-      } finally {
-        // Drain an unread body so the connection can be reused.
-        if (!req.readableEnded) req.resume();
+        return;
       }
-      return;
     }
+    const allowed: string[] = [];
+    for (const route of this.table) if (route.method !== req.method && match(route, segments) !== null) allowed.push(route.method);
     if (allowed.length > 0) {
       sendError(res, new HttpError(405, 'method_not_allowed', `use ${allowed.join(', ')} on this path`, {}, { allow: allowed.join(', ') }));
     } else {
       sendError(res, new HttpError(404, 'not_found', `no route for ${req.method} ${rawPath}`));
     }
   }
+}
 
-  private context(req: IncomingMessage, res: ServerResponse, params: Record<string, string>, query: URLSearchParams): RequestContext {
-    let body: Promise<Buffer> | null = null;
-    const bytes = (): Promise<Buffer> => (body ??= readBody(req, this.maxBodyBytes));
-    return {
-      req,
-      res,
-      principal: null,
-      params,
-      query,
-      bytes,
-      text: async () => (await bytes()).toString('utf8'),
-      json: async () => {
-        const text = (await bytes()).toString('utf8');
-        if (text.length === 0) throw badRequest('invalid_body', 'a JSON body is required');
-        try {
-          return JSON.parse(text) as unknown;
-        } catch (e) {
-          throw badRequest('invalid_json', `the body is not valid JSON: ${(e as Error).message}`);
-        }
-      },
-    };
+/** What a handler sees of one request; its methods live on the prototype, not in closures made per request. */
+class Context implements RequestContext {
+  principal: Principal | null = null;
+  private body: Promise<Buffer> | null = null;
+  private parsedQuery: URLSearchParams | null = null;
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly params: Record<string, string>,
+    /** The text after "?", or null without one. */
+    private readonly rawQuery: string | null,
+    private readonly maxBodyBytes: number,
+  ) {}
+
+  get query(): URLSearchParams {
+    return (this.parsedQuery ??= new URLSearchParams(this.rawQuery === null ? '' : queryText(this.rawQuery)));
   }
+
+  bytes(): Promise<Buffer> {
+    return (this.body ??= readBody(this.req, this.maxBodyBytes));
+  }
+
+  async text(): Promise<string> {
+    return (await this.bytes()).toString('utf8');
+  }
+
+  async json(): Promise<unknown> {
+    const text = (await this.bytes()).toString('utf8');
+    if (text.length === 0) throw badRequest('invalid_body', 'a JSON body is required');
+    try {
+      return JSON.parse(text) as unknown;
+    } catch (e) {
+      throw badRequest('invalid_json', `the body is not valid JSON: ${(e as Error).message}`);
+    }
+  }
+}
+
+/** The path's non-empty segments, percent-decoded; null when a segment is not valid percent-encoding. */
+function pathSegments(rawPath: string): string[] | null {
+  const out: string[] = [];
+  for (const s of rawPath.split('/')) {
+    if (s.length === 0) continue;
+    if (s.indexOf('%') < 0) {
+      out.push(s);
+      continue;
+    }
+    try {
+      out.push(decodeURIComponent(s));
+    } catch {
+      return null;
+    }
+  }
+  return out;
 }
 
 /** The query string without a fragment (a request target should carry none; URL parsing dropped it too). */
@@ -216,13 +258,16 @@ function queryText(afterQuestionMark: string): string {
   return hash < 0 ? afterQuestionMark : afterQuestionMark.slice(0, hash);
 }
 
-function match(pattern: string[], path: string[]): Record<string, string> | null {
-  if (pattern.length !== path.length) return null;
+/** The route's parameters for `path` (whose length the caller checked or will check), or null when it does not match. */
+function match(route: Route, path: string[]): Record<string, string> | null {
+  const { segments, params: names } = route;
+  if (segments.length !== path.length) return null;
+  // Literal segments first: most routes fail there, before any object is made.
+  for (let i = 0; i < segments.length; i++) if (names[i] === null && segments[i] !== path[i]) return null;
   const params: Record<string, string> = {};
-  for (let i = 0; i < pattern.length; i++) {
-    const p = pattern[i]!;
-    if (p.startsWith(':')) params[p.slice(1)] = path[i]!;
-    else if (p !== path[i]) return null;
+  for (let i = 0; i < segments.length; i++) {
+    const name = names[i];
+    if (name !== null && name !== undefined) params[name] = path[i]!;
   }
   return params;
 }
@@ -240,19 +285,23 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
       }
       chunks.push(chunk);
     });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
+    // A small body is one chunk: no copy of it.
+    req.on('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
     req.on('error', reject);
   });
 }
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+const NO_HEADERS: Record<string, string> = Object.freeze({});
+
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = NO_HEADERS): void {
   if (status === 204 || body === undefined) {
     res.writeHead(status === 200 ? 204 : status, headers);
     res.end();
     return;
   }
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  const length = Buffer.byteLength(text);
+  res.writeHead(status, headers === NO_HEADERS ? { 'content-type': 'application/json', 'content-length': length } : { 'content-type': 'application/json', 'content-length': length, ...headers });
   res.end(text);
 }
 

@@ -1,5 +1,6 @@
+import type { IncomingMessage } from 'node:http';
 import t from 'tap';
-import { deriveClientToken, HttpError, verifyToken } from '../src/index.js';
+import { authenticate, deriveClientToken, HttpError, verifyToken } from '../src/index.js';
 
 const clusterA = ['token-a'];
 const clusterB = ['token-b'];
@@ -33,5 +34,19 @@ t.test('wrong and forged tokens are refused, every time', async (t) => {
     t.equal(status(() => verifyToken(forged, clusterA)), 401, `forged MAC, try ${i + 1}`);
     t.equal(status(() => verifyToken('token-a ', clusterA)), 401, `near miss, try ${i + 1}`);
     t.equal(status(() => verifyToken('client.mallory.xyz', clusterA)), 401, `made-up client token, try ${i + 1}`);
+  }
+});
+
+t.test('authenticate: a proven Authorization header is remembered per cluster; a refused one never is', async (t) => {
+  const req = (authorization?: string): IncomingMessage => ({ headers: authorization === undefined ? {} : { authorization } }) as IncomingMessage;
+  const alice = `Bearer ${deriveClientToken('token-a', 'alice')}`;
+  const forged = alice.replace(/.$/, (c) => (c === 'A' ? 'B' : 'A'));
+  for (let i = 0; i < 2; i++) {
+    t.equal(status(() => authenticate(req(forged), clusterA)), 401, `forged, try ${i + 1}`);
+    t.match(authenticate(req(alice), clusterA), { kind: 'client', name: 'alice' }, `proven, try ${i + 1}`);
+    t.equal(status(() => authenticate(req(alice), clusterB)), 401, `the same header for another cluster, try ${i + 1}`);
+    t.equal(status(() => authenticate(req(), clusterA)), 401, `no header, try ${i + 1}`);
+    t.equal(status(() => authenticate(req('Basic dG9rZW4tYQ=='), clusterA)), 401, `not a bearer token, try ${i + 1}`);
+    t.match(authenticate(req('bearer   token-a  '), clusterA), { kind: 'cluster' }, `scheme in any case, spaces around the token, try ${i + 1}`);
   }
 });

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import t from 'tap';
-import { deriveClientToken, Router, type RouteOptions } from '../src/index.js';
+import { deriveClientToken, processHttp, Router, type RouteOptions } from '../src/index.js';
 
 const TOKENS = ['cluster-secret'];
 
@@ -86,4 +86,50 @@ t.test('the query reaches the handler as URL parsing gave it; the path keeps its
   const missing = await fetch(url + '/nope/x?y=1');
   t.equal(missing.status, 404);
   t.match(((await missing.json()) as { error: { message: string } }).error.message, 'no route for GET /nope/x');
+});
+
+t.test('routes match in table order; other methods on a known path get 405 with Allow; bad percent-encoding 400', async (t) => {
+  const router = new Router({ tokens: TOKENS })
+    .get('/r/:id', { admits: 'open' }, (ctx) => ({ route: 'param', id: ctx.params.id }))
+    .get('/r/fixed', { admits: 'open' }, () => ({ route: 'fixed' }))
+    .put('/r/fixed', { admits: 'open' }, () => ({ route: 'put fixed' }))
+    .post('/r/:id/do/:what', { admits: 'open' }, (ctx) => ({ id: ctx.params.id, what: ctx.params.what }))
+    .delete('/r/:id/do/:what', { admits: 'open' }, () => undefined);
+  const { url, server } = await serve(router);
+  t.teardown(() => server.close());
+  const call = async (method: string, path: string): Promise<{ status: number; allow: string | null; body: unknown }> => {
+    const res = await fetch(url + path, { method });
+    const text = await res.text();
+    return { status: res.status, allow: res.headers.get('allow'), body: text.length > 0 ? JSON.parse(text) : null };
+  };
+  t.same((await call('GET', '/r/fixed')).body, { route: 'param', id: 'fixed' }, 'the first route in the table wins');
+  t.same((await call('PUT', '//r///fixed/')).body, { route: 'put fixed' }, 'empty segments are ignored');
+  t.same((await call('POST', '/r/a%20b/do/x%2Fy')).body, { id: 'a b', what: 'x/y' }, 'two parameters, percent-decoded');
+  t.equal((await call('DELETE', '/r/a/do/b')).status, 204, 'a handler returning nothing answers 204');
+  const wrong = await call('PATCH', '/r/a/do/b');
+  t.same([wrong.status, wrong.allow, (wrong.body as { error: { code: string } }).error.code], [405, 'POST, DELETE', 'method_not_allowed'], '405 names the methods of the path, in table order');
+  const fixed = await call('DELETE', '/r/fixed');
+  t.same([fixed.status, fixed.allow], [405, 'GET, GET, PUT'], 'every route whose pattern matches the path counts');
+  t.equal((await call('GET', '/r/a/do')).status, 404, 'a path of no route: 404');
+  t.equal((await call('GET', '/r')).status, 404);
+  const bad = await call('GET', '/r/%E0%A4%A');
+  t.same([bad.status, (bad.body as { error: { code: string } }).error.code], [400, 'invalid_path'], 'bad percent-encoding: 400 invalid_path');
+});
+
+t.test('processHttp counts every answer by method and status in /metrics', async (t) => {
+  const logger = { log: () => undefined };
+  const ph = processHttp({ id: 'm1', httpAddress: '127.0.0.1:0', tokens: TOKENS, logger, tls: null });
+  ph.router.get('/ok', { admits: 'open' }, () => ({ ok: true })).post('/ok', { admits: 'authenticated' }, () => ({ ok: true }));
+  const port = await ph.listen();
+  t.teardown(() => ph.close());
+  const base = `http://127.0.0.1:${port}`;
+  await Promise.all(Array.from({ length: 5 }, () => fetch(`${base}/ok`).then((r) => r.text())));
+  await Promise.all(Array.from({ length: 3 }, () => fetch(`${base}/ok`, { method: 'POST' }).then((r) => r.text())));
+  await fetch(`${base}/missing`).then((r) => r.text());
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const count = (labels: string): number => Number(new RegExp(`^http_requests_total\\{${labels}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+  t.equal(count('method="GET",status="200"'), 5, 'five GETs answered 200');
+  t.equal(count('method="POST",status="401"'), 3, 'three POSTs without a token answered 401');
+  t.equal(count('method="GET",status="404"'), 1, 'one 404');
+  t.match(text, /^http_request_seconds_count 9$/m, 'nine latencies observed');
 });

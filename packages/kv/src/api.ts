@@ -1,6 +1,22 @@
 /** HTTP endpoints of the key-value service. See README.md for the contract. */
-import { badRequest, conflict, notFound, requireObject, requireWellFormed, Reply, type RequestContext, type ServiceContext, type ServiceDefinition } from '@raftkit/http';
-import { KvMachine, type KvCommand, type KvResult } from './machine.js';
+import { isUtf8 } from 'node:buffer';
+import {
+  badRequest,
+  CLIENT_ID_HEADER,
+  CLIENT_SEQ_HEADER,
+  conflict,
+  notFound,
+  raftErrorToHttp,
+  requireObject,
+  requireWellFormed,
+  Reply,
+  unavailable,
+  type RequestContext,
+  type ServiceContext,
+  type ServiceDefinition,
+} from '@raftkit/http';
+import { KvBatcher } from './batch.js';
+import { KvMachine, type KvCommand, type KvKeyCommand, type KvKeyResult, type KvResult } from './machine.js';
 
 export const MAX_KEY_BYTES = 1024;
 export const MAX_VALUE_BYTES = 1024 * 1024;
@@ -24,22 +40,40 @@ function valueOf(v: unknown, field: string): string | null {
   return requireWellFormed(v, field);
 }
 
-async function bodyText(ctx: RequestContext): Promise<string> {
+/** The body as UTF-8 text, and its size in bytes. */
+async function bodyText(ctx: RequestContext): Promise<{ text: string; bytes: number }> {
   const bytes = await ctx.bytes();
-  const text = bytes.toString('utf8');
-  if (!Buffer.from(text, 'utf8').equals(bytes)) {
-    throw badRequest('invalid_value', 'the value must be UTF-8 text', { field: 'body' });
-  }
-  return text;
+  // Checked on the bytes: decoding would turn a bad sequence into U+FFFD, so only bytes that are UTF-8 pass.
+  if (!isUtf8(bytes)) throw badRequest('invalid_value', 'the value must be UTF-8 text', { field: 'body' });
+  return { text: bytes.toString('utf8'), bytes: bytes.length };
 }
 
 export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
   const machine = (): KvMachine => service.machine as KvMachine;
+  const batcher = new KvBatcher();
+  const propose = (command: KvCommand): Promise<KvResult> => service.node.propose(command);
+  service.metrics.gauge('kv_batched_entries', 'Raft entries proposed by the write batcher on this member').set(() => batcher.entries);
+  service.metrics.gauge('kv_batched_commands', 'Writes those entries carried').set(() => batcher.commands);
+  /**
+   * A write: through the turn's batch, unless the request is an idempotent write (Client-Id and Client-Seq: its
+   * own session entry, deduplicated across retries, which a shared batch cannot be). `bytes` bounds its size.
+   */
+  const write = async (ctx: RequestContext, command: KvKeyCommand, bytes: number): Promise<KvKeyResult> => {
+    if (ctx.req.headers[CLIENT_ID_HEADER] !== undefined || ctx.req.headers[CLIENT_SEQ_HEADER] !== undefined) {
+      return (await service.write(ctx, command)) as KvKeyResult;
+    }
+    if (service.node.leaderId === null) throw unavailable('no leader is known: the cluster has no quorum or is electing one', 1);
+    try {
+      return await batcher.submit(propose, command, bytes);
+    } catch (error) {
+      throw raftErrorToHttp(error);
+    }
+  };
   service.router
     .put('/v1/kv/:key', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);
-      const value = await bodyText(ctx);
-      const result = await service.write(ctx, { op: 'put', key, value });
+      const { text: value, bytes } = await bodyText(ctx);
+      const result = await write(ctx, { op: 'put', key, value }, key.length * 3 + bytes);
       return { key, revision: result.revision };
     })
     .get('/v1/kv/:key', { admits: 'authenticated' }, async (ctx) => {
@@ -51,7 +85,7 @@ export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
     })
     .delete('/v1/kv/:key', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);
-      const result = await service.write(ctx, { op: 'delete', key });
+      const result = await write(ctx, { op: 'delete', key }, key.length * 3);
       if (result.op !== 'delete' || !result.deleted) throw notFound(`no key ${JSON.stringify(key)}`, { key });
       return { key, deleted: true, revision: result.revision };
     })
@@ -62,7 +96,7 @@ export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
       if (!('to' in body)) throw badRequest('invalid_field', 'to is required (null deletes the key)', { field: 'to' });
       const from = valueOf(body.from, 'from');
       const to = valueOf(body.to, 'to');
-      const result = await service.write(ctx, { op: 'cas', key, from, to });
+      const result = await write(ctx, { op: 'cas', key, from, to }, (key.length + (from?.length ?? 0) + (to?.length ?? 0)) * 3);
       if (result.op === 'cas' && !result.ok) {
         throw conflict('cas_mismatch', 'the current value is not "from"', { key, current: result.current, revision: result.revision });
       }

@@ -3,20 +3,35 @@
  * (its revision), so clients can tell versions apart.
  */
 import { Packr } from 'msgpackr';
-import { commandOf, nullableStringField, stringField } from '@raftkit/http';
+import { arrayField, CommandShapeError, commandOf, nullableStringField, stringField } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
-export type KvCommand =
+/** A command on one key: what a request asks for. */
+export type KvKeyCommand =
   | { op: 'put'; key: string; value: string }
   | { op: 'delete'; key: string }
   /** `from` null: the key must be absent. `to` null: delete it. */
   | { op: 'cas'; key: string; from: string | null; to: string | null };
 
-export type KvResult =
+export type KvCommand =
+  | KvKeyCommand
+  /**
+   * Writes gathered from one turn of a member's event loop (src/batch.ts), applied in order exactly as the same
+   * commands in consecutive entries would be, except that they share the entry's index as their revision. The
+   * batcher never puts two commands on one key in a batch, so a key's revision still names one change.
+   */
+  | { op: 'batch'; commands: KvKeyCommand[] };
+
+export type KvKeyResult =
   | { op: 'put'; revision: number }
   | { op: 'delete'; deleted: boolean; revision: number }
   | { op: 'cas'; ok: true; revision: number }
   | { op: 'cas'; ok: false; current: string | null; revision: number };
+
+export type KvResult = KvKeyResult | { op: 'batch'; results: KvKeyResult[] };
+
+/** The most commands one batch carries. */
+export const MAX_BATCH_COMMANDS = 1_000;
 
 export interface KvEntry {
   value: string;
@@ -30,7 +45,21 @@ const packr = new Packr({ useRecords: false });
  * (a bug or a forged one) is refused the same way on every member (ApplyError for its proposer) and changes nothing.
  */
 export function checkKvCommand(command: unknown): asserts command is KvCommand {
-  const c = commandOf(command, ['put', 'delete', 'cas'] as const);
+  const c = commandOf(command, ['put', 'delete', 'cas', 'batch'] as const);
+  if (c.op === 'batch') {
+    // Every command is checked before any applies, so a malformed one refuses the whole entry unchanged.
+    const commands = arrayField(c, 'commands', (item, at) => {
+      const inner = commandOf(item, ['put', 'delete', 'cas'] as const);
+      try {
+        checkKvCommand(inner);
+      } catch (e) {
+        throw new CommandShapeError(`${at}: ${(e as Error).message}`);
+      }
+      return inner;
+    }, MAX_BATCH_COMMANDS);
+    if (commands.length === 0) throw new CommandShapeError('a batch carries at least one command');
+    return;
+  }
   stringField(c, 'key');
   if (c.op === 'put') stringField(c, 'value', undefined, 0);
   if (c.op === 'cas') {
@@ -53,6 +82,11 @@ export class KvMachine implements StateMachine<KvCommand, KvResult> {
   apply(command: KvCommand, context: ApplyContext): KvResult {
     checkKvCommand(command);
     const revision = context.index;
+    if (command.op === 'batch') return { op: 'batch', results: command.commands.map((c) => this.applyOne(c, revision)) };
+    return this.applyOne(command, revision);
+  }
+
+  private applyOne(command: KvKeyCommand, revision: number): KvKeyResult {
     switch (command.op) {
       case 'put':
         this.data.set(command.key, { value: command.value, revision });

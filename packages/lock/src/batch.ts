@@ -1,14 +1,12 @@
 /**
- * Gathers the acquires and releases that reach a member during one turn of its event loop into one Raft entry
- * (`batch`), so a busy member pays for one entry, one encoding, one session record and one apply per turn instead
- * of one per request (the shared TurnBatcher). A lone command still goes as itself.
+ * Acquires and releases that reach a member in one turn of its event loop go to the Raft log as one `batch` entry:
+ * a busy member pays for one entry, one encoding, one session record and one apply per turn instead
+ * of one per request (the shared DistinctNameBatcher). A lone command still goes as itself.
  *
  * Two commands on the same lock name never share a batch: the machine stamps a lock's revision with the entry's
  * index, and a watcher that asks for changes after revision R must not miss a second change made under the same R.
- * The n-th command of a turn on a name goes to the turn's n-th batch; batches are proposed in that order, so the
- * log keeps each name's commands in the order they arrived.
  */
-import { TurnBatcher } from '@raftkit/http';
+import { DistinctNameBatcher } from '@raftkit/http';
 import { MAX_BATCH_COMMANDS, type BatchableCommand, type LockCommand, type LockResult } from './machine.js';
 
 export type Propose = (command: LockCommand) => Promise<LockResult>;
@@ -21,9 +19,7 @@ async function proposeBatch(propose: Propose, commands: BatchableCommand[]): Pro
 }
 
 export class LockBatcher {
-  private readonly batcher = new TurnBatcher<Propose, BatchableCommand, LockResult>({ maxItems: MAX_BATCH_COMMANDS, send: proposeBatch });
-  /** Commands per lock name in this turn; cleared as the turn's batches go. */
-  private readonly turn = new Map<string, number>();
+  private readonly batcher = new DistinctNameBatcher<Propose, BatchableCommand, LockResult>({ maxItems: MAX_BATCH_COMMANDS, send: proposeBatch });
 
   /** Entries proposed, for metrics. */
   get entries(): number {
@@ -36,10 +32,6 @@ export class LockBatcher {
   }
 
   submit(propose: Propose, command: BatchableCommand): Promise<LockResult> {
-    // Scheduled before the batcher's own flush of this turn, so the count restarts with the next turn.
-    if (this.turn.size === 0) setImmediate(() => this.turn.clear());
-    const n = this.turn.get(command.name) ?? 0;
-    this.turn.set(command.name, n + 1);
-    return this.batcher.submit(`b${n}`, propose, command);
+    return this.batcher.submit(command.name, propose, command);
   }
 }
