@@ -73,15 +73,23 @@ export class AnalyticsStore {
   async apply(clicks: Array<StreamedClick | null>, nextOffset: number): Promise<BatchAggregate> {
     if (this.failure) throw this.failure;
     const batch = aggregate(clicks, (producer) => this.seqs.get(producer));
-    const keys = [...batch.counts.keys()];
-    // Counter values, plus each link's distinct-referer count and "other" counter, in one lookup.
-    const codes = new Set(keys.filter((k) => k.includes('!r!')).map((k) => k.split('!', 2)[1]!));
-    const extra = [...codes].flatMap((code) => [refererCountKey(code), `${statPrefix(code)}r!other`]);
-    const values = await this.current([...keys, ...extra]);
-    const refererCounts = new Map<string, number>();
-    for (const [key, inc] of batch.counts) {
+    const values = await this.current([...batch.counts.keys()]);
+    // Referer hosts this batch brings that their link has no counter for yet: only their links need the
+    // distinct-referer count and the "other" counter (looked up once more). Usually none: looking both up for every
+    // link of every batch made most of the store's reads misses, LevelDB memtable searches for absent keys.
+    const newHosts: Array<{ key: string; code: string }> = [];
+    for (const key of batch.counts.keys()) {
+      if (values.has(key)) continue;
       const [, code, kind] = key.split('!', 3) as [string, string, string];
-      if (kind !== 'r' || values.has(key) || key.endsWith('!r!other')) continue;
+      if (kind === 'r' && !key.endsWith('!r!other')) newHosts.push({ key, code });
+    }
+    if (newHosts.length > 0) {
+      const codes = new Set(newHosts.map((h) => h.code));
+      for (const [key, value] of await this.current([...codes].flatMap((code) => [refererCountKey(code), `${statPrefix(code)}r!other`]))) values.set(key, value);
+    }
+    const refererCounts = new Map<string, number>();
+    for (const { key, code } of newHosts) {
+      const inc = batch.counts.get(key)!;
       // A referer host this link has not seen: within the cap it gets its own counter, past it "other".
       const distinct = refererCounts.get(code) ?? values.get(refererCountKey(code)) ?? 0;
       if (distinct < this.maxReferers) {
