@@ -1,7 +1,7 @@
 // Micro-benchmark of LevelStorage.append: N sequential appends of K command entries (300 bytes each) plus a hard
 // state, as a follower's Ready does. Prints wall time, main-thread CPU and whole-process CPU per append.
-// Main-thread CPU comes from /proc/self/task/<pid>/stat (utime+stime of the main thread only, excluding
-// LevelDB's threadpool work such as fsync), so it is Linux-only and has 10 ms ticks: use N large enough.
+// Main-thread CPU comes from /proc/self/task/<pid>/schedstat (the main thread's run time only, excluding
+// LevelDB's threadpool work such as fsync), so it is Linux-only.
 //
 //   node packages/raft/bench-micro/append.mjs N K [dist-dir]
 //
@@ -16,9 +16,9 @@ const K = Number(process.argv[3] ?? 1);
 const dist = resolve(process.argv[4] ?? join(fileURLToPath(new URL('.', import.meta.url)), '..', 'dist'));
 const { LevelStorage } = await import(pathToFileURL(join(dist, 'src/storage/leveldb.js')).href);
 
+/** CPU time of the main thread so far, in ms, at nanosecond precision (the first field of schedstat). */
 function mainThreadCpuMs() {
-  const fields = readFileSync(`/proc/self/task/${process.pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+  return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'raft-append-'));

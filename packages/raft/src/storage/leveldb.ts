@@ -19,6 +19,7 @@
  */
 import { Level } from 'level';
 import type { Entry, HardState, Snapshot, SnapshotMeta, Storage } from '../types.js';
+import { encodeEntries } from '../codec/entry-bytes.js';
 import { decodeValue, encodeValue } from '../codec/msgpack.js';
 import { fieldsOf, intField, parseEntry, parseHardState, parseSnapshotMeta } from '../codec/parse.js';
 import { checkCompaction, entriesToStore, initialHardState } from './log-rules.js';
@@ -208,7 +209,7 @@ export class LevelStorage implements Storage {
         for (let i = kept; i < starts.length; i++) {
           if (starts[i] !== start) ops.push({ type: 'del', key: this.keys.entry(starts[i]!) });
         }
-        ops.push({ type: 'put', key: this.keys.entry(start), value: encodeValue(fresh) });
+        ops.push({ type: 'put', key: this.keys.entry(start), value: encodeEntries(fresh) });
       }
       if (hardState !== null) {
         ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue(hardStateValue(hardState)) });
