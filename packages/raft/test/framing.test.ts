@@ -1,8 +1,11 @@
 /** Length-prefixed frames: splitting, batching, limits, garbage. */
 import fc from 'fast-check';
 import t from 'tap';
+import { MAX_CACHED_ENTRY_BYTES, encodeEntries, entryBytes } from '../src/codec/entry-bytes.js';
 import { encodeValue } from '../src/codec/msgpack.js';
-import { FRAME_HEADER_BYTES, FrameDecoder, FrameError, encodeFrame } from '../src/transport/framing.js';
+import { FRAME_HEADER_BYTES, FrameDecoder, FrameError, encodeFrame, encodeMessageFrame } from '../src/transport/framing.js';
+import { parseWireFrame } from '../src/transport/wire.js';
+import type { Entry, Message } from '../src/types.js';
 
 /** A decoder that collects what it decodes. */
 function collector(maxFrameBytes?: number): { decoder: FrameDecoder; frames: unknown[] } {
@@ -120,4 +123,70 @@ t.test('binary values decode to bytes with the same content', async (t) => {
   const { data } = frames[0] as { data: Uint8Array };
   t.ok(data instanceof Uint8Array);
   t.same([...data], [5, 6, 7]);
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// Append frames assembled from cached entry encodings (encodeMessageFrame, codec/entry-bytes.ts)
+
+function entryOf(index: number, dataBytes: number): Entry {
+  if (index % 4 === 0) return { index, term: 2, time: 1000 + index, kind: 'noop' };
+  if (index % 9 === 0) {
+    return { index, term: 2, time: index, kind: 'config', change: { type: 'addVoter', node: 'n4', address: 'h:1' }, config: { voters: ['n1', 'n4'], learners: [] } };
+  }
+  return { index, term: 2, time: 1000.5 + index, kind: 'command', data: new Uint8Array(dataBytes).fill(index % 256) };
+}
+
+/** Decodes one frame the way a receiving connection does: FrameDecoder, then the strict validator. */
+function receive(frame: Buffer): unknown {
+  const { decoder, frames } = collector();
+  decoder.push(frame);
+  if (frames.length !== 1) throw new Error(`${frames.length} frames`);
+  return parseWireFrame(frames[0]);
+}
+
+t.test('an append frame built from cached entry bytes decodes to the message the ordinary encoding gives', async (t) => {
+  // 0, 1, 15, 16 and 65,536 entries cross each MessagePack array header size.
+  for (const count of [0, 1, 3, 15, 16, 200, 65_536]) {
+    const entries = Array.from({ length: count }, (_, i) => entryOf(101 + i, count > 1000 ? 1 : 300));
+    const message: Message = { type: 'append', from: 'n1', to: 'n2', term: 2, prevIndex: 100, prevTerm: 1, entries, commit: 99 };
+    for (const group of [undefined, 'g7']) {
+      const ordinary = receive(encodeFrame(group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group }, 64 * 1024 * 1024));
+      const cached = receive(encodeMessageFrame(message, group, 64 * 1024 * 1024));
+      t.ok(sameEncoding(cached, ordinary), `${count} entries, group ${String(group)}`);
+      // Twice: the second time every entry's bytes come from the cache.
+      t.ok(sameEncoding(receive(encodeMessageFrame(message, group, 64 * 1024 * 1024)), ordinary), `${count} entries again`);
+    }
+  }
+});
+
+t.test('other messages go through encodeMessageFrame unchanged', async (t) => {
+  const message: Message = { type: 'heartbeat', from: 'n1', to: 'n2', term: 3, commit: 7, round: 2 };
+  t.same(encodeMessageFrame(message, 'g'), encodeFrame({ kind: 'msg', message, group: 'g' }));
+  t.same(encodeMessageFrame(message, undefined), encodeFrame({ kind: 'msg', message }));
+});
+
+t.test('encodeMessageFrame refuses an append frame over the limit', async (t) => {
+  const entries = [entryOf(1, 5000), entryOf(2, 5000)];
+  const message: Message = { type: 'append', from: 'n1', to: 'n2', term: 2, prevIndex: 0, prevTerm: 0, entries, commit: 0 };
+  const size = encodeMessageFrame(message, undefined).byteLength - FRAME_HEADER_BYTES;
+  t.equal(encodeMessageFrame(message, undefined, size).byteLength, size + FRAME_HEADER_BYTES, 'exactly at the limit');
+  t.throws(() => encodeMessageFrame(message, undefined, size - 1), FrameError);
+});
+
+t.test('a block of entries from cached bytes is exactly their ordinary encoding', async (t) => {
+  for (const count of [1, 15, 16, 70_000]) {
+    const entries = Array.from({ length: count }, (_, i) => entryOf(1 + i, 3));
+    t.equal(Buffer.compare(encodeEntries(entries), encodeValue(entries)), 0, `${count} entries, none kept yet`);
+    for (const entry of entries) entryBytes(entry);
+    t.equal(Buffer.compare(encodeEntries(entries), encodeValue(entries)), 0, `${count} entries, all kept`);
+  }
+});
+
+t.test('an entry is encoded once; large ones are not kept', async (t) => {
+  const small = entryOf(1, 100);
+  t.equal(entryBytes(small), entryBytes(small), 'the same bytes the second time');
+  t.same(entryBytes(small), encodeValue(small));
+  const large = entryOf(2, MAX_CACHED_ENTRY_BYTES + 1);
+  t.not(entryBytes(large), entryBytes(large), 'encoded again each time');
+  t.same(entryBytes(large), encodeValue(large));
 });

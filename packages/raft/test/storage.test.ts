@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { Level } from 'level';
 import t from 'tap';
+import { encodeValue } from '../src/codec/msgpack.js';
 import { LevelStorage } from '../src/storage/leveldb.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import type { Entry, HardState, Snapshot, Storage } from '../src/types.js';
@@ -394,8 +395,7 @@ class StorageModel {
   }
 }
 
-async function checkAgainstModel(subject: Subject, operations: Operation[]): Promise<void> {
-  const model = new StorageModel();
+async function checkAgainstModel(subject: Subject, operations: Operation[], model = new StorageModel()): Promise<void> {
   let storage = subject.storage;
   for (const step of operations) {
     switch (step.op) {
@@ -471,4 +471,64 @@ t.test('LevelStorage matches the model, across reopens', async (t) => {
     { numRuns: 40 },
   );
   t.pass('40 random operation sequences agree with the model');
+});
+
+// ---------------------------------------------------------------------------------------------------------
+// Databases written before entries were stored in blocks: one key per entry, its value the entry's own map.
+
+/** Writes `log` and `hardState` exactly as LevelStorage did before blocks (keys.ts layout, one value per entry). */
+async function writeLegacyLog(db: Level, prefix: string, log: Entry[], hardState: HardState): Promise<void> {
+  const encodings = { keyEncoding: 'utf8', valueEncoding: 'view' } as const;
+  const ops = log.map((entry) => ({ type: 'put' as const, key: `${prefix}!e!${String(entry.index).padStart(16, '0')}`, value: encodeValue(entry) }));
+  ops.push({ type: 'put', key: `${prefix}!hs`, value: encodeValue(hardState) });
+  await db.batch(ops, { ...encodings, sync: true });
+}
+
+t.test('LevelStorage loads a log written one entry per key, and keeps working on it', async (t) => {
+  const { db } = await sharedDb(t);
+  const hardState = { term: 3, vote: 'n2', commit: 4 };
+  await writeLegacyLog(db, 'old', entries(1, 9, 2), hardState);
+  const storage = new LevelStorage({ db, prefix: 'old' });
+  t.same(await storage.load(), { hardState, snapshot: null, entries: entries(1, 9, 2) });
+  // Truncate into the legacy entries, snapshot across both layouts, reopen.
+  await storage.append(entries(6, 7, 3), null);
+  await storage.append(entries(8, 12, 3), null);
+  t.same((await storage.load()).entries, [...entries(1, 5, 2), ...entries(6, 12, 3)]);
+  await storage.saveSnapshot(snapshot(7, 3));
+  await storage.close();
+  const reopened = new LevelStorage({ db, prefix: 'old' });
+  t.same(await reopened.load(), { hardState, snapshot: snapshot(7, 3), entries: entries(8, 12, 3) });
+  t.equal(await countKeys(db, 'old!e!'), 1, 'only the block holding 8..12 is left');
+  await reopened.close();
+});
+
+t.test('LevelStorage matches the model from a log written one entry per key', async (t) => {
+  const { db } = await sharedDb(t);
+  let run = 0;
+  await fc.assert(
+    fc.asyncProperty(fc.nat(8), fc.array(operation, { maxLength: 20 }), async (legacyLength, operations) => {
+      const prefix = `legacy${run++}`;
+      const model = new StorageModel();
+      const hardState = { term: 1, vote: 'n1', commit: 0 };
+      const legacy = legacyLength === 0 ? [] : entries(1, legacyLength, 1);
+      model.append(legacy, hardState);
+      await writeLegacyLog(db, prefix, legacy, hardState);
+      const open = () => new LevelStorage({ db, prefix }, { snapshotChunkBytes: 8 });
+      const subject: Subject = {
+        storage: open(),
+        async reopen() {
+          await subject.storage.close();
+          subject.storage = open();
+          return subject.storage;
+        },
+      };
+      try {
+        await checkAgainstModel(subject, [{ op: 'reopen' }, ...operations], model);
+      } finally {
+        await subject.storage.close();
+      }
+    }),
+    { numRuns: 60 },
+  );
+  t.pass('60 random operation sequences on a legacy log agree with the model');
 });

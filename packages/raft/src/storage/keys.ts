@@ -3,7 +3,8 @@
  * share one database.
  *
  *   <prefix>!hs                      hard state
- *   <prefix>!e!<index:16>            one log entry; zero-padded so keys sort in index order
+ *   <prefix>!e!<index:16>            a block of log entries starting at index (see leveldb.ts), or one entry as
+ *                                    written before blocks; zero-padded so keys sort in index order
  *   <prefix>!sm                      snapshot record (meta, generation, size, chunk count)
  *   <prefix>!sd!<gen:16>!<chunk:8>   snapshot data, in chunks, per snapshot generation
  *

@@ -5,12 +5,21 @@
  * land atomically and are fsynced before the promise resolves. Operations run one at a time in call order, which
  * keeps the in-memory bookkeeping (snapshot index, last index) equal to what is on disk.
  *
+ * Entries are stored in blocks: each append writes its new entries as one value (a MessagePack array) under the
+ * key of the block's first index. A block is in force from its first index up to the next block's first index
+ * (exclusive), or to its own end for the last block: a later block that starts inside an earlier one replaces
+ * that earlier block's tail, which is how a conflicting suffix is truncated without reading anything back. One
+ * value per append instead of one per entry is what makes an append cheap: LevelDB's JavaScript batch path costs
+ * several microseconds per operation. A value that is a single entry (a map, not an array) is a block of one:
+ * that is how databases written before blocks (one key per entry) still load.
+ *
  * Snapshot data is stored in chunks under a per-snapshot generation number. A new snapshot's chunks are written
  * first; one final batch then switches the snapshot record to the new generation, deletes the old chunks and
  * the covered entries. A crash in between leaves only unreferenced chunks, which are cleared on the next open.
  */
 import { Level } from 'level';
 import type { AppendOptions, Entry, HardState, Snapshot, SnapshotMeta, Storage } from '../types.js';
+import { encodeEntries } from '../codec/entry-bytes.js';
 import { decodeValue, encodeValue } from '../codec/msgpack.js';
 import { fieldsOf, intField, parseEntry, parseHardState, parseSnapshotMeta } from '../codec/parse.js';
 import { checkCompaction, entriesToStore, initialHardState } from './log-rules.js';
@@ -87,11 +96,38 @@ interface SnapshotRecord {
   chunkCount: number;
 }
 
-/** Log bounds known after opening: stored entries are exactly snapshotIndex+1 .. lastIndex. */
+/**
+ * Log bounds known after opening: stored entries are exactly snapshotIndex+1 .. lastIndex, held by the blocks
+ * starting at `blockStarts` (ascending; the first block may start at or before snapshotIndex, when a snapshot
+ * covered only part of it).
+ */
 interface OpenState {
   snapshot: SnapshotRecord | null;
   snapshotIndex: number;
   lastIndex: number;
+  blockStarts: number[];
+}
+
+/** The entries of one stored block: an array of entries, or (as written before blocks) a single entry. */
+function parseBlock(value: unknown, start: number): Entry[] {
+  const block = Array.isArray(value) ? value.map((item) => parseEntry(item)) : [parseEntry(value)];
+  if (block.length === 0) throw new Error(`corrupt log: empty block at ${start}`);
+  block.forEach((entry, i) => {
+    if (entry.index !== start + i) throw new Error(`corrupt log: block ${start} holds entry ${entry.index} at position ${i}`);
+  });
+  return block;
+}
+
+/** The position in `starts` (ascending) of the last start <= index, or -1 when there is none. */
+function blockHolding(starts: readonly number[], index: number): number {
+  let low = 0;
+  let high = starts.length - 1;
+  while (low <= high) {
+    const middle = (low + high) >> 1;
+    if (starts[middle]! <= index) low = middle + 1;
+    else high = middle - 1;
+  }
+  return high;
 }
 
 function parseSnapshotRecord(value: unknown): SnapshotRecord {
@@ -142,13 +178,16 @@ export class LevelStorage implements Storage {
       const stored = await this.get(this.keys.hardState);
       const hardState = stored === undefined ? initialHardState() : parseHardState(decodeValue(stored));
       const snapshot = state.snapshot === null ? null : await this.readSnapshot(state.snapshot);
+      // entries[i] is entry snapshotIndex+1+i. Each block cuts what came before it at its start, then extends it.
       const entries: Entry[] = [];
-      const range = { gt: this.keys.entry(state.snapshotIndex), lte: this.keys.entry(state.lastIndex) };
-      for await (const [, value] of this.db.iterator({ ...range, ...ENCODINGS })) {
-        const entry = parseEntry(decodeValue(value));
-        const expected = state.snapshotIndex + entries.length + 1;
-        if (entry.index !== expected) throw new Error(`corrupt log: expected entry ${expected}, found ${entry.index}`);
-        entries.push(entry);
+      for await (const [key, value] of this.db.iterator({ ...this.keys.entries, ...ENCODINGS })) {
+        const start = this.keys.entryIndex(key);
+        const held = state.snapshotIndex + entries.length;
+        if (start > held + 1) throw new Error(`corrupt log: expected an entry ${held + 1}, found block ${start}`);
+        if (start <= held) entries.length = Math.max(0, start - state.snapshotIndex - 1);
+        for (const entry of parseBlock(decodeValue(value), start)) {
+          if (entry.index > state.snapshotIndex) entries.push(entry);
+        }
       }
       if (entries.length !== state.lastIndex - state.snapshotIndex) {
         throw new Error(`corrupt log: entries end at ${state.snapshotIndex + entries.length}, not ${state.lastIndex}`);
@@ -161,23 +200,29 @@ export class LevelStorage implements Storage {
     const batchOptions = options?.sync === false ? UNSYNCED : SYNCED;
     return this.run(async (state) => {
       const fresh = entriesToStore(entries, state.snapshotIndex, state.lastIndex);
-      const ops: BatchOp[] = fresh.map((entry) => ({
-        type: 'put',
-        key: this.keys.entry(entry.index),
-        value: encodeValue(entry),
-      }));
-      const newLast = fresh.length > 0 ? fresh[fresh.length - 1]!.index : state.lastIndex;
-      // Stored entries past the new ones belong to the conflicting suffix being replaced; the overlapping ones
-      // are overwritten by the puts above.
-      for (let index = newLast + 1; index <= state.lastIndex && fresh.length > 0; index++) {
-        ops.push({ type: 'del', key: this.keys.entry(index) });
+      const ops: BatchOp[] = [];
+      const starts = state.blockStarts;
+      const start = fresh[0]?.index;
+      // Blocks from `kept` on start at or after the new block: those after it belong to the conflicting suffix
+      // being replaced, one at the same index is overwritten by the put. One starting before it is cut by the new
+      // block (see above) and stays.
+      const kept = start === undefined ? starts.length : blockHolding(starts, start - 1) + 1;
+      if (start !== undefined) {
+        for (let i = kept; i < starts.length; i++) {
+          if (starts[i] !== start) ops.push({ type: 'del', key: this.keys.entry(starts[i]!) });
+        }
+        ops.push({ type: 'put', key: this.keys.entry(start), value: encodeEntries(fresh) });
       }
       if (hardState !== null) {
         ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue(hardStateValue(hardState)) });
       }
       if (ops.length === 0) return;
       await this.db.batch(ops, batchOptions);
-      state.lastIndex = newLast;
+      if (start !== undefined) {
+        starts.length = kept;
+        starts.push(start);
+        state.lastIndex = fresh[fresh.length - 1]!.index;
+      }
     });
   }
 
@@ -198,11 +243,18 @@ export class LevelStorage implements Storage {
         chunkCount,
       };
       const ops: BatchOp[] = [{ type: 'put', key: this.keys.snapshotRecord, value: encodeValue(record) }];
-      for (let i = state.snapshotIndex + 1; i <= dropUpTo; i++) ops.push({ type: 'del', key: this.keys.entry(i) });
+      // Blocks that end at or before dropUpTo go; one that straddles it stays whole (load skips its covered part).
+      const starts = state.blockStarts;
+      let dropped = 0;
+      while (dropped < starts.length && (dropped + 1 < starts.length ? starts[dropped + 1]! - 1 : state.lastIndex) <= dropUpTo) {
+        ops.push({ type: 'del', key: this.keys.entry(starts[dropped]!) });
+        dropped++;
+      }
       for (let chunk = 0; chunk < (previous?.chunkCount ?? 0); chunk++) {
         ops.push({ type: 'del', key: this.keys.snapshotChunk(previous!.generation, chunk) });
       }
       await this.db.batch(ops, SYNCED);
+      state.blockStarts = starts.slice(dropped);
       state.snapshot = record;
       state.snapshotIndex = index;
       state.lastIndex = logMatches ? Math.max(state.lastIndex, index) : index;
@@ -243,8 +295,15 @@ export class LevelStorage implements Storage {
     const snapshot = stored === undefined ? null : parseSnapshotRecord(decodeValue(stored));
     const snapshotIndex = snapshot?.meta.index ?? 0;
 
-    const [lastKey] = await this.db.keys({ ...this.keys.entries, reverse: true, limit: 1, ...ENCODINGS }).all();
-    const lastIndex = lastKey === undefined ? snapshotIndex : Math.max(snapshotIndex, this.keys.entryIndex(lastKey));
+    const blockKeys = await this.db.keys({ ...this.keys.entries, ...ENCODINGS }).all();
+    const blockStarts = blockKeys.map((key) => this.keys.entryIndex(key));
+    let lastIndex = snapshotIndex;
+    const lastStart = blockStarts.at(-1);
+    if (lastStart !== undefined) {
+      const lastBlock = await this.get(this.keys.entry(lastStart));
+      if (lastBlock === undefined) throw new Error(`corrupt log: block ${lastStart} vanished while opening`);
+      lastIndex = Math.max(snapshotIndex, lastStart + parseBlock(decodeValue(lastBlock), lastStart).length - 1);
+    }
 
     const allChunks = this.keys.snapshotChunks;
     if (snapshot === null) {
@@ -254,7 +313,7 @@ export class LevelStorage implements Storage {
       await this.clear({ gte: allChunks.gte, lt: current.gte });
       await this.clear({ gte: current.lt, lt: allChunks.lt });
     }
-    this.state = { snapshot, snapshotIndex, lastIndex };
+    this.state = { snapshot, snapshotIndex, lastIndex, blockStarts };
     return this.state;
   }
 
@@ -293,8 +352,10 @@ export class LevelStorage implements Storage {
   private async termAt(state: OpenState, index: number): Promise<number | undefined> {
     if (state.snapshot !== null && index === state.snapshotIndex) return state.snapshot.meta.term;
     if (index <= state.snapshotIndex || index > state.lastIndex) return undefined;
-    const stored = await this.get(this.keys.entry(index));
-    return stored === undefined ? undefined : parseEntry(decodeValue(stored)).term;
+    const start = state.blockStarts[blockHolding(state.blockStarts, index)];
+    if (start === undefined) return undefined;
+    const stored = await this.get(this.keys.entry(start));
+    return stored === undefined ? undefined : parseBlock(decodeValue(stored), start)[index - start]?.term;
   }
 
   private async get(key: string): Promise<Uint8Array | undefined> {

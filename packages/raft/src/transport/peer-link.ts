@@ -8,10 +8,10 @@ import { Socket, connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { DecodeError } from '../codec/parse.js';
 import type { Message, NodeId, SnapshotRequest } from '../types.js';
-import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
+import { FrameDecoder, FrameError, encodeFrame, encodeMessageFrame } from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import { SnapshotSender } from './snapshot-stream.js';
-import { PROTOCOL_VERSION, parseWireFrame, type BeatTuple, type BeatsFrame, type HelloFrame, type MessageFrame, type PingFrame } from './wire.js';
+import { PROTOCOL_VERSION, parseWireFrame, type BeatTuple, type BeatsFrame, type HelloFrame, type PingFrame } from './wire.js';
 
 /** Where diagnostics go. 'debug' for expected trouble (peer down), 'warn' for things worth a look. */
 export type TransportLog = (level: 'debug' | 'warn', message: string) => void;
@@ -98,8 +98,7 @@ export class PeerLink {
     } else {
       let frame: Buffer;
       try {
-        const body: MessageFrame = group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group };
-        frame = encodeFrame(body, this.settings.maxFrameBytes);
+        frame = encodeMessageFrame(message, group, this.settings.maxFrameBytes);
       } catch (error) {
         const reason = error instanceof FrameError ? error.message : String(error);
         this.settings.log('warn', `dropping ${message.type} to ${this.peerId}: ${reason}`);
