@@ -76,6 +76,30 @@ export function arrayField<T>(fields: Record<string, unknown>, key: string, item
   return v.map((x, i) => item(x, `${key}[${i}]`));
 }
 
+/**
+ * The `commands` of a batch command: a non-empty array of at most `maxItems` commands, each with an op among `ops`
+ * and checked by `check`. Every command is checked before any applies, so a malformed one refuses the whole entry
+ * unchanged; the error names the failing item.
+ */
+export function batchCommandsField<Op extends string>(
+  fields: Record<string, unknown>,
+  ops: readonly Op[],
+  check: (command: CommandFields<Op>) => void,
+  maxItems: number,
+): CommandFields<Op>[] {
+  const commands = arrayField(fields, 'commands', (item, at) => {
+    const inner = commandOf(item, ops);
+    try {
+      check(inner);
+    } catch (e) {
+      throw new CommandShapeError(`${at}: ${(e as Error).message}`);
+    }
+    return inner;
+  }, maxItems);
+  if (commands.length === 0) throw new CommandShapeError('a batch carries at least one command');
+  return commands;
+}
+
 /** An array of non-empty strings of at most `maxLength` characters. */
 export function stringArrayField(fields: Record<string, unknown>, key: string, maxItems = 1 << 20, maxLength = 1 << 16): string[] {
   return arrayField(

@@ -24,6 +24,7 @@ export type { BucketCounter, BucketLimits, TakeResult } from './bucket.js';
 export {
   CommandShapeError,
   arrayField,
+  batchCommandsField,
   booleanField,
   commandOf,
   integerField,

@@ -3,7 +3,7 @@
  * (its revision), so clients can tell versions apart.
  */
 import { Packr } from 'msgpackr';
-import { arrayField, CommandShapeError, commandOf, nullableStringField, stringField } from '@raftkit/http';
+import { batchCommandsField, commandOf, nullableStringField, stringField } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 /** A command on one key: what a request asks for. */
@@ -47,17 +47,7 @@ const packr = new Packr({ useRecords: false });
 export function checkKvCommand(command: unknown): asserts command is KvCommand {
   const c = commandOf(command, ['put', 'delete', 'cas', 'batch'] as const);
   if (c.op === 'batch') {
-    // Every command is checked before any applies, so a malformed one refuses the whole entry unchanged.
-    const commands = arrayField(c, 'commands', (item, at) => {
-      const inner = commandOf(item, ['put', 'delete', 'cas'] as const);
-      try {
-        checkKvCommand(inner);
-      } catch (e) {
-        throw new CommandShapeError(`${at}: ${(e as Error).message}`);
-      }
-      return inner;
-    }, MAX_BATCH_COMMANDS);
-    if (commands.length === 0) throw new CommandShapeError('a batch carries at least one command');
+    batchCommandsField(c, ['put', 'delete', 'cas'] as const, checkKvCommand, MAX_BATCH_COMMANDS);
     return;
   }
   stringField(c, 'key');

@@ -7,19 +7,15 @@ import t from 'tap';
 import { CommandShapeError } from '@raftkit/http';
 import { KvBatcher, MAX_BATCH_BYTES } from '../src/batch.js';
 import { KvMachine, type KvCommand, type KvKeyCommand, type KvKeyResult, type KvResult } from '../src/machine.js';
+import { Prng } from '@raftkit/raft';
 
 const KEYS = ['a', 'b', 'c', 'd'];
 const VALUES = [null, '0', '1', '2'];
 
-/** A deterministic pseudo-random stream (xorshift), so a failure names its seed. */
+/** A deterministic pseudo-random stream, so a failure names its seed. */
 function rng(seed: number): () => number {
-  let x = seed || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
+  const prng = new Prng(seed);
+  return () => prng.next();
 }
 
 function randomCommand(r: () => number, key: string): KvKeyCommand {

@@ -7,7 +7,7 @@
  * a wait queue exists; a session's owned locks name it as holder.
  */
 import { Packr } from 'msgpackr';
-import { arrayField, booleanField, CommandShapeError, commandOf, integerField, nullableIntegerField, stringArrayField, stringField } from '@raftkit/http';
+import { batchCommandsField, booleanField, commandOf, integerField, nullableIntegerField, stringArrayField, stringField } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 export type LockCommand =
@@ -110,17 +110,7 @@ export function checkLockCommand(command: unknown): asserts command is LockComma
   const c = commandOf(command, ['openSession', 'heartbeat', 'closeSession', 'expire', 'extendAll', 'acquire', 'release', 'batch'] as const);
   switch (c.op) {
     case 'batch': {
-      // Every command is checked before any applies, so a malformed one refuses the whole entry unchanged.
-      const commands = arrayField(c, 'commands', (item, at) => {
-        const inner = commandOf(item, ['acquire', 'release'] as const);
-        try {
-          checkLockCommand(inner);
-        } catch (e) {
-          throw new CommandShapeError(`${at}: ${(e as Error).message}`);
-        }
-        return inner;
-      }, MAX_BATCH_COMMANDS);
-      if (commands.length === 0) throw new CommandShapeError('a batch carries at least one command');
+      batchCommandsField(c, ['acquire', 'release'] as const, checkLockCommand, MAX_BATCH_COMMANDS);
       return;
     }
     case 'openSession':

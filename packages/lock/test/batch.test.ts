@@ -7,6 +7,7 @@ import t from 'tap';
 import { CommandShapeError } from '@raftkit/http';
 import { LockBatcher } from '../src/batch.js';
 import { LockMachine, type BatchableCommand, type LockCommand, type LockResult } from '../src/machine.js';
+import { Prng } from '@raftkit/raft';
 
 const SESSIONS = ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222', '33333333-3333-4333-8333-333333333333'];
 const NAMES = ['a', 'b', 'c', 'd'];
@@ -17,15 +18,10 @@ function opened(): LockMachine {
   return m;
 }
 
-/** A deterministic pseudo-random stream (xorshift), so a failure names its seed. */
+/** A deterministic pseudo-random stream, so a failure names its seed. */
 function rng(seed: number): () => number {
-  let x = seed || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
+  const prng = new Prng(seed);
+  return () => prng.next();
 }
 
 function randomCommand(r: () => number, tokens: Map<string, number>): BatchableCommand {
