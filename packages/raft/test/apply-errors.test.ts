@@ -10,6 +10,7 @@ import { SessionStateMachine, type SessionRequest } from '../src/sessions.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { LocalNetwork } from '../src/transport/local.js';
 import type { Entry, HardState, NodeId, StateMachine } from '../src/types.js';
+import { leaderOf } from './helpers/leader.js';
 
 type Cmd = { op: 'add'; by: number } | { op: 'boom' };
 
@@ -42,16 +43,6 @@ async function start(net: LocalNetwork, storages: Map<NodeId, MemoryStorage>, fa
     nodes.set(id, await RaftNode.start({ id, storage: storages.get(id)!, transport: net.transport(id), stateMachine: machine, bootstrap, tickMs: 10, requestTimeoutMs: 5_000, observer: { failed: (e) => failures.push(`${id}: ${e.message}`) } }));
   }
   return { nodes, machines };
-}
-
-async function leaderOf(nodes: Map<NodeId, RaftNode<Cmd, number>>): Promise<RaftNode<Cmd, number>> {
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    const leaders = [...nodes.values()].filter((n) => n.isLeader);
-    if (leaders.length === 1) return leaders[0]!;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('no leader');
 }
 
 async function until(what: string, check: () => boolean): Promise<void> {

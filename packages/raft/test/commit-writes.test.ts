@@ -11,6 +11,7 @@ import { RaftNode } from '../src/node.js';
 import { LevelStorage } from '../src/storage/leveldb.js';
 import { LocalNetwork } from '../src/transport/local.js';
 import type { AppendOptions, Entry, HardState, NodeId, Snapshot, StateMachine, Storage } from '../src/types.js';
+import { leaderOf } from './helpers/leader.js';
 
 type Cmd = { key: string; value: number };
 
@@ -75,16 +76,6 @@ async function start(dir: string) {
     nodes.set(id, await RaftNode.start({ id, storage, transport: net.transport(id), stateMachine: machine, bootstrap, tickMs: 10, requestTimeoutMs: 5_000 }));
   }
   return { nodes, storages, machines };
-}
-
-async function leaderOf(nodes: Map<NodeId, RaftNode<Cmd, number>>): Promise<RaftNode<Cmd, number>> {
-  const deadline = Date.now() + 10_000;
-  while (Date.now() < deadline) {
-    const leaders = [...nodes.values()].filter((n) => n.isLeader);
-    if (leaders.length === 1) return leaders[0]!;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('no leader within 10 s');
 }
 
 t.test('a commit index alone is never written while running, everything else is synced; a clean stop writes it', async (t) => {

@@ -3,6 +3,7 @@ import { RaftNode } from '../src/node.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { LocalNetwork } from '../src/transport/local.js';
 import type { NodeId, StateMachine } from '../src/types.js';
+import { leaderOf } from './helpers/leader.js';
 
 type Cmd = { op: 'add'; key: string; by: number };
 
@@ -42,23 +43,13 @@ async function startCluster(net: LocalNetwork, storages: Map<NodeId, MemoryStora
   return { nodes, machines };
 }
 
-async function waitForLeader(nodes: Map<NodeId, RaftNode<Cmd, number>>, timeoutMs = 5_000): Promise<RaftNode<Cmd, number>> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const leaders = [...nodes.values()].filter((n) => n.isLeader);
-    if (leaders.length === 1) return leaders[0]!;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  throw new Error('no leader');
-}
-
 t.test('propose on leader and follower, read linearizably everywhere', async (t) => {
   const net = new LocalNetwork();
   const { nodes } = await startCluster(net, new Map());
   t.teardown(async () => {
     for (const n of nodes.values()) await n.stop();
   });
-  const leader = await waitForLeader(nodes);
+  const leader = await leaderOf(nodes);
   t.equal(await leader.propose({ op: 'add', key: 'x', by: 1 }), 1);
   const follower = [...nodes.values()].find((n) => n !== leader)!;
   t.equal(await follower.propose({ op: 'add', key: 'x', by: 2 }), 3, 'a follower forwards to the leader');
@@ -73,7 +64,7 @@ t.test('a retried (client, seq) applies once', async (t) => {
   t.teardown(async () => {
     for (const n of nodes.values()) await n.stop();
   });
-  const leader = await waitForLeader(nodes);
+  const leader = await leaderOf(nodes);
   const reg = await leader.submit({ t: 'register', nonce: 'test' });
   t.ok(reg.ok && 'client' in reg);
   const client = (reg as { client: string }).client;
@@ -99,11 +90,11 @@ t.test('a stopped leader is replaced and a restarted member catches up from stor
   t.teardown(async () => {
     for (const n of nodes.values()) await n.stop();
   });
-  const leader = await waitForLeader(nodes);
+  const leader = await leaderOf(nodes);
   for (let i = 0; i < 50; i++) await leader.propose({ op: 'add', key: 'z', by: 1 });
   await leader.stop();
   nodes.delete(leader.id);
-  const next = await waitForLeader(nodes);
+  const next = await leaderOf(nodes);
   t.not(next.id, leader.id);
   t.equal(await next.propose({ op: 'add', key: 'z', by: 1 }), 51, 'no acknowledged write was lost');
   const machine = new Counters();
@@ -119,7 +110,7 @@ t.test('membership: add a voter through a learner, transfer leadership to it, re
   t.teardown(async () => {
     for (const n of nodes.values()) await n.stop();
   });
-  const leader = await waitForLeader(nodes);
+  const leader = await leaderOf(nodes);
   await leader.propose({ op: 'add', key: 'm', by: 1 });
   const machine = new Counters();
   const n4 = await RaftNode.start({ id: 'n4', storage: new MemoryStorage(), transport: net.transport('n4'), stateMachine: machine, tickMs: 10, peers: bootstrap });
@@ -139,7 +130,7 @@ t.test('admin calls on a follower are forwarded to the leader; a non-member cann
   t.teardown(async () => {
     for (const n of nodes.values()) await n.stop();
   });
-  const leader = await waitForLeader(nodes);
+  const leader = await leaderOf(nodes);
   const [follower, other] = [...nodes.values()].filter((n) => n !== leader);
   const seen: string[][] = [];
   const n4 = await RaftNode.start({ id: 'n4', storage: new MemoryStorage(), transport: net.transport('n4'), stateMachine: new Counters(), tickMs: 10, peers: bootstrap });
@@ -183,13 +174,13 @@ t.test('removing the current leader: it leads until the change commits, then a n
   t.teardown(async () => {
     for (const n of nodes.values()) await n.stop();
   });
-  const leader = await waitForLeader(nodes);
+  const leader = await leaderOf(nodes);
   await leader.propose({ op: 'add', key: 'r', by: 1 });
   await leader.removeMember(leader.id);
   t.notOk(leader.status().config.voters.includes(leader.id), 'the removal committed');
   await leader.stop();
   nodes.delete(leader.id);
-  const next = await waitForLeader(nodes);
+  const next = await leaderOf(nodes);
   t.equal(await next.propose({ op: 'add', key: 'r', by: 1 }), 2, 'the remaining members go on');
 });
 
