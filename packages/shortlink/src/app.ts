@@ -155,9 +155,9 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     clicks.emit({
       short_code: code,
       timestamp: now,
-      referer: headerText(req.headers.referer),
+      referer: rawHeader(req.rawHeaders, 'referer'),
       country: clickSide.countryOf(req, options.settings),
-      user_agent: headerText(req.headers['user-agent']),
+      user_agent: rawHeader(req.rawHeaders, 'user-agent'),
     });
   };
 
@@ -292,9 +292,17 @@ function publicLink(settings: AppSettings, link: LinkRecord, withOwner: boolean)
   };
 }
 
-function headerText(value: string | string[] | undefined): string | null {
-  if (value === undefined) return null;
-  return Array.isArray(value) ? (value[0] ?? null) : value;
+/**
+ * The first value of the header `name` (lower case), as req.headers gives referer and user-agent (a repeated one is
+ * ignored there too). Read from rawHeaders because req.headers builds an object of every header on first use,
+ * which a bare 302 never pays for.
+ */
+export function rawHeader(raw: readonly string[], name: string): string | null {
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const key = raw[i]!;
+    if (key.length === name.length && key.toLowerCase() === name) return raw[i + 1]!;
+  }
+  return null;
 }
 
 /** An answer of the store the app did not expect: passed on as a 503 if the store is unavailable, else a 502. */
