@@ -169,6 +169,9 @@ function ownTicksOf(pid: number): number | null {
   }
 }
 
+/** The shortest side whose foreign CPU is judged at all. */
+export const MIN_WINDOW_MS = 1_000;
+
 /**
  * Watches one side: the load average before and every second during it, and the foreign CPU across it. The side's
  * own processes are this one and every process started while it runs, found by a marker in their environment:
@@ -255,7 +258,9 @@ export class SideWatcher {
     if (process.env[SIDE_MARKER_VAR] === this.#marker) delete process.env[SIDE_MARKER_VAR];
     const endBusy = this.#busy();
     let foreign: number | null = null;
-    if (this.#startBusy !== null && endBusy !== null) {
+    // CPU is counted in ticks of 10 ms: over a side shorter than a second (a lock sweep's peer side, whose steps
+    // already ran inside ours) one stray tick reads as whole cores, so such a side says nothing (null, not noisy).
+    if (this.#startBusy !== null && endBusy !== null && Date.now() - this.#startAt >= MIN_WINDOW_MS) {
       foreign = foreignCores({ atMs: this.#startAt, machineBusyTicks: this.#startBusy, ownTicks: 0 }, { atMs: Date.now(), machineBusyTicks: endBusy, ownTicks: this.ownTicks() });
     }
     return judgeSide(this.label, this.#before, this.#during, foreign, thresholdCores);

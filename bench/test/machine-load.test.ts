@@ -92,3 +92,10 @@ t.test('a side\'s watcher counts the processes it started as its own, detached o
   t.ok(own >= 60, `the detached burner's CPU is the side's own (${own} ticks)`);
   t.ok(side.foreign_cpu_cores !== null, 'foreign CPU measured');
 });
+
+t.test('a side shorter than a second is not judged (10 ms CPU ticks over a few ms would read as whole cores)', async (t) => {
+  const watcher = new SideWatcher('instant');
+  const side = watcher.finish(0.3);
+  t.equal(side.foreign_cpu_cores, null, 'no foreign figure');
+  t.equal(side.noisy, false, 'and not noisy');
+});
