@@ -58,13 +58,15 @@ export class ServiceContext<C, R> {
 
   /**
    * Apply `command` through the log and return its result. With Client-Id and Client-Seq headers the write is
-   * idempotent across retries (to any member); without them it is applied once per request.
+   * idempotent across retries (to any member): its own session entry, which a shared batch cannot be. Without
+   * them it is applied once per request, proposed by `viaBatch` when given (a service's turn batcher, which
+   * proposes `command` with others of the same turn), else as an entry of its own.
    */
-  async write(ctx: RequestContext, command: C): Promise<R> {
+  async write(ctx: RequestContext, command: C, viaBatch?: () => Promise<R>): Promise<R> {
     this.requireLeaderKnown();
     const session = clientSession(ctx);
     try {
-      if (session === null) return await this.node.propose(command);
+      if (session === null) return await (viaBatch === undefined ? this.node.propose(command) : viaBatch());
       const result = await this.node.submit({ t: 'command', ...session, command });
       if (!result.ok) throw sessionFailure(result);
       return (result as { result: R }).result;

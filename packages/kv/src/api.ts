@@ -2,15 +2,11 @@
 import { isUtf8 } from 'node:buffer';
 import {
   badRequest,
-  CLIENT_ID_HEADER,
-  CLIENT_SEQ_HEADER,
   conflict,
   notFound,
-  raftErrorToHttp,
   requireObject,
   requireWellFormed,
   Reply,
-  unavailable,
   type RequestContext,
   type ServiceContext,
   type ServiceDefinition,
@@ -54,21 +50,9 @@ export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
   const propose = (command: KvCommand): Promise<KvResult> => service.node.propose(command);
   service.metrics.gauge('kv_batched_entries', 'Raft entries proposed by the write batcher on this member').set(() => batcher.entries);
   service.metrics.gauge('kv_batched_commands', 'Writes those entries carried').set(() => batcher.commands);
-  /**
-   * A write: through the turn's batch, unless the request is an idempotent write (Client-Id and Client-Seq: its
-   * own session entry, deduplicated across retries, which a shared batch cannot be). `bytes` bounds its size.
-   */
-  const write = async (ctx: RequestContext, command: KvKeyCommand, bytes: number): Promise<KvKeyResult> => {
-    if (ctx.req.headers[CLIENT_ID_HEADER] !== undefined || ctx.req.headers[CLIENT_SEQ_HEADER] !== undefined) {
-      return (await service.write(ctx, command)) as KvKeyResult;
-    }
-    if (service.node.leaderId === null) throw unavailable('no leader is known: the cluster has no quorum or is electing one', 1);
-    try {
-      return await batcher.submit(propose, command, bytes);
-    } catch (error) {
-      throw raftErrorToHttp(error);
-    }
-  };
+  /** A write through the turn's batch (an idempotent one goes alone: ServiceContext.write). `bytes` bounds its size. */
+  const write = async (ctx: RequestContext, command: KvKeyCommand, bytes: number): Promise<KvKeyResult> =>
+    (await service.write(ctx, command, () => batcher.submit(propose, command, bytes))) as KvKeyResult;
   service.router
     .put('/v1/kv/:key', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);

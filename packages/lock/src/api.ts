@@ -6,11 +6,7 @@ import {
   HttpError,
 
   optionalBoolean,
-  raftErrorToHttp,
   Reply,
-  unavailable,
-  CLIENT_ID_HEADER,
-  CLIENT_SEQ_HEADER,
   requireObject,
   type JsonObject,
   type RequestContext,
@@ -81,19 +77,9 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   const propose = (command: LockCommand): Promise<LockResult> => service.node.propose(command);
   service.metrics.gauge('lock_batched_entries', 'Raft entries proposed by the acquire/release batcher on this member').set(() => batcher.entries);
   service.metrics.gauge('lock_batched_commands', 'Acquires and releases those entries carried').set(() => batcher.commands);
-  /**
-   * An acquire or release: through the turn's batch, unless the request is an idempotent write (Client-Id and
-   * Client-Seq: its own session entry, deduplicated across retries, which a shared batch cannot be).
-   */
-  const write = async (ctx: RequestContext, command: BatchableCommand): Promise<LockResult> => {
-    if (ctx.req.headers[CLIENT_ID_HEADER] !== undefined || ctx.req.headers[CLIENT_SEQ_HEADER] !== undefined) return service.write(ctx, command);
-    if (service.node.leaderId === null) throw unavailable('no leader is known: the cluster has no quorum or is electing one', 1);
-    try {
-      return await batcher.submit(propose, command);
-    } catch (error) {
-      throw raftErrorToHttp(error);
-    }
-  };
+  /** An acquire or release through the turn's batch (an idempotent one goes alone: ServiceContext.write). */
+  const write = (ctx: RequestContext, command: BatchableCommand): Promise<LockResult> =>
+    service.write(ctx, command, () => batcher.submit(propose, command));
 
   service.router
     .post('/v1/sessions', { admits: 'authenticated' }, async (ctx) => {
