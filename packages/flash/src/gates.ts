@@ -132,13 +132,14 @@ export function rerouteCandidate(alive: AliveShards, home: number, random: numbe
 
 /**
  * After `previous` answered lost (the caller has cleared its bit in `alive` if the shard said it is empty) with
- * `reroute`, the shard the inventory pinned the user to (or null): exactly one re-route, to that shard, and only if
- * it is alive; never a second. Sold out only when the bitmap is empty.
+ * `reroute`, the shard the inventory pinned the user to (or null): exactly one re-route, to that shard, never a
+ * second. The pin is followed even where this gateway's bitmap says the shard is empty: the user may hold their win
+ * there (a win can take a shard's last unit), and a retry through a gateway that skipped it answered a winner lost.
+ * Sold out only when the bitmap is empty and no pin is left to follow.
  */
 export function nextRoute(previous: Extract<RouteDecision, { kind: 'shard' }>, alive: AliveShards, reroute: number | null): RouteDecision {
-  if (alive.count === 0) return { kind: 'sold_out' };
-  if (previous.rerouted || reroute === null || reroute === previous.shard || !alive.has(reroute)) return { kind: 'lost' };
-  return { kind: 'shard', shard: reroute, rerouted: true };
+  if (!previous.rerouted && reroute !== null && reroute !== previous.shard && reroute >= 0 && reroute < alive.shardCount) return { kind: 'shard', shard: reroute, rerouted: true };
+  return alive.count === 0 ? { kind: 'sold_out' } : { kind: 'lost' };
 }
 
 /** The admission-token pool for a deal: about 3 tokens per unit. */

@@ -29,7 +29,7 @@ t.test('home shard: stable, in range, spread', async (t) => {
   t.ok(Math.min(...per) > 800 && Math.max(...per) < 1_200, `20,000 users over 20 shards: ${Math.min(...per)} to ${Math.max(...per)}`);
 });
 
-t.test('routing: at most one re-route, never to a dead shard, sold out only from an empty bitmap', async (t) => {
+t.test('routing: at most one re-route, only to the pin (even one the bitmap says is empty), sold out only from an empty bitmap', async (t) => {
   fc.assert(
     fc.property(
       fc.integer({ min: 1, max: 24 }),
@@ -53,13 +53,13 @@ t.test('routing: at most one re-route, never to a dead shard, sold out only from
         let hops = 0;
         while (decision.kind === 'shard') {
           hops++;
-          if (hops > 1 && !alive.has(decision.shard)) throw new Error(`re-routed to dead shard ${decision.shard}`);
+          if (hops > 1 && decision.shard !== (pinned !== null ? pinned % n : candidate)) throw new Error(`re-routed to ${decision.shard}, not the pin`);
           if (hops > 2) throw new Error('more than one re-route');
           if (stock[decision.shard]) break; // won
           alive.set(decision.shard, false); // the shard answered empty
           // The home shard answers its pin (an earlier one, else the candidate); the re-routed shard should answer
           // none, but the gateway must not take a second re-route even if it names one.
-          const reroute = pinned !== null ? pinned : candidate;
+          const reroute = pinned !== null ? pinned % n : candidate;
           const left = alive.count;
           decision = nextRoute(decision, alive, reroute);
           if (decision.kind === 'sold_out' && left !== 0) throw new Error('sold out with shards alive');
@@ -82,7 +82,9 @@ t.test('routing examples', async (t) => {
   t.same(nextRoute({ kind: 'shard', shard: 2, rerouted: false }, alive, 3), { kind: 'shard', shard: 3, rerouted: true });
   t.same(nextRoute({ kind: 'shard', shard: 3, rerouted: true }, alive, 1), { kind: 'lost' }, 'no second re-route');
   alive.set(3, false);
-  t.same(nextRoute({ kind: 'shard', shard: 2, rerouted: false }, alive, 3), { kind: 'lost' }, 'never to a dead shard');
+  t.same(nextRoute({ kind: 'shard', shard: 2, rerouted: false }, alive, 3), { kind: 'shard', shard: 3, rerouted: true }, 'the pin even when the bitmap says it is empty: it answers its winner');
+  t.same(nextRoute({ kind: 'shard', shard: 2, rerouted: false }, new AliveShards(4), 3), { kind: 'shard', shard: 3, rerouted: true }, 'the pin even with an empty bitmap');
+  t.same(nextRoute({ kind: 'shard', shard: 3, rerouted: true }, new AliveShards(4), null), { kind: 'sold_out' }, 'sold out once no pin is left');
   t.same(nextRoute({ kind: 'shard', shard: 2, rerouted: false }, alive, null), { kind: 'lost' });
   t.same(firstRoute(new AliveShards(4), 2), { kind: 'sold_out' });
   t.equal(rerouteCandidate(new AliveShards(4, [2]), 2, 0.5), null, 'only home alive: no candidate');
