@@ -1,4 +1,4 @@
-export { AuctionMachine, checkAuctionCommand, DEFAULT_LIMITS } from './machine.js';
+export { AuctionMachine, checkAuctionCommand, DEFAULT_LIMITS, KEY_FREEING_STATUSES } from './machine.js';
 export type {
   AuctionCommand,
   AuctionLimits,

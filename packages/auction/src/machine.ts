@@ -72,6 +72,13 @@ export type BidStatus =
   | 'bidder_blocked'
   | 'too_frequent';
 
+/**
+ * Refusals that may pass later (not started yet, too frequent): they decide nothing and leave the idempotency key
+ * free, so the same bid (a retry with the same key, or the gateway resending the same bid id after a failover)
+ * may be logged again and decided then.
+ */
+export const KEY_FREEING_STATUSES: ReadonlySet<BidStatus> = new Set<BidStatus>(['not_started', 'too_frequent']);
+
 export interface BidResult {
   op: 'bid';
   status: BidStatus;
@@ -365,7 +372,7 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     const seqBefore = a.seq;
     const status = this.decide(b, a, now);
     // Refusals that may pass later (not started, too frequent) leave the key free for the retry.
-    if (status === 'not_started' || status === 'too_frequent') return this.answer(b, a, status, false);
+    if (KEY_FREEING_STATUSES.has(status)) return this.answer(b, a, status, false);
     // Anti-snipe (rule 3) for an accepted bid that moved the price; a high bidder raising only their hidden
     // maximum changes nothing visible and does not extend (else they could hold an auction open alone).
     if (status === 'accepted' && a.seq !== seqBefore && a.closeAt - now < a.antiSnipeMs) {

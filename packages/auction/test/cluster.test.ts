@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import WebSocket from 'ws';
 import { call, startCluster, until } from '@raftkit/testkit';
-import { AuctionClient, AuctionMachine, type BidBody, type ServerMessage } from '../src/index.js';
+import { AuctionClient, AuctionMachine, KEY_FREEING_STATUSES, type BidBody, type BidStatus, type ServerMessage } from '../src/index.js';
 import type { LoggedBid } from '../src/projector.js';
 
 const cluster = await startCluster('auction', { nodes: 3 });
@@ -419,9 +419,13 @@ t.test('failover of the writer while bids arrive: nothing accepted is lost or ap
   t.equal(logged.status, 200);
   t.equal(logged.body.complete, true, 'the new writer saw the whole log');
   const log = logged.body.log as LoggedBid[];
-  // A proposal the router retried across the failover may be logged twice: the second answers duplicate.
-  const decided = log.filter((e) => e.status !== 'duplicate');
-  t.equal(new Set(decided.map((e) => e.bid_id)).size, decided.length, `no bid decided twice (${log.length - decided.length} logged again as duplicate)`);
+  // A proposal the router retried across the failover may be logged twice: the second answers duplicate, or is
+  // decided then if the first was a refusal that leaves the key free (too frequent: these bidders bid faster than
+  // 5 a second).
+  const decided = log.filter((e) => e.status !== 'duplicate' && !KEY_FREEING_STATUSES.has(e.status as BidStatus));
+  const undecided = log.length - decided.length;
+  const twice = decided.filter((e, i) => decided.findIndex((o) => o.bid_id === e.bid_id) !== i).map((e) => log.filter((o) => o.bid_id === e.bid_id).map((o) => `${o.status}@${o.seq}`).join(' then '));
+  t.same(twice, [], `no bid decided twice (${undecided} logged as duplicate or refused for now)`);
   t.same(accepted.filter((x) => !log.some((e) => e.bid_id === x.answer.bid_id && e.status === 'accepted')), [], 'every accepted bid is logged as accepted');
   const replay = new AuctionMachine();
   const config = { voters: [], learners: [] } as never;
