@@ -17,7 +17,7 @@ export type Lookup = LinkRecord | typeof MISSING;
 
 interface Entry {
   found: Lookup;
-  /** performance.now() after which the entry is gone. */
+  /** The clock's reading after which the entry is gone. */
   until: number;
 }
 
@@ -28,14 +28,18 @@ export class EdgeCache {
   /** False only for a capacity of 1, which has no room for an old generation. */
   private readonly keepsOld: boolean;
 
-  constructor(private readonly options: { ttlMs: number; negativeTtlMs: number; max: number }) {
+  /** Monotonic milliseconds (performance.now unless a test drives time itself). */
+  private readonly clock: () => number;
+
+  constructor(private readonly options: { ttlMs: number; negativeTtlMs: number; max: number; clock?: () => number }) {
+    this.clock = options.clock ?? (() => performance.now());
     this.youngMax = Math.max(1, Math.floor(options.max / 2));
     this.keepsOld = 2 * this.youngMax <= options.max;
   }
 
   get(code: string): Lookup | undefined {
     const young = this.young.get(code);
-    const clock = performance.now();
+    const clock = this.clock();
     if (young !== undefined) {
       if (clock <= young.until) return young.found;
       this.young.delete(code);
@@ -51,7 +55,7 @@ export class EdgeCache {
 
   set(code: string, found: Lookup, now: number): void {
     const ttl = found === MISSING ? this.options.negativeTtlMs : Math.min(this.options.ttlMs, (found as LinkRecord).expires_at - now - EXPIRY_MARGIN_MS);
-    if (ttl >= 1) this.put(code, { found, until: performance.now() + ttl });
+    if (ttl >= 1) this.put(code, { found, until: this.clock() + ttl });
     else this.remove(code);
   }
 
@@ -60,7 +64,7 @@ export class EdgeCache {
    * applied the delete yet cannot bring the link back here. Deletes are final, so this is never wrong.
    */
   deleted(code: string): void {
-    this.put(code, { found: MISSING, until: performance.now() + Math.max(1, this.options.ttlMs, this.options.negativeTtlMs) });
+    this.put(code, { found: MISSING, until: this.clock() + Math.max(1, this.options.ttlMs, this.options.negativeTtlMs) });
   }
 
   /** Entries held (some may be past their lifetime until looked up or rotated out). */
