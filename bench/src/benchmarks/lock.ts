@@ -24,6 +24,7 @@ import { measure } from '../measure.js';
 import { memberCounters, startOurCluster } from '../ours.js';
 import { b64, startEtcd } from '../peers/etcd.js';
 import { summarizeProfiles } from '../profile.js';
+import { WorkerConnection } from './lock-http.js';
 import { round, summarize } from '../stats.js';
 
 const MEMBERS = 5;
@@ -71,11 +72,15 @@ export function highestRateUnderGoal(steps: readonly SweepStep[]): number {
   return best;
 }
 
-/** What one side needs to run cycles: open per-worker state, then acquire and release. */
+/**
+ * What one side needs to run cycles: open per-worker state (through undici), then acquire and release (on the
+ * worker's own lean connection, src/benchmarks/lock-http.ts), each side with its request header lines.
+ */
 interface LockApi {
+  headers: string;
   open(pool: Pool, worker: number): Promise<void>;
-  acquire(pool: Pool, worker: number, name: string): Promise<string>;
-  release(pool: Pool, worker: number, name: string, grant: string): Promise<void>;
+  acquire(conn: WorkerConnection, worker: number, name: string): Promise<string>;
+  release(conn: WorkerConnection, worker: number, name: string, grant: string): Promise<void>;
   close(pool: Pool, worker: number): Promise<void>;
 }
 
@@ -87,6 +92,8 @@ interface Probe {
 
 async function runCycles(label: string, system: string, pids: number[], origins: string[], api: LockApi, o: RunOptions, rate: number, extra: Record<string, unknown>, probe?: Probe): Promise<SideResult> {
   const endpoints = new Endpoints(origins, o.concurrency);
+  // Worker w talks to origin w mod the number of origins, as Endpoints.forWorker.
+  const conns = Array.from({ length: o.concurrency }, (_, w) => new WorkerConnection(origins[w % origins.length]!, api.headers));
   const opened = new Set<number>();
   const acquireMs: number[] = [];
   let contended = 0;
@@ -120,7 +127,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
         members: MEMBERS,
         serverPids: pids,
         op: async (w) => {
-          const pool = endpoints.forWorker(w);
+          const conn = conns[w]!;
           if (!next.has(w)) next.set(w, performance.now() + Math.random() * cycleGapMs);
           const scheduled = next.get(w)!;
           next.set(w, scheduled + cycleGapMs);
@@ -129,7 +136,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
           const name = `bench-${Math.floor(Math.random() * NAMES)}`;
           let grant: string;
           try {
-            grant = await api.acquire(pool, w, name);
+            grant = await api.acquire(conn, w, name);
           } catch (e) {
             if (e instanceof OpError && e.kind === 'contended') {
               contended++;
@@ -141,7 +148,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
           // keep the rate shows a growing backlog here.
           const done = performance.now();
           if (done >= measureFrom) acquireMs.push(done - scheduled);
-          await api.release(pool, w, name, grant);
+          await api.release(conn, w, name, grant);
         },
         extra: { ...extra, target_lock_ops_per_sec: rate, names: NAMES },
         ...(probe !== undefined ? { probe: probe.probe, explain: probe.explain } : {}),
@@ -160,6 +167,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
     };
   } finally {
     await Promise.all([...opened].map((w) => api.close(endpoints.forWorker(w), w).catch(() => undefined)));
+    for (const conn of conns) conn.close();
     await endpoints.close();
   }
 }
@@ -170,6 +178,7 @@ function oursApi(token: string): LockApi & { sessions: Map<number, string> } {
   const beats = new Map<number, NodeJS.Timeout>();
   return {
     sessions,
+    headers: `authorization: Bearer ${token}\r\ncontent-type: application/json\r\n`,
     async open(pool, w) {
       const body = JSON.parse(await send(pool, { method: 'POST', path: '/v1/sessions', headers, body: '{"timeout_ms":30000}' })) as { session_id: string };
       sessions.set(w, body.session_id);
@@ -177,14 +186,14 @@ function oursApi(token: string): LockApi & { sessions: Map<number, string> } {
       beat.unref();
       beats.set(w, beat);
     },
-    async acquire(pool, w, name) {
-      const text = await send(pool, { method: 'POST', path: `/v1/locks/${name}/acquire`, headers, body: `{"session_id":"${sessions.get(w)}","wait":false}` });
+    async acquire(conn, w, name) {
+      const text = await conn.request('POST', `/v1/locks/${name}/acquire`, `{"session_id":"${sessions.get(w)}","wait":false}`);
       const body = JSON.parse(text) as { granted: boolean; fencing_token?: number };
       if (!body.granted) throw new OpError('contended');
       return String(body.fencing_token);
     },
-    async release(pool, w, name, grant) {
-      await send(pool, { method: 'POST', path: `/v1/locks/${name}/release`, headers, body: `{"session_id":"${sessions.get(w)}","fencing_token":${grant}}` });
+    async release(conn, w, name, grant) {
+      await conn.request('POST', `/v1/locks/${name}/release`, `{"session_id":"${sessions.get(w)}","fencing_token":${grant}}`);
     },
     async close(pool, w) {
       clearInterval(beats.get(w));
@@ -198,6 +207,7 @@ function etcdApi(): LockApi {
   const leases = new Map<number, string>();
   const beats = new Map<number, NodeJS.Timeout>();
   return {
+    headers: 'content-type: application/json\r\n',
     async open(pool, w) {
       const body = JSON.parse(await send(pool, { method: 'POST', path: '/v3/lease/grant', headers, body: '{"TTL":30}' })) as { ID: string };
       leases.set(w, body.ID);
@@ -205,13 +215,13 @@ function etcdApi(): LockApi {
       beat.unref();
       beats.set(w, beat);
     },
-    async acquire(pool, w, name) {
+    async acquire(conn, w, name) {
       // etcd's lock waits while the name is held; with 10,000 names and this concurrency that is rare.
-      const body = JSON.parse(await send(pool, { method: 'POST', path: '/v3/lock/lock', headers, body: `{"name":"${b64(name)}","lease":"${leases.get(w)}"}` })) as { key: string };
+      const body = JSON.parse(await conn.request('POST', '/v3/lock/lock', `{"name":"${b64(name)}","lease":"${leases.get(w)}"}`)) as { key: string };
       return body.key;
     },
-    async release(pool, _w, _name, key) {
-      await send(pool, { method: 'POST', path: '/v3/lock/unlock', headers, body: `{"key":"${key}"}` });
+    async release(conn, _w, _name, key) {
+      await conn.request('POST', '/v3/lock/unlock', `{"key":"${key}"}`);
     },
     async close(pool, w) {
       clearInterval(beats.get(w));
