@@ -70,6 +70,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   const hub = new WatchHub(DEFAULT_WATCH_LIMITS, () => dropped.inc());
   service.metrics.gauge('lock_watchers', 'Watches (long polls and streams) open on this member').set(() => hub.watchers);
   machine.onChange = hub.publish;
+  machine.watched = hub.watches;
   service.onStop(startExpiry(service, machine));
   service.onStop(() => hub.close());
   const owner = (ctx: RequestContext): string => service.principal(ctx).hash;
