@@ -21,7 +21,7 @@ import { interrupted } from '../cleanup.js';
 import { Endpoints, send } from '../http.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
-import { memberCounters, startOurCluster } from '../ours.js';
+import { groupCpuPerOp, groupCpuSeconds, memberCounters, startOurCluster } from '../ours.js';
 import { b64, startEtcd } from '../peers/etcd.js';
 import { summarizeProfiles } from '../profile.js';
 import { WorkerConnection } from './lock-http.js';
@@ -62,6 +62,11 @@ export interface SweepStep {
   server_cpu_us_per_op: number | null;
   /** Ours: acquires and releases per Raft entry (the per-turn batch). */
   lock_commands_per_entry?: number;
+  /** Ours: entries per log write (with fsync) of the leader. */
+  entries_per_leader_write?: number;
+  /** Members' CPU per cycle: the leader's, and one follower's (the followers' mean). */
+  leader_cpu_us_per_cycle?: number;
+  follower_cpu_us_per_cycle?: number;
   load_avg_1m_before: number;
 }
 
@@ -87,7 +92,19 @@ interface LockApi {
 /** Server counters read as the window opens and closes, and what their change says (ours: how much was batched). */
 interface Probe {
   probe: () => Promise<Record<string, number>>;
-  explain: (delta: Record<string, number>) => Record<string, unknown>;
+  explain: (delta: Record<string, number>, result: { ops: number }) => Record<string, unknown>;
+}
+
+/**
+ * CPU per acquire+release cycle of the leader and of one follower (their mean), from the change of
+ * `groupCpuSeconds({ leader, followers })`: which member the cycles cost.
+ */
+export function roleCpu(delta: Record<string, number>, cycles: number, followers: number): Record<string, number | null> {
+  const per = groupCpuPerOp(delta, ['leader', 'followers'], cycles);
+  return {
+    leader_cpu_us_per_cycle: per.leader_cpu_us_per_op ?? null,
+    follower_cpu_us_per_cycle: per.followers_cpu_us_per_op === null || per.followers_cpu_us_per_op === undefined || followers === 0 ? null : round(per.followers_cpu_us_per_op / followers, 1),
+  };
 }
 
 async function runCycles(label: string, system: string, pids: number[], origins: string[], api: LockApi, o: RunOptions, rate: number, extra: Record<string, unknown>, probe?: Probe): Promise<SideResult> {
@@ -244,13 +261,29 @@ async function runOursAt(o: RunOptions, rate: number): Promise<SideResult> {
     leaderPid = cluster.members.find((m) => m.id === leader)?.pid;
     const targets = o.routing === 'leader' ? cluster.members.filter((m) => m.id === leader) : cluster.members;
     // Acquires and releases per Raft entry of the batcher, over every member (each batches what it received).
+    const leaderMember = cluster.members.find((m) => m.id === leader);
+    const followerPids = cluster.members.filter((m) => m.id !== leader).map((m) => m.pid);
     const batching: Probe = {
       probe: async () => {
+        const cpu = groupCpuSeconds({ leader: leaderPid === undefined ? [] : [leaderPid], followers: followerPids });
         const all = await Promise.all(cluster.members.map((m) => memberCounters(m).catch(() => ({}) as Record<string, number>)));
         const sum = (k: string): number => all.reduce((n, c) => n + (c[k] ?? 0), 0);
-        return { entries: sum('lock_batched_entries'), commands: sum('lock_batched_commands') };
+        const own = all[cluster.members.findIndex((m) => m === leaderMember)] ?? {};
+        return {
+          ...cpu,
+          entries: sum('lock_batched_entries'),
+          commands: sum('lock_batched_commands'),
+          leader_writes: own.raft_fsync_seconds_count ?? 0,
+          leader_index: own.raft_applied_index ?? 0,
+        };
       },
-      explain: (d) => ({ lock_commands_per_entry: d.entries !== undefined && d.entries > 0 ? round((d.commands ?? 0) / d.entries, 2) : null }),
+      explain: (d, r) => ({
+        lock_commands_per_entry: d.entries !== undefined && d.entries > 0 ? round((d.commands ?? 0) / d.entries, 2) : null,
+        // The leader's log writes (each with fsync) and the entries each carried: how much a Raft round was shared.
+        leader_log_writes_per_sec: r.ops > 0 && o.durationS > 0 ? round((d.leader_writes ?? 0) / o.durationS, 0) : null,
+        entries_per_leader_write: d.leader_writes !== undefined && d.leader_writes > 0 ? round((d.leader_index ?? 0) / d.leader_writes, 2) : null,
+        ...roleCpu(d, r.ops, followerPids.length),
+      }),
     };
     return await runCycles('ours', `raftkit lock, ${MEMBERS} members`, cluster.members.map((m) => m.pid), targets.map((m) => m.url), oursApi(cluster.token), o, rate, { leader, routing: o.routing }, batching);
   } finally {
@@ -268,7 +301,13 @@ async function runEtcdAt(o: RunOptions, rate: number): Promise<SideResult> {
   try {
     const leader = await etcd.leader();
     const targets = o.routing === 'leader' ? etcd.members.filter((m) => m.name === leader) : etcd.members;
-    return await runCycles('etcd', `etcd ${etcd.version} v3lock, ${MEMBERS} members (Debian etcd-server)`, etcd.members.map((m) => m.pid), targets.map((m) => m.clientUrl), etcdApi(), o, rate, { leader, routing: o.routing, version: etcd.version });
+    const leaderPids = etcd.members.filter((m) => m.name === leader).map((m) => m.pid);
+    const followerPids = etcd.members.filter((m) => m.name !== leader).map((m) => m.pid);
+    const roles: Probe = {
+      probe: async () => groupCpuSeconds({ leader: leaderPids, followers: followerPids }),
+      explain: (d, r) => roleCpu(d, r.ops, followerPids.length),
+    };
+    return await runCycles('etcd', `etcd ${etcd.version} v3lock, ${MEMBERS} members (Debian etcd-server)`, etcd.members.map((m) => m.pid), targets.map((m) => m.clientUrl), etcdApi(), o, rate, { leader, routing: o.routing, version: etcd.version }, roles);
   } finally {
     await etcd.stop();
   }
@@ -283,6 +322,9 @@ function step(rate: number, load: number, r: SideResult): SweepStep {
     errors: r.errors,
     server_cpu_us_per_op: r.server_cpu_us_per_op,
     ...(typeof r.lock_commands_per_entry === 'number' ? { lock_commands_per_entry: r.lock_commands_per_entry } : {}),
+    ...(typeof r.entries_per_leader_write === 'number' ? { entries_per_leader_write: r.entries_per_leader_write } : {}),
+    ...(typeof r.leader_cpu_us_per_cycle === 'number' ? { leader_cpu_us_per_cycle: r.leader_cpu_us_per_cycle } : {}),
+    ...(typeof r.follower_cpu_us_per_cycle === 'number' ? { follower_cpu_us_per_cycle: r.follower_cpu_us_per_cycle } : {}),
     load_avg_1m_before: load,
   };
 }
