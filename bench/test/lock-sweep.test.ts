@@ -1,7 +1,7 @@
 /** The lock benchmark's --sweep: which rates it runs, and how the highest rate under the p99 goal is judged. */
 import t from 'tap';
 import { benchmarkFlags } from '../src/report.js';
-import { DEFAULT_SWEEP, highestRateUnderGoal, sweepFromArgs, type SweepStep } from '../src/benchmarks/lock.js';
+import { DEFAULT_SWEEP, highestRateUnderGoal, roleCpu, sweepFromArgs, type SweepStep } from '../src/benchmarks/lock.js';
 
 t.test('--sweep alone runs the default rates; a list runs those, sorted and once each; absent is no sweep', async (t) => {
   t.equal(sweepFromArgs(['node', 'bench', 'lock', '--vs', 'etcd']), null);
@@ -34,4 +34,9 @@ t.test('the results file\'s command keeps the flags a benchmark reads for itself
   t.same(benchmarkFlags(['lock', '--vs', 'etcd', '--sweep', '--duration', '10']), ['--sweep']);
   t.same(benchmarkFlags(['lock', '--sweep', '500,1000', '--rate', '2000']), ['--sweep', '500,1000', '--rate', '2000']);
   t.same(benchmarkFlags(['ratelimit', '--pin', '--layout', 'separate', '--rounds', '3']), ['--pin', '--layout', 'separate']);
+});
+
+t.test("members' CPU per cycle by role: the leader's, and one follower's as the followers' mean", async (t) => {
+  t.same(roleCpu({ leader_cpu_s: 0.5, followers_cpu_s: 2.4 }, 2_000, 4), { leader_cpu_us_per_cycle: 250, follower_cpu_us_per_cycle: 300 });
+  t.same(roleCpu({ leader_cpu_s: 0.5, followers_cpu_s: 2.4 }, 0, 4), { leader_cpu_us_per_cycle: null, follower_cpu_us_per_cycle: null }, 'no cycles, no figure');
 });

@@ -21,9 +21,10 @@ import { interrupted } from '../cleanup.js';
 import { Endpoints, send } from '../http.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
-import { memberCounters, startOurCluster } from '../ours.js';
+import { groupCpuPerOp, groupCpuSeconds, memberCounters, startOurCluster } from '../ours.js';
 import { b64, startEtcd } from '../peers/etcd.js';
 import { summarizeProfiles } from '../profile.js';
+import { WorkerConnection } from './lock-http.js';
 import { round, summarize } from '../stats.js';
 
 const MEMBERS = 5;
@@ -61,6 +62,11 @@ export interface SweepStep {
   server_cpu_us_per_op: number | null;
   /** Ours: acquires and releases per Raft entry (the per-turn batch). */
   lock_commands_per_entry?: number;
+  /** Ours: entries per log write (with fsync) of the leader. */
+  entries_per_leader_write?: number;
+  /** Members' CPU per cycle: the leader's, and one follower's (the followers' mean). */
+  leader_cpu_us_per_cycle?: number;
+  follower_cpu_us_per_cycle?: number;
   load_avg_1m_before: number;
 }
 
@@ -71,22 +77,40 @@ export function highestRateUnderGoal(steps: readonly SweepStep[]): number {
   return best;
 }
 
-/** What one side needs to run cycles: open per-worker state, then acquire and release. */
+/**
+ * What one side needs to run cycles: open per-worker state (through undici), then acquire and release (on the
+ * worker's own lean connection, src/benchmarks/lock-http.ts), each side with its request header lines.
+ */
 interface LockApi {
+  headers: string;
   open(pool: Pool, worker: number): Promise<void>;
-  acquire(pool: Pool, worker: number, name: string): Promise<string>;
-  release(pool: Pool, worker: number, name: string, grant: string): Promise<void>;
+  acquire(conn: WorkerConnection, worker: number, name: string): Promise<string>;
+  release(conn: WorkerConnection, worker: number, name: string, grant: string): Promise<void>;
   close(pool: Pool, worker: number): Promise<void>;
 }
 
 /** Server counters read as the window opens and closes, and what their change says (ours: how much was batched). */
 interface Probe {
   probe: () => Promise<Record<string, number>>;
-  explain: (delta: Record<string, number>) => Record<string, unknown>;
+  explain: (delta: Record<string, number>, result: { ops: number }) => Record<string, unknown>;
+}
+
+/**
+ * CPU per acquire+release cycle of the leader and of one follower (their mean), from the change of
+ * `groupCpuSeconds({ leader, followers })`: which member the cycles cost.
+ */
+export function roleCpu(delta: Record<string, number>, cycles: number, followers: number): Record<string, number | null> {
+  const per = groupCpuPerOp(delta, ['leader', 'followers'], cycles);
+  return {
+    leader_cpu_us_per_cycle: per.leader_cpu_us_per_op ?? null,
+    follower_cpu_us_per_cycle: per.followers_cpu_us_per_op === null || per.followers_cpu_us_per_op === undefined || followers === 0 ? null : round(per.followers_cpu_us_per_op / followers, 1),
+  };
 }
 
 async function runCycles(label: string, system: string, pids: number[], origins: string[], api: LockApi, o: RunOptions, rate: number, extra: Record<string, unknown>, probe?: Probe): Promise<SideResult> {
   const endpoints = new Endpoints(origins, o.concurrency);
+  // Worker w talks to origin w mod the number of origins, as Endpoints.forWorker.
+  const conns = Array.from({ length: o.concurrency }, (_, w) => new WorkerConnection(origins[w % origins.length]!, api.headers));
   const opened = new Set<number>();
   const acquireMs: number[] = [];
   let contended = 0;
@@ -120,7 +144,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
         members: MEMBERS,
         serverPids: pids,
         op: async (w) => {
-          const pool = endpoints.forWorker(w);
+          const conn = conns[w]!;
           if (!next.has(w)) next.set(w, performance.now() + Math.random() * cycleGapMs);
           const scheduled = next.get(w)!;
           next.set(w, scheduled + cycleGapMs);
@@ -129,7 +153,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
           const name = `bench-${Math.floor(Math.random() * NAMES)}`;
           let grant: string;
           try {
-            grant = await api.acquire(pool, w, name);
+            grant = await api.acquire(conn, w, name);
           } catch (e) {
             if (e instanceof OpError && e.kind === 'contended') {
               contended++;
@@ -141,7 +165,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
           // keep the rate shows a growing backlog here.
           const done = performance.now();
           if (done >= measureFrom) acquireMs.push(done - scheduled);
-          await api.release(pool, w, name, grant);
+          await api.release(conn, w, name, grant);
         },
         extra: { ...extra, target_lock_ops_per_sec: rate, names: NAMES },
         ...(probe !== undefined ? { probe: probe.probe, explain: probe.explain } : {}),
@@ -160,6 +184,7 @@ async function runCycles(label: string, system: string, pids: number[], origins:
     };
   } finally {
     await Promise.all([...opened].map((w) => api.close(endpoints.forWorker(w), w).catch(() => undefined)));
+    for (const conn of conns) conn.close();
     await endpoints.close();
   }
 }
@@ -170,6 +195,7 @@ function oursApi(token: string): LockApi & { sessions: Map<number, string> } {
   const beats = new Map<number, NodeJS.Timeout>();
   return {
     sessions,
+    headers: `authorization: Bearer ${token}\r\ncontent-type: application/json\r\n`,
     async open(pool, w) {
       const body = JSON.parse(await send(pool, { method: 'POST', path: '/v1/sessions', headers, body: '{"timeout_ms":30000}' })) as { session_id: string };
       sessions.set(w, body.session_id);
@@ -177,14 +203,14 @@ function oursApi(token: string): LockApi & { sessions: Map<number, string> } {
       beat.unref();
       beats.set(w, beat);
     },
-    async acquire(pool, w, name) {
-      const text = await send(pool, { method: 'POST', path: `/v1/locks/${name}/acquire`, headers, body: `{"session_id":"${sessions.get(w)}","wait":false}` });
+    async acquire(conn, w, name) {
+      const text = await conn.request('POST', `/v1/locks/${name}/acquire`, `{"session_id":"${sessions.get(w)}","wait":false}`);
       const body = JSON.parse(text) as { granted: boolean; fencing_token?: number };
       if (!body.granted) throw new OpError('contended');
       return String(body.fencing_token);
     },
-    async release(pool, w, name, grant) {
-      await send(pool, { method: 'POST', path: `/v1/locks/${name}/release`, headers, body: `{"session_id":"${sessions.get(w)}","fencing_token":${grant}}` });
+    async release(conn, w, name, grant) {
+      await conn.request('POST', `/v1/locks/${name}/release`, `{"session_id":"${sessions.get(w)}","fencing_token":${grant}}`);
     },
     async close(pool, w) {
       clearInterval(beats.get(w));
@@ -198,6 +224,7 @@ function etcdApi(): LockApi {
   const leases = new Map<number, string>();
   const beats = new Map<number, NodeJS.Timeout>();
   return {
+    headers: 'content-type: application/json\r\n',
     async open(pool, w) {
       const body = JSON.parse(await send(pool, { method: 'POST', path: '/v3/lease/grant', headers, body: '{"TTL":30}' })) as { ID: string };
       leases.set(w, body.ID);
@@ -205,13 +232,13 @@ function etcdApi(): LockApi {
       beat.unref();
       beats.set(w, beat);
     },
-    async acquire(pool, w, name) {
+    async acquire(conn, w, name) {
       // etcd's lock waits while the name is held; with 10,000 names and this concurrency that is rare.
-      const body = JSON.parse(await send(pool, { method: 'POST', path: '/v3/lock/lock', headers, body: `{"name":"${b64(name)}","lease":"${leases.get(w)}"}` })) as { key: string };
+      const body = JSON.parse(await conn.request('POST', '/v3/lock/lock', `{"name":"${b64(name)}","lease":"${leases.get(w)}"}`)) as { key: string };
       return body.key;
     },
-    async release(pool, _w, _name, key) {
-      await send(pool, { method: 'POST', path: '/v3/lock/unlock', headers, body: `{"key":"${key}"}` });
+    async release(conn, _w, _name, key) {
+      await conn.request('POST', '/v3/lock/unlock', `{"key":"${key}"}`);
     },
     async close(pool, w) {
       clearInterval(beats.get(w));
@@ -234,13 +261,29 @@ async function runOursAt(o: RunOptions, rate: number): Promise<SideResult> {
     leaderPid = cluster.members.find((m) => m.id === leader)?.pid;
     const targets = o.routing === 'leader' ? cluster.members.filter((m) => m.id === leader) : cluster.members;
     // Acquires and releases per Raft entry of the batcher, over every member (each batches what it received).
+    const leaderMember = cluster.members.find((m) => m.id === leader);
+    const followerPids = cluster.members.filter((m) => m.id !== leader).map((m) => m.pid);
     const batching: Probe = {
       probe: async () => {
+        const cpu = groupCpuSeconds({ leader: leaderPid === undefined ? [] : [leaderPid], followers: followerPids });
         const all = await Promise.all(cluster.members.map((m) => memberCounters(m).catch(() => ({}) as Record<string, number>)));
         const sum = (k: string): number => all.reduce((n, c) => n + (c[k] ?? 0), 0);
-        return { entries: sum('lock_batched_entries'), commands: sum('lock_batched_commands') };
+        const own = all[cluster.members.findIndex((m) => m === leaderMember)] ?? {};
+        return {
+          ...cpu,
+          entries: sum('lock_batched_entries'),
+          commands: sum('lock_batched_commands'),
+          leader_writes: own.raft_fsync_seconds_count ?? 0,
+          leader_index: own.raft_applied_index ?? 0,
+        };
       },
-      explain: (d) => ({ lock_commands_per_entry: d.entries !== undefined && d.entries > 0 ? round((d.commands ?? 0) / d.entries, 2) : null }),
+      explain: (d, r) => ({
+        lock_commands_per_entry: d.entries !== undefined && d.entries > 0 ? round((d.commands ?? 0) / d.entries, 2) : null,
+        // The leader's log writes (each with fsync) and the entries each carried: how much a Raft round was shared.
+        leader_log_writes_per_sec: r.ops > 0 && o.durationS > 0 ? round((d.leader_writes ?? 0) / o.durationS, 0) : null,
+        entries_per_leader_write: d.leader_writes !== undefined && d.leader_writes > 0 ? round((d.leader_index ?? 0) / d.leader_writes, 2) : null,
+        ...roleCpu(d, r.ops, followerPids.length),
+      }),
     };
     return await runCycles('ours', `raftkit lock, ${MEMBERS} members`, cluster.members.map((m) => m.pid), targets.map((m) => m.url), oursApi(cluster.token), o, rate, { leader, routing: o.routing }, batching);
   } finally {
@@ -258,7 +301,13 @@ async function runEtcdAt(o: RunOptions, rate: number): Promise<SideResult> {
   try {
     const leader = await etcd.leader();
     const targets = o.routing === 'leader' ? etcd.members.filter((m) => m.name === leader) : etcd.members;
-    return await runCycles('etcd', `etcd ${etcd.version} v3lock, ${MEMBERS} members (Debian etcd-server)`, etcd.members.map((m) => m.pid), targets.map((m) => m.clientUrl), etcdApi(), o, rate, { leader, routing: o.routing, version: etcd.version });
+    const leaderPids = etcd.members.filter((m) => m.name === leader).map((m) => m.pid);
+    const followerPids = etcd.members.filter((m) => m.name !== leader).map((m) => m.pid);
+    const roles: Probe = {
+      probe: async () => groupCpuSeconds({ leader: leaderPids, followers: followerPids }),
+      explain: (d, r) => roleCpu(d, r.ops, followerPids.length),
+    };
+    return await runCycles('etcd', `etcd ${etcd.version} v3lock, ${MEMBERS} members (Debian etcd-server)`, etcd.members.map((m) => m.pid), targets.map((m) => m.clientUrl), etcdApi(), o, rate, { leader, routing: o.routing, version: etcd.version }, roles);
   } finally {
     await etcd.stop();
   }
@@ -273,6 +322,9 @@ function step(rate: number, load: number, r: SideResult): SweepStep {
     errors: r.errors,
     server_cpu_us_per_op: r.server_cpu_us_per_op,
     ...(typeof r.lock_commands_per_entry === 'number' ? { lock_commands_per_entry: r.lock_commands_per_entry } : {}),
+    ...(typeof r.entries_per_leader_write === 'number' ? { entries_per_leader_write: r.entries_per_leader_write } : {}),
+    ...(typeof r.leader_cpu_us_per_cycle === 'number' ? { leader_cpu_us_per_cycle: r.leader_cpu_us_per_cycle } : {}),
+    ...(typeof r.follower_cpu_us_per_cycle === 'number' ? { follower_cpu_us_per_cycle: r.follower_cpu_us_per_cycle } : {}),
     load_avg_1m_before: load,
   };
 }
@@ -343,7 +395,11 @@ export const lockBenchmark: Benchmark = {
   description: `acquire+release cycles on ${NAMES} lock names at --rate lock operations/s (default 10,000) on a ${MEMBERS}-member cluster (vs etcd 3.4 v3lock)`,
   title: (o) => `lock: acquire+release at ${sweepFromArgs()?.join(', ') ?? rateFromArgs()} lock ops/s, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
   peers: ['etcd'],
-  defaults: { durationS: 20, concurrency: 128, size: 0, warmupS: 3 },
+  // A 10 s warm-up (not 3 as elsewhere): a fresh cluster of ours spends its first seconds compiling (JIT) at a
+  // fraction of its rate, and the paced schedule carries the lateness it leaves into the measured window; at
+  // 1,500 lock ops/s on a busy machine that inherited backlog was the whole acquire p50 (0.9-1.9 s with 3 s,
+  // 34-40 ms with 10 s; bench/RESULTS.md, lock). Both sides get the same warm-up.
+  defaults: { durationS: 20, concurrency: 128, size: 0, warmupS: 10 },
   workload: (o) => ({
     operation: 'acquire then release one lock (ours: /v1/locks/{name}/acquire + release in a session; etcd: /v3/lock/lock + unlock with a lease)',
     target_lock_ops_per_sec: rateFromArgs(),

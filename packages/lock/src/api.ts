@@ -70,10 +70,11 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   const hub = new WatchHub(DEFAULT_WATCH_LIMITS, () => dropped.inc());
   service.metrics.gauge('lock_watchers', 'Watches (long polls and streams) open on this member').set(() => hub.watchers);
   machine.onChange = hub.publish;
+  machine.watched = hub.watches;
   service.onStop(startExpiry(service, machine));
   service.onStop(() => hub.close());
   const owner = (ctx: RequestContext): string => service.principal(ctx).hash;
-  const batcher = new LockBatcher();
+  const batcher = new LockBatcher(batcherOptionsFromEnv());
   const propose = (command: LockCommand): Promise<LockResult> => service.node.propose(command);
   service.metrics.gauge('lock_batched_entries', 'Raft entries proposed by the acquire/release batcher on this member').set(() => batcher.entries);
   service.metrics.gauge('lock_batched_commands', 'Acquires and releases those entries carried').set(() => batcher.commands);
@@ -164,6 +165,19 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       if (change === null) return { changed: false, lock: lockBody(machine.getLock(name)) };
       return { changed: true, ...changeBody(change) };
     });
+}
+
+/**
+ * RAFTKIT_LOCK_BATCHES_IN_FLIGHT paces the batcher (src/batch.ts): batches a member keeps unanswered at once;
+ * default (or `unlimited`) none, every turn's batch leaves at the end of its turn.
+ */
+function batcherOptionsFromEnv(): { maxInFlight?: number } {
+  const text = process.env.RAFTKIT_LOCK_BATCHES_IN_FLIGHT;
+  if (text === undefined || text === '') return {};
+  if (text === 'unlimited') return { maxInFlight: Number.POSITIVE_INFINITY };
+  const n = Number(text);
+  if (!Number.isSafeInteger(n) || n < 1) throw new Error('RAFTKIT_LOCK_BATCHES_IN_FLIGHT must be a positive integer or "unlimited"');
+  return { maxInFlight: n };
 }
 
 function parseJson(text: string): unknown {

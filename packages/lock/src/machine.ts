@@ -141,6 +141,11 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
   private sessions = new Map<string, Session>();
   /** Watch notifications (in-memory hints on this member). */
   onChange: ((change: LockChange) => void) | null = null;
+  /**
+   * Whether `onChange` wants changes of a name (null: every name). Each acquire and release changes a lock on
+   * every member; without a watcher on it, building the change (a copy of the lock and its queue) is waste.
+   */
+  watched: ((name: string) => boolean) | null = null;
 
   apply(command: LockCommand, ctx: ApplyContext): LockResult {
     checkLockCommand(command);
@@ -288,7 +293,8 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
   }
 
   private notify(name: string, lock: Lock, granted: string | null, lost: string | null): void {
-    this.onChange?.({ lock: this.view(name, lock), granted, lost });
+    if (this.onChange === null || (this.watched !== null && !this.watched(name))) return;
+    this.onChange({ lock: this.view(name, lock), granted, lost });
   }
 
   private view(name: string, lock: Lock): LockState {

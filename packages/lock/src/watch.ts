@@ -78,6 +78,9 @@ export class WatchHub {
     return this.open;
   }
 
+  /** Whether any watch (long poll or stream) waits on `name`: the machine builds a change only for those. */
+  watches = (name: string): boolean => this.waiters.has(name);
+
   publish = (change: LockChange): void => {
     const set = this.waiters.get(change.lock.name);
     if (set === undefined) return;

@@ -131,3 +131,106 @@ t.test('a failed entry fails every request it carried, and only those', async (t
   t.same(await c, { ok: true, op: 'acquire', granted: true, token: 1 }, 'the second entry of the turn went on its own');
   t.equal(calls, 2);
 });
+
+/** A proposer whose answers the test releases by hand, to see what the batcher sends while entries are unanswered. */
+function manualProposer(machine: LockMachine): { propose: (c: LockCommand) => Promise<LockResult>; sent: LockCommand[]; answerNext: () => void } {
+  const sent: LockCommand[] = [];
+  const open: Array<() => void> = [];
+  let index = 500;
+  return {
+    sent,
+    propose: (command) =>
+      new Promise((resolve) => {
+        sent.push(command);
+        open.push(() => resolve(machine.apply(command, { index: index++, term: 1, time: 2_000 })));
+      }),
+    answerNext: () => open.shift()?.(),
+  };
+}
+
+/** Two turns: an answer's callbacks run, then the flush they schedule. */
+const tick = async (): Promise<void> => {
+  for (let n = 0; n < 2; n++) await new Promise((r) => setImmediate(r));
+};
+const names = (c: LockCommand): string[] => (c.op === 'batch' ? c.commands.map((x) => x.name) : c.op === 'acquire' || c.op === 'release' ? [c.name] : []);
+
+t.test('paced: while a batch is unanswered, later requests wait and leave together as the next batch', async (t) => {
+  const p = manualProposer(opened());
+  const batcher = new LockBatcher({ maxInFlight: 1, holdMs: 60_000 });
+  const acquire = (name: string, session = SESSIONS[0]!): Promise<LockResult> => batcher.submit(p.propose, { op: 'acquire', name, session, owner: 'o', wait: true });
+  const first = acquire('a');
+  await tick();
+  t.same(p.sent.map(names), [['a']], 'a lone request leaves at once, as itself');
+  const later = [acquire('b'), acquire('c')];
+  await tick();
+  const third = acquire('d');
+  await tick();
+  t.same(p.sent.map(names), [['a']], 'nothing more leaves while the first entry is unanswered');
+  t.equal(batcher.waiting, 3);
+  p.answerNext();
+  t.same(await first, { ok: true, op: 'acquire', granted: true, token: 1 });
+  await tick();
+  t.same(p.sent.map(names), [['a'], ['b', 'c', 'd']], 'what waited, from several turns, leaves as one batch');
+  p.answerNext();
+  t.same(await Promise.all([...later, third]), [1, 2, 3].map(() => ({ ok: true, op: 'acquire', granted: true, token: 1 })));
+  t.equal(batcher.entries, 2);
+  t.equal(batcher.commands, 4);
+});
+
+t.test('paced: commands on one name leave in arrival order, one per batch; other names may go ahead', async (t) => {
+  const machine = opened();
+  const p = manualProposer(machine);
+  const batcher = new LockBatcher({ maxInFlight: 1, holdMs: 60_000 });
+  const submit = (c: BatchableCommand): Promise<LockResult> => batcher.submit(p.propose, c);
+  const answers = [
+    submit({ op: 'acquire', name: 'a', session: SESSIONS[0]!, owner: 'o', wait: true }),
+    submit({ op: 'acquire', name: 'a', session: SESSIONS[1]!, owner: 'o', wait: true }),
+    submit({ op: 'release', name: 'a', session: SESSIONS[0]!, owner: 'o', token: 1 }),
+    submit({ op: 'acquire', name: 'b', session: SESSIONS[2]!, owner: 'o', wait: true }),
+  ];
+  for (let n = 0; n < 3; n++) {
+    await tick();
+    p.answerNext();
+  }
+  t.same(p.sent.map(names), [['a', 'b'], ['a'], ['a']], 'the n-th command on a name goes to the n-th batch');
+  t.same(await Promise.all(answers), [
+    { ok: true, op: 'acquire', granted: true, token: 1 },
+    { ok: true, op: 'acquire', granted: false, position: 1 },
+    { ok: true, op: 'release', released: true, dequeued: false, next: SESSIONS[1] },
+    { ok: true, op: 'acquire', granted: true, token: 1 },
+  ]);
+  t.equal(machine.getLock('a').token, 2, 'the queued session was granted the next token');
+});
+
+t.test('paced: an entry unanswered for holdMs stops holding the others back', async (t) => {
+  const p = manualProposer(opened());
+  const batcher = new LockBatcher({ maxInFlight: 1, holdMs: 30 });
+  const acquire = (name: string): Promise<LockResult> => batcher.submit(p.propose, { op: 'acquire', name, session: SESSIONS[0]!, owner: 'o', wait: false });
+  const stuck = acquire('a');
+  await tick();
+  const next = acquire('b');
+  await tick();
+  t.equal(p.sent.length, 1, 'b waits behind a');
+  await new Promise((r) => setTimeout(r, 60));
+  t.same(p.sent.map(names), [['a'], ['b']], 'after holdMs, b left although a is still unanswered');
+  p.answerNext();
+  p.answerNext();
+  t.same(await stuck, { ok: true, op: 'acquire', granted: true, token: 1 });
+  t.same(await next, { ok: true, op: 'acquire', granted: true, token: 1 });
+});
+
+t.test('paced: a rejected batch fails its own requests and frees its slot', async (t) => {
+  const batcher = new LockBatcher({ maxInFlight: 1, holdMs: 60_000 });
+  let calls = 0;
+  const propose = async (command: LockCommand): Promise<LockResult> => {
+    calls++;
+    if (calls === 1) throw new Error('no quorum');
+    return command.op === 'batch' ? { ok: true, op: 'batch', results: command.commands.map(() => ({ ok: true, op: 'acquire', granted: true, token: 1 }) as LockResult) } : { ok: true, op: 'acquire', granted: true, token: 1 };
+  };
+  const first = t.rejects(batcher.submit(propose, { op: 'acquire', name: 'x', session: SESSIONS[0]!, owner: 'o', wait: false }), /no quorum/);
+  await tick();
+  const rest = [batcher.submit(propose, { op: 'acquire', name: 'y', session: SESSIONS[0]!, owner: 'o', wait: false }), batcher.submit(propose, { op: 'acquire', name: 'z', session: SESSIONS[0]!, owner: 'o', wait: false })];
+  await first;
+  t.same(await Promise.all(rest), [1, 2].map(() => ({ ok: true, op: 'acquire', granted: true, token: 1 })), 'the waiting requests went on in one batch');
+  t.equal(calls, 2);
+});

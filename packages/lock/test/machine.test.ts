@@ -225,3 +225,28 @@ t.test('property: invariants hold, every grant increments the token by one, snap
   );
   t.pass('500 random sequences kept every invariant');
 });
+
+t.test('changes are built only for watched names, and those in full', async (t) => {
+  const m = new LockMachine();
+  const changes: LockChange[] = [];
+  m.onChange = (c) => changes.push(c);
+  m.watched = (name) => name === 'W';
+  for (const s of ['s1', 's2']) open(m, s);
+  acquire(m, 'U', 's1');
+  acquire(m, 'U', 's2', true);
+  release(m, 'U', 's1', 1);
+  t.equal(changes.length, 0, 'no change of an unwatched lock reached the watch hub');
+  acquire(m, 'W', 's1');
+  acquire(m, 'W', 's2', true);
+  release(m, 'W', 's1', 1);
+  t.same(
+    changes.map((c) => [c.lock.holder, c.lock.token, c.lock.queue, c.granted, c.lost]),
+    [
+      ['s1', 1, [], 's1', null],
+      ['s1', 1, ['s2'], null, null],
+      ['s2', 2, [], 's2', 's1'],
+    ],
+    'every change of the watched lock, in order',
+  );
+  t.equal(m.getLock('U').token, 2, 'the unwatched lock changed all the same');
+});
