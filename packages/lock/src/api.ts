@@ -168,8 +168,8 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
 }
 
 /**
- * RAFTKIT_LOCK_BATCHES_IN_FLIGHT paces the batcher (src/batch.ts): batches a member keeps unanswered at once;
- * default (or `unlimited`) none, every turn's batch leaves at the end of its turn.
+ * RAFTKIT_LOCK_BATCHES_IN_FLIGHT tunes the batcher's pacing (src/batch.ts): batches a member keeps unanswered at
+ * once, default 1; `unlimited` sends every turn's batch at once (the unpaced behaviour, for comparison).
  */
 function batcherOptionsFromEnv(): { maxInFlight?: number } {
   const text = process.env.RAFTKIT_LOCK_BATCHES_IN_FLIGHT;

@@ -1,16 +1,16 @@
 /**
- * Acquires and releases that reach a member in one turn of its event loop go to the Raft log as one `batch` entry:
- * a busy member pays for one entry, one encoding, one session record, one forwarded proposal and one apply per
- * turn instead of one per request. A lone command still goes as itself.
+ * Acquires and releases go to the Raft log in `batch` entries: a busy member pays for one entry, one encoding,
+ * one session record, one forwarded proposal and one apply per batch instead of one per request. A lone command
+ * still goes as itself.
  *
- * Pacing (opt-in, `maxInFlight`): a member keeps at most that many batches in the log's pipeline (proposed and not
- * yet answered); what arrives meanwhile waits and leaves as the next batch when one is answered, so the batch grows
- * with the load. The default is unlimited: every turn's batch leaves at the end of its turn. Measured on the shared
- * 2-core machine (bench/RESULTS.md, lock, "Latest"), one batch in flight per member doubled the acquire latency and
- * halved the lock ops a 64-worker load reached, at the same commands per entry (6-7: a loaded member's turns are
- * long enough to batch by themselves). A batch not answered within `holdMs` (a lost forward retried after a leader
- * change, a partition) stops holding the others back: its slot is freed, so a stuck entry delays what follows by
- * at most `holdMs`.
+ * Paced: a member keeps at most `maxInFlight` batches in the log's pipeline (proposed and not yet answered);
+ * what arrives meanwhile waits and leaves as the next batch when one is answered. Every Raft entry costs each of
+ * the 5 members a log write, a round of messages and an apply, and on 2 cores that cost, not the wait, is what
+ * bounds the rate at 50 ms: with one batch per turn (the shared DistinctNameBatcher) a member at 600 requests a
+ * second sent 1-3 commands per entry; paced, the batch grows with the load by itself (a request waits at most
+ * for the batch ahead of it, about one commit round) and a quiet member still sends each request at once.
+ * A batch that is not answered within `holdMs` (a lost forward retried after a leader change, a partition) stops
+ * holding the others back: its slot is freed, so a stuck entry delays what follows by at most `holdMs`.
  *
  * Two commands on the same lock name never share a batch: the machine stamps a lock's revision with the entry's
  * index, and a watcher that asks for changes after revision R must not miss a second change made under the same R.
@@ -22,7 +22,7 @@ import { MAX_BATCH_COMMANDS, type BatchableCommand, type LockCommand, type LockR
 export type Propose = (command: LockCommand) => Promise<LockResult>;
 
 export interface LockBatcherOptions {
-  /** Batches a member keeps proposed and unanswered at once (default unlimited: each turn's batch leaves at once). */
+  /** Batches a member keeps proposed and unanswered at once (default 1). */
   maxInFlight?: number;
   /** After this long unanswered, a batch no longer counts against maxInFlight (default 100 ms). */
   holdMs?: number;
@@ -58,7 +58,7 @@ export class LockBatcher {
   commands = 0;
 
   constructor(options: LockBatcherOptions = {}) {
-    this.maxInFlight = Math.max(1, options.maxInFlight ?? Number.POSITIVE_INFINITY);
+    this.maxInFlight = Math.max(1, options.maxInFlight ?? 1);
     this.holdMs = options.holdMs ?? 100;
     this.maxItems = Math.min(options.maxItems ?? MAX_BATCH_COMMANDS, MAX_BATCH_COMMANDS);
   }
