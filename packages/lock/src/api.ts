@@ -74,7 +74,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   service.onStop(startExpiry(service, machine));
   service.onStop(() => hub.close());
   const owner = (ctx: RequestContext): string => service.principal(ctx).hash;
-  const batcher = new LockBatcher(batcherOptionsFromEnv());
+  const batcher = new LockBatcher();
   const propose = (command: LockCommand): Promise<LockResult> => service.node.propose(command);
   service.metrics.gauge('lock_batched_entries', 'Raft entries proposed by the acquire/release batcher on this member').set(() => batcher.entries);
   service.metrics.gauge('lock_batched_commands', 'Acquires and releases those entries carried').set(() => batcher.commands);
@@ -165,19 +165,6 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       if (change === null) return { changed: false, lock: lockBody(machine.getLock(name)) };
       return { changed: true, ...changeBody(change) };
     });
-}
-
-/**
- * RAFTKIT_LOCK_BATCHES_IN_FLIGHT tunes the batcher's pacing (src/batch.ts): batches a member keeps unanswered at
- * once, default 1; `unlimited` sends every turn's batch at once (the unpaced behaviour, for comparison).
- */
-function batcherOptionsFromEnv(): { maxInFlight?: number } {
-  const text = process.env.RAFTKIT_LOCK_BATCHES_IN_FLIGHT;
-  if (text === undefined || text === '') return {};
-  if (text === 'unlimited') return { maxInFlight: Number.POSITIVE_INFINITY };
-  const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error('RAFTKIT_LOCK_BATCHES_IN_FLIGHT must be a positive integer or "unlimited"');
-  return { maxInFlight: n };
 }
 
 function parseJson(text: string): unknown {
