@@ -7,6 +7,7 @@
  * kind) and kept out of the latency figures; a worker pauses briefly after a failure so a dead endpoint cannot
  * turn the loop into a busy spin.
  */
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { Histogram, round, Samples, summarize, type LatencySummary } from './stats.js';
 
 /** A failed operation; `kind` groups failures in the report (e.g. "HTTP 503 unavailable", "ECONNREFUSED"). */
@@ -151,4 +152,113 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
     concurrency: o.concurrency,
     interrupted: o.signal?.aborted ?? false,
   };
+}
+
+/**
+ * Open loop: releases each waiting operation at its scheduled time, with ONE timer for all of them (armed for
+ * the earliest due time) rather than a timer per operation. Everything due when the timer fires is released in
+ * the same turn, so a client that batches per turn (RateLimitClient, ioredis) sends it as one write: at 40,000
+ * operations a second that is one timer run per millisecond instead of 40 timer callbacks, each followed by its
+ * own microtask checkpoint.
+ */
+export class Pacer {
+  private waiting: { at: number; go: (now: number) => void }[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private timerAt = Infinity;
+
+  /** Resolves at (or just after) `at` (performance.now() time) with the moment it was released. */
+  until(at: number): Promise<number> {
+    const now = performance.now();
+    if (at <= now) return Promise.resolve(now);
+    return new Promise<number>((go) => {
+      this.waiting.push({ at, go });
+      if (at < this.timerAt) this.arm(at, now);
+    });
+  }
+
+  private arm(at: number, now: number): void {
+    if (this.timer !== null) clearTimeout(this.timer);
+    this.timerAt = at;
+    // setTimeout counts whole milliseconds and never fires early by more than that rounding: what is due within
+    // the next half millisecond goes with this run.
+    this.timer = setTimeout(this.release, Math.max(0, Math.round(at - now)));
+  }
+
+  private readonly release = (): void => {
+    this.timer = null;
+    this.timerAt = Infinity;
+    const now = performance.now();
+    const due = now + 0.5;
+    const still: { at: number; go: (now: number) => void }[] = [];
+    let next = Infinity;
+    for (const w of this.waiting) {
+      if (w.at <= due) w.go(now);
+      else {
+        still.push(w);
+        if (w.at < next) next = w.at;
+      }
+    }
+    this.waiting = still;
+    if (next !== Infinity) this.arm(next, now);
+  };
+}
+
+/** The load generator's own pauses over a window: what it adds to every latency it measures, on any side. */
+export interface GeneratorPauses {
+  /** Event-loop delay (libuv's sampling timer, beyond its period), ms. */
+  generator_loop_delay_p50_ms: number;
+  generator_loop_delay_p99_ms: number;
+  generator_loop_delay_max_ms: number;
+  /** Garbage-collection pauses of the generator in the window. */
+  generator_gc_pauses: number;
+  generator_gc_pause_ms: number;
+  generator_gc_pause_max_ms: number;
+}
+
+const LOOP_SAMPLE_MS = 1;
+
+/** Watches this process's event-loop delay and GC pauses between start() and stop(). */
+export class GeneratorWatch {
+  private readonly delay = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
+  private observer: PerformanceObserver | null = null;
+  private gcCount = 0;
+  private gcMs = 0;
+  private gcMax = 0;
+
+  start(): void {
+    this.stopWatching();
+    this.gcCount = 0;
+    this.gcMs = 0;
+    this.gcMax = 0;
+    this.observer = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        this.gcCount++;
+        this.gcMs += e.duration;
+        if (e.duration > this.gcMax) this.gcMax = e.duration;
+      }
+    });
+    this.observer.observe({ entryTypes: ['gc'] });
+    this.delay.reset();
+    this.delay.enable();
+  }
+
+  stop(): GeneratorPauses {
+    this.stopWatching();
+    // A sample is the whole interval between two runs of the sampling timer: its period is not a delay.
+    const ms = (ns: number): number => (this.delay.count === 0 ? 0 : round(Math.max(0, ns / 1e6 - LOOP_SAMPLE_MS), 2));
+    return {
+      generator_loop_delay_p50_ms: ms(this.delay.percentile(50)),
+      generator_loop_delay_p99_ms: ms(this.delay.percentile(99)),
+      generator_loop_delay_max_ms: ms(this.delay.max),
+      generator_gc_pauses: this.gcCount,
+      generator_gc_pause_ms: round(this.gcMs, 1),
+      generator_gc_pause_max_ms: round(this.gcMax, 2),
+    };
+  }
+
+  private stopWatching(): void {
+    this.delay.disable();
+    this.observer?.disconnect();
+    this.observer = null;
+  }
 }

@@ -10,6 +10,7 @@ import type { CheckAnswer, CheckRequest } from './decide.js';
 import { CheckEngine } from './engine.js';
 import { checkFastPath, checkRoute, forwardTo, toHttpError, type Decide } from './http.js';
 import { checkMetrics } from './metrics.js';
+import { watchPauses } from './pauses.js';
 import { answerTuple, parseCheckTuple } from './request.js';
 import { RuleSync } from './rule-sync.js';
 import { embeddedStores, StoreLinks } from './stores.js';
@@ -117,6 +118,7 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     });
   }, HEALTH_EVERY_MS);
   const hotTimer = setInterval(() => engine.hotTick(), HOT_TICK_MS);
+  const pauses = watchPauses(http.metrics);
   shard?.start();
   options.logger.log('info', 'check instance started', { region: stores.region, embedded_store: shard !== null, stores: stores.all.map((l) => l.id), rules_revision: rules.current.revision });
 
@@ -125,6 +127,7 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     stop: async () => {
       clearInterval(healthTimer);
       clearInterval(hotTimer);
+      pauses.stop();
       shard?.stop();
       rules.stop();
       await Promise.all([wire.close(), http.close(), members.close()]);
