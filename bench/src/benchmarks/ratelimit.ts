@@ -33,11 +33,12 @@ import type { PeerAddress } from '@raftkit/http';
 import { RateLimitClient, shardFor, type CheckInput } from '@raftkit/ratelimit';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { Endpoints, fetchJson, scrapeCounters, send } from '../http.js';
-import { GeneratorWatch, OpError, Pacer, type GeneratorPauses } from '../load.js';
+import { GeneratorWatch, OpError, Pacer, runOpenLoopThreads, type GeneratorPauses } from '../load.js';
+import type { GeneratorData } from './ratelimit-generator.js';
 import { measure, type SideSpec } from '../measure.js';
 import { groupCpuPerOp, groupCpuSeconds, startOurCluster, type OurCluster } from '../ours.js';
 import { RedisBuckets, startRedis } from '../peers/redis.js';
-import { BenchError, runCommand, sleep } from '../procs.js';
+import { BenchError, CpuMeter, runCommand, sleep } from '../procs.js';
 import { round, summarize } from '../stats.js';
 import { summarizeProfiles } from '../profile.js';
 
@@ -125,7 +126,9 @@ function pacerKind(): 'tick' | 'per-check' {
  * The generator's own event-loop delay and GC pauses over the measured window are reported beside the latencies
  * (`generator_*`): they are in every latency this process measures, ours and the peer's alike.
  */
-async function openLoop(spec: SideSpec, o: RunOptions, rate: number): Promise<Record<string, unknown>> {
+async function openLoop(spec: SideSpec, o: RunOptions, rate: number, data: (thread: number) => GeneratorData): Promise<Record<string, unknown>> {
+  const threads = generatorThreads();
+  if (threads > 0) return openLoopThreads(spec, o, rate, threads, data);
   const gapMs = (o.concurrency * 1000) / rate;
   const next = new Map<number, number>();
   const measureFrom = performance.now() + o.warmupS * 1000;
@@ -182,6 +185,81 @@ async function openLoop(spec: SideSpec, o: RunOptions, rate: number): Promise<Re
     answers_overloaded: result.answers_overloaded,
     ...pick(result, SERVER_PAUSE_FIELDS),
     ...(generator ?? {}),
+  };
+}
+
+/** `--generators N` (default 2): generator threads for the open loop; 0 runs it in this process (the earlier way). */
+function generatorThreads(): number {
+  const raw = argValue('--generators') ?? '2';
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n > 16) throw new BenchError('--generators must be an integer from 0 to 16');
+  return n;
+}
+
+/** Each generator thread's semi-spaces, MB: a scavenge every second or so at this benchmark's rates. */
+const GENERATOR_SEMI_SPACE_MB = 64;
+
+/**
+ * The open loop on `threads` generator threads (load.ts runOpenLoopThreads; ratelimit-generator.ts drives the
+ * side): the same latencies and figures as the in-process loop, with each thread's own pauses reported and the
+ * worst thread's beside the latencies.
+ */
+async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, threads: number, data: (thread: number) => GeneratorData): Promise<Record<string, unknown>> {
+  const server = new CpuMeter(() => spec.serverPids);
+  let probeStart: Promise<Record<string, number>> | null = null;
+  let probeEnd: Promise<Record<string, number>> | null = null;
+  let client0 = process.cpuUsage();
+  let t0 = performance.now();
+  let clientCores = 0;
+  process.stderr.write(`bench: ${spec.label} open loop at ${Math.round(rate)}/s on ${threads} generator threads (${GENERATOR_SEMI_SPACE_MB} MB semi-spaces each)\n`);
+  const r = await runOpenLoopThreads({
+    script: new URL('./ratelimit-generator.js', import.meta.url),
+    threads,
+    workerData: data,
+    rate,
+    concurrency: o.concurrency,
+    warmupS: o.warmupS,
+    durationS: o.durationS,
+    semiSpaceMb: GENERATOR_SEMI_SPACE_MB,
+    onMeasureStart: () => {
+      server.start();
+      probeStart = spec.probe?.() ?? null;
+      client0 = process.cpuUsage();
+      t0 = performance.now();
+    },
+    onMeasureEnd: () => {
+      server.stop();
+      probeEnd = spec.probe?.() ?? null;
+      const c = process.cpuUsage(client0);
+      clientCores = (c.user + c.system) / 1000 / Math.max(1, performance.now() - t0);
+    },
+  });
+  const delta: Record<string, number> = {};
+  if (probeStart !== null && probeEnd !== null) {
+    const [a, b] = await Promise.all([probeStart as Promise<Record<string, number>>, probeEnd as Promise<Record<string, number>>]);
+    for (const [k, v] of Object.entries(b)) delta[k] = v - (a[k] ?? 0);
+  }
+  const cpu = server.used;
+  return {
+    target_rate: Math.round(rate),
+    pacer: 'tick',
+    generator_threads: threads,
+    ops_per_sec: r.ops_per_sec,
+    p50_ms: r.p50_ms,
+    p99_ms: r.p99_ms,
+    p999_ms: r.p999_ms,
+    max_ms: r.max_ms,
+    errors: r.errors,
+    error_kinds: r.error_kinds,
+    p50_from_schedule_ms: r.p50_from_schedule_ms,
+    p99_from_schedule_ms: r.p99_from_schedule_ms,
+    server_cpu_us_per_op: cpu === null || r.ops === 0 ? null : round((cpu * 1e6) / r.ops, 1),
+    client_cpu_cores: round(clientCores, 2),
+    answers_fail_open: r.extra.answers_fail_open ?? 0,
+    answers_overloaded: r.extra.answers_overloaded ?? 0,
+    ...(delta.ratelimit_loop_delay_samples_total !== undefined ? serverPauses(delta) : {}),
+    ...(r.worst ?? {}),
+    generator_threads_loop_delay_p99_ms: r.generators.map((g) => g.generator_loop_delay_p99_ms),
   };
 }
 
@@ -341,7 +419,8 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       });
       binary = await measure(binarySide, o);
       const loadDuring = load();
-      binary = { ...binary, load_during: loadDuring, open_loop: await openLoop(binarySide, o, fixedRate() ?? binary.ops_per_sec / 2) };
+      const data = (): GeneratorData => ({ side: 'ours', address: check.tcpAddress, token: checkKey, keys: o.keys, tenant: TENANT, endpoint: ENDPOINT });
+      binary = { ...binary, load_during: loadDuring, open_loop: await openLoop(binarySide, o, fixedRate() ?? binary.ops_per_sec / 2, data) };
     } finally {
       client.close();
     }
@@ -397,7 +476,17 @@ async function runRedis(o: RunOptions): Promise<SideResult> {
       };
       let result = await measure(spec, o);
       const loadDuring = load();
-      result = { ...result, load_during: loadDuring, open_loop: await openLoop(spec, o, fixedRate() ?? result.ops_per_sec / 2) };
+      // The threads' pools together hold as many connections as the closed loop's.
+      const data = (): GeneratorData => ({
+        side: 'redis',
+        port: redis.port,
+        connections: Math.max(1, Math.round(REDIS_POOL / Math.max(1, generatorThreads()))),
+        keys: o.keys,
+        keyPrefix: `${TENANT}:${ENDPOINT_PATTERN}:`,
+        limits: LIMITS,
+        dimensions: DIMENSIONS,
+      });
+      result = { ...result, load_during: loadDuring, open_loop: await openLoop(spec, o, fixedRate() ?? result.ops_per_sec / 2, data) };
       process.stdout.write(formatRow('redis', result) + formatOpen('redis, open', result.open_loop));
       return result;
     } finally {
@@ -413,7 +502,7 @@ function formatOpen(name: string, open: unknown): string {
   return (
     `${name.padEnd(13)} ${String(r.ops_per_sec).padStart(7)} checks/s  (open loop at ${r.target_rate}/s)  p50 ${r.p50_ms} ms  p99 ${r.p99_ms} ms  ` +
     `p99 from schedule ${r.p99_from_schedule_ms} ms  errors ${r.errors}\n` +
-    `${''.padEnd(13)} generator (${r.pacer} pacer): loop delay p99 ${r.generator_loop_delay_p99_ms} ms, max ${r.generator_loop_delay_max_ms} ms; ` +
+    `${''.padEnd(13)} generator (${r.generator_threads === undefined ? 'in process' : `${r.generator_threads} threads, the worst one's figures`}, ${r.pacer} pacer): loop delay p99 ${r.generator_loop_delay_p99_ms} ms, max ${r.generator_loop_delay_max_ms} ms; ` +
     `${r.generator_gc_pauses} GC pauses, ${r.generator_gc_pause_ms} ms in all, longest ${r.generator_gc_pause_max_ms} ms\n` +
     (r.server_loop_delay_over_1ms_pct === undefined
       ? ''
