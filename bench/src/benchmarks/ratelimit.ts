@@ -197,7 +197,7 @@ function generatorThreads(): number {
 }
 
 /** Each generator thread's semi-spaces, MB: a scavenge every second or so at this benchmark's rates. */
-const GENERATOR_SEMI_SPACE_MB = 64;
+const GENERATOR_SEMI_SPACE_MB = 16;
 
 /**
  * The open loop on `threads` generator threads (load.ts runOpenLoopThreads; ratelimit-generator.ts drives the
