@@ -38,9 +38,17 @@ export interface Matched {
   key: string;
 }
 
+/** Each rule's key prefix, built once: a key per counter per check is then one concatenation, not four. */
+const keyPrefixes = new WeakMap<Rule, string>();
+
 /** The spec's counter key `{service_id}:{endpoint}:{dimension}:{value}`, with the rule's endpoint pattern. */
 export function counterKey(rule: Rule, value: string): string {
-  return `${rule.serviceId}:${rule.endpointPattern}:${rule.dimension}:${value}`;
+  let prefix = keyPrefixes.get(rule);
+  if (prefix === undefined) {
+    prefix = `${rule.serviceId}:${rule.endpointPattern}:${rule.dimension}:`;
+    keyPrefixes.set(rule, prefix);
+  }
+  return prefix + value;
 }
 
 /** The value a rule counts by for this request, or null when the request does not carry it. */
