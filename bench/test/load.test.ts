@@ -1,6 +1,6 @@
 /** The closed-loop generator: counts successes and failures apart, honours the warm-up, stops by itself. */
 import t from 'tap';
-import { OpError, errorKind, runLoad } from '../src/load.js';
+import { OpError, Pacer, errorKind, runLoad, runOpenLoopThreads } from '../src/load.js';
 
 t.test('a short run against a fake operation', async (t) => {
   let calls = 0;
@@ -68,4 +68,40 @@ t.test('an operation that waits before it sends is timed from its send (open-loo
   const fromCall = await paced(false);
   t.ok(fromCall.p50_ms >= 29, `without a send time the wait counts (p50 ${fromCall.p50_ms} ms)`);
   t.ok(fromSend.p50_ms < 20, `with it only the request counts (p50 ${fromSend.p50_ms} ms)`);
+});
+
+t.test('the open-loop pacer releases every waiter, in one timer run per due time, never early', async (t) => {
+  const pacer = new Pacer();
+  const t0 = performance.now();
+  const due = Array.from({ length: 200 }, (_, i) => t0 + 5 + (i % 20) * 0.7);
+  const released = await Promise.all(due.map((at) => pacer.until(at).then((sentAt) => ({ at, sentAt, now: performance.now() }))));
+  for (const r of released) {
+    // Released with what is due within the next half millisecond, and the moment given is the release's own.
+    t.ok(r.sentAt >= r.at - 0.5, `released at ${(r.sentAt - r.at).toFixed(2)} ms from its due time`);
+    t.ok(r.sentAt <= r.now);
+  }
+  t.equal(released.length, due.length);
+  const past = await pacer.until(performance.now() - 10);
+  t.ok(past > 0, 'a due time already past resolves at once');
+});
+
+t.test('an open loop on generator threads: shares add up, failures counted apart, each thread reports its pauses', async (t) => {
+  const r = await runOpenLoopThreads({
+    script: new URL('./open-loop-thread.fixture.js', import.meta.url),
+    threads: 2,
+    workerData: () => null,
+    rate: 400,
+    concurrency: 8,
+    warmupS: 0.3,
+    durationS: 1,
+    semiSpaceMb: 16,
+  });
+  // 400/s over 1 s: 400 scheduled in the window, a fifth of them failing (rounding at each thread's edges).
+  t.ok(r.ops + r.errors >= 360 && r.ops + r.errors <= 440, `ops ${r.ops} + errors ${r.errors}`);
+  t.ok(r.errors >= 60 && r.errors <= 100, `errors ${r.errors}`);
+  t.same(Object.keys(r.error_kinds), ['fifth']);
+  t.ok(r.p50_ms >= 0.9, `p50 ${r.p50_ms} ms: an operation takes at least its 1 ms wait`);
+  t.equal(r.generators.length, 2);
+  t.ok(r.worst !== null && r.worst.generator_loop_delay_p99_ms >= 0);
+  t.ok((r.extra.calls ?? 0) >= 0.9 * (r.ops + r.errors), `the threads' own counters over the window, summed: ${r.extra.calls}`);
 });

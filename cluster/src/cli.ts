@@ -476,7 +476,9 @@ function planWorkers(roles: WorkerRoles, service: string, basePort: number, spec
   for (const r of roles) {
     for (let index = 1; index <= counts.get(r.role)!; index++) {
       const ports = workerPorts(basePort, workers.length + 1);
-      workers.push({ id: `${r.role}${index}`, role: r.role, index, pid: null, httpAddress: `127.0.0.1:${ports.http}`, tcpAddress: `127.0.0.1:${ports.tcp}` });
+      const record: WorkerRecord = { id: `${r.role}${index}`, role: r.role, index, pid: null, httpAddress: `127.0.0.1:${ports.http}`, tcpAddress: `127.0.0.1:${ports.tcp}` };
+      if (r.nodeFlags !== undefined && r.nodeFlags.length > 0) record.nodeFlags = [...r.nodeFlags];
+      workers.push(record);
     }
   }
   if (workers.length > MAX_WORKERS) throw new CliError(`--workers: at most ${MAX_WORKERS} workers in all, asked for ${workers.length}`);

@@ -47,7 +47,7 @@ export function spawnWorker(state: ClusterState, worker: WorkerRecord): number {
   const out = openSync(workerLogPath(state.dataDir, worker.id), 'a');
   const env = { ...process.env };
   delete env.CLUSTER_AUTH_TOKEN;
-  const child = spawn(process.execPath, [workerScript, '--cluster', state.dataDir, '--id', worker.id], { detached: true, stdio: ['ignore', out, out], env });
+  const child = spawn(process.execPath, [...(worker.nodeFlags ?? []), workerScript, '--cluster', state.dataDir, '--id', worker.id], { detached: true, stdio: ['ignore', out, out], env });
   closeSync(out);
   child.unref();
   if (child.pid === undefined) throw new CliError(`could not start worker ${worker.id}`);

@@ -26,6 +26,8 @@ export interface WorkerRecord {
   pid: number | null;
   httpAddress: string;
   tcpAddress: string;
+  /** The role's node flags (WorkerRole.nodeFlags), given to its process at every start; absent: none. */
+  nodeFlags?: string[];
 }
 
 export interface ClusterState {

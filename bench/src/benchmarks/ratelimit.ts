@@ -33,11 +33,12 @@ import type { PeerAddress } from '@raftkit/http';
 import { RateLimitClient, shardFor, type CheckInput } from '@raftkit/ratelimit';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { Endpoints, fetchJson, scrapeCounters, send } from '../http.js';
-import { OpError } from '../load.js';
+import { GeneratorWatch, OpError, Pacer, runOpenLoopThreads, type GeneratorPauses } from '../load.js';
+import type { GeneratorData } from './ratelimit-generator.js';
 import { measure, type SideSpec } from '../measure.js';
 import { groupCpuPerOp, groupCpuSeconds, startOurCluster, type OurCluster } from '../ours.js';
 import { RedisBuckets, startRedis } from '../peers/redis.js';
-import { BenchError, runCommand, sleep } from '../procs.js';
+import { BenchError, CpuMeter, runCommand, sleep } from '../procs.js';
 import { round, summarize } from '../stats.js';
 import { summarizeProfiles } from '../profile.js';
 
@@ -108,24 +109,54 @@ function load(): number {
   return round(loadavg()[0]!, 2);
 }
 
+/** `--pacer tick|per-check` (default tick): how the open loop releases its checks (see openLoop). */
+function pacerKind(): 'tick' | 'per-check' {
+  const p = argValue('--pacer') ?? 'tick';
+  if (p !== 'tick' && p !== 'per-check') throw new BenchError(`--pacer must be tick or per-check, got ${JSON.stringify(p)}`);
+  return p;
+}
+
 /**
  * The same side, open loop at `rate` checks/s (see the module comment). Latency from the send is the harness's
  * own figures; `p99_from_schedule_ms` adds any wait behind a late generator or server.
+ *
+ * Pacing: each worker's next check is due `concurrency / rate` after its last one's due time. With `--pacer tick`
+ * (the default) one timer releases every check that is due (load.ts Pacer), so the checks due in one millisecond
+ * leave together in one frame; `--pacer per-check` is the earlier pacer, a setTimeout per check, kept to compare.
+ * The generator's own event-loop delay and GC pauses over the measured window are reported beside the latencies
+ * (`generator_*`): they are in every latency this process measures, ours and the peer's alike.
  */
-async function openLoop(spec: SideSpec, o: RunOptions, rate: number): Promise<Record<string, unknown>> {
+async function openLoop(spec: SideSpec, o: RunOptions, rate: number, data: (thread: number) => GeneratorData): Promise<Record<string, unknown>> {
+  const threads = generatorThreads();
+  if (threads > 0) return openLoopThreads(spec, o, rate, threads, data);
   const gapMs = (o.concurrency * 1000) / rate;
   const next = new Map<number, number>();
   const measureFrom = performance.now() + o.warmupS * 1000;
   const fromSchedule: number[] = [];
+  const pacer = pacerKind() === 'tick' ? new Pacer() : null;
+  const wait = (at: number): Promise<unknown> | null => {
+    if (pacer !== null) return pacer.until(at);
+    const ms = at - performance.now();
+    return ms > 0 ? new Promise((r) => setTimeout(r, ms)) : null;
+  };
+  const watch = new GeneratorWatch();
+  let generator: GeneratorPauses | null = null;
+  let probes = 0;
   const result = await measure(
     {
       ...spec,
       label: `${spec.label}@${Math.round(rate)}/s`,
+      // The probe runs as the measured window opens and as it closes: the generator is watched in between.
+      probe: async () => {
+        if (probes++ === 0) watch.start();
+        else generator = watch.stop();
+        return (await spec.probe?.()) ?? {};
+      },
       op: async (w) => {
         const scheduled = next.get(w) ?? performance.now() + Math.random() * gapMs;
         next.set(w, scheduled + gapMs);
-        const wait = scheduled - performance.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const waiting = wait(scheduled);
+        if (waiting !== null) await waiting;
         // Latency from the send, not from the start of the wait (which the harness would otherwise count).
         const sentAt = performance.now();
         await spec.op(w);
@@ -138,6 +169,7 @@ async function openLoop(spec: SideSpec, o: RunOptions, rate: number): Promise<Re
   const late = summarize(fromSchedule);
   return {
     target_rate: Math.round(rate),
+    pacer: pacerKind(),
     ops_per_sec: result.ops_per_sec,
     p50_ms: result.p50_ms,
     p99_ms: result.p99_ms,
@@ -148,10 +180,111 @@ async function openLoop(spec: SideSpec, o: RunOptions, rate: number): Promise<Re
     p99_from_schedule_ms: late.p99_ms,
     server_cpu_us_per_op: result.server_cpu_us_per_op,
     check_cpu_us_per_op: result.check_cpu_us_per_op,
+    client_cpu_cores: result.client_cpu_cores,
     answers_fail_open: result.answers_fail_open,
     answers_overloaded: result.answers_overloaded,
+    ...pick(result, SERVER_PAUSE_FIELDS),
+    ...(generator ?? {}),
   };
 }
+
+/** `--generators N` (default 2): generator threads for the open loop; 0 runs it in this process (the earlier way). */
+function generatorThreads(): number {
+  const raw = argValue('--generators') ?? '2';
+  const n = Number(raw);
+  if (!/^\d+$/.test(raw) || n > 16) throw new BenchError('--generators must be an integer from 0 to 16');
+  return n;
+}
+
+/** Each generator thread's semi-spaces, MB: a scavenge every second or so at this benchmark's rates. */
+const GENERATOR_SEMI_SPACE_MB = 16;
+
+/**
+ * The open loop on `threads` generator threads (load.ts runOpenLoopThreads; ratelimit-generator.ts drives the
+ * side): the same latencies and figures as the in-process loop, with each thread's own pauses reported and the
+ * worst thread's beside the latencies.
+ */
+async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, threads: number, data: (thread: number) => GeneratorData): Promise<Record<string, unknown>> {
+  const server = new CpuMeter(() => spec.serverPids);
+  let probeStart: Promise<Record<string, number>> | null = null;
+  let probeEnd: Promise<Record<string, number>> | null = null;
+  let client0 = process.cpuUsage();
+  let t0 = performance.now();
+  let clientCores = 0;
+  process.stderr.write(`bench: ${spec.label} open loop at ${Math.round(rate)}/s on ${threads} generator threads (${GENERATOR_SEMI_SPACE_MB} MB semi-spaces each)\n`);
+  const r = await runOpenLoopThreads({
+    script: new URL('./ratelimit-generator.js', import.meta.url),
+    threads,
+    workerData: data,
+    rate,
+    concurrency: o.concurrency,
+    warmupS: o.warmupS,
+    durationS: o.durationS,
+    semiSpaceMb: GENERATOR_SEMI_SPACE_MB,
+    onMeasureStart: () => {
+      server.start();
+      probeStart = spec.probe?.() ?? null;
+      client0 = process.cpuUsage();
+      t0 = performance.now();
+    },
+    onMeasureEnd: () => {
+      server.stop();
+      probeEnd = spec.probe?.() ?? null;
+      const c = process.cpuUsage(client0);
+      clientCores = (c.user + c.system) / 1000 / Math.max(1, performance.now() - t0);
+    },
+  });
+  const delta: Record<string, number> = {};
+  if (probeStart !== null && probeEnd !== null) {
+    const [a, b] = await Promise.all([probeStart as Promise<Record<string, number>>, probeEnd as Promise<Record<string, number>>]);
+    for (const [k, v] of Object.entries(b)) delta[k] = v - (a[k] ?? 0);
+  }
+  const cpu = server.used;
+  return {
+    target_rate: Math.round(rate),
+    pacer: 'tick',
+    generator_threads: threads,
+    ops_per_sec: r.ops_per_sec,
+    p50_ms: r.p50_ms,
+    p99_ms: r.p99_ms,
+    p999_ms: r.p999_ms,
+    max_ms: r.max_ms,
+    errors: r.errors,
+    error_kinds: r.error_kinds,
+    p50_from_schedule_ms: r.p50_from_schedule_ms,
+    p99_from_schedule_ms: r.p99_from_schedule_ms,
+    server_cpu_us_per_op: cpu === null || r.ops === 0 ? null : round((cpu * 1e6) / r.ops, 1),
+    client_cpu_cores: round(clientCores, 2),
+    answers_fail_open: r.extra.answers_fail_open ?? 0,
+    answers_overloaded: r.extra.answers_overloaded ?? 0,
+    ...(delta.ratelimit_loop_delay_samples_total !== undefined ? serverPauses(delta) : {}),
+    ...(r.worst ?? {}),
+    generator_threads_loop_delay_p99_ms: r.generators.map((g) => g.generator_loop_delay_p99_ms),
+  };
+}
+
+/** The check instance's pause figures over a window, from the change of its /metrics counters (check/pauses.ts). */
+function serverPauses(d: Record<string, number>): Record<string, number> {
+  const samples = d.ratelimit_loop_delay_samples_total ?? 0;
+  const share = (n: number | undefined): number => (samples > 0 ? round(((n ?? 0) * 100) / samples, 2) : 0);
+  return {
+    server_gc_pauses: d.ratelimit_gc_pauses_total ?? 0,
+    server_gc_scavenges: d.ratelimit_gc_scavenges_total ?? 0,
+    server_gc_pause_ms: round((d.ratelimit_gc_pause_seconds_total ?? 0) * 1000, 1),
+    server_gc_pauses_over_1ms: d.ratelimit_gc_pauses_over_1ms_total ?? 0,
+    server_gc_pauses_over_5ms: d.ratelimit_gc_pauses_over_5ms_total ?? 0,
+    server_loop_delay_over_1ms_pct: share(d.ratelimit_loop_delay_over_1ms_samples_total),
+    server_loop_delay_over_5ms_pct: share(d.ratelimit_loop_delay_over_5ms_samples_total),
+  };
+}
+const SERVER_PAUSE_FIELDS = Object.keys(serverPauses({}));
+
+function pick(r: Record<string, unknown>, keys: readonly string[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const k of keys) if (r[k] !== undefined) out[k] = r[k];
+  return out;
+}
+
 const LIMITS = { capacity: CAPACITY, refillRate: CAPACITY / WINDOW_S };
 
 /** A check's identifiers: IP and user drawn independently and uniformly from `keys` values each. */
@@ -266,6 +399,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       explain: (d, r) => ({
         ...groupCpuPerOp(d, Object.keys(groups), r.ops),
         ...answerFigures(d),
+        ...serverPauses(d),
         fail_open_rule_evaluations: d.ratelimit_fail_open_total ?? 0,
         overloaded_checks: d.ratelimit_overloaded_total ?? 0,
         protocol,
@@ -285,7 +419,8 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       });
       binary = await measure(binarySide, o);
       const loadDuring = load();
-      binary = { ...binary, load_during: loadDuring, open_loop: await openLoop(binarySide, o, fixedRate() ?? binary.ops_per_sec / 2) };
+      const data = (): GeneratorData => ({ side: 'ours', address: check.tcpAddress, token: checkKey, keys: o.keys, tenant: TENANT, endpoint: ENDPOINT });
+      binary = { ...binary, load_during: loadDuring, open_loop: await openLoop(binarySide, o, fixedRate() ?? binary.ops_per_sec / 2, data) };
     } finally {
       client.close();
     }
@@ -341,7 +476,17 @@ async function runRedis(o: RunOptions): Promise<SideResult> {
       };
       let result = await measure(spec, o);
       const loadDuring = load();
-      result = { ...result, load_during: loadDuring, open_loop: await openLoop(spec, o, fixedRate() ?? result.ops_per_sec / 2) };
+      // The threads' pools together hold as many connections as the closed loop's.
+      const data = (): GeneratorData => ({
+        side: 'redis',
+        port: redis.port,
+        connections: Math.max(1, Math.round(REDIS_POOL / Math.max(1, generatorThreads()))),
+        keys: o.keys,
+        keyPrefix: `${TENANT}:${ENDPOINT_PATTERN}:`,
+        limits: LIMITS,
+        dimensions: DIMENSIONS,
+      });
+      result = { ...result, load_during: loadDuring, open_loop: await openLoop(spec, o, fixedRate() ?? result.ops_per_sec / 2, data) };
       process.stdout.write(formatRow('redis', result) + formatOpen('redis, open', result.open_loop));
       return result;
     } finally {
@@ -356,7 +501,13 @@ function formatOpen(name: string, open: unknown): string {
   const r = open as Record<string, number>;
   return (
     `${name.padEnd(13)} ${String(r.ops_per_sec).padStart(7)} checks/s  (open loop at ${r.target_rate}/s)  p50 ${r.p50_ms} ms  p99 ${r.p99_ms} ms  ` +
-    `p99 from schedule ${r.p99_from_schedule_ms} ms  errors ${r.errors}\n`
+    `p99 from schedule ${r.p99_from_schedule_ms} ms  errors ${r.errors}\n` +
+    `${''.padEnd(13)} generator (${r.generator_threads === undefined ? 'in process' : `${r.generator_threads} threads, the worst one's figures`}, ${r.pacer} pacer): loop delay p99 ${r.generator_loop_delay_p99_ms} ms, max ${r.generator_loop_delay_max_ms} ms; ` +
+    `${r.generator_gc_pauses} GC pauses, ${r.generator_gc_pause_ms} ms in all, longest ${r.generator_gc_pause_max_ms} ms\n` +
+    (r.server_loop_delay_over_1ms_pct === undefined
+      ? ''
+      : `${''.padEnd(13)} check instance: loop delayed over 1 ms in ${r.server_loop_delay_over_1ms_pct}% of samples (over 5 ms ${r.server_loop_delay_over_5ms_pct}%); ` +
+        `${r.server_gc_pauses} GC pauses (${r.server_gc_scavenges} scavenges), ${r.server_gc_pause_ms} ms in all, ${r.server_gc_pauses_over_1ms} over 1 ms\n`)
   );
 }
 
@@ -378,7 +529,11 @@ function goals(ours: SideResult, peer: SideResult | null): Goal[] {
     out.push({
       goal: `p99 under ${P99_GOAL_MS} ms at half of the saturation rate (open loop)`,
       met: open.p99_ms < P99_GOAL_MS,
-      detail: `p99 ${open.p99_ms} ms at ${open.ops_per_sec} checks/s (aimed ${open.target_rate}/s); ${open.p99_from_schedule_ms} ms from the schedule`,
+      detail:
+        `p99 ${open.p99_ms} ms at ${open.ops_per_sec} checks/s (aimed ${open.target_rate}/s); ${open.p99_from_schedule_ms} ms from the schedule; ` +
+        // The floor a reader must see beside the p99: the generator's own pauses are in every latency it measures.
+        `the generator's own event-loop delay p99 ${open.generator_loop_delay_p99_ms ?? '-'} ms` +
+        (open.server_loop_delay_over_1ms_pct === undefined ? '' : `, the check instance's loop held up over 1 ms in ${open.server_loop_delay_over_1ms_pct}% of samples`),
     });
   }
   if (peer !== null) {

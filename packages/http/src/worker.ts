@@ -51,6 +51,11 @@ export interface WorkerRole {
   role: string;
   /** How many `cluster up` starts unless `--workers role=N` says otherwise. */
   count: number;
+  /**
+   * Flags for the node process the launcher starts this role in (e.g. a larger young generation for a role whose
+   * latency must not wait on frequent scavenges). Default none.
+   */
+  nodeFlags?: readonly string[];
   start(options: WorkerOptions): Promise<RunningWorker>;
 }
 

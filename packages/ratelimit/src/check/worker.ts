@@ -10,6 +10,7 @@ import type { CheckAnswer, CheckRequest } from './decide.js';
 import { CheckEngine } from './engine.js';
 import { checkFastPath, checkRoute, forwardTo, toHttpError, type Decide } from './http.js';
 import { checkMetrics } from './metrics.js';
+import { watchPauses } from './pauses.js';
 import { answerTuple, parseCheckTuple } from './request.js';
 import { RuleSync } from './rule-sync.js';
 import { embeddedStores, StoreLinks } from './stores.js';
@@ -117,6 +118,7 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     });
   }, HEALTH_EVERY_MS);
   const hotTimer = setInterval(() => engine.hotTick(), HOT_TICK_MS);
+  const pauses = watchPauses(http.metrics);
   shard?.start();
   options.logger.log('info', 'check instance started', { region: stores.region, embedded_store: shard !== null, stores: stores.all.map((l) => l.id), rules_revision: rules.current.revision });
 
@@ -125,6 +127,7 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     stop: async () => {
       clearInterval(healthTimer);
       clearInterval(hotTimer);
+      pauses.stop();
       shard?.stop();
       rules.stop();
       await Promise.all([wire.close(), http.close(), members.close()]);
@@ -133,4 +136,15 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
   };
 }
 
-export const checkRole: WorkerRole = { role: 'check', count: 3, start: startCheckWorker };
+/**
+ * A check allocates a few KB (the decoded call, counter keys, the answer): at tens of thousands of checks a second
+ * V8's default young generation (semi-spaces that start at 1 MB and stay small while little survives) is scavenged
+ * every few tens of milliseconds, and every check that arrives during a scavenge waits for it. Fixed 64 MB
+ * semi-spaces make scavenges about ten times rarer for about the same pause each (what survives a scavenge is the
+ * checks in flight, not the young generation's size): measured with --trace-gc on one instance at 10,000 checks/s,
+ * 94 scavenges in 10 s (6.5 ms mean on a machine at load 14) against 10 (8.0 ms). Costs 128 MB of address space
+ * per instance.
+ */
+const CHECK_NODE_FLAGS = ['--max-semi-space-size=64', '--min-semi-space-size=64'];
+
+export const checkRole: WorkerRole = { role: 'check', count: 3, nodeFlags: CHECK_NODE_FLAGS, start: startCheckWorker };
