@@ -13,14 +13,40 @@ import type { StreamedClick } from './wire.js';
 export const CODE = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
- * One link's increments: its total, and per UTC day, country and referer host (each Map in the order its keys first
- * arrived: the store gives new referer hosts their own counters in that order, up to the cap).
+ * Counts per key, in the order the keys first arrived. Nearly always one key (a link's clicks in an interval are
+ * of one day, and often of one country and one referer), kept inline: a Map per link and kind was most of the
+ * consumer's garbage, and lived long enough (an interval) to be promoted before it died.
  */
-export interface LinkDelta {
-  total: number;
-  days: Map<string, number>;
-  countries: Map<string, number>;
-  referers: Map<string, number>;
+export class Tally {
+  private first: string | undefined = undefined;
+  private firstCount = 0;
+  private rest: Map<string, number> | undefined = undefined;
+
+  add(key: string, n = 1): void {
+    if (key === this.first) this.firstCount += n;
+    else if (this.first === undefined) {
+      this.first = key;
+      this.firstCount = n;
+    } else {
+      this.rest ??= new Map();
+      this.rest.set(key, (this.rest.get(key) ?? 0) + n);
+    }
+  }
+
+  /** Each key and its count, first arrival first. */
+  forEach(fn: (key: string, n: number) => void): void {
+    if (this.first === undefined) return;
+    fn(this.first, this.firstCount);
+    if (this.rest !== undefined) for (const [key, n] of this.rest) fn(key, n);
+  }
+}
+
+/** One link's increments: its total, and per UTC day, country and referer host (the store gives new hosts their own counters in arrival order, up to the cap). */
+export class LinkDelta {
+  total = 0;
+  readonly days = new Tally();
+  readonly countries = new Tally();
+  readonly referers = new Tally();
 }
 
 export interface BatchAggregate {
@@ -35,11 +61,9 @@ export interface BatchAggregate {
 
 export const statPrefix = (code: string): string => `s!${code}!`;
 
-const bump = (m: Map<string, number>, key: string) => m.set(key, (m.get(key) ?? 0) + 1);
-
 /**
  * Counts the batch's clicks into `into` (by default a new Map), per link: one Map lookup of the short code per click
- * and a lookup in each of the link's three small Maps, whose keys (the day's cached text, "unknown", "direct", ...)
+ * and a compare in each of the link's three tallies, whose keys (the day's cached text, "unknown", "direct", ...)
  * are mostly the same string objects click after click. Building four counter keys per click and counting them in
  * one Map was a third of the consumer's CPU; the keys are now built once per counter when the store writes.
  */
@@ -59,13 +83,13 @@ export function aggregate(clicks: Array<StreamedClick | null>, lastSeq: (produce
     out.accepted++;
     let link = into.get(click.short_code);
     if (link === undefined) {
-      link = { total: 0, days: new Map(), countries: new Map(), referers: new Map() };
+      link = new LinkDelta();
       into.set(click.short_code, link);
     }
     link.total++;
-    bump(link.days, dayOf(click.timestamp));
-    bump(link.countries, countryKey(click.country));
-    bump(link.referers, refererHost(click.referer));
+    link.days.add(dayOf(click.timestamp));
+    link.countries.add(countryKey(click.country));
+    link.referers.add(refererHost(click.referer));
   }
   return out;
 }
@@ -76,9 +100,9 @@ export function counterIncrements(links: Map<string, LinkDelta>): Map<string, nu
   for (const [code, link] of links) {
     const prefix = statPrefix(code);
     out.set(`${prefix}t`, link.total);
-    for (const [day, n] of link.days) out.set(`${prefix}d!${day}`, n);
-    for (const [country, n] of link.countries) out.set(`${prefix}c!${country}`, n);
-    for (const [host, n] of link.referers) out.set(`${prefix}r!${host}`, n);
+    link.days.forEach((day, n) => out.set(`${prefix}d!${day}`, n));
+    link.countries.forEach((country, n) => out.set(`${prefix}c!${country}`, n));
+    link.referers.forEach((host, n) => out.set(`${prefix}r!${host}`, n));
   }
   return out;
 }

@@ -212,13 +212,13 @@ export class AnalyticsStore {
     for (const [code, link] of links) {
       const prefix = statPrefix(code);
       add(`${prefix}t`, link.total);
-      for (const [day, n] of link.days) add(`${prefix}d!${day}`, n);
-      for (const [country, n] of link.countries) add(`${prefix}c!${country}`, n);
-      for (const [host, n] of link.referers) {
+      link.days.forEach((day, n) => add(`${prefix}d!${day}`, n));
+      link.countries.forEach((country, n) => add(`${prefix}c!${country}`, n));
+      link.referers.forEach((host, n) => {
         const key = `${prefix}r!${host}`;
         const value = add(key, n);
         if (host === 'other' && value !== undefined) latest.set(key, value);
-      }
+      });
     }
     if (missing.length === 0) return;
     const newHosts: Array<{ key: string; code: string; inc: number }> = [];

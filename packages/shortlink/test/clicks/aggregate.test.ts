@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import t from 'tap';
-import { aggregate, counterIncrements, dayOf, refererHost } from '../../src/clicks/aggregate.js';
+import { aggregate, counterIncrements, dayOf, refererHost, Tally } from '../../src/clicks/aggregate.js';
 import { pack } from 'msgpackr';
 import { partitionOf, ownedPartitions } from '../../src/clicks/partition.js';
 import { decodeClick, decodeRecord, encodeClick, encodeClicks, MAX_TEXT, type StreamedClick } from '../../src/clicks/wire.js';
@@ -36,6 +36,23 @@ t.test('a batch becomes per-link increments: total, UTC day, country, referer ho
   });
   t.same(Object.fromEntries(batch.seqs), { p1: 2 });
   t.equal(batch.accepted, 3);
+});
+
+t.test('a tally counts like a Map, keys in the order they first arrived', async (t) => {
+  fc.assert(
+    fc.property(fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd'), fc.integer({ min: 1, max: 5 }))), (adds) => {
+      const tally = new Tally();
+      const model = new Map<string, number>();
+      for (const [key, n] of adds) {
+        // A fresh string of the same text must count as the same key.
+        tally.add(`${key}`.slice(0), n);
+        model.set(key, (model.get(key) ?? 0) + n);
+      }
+      const seen: Array<[string, number]> = [];
+      tally.forEach((key, n) => seen.push([key, n]));
+      t.same(seen, [...model], 'tally = model', { diagnostic: false });
+    }),
+  );
 });
 
 t.test('redelivered clicks (seq at or below the last counted for their producer) are not counted again', async (t) => {
