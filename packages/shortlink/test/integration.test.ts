@@ -128,6 +128,11 @@ t.test('GET /{code}: 404 with a JSON error for codes that were never created', a
     t.match(a.body, { error: { code: 'not_found', message: String } });
   }
   t.equal((await call(app(0), 'GET', '/a/b')).status, 404, 'other paths: 404 too');
+  // The redirect path looks in the edge cache before it checks a code's form: reserved names must never get there.
+  for (const name of ['healthz', 'metrics']) {
+    t.equal((await call(app(0), 'DELETE', `/api/urls/${name}`, { token: cluster.token })).status, 404, `DELETE /api/urls/${name}: no such link`);
+    t.equal((await visit(0, name)).status, 200, `GET /${name} is still the route, not a code`);
+  }
 });
 
 t.test('create validation: clear 400s naming the field; no side effects', async (t) => {

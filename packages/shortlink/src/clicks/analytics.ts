@@ -3,7 +3,7 @@
  * that partition's LevelDB with its aggregates, see store.ts), in batches of up to `analytics_batch` records
  * (default 1,000; a record is a block of clicks) or whatever arrived within `analytics_wait_ms` (default 200),
  * and serves GET /internal/stats/:code (for the codes of its partitions) and POST /internal/replay.
- * Settings: analytics_batch, analytics_wait_ms, analytics_max_referers, analytics_cache_keys.
+ * Settings: analytics_batch, analytics_wait_ms, analytics_max_referers, analytics_cache_keys, analytics_flush_ms.
  */
 import { join } from 'node:path';
 import { badRequest, HttpError, serveWorkerHttp, unavailable, type Logger, type RequestContext, type MetricsRegistry, type RunningWorker, type WorkerOptions } from '@raftkit/http';
@@ -11,7 +11,7 @@ import { StreamClient, type FetchResult } from '@raftkit/stream';
 import { CODE } from './aggregate.js';
 import { ownedPartitions, partitionOf, workersOf } from './partition.js';
 import { positiveIntSetting } from './settings.js';
-import { AnalyticsStore } from './store.js';
+import { AnalyticsStore, DEFAULT_FLUSH_MS } from './store.js';
 import { decodeRecord } from './wire.js';
 
 const RETRY_MIN_MS = 100;
@@ -177,6 +177,7 @@ export async function startAnalyticsWorker(options: WorkerOptions): Promise<Runn
     const store = await AnalyticsStore.open(join(options.dataDir, `aggregates-p${partition}`), {
       maxReferers: positiveIntSetting(options.settings, 'analytics_max_referers', 200),
       cacheKeys: Math.ceil(positiveIntSetting(options.settings, 'analytics_cache_keys', 200_000) / mine.length),
+      flushMs: positiveIntSetting(options.settings, 'analytics_flush_ms', DEFAULT_FLUSH_MS),
     });
     const client = new StreamClient({ address: streams[partition]!.tcpAddress!, token: options.tokens[0]! });
     const consumer = new ClickConsumer(store, client, {

@@ -29,6 +29,20 @@ export class CounterCache {
     return aged;
   }
 
+  /** Adds `inc` to a cached value and returns the sum, or undefined (nothing changed) when `key` is not cached. */
+  increment(key: string, inc: number): number | undefined {
+    const value = this.young.get(key);
+    if (value !== undefined) {
+      this.young.set(key, value + inc);
+      return value + inc;
+    }
+    const aged = this.old.get(key);
+    if (aged === undefined) return undefined;
+    this.old.delete(key);
+    this.add(key, aged + inc);
+    return aged + inc;
+  }
+
   set(key: string, value: number): void {
     if (this.young.has(key)) {
       this.young.set(key, value);

@@ -1,39 +1,61 @@
 /**
- * The analytics store on LevelDB. One write batch per consumed batch holds the counter increments, the
- * producers' last counted seqs and the consumer's next offset, so a crash either keeps all of a batch or none
- * of it: no click is counted twice or lost. Increments are read-modify-write; a write-through cache of recently used
- * counter values (this process is the only writer; counter-cache.ts) keeps the reads for hot links in memory.
+ * The analytics store on LevelDB. Batches are counted in memory (per link increments, aggregate.ts) and written
+ * out at most once per `flushMs` (default 1 s): one LevelDB write batch holds every counter changed since the last
+ * write, the producers' last counted seqs and the consumer's next offset, so a crash either keeps all of an
+ * interval's batches or none of them: no click is counted twice or lost (the consumer resumes at the offset on
+ * disk, with the seqs on disk). Writing per interval instead of per batch reads and writes each counter once per
+ * interval, however many batches and clicks it took: with 10,000 equally popular links at 26,000 clicks/s, ~37,000
+ * counter puts a second instead of ~90,000, and no counter lookup at all per batch.
  *
- * Batches are pipelined: `apply` returns once its batch is counted in memory and its write is issued, so the
- * next batch is read and aggregated while this one is written. At most one write is in flight; its values stay
- * in `unwritten` until it lands (the cache may evict them). A failed write poisons the store until `recover`
- * reloads the durable state.
+ * Increments are read-modify-write at write time; a write-through cache of recently used counter values (this
+ * process is the only writer; counter-cache.ts) keeps the reads for hot links in memory. Writes run one at a time;
+ * the next interval is counted while one is written. A failed write (or read) poisons the store until `recover`
+ * reloads the durable state. `stats` reads what is on disk: it trails the clicks counted by up to an interval.
  */
 import { Level } from 'level';
-import { aggregate, statPrefix, type BatchAggregate } from './aggregate.js';
+import type { AbstractChainedBatch } from 'abstract-level';
+import { aggregate, statPrefix, type BatchAggregate, type LinkDelta } from './aggregate.js';
 import { CounterCache } from './counter-cache.js';
 import type { LinkStats } from './record.js';
 import type { StreamedClick } from './wire.js';
 
+type ChainedBatch = AbstractChainedBatch<Level<string, string>, string, string>;
+
 const OFFSET_KEY = 'o';
 const seqKey = (producer: string) => `p!${producer}`;
 const refererCountKey = (code: string) => `n!${code}`;
+
+export const DEFAULT_FLUSH_MS = 1_000;
+/** Links with unwritten increments past which a batch waits for a write (bounds memory under a backlog). */
+const MAX_PENDING_LINKS = 100_000;
 
 export interface StoreOptions {
   /** Distinct referer hosts kept per link; later hosts count under "other" (default 200). */
   maxReferers?: number;
   /** Counter values cached in memory (default 200,000). */
   cacheKeys?: number;
+  /** Longest time counted clicks wait in memory before they are written (default 1,000 ms). */
+  flushMs?: number;
 }
 
 export class AnalyticsStore {
   private readonly cache: CounterCache;
   private readonly maxReferers: number;
-  private unwritten = new Map<string, number>();
+  private readonly flushMs: number;
+  /** Increments counted since the last write was taken, and the producers' seqs they advanced. */
+  private pending = new Map<string, LinkDelta>();
+  private pendingSeqs = new Map<string, number>();
+  /** The chain of writes (one at a time); resolves, never rejects (a failure is kept in `failure`). */
   private writing: Promise<void> = Promise.resolve();
+  /** A write is queued on the chain and has not taken its snapshot yet. */
+  private queued: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
   private failure: Error | undefined;
-  /** Offset after the last batch counted in memory, and after the last batch on disk. */
+  /** Set while the aggregates are wiped: no write may land meanwhile. */
+  private wiping = false;
+  /** Offset after the last batch counted in memory, after the last batch taken into a write, and on disk. */
   private consumed: number;
+  private taken: number;
   private durable: number;
 
   private constructor(
@@ -44,7 +66,9 @@ export class AnalyticsStore {
   ) {
     this.cache = new CounterCache(options.cacheKeys ?? 200_000);
     this.maxReferers = options.maxReferers ?? 200;
+    this.flushMs = options.flushMs ?? DEFAULT_FLUSH_MS;
     this.consumed = offset;
+    this.taken = offset;
     this.durable = offset;
   }
 
@@ -55,7 +79,7 @@ export class AnalyticsStore {
     return new AnalyticsStore(db, seqs, offset, options);
   }
 
-  /** The stream offset of the next record to consume (its batch may still be being written). */
+  /** The stream offset of the next record to consume (its batch may not be written yet). */
   get nextOffset(): number {
     return this.consumed;
   }
@@ -69,104 +93,171 @@ export class AnalyticsStore {
     return this.failure !== undefined;
   }
 
-  /** Counts a consumed batch; `nextOffset` is the offset just after its last record. */
+  /**
+   * Counts a consumed batch in memory; `nextOffset` is the offset just after its last record. It is written with
+   * the rest of its interval; resolves at once unless too much waits to be written.
+   */
   async apply(clicks: Array<StreamedClick | null>, nextOffset: number): Promise<BatchAggregate> {
     if (this.failure) throw this.failure;
-    const batch = aggregate(clicks, (producer) => this.seqs.get(producer));
-    const counts = batch.counts;
-    // The batch's counters' new values: one pass over its counters, a Map lookup or two each for those in memory
-    // (nearly all of them), one getMany for the rest. The Map operations per counter were the consumer's main
-    // JavaScript cost, so each counter is looked up once and written once.
-    const updates = new Map<string, number>();
-    const missing: string[] = [];
-    for (const [key, inc] of counts) {
-      const value = this.unwritten.get(key) ?? this.cache.get(key);
-      if (value === undefined) missing.push(key);
-      else updates.set(key, value + inc);
-    }
-    // Referer hosts new to their link (no counter yet), in batch order: within the link's cap each gets its own
-    // counter, past it the clicks count under "other". Only their links need the distinct-referer count and the
-    // "other" counter: looking both up for every link of every batch made most reads LevelDB searches for absent keys.
-    const newHosts: Array<{ key: string; code: string; inc: number }> = [];
-    if (missing.length > 0) {
-      const stored = await this.db.getMany(missing);
-      for (let i = 0; i < missing.length; i++) {
-        const key = missing[i]!;
-        const inc = counts.get(key)!;
-        const raw = stored[i];
-        if (raw !== undefined) {
-          updates.set(key, Number(raw) + inc);
-          continue;
-        }
-        const [, code, kind] = key.split('!', 3) as [string, string, string];
-        if (kind === 'r' && !key.endsWith('!r!other')) newHosts.push({ key, code, inc });
-        else updates.set(key, inc);
-      }
-    }
-    const refererCounts = new Map<string, number>();
-    if (newHosts.length > 0) {
-      const codes = new Set(newHosts.map((h) => h.code));
-      const known = await this.current([...codes].flatMap((code) => [refererCountKey(code), `${statPrefix(code)}r!other`]));
-      for (const { key, code, inc } of newHosts) {
-        const distinct = refererCounts.get(code) ?? known.get(refererCountKey(code)) ?? 0;
-        if (distinct < this.maxReferers) {
-          refererCounts.set(code, distinct + 1);
-          updates.set(key, inc);
-          continue;
-        }
-        counts.delete(key);
-        const other = `${statPrefix(code)}r!other`;
-        counts.set(other, (counts.get(other) ?? 0) + inc);
-        updates.set(other, (updates.get(other) ?? known.get(other) ?? 0) + inc);
-      }
-    }
-    for (const [code, n] of refererCounts) updates.set(refererCountKey(code), n);
-    await this.writing;
-    if (this.failure) throw this.failure;
-    // A chained batch: one native call per put, where an array of op objects had each op's fields read through N-API.
-    const write = this.db.batch();
+    let batch: BatchAggregate;
     try {
-      for (const [key, value] of updates) write.put(key, String(value));
-      for (const [producer, seq] of batch.seqs) write.put(seqKey(producer), String(seq));
-      write.put(OFFSET_KEY, String(nextOffset));
+      batch = aggregate(clicks, (producer) => this.seqs.get(producer), this.pending);
     } catch (e) {
-      // Nothing counted in memory yet: the consumer retries the same batch.
-      await write.close();
+      // Part of the batch may be counted in `pending`: only the state on disk can be trusted now.
+      this.failure = e as Error;
       throw e;
     }
-    for (const [key, value] of updates) this.cache.set(key, value);
-    for (const [producer, seq] of batch.seqs) this.seqs.set(producer, seq);
+    for (const [producer, seq] of batch.seqs) {
+      this.seqs.set(producer, seq);
+      this.pendingSeqs.set(producer, seq);
+    }
     this.consumed = nextOffset;
-    this.unwritten = updates;
-    this.writing = write.write().then(
-      () => {
-        this.durable = nextOffset;
-        this.unwritten = new Map();
-      },
-      (e: Error) => {
-        this.failure = e;
-      },
-    );
+    if (this.pending.size >= MAX_PENDING_LINKS) await this.write();
+    else this.timer ??= setTimeout(() => void this.write(), this.flushMs);
     return batch;
   }
 
   /** Resolves once every counted batch is on disk; rejects if a write failed. */
   async flush(): Promise<void> {
-    await this.writing;
+    await this.write();
     if (this.failure) throw this.failure;
   }
 
   /** After a failed write: forgets everything in memory and resumes from what is on disk. */
   async recover(): Promise<void> {
+    // No queued write may take the offset of clicks dropped here.
+    this.failure ??= new Error('recovering');
+    this.dropPending();
     await this.writing;
     const { offset, seqs } = await loadProgress(this.db);
+    this.dropPending();
     this.cache.clear();
-    this.unwritten = new Map();
     this.seqs.clear();
     for (const [producer, seq] of seqs) this.seqs.set(producer, seq);
     this.consumed = offset;
+    this.taken = offset;
     this.durable = offset;
     this.failure = undefined;
+  }
+
+  /** Queues a write of everything counted so far (taken when the write before it has landed). */
+  private write(): Promise<void> {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.queued ??= this.writing = this.writing.then(async () => {
+      this.queued = undefined;
+      try {
+        await this.writeOut();
+      } catch (e) {
+        this.failure = e as Error;
+      }
+    });
+    return this.queued;
+  }
+
+  /** Writes what was counted since the last write: the counters' new values, the seqs and the offset, in one batch. */
+  private async writeOut(): Promise<void> {
+    if (this.failure || this.wiping || (this.consumed === this.taken && this.pending.size === 0)) return;
+    const links = this.pending;
+    const seqs = this.pendingSeqs;
+    const offset = this.consumed;
+    this.pending = new Map();
+    this.pendingSeqs = new Map();
+    this.taken = offset;
+    // A chained batch: one native call per put, where an array of op objects had each op's fields read through N-API.
+    const write = this.db.batch();
+    try {
+      await this.putNewValues(links, write);
+      if (this.failure || this.wiping) {
+        await write.close();
+        return;
+      }
+      for (const [producer, seq] of seqs) write.put(seqKey(producer), String(seq));
+      write.put(OFFSET_KEY, String(offset));
+    } catch (e) {
+      await write.close();
+      throw e;
+    }
+    await write.write();
+    this.durable = offset;
+  }
+
+  /**
+   * Puts the new value of every counter `links` changes into `write`, and into the cache (before the write lands:
+   * the next write reads them only after this one, and a failure clears the cache). Existing counters come from the
+   * cache (incremented in place) or one getMany; a referer host new to its link (no counter yet) gets its own
+   * counter while the link has fewer than `maxReferers` hosts, in the order the hosts first arrived, and counts
+   * under "other" past that. Only the links with a new host need their distinct-host count and their "other"
+   * counter: looking both up for every link made most reads LevelDB searches for absent keys. A key put twice
+   * ("other") holds its last value.
+   */
+  private async putNewValues(links: Map<string, LinkDelta>, write: ChainedBatch): Promise<void> {
+    // Values given here to counters a later step may add to again ("other"); the cache may have evicted them.
+    const latest = new Map<string, number>();
+    const put = (key: string, value: number): void => {
+      this.cache.set(key, value);
+      latest.set(key, value);
+      write.put(key, String(value));
+    };
+    const missing: string[] = [];
+    const missingInc: number[] = [];
+    const add = (key: string, inc: number): number | undefined => {
+      const value = this.cache.increment(key, inc);
+      if (value === undefined) {
+        missing.push(key);
+        missingInc.push(inc);
+      } else write.put(key, String(value));
+      return value;
+    };
+    for (const [code, link] of links) {
+      const prefix = statPrefix(code);
+      add(`${prefix}t`, link.total);
+      link.days.forEach((day, n) => add(`${prefix}d!${day}`, n));
+      link.countries.forEach((country, n) => add(`${prefix}c!${country}`, n));
+      link.referers.forEach((host, n) => {
+        const key = `${prefix}r!${host}`;
+        const value = add(key, n);
+        if (host === 'other' && value !== undefined) latest.set(key, value);
+      });
+    }
+    if (missing.length === 0) return;
+    const newHosts: Array<{ key: string; code: string; inc: number }> = [];
+    const stored = await this.db.getMany(missing);
+    for (let i = 0; i < missing.length; i++) {
+      const key = missing[i]!;
+      const inc = missingInc[i]!;
+      const raw = stored[i];
+      if (raw !== undefined) {
+        put(key, Number(raw) + inc);
+        continue;
+      }
+      const [, code, kind] = key.split('!', 3) as [string, string, string];
+      if (kind === 'r' && !key.endsWith('!r!other')) newHosts.push({ key, code, inc });
+      else put(key, inc);
+    }
+    if (newHosts.length === 0) return;
+    // A link's hosts were added in first-arrival order, and `missing` keeps that order within each link.
+    const refererCounts = new Map<string, number>();
+    const codes = new Set(newHosts.map((h) => h.code));
+    const known = await this.current([...codes].flatMap((code) => [refererCountKey(code), `${statPrefix(code)}r!other`]));
+    for (const { key, code, inc } of newHosts) {
+      const distinct = refererCounts.get(code) ?? known.get(refererCountKey(code)) ?? 0;
+      if (distinct < this.maxReferers) {
+        refererCounts.set(code, distinct + 1);
+        put(key, inc);
+        continue;
+      }
+      const other = `${statPrefix(code)}r!other`;
+      put(other, (latest.get(other) ?? known.get(other) ?? 0) + inc);
+    }
+    for (const [code, n] of refererCounts) put(refererCountKey(code), n);
+  }
+
+  private dropPending(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.pending = new Map();
+    this.pendingSeqs = new Map();
   }
 
   /** Values of existing counters among `keys` (absent keys are absent from the map). */
@@ -174,7 +265,7 @@ export class AnalyticsStore {
     const found = new Map<string, number>();
     const missing: string[] = [];
     for (const key of keys) {
-      const cached = this.unwritten.get(key) ?? this.cache.get(key);
+      const cached = this.cache.get(key);
       if (cached === undefined) missing.push(key);
       else found.set(key, cached);
     }
@@ -207,18 +298,27 @@ export class AnalyticsStore {
 
   /** Forgets every aggregate, seq and the offset: the next batch starts from offset 0 (a replay). */
   async wipe(): Promise<void> {
-    await this.writing;
-    await this.db.clear();
+    this.wiping = true;
+    try {
+      this.dropPending();
+      await this.writing;
+      await this.db.clear();
+    } finally {
+      this.wiping = false;
+    }
+    this.dropPending();
     this.cache.clear();
-    this.unwritten = new Map();
     this.seqs.clear();
     this.consumed = 0;
+    this.taken = 0;
     this.durable = 0;
     this.failure = undefined;
   }
 
+  /** Writes what was counted (unless a write failed) and closes the database. */
   async close(): Promise<void> {
-    await this.writing;
+    await this.write();
+    clearTimeout(this.timer);
     await this.db.close();
   }
 }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import t from 'tap';
-import { aggregate, dayOf, refererHost } from '../../src/clicks/aggregate.js';
+import { aggregate, counterIncrements, dayOf, refererHost, Tally } from '../../src/clicks/aggregate.js';
 import { pack } from 'msgpackr';
 import { partitionOf, ownedPartitions } from '../../src/clicks/partition.js';
 import { decodeClick, decodeRecord, encodeClick, encodeClicks, MAX_TEXT, type StreamedClick } from '../../src/clicks/wire.js';
@@ -21,7 +21,7 @@ t.test('a batch becomes per-link increments: total, UTC day, country, referer ho
     [click({ seq: 0 }), click({ seq: 1, referer: null, country: null, timestamp: Date.UTC(2026, 10, 22) }), click({ seq: 2, short_code: 'other_alias' })],
     () => undefined,
   );
-  t.same(Object.fromEntries(batch.counts), {
+  t.same(Object.fromEntries(counterIncrements(batch.links)), {
     's!abcDEF1!t': 2,
     's!abcDEF1!d!2026-11-21': 1,
     's!abcDEF1!d!2026-11-22': 1,
@@ -38,12 +38,29 @@ t.test('a batch becomes per-link increments: total, UTC day, country, referer ho
   t.equal(batch.accepted, 3);
 });
 
+t.test('a tally counts like a Map, keys in the order they first arrived', async (t) => {
+  fc.assert(
+    fc.property(fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c', 'd'), fc.integer({ min: 1, max: 5 }))), (adds) => {
+      const tally = new Tally();
+      const model = new Map<string, number>();
+      for (const [key, n] of adds) {
+        // A fresh string of the same text must count as the same key.
+        tally.add(`${key}`.slice(0), n);
+        model.set(key, (model.get(key) ?? 0) + n);
+      }
+      const seen: Array<[string, number]> = [];
+      tally.forEach((key, n) => seen.push([key, n]));
+      t.same(seen, [...model], 'tally = model', { diagnostic: false });
+    }),
+  );
+});
+
 t.test('redelivered clicks (seq at or below the last counted for their producer) are not counted again', async (t) => {
   const batch = aggregate([click({ seq: 5 }), click({ seq: 6 }), click({ seq: 6 }), click({ seq: 4 }), click({ producer: 'p2', seq: 0 })], (p) => (p === 'p1' ? 5 : undefined));
   t.equal(batch.accepted, 2, 'p1 seq 6 once, p2 seq 0');
   t.equal(batch.duplicates, 3);
   t.same(Object.fromEntries(batch.seqs), { p1: 6, p2: 0 });
-  t.equal(batch.counts.get('s!abcDEF1!t'), 2);
+  t.equal(counterIncrements(batch.links).get('s!abcDEF1!t'), 2);
 });
 
 t.test('records that are not clicks are counted as invalid and skipped', async (t) => {

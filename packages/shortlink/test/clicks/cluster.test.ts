@@ -20,7 +20,16 @@ const execFileAsync = promisify(execFile);
 const replayCli = fileURLToPath(new URL('../../../bin/replay.js', import.meta.url));
 const CLICK_BUFFER = 300;
 const PARTITIONS = 2;
-const cluster = await startShortlink({ workers: `app=2,stream=${PARTITIONS},analytics=2`, settings: { click_buffer: String(CLICK_BUFFER), trusted_country_header: 'cf-ipcountry' } });
+const cluster = await startShortlink({
+  workers: `app=2,stream=${PARTITIONS},analytics=2`,
+  settings: {
+    click_buffer: String(CLICK_BUFFER),
+    trusted_country_header: 'cf-ipcountry',
+    // The aggregates are written once per interval (1 s by default); the whole backlog below is counted in less, so
+    // the kill could only land before the first write or after the last. 50 ms puts it between writes.
+    analytics_flush_ms: '50',
+  },
+});
 t.teardown(() => cluster.down());
 
 const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { workers: Array<{ id: string; httpAddress: string; tcpAddress: string }> };
