@@ -167,7 +167,7 @@ t.test('redirects answer 302 while the stream and analytics are killed; after re
   t.equal((await cluster.run('kill', ownerOf(code))).code, 0, `${ownerOf(code)} killed`);
   await visit(300, 'stream and analytics down');
   // A click is emitted once its 302 is flushed, which can trail the client's read of it by a moment; it waits in
-  // an open block (20 ms) before it meets the full buffer and is dropped, so the buffer is read once blocks closed.
+  // an open block (50 ms) before it meets the full buffer and is dropped, so the buffer is read once blocks closed.
   const during = await until('one click emitted per redirect, every open block closed', async () => {
     const now = await totals();
     return now.emitted === redirects && now.buffered <= CLICK_BUFFER * cluster.apps.length ? now : null;
