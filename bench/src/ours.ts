@@ -134,6 +134,27 @@ export function memberCounters(member: OurMember): Promise<Record<string, number
   return scrapeCounters(`${member.url}/metrics`);
 }
 
+/** The process_gc_* counters among a process's counters (for a probe that returns only what it needs). */
+export function gcCounters(counters: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(counters)) if (k.startsWith('process_gc_')) out[k] = v;
+  return out;
+}
+
+/**
+ * One process's GC pauses over a window, from the change of its process_gc_* counters (every process of ours
+ * serves them: @raftkit/http's gc-pauses.ts), as `<prefix>_gc_*` figures: whether a tail is that process's pauses.
+ */
+export function gcPauseFigures(d: Record<string, number>, prefix: string): Record<string, number> {
+  return {
+    [`${prefix}_gc_pauses`]: d.process_gc_pauses_total ?? 0,
+    [`${prefix}_gc_scavenges`]: d.process_gc_scavenges_total ?? 0,
+    [`${prefix}_gc_pause_ms`]: Math.round((d.process_gc_pause_seconds_total ?? 0) * 10_000) / 10,
+    [`${prefix}_gc_pauses_over_1ms`]: d.process_gc_pauses_over_1ms_total ?? 0,
+    [`${prefix}_gc_pauses_over_5ms`]: d.process_gc_pauses_over_5ms_total ?? 0,
+  };
+}
+
 /**
  * CPU seconds used so far by each group of our processes (e.g. members, app servers), as `<group>_cpu_s`: a
  * benchmark's probe reads them as the window opens and closes, and groupCpuPerOp turns the change into figures.

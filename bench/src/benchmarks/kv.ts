@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import type { Benchmark, RunOptions, SideResult } from '../benchmark.js';
 import { scrapeCounters } from '../http.js';
 import { measureHttp } from '../measure.js';
-import { memberCounters, startOurCluster } from '../ours.js';
+import { gcPauseFigures, memberCounters, startOurCluster } from '../ours.js';
 import { round } from '../stats.js';
 import { b64, startEtcd } from '../peers/etcd.js';
 import { summarizeProfiles } from '../profile.js';
@@ -76,7 +76,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
         request: () => ({ method: 'PUT', path: `/v1/kv/${randomKey(o.keys)}`, headers, body: values[n++ & 1023]! }),
         extra: { leader, routing: o.routing },
         probe: () => memberCounters(cluster.members.find((m) => m.id === leader)!),
-        explain: (d, r) => logSyncFigures(d.raft_fsync_seconds_count, d.raft_fsync_seconds_sum, d.raft_applied_entries_total, r.duration_s),
+        explain: (d, r) => ({ ...logSyncFigures(d.raft_fsync_seconds_count, d.raft_fsync_seconds_sum, d.raft_applied_entries_total, r.duration_s), ...gcPauseFigures(d, 'leader') }),
       },
       o,
     );

@@ -21,7 +21,7 @@ import { interrupted } from '../cleanup.js';
 import { Endpoints, send } from '../http.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
-import { groupCpuPerOp, groupCpuSeconds, memberCounters, startOurCluster } from '../ours.js';
+import { gcCounters, gcPauseFigures, groupCpuPerOp, groupCpuSeconds, memberCounters, startOurCluster } from '../ours.js';
 import { b64, startEtcd } from '../peers/etcd.js';
 import { summarizeProfiles } from '../profile.js';
 import { WorkerConnection } from './lock-http.js';
@@ -275,6 +275,7 @@ async function runOursAt(o: RunOptions, rate: number): Promise<SideResult> {
           commands: sum('lock_batched_commands'),
           leader_writes: own.raft_fsync_seconds_count ?? 0,
           leader_index: own.raft_applied_index ?? 0,
+          ...gcCounters(own),
         };
       },
       explain: (d, r) => ({
@@ -283,6 +284,7 @@ async function runOursAt(o: RunOptions, rate: number): Promise<SideResult> {
         leader_log_writes_per_sec: r.ops > 0 && o.durationS > 0 ? round((d.leader_writes ?? 0) / o.durationS, 0) : null,
         entries_per_leader_write: d.leader_writes !== undefined && d.leader_writes > 0 ? round((d.leader_index ?? 0) / d.leader_writes, 2) : null,
         ...roleCpu(d, r.ops, followerPids.length),
+        ...gcPauseFigures(d, 'leader'),
       }),
     };
     return await runCycles('ours', `raftkit lock, ${MEMBERS} members`, cluster.members.map((m) => m.pid), targets.map((m) => m.url), oursApi(cluster.token), o, rate, { leader, routing: o.routing }, batching);

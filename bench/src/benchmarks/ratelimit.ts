@@ -36,7 +36,7 @@ import { Endpoints, fetchJson, scrapeCounters, send } from '../http.js';
 import { GeneratorWatch, OpError, Pacer, runOpenLoopThreads, type GeneratorPauses } from '../load.js';
 import type { GeneratorData } from './ratelimit-generator.js';
 import { measure, type SideSpec } from '../measure.js';
-import { groupCpuPerOp, groupCpuSeconds, startOurCluster, type OurCluster } from '../ours.js';
+import { gcPauseFigures, groupCpuPerOp, groupCpuSeconds, startOurCluster, type OurCluster } from '../ours.js';
 import { RedisBuckets, startRedis } from '../peers/redis.js';
 import { BenchError, CpuMeter, runCommand, sleep } from '../procs.js';
 import { round, summarize } from '../stats.js';
@@ -268,11 +268,7 @@ function serverPauses(d: Record<string, number>): Record<string, number> {
   const samples = d.ratelimit_loop_delay_samples_total ?? 0;
   const share = (n: number | undefined): number => (samples > 0 ? round(((n ?? 0) * 100) / samples, 2) : 0);
   return {
-    server_gc_pauses: d.ratelimit_gc_pauses_total ?? 0,
-    server_gc_scavenges: d.ratelimit_gc_scavenges_total ?? 0,
-    server_gc_pause_ms: round((d.ratelimit_gc_pause_seconds_total ?? 0) * 1000, 1),
-    server_gc_pauses_over_1ms: d.ratelimit_gc_pauses_over_1ms_total ?? 0,
-    server_gc_pauses_over_5ms: d.ratelimit_gc_pauses_over_5ms_total ?? 0,
+    ...gcPauseFigures(d, 'server'),
     server_loop_delay_over_1ms_pct: share(d.ratelimit_loop_delay_over_1ms_samples_total),
     server_loop_delay_over_5ms_pct: share(d.ratelimit_loop_delay_over_5ms_samples_total),
   };

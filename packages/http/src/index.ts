@@ -13,6 +13,8 @@ export { ClusterClient, ServiceError } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
 export { serveWorkerHttp } from './worker.js';
 export { processHttp, hostPort } from './process-http.js';
+export { watchGcPauses, GC_PAUSE_THRESHOLDS_MS } from './gc-pauses.js';
+export type { GcPauseWatch } from './gc-pauses.js';
 export type { ProcessHttp, ProcessHttpOptions, HealthBody } from './process-http.js';
 export { clusterScheme, clusterTls, clusterUrl, connectOptions, readClusterTls, useClusterTls } from './tls.js';
 export type { ClusterTls, ClusterTlsFiles } from './tls.js';

@@ -7,6 +7,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import { limitServer } from './connections.js';
+import { watchGcPauses, type GcPauseWatch } from './gc-pauses.js';
 import type { Logger } from './log.js';
 import { MetricsRegistry, type Counter } from './metrics.js';
 import { sendJson, Router } from './router.js';
@@ -55,6 +56,8 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
   const requests = metrics.counter('http_requests_total', 'HTTP requests by method and status');
   // The dashboard draws latency quantiles from this (cluster/src/dashboard/metrics-text.ts).
   const latency = metrics.histogram('http_request_seconds', 'Time from a request to its response being sent');
+  // Every process of a cluster says how long its own GC pauses were (process_gc_*), for reading a latency tail.
+  let gc: GcPauseWatch | null = null;
   const router = new Router({
     tokens: options.tokens,
     onError: (error, req) => options.logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
@@ -105,6 +108,7 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
     server,
     scheme: tls === null ? 'http' : 'https',
     listen: () => {
+      gc ??= watchGcPauses(metrics);
       const [host, port] = hostPort(options.httpAddress);
       return new Promise<number>((resolve, reject) => {
         server.once('error', reject);
@@ -116,6 +120,8 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
     },
     close: () =>
       new Promise<void>((resolve) => {
+        gc?.stop();
+        gc = null;
         server.closeAllConnections();
         server.close(() => resolve());
       }),

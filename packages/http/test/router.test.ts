@@ -133,3 +133,22 @@ t.test('processHttp counts every answer by method and status in /metrics', async
   t.equal(count('method="GET",status="404"'), 1, 'one 404');
   t.match(text, /^http_request_seconds_count 9$/m, 'nine latencies observed');
 });
+
+t.test("processHttp serves the process's own GC pauses once listening", async (t) => {
+  const logger = { log: () => undefined };
+  const ph = processHttp({ id: 'm1', httpAddress: '127.0.0.1:0', tokens: TOKENS, logger, tls: null });
+  const port = await ph.listen();
+  t.teardown(() => ph.close());
+  // Garbage enough for several scavenges (a young generation is at most tens of MB).
+  let keep = 0;
+  for (let i = 0; i < 400; i++) keep += new Array(50_000).fill(i).length;
+  t.ok(keep > 0);
+  // GC entries reach the observer asynchronously: give them a turn or two.
+  await new Promise((r) => setTimeout(r, 50));
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const value = (name: string): number => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+  t.ok(value('process_gc_pauses_total') >= 1, `GC pauses counted (${value('process_gc_pauses_total')})`);
+  t.ok(value('process_gc_scavenges_total') >= 1, 'scavenges among them');
+  t.ok(value('process_gc_pause_seconds_total') > 0, 'their time');
+  t.ok(value('process_gc_pauses_over_1ms_total') >= 0 && value('process_gc_pauses_over_5ms_total') >= 0, 'the over-threshold counters are served');
+});

@@ -1,18 +1,19 @@
 /**
- * The check instance's own pauses, on its /metrics: garbage-collection pauses (from V8's GC performance entries)
- * and event-loop delay (libuv's sampling timer, monitorEventLoopDelay). A check's latency under 1 ms can only be
- * as good as the longest pause it may land in, so these say whether a tail is this process's or someone else's
- * (the caller's, the scheduler's).
+ * The check instance's own event-loop delay on its /metrics (libuv's sampling timer, monitorEventLoopDelay),
+ * beside the garbage-collection pauses every process counts (process_gc_*, @raftkit/http's processHttp). A check's
+ * latency under 1 ms can only be as good as the longest pause it may land in, so these say whether a tail is this
+ * process's or someone else's (the caller's, the scheduler's). Only here: a 2 ms sampler would wake every idle
+ * process of a cluster 500 times a second.
  *
  * Everything is a counter so that a reader can take the change over any window (the benchmark reads /metrics as
  * its measured window opens and closes): the loop-delay histogram is folded into counters once a second.
  */
-import { monitorEventLoopDelay, PerformanceObserver, type EntryType } from 'node:perf_hooks';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { MetricsRegistry } from '@raftkit/http';
 
 /** The loop-delay sampler's period: fine enough to see 1 ms stalls, coarse enough to cost nothing measurable. */
 const SAMPLE_MS = 2;
-/** Pauses and delays over these many milliseconds are counted apart. */
+/** Delays over these many milliseconds are counted apart. */
 const THRESHOLDS_MS = [1, 5] as const;
 
 export interface PauseWatch {
@@ -20,26 +21,10 @@ export interface PauseWatch {
 }
 
 export function watchPauses(registry: MetricsRegistry): PauseWatch {
-  const gcSeconds = registry.counter('ratelimit_gc_pause_seconds_total', 'Time this process spent in garbage-collection pauses');
-  const gcPauses = registry.counter('ratelimit_gc_pauses_total', 'Garbage-collection pauses of this process');
-  const gcScavenges = registry.counter('ratelimit_gc_scavenges_total', 'Young-generation collections (scavenges) of this process');
-  const gcOver = THRESHOLDS_MS.map((ms) => registry.counter(`ratelimit_gc_pauses_over_${ms}ms_total`, `Garbage-collection pauses longer than ${ms} ms`));
   const loopSamples = registry.counter('ratelimit_loop_delay_samples_total', `Event-loop delay samples (one per ${SAMPLE_MS} ms of loop time)`);
   const loopOver = THRESHOLDS_MS.map((ms) =>
     registry.counter(`ratelimit_loop_delay_over_${ms}ms_samples_total`, `Event-loop delay samples later than ${ms} ms (the loop was held up that long)`),
   );
-
-  const observer = new PerformanceObserver((list) => {
-    for (const entry of list.getEntries()) {
-      const ms = entry.duration;
-      gcSeconds.inc(ms / 1000);
-      gcPauses.inc(1);
-      // NODE_PERFORMANCE_GC_MINOR (1): a scavenge.
-      if ((entry as { detail?: { kind?: number } }).detail?.kind === 1) gcScavenges.inc(1);
-      for (let i = 0; i < THRESHOLDS_MS.length; i++) if (ms > THRESHOLDS_MS[i]!) gcOver[i]!.inc(1);
-    }
-  });
-  observer.observe({ entryTypes: ['gc' as EntryType] });
 
   const delay = monitorEventLoopDelay({ resolution: SAMPLE_MS });
   delay.enable();
@@ -65,7 +50,6 @@ export function watchPauses(registry: MetricsRegistry): PauseWatch {
     stop: () => {
       clearInterval(fold);
       delay.disable();
-      observer.disconnect();
     },
   };
 }
