@@ -4,11 +4,11 @@
  * on (file storage, each its own store directory in a temporary directory), default durability (nothing turned
  * off or on). Configuration files are generated (jetstreamConfig); servers are stopped by pid.
  */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onCleanup, removeLater } from '../cleanup.js';
-import { freePortBlock, runCommand } from '../procs.js';
+import { BenchError, freePortBlock, isAlive, runCommand } from '../procs.js';
 import { ensureDebianPackage, spawnDaemon, stopDaemons, waitListening, type Daemon } from './daemon.js';
 
 export const NATS_BINARY = '/usr/sbin/nats-server';
@@ -47,9 +47,27 @@ export async function natsVersion(): Promise<string> {
   return /v(\d+\.\d+\.\d+)/.exec(r.output)?.[1] ?? 'unknown';
 }
 
+/**
+ * Starts the cluster, on a fresh block of ports up to three times when a server exits at start: the block was free
+ * when probed, but another process on the machine (tests run side by side) can take one of its ten ports before
+ * the server binds it.
+ */
 export async function startJetStream(count = 5): Promise<JetStreamCluster> {
   await ensureDebianPackage(NATS_BINARY, 'nats-server');
   const version = await natsVersion();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startJetStreamOnce(count, version);
+    } catch (e) {
+      if (attempt >= START_ATTEMPTS || !(e instanceof BenchError) || !/exited at start/.test(e.message)) throw e;
+      process.stderr.write(`bench: ${e.message}; starting the nats-server cluster again on other ports\n`);
+    }
+  }
+}
+
+const START_ATTEMPTS = 3;
+
+async function startJetStreamOnce(count: number, version: string): Promise<JetStreamCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-jetstream-'));
   const removeDir = removeLater(dir);
   const daemons: Daemon[] = [];
@@ -73,7 +91,18 @@ export async function startJetStream(count = 5): Promise<JetStreamCluster> {
     await Promise.all(nodes.map((n, i) => waitListening(daemons[i]!, n.clientPort)));
     return { version, nodes: nodes.map((n, i) => ({ ...n, pid: daemons[i]!.pid })), stop };
   } catch (e) {
+    // The logs go with the directory: keep what a server that exited said, for the error.
+    const said = daemons.filter((d) => !isAlive(d.pid)).map((d) => `${d.name}: ${readTail(d.log)}`);
     await stop();
+    if (e instanceof BenchError && said.length > 0) throw new BenchError(`${e.message} (${said.join('; ')})`);
     throw e;
+  }
+}
+
+function readTail(path: string): string {
+  try {
+    return readFileSync(path, 'utf8').trim().split('\n').slice(-3).join(' | ').slice(0, 400);
+  } catch {
+    return '(no log)';
   }
 }
