@@ -33,8 +33,9 @@ import type { PeerAddress } from '@raftkit/http';
 import { RateLimitClient, shardFor, type CheckInput } from '@raftkit/ratelimit';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { Endpoints, fetchJson, scrapeCounters, send } from '../http.js';
-import { GeneratorWatch, OpError, Pacer, runOpenLoopThreads, type GeneratorPauses } from '../load.js';
+import { GeneratorWatch, Pacer, runOpenLoopThreads, type GeneratorPauses } from '../load.js';
 import type { GeneratorData } from './ratelimit-generator.js';
+import { Answers, identifiers } from './ratelimit-checks.js';
 import { measure, type SideSpec } from '../measure.js';
 import { gcPauseFigures, groupCpuPerOp, groupCpuSeconds, startOurCluster, type OurCluster } from '../ours.js';
 import { RedisBuckets, startRedis } from '../peers/redis.js';
@@ -282,44 +283,6 @@ function pick(r: Record<string, unknown>, keys: readonly string[]): Record<strin
 }
 
 const LIMITS = { capacity: CAPACITY, refillRate: CAPACITY / WINDOW_S };
-
-/** A check's identifiers: IP and user drawn independently and uniformly from `keys` values each. */
-function identifiers(keys: number): { ip: string; user_id: string } {
-  const ip = Math.floor(Math.random() * keys);
-  return { ip: `10.${(ip >> 16) & 255}.${(ip >> 8) & 255}.${ip & 255}`, user_id: `u${Math.floor(Math.random() * keys)}` };
-}
-
-/**
- * Counts the answers a side gave: allowed, denied, failed open, overloaded; the probes read the counts as the
- * window opens and closes, so the report has the window's figures. An answer that failed open (allowed with
- * remaining -1: our store did not answer within the check's time budget) counted nothing against the store, and an
- * overloaded one (our check instance's queue to its store was full; decided from its local fallback bucket) did
- * not ask the store: both are counted apart and reported as failed operations, not checks, so neither makes the
- * throughput look better.
- */
-class Answers {
-  allowed = 0;
-  denied = 0;
-  failOpen = 0;
-  overloaded = 0;
-
-  add(r: { allowed: boolean; remaining: number; overloaded?: boolean }): void {
-    if (r.overloaded === true) {
-      this.overloaded++;
-      throw new OpError('overloaded (decided from the local fallback bucket: the queue to the store was full)');
-    }
-    if (r.allowed && r.remaining < 0) {
-      this.failOpen++;
-      throw new OpError('fail-open (the store did not answer within the budget)');
-    }
-    if (r.allowed) this.allowed++;
-    else this.denied++;
-  }
-
-  figures(): Record<string, number> {
-    return { answers_allowed: this.allowed, answers_denied: this.denied, answers_fail_open: this.failOpen, answers_overloaded: this.overloaded };
-  }
-}
 
 function answerFigures(delta: Record<string, number>): Record<string, number> {
   return {
