@@ -49,6 +49,7 @@ export interface CoreMutations {
   skipPrevCheck?: boolean;
   ignoreHigherTerm?: boolean;
   countSelfUnpersisted?: boolean;
+  commitNewsPastMatch?: boolean;
   [flag: string]: boolean | undefined;
 }
 

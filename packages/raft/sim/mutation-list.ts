@@ -28,6 +28,11 @@ export const MUTATIONS: Mutation[] = [
     what: 'a leader counts itself in the commit quorum before its own write is durable',
     core: { countSelfUnpersisted: true },
   },
+  {
+    name: 'commitNewsPastMatch',
+    what: "a leader's commit news, sent during its write, tells a follower a commit index past what the follower holds",
+    core: { commitNewsPastMatch: true },
+  },
   { name: 'staleLocalReads', what: 'serve reads from local state without a read index', sim: { staleLocalReads: true } },
   { name: 'noSessionDedup', what: 'apply retried session commands again', sim: { noSessionDedup: true } },
   {

@@ -11,7 +11,7 @@
  */
 import { ConfigChangeError, RaftCore, type CoreOptions } from '../src/core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionResult } from '../src/sessions.js';
-import { readyMustSync, splitMessages } from '../src/ready-order.js';
+import { readyAllowsEarlySends, readyMustSync, splitMessages } from '../src/ready-order.js';
 import type { ApplyContext, Configuration, Entry, HardState, Message, NodeId, Ready, Snapshot, SnapshotMeta } from '../src/types.js';
 import type { SimConfig } from './config.js';
 import { SimDisk } from './disk.js';
@@ -91,6 +91,8 @@ export class SimNode {
   private busy = false;
   /** A Ready's own write is syncing (not a snapshot's): newly committed entries apply at once. */
   private writing = false;
+  /** Whether the Ready being written leaves the synced term and vote as they are (src/ready-order.ts). */
+  private writeAllowsEarlySends = false;
 
   private writes = new Map<string, number[]>();
   private registers = new Map<number, { term: number; client: number }>();
@@ -210,7 +212,11 @@ export class SimNode {
     this.host.fingerprint(mixString(mixNumber(m.term, this.host.queue.now), `${m.type}${m.from}${m.to}`));
     this.host.trace(() => describeMessage(m));
     this.core!.step(m);
-    if (this.writing) this.applyCommittedNow();
+    if (this.writing) {
+      this.applyCommittedNow();
+      // As RaftNode: a leader whose write is in flight sends its commit news at once (core.takeCommitNews).
+      if (this.writeAllowsEarlySends) this.sendAll(this.core!.takeCommitNews());
+    }
     this.afterInput();
   }
 
@@ -328,6 +334,7 @@ export class SimNode {
     this.applyAndRead(rd);
     this.busy = true;
     this.writing = true;
+    this.writeAllowsEarlySends = host.config.simMutations?.sendBeforePersist === true || readyAllowsEarlySends(rd, this.syncedHardState);
     const life = this.incarnation;
     this.disk.sync(() => {
       if (life !== this.incarnation) return;

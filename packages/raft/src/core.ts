@@ -47,6 +47,8 @@ export interface Mutations {
   ignoreHigherTerm?: boolean;
   /** A leader counts itself in the commit quorum for entries its own write has not yet made durable. */
   countSelfUnpersisted?: boolean;
+  /** A leader's commit news (takeCommitNews) goes to every follower with its commit index, past what each is known to hold. */
+  commitNewsPastMatch?: boolean;
 }
 
 /** The consensus core's identity and tuning (RaftNode passes its `core` option through). */
@@ -147,6 +149,9 @@ interface ConfigMark {
 
 const EMPTY: Uint8Array = new Uint8Array(0);
 
+/** The round of a leader's commit news (takeCommitNews): read rounds start at 1. */
+const COMMIT_NEWS_ROUND = 0;
+
 /**
  * The Raft algorithm for one member, pure and deterministic: no I/O, timers or ambient randomness. Feed it
  * `tick`, `step`, `propose` and `readIndex`; take work from `ready()`, perform it (persist, send, apply) and hand
@@ -210,6 +215,11 @@ export class RaftCore {
   private forwardBuffer: Uint8Array[] = [];
   private droppedProposals = 0;
   private broadcastPending = false;
+  /**
+   * Leader: the commit index its followers were last told by a Ready or by takeCommitNews() (the commit index as of
+   * then); a commit beyond it while a Ready is outstanding is news worth sending at once.
+   */
+  private commitToldUpTo = 0;
   private lastHardState: HardState;
   private lastSoftState: SoftState | null = null;
   /** Whether a Ready is out and not yet advanced: the driver must perform batches one at a time. */
@@ -420,6 +430,7 @@ export class RaftCore {
     }
     this.messages.push(...this.takeForwards());
     this.forwardBuffer = [];
+    this.commitToldUpTo = this.log.committed;
     const hs = this.hardState();
     const ss = this.softState();
     const snapshot = this.receivedSnapshot;
@@ -455,6 +466,33 @@ export class RaftCore {
     const m: Message = { type: 'propose', from: this.id, to: this.leader, term: 0, commands: this.forwardBuffer };
     this.forwardBuffer = [];
     return [m];
+  }
+
+  /**
+   * A leader's commit news, taken while a Ready is outstanding (its write in flight): one heartbeat to each follower
+   * that holds entries committed since the followers were last told, carrying min(its match, the commit index), as
+   * every heartbeat does. Without it the news waits for the leader's next Ready, i.e. for the leader's own write to
+   * finish, and so does every client waiting on a follower for its write to apply. A heartbeat, not an append: it
+   * adds no entries, so followers make no extra log write for it. It carries round 0, which no heartbeat of a
+   * read round uses: a follower does not answer it (an answer would tell the leader nothing it needs; an older
+   * member that does answer is ignored), so it changes nothing for leases or ReadIndex. The driver may send these before its write is durable only when the
+   * outstanding Ready leaves the durable term and vote as they are (src/ready-order.ts); the core adds that its term
+   * and vote have not moved since that Ready was handed out. Empty otherwise.
+   */
+  takeCommitNews(): Message[] {
+    if (this.role !== 'leader' || !this.readyOutstanding || this.log.committed <= this.commitToldUpTo) return [];
+    if (this.term !== this.lastHardState.term || this.vote !== this.lastHardState.vote) return [];
+    const since = this.commitToldUpTo;
+    this.commitToldUpTo = this.log.committed;
+    const news: Message[] = [];
+    for (const [id, pr] of this.progress) {
+      const pastMatch = this.mutations.commitNewsPastMatch === true;
+      if (id === this.id || (pr.state !== 'replicate' && !pastMatch)) continue;
+      const commit = pastMatch ? this.log.committed : Math.min(pr.match, this.log.committed);
+      if (commit <= since) continue;
+      news.push({ type: 'heartbeat', from: this.id, to: id, term: this.term, commit, round: COMMIT_NEWS_ROUND });
+    }
+    return news;
   }
 
   /** The driver performed `rd`: its entries are durable, its messages sent, its committed entries applied. */
@@ -869,7 +907,7 @@ export class RaftCore {
   private handleHeartbeat(m: HeartbeatRequest): void {
     // The leader sends min(match, commit), so committing to it never commits past what matches the leader.
     if (m.commit <= this.log.lastIndex()) this.log.commitTo(m.commit);
-    this.send({ type: 'heartbeatResp', to: m.from, term: this.term, round: m.round });
+    if (m.round !== COMMIT_NEWS_ROUND) this.send({ type: 'heartbeatResp', to: m.from, term: this.term, round: m.round });
   }
 
   private handleSnapshot(m: SnapshotRequest): void {
@@ -954,6 +992,7 @@ export class RaftCore {
 
   private handleHeartbeatResponse(m: HeartbeatResponse, pr: Progress): void {
     pr.recentActive = true;
+    if (m.round === COMMIT_NEWS_ROUND) return; // an older member answering commit news: nothing to learn
     if (pr.state === 'probe') pr.probeSent = false;
     // A full window whose appends were all lost would never drain: free one slot, so the next append either
     // fills the gap or is rejected and sends the follower back to probing.

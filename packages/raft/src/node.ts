@@ -10,7 +10,7 @@ import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from '
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
 import { plainDataProblem } from './plain-data.js';
 import { forceSoleVoter } from './recovery.js';
-import { readyMustSync, splitMessages } from './ready-order.js';
+import { readyAllowsEarlySends, readyMustSync, splitMessages } from './ready-order.js';
 import type {
   AdminForward,
   AdminRequest,
@@ -232,6 +232,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private lastPersistMs = 0;
   /** A Ready's write is in flight: newly committed entries may apply at once (core.takeCommitted()). */
   private writeInFlight = false;
+  /** Whether the Ready whose write is in flight leaves the durable term and vote as they are (src/ready-order.ts). */
+  private writeAllowsEarlySends = false;
   private forwardFlushScheduled = false;
   /** The hard state storage last confirmed durable: which messages may precede a write depends on it. */
   private durableHardState: HardState;
@@ -567,8 +569,23 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       return;
     }
     this.core.step(m);
-    if (this.writeInFlight) this.applyCommittedNow();
+    if (this.writeInFlight) {
+      this.applyCommittedNow();
+      if (this.writeAllowsEarlySends) this.sendCommitNews();
+    }
     this.kick();
+  }
+
+  /**
+   * While this leader's write is in flight, tell the followers at once what a majority's acknowledgements just
+   * committed (core.takeCommitNews): a client waiting on a follower then waits for the majority, not also for the
+   * rest of the leader's write.
+   */
+  private sendCommitNews(): void {
+    const news = this.core.takeCommitNews();
+    if (news.length === 0) return;
+    this.syncPeers();
+    for (const m of news) this.transport.send(m);
   }
 
   /**
@@ -693,6 +710,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       written.catch(() => {});
     }
     const { early, late } = splitMessages(rd, this.durableHardState);
+    this.writeAllowsEarlySends = readyAllowsEarlySends(rd, this.durableHardState);
     if (early.length > 0) {
       this.syncPeers();
       // Never snapshots (those wait for storage): sent at once, so nothing below is applied out of order.
