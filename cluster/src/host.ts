@@ -102,6 +102,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     // writes every few seconds under load (bench/RESULTS.md).
     snapshotEvery: options.snapshotEvery ?? 100_000,
     requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
+    followerWriteIntervalMs: definition.raft?.followerWriteIntervalMs ?? 0,
     observer: combineObservers(raftMetrics.observer, {
       stateChanged(state: SoftState) {
         if (state.leader !== lastLeader) {

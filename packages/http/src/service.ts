@@ -19,6 +19,8 @@ export interface ServiceDefinition<C, R> {
   routes(service: ServiceContext<C, R>): void;
   /** Processes besides the Raft members (application servers, counter stores...), started by `cluster up`. */
   workers?: WorkerRoles;
+  /** Raft tuning this service's members start with (RaftNodeOptions of the same names). */
+  raft?: { followerWriteIntervalMs?: number };
 }
 
 /** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */

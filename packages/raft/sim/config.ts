@@ -65,6 +65,8 @@ export interface SimConfig {
   livenessMs: number;
   /** Each member saves a snapshot (and compacts) every this many applied entries. */
   snapshotEvery: number;
+  /** RaftNode's followerWriteIntervalMs: a follower starts a write no sooner than this after its previous one. */
+  followerWriteIntervalMs?: number;
   /** Member tick periods are tickMs * (1 ± up to tickSkew). */
   tickMs: number;
   tickSkew: number;
@@ -236,6 +238,7 @@ export function configFromSeed(seed: number): SimConfig {
     // From a stream of its own, so that every other field of a seed is what it was before poison existed.
     poisonRate: new Random(seed ^ 0x70150e).chance(0.3) ? 0.05 : 0,
     ...quiescence(seed),
+    ...followerWriteHold(seed),
   };
   return withGroups(seed, config);
 }
@@ -264,6 +267,16 @@ function quiescence(seed: number): Partial<SimConfig> {
   const rng = new Random(seed ^ 0x9e5ce);
   if (!rng.chance(0.4)) return {};
   return { quiesceTicks: rng.pick([2, 5, 20]), thinkMs: rng.int(50, 400) };
+}
+
+/**
+ * RaftNode's followerWriteIntervalMs in 30% of seeds, from a stream of its own (every other field stays what it
+ * was): followers hold each next write back, applying what commits meanwhile.
+ */
+function followerWriteHold(seed: number): Partial<SimConfig> {
+  const rng = new Random(seed ^ 0x5f3759df);
+  if (!rng.chance(0.3)) return {};
+  return { followerWriteIntervalMs: rng.pick([1, 3, 8, 20]) };
 }
 
 /** A one-line summary of a config, for reports. */

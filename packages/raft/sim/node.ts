@@ -336,14 +336,23 @@ export class SimNode {
     this.writing = true;
     this.writeAllowsEarlySends = host.config.simMutations?.sendBeforePersist === true || readyAllowsEarlySends(rd, this.syncedHardState);
     const life = this.incarnation;
+    const startedAt = host.queue.now;
     this.disk.sync(() => {
       if (life !== this.incarnation) return;
-      this.busy = false;
-      this.writing = false;
       if (rd.hardState !== null) this.syncedHardState = rd.hardState;
       this.sendAll(late);
-      this.finishReady(rd);
-      if (this.up && life === this.incarnation) this.afterInput();
+      // As RaftNode's followerWriteIntervalMs: a follower holds its next write back, the Ready still outstanding
+      // and counted as in flight (committed entries apply meanwhile).
+      const hold = this.core!.status().role === 'leader' ? 0 : (host.config.followerWriteIntervalMs ?? 0) - (host.queue.now - startedAt);
+      const finish = (): void => {
+        if (life !== this.incarnation) return;
+        this.busy = false;
+        this.writing = false;
+        this.finishReady(rd);
+        if (this.up && life === this.incarnation) this.afterInput();
+      };
+      if (hold > 0) host.queue.after(hold, finish);
+      else finish();
     });
   }
 

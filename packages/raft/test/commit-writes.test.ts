@@ -10,55 +10,9 @@ import t from 'tap';
 import { RaftNode } from '../src/node.js';
 import { LevelStorage } from '../src/storage/leveldb.js';
 import { LocalNetwork } from '../src/transport/local.js';
-import type { AppendOptions, Entry, HardState, NodeId, Snapshot, StateMachine, Storage } from '../src/types.js';
+import type { HardState, NodeId } from '../src/types.js';
 import { leaderOf } from './helpers/leader.js';
-
-type Cmd = { key: string; value: number };
-
-class Register implements StateMachine<Cmd, number> {
-  values = new Map<string, number>();
-  apply(cmd: Cmd): number {
-    this.values.set(cmd.key, cmd.value);
-    return cmd.value;
-  }
-  snapshot(): Uint8Array {
-    return new TextEncoder().encode(JSON.stringify([...this.values]));
-  }
-  restore(data: Uint8Array): void {
-    this.values = new Map(JSON.parse(new TextDecoder().decode(data)) as Array<[string, number]>);
-  }
-}
-
-interface AppendCall {
-  entries: number;
-  hardState: HardState | null;
-  sync: boolean;
-}
-
-/** A real LevelStorage that records each append's shape. */
-class RecordingStorage implements Storage {
-  readonly calls: AppendCall[] = [];
-  constructor(private readonly inner: LevelStorage) {}
-  load(): ReturnType<Storage['load']> {
-    return this.inner.load();
-  }
-  append(entries: Entry[], hardState: HardState | null, options?: AppendOptions): Promise<void> {
-    this.calls.push({ entries: entries.length, hardState: hardState === null ? null : { ...hardState }, sync: options?.sync !== false });
-    return this.inner.append(entries, hardState, options);
-  }
-  saveSnapshot(snapshot: Snapshot): Promise<void> {
-    return this.inner.saveSnapshot(snapshot);
-  }
-  latestSnapshot(): Promise<Snapshot | null> {
-    return this.inner.latestSnapshot();
-  }
-  compact(upTo: number): Promise<void> {
-    return this.inner.compact(upTo);
-  }
-  close(): Promise<void> {
-    return this.inner.close();
-  }
-}
+import { RecordingStorage, Register, type Cmd } from './helpers/recording-storage.js';
 
 const ids: NodeId[] = ['n1', 'n2', 'n3'];
 const bootstrap = Object.fromEntries(ids.map((id) => [id, `local:${id}`]));

@@ -1,0 +1,54 @@
+/** A register machine and a real LevelStorage that records how, and when, every append was asked for. */
+import { performance } from 'node:perf_hooks';
+import type { LevelStorage } from '../../src/storage/leveldb.js';
+import type { AppendOptions, Entry, HardState, Snapshot, StateMachine, Storage } from '../../src/types.js';
+
+export type Cmd = { key: string; value: number };
+
+export class Register implements StateMachine<Cmd, number> {
+  values = new Map<string, number>();
+  apply(cmd: Cmd): number {
+    this.values.set(cmd.key, cmd.value);
+    return cmd.value;
+  }
+  snapshot(): Uint8Array {
+    return new TextEncoder().encode(JSON.stringify([...this.values]));
+  }
+  restore(data: Uint8Array): void {
+    this.values = new Map(JSON.parse(new TextDecoder().decode(data)) as Array<[string, number]>);
+  }
+}
+
+export interface AppendCall {
+  /** performance.now() when the append was asked for. */
+  at: number;
+  entries: number;
+  hardState: HardState | null;
+  sync: boolean;
+}
+
+/** A real LevelStorage that records each append's shape. */
+export class RecordingStorage implements Storage {
+  readonly calls: AppendCall[] = [];
+  constructor(private readonly inner: LevelStorage) {}
+  load(): ReturnType<Storage['load']> {
+    return this.inner.load();
+  }
+  append(entries: Entry[], hardState: HardState | null, options?: AppendOptions): Promise<void> {
+    this.calls.push({ at: performance.now(), entries: entries.length, hardState: hardState === null ? null : { ...hardState }, sync: options?.sync !== false });
+    return this.inner.append(entries, hardState, options);
+  }
+  saveSnapshot(snapshot: Snapshot): Promise<void> {
+    return this.inner.saveSnapshot(snapshot);
+  }
+  latestSnapshot(): Promise<Snapshot | null> {
+    return this.inner.latestSnapshot();
+  }
+  compact(upTo: number): Promise<void> {
+    return this.inner.compact(upTo);
+  }
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
