@@ -9,6 +9,9 @@
  *   commits only once a majority holds it on disk.
  * - `propose` and `readIndex` (a follower forwarding client work): they carry no state at all.
  *
+ * - a leader's commit news (RaftCore.takeCommitNews), sent while its write is in flight: heartbeats too, under the
+ *   same rule below (never while the term or vote being written is new).
+ *
  * Never early: every acknowledgement (`appendResp`, `voteResp`, ...) promises that what it acknowledges is on
  * disk; votes and campaigns depend on the term and vote being durable; snapshots are read from storage.
  *
