@@ -103,6 +103,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     snapshotEvery: options.snapshotEvery ?? 100_000,
     requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
     followerWriteIntervalMs: definition.raft?.followerWriteIntervalMs ?? 0,
+    leaderWriteIntervalMs: definition.raft?.leaderWriteIntervalMs ?? 0,
     observer: combineObservers(raftMetrics.observer, {
       stateChanged(state: SoftState) {
         if (state.leader !== lastLeader) {

@@ -20,7 +20,7 @@ export interface ServiceDefinition<C, R> {
   /** Processes besides the Raft members (application servers, counter stores...), started by `cluster up`. */
   workers?: WorkerRoles;
   /** Raft tuning this service's members start with (RaftNodeOptions of the same names). */
-  raft?: { followerWriteIntervalMs?: number };
+  raft?: { followerWriteIntervalMs?: number; leaderWriteIntervalMs?: number };
 }
 
 /** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */

@@ -67,6 +67,8 @@ export interface SimConfig {
   snapshotEvery: number;
   /** RaftNode's followerWriteIntervalMs: a follower starts a write no sooner than this after its previous one. */
   followerWriteIntervalMs?: number;
+  /** RaftNode's leaderWriteIntervalMs: the same for the leader. */
+  leaderWriteIntervalMs?: number;
   /** Member tick periods are tickMs * (1 ± up to tickSkew). */
   tickMs: number;
   tickSkew: number;
@@ -270,13 +272,18 @@ function quiescence(seed: number): Partial<SimConfig> {
 }
 
 /**
- * RaftNode's followerWriteIntervalMs in 30% of seeds, from a stream of its own (every other field stays what it
- * was): followers hold each next write back, applying what commits meanwhile.
+ * RaftNode's follower/leaderWriteIntervalMs in 30% of seeds, from a stream of its own (every other field stays
+ * what it was): followers, the leader or both hold each next write back, applying what commits meanwhile.
  */
 function followerWriteHold(seed: number): Partial<SimConfig> {
   const rng = new Random(seed ^ 0x5f3759df);
   if (!rng.chance(0.3)) return {};
-  return { followerWriteIntervalMs: rng.pick([1, 3, 8, 20]) };
+  const interval = rng.pick([1, 3, 8, 20]);
+  const who = rng.pick(['followers', 'leader', 'both']);
+  return {
+    ...(who !== 'leader' ? { followerWriteIntervalMs: interval } : {}),
+    ...(who !== 'followers' ? { leaderWriteIntervalMs: interval } : {}),
+  };
 }
 
 /** A one-line summary of a config, for reports. */

@@ -341,9 +341,10 @@ export class SimNode {
       if (life !== this.incarnation) return;
       if (rd.hardState !== null) this.syncedHardState = rd.hardState;
       this.sendAll(late);
-      // As RaftNode's followerWriteIntervalMs: a follower holds its next write back, the Ready still outstanding
-      // and counted as in flight (committed entries apply meanwhile).
-      const hold = this.core!.status().role === 'leader' ? 0 : (host.config.followerWriteIntervalMs ?? 0) - (host.queue.now - startedAt);
+      // As RaftNode's follower/leaderWriteIntervalMs: a member holds its next write back, the Ready still
+      // outstanding and counted as in flight (committed entries apply meanwhile, a leader sends its commit news).
+      const interval = this.core!.status().role === 'leader' ? host.config.leaderWriteIntervalMs : host.config.followerWriteIntervalMs;
+      const hold = (interval ?? 0) - (host.queue.now - startedAt);
       const finish = (): void => {
         if (life !== this.incarnation) return;
         this.busy = false;

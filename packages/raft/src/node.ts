@@ -81,6 +81,13 @@ export interface RaftNodeOptions<C, R, M extends StateMachine<C, R> = StateMachi
    */
   followerWriteIntervalMs?: number;
   /**
+   * The same for the leader: it starts its next log write, and so its next round of appends, no sooner than this
+   * after its previous one; what is proposed meanwhile waits and goes in one round. While it waits it applies what
+   * the followers' acknowledgements commit and tells them at once; it counts itself in the quorum for its last
+   * write only when the wait ends (a majority of followers commits meanwhile). Default 0.
+   */
+  leaderWriteIntervalMs?: number;
+  /**
    * Largest encoded command accepted. Default 2 MiB, well under the TCP transport's 4 MiB frame: a larger entry
    * could be appended but never reach a follower.
    */
@@ -241,6 +248,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private readonly connected = new Map<NodeId, string>();
   private lastPersistMs = 0;
   private readonly followerWriteIntervalMs: number;
+  private readonly leaderWriteIntervalMs: number;
   /** A Ready's write is in flight: newly committed entries may apply at once (core.takeCommitted()). */
   private writeInFlight = false;
   /** Whether the Ready whose write is in flight leaves the durable term and vote as they are (src/ready-order.ts). */
@@ -282,6 +290,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.snapshotLogBytes = options.snapshotLogBytes ?? 64 * 1024 * 1024;
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.followerWriteIntervalMs = options.followerWriteIntervalMs ?? 0;
+    this.leaderWriteIntervalMs = options.leaderWriteIntervalMs ?? 0;
     this.maxCommandBytes = options.maxCommandBytes ?? 2 * 1024 * 1024;
     this.retryMs = this.tickMs * (options.core?.electionTicks ?? 10);
     this.clock = options.clock ?? Date.now;
@@ -745,16 +754,19 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     }
     this.syncPeers();
     for (const m of late) await this.send(m);
-    if (written !== null && this.followerWriteIntervalMs > 0 && this.softState.role !== 'leader') await this.holdNextWrite();
+    if (written !== null) {
+      const interval = this.softState.role === 'leader' ? this.leaderWriteIntervalMs : this.followerWriteIntervalMs;
+      if (interval > 0) await this.holdNextWrite(interval);
+    }
   }
 
   /**
-   * followerWriteIntervalMs: wait out the rest of the interval since this write started, the Ready still
-   * outstanding (so appends that arrive meanwhile join the next one) and counted as in flight (so entries that
-   * commit meanwhile apply at once).
+   * followerWriteIntervalMs / leaderWriteIntervalMs: wait out the rest of the interval since this write started,
+   * the Ready still outstanding (so what arrives meanwhile joins the next one) and counted as in flight (so entries
+   * that commit meanwhile apply at once, and a leader sends its commit news).
    */
-  private async holdNextWrite(): Promise<void> {
-    const wait = this.followerWriteIntervalMs - this.lastPersistMs;
+  private async holdNextWrite(interval: number): Promise<void> {
+    const wait = interval - this.lastPersistMs;
     if (wait < 0.5) return;
     this.writeInFlight = true;
     try {
