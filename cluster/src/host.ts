@@ -98,6 +98,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     peers: options.peers ?? {},
     forceNewCluster: options.forceNewCluster === true,
     tickMs: options.tickMs ?? 100,
+    ...(definition.raft?.heartbeatTicks !== undefined ? { core: { heartbeatTicks: definition.raft.heartbeatTicks } } : {}),
     // As etcd: a snapshot encodes the whole state on the event loop, so taking one every 10,000 entries stalled
     // writes every few seconds under load (bench/RESULTS.md).
     snapshotEvery: options.snapshotEvery ?? 100_000,

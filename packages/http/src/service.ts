@@ -3,7 +3,7 @@
  * writes through the replicated log with idempotent client sessions, reads at the consistency the request asks
  * for, and the mapping of Raft outcomes to HTTP answers (no leader or no quorum is a 503 with Retry-After).
  */
-import { ApplyError, CommandTooLargeError, RaftNode, SessionError, sessionFailure, StoppedError, TimeoutError, type StateMachine } from '@raftkit/raft';
+import { ApplyError, CommandTooLargeError, RaftNode, SessionError, sessionFailure, StoppedError, TimeoutError, type CoreOptions, type StateMachine } from '@raftkit/raft';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
 import type { Principal } from './auth.js';
 import type { WorkerRoles } from './worker.js';
@@ -19,8 +19,13 @@ export interface ServiceDefinition<C, R> {
   routes(service: ServiceContext<C, R>): void;
   /** Processes besides the Raft members (application servers, counter stores...), started by `cluster up`. */
   workers?: WorkerRoles;
-  /** Raft tuning this service's members start with (RaftNodeOptions of the same names). */
-  raft?: { followerWriteIntervalMs?: number; leaderWriteIntervalMs?: number };
+  /**
+   * Raft tuning of this service's members (the member process passes it on); default: the library's.
+   * `heartbeatTicks` (the core's, in ticks) for a service whose members idle while others serve (each heartbeat is
+   * a wake-up of every member); the write intervals (RaftNodeOptions of the same names) for one whose members are
+   * busy writing (fewer, fuller rounds).
+   */
+  raft?: Pick<CoreOptions, 'heartbeatTicks'> & { followerWriteIntervalMs?: number; leaderWriteIntervalMs?: number };
 }
 
 /** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */

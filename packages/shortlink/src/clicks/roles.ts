@@ -8,10 +8,12 @@ import { startAnalyticsWorker } from './analytics.js';
  * per producer and a socket write per producer (a producer sends what waited for the ack, see the stream README),
  * so at the stream's 5 ms those dominated the click path's CPU per redirect. 50 ms (with 50 ms click blocks)
  * against 20: the stream's CPU per redirect 8.0-8.2 -> 5.0-5.3 us at a fixed 6,000 redirects/s (3 alternated
- * pairs; its cost is per commit and per block, so per second, not per click). A click reaching the stream later
- * changes nothing for anyone: analytics writes its aggregates once a second (store.ts).
+ * pairs; its cost is per commit and per block, so per second, not per click). 100 ms (with 100 ms click blocks)
+ * against 50: 3.4-3.5 -> 1.8 us per redirect at a fixed 10,000 redirects/s (test/load/redirect-cpu.js, 2
+ * alternated pairs, and 3 more with 1,000-click blocks). A click reaching the stream later changes nothing for
+ * anyone: analytics writes its aggregates every 5 s (store.ts).
  */
-export const CLICK_COMMIT_MS = 50;
+export const CLICK_COMMIT_MS = 100;
 
 /**
  * Stream partitions and analytics workers `cluster up` starts by default (`--workers stream=N,analytics=M`

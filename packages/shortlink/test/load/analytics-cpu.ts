@@ -3,7 +3,8 @@
  * RATE clicks/s (default 26,000) over 10,000 equally popular links, in blocks as 3 app servers send them every
  * 20 ms, one consumer batch every 200 ms, for SECONDS (default 12) after a 1 s warm-up. CPU is the process's
  * (LevelDB's threads included), from process.cpuUsage.
- *   node packages/shortlink/dist/test/load/analytics-cpu.js [RATE] [SECONDS]
+ * FLUSH_MS is the store's write interval (analytics_flush_ms; default the store's own).
+ *   node packages/shortlink/dist/test/load/analytics-cpu.js [RATE] [SECONDS] [FLUSH_MS]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,12 +14,13 @@ import { decodeRecord, encodeClicks } from '../../src/clicks/wire.js';
 
 const RATE = Number(process.argv[2] ?? 26_000);
 const SECONDS = Number(process.argv[3] ?? 12);
+const FLUSH_MS = process.argv[4] === undefined ? undefined : Number(process.argv[4]);
 const LINKS = 10_000;
 const APPS = 3;
 const BATCHES_PER_S = 5;
 const WARMUP_BATCHES = 5;
 const dir = mkdtempSync(join(tmpdir(), 'analytics-cpu-'));
-const store = await AnalyticsStore.open(join(dir, 'aggregates'));
+const store = await AnalyticsStore.open(join(dir, 'aggregates'), FLUSH_MS === undefined ? {} : { flushMs: FLUSH_MS });
 const codes = Array.from({ length: LINKS }, (_, i) => `c${String(i).padStart(6, '0')}`);
 const perBatch = Math.round(RATE / BATCHES_PER_S);
 const perBlock = Math.max(1, Math.round(RATE / (APPS * 50)));
