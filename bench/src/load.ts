@@ -439,6 +439,12 @@ export interface OpenLoopThreadsOptions {
   durationS: number;
   /** Each generator thread's young generation (fixed semi-spaces of this many MB), so its scavenges are rare. */
   semiSpaceMb: number;
+  /**
+   * Scavenge without V8's parallel helper threads (--no-parallel-scavenge; --single-threaded-gc cannot be set
+   * once the process runs: V8 aborts). V8 flags are process-wide: this applies to the bench process's own thread
+   * too (idle while the threads run). On 2 cores the helpers are more threads waiting for a core.
+   */
+  singleThreadedGc?: boolean;
   /** Called as the measured window opens and once every thread has finished. */
   onMeasureStart?: () => void;
   onMeasureEnd?: () => void;
@@ -468,6 +474,7 @@ export async function runOpenLoopThreads(o: OpenLoopThreadsOptions): Promise<Ope
   // V8 reads these when an isolate is created: they apply to the threads started below, not to this one.
   setFlagsFromString(`--max-semi-space-size=${o.semiSpaceMb}`);
   setFlagsFromString(`--min-semi-space-size=${o.semiSpaceMb}`);
+  if (o.singleThreadedGc === true) setFlagsFromString('--no-parallel-scavenge');
   const threads = Math.max(1, Math.min(o.threads, o.concurrency));
   const workers: Worker[] = [];
   const done: Promise<OpenLoopThreadResult>[] = [];

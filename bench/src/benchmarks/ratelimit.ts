@@ -197,6 +197,13 @@ function generatorThreads(): number {
   return n;
 }
 
+/** `--generator-gc parallel|single` (default parallel): V8's parallel scavenge helpers in the generator, or none (--no-parallel-scavenge). */
+function generatorGc(): 'parallel' | 'single' {
+  const g = argValue('--generator-gc') ?? 'parallel';
+  if (g !== 'parallel' && g !== 'single') throw new BenchError(`--generator-gc must be parallel or single, got ${JSON.stringify(g)}`);
+  return g;
+}
+
 /** Each generator thread's semi-spaces, MB: a scavenge every second or so at this benchmark's rates. */
 const GENERATOR_SEMI_SPACE_MB = 16;
 
@@ -212,7 +219,7 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
   let client0 = process.cpuUsage();
   let t0 = performance.now();
   let clientCores = 0;
-  process.stderr.write(`bench: ${spec.label} open loop at ${Math.round(rate)}/s on ${threads} generator threads (${GENERATOR_SEMI_SPACE_MB} MB semi-spaces each)\n`);
+  process.stderr.write(`bench: ${spec.label} open loop at ${Math.round(rate)}/s on ${threads} generator threads (${GENERATOR_SEMI_SPACE_MB} MB semi-spaces each, ${generatorGc()} scavenges)\n`);
   const r = await runOpenLoopThreads({
     script: new URL('./ratelimit-generator.js', import.meta.url),
     threads,
@@ -222,6 +229,7 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
     warmupS: o.warmupS,
     durationS: o.durationS,
     semiSpaceMb: GENERATOR_SEMI_SPACE_MB,
+    singleThreadedGc: generatorGc() === 'single',
     onMeasureStart: () => {
       server.start();
       probeStart = spec.probe?.() ?? null;
@@ -245,6 +253,7 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
     target_rate: Math.round(rate),
     pacer: 'tick',
     generator_threads: threads,
+    generator_gc: generatorGc(),
     ops_per_sec: r.ops_per_sec,
     p50_ms: r.p50_ms,
     p99_ms: r.p99_ms,
