@@ -164,9 +164,15 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
  * own microtask checkpoint.
  */
 export class Pacer {
-  /** Waiting callbacks and their due times, in two parallel arrays: no object per wait. */
-  private dueAt: number[] = [];
-  private due: ((now: number) => void)[] = [];
+  /**
+   * Waiting callbacks and their due times, in arrays kept from run to run (the first `waiting` slots in use): no
+   * object per wait, and no new arrays per timer run for the generator's young generation.
+   */
+  private dueAt = new Float64Array(64);
+  private due: (((now: number) => void) | undefined)[] = [];
+  private waiting = 0;
+  /** The callbacks being released by this run (reused likewise). */
+  private readonly releasing: (((now: number) => void) | undefined)[] = [];
   private timer: NodeJS.Timeout | null = null;
   private timerAt = Infinity;
 
@@ -182,8 +188,14 @@ export class Pacer {
    * threads wait this way, without a promise per wait.
    */
   at(at: number, go: (now: number) => void, now = performance.now()): void {
-    this.dueAt.push(at);
-    this.due.push(go);
+    if (this.waiting === this.dueAt.length) {
+      const more = new Float64Array(this.dueAt.length * 2);
+      more.set(this.dueAt);
+      this.dueAt = more;
+    }
+    this.dueAt[this.waiting] = at;
+    this.due[this.waiting] = go;
+    this.waiting++;
     if (at < this.timerAt) this.arm(at, now);
   }
 
@@ -200,20 +212,26 @@ export class Pacer {
     this.timerAt = Infinity;
     const now = performance.now();
     const limit = now + 0.5;
-    // The callbacks may wait again: they append to fresh arrays, not to the ones being walked.
-    const dueAt = this.dueAt;
-    const due = this.due;
-    this.dueAt = [];
-    this.due = [];
-    for (let i = 0; i < dueAt.length; i++) {
-      if (dueAt[i]! > limit) {
-        this.dueAt.push(dueAt[i]!);
-        this.due.push(due[i]!);
+    // What is due moves to `releasing`; the rest closes up, in order. Then the callbacks run: they may wait again,
+    // appending after the ones still waiting.
+    let kept = 0;
+    let released = 0;
+    for (let i = 0; i < this.waiting; i++) {
+      if (this.dueAt[i]! <= limit) this.releasing[released++] = this.due[i];
+      else {
+        this.dueAt[kept] = this.dueAt[i]!;
+        this.due[kept++] = this.due[i];
       }
     }
-    for (let i = 0; i < dueAt.length; i++) if (dueAt[i]! <= limit) due[i]!(now);
+    for (let i = kept; i < this.waiting; i++) this.due[i] = undefined;
+    this.waiting = kept;
+    for (let i = 0; i < released; i++) {
+      const go = this.releasing[i]!;
+      this.releasing[i] = undefined;
+      go(now);
+    }
     let next = Infinity;
-    for (const at of this.dueAt) if (at < next) next = at;
+    for (let i = 0; i < this.waiting; i++) if (this.dueAt[i]! < next) next = this.dueAt[i]!;
     if (next !== Infinity && next < this.timerAt) this.arm(next, performance.now());
   };
 }

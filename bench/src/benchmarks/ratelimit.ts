@@ -265,6 +265,8 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
     p99_from_schedule_ms: r.p99_from_schedule_ms,
     server_cpu_us_per_op: cpu === null || r.ops === 0 ? null : round((cpu * 1e6) / r.ops, 1),
     client_cpu_cores: round(clientCores, 2),
+    // The generator's CPU per check (the bench process, all its threads): what the load itself costs the cores.
+    client_cpu_us_per_op: r.ops_per_sec > 0 ? round((clientCores * 1e6) / r.ops_per_sec, 1) : null,
     answers_fail_open: r.extra.answers_fail_open ?? 0,
     answers_overloaded: r.extra.answers_overloaded ?? 0,
     ...(delta.ratelimit_loop_delay_samples_total !== undefined ? serverPauses(delta) : {}),
@@ -471,7 +473,8 @@ function formatOpen(name: string, open: unknown): string {
     `${name.padEnd(13)} ${String(r.ops_per_sec).padStart(7)} checks/s  (open loop at ${r.target_rate}/s)  p50 ${r.p50_ms} ms  p99 ${r.p99_ms} ms  ` +
     `p99 from schedule ${r.p99_from_schedule_ms} ms  errors ${r.errors}\n` +
     `${''.padEnd(13)} generator (${r.generator_threads === undefined ? 'in process' : `${r.generator_threads} threads, the worst one's figures`}, ${r.pacer} pacer): loop delay p99 ${r.generator_loop_delay_p99_ms} ms, max ${r.generator_loop_delay_max_ms} ms; ` +
-    `${r.generator_gc_pauses} GC pauses, ${r.generator_gc_pause_ms} ms in all, longest ${r.generator_gc_pause_max_ms} ms\n` +
+    `${r.generator_gc_pauses} GC pauses, ${r.generator_gc_pause_ms} ms in all, longest ${r.generator_gc_pause_max_ms} ms` +
+    (r.client_cpu_us_per_op === undefined ? '\n' : `; CPU ${r.client_cpu_us_per_op} us per check\n`) +
     (r.server_loop_delay_over_1ms_pct === undefined
       ? ''
       : `${''.padEnd(13)} check instance: loop delayed over 1 ms in ${r.server_loop_delay_over_1ms_pct}% of samples (over 5 ms ${r.server_loop_delay_over_5ms_pct}%); ` +

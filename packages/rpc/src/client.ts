@@ -126,18 +126,18 @@ export class RpcConnection {
   }
 
   /** Sends one request; settles with its answer or an RpcError, always within the deadline. */
-  call(request: unknown, options: CallOptions = {}): Promise<unknown> {
+  call(request: unknown, options?: CallOptions): Promise<unknown> {
     if (this.closeReason !== undefined) return Promise.reject(this.closeReason);
     if (this.pending.size >= this.maxInFlight) return Promise.reject(new RpcError('overloaded', `${this.pending.size} calls in flight to ${this.options.address}`));
-    if (options.signal?.aborted === true) return Promise.reject(new RpcError('cancelled', 'call aborted before it was sent'));
+    if (options?.signal?.aborted === true) return Promise.reject(new RpcError('cancelled', 'call aborted before it was sent'));
     const id = this.nextId;
     this.nextId = id >= 0x7fffffff ? 1 : id + 1;
-    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const timeoutMs = options?.timeoutMs ?? this.timeoutMs;
     const deadline = performance.now() + timeoutMs;
     if (deadline < this.timerAt) this.armDeadlines(deadline);
     return new Promise<unknown>((resolve, reject) => {
       const call: Pending = { resolve, reject, deadline, timeoutMs };
-      if (options.signal !== undefined) {
+      if (options?.signal !== undefined) {
         const signal = options.signal;
         call.signal = signal;
         call.onAbort = () => this.settleError(id, new RpcError('cancelled', 'call aborted'));
