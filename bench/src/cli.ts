@@ -42,7 +42,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--sweep [rates]', 'lock: run each rate (default 500,...,10000) side by side; report the highest rate with acquire p99 under 50 ms')
     .option('--pin', 'ratelimit: load generator on core 0, the measured servers on core 1 (taskset)')
     .option('--layout <where>', 'ratelimit: embedded (counters in the check instance, default) or separate (store processes)')
-    .option('--generators <n>', 'ratelimit: generator threads for the open loop (default 2; 0: the bench process itself)')
+    .option('--generators <n>', 'ratelimit: generator threads for the open loop (default 1; 0: the bench process itself)')
     .option('--generator-gc <kind>', 'ratelimit: parallel (V8 scavenge helper threads, default) or single (--no-parallel-scavenge) in the generator threads')
     .option('--pacer <kind>', 'ratelimit, with --generators 0: tick (one timer releases what is due, default) or per-check (a timer per check)')
     .option('--snapshot-every <n>', "our members' entries between snapshots (diagnostic; default: the cluster's)")

@@ -189,9 +189,14 @@ async function openLoop(spec: SideSpec, o: RunOptions, rate: number, data: (thre
   };
 }
 
-/** `--generators N` (default 2): generator threads for the open loop; 0 runs it in this process (the earlier way). */
+/**
+ * `--generators N` (default 1): generator threads for the open loop; 0 runs it in this process (the earlier way).
+ * One thread since the generator's per-check cost was halved: at 50,000 checks/s it used about 0.18 of a core against
+ * 0.27 for two (each thread has its own pacer timer, loop-delay sampler and event loop), and on 2 cores every
+ * runnable thread is one more for the check instance to wait behind (RESULTS.md, ratelimit, 26 Nov 04:29-04:34).
+ */
 function generatorThreads(): number {
-  const raw = argValue('--generators') ?? '2';
+  const raw = argValue('--generators') ?? '1';
   const n = Number(raw);
   if (!/^\d+$/.test(raw) || n > 16) throw new BenchError('--generators must be an integer from 0 to 16');
   return n;
