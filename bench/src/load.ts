@@ -164,7 +164,15 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
  * own microtask checkpoint.
  */
 export class Pacer {
-  private waiting: { at: number; go: (now: number) => void }[] = [];
+  /**
+   * Waiting callbacks and their due times, in arrays kept from run to run (the first `waiting` slots in use): no
+   * object per wait, and no new arrays per timer run for the generator's young generation.
+   */
+  private dueAt = new Float64Array(64);
+  private due: (((now: number) => void) | undefined)[] = [];
+  private waiting = 0;
+  /** The callbacks being released by this run (reused likewise). */
+  private readonly releasing: (((now: number) => void) | undefined)[] = [];
   private timer: NodeJS.Timeout | null = null;
   private timerAt = Infinity;
 
@@ -172,10 +180,23 @@ export class Pacer {
   until(at: number): Promise<number> {
     const now = performance.now();
     if (at <= now) return Promise.resolve(now);
-    return new Promise<number>((go) => {
-      this.waiting.push({ at, go });
-      if (at < this.timerAt) this.arm(at, now);
-    });
+    return new Promise<number>((go) => this.at(at, go, now));
+  }
+
+  /**
+   * Calls `go(now)` at (or just after) `at`, from the timer's run (never synchronously): the open loop's generator
+   * threads wait this way, without a promise per wait.
+   */
+  at(at: number, go: (now: number) => void, now = performance.now()): void {
+    if (this.waiting === this.dueAt.length) {
+      const more = new Float64Array(this.dueAt.length * 2);
+      more.set(this.dueAt);
+      this.dueAt = more;
+    }
+    this.dueAt[this.waiting] = at;
+    this.due[this.waiting] = go;
+    this.waiting++;
+    if (at < this.timerAt) this.arm(at, now);
   }
 
   private arm(at: number, now: number): void {
@@ -190,18 +211,28 @@ export class Pacer {
     this.timer = null;
     this.timerAt = Infinity;
     const now = performance.now();
-    const due = now + 0.5;
-    const still: { at: number; go: (now: number) => void }[] = [];
-    let next = Infinity;
-    for (const w of this.waiting) {
-      if (w.at <= due) w.go(now);
+    const limit = now + 0.5;
+    // What is due moves to `releasing`; the rest closes up, in order. Then the callbacks run: they may wait again,
+    // appending after the ones still waiting.
+    let kept = 0;
+    let released = 0;
+    for (let i = 0; i < this.waiting; i++) {
+      if (this.dueAt[i]! <= limit) this.releasing[released++] = this.due[i];
       else {
-        still.push(w);
-        if (w.at < next) next = w.at;
+        this.dueAt[kept] = this.dueAt[i]!;
+        this.due[kept++] = this.due[i];
       }
     }
-    this.waiting = still;
-    if (next !== Infinity) this.arm(next, now);
+    for (let i = kept; i < this.waiting; i++) this.due[i] = undefined;
+    this.waiting = kept;
+    for (let i = 0; i < released; i++) {
+      const go = this.releasing[i]!;
+      this.releasing[i] = undefined;
+      go(now);
+    }
+    let next = Infinity;
+    for (let i = 0; i < this.waiting; i++) if (this.dueAt[i]! < next) next = this.dueAt[i]!;
+    if (next !== Infinity && next < this.timerAt) this.arm(next, performance.now());
   };
 }
 
@@ -291,50 +322,127 @@ export interface OpenLoopThreadResult {
  * starts an operation every concurrency / rate seconds on the thread's Pacer, whether or not its last one was
  * late; latency is taken from the send and from the scheduled start. Window: [startAt + warm-up, + duration).
  */
-export async function runOpenLoopShare(share: OpenLoopShare, op: (worker: number) => Promise<void>, extra: () => Record<string, number> = () => ({})): Promise<OpenLoopThreadResult> {
-  const toLocal = (t: number): number => t - performance.timeOrigin;
-  const start = toLocal(share.startAt);
-  const measureFrom = start + share.warmupS * 1000;
-  const end = measureFrom + share.durationS * 1000;
-  const gapMs = (share.concurrency * 1000) / share.rate;
-  const pacer = new Pacer();
-  const watch = new GeneratorWatch();
-  const latencies = new Samples();
-  const fromSchedule = new Samples();
-  const errorKinds: Record<string, number> = {};
-  let errors = 0;
-  let extra0: Record<string, number> = {};
-  let pauses: GeneratorPauses | null = null;
-  const opener = setTimeout(() => {
-    watch.start();
-    extra0 = extra();
-  }, Math.max(0, measureFrom - performance.now()));
-  const worker = async (w: number): Promise<void> => {
-    for (let scheduled = start + Math.random() * gapMs; scheduled < end; scheduled += gapMs) {
-      const sentAt = await pacer.until(scheduled);
-      try {
-        await op(w);
-        const done = performance.now();
-        if (scheduled >= measureFrom) {
-          latencies.push(done - sentAt);
-          fromSchedule.push(done - scheduled);
+export function runOpenLoopShare(share: OpenLoopShare, op: (worker: number) => Promise<void>, extra: () => Record<string, number> = () => ({})): Promise<OpenLoopThreadResult> {
+  return new Promise((resolve) => new OpenLoopShareRun(share, op, extra, resolve).start());
+}
+
+/**
+ * One thread's open loop, driven by callbacks rather than an async function per worker: each check then costs the
+ * generator its operation's own promise and one reaction, not the awaits' promises and resumptions (which were a
+ * third of the bytes the generator allocated per check, and so of its scavenges: every one of them a pause in
+ * the latencies it measures). A worker's state lives in typed arrays indexed by worker; the handlers are created
+ * once per worker.
+ */
+class OpenLoopShareRun {
+  private readonly toLocal = (t: number): number => t - performance.timeOrigin;
+  private readonly startAt: number;
+  private readonly measureFrom: number;
+  private readonly end: number;
+  private readonly gapMs: number;
+  private readonly pacer = new Pacer();
+  private readonly watch = new GeneratorWatch();
+  private readonly latencies = new Samples();
+  private readonly fromSchedule = new Samples();
+  private readonly errorKinds: Record<string, number> = {};
+  private errors = 0;
+  private extra0: Record<string, number> = {};
+  /** Per worker: when its current operation was due, and when it was sent. */
+  private readonly scheduled: Float64Array;
+  private readonly sentAt: Float64Array;
+  private running: number;
+  private opener: NodeJS.Timeout | null = null;
+
+  constructor(
+    share: OpenLoopShare,
+    private readonly op: (worker: number) => Promise<void>,
+    private readonly extra: () => Record<string, number>,
+    private readonly resolve: (r: OpenLoopThreadResult) => void,
+  ) {
+    this.startAt = this.toLocal(share.startAt);
+    this.measureFrom = this.startAt + share.warmupS * 1000;
+    this.end = this.measureFrom + share.durationS * 1000;
+    this.gapMs = (share.concurrency * 1000) / share.rate;
+    this.scheduled = new Float64Array(share.concurrency);
+    this.sentAt = new Float64Array(share.concurrency);
+    this.running = share.concurrency;
+  }
+
+  start(): void {
+    this.opener = setTimeout(
+      () => {
+        this.watch.start();
+        this.extra0 = this.extra();
+      },
+      Math.max(0, this.measureFrom - performance.now()),
+    );
+    if (this.running === 0) this.finish();
+    for (let w = 0; w < this.scheduled.length; w++) {
+      const send = (now: number): void => {
+        this.sentAt[w] = now;
+        let pending: Promise<void>;
+        try {
+          pending = this.op(w);
+        } catch (e) {
+          // Settled in a later microtask like a rejection, so a worker far behind cannot recurse here.
+          pending = Promise.reject(e);
         }
-      } catch (e) {
-        if (scheduled >= measureFrom) {
-          errors++;
+        pending.then(done, failed);
+      };
+      const done = (): void => {
+        const scheduled = this.scheduled[w]!;
+        if (scheduled >= this.measureFrom) {
+          const now = performance.now();
+          this.latencies.push(now - this.sentAt[w]!);
+          this.fromSchedule.push(now - scheduled);
+        }
+        this.next(w, send);
+      };
+      const failed = (e: unknown): void => {
+        if (this.scheduled[w]! >= this.measureFrom) {
+          this.errors++;
           const kind = errorKind(e);
-          errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+          this.errorKinds[kind] = (this.errorKinds[kind] ?? 0) + 1;
         }
-      }
+        this.next(w, send);
+      };
+      this.scheduled[w] = this.startAt + Math.random() * this.gapMs;
+      this.wait(w, send);
     }
-  };
-  await Promise.all(Array.from({ length: share.concurrency }, (_, w) => worker(w)));
-  clearTimeout(opener);
-  pauses = watch.stop();
-  const extra1 = extra();
-  const delta: Record<string, number> = {};
-  for (const [k, v] of Object.entries(extra1)) delta[k] = v - (extra0[k] ?? 0);
-  return { latencies: Float64Array.from(latencies.view()), fromSchedule: Float64Array.from(fromSchedule.view()), errors, error_kinds: errorKinds, pauses, extra: delta };
+  }
+
+  /** The worker's next operation, due one gap after the last one was due (late or not), or the worker is done. */
+  private next(w: number, send: (now: number) => void): void {
+    this.scheduled[w] = this.scheduled[w]! + this.gapMs;
+    this.wait(w, send);
+  }
+
+  private wait(w: number, send: (now: number) => void): void {
+    const at = this.scheduled[w]!;
+    if (at >= this.end) {
+      if (--this.running === 0) this.finish();
+      return;
+    }
+    // Already due (the last answer came late): sent now, as the awaited pacer did, not a timer run later.
+    const now = performance.now();
+    if (at <= now) send(now);
+    else this.pacer.at(at, send, now);
+  }
+
+  private finish(): void {
+    if (this.opener !== null) clearTimeout(this.opener);
+    const pauses = this.watch.stop();
+    const extra1 = this.extra();
+    const delta: Record<string, number> = {};
+    for (const [k, v] of Object.entries(extra1)) delta[k] = v - (this.extra0[k] ?? 0);
+    this.resolve({
+      latencies: Float64Array.from(this.latencies.view()),
+      fromSchedule: Float64Array.from(this.fromSchedule.view()),
+      errors: this.errors,
+      error_kinds: this.errorKinds,
+      pauses,
+      extra: delta,
+    });
+  }
 }
 
 export interface OpenLoopThreadsOptions {
@@ -349,6 +457,12 @@ export interface OpenLoopThreadsOptions {
   durationS: number;
   /** Each generator thread's young generation (fixed semi-spaces of this many MB), so its scavenges are rare. */
   semiSpaceMb: number;
+  /**
+   * Scavenge without V8's parallel helper threads (--no-parallel-scavenge; --single-threaded-gc cannot be set
+   * once the process runs: V8 aborts). V8 flags are process-wide: this applies to the bench process's own thread
+   * too (idle while the threads run). On 2 cores the helpers are more threads waiting for a core.
+   */
+  singleThreadedGc?: boolean;
   /** Called as the measured window opens and once every thread has finished. */
   onMeasureStart?: () => void;
   onMeasureEnd?: () => void;
@@ -378,6 +492,7 @@ export async function runOpenLoopThreads(o: OpenLoopThreadsOptions): Promise<Ope
   // V8 reads these when an isolate is created: they apply to the threads started below, not to this one.
   setFlagsFromString(`--max-semi-space-size=${o.semiSpaceMb}`);
   setFlagsFromString(`--min-semi-space-size=${o.semiSpaceMb}`);
+  if (o.singleThreadedGc === true) setFlagsFromString('--no-parallel-scavenge');
   const threads = Math.max(1, Math.min(o.threads, o.concurrency));
   const workers: Worker[] = [];
   const done: Promise<OpenLoopThreadResult>[] = [];

@@ -19,18 +19,20 @@ async function main(): Promise<void> {
   const data = workerData as GeneratorData;
   // The answers this thread saw; fail-open and overloaded answers are failures, not checks.
   const answers = new Answers();
+  // Plain promise chains rather than async arrows: one promise and reaction fewer per check, on both sides alike.
+  const add = (r: { allowed: boolean; remaining: number; overloaded?: boolean }): void => answers.add(r);
   let op: () => Promise<void>;
   let close: () => void;
   if (data.side === 'ours') {
     const client = new RateLimitClient({ addresses: [data.address], token: data.token });
-    op = async () => answers.add(await client.check({ serviceId: data.tenant, endpoint: data.endpoint, identifiers: identifiers(data.keys) }));
+    op = () => client.check({ serviceId: data.tenant, endpoint: data.endpoint, identifiers: identifiers(data.keys) }).then(add);
     close = () => client.close();
   } else {
     const pool = await RedisBuckets.open(data.port, data.connections);
     const limits = data.dimensions.map(() => data.limits);
-    op = async () => {
+    op = () => {
       const ids: Record<string, string> = identifiers(data.keys);
-      answers.add(await pool.check(data.dimensions.map((d) => `${data.keyPrefix}${d}:${ids[d]}`), limits));
+      return pool.check(data.dimensions.map((d) => `${data.keyPrefix}${d}:${ids[d]}`), limits).then(add);
     };
     close = () => pool.close();
   }

@@ -189,12 +189,24 @@ async function openLoop(spec: SideSpec, o: RunOptions, rate: number, data: (thre
   };
 }
 
-/** `--generators N` (default 2): generator threads for the open loop; 0 runs it in this process (the earlier way). */
+/**
+ * `--generators N` (default 1): generator threads for the open loop; 0 runs it in this process (the earlier way).
+ * One thread since the generator's per-check cost was halved: at 50,000 checks/s it used about 0.18 of a core against
+ * 0.27 for two (each thread has its own pacer timer, loop-delay sampler and event loop), and on 2 cores every
+ * runnable thread is one more for the check instance to wait behind (RESULTS.md, ratelimit, 26 Nov 04:29-04:34).
+ */
 function generatorThreads(): number {
-  const raw = argValue('--generators') ?? '2';
+  const raw = argValue('--generators') ?? '1';
   const n = Number(raw);
   if (!/^\d+$/.test(raw) || n > 16) throw new BenchError('--generators must be an integer from 0 to 16');
   return n;
+}
+
+/** `--generator-gc parallel|single` (default parallel): V8's parallel scavenge helpers in the generator, or none (--no-parallel-scavenge). */
+function generatorGc(): 'parallel' | 'single' {
+  const g = argValue('--generator-gc') ?? 'parallel';
+  if (g !== 'parallel' && g !== 'single') throw new BenchError(`--generator-gc must be parallel or single, got ${JSON.stringify(g)}`);
+  return g;
 }
 
 /** Each generator thread's semi-spaces, MB: a scavenge every second or so at this benchmark's rates. */
@@ -212,7 +224,7 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
   let client0 = process.cpuUsage();
   let t0 = performance.now();
   let clientCores = 0;
-  process.stderr.write(`bench: ${spec.label} open loop at ${Math.round(rate)}/s on ${threads} generator threads (${GENERATOR_SEMI_SPACE_MB} MB semi-spaces each)\n`);
+  process.stderr.write(`bench: ${spec.label} open loop at ${Math.round(rate)}/s on ${threads} generator threads (${GENERATOR_SEMI_SPACE_MB} MB semi-spaces each, ${generatorGc()} scavenges)\n`);
   const r = await runOpenLoopThreads({
     script: new URL('./ratelimit-generator.js', import.meta.url),
     threads,
@@ -222,6 +234,7 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
     warmupS: o.warmupS,
     durationS: o.durationS,
     semiSpaceMb: GENERATOR_SEMI_SPACE_MB,
+    singleThreadedGc: generatorGc() === 'single',
     onMeasureStart: () => {
       server.start();
       probeStart = spec.probe?.() ?? null;
@@ -245,6 +258,7 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
     target_rate: Math.round(rate),
     pacer: 'tick',
     generator_threads: threads,
+    generator_gc: generatorGc(),
     ops_per_sec: r.ops_per_sec,
     p50_ms: r.p50_ms,
     p99_ms: r.p99_ms,
@@ -256,6 +270,8 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
     p99_from_schedule_ms: r.p99_from_schedule_ms,
     server_cpu_us_per_op: cpu === null || r.ops === 0 ? null : round((cpu * 1e6) / r.ops, 1),
     client_cpu_cores: round(clientCores, 2),
+    // The generator's CPU per check (the bench process, all its threads): what the load itself costs the cores.
+    client_cpu_us_per_op: r.ops_per_sec > 0 ? round((clientCores * 1e6) / r.ops_per_sec, 1) : null,
     answers_fail_open: r.extra.answers_fail_open ?? 0,
     answers_overloaded: r.extra.answers_overloaded ?? 0,
     ...(delta.ratelimit_loop_delay_samples_total !== undefined ? serverPauses(delta) : {}),
@@ -462,7 +478,8 @@ function formatOpen(name: string, open: unknown): string {
     `${name.padEnd(13)} ${String(r.ops_per_sec).padStart(7)} checks/s  (open loop at ${r.target_rate}/s)  p50 ${r.p50_ms} ms  p99 ${r.p99_ms} ms  ` +
     `p99 from schedule ${r.p99_from_schedule_ms} ms  errors ${r.errors}\n` +
     `${''.padEnd(13)} generator (${r.generator_threads === undefined ? 'in process' : `${r.generator_threads} threads, the worst one's figures`}, ${r.pacer} pacer): loop delay p99 ${r.generator_loop_delay_p99_ms} ms, max ${r.generator_loop_delay_max_ms} ms; ` +
-    `${r.generator_gc_pauses} GC pauses, ${r.generator_gc_pause_ms} ms in all, longest ${r.generator_gc_pause_max_ms} ms\n` +
+    `${r.generator_gc_pauses} GC pauses, ${r.generator_gc_pause_ms} ms in all, longest ${r.generator_gc_pause_max_ms} ms` +
+    (r.client_cpu_us_per_op === undefined ? '\n' : `; CPU ${r.client_cpu_us_per_op} us per check\n`) +
     (r.server_loop_delay_over_1ms_pct === undefined
       ? ''
       : `${''.padEnd(13)} check instance: loop delayed over 1 ms in ${r.server_loop_delay_over_1ms_pct}% of samples (over 5 ms ${r.server_loop_delay_over_5ms_pct}%); ` +

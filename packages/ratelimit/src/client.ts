@@ -44,6 +44,12 @@ function toCheckResult(answer: unknown): CheckResult {
 /** Failures of the connection, after which the next check instance is tried. */
 const TRANSIENT = new Set(['unavailable', 'timeout', 'closed', 'overloaded']);
 
+/** A failure of the only instance, reported as attempt() reports the last instance's. */
+function failedOnly(error: unknown): never {
+  if (error instanceof RpcError && !TRANSIENT.has(error.code)) throw new RateLimitError(error.code, error.message);
+  throw error;
+}
+
 export class RateLimitClient implements RateLimiter {
   private readonly wires: RpcClient[];
   private next = 0;
@@ -55,7 +61,10 @@ export class RateLimitClient implements RateLimiter {
   }
 
   check(input: CheckInput): Promise<CheckResult> {
-    return this.attempt(checkTuple(input), 0);
+    const tuple = checkTuple(input);
+    // One instance: nothing to move on to, so no per-check closure to remember where this check was tried.
+    if (this.wires.length === 1) return this.wires[0]!.call(tuple).then(toCheckResult, failedOnly);
+    return this.attempt(tuple, 0);
   }
 
   /**

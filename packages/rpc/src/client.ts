@@ -6,6 +6,7 @@
 import { connect, type Socket } from 'node:net';
 import { hostPort } from '@raftkit/http';
 import { FrameReader } from '@raftkit/raft';
+import { CallTable } from './call-table.js';
 import { decodeMessage, DEFAULT_MAX_FRAME_BYTES, encodeMessage, isRecord, MAX_CALLS_PER_FRAME } from './codec.js';
 import { fromErrorBody, RpcError, toRpcError } from './errors.js';
 
@@ -54,7 +55,8 @@ export class RpcConnection {
   private closeReason: RpcError | undefined;
   private readonly closeListeners: Array<(reason: RpcError) => void> = [];
   private nextId = 1;
-  private readonly pending = new Map<number, Pending>();
+  /** By id; not a Map (call-table.ts says why). */
+  private readonly pending = new CallTable<Pending>();
   private outbox: [number, unknown][] = [];
   private flushScheduled = false;
   private welcome: { resolve(w: Welcome): void; reject(e: RpcError): void } | undefined;
@@ -124,18 +126,18 @@ export class RpcConnection {
   }
 
   /** Sends one request; settles with its answer or an RpcError, always within the deadline. */
-  call(request: unknown, options: CallOptions = {}): Promise<unknown> {
+  call(request: unknown, options?: CallOptions): Promise<unknown> {
     if (this.closeReason !== undefined) return Promise.reject(this.closeReason);
     if (this.pending.size >= this.maxInFlight) return Promise.reject(new RpcError('overloaded', `${this.pending.size} calls in flight to ${this.options.address}`));
-    if (options.signal?.aborted === true) return Promise.reject(new RpcError('cancelled', 'call aborted before it was sent'));
+    if (options?.signal?.aborted === true) return Promise.reject(new RpcError('cancelled', 'call aborted before it was sent'));
     const id = this.nextId;
     this.nextId = id >= 0x7fffffff ? 1 : id + 1;
-    const timeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const timeoutMs = options?.timeoutMs ?? this.timeoutMs;
     const deadline = performance.now() + timeoutMs;
     if (deadline < this.timerAt) this.armDeadlines(deadline);
     return new Promise<unknown>((resolve, reject) => {
       const call: Pending = { resolve, reject, deadline, timeoutMs };
-      if (options.signal !== undefined) {
+      if (options?.signal !== undefined) {
         const signal = options.signal;
         call.signal = signal;
         call.onAbort = () => this.settleError(id, new RpcError('cancelled', 'call aborted'));
@@ -158,8 +160,7 @@ export class RpcConnection {
     if (this.deadlineTimer !== null) clearTimeout(this.deadlineTimer);
     this.deadlineTimer = null;
     this.outbox = [];
-    const calls = [...this.pending.values()];
-    this.pending.clear();
+    const calls = this.pending.clear();
     for (const call of calls) {
       this.detach(call);
       call.reject(reason);
@@ -183,7 +184,7 @@ export class RpcConnection {
     this.timerAt = Infinity;
     const now = performance.now();
     let next = Infinity;
-    for (const [id, call] of this.pending) {
+    for (const [id, call] of this.pending.entries()) {
       if (call.deadline <= now) this.settleError(id, new RpcError('timeout', `no reply from ${this.options.address} within ${call.timeoutMs} ms`));
       else if (call.deadline < next) next = call.deadline;
     }
@@ -194,9 +195,8 @@ export class RpcConnection {
     if (Array.isArray(message)) {
       for (const reply of message) {
         if (!Array.isArray(reply) || typeof reply[0] !== 'number') continue;
-        const call = this.pending.get(reply[0]);
+        const call = this.pending.take(reply[0]);
         if (call === undefined) continue; // timed out or cancelled already
-        this.pending.delete(reply[0]);
         this.detach(call);
         if (reply[1] === 0) call.resolve(reply[2]);
         else call.reject(fromErrorBody(reply[2], 'remote error'));
@@ -256,9 +256,8 @@ export class RpcConnection {
   }
 
   private settleError(id: number, error: RpcError): void {
-    const call = this.pending.get(id);
+    const call = this.pending.take(id);
     if (call === undefined) return;
-    this.pending.delete(id);
     this.detach(call);
     call.reject(error);
   }
