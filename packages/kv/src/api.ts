@@ -92,4 +92,8 @@ export const kvService: ServiceDefinition<KvCommand, KvResult> = {
   name: 'kv',
   createMachine: () => new KvMachine(),
   routes: kvRoutes,
+  // Fewer, fuller Raft rounds under load: each member writes (and the leader sends a round of appends) at most
+  // every 5 ms, so a busy cluster spends its CPU on requests rather than on rounds (README.md "Write pacing";
+  // bench/RESULTS.md). A member whose writes come further apart anyway waits for nothing.
+  raft: { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 5 },
 };
