@@ -179,8 +179,8 @@ export const lockService: ServiceDefinition<LockCommand, LockResult> = {
   name: 'lock',
   createMachine: () => new LockMachine(),
   routes: lockRoutes,
-  // Fewer, fuller Raft rounds under load: the leader writes (and sends a round of appends) at most every 5 ms, a
-  // follower writes at most every 8 ms, so a busy cluster spends its CPU on requests rather than on rounds
-  // (README.md "Write pacing"; bench/RESULTS.md). A member whose writes come further apart waits for nothing.
-  raft: { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 8 },
+  // Fewer, fuller Raft rounds under load: each member writes (and the leader sends a round of appends) at most
+  // every 5 ms, so a busy cluster spends its CPU on requests rather than on rounds (README.md "Write pacing";
+  // bench/RESULTS.md). A member whose writes come further apart anyway waits for nothing.
+  raft: { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 5 },
 };
