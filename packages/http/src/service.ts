@@ -28,6 +28,14 @@ export interface ServiceDefinition<C, R> {
   raft?: Pick<CoreOptions, 'heartbeatTicks'> & { followerWriteIntervalMs?: number; leaderWriteIntervalMs?: number };
 }
 
+/**
+ * Raft write pacing for a service whose members are busy writing (kv, lock): each member starts a log write (and
+ * the leader a round of appends) at most every 5 ms, so a busy cluster spends its CPU on requests rather than on
+ * rounds; a member whose writes come further apart waits for nothing (packages/raft README "Tuning";
+ * bench/RESULTS.md, kv and lock "Write pacing").
+ */
+export const PACED_WRITES = { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 5 } as const;
+
 /** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */
 export const CLIENT_ID_HEADER = 'client-id';
 export const CLIENT_SEQ_HEADER = 'client-seq';

@@ -4,6 +4,7 @@ import {
   badRequest,
   conflict,
   notFound,
+  PACED_WRITES,
   requireObject,
   requireWellFormed,
   Reply,
@@ -92,8 +93,6 @@ export const kvService: ServiceDefinition<KvCommand, KvResult> = {
   name: 'kv',
   createMachine: () => new KvMachine(),
   routes: kvRoutes,
-  // Fewer, fuller Raft rounds under load: each member writes (and the leader sends a round of appends) at most
-  // every 5 ms, so a busy cluster spends its CPU on requests rather than on rounds (README.md "Write pacing";
-  // bench/RESULTS.md). A member whose writes come further apart anyway waits for nothing.
-  raft: { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 5 },
+  // Fewer, fuller Raft rounds under load (README.md "Write pacing").
+  raft: PACED_WRITES,
 };

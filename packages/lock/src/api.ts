@@ -4,8 +4,8 @@ import {
   badRequest,
   conflict,
   HttpError,
-
   optionalBoolean,
+  PACED_WRITES,
   Reply,
   requireObject,
   type JsonObject,
@@ -179,8 +179,6 @@ export const lockService: ServiceDefinition<LockCommand, LockResult> = {
   name: 'lock',
   createMachine: () => new LockMachine(),
   routes: lockRoutes,
-  // Fewer, fuller Raft rounds under load: each member writes (and the leader sends a round of appends) at most
-  // every 5 ms, so a busy cluster spends its CPU on requests rather than on rounds (README.md "Write pacing";
-  // bench/RESULTS.md). A member whose writes come further apart anyway waits for nothing.
-  raft: { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 5 },
+  // Fewer, fuller Raft rounds under load (README.md "Write pacing").
+  raft: PACED_WRITES,
 };

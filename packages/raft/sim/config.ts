@@ -240,7 +240,7 @@ export function configFromSeed(seed: number): SimConfig {
     // From a stream of its own, so that every other field of a seed is what it was before poison existed.
     poisonRate: new Random(seed ^ 0x70150e).chance(0.3) ? 0.05 : 0,
     ...quiescence(seed),
-    ...followerWriteHold(seed),
+    ...writeHolds(seed),
   };
   return withGroups(seed, config);
 }
@@ -275,7 +275,7 @@ function quiescence(seed: number): Partial<SimConfig> {
  * RaftNode's follower/leaderWriteIntervalMs in 30% of seeds, from a stream of its own (every other field stays
  * what it was): followers, the leader or both hold each next write back, applying what commits meanwhile.
  */
-function followerWriteHold(seed: number): Partial<SimConfig> {
+function writeHolds(seed: number): Partial<SimConfig> {
   const rng = new Random(seed ^ 0x5f3759df);
   if (!rng.chance(0.3)) return {};
   const interval = rng.pick([1, 3, 8, 20]);

@@ -485,8 +485,8 @@ export class RaftCore {
     const since = this.commitToldUpTo;
     this.commitToldUpTo = this.log.committed;
     const news: Message[] = [];
+    const pastMatch = this.mutations.commitNewsPastMatch === true;
     for (const [id, pr] of this.progress) {
-      const pastMatch = this.mutations.commitNewsPastMatch === true;
       if (id === this.id || (pr.state !== 'replicate' && !pastMatch)) continue;
       const commit = pastMatch ? this.log.committed : Math.min(pr.match, this.log.committed);
       if (commit <= since) continue;

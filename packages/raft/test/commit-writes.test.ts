@@ -7,30 +7,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { RaftNode } from '../src/node.js';
 import { LevelStorage } from '../src/storage/leveldb.js';
-import { LocalNetwork } from '../src/transport/local.js';
-import type { HardState, NodeId } from '../src/types.js';
+import type { HardState } from '../src/types.js';
 import { leaderOf } from './helpers/leader.js';
-import { RecordingStorage, Register, type Cmd } from './helpers/recording-storage.js';
+import { RECORDED_IDS, Register, startRecorded } from './helpers/recording-storage.js';
 
-const ids: NodeId[] = ['n1', 'n2', 'n3'];
-const bootstrap = Object.fromEntries(ids.map((id) => [id, `local:${id}`]));
-
-async function start(dir: string) {
-  const net = new LocalNetwork();
-  const nodes = new Map<NodeId, RaftNode<Cmd, number>>();
-  const storages = new Map<NodeId, RecordingStorage>();
-  const machines = new Map<NodeId, Register>();
-  for (const id of ids) {
-    const storage = new RecordingStorage(new LevelStorage(join(dir, id)));
-    const machine = new Register();
-    storages.set(id, storage);
-    machines.set(id, machine);
-    nodes.set(id, await RaftNode.start({ id, storage, transport: net.transport(id), stateMachine: machine, bootstrap, tickMs: 10, requestTimeoutMs: 5_000 }));
-  }
-  return { nodes, storages, machines };
-}
+const ids = RECORDED_IDS;
+const start = (dir: string) => startRecorded(dir, { requestTimeoutMs: 5_000 });
 
 t.test('a commit index alone is never written while running, everything else is synced; a clean stop writes it', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'raft-commit-writes-'));

@@ -1,35 +1,27 @@
 /**
- * followerWriteIntervalMs (and leaderWriteIntervalMs, the same for the leader): a follower starts a log write no sooner than the interval after its previous one, so
- * appends that arrive meanwhile share a write; nothing is lost or reordered, and what commits meanwhile applies.
+ * followerWriteIntervalMs (and leaderWriteIntervalMs, the same for the leader): a follower starts a log write no
+ * sooner than the interval after its previous one, so appends that arrive meanwhile share a write; nothing is lost
+ * or reordered, and what commits meanwhile applies.
  * Three RaftNodes on real LevelDB directories, each storage recording when every append was asked for.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { RaftNode } from '../src/node.js';
-import { LevelStorage } from '../src/storage/leveldb.js';
-import { LocalNetwork } from '../src/transport/local.js';
-import type { NodeId } from '../src/types.js';
 import { leaderOf } from './helpers/leader.js';
-import { RecordingStorage, Register, type Cmd } from './helpers/recording-storage.js';
+import { RECORDED_IDS, startRecorded, type Register } from './helpers/recording-storage.js';
 
-const ids: NodeId[] = ['n1', 'n2', 'n3'];
-const bootstrap = Object.fromEntries(ids.map((id) => [id, `local:${id}`]));
+const ids = RECORDED_IDS;
 const INTERVAL_MS = 40;
 
 for (const role of ['follower', 'leader'] as const) {
 t.test(`${role}s write at most once an interval; every write applies everywhere, in order`, async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'raft-follower-interval-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const net = new LocalNetwork();
-  const nodes = new Map<NodeId, RaftNode<Cmd, number>>();
-  const storages = new Map<NodeId, RecordingStorage>();
-  for (const id of ids) {
-    const storage = new RecordingStorage(new LevelStorage(join(dir, id)));
-    storages.set(id, storage);
-    nodes.set(id, await RaftNode.start({ id, storage, transport: net.transport(id), stateMachine: new Register(), bootstrap, tickMs: 10, requestTimeoutMs: 10_000, ...(role === 'follower' ? { followerWriteIntervalMs: INTERVAL_MS } : { leaderWriteIntervalMs: INTERVAL_MS }) }));
-  }
+  const { nodes, storages } = await startRecorded(dir, {
+    requestTimeoutMs: 10_000,
+    ...(role === 'follower' ? { followerWriteIntervalMs: INTERVAL_MS } : { leaderWriteIntervalMs: INTERVAL_MS }),
+  });
   t.teardown(async () => {
     for (const n of nodes.values()) await n.stop();
   });

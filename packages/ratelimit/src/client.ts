@@ -44,9 +44,15 @@ function toCheckResult(answer: unknown): CheckResult {
 /** Failures of the connection, after which the next check instance is tried. */
 const TRANSIENT = new Set(['unavailable', 'timeout', 'closed', 'overloaded']);
 
-/** A failure of the only instance, reported as attempt() reports the last instance's. */
+/** Returns when the next instance may be tried; otherwise throws the failure as the caller should see it. */
+function throwUnlessTransient(error: unknown): asserts error is RpcError {
+  if (!(error instanceof RpcError)) throw error;
+  if (!TRANSIENT.has(error.code)) throw new RateLimitError(error.code, error.message);
+}
+
+/** A failure of the only instance: nothing to move on to. */
 function failedOnly(error: unknown): never {
-  if (error instanceof RpcError && !TRANSIENT.has(error.code)) throw new RateLimitError(error.code, error.message);
+  throwUnlessTransient(error);
   throw error;
 }
 
@@ -75,8 +81,7 @@ export class RateLimitClient implements RateLimiter {
     const at = this.next;
     const wire = this.wires[at % this.wires.length]!;
     return wire.call(tuple).then(toCheckResult, (error: unknown) => {
-      if (!(error instanceof RpcError)) throw error;
-      if (!TRANSIENT.has(error.code)) throw new RateLimitError(error.code, error.message);
+      throwUnlessTransient(error);
       // Concurrent checks that failed on the same instance move on together, by one.
       if (this.next === at) this.next++;
       if (attempt + 1 >= this.wires.length) throw error;

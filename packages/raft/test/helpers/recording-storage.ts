@@ -1,7 +1,13 @@
-/** A register machine and a real LevelStorage that records how, and when, every append was asked for. */
+/**
+ * A register machine, a real LevelStorage that records how, and when, every append was asked for, and three
+ * RaftNodes on them over a LocalNetwork.
+ */
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { LevelStorage } from '../../src/storage/leveldb.js';
-import type { AppendOptions, Entry, HardState, Snapshot, StateMachine, Storage } from '../../src/types.js';
+import { RaftNode, type RaftNodeOptions } from '../../src/node.js';
+import { LevelStorage } from '../../src/storage/leveldb.js';
+import { LocalNetwork } from '../../src/transport/local.js';
+import type { AppendOptions, Entry, HardState, NodeId, Snapshot, StateMachine, Storage } from '../../src/types.js';
 
 export type Cmd = { key: string; value: number };
 
@@ -52,3 +58,22 @@ export class RecordingStorage implements Storage {
   }
 }
 
+
+export const RECORDED_IDS: NodeId[] = ['n1', 'n2', 'n3'];
+
+/** Three members in `dir` (one LevelDB directory each), ticking every 10 ms, with `options` on each. */
+export async function startRecorded(dir: string, options: Partial<RaftNodeOptions<Cmd, number>> = {}) {
+  const net = new LocalNetwork();
+  const bootstrap = Object.fromEntries(RECORDED_IDS.map((id) => [id, `local:${id}`]));
+  const nodes = new Map<NodeId, RaftNode<Cmd, number>>();
+  const storages = new Map<NodeId, RecordingStorage>();
+  const machines = new Map<NodeId, Register>();
+  for (const id of RECORDED_IDS) {
+    const storage = new RecordingStorage(new LevelStorage(join(dir, id)));
+    const machine = new Register();
+    storages.set(id, storage);
+    machines.set(id, machine);
+    nodes.set(id, await RaftNode.start({ id, storage, transport: net.transport(id), stateMachine: machine, bootstrap, tickMs: 10, ...options }));
+  }
+  return { nodes, storages, machines };
+}
