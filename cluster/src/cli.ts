@@ -61,7 +61,8 @@ program
     const members: MemberRecord[] = ids.map((id, i) => ({ id, pid: null, raftAddress: `127.0.0.1:${basePort + 1 + i}`, httpAddress: `127.0.0.1:${basePort + 101 + i}` }));
     // Only `up` needs the service itself (its worker roles); other commands never load the service packages.
     const { loadService } = await import('./services.js');
-    const workers = planWorkers((await loadService(o.service))!.workers, o.service, basePort, o.workers);
+    const service = (await loadService(o.service))!;
+    const workers = planWorkers(service.workers, o.service, basePort, o.workers);
     const settings = parseSettings(o.set ?? []);
     for (const m of members) {
       for (const address of [m.raftAddress, m.httpAddress]) await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
@@ -82,6 +83,7 @@ program
       members,
       workers,
       settings,
+      ...(service.memberNodeFlags.length > 0 ? { memberNodeFlags: [...service.memberNodeFlags] } : {}),
     };
     // Ctrl-C while starting stops whatever was started, so nothing is left half-up.
     let interrupted = false;

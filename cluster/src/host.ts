@@ -105,6 +105,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
     followerWriteIntervalMs: definition.raft?.followerWriteIntervalMs ?? 0,
     leaderWriteIntervalMs: definition.raft?.leaderWriteIntervalMs ?? 0,
+    forwardedResults: definition.raft?.forwardedResults ?? false,
     observer: combineObservers(raftMetrics.observer, {
       stateChanged(state: SoftState) {
         if (state.leader !== lastLeader) {

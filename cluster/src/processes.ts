@@ -34,7 +34,7 @@ export function spawnMember(state: ClusterState, member: MemberRecord): number {
   // The token reaches the member through its file only, so every member of the cluster agrees on it.
   const env = { ...process.env };
   delete env.CLUSTER_AUTH_TOKEN;
-  const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', out, out], env });
+  const child = spawn(process.execPath, [...(state.memberNodeFlags ?? []), ...args], { detached: true, stdio: ['ignore', out, out], env });
   closeSync(out);
   child.unref();
   if (child.pid === undefined) throw new CliError(`could not start member ${member.id}`);

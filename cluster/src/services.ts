@@ -14,15 +14,17 @@ export { serviceNames };
 export interface HostedService {
   member(options: MemberOptions): Promise<RunningMember>;
   workers: WorkerRoles;
+  /** Node flags of every member process (ServiceDefinition.memberNodeFlags). */
+  memberNodeFlags: readonly string[];
 }
 
 function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
-  return { member: (options) => startMember(definition, options), workers: definition.workers ?? [] };
+  return { member: (options) => startMember(definition, options), workers: definition.workers ?? [], memberNodeFlags: definition.memberNodeFlags ?? [] };
 }
 
 /** A service on many Raft groups per process (each member a ManagedHost); a fresh definition per member. */
 function grouped(definition: () => GroupedServiceDefinition): HostedService {
-  return { member: (options) => startGroupedMember(definition(), options), workers: definition().workers ?? [] };
+  return { member: (options) => startGroupedMember(definition(), options), workers: definition().workers ?? [], memberNodeFlags: [] };
 }
 
 const loaders: Record<string, () => Promise<HostedService>> = {

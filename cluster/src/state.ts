@@ -44,6 +44,8 @@ export interface ClusterState {
   workers?: WorkerRecord[];
   /** `cluster up --set key=value` settings, handed to every worker. */
   settings?: Record<string, string>;
+  /** The service's member node flags (ServiceDefinition.memberNodeFlags), given to every member at every start. */
+  memberNodeFlags?: string[];
 }
 
 export class CliError extends Error {

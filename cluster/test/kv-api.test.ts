@@ -3,6 +3,7 @@
  * the `cluster` CLI: every endpoint and answer of packages/kv/README.md, idempotent retries across members, the
  * shared endpoints (healthz, metrics, status), every kind of bad input, and 503 with Retry-After without quorum.
  */
+import { readFileSync } from 'node:fs';
 import t, { type Test } from 'tap';
 import { freeBases, memberRunning, TestCluster, until, type Answer } from './helpers/cluster.js';
 
@@ -29,6 +30,14 @@ function isError(t: Test, a: Answer, status: number, code: string, what: string,
   t.ok((a.json?.error?.message ?? '').length > 0, `${what}: the message is not empty`);
   if (field !== undefined) t.equal(a.json?.error?.field, field, `${what}: names the field ${field}`);
 }
+
+t.test("members run with the service's node flags (kvService.memberNodeFlags)", async (t) => {
+  t.same(cluster.state().memberNodeFlags, ['--single-threaded-gc'], 'cluster.json records them');
+  for (const m of cluster.state().members) {
+    const args = readFileSync(`/proc/${m.pid}/cmdline`, 'utf8').split('\0');
+    t.ok(args.indexOf('--single-threaded-gc') >= 0 && args.indexOf('--single-threaded-gc') < args.findIndex((a) => a.endsWith('member.js')), `${m.id} runs node --single-threaded-gc member.js`);
+  }
+});
 
 t.test('healthz and metrics need no token; status describes the member', async (t) => {
   for (const id of cluster.ids()) {

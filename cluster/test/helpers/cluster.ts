@@ -210,6 +210,7 @@ export class TestCluster {
     members: Array<{ id: string; pid: number | null; httpAddress: string; raftAddress: string; removed?: boolean }>;
     workers?: Array<{ id: string; role: string; pid: number | null; httpAddress: string; tcpAddress: string }>;
     snapshotEvery?: number;
+    memberNodeFlags?: string[];
   } {
     return JSON.parse(readFileSync(join(this.dataDir, 'cluster.json'), 'utf8'));
   }

@@ -5,6 +5,7 @@ import {
   conflict,
   notFound,
   PACED_WRITES,
+  SINGLE_THREADED_GC,
   requireObject,
   requireWellFormed,
   Reply,
@@ -94,5 +95,7 @@ export const kvService: ServiceDefinition<KvCommand, KvResult> = {
   createMachine: () => new KvMachine(),
   routes: kvRoutes,
   // Fewer, fuller Raft rounds under load (README.md "Write pacing").
-  raft: PACED_WRITES,
+  raft: { ...PACED_WRITES, forwardedResults: true },
+  // Its members share the machine's cores (README.md "Garbage collection on one thread").
+  memberNodeFlags: SINGLE_THREADED_GC,
 };

@@ -6,6 +6,7 @@ import {
   HttpError,
   optionalBoolean,
   PACED_WRITES,
+  SINGLE_THREADED_GC,
   Reply,
   requireObject,
   type JsonObject,
@@ -98,6 +99,8 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       const id = sessionId(ctx.params.id, 'id');
       const result = await service.write(ctx, { op: 'heartbeat', id, owner: owner(ctx) });
       if (!result.ok || result.op !== 'heartbeat') refused(result);
+      // The write may have been answered from the leader's result before this member applied it.
+      await service.ownWritesApplied();
       return { session_id: id, timeout_ms: machine.getSession(id)?.timeoutMs ?? null };
     })
     .get('/v1/sessions/:id', { admits: 'authenticated' }, async (ctx) => {
@@ -180,5 +183,7 @@ export const lockService: ServiceDefinition<LockCommand, LockResult> = {
   createMachine: () => new LockMachine(),
   routes: lockRoutes,
   // Fewer, fuller Raft rounds under load (README.md "Write pacing").
-  raft: PACED_WRITES,
+  raft: { ...PACED_WRITES, forwardedResults: true },
+  // Its members share the machine's cores (README.md "Garbage collection on one thread").
+  memberNodeFlags: SINGLE_THREADED_GC,
 };

@@ -41,6 +41,11 @@ export interface SimMutations {
   quiesceNeverWakes?: boolean;
   /** The heartbeat batch expander hands each heartbeat to the wrong group (src/groups/coalesce.ts, misroute). */
   brokenCoalescing?: boolean;
+  /**
+   * With forwardedResults (which it turns on): a results message answers every write waiting at the member, each
+   * with the message's first result, instead of only the writes it names.
+   */
+  resultsAnswerAll?: boolean;
 }
 
 export interface CoreMutations {
@@ -69,6 +74,8 @@ export interface SimConfig {
   followerWriteIntervalMs?: number;
   /** RaftNode's leaderWriteIntervalMs: the same for the leader. */
   leaderWriteIntervalMs?: number;
+  /** RaftNode's forwardedResults: the leader sends each forwarded write's result to the member that forwarded it. */
+  forwardedResults?: boolean;
   /** Member tick periods are tickMs * (1 ± up to tickSkew). */
   tickMs: number;
   tickSkew: number;
@@ -241,6 +248,7 @@ export function configFromSeed(seed: number): SimConfig {
     poisonRate: new Random(seed ^ 0x70150e).chance(0.3) ? 0.05 : 0,
     ...quiescence(seed),
     ...writeHolds(seed),
+    ...forwardedResults(seed),
   };
   return withGroups(seed, config);
 }
@@ -286,6 +294,14 @@ function writeHolds(seed: number): Partial<SimConfig> {
   };
 }
 
+/**
+ * RaftNode's forwardedResults in half of the seeds, from a stream of its own (every other field stays what it was):
+ * writes forwarded to the leader are answered from the leader's result, before the forwarding member applies them.
+ */
+function forwardedResults(seed: number): Partial<SimConfig> {
+  return new Random(seed ^ 0x2b992ddf).chance(0.5) ? { forwardedResults: true } : {};
+}
+
 /** A one-line summary of a config, for reports. */
 export function describeConfig(c: SimConfig): string {
   const kinds = new Map<string, number>();
@@ -298,6 +314,7 @@ export function describeConfig(c: SimConfig): string {
     `msg ${c.maxMessageBytes}B x${c.maxInflightMessages}` +
     ((c.poisonRate ?? 0) > 0 ? `, poison ${c.poisonRate}` : '') +
     ((c.quiesceTicks ?? 0) > 0 ? `, quiesce after ${c.quiesceTicks} idle ticks` : '') +
-    ((c.groups ?? 1) > 1 ? `, ${c.groups} groups per process` : '')
+    ((c.groups ?? 1) > 1 ? `, ${c.groups} groups per process` : '') +
+    (c.forwardedResults === true ? ', forwarded results' : '')
   );
 }

@@ -45,6 +45,11 @@ export const MUTATIONS: Mutation[] = [
     what: 'the heartbeat batch expander applies each heartbeat to the wrong group',
     sim: { brokenCoalescing: true },
   },
+  {
+    name: 'resultsAnswerAll',
+    what: "a leader's results for forwarded writes answer every write waiting at the follower, not only their own",
+    sim: { resultsAnswerAll: true },
+  },
 ];
 
 

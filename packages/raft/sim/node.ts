@@ -12,7 +12,7 @@
 import { ConfigChangeError, RaftCore, type CoreOptions } from '../src/core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionResult } from '../src/sessions.js';
 import { readyAllowsEarlySends, readyMustSync, splitMessages } from '../src/ready-order.js';
-import type { ApplyContext, Configuration, Entry, HardState, Message, NodeId, Ready, Snapshot, SnapshotMeta } from '../src/types.js';
+import type { ApplyContext, Configuration, Entry, ForwardedResult, HardState, Message, NodeId, Ready, Snapshot, SnapshotMeta } from '../src/types.js';
 import type { SimConfig } from './config.js';
 import { SimDisk } from './disk.js';
 import { mixNumber, mixString } from './hash.js';
@@ -95,6 +95,9 @@ export class SimNode {
   private writeAllowsEarlySends = false;
 
   private writes = new Map<string, number[]>();
+  /** As RaftNode with forwardedResults: who forwarded each command this member (as leader) accepted. */
+  private forwardedBy = new WeakMap<Uint8Array, NodeId>();
+  private resultsToSend = new Map<NodeId, ForwardedResult[]>();
   private registers = new Map<number, { term: number; client: number }>();
   private reads = new Map<string, { client: number; op: number; key: string }>();
   private readyReads: Array<{ index: number; context: string }> = [];
@@ -185,6 +188,8 @@ export class SimNode {
     this.writing = false;
     this.disk.crash();
     this.writes.clear();
+    this.forwardedBy = new WeakMap();
+    this.resultsToSend.clear();
     this.registers.clear();
     this.reads.clear();
     this.readyReads = [];
@@ -211,6 +216,11 @@ export class SimNode {
     if (!this.up) return;
     this.host.fingerprint(mixString(mixNumber(m.term, this.host.queue.now), `${m.type}${m.from}${m.to}`));
     this.host.trace(() => describeMessage(m));
+    if (m.type === 'results') {
+      this.takeResults(m.results);
+      return;
+    }
+    if (m.type === 'propose' && this.forwardedResults()) for (const c of m.commands) this.forwardedBy.set(c, m.from);
     this.core!.step(m);
     if (this.writing) {
       this.applyCommittedNow();
@@ -365,6 +375,35 @@ export class SimNode {
     this.knownCommit = Math.max(this.knownCommit, this.core!.status().commit);
     for (const e of entries) this.applyEntry(e);
     if (entries.length > 0) this.serveReads();
+    this.sendResults();
+  }
+
+  private forwardedResults(): boolean {
+    return this.host.config.forwardedResults === true || this.host.config.simMutations?.resultsAnswerAll === true;
+  }
+
+  /** As RaftNode: a leader tells the members that forwarded the writes just applied what they gave. */
+  private sendResults(): void {
+    if (this.resultsToSend.size === 0) return;
+    for (const [to, results] of this.resultsToSend) this.process.send(this.group, { type: 'results', from: this.id, to, term: 0, results });
+    this.resultsToSend.clear();
+  }
+
+  /** As RaftNode: answer the writes these results are for (each from an applied, committed entry). */
+  private takeResults(results: ForwardedResult[]): void {
+    if (!this.forwardedResults()) return;
+    for (const r of results) {
+      const keys = this.host.config.simMutations?.resultsAnswerAll === true ? [...this.writes.keys()] : [r.key];
+      for (const k of keys) {
+        const waiting = this.writes.get(k);
+        if (waiting === undefined) continue;
+        this.writes.delete(k);
+        const request = decodeRequest<KvCommand>(Buffer.from(k, 'latin1'));
+        if (request.t !== 'command') continue;
+        const result = (keys.length > 1 ? results[0]!.result : r.result) as SessionResult<KvResult>;
+        for (const client of waiting) this.host.reply(client, { kind: 'written', seq: request.seq, result }, this.id);
+      }
+    }
   }
 
   /** Apply the Ready's committed entries and take its read states (neither waits for this Ready's write). */
@@ -375,6 +414,7 @@ export class SimNode {
       else this.readyReads.push(rs);
     }
     this.serveReads();
+    this.sendResults();
   }
 
   /** The Ready's writes are durable (and its messages sent): advance; maybe save a snapshot. */
@@ -428,6 +468,13 @@ export class SimNode {
     if (e.kind === 'command') {
       const result = this.sm.apply(e.data, { index: e.index, term: e.term, time: e.time });
       this.answerWrites(e, result);
+      const origin = this.forwardedResults() ? this.forwardedBy.get(e.data) : undefined;
+      if (origin !== undefined) {
+        const item: ForwardedResult = { key: bytesKey(e.data), index: e.index, result };
+        const results = this.resultsToSend.get(origin);
+        if (results === undefined) this.resultsToSend.set(origin, [item]);
+        else results.push(item);
+      }
     } else if (e.kind === 'config') {
       this.appliedConfig = e.config;
       host.onConfigApplied(this, e);

@@ -271,6 +271,8 @@ export class RaftCore {
   /** Feed one message received from another member. */
   step(m: Message): void {
     if (m.to !== this.id) return;
+    // A forwarded proposal's outcome is the driver's business (RaftNode's forwardedResults), not the protocol's.
+    if (m.type === 'results') return;
     // A quiesced leader stays so for the answers to its quiescing heartbeat; anything else wakes the group.
     if (this.quiesced && !(this.role === 'leader' && m.type === 'heartbeatResp')) this.unquiesce();
     if (m.type === 'propose' || m.type === 'readIndex' || m.type === 'readIndexResp' || m.type === 'admin') {

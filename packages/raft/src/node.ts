@@ -9,6 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from './core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
 import { plainDataProblem } from './plain-data.js';
+import { MAX_FORWARDED_RESULTS } from './codec/parse.js';
 import { forceSoleVoter } from './recovery.js';
 import { readyAllowsEarlySends, readyMustSync, splitMessages } from './ready-order.js';
 import type {
@@ -17,6 +18,7 @@ import type {
   ConfigChange,
   Configuration,
   Entry,
+  ForwardedResult,
   HardState,
   Message,
   NodeId,
@@ -88,6 +90,17 @@ export interface RaftNodeOptions<C, R, M extends StateMachine<C, R> = StateMachi
    */
   leaderWriteIntervalMs?: number;
   /**
+   * A proposal this member forwards to its leader is answered with the result the leader sends back once the entry
+   * applies there, instead of after this member's own apply: a caller waits for a majority's writes and the leader's
+   * apply, not also for this member's write (which may come later: followerWriteIntervalMs, a slow disk). As
+   * leader, the member sends those results to whoever forwarded the proposals. Either way the answer is the one
+   * this member's own apply gives: a result is only ever sent for a committed, applied entry. Local reads right
+   * after such an answer may not show the write yet: {@link RaftNode.ownWritesApplied} waits until they do (read()
+   * and readBarrier() need nothing more: a read index covers every committed write). Set it on every member.
+   * Default false.
+   */
+  forwardedResults?: boolean;
+  /**
    * Largest encoded command accepted. Default 2 MiB, well under the TCP transport's 4 MiB frame: a larger entry
    * could be appended but never reach a follower.
    */
@@ -125,6 +138,8 @@ export interface NodeObserver {
   snapshotSaved?(bytes: number, index: number): void;
   /** A proposal was handed to the core. */
   proposed?(outcome: 'accepted' | 'forwarded' | 'dropped'): void;
+  /** A forwarded proposal was answered with its leader's result, before this member applied it (forwardedResults). */
+  answeredFromLeader?(): void;
   /** The state machine threw on an entry (or it was no request); the entry counts as applied, the group goes on. */
   applyFailed?(entry: Entry, message: string): void;
   /** Storage failed: this member stopped taking part (its transport is closed) and must be restarted. */
@@ -249,6 +264,13 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private lastPersistMs = 0;
   private readonly followerWriteIntervalMs: number;
   private readonly leaderWriteIntervalMs: number;
+  private readonly forwardedResults: boolean;
+  /** As leader, with forwardedResults: which member forwarded each command accepted from a follower, by its bytes. */
+  private readonly forwardedBy = new WeakMap<Uint8Array, NodeId>();
+  /** As leader, with forwardedResults: results of applied forwarded commands, to send to their members. */
+  private readonly resultsToSend = new Map<NodeId, ForwardedResult[]>();
+  /** The highest index of a write this member answered from its leader's result (ownWritesApplied waits for it). */
+  private answeredAhead = 0;
   /** A Ready's write is in flight: newly committed entries may apply at once (core.takeCommitted()). */
   private writeInFlight = false;
   /** Whether the Ready whose write is in flight leaves the durable term and vote as they are (src/ready-order.ts). */
@@ -291,6 +313,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.requestTimeoutMs = options.requestTimeoutMs ?? 10_000;
     this.followerWriteIntervalMs = options.followerWriteIntervalMs ?? 0;
     this.leaderWriteIntervalMs = options.leaderWriteIntervalMs ?? 0;
+    this.forwardedResults = options.forwardedResults ?? false;
     this.maxCommandBytes = options.maxCommandBytes ?? 2 * 1024 * 1024;
     this.retryMs = this.tickMs * (options.core?.electionTicks ?? 10);
     this.clock = options.clock ?? Date.now;
@@ -407,6 +430,16 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   async read<T>(query: (machine: M) => T, options: CallOptions = {}): Promise<T> {
     await this.readBarrier(options);
     return query(this.userMachine);
+  }
+
+  /**
+   * Resolves once this member has applied every write it has answered: with forwardedResults a forwarded write is
+   * answered from the leader's result, possibly before it applies here. Wait for it before a local (serializable)
+   * read that must show the caller's own writes answered by this member. At once when there are none.
+   */
+  ownWritesApplied(options: CallOptions = {}): Promise<void> {
+    this.assertRunning();
+    return abortable(this.waitApplied(this.answeredAhead, Date.now() + (options.timeoutMs ?? this.requestTimeoutMs)), options.signal, () => {});
   }
 
   /** Your state machine as this member has it now, possibly stale (serializable, not linearizable). */
@@ -589,6 +622,14 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       this.handleAdmin(m);
       return;
     }
+    if (m.type === 'results') {
+      this.takeResults(m.results);
+      return;
+    }
+    if (m.type === 'propose' && this.forwardedResults) {
+      // Remembered by the very bytes the core appends (a WeakMap: gone with the entry); looked up when it applies.
+      for (const command of m.commands) this.forwardedBy.set(command, m.from);
+    }
     this.core.step(m);
     if (this.writeInFlight) {
       this.applyCommittedNow();
@@ -618,6 +659,36 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     if (entries.length === 0) return;
     for (const entry of entries) this.applyEntry(entry);
     this.releaseAppliedWaiters();
+    this.sendResults();
+  }
+
+  /** forwardedResults, as leader: tell the members that forwarded the commands just applied what they gave. */
+  private sendResults(): void {
+    if (this.resultsToSend.size === 0) return;
+    this.syncPeers();
+    for (const [to, results] of this.resultsToSend) {
+      for (let i = 0; i < results.length; i += MAX_FORWARDED_RESULTS) {
+        const part = i === 0 && results.length <= MAX_FORWARDED_RESULTS ? results : results.slice(i, i + MAX_FORWARDED_RESULTS);
+        this.transport.send({ type: 'results', from: this.id, to, term: 0, results: part });
+      }
+    }
+    this.resultsToSend.clear();
+  }
+
+  /**
+   * forwardedResults, as the forwarding member: answer the proposals these results are for. Each came from a member
+   * that applied a committed entry, so it is the answer this member's own apply will give.
+   */
+  private takeResults(results: ForwardedResult[]): void {
+    if (!this.forwardedResults) return;
+    for (const { key, index, result } of results) {
+      const waiting = this.pending.get(key);
+      if (waiting === undefined) continue;
+      this.pending.delete(key);
+      if (index > this.answeredAhead) this.answeredAhead = index;
+      this.observer.answeredFromLeader?.();
+      for (const w of waiting.waiters) w.resolve(result as SessionResult<R>);
+    }
   }
 
   /**
@@ -741,6 +812,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     for (const entry of rd.committed) this.applyEntry(entry);
     for (const rs of rd.readStates) this.readResolved(rs.context, rs.index);
     if (rd.committed.length > 0) this.releaseAppliedWaiters();
+    this.sendResults();
     if (written !== null) {
       // Entries committed during the write apply as their acknowledgements arrive (receive()).
       this.writeInFlight = true;
@@ -800,12 +872,19 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
         this.observer.applyFailed?.(entry, result.message);
         this.logger('error', 'the state machine failed on an entry; it counts as applied on every member', { member: this.id, index: entry.index, error: result.message });
       }
+      const origin = this.forwardedResults ? this.forwardedBy.get(entry.data) : undefined;
       // Followers usually wait for nothing: skip building the key then.
-      const key = this.pending.size === 0 ? null : requestKey(request);
+      const key = this.pending.size === 0 && origin === undefined ? null : requestKey(request);
       const waiting = key === null ? undefined : this.pending.get(key);
       if (waiting !== undefined) {
         this.pending.delete(key!);
         for (const w of waiting.waiters) w.resolve(result);
+      }
+      if (origin !== undefined && key !== null) {
+        const results = this.resultsToSend.get(origin);
+        const item: ForwardedResult = { key, index: entry.index, result };
+        if (results === undefined) this.resultsToSend.set(origin, [item]);
+        else results.push(item);
       }
     }
     if (this.observer.applied !== undefined) this.observer.applied(entry, performance.now() - started);

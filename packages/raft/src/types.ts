@@ -150,6 +150,26 @@ export interface ProposeForward extends MessageBase {
   commands: Uint8Array[];
 }
 
+/** The outcome of a proposal that a member forwarded, as the member that applied it (its leader) computed it. */
+export interface ForwardedResult {
+  /** The request's identity (`client:seq`, `reg:nonce`), by which the forwarding member waits for it. */
+  key: string;
+  /** The entry's index: the forwarding member's local reads wait until it has applied this far. */
+  index: number;
+  /** The session result of applying the entry (plain data: a `SessionResult`). */
+  result: unknown;
+}
+
+/**
+ * A leader telling a member that forwarded proposals what they gave once applied (RaftNode option
+ * `forwardedResults`; the core ignores it). Sent only for committed entries, so any member that applied one may
+ * tell its outcome: the answer is the one the forwarding member's own apply would give.
+ */
+export interface ResultsForward extends MessageBase {
+  type: 'results';
+  results: ForwardedResult[];
+}
+
 /** A follower asking its leader for a read index on behalf of a local read. */
 export interface ReadIndexRequest extends MessageBase {
   type: 'readIndex';
@@ -192,6 +212,7 @@ export type Message =
   | SnapshotRequest
   | TimeoutNow
   | ProposeForward
+  | ResultsForward
   | ReadIndexRequest
   | ReadIndexResponse;
 

@@ -1,7 +1,7 @@
 /** The validators that stand between decoded bytes (disk, network) and the core. */
 import t from 'tap';
 import { decodeValue, encodeValue } from '../src/codec/msgpack.js';
-import { DecodeError, parseEntry, parseHardState, parseMessage } from '../src/codec/parse.js';
+import { DecodeError, MAX_FORWARDED_RESULTS, parseEntry, parseHardState, parseMessage } from '../src/codec/parse.js';
 import type { Entry, Message } from '../src/types.js';
 
 const entries: Entry[] = [
@@ -31,7 +31,9 @@ const messages: Message[] = [
   { type: 'propose', from: 'b', to: 'a', term: 0, commands: [Uint8Array.of(1), new Uint8Array(0)] },
   { type: 'readIndex', from: 'b', to: 'a', term: 0, context: 'r1' },
   { type: 'readIndexResp', from: 'a', to: 'b', term: 2, context: 'r1', index: -1 },
+  { type: 'results', from: 'a', to: 'b', term: 0, results: [{ key: 'c1:4', index: 12, result: { ok: true, result: { v: [1, 'x'] }, duplicate: false } }] },
 ];
+const results = messages[messages.length - 1]!;
 
 const roundTrip = (value: unknown): unknown => decodeValue(encodeValue(value));
 
@@ -65,6 +67,11 @@ t.test('nested values are validated too', async (t) => {
     { ...messages[4], from: '' },
     { ...messages[10], commands: ['x'] },
     { ...messages[8], snapshot: { meta: { index: 1, term: 1, time: 1, config: { voters: [], learners: [] } } } },
+    { ...results, results: [{ key: 'c1:4', index: 12, result: 'done' }] },
+    { ...results, results: [{ key: 'c1:4', index: 12, result: { value: 1 } }] },
+    { ...results, results: [{ key: 'c1:4', index: 0, result: { ok: true } }] },
+    { ...results, results: [{ key: 7, index: 12, result: { ok: true } }] },
+    { ...results, results: Array.from({ length: MAX_FORWARDED_RESULTS + 1 }, () => ({ key: 'k', index: 1, result: { ok: true } })) },
     null,
     [1, 2],
     Uint8Array.of(1),

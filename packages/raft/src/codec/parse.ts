@@ -9,6 +9,7 @@ import type {
   ConfigChange,
   Configuration,
   Entry,
+  ForwardedResult,
   HardState,
   Message,
   MessageType,
@@ -198,6 +199,7 @@ const KNOWN_MESSAGE_TYPES: Record<MessageType, true> = {
   snapshot: true,
   timeoutNow: true,
   propose: true,
+  results: true,
   readIndex: true,
   readIndexResp: true,
   admin: true,
@@ -265,6 +267,8 @@ export function parseMessage(value: unknown): Message {
       return { type, from, to, term };
     case 'propose':
       return { type, from, to, term, commands: byteArrayList(fields.commands, 'commands') };
+    case 'results':
+      return { type, from, to, term, results: parseForwardedResults(fields.results) };
     case 'readIndex':
       return { type, from, to, term, context: stringField(fields, 'context') };
     case 'readIndexResp':
@@ -279,6 +283,23 @@ export function parseMessage(value: unknown): Message {
     case 'admin':
       return { type, from, to, term, request: parseAdminRequest(fields.request) };
   }
+}
+
+/** The most results one `results` message carries (RaftNode splits larger sets). */
+export const MAX_FORWARDED_RESULTS = 4096;
+
+function parseForwardedResults(value: unknown): ForwardedResult[] {
+  if (!Array.isArray(value)) throw new DecodeError('results: expected an array');
+  if (value.length > MAX_FORWARDED_RESULTS) throw new DecodeError(`results: more than ${MAX_FORWARDED_RESULTS}`);
+  return value.map((item, i) => {
+    const fields = fieldsOf(item, `results[${i}]`);
+    const result = fields.result;
+    // A session result is an object saying whether it succeeded; the rest is the state machine's plain data.
+    if (typeof result !== 'object' || result === null || typeof (result as { ok?: unknown }).ok !== 'boolean') {
+      throw new DecodeError(`results[${i}].result: expected a session result`);
+    }
+    return { key: stringField(fields, 'key'), index: intField(fields, 'index', 1), result };
+  });
 }
 
 /** Validates a forwarded membership change or leadership transfer. */
