@@ -213,6 +213,8 @@ export class RaftCore {
   private messages: Message[] = [];
   private readStates: ReadState[] = [];
   private forwardBuffer: Uint8Array[] = [];
+  /** maybeCommit's working array, kept from call to call. */
+  private readonly matchScratch: number[] = [];
   private droppedProposals = 0;
   private broadcastPending = false;
   /**
@@ -1093,9 +1095,20 @@ export class RaftCore {
   /** Advance the commit index to the highest index stored on a quorum of voters, if it is of our term. */
   private maybeCommit(): boolean {
     if (this.mutations.countSelfUnpersisted) this.progress.get(this.id)?.maybeUpdate(this.log.lastIndex());
-    const matches = this.config.voters.map((id) => this.progress.get(id)?.match ?? 0).sort((a, b) => b - a);
+    // The highest index that a quorum of voters holds, without sorting (a busy leader asks at every acknowledgement;
+    // a sort allocated on every call): the largest match that at least a quorum of matches reach.
+    const matches = this.matchScratch;
+    matches.length = 0;
+    for (const id of this.config.voters) matches.push(this.progress.get(id)?.match ?? 0);
     if (matches.length === 0) return false;
-    const candidate = matches[quorum(matches.length) - 1]!;
+    const needed = quorum(matches.length);
+    let candidate = 0;
+    for (const m of matches) {
+      if (m <= candidate) continue;
+      let reach = 0;
+      for (const other of matches) if (other >= m) reach++;
+      if (reach >= needed) candidate = m;
+    }
     if (candidate <= this.log.committed) return false;
     // Section 5.4.2: only entries of the current term are committed by counting replicas.
     if (!this.mutations.commitPreviousTermByCount && this.log.term(candidate) !== this.term) return false;

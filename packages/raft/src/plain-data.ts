@@ -24,6 +24,8 @@ export function plainDataProblem(value: unknown, path = 'command', depth = 0): s
   if (value instanceof Uint8Array) return value.constructor === Uint8Array || Buffer.isBuffer(value) ? null : `${path} is a ${value.constructor.name} (use a Uint8Array)`;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
+      // A path is built only on the way into a nested value: every command is checked, and most fields are leaves.
+      if (isLeaf(value[i])) continue;
       const problem = plainDataProblem(value[i], `${path}[${i}]`, depth + 1);
       if (problem !== null) return problem;
     }
@@ -34,9 +36,16 @@ export function plainDataProblem(value: unknown, path = 'command', depth = 0): s
     const name = (value as object).constructor?.name ?? 'object';
     return `${path} is a ${name}, which would arrive as ${name === 'Map' || name === 'Set' ? 'something else' : 'a plain object or not at all'} (commands must be plain data: objects, arrays, strings, numbers, booleans, null, Uint8Array)`;
   }
-  for (const key of Object.keys(value)) {
-    const problem = plainDataProblem((value as Record<string, unknown>)[key], `${path}.${key}`, depth + 1);
+  // for-in: no array of keys per object; a plain object's prototype (Object.prototype or null) adds no enumerable key.
+  for (const key in value) {
+    const field = (value as Record<string, unknown>)[key];
+    if (isLeaf(field)) continue;
+    const problem = plainDataProblem(field, `${path}.${key}`, depth + 1);
     if (problem !== null) return problem;
   }
   return null;
+}
+
+function isLeaf(value: unknown): boolean {
+  return value === null || value === undefined || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
 }
