@@ -317,14 +317,11 @@ export class SimNode {
       this.installSnapshot(rd.snapshot);
       wrote = true;
     }
-    // As RaftNode: the hard state goes to disk only with a new term or vote; a commit index alone stays in memory
-    // until one comes (src/ready-order.ts), and is lost in a crash.
-    const synced = this.syncedHardState;
-    const hardState = rd.hardState !== null && (rd.hardState.term !== synced.term || rd.hardState.vote !== synced.vote) ? rd.hardState : null;
     if (rd.entries.length > 0 || rd.hardState !== null) {
-      if (rd.entries.length > 0 || hardState !== null) this.disk.append(rd.entries, hardState);
-      // As RaftNode: a Ready that only moves the commit index is not synced. The mutation syncs nothing but entries
-      // and snapshots.
+      this.disk.append(rd.entries, rd.hardState);
+      // As RaftNode: a Ready that only moves the commit index is not synced (src/ready-order.ts; RaftNode writes it
+      // with its next write): it becomes durable with the next sync, or is lost in a crash. The mutation syncs
+      // nothing but entries and snapshots.
       const mustSync = host.config.simMutations?.syncOnlyEntries === true
         ? rd.entries.length > 0 || rd.snapshot !== null
         : readyMustSync(rd, this.syncedHardState);
@@ -352,7 +349,7 @@ export class SimNode {
     const startedAt = host.queue.now;
     this.disk.sync(() => {
       if (life !== this.incarnation) return;
-      if (hardState !== null) this.syncedHardState = hardState;
+      if (rd.hardState !== null) this.syncedHardState = rd.hardState;
       this.sendAll(late);
       // As RaftNode's follower/leaderWriteIntervalMs: a member holds its next write back, the Ready still
       // outstanding and counted as in flight (committed entries apply meanwhile, a leader sends its commit news).

@@ -787,21 +787,13 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     // The write starts, then a leader's appends go out while it is in flight (src/ready-order.ts says which
     // messages may), so a commit waits for the slower of our write and a follower's, not for both in turn.
     let written: Promise<void> | null = null;
-    let writtenHardState: HardState | null = null;
     if (rd.hardState !== null && !readyMustSync(rd, this.durableHardState)) {
       // Only the commit index moved: no write now (src/ready-order.ts says why it needs no fsync); it rides with
       // the next write, or is written unsynced when the member stops.
       this.unwrittenHardState = rd.hardState;
     } else if (rd.entries.length > 0 || rd.hardState !== null) {
-      // Only a new term or vote is written with the entries; a newer commit index alone waits for the next new
-      // term or vote, or for the member to stop (src/ready-order.ts says why that is safe). Written with every
-      // write, the hard state's key sat in every LevelDB table beside the log's, so tables of an append-only log
-      // overlapped and every compaction rewrote the log, on every member at once (bench/RESULTS.md, kv "LevelDB").
-      const latest = rd.hardState ?? this.unwrittenHardState;
-      const durable = this.durableHardState;
-      writtenHardState = latest !== null && (latest.term !== durable.term || latest.vote !== durable.vote) ? latest : null;
-      this.unwrittenHardState = writtenHardState === null ? latest : null;
-      const hardState = writtenHardState;
+      const hardState = rd.hardState ?? this.unwrittenHardState;
+      this.unwrittenHardState = null;
       const started = performance.now();
       written = this.storage.append(rd.entries, hardState).then(() => {
         this.lastPersistMs = performance.now() - started;
@@ -829,7 +821,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       } finally {
         this.writeInFlight = false;
       }
-      if (writtenHardState !== null) this.durableHardState = writtenHardState;
+      if (rd.hardState !== null) this.durableHardState = rd.hardState;
       this.observer.persisted?.(rd.entries.length, this.lastPersistMs);
     }
     this.syncPeers();

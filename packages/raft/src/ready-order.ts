@@ -23,9 +23,7 @@
  * What must be synced at all (`readyMustSync`): entries, a snapshot, a new term or vote. A Ready whose only
  * durable change is the commit index is not written at once: the commit index is a hint that a restarted member
  * relearns from the leader (Raft treats it as volatile; etcd's raft says the same with MustSync), so RaftNode
- * keeps it and writes it with the next write that carries a new term or vote (or unsynced at a clean stop): with
- * the entries of every write it would put the hard state's key beside the log's in every LevelDB table, so that
- * the tables of an append-only log overlap and each compaction rewrites it. Losing it in a crash only makes a
+ * keeps it and writes it with the next write (or unsynced at a clean stop). Losing it in a crash only makes a
  * restart apply less before the leader tells it more; it is always written in order with the rest, so what is
  * durable never moves the commit index back. Without this, every commit a member learns costs it a second write
  * and fsync per round of work (one for the entries, one for the commit index), and the leader's next entries

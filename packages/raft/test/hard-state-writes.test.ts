@@ -1,57 +1,68 @@
 /**
- * RaftNode writes the hard state only when its term or vote is new (and, unsynced, when it stops): a newer commit
- * index alone stays in memory. Written with every append, the hard state's key sat beside the log's in every
- * LevelDB table, so that the tables of an append-only log overlapped and compactions kept rewriting it.
- * Three RaftNodes on real LevelDB directories, each storage recording every append.
+ * LevelStorage writes the hard state's own key only for a new term or vote (or a hard state with no entries to go
+ * with); a newer commit index alone is recorded in the block of entries written with it. With the key in every
+ * write, every LevelDB table held it beside the log's keys, the tables of an append-only log overlapped, and
+ * every compaction rewrote the log (bench/RESULTS.md, kv). load() still returns the last hard state written.
+ * A real LevelDB, its batch calls recorded.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Level } from 'level';
 import t from 'tap';
 import { LevelStorage } from '../src/storage/leveldb.js';
-import { leaderOf } from './helpers/leader.js';
-import { RECORDED_IDS, startRecorded } from './helpers/recording-storage.js';
+import type { Entry } from '../src/types.js';
 
-t.test('a commit index alone is not written; a new term or vote is, and the commit index at a clean stop', async (t) => {
+const entries = (from: number, to: number, term: number): Entry[] =>
+  Array.from({ length: to - from + 1 }, (_, i) => ({ index: from + i, term, time: 1, kind: 'command' as const, data: Uint8Array.of(from + i) }));
+
+t.test('a commit index alone rides in the block; a new term or vote gets the hard-state key; load sees the last', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'raft-hard-state-writes-'));
   t.teardown(() => rm(dir, { recursive: true, force: true }));
-  const { nodes, storages } = await startRecorded(dir, { requestTimeoutMs: 10_000 });
-  let stopped = false;
-  t.teardown(async () => {
-    if (!stopped) for (const n of nodes.values()) await n.stop();
-  });
-  const leader = await leaderOf(nodes);
-  let settled = new Map<string, number>();
-  for (let i = 1; i <= 30; i++) {
-    t.equal(await leader.propose({ key: `k${i % 3}`, value: i }), i);
-    if (i === 10) settled = new Map(RECORDED_IDS.map((id) => [id, nodes.get(id)!.status().commit]));
-  }
-  // A linearizable read on each member: it has taken every write above in a Ready of its own by then.
-  for (const node of nodes.values()) await node.read(() => null);
+  const db = new Level(dir);
+  await db.open();
+  t.teardown(() => db.close());
+  const puts: string[] = [];
+  const batch = db.batch.bind(db) as (ops: Array<{ type: string; key: string }>, options?: unknown) => Promise<void>;
+  (db as unknown as { batch: typeof batch }).batch = (ops, options) => {
+    for (const op of ops) if (op.type === 'put') puts.push(op.key);
+    return batch(ops, options);
+  };
+  const open = (): LevelStorage => new LevelStorage({ db, prefix: 'g' });
+  const hardStateWrites = (): number => puts.filter((k) => k === 'g!hs').length;
 
-  for (const id of RECORDED_IDS) {
-    const calls = storages.get(id)!.calls;
-    const withEntries = calls.filter((c) => c.entries > 0);
-    t.ok(withEntries.length >= 10, `${id} wrote its log (${withEntries.length} writes)`);
-    // Each written hard state has a term or vote the one before it did not have.
-    let previous: { term: number; vote: string | null } = { term: 0, vote: null };
-    let repeated = 0;
-    for (const c of calls) {
-      if (c.hardState === null) continue;
-      if (c.hardState.term === previous.term && c.hardState.vote === previous.vote) repeated++;
-      previous = c.hardState;
-    }
-    t.equal(repeated, 0, `${id}: every hard state written carried a new term or vote`);
-    t.ok(withEntries.filter((c) => c.hardState !== null).length <= 2, `${id}: the writes of steady work carried no hard state`);
-  }
+  let storage = open();
+  await storage.load();
+  await storage.append([], { term: 1, vote: 'a', commit: 0 });
+  t.equal(hardStateWrites(), 1, 'a new term and vote: the hard-state key');
+  await storage.append(entries(1, 3, 1), { term: 1, vote: 'a', commit: 1 });
+  await storage.append(entries(4, 6, 1), { term: 1, vote: 'a', commit: 3 });
+  await storage.append(entries(7, 7, 1), null);
+  t.equal(hardStateWrites(), 1, 'a commit index alone does not touch the hard-state key');
+  t.equal(puts.filter((k) => k.startsWith('g!e!')).length, 3, 'each append wrote its block');
 
-  for (const n of nodes.values()) await n.stop();
-  stopped = true;
-  for (const id of RECORDED_IDS) {
-    const storage = new LevelStorage(join(dir, id));
-    const { hardState } = await storage.load();
-    await storage.close();
-    // No term or vote changed after the election, so only the stop can have written a commit index this far on.
-    t.ok(hardState.commit >= settled.get(id)! && settled.get(id)! > 3, `${id}: a clean stop wrote the commit index it knew (${hardState.commit} >= ${settled.get(id)})`);
-  }
+  await storage.close();
+  storage = open();
+  let loaded = await storage.load();
+  t.same(loaded.hardState, { term: 1, vote: 'a', commit: 3 }, 'reopened: the last hard state written, its commit index from the block');
+  t.equal(loaded.entries.length, 7, 'and every entry');
+
+  await storage.append([], { term: 1, vote: 'a', commit: 6 });
+  t.equal(hardStateWrites(), 2, 'no entries to carry it (a clean stop): the hard-state key');
+  await storage.close();
+  storage = open();
+  loaded = await storage.load();
+  t.same(loaded.hardState, { term: 1, vote: 'a', commit: 6 }, 'the key written after the block is the newer');
+
+  await storage.append(entries(8, 8, 1), { term: 1, vote: 'a', commit: 7 });
+  await storage.append(entries(9, 9, 2), { term: 2, vote: 'b', commit: 7 });
+  t.equal(hardStateWrites(), 3, 'a new term: the hard-state key again');
+  await storage.append(entries(8, 9, 3), { term: 3, vote: null, commit: 7 });
+  await storage.append(entries(10, 10, 3), { term: 3, vote: null, commit: 9 });
+  await storage.close();
+  storage = open();
+  loaded = await storage.load();
+  t.same(loaded.hardState, { term: 3, vote: null, commit: 9 }, 'after a conflicting suffix was replaced: still the last written');
+  t.same(loaded.entries.map((e) => [e.index, e.term]), [[1, 1], [2, 1], [3, 1], [4, 1], [5, 1], [6, 1], [7, 1], [8, 3], [9, 3], [10, 3]]);
+  await storage.close();
 });

@@ -106,6 +106,41 @@ interface OpenState {
   snapshotIndex: number;
   lastIndex: number;
   blockStarts: number[];
+  /** Term and vote of the stored hard state: a hard state that changes neither is stored in the block (see append). */
+  term: number;
+  vote: string | null;
+  /**
+   * The newest commit index recorded (in the hard-state key or a block) and its write's number: every block records
+   * the newest as of its write, so the last block and the key between them hold it (load takes the higher number).
+   */
+  commit: number;
+  seq: number;
+}
+
+/**
+ * A block that also records a commit index and the write's number: `{ c: commit, s: seq, e: [entries] }` (a block
+ * without them is the bare array of entries). Assembled from the entries' array bytes, not encoded again.
+ */
+function blockWithCommit(entriesArray: Uint8Array, commit: number, seq: number): Buffer {
+  // MessagePack: a map of three, key "c", the commit, key "s", the number, key "e", the array.
+  return Buffer.concat([BLOCK_MAP_HEADER, COMMIT_KEY, encodeValue(commit), SEQ_KEY, encodeValue(seq), ENTRIES_KEY, entriesArray]);
+}
+const BLOCK_MAP_HEADER = Uint8Array.of(0x83);
+const COMMIT_KEY = Uint8Array.of(0xa1, 0x63);
+const SEQ_KEY = Uint8Array.of(0xa1, 0x73);
+const ENTRIES_KEY = Uint8Array.of(0xa1, 0x65);
+
+/** A stored block's entries, and the commit index it records with its write's number (null for a bare array). */
+function parseStoredBlock(value: unknown, start: number): { entries: Entry[]; commit: { commit: number; seq: number } | null } {
+  if (Array.isArray(value) || (typeof value === 'object' && value !== null && 'index' in value)) return { entries: parseBlock(value, start), commit: null };
+  const fields = fieldsOf(value, 'block');
+  return { entries: parseBlock(fields.e, start), commit: { commit: intField(fields, 'c'), seq: intField(fields, 's') } };
+}
+
+/** The write number stored beside a hard state (0 when absent: written before blocks recorded commit indexes). */
+function hardStateSeq(value: unknown): number {
+  const seq = (value as { s?: unknown }).s;
+  return typeof seq === 'number' && Number.isSafeInteger(seq) && seq >= 0 ? seq : 0;
 }
 
 /** The entries of one stored block: an array of entries, or (as written before blocks) a single entry. */
@@ -176,7 +211,11 @@ export class LevelStorage implements Storage {
   load(): Promise<{ hardState: HardState; snapshot: Snapshot | null; entries: Entry[] }> {
     return this.run(async (state) => {
       const stored = await this.get(this.keys.hardState);
-      const hardState = stored === undefined ? initialHardState() : parseHardState(decodeValue(stored));
+      const storedValue = stored === undefined ? undefined : decodeValue(stored);
+      const hardState = storedValue === undefined ? initialHardState() : parseHardState(storedValue);
+      // The commit index of the newest write that recorded one: the hard-state key's, or the last block's.
+      let newest = { commit: hardState.commit, seq: storedValue === undefined ? 0 : hardStateSeq(storedValue) };
+      let lastBlock: { commit: number; seq: number } | null = null;
       const snapshot = state.snapshot === null ? null : await this.readSnapshot(state.snapshot);
       // entries[i] is entry snapshotIndex+1+i. Each block cuts what came before it at its start, then extends it.
       const entries: Entry[] = [];
@@ -185,14 +224,18 @@ export class LevelStorage implements Storage {
         const held = state.snapshotIndex + entries.length;
         if (start > held + 1) throw new Error(`corrupt log: expected an entry ${held + 1}, found block ${start}`);
         if (start <= held) entries.length = Math.max(0, start - state.snapshotIndex - 1);
-        for (const entry of parseBlock(decodeValue(value), start)) {
+        const block = parseStoredBlock(decodeValue(value), start);
+        lastBlock = block.commit;
+        for (const entry of block.entries) {
           if (entry.index > state.snapshotIndex) entries.push(entry);
         }
       }
       if (entries.length !== state.lastIndex - state.snapshotIndex) {
         throw new Error(`corrupt log: entries end at ${state.snapshotIndex + entries.length}, not ${state.lastIndex}`);
       }
-      return { hardState, snapshot, entries };
+      // Appends delete every block after their own, so the last block is the newest block written.
+      if (lastBlock !== null && lastBlock.seq > newest.seq) newest = lastBlock;
+      return { hardState: { ...hardState, commit: newest.commit }, snapshot, entries };
     });
   }
 
@@ -207,17 +250,30 @@ export class LevelStorage implements Storage {
       // being replaced, one at the same index is overwritten by the put. One starting before it is cut by the new
       // block (see above) and stays.
       const kept = start === undefined ? starts.length : blockHolding(starts, start - 1) + 1;
+      // A hard state whose term and vote are the stored ones (a newer commit index) goes into the block, not the
+      // hard state's own key: that key in every write put it beside the log's keys in every LevelDB table, so the
+      // tables of an append-only log overlapped and every compaction rewrote the log (bench/RESULTS.md, kv
+      // "LevelDB"). load() takes the larger commit index of the two.
+      const commitOnly = hardState !== null && start !== undefined && hardState.term === state.term && hardState.vote === state.vote;
+      const seq = hardState !== null ? state.seq + 1 : state.seq;
+      const commit = hardState !== null ? hardState.commit : state.commit;
       if (start !== undefined) {
         for (let i = kept; i < starts.length; i++) {
           if (starts[i] !== start) ops.push({ type: 'del', key: this.keys.entry(starts[i]!) });
         }
-        ops.push({ type: 'put', key: this.keys.entry(start), value: encodeEntries(fresh) });
+        ops.push({ type: 'put', key: this.keys.entry(start), value: blockWithCommit(encodeEntries(fresh), commit, seq) });
       }
-      if (hardState !== null) {
-        ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue(hardStateValue(hardState)) });
+      if (hardState !== null && !commitOnly) {
+        ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue({ ...hardStateValue(hardState), s: seq }) });
       }
       if (ops.length === 0) return;
       await this.db.batch(ops, batchOptions);
+      state.seq = seq;
+      state.commit = commit;
+      if (hardState !== null && !commitOnly) {
+        state.term = hardState.term;
+        state.vote = hardState.vote;
+      }
       if (start !== undefined) {
         starts.length = kept;
         starts.push(start);
@@ -252,6 +308,11 @@ export class LevelStorage implements Storage {
       }
       for (let chunk = 0; chunk < (previous?.chunkCount ?? 0); chunk++) {
         ops.push({ type: 'del', key: this.keys.snapshotChunk(previous!.generation, chunk) });
+      }
+      // The newest commit index may be recorded only in a block dropped here: the hard-state key keeps it.
+      if (dropped > 0) {
+        const hardState: HardState = { term: state.term, vote: state.vote, commit: state.commit };
+        ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue({ ...hardStateValue(hardState), s: state.seq }) });
       }
       await this.db.batch(ops, SYNCED);
       state.blockStarts = starts.slice(dropped);
@@ -302,7 +363,7 @@ export class LevelStorage implements Storage {
     if (lastStart !== undefined) {
       const lastBlock = await this.get(this.keys.entry(lastStart));
       if (lastBlock === undefined) throw new Error(`corrupt log: block ${lastStart} vanished while opening`);
-      lastIndex = Math.max(snapshotIndex, lastStart + parseBlock(decodeValue(lastBlock), lastStart).length - 1);
+      lastIndex = Math.max(snapshotIndex, lastStart + parseStoredBlock(decodeValue(lastBlock), lastStart).entries.length - 1);
     }
 
     const allChunks = this.keys.snapshotChunks;
@@ -313,7 +374,16 @@ export class LevelStorage implements Storage {
       await this.clear({ gte: allChunks.gte, lt: current.gte });
       await this.clear({ gte: current.lt, lt: allChunks.lt });
     }
-    this.state = { snapshot, snapshotIndex, lastIndex, blockStarts };
+    const storedHardState = await this.get(this.keys.hardState);
+    const storedHs = storedHardState === undefined ? undefined : decodeValue(storedHardState);
+    const { term, vote } = storedHs === undefined ? initialHardState() : parseHardState(storedHs);
+    let newest = { commit: storedHs === undefined ? 0 : parseHardState(storedHs).commit, seq: storedHs === undefined ? 0 : hardStateSeq(storedHs) };
+    if (lastStart !== undefined) {
+      const last = await this.get(this.keys.entry(lastStart));
+      const recorded = last === undefined ? null : parseStoredBlock(decodeValue(last), lastStart).commit;
+      if (recorded !== null && recorded.seq > newest.seq) newest = recorded;
+    }
+    this.state = { snapshot, snapshotIndex, lastIndex, blockStarts, term, vote, commit: newest.commit, seq: newest.seq };
     return this.state;
   }
 
@@ -355,7 +425,7 @@ export class LevelStorage implements Storage {
     const start = state.blockStarts[blockHolding(state.blockStarts, index)];
     if (start === undefined) return undefined;
     const stored = await this.get(this.keys.entry(start));
-    return stored === undefined ? undefined : parseBlock(decodeValue(stored), start)[index - start]?.term;
+    return stored === undefined ? undefined : parseStoredBlock(decodeValue(stored), start).entries[index - start]?.term;
   }
 
   private async get(key: string): Promise<Uint8Array | undefined> {
