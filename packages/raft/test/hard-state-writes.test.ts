@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Level } from 'level';
 import t from 'tap';
+import { encodeValue } from '../src/codec/msgpack.js';
 import { LevelStorage } from '../src/storage/leveldb.js';
 import type { Entry } from '../src/types.js';
 
@@ -29,7 +30,7 @@ t.test('a commit index alone rides in the block; a new term or vote gets the har
     return batch(ops, options);
   };
   const open = (): LevelStorage => new LevelStorage({ db, prefix: 'g' });
-  const hardStateWrites = (): number => puts.filter((k) => k === 'g!hs').length;
+  const hardStateWrites = (): number => puts.filter((k) => k === 'g!!hs').length;
 
   let storage = open();
   await storage.load();
@@ -64,5 +65,43 @@ t.test('a commit index alone rides in the block; a new term or vote gets the har
   loaded = await storage.load();
   t.same(loaded.hardState, { term: 3, vote: null, commit: 9 }, 'after a conflicting suffix was replaced: still the last written');
   t.same(loaded.entries.map((e) => [e.index, e.term]), [[1, 1], [2, 1], [3, 1], [4, 1], [5, 1], [6, 1], [7, 1], [8, 3], [9, 3], [10, 3]]);
+  await storage.close();
+});
+
+t.test('a store in the layout before (hard state and snapshot after the log) loads, and moves on its next writes', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'raft-legacy-layout-'));
+  t.teardown(() => rm(dir, { recursive: true, force: true }));
+  const db = new Level<string, Uint8Array>(dir, { keyEncoding: 'utf8', valueEncoding: 'view' });
+  await db.open();
+  t.teardown(() => db.close());
+  const meta = { index: 2, term: 1, time: 1, config: { voters: ['a'], learners: [] } };
+  const chunk = (generation: number, n: number): string => `g!sd!${String(generation).padStart(16, '0')}!${String(n).padStart(8, '0')}`;
+  // What an older version wrote: keys g!hs, g!sm, g!sd!..., blocks as bare arrays.
+  await db.batch([
+    { type: 'put', key: 'g!hs', value: encodeValue({ term: 1, vote: 'a', commit: 4 }) },
+    { type: 'put', key: 'g!sm', value: encodeValue({ meta, generation: 3, byteLength: 3, chunkCount: 1 }) },
+    { type: 'put', key: chunk(3, 0), value: Uint8Array.of(7, 8, 9) },
+    { type: 'put', key: 'g!e!0000000000000003', value: encodeValue(entries(3, 4, 1)) },
+  ]);
+  let storage = new LevelStorage({ db: db as never, prefix: 'g' });
+  let loaded = await storage.load();
+  t.same(loaded.hardState, { term: 1, vote: 'a', commit: 4 }, 'the hard state under its old key');
+  t.same(loaded.snapshot, { meta, data: Uint8Array.of(7, 8, 9) }, 'the snapshot under its old keys');
+  t.same(loaded.entries.map((e) => e.index), [3, 4], 'the log');
+
+  await storage.append(entries(5, 5, 2), { term: 2, vote: null, commit: 4 });
+  t.equal(await db.get('g!hs'), undefined, 'a new term: the old hard-state key is gone');
+  t.ok((await db.get('g!!hs')) !== undefined, 'and the new one written');
+  await storage.saveSnapshot({ meta: { ...meta, index: 4 }, data: Uint8Array.of(1, 2) });
+  t.equal(await db.get('g!sm'), undefined, 'a new snapshot: the old record is gone');
+  t.equal(await db.get(chunk(3, 0)), undefined, 'and its chunk');
+  await storage.close();
+  storage = new LevelStorage({ db: db as never, prefix: 'g' });
+  loaded = await storage.load();
+  t.same(loaded.hardState, { term: 2, vote: null, commit: 4 });
+  t.same(loaded.snapshot?.data, Uint8Array.of(1, 2));
+  t.same(loaded.entries.map((e) => e.index), [5]);
+  const keys = await db.keys().all();
+  t.same(keys.filter((k) => !k.startsWith('g!!') && !k.startsWith('g!e!')), [], 'nothing left in the old layout');
   await storage.close();
 });

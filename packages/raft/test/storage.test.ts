@@ -282,11 +282,11 @@ t.test('LevelStorage: snapshots are stored in chunks and old chunks are removed'
   const storage = new LevelStorage({ db, prefix: 'g' }, { snapshotChunkBytes: 1024 });
   const big = snapshot(10, 2, 10 * 1024 + 1);
   await storage.saveSnapshot(big);
-  t.equal(await countKeys(db, 'g!sd!'), 11);
+  t.equal(await countKeys(db, 'g!!sd!'), 11);
   t.same(await storage.latestSnapshot(), big);
   const small = snapshot(12, 2, 100);
   await storage.saveSnapshot(small);
-  t.equal(await countKeys(db, 'g!sd!'), 1);
+  t.equal(await countKeys(db, 'g!!sd!'), 1);
   t.same(await storage.latestSnapshot(), small);
   await storage.close();
 });
@@ -297,11 +297,13 @@ t.test('LevelStorage: chunks of an interrupted snapshot save are cleared on open
   await storage.saveSnapshot(snapshot(3, 1, 10));
   await storage.close();
   // What a crash after writing a newer generation's chunks, before switching to it, leaves behind.
-  await db.put('g!sd!0000000000000002!00000000', 'orphan');
-  await db.put('g!sd!0000000000000000!00000000', 'orphan');
+  await db.put('g!!sd!0000000000000002!00000000', 'orphan');
+  await db.put('g!!sd!0000000000000000!00000000', 'orphan');
+  await db.put('g!sd!0000000000000005!00000000', 'orphan of the layout before');
   const reopened = new LevelStorage({ db, prefix: 'g' }, { snapshotChunkBytes: 4 });
   t.same((await reopened.load()).snapshot, snapshot(3, 1, 10));
-  t.equal(await countKeys(db, 'g!sd!'), 3);
+  t.equal(await countKeys(db, 'g!!sd!'), 3);
+  t.equal(await countKeys(db, 'g!sd!'), 0, 'and of the layout before');
   await reopened.close();
 });
 

@@ -2,11 +2,16 @@
  * The LevelDB key layout of one member's storage, under a caller-chosen prefix so that many Raft groups can
  * share one database.
  *
- *   <prefix>!hs                      hard state
+ *   <prefix>!!hs                     hard state
+ *   <prefix>!!sm                     snapshot record (meta, generation, size, chunk count)
+ *   <prefix>!!sd!<gen:16>!<chunk:8>  snapshot data, in chunks, per snapshot generation
  *   <prefix>!e!<index:16>            a block of log entries starting at index (see leveldb.ts), or one entry as
  *                                    written before blocks; zero-padded so keys sort in index order
- *   <prefix>!sm                      snapshot record (meta, generation, size, chunk count)
- *   <prefix>!sd!<gen:16>!<chunk:8>   snapshot data, in chunks, per snapshot generation
+ *
+ * Everything but the log sorts before it ('!' < 'e'). A LevelDB table spans its smallest to its largest key; with
+ * the hard state or the snapshot after the log (the layout before: `<prefix>!hs`, `!sm`, `!sd!...`, still read,
+ * see legacy*), every table that held one of them spanned all log entries written after it, so the newest
+ * entries never moved down the levels as they were but were merged and rewritten again and again.
  *
  * The prefix may not contain the separator '!', which keeps prefixes from overlapping: every key of prefix p
  * starts with "p!", and "p!" is never the start of "q!" for another '!'-free prefix q.
@@ -39,11 +44,19 @@ export class StorageKeys {
     if (prefix.length === 0 || prefix.includes(SEPARATOR)) {
       throw new TypeError(`storage key prefix must be non-empty and must not contain '${SEPARATOR}': ${prefix}`);
     }
-    this.hardState = `${prefix}!hs`;
-    this.snapshotRecord = `${prefix}!sm`;
+    this.hardState = `${prefix}!!hs`;
+    this.snapshotRecord = `${prefix}!!sm`;
     this.entryPrefix = `${prefix}!e`;
-    this.chunkPrefix = `${prefix}!sd`;
+    this.chunkPrefix = `${prefix}!!sd`;
+    this.legacyHardState = `${prefix}!hs`;
+    this.legacySnapshotRecord = `${prefix}!sm`;
+    this.legacyChunkPrefix = `${prefix}!sd`;
   }
+
+  /** Where the layout before this one kept the hard state and the snapshot record (read, then deleted). */
+  readonly legacyHardState: string;
+  readonly legacySnapshotRecord: string;
+  private readonly legacyChunkPrefix: string;
 
   entry(index: number): string {
     return `${this.entryPrefix}!${pad(index, INDEX_DIGITS)}`;
@@ -59,18 +72,20 @@ export class StorageKeys {
     return { gte: `${this.entryPrefix}!`, lt: `${this.entryPrefix}${AFTER_SEPARATOR}` };
   }
 
-  snapshotChunk(generation: number, chunk: number): string {
-    return `${this.chunkPrefix}!${pad(generation, INDEX_DIGITS)}!${pad(chunk, CHUNK_DIGITS)}`;
+  /** `legacy`: in the layout before this one (a snapshot stored by an older version). */
+  snapshotChunk(generation: number, chunk: number, legacy = false): string {
+    return `${legacy ? this.legacyChunkPrefix : this.chunkPrefix}!${pad(generation, INDEX_DIGITS)}!${pad(chunk, CHUNK_DIGITS)}`;
   }
 
-  /** All chunk keys of every generation. */
-  get snapshotChunks(): KeyRange {
-    return { gte: `${this.chunkPrefix}!`, lt: `${this.chunkPrefix}${AFTER_SEPARATOR}` };
+  /** All chunk keys of every generation (of one layout). */
+  snapshotChunks(legacy = false): KeyRange {
+    const prefix = legacy ? this.legacyChunkPrefix : this.chunkPrefix;
+    return { gte: `${prefix}!`, lt: `${prefix}${AFTER_SEPARATOR}` };
   }
 
-  /** The chunk keys of one generation. */
-  snapshotGeneration(generation: number): KeyRange {
-    const base = `${this.chunkPrefix}!${pad(generation, INDEX_DIGITS)}`;
+  /** The chunk keys of one generation (of one layout). */
+  snapshotGeneration(generation: number, legacy = false): KeyRange {
+    const base = `${legacy ? this.legacyChunkPrefix : this.chunkPrefix}!${pad(generation, INDEX_DIGITS)}`;
     return { gte: `${base}!`, lt: `${base}${AFTER_SEPARATOR}` };
   }
 }

@@ -94,6 +94,8 @@ interface SnapshotRecord {
   generation: number;
   byteLength: number;
   chunkCount: number;
+  /** In memory only: the record and its chunks are in the layout before this one (keys.ts). */
+  legacy?: boolean;
 }
 
 /**
@@ -115,6 +117,8 @@ interface OpenState {
    */
   commit: number;
   seq: number;
+  /** The hard state is still under its key of the layout before this one: the next write of it deletes that. */
+  legacyHardState: boolean;
 }
 
 /**
@@ -210,7 +214,7 @@ export class LevelStorage implements Storage {
 
   load(): Promise<{ hardState: HardState; snapshot: Snapshot | null; entries: Entry[] }> {
     return this.run(async (state) => {
-      const stored = await this.get(this.keys.hardState);
+      const stored = await this.storedHardState();
       const storedValue = stored === undefined ? undefined : decodeValue(stored);
       const hardState = storedValue === undefined ? initialHardState() : parseHardState(storedValue);
       // The commit index of the newest write that recorded one: the hard-state key's, or the last block's.
@@ -263,9 +267,7 @@ export class LevelStorage implements Storage {
         }
         ops.push({ type: 'put', key: this.keys.entry(start), value: blockWithCommit(encodeEntries(fresh), commit, seq) });
       }
-      if (hardState !== null && !commitOnly) {
-        ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue({ ...hardStateValue(hardState), s: seq }) });
-      }
+      if (hardState !== null && !commitOnly) this.putHardState(ops, state, hardState, seq);
       if (ops.length === 0) return;
       await this.db.batch(ops, batchOptions);
       state.seq = seq;
@@ -273,6 +275,7 @@ export class LevelStorage implements Storage {
       if (hardState !== null && !commitOnly) {
         state.term = hardState.term;
         state.vote = hardState.vote;
+        state.legacyHardState = false;
       }
       if (start !== undefined) {
         starts.length = kept;
@@ -299,6 +302,7 @@ export class LevelStorage implements Storage {
         chunkCount,
       };
       const ops: BatchOp[] = [{ type: 'put', key: this.keys.snapshotRecord, value: encodeValue(record) }];
+      if (previous?.legacy === true) ops.push({ type: 'del', key: this.keys.legacySnapshotRecord });
       // Blocks that end at or before dropUpTo go; one that straddles it stays whole (load skips its covered part).
       const starts = state.blockStarts;
       let dropped = 0;
@@ -307,14 +311,12 @@ export class LevelStorage implements Storage {
         dropped++;
       }
       for (let chunk = 0; chunk < (previous?.chunkCount ?? 0); chunk++) {
-        ops.push({ type: 'del', key: this.keys.snapshotChunk(previous!.generation, chunk) });
+        ops.push({ type: 'del', key: this.keys.snapshotChunk(previous!.generation, chunk, previous!.legacy === true) });
       }
       // The newest commit index may be recorded only in a block dropped here: the hard-state key keeps it.
-      if (dropped > 0) {
-        const hardState: HardState = { term: state.term, vote: state.vote, commit: state.commit };
-        ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue({ ...hardStateValue(hardState), s: state.seq }) });
-      }
+      if (dropped > 0) this.putHardState(ops, state, { term: state.term, vote: state.vote, commit: state.commit }, state.seq);
       await this.db.batch(ops, SYNCED);
+      if (dropped > 0) state.legacyHardState = false;
       state.blockStarts = starts.slice(dropped);
       state.snapshot = record;
       state.snapshotIndex = index;
@@ -353,7 +355,9 @@ export class LevelStorage implements Storage {
   private async open(): Promise<OpenState> {
     await this.db.open();
     const stored = await this.get(this.keys.snapshotRecord);
-    const snapshot = stored === undefined ? null : parseSnapshotRecord(decodeValue(stored));
+    const legacyRecord = stored === undefined ? await this.get(this.keys.legacySnapshotRecord) : undefined;
+    const snapshot =
+      stored !== undefined ? parseSnapshotRecord(decodeValue(stored)) : legacyRecord !== undefined ? { ...parseSnapshotRecord(decodeValue(legacyRecord)), legacy: true } : null;
     const snapshotIndex = snapshot?.meta.index ?? 0;
 
     const blockKeys = await this.db.keys({ ...this.keys.entries, ...ENCODINGS }).all();
@@ -366,15 +370,19 @@ export class LevelStorage implements Storage {
       lastIndex = Math.max(snapshotIndex, lastStart + parseStoredBlock(decodeValue(lastBlock), lastStart).entries.length - 1);
     }
 
-    const allChunks = this.keys.snapshotChunks;
-    if (snapshot === null) {
-      await this.clear(allChunks);
-    } else {
-      const current = this.keys.snapshotGeneration(snapshot.generation);
-      await this.clear({ gte: allChunks.gte, lt: current.gte });
-      await this.clear({ gte: current.lt, lt: allChunks.lt });
+    // Chunks of no recorded snapshot (an interrupted save), in either layout, go.
+    for (const legacy of [false, true]) {
+      const allChunks = this.keys.snapshotChunks(legacy);
+      if (snapshot === null || (snapshot.legacy === true) !== legacy) {
+        await this.clear(allChunks);
+      } else {
+        const current = this.keys.snapshotGeneration(snapshot.generation, legacy);
+        await this.clear({ gte: allChunks.gte, lt: current.gte });
+        await this.clear({ gte: current.lt, lt: allChunks.lt });
+      }
     }
-    const storedHardState = await this.get(this.keys.hardState);
+    const legacyHardState = (await this.get(this.keys.hardState)) === undefined && (await this.get(this.keys.legacyHardState)) !== undefined;
+    const storedHardState = await this.storedHardState();
     const storedHs = storedHardState === undefined ? undefined : decodeValue(storedHardState);
     const { term, vote } = storedHs === undefined ? initialHardState() : parseHardState(storedHs);
     let newest = { commit: storedHs === undefined ? 0 : parseHardState(storedHs).commit, seq: storedHs === undefined ? 0 : hardStateSeq(storedHs) };
@@ -383,7 +391,7 @@ export class LevelStorage implements Storage {
       const recorded = last === undefined ? null : parseStoredBlock(decodeValue(last), lastStart).commit;
       if (recorded !== null && recorded.seq > newest.seq) newest = recorded;
     }
-    this.state = { snapshot, snapshotIndex, lastIndex, blockStarts, term, vote, commit: newest.commit, seq: newest.seq };
+    this.state = { snapshot, snapshotIndex, lastIndex, blockStarts, term, vote, commit: newest.commit, seq: newest.seq, legacyHardState };
     return this.state;
   }
 
@@ -405,7 +413,7 @@ export class LevelStorage implements Storage {
     const data = new Uint8Array(record.byteLength);
     let offset = 0;
     let chunks = 0;
-    const range = this.keys.snapshotGeneration(record.generation);
+    const range = this.keys.snapshotGeneration(record.generation, record.legacy === true);
     for await (const value of this.db.values({ ...range, ...ENCODINGS })) {
       if (offset + value.byteLength > data.byteLength) throw new Error('corrupt snapshot: more data than recorded');
       data.set(value, offset);
@@ -416,6 +424,17 @@ export class LevelStorage implements Storage {
       throw new Error(`corrupt snapshot: ${chunks} chunks / ${offset} bytes, expected ${record.chunkCount} / ${record.byteLength}`);
     }
     return { meta: structuredClone(record.meta), data };
+  }
+
+  /** The stored hard state's value: under its key, or under the key of the layout before this one. */
+  private async storedHardState(): Promise<Uint8Array | undefined> {
+    return (await this.get(this.keys.hardState)) ?? (await this.get(this.keys.legacyHardState));
+  }
+
+  /** Adds the writing of `hardState` (with write number `seq`) to `ops`, and the removal of its legacy key. */
+  private putHardState(ops: BatchOp[], state: OpenState, hardState: HardState, seq: number): void {
+    ops.push({ type: 'put', key: this.keys.hardState, value: encodeValue({ ...hardStateValue(hardState), s: seq }) });
+    if (state.legacyHardState) ops.push({ type: 'del', key: this.keys.legacyHardState });
   }
 
   /** The term of the entry at `index`, or undefined when the log holds no such entry. */
