@@ -54,7 +54,7 @@ export const PACED_WRITES = { leaderWriteIntervalMs: 5, followerWriteIntervalMs:
  * workers on one machine): V8 collects garbage on the process's own thread only. By default a scavenge or a
  * major collection also wakes helper threads, one per core; on a machine whose cores are all busy with the other
  * members, those helpers take the cores from members in the middle of a request, so one process's collection
- * stalls the whole cluster. Measured on 2 cores (bench/RESULTS.md, lock "Garbage collection on one thread"):
+ * stalls the whole cluster. Measured on 2 cores (bench/RESULTS.md, lock "Latest", "One GC thread per member"):
  * lock acquire p99 at 5,000 lock ops/s 69-131 ms -> 48-49 ms, CPU per cycle 3% lower.
  */
 export const SINGLE_THREADED_GC: readonly string[] = ['--single-threaded-gc'];
