@@ -59,6 +59,16 @@ export const PACED_WRITES = { leaderWriteIntervalMs: 5, followerWriteIntervalMs:
  */
 export const SINGLE_THREADED_GC: readonly string[] = ['--single-threaded-gc'];
 
+/**
+ * The tuning of a service whose five members are busy writing on one machine (kv, lock): paced Raft writes,
+ * forwarded writes answered from the leader's result (RaftNodeOptions.forwardedResults), garbage collection on
+ * the members' own threads.
+ */
+export const BUSY_WRITERS = {
+  raft: { ...PACED_WRITES, forwardedResults: true },
+  memberNodeFlags: SINGLE_THREADED_GC,
+} as const satisfies Pick<ServiceDefinition<unknown, unknown>, 'raft' | 'memberNodeFlags'>;
+
 /** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */
 export const CLIENT_ID_HEADER = 'client-id';
 export const CLIENT_SEQ_HEADER = 'client-seq';

@@ -4,8 +4,7 @@ import {
   badRequest,
   conflict,
   notFound,
-  PACED_WRITES,
-  SINGLE_THREADED_GC,
+  BUSY_WRITERS,
   requireObject,
   requireWellFormed,
   Reply,
@@ -94,8 +93,6 @@ export const kvService: ServiceDefinition<KvCommand, KvResult> = {
   name: 'kv',
   createMachine: () => new KvMachine(),
   routes: kvRoutes,
-  // Fewer, fuller Raft rounds under load (README.md "Write pacing").
-  raft: { ...PACED_WRITES, forwardedResults: true },
-  // Its members share the machine's cores (README.md "Garbage collection on one thread").
-  memberNodeFlags: SINGLE_THREADED_GC,
+  // Paced writes, forwarded results, one GC thread (README.md "Write pacing", "Forwarded results", "Garbage collection on one thread").
+  ...BUSY_WRITERS,
 };

@@ -5,8 +5,7 @@ import {
   conflict,
   HttpError,
   optionalBoolean,
-  PACED_WRITES,
-  SINGLE_THREADED_GC,
+  BUSY_WRITERS,
   Reply,
   requireObject,
   type JsonObject,
@@ -182,8 +181,6 @@ export const lockService: ServiceDefinition<LockCommand, LockResult> = {
   name: 'lock',
   createMachine: () => new LockMachine(),
   routes: lockRoutes,
-  // Fewer, fuller Raft rounds under load (README.md "Write pacing").
-  raft: { ...PACED_WRITES, forwardedResults: true },
-  // Its members share the machine's cores (README.md "Garbage collection on one thread").
-  memberNodeFlags: SINGLE_THREADED_GC,
+  // Paced writes, forwarded results, one GC thread (README.md "Write pacing", "Forwarded results", "Garbage collection on one thread").
+  ...BUSY_WRITERS,
 };

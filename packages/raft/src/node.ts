@@ -668,7 +668,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.syncPeers();
     for (const [to, results] of this.resultsToSend) {
       for (let i = 0; i < results.length; i += MAX_FORWARDED_RESULTS) {
-        const part = i === 0 && results.length <= MAX_FORWARDED_RESULTS ? results : results.slice(i, i + MAX_FORWARDED_RESULTS);
+        const part = results.length <= MAX_FORWARDED_RESULTS ? results : results.slice(i, i + MAX_FORWARDED_RESULTS);
         this.transport.send({ type: 'results', from: this.id, to, term: 0, results: part });
       }
     }

@@ -214,12 +214,9 @@ export class LevelStorage implements Storage {
 
   load(): Promise<{ hardState: HardState; snapshot: Snapshot | null; entries: Entry[] }> {
     return this.run(async (state) => {
-      const stored = await this.storedHardState();
-      const storedValue = stored === undefined ? undefined : decodeValue(stored);
-      const hardState = storedValue === undefined ? initialHardState() : parseHardState(storedValue);
-      // The commit index of the newest write that recorded one: the hard-state key's, or the last block's.
-      let newest = { commit: hardState.commit, seq: storedValue === undefined ? 0 : hardStateSeq(storedValue) };
-      let lastBlock: { commit: number; seq: number } | null = null;
+      // open() read the hard state (its commit index from the newer of the key and the last block) and every write
+      // since keeps it in `state`.
+      const hardState: HardState = { term: state.term, vote: state.vote, commit: state.commit };
       const snapshot = state.snapshot === null ? null : await this.readSnapshot(state.snapshot);
       // entries[i] is entry snapshotIndex+1+i. Each block cuts what came before it at its start, then extends it.
       const entries: Entry[] = [];
@@ -228,18 +225,14 @@ export class LevelStorage implements Storage {
         const held = state.snapshotIndex + entries.length;
         if (start > held + 1) throw new Error(`corrupt log: expected an entry ${held + 1}, found block ${start}`);
         if (start <= held) entries.length = Math.max(0, start - state.snapshotIndex - 1);
-        const block = parseStoredBlock(decodeValue(value), start);
-        lastBlock = block.commit;
-        for (const entry of block.entries) {
+        for (const entry of parseStoredBlock(decodeValue(value), start).entries) {
           if (entry.index > state.snapshotIndex) entries.push(entry);
         }
       }
       if (entries.length !== state.lastIndex - state.snapshotIndex) {
         throw new Error(`corrupt log: entries end at ${state.snapshotIndex + entries.length}, not ${state.lastIndex}`);
       }
-      // Appends delete every block after their own, so the last block is the newest block written.
-      if (lastBlock !== null && lastBlock.seq > newest.seq) newest = lastBlock;
-      return { hardState: { ...hardState, commit: newest.commit }, snapshot, entries };
+      return { hardState, snapshot, entries };
     });
   }
 
@@ -363,11 +356,14 @@ export class LevelStorage implements Storage {
     const blockKeys = await this.db.keys({ ...this.keys.entries, ...ENCODINGS }).all();
     const blockStarts = blockKeys.map((key) => this.keys.entryIndex(key));
     let lastIndex = snapshotIndex;
+    let lastRecord: { commit: number; seq: number } | null = null;
     const lastStart = blockStarts.at(-1);
     if (lastStart !== undefined) {
       const lastBlock = await this.get(this.keys.entry(lastStart));
       if (lastBlock === undefined) throw new Error(`corrupt log: block ${lastStart} vanished while opening`);
-      lastIndex = Math.max(snapshotIndex, lastStart + parseStoredBlock(decodeValue(lastBlock), lastStart).entries.length - 1);
+      const block = parseStoredBlock(decodeValue(lastBlock), lastStart);
+      lastIndex = Math.max(snapshotIndex, lastStart + block.entries.length - 1);
+      lastRecord = block.commit;
     }
 
     // Chunks of no recorded snapshot (an interrupted save), in either layout, go.
@@ -381,16 +377,16 @@ export class LevelStorage implements Storage {
         await this.clear({ gte: current.lt, lt: allChunks.lt });
       }
     }
-    const legacyHardState = (await this.get(this.keys.hardState)) === undefined && (await this.get(this.keys.legacyHardState)) !== undefined;
-    const storedHardState = await this.storedHardState();
-    const storedHs = storedHardState === undefined ? undefined : decodeValue(storedHardState);
-    const { term, vote } = storedHs === undefined ? initialHardState() : parseHardState(storedHs);
-    let newest = { commit: storedHs === undefined ? 0 : parseHardState(storedHs).commit, seq: storedHs === undefined ? 0 : hardStateSeq(storedHs) };
-    if (lastStart !== undefined) {
-      const last = await this.get(this.keys.entry(lastStart));
-      const recorded = last === undefined ? null : parseStoredBlock(decodeValue(last), lastStart).commit;
-      if (recorded !== null && recorded.seq > newest.seq) newest = recorded;
-    }
+    const current = await this.get(this.keys.hardState);
+    const legacy = current === undefined ? await this.get(this.keys.legacyHardState) : undefined;
+    const storedHs = current ?? legacy;
+    const storedValue = storedHs === undefined ? undefined : decodeValue(storedHs);
+    const { term, vote, commit } = storedValue === undefined ? initialHardState() : parseHardState(storedValue);
+    // The commit index of the newest write that recorded one: the key's, or the last block's (appends delete every
+    // block after their own, so the last block is the newest written).
+    let newest = { commit, seq: storedValue === undefined ? 0 : hardStateSeq(storedValue) };
+    if (lastRecord !== null && lastRecord.seq > newest.seq) newest = lastRecord;
+    const legacyHardState = legacy !== undefined;
     this.state = { snapshot, snapshotIndex, lastIndex, blockStarts, term, vote, commit: newest.commit, seq: newest.seq, legacyHardState };
     return this.state;
   }
@@ -424,11 +420,6 @@ export class LevelStorage implements Storage {
       throw new Error(`corrupt snapshot: ${chunks} chunks / ${offset} bytes, expected ${record.chunkCount} / ${record.byteLength}`);
     }
     return { meta: structuredClone(record.meta), data };
-  }
-
-  /** The stored hard state's value: under its key, or under the key of the layout before this one. */
-  private async storedHardState(): Promise<Uint8Array | undefined> {
-    return (await this.get(this.keys.hardState)) ?? (await this.get(this.keys.legacyHardState));
   }
 
   /** Adds the writing of `hardState` (with write number `seq`) to `ops`, and the removal of its legacy key. */
