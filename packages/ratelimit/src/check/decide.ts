@@ -3,6 +3,7 @@
  * the outcomes of several rules combine (any deny denies; the largest retry_after_ms; the smallest remaining).
  */
 import type { Rule } from '../rules.js';
+import { remainingOf, WIRE_RESULT_FIELDS } from '../store/counters.js';
 
 export interface Identifiers {
   ip?: string;
@@ -107,7 +108,37 @@ export function combine(outcomes: readonly Outcome[]): CheckAnswer {
   return answer;
 }
 
+/**
+ * `combine` over the first `n` results as the counter store writes them (CounterTable.takeInto: allowed 1/0,
+ * tokens, retry_after_ms, reset_ms per rule): the same answer, without an Outcome object per rule.
+ */
+export function combineWire(results: Float64Array, n: number): CheckAnswer {
+  let allowed = true;
+  let remaining = Infinity;
+  let retryAfterMs = 0;
+  let resetMs = 0;
+  for (let i = 0; i < n; i++) {
+    const at = i * WIRE_RESULT_FIELDS;
+    const ok = results[at] === 1;
+    if (!ok) {
+      allowed = false;
+      retryAfterMs = Math.max(retryAfterMs, results[at + 2]!);
+    }
+    remaining = Math.min(remaining, remainingOf(ok, results[at + 1]!));
+    resetMs = Math.max(resetMs, results[at + 3]!);
+  }
+  const answer: CheckAnswer = { allowed, remaining: remaining === Infinity ? -1 : remaining, resetMs, rules: n };
+  if (!allowed) answer.retryAfterMs = retryAfterMs;
+  return answer;
+}
+
+/** The remaining count of result `i` of takeInto's layout (see combineWire). */
+export function wireRemaining(results: Float64Array, i: number): number {
+  const at = i * WIRE_RESULT_FIELDS;
+  return remainingOf(results[at] === 1, results[at + 1]!);
+}
+
 /** Near the limit: under 10% of the bucket left (denials included). Counted per rule in the metrics. */
-export function nearLimit(rule: Rule, outcome: Outcome): boolean {
-  return outcome.remaining >= 0 && outcome.remaining < rule.capacity * 0.1;
+export function nearLimit(rule: Rule, remaining: number): boolean {
+  return remaining >= 0 && remaining < rule.capacity * 0.1;
 }

@@ -8,7 +8,7 @@ import { StoreUnavailableError, type CounterOp, type CounterResult } from '../st
 import type { WireOp, WireResult } from '../store/protocol.js';
 import { toResult } from '../store/shard.js';
 import type { Rule } from '../rules.js';
-import { combine, matchRules, nearLimit, unreachable, type CheckAnswer, type CheckRequest, type Matched, type Outcome } from './decide.js';
+import { combine, combineWire, counterKey, dimensionValue, matchRules, nearLimit, unreachable, wireRemaining, type CheckAnswer, type CheckRequest, type Matched, type Outcome } from './decide.js';
 import type { StoreHealth } from './health.js';
 import { HotKeys, type HotCounter } from './hot-keys.js';
 import { LocalBuckets, share } from './local-buckets.js';
@@ -23,6 +23,8 @@ export interface CounterStore {
    * hands it wire tuples (no op objects to build and convert per check).
    */
   takeNow?(ops: WireOp[]): WireResult[];
+  /** takeNow for the first `n` of `ops`, results written as numbers into `out` (CounterTable.takeInto). */
+  takeInto?(ops: readonly WireOp[], n: number, out: Float64Array): void;
   debit(key: string, limits: { capacity: number; refillRate: number }, count: number, timeoutMs?: number): Promise<{ tokens: number }>;
   ping(timeoutMs?: number): Promise<{ now: number }>;
 }
@@ -90,6 +92,13 @@ function toWireOps(matched: Matched[]): WireOp[] {
 
 export class CheckEngine {
   readonly hot = new HotKeys();
+  /**
+   * checkLocal's scratch, reused by every check (the step is synchronous): the ops handed to the store, each op's
+   * rule, and the store's results. A check with embedded counters then allocates its counter keys and its answer.
+   */
+  private readonly localOps: WireOp[] = [];
+  private readonly localRules: Rule[] = [];
+  private localResults = new Float64Array(32);
 
   constructor(private readonly options: EngineOptions) {}
 
@@ -105,17 +114,12 @@ export class CheckEngine {
     const started = performance.now();
     const index = this.options.rules();
     if (!index.hasTenant(request.serviceId)) throw new UnknownServiceError(`service_id ${request.serviceId} is not registered`);
-    const matched = matchRules(index.rulesFor(request.serviceId, request.endpoint), request);
+    const rules = index.rulesFor(request.serviceId, request.endpoint);
+    const local = this.localOnly(rules);
+    if (local !== null) return this.checkLocal(local, rules, request, started);
+    const matched = matchRules(rules, request);
     const now = Date.now();
     const outcomes: Outcome[] = new Array<Outcome>(matched.length);
-    const local = this.localOnly(matched);
-    if (local !== null) {
-      // The usual check with embedded counters: the same outcomes as the general path below, without its per-store
-      // groups (a check allocates a few KB; every KB less is fewer scavenges that checks wait behind).
-      const wire = local.takeNow!(toWireOps(matched));
-      for (let j = 0; j < wire.length; j++) outcomes[j] = toResult(wire[j]!);
-      return this.finish(matched, outcomes, started, false);
-    }
     let pending: Pending[] | null = null;
     for (let i = 0; i < matched.length; i++) {
       const m = matched[i]!;
@@ -169,19 +173,51 @@ export class CheckEngine {
   }
 
   /**
-   * The store of every matched rule when it is one store in this process, in normal mode, and no rule has hot
-   * keys (nothing to observe or promote): that store, whose takeNow answers at once. Otherwise null (the general path).
+   * The store of every rule when it is one store in this process, in normal mode, and no rule has hot keys
+   * (nothing to observe or promote): that store, which answers at once. Otherwise null (the general path).
    */
-  private localOnly(matched: Matched[]): CounterStore | null {
-    if (matched.length === 0) return null;
-    const link = this.options.storeFor(matched[0]!.rule);
+  private localOnly(rules: readonly Rule[]): CounterStore | null {
+    if (rules.length === 0) return null;
+    const link = this.options.storeFor(rules[0]!);
     const store = link.store;
-    if (store.takeNow === undefined || link.health.degraded) return null;
-    for (let i = 0; i < matched.length; i++) {
-      const rule = matched[i]!.rule;
+    if (store.takeInto === undefined || link.health.degraded) return null;
+    for (let i = 0; i < rules.length; i++) {
+      const rule = rules[i]!;
       if (rule.hotKey !== null || (i > 0 && this.options.storeFor(rule) !== link)) return null;
     }
     return store;
+  }
+
+  /**
+   * The usual check with embedded counters: the outcome the general path reaches (the same counter ops, all or
+   * nothing, combined by the same rule), without its per-rule objects and per-store groups. A check allocates
+   * a few KB; every KB less is fewer scavenges that checks wait behind.
+   */
+  private checkLocal(store: CounterStore, rules: readonly Rule[], request: CheckRequest, started: number): CheckAnswer {
+    const ops = this.localOps;
+    let n = 0;
+    for (const rule of rules) {
+      const value = dimensionValue(rule, request);
+      if (value === null) continue;
+      const op = ops[n] ?? (ops[n] = ['', 0, 0, 1, 0]);
+      op[0] = counterKey(rule, value);
+      op[1] = rule.capacity;
+      op[2] = rule.refillRate;
+      op[4] = rule.regionMode === 'budget' ? 1 : 0;
+      this.localRules[n++] = rule;
+    }
+    if (this.localResults.length < n * 4) this.localResults = new Float64Array(n * 8);
+    const results = this.localResults;
+    if (n > 0) store.takeInto!(ops, n, results);
+    const answer = combineWire(results, n);
+    const metrics = this.options.metrics;
+    (answer.allowed ? metrics.allowed : metrics.denied).inc();
+    for (let i = 0; i < n; i++) {
+      const rule = this.localRules[i]!;
+      if (nearLimit(rule, wireRemaining(results, i))) metrics.nearLimit.inc(1, { rule_id: rule.ruleId });
+    }
+    metrics.latency.observe((performance.now() - started) / 1000);
+    return answer;
   }
 
   /** The rule's share of its limit in this instance's fallback bucket (degraded mode, or a full queue). */
@@ -239,7 +275,7 @@ export class CheckEngine {
     const metrics = this.options.metrics;
     (answer.allowed ? metrics.allowed : metrics.denied).inc();
     for (let i = 0; i < matched.length; i++) {
-      if (nearLimit(matched[i]!.rule, outcomes[i]!)) metrics.nearLimit.inc(1, { rule_id: matched[i]!.rule.ruleId });
+      if (nearLimit(matched[i]!.rule, outcomes[i]!.remaining)) metrics.nearLimit.inc(1, { rule_id: matched[i]!.rule.ruleId });
     }
     metrics.latency.observe((performance.now() - started) / 1000);
   }

@@ -36,6 +36,14 @@ export interface CounterTableOptions {
   syncMs: number;
 }
 
+/** Numbers per op in takeInto's output: allowed (1/0), tokens, retry_after_ms (-1 when allowed), reset_ms. */
+export const WIRE_RESULT_FIELDS = 4;
+
+/** What a result tells its caller is left: the whole tokens when allowed, 0 when denied. */
+export function remainingOf(allowed: boolean, tokens: number): number {
+  return allowed ? Math.max(0, Math.floor(tokens)) : 0;
+}
+
 /** Remote demand older than this many sync intervals is treated as zero (the region went quiet). */
 const REMOTE_DEMAND_TTL_INTERVALS = 3;
 
@@ -44,6 +52,10 @@ export class CounterTable {
   /** Keys changed by local takes/debits since the last snapshot (only tracked with more than one region). */
   private readonly changed = new Set<string>();
   private sweepCursor: Iterator<[string, StoredCounter]> | null = null;
+  /** takeInto's scratch: each op's counter and the tokens it must hold. */
+  private readonly counters_: (StoredCounter | undefined)[] = [];
+  private needed = new Float64Array(8);
+  private out = new Float64Array(8 * WIRE_RESULT_FIELDS);
 
   constructor(private readonly options: CounterTableOptions) {}
 
@@ -53,19 +65,32 @@ export class CounterTable {
 
   /** Refill-check-decrement for one request's ops, all or nothing (see the module comment). */
   take(ops: readonly WireOp[], now: number): WireResult[] {
-    const counters: StoredCounter[] = new Array(ops.length);
-    const limits: BucketLimits[] = new Array(ops.length);
-    /** Tokens each op's counter must hold for it: its cost plus what earlier ops of the request take from it. */
-    const needed: number[] = new Array(ops.length);
-    let allTaken = true;
+    const out = this.scratchOut(ops.length);
+    this.takeInto(ops, ops.length, now, out);
+    const results: WireResult[] = new Array(ops.length);
     for (let i = 0; i < ops.length; i++) {
+      const at = i * WIRE_RESULT_FIELDS;
+      results[i] = [out[at] === 1 ? 1 : 0, out[at + 1]!, out[at + 2]!, out[at + 3]!];
+    }
+    return results;
+  }
+
+  /**
+   * `take` for the first `n` of `ops`, writing each op's result as four numbers (allowed 1/0, tokens,
+   * retry_after_ms or -1, reset_ms) at `out[4 * i]`: the same step without a tuple, an array or a scratch list
+   * allocated per request (a check instance with embedded counters runs this for every check).
+   */
+  takeInto(ops: readonly WireOp[], n: number, now: number, out: Float64Array): void {
+    // Reused between calls (the step is synchronous); cleared after, so no counter is kept alive by them.
+    const counters = this.counters_;
+    const needed = this.needed.length >= n ? this.needed : (this.needed = new Float64Array(n * 2));
+    let allTaken = true;
+    for (let i = 0; i < n; i++) {
       const [key, capacity, refillRate, cost, budget] = ops[i]!;
       const counter = this.touch(key, capacity, refillRate, budget === 1, now);
       if (counter.budget) this.countDemand(counter, now);
-      const l = this.effectiveLimits(counter, now);
-      refill(counter, l, now);
+      refill(counter, this.effectiveLimits(counter, now), now);
       counters[i] = counter;
-      limits[i] = l;
       // Duplicate keys in one request each take their cost, so shortfall is judged against what earlier ops took.
       // A scan of the earlier ops rather than a map: a request has a handful of ops (at most 256), and this runs
       // once per check at the store's full rate.
@@ -74,25 +99,37 @@ export class CounterTable {
       if (counter.tokens < need) allTaken = false;
       needed[i] = need;
     }
-    const results: WireResult[] = new Array(ops.length);
-    for (let i = 0; i < ops.length; i++) {
+    for (let i = 0; i < n; i++) {
       const counter = counters[i]!;
-      const l = limits[i]!;
+      // Budget counters' limits depend on the time and the demand seen, both unchanged since the first loop.
+      const l = this.effectiveLimits(counter, now);
       const need = needed[i]!;
+      const at = i * WIRE_RESULT_FIELDS;
       if (allTaken) {
         const cost = ops[i]![3];
         counter.tokens -= cost;
         counter.taken += cost;
-        results[i] = [1, counter.tokens, -1, resetMs(counter, l)];
+        out[at] = 1;
+        out[at + 2] = -1;
       } else if (counter.tokens >= need) {
         // This counter had the tokens, but another op of the request did not: nothing was taken from it.
-        results[i] = [1, counter.tokens, -1, resetMs(counter, l)];
+        out[at] = 1;
+        out[at + 2] = -1;
       } else {
-        results[i] = [0, counter.tokens, Math.ceil(((need - counter.tokens) / l.refillRate) * 1000), resetMs(counter, l)];
+        out[at] = 0;
+        out[at + 2] = Math.ceil(((need - counter.tokens) / l.refillRate) * 1000);
       }
+      out[at + 1] = counter.tokens;
+      out[at + 3] = resetMs(counter, l);
       this.touched(counter, ops[i]![0], now);
     }
-    return results;
+    counters.fill(undefined, 0, n);
+  }
+
+  /** Room for `n` results of takeInto, reused between calls of `take`. */
+  private scratchOut(n: number): Float64Array {
+    if (this.out.length < n * WIRE_RESULT_FIELDS) this.out = new Float64Array(n * WIRE_RESULT_FIELDS * 2);
+    return this.out;
   }
 
   /**

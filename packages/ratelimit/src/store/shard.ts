@@ -6,7 +6,7 @@
  */
 import type { MetricsRegistry, Principal } from '@raftkit/http';
 import { RpcError } from '@raftkit/rpc';
-import { CounterTable } from './counters.js';
+import { CounterTable, remainingOf, WIRE_RESULT_FIELDS } from './counters.js';
 import type { CounterOp, CounterResult } from './client.js';
 import { parseStoreRequest, type WireOp, type WireResult } from './protocol.js';
 
@@ -66,6 +66,18 @@ export class StoreShard {
     this.sweeper = null;
   }
 
+  /** takeWire's step for the first `n` of `ops`, results as numbers in `out` (CounterTable.takeInto). */
+  takeInto(ops: readonly WireOp[], n: number, out: Float64Array): void {
+    this.takeOps.inc(n);
+    this.table.takeInto(ops, n, Date.now(), out);
+    for (let i = 0; i < n; i++) {
+      if (out[i * WIRE_RESULT_FIELDS] === 0) {
+        this.takesDenied.inc();
+        break;
+      }
+    }
+  }
+
   takeWire(ops: readonly WireOp[], now: number): WireResult[] {
     this.takeOps.inc(ops.length);
     const results = this.table.take(ops, now);
@@ -122,7 +134,7 @@ export class StoreShard {
 }
 
 export function toResult([allowed, tokens, retryAfterMs, resetMs]: WireResult): CounterResult {
-  return allowed === 1 ? { allowed: true, tokens, remaining: Math.max(0, Math.floor(tokens)), resetMs } : { allowed: false, tokens, remaining: 0, retryAfterMs, resetMs };
+  return allowed === 1 ? { allowed: true, tokens, remaining: remainingOf(true, tokens), resetMs } : { allowed: false, tokens, remaining: 0, retryAfterMs, resetMs };
 }
 
 /**
@@ -134,6 +146,10 @@ export class LocalStore {
 
   takeNow(ops: WireOp[]): WireResult[] {
     return this.shard.takeWire(ops, Date.now());
+  }
+
+  takeInto(ops: readonly WireOp[], n: number, out: Float64Array): void {
+    this.shard.takeInto(ops, n, out);
   }
 
   take(ops: CounterOp[]): Promise<CounterResult[]> {
