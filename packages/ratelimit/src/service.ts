@@ -2,7 +2,7 @@
  * The rate-limiting service as `cluster up --service ratelimit` runs it: the rule store on the Raft members, then
  * the counter stores, then the check instances.
  */
-import type { ServiceDefinition } from '@raftkit/http';
+import { IDLE_MEMBERS, type ServiceDefinition } from '@raftkit/http';
 import { ruleRoutes } from './api.js';
 import { checkRole } from './check/worker.js';
 import { RuleMachine, type RuleCommand, type RuleResult } from './machine.js';
@@ -13,4 +13,6 @@ export const ratelimitService: ServiceDefinition<RuleCommand, RuleResult> = {
   createMachine: () => new RuleMachine(),
   routes: ruleRoutes,
   workers: [storeRole, checkRole],
+  // The members hold rules and tenants, polled about once a second; the check instances serve every check.
+  ...IDLE_MEMBERS,
 };

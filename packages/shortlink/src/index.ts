@@ -2,7 +2,7 @@
  * @raftkit/shortlink: the short-link service. Raft members run the link store (ids, links); "app" workers serve
  * the public API and redirects; the click workers (src/clicks) stream and count clicks. README.md has the contract.
  */
-import type { ServiceDefinition } from '@raftkit/http';
+import { IDLE_MEMBER_HEARTBEAT_TICKS, IDLE_MEMBERS, type ServiceDefinition } from '@raftkit/http';
 import { linkRoutes } from './api.js';
 import { appRole } from './app.js';
 import { ClickEmitter, clickWorkerRoles, countryOf, fetchStats } from './clicks/index.js';
@@ -24,21 +24,14 @@ const app = appRole({
   stats: (options, code) => fetchStats({ workers: options.workers, token: options.tokens[0]! }, code),
 });
 
-/**
- * Ticks (100 ms each by default) between the link store leader's heartbeats; the library's default is every tick.
- * Redirects are answered from the app servers' caches, so the members mostly idle, and their heartbeats (a wake-up
- * of the leader and of every follower, each way) were most of their CPU: an idle 5-member cluster used ~45 ms of
- * CPU a second with 1, ~20 with 3 (README "Members' heartbeats"). Failover is unchanged: the election timeout is
- * still 10-20 ticks, and a heartbeat every 3 leaves at least 3 in each (the simulator draws 1 to 3). Commit news,
- * read barriers and appends are sent at once either way; only an idle leader's "still here" waits 300 ms.
- */
-export const MEMBER_HEARTBEAT_TICKS = 3;
+/** The link store members' heartbeat interval in ticks: @raftkit/http IDLE_MEMBERS (redirects are served from caches). */
+export const MEMBER_HEARTBEAT_TICKS = IDLE_MEMBER_HEARTBEAT_TICKS;
 
 export const shortlinkService: ServiceDefinition<LinkCommand, LinkResult> = {
   name: 'shortlink',
   createMachine: () => new LinkMachine(),
   routes: linkRoutes,
-  raft: { heartbeatTicks: MEMBER_HEARTBEAT_TICKS },
+  ...IDLE_MEMBERS,
   // Click workers first: the app servers find the stream when they start.
   workers: [...clickWorkerRoles, app],
 };

@@ -99,6 +99,8 @@ export class CheckEngine {
   private readonly localOps: WireOp[] = [];
   private readonly localRules: Rule[] = [];
   private localResults = new Float64Array(32);
+  /** Checks this engine was asked to decide, since it started (tells an idle instance from a busy one). */
+  decided = 0;
 
   constructor(private readonly options: EngineOptions) {}
 
@@ -112,6 +114,7 @@ export class CheckEngine {
    */
   check(request: CheckRequest): CheckAnswer | Promise<CheckAnswer> {
     const started = performance.now();
+    this.decided++;
     const index = this.options.rules();
     if (!index.hasTenant(request.serviceId)) throw new UnknownServiceError(`service_id ${request.serviceId} is not registered`);
     const rules = index.rulesFor(request.serviceId, request.endpoint);

@@ -7,6 +7,12 @@
  *
  * Everything is a counter so that a reader can take the change over any window (the benchmark reads /metrics as
  * its measured window opens and closes): the loop-delay histogram is folded into counters once a second.
+ *
+ * The sampler runs only while the instance serves checks: `served()` (a count that grows with every check) is
+ * read at each fold, and a second without checks turns the sampler off until the next fold that sees some. An
+ * idle instance then wakes once a second instead of 500 times: on a machine whose cores it shares with the busy
+ * instance and the load, each of those wake-ups was a moment the busy one could wait for a core (with the other
+ * processes of the cluster stopped, the share of checks over 1 ms fell by about 40%; bench/RESULTS.md, ratelimit).
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { MetricsRegistry } from '@raftkit/http';
@@ -20,15 +26,24 @@ export interface PauseWatch {
   stop(): void;
 }
 
-export function watchPauses(registry: MetricsRegistry): PauseWatch {
+export function watchPauses(registry: MetricsRegistry, served: () => number): PauseWatch {
   const loopSamples = registry.counter('ratelimit_loop_delay_samples_total', `Event-loop delay samples (one per ${SAMPLE_MS} ms of loop time)`);
   const loopOver = THRESHOLDS_MS.map((ms) =>
     registry.counter(`ratelimit_loop_delay_over_${ms}ms_samples_total`, `Event-loop delay samples later than ${ms} ms (the loop was held up that long)`),
   );
 
   const delay = monitorEventLoopDelay({ resolution: SAMPLE_MS });
-  delay.enable();
+  let sampling = false;
+  let servedBefore = served();
   const fold = setInterval(() => {
+    const servedNow = served();
+    const busy = servedNow !== servedBefore;
+    servedBefore = servedNow;
+    if (busy !== sampling) {
+      sampling = busy;
+      if (busy) delay.enable();
+      else delay.disable();
+    }
     const count = delay.count;
     if (count === 0) return;
     loopSamples.inc(count);

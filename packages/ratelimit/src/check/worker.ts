@@ -118,7 +118,7 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     });
   }, HEALTH_EVERY_MS);
   const hotTimer = setInterval(() => engine.hotTick(), HOT_TICK_MS);
-  const pauses = watchPauses(http.metrics);
+  const pauses = watchPauses(http.metrics, () => engine.decided);
   shard?.start();
   options.logger.log('info', 'check instance started', { region: stores.region, embedded_store: shard !== null, stores: stores.all.map((l) => l.id), rules_revision: rules.current.revision });
 
