@@ -44,12 +44,17 @@ const keyPrefixes = new WeakMap<Rule, string>();
 
 /** The spec's counter key `{service_id}:{endpoint}:{dimension}:{value}`, with the rule's endpoint pattern. */
 export function counterKey(rule: Rule, value: string): string {
+  return counterKeyPrefix(rule) + value;
+}
+
+/** A rule's counter keys up to the value: `{service_id}:{endpoint}:{dimension}:` (the store's key prefix). */
+export function counterKeyPrefix(rule: Rule): string {
   let prefix = keyPrefixes.get(rule);
   if (prefix === undefined) {
     prefix = `${rule.serviceId}:${rule.endpointPattern}:${rule.dimension}:`;
     keyPrefixes.set(rule, prefix);
   }
-  return prefix + value;
+  return prefix;
 }
 
 /** The value a rule counts by for this request, or null when the request does not carry it. */

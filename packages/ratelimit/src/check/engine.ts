@@ -6,9 +6,10 @@
  */
 import { StoreUnavailableError, type CounterOp, type CounterResult } from '../store/client.js';
 import type { WireOp, WireResult } from '../store/protocol.js';
+import type { TakeOp } from '../store/counters.js';
 import { toResult } from '../store/shard.js';
 import type { Rule } from '../rules.js';
-import { combine, combineWire, counterKey, dimensionValue, matchRules, nearLimit, unreachable, wireRemaining, type CheckAnswer, type CheckRequest, type Matched, type Outcome } from './decide.js';
+import { combine, combineWire, counterKeyPrefix, dimensionValue, matchRules, nearLimit, unreachable, wireRemaining, type CheckAnswer, type CheckRequest, type Matched, type Outcome } from './decide.js';
 import type { StoreHealth } from './health.js';
 import { HotKeys, type HotCounter } from './hot-keys.js';
 import { LocalBuckets, share } from './local-buckets.js';
@@ -24,7 +25,7 @@ export interface CounterStore {
    */
   takeNow?(ops: WireOp[]): WireResult[];
   /** takeNow for the first `n` of `ops`, results written as numbers into `out` (CounterTable.takeInto). */
-  takeInto?(ops: readonly WireOp[], n: number, out: Float64Array): void;
+  takeInto?(ops: readonly TakeOp[], n: number, out: Float64Array): void;
   debit(key: string, limits: { capacity: number; refillRate: number }, count: number, timeoutMs?: number): Promise<{ tokens: number }>;
   ping(timeoutMs?: number): Promise<{ now: number }>;
 }
@@ -94,9 +95,9 @@ export class CheckEngine {
   readonly hot = new HotKeys();
   /**
    * checkLocal's scratch, reused by every check (the step is synchronous): the ops handed to the store, each op's
-   * rule, and the store's results. A check with embedded counters then allocates its counter keys and its answer.
+   * rule, and the store's results. A check with embedded counters then allocates little more than its answer.
    */
-  private readonly localOps: WireOp[] = [];
+  private readonly localOps: TakeOp[] = [];
   private readonly localRules: Rule[] = [];
   private localResults = new Float64Array(32);
   /** Checks this engine was asked to decide, since it started (tells an idle instance from a busy one). */
@@ -202,11 +203,13 @@ export class CheckEngine {
     for (const rule of rules) {
       const value = dimensionValue(rule, request);
       if (value === null) continue;
-      const op = ops[n] ?? (ops[n] = ['', 0, 0, 1, 0]);
-      op[0] = counterKey(rule, value);
-      op[1] = rule.capacity;
-      op[2] = rule.refillRate;
-      op[4] = rule.regionMode === 'budget' ? 1 : 0;
+      // The key as prefix and value, never concatenated: the store looks counters up that way (counters.ts).
+      const op = ops[n] ?? (ops[n] = ['', '', 0, 0, 1, 0]);
+      op[0] = counterKeyPrefix(rule);
+      op[1] = value;
+      op[2] = rule.capacity;
+      op[3] = rule.refillRate;
+      op[5] = rule.regionMode === 'budget' ? 1 : 0;
       this.localRules[n++] = rule;
     }
     if (this.localResults.length < n * 4) this.localResults = new Float64Array(n * 8);

@@ -9,11 +9,20 @@
  *   all are taken; when any is short, none is (a request denied by its per-user rule does not spend its per-IP
  *   budget), and each short op reports retry_after_ms = ceil((cost - tokens) / refill_rate * 1000);
  * - a counter idle for capacity / refill_rate * 1000 + 1000 ms is forgotten (it would be full again anyway).
+ *
+ * Counters are held by key prefix, then by value: a rule's counter key is `{service_id}:{endpoint}:{dimension}:`
+ * (none of which holds a ":") followed by the identifier's value (which may). A check instance with embedded
+ * counters looks its counters up with the rule's prefix and the value as they came off the wire: building the
+ * whole key for every lookup (a concatenation, then flattening and hashing the new string) was about a third of
+ * such an instance's CPU. Whole keys (the store protocol, region syncs, debits) are split at their third ":".
  */
 import { fullCounter, idleExpiryMs, refill, resetMs, type BucketLimits, type BucketCounter as Counter } from '@raftkit/http';
 import type { SyncEntry, WireOp, WireResult } from './protocol.js';
 
 export interface StoredCounter extends Counter {
+  /** Its key's prefix (up to the third ":") and value: the key is prefix + value. */
+  prefix: string;
+  value: string;
   /** The rule's limits as last given (budget counters scale them by the region's share at each take). */
   capacity: number;
   refillRate: number;
@@ -36,6 +45,22 @@ export interface CounterTableOptions {
   syncMs: number;
 }
 
+/** One op of takeInto: the counter's key as prefix and value (see the module comment), then a WireOp's numbers. */
+export type TakeOp = [prefix: string, value: string, capacity: number, refillRate: number, cost: number, budget: 0 | 1];
+
+/** How many ":" a key's prefix holds, the last one ending it. */
+const PREFIX_COLONS = 3;
+
+/** A whole key as [prefix, value]: split after its third ":", or all value when it has fewer. */
+export function splitKey(key: string): [string, string] {
+  let at = -1;
+  for (let i = 0; i < PREFIX_COLONS; i++) {
+    at = key.indexOf(':', at + 1);
+    if (at < 0) return ['', key];
+  }
+  return [key.slice(0, at + 1), key.slice(at + 1)];
+}
+
 /** Numbers per op in takeInto's output: allowed (1/0), tokens, retry_after_ms (-1 when allowed), reset_ms. */
 export const WIRE_RESULT_FIELDS = 4;
 
@@ -48,25 +73,37 @@ export function remainingOf(allowed: boolean, tokens: number): number {
 const REMOTE_DEMAND_TTL_INTERVALS = 3;
 
 export class CounterTable {
-  private readonly counters = new Map<string, StoredCounter>();
-  /** Keys changed by local takes/debits since the last snapshot (only tracked with more than one region). */
-  private readonly changed = new Set<string>();
-  private sweepCursor: Iterator<[string, StoredCounter]> | null = null;
-  /** takeInto's scratch: each op's counter and the tokens it must hold. */
+  /** Counters by key prefix, then value. */
+  private readonly groups = new Map<string, Map<string, StoredCounter>>();
+  private count = 0;
+  /** Counters changed by local takes/debits since the last snapshot (only tracked with more than one region). */
+  private readonly changed = new Set<StoredCounter>();
+  /** The sweep's place: the group it walks, and its walk of the groups. */
+  private sweepGroups: Iterator<[string, Map<string, StoredCounter>]> | null = null;
+  private sweepGroup: { prefix: string; group: Map<string, StoredCounter>; walk: Iterator<[string, StoredCounter]> } | null = null;
+  /** takeInto's scratch: each op's counter and the tokens it must hold; take's ops as TakeOps. */
   private readonly counters_: (StoredCounter | undefined)[] = [];
+  private readonly takeOps: TakeOp[] = [];
   private needed = new Float64Array(8);
   private out = new Float64Array(8 * WIRE_RESULT_FIELDS);
 
   constructor(private readonly options: CounterTableOptions) {}
 
   get size(): number {
-    return this.counters.size;
+    return this.count;
   }
 
   /** Refill-check-decrement for one request's ops, all or nothing (see the module comment). */
   take(ops: readonly WireOp[], now: number): WireResult[] {
     const out = this.scratchOut(ops.length);
-    this.takeInto(ops, ops.length, now, out);
+    const takeOps = this.takeOps;
+    for (let i = 0; i < ops.length; i++) {
+      const [key, capacity, refillRate, cost, budget] = ops[i]!;
+      const [prefix, value] = splitKey(key);
+      takeOps[i] = [prefix, value, capacity, refillRate, cost, budget];
+    }
+    this.takeInto(takeOps, ops.length, now, out);
+    takeOps.length = 0;
     const results: WireResult[] = new Array(ops.length);
     for (let i = 0; i < ops.length; i++) {
       const at = i * WIRE_RESULT_FIELDS;
@@ -80,14 +117,14 @@ export class CounterTable {
    * retry_after_ms or -1, reset_ms) at `out[4 * i]`: the same step without a tuple, an array or a scratch list
    * allocated per request (a check instance with embedded counters runs this for every check).
    */
-  takeInto(ops: readonly WireOp[], n: number, now: number, out: Float64Array): void {
+  takeInto(ops: readonly TakeOp[], n: number, now: number, out: Float64Array): void {
     // Reused between calls (the step is synchronous); cleared after, so no counter is kept alive by them.
     const counters = this.counters_;
     const needed = this.needed.length >= n ? this.needed : (this.needed = new Float64Array(n * 2));
     let allTaken = true;
     for (let i = 0; i < n; i++) {
-      const [key, capacity, refillRate, cost, budget] = ops[i]!;
-      const counter = this.touch(key, capacity, refillRate, budget === 1, now);
+      const [prefix, value, capacity, refillRate, cost, budget] = ops[i]!;
+      const counter = this.touch(prefix, value, capacity, refillRate, budget === 1, now);
       if (counter.budget) this.countDemand(counter, now);
       refill(counter, this.effectiveLimits(counter, now), now);
       counters[i] = counter;
@@ -95,7 +132,7 @@ export class CounterTable {
       // A scan of the earlier ops rather than a map: a request has a handful of ops (at most 256), and this runs
       // once per check at the store's full rate.
       let need = cost;
-      for (let j = 0; j < i; j++) if (counters[j] === counter) need += ops[j]![3];
+      for (let j = 0; j < i; j++) if (counters[j] === counter) need += ops[j]![4];
       if (counter.tokens < need) allTaken = false;
       needed[i] = need;
     }
@@ -106,7 +143,7 @@ export class CounterTable {
       const need = needed[i]!;
       const at = i * WIRE_RESULT_FIELDS;
       if (allTaken) {
-        const cost = ops[i]![3];
+        const cost = ops[i]![4];
         counter.tokens -= cost;
         counter.taken += cost;
         out[at] = 1;
@@ -121,7 +158,7 @@ export class CounterTable {
       }
       out[at + 1] = counter.tokens;
       out[at + 3] = resetMs(counter, l);
-      this.touched(counter, ops[i]![0], now);
+      this.touched(counter, now);
     }
     counters.fill(undefined, 0, n);
   }
@@ -138,11 +175,12 @@ export class CounterTable {
    * long-run rate at the limit; the floor bounds how long a key stays shut after a burst (2 * capacity / rate).
    */
   debit(key: string, limits: BucketLimits, count: number, now: number): number {
-    const counter = this.touch(key, limits.capacity, limits.refillRate, false, now);
+    const [prefix, value] = splitKey(key);
+    const counter = this.touch(prefix, value, limits.capacity, limits.refillRate, false, now);
     refill(counter, limits, now);
     counter.tokens = Math.max(-limits.capacity, counter.tokens - count);
     counter.taken += count;
-    this.touched(counter, key, now);
+    this.touched(counter, now);
     return counter.tokens;
   }
 
@@ -152,11 +190,9 @@ export class CounterTable {
    */
   snapshot(now: number): SyncEntry[] {
     const entries: SyncEntry[] = [];
-    for (const key of this.changed) {
-      const c = this.counters.get(key);
-      if (c === undefined) continue;
+    for (const c of this.changed) {
       if (c.budget) this.rollWindow(c, now);
-      entries.push([key, c.tokens, c.lastRefill, c.capacity, c.refillRate, c.taken, c.budget ? c.demandPrev : 0, c.budget ? 1 : 0]);
+      entries.push([c.prefix + c.value, c.tokens, c.lastRefill, c.capacity, c.refillRate, c.taken, c.budget ? c.demandPrev : 0, c.budget ? 1 : 0]);
       c.taken = 0;
     }
     this.changed.clear();
@@ -173,7 +209,8 @@ export class CounterTable {
    */
   merge(fromRegion: number, entries: readonly SyncEntry[], now: number): void {
     for (const [key, tokens, lastRefill, capacity, refillRate, taken, demand, budget] of entries) {
-      const counter = this.touch(key, capacity, refillRate, budget === 1, now);
+      const [prefix, value] = splitKey(key);
+      const counter = this.touch(prefix, value, capacity, refillRate, budget === 1, now);
       if (budget === 1) {
         counter.remote ??= new Map();
         counter.remote.set(fromRegion, { demand, at: now });
@@ -192,16 +229,28 @@ export class CounterTable {
   sweep(now: number, budget = 10_000): number {
     let expired = 0;
     for (let seen = 0; seen < budget; seen++) {
-      if (this.sweepCursor === null) this.sweepCursor = this.counters.entries();
-      const next = this.sweepCursor.next();
-      if (next.done === true) {
-        this.sweepCursor = null;
-        break;
+      if (this.sweepGroup === null) {
+        this.sweepGroups ??= this.groups.entries();
+        const nextGroup = this.sweepGroups.next();
+        if (nextGroup.done === true) {
+          this.sweepGroups = null;
+          break;
+        }
+        const [prefix, group] = nextGroup.value;
+        this.sweepGroup = { prefix, group, walk: group.entries() };
       }
-      const [key, counter] = next.value;
+      const { prefix, group, walk } = this.sweepGroup;
+      const next = walk.next();
+      if (next.done === true) {
+        this.sweepGroup = null;
+        if (group.size === 0) this.groups.delete(prefix);
+        continue;
+      }
+      const [value, counter] = next.value;
       if (now >= counter.expiresAt) {
-        this.counters.delete(key);
-        this.changed.delete(key);
+        group.delete(value);
+        this.changed.delete(counter);
+        this.count--;
         expired++;
       }
     }
@@ -210,7 +259,8 @@ export class CounterTable {
 
   /** The counter's state (for tests and diagnostics), or undefined when it does not exist. */
   peek(key: string): Readonly<StoredCounter> | undefined {
-    return this.counters.get(key);
+    const [prefix, value] = splitKey(key);
+    return this.groups.get(prefix)?.get(value);
   }
 
   /** The share of the rule's limits this region gets for a budget counter: equal until demand is known. */
@@ -234,14 +284,34 @@ export class CounterTable {
     return { capacity: Math.max(1, counter.capacity * share), refillRate: counter.refillRate * share };
   }
 
-  /** The live counter for `key` with the given limits, created full (or re-created full when it had expired). */
-  private touch(key: string, capacity: number, refillRate: number, budget: boolean, now: number): StoredCounter {
-    let counter = this.counters.get(key);
+  /** The live counter for prefix + value with the given limits, created full (or re-created full when it had expired). */
+  private touch(prefix: string, value: string, capacity: number, refillRate: number, budget: boolean, now: number): StoredCounter {
+    let group = this.groups.get(prefix);
+    if (group === undefined) this.groups.set(prefix, (group = new Map()));
+    let counter = group.get(value);
     if (counter === undefined || now >= counter.expiresAt) {
+      const old = counter;
       const { tokens, lastRefill } = fullCounter({ capacity, refillRate }, now);
-      counter = { tokens, lastRefill, capacity, refillRate, budget, expiresAt: now + idleExpiryMs({ capacity, refillRate }), taken: 0, window: this.windowOf(now), demandNow: 0, demandPrev: 0, remote: null };
+      counter = {
+        prefix,
+        value,
+        tokens,
+        lastRefill,
+        capacity,
+        refillRate,
+        budget,
+        expiresAt: now + idleExpiryMs({ capacity, refillRate }),
+        taken: 0,
+        window: this.windowOf(now),
+        demandNow: 0,
+        demandPrev: 0,
+        remote: null,
+      };
       if (budget) counter.tokens = this.effectiveLimits(counter, now).capacity;
-      this.counters.set(key, counter);
+      group.set(value, counter);
+      if (old === undefined) this.count++;
+      // The key stays marked changed for the next region sync, as the counter that now holds it.
+      else if (this.changed.delete(old)) this.changed.add(counter);
     } else {
       counter.capacity = capacity;
       counter.refillRate = refillRate;
@@ -250,10 +320,10 @@ export class CounterTable {
     return counter;
   }
 
-  /** After a local change: refresh the idle expiry and remember the key for the next region sync. */
-  private touched(counter: StoredCounter, key: string, now: number): void {
+  /** After a local change: refresh the idle expiry and remember the counter for the next region sync. */
+  private touched(counter: StoredCounter, now: number): void {
     counter.expiresAt = now + idleExpiryMs(counter);
-    if (this.options.regions > 1) this.changed.add(key);
+    if (this.options.regions > 1) this.changed.add(counter);
   }
 
   private countDemand(counter: StoredCounter, now: number): void {

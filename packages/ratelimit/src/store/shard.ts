@@ -6,7 +6,7 @@
  */
 import type { MetricsRegistry, Principal } from '@raftkit/http';
 import { RpcError } from '@raftkit/rpc';
-import { CounterTable, remainingOf, WIRE_RESULT_FIELDS } from './counters.js';
+import { CounterTable, remainingOf, WIRE_RESULT_FIELDS, type TakeOp } from './counters.js';
 import type { CounterOp, CounterResult } from './client.js';
 import { parseStoreRequest, type WireOp, type WireResult } from './protocol.js';
 
@@ -67,7 +67,7 @@ export class StoreShard {
   }
 
   /** takeWire's step for the first `n` of `ops`, results as numbers in `out` (CounterTable.takeInto). */
-  takeInto(ops: readonly WireOp[], n: number, out: Float64Array): void {
+  takeInto(ops: readonly TakeOp[], n: number, out: Float64Array): void {
     this.takeOps.inc(n);
     this.table.takeInto(ops, n, Date.now(), out);
     for (let i = 0; i < n; i++) {
@@ -148,7 +148,7 @@ export class LocalStore {
     return this.shard.takeWire(ops, Date.now());
   }
 
-  takeInto(ops: readonly WireOp[], n: number, out: Float64Array): void {
+  takeInto(ops: readonly TakeOp[], n: number, out: Float64Array): void {
     this.shard.takeInto(ops, n, out);
   }
 

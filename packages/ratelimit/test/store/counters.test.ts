@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import t from 'tap';
-import { CounterTable } from '../../src/store/counters.js';
+import { CounterTable, splitKey } from '../../src/store/counters.js';
 import type { SyncEntry, WireOp, WireResult } from '../../src/store/protocol.js';
 
 const op = (key: string, capacity: number, refillRate: number, cost = 1, budget: 0 | 1 = 0): WireOp => [key, capacity, refillRate, cost, budget];
@@ -134,6 +134,44 @@ t.test('the sweep works through a bounded slice per call and finds every expired
   for (let i = 0; i < 10; i++) expired += c.sweep(5_000, 10);
   t.equal(expired, 50, 'ten slices of ten cover all 100 counters; the 50 idle ones are gone');
   t.equal(c.size, 50);
+});
+
+t.test('keys split after their third ":" (prefix + value is the key), so values with ":" and short keys stay apart', async (t) => {
+  t.same(splitKey('shop:/api/*:ip:2001:db8::1'), ['shop:/api/*:ip:', '2001:db8::1'], 'an IPv6 value keeps its colons');
+  t.same(splitKey('shop:*:user_id:'), ['shop:*:user_id:', ''], 'an empty value');
+  t.same(splitKey('k7'), ['', 'k7'], 'fewer than three ":": all value');
+  t.same(splitKey('a:b'), ['', 'a:b']);
+  fc.assert(
+    fc.property(fc.string({ unit: fc.constantFrom('a', ':', 'é', '/', '*') , maxLength: 12 }), (key) => {
+      const [prefix, value] = splitKey(key);
+      return prefix + value === key && (prefix === '' || prefix.split(':').length === 4);
+    }),
+    { numRuns: 500 },
+  );
+  const c = table();
+  const keys = ['shop:/a:ip:1:2', 'shop:/a:ip:1', 'shop:/a:ip::1:2', 'shop:/a:user_id:1:2', 'a:b', 'a:b:c:d'];
+  for (const k of keys) takeOne(c, k, 5, 1, 0);
+  takeOne(c, 'shop:/a:ip:1:2', 5, 1, 0);
+  t.equal(c.size, keys.length, 'six keys, six counters');
+  t.equal(c.peek('shop:/a:ip:1:2')?.tokens, 3, 'the key taken twice');
+  t.equal(c.peek('shop:/a:ip:1')?.tokens, 4, 'its neighbours taken once');
+  t.equal(c.peek('a:b:c:d')?.tokens, 4);
+});
+
+t.test('the sweep walks every key prefix and forgets the expired counters of each', async (t) => {
+  const c = table();
+  for (let i = 0; i < 60; i++) takeOne(c, `tenant${i % 3}:/api/*:${i % 2 === 0 ? 'ip' : 'user_id'}:v${i}`, 1, 1, i % 4 === 0 ? 0 : 10_000);
+  let expired = 0;
+  for (let i = 0; i < 20; i++) expired += c.sweep(5_000, 10);
+  t.equal(expired, 15, 'the 15 idle counters are gone, across the six prefixes');
+  t.equal(c.size, 45);
+  // A call ends its slice at the end of a pass: the next one starts the next pass.
+  let later = 0;
+  for (let i = 0; i < 2; i++) later += c.sweep(1_000_000, 1_000);
+  t.equal(later, 45, 'much later every counter has expired');
+  t.equal(c.size, 0);
+  takeOne(c, 'tenant0:/api/*:ip:v0', 1, 1, 1_000_000);
+  t.equal(c.size, 1, 'a prefix whose counters all went is used again');
 });
 
 t.test('debit: subtracts a count admitted elsewhere, down to -capacity at most', async (t) => {
