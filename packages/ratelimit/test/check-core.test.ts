@@ -87,6 +87,7 @@ t.test('local buckets: start full, refill lazily, expire when idle', async (t) =
 
 t.test('hot keys: promoted above the threshold, served locally with a 1/N share, synced, cooled', async (t) => {
   const hot = new HotKeys();
+  t.equal(hot.watching, false, 'nothing observed: nothing for the tick to watch');
   const r = rule(1, { limit: 100, window_sec: 1, hot_key: { qps_threshold: 5, sync_ms: 100 } });
   let verdict: ReturnType<HotKeys['observe']> = null;
   for (let i = 0; i < 5; i++) verdict = hot.observe('k', r, i);
@@ -110,6 +111,9 @@ t.test('hot keys: promoted above the threshold, served locally with a 1/N share,
   t.equal(c.unsynced >= 5, true, 'a failed debit keeps the admissions to debit later');
   t.same(hot.cool(2_500), [c], 'no traffic for two seconds: cooled');
   t.equal(hot.size, 0);
+  t.equal(hot.watching, false, 'cooled and its rate forgotten: the tick may stop');
+  hot.observe('other', r, 3_000);
+  t.equal(hot.watching, true, 'a new observed key: the tick has a rate to forget later');
 });
 
 t.test('tenant keys: admin keys manage and check their own tenant only; check keys only check', async (t) => {

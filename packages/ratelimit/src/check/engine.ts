@@ -57,6 +57,8 @@ export interface EngineOptions {
   maxQueue: number;
   metrics: CheckMetrics;
   onModeChange?(link: StoreLink): void;
+  /** A check of a hot_key rule was counted: the hot-key tick (hotTick) has something to watch from now on. */
+  onHotKeys?(): void;
 }
 
 export class UnknownServiceError extends Error {
@@ -135,6 +137,7 @@ export class CheckEngine {
       let promote = false;
       if (m.rule.hotKey !== null) {
         const hot = this.hot.observe(m.key, m.rule, now);
+        this.options.onHotKeys?.();
         if (hot === 'promote') promote = true;
         else if (hot !== null) {
           outcomes[i] = this.hot.take(hot, now);

@@ -159,4 +159,9 @@ export class HotKeys {
   get size(): number {
     return this.hot.size;
   }
+
+  /** Whether there is anything for the tick to do: hot counters to sync or cool, or rates to forget. */
+  get watching(): boolean {
+    return this.hot.size > 0 || this.rates.size > 0;
+  }
 }

@@ -57,6 +57,16 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     requireTenantAccess(principal, request.serviceId, 'check');
     return engine.check(request);
   };
+  // The hot-key tick runs only while there is something to watch (HotKeys.watching): an instance whose rules have
+  // no hot_key does not wake every 20 ms, which on a shared machine is a moment a busy instance may wait for a core.
+  let hotTimer: NodeJS.Timeout | null = null;
+  const hotTick = (): void => {
+    engine.hotTick();
+    if (!engine.hot.watching && hotTimer !== null) {
+      clearInterval(hotTimer);
+      hotTimer = null;
+    }
+  };
   const engine = new CheckEngine({
     rules: () => rules.current,
     storeFor: (rule) => stores.storeFor(rule),
@@ -66,6 +76,9 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     maxQueue,
     metrics: checkMetrics(metrics),
     onModeChange: (link) => options.logger.log('warn', 'store mode changed', { store: link.id, mode: link.health.mode }),
+    onHotKeys: () => {
+      hotTimer ??= setInterval(hotTick, HOT_TICK_MS);
+    },
   });
   const http = await serveWorkerHttp(options, {
     metrics,
@@ -117,7 +130,6 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
       healthBusy = false;
     });
   }, HEALTH_EVERY_MS);
-  const hotTimer = setInterval(() => engine.hotTick(), HOT_TICK_MS);
   const pauses = watchPauses(http.metrics, () => engine.decided);
   shard?.start();
   options.logger.log('info', 'check instance started', { region: stores.region, embedded_store: shard !== null, stores: stores.all.map((l) => l.id), rules_revision: rules.current.revision });
@@ -126,7 +138,7 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
     httpPort: http.port,
     stop: async () => {
       clearInterval(healthTimer);
-      clearInterval(hotTimer);
+      if (hotTimer !== null) clearInterval(hotTimer);
       pauses.stop();
       shard?.stop();
       rules.stop();
