@@ -74,19 +74,6 @@ export interface RunningMember {
 
 const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
-/**
- * This member's snapshot period: `base` entries, plus up to half again by the rank of its id among the members it
- * knows (5 members: 1, 1.1, 1.2, 1.3 and 1.4 times). Members apply the same entries, so with one period they all
- * reach it at the same index, and a snapshot holds a member's event loop (encoding its state) and its disk (writing
- * it) for up to a second under load: five members snapshotting together stopped every write for that long (kv at
- * ~6,000 PUT/s, max latency 0.9-1.3 s; bench/RESULTS.md). With periods apart, one or two snapshot at a time and a
- * quorum keeps writing.
- */
-export function staggeredSnapshotEvery(base: number, id: string, members: Iterable<string>): number {
-  const ids = [...new Set([id, ...members])].sort();
-  return Math.round(base * (1 + (0.5 * ids.indexOf(id)) / ids.length));
-}
-
 export async function startMember<C, R>(definition: ServiceDefinition<C, R>, options: MemberOptions): Promise<RunningMember> {
   let term = 0;
   const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
@@ -114,7 +101,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     ...(definition.raft?.heartbeatTicks !== undefined ? { core: { heartbeatTicks: definition.raft.heartbeatTicks } } : {}),
     // As etcd: a snapshot encodes the whole state on the event loop, so taking one every 10,000 entries stalled
     // writes every few seconds under load (bench/RESULTS.md).
-    snapshotEvery: staggeredSnapshotEvery(options.snapshotEvery ?? 100_000, options.id, [...Object.keys(options.bootstrap), ...Object.keys(options.peers ?? {})]),
+    snapshotEvery: options.snapshotEvery ?? 100_000,
     requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
     followerWriteIntervalMs: definition.raft?.followerWriteIntervalMs ?? 0,
     leaderWriteIntervalMs: definition.raft?.leaderWriteIntervalMs ?? 0,
