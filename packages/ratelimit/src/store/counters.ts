@@ -81,8 +81,9 @@ export class CounterTable {
   /** The sweep's place: the group it walks, and its walk of the groups. */
   private sweepGroups: Iterator<[string, Map<string, StoredCounter>]> | null = null;
   private sweepGroup: { prefix: string; group: Map<string, StoredCounter>; walk: Iterator<[string, StoredCounter]> } | null = null;
-  /** takeInto's scratch: each op's counter and the tokens it must hold; take's ops as TakeOps. */
+  /** takeInto's scratch: each op's counter, its limits and the tokens it must hold; take's ops as TakeOps. */
   private readonly counters_: (StoredCounter | undefined)[] = [];
+  private readonly limits_: (BucketLimits | undefined)[] = [];
   private readonly takeOps: TakeOp[] = [];
   private needed = new Float64Array(8);
   private out = new Float64Array(8 * WIRE_RESULT_FIELDS);
@@ -120,14 +121,17 @@ export class CounterTable {
   takeInto(ops: readonly TakeOp[], n: number, now: number, out: Float64Array): void {
     // Reused between calls (the step is synchronous); cleared after, so no counter is kept alive by them.
     const counters = this.counters_;
+    const limits = this.limits_;
     const needed = this.needed.length >= n ? this.needed : (this.needed = new Float64Array(n * 2));
     let allTaken = true;
     for (let i = 0; i < n; i++) {
       const [prefix, value, capacity, refillRate, cost, budget] = ops[i]!;
       const counter = this.touch(prefix, value, capacity, refillRate, budget === 1, now);
       if (counter.budget) this.countDemand(counter, now);
-      refill(counter, this.effectiveLimits(counter, now), now);
+      const l = this.effectiveLimits(counter, now);
+      refill(counter, l, now);
       counters[i] = counter;
+      limits[i] = l;
       // Duplicate keys in one request each take their cost, so shortfall is judged against what earlier ops took.
       // A scan of the earlier ops rather than a map: a request has a handful of ops (at most 256), and this runs
       // once per check at the store's full rate.
@@ -138,8 +142,7 @@ export class CounterTable {
     }
     for (let i = 0; i < n; i++) {
       const counter = counters[i]!;
-      // Budget counters' limits depend on the time and the demand seen, both unchanged since the first loop.
-      const l = this.effectiveLimits(counter, now);
+      const l = limits[i]!;
       const need = needed[i]!;
       const at = i * WIRE_RESULT_FIELDS;
       if (allTaken) {
@@ -161,6 +164,7 @@ export class CounterTable {
       this.touched(counter, now);
     }
     counters.fill(undefined, 0, n);
+    limits.fill(undefined, 0, n);
   }
 
   /** Room for `n` results of takeInto, reused between calls of `take`. */
