@@ -19,25 +19,26 @@ async function main(): Promise<void> {
   const data = workerData as GeneratorData;
   // The answers this thread saw; fail-open and overloaded answers are failures, not checks.
   const answers = new Answers();
-  // Plain promise chains rather than async arrows: one promise and reaction fewer per check, on both sides alike.
+  // The op returns the side's own promise; its answer is counted when the loop takes it (runOpenLoopShare's
+  // `answer`), not by a `.then` per check: one promise and reaction fewer per check, on both sides alike.
   const add = (r: { allowed: boolean; remaining: number; overloaded?: boolean }): void => answers.add(r);
-  let op: () => Promise<void>;
+  let op: () => Promise<{ allowed: boolean; remaining: number; overloaded?: boolean }>;
   let close: () => void;
   if (data.side === 'ours') {
     const client = new RateLimitClient({ addresses: [data.address], token: data.token });
-    op = () => client.check({ serviceId: data.tenant, endpoint: data.endpoint, identifiers: identifiers(data.keys) }).then(add);
+    op = () => client.check({ serviceId: data.tenant, endpoint: data.endpoint, identifiers: identifiers(data.keys) });
     close = () => client.close();
   } else {
     const pool = await RedisBuckets.open(data.port, data.connections);
     const limits = data.dimensions.map(() => data.limits);
     op = () => {
       const ids: Record<string, string> = identifiers(data.keys);
-      return pool.check(data.dimensions.map((d) => `${data.keyPrefix}${d}:${ids[d]}`), limits).then(add);
+      return pool.check(data.dimensions.map((d) => `${data.keyPrefix}${d}:${ids[d]}`), limits);
     };
     close = () => pool.close();
   }
   port.once('message', (m: { type: 'go'; share: OpenLoopShare }) => {
-    void runOpenLoopShare(m.share, op, () => answers.figures()).then((result) => {
+    void runOpenLoopShare(m.share, op, () => answers.figures(), add).then((result) => {
       close();
       port.postMessage({ type: 'done', result }, [result.latencies.buffer as ArrayBuffer, result.fromSchedule.buffer as ArrayBuffer]);
     });

@@ -28,6 +28,6 @@ export type { TcpTransportOptions, TransportSecret, TransportTls, HostPort, Tran
 export { LocalNetwork } from './transport/local.js';
 export { FrameReader, FrameTooLargeError, lengthPrefixed } from './transport/frame-reader.js';
 export { Counter, Gauge, Histogram, MetricsRegistry } from './metrics.js';
-export type { Labels, Metric } from './metrics.js';
+export type { CounterSeries, Labels, Metric } from './metrics.js';
 export { RaftMetrics, combineObservers } from './node-metrics.js';
 export type { MetricsSource } from './node-metrics.js';

@@ -7,7 +7,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ClusterClient, ServiceError } from '@raftkit/http';
 import type { CheckRequest } from './check/decide.js';
 import { answerFromTuple, checkTuple, type AnswerTuple, type CheckTuple } from './check/request.js';
-import { RpcClient, RpcError } from '@raftkit/rpc';
+import { RpcClient, RpcError, type CallOptions } from '@raftkit/rpc';
 
 export type CheckInput = CheckRequest;
 
@@ -51,10 +51,8 @@ function throwUnlessTransient(error: unknown): asserts error is RpcError {
 }
 
 /** A failure of the only instance: nothing to move on to. */
-function failedOnly(error: unknown): never {
-  throwUnlessTransient(error);
-  throw error;
-}
+/** A check's call: its reply decoded in the RPC layer, not by a `.then` per check (CallOptions.decode). */
+const CHECK_CALL: CallOptions<CheckResult> = { decode: toCheckResult };
 
 export class RateLimitClient implements RateLimiter {
   private readonly wires: RpcClient[];
@@ -69,7 +67,7 @@ export class RateLimitClient implements RateLimiter {
   check(input: CheckInput): Promise<CheckResult> {
     const tuple = checkTuple(input);
     // One instance: nothing to move on to, so no per-check closure to remember where this check was tried.
-    if (this.wires.length === 1) return this.wires[0]!.call(tuple).then(toCheckResult, failedOnly);
+    if (this.wires.length === 1) return this.wires[0]!.call(tuple, CHECK_CALL);
     return this.attempt(tuple, 0);
   }
 
@@ -80,7 +78,7 @@ export class RateLimitClient implements RateLimiter {
   private attempt(tuple: CheckTuple, attempt: number): Promise<CheckResult> {
     const at = this.next;
     const wire = this.wires[at % this.wires.length]!;
-    return wire.call(tuple).then(toCheckResult, (error: unknown) => {
+    return wire.call(tuple, CHECK_CALL).catch((error: unknown) => {
       throwUnlessTransient(error);
       // Concurrent checks that failed on the same instance move on together, by one.
       if (this.next === at) this.next++;

@@ -22,11 +22,18 @@ export interface RpcConnectionOptions {
   maxFrameBytes?: number;
 }
 
-export interface CallOptions {
+export interface CallOptions<T = unknown> {
   /** This call's deadline (ms); the connection's default otherwise. */
   timeoutMs?: number;
   /** Aborting settles the call at once with `cancelled` (its answer, if one comes, is ignored). */
   signal?: AbortSignal;
+  /**
+   * Turns the reply into the call's result before its promise settles (a decode that throws rejects the call
+   * with what it threw). A client that maps every reply saves a `.then` per call this way: a promise, a reaction
+   * and a microtask, which a client making tens of thousands of calls a second pays in scavenges. Options that
+   * only carry a decode can be one constant object, so a call allocates nothing for them.
+   */
+  decode?: (reply: unknown) => T;
 }
 
 /** Who the server says the hello proved. */
@@ -35,14 +42,48 @@ export interface Welcome {
   name: string;
 }
 
-interface Pending {
-  resolve(value: unknown): void;
-  reject(error: RpcError): void;
-  /** performance.now() after which the call fails with `timeout`. */
-  deadline: number;
-  timeoutMs: number;
-  signal?: AbortSignal;
-  onAbort?: () => void;
+/** A call awaiting its reply. A class, so every pending call has one shape. */
+class Pending {
+  resolve: (value: unknown) => void = settleNothing;
+  reject: (error: unknown) => void = settleNothing;
+  signal: AbortSignal | undefined = undefined;
+  onAbort: (() => void) | undefined = undefined;
+
+  constructor(
+    /** performance.now() after which the call fails with `timeout`. */
+    readonly deadline: number,
+    readonly timeoutMs: number,
+    readonly decode: ((reply: unknown) => unknown) | undefined,
+  ) {}
+
+  /** Settles with the reply (decoded, when the call has a decode). */
+  answer(reply: unknown): void {
+    if (this.decode === undefined) {
+      this.resolve(reply);
+      return;
+    }
+    let value: unknown;
+    try {
+      value = this.decode(reply);
+    } catch (error) {
+      this.reject(error);
+      return;
+    }
+    this.resolve(value);
+  }
+}
+
+function settleNothing(): void {}
+
+/**
+ * The one executor of every call's promise: it hands the promise's settle functions to the call being made
+ * (`capturing`, set just before, since an executor runs at once). A closure per call would be one more object, and
+ * one more context, for the young generation at every call.
+ */
+let capturing: Pending | null = null;
+function capture(resolve: (value: unknown) => void, reject: (error: unknown) => void): void {
+  capturing!.resolve = resolve;
+  capturing!.reject = reject;
 }
 
 export class RpcConnection {
@@ -125,8 +166,8 @@ export class RpcConnection {
     else this.closeListeners.push(listener);
   }
 
-  /** Sends one request; settles with its answer or an RpcError, always within the deadline. */
-  call(request: unknown, options?: CallOptions): Promise<unknown> {
+  /** Sends one request; settles with its answer (decoded, see CallOptions) or an RpcError, always within the deadline. */
+  call<T = unknown>(request: unknown, options?: CallOptions<T>): Promise<T> {
     if (this.closeReason !== undefined) return Promise.reject(this.closeReason);
     if (this.pending.size >= this.maxInFlight) return Promise.reject(new RpcError('overloaded', `${this.pending.size} calls in flight to ${this.options.address}`));
     if (options?.signal?.aborted === true) return Promise.reject(new RpcError('cancelled', 'call aborted before it was sent'));
@@ -135,21 +176,23 @@ export class RpcConnection {
     const timeoutMs = options?.timeoutMs ?? this.timeoutMs;
     const deadline = performance.now() + timeoutMs;
     if (deadline < this.timerAt) this.armDeadlines(deadline);
-    return new Promise<unknown>((resolve, reject) => {
-      const call: Pending = { resolve, reject, deadline, timeoutMs };
-      if (options?.signal !== undefined) {
-        const signal = options.signal;
-        call.signal = signal;
-        call.onAbort = () => this.settleError(id, new RpcError('cancelled', 'call aborted'));
-        signal.addEventListener('abort', call.onAbort, { once: true });
-      }
-      this.pending.set(id, call);
-      this.outbox.push([id, request]);
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        setImmediate(this.flushNow);
-      }
-    });
+    const call = new Pending(deadline, timeoutMs, options?.decode);
+    capturing = call;
+    const promise = new Promise<unknown>(capture) as Promise<T>;
+    capturing = null;
+    if (options?.signal !== undefined) {
+      const signal = options.signal;
+      call.signal = signal;
+      call.onAbort = () => this.settleError(id, new RpcError('cancelled', 'call aborted'));
+      signal.addEventListener('abort', call.onAbort, { once: true });
+    }
+    this.pending.set(id, call);
+    this.outbox.push([id, request]);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      setImmediate(this.flushNow);
+    }
+    return promise;
   }
 
   /** Closes the socket; pending calls fail with `reason` (default `closed`). */
@@ -198,7 +241,7 @@ export class RpcConnection {
         const call = this.pending.take(reply[0]);
         if (call === undefined) continue; // timed out or cancelled already
         this.detach(call);
-        if (reply[1] === 0) call.resolve(reply[2]);
+        if (reply[1] === 0) call.answer(reply[2]);
         else call.reject(fromErrorBody(reply[2], 'remote error'));
       }
     } else if (isRecord(message) && isRecord(message.welcome)) {
@@ -288,7 +331,7 @@ export class RpcClient {
     this.reconnectDelayMs = options.reconnectDelayMs ?? 100;
   }
 
-  call(request: unknown, options?: CallOptions): Promise<unknown> {
+  call<T = unknown>(request: unknown, options?: CallOptions<T>): Promise<T> {
     if (this.closed) return Promise.reject(new RpcError('closed', 'client closed'));
     let connection = this.connection;
     if (connection === null) {

@@ -73,10 +73,10 @@ function serverMetrics(registry: MetricsRegistry | undefined, service: string, c
   registry.gauge('rpc_calls_in_flight', 'Calls received and not yet answered').set(inFlight, labels);
   const calls = registry.counter('rpc_calls_total', 'Calls answered, by outcome (ok or the error code)');
   const refused = registry.counter('rpc_connections_refused_total', 'Connections closed by the server, by reason');
-  const ok = { service, outcome: 'ok' };
+  // Counted a frame at a time, into a series whose label key is formatted once, not at every frame.
+  const ok = calls.series({ service, outcome: 'ok' });
   return {
-    // Counted a frame at a time: the hot path does not build a label key per call.
-    served: (count) => calls.inc(count, ok),
+    served: (count) => ok.inc(count),
     failed: (code) => calls.inc(1, { service, outcome: code }),
     refused: (code) => refused.inc(1, { service, reason: code }),
   };

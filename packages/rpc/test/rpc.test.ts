@@ -71,6 +71,28 @@ t.test('pipelined calls: every reply reaches its own call', async (t) => {
   t.same(answers, Array.from({ length: 300 }, (_, i) => i * 2));
 });
 
+t.test('a call with a decode settles with the decoded reply; a decode that throws rejects that call only', async (t) => {
+  const s = await server(t, (request) => {
+    if (request === 'refuse') throw new RpcError('bad_request', 'refused by the handler');
+    return request;
+  });
+  const c = client(t, s.port);
+  let decoded = 0;
+  const double = { decode: (reply: unknown): number => (decoded++, (reply as number) * 2) };
+  const picky = {
+    decode: (reply: unknown): string => {
+      if (typeof reply !== 'string') throw new TypeError(`not a string: ${String(reply)}`);
+      return reply;
+    },
+  };
+  t.same(await Promise.all([c.call(1, double), c.call(2, double), c.call('x', picky)]), [2, 4, 'x']);
+  await t.rejects(c.call(7, picky), { name: 'TypeError', message: 'not a string: 7' });
+  // A refused call is the server's error, whatever the decode: the decode never sees an error body.
+  await t.rejects(c.call('refuse', double), { code: 'bad_request' });
+  t.equal(decoded, 2, 'decode ran once per answered call, never for the refusal');
+  t.equal(await c.call(5, { decode: (r: unknown) => `got ${String(r)}` }), 'got 5', 'the connection lives on');
+});
+
 t.test('calls made in one turn of the event loop leave in one frame; their replies come back in one', async (t) => {
   let frames = 0;
   const s = await server(t, echo);
