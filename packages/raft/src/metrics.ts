@@ -19,6 +19,7 @@ export interface Metric {
 
 /** One labelled series of a Counter (Counter.series). */
 export interface CounterSeries {
+  /** Add `by` (default 1) to this series. */
   inc(by?: number): void;
 }
 

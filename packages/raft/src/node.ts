@@ -255,6 +255,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private stopped = false;
   private applied: number;
   private lastSnapshotIndex: number;
+  /** A detached snapshot is being encoded (maybeSnapshot): no second one starts until it is. */
+  private snapshotting = false;
   private softState: SoftState;
   private knownConfig: Readonly<Configuration> | null = null;
   private knownLeader: NodeId | null = null;
@@ -890,14 +892,43 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     if (this.observer.applied !== undefined) this.observer.applied(entry, performance.now() - started);
   }
 
-  /** Takes a snapshot when one is due. Awaited by the Ready loop: nothing is applied while a streamed one is read. */
+  /**
+   * Takes a snapshot when one is due. Awaited by the Ready loop: nothing is applied while a streamed one is read.
+   * A machine with `detachedSnapshot` is instead encoded in the background from the view it took at this index,
+   * while the loop goes on (one such snapshot at a time); saving it is the same either way.
+   */
   private async maybeSnapshot(): Promise<void> {
+    if (this.snapshotting) return;
     if (this.applied - this.lastSnapshotIndex < this.snapshotEvery && this.bytesSinceSnapshot < this.snapshotLogBytes) return;
     const meta = this.core.snapshotMetaForApplied();
     this.bytesSinceSnapshot = 0;
+    if (this.machine.detaches) {
+      const encode = this.machine.beginSnapshot();
+      this.snapshotting = true;
+      // Counted from here, so the next one is due snapshotEvery entries after this index, not after the encoding.
+      this.lastSnapshotIndex = Math.max(this.lastSnapshotIndex, meta.index);
+      void encode()
+        .then((data) => {
+          if (!this.stopped) this.saveTaken({ meta, data });
+        })
+        .catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))))
+        .finally(() => {
+          this.snapshotting = false;
+        });
+      return;
+    }
     const snapshot: Snapshot = { meta, data: await this.machine.snapshotAsync() };
     if (this.stopped) return;
     this.lastSnapshotIndex = meta.index;
+    this.saveTaken(snapshot);
+  }
+
+  /**
+   * Saves a snapshot this member took, then compacts the in-memory log to it. A snapshot installed from the leader
+   * meanwhile may be newer: storage keeps the newer one, and compacting to an older index does nothing.
+   */
+  private saveTaken(snapshot: Snapshot): void {
+    const meta = snapshot.meta;
     this.observer.snapshotSaved?.(snapshot.data.byteLength, meta.index);
     this.logger('info', 'snapshot taken', { member: this.id, index: meta.index, bytes: snapshot.data.byteLength });
     // Compact the in-memory log only once the snapshot is durable.

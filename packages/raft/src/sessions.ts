@@ -196,6 +196,28 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
     return this.pack(inner);
   }
 
+  /** Whether the inner machine can be snapshotted while commands apply (StateMachine.detachedSnapshot). */
+  get detaches(): boolean {
+    return this.inner.detachedSnapshot !== undefined;
+  }
+
+  /**
+   * A snapshot as of this call, encoded while later commands apply: the session table is copied now and the inner
+   * machine takes its own view now (detachedSnapshot); the returned function reads the chunks and packs both, in
+   * {@link snapshot}'s format.
+   */
+  beginSnapshot(): () => Promise<Uint8Array> {
+    const detached = this.inner.detachedSnapshot;
+    if (detached === undefined) throw new TypeError('the state machine has no detachedSnapshot');
+    const chunks = detached.call(this.inner);
+    const sessions = this.sessionEntries();
+    return async () => {
+      const parts: Uint8Array[] = [];
+      for await (const chunk of chunks) parts.push(chunk);
+      return packr.pack({ inner: Buffer.concat(parts), sessions } satisfies SessionsSnapshot);
+    };
+  }
+
   /** The same as {@link snapshot}, for any inner machine: chunks are read until the last one (apply waits). */
   async snapshotAsync(): Promise<Uint8Array> {
     const inner = this.inner.snapshot();
@@ -206,11 +228,13 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
   }
 
   private pack(inner: Uint8Array): Uint8Array {
-    const state: SessionsSnapshot = {
-      inner,
-      sessions: [...this.sessions].map(([client, s]) => [client, s.lastActive, s.ack, [...s.results], [...s.failed]]),
-    };
+    const state: SessionsSnapshot = { inner, sessions: this.sessionEntries() };
     return packr.pack(state);
+  }
+
+  /** The session table as the snapshot holds it: new arrays throughout, so later commands do not change it. */
+  private sessionEntries(): SessionsSnapshot['sessions'] {
+    return [...this.sessions].map(([client, s]) => [client, s.lastActive, s.ack, [...s.results], [...s.failed]]);
   }
 
   /** Restore both from {@link snapshot}'s bytes (an inner machine with `restoreChunks` gets them as chunks). */

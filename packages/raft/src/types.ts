@@ -312,6 +312,16 @@ export interface StateMachine<Command, Result> {
    * pieces: no apply runs until the last chunk is read, so the generator may read the live state as it goes.
    */
   snapshot(): Uint8Array | AsyncIterable<Uint8Array>;
+  /**
+   * Optional, preferred over `snapshot` when present: the state as of this call, as chunks read afterwards while
+   * later commands go on applying. The machine takes a consistent view of itself in the call (a copy of its
+   * index, say, when its values are never changed in place) and encodes from that view; the chunks are read with
+   * the event loop turning between them. A member then neither stops applying nor, when it leads, stops the
+   * group's writes while a large state is encoded (every member reaches the same snapshot index at the same
+   * moment, so a snapshot that blocks stalls the whole group at once). The bytes follow `snapshot`'s format:
+   * `restore` takes either.
+   */
+  detachedSnapshot?(): AsyncIterable<Uint8Array>;
   /** Replace the whole state with a snapshot's bytes. */
   restore(data: Uint8Array): void;
   /**
