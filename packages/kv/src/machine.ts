@@ -104,7 +104,7 @@ export class KvMachine implements StateMachine<KvCommand, KvResult> {
   /**
    * The map as of this call, encoded afterwards while later commands apply (StateMachine.detachedSnapshot): the
    * keys and entries are copied into two arrays now (entries are never changed in place, a change stores a new
-   * one), then packed SNAPSHOT_SLICE pairs at a time with the event loop turning between slices. Encoding the
+   * one), then packed SNAPSHOT_SLICE keys at a time with the event loop turning between slices. Encoding the
    * whole map at once held every member's loop for the encoding and forced a major collection in a hurry on all
    * five together, since they snapshot at the same index: a stall of about a second for the whole group.
    */
@@ -119,25 +119,51 @@ export class KvMachine implements StateMachine<KvCommand, KvResult> {
     return packSlices(keys, entries);
   }
 
-  /** Takes `snapshot`'s bytes or `detachedSnapshot`'s (one or more packed arrays of [key, entry] pairs). */
+  /**
+   * Takes `snapshot`'s bytes (one packed array of [key, entry] pairs) or `detachedSnapshot`'s (packed slices, each
+   * FLAT_SLICE then key, value, revision, key, value, revision...).
+   */
   restore(data: Uint8Array): void {
     const restored = new Map<string, KvEntry>();
     // An empty map's detached snapshot has no slice at all: no bytes.
-    const slices = data.byteLength === 0 ? [] : (packr.unpackMultiple(data) as Array<Array<[string, KvEntry]>>);
-    for (const pairs of slices) for (const [key, entry] of pairs) restored.set(key, entry);
+    const slices = data.byteLength === 0 ? [] : (packr.unpackMultiple(data) as unknown[][]);
+    for (const slice of slices) {
+      if (slice[0] === FLAT_SLICE) {
+        for (let i = 1; i + 2 < slice.length; i += 3) restored.set(slice[i] as string, { value: slice[i + 1] as string, revision: slice[i + 2] as number });
+      } else {
+        for (const [key, entry] of slice as Array<[string, KvEntry]>) restored.set(key, entry);
+      }
+    }
     this.data = restored;
   }
 }
 
-/** Pairs per packed slice of a detached snapshot: a few milliseconds of encoding between turns of the loop. */
+/** Keys per packed slice of a detached snapshot: a few milliseconds of encoding at a time. */
 const SNAPSHOT_SLICE = 4_096;
+/**
+ * After each slice the encoder rests this many times as long as the slice took: every member encodes at the same
+ * moment (they reach the snapshot's index together), so five members encoding flat out took both cores of a small
+ * machine from the leader's writes. A snapshot of 100,000 keys then takes about a second instead of 0.3 s.
+ */
+const SNAPSHOT_REST = 3;
+/** The first element of a detached snapshot's slice (a one-array snapshot's first element is a pair, an array). */
+const FLAT_SLICE = 3;
 
 async function* packSlices(keys: readonly string[], entries: readonly KvEntry[]): AsyncGenerator<Uint8Array> {
   for (let start = 0; start < keys.length; start += SNAPSHOT_SLICE) {
+    const began = performance.now();
     const end = Math.min(keys.length, start + SNAPSHOT_SLICE);
-    const pairs = new Array<[string, KvEntry]>(end - start);
-    for (let i = start; i < end; i++) pairs[i - start] = [keys[i]!, entries[i]!];
-    yield packr.pack(pairs);
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    // Flat triples, not [key, {value, revision}] pairs: no field names to write per key, half the encoding time.
+    const slice = new Array<unknown>(1 + 3 * (end - start));
+    slice[0] = FLAT_SLICE;
+    for (let i = start, at = 1; i < end; i++, at += 3) {
+      const entry = entries[i]!;
+      slice[at] = keys[i];
+      slice[at + 1] = entry.value;
+      slice[at + 2] = entry.revision;
+    }
+    yield packr.pack(slice);
+    const rest = Math.ceil((performance.now() - began) * SNAPSHOT_REST);
+    await new Promise<void>((resolve) => setTimeout(resolve, rest));
   }
 }

@@ -271,7 +271,12 @@ export interface Storage {
    * write must still land before any later one; an implementation may sync it anyway.
    */
   append(entries: Entry[], hardState: HardState | null, options?: AppendOptions): Promise<void>;
-  /** Store a snapshot and drop every entry it covers (and any entry that conflicts with it). Synced. */
+  /**
+   * Store a snapshot and drop every entry it covers (and any entry that conflicts with it). Synced. Calls made
+   * after it may complete before it does (LevelStorage writes a snapshot's chunks beside later appends):
+   * RaftNode awaits it where order matters (a snapshot installed from the leader), and a snapshot it took covers
+   * only applied entries, which no later append touches. A snapshot older than the stored one is dropped.
+   */
   saveSnapshot(snapshot: Snapshot): Promise<void>;
   /** The newest stored snapshot, or null. */
   latestSnapshot(): Promise<Snapshot | null>;

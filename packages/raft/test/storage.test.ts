@@ -310,16 +310,49 @@ t.test('LevelStorage: chunks of an interrupted snapshot save are cleared on open
 t.test('LevelStorage: concurrent calls apply in call order', async (t) => {
   const { db } = await sharedDb(t);
   const storage = new LevelStorage({ db, prefix: 'g' });
-  const writes = [
-    storage.append(entries(1, 5, 1), null),
-    storage.append(entries(3, 4, 2), { term: 2, vote: null, commit: 0 }),
-    storage.saveSnapshot(snapshot(2, 1)),
-    storage.append(entries(5, 5, 2), null),
-  ];
+  const writes = [storage.append(entries(1, 5, 1), null), storage.append(entries(3, 4, 2), { term: 2, vote: null, commit: 0 }), storage.append(entries(5, 5, 2), null)];
   const loaded = storage.load();
   await Promise.all(writes);
-  t.same((await loaded).entries, [...entries(3, 5, 2)]);
+  t.same((await loaded).entries, [...entries(1, 2, 1), ...entries(3, 5, 2)]);
+  // A snapshot and the appends after it: whichever finishes first, the result is the same.
+  await Promise.all([storage.saveSnapshot(snapshot(2, 1)), storage.append(entries(6, 6, 2), null)]);
+  const after = await storage.load();
+  t.same(after.entries, [...entries(3, 6, 2)]);
+  t.equal(after.snapshot?.meta.index, 2);
   await storage.close();
+});
+
+t.test('LevelStorage: appends made while a large snapshot is written do not wait for it', async (t) => {
+  const storage = new LevelStorage(await tempDir(t));
+  t.teardown(() => storage.close());
+  await storage.append(entries(1, 10, 1), null);
+  let saved = false;
+  // 24 MiB: twelve synced batches of chunks, written beside the appends.
+  const saving = storage.saveSnapshot(snapshot(8, 1, 24 * 1024 * 1024)).then(() => (saved = true));
+  await storage.append(entries(11, 11, 1), null);
+  t.equal(saved, false, 'the append completed while the snapshot was still being written');
+  await saving;
+  const loaded = await storage.load();
+  t.equal(loaded.snapshot?.meta.index, 8);
+  t.same(loaded.snapshot?.data, snapshot(8, 1, 24 * 1024 * 1024).data, 'every chunk stored');
+  t.same(indexes(loaded.entries), [9, 10, 11], 'the append landed, the covered entries went');
+});
+
+t.test('LevelStorage: a snapshot overtaken by a newer one while its chunks were written is dropped; the newer one stays, on disk too', async (t) => {
+  const dir = await tempDir(t);
+  const storage = new LevelStorage(dir);
+  await storage.append(entries(1, 20, 1), null);
+  const older = storage.saveSnapshot(snapshot(5, 1, 8 * 1024 * 1024));
+  const newer = storage.saveSnapshot(snapshot(15, 1, 64));
+  await Promise.all([older, newer]);
+  t.equal((await storage.latestSnapshot())?.meta.index, 15, 'the newer one stays');
+  await storage.close();
+  const reopened = new LevelStorage(dir);
+  t.teardown(() => reopened.close());
+  const loaded = await reopened.load();
+  t.equal(loaded.snapshot?.meta.index, 15);
+  t.same(loaded.snapshot?.data, snapshot(15, 1, 64).data);
+  t.same(indexes(loaded.entries), [16, 17, 18, 19, 20]);
 });
 
 // ---------------------------------------------------------------------------------------------------------

@@ -81,8 +81,12 @@ export type LevelStorageLocation = string | { db: SharedLevel; prefix: string };
 
 const DEFAULT_PREFIX = 'raft';
 const DEFAULT_SNAPSHOT_CHUNK_BYTES = 1024 * 1024;
-/** Chunks written per batch while storing a snapshot: bounds the memory one batch holds. */
-const CHUNKS_PER_BATCH = 8;
+/**
+ * Chunks written per synced batch while storing a snapshot: bounds the memory one batch holds and, since LevelDB
+ * writes one batch at a time, how long a log append waits behind the snapshot (saveSnapshot writes chunks beside
+ * the appends).
+ */
+const CHUNKS_PER_BATCH = 2;
 
 const ENCODINGS = { keyEncoding: 'utf8', valueEncoding: 'view' } as const;
 const SYNCED = { ...ENCODINGS, sync: true } as const;
@@ -119,6 +123,8 @@ interface OpenState {
   seq: number;
   /** The hard state is still under its key of the layout before this one: the next write of it deletes that. */
   legacyHardState: boolean;
+  /** The newest snapshot generation handed out, stored or still being written (saveSnapshot). */
+  generations: number;
 }
 
 /**
@@ -189,6 +195,8 @@ export class LevelStorage implements Storage {
   private state: OpenState | null = null;
   /** The tail of the operation chain; every operation waits for the previous one. */
   private tail: Promise<unknown> = Promise.resolve();
+  /** Snapshot chunks being written outside the chain (saveSnapshot); close waits for them. */
+  private readonly writingChunks = new Set<Promise<number>>();
   private closed = false;
 
   /**
@@ -278,13 +286,37 @@ export class LevelStorage implements Storage {
     });
   }
 
-  saveSnapshot(snapshot: Snapshot): Promise<void> {
+  /**
+   * In three steps, so that log writes need not wait behind megabytes of snapshot: a new generation is handed
+   * out in the operation chain; the chunks are written under it outside the chain (no record names that
+   * generation yet, so they are invisible, and an interrupted save's chunks are removed at the next open), while
+   * appends go on; then, in the chain again, one synced batch records the snapshot and drops what it covers.
+   */
+  async saveSnapshot(snapshot: Snapshot): Promise<void> {
+    const { index, term } = snapshot.meta;
+    const generation = await this.run(async (state) => {
+      if (index < state.snapshotIndex) return null; // Stale: a newer snapshot is already stored.
+      state.generations = Math.max(state.generations, state.snapshot?.generation ?? 0) + 1;
+      return state.generations;
+    });
+    if (generation === null) return;
+    const writing = this.writeChunks(generation, snapshot.data);
+    this.writingChunks.add(writing);
+    let chunkCount: number;
+    try {
+      chunkCount = await writing;
+    } finally {
+      this.writingChunks.delete(writing);
+    }
     return this.run(async (state) => {
-      const { index, term } = snapshot.meta;
-      if (index < state.snapshotIndex) return; // Stale: a newer snapshot is already stored.
+      if (index < state.snapshotIndex) {
+        // A newer snapshot was stored while these chunks were written: they go.
+        const stale: BatchOp[] = [];
+        for (let chunk = 0; chunk < chunkCount; chunk++) stale.push({ type: 'del', key: this.keys.snapshotChunk(generation, chunk) });
+        await this.db.batch(stale, UNSYNCED);
+        return;
+      }
       const previous = state.snapshot;
-      const generation = (previous?.generation ?? 0) + 1;
-      const chunkCount = await this.writeChunks(generation, snapshot.data);
 
       const logMatches = (await this.termAt(state, index)) === term;
       const dropUpTo = logMatches ? index : state.lastIndex;
@@ -332,6 +364,7 @@ export class LevelStorage implements Storage {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await Promise.allSettled([...this.writingChunks]);
     await this.tail;
     if (this.ownsDb) await this.db.close();
   }
@@ -387,7 +420,7 @@ export class LevelStorage implements Storage {
     let newest = { commit, seq: storedValue === undefined ? 0 : hardStateSeq(storedValue) };
     if (lastRecord !== null && lastRecord.seq > newest.seq) newest = lastRecord;
     const legacyHardState = legacy !== undefined;
-    this.state = { snapshot, snapshotIndex, lastIndex, blockStarts, term, vote, commit: newest.commit, seq: newest.seq, legacyHardState };
+    this.state = { snapshot, snapshotIndex, lastIndex, blockStarts, term, vote, commit: newest.commit, seq: newest.seq, legacyHardState, generations: snapshot?.generation ?? 0 };
     return this.state;
   }
 
