@@ -46,6 +46,11 @@ export interface SimMutations {
    * with the message's first result, instead of only the writes it names.
    */
   resultsAnswerAll?: boolean;
+  /**
+   * A detached snapshot is saved under the index applied when it is saved, not the one it was taken at: its data
+   * is older than its index (a view taken too early, or an index read too late). Detached snapshots on in every seed.
+   */
+  detachedIndexAtSave?: boolean;
 }
 
 export interface CoreMutations {
@@ -76,6 +81,11 @@ export interface SimConfig {
   leaderWriteIntervalMs?: number;
   /** RaftNode's forwardedResults: the leader sends each forwarded write's result to the member that forwarded it. */
   forwardedResults?: boolean;
+  /**
+   * Detached snapshots (RaftNode with a machine's `detachedSnapshot`): a member saves a snapshot it took up to this
+   * many ms later, going on meanwhile; absent or 0: it saves at once and waits for the sync.
+   */
+  detachedSnapshotMs?: number;
   /** Member tick periods are tickMs * (1 ± up to tickSkew). */
   tickMs: number;
   tickSkew: number;
@@ -249,6 +259,7 @@ export function configFromSeed(seed: number): SimConfig {
     ...quiescence(seed),
     ...writeHolds(seed),
     ...forwardedResults(seed),
+    ...detachedSnapshots(seed),
   };
   return withGroups(seed, config);
 }
@@ -302,6 +313,17 @@ function forwardedResults(seed: number): Partial<SimConfig> {
   return new Random(seed ^ 0x2b992ddf).chance(0.5) ? { forwardedResults: true } : {};
 }
 
+/**
+ * Detached snapshots in half of the seeds, from a stream of their own (every other field stays what it was): as
+ * RaftNode does for a machine with `detachedSnapshot`, a member takes its snapshot at the applied index and goes on
+ * (appending, applying, answering) while it is encoded; it saves it to disk a while later, behind whatever log
+ * writes came meanwhile (LevelStorage records it after them), and compacts once that is durable. One at a time.
+ */
+function detachedSnapshots(seed: number): Partial<SimConfig> {
+  const rng = new Random(seed ^ 0x3c6ef372);
+  return rng.chance(0.5) ? { detachedSnapshotMs: rng.pick([1, 5, 20, 60]) } : {};
+}
+
 /** A one-line summary of a config, for reports. */
 export function describeConfig(c: SimConfig): string {
   const kinds = new Map<string, number>();
@@ -315,6 +337,7 @@ export function describeConfig(c: SimConfig): string {
     ((c.poisonRate ?? 0) > 0 ? `, poison ${c.poisonRate}` : '') +
     ((c.quiesceTicks ?? 0) > 0 ? `, quiesce after ${c.quiesceTicks} idle ticks` : '') +
     ((c.groups ?? 1) > 1 ? `, ${c.groups} groups per process` : '') +
-    (c.forwardedResults === true ? ', forwarded results' : '')
+    (c.forwardedResults === true ? ', forwarded results' : '') +
+    ((c.detachedSnapshotMs ?? 0) > 0 ? `, detached snapshots saved up to ${c.detachedSnapshotMs} ms later` : '')
   );
 }

@@ -50,6 +50,11 @@ export const MUTATIONS: Mutation[] = [
     what: "a leader's results for forwarded writes answer every write waiting at the follower, not only their own",
     sim: { resultsAnswerAll: true },
   },
+  {
+    name: 'detachedIndexAtSave',
+    what: 'a detached snapshot is recorded under the index applied when it is saved, newer than its data',
+    sim: { detachedIndexAtSave: true },
+  },
 ];
 
 

@@ -104,6 +104,8 @@ export class SimNode {
   private readCounter = 0;
 
   snapshotsTaken = 0;
+  /** A detached snapshot was taken and is not saved yet (config.detachedSnapshotMs). */
+  private detachedPending = false;
   snapshotsInstalled = 0;
 
   constructor(
@@ -134,6 +136,7 @@ export class SimNode {
     this.up = true;
     this.busy = false;
     this.writing = false;
+    this.detachedPending = false;
     const d = this.disk.durable;
     this.kv = new KvMachine({
       applied: (tag) => host.commandApplied(tag),
@@ -551,6 +554,7 @@ export class SimNode {
 
   /** Save a snapshot of the applied state; once durable, the core may drop the entries it covers. */
   private saveSnapshot(): void {
+    if (this.detachedPending) return;
     const meta: SnapshotMeta = {
       index: this.applied,
       term: this.appliedTerm,
@@ -558,6 +562,12 @@ export class SimNode {
       config: this.appliedConfig,
     };
     const snapshot: Snapshot = { meta, data: this.sm.snapshot() };
+    const mutated = this.host.config.simMutations?.detachedIndexAtSave === true;
+    const later = this.host.config.detachedSnapshotMs ?? (mutated ? 20 : 0);
+    if (later > 0) {
+      this.saveDetached(snapshot, this.host.rng.int(0, later));
+      return;
+    }
     this.lastSnapshot = snapshot;
     this.snapshotsTaken++;
     this.disk.saveSnapshot(snapshot);
@@ -569,6 +579,39 @@ export class SimNode {
       this.core!.compact(meta);
       this.host.trace(() => `${this.label} compacted to ${meta.index}`);
       this.afterInput();
+    });
+  }
+
+  /**
+   * RaftNode's detached snapshot: taken now (the state as of `meta.index`), saved `delayMs` later while the member
+   * goes on, behind the log writes made meanwhile; compacted once durable. A snapshot installed from the leader
+   * meanwhile is newer: this one is then dropped (as LevelStorage drops it), and compacting to it does nothing.
+   */
+  private saveDetached(taken: Snapshot, delayMs: number): void {
+    let snapshot = taken;
+    this.detachedPending = true;
+    this.snapshotsTaken++;
+    const life = this.incarnation;
+    const meta = snapshot.meta;
+    this.host.queue.after(delayMs, () => {
+      if (life !== this.incarnation) return;
+      this.detachedPending = false;
+      if (meta.index <= (this.lastSnapshot?.meta.index ?? 0)) {
+        this.host.trace(() => `${this.label} drops its detached snapshot ${meta.index}: a newer one is saved`);
+        return;
+      }
+      if (this.host.config.simMutations?.detachedIndexAtSave === true) {
+        snapshot = { meta: { index: this.applied, term: this.appliedTerm, time: this.appliedTime, config: this.appliedConfig }, data: snapshot.data };
+      }
+      this.lastSnapshot = snapshot;
+      this.disk.saveSnapshot(snapshot);
+      this.host.trace(() => `${this.label} saves its detached snapshot ${snapshot.meta.index}`);
+      this.disk.sync(() => {
+        if (life !== this.incarnation) return;
+        this.core!.compact(snapshot.meta);
+        this.host.trace(() => `${this.label} compacted to ${snapshot.meta.index}`);
+        this.afterInput();
+      });
     });
   }
 

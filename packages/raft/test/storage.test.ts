@@ -338,6 +338,23 @@ t.test('LevelStorage: appends made while a large snapshot is written do not wait
   t.same(indexes(loaded.entries), [9, 10, 11], 'the append landed, the covered entries went');
 });
 
+t.test('LevelStorage: close waits for a snapshot save begun before it, chunks and record', async (t) => {
+  const dir = await tempDir(t);
+  const storage = new LevelStorage(dir);
+  await storage.append(entries(1, 10, 1), null);
+  const big = snapshot(6, 1, 12 * 1024 * 1024);
+  const saving = storage.saveSnapshot(big);
+  await storage.close();
+  await saving; // resolved, not rejected with "closed"
+  await t.rejects(storage.saveSnapshot(snapshot(7, 1)), /closed/, 'a save after close is refused');
+  const reopened = new LevelStorage(dir);
+  t.teardown(() => reopened.close());
+  const loaded = await reopened.load();
+  t.equal(loaded.snapshot?.meta.index, 6);
+  t.same(loaded.snapshot?.data, big.data);
+  t.same(indexes(loaded.entries), [7, 8, 9, 10]);
+});
+
 t.test('LevelStorage: a snapshot overtaken by a newer one while its chunks were written is dropped; the newer one stays, on disk too', async (t) => {
   const dir = await tempDir(t);
   const storage = new LevelStorage(dir);

@@ -195,8 +195,8 @@ export class LevelStorage implements Storage {
   private state: OpenState | null = null;
   /** The tail of the operation chain; every operation waits for the previous one. */
   private tail: Promise<unknown> = Promise.resolve();
-  /** Snapshot chunks being written outside the chain (saveSnapshot); close waits for them. */
-  private readonly writingChunks = new Set<Promise<number>>();
+  /** Snapshot saves past their first step (their chunks are written outside the chain); close waits for them. */
+  private readonly saving = new Set<Promise<void>>();
   private closed = false;
 
   /**
@@ -292,23 +292,30 @@ export class LevelStorage implements Storage {
    * generation yet, so they are invisible, and an interrupted save's chunks are removed at the next open), while
    * appends go on; then, in the chain again, one synced batch records the snapshot and drops what it covers.
    */
-  async saveSnapshot(snapshot: Snapshot): Promise<void> {
-    const { index, term } = snapshot.meta;
-    const generation = await this.run(async (state) => {
+  saveSnapshot(snapshot: Snapshot): Promise<void> {
+    if (this.closed) return Promise.reject(new Error('LevelStorage is closed'));
+    // Registered now: close waits for every save begun before it, all three steps.
+    const saving = this.saveInSteps(snapshot);
+    this.saving.add(saving);
+    return saving.finally(() => this.saving.delete(saving));
+  }
+
+  private async saveInSteps(snapshot: Snapshot): Promise<void> {
+    const index = snapshot.meta.index;
+    const generation = await this.chain(async (state) => {
       if (index < state.snapshotIndex) return null; // Stale: a newer snapshot is already stored.
       state.generations = Math.max(state.generations, state.snapshot?.generation ?? 0) + 1;
       return state.generations;
     });
     if (generation === null) return;
-    const writing = this.writeChunks(generation, snapshot.data);
-    this.writingChunks.add(writing);
-    let chunkCount: number;
-    try {
-      chunkCount = await writing;
-    } finally {
-      this.writingChunks.delete(writing);
-    }
-    return this.run(async (state) => {
+    const chunkCount = await this.writeChunks(generation, snapshot.data);
+    await this.recordSnapshot(snapshot, generation, chunkCount);
+  }
+
+  /** saveSnapshot's last step, in the chain: record the snapshot and drop what it covers, or drop its chunks if stale. */
+  private recordSnapshot(snapshot: Snapshot, generation: number, chunkCount: number): Promise<void> {
+    const { index, term } = snapshot.meta;
+    return this.chain(async (state) => {
       if (index < state.snapshotIndex) {
         // A newer snapshot was stored while these chunks were written: they go.
         const stale: BatchOp[] = [];
@@ -364,7 +371,7 @@ export class LevelStorage implements Storage {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await Promise.allSettled([...this.writingChunks]);
+    await Promise.allSettled([...this.saving]);
     await this.tail;
     if (this.ownsDb) await this.db.close();
   }
@@ -372,6 +379,11 @@ export class LevelStorage implements Storage {
   /** Runs `operation` after every earlier one, opening the storage first if needed. */
   private run<T>(operation: (state: OpenState) => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error('LevelStorage is closed'));
+    return this.chain(operation);
+  }
+
+  /** Appends `operation` to the chain, closed or not (a save begun before close finishes through it). */
+  private chain<T>(operation: (state: OpenState) => Promise<T>): Promise<T> {
     const result = this.tail.then(async () => operation(this.state ?? (await this.open())));
     this.tail = result.catch(() => undefined);
     return result;

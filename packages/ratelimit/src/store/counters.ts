@@ -15,10 +15,16 @@
  * counters looks its counters up with the rule's prefix and the value as they came off the wire: building the
  * whole key for every lookup (a concatenation, then flattening and hashing the new string) was about a third of
  * such an instance's CPU. Whole keys (the store protocol, region syncs, debits) are split at their third ":".
+ *
+ * A counter's numbers live in a slot of two Float64Arrays, not in an object: the maps hold slot numbers. An object
+ * with double fields is an object plus a heap number per field, scattered across the old generation, so a lookup
+ * among 200,000 counters missed the cache several times over; a slot's hot numbers are 64 consecutive bytes. Freed
+ * slots are reused. The bucket arithmetic is bucket.ts's (refill, reset, idle expiry), on the slot's numbers.
  */
-import { fullCounter, idleExpiryMs, refill, resetMs, type BucketLimits, type BucketCounter as Counter } from '@raftkit/http';
+import type { BucketCounter as Counter, BucketLimits } from '@raftkit/http';
 import type { SyncEntry, WireOp, WireResult } from './protocol.js';
 
+/** A counter as `peek` shows it (a copy of its slot). */
 export interface StoredCounter extends Counter {
   /** Its key's prefix (up to the third ":") and value: the key is prefix + value. */
   prefix: string;
@@ -72,21 +78,54 @@ export function remainingOf(allowed: boolean, tokens: number): number {
 /** Remote demand older than this many sync intervals is treated as zero (the region went quiet). */
 const REMOTE_DEMAND_TTL_INTERVALS = 3;
 
+/** Numbers per slot in `hot`, and their places. */
+const HOT = 8;
+const TOKENS = 0;
+const LAST_REFILL = 1;
+const CAPACITY = 2;
+const REFILL_RATE = 3;
+const EXPIRES_AT = 4;
+const TAKEN = 5;
+const BUDGET = 6;
+const WINDOW = 7;
+/** Numbers per slot in `cold` (budget counters only): requests in this sync window and the one before. */
+const COLD = 2;
+const DEMAND_NOW = 0;
+const DEMAND_PREV = 1;
+
+/** How long an idle counter lives after its last update: capacity / refill_rate * 1000 + 1000 ms (bucket.ts). */
+function idleExpiry(capacity: number, refillRate: number): number {
+  return Math.ceil((capacity / refillRate) * 1000) + 1000;
+}
+
 export class CounterTable {
-  /** Counters by key prefix, then value. */
-  private readonly groups = new Map<string, Map<string, StoredCounter>>();
+  /** Counters' slots by key prefix, then value. */
+  private readonly groups = new Map<string, Map<string, number>>();
   private count = 0;
-  /** Counters changed by local takes/debits since the last snapshot (only tracked with more than one region). */
-  private readonly changed = new Set<StoredCounter>();
+  private hot = new Float64Array(1024 * HOT);
+  private cold = new Float64Array(1024 * COLD);
+  /** Each slot's key prefix and value ('' and '' when free); slots below `used` have been handed out. */
+  private prefixes: string[] = [];
+  private values: string[] = [];
+  private used = 0;
+  private readonly free: number[] = [];
+  /** Budget counters: other regions' demand per sync window, with the time it was reported, by slot. */
+  private readonly remote = new Map<number, Map<number, { demand: number; at: number }>>();
+  /** Slots changed by local takes/debits since the last snapshot (only tracked with more than one region). */
+  private readonly changed = new Set<number>();
   /** The sweep's place: the group it walks, and its walk of the groups. */
-  private sweepGroups: Iterator<[string, Map<string, StoredCounter>]> | null = null;
-  private sweepGroup: { prefix: string; group: Map<string, StoredCounter>; walk: Iterator<StoredCounter> } | null = null;
-  /** takeInto's scratch: each op's counter, its limits and the tokens it must hold; take's ops as TakeOps. */
-  private readonly counters_: (StoredCounter | undefined)[] = [];
-  private readonly limits_: (BucketLimits | undefined)[] = [];
+  private sweepGroups: Iterator<[string, Map<string, number>]> | null = null;
+  private sweepGroup: { prefix: string; group: Map<string, number>; walk: Iterator<number> } | null = null;
+  /** takeInto's scratch: each op's slot, its effective limits and the tokens it must hold; take's ops as TakeOps. */
+  private slots_ = new Int32Array(8);
+  private caps_ = new Float64Array(8);
+  private rates_ = new Float64Array(8);
   private readonly takeOps: TakeOp[] = [];
   private needed = new Float64Array(8);
   private out = new Float64Array(8 * WIRE_RESULT_FIELDS);
+  /** fill's own scratch for a new budget counter's limits (takeInto's may hold earlier ops' limits). */
+  private readonly fillCap = new Float64Array(1);
+  private readonly fillRate = new Float64Array(1);
 
   constructor(private readonly options: CounterTableOptions) {}
 
@@ -119,52 +158,56 @@ export class CounterTable {
    * allocated per request (a check instance with embedded counters runs this for every check).
    */
   takeInto(ops: readonly TakeOp[], n: number, now: number, out: Float64Array): void {
-    // Reused between calls (the step is synchronous); cleared after, so no counter is kept alive by them.
-    const counters = this.counters_;
-    const limits = this.limits_;
+    if (this.slots_.length < n) {
+      this.slots_ = new Int32Array(n * 2);
+      this.caps_ = new Float64Array(n * 2);
+      this.rates_ = new Float64Array(n * 2);
+    }
+    const slots = this.slots_;
+    const caps = this.caps_;
+    const rates = this.rates_;
     const needed = this.needed.length >= n ? this.needed : (this.needed = new Float64Array(n * 2));
     let allTaken = true;
     for (let i = 0; i < n; i++) {
-      const [prefix, value, capacity, refillRate, cost, budget] = ops[i]!;
-      const counter = this.touch(prefix, value, capacity, refillRate, budget === 1, now);
-      if (counter.budget) this.countDemand(counter, now);
-      const l = this.effectiveLimits(counter, now);
-      refill(counter, l, now);
-      counters[i] = counter;
-      limits[i] = l;
+      const op = ops[i]!;
+      const slot = this.touch(op[0], op[1], op[2], op[3], op[5] === 1, now);
+      const hot = this.hot;
+      const at = slot * HOT;
+      if (hot[at + BUDGET] === 1) this.countDemand(slot, now);
+      this.effectiveLimits(slot, now, caps, rates, i);
+      this.refill(slot, caps[i]!, rates[i]!, now);
+      slots[i] = slot;
       // Duplicate keys in one request each take their cost, so shortfall is judged against what earlier ops took.
       // A scan of the earlier ops rather than a map: a request has a handful of ops (at most 256), and this runs
       // once per check at the store's full rate.
-      let need = cost;
-      for (let j = 0; j < i; j++) if (counters[j] === counter) need += ops[j]![4];
-      if (counter.tokens < need) allTaken = false;
+      let need = op[4];
+      for (let j = 0; j < i; j++) if (slots[j] === slot) need += ops[j]![4];
+      if (this.hot[at + TOKENS]! < need) allTaken = false;
       needed[i] = need;
     }
+    const hot = this.hot;
     for (let i = 0; i < n; i++) {
-      const counter = counters[i]!;
-      const l = limits[i]!;
+      const at = slots[i]! * HOT;
       const need = needed[i]!;
-      const at = i * WIRE_RESULT_FIELDS;
+      const o = i * WIRE_RESULT_FIELDS;
       if (allTaken) {
         const cost = ops[i]![4];
-        counter.tokens -= cost;
-        counter.taken += cost;
-        out[at] = 1;
-        out[at + 2] = -1;
-      } else if (counter.tokens >= need) {
+        hot[at + TOKENS] -= cost;
+        hot[at + TAKEN] += cost;
+        out[o] = 1;
+        out[o + 2] = -1;
+      } else if (hot[at + TOKENS]! >= need) {
         // This counter had the tokens, but another op of the request did not: nothing was taken from it.
-        out[at] = 1;
-        out[at + 2] = -1;
+        out[o] = 1;
+        out[o + 2] = -1;
       } else {
-        out[at] = 0;
-        out[at + 2] = Math.ceil(((need - counter.tokens) / l.refillRate) * 1000);
+        out[o] = 0;
+        out[o + 2] = Math.ceil(((need - hot[at + TOKENS]!) / rates[i]!) * 1000);
       }
-      out[at + 1] = counter.tokens;
-      out[at + 3] = resetMs(counter, l);
-      this.touched(counter, now);
+      out[o + 1] = hot[at + TOKENS]!;
+      out[o + 3] = Math.ceil(((caps[i]! - hot[at + TOKENS]!) / rates[i]!) * 1000);
+      this.touched(slots[i]!, now);
     }
-    counters.fill(undefined, 0, n);
-    limits.fill(undefined, 0, n);
   }
 
   /** Room for `n` results of takeInto, reused between calls of `take`. */
@@ -180,12 +223,13 @@ export class CounterTable {
    */
   debit(key: string, limits: BucketLimits, count: number, now: number): number {
     const [prefix, value] = splitKey(key);
-    const counter = this.touch(prefix, value, limits.capacity, limits.refillRate, false, now);
-    refill(counter, limits, now);
-    counter.tokens = Math.max(-limits.capacity, counter.tokens - count);
-    counter.taken += count;
-    this.touched(counter, now);
-    return counter.tokens;
+    const slot = this.touch(prefix, value, limits.capacity, limits.refillRate, false, now);
+    this.refill(slot, limits.capacity, limits.refillRate, now);
+    const at = slot * HOT;
+    this.hot[at + TOKENS] = Math.max(-limits.capacity, this.hot[at + TOKENS]! - count);
+    this.hot[at + TAKEN] += count;
+    this.touched(slot, now);
+    return this.hot[at + TOKENS]!;
   }
 
   /**
@@ -194,10 +238,14 @@ export class CounterTable {
    */
   snapshot(now: number): SyncEntry[] {
     const entries: SyncEntry[] = [];
-    for (const c of this.changed) {
-      if (c.budget) this.rollWindow(c, now);
-      entries.push([c.prefix + c.value, c.tokens, c.lastRefill, c.capacity, c.refillRate, c.taken, c.budget ? c.demandPrev : 0, c.budget ? 1 : 0]);
-      c.taken = 0;
+    const hot = this.hot;
+    for (const slot of this.changed) {
+      const at = slot * HOT;
+      const budget = hot[at + BUDGET] === 1;
+      if (budget) this.rollWindow(slot, now);
+      const key = this.prefixes[slot]! + this.values[slot]!;
+      entries.push([key, hot[at + TOKENS]!, hot[at + LAST_REFILL]!, hot[at + CAPACITY]!, hot[at + REFILL_RATE]!, hot[at + TAKEN]!, budget ? this.cold[slot * COLD + DEMAND_PREV]! : 0, budget ? 1 : 0]);
+      hot[at + TAKEN] = 0;
     }
     this.changed.clear();
     return entries;
@@ -214,18 +262,20 @@ export class CounterTable {
   merge(fromRegion: number, entries: readonly SyncEntry[], now: number): void {
     for (const [key, tokens, lastRefill, capacity, refillRate, taken, demand, budget] of entries) {
       const [prefix, value] = splitKey(key);
-      const counter = this.touch(prefix, value, capacity, refillRate, budget === 1, now);
+      const slot = this.touch(prefix, value, capacity, refillRate, budget === 1, now);
+      const at = slot * HOT;
       if (budget === 1) {
-        counter.remote ??= new Map();
-        counter.remote.set(fromRegion, { demand, at: now });
+        let remote = this.remote.get(slot);
+        if (remote === undefined) this.remote.set(slot, (remote = new Map()));
+        remote.set(fromRegion, { demand, at: now });
       } else {
-        const limits = { capacity, refillRate };
-        refill(counter, limits, now);
-        const theirs = refill({ tokens, lastRefill }, limits, now);
-        counter.tokens = Math.min(Math.max(-capacity, counter.tokens - taken), theirs.tokens);
-        counter.lastRefill = Math.max(counter.lastRefill, theirs.lastRefill);
+        this.refill(slot, capacity, refillRate, now);
+        // Theirs refilled to now the same way (bucket.ts refill).
+        const theirs = Math.min(capacity, tokens + (Math.max(0, now - lastRefill) / 1000) * refillRate);
+        this.hot[at + TOKENS] = Math.min(Math.max(-capacity, this.hot[at + TOKENS]! - taken), theirs);
+        this.hot[at + LAST_REFILL] = Math.max(this.hot[at + LAST_REFILL]!, Math.max(lastRefill, now));
       }
-      counter.expiresAt = now + idleExpiryMs(counter);
+      this.hot[at + EXPIRES_AT] = now + idleExpiry(this.hot[at + CAPACITY]!, this.hot[at + REFILL_RATE]!);
     }
   }
 
@@ -241,8 +291,8 @@ export class CounterTable {
           break;
         }
         const [prefix, group] = nextGroup.value;
-        // Values, not entries: a counter knows its own value, and walking values allocates nothing per counter
-        // (an entries() walk made a [value, counter] pair for each one: 65 bytes, 50,000 times a second).
+        // Values, not entries: a slot knows its own value, and walking values allocates nothing per counter
+        // (an entries() walk made a [value, slot] pair for each one: 65 bytes, 50,000 times a second).
         this.sweepGroup = { prefix, group, walk: group.values() };
       }
       const { prefix, group, walk } = this.sweepGroup;
@@ -252,100 +302,186 @@ export class CounterTable {
         if (group.size === 0) this.groups.delete(prefix);
         continue;
       }
-      const counter = next.value;
-      if (now >= counter.expiresAt) {
-        group.delete(counter.value);
-        this.changed.delete(counter);
-        this.count--;
+      const slot = next.value;
+      if (now >= this.hot[slot * HOT + EXPIRES_AT]!) {
+        group.delete(this.values[slot]!);
+        this.release(slot);
         expired++;
       }
     }
     return expired;
   }
 
-  /** The counter's state (for tests and diagnostics), or undefined when it does not exist. */
+  /** The counter's state (for tests and diagnostics), a copy, or undefined when it does not exist. */
   peek(key: string): Readonly<StoredCounter> | undefined {
     const [prefix, value] = splitKey(key);
-    return this.groups.get(prefix)?.get(value);
+    const slot = this.groups.get(prefix)?.get(value);
+    if (slot === undefined) return undefined;
+    const at = slot * HOT;
+    const hot = this.hot;
+    const remote = this.remote.get(slot);
+    return {
+      prefix,
+      value,
+      tokens: hot[at + TOKENS]!,
+      lastRefill: hot[at + LAST_REFILL]!,
+      capacity: hot[at + CAPACITY]!,
+      refillRate: hot[at + REFILL_RATE]!,
+      budget: hot[at + BUDGET] === 1,
+      expiresAt: hot[at + EXPIRES_AT]!,
+      taken: hot[at + TAKEN]!,
+      window: hot[at + WINDOW]!,
+      demandNow: this.cold[slot * COLD + DEMAND_NOW]!,
+      demandPrev: this.cold[slot * COLD + DEMAND_PREV]!,
+      remote: remote === undefined ? null : new Map(remote),
+    };
+  }
+
+  /** The share of its rule's limits this region gets for the budget counter `key`, now (1 when it does not exist). */
+  share(key: string, now: number): number {
+    const [prefix, value] = splitKey(key);
+    const slot = this.groups.get(prefix)?.get(value);
+    return slot === undefined ? 1 : this.shareOf(slot, now);
   }
 
   /** The share of the rule's limits this region gets for a budget counter: equal until demand is known. */
-  share(counter: StoredCounter, now: number): number {
+  private shareOf(slot: number, now: number): number {
     const regions = this.options.regions;
     if (regions === 1) return 1;
-    this.rollWindow(counter, now);
+    this.rollWindow(slot, now);
     let remote = 0;
-    if (counter.remote !== null) {
+    const reports = this.remote.get(slot);
+    if (reports !== undefined) {
       const fresh = REMOTE_DEMAND_TTL_INTERVALS * this.options.syncMs;
-      for (const r of counter.remote.values()) if (now - r.at <= fresh) remote += r.demand;
+      for (const r of reports.values()) if (now - r.at <= fresh) remote += r.demand;
     }
+    const prev = this.cold[slot * COLD + DEMAND_PREV]!;
     // Add-one smoothing: equal shares with no data, proportional shares under real traffic, never zero.
-    return (counter.demandPrev + 1) / (counter.demandPrev + remote + regions);
+    return (prev + 1) / (prev + remote + regions);
   }
 
-  private effectiveLimits(counter: StoredCounter, now: number): BucketLimits {
-    if (!counter.budget || this.options.regions === 1) return counter;
-    const share = this.share(counter, now);
+  /** The slot's limits as this region applies them, written to caps[i] and rates[i]. */
+  private effectiveLimits(slot: number, now: number, caps: Float64Array, rates: Float64Array, i: number): void {
+    const at = slot * HOT;
+    const capacity = this.hot[at + CAPACITY]!;
+    const refillRate = this.hot[at + REFILL_RATE]!;
+    if (this.hot[at + BUDGET] !== 1 || this.options.regions === 1) {
+      caps[i] = capacity;
+      rates[i] = refillRate;
+      return;
+    }
+    const share = this.shareOf(slot, now);
     // A region's bucket never holds less than one token, or a small limit could never admit anything there.
-    return { capacity: Math.max(1, counter.capacity * share), refillRate: counter.refillRate * share };
+    caps[i] = Math.max(1, capacity * share);
+    rates[i] = refillRate * share;
   }
 
-  /** The live counter for prefix + value with the given limits, created full (or re-created full when it had expired). */
-  private touch(prefix: string, value: string, capacity: number, refillRate: number, budget: boolean, now: number): StoredCounter {
+  /** Lazy refill (bucket.ts refill): tokens = min(capacity, tokens + elapsed_s * refill_rate); last_refill = max(it, now). */
+  private refill(slot: number, capacity: number, refillRate: number, now: number): void {
+    const at = slot * HOT;
+    const hot = this.hot;
+    const last = hot[at + LAST_REFILL]!;
+    hot[at + TOKENS] = Math.min(capacity, hot[at + TOKENS]! + (Math.max(0, now - last) / 1000) * refillRate);
+    hot[at + LAST_REFILL] = Math.max(last, now);
+  }
+
+  /** The live counter's slot for prefix + value with the given limits, created full (or re-created full when it had expired). */
+  private touch(prefix: string, value: string, capacity: number, refillRate: number, budget: boolean, now: number): number {
     let group = this.groups.get(prefix);
     if (group === undefined) this.groups.set(prefix, (group = new Map()));
-    let counter = group.get(value);
-    if (counter === undefined || now >= counter.expiresAt) {
-      const old = counter;
-      const { tokens, lastRefill } = fullCounter({ capacity, refillRate }, now);
-      counter = {
-        prefix,
-        value,
-        tokens,
-        lastRefill,
-        capacity,
-        refillRate,
-        budget,
-        expiresAt: now + idleExpiryMs({ capacity, refillRate }),
-        taken: 0,
-        window: this.windowOf(now),
-        demandNow: 0,
-        demandPrev: 0,
-        remote: null,
-      };
-      if (budget) counter.tokens = this.effectiveLimits(counter, now).capacity;
-      group.set(value, counter);
-      if (old === undefined) this.count++;
-      // The key stays marked changed for the next region sync, as the counter that now holds it.
-      else if (this.changed.delete(old)) this.changed.add(counter);
+    let slot = group.get(value);
+    if (slot === undefined) {
+      slot = this.allocate(prefix, value);
+      group.set(value, slot);
+      this.count++;
+      this.fill(slot, capacity, refillRate, budget, now);
+    } else if (now >= this.hot[slot * HOT + EXPIRES_AT]!) {
+      // Expired: starts again full. The key stays marked changed for the next region sync.
+      this.remote.delete(slot);
+      this.fill(slot, capacity, refillRate, budget, now);
     } else {
-      counter.capacity = capacity;
-      counter.refillRate = refillRate;
-      counter.budget = budget;
+      const at = slot * HOT;
+      this.hot[at + CAPACITY] = capacity;
+      this.hot[at + REFILL_RATE] = refillRate;
+      this.hot[at + BUDGET] = budget ? 1 : 0;
     }
-    return counter;
+    return slot;
+  }
+
+  /** A new counter in `slot`: full, as of now (a budget counter holds its region's share of the capacity). */
+  private fill(slot: number, capacity: number, refillRate: number, budget: boolean, now: number): void {
+    const at = slot * HOT;
+    const hot = this.hot;
+    hot[at + TOKENS] = capacity;
+    hot[at + LAST_REFILL] = now;
+    hot[at + CAPACITY] = capacity;
+    hot[at + REFILL_RATE] = refillRate;
+    hot[at + EXPIRES_AT] = now + idleExpiry(capacity, refillRate);
+    hot[at + TAKEN] = 0;
+    hot[at + BUDGET] = budget ? 1 : 0;
+    hot[at + WINDOW] = this.windowOf(now);
+    this.cold[slot * COLD + DEMAND_NOW] = 0;
+    this.cold[slot * COLD + DEMAND_PREV] = 0;
+    if (budget) {
+      this.effectiveLimits(slot, now, this.fillCap, this.fillRate, 0);
+      hot[at + TOKENS] = this.fillCap[0]!;
+    }
+  }
+
+  /** A free slot (a released one, or a new one, growing the arrays by half). */
+  private allocate(prefix: string, value: string): number {
+    let slot = this.free.pop();
+    if (slot === undefined) {
+      slot = this.used++;
+      if (slot * HOT >= this.hot.length) {
+        const size = Math.ceil((this.hot.length / HOT) * 1.5);
+        const hot = new Float64Array(size * HOT);
+        hot.set(this.hot);
+        this.hot = hot;
+        const cold = new Float64Array(size * COLD);
+        cold.set(this.cold);
+        this.cold = cold;
+      }
+    }
+    this.prefixes[slot] = prefix;
+    this.values[slot] = value;
+    return slot;
+  }
+
+  /** Frees a swept counter's slot (its map entry is already gone). */
+  private release(slot: number): void {
+    this.changed.delete(slot);
+    this.remote.delete(slot);
+    this.prefixes[slot] = '';
+    this.values[slot] = '';
+    this.free.push(slot);
+    this.count--;
   }
 
   /** After a local change: refresh the idle expiry and remember the counter for the next region sync. */
-  private touched(counter: StoredCounter, now: number): void {
-    counter.expiresAt = now + idleExpiryMs(counter);
-    if (this.options.regions > 1) this.changed.add(counter);
+  private touched(slot: number, now: number): void {
+    const at = slot * HOT;
+    this.hot[at + EXPIRES_AT] = now + idleExpiry(this.hot[at + CAPACITY]!, this.hot[at + REFILL_RATE]!);
+    if (this.options.regions > 1) this.changed.add(slot);
   }
 
-  private countDemand(counter: StoredCounter, now: number): void {
-    this.rollWindow(counter, now);
-    counter.demandNow++;
+  private countDemand(slot: number, now: number): void {
+    this.rollWindow(slot, now);
+    this.cold[slot * COLD + DEMAND_NOW]++;
   }
 
   private windowOf(now: number): number {
     return Math.floor(now / this.options.syncMs);
   }
 
-  private rollWindow(counter: StoredCounter, now: number): void {
+  private rollWindow(slot: number, now: number): void {
     const window = this.windowOf(now);
-    if (window === counter.window) return;
-    counter.demandPrev = window === counter.window + 1 ? counter.demandNow : 0;
-    counter.demandNow = 0;
-    counter.window = window;
+    const at = slot * HOT;
+    const current = this.hot[at + WINDOW]!;
+    if (window === current) return;
+    const c = slot * COLD;
+    this.cold[c + DEMAND_PREV] = window === current + 1 ? this.cold[c + DEMAND_NOW]! : 0;
+    this.cold[c + DEMAND_NOW] = 0;
+    this.hot[at + WINDOW] = window;
   }
 }
