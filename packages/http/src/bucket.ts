@@ -64,5 +64,10 @@ export function resetMs(counter: BucketCounter, limits: BucketLimits): number {
 
 /** How long an idle counter lives after its last update: capacity / refill_rate * 1000 + 1000 ms. */
 export function idleExpiryMs(limits: BucketLimits): number {
-  return Math.ceil((limits.capacity / limits.refillRate) * 1000) + 1000;
+  return idleExpiryFor(limits.capacity, limits.refillRate);
+}
+
+/** idleExpiryMs from the two numbers, for a caller that keeps its limits in typed arrays (no object per call). */
+export function idleExpiryFor(capacity: number, refillRate: number): number {
+  return Math.ceil((capacity / refillRate) * 1000) + 1000;
 }

@@ -21,7 +21,7 @@
  * among 200,000 counters missed the cache several times over; a slot's hot numbers are 64 consecutive bytes. Freed
  * slots are reused. The bucket arithmetic is bucket.ts's (refill, reset, idle expiry), on the slot's numbers.
  */
-import type { BucketCounter as Counter, BucketLimits } from '@raftkit/http';
+import { idleExpiryFor, type BucketCounter as Counter, type BucketLimits } from '@raftkit/http';
 import type { SyncEntry, WireOp, WireResult } from './protocol.js';
 
 /** A counter as `peek` shows it (a copy of its slot). */
@@ -92,11 +92,6 @@ const WINDOW = 7;
 const COLD = 2;
 const DEMAND_NOW = 0;
 const DEMAND_PREV = 1;
-
-/** How long an idle counter lives after its last update: capacity / refill_rate * 1000 + 1000 ms (bucket.ts). */
-function idleExpiry(capacity: number, refillRate: number): number {
-  return Math.ceil((capacity / refillRate) * 1000) + 1000;
-}
 
 export class CounterTable {
   /** Counters' slots by key prefix, then value. */
@@ -275,7 +270,7 @@ export class CounterTable {
         this.hot[at + TOKENS] = Math.min(Math.max(-capacity, this.hot[at + TOKENS]! - taken), theirs);
         this.hot[at + LAST_REFILL] = Math.max(this.hot[at + LAST_REFILL]!, Math.max(lastRefill, now));
       }
-      this.hot[at + EXPIRES_AT] = now + idleExpiry(this.hot[at + CAPACITY]!, this.hot[at + REFILL_RATE]!);
+      this.hot[at + EXPIRES_AT] = now + idleExpiryFor(this.hot[at + CAPACITY]!, this.hot[at + REFILL_RATE]!);
     }
   }
 
@@ -416,7 +411,7 @@ export class CounterTable {
     hot[at + LAST_REFILL] = now;
     hot[at + CAPACITY] = capacity;
     hot[at + REFILL_RATE] = refillRate;
-    hot[at + EXPIRES_AT] = now + idleExpiry(capacity, refillRate);
+    hot[at + EXPIRES_AT] = now + idleExpiryFor(capacity, refillRate);
     hot[at + TAKEN] = 0;
     hot[at + BUDGET] = budget ? 1 : 0;
     hot[at + WINDOW] = this.windowOf(now);
@@ -461,7 +456,7 @@ export class CounterTable {
   /** After a local change: refresh the idle expiry and remember the counter for the next region sync. */
   private touched(slot: number, now: number): void {
     const at = slot * HOT;
-    this.hot[at + EXPIRES_AT] = now + idleExpiry(this.hot[at + CAPACITY]!, this.hot[at + REFILL_RATE]!);
+    this.hot[at + EXPIRES_AT] = now + idleExpiryFor(this.hot[at + CAPACITY]!, this.hot[at + REFILL_RATE]!);
     if (this.options.regions > 1) this.changed.add(slot);
   }
 
