@@ -45,6 +45,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--generators <n>', 'ratelimit: generator threads for the open loop (default 1; 0: the bench process itself)')
     .option('--generator-gc <kind>', 'ratelimit: parallel (V8 scavenge helper threads, default) or single (--no-parallel-scavenge) in the generator threads')
     .option('--pacer <kind>', 'ratelimit, with --generators 0: tick (one timer releases what is due, default) or per-check (a timer per check)')
+    .option('--scheduling <kind>', "ratelimit: realtime (the open loop's generator and measured servers at SCHED_FIFO 1 via chrt, default; ours also once shared, to compare) or shared")
     .option('--snapshot-every <n>', "our members' entries between snapshots (diagnostic; default: the cluster's)")
     .option('--noisy-cores <n>', `flag a side noisy when other processes used more than n cores meanwhile (default ${DEFAULT_NOISY_FOREIGN_CORES})`)
     .option('--profile <dir>', "CPU-profile our member processes; writes .cpuprofile files and a summary there")
