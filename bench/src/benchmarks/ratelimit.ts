@@ -224,8 +224,13 @@ function generatorGc(): 'parallel' | 'single' {
   return g;
 }
 
-/** Each generator thread's semi-spaces, MB: a scavenge every second or so at this benchmark's rates. */
-const GENERATOR_SEMI_SPACE_MB = 16;
+/**
+ * Each generator thread's semi-spaces, MB: about one scavenge a second at 60,000 checks/s (the generator allocates
+ * about 1 KB per check, most of it the client's promise and its reactions). With 16 MB it scavenged 3 times a
+ * second, and at real-time priority those pauses were most of the open loop's checks over 1 ms (RESULTS.md,
+ * ratelimit, the eighth session). Both sides' generators get the same.
+ */
+const GENERATOR_SEMI_SPACE_MB = 64;
 
 /**
  * The open loop on `threads` generator threads (load.ts runOpenLoopThreads; ratelimit-generator.ts drives the
