@@ -148,7 +148,11 @@ export class GroupRouter {
     throw new ServiceError(answer.status, err?.code ?? 'unknown', err?.message ?? `HTTP ${answer.status}`, answer.body);
   }
 
-  /** One call about `group`, routed and retried as the class says; any answer but 421 and 503 is returned. */
+  /**
+   * One call about `group`, routed and retried as the class says; any answer but 421 and 503 is returned, and a 404
+   * `group_not_found` only once every member asked has said so when the catalogue names the group (a member that
+   * has just restarted answers it until its meta group has applied the group's creation).
+   */
   async request(group: string, method: string, path: string, body?: object | string, options: { headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<ClusterAnswer> {
     const deadline = Date.now() + (options.timeoutMs ?? this.timeoutMs);
     const payload = body === undefined || typeof body === 'string' ? body : JSON.stringify(body);
@@ -157,6 +161,7 @@ export class GroupRouter {
     let last = 'no member answered in time';
     let lastBody: unknown = null;
     const tried = new Set<string>();
+    const notFoundBy = new Set<string>();
     for (let attempt = 0; Date.now() < deadline; attempt++) {
       if (this.closed) throw new ServiceError(503, 'unavailable', 'the router is closed', null);
       const url = await this.target(group, tried);
@@ -172,9 +177,17 @@ export class GroupRouter {
           last = 'misdirected';
           continue;
         }
-        if (answer.status !== 503) return { status: answer.status, body: answer.body };
-        last = `a member answered 503: ${JSON.stringify(answer.body).slice(0, 200)}`;
-        lastBody = answer.body;
+        if (answer.status === 404 && errorCode(answer.body) === 'group_not_found' && this.knows(group)) {
+          notFoundBy.add(url);
+          if (notFoundBy.size >= this.candidates(group).length) return { status: answer.status, body: answer.body };
+          last = `a member does not know the group yet: ${JSON.stringify(answer.body).slice(0, 200)}`;
+          lastBody = answer.body;
+        } else if (answer.status !== 503) {
+          return { status: answer.status, body: answer.body };
+        } else {
+          last = `a member answered 503: ${JSON.stringify(answer.body).slice(0, 200)}`;
+          lastBody = answer.body;
+        }
       } catch (error) {
         last = String((error as Error).message ?? error);
       }
@@ -192,6 +205,11 @@ export class GroupRouter {
   async close(): Promise<void> {
     this.closed = true;
     await Promise.all([...this.pools.values()].map((p) => p.close()));
+  }
+
+  /** Whether the catalogue this router fetched (or a member's 421) names the group. */
+  private knows(group: string): boolean {
+    return (this.catalog?.some((g) => g.name === group) ?? false) || (this.routes.get(group)?.members.length ?? 0) > 0;
   }
 
   private candidates(group: string): string[] {
@@ -309,6 +327,11 @@ export class GroupRouter {
 function isRouterGroup(g: unknown): g is RouterGroup {
   const r = g as Partial<RouterGroup> | null;
   return typeof r === 'object' && r !== null && typeof r.name === 'string' && Array.isArray(r.members) && typeof r.data === 'object' && r.data !== null;
+}
+
+function errorCode(body: unknown): string | undefined {
+  const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
+  return typeof code === 'string' ? code : undefined;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -1,0 +1,79 @@
+/**
+ * GroupRouter and a member that does not know a group yet: a member that has just restarted answers 404
+ * group_not_found until its meta group has applied the group's creation, so a router whose catalogue names the
+ * group asks another member, and answers 404 only when every member it asked says so. Real HTTP servers on
+ * loopback stand in for two members.
+ */
+import t from 'tap';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { GroupRouter, ServiceError } from '../src/index.js';
+
+interface FakeMember {
+  url: string;
+  hits: number;
+  server: Server;
+}
+
+/** A member whose catalogue names group g.1 on members a and b; `knows` says whether it answers about g.1 itself. */
+async function member(id: string, knows: () => boolean, hosts: () => Array<{ id: string; http: string }>): Promise<FakeMember> {
+  const m: FakeMember = { url: '', hits: 0, server: createServer() };
+  m.server.on('request', (req, res) => {
+    const reply = (status: number, body: unknown): void => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
+    if (req.url === '/v1/cluster/catalog') return reply(200, { groups: [{ name: 'g.1', members: ['a', 'b'], data: {} }] });
+    if (req.url === '/v1/cluster/hosts') return reply(200, { hosts: hosts() });
+    m.hits++;
+    if (req.url?.startsWith('/v1/groups/g.1/') === true && knows()) return reply(200, { from: id });
+    return reply(404, { error: { code: 'group_not_found', message: 'no group (yet: the meta group may still be applying it)' } });
+  });
+  await new Promise<void>((resolve) => m.server.listen(0, '127.0.0.1', resolve));
+  m.url = `http://127.0.0.1:${(m.server.address() as AddressInfo).port}`;
+  return m;
+}
+
+t.test('a group the catalogue names: a member behind on the meta group is passed over', async (t) => {
+  let bKnows = true;
+  const hosts = (): Array<{ id: string; http: string }> => [
+    { id: 'a', http: a.url },
+    { id: 'b', http: b.url },
+  ];
+  const a = await member('a', () => false, hosts);
+  const b = await member('b', () => bKnows, hosts);
+  const router = new GroupRouter({ endpoints: [a.url, b.url], token: 't', timeoutMs: 5_000 });
+  t.teardown(async () => {
+    await router.close();
+    a.server.close();
+    b.server.close();
+  });
+  t.same((await router.groups()).map((g) => g.name), ['g.1'], 'the catalogue names g.1');
+  for (let i = 0; i < 4; i++) t.same(await router.call('g.1', 'GET', '/v1/groups/g.1/x'), { from: 'b' }, `call ${i + 1} answered by the member that knows it`);
+  t.ok(a.hits >= 1, `the member behind was asked too (${a.hits} times) and passed over`);
+
+  // When every member says so, the 404 stands, at once rather than after the timeout.
+  bKnows = false;
+  const started = Date.now();
+  const error = await router.call('g.1', 'GET', '/v1/groups/g.1/x').then(
+    () => null,
+    (e: unknown) => e,
+  );
+  t.ok(error instanceof ServiceError && error.status === 404 && error.code === 'group_not_found', 'every member said not found: 404');
+  t.ok(Date.now() - started < 2_000, `answered in ${Date.now() - started} ms, not at the 5 s timeout`);
+});
+
+t.test('a group the catalogue does not name: the first 404 stands', async (t) => {
+  const hosts = (): Array<{ id: string; http: string }> => [];
+  const a = await member('a', () => false, hosts);
+  const b = await member('b', () => false, hosts);
+  const router = new GroupRouter({ endpoints: [a.url, b.url], token: 't', timeoutMs: 5_000 });
+  t.teardown(async () => {
+    await router.close();
+    a.server.close();
+    b.server.close();
+  });
+  const answer = await router.request('g.9', 'GET', '/v1/groups/g.9/x');
+  t.equal(answer.status, 404);
+  t.equal(a.hits + b.hits, 1, 'one member asked');
+});
