@@ -78,8 +78,7 @@ export class ClusterClient {
   async call(method: string, path: string, body?: string | object, headers: Record<string, string> = {}, timeoutMs = this.timeoutMs): Promise<unknown> {
     const answer = await this.request(method, path, body, { headers, timeoutMs });
     if (answer.status < 300) return answer.body;
-    const err = (answer.body as { error?: { code?: string; message?: string } } | null)?.error;
-    throw new ServiceError(answer.status, err?.code ?? 'unknown', err?.message ?? `HTTP ${answer.status}`, answer.body);
+    throw answerError(answer);
   }
 
   /**
@@ -170,4 +169,22 @@ function safeJson(text: string): unknown {
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
+}
+
+/** The `error` object of a JSON error body (`{ error: { code, message } }`), when it has one. */
+function errorBody(body: unknown): { code?: unknown; message?: unknown } | undefined {
+  const err = (body as { error?: unknown } | null)?.error;
+  return typeof err === 'object' && err !== null ? (err as { code?: unknown; message?: unknown }) : undefined;
+}
+
+/** The error code of a JSON error body, when it has one. */
+export function errorCodeOf(body: unknown): string | undefined {
+  const code = errorBody(body)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** A non-2xx answer as the ServiceError the clients throw: its status, the body's code and message. */
+export function answerError(answer: ClusterAnswer): ServiceError {
+  const message = errorBody(answer.body)?.message;
+  return new ServiceError(answer.status, errorCodeOf(answer.body) ?? 'unknown', typeof message === 'string' ? message : `HTTP ${answer.status}`, answer.body);
 }

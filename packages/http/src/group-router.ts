@@ -12,7 +12,7 @@
  */
 import { Pool } from 'undici';
 import { connectOptions } from './tls.js';
-import { ServiceError, type ClusterAnswer } from './client.js';
+import { ServiceError, answerError, errorCodeOf, type ClusterAnswer } from './client.js';
 import { GROUP_LEADER_HEADER } from './grouped-service.js';
 
 /** Hash slots keys are spread over (as Redis Cluster's 16,384). */
@@ -144,8 +144,7 @@ export class GroupRouter {
   async call(group: string, method: string, path: string, body?: object | string, options: { headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<unknown> {
     const answer = await this.request(group, method, path, body, options);
     if (answer.status < 300) return answer.body;
-    const err = (answer.body as { error?: { code?: string; message?: string } } | null)?.error;
-    throw new ServiceError(answer.status, err?.code ?? 'unknown', err?.message ?? `HTTP ${answer.status}`, answer.body);
+    throw answerError(answer);
   }
 
   /**
@@ -177,7 +176,7 @@ export class GroupRouter {
           last = 'misdirected';
           continue;
         }
-        if (answer.status === 404 && errorCode(answer.body) === 'group_not_found' && this.knows(group)) {
+        if (answer.status === 404 && errorCodeOf(answer.body) === 'group_not_found' && this.knows(group)) {
           notFoundBy.add(url);
           if (notFoundBy.size >= this.candidates(group).length) return { status: answer.status, body: answer.body };
           last = `a member does not know the group yet: ${JSON.stringify(answer.body).slice(0, 200)}`;
@@ -327,11 +326,6 @@ export class GroupRouter {
 function isRouterGroup(g: unknown): g is RouterGroup {
   const r = g as Partial<RouterGroup> | null;
   return typeof r === 'object' && r !== null && typeof r.name === 'string' && Array.isArray(r.members) && typeof r.data === 'object' && r.data !== null;
-}
-
-function errorCode(body: unknown): string | undefined {
-  const code = (body as { error?: { code?: unknown } } | null)?.error?.code;
-  return typeof code === 'string' ? code : undefined;
 }
 
 function sleep(ms: number): Promise<void> {

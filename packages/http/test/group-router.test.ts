@@ -4,7 +4,7 @@
  * group asks another member, and answers 404 only when every member it asked says so. Real HTTP servers on
  * loopback stand in for two members.
  */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { GroupRouter, ServiceError } from '../src/index.js';
@@ -34,6 +34,17 @@ async function member(id: string, knows: () => boolean, hosts: () => Array<{ id:
   return m;
 }
 
+/** A router over the two members, closed with them when the test ends. */
+function routerOver(t: Test, a: FakeMember, b: FakeMember): GroupRouter {
+  const router = new GroupRouter({ endpoints: [a.url, b.url], token: 't', timeoutMs: 5_000 });
+  t.teardown(async () => {
+    await router.close();
+    a.server.close();
+    b.server.close();
+  });
+  return router;
+}
+
 t.test('a group the catalogue names: a member behind on the meta group is passed over', async (t) => {
   let bKnows = true;
   const hosts = (): Array<{ id: string; http: string }> => [
@@ -42,12 +53,7 @@ t.test('a group the catalogue names: a member behind on the meta group is passed
   ];
   const a = await member('a', () => false, hosts);
   const b = await member('b', () => bKnows, hosts);
-  const router = new GroupRouter({ endpoints: [a.url, b.url], token: 't', timeoutMs: 5_000 });
-  t.teardown(async () => {
-    await router.close();
-    a.server.close();
-    b.server.close();
-  });
+  const router = routerOver(t, a, b);
   t.same((await router.groups()).map((g) => g.name), ['g.1'], 'the catalogue names g.1');
   for (let i = 0; i < 4; i++) t.same(await router.call('g.1', 'GET', '/v1/groups/g.1/x'), { from: 'b' }, `call ${i + 1} answered by the member that knows it`);
   t.ok(a.hits >= 1, `the member behind was asked too (${a.hits} times) and passed over`);
@@ -67,12 +73,7 @@ t.test('a group the catalogue does not name: the first 404 stands', async (t) =>
   const hosts = (): Array<{ id: string; http: string }> => [];
   const a = await member('a', () => false, hosts);
   const b = await member('b', () => false, hosts);
-  const router = new GroupRouter({ endpoints: [a.url, b.url], token: 't', timeoutMs: 5_000 });
-  t.teardown(async () => {
-    await router.close();
-    a.server.close();
-    b.server.close();
-  });
+  const router = routerOver(t, a, b);
   const answer = await router.request('g.9', 'GET', '/v1/groups/g.9/x');
   t.equal(answer.status, 404);
   t.equal(a.hits + b.hits, 1, 'one member asked');
