@@ -32,10 +32,12 @@ function isError(t: Test, a: Answer, status: number, code: string, what: string,
 }
 
 t.test("members run with the service's node flags (kvService.memberNodeFlags)", async (t) => {
-  t.same(cluster.state().memberNodeFlags, ['--single-threaded-gc'], 'cluster.json records them');
+  const flags = ['--single-threaded-gc', '--heap-growing-percent=300'];
+  t.same(cluster.state().memberNodeFlags, flags, 'cluster.json records them');
   for (const m of cluster.state().members) {
     const args = readFileSync(`/proc/${m.pid}/cmdline`, 'utf8').split('\0');
-    t.ok(args.indexOf('--single-threaded-gc') >= 0 && args.indexOf('--single-threaded-gc') < args.findIndex((a) => a.endsWith('member.js')), `${m.id} runs node --single-threaded-gc member.js`);
+    const script = args.findIndex((a) => a.endsWith('member.js'));
+    for (const flag of flags) t.ok(args.indexOf(flag) >= 0 && args.indexOf(flag) < script, `${m.id} runs node ${flag} ... member.js`);
   }
 });
 

@@ -7,7 +7,7 @@ export type { Principal } from './auth.js';
 export { MetricsRegistry, Counter, Gauge, Histogram } from './metrics.js';
 export { jsonLogger } from './log.js';
 export type { Logger, LogLevel } from './log.js';
-export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, CLIENT_ACK_HEADER, BUSY_WRITERS, IDLE_MEMBERS, IDLE_MEMBER_HEARTBEAT_TICKS, PACED_WRITES, SINGLE_THREADED_GC } from './service.js';
+export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, CLIENT_ACK_HEADER, BUSY_WRITERS, IDLE_MEMBERS, IDLE_MEMBER_HEARTBEAT_TICKS, PACED_WRITES, SINGLE_THREADED_GC, SPACED_MAJOR_GC } from './service.js';
 export type { ServiceDefinition } from './service.js';
 export { ClusterClient, ServiceError } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
