@@ -65,9 +65,9 @@ export const SINGLE_THREADED_GC: readonly string[] = ['--single-threaded-gc'];
 /**
  * Node flags for a member that keeps what it writes (its Raft log until the next snapshot, its state machine):
  * V8 starts its next major collection only once the old generation has grown to four times what the previous one
- * left alive, instead of the default 1.1-2x. Everything such a member appends survives its young collections, so
- * with the default it marked and swept its whole heap every 1-2 s under load (12-20 major collections in a 25-s kv
- * run, 20-30% of a follower's CPU in perf), for a heap that only grows; with this, 2-3. The cost is memory between
+ * left alive (1.1-1.4x by default on kv's members). Everything such a member appends survives its young
+ * collections, so by default it marked and swept its whole heap every 1-2 s under load (12-20 major collections in
+ * a 25-s kv run, 11-21% of a follower's CPU in perf), for a heap that only grows; with this, 2-3. The cost is memory between
  * collections: at most four times the live heap (a kv member at 64 in flight: 230-300 MB resident against
  * 200-265 MB). Measured in bench/RESULTS.md (kv "Latest", "Major collections spaced out").
  */
