@@ -46,8 +46,8 @@ export interface ServiceDefinition<C, R> {
  * round of appends) at most every 5 ms, a follower a log write at most every 3 ms, so a busy cluster spends its CPU
  * on requests rather than on rounds; a member whose writes come further apart waits for nothing (packages/raft
  * README "Tuning"; bench/RESULTS.md, kv and lock "Write pacing"). A follower's interval is shorter because a commit
- * waits for two followers' acknowledgements after the leader's round: at 5 ms, a follower's hold added 2.5 ms on
- * average to every commit (kv at 64 in flight: 5,391 -> 6,310 PUT/s on average over five alternated runs, at
+ * waits for two followers' acknowledgements after the leader's round, and an append that reaches a follower during
+ * its hold waits for the hold's end: up to 5 ms at 5 ms, half of that for appends arriving at random (kv at 64 in flight: 5,391 -> 6,310 PUT/s on average over five alternated runs, at
  * the same CPU per PUT; lock unchanged).
  */
 export const PACED_WRITES = { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 3 } as const;
