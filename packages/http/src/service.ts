@@ -47,8 +47,9 @@ export interface ServiceDefinition<C, R> {
  * on requests rather than on rounds; a member whose writes come further apart waits for nothing (packages/raft
  * README "Tuning"; bench/RESULTS.md, kv and lock "Write pacing"). A follower's interval is shorter because a commit
  * waits for two followers' acknowledgements after the leader's round, and an append that reaches a follower during
- * its hold waits for the hold's end: up to 5 ms at 5 ms, half of that for appends arriving at random (kv at 64 in flight: 5,391 -> 6,310 PUT/s on average over five alternated runs, at
- * the same CPU per PUT; lock unchanged).
+ * its hold waits for the hold's end: up to 5 ms at 5 ms, half of that for appends arriving at random (kv at 64 in
+ * flight: 5,391 -> 6,310 PUT/s on average over five alternated runs, at equal or lower CPU per PUT; lock
+ * unchanged).
  */
 export const PACED_WRITES = { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 3 } as const;
 
@@ -67,9 +68,9 @@ export const SINGLE_THREADED_GC: readonly string[] = ['--single-threaded-gc'];
  * V8 starts its next major collection only once the old generation has grown to four times what the previous one
  * left alive (1.1-1.4x by default on kv's members). Everything such a member appends survives its young
  * collections, so by default it marked and swept its whole heap every 1-2 s under load (12-20 major collections in
- * a 25-s kv run, 11-21% of a follower's CPU in perf), for a heap that only grows; with this, 2-3. The cost is memory between
- * collections: at most four times the live heap (a kv member at 64 in flight: 230-300 MB resident against
- * 200-265 MB). Measured in bench/RESULTS.md (kv "Latest", "Major collections spaced out").
+ * a 25-s kv run, 11-21% of a follower's CPU in perf), for a heap that only grows; with this, 2-3. The cost is
+ * memory between collections: at most four times the live heap (a kv member at 64 in flight: 230-297 MB resident
+ * against 200-264 MB at the end of a 25-s run). Measured in bench/RESULTS.md (kv "Latest", "Major collections spaced out").
  */
 export const SPACED_MAJOR_GC: readonly string[] = ['--heap-growing-percent=300'];
 
