@@ -367,15 +367,30 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     // Checked before a sequence number is spent on it (submit checks again, for its own callers).
     const problem = plainDataProblem(command);
     if (problem !== null) throw new TypeError(problem);
+    const first = await this.proposeInSession(command, options);
+    if (first.ok) return first.result;
+    if (first.error !== 'unknown_session') throw sessionFailure(first);
+    // The session lapsed while this member was quiet (sessions expire by entry time, whoever's entries those are).
+    // The command was not applied (its entry found no session), so proposing it once more in a fresh session keeps
+    // it exactly once; a second refusal would mean sessions expire faster than a registration commits.
+    const second = await this.proposeInSession(command, options);
+    if (second.ok) return second.result;
+    throw sessionFailure(second);
+  }
+
+  /** One attempt of propose() in this member's own session: the refusal is returned, not thrown. */
+  private async proposeInSession(command: C, options: CallOptions): Promise<{ ok: true; result: R } | { ok: false; error: string; message?: string }> {
     const session = await this.ensureSession();
     const seq = ++session.seq;
     try {
       const result = await this.submit({ t: 'command', client: session.client, seq, ack: session.acked, command }, options);
-      if (!result.ok) {
-        if (result.error === 'unknown_session') this.session = null; // register again next time
-        throw sessionFailure(result);
+      if (result.ok) {
+        session.usedAt = this.clock();
+        return { ok: true, result: (result as { result: R }).result };
       }
-      return (result as { result: R }).result;
+      // Register again next time, unless a concurrent proposal already did.
+      if (result.error === 'unknown_session' && this.session === session) this.session = null;
+      return result;
     } finally {
       session.finished(seq);
     }
@@ -992,6 +1007,9 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   // Requests waiting for the log
 
   private async ensureSession(): Promise<ClientSession> {
+    // A session unused for half the timeout is replaced before use rather than found expired by the log: the first
+    // write after a quiet spell then costs one registration, not a refused command and a registration.
+    if (this.session !== null && this.clock() - this.session.usedAt > this.machine.sessionTimeoutMs / 2) this.session = null;
     if (this.session !== null) return this.session;
     if (this.registering === null) {
       const nonce = `${this.id}:${randomUUID()}`;
@@ -1001,7 +1019,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       });
       this.registering.then(
         (client) => {
-          this.session = new ClientSession(client);
+          this.session = new ClientSession(client, this.clock());
           this.registering = null;
         },
         () => {
@@ -1138,7 +1156,11 @@ class ClientSession {
   acked = 0;
   private readonly done = new Set<number>();
 
-  constructor(readonly client: string) {}
+  constructor(
+    readonly client: string,
+    /** When a command in it (or its registration) last applied, on this member's clock. */
+    public usedAt: number,
+  ) {}
 
   finished(seq: number): void {
     this.done.add(seq);

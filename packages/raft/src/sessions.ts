@@ -87,6 +87,11 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
     this.maxCached = options.maxCachedPerSession ?? 8_192;
   }
 
+  /** How long a session lives without a command (entry time). */
+  get sessionTimeoutMs(): number {
+    return this.timeoutMs;
+  }
+
   get sessionCount(): number {
     return this.sessions.size;
   }
