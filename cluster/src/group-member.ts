@@ -21,6 +21,7 @@ import {
   unavailable,
   type GroupedServiceDefinition,
 } from '@raftkit/http';
+import { sessionTimeoutFromEnv } from './host-config.js';
 import { readyAddresses, splitAddress, type MemberOptions, type RunningMember } from './host.js';
 
 const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
@@ -45,6 +46,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
   // (followers forwarding to a group's leader, workers) call its HTTP URL, https when the cluster runs TLS.
   const advertiseRaft = options.advertiseRaftAddress ?? options.raftAddress;
   const httpUrl = `${options.tls !== undefined ? 'https' : 'http'}://${options.advertiseHttpAddress ?? options.httpAddress}`;
+  const sessions = sessionTimeoutFromEnv();
   const managed = await ManagedHost.open({
     id: options.id,
     listen: { host: raftHost, port: raftPort },
@@ -53,6 +55,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     dataDir: options.dataDir,
     hosts: { ...(joining ? (options.peers ?? {}) : options.bootstrap), [options.id]: advertiseRaft },
     tickMs: options.tickMs ?? 100,
+    ...(sessions !== undefined ? { sessions } : {}),
     metaMembers: joining ? [] : Object.keys(options.bootstrap),
     http: httpUrl,
     // An operator's (and tests') knob: how long a member leads a group before handing it to its preferred leader.

@@ -206,3 +206,15 @@ export function str(value: Settings[string]): string | undefined {
 export function addresses(value: Settings[string]): Record<string, string> {
   return typeof value === 'object' && value !== undefined ? value : {};
 }
+
+/**
+ * RAFTKIT_SESSION_TIMEOUT_MS: how long a client session lives without a command (milliseconds, 1 s .. 1 day), for
+ * every group of a member; unset, the library's default (10 minutes). An operator's and tests' knob: tests shorten
+ * it to show that an idle service answers its first write.
+ */
+export function sessionTimeoutFromEnv(text: string | undefined = process.env.RAFTKIT_SESSION_TIMEOUT_MS): { sessionTimeoutMs: number } | undefined {
+  if (text === undefined || text === '') return undefined;
+  const ms = Number(text);
+  if (!Number.isInteger(ms) || ms < 1_000 || ms > 86_400_000) throw new ConfigError(`RAFTKIT_SESSION_TIMEOUT_MS: expected milliseconds from 1000 to 86400000, got ${JSON.stringify(text)}`);
+  return { sessionTimeoutMs: ms };
+}

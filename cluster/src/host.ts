@@ -3,6 +3,7 @@
  * endpoints every member serves (health, metrics, status, client sessions, membership and fault control).
  */
 import { combineObservers, LevelStorage, RaftMetrics, RaftNode, TcpTransport, type SoftState } from '@raftkit/raft';
+import { sessionTimeoutFromEnv } from './host-config.js';
 import {
   badRequest,
   conflict,
@@ -89,6 +90,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     ...(options.tls !== undefined ? { tls: options.tls } : {}),
     log: (level, message) => logger.log(level, message),
   });
+  const sessions = sessionTimeoutFromEnv();
   const node = await RaftNode.start<C, R>({
     id: options.id,
     storage: new LevelStorage(options.dataDir),
@@ -106,6 +108,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     followerWriteIntervalMs: definition.raft?.followerWriteIntervalMs ?? 0,
     leaderWriteIntervalMs: definition.raft?.leaderWriteIntervalMs ?? 0,
     forwardedResults: definition.raft?.forwardedResults ?? false,
+    ...(sessions !== undefined ? { sessions } : {}),
     observer: combineObservers(raftMetrics.observer, {
       stateChanged(state: SoftState) {
         if (state.leader !== lastLeader) {

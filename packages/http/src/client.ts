@@ -92,12 +92,18 @@ export class ClusterClient {
     const { payload, headers } = this.prepare(body, options);
     let last = 'no member answered in time';
     let lastBody: unknown = null;
+    let lapsedSessions = 0;
     for (let attempt = 0; ; attempt++) {
       const remaining = deadline - Date.now();
       if (remaining <= 0) break;
       const member = (first + attempt) % this.pools.length;
       try {
         const answer = await this.once(member, method, path, payload, headers, remaining);
+        if (lapsedSessions < 1 && memberSessionLapsed(answer, headers)) {
+          lapsedSessions++;
+          attempt--; // the same member again: it registers a fresh session for the retry
+          continue;
+        }
         if (answer.status !== 503) {
           // Stick to a member that answers, so a dead preferred member costs one failed attempt, not one per call.
           if (!write) this.preferred = member;
@@ -187,4 +193,20 @@ export function errorCodeOf(body: unknown): string | undefined {
 export function answerError(answer: ClusterAnswer): ServiceError {
   const message = errorBody(answer.body)?.message;
   return new ServiceError(answer.status, errorCodeOf(answer.body) ?? 'unknown', typeof message === 'string' ? message : `HTTP ${answer.status}`, answer.body);
+}
+
+/** The header naming a client session (POST /v1/client-sessions) on an idempotent write. */
+const CLIENT_ID = 'client-id';
+
+/**
+ * Whether an answer is a member refusing a command because its own client session had lapsed (410
+ * `unknown_session` to a request that named no session of the caller's): the command was not applied, so the
+ * clients send it once more, and the member registers a fresh session for it. Members that renew their own
+ * session never answer this; the clients keep the retry for members that do not. A 410 to a request that named
+ * the caller's session (Client-Id) is the caller's to handle: it opens a new session (KvClient does).
+ */
+export function memberSessionLapsed(answer: ClusterAnswer, headers: Record<string, string>): boolean {
+  if (answer.status !== 410 || errorCodeOf(answer.body) !== 'unknown_session') return false;
+  for (const name of Object.keys(headers)) if (name.toLowerCase() === CLIENT_ID) return false;
+  return true;
 }

@@ -12,7 +12,7 @@
  */
 import { Pool } from 'undici';
 import { connectOptions } from './tls.js';
-import { ServiceError, answerError, errorCodeOf, type ClusterAnswer } from './client.js';
+import { ServiceError, answerError, errorCodeOf, memberSessionLapsed, type ClusterAnswer } from './client.js';
 import { GROUP_LEADER_HEADER } from './grouped-service.js';
 
 /** Hash slots keys are spread over (as Redis Cluster's 16,384). */
@@ -161,6 +161,7 @@ export class GroupRouter {
     let lastBody: unknown = null;
     const tried = new Set<string>();
     const notFoundBy = new Set<string>();
+    let lapsedSessions = 0;
     for (let attempt = 0; Date.now() < deadline; attempt++) {
       if (this.closed) throw new ServiceError(503, 'unavailable', 'the router is closed', null);
       const url = await this.target(group, tried);
@@ -170,6 +171,11 @@ export class GroupRouter {
         this.learnLeader(group, answer.leader);
         // A leader whose URL is not known yet: learn it now, so the next call goes straight there.
         if (answer.leader !== null && !this.hosts.has(answer.leader)) await this.refreshHosts();
+        if (lapsedSessions < 1 && memberSessionLapsed(answer, headers)) {
+          lapsedSessions++;
+          tried.delete(url); // the same member again: it registers a fresh session for the retry
+          continue;
+        }
         if (answer.status === 421) {
           this.stats.misdirected++;
           this.learnMembers(group, answer.body);

@@ -69,6 +69,20 @@ export class KvClient {
   }
 
   private async write(method: string, path: string, body?: string): Promise<unknown> {
+    try {
+      return await this.writeInSession(method, path, body);
+    } catch (e) {
+      if (!(e instanceof ServiceError && e.status === 410 && e.code === 'unknown_session')) throw e;
+      // The session expired while this client was idle (the cluster forgets sessions unused for its session
+      // timeout, 10 minutes by default). The refused write was not applied: an expired session applies nothing,
+      // and a send of this write that did apply would have kept the session alive (retries end well within the
+      // timeout). So it goes once more, in a new session.
+      this.session = null;
+      return this.writeInSession(method, path, body);
+    }
+  }
+
+  private async writeInSession(method: string, path: string, body?: string): Promise<unknown> {
     if (this.session === null) {
       const opened = (await this.call('POST', '/v1/client-sessions')) as { client_id: string };
       this.session = { client: opened.client_id, seq: 0 };

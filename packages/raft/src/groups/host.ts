@@ -9,6 +9,7 @@ import { RaftNode, type NodeLogger, type RaftNodeOptions, type Ticker } from '..
 import { LevelStorage, type SharedLevel } from '../storage/leveldb.js';
 import { TcpTransport, type HostPort, type TransportSecret, type TransportStats, type TransportTls } from '../transport/tcp.js';
 import type { NodeId, StateMachine } from '../types.js';
+import type { SessionOptions } from '../sessions.js';
 import { GroupCommitLevel, type GroupCommitStats } from './group-commit.js';
 
 /** Group names: what may follow the key prefix and travel on the wire. */
@@ -46,6 +47,8 @@ export interface GroupHostOptions {
    * of the event loop (in practice one per tick) instead of one frame each. Default true.
    */
   coalesceHeartbeats?: boolean;
+  /** The client sessions of every group (RaftNodeOptions.sessions), unless a group brings its own. */
+  sessions?: SessionOptions;
 }
 
 /** A group's own settings: everything a RaftNode takes except what the host provides. */
@@ -215,6 +218,7 @@ export class GroupHost {
     await this.db.batch([{ type: 'put', key: `${REGISTRY_PREFIX}${name}`, value: Buffer.from(JSON.stringify(registered)) }], { ...KEY_ENCODINGS, sync: true });
     const node = await RaftNode.start<C, R, M>({
       ...(this.options.logger !== undefined ? { logger: this.options.logger } : {}),
+      ...(this.options.sessions !== undefined ? { sessions: this.options.sessions } : {}),
       ...nodeOptions,
       core,
       id: this.id,
