@@ -30,13 +30,13 @@ test: build test-packages
 	@scripts/slowest-tests.sh jepsen-out/tap.log 12
 	node packages/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2 | tee jepsen-out/sim.log
 	node packages/raft/dist/sim/mutations.js | tee jepsen-out/mutations.log
-	node jepsen-like/bin/jepsen-like.js run --service kv --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-kv
-	node jepsen-like/bin/jepsen-like.js run --service lock --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-lock
-	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-shortlink
-	node jepsen-like/bin/jepsen-like.js run --service log --time 30 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-log
-	node jepsen-like/bin/jepsen-like.js run --service collab --time 20 --nemesis partition,kill,pause --interval 3 --seed 3 --out jepsen-out/smoke-collab
-	node jepsen-like/bin/jepsen-like.js run --service auction --time 20 --nemesis partition,kill,pause,clock --interval 3 --seed 4 --recovery 30 --out jepsen-out/smoke-auction
-	node jepsen-like/bin/jepsen-like.js run --service flash --time 20 --nemesis partition,kill,pause --interval 3 --seed 3 --concurrency 40 --rate 400 --out jepsen-out/smoke-flash
+	node jepsen-like/bin/jepsen-like.js run --service kv --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-kv
+	node jepsen-like/bin/jepsen-like.js run --service lock --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-lock
+	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-shortlink
+	node jepsen-like/bin/jepsen-like.js run --service log --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-log
+	node jepsen-like/bin/jepsen-like.js run --service collab --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-collab
+	node jepsen-like/bin/jepsen-like.js run --service auction --time 20 --nemesis partition,kill,pause,clock,quiet --interval 3 --seed 4 --recovery 30 --out jepsen-out/smoke-auction
+	node jepsen-like/bin/jepsen-like.js run --service flash --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --concurrency 40 --rate 400 --out jepsen-out/smoke-flash
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
 	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
@@ -73,7 +73,7 @@ JEPSEN_TIME ?= 180
 JEPSEN_SEED ?= 1
 JEPSEN_OUT ?= jepsen-out
 JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction flash
-JEPSEN_NEMESES ?= partition kill pause packet clock partition,kill,pause,packet,clock
+JEPSEN_NEMESES ?= partition kill pause packet clock quiet partition,kill,pause,packet,clock,quiet
 
 jepsen: build
 	@failed=0; for w in $(JEPSEN_WORKLOADS); do for n in $(JEPSEN_NEMESES); do \

@@ -51,6 +51,8 @@ export interface ClusterOptions {
   workers?: Readonly<Record<string, number>>;
   /** Settings handed to the workers (as `cluster up --set`). */
   settings?: Readonly<Record<string, string>>;
+  /** Added to every member's and worker's environment (e.g. RAFTKIT_SESSION_TIMEOUT_MS). */
+  env?: Readonly<Record<string, string>>;
 }
 
 interface Member {
@@ -125,7 +127,7 @@ export class ClusterUnderTest {
     const args = [...nodeArgs, this.script, '--service', service, '--id', id, '--data', join(dir, 'db'), '--raft', a.raftListen, '--http', a.httpListen, '--peers', peers, '--token-file', this.tokenFile, '--tick-ms', String(tickMs)];
     const wrapped = network.wrap(id, process.execPath, args);
     const out = openSync(this.logFile(id), 'a');
-    const env: NodeJS.ProcessEnv = { ...process.env, JEPSEN_LIKE_RUN: this.options.runId };
+    const env: NodeJS.ProcessEnv = { ...process.env, ...this.options.env, JEPSEN_LIKE_RUN: this.options.runId };
     delete env.CLUSTER_AUTH_TOKEN;
     if (this.options.clockSkew) env.JEPSEN_CLOCK_FILE = this.clockFile(id);
     const child = spawn(wrapped.command, wrapped.args, { detached: true, stdio: ['ignore', out, out], env });
@@ -237,7 +239,7 @@ export class ClusterUnderTest {
     for (const w of records) {
       mkdirSync(join(dataDir, w.id), { recursive: true });
       const out = openSync(join(dataDir, w.id, 'worker.log'), 'a');
-      const env: NodeJS.ProcessEnv = { ...process.env, JEPSEN_LIKE_RUN: this.options.runId };
+      const env: NodeJS.ProcessEnv = { ...process.env, ...this.options.env, JEPSEN_LIKE_RUN: this.options.runId };
       delete env.CLUSTER_AUTH_TOKEN;
       const child = spawn(process.execPath, [script, '--cluster', dataDir, '--id', w.id], { detached: true, stdio: ['ignore', out, out], env });
       closeSync(out);

@@ -15,7 +15,9 @@ import { isRoot, runCommand } from './exec.js';
 import { countOps, HistoryWriter, type OpCounts } from './history.js';
 import { describeFault, type NemesisChoice } from './nemesis/faults.js';
 import { NemesisRunner, type FaultRecord } from './nemesis/index.js';
+import { QUIET_SESSION_TIMEOUT_MS } from './nemesis/quiet.js';
 import { makeSchedule } from './nemesis/schedule.js';
+import { TrafficGate } from './nemesis/traffic.js';
 import { NamespaceNetwork } from './net/namespaces.js';
 import type { Network } from './net/network.js';
 import { ProxyNetwork } from './net/proxy-network.js';
@@ -121,6 +123,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
   const history = new HistoryWriter(join(out, 'history.jsonl'));
   let cluster: ClusterUnderTest | null = null;
   let nemesis: NemesisRunner | null = null;
+  const traffic = new TrafficGate();
   let progress: NodeJS.Timeout | null = null;
   const abortWorkers: Array<() => void> = [];
   const stopWorkload = new AbortController();
@@ -128,6 +131,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
   const onInterrupt = (): void => {
     stopWorkload.abort();
     stopNemesis.abort();
+    traffic.releaseAll();
   };
   interrupt.addEventListener('abort', onInterrupt, { once: true });
   const runInfo: Record<string, unknown> = {
@@ -144,7 +148,10 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     for (const note of network.notes) log(`note: ${note}`);
     if (mode === 'namespace') log(`network: namespaces ${ids.map((id) => network.addresses(id).raftAdvertised.split(':')[0]).join(' ')} on bridge jl${slot}br`);
     const token = randomBytes(18).toString('base64url');
-    cluster = new ClusterUnderTest({ service: options.service, ids, network, dataDir, token, tickMs: options.tickMs, runId, state, clockSkew, ...(workload.workers !== undefined ? { workers: workload.workers } : {}), ...(workload.settings !== undefined ? { settings: workload.settings } : {}) });
+    // With the quiet nemesis, sessions lapse within a spell: the members' first writes after it are what it tests.
+    const quiet = options.nemeses.some((n) => n.name === 'quiet');
+    const env: Record<string, string> = quiet ? { RAFTKIT_SESSION_TIMEOUT_MS: String(QUIET_SESSION_TIMEOUT_MS) } : {};
+    cluster = new ClusterUnderTest({ service: options.service, ids, network, dataDir, token, tickMs: options.tickMs, runId, state, clockSkew, env, ...(workload.workers !== undefined ? { workers: workload.workers } : {}), ...(workload.settings !== undefined ? { settings: workload.settings } : {}) });
     cluster.startAll();
     log(`started ${ids.length} members; waiting for a leader`);
     const leader = await cluster.waitForLeader(30_000);
@@ -160,7 +167,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     const schedule = makeSchedule({ seed, durationMs: options.timeS * 1000, nemeses: options.nemeses, intervalMs: options.intervalS * 1000 });
     const starts = schedule.filter((a) => a.action === 'start');
     log(`schedule: ${starts.length} fault(s): ${starts.map((a) => `${(a.at / 1000).toFixed(1)}s ${describeFault(a.fault)}`).join('; ') || 'none'}`);
-    nemesis = new NemesisRunner({ cluster, network, rng: Rng.derive(seed, 'nemesis-runtime'), say: log }, history);
+    nemesis = new NemesisRunner({ cluster, network, rng: Rng.derive(seed, 'nemesis-runtime'), traffic, say: log }, history);
 
     // Clients.
     let nextFinalProcess = 0;
@@ -222,7 +229,12 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     });
     const loops = workers.map(async ({ worker, rng }) => {
       while (!stopWorkload.signal.aborted) {
-        await worker.step();
+        await traffic.enter();
+        try {
+          if (!stopWorkload.signal.aborted) await worker.step();
+        } finally {
+          traffic.leave();
+        }
         if (!stopWorkload.signal.aborted) await sleep(rng.between(0, 2 * meanGapMs));
       }
     });
@@ -246,6 +258,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     });
     stopNemesis.abort();
     stopWorkload.abort();
+    traffic.releaseAll();
     await nemesisDone;
     log('time is up: stopping clients');
     await Promise.all(loops);

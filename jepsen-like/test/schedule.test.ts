@@ -58,7 +58,7 @@ t.test('variants restrict the faults drawn', async (t) => {
 
 t.test('nemesis lists', async (t) => {
   t.same(parseNemesisList('none'), []);
-  t.same(parseNemesisList('all').map((n) => n.name), ['partition', 'kill', 'pause', 'packet', 'clock']);
+  t.same(parseNemesisList('all').map((n) => n.name), ['partition', 'kill', 'pause', 'packet', 'clock', 'quiet']);
   t.same(parseNemesisList('kill:leader+minority, pause'), [{ name: 'kill', variants: ['leader', 'minority'] }, { name: 'pause', variants: [] }]);
   t.throws(() => parseNemesisList('explode'), NemesisSpecError);
   t.throws(() => parseNemesisList('partition:triangle'), /no variant/);

@@ -2,6 +2,7 @@ import type { ClusterUnderTest } from '../cluster.js';
 import type { Network } from '../net/network.js';
 import type { Rng } from '../rng.js';
 import type { Fault, Target } from './faults.js';
+import type { TrafficGate } from './traffic.js';
 
 /** What a nemesis acts on. */
 export interface NemesisContext {
@@ -9,6 +10,8 @@ export interface NemesisContext {
   network: Network;
   /** Runtime choices (which members), derived from the run's seed. */
   rng: Rng;
+  /** The clients' operations pass through it: the quiet nemesis holds it. */
+  traffic: TrafficGate;
   say: (line: string) => void;
 }
 

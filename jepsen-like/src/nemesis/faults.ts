@@ -14,11 +14,13 @@ export type Fault =
   | { nemesis: 'pause'; target: Target }
   | { nemesis: 'partition'; shape: PartitionShape }
   | { nemesis: 'packet'; kind: PacketKind; target: Target; delayMs: number; jitterMs: number; probability: number }
-  | { nemesis: 'clock'; target: Target; offsetMs: number };
+  | { nemesis: 'clock'; target: Target; offsetMs: number }
+  /** No client traffic for longer than the session timeout (nemesis/quiet.ts). */
+  | { nemesis: 'quiet' };
 
 export type NemesisName = Fault['nemesis'];
 
-export const NEMESES: readonly NemesisName[] = ['partition', 'kill', 'pause', 'packet', 'clock'];
+export const NEMESES: readonly NemesisName[] = ['partition', 'kill', 'pause', 'packet', 'clock', 'quiet'];
 export const PARTITION_SHAPES: readonly PartitionShape[] = ['halves', 'isolate-leader', 'majority-ring', 'bridge', 'one-way'];
 export const PACKET_KINDS: readonly PacketKind[] = ['latency', 'loss', 'reorder'];
 export const PROCESS_TARGETS: readonly Target[] = ['one', 'leader', 'minority', 'majority'];
@@ -69,6 +71,8 @@ export function variantsOf(name: NemesisName): readonly string[] {
       return PROCESS_TARGETS;
     case 'clock':
       return ['one', 'leader', 'minority', 'majority', 'all'];
+    case 'quiet':
+      return [];
   }
 }
 
@@ -89,5 +93,7 @@ export function describeFault(fault: Fault): string {
           : `reorder ${Math.round(fault.probability * 100)}% (+${fault.delayMs} ms) on ${fault.target}`;
     case 'clock':
       return `clock ${fault.offsetMs >= 0 ? '+' : ''}${fault.offsetMs} ms on ${fault.target}`;
+    case 'quiet':
+      return 'quiet';
   }
 }

@@ -11,6 +11,7 @@ import { killNemesis } from './kill.js';
 import { packetNemesis } from './packet.js';
 import { healNetwork, partitionNemesis } from './partition.js';
 import { pauseNemesis } from './pause.js';
+import { quietNemesis } from './quiet.js';
 import type { ScheduledAction } from './schedule.js';
 
 const handlers: Record<NemesisName, NemesisHandler> = {
@@ -19,6 +20,7 @@ const handlers: Record<NemesisName, NemesisHandler> = {
   partition: partitionNemesis,
   packet: packetNemesis,
   clock: clockNemesis,
+  quiet: quietNemesis,
 };
 
 /** A fault as it happened, for result.json and the report (times in ns since the run started). */

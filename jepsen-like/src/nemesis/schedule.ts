@@ -82,6 +82,8 @@ function drawFault(choice: NemesisChoice, rng: Rng): Fault {
       if (kind === 'loss') return { nemesis: 'packet', kind, target, delayMs: 0, jitterMs: 0, probability: rng.int(1, 4) / 10 };
       return { nemesis: 'packet', kind, target, delayMs: rng.int(2, 10) * 10, jitterMs: 0, probability: rng.int(2, 5) / 10 };
     }
+    case 'quiet':
+      return { nemesis: 'quiet' };
     case 'clock': {
       const magnitude = rng.pick([250, 1_000, 3_000, 10_000, 30_000]);
       return { nemesis: 'clock', target: rng.pick(variants as Target[]), offsetMs: rng.chance(0.5) ? magnitude : -magnitude };
