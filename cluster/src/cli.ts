@@ -27,7 +27,8 @@ import {
   type MemberRecord,
   type WorkerRecord,
 } from './state.js';
-import { checkMemberId, checkRaftAddress, RemoteCluster, remoteAddNode, remoteGroupRows, remoteOptions, remoteRemoveNode, remoteStatusRows, remoteTransferLeader, type RemoteFlags } from './remote.js';
+import { remoteMode, remoteOptions, type RemoteFlags } from './remote-flags.js';
+import type { RemoteCluster } from './remote.js';
 import { GROUPS_HEADER, groupCells, memberRow, mergeGroupRows, STATUS_HEADER, statusCells, withLag, type GroupedStatus, type GroupRow, type StatusRow } from './views.js';
 
 const program = new Command().name('cluster').description('Launch and break local Raft clusters of one service.');
@@ -183,7 +184,7 @@ remoteOptions(
     .addOption(serviceOption())
     .option('--json', 'print a JSON array'),
 ).action(async (o: RemoteFlags & Target & { json?: boolean }) => {
-  const remote = await RemoteCluster.run(o, async (remote) => {
+  const remote = await runRemote(o, async (remote, { remoteStatusRows }) => {
     const { rows, failures } = await remoteStatusRows(remote);
     printRows(rows, o.json);
     for (const f of failures) process.stderr.write(`warning: ${f.url}: ${f.error}\n`);
@@ -222,7 +223,7 @@ remoteOptions(
     .option('--json', 'print a JSON array'),
 ).action(async (o: RemoteFlags & Target & { json?: boolean }) => {
   let rows: GroupRow[] = [];
-  const remote = await RemoteCluster.run(o, async (remote) => {
+  const remote = await runRemote(o, async (remote, { remoteGroupRows }) => {
     rows = await remoteGroupRows(remote, o.service ?? 'raft');
   });
   if (!remote) {
@@ -381,7 +382,7 @@ remoteOptions(
     .option('--id <id>', 'with --endpoints: the new member\'s id')
     .option('--raft-address <host:port>', 'with --endpoints: the new member\'s advertised Raft address'),
 ).action(async (o: RemoteFlags & Target & { id?: string; raftAddress?: string }) => {
-    const remote = await RemoteCluster.run(o, async (remote) => {
+    const remote = await runRemote(o, async (remote, { remoteAddNode, checkMemberId, checkRaftAddress }) => {
       if (o.id === undefined || o.raftAddress === undefined) throw new CliError('add-node --endpoints needs --id and --raft-address of the member started on its host with --join');
       console.log(await remoteAddNode(remote, checkMemberId(o.id), checkRaftAddress(o.raftAddress)));
     });
@@ -413,7 +414,7 @@ remoteOptions(
     .addOption(dataOption())
     .addOption(serviceOption()),
 ).action(async (ref: string, o: RemoteFlags & Target) => {
-    if (await RemoteCluster.run(o, async (remote) => console.log(await remoteRemoveNode(remote, checkMemberId(ref))))) return;
+    if (await runRemote(o, async (remote, { remoteRemoveNode, checkMemberId }) => console.log(await remoteRemoveNode(remote, checkMemberId(ref))))) return;
     const { state, token } = openCluster(o);
     const member = findMember(state, ref);
     if (member.removed) throw new CliError(`${member.id} was already removed`);
@@ -434,7 +435,7 @@ remoteOptions(
     .addOption(dataOption())
     .addOption(serviceOption()),
 ).action(async (ref: string, o: RemoteFlags & Target) => {
-    if (await RemoteCluster.run(o, async (remote) => console.log(await remoteTransferLeader(remote, checkMemberId(ref))))) return;
+    if (await runRemote(o, async (remote, { remoteTransferLeader, checkMemberId }) => console.log(await remoteTransferLeader(remote, checkMemberId(ref))))) return;
     const { state, token } = openCluster(o);
     const member = findMember(state, ref);
     const leader = await findLeader(state, token);
@@ -476,6 +477,16 @@ program
     });
     await new Promise(() => {}); // until Ctrl-C
   });
+
+/**
+ * Remote mode of a command (src/remote.ts), loaded only with --endpoints: it brings the HTTP client a local call
+ * does without. Says false in local mode.
+ */
+async function runRemote(o: RemoteFlags, work: (remote: RemoteCluster, module: typeof import('./remote.js')) => Promise<void>): Promise<boolean> {
+  if (!remoteMode(o)) return false;
+  const module = await import('./remote.js');
+  return module.RemoteCluster.run(o, (remote) => work(remote, module));
+}
 
 /** Every group of the cluster, from each live member (see views.ts mergeGroupRows). */
 async function groupRows(state: ClusterState, token: string): Promise<GroupRow[]> {
