@@ -13,7 +13,7 @@
  *   address, and holds no token; the CLI picks a cluster with --service and will not guess among several.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -193,4 +193,24 @@ t.test('the CLI picks a cluster with --service and will not guess among several'
   t.match(list.stdout, /^kv +3\/3 +http:\/\/127\.0\.0\.1:\d+ \(n1\) +data\/kv\/token$/m, 'list shows token files as paths from here');
   const unknown = await runCli(['status', '--service', 'nope'], work);
   t.match(unknown.stderr, /--service: no service nope/, 'an unknown service is named');
+  // A token exported for one cluster is not sent to another: each call reads its cluster's token file.
+  const exported = await new Promise<{ code: number; stdout: string }>((resolve) => {
+    execFile(process.execPath, [join(ROOT, 'bin', 'cluster'), 'status', '--service', 'kv', '--json'], { cwd: work, env: { ...env, CLUSTER_AUTH_TOKEN: tokens.shortlink } }, (error, stdout) => resolve({ code: error === null ? 0 : 1, stdout }));
+  });
+  t.equal(exported.code, 0, 'status --service kv with the shortlink token in CLUSTER_AUTH_TOKEN');
+  t.ok((JSON.parse(exported.stdout) as Array<{ term: number | null }>).every((r) => typeof r.term === 'number'), 'every kv member answered (the kv token file was used)');
+});
+
+t.test('list warns about clusters that share a token (data from an older make up)', async (t) => {
+  const old = join(work, 'old');
+  for (const name of ['kv', 'lock']) {
+    mkdirSync(join(old, name), { recursive: true });
+    writeFileSync(join(old, name, 'cluster.json'), JSON.stringify({ service: name, dataDir: join(old, name), basePort: 1, tickMs: 100, bootstrap: {}, members: [] }));
+    writeFileSync(join(old, name, 'token'), 'one-token-for-all\n');
+  }
+  const list = await runCli(['list', '--data-root', old], work);
+  t.equal(list.code, 0, 'list still lists them');
+  t.match(list.stderr, /^warning: kv, lock share one token, so a key derived from one .* is valid on the others/, 'and says they share a token');
+  const ours = await runCli(['list', '--data-root', dataRoot], work);
+  t.equal(ours.stderr, '', 'clusters of make up share none');
 });
