@@ -6,7 +6,8 @@
  * - Every credential of one cluster (its token, a client token from POST /v1/tokens, a rate-limit tenant's admin
  *   and check keys, a short-link user key) is refused with 401 by every member and worker of the other two, and
  *   taken by its own (members: GET /v1/cluster/status; workers: GET /v1/routes, 200 for the cluster token and 403,
- *   not 401, for a derived one).
+ *   not 401, for a derived one), and in the hello of every binary listener of the others (the rate limiter's store
+ *   and check instance, the short-link click stream).
  * - The dashboard's login secret is its own file (mode 600), no cluster token logs in to it, and no process the
  *   script started carries a secret on its command line.
  * - The script's output ends with the table (service, processes, entry point, token file) and the dashboard's
@@ -14,9 +15,11 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Packr } from 'msgpackr';
 import t from 'tap';
 import { call, reserveShiftedPorts, until } from '@raftkit/testkit';
 import { defaultBasePort } from '../src/service-list.js';
@@ -25,6 +28,7 @@ import { runCli } from './helpers/cluster.js';
 
 t.setTimeout(300_000);
 
+const packr = new Packr({ useRecords: false });
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const SERVICES = ['kv', 'ratelimit', 'shortlink'] as const;
 type Service = (typeof SERVICES)[number];
@@ -64,7 +68,7 @@ t.equal(up.code, 0, `up-all.sh succeeds (stderr: ${up.stderr.slice(-2000)})`);
 
 interface State {
   members: Array<{ id: string; pid: number | null; httpAddress: string }>;
-  workers?: Array<{ id: string; role: string; pid: number | null; httpAddress: string }>;
+  workers?: Array<{ id: string; role: string; pid: number | null; httpAddress: string; tcpAddress: string }>;
 }
 const states = Object.fromEntries(SERVICES.map((s) => [s, JSON.parse(readFileSync(join(dataRoot, s, 'cluster.json'), 'utf8')) as State])) as Record<Service, State>;
 const tokens = Object.fromEntries(SERVICES.map((s) => [s, readFileSync(join(dataRoot, s, 'token'), 'utf8').trim()])) as Record<Service, string>;
@@ -149,9 +153,51 @@ t.test('a credential of one cluster is refused (401) by every member and worker 
       });
     }
   }
+  // The binary listeners (packages/rpc hello): the rate limiter's counter store and check instance, the short-link
+  // click stream. Every credential of another cluster is refused in the hello; each one's own cluster token is welcome.
+  const binary = SERVICES.flatMap((s) => (states[s].workers ?? []).filter((w) => ['store', 'check', 'stream'].includes(w.role)).map((w) => ({ service: s, id: w.id, tcp: w.tcpAddress })));
+  t.equal(binary.length, 3, 'store1, check1 (ratelimit) and stream1 (shortlink)');
+  for (const listener of binary) {
+    t.equal(await hello(listener.tcp, tokens[listener.service]), 'welcome', `${listener.service} ${listener.id}: its cluster token is welcome`);
+    for (const owner of SERVICES.filter((s) => s !== listener.service)) {
+      for (const [kind, token] of Object.entries(credentials[owner])) {
+        t.equal(await hello(listener.tcp, token), 'unauthorized', `${owner}'s ${kind} in a hello to ${listener.service} ${listener.id}: unauthorized`);
+      }
+    }
+  }
+  t.equal(await hello(binary.find((b) => b.id === 'check1')!.tcp, credentials.ratelimit['tenant check key']!), 'welcome', "ratelimit check1: its tenant's check key is welcome");
+
   const expected = SERVICES.reduce((n, owner) => n + Object.keys(credentials[owner]).length * targets.filter((x) => x.service !== owner).length, 0);
   t.equal(refused, expected, `${expected} refusals: every credential on every process of the other clusters`);
 });
+
+/** The answer to a binary listener's hello (packages/rpc: 4-byte length, msgpack): "welcome" or the error's code. */
+function hello(address: string, token: string): Promise<string> {
+  const colon = address.lastIndexOf(':');
+  return new Promise((resolve) => {
+    const socket = connect({ host: address.slice(0, colon), port: Number(address.slice(colon + 1)) });
+    let buffered = Buffer.alloc(0);
+    const done = (answer: string): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => done('no answer in 10 s'), 10_000);
+    const payload = packr.pack({ hello: token });
+    const frame = Buffer.alloc(4 + payload.length);
+    frame.writeUInt32BE(payload.length, 0);
+    frame.set(payload, 4);
+    socket.write(frame);
+    socket.on('data', (chunk: Buffer) => {
+      buffered = Buffer.concat([buffered, chunk]);
+      if (buffered.length < 4 || buffered.length < 4 + buffered.readUInt32BE(0)) return;
+      const message = packr.unpack(buffered.subarray(4, 4 + buffered.readUInt32BE(0))) as { welcome?: unknown; error?: { code?: string } };
+      done(message.welcome !== undefined ? 'welcome' : (message.error?.code ?? JSON.stringify(message)));
+    });
+    socket.on('error', (e) => done(`error ${e.message}`));
+    socket.on('close', () => done('closed without an answer'));
+  });
+}
 
 t.test('the dashboard takes its own secret only, and no secret is on a command line', async (t) => {
   const base = `http://127.0.0.1:${dashboardPort}`;
