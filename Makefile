@@ -60,12 +60,14 @@ sim: build
 mutations: build
 	node packages/raft/dist/sim/mutations.js
 
-# Start every service's 5-member cluster (LevelDB under data/) and print the endpoints.
+# Start every service's 5-member cluster (LevelDB under data/, each with its own token) and the dashboard; ends with
+# one table of the clusters and the dashboard's address. `make up SERVICES="kv lock"` starts only those.
+SERVICES ?=
 up: build media-packages
-	scripts/up-all.sh
+	@SERVICES='$(SERVICES)' scripts/up-all.sh
 
 down:
-	scripts/down-all.sh
+	@scripts/down-all.sh
 
 # make jepsen: every workload under every nemesis, JEPSEN_TIME seconds each, then a summary table. Reports in
 # $(JEPSEN_OUT)/<workload>-<nemesis>/report.html. Fails if any run is not valid. See jepsen-like/README.md.

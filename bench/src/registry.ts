@@ -1,5 +1,6 @@
 /** Every benchmark the harness knows, by name. A new benchmark adds one line here. */
 import type { Benchmark } from './benchmark.js';
+import { cliBenchmark } from './benchmarks/cli.js';
 import { collabBenchmark } from './benchmarks/collab.js';
 import { auctionBenchmark } from './benchmarks/auction.js';
 import { crdtBenchmark } from './benchmarks/crdt.js';
@@ -18,6 +19,7 @@ import { videoBenchmark } from './benchmarks/video.js';
 import { raftBenchmark } from './raft-inprocess.js';
 
 export const benchmarks: Record<string, Benchmark> = {
+  cli: cliBenchmark,
   collab: collabBenchmark,
   auction: auctionBenchmark,
   crdt: crdtBenchmark,

@@ -9,6 +9,7 @@ import { Command, Option } from 'commander';
 import type { WorkerRoles } from '@raftkit/http';
 import { healMembers, partitionMembers, restartProcess, signalProcess, type ActionResult } from './actions.js';
 import { assertPortFree, callMember, findLeader, memberStatus, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
+import { listClusters, sharedTokens, shownPath } from './list.js';
 import { defaultBasePort, MAX_WORKERS, serviceNames, workerPorts } from './service-list.js';
 import {
   CliError,
@@ -26,11 +27,18 @@ import {
   type MemberRecord,
   type WorkerRecord,
 } from './state.js';
-import { checkMemberId, checkRaftAddress, RemoteCluster, remoteAddNode, remoteGroupRows, remoteOptions, remoteRemoveNode, remoteStatusRows, remoteTransferLeader, type RemoteFlags } from './remote.js';
+import { remoteMode, remoteOptions, type RemoteFlags } from './remote-flags.js';
+import type { RemoteCluster } from './remote.js';
 import { GROUPS_HEADER, groupCells, memberRow, mergeGroupRows, STATUS_HEADER, statusCells, withLag, type GroupedStatus, type GroupRow, type StatusRow } from './views.js';
 
 const program = new Command().name('cluster').description('Launch and break local Raft clusters of one service.');
-const dataOption = (): Option => new Option('--data <dir>', 'the cluster data directory (default: $CLUSTER_DATA, or the only one under ./data)');
+const dataOption = (): Option => new Option('--data <dir>', 'the cluster data directory (default: data/<service> with --service, else $CLUSTER_DATA, else the only one under ./data)');
+const serviceOption = (more = ''): Option => new Option('--service <name>', `the cluster of that service in data/<name>, where up and make up start it${more}`);
+/** How a command names its cluster (see resolveDataDir). */
+interface Target {
+  data?: string;
+  service?: string;
+}
 
 program
   .command('up')
@@ -151,9 +159,10 @@ program
   .command('down')
   .description('stop every worker, then every member (SIGTERM, then SIGKILL after 5 s)')
   .addOption(dataOption())
+  .addOption(serviceOption())
   .option('--wipe', 'also delete the data directory')
-  .action(async (o: { data?: string; wipe?: boolean }) => {
-    const state = openCluster(o.data).state;
+  .action(async (o: Target & { wipe?: boolean }) => {
+    const state = openCluster(o).state;
     await Promise.all((state.workers ?? []).map((w) => stopProcess(w.pid)));
     await Promise.all(state.members.map((m) => stopProcess(m.pid)));
     for (const m of [...state.members, ...(state.workers ?? [])]) m.pid = null;
@@ -172,16 +181,17 @@ remoteOptions(
     .command('status')
     .description('one row per member: pid, role, term, leader, commit, applied, lag, url')
     .addOption(dataOption())
+    .addOption(serviceOption())
     .option('--json', 'print a JSON array'),
-).action(async (o: RemoteFlags & { data?: string; json?: boolean }) => {
-  const remote = await RemoteCluster.run(o, async (remote) => {
+).action(async (o: RemoteFlags & Target & { json?: boolean }) => {
+  const remote = await runRemote(o, async (remote, { remoteStatusRows }) => {
     const { rows, failures } = await remoteStatusRows(remote);
     printRows(rows, o.json);
     for (const f of failures) process.stderr.write(`warning: ${f.url}: ${f.error}\n`);
     if (failures.length === rows.length) throw new CliError('no endpoint answered');
   });
   if (remote) return;
-  const { state, token } = openCluster(o.data);
+  const { state, token } = openCluster(o);
   const rows: StatusRow[] = await Promise.all(
     state.members
       .filter((m) => !m.removed)
@@ -209,15 +219,15 @@ remoteOptions(
     .command('groups')
     .description('one row per Raft group: leader, term, commit, lag (highest commit minus lowest applied), members')
     .addOption(dataOption())
-    .option('--json', 'print a JSON array')
-    .option('--service <name>', 'with --endpoints: the name of a single-group service\'s one group', 'raft'),
-).action(async (o: RemoteFlags & { data?: string; json?: boolean; service: string }) => {
+    .addOption(serviceOption("; with --endpoints: the name of a single-group service's one group (default raft)"))
+    .option('--json', 'print a JSON array'),
+).action(async (o: RemoteFlags & Target & { json?: boolean }) => {
   let rows: GroupRow[] = [];
-  const remote = await RemoteCluster.run(o, async (remote) => {
-    rows = await remoteGroupRows(remote, o.service);
+  const remote = await runRemote(o, async (remote, { remoteGroupRows }) => {
+    rows = await remoteGroupRows(remote, o.service ?? 'raft');
   });
   if (!remote) {
-    const { state, token } = openCluster(o.data);
+    const { state, token } = openCluster(o);
     rows = await groupRows(state, token);
   }
   if (o.json) {
@@ -231,9 +241,10 @@ program
   .command('balance')
   .description('spread the groups\' leaders evenly over the members by leadership transfer; prints what moved')
   .addOption(dataOption())
+  .addOption(serviceOption())
   .option('--json', 'print the moves and the leader counts as JSON')
-  .action(async (o: { data?: string; json?: boolean }) => {
-    const { state, token } = openCluster(o.data);
+  .action(async (o: Target & { json?: boolean }) => {
+    const { state, token } = openCluster(o);
     const live = state.members.filter((m) => !m.removed && isAlive(m.pid));
     const statuses = (await Promise.all(live.map((m) => memberStatus(m, token, 5_000)))) as Array<GroupedStatus | null>;
     if (!statuses.some((s) => typeof s?.groups === 'number')) {
@@ -281,8 +292,9 @@ for (const [name, text] of [
     .command(`${name} <member>`)
     .description(text)
     .addOption(dataOption())
-    .action(async (ref: string, o: { data?: string }) => {
-      const state = openCluster(o.data).state;
+    .addOption(serviceOption())
+    .action(async (ref: string, o: Target) => {
+      const state = openCluster(o).state;
       printAction(await signalProcess(state, name, ref, 'cli'));
     });
 }
@@ -291,8 +303,9 @@ program
   .command('restart <member>')
   .description('stop a member or worker if it runs, then start it again on its data')
   .addOption(dataOption())
-  .action(async (ref: string, o: { data?: string }) => {
-    const state = openCluster(o.data).state;
+  .addOption(serviceOption())
+  .action(async (ref: string, o: Target) => {
+    const state = openCluster(o).state;
     printAction(await restartProcess(state, ref, 'cli'));
   });
 
@@ -300,8 +313,9 @@ program
   .command('partition <groups>')
   .description('cut links between groups, e.g. "1,2|3,4,5" (inside the members\' transports)')
   .addOption(dataOption())
-  .action(async (spec: string, o: { data?: string }) => {
-    const { state, token } = openCluster(o.data);
+  .addOption(serviceOption())
+  .action(async (spec: string, o: Target) => {
+    const { state, token } = openCluster(o);
     const sides = spec.split('|').map((g) => g.split(',').map((r) => r.trim()).filter((r) => r.length > 0));
     printAction(await partitionMembers(state, token, sides, 'cli'));
   });
@@ -310,9 +324,34 @@ program
   .command('heal')
   .description('restore every link cut by partition')
   .addOption(dataOption())
-  .action(async (o: { data?: string }) => {
-    const { state, token } = openCluster(o.data);
+  .addOption(serviceOption())
+  .action(async (o: Target) => {
+    const { state, token } = openCluster(o);
     printAction(await healMembers(state, token, 'cli'));
+  });
+
+program
+  .command('list')
+  .description('every cluster under the data root: its service, processes running, the HTTP address to call, its token file')
+  .option('--data-root <dir>', 'folder whose sub-folders hold clusters', 'data')
+  .option('--json', 'print a JSON array')
+  .action((o: { dataRoot: string; json?: boolean }) => {
+    const clusters = listClusters(resolve(o.dataRoot));
+    if (o.json) {
+      console.log(JSON.stringify(clusters, null, 2));
+      return;
+    }
+    if (clusters.length === 0) throw new CliError(`no cluster under ${o.dataRoot} (start one with: cluster up, or make up)`);
+    printTable(
+      ['service', 'running', 'entry point', 'token file'],
+      clusters.map((c) => [c.cluster === c.service ? c.service : `${c.cluster} (${c.service})`, `${c.running}/${c.processes}`, `${c.entry.url} (${c.entry.id})`, shownPath(c.tokenFile)]),
+    );
+    for (const names of sharedTokens(clusters)) {
+      process.stderr.write(
+        `warning: ${names.join(', ')} share one token, so a key derived from one (client token, tenant key, user key) is valid on the others. ` +
+          'Unless you chose that (CLUSTER_AUTH_TOKEN), stop them, delete their token files and start them again: each makes its own, and keys derived from the old one stop working.\n',
+      );
+    }
   });
 
 program
@@ -321,16 +360,17 @@ program
   .option('--data-root <dir>', 'folder whose sub-folders hold clusters', 'data')
   .option('--host <host>', 'address to listen on', '127.0.0.1')
   .option('--port <port>', 'port to listen on', '6900')
-  .option('--auth-token <token>', 'token the page must present (default: $CLUSTER_AUTH_TOKEN, else the clusters\' shared token)')
+  .option('--auth-token-file <file>', "file holding the page's login secret (default: $DASHBOARD_AUTH_TOKEN, else <data-root>/dashboard.token, made when missing)")
+  .option('--auth-token <token>', 'the login secret itself (shows in ps: prefer --auth-token-file or $DASHBOARD_AUTH_TOKEN)')
   .option('--jepsen-dir <dir>', 'folder of jepsen-like runs to list', 'jepsen-out')
   .option('--endpoints <urls>', "also show a cluster on other hosts, read-only: its members' HTTP URLs (https://10.0.0.1:8101,...)")
   .option('--ca <file>', "with --endpoints: PEM of the CA that signed the members' certificates")
   .option('--name <name>', 'with --endpoints: the name the remote cluster is shown under (default remote)')
-  .action(async (o: { dataRoot: string; host: string; port: string; authToken?: string; jepsenDir: string; endpoints?: string; ca?: string; name?: string }) => {
+  .action(async (o: { dataRoot: string; host: string; port: string; authToken?: string; authTokenFile?: string; jepsenDir: string; endpoints?: string; ca?: string; name?: string }) => {
     const port = positiveInt(o.port, '--port', 0, 65_535);
     // Loaded only here: every other command would pay for the server's modules at start.
     const { runDashboardCommand } = await import('./dashboard/command.js');
-    await runDashboardCommand({ dataRoot: resolve(o.dataRoot), host: o.host, port, authToken: o.authToken, jepsenDir: resolve(o.jepsenDir), endpoints: o.endpoints, ca: o.ca, name: o.name });
+    await runDashboardCommand({ dataRoot: resolve(o.dataRoot), host: o.host, port, authToken: o.authToken, authTokenFile: o.authTokenFile, jepsenDir: resolve(o.jepsenDir), endpoints: o.endpoints, ca: o.ca, name: o.name });
   });
 
 remoteOptions(
@@ -338,16 +378,17 @@ remoteOptions(
     .command('add-node')
     .description('start a new member and add it as a voter (it catches up as a learner first); with --endpoints, add a member already started on its host with --join')
     .addOption(dataOption())
+    .addOption(serviceOption())
     .option('--id <id>', 'with --endpoints: the new member\'s id')
     .option('--raft-address <host:port>', 'with --endpoints: the new member\'s advertised Raft address'),
-).action(async (o: RemoteFlags & { data?: string; id?: string; raftAddress?: string }) => {
-    const remote = await RemoteCluster.run(o, async (remote) => {
+).action(async (o: RemoteFlags & Target & { id?: string; raftAddress?: string }) => {
+    const remote = await runRemote(o, async (remote, { remoteAddNode, checkMemberId, checkRaftAddress }) => {
       if (o.id === undefined || o.raftAddress === undefined) throw new CliError('add-node --endpoints needs --id and --raft-address of the member started on its host with --join');
       console.log(await remoteAddNode(remote, checkMemberId(o.id), checkRaftAddress(o.raftAddress)));
     });
     if (remote) return;
     if (o.id !== undefined || o.raftAddress !== undefined) throw new CliError('--id and --raft-address go with --endpoints; a local add-node picks them');
-    const { state, token } = openCluster(o.data);
+    const { state, token } = openCluster(o);
     const n = Math.max(...state.members.map((m) => Number(m.id.slice(1)))) + 1;
     const member: MemberRecord = { id: `n${n}`, pid: null, raftAddress: `127.0.0.1:${state.basePort + n}`, httpAddress: `127.0.0.1:${state.basePort + 100 + n}`, joined: true };
     for (const address of [member.raftAddress, member.httpAddress]) await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
@@ -370,10 +411,11 @@ remoteOptions(
   program
     .command('remove-node <member>')
     .description('remove a member from the cluster, then stop it (with --endpoints: the member id; its process is left to its host)')
-    .addOption(dataOption()),
-).action(async (ref: string, o: RemoteFlags & { data?: string }) => {
-    if (await RemoteCluster.run(o, async (remote) => console.log(await remoteRemoveNode(remote, checkMemberId(ref))))) return;
-    const { state, token } = openCluster(o.data);
+    .addOption(dataOption())
+    .addOption(serviceOption()),
+).action(async (ref: string, o: RemoteFlags & Target) => {
+    if (await runRemote(o, async (remote, { remoteRemoveNode, checkMemberId }) => console.log(await remoteRemoveNode(remote, checkMemberId(ref))))) return;
+    const { state, token } = openCluster(o);
     const member = findMember(state, ref);
     if (member.removed) throw new CliError(`${member.id} was already removed`);
     const leader = await findLeader(state, token);
@@ -390,10 +432,11 @@ remoteOptions(
   program
     .command('transfer-leader <member>')
     .description('hand leadership to a member (with --endpoints: its id)')
-    .addOption(dataOption()),
-).action(async (ref: string, o: RemoteFlags & { data?: string }) => {
-    if (await RemoteCluster.run(o, async (remote) => console.log(await remoteTransferLeader(remote, checkMemberId(ref))))) return;
-    const { state, token } = openCluster(o.data);
+    .addOption(dataOption())
+    .addOption(serviceOption()),
+).action(async (ref: string, o: RemoteFlags & Target) => {
+    if (await runRemote(o, async (remote, { remoteTransferLeader, checkMemberId }) => console.log(await remoteTransferLeader(remote, checkMemberId(ref))))) return;
+    const { state, token } = openCluster(o);
     const member = findMember(state, ref);
     const leader = await findLeader(state, token);
     if (leader.id === member.id) {
@@ -409,9 +452,10 @@ program
   .command('logs <member>')
   .description("print a member's or worker's log (JSON lines)")
   .addOption(dataOption())
+  .addOption(serviceOption())
   .option('--follow', 'keep printing new lines')
-  .action(async (ref: string, o: { data?: string; follow?: boolean }) => {
-    const state = openCluster(o.data).state;
+  .action(async (ref: string, o: Target & { follow?: boolean }) => {
+    const state = openCluster(o).state;
     const found = findProcess(state, ref);
     const path = found.kind === 'worker' ? workerLogPath(state.dataDir, found.record.id) : logPath(state.dataDir, found.record.id);
     if (!existsSync(path)) throw new CliError(`no log yet at ${path}`);
@@ -434,6 +478,16 @@ program
     await new Promise(() => {}); // until Ctrl-C
   });
 
+/**
+ * Remote mode of a command (src/remote.ts), loaded only with --endpoints: it brings the HTTP client a local call
+ * does without. Says false in local mode.
+ */
+async function runRemote(o: RemoteFlags, work: (remote: RemoteCluster, module: typeof import('./remote.js')) => Promise<void>): Promise<boolean> {
+  if (!remoteMode(o)) return false;
+  const module = await import('./remote.js');
+  return module.RemoteCluster.run(o, (remote) => work(remote, module));
+}
+
 /** Every group of the cluster, from each live member (see views.ts mergeGroupRows). */
 async function groupRows(state: ClusterState, token: string): Promise<GroupRow[]> {
   const live = state.members.filter((m) => !m.removed && isAlive(m.pid));
@@ -442,8 +496,8 @@ async function groupRows(state: ClusterState, token: string): Promise<GroupRow[]
 }
 
 /** The cluster a command means (see resolveDataDir) and its token. */
-function openCluster(dataOption: string | undefined): { state: ClusterState; token: string } {
-  const state = readState(resolveDataDir(dataOption));
+function openCluster(target: Target): { state: ClusterState; token: string } {
+  const state = readState(resolveDataDir(target.data, target.service));
   return {
     state,
     get token() {

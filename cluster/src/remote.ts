@@ -7,24 +7,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { ClusterClient } from '@raftkit/http';
-import type { Command } from 'commander';
 import { sleep, type MemberStatus } from './processes.js';
+import { remoteMode, type RemoteFlags } from './remote-flags.js';
 import { CliError } from './state.js';
 import { memberRow, mergeGroupRows, withLag, type GroupedStatus, type GroupRow, type StatusRow } from './views.js';
 
-export interface RemoteFlags {
-  endpoints?: string;
-  token?: string;
-  ca?: string;
-}
-
-/** The flags of remote mode, on a command that also has a local mode. */
-export function remoteOptions(command: Command): Command {
-  return command
-    .option('--endpoints <urls>', "remote members' HTTP URLs, e.g. https://10.0.0.1:8101,https://10.0.0.2:8101 (remote mode: no data folder)")
-    .option('--token <token>', 'with --endpoints: the cluster token (default: $CLUSTER_AUTH_TOKEN)')
-    .option('--ca <file>', "with --endpoints: PEM of the CA that signed the members' certificates (https endpoints)");
-}
+export { remoteOptions, type RemoteFlags } from './remote-flags.js';
 
 /** The answer of one endpoint: its HTTP status and body, or status 0 and why it could not be reached. */
 export interface RemoteAnswer {
@@ -56,11 +44,8 @@ export class RemoteCluster {
 
   /** The remote cluster the flags name, or null without --endpoints (local mode). Bad flags are CliErrors. */
   static open(flags: RemoteFlags): RemoteCluster | null {
-    if (flags.endpoints === undefined) {
-      if (flags.token !== undefined || flags.ca !== undefined) throw new CliError('--token and --ca go with --endpoints (remote mode); a local cluster keeps its token in its data folder');
-      return null;
-    }
-    const urls = parseEndpoints(flags.endpoints);
+    if (!remoteMode(flags)) return null;
+    const urls = parseEndpoints(flags.endpoints!);
     const token = flags.token ?? process.env.CLUSTER_AUTH_TOKEN ?? '';
     if (token.length === 0) throw new CliError('remote mode needs the cluster token: pass --token or set CLUSTER_AUTH_TOKEN');
     let ca: string | undefined;

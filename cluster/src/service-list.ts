@@ -30,6 +30,25 @@ export function defaultBasePort(service: string): number {
   return basePorts[service] ?? 9000;
 }
 
+/**
+ * The worker role a user of each service calls (the services' READMEs), for `cluster list` and `make up`'s table;
+ * a service absent here is called on its members.
+ */
+const entryRoles: Record<string, string> = {
+  ratelimit: 'check',
+  shortlink: 'app',
+  collab: 'worker',
+  flash: 'gateway',
+  auction: 'gateway',
+  video: 'app',
+  feed: 'app',
+};
+
+/** The worker role users call, or undefined when they call the members. */
+export function entryRole(service: string): string | undefined {
+  return entryRoles[service];
+}
+
 /** The most workers one cluster may have (their ports must stay inside the base's 200-port block). */
 export const MAX_WORKERS = 20;
 

@@ -3,7 +3,8 @@
  * it: DIR/cluster.json (members, pids, ports), DIR/token (the bearer token), DIR/<member>/ (LevelDB and log).
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
+import { serviceNames } from './service-list.js';
 
 export interface MemberRecord {
   id: string;
@@ -139,27 +140,46 @@ function withStateLock(dataDir: string, body: () => void): void {
   }
 }
 
+/**
+ * A local cluster's token: its token file, which holds what its members were started with. $CLUSTER_AUTH_TOKEN only
+ * stands in when the file is missing: each cluster has its own token, so a token exported for one cluster must not
+ * be sent to every other one.
+ */
 export function readToken(dataDir: string): string {
+  const path = tokenPath(dataDir);
+  if (existsSync(path)) return readFileSync(path, 'utf8').trim();
   const fromEnv = process.env.CLUSTER_AUTH_TOKEN;
   if (fromEnv !== undefined && fromEnv.length > 0) return fromEnv;
-  const path = tokenPath(dataDir);
-  if (!existsSync(path)) throw new CliError(`no token in ${path}; set CLUSTER_AUTH_TOKEN`);
-  return readFileSync(path, 'utf8').trim();
+  throw new CliError(`no token in ${path}; set CLUSTER_AUTH_TOKEN`);
+}
+
+/** The clusters under a data root: each sub-folder holding a cluster.json, by name. */
+export function clusterDirs(root: string): string[] {
+  if (!existsSync(root)) return [];
+  return readdirSync(root)
+    .filter((d) => existsSync(statePath(join(root, d))))
+    .sort()
+    .map((d) => join(root, d));
 }
 
 /**
- * Which data directory a command means: --data, else $CLUSTER_DATA, else the only cluster under ./data.
+ * Which data directory a command means: --data, else --service NAME (data/NAME, where `cluster up --service NAME`
+ * and `make up` put it), else $CLUSTER_DATA, else the only cluster under ./data. Several clusters and none of these:
+ * an error naming them, never a guess.
  */
-export function resolveDataDir(option: string | undefined): string {
+export function resolveDataDir(option: string | undefined, service?: string): string {
+  if (option !== undefined && service !== undefined) throw new CliError('give --data DIR or --service NAME, not both');
   if (option !== undefined) return resolve(option);
+  if (service !== undefined) {
+    if (!serviceNames().includes(service)) throw new CliError(`--service: no service ${service} (services: ${serviceNames().join(', ')})`);
+    return resolve('data', service);
+  }
   if (process.env.CLUSTER_DATA) return resolve(process.env.CLUSTER_DATA);
-  const root = resolve('data');
-  const found = existsSync(root)
-    ? readdirSync(root).filter((d) => existsSync(join(root, d, 'cluster.json'))).map((d) => join(root, d))
-    : [];
+  const found = clusterDirs(resolve('data'));
   if (found.length === 1) return found[0]!;
   if (found.length === 0) throw new CliError('no cluster running: no data/*/cluster.json here (start one with: cluster up)');
-  throw new CliError(`several clusters under ./data (${found.join(', ')}): choose one with --data`);
+  const names = found.map((d) => basename(d));
+  throw new CliError(`several clusters under ./data (${names.join(', ')}): choose one with --service NAME (data/NAME), e.g. --service ${names[0]}, or --data DIR`);
 }
 
 /** A member by number ("3") or id ("n3"). */

@@ -5,14 +5,14 @@
  * live updates that neither come faster than once a second nor multiply the collector's polling.
  */
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { join } from 'node:path';
 import t from 'tap';
 import WebSocket from 'ws';
 import { reservePorts } from '@raftkit/testkit';
 import { MAX_LINES, recordFault, timelinePath } from '../src/actions.js';
-import { dashboardToken } from '../src/dashboard/command.js';
+import { dashboardToken, dashboardTokenPath } from '../src/dashboard/command.js';
 import { MAX_EVENTS, Timeline } from '../src/dashboard/timeline.js';
 import { spawnCli, TestCluster, until } from './helpers/cluster.js';
 
@@ -30,7 +30,7 @@ writeFileSync(join(jepsenDir, 'kv-partition', 'result.json'), JSON.stringify({ v
 writeFileSync(join(cluster.root, 'secret.txt'), 'not for the page');
 
 // The dashboard and the cluster start side by side (both slow to load on a busy machine): the dashboard finds
-// the cluster on its next scan of the data root. How it finds the token without --auth-token is its own case.
+// the cluster on its next scan of the data root. How it finds its secret without --auth-token is its own case.
 const token = randomBytes(18).toString('base64url');
 const dashboard = spawnCli(['dashboard', '--data-root', cluster.root, '--port', String(dashPort), '--jepsen-dir', jepsenDir, '--auth-token', token], cluster.cwd);
 let dashOut = '';
@@ -101,23 +101,39 @@ const fault = (body: unknown): Promise<Answer> => call('POST', `/api/clusters/${
 const overview = async (): Promise<any> => (await call('GET', '/api/overview')).json.clusters.find((c: { name: string }) => c.name === NAME);
 const leaderOf = (view: any): string | null => view?.members.find((m: { state: string }) => m.state === 'leader')?.id ?? null;
 
-t.test('the command prints its address with the token; without --auth-token it takes the clusters\' shared one', async (t) => {
+t.test('the command prints its address with the token; without one given it keeps a secret of its own, never a cluster\'s', async (t) => {
   t.equal(dashboard.exitCode, null, `the dashboard runs (stderr: ${dashErr})`);
   t.equal(dashOut.trim(), `dashboard: ${base}/#token=${encodeURIComponent(token)}`);
-  const saved = process.env.CLUSTER_AUTH_TOKEN;
-  delete process.env.CLUSTER_AUTH_TOKEN;
+  t.match(dashErr, /--auth-token shows in ps/, 'a secret on the command line gets a note');
+  const saved = { cluster: process.env.CLUSTER_AUTH_TOKEN, dashboard: process.env.DASHBOARD_AUTH_TOKEN };
+  process.env.CLUSTER_AUTH_TOKEN = token; // a cluster token in the environment is not the page's
+  delete process.env.DASHBOARD_AUTH_TOKEN;
+  const file = dashboardTokenPath(cluster.root);
   try {
-    t.equal(dashboardToken(cluster.root, undefined), token, 'the token of the only cluster under the root');
-    t.equal(dashboardToken(cluster.root, 'given'), 'given', '--auth-token wins');
-    const other = join(cluster.root, 'other');
-    mkdirSync(other);
-    writeFileSync(join(other, 'cluster.json'), '{}');
-    writeFileSync(join(other, 'token'), 'a-different-token\n');
-    t.throws(() => dashboardToken(cluster.root, undefined), /different tokens: pass --auth-token/, 'clusters that disagree: refuses');
-    rmSync(other, { recursive: true });
-    t.throws(() => dashboardToken(join(cluster.root, 'cwd'), undefined), /no cluster token/, 'no cluster: refuses');
+    const own = dashboardToken(cluster.root);
+    t.ok(own.length >= 32 && own !== token, 'a generated secret, not the cluster token');
+    t.equal(readFileSync(file, 'utf8').trim(), own, 'kept in DATA_ROOT/dashboard.token');
+    t.equal(statSync(file).mode & 0o777, 0o600, 'readable by its owner only');
+    t.equal(dashboardToken(cluster.root), own, 'the same one next time');
+    t.equal(dashboardToken(cluster.root, { authToken: 'given' }), 'given', '--auth-token wins');
+    const given = join(cluster.root, 'given.token');
+    writeFileSync(given, 'from-a-file\n', { mode: 0o600 });
+    t.equal(dashboardToken(cluster.root, { authTokenFile: given }), 'from-a-file', '--auth-token-file');
+    t.throws(() => dashboardToken(cluster.root, { authToken: 'x', authTokenFile: given }), /not both/, 'both: refused');
+    process.env.DASHBOARD_AUTH_TOKEN = 'from-the-environment';
+    t.equal(dashboardToken(cluster.root), 'from-the-environment', '$DASHBOARD_AUTH_TOKEN before the file');
+    delete process.env.DASHBOARD_AUTH_TOKEN;
+    // An older `make up` wrote the token every cluster shared into dashboard.token: it is replaced.
+    writeFileSync(file, token + '\n', { mode: 0o600 });
+    const replaced = dashboardToken(cluster.root);
+    t.ok(replaced !== token && replaced.length >= 32, 'a dashboard.token holding a cluster token is replaced by a new secret');
+    t.equal(readFileSync(file, 'utf8').trim(), replaced, 'and the file holds the new one');
   } finally {
-    if (saved !== undefined) process.env.CLUSTER_AUTH_TOKEN = saved;
+    for (const [name, value] of [['CLUSTER_AUTH_TOKEN', saved.cluster], ['DASHBOARD_AUTH_TOKEN', saved.dashboard]] as const) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    rmSync(file, { force: true });
   }
 });
 

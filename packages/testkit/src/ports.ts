@@ -83,6 +83,41 @@ export async function reservePorts(): Promise<PortRange> {
   throw new Error(`no free port range between ${FIRST_BASE} and ${LAST_BASE + 180}`);
 }
 
+/**
+ * Blocks at the given bases shifted by one offset (a multiple of 200), each reserved as reservePorts does: for a
+ * script that places several clusters at their default bases plus an offset (scripts/up-all.sh's PORT_OFFSET).
+ */
+export async function reserveShiftedPorts(bases: readonly number[]): Promise<{ offset: number; release(): void }> {
+  mkdirSync(LOCKS, { recursive: true });
+  const low = Math.ceil((FIRST_BASE - Math.min(...bases)) / STEP) * STEP;
+  const high = LAST_BASE - Math.max(...bases);
+  const offsets: number[] = [];
+  for (let o = low; o <= high; o += STEP) if (bases.every((b) => (b + o - FIRST_BASE) % STEP === 0)) offsets.push(o);
+  const start = Math.floor(Math.random() * offsets.length);
+  for (let i = 0; i < offsets.length; i++) {
+    const offset = offsets[(start + i) % offsets.length]!;
+    const held: number[] = [];
+    const release = (): void => {
+      for (const b of held) rmSync(join(LOCKS, `${b}.lock`), { force: true });
+    };
+    let ok = true;
+    for (const b of bases) {
+      if (!lock(b + offset)) {
+        ok = false;
+        break;
+      }
+      held.push(b + offset);
+    }
+    if (ok) ok = (await Promise.all(bases.flatMap((b) => OFFSETS.map((o) => isFree(b + offset + o))))).every(Boolean);
+    if (ok) {
+      process.once('exit', release);
+      return { offset, release };
+    }
+    release();
+  }
+  throw new Error(`no free offset for port blocks at ${bases.join(', ')} between ${FIRST_BASE} and ${LAST_BASE + 180}`);
+}
+
 /** A port the kernel just handed out on 127.0.0.1 (for in-process servers a test starts itself). */
 export async function freePort(): Promise<number> {
   const s = createServer();
