@@ -411,9 +411,10 @@ export class Collector {
     view.rssBytes = proc.rssBytes;
     view.role = mem.health.lastRole;
     if (proc.stopped) {
-      // SIGSTOPped: it would take the connection and never answer; nothing to ask.
+      // SIGSTOPped: it would take the connection and never answer; nothing to ask. Its replicas still exist: the
+      // groups keep its last list, aged.
       view.state = 'paused';
-      return { view, status: null, replicas: { list: [], ageMs: 0 } };
+      return { view, status: null, replicas: this.replicasOf(c, mem, view, null) };
     }
     const sent = Date.now();
     const [status, metrics, groups] = await Promise.all([
