@@ -55,10 +55,14 @@ t.before(async () => {
   const t0 = Date.now();
   const since = (): string => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
   // One member: this file is about the page and the delivery path, not replication (the service's own tests run 3).
-  [cluster] = await Promise.all([
+  // Both settled before going on: a cluster that started while the source failed (flite missing) is still stopped.
+  const [started, made] = await Promise.allSettled([
     startCluster('video', { nodes: 1, workers: 'edge=1,transcoder=2' }),
     makeTestVideo({ path: source, duration_s: 12, width: 426, height: 240, audio: 'speech', loop_speech: true }),
   ]);
+  if (started.status === 'fulfilled') cluster = started.value;
+  if (started.status === 'rejected') throw started.reason;
+  if (made.status === 'rejected') throw made.reason;
   app = cluster.role('app')[0]!.url;
   uploader = deriveClientToken(cluster.token, 'ann');
   await until('the video service answers', async () => (await call(app, 'GET', '/api/users/ann/library', { token: uploader })).status === 200, WAIT, 250);
