@@ -2,7 +2,8 @@
  * The dashboard's API (issue 22) on real processes: one 3-member kv cluster started by the CLI and one
  * `cluster dashboard` process over its data root, shared by every case. Auth on every route and on the WebSocket,
  * the login cookie, the overview's leader, faults from the API and from the CLI on the timeline, bad input, and
- * live updates that neither come faster than once a second nor multiply the collector's polling.
+ * live updates that neither come faster than once a second nor multiply the collector's polling; a paused remote
+ * member slow then down (never down at its first miss), its missed rates null; no polling without a page.
  */
 import { randomBytes } from 'node:crypto';
 import { appendFileSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -14,7 +15,8 @@ import { reservePorts } from '@raftkit/testkit';
 import { MAX_LINES, recordFault, timelinePath } from '../src/actions.js';
 import { dashboardToken, dashboardTokenPath } from '../src/dashboard/command.js';
 import { MAX_EVENTS, Timeline } from '../src/dashboard/timeline.js';
-import { spawnCli, TestCluster, until } from './helpers/cluster.js';
+import { startDashboard } from '../src/dashboard/server.js';
+import { sleep, spawnCli, TestCluster, until } from './helpers/cluster.js';
 
 t.setTimeout(120_000);
 
@@ -199,7 +201,9 @@ t.test('the overview shows the cluster and its leader', async (t) => {
   for (const m of view.members) {
     t.equal(m.leader, leader, `${m.id} follows ${leader}`);
     t.ok(typeof m.rssBytes === 'number' && m.rssBytes > 1_000_000, `${m.id}: its memory (${m.rssBytes})`);
-    t.equal(typeof m.metrics.requestsPerSec, 'number', `${m.id}: a request rate`);
+    t.ok(m.metrics.requestsPerSec === null || typeof m.metrics.requestsPerSec === 'number', `${m.id}: a request rate, or null for no sample yet`);
+    t.equal(m.role, m.id === leader ? 'leader' : 'follower', `${m.id}: its role`);
+    t.ok(typeof m.latencyMs === 'number' && m.missedPolls === 0, `${m.id}: answered in ${m.latencyMs} ms`);
     t.ok(m.term >= 1 && m.commit >= 1, `${m.id}: term and commit`);
   }
 });
@@ -234,6 +238,71 @@ t.test('--endpoints: a cluster on other hosts is shown from its members\' URLs, 
   t.equal(((await fault.json()) as { error: { code: string } }).error.code, 'remote_cluster');
   const noToken = await fetch(`${farBase}/api/overview`);
   t.equal(noToken.status, 401, 'and it wants the token like any dashboard');
+
+  // A remote member has no /proc here: a SIGSTOPped one is known only by its silence. It is slow (last role kept,
+  // its rates a gap, not zero) for a few polls, then down; the group keeps its leader meanwhile.
+  const farView = async (): Promise<any> => {
+    const res = await fetch(`${farBase}/api/overview`, { headers, signal: AbortSignal.timeout(15_000) });
+    return ((await res.json()) as { clusters: any[] }).clusters.find((x) => x.name === 'far');
+  };
+  const leader = leaderOf(view)!;
+  const quiet = view.members.find((m: { id: string }) => m.id !== leader).id as string;
+  const pid = cluster.pid(quiet)!;
+  process.kill(pid, 'SIGSTOP');
+  t.teardown(() => {
+    try {
+      process.kill(pid, 'SIGCONT');
+    } catch {
+      // already gone
+    }
+  });
+  const stoppedAt = Date.now();
+  const slow = await until(`${quiet} slow`, async () => (await farView()).members.find((m: { id: string; state: string }) => m.id === quiet && m.state === 'slow') ?? null, 15_000);
+  t.equal(slow.role, 'follower', 'a slow member keeps its last role');
+  t.equal(slow.latencyMs, null, 'it did not answer');
+  t.ok(slow.missedPolls >= 1 && slow.missedPolls < 3, `missed ${slow.missedPolls} poll(s)`);
+  t.equal(slow.metrics.requestsPerSec, null, 'its missed /metrics is a gap, not 0 requests/s');
+  const down = await until(`${quiet} down`, async () => {
+    const v = await farView();
+    return v.members.find((m: { id: string; state: string }) => m.id === quiet && m.state === 'down') !== undefined ? v : null;
+  }, 30_000);
+  t.ok(Date.now() - stoppedAt >= 4_000, `down only after ${Date.now() - stoppedAt} ms of silence`);
+  t.ok(down.members.find((m: { id: string }) => m.id === quiet).missedPolls >= 3, 'after three misses in a row');
+  t.equal(down.groups[0].leader, leader, 'the group kept its leader');
+  process.kill(pid, 'SIGCONT');
+  await until(`${quiet} back as a follower`, async () => (await farView()).members.find((m: { id: string }) => m.id === quiet).state === 'follower', 15_000);
+});
+
+t.test('no page, no polls: requests and open sockets start the collector, it parks after them and slows when nothing changes', async (t) => {
+  // In this process, with short settings (the command's are 15 s idle, 5 s slowest pace).
+  const d = await startDashboard({ dataRoot: cluster.root, jepsenDir, token, port: ports.base + 16, idleAfterMs: 2_000, maxIntervalMs: 4_000 });
+  t.teardown(() => d.close());
+  const local = `http://127.0.0.1:${d.port}`;
+  const get = async (path: string): Promise<any> => (await fetch(local + path, { headers: { authorization: `Bearer ${token}` }, signal: AbortSignal.timeout(15_000) })).json();
+  const debug = async (): Promise<{ ticks: number; parked: boolean; paceMs: number }> => (await get('/api/debug')).collector;
+  await sleep(1_500);
+  t.equal((await debug()).ticks, 0, 'started with no page: not one poll');
+  const first = await get('/api/overview');
+  t.ok(first.clusters.some((c: { name: string }) => c.name === NAME), 'an overview request polls at once');
+  await until('parked after the idle time', async () => (await debug()).parked, 15_000);
+  const parkedTicks = (await debug()).ticks;
+  await sleep(2_500);
+  t.equal((await debug()).ticks, parkedTicks, 'no polls while parked (GET /api/debug does not count as a page)');
+
+  const ws = new WebSocket(`ws://127.0.0.1:${d.port}/api/live`, { headers: { authorization: `Bearer ${token}` } });
+  sockets.push(ws);
+  await new Promise((r, j) => (ws.once('open', r), ws.once('error', j)));
+  const openedAt = Date.now();
+  const slowed = await until('the pace to slow down on an unchanged cluster', async () => {
+    const c = await debug();
+    return c.paceMs >= 2_000 ? c : null;
+  }, 20_000);
+  await sleep(5_000);
+  const later = await debug();
+  t.notOk(later.parked, 'an open socket keeps it polling past the idle time');
+  t.ok(later.ticks - slowed.ticks >= 1, `polled while the socket is open (${later.ticks - slowed.ticks} rounds in the last 5 s, ${later.ticks - parkedTicks} since it opened ${((Date.now() - openedAt) / 1000).toFixed(0)} s ago)`);
+  ws.close();
+  await until('parked again once the socket closed', async () => (await debug()).parked, 15_000);
 });
 
 t.test('writes make snapshots, which show on the timeline', async (t) => {

@@ -34,7 +34,7 @@ export class LiveHub {
   private readonly unsubscribe: () => void;
   readonly counters = { messagesSent: 0, updates: 0 };
 
-  constructor(collector: Collector, private readonly timeline: Timeline) {
+  constructor(private readonly collector: Collector, private readonly timeline: Timeline) {
     this.latest = collector.overview();
     this.unsubscribe = collector.onTick((overview, events) => this.update(overview, events));
   }
@@ -52,7 +52,11 @@ export class LiveHub {
     this.wss.handleUpgrade(req, socket, head, (ws) => {
       const client: Client = { socket: ws, lastSentAt: 0, sentUpdate: -1, pending: [] };
       this.clients.add(client);
-      ws.on('close', () => this.clients.delete(client));
+      // An open page keeps the collector polling; the last one closing lets it park.
+      this.collector.watch(1);
+      ws.on('close', () => {
+        if (this.clients.delete(client)) this.collector.watch(-1);
+      });
       ws.on('error', () => ws.terminate());
       // Pages send nothing; anything they do send is ignored (maxPayload bounds it).
       // The first update at once, with the recent timeline, so a page has something to draw.
@@ -113,6 +117,7 @@ export class LiveHub {
     this.unsubscribe();
     if (this.flushTimer !== null) clearTimeout(this.flushTimer);
     for (const c of this.clients) c.socket.terminate();
+    for (let i = 0; i < this.clients.size; i++) this.collector.watch(-1);
     this.clients.clear();
     this.wss.close();
   }

@@ -30,7 +30,8 @@ export function parseMetrics(text: string, at: number): MetricsSample {
   return { at, requests, buckets: [...buckets].sort((a, b) => a[0] - b[0]) };
 }
 
-export const NO_METRICS: ProcessMetrics = { requestsPerSec: 0, p50Ms: null, p99Ms: null };
+/** No rate: the call missed, or there is no earlier sample to take a difference from. A gap, never a zero. */
+export const NO_METRICS: ProcessMetrics = { requestsPerSec: null, p50Ms: null, p99Ms: null };
 
 /** The rates between two samples of one process (a restarted process's counters start again: no rate then). */
 export function rates(before: MetricsSample | undefined, after: MetricsSample): ProcessMetrics {

@@ -27,6 +27,10 @@ export interface DashboardOptions {
   /** The page's bundle (index.html and assets/); default cluster/web/dist. */
   webDir?: string;
   intervalMs?: number;
+  /** The slowest pace while nothing changes (collector.ts MAX_INTERVAL_MS). */
+  maxIntervalMs?: number;
+  /** With no live socket, polling stops this long after the last /api request (collector.ts IDLE_AFTER_MS). */
+  idleAfterMs?: number;
   /** A cluster on other hosts, shown read-only beside the data root's (`--endpoints`). */
   remote?: RemoteSource;
 }
@@ -49,6 +53,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     dataRoot: resolve(options.dataRoot),
     timeline,
     ...(options.intervalMs !== undefined ? { intervalMs: options.intervalMs } : {}),
+    ...(options.maxIntervalMs !== undefined ? { maxIntervalMs: options.maxIntervalMs } : {}),
+    ...(options.idleAfterMs !== undefined ? { idleAfterMs: options.idleAfterMs } : {}),
     ...(options.remote !== undefined ? { remote: options.remote } : {}),
   });
   const sessions = new Sessions(options.token);
@@ -63,7 +69,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       if (typeof body.token !== 'string' || !sessions.tokenMatches(body.token)) throw unauthorized('wrong token');
       return new Reply(204, undefined, { 'set-cookie': Sessions.header(sessions.create()) });
     })
-    .get('/api/overview', { admits: 'open' }, () => collector.overview())
+    // Polling may be parked (no page for a while): an overview older than two base rounds is polled anew first.
+    .get('/api/overview', { admits: 'open' }, () => collector.fresh(2 * (options.intervalMs ?? 1_000)))
     .get('/api/timeline', { admits: 'open' }, (ctx) => {
       const sinceText = ctx.query.get('since') ?? '0';
       if (!/^\d{1,15}$/.test(sinceText)) throw badRequest('invalid_field', 'since must be a non-negative integer (a seq from an earlier answer)', { field: 'since' });
@@ -98,6 +105,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
         throw e;
       }
       timeline.ingestFaults(ctx.params.name!, dataDir);
+      collector.hurry(); // the page wants to see what the fault did, at the base pace
       const event = timeline.faultEvent(result.fault.id) ?? timeline.add(ctx.params.name!, 'fault', result.fault.member, null, result.fault.text, result.fault.at);
       return { ok: true, event, warnings: result.warnings };
     })
@@ -124,6 +132,9 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       const login = segments.length === 2 && segments[1] === 'login';
       if (!(top === 'api' && login) && !sessions.admits(req)) throw unauthorized('send the dashboard token as "Authorization: Bearer <token>" or log in (POST /api/login)');
       if (top === 'api') {
+        // A page is looking: keep polling (collector.ts parks it IDLE_AFTER_MS after the last request or socket).
+        // (/api/debug is how a test watches the collector, so it does not count as a page.)
+        if (segments[1] !== 'debug') collector.demand();
         router.listener(req, res);
         return;
       }

@@ -208,7 +208,8 @@ export function App() {
   if (phase === 'login') return <LoginForm error={loginError} submit={(t) => { token.current = t; setLoginError(null); setPhase('starting'); void start(); }} />;
 
   const faultTimes = (cluster === null ? [] : events[cluster.name] ?? []).filter((e) => e.kind === 'fault').map((e) => e.at);
-  const leaders = cluster?.members.filter((m) => m.state === 'leader').map((m) => m.id) ?? [];
+  // A slow leader still leads: its last answered role counts.
+  const leaders = cluster?.members.filter((m) => m.state === 'leader' || (m.state === 'slow' && m.role === 'leader')).map((m) => m.id) ?? [];
   const history = metrics.current;
   return (
     <div class="page">

@@ -1,6 +1,7 @@
 /**
  * The last five minutes of each cluster's per-member requests/s and p99, one sample per overview push, in the
- * column shape uPlot draws ([times, series...], gaps as null). Pure: no DOM, no clock of its own.
+ * column shape uPlot draws ([times, series...], gaps as null). A sample the collector missed (its rate is null)
+ * or a member down is a gap, never a zero. Pure: no DOM, no clock of its own.
  */
 import type { Overview } from './types.js';
 
@@ -33,7 +34,8 @@ export class MetricHistory {
       const seen = new Set<string>();
       for (const m of c.members) {
         seen.add(m.id);
-        const dead = m.state === 'down' || m.pid === null;
+        // (A remote cluster's members have no pid: their state says whether they answer.)
+        const dead = m.state === 'down' || m.state === 'removed' || m.state === 'paused';
         push(h.rps, m.id, n, dead ? null : m.metrics.requestsPerSec);
         push(h.p99, m.id, n, dead ? null : m.metrics.p99Ms);
       }

@@ -23,6 +23,13 @@ function canDo(action: FaultAction, m: MemberView): boolean {
   }
 }
 
+/** Why a member shows its state: a slow one's last role and answer time, a silent one's missed polls. */
+function stateTitle(m: MemberView): string {
+  if (m.state === 'slow') return m.latencyMs !== null ? `answered its status in ${ms(m.latencyMs)} (last role ${m.role ?? 'unknown'})` : `missed ${m.missedPolls} poll(s) in a row; last role ${m.role ?? 'unknown'}`;
+  if (m.state === 'down' && m.pid !== null) return `its process runs (pid ${m.pid}) but missed ${m.missedPolls} polls in a row`;
+  return m.latencyMs === null ? m.state : `${m.state} · status in ${ms(m.latencyMs)}`;
+}
+
 export function MembersTable({ cluster, ask, busy }: { cluster: ClusterView; ask: FaultAsk; busy: boolean }) {
   return (
     <table class="grid" data-testid="members">
@@ -36,7 +43,12 @@ export function MembersTable({ cluster, ask, busy }: { cluster: ClusterView; ask
         {cluster.members.map((m) => (
           <tr key={m.id} data-testid={`member-row-${m.id}`} data-state={m.state} class={`state-${m.state}`}>
             <td class="id" title={`http ${m.httpAddress} · raft ${m.raftAddress}`}>{m.id}</td>
-            <td><span class={`badge badge-${m.state}`} data-testid={`member-state-${m.id}`}>{m.state}</span></td>
+            <td>
+              <span class={`badge badge-${m.state}`} data-testid={`member-state-${m.id}`} data-role={m.role ?? ''} title={stateTitle(m)}>
+                {m.state}
+              </span>
+              {m.state === 'slow' && <span class="muted" data-testid={`member-slow-${m.id}`}> {m.role ?? '?'} · {m.latencyMs === null ? `${m.missedPolls} missed` : ms(m.latencyMs)}</span>}
+            </td>
             <td data-testid={`member-term-${m.id}`}>{num(m.term)}</td>
             <td data-testid={`member-leader-${m.id}`}>{m.leader ?? '–'}</td>
             <td>{num(m.commit)}</td>
@@ -106,7 +118,10 @@ export function GroupsTable({ cluster }: { cluster: ClusterView }) {
           return (
             <tr key={g.name} data-testid={`group-row-${g.name}`}>
               <td class="id">{g.name}</td>
-              <td data-testid={`group-leader-${g.name}`}>{g.leader ?? '–'}</td>
+              <td data-testid={`group-leader-${g.name}`}>
+                {g.leader ?? '–'}
+                {g.ageMs > 0 && <span class="muted" data-testid={`group-age-${g.name}`} title="a member missed its groups call: its last list is shown"> ({Math.round(g.ageMs / 1000)} s old)</span>}
+              </td>
               <td>{num(g.term)}</td>
               {ids.map((id) => {
                 const r = byId.get(id);

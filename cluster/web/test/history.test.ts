@@ -4,11 +4,12 @@ import t from 'tap';
 import { MetricHistory, WINDOW_MS } from '../src/history.js';
 import type { ClusterView, MemberView, Overview } from '../src/types.js';
 
-function member(id: string, rps: number, p99: number | null, state: MemberView['state'] = 'follower'): MemberView {
+function member(id: string, rps: number | null, p99: number | null, state: MemberView['state'] = 'follower'): MemberView {
   const down = state === 'down';
   return {
     id, state, pid: down ? null : 100, term: 1, leader: 'n1', commit: 1, applied: 1, lag: 0, cpuPercent: 1, rssBytes: 1,
     httpAddress: '127.0.0.1:1', raftAddress: '127.0.0.1:2', groupsLed: 0, metrics: { requestsPerSec: rps, p50Ms: null, p99Ms: p99 },
+    role: down ? null : 'follower', latencyMs: down ? null : 3, missedPolls: 0,
   };
 }
 
@@ -26,6 +27,15 @@ t.test('one column per member, aligned on the sample times', async (t) => {
   t.same(h.members('a'), ['n1', 'n2']);
   t.same(h.columns('a', 'rps'), [[1, 2], [5, 6], [3, null]], 'a dead member is a gap, not a zero');
   t.same(h.columns('a', 'p99'), [[1, 2], [2, 3], [4, null]]);
+});
+
+t.test('a sample the collector missed (null rate) is a gap, not a zero; a slow member is still charted', async (t) => {
+  const h = new MetricHistory();
+  h.add(overview(1000, [['a', [member('n1', 5, 2)]]]));
+  h.add(overview(2000, [['a', [member('n1', null, null)]]]));
+  h.add(overview(3000, [['a', [member('n1', 7, 9, 'slow')]]]));
+  t.same(h.columns('a', 'rps'), [[1, 2, 3], [5, null, 7]]);
+  t.same(h.columns('a', 'p99'), [[1, 2, 3], [2, null, 9]]);
 });
 
 t.test('a member first seen later has gaps before; a missing one gets a gap', async (t) => {

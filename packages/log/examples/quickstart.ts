@@ -1,6 +1,6 @@
 /**
  * Quick start (README.md shows this file): create a topic, produce idempotently, consume in a consumer group and
- * commit. Run against a cluster: LOG_ENDPOINTS=http://127.0.0.1:7801 LOG_TOKEN=$(cat data/log/token) node dist/examples/quickstart.js
+ * commit. Run against a cluster: LOG_ENDPOINTS=http://127.0.0.1:7901 LOG_TOKEN=$(cat data/log/token) node dist/examples/quickstart.js
  */
 import { fileURLToPath } from 'node:url';
 import { LogClient } from '../src/index.js';
@@ -24,6 +24,6 @@ export async function quickstart(endpoints: string[], token: string): Promise<st
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  const seen = await quickstart((process.env.LOG_ENDPOINTS ?? 'http://127.0.0.1:7801').split(','), process.env.LOG_TOKEN ?? '');
+  const seen = await quickstart((process.env.LOG_ENDPOINTS ?? 'http://127.0.0.1:7901').split(','), process.env.LOG_TOKEN ?? '');
   console.log(seen.join('\n'));
 }

@@ -11,7 +11,7 @@ import { partitionGroup, partitionOf } from './topics.js';
 export { ServiceError as LogError };
 
 export interface LogClientOptions {
-  /** Base URLs of some members, e.g. http://127.0.0.1:7801 */
+  /** Base URLs of some members, e.g. http://127.0.0.1:7901 */
   endpoints: string[];
   token: string;
   /** Give up after this long per call. Default 15 s. */

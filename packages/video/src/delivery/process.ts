@@ -5,6 +5,7 @@
 import { join } from 'node:path';
 import { MetricsRegistry, serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { CacheTier, type Downstream, type TierConfig } from './tier.js';
+import { registerPageApi, type AppTier } from './api-proxy.js';
 import { registerWatchPage } from './watch.js';
 
 export const EDGE_ROLE = 'edge';
@@ -14,7 +15,7 @@ export interface RunningTier extends RunningWorker {
   tier: CacheTier;
 }
 
-export async function startTierProcess(options: WorkerOptions, config: TierConfig): Promise<RunningTier> {
+export async function startTierProcess(options: WorkerOptions, config: TierConfig, appTier?: AppTier): Promise<RunningTier> {
   const metrics = new MetricsRegistry();
   const tier = new CacheTier(config, metrics);
   const http = await serveWorkerHttp(options, {
@@ -25,7 +26,11 @@ export async function startTierProcess(options: WorkerOptions, config: TierConfi
     health: () => ({ tier: config.kind, upstream: config.upstream.baseUrl, downstream: config.downstream.length }),
   });
   tier.routes(http.router);
-  if (config.kind === 'edge') registerWatchPage(http.router);
+  if (config.kind === 'edge') {
+    registerWatchPage(http.router);
+    // The page an edge serves calls the API on the edge's own origin (api-proxy.ts).
+    if (appTier !== undefined) registerPageApi(http.router, appTier);
+  }
   return { httpPort: http.port, tier, stop: () => http.close() };
 }
 
@@ -86,6 +91,7 @@ export const edgeRole: WorkerRole = {
   start: (options) => {
     const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
     if (regional === undefined) throw new Error('edge cache: no regional cache worker to fetch from');
-    return startTierProcess(options, tierConfig(options, 'edge', `http://${regional.httpAddress}/media`, []));
+    const apps = options.workers.filter((w) => w.role === (options.settings['app_role'] ?? 'app')).map((w) => w.httpAddress);
+    return startTierProcess(options, tierConfig(options, 'edge', `http://${regional.httpAddress}/media`, []), { addresses: apps, timeoutMs: number(options.settings, 'upstream_timeout_ms', 10_000) });
   },
 };

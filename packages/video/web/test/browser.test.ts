@@ -4,7 +4,8 @@
 // it (144p and 240p, 6-s fMP4 segments, HLS master and DASH .mpd with captions, thumbnails, speech-to-text). The
 // page comes from the app tier; its media from the edge. HLS (hls.js) and DASH (Shaka) each play for several
 // seconds, switch quality and show captions; the screenshots of the video are checked by their pixels; choosing a
-// poster goes through the real API.
+// poster goes through the real API. The same page served by the edge (the one URL a viewer is given) plays too,
+// its API calls answered by that edge (src/delivery/api-proxy.ts).
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -54,10 +55,14 @@ t.before(async () => {
   const t0 = Date.now();
   const since = (): string => `${((Date.now() - t0) / 1000).toFixed(1)} s`;
   // One member: this file is about the page and the delivery path, not replication (the service's own tests run 3).
-  [cluster] = await Promise.all([
+  // Both settled before going on: a cluster that started while the source failed (flite missing) is still stopped.
+  const [started, made] = await Promise.allSettled([
     startCluster('video', { nodes: 1, workers: 'edge=1,transcoder=2' }),
     makeTestVideo({ path: source, duration_s: 12, width: 426, height: 240, audio: 'speech', loop_speech: true }),
   ]);
+  if (started.status === 'fulfilled') cluster = started.value;
+  if (started.status === 'rejected') throw started.reason;
+  if (made.status === 'rejected') throw made.reason;
   app = cluster.role('app')[0]!.url;
   uploader = deriveClientToken(cluster.token, 'ann');
   await until('the video service answers', async () => (await call(app, 'GET', '/api/users/ann/library', { token: uploader })).status === 200, WAIT, 250);
@@ -202,6 +207,39 @@ t.test('the operator pre-populates the video at every edge through the app tier'
   t.same(edges[0]!.failed, []);
   t.equal((await call(app, 'POST', `/api/videos/${videoId}/prefill`, { token: uploader })).status, 403, 'an uploader cannot');
   t.equal((await call(app, 'POST', '/api/videos/nosuchvideo/prefill', { token: cluster.token })).status, 404);
+});
+
+t.test('one URL on an edge: the page an edge serves plays, its API calls answered by that edge', async (t) => {
+  const edge = cluster.role('edge')[0]!.url;
+  const page = await browser.newPage({ viewport: { width: 1000, height: 900 } });
+  const pageErrors: string[] = [];
+  const failed: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  // The page's own calls (a player may abort a media fetch it no longer needs: not counted).
+  page.on('requestfailed', (r) => {
+    if (!new URL(r.url()).pathname.startsWith('/media/')) failed.push(`${r.url()}: ${r.failure()?.errorText}`);
+  });
+  const apiOrigins = new Set<string>();
+  page.on('request', (r) => {
+    if (new URL(r.url()).pathname.startsWith('/api/')) apiOrigins.add(new URL(r.url()).origin);
+  });
+  await page.goto(`${edge}/watch/${videoId}?token=${encodeURIComponent(uploader)}`);
+  await page.waitForSelector('#status[data-state="ready"], #status[data-state="error"]', { timeout: WAIT });
+  t.equal(await page.getAttribute('#status', 'data-state'), 'ready', `ready (${await page.textContent('#status')})`);
+  t.equal(await page.textContent('#title'), 'Browser test video', 'the title, through the edge');
+  t.same([...apiOrigins], [new URL(edge).origin], 'every API call went to the edge the page came from');
+  await until('it plays past 3 s', async () => {
+    const s = await state(page);
+    if (s.errors.length > 0) throw new Error(s.errors.join('; '));
+    return s.time > 3 ? true : null;
+  }, WAIT);
+  await until('five thumbnails loaded', async () => ((await page.evaluate(() => { const imgs = [...document.querySelectorAll<HTMLImageElement>('#thumbs img')]; return imgs.length === 5 && imgs.every((i) => i.complete && i.naturalWidth > 0); })) ? true : null), WAIT);
+  t.same(pageErrors, [], 'no page error');
+  t.same(failed, [], 'no failed API or page request');
+  // The relay is the page's three calls only, and the token is still the app tier's to check.
+  t.equal((await call(edge, 'GET', `/api/videos/${videoId}`, {})).status, 401, 'no token: the app tier refuses it through the edge');
+  t.equal((await call(edge, 'GET', '/api/users/ann/library', { token: uploader })).status, 404, 'the rest of the API is not on the edge');
+  await page.close();
 });
 
 t.test('the page of a video that does not exist says so', async (t) => {
