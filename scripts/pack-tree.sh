@@ -4,8 +4,10 @@
 #
 #   scripts/pack-tree.sh DIR
 #
-# One tar file rather than the tree itself as the context: the builder then copies one file, not the 27,000 files
-# of node_modules one by one (with Podman 4.3 that was 25 s against several minutes for the same image).
+# A folder of its own as the context, rather than the repository: the repository's .dockerignore leaves
+# node_modules and dist out (the default target builds them inside), and a second ignore file would need
+# Podman's --ignorefile. One tar file (about 400 MB, 27,000 files): measured with Podman 4.3 on a loaded 2-core
+# machine, the image built in 25 s this way and in 30 s copying the folders themselves.
 set -euo pipefail
 [ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -7,6 +7,9 @@
  * follower read back through the other; the leader's container killed, the other two elect and serve writes and
  * reads; the killed container started again rejoins from its volume with every write.
  *
+ * `make container` runs this file with CONTAINER_TARGET=member: the image's default target, built from the sources
+ * inside the image (npm ci, tsc), several minutes; `make test` builds the prebuilt one.
+ *
  * The commands are docs/deployment.md's (section 5), with the settings this kind of machine needs: the runc
  * runtime (crun refuses cgroups v1 with a controller left on the v2 hierarchy) and explicit --ulimit values no
  * higher than this process's own (without CAP_SYS_RESOURCE, Podman's defaults cannot be set).
@@ -106,13 +109,21 @@ if (typeof process.getuid !== 'function' || process.getuid() !== 0) throw new Er
 await must(script('ensure-podman.sh'), [], 600_000);
 // The base: kept when it exists (KEEP=1), else made from Debian's mirror.
 await must(script('make-base-image.sh'), [BASE_IMAGE], 600_000, { ...process.env, KEEP: '1' });
-// The image, from this tree as `make build` left it.
-const context = join(root, 'context');
-await must(script('pack-tree.sh'), [context]);
+// The image: by default deploy/Dockerfile's `prebuilt` target, from this tree as `make build` left it (packed into a
+// context folder of its own); `make container` sets CONTAINER_TARGET=member, the default target, which runs npm ci
+// and tsc inside with the repository as the context.
+const TARGET = process.env.CONTAINER_TARGET ?? 'prebuilt';
+if (TARGET !== 'prebuilt' && TARGET !== 'member') throw new Error(`CONTAINER_TARGET is prebuilt or member, not ${TARGET}`);
+const context = TARGET === 'prebuilt' ? join(root, 'context') : REPO;
+if (TARGET === 'prebuilt') await must(script('pack-tree.sh'), [context]);
+// Behind a TLS-inspecting proxy the host's npm trusts its CA through NODE_EXTRA_CA_CERTS: the build's npm ci must too.
+const extraCa = process.env.NODE_EXTRA_CA_CERTS;
+const caArgs = TARGET === 'member' && extraCa !== undefined && extraCa !== '' ? ['--volume', `${extraCa}:${extraCa}:ro`, '--build-arg', `NODE_EXTRA_CA_CERTS=${extraCa}`] : [];
 const buildStart = Date.now();
-await podman(['build', ...ULIMITS, '--build-arg', `BASE=${BASE_IMAGE}`, '--target', 'prebuilt', '-f', join(REPO, 'deploy/Dockerfile'), '-t', image, context], 600_000);
-t.comment(`image built in ${((Date.now() - buildStart) / 1000).toFixed(1)} s`);
-rmSync(context, { recursive: true, force: true });
+// --layers=false: no intermediate images are kept (the member target's build stage would stay behind, 800 MB).
+await podman(['build', '--layers=false', ...ULIMITS, ...caArgs, '--build-arg', `BASE=${BASE_IMAGE}`, '--target', TARGET, '-f', join(REPO, 'deploy/Dockerfile'), '-t', image, context], 900_000);
+t.comment(`image (target ${TARGET}) built in ${((Date.now() - buildStart) / 1000).toFixed(1)} s`);
+if (TARGET === 'prebuilt') rmSync(context, { recursive: true, force: true });
 
 // The image's user owns the data folders and may read the config (uid and gid as the image has them).
 const uid = Number((await podman(['run', '--rm', ...ULIMITS, '--entrypoint', 'id', image, '-u'])).trim());
