@@ -6,7 +6,7 @@ SEEDS ?= 200
 FROM ?= 1
 TAP := npx tap --disable-coverage --allow-empty-coverage --jobs=2 --timeout=300
 
-.PHONY: test-packages media-packages install build test test-unit sim mutations up down bench jepsen clean
+.PHONY: test-packages media-packages install build test test-unit sim mutations up down bench jepsen clean container
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -47,11 +47,19 @@ test: build test-packages
 # openssl (Debian packages): installed here, once, when missing, rather than by test files racing for apt's lock.
 test-packages:
 	scripts/ensure-debian.sh nginx:/usr/sbin/nginx redis-server:/usr/bin/redis-server openssl:/usr/bin/openssl nats-server:/usr/sbin/nats-server chromium:/usr/bin/chromium iproute2:/usr/sbin/ip systemd:/usr/bin/systemd-analyze $(MEDIA_PACKAGES) flite:/usr/bin/flite espeak-ng:/usr/bin/espeak-ng
+	scripts/ensure-podman.sh
 
 # What the video service runs on (transcoding, probing, captions): needed by `make up` as much as by the tests.
 MEDIA_PACKAGES := ffmpeg:/usr/bin/ffmpeg pocketsphinx:/usr/bin/pocketsphinx_continuous pocketsphinx-en-us:/usr/share/pocketsphinx/model/en-us/en-us
 media-packages:
 	scripts/ensure-debian.sh $(MEDIA_PACKAGES)
+
+# The member image built the long way, from the sources inside it (deploy/Dockerfile's default target: npm ci,
+# tsc -b), on a base made from Debian's mirror, and run as three TLS members in podman containers, one killed
+# (cluster/test/container.test.ts; `make test` runs it on the image's prebuilt target). docs/deployment.md, section 5.
+container: build
+	scripts/ensure-podman.sh
+	CONTAINER_TARGET=member npx tap --disable-coverage --allow-empty-coverage --timeout=900 cluster/dist/test/container.test.js
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
