@@ -2,8 +2,8 @@
  * The packaging in deploy/ is checked, not just written: the systemd unit template passes `systemd-analyze
  * verify` with no warning (and a broken copy of it does not, so the check can fail), its ExecStart and the
  * Dockerfile's entry point name the member process this repository builds, and the example config's keys are
- * flags the member takes. (The Docker image itself is built by `docker build` on a machine with a Docker daemon;
- * see docs/deployment.md.)
+ * flags the member takes. (The image itself is built and run with Podman by container.test.ts; see
+ * docs/deployment.md.)
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
