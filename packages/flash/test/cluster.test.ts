@@ -228,7 +228,8 @@ t.test('gates: admission-token pool, alive-shards bitmap, one re-route', async (
   const nextUser = await newUser();
   await ready(deal, greedy);
   await ready(deal, nextUser);
-  const tokensLeft = async (g: number): Promise<number> => (await client.call('GET', `/api/flash/${deal}/prewarm`, undefined, { bearer: token, gateway: g })).body.tokens_left as number;
+  const tokensLeftOf = async (d: string, g: number): Promise<number> => (await client.call('GET', `/api/flash/${d}/prewarm`, undefined, { bearer: token, gateway: g })).body.tokens_left as number;
+  const tokensLeft = (g: number): Promise<number> => tokensLeftOf(deal, g);
   const before = [await tokensLeft(0), await tokensLeft(1)];
   const burst = await Promise.all([0, 1, 2, 3].flatMap((k) => [0, 1].map((g) => attempt(deal, greedy, `burst-${g}-${k}`, g))));
   // The per-user buckets (capacity 4, 2 a second) refill before the next keys.
@@ -243,6 +244,26 @@ t.test('gates: admission-token pool, alive-shards bitmap, one re-route', async (
   const other = await attempt(deal, nextUser, 'n', 0);
   t.same([other.status, other.body.status], [200, 'won'], 'another user wins the unit still unreserved (not sold out)');
   await until('the state shows no unit left', async () => (await client.state(deal, { gateway: 1 })).body.remaining === 0, 30_000);
+
+  // A spent share while a unit is unreserved is re-issued, not answered sold out: 1 unit, a pool of 3 (2 and 1).
+  // A user spends the 1-token gateway's share winning and cancels (the unit goes back); the next user there wins.
+  const single = await createDeal(1, 1);
+  await stateIs(single, 'live');
+  const canceller = await newUser();
+  const taker = await newUser();
+  await ready(single, canceller);
+  await ready(single, taker);
+  const shares = [await tokensLeftOf(single, 0), await tokensLeftOf(single, 1)];
+  const g = shares[0]! <= shares[1]! ? 0 : 1;
+  t.same([...shares].sort(), [1, 2], 'a pool of 3: shares 2 and 1');
+  const held = await attempt(single, canceller, 'c', g);
+  t.equal(held.body.status, 'won', 'the first user wins with the last token of that gateway');
+  const back = await client.call('POST', `/api/flash/${single}/reservations/${held.body.reservation_id as string}/cancel`, undefined, { bearer: canceller.token });
+  t.equal(back.body.status, 'cancelled', 'and cancels: the unit goes back');
+  await until('that gateway counts the unit back', async () => (await client.state(single, { gateway: g })).body.remaining === 1, 30_000);
+  t.equal(await tokensLeftOf(single, g), 0, 'its share is spent');
+  const retaken = await attempt(single, taker, 't', g);
+  t.same([retaken.status, retaken.body.status], [200, 'won'], 'the next user there wins the unreserved unit (the share re-issued), not sold out');
 
   // Re-route: 2 shards of 1 unit; two users with the same home shard. The first wins at home; the second finds
   // home empty and is re-routed once, to the other shard, and wins there.
