@@ -915,6 +915,9 @@ export class Gateway {
     const known = entry.answers.get(userKey);
     if (known !== undefined) return known;
     if (entry.pending.has(userKey)) return { status: 'queued' };
+    // A winner's any key is answered their win by an attempt (the gates above): the poll answers the same.
+    const winner = entry.winners.get(userId);
+    if (winner !== undefined) return winner;
     const record = await this.inventory(() => this.backend.attempt(entry.snapshot.dealId, userId, key));
     if (record?.status === 'won') return wonAnswer(record.reservation);
     if (record?.status === 'lost') return { status: 'lost' };

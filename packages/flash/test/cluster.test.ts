@@ -239,6 +239,9 @@ t.test('gates: admission-token pool, alive-shards bitmap, one re-route', async (
   const reservation = answers.find((a) => a.body.status === 'won')?.body.reservation_id;
   t.ok(typeof reservation === 'string', 'the account won');
   t.same(answers.map((a) => [a.status, a.body.status, a.body.reservation_id]), answers.map(() => [200, 'won', reservation]), `all ${answers.length} fresh keys answered the account's one reservation`);
+  // Those keys answered from the winners never reached the inventory: a poll of one answers the win too.
+  const polled = await client.call('GET', `/api/flash/${deal}/state?user_id=${greedy.id}&idempotency_key=later-1-1`, undefined, { bearer: greedy.token, gateway: 0 });
+  t.equal((polled.body.attempt as { reservation_id?: unknown } | undefined)?.reservation_id, reservation, "a poll of such a key (through the other gateway) answers the account's reservation");
   const spent = [before[0]! - (await tokensLeft(0)), before[1]! - (await tokensLeft(1))];
   t.ok(spent[0]! <= 1 && spent[1]! <= 1, `at most one admission token per gateway (spent ${spent.join(', ')} of ${before.join(', ')})`);
   const other = await attempt(deal, nextUser, 'n', 0);
