@@ -464,11 +464,15 @@ t.test('an attempt while the inventory has no quorum is queued, then resolved by
   for (const id of others) await cli('pause', id);
   let answer: FlashAnswer;
   let other: FlashAnswer;
+  let pendingNew: FlashAnswer;
   try {
     answer = await attempt(deal, u, 'q', 0);
     // The same key through gateway 1: gateway 0 admitted it (and told gateway 1), so gateway 1 takes no token of
     // its own and never answers it sold out (it may be winning): it waits on the inventory like the first, queued.
     other = await attempt(deal, u, 'q', 1);
+    // A new key of the same account while 'q' still holds its admission token: no second token; after the same
+    // 4 s, 409 attempt_pending naming the held key.
+    pendingNew = await attempt(deal, u, 'q-new', 0);
   } finally {
     for (const id of others) await cli('resume', id);
   }
@@ -483,6 +487,9 @@ t.test('an attempt while the inventory has no quorum is queued, then resolved by
   t.equal(resolved.status, 'won', 'the poll (through the other gateway) finds it won');
   const retry = await attempt(deal, u, 'q', 0);
   t.same(retry.body.reservation_id, resolved.reservation_id, 'and the key answers that same reservation');
+  t.same([pendingNew.status, errorCode(pendingNew), (pendingNew.body.error as { idempotency_key?: unknown }).idempotency_key], [409, 'attempt_pending', 'q'], "a new key while the account's attempt is undecided: 409 attempt_pending naming it");
+  const newAfter = await attempt(deal, u, 'q-new', 1);
+  t.same([newAfter.body.status, newAfter.body.reservation_id], ['won', resolved.reservation_id], 'that new key, once the first won: the same reservation, no token');
 });
 
 t.test('a shard leader killed mid-sale: no oversell, no user with two, every win kept', async (t) => {
