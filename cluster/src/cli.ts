@@ -7,6 +7,7 @@ import { createReadStream, existsSync, mkdirSync, rmSync, statSync, watch, write
 import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import type { WorkerRoles } from '@raftkit/http';
+import { ownerOnlyFiles } from '@raftkit/http/owner-only';
 import { healMembers, partitionMembers, restartProcess, signalProcess, type ActionResult } from './actions.js';
 import { assertPortFree, callMember, findLeader, memberStatus, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
 import { listClusters, sharedTokens, shownPath } from './list.js';
@@ -30,6 +31,10 @@ import {
 import { remoteMode, remoteOptions, type RemoteFlags } from './remote-flags.js';
 import type { RemoteCluster } from './remote.js';
 import { GROUPS_HEADER, groupCells, memberRow, mergeGroupRows, STATUS_HEADER, statusCells, withLag, type GroupedStatus, type GroupRow, type StatusRow } from './views.js';
+
+// Before any I/O: the data folders `up` creates, cluster.json, the logs and the partition file are the owner's
+// only (the members and workers it starts set the same for what they write).
+ownerOnlyFiles();
 
 const program = new Command().name('cluster').description('Launch and break local Raft clusters of one service.');
 const dataOption = (): Option => new Option('--data <dir>', 'the cluster data directory (default: data/<service> with --service, else $CLUSTER_DATA, else the only one under ./data)');

@@ -6,11 +6,14 @@
  * the HTTP API HTTPS. Every flag may come from `--config FILE` instead (host-config.ts). Logs one JSON object a
  * line on stdout. Stops cleanly on SIGTERM or SIGINT. Bad settings: one line on stderr and exit 2.
  */
-import { jsonLogger, useClusterTls, type ClusterTls } from '@raftkit/http';
+import { jsonLogger, ownerOnlyFiles, useClusterTls, type ClusterTls } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import type { MemberOptions } from './host.js';
 import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf, type FlagSpec } from './host-config.js';
 import { loadService, serviceNames } from './services.js';
+
+// Before any I/O: the member's LevelDB folder and files (and any store a service keeps) are its owner's only.
+ownerOnlyFiles();
 
 const FLAGS: readonly FlagSpec[] = [
   { name: 'service', kind: 'string', help: 'the service (kv, lock, log...: cluster/src/services.ts)' },

@@ -12,11 +12,14 @@
  * and exit 2.
  */
 import { mkdirSync } from 'node:fs';
-import { hostPort, jsonLogger, useClusterTls, type ClusterTls, type PeerAddress } from '@raftkit/http';
+import { hostPort, jsonLogger, ownerOnlyFiles, useClusterTls, type ClusterTls, type PeerAddress } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf, type FlagSpec } from './host-config.js';
 import { loadService, serviceNames } from './services.js';
 import { memberDir, readState, readToken } from './state.js';
+
+// Before any I/O: what the worker stores (object stores, stream partitions, analytics) is its owner's only.
+ownerOnlyFiles();
 
 const FLAGS: readonly FlagSpec[] = [
   { name: 'cluster', kind: 'string', help: 'a cluster data directory written by `cluster up` (then only --id is needed)', optional: true },

@@ -8,9 +8,12 @@ import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { finish, freeBases, isPortFree, memberRunning, runCli, spawnCli, TestCluster, until, type CliResult } from './helpers/cluster.js';
-import { inPool } from '@raftkit/testkit';
+import { inPool, ownerOnlyModes } from '@raftkit/testkit';
 
 t.setTimeout(150_000);
+// The usual shell umask for whoever runs `cluster up`: the CLI and the processes it starts must restrict their files
+// themselves.
+process.umask(0o022);
 
 const [base, foreignBase] = await freeBases(0, 2);
 // Five members whose first election would take 50 s or more (10+ ticks of 5 s): `up` is still waiting when we interrupt it.
@@ -139,6 +142,14 @@ t.test('after an interrupted up, the same directory and ports start a cluster', 
   const lines = logs.stdout.trim().split('\n').map((l) => JSON.parse(l) as { member: string; msg: string; term?: number });
   t.ok(lines.length > 0 && lines.every((l) => l.member === 'n3'), 'logs prints n3\'s JSON lines');
   t.ok(lines.some((l) => l.msg === 'member ready' && typeof l.term === 'number'), 'with the term');
+});
+
+t.test("the data folder is its owner's only: folders 0700, files 0600 (LevelDB, logs, cluster.json, token)", async (t) => {
+  const { id } = await cluster.leader();
+  for (let i = 0; i < 5; i++) t.equal((await cluster.call(id, 'PUT', `/v1/kv/mode-${i}`, { body: String(i) })).status, 200, `put mode-${i}`);
+  const modes = ownerOnlyModes(cluster.dataDir);
+  t.ok(modes.files >= 5 * 4 && modes.folders >= 1 + 5 * 2, `every member's LevelDB files walked (${modes.files} files, ${modes.folders} folders)`);
+  t.same(modes.loose, [], 'no folder but 0700, no file but 0600');
 });
 
 t.test('a data directory held by a running cluster', async (t) => {

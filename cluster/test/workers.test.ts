@@ -3,11 +3,15 @@
  * application servers and click workers) are started by `up`, listed by `status`, killed, paused, resumed and
  * restarted by id, and stopped by `down`.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { request } from 'undici';
+import { ownerOnlyModes } from '@raftkit/testkit';
 import { freeBases, isAlive, TestCluster, until } from './helpers/cluster.js';
+
+// The usual shell umask for whoever runs `cluster up`: the processes it starts must restrict their files themselves.
+process.umask(0o022);
 
 const [base] = await freeBases(1, 1, { fromTop: true });
 const cluster = new TestCluster(base!, { nodes: 3, tickMs: 50, service: 'shortlink' });
@@ -95,6 +99,37 @@ t.test('two restarts at once both keep their new pid in cluster.json', async (t)
   t.equal(pids.get('app1'), Number(/pid (\d+)/.exec(a.stdout)?.[1]), 'app1: the pid its restart printed');
   t.equal(pids.get('app2'), Number(/pid (\d+)/.exec(b.stdout)?.[1]), 'app2: the pid its restart printed');
   t.ok(isAlive(pids.get('app1')!) && isAlive(pids.get('app2')!), 'both running');
+});
+
+/** Bytes in the regular files under `dir` (0 while it holds none). */
+function bytesUnder(dir: string): number {
+  if (!existsSync(dir)) return 0;
+  let total = 0;
+  for (const name of readdirSync(dir, { recursive: true }) as string[]) {
+    const st = statSync(join(dir, name), { throwIfNoEntry: false });
+    if (st?.isFile()) total += st.size;
+  }
+  return total;
+}
+
+t.test("what the members and workers write is their owner's only: folders 0700, files 0600", async (t) => {
+  // A link (the members' LevelDB) and a visit (the click stream's partition files, then analytics).
+  const workers = cluster.state().workers ?? [];
+  const app = workers.find((w) => w.id === 'app1')!;
+  const stream = workers.find((w) => w.role === 'stream')!;
+  const headers = { authorization: `Bearer ${cluster.token}`, 'content-type': 'application/json' };
+  const created = await request(`http://${app.httpAddress}/api/urls`, { method: 'POST', headers, body: JSON.stringify({ long_url: 'https://example.com/modes' }) });
+  const link = (await created.body.json()) as { short_code?: string };
+  t.equal(created.statusCode, 201, 'a link created');
+  const streamDir = join(cluster.dataDir, stream.id);
+  const before = bytesUnder(streamDir);
+  const visit = await request(`http://${app.httpAddress}/${link.short_code ?? ''}`);
+  await visit.body.dump();
+  t.equal(visit.statusCode, 302, 'a visit');
+  await until('the click on the stream\'s disk', () => bytesUnder(streamDir) > before, 30_000, 100);
+  const modes = ownerOnlyModes(cluster.dataDir);
+  t.ok(modes.files > 10, `members' and workers' files walked (${modes.files} files, ${modes.folders} folders)`);
+  t.same(modes.loose, [], 'no folder but 0700, no file but 0600');
 });
 
 t.test('down stops the workers and the members', async (t) => {

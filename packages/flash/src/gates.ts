@@ -170,6 +170,7 @@ export function tokensValid(endAt: number, now: number): boolean {
  */
 export class TokenPool {
   private left: number;
+  private toppedUpFor: number | null = null;
 
   constructor(share: number) {
     if (!Number.isSafeInteger(share) || share < 0) throw new RangeError(`share must be a non-negative integer, got ${share}`);
@@ -185,5 +186,18 @@ export class TokenPool {
     if (this.left <= 0) return 'sold_out';
     this.left--;
     return 'admitted';
+  }
+
+  /**
+   * A spent share re-issued while units are still unreserved (the gateway's copy of the counts says so): at most
+   * once per `generation` (the gateway passes its last refresh's time), so the inventory sees at most about 3 x
+   * what remains per refresh, never a flood. False when this generation already topped up or the share is not spent.
+   */
+  topUp(tokens: number, generation: number): boolean {
+    if (!Number.isSafeInteger(tokens) || tokens < 0) throw new RangeError(`tokens must be a non-negative integer, got ${tokens}`);
+    if (this.left > 0 || generation === this.toppedUpFor || tokens === 0) return false;
+    this.toppedUpFor = generation;
+    this.left = tokens;
+    return true;
   }
 }

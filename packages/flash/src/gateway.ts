@@ -85,15 +85,19 @@ const SYNTHETIC_FORBIDDEN = new HttpError(403, 'forbidden', 'synthetic attempts 
 const BODY_TOO_LARGE = new HttpError(413, 'body_too_large', `an attempt is at most ${MAX_ATTEMPT_BODY} bytes`);
 /** The local sold-out answer (pool or bitmap): one object, so its bytes are serialised once (`answerWire`). */
 const SOLD_OUT: AttemptAnswer = Object.freeze({ status: 'lost', reason: 'sold_out' });
+/** The pool's share spent (and re-issued once this refresh) while units remain unreserved: shed, not sold out. */
+const ADMISSION_BUSY = new HttpError(429, 'admission_busy', "this gateway's admission tokens are spent for now while units remain; retry", { limit: 'admission' }, { 'retry-after': '1' });
 /** Verified tokens remembered per gateway (each kind): far above the crowd this machine serves, a bound against misuse. */
 export const MAX_CACHED_TOKENS = 100_000;
 
 /** What the local gates leave to wait for (numbers, not objects: nothing allocated to say it). */
-type Next = 0 | 1 | 2 | 3;
+type Next = 0 | 1 | 2 | 3 | 4;
 const NEXT_INVENTORY = 0;
 const NEXT_EVERY_SHARD = 1;
 const NEXT_PENDING = 2;
 const NEXT_SYNTHETIC = 3;
+/** The user's earlier attempt (another key) still holds an admission token: wait for it, take none. */
+const NEXT_HOLDER = 4;
 
 /** An answer as written: status, headers (with the length) and the body's bytes. */
 interface Wire {
@@ -205,6 +209,11 @@ interface DealEntry {
   winners: Map<string, AttemptAnswer>;
   /** Keys (user NUL key) admitted by a gateway (this one or, announced, another): at most the token pool. */
   admitted: Set<string>;
+  /**
+   * userId -> the key of their attempt that holds an admission token (admitted here or, announced, by another
+   * gateway) until it is decided here: one token per account per deal at a time.
+   */
+  holders: Map<string, string>;
   pending: Map<string, Promise<AttemptAnswer>>;
   /** When the last refresh that completed started (its copy is at least that fresh). */
   refreshedAt: number;
@@ -374,7 +383,7 @@ export class Gateway {
           if (!Array.isArray(k) || typeof k[0] !== 'string' || typeof k[1] !== 'string' || k[0].length > 128 || k[1].length > KEY_MAX) {
             throw badRequest('invalid_field', 'keys must be a list of [user_id, key]', { field: 'keys' });
           }
-          rememberAdmitted(entry, `${k[0]}\u0000${k[1]}`);
+          rememberAdmitted(entry, k[0], k[1]);
         }
         return undefined;
       })
@@ -637,22 +646,90 @@ export class Gateway {
       entry.notLive ??= new HttpError(409, 'deal_not_live', `deal ${input.dealId} is not live yet; poll its state`, { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() }, { 'retry-after': '1' });
       throw entry.notLive;
     }
-    // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call. A winner's
-    // retry (through another gateway than the one that answered) is answered their win, never sold out: every
-    // gateway announces a win to the others before it answers it (and learns the rest with its refresh). A key
-    // another gateway admitted (it spent a token there: it may be deciding it now) goes to the inventory, which
-    // answers it what it decided or decides it once: never a local sold out for a key that may have won.
-    if (!input.synthetic && (entry.alive.count === 0 || entry.pool.remaining === 0)) {
+    // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call. A winner (any
+    // key, through any gateway) is answered their win and takes no token: every gateway announces a win to the
+    // others before it answers it (and learns the rest with its refresh). A user whose earlier attempt (another
+    // key) still holds a token waits for it instead of taking a second one. A key another gateway admitted (it
+    // spent a token there: it may be deciding it now) goes to the inventory, which answers it what it decided or
+    // decides it once: never a local sold out for a key that may have won.
+    if (!input.synthetic) {
       const winner = entry.winners.get(input.userId);
       if (winner !== undefined) return this.count('winners', winner);
-      if (entry.admitted.has(userKey)) return NEXT_EVERY_SHARD;
+      const held = entry.holders.get(input.userId);
+      if (held !== undefined && held !== input.key) return NEXT_HOLDER;
+      if ((entry.alive.count === 0 || entry.pool.remaining === 0) && entry.admitted.has(userKey)) return NEXT_EVERY_SHARD;
     }
     if (entry.alive.count === 0) return this.count('bitmap', SOLD_OUT);
     if (input.synthetic) return NEXT_SYNTHETIC;
     if (entry.admitted.has(userKey)) return NEXT_INVENTORY;
-    if (entry.pool.take() === 'sold_out') return this.count('pool', SOLD_OUT);
+    if (entry.pool.take() === 'sold_out' && !this.topUp(entry)) {
+      // Sold out only when every unit is reserved (as of the last refresh, about a second old); tokens spent while
+      // units are unreserved (losers on empty shards, skew) are re-issued once per refresh, and past that the
+      // attempt is shed with a retry, never told sold out.
+      if (entry.snapshot.remaining === 0) return this.count('pool', SOLD_OUT);
+      this.tally('pool', 'busy');
+      throw ADMISSION_BUSY;
+    }
+    this.tally('pool', 'admitted');
     this.admit(entry, input.userId, input.key);
     return NEXT_INVENTORY;
+  }
+
+  /**
+   * A spent share while the last refresh counted unreserved units: this gateway's share of 3 x what remains,
+   * once per refresh, then a token taken. False when there is nothing to re-issue now.
+   */
+  private topUp(entry: DealEntry): boolean {
+    const remaining = entry.snapshot.remaining;
+    if (remaining <= 0) return false;
+    const share = Math.max(1, distributeTokens(poolSize(remaining), this.gatewayCount)[this.gatewayIndex]!);
+    if (!entry.pool.topUp(share, entry.refreshedAt)) return false;
+    this.tally('pool', 'topped_up');
+    this.logger.log('info', 'admission tokens re-issued while units remain', { deal: entry.snapshot.dealId, tokens: share, remaining });
+    return entry.pool.take() === 'admitted';
+  }
+
+  /**
+   * A new key of a user whose earlier attempt holds an admission token: that attempt's decision (awaited here, or
+   * asked of the inventory with no token when another gateway admitted it). A win is answered; a loss releases
+   * the token and this key is a new attempt; undecided in time: 409 `attempt_pending` naming the held key.
+   */
+  private async afterHolder(entry: DealEntry, input: AttemptInput): Promise<AttemptAnswer & { synthetic?: true; shard?: number }> {
+    const held = entry.holders.get(input.userId);
+    if (held === undefined || held === input.key) return this.attemptAfterFront(input, Date.now());
+    const heldKey = `${input.userId}\u0000${held}`;
+    let decision = entry.pending.get(heldKey);
+    if (decision === undefined) {
+      const known = entry.answers.get(heldKey);
+      if (known !== undefined) {
+        // Decided here already: a win is theirs; otherwise the token is released.
+        if (known.status === 'won') return this.count('holder', known);
+        if (entry.holders.get(input.userId) === held) entry.holders.delete(input.userId);
+        return this.attemptAfterFront(input, Date.now());
+      }
+      // Admitted by another gateway: ask the inventory for that key (routed as a retry of it; no token here).
+      const started = this.decide(entry, input.userId, held, true);
+      entry.pending.set(heldKey, started);
+      void started.then(
+        () => entry.pending.delete(heldKey),
+        () => entry.pending.delete(heldKey),
+      );
+      decision = started;
+    }
+    const first = await promiseWithin(decision.catch(() => null), this.backendPatienceMs());
+    if (first === null) {
+      if (entry.holders.get(input.userId) !== held) return this.attemptAfterFront(input, Date.now());
+      this.tally('holder', 'pending');
+      throw new HttpError(409, 'attempt_pending', `the attempt with idempotency_key ${held} is still being decided; poll its state`, { idempotency_key: held }, { 'retry-after': '1' });
+    }
+    if (first.status === 'won') return this.count('holder', first);
+    if (first.status === 'queued') {
+      this.tally('holder', 'pending');
+      throw new HttpError(409, 'attempt_pending', `the attempt with idempotency_key ${held} is still being decided; poll its state`, { idempotency_key: held }, { 'retry-after': '1' });
+    }
+    // Lost: the held token is released (decide did) and this key is an attempt of its own.
+    if (entry.holders.get(input.userId) === held) entry.holders.delete(input.userId);
+    return this.attemptAfterFront(input, Date.now());
   }
 
   /** What the local gates left to wait for: a key being decided here, the inventory, or the synthetic probe. */
@@ -672,6 +749,8 @@ export class Gateway {
       }
       case NEXT_EVERY_SHARD:
         return this.decideHere(entry, input.userId, input.key, true);
+      case NEXT_HOLDER:
+        return this.afterHolder(entry, input);
       default:
         // Gate 4: the inventory (and the reservation, the same committed entry).
         return this.decideHere(entry, input.userId, input.key, false);
@@ -726,6 +805,8 @@ export class Gateway {
         if (answer === 'not_live') throw new HttpError(409, 'deal_not_live', `deal ${entry.snapshot.dealId} is not live yet`, { state: 'upcoming' }, { 'retry-after': '1' });
         if (answer === 'deal_ended') throw conflict('deal_ended', `deal ${entry.snapshot.dealId} has ended`, { state: 'ended' });
         remember(entry.answers, userKey, answer);
+        // Decided: the token this key held is released (a winner takes none again: the winner set answers them).
+        if (entry.holders.get(userId) === key) entry.holders.delete(userId);
         if (answer.status === 'won') {
           entry.winners.set(userId, answer);
           await this.announce(entry.snapshot.dealId, userId, answer);
@@ -733,7 +814,10 @@ export class Gateway {
         this.count('inventory', answer);
         return answer;
       } catch (error) {
-        if (error instanceof HttpError || Date.now() > deadline || this.stopped) throw error;
+        if (error instanceof HttpError || Date.now() > deadline || this.stopped) {
+          if (entry.holders.get(userId) === key) entry.holders.delete(userId);
+          throw error;
+        }
         if (attempt === 0) this.logger.log('warn', 'inventory did not decide an attempt; retrying in the background', { deal: entry.snapshot.dealId, error: String((error as Error).message ?? error) });
         await new Promise((r) => setTimeout(r, Math.min(1_000, 100 * 2 ** Math.min(attempt, 4))));
       }
@@ -800,7 +884,7 @@ export class Gateway {
    * the token pool, so this costs at most a few messages per unit.
    */
   private admit(entry: DealEntry, userId: string, key: string): void {
-    rememberAdmitted(entry, `${userId}\u0000${key}`);
+    rememberAdmitted(entry, userId, key);
     if (this.peers.length === 0) return;
     const dealId = entry.snapshot.dealId;
     let batch = this.admitBatches.get(dealId);
@@ -831,6 +915,9 @@ export class Gateway {
     const known = entry.answers.get(userKey);
     if (known !== undefined) return known;
     if (entry.pending.has(userKey)) return { status: 'queued' };
+    // A winner's any key is answered their win by an attempt (the gates above): the poll answers the same.
+    const winner = entry.winners.get(userId);
+    if (winner !== undefined) return winner;
     const record = await this.inventory(() => this.backend.attempt(entry.snapshot.dealId, userId, key));
     if (record?.status === 'won') return wonAnswer(record.reservation);
     if (record?.status === 'lost') return { status: 'lost' };
@@ -940,6 +1027,7 @@ export class Gateway {
       answers: new Map(),
       winners: new Map(),
       admitted: new Set(),
+      holders: new Map(),
       pending: new Map(),
       refreshedAt: Date.now(),
       inflight: null,
@@ -1152,9 +1240,12 @@ function wonAnswer(r: ReservationView): AttemptAnswer {
 /** Admitted keys kept per deal: far above any pool this machine serves (3 per unit), a bound against misuse. */
 const MAX_ADMITTED = 1_000_000;
 
-function rememberAdmitted(entry: DealEntry, userKey: string): void {
+function rememberAdmitted(entry: DealEntry, userId: string, key: string): void {
   if (entry.admitted.size >= MAX_ADMITTED) return;
-  entry.admitted.add(userKey);
+  entry.admitted.add(`${userId}\u0000${key}`);
+  // The latest key admitted for the user holds their token (a later one is admitted only once the earlier one
+  // was decided, or in the few milliseconds before another gateway's admission message arrives).
+  entry.holders.set(userId, key);
 }
 
 function learnWinners(entry: DealEntry, snapshot: DealSnapshot): void {

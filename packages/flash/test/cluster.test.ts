@@ -218,32 +218,55 @@ t.test('gate: per-user and per-IP rate limits answer 429 from local memory', asy
 });
 
 t.test('gates: admission-token pool, alive-shards bitmap, one re-route', async (t) => {
-  // 10 units: a pool of 30, 15 per gateway. Five users spend gateway 0's 15 tokens (3 keys each: a winner's new key
-  // is a new attempt, answered their reservation), so a sixth is answered sold out there without the inventory,
-  // while gateway 1 still has tokens and the inventory still has units.
-  const deal = await createDeal(10, 2);
+  // One eligible account sends fresh idempotency keys through both gateways (the pool drain of issue 40): 2 units
+  // in 1 shard, a pool of 6, 3 per gateway. Four keys at once on each gateway while the first is being decided,
+  // then two more on each after the win: every answer is the account's one reservation, it took at most one token
+  // per gateway (none after its win), and another user still wins the second unit instead of a local sold out.
+  const deal = await createDeal(2, 1);
   await stateIs(deal, 'live');
-  const users = await Promise.all(Array.from({ length: 5 }, () => newUser()));
-  for (const u of users) await ready(deal, u);
-  for (const u of users) {
-    for (let k = 0; k < 3; k++) {
-      const a = await attempt(deal, u, `pool-${k}`, 0);
-      t.equal(a.body.status, 'won', `${u.id} key ${k}: won (their one reservation)`);
-    }
-  }
-  const sixth = await newUser();
-  await ready(deal, sixth);
-  const local = await attempt(deal, sixth, 'p', 0);
-  t.same(local.body, { status: 'lost', reason: 'sold_out' }, "gateway 0's pool is spent: sold out, answered locally");
-  // The gateways' copy of the counts is refreshed about every second.
-  await until('the state shows 5 units left', async () => (await client.state(deal, { gateway: 1 })).body.remaining === 5, 30_000);
-  t.pass('the inventory still holds 5 units');
-  const elsewhere = await attempt(deal, sixth, 'p2', 1);
-  t.equal(elsewhere.body.status, 'won', 'gateway 1 still has tokens: the same user wins there with a new key');
-  // At once, through gateway 0 (its pool spent): their win, not sold out. Gateway 1 announced the win to gateway 0
-  // before answering it, so no refresh is needed.
-  const retried = await attempt(deal, sixth, 'p3', 0);
-  t.same([retried.body.status, retried.body.reservation_id], ['won', elsewhere.body.reservation_id], "a winner's retry through a gateway with a spent pool answers their reservation");
+  const greedy = await newUser();
+  const nextUser = await newUser();
+  await ready(deal, greedy);
+  await ready(deal, nextUser);
+  const tokensLeftOf = async (d: string, g: number): Promise<number> => (await client.call('GET', `/api/flash/${d}/prewarm`, undefined, { bearer: token, gateway: g })).body.tokens_left as number;
+  const tokensLeft = (g: number): Promise<number> => tokensLeftOf(deal, g);
+  const before = [await tokensLeft(0), await tokensLeft(1)];
+  const burst = await Promise.all([0, 1, 2, 3].flatMap((k) => [0, 1].map((g) => attempt(deal, greedy, `burst-${g}-${k}`, g))));
+  // The per-user buckets (capacity 4, 2 a second) refill before the next keys.
+  await new Promise((r) => setTimeout(r, 1_100));
+  const later = await Promise.all([0, 1].flatMap((k) => [0, 1].map((g) => attempt(deal, greedy, `later-${g}-${k}`, g))));
+  const answers = [...burst, ...later];
+  const reservation = answers.find((a) => a.body.status === 'won')?.body.reservation_id;
+  t.ok(typeof reservation === 'string', 'the account won');
+  t.same(answers.map((a) => [a.status, a.body.status, a.body.reservation_id]), answers.map(() => [200, 'won', reservation]), `all ${answers.length} fresh keys answered the account's one reservation`);
+  // Those keys answered from the winners never reached the inventory: a poll of one answers the win too.
+  const polled = await client.call('GET', `/api/flash/${deal}/state?user_id=${greedy.id}&idempotency_key=later-1-1`, undefined, { bearer: greedy.token, gateway: 0 });
+  t.equal((polled.body.attempt as { reservation_id?: unknown } | undefined)?.reservation_id, reservation, "a poll of such a key (through the other gateway) answers the account's reservation");
+  const spent = [before[0]! - (await tokensLeft(0)), before[1]! - (await tokensLeft(1))];
+  t.ok(spent[0]! <= 1 && spent[1]! <= 1, `at most one admission token per gateway (spent ${spent.join(', ')} of ${before.join(', ')})`);
+  const other = await attempt(deal, nextUser, 'n', 0);
+  t.same([other.status, other.body.status], [200, 'won'], 'another user wins the unit still unreserved (not sold out)');
+  await until('the state shows no unit left', async () => (await client.state(deal, { gateway: 1 })).body.remaining === 0, 30_000);
+
+  // A spent share while a unit is unreserved is re-issued, not answered sold out: 1 unit, a pool of 3 (2 and 1).
+  // A user spends the 1-token gateway's share winning and cancels (the unit goes back); the next user there wins.
+  const single = await createDeal(1, 1);
+  await stateIs(single, 'live');
+  const canceller = await newUser();
+  const taker = await newUser();
+  await ready(single, canceller);
+  await ready(single, taker);
+  const shares = [await tokensLeftOf(single, 0), await tokensLeftOf(single, 1)];
+  const g = shares[0]! <= shares[1]! ? 0 : 1;
+  t.same([...shares].sort(), [1, 2], 'a pool of 3: shares 2 and 1');
+  const held = await attempt(single, canceller, 'c', g);
+  t.equal(held.body.status, 'won', 'the first user wins with the last token of that gateway');
+  const back = await client.call('POST', `/api/flash/${single}/reservations/${held.body.reservation_id as string}/cancel`, undefined, { bearer: canceller.token });
+  t.equal(back.body.status, 'cancelled', 'and cancels: the unit goes back');
+  await until('that gateway counts the unit back', async () => (await client.state(single, { gateway: g })).body.remaining === 1, 30_000);
+  t.equal(await tokensLeftOf(single, g), 0, 'its share is spent');
+  const retaken = await attempt(single, taker, 't', g);
+  t.same([retaken.status, retaken.body.status], [200, 'won'], 'the next user there wins the unreserved unit (the share re-issued), not sold out');
 
   // Re-route: 2 shards of 1 unit; two users with the same home shard. The first wins at home; the second finds
   // home empty and is re-routed once, to the other shard, and wins there.
@@ -428,7 +451,7 @@ async function leaderOf(group: string, not: string[] = []): Promise<string> {
 }
 
 t.test('an attempt while the inventory has no quorum is queued, then resolved by polling', async (t) => {
-  // 4 units: a pool of 12, 6 per gateway. Two users spend gateway 1's share first (two units won).
+  // 4 units: a pool of 12, 6 per gateway. Two users win two units first (their further keys take no token).
   const deal = await createDeal(4, 1);
   await stateIs(deal, 'live');
   const spenders = await Promise.all([newUser(), newUser()]);
@@ -441,17 +464,21 @@ t.test('an attempt while the inventory has no quorum is queued, then resolved by
   for (const id of others) await cli('pause', id);
   let answer: FlashAnswer;
   let other: FlashAnswer;
+  let pendingNew: FlashAnswer;
   try {
     answer = await attempt(deal, u, 'q', 0);
-    // The same key through gateway 1, whose pool is spent: gateway 0 admitted it (and told gateway 1), so it is not
-    // answered sold out locally (it may be winning): it waits on the inventory like the first, and is queued too.
+    // The same key through gateway 1: gateway 0 admitted it (and told gateway 1), so gateway 1 takes no token of
+    // its own and never answers it sold out (it may be winning): it waits on the inventory like the first, queued.
     other = await attempt(deal, u, 'q', 1);
+    // A new key of the same account while 'q' still holds its admission token: no second token; after the same
+    // 4 s, 409 attempt_pending naming the held key.
+    pendingNew = await attempt(deal, u, 'q-new', 0);
   } finally {
     for (const id of others) await cli('resume', id);
   }
   t.equal(answer.status, 202, 'no quorum: 202');
   t.same(answer.body, { status: 'queued' }, 'answered queued');
-  t.same([other.status, other.body], [202, { status: 'queued' }], 'the same key through the gateway with a spent pool: queued, not sold out');
+  t.same([other.status, other.body], [202, { status: 'queued' }], 'the same key through the other gateway: queued, not sold out');
   const resolved = await until('the queued attempt resolved', async () => {
     const s = await client.call('GET', `/api/flash/${deal}/state?user_id=${u.id}&idempotency_key=q`, undefined, { bearer: u.token, gateway: 1 });
     const a = s.body.attempt as Record<string, unknown> | undefined;
@@ -460,6 +487,9 @@ t.test('an attempt while the inventory has no quorum is queued, then resolved by
   t.equal(resolved.status, 'won', 'the poll (through the other gateway) finds it won');
   const retry = await attempt(deal, u, 'q', 0);
   t.same(retry.body.reservation_id, resolved.reservation_id, 'and the key answers that same reservation');
+  t.same([pendingNew.status, errorCode(pendingNew), (pendingNew.body.error as { idempotency_key?: unknown }).idempotency_key], [409, 'attempt_pending', 'q'], "a new key while the account's attempt is undecided: 409 attempt_pending naming it");
+  const newAfter = await attempt(deal, u, 'q-new', 1);
+  t.same([newAfter.body.status, newAfter.body.reservation_id], ['won', resolved.reservation_id], 'that new key, once the first won: the same reservation, no token');
 });
 
 t.test('a shard leader killed mid-sale: no oversell, no user with two, every win kept', async (t) => {

@@ -110,6 +110,16 @@ t.test('admission tokens: 3x the inventory, split over the gateways, taken local
   t.equal(pool.take(), 'sold_out');
   t.equal(pool.remaining, 0);
   t.throws(() => new TokenPool(-1), RangeError);
+  // A spent share is re-issued at most once per refresh generation, and only when spent.
+  t.notOk(new TokenPool(1).topUp(5, 1), 'a share not spent is not topped up');
+  t.ok(pool.topUp(3, 100), 'spent: topped up for refresh 100');
+  t.equal(pool.remaining, 3);
+  for (let i = 0; i < 3; i++) pool.take();
+  t.notOk(pool.topUp(3, 100), 'at most once per refresh generation');
+  t.equal(pool.take(), 'sold_out');
+  t.ok(pool.topUp(1, 200), 'the next refresh may top up again');
+  t.notOk(new TokenPool(0).topUp(0, 1), 'nothing to re-issue');
+  t.throws(() => pool.topUp(-1, 300), RangeError);
   t.ok(tokensValid(1_000, 1_000 + TOKEN_GRACE_MS - 1));
   t.notOk(tokensValid(1_000, 1_000 + TOKEN_GRACE_MS));
 });

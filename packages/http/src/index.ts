@@ -6,6 +6,7 @@ export { authenticate, bearerToken, cookieValue, deriveClientToken, tokenHash, v
 export type { Principal } from './auth.js';
 export { MetricsRegistry, Counter, Gauge, Histogram } from './metrics.js';
 export { jsonLogger } from './log.js';
+export { ownerOnlyFiles, OWNER_ONLY_UMASK } from './owner-only.js';
 export type { Logger, LogLevel } from './log.js';
 export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, CLIENT_ACK_HEADER, BUSY_WRITERS, IDLE_MEMBERS, IDLE_MEMBER_HEARTBEAT_TICKS, PACED_WRITES, SINGLE_THREADED_GC, SPACED_MAJOR_GC } from './service.js';
 export type { ServiceDefinition } from './service.js';

@@ -7,3 +7,5 @@ export type { Answer, CallOptions } from './http.js';
 export { checkCommandShapes } from './command-shapes.js';
 export type { CommandShapeCheck, ShapeOutcome, ShapedMachine } from './command-shapes.js';
 export { inPool } from './pool.js';
+export { ownerOnlyModes } from './modes.js';
+export type { ModeCount } from './modes.js';

@@ -5,11 +5,14 @@
  *     "token":"...","upstreamUrl":"http://.../media","downstream":[{"id":"...","url":"http://..."}],"settings":{}}'
  * Stops on SIGTERM or SIGINT.
  */
-import { jsonLogger } from '@raftkit/http';
+import { jsonLogger, ownerOnlyFiles } from '@raftkit/http';
 import { EDGE_ROLE, REGIONAL_ROLE, edgeRole, regionalRole } from './process.js';
 import type { TierArgs } from './spawn.js';
 
 type Args = TierArgs;
+
+// Before any I/O: the tier's cached objects are its owner's only, as in a cluster's workers.
+ownerOnlyFiles();
 
 const args = JSON.parse(process.argv[2] ?? '{}') as Args;
 const logger = jsonLogger(() => ({ id: args.id }), (line) => process.stderr.write(line));
