@@ -54,6 +54,12 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  * queued while messages flow waits 10-20 ms. Critical messages never wait for it (their lane long-polls).
  */
 export const BULK_IDLE_MAX_MS = 1000;
+
+/**
+ * How long a critical lane's fetch waits on its members for a message (a long poll: it answers the moment one is
+ * queued, so this is no delay). Longer means fewer empty round trips at rest; the lane's stop does not wait for it.
+ */
+const CRITICAL_WAIT_MS = 5000;
 const MAX_UNSENT_WS = 1024 * 1024;
 
 export function parseChain(text: string | undefined): Channel[] {
@@ -377,7 +383,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   async function channelLoop(channel: Channel, sender: ChannelSender): Promise<void> {
     const bucket = new WaitingBucket({ capacity: Math.max(1, Math.min(sender.ratePerSecond, sender.maxBatch)), refillRate: sender.ratePerSecond });
     if (layout === 'fifo') await lane(channel, sender, bucket, ['low'], 0);
-    else await Promise.all([lane(channel, sender, bucket, ['critical'], 500), lane(channel, sender, bucket, ['high', 'normal', 'low'], 0)]);
+    else await Promise.all([lane(channel, sender, bucket, ['critical'], CRITICAL_WAIT_MS), lane(channel, sender, bucket, ['high', 'normal', 'low'], 0)]);
   }
 
   async function lane(channel: Channel, sender: ChannelSender, bucket: WaitingBucket, order: readonly Priority[], waitMs: number): Promise<void> {
