@@ -7,6 +7,7 @@ import { crdtBenchmark } from './benchmarks/crdt.js';
 import { feedBenchmark } from './benchmarks/feed.js';
 import { flashBenchmark } from './benchmarks/flash.js';
 import { groupsBenchmark } from './benchmarks/groups.js';
+import { idleBenchmark } from './benchmarks/idle.js';
 import { kvBenchmark } from './benchmarks/kv.js';
 import { lockBenchmark } from './benchmarks/lock.js';
 import { logBenchmark } from './benchmarks/log.js';
@@ -26,6 +27,7 @@ export const benchmarks: Record<string, Benchmark> = {
   feed: feedBenchmark,
   flash: flashBenchmark,
   groups: groupsBenchmark,
+  idle: idleBenchmark,
   kv: kvBenchmark,
   lock: lockBenchmark,
   log: logBenchmark,

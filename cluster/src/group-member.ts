@@ -22,7 +22,7 @@ import {
   type GroupedServiceDefinition,
 } from '@raftkit/http';
 import { sessionTimeoutFromEnv } from './host-config.js';
-import { readyAddresses, splitAddress, type MemberOptions, type RunningMember } from './host.js';
+import { MEMBER_PING_TICKS, readyAddresses, splitAddress, type MemberOptions, type RunningMember } from './host.js';
 
 const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -56,6 +56,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     hosts: { ...(joining ? (options.peers ?? {}) : options.bootstrap), [options.id]: advertiseRaft },
     tickMs: options.tickMs ?? 100,
     ...(sessions !== undefined ? { sessions } : {}),
+    pingTicks: MEMBER_PING_TICKS,
     metaMembers: joining ? [] : Object.keys(options.bootstrap),
     http: httpUrl,
     // An operator's (and tests') knob: how long a member leads a group before handing it to its preferred leader.

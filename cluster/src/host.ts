@@ -75,6 +75,20 @@ export interface RunningMember {
 
 const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
+/**
+ * Idle members cost next to nothing (issue 39: the whole `make up` stack at rest). A member's group quiesces after
+ * 2 s without work (20 ticks: every member caught up, nothing pending), as the groups of a GroupHost do: no ticks of
+ * work and no heartbeats until a request or a message wakes it; a quiesced leader pings its followers instead.
+ */
+export const MEMBER_QUIESCE_TICKS = 20;
+
+/**
+ * Ticks between the liveness pings of quiesced groups (the leader's to its followers in a member of one group,
+ * every process's to every other in a member of many): every 300 ms rather than every tick. A follower still wakes
+ * after an election timeout (10 ticks) of silence from its leader's process, so a failover takes as long as before.
+ */
+export const MEMBER_PING_TICKS = 3;
+
 export async function startMember<C, R>(definition: ServiceDefinition<C, R>, options: MemberOptions): Promise<RunningMember> {
   let term = 0;
   const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
@@ -100,7 +114,8 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     peers: options.peers ?? {},
     forceNewCluster: options.forceNewCluster === true,
     tickMs: options.tickMs ?? 100,
-    ...(definition.raft?.heartbeatTicks !== undefined ? { core: { heartbeatTicks: definition.raft.heartbeatTicks } } : {}),
+    core: { quiesceTicks: MEMBER_QUIESCE_TICKS, ...(definition.raft?.heartbeatTicks !== undefined ? { heartbeatTicks: definition.raft.heartbeatTicks } : {}) },
+    pingTicks: MEMBER_PING_TICKS,
     // As etcd: a snapshot encodes the whole state on the event loop, so taking one every 10,000 entries stalled
     // writes every few seconds under load (bench/RESULTS.md).
     snapshotEvery: options.snapshotEvery ?? 100_000,

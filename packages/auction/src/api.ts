@@ -238,7 +238,11 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
     })
     .get('/internal/groups/:group/handoffs', { admits: 'cluster' }, async (ctx) => {
       const { group, node } = groupNode(ctx);
-      // Linearizable: a consumer must see every hand-off committed before its read.
+      // A consumer polls every group several times a second, and a linearizable read is a round of heartbeats that
+      // wakes a quiesced group: an idle group would never rest. So this member's own copy answers "none" first; a
+      // hand-off it has not applied yet is there at the next poll. Any hand-off found is confirmed linearizably
+      // (every hand-off committed before the read, none already acknowledged) before it is handed out.
+      if (node.readLocal((m) => m.pendingHandoffs(1)).length === 0) return { group, handoffs: [] };
       const handoffs = await service.call(node, () => node.read((m) => m.pendingHandoffs(500)));
       return { group, handoffs };
     })

@@ -13,6 +13,12 @@ import { auctionGroups } from './gateway.js';
 import { locateAuction } from './placement.js';
 
 const POLL_MS = 300;
+/**
+ * How long the list of auction groups is kept between polls. Fetching it is a linearizable read of the meta group
+ * (a round of heartbeats that wakes it); the groups are created once, when the cluster starts, so every 300 ms was
+ * only keeping an idle meta group awake.
+ */
+const GROUPS_KEPT_MS = 30_000;
 
 export interface CheckoutOrder {
   handoff: Handoff;
@@ -86,8 +92,13 @@ export async function startCheckout(options: WorkerOptions): Promise<RunningWork
 
   let stopped = false;
   let running: Promise<void> = Promise.resolve();
+  let groups: string[] = [];
+  let groupsAt = 0;
   const round = async (): Promise<void> => {
-    const groups = await auctionGroups(router);
+    if (groups.length === 0 || Date.now() - groupsAt > GROUPS_KEPT_MS) {
+      groups = await auctionGroups(router);
+      groupsAt = Date.now();
+    }
     for (const group of groups) {
       const { handoffs } = (await router.call(group, 'GET', `/internal/groups/${group}/handoffs`)) as { handoffs: Handoff[] };
       for (const h of handoffs) {

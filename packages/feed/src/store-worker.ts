@@ -11,8 +11,13 @@ import { settingNumber } from './settings.js';
 
 export const STORE_ROLE = 'store';
 export const STORE_COUNT = 4;
-/** How often pending followers_count changes are folded into profiles. */
+/**
+ * How often pending followers_count changes are folded into profiles while there are any. Only a `follower` call
+ * adds one: after a fold that found none, the next waits for such a call (and FOLD_IDLE_MS at the latest, for
+ * changes left by an earlier run of this process), so an idle store does not scan its LevelDB ten times a second.
+ */
 const FOLD_EVERY_MS = 100;
+const FOLD_IDLE_MS = 10_000;
 
 export const storeRole: WorkerRole = { role: STORE_ROLE, count: STORE_COUNT, start: startStore };
 
@@ -21,16 +26,30 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
   const http = await serveWorkerHttp(options, { health: () => ({ partition: options.index - 1, threshold: store.threshold, ...store.stats }) });
   http.metrics.gauge('feed_store_inbox_writes_total', 'Inbox entries written on this store partition').set(() => store.stats.inboxWrites);
   http.metrics.gauge('feed_store_hot_hits_total', 'Inbox reads served by the hot cache').set(() => store.stats.hotHits);
-  http.router.post('/internal/store/call', { admits: 'cluster' }, async (ctx) => handle(store, parseStoreCall(await ctx.json())));
-
   let folding = false;
+  /** Changes may be pending: set by a `follower` call, cleared by a fold that found none. */
+  let pending = true;
+  let lastFold = 0;
+  http.router.post('/internal/store/call', { admits: 'cluster' }, async (ctx) => {
+    const call = parseStoreCall(await ctx.json());
+    if (call.op === 'follower') pending = true;
+    return handle(store, call);
+  });
+
   const timer = setInterval(() => {
-    if (folding) return;
+    if (folding || (!pending && Date.now() - lastFold < FOLD_IDLE_MS)) return;
     folding = true;
+    lastFold = Date.now();
+    // Cleared before the fold: a change that lands while it runs sets it again.
+    pending = false;
     store.foldCounts().then(
-      () => (folding = false),
+      (folded) => {
+        folding = false;
+        if (folded > 0) pending = true;
+      },
       (e: unknown) => {
         folding = false;
+        pending = true;
         options.logger.log('warn', 'fold failed', { error: String(e) });
       },
     );

@@ -47,6 +47,19 @@ import { StateClient } from './state-client.js';
 export const deliveryRole: WorkerRole = { role: 'delivery', count: 1, start: startDelivery };
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The longest a bulk lane (high, normal, low) sleeps between rounds once nothing comes: it doubles from 10 ms after
+ * each empty round, so a message queued after a quiet spell of a second or more waits up to this long, and one
+ * queued while messages flow waits 10-20 ms. Critical messages never wait for it (their lane long-polls).
+ */
+export const BULK_IDLE_MAX_MS = 1000;
+
+/**
+ * How long a critical lane's fetch waits on its members for a message (a long poll: it answers the moment one is
+ * queued, so this is no delay). Longer means fewer empty round trips at rest; the lane's stop does not wait for it.
+ */
+const CRITICAL_WAIT_MS = 5000;
 const MAX_UNSENT_WS = 1024 * 1024;
 
 export function parseChain(text: string | undefined): Channel[] {
@@ -370,7 +383,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   async function channelLoop(channel: Channel, sender: ChannelSender): Promise<void> {
     const bucket = new WaitingBucket({ capacity: Math.max(1, Math.min(sender.ratePerSecond, sender.maxBatch)), refillRate: sender.ratePerSecond });
     if (layout === 'fifo') await lane(channel, sender, bucket, ['low'], 0);
-    else await Promise.all([lane(channel, sender, bucket, ['critical'], 500), lane(channel, sender, bucket, ['high', 'normal', 'low'], 0)]);
+    else await Promise.all([lane(channel, sender, bucket, ['critical'], CRITICAL_WAIT_MS), lane(channel, sender, bucket, ['high', 'normal', 'low'], 0)]);
   }
 
   async function lane(channel: Channel, sender: ChannelSender, bucket: WaitingBucket, order: readonly Priority[], waitMs: number): Promise<void> {
@@ -404,11 +417,12 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
         await sleep(500);
         continue;
       }
-      // Idle: a long-polling lane waited in its fetch; the others poll less often (up to every 100 ms).
+      // Idle: a long-polling lane waited in its fetch; the others poll less and less often, down to once a second
+      // (BULK_IDLE_MAX_MS): each round is a fetch per priority, and a resting stack should cost next to nothing.
       if (worked || waitMs > 0) idle = 10;
       else {
         await sleep(idle);
-        idle = Math.min(100, idle * 2);
+        idle = Math.min(BULK_IDLE_MAX_MS, idle * 2);
       }
     }
   }

@@ -120,10 +120,17 @@ export interface SimConfig {
    */
   poisonRate?: number;
   /**
-   * Quiescence (CoreOptions.quiesceTicks): idle groups stop ticking; each node pings its peers every tick and
-   * wakes its quiesced core when the leader's node has been silent for an election timeout. 0 or absent: off.
+   * Quiescence (CoreOptions.quiesceTicks): idle groups stop ticking; each node pings its peers every `pingTicks`
+   * and wakes its quiesced core when the leader's node has been silent for an election timeout. 0 or absent: off.
    */
   quiesceTicks?: number;
+  /** With quiescence: ticks between pings (src/groups/liveness.ts). Absent: 1. */
+  pingTicks?: number;
+  /**
+   * With quiescence and one group: only a quiesced leader pings, and only its followers, as a RaftNode on its own
+   * transport does (a GroupHost pings every peer process). Absent: false.
+   */
+  leaderPings?: boolean;
   /**
    * Raft groups per simulated process (multi-raft, as a GroupHost): each process holds one member of every group,
    * one storage device whose syncs all groups share (group commit), one ticker, coalesced heartbeats. Every
@@ -287,7 +294,7 @@ function withGroups(seed: number, config: SimConfig): SimConfig {
 function quiescence(seed: number): Partial<SimConfig> {
   const rng = new Random(seed ^ 0x9e5ce);
   if (!rng.chance(0.4)) return {};
-  return { quiesceTicks: rng.pick([2, 5, 20]), thinkMs: rng.int(50, 400) };
+  return { quiesceTicks: rng.pick([2, 5, 20]), thinkMs: rng.int(50, 400), pingTicks: rng.pick([1, 2, 3]), leaderPings: rng.chance(0.5) };
 }
 
 /**
@@ -335,7 +342,7 @@ export function describeConfig(c: SimConfig): string {
     `prevote ${c.preVote}, checkQuorum ${c.checkQuorum}, leaseReads ${c.leaseReads}, ` +
     `msg ${c.maxMessageBytes}B x${c.maxInflightMessages}` +
     ((c.poisonRate ?? 0) > 0 ? `, poison ${c.poisonRate}` : '') +
-    ((c.quiesceTicks ?? 0) > 0 ? `, quiesce after ${c.quiesceTicks} idle ticks` : '') +
+    ((c.quiesceTicks ?? 0) > 0 ? `, quiesce after ${c.quiesceTicks} idle ticks, pings every ${c.pingTicks ?? 1}${c.leaderPings === true && (c.groups ?? 1) === 1 ? ' from the leader only' : ''}` : '') +
     ((c.groups ?? 1) > 1 ? `, ${c.groups} groups per process` : '') +
     (c.forwardedResults === true ? ', forwarded results' : '') +
     ((c.detachedSnapshotMs ?? 0) > 0 ? `, detached snapshots saved up to ${c.detachedSnapshotMs} ms later` : '')

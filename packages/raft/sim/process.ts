@@ -3,11 +3,13 @@
  * in most seeds), one storage device whose syncs every group shares (group commit, see SharedSync), one ticker
  * for all its groups, coalesced heartbeats (the same src/groups/coalesce.ts the GroupHost's transport uses: every
  * heartbeat and response this process sends a peer in one event leaves as one frame), and, when groups quiesce,
- * the host's liveness logic (one ping per peer process per tick; a quiesced follower whose leader's process has
- * been silent for an election timeout is woken). Crashes, restarts, slow disks and power losses hit the process,
+ * the host's liveness logic (src/groups/liveness.ts: one ping per peer process every `pingTicks`, or, with one
+ * group and `leaderPings`, pings from a quiesced leader to its followers only, as a RaftNode on its own transport
+ * sends; a quiesced follower whose leader's process has been silent for an election timeout is woken). Crashes, restarts, slow disks and power losses hit the process,
  * so every group on it at once.
  */
 import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from '../src/groups/coalesce.js';
+import { Liveness } from '../src/groups/liveness.js';
 import type { Message, NodeId } from '../src/types.js';
 import type { SimConfig } from './config.js';
 import { SharedSync } from './disk.js';
@@ -41,10 +43,8 @@ export class SimProcess {
   readonly tickPeriod: number;
   private readonly clockOffset: number;
   private readonly clockRate: number;
-  /** Ticks of this incarnation, and the tick each peer process was last heard from (any frame or ping). */
-  private ticks = 0;
-  private startTick = 0;
-  private readonly lastHeard = new Map<NodeId, number>();
+  /** Ticks, and the tick each peer process was last heard from in this incarnation (any frame or ping). */
+  private readonly liveness: Liveness;
   private readonly coalescer = new HeartbeatCoalescer();
   private flushScheduled = false;
   /** Peers sent a heartbeat batch since their last ping: as in TcpTransport.ping, that batch stands in for it. */
@@ -63,6 +63,7 @@ export class SimProcess {
     this.clockRate = 1 / (1 + skew);
     this.clockOffset = rng.int(0, 2000);
     this.device = new SharedSync(host.queue, rng, config.syncMin, config.syncMax);
+    this.liveness = new Liveness(config.pingTicks ?? 1);
   }
 
   localNow(): number {
@@ -73,8 +74,7 @@ export class SimProcess {
   start(): void {
     this.incarnation++;
     this.up = true;
-    this.lastHeard.clear();
-    this.startTick = this.ticks;
+    this.liveness.restart();
     this.flushScheduled = false;
     this.coalescer.drain();
     this.aliveSaid.clear();
@@ -98,32 +98,38 @@ export class SimProcess {
     const life = this.incarnation;
     this.host.queue.after(delay, () => {
       if (life !== this.incarnation) return;
-      this.ticks++;
       if ((this.host.config.quiesceTicks ?? 0) > 0) this.livenessTick();
+      else this.liveness.tick();
       for (const member of this.members) member.tick();
       this.scheduleTick(this.tickPeriod * this.host.rng.float(0.97, 1.03));
     });
   }
 
   /**
-   * What GroupHost.livenessTick does: ping every peer process of any group (unless a heartbeat batch went there since
-   * the last ping), and wake each quiesced follower whose leader's process has been silent for an election timeout.
+   * What GroupHost.livenessTick does: every `pingTicks`, ping every peer process of any group (unless a heartbeat
+   * batch went there since the last ping); or, as a RaftNode of its own does (one group, `leaderPings`), ping the
+   * followers of a quiesced group this process leads. Then wake each quiesced follower whose leader's process has
+   * been silent for an election timeout.
    */
   private livenessTick(): void {
-    const peers = new Set<NodeId>();
+    const pingNow = this.liveness.tick();
     const statuses = this.members.map((member) => member.status());
-    for (const st of statuses) {
-      if (st === null) continue;
-      for (const peer of st.config.voters) peers.add(peer);
-      for (const peer of st.config.learners) peers.add(peer);
+    if (pingNow) {
+      const leaderOnly = this.host.config.leaderPings === true && this.members.length === 1;
+      const peers = new Set<NodeId>();
+      for (const st of statuses) {
+        if (st === null || (leaderOnly && !(st.quiesced && st.role === 'leader'))) continue;
+        for (const peer of st.config.voters) peers.add(peer);
+        for (const peer of st.config.learners) peers.add(peer);
+      }
+      peers.delete(this.id);
+      for (const peer of peers) if (!this.aliveSaid.delete(peer)) this.ping(peer);
     }
-    peers.delete(this.id);
-    for (const peer of peers) if (!this.aliveSaid.delete(peer)) this.ping(peer);
     if (this.host.config.simMutations?.quiesceNeverWakes === true) return;
     statuses.forEach((st, group) => {
-      if (st === null || !st.quiesced || st.role === 'leader' || st.leader === null) return;
-      const silent = this.ticks - (this.lastHeard.get(st.leader) ?? this.startTick);
-      if (silent < this.host.config.electionTicks) return;
+      if (st === null) return;
+      const silent = this.liveness.wakeAfter(st, this.host.config.electionTicks);
+      if (silent === null) return;
       const member = this.members[group]!;
       this.host.trace(() => `${member.label} wakes: leader ${st.leader} silent for ${silent} ticks`);
       member.wake(silent);
@@ -137,7 +143,7 @@ export class SimProcess {
 
   /** Anything from `peer` arrived (a message, a batch, a ping). */
   heardFrom(peer: NodeId): void {
-    if (this.up) this.lastHeard.set(peer, this.ticks);
+    if (this.up) this.liveness.heard(peer);
   }
 
   /**

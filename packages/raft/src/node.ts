@@ -11,6 +11,7 @@ import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions,
 import { plainDataProblem } from './plain-data.js';
 import { MAX_FORWARDED_RESULTS } from './codec/parse.js';
 import { forceSoleVoter } from './recovery.js';
+import { checkPingTicks, Liveness } from './groups/liveness.js';
 import { readyAllowsEarlySends, readyMustSync, splitMessages } from './ready-order.js';
 import type {
   AdminForward,
@@ -63,6 +64,14 @@ export interface RaftNodeOptions<C, R, M extends StateMachine<C, R> = StateMachi
   core?: Omit<Partial<CoreOptions>, 'id'>;
   /** Milliseconds per tick. Default 100 (so the default election timeout is 1 to 2 s). */
   tickMs?: number;
+  /**
+   * With quiescence (`core.quiesceTicks`) on a member of its own (no shared `ticker`): while its group is quiesced,
+   * a leader pings its followers every this many ticks in place of heartbeats, and a quiesced follower whose leader
+   * has been silent for an election timeout wakes and campaigns (src/groups/liveness.ts, as a GroupHost does for
+   * its groups). Needs a transport with `ping` and `onPeerHeard` (TcpTransport). Default: a third of the election
+   * timeout (3 ticks); under half of it.
+   */
+  pingTicks?: number;
   /** Take a snapshot and compact the log every this many applied entries. Default 10,000. */
   snapshotEvery?: number;
   /**
@@ -220,6 +229,27 @@ export interface NodeStatus extends CoreStatus {
   failed: string | null;
 }
 
+/** A transport that can say "this process is alive" and tell who was heard from (TcpTransport). */
+interface PingingTransport extends Transport {
+  ping(peer: NodeId): void;
+  onPeerHeard(listener: (peer: NodeId) => void): void;
+}
+
+function canPing(transport: Transport): transport is PingingTransport {
+  const t = transport as Partial<PingingTransport>;
+  return typeof t.ping === 'function' && typeof t.onPeerHeard === 'function';
+}
+
+/** Quiescence on a member's own transport: its pings and its leader's silence (refused without a way to ping). */
+function livenessFor(transport: Transport, pingTicks: number | undefined, electionTicks: number): Liveness {
+  if (!canPing(transport)) {
+    throw new RangeError('quiescence (core.quiesceTicks) on a member of its own needs a transport with ping and onPeerHeard (TcpTransport), or a shared ticker whose owner wakes it (GroupHost)');
+  }
+  const ticks = pingTicks ?? Math.max(1, Math.floor(electionTicks / 3));
+  checkPingTicks(ticks, electionTicks);
+  return new Liveness(ticks);
+}
+
 /** Calls its subscribers every period: one timer for many groups. */
 export interface Ticker {
   /** Calls `tick` every period until the returned function is called. */
@@ -251,6 +281,9 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
 
   /** Stops this member's ticks (its own interval, or its subscription to a shared ticker). */
   private stopTicking: (() => void) | null = null;
+  /** A quiescing member on its own transport: its pings and its leader's silence (null: the ticker's owner's job). */
+  private liveness: Liveness | null = null;
+  private readonly electionTicks: number;
   private processing = false;
   private stopped = false;
   private applied: number;
@@ -317,7 +350,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.leaderWriteIntervalMs = options.leaderWriteIntervalMs ?? 0;
     this.forwardedResults = options.forwardedResults ?? false;
     this.maxCommandBytes = options.maxCommandBytes ?? 2 * 1024 * 1024;
-    this.retryMs = this.tickMs * (options.core?.electionTicks ?? 10);
+    this.electionTicks = options.core?.electionTicks ?? 10;
+    this.retryMs = this.tickMs * this.electionTicks;
     this.clock = options.clock ?? Date.now;
     this.observer = options.observer ?? {};
     this.logger = options.logger ?? (() => {});
@@ -329,6 +363,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
 
   /** Recover from storage (or bootstrap a new group), start the transport and the ticker. */
   static async start<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(options: RaftNodeOptions<C, R, M>): Promise<RaftNode<C, R, M>> {
+    const liveness = options.ticker === undefined && (options.core?.quiesceTicks ?? 0) > 0 ? livenessFor(options.transport, options.pingTicks, options.core?.electionTicks ?? 10) : null;
     let stored = await options.storage.load();
     const bootstrap = options.bootstrap ?? {};
     const initialConfig: Configuration = { voters: Object.keys(bootstrap), learners: [], addresses: { ...bootstrap } };
@@ -345,6 +380,10 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     const node = new RaftNode<C, R, M>(options, core, machine, stored.snapshot?.meta.index ?? 0, stored.hardState);
     for (const [id, address] of Object.entries({ ...options.peers, ...bootstrap })) node.addressBook.set(id, address);
     node.syncPeers();
+    if (liveness !== null) {
+      (options.transport as PingingTransport).onPeerHeard((peer) => liveness.heard(peer));
+      node.liveness = liveness;
+    }
     await options.transport.start((m) => node.receive(m));
     if (options.ticker !== undefined) {
       node.stopTicking = options.ticker.subscribe(() => node.tick());
@@ -754,8 +793,30 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       .finally(() => this.adminRunning.delete(key));
   }
 
+  /**
+   * Once a tick, with liveness: a quiesced leader pings its followers every `pingTicks` (all the group hears of it
+   * while quiesced); a quiesced follower whose leader has been silent for an election timeout is woken.
+   */
+  private livenessTick(liveness: Liveness): void {
+    const pingNow = liveness.tick();
+    if (!this.core.isQuiesced() || this.failure !== null) return;
+    if (this.softState.role === 'leader') {
+      if (!pingNow) return;
+      const transport = this.transport as PingingTransport;
+      const config = this.core.configuration();
+      for (const peer of [...config.voters, ...config.learners]) if (peer !== this.id) transport.ping(peer);
+      return;
+    }
+    const silent = liveness.wakeAfter({ quiesced: true, role: this.softState.role, leader: this.softState.leader }, this.electionTicks);
+    if (silent !== null) {
+      this.logger('info', 'the leader fell silent while the group was quiesced: waking', { member: this.id, leader: this.softState.leader, silentTicks: silent });
+      this.wake(silent);
+    }
+  }
+
   private tick(): void {
     if (this.stopped) return;
+    if (this.liveness !== null) this.livenessTick(this.liveness);
     const wasQuiesced = this.core.isQuiesced();
     this.core.tick(this.clock());
     // A group that was quiesced before this tick, with nothing waiting, has nothing to do: no retries, no Ready

@@ -11,6 +11,7 @@ import { TcpTransport, type HostPort, type TransportSecret, type TransportStats,
 import type { NodeId, StateMachine } from '../types.js';
 import type { SessionOptions } from '../sessions.js';
 import { GroupCommitLevel, type GroupCommitStats } from './group-commit.js';
+import { checkPingTicks, Liveness } from './liveness.js';
 
 /** Group names: what may follow the key prefix and travel on the wire. */
 const GROUP_NAME = /^[A-Za-z0-9._-]{1,128}$/;
@@ -40,6 +41,12 @@ export interface GroupHostOptions {
    * CoreOptions.quiesceTicks). Default 20. 0: groups never quiesce. A group's own `core.quiesceTicks` wins.
    */
   quiesceTicks?: number;
+  /**
+   * Ticks between the pings this process sends each peer process (what stands in for the heartbeats of quiesced
+   * groups). Default 1: every tick. Larger costs less when everything is idle; it must stay under half of every
+   * group's election timeout (a follower wakes after an election timeout of silence from its leader's process).
+   */
+  pingTicks?: number;
   /** Where every group of the host logs (RaftNodeOptions.logger), unless a group brings its own. */
   logger?: NodeLogger;
   /**
@@ -93,9 +100,8 @@ export class GroupHost {
   private readonly groups = new Map<string, RaftNode<unknown, unknown>>();
   /** Each group's election timeout in ticks: a leader silent that long wakes its quiesced followers here. */
   private readonly electionTicks = new Map<string, number>();
-  /** Host ticks so far, and the tick each peer process was last heard from. */
-  private ticks = 0;
-  private readonly lastHeard = new Map<NodeId, number>();
+  /** Host ticks, and the tick each peer process was last heard from (src/groups/liveness.ts). */
+  private readonly liveness: Liveness;
   private readonly stopLiveness: () => void;
   private readonly addresses: Map<NodeId, string>;
   private readonly ticker: SharedTicker;
@@ -109,43 +115,46 @@ export class GroupHost {
     private readonly transport: TcpTransport,
   ) {
     this.tickMs = options.tickMs ?? 100;
+    this.liveness = new Liveness(options.pingTicks ?? 1);
     this.ticker = new SharedTicker(this.tickMs);
     const { host, port } = transport.address();
     // This host's address as `hosts` names it, when it does: the one the others reach it at (behind a proxy, a
     // NAT or another namespace it is not the listener's own address); the bound listener otherwise (port 0).
     this.addresses = new Map(Object.entries({ ...options.hosts, [options.id]: options.hosts?.[options.id] ?? `${host}:${port}` }));
     for (const id of this.addresses.keys()) if (id !== options.id) transport.addPeer(id, this.addresses.get(id)!);
-    transport.onPeerHeard((peer) => this.lastHeard.set(peer, this.ticks));
+    transport.onPeerHeard((peer) => this.liveness.heard(peer));
     this.stopLiveness = this.ticker.subscribe(() => this.livenessTick());
   }
 
   /**
-   * Once a tick: one ping to each peer process (what keeps quiesced groups safe: it stands in for every
-   * heartbeat they no longer send), then wake the quiesced groups whose leader's process has been silent for an
-   * election timeout, so they elect a new leader.
+   * Once a tick: every `pingTicks`, one ping to each peer process (what keeps quiesced groups safe: it stands in
+   * for every heartbeat they no longer send), then wake the quiesced groups whose leader's process has been silent
+   * for an election timeout, so they elect a new leader.
    */
   private livenessTick(): void {
-    this.ticks++;
-    let silentHosts: Map<NodeId, number> | null = null;
+    const pingNow = this.liveness.tick();
+    let anySilent = false;
     for (const id of this.addresses.keys()) {
       if (id === this.id) continue;
-      this.transport.ping(id);
-      const silent = this.ticks - (this.lastHeard.get(id) ?? 0);
-      if (silent >= MIN_ELECTION_TICKS) (silentHosts ??= new Map()).set(id, silent);
+      if (pingNow) this.transport.ping(id);
+      if (this.liveness.silentTicks(id) >= Math.max(MIN_ELECTION_TICKS, this.liveness.pingTicks + 1)) anySilent = true;
     }
-    if (silentHosts === null) return;
+    if (!anySilent) return;
     for (const [name, node] of this.groups) {
       if (!node.quiesced) continue;
-      const leader = node.leaderId;
-      const silent = leader === null ? undefined : silentHosts.get(leader);
-      if (silent !== undefined && silent >= (this.electionTicks.get(name) ?? 10)) node.wake(silent);
+      const silent = this.liveness.wakeAfter({ quiesced: true, role: node.isLeader ? 'leader' : 'follower', leader: node.leaderId }, this.electionTicks.get(name) ?? 10);
+      if (silent !== null) node.wake(silent);
     }
   }
 
   /** Whether a frame (any: a ping, a heartbeat batch, a message) came from process `id` in the last `ticks` ticks. */
   heardFrom(id: NodeId, ticks: number): boolean {
-    const heard = this.lastHeard.get(id);
-    return heard !== undefined && this.ticks - heard <= ticks;
+    return this.liveness.heardWithin(id, ticks);
+  }
+
+  /** Ticks between this process's pings to each peer process (GroupHostOptions.pingTicks). */
+  get pingTicks(): number {
+    return this.liveness.pingTicks;
   }
 
   /** Opens the process's database and starts its listener. */
@@ -181,7 +190,7 @@ export class GroupHost {
 
   /** Ticks of the host's shared timer so far. */
   get tickCount(): number {
-    return this.ticks;
+    return this.liveness.tickCount;
   }
 
   /** Frames sent to each peer process (heartbeat batches among them) and batches received: see TransportStats. */
@@ -213,6 +222,7 @@ export class GroupHost {
     }
     const { members: _members, join: _join, ...nodeOptions } = options;
     const core = { quiesceTicks: this.options.quiesceTicks ?? 20, ...nodeOptions.core };
+    checkPingTicks(this.liveness.pingTicks, core.electionTicks ?? 10);
     this.electionTicks.set(name, core.electionTicks ?? 10);
     const registered = join ? { members: options.members, join: true } : options.members;
     await this.db.batch([{ type: 'put', key: `${REGISTRY_PREFIX}${name}`, value: Buffer.from(JSON.stringify(registered)) }], { ...KEY_ENCODINGS, sync: true });

@@ -236,8 +236,8 @@ export class ManagedHost {
     if (now - leading.since < (this.options.preferredLeaderDelayMs ?? 10_000)) return;
     if (now - (this.transferFailedAt.get(record.name) ?? 0) < 30_000) return;
     if (this.transfersInFlight >= 8 || this.busy.has(record.name)) return;
-    // A process that has sent nothing for 3 ticks is not given leadership (it would only fail, or lose it again).
-    if (!this.host.heardFrom(preferred, 3)) return;
+    // A process that has sent nothing since its last ping was due is not given leadership (it would only fail, or lose it again).
+    if (!this.host.heardFrom(preferred, this.host.pingTicks + 2)) return;
     this.busy.add(record.name);
     this.transfersInFlight++;
     void node
@@ -434,7 +434,7 @@ export class ManagedHost {
       // With preferred leaders on, a group goes to its preferred leader when that process is alive: the placement
       // already spreads those evenly, and handing it anywhere else would be undone by the preferred-leader pass.
       const preferred = preferring ? catalog.group(name)?.members[0] : undefined;
-      if (preferred !== undefined && preferred !== this.id && !retiring.has(preferred) && node.status().config.voters.includes(preferred) && this.host.heardFrom(preferred, 3)) {
+      if (preferred !== undefined && preferred !== this.id && !retiring.has(preferred) && node.status().config.voters.includes(preferred) && this.host.heardFrom(preferred, this.host.pingTicks + 2)) {
         counts.set(this.id, counts.get(this.id)! - 1);
         counts.set(preferred, (counts.get(preferred) ?? 0) + 1);
         plan.push({ group: name, node, to: preferred });

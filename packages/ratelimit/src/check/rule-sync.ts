@@ -28,7 +28,11 @@ export class RuleSync {
 
   /** One poll; resolves true when the cache holds a rule set (now or before). */
   async poll(timeoutMs = 2_000): Promise<boolean> {
-    const answer = (await this.members.call('GET', `/v1/rule-set?since=${this.current.revision}`, undefined, {}, timeoutMs)) as RuleSetAnswer;
+    // Serializable: the member's own copy, without the round of heartbeats a linearizable read costs. Polled every
+    // second by every instance, that round kept the idle rule store from ever quiescing; a member applies a change
+    // within milliseconds of its commit, so a change still reaches every instance within about a second.
+    const path = `/v1/rule-set?since=${this.current.revision}&consistency=serializable`;
+    const answer = (await this.members.call('GET', path, undefined, {}, timeoutMs)) as RuleSetAnswer;
     // A lagging member may answer an older revision: never go back.
     if (answer.changed && answer.revision > this.current.revision) {
       this.current = new RuleIndex(answer.revision, answer.tenants ?? [], answer.rules ?? []);

@@ -230,7 +230,12 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     let lastSweep = 0;
     while (!stopped) {
       try {
-        const work = await meta.get<{ probe: Video[]; publish: Video[]; raw: Video[]; tiers: Video[] }>('/internal/video/work');
+        type Work = { probe: Video[]; publish: Video[]; raw: Video[]; tiers: Video[] };
+        // A member's own copy first (no round of heartbeats, so an idle group stays quiesced); only when it holds
+        // work is the list read again linearizably and acted on. Work it has not applied yet is seen next poll.
+        const glance = await meta.get<Work>('/internal/video/work?consistency=serializable');
+        const idle = glance.probe.length + glance.publish.length + glance.raw.length + glance.tiers.length === 0;
+        const work = idle ? glance : await meta.get<Work>('/internal/video/work');
         // Restores first: a viewer is waiting on those.
         for (const v of [...work.tiers].sort((a, b) => Number(b.tier === 'restoring') - Number(a.tier === 'restoring'))) {
           await moveTier(v).catch((error: unknown) => {

@@ -85,7 +85,11 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
       let task: Task | null = null;
       const leaseId = randomBytes(12).toString('base64url');
       try {
-        task = (await meta.command({ op: 'claim', workerId: options.id, leaseId, leaseMs, now: Date.now() })).task;
+        // A claim is a write to the replicated log (a round and a sync on every member); asking first whether any
+        // task is open at all (a member's own copy, no round) keeps an idle cluster from writing twice a second.
+        // A task queued since is seen at the next look.
+        const { openTasks } = await meta.get<{ openTasks: number }>('/internal/video/status?consistency=serializable');
+        if (openTasks > 0) task = (await meta.command({ op: 'claim', workerId: options.id, leaseId, leaseMs, now: Date.now() })).task;
       } catch (error) {
         options.logger.log('warn', 'claim failed', { error: String(error) });
       }
