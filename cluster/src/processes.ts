@@ -1,9 +1,9 @@
 /** Starting and stopping member processes, and talking to their HTTP control endpoints. */
 import { spawn } from 'node:child_process';
-import { request as httpRequest } from 'node:http';
 import { mkdirSync, openSync, closeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { loopbackExchange } from './loopback-http.js';
 import { CliError, isAlive, logPath, memberDir, tokenPath, workerLogPath, type ClusterState, type MemberRecord, type WorkerRecord } from './state.js';
 
 const memberScript = fileURLToPath(new URL('./member.js', import.meta.url));
@@ -108,54 +108,19 @@ export interface HttpAnswer {
   body: unknown;
 }
 
-/**
- * One HTTP call to a given member (or worker) of a local cluster with its token (no failover). Connection failures
- * and timeouts come back as status 0. On node:http rather than a ClusterClient: a CLI call makes a handful of these
- * and exits, and undici's load and its first request (it compiles its HTTP parser) cost more CPU than the call
- * itself (cluster/README.md, "Cost of a call"). Local clusters serve plain HTTP on loopback.
- */
-export function callMember(member: { httpAddress: string }, token: string, method: string, path: string, body?: unknown, timeoutMs = 10_000): Promise<HttpAnswer> {
-  const colon = member.httpAddress.lastIndexOf(':');
-  const payload = body === undefined ? undefined : JSON.stringify(body);
-  const headers: Record<string, string> = {};
-  if (token.length > 0) headers.authorization = `Bearer ${token}`;
-  if (payload !== undefined) {
-    headers['content-type'] = 'application/json';
-    headers['content-length'] = String(Buffer.byteLength(payload));
+/** One HTTP call to a given member (or worker) of a local cluster with its token (no failover). Connection failures and timeouts come back as status 0. */
+export async function callMember(member: { httpAddress: string }, token: string, method: string, path: string, body?: unknown, timeoutMs = 10_000): Promise<HttpAnswer> {
+  const answer = await loopbackExchange({ address: member.httpAddress, method, path, token, body, timeoutMs });
+  if (answer === null) return { status: 0, body: null };
+  let parsed: unknown = null;
+  if (answer.text.length > 0) {
+    try {
+      parsed = JSON.parse(answer.text) as unknown;
+    } catch {
+      parsed = answer.text;
+    }
   }
-  return new Promise((resolve) => {
-    let settled = false;
-    const finish = (answer: HttpAnswer): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(answer);
-    };
-    // One deadline for the whole exchange: a paused member accepts the connection and never answers.
-    const timer = setTimeout(() => {
-      req.destroy();
-      finish({ status: 0, body: null });
-    }, timeoutMs);
-    const req = httpRequest({ host: member.httpAddress.slice(0, colon), port: Number(member.httpAddress.slice(colon + 1)), method, path, headers, agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (chunk: Buffer) => chunks.push(chunk));
-      res.on('error', () => finish({ status: 0, body: null }));
-      res.on('end', () => {
-        const text = Buffer.concat(chunks).toString('utf8');
-        let parsed: unknown = null;
-        if (text.length > 0) {
-          try {
-            parsed = JSON.parse(text) as unknown;
-          } catch {
-            parsed = text;
-          }
-        }
-        finish({ status: res.statusCode ?? 0, body: parsed });
-      });
-    });
-    req.on('error', () => finish({ status: 0, body: null }));
-    req.end(payload);
-  });
+  return { status: answer.status, body: parsed };
 }
 
 /** A member's GET /v1/cluster/status answer (host.ts statusBody). */

@@ -8,13 +8,13 @@
  * brings it back. However many pages watch, each process is polled once per round; calls run in parallel with a
  * deadline (PROBE_TIMEOUT_MS), and what a member's answers mean (slow, down) is health.ts's.
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
 import { readPartition } from '../actions.js';
 import type { RemoteCluster } from '../remote.js';
 import type { GroupedStatus, Replica } from '../views.js';
 import type { MemberStatus } from '../processes.js';
-import { isAlive, statePath, tokenPath, type ClusterState, type MemberRecord, type WorkerRecord } from '../state.js';
+import { clusterDirs, isAlive, statePath, tokenPath, type ClusterState, type MemberRecord, type WorkerRecord } from '../state.js';
 import { judge, newHealth, PROBE_TIMEOUT_MS, type HealthMemory, type Role } from './health.js';
 import { NO_METRICS, parseMetrics, rates, type MetricsSample } from './metrics-text.js';
 import { CLOCK_TICKS, getJson, httpGet, procSample } from './probe.js';
@@ -199,7 +199,7 @@ export class Collector {
   /** The cluster folders under the data root (each with a cluster state file). */
   private scan(): void {
     const root = this.options.dataRoot;
-    const names = existsSync(root) ? readdirSync(root).filter((d) => existsSync(statePath(join(root, d)))) : [];
+    const names = clusterDirs(root).map((dir) => basename(dir));
     for (const name of names) {
       if (!this.clusters.has(name)) this.clusters.set(name, { name, dataDir: join(root, name), remote: false, grouped: null, processes: new Map(), groups: new Map() });
     }

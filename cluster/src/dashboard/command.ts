@@ -1,8 +1,8 @@
 /** `cluster dashboard`: pick the page's secret, start the server, print its address, serve until SIGTERM or SIGINT. */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CliError, statePath, tokenPath } from '../state.js';
+import { CliError, clusterDirs, tokenPath } from '../state.js';
 import { RemoteCluster } from '../remote.js';
 import { startDashboard } from './server.js';
 
@@ -82,8 +82,7 @@ function ownSecret(dataRoot: string): string {
 /** The tokens of the clusters under the data root (their token files). */
 function clusterTokens(dataRoot: string): Set<string> {
   const tokens = new Set<string>();
-  const dirs = existsSync(dataRoot) ? readdirSync(dataRoot).map((d) => join(dataRoot, d)).filter((d) => existsSync(statePath(d))) : [];
-  for (const dir of dirs) {
+  for (const dir of clusterDirs(dataRoot)) {
     try {
       tokens.add(readFileSync(tokenPath(dir), 'utf8').trim());
     } catch {

@@ -3,55 +3,23 @@
  * a poll), and the CPU time, memory and run state the kernel keeps in /proc. Every call is counted, so a test
  * (through GET /api/debug) can tell that more tabs do not mean more polling.
  */
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { readFileSync } from 'node:fs';
+import { loopbackExchange, type LoopbackAnswer } from '../loopback-http.js';
 
 /** Kept-alive connections: a fresh TCP connection per poll per process would be most of the poll's cost. */
 const agent = new Agent({ keepAlive: true, maxSockets: 4, maxFreeSockets: 2 });
 
 export const probeCounters = { httpCalls: 0, httpFailures: 0 };
 
-export interface Fetched {
-  status: number;
-  text: string;
-}
+export type Fetched = LoopbackAnswer;
 
 /** GET http://address/path with a bearer token; null when it fails or takes longer than timeoutMs. */
-export function httpGet(address: string, path: string, token: string, timeoutMs: number): Promise<Fetched | null> {
+export async function httpGet(address: string, path: string, token: string, timeoutMs: number): Promise<Fetched | null> {
   probeCounters.httpCalls++;
-  return new Promise((resolve) => {
-    const colon = address.lastIndexOf(':');
-    let done = false;
-    const finish = (value: Fetched | null): void => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      if (value === null) probeCounters.httpFailures++;
-      resolve(value);
-    };
-    const req = request(
-      { host: address.slice(0, colon), port: Number(address.slice(colon + 1)), path, method: 'GET', agent, headers: { authorization: `Bearer ${token}` } },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (c: Buffer) => {
-          size += c.length;
-          // A process's metrics are a few kB; anything far bigger is not what we asked for.
-          if (size > 4_000_000) req.destroy();
-          else chunks.push(c);
-        });
-        res.on('end', () => finish({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', () => finish(null));
-      },
-    );
-    // The whole call, not just idle time: a stopped process accepts the connection (the kernel does) and never answers.
-    const timer = setTimeout(() => {
-      req.destroy();
-      finish(null);
-    }, timeoutMs);
-    req.on('error', () => finish(null));
-    req.end();
-  });
+  const answer = await loopbackExchange({ address, method: 'GET', path, token, timeoutMs, agent });
+  if (answer === null) probeCounters.httpFailures++;
+  return answer;
 }
 
 export async function getJson(address: string, path: string, token: string, timeoutMs: number): Promise<unknown> {
