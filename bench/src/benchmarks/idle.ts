@@ -1,8 +1,8 @@
 /**
  * `idle`: what the whole `make up` stack costs with nothing sent (issue 39, part 3), beside a 5-member etcd at
- * rest. Ours: every service's 5-member cluster with its default workers, started as scripts/up-all.sh starts
- * them (`cluster up --service S --nodes 5` on the service's default ports, one shared token) but in a temporary
- * data directory, and the dashboard (`cluster dashboard`, its default port) with no page open. The default
+ * rest. Ours: the stack `make up` starts, by its own script (scripts/up-all.sh: every service's 5-member cluster
+ * with its default workers and its own token, on the service's default ports, and the dashboard on its default
+ * port with no page open) with DATA_ROOT in a temporary folder; stopped by scripts/down-all.sh --wipe. The default
  * ports are those of `make up`: run it while no other stack is up (on a shared machine, under the stack lock).
  * The peer: Debian's etcd 3.4, five members on loopback (bench/src/peers/etcd.ts), at rest after its start check.
  *
@@ -12,20 +12,17 @@
  * every one of our processes under etcd's idle CPU per member (its total over its five members), both measured
  * in the same run.
  */
-import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import { closeSync, existsSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
+import { fileURLToPath } from 'node:url';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { interrupted, onCleanup, removeLater, trackPid, untrackPid } from '../cleanup.js';
 import { startEtcd } from '../peers/etcd.js';
-import { BenchError, cpuSeconds, isAlive, runCommand, sleep, stopPid } from '../procs.js';
+import { BenchError, cpuSeconds, runCommand, sleep } from '../procs.js';
 import { round } from '../stats.js';
 
 const repoRoot = fileURLToPath(new URL('../../../../', import.meta.url));
-const clusterCli = join(repoRoot, 'cluster', 'bin', 'cluster.js');
 const MEMBERS = 5;
 
 /** Issue 39, part 3: the whole stack at rest under this many cores. */
@@ -165,61 +162,42 @@ function restingSide(system: string, members: number, measured: { processes: Idl
 }
 
 interface ClusterFile {
+  service: string;
   members: { id: string; pid: number | null }[];
   workers?: { id: string; role: string; pid: number | null }[];
 }
 
 async function runOurs(o: RunOptions): Promise<SideResult> {
   if (!existsSync(join(repoRoot, 'cluster', 'dist', 'src', 'cli.js'))) throw new BenchError('the cluster CLI is not built: run `npx tsc -b` at the repository root first');
-  const { serviceNames } = (await import(pathToFileURL(join(repoRoot, 'cluster', 'dist', 'src', 'service-list.js')).href)) as { serviceNames(): string[] };
-  const names = serviceNames();
   const root = mkdtempSync(join(tmpdir(), 'raftkit-bench-idle-'));
   const removeRoot = removeLater(root);
-  const token = randomBytes(24).toString('base64url');
-  const env: NodeJS.ProcessEnv = { ...process.env, CLUSTER_AUTH_TOKEN: token };
+  // The stack as `make up` starts it (scripts/up-all.sh: every cluster with its own token, the dashboard with its
+  // own secret), in a folder of its own; `make up`'s default ports.
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_ROOT: root };
   delete env.CLUSTER_DATA;
-  // Undone newest first, one step each (a step may take up to 60 s): the dashboard, each cluster, the directory.
-  const stops: Array<() => Promise<void>> = [removeRoot];
+  delete env.CLUSTER_AUTH_TOKEN;
+  delete env.SERVICES;
+  delete env.PORT_OFFSET;
   const tracked: Tracked[] = [];
+  const stopStack = onCleanup('stop our stack', async () => {
+    process.stderr.write('bench: stopping our stack (scripts/down-all.sh --wipe)\n');
+    await runCommand(join(repoRoot, 'scripts', 'down-all.sh'), ['--wipe'], { timeoutMs: 300_000, env, cwd: repoRoot });
+    for (const p of tracked) untrackPid(p.pid);
+  });
   try {
-    for (const service of names) {
-      if (interrupted.aborted) throw new BenchError('interrupted');
-      const dir = join(root, service);
-      process.stderr.write(`bench: starting ${service}: cluster up --service ${service} --nodes ${MEMBERS} --data ${dir}\n`);
-      stops.push(
-        onCleanup(`stop our ${service} cluster`, async () => {
-          if (!existsSync(join(dir, 'cluster.json'))) return;
-          process.stderr.write(`bench: stopping our ${service} cluster (cluster down --wipe)\n`);
-          await runCommand(process.execPath, [clusterCli, 'down', '--data', dir, '--wipe'], { timeoutMs: 55_000, env });
-          for (const p of tracked) if (p.service === service) untrackPid(p.pid);
-        }),
-      );
-      const r = await runCommand(process.execPath, [clusterCli, 'up', '--service', service, '--nodes', String(MEMBERS), '--data', dir], { timeoutMs: 300_000, env });
-      if (r.code !== 0) throw new BenchError(`${service} did not start (is another stack up on the default ports?): ${r.output.trim().split('\n').slice(-3).join(' / ')}`);
-      const state = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as ClusterFile;
-      for (const m of state.members) if (m.pid !== null) tracked.push({ service, id: m.id, role: 'member', pid: m.pid });
-      for (const w of state.workers ?? []) if (w.pid !== null) tracked.push({ service, id: w.id, role: w.role, pid: w.pid });
+    process.stderr.write(`bench: starting the stack: scripts/up-all.sh with DATA_ROOT=${root}\n`);
+    const up = await runCommand(join(repoRoot, 'scripts', 'up-all.sh'), [], { timeoutMs: 900_000, env, cwd: repoRoot });
+    if (interrupted.aborted) throw new BenchError('interrupted');
+    if (up.code !== 0) throw new BenchError(`the stack did not start (is another stack up on the default ports?): ${up.output.trim().split('\n').slice(-3).join(' / ')}`);
+    for (const name of readdirSync(root).sort()) {
+      const stateFile = join(root, name, 'cluster.json');
+      if (!existsSync(stateFile)) continue;
+      const state = JSON.parse(readFileSync(stateFile, 'utf8')) as ClusterFile;
+      for (const m of state.members) if (m.pid !== null) tracked.push({ service: state.service, id: m.id, role: 'member', pid: m.pid });
+      for (const w of state.workers ?? []) if (w.pid !== null) tracked.push({ service: state.service, id: w.id, role: w.role, pid: w.pid });
     }
+    tracked.push({ service: 'dashboard', id: 'dashboard', role: 'dashboard', pid: Number(readFileSync(join(root, 'dashboard.pid'), 'utf8')) });
     for (const p of tracked) trackPid(p.pid);
-    const log = openSync(join(root, 'dashboard.log'), 'a');
-    const dashboard = spawn(process.execPath, [clusterCli, 'dashboard', '--data-root', root, '--auth-token', token], { detached: true, stdio: ['ignore', log, log], env });
-    closeSync(log);
-    dashboard.unref();
-    const dashboardPid = dashboard.pid;
-    if (dashboardPid === undefined) throw new BenchError('the dashboard did not start');
-    trackPid(dashboardPid);
-    stops.push(
-      onCleanup('stop the dashboard', async () => {
-        await stopPid(dashboardPid);
-        untrackPid(dashboardPid);
-      }),
-    );
-    const deadline = Date.now() + 30_000;
-    while (!/^dashboard: /m.test(readFileSync(join(root, 'dashboard.log'), 'utf8'))) {
-      if (!isAlive(dashboardPid) || Date.now() > deadline) throw new BenchError(`the dashboard did not start: ${readFileSync(join(root, 'dashboard.log'), 'utf8').slice(-500)}`);
-      await sleep(100);
-    }
-    tracked.push({ service: 'dashboard', id: 'dashboard', role: 'dashboard', pid: dashboardPid });
 
     const measured = await measureAtRest(tracked, o, 'ours');
     const services = byService(measured.processes);
@@ -229,7 +207,8 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       processes: [...measured.processes].sort((a, b) => b.cores - a.cores),
     });
   } finally {
-    for (const stop of stops.reverse()) await stop();
+    await stopStack();
+    await removeRoot();
   }
 }
 
@@ -269,7 +248,7 @@ export const idleBenchmark: Benchmark = {
   defaults: { durationS: 60, concurrency: 1, size: 0, warmupS: 60 },
   workload: (o) => ({
     operation: 'nothing sent: every process at rest',
-    ours: `every service's ${MEMBERS}-member cluster with its default workers (cluster up on the default ports, as make up) and the dashboard with no page open`,
+    ours: `every service's ${MEMBERS}-member cluster with its default workers and its own token (scripts/up-all.sh, as make up) and the dashboard with no page open`,
     peer: `etcd, ${MEMBERS} members on loopback, at rest after its start check`,
     settle_s: o.warmupS,
     measured_s: o.durationS,
