@@ -20,6 +20,8 @@ export interface AppTier {
 
 /** The poster choice is `{index}`: a few bytes. */
 const MAX_BODY = 4 * 1024;
+/** The app tier's answers to these calls are small JSON (a video's record, its playback URLs): larger is refused. */
+const MAX_ANSWER = 1024 * 1024;
 const ID = /^[A-Za-z0-9_-]{1,128}$/;
 
 interface Relayed {
@@ -33,7 +35,15 @@ function relayOnce(address: string, method: string, path: string, headers: Recor
     const colon = address.lastIndexOf(':');
     const req = request({ host: address.slice(0, colon), port: Number(address.slice(colon + 1)), method, path, headers: body === null ? headers : { ...headers, 'content-length': String(body.length) } }, (res) => {
       const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size <= MAX_ANSWER) chunks.push(c);
+        else {
+          req.destroy();
+          reject(new Error(`answer over ${MAX_ANSWER} bytes`));
+        }
+      });
       res.on('end', () => resolve({ status: res.statusCode ?? 502, contentType: String(res.headers['content-type'] ?? 'application/json'), body: Buffer.concat(chunks) }));
       res.on('error', reject);
     });
@@ -53,6 +63,8 @@ async function relay(tier: AppTier, ctx: RequestContext, method: string, path: s
   if (typeof auth === 'string') headers.authorization = auth;
   let body: Buffer | null = null;
   if (method !== 'GET') {
+    // Refused by its declared length before anything is read; a body without one is read up to the router's limit.
+    if (Number(ctx.req.headers['content-length'] ?? 0) > MAX_BODY) throw new HttpError(413, 'body_too_large', `at most ${MAX_BODY} bytes`);
     body = await ctx.bytes();
     if (body.length > MAX_BODY) throw new HttpError(413, 'body_too_large', `at most ${MAX_BODY} bytes`);
     headers['content-type'] = 'application/json';
