@@ -719,17 +719,21 @@ export class Gateway {
     const first = await promiseWithin(decision.catch(() => null), this.backendPatienceMs());
     if (first === null) {
       if (entry.holders.get(input.userId) !== held) return this.attemptAfterFront(input, Date.now());
-      this.tally('holder', 'pending');
-      throw new HttpError(409, 'attempt_pending', `the attempt with idempotency_key ${held} is still being decided; poll its state`, { idempotency_key: held }, { 'retry-after': '1' });
+      throw this.attemptPending(held);
     }
     if (first.status === 'won') return this.count('holder', first);
     if (first.status === 'queued') {
-      this.tally('holder', 'pending');
-      throw new HttpError(409, 'attempt_pending', `the attempt with idempotency_key ${held} is still being decided; poll its state`, { idempotency_key: held }, { 'retry-after': '1' });
+      throw this.attemptPending(held);
     }
     // Lost: the held token is released (decide did) and this key is an attempt of its own.
     if (entry.holders.get(input.userId) === held) entry.holders.delete(input.userId);
     return this.attemptAfterFront(input, Date.now());
+  }
+
+  /** 409 `attempt_pending`: the user's attempt with `held` still holds their admission token, undecided. */
+  private attemptPending(held: string): HttpError {
+    this.tally('holder', 'pending');
+    return new HttpError(409, 'attempt_pending', `the attempt with idempotency_key ${held} is still being decided; poll its state`, { idempotency_key: held }, { 'retry-after': '1' });
   }
 
   /** What the local gates left to wait for: a key being decided here, the inventory, or the synthetic probe. */

@@ -9,6 +9,7 @@ import { RaftNode } from '../src/node.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { LocalNetwork } from '../src/transport/local.js';
 import type { StateMachine } from '../src/types.js';
+import { leaderOf } from './helpers/leader.js';
 
 /** Counts applications, so a command applied twice shows. */
 class Appends implements StateMachine<string, number> {
@@ -46,8 +47,7 @@ const nodes = await Promise.all(
   ),
 );
 t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
-const deadline = Date.now() + 10_000;
-while (!nodes.some((n) => n.isLeader) && Date.now() < deadline) await sleep(10);
+await leaderOf(new Map(nodes.map((n) => [n.id, n])));
 // c must be a follower for the refusal path: its proposals are stamped by a leader whose clock moves on.
 const c = nodes.find((n) => n.id === 'c')!;
 if (c.isLeader) {
