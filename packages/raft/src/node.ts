@@ -13,6 +13,7 @@ import { MAX_FORWARDED_RESULTS } from './codec/parse.js';
 import { forceSoleVoter } from './recovery.js';
 import { checkPingTicks, Liveness } from './groups/liveness.js';
 import { readyAllowsEarlySends, readyMustSync, splitMessages } from './ready-order.js';
+import { PacedTicker, type Ticker } from './ticker.js';
 import type {
   AdminForward,
   AdminRequest,
@@ -250,11 +251,6 @@ function livenessFor(transport: Transport, pingTicks: number | undefined, electi
   return new Liveness(ticks);
 }
 
-/** Calls its subscribers every period: one timer for many groups. */
-export interface Ticker {
-  /** Calls `tick` every period until the returned function is called. */
-  subscribe(tick: () => void): () => void;
-}
 
 /**
  * One member of one Raft group: drives a RaftCore against a Storage, a Transport and your StateMachine, with
@@ -279,7 +275,9 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private readonly logger: NodeLogger;
   private readonly userMachine: M;
 
-  /** Stops this member's ticks (its own interval, or its subscription to a shared ticker). */
+  /** What ticks this member: its own timer, or a ticker shared by the groups of its process. */
+  private ticker: Ticker | null = null;
+  /** Stops this member's ticks (its subscription to its ticker). */
   private stopTicking: (() => void) | null = null;
   /** A quiescing member on its own transport: its pings and its leader's silence (null: the ticker's owner's job). */
   private liveness: Liveness | null = null;
@@ -385,12 +383,12 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       node.liveness = liveness;
     }
     await options.transport.start((m) => node.receive(m));
-    if (options.ticker !== undefined) {
-      node.stopTicking = options.ticker.subscribe(() => node.tick());
-    } else {
-      const interval = setInterval(() => node.tick(), node.tickMs);
-      node.stopTicking = () => clearInterval(interval);
-    }
+    // A member of its own paces its own timer down while its group is quiesced, to one wake-up per ping.
+    node.ticker = options.ticker ?? new PacedTicker({ periodMs: node.tickMs, idleTicks: liveness?.pingTicks ?? 1 });
+    node.stopTicking = node.ticker.subscribe(
+      () => node.tick(),
+      () => node.idle,
+    );
     node.kick();
     return node;
   }
@@ -624,6 +622,14 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     };
   }
 
+  /**
+   * Whether a tick would do nothing here but count: the group is quiesced and nothing waits on this member (no
+   * request, no read, no Ready being processed). Its ticker may then deliver ticks in batches (src/ticker.ts).
+   */
+  get idle(): boolean {
+    return this.core.isQuiesced() && this.pending.size === 0 && this.reads.size === 0 && !this.processing && !this.stopped;
+  }
+
   /** Whether this member's group is quiesced (idle: no ticks, no heartbeats; see CoreOptions.quiesceTicks). */
   get quiesced(): boolean {
     return this.core.isQuiesced();
@@ -828,6 +834,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
 
   /** Run the Ready loop unless it is already running; it drains everything before returning. */
   private kick(): void {
+    this.ticker?.busy?.();
     if (this.processing || this.stopped || this.failure !== null) return;
     this.processing = true;
     void this.processReadies()

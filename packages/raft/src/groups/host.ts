@@ -5,7 +5,8 @@
  * RaftNode whose member ids are the ids of the processes (hosts) that hold it.
  */
 import { Level } from 'level';
-import { RaftNode, type NodeLogger, type RaftNodeOptions, type Ticker } from '../node.js';
+import { RaftNode, type NodeLogger, type RaftNodeOptions } from '../node.js';
+import { PacedTicker } from '../ticker.js';
 import { LevelStorage, type SharedLevel } from '../storage/leveldb.js';
 import { TcpTransport, type HostPort, type TransportSecret, type TransportStats, type TransportTls } from '../transport/tcp.js';
 import type { NodeId, StateMachine } from '../types.js';
@@ -69,28 +70,6 @@ export type GroupOptions<C, R, M extends StateMachine<C, R>> = Omit<RaftNodeOpti
   join?: boolean;
 };
 
-/** One timer for every group of the process. */
-class SharedTicker implements Ticker {
-  private readonly subscribers = new Set<() => void>();
-  private timer: NodeJS.Timeout | null = null;
-
-  constructor(private readonly periodMs: number) {}
-
-  subscribe(tick: () => void): () => void {
-    this.subscribers.add(tick);
-    this.timer ??= setInterval(() => {
-      for (const subscriber of this.subscribers) subscriber();
-    }, this.periodMs);
-    return () => {
-      this.subscribers.delete(tick);
-      if (this.subscribers.size === 0 && this.timer !== null) {
-        clearInterval(this.timer);
-        this.timer = null;
-      }
-    };
-  }
-}
-
 /**
  * Many Raft groups in one process: one listener, one connection per peer process, one LevelDB with group commit,
  * one timer. Open it with `GroupHost.open(options)`, then `createGroup(name, { members, stateMachine })` on every
@@ -104,7 +83,8 @@ export class GroupHost {
   private readonly liveness: Liveness;
   private readonly stopLiveness: () => void;
   private readonly addresses: Map<NodeId, string>;
-  private readonly ticker: SharedTicker;
+  /** One timer for every group of the process, paced down to one wake-up per ping while all are quiesced. */
+  private readonly ticker: PacedTicker;
   private readonly tickMs: number;
   private closed = false;
 
@@ -116,14 +96,17 @@ export class GroupHost {
   ) {
     this.tickMs = options.tickMs ?? 100;
     this.liveness = new Liveness(options.pingTicks ?? 1);
-    this.ticker = new SharedTicker(this.tickMs);
+    this.ticker = new PacedTicker({ periodMs: this.tickMs, idleTicks: this.liveness.pingTicks });
     const { host, port } = transport.address();
     // This host's address as `hosts` names it, when it does: the one the others reach it at (behind a proxy, a
     // NAT or another namespace it is not the listener's own address); the bound listener otherwise (port 0).
     this.addresses = new Map(Object.entries({ ...options.hosts, [options.id]: options.hosts?.[options.id] ?? `${host}:${port}` }));
     for (const id of this.addresses.keys()) if (id !== options.id) transport.addPeer(id, this.addresses.get(id)!);
     transport.onPeerHeard((peer) => this.liveness.heard(peer));
-    this.stopLiveness = this.ticker.subscribe(() => this.livenessTick());
+    this.stopLiveness = this.ticker.subscribe(
+      () => this.livenessTick(),
+      () => true,
+    );
   }
 
   /**
