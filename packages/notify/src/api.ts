@@ -198,7 +198,6 @@ function notifyRoutes(service: GroupedServiceContext): void {
     // Internal; a user's token passes only for its own preferences and inbox (a member forwarding that user's
     // request to a group it does not hold forwards the user's token).
     .post('/v1/notify/groups/:group/commands', { admits: 'authenticated' }, async (ctx) => {
-      const node = stateNode(ctx);
       let cmd: NotifyCommand;
       try {
         cmd = checkNotifyCommand(await ctx.json());
@@ -206,15 +205,17 @@ function notifyRoutes(service: GroupedServiceContext): void {
         if (e instanceof CommandShapeError) throw badRequest('invalid_command', e.message);
         throw e;
       }
+      // Who may ask before where the group is: a refused caller learns nothing of the placement (no 421).
       if (cmd.op === 'putPrefs' || cmd.op === 'inboxRead') requireSelfOrInternal(ctx, cmd.user_id);
       else requireInternal(ctx);
+      const node = stateNode(ctx);
       return service.call(node, () => node.propose(cmd));
     })
     .post('/v1/notify/groups/:group/query', { admits: 'authenticated' }, async (ctx) => {
-      const node = stateNode(ctx);
       const q = checkQuery(await ctx.json());
       if (q.q === 'prefs' || q.q === 'inbox') requireSelfOrInternal(ctx, q.user_id);
       else requireInternal(ctx);
+      const node = stateNode(ctx);
       // The router's preference lookup skips the barrier (a Raft round per record): the spec wants preference
       // lookups sub-millisecond; the leader's applied state holds every acknowledged PUT (only a deposed leader could
       // be behind, by moments). A follower still reads through the barrier. Delivery rows (was it sent already?) are
