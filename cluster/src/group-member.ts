@@ -86,6 +86,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     httpAddress: options.httpAddress,
     ...(options.tls !== undefined ? { tls: options.tls } : {}),
     tokens: options.tokens,
+    service: definition.name,
     logger,
     metrics,
     health: () => {
@@ -96,7 +97,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     },
   });
   const router = http.router;
-  const service = new GroupedServiceContext(managed, router, metrics, logger);
+  const service = new GroupedServiceContext(managed, router, metrics, logger, definition.name);
 
   const groupRow = (name: string, node: RaftNode<unknown, unknown>): Record<string, unknown> => {
     const s = node.status();

@@ -154,6 +154,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     httpAddress: options.httpAddress,
     ...(options.tls !== undefined ? { tls: options.tls } : {}),
     tokens: options.tokens,
+    service: definition.name,
     logger,
     metrics,
     health: () => {

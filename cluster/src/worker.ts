@@ -169,6 +169,7 @@ const running = await role
     members: opts.members,
     workers: opts.workers,
     tokens: [opts.token],
+    service: opts.service,
     settings: opts.settings,
     logger,
   })

@@ -10,8 +10,10 @@ import { describe, GROUPED_MEMBER_CLUSTER_ROUTES, issued, testService, upgradeSt
 
 t.setTimeout(600_000);
 
-// The log's topic routes are hosted by feed's and notify's members too (combineGroupedServices).
-const LOG_TOPIC_ROUTES = ['POST /v1/topics', 'DELETE /v1/topics/:topic'];
+// The log's topic routes are hosted by feed's and notify's members too (combineGroupedServices): their workers make
+// their topics with their own service token.
+const LOG_TOPIC_ROUTES = ['DELETE /v1/topics/:topic'];
+const LOG_SERVICE_ROUTES = ['POST /v1/topics'];
 
 testService(t, {
   service: 'feed',
@@ -29,6 +31,7 @@ testService(t, {
     app: ['GET /api/admin/threshold', 'PUT /api/admin/threshold', 'GET /v1/routes'],
     store: ['POST /internal/store/call', 'GET /v1/routes'],
   },
+  serviceOnly: { member: LOG_SERVICE_ROUTES },
 });
 
 /** A notify user token: the client token of `user.<id>`, issued by a delivery worker to the cluster token. */
@@ -39,11 +42,25 @@ async function notifyUserToken(cluster: TestCluster, user: string): Promise<stri
 testService(t, {
   service: 'notify',
   clusterOnly: {
-    member: [...GROUPED_MEMBER_CLUSTER_ROUTES, ...LOG_TOPIC_ROUTES, 'POST /v1/notify/setup'],
+    member: [...GROUPED_MEMBER_CLUSTER_ROUTES, ...LOG_TOPIC_ROUTES],
     delivery: ['POST /v1/users/:id/token', 'GET /v1/routes'],
     'smtp-provider': ['GET /admin/received', 'GET /admin/counts', 'POST /admin/faults', 'GET /admin/faults', 'POST /admin/bounces', 'GET /v1/routes'],
     'push-provider': ['POST /admin/subscriptions', 'DELETE /admin/subscriptions/:id', 'POST /admin/faults', 'GET /admin/faults', 'GET /admin/received', 'GET /admin/counts', 'GET /v1/routes'],
     'sms-provider': ['POST /messages', 'POST /admin/faults', 'GET /admin/faults', 'POST /admin/config', 'GET /admin/received', 'GET /admin/counts', 'GET /v1/routes'],
+  },
+  // notify's internal endpoints: the cluster token or service.notify (its router and delivery workers), no client token.
+  serviceOnly: {
+    member: [
+      ...LOG_SERVICE_ROUTES,
+      'POST /v1/notify/setup',
+      'POST /v1/notifications',
+      'GET /v1/notifications/:nid/status',
+      'PUT /v1/segments/:sid',
+      'GET /v1/segments/:sid',
+      'PUT /v1/templates/:event/:channel',
+      'DELETE /v1/templates/:event/:channel',
+      'POST /v1/receipts',
+    ],
   },
   credentials: async (cluster: TestCluster) => {
     // The router creates the state groups and topics when it starts: until then the API answers 503, so the routes

@@ -6,8 +6,9 @@
  */
 import t, { type Test } from 'tap';
 import { solveChallenge } from '@raftkit/flash';
+import { deriveServiceToken } from '@raftkit/http';
 import { call, until, type Answer, type TestCluster } from '@raftkit/testkit';
-import { checkUpgrade, describe, GROUPED_MEMBER_CLUSTER_ROUTES, issued, testService, type Credential } from './helpers/authorization.js';
+import { checkUpgrade, describe, GROUPED_MEMBER_CLUSTER_ROUTES, issued, testService, upgradeStatus, type Credential } from './helpers/authorization.js';
 
 t.setTimeout(600_000);
 
@@ -24,7 +25,9 @@ async function onlyPasses(t: Test, what: string, passes: string, credentials: Re
 
 testService(t, {
   service: 'log',
-  clusterOnly: { member: [...GROUPED_MEMBER_CLUSTER_ROUTES, 'POST /v1/topics', 'DELETE /v1/topics/:topic'] },
+  clusterOnly: { member: [...GROUPED_MEMBER_CLUSTER_ROUTES, 'DELETE /v1/topics/:topic'] },
+  // Made by the operator, or by the hosting service's own workers (their queues; service.log on the log's own cluster).
+  serviceOnly: { member: ['POST /v1/topics'] },
 });
 
 testService(t, {
@@ -47,8 +50,15 @@ testService(t, {
       standing: 'client',
     },
   }),
-  // The editor's socket takes any token of the cluster (the join then names the user the token is for).
-  selfChecked: (t, cluster, credentials) => checkUpgrade(t, cluster.role('worker')[0]!.url, '/ws/docs/authzdoc', 'authenticated', credentials),
+  // The editor's socket takes any client or cluster token of the cluster (the join then names the user the token is
+  // for); a service token names no user, the collab workers' own included.
+  selfChecked: async (t, cluster, credentials) => {
+    const worker = cluster.role('worker')[0]!.url;
+    await checkUpgrade(t, worker, '/ws/docs/authzdoc', 'authenticated', credentials);
+    for (const service of ['collab', 'notify']) {
+      t.equal(await upgradeStatus(worker, '/ws/docs/authzdoc', deriveServiceToken(cluster.token, service)), 403, `the editor socket with service.${service}: 403`);
+    }
+  },
 });
 
 testService(t, {

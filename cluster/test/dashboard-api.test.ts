@@ -186,6 +186,35 @@ t.test('login: a wrong token is refused, the right one gives a cookie that works
   t.equal(await upgrade({ cookie, origin: base }), 101, 'the cookie admits the live socket from the page');
 });
 
+t.test('a fault behind the login cookie: refused from another origin (403) and without a JSON body (415); nothing happens', async (t) => {
+  const login = await call('POST', '/api/login', { token: null, body: JSON.stringify({ token }) });
+  const cookie = (login.headers.get('set-cookie') ?? '').split(';')[0]!;
+  const faultsSoFar = async (): Promise<number> => (await call('GET', `/api/timeline?cluster=${NAME}&since=0`)).json.events.filter((e: { kind: string }) => e.kind === 'fault').length;
+  const before = await faultsSoFar();
+  const pause = JSON.stringify({ action: 'pause', member: 'n1', confirm: true });
+  const send = (headers: Record<string, string>, body = pause): Promise<Response> =>
+    fetch(`${base}/api/clusters/${NAME}/faults`, { method: 'POST', headers: { cookie, ...headers }, body, signal: AbortSignal.timeout(30_000) });
+  const cases: Array<[string, Record<string, string>, number, string]> = [
+    ["another site's page, JSON", { origin: 'http://evil.example', 'content-type': 'application/json' }, 403, 'forbidden_origin'],
+    ['another port of this host, JSON', { origin: `http://127.0.0.1:${dashPort + 1}`, 'content-type': 'application/json' }, 403, 'forbidden_origin'],
+    ["another site's page, text/plain (a fetch with no preflight)", { origin: 'http://evil.example', 'content-type': 'text/plain' }, 403, 'forbidden_origin'],
+    ['this page, text/plain', { origin: base, 'content-type': 'text/plain;charset=UTF-8' }, 415, 'unsupported_media_type'],
+    ['a form post (no Origin), urlencoded', { 'content-type': 'application/x-www-form-urlencoded' }, 415, 'unsupported_media_type'],
+    ['no content-type', {}, 415, 'unsupported_media_type'],
+  ];
+  for (const [what, headers, status, code] of cases) {
+    const res = await send(headers);
+    const body = (await res.json()) as { error?: { code?: string } };
+    t.equal(res.status, status, `${what}: ${status}`);
+    t.equal(body.error?.code, code, `${what}: ${code}`);
+  }
+  const loginElsewhere = await fetch(`${base}/api/login`, { method: 'POST', headers: { origin: 'http://evil.example', 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+  t.equal(loginElsewhere.status, 403, 'a login posted from another origin: 403');
+  t.equal(await faultsSoFar(), before, 'no fault reached the cluster');
+  const own = await send({ origin: base, 'content-type': 'application/json' }, JSON.stringify({ action: 'heal' }));
+  t.equal(own.status, 200, 'the page itself (its origin, JSON) still acts');
+});
+
 t.test('the overview shows the cluster and its leader', async (t) => {
   const view = await until('the overview to show a leader', async () => {
     const v = await overview();

@@ -131,6 +131,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     if (top === 'api' || top === 'jepsen') {
       const login = segments.length === 2 && segments[1] === 'login';
       if (!(top === 'api' && login) && !sessions.admits(req)) throw unauthorized('send the dashboard token as "Authorization: Bearer <token>" or log in (POST /api/login)');
+      if (top === 'api' && req.method !== 'GET' && req.method !== 'HEAD') refuseCrossSite(req);
       if (top === 'api') {
         // A page is looking: keep polling (collector.ts parks it IDLE_AFTER_MS after the last request or socket).
         // (/api/debug is how a test watches the collector, so it does not count as a page.)
@@ -281,6 +282,24 @@ function sendFile(res: ServerResponse, path: string, cache: string): void {
   const stream = createReadStream(path);
   stream.on('error', () => res.destroy());
   stream.pipe(res);
+}
+
+/**
+ * A request that changes something (a fault, a login) must come from this dashboard's own page or from a tool:
+ * the cookie goes with any request the browser makes to this host, and SameSite=Strict alone is not all of it (a
+ * page on another port of 127.0.0.1 is same-site). A browser names the page's origin, so another origin is refused
+ * (403); and the body must be declared JSON (415 otherwise), which a cross-origin form or a no-preflight fetch
+ * (text/plain) cannot declare.
+ */
+function refuseCrossSite(req: IncomingMessage): void {
+  const origin = req.headers.origin;
+  if (origin !== undefined && !sameHost(origin, req.headers.host)) {
+    throw new HttpError(403, 'forbidden_origin', `a change to the dashboard is made from its own page, not from ${origin.slice(0, 200)}`);
+  }
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') {
+    throw new HttpError(415, 'unsupported_media_type', `send the body as application/json (got ${type === '' ? 'no content-type' : type.slice(0, 100)})`);
+  }
 }
 
 function sameHost(origin: string, host: string | undefined): boolean {

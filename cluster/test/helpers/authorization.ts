@@ -14,7 +14,7 @@ import type { Test } from 'tap';
 import { deriveClientToken } from '@raftkit/http';
 import { call, startCluster, until, type Answer, type TestCluster } from '@raftkit/testkit';
 
-type Admission = 'open' | 'authenticated' | 'cluster';
+type Admission = 'open' | 'authenticated' | 'service' | 'cluster';
 export interface Route {
   method: string;
   pattern: string;
@@ -24,7 +24,8 @@ export interface Route {
 /**
  * How the router must judge a credential: no token or one that is no bearer token of this cluster (`foreign`: a
  * wrong cluster's token, or a credential a service checks itself, like a flash user token) is 401; the cluster
- * token passes everywhere; a derived client token passes `authenticated` routes and is 403 on `cluster` ones.
+ * token passes everywhere; a derived client token passes `authenticated` routes and is 403 on `service` (internal to
+ * the service: the cluster token or its own workers' service token) and `cluster` ones.
  */
 export type Standing = 'none' | 'foreign' | 'cluster' | 'client';
 export interface Credential {
@@ -90,8 +91,8 @@ export interface Target {
   url: string;
 }
 
-/** The routes a server lists, merged with the cluster-only routes this test knows it must have. */
-async function routesOf(t: Test, target: Target, token: string, mustBeCluster: string[]): Promise<Route[]> {
+/** The routes a server lists, merged with the cluster-only and service-only routes this test knows it must have. */
+async function routesOf(t: Test, target: Target, token: string, mustBeCluster: string[], mustBeService: string[]): Promise<Route[]> {
   const listed = await call(target.url, 'GET', '/v1/routes', { token });
   const routes: Route[] = [];
   if (listed.status === 200 && Array.isArray(listed.body.routes)) routes.push(...(listed.body.routes as Route[]));
@@ -104,7 +105,14 @@ async function routesOf(t: Test, target: Target, token: string, mustBeCluster: s
       routes.push({ method, pattern, admits: 'cluster' });
     }
   }
-  for (const r of routes) t.ok(['open', 'authenticated', 'cluster'].includes(r.admits), `${target.id}: ${r.method} ${r.pattern} declares whom it admits`);
+  for (const known of mustBeService) {
+    t.equal(declared.get(known), 'service', `${target.id}: ${known} admits the service's internal callers only`);
+    if (!declared.has(known)) {
+      const [method, pattern] = known.split(' ') as [string, string];
+      routes.push({ method, pattern, admits: 'service' });
+    }
+  }
+  for (const r of routes) t.ok(['open', 'authenticated', 'service', 'cluster'].includes(r.admits), `${target.id}: ${r.method} ${r.pattern} declares whom it admits`);
   return routes;
 }
 
@@ -138,6 +146,11 @@ async function checkRoute(t: Test, target: Target, route: Route, credentials: Re
       const error = a.body.error as { code?: string; message?: string } | undefined;
       t.equal(error?.code, 'forbidden', `${with_}: code forbidden`);
       t.match(error?.message ?? '', /cluster token/, `${with_}: the message names the cluster token`);
+    } else if (route.admits === 'service') {
+      t.equal(a.status, 403, `${with_}: 403, internal callers only (${describe(a)})`);
+      const error = a.body.error as { code?: string; required?: string } | undefined;
+      t.equal(error?.code, 'forbidden', `${with_}: code forbidden`);
+      t.equal(error?.required, 'service', `${with_}: requires the service's internal callers`);
     } else {
       t.not(a.status, 401, `${with_}: authenticated (${describe(a)})`);
     }
@@ -149,6 +162,8 @@ export interface ServiceCase {
   workers?: string;
   /** Routes that take the cluster token only, by the role they live on ("member" for every member). */
   clusterOnly: Record<string, string[]>;
+  /** Routes internal to the service (`admits: 'service'`: the cluster token or its own workers' service token), by role. */
+  serviceOnly?: Record<string, string[]>;
   /** The credentials this service issues itself (beyond none, a wrong one, the cluster token and a client token). */
   credentials?: (cluster: TestCluster) => Promise<Record<string, Credential>>;
   /** Routes ("METHOD /pattern") open to the router that take a secret of their own none of the credentials is (a writer's push secret). */
@@ -184,7 +199,7 @@ export function testService(t: Test, c: ServiceCase): void {
       ...cluster.workers.map((w) => ({ id: w.id, role: w.role, url: w.url })),
     ];
     for (const target of targets) {
-      const routes = await routesOf(t, target, cluster.token, c.clusterOnly[target.role] ?? ['GET /v1/routes']);
+      const routes = await routesOf(t, target, cluster.token, c.clusterOnly[target.role] ?? ['GET /v1/routes'], c.serviceOnly?.[target.role] ?? []);
       t.ok(routes.some((r) => r.pattern === '/healthz' && r.admits === 'open'), `${target.id}: /healthz is open`);
       for (const route of routes) await checkRoute(t, target, route, credentials, c.ownSecret?.[target.role]?.includes(`${route.method} ${route.pattern}`) ?? false);
     }

@@ -337,6 +337,8 @@ export async function startCollabWorker(options: WorkerOptions): Promise<Running
     } catch {
       return refuse(socket, 401, 'unauthorized', 'wrong token');
     }
+    // An editor socket is a user's (or the cluster token's, for the workers' proxies); a service token names no user.
+    if (principal.kind === 'service') return refuse(socket, 403, 'forbidden', 'a service token opens no editor socket');
     try {
       wss.handleUpgrade(req, socket, head, (ws) => worker.handle(ws, req, principal, docId));
     } catch {

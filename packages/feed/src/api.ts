@@ -97,12 +97,15 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     }
   };
 
-  /** The user a request acts as: a client token's own name; the cluster token acts for `named` (required). */
+  /**
+   * The user a request acts as: a client token's own name; the cluster token (and feed's own workers' service
+   * token, the router admits no other service's) acts for `named` (required). Only a client token names a user.
+   */
   const actingUser = (ctx: RequestContext, named: string | undefined, field: string): string => {
     const p = ctx.principal as Principal;
     if (named !== undefined && !USER_ID.test(named)) throw badRequest('invalid_field', `${field} must be 1..64 of A-Z a-z 0-9 . _ -`, { field });
-    if (p.kind === 'cluster') {
-      if (named === undefined) throw badRequest('missing_field', `${field} is required with the cluster token`, { field });
+    if (p.kind !== 'client') {
+      if (named === undefined) throw badRequest('missing_field', `${field} is required with the cluster or service token`, { field });
       return named;
     }
     if (named !== undefined && named !== p.name) throw forbidden(`this token acts for ${p.name}, not ${named}`, { field });
@@ -201,7 +204,7 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const id = postIdOf(ctx);
       const post = await livePost(id);
       const p = ctx.principal as Principal;
-      if (p.kind !== 'cluster' && p.name !== post.author_id) throw forbidden('only the author deletes a post', { post_id: id });
+      if (p.kind === 'client' && p.name !== post.author_id) throw forbidden('only the author deletes a post', { post_id: id });
       const result = await mapped(() => posts.propose(id, `/internal/feed/posts/${id}/delete`, {}));
       if (result.op !== 'delete' || result.post === null) throw notFound(`no post ${id}`, { post_id: id });
       posts.remember(result.post);
@@ -250,7 +253,7 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const user = userParam(ctx);
       const body = requireObject(await ctx.json());
       const p = ctx.principal as Principal;
-      if (p.kind !== 'cluster' && p.name !== user) throw forbidden('a profile is changed by its user');
+      if (p.kind === 'client' && p.name !== user) throw forbidden('a profile is changed by its user');
       const change: { display_name?: string; account_state?: AccountState } = {};
       if (body.display_name !== undefined) change.display_name = requireString(body, 'display_name', { minLength: 1, maxLength: 100 });
       if (body.account_state !== undefined) {

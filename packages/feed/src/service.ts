@@ -13,5 +13,6 @@ import { storeRole } from './store-worker.js';
 
 export function createFeedService(): GroupedServiceDefinition {
   const part: GroupedServiceDefinition = { ...feedMemberPart(), workers: [storeRole, fanoutRole, rankerRole, appRole] };
-  return combineGroupedServices('feed', [createLogService(), part]);
+  // The log's topics here are the feed's queues (posts, deletes, engagement...): internal, no client token uses them.
+  return combineGroupedServices('feed', [createLogService({ defaultAccess: 'internal' }), part]);
 }

@@ -7,10 +7,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { deriveClientToken, type ServiceError } from '@raftkit/http';
+import { deriveClientToken, deriveServiceToken, type ServiceError } from '@raftkit/http';
 import { partitionOf } from '@raftkit/log';
 import { FeedClient } from '../src/client.js';
-import { call, startCluster, until, type Answer } from '@raftkit/testkit';
+import { call, startCluster, topicAccess, until, type Answer } from '@raftkit/testkit';
+import { DELETES_TOPIC, ENGAGEMENT_TOPIC, POSTS_TOPIC } from '../src/index.js';
 
 const STORES = 3;
 const cluster = await startCluster('feed', { nodes: 3, workers: `store=${STORES}`, settings: { threshold: '3' } });
@@ -287,6 +288,32 @@ t.test('FeedClient: the typed client drives the public surface as a user would',
   await until('followers_count counts the reader', async () => (await asReader.profile(author)).followers_count === 1, 30_000, 100);
   const refused = await asReader.updateProfile(author, { display_name: 'not mine' }).then(() => null, (e: unknown) => e as ServiceError);
   t.match(refused, { status: 403, code: 'forbidden' }, "another user's profile is refused");
+});
+
+t.test("hostile callers: the log's topics on the members are the feed's own; a user token gets 403 on every call", async (t) => {
+  const author = uid('victim');
+  const reader = uid('reader');
+  await follow(reader, author);
+  const postId = await post(author, 'mine');
+  await until('the post reaches the follower', async () => ids((await feed(reader)).posts).includes(postId), 60_000, 200);
+  const outsiders: Array<[string, string]> = [
+    ['a feed user token', tok(uid('attacker'))],
+    ["another service's worker token (service.notify)", deriveServiceToken(admin, 'notify')],
+  ];
+  // The attacks of issue 40: a delete in another author's name (feed-deletes), spam into strangers' feeds
+  // (feed-posts), reading and moving the consumers' offsets; and the ranker's engagement stream.
+  for (const topic of [DELETES_TOPIC, POSTS_TOPIC, ENGAGEMENT_TOPIC]) {
+    for (const [what, tk] of outsiders) {
+      const report = await topicAccess(cluster.members, admin, tk, topic);
+      for (const a of report.attempts) t.equal(a.status, 403, `${what}: ${a.call} on ${topic} at ${a.member}: 403 (${a.code})`);
+      t.notOk(report.listed, `${what}: ${topic} is not in its topic list`);
+      t.equal(report.endAfter, report.endBefore, `${what}: nothing was appended to ${topic}`);
+    }
+  }
+  const create = await call(cluster.members[0]!, 'POST', '/v1/topics', { token: tok(uid('attacker')), body: { name: 'spam', access: 'client_write' } });
+  t.equal(create.status, 403, 'a user token creates no topic');
+  t.ok(ids((await feed(reader)).posts).includes(postId), "the author's post is still in the follower's feed");
+  t.ok(ids((await ok(call(app, 'GET', `/api/users/${author}/posts`, { token: tok(author) }))).posts as FeedPost[]).includes(postId), "and in the author's own list");
 });
 
 t.test("every endpoint's bad input: 4xx JSON errors", async (t) => {

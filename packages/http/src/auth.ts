@@ -2,14 +2,21 @@
  * Bearer-token authentication shared by every service. The cluster token (from `cluster up`) is accepted
  * everywhere; per-client tokens are derived from it by HMAC (`client.<name>.<mac>`), so every member can verify
  * them without any replicated state. Revoking client tokens means rotating the cluster token.
+ *
+ * A service's own workers present a third kind, `service.<service>.<mac>` (deriveServiceToken): an internal caller
+ * of that service and of no other. Its MAC is over another message than a client token's, so no endpoint that
+ * issues client tokens (whatever name it is asked for, `service.notify` included) can mint one.
  */
 import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { badRequest, unauthorized } from './errors.js';
 
-/** Who a request is: the cluster operator or a named client. `hash` identifies the token (for ownership). */
+/**
+ * Who a request is: the cluster operator, a service's own workers (`name` is `service.<service>`) or a named
+ * client (a user, a tenant key...). `hash` identifies the token (for ownership).
+ */
 export interface Principal {
-  kind: 'cluster' | 'client';
+  kind: 'cluster' | 'service' | 'client';
   name: string;
   hash: string;
 }
@@ -43,6 +50,32 @@ export function deriveClientToken(clusterToken: string, client: string): string 
 
 function mac(clusterToken: string, client: string): string {
   return createHmac('sha256', clusterToken).update(`client:${client}`).digest('base64url');
+}
+
+/** Service names as `cluster up --service` knows them (kv, notify, feed...). */
+export const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+
+/** The token of `service`'s own workers, derived from the cluster token; its principal is `service.<service>`. */
+export function deriveServiceToken(clusterToken: string, service: string): string {
+  if (!SERVICE_NAME.test(service)) throw badRequest('invalid_field', 'service must be 1 to 32 characters of a-z 0-9 - (a letter first)', { field: 'service' });
+  return `service.${service}.${serviceMac(clusterToken, service)}`;
+}
+
+function serviceMac(clusterToken: string, service: string): string {
+  return createHmac('sha256', clusterToken).update(`service:${service}`).digest('base64url');
+}
+
+/** The principal name of `service`'s workers. */
+export function servicePrincipal(service: string): string {
+  return `service.${service}`;
+}
+
+/**
+ * Whether `p` is an internal caller of `service`: the cluster token, or the service token of that service's own
+ * workers. Never a client token, whatever its name.
+ */
+export function isInternalCaller(p: Principal | null, service: string): boolean {
+  return p !== null && (p.kind === 'cluster' || (p.kind === 'service' && p.name === servicePrincipal(service)));
 }
 
 function same(a: string, b: string): boolean {
@@ -111,6 +144,10 @@ function prove(presented: string, clusterTokens: readonly string[]): Principal {
   const m = /^client\.([A-Za-z0-9._-]{1,64})\.([A-Za-z0-9_-]+)$/.exec(presented);
   if (m !== null) {
     for (const t of clusterTokens) if (same(mac(t, m[1]!), m[2]!)) return { kind: 'client', name: m[1]!, hash: tokenHash(presented) };
+  }
+  const s = /^service\.([a-z][a-z0-9-]{0,31})\.([A-Za-z0-9_-]+)$/.exec(presented);
+  if (s !== null) {
+    for (const t of clusterTokens) if (same(serviceMac(t, s[1]!), s[2]!)) return { kind: 'service', name: servicePrincipal(s[1]!), hash: tokenHash(presented) };
   }
   throw unauthorized('wrong bearer token');
 }

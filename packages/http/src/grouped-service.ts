@@ -5,6 +5,7 @@
  * does not hold is answered 421 with the members that hold it, so clients route themselves (GroupRouter).
  */
 import type { ManagedGroupOptions, ManagedHost, RaftNode, StateMachine } from '@raftkit/raft';
+import { isInternalCaller, type Principal } from './auth.js';
 import { HttpError, unavailable } from './errors.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
@@ -32,7 +33,14 @@ export class GroupedServiceContext {
     readonly router: Router,
     readonly metrics: MetricsRegistry,
     readonly logger: Logger,
+    /** The service these members serve (`notify`): its workers' service token is an internal caller. */
+    readonly service: string,
   ) {}
+
+  /** Whether a request comes from an internal caller of this service: the cluster token or its workers' service token. */
+  internal(principal: Principal | null): boolean {
+    return isInternalCaller(principal, this.service);
+  }
 
   onStop(stop: () => void): void {
     this.stoppers.push(stop);

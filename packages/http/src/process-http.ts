@@ -23,6 +23,8 @@ export interface ProcessHttpOptions {
   httpAddress: string;
   /** Bearer tokens accepted: the cluster token first. */
   tokens: readonly string[];
+  /** The service the process serves: its workers' service token passes `service` routes (RouterOptions.service). */
+  service?: string;
   logger: Logger;
   /** The registry /metrics renders, when the process built its parts (and their metrics) before listening. */
   metrics?: MetricsRegistry;
@@ -60,6 +62,7 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
   let gc: GcPauseWatch | null = null;
   const router = new Router({
     tokens: options.tokens,
+    ...(options.service !== undefined ? { service: options.service } : {}),
     onError: (error, req) => options.logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
   });
   router

@@ -8,19 +8,24 @@
  * in their handlers.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { authenticate, type Principal } from './auth.js';
+import { authenticate, servicePrincipal, type Principal } from './auth.js';
 import { badRequest, forbidden, HttpError, unauthorized } from './errors.js';
 
 /**
  * Who may call a route:
  * - `open`: anyone, no token read (health, metrics, public redirects);
- * - `authenticated`: any valid token, the cluster token or a derived client token (service APIs, whose handlers
- *   apply their own finer checks);
+ * - `authenticated`: any valid token, the cluster token, the service's own service token or a derived client token
+ *   (service APIs, whose handlers apply their own finer checks);
+ * - `service`: the service's internal callers, the cluster token or its own workers' service token
+ *   (`service.<name>`, deriveServiceToken), never a client token whatever its name;
  * - `cluster`: the cluster token only (membership, faults, token issuing, internal endpoints).
+ *
+ * On every admission but `open`, a service token of another service than the router's is refused (403): a
+ * credential of one service's workers is no credential of another's.
  */
-export type Admission = 'open' | 'authenticated' | 'cluster';
+export type Admission = 'open' | 'authenticated' | 'service' | 'cluster';
 
-export const ADMISSIONS: readonly Admission[] = ['open', 'authenticated', 'cluster'];
+export const ADMISSIONS: readonly Admission[] = ['open', 'authenticated', 'service', 'cluster'];
 
 export interface RouteOptions<A extends Admission = Admission> {
   admits: A;
@@ -71,6 +76,11 @@ interface Route extends RouteInfo {
 export interface RouterOptions {
   /** Bearer tokens accepted, the cluster token first (derived client tokens are verified against them). */
   tokens: readonly string[];
+  /**
+   * The service this process serves (`notify`): its workers' service token passes `service` routes. Without it,
+   * `service` routes take the cluster token only and every service token is refused.
+   */
+  service?: string;
   maxBodyBytes?: number;
   /** Called for errors that are not HttpErrors (bugs), for logging. */
   onError?: (error: unknown, req: IncomingMessage) => void;
@@ -82,13 +92,26 @@ export function requirePrincipal(ctx: RequestContext): Principal {
   return ctx.principal;
 }
 
-/** Checks a route's admission for one request: the principal its handler sees, or a 401/403 HttpError. */
-export function admit(route: RouteInfo, req: IncomingMessage, tokens: readonly string[]): Principal | null {
+/**
+ * Checks a route's admission for one request: the principal its handler sees, or a 401/403 HttpError. `service`
+ * names the service the router serves (see RouterOptions.service).
+ */
+export function admit(route: RouteInfo, req: IncomingMessage, tokens: readonly string[], service?: string): Principal | null {
   if (route.admits === 'open') return null;
   const principal = authenticate(req, tokens);
+  if (principal.kind === 'service' && (service === undefined || principal.name !== servicePrincipal(service))) {
+    throw forbidden(`${principal.name} is the token of another service's workers; ${route.method} ${route.pattern} is ${service === undefined ? 'on no service' : `on ${service}`}`, {
+      required: route.admits,
+    });
+  }
   if (route.admits === 'cluster' && principal.kind !== 'cluster') {
-    throw forbidden(`${route.method} ${route.pattern} requires the cluster token; this request presented a client token (${principal.name})`, {
+    throw forbidden(`${route.method} ${route.pattern} requires the cluster token; this request presented a ${principal.kind} token (${principal.name})`, {
       required: 'cluster',
+    });
+  }
+  if (route.admits === 'service' && principal.kind === 'client') {
+    throw forbidden(`${route.method} ${route.pattern} is internal: the cluster token or ${service === undefined ? 'the service' : servicePrincipal(service)}'s own token, not a client token (${principal.name})`, {
+      required: 'service',
     });
   }
   return principal;
@@ -167,7 +190,7 @@ export class Router {
         if (params === null) continue;
         const ctx = new Context(req, res, params, q < 0 ? null : target.slice(q + 1), this.maxBodyBytes);
         try {
-          ctx.principal = admit(route, req, this.options.tokens);
+          ctx.principal = admit(route, req, this.options.tokens, this.options.service);
           const out = await route.handler(ctx);
           if (res.headersSent || res.writableEnded) return;
           if (out instanceof Reply) sendJson(res, out.status, out.body, out.headers);

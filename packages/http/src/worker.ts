@@ -37,6 +37,11 @@ export interface WorkerOptions {
   workers: PeerAddress[];
   /** Bearer tokens accepted: the cluster token first. */
   tokens: string[];
+  /**
+   * The service the worker belongs to (`cluster up --service`): its router admits that service's service token
+   * (deriveServiceToken) as an internal caller. Absent (a worker started by hand in a test): none is admitted.
+   */
+  service?: string;
   /** Free-form settings from `cluster up --set key=value` (each service documents its own). */
   settings: Record<string, string>;
   logger: Logger;
@@ -79,6 +84,7 @@ export async function serveWorkerHttp(
     id: options.id,
     httpAddress: options.httpAddress,
     tokens: options.tokens,
+    ...(options.service !== undefined ? { service: options.service } : {}),
     logger: options.logger,
     ...(setup.metrics !== undefined ? { metrics: setup.metrics } : {}),
     ...(setup.fastPath !== undefined ? { fastPath: setup.fastPath } : {}),

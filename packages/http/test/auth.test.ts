@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import t from 'tap';
-import { authenticate, deriveClientToken, HttpError, verifyToken } from '../src/index.js';
+import { authenticate, deriveClientToken, deriveServiceToken, HttpError, isInternalCaller, verifyToken } from '../src/index.js';
 
 const clusterA = ['token-a'];
 const clusterB = ['token-b'];
@@ -49,4 +49,21 @@ t.test('authenticate: a proven Authorization header is remembered per cluster; a
     t.equal(status(() => authenticate(req('Basic dG9rZW4tYQ=='), clusterA)), 401, `not a bearer token, try ${i + 1}`);
     t.match(authenticate(req('bearer   token-a  '), clusterA), { kind: 'cluster' }, `scheme in any case, spaces around the token, try ${i + 1}`);
   }
+});
+
+t.test('service tokens: a kind of their own, never minted by deriving a client token, internal to their service only', async (t) => {
+  const notify = deriveServiceToken('token-a', 'notify');
+  const p = verifyToken(notify, clusterA);
+  t.match(p, { kind: 'service', name: 'service.notify' });
+  t.equal(status(() => verifyToken(notify, clusterB)), 401, 'another cluster: 401');
+  const named = verifyToken(deriveClientToken('token-a', 'service.notify'), clusterA);
+  t.match(named, { kind: 'client', name: 'service.notify' }, 'a client named service.notify is a client');
+  t.ok(isInternalCaller(p, 'notify'), "notify's workers are internal to notify");
+  t.notOk(isInternalCaller(p, 'feed'), 'not to feed');
+  t.notOk(isInternalCaller(named, 'notify'), 'a client token is internal to nothing, whatever its name');
+  t.notOk(isInternalCaller(verifyToken(deriveClientToken('token-a', 'billing'), clusterA), 'notify'), 'nor any other non-user client');
+  t.ok(isInternalCaller(verifyToken('token-a', clusterA), 'notify'), 'the cluster token is internal everywhere');
+  t.notOk(isInternalCaller(null, 'notify'));
+  t.equal(status(() => verifyToken(notify.replace('service.notify.', 'service.feed.'), clusterA)), 401, "notify's MAC does not make a feed token");
+  t.equal(status(() => deriveServiceToken('token-a', 'Not A Service')), 400);
 });

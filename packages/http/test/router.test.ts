@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import t from 'tap';
-import { deriveClientToken, processHttp, Router, type RouteOptions } from '../src/index.js';
+import { deriveClientToken, deriveServiceToken, processHttp, Router, type RouteOptions } from '../src/index.js';
 
 const TOKENS = ['cluster-secret'];
 
@@ -73,6 +73,48 @@ t.test('the router admits by declaration before the handler runs', async (t) => 
   t.match(refused.body.error?.message, /POST \/admin requires the cluster token/);
   t.same(ran, [], 'no refused request reached its handler');
   t.same(await get(`${url}/admin`, 'POST', TOKENS[0]!), { status: 200, body: { kind: 'cluster' } }, 'cluster: the cluster token');
+});
+
+t.test("service: the cluster token and the router's own service token; never a client token, whatever its name", async (t) => {
+  const ran: string[] = [];
+  const router = new Router({ tokens: TOKENS, service: 'notify' })
+    .post('/internal', { admits: 'service' }, (ctx) => {
+      ran.push('internal');
+      return { kind: ctx.principal.kind, name: ctx.principal.name };
+    })
+    .get('/any', { admits: 'authenticated' }, (ctx) => ({ kind: ctx.principal.kind }))
+    .post('/admin', { admits: 'cluster' }, () => ({}));
+  const bare = new Router({ tokens: TOKENS }).post('/internal', { admits: 'service' }, (ctx) => ({ kind: ctx.principal.kind }));
+  const { url, server } = await serve(router);
+  const other = await serve(bare);
+  t.teardown(() => {
+    server.close();
+    other.server.close();
+  });
+  const own = deriveServiceToken(TOKENS[0]!, 'notify');
+  t.same(await get(`${url}/internal`, 'POST', own), { status: 200, body: { kind: 'service', name: 'service.notify' } }, "the service's own workers");
+  t.same(await get(`${url}/internal`, 'POST', TOKENS[0]!), { status: 200, body: { kind: 'cluster', name: 'cluster' } }, 'the cluster token');
+  ran.length = 0;
+  const refusals: Array<[string, string | null, number]> = [
+    ['no token', null, 401],
+    ['a client token', deriveClientToken(TOKENS[0]!, 'x'), 403],
+    ['a user token', deriveClientToken(TOKENS[0]!, 'user.alice'), 403],
+    ['a client token named service.notify', deriveClientToken(TOKENS[0]!, 'service.notify'), 403],
+    ["another service's worker token", deriveServiceToken(TOKENS[0]!, 'feed'), 403],
+    ["this service's worker token of another cluster", deriveServiceToken('another-secret', 'notify'), 401],
+    ['a made-up service token', 'service.notify.AAAA', 401],
+  ];
+  for (const [what, token, status] of refusals) {
+    const a = await get(`${url}/internal`, 'POST', token);
+    t.equal(a.status, status, `${what}: ${status}`);
+    if (status === 403) t.equal(a.body.error?.required, 'service', `${what}: names what is required`);
+  }
+  t.same(ran, [], 'no refused request reached its handler');
+  t.equal((await get(`${url}/any`, 'GET', deriveServiceToken(TOKENS[0]!, 'feed'))).status, 403, "another service's worker token: refused on authenticated routes too");
+  t.same(await get(`${url}/any`, 'GET', own), { status: 200, body: { kind: 'service' } }, 'its own: authenticated');
+  t.equal((await get(`${url}/admin`, 'POST', own)).status, 403, 'its own: not the cluster token');
+  t.equal((await get(`${other.url}/internal`, 'POST', own)).status, 403, 'a router serving no named service takes no service token');
+  t.equal((await get(`${other.url}/internal`, 'POST', TOKENS[0]!)).status, 200, 'and still the cluster token');
 });
 
 t.test('the query reaches the handler as URL parsing gave it; the path keeps its raw segments', async (t) => {

@@ -8,6 +8,7 @@
 import {
   badRequest,
   conflict,
+  forbidden,
   GroupedServiceContext,
   HttpError,
   notFound,
@@ -37,7 +38,18 @@ import {
   type Retention,
 } from './machine.js';
 import { AppendBatcher } from './append-batcher.js';
-import { MAX_PARTITIONS, parsePartitionGroup, partitionData, partitionGroup, topicsOf, TOPIC_NAME, type PartitionData, type TopicInfo } from './topics.js';
+import {
+  MAX_PARTITIONS,
+  parsePartitionGroup,
+  partitionData,
+  partitionGroup,
+  topicsOf,
+  TOPIC_ACCESS,
+  TOPIC_NAME,
+  type PartitionData,
+  type TopicAccess,
+  type TopicInfo,
+} from './topics.js';
 
 type PartitionNode = RaftNode<PartitionCommand, PartitionResult, PartitionMachine>;
 
@@ -83,9 +95,19 @@ class PartitionWatch {
   }
 }
 
+export interface LogServiceOptions {
+  /**
+   * The access rule of a topic created without one (and of topics recorded before topics had one). Default
+   * `client_write`: the log's own users read and write the topics they make. A service that keeps its queues on
+   * the log (notify, feed) says `internal`, so its topics are its own processes' only.
+   */
+  defaultAccess?: TopicAccess;
+}
+
 /** The event log as a grouped service: one PartitionMachine per partition group. */
-export function createLogService(): GroupedServiceDefinition {
+export function createLogService(options: LogServiceOptions = {}): GroupedServiceDefinition {
   const watch = new PartitionWatch();
+  const defaultAccess = options.defaultAccess ?? 'client_write';
   return {
     name: 'log',
     groupOptions(name: string): ManagedGroupOptions | null {
@@ -95,11 +117,32 @@ export function createLogService(): GroupedServiceDefinition {
         observer: { applied: () => watch.notify(name) },
       };
     },
-    routes: (service) => logRoutes(service, watch),
+    routes: (service) => logRoutes(service, watch, defaultAccess),
   };
 }
 
-function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void {
+/** What a call does to a topic: reads (fetch, offsets, description) or changes it (append, offset commit). */
+type TopicUse = 'read' | 'write';
+
+/**
+ * 403 unless the caller may `use` the topic: the service's internal callers may do anything; a client token only
+ * what the topic's access rule grants clients (see TopicAccess).
+ */
+function requireAccess(service: GroupedServiceContext, ctx: RequestContext, topic: TopicInfo, use: TopicUse): void {
+  if (mayUse(service, ctx, topic, use)) return;
+  const name = ctx.principal?.name ?? 'none';
+  if (topic.access === 'internal') {
+    throw forbidden(`topic ${topic.name} is internal to ${service.service}: the cluster token or its own workers' token only, not ${name}`, { topic: topic.name, access: topic.access });
+  }
+  throw forbidden(`clients may read topic ${topic.name} but not append to it or commit its offsets (${name})`, { topic: topic.name, access: topic.access });
+}
+
+function mayUse(service: GroupedServiceContext, ctx: RequestContext, topic: TopicInfo, use: TopicUse): boolean {
+  if (service.internal(ctx.principal)) return true;
+  return topic.access === 'client_write' || (topic.access === 'client_read' && use === 'read');
+}
+
+function logRoutes(service: GroupedServiceContext, watch: PartitionWatch, defaultAccess: TopicAccess): void {
   const managed = service.managed;
   const appended = service.metrics.counter('log_records_appended_total', 'Records appended through this member');
   const refused = service.metrics.counter('log_appends_refused_total', 'Appends refused by backpressure or sequence checks');
@@ -107,7 +150,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
   service.metrics.gauge('log_append_entries_total', 'Raft entries proposed for appends by this member (several appends of one turn share one)').set(() => batcher.entries);
   service.metrics.gauge('log_append_requests_batched_total', 'Appends this member proposed, alone or batched').set(() => batcher.appends);
 
-  const topicRecords = (topic: string) => topicsOf(managed.catalog().groupsWithPrefix(partitionGroup(topic, 0).slice(0, -1))).get(topic);
+  const topicRecords = (topic: string) => topicsOf(managed.catalog().groupsWithPrefix(partitionGroup(topic, 0).slice(0, -1)), defaultAccess).get(topic);
 
   // This member's copy of the meta group may not have applied a topic's creation yet (the create was answered by
   // another member): before answering 404, a read barrier brings it up to every create acknowledged so far.
@@ -118,10 +161,12 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
     return topicRecords(name);
   };
 
-  const partitionOf = async (ctx: RequestContext): Promise<{ topic: TopicInfo; partition: number; group: string }> => {
+  /** The partition a request names, once the caller is known to be allowed to `use` its topic. */
+  const partitionOf = async (ctx: RequestContext, use: TopicUse): Promise<{ topic: TopicInfo; partition: number; group: string }> => {
     const topicName = topicNameOf(ctx);
     const topic = await findTopic(topicName);
     if (topic === undefined) throw notFound(`no topic ${topicName}`, { topic: topicName });
+    requireAccess(service, ctx, topic.info, use);
     const text = ctx.params.partition ?? '';
     if (!/^\d{1,9}$/.test(text)) throw badRequest('invalid_partition', 'a partition is a number from 0', { field: 'partition' });
     const partition = Number(text);
@@ -138,6 +183,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       partitions: info.partitions,
       replicas: info.replicas,
       retention: { max_age_ms: info.retention.maxAgeMs, max_bytes: info.retention.maxBytes },
+      access: info.access,
       partition_groups: partitions.map((record, partition) => {
         const node = managed.group(record.name);
         return {
@@ -170,14 +216,16 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
   service.onStop(() => clearInterval(retentionSync));
 
   service.router
-    .post('/v1/topics', { admits: 'cluster' }, async (ctx) => {
+    // The operator's, and the hosting service's own workers' (they make their queues as they start).
+    .post('/v1/topics', { admits: 'service' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const name = requireString(body, 'name', { pattern: TOPIC_NAME });
+      const access = body.access === undefined || body.access === null ? defaultAccess : accessOf(body.access);
       const partitions = body.partitions === undefined ? 1 : requireInteger(body, 'partitions', { min: 1, max: MAX_PARTITIONS });
       const hosts = managed.catalog().hosts().filter((h) => !h.retiring).length;
       const replicas = body.replicas === undefined ? Math.min(3, Math.max(1, hosts)) : requireInteger(body, 'replicas', { min: 1, max: 15 });
       const retention = retentionOf(body.retention);
-      const info: TopicInfo = { name, partitions, replicas, retention };
+      const info: TopicInfo = { name, partitions, replicas, retention, access };
       const groups = Array.from({ length: partitions }, (_, partition) => ({
         name: partitionGroup(name, partition),
         replicas,
@@ -188,7 +236,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       if (!result.ok) {
         if (result.code === 'exists') {
           // A retried create of the same topic succeeds (the first may have been applied before its answer was lost).
-          const existing = await service.call(meta, () => managed.metaRead((m) => topicsOf(m.groupsWithPrefix(`log.${name}.`)).get(name)));
+          const existing = await service.call(meta, () => managed.metaRead((m) => topicsOf(m.groupsWithPrefix(`log.${name}.`), defaultAccess).get(name)));
           if (existing !== undefined && sameTopic(existing.info, info)) return new Reply(200, { ...describeTopic(existing.info, existing.partitions), created: false });
           // A deleted topic's name stays taken until every process has deleted its replicas (so none is reused).
           if (existing === undefined) throw new HttpError(409, 'topic_being_deleted', `topic ${name} was deleted and some processes still hold its replicas: ${result.message}`, { topic: name }, { 'retry-after': '1' });
@@ -199,13 +247,17 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       }
       return new Reply(201, { ...describeTopic(info, result.groups), created: true });
     })
-    .get('/v1/topics', { admits: 'authenticated' }, () => ({
-      topics: [...topicsOf(managed.catalog().groupsWithPrefix('log.')).values()].map((t) => describeTopic(t.info, t.partitions)),
+    // The topics the caller may read: an internal topic is not even listed to a client.
+    .get('/v1/topics', { admits: 'authenticated' }, (ctx) => ({
+      topics: [...topicsOf(managed.catalog().groupsWithPrefix('log.'), defaultAccess).values()]
+        .filter((t) => mayUse(service, ctx, t.info, 'read'))
+        .map((t) => describeTopic(t.info, t.partitions)),
     }))
     .get('/v1/topics/:topic', { admits: 'authenticated' }, async (ctx) => {
       const name = topicNameOf(ctx);
       const topic = await findTopic(name);
       if (topic === undefined) throw notFound(`no topic ${name}`, { topic: name });
+      requireAccess(service, ctx, topic.info, 'read');
       return describeTopic(topic.info, topic.partitions);
     })
     .delete('/v1/topics/:topic', { admits: 'cluster' }, async (ctx) => {
@@ -217,7 +269,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       return { name, deleted: true };
     })
     .post('/v1/topics/:topic/partitions/:partition/records', { admits: 'authenticated' }, async (ctx) => {
-      const { topic, partition, group } = await partitionOf(ctx);
+      const { topic, partition, group } = await partitionOf(ctx, 'write');
       const body = requireObject(await ctx.json());
       const records = recordsOf(body.records);
       const producer = body.producer === undefined || body.producer === null ? null : requireString(body, 'producer', { pattern: PRODUCER_ID });
@@ -258,7 +310,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       return { partition, base_offset: result.base, count: result.count, duplicate: result.duplicate };
     })
     .get('/v1/topics/:topic/partitions/:partition/records', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = await partitionOf(ctx);
+      const { partition, group } = await partitionOf(ctx, 'read');
       const offset = queryInteger(ctx, 'offset', 0, 0, Number.MAX_SAFE_INTEGER);
       const maxRecords = queryInteger(ctx, 'max_records', 1000, 1, MAX_FETCH_RECORDS);
       const maxBytes = queryInteger(ctx, 'max_bytes', 1024 * 1024, 1, MAX_FETCH_BYTES);
@@ -283,7 +335,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       }
     })
     .get('/v1/topics/:topic/partitions/:partition', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = await partitionOf(ctx);
+      const { partition, group } = await partitionOf(ctx, 'read');
       const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
       const s = node.status();
       return node.readLocal((m) => ({
@@ -304,7 +356,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       }));
     })
     .post('/v1/topics/:topic/partitions/:partition/offsets/:group', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = await partitionOf(ctx);
+      const { partition, group } = await partitionOf(ctx, 'write');
       const consumerGroup = consumerGroupOf(ctx);
       const body = requireObject(await ctx.json());
       const offset = requireInteger(body, 'offset', { min: 0 });
@@ -319,7 +371,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch): void 
       return { partition, group: consumerGroup, offset: result.offset };
     })
     .get('/v1/topics/:topic/partitions/:partition/offsets/:group', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = await partitionOf(ctx);
+      const { partition, group } = await partitionOf(ctx, 'read');
       const consumerGroup = consumerGroupOf(ctx);
       const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
       // Linearizable: a consumer resuming after a failover reads the last offset committed anywhere.
@@ -338,6 +390,13 @@ function consumerGroupOf(ctx: RequestContext): string {
   const group = ctx.params.group ?? '';
   if (!GROUP_ID.test(group)) throw badRequest('invalid_group', 'a consumer group id is 1..128 of A-Z a-z 0-9 . _ : -', { field: 'group' });
   return group;
+}
+
+function accessOf(value: unknown): TopicAccess {
+  if (typeof value !== 'string' || !(TOPIC_ACCESS as readonly string[]).includes(value)) {
+    throw badRequest('invalid_field', `access must be one of ${TOPIC_ACCESS.join(', ')}`, { field: 'access' });
+  }
+  return value as TopicAccess;
 }
 
 function retentionOf(value: unknown): Retention {
@@ -394,5 +453,11 @@ function closedSignal(ctx: RequestContext): AbortSignal {
 }
 
 function sameTopic(a: TopicInfo, b: TopicInfo): boolean {
-  return a.partitions === b.partitions && a.replicas === b.replicas && a.retention.maxAgeMs === b.retention.maxAgeMs && a.retention.maxBytes === b.retention.maxBytes;
+  return (
+    a.partitions === b.partitions &&
+    a.replicas === b.replicas &&
+    a.retention.maxAgeMs === b.retention.maxAgeMs &&
+    a.retention.maxBytes === b.retention.maxBytes &&
+    a.access === b.access
+  );
 }

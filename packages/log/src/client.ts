@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { GroupRouter, ServiceError } from '@raftkit/http';
 import { MAX_RECORDS_PER_APPEND } from './machine.js';
-import { partitionGroup, partitionOf } from './topics.js';
+import { partitionGroup, partitionOf, type TopicAccess } from './topics.js';
 
 export { ServiceError as LogError };
 
@@ -27,6 +27,8 @@ export interface TopicSettings {
   partitions?: number;
   replicas?: number;
   retention?: { max_age_ms?: number; max_bytes?: number };
+  /** Who besides the service's own processes may use it (default: the service's; `client_write` on the log's own cluster). */
+  access?: TopicAccess;
 }
 
 export interface TopicDescription {
@@ -34,6 +36,7 @@ export interface TopicDescription {
   partitions: number;
   replicas: number;
   retention: { max_age_ms: number; max_bytes: number };
+  access: TopicAccess;
   partition_groups: Array<{ partition: number; group: string; leader: string | null; members: Array<{ id: string; url: string | null }> }>;
   created?: boolean;
 }
@@ -78,7 +81,7 @@ export class LogClient {
     return this.router.close();
   }
 
-  /** Creates a topic (needs the cluster token); creating it again with the same settings is not an error. */
+  /** Creates a topic (the cluster token, or the hosting service's own workers); creating it again with the same settings is not an error. */
   async createTopic(name: string, settings: TopicSettings = {}): Promise<TopicDescription> {
     return (await this.router.call(META, 'POST', '/v1/topics', { name, ...settings })) as TopicDescription;
   }

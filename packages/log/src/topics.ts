@@ -7,11 +7,21 @@ export const TOPIC_NAME = /^[A-Za-z0-9_-]{1,100}$/;
 export const GROUP_PREFIX = 'log.';
 export const MAX_PARTITIONS = 1024;
 
+/**
+ * Who besides the service's internal callers (the cluster token, the service's own workers) may use a topic:
+ * - `internal`: nobody else; a client token is refused every append, fetch, offset and description (403);
+ * - `client_read`: clients fetch records, read consumer offsets and describe it; they append and commit nothing;
+ * - `client_write`: clients also append and commit consumer offsets.
+ */
+export type TopicAccess = 'internal' | 'client_read' | 'client_write';
+export const TOPIC_ACCESS: readonly TopicAccess[] = ['internal', 'client_read', 'client_write'];
+
 export interface TopicInfo {
   name: string;
   partitions: number;
   replicas: number;
   retention: Retention;
+  access: TopicAccess;
 }
 
 /** What the meta group records about each partition's group. */
@@ -40,15 +50,19 @@ export function partitionData(record: GroupRecord): PartitionData | null {
   return d as PartitionData;
 }
 
-/** The topics recorded in the meta group's groups. */
-export function topicsOf(records: readonly GroupRecord[]): Map<string, { info: TopicInfo; partitions: GroupRecord[] }> {
+/**
+ * The topics recorded in the meta group's groups. A topic recorded before topics had an access rule has
+ * `defaultAccess`, the rule of the service that hosts the log (internal on notify and feed).
+ */
+export function topicsOf(records: readonly GroupRecord[], defaultAccess: TopicAccess): Map<string, { info: TopicInfo; partitions: GroupRecord[] }> {
   const topics = new Map<string, { info: TopicInfo; partitions: GroupRecord[] }>();
   for (const record of records) {
     const data = partitionData(record);
     if (data === null) continue;
     let topic = topics.get(data.name);
     if (topic === undefined) {
-      topic = { info: { name: data.name, partitions: data.partitions, replicas: data.replicas, retention: data.retention }, partitions: [] };
+      const access = TOPIC_ACCESS.includes(data.access) ? data.access : defaultAccess;
+      topic = { info: { name: data.name, partitions: data.partitions, replicas: data.replicas, retention: data.retention, access }, partitions: [] };
       topics.set(data.name, topic);
     }
     topic.partitions[data.partition] = record;

@@ -9,7 +9,8 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
-import { agent, call, startCluster, until } from '@raftkit/testkit';
+import { deriveServiceToken } from '@raftkit/http';
+import { agent, call, startCluster, topicAccess, until } from '@raftkit/testkit';
 import { LogClient, type ConsumedRecord, type TopicDescription } from '../src/index.js';
 
 const cluster = await startCluster('log');
@@ -208,6 +209,42 @@ t.test('bad input of every endpoint gets a 4xx JSON error naming the field', asy
 
 let restarting: Promise<void> = Promise.resolve();
 
+
+t.test("topic access: a user's topic stays the clients' by default; client_read and internal keep clients out of what they do not grant", async (t) => {
+  const issued = await call(cluster.members[0]!, 'POST', '/v1/tokens', { token, body: { client: 'acc-app' } });
+  const clientToken = issued.body.token as string;
+  t.match(await log.createTopic('acc-default', { partitions: 1 }), { access: 'client_write' }, 'created without a rule: client_write');
+  t.match(await log.createTopic('acc-read', { partitions: 1, access: 'client_read' }), { access: 'client_read' });
+  t.match(await log.createTopic('acc-int', { partitions: 1, access: 'internal' }), { access: 'internal' });
+  for (const topic of ['acc-default', 'acc-read', 'acc-int']) await settled(topic, 1);
+  const bad = await call(cluster.members[0]!, 'POST', '/v1/topics', { token, body: { name: 'acc-bad', access: 'public' } });
+  t.match(bad, { status: 400, body: { error: { code: 'invalid_field', field: 'access' } } }, 'an unknown rule: 400');
+  const changed = await call(cluster.members[0]!, 'POST', '/v1/topics', { token, body: { name: 'acc-int', partitions: 1, access: 'client_write' } });
+  t.match(changed, { status: 409, body: { error: { code: 'topic_exists' } } }, 'the same topic with another rule: 409');
+  // Each call on every member: the holders answer it, the others 421; a refusal is 403 everywhere.
+  const granted = (status: number): boolean => status === 200 || status === 421;
+  const open = await topicAccess(cluster.members, token, clientToken, 'acc-default');
+  for (const a of open.attempts) t.ok(granted(a.status), `client_write: ${a.call} at ${a.member}: ${a.status}`);
+  t.ok(open.listed, 'client_write: listed');
+  t.ok(open.endAfter > open.endBefore, 'client_write: the client appended');
+  const read = await topicAccess(cluster.members, token, clientToken, 'acc-read');
+  for (const a of read.attempts) {
+    if (a.call === 'append' || a.call === 'commit') t.equal(a.status, 403, `client_read: ${a.call} at ${a.member}: 403`);
+    else t.ok(granted(a.status), `client_read: ${a.call} at ${a.member}: ${a.status}`);
+  }
+  t.ok(read.listed, 'client_read: listed');
+  t.equal(read.endAfter, read.endBefore, 'client_read: nothing appended');
+  const internal = await topicAccess(cluster.members, token, clientToken, 'acc-int');
+  for (const a of internal.attempts) t.equal(a.status, 403, `internal: ${a.call} at ${a.member}: 403`);
+  t.notOk(internal.listed, 'internal: not listed to a client');
+  t.equal(internal.endAfter, internal.endBefore, 'internal: nothing appended');
+  // The internal callers of the log's own cluster: the cluster token and service.log (held by no process here).
+  const own = await topicAccess(cluster.members, token, deriveServiceToken(token, 'log'), 'acc-int');
+  for (const a of own.attempts) t.ok(granted(a.status), `service.log: ${a.call} at ${a.member}: ${a.status}`);
+  const foreign = await topicAccess(cluster.members, token, deriveServiceToken(token, 'notify'), 'acc-default');
+  for (const a of foreign.attempts) t.equal(a.status, 403, `service.notify on the log's cluster: ${a.call} at ${a.member}: 403`);
+  for (const topic of ['acc-default', 'acc-read', 'acc-int']) await log.deleteTopic(topic);
+});
 t.test('idempotent producers: a retry across a leader kill is stored exactly once', async (t) => {
   await log.createTopic('idem', { partitions: 1 });
   const leader = await leaderOf('idem', 0);

@@ -1,8 +1,11 @@
 /**
  * The notification service on the Raft members: a grouped service made of the event log (the ingestion and channel
  * queues are its topics) and the state groups (NotifyMachine). The POST answers once the event's records are
- * committed on the ingestion topic: accepted, not delivered. Internal callers carry the cluster token or a service
- * client token; a user's token (`client.user.<id>.…`) reads and changes only that user's preferences and inbox.
+ * committed on the ingestion topic: accepted, not delivered. Internal callers carry the cluster token or the
+ * `service.notify` token of notify's own workers (deriveServiceToken), never a client token whatever its name; a
+ * user's token (`client.user.<id>.…`) reads and changes only that user's preferences and inbox. The event log's
+ * topics on these members are internal (createLogService's defaultAccess): no client token appends, fetches or
+ * commits on them.
  */
 import { providerRoles } from './providers/index.js';
 import { randomUUID } from 'node:crypto';
@@ -14,10 +17,12 @@ import {
   forbidden,
   GroupedServiceContext,
   HttpError,
+  isInternalCaller,
   notFound,
   Reply,
   requireObject,
   ServiceError,
+  servicePrincipal,
   unavailable,
   type GroupedServiceDefinition,
   type Principal,
@@ -26,7 +31,7 @@ import {
 import { createLogService, LogClient, MAX_RECORDS_PER_APPEND } from '@raftkit/log';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { CHANNELS, PRIORITIES, type ReceiptUpdate } from './channels/channel.js';
-import { allStateGroups, channelTopic, groupOf, INGEST_PARTITIONS, ingestTopic, parseLayout, parseStateGroup } from './groups.js';
+import { allStateGroups, channelTopic, groupOf, INGEST_PARTITIONS, ingestTopic, NOTIFY, parseLayout, parseStateGroup } from './groups.js';
 import { mergePreferences, parseChannel, parseNotification, parseSegment, parseTemplate, EVENT_TYPE, SEGMENT_ID, USER_ID } from './input.js';
 import { NotifyMachine, type NotifyCommand, type NotifyResult, type Outcome, type Preferences } from './machine.js';
 import { answer, checkQuery, type StateQuery, type StatusPart } from './queries.js';
@@ -54,7 +59,7 @@ export function checkNotifyCommand(value: unknown): NotifyCommand {
 }
 
 export function createNotifyService(): GroupedServiceDefinition {
-  return combineGroupedServices('notify', [createLogService(), notifyPart()]);
+  return combineGroupedServices(NOTIFY, [createLogService({ defaultAccess: 'internal' }), notifyPart()]);
 }
 
 function notifyPart(): GroupedServiceDefinition {
@@ -74,18 +79,19 @@ function notifyPart(): GroupedServiceDefinition {
   };
 }
 
-/** Internal callers: the cluster token or a service's client token, never a user's. */
+/** Internal callers: the cluster token or notify's own workers' service token; no client token, whatever its name. */
 function isInternal(p: Principal | null): boolean {
-  return p !== null && (p.kind === 'cluster' || !p.name.startsWith('user.'));
+  return isInternalCaller(p, NOTIFY);
 }
 
 function requireInternal(ctx: RequestContext): void {
-  if (!isInternal(ctx.principal)) throw forbidden('this endpoint is for internal services (cluster or service token), not user tokens', { required: 'service' });
+  if (!isInternal(ctx.principal)) throw forbidden(`this endpoint is internal to notify: the cluster token or ${servicePrincipal(NOTIFY)}, not ${ctx.principal?.name ?? 'no token'}`, { required: 'service' });
 }
 
 function requireSelfOrInternal(ctx: RequestContext, userId: string): void {
   if (isInternal(ctx.principal)) return;
-  if (ctx.principal?.name !== `user.${userId}`) throw forbidden(`a user token reads only its own user (this one is ${ctx.principal?.name ?? 'none'})`, { required: `user.${userId}` });
+  const p = ctx.principal;
+  if (p?.kind !== 'client' || p.name !== `user.${userId}`) throw forbidden(`a user token reads only its own user (this one is ${p?.name ?? 'none'})`, { required: `user.${userId}` });
 }
 
 function tokenOf(ctx: RequestContext): string {
@@ -169,7 +175,7 @@ function notifyRoutes(service: GroupedServiceContext): void {
 
   service.router
     // Created once by the router worker at its start (cluster token): the state groups and every topic.
-    .post('/v1/notify/setup', { admits: 'cluster' }, async (ctx) => {
+    .post('/v1/notify/setup', { admits: 'service' }, async (ctx) => {
       const catalog = managed.catalog();
       const missing = allStateGroups().filter((n) => catalog.group(n) === undefined);
       if (missing.length > 0) {
@@ -192,7 +198,6 @@ function notifyRoutes(service: GroupedServiceContext): void {
     // Internal; a user's token passes only for its own preferences and inbox (a member forwarding that user's
     // request to a group it does not hold forwards the user's token).
     .post('/v1/notify/groups/:group/commands', { admits: 'authenticated' }, async (ctx) => {
-      const node = stateNode(ctx);
       let cmd: NotifyCommand;
       try {
         cmd = checkNotifyCommand(await ctx.json());
@@ -200,15 +205,17 @@ function notifyRoutes(service: GroupedServiceContext): void {
         if (e instanceof CommandShapeError) throw badRequest('invalid_command', e.message);
         throw e;
       }
+      // Who may ask before where the group is: a refused caller learns nothing of the placement (no 421).
       if (cmd.op === 'putPrefs' || cmd.op === 'inboxRead') requireSelfOrInternal(ctx, cmd.user_id);
       else requireInternal(ctx);
+      const node = stateNode(ctx);
       return service.call(node, () => node.propose(cmd));
     })
     .post('/v1/notify/groups/:group/query', { admits: 'authenticated' }, async (ctx) => {
-      const node = stateNode(ctx);
       const q = checkQuery(await ctx.json());
       if (q.q === 'prefs' || q.q === 'inbox') requireSelfOrInternal(ctx, q.user_id);
       else requireInternal(ctx);
+      const node = stateNode(ctx);
       // The router's preference lookup skips the barrier (a Raft round per record): the spec wants preference
       // lookups sub-millisecond; the leader's applied state holds every acknowledged PUT (only a deposed leader could
       // be behind, by moments). A follower still reads through the barrier. Delivery rows (was it sent already?) are
@@ -217,8 +224,7 @@ function notifyRoutes(service: GroupedServiceContext): void {
       return node.readLocal((m) => answer(m, q));
     })
 
-    .post('/v1/notifications', { admits: 'authenticated' }, async (ctx) => {
-      requireInternal(ctx);
+    .post('/v1/notifications', { admits: 'service' }, async (ctx) => {
       const input = parseNotification(await ctx.json());
       let users = input.user_ids;
       if (users === null) {
@@ -259,8 +265,7 @@ function notifyRoutes(service: GroupedServiceContext): void {
       return new Reply(claim.existing ? 200 : 202, { notification_id: claim.notification_id, status: 'accepted', users: users.length });
     })
 
-    .get('/v1/notifications/:nid/status', { admits: 'authenticated' }, async (ctx) => {
-      requireInternal(ctx);
+    .get('/v1/notifications/:nid/status', { admits: 'service' }, async (ctx) => {
       const id = ctx.params.nid ?? '';
       if (!/^[0-9a-f-]{36}$/.test(id)) throw badRequest('invalid_field', 'a notification_id is a UUID', { field: 'notification_id' });
       const parts = await Promise.all(allStateGroups().map((g) => query<StatusPart>(ctx, g, { q: 'status', notification_id: id })));
@@ -301,16 +306,14 @@ function notifyRoutes(service: GroupedServiceContext): void {
       return { user_id: user, ...next };
     })
 
-    .put('/v1/segments/:sid', { admits: 'authenticated' }, async (ctx) => {
-      requireInternal(ctx);
+    .put('/v1/segments/:sid', { admits: 'service' }, async (ctx) => {
       const id = ctx.params.sid ?? '';
       if (!SEGMENT_ID.test(id)) throw badRequest('invalid_field', 'a segment id is 1 to 100 characters of A-Z a-z 0-9 . _ -', { field: 'segment_id' });
       const users = parseSegment(await ctx.json());
       await command(ctx, groupOf('segment', id), { op: 'putSegment', segment_id: id, user_ids: users });
       return { segment_id: id, users: users.length };
     })
-    .get('/v1/segments/:sid', { admits: 'authenticated' }, async (ctx) => {
-      requireInternal(ctx);
+    .get('/v1/segments/:sid', { admits: 'service' }, async (ctx) => {
       const id = ctx.params.sid ?? '';
       if (!SEGMENT_ID.test(id)) throw badRequest('invalid_field', 'a segment id is 1 to 100 characters of A-Z a-z 0-9 . _ -', { field: 'segment_id' });
       const seg = await query<{ user_ids: string[] | null }>(ctx, groupOf('segment', id), { q: 'segment', segment_id: id });
@@ -319,8 +322,7 @@ function notifyRoutes(service: GroupedServiceContext): void {
     })
 
     // Templates are copied to every state group, so the router reads a user's whole context from one group.
-    .put('/v1/templates/:event/:channel', { admits: 'authenticated' }, async (ctx) => {
-      requireInternal(ctx);
+    .put('/v1/templates/:event/:channel', { admits: 'service' }, async (ctx) => {
       const event = ctx.params.event ?? '';
       if (!EVENT_TYPE.test(event)) throw badRequest('invalid_field', 'event_type is 1 to 100 characters of A-Z a-z 0-9 . _ -', { field: 'event_type' });
       const channel = parseChannel(ctx.params.channel);
@@ -328,8 +330,7 @@ function notifyRoutes(service: GroupedServiceContext): void {
       for (const g of allStateGroups()) await command(ctx, g, { op: 'putTemplate', event_type: event, channel, template });
       return { event_type: event, channel, ...template };
     })
-    .delete('/v1/templates/:event/:channel', { admits: 'authenticated' }, async (ctx) => {
-      requireInternal(ctx);
+    .delete('/v1/templates/:event/:channel', { admits: 'service' }, async (ctx) => {
       const event = ctx.params.event ?? '';
       if (!EVENT_TYPE.test(event)) throw badRequest('invalid_field', 'event_type is 1 to 100 characters of A-Z a-z 0-9 . _ -', { field: 'event_type' });
       const channel = parseChannel(ctx.params.channel);
@@ -362,8 +363,7 @@ function notifyRoutes(service: GroupedServiceContext): void {
     })
 
     // Delivery receipts from providers (SMS status callbacks, asynchronous email bounces).
-    .post('/v1/receipts', { admits: 'authenticated' }, async (ctx) => {
-      requireInternal(ctx);
+    .post('/v1/receipts', { admits: 'service' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const list = Array.isArray(body.receipts) ? (body.receipts as unknown[]) : [body];
       if (list.length === 0 || list.length > 1000) throw badRequest('invalid_field', 'receipts must hold 1 to 1000 receipts', { field: 'receipts' });

@@ -20,6 +20,7 @@ import {
   clusterUrl,
   badRequest,
   deriveClientToken,
+  deriveServiceToken,
   fullCounter,
   pushOrDrop,
   serveWorkerHttp,
@@ -36,7 +37,7 @@ import { LogClient, type LogConsumer, type LogProducer } from '@raftkit/log';
 import { CHANNELS, type Channel, type ChannelSender, type InAppItem, type OutboundMessage, type Priority } from './channels/channel.js';
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
-import { channelTopic, deliveryGroup, groupOf, parseLayout } from './groups.js';
+import { channelTopic, deliveryGroup, groupOf, NOTIFY, parseLayout } from './groups.js';
 import { USER_ID } from './input.js';
 import type { Outcome } from './machine.js';
 import type { SendContext } from './queries.js';
@@ -108,8 +109,11 @@ class WaitingBucket {
 async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
   const endpoints = options.members.map((m) => clusterUrl(m.httpAddress));
-  const state = new StateClient({ endpoints, token, timeoutMs: 10_000 });
-  const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });
+  // The members take notify's own workers as internal callers by this token; the cluster token stays for what
+  // only it can do here (deriving user tokens, the stand-in providers' accounts).
+  const serviceToken = deriveServiceToken(token, NOTIFY);
+  const state = new StateClient({ endpoints, token: serviceToken, timeoutMs: 10_000 });
+  const log = new LogClient({ endpoints, token: serviceToken, timeoutMs: 10_000 });
   const chain = parseChain(options.settings.fallback_chain);
   const layout = parseLayout(options.settings.queue_layout);
   const maxAttempts = Number(options.settings.max_attempts ?? 8);
@@ -183,7 +187,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
     } catch {
       return refuse(socket, 401, 'unauthorized', 'wrong token');
     }
-    if (principal.kind !== 'cluster' && principal.name !== `user.${user}`) return refuse(socket, 403, 'forbidden', `a user token opens only its own inbox`);
+    if (principal.kind !== 'cluster' && !(principal.kind === 'client' && principal.name === `user.${user}`)) return refuse(socket, 403, 'forbidden', `a user token opens only its own inbox`);
     try {
       wss.handleUpgrade(req, socket, head, (ws) => {
         let set = sockets.get(user);

@@ -7,6 +7,9 @@
 import { createHash } from 'node:crypto';
 import type { Channel, Priority } from './channels/channel.js';
 
+/** The service's name: its workers call the members with the `service.notify` token (deriveServiceToken). */
+export const NOTIFY = 'notify';
+
 /** Few groups: each costs Raft traffic on a small machine; users spread over them by hash. */
 export const STATE_GROUPS = 4;
 export const STATE_PREFIX = 'notify.state.';

@@ -3,6 +3,7 @@ import { badRequest, requireObject, requireString, type JsonObject } from '@raft
 import { CHANNELS, PRIORITIES, type Channel, type Priority, type PushSubscription } from './channels/channel.js';
 import { isChannel, isPriority, type Preferences, type Template } from './machine.js';
 import { isValidClock, isValidTimeZone } from './quiet-hours.js';
+import { reservedPaths, RESERVED_SEGMENTS } from './template.js';
 
 /** A user id also names the user's token (`client.user.<id>.<mac>`), so it fits the token's name alphabet. */
 export const USER_ID = /^[A-Za-z0-9_-]{1,59}$/;
@@ -58,7 +59,14 @@ export function parseSegment(body: unknown): string[] {
 
 export function parseTemplate(body: unknown): Template {
   const o = requireObject(body);
-  return { title: requireString(o, 'title', { maxLength: 1000 }), body: requireString(o, 'body', { maxLength: 16 * 1024 }) };
+  const template = { title: requireString(o, 'title', { maxLength: 1000 }), body: requireString(o, 'body', { maxLength: 16 * 1024 }) };
+  for (const field of ['title', 'body'] as const) {
+    const reserved = reservedPaths(template[field]);
+    if (reserved.length > 0) {
+      throw badRequest('invalid_field', `${field}: {{${reserved[0]}}} names no data (${[...RESERVED_SEGMENTS].join(', ')} are not data fields)`, { field });
+    }
+  }
+  return template;
 }
 
 export function parseChannel(text: string | undefined): Channel {

@@ -10,11 +10,11 @@
  * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000); queue_layout (priority | fifo, the
  * naive design for the benchmark's comparison).
  */
-import { clusterUrl, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { clusterUrl, deriveServiceToken, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { LogClient, type LogProducer } from '@raftkit/log';
 import { PRIORITIES, type Address, type Channel, type OutboundMessage, type Priority } from './channels/channel.js';
 import type { IngestRecord } from './api.js';
-import { allStateGroups, channelTopic, groupOf, ingestTopic, parseLayout, ROUTER_GROUP } from './groups.js';
+import { allStateGroups, channelTopic, groupOf, ingestTopic, NOTIFY, parseLayout, ROUTER_GROUP } from './groups.js';
 import { defaultPreferences, type Preferences } from './machine.js';
 import type { RouteContext } from './queries.js';
 import { inQuietHours } from './quiet-hours.js';
@@ -71,7 +71,8 @@ const ROUTE_CONCURRENCY = 64;
 const LOW_WINDOW = 10_000;
 
 async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
-  const token = options.tokens[0]!;
+  // The members take notify's own workers as internal callers by this token (not by the cluster token's reach).
+  const token = deriveServiceToken(options.tokens[0]!, NOTIFY);
   const endpoints = options.members.map((m) => clusterUrl(m.httpAddress));
   const state = new StateClient({ endpoints, token, timeoutMs: 10_000 });
   const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });

@@ -6,12 +6,24 @@
 import type { RenderedContent } from './channels/channel.js';
 import type { Template } from './machine.js';
 
-const PLACEHOLDER = /\{\{\s*([A-Za-z0-9_.-]{1,100})\s*\}\}/g;
+export const PLACEHOLDER = /\{\{\s*([A-Za-z0-9_.-]{1,100})\s*\}\}/g;
 
+/**
+ * Path segments that name what every object inherits, not the event's data: a template is refused for them
+ * (parseTemplate), and a lookup never follows them (a template stored before that check renders them empty).
+ */
+export const RESERVED_SEGMENTS: ReadonlySet<string> = new Set(['__proto__', 'constructor', 'prototype']);
+
+/** The placeholder paths of a template text that reach past the data (`{{constructor.name}}`), if any. */
+export function reservedPaths(text: string): string[] {
+  return [...text.matchAll(PLACEHOLDER)].map((m) => m[1]!).filter((path) => path.split('.').some((part) => RESERVED_SEGMENTS.has(part)));
+}
+
+/** The value at a dotted path of the data: own properties only, so nothing inherited is ever rendered. */
 function lookup(data: Record<string, unknown>, path: string): unknown {
   let value: unknown = data;
   for (const part of path.split('.')) {
-    if (typeof value !== 'object' || value === null) return undefined;
+    if (typeof value !== 'object' || value === null || RESERVED_SEGMENTS.has(part) || !Object.hasOwn(value, part)) return undefined;
     value = (value as Record<string, unknown>)[part];
   }
   return value;

@@ -11,8 +11,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import WebSocket from 'ws';
-import { call, startCluster, until } from '@raftkit/testkit';
-import { localMinutes, NotifyClient, type InAppItem, type StatusAnswer } from '../src/index.js';
+import { deriveClientToken, deriveServiceToken } from '@raftkit/http';
+import { call, startCluster, topicAccess, until } from '@raftkit/testkit';
+import { fill, ingestTopic, localMinutes, NotifyClient, type InAppItem, type StatusAnswer } from '../src/index.js';
 import { createSubscriberKeys } from '../src/providers/index.js';
 
 const cluster = await startCluster('notify', {
@@ -122,6 +123,81 @@ t.test('in-app: template, WebSocket push in real time, inbox, read/unread, users
   const foreign = await call(members[1]!, 'GET', `/v1/users/${user}/inbox`, { token: other });
   t.equal(foreign.status, 403, "a user cannot read another's inbox");
   t.equal((await call(members[1]!, 'GET', `/v1/notifications/${sent.notification_id}/status`, { token: tk })).status, 403, 'status is for internal callers');
+});
+
+t.test("hostile callers: the log's topics are notify's own; only the cluster token and service.notify are internal", async (t) => {
+  const victim = `hv-${randomUUID().slice(0, 8)}`;
+  const attacker = await userToken(`ha-${randomUUID().slice(0, 8)}`);
+  const issued = await call(members[0]!, 'POST', '/v1/tokens', { token, body: { client: 'x' } });
+  t.equal(issued.status, 201);
+  const named = await call(members[0]!, 'POST', '/v1/tokens', { token, body: { client: 'service.notify' } });
+  // Tokens that are not notify's internal callers, each of a kind that was taken as one before.
+  const outsiders: Array<[string, string]> = [
+    ['a notify user token', attacker],
+    ['a client token (client.x)', issued.body.token as string],
+    ['a client token named service.notify', named.body.token as string],
+    ['a user token of another service from the same secret (feed, short links, editor: client.<user>)', deriveClientToken(token, victim)],
+    ["another service's worker token (service.feed)", deriveServiceToken(token, 'feed')],
+  ];
+  // The read and the forgery of issue 40: a user's one-time codes in the critical ingestion topic, a forged
+  // critical notification appended to it; and the channel topic the delivery worker reads.
+  for (const topic of [ingestTopic('critical'), 'notify-critical-in_app']) {
+    for (const [what, tk] of outsiders.slice(0, 2)) {
+      const report = await topicAccess(members, token, tk, topic);
+      for (const a of report.attempts) t.equal(a.status, 403, `${what}: ${a.call} on ${topic} at ${a.member}: 403 (${a.code})`);
+      t.notOk(report.listed, `${what}: ${topic} is not in its topic list`);
+      t.equal(report.endAfter, report.endBefore, `${what}: nothing was appended to ${topic}`);
+    }
+  }
+  const internalRoutes: Array<[string, string, unknown]> = [
+    ['POST', '/v1/notifications', { event_type: 'otp', user_ids: [victim], priority: 'critical', idempotency_key: key(), data: { code: '000000' } }],
+    ['GET', `/v1/notifications/${randomUUID()}/status`, undefined],
+    ['PUT', '/v1/templates/otp/in_app', { title: 'forged', body: 'forged {{code}}' }],
+    ['DELETE', '/v1/templates/otp/in_app', undefined],
+    ['PUT', '/v1/segments/everyone', { user_ids: [victim] }],
+    ['GET', '/v1/segments/everyone', undefined],
+    // A forged provider receipt: a hard bounce would turn the victim's email channel off.
+    ['POST', '/v1/receipts', { message_id: `${randomUUID()}:${victim}:email`, status: 'bounced', reason: 'forged' }],
+    ['GET', `/v1/users/${victim}/inbox`, undefined],
+    ['PUT', `/v1/users/${victim}/preferences`, { channels_enabled: { email: false } }],
+    ['POST', '/v1/notify/groups/notify.state.0/commands', { op: 'prune', now: Date.now() }],
+    ['POST', '/v1/notify/groups/notify.state.0/query', { q: 'routeContext', user_id: victim, event_type: 'otp' }],
+  ];
+  for (const [what, tk] of outsiders) {
+    for (const [method, path, body] of internalRoutes) {
+      const a = await call(members[1]!, method, path, { token: tk, ...(body !== undefined ? { body } : {}) });
+      t.equal(a.status, 403, `${what}: ${method} ${path}: 403 (${JSON.stringify(a.body).slice(0, 160)})`);
+    }
+  }
+  t.same((await client.inbox(victim)).items, [], "nothing reached the victim's inbox");
+  t.equal((await client.preferences(victim)).channels_enabled.email, true, "the victim's email channel is on");
+  // notify's own workers' token is an internal caller (the router and delivery workers call with it).
+  const own = await call(members[2]!, 'POST', '/v1/notifications', {
+    token: deriveServiceToken(token, 'notify'),
+    body: { event_type: 'svc', user_ids: [victim], priority: 'low', idempotency_key: key(), data: {} },
+  });
+  t.equal(own.status, 202, `service.notify sends (${JSON.stringify(own.body)})`);
+});
+
+t.test('templates: placeholders naming inherited properties are refused; event types named like them are plain names', async (t) => {
+  for (const text of ['{{constructor}}', '{{__proto__}}', '{{ user.constructor.name }}', '{{__proto__.polluted}}', '{{a.prototype}}']) {
+    const a = await call(members[0]!, 'PUT', '/v1/templates/welcome/in_app', { token, body: { title: 'hi', body: text } });
+    t.equal(a.status, 400, `${text}: 400`);
+    t.equal((a.body.error as { field?: string }).field, 'body');
+  }
+  t.equal(fill('[{{constructor}}][{{toString}}][{{a.__proto__}}][{{a.b}}]', { a: { b: 1 } }), '[][][][1]', 'a stored template renders inherited names empty');
+  for (const event of ['constructor', '__proto__', 'hasOwnProperty']) {
+    const put = await call(members[0]!, 'PUT', `/v1/templates/${event}/in_app`, { token, body: { title: `t-${event}`, body: 'b {{x}}' } });
+    t.equal(put.status, 200, `a template for event type ${event}: stored as any other`);
+    const del = await call(members[0]!, 'DELETE', `/v1/templates/${event}/in_app`, { token });
+    t.equal(del.status, 200, `and deleted`);
+  }
+  const user = `tp-${randomUUID().slice(0, 8)}`;
+  const sent = await client.send({ event_type: 'constructor', user_ids: [user], priority: 'high', idempotency_key: key(), data: { x: 1 } });
+  await until('the constructor event reaches the inbox', async () => (await client.inbox(user)).items.length === 1, 90_000, 200);
+  const [item] = (await client.inbox(user)).items;
+  t.equal(item!.title, 'constructor', 'no template: the event type is the title');
+  t.equal(item!.notification_id, sent.notification_id);
 });
 
 const dedupUser = `dd-${randomUUID().slice(0, 8)}`;

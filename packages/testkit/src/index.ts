@@ -9,3 +9,5 @@ export type { CommandShapeCheck, ShapeOutcome, ShapedMachine } from './command-s
 export { inPool } from './pool.js';
 export { ownerOnlyModes } from './modes.js';
 export type { ModeCount } from './modes.js';
+export { topicAccess } from './topic-access.js';
+export type { TopicAccessReport, TopicAttempt } from './topic-access.js';
