@@ -399,6 +399,36 @@ t.test('idempotent retries through both gateways: one answer per key, never a se
   again.forEach((a, i) => t.equal(a.body.reservation_id, pairs[i]![0].body.reservation_id, `${users[i]!.id}: the retry answers the same`));
 });
 
+t.test('while the sale is live, every answer is retried at once through every other gateway: the same outcome', async (t) => {
+  const deal = await createDeal(16, 4);
+  await stateIs(deal, 'live');
+  const users = await Promise.all(Array.from({ length: 48 }, () => newUser()));
+  await Promise.all(users.map((u) => ready(deal, u)));
+  // Each user attempts through one gateway and, the moment it answers, retries the same key through the others,
+  // while the rest of the crowd is still attempting (the sale sells out meanwhile).
+  const rounds = await Promise.all(
+    users.map(async (u, i) => {
+      const key = `live-retry-${u.id}`;
+      const first = await attempt(deal, u, key, i % gateways.length);
+      const retries: FlashAnswer[] = [];
+      for (let g = 1; g < gateways.length; g++) retries.push(await attempt(deal, u, key, (i + g) % gateways.length));
+      return { u, first, retries };
+    }),
+  );
+  let won = 0;
+  for (const { u, first, retries } of rounds) {
+    if (first.body.status === 'won') won++;
+    for (const retry of retries) {
+      t.same(
+        [retry.status, retry.body.status, retry.body.reservation_id],
+        [first.status, first.body.status, first.body.reservation_id],
+        `${u.id}: the retry through another gateway answers the first outcome (${String(first.body.status)})`,
+      );
+    }
+  }
+  t.ok(won > 0 && won <= 16, `winners within the inventory (${won} of 16)`);
+});
+
 t.test('a synthetic smoke load runs every gate and never consumes inventory', async (t) => {
   const deal = await createDeal(20, 4, 60_000, 600_000);
   const before = (await client.call('GET', `/api/flash/${deal}/prewarm`, undefined, { bearer: token, gateway: 0 })).body;
