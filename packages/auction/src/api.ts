@@ -36,6 +36,12 @@ type AuctionNode = RaftNode<AuctionCommand, AuctionResult, AuctionMachine>;
 export const MAX_PENDING_BIDS = 5_000;
 /** How often the writer looks for auctions due to close (the close is decided by the entry's time anyway). */
 const CLOSE_TICK_MS = 100;
+/** How often it looks while no auction of a group it leads closes within this long. */
+const IDLE_CLOSE_TICK_MS = 1_000;
+/** Creating the groups once the hosts registered, expiring gateways that stopped refreshing. */
+const HOUSEKEEPING_MS = 1_000;
+/** Dropping the view's auctions that the state no longer holds. */
+const FORGET_MS = 60_000;
 /** History entries a GET returns (the newest); `?history=all` returns the whole projected history. */
 const GET_HISTORY = 1_000;
 const ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -161,20 +167,31 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
   };
 
   // Writer's duties, every member checks for the groups it leads: create the groups once the hosts registered,
-  // propose close for due auctions, expire gateways that stopped refreshing, trim the view with the state.
+  // propose close for due auctions, expire gateways that stopped refreshing, trim the view with the state. It looks
+  // every CLOSE_TICK_MS while an auction of a group it leads closes within IDLE_CLOSE_TICK_MS, else every
+  // IDLE_CLOSE_TICK_MS: a member at rest does not wake ten times a second for nothing.
   const closing = new Set<string>();
-  let ticks = 0;
+  let lastHousekeeping = 0;
+  let lastForget = Date.now();
+  let timer: NodeJS.Timeout | null = null;
+  let stopped = false;
   const tick = (): void => {
-    ticks++;
-    if (ticks % 10 === 0) {
+    timer = null;
+    const now = Date.now();
+    const housekeeping = now - lastHousekeeping >= HOUSEKEEPING_MS;
+    if (housekeeping) {
+      lastHousekeeping = now;
       void ensureGroups(managed, parts.groups).catch(() => undefined);
       registry.expire();
     }
+    const forget = now - lastForget >= FORGET_MS;
+    if (forget) lastForget = now;
+    let nextClose = Infinity;
     for (const name of managed.host.groupNames()) {
       if (!isAuctionGroup(name)) continue;
       const node = managed.group<AuctionCommand, AuctionResult, AuctionMachine>(name) as AuctionNode | undefined;
       if (node === undefined) continue;
-      if (ticks % 600 === 0) projector.forgetMissing(name, (id) => node.readLocal((m) => m.getAuction(id, 0) !== null));
+      if (forget) projector.forgetMissing(name, (id) => node.readLocal((m) => m.getAuction(id, 0) !== null));
       if (!node.isLeader) continue;
       for (const id of node.readLocal((m) => m.due(Date.now(), 200))) {
         if (closing.has(id)) continue;
@@ -184,17 +201,30 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
           () => closing.delete(id),
         );
       }
+      nextClose = Math.min(nextClose, node.readLocal((m) => m.nextCloseBound()) ?? Infinity);
     }
+    schedule(nextClose - Date.now() <= IDLE_CLOSE_TICK_MS ? CLOSE_TICK_MS : IDLE_CLOSE_TICK_MS);
   };
-  const timer = setInterval(tick, CLOSE_TICK_MS);
-  timer.unref();
-  service.onStop(() => clearInterval(timer));
+  const schedule = (delayMs: number): void => {
+    if (stopped) return;
+    if (timer !== null) clearTimeout(timer);
+    timer = setTimeout(tick, delayMs);
+    timer.unref();
+  };
+  /** An auction was created here: it may close within the idle period, so look again soon. */
+  const closeSoon = (): void => schedule(CLOSE_TICK_MS);
+  schedule(CLOSE_TICK_MS);
+  service.onStop(() => {
+    stopped = true;
+    if (timer !== null) clearTimeout(timer);
+  });
 
   service.router
     .post('/internal/auctions', { admits: 'cluster' }, async (ctx) => {
       const c = shaped({ ...requireObject(await ctx.json()), op: 'create' }) as CreateInput;
       const { node } = nodeOf(ctx, c.auctionId);
       const result = await service.call(node, () => node.propose(c));
+      closeSoon();
       if (result.op !== 'create') throw new HttpError(500, 'internal', 'unexpected result');
       return new Reply(result.status === 'created' ? 201 : 200, { auction_id: result.auctionId, status: result.status });
     })

@@ -48,6 +48,11 @@ export class CloseIndex {
     }
   }
 
+  /** A time at or before the earliest open auction's close (its bucket's start), or null with none open. */
+  earliestCloseBound(): number | null {
+    return this.order.length === 0 ? null : this.order[0]! * BUCKET_MS;
+  }
+
   clear(): void {
     this.buckets.clear();
     this.order = [];

@@ -535,6 +535,11 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     return [...this.auctions.keys()];
   }
 
+  /** A time at or before the next open auction's close (null: none open), so the close timer can sleep until it. */
+  nextCloseBound(): number | null {
+    return this.closing.earliestCloseBound();
+  }
+
   /** Open auctions whose close time is at or before `now`: the leader proposes `close` for each. */
   due(now: number, max = 1_000): string[] {
     const out: string[] = [];

@@ -160,10 +160,13 @@ t.test('close: the winner when the reserve is met, a hand-off in the outbox unti
   bid(m, 'b2', 160, T0 + 1);
   t.same(m.due(end - 1), []);
   t.same(m.due(end), ['A']);
+  const bound = m.nextCloseBound();
+  t.ok(bound !== null && bound <= end && bound > end - 1_000, `the close timer's bound is at or before the close, within a second (${bound})`);
   const closed = run(m, { op: 'close', auctionId: 'A' }, end);
   t.match(closed, { status: 'closed', handoff: { winnerId: 'b1', finalPrice: 170, reserveMet: true, closedAt: end } });
   t.match(run(m, { op: 'close', auctionId: 'A' }, end + 5), { status: 'already_closed', handoff: { winnerId: 'b1' } }, 'a second close changes nothing');
   t.same(m.due(end + 10), []);
+  t.equal(m.nextCloseBound(), null, 'nothing open: no bound, the timer sleeps its idle period');
   t.equal(m.pendingHandoffs().length, 1);
   t.match(run(m, { op: 'ackHandoff', auctionId: 'A' }, end + 20), { removed: true });
   t.match(run(m, { op: 'ackHandoff', auctionId: 'A' }, end + 21), { removed: false }, 'acknowledging again is harmless');
