@@ -41,6 +41,7 @@ import { MetaClient, StoreClient } from '../internal-client.js';
 import type { QualitySpec, SegmentRecord, Video } from '../machine.js';
 import { STORE_ROLE } from '../store/server.js';
 import { REGIONAL_ROLE } from '../delivery/index.js';
+import { forUsers, pipelineLimits } from './limits.js';
 
 export const PIPELINE_ROLE = 'pipeline';
 const POLL_MS = 500;
@@ -83,6 +84,7 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
   const log: Logger = options.logger;
   let stopped = false;
   const extrasDone = new Set<string>();
+  const limits = pipelineLimits(options.settings);
 
   const probeOne = async (v: Video): Promise<void> => {
     const path = await localSource(store, sources, v);
@@ -90,10 +92,10 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: 'unreadable: the raw source is missing from the store', now: Date.now() });
       return;
     }
-    const result = await probe(path);
+    const result = await probe(path, limits.source);
     if (!result.ok) {
       stats.rejected++;
-      await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: `${result.reason}: ${result.message}`.slice(0, 1000), now: Date.now() });
+      await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: forUsers(`${result.reason}: ${result.message}`).slice(0, 1000), now: Date.now() });
       await rm(path, { force: true });
       return;
     }
@@ -115,6 +117,8 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       segmentS: 30,
       segments: plan.segments.length,
       now: Date.now(),
+      // The uploader's budget, decided by the machine in log order (so two pipelines cannot both spend its last part).
+      ...(limits.budget !== null ? { budget: limits.budget } : {}),
     });
     stats.probed++;
   };
