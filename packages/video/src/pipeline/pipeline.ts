@@ -102,7 +102,11 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     const info = result.info;
     const plan = planTranscode(info);
     const verdict = moderate({ probe: info, title: v.title, description: v.description, tags: v.tags, caption_text: '' });
-    if (verdict.decision !== 'ok') await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+    if (verdict.decision !== 'ok') {
+      await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+      // A re-encode's probe: the previous revision was playing from the delivery tiers until now.
+      await purge(`videos/${v.video_id}/`);
+    }
     const qualities: QualitySpec[] = plan.qualities.map((q) => ({ name: q.name, width: q.width, height: q.height, bandwidth: (q.video_kbps + q.audio_kbps) * 1000 }));
     await meta.command({
       op: 'probed',
@@ -194,7 +198,11 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       await meta.command({ op: 'captions', videoId: v.video_id, path: `${prefix}/captions/en.vtt` });
       stats.captions++;
       const verdict = moderate({ probe: { duration_s: v.duration_s, width: v.source_width ?? 0, height: v.source_height ?? 0, has_audio: v.has_audio ?? false }, title: v.title, description: v.description, tags: v.tags, caption_text: captions.text });
-      if (verdict.decision !== 'ok') await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+      if (verdict.decision !== 'ok') {
+        await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+        // Playable until now: every delivery tier drops it at once (as the operator's moderation call does).
+        await purge(`videos/${v.video_id}/`);
+      }
       // The master gains its subtitle rendition.
       const fresh = await meta.get<Video>(`/internal/video/videos/${v.video_id}`);
       if (fresh.status === 'playable' || fresh.status === 'flagged') await publish(fresh);
