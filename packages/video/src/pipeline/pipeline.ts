@@ -151,12 +151,14 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     }
     await store.put(`${prefix}/master.m3u8`, buildHlsMaster({ variants, ...(subtitles !== undefined ? { subtitles } : {}) }));
     await store.put(`${prefix}/manifest.mpd`, buildDashMpd({ duration_s: duration, variants: dash, ...(v.captions_path !== null ? { subtitles: { vtt_uri: 'captions/en.vtt', language: 'en' } } : {}) }));
-    // The master and the MPD of a revision are rewritten as qualities join: purge their cached copies (the regional
-    // tier fans the purge out to the edges). Segments and variant playlists never change.
-    await purge(`${prefix}/master.m3u8`);
-    await purge(`${prefix}/manifest.mpd`);
     const r = await meta.command({ op: 'published', videoId: v.video_id, revision: v.revision, qualities: complete.map((q) => q.name), manifestPath: `${prefix}/master.m3u8`, now: Date.now() });
     stats.published++;
+    // The master and the MPD of a revision are rewritten as qualities join: purge their cached copies (the regional
+    // tier fans the purge out to the edges). Segments and variant playlists never change. After the record says
+    // published: a purge also drops the tiers' copy of the record, and one read before the command would keep
+    // "not yet published" for the record's TTL.
+    await purge(`${prefix}/master.m3u8`);
+    await purge(`${prefix}/manifest.mpd`);
     if (r.ok && v.revision > 1) {
       // A re-encode's explicit invalidation: the previous revision leaves the caches and the store once the new one
       // plays (its keys differ, so nothing could serve it by mistake; this frees the space and the cache). The
