@@ -1,6 +1,6 @@
 /** HeldSockets alone: the per-address bound, the reserve below the listener's cap, releases (no sockets needed). */
 import t from 'tap';
-import { HeldSockets, heldReserve } from '../src/held-sockets.js';
+import { addressKey, HeldSockets, heldReserve } from '../src/held-sockets.js';
 
 t.test('the reserve: a tenth of the cap, at least 100, at most half', async (t) => {
   t.equal(heldReserve(16_000), 1_600);
@@ -33,4 +33,19 @@ t.test('per address and in all; a release frees the place once', async (t) => {
   cap.max = 1_000;
   t.equal(held.max, 900, 'follows the cap as it changes');
   t.type(held.take('fresh'), 'function');
+});
+
+t.test('addresses are counted by IPv4 address and by IPv6 /64', async (t) => {
+  t.equal(addressKey('10.0.0.7'), '10.0.0.7');
+  t.equal(addressKey('::ffff:10.0.0.7'), '10.0.0.7', 'IPv4-mapped');
+  t.equal(addressKey('2001:db8:0:1:aaaa::1'), '2001:db8:0:1::/64');
+  t.equal(addressKey('2001:0db8:0000:0001:bbbb:cccc:dddd:eeee'), '2001:db8:0:1::/64', 'same /64, written in full');
+  t.equal(addressKey('2001:db8::1'), '2001:db8:0:0::/64');
+  t.equal(addressKey('::1'), '0:0:0:0::/64');
+  t.equal(addressKey('fe80::1%eth0'), 'fe80:0:0:0::/64');
+  const held = new HeldSockets({ max: 1_000 }, { perAddress: 2 });
+  t.type(held.take('2001:db8:0:1::1'), 'function');
+  t.type(held.take('2001:db8:0:1::2'), 'function');
+  t.equal(held.take('2001:db8:0:1:ffff::3'), 'per_address', 'a third address of the same /64');
+  t.type(held.take('2001:db8:0:2::1'), 'function', 'another /64');
 });
