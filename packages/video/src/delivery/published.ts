@@ -74,14 +74,27 @@ export class PublishedCheck {
     this.clock = o.clock ?? Date.now;
   }
 
-  /** Resolves when `key` may be served; a 404 when it may not, a 503 when no record can be had. */
-  async check(key: string): Promise<void> {
+  /**
+   * Returns when `key` may be served (undefined: decided at once from a fresh record, the hot path of a cache hit;
+   * a promise: the record is being read). Throws, or rejects with, a 404 when it may not be served, a 503 when no
+   * record can be had.
+   */
+  check(key: string): Promise<void> | undefined {
     const m = KEY.exec(key);
     if (m === null) {
       this.counts.refused++;
       throw refused(key);
     }
-    const entry = await this.record(m[1]!);
+    const videoId = m[1]!;
+    const cached = this.records.get(videoId);
+    if (cached !== undefined && this.clock() - cached.at < this.o.ttlMs) {
+      this.decide(key, cached);
+      return undefined;
+    }
+    return this.record(videoId, cached).then((entry) => this.decide(key, entry));
+  }
+
+  private decide(key: string, entry: Entry): void {
     if (entry.video === null || !servable(key, entry.video)) {
       this.counts.refused++;
       throw refused(key);
@@ -94,20 +107,26 @@ export class PublishedCheck {
     const parts = prefix.split('/');
     if (parts[0] !== 'videos') return;
     const id = parts[1] ?? '';
-    if (id === '') this.records.clear();
-    else this.records.delete(id);
+    // A read in flight began before the purge: later requests must not wait on it, they read the record anew.
+    if (id === '') {
+      this.records.clear();
+      this.loading.clear();
+    } else {
+      this.records.delete(id);
+      this.loading.delete(id);
+    }
   }
 
-  private async record(videoId: string): Promise<Entry> {
-    const now = this.clock();
-    const cached = this.records.get(videoId);
-    if (cached !== undefined && now - cached.at < this.o.ttlMs) return cached;
-    let pending = this.loading.get(videoId);
-    if (pending === undefined) {
-      pending = this.fetch(videoId, cached);
-      this.loading.set(videoId, pending);
-      void pending.finally(() => this.loading.delete(videoId)).catch(() => undefined);
-    }
+  /** The video's record read again (one read per video at a time, however many requests wait for it). */
+  private record(videoId: string, cached: Entry | undefined): Promise<Entry> {
+    const loading = this.loading.get(videoId);
+    if (loading !== undefined) return loading;
+    const pending = this.fetch(videoId, cached);
+    this.loading.set(videoId, pending);
+    const done = (): void => {
+      if (this.loading.get(videoId) === pending) this.loading.delete(videoId);
+    };
+    pending.then(done, done);
     return pending;
   }
 

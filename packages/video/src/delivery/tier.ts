@@ -166,8 +166,10 @@ export class CacheTier {
     }
     const key = parseKey(url.slice(MEDIA_PREFIX.length).split('?')[0]!);
     // Published outputs only: never a raw upload, an unpublished rendition, or a video taken down.
-    if (this.config.published !== null) await this.config.published.check(key);
-    else if (!key.startsWith('videos/')) throw notFound(`no published object ${key}`, { key });
+    if (this.config.published !== null) {
+      const reading = this.config.published.check(key);
+      if (reading !== undefined) await reading;
+    } else if (!key.startsWith('videos/')) throw notFound(`no published object ${key}`, { key });
     const { object, outcome } = await this.object(key);
     const headers: Record<string, string> = {
       'content-type': object.contentType,
