@@ -295,7 +295,9 @@ async function bids(label: string, o: RunOptions, cluster: OurCluster, pools: Po
 }
 
 async function runOurs(o: RunOptions): Promise<SideResult> {
-  const cluster = await startOurCluster({ service: 'auction', nodes: MEMBERS, workers: { gateway: GATEWAYS } });
+  // Each watcher process connects from one loopback address (3,125 sockets per address per gateway at 50,000):
+  // the per-address watcher cap (256 by default, for the open Internet) is raised for this one-machine load.
+  const cluster = await startOurCluster({ service: 'auction', nodes: MEMBERS, workers: { gateway: GATEWAYS }, settings: { watchers_per_address: '50000' } });
   const gateways = cluster.workers.filter((w) => w.role === 'gateway');
   if (gateways.length === 0) throw new BenchError('the auction cluster has no gateway');
   const pools = gateways.map((g) => new Pool(g.url, { connections: Math.max(4, Math.ceil(o.concurrency / gateways.length)), keepAliveTimeout: 30_000 }));

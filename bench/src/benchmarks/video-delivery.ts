@@ -71,7 +71,9 @@ interface Tiers {
   stop(): Promise<void>;
 }
 
-async function startTiers(origin: Nginx, label: string, settings: Record<string, string>): Promise<Tiers> {
+async function startTiers(origin: Nginx, label: string, given: Record<string, string>): Promise<Tiers> {
+  // No metadata members behind this origin: the tiers' published check is off (the bench measures the caching).
+  const settings = { publish_check: 'off', ...given };
   const base = await freePortBlock([1, 2]);
   const dir = mkdtempSync(join(tmpdir(), `raftkit-bench-video-${label}-`));
   const removeDir = removeLater(dir);

@@ -15,6 +15,7 @@ import {
   clusterUrl,
   badRequest,
   GroupRouter,
+  HeldSockets,
   HttpError,
   holdUpgraded,
   NextRoundCoalescer,
@@ -52,6 +53,19 @@ const AMOUNT_MAX = 2 ** 48;
 /** Bytes a watcher may leave unread before it is dropped (an update is ~200 bytes; the open route needs no token). */
 const MAX_UNSENT_BYTES = 256 * 1024;
 const TIME_MAX = 8.64e15;
+/** Watcher sockets one remote address may hold on one gateway (`--set watchers_per_address=N`). */
+export const WATCHERS_PER_ADDRESS = 256;
+/** A watcher socket that has not sent {"type":"subscribe"} this long after its upgrade is closed (4408). */
+export const SUBSCRIBE_TIMEOUT_MS = 10_000;
+
+/** A positive integer setting of the gateway (`cluster up --set name=N`), or its default. */
+function intSetting(settings: Record<string, string>, name: string, fallback: number): number {
+  const raw = settings[name];
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`--set ${name}=${raw}: expected a positive integer`);
+  return n;
+}
 
 export const gatewayRole: WorkerRole = {
   role: 'gateway',
@@ -70,19 +84,40 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
   const router = new GroupRouter({ endpoints: members, token: clusterToken, timeoutMs: 10_000, locate: locateAuction });
   const secret = randomBytes(24).toString('base64url');
   const channels = new Map<string, Channel>();
-  const stats = { pushesIn: 0, polls: 0, repaired: 0 };
+  const stats = { pushesIn: 0, polls: 0, repaired: 0, idleClosed: 0 };
   const listings = new NextRoundCoalescer<{ state: string | null; auctions: AuctionBody[] }>();
   let selfUrl = `http://${options.httpAddress}`;
 
+  const perAddress = intSetting(options.settings, 'watchers_per_address', WATCHERS_PER_ADDRESS);
+  const subscribeTimeoutMs = intSetting(options.settings, 'watcher_subscribe_timeout_ms', SUBSCRIBE_TIMEOUT_MS);
+  const budget = options.settings['connection_budget'] === undefined ? undefined : intSetting(options.settings, 'connection_budget', 1);
+  let held: HeldSockets | null = null;
   const http = await serveWorkerHttp(options, {
-    health: () => ({ channels: channels.size, watchers: [...channels.values()].reduce((n, c) => n + c.size, 0), shards: [...channels.values()].reduce((n, c) => n + c.shards.length, 0), ...stats, listFanouts: listings.runs }),
+    health: () => ({
+      channels: channels.size,
+      watchers: [...channels.values()].reduce((n, c) => n + c.size, 0),
+      shards: [...channels.values()].reduce((n, c) => n + c.shards.length, 0),
+      ...stats,
+      listFanouts: listings.runs,
+      sockets: { held: held?.size ?? 0, max: held?.max ?? 0, perAddress, refused: held?.refused ?? {} },
+    }),
+    ...(budget !== undefined ? { connectionBudget: budget } : {}),
   });
+  // Watcher sockets are held (never evicted as idle): bounded per address, and in all below the listener's cap by
+  // a reserve they cannot take, so bids, GETs and /healthz always find a connection (packages/http held-sockets.ts).
+  const sockets = new HeldSockets(http.connections, { perAddress });
+  held = sockets;
   selfUrl = `http://${options.httpAddress.split(':')[0]}:${http.port}`;
   const metrics = http.metrics;
   metrics.gauge('auction_watchers', 'WebSocket watchers on this gateway').set(() => [...channels.values()].reduce((n, c) => n + c.size, 0));
   metrics.gauge('auction_pushes_received_total', 'Pushes received from writers').set(() => stats.pushesIn);
   metrics.gauge('auction_list_fanouts_total', 'Listings fanned out to every group (concurrent lists share one)').set(() => listings.runs);
   metrics.gauge('auction_polls_total', 'Auction states polled because pushes were silent for 2 s').set(() => stats.polls);
+  metrics.gauge('auction_watcher_sockets', 'WebSocket connections held on this gateway (subscribed or not yet)').set(() => sockets.size);
+  const refusedGauge = metrics.gauge('auction_watcher_sockets_refused_total', 'WebSocket upgrades refused, by reason: per_address (the address holds its cap), full (the reserve for the API reached)');
+  refusedGauge.set(() => sockets.refused.per_address, { reason: 'per_address' });
+  refusedGauge.set(() => sockets.refused.full, { reason: 'full' });
+  metrics.gauge('auction_watchers_unsubscribed_closed_total', 'WebSocket connections closed for not subscribing in time').set(() => stats.idleClosed);
 
   /** A call through the router; its ServiceErrors become the same HTTP answers (503 and 429 keep Retry-After). */
   const mapped = async <T>(work: () => Promise<T>): Promise<T> => {
@@ -246,6 +281,17 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       return;
     }
     const auctionId = id;
+    // Anyone may watch, so a place is taken per remote address and below the reserve before the upgrade.
+    const place = sockets.take(req.socket.remoteAddress ?? '');
+    if (place === 'per_address') {
+      refuse(socket, 429, 'Too Many Requests', 'too_many_watchers', `at most ${perAddress} watcher sockets per address on this gateway`, 10);
+      return;
+    }
+    if (place === 'full') {
+      refuse(socket, 503, 'Service Unavailable', 'watchers_full', 'this gateway holds all the watchers it may; try another gateway or later', 5);
+      return;
+    }
+    socket.once('close', place);
     // A watcher's socket is busy for its whole life: the listener's connection cap must not evict it as idle.
     holdUpgraded(socket);
     wss.handleUpgrade(req, socket, head, (ws) => attach(ws, auctionId));
@@ -256,6 +302,15 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
     // A watcher that does not read is dropped, not buffered for (each push carries the whole current price).
     const s: Socket = { ws, auctionId, seq: -1, early: null, send: (text) => void pushOrDrop(ws, text, MAX_UNSENT_BYTES) };
     let subscribed = false;
+    // A socket that never subscribes only holds a place: closed after the delay (and cut 1 s later if the peer
+    // does not answer the close).
+    let idle: NodeJS.Timeout | null = setTimeout(() => {
+      idle = null;
+      stats.idleClosed++;
+      ws.send(message({ type: 'error', error: { code: 'subscribe_timeout', message: `no {"type":"subscribe"} within ${subscribeTimeoutMs} ms` } }));
+      ws.close(4408, 'subscribe_timeout');
+      setTimeout(() => ws.terminate(), 1_000).unref();
+    }, subscribeTimeoutMs);
     ws.on('message', (data) => {
       let msg: { type?: unknown } | null = null;
       try {
@@ -269,9 +324,13 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       }
       if (subscribed) return;
       subscribed = true;
+      if (idle !== null) clearTimeout(idle);
+      idle = null;
       void subscribe(s);
     });
     ws.on('close', () => {
+      if (idle !== null) clearTimeout(idle);
+      idle = null;
       if (!subscribed) return;
       const channel = channels.get(auctionId);
       if (channel === undefined) return;
@@ -340,6 +399,12 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       await Promise.all([...pools.values()].map((p) => p.close()));
     },
   };
+}
+
+/** Refuses an upgrade with a JSON error (the socket is not a WebSocket yet: plain HTTP). */
+function refuse(socket: Duplex, status: number, reason: string, code: string, text: string, retryAfterS: number): void {
+  const body = JSON.stringify({ error: { code, message: text } });
+  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nretry-after: ${retryAfterS}\r\nconnection: close\r\n\r\n${body}`);
 }
 
 function bidReply(r: BidResult): Reply {

@@ -4,13 +4,17 @@
  * speed. Auctions that must close are created first and checked last, so their waits overlap the other cases.
  */
 import { randomUUID } from 'node:crypto';
+import { connect, type Socket } from 'node:net';
 import t from 'tap';
+import { Agent, request } from 'undici';
 import WebSocket from 'ws';
 import { call, startCluster, until } from '@raftkit/testkit';
 import { AuctionClient, AuctionMachine, KEY_FREEING_STATUSES, type BidBody, type BidStatus, type ServerMessage } from '../src/index.js';
 import type { LoggedBid } from '../src/projector.js';
 
-const cluster = await startCluster('auction', { nodes: 3 });
+// The gateways' watcher limits made small enough to reach in a test: 40 sockets per address, a connection cap of
+// 300 (so 200 held sockets and a reserve of 100 for the API), and 1.5 s to subscribe.
+const cluster = await startCluster('auction', { nodes: 3, settings: { watchers_per_address: '40', connection_budget: '300', watcher_subscribe_timeout_ms: '1500' } });
 t.teardown(() => cluster.down());
 const token = cluster.token;
 const gateways = cluster.role('gateway').map((w) => w.url);
@@ -270,6 +274,90 @@ t.test('WebSocket: snapshot first, bid_update in seq order on every gateway, bad
   // The close reaches every watcher.
   for (const w of [w1, w2, w3]) t.match(await w.next((m) => m.type === 'auction_closed', 60_000), { type: 'auction_closed', winner: 'w1', final_price: 140 });
   for (const w of [w1, w2, w3]) w.close();
+});
+
+t.test('hostile watchers: sockets capped per address and below a reserve, the API answers while they are held; a socket that never subscribes is closed', async (t) => {
+  const a = await auction({ start_price: 10 });
+  const url = `${gw.replace('http', 'ws')}/ws/auctions/${a}`;
+  type Opened = { ws: WebSocket } | { status: number; code: string };
+  /** One watcher socket from `localAddress`: subscribed (resolves at its snapshot) or left silent (at open). */
+  const open = (localAddress: string, subscribe: boolean): Promise<Opened> =>
+    new Promise((resolve, reject) => {
+      const ws = new WebSocket(url, { localAddress });
+      ws.once('unexpected-response', (_req, res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += String(d)));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, code: (JSON.parse(body) as { error: { code: string } }).error.code }));
+      });
+      ws.once('error', (e) => (e.message.startsWith('Unexpected server response') ? undefined : reject(e)));
+      ws.once('open', () => {
+        if (!subscribe) return resolve({ ws });
+        ws.once('message', () => resolve({ ws }));
+        ws.send(JSON.stringify({ type: 'subscribe' }));
+      });
+    });
+  const held: WebSocket[] = [];
+  const idle: Socket[] = [];
+  t.teardown(() => {
+    for (const ws of held) ws.terminate();
+    for (const s of idle) s.destroy();
+  });
+
+  const heldNow = async (): Promise<number> => ((await call(gw, 'GET', '/healthz')).body as { sockets: { held: number } }).sockets.held;
+  const before = await heldNow();
+  // Never subscribing: closed after the delay (1.5 s here), with 4408.
+  const silent = await open('127.0.0.2', false);
+  if (!('ws' in silent)) throw new Error(`refused: ${JSON.stringify(silent)}`);
+  const opened = Date.now();
+  const code = await new Promise<number>((r) => silent.ws.once('close', (c) => r(c)));
+  const after = Date.now() - opened;
+  t.equal(code, 4408, 'closed with 4408 subscribe_timeout');
+  t.ok(after >= 1_400 && after < 6_000, `closed ${after} ms after it opened (delay 1,500)`);
+
+  // One address: its 41st socket is refused with 429.
+  for (let i = 0; i < 40; i++) {
+    const w = await open('127.0.0.3', true);
+    if (!('ws' in w)) throw new Error(`socket ${i + 1} refused: ${JSON.stringify(w)}`);
+    held.push(w.ws);
+  }
+  t.same(await open('127.0.0.3', true), { status: 429, code: 'too_many_watchers' }, 'the 41st socket from one address: 429');
+  // More addresses until the gateway's own bound (cap 300 minus the reserve of 100) refuses with 503.
+  let full: Opened | null = null;
+  for (let host = 4; host < 12 && full === null; host++) {
+    for (let i = 0; i < 40 && full === null; i++) {
+      const w = await open(`127.0.0.${host}`, true);
+      if ('ws' in w) held.push(w.ws);
+      else full = w;
+    }
+  }
+  t.same(full, { status: 503, code: 'watchers_full' }, 'past 200 held sockets: 503 watchers_full');
+  const health = (await call(gw, 'GET', '/healthz')).body as { sockets: { held: number; max: number } };
+  t.match(health.sockets, { held: 200, max: 200 }, 'the gateway holds exactly its bound');
+  // And someone holds silent TCP connections to take the rest of the listener's cap (the reserve).
+  for (let i = 0; i < 120; i++) {
+    const s = connect({ host: '127.0.0.1', port: Number(new URL(gw).port), localAddress: '127.0.0.12' });
+    s.on('error', () => undefined);
+    idle.push(s);
+  }
+  await new Promise((r) => setTimeout(r, 300));
+
+  // The API still answers, each call on a connection of its own: a GET, a bid, /healthz.
+  const fresh = async (method: 'GET' | 'POST', path: string, body?: object): Promise<{ status: number; body: Record<string, unknown> }> => {
+    const agent = new Agent({ connections: 1 });
+    try {
+      const res = await request(gw + path, { method, dispatcher: agent, headersTimeout: 10_000, bodyTimeout: 10_000, ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}) });
+      return { status: res.statusCode, body: (await res.body.json()) as Record<string, unknown> };
+    } finally {
+      await agent.close();
+    }
+  };
+  t.equal((await fresh('GET', `/api/auctions/${a}`)).status, 200, 'GET of the auction: 200');
+  const placed = await fresh('POST', `/api/auctions/${a}/bids`, { bidder_id: 'hw1', bidder_token: await bidder('hw1'), amount: 10, idempotency_key: 'hw-1' });
+  t.match(placed, { status: 200, body: { status: 'accepted' } }, 'a bid: accepted');
+  t.match(await fresh('GET', '/healthz'), { status: 200, body: { status: 'ok' } }, '/healthz: 200');
+  for (const ws of held.splice(0)) ws.terminate();
+  for (const s of idle.splice(0)) s.destroy();
+  await until('the places are released', async () => (await heldNow()) <= before, 10_000, 100);
 });
 
 t.test("pushes failing: bids still work and the gateway's 2 s poll brings its watchers up to date", async (t) => {

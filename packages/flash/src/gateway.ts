@@ -941,7 +941,7 @@ export class Gateway {
     const method = requireString(body, 'payment_method', { minLength: 1, maxLength: 100 });
     const reservation = await this.inventory(() => this.backend.reservation(reservationId));
     if (reservation === null || reservation.dealId !== entry.snapshot.dealId) throw notFound(`no reservation ${reservationId} in this deal`, { reservation_id: reservationId });
-    const account = this.requireUser(ctx.req, reservation.userId);
+    const account = this.requireOwner(ctx.req, reservation.userId);
     const orderId = `o-${reservationId}`;
     // Payment processing is out of scope: the method `test_decline` stands for a refused payment (order `failed`,
     // the reservation stays `reserved` until it expires); any other is taken. The payment id is the checkout's key,
@@ -960,7 +960,7 @@ export class Gateway {
     const reservationId = ctx.params.reservation_id ?? '';
     const reservation = await this.inventory(() => this.backend.reservation(reservationId));
     if (reservation === null || reservation.dealId !== entry.snapshot.dealId) throw notFound(`no reservation ${reservationId} in this deal`, { reservation_id: reservationId });
-    if (!this.presentsClusterToken(ctx.req)) this.requireUser(ctx.req, reservation.userId);
+    if (!this.presentsClusterToken(ctx.req)) this.requireOwner(ctx.req, reservation.userId);
     return reservationBody(reservation);
   }
 
@@ -969,7 +969,7 @@ export class Gateway {
     const reservationId = ctx.params.reservation_id ?? '';
     const reservation = await this.inventory(() => this.backend.reservation(reservationId));
     if (reservation === null || reservation.dealId !== entry.snapshot.dealId) throw notFound(`no reservation ${reservationId} in this deal`, { reservation_id: reservationId });
-    const account = this.requireUser(ctx.req, reservation.userId);
+    const account = this.requireOwner(ctx.req, reservation.userId);
     const change = await this.inventory(() => this.backend.cancel(reservationId, account.userId));
     if (!change.ok) throw reservationError(change.error, reservationId);
     return reservationBody(change.reservation);
@@ -1184,7 +1184,15 @@ export class Gateway {
     return this.checkUser(bearerToken(req), userId, false);
   }
 
-  private checkUser(token: string | null, userId: string, forAttempt: boolean): Account {
+  /**
+   * The account of a reservation's owner, from the caller's bearer token; 401 without one, 403 for anyone else. The
+   * 403 does not say whose reservation it is: a reservation id must not tell a stranger who bought.
+   */
+  private requireOwner(req: IncomingMessage, ownerId: string): Account {
+    return this.checkUser(bearerToken(req), ownerId, false, false);
+  }
+
+  private checkUser(token: string | null, userId: string, forAttempt: boolean, nameUser = true): Account {
     if (token === null) throw unauthorized('a user token is required (Authorization: Bearer <user_token> from PUT /api/flash/accounts/{user_id})');
     let account = this.userTokens.get(token) ?? null;
     if (account === null) {
@@ -1192,7 +1200,10 @@ export class Gateway {
       if (account !== null) this.userTokens.set(token, account);
     }
     if (account === null) throw unauthorized('not a user token of this cluster');
-    if (account.userId !== userId) throw new HttpError(403, 'not_owner', 'this user token is for another user', { user_id: userId });
+    if (account.userId !== userId) {
+      if (!nameUser) throw new HttpError(403, 'not_owner', 'this reservation belongs to another user (reservations are not transferable)');
+      throw new HttpError(403, 'not_owner', 'this user token is for another user', { user_id: userId });
+    }
     if (forAttempt && !eligible(account, Date.now())) {
       this.tally('account', 'not_eligible');
       throw new HttpError(403, 'account_not_eligible', 'flash deals need an account older than 30 days with a verified payment method', { user_id: userId });

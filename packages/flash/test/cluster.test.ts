@@ -343,7 +343,9 @@ t.test('reservation table: reserved -> paid, reserved -> cancelled, checkout err
   const view = await client.reservation(deal, ra, a!.token);
   t.equal(view.body.status, 'reserved', 'GET shows the reservation reserved');
   t.equal(view.body.user_id, a!.id);
-  t.equal((await client.reservation(deal, ra, b!.token)).status, 403, "another user cannot read it");
+  const peek = await client.reservation(deal, ra, b!.token);
+  t.equal(peek.status, 403, 'another user cannot read it');
+  t.notOk(JSON.stringify(peek.body).includes(a!.id), "the 403 does not name the reservation's owner");
   t.equal((await client.reservation(deal, ra, token)).status, 200, 'the cluster token can');
   t.equal((await client.reservation(deal, '0-nosuchreservation', a!.token)).status, 404, 'an unknown reservation: 404');
 
@@ -351,6 +353,7 @@ t.test('reservation table: reserved -> paid, reserved -> cancelled, checkout err
   t.same([noKey.status, errorCode(noKey)], [400, 'missing_idempotency_key'], 'checkout without a key: 400');
   const stolen = await client.checkout(deal, ra, 'kb', b!.token);
   t.same([stolen.status, errorCode(stolen)], [403, 'not_owner'], "another user's checkout: 403 (not transferable)");
+  t.notOk(JSON.stringify(stolen.body).includes(a!.id), "nor does the checkout's 403");
   const declined = await client.checkout(deal, ra, 'decline-1', a!.token, 'test_decline');
   t.same([declined.status, declined.body.status, declined.body.reservation_status], [200, 'failed', 'reserved'], 'a refused payment: order failed, still reserved');
   const paid = await client.checkout(deal, ra, 'pay-1', a!.token, 'card', { gateway: 0 });

@@ -21,6 +21,7 @@ export { clusterScheme, clusterTls, clusterUrl, connectOptions, readClusterTls, 
 export type { ClusterTls, ClusterTlsFiles } from './tls.js';
 export type { PeerAddress, WorkerOptions, RunningWorker, WorkerRole, WorkerRoles, WorkerHttp } from './worker.js';
 export { limitServer, fileLimit, connectionBudget, holdUpgraded, FALLBACK_FILE_LIMIT } from './connections.js';
+export { HeldSockets, heldReserve, addressKey, type HeldRefusal, type HeldSocketOptions, type CapSource } from './held-sockets.js';
 export type { LimitOptions, ConnectionLimit } from './connections.js';
 export { fullCounter, idleExpiryFor, idleExpiryMs, refill, resetMs, take } from './bucket.js';
 export type { BucketCounter, BucketLimits, TakeResult } from './bucket.js';

@@ -6,7 +6,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import { limitServer } from './connections.js';
+import { limitServer, type ConnectionLimit } from './connections.js';
 import { watchGcPauses, type GcPauseWatch } from './gc-pauses.js';
 import type { Logger } from './log.js';
 import { MetricsRegistry, type Counter } from './metrics.js';
@@ -39,6 +39,8 @@ export interface ProcessHttpOptions {
    * has a certificate, else plain HTTP; null forces plain HTTP.
    */
   tls?: { cert: string | Buffer; key: string | Buffer } | null;
+  /** The connections the listener may hold, instead of its share of the file limit (tests, small machines). */
+  connectionBudget?: number;
 }
 
 export interface ProcessHttp {
@@ -48,6 +50,8 @@ export interface ProcessHttp {
   server: Server;
   /** "https" or "http": what the listener speaks. */
   scheme: 'http' | 'https';
+  /** The listener's connection cap (its `max` follows the process's budget as listeners come and go). */
+  connections: ConnectionLimit;
   /** Starts listening; resolves with the bound port. */
   listen(): Promise<number>;
   close(): Promise<void>;
@@ -104,11 +108,12 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
   };
   // TLS 1.3 only, as the Raft transport: every process of a cluster runs this code, so no older client needs more.
   const server = (tls === null ? createServer(listener) : createHttpsServer({ ...tls, minVersion: 'TLSv1.3' }, listener)) as Server;
-  limitServer(server);
+  const connections = limitServer(server, options.connectionBudget === undefined ? {} : { budget: options.connectionBudget });
   return {
     router,
     metrics,
     server,
+    connections,
     scheme: tls === null ? 'http' : 'https',
     listen: () => {
       gc ??= watchGcPauses(metrics);

@@ -77,6 +77,8 @@ export async function serveWorkerHttp(
     health?: () => Record<string, unknown>;
     /** The registry /metrics renders, when the worker built its parts (and their metrics) before listening. */
     metrics?: MetricsRegistry;
+    /** The connections its listener may hold, instead of its share of the file limit (tests, small machines). */
+    connectionBudget?: number;
   } = {},
 ): Promise<WorkerHttp> {
   const health = setup.health;
@@ -88,8 +90,9 @@ export async function serveWorkerHttp(
     logger: options.logger,
     ...(setup.metrics !== undefined ? { metrics: setup.metrics } : {}),
     ...(setup.fastPath !== undefined ? { fastPath: setup.fastPath } : {}),
+    ...(setup.connectionBudget !== undefined ? { connectionBudget: setup.connectionBudget } : {}),
     health: () => ({ role: options.role, ...health?.() }),
   });
   const port = await http.listen();
-  return { router: http.router, metrics: http.metrics, server: http.server, scheme: http.scheme, port, close: http.close };
+  return { router: http.router, metrics: http.metrics, server: http.server, scheme: http.scheme, connections: http.connections, port, close: http.close };
 }

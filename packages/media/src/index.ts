@@ -1,5 +1,5 @@
-export { probe, DEFAULT_MAX_DURATION_S } from './probe.js';
-export type { ProbeInfo, ProbeOptions, ProbeRejection, ProbeResult } from './probe.js';
+export { probe, DEFAULT_MAX_DURATION_S, DEFAULT_SOURCE_LIMITS } from './probe.js';
+export type { ProbeInfo, ProbeOptions, ProbeRejection, ProbeResult, SourceLimits } from './probe.js';
 export {
   LADDER,
   MAX_OUTPUT_FPS,

@@ -23,7 +23,8 @@ export interface ProbeInfo {
  * Why a file is refused. `empty`: zero bytes. `unreadable`: missing or not a regular file. `malformed`: ffprobe
  * cannot parse it (random bytes, a cut-off header). `truncated`: the header parses but the data ends early.
  * `not_video`: no video stream (audio only) or a still image. `too_long`: longer than the limit. `bad_dimensions`:
- * smaller than 16 px or larger than 7680x4320. `bad_frame_rate`: missing or above 120 fps.
+ * a side under 16 px, or a frame larger than 4096x2160 (either orientation). `bad_frame_rate`: missing or above
+ * 60 fps. `too_large`: duration x frame size over the limit (12 h of 1080p by default).
  */
 export type ProbeRejection =
   | 'empty'
@@ -33,23 +34,46 @@ export type ProbeRejection =
   | 'not_video'
   | 'too_long'
   | 'bad_dimensions'
-  | 'bad_frame_rate';
+  | 'bad_frame_rate'
+  | 'too_large';
 
 export type ProbeResult =
   | { ok: true; info: ProbeInfo }
   | { ok: false; reason: ProbeRejection; message: string };
 
-export interface ProbeOptions {
-  /** Longest accepted video (default 12 h). */
-  maxDurationS?: number;
-  timeoutMs?: number;
+/**
+ * What a source may cost to transcode. Decoding is what a hostile source amplifies (the ladder never encodes above
+ * 1080p nor above 60 fps): a 100 KB file of 1.5 s at 7680x4320 and 120 fps held two transcoders for 5 minutes.
+ */
+export interface SourceLimits {
+  /** Longest accepted video, s (default 12 h). */
+  maxDurationS: number;
+  /** Longer side of a frame, px (default 4096: UHD and DCI 4K, landscape or portrait). */
+  maxLongSide: number;
+  /** Shorter side of a frame, px (default 2160). */
+  maxShortSide: number;
+  /** Highest accepted frame rate (default 60: the ladder's output cap; decoding more frames buys nothing). */
+  maxFps: number;
+  /** duration x width x height, pixel-seconds (default 12 h of 1920x1080: 3 h of 4K, the whole 12 h at 1080p). */
+  maxPixelSeconds: number;
 }
 
 export const DEFAULT_MAX_DURATION_S = 12 * 3600;
+export const DEFAULT_SOURCE_LIMITS: SourceLimits = {
+  maxDurationS: DEFAULT_MAX_DURATION_S,
+  maxLongSide: 4096,
+  maxShortSide: 2160,
+  maxFps: 60,
+  maxPixelSeconds: DEFAULT_MAX_DURATION_S * 1920 * 1080,
+};
+
+export interface ProbeOptions extends Partial<SourceLimits> {
+  timeoutMs?: number;
+}
+
 const MIN_SIDE = 16;
-const MAX_WIDTH = 7680;
-const MAX_HEIGHT = 4320;
-const MAX_FPS = 120;
+/** 59.94 and 60 pass; a rate a hair over the cap from timebase rounding does too. */
+const FPS_SLACK = 0.5;
 // Codecs of still images: a PNG or JPEG "video" stream of one frame is a picture, not a video.
 const IMAGE_CODECS = new Set(['png', 'mjpeg', 'jpegls', 'bmp', 'gif', 'webp', 'tiff', 'jpeg2000', 'ppm', 'pgm', 'pam', 'qoi']);
 
@@ -71,7 +95,8 @@ interface FfprobeOutput {
 
 export async function probe(path: string, options: ProbeOptions = {}): Promise<ProbeResult> {
   const timeoutMs = options.timeoutMs ?? 60_000;
-  const maxDuration = options.maxDurationS ?? DEFAULT_MAX_DURATION_S;
+  const limits: SourceLimits = { ...DEFAULT_SOURCE_LIMITS, ...definedOnly(options) };
+  const maxDuration = limits.maxDurationS;
   let size: number;
   try {
     const st = await stat(path);
@@ -87,7 +112,9 @@ export async function probe(path: string, options: ProbeOptions = {}): Promise<P
     ['-v', 'error', ...INPUT_GUARD, '-print_format', 'json', '-show_format', '-show_streams', '--', path],
     { timeoutMs, maxStdout: 4 * 1024 * 1024 },
   );
-  if (res.code !== 0) return reject('malformed', `ffprobe cannot read the file: ${firstLine(res.stderr)}`);
+  // ffmpeg's messages name the file: the server's path is no business of the uploader's.
+  const said = (stderr: string): string => firstLine(stderr).split(path).join('the file');
+  if (res.code !== 0) return reject('malformed', `ffprobe cannot read the file: ${said(res.stderr)}`);
   let parsed: FfprobeOutput;
   try {
     parsed = JSON.parse(res.stdout.toString('utf8')) as FfprobeOutput;
@@ -109,11 +136,18 @@ export async function probe(path: string, options: ProbeOptions = {}): Promise<P
   if (duration > maxDuration) return reject('too_long', `duration ${duration.toFixed(1)} s is over the limit of ${maxDuration} s`);
   const width = video.width ?? 0;
   const height = video.height ?? 0;
-  if (width < MIN_SIDE || height < MIN_SIDE || width > MAX_WIDTH || height > MAX_HEIGHT) {
-    return reject('bad_dimensions', `frame size ${width}x${height} is outside ${MIN_SIDE}x${MIN_SIDE}..${MAX_WIDTH}x${MAX_HEIGHT}`);
+  const long = Math.max(width, height);
+  const short = Math.min(width, height);
+  if (short < MIN_SIDE || long > limits.maxLongSide || short > limits.maxShortSide) {
+    return reject('bad_dimensions', `frame size ${width}x${height} is outside ${MIN_SIDE}x${MIN_SIDE}..${limits.maxLongSide}x${limits.maxShortSide} (either orientation)`);
   }
-  const rate = pickRate(video);
-  if (!rate || rate.value > MAX_FPS) return reject('bad_frame_rate', `frame rate ${rate ? rate.value.toFixed(2) : 'unknown'} is not in (0, ${MAX_FPS}]`);
+  const rate = pickRate(video, limits.maxFps);
+  if (!rate || rate.value > limits.maxFps + FPS_SLACK) return reject('bad_frame_rate', `frame rate ${rate ? rate.value.toFixed(2) : 'unknown'} is not in (0, ${limits.maxFps}]`);
+  const pixelSeconds = duration * width * height;
+  if (pixelSeconds > limits.maxPixelSeconds) {
+    const hoursAt1080 = limits.maxPixelSeconds / (1920 * 1080 * 3600);
+    return reject('too_large', `${duration.toFixed(1)} s at ${width}x${height} is over the limit of ${limits.maxPixelSeconds.toExponential(2)} pixel-seconds (${hoursAt1080.toFixed(1)} h of 1920x1080)`);
+  }
 
   // A whole header over cut data: decoding a frame from the last second finds nothing (or only errors).
   const tail = await run(
@@ -124,7 +158,7 @@ export async function probe(path: string, options: ProbeOptions = {}): Promise<P
   // framecrc prints one line per decoded frame ("0, pts, ..."), after its '#' header lines.
   const decoded = tail.stdout.toString('utf8').split('\n').some((l) => /^\d+,/.test(l));
   if (tail.code !== 0 || !decoded) {
-    return reject('truncated', `the data ends before the declared duration: ${firstLine(tail.stderr) || 'no frame decodes near the end'}`);
+    return reject('truncated', `the data ends before the declared duration: ${said(tail.stderr) || 'no frame decodes near the end'}`);
   }
   return {
     ok: true,
@@ -164,12 +198,22 @@ function parseRate(text: string | undefined): { value: number; text: string } | 
 }
 
 // avg_frame_rate is what a player sees; r_frame_rate is the timebase guess and can be 90000/1 for VFR files.
-function pickRate(s: FfprobeStream): { value: number; text: string } | undefined {
+function pickRate(s: FfprobeStream, maxFps: number): { value: number; text: string } | undefined {
   const avg = parseRate(s.avg_frame_rate);
-  if (avg && avg.value <= MAX_FPS) return avg;
+  if (avg && avg.value <= maxFps + FPS_SLACK) return avg;
   return parseRate(s.r_frame_rate) ?? avg;
 }
 
 function firstLine(text: string): string {
   return text.trim().split('\n')[0]?.slice(0, 300) ?? '';
+}
+
+/** The options that were given (an explicit undefined must not replace a default). */
+function definedOnly(options: ProbeOptions): Partial<SourceLimits> {
+  const out: Partial<SourceLimits> = {};
+  for (const k of ['maxDurationS', 'maxLongSide', 'maxShortSide', 'maxFps', 'maxPixelSeconds'] as const) {
+    const v = options[k];
+    if (v !== undefined) out[k] = v;
+  }
+  return out;
 }

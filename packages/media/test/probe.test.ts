@@ -51,6 +51,8 @@ t.test('bad files of every kind get a typed rejection', async (t) => {
   const random = join(dir, 'random.mp4');
   await writeFile(random, randomBytes(200_000));
   rejected(t, await probe(random), 'malformed');
+  const said = await probe(random);
+  t.notOk(!said.ok && said.message.includes(dir), 'the message does not show the server path of the file');
 
   const text = join(dir, 'notes.mp4');
   await writeFile(text, 'this is not a video\n'.repeat(100));
@@ -96,4 +98,20 @@ t.test('bad files of every kind get a typed rejection', async (t) => {
   const thin = join(dir, 'thin.mp4');
   await runOk(TOOLS.ffmpeg, ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc2=size=8x90:rate=30:duration=1', '-c:v', 'libx264', '-pix_fmt', 'yuv420p', '-y', thin]);
   rejected(t, await probe(thin), 'bad_dimensions');
+});
+
+t.test('hostile sources: too large a frame, too fast, too many pixel-seconds (tiny files, large decode work)', async (t) => {
+  // 4112 px wide, 0.2 s: a few KB whose every frame is wider than the 4096 px limit.
+  const wide = join(dir, 'wide.mp4');
+  await runOk(TOOLS.ffmpeg, ['-v', 'error', '-f', 'lavfi', '-i', 'color=size=4112x32:rate=30:duration=0.2', '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-y', wide]);
+  rejected(t, await probe(wide), 'bad_dimensions');
+  const fast = join(dir, 'fast.mp4');
+  await runOk(TOOLS.ffmpeg, ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc2=size=160x90:rate=120:duration=1', '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-y', fast]);
+  rejected(t, await probe(fast), 'bad_frame_rate');
+  // 10 s of 160x90 is 144,000 pixel-seconds: refused under a lower cap, accepted under the default.
+  rejected(t, await probe(good, { maxPixelSeconds: 100_000 }), 'too_large');
+  t.equal((await probe(good)).ok, true);
+  // The frame limits are by long and short side (portrait and landscape alike), inclusive.
+  t.equal((await probe(good, { maxLongSide: 160, maxShortSide: 90 })).ok, true, 'exactly at the limits');
+  rejected(t, await probe(good, { maxLongSide: 159 }), 'bad_dimensions');
 });

@@ -23,7 +23,7 @@ import {
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
-import { EDGE_ROLE, pickEdge, prefillVideo, REGIONAL_ROLE, registerWatchPage } from './delivery/index.js';
+import { EDGE_ROLE, pickEdge, prefillVideo, purgeVideo, REGIONAL_ROLE, registerWatchPage } from './delivery/index.js';
 import { MetaClient, StoreClient } from './internal-client.js';
 import { PRIVACY, type Privacy, type Upload, type Video } from './machine.js';
 import { signingSecret, signQuery } from './signing.js';
@@ -261,7 +261,13 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const reason = optionalString(b, 'reason', 1000);
       const r = await meta.command({ op: 'moderate', videoId, action, reason, now: Date.now() });
       if (r.video === null) throw notFound(`no video ${videoId}`, { video_id: videoId });
-      return body(r.video);
+      if (action === 'clear') return body(r.video);
+      // A video taken down or flagged leaves every delivery tier now: the regional tier purges it and fans out to
+      // the edges (which also drop the record they checked it by). `delivery_purged` false: some tier did not
+      // answer, and it refuses the video once its record expires (publish_check_ttl_ms, 5 s).
+      const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
+      const purged = regional === undefined ? true : await purgeVideo(`http://${regional.httpAddress}`, token, videoId);
+      return { ...body(r.video), delivery_purged: purged };
     })
     .get('/api/users/:id/library', { admits: 'authenticated' }, async (ctx) => {
       const userId = ctx.params.id ?? '';

@@ -174,10 +174,20 @@ export interface SegmentRecord {
   attempts: number;
 }
 
+/**
+ * The per-user transcode budget a `probed` command is checked against: at most `seconds` of source per uploader
+ * in any `windowMs` ending at the command's `now`. It travels in the command (the proposer's settings), so every
+ * member decides alike; absent, no budget applies.
+ */
+export interface TranscodeBudget {
+  seconds: number;
+  windowMs: number;
+}
+
 export type VideoCommand =
   | { op: 'createUpload'; uploadId: string; uploaderId: string; idempotencyKey: string; title: string; description: string; tags: string[]; privacy: Privacy; totalSize: number | null; now: number }
   | { op: 'finalize'; uploadId: string; videoId: string; totalChunks: number; size: number; sha256: string; rawPath: string; now: number }
-  | { op: 'probed'; videoId: string; durationS: number; codec: string; width: number; height: number; fps: string; hasAudio: boolean; qualities: QualitySpec[]; segmentS: number; segments: number; now: number }
+  | { op: 'probed'; videoId: string; durationS: number; codec: string; width: number; height: number; fps: string; hasAudio: boolean; qualities: QualitySpec[]; segmentS: number; segments: number; now: number; budget?: TranscodeBudget }
   | { op: 'fail'; videoId: string; stage: Stage; reason: string; now: number }
   | { op: 'claim'; workerId: string; leaseId: string; leaseMs: number; now: number }
   | { op: 'renew'; taskKey: string; leaseId: string; leaseMs: number; now: number }
@@ -230,6 +240,10 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
       id('videoId'), numberField(c, 'durationS', 0, 1e7), stringField(c, 'codec', 64), integerField(c, 'width', 1, 1e5), integerField(c, 'height', 1, 1e5);
       arrayField(c, 'qualities', (q, at) => qualitySpec(q, at), 16), integerField(c, 'segmentS', 1, 3600), integerField(c, 'segments', 1, 100_000), time('now');
       stringField(c, 'fps', 32), booleanField(c, 'hasAudio');
+      if (c.budget !== undefined) {
+        const b = objectField(c, 'budget');
+        numberField(b, 'seconds', 0, 1e9), integerField(b, 'windowMs', 1, 366 * 86_400_000);
+      }
       return;
     }
     case 'fail':
@@ -308,6 +322,8 @@ interface Snapshot {
   videos: Video[];
   tasks: Task[];
   segments: Array<[string, SegmentRecord]>;
+  /** Absent in snapshots from before the transcode budget. */
+  usage?: Array<[string, Array<[number, number]>]>;
 }
 
 export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
@@ -320,6 +336,8 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
   private segments = new Map<string, SegmentRecord>();
   /** video id -> its task keys (open or done), for counting and re-encodes. */
   private videoTasks = new Map<string, Set<string>>();
+  /** uploader -> [entry time, seconds of source] of each source accepted for transcoding, oldest first. */
+  private usage = new Map<string, Array<[number, number]>>();
 
   constructor(readonly limits: VideoLimits = DEFAULT_LIMITS) {}
 
@@ -506,6 +524,21 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       if (v.previous !== null) this.failReencode(v, 'probe', 'no quality fits the source', c.now);
       else this.failVideo(v, 'probe', 'no quality fits the source');
       return { op: 'probed', ok: true, video: v };
+    }
+    if (c.budget !== undefined) {
+      const used = this.transcodeUsage(v.uploader_id, c.now, c.budget.windowMs);
+      if (used.seconds + c.durationS > c.budget.seconds) {
+        const hours = c.budget.windowMs / 3_600_000;
+        const retry = used.freesAt === null ? '' : `; the oldest counted source leaves the window at ${new Date(used.freesAt).toISOString()}`;
+        const why = `over_budget: ${c.durationS.toFixed(1)} s of source would bring ${v.uploader_id} to ${(used.seconds + c.durationS).toFixed(1)} s transcoded in ${hours} h, over the budget of ${c.budget.seconds} s${retry}`;
+        if (v.previous !== null) this.failReencode(v, 'probe', why, c.now);
+        else this.failVideo(v, 'probe', why);
+        return { op: 'probed', ok: true, video: v };
+      }
+      // Entries out of this window are dropped here, in apply, so every member drops the same ones.
+      const entries = (this.usage.get(v.uploader_id) ?? []).filter((e) => e[0] > c.now - c.budget!.windowMs);
+      entries.push([c.now, c.durationS]);
+      this.usage.set(v.uploader_id, entries);
     }
     v.duration_s = c.durationS;
     v.source_codec = c.codec;
@@ -732,6 +765,21 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
 
   // ---------------------------------------------------------------- reads
 
+  /**
+   * Seconds of source accepted for `userId` in the `windowMs` ending at `now`, and when the oldest of them leaves
+   * the window (null when none counts). A pure read: entries are dropped only by applied commands.
+   */
+  transcodeUsage(userId: string, now: number, windowMs: number): { seconds: number; freesAt: number | null } {
+    let seconds = 0;
+    let freesAt: number | null = null;
+    for (const [at, s] of this.usage.get(userId) ?? []) {
+      if (at <= now - windowMs) continue;
+      seconds += s;
+      freesAt ??= at + windowMs;
+    }
+    return { seconds, freesAt };
+  }
+
   getUpload(uploadId: string): Upload | null {
     return this.uploads.get(uploadId) ?? null;
   }
@@ -792,7 +840,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
   // ---------------------------------------------------------------- snapshots
 
   snapshot(): Uint8Array {
-    const s: Snapshot = { uploads: [...this.uploads.values()], videos: [...this.videos.values()], tasks: [...this.open.values()], segments: [...this.segments.entries()] };
+    const s: Snapshot = { uploads: [...this.uploads.values()], videos: [...this.videos.values()], tasks: [...this.open.values()], segments: [...this.segments.entries()], usage: [...this.usage.entries()] };
     return Buffer.from(JSON.stringify(s));
   }
 
@@ -804,6 +852,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     this.videos = new Map(s.videos.map((v) => [v.video_id, { ...v, storage: v.storage ?? (v.tier === 'warm' ? 'warm' : 'archived'), archive: v.archive ?? null, reencode_failure: v.reencode_failure ?? null, previous: v.previous ?? null }]));
     this.open = new Map(s.tasks.map((t) => [t.key, t]));
     this.segments = new Map(s.segments);
+    this.usage = new Map(s.usage ?? []);
     this.videoTasks = new Map();
     for (const key of [...this.open.keys(), ...this.segments.keys()]) {
       const id = key.split('/')[0]!;

@@ -5,7 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { HttpError } from '@raftkit/http';
-import { checkKey, Coalescer, etagOf, ObjectCache, parseRange, pickEdge, playlistReferences, type CachedObject } from '../src/delivery/index.js';
+import { checkKey, Coalescer, etagOf, ObjectCache, parseRange, pickEdge, playlistReferences, PublishedCheck, servable, type CachedObject } from '../src/delivery/index.js';
+import { VideoMachine, type Video } from '../src/machine.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'video-delivery-parts-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -146,4 +147,88 @@ t.test('edge choice: stable per video, spread over edges, and removing an edge m
   t.ok(moved.every((v) => first[ids.indexOf(v)] === 'edge2'), 'only edge2 videos moved');
   t.equal(moved.length, counts.get('edge2'), 'and all of them');
   t.throws(() => pickEdge('v', []));
+});
+
+/** A video record as the machine makes it: uploaded, probed with two qualities, the first published. */
+function record(): Video {
+  const m = new VideoMachine();
+  const ctx = { index: 1, term: 1, time: 0 };
+  m.apply({ op: 'createUpload', uploadId: 'u1', uploaderId: 'ann', idempotencyKey: 'k', title: 'T', description: '', tags: [], privacy: 'public', totalSize: null, now: 1 }, ctx);
+  m.apply({ op: 'finalize', uploadId: 'u1', videoId: 'v1', totalChunks: 1, size: 10, sha256: 'a'.repeat(64), rawPath: 'raw/u1', now: 2 }, ctx);
+  m.apply({ op: 'probed', videoId: 'v1', durationS: 10, codec: 'h264', width: 426, height: 240, fps: '30', hasAudio: true, qualities: [{ name: '144p', width: 256, height: 144, bandwidth: 1 }, { name: '240p', width: 426, height: 240, bandwidth: 2 }], segmentS: 30, segments: 1, now: 3 }, ctx);
+  return structuredClone(m.getVideo('v1')!);
+}
+
+t.test('servable: published outputs of a playable video only', async (t) => {
+  const v = record();
+  t.notOk(servable('videos/v1/r1/master.m3u8', v), 'transcoding: no master yet');
+  v.thumbnails = ['videos/v1/r1/thumbs/thumb-50.jpg'];
+  t.ok(servable('videos/v1/r1/thumbs/thumb-50.jpg', v), 'transcoding: a thumbnail the record names');
+  v.status = 'playable';
+  v.manifest_path = 'videos/v1/r1/master.m3u8';
+  v.qualities[0]!.published = true;
+  for (const key of ['videos/v1/r1/master.m3u8', 'videos/v1/r1/manifest.mpd', 'videos/v1/r1/144p/init.mp4', 'videos/v1/r1/144p/seg-00000.m4s', 'videos/v1/r1/captions/en.vtt']) t.ok(servable(key, v), key);
+  for (const key of ['raw/u1', 'videos/v1/r1/240p/init.mp4', 'videos/v1/r2/master.m3u8', 'videos/v2/r1/master.m3u8', 'videos/v1/r1/144p', 'uploads/u1/0.chunk']) t.notOk(servable(key, v), `refused: ${key}`);
+  // A re-encode in progress: the previous revision plays, the new one is not served until published.
+  const before = structuredClone(v);
+  v.previous = { revision: 1, qualities: before.qualities, thumbnails: before.thumbnails, poster_path: null, captions_path: null, transcoded_at: null, stage: null };
+  v.revision = 2;
+  v.qualities = [];
+  t.ok(servable('videos/v1/r1/144p/init.mp4', v), 'the previous revision plays during a re-encode');
+  t.notOk(servable('videos/v1/r2/master.m3u8', v), 'the new one is not published');
+  for (const status of ['flagged', 'taken_down', 'failed'] as const) {
+    const w = { ...before, status };
+    t.notOk(servable('videos/v1/r1/master.m3u8', w) || servable('videos/v1/r1/thumbs/thumb-50.jpg', w), `${status}: nothing`);
+  }
+});
+
+/** The status of the HttpError `f` throws at once (0 when it does not throw). */
+function statusOf(f: () => unknown): number {
+  try {
+    f();
+    return 0;
+  } catch (e) {
+    return e instanceof HttpError ? e.status : -1;
+  }
+}
+
+t.test('the record cache: fresh records decide without a read; a purge drops the record and any read in flight', async (t) => {
+  let now = 0;
+  const v = record();
+  v.status = 'playable';
+  v.manifest_path = 'videos/v1/r1/master.m3u8';
+  let current: Video = v;
+  let reads = 0;
+  let hold = false;
+  const waiting: Array<() => void> = [];
+  const gone: string[] = [];
+  const check = new PublishedCheck({
+    // Reads the record when called (as the members answer) and, while `hold`, answers only when released.
+    source: async () => {
+      reads++;
+      const answer = structuredClone(current);
+      if (hold) await new Promise<void>((r) => waiting.push(r));
+      return answer;
+    },
+    ttlMs: 5_000,
+    clock: () => now,
+    onGone: (id) => gone.push(id),
+  });
+  await check.check('videos/v1/r1/master.m3u8');
+  t.equal(check.check('videos/v1/r1/master.m3u8'), undefined, 'a fresh record decides at once');
+  t.equal(reads, 1);
+  t.equal(statusOf(() => check.check('raw/u1')), 404, 'raw/ is refused without a read');
+  // A read starts (the record expired), then the video is taken down and purged while it is in flight.
+  now = 6_000;
+  hold = true;
+  const stale = check.check('videos/v1/r1/master.m3u8')!;
+  current = { ...v, status: 'taken_down' };
+  check.forget('videos/v1/');
+  const after = check.check('videos/v1/r1/master.m3u8')!;
+  t.equal(reads, 3, 'after the purge the record is read again, not joined to the read in flight');
+  for (const r of waiting.splice(0)) r();
+  await stale;
+  t.equal(await after.then(() => 0, (e: unknown) => (e instanceof HttpError ? e.status : -1)), 404, 'and the take-down is seen');
+  t.equal(statusOf(() => check.check('videos/v1/r1/master.m3u8')), 404, 'the read from before the purge was not kept');
+  t.same(gone, ['v1'], "a taken-down record drops the tier's cached objects");
 });

@@ -66,7 +66,9 @@ let edge2: Tier;
 const stampedeAgent = new Agent({ connections: 1100, keepAliveTimeout: 10_000 });
 
 async function startTier(id: string, kind: 'edge' | 'regional', port: number, upstreamUrl: string, downstream: Array<{ id: string; url: string }>, settings: Record<string, string>): Promise<Tier> {
-  const tier = await spawnTier({ id, kind, httpAddress: `127.0.0.1:${port}`, dataDir: join(dir, id), token: TOKEN, upstreamUrl, downstream, settings });
+  // No metadata members here: the tiers stand in front of this test's origin (the published check is the pipeline
+  // test's, on a real cluster); they still serve nothing outside videos/.
+  const tier = await spawnTier({ id, kind, httpAddress: `127.0.0.1:${port}`, dataDir: join(dir, id), token: TOKEN, upstreamUrl, downstream, settings: { publish_check: 'off', ...settings } });
   tiers.push(tier);
   return tier;
 }
@@ -328,6 +330,13 @@ t.test('bad paths and methods are 4xx JSON', async (t) => {
     t.type(body.error.code, 'string');
     t.type(body.error.message, 'string');
   }
+  // A raw upload is never served by a cache, even with the published check off: refused before any fetch.
+  origin.objects.set('raw/u-secret', Buffer.from('the original upload'));
+  for (const tier of [edge1, regional]) {
+    const raw = await getMedia(tier, 'raw/u-secret');
+    t.equal(raw.status, 404, `${tier.id}: raw/<upload_id> is 404`);
+  }
+  t.equal(origin.count('raw/u-secret'), 0, 'and the origin was never asked for it');
   const stats404 = await call(edge1.url, 'GET', '/api/delivery/stats');
   t.equal(stats404.status, 401, 'stats need the cluster token');
   await until('edge1 healthy after the bad requests', async () => (await call(edge1.url, 'GET', '/healthz')).status === 200, 10_000);

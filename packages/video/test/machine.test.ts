@@ -265,3 +265,25 @@ t.test('a failed re-encode leaves the previous revision playable (probe failure,
   t.match(m.getVideo('v1'), { status: 'playable', stage: null, revision: 1, manifest_path: 'videos/v1/r1/master.m3u8', reencode_failure: { revision: 3, stage: 'transcode' } }, 'every new quality failed: still revision 1, never failed');
   t.equal(m.openTasks('v1').length, 0);
 });
+
+t.test('the per-user transcode budget: decided at probed in log order, by the window of entry times, kept in snapshots', async (t) => {
+  const m = new VideoMachine();
+  const budget = { seconds: 100, windowMs: 3_600_000 };
+  const probedAt = (video: string, duration: number, now: number): VideoResult =>
+    run(m, { op: 'probed', videoId: video, durationS: duration, codec: 'h264', width: 320, height: 240, fps: '30', hasAudio: true, qualities: Q, segmentS: 30, segments: Math.ceil(duration / 30), now, budget });
+  finalized(m, 'u1', 'v1');
+  finalized(m, 'u2', 'v2');
+  finalized(m, 'u3', 'v3');
+  finalized(m, 'u4', 'v4', 'bob');
+  t.match(probedAt('v1', 60, T0 + 10), { ok: true, video: { status: 'transcoding', stage: 'transcode' } }, '60 s of 100: accepted');
+  t.match(probedAt('v2', 41, T0 + 20), { ok: true, video: { status: 'failed', failure: { stage: 'probe', reason: /^over_budget: 41\.0 s of source would bring ann to 101\.0 s/ } } }, '60 + 41 > 100: refused');
+  t.equal(m.openTasks('v2').length, 0, 'nothing queued for the refused source');
+  t.match(probedAt('v4', 90, T0 + 20), { ok: true, video: { status: 'transcoding' } }, "another user's budget is their own");
+  t.same(m.transcodeUsage('ann', T0 + 20, budget.windowMs), { seconds: 60, freesAt: T0 + 10 + budget.windowMs }, 'a refused source costs nothing');
+  const copy = new VideoMachine();
+  copy.restore(m.snapshot());
+  t.same(copy.transcodeUsage('ann', T0 + 20, budget.windowMs), m.transcodeUsage('ann', T0 + 20, budget.windowMs), 'the usage survives a snapshot');
+  // An hour after the first source it leaves the window: the same 41 s now fits.
+  t.match(probedAt('v3', 41, T0 + 10 + budget.windowMs), { ok: true, video: { status: 'transcoding' } }, 'accepted once the window moved on');
+  t.same(m.transcodeUsage('ann', T0 + 10 + budget.windowMs, budget.windowMs).seconds, 41);
+});

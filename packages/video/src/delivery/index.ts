@@ -10,5 +10,6 @@ export { playlistReferences } from './playlist.js';
 export { registerWatchPage, WEB_DIST } from './watch.js';
 export { spawnTier } from './spawn.js';
 export type { TierArgs, TierChild } from './spawn.js';
-export { prefillVideo, videoPrefillBody } from './prefill.js';
+export { prefillVideo, purgeVideo, videoPrefillBody } from './prefill.js';
 export type { VideoObjects } from './prefill.js';
+export { PublishedCheck, servable, type RecordSource } from './published.js';

@@ -36,3 +36,23 @@ export async function prefillVideo(regionalUrl: string, token: string, v: VideoO
   if (!r.ok || answer === null) throw new HttpError(502, 'upstream_error', `the regional cache answered ${r.status} to the prefill`, { upstream_status: r.status });
   return answer;
 }
+
+/**
+ * Purges a whole video from the regional tier and, through it, every edge (a take-down or a flag: nothing of it
+ * may be served a moment longer). True when the regional tier and every edge it fanned out to answered; false
+ * otherwise, and then the tiers' published check refuses the video within its record TTL anyway.
+ */
+export async function purgeVideo(regionalUrl: string, token: string, videoId: string): Promise<boolean> {
+  try {
+    const r = await fetch(`${regionalUrl}/api/delivery/purge`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ video_id: videoId }),
+      signal: AbortSignal.timeout(10_000),
+    });
+    const answer = (await r.json().catch(() => null)) as { downstream?: Array<{ error?: unknown }> } | null;
+    return r.ok && answer !== null && (answer.downstream ?? []).every((d) => d.error === undefined);
+  } catch {
+    return false;
+  }
+}

@@ -4,7 +4,10 @@
  */
 import { join } from 'node:path';
 import { MetricsRegistry, serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
-import { CacheTier, type Downstream, type TierConfig } from './tier.js';
+import { MetaClient } from '../internal-client.js';
+import type { Video } from '../machine.js';
+import { PublishedCheck } from './published.js';
+import { CacheTier, videoPrefix, type Downstream, type TierConfig } from './tier.js';
 import { registerPageApi, type AppTier } from './api-proxy.js';
 import { registerWatchPage } from './watch.js';
 
@@ -15,15 +18,17 @@ export interface RunningTier extends RunningWorker {
   tier: CacheTier;
 }
 
-export async function startTierProcess(options: WorkerOptions, config: TierConfig, appTier?: AppTier): Promise<RunningTier> {
+export async function startTierProcess(options: WorkerOptions, base: Omit<TierConfig, 'published'>, appTier?: AppTier): Promise<RunningTier> {
   const metrics = new MetricsRegistry();
+  const { published, close } = publishedCheck(options, (videoId) => tier.dropLocal(videoPrefix(videoId)));
+  const config: TierConfig = { ...base, published };
   const tier = new CacheTier(config, metrics);
   const http = await serveWorkerHttp(options, {
     metrics,
     // `/media/<key>` has any number of segments, which the router's patterns cannot express; it is open (what a
     // player fetches) and answered here, before routing. Everything else goes through the router.
     fastPath: tier.handle,
-    health: () => ({ tier: config.kind, upstream: config.upstream.baseUrl, downstream: config.downstream.length }),
+    health: () => ({ tier: config.kind, upstream: config.upstream.baseUrl, downstream: config.downstream.length, publish_check: published === null ? 'off' : 'members' }),
   });
   tier.routes(http.router);
   if (config.kind === 'edge') {
@@ -31,7 +36,33 @@ export async function startTierProcess(options: WorkerOptions, config: TierConfi
     // The page an edge serves calls the API on the edge's own origin (api-proxy.ts).
     if (appTier !== undefined) registerPageApi(http.router, appTier);
   }
-  return { httpPort: http.port, tier, stop: () => http.close() };
+  return {
+    httpPort: http.port,
+    tier,
+    stop: async () => {
+      await http.close();
+      await close();
+    },
+  };
+}
+
+/**
+ * The check of what viewers may get (published.ts), reading video records from the metadata members
+ * (`publish_check_ttl_ms`, default 5 000). `--set publish_check=off` turns it off, for a standalone tier in front
+ * of an origin of its own (tests, the benchmark); a tier without members must say so, never fail open by accident.
+ */
+function publishedCheck(options: WorkerOptions, onGone: (videoId: string) => void): { published: PublishedCheck | null; close: () => Promise<void> } {
+  const mode = options.settings['publish_check'] ?? 'members';
+  if (mode === 'off') return { published: null, close: async () => undefined };
+  if (mode !== 'members') throw new Error(`--set publish_check=${mode}: expected members or off`);
+  if (options.members.length === 0) throw new Error('a cache tier needs the metadata members to tell published outputs (or --set publish_check=off for a standalone tier)');
+  const meta = new MetaClient(options.members, options.tokens[0]!, options.index - 1);
+  const published = new PublishedCheck({
+    source: (videoId) => meta.find<Video>(`/internal/video/videos/${encodeURIComponent(videoId)}`),
+    ttlMs: number(options.settings, 'publish_check_ttl_ms', 5_000),
+    onGone,
+  });
+  return { published, close: () => meta.close() };
 }
 
 const MB = 1024 * 1024;
@@ -45,7 +76,7 @@ function number(settings: Record<string, string>, name: string, fallback: number
 }
 
 /** The settings both tiers read: cache_memory_mb, cache_disk_mb, upstream_timeout_ms, max_object_mb. */
-function tierConfig(options: WorkerOptions, kind: 'edge' | 'regional', upstreamUrl: string, downstream: Downstream[]): TierConfig {
+function tierConfig(options: WorkerOptions, kind: 'edge' | 'regional', upstreamUrl: string, downstream: Downstream[]): Omit<TierConfig, 'published'> {
   const s = options.settings;
   return {
     id: options.id,

@@ -6,10 +6,11 @@
  * (the regional cache to its edges).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { badRequest, HttpError, requireObject, sendError, sendJson, type MetricsRegistry, type Router } from '@raftkit/http';
+import { badRequest, HttpError, notFound, requireObject, sendError, sendJson, type MetricsRegistry, type Router } from '@raftkit/http';
 import { Coalescer } from './coalesce.js';
 import { checkKey, checkPrefix, parseKey } from './keys.js';
 import { playlistReferences } from './playlist.js';
+import type { PublishedCheck } from './published.js';
 import { ObjectCache, type CachedObject } from './store.js';
 import { fetchObject, type UpstreamOptions } from './upstream.js';
 
@@ -39,6 +40,11 @@ export interface TierConfig {
   downstream: readonly Downstream[];
   memoryBytes: number;
   diskBytes: number;
+  /**
+   * Decides which keys viewers may get (published.ts); null only for a standalone tier in front of an origin of its
+   * own (tests, the benchmark: `publish_check=off`), which still serves nothing outside `videos/`.
+   */
+  published: PublishedCheck | null;
 }
 
 export interface TierStats {
@@ -54,6 +60,8 @@ export interface TierStats {
   upstreamFailures: number;
   purged: number;
   cache: ReturnType<ObjectCache['stats']>;
+  /** The published check's record fetches, refusals and failed fetches; null when off. */
+  published: PublishedCheck['counts'] | null;
 }
 
 type Outcome = 'hit' | 'miss' | 'coalesced';
@@ -80,7 +88,16 @@ export class CacheTier {
   }
 
   stats(): TierStats {
-    return { id: this.config.id, kind: this.config.kind, ...this.counts, cache: this.cache.stats() };
+    const p = this.config.published;
+    return { id: this.config.id, kind: this.config.kind, ...this.counts, cache: this.cache.stats(), published: p === null ? null : { ...p.counts } };
+  }
+
+  /** Drops every cached object under `prefix` here only (a record said the video is gone; no fan-out). */
+  dropLocal(prefix: string): number {
+    this.purgeEpoch++;
+    const n = this.cache.purge(prefix).length;
+    this.counts.purged += n;
+    return n;
   }
 
   /** The object of `key`, from the cache or fetched once from upstream, and how it was found. */
@@ -148,6 +165,11 @@ export class CacheTier {
       throw new HttpError(405, 'method_not_allowed', 'use GET or HEAD on /media/', {}, { allow: 'GET, HEAD, OPTIONS' });
     }
     const key = parseKey(url.slice(MEDIA_PREFIX.length).split('?')[0]!);
+    // Published outputs only: never a raw upload, an unpublished rendition, or a video taken down.
+    if (this.config.published !== null) {
+      const reading = this.config.published.check(key);
+      if (reading !== undefined) await reading;
+    } else if (!key.startsWith('videos/')) throw notFound(`no published object ${key}`, { key });
     const { object, outcome } = await this.object(key);
     const headers: Record<string, string> = {
       'content-type': object.contentType,
@@ -193,6 +215,8 @@ export class CacheTier {
 
   async purge(prefix: string): Promise<{ id: string; purged: number; downstream: unknown[] }> {
     this.purgeEpoch++;
+    // The video's record too: a take-down (or a new master) is seen by the next request, not after the TTL.
+    this.config.published?.forget(prefix);
     const dropped = this.cache.purge(prefix);
     this.counts.purged += dropped.length;
     const downstream = await this.fanOut('/api/delivery/purge', { prefix });

@@ -41,6 +41,7 @@ import { MetaClient, StoreClient } from '../internal-client.js';
 import type { QualitySpec, SegmentRecord, Video } from '../machine.js';
 import { STORE_ROLE } from '../store/server.js';
 import { REGIONAL_ROLE } from '../delivery/index.js';
+import { forUsers, pipelineLimits } from './limits.js';
 
 export const PIPELINE_ROLE = 'pipeline';
 const POLL_MS = 500;
@@ -83,6 +84,7 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
   const log: Logger = options.logger;
   let stopped = false;
   const extrasDone = new Set<string>();
+  const limits = pipelineLimits(options.settings);
 
   const probeOne = async (v: Video): Promise<void> => {
     const path = await localSource(store, sources, v);
@@ -90,17 +92,21 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: 'unreadable: the raw source is missing from the store', now: Date.now() });
       return;
     }
-    const result = await probe(path);
+    const result = await probe(path, limits.source);
     if (!result.ok) {
       stats.rejected++;
-      await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: `${result.reason}: ${result.message}`.slice(0, 1000), now: Date.now() });
+      await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: forUsers(`${result.reason}: ${result.message}`).slice(0, 1000), now: Date.now() });
       await rm(path, { force: true });
       return;
     }
     const info = result.info;
     const plan = planTranscode(info);
     const verdict = moderate({ probe: info, title: v.title, description: v.description, tags: v.tags, caption_text: '' });
-    if (verdict.decision !== 'ok') await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+    if (verdict.decision !== 'ok') {
+      await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+      // A re-encode's probe: the previous revision was playing from the delivery tiers until now.
+      await purge(`videos/${v.video_id}/`);
+    }
     const qualities: QualitySpec[] = plan.qualities.map((q) => ({ name: q.name, width: q.width, height: q.height, bandwidth: (q.video_kbps + q.audio_kbps) * 1000 }));
     await meta.command({
       op: 'probed',
@@ -115,6 +121,8 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       segmentS: 30,
       segments: plan.segments.length,
       now: Date.now(),
+      // The uploader's budget, decided by the machine in log order (so two pipelines cannot both spend its last part).
+      ...(limits.budget !== null ? { budget: limits.budget } : {}),
     });
     stats.probed++;
   };
@@ -143,12 +151,14 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     }
     await store.put(`${prefix}/master.m3u8`, buildHlsMaster({ variants, ...(subtitles !== undefined ? { subtitles } : {}) }));
     await store.put(`${prefix}/manifest.mpd`, buildDashMpd({ duration_s: duration, variants: dash, ...(v.captions_path !== null ? { subtitles: { vtt_uri: 'captions/en.vtt', language: 'en' } } : {}) }));
-    // The master and the MPD of a revision are rewritten as qualities join: purge their cached copies (the regional
-    // tier fans the purge out to the edges). Segments and variant playlists never change.
-    await purge(`${prefix}/master.m3u8`);
-    await purge(`${prefix}/manifest.mpd`);
     const r = await meta.command({ op: 'published', videoId: v.video_id, revision: v.revision, qualities: complete.map((q) => q.name), manifestPath: `${prefix}/master.m3u8`, now: Date.now() });
     stats.published++;
+    // The master and the MPD of a revision are rewritten as qualities join: purge their cached copies (the regional
+    // tier fans the purge out to the edges). Segments and variant playlists never change. After the record says
+    // published: a purge also drops the tiers' copy of the record, and one read before the command would keep
+    // "not yet published" for the record's TTL.
+    await purge(`${prefix}/master.m3u8`);
+    await purge(`${prefix}/manifest.mpd`);
     if (r.ok && v.revision > 1) {
       // A re-encode's explicit invalidation: the previous revision leaves the caches and the store once the new one
       // plays (its keys differ, so nothing could serve it by mistake; this frees the space and the cache). The
@@ -190,7 +200,11 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       await meta.command({ op: 'captions', videoId: v.video_id, path: `${prefix}/captions/en.vtt` });
       stats.captions++;
       const verdict = moderate({ probe: { duration_s: v.duration_s, width: v.source_width ?? 0, height: v.source_height ?? 0, has_audio: v.has_audio ?? false }, title: v.title, description: v.description, tags: v.tags, caption_text: captions.text });
-      if (verdict.decision !== 'ok') await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+      if (verdict.decision !== 'ok') {
+        await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+        // Playable until now: every delivery tier drops it at once (as the operator's moderation call does).
+        await purge(`videos/${v.video_id}/`);
+      }
       // The master gains its subtitle rendition.
       const fresh = await meta.get<Video>(`/internal/video/videos/${v.video_id}`);
       if (fresh.status === 'playable' || fresh.status === 'flagged') await publish(fresh);

@@ -16,6 +16,7 @@ import { serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRol
 import { MetaClient, StoreClient } from '../internal-client.js';
 import type { Task, Video } from '../machine.js';
 import { STORE_ROLE } from '../store/server.js';
+import { forUsers } from './limits.js';
 import { localSource, revisionPrefix } from './pipeline.js';
 
 export const TRANSCODER_ROLE = 'transcoder';
@@ -110,7 +111,7 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
       } catch (error) {
         stats.failed++;
         options.logger.log('warn', 'transcode task failed', { task: task.key, error: String(error) });
-        await meta.command({ op: 'taskFailed', taskKey: task.key, leaseId, reason: String((error as Error).message ?? error).slice(0, 1000), now: Date.now() }).catch(() => undefined);
+        await meta.command({ op: 'taskFailed', taskKey: task.key, leaseId, reason: forUsers(String((error as Error).message ?? error)).slice(0, 1000), now: Date.now() }).catch(() => undefined);
       } finally {
         clearInterval(renew);
         current = null;
