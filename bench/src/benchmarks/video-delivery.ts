@@ -217,7 +217,7 @@ export const videoDeliveryBenchmark: Benchmark = {
   title: (o) => `video segments (${Math.round(o.size / 1024)} KiB) through one edge, warm, vs nginx static files, concurrency ${o.concurrency}`,
   peers: ['nginx'],
   defaults: { durationS: 10, concurrency: 32, size: 256 * 1024, warmupS: 2 },
-  workload: (o) => ({ segments: SEGMENTS, segment_bytes: o.size, request: 'GET a random segment, whole body read and its length checked', stampede: { keys: STAMPEDE_KEYS, requests_per_key: STAMPEDE_REQUESTS } }),
+  workload: (o) => ({ segments: SEGMENTS, segment_bytes: o.size, request: 'GET a random segment, whole body read and its length checked', publish_check: 'off: no metadata members behind the nginx origin, so the per-request published-rendition check (a cached record lookup) is not in these figures', stampede: { keys: STAMPEDE_KEYS, requests_per_key: STAMPEDE_REQUESTS } }),
   goals: (ours) => {
     const s = ours.stampede as StampedeFigures | undefined;
     const goals: Goal[] = [];
