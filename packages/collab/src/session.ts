@@ -111,17 +111,21 @@ export class DocSession {
     private readonly maxEditors: number,
     private readonly hooks: SessionHooks,
     state: StateView,
+    private readonly maxChangeBytes: number,
   ) {
     this.doc = Doc.decode(Buffer.from(state.content, 'base64'), `~worker`);
     this.revision = state.meta.revision;
     if (state.changes !== null) this.recent = state.changes.slice(-RECENT);
   }
 
-  /** Loads the document from the log (a linearizable read: every committed change is in it). */
-  static async open(docId: string, generation: number, log: LogAccess, maxEditors: number, hooks: SessionHooks): Promise<DocSession | null> {
+  /**
+   * Loads the document from the log (a linearizable read: every committed change is in it). `maxChangeBytes`: the
+   * op size limit (a test raises it past the append limit to make the log itself refuse an append).
+   */
+  static async open(docId: string, generation: number, log: LogAccess, maxEditors: number, hooks: SessionHooks, maxChangeBytes = MAX_CHANGE_BYTES): Promise<DocSession | null> {
     const state = await log.state(docId, 0, RECENT);
     if (state === null) return null;
-    return new DocSession(docId, generation, log, maxEditors, hooks, state);
+    return new DocSession(docId, generation, log, maxEditors, hooks, state, maxChangeBytes);
   }
 
   get isEnded(): boolean {
@@ -190,8 +194,8 @@ export class DocSession {
     // What the change weighs in an append request. One that cannot fit one is refused now: sent on, the member
     // would answer 413 and no later change of the document could be committed behind it.
     const bytes = Buffer.byteLength(JSON.stringify(change)) + 1;
-    if (bytes > MAX_CHANGE_BYTES) {
-      send(conn, { type: 'error', code: 'too_large', message: `this change is ${bytes} bytes; a change is at most ${MAX_CHANGE_BYTES} bytes (split a large paste)`, op_id });
+    if (bytes > this.maxChangeBytes) {
+      send(conn, { type: 'error', code: 'too_large', message: `this change is ${bytes} bytes; a change is at most ${this.maxChangeBytes} bytes (split a large paste)`, op_id });
       return;
     }
     if (conn.pending + bytes > MAX_CLIENT_PENDING_BYTES || this.queueBytes + bytes > MAX_QUEUE_BYTES) {

@@ -8,6 +8,8 @@ import WebSocket from 'ws';
 import { call, startCluster, until } from '@raftkit/testkit';
 import { hashSlot } from '@raftkit/http';
 import { CollabClient, DEFAULT_GROUPS, groupName, slotsOf } from '../src/index.js';
+import { LogAccess } from '../src/log-access.js';
+import { appendStats, DocSession, type Conn } from '../src/session.js';
 
 const cluster = await startCluster('collab', { settings: { permission_check_ms: '1000', idle_release_ms: '3000', max_editors: '3', max_docs_per_user: '15' } });
 t.teardown(() => cluster.down());
@@ -408,6 +410,48 @@ t.test('hostile input: an op over the append limit is refused to its author alon
   t.ok(busy >= 1, `12 changes of 1 MB sent at once: ${busy} answered busy (at most 8 MiB of one client's changes wait)`);
   a.ws.close();
   b.ws.close();
+});
+
+t.test('an append the op log refuses (413) is not retried: its author hears too_large, the entries behind it commit', async (t) => {
+  // This process owns a document as a worker would (lease, DocSession, the members' real endpoints) with its op size
+  // check raised past the append limit, so the 1.1 MB change reaches a member and is refused there (the case the
+  // check exists for: before it, the owner retried that append forever and nothing after it was committed).
+  const doc = await newDoc('alice', alice, 'x');
+  t.equal((await call(W[0]!, 'PUT', `/api/docs/${doc}/permissions/bob`, { token: alice, body: { role: 'editor' } })).status, 200);
+  const log = new LogAccess(cluster.members, token);
+  t.teardown(() => log.close());
+  const acquired = await log.command(doc, { op: 'acquire', doc_id: doc, worker: 'test-owner', url: 'http://127.0.0.1:9' });
+  if (!acquired.ok || acquired.op !== 'acquire' || !acquired.granted) throw new Error(`acquire: ${JSON.stringify(acquired)}`);
+  const session = await DocSession.open(doc, acquired.owner.generation, log, 100, { ended: () => undefined, log: () => undefined }, 4 * 1024 * 1024);
+  if (session === null) throw new Error('no session');
+  t.teardown(() => session.end(1012, 'test over'));
+  const conn = (user: string): Conn & { heard: Array<Record<string, unknown>> } => {
+    const heard: Array<Record<string, unknown>> = [];
+    // The client's socket is the one stand-in here: the session only sends to it.
+    const ws = { readyState: 1, bufferedAmount: 0, send: (text: string) => heard.push(JSON.parse(text) as Record<string, unknown>), close: () => undefined, terminate: () => undefined };
+    return { ws: ws as unknown as Conn['ws'], user, role: 'editor', readOnly: false, presenceSentAt: 0, presenceTimer: null, presence: null, lastSeen: Date.now(), pending: 0, heard };
+  };
+  const a = conn('alice');
+  const b = conn('bob');
+  session.join(a, undefined);
+  session.join(b, undefined);
+  const refusedBefore = appendStats.refused;
+  // Two entries in flight: alice's 1.1 MB change alone, then bob's small one (it waits for the first: its sequence).
+  session.submit(a, 'alice~h:0', [{ type: 'insert', id: ['alice~h', 0], lamport: 10, left: null, right: null, text: 'h'.repeat(1_100_000) }], 1);
+  session.submit(b, 'bob~h:0', [{ type: 'insert', id: ['bob~h', 0], lamport: 11, left: null, right: null, text: 'b' }], 1);
+  const refused = await until('alice hears the refusal', () => a.heard.find((m) => m.type === 'error' && m.op_id === 'alice~h:0') ?? null, 60_000, 20);
+  t.equal(refused.code, 'too_large');
+  t.match(refused.message, /413/);
+  const ack = await until('bob is acknowledged', () => b.heard.find((m) => m.type === 'ack' && m.op_id === 'bob~h:0') ?? null, 60_000, 20);
+  t.equal(ack.revision, 2, "bob's change, behind the refused entry, committed at revision 2");
+  t.equal(appendStats.refused, refusedBefore + 1, 'one entry refused outright');
+  t.notOk(b.heard.some((m) => m.type === 'error'), 'bob heard no error');
+  t.equal(a.pending + b.pending, 0, 'nothing counted against either client any more');
+  // And the session goes on: a later change commits at once.
+  session.submit(a, 'alice~h2:0', [{ type: 'insert', id: ['alice~h2', 0], lamport: 12, left: null, right: null, text: 'a' }], 2);
+  t.equal((await until('alice acked', () => a.heard.find((m) => m.type === 'ack' && m.op_id === 'alice~h2:0') ?? null, 60_000, 20)).revision, 3);
+  t.equal((await serverText(doc)).length, 3, 'x, b and a; nothing of the refused change');
+  await log.command(doc, { op: 'release', doc_id: doc, worker: 'test-owner', generation: acquired.owner.generation });
 });
 
 t.test('quota, delete: a user owns at most max_docs_per_user documents; the owner deletes one and its slot is free', async (t) => {
