@@ -3,6 +3,8 @@
  * case of this file, real sockets and LevelDB. Faults through the cluster CLI (kill -9 a worker, kill the op-log
  * leader). Waits are generous and nothing asserts speed: the machine is shared and slow.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
 import WebSocket from 'ws';
 import { call, startCluster, until } from '@raftkit/testkit';
@@ -380,6 +382,32 @@ async function logLeader(docId: string): Promise<string> {
     return null;
   }, 60_000, 200);
 }
+
+t.test("one socket's 40 op frames of 4 MB: each refused at once, nothing held, the owner's memory stays bounded", async (t) => {
+  const doc = await newDoc('alice', alice);
+  const a = await raw(0, doc, alice);
+  a.send({ type: 'join', user_id: 'alice' });
+  await a.wait('live', (m) => m.type === 'status' && m.state === 'live');
+  const pid = (JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { workers: Array<{ id: string; pid: number }> }).workers.find((w) => w.id === workers[0]!.id)!.pid;
+  const rss = (): number => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? Number.NaN) * 1024;
+  const MB = 1024 * 1024;
+  const before = rss();
+  let peak = before;
+  const sampler = setInterval(() => (peak = Math.max(peak, rss())), 20);
+  const text = 'x'.repeat(4_100_000);
+  for (let i = 0; i < 40; i++) a.send({ type: 'op', op_id: `alice~m${i}:0`, op: [{ type: 'insert', id: [`alice~m${i}`, 0], lamport: i, left: null, right: null, text }], parent_revision: 0 });
+  await until('all 40 answered', () => a.messages.filter((m) => m.type === 'error' && String(m.op_id).startsWith('alice~m')).length === 40, 120_000, 50);
+  clearInterval(sampler);
+  const after = rss();
+  t.ok(a.messages.filter((m) => m.type === 'error' && String(m.op_id).startsWith('alice~m')).every((m) => m.code === 'too_large'), 'each refused too_large');
+  t.ok(peak - before < 512 * MB, `peak growth ${((peak - before) / MB).toFixed(0)} MB while 160 MB of ops arrived (garbage of their parsing)`);
+  // Nothing of them is held: once the garbage is collected the worker is back where it was (before the op size
+  // limit, the changes queued and retried and the worker stayed 190 MB up after the document was released).
+  const settled = await until('the owner back to its memory before', () => (rss() < before + 32 * MB ? rss() : null), 60_000, 500);
+  t.comment(`owner worker RSS: ${(before / MB).toFixed(0)} MB before, peak ${(peak / MB).toFixed(0)} MB, ${(after / MB).toFixed(0)} MB right after 40 frames of 4 MB, ${(settled / MB).toFixed(0)} MB once collected`);
+  t.equal(await serverText(doc), '', 'nothing committed');
+  a.ws.close();
+});
 
 t.test('hostile input: an op over the append limit is refused to its author alone; the document goes on', async (t) => {
   const doc = await newDoc('alice', alice, 'start');
