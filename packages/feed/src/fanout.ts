@@ -12,6 +12,9 @@
  * reading) of the log partitions whose events need it, while writes to other store partitions go on. After a
  * crash of this worker the group resumes at the committed offset and the writes are replayed (they are
  * idempotent: an inbox key is the user, the time and the post id).
+ *
+ * Poison records: a record that is not an event, or an event a store refuses (4xx), is written to
+ * `feed-dead-letter` with its reason; it stays unfinished (holding the commit) until that write is stored.
  */
 import { clusterUrl, ServiceError, type RunningWorker, type WorkerOptions, type WorkerRole, serveWorkerHttp } from '@raftkit/http';
 import { DeadLetterQueue, LogClient, type LogRecord } from '@raftkit/log';
