@@ -479,6 +479,11 @@ t.test('an append the op log refuses (413) is not retried: its author hears too_
   session.submit(a, 'alice~h2:0', [{ type: 'insert', id: ['alice~h2', 0], lamport: 12, left: null, right: null, text: 'a' }], 2);
   t.equal((await until('alice acked', () => a.heard.find((m) => m.type === 'ack' && m.op_id === 'alice~h2:0') ?? null, 60_000, 20)).revision, 3);
   t.equal((await serverText(doc)).length, 3, 'x, b and a; nothing of the refused change');
+  // One client's changes queued or in flight are bounded (8 MiB): ten changes of 1 MB in one turn, the last two busy.
+  for (let i = 0; i < 10; i++) session.submit(b, `bob~q${i}:0`, [{ type: 'insert', id: [`bob~q${i}`, 0], lamport: 100 + i, left: null, right: null, text: 'q'.repeat(1_000_000) }], 3);
+  t.same(b.heard.filter((m) => m.type === 'error' && m.code === 'busy').map((m) => m.op_id), ['bob~q8:0', 'bob~q9:0'], 'the 9th and 10th answered busy, not held');
+  await until('the eight others answered', () => b.heard.filter((m) => m.type === 'error' && m.code === 'too_large' && String(m.op_id).startsWith('bob~q')).length === 8, 60_000, 20);
+  t.equal(b.pending, 0, 'and no longer counted');
   await log.command(doc, { op: 'release', doc_id: doc, worker: 'test-owner', generation: acquired.owner.generation });
 });
 
