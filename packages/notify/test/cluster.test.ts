@@ -169,6 +169,23 @@ t.test('poison records: dead-lettered with their reason; the valid records besid
   t.notOk(dead.some((l) => l.offset === appended.base_offset + 2), 'the valid record is not dead-lettered');
   await until('the router committed past all three', async () => ((await log.committed(topic, partition, ROUTER_GROUP)) ?? 0) >= appended.base_offset + 3, 30_000, 200);
 
+  // The low (bulk) loop, which commits by itself up to its oldest record not routed: the same.
+  const lowTopic = ingestTopic('low');
+  const lowPartition = await log.partitionFor(lowTopic, user);
+  const lowVictim: IngestRecord = { ...victim, notification_id: randomUUID(), priority: 'low', campaign_id: `poison-${randomUUID().slice(0, 8)}` };
+  const lowAppended = await log.append(lowTopic, lowPartition, [
+    { key: user, value: '' },
+    { key: user, value: JSON.stringify(lowVictim) },
+    { key: user, value: JSON.stringify({ ...lowVictim, priority: 'urgent' }) },
+  ]);
+  await until('the low victim is notified', async () => (await client.inbox(user)).items.some((i) => i.notification_id === lowVictim.notification_id), 90_000, 200);
+  const lowDead = await until('both low poison records dead-lettered', async () => {
+    const mine = (await letters()).filter((l) => l.topic === lowTopic && l.partition === lowPartition && l.offset >= lowAppended.base_offset && l.offset < lowAppended.base_offset + 3);
+    return mine.length >= 2 ? mine : null;
+  }, 60_000, 200);
+  t.same(lowDead.map((l) => l.offset).sort((x, y) => x - y), [lowAppended.base_offset, lowAppended.base_offset + 2], 'the empty record and the unknown priority, not the valid one');
+  await until('the low loop committed past all three', async () => ((await log.committed(lowTopic, lowPartition, ROUTER_GROUP)) ?? 0) >= lowAppended.base_offset + 3, 30_000, 200);
+
   // The delivery worker: a poison record in a channel topic, then a real notification on that topic.
   const channelTopic = 'notify-high-in_app';
   const poisoned = await log.append(channelTopic, 0, [{ key: user, value: '[1, 2, 3]' }]);
