@@ -41,7 +41,7 @@ testService(t, {
       'GET /v1/collab/groups/:group/docs/:doc',
       'GET /v1/collab/groups/:group/docs',
     ],
-    worker: ['POST /api/collab/users', 'POST /internal/collab/docs/:doc/poke', 'GET /v1/routes'],
+    worker: ['POST /api/collab/users', 'POST /internal/collab/docs/:doc/poke', 'POST /internal/collab/docs/:doc/deleted', 'GET /v1/routes'],
   },
   credentials: async (cluster: TestCluster) => ({
     // A user token is a client token named after the user: it acts as that user on /api/docs*.

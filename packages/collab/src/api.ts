@@ -28,6 +28,7 @@ import type { Id } from '@raftkit/crdt';
 import { atLeast, DOC_ID, MAX_CHARS, MAX_COMMENT_CHARS, MAX_TITLE_CHARS, ROLES, USER_ID, type CollabCommand, type CollabResult, type Role } from './machine.js';
 import type { DocView } from './log-access.js';
 import type { CollabWorker } from './worker.js';
+import { CLOSE_NO_DOC } from './protocol.js';
 
 const WEB_DIST = fileURLToPath(new URL('../../web/dist/', import.meta.url));
 const STATIC_FILE = /^[A-Za-z0-9._-]{1,200}$/;
@@ -60,6 +61,7 @@ async function viaLog<T>(work: () => Promise<T>): Promise<T> {
 /** A machine failure as an HTTP error. */
 function failure(result: CollabResult): never {
   if (result.ok) throw new HttpError(500, 'internal', 'unexpected result');
+  if (result.code === 'quota') throw new HttpError(403, 'quota_exceeded', result.message);
   const status = result.code === 'no_such_doc' || result.code === 'not_found' ? 404 : result.code === 'exists' || result.code === 'stale_generation' ? 409 : 400;
   throw new HttpError(status, result.code === 'no_such_doc' ? 'not_found' : result.code, result.message);
 }
@@ -128,8 +130,8 @@ export function collabApi(router: Router, worker: CollabWorker): void {
         template = requireString(body, 'template', { minLength: 0, maxLength: MAX_CHARS });
         requireWellFormed(template, 'template');
       }
-      const docId = randomBytes(12).toString('base64url');
-      await command(docId, { op: 'create', doc_id: docId, title, owner, template });
+      const docId = await homeDocId(worker, owner);
+      await command(docId, { op: 'create', doc_id: docId, title, owner, template, max_docs: worker.settings.maxDocsPerUser });
       return new Reply(201, { doc_id: docId, title, owner, revision: template !== null && template.length > 0 ? 1 : 0 });
     })
     .get('/api/docs', { admits: 'authenticated' }, async (ctx) => {
@@ -139,6 +141,15 @@ export function collabApi(router: Router, worker: CollabWorker): void {
       return { docs: docs.map(({ length: _l, ...d }) => d) };
     })
     .get('/api/docs/:doc', { admits: 'authenticated' }, async (ctx) => describe((await access(ctx, 'viewer')).view))
+    // The owner (or the cluster token) deletes a document: it is gone from the log's state at once (404 after),
+    // its quota slot is free, and its open sockets are closed with 4404 by the worker holding it.
+    .delete('/api/docs/:doc', { admits: 'authenticated' }, async (ctx) => {
+      const { docId, view, user } = await access(ctx, 'viewer');
+      if (user !== null && user !== view.meta.owner) throw forbidden('only the owner deletes a document');
+      await command(docId, { op: 'delete', doc_id: docId });
+      await closeDeleted(worker, docId, view);
+      return { doc_id: docId, deleted: true };
+    })
     .get('/api/docs/:doc/text', { admits: 'authenticated' }, async (ctx) => {
       const { docId } = await access(ctx, 'viewer');
       const answer = await viaLog(() => log.read<{ meta: { revision: number }; text: string }>(docId, 'text'));
@@ -221,6 +232,13 @@ export function collabApi(router: Router, worker: CollabWorker): void {
       if (session !== undefined) await session.catchUp();
       return { doc_id: docId, owned: session !== undefined };
     })
+    // Another worker deleted a document this worker owns: its clients are closed with 4404.
+    .post('/internal/collab/docs/:doc/deleted', { admits: 'cluster' }, (ctx) => {
+      const docId = docIdOf(ctx);
+      const session = worker.sessions.get(docId);
+      session?.end(CLOSE_NO_DOC, 'document deleted');
+      return { doc_id: docId, owned: session !== undefined };
+    })
     .get('/docs/:doc', { admits: 'open' }, async (ctx) => {
       docIdOf(ctx);
       await sendFile(ctx, 'index.html');
@@ -238,6 +256,31 @@ function idField(body: Record<string, unknown>, field: string): Id {
     throw badRequest('invalid_field', `${field} is a character id [client, counter]`, { field });
   }
   return [v[0], v[1] as number];
+}
+
+/**
+ * A doc_id for a new document of `owner` that lands in the owner's home group (the group serving the owner's user id
+ * as a key), so all of a user's documents are in one group and its machine counts them exactly for the quota.
+ */
+async function homeDocId(worker: CollabWorker, owner: string): Promise<string> {
+  const home = await viaLog(() => worker.log.groupOf(owner));
+  // With G groups, 1 in G random ids lands there: 64 groups (the most) fail 10,000 draws with p < 1e-68.
+  for (let i = 0; i < 10_000; i++) {
+    const docId = randomBytes(12).toString('base64url');
+    if ((await worker.log.groupOf(docId)) === home) return docId;
+  }
+  throw new HttpError(503, 'unavailable', 'no document id found for this owner; try again', {}, { 'retry-after': '1' });
+}
+
+/** Closes the sockets of a deleted document at the worker holding it (this one or another), with 4404. */
+async function closeDeleted(worker: CollabWorker, docId: string, view: DocView): Promise<void> {
+  const local = worker.sessions.get(docId);
+  if (local !== undefined) return local.end(CLOSE_NO_DOC, 'document deleted');
+  const owner = view.owner;
+  if (owner === null || owner.worker === worker.options.id) return;
+  // Best effort: should this fail, the owner's next lease renewal finds the document gone and its clients, on
+  // reconnecting, are answered 4404.
+  await fetch(`${owner.url}/internal/collab/docs/${encodeURIComponent(docId)}/deleted`, { method: 'POST', headers: { authorization: `Bearer ${worker.clusterToken}` }, signal: AbortSignal.timeout(3000) }).catch(() => undefined);
 }
 
 /** Tells the document's owner (this worker or another) to read what was appended without it. */

@@ -7,7 +7,7 @@ import { arrayField, CommandShapeError, commandOf, integerField, nullableStringF
 import type { Id } from '@raftkit/crdt';
 import { DOC_ID, MAX_CHANGES_PER_APPEND, MAX_COMMENT_CHARS, MAX_CHARS, MAX_TITLE_CHARS, ROLES, USER_ID, type CollabCommand, type Role } from './machine.js';
 
-const OPS = ['create', 'acquire', 'renew', 'release', 'append', 'snapshot', 'restore', 'permission', 'comment', 'uncomment', 'compact'] as const;
+const OPS = ['create', 'delete', 'acquire', 'renew', 'release', 'append', 'snapshot', 'restore', 'permission', 'comment', 'uncomment', 'compact'] as const;
 
 function docId(c: Record<string, unknown>): string {
   const id = stringField(c, 'doc_id', 64);
@@ -36,6 +36,10 @@ export function checkCommand(command: unknown): asserts command is CollabCommand
       stringField(c, 'title', MAX_TITLE_CHARS, 0);
       user(c, 'owner');
       nullableStringField(c, 'template', MAX_CHARS);
+      if (c.max_docs !== undefined) integerField(c, 'max_docs', 0);
+      return;
+    case 'delete':
+      docId(c);
       return;
     case 'acquire':
       docId(c);

@@ -31,6 +31,12 @@ export const MAX_NAMED_SNAPSHOTS = 100;
 export const MAX_COMMENTS = 1_000;
 export const MAX_COMMENT_CHARS = 10_000;
 export const MAX_TITLE_CHARS = 200;
+/**
+ * Documents one user may own (the workers' `max_docs_per_user` setting, carried by each `create` so every replica
+ * decides alike). A user's documents all live in one group (the worker picks a doc_id that hashes there), so the
+ * count is exact.
+ */
+export const MAX_DOCS_PER_USER = 100;
 export const USER_ID = /^[A-Za-z0-9._-]{1,64}$/;
 export const DOC_ID = /^[A-Za-z0-9_-]{1,64}$/;
 /** The client id the log itself writes with (templates, restores): a user's client ids never contain '~' at the start. */
@@ -124,7 +130,10 @@ export interface ChangeInput {
 }
 
 export type CollabCommand =
-  | { op: 'create'; doc_id: string; title: string; owner: string; template: string | null }
+  /** `max_docs`: refused with `quota` when the owner already owns that many documents in this group. */
+  | { op: 'create'; doc_id: string; title: string; owner: string; template: string | null; max_docs?: number }
+  /** Removes the document and everything about it (its state, log, versions, comments, lease). */
+  | { op: 'delete'; doc_id: string }
   | { op: 'acquire'; doc_id: string; worker: string; url: string }
   | { op: 'renew'; worker: string; docs: Array<[doc_id: string, generation: number]> }
   | { op: 'release'; doc_id: string; worker: string; generation: number }
@@ -146,11 +155,12 @@ export type ChangeResult =
   | { ok: true; op_id: string; revision: number; duplicate: boolean }
   | { ok: false; op_id: string; code: 'invalid_op' | 'too_large' | 'forbidden'; message: string };
 
-export type Failure = { ok: false; code: 'no_such_doc' | 'exists' | 'stale_generation' | 'not_found' | 'invalid' | 'too_many' | 'out_of_order'; message: string };
+export type Failure = { ok: false; code: 'no_such_doc' | 'exists' | 'stale_generation' | 'not_found' | 'invalid' | 'too_many' | 'out_of_order' | 'quota'; message: string };
 
 export type CollabResult =
   | Failure
   | { ok: true; op: 'create'; meta: DocMeta }
+  | { ok: true; op: 'delete'; owner: Owner | null }
   | { ok: true; op: 'acquire'; granted: boolean; owner: Owner }
   | { ok: true; op: 'renew'; lost: string[] }
   | { ok: true; op: 'release' }
@@ -168,6 +178,19 @@ const fail = (code: Failure['code'], message: string): Failure => ({ ok: false, 
 
 export class CollabMachine implements StateMachine<CollabCommand, CollabResult> {
   private docs = new Map<string, DocState>();
+  /** Documents per owner (derived from `docs`: rebuilt on restore, never stored). */
+  private owned = new Map<string, number>();
+
+  /** How many documents `user` owns in this group. */
+  ownedBy(user: string): number {
+    return this.owned.get(user) ?? 0;
+  }
+
+  private countOwner(user: string, delta: number): void {
+    const n = (this.owned.get(user) ?? 0) + delta;
+    if (n > 0) this.owned.set(user, n);
+    else this.owned.delete(user);
+  }
 
   /** Document ids held, for tests and listings. */
   docIds(): string[] {
@@ -253,6 +276,13 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
     switch (command.op) {
       case 'create':
         return this.create(command, time);
+      case 'delete': {
+        const d = this.docs.get(command.doc_id);
+        if (d === undefined) return fail('no_such_doc', `no document ${command.doc_id}`);
+        this.docs.delete(command.doc_id);
+        this.countOwner(d.meta.owner, -1);
+        return { ok: true, op: 'delete', owner: d.owner };
+      }
       case 'acquire':
         return this.acquire(command, time);
       case 'renew': {
@@ -335,6 +365,7 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
 
   private create(c: Extract<CollabCommand, { op: 'create' }>, time: number): CollabResult {
     if (this.docs.has(c.doc_id)) return fail('exists', `document ${c.doc_id} exists`);
+    if (c.max_docs !== undefined && this.ownedBy(c.owner) >= c.max_docs) return fail('quota', `${c.owner} owns ${this.ownedBy(c.owner)} documents, the most a user may own (${c.max_docs}): delete one first`);
     const d: DocState = {
       meta: { doc_id: c.doc_id, title: c.title, owner: c.owner, created_at: time, last_modified: time, revision: 0, length: 0 },
       permissions: new Map(),
@@ -351,6 +382,7 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
       appendSeqs: [],
     };
     this.docs.set(c.doc_id, d);
+    this.countOwner(c.owner, 1);
     if (c.template !== null && c.template.length > 0) {
       const ops = d.doc.localInsert(0, c.template.slice(0, MAX_CHARS));
       this.commit(d, { op_id: `${SERVER_CLIENT}:${ops[0]!.id[1]}`, author: c.owner, ops, parent_revision: 0 }, time);
@@ -522,7 +554,9 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
     type Stored = Omit<DocState, 'permissions' | 'doc' | 'opIds' | 'appendSeqs'> & { permissions: Array<[string, Role]>; content: Uint8Array; appendSeqs?: Array<[string, number]> };
     const stored = packr.unpack(data) as Stored[];
     this.docs = new Map();
+    this.owned = new Map();
     for (const s of stored) {
+      this.countOwner(s.meta.owner, 1);
       const { content, permissions, ...rest } = s;
       this.docs.set(s.meta.doc_id, {
         ...rest,

@@ -17,17 +17,29 @@
 import { randomUUID } from 'node:crypto';
 import { checkOp, Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
-import { pushOrDrop } from '@raftkit/http';
+import { DEFAULT_MAX_BODY_BYTES, pushOrDrop, ServiceError } from '@raftkit/http';
 import { atLeast, MAX_OPS_PER_CHANGE, type ChangeEntry, type ChangeInput, type CollabCommand, type CollabResult, type Role } from './machine.js';
 import type { LogAccess, StateView } from './log-access.js';
-import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
+import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, MAX_FRAME_BYTES, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from './protocol.js';
 
 /** Committed changes kept in memory for reconnects (older ones are read from the log). */
 const RECENT = 5_000;
 const MAX_BATCH = 200;
-/** Bytes of changes one append entry carries (at least one change), and queued per document before `busy`. */
-const MAX_BATCH_BYTES = 1024 * 1024;
-const MAX_QUEUE_BYTES = 64 * 1024 * 1024;
+/** The append limit: the largest append request a member takes (its HTTP body limit, 413 beyond). */
+export const APPEND_LIMIT_BYTES = DEFAULT_MAX_BODY_BYTES;
+/** Room in an append request for all but its changes (doc_id, generation, session, seq, the JSON around them). */
+const APPEND_ENVELOPE_BYTES = 1024;
+/**
+ * The op size limit: a change (its JSON as it goes into an append) larger than this could never be appended, so it
+ * is refused at once with `too_large`, to its author only. 1,047,552 bytes.
+ */
+export const MAX_CHANGE_BYTES = APPEND_LIMIT_BYTES - APPEND_ENVELOPE_BYTES;
+/** Bytes of changes one append entry carries (at least one change). */
+const MAX_BATCH_BYTES = MAX_CHANGE_BYTES;
+/** Bytes of changes queued per document (waiting for room in the window of entries in flight) before `busy`. */
+export const MAX_QUEUE_BYTES = 4 * MAX_FRAME_BYTES;
+/** Bytes of one client's changes queued or in flight before `busy` (the per-session bound): two frames. */
+export const MAX_CLIENT_PENDING_BYTES = 2 * MAX_FRAME_BYTES;
 /** Append entries in flight per document (each one Raft entry; the leader batches them into its appends). */
 const MAX_INFLIGHT = 8;
 /** Bytes a client may leave unread before it is dropped: a welcome and a few full-size changes (frames: 4 MiB). */
@@ -43,6 +55,8 @@ export interface Conn {
   presenceTimer: NodeJS.Timeout | null;
   presence: { cursor: number | null; selection: Selection | null } | null;
   lastSeen: number;
+  /** Bytes of this client's changes queued or in flight (bounded by MAX_CLIENT_PENDING_BYTES). */
+  pending: number;
 }
 
 interface Queued {
@@ -52,7 +66,7 @@ interface Queued {
 }
 
 /** This process's pipeline figures (worker metrics): the most entries in flight at once, entries sent again. */
-export const appendStats = { maxInFlight: 0, resentFailed: 0, resentOutOfOrder: 0 };
+export const appendStats = { maxInFlight: 0, resentFailed: 0, resentOutOfOrder: 0, refused: 0 };
 
 type Outcome = { ok: true; result: CollabResult } | { ok: false; error: Error };
 
@@ -79,8 +93,11 @@ export class DocSession {
   /** Sent entries not handled yet, oldest first. */
   private window: Entry[] = [];
   private draining = false;
-  /** Names this session's append entries (the owner may open a document again with the same generation). */
-  private readonly appendSession = randomUUID();
+  /**
+   * Names this session's append entries (the owner may open a document again with the same generation). A new one
+   * is drawn when the log refuses an entry outright (a 4xx): the entries after it are numbered again from 1.
+   */
+  private appendSession = randomUUID();
   private nextSeq = 1;
   private ended = false;
   private syncing = false;
@@ -94,17 +111,21 @@ export class DocSession {
     private readonly maxEditors: number,
     private readonly hooks: SessionHooks,
     state: StateView,
+    private readonly maxChangeBytes: number,
   ) {
     this.doc = Doc.decode(Buffer.from(state.content, 'base64'), `~worker`);
     this.revision = state.meta.revision;
     if (state.changes !== null) this.recent = state.changes.slice(-RECENT);
   }
 
-  /** Loads the document from the log (a linearizable read: every committed change is in it). */
-  static async open(docId: string, generation: number, log: LogAccess, maxEditors: number, hooks: SessionHooks): Promise<DocSession | null> {
+  /**
+   * Loads the document from the log (a linearizable read: every committed change is in it). `maxChangeBytes`: the
+   * op size limit (a test raises it past the append limit to make the log itself refuse an append).
+   */
+  static async open(docId: string, generation: number, log: LogAccess, maxEditors: number, hooks: SessionHooks, maxChangeBytes = MAX_CHANGE_BYTES): Promise<DocSession | null> {
     const state = await log.state(docId, 0, RECENT);
     if (state === null) return null;
-    return new DocSession(docId, generation, log, maxEditors, hooks, state);
+    return new DocSession(docId, generation, log, maxEditors, hooks, state, maxChangeBytes);
   }
 
   get isEnded(): boolean {
@@ -156,8 +177,7 @@ export class DocSession {
     }
   }
 
-  /** `bytes`: the frame's size (what the change weighs in an append entry). */
-  submit(conn: Conn, op_id: string, ops: Op[], parent_revision: number, bytes: number): void {
+  submit(conn: Conn, op_id: string, ops: Op[], parent_revision: number): void {
     if (conn.readOnly) {
       send(conn, { type: 'error', code: 'read_only', message: atLeast(conn.role, 'editor') ? `this document has ${this.maxEditors} active editors: you joined read-only` : `your role (${conn.role}) cannot edit`, op_id });
       return;
@@ -170,13 +190,23 @@ export class DocSession {
       send(conn, { type: 'error', code: 'invalid_op', message: (error as Error).message, op_id });
       return;
     }
-    if (this.queueBytes + bytes > MAX_QUEUE_BYTES) {
+    const change: ChangeInput = { op_id, author: conn.user, ops, parent_revision };
+    // What the change weighs in an append request. One that cannot fit one is refused now: sent on, the member
+    // would answer 413 and no later change of the document could be committed behind it.
+    const bytes = Buffer.byteLength(JSON.stringify(change)) + 1;
+    if (bytes > this.maxChangeBytes) {
+      send(conn, { type: 'error', code: 'too_large', message: `this change is ${bytes} bytes; a change is at most ${this.maxChangeBytes} bytes (split a large paste)`, op_id });
+      return;
+    }
+    if (conn.pending + bytes > MAX_CLIENT_PENDING_BYTES || this.queueBytes + bytes > MAX_QUEUE_BYTES) {
       // Not a refusal of the change: the client keeps it pending and sends it again (it reconnects when unacked).
-      send(conn, { type: 'error', code: 'busy', message: 'too many changes are waiting for the log; this one was not queued: send it again shortly', op_id });
+      const whose = conn.pending + bytes > MAX_CLIENT_PENDING_BYTES ? `your changes waiting for the log (at most ${MAX_CLIENT_PENDING_BYTES} bytes)` : `changes waiting for the log (at most ${MAX_QUEUE_BYTES} bytes per document)`;
+      send(conn, { type: 'error', code: 'busy', message: `too many ${whose}; this one was not queued: send it again shortly`, op_id });
       return;
     }
     this.queueBytes += bytes;
-    this.queue.push({ conn, change: { op_id, author: conn.user, ops, parent_revision }, bytes });
+    conn.pending += bytes;
+    this.queue.push({ conn, change, bytes });
     this.pump();
   }
 
@@ -283,6 +313,7 @@ export class DocSession {
     while (!this.ended && this.queue.length > 0 && this.window.length < MAX_INFLIGHT) {
       let n = 0;
       let size = 0;
+      // Each change's bytes include its separating comma: the entry's changes and envelope fit one append request.
       while (n < this.queue.length && n < MAX_BATCH && (n === 0 || size + this.queue[n]!.bytes <= MAX_BATCH_BYTES)) size += this.queue[n++]!.bytes;
       const items = this.queue.splice(0, n);
       this.queueBytes -= size;
@@ -312,6 +343,26 @@ export class DocSession {
         const entry = this.window[0]!;
         const outcome = await entry.outcome;
         if (this.ended) return;
+        if (!outcome.ok && refusedOutright(outcome.error)) {
+          // The log refused the request itself (a 4xx: too large, malformed): sent again it would be refused again,
+          // and every later entry would wait behind it. Its changes are refused to their authors (they drop them
+          // and rebuild), and the entries after it go again under a new session numbered from 1 (none of them can
+          // have been applied: each waits for this one).
+          const e = outcome.error as ServiceError;
+          appendStats.refused++;
+          this.hooks.log('warn', 'append refused by the log; its changes dropped', { doc: this.docId, seq: entry.seq, status: e.status, code: e.code, changes: entry.items.length });
+          for (const q of entry.items) send(q.conn, { type: 'error', code: e.status === 413 ? 'too_large' : 'invalid_op', message: `the op log refused this change (${e.status} ${e.code})`, op_id: q.change.op_id });
+          this.settle(entry);
+          this.window.shift();
+          this.appendSession = randomUUID();
+          this.nextSeq = 1;
+          for (const later of this.window) {
+            later.seq = this.nextSeq++;
+            this.dispatch(later);
+          }
+          this.pump();
+          continue;
+        }
         if (!outcome.ok) {
           // The log is unreachable (no quorum, no leader): clients see syncing and keep their ops; same entry again
           // (if it was applied after all, the log answers with its first outcome).
@@ -363,12 +414,18 @@ export class DocSession {
           await new Promise((r) => setTimeout(r, Math.min(2000, 200 * ++attempt)));
           continue;
         }
+        this.settle(entry);
         this.window.shift();
         this.pump();
       }
     } finally {
       this.draining = false;
     }
+  }
+
+  /** The entry's changes no longer count against their clients' bound. */
+  private settle(entry: Entry): void {
+    for (const q of entry.items) q.conn.pending -= q.bytes;
   }
 
   /** Reads and applies the committed changes up to `revision` this replica lacks. */
@@ -414,4 +471,9 @@ function presenceOf(c: Conn): ServerMessage {
 export function send(conn: Conn, message: ServerMessage): void {
   // A client that does not read is dropped rather than buffered for: it resyncs from the document when it rejoins.
   if (conn.ws.readyState === 1) pushOrDrop(conn.ws, JSON.stringify(message), MAX_UNSENT_BYTES);
+}
+
+/** A 4xx answer from the op log (not a timeout or backpressure): the request itself is refused for good. */
+function refusedOutright(error: Error): boolean {
+  return error instanceof ServiceError && error.status >= 400 && error.status < 500 && error.status !== 408 && error.status !== 429;
 }

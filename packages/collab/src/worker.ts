@@ -12,7 +12,7 @@ import { clusterUrl, pushOrDrop, serveWorkerHttp, verifyToken, type Principal, t
 import { collabApi } from './api.js';
 import { EarlyFrames } from './early-frames.js';
 import { LogAccess } from './log-access.js';
-import { DOC_ID, USER_ID, LEASE_MS, type CollabResult } from './machine.js';
+import { DOC_ID, USER_ID, LEASE_MS, MAX_DOCS_PER_USER, type CollabResult } from './machine.js';
 import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_PROTOCOL, CLOSE_REVOKED, CLOSE_UNAUTHORISED, MAX_EDITORS, MAX_FRAME_BYTES, parseClientMessage, type ClientMessage } from './protocol.js';
 import { appendStats, DocSession, MAX_UNSENT_BYTES, send, type Conn } from './session.js';
 import { DEFAULT_GROUPS, groupName } from './service.js';
@@ -31,6 +31,8 @@ export interface WorkerSettings {
   permissionCheckMs: number;
   /** Editors per document before later ones join read-only (the spec's 100; a setting so tests need not open 100). */
   maxEditors: number;
+  /** Documents one user may own (`max_docs_per_user`). */
+  maxDocsPerUser: number;
 }
 
 function settingsOf(raw: Record<string, string>): WorkerSettings {
@@ -43,6 +45,7 @@ function settingsOf(raw: Record<string, string>): WorkerSettings {
     idleReleaseMs: num('idle_release_ms', 60_000, 1_000, 86_400_000),
     permissionCheckMs: num('permission_check_ms', 10_000, 500, 600_000),
     maxEditors: num('max_editors', MAX_EDITORS, 1, 10_000),
+    maxDocsPerUser: num('max_docs_per_user', MAX_DOCS_PER_USER, 1, 1_000_000),
   };
 }
 
@@ -185,11 +188,8 @@ export class CollabWorker {
   private async joinDoc(ws: WebSocket, docId: string, join: Extract<ClientMessage, { type: 'join' }>, joinFrame: RawData, early: RawData[], proxied: boolean): Promise<void> {
     if (!proxied) ws.send(JSON.stringify({ type: 'status', state: 'syncing' }));
     const view = await this.log.meta(docId, join.user_id);
-    if (view === null) return void ws.close(CLOSE_NO_DOC, 'no such document');
-    if (view.role === null) {
-      ws.send(JSON.stringify({ type: 'error', code: 'forbidden', message: `${join.user_id} has no access to this document` }));
-      return void ws.close(CLOSE_REVOKED, 'no access');
-    }
+    // No access is answered as no document, word for word (as REST's 404): a stranger cannot learn which ids exist.
+    if (view === null || view.role === null) return void ws.close(CLOSE_NO_DOC, 'no such document');
     const deadline = Date.now() + TAKEOVER_MS;
     for (;;) {
       if (ws.readyState !== WebSocket.OPEN) return;
@@ -207,7 +207,7 @@ export class CollabWorker {
   }
 
   private serve(ws: WebSocket, session: DocSession, join: Extract<ClientMessage, { type: 'join' }>, role: NonNullable<Conn['role']>, early: RawData[]): void {
-    const conn: Conn = { ws, user: join.user_id, role, readOnly: false, presenceSentAt: 0, presenceTimer: null, presence: null, lastSeen: Date.now() };
+    const conn: Conn = { ws, user: join.user_id, role, readOnly: false, presenceSentAt: 0, presenceTimer: null, presence: null, lastSeen: Date.now(), pending: 0 };
     ws.removeAllListeners('message');
     const onMessage = (data: RawData): void => {
       const text = data.toString();
@@ -217,7 +217,7 @@ export class CollabWorker {
         case 'join':
           return send(conn, { type: 'error', code: 'invalid_message', message: 'already joined' });
         case 'op':
-          return session.submit(conn, message.op_id, message.op, message.parent_revision, text.length);
+          return session.submit(conn, message.op_id, message.op, message.parent_revision);
         case 'presence':
           return session.presence(conn, message.cursor_pos, message.selection ?? null);
         case 'ack':
@@ -312,6 +312,7 @@ export async function startCollabWorker(options: WorkerOptions): Promise<Running
   const resent = http.metrics.gauge('collab_appends_resent', 'Append entries sent again: after a failed request (failed) or refused out of order (out_of_order)');
   resent.set(() => appendStats.resentFailed, { reason: 'failed' });
   resent.set(() => appendStats.resentOutOfOrder, { reason: 'out_of_order' });
+  http.metrics.gauge('collab_appends_refused', 'Append entries the op log refused outright (4xx): their changes refused to their authors').set(() => appendStats.refused);
   collabApi(http.router, worker);
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });

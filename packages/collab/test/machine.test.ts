@@ -159,3 +159,24 @@ t.test('pipelined appends: an entry is applied only after the previous one of it
   t.throws(() => checkCommand({ op: 'append', doc_id: 'd1', generation: 1, session: 's', changes: [{ op_id: 'a:0', author: 'alice', ops: [], parent_revision: 0 }] }), 'session without seq');
   t.throws(() => checkCommand({ op: 'append', doc_id: 'd1', generation: 1, session: 's', seq: 0, changes: [{ op_id: 'a:0', author: 'alice', ops: [], parent_revision: 0 }] }), 'seq 0');
 });
+
+t.test('quota and delete: an owner has at most max_docs documents; a delete removes one and frees its slot', async (t) => {
+  const m = new CollabMachine();
+  for (let i = 0; i < 3; i++) t.match(run(m, { op: 'create', doc_id: `q${i}`, title: 'T', owner: 'quinn', template: 'x', max_docs: 3 }, 1_000), { ok: true, op: 'create' });
+  t.match(run(m, { op: 'create', doc_id: 'q3', title: 'T', owner: 'quinn', template: null, max_docs: 3 }, 1_000), { ok: false, code: 'quota' }, 'the fourth is refused');
+  t.match(run(m, { op: 'create', doc_id: 'r0', title: 'T', owner: 'rita', template: null, max_docs: 3 }, 1_000), { ok: true }, 'other owners are counted apart');
+  t.equal(m.ownedBy('quinn'), 3);
+  run(m, { op: 'acquire', doc_id: 'q0', worker: 'w1', url: 'http://w1' }, 1_000);
+  t.match(run(m, { op: 'delete', doc_id: 'q0' }, 1_001), { ok: true, op: 'delete', owner: { worker: 'w1' } }, 'the answer names the worker holding it');
+  t.equal(m.meta('q0'), null, 'gone');
+  t.match(run(m, { op: 'delete', doc_id: 'q0' }, 1_002), { ok: false, code: 'no_such_doc' });
+  t.match(run(m, { op: 'renew', worker: 'w1', docs: [['q0', 1]] }, 1_002), { lost: ['q0'] }, 'its owner learns it is gone');
+  t.equal(m.ownedBy('quinn'), 2);
+  // The count is derived state: a restored machine counts the same.
+  const copy = new CollabMachine();
+  copy.restore(m.snapshot());
+  t.equal(copy.ownedBy('quinn'), 2);
+  t.match(run(copy, { op: 'create', doc_id: 'q4', title: 'T', owner: 'quinn', template: null, max_docs: 3 }, 1_003), { ok: true }, 'the freed slot takes one');
+  t.match(run(copy, { op: 'create', doc_id: 'q5', title: 'T', owner: 'quinn', template: null, max_docs: 3 }, 1_003), { ok: false, code: 'quota' }, 'and no more');
+  t.throws(() => checkCommand({ op: 'create', doc_id: 'x', title: 'T', owner: 'quinn', template: null, max_docs: -1 }), 'a negative quota is not a command');
+});

@@ -19,10 +19,17 @@ export interface DeleteEvent {
   created_at: number;
 }
 
+/**
+ * Records of feed-posts and feed-deletes that are not events (not JSON, a wrong shape), or that a store refused
+ * (4xx), with their reason and where they were (packages/log dead-letter.ts); created with the other topics.
+ */
+export const DEAD_LETTER_TOPIC = 'feed-dead-letter';
+
 export const TOPICS: ReadonlyArray<{ name: string; partitions: number }> = [
   { name: POSTS_TOPIC, partitions: 4 },
   { name: DELETES_TOPIC, partitions: 2 },
   { name: ENGAGEMENT_TOPIC, partitions: 2 },
+  { name: DEAD_LETTER_TOPIC, partitions: 1 },
 ];
 
 /** Creates the feed's topics (idempotent), retrying while the members elect and register. */
@@ -44,12 +51,27 @@ export async function ensureTopics(log: LogClient, deadlineMs = 600_000): Promis
   }
 }
 
+/** A post or delete event, or a throw saying why the record is not one (the fan-out's decode step). */
+export function decodeEvent(value: string): PostEvent | DeleteEvent {
+  let e: Partial<PostEvent> | null;
+  try {
+    e = JSON.parse(value) as Partial<PostEvent> | null;
+  } catch {
+    throw new Error('not JSON');
+  }
+  if (typeof e !== 'object' || e === null || Array.isArray(e)) throw new Error('not a JSON object');
+  if (e.type !== 'post' && e.type !== 'delete') throw new Error('type: post or delete');
+  if (typeof e.post_id !== 'string' || e.post_id.length === 0 || e.post_id.length > 200) throw new Error('post_id: a string of 1..200 characters');
+  if (typeof e.author_id !== 'string' || e.author_id.length === 0 || e.author_id.length > 200) throw new Error('author_id: a string of 1..200 characters');
+  if (typeof e.created_at !== 'number' || !Number.isFinite(e.created_at)) throw new Error('created_at: a time');
+  return e as PostEvent | DeleteEvent;
+}
+
+/** decodeEvent, or null for a record that is not an event (readers that only skip such records). */
 export function parseEvent(value: string): PostEvent | DeleteEvent | null {
   try {
-    const e = JSON.parse(value) as Partial<PostEvent>;
-    if ((e.type === 'post' || e.type === 'delete') && typeof e.post_id === 'string' && typeof e.author_id === 'string' && typeof e.created_at === 'number') return e as PostEvent | DeleteEvent;
+    return decodeEvent(value);
   } catch {
-    /* a record that is not ours: skipped */
+    return null;
   }
-  return null;
 }

@@ -12,10 +12,13 @@
  * reading) of the log partitions whose events need it, while writes to other store partitions go on. After a
  * crash of this worker the group resumes at the committed offset and the writes are replayed (they are
  * idempotent: an inbox key is the user, the time and the post id).
+ *
+ * Poison records: a record that is not an event, or an event a store refuses (4xx), is written to
+ * `feed-dead-letter` with its reason; it stays unfinished (holding the commit) until that write is stored.
  */
 import { clusterUrl, ServiceError, type RunningWorker, type WorkerOptions, type WorkerRole, serveWorkerHttp } from '@raftkit/http';
-import { LogClient } from '@raftkit/log';
-import { ensureTopics, parseEvent, type DeleteEvent, type PostEvent } from './events.js';
+import { DeadLetterQueue, LogClient, type LogRecord } from '@raftkit/log';
+import { DEAD_LETTER_TOPIC, decodeEvent, ensureTopics, type DeleteEvent, type PostEvent } from './events.js';
 import { PartitionWriter } from './partition-writer.js';
 import { DELETES_TOPIC, POSTS_TOPIC } from './rank-wire.js';
 import { StoreClient } from './store-client.js';
@@ -61,6 +64,26 @@ export async function startFanout(options: WorkerOptions): Promise<RunningWorker
   });
   http.metrics.gauge('feed_fanout_inbox_writes_total', 'Inbox entries this worker stored').set(() => stats.inboxWrites);
   http.metrics.gauge('feed_fanout_events_total', 'Post and delete events this worker finished').set(() => stats.events);
+  // Poison records (not an event, or refused by a store) go here with their reason; their neighbours are fanned out.
+  const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
+  http.metrics.gauge('feed_fanout_dead_lettered', 'Records written to the dead-letter topic').set(() => deadLetters.written);
+
+  /** Stores a refused record in the dead-letter topic, retried until it is (its offset is not committed before). */
+  const deadLetter = async (topic: string, partition: number, record: LogRecord, reason: string): Promise<void> => {
+    let backoff = 100;
+    for (;;) {
+      try {
+        await deadLetters.put(topic, [{ record: { ...record, partition }, reason }]);
+        options.logger.log('warn', 'fan-out record dead-lettered', { topic, partition, offset: record.offset, reason });
+        return;
+      } catch (e) {
+        if (stopped) throw e;
+        options.logger.log('warn', 'dead-letter write failed; retrying', { topic, partition, offset: record.offset, error: String(e) });
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(2_000, backoff * 2);
+      }
+    }
+  };
 
   /** Retries a store read until it answers (an outage of that partition stalls only this event). */
   const retry = async <T>(work: () => Promise<T>): Promise<T> => {
@@ -155,22 +178,33 @@ export async function startFanout(options: WorkerOptions): Promise<RunningWorker
         try {
           const answer = await log.fetch(topic, partition, state.position, { maxRecords: 200, waitMs: unfinished.size > 0 ? 100 : 1_000 });
           for (const record of answer.records) {
-            const event = parseEvent(record.value);
-            if (event === null) continue;
+            let event: PostEvent | DeleteEvent | null = null;
+            let refused = '';
+            try {
+              event = decodeEvent(record.value);
+            } catch (e) {
+              refused = (e as Error).message;
+            }
             unfinished.add(record.offset);
             state.waiting = unfinished.size;
-            const work = event.type === 'post' ? onPost(event) : onDelete(event);
+            const work =
+              event === null
+                ? deadLetter(topic, partition, record, refused)
+                : (event.type === 'post' ? onPost(event) : onDelete(event)).then(
+                    () => void stats.events++,
+                    (err: unknown) => {
+                      // A 4xx from a store (an event it refuses): dead-lettered with the store's answer.
+                      if (err instanceof ServiceError && err.status >= 400 && err.status < 500) return deadLetter(topic, partition, record, `refused by the store: ${err.status} ${err.code}: ${err.message}`);
+                      throw err;
+                    },
+                  );
             work.then(
               () => {
                 unfinished.delete(record.offset);
                 state.waiting = unfinished.size;
-                stats.events++;
               },
-              (err: unknown) => {
-                // Only a 4xx from a store (a malformed event) gets here: skipped, said in the log.
-                unfinished.delete(record.offset);
-                options.logger.log('warn', 'fan-out event skipped', { topic, partition, offset: record.offset, error: String(err) });
-              },
+              // Only when stopping: the offset stays unfinished, so nothing past it is committed.
+              () => undefined,
             );
           }
           state.position = answer.next_offset;

@@ -8,7 +8,10 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { deriveClientToken, deriveServiceToken, type ServiceError } from '@raftkit/http';
-import { partitionOf } from '@raftkit/log';
+import { LogClient, partitionOf, type DeadLetter } from '@raftkit/log';
+import { DEAD_LETTER_TOPIC } from '../src/events.js';
+import { CONSUMER_GROUP } from '../src/fanout.js';
+import { newPostId } from '../src/post-id.js';
 import { FeedClient } from '../src/client.js';
 import { call, startCluster, topicAccess, until, type Answer } from '@raftkit/testkit';
 import { DELETES_TOPIC, ENGAGEMENT_TOPIC, POSTS_TOPIC } from '../src/index.js';
@@ -104,6 +107,33 @@ t.test('a push author: the post reaches every follower inbox and feed', async (t
   const got = await ok(call(app, 'GET', `/api/posts/${id}`, { token: tok(fans[0]!) }));
   t.match(got, { post_id: id, author_id: author, text: 'pushed post', media_ids: [], parent_post_id: null, engagement_counts: { likes: 0, comments: 0, shares: 0 } });
   t.match(await profile(author), { followers_count: 3, is_celebrity: false });
+});
+
+t.test('poison records in feed-posts: dead-lettered with their reason; the event beside them is fanned out', async (t) => {
+  const log = new LogClient({ endpoints: cluster.members, token: admin, timeoutMs: 30_000 });
+  t.teardown(() => log.close());
+  const author = uid('poisoned');
+  const fan = uid('fan');
+  await follow(fan, author);
+  const partition = await log.partitionFor(POSTS_TOPIC, author);
+  const postId = newPostId();
+  const event = { type: 'post', post_id: postId, author_id: author, created_at: Date.now() };
+  // In one append, so one fetch: not JSON, the wrong shape, then a valid post event.
+  const appended = await log.append(POSTS_TOPIC, partition, [
+    { key: author, value: 'not json at all' },
+    { key: author, value: JSON.stringify({ type: 'post', author_id: author }) },
+    { key: author, value: JSON.stringify(event) },
+  ]);
+  await until(`${fan}'s inbox holds the valid event`, async () => (await inbox(fan)).includes(postId), 60_000, 200);
+  const dead = await until('both poison records dead-lettered', async () => {
+    const answer = await log.fetch(DEAD_LETTER_TOPIC, 0, 0, { maxRecords: 10_000 });
+    const mine = answer.records.map((r) => JSON.parse(r.value) as DeadLetter).filter((l) => l.topic === POSTS_TOPIC && l.partition === partition && l.offset >= appended.base_offset);
+    return mine.length >= 2 ? mine : null;
+  }, 60_000, 200);
+  t.match(dead.find((l) => l.offset === appended.base_offset), { value: 'not json at all', reason: 'not JSON', key: author });
+  t.match(dead.find((l) => l.offset === appended.base_offset + 1), { reason: /post_id/ });
+  t.notOk(dead.some((l) => l.offset === appended.base_offset + 2), 'the valid event is not dead-lettered');
+  await until('the fan-out committed past all three', async () => ((await log.committed(POSTS_TOPIC, partition, CONSUMER_GROUP)) ?? 0) >= appended.base_offset + 3, 30_000, 200);
 });
 
 /** Follows until the author's profile says celebrity (followers_count is folded asynchronously). */

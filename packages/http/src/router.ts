@@ -117,6 +117,9 @@ export function admit(route: RouteInfo, req: IncomingMessage, tokens: readonly s
   return principal;
 }
 
+/** A request body's limit unless a router is given another (413 `body_too_large` beyond): every member's. */
+export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
+
 export class Router {
   private readonly table: Route[] = [];
   /**
@@ -127,7 +130,7 @@ export class Router {
   private readonly maxBodyBytes: number;
 
   constructor(private readonly options: RouterOptions) {
-    this.maxBodyBytes = options.maxBodyBytes ?? 1024 * 1024;
+    this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   }
 
   on<A extends Admission>(method: string, pattern: string, options: RouteOptions<A>, handler: Handler<PrincipalFor<A>>): this {

@@ -417,6 +417,20 @@ export class LogConsumer {
     return [];
   }
 
+  /** Reads `partition` from `offset` next (a batch that could not be handled is read again). */
+  seek(partition: number, offset: number): void {
+    this.positions.set(partition, offset);
+  }
+
+  /**
+   * Forgets every position not committed: the next poll reads from the committed offsets again. A consumer that
+   * failed to handle what it polled calls it, so its next commit cannot pass records it never handled.
+   */
+  rewind(): void {
+    this.positions.clear();
+    this.committedAt.clear();
+  }
+
   /**
    * Commits every position that moved. A LogError 409 `offset_conflict` means another consumer of the group moved
    * that partition (or, when the router retried this commit after a lost answer, this consumer itself): this

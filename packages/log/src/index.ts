@@ -6,3 +6,5 @@ export { partitionGroup, parsePartitionGroup, partitionOf, topicsOf, TOPIC_ACCES
 export type { TopicAccess, TopicInfo, PartitionData } from './topics.js';
 export { LogClient, LogProducer, LogConsumer, LogError } from './client.js';
 export type { LogClientOptions, TopicSettings, TopicDescription, LogRecord, FetchAnswer, AppendAnswer, ConsumedRecord } from './client.js';
+export { CheckedConsumer, DeadLetterQueue, decodeOrDeadLetter, DEAD_LETTER_VALUE_CHARS, DEAD_LETTER_REASON_CHARS } from './dead-letter.js';
+export type { DeadLetter, Decoded, RecordDecoder } from './dead-letter.js';

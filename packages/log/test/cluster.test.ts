@@ -11,7 +11,7 @@ import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { deriveServiceToken } from '@raftkit/http';
 import { agent, call, startCluster, topicAccess, until } from '@raftkit/testkit';
-import { LogClient, type ConsumedRecord, type TopicDescription } from '../src/index.js';
+import { CheckedConsumer, DeadLetterQueue, LogClient, type ConsumedRecord, type DeadLetter, type TopicDescription } from '../src/index.js';
 
 const cluster = await startCluster('log');
 // LOG_TEST_KEEP=1 leaves the cluster up for a look at its logs (`cluster logs n1 --data <dir>`, then `down --wipe`).
@@ -358,6 +358,39 @@ t.test('a consumer group resumes exactly after its last committed offset: leader
   const other = newClient().consumer('shop', 'audit', { maxRecords: 1_000, waitMs: 2_000 });
   const first = await other.poll();
   t.equal(first[0]?.offset, 0, 'another group starts at 0');
+});
+
+t.test('a consumer with a decode step: refused records to the dead-letter topic, the rest handled, nothing skipped', async (t) => {
+  await log.createTopic('checked', { partitions: 1 });
+  const decode = (value: string): number => {
+    const n = JSON.parse(value) as unknown;
+    if (typeof n !== 'number') throw new Error('not a number');
+    return n;
+  };
+  await until('checked/0 takes appends', async () => (await log.append('checked', 0, [{ value: '1' }, { value: 'oops' }, { value: '"two"' }, { value: '3' }]).catch(() => null)) !== null, 60_000, 200);
+  // The dead-letter topic does not exist yet: the write fails, the poll fails, and the batch is read again later.
+  const quick = new LogClient({ endpoints: cluster.members, token, timeoutMs: 3_000 });
+  clients.push(quick);
+  const consumer = new CheckedConsumer(log.consumer('checked', 'checker', { waitMs: 500 }), decode, new DeadLetterQueue(quick, 'checked-dead'));
+  await t.rejects(consumer.poll(), 'a dead-letter write that fails fails the poll');
+  await log.createTopic('checked-dead', { partitions: 1 });
+  const got = await until('the batch again, the dead letters written', async () => {
+    const r = await consumer.poll().catch(() => null);
+    return r !== null && r.length > 0 ? r : null;
+  }, 60_000, 200);
+  t.same(got.map((r) => [r.offset, r.decoded]), [[0, 1], [3, 3]], 'the valid records, from the start of the batch: none skipped');
+  await consumer.commit();
+  t.equal(await log.committed('checked', 0, 'checker'), 4, 'committed past the dead-lettered records once they are stored');
+  const letters = (await log.fetch('checked-dead', 0, 0)).records.map((r) => JSON.parse(r.value) as DeadLetter);
+  t.match(letters, [
+    { topic: 'checked', partition: 0, offset: 1, value: 'oops', reason: /JSON/ },
+    { topic: 'checked', partition: 0, offset: 2, value: '"two"', reason: 'not a number' },
+  ]);
+  // rewind: what was polled and not committed is read again.
+  await log.append('checked', 0, [{ value: '5' }]);
+  t.same((await consumer.poll()).map((r) => r.decoded), [5]);
+  consumer.rewind();
+  t.same((await consumer.poll()).map((r) => r.decoded), [5], 'read again after rewind');
 });
 
 t.test('replay from any offset; a long poll wakes on an append', async (t) => {

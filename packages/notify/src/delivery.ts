@@ -33,11 +33,12 @@ import {
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
-import { LogClient, type LogConsumer, type LogProducer } from '@raftkit/log';
+import { CheckedConsumer, DeadLetterQueue, LogClient, type LogProducer } from '@raftkit/log';
 import { CHANNELS, type Channel, type ChannelSender, type InAppItem, type OutboundMessage, type Priority } from './channels/channel.js';
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
-import { channelTopic, deliveryGroup, groupOf, NOTIFY, parseLayout } from './groups.js';
+import { channelTopic, deliveryGroup, groupOf, NOTIFY, parseLayout, DEAD_LETTER_TOPIC } from './groups.js';
+import { decodeQueued } from './records.js';
 import { USER_ID } from './input.js';
 import type { Outcome } from './machine.js';
 import type { SendContext } from './queries.js';
@@ -127,7 +128,9 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   let stopping = false;
   const stats = { batches: 0, sent: 0, skipped_already_sent: 0, retries: 0, fallbacks: 0, held: 0, fail_open: 0 };
 
-  const http = await serveWorkerHttp(options, { health: () => ({ ...stats, channels: [...senders.keys()] }) });
+  // A channel-topic record that is not a queued message goes here with its reason; the rest of its batch is sent.
+  const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
+  const http = await serveWorkerHttp(options, { health: () => ({ ...stats, channels: [...senders.keys()], dead_lettered: deadLetters.written }) });
   const sentTotal = http.metrics.counter('notify_sent_total', 'Messages a provider acknowledged');
 
   // In-app WebSocket clients of this worker, by user.
@@ -391,8 +394,8 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   }
 
   async function lane(channel: Channel, sender: ChannelSender, bucket: WaitingBucket, order: readonly Priority[], waitMs: number): Promise<void> {
-    const consumerOf = (p: Priority): LogConsumer => log.consumer(channelTopic(p, channel, layout), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs });
-    const consumers = new Map<Priority, LogConsumer>(order.map((p) => [p, consumerOf(p)]));
+    const consumerOf = (p: Priority): CheckedConsumer<QueuedMessage> => new CheckedConsumer(log.consumer(channelTopic(p, channel, layout), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs }), decodeQueued, deadLetters);
+    const consumers = new Map<Priority, CheckedConsumer<QueuedMessage>>(order.map((p) => [p, consumerOf(p)]));
     let idle = 10;
     while (!stopping) {
       let worked = false;
@@ -401,8 +404,12 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
         for (const priority of order) {
           const consumer = consumers.get(priority)!;
           const records = await consumer.poll();
-          if (records.length === 0) continue;
-          const messages = records.map((r) => JSON.parse(r.value) as QueuedMessage);
+          if (records.length === 0) {
+            // A batch of refused records only (dead-lettered by poll): committed past, nothing to send.
+            await consumer.commit();
+            continue;
+          }
+          const messages = records.map((r) => r.decoded);
           const batchPriority = layout === 'fifo' && messages.every((m) => m.priority === 'critical') ? 'critical' : priority;
           try {
             await handleBatch(channel, sender, bucket, batchPriority, messages);

@@ -21,6 +21,11 @@ export const INGEST_PARTITIONS = 2;
 export function ingestTopic(priority: Priority): string {
   return `notify-ingest-${priority}`;
 }
+/**
+ * Records of any notify topic that are not what the topic carries (not JSON, a wrong shape), with their reason and
+ * where they were: one partition, created with the other topics at setup (so the same rules apply to it).
+ */
+export const DEAD_LETTER_TOPIC = 'notify-dead-letter';
 /** The router's consumer group on the ingestion topic. */
 export const ROUTER_GROUP = 'notify-router';
 

@@ -11,16 +11,17 @@
  * naive design for the benchmark's comparison).
  */
 import { clusterUrl, deriveServiceToken, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
-import { LogClient, type LogProducer } from '@raftkit/log';
+import { LogClient, type LogProducer, CheckedConsumer, DeadLetterQueue } from '@raftkit/log';
 import { PRIORITIES, type Address, type Channel, type OutboundMessage, type Priority } from './channels/channel.js';
 import type { IngestRecord } from './api.js';
-import { allStateGroups, channelTopic, groupOf, ingestTopic, NOTIFY, parseLayout, ROUTER_GROUP } from './groups.js';
+import { allStateGroups, channelTopic, groupOf, ingestTopic, NOTIFY, parseLayout, ROUTER_GROUP, DEAD_LETTER_TOPIC } from './groups.js';
 import { defaultPreferences, type Preferences } from './machine.js';
 import type { RouteContext } from './queries.js';
 import { inQuietHours } from './quiet-hours.js';
 import { preferenceStoreFault } from './test-faults.js';
 import { StateClient } from './state-client.js';
 import { render } from './template.js';
+import { decodeIngest } from './records.js';
 
 /**
  * What a channel topic carries: an outbound message before its attempt. The address is the router's snapshot, used
@@ -84,8 +85,11 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
   const stats = { routed: 0, messages: 0, held: 0, rate_limited_waits: 0 };
   let stopping = false;
 
-  const http = await serveWorkerHttp(options, { health: () => ({ ...stats }) });
+  // Poison records (not an ingestion record) go here with their reason; their neighbours are routed as usual.
+  const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
+  const http = await serveWorkerHttp(options, { health: () => ({ ...stats, dead_lettered: deadLetters.written }) });
   const routed = http.metrics.counter('notify_routed_total', 'Ingestion records routed');
+  http.metrics.gauge('notify_router_dead_lettered', 'Ingestion records refused by the decode step and written to the dead-letter topic').set(() => deadLetters.written);
   const preferenceFault = preferenceStoreFault(http.router, options.settings);
 
   // Setup (state groups and topics) is idempotent; retried until the members can do it.
@@ -177,10 +181,10 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
   }
 
   async function loop(priority: Priority): Promise<void> {
-    const consumer = log.consumer(ingestTopic(priority), ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 });
+    const consumer = new CheckedConsumer(log.consumer(ingestTopic(priority), ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 }), decodeIngest, deadLetters);
     while (!stopping) {
       try {
-        const records = (await consumer.poll()).map((r) => JSON.parse(r.value) as IngestRecord);
+        const records = (await consumer.poll()).map((r) => r.decoded);
         // Order matters per user (spec rule 5), not across users: each user's records in order, different users
         // concurrently. Routing one record is three round trips to the members (context, route, queue); done one
         // at a time, a loop routed a few records a second under load, and the critical loop fell behind a
@@ -208,9 +212,12 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
         );
         if (stopped) return;
         // Committed only once every record of the batch is queued: a router killed mid-batch replays it.
-        if (records.length > 0) await consumer.commit();
+        // (Also past a batch of refused records only: commit sends nothing when no position moved.)
+        await consumer.commit();
       } catch (e) {
         if (stopping) return;
+        // Whatever of the batch was not handled is read again: the next commit must not pass it.
+        consumer.rewind();
         options.logger.log('warn', 'router batch failed', { priority, error: String((e as Error).message) });
         await sleep(500);
       }
@@ -228,7 +235,7 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
    */
   async function lowLoop(): Promise<void> {
     const topic = ingestTopic('low');
-    const consumer = log.consumer(topic, ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 });
+    const consumer = new CheckedConsumer(log.consumer(topic, ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 }), decodeIngest, deadLetters);
     const chains = new Map<string, Promise<void>>();
     let inFlight = 0;
     // Per partition: offsets polled and not yet routed, the offset after the last polled, the offset committed.
@@ -279,8 +286,11 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
           continue;
         }
         const polled = await consumer.poll();
+        // Past the dead-lettered records too (a batch may end with one).
+        for (const [partition, next] of consumer.polledTo) polledTo.set(partition, Math.max(polledTo.get(partition) ?? 0, next));
         for (const r of polled) {
-          const record = JSON.parse(r.value) as IngestRecord;
+          // Refused records are in the dead-letter topic already (poll waits for that): done, like routed ones.
+          const record = r.decoded;
           let open = waiting.get(r.partition);
           if (open === undefined) waiting.set(r.partition, (open = new Set()));
           open.add(r.offset);

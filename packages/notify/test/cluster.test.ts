@@ -13,7 +13,8 @@ import t from 'tap';
 import WebSocket from 'ws';
 import { deriveClientToken, deriveServiceToken } from '@raftkit/http';
 import { call, startCluster, topicAccess, until } from '@raftkit/testkit';
-import { fill, ingestTopic, localMinutes, NotifyClient, type InAppItem, type StatusAnswer } from '../src/index.js';
+import { LogClient, type DeadLetter } from '@raftkit/log';
+import { DEAD_LETTER_TOPIC, fill, ingestTopic, localMinutes, NotifyClient, ROUTER_GROUP, type InAppItem, type IngestRecord, type StatusAnswer } from '../src/index.js';
 import { createSubscriberKeys } from '../src/providers/index.js';
 
 const cluster = await startCluster('notify', {
@@ -215,6 +216,59 @@ t.test('dedup: the same idempotency_key within 24 h is accepted once and deliver
   await statusWhen(dedupId, 'delivered', (s) => s.channels.some((c) => c.status === 'delivered'));
   await new Promise((r) => setTimeout(r, 1500));
   t.equal((await client.inbox(dedupUser)).items.length, 1, 'one item');
+});
+
+t.test('poison records: dead-lettered with their reason; the valid records beside them are notified', async (t) => {
+  const log = new LogClient({ endpoints: members, token, timeoutMs: 30_000 });
+  t.teardown(() => log.close());
+  const letters = async (): Promise<DeadLetter[]> => {
+    const answer = await log.fetch(DEAD_LETTER_TOPIC, 0, 0, { maxRecords: 10_000 });
+    return answer.records.map((r) => JSON.parse(r.value) as DeadLetter);
+  };
+  // The router: a non-JSON record and a record of the wrong shape, then a valid one, in one append (one batch).
+  const user = `pz-${randomUUID().slice(0, 8)}`;
+  const topic = ingestTopic('high');
+  const partition = await log.partitionFor(topic, user);
+  const victim: IngestRecord = { notification_id: randomUUID(), user_id: user, event_type: 'poison_neighbour', priority: 'high', data: {}, accepted_at: Date.now(), campaign_id: null };
+  const appended = await log.append(topic, partition, [
+    { key: user, value: '{not json' },
+    { key: user, value: JSON.stringify({ user_id: 5 }) },
+    { key: user, value: JSON.stringify(victim) },
+  ]);
+  await until('the victim is notified', async () => (await client.inbox(user)).items.some((i) => i.notification_id === victim.notification_id), 90_000, 200);
+  const dead = await until('both poison records in the dead-letter topic', async () => {
+    const mine = (await letters()).filter((l) => l.topic === topic && l.partition === partition && l.offset >= appended.base_offset && l.offset < appended.base_offset + 3);
+    return mine.length >= 2 ? mine : null;
+  }, 60_000, 200);
+  t.match(dead.find((l) => l.offset === appended.base_offset), { value: '{not json', reason: 'not JSON', key: user }, 'the non-JSON record, with its reason');
+  t.match(dead.find((l) => l.offset === appended.base_offset + 1), { reason: /notification_id/ }, 'the wrong shape, with its reason');
+  t.notOk(dead.some((l) => l.offset === appended.base_offset + 2), 'the valid record is not dead-lettered');
+  await until('the router committed past all three', async () => ((await log.committed(topic, partition, ROUTER_GROUP)) ?? 0) >= appended.base_offset + 3, 30_000, 200);
+
+  // The low (bulk) loop, which commits by itself up to its oldest record not routed: the same.
+  const lowTopic = ingestTopic('low');
+  const lowPartition = await log.partitionFor(lowTopic, user);
+  const lowVictim: IngestRecord = { ...victim, notification_id: randomUUID(), priority: 'low', campaign_id: `poison-${randomUUID().slice(0, 8)}` };
+  const lowAppended = await log.append(lowTopic, lowPartition, [
+    { key: user, value: '' },
+    { key: user, value: JSON.stringify(lowVictim) },
+    { key: user, value: JSON.stringify({ ...lowVictim, priority: 'urgent' }) },
+  ]);
+  await until('the low victim is notified', async () => (await client.inbox(user)).items.some((i) => i.notification_id === lowVictim.notification_id), 90_000, 200);
+  const lowDead = await until('both low poison records dead-lettered', async () => {
+    const mine = (await letters()).filter((l) => l.topic === lowTopic && l.partition === lowPartition && l.offset >= lowAppended.base_offset && l.offset < lowAppended.base_offset + 3);
+    return mine.length >= 2 ? mine : null;
+  }, 60_000, 200);
+  t.same(lowDead.map((l) => l.offset).sort((x, y) => x - y), [lowAppended.base_offset, lowAppended.base_offset + 2], 'the empty record and the unknown priority, not the valid one');
+  await until('the low loop committed past all three', async () => ((await log.committed(lowTopic, lowPartition, ROUTER_GROUP)) ?? 0) >= lowAppended.base_offset + 3, 30_000, 200);
+
+  // The delivery worker: a poison record in a channel topic, then a real notification on that topic.
+  const channelTopic = 'notify-high-in_app';
+  const poisoned = await log.append(channelTopic, 0, [{ key: user, value: '[1, 2, 3]' }]);
+  const sent = await client.send({ event_type: 'after_poison', user_ids: [user], priority: 'high', idempotency_key: key() });
+  await until('the next message on that topic is delivered', async () => (await client.inbox(user)).items.some((i) => i.notification_id === sent.notification_id), 90_000, 200);
+  const letter = await until('dead-lettered by the delivery worker', async () => (await letters()).find((l) => l.topic === channelTopic && l.offset === poisoned.base_offset) ?? null, 60_000, 200);
+  t.equal(letter.reason, 'not a JSON object');
 });
 
 t.test('router: opt-out, sms only for critical, no address, segments', async (t) => {
