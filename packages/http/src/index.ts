@@ -1,5 +1,6 @@
 export * from './errors.js';
 export * from './validate.js';
+export { parseJsonBody } from './json-body.js';
 export { Router, Reply, sendJson, sendError, requirePrincipal, admit, ADMISSIONS } from './router.js';
 export type { Admission, Handler, PrincipalFor, RequestContext, RouteInfo, RouteOptions, RouterOptions } from './router.js';
 export { authenticate, bearerToken, cookieValue, deriveClientToken, deriveServiceToken, isInternalCaller, servicePrincipal, SERVICE_NAME, tokenHash, verifyToken } from './auth.js';
