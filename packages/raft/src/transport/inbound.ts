@@ -5,7 +5,7 @@
  */
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import type { HeartbeatBatch } from '../groups/coalesce.js';
+import type { HeartbeatBatch } from './coalesce.js';
 import type { Message, NodeId } from '../types.js';
 import { DecodeError } from '../codec/parse.js';
 import { FrameDecoder, FrameError, encodeFrame } from './framing.js';

@@ -112,7 +112,7 @@ export class PeerLink {
   }
 
   /**
-   * Queues one frame of coalesced heartbeats (see src/groups/coalesce.ts). A batch too large for one frame is
+   * Queues one frame of coalesced heartbeats (see src/transport/coalesce.ts). A batch too large for one frame is
    * halved until each part fits (only thousands of shared groups with long names get there).
    */
   enqueueBeats(beats: BeatTuple[]): void {

@@ -7,7 +7,7 @@
  */
 import { Server, createServer, type AddressInfo, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
-import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from '../groups/coalesce.js';
+import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from './coalesce.js';
 import type { Message, NodeId, Transport } from '../types.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './framing.js';
 import { MAX_GROUP_NAME, beatsToTuples } from './wire.js';
@@ -72,7 +72,7 @@ export interface TcpTransportOptions {
   /**
    * Coalesce the heartbeats of the groups this transport carries (channel()): every heartbeat and heartbeat
    * response sent to one peer process within one turn of the event loop leaves in one frame (see
-   * src/groups/coalesce.ts). Default true. Messages outside any group are never coalesced.
+   * src/transport/coalesce.ts). Default true. Messages outside any group are never coalesced.
    */
   coalesceHeartbeats?: boolean;
 }
