@@ -62,7 +62,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     http: httpUrl,
     // An operator's (and tests') knob: how long a member leads a group before handing it to its preferred leader.
     preferredLeaderDelayMs: preferredLeaderDelayMs(process.env.RAFTKIT_PREFERRED_LEADER_DELAY_MS),
-    logger: (level, message, fields) => logger.log(level, message, fields),
+    logger,
     groupOptions: (name) => {
       const settings = definition.groupOptions(name);
       return settings === null ? null : { requestTimeoutMs: options.requestTimeoutMs ?? 5_000, snapshotEvery: options.snapshotEvery ?? 100_000, ...settings };
