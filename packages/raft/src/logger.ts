@@ -7,8 +7,9 @@
 /** Severity of a log line. */
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
-/** Where lines go: `fields` are structured context (indexes, ids, error text). */
+/** Where log lines go. */
 export interface Logger {
+  /** One line: `fields` are structured context (indexes, ids, error text). */
   log(level: LogLevel, message: string, fields?: Record<string, unknown>): void;
 }
 
