@@ -2,8 +2,8 @@
  * Where a deal's shards live: a fixed set of inventory groups (Raft groups on the groups layer), shard i of every
  * deal in group i mod INVENTORY_GROUPS. Fixed, so a gateway finds any shard (and any reservation: its id names its
  * shard) without a lookup; several deals share the groups, each group's machine holds its shards of every deal.
- * The names are a SlotGroups set (`flash.inv.0..3`) as every grouped service's are; the slots it records go unused
- * here, since a shard's group follows from its index.
+ * The names are a SlotGroups set (`flash.inv.0..3`), spelled and recognised as every grouped service's are; the
+ * groups carry no hash slots (a shard's group follows from its index, not from a key).
  */
 import { SlotGroups } from '@raftkit/http';
 
