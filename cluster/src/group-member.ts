@@ -20,6 +20,7 @@ import {
   requireString,
   unavailable,
   type GroupedServiceDefinition,
+  parseJsonBody,
 } from '@raftkit/http';
 import { sessionTimeoutFromEnv } from './host-config.js';
 import { MEMBER_PING_TICKS, readyAddresses, splitAddress, type MemberOptions, type RunningMember } from './host.js';
@@ -61,7 +62,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     http: httpUrl,
     // An operator's (and tests') knob: how long a member leads a group before handing it to its preferred leader.
     preferredLeaderDelayMs: preferredLeaderDelayMs(process.env.RAFTKIT_PREFERRED_LEADER_DELAY_MS),
-    logger: (level, message, fields) => logger.log(level, message, fields),
+    logger,
     groupOptions: (name) => {
       const settings = definition.groupOptions(name);
       return settings === null ? null : { requestTimeoutMs: options.requestTimeoutMs ?? 5_000, snapshotEvery: options.snapshotEvery ?? 100_000, ...settings };
@@ -150,7 +151,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     .post('/v1/cluster/balance', { admits: 'cluster' }, async (ctx) => {
       // Optional {leaders: {member: count}}: every member's own count, gathered by the caller (cluster balance).
       const text = (await ctx.text()).trim();
-      const body = text.length === 0 ? {} : requireObject(parseJson(text));
+      const body = text.length === 0 ? {} : requireObject(parseJsonBody(text));
       let leaders: Record<string, number> | undefined;
       if (body.leaders !== undefined) {
         const given = body.leaders;
@@ -233,14 +234,6 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
       await managed.close();
     },
   };
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw badRequest('invalid_json', 'the body is not JSON');
-  }
 }
 
 function metaGroups(result: MetaResult): Array<{ name: string; members: string[] }> {

@@ -102,7 +102,7 @@ export async function startMember<C, R>(definition: ServiceDefinition<C, R>, opt
     listen: { host, port },
     secret: options.tokens[0] ?? '',
     ...(options.tls !== undefined ? { tls: options.tls } : {}),
-    log: (level, message) => logger.log(level, message),
+    logger,
   });
   const sessions = sessionTimeoutFromEnv();
   const node = await RaftNode.start<C, R>({

@@ -9,19 +9,10 @@ import { createRequire } from 'node:module';
 import { closeSync, existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createServer } from 'node:net';
 import { request } from 'undici';
+import { freePort } from '@raftkit/testkit';
 import type { Network } from './net/network.js';
 import type { StateFile } from './state.js';
-
-/** A port the kernel just handed out on 127.0.0.1. */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((resolve) => s.close(resolve));
-  return port;
-}
 
 export function memberScript(): string {
   const require = createRequire(import.meta.url);

@@ -5,22 +5,10 @@
  * on a connection from the transport's hello frame, and so can cut or disturb each directed link separately.
  * The members' HTTP ports are reached directly by the clients.
  */
-import { createServer } from 'node:net';
+import { freePort } from '@raftkit/testkit';
 import type { Link } from '../nemesis/grudge.js';
 import type { LinkRule, MemberAddresses, Network } from './network.js';
 import { LinkProxy } from './proxy.js';
-
-/** A port that was free a moment ago on 127.0.0.1 (the OS picks it). */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const port = (server.address() as { port: number }).port;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export class ProxyNetwork implements Network {
   readonly mode = 'proxy' as const;

@@ -21,9 +21,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { freePort } from '@raftkit/testkit';
 import { CollabClient } from '@raftkit/collab';
 import type { HistoryEvent } from '../history.js';
 import { memberScript } from '../cluster.js';
@@ -52,17 +52,6 @@ interface WorkerProcess {
   http: string;
   child: ChildProcess | null;
   paused: boolean;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));

@@ -41,6 +41,7 @@ import {
   type RunningWorker,
   type WorkerOptions,
   type WorkerRole,
+  parseJsonBody,
 } from '@raftkit/http';
 import { Pool } from 'undici';
 import { AliveShards, distributeTokens, firstRoute, homeShard, nextRoute, poolSize, rerouteCandidate, TokenPool, tokensValid, type RouteDecision } from './gates.js';
@@ -396,7 +397,7 @@ export class Gateway {
       .post('/api/flash/:deal_id/prewarm', { admits: 'cluster' }, async (ctx) => {
         const entry = await this.requireDeal(ctx);
         const text = (await ctx.text()).trim();
-        const body = text.length === 0 ? {} : requireObject(parseJson(text));
+        const body = text.length === 0 ? {} : requireObject(parseJsonBody(text));
         const seconds = body.smoke_seconds === undefined ? SMOKE_MS / 1000 : requireInteger(body, 'smoke_seconds', { min: 0, max: 300 });
         const rps = body.smoke_rps === undefined ? this.smokeRps() : requireInteger(body, 'smoke_rps', { min: 0, max: 100_000 });
         await this.prewarm(entry);
@@ -551,7 +552,7 @@ export class Gateway {
     try {
       if (size > MAX_ATTEMPT_BODY) throw BODY_TOO_LARGE;
       const text = chunks.length === 1 ? chunks[0]!.toString('utf8') : Buffer.concat(chunks).toString('utf8');
-      const input = this.attemptInput(dealId, parseJson(text), req);
+      const input = this.attemptInput(dealId, parseJsonBody(text), req);
       const now = Date.now();
       this.frontGates(input, now);
       const entry = this.deals.get(dealId);
@@ -1332,14 +1333,6 @@ function timeField(body: Record<string, unknown>, field: string): number {
   return ms;
 }
 
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch {
-    throw badRequest('invalid_json', 'the body is not JSON');
-  }
-}
 
 function remember(answers: Map<string, AttemptAnswer>, key: string, answer: AttemptAnswer): void {
   if (answers.size >= MAX_ANSWERS) answers.delete(answers.keys().next().value!);

@@ -177,10 +177,14 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** The `error` object of a JSON error body (`{ error: { code, message } }`), when it has one. */
-function errorBody(body: unknown): { code?: unknown; message?: unknown } | undefined {
+/**
+ * The `error` object of a JSON error body (`{ error: { code, message, ...details } }`), when it has one. The one
+ * reader of error bodies: the clients here and the callers that turn an upstream's answer back into an HttpError
+ * (video's internal client) go through it.
+ */
+export function errorBody(body: unknown): ({ code?: unknown; message?: unknown } & Record<string, unknown>) | undefined {
   const err = (body as { error?: unknown } | null)?.error;
-  return typeof err === 'object' && err !== null ? (err as { code?: unknown; message?: unknown }) : undefined;
+  return typeof err === 'object' && err !== null ? (err as { code?: unknown; message?: unknown } & Record<string, unknown>) : undefined;
 }
 
 /** The error code of a JSON error body, when it has one. */

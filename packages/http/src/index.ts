@@ -1,5 +1,6 @@
 export * from './errors.js';
 export * from './validate.js';
+export { parseJsonBody } from './json-body.js';
 export { Router, Reply, sendJson, sendError, requirePrincipal, admit, ADMISSIONS, DEFAULT_MAX_BODY_BYTES } from './router.js';
 export type { Admission, Handler, PrincipalFor, RequestContext, RouteInfo, RouteOptions, RouterOptions } from './router.js';
 export { authenticate, bearerToken, cookieValue, deriveClientToken, deriveServiceToken, isInternalCaller, servicePrincipal, SERVICE_NAME, tokenHash, verifyToken } from './auth.js';
@@ -10,7 +11,7 @@ export { ownerOnlyFiles, OWNER_ONLY_UMASK } from './owner-only.js';
 export type { Logger, LogLevel } from './log.js';
 export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, CLIENT_ACK_HEADER, BUSY_WRITERS, IDLE_MEMBERS, IDLE_MEMBER_HEARTBEAT_TICKS, PACED_WRITES, SINGLE_THREADED_GC, SPACED_MAJOR_GC } from './service.js';
 export type { ServiceDefinition } from './service.js';
-export { ClusterClient, ServiceError } from './client.js';
+export { ClusterClient, ServiceError, errorBody } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
 export { serveWorkerHttp } from './worker.js';
 export { processHttp, hostPort } from './process-http.js';

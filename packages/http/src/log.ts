@@ -1,9 +1,10 @@
-/** Structured logs: one JSON object a line, each with the time, level, member id and term. */
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+/**
+ * Structured logs: one JSON object a line, each with the time, level, member id and term. The Logger interface is
+ * raft's (the bottom layer's, shared by its node, host and transport), so a member hands its logger straight down.
+ */
+import type { Logger } from '@raftkit/raft';
 
-export interface Logger {
-  log(level: LogLevel, msg: string, fields?: Record<string, unknown>): void;
-}
+export type { Logger, LogLevel } from '@raftkit/raft';
 
 export function jsonLogger(base: () => Record<string, unknown>, write: (line: string) => void = (l) => process.stdout.write(l)): Logger {
   return {

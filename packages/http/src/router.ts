@@ -10,6 +10,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { authenticate, servicePrincipal, type Principal } from './auth.js';
 import { badRequest, forbidden, HttpError, unauthorized } from './errors.js';
+import { parseJsonBody } from './json-body.js';
 
 /**
  * Who may call a route:
@@ -252,11 +253,7 @@ class Context implements RequestContext {
   async json(): Promise<unknown> {
     const text = (await this.bytes()).toString('utf8');
     if (text.length === 0) throw badRequest('invalid_body', 'a JSON body is required');
-    try {
-      return JSON.parse(text) as unknown;
-    } catch (e) {
-      throw badRequest('invalid_json', `the body is not valid JSON: ${(e as Error).message}`);
-    }
+    return parseJsonBody(text);
   }
 }
 

@@ -12,6 +12,7 @@ import {
   type RequestContext,
   type ServiceContext,
   type ServiceDefinition,
+  parseJsonBody,
 } from '@raftkit/http';
 import { LockBatcher } from './batch.js';
 import { startExpiry } from './expiry.js';
@@ -85,7 +86,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   service.router
     .post('/v1/sessions', { admits: 'authenticated' }, async (ctx) => {
       const text = await ctx.text();
-      const body = text.trim().length === 0 ? {} : requireObject(parseJson(text));
+      const body = text.trim().length === 0 ? {} : requireObject(parseJsonBody(text));
       const timeout = body.timeout_ms ?? DEFAULT_TIMEOUT_MS;
       if (typeof timeout !== 'number' || !Number.isSafeInteger(timeout) || timeout < MIN_TIMEOUT_MS || timeout > MAX_TIMEOUT_MS) {
         throw badRequest('invalid_field', `timeout_ms must be an integer from ${MIN_TIMEOUT_MS} to ${MAX_TIMEOUT_MS}`, { field: 'timeout_ms' });
@@ -167,14 +168,6 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       if (change === null) return { changed: false, lock: lockBody(machine.getLock(name)) };
       return { changed: true, ...changeBody(change) };
     });
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (e) {
-    throw badRequest('invalid_json', `the body is not valid JSON: ${(e as Error).message}`);
-  }
 }
 
 export const lockService: ServiceDefinition<LockCommand, LockResult> = {

@@ -39,7 +39,7 @@ export interface SimMutations {
   noSessionDedup?: boolean;
   /** Never wake a quiesced follower whose leader's process has gone silent. */
   quiesceNeverWakes?: boolean;
-  /** The heartbeat batch expander hands each heartbeat to the wrong group (src/groups/coalesce.ts, misroute). */
+  /** The heartbeat batch expander hands each heartbeat to the wrong group (src/transport/coalesce.ts, misroute). */
   brokenCoalescing?: boolean;
   /**
    * With forwardedResults (which it turns on): a results message answers every write waiting at the member, each

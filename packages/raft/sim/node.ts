@@ -14,11 +14,10 @@ import { decodeRequest, encodeRequest, SessionStateMachine, type SessionResult }
 import { readyAllowsEarlySends, readyMustSync, splitMessages } from '../src/ready-order.js';
 import type { ApplyContext, Configuration, Entry, ForwardedResult, HardState, Message, NodeId, Ready, Snapshot, SnapshotMeta } from '../src/types.js';
 import type { SimConfig } from './config.js';
-import { SimDisk } from './disk.js';
+import { SimDisk, type SharedSync } from './disk.js';
 import { mixNumber, mixString } from './hash.js';
 import { fail, type Checker } from './invariants.js';
 import { KvMachine, type KvCommand, type KvResult } from './kv.js';
-import type { SimProcess } from './process.js';
 import type { EventQueue } from './queue.js';
 import type { Random } from './random.js';
 
@@ -32,6 +31,21 @@ export type ClientReply =
   | { kind: 'written'; seq: number; result: SessionResult<KvResult> }
   | { kind: 'read'; op: number; value: string | null }
   | { kind: 'retry'; seq?: number; op?: number; why: string };
+
+/**
+ * What a member needs from the process it runs in (SimProcess is one): declared here, so the process module
+ * imports the member and never the other way round.
+ */
+export interface NodeProcess {
+  /** The storage device every group of the process syncs through. */
+  readonly device: SharedSync;
+  /** The process's members by group index; a member enters itself here. */
+  readonly members: SimNode[];
+  /** Retired from the cluster for good (no restart). */
+  readonly retired: boolean;
+  localNow(): number;
+  send(group: number, m: Message): void;
+}
 
 /** What a member needs from the simulation around it. */
 export interface NodeHost {
@@ -67,7 +81,7 @@ class UndedupedSessions extends SessionStateMachine<KvCommand, KvResult> {
   }
 }
 
-export class SimNode {
+export class SimNode<P extends NodeProcess = NodeProcess> {
   readonly disk: SimDisk;
   core: RaftCore | null = null;
   up = false;
@@ -113,7 +127,7 @@ export class SimNode {
     /** Which of its process's groups this member belongs to. */
     readonly group: number,
     private readonly host: NodeHost,
-    readonly process: SimProcess,
+    readonly process: P,
     private readonly initialConfig: Configuration | undefined,
   ) {
     this.label = (host.config.groups ?? 1) > 1 ? `${id}/g${group}` : id;

@@ -1,14 +1,14 @@
 /**
  * One simulated process, as a GroupHost is one real one: it holds one member of each of the run's G groups (G = 1
  * in most seeds), one storage device whose syncs every group shares (group commit, see SharedSync), one ticker
- * for all its groups, coalesced heartbeats (the same src/groups/coalesce.ts the GroupHost's transport uses: every
+ * for all its groups, coalesced heartbeats (the same src/transport/coalesce.ts the GroupHost's transport uses: every
  * heartbeat and response this process sends a peer in one event leaves as one frame), and, when groups quiesce,
  * the host's liveness logic (src/groups/liveness.ts: one ping per peer process every `pingTicks`, or, with one
  * group and `leaderPings`, pings from a quiesced leader to its followers only, as a RaftNode on its own transport
  * sends; a quiesced follower whose leader's process has been silent for an election timeout is woken). Crashes, restarts, slow disks and power losses hit the process,
  * so every group on it at once.
  */
-import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from '../src/groups/coalesce.js';
+import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from '../src/transport/coalesce.js';
 import { Liveness } from '../src/groups/liveness.js';
 import type { Message, NodeId } from '../src/types.js';
 import type { SimConfig } from './config.js';

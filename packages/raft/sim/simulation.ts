@@ -80,7 +80,7 @@ function members(c: Configuration): NodeId[] {
  */
 export class SimGroup implements NodeHost, ClientHost {
   readonly checker = new Checker();
-  readonly nodes = new Map<NodeId, SimNode>();
+  readonly nodes = new Map<NodeId, SimNode<SimProcess>>();
   readonly clients: SimClient[] = [];
   readonly history: HistoryOp[] = [];
   /** When each command tag first took effect (was applied by any member). */
@@ -171,8 +171,8 @@ export class SimGroup implements NodeHost, ClientHost {
   }
 
   /** The member that leads in the highest term, if any. */
-  leader(): SimNode | null {
-    let best: SimNode | null = null;
+  leader(): SimNode<SimProcess> | null {
+    let best: SimNode<SimProcess> | null = null;
     let bestTerm = -1;
     for (const n of this.nodes.values()) {
       const st = n.status();
@@ -403,7 +403,7 @@ export class Simulation implements ProcessHost {
   }
 
   /** The leader of group 0 (or of group `group`). */
-  private leader(group = 0): SimNode | null {
+  private leader(group = 0): SimNode<SimProcess> | null {
     return this.groups[group]!.leader();
   }
 

@@ -6,6 +6,7 @@
  * linearizable reads, membership changes and leadership transfer.
  */
 import { randomUUID } from 'node:crypto';
+import { silentLogger, type Logger } from './logger.js';
 import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from './core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
 import { plainDataProblem } from './plain-data.js';
@@ -121,14 +122,8 @@ export interface RaftNodeOptions<C, R, M extends StateMachine<C, R> = StateMachi
   /** Told of what happens inside, for metrics, logs and watchers (several: combineObservers). */
   observer?: NodeObserver;
   /** Where the member logs what an operator should know (leader changes, snapshots, apply errors, storage failure). */
-  logger?: NodeLogger;
+  logger?: Logger;
 }
-
-/** Severity of a log line. */
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
-
-/** A logging hook: `fields` are structured context (indexes, ids, error text). */
-export type NodeLogger = (level: LogLevel, message: string, fields?: Record<string, unknown>) => void;
 
 /** Per-call limits: give up after `timeoutMs` (default: the node's requestTimeoutMs) or when `signal` aborts. */
 export interface CallOptions {
@@ -272,7 +267,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private readonly retryMs: number;
   private readonly clock: () => number;
   private readonly observer: NodeObserver;
-  private readonly logger: NodeLogger;
+  private readonly logger: Logger;
   private readonly userMachine: M;
 
   /** What ticks this member: its own timer, or a ticker shared by the groups of its process. */
@@ -352,7 +347,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.retryMs = this.tickMs * this.electionTicks;
     this.clock = options.clock ?? Date.now;
     this.observer = options.observer ?? {};
-    this.logger = options.logger ?? (() => {});
+    this.logger = options.logger ?? silentLogger;
     this.userMachine = options.stateMachine;
     this.applied = applied;
     this.lastSnapshotIndex = applied;
@@ -366,7 +361,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     const bootstrap = options.bootstrap ?? {};
     const initialConfig: Configuration = { voters: Object.keys(bootstrap), learners: [], addresses: { ...bootstrap } };
     if (options.forceNewCluster === true && (await forceSoleVoter(options.storage, stored, options.id, initialConfig, (options.clock ?? Date.now)()))) {
-      options.logger?.('warn', 'forced a new cluster: this member is now the only voter', { member: options.id, commit: stored.hardState.commit });
+      options.logger?.log('warn', 'forced a new cluster: this member is now the only voter', { member: options.id, commit: stored.hardState.commit });
       stored = await options.storage.load();
     }
     const machine = new SessionStateMachine<C, R>(options.stateMachine, options.sessions);
@@ -795,7 +790,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
           ? this.addVoter(request.node, request.address, request.catchUpTimeoutMs)
           : this.transferLeadership(request.to);
     void work
-      .catch((e: unknown) => this.logger('debug', 'a forwarded admin request failed; the forwarder retries', { member: this.id, request: key, error: String(e) }))
+      .catch((e: unknown) => this.logger.log('debug', 'a forwarded admin request failed; the forwarder retries', { member: this.id, request: key, error: String(e) }))
       .finally(() => this.adminRunning.delete(key));
   }
 
@@ -815,7 +810,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     }
     const silent = liveness.wakeAfter({ quiesced: true, role: this.softState.role, leader: this.softState.leader }, this.electionTicks);
     if (silent !== null) {
-      this.logger('info', 'the leader fell silent while the group was quiesced: waking', { member: this.id, leader: this.softState.leader, silentTicks: silent });
+      this.logger.log('info', 'the leader fell silent while the group was quiesced: waking', { member: this.id, leader: this.softState.leader, silentTicks: silent });
       this.wake(silent);
     }
   }
@@ -863,7 +858,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     if (rd.snapshot !== null) {
       await this.storage.saveSnapshot(rd.snapshot);
       this.observer.snapshotSaved?.(rd.snapshot.data.byteLength, rd.snapshot.meta.index);
-      this.logger('info', 'snapshot installed from the leader', { member: this.id, index: rd.snapshot.meta.index, bytes: rd.snapshot.data.byteLength });
+      this.logger.log('info', 'snapshot installed from the leader', { member: this.id, index: rd.snapshot.meta.index, bytes: rd.snapshot.data.byteLength });
       await this.machine.restoreAsync(rd.snapshot.data);
       this.applied = rd.snapshot.meta.index;
       this.lastSnapshotIndex = rd.snapshot.meta.index;
@@ -955,7 +950,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
         this.applyErrors++;
         this.lastApplyError = { index: entry.index, message: result.message };
         this.observer.applyFailed?.(entry, result.message);
-        this.logger('error', 'the state machine failed on an entry; it counts as applied on every member', { member: this.id, index: entry.index, error: result.message });
+        this.logger.log('error', 'the state machine failed on an entry; it counts as applied on every member', { member: this.id, index: entry.index, error: result.message });
       }
       const origin = this.forwardedResults ? this.forwardedBy.get(entry.data) : undefined;
       // Followers usually wait for nothing: skip building the key then.
@@ -1013,7 +1008,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private saveTaken(snapshot: Snapshot): void {
     const meta = snapshot.meta;
     this.observer.snapshotSaved?.(snapshot.data.byteLength, meta.index);
-    this.logger('info', 'snapshot taken', { member: this.id, index: meta.index, bytes: snapshot.data.byteLength });
+    this.logger.log('info', 'snapshot taken', { member: this.id, index: meta.index, bytes: snapshot.data.byteLength });
     // Compact the in-memory log only once the snapshot is durable.
     void this.storage
       .saveSnapshot(snapshot)
@@ -1028,7 +1023,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.softState = state;
     this.observer.stateChanged?.(state);
     if (leaderChanged) {
-      this.logger('info', 'leader changed', { member: this.id, leader: state.leader, role: state.role, term: state.term });
+      this.logger.log('info', 'leader changed', { member: this.id, leader: state.leader, role: state.role, term: state.term });
       // Proposals and reads held by the old leader are probably lost: retry them soon.
       const soon = Date.now() + this.tickMs;
       for (const p of this.pending.values()) p.nextRetry = Math.min(p.nextRetry, soon);
@@ -1047,7 +1042,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     if (config === this.knownConfig && leader === this.knownLeader) return;
     if (config !== this.knownConfig && this.knownConfig !== null && !sameMembers(config, this.knownConfig)) {
       this.observer.membershipChanged?.(config);
-      this.logger('info', 'membership changed', { member: this.id, voters: config.voters, learners: config.learners });
+      this.logger.log('info', 'membership changed', { member: this.id, voters: config.voters, learners: config.learners });
     }
     this.knownConfig = config;
     this.knownLeader = leader;
@@ -1207,7 +1202,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.stopTicking?.();
     this.stopTicking = null;
     void this.transport.close().catch(() => undefined);
-    this.logger('error', 'storage failed: this member stopped taking part and must be restarted', { member: this.id, error: error.message });
+    this.logger.log('error', 'storage failed: this member stopped taking part and must be restarted', { member: this.id, error: error.message });
     this.observer.failed?.(error);
   }
 

@@ -5,7 +5,8 @@
  * type; the logger hears leader changes and apply errors.
  */
 import t from 'tap';
-import { ApplyError, RaftNode, TimeoutError, type LogLevel } from '../src/node.js';
+import { ApplyError, RaftNode, TimeoutError } from '../src/node.js';
+import type { LogLevel } from '../src/logger.js';
 import { MemoryStorage } from '../src/storage/memory.js';
 import { LocalNetwork } from '../src/transport/local.js';
 import type { StateMachine } from '../src/types.js';
@@ -39,7 +40,7 @@ const nodes = await Promise.all(
       stateMachine: new Tally(),
       tickMs: 10,
       requestTimeoutMs: 600_000,
-      logger: (level, message, fields) => logs.push({ level, message, ...(fields !== undefined ? { fields } : {}) }),
+      logger: { log: (level, message, fields) => void logs.push({ level, message, ...(fields !== undefined ? { fields } : {}) }) },
     }),
   ),
 );

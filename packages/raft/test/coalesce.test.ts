@@ -1,11 +1,11 @@
 /**
- * The heartbeat coalescer (src/groups/coalesce.ts), pure: one batch per destination for every group's heartbeats
+ * The heartbeat coalescer (src/transport/coalesce.ts), pure: one batch per destination for every group's heartbeats
  * and responses, and a batch expands back into exactly the messages that went in, each to its own group. Also the
  * wire form (tuples in a 'beats' frame) and its validation.
  */
 import fc from 'fast-check';
 import t from 'tap';
-import { HeartbeatCoalescer, expandBatch, isBeat, type Beat } from '../src/groups/coalesce.js';
+import { HeartbeatCoalescer, expandBatch, isBeat, type Beat } from '../src/transport/coalesce.js';
 import type { Message } from '../src/types.js';
 import { DecodeError } from '../src/codec/parse.js';
 import { beatsToTuples, parseWireFrame, tuplesToBatch } from '../src/transport/wire.js';

@@ -12,7 +12,7 @@ import t, { type Test } from 'tap';
 import { GroupHost } from '../src/groups/host.js';
 import type { TransportStats } from '../src/transport/tcp.js';
 import { Register } from './helpers/machines.js';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 import { until } from './helpers/transport-member.js';
 
 const GROUPS = 50;

@@ -30,8 +30,10 @@ t.test('a lone survivor restarted with forceNewCluster serves alone with its com
       storage: new LevelStorage(join(dir, id)),
       transport: network.transport(id),
       requestTimeoutMs: 2_000,
-      logger: (level, message) => {
-        if (level === 'warn') warnings.push(message);
+      logger: {
+        log: (level, message) => {
+          if (level === 'warn') warnings.push(message);
+        },
       },
       ...extra,
     });

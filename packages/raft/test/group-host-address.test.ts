@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { GroupHost } from '../src/groups/host.js';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 
 const dir = mkdtempSync(join(tmpdir(), 'group-host-address-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));

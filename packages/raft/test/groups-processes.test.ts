@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 
 const GROUPS = 1000;
 const IDS = ['p1', 'p2', 'p3', 'p4', 'p5'];

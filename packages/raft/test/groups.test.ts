@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { GroupHost } from '../src/groups/host.js';
 import { Register } from './helpers/machines.js';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 
 
 const GROUPS = 200;

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 
 t.setTimeout(120_000);
 

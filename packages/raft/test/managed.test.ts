@@ -14,7 +14,7 @@ import t from 'tap';
 import { ManagedHost } from '../src/groups/managed.js';
 import { META_GROUP } from '../src/groups/meta.js';
 import type { Configuration, StateMachine } from '../src/types.js';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 import { until as waitUntil } from './helpers/transport-member.js';
 
 t.setTimeout(280_000);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { runManyGroupsExample } from '../examples/many-groups.js';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 
 t.setTimeout(120_000);
 const root = new URL('../../', import.meta.url);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { ManagedHost } from '../src/groups/managed.js';
 import { Counter } from './helpers/machines.js';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 import { until as waitUntil } from './helpers/transport-member.js';
 
 t.setTimeout(240_000);

@@ -11,7 +11,7 @@ import { MemoryStorage } from '../src/storage/memory.js';
 import { LocalNetwork } from '../src/transport/local.js';
 import { TcpTransport } from '../src/transport/tcp.js';
 import type { StateMachine } from '../src/types.js';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 
 class Register implements StateMachine<string, string> {
   value = '';

@@ -12,7 +12,7 @@ import { RaftNode } from '../src/node.js';
 import { LevelStorage } from '../src/storage/leveldb.js';
 import { TcpTransport } from '../src/transport/tcp.js';
 import type { StateMachine } from '../src/types.js';
-import { freePorts } from './helpers/ports.js';
+import { freePorts } from '@raftkit/testkit';
 
 const PIECE_BYTES = 300_000;
 const FRAME_BYTES = 4 * 1024 * 1024;

@@ -370,7 +370,7 @@ t.test('setBlocked drops traffic both ways until lifted', async (t) => {
 
 t.test('bad input closes only the offending connection', async (t) => {
   const warnings: string[] = [];
-  const b = await startMember(t, 'b', 0, { handshakeTimeoutMs: 300, log: (level, line) => level === 'warn' && warnings.push(line) });
+  const b = await startMember(t, 'b', 0, { handshakeTimeoutMs: 300, logger: { log: (level, line) => void (level === 'warn' && warnings.push(line)) } });
   const a = await startMember(t, 'a', 0, {}, [b]);
   b.transport.addPeer('a', a.address);
   b.transport.addPeer('x', `${HOST}:1`); // A member b knows but never reaches; the tests below speak as it.

@@ -13,7 +13,8 @@ import { LocalBuckets } from '../src/check/local-buckets.js';
 import { checkMetrics } from '../src/check/metrics.js';
 import { RuleIndex } from '../src/check/rule-index.js';
 import { parseRule, type Rule } from '../src/rules.js';
-import { LocalStore, StoreShard, toResult } from '../src/store/shard.js';
+import { LocalStore, StoreShard } from '../src/store/shard.js';
+import { toResult } from '../src/store/results.js';
 import type { WireResult } from '../src/store/protocol.js';
 
 const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;

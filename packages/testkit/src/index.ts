@@ -1,6 +1,6 @@
 export { startCluster, runCli, CLUSTER_CLI } from './cluster.js';
 export type { TestCluster, TestWorker, ClusterOptions, CliResult } from './cluster.js';
-export { freePort, reservePorts, reserveShiftedPorts } from './ports.js';
+export { freePort, freePorts, reservePorts, reserveShiftedPorts } from './ports.js';
 export type { PortRange } from './ports.js';
 export { call, until, agent } from './http.js';
 export type { Answer, CallOptions } from './http.js';

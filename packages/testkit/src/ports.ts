@@ -118,11 +118,28 @@ export async function reserveShiftedPorts(bases: readonly number[]): Promise<{ o
   throw new Error(`no free offset for port blocks at ${bases.join(', ')} between ${FIRST_BASE} and ${LAST_BASE + 180}`);
 }
 
-/** A port the kernel just handed out on 127.0.0.1 (for in-process servers a test starts itself). */
+/**
+ * A port the kernel just handed out on 127.0.0.1 (for in-process servers a test starts itself). The one copy in the
+ * repository: raft's tests and the jepsen-like harness import it too (testkit stands on no workspace package, so
+ * even the bottom layer may use it as a dev dependency).
+ */
 export async function freePort(): Promise<number> {
   const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  await new Promise<void>((resolve, reject) => {
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', resolve);
+  });
   const port = (s.address() as { port: number }).port;
   await new Promise((resolve) => s.close(resolve));
   return port;
+}
+
+/** `count` distinct free ports (the kernel may hand the same one out twice once it is released). */
+export async function freePorts(count: number): Promise<number[]> {
+  const ports: number[] = [];
+  while (ports.length < count) {
+    const port = await freePort();
+    if (!ports.includes(port)) ports.push(port);
+  }
+  return ports;
 }

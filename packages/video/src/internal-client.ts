@@ -3,13 +3,13 @@
  * over) and the object store (plain HTTP with the cluster token). Non-2xx answers become HttpErrors with the same
  * status and body, so an app-tier handler can let a member's or the store's 4xx through unchanged.
  */
-import { clusterUrl, ClusterClient, HttpError, unavailable, type PeerAddress } from '@raftkit/http';
+import { clusterUrl, ClusterClient, errorBody, HttpError, unavailable, type PeerAddress } from '@raftkit/http';
 import { Agent, request } from 'undici';
 import type { Readable } from 'node:stream';
 import type { VideoCommand, VideoResult } from './machine.js';
 
 function errorOf(status: number, body: unknown, what: string): HttpError {
-  const e = (body as { error?: Record<string, unknown> } | null)?.error;
+  const e = errorBody(body);
   if (e !== undefined && typeof e.code === 'string') {
     const { code, message, ...rest } = e;
     return new HttpError(status, code, String(message ?? `${what} answered ${status}`), rest, status === 503 ? { 'retry-after': '1' } : {});

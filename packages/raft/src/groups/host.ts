@@ -5,7 +5,8 @@
  * RaftNode whose member ids are the ids of the processes (hosts) that hold it.
  */
 import { Level } from 'level';
-import { RaftNode, type NodeLogger, type RaftNodeOptions } from '../node.js';
+import type { Logger } from '../logger.js';
+import { RaftNode, type RaftNodeOptions } from '../node.js';
 import { PacedTicker } from '../ticker.js';
 import { LevelStorage, type SharedLevel } from '../storage/leveldb.js';
 import { TcpTransport, type HostPort, type TransportSecret, type TransportStats, type TransportTls } from '../transport/tcp.js';
@@ -49,7 +50,7 @@ export interface GroupHostOptions {
    */
   pingTicks?: number;
   /** Where every group of the host logs (RaftNodeOptions.logger), unless a group brings its own. */
-  logger?: NodeLogger;
+  logger?: Logger;
   /**
    * Send the heartbeats and heartbeat responses of all groups shared with a peer process as one frame per turn
    * of the event loop (in practice one per tick) instead of one frame each. Default true.

@@ -5,12 +5,12 @@
  */
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
-import type { HeartbeatBatch } from '../groups/coalesce.js';
+import type { HeartbeatBatch } from './coalesce.js';
+import type { Logger } from '../logger.js';
 import type { Message, NodeId } from '../types.js';
 import { DecodeError } from '../codec/parse.js';
 import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
-import type { TransportLog } from './peer-link.js';
 import { SnapshotAssembler } from './snapshot-stream.js';
 import { PROTOCOL_VERSION, parseWireFrame, tuplesToBatch, type ChallengeFrame, type HelloFrame, type WelcomeFrame } from './wire.js';
 
@@ -36,7 +36,7 @@ export interface InboundSettings {
   deliver: (message: Message, group?: string) => void;
   /** Hands over a batch of coalesced heartbeats from the authenticated peer to this member. */
   deliverBeats: (batch: HeartbeatBatch) => void;
-  log: TransportLog;
+  logger: Logger;
 }
 
 /** Reads messages from one peer's connection. */
@@ -58,7 +58,7 @@ export class InboundConnection {
     // Until the peer has proven it holds the key, only handshake-sized frames are buffered.
     this.decoder = new FrameDecoder((frame) => this.onFrame(frame), { maxFrameBytes: HANDSHAKE_MAX_FRAME_BYTES });
     this.snapshots = new SnapshotAssembler(settings.maxSnapshotBytes, (reason) =>
-      settings.log('debug', `snapshot from ${this.peerName} discarded: ${reason}`),
+      settings.logger.log('debug', `snapshot from ${this.peerName} discarded: ${reason}`),
     );
     this.closed = new Promise((resolve) => socket.once('close', () => resolve()));
     socket.setNoDelay(true);
@@ -69,7 +69,7 @@ export class InboundConnection {
       if (this.authenticatedPeer === null) this.abort('no handshake in time');
     }, settings.handshakeTimeoutMs);
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('error', (error) => settings.log('debug', `inbound from ${this.peerName}: ${error.message}`));
+    socket.on('error', (error) => settings.logger.log('debug', `inbound from ${this.peerName}: ${error.message}`));
     socket.on('close', () => this.release());
     const challenge: ChallengeFrame = { kind: 'challenge', version: PROTOCOL_VERSION, nonce: this.challengeNonce };
     socket.write(encodeFrame(challenge, HANDSHAKE_MAX_FRAME_BYTES));
@@ -137,7 +137,7 @@ export class InboundConnection {
       try {
         this.settings.deliverBeats(tuplesToBatch(peer, this.settings.selfId, frame.beats));
       } catch (error) {
-        this.settings.log('warn', `heartbeat batch handler threw: ${String(error)}`);
+        this.settings.logger.log('warn', `heartbeat batch handler threw: ${String(error)}`);
       }
     } else if (frame.kind === 'snapChunk') {
       // Every chunk of a stream comes from one sender's one snapshot, so the completing chunk names its group.
@@ -172,14 +172,14 @@ export class InboundConnection {
   /** Delivers a message that really is from the handshaking peer and for us; drops anything else. */
   private accept(message: Message, group: string | undefined): void {
     if (message.from !== this.authenticatedPeer || message.to !== this.settings.selfId) {
-      this.settings.log('warn', `dropping ${message.type} ${message.from}->${message.to} on ${this.peerName}'s link`);
+      this.settings.logger.log('warn', `dropping ${message.type} ${message.from}->${message.to} on ${this.peerName}'s link`);
       return;
     }
     try {
       this.settings.deliver(message, group);
     } catch (error) {
       // The receiver's bug, not the peer's: keep the connection.
-      this.settings.log('warn', `message handler threw on ${message.type} from ${message.from}: ${String(error)}`);
+      this.settings.logger.log('warn', `message handler threw on ${message.type} from ${message.from}: ${String(error)}`);
     }
   }
 
@@ -198,7 +198,7 @@ export class InboundConnection {
   }
 
   private abort(reason: string): void {
-    this.settings.log('warn', `closing inbound connection from ${this.peerName}: ${reason}`);
+    this.settings.logger.log('warn', `closing inbound connection from ${this.peerName}: ${reason}`);
     this.release();
     this.socket.destroy();
   }

@@ -7,14 +7,12 @@
 import { Socket, connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { DecodeError } from '../codec/parse.js';
+import type { Logger } from '../logger.js';
 import type { Message, NodeId, SnapshotRequest } from '../types.js';
 import { FrameDecoder, FrameError, encodeFrame, encodeMessageFrame } from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import { SnapshotSender } from './snapshot-stream.js';
 import { PROTOCOL_VERSION, parseWireFrame, type BeatTuple, type BeatsFrame, type HelloFrame, type PingFrame } from './wire.js';
-
-/** Where diagnostics go. 'debug' for expected trouble (peer down), 'warn' for things worth a look. */
-export type TransportLog = (level: 'debug' | 'warn', message: string) => void;
 
 /** A TCP endpoint. */
 export interface HostPort {
@@ -36,7 +34,8 @@ export interface PeerLinkSettings {
   handshakeTimeoutMs: number;
   /** The MAC key derived from the cluster secret. */
   key: Buffer;
-  log: TransportLog;
+  /** Diagnostics: 'debug' for expected trouble (peer down), 'warn' for things worth a look. */
+  logger: Logger;
   /** A fresh snapshot stream number. */
   nextStreamId: () => number;
   /** Mutual TLS, when configured. */
@@ -101,7 +100,7 @@ export class PeerLink {
         frame = encodeMessageFrame(message, group, this.settings.maxFrameBytes);
       } catch (error) {
         const reason = error instanceof FrameError ? error.message : String(error);
-        this.settings.log('warn', `dropping ${message.type} to ${this.peerId}: ${reason}`);
+        this.settings.logger.log('warn', `dropping ${message.type} to ${this.peerId}: ${reason}`);
         return;
       }
       this.queue.push(frame);
@@ -112,7 +111,7 @@ export class PeerLink {
   }
 
   /**
-   * Queues one frame of coalesced heartbeats (see src/groups/coalesce.ts). A batch too large for one frame is
+   * Queues one frame of coalesced heartbeats (see src/transport/coalesce.ts). A batch too large for one frame is
    * halved until each part fits (only thousands of shared groups with long names get there).
    */
   enqueueBeats(beats: BeatTuple[]): void {
@@ -126,7 +125,7 @@ export class PeerLink {
         this.enqueueBeats(beats.slice(0, half));
         this.enqueueBeats(beats.slice(half));
       } else {
-        this.settings.log('warn', `dropping ${beats.length} heartbeats to ${this.peerId}: ${String(error)}`);
+        this.settings.logger.log('warn', `dropping ${beats.length} heartbeats to ${this.peerId}: ${String(error)}`);
       }
       return;
     }
@@ -203,7 +202,7 @@ export class PeerLink {
     }
     // One line per burst of drops rather than one per message.
     if (this.droppedSinceLog >= 100) {
-      this.settings.log('debug', `dropped ${this.droppedSinceLog} queued messages to ${this.peerId}`);
+      this.settings.logger.log('debug', `dropped ${this.droppedSinceLog} queued messages to ${this.peerId}`);
       this.droppedSinceLog = 0;
     }
   }
@@ -278,7 +277,7 @@ export class PeerLink {
       this.clearTimer('stallTimer');
       this.pump();
     });
-    socket.on('error', (error) => this.settings.log('debug', `link to ${this.peerId}: ${error.message}`));
+    socket.on('error', (error) => this.settings.logger.log('debug', `link to ${this.peerId}: ${error.message}`));
     socket.on('close', () => {
       decoder.discard();
       this.onClose(socket);
@@ -300,7 +299,7 @@ export class PeerLink {
   /** A handshake failure: logged as a warning when the peer is not who it should be, else as expected trouble. */
   private abort(socket: Socket, reason: string): void {
     const level = reason.includes('MAC') ? 'warn' : 'debug';
-    this.settings.log(level, `closing link to ${this.peerId}: ${reason}`);
+    this.settings.logger.log(level, `closing link to ${this.peerId}: ${reason}`);
     socket.destroy();
   }
 
@@ -361,7 +360,7 @@ export class PeerLink {
         } catch (error) {
           // Only possible when the header alone is huge (a giant member list); this runs in an event handler,
           // so drop the snapshot rather than throw.
-          this.settings.log('warn', `dropping snapshot to ${this.peerId}: ${String(error)}`);
+          this.settings.logger.log('warn', `dropping snapshot to ${this.peerId}: ${String(error)}`);
           if (this.snapshot === sender) this.nextSnapshot();
           continue;
         }

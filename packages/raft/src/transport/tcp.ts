@@ -7,15 +7,16 @@
  */
 import { Server, createServer, type AddressInfo, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
-import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from '../groups/coalesce.js';
+import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from './coalesce.js';
 import type { Message, NodeId, Transport } from '../types.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './framing.js';
 import { MAX_GROUP_NAME, beatsToTuples } from './wire.js';
 import { deriveTransportKey, type TransportSecret } from './handshake.js';
 import { InboundConnection } from './inbound.js';
-import { PeerLink, type HostPort, type PeerLinkSettings, type TransportLog, type TransportTls } from './peer-link.js';
+import { silentLogger, type Logger } from '../logger.js';
+import { PeerLink, type HostPort, type PeerLinkSettings, type TransportTls } from './peer-link.js';
 
-export type { HostPort, TransportLog, TransportTls } from './peer-link.js';
+export type { HostPort, TransportTls } from './peer-link.js';
 export type { TransportSecret } from './handshake.js';
 
 /** Who this member is, where it listens, the cluster's shared secret, and limits. */
@@ -67,12 +68,12 @@ export interface TcpTransportOptions {
   frameTimeoutMs?: number;
   /** Most accepted connections open at once, handshaking or not; more are closed at once. Default 256. */
   maxInboundConnections?: number;
-  /** Diagnostics; silent by default. */
-  log?: TransportLog;
+  /** Diagnostics ('debug' for expected trouble such as a peer down, 'warn' for things worth a look); silent by default. */
+  logger?: Logger;
   /**
    * Coalesce the heartbeats of the groups this transport carries (channel()): every heartbeat and heartbeat
    * response sent to one peer process within one turn of the event loop leaves in one frame (see
-   * src/groups/coalesce.ts). Default true. Messages outside any group are never coalesced.
+   * src/transport/coalesce.ts). Default true. Messages outside any group are never coalesced.
    */
   coalesceHeartbeats?: boolean;
 }
@@ -160,7 +161,7 @@ export class TcpTransport implements Transport {
       stallTimeoutMs: options.stallTimeoutMs ?? 10_000,
       handshakeTimeoutMs: options.handshakeTimeoutMs ?? 5000,
       key: this.key,
-      log: options.log ?? (() => {}),
+      logger: options.logger ?? silentLogger,
       nextStreamId: () => ++this.streamCounter,
       ...(options.tls !== undefined ? { tls: options.tls } : {}),
     };
@@ -194,14 +195,14 @@ export class TcpTransport implements Transport {
       );
       // TLS handshakes happen before accept() counts the connection: the listener bounds them itself.
       server.maxConnections = this.maxInboundConnections;
-      server.on('tlsClientError', (error) => this.settings.log('warn', `refused a TLS connection: ${error.message}`));
+      server.on('tlsClientError', (error) => this.settings.logger.log('warn', `refused a TLS connection: ${error.message}`));
     }
     this.server = server;
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen(this.listenAt.port, this.listenAt.host, () => {
         server.off('error', reject);
-        server.on('error', (error) => this.settings.log('warn', `server: ${error.message}`));
+        server.on('error', (error) => this.settings.logger.log('warn', `server: ${error.message}`));
         resolve();
       });
     });
@@ -219,7 +220,7 @@ export class TcpTransport implements Transport {
     if (this.closed || this.blocked.has(message.to)) return;
     const link = this.links.get(message.to);
     if (link === undefined) {
-      this.settings.log('debug', `no address for ${message.to}; dropping ${message.type}`);
+      this.settings.logger.log('debug', `no address for ${message.to}; dropping ${message.type}`);
       return;
     }
     link.enqueue(message);
@@ -367,7 +368,7 @@ export class TcpTransport implements Transport {
       socket.destroy();
       // One line per burst: a flood of connections must not become a flood of log lines.
       if (this.refusedConnections++ % 100 === 0) {
-        this.settings.log('warn', `refusing inbound connections: ${this.inbound.size} open (limit ${this.maxInboundConnections}); ${this.refusedConnections} refused so far`);
+        this.settings.logger.log('warn', `refusing inbound connections: ${this.inbound.size} open (limit ${this.maxInboundConnections}); ${this.refusedConnections} refused so far`);
       }
       return;
     }
@@ -388,7 +389,7 @@ export class TcpTransport implements Transport {
         else this.channels.get(group)?.deliver(message);
       },
       deliverBeats: (batch) => this.deliverBeats(batch),
-      log: this.settings.log,
+      logger: this.settings.logger,
     });
     this.inbound.add(connection);
     void connection.closed.then(() => this.inbound.delete(connection));

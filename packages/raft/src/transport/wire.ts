@@ -4,7 +4,7 @@
  * `msg` and `snapChunk` frames in its order and the acceptor sends nothing more: a member sends on the
  * connections it opened and receives on the ones it accepted.
  */
-import type { BatchedBeat, HeartbeatBatch } from '../groups/coalesce.js';
+import type { BatchedBeat, HeartbeatBatch } from './coalesce.js';
 import type { Message, NodeId, SnapshotMeta } from '../types.js';
 import {
   DecodeError,
@@ -84,7 +84,7 @@ export interface PingFrame {
 }
 
 /**
- * Coalesced heartbeats (src/groups/coalesce.ts): every heartbeat and heartbeat response one process sends another
+ * Coalesced heartbeats (src/transport/coalesce.ts): every heartbeat and heartbeat response one process sends another
  * in one flush, for all the groups they share. `from` and `to` are the connection's two ends, so each beat is a
  * tuple: [group, 0 = heartbeat | 1 = heartbeatResp, term, round, commit (0 for a response), quiesce 0 | 1].
  */

@@ -29,9 +29,11 @@ export async function startMember(t: Teardown, id: NodeId, options: Partial<TcpT
     secret: SECRET,
     backoffInitialMs: 10,
     backoffMaxMs: 100,
-    log: (level, line) => {
-      lines.push(line);
-      if (level === 'warn') warnings.push(line);
+    logger: {
+      log: (level, line) => {
+        lines.push(line);
+        if (level === 'warn') warnings.push(line);
+      },
     },
     ...options,
   });

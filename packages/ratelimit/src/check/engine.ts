@@ -7,7 +7,7 @@
 import { StoreUnavailableError, type CounterOp, type CounterResult } from '../store/client.js';
 import type { WireOp, WireResult } from '../store/protocol.js';
 import type { TakeOp } from '../store/counters.js';
-import { toResult } from '../store/shard.js';
+import { toResult } from '../store/results.js';
 import type { Rule } from '../rules.js';
 import { combine, combineWire, counterKeyPrefix, dimensionValue, matchRules, nearLimit, unreachable, wireRemaining, type CheckAnswer, type CheckRequest, type Matched, type Outcome } from './decide.js';
 import type { StoreHealth } from './health.js';

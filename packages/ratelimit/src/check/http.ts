@@ -15,6 +15,7 @@ import {
   type Logger,
   type Principal,
   type RequestContext,
+  parseJsonBody,
 } from '@raftkit/http';
 import type { CheckAnswer, CheckRequest } from './decide.js';
 import { UnknownServiceError } from './engine.js';
@@ -29,14 +30,6 @@ export function toHttpError(error: unknown): HttpError | null {
   if (error instanceof HttpError) return error;
   if (error instanceof UnknownServiceError) return new HttpError(404, 'unknown_service', error.message, { field: 'service_id' });
   return null;
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (e) {
-    throw new HttpError(400, 'invalid_json', `the body is not valid JSON: ${(e as Error).message}`);
-  }
 }
 
 /** The fast path for `POST /v1/check` (exact URL): authenticate, read the small body, decide, answer. */
@@ -67,7 +60,7 @@ export function checkFastPath(decide: Decide, tokens: readonly string[], logger:
       if (size > MAX_CHECK_BODY) return fail(res, new HttpError(413, 'body_too_large', `the body is over ${MAX_CHECK_BODY} bytes`, { limit: MAX_CHECK_BODY }));
       let request: CheckRequest;
       try {
-        request = parseCheckBody(parseJson(Buffer.concat(chunks).toString('utf8')));
+        request = parseCheckBody(parseJsonBody(Buffer.concat(chunks).toString('utf8')));
       } catch (error) {
         return fail(res, error);
       }

@@ -5,31 +5,9 @@
 import type { PeerAddress } from '@raftkit/http';
 import { RpcClient, RpcError } from '@raftkit/rpc';
 import type { WireOp, WireResult } from './protocol.js';
-import { toResult } from './shard.js';
+import { toResult, type CounterOp, type CounterResult } from './results.js';
 
-export interface CounterOp {
-  /** `{service_id}:{endpoint}:{dimension}:{value}` */
-  key: string;
-  capacity: number;
-  /** Tokens per second. */
-  refillRate: number;
-  /** Tokens to take (default 1). */
-  cost?: number;
-  /** 'sync' (default): regions merge this counter; 'budget': this region uses its traffic share of the limits. */
-  mode?: 'sync' | 'budget';
-}
-
-export interface CounterResult {
-  allowed: boolean;
-  /** Tokens left after the take (may be fractional, or negative after debits from other regions/instances). */
-  tokens: number;
-  /** floor(tokens) when allowed, 0 when denied. */
-  remaining: number;
-  /** When denied: ceil((cost - tokens) / refill_rate * 1000). */
-  retryAfterMs?: number;
-  /** Milliseconds until the bucket is full again. */
-  resetMs: number;
-}
+export type { CounterOp, CounterResult } from './results.js';
 
 /** The store did not answer in time, the connection failed, or the store refused the call (`code` says which). */
 export class StoreUnavailableError extends Error {

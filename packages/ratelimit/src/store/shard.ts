@@ -6,8 +6,8 @@
  */
 import type { MetricsRegistry, Principal } from '@raftkit/http';
 import { RpcError } from '@raftkit/rpc';
-import { CounterTable, remainingOf, WIRE_RESULT_FIELDS, type TakeOp } from './counters.js';
-import type { CounterOp, CounterResult } from './client.js';
+import { CounterTable, WIRE_RESULT_FIELDS, type TakeOp } from './counters.js';
+import { toResult, type CounterOp, type CounterResult } from './results.js';
 import { parseStoreRequest, type WireOp, type WireResult } from './protocol.js';
 
 /**
@@ -147,10 +147,6 @@ export class StoreShard {
     this.debits.inc();
     return { tokens: this.table.debit(key, limits, count, Date.now()) };
   }
-}
-
-export function toResult([allowed, tokens, retryAfterMs, resetMs]: WireResult): CounterResult {
-  return allowed === 1 ? { allowed: true, tokens, remaining: remainingOf(true, tokens), resetMs } : { allowed: false, tokens, remaining: 0, retryAfterMs, resetMs };
 }
 
 /**
