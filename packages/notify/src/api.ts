@@ -37,20 +37,11 @@ import { NotifyMachine, type NotifyCommand, type NotifyResult, type Outcome, typ
 import { answer, checkQuery, type StateQuery, type StatusPart } from './queries.js';
 import { StateClient } from './state-client.js';
 import { deliveryRole } from './delivery.js';
+import type { IngestRecord } from './records.js';
 import { routerRole } from './router-worker.js';
 
 type StateNode = RaftNode<NotifyCommand, NotifyResult, NotifyMachine>;
 
-/** What the ingestion queue carries: one record per (notification, user), keyed by user_id. */
-export interface IngestRecord {
-  notification_id: string;
-  user_id: string;
-  event_type: string;
-  priority: (typeof PRIORITIES)[number];
-  data: Record<string, unknown>;
-  accepted_at: number;
-  campaign_id: string | null;
-}
 
 const OPS = ['claim', 'queued', 'putPrefs', 'putSegment', 'putTemplate', 'route', 'outcomes', 'fallback', 'inboxAdd', 'inboxRead', 'prune'] as const;
 

@@ -38,11 +38,11 @@ import { CHANNELS, type Channel, type ChannelSender, type InAppItem, type Outbou
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
 import { channelTopic, deliveryGroup, groupOf, NOTIFY, parseLayout, DEAD_LETTER_TOPIC } from './groups.js';
-import { decodeQueued } from './records.js';
+import { decodeQueued, type QueuedMessage } from './records.js';
 import { USER_ID } from './input.js';
 import type { Outcome } from './machine.js';
 import type { SendContext } from './queries.js';
-import { addressOf, type QueuedMessage } from './router-worker.js';
+import { addressOf } from './router-worker.js';
 import { preferenceStoreFault } from './test-faults.js';
 import { StateClient } from './state-client.js';
 

@@ -14,13 +14,12 @@ export type {
   InAppItem,
 } from './channels/channel.js';
 export { createNotifyService, checkNotifyCommand } from './api.js';
-export type { IngestRecord } from './api.js';
+export type { IngestRecord, QueuedMessage } from './records.js';
 export { NotifyMachine, defaultPreferences, messageId, DEDUP_WINDOW_MS, CAP_WINDOW_MS, INBOX_LIMIT } from './machine.js';
 export type { NotifyCommand, NotifyResult, Preferences, QuietHours, DeliveryRow, DeliveryStatus, Template, Outcome } from './machine.js';
 export { inQuietHours, localMinutes, isValidTimeZone } from './quiet-hours.js';
 export { render, fill } from './template.js';
 export { chooseChannels, addressOf, routerRole } from './router-worker.js';
-export type { QueuedMessage } from './router-worker.js';
 export { deliveryRole, parseChain, nextInChain } from './delivery.js';
 export { senderFactories } from './channels/registry.js';
 export { NotifyClient } from './client.js';

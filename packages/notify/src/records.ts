@@ -3,9 +3,24 @@
  * with a reason (it goes to DEAD_LETTER_TOPIC; the records beside it are routed and sent as usual). Anyone holding a
  * token that may append to a topic could write such a record; a refused one never stops a loop.
  */
-import { CHANNELS, PRIORITIES, type Channel, type Priority } from './channels/channel.js';
-import type { IngestRecord } from './api.js';
-import type { QueuedMessage } from './router-worker.js';
+import { CHANNELS, PRIORITIES, type Address, type Channel, type OutboundMessage, type Priority } from './channels/channel.js';
+
+/** What the ingestion queue carries: one record per (notification, user), keyed by user_id. */
+export interface IngestRecord {
+  notification_id: string;
+  user_id: string;
+  event_type: string;
+  priority: (typeof PRIORITIES)[number];
+  data: Record<string, unknown>;
+  accepted_at: number;
+  campaign_id: string | null;
+}
+
+/**
+ * What a channel topic carries: an outbound message before its attempt. The address is the router's snapshot, used
+ * only when the store is unreachable (null: look it up at send time).
+ */
+export type QueuedMessage = Omit<OutboundMessage, 'address' | 'attempt' | 'receipt_url'> & { address: Address | null; fallback_from?: Channel };
 
 function object(value: string): Record<string, unknown> {
   let parsed: unknown;

@@ -12,8 +12,7 @@
  */
 import { clusterUrl, deriveServiceToken, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { LogClient, type LogProducer, CheckedConsumer, DeadLetterQueue } from '@raftkit/log';
-import { PRIORITIES, type Address, type Channel, type OutboundMessage, type Priority } from './channels/channel.js';
-import type { IngestRecord } from './api.js';
+import { PRIORITIES, type Address, type Channel, type Priority } from './channels/channel.js';
 import { allStateGroups, channelTopic, groupOf, ingestTopic, NOTIFY, parseLayout, ROUTER_GROUP, DEAD_LETTER_TOPIC } from './groups.js';
 import { defaultPreferences, type Preferences } from './machine.js';
 import type { RouteContext } from './queries.js';
@@ -21,13 +20,8 @@ import { inQuietHours } from './quiet-hours.js';
 import { preferenceStoreFault } from './test-faults.js';
 import { StateClient } from './state-client.js';
 import { render } from './template.js';
-import { decodeIngest } from './records.js';
+import { decodeIngest, type IngestRecord, type QueuedMessage } from './records.js';
 
-/**
- * What a channel topic carries: an outbound message before its attempt. The address is the router's snapshot, used
- * only when the store is unreachable (null: look it up at send time).
- */
-export type QueuedMessage = Omit<OutboundMessage, 'address' | 'attempt' | 'receipt_url'> & { address: Address | null; fallback_from?: Channel };
 
 export const routerRole: WorkerRole = { role: 'router', count: 1, start: startRouter };
 
