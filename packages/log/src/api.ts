@@ -2,7 +2,8 @@
  * HTTP endpoints of the event log. Topics live in the meta group (one group record per partition); each partition
  * is its own Raft group on `replicas` of the processes. A request about a partition goes to a member that holds it
  * (any other answers 421 naming those that do; LogClient routes by itself); appends and commits are proposed there
- * (a follower forwards them to the leader), fetches read the local replica, which holds committed records only.
+ * (a follower forwards them to the leader), fetches read the local replica, which holds committed records only; a
+ * follower with nothing at the offset sends the fetch to the leader (421), so a fetch always sees what was acknowledged.
  * See README.md for the contract.
  */
 import {
@@ -321,6 +322,10 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch, defaul
       const deadline = Date.now() + waitMs;
       for (;;) {
         const result = node.readLocal((m) => m.fetch(offset, maxRecords, maxBytes));
+        // A follower answers only what it holds: for an offset at or past its end it may simply not have applied
+        // what the leader already acknowledged, so the caller is sent to the leader (an append acknowledged to a
+        // client is then always seen by its next fetch), and long polls wait where appends land.
+        if (result.records.length === 0 && !node.isLeader && ctx.query.get('consistency') !== 'linearizable') tailOnLeader(node, group);
         const remaining = deadline - Date.now();
         if (result.records.length > 0 || remaining <= 0 || signal.aborted) {
           return {
@@ -460,4 +465,13 @@ function sameTopic(a: TopicInfo, b: TopicInfo): boolean {
     a.retention.maxBytes === b.retention.maxBytes &&
     a.access === b.access
   );
+}
+
+/**
+ * A fetch a follower cannot answer in full (nothing at the offset): 421 naming the leader's holder list, with the
+ * leader in the answer's group-leader header, so a router retries there; 503 while the group has no leader.
+ */
+function tailOnLeader(node: PartitionNode, group: string): void {
+  if (node.leaderId === null) throw new HttpError(503, 'unavailable', 'the partition has no leader yet: it is electing one', { group }, { 'retry-after': '1' });
+  throw new HttpError(421, 'misdirected', `this replica holds nothing at that offset yet; ask the partition's leader, ${node.leaderId}`, { group, leader: node.leaderId });
 }

@@ -393,6 +393,30 @@ t.test('a consumer with a decode step: refused records to the dead-letter topic,
   t.same((await consumer.poll()).map((r) => r.decoded), [5], 'read again after rewind');
 });
 
+t.test('a follower serves what it holds and sends a fetch at or past its end to the leader: an acknowledged append is always fetched', async (t) => {
+  await log.createTopic('ryw', { partitions: 1 });
+  const leader = await leaderOf('ryw', 0);
+  const followers = (await log.topic('ryw')).partition_groups[0]!.members.map((m) => m.id).filter((id) => id !== leader);
+  t.equal(followers.length, 2, 'two followers');
+  const appended = await log.append('ryw', 0, [{ value: 'a' }, { value: 'b' }]);
+  // At once after the acknowledgement, through a fresh client that knows no leader yet: the records are there.
+  const fresh = newClient();
+  t.same((await fresh.fetch('ryw', 0, 0)).records.map((r) => r.value), ['a', 'b'], 'a fresh client fetches what was just acknowledged');
+  for (const id of followers) {
+    const tail = await call(urlOf(id), 'GET', `/v1/topics/ryw/partitions/0/records?offset=${appended.base_offset + 2}`, { token });
+    t.equal(tail.status, 421, `${id} at its end: 421`);
+    t.equal(tail.headers['raft-leader'], leader, `${id} names the leader`);
+    const held = await until(`${id} holds both records`, async () => {
+      const a = await call(urlOf(id), 'GET', '/v1/topics/ryw/partitions/0/records?offset=0', { token });
+      return a.status === 200 && (a.body.records as unknown[]).length === 2 ? a : null;
+    }, 10_000, 50);
+    t.equal(held.status, 200, `${id} serves the records it holds`);
+  }
+  const atLeader = await call(urlOf(leader), 'GET', `/v1/topics/ryw/partitions/0/records?offset=${appended.base_offset + 2}`, { token });
+  t.same([atLeader.status, atLeader.body.records], [200, []], 'the leader answers an empty tail');
+  await log.deleteTopic('ryw');
+});
+
 t.test('replay from any offset; a long poll wakes on an append', async (t) => {
   await log.createTopic('replay', { partitions: 1 });
   for (let b = 0; b < 10; b++) await log.append('replay', 0, Array.from({ length: 20 }, (_, i) => ({ key: `k${i % 3}`, value: `r${b * 20 + i}` })));
