@@ -5,6 +5,7 @@
  * one topic per (priority, channel), so a channel worker can always read critical before anything else.
  */
 import { createHash } from 'node:crypto';
+import { SlotGroups } from '@raftkit/http';
 import type { Channel, Priority } from './channels/channel.js';
 
 /** The service's name: its workers call the members with the `service.notify` token (deriveServiceToken). */
@@ -13,6 +14,7 @@ export const NOTIFY = 'notify';
 /** Few groups: each costs Raft traffic on a small machine; users spread over them by hash. */
 export const STATE_GROUPS = 4;
 export const STATE_PREFIX = 'notify.state.';
+const STATE = new SlotGroups(STATE_PREFIX);
 /**
  * The ingestion queue, one topic per priority (each partitioned by user_id, so one user's events of a priority are
  * routed in order): a million-user bulk blast waiting in the low topic never delays the routing of a one-time code.
@@ -30,19 +32,18 @@ export const DEAD_LETTER_TOPIC = 'notify-dead-letter';
 export const ROUTER_GROUP = 'notify-router';
 
 export function stateGroup(index: number): string {
-  return `${STATE_PREFIX}${index}`;
+  return STATE.name(index);
 }
 
 export function allStateGroups(): string[] {
   return Array.from({ length: STATE_GROUPS }, (_, i) => stateGroup(i));
 }
 
+/** The index of one of the state groups by its exact name (`notify.state.03` is none), else null. */
 export function parseStateGroup(name: string): number | null {
-  if (!name.startsWith(STATE_PREFIX)) return null;
-  const text = name.slice(STATE_PREFIX.length);
-  if (!/^\d{1,3}$/.test(text)) return null;
-  const index = Number(text);
-  return index < STATE_GROUPS ? index : null;
+  if (!STATE.includes(name)) return null;
+  const index = Number(name.slice(STATE_PREFIX.length));
+  return index < STATE_GROUPS && STATE.name(index) === name ? index : null;
 }
 
 /** The state group of a user, an idempotency key or a segment (namespaced so they spread independently). */

@@ -7,6 +7,7 @@ import t from 'tap';
 import { chooseChannels, defaultPreferences, DEDUP_WINDOW_MS, inQuietHours, localMinutes, messageId, NotifyMachine, render, type Preferences } from '../src/index.js';
 import { mergePreferences } from '../src/input.js';
 import { nextInChain, parseChain } from '../src/delivery.js';
+import { parseStateGroup, stateGroup, STATE_GROUPS, STATE_PREFIX } from '../src/groups.js';
 
 const T0 = Date.UTC(2026, 0, 15, 12, 0, 0);
 
@@ -116,4 +117,13 @@ t.test('templates and the router channel choice', async (t) => {
   t.throws(() => mergePreferences(defaultPreferences(), { frequency_cap: [{ channel: 'email', max_per_hour: -1 }] }));
   t.throws(() => mergePreferences(defaultPreferences(), { colour: 'red' }));
   t.equal(mergePreferences(defaultPreferences(), { channels_enabled: { sms: false } }).channels_enabled.email, true, 'a PUT keeps the fields it does not name');
+});
+
+t.test('state group names: exact spelling only, within the count', async (t) => {
+  t.equal(parseStateGroup(stateGroup(0)), 0);
+  t.equal(parseStateGroup(stateGroup(STATE_GROUPS - 1)), STATE_GROUPS - 1);
+  t.equal(parseStateGroup(`${STATE_PREFIX}${STATE_GROUPS}`), null, 'past the count');
+  t.equal(parseStateGroup(`${STATE_PREFIX}01`), null, 'a leading zero names no group');
+  t.equal(parseStateGroup('auction.1'), null, "another service's group");
+  t.equal(parseStateGroup(`${STATE_PREFIX}x`), null);
 });
