@@ -317,7 +317,8 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch, defaul
       const maxBytes = queryInteger(ctx, 'max_bytes', 1024 * 1024, 1, MAX_FETCH_BYTES);
       const waitMs = queryInteger(ctx, 'wait_ms', 0, 0, MAX_WAIT_MS);
       const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
-      if (ctx.query.get('consistency') === 'linearizable') await service.call(node, () => node.readBarrier());
+      const linearizable = ctx.query.get('consistency') === 'linearizable';
+      if (linearizable) await service.call(node, () => node.readBarrier());
       const signal = closedSignal(ctx);
       const deadline = Date.now() + waitMs;
       for (;;) {
@@ -325,7 +326,7 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch, defaul
         // A follower answers only what it holds: for an offset at or past its end it may simply not have applied
         // what the leader already acknowledged, so the caller is sent to the leader (an append acknowledged to a
         // client is then always seen by its next fetch), and long polls wait where appends land.
-        if (result.records.length === 0 && !node.isLeader && ctx.query.get('consistency') !== 'linearizable') tailOnLeader(node, group);
+        if (result.records.length === 0 && !node.isLeader && !linearizable) tailOnLeader(node, group);
         const remaining = deadline - Date.now();
         if (result.records.length > 0 || remaining <= 0 || signal.aborted) {
           return {
