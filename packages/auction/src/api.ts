@@ -205,14 +205,21 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
     }
     schedule(nextClose - Date.now() <= IDLE_CLOSE_TICK_MS ? CLOSE_TICK_MS : IDLE_CLOSE_TICK_MS);
   };
+  let dueAt = 0;
   const schedule = (delayMs: number): void => {
     if (stopped) return;
     if (timer !== null) clearTimeout(timer);
+    dueAt = Date.now() + delayMs;
     timer = setTimeout(tick, delayMs);
     timer.unref();
   };
-  /** An auction was created here: it may close within the idle period, so look again soon. */
-  const closeSoon = (): void => schedule(CLOSE_TICK_MS);
+  /**
+   * An auction was created here: it may close within the idle period, so look again soon. Only ever brings the
+   * next look earlier: re-arming a timer already due sooner would let a steady stream of creates starve it.
+   */
+  const closeSoon = (): void => {
+    if (timer === null || dueAt > Date.now() + CLOSE_TICK_MS) schedule(CLOSE_TICK_MS);
+  };
   schedule(CLOSE_TICK_MS);
   service.onStop(() => {
     stopped = true;
