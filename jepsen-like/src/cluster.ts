@@ -42,6 +42,8 @@ export interface ClusterOptions {
   workers?: Readonly<Record<string, number>>;
   /** Settings handed to the workers (as `cluster up --set`). */
   settings?: Readonly<Record<string, string>>;
+  /** Started for the workers instead of cluster/dist/src/worker.js, with the same arguments (a test variant). */
+  workerScript?: string;
   /** Added to every member's and worker's environment (e.g. RAFTKIT_SESSION_TIMEOUT_MS). */
   env?: Readonly<Record<string, string>>;
 }
@@ -226,7 +228,7 @@ export class ClusterUnderTest {
     });
     const state = { service: this.options.service, dataDir, basePort: 0, tickMs: this.options.tickMs, bootstrap: Object.fromEntries(members.map((m) => [m.id, m.raftAddress])), members, workers: records, settings: { ...(this.options.settings ?? {}) } };
     writeFileSync(join(dataDir, 'cluster.json'), JSON.stringify(state, null, 2) + '\n');
-    const script = join(dirname(this.script), 'worker.js');
+    const script = this.options.workerScript ?? join(dirname(this.script), 'worker.js');
     for (const w of records) {
       mkdirSync(join(dataDir, w.id), { recursive: true });
       const out = openSync(join(dataDir, w.id, 'worker.log'), 'a');

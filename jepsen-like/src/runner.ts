@@ -151,7 +151,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     // With the quiet nemesis, sessions lapse within a spell: the members' first writes after it are what it tests.
     const quiet = options.nemeses.some((n) => n.name === 'quiet');
     const env: Record<string, string> = quiet ? { RAFTKIT_SESSION_TIMEOUT_MS: String(QUIET_SESSION_TIMEOUT_MS) } : {};
-    cluster = new ClusterUnderTest({ service: options.service, ids, network, dataDir, token, tickMs: options.tickMs, runId, state, clockSkew, env, ...(workload.workers !== undefined ? { workers: workload.workers } : {}), ...(workload.settings !== undefined ? { settings: workload.settings } : {}) });
+    cluster = new ClusterUnderTest({ service: options.service, ids, network, dataDir, token, tickMs: options.tickMs, runId, state, clockSkew, env, ...(workload.workers !== undefined ? { workers: workload.workers } : {}), ...(workload.settings !== undefined ? { settings: workload.settings } : {}), ...(workload.workerScript !== undefined ? { workerScript: workload.workerScript } : {}) });
     cluster.startAll();
     log(`started ${ids.length} members; waiting for a leader`);
     const leader = await cluster.waitForLeader(30_000);

@@ -1,11 +1,11 @@
 /**
  * `flash`: a go-live burst against the flash-deal service (issue 16), ours against the same gateways with the
- * inventory as Redis counters decremented in Lua (the industry's usual design: packages/flash/src/redis-inventory.ts,
- * selected with `--set inventory=redis://...`). Everything in front of the inventory is the same gateway code, so
- * the comparison is about the inventory.
+ * inventory as Redis counters decremented in Lua (the industry's usual design: ../peers/redis-inventory.ts, passed
+ * to flash's gateway by the peer's own gateway processes, ../peers/flash-redis.ts). Everything in front of the
+ * inventory is the same gateway code, so the comparison is about the inventory.
  *
- * One side, one fresh cluster (`cluster up --service flash`: 5 members, 2 gateways; for the peer the members idle
- * and a redis-server holds the inventory):
+ * One side, fresh processes (ours: `cluster up --service flash`, 5 members and 2 gateways; the peer: a
+ * redis-server holding the inventory and 2 gateway processes on it, no members):
  * 1. USERS simulated users (`--keys`, at most MAX_USERS) are registered (older than 30 days, payment verified) and
  *    each solves the bot check (4 bits) before go-live; each has its own client address (X-Forwarded-For, the
  *    gateways run with trust_proxy) so the per-IP limit sees a crowd, as behind a real edge.
@@ -19,7 +19,7 @@
  * Figures: requests/s in the rejection window (the side's ops_per_sec); the winning path's latency (the side's
  * p50/p99: attempts answered won, from send to answer); go-live to sold out (start_at to the 1,000th win's answer);
  * the fraction of requests answered before the inventory (the gateways' flash_attempts_total by gate: all but
- * gate="inventory"); server CPU per rejected request (rejection window: gateways, members, redis) and per winning
+ * gate="inventory"); server CPU per rejected request (rejection window: gateways, and members or redis) and per winning
  * request (burst window's CPU less its rejected requests at the rejection window's cost, over the wins); oversell
  * (distinct reservations won beyond 1,000, and the state's remaining after the run).
  */
@@ -28,7 +28,8 @@ import { createHash } from 'node:crypto';
 import { Pool } from 'undici';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { fetchJson } from '../http.js';
-import { startOurCluster, type OurCluster } from '../ours.js';
+import { startOurCluster } from '../ours.js';
+import { startRedisGateways } from '../peers/flash-redis.js';
 import { startRedis } from '../peers/redis.js';
 import { startNodeServers } from '../peers/daemon.js';
 import { BenchError, cpuSeconds, sleep } from '../procs.js';
@@ -170,21 +171,35 @@ async function bare(o: RunOptions): Promise<Record<string, number | null>> {
   }
 }
 
-async function runSide(system: string, o: RunOptions, settings: Record<string, string>, extraPids: () => number[]): Promise<SideResult> {
-  const cluster: OurCluster = await startOurCluster({
-    service: 'flash',
-    nodes: MEMBERS,
-    workers: { gateway: GATEWAYS },
-    settings: { challenge_bits: String(CHALLENGE_BITS), trust_proxy: '1', expected_peak_rps: '100', ...settings },
-    env: profileEnv(o),
-  });
+/** The gateways' settings, the same on both sides. */
+const GATEWAY_SETTINGS = { challenge_bits: String(CHALLENGE_BITS), trust_proxy: '1', expected_peak_rps: '100' };
+
+/** One side's processes: its gateways, every server process (gateways, and members or redis) and how to stop them. */
+interface Side {
+  token: string;
+  gateways: Array<{ url: string; pid: number }>;
+  serverPids(): number[];
+  stop(): Promise<void>;
+}
+
+async function ourSide(o: RunOptions): Promise<Side> {
+  const cluster = await startOurCluster({ service: 'flash', nodes: MEMBERS, workers: { gateway: GATEWAYS }, settings: GATEWAY_SETTINGS, env: profileEnv(o) });
+  return {
+    token: cluster.token,
+    gateways: cluster.workers.filter((w) => w.role === 'gateway'),
+    serverPids: () => [...cluster.members.map((m) => m.pid), ...cluster.workers.map((w) => w.pid)],
+    stop: () => cluster.stop(),
+  };
+}
+
+async function runSide(system: string, o: RunOptions, side: Side): Promise<SideResult> {
   try {
-    const gws = cluster.workers.filter((w) => w.role === 'gateway').map((w) => w.url);
-    if (gws.length === 0) throw new BenchError('the flash cluster has no gateways');
-    const serverPids = (): number[] => [...cluster.members.map((m) => m.pid), ...cluster.workers.map((w) => w.pid), ...extraPids()];
-    const gatewayPids = (): number[] => cluster.workers.filter((w) => w.role === 'gateway').map((w) => w.pid);
+    const gws = side.gateways.map((w) => w.url);
+    if (gws.length === 0) throw new BenchError('the flash side has no gateways');
+    const serverPids = (): number[] => side.serverPids();
+    const gatewayPids = (): number[] => side.gateways.map((w) => w.pid);
     const n = users(o);
-    const admin = { authorization: `Bearer ${cluster.token}` };
+    const admin = { authorization: `Bearer ${side.token}` };
     const age = new Date(Date.now() - 60 * 86_400_000).toISOString();
     const crowd: User[] = Array.from({ length: n }, (_, i) => ({ id: `u${i}`, token: '', bot: '', ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, keys: 0 }));
     const t0 = Date.now();
@@ -334,10 +349,10 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
     process.stderr.write(`bench: ${system}: sold out ${String(result.go_live_to_sold_out_s)} s after go-live, ${won.size} wins, win p50/p99 ${win.p50_ms}/${win.p99_ms} ms, rejection ${String(result.requests_per_s_rejection)} req/s at ${String(result.cpu_us_per_rejected)} us CPU each\n`);
     return result;
   } finally {
-    await cluster.stop();
+    await side.stop();
     if (o.profileDir !== null) {
       // --profile: the gateways' CPU profiles (the rejection path is theirs), written as they exit.
-      const summary = summarizeProfiles(o.profileDir, cluster.workers.filter((w) => w.role === 'gateway').map((w) => w.pid));
+      const summary = summarizeProfiles(o.profileDir, side.gateways.map((w) => w.pid));
       if (summary !== null) process.stderr.write(`bench: ${system}: CPU profiles of the gateways in ${o.profileDir}\n${summary}\n`);
     }
   }
@@ -377,15 +392,17 @@ export const flashBenchmark: Benchmark = {
     return goals;
   },
   async runOurs(o) {
-    const side = await runSide('ours (Raft, 5 members)', o, {}, () => []);
+    const result = await runSide('ours (Raft, 5 members)', o, await ourSide(o));
     process.stderr.write('bench: bare node:http answer\n');
-    return { ...side, ...(await bare(o)) };
+    return { ...result, ...(await bare(o)) };
   },
   async runPeer(peer, o) {
     if (peer !== 'redis') throw new BenchError(`flash compares with redis only, not ${peer}`);
     const redis = await startRedis();
     try {
-      return { ...(await runSide(`gateways + redis ${redis.version} (DECR in Lua)`, o, { inventory: `redis://127.0.0.1:${redis.port}` }, () => [redis.pid])), members: 1 };
+      const peerGateways = await startRedisGateways({ count: GATEWAYS, redisPort: redis.port, settings: GATEWAY_SETTINGS, env: profileEnv(o) });
+      const side: Side = { ...peerGateways, serverPids: () => [...peerGateways.gateways.map((g) => g.pid), redis.pid] };
+      return { ...(await runSide(`gateways + redis ${redis.version} (DECR in Lua)`, o, side)), members: 1 };
     } finally {
       await redis.stop();
     }

@@ -15,8 +15,9 @@
  * (GET /api/flash/{deal}/reservations/{id}) and the deal state read.
  *
  * The checks (flash-checks.ts): no oversell, one reservation per user, acknowledged wins present, one answer per
- * key. The variant `flash-async-inventory` runs the service with `inventory_replication=async` (a shard leader
- * answers a decrement before it commits, as the spec's rule 8 warns): the checks must catch it overselling.
+ * key. The variant `flash-async-inventory` runs the gateways on a deliberately broken inventory that answers a
+ * decrement before it commits (../variants/answer-before-commit.ts, as the spec's rule 8 warns): the checks must
+ * catch it overselling.
  */
 import { createHash } from 'node:crypto';
 import { Agent, request } from 'undici';
@@ -37,8 +38,10 @@ export interface FlashOptions {
   freshKeyProbability: number;
   /** Give a user up after this many refused (4xx) attempts in a row. */
   maxRefusals: number;
-  /** Extra settings for the service (the broken variant sets inventory_replication=async). */
+  /** Extra settings for the gateways. */
   settings: Readonly<Record<string, string>>;
+  /** The gateways' entry script instead of the cluster's worker.js (the broken variant's), or null. */
+  gatewayScript: string | null;
 }
 
 export const DEFAULT_FLASH_OPTIONS: FlashOptions = {
@@ -51,6 +54,7 @@ export const DEFAULT_FLASH_OPTIONS: FlashOptions = {
   freshKeyProbability: 0.1,
   maxRefusals: 50,
   settings: {},
+  gatewayScript: null,
 };
 
 /** How many setup calls run at once (registration, challenges). */
@@ -117,6 +121,7 @@ export class FlashWorkload implements Workload {
   readonly model = 'register' as const;
   readonly workers: Readonly<Record<string, number>>;
   readonly settings: Readonly<Record<string, string>>;
+  readonly workerScript?: string;
   private readonly users: User[] = [];
   private dealId: string | null = null;
   private agent: Agent | null = null;
@@ -127,12 +132,13 @@ export class FlashWorkload implements Workload {
     // The clients come from one host: the gateway takes each simulated user's address from X-Forwarded-For
     // (trust_proxy), so the per-IP limit sees a crowd; the smoke load before go-live is kept small.
     this.settings = { challenge_bits: String(options.challengeBits), trust_proxy: '1', expected_peak_rps: '200', ...options.settings };
+    if (options.gatewayScript !== null) this.workerScript = options.gatewayScript;
   }
 
   describe(): string {
     const o = this.options;
     const extra = Object.entries(o.settings).map(([k, v]) => `${k}=${v}`).join(' ');
-    return `${o.users} users, one deal of ${o.totalInventory} units in ${o.shards} shards, ${o.gateways} gateways, challenge ${o.challengeBits} bits; unknown outcomes retried with the same key through another gateway, ${o.resendProbability * 100}% of answers re-sent, ${o.freshKeyProbability * 100}% of winners try a fresh key${extra ? `; ${extra}` : ''}`;
+    return `${o.users} users, one deal of ${o.totalInventory} units in ${o.shards} shards, ${o.gateways} gateways, challenge ${o.challengeBits} bits; unknown outcomes retried with the same key through another gateway, ${o.resendProbability * 100}% of answers re-sent, ${o.freshKeyProbability * 100}% of winners try a fresh key${extra ? `; ${extra}` : ''}${o.gatewayScript !== null ? `; gateways: ${o.gatewayScript.split('/').pop()}` : ''}`;
   }
 
   private dispatcher(): Agent {

@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { CollabWorkload } from './collab.js';
 import { AuctionWorkload } from './auction.js';
 import { DEFAULT_FLASH_OPTIONS, FlashWorkload } from './flash.js';
@@ -8,8 +9,9 @@ import { ShortlinkWorkload } from './shortlink.js';
 import type { Workload } from './workload.js';
 
 /**
- * Every workload, by name. A later service adds one line. The "-serializable" and "-unfenced" variants are
- * broken on purpose (stale reads; a resource that ignores tokens): they show the checks catching real anomalies.
+ * Every workload, by name. A later service adds one line. The "-serializable", "-unfenced" and "-async-inventory"
+ * variants are broken on purpose (stale reads; a resource that ignores tokens; flash gateways answering before
+ * the log commits): they show the checks catching real anomalies.
  */
 export const WORKLOADS: Record<string, () => Workload> = {
   kv: () => new KvWorkload(),
@@ -21,7 +23,7 @@ export const WORKLOADS: Record<string, () => Workload> = {
   flash: () => new FlashWorkload(),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
-  'flash-async-inventory': () => new FlashWorkload({ ...DEFAULT_FLASH_OPTIONS, settings: { inventory_replication: 'async' } }, 'flash-async-inventory'),
+  'flash-async-inventory': () => new FlashWorkload({ ...DEFAULT_FLASH_OPTIONS, gatewayScript: fileURLToPath(new URL('../variants/flash-async-gateway.js', import.meta.url)) }, 'flash-async-inventory'),
   'log-same-offset': () => new LogWorkload({ ...DEFAULT_LOG_OPTIONS, sameOffsetIsOwn: true, fixedFetch: true, foreignProbability: 0.5 }),
 };
 

@@ -94,6 +94,11 @@ export interface Workload {
   readonly workers?: Readonly<Record<string, number>>;
   /** Settings handed to those workers, as `cluster up --set` does. */
   readonly settings?: Readonly<Record<string, string>>;
+  /**
+   * A script started for the workers instead of the cluster's worker.js, with the same arguments (`--cluster DIR
+   * --id ID`): a broken variant of a worker that lives here, not in the service (e.g. variants/flash-async-gateway).
+   */
+  readonly workerScript?: string;
   /** Before the clients start and the nemesis runs (the cluster has a leader): create what the clients need. */
   setup?(ctx: FinalContext): Promise<void>;
   createWorker(ctx: WorkerContext): Worker;

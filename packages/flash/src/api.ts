@@ -19,7 +19,7 @@ import {
   type RequestContext,
 } from '@raftkit/http';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
-import { checkFlashCommand, FlashMachine, RESERVATION_WINDOW_MS, type FlashCommand, type FlashResult } from './machine.js';
+import { checkFlashCommand, FlashMachine, type FlashCommand, type FlashResult } from './machine.js';
 import { GROUP_PREFIX, INVENTORY_GROUPS, inventoryGroup, parseInventoryGroup } from './groups.js';
 import { gatewayRole } from './gateway.js';
 
@@ -45,8 +45,6 @@ export function createFlashService(): GroupedServiceDefinition {
 
 function flashRoutes(service: GroupedServiceContext): void {
   const managed = service.managed;
-  const speculative = new Map<string, number>();
-  const asyncAnswers = service.metrics.counter('flash_async_answers_total', 'Reserves answered before commit (inventory_replication=async: unsafe)');
 
   const nodeOf = (ctx: RequestContext): FlashNode => {
     const group = ctx.params.group ?? '';
@@ -93,8 +91,7 @@ function flashRoutes(service: GroupedServiceContext): void {
       }
       return { groups: Array.from({ length: INVENTORY_GROUPS }, (_, g) => inventoryGroup(g)), created: missing };
     })
-    // One command through the group's log. `?replication=async` (the deliberately broken mode) answers a reserve
-    // from the leader's memory before it commits.
+    // One command through the group's log, answered once committed and applied (never ahead of the log).
     .post('/v1/flash/groups/:group/commands', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);
       const command = requireObject(await ctx.json(), 'command');
@@ -103,13 +100,6 @@ function flashRoutes(service: GroupedServiceContext): void {
       } catch (error) {
         if (error instanceof CommandShapeError) throw badRequest('invalid_command', error.message);
         throw error;
-      }
-      if (command.op === 'reserve' && ctx.query.get('replication') === 'async' && node.isLeader) {
-        const early = answerFromMemory(node, command, speculative);
-        if (early !== null) {
-          asyncAnswers.inc();
-          return early;
-        }
       }
       return service.call(node, () => node.propose(command));
     })
@@ -154,46 +144,4 @@ async function barrier(service: GroupedServiceContext, node: FlashNode, ctx: Req
   if (consistency === 'serializable') return;
   if (consistency !== 'linearizable') throw badRequest('invalid_query', 'consistency must be linearizable or serializable', { field: 'consistency' });
   await service.call(node, () => node.readBarrier());
-}
-
-/**
- * UNSAFE, for the jepsen-like check only (`--set inventory_replication=async`): the leader answers a reserve won
- * from its applied count minus the answers it gave ahead of the log, then proposes the entry without waiting. A
- * leader that dies before the entry commits has answered units its successor still counts as free: oversell.
- * Returns null (decide through the log) when the memory says the shard is empty or the user already answered.
- */
-function answerFromMemory(node: FlashNode, command: Extract<FlashCommand, { op: 'reserve' }>, speculative: Map<string, number>): FlashResult | null {
-  const deal = node.readLocal((m) => m.getDeal(command.dealId));
-  const shard = deal?.shards.find((s) => s.shard === command.shard);
-  if (deal === null || shard === undefined || deal.liveAt === null) return null;
-  if (node.readLocal((m) => m.attemptOf(command.dealId, command.userId, command.key))?.status !== 'unknown') return null;
-  const key = `${command.dealId}\u0000${command.shard}`;
-  const ahead = speculative.get(key) ?? 0;
-  if (shard.remaining - ahead <= 0) return null;
-  speculative.set(key, ahead + 1);
-  void node
-    .propose(command)
-    .catch(() => undefined)
-    .finally(() => {
-      const left = (speculative.get(key) ?? 1) - 1;
-      if (left <= 0) speculative.delete(key);
-      else speculative.set(key, left);
-    });
-  const now = Date.now();
-  return {
-    ok: true,
-    op: 'reserve',
-    outcome: 'won',
-    reservation: {
-      reservationId: command.reservationId,
-      dealId: command.dealId,
-      skuId: deal.skuId,
-      userId: command.userId,
-      shard: command.shard,
-      reservedAt: now,
-      expiresAt: now + RESERVATION_WINDOW_MS,
-      status: 'reserved',
-      paymentId: null,
-    },
-  };
 }

@@ -8,7 +8,7 @@ export { RaftInventory } from './raft-inventory.js';
 export type { RaftInventoryOptions } from './raft-inventory.js';
 export { INVENTORY_GROUPS, groupOfShard, inventoryGroup, groupsOfDeal, shardCounts } from './groups.js';
 export { createFlashService } from './api.js';
-export { gatewayRole, gatewaySettings, Gateway, BOT_COOKIE, STATE_CACHE_CONTROL } from './gateway.js';
+export { gatewayRole, gatewaySettings, startGateway, Gateway, BOT_COOKIE, STATE_CACHE_CONTROL } from './gateway.js';
 export type { GatewaySettings, AttemptAnswer } from './gateway.js';
 export { solveChallenge, workBits, makeUserToken, checkUserToken, eligible, MIN_ACCOUNT_AGE_MS } from './tokens.js';
 export type { Account } from './tokens.js';

@@ -1,7 +1,7 @@
 /**
  * Our inventory backend: the shards as Raft groups on the members, reached through the project's GroupRouter
  * (straight to each group's leader, following 421/503 answers). Every change is a command committed on a majority
- * before it is answered (unless `replication: 'async'`, the deliberately broken mode).
+ * before it is answered.
  */
 import { GroupRouter, ServiceError } from '@raftkit/http';
 import type { DealView, FlashResult, ReservationView } from './machine.js';
@@ -13,8 +13,6 @@ export interface RaftInventoryOptions {
   endpoints: string[];
   /** The cluster token (the members' internal endpoints admit only it). */
   token: string;
-  /** `async` answers a reserve before it commits: UNSAFE, for the jepsen-like check only. */
-  replication?: 'sync' | 'async';
   /** Per call; a reserve that is not decided in time is answered queued by the gateway. Default 5 s. */
   timeoutMs?: number;
   connections?: number;
@@ -24,14 +22,12 @@ const path = (group: string, rest: string): string => `/v1/flash/groups/${encode
 
 export class RaftInventory implements InventoryBackend {
   private readonly router: GroupRouter;
-  private readonly replication: 'sync' | 'async';
   private groupsReady = false;
   /** Per deal, per group: winners already handed to the gateway (the next `deal` asks for those after them). */
   private readonly winnersSeen = new Map<string, number[]>();
 
   constructor(options: RaftInventoryOptions) {
     this.router = new GroupRouter({ endpoints: options.endpoints, token: options.token, timeoutMs: options.timeoutMs ?? 5_000, connections: options.connections ?? 32 });
-    this.replication = options.replication ?? 'sync';
   }
 
   async createDeal(spec: DealSpec): Promise<void> {
@@ -109,8 +105,7 @@ export class RaftInventory implements InventoryBackend {
   }
 
   async reserve(request: ReserveRequest): Promise<ReserveOutcome> {
-    const query = this.replication === 'async' ? '?replication=async' : '';
-    const result = await this.command(groupOfShard(request.shard), { op: 'reserve', ...request }, undefined, query);
+    const result = await this.command(groupOfShard(request.shard), { op: 'reserve', ...request });
     if (!result.ok) return { outcome: 'refused', error: result.error };
     if (result.op !== 'reserve') throw new Error(`unexpected answer to reserve: ${result.op}`);
     if (result.outcome === 'won') return { outcome: 'won', reservation: result.reservation };
@@ -176,10 +171,10 @@ export class RaftInventory implements InventoryBackend {
    * One command through a group's log. A group the meta group has not started yet answers 404 group_not_found for
    * a moment after it is created: retried until `patienceMs`.
    */
-  private async command(group: string, command: Record<string, unknown>, patienceMs = 0, query = ''): Promise<FlashResult> {
+  private async command(group: string, command: Record<string, unknown>, patienceMs = 0): Promise<FlashResult> {
     const deadline = Date.now() + patienceMs;
     for (;;) {
-      const answer = await this.router.request(group, 'POST', path(group, `/commands${query}`), command);
+      const answer = await this.router.request(group, 'POST', path(group, '/commands'), command);
       const code = (answer.body as { error?: { code?: string } } | null)?.error?.code;
       if (answer.status === 404 && code === 'group_not_found' && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 200));

@@ -127,12 +127,11 @@ t.test('machine reads for the gateways: attemptOf, winnersFrom; a deal window', 
 
 t.test('gateway settings', async (t) => {
   const d = gatewaySettings({});
-  t.same([d.challengeBits, d.replication, d.ipRate, d.userRate, d.trustProxy, d.inventory, d.reservationWindowMs], [16, 'sync', 50, 2, false, null, null]);
+  t.same([d.challengeBits, d.ipRate, d.userRate, d.trustProxy, d.reservationWindowMs], [16, 50, 2, false, null]);
   t.equal(gatewaySettings({ challenge_bits: '8' }).challengeBits, 8);
   t.throws(() => gatewaySettings({ challenge_bits: '40' }), /challenge_bits/);
   t.throws(() => gatewaySettings({ ip_rate: 'lots' }), /ip_rate/);
   t.equal(gatewaySettings({ trust_proxy: '1' }).trustProxy, true);
-  t.equal(gatewaySettings({ inventory_replication: 'async' }).replication, 'async');
 });
 
 t.test('the smoke runner paces attempts and counts outcomes', async (t) => {

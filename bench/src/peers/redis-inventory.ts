@@ -1,11 +1,12 @@
 /**
  * The benchmark's peer inventory: the industry's usual flash-sale design, each shard a Redis counter decremented
  * by a Lua script (atomic in Redis's one thread), the winner set and the remembered answers in Redis hashes. The
- * gateways select it with `--set inventory=redis://host:port`; everything in front of the inventory (the gates,
- * the token pool, the bitmap) is the same gateway code as ours, so a comparison measures the inventory alone.
+ * benchmark's own gateway processes (flash-redis-gateway.ts) run flash's gateway on it through the gateway's
+ * InventoryBackend; everything in front of the inventory (the gates, the token pool, the bitmap) is the same
+ * gateway code as ours, so a comparison measures the inventory alone.
  *
  * NOT for production use of this project: one Redis process, no persistence and no replication (the spec's rule
- * 8: a failed-over Redis replica can oversell). The semantics mirror the Raft machine's `reserve` (machine.ts):
+ * 8: a failed-over Redis replica can oversell). The semantics mirror the Raft machine's `reserve` (flash's machine.ts):
  * a (user, key) answers what it answered, a user holds at most one reservation per deal (any key, any shard), a
  * user is pinned to the one re-route the gateway drew, the count is decremented only while positive, a win
  * writes its reservation (`reserved`, 10 minutes to pay) in the same script. pay/cancel follow the machine's
@@ -18,9 +19,7 @@
  * `flash:r:<id>` (a reservation, JSON), `flash:deals` (set of ids).
  */
 import { Redis } from 'ioredis';
-import type { WorkerOptions } from '@raftkit/http';
-import { shardOfReservation, type AttemptRecord, type DealSnapshot, type DealSpec, type InventoryBackend, type ReservationChange, type ReserveOutcome, type ReserveRequest } from './inventory.js';
-import { GO_LIVE_LEAD_MS, RESERVATION_WINDOW_MS, type ReservationView } from './machine.js';
+import { GO_LIVE_LEAD_MS, RESERVATION_WINDOW_MS, shardOfReservation, type AttemptRecord, type DealSnapshot, type DealSpec, type InventoryBackend, type ReservationChange, type ReservationView, type ReserveOutcome, type ReserveRequest } from '@raftkit/flash';
 
 /** KEYS: none (the deal id is in ARGV; one Redis, so no cluster slot rules). ARGV: spec fields, then counts. */
 const CREATE_DEAL = `
@@ -253,9 +252,4 @@ export class RedisInventory implements InventoryBackend {
   async close(): Promise<void> {
     for (const c of this.pool) c.disconnect();
   }
-}
-
-/** The gateway's entry point for `--set inventory=redis://host:port`. */
-export function createRedisInventory(url: string, _options?: WorkerOptions): InventoryBackend {
-  return new RedisInventory({ url });
 }

@@ -1,25 +1,19 @@
 /**
- * The benchmark's Redis inventory (src/redis-inventory.ts) against a real redis-server: it must keep the same
+ * The benchmark's Redis inventory (src/peers/redis-inventory.ts) against a real redis-server: it must keep the same
  * contract as ours (one unit per user per deal, a retried key answers what it answered, decrement only while
  * positive, the one re-route pinned), or the comparison would measure a different service.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import t from 'tap';
-import { freePort } from '@raftkit/testkit';
-import { RedisInventory } from '../src/redis-inventory.js';
+import { cleanupAll } from '../src/cleanup.js';
+import { startRedis } from '../src/peers/redis.js';
+import { RedisInventory } from '../src/peers/redis-inventory.js';
 
-const port = await freePort();
-const dir = mkdtempSync(join(tmpdir(), 'flash-redis-test-'));
-const redis = spawn('/usr/bin/redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' });
-t.teardown(() => {
-  redis.kill('SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
+const redis = await startRedis();
+const inv = new RedisInventory({ url: `redis://127.0.0.1:${redis.port}`, connections: 2 });
+t.teardown(async () => {
+  await inv.close();
+  await cleanupAll();
 });
-const inv = new RedisInventory({ url: `redis://127.0.0.1:${port}`, connections: 2 });
-t.teardown(() => inv.close());
 for (let i = 0; ; i++) {
   try {
     await inv.dealIds();
