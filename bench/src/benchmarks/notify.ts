@@ -22,9 +22,9 @@
  * delivery_log (its last_attempt_at); bulk throughput = push messages the provider
  * received per second in the window (and bulk recipients accepted per second by the API).
  *
- * `--vs fifo`: the same run with the naive design, one FIFO queue per channel (the service option
- * `queue_layout=fifo` puts every priority into one topic per channel): a critical message waits behind every bulk
- * message queued before it. Goal: ours critical p99 < 1 s (the spec allows 30 s) and zero critical lost or
+ * `--vs fifo`: the same run with the naive design, one FIFO queue per channel (../peers/notify-fifo-layout.ts: the
+ * service's own router and channel worker, started by the benchmark with every priority in one topic per channel):
+ * a critical message waits behind every bulk message queued before it. Goal: ours critical p99 < 1 s (the spec allows 30 s) and zero critical lost or
  * duplicated.
  */
 import { createECDH, randomBytes } from 'node:crypto';
@@ -33,6 +33,7 @@ import { Pool } from 'undici';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { errorKind, OpError } from '../load.js';
 import { startOurCluster, type OurCluster } from '../ours.js';
+import { FIFO_CLUSTER_WORKERS, startFifoWorkers, type FifoWorkers } from '../peers/notify-fifo.js';
 import { BenchError, cpuSeconds, sleep } from '../procs.js';
 import { round, summarize } from '../stats.js';
 
@@ -44,8 +45,8 @@ const CRITICAL_PER_S = 10;
 const DRAIN_WAIT_S = 120;
 const SETUP_CONCURRENCY = 16;
 const CRITICAL_P99_GOAL_MS = 1_000;
-/** The service option of the naive design (packages/notify README): one topic per channel for every priority. */
-const FIFO_SETTINGS = { queue_layout: 'fifo' };
+/** The settings of both sides: the campaign limit lifted so the flood is as large as the machine allows. */
+const SETTINGS = { campaign_rate_per_minute: '100000000' };
 
 interface Critical {
   key: string;
@@ -143,10 +144,13 @@ async function arrivalsFor(provider: Pool, token: string, sub: string): Promise<
   return out;
 }
 
-async function runSide(system: string, o: RunOptions, settings: Record<string, string>): Promise<SideResult> {
-  const cluster: OurCluster = await startOurCluster({ service: 'notify', nodes: MEMBERS, settings: { campaign_rate_per_minute: '100000000', ...settings } });
+/** One side: ours (the cluster as `cluster up` starts it), or `fifo` (its router and channel worker on the FIFO layout). */
+async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<SideResult> {
+  const cluster: OurCluster = await startOurCluster({ service: 'notify', nodes: MEMBERS, settings: SETTINGS, ...(fifo ? { workers: FIFO_CLUSTER_WORKERS } : {}) });
   const pools: Pool[] = [];
+  let fifoWorkers: FifoWorkers | null = null;
   try {
+    if (fifo) fifoWorkers = await startFifoWorkers(cluster, SETTINGS);
     const token = cluster.token;
     const pushWorker = cluster.workers.find((w) => w.role === 'push-provider');
     if (pushWorker === undefined) throw new BenchError('the notify cluster has no push-provider worker');
@@ -224,7 +228,7 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
       }
     };
 
-    const serverPids = [...cluster.members.map((m) => m.pid), ...cluster.workers.map((w) => w.pid)];
+    const serverPids = [...cluster.members.map((m) => m.pid), ...cluster.workers.map((w) => w.pid), ...(fifoWorkers?.pids ?? [])];
     const cpuOf = (): number => serverPids.reduce((s, p) => s + (cpuSeconds(p) ?? 0), 0);
     process.stderr.write(`bench: ${system}: flood with ${o.concurrency} loops of ${BULK_FANOUT}-user low sends; ${o.warmupS} s warm-up, then ${o.durationS} s with ${CRITICAL_PER_S} critical/s\n`);
     const floods = Array.from({ length: o.concurrency }, (_, i) => flood(i));
@@ -348,6 +352,7 @@ async function runSide(system: string, o: RunOptions, settings: Record<string, s
     return result;
   } finally {
     await Promise.all(pools.map((p) => p.close().catch(() => undefined)));
+    await fifoWorkers?.stop();
     await cluster.stop();
   }
 }
@@ -380,9 +385,9 @@ export const notifyBenchmark: Benchmark = {
     }
     return goals;
   },
-  runOurs: (o) => runSide('ours', o, {}),
+  runOurs: (o) => runSide('ours', o, false),
   runPeer: (peer, o) => {
     if (peer !== 'fifo') throw new BenchError(`notify has no peer ${peer}`);
-    return runSide('fifo', o, FIFO_SETTINGS);
+    return runSide('fifo', o, true);
   },
 };

@@ -31,7 +31,7 @@ import {
 import { createLogService, LogClient, MAX_RECORDS_PER_APPEND } from '@raftkit/log';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { CHANNELS, PRIORITIES, type ReceiptUpdate } from './channels/channel.js';
-import { allStateGroups, channelTopic, groupOf, INGEST_PARTITIONS, ingestTopic, NOTIFY, parseLayout, parseStateGroup, DEAD_LETTER_TOPIC } from './groups.js';
+import { allStateGroups, channelTopic, groupOf, INGEST_PARTITIONS, ingestTopic, NOTIFY, parseStateGroup, DEAD_LETTER_TOPIC } from './groups.js';
 import { mergePreferences, parseChannel, parseNotification, parseSegment, parseTemplate, EVENT_TYPE, SEGMENT_ID, USER_ID } from './input.js';
 import { NotifyMachine, type NotifyCommand, type NotifyResult, type Outcome, type Preferences } from './machine.js';
 import { answer, checkQuery, type StateQuery, type StatusPart } from './queries.js';
@@ -176,10 +176,9 @@ function notifyRoutes(service: GroupedServiceContext): void {
         if (!result.ok && result.code !== 'exists') throw new HttpError(500, 'internal', result.message);
       }
       const log = logFor(tokenOf(ctx));
-      const layout = parseLayout((requireObject(await ctx.json()) as { layout?: string }).layout);
       try {
         for (const priority of PRIORITIES) await log.createTopic(ingestTopic(priority), { partitions: INGEST_PARTITIONS, replicas: 3 });
-        const topics = new Set(PRIORITIES.flatMap((priority) => CHANNELS.map((channel) => channelTopic(priority, channel, layout))));
+        const topics = new Set(PRIORITIES.flatMap((priority) => CHANNELS.map((channel) => channelTopic(priority, channel))));
         for (const topic of [...topics, DEAD_LETTER_TOPIC]) await log.createTopic(topic, { partitions: 1, replicas: 3 });
       } catch (e) {
         queueError(e);

@@ -10,8 +10,7 @@
  *
  * Settings (`cluster up --set`): channels (default sms,push,email,in_app: the loops this worker runs),
  * fallback_chain (default sms,push,email,in_app), max_attempts (default 8), critical_attempts (default 3: tries on
- * one channel before a critical message falls back), retry_base_ms (default 200), retry_max_ms (default 10000),
- * queue_layout (priority | fifo: the naive one-queue-per-channel design, for the benchmark's comparison only).
+ * one channel before a critical message falls back), retry_base_ms (default 200), retry_max_ms (default 10000).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -37,13 +36,12 @@ import { CheckedConsumer, DeadLetterQueue, LogClient, type LogProducer } from '@
 import { CHANNELS, type Channel, type ChannelSender, type InAppItem, type OutboundMessage, type Priority } from './channels/channel.js';
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
-import { channelTopic, deliveryGroup, groupOf, NOTIFY, parseLayout, DEAD_LETTER_TOPIC } from './groups.js';
+import { deliveryGroup, groupOf, NOTIFY, PRIORITY_LAYOUT, DEAD_LETTER_TOPIC, type QueueLayout } from './groups.js';
 import { decodeQueued, type QueuedMessage } from './records.js';
 import { USER_ID } from './input.js';
 import type { Outcome } from './machine.js';
 import type { SendContext } from './queries.js';
 import { addressOf } from './router-worker.js';
-import { preferenceStoreFault } from './test-faults.js';
 import { StateClient } from './state-client.js';
 
 export const deliveryRole: WorkerRole = { role: 'delivery', count: 1, start: startDelivery };
@@ -107,7 +105,8 @@ class WaitingBucket {
   }
 }
 
-async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
+/** The channel workers on `layout` (the design's unless given: see QueueLayout). */
+export async function startDelivery(options: WorkerOptions, layout: QueueLayout = PRIORITY_LAYOUT): Promise<RunningWorker> {
   const token = options.tokens[0]!;
   const endpoints = options.members.map((m) => clusterUrl(m.httpAddress));
   // The members take notify's own workers as internal callers by this token; the cluster token stays for what
@@ -116,7 +115,6 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   const state = new StateClient({ endpoints, token: serviceToken, timeoutMs: 10_000 });
   const log = new LogClient({ endpoints, token: serviceToken, timeoutMs: 10_000 });
   const chain = parseChain(options.settings.fallback_chain);
-  const layout = parseLayout(options.settings.queue_layout);
   const maxAttempts = Number(options.settings.max_attempts ?? 8);
   const criticalAttempts = Number(options.settings.critical_attempts ?? 3);
   const retryBase = Number(options.settings.retry_base_ms ?? 200);
@@ -157,8 +155,6 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
       options.logger.log('warn', 'sender could not start: its queues wait', { channel, error: String((e as Error).message) });
     }
   }
-
-  const preferenceFault = preferenceStoreFault(http.router, options.settings);
 
   // User tokens for the in-app centre (HMAC of user.<id> under the cluster token; see README).
   http.router.post('/v1/users/:id/token', { admits: 'cluster' }, (ctx) => {
@@ -246,7 +242,7 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
     stats.fallbacks++;
     const queued: QueuedMessage = { ...message, message_id: result.row.message_id, channel: next, address: null, fallback_from: message.channel };
     options.logger.log('info', 'critical fallback', { from: message.channel, to: next, reason, message_id: message.message_id });
-    await producerOf(channelTopic('critical', next, layout)).send(JSON.stringify(queued), { key: message.user_id });
+    await producerOf(layout.topic('critical', next)).send(JSON.stringify(queued), { key: message.user_id });
   }
 
   /** One batch of one sub-queue, start to end; throws (and the batch is polled again) when it must be held. */
@@ -264,7 +260,6 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
     const context: SendContext = { rows: {}, prefs: {} };
     let failOpen = false;
     try {
-      preferenceFault.check();
       for (const [g, e] of byGroup) {
         const part = await state.query<SendContext>(g, { q: 'sendContext', message_ids: e.message_ids, user_ids: [...e.user_ids] });
         Object.assign(context.rows, part.rows);
@@ -384,17 +379,15 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
   /**
    * One channel: a critical lane (its own consumer, long-polling, so a critical message is taken the moment it is
    * queued and never waits for a bulk batch in flight) and a lane for the rest that asks high, then normal, then low
-   * before every batch. Both share the provider's bucket, critical first. The fifo layout (the benchmark's naive
-   * design) has one lane on the single topic.
+   * before every batch (the layout's lanes). Both share the provider's bucket, critical first.
    */
   async function channelLoop(channel: Channel, sender: ChannelSender): Promise<void> {
     const bucket = new WaitingBucket({ capacity: Math.max(1, Math.min(sender.ratePerSecond, sender.maxBatch)), refillRate: sender.ratePerSecond });
-    if (layout === 'fifo') await lane(channel, sender, bucket, ['low'], 0);
-    else await Promise.all([lane(channel, sender, bucket, ['critical'], CRITICAL_WAIT_MS), lane(channel, sender, bucket, ['high', 'normal', 'low'], 0)]);
+    await Promise.all(layout.lanes.map((l) => lane(channel, sender, bucket, l.priorities, l.longPoll ? CRITICAL_WAIT_MS : 0)));
   }
 
   async function lane(channel: Channel, sender: ChannelSender, bucket: WaitingBucket, order: readonly Priority[], waitMs: number): Promise<void> {
-    const consumerOf = (p: Priority): CheckedConsumer<QueuedMessage> => new CheckedConsumer(log.consumer(channelTopic(p, channel, layout), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs }), decodeQueued, deadLetters);
+    const consumerOf = (p: Priority): CheckedConsumer<QueuedMessage> => new CheckedConsumer(log.consumer(layout.topic(p, channel), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs }), decodeQueued, deadLetters);
     const consumers = new Map<Priority, CheckedConsumer<QueuedMessage>>(order.map((p) => [p, consumerOf(p)]));
     let idle = 10;
     while (!stopping) {
@@ -410,7 +403,9 @@ async function startDelivery(options: WorkerOptions): Promise<RunningWorker> {
             continue;
           }
           const messages = records.map((r) => r.decoded);
-          const batchPriority = layout === 'fifo' && messages.every((m) => m.priority === 'critical') ? 'critical' : priority;
+          // A batch of critical messages only is handled as critical (fail open, the bucket's first turn) whichever
+          // topic it came from: the design's critical lane, or a layout that mixes priorities in one topic.
+          const batchPriority = messages.every((m) => m.priority === 'critical') ? 'critical' : priority;
           try {
             await handleBatch(channel, sender, bucket, batchPriority, messages);
           } catch (e) {

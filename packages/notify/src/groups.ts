@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { SlotGroups } from '@raftkit/http';
+import type { LogClient } from '@raftkit/log';
 import type { Channel, Priority } from './channels/channel.js';
 
 /** The service's name: its workers call the members with the `service.notify` token (deriveServiceToken). */
@@ -52,19 +53,40 @@ export function groupOf(kind: 'user' | 'key' | 'segment', id: string): string {
   return stateGroup(digest.readUInt32BE(0) % STATE_GROUPS);
 }
 
+/** The topic of one (priority, channel): the design's queues, which the members create at setup. */
+export function channelTopic(priority: Priority, channel: Channel): string {
+  return `notify-${priority}-${channel}`;
+}
+
 /**
- * `priority` (the design): one topic per (priority, channel). `fifo` (the naive design, only for the benchmark's
- * comparison, `--set queue_layout=fifo`): one topic per channel carrying every priority in arrival order.
+ * Where the router queues a channel's messages and how a channel worker reads them. The service runs one layout,
+ * PRIORITY_LAYOUT; the interface exists so a program comparing designs (the benchmark's one-FIFO-per-channel
+ * baseline, bench/src/peers/notify-fifo.ts) can start the same router and worker on another (startRouter,
+ * startDelivery).
  */
-export type QueueLayout = 'priority' | 'fifo';
-
-export function parseLayout(text: string | undefined): QueueLayout {
-  return text === 'fifo' ? 'fifo' : 'priority';
+export interface QueueLayout {
+  /** The topic a message of this priority for this channel is queued on. */
+  topic(priority: Priority, channel: Channel): string;
+  /**
+   * A channel worker's lanes, run side by side, sharing the provider's bucket: each asks its priorities' topics in
+   * that order before every batch; a long-polling lane takes a message the moment it is queued.
+   */
+  readonly lanes: ReadonlyArray<{ priorities: readonly Priority[]; longPoll: boolean }>;
+  /** Creates the layout's topics, if the members' setup does not (the router calls it once the setup is done). */
+  setup?(log: LogClient): Promise<void>;
 }
 
-export function channelTopic(priority: Priority, channel: Channel, layout: QueueLayout = 'priority'): string {
-  return layout === 'fifo' ? `notify-fifo-${channel}` : `notify-${priority}-${channel}`;
-}
+/**
+ * The design: one topic per (priority, channel); a critical lane long-polls the critical topic (a critical message
+ * never waits for a bulk batch) and a lane for the rest asks high, normal, low in that order.
+ */
+export const PRIORITY_LAYOUT: QueueLayout = {
+  topic: channelTopic,
+  lanes: [
+    { priorities: ['critical'], longPoll: true },
+    { priorities: ['high', 'normal', 'low'], longPoll: false },
+  ],
+};
 
 /** The consumer group of a channel's workers on its topics. */
 export function deliveryGroup(channel: Channel): string {

@@ -19,8 +19,8 @@ export { NotifyMachine, defaultPreferences, messageId, DEDUP_WINDOW_MS, CAP_WIND
 export type { NotifyCommand, NotifyResult, Preferences, QuietHours, DeliveryRow, DeliveryStatus, Template, Outcome } from './machine.js';
 export { inQuietHours, localMinutes, isValidTimeZone } from './quiet-hours.js';
 export { render, fill } from './template.js';
-export { chooseChannels, addressOf, routerRole } from './router-worker.js';
-export { deliveryRole, parseChain, nextInChain } from './delivery.js';
+export { chooseChannels, addressOf, routerRole, startRouter } from './router-worker.js';
+export { deliveryRole, startDelivery, parseChain, nextInChain } from './delivery.js';
 export { senderFactories } from './channels/registry.js';
 export { NotifyClient } from './client.js';
 export type { SendInput, StatusAnswer } from './client.js';

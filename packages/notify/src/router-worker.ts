@@ -7,17 +7,15 @@
  * channel worker sends a row only while it is pending). Low-priority sends are rate limited per campaign here, each
  * campaign at its own rate (the low loop does not hold one campaign behind another: see lowLoop).
  *
- * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000); queue_layout (priority | fifo, the
- * naive design for the benchmark's comparison).
+ * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000).
  */
 import { clusterUrl, deriveServiceToken, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { LogClient, type LogProducer, CheckedConsumer, DeadLetterQueue } from '@raftkit/log';
 import { PRIORITIES, type Address, type Channel, type Priority } from './channels/channel.js';
-import { allStateGroups, channelTopic, groupOf, ingestTopic, NOTIFY, parseLayout, ROUTER_GROUP, DEAD_LETTER_TOPIC } from './groups.js';
+import { allStateGroups, groupOf, ingestTopic, NOTIFY, PRIORITY_LAYOUT, ROUTER_GROUP, DEAD_LETTER_TOPIC, type QueueLayout } from './groups.js';
 import { defaultPreferences, type Preferences } from './machine.js';
 import type { RouteContext } from './queries.js';
 import { inQuietHours } from './quiet-hours.js';
-import { preferenceStoreFault } from './test-faults.js';
 import { StateClient } from './state-client.js';
 import { render } from './template.js';
 import { decodeIngest, type IngestRecord, type QueuedMessage } from './records.js';
@@ -65,13 +63,13 @@ const ROUTE_CONCURRENCY = 64;
 /** Low-priority records the router holds at once while their campaigns wait for tokens (memory bound). */
 const LOW_WINDOW = 10_000;
 
-async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
+/** The router on `layout` (the design's unless given: see QueueLayout). */
+export async function startRouter(options: WorkerOptions, layout: QueueLayout = PRIORITY_LAYOUT): Promise<RunningWorker> {
   // The members take notify's own workers as internal callers by this token (not by the cluster token's reach).
   const token = deriveServiceToken(options.tokens[0]!, NOTIFY);
   const endpoints = options.members.map((m) => clusterUrl(m.httpAddress));
   const state = new StateClient({ endpoints, token, timeoutMs: 10_000 });
   const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });
-  const layout = parseLayout(options.settings.queue_layout);
   const perMinute = Number(options.settings.campaign_rate_per_minute ?? 100_000);
   const campaignLimits: BucketLimits = { capacity: perMinute, refillRate: perMinute / 60 };
   const campaigns = new Map<string, BucketCounter>();
@@ -84,13 +82,13 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
   const http = await serveWorkerHttp(options, { health: () => ({ ...stats, dead_lettered: deadLetters.written }) });
   const routed = http.metrics.counter('notify_routed_total', 'Ingestion records routed');
   http.metrics.gauge('notify_router_dead_lettered', 'Ingestion records refused by the decode step and written to the dead-letter topic').set(() => deadLetters.written);
-  const preferenceFault = preferenceStoreFault(http.router, options.settings);
 
   // Setup (state groups and topics) is idempotent; retried until the members can do it.
   for (;;) {
     if (stopping) break;
     try {
-      await state.router.call('meta', 'POST', '/v1/notify/setup', { layout });
+      await state.router.call('meta', 'POST', '/v1/notify/setup', {});
+      await layout.setup?.(log);
       break;
     } catch (e) {
       options.logger.log('warn', 'notify setup not done yet', { error: String((e as Error).message) });
@@ -121,7 +119,6 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
     const group = groupOf('user', record.user_id);
     let context: RouteContext;
     try {
-      preferenceFault.check();
       context = await state.query<RouteContext>(group, { q: 'routeContext', user_id: record.user_id, event_type: record.event_type, local: true });
       prefsCache.set(record.user_id, context.prefs);
       if (prefsCache.size > 100_000) prefsCache.clear();
@@ -149,7 +146,7 @@ async function startRouter(options: WorkerOptions): Promise<RunningWorker> {
         accepted_at: record.accepted_at,
         address: addressOf(context.prefs, row.channel, record.user_id),
       };
-      sends.push(producerOf(channelTopic(record.priority, row.channel, layout)).send(JSON.stringify(message), { key: record.user_id }));
+      sends.push(producerOf(layout.topic(record.priority, row.channel)).send(JSON.stringify(message), { key: record.user_id }));
       stats.messages++;
     }
     await Promise.all(sends);

@@ -7,7 +7,8 @@
  * the delivery worker SIGKILLed mid-flood, and dedup across a restart of every process (last).
  */
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import WebSocket from 'ws';
@@ -16,12 +17,23 @@ import { call, startCluster, topicAccess, until } from '@raftkit/testkit';
 import { LogClient, type DeadLetter } from '@raftkit/log';
 import { DEAD_LETTER_TOPIC, fill, ingestTopic, localMinutes, NotifyClient, ROUTER_GROUP, type InAppItem, type IngestRecord, type StatusAnswer } from '../src/index.js';
 import { createSubscriberKeys } from '../src/providers/index.js';
+import { preferenceStore } from './preference-fault.js';
 
+// The preference-store fault lives in this folder (preference-fault.ts), loaded into the cluster's workers.
+const faultDir = mkdtempSync(join(tmpdir(), 'notify-test-fault-'));
+const preferenceFlag = join(faultDir, 'preference-store-down');
 const cluster = await startCluster('notify', {
   nodes: 3,
-  settings: { test_faults: '1', campaign_rate_per_minute: '60', critical_attempts: '2', retry_base_ms: '100', email_rate_per_second: '10', sms_receipt_delay_ms: '1500' },
+  settings: { campaign_rate_per_minute: '60', critical_attempts: '2', retry_base_ms: '100', email_rate_per_second: '10', sms_receipt_delay_ms: '1500' },
+  env: {
+    NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('./preference-fault.js', import.meta.url).href}`.trim(),
+    NOTIFY_PREFERENCE_FAULT: preferenceFlag,
+  },
 });
-t.teardown(() => cluster.down());
+t.teardown(async () => {
+  await cluster.down();
+  rmSync(faultDir, { recursive: true, force: true });
+});
 const token = cluster.token;
 const members = cluster.members;
 const delivery = cluster.role('delivery')[0]!.url;
@@ -340,7 +352,7 @@ async function received(base: string, query: string): Promise<Array<Record<strin
 }
 const rowOf = (s: StatusAnswer, channel: string): StatusAnswer['channels'][number] | undefined => s.channels.find((c) => c.channel === channel);
 async function faults(role: string, body: Record<string, unknown>): Promise<void> {
-  const a = await call(one(role), 'POST', body.preference_store !== undefined ? '/v1/test/faults' : '/admin/faults', { token, body });
+  const a = await call(one(role), 'POST', '/admin/faults', { token, body });
   if (a.status !== 200) throw new Error(`faults ${role}: ${a.status} ${JSON.stringify(a.body)}`);
 }
 
@@ -429,20 +441,16 @@ t.test('preference store unreachable: critical is sent (fail open), the rest is 
   // Seen once, so the router knows the user's contact when the store goes away.
   const first = await client.send({ event_type: 'hello', user_ids: [user], priority: 'normal', idempotency_key: key() });
   await statusWhen(first.notification_id, 'first email sent', (x) => ['sent', 'delivered'].includes(rowOf(x, 'email')?.status ?? ''));
-  await faults('router', { preference_store: 'down' });
-  await faults('delivery', { preference_store: 'down' });
-  t.teardown(async () => {
-    await faults('router', { preference_store: 'up' });
-    await faults('delivery', { preference_store: 'up' });
-  });
+  // The router and the delivery worker both lose the store.
+  preferenceStore(preferenceFlag, 'down');
+  t.teardown(() => preferenceStore(preferenceFlag, 'up'));
   const normal = await client.send({ event_type: 'digest', user_ids: [user], priority: 'normal', idempotency_key: key() });
   const critical = await client.send({ event_type: 'security_alert', user_ids: [user], priority: 'critical', idempotency_key: key() });
   await until('the critical email arrives', async () => (await received(smtp, `notification_id=${critical.notification_id}`)).length === 1, 60_000, 250);
   await new Promise((r) => setTimeout(r, 3000));
   t.equal((await client.status(normal.notification_id)).users_routed, 0, 'the normal one is held, not routed');
   t.equal((await received(smtp, `notification_id=${normal.notification_id}`)).length, 0, 'and not sent');
-  await faults('router', { preference_store: 'up' });
-  await faults('delivery', { preference_store: 'up' });
+  preferenceStore(preferenceFlag, 'up');
   await statusWhen(normal.notification_id, 'the held one goes once the store is back', (x) => ['sent', 'delivered'].includes(rowOf(x, 'email')?.status ?? ''));
   t.equal((await received(smtp, `notification_id=${normal.notification_id}`)).length, 1);
   t.equal((await received(smtp, `notification_id=${critical.notification_id}`)).length, 1, 'the critical one was not sent again');
