@@ -1,7 +1,7 @@
 /**
- * The checks must catch a real oversell on a real cluster: the flash service with the gateways'
- * `inventory_replication=async` (a shard leader answers a decrement before it commits, the spec's rule 8) under
- * partitions, kills and pauses of the inventory members for 15 s. Bounded: about 45-60 s a run, at most three runs.
+ * The checks must catch a real oversell on a real cluster: the flash service with its gateways on a deliberately
+ * broken inventory that answers a decrement before the log commits it (src/variants/answer-before-commit.ts, the
+ * spec's rule 8) under partitions, kills and pauses of the inventory members for 15 s. Bounded: about 45-60 s a run, at most three runs.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,8 +1,9 @@
 /**
  * How a gateway reaches the inventory: a small interface, so the gateways are the same whichever store counts the
  * units. `RaftInventory` (raft-inventory.ts) is ours: shards as Raft groups, every decrement committed on a
- * majority before it is answered. A Redis DECR-in-Lua backend (the industry's usual design, the benchmark's peer)
- * implements the same interface in its own file and is selected with `--set inventory=redis://host:port`.
+ * majority before it is answered, and the only backend of this package. Others implement the same interface outside
+ * it and are passed to `startGateway` (gateway.ts) by their own entry scripts: the benchmark's Redis DECR-in-Lua peer
+ * (bench/src/peers/redis-inventory.ts), jepsen-like's deliberately broken one (its src/variants/).
  *
  * Contract of every backend (the gateway relies on it; the jepsen-like checker verifies it):
  * - `reserve` is an atomic decrement while positive of one shard, with the winner set per shard: a user holds at
