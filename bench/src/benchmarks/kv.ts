@@ -145,8 +145,8 @@ export const kvBenchmark: Benchmark = {
   description: `PUTs of fixed-size values to random keys on a ${MEMBERS}-member cluster (vs etcd 3.4 through its JSON gateway)`,
   title: (o) => `kv: PUT ${o.size}-byte values, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}, routing ${o.routing}`,
   peers: ['etcd'],
-  // Ten seconds of warm-up, as lock: our members' code is still being optimized by V8 for the first 4-5 s under
-  // load (throughput climbs from a third of its steady rate; RESULTS.md kv "Warm-up"); etcd is flat from the start.
+  // Ten seconds of warm-up, as lock: our members run slower until V8 has optimized their code, and those first
+  // seconds would count against ours only (etcd is flat from the start). Figures: RESULTS.md, kv, findings.
   defaults: { durationS: 20, concurrency: 64, size: 256, warmupS: 10 },
   workload: (o) => ({
     operation: 'PUT one key (ours: PUT /v1/kv/{key}; etcd: POST /v3/kv/put)',
