@@ -19,7 +19,7 @@ const REALTIME_PRIORITY = 1;
 const SCHED_OTHER = 0;
 const SCHED_FIFO = 1;
 
-export interface RealtimeGrant {
+interface RealtimeGrant {
   /** Every thread of every process runs SCHED_FIFO (new threads of theirs inherit it). */
   applied: boolean;
   pids: number[];

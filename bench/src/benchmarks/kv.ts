@@ -23,7 +23,7 @@ const MEMBERS = 5;
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
 
 /** `count` random ASCII values of `size` bytes (so the UTF-8 body is exactly `size` bytes). */
-export function makeValues(count: number, size: number): string[] {
+function makeValues(count: number, size: number): string[] {
   return Array.from({ length: count }, () => {
     const bytes = randomBytes(size);
     let s = '';
@@ -119,8 +119,8 @@ async function runEtcd(o: RunOptions): Promise<SideResult> {
 }
 
 /** Issue 21, item 1: against etcd, at 64 and 256 in flight alike. */
-export const THROUGHPUT_RATIO_GOAL = 1.5;
-export const P99_RATIO_GOAL = 0.8;
+const THROUGHPUT_RATIO_GOAL = 1.5;
+const P99_RATIO_GOAL = 0.8;
 
 /**
  * Issue 21's kv goal, judged on the run's figures (each side's median round with --rounds): at least 1.5x etcd's
