@@ -10,8 +10,8 @@ export const USER = /^[A-Za-z0-9._-]{1,64}$/;
 
 /** Longer URLs are refused: 2,048 characters is what every browser, proxy and log pipeline handles. */
 export const MAX_URL_LENGTH = 2048;
-export const DEFAULT_EXPIRY_YEARS = 5;
-export const MAX_EXPIRY_YEARS = 100;
+const DEFAULT_EXPIRY_YEARS = 5;
+const MAX_EXPIRY_YEARS = 100;
 
 export interface CreateRequest {
   long_url: string;

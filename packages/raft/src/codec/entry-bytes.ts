@@ -58,12 +58,12 @@ export function entryBytes(entry: Entry): Uint8Array {
 }
 
 /** Bytes of the MessagePack header of an array of `length` elements. */
-export function arrayHeaderBytes(length: number): number {
+function arrayHeaderBytes(length: number): number {
   return length < 16 ? 1 : length < 0x10000 ? 3 : 5;
 }
 
 /** Writes the MessagePack header of an array of `length` elements at `offset`; returns the offset after it. */
-export function writeArrayHeader(target: Uint8Array, offset: number, length: number): number {
+function writeArrayHeader(target: Uint8Array, offset: number, length: number): number {
   if (length < 16) {
     target[offset] = 0x90 | length;
     return offset + 1;

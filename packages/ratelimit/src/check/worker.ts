@@ -41,7 +41,7 @@ function rejectAsHttpError(error: unknown): never {
   throw toHttpError(error) ?? error;
 }
 
-export async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> {
+async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> {
   const timeoutMs = storeTimeout(options.settings);
   const maxQueue = storeQueue(options.settings);
   const metrics = new MetricsRegistry();

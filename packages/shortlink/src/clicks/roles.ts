@@ -22,8 +22,8 @@ export const CLICK_COMMIT_MS = 100;
  * redirect than they give (bench/RESULTS.md, shortlink, findings); give a cluster more partitions when it has the
  * cores for them.
  */
-export const DEFAULT_CLICK_PARTITIONS = 1;
-export const DEFAULT_ANALYTICS_WORKERS = 1;
+const DEFAULT_CLICK_PARTITIONS = 1;
+const DEFAULT_ANALYTICS_WORKERS = 1;
 
 export const clickWorkerRoles: WorkerRole[] = [
   {
