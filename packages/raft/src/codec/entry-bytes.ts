@@ -1,6 +1,6 @@
 /**
  * Each log entry's MessagePack encoding, made once and reused: the leader writes an entry to its own log and
- * sends it to every follower (often more than once, on retries), and each of those used to encode it again.
+ * sends it to every follower (often more than once, on retries), and none of those should pay for encoding it again.
  *
  * The bytes are kept in a WeakMap keyed by the entry object, so they live exactly as long as the entry does (in
  * the in-memory log, until compaction) and nothing about the Entry type changes. Entries are never mutated after
