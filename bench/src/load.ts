@@ -308,7 +308,7 @@ export interface OpenLoopShare {
 }
 
 /** What one generator thread measured over the window (latencies from the send and from the schedule). */
-export interface OpenLoopThreadResult {
+interface OpenLoopThreadResult {
   latencies: Float64Array;
   fromSchedule: Float64Array;
   errors: number;
@@ -463,7 +463,7 @@ class OpenLoopShareRun<T> {
   }
 }
 
-export interface OpenLoopThreadsOptions {
+interface OpenLoopThreadsOptions {
   /** The generator thread's module: it builds its op from `workerData(i)`, posts {type: 'ready'}, then on
    * {type: 'go', share} runs runOpenLoopShare and posts {type: 'done', result}. */
   script: URL;
@@ -486,7 +486,7 @@ export interface OpenLoopThreadsOptions {
   onMeasureEnd?: () => void;
 }
 
-export interface OpenLoopThreadsResult extends Omit<LatencySummary, 'count'> {
+interface OpenLoopThreadsResult extends Omit<LatencySummary, 'count'> {
   ops_per_sec: number;
   ops: number;
   errors: number;

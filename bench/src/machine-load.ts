@@ -18,7 +18,7 @@ const TICKS_PER_S = 100;
 /** The stated threshold: a side is noisy when other processes used more than this many cores on average. */
 export const DEFAULT_NOISY_FOREIGN_CORES = 0.3;
 
-export interface LoadSample {
+interface LoadSample {
   atMs: number;
   /** Busy CPU ticks of the whole machine since boot. */
   machineBusyTicks: number;
@@ -155,7 +155,7 @@ export function noiseVerdict(noise: RunNoise): string {
 }
 
 /** Marks every process a side starts (inherited through the environment), detached ones included. */
-export const SIDE_MARKER_VAR = 'RAFTKIT_BENCH_SIDE';
+const SIDE_MARKER_VAR = 'RAFTKIT_BENCH_SIDE';
 let sides = 0;
 
 function ownTicksOf(pid: number): number | null {

@@ -6,7 +6,7 @@ import { DEFAULT_NOISY_FOREIGN_CORES } from './machine-load.js';
 import { BenchError } from './procs.js';
 
 /** bench/results, wherever the command runs from. */
-export const DEFAULT_OUT = fileURLToPath(new URL('../../results/', import.meta.url));
+const DEFAULT_OUT = fileURLToPath(new URL('../../results/', import.meta.url));
 
 /** Options as they arrive from the command line: strings, or undefined when absent. */
 export interface RawOptions {

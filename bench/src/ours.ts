@@ -43,7 +43,7 @@ export interface OurCluster {
   stop(): Promise<void>;
 }
 
-export interface StartOptions {
+interface StartOptions {
   service: string;
   nodes: number;
   /** Extra environment for the members (e.g. NODE_OPTIONS=--cpu-prof). */

@@ -31,8 +31,8 @@ export function portFree(port: number, host = '127.0.0.1'): Promise<boolean> {
  * connections of every process on the machine take their local ports, so a port found free there can be taken before
  * a daemon binds it) and below the test clusters' reserved bases (packages/testkit: 20000+).
  */
-export const BENCH_PORTS_MIN = 10_000;
-export const BENCH_PORTS_MAX = 19_900;
+const BENCH_PORTS_MIN = 10_000;
+const BENCH_PORTS_MAX = 19_900;
 
 export async function freePortBlock(offsets: number[], min = BENCH_PORTS_MIN, max = BENCH_PORTS_MAX): Promise<number> {
   const span = Math.max(...offsets);
@@ -50,7 +50,7 @@ export async function freePortBlock(offsets: number[], min = BENCH_PORTS_MIN, ma
   throw new BenchError(`no free block of ports found between ${min} and ${max}`);
 }
 
-export interface CommandResult {
+interface CommandResult {
   code: number | null;
   output: string;
 }

@@ -8,14 +8,14 @@ export interface CpuProfile {
   endTime: number;
 }
 
-export interface Hotspot {
+interface Hotspot {
   name: string;
   samples: number;
   /** Share of the busy (non-idle) samples, in percent. */
   percent: number;
 }
 
-export interface ProfileSummary {
+interface ProfileSummary {
   busySamples: number;
   idleSamples: number;
   functions: Hotspot[];

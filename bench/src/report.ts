@@ -60,7 +60,7 @@ export function environment(o: RunOptions, date = new Date()): Environment {
 }
 
 /** The command that reproduces a run (defaults left out, except the ones that matter for comparison). */
-export function commandLine(o: RunOptions, bench: Benchmark, argv: readonly string[] = process.argv.slice(2)): string {
+function commandLine(o: RunOptions, bench: Benchmark, argv: readonly string[] = process.argv.slice(2)): string {
   const parts = ['npx bench', o.name];
   if (o.vs !== null) parts.push('--vs', o.vs);
   parts.push('--duration', String(o.durationS), '--concurrency', String(o.concurrency));
@@ -133,7 +133,7 @@ function verdict(ours: SideResult, peer: SideResult | null, peerName: string | n
 }
 
 /** "goal met: ...; goal missed: ..." */
-export function goalsVerdict(goals: Goal[]): string {
+function goalsVerdict(goals: Goal[]): string {
   return goals.map((g) => `${g.met ? 'goal met' : 'goal missed'}: ${g.goal} (${g.detail})`).join('; ');
 }
 

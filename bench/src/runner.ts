@@ -40,7 +40,7 @@ async function side(label: string, o: RunOptions, noise: SideNoise[], run: () =>
   return result;
 }
 
-export async function runBenchmark(bench: Benchmark, o: RunOptions): Promise<Report> {
+async function runBenchmark(bench: Benchmark, o: RunOptions): Promise<Report> {
   const env = environment(o);
   process.stderr.write(
     `bench: ${bench.name}${o.vs !== null ? ` vs ${o.vs}` : ''}: ${o.warmupS} s warm-up + ${o.durationS} s measured per side, ` +
@@ -80,7 +80,7 @@ export function medianRound(rounds: SideResult[]): SideResult | null {
   return { ...median, rounds_ops_per_sec: rounds.map((r) => r.ops_per_sec), rounds_p99_ms: rounds.map((r) => r.p99_ms) };
 }
 
-export function writeResults(out: string, report: Report): { json: string; svg: string } {
+function writeResults(out: string, report: Report): { json: string; svg: string } {
   mkdirSync(out, { recursive: true });
   const json = join(out, `${report.benchmark}.json`);
   const svg = join(out, `${report.benchmark}.svg`);

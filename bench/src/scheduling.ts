@@ -5,7 +5,7 @@
  *
  * Why: on the 2-core machines these benchmarks run on, an ordinary (SCHED_OTHER) task woken by a packet may wait
  * for the task running on its core to use up its slice; the ratelimit open loop's checks over 1 ms were mostly
- * such waits (RESULTS.md, ratelimit, the eighth session). SCHED_FIFO at priority 1, the lowest real-time level,
+ * such waits (RESULTS.md, ratelimit, findings). SCHED_FIFO at priority 1, the lowest real-time level,
  * runs a woken task at once ahead of every ordinary one, and below the kernel's own real-time threads; the
  * kernel's real-time throttling (sched_rt_runtime_us, 95% by default) still leaves ordinary tasks their share if
  * a measured process spins. Needs root or CAP_SYS_NICE; without it the grant says why and nothing changes.
@@ -19,7 +19,7 @@ const REALTIME_PRIORITY = 1;
 const SCHED_OTHER = 0;
 const SCHED_FIFO = 1;
 
-export interface RealtimeGrant {
+interface RealtimeGrant {
   /** Every thread of every process runs SCHED_FIFO (new threads of theirs inherit it). */
   applied: boolean;
   pids: number[];

@@ -22,7 +22,7 @@ export function niceCeil(x: number): number {
   return 10 * p;
 }
 
-export function formatNumber(x: number): string {
+function formatNumber(x: number): string {
   if (Number.isInteger(x)) return x.toLocaleString('en-US');
   if (x >= 100) return Math.round(x).toLocaleString('en-US');
   if (x >= 10) return x.toFixed(1);

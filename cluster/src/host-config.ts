@@ -126,7 +126,7 @@ function checkValue(f: FlagSpec, raw: unknown, where: string): string | Record<s
 }
 
 /** "id=host:port,..." -> {id: "host:port"}. */
-export function addressList(text: string, where: string): Record<string, string> {
+function addressList(text: string, where: string): Record<string, string> {
   const list: Record<string, string> = {};
   for (const part of text.split(',').filter((p) => p.trim().length > 0)) {
     const eq = part.indexOf('=');
@@ -155,7 +155,7 @@ function camel(flag: string): string {
 }
 
 /** The listen address's host is a wildcard: it says nothing about where others reach the process. */
-export function isWildcard(address: string): boolean {
+function isWildcard(address: string): boolean {
   const [host] = hostPort(address);
   return host === '0.0.0.0' || host === '::' || host === '';
 }

@@ -195,7 +195,7 @@ export async function remoteRemoveNode(remote: RemoteCluster, id: string): Promi
 }
 
 /** The URLs of --endpoints: http(s)://host:port, no path; a clear error naming the bad one. */
-export function parseEndpoints(text: string): string[] {
+function parseEndpoints(text: string): string[] {
   const urls: string[] = [];
   for (const part of text.split(',').map((p) => p.trim()).filter((p) => p.length > 0)) {
     let url: URL;

@@ -54,7 +54,7 @@ export interface LinearizabilityResult extends CheckResult {
   explanation?: string;
 }
 
-export interface LinearizabilityOptions {
+interface LinearizabilityOptions {
   timeoutMs: number;
   /** Budget for the window search (after an illegal verdict). */
   windowTimeoutMs?: number;

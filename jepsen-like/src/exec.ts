@@ -1,7 +1,7 @@
 /** Running system commands (ip, nft, tc, apt-get) with their output captured. */
 import { spawn } from 'node:child_process';
 
-export class CommandError extends Error {
+class CommandError extends Error {
   override name = 'CommandError';
   constructor(
     readonly command: string,

@@ -7,7 +7,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-export const MAX_SLOT = 200;
+const MAX_SLOT = 200;
 
 export function stateDir(): string {
   // One directory per user, so that runs without root (proxy mode) never need a directory root created.
@@ -17,7 +17,7 @@ export function stateDir(): string {
   return dir;
 }
 
-export interface RunState {
+interface RunState {
   runId: string;
   harnessPid: number;
   startedAt: string;

@@ -97,7 +97,7 @@ class Watchers {
         }),
       );
       // Each process its own source address, so the loopback's ephemeral ports are not shared by all.
-      child.send({ cmd: 'connect', urls: urls.map((u, k) => urls[(k + i) % urls.length]!), count, localAddress: `127.0.0.${10 + i}`, inflight: CONNECT_INFLIGHT });
+      child.send({ cmd: 'connect', urls: urls.map((_, k) => urls[(k + i) % urls.length]!), count, localAddress: `127.0.0.${10 + i}`, inflight: CONNECT_INFLIGHT });
     }
     const progress = setInterval(() => process.stderr.write(`bench: connecting ${total.toLocaleString('en-US')} watchers... ${((performance.now() - t0) / 1000).toFixed(0)} s\n`), 10_000);
     try {

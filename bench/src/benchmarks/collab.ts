@@ -38,7 +38,7 @@ export interface Editor {
   close(): void;
 }
 
-export interface Side {
+interface Side {
   system: string;
   serverPids: number[];
   members: number | null;

@@ -5,7 +5,7 @@
  * measured social graphs. Pure: no I/O, no clock.
  */
 
-export interface GraphOptions {
+interface GraphOptions {
   users: number;
   /** Mean followees per user (before the cap; the graph reports the real mean). */
   meanFollows: number;
@@ -18,7 +18,7 @@ export interface GraphOptions {
   seed: number;
 }
 
-export const DEFAULT_GRAPH: Omit<GraphOptions, 'users'> = { meanFollows: 25, maxFollows: 300, zipf: 0.9, pareto: 2.5, seed: 19 };
+const DEFAULT_GRAPH: Omit<GraphOptions, 'users'> = { meanFollows: 25, maxFollows: 300, zipf: 0.9, pareto: 2.5, seed: 19 };
 
 export interface FollowGraph {
   users: number;

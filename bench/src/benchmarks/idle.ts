@@ -40,7 +40,7 @@ export interface IdleProcess {
 }
 
 /** A service's processes added up. */
-export interface IdleService {
+interface IdleService {
   service: string;
   processes: number;
   cores: number;

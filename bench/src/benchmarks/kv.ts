@@ -23,7 +23,7 @@ const MEMBERS = 5;
 const ALPHABET = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
 
 /** `count` random ASCII values of `size` bytes (so the UTF-8 body is exactly `size` bytes). */
-export function makeValues(count: number, size: number): string[] {
+function makeValues(count: number, size: number): string[] {
   return Array.from({ length: count }, () => {
     const bytes = randomBytes(size);
     let s = '';
@@ -119,8 +119,8 @@ async function runEtcd(o: RunOptions): Promise<SideResult> {
 }
 
 /** Issue 21, item 1: against etcd, at 64 and 256 in flight alike. */
-export const THROUGHPUT_RATIO_GOAL = 1.5;
-export const P99_RATIO_GOAL = 0.8;
+const THROUGHPUT_RATIO_GOAL = 1.5;
+const P99_RATIO_GOAL = 0.8;
 
 /**
  * Issue 21's kv goal, judged on the run's figures (each side's median round with --rounds): at least 1.5x etcd's
@@ -145,8 +145,8 @@ export const kvBenchmark: Benchmark = {
   description: `PUTs of fixed-size values to random keys on a ${MEMBERS}-member cluster (vs etcd 3.4 through its JSON gateway)`,
   title: (o) => `kv: PUT ${o.size}-byte values, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}, routing ${o.routing}`,
   peers: ['etcd'],
-  // Ten seconds of warm-up, as lock: our members' code is still being optimized by V8 for the first 4-5 s under
-  // load (throughput climbs from a third of its steady rate; RESULTS.md kv "Warm-up"); etcd is flat from the start.
+  // Ten seconds of warm-up, as lock: our members run slower until V8 has optimized their code, and those first
+  // seconds would count against ours only (etcd is flat from the start). Figures: RESULTS.md, kv, findings.
   defaults: { durationS: 20, concurrency: 64, size: 256, warmupS: 10 },
   workload: (o) => ({
     operation: 'PUT one key (ours: PUT /v1/kv/{key}; etcd: POST /v3/kv/put)',

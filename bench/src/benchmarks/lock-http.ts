@@ -4,10 +4,9 @@
  * (status, Content-Length or chunked body). Used for both sides' acquires and releases.
  *
  * Why not undici's Pool.request as the other benchmarks: the load generator shares the 2 cores with the 5 members
- * it measures, and at 3,000 lock ops/s it used more CPU than the whole cluster (its main thread 0.7 cores plus
- * 0.6 cores of V8's garbage-collector threads at 1,100 requests/s on the loaded machine): the rate at which a side
- * crossed 50 ms partly measured the client. This path does the same requests with far less (bench/RESULTS.md,
- * lock, "Latest"). Setup and keep-alives (a few a second) still go through undici.
+ * it measures, and through undici it used more CPU than the whole cluster, so the rate at which a side crossed
+ * 50 ms partly measured the client. This path does the same requests with far less (bench/RESULTS.md, lock,
+ * findings). Setup and keep-alives (a few a second) still go through undici.
  */
 import { connect, type Socket } from 'node:net';
 import { REQUEST_TIMEOUT_MS } from '../http.js';

@@ -398,9 +398,8 @@ export const lockBenchmark: Benchmark = {
   title: (o) => `lock: acquire+release at ${sweepFromArgs()?.join(', ') ?? rateFromArgs()} lock ops/s, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
   peers: ['etcd'],
   // A 10 s warm-up (not 3 as elsewhere): a fresh cluster of ours spends its first seconds compiling (JIT) at a
-  // fraction of its rate, and the paced schedule carries the lateness it leaves into the measured window; at
-  // 1,500 lock ops/s on a busy machine that inherited backlog was the whole acquire p50 (0.9-1.9 s with 3 s,
-  // 34-40 ms with 10 s; bench/RESULTS.md, lock). Both sides get the same warm-up.
+  // fraction of its rate, and the paced schedule carries the lateness it leaves into the measured window, where it
+  // can be most of the acquire latency (bench/RESULTS.md, lock, findings). Both sides get the same warm-up.
   defaults: { durationS: 20, concurrency: 128, size: 0, warmupS: 10 },
   workload: (o) => ({
     operation: 'acquire then release one lock (ours: /v1/locks/{name}/acquire + release in a session; etcd: /v3/lock/lock + unlock with a lease)',

@@ -35,7 +35,7 @@ const CONSUME_RECORDS = 100_000;
 /** Our topic keeps this many bytes (the most a topic may keep), so retention trims nothing a run reads back. */
 const MAX_RETENTION_BYTES = 256 * 1024 * 1024;
 
-export interface ConsumeFigures {
+interface ConsumeFigures {
   records: number;
   bytes: number;
   seconds: number;

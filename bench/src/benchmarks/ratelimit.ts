@@ -117,7 +117,7 @@ function load(): number {
  * SCHED_FIFO priority 1 for the loop (scheduling.ts), both sides alike, and ours also runs the loop once more under
  * the shared scheduler for comparison; `shared`: ordinary scheduling only. On 2 shared cores an ordinary task
  * woken by a reply waits behind whatever runs on its core; those waits, not the service, were most of the checks
- * over 1 ms (RESULTS.md, ratelimit, the eighth session).
+ * over 1 ms (RESULTS.md, ratelimit, findings).
  */
 function scheduling(): 'realtime' | 'shared' {
   const s = argValue('--scheduling') ?? 'realtime';
@@ -206,9 +206,9 @@ async function openLoop(spec: SideSpec, o: RunOptions, rate: number, data: (thre
 
 /**
  * `--generators N` (default 1): generator threads for the open loop; 0 runs it in this process (the earlier way).
- * One thread since the generator's per-check cost was halved: at 50,000 checks/s it used about 0.18 of a core against
- * 0.27 for two (each thread has its own pacer timer, loop-delay sampler and event loop), and on 2 cores every
- * runnable thread is one more for the check instance to wait behind (RESULTS.md, ratelimit, 26 Nov 04:29-04:34).
+ * One thread is enough for the open loop's rates and costs less than two (each thread has its own pacer timer,
+ * loop-delay sampler and event loop), and on 2 cores every runnable thread is one more for the check instance to
+ * wait behind (RESULTS.md, ratelimit, findings).
  */
 function generatorThreads(): number {
   const raw = argValue('--generators') ?? '1';
@@ -225,10 +225,10 @@ function generatorGc(): 'parallel' | 'single' {
 }
 
 /**
- * Each generator thread's semi-spaces, MB: about one scavenge a second at 60,000 checks/s (the generator allocates
- * about 1 KB per check, most of it the client's promise and its reactions). With 16 MB it scavenged 3 times a
- * second, and at real-time priority those pauses were most of the open loop's checks over 1 ms (RESULTS.md,
- * ratelimit, the eighth session). Both sides' generators get the same.
+ * Each generator thread's semi-spaces, MB: large enough that the generator (which allocates for every check, most
+ * of it the client's promise and its reactions) scavenges rarely, since at real-time priority its scavenges were
+ * most of the open loop's checks over 1 ms with smaller ones (RESULTS.md, ratelimit, findings). Both sides'
+ * generators get the same.
  */
 const GENERATOR_SEMI_SPACE_MB = 64;
 

@@ -38,9 +38,9 @@ const REDIRECT_HEADERS = { 'cache-control': 'private, max-age=0', 'content-lengt
 const UNLIMITED = String(1e9);
 /**
  * A warm cache, as the issue asks: edge entries live 10 minutes instead of the default 5 s (the bound on how long
- * a deleted link keeps redirecting elsewhere; nothing is deleted here). With the default, each of the 10,000
- * codes comes back to a given app server only every ~10 s at these rates, so most redirects would miss the edge
- * cache and ask a member (RESULTS.md has that run too).
+ * a deleted link keeps redirecting elsewhere; nothing is deleted here). With the default, a code comes back to a
+ * given app server less often than its entry lives, so most redirects would miss the edge cache and ask a member
+ * (RESULTS.md, shortlink, findings).
  */
 const EDGE_TTL_MS = 600_000;
 const SETTINGS = {

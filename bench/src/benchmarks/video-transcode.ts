@@ -159,7 +159,7 @@ export async function runTranscodeOurs(_o: RunOptions): Promise<SideResult> {
 }
 
 /** The same ladder as one ffmpeg command: decode once, split, encode every quality, HLS fMP4 6-s segments. */
-export function ladderArgs(src: string, info: ProbeInfo, qualities: Quality[], out: string): string[] {
+function ladderArgs(src: string, info: ProbeInfo, qualities: Quality[], out: string): string[] {
   const n = qualities.length;
   const split = `[0:v]split=${n}${qualities.map((_, i) => `[s${i}]`).join('')}`;
   const scales = qualities.map((q, i) => `[s${i}]scale=${q.width}:${q.height}:flags=bicubic,setsar=1,format=yuv420p[v${i}]`);

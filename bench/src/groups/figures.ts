@@ -64,9 +64,9 @@ export interface GroupsFigures {
   failover_wait_s: number;
 }
 
-export const IDLE_GOAL_PCT = 2;
-export const SCALE_GOAL = 1.5;
-export const FAILOVER_GOAL_S = 5;
+const IDLE_GOAL_PCT = 2;
+const SCALE_GOAL = 1.5;
+const FAILOVER_GOAL_S = 5;
 
 export function groupsGoals(f: GroupsFigures): Goal[] {
   const idle = Object.values(f.idle_quiesced_pct);

@@ -14,17 +14,17 @@ import { fetchJson } from '../http.js';
 import { ensureDebianPackage } from './daemon.js';
 import { BenchError, freePortBlock, isAlive, runCommand, sleep, stopPid } from '../procs.js';
 
-export const ETCD_BINARY = '/usr/bin/etcd';
+const ETCD_BINARY = '/usr/bin/etcd';
 const APT_PACKAGE = 'etcd-server';
 
-export interface EtcdMember {
+interface EtcdMember {
   name: string;
   pid: number;
   clientUrl: string;
   peerUrl: string;
 }
 
-export interface EtcdCluster {
+interface EtcdCluster {
   version: string;
   dataDir: string;
   members: EtcdMember[];
@@ -34,11 +34,11 @@ export interface EtcdCluster {
 }
 
 /** Install etcd-server from Debian when the binary is missing; prints what it does. */
-export function ensureEtcd(): Promise<void> {
+function ensureEtcd(): Promise<void> {
   return ensureDebianPackage(ETCD_BINARY, APT_PACKAGE);
 }
 
-export async function etcdVersion(): Promise<string> {
+async function etcdVersion(): Promise<string> {
   const r = await runCommand(ETCD_BINARY, ['--version'], { timeoutMs: 10_000 });
   const m = /etcd Version:\s*(\S+)/.exec(r.output);
   return m ? m[1]! : 'unknown';

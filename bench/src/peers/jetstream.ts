@@ -11,15 +11,15 @@ import { onCleanup, removeLater } from '../cleanup.js';
 import { BenchError, freePortBlock, isAlive, runCommand } from '../procs.js';
 import { ensureDebianPackage, spawnDaemon, stopDaemons, waitListening, type Daemon } from './daemon.js';
 
-export const NATS_BINARY = '/usr/sbin/nats-server';
+const NATS_BINARY = '/usr/sbin/nats-server';
 
-export interface NatsNode {
+interface NatsNode {
   name: string;
   clientPort: number;
   clusterPort: number;
 }
 
-export interface JetStreamCluster {
+interface JetStreamCluster {
   version: string;
   nodes: Array<NatsNode & { pid: number }>;
   stop(): Promise<void>;
@@ -42,7 +42,7 @@ export function jetstreamConfig(node: NatsNode, all: NatsNode[], storeDir: strin
   ].join('\n');
 }
 
-export async function natsVersion(): Promise<string> {
+async function natsVersion(): Promise<string> {
   const r = await runCommand(NATS_BINARY, ['--version'], { timeoutMs: 10_000 });
   return /v(\d+\.\d+\.\d+)/.exec(r.output)?.[1] ?? 'unknown';
 }

@@ -12,7 +12,7 @@ import { onCleanup, removeLater } from '../cleanup.js';
 import { BenchError, freePortBlock, runCommand, sleep } from '../procs.js';
 import { ensureDebianPackage, spawnDaemon, stopDaemons, waitListening, type Daemon } from './daemon.js';
 
-export const NGINX_BINARY = '/usr/sbin/nginx';
+const NGINX_BINARY = '/usr/sbin/nginx';
 
 export interface Nginx {
   version: string;
@@ -22,7 +22,7 @@ export interface Nginx {
   stop(): Promise<void>;
 }
 
-export async function nginxVersion(): Promise<string> {
+async function nginxVersion(): Promise<string> {
   const r = await runCommand(NGINX_BINARY, ['-v'], { timeoutMs: 10_000 });
   return /nginx\/(\S+)/.exec(r.output)?.[1] ?? 'unknown';
 }
@@ -63,7 +63,7 @@ function quote(value: string): string {
 }
 
 /** Children of `parent` (from /proc), e.g. nginx's worker processes. */
-export function childPids(parent: number): number[] {
+function childPids(parent: number): number[] {
   const out: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;

@@ -25,7 +25,7 @@ import { onCleanup, removeLater } from '../cleanup.js';
 import { BenchError, freePortBlock, runCommand } from '../procs.js';
 import { ensureDebianPackage, spawnDaemon, stopDaemons, waitListening, type Daemon } from './daemon.js';
 
-export const REDIS_BINARY = '/usr/bin/redis-server';
+const REDIS_BINARY = '/usr/bin/redis-server';
 
 /**
  * KEYS: one counter per matching rule. ARGV: capacity and refill_rate (tokens/s) of each, in KEYS order.
@@ -66,7 +66,7 @@ if allowed == 0 then remaining = 0 end
 return {allowed, remaining, retry, reset}
 `;
 
-export interface RedisServer {
+interface RedisServer {
   version: string;
   port: number;
   pid: number;
@@ -78,19 +78,19 @@ export interface BucketLimits {
   refillRate: number;
 }
 
-export interface BucketCheck {
+interface BucketCheck {
   allowed: boolean;
   remaining: number;
   retryAfterMs?: number;
   resetMs: number;
 }
 
-export async function redisVersion(): Promise<string> {
+async function redisVersion(): Promise<string> {
   const r = await runCommand(REDIS_BINARY, ['--version'], { timeoutMs: 10_000 });
   return /v=(\S+)/.exec(r.output)?.[1] ?? 'unknown';
 }
 
-export function redisConfig(o: { dir: string; port: number }): string {
+function redisConfig(o: { dir: string; port: number }): string {
   return [
     'bind 127.0.0.1',
     `port ${o.port}`,

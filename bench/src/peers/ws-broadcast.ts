@@ -8,7 +8,7 @@ import { startNodeServers, type NodeServers } from './daemon.js';
 
 const serverScript = fileURLToPath(new URL('./ws-broadcast-server.js', import.meta.url));
 
-export type WsBroadcast = NodeServers;
+type WsBroadcast = NodeServers;
 
 export function startWsBroadcast(processes: number): Promise<WsBroadcast> {
   return startNodeServers('bare ws broadcast servers', serverScript, processes);

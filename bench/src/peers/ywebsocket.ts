@@ -11,7 +11,7 @@ import { removeLater } from '../cleanup.js';
 import { freePortBlock } from '../procs.js';
 import { spawnDaemon, stopDaemons, waitListening, type Daemon } from './daemon.js';
 
-export interface YWebsocketServer {
+interface YWebsocketServer {
   url: string;
   pid: number;
   log: string;

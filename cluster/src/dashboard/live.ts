@@ -11,7 +11,7 @@ import type { Collector } from './collector.js';
 import type { Timeline } from './timeline.js';
 import type { Overview, TimelineEvent } from './types.js';
 
-export const MIN_GAP_MS = 1_000;
+const MIN_GAP_MS = 1_000;
 const MAX_SOCKETS = 2_000;
 /** A page that does not read gets dropped past this much queued (it reconnects and resyncs from the overview). */
 const MAX_UNSENT = 2 * 1024 * 1024;

@@ -16,7 +16,7 @@ import { probeCounters } from './probe.js';
 import { Sessions } from './sessions.js';
 import { Timeline } from './timeline.js';
 
-export const DEFAULT_WEB_DIR = fileURLToPath(new URL('../../../web/dist', import.meta.url));
+const DEFAULT_WEB_DIR = fileURLToPath(new URL('../../../web/dist', import.meta.url));
 
 export interface DashboardOptions {
   dataRoot: string;

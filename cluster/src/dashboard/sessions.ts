@@ -7,8 +7,8 @@ import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { bearerToken, cookieValue } from '@raftkit/http';
 
-export const COOKIE = 'raftkit_dash';
-export const SESSION_MS = 12 * 60 * 60 * 1000;
+const COOKIE = 'raftkit_dash';
+const SESSION_MS = 12 * 60 * 60 * 1000;
 export const MAX_SESSIONS = 1_000;
 
 export class Sessions {

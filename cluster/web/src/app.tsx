@@ -275,7 +275,11 @@ export function App() {
         </main>
       )}
       {pending !== null && (
+        // The backdrop's click is a pointer shortcut for Cancel; the keyboard has Escape and the buttons.
+        // biome-ignore lint/a11y/noStaticElementInteractions: see above
+        // biome-ignore lint/a11y/useKeyWithClickEvents: see above
         <div class="modal-back" onClick={() => setPending(null)}>
+          {/* biome-ignore lint/a11y/useKeyWithClickEvents: only stops a click inside the dialog closing it */}
           <div class="modal" role="dialog" aria-modal="true" data-testid="confirm-dialog" onClick={(e) => e.stopPropagation()}>
             <p>{describe(pending)}</p>
             <div class="modal-buttons">

@@ -84,8 +84,3 @@ export function makeGrudge(shape: PartitionShape, members: readonly string[], le
     }
   }
 }
-
-/** Members that can reach a majority (counting themselves) through uncut links in both directions. */
-export function linkIsCut(links: readonly Link[], from: string, to: string): boolean {
-  return links.includes(link(from, to));
-}

@@ -5,7 +5,7 @@ import type { Fault } from './faults.js';
 import { describeFault } from './faults.js';
 import { resolveTarget, type ActiveFault, type NemesisContext, type NemesisHandler } from './context.js';
 
-export function packetRule(fault: Extract<Fault, { nemesis: 'packet' }>): PacketRule {
+function packetRule(fault: Extract<Fault, { nemesis: 'packet' }>): PacketRule {
   switch (fault.kind) {
     case 'latency':
       return { delayMs: fault.delayMs, jitterMs: fault.jitterMs, loss: 0, reorder: 0, reorderDelayMs: 0 };

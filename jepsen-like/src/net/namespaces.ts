@@ -23,10 +23,10 @@ import type { LinkRule, MemberAddresses, Network } from './network.js';
 import type { PacketRule } from './proxy.js';
 
 export const RAFT_PORT = 7000;
-export const MEMBER_RAFT_PORT_BEHIND_PROXY = 7001;
+const MEMBER_RAFT_PORT_BEHIND_PROXY = 7001;
 export const HTTP_PORT = 8000;
 
-export interface NamespaceOptions {
+interface NamespaceOptions {
   slot: number;
   ids: readonly string[];
   seed: number;
@@ -36,11 +36,11 @@ export interface NamespaceOptions {
   say: (line: string) => void;
 }
 
-export function namespaceName(slot: number, index: number): string {
+function namespaceName(slot: number, index: number): string {
   return `jl${slot}-n${index}`;
 }
 
-export function bridgeName(slot: number): string {
+function bridgeName(slot: number): string {
   return `jl${slot}br`;
 }
 

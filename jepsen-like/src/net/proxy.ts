@@ -39,7 +39,7 @@ export interface HostPort {
   port: number;
 }
 
-export interface LinkProxyOptions {
+interface LinkProxyOptions {
   /** Id of the member behind this proxy. */
   targetId: string;
   listen: HostPort;
@@ -51,7 +51,7 @@ export interface LinkProxyOptions {
   maxFrameBytes?: number;
 }
 
-export interface ProxyStats {
+interface ProxyStats {
   connections: number;
   framesForwarded: number;
   framesDropped: number;

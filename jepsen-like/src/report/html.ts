@@ -8,7 +8,7 @@ import type { FailureWindow, LinearizabilityResult } from '../check.js';
 import type { HistoryEvent, OpCounts } from '../history.js';
 import type { Anomaly, CheckResult } from '../workloads/workload.js';
 
-export interface ReportFault {
+interface ReportFault {
   id: number;
   nemesis: string;
   description: string;
@@ -17,7 +17,7 @@ export interface ReportFault {
   stop: number | null;
 }
 
-export interface ReportInput {
+interface ReportInput {
   events: readonly HistoryEvent[];
   result: {
     valid: boolean | 'unknown';
@@ -54,7 +54,7 @@ const NEMESIS_COLORS: Record<string, string> = {
   clock: '#eab308',
 };
 
-export function escapeHtml(text: string): string {
+function escapeHtml(text: string): string {
   return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 }
 

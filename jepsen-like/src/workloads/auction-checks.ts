@@ -76,7 +76,7 @@ interface Created {
 }
 
 /** How long past close_at a final read may still find an auction live before it counts as not closed. */
-export const CLOSE_GRACE_MS = 15_000;
+const CLOSE_GRACE_MS = 15_000;
 
 class Findings {
   readonly anomalies: Anomaly[] = [];
@@ -96,7 +96,7 @@ function str(v: unknown): string | null {
 }
 
 /** The last successful final read of each auction. */
-export function finalAuctions(ops: readonly PairedOp[]): Map<string, FinalAuction> {
+function finalAuctions(ops: readonly PairedOp[]): Map<string, FinalAuction> {
   const out = new Map<string, FinalAuction>();
   for (const op of ops) {
     if (op.f !== 'read-log' || op.type !== 'ok' || op.output === null) continue;
@@ -124,7 +124,7 @@ function effectiveStatus(out: Record<string, unknown>): string | null {
   return str(original?.status) ?? null;
 }
 
-export function checkLogOrder(finals: ReadonlyMap<string, FinalAuction>): CheckResult {
+function checkLogOrder(finals: ReadonlyMap<string, FinalAuction>): CheckResult {
   const found = new Findings('auction-log-order');
   let entries = 0;
   for (const [id, f] of finals) {
@@ -170,7 +170,7 @@ export function checkLogOrder(finals: ReadonlyMap<string, FinalAuction>): CheckR
   return { name: 'auction-log-order', valid: found.anomalies.length === 0, anomalies: found.anomalies, stats: { auctions: finals.size, entries } };
 }
 
-export function checkAcknowledged(ops: readonly PairedOp[], finals: ReadonlyMap<string, FinalAuction>): CheckResult {
+function checkAcknowledged(ops: readonly PairedOp[], finals: ReadonlyMap<string, FinalAuction>): CheckResult {
   const found = new Findings('auction-acknowledged');
   let acked = 0;
   let present = 0;
@@ -231,7 +231,7 @@ export function checkAcknowledged(ops: readonly PairedOp[], finals: ReadonlyMap<
 }
 
 /** Replays each final log through a fresh machine, entry by entry, and compares. */
-export function checkReplay(ops: readonly PairedOp[], finals: ReadonlyMap<string, FinalAuction>): CheckResult {
+function checkReplay(ops: readonly PairedOp[], finals: ReadonlyMap<string, FinalAuction>): CheckResult {
   const found = new Findings('auction-replay');
   const created = createdAuctions(ops);
   let replayed = 0;
@@ -311,7 +311,7 @@ function observations(ops: readonly PairedOp[]): Observation[] {
   return out;
 }
 
-export function checkCloseAt(ops: readonly PairedOp[], finals: ReadonlyMap<string, FinalAuction>): CheckResult {
+function checkCloseAt(ops: readonly PairedOp[], finals: ReadonlyMap<string, FinalAuction>): CheckResult {
   const found = new Findings('auction-close-at');
   const byAuction = new Map<string, Observation[]>();
   const obs = observations(ops);
@@ -389,7 +389,7 @@ function clientBids(ops: readonly PairedOp[]): Map<string, ClientBid> {
  * nothing are left out: they cannot change a replay. Null with the reason when it cannot be rebuilt (the history
  * does not start at seq 1, or names a bid whose answer no client got).
  */
-export function reconstructLog(visible: readonly VisibleChange[], bids: ReadonlyMap<string, ClientBid>, auctionId: string, bidIdsOf: ReadonlyMap<string, string[]>): { log: LoggedBid[] | null; reason: string | null } {
+function reconstructLog(visible: readonly VisibleChange[], bids: ReadonlyMap<string, ClientBid>, auctionId: string, bidIdsOf: ReadonlyMap<string, string[]>): { log: LoggedBid[] | null; reason: string | null } {
   const sorted = [...visible].sort((a, b) => a.seq - b.seq);
   if (sorted.length > 0 && sorted[0]!.seq !== 1) return { log: null, reason: `history starts at seq ${sorted[0]!.seq}` };
   const inHistory = new Set(sorted.map((v) => v.bid_id));

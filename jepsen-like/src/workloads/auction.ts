@@ -27,7 +27,7 @@ import { checkAuctionHistory, type VisibleChange } from './auction-checks.js';
 import { callJson, errorCode, writeFailure, type HttpOutcome } from './http.js';
 import type { CheckResult, Completion, FinalContext, Worker, WorkerContext, Workload } from './workload.js';
 
-export interface AuctionOptions {
+interface AuctionOptions {
   /** Auctions kept live at a time. */
   live: number;
   /** An auction's initial length, drawn in this range (seconds). */
@@ -39,7 +39,7 @@ export interface AuctionOptions {
   budget: [number, number];
 }
 
-export const DEFAULT_AUCTION_OPTIONS: AuctionOptions = { live: 3, lengthS: [5, 10], antiSnipeWindowS: 4, startPrice: 100, minIncrement: 5, budget: [200, 900] };
+const DEFAULT_AUCTION_OPTIONS: AuctionOptions = { live: 3, lengthS: [5, 10], antiSnipeWindowS: 4, startPrice: 100, minIncrement: 5, budget: [200, 900] };
 
 const SELLER = 'seller';
 /** Gateways the workload runs (as `cluster up` does); client w uses gateway w mod 2 first. */

@@ -31,7 +31,7 @@ import { Rng } from '../rng.js';
 import { readRunStates } from '../state.js';
 import type { Anomaly, CheckResult, Completion, FinalContext, Worker, WorkerContext, Workload } from './workload.js';
 
-export interface CollabOptions {
+interface CollabOptions {
   /** Worker processes of the service (each active document is owned by one of them). */
   workers: number;
   /** Worker faults (kill or pause one worker for 1-3 s) start this often on average, in ms; 0 for none. */
@@ -43,7 +43,7 @@ export interface CollabOptions {
   offlineShare: number;
 }
 
-export const DEFAULT_COLLAB_OPTIONS: CollabOptions = { workers: 3, workerFaultEveryMs: 4_000, deleteShare: 0.15, formatShare: 0.15, offlineShare: 0.1 };
+const DEFAULT_COLLAB_OPTIONS: CollabOptions = { workers: 3, workerFaultEveryMs: 4_000, deleteShare: 0.15, formatShare: 0.15, offlineShare: 0.1 };
 
 const TOKEN = /\[c\d+\.\d+\]/g;
 

@@ -25,7 +25,7 @@ import type { HistoryEvent } from '../history.js';
 import { checkFlashHistory } from './flash-checks.js';
 import type { CheckResult, Completion, FinalContext, Worker, WorkerContext, Workload } from './workload.js';
 
-export interface FlashOptions {
+interface FlashOptions {
   users: number;
   totalInventory: number;
   shards: number;

@@ -52,7 +52,7 @@ export function errorCode(body: unknown): string | null {
   return typeof code === 'string' ? code : null;
 }
 
-export function errorMessage(body: unknown): string {
+function errorMessage(body: unknown): string {
   const message = (body as { error?: { message?: unknown } } | null)?.error?.message;
   return typeof message === 'string' ? message : '';
 }

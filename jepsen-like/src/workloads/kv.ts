@@ -13,7 +13,7 @@ import type { Rng } from '../rng.js';
 import { callJson, readFailure, writeFailure, type HttpOutcome } from './http.js';
 import type { CheckResult, Completion, FinalContext, Worker, WorkerContext, Workload } from './workload.js';
 
-export interface KvOptions {
+interface KvOptions {
   /** Keys in use at once. */
   activeKeys: number;
   /** Operations on a key before it is replaced by a fresh one. */

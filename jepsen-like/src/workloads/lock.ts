@@ -24,7 +24,7 @@ import type { HistoryEvent } from '../history.js';
 import { callJson, errorCode, readFailure, writeFailure } from './http.js';
 import type { Anomaly, CheckResult, Completion, FinalContext, Worker, WorkerContext, Workload } from './workload.js';
 
-export interface LockOptions {
+interface LockOptions {
   locks: number;
   sessionTimeoutMs: number;
   /** Resource writes per grant: 1..maxWrites. */
@@ -52,7 +52,7 @@ export interface LockOptions {
 export const DEFAULT_LOCK_OPTIONS: LockOptions = { locks: 2, sessionTimeoutMs: 1_000, maxWrites: 8, writeGapMs: [100, 600], stallProbability: 0.08, fenced: true, waitProbability: 0.3 };
 
 /** The lock clients queue for (wait: true). */
-export const QUEUE_LOCK = 'queue-0';
+const QUEUE_LOCK = 'queue-0';
 /** How long a waiter still queued after the heal may wait for its grant before the check fails. */
 const GRANT_AFTER_HEAL_MS = 30_000;
 

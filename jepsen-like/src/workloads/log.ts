@@ -24,7 +24,7 @@ import type { HistoryEvent } from '../history.js';
 import { checkLogHistory } from './log-checks.js';
 import type { CheckResult, Completion, FinalContext, Worker, WorkerContext, Workload } from './workload.js';
 
-export interface LogOptions {
+interface LogOptions {
   topic: string;
   partitions: number;
   replicas: number;

@@ -20,14 +20,14 @@ import type { HistoryEvent } from '../history.js';
 import { callJson, readFailure, writeFailure } from './http.js';
 import type { Anomaly, CheckResult, Completion, FinalContext, Worker, WorkerContext, Workload } from './workload.js';
 
-export interface ShortlinkOptions {
+interface ShortlinkOptions {
   /** Chance, per create, that the client abandons the rest of its batch (a crashed application server). */
   abandonProbability: number;
   /** Share of reads among non-lease operations. */
   readShare: number;
 }
 
-export const DEFAULT_SHORTLINK_OPTIONS: ShortlinkOptions = { abandonProbability: 0.01, readShare: 0.3 };
+const DEFAULT_SHORTLINK_OPTIONS: ShortlinkOptions = { abandonProbability: 0.01, readShare: 0.3 };
 
 const DAY_MS = 86_400_000;
 const FINAL_READ_CONCURRENCY = 16;

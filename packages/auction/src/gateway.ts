@@ -54,9 +54,9 @@ const AMOUNT_MAX = 2 ** 48;
 const MAX_UNSENT_BYTES = 256 * 1024;
 const TIME_MAX = 8.64e15;
 /** Watcher sockets one remote address may hold on one gateway (`--set watchers_per_address=N`). */
-export const WATCHERS_PER_ADDRESS = 256;
+const WATCHERS_PER_ADDRESS = 256;
 /** A watcher socket that has not sent {"type":"subscribe"} this long after its upgrade is closed (4408). */
-export const SUBSCRIBE_TIMEOUT_MS = 10_000;
+const SUBSCRIBE_TIMEOUT_MS = 10_000;
 
 /** A positive integer setting of the gateway (`cluster up --set name=N`), or its default. */
 function intSetting(settings: Record<string, string>, name: string, fallback: number): number {
@@ -432,7 +432,7 @@ function auctionIdOf(ctx: RequestContext): string {
 }
 
 /** An instant: epoch milliseconds (an integer) or an ISO-8601 string with a time zone. */
-export function instantOf(body: JsonObject, field: string): number {
+function instantOf(body: JsonObject, field: string): number {
   const v = body[field];
   if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= TIME_MAX) return v;
   if (typeof v === 'string' && /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/.test(v)) {

@@ -8,7 +8,7 @@ import { Pool } from 'undici';
 import type { Push } from './wire.js';
 
 /** A gateway's table expires this long after its last refresh (it refreshes every 2 s). */
-export const GATEWAY_TTL_MS = 6_000;
+const GATEWAY_TTL_MS = 6_000;
 export const FEED_SECRET_HEADER = 'x-auction-feed-secret';
 
 interface GatewayEntry {

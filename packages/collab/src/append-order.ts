@@ -8,7 +8,7 @@
  */
 
 /** How long an entry waits for its predecessor (it normally arrives within a few milliseconds). */
-export const HOLD_MS = 150;
+const HOLD_MS = 150;
 /** Sessions remembered; the oldest are forgotten beyond this (forgetting one costs at most a refusal). */
 const MAX_SESSIONS = 10_000;
 

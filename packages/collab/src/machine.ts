@@ -19,7 +19,7 @@ export const MAX_OPS_PER_CHANGE = 1_000;
 /** Changes one append entry may carry (the owner batches what queued while its window of entries in flight was full). */
 export const MAX_CHANGES_PER_APPEND = 500;
 /** Owner sessions per document whose append sequence is remembered (the live one and a few ended ones). */
-export const MAX_APPEND_SESSIONS = 8;
+const MAX_APPEND_SESSIONS = 8;
 export const LEASE_MS = 3_000;
 /** An implicit snapshot (a compaction point) every this many changes... */
 export const SNAPSHOT_EVERY = 500;
@@ -27,8 +27,8 @@ export const SNAPSHOT_EVERY = 500;
 export const IDLE_SNAPSHOT_MS = 5 * 60_000;
 /** Changes older than this and behind an implicit snapshot are dropped from the hot log. */
 export const HOT_MS = 7 * 24 * 3600_000;
-export const MAX_NAMED_SNAPSHOTS = 100;
-export const MAX_COMMENTS = 1_000;
+const MAX_NAMED_SNAPSHOTS = 100;
+const MAX_COMMENTS = 1_000;
 export const MAX_COMMENT_CHARS = 10_000;
 export const MAX_TITLE_CHARS = 200;
 /**

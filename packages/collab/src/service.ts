@@ -26,9 +26,9 @@ type CollabNode = RaftNode<CollabCommand, CollabResult, CollabMachine>;
 
 export const GROUP_PREFIX = 'collab.';
 export const DEFAULT_GROUPS = 4;
-export const MAX_GROUPS = 64;
+const MAX_GROUPS = 64;
 /** How often each member proposes `compact` to the groups it leads (idle snapshots, hot-log trimming). */
-export const COMPACT_EVERY_MS = 60_000;
+const COMPACT_EVERY_MS = 60_000;
 
 const COLLAB_GROUPS = new SlotGroups(GROUP_PREFIX);
 

@@ -26,20 +26,20 @@ import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, MAX_F
 const RECENT = 5_000;
 const MAX_BATCH = 200;
 /** The append limit: the largest append request a member takes (its HTTP body limit, 413 beyond). */
-export const APPEND_LIMIT_BYTES = DEFAULT_MAX_BODY_BYTES;
+const APPEND_LIMIT_BYTES = DEFAULT_MAX_BODY_BYTES;
 /** Room in an append request for all but its changes (doc_id, generation, session, seq, the JSON around them). */
 const APPEND_ENVELOPE_BYTES = 1024;
 /**
  * The op size limit: a change (its JSON as it goes into an append) larger than this could never be appended, so it
  * is refused at once with `too_large`, to its author only. 1,047,552 bytes.
  */
-export const MAX_CHANGE_BYTES = APPEND_LIMIT_BYTES - APPEND_ENVELOPE_BYTES;
+const MAX_CHANGE_BYTES = APPEND_LIMIT_BYTES - APPEND_ENVELOPE_BYTES;
 /** Bytes of changes one append entry carries (at least one change). */
 const MAX_BATCH_BYTES = MAX_CHANGE_BYTES;
 /** Bytes of changes queued per document (waiting for room in the window of entries in flight) before `busy`. */
-export const MAX_QUEUE_BYTES = 4 * MAX_FRAME_BYTES;
+const MAX_QUEUE_BYTES = 4 * MAX_FRAME_BYTES;
 /** Bytes of one client's changes queued or in flight before `busy` (the per-session bound): two frames. */
-export const MAX_CLIENT_PENDING_BYTES = 2 * MAX_FRAME_BYTES;
+const MAX_CLIENT_PENDING_BYTES = 2 * MAX_FRAME_BYTES;
 /** Append entries in flight per document (each one Raft entry; the leader batches them into its appends). */
 const MAX_INFLIGHT = 8;
 /** Bytes a client may leave unread before it is dropped: a welcome and a few full-size changes (frames: 4 MiB). */

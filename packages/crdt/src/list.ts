@@ -4,7 +4,7 @@
  * traces) and finding a visible index skips whole chunks.
  */
 /** Default chunk capacity; tests use tiny chunks so chunk splits happen on small documents. */
-export const DEFAULT_CHUNK = 128;
+const DEFAULT_CHUNK = 128;
 
 export interface Entry {
   chunk: Chunk | null;

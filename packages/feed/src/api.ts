@@ -35,7 +35,7 @@ import { StoreClient } from './store-client.js';
 import type { AccountState } from './store.js';
 
 export const APP_ROLE = 'app';
-export const APP_COUNT = 1;
+const APP_COUNT = 1;
 export const DEFAULT_LIMIT = 20;
 export const MAX_LIMIT = 100;
 const MAX_LIST = 1_000;

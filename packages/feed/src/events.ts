@@ -25,7 +25,7 @@ export interface DeleteEvent {
  */
 export const DEAD_LETTER_TOPIC = 'feed-dead-letter';
 
-export const TOPICS: ReadonlyArray<{ name: string; partitions: number }> = [
+const TOPICS: ReadonlyArray<{ name: string; partitions: number }> = [
   { name: POSTS_TOPIC, partitions: 4 },
   { name: DELETES_TOPIC, partitions: 2 },
   { name: ENGAGEMENT_TOPIC, partitions: 2 },

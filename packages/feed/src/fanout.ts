@@ -43,7 +43,7 @@ interface Stats {
   inboxWrites: number;
 }
 
-export async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
+async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
   const log = new LogClient({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token, timeoutMs: 10_000 });
   const stores = StoreClient.fromWorkers(options.workers, token);

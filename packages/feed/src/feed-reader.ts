@@ -21,11 +21,11 @@ import type { StoreClient } from './store-client.js';
 import type { FeedEntry, Profile } from './store.js';
 
 /** Inbox candidates read (the spec's "latest N"). */
-export const INBOX_CANDIDATES = 1_000;
+const INBOX_CANDIDATES = 1_000;
 /** Recent posts taken from each pulled author's outbox. */
-export const OUTBOX_CANDIDATES = 200;
+const OUTBOX_CANDIDATES = 200;
 /** Followed authors considered (the follow list read at once). */
-export const MAX_FOLLOWING = 10_000;
+const MAX_FOLLOWING = 10_000;
 
 export interface FeedPage {
   posts: PostView[];

@@ -15,7 +15,7 @@ export function month(at: number): string {
 }
 
 /** The month bucket before `m` (yyyymm). */
-export function previousMonth(m: string): string {
+function previousMonth(m: string): string {
   const y = Number(m.slice(0, 4));
   const mo = Number(m.slice(4));
   return mo === 1 ? `${y - 1}12` : `${y}${String(mo - 1).padStart(2, '0')}`;

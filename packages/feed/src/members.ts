@@ -21,7 +21,7 @@ import { DEFAULT_POST_GROUPS, isPostsGroup, locatePost, POSTS_GROUP_PREFIX, post
 type PostsNode = RaftNode<PostCommand, PostResult, PostsMachine>;
 
 /** Post ids one hydrate call may ask for. */
-export const MAX_GET = 2_000;
+const MAX_GET = 2_000;
 
 export function feedMemberPart(groups = DEFAULT_POST_GROUPS): GroupedServiceDefinition {
   return {

@@ -37,9 +37,9 @@ export interface Edge {
 }
 
 /** Inbox entries a user's hot cache keeps (newest first); reads wanting more go to LevelDB. */
-export const HOT_ENTRIES = 500;
+const HOT_ENTRIES = 500;
 /** Users with a hot cache in one store process (least recently used dropped first). */
-export const HOT_USERS = 20_000;
+const HOT_USERS = 20_000;
 /** Feed snapshots (the ranked list a next_token points into) live this long. */
 export const SNAPSHOT_TTL_MS = 15 * 60_000;
 

@@ -456,7 +456,7 @@ t.test('a store partition killed during fan-out: other partitions go on, queued 
   let author = uid('loud');
   while (partitionOf(author, STORES) === 1) author = uid('loud');
   const fans: string[] = [];
-  for (let i = 0; fans.length < 18 || ![0, 1, 2].every((p) => fans.some((f) => partitionOf(f, STORES) === p)); i++) fans.push(uid('kfan'));
+  while (fans.length < 18 || ![0, 1, 2].every((p) => fans.some((f) => partitionOf(f, STORES) === p))) fans.push(uid('kfan'));
   for (const f of fans) await follow(f, author);
   const onDead = fans.filter((f) => partitionOf(f, STORES) === 1);
   const owner = `fanout${(partitionOf(author, 4) % 2) + 1}`;

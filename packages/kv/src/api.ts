@@ -29,6 +29,7 @@ function keyOf(ctx: RequestContext): string {
   return key;
 }
 
+// biome-ignore lint/suspicious/noShadowRestrictedNames: a module function, never called as a method of an object
 function valueOf(v: unknown, field: string): string | null {
   if (v === null) return null;
   if (typeof v !== 'string') throw badRequest('invalid_field', `${field} must be a string or null`, { field });

@@ -15,7 +15,7 @@ export interface Budget {
   readonly exhausted: boolean;
 }
 
-export const CLOCK_PERIOD = 256;
+const CLOCK_PERIOD = 256;
 
 export interface BudgetLimits {
   readonly maxSteps?: number;

@@ -1,7 +1,7 @@
 import type { Operation } from './history.js';
 
 /** End-of-list marker for {@link EntryList} links. */
-export const NONE = -1;
+const NONE = -1;
 
 /**
  * The call and return entries of one partition, sorted by time, as a doubly

@@ -21,8 +21,8 @@ import { changeBody, DEFAULT_WATCH_LIMITS, lockBody, WatchHub } from './watch.js
 
 export const LOCK_NAME = /^[A-Za-z0-9._:/-]{1,255}$/;
 export const DEFAULT_TIMEOUT_MS = 10_000;
-export const MIN_TIMEOUT_MS = 1_000;
-export const MAX_TIMEOUT_MS = 300_000;
+const MIN_TIMEOUT_MS = 1_000;
+const MAX_TIMEOUT_MS = 300_000;
 const SESSION_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const MAX_WATCH_MS = 60_000;
 

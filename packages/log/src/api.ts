@@ -58,10 +58,10 @@ type PartitionNode = RaftNode<PartitionCommand, PartitionResult, PartitionMachin
 export const MAX_PENDING_APPENDS = 2_000;
 export const MAX_PENDING_BYTES = 32 * 1024 * 1024;
 /** A leader whose applied index trails its commit index by more than this answers appends 429. */
-export const MAX_APPLY_BACKLOG = 20_000;
+const MAX_APPLY_BACKLOG = 20_000;
 export const MAX_WAIT_MS = 30_000;
-export const MAX_FETCH_RECORDS = 10_000;
-export const MAX_FETCH_BYTES = 8 * 1024 * 1024;
+const MAX_FETCH_RECORDS = 10_000;
+const MAX_FETCH_BYTES = 8 * 1024 * 1024;
 
 /** Per-process state of the service: long-poll waiters and appends in flight, by partition group. */
 class PartitionWatch {

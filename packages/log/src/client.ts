@@ -209,8 +209,8 @@ export interface ProducerBufferOptions {
   maxBlockMs?: number;
 }
 
-export const DEFAULT_PRODUCER_BUFFER_BYTES = 32 * 1024 * 1024;
-export const DEFAULT_PRODUCER_MAX_BLOCK_MS = 60_000;
+const DEFAULT_PRODUCER_BUFFER_BYTES = 32 * 1024 * 1024;
+const DEFAULT_PRODUCER_MAX_BLOCK_MS = 60_000;
 
 /** What one batch may carry: the partition's limit in records, and well under a request body's 1 MiB. */
 const BATCH_RECORDS = MAX_RECORDS_PER_APPEND;

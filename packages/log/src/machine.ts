@@ -13,7 +13,7 @@ import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 export const MAX_RECORDS_PER_APPEND = 1000;
 /** Appends one `appends` entry may carry. */
-export const MAX_APPENDS_PER_ENTRY = 1000;
+const MAX_APPENDS_PER_ENTRY = 1000;
 export const MAX_VALUE_BYTES = 1024 * 1024;
 export const MAX_KEY_CHARS = 1024;
 export const PRODUCER_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -22,12 +22,12 @@ export const GROUP_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 export const MAX_RETENTION_BYTES = 256 * 1024 * 1024;
 export const DEFAULT_RETENTION = { maxAgeMs: 7 * 24 * 3600_000, maxBytes: 64 * 1024 * 1024 } as const;
 /** Producers remembered per partition (least recently used forgotten first) and for how long after their last append. */
-export const MAX_PRODUCERS = 10_000;
-export const PRODUCER_IDLE_MS = 7 * 24 * 3600_000;
+const MAX_PRODUCERS = 10_000;
+const PRODUCER_IDLE_MS = 7 * 24 * 3600_000;
 /** Batches remembered per producer, so a producer may have that many appends in flight and retry any of them. */
 export const PRODUCER_WINDOW = 5;
 /** Consumer groups per partition. */
-export const MAX_CONSUMER_GROUPS = 10_000;
+const MAX_CONSUMER_GROUPS = 10_000;
 
 export interface Retention {
   maxAgeMs: number;

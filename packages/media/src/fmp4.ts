@@ -10,7 +10,7 @@ export interface Box {
   body: number;
 }
 
-export function boxes(buf: Buffer, from = 0, to = buf.length): Box[] {
+function boxes(buf: Buffer, from = 0, to = buf.length): Box[] {
   const out: Box[] = [];
   let at = from;
   while (at + 8 <= to) {

@@ -179,6 +179,6 @@ export class RaftLog {
 }
 
 /** Approximate wire size of an entry, for flow control. */
-export function entrySize(e: Entry): number {
+function entrySize(e: Entry): number {
   return 24 + (e.kind === 'command' ? e.data.byteLength : e.kind === 'config' ? 64 : 0);
 }

@@ -2,7 +2,7 @@
  * LevelStorage writes the hard state's own key only for a new term or vote (or a hard state with no entries to go
  * with); a newer commit index alone is recorded in the block of entries written with it. With the key in every
  * write, every LevelDB table held it beside the log's keys, the tables of an append-only log overlapped, and
- * every compaction rewrote the log (bench/RESULTS.md, kv). load() still returns the last hard state written.
+ * every compaction rewrote the log (bench/RESULTS.md, kv, findings). load() still returns the last hard state written.
  * A real LevelDB, its batch calls recorded.
  */
 import { mkdtemp, rm } from 'node:fs/promises';

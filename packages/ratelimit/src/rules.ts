@@ -52,7 +52,7 @@ const MAX_WINDOW_SEC = 86_400;
  */
 export const MIN_REFILL_RATE = 1e-6;
 /** The longest a bucket may take to refill from empty, so reset and retry times stay finite and idle counters expire. */
-export const MAX_REFILL_SECONDS = 366 * 86_400;
+const MAX_REFILL_SECONDS = 366 * 86_400;
 
 /**
  * Endpoint patterns: `*` (every endpoint), an exact path (`/v1/orders`), or a prefix ending in `/*`

@@ -42,7 +42,7 @@ export type BatchItemResult =
   | { status: 'not_leased' }
   | { status: 'invalid'; error: Record<string, unknown> };
 
-export function linkRecord(code: string, link: Link): LinkRecord {
+function linkRecord(code: string, link: Link): LinkRecord {
   return { short_code: code, long_url: link.long_url, created_at: link.created_at, expires_at: link.expires_at, created_by: link.created_by, alias: link.alias };
 }
 

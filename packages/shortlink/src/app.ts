@@ -52,7 +52,7 @@ export interface ClickSide {
 
 export const DEFAULT_APP_COUNT = 3;
 /** The user recorded as creator of links made with the cluster token (no API key is issued under this name). */
-export const CLUSTER_USER = 'cluster';
+const CLUSTER_USER = 'cluster';
 const MAX_REDIRECT_PATH = 65;
 const REDIRECT_FROM_EDGE = { outcome: 'redirect', cache: 'edge' };
 const REDIRECT_FROM_STORE = { outcome: 'redirect', cache: 'store' };

@@ -8,7 +8,7 @@
  * for the life of a deployment: changing it would map future ids onto codes already issued.
  */
 
-export const CODE_LENGTH = 7;
+const CODE_LENGTH = 7;
 export const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 /** 62^7 = 3,521,614,606,208 ids: about 96 years at 100M creates a day. */
 export const ID_SPACE = 62 ** CODE_LENGTH;

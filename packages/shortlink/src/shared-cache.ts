@@ -6,8 +6,8 @@
 import { LRUCache } from 'lru-cache';
 import type { LinkChange } from './machine.js';
 
-export const SHARED_CACHE_TTL_MS = 3 * 60 * 60 * 1000;
-export const SHARED_CACHE_ENTRIES = 200_000;
+const SHARED_CACHE_TTL_MS = 3 * 60 * 60 * 1000;
+const SHARED_CACHE_ENTRIES = 200_000;
 /** Cache entries end this long before the link expires (the spec: "slightly before expires_at"). */
 export const EXPIRY_MARGIN_MS = 1000;
 

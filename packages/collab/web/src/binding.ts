@@ -49,7 +49,7 @@ function toAttrs(source: Record<string, unknown> | undefined): Attrs | undefined
  * formats (bold, italic) mean nothing on a newline. The CRDT stores whatever a range format set; the editor is
  * shown only what applies where.
  */
-export const BLOCK_FORMATS: ReadonlySet<string> = new Set(['header', 'list', 'blockquote', 'code-block', 'align', 'indent', 'direction']);
+const BLOCK_FORMATS: ReadonlySet<string> = new Set(['header', 'list', 'blockquote', 'code-block', 'align', 'indent', 'direction']);
 
 function pick(attrs: Attrs, block: boolean): Record<string, AttrValue> | undefined {
   let out: Record<string, AttrValue> | undefined;

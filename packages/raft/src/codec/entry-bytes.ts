@@ -1,6 +1,6 @@
 /**
  * Each log entry's MessagePack encoding, made once and reused: the leader writes an entry to its own log and
- * sends it to every follower (often more than once, on retries), and each of those used to encode it again.
+ * sends it to every follower (often more than once, on retries), and none of those should pay for encoding it again.
  *
  * The bytes are kept in a WeakMap keyed by the entry object, so they live exactly as long as the entry does (in
  * the in-memory log, until compaction) and nothing about the Entry type changes. Entries are never mutated after
@@ -58,12 +58,12 @@ export function entryBytes(entry: Entry): Uint8Array {
 }
 
 /** Bytes of the MessagePack header of an array of `length` elements. */
-export function arrayHeaderBytes(length: number): number {
+function arrayHeaderBytes(length: number): number {
   return length < 16 ? 1 : length < 0x10000 ? 3 : 5;
 }
 
 /** Writes the MessagePack header of an array of `length` elements at `offset`; returns the offset after it. */
-export function writeArrayHeader(target: Uint8Array, offset: number, length: number): number {
+function writeArrayHeader(target: Uint8Array, offset: number, length: number): number {
   if (length < 16) {
     target[offset] = 0x90 | length;
     return offset + 1;

@@ -84,7 +84,7 @@ function nodeIdList(value: unknown, what: string): NodeId[] {
   });
 }
 
-export function parseConfiguration(value: unknown): Configuration {
+function parseConfiguration(value: unknown): Configuration {
   const fields = fieldsOf(value, 'config');
   const config: Configuration = { voters: nodeIdList(fields.voters, 'voters'), learners: nodeIdList(fields.learners, 'learners') };
   if (fields.addresses !== undefined && fields.addresses !== null) config.addresses = addressBook(fields.addresses);
@@ -101,7 +101,7 @@ function addressBook(value: unknown): Record<NodeId, string> {
   return book;
 }
 
-export function parseConfigChange(value: unknown): ConfigChange {
+function parseConfigChange(value: unknown): ConfigChange {
   const fields = fieldsOf(value, 'change');
   const node = nodeIdField(fields, 'node');
   const type = fields.type;
@@ -170,7 +170,7 @@ export function parseSnapshotMeta(value: unknown): SnapshotMeta {
   };
 }
 
-export function parseSnapshot(value: unknown): Snapshot {
+function parseSnapshot(value: unknown): Snapshot {
   const fields = fieldsOf(value, 'snapshot');
   return { meta: parseSnapshotMeta(fields.meta), data: bytesField(fields, 'data') };
 }
@@ -206,7 +206,7 @@ const KNOWN_MESSAGE_TYPES: Record<MessageType, true> = {
 };
 
 /** Whether `type` names a Message type. */
-export function isMessageType(type: unknown): type is MessageType {
+function isMessageType(type: unknown): type is MessageType {
   return typeof type === 'string' && Object.hasOwn(KNOWN_MESSAGE_TYPES, type);
 }
 
@@ -303,7 +303,7 @@ function parseForwardedResults(value: unknown): ForwardedResult[] {
 }
 
 /** Validates a forwarded membership change or leadership transfer. */
-export function parseAdminRequest(value: unknown): AdminRequest {
+function parseAdminRequest(value: unknown): AdminRequest {
   const fields = fieldsOf(value, 'request');
   switch (fields.op) {
     case 'change':

@@ -257,8 +257,8 @@ export class LevelStorage implements Storage {
       const kept = start === undefined ? starts.length : blockHolding(starts, start - 1) + 1;
       // A hard state whose term and vote are the stored ones (a newer commit index) goes into the block, not the
       // hard state's own key: that key in every write put it beside the log's keys in every LevelDB table, so the
-      // tables of an append-only log overlapped and every compaction rewrote the log (bench/RESULTS.md, kv
-      // "LevelDB"). load() takes the larger commit index of the two.
+      // tables of an append-only log overlapped and every compaction rewrote the log (bench/RESULTS.md, kv,
+      // findings). load() takes the larger commit index of the two.
       const commitOnly = hardState !== null && start !== undefined && hardState.term === state.term && hardState.vote === state.vote;
       const seq = hardState !== null ? state.seq + 1 : state.seq;
       const commit = hardState !== null ? hardState.commit : state.commit;

@@ -13,11 +13,9 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { NodeId } from '../types.js';
 
 /** Bytes of each side's nonce. */
-export const NONCE_BYTES = 32;
+const NONCE_BYTES = 32;
 /** Shortest nonce accepted from the other side. */
 export const MIN_NONCE_BYTES = 16;
-/** Bytes of a MAC (HMAC-SHA256). */
-export const MAC_BYTES = 32;
 /**
  * Largest frame accepted before the handshake completes (on either side): handshake frames are a few hundred
  * bytes, so an unauthenticated peer cannot make us buffer more than this per connection.

@@ -88,7 +88,7 @@ export function matchRules(rules: readonly Rule[], request: CheckRequest): Match
  * answers denied with remaining 0, and asks the caller to come back after one health-check period, by which time
  * the instance has either reached the store again or is on its way to degraded mode.
  */
-export const FAIL_CLOSED_RETRY_MS = 1_000;
+const FAIL_CLOSED_RETRY_MS = 1_000;
 
 export function unreachable(rule: Rule): Outcome {
   return rule.failClosed ? { allowed: false, remaining: 0, retryAfterMs: FAIL_CLOSED_RETRY_MS, resetMs: 0 } : { allowed: true, remaining: -1, resetMs: 0 };

@@ -4,7 +4,7 @@
  */
 export type StoreMode = 'normal' | 'degraded';
 
-export const FLIP_AFTER = 3;
+const FLIP_AFTER = 3;
 
 export class StoreHealth {
   mode: StoreMode = 'normal';

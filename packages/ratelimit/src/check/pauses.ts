@@ -11,8 +11,8 @@
  * The sampler runs only while the instance serves checks: `served()` (a count that grows with every check) is
  * read at each fold, and a second without checks turns the sampler off until the next fold that sees some. An
  * idle instance then wakes once a second instead of 500 times: on a machine whose cores it shares with the busy
- * instance and the load, each of those wake-ups was a moment the busy one could wait for a core (with the other
- * processes of the cluster stopped, the share of checks over 1 ms fell by about 40%; bench/RESULTS.md, ratelimit).
+ * instance and the load, each of those wake-ups is a moment the busy one could wait for a core (bench/RESULTS.md,
+ * ratelimit, findings).
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { MetricsRegistry } from '@raftkit/http';

@@ -41,7 +41,7 @@ function rejectAsHttpError(error: unknown): never {
   throw toHttpError(error) ?? error;
 }
 
-export async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> {
+async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> {
   const timeoutMs = storeTimeout(options.settings);
   const maxQueue = storeQueue(options.settings);
   const metrics = new MetricsRegistry();
@@ -153,9 +153,8 @@ export async function startCheckWorker(options: WorkerOptions): Promise<RunningW
  * V8's default young generation (semi-spaces that start at 1 MB and stay small while little survives) is scavenged
  * every few tens of milliseconds, and every check that arrives during a scavenge waits for it. Fixed 64 MB
  * semi-spaces make scavenges about ten times rarer for about the same pause each (what survives a scavenge is the
- * checks in flight, not the young generation's size): measured with --trace-gc on one instance at 10,000 checks/s,
- * 94 scavenges in 10 s (6.5 ms mean on a machine at load 14) against 10 (8.0 ms). Costs 128 MB of address space
- * per instance.
+ * checks in flight, not the young generation's size; bench/RESULTS.md, ratelimit, findings). Costs 128 MB of
+ * address space per instance.
  */
 const CHECK_NODE_FLAGS = ['--max-semi-space-size=64', '--min-semi-space-size=64'];
 

@@ -12,9 +12,8 @@ import { parseStoreRequest, type WireOp, type WireResult } from './protocol.js';
 
 /**
  * Counters examined per sweep tick: 50,000 a second, in small slices. A slice stalls every request queued behind
- * it: 50,000 per tick measured 1 to 10 ms on a loaded machine (a p99 spike), and 5,000 (every 100 ms) still
- * 0.2 ms with 200,000 counters, added to the checks of ten bursts a second when a check's budget is one
- * millisecond; 1,000 every 20 ms is the same pace at a fifth of the stall. A pass over 200,000 counters takes 4 s,
+ * it, and a check's budget is one millisecond: larger slices showed as p99 spikes, so 1,000 every 20 ms keeps the
+ * pace with the shortest stall (bench/RESULTS.md, ratelimit, findings). A pass over 200,000 counters takes 4 s,
  * against expiries of a minute for a 100-per-minute rule; a counter past expiry behaves as new whether swept or
  * not. With no counters the sweep looks once a second instead, so an idle process is not woken 50 times a second.
  */

@@ -25,7 +25,7 @@ export interface ConsumerMetrics {
   skipped: { inc(n: number): void };
 }
 
-export function consumerMetrics(m: MetricsRegistry): ConsumerMetrics {
+function consumerMetrics(m: MetricsRegistry): ConsumerMetrics {
   return {
     counted: m.counter('analytics_clicks_counted_total', 'Clicks added to the aggregates'),
     duplicates: m.counter('analytics_duplicates_total', 'Clicks skipped as already counted (at-least-once redelivery)'),
@@ -35,7 +35,7 @@ export function consumerMetrics(m: MetricsRegistry): ConsumerMetrics {
 }
 
 /** Pulls batches of one partition from its stream into its store until stopped; a replay wipes the store between two batches. */
-export class ClickConsumer {
+class ClickConsumer {
   private running = true;
   private loop: Promise<void> | undefined;
   private replayWaiters: Array<() => void> = [];

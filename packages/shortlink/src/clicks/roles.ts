@@ -17,13 +17,13 @@ export const CLICK_COMMIT_MS = 100;
 
 /**
  * Stream partitions and analytics workers `cluster up` starts by default (`--workers stream=N,analytics=M`
- * changes them; the layout is fixed for the cluster's life, see partition.ts). One of each: with click blocks
- * one partition followed the redirect rate in every measured round, and on 2 shared cores a second stream and
- * consumer cost more CPU per redirect than they gave (bench/RESULTS.md); give a cluster more partitions when it
- * has the cores for them.
+ * changes them; the layout is fixed for the cluster's life, see partition.ts). One of each: with click blocks one
+ * partition keeps up with the redirect rate, and on 2 shared cores a second stream and consumer cost more CPU per
+ * redirect than they give (bench/RESULTS.md, shortlink, findings); give a cluster more partitions when it has the
+ * cores for them.
  */
-export const DEFAULT_CLICK_PARTITIONS = 1;
-export const DEFAULT_ANALYTICS_WORKERS = 1;
+const DEFAULT_CLICK_PARTITIONS = 1;
+const DEFAULT_ANALYTICS_WORKERS = 1;
 
 export const clickWorkerRoles: WorkerRole[] = [
   {

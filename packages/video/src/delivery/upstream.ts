@@ -18,7 +18,7 @@ export interface UpstreamOptions {
   maxObjectBytes: number;
 }
 
-export function objectUrl(baseUrl: string, key: string): string {
+function objectUrl(baseUrl: string, key: string): string {
   return `${baseUrl.replace(/\/+$/, '')}/${key.split('/').map(encodeURIComponent).join('/')}`;
 }
 

@@ -8,7 +8,7 @@ import { DEFAULT_SOURCE_LIMITS, type SourceLimits } from '@raftkit/media';
 import type { TranscodeBudget } from '../machine.js';
 
 /** 12 h of source per user per rolling 24 h: the longest accepted video, once a day (README says why not per hour). */
-export const DEFAULT_BUDGET: TranscodeBudget = { seconds: 12 * 3600, windowMs: 24 * 3_600_000 };
+const DEFAULT_BUDGET: TranscodeBudget = { seconds: 12 * 3600, windowMs: 24 * 3_600_000 };
 
 export interface PipelineLimits {
   source: SourceLimits;

@@ -16,7 +16,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { open, rename, rm, type FileHandle } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
-export const ARCHIVE_MAGIC = Buffer.from('RKVCOLD1', 'latin1');
+const ARCHIVE_MAGIC = Buffer.from('RKVCOLD1', 'latin1');
 const PREFIX = ARCHIVE_MAGIC.length + 4;
 /** A header bigger than this is a corrupt length field, not a real video (100 000 keys fit easily). */
 const MAX_HEADER = 64 * 1024 * 1024;
