@@ -18,13 +18,15 @@ import type { Tallies } from './tallies.js';
 const QUEUED_PATIENCE_MS = 120_000;
 
 /** What the local gates leave to wait for (numbers, not objects: nothing allocated to say it). */
-export type Next = 0 | 1 | 2 | 3 | 4;
+export type Next = 0 | 1 | 2 | 3 | 4 | 5;
 const NEXT_INVENTORY = 0;
 const NEXT_EVERY_SHARD = 1;
 const NEXT_PENDING = 2;
 const NEXT_SYNTHETIC = 3;
 /** The user's earlier attempt (another key) still holds an admission token: wait for it, take none. */
 const NEXT_HOLDER = 4;
+/** The bitmap is empty from this gateway's own reservations, ahead of the winners it knows: refresh, then the gates again. */
+const NEXT_REFRESH = 5;
 
 export interface AttemptsOptions {
   cache: DealCache;
@@ -73,7 +75,7 @@ export class Attempts {
    * winners and the pool and bitmap (sold out). Returns the answer, or what must be awaited next (`Next`); a
    * taken admission token is taken here, synchronously, exactly once.
    */
-  localGates(entry: DealEntry, input: AttemptInput, now: number): AttemptAnswer | Next {
+  localGates(entry: DealEntry, input: AttemptInput, now: number, mayRefresh = true): AttemptAnswer | Next {
     const state = snapshotState(entry.snapshot, now);
     const userKey = input.synthetic ? '' : `${input.userId}\u0000${input.key}`;
     if (!input.synthetic) {
@@ -106,7 +108,13 @@ export class Attempts {
       if (held !== undefined && held !== input.key) return NEXT_HOLDER;
       if ((entry.alive.count === 0 || entry.pool.remaining === 0) && entry.admitted.has(userKey)) return NEXT_EVERY_SHARD;
     }
-    if (entry.alive.count === 0) return this.tallies.count('bitmap', SOLD_OUT);
+    if (entry.alive.count === 0) {
+      // A sold out from memory only from a bitmap that came with the winners (a refresh reads each group's counts
+      // and winners together): a bitmap emptied by this gateway's own reservations since may hide a win through
+      // another gateway whose announcement has not arrived, and that winner's retry must be answered the win.
+      if (entry.aheadOfWinners && mayRefresh && !input.synthetic) return NEXT_REFRESH;
+      return this.tallies.count('bitmap', SOLD_OUT);
+    }
     if (input.synthetic) return NEXT_SYNTHETIC;
     if (entry.admitted.has(userKey)) return NEXT_INVENTORY;
     if (entry.pool.take() === 'sold_out' && !this.topUp(entry)) {
@@ -202,6 +210,14 @@ export class Attempts {
         return this.decideHere(entry, input.userId, input.key, true);
       case NEXT_HOLDER:
         return this.afterHolder(entry, input);
+      case NEXT_REFRESH: {
+        // One refresh, shared by every attempt waiting here (a single read of the groups), then the gates once more
+        // on the copy it brought (no second refresh: a bitmap emptied meanwhile answers sold out as before).
+        await inventoryCall(() => this.cache.refresh(entry));
+        const again = this.localGates(entry, input, Date.now(), false);
+        if (typeof again === 'object') return again;
+        return this.afterLocalGates(entry, input, again);
+      }
       default:
         // Gate 4: the inventory (and the reservation, the same committed entry).
         return this.decideHere(entry, input.userId, input.key, false);
@@ -244,9 +260,12 @@ export class Attempts {
     const deadline = Date.now() + QUEUED_PATIENCE_MS;
     const userKey = `${userId}\u0000${key}`;
     let wentLive = false;
+    let unknownOutcome = false;
     for (let attempt = 0; ; attempt++) {
       try {
-        const answer = await this.route(entry, userId, key, everyShard);
+        // A retry after an unknown outcome may follow a reservation that was made: it asks the shards that decide
+        // the key whatever the bitmap says now (an empty bitmap would answer sold out without asking).
+        const answer = await this.route(entry, userId, key, everyShard || unknownOutcome);
         if (answer === 'not_live' && !wentLive && entry.snapshot.liveAt !== null) {
           // This gateway saw the broadcast and a shard's group has not recorded it yet: relay it, then retry.
           wentLive = true;
@@ -269,6 +288,7 @@ export class Attempts {
           if (entry.holders.get(userId) === key) entry.holders.delete(userId);
           throw error;
         }
+        unknownOutcome = true;
         if (attempt === 0) this.o.logger.log('warn', 'inventory did not decide an attempt; retrying in the background', { deal: entry.snapshot.dealId, error: String((error as Error).message ?? error) });
         await new Promise((r) => setTimeout(r, Math.min(1_000, 100 * 2 ** Math.min(attempt, 4))));
       }
@@ -301,7 +321,10 @@ export class Attempts {
         throw new HttpError(500, 'internal', `the inventory refused the attempt: ${out.error}`);
       }
       if (out.outcome === 'won') return wonAnswer(out.reservation);
-      if (out.shardEmpty && entry.alive.has(out.shard)) entry.alive.set(out.shard, false);
+      if (out.shardEmpty && entry.alive.has(out.shard)) {
+        entry.alive.set(out.shard, false);
+        entry.aheadOfWinners = true;
+      }
       if (out.shardEmpty && alive !== entry.alive) alive.set(out.shard, false);
       decision = nextRoute(hop, alive, out.reroute);
       reroute = null;

@@ -21,6 +21,12 @@ const LOOKUP_LIMITS: BucketLimits = { capacity: 20, refillRate: 20 };
 export interface DealEntry {
   snapshot: DealSnapshot;
   alive: AliveShards;
+  /**
+   * True while `alive` holds shards this gateway saw emptied by its own reservations since the last refresh: the
+   * bitmap is then ahead of `winners` (a win through another gateway may have taken a unit this gateway has not
+   * heard of), so an empty bitmap is not yet a sold out to answer from memory. A refresh sets both from one copy.
+   */
+  aheadOfWinners: boolean;
   /** This gateway's share of the admission-token pool (pre-distributed when the deal is first seen). */
   pool: TokenPool;
   answers: Map<string, AttemptAnswer>;
@@ -128,6 +134,7 @@ export class DealCache {
     const entry: DealEntry = {
       snapshot,
       alive: new AliveShards(snapshot.shards, snapshot.alive),
+      aheadOfWinners: false,
       pool: new TokenPool(share),
       answers: new Map(),
       winners: new Map(),
@@ -158,7 +165,10 @@ export class DealCache {
         entry.refreshedAt = startedAt;
         if (snapshot === null) return;
         entry.snapshot = snapshot;
+        // The bitmap and the winners from one copy: each group's counts and winners are read together, so a shard
+        // empty here has all its winners in `winners` (learned below).
         entry.alive = new AliveShards(snapshot.shards, snapshot.alive);
+        entry.aheadOfWinners = false;
         stateBodyOf(entry, true);
         learnWinners(entry, snapshot);
       })
