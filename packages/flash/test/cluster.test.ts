@@ -432,6 +432,26 @@ t.test('while the sale is live, every answer is retried at once through every ot
   t.ok(won > 0 && won <= 16, `winners within the inventory (${won} of 16)`);
 });
 
+t.test('a winner the other gateway never heard of: its retry there is answered the win, not a local sold out (issue 40)', async (t) => {
+  const deal = await createDeal(1, 1);
+  await stateIs(deal, 'live');
+  const [u, v, w] = await Promise.all([newUser(), newUser(), newUser()]);
+  for (const x of [u, v, w]) await ready(deal, x);
+  // u takes the only unit with no message to gateway2: reserved at the inventory directly, as through a gateway
+  // whose announcement and admission message did not arrive in time. gateway2 learns it only with a refresh.
+  const reservationId = `0-issue40${seq}`;
+  const url = cluster.members[Number((await leaderOf('flash.inv.0')).slice(1)) - 1]!;
+  const won = await call(url, 'POST', '/v1/flash/groups/flash.inv.0/commands', { token, body: { op: 'reserve', dealId: deal, shard: 0, userId: u.id, key: 'k40', reservationId } });
+  t.equal((won.body as { outcome?: string }).outcome, 'won', 'u won at the inventory');
+  // At once, gateway2's own attempt finds the shard empty: its bitmap is now empty ahead of its winners.
+  const lost = await attempt(deal, v, 'v40', 1);
+  t.same(lost.body, { status: 'lost', reason: 'sold_out' }, 'v: sold out');
+  const retry = await attempt(deal, u, 'k40', 1);
+  t.same([retry.status, retry.body.status, retry.body.reservation_id], [200, 'won', reservationId], "u's retry through gateway2: the win, never sold out");
+  const other = await attempt(deal, w, 'w40', 1);
+  t.same(other.body, { status: 'lost', reason: 'sold_out' }, 'a stranger: sold out');
+});
+
 t.test('a synthetic smoke load runs every gate and never consumes inventory', async (t) => {
   const deal = await createDeal(20, 4, 60_000, 600_000);
   const before = (await client.call('GET', `/api/flash/${deal}/prewarm`, undefined, { bearer: token, gateway: 0 })).body;

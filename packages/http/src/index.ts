@@ -2,7 +2,7 @@ export * from './errors.js';
 export * from './validate.js';
 export { parseJsonBody } from './json-body.js';
 export { Router, Reply, sendJson, sendError, requirePrincipal, admit, ADMISSIONS, DEFAULT_MAX_BODY_BYTES } from './router.js';
-export type { Admission, Handler, PrincipalFor, RequestContext, RouteInfo, RouteOptions, RouterOptions } from './router.js';
+export type { Admission, ExactHandler, ExactRouteOptions, Handler, PrincipalFor, RequestContext, RouteInfo, RouteOptions, RouterOptions } from './router.js';
 export { authenticate, bearerToken, cookieValue, deriveClientToken, deriveServiceToken, isInternalCaller, servicePrincipal, SERVICE_NAME, tokenHash, verifyToken } from './auth.js';
 export type { Principal } from './auth.js';
 export { MetricsRegistry, Counter, Gauge, Histogram } from './metrics.js';

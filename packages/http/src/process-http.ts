@@ -89,6 +89,8 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
   const given = options.tls === undefined ? clusterTls() : options.tls;
   const tls = given !== null && given.cert !== undefined && given.key !== undefined ? { cert: given.cert, key: given.key } : null;
   const listener = (req: IncomingMessage, res: ServerResponse): void => {
+    // Exact routes first, uncounted (Router.exact says what they skip).
+    if (router.serveExact(req, res)) return;
     if (fastPath !== undefined) {
       // A throw here would escape the request event and end the process: no request may do that.
       let answered: boolean;
@@ -104,7 +106,7 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
     }
     (res as TimedResponse)[STARTED] = performance.now();
     res.on('finish', onFinish);
-    router.listener(req, res);
+    router.routedListener(req, res);
   };
   // TLS 1.3 only, as the Raft transport: every process of a cluster runs this code, so no older client needs more.
   const server = (tls === null ? createServer(listener) : createHttpsServer({ ...tls, minVersion: 'TLSv1.3' }, listener)) as Server;

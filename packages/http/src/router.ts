@@ -60,6 +60,29 @@ export class Reply {
   ) {}
 }
 
+/**
+ * An exact route's handler: the raw request and response, the body read whole (null when the route reads none)
+ * and the principal the route's admission proved. It answers by itself (`res`), synchronously or later; a throw or
+ * a rejection is answered as a route's (an HttpError's body, else a logged 500).
+ */
+export type ExactHandler<P extends Principal | null = Principal | null> = (req: IncomingMessage, res: ServerResponse, body: Buffer | null, principal: P) => void | Promise<void>;
+
+export interface ExactRouteOptions<A extends Admission = Admission> extends RouteOptions<A> {
+  /**
+   * Read the body before the handler, at most `maxBytes` (the rest is drained unkept); beyond it the handler is
+   * not called and `tooLarge` is answered (default: 413 `body_too_large` naming the limit, as routes answer).
+   * Without it the body is not read (a GET's handler answers at once).
+   */
+  body?: { maxBytes: number; tooLarge?: HttpError };
+}
+
+interface ExactRoute {
+  /** The general route this one answers for (its pattern is what an admission refusal names). */
+  info: RouteInfo;
+  options: ExactRouteOptions;
+  handler: ExactHandler;
+}
+
 /** A route as `routes()` lists it (for audits and the test that calls every route with every kind of token). */
 export interface RouteInfo {
   method: string;
@@ -129,6 +152,8 @@ export class Router {
    */
   private readonly index = new Map<string, Route[][]>();
   private readonly maxBodyBytes: number;
+  /** Exact routes by method, then by the request target exactly as sent (see `exact`). */
+  private readonly exactRoutes = new Map<string, Map<string, ExactRoute>>();
 
   constructor(private readonly options: RouterOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
@@ -161,13 +186,113 @@ export class Router {
     return this.on('DELETE', pattern, options, handler);
   }
 
+  /**
+   * A fast route for one method and one exact request target (`/v1/check`, `/api/flash/d1/attempt`): looked up in
+   * a Map before any matching, for the few hot requests a service answers by the thousand. It only speeds up a
+   * route already declared: the general route that would answer `path` must exist and admit the same, or this
+   * throws (a TypeError). What it skips, and why that is safe: URL splitting and percent-decoding (only the exact
+   * target matches; one with a query, an encoded byte or another spelling goes to the general route, which
+   * answers it the same way), the route table walk, the per-request context object and promise, and
+   * processHttp's request counter and latency histogram (http_requests_total, http_request_seconds do not count
+   * these requests). Admission is checked exactly as on the general route, before the body is read. Not listed by
+   * `routes()` (the general route is). A second registration of the same method and target throws.
+   */
+  exact<A extends Admission>(method: string, path: string, options: ExactRouteOptions<A>, handler: ExactHandler<PrincipalFor<A>>): this {
+    if (!ADMISSIONS.includes(options?.admits)) throw new TypeError(`${method} ${path}: admits must be one of ${ADMISSIONS.join(', ')}`);
+    const segments = path.split('/').filter((s) => s.length > 0);
+    if ('/' + segments.join('/') !== path || /[?#%]/.test(path) || segments.some((s) => s === '.' || s === '..')) {
+      throw new TypeError(`${method} ${path}: an exact route's path is a plain absolute path (no query, no percent-encoding, no empty, . or .. segment)`);
+    }
+    let general: Route | undefined;
+    for (const route of this.index.get(method)?.[segments.length] ?? []) {
+      if (match(route, segments) !== null) {
+        general = route;
+        break;
+      }
+    }
+    if (general === undefined) throw new TypeError(`${method} ${path}: no route declares it; an exact route only speeds up a declared one`);
+    if (general.admits !== options.admits) throw new TypeError(`${method} ${path}: admits ${options.admits}, but ${general.method} ${general.pattern} admits ${general.admits}`);
+    let byPath = this.exactRoutes.get(method);
+    if (byPath === undefined) this.exactRoutes.set(method, (byPath = new Map()));
+    if (byPath.has(path)) throw new TypeError(`${method} ${path}: an exact route is already registered`);
+    byPath.set(path, { info: { method: general.method, pattern: general.pattern, admits: general.admits }, options, handler: handler as ExactHandler });
+    return this;
+  }
+
+  /** Removes an exact route; its requests go to the general route again. False when there was none. */
+  dropExact(method: string, path: string): boolean {
+    return this.exactRoutes.get(method)?.delete(path) ?? false;
+  }
+
+  /**
+   * Answers the request if an exact route matches it (true), else leaves it untouched (false). processHttp calls
+   * it before counting a request; `listener` calls it first too.
+   */
+  serveExact(req: IncomingMessage, res: ServerResponse): boolean {
+    const byPath = this.exactRoutes.get(req.method ?? '');
+    if (byPath === undefined) return false;
+    const route = byPath.get(req.url ?? '');
+    if (route === undefined) return false;
+    let principal: Principal | null;
+    try {
+      principal = admit(route.info, req, this.options.tokens, this.options.service);
+    } catch (error) {
+      req.resume();
+      this.exactFailed(req, res, error);
+      return true;
+    }
+    const body = route.options.body;
+    if (body === undefined) {
+      this.runExact(route, req, res, null, principal);
+      return true;
+    }
+    // The body whole, bounded; past the bound the rest is read and dropped (the connection stays usable).
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= body.maxBytes) chunks.push(chunk);
+    });
+    req.on('end', () => {
+      if (size > body.maxBytes) return this.exactFailed(req, res, body.tooLarge ?? new HttpError(413, 'body_too_large', `the body is over ${body.maxBytes} bytes`, { limit: body.maxBytes }));
+      this.runExact(route, req, res, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), principal);
+    });
+    req.on('error', () => res.destroy());
+    return true;
+  }
+
+  private runExact(route: ExactRoute, req: IncomingMessage, res: ServerResponse, body: Buffer | null, principal: Principal | null): void {
+    let out: void | Promise<void>;
+    try {
+      out = route.handler(req, res, body, principal);
+    } catch (error) {
+      return this.exactFailed(req, res, error);
+    }
+    if (out instanceof Promise) out.catch((error: unknown) => this.exactFailed(req, res, error));
+  }
+
+  private exactFailed(req: IncomingMessage, res: ServerResponse, error: unknown): void {
+    if (error instanceof HttpError) {
+      if (!res.headersSent) sendError(res, error);
+      return;
+    }
+    this.options.onError?.(error, req);
+    if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
+    else res.destroy();
+  }
+
   /** Every route registered, in matching order, with whom it admits. */
   routes(): RouteInfo[] {
     return this.table.map(({ method, pattern, admits }) => ({ method, pattern, admits }));
   }
 
-  /** The node:http request listener. */
+  /** The node:http request listener: an exact route if one matches, else the general routes. */
   readonly listener = (req: IncomingMessage, res: ServerResponse): void => {
+    if (!this.serveExact(req, res)) this.routedListener(req, res);
+  };
+
+  /** The general routes only (processHttp asks `serveExact` first itself, before it counts the request). */
+  readonly routedListener = (req: IncomingMessage, res: ServerResponse): void => {
     void this.handle(req, res).catch((error: unknown) => {
       this.options.onError?.(error, req);
       if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });

@@ -194,3 +194,62 @@ t.test("processHttp serves the process's own GC pauses once listening", async (t
   t.ok(value('process_gc_pause_seconds_total') > 0, 'their time');
   t.ok(value('process_gc_pauses_over_1ms_total') >= 0 && value('process_gc_pauses_over_5ms_total') >= 0, 'the over-threshold counters are served');
 });
+
+t.test('exact routes: only for a declared route with the same admission; the exact target only; admission, body bound and errors as routes', async (t) => {
+  const seen: string[] = [];
+  const router = new Router({ tokens: TOKENS })
+    .post('/v1/check', { admits: 'authenticated' }, async (ctx) => ({ via: 'route', body: await ctx.text() }))
+    .get('/items/:id', { admits: 'open' }, (ctx) => ({ via: 'route', id: ctx.params.id }));
+  t.throws(() => router.exact('POST', '/v1/other', { admits: 'authenticated' }, () => undefined), /no route declares it/, 'no declared route: refused');
+  t.throws(() => router.exact('POST', '/v1/check', { admits: 'open' }, () => undefined), /admits open, but POST \/v1\/check admits authenticated/, 'another admission: refused');
+  t.throws(() => router.exact('GET', '/items/a?x=1', { admits: 'open' }, () => undefined), TypeError, 'a query: refused');
+  t.throws(() => router.exact('GET', '/items/%41', { admits: 'open' }, () => undefined), TypeError, 'percent-encoding: refused');
+  router
+    .exact('POST', '/v1/check', { admits: 'authenticated', body: { maxBytes: 8 } }, (_req, res, body, principal) => {
+      seen.push(`check ${principal.kind} ${body?.toString()}`);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ via: 'exact', body: body?.toString() }));
+    })
+    .exact('GET', '/items/a', { admits: 'open' }, (_req, res) => {
+      seen.push('item a');
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ via: 'exact', id: 'a' }));
+    })
+    .exact('GET', '/items/bad', { admits: 'open' }, () => {
+      throw new Error('a bug');
+    });
+  t.throws(() => router.exact('GET', '/items/a', { admits: 'open' }, () => undefined), /already registered/, 'twice: refused');
+  t.same(router.routes().map((r) => r.pattern), ['/v1/check', '/items/:id'], 'routes() lists the declared routes only');
+  const { url, server } = await serve(router);
+  t.teardown(() => server.close());
+  const post = async (path: string, token: string | null, body: string): Promise<{ status: number; body: unknown }> => {
+    const res = await fetch(`${url}${path}`, { method: 'POST', body, headers: token === null ? {} : { authorization: `Bearer ${token}` } });
+    return { status: res.status, body: (await res.json()) as unknown };
+  };
+  t.same(await post('/v1/check', TOKENS[0]!, 'abc'), { status: 200, body: { via: 'exact', body: 'abc' } }, 'the exact target: the exact route');
+  t.same(await post('/v1/check?x=1', TOKENS[0]!, 'abc'), { status: 200, body: { via: 'route', body: 'abc' } }, 'with a query: the general route');
+  t.equal((await post('/v1/check', null, 'abc')).status, 401, 'no token: 401 before the handler');
+  t.same(await post('/v1/check', TOKENS[0]!, 'too long a body'), { status: 413, body: { error: { code: 'body_too_large', message: 'the body is over 8 bytes', limit: 8 } } }, 'over the bound: 413 naming it');
+  t.same(await get(`${url}/items/a`, 'GET', null), { status: 200, body: { via: 'exact', id: 'a' } });
+  t.same(await get(`${url}/items/b`, 'GET', null), { status: 200, body: { via: 'route', id: 'b' } }, 'another target: the general route');
+  t.same(await get(`${url}/items/bad`, 'GET', null), { status: 500, body: { error: { code: 'internal', message: 'internal error' } } }, 'a throw: a 500, the process lives');
+  t.ok(router.dropExact('GET', '/items/a'), 'dropped');
+  t.same(await get(`${url}/items/a`, 'GET', null), { status: 200, body: { via: 'route', id: 'a' } }, 'once dropped: the general route');
+  t.same(seen, ['check cluster abc', 'item a'], 'the exact handlers ran for the exact targets only');
+});
+
+t.test('processHttp answers exact routes before it counts requests (as the hand-written fast paths were)', async (t) => {
+  const logger = { log: () => undefined };
+  const ph = processHttp({ id: 'm1', httpAddress: '127.0.0.1:0', tokens: TOKENS, logger, tls: null });
+  ph.router.get('/hot/:id', { admits: 'open' }, () => ({ via: 'route' })).exact('GET', '/hot/1', { admits: 'open' }, (_req, res) => {
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end('{"via":"exact"}');
+  });
+  const port = await ph.listen();
+  t.teardown(() => ph.close());
+  const base = `http://127.0.0.1:${port}`;
+  t.same(await (await fetch(`${base}/hot/1`)).json(), { via: 'exact' });
+  t.same(await (await fetch(`${base}/hot/2`)).json(), { via: 'route' });
+  const text = await (await fetch(`${base}/metrics`)).text();
+  t.match(text, /^http_requests_total\{method="GET",status="200"\} 1$/m, 'only the general route counted');
+});

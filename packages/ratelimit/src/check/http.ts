@@ -1,10 +1,9 @@
 /**
- * The check instance's HTTP side: POST /v1/check on a fast path that skips the router, and the rule API forwarded
+ * The check instance's HTTP side: POST /v1/check as an exact route (no route matching), and the rule API forwarded
  * to the rule store with the caller's own token (so callers need one address).
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ServerResponse } from 'node:http';
 import {
-  authenticate,
   HttpError,
   Reply,
   sendError,
@@ -12,6 +11,7 @@ import {
   ServiceError,
   unavailable,
   type ClusterClient,
+  type ExactHandler,
   type Logger,
   type Principal,
   type RequestContext,
@@ -32,49 +32,35 @@ export function toHttpError(error: unknown): HttpError | null {
   return null;
 }
 
-/** The fast path for `POST /v1/check` (exact URL): authenticate, read the small body, decide, answer. */
-export function checkFastPath(decide: Decide, tokens: readonly string[], logger: Logger): (req: IncomingMessage, res: ServerResponse) => boolean {
+/**
+ * `POST /v1/check` as the router's exact route (Router.exact): the router checks the route's admission (a valid
+ * token) and reads the small body, bounded; this parses it, decides and answers.
+ */
+export function checkExactRoute(decide: Decide, logger: Logger): ExactHandler<Principal> {
   const fail = (res: ServerResponse, error: unknown): void => {
     const known = toHttpError(error);
     if (known !== null) return sendError(res, known);
     logger.log('error', 'check failed', { error: String((error as Error)?.stack ?? error) });
     if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
   };
-  return (req, res) => {
-    if (req.method !== 'POST' || req.url !== '/v1/check') return false;
-    let principal: Principal;
+  return (_req, res, body, principal) => {
+    let request: CheckRequest;
     try {
-      principal = authenticate(req, tokens);
+      request = parseCheckBody(parseJsonBody(body === null ? '' : body.toString('utf8')));
     } catch (error) {
-      req.resume();
-      fail(res, error);
-      return true;
+      return fail(res, error);
     }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= MAX_CHECK_BODY) chunks.push(chunk);
-    });
-    req.on('end', () => {
-      if (size > MAX_CHECK_BODY) return fail(res, new HttpError(413, 'body_too_large', `the body is over ${MAX_CHECK_BODY} bytes`, { limit: MAX_CHECK_BODY }));
-      let request: CheckRequest;
-      try {
-        request = parseCheckBody(parseJsonBody(Buffer.concat(chunks).toString('utf8')));
-      } catch (error) {
-        return fail(res, error);
-      }
-      decide(principal, request).then(
-        (answer) => sendJson(res, 200, answerBody(answer)),
-        (error: unknown) => fail(res, error),
-      );
-    });
-    req.on('error', () => res.destroy());
-    return true;
+    decide(principal, request).then(
+      (answer) => sendJson(res, 200, answerBody(answer)),
+      (error: unknown) => fail(res, error),
+    );
   };
 }
 
-/** `POST /v1/check` through the router: reached only when the fast path did not take it (a query string). */
+/** `POST /v1/check`'s body bound on the exact route (a check is well under 1 KB). */
+export const CHECK_BODY = { maxBytes: MAX_CHECK_BODY };
+
+/** `POST /v1/check` through the general routes: reached only when the exact route did not take it (a query string). */
 export function checkRoute(decide: Decide): (ctx: RequestContext<Principal>) => Promise<unknown> {
   return async (ctx) => {
     const request = parseCheckBody(await ctx.json());

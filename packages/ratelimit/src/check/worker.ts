@@ -8,7 +8,7 @@ import { serveRpc } from '@raftkit/rpc';
 import { requireTenantAccess } from '../tenants.js';
 import type { CheckAnswer, CheckRequest } from './decide.js';
 import { CheckEngine } from './engine.js';
-import { checkFastPath, checkRoute, forwardTo, toHttpError, type Decide } from './http.js';
+import { CHECK_BODY, checkExactRoute, checkRoute, forwardTo, toHttpError, type Decide } from './http.js';
 import { checkMetrics } from './metrics.js';
 import { watchPauses } from './pauses.js';
 import { answerTuple, parseCheckTuple } from './request.js';
@@ -82,7 +82,6 @@ async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> 
   });
   const http = await serveWorkerHttp(options, {
     metrics,
-    fastPath: checkFastPath(decide, options.tokens, options.logger),
     health: () => ({ region: stores.region, rules_revision: rules.current.revision, stores: Object.fromEntries(stores.all.map((l) => [l.id, l.health.mode])) }),
   });
   rules.onChange = (index) => engine.rulesChanged(index);
@@ -98,7 +97,10 @@ async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> 
     .put('/v1/rules/:rule_id', { admits: 'authenticated' }, forward)
     .delete('/v1/rules/:rule_id', { admits: 'authenticated' }, forward)
     .get('/v1/tenants/:service_id', { admits: 'cluster' }, forward)
-    .put('/v1/tenants/:service_id', { admits: 'cluster' }, forward);
+    .put('/v1/tenants/:service_id', { admits: 'cluster' }, forward)
+    // The hot request as an exact route: a Map lookup, no route matching (the general route above answers the same
+    // request with a query string).
+    .exact('POST', '/v1/check', { admits: 'authenticated', body: CHECK_BODY }, checkExactRoute(decide, options.logger));
 
   const wire = await serveRpc({
     address: options.tcpAddress,
