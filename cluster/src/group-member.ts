@@ -11,6 +11,7 @@ import {
   conflict,
   deriveClientToken,
   GroupedServiceContext,
+  groupOptionsOf,
   HttpError,
   jsonLogger,
   MetricsRegistry,
@@ -64,7 +65,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     preferredLeaderDelayMs: preferredLeaderDelayMs(process.env.RAFTKIT_PREFERRED_LEADER_DELAY_MS),
     logger,
     groupOptions: (name) => {
-      const settings = definition.groupOptions(name);
+      const settings = groupOptionsOf(definition.kinds, name);
       return settings === null ? null : { requestTimeoutMs: options.requestTimeoutMs ?? 5_000, snapshotEvery: options.snapshotEvery ?? 100_000, ...settings };
     },
     onError: (what, error) => logger.log('warn', `reconcile: ${what} failed; retried`, { error: String((error as Error)?.message ?? error) }),

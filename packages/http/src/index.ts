@@ -41,8 +41,9 @@ export {
   stringField,
 } from './command-shape.js';
 export type { CommandFields } from './command-shape.js';
-export { GroupedServiceContext, GROUP_LEADER_HEADER, combineGroupedServices } from './grouped-service.js';
-export type { GroupedServiceDefinition } from './grouped-service.js';
+export { GroupedServiceContext, GROUP_LEADER_HEADER, combineGroupedServices, groupOptionsOf } from './grouped-service.js';
+export type { CommandRoute, GroupedServiceDefinition, GroupKind } from './grouped-service.js';
+export { checkedCommand } from './command-route.js';
 export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';
 export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';
 export { SlotGroups, slotRange } from './slot-groups.js';

@@ -20,7 +20,8 @@ import type { Principal } from './auth.js';
 import type { WorkerRoles } from './worker.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
-import { requirePrincipal, type RequestContext, type Router } from './router.js';
+import { checkedCommand } from './command-route.js';
+import { requirePrincipal, type Admission, type RequestContext, type Router } from './router.js';
 
 /** What a service gives the member process. */
 export interface ServiceDefinition<C, R> {
@@ -152,6 +153,14 @@ export class ServiceContext<C, R> {
     } catch (error) {
       throw raftErrorToHttp(error);
     }
+  }
+
+  /**
+   * Registers a POST route that writes the body's command (`check` as the machine checks it: a CommandShapeError is
+   * a 400 `invalid_command`) and answers its result; idempotent with client-session headers, as `write`.
+   */
+  commandRoute(path: string, route: { admits: Admission; check(body: unknown): C }): void {
+    this.router.post(path, { admits: route.admits }, async (ctx) => this.write(ctx, checkedCommand(await ctx.json(), route.check)));
   }
 
   /**

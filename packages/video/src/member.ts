@@ -24,16 +24,16 @@ export function memberRoutes(service: Ctx): void {
     return v;
   };
 
+  service.commandRoute('/internal/video/commands', {
+    admits: 'cluster',
+    check: (body) => {
+      const command = requireObject(body, 'command');
+      checkVideoCommand(command);
+      return command;
+    },
+  });
+
   service.router
-    .post('/internal/video/commands', { admits: 'cluster' }, async (ctx) => {
-      const command = requireObject(await ctx.json(), 'command');
-      try {
-        checkVideoCommand(command);
-      } catch (error) {
-        throw badRequest('invalid_command', (error as Error).message);
-      }
-      return service.write(ctx, command);
-    })
     .get('/internal/video/uploads/:id', { admits: 'cluster' }, async (ctx) => {
       const upload = await read(ctx, (m) => m.getUpload(id(ctx)));
       if (upload === null) throw notFound(`no upload ${ctx.params.id}`, { upload_id: ctx.params.id });
