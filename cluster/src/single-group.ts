@@ -31,6 +31,7 @@ import {
 
 export async function startSingleGroupMember<C, R>(definition: ServiceDefinition<C, R>, options: MemberOptions): Promise<RunningMember> {
   let term = 0;
+  const [group] = definition.kinds;
   const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
   const metrics = new MetricsRegistry();
   const raftMetrics = new RaftMetrics(metrics);
@@ -49,20 +50,20 @@ export async function startSingleGroupMember<C, R>(definition: ServiceDefinition
     id: options.id,
     storage: new LevelStorage(options.dataDir),
     transport,
-    stateMachine: definition.createMachine(),
+    stateMachine: group.createMachine(),
     bootstrap: options.bootstrap,
     peers: options.peers ?? {},
     forceNewCluster: options.forceNewCluster === true,
     tickMs: options.tickMs ?? 100,
-    core: { quiesceTicks: MEMBER_QUIESCE_TICKS, ...(definition.raft?.heartbeatTicks !== undefined ? { heartbeatTicks: definition.raft.heartbeatTicks } : {}) },
+    core: { quiesceTicks: MEMBER_QUIESCE_TICKS, ...(group.raft?.heartbeatTicks !== undefined ? { heartbeatTicks: group.raft.heartbeatTicks } : {}) },
     pingTicks: MEMBER_PING_TICKS,
     // As etcd: a snapshot encodes the whole state on the event loop, so taking one every 10,000 entries stalled
     // writes every few seconds under load (bench/RESULTS.md).
     snapshotEvery: options.snapshotEvery ?? 100_000,
     requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
-    followerWriteIntervalMs: definition.raft?.followerWriteIntervalMs ?? 0,
-    leaderWriteIntervalMs: definition.raft?.leaderWriteIntervalMs ?? 0,
-    forwardedResults: definition.raft?.forwardedResults ?? false,
+    followerWriteIntervalMs: group.raft?.followerWriteIntervalMs ?? 0,
+    leaderWriteIntervalMs: group.raft?.leaderWriteIntervalMs ?? 0,
+    forwardedResults: group.raft?.forwardedResults ?? false,
     ...(sessions !== undefined ? { sessions } : {}),
     observer: combineObservers(raftMetrics.observer, {
       stateChanged(state: SoftState) {

@@ -10,7 +10,7 @@ export { jsonLogger } from './log.js';
 export { ownerOnlyFiles, OWNER_ONLY_UMASK } from './owner-only.js';
 export type { Logger, LogLevel } from './log.js';
 export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, CLIENT_ACK_HEADER, BUSY_WRITERS, IDLE_MEMBERS, IDLE_MEMBER_HEARTBEAT_TICKS, PACED_WRITES, SINGLE_THREADED_GC, SPACED_MAJOR_GC } from './service.js';
-export type { ServiceDefinition } from './service.js';
+export type { MemberRaftOptions, MemberTuning, OneGroupKind, ServiceDefinition } from './service.js';
 export { ClusterClient, ServiceError, errorBody } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
 export { serveWorkerHttp } from './worker.js';

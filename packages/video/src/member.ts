@@ -70,9 +70,9 @@ export function memberRoutes(service: Ctx): void {
     .get('/internal/video/status', { admits: 'cluster' }, async (ctx) => read(ctx, (m) => m.counts()));
 }
 
-export const videoMembers: Pick<ServiceDefinition<VideoCommand, VideoResult>, 'name' | 'createMachine' | 'routes'> = {
+export const videoMembers: Pick<ServiceDefinition<VideoCommand, VideoResult>, 'name' | 'kinds' | 'routes'> = {
   name: 'video',
-  createMachine: () => new VideoMachine(),
+  kinds: [{ name: 'metadata', createMachine: () => new VideoMachine(), replicas: 'every member' }],
   routes: memberRoutes,
 };
 
