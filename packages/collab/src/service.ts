@@ -7,8 +7,6 @@ import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import {
   badRequest,
   GroupedServiceContext,
-  SlotGroups,
-  slotRange,
   HttpError,
   notFound,
   requireInteger,
@@ -18,26 +16,15 @@ import {
   type RequestContext,
 } from '@raftkit/http';
 import { AppendOrder } from './append-order.js';
+import { COLLAB_GROUPS, DEFAULT_GROUPS, GROUP_PREFIX, MAX_GROUPS } from './placement.js';
 import { checkCommand } from './commands.js';
 import { CollabMachine, type CollabCommand, type CollabResult } from './machine.js';
 import { startCollabWorker } from './worker.js';
 
 type CollabNode = RaftNode<CollabCommand, CollabResult, CollabMachine>;
 
-export const GROUP_PREFIX = 'collab.';
-export const DEFAULT_GROUPS = 4;
-export const MAX_GROUPS = 64;
 /** How often each member proposes `compact` to the groups it leads (idle snapshots, hot-log trimming). */
 export const COMPACT_EVERY_MS = 60_000;
-
-const COLLAB_GROUPS = new SlotGroups(GROUP_PREFIX);
-
-export function groupName(i: number): string {
-  return COLLAB_GROUPS.name(i);
-}
-
-/** The hash-slot range of group i of n (the GroupRouter's default locator reads `data.slots`). */
-export const slotsOf = slotRange;
 
 /** The op-log groups: a CollabMachine each, on three processes (fewer while fewer are live). */
 export const OP_LOG_KIND: GroupKind = {

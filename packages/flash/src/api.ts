@@ -1,6 +1,6 @@
 /**
  * The flash-deal service on the Raft members: a grouped service (like the event log) whose groups are the inventory
- * groups (groups.ts), each running a FlashMachine. The members serve only internal endpoints (cluster token): the
+ * groups (placement.ts), each running a FlashMachine. The members serve only internal endpoints (cluster token): the
  * gateways (gateway.ts) serve the public surface and reach these through RaftInventory. Every change is one entry
  * committed on a majority before it is answered: the decrement and the reservation record are the same entry, so a
  * won answer is never given for a unit that a failover could hand out again (the spec's rule 8).
@@ -20,7 +20,7 @@ import {
 } from '@raftkit/http';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { checkFlashCommand, FlashMachine, RESERVATION_WINDOW_MS, type FlashCommand, type FlashResult } from './machine.js';
-import { GROUP_PREFIX, INVENTORY_GROUPS, inventoryGroup, parseInventoryGroup } from './groups.js';
+import { GROUP_PREFIX, INVENTORY_GROUPS, inventoryGroup, parseInventoryGroup } from './placement.js';
 import { gatewayRole } from './gateway.js';
 
 type FlashNode = RaftNode<FlashCommand, FlashResult, FlashMachine>;

@@ -31,7 +31,7 @@ import {
 import { createLogService, LogClient, MAX_RECORDS_PER_APPEND } from '@raftkit/log';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { CHANNELS, PRIORITIES, type ReceiptUpdate } from './channels/channel.js';
-import { allStateGroups, channelTopic, groupOf, INGEST_PARTITIONS, ingestTopic, NOTIFY, parseLayout, parseStateGroup, DEAD_LETTER_TOPIC } from './groups.js';
+import { allStateGroups, channelTopic, groupOf, INGEST_PARTITIONS, ingestTopic, NOTIFY, parseLayout, parseStateGroup, DEAD_LETTER_TOPIC } from './placement.js';
 import { mergePreferences, parseChannel, parseNotification, parseSegment, parseTemplate, EVENT_TYPE, SEGMENT_ID, USER_ID } from './input.js';
 import { NotifyMachine, type NotifyCommand, type NotifyResult, type Outcome, type Preferences } from './machine.js';
 import { answer, checkQuery, type StateQuery, type StatusPart } from './queries.js';

@@ -37,7 +37,7 @@ import { CheckedConsumer, DeadLetterQueue, LogClient, type LogProducer } from '@
 import { CHANNELS, type Channel, type ChannelSender, type InAppItem, type OutboundMessage, type Priority } from './channels/channel.js';
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
-import { channelTopic, deliveryGroup, groupOf, NOTIFY, parseLayout, DEAD_LETTER_TOPIC } from './groups.js';
+import { channelTopic, deliveryGroup, groupOf, NOTIFY, parseLayout, DEAD_LETTER_TOPIC } from './placement.js';
 import { decodeQueued, type QueuedMessage } from './records.js';
 import { USER_ID } from './input.js';
 import type { Outcome } from './machine.js';
