@@ -8,7 +8,7 @@
  */
 import { jsonLogger, ownerOnlyFiles, useClusterTls, type ClusterTls } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
-import type { MemberOptions } from './host.js';
+import type { MemberOptions } from './member-admin.js';
 import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf, type FlagSpec } from './host-config.js';
 import { loadService, serviceNames } from './services.js';
 

@@ -123,7 +123,7 @@ export async function callMember(member: { httpAddress: string }, token: string,
   return { status: answer.status, body: parsed };
 }
 
-/** A member's GET /v1/cluster/status answer (host.ts statusBody). */
+/** A member's GET /v1/cluster/status answer (single-group.ts statusBody). */
 export interface MemberStatus {
   id: string;
   role: string;

@@ -4,8 +4,9 @@
  * service is asked for: a kv member does not load the video pipeline, and starting a process stays cheap.
  */
 import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@raftkit/http';
-import { startGroupedMember } from './group-member.js';
-import { startMember, type MemberOptions, type RunningMember } from './host.js';
+import { startManyGroupsMember } from './many-groups.js';
+import type { MemberOptions, RunningMember } from './member-admin.js';
+import { startSingleGroupMember } from './single-group.js';
 import { serviceNames } from './service-list.js';
 
 export { serviceNames };
@@ -19,12 +20,12 @@ export interface HostedService {
 }
 
 function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
-  return { member: (options) => startMember(definition, options), workers: definition.workers ?? [], memberNodeFlags: definition.memberNodeFlags ?? [] };
+  return { member: (options) => startSingleGroupMember(definition, options), workers: definition.workers ?? [], memberNodeFlags: definition.memberNodeFlags ?? [] };
 }
 
 /** A service on many Raft groups per process (each member a ManagedHost); a fresh definition per member. */
 function grouped(definition: () => GroupedServiceDefinition): HostedService {
-  return { member: (options) => startGroupedMember(definition(), options), workers: definition().workers ?? [], memberNodeFlags: [] };
+  return { member: (options) => startManyGroupsMember(definition(), options), workers: definition().workers ?? [], memberNodeFlags: [] };
 }
 
 const loaders: Record<string, () => Promise<HostedService>> = {

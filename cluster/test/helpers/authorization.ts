@@ -43,7 +43,7 @@ export const MEMBER_CLUSTER_ROUTES = [
   'POST /v1/tokens',
   'GET /v1/routes',
 ];
-/** And a member of a service on many Raft groups (cluster/src/group-member.ts): the same, plus its group controls. */
+/** And a member of a service on many Raft groups (cluster/src/many-groups.ts): the same, plus its group controls. */
 export const GROUPED_MEMBER_CLUSTER_ROUTES = [...MEMBER_CLUSTER_ROUTES, 'GET /v1/cluster/groups', 'POST /v1/cluster/balance', 'POST /v1/cluster/spread'];
 
 /** A value for each path parameter: well-formed where cheap, so handlers run past their input checks. */

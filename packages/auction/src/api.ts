@@ -16,6 +16,7 @@ import {
   requireString,
   unavailable,
   type GroupedServiceDefinition,
+  type GroupKind,
   type RequestContext,
   type RouterGroup,
 } from '@raftkit/http';
@@ -74,10 +75,11 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Group
     }
   };
 
-  return {
+  // The auction groups: each auction's bid log, on three processes (fewer while fewer are live).
+  const kind: GroupKind = {
     name: 'auction',
-    groupOptions(name: string): ManagedGroupOptions | null {
-      if (!isAuctionGroup(name)) return null;
+    includes: isAuctionGroup,
+    groupOptions: (name) => {
       const machine = new ObservedAuctionMachine({
         applied: (command, result, time) => {
           projector.push(name, command, result, time);
@@ -87,9 +89,15 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Group
       });
       return { stateMachine: machine as unknown as ManagedGroupOptions['stateMachine'] };
     },
+    replicas: 3,
+  };
+
+  return {
+    name: 'auction',
+    kinds: [kind],
     routes: (service) => {
       managed = service.managed;
-      memberRoutes(service, { groups, projector, registry, publisher });
+      memberRoutes(service, { groups, kind, projector, registry, publisher });
     },
     workers: [gatewayRole, checkoutRole],
   };
@@ -97,6 +105,7 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Group
 
 interface MemberParts {
   groups: number;
+  kind: GroupKind;
   projector: Projector;
   registry: WatcherRegistry;
   publisher: Publisher;
@@ -181,7 +190,7 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
     const housekeeping = now - lastHousekeeping >= HOUSEKEEPING_MS;
     if (housekeeping) {
       lastHousekeeping = now;
-      void ensureGroups(managed, parts.groups).catch(() => undefined);
+      void ensureGroups(service, parts.kind, parts.groups).catch(() => undefined);
       registry.expire();
     }
     const forget = now - lastForget >= FORGET_MS;
@@ -327,14 +336,12 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
 }
 
 /** Create the auction groups once: by the meta leader, when every founding member has registered as a host. */
-async function ensureGroups(managed: ManagedHost, count: number): Promise<void> {
-  const meta = managed.meta;
+async function ensureGroups(service: GroupedServiceContext, kind: GroupKind, count: number): Promise<void> {
+  const meta = service.managed.meta;
   if (!meta.isLeader) return;
-  const catalog = managed.catalog();
-  if (catalog.groupsWithPrefix(GROUP_PREFIX).length > 0) return;
-  const hosts = catalog.hosts().filter((h) => !h.retiring).length;
-  if (hosts < meta.status().config.voters.length) return;
-  const result = await managed.proposeMeta({ t: 'create', groups: groupPlan(count, Math.min(3, hosts)) });
+  if (service.managed.catalog().groupsWithPrefix(GROUP_PREFIX).length > 0) return;
+  if (service.liveHosts() < meta.status().config.voters.length) return;
+  const { result } = await service.createGroups(kind, groupPlan(count));
   if (!result.ok && result.code !== 'exists') throw new Error(result.message);
 }
 

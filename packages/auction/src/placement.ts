@@ -18,9 +18,9 @@ export function isAuctionGroup(name: string): boolean {
   return AUCTION_GROUPS.includes(name);
 }
 
-/** The meta group's records of the auction groups: slot ranges splitting the hash slots evenly. */
-export function groupPlan(count: number, replicas: number): PlannedGroup[] {
-  return AUCTION_GROUPS.plan(count, replicas);
+/** The meta group's records of the auction groups (their replicas are the kind's): slot ranges splitting the hash slots evenly. */
+export function groupPlan(count: number): Array<Omit<PlannedGroup, 'replicas'>> {
+  return AUCTION_GROUPS.records(count);
 }
 
 /** The group of an auction id among the catalogue's groups (auction groups only), or null. */

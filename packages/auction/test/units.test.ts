@@ -102,7 +102,7 @@ t.test('bidder tokens: bound to the id and the cluster token', async (t) => {
 });
 
 t.test('placement: slot ranges cover every id once', async (t) => {
-  const groups = groupPlan(4, 3).map((g) => ({ name: g.name, members: [], data: g.data }));
+  const groups = groupPlan(4).map((g) => ({ name: g.name, members: [], data: g.data }));
   const seen = new Map<string, number>();
   for (let i = 0; i < 2_000; i++) {
     const g = locateAuction(`id-${i}`, groups);

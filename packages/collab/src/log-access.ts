@@ -4,7 +4,7 @@
  */
 import { GroupRouter, ServiceError } from '@raftkit/http';
 import type { CollabCommand, CollabResult, ChangeEntry, Comment, DocMeta, NamedSnapshot, Owner, Role } from './machine.js';
-import { DEFAULT_GROUPS } from './service.js';
+import { DEFAULT_GROUPS } from './placement.js';
 
 export interface DocView {
   meta: DocMeta;

@@ -6,46 +6,38 @@
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import {
   badRequest,
-  CommandShapeError,
   GroupedServiceContext,
-  SlotGroups,
-  slotRange,
   HttpError,
   notFound,
   requireInteger,
   requireObject,
   type GroupedServiceDefinition,
+  type GroupKind,
   type RequestContext,
 } from '@raftkit/http';
 import { AppendOrder } from './append-order.js';
+import { COLLAB_GROUPS, DEFAULT_GROUPS, GROUP_PREFIX, MAX_GROUPS } from './placement.js';
 import { checkCommand } from './commands.js';
 import { CollabMachine, type CollabCommand, type CollabResult } from './machine.js';
 import { startCollabWorker } from './worker.js';
 
 type CollabNode = RaftNode<CollabCommand, CollabResult, CollabMachine>;
 
-export const GROUP_PREFIX = 'collab.';
-export const DEFAULT_GROUPS = 4;
-const MAX_GROUPS = 64;
 /** How often each member proposes `compact` to the groups it leads (idle snapshots, hot-log trimming). */
 const COMPACT_EVERY_MS = 60_000;
 
-const COLLAB_GROUPS = new SlotGroups(GROUP_PREFIX);
-
-export function groupName(i: number): string {
-  return COLLAB_GROUPS.name(i);
-}
-
-/** The hash-slot range of group i of n (the GroupRouter's default locator reads `data.slots`). */
-export const slotsOf = slotRange;
+/** The op-log groups: a CollabMachine each, on three processes (fewer while fewer are live). */
+export const OP_LOG_KIND: GroupKind = {
+  name: 'op-log',
+  includes: (name) => COLLAB_GROUPS.includes(name),
+  groupOptions: () => ({ stateMachine: new CollabMachine() as unknown as ManagedGroupOptions['stateMachine'] }),
+  replicas: 3,
+};
 
 export function createCollabService(): GroupedServiceDefinition {
   return {
     name: 'collab',
-    groupOptions(name: string): ManagedGroupOptions | null {
-      if (!COLLAB_GROUPS.includes(name)) return null;
-      return { stateMachine: new CollabMachine() as unknown as ManagedGroupOptions['stateMachine'] };
-    },
+    kinds: [OP_LOG_KIND],
     routes: (service) => collabRoutes(service),
     workers: [{ role: 'worker', count: 3, start: startCollabWorker }],
   };
@@ -73,6 +65,23 @@ function collabRoutes(service: GroupedServiceContext): void {
     return service.requireGroup<CollabCommand, CollabResult, CollabMachine>(ctx, name) as CollabNode;
   };
 
+  service.commandRoute<CollabCommand, CollabResult>('/v1/collab/groups/:group/commands', {
+    admits: 'cluster',
+    check: (body) => {
+      checkCommand(body);
+      return body;
+    },
+    group: (ctx) => groupOf(ctx),
+    propose: (ctx, _node, command, write) => {
+      proposed.inc();
+      // A session's appends are proposed in their sequence order (they may arrive out of it over several sockets).
+      if (command.op === 'append' && command.session !== undefined && command.seq !== undefined) {
+        return order.run(`${ctx.params.group}/${command.doc_id}/${command.session}`, command.seq, write);
+      }
+      return write();
+    },
+  });
+
   service.router
     // Creates the op-log groups once (idempotent: a second call finds them). Workers call it at start.
     .post('/v1/collab/setup', { admits: 'cluster' }, async (ctx) => {
@@ -80,32 +89,12 @@ function collabRoutes(service: GroupedServiceContext): void {
       const groups = body.groups === undefined ? DEFAULT_GROUPS : requireInteger(body, 'groups', { min: 1, max: MAX_GROUPS });
       const existing = managed.catalog().groupsWithPrefix(GROUP_PREFIX);
       if (existing.length > 0) return { groups: existing.map((g) => g.name), created: false };
-      const hosts = managed.catalog().hosts().filter((h) => !h.retiring).length;
-      const replicas = Math.min(3, hosts);
-      if (replicas < 1) throw new HttpError(503, 'unavailable', 'no hosts registered yet', {}, { 'retry-after': '1' });
-      const result = await service.call(managed.meta, () =>
-        managed.proposeMeta({ t: 'create', groups: COLLAB_GROUPS.plan(groups, replicas) }),
-      );
+      const { result, replicas } = await service.createGroups(OP_LOG_KIND, COLLAB_GROUPS.records(groups));
       if (!result.ok) {
         if (result.code === 'exists') return { groups: managed.catalog().groupsWithPrefix(GROUP_PREFIX).map((g) => g.name), created: false };
         throw new HttpError(503, 'unavailable', result.message, {}, { 'retry-after': '1' });
       }
       return { groups: result.groups.map((g) => g.name), created: true, replicas };
-    })
-    .post('/v1/collab/groups/:group/commands', { admits: 'cluster' }, async (ctx) => {
-      const node = groupOf(ctx);
-      const command = await ctx.json();
-      try {
-        checkCommand(command);
-      } catch (error) {
-        if (error instanceof CommandShapeError) throw badRequest('invalid_command', error.message);
-        throw error;
-      }
-      proposed.inc();
-      if (command.op === 'append' && command.session !== undefined && command.seq !== undefined) {
-        return order.run(`${ctx.params.group}/${command.doc_id}/${command.session}`, command.seq, () => service.call(node, () => node.propose(command)));
-      }
-      return service.call(node, () => node.propose(command));
     })
     .get('/v1/collab/groups/:group/docs/:doc', { admits: 'cluster' }, async (ctx) => {
       const node = groupOf(ctx);

@@ -15,7 +15,7 @@ import { LogAccess } from './log-access.js';
 import { DOC_ID, USER_ID, LEASE_MS, MAX_DOCS_PER_USER, type CollabResult } from './machine.js';
 import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_PROTOCOL, CLOSE_REVOKED, CLOSE_UNAUTHORISED, MAX_EDITORS, MAX_FRAME_BYTES, parseClientMessage, type ClientMessage } from './protocol.js';
 import { appendStats, DocSession, MAX_UNSENT_BYTES, send, type Conn } from './session.js';
-import { DEFAULT_GROUPS, groupName } from './service.js';
+import { DEFAULT_GROUPS, groupName } from './placement.js';
 
 /** Internal header: this socket comes from another worker's proxy (never proxy it again). */
 const PROXY_HEADER = 'x-collab-proxy';

@@ -11,9 +11,10 @@ import {
   unavailable,
   type GroupedServiceContext,
   type GroupedServiceDefinition,
+  type GroupKind,
   type RequestContext,
 } from '@raftkit/http';
-import type { ManagedGroupOptions, ManagedHost, RaftNode } from '@raftkit/raft';
+import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { checkPostCommand, PostsMachine, type Post, type PostCommand, type PostResult } from './machine.js';
 import { POST_ID } from './post-id.js';
 import { DEFAULT_POST_GROUPS, isPostsGroup, locatePost, POSTS_GROUP_PREFIX, postGroupPlan } from './placement.js';
@@ -23,20 +24,25 @@ type PostsNode = RaftNode<PostCommand, PostResult, PostsMachine>;
 /** Post ids one hydrate call may ask for. */
 const MAX_GET = 2_000;
 
+/** The post groups: a PostsMachine each, on three processes (fewer while fewer are live). */
+export const POSTS_KIND: GroupKind = {
+  name: 'posts',
+  includes: isPostsGroup,
+  groupOptions: () => ({ stateMachine: new PostsMachine() as unknown as ManagedGroupOptions['stateMachine'] }),
+  replicas: 3,
+};
+
 export function feedMemberPart(groups = DEFAULT_POST_GROUPS): GroupedServiceDefinition {
   return {
     name: 'feed-posts',
-    groupOptions(name: string): ManagedGroupOptions | null {
-      if (!isPostsGroup(name)) return null;
-      return { stateMachine: new PostsMachine() as unknown as ManagedGroupOptions['stateMachine'] };
-    },
+    kinds: [POSTS_KIND],
     routes: (service) => memberRoutes(service, groups),
   };
 }
 
 function memberRoutes(service: GroupedServiceContext, groups: number): void {
   const managed = service.managed;
-  const timer = setInterval(() => void ensureGroups(managed, groups).catch(() => undefined), 500);
+  const timer = setInterval(() => void ensureGroups(service, groups).catch(() => undefined), 500);
   timer.unref();
   service.onStop(() => clearInterval(timer));
 
@@ -53,7 +59,7 @@ function memberRoutes(service: GroupedServiceContext, groups: number): void {
       throw badRequest('invalid_command', (e as Error).message);
     }
     const node = nodeOfPost(ctx, postId);
-    return service.call(node, () => node.propose(command));
+    return service.write(node, command);
   };
   const idOf = (ctx: RequestContext): string => {
     const id = ctx.params.id ?? '';
@@ -105,13 +111,11 @@ function memberRoutes(service: GroupedServiceContext, groups: number): void {
 }
 
 /** Create the post groups once, by the meta leader, when every founding member has registered as a host. */
-async function ensureGroups(managed: ManagedHost, count: number): Promise<void> {
-  const meta = managed.meta;
+async function ensureGroups(service: GroupedServiceContext, count: number): Promise<void> {
+  const meta = service.managed.meta;
   if (!meta.isLeader) return;
-  const catalog = managed.catalog();
-  if (catalog.groupsWithPrefix(POSTS_GROUP_PREFIX).length > 0) return;
-  const hosts = catalog.hosts().filter((h) => !h.retiring).length;
-  if (hosts < meta.status().config.voters.length) return;
-  const result = await managed.proposeMeta({ t: 'create', groups: postGroupPlan(count, Math.min(3, hosts)) });
+  if (service.managed.catalog().groupsWithPrefix(POSTS_GROUP_PREFIX).length > 0) return;
+  if (service.liveHosts() < meta.status().config.voters.length) return;
+  const { result } = await service.createGroups(POSTS_KIND, postGroupPlan(count));
   if (!result.ok && result.code !== 'exists') throw new HttpError(500, 'internal', result.message);
 }

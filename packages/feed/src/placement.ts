@@ -14,8 +14,9 @@ export function isPostsGroup(name: string): boolean {
   return POST_GROUPS.includes(name);
 }
 
-export function postGroupPlan(count: number, replicas: number): PlannedGroup[] {
-  return POST_GROUPS.plan(count, replicas);
+/** The meta group's records of the post groups (their replicas are the kind's). */
+export function postGroupPlan(count: number): Array<Omit<PlannedGroup, 'replicas'>> {
+  return POST_GROUPS.records(count);
 }
 
 export function locatePost(postId: string, groups: readonly RouterGroup[]): string | null {

@@ -1,6 +1,6 @@
 /**
  * The flash-deal service on the Raft members: a grouped service (like the event log) whose groups are the inventory
- * groups (groups.ts), each running a FlashMachine. The members serve only internal endpoints (cluster token): the
+ * groups (placement.ts), each running a FlashMachine. The members serve only internal endpoints (cluster token): the
  * gateways (gateway.ts) serve the public surface and reach these through RaftInventory. Every change is one entry
  * committed on a majority before it is answered: the decrement and the reservation record are the same entry, so a
  * won answer is never given for a unit that a failover could hand out again (the spec's rule 8).
@@ -10,17 +10,17 @@
  */
 import {
   badRequest,
-  CommandShapeError,
   GroupedServiceContext,
   HttpError,
   notFound,
   requireObject,
   type GroupedServiceDefinition,
+  type GroupKind,
   type RequestContext,
 } from '@raftkit/http';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { checkFlashCommand, FlashMachine, type FlashCommand, type FlashResult } from './machine.js';
-import { GROUP_PREFIX, INVENTORY_GROUPS, inventoryGroup, parseInventoryGroup } from './groups.js';
+import { GROUP_PREFIX, INVENTORY_GROUPS, inventoryGroup, parseInventoryGroup } from './placement.js';
 import { gatewayRole } from './gateway.js';
 
 type FlashNode = RaftNode<FlashCommand, FlashResult, FlashMachine>;
@@ -30,14 +30,18 @@ export const JOB_EVERY_MS = 500;
 /** How long an ended deal's records (reservations, paid orders) stay readable before the leader drops them. */
 export const KEEP_ENDED_MS = 24 * 60 * 60_000;
 
-/** The flash-deal service: inventory groups on the members, the gateways as a worker role. */
+/** The inventory groups: one FlashMachine each, on every live process up to five (a won unit survives four losses). */
+export const INVENTORY_KIND: GroupKind = {
+  name: 'inventory',
+  includes: (name) => parseInventoryGroup(name) !== null,
+  groupOptions: () => ({ stateMachine: new FlashMachine() as unknown as ManagedGroupOptions['stateMachine'] }),
+  replicas: 5,
+};
+
 export function createFlashService(): GroupedServiceDefinition {
   return {
     name: 'flash',
-    groupOptions(name: string): ManagedGroupOptions | null {
-      if (parseInventoryGroup(name) === null) return null;
-      return { stateMachine: new FlashMachine() as unknown as ManagedGroupOptions['stateMachine'] };
-    },
+    kinds: [INVENTORY_KIND],
     routes: flashRoutes,
     workers: [gatewayRole],
   };
@@ -78,39 +82,36 @@ function flashRoutes(service: GroupedServiceContext): void {
   job.unref();
   service.onStop(() => clearInterval(job));
 
+  // One command through the group's log, answered once committed and applied (never ahead of the log).
+  service.commandRoute<FlashCommand, FlashResult>('/v1/flash/groups/:group/commands', {
+    admits: 'cluster',
+    check: (body) => {
+      const command = requireObject(body, 'command');
+      checkFlashCommand(command);
+      return command;
+    },
+    group: (ctx) => nodeOf(ctx),
+  });
+
   service.router
     // The inventory groups, created on first use (a retry, or a second gateway racing the first, finds them made).
     .post('/v1/flash/inventory-groups', { admits: 'cluster' }, async () => {
       const catalog = managed.catalog();
       const missing = Array.from({ length: INVENTORY_GROUPS }, (_, g) => inventoryGroup(g)).filter((n) => catalog.group(n) === undefined);
       if (missing.length > 0) {
-        const hosts = catalog.hosts().filter((h) => !h.retiring).length;
-        const replicas = Math.min(5, Math.max(1, hosts));
-        const result = await service.call(managed.meta, () => managed.proposeMeta({ t: 'create', groups: missing.map((name) => ({ name, replicas, data: { service: 'flash' } })) }));
+        const { result } = await service.createGroups(INVENTORY_KIND, missing.map((name) => ({ name, data: { service: 'flash' } })));
         if (!result.ok && result.code !== 'exists') throw new HttpError(500, 'internal', result.message);
       }
       return { groups: Array.from({ length: INVENTORY_GROUPS }, (_, g) => inventoryGroup(g)), created: missing };
     })
-    // One command through the group's log, answered once committed and applied (never ahead of the log).
-    .post('/v1/flash/groups/:group/commands', { admits: 'cluster' }, async (ctx) => {
-      const node = nodeOf(ctx);
-      const command = requireObject(await ctx.json(), 'command');
-      try {
-        checkFlashCommand(command);
-      } catch (error) {
-        if (error instanceof CommandShapeError) throw badRequest('invalid_command', error.message);
-        throw error;
-      }
-      return service.call(node, () => node.propose(command));
-    })
     .get('/v1/flash/groups/:group/deals', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);
-      await barrier(service, node, ctx);
+      await service.readBarrier(node, ctx);
       return { deals: node.readLocal((m) => m.dealIds().map((id) => m.getDeal(id)!)) };
     })
     .get('/v1/flash/groups/:group/deals/:deal', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);
-      await barrier(service, node, ctx);
+      await service.readBarrier(node, ctx);
       const deal = node.readLocal((m) => m.getDeal(ctx.params.deal!));
       if (deal === null) throw notFound(`no deal ${ctx.params.deal} in ${ctx.params.group}`, { deal_id: ctx.params.deal });
       // `?winners_from=N`: the winners from the N-th on, read with the counts (one consistent copy).
@@ -121,7 +122,7 @@ function flashRoutes(service: GroupedServiceContext): void {
     })
     .get('/v1/flash/groups/:group/deals/:deal/attempts', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);
-      await barrier(service, node, ctx);
+      await service.readBarrier(node, ctx);
       const user = ctx.query.get('user') ?? '';
       const key = ctx.query.get('key') ?? '';
       if (user.length === 0 || key.length === 0) throw badRequest('invalid_query', 'user and key are required', { field: user.length === 0 ? 'user' : 'key' });
@@ -131,17 +132,9 @@ function flashRoutes(service: GroupedServiceContext): void {
     })
     .get('/v1/flash/groups/:group/reservations/:id', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);
-      await barrier(service, node, ctx);
+      await service.readBarrier(node, ctx);
       const reservation = node.readLocal((m) => m.getReservation(ctx.params.id!));
       if (reservation === null) throw notFound(`no reservation ${ctx.params.id}`, { reservation_id: ctx.params.id });
       return reservation;
     });
-}
-
-/** Linearizable unless `?consistency=serializable` (the gateways' once-a-second refresh reads the local copy). */
-async function barrier(service: GroupedServiceContext, node: FlashNode, ctx: RequestContext): Promise<void> {
-  const consistency = ctx.query.get('consistency') ?? 'linearizable';
-  if (consistency === 'serializable') return;
-  if (consistency !== 'linearizable') throw badRequest('invalid_query', 'consistency must be linearizable or serializable', { field: 'consistency' });
-  await service.call(node, () => node.readBarrier());
 }

@@ -6,7 +6,7 @@ export { shardOfReservation, snapshotState } from './inventory.js';
 export type { InventoryBackend, DealSpec, DealSnapshot, ReserveRequest, ReserveOutcome, ReservationChange, AttemptRecord } from './inventory.js';
 export { RaftInventory } from './raft-inventory.js';
 export type { RaftInventoryOptions } from './raft-inventory.js';
-export { INVENTORY_GROUPS, groupOfShard, inventoryGroup, groupsOfDeal, shardCounts } from './groups.js';
+export { INVENTORY_GROUPS, groupOfShard, inventoryGroup, groupsOfDeal, shardCounts } from './placement.js';
 export { createFlashService } from './api.js';
 export { gatewayRole, gatewaySettings, startGateway, Gateway, BOT_COOKIE, STATE_CACHE_CONTROL } from './gateway.js';
 export type { GatewaySettings, AttemptAnswer } from './gateway.js';

@@ -5,7 +5,7 @@
  */
 import { GroupRouter, ServiceError } from '@raftkit/http';
 import type { DealView, FlashResult, ReservationView } from './machine.js';
-import { groupOfShard, groupsOfDeal, INVENTORY_GROUPS, inventoryGroup, shardCounts } from './groups.js';
+import { groupOfShard, groupsOfDeal, INVENTORY_GROUPS, inventoryGroup, shardCounts } from './placement.js';
 import { shardOfReservation, type AttemptRecord, type DealSnapshot, type DealSpec, type InventoryBackend, type ReservationChange, type ReserveOutcome, type ReserveRequest } from './inventory.js';
 
 export interface RaftInventoryOptions {

@@ -6,7 +6,7 @@
 import t from 'tap';
 import { FlashMachine, RESERVATION_WINDOW_MS, type FlashCommand, type FlashResult } from '../src/machine.js';
 import { checkBotToken, checkChallenge, checkUserToken, eligible, makeBotToken, makeChallenge, makeUserToken, MIN_ACCOUNT_AGE_MS, solveChallenge, workBits } from '../src/tokens.js';
-import { groupOfShard, groupsOfDeal, INVENTORY_GROUPS, parseInventoryGroup, shardCounts } from '../src/groups.js';
+import { groupOfShard, groupsOfDeal, INVENTORY_GROUPS, parseInventoryGroup, shardCounts } from '../src/placement.js';
 import { shardOfReservation, snapshotState, type DealSnapshot } from '../src/inventory.js';
 import { gatewaySettings } from '../src/gateway.js';
 import { runSmoke, type SmokeReport } from '../src/smoke.js';

@@ -10,7 +10,7 @@ export { jsonLogger } from './log.js';
 export { ownerOnlyFiles, OWNER_ONLY_UMASK } from './owner-only.js';
 export type { Logger, LogLevel } from './log.js';
 export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, CLIENT_ACK_HEADER, BUSY_WRITERS, IDLE_MEMBERS, IDLE_MEMBER_HEARTBEAT_TICKS, PACED_WRITES, SINGLE_THREADED_GC, SPACED_MAJOR_GC } from './service.js';
-export type { ServiceDefinition } from './service.js';
+export type { MemberRaftOptions, MemberTuning, OneGroupKind, ServiceDefinition } from './service.js';
 export { ClusterClient, ServiceError, errorBody } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
 export { serveWorkerHttp } from './worker.js';
@@ -41,8 +41,9 @@ export {
   stringField,
 } from './command-shape.js';
 export type { CommandFields } from './command-shape.js';
-export { GroupedServiceContext, GROUP_LEADER_HEADER, combineGroupedServices } from './grouped-service.js';
-export type { GroupedServiceDefinition } from './grouped-service.js';
+export { GroupedServiceContext, GROUP_LEADER_HEADER, combineGroupedServices, groupOptionsOf } from './grouped-service.js';
+export type { CommandRoute, GroupedServiceDefinition, GroupKind } from './grouped-service.js';
+export { checkedCommand } from './command-route.js';
 export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';
 export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';
 export { SlotGroups, slotRange } from './slot-groups.js';

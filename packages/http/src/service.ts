@@ -20,24 +20,47 @@ import type { Principal } from './auth.js';
 import type { WorkerRoles } from './worker.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
-import { requirePrincipal, type RequestContext, type Router } from './router.js';
+import { checkedCommand } from './command-route.js';
+import { requirePrincipal, type Admission, type RequestContext, type Router } from './router.js';
 
-/** What a service gives the member process. */
-export interface ServiceDefinition<C, R> {
+/**
+ * Raft tuning of a single-group service's members (the member process passes it on); default: the library's.
+ * `heartbeatTicks` (the core's, in ticks) for a service whose members idle while others serve (each heartbeat is a
+ * wake-up of every member); the write intervals (RaftNodeOptions of the same names) for one whose members are busy
+ * writing (fewer, fuller rounds).
+ */
+export type MemberRaftOptions<C, R> = Pick<CoreOptions, 'heartbeatTicks'> &
+  Pick<RaftNodeOptions<C, R>, 'followerWriteIntervalMs' | 'leaderWriteIntervalMs' | 'forwardedResults'>;
+
+/**
+ * The one group kind of a single-group service (kv, lock...): one group, its state machine and Raft options, on
+ * every member of the cluster (the cluster's size is its replica count). The grouped services' kinds are GroupKind
+ * (grouped-service.ts): many groups, placed by the meta group.
+ */
+export interface OneGroupKind<C, R> {
   name: string;
   createMachine(): StateMachine<C, R>;
+  raft?: MemberRaftOptions<C, R>;
+  /** Every member holds the group. */
+  replicas: 'every member';
+}
+
+/** What a single-group service gives the member process: its one group kind, its endpoints, its workers. */
+export interface ServiceDefinition<C, R> {
+  name: string;
+  /** One kind with one group. */
+  kinds: readonly [OneGroupKind<C, R>];
   /** Register the service's endpoints. */
   routes(service: ServiceContext<C, R>): void;
   /** Processes besides the Raft members (application servers, counter stores...), started by `cluster up`. */
   workers?: WorkerRoles;
-  /**
-   * Raft tuning of this service's members (the member process passes it on); default: the library's.
-   * `heartbeatTicks` (the core's, in ticks) for a service whose members idle while others serve (each heartbeat is
-   * a wake-up of every member); the write intervals (RaftNodeOptions of the same names) for one whose members are
-   * busy writing (fewer, fuller rounds).
-   */
-  raft?: Pick<CoreOptions, 'heartbeatTicks'> & Pick<RaftNodeOptions<C, R>, 'followerWriteIntervalMs' | 'leaderWriteIntervalMs' | 'forwardedResults'>;
   /** Node and V8 flags of the service's member processes (`cluster up` records them; every start of a member uses them). */
+  memberNodeFlags?: readonly string[];
+}
+
+/** The Raft tuning and node flags a single-group service's members run with (BUSY_WRITERS, IDLE_MEMBERS). */
+export interface MemberTuning {
+  raft: MemberRaftOptions<unknown, unknown>;
   memberNodeFlags?: readonly string[];
 }
 
@@ -82,7 +105,7 @@ export const SPACED_MAJOR_GC: readonly string[] = ['--heap-growing-percent=300']
 export const BUSY_WRITERS = {
   raft: { ...PACED_WRITES, forwardedResults: true },
   memberNodeFlags: [...SINGLE_THREADED_GC, ...SPACED_MAJOR_GC],
-} as const satisfies Pick<ServiceDefinition<unknown, unknown>, 'raft' | 'memberNodeFlags'>;
+} as const satisfies MemberTuning;
 
 /**
  * Ticks (100 ms each by default) between an idle leader's heartbeats, for a service whose members mostly idle
@@ -98,7 +121,7 @@ export const IDLE_MEMBER_HEARTBEAT_TICKS = 3;
 /** The tuning of a service whose members mostly idle while its workers serve: fewer heartbeats. */
 export const IDLE_MEMBERS = {
   raft: { heartbeatTicks: IDLE_MEMBER_HEARTBEAT_TICKS },
-} as const satisfies Pick<ServiceDefinition<unknown, unknown>, 'raft'>;
+} as const satisfies MemberTuning;
 
 /** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */
 export const CLIENT_ID_HEADER = 'client-id';
@@ -152,6 +175,14 @@ export class ServiceContext<C, R> {
     } catch (error) {
       throw raftErrorToHttp(error);
     }
+  }
+
+  /**
+   * Registers a POST route that writes the body's command (`check` as the machine checks it: a CommandShapeError is
+   * a 400 `invalid_command`) and answers its result; idempotent with client-session headers, as `write`.
+   */
+  commandRoute(path: string, route: { admits: Admission; check(body: unknown): C }): void {
+    this.router.post(path, { admits: route.admits }, async (ctx) => this.write(ctx, checkedCommand(await ctx.json(), route.check)));
   }
 
   /**

@@ -33,7 +33,12 @@ export class SlotGroups {
 
   /** The meta group's records of `count` groups of `replicas` members each. */
   plan(count: number, replicas: number): PlannedGroup[] {
-    return Array.from({ length: count }, (_, i) => ({ name: this.name(i), replicas, data: { slots: slotRange(i, count) } }));
+    return this.records(count).map((g) => ({ ...g, replicas }));
+  }
+
+  /** The names and data of `count` groups, for GroupedServiceContext.createGroups (which sets their replicas). */
+  records(count: number): Array<Omit<PlannedGroup, 'replicas'>> {
+    return Array.from({ length: count }, (_, i) => ({ name: this.name(i), data: { slots: slotRange(i, count) } }));
   }
 
   /** The group of `key` among the catalogue's groups of this set, or null. */

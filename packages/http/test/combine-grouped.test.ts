@@ -1,13 +1,13 @@
-/** combineGroupedServices: each group name goes to the first part that claims it; every part's routes and workers are kept. */
+/** combineGroupedServices: each group name goes to the first kind that claims it; every part's routes and workers are kept. */
 import t from 'tap';
 import type { ManagedGroupOptions } from '@raftkit/raft';
-import { combineGroupedServices, type GroupedServiceContext, type GroupedServiceDefinition } from '../src/grouped-service.js';
+import { combineGroupedServices, groupOptionsOf, type GroupedServiceContext, type GroupedServiceDefinition } from '../src/grouped-service.js';
 import type { WorkerRole } from '../src/worker.js';
 
 function part(prefix: string, options: ManagedGroupOptions, calls: string[], workers: readonly WorkerRole[] = []): GroupedServiceDefinition {
   return {
     name: prefix,
-    groupOptions: (name) => (name.startsWith(`${prefix}.`) ? options : null),
+    kinds: [{ name: prefix, includes: (name) => name.startsWith(`${prefix}.`), groupOptions: () => options, replicas: 3 }],
     routes: () => void calls.push(prefix),
     ...(workers.length > 0 ? { workers } : {}),
   };
@@ -20,9 +20,9 @@ t.test('group names go to the part that claims them, routes of every part are re
   const worker = { name: 'fanout' } as unknown as WorkerRole;
   const combined = combineGroupedServices('feed', [part('log', logOptions, calls), part('feed', feedOptions, calls, [worker])]);
   t.equal(combined.name, 'feed');
-  t.equal(combined.groupOptions('log.posts.0'), logOptions);
-  t.equal(combined.groupOptions('feed.store.3'), feedOptions);
-  t.equal(combined.groupOptions('auction.1'), null, 'a name no part claims is ignored');
+  t.equal(groupOptionsOf(combined.kinds, 'log.posts.0'), logOptions);
+  t.equal(groupOptionsOf(combined.kinds, 'feed.store.3'), feedOptions);
+  t.equal(groupOptionsOf(combined.kinds, 'auction.1'), null, 'a name no part claims is ignored');
   combined.routes({} as GroupedServiceContext);
   t.same(calls, ['log', 'feed']);
   t.same(combined.workers, [worker]);

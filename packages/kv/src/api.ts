@@ -92,8 +92,8 @@ export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
 
 export const kvService: ServiceDefinition<KvCommand, KvResult> = {
   name: 'kv',
-  createMachine: () => new KvMachine(),
-  routes: kvRoutes,
   // Paced writes, forwarded results, one GC thread (README.md "Write pacing", "Forwarded results", "Garbage collection on one thread").
-  ...BUSY_WRITERS,
+  kinds: [{ name: 'kv', createMachine: () => new KvMachine(), raft: BUSY_WRITERS.raft, replicas: 'every member' }],
+  routes: kvRoutes,
+  memberNodeFlags: BUSY_WRITERS.memberNodeFlags,
 };

@@ -172,8 +172,8 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
 
 export const lockService: ServiceDefinition<LockCommand, LockResult> = {
   name: 'lock',
-  createMachine: () => new LockMachine(),
-  routes: lockRoutes,
   // Paced writes, forwarded results, one GC thread (README.md "Write pacing", "Forwarded results", "Garbage collection on one thread").
-  ...BUSY_WRITERS,
+  kinds: [{ name: 'lock', createMachine: () => new LockMachine(), raft: BUSY_WRITERS.raft, replicas: 'every member' }],
+  routes: lockRoutes,
+  memberNodeFlags: BUSY_WRITERS.memberNodeFlags,
 };

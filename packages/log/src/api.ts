@@ -19,6 +19,7 @@ import {
   requireString,
   requireWellFormed,
   type GroupedServiceDefinition,
+  type GroupKind,
   type RequestContext,
 } from '@raftkit/http';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
@@ -109,16 +110,20 @@ export interface LogServiceOptions {
 export function createLogService(options: LogServiceOptions = {}): GroupedServiceDefinition {
   const watch = new PartitionWatch();
   const defaultAccess = options.defaultAccess ?? 'client_write';
+  const partitions: GroupKind = {
+    name: 'partition',
+    includes: (name) => parsePartitionGroup(name) !== null,
+    groupOptions: (name) => ({
+      stateMachine: new PartitionMachine() as unknown as ManagedGroupOptions['stateMachine'],
+      observer: { applied: () => watch.notify(name) },
+    }),
+    // The replicas of a topic created without `replicas`; its creator may ask for others (1..15).
+    replicas: 3,
+  };
   return {
     name: 'log',
-    groupOptions(name: string): ManagedGroupOptions | null {
-      if (parsePartitionGroup(name) === null) return null;
-      return {
-        stateMachine: new PartitionMachine() as unknown as ManagedGroupOptions['stateMachine'],
-        observer: { applied: () => watch.notify(name) },
-      };
-    },
-    routes: (service) => logRoutes(service, watch, defaultAccess),
+    kinds: [partitions],
+    routes: (service) => logRoutes(service, partitions, watch, defaultAccess),
   };
 }
 
@@ -143,7 +148,7 @@ function mayUse(service: GroupedServiceContext, ctx: RequestContext, topic: Topi
   return topic.access === 'client_write' || (topic.access === 'client_read' && use === 'read');
 }
 
-function logRoutes(service: GroupedServiceContext, watch: PartitionWatch, defaultAccess: TopicAccess): void {
+function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, watch: PartitionWatch, defaultAccess: TopicAccess): void {
   const managed = service.managed;
   const appended = service.metrics.counter('log_records_appended_total', 'Records appended through this member');
   const refused = service.metrics.counter('log_appends_refused_total', 'Appends refused by backpressure or sequence checks');
@@ -223,17 +228,15 @@ function logRoutes(service: GroupedServiceContext, watch: PartitionWatch, defaul
       const name = requireString(body, 'name', { pattern: TOPIC_NAME });
       const access = body.access === undefined || body.access === null ? defaultAccess : accessOf(body.access);
       const partitions = body.partitions === undefined ? 1 : requireInteger(body, 'partitions', { min: 1, max: MAX_PARTITIONS });
-      const hosts = managed.catalog().hosts().filter((h) => !h.retiring).length;
-      const replicas = body.replicas === undefined ? Math.min(3, Math.max(1, hosts)) : requireInteger(body, 'replicas', { min: 1, max: 15 });
+      const replicas = body.replicas === undefined ? Math.min(partitionKind.replicas, Math.max(1, service.liveHosts())) : requireInteger(body, 'replicas', { min: 1, max: 15 });
       const retention = retentionOf(body.retention);
       const info: TopicInfo = { name, partitions, replicas, retention, access };
       const groups = Array.from({ length: partitions }, (_, partition) => ({
         name: partitionGroup(name, partition),
-        replicas,
         data: { ...info, partition } satisfies PartitionData as unknown as Record<string, unknown>,
       }));
       const meta = managed.meta;
-      const result = await service.call(meta, () => managed.proposeMeta({ t: 'create', groups }));
+      const { result } = await service.createGroups(partitionKind, groups, { replicas });
       if (!result.ok) {
         if (result.code === 'exists') {
           // A retried create of the same topic succeeds (the first may have been applied before its answer was lost).

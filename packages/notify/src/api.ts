@@ -12,7 +12,6 @@ import { randomUUID } from 'node:crypto';
 import {
   badRequest,
   combineGroupedServices,
-  CommandShapeError,
   commandOf,
   forbidden,
   GroupedServiceContext,
@@ -25,13 +24,14 @@ import {
   servicePrincipal,
   unavailable,
   type GroupedServiceDefinition,
+  type GroupKind,
   type Principal,
   type RequestContext,
 } from '@raftkit/http';
 import { createLogService, LogClient, MAX_RECORDS_PER_APPEND } from '@raftkit/log';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { CHANNELS, PRIORITIES, type ReceiptUpdate } from './channels/channel.js';
-import { allStateGroups, channelTopic, groupOf, INGEST_PARTITIONS, ingestTopic, NOTIFY, parseStateGroup, DEAD_LETTER_TOPIC } from './groups.js';
+import { allStateGroups, channelTopic, groupOf, INGEST_PARTITIONS, ingestTopic, NOTIFY, parseStateGroup, DEAD_LETTER_TOPIC } from './placement.js';
 import { mergePreferences, parseChannel, parseNotification, parseSegment, parseTemplate, EVENT_TYPE, SEGMENT_ID, USER_ID } from './input.js';
 import { NotifyMachine, type NotifyCommand, type NotifyResult, type Outcome, type Preferences } from './machine.js';
 import { answer, checkQuery, type StateQuery, type StatusPart } from './queries.js';
@@ -53,17 +53,24 @@ export function createNotifyService(): GroupedServiceDefinition {
   return combineGroupedServices(NOTIFY, [createLogService({ defaultAccess: 'internal' }), notifyPart()]);
 }
 
+/** The state groups: a NotifyMachine each, on three processes (fewer while fewer are live). */
+export const STATE_KIND: GroupKind = {
+  name: 'state',
+  includes: (name) => parseStateGroup(name) !== null,
+  groupOptions: () => {
+    const machine = new NotifyMachine();
+    const original = machine.apply.bind(machine);
+    // Shape first: a malformed entry is refused identically everywhere, before anything changes.
+    machine.apply = (command: NotifyCommand): NotifyResult => original(checkNotifyCommand(command));
+    return { stateMachine: machine as unknown as ManagedGroupOptions['stateMachine'] };
+  },
+  replicas: 3,
+};
+
 function notifyPart(): GroupedServiceDefinition {
   return {
     name: 'notify',
-    groupOptions(name: string): ManagedGroupOptions | null {
-      if (parseStateGroup(name) === null) return null;
-      const machine = new NotifyMachine();
-      const original = machine.apply.bind(machine);
-      // Shape first: a malformed entry is refused identically everywhere, before anything changes.
-      machine.apply = (command: NotifyCommand): NotifyResult => original(checkNotifyCommand(command));
-      return { stateMachine: machine as unknown as ManagedGroupOptions['stateMachine'] };
-    },
+    kinds: [STATE_KIND],
     routes: notifyRoutes,
     // The stand-in providers first, so the channel workers' senders find them listening.
     workers: [...providerRoles, routerRole, deliveryRole],
@@ -137,7 +144,7 @@ function notifyRoutes(service: GroupedServiceContext): void {
   /** A command on a state group: proposed here when this member holds it, else sent to one that does. */
   async function command(ctx: RequestContext, group: string, cmd: NotifyCommand): Promise<NotifyResult> {
     const node = managed.group<NotifyCommand, NotifyResult, NotifyMachine>(group);
-    if (node !== undefined) return service.call(node, () => node.propose(cmd));
+    if (node !== undefined) return service.write(node, cmd);
     try {
       return await remoteState().command(group, cmd, { token: tokenOf(ctx) });
     } catch (e) {
@@ -164,15 +171,26 @@ function notifyRoutes(service: GroupedServiceContext): void {
     return service.requireGroup<NotifyCommand, NotifyResult, NotifyMachine>(ctx, group) as StateNode;
   };
 
+  // Internal; a user's token passes only for its own preferences and inbox (a member forwarding that user's
+  // request to a group it does not hold forwards the user's token).
+  service.commandRoute<NotifyCommand, NotifyResult>('/v1/notify/groups/:group/commands', {
+    admits: 'authenticated',
+    check: checkNotifyCommand,
+    group: (ctx, cmd) => {
+      // Who may ask before where the group is: a refused caller learns nothing of the placement (no 421).
+      if (cmd.op === 'putPrefs' || cmd.op === 'inboxRead') requireSelfOrInternal(ctx, cmd.user_id);
+      else requireInternal(ctx);
+      return stateNode(ctx);
+    },
+  });
+
   service.router
     // Created once by the router worker at its start (cluster token): the state groups and every topic.
     .post('/v1/notify/setup', { admits: 'service' }, async (ctx) => {
       const catalog = managed.catalog();
       const missing = allStateGroups().filter((n) => catalog.group(n) === undefined);
       if (missing.length > 0) {
-        const hosts = catalog.hosts().filter((h) => !h.retiring).length;
-        const replicas = Math.min(3, Math.max(1, hosts));
-        const result = await service.call(managed.meta, () => managed.proposeMeta({ t: 'create', groups: missing.map((name) => ({ name, replicas, data: { service: 'notify' } })) }));
+        const { result } = await service.createGroups(STATE_KIND, missing.map((name) => ({ name, data: { service: 'notify' } })));
         if (!result.ok && result.code !== 'exists') throw new HttpError(500, 'internal', result.message);
       }
       const log = logFor(tokenOf(ctx));
@@ -184,22 +202,6 @@ function notifyRoutes(service: GroupedServiceContext): void {
         queueError(e);
       }
       return { groups: allStateGroups(), created: missing };
-    })
-    // Internal; a user's token passes only for its own preferences and inbox (a member forwarding that user's
-    // request to a group it does not hold forwards the user's token).
-    .post('/v1/notify/groups/:group/commands', { admits: 'authenticated' }, async (ctx) => {
-      let cmd: NotifyCommand;
-      try {
-        cmd = checkNotifyCommand(await ctx.json());
-      } catch (e) {
-        if (e instanceof CommandShapeError) throw badRequest('invalid_command', e.message);
-        throw e;
-      }
-      // Who may ask before where the group is: a refused caller learns nothing of the placement (no 421).
-      if (cmd.op === 'putPrefs' || cmd.op === 'inboxRead') requireSelfOrInternal(ctx, cmd.user_id);
-      else requireInternal(ctx);
-      const node = stateNode(ctx);
-      return service.call(node, () => node.propose(cmd));
     })
     .post('/v1/notify/groups/:group/query', { admits: 'authenticated' }, async (ctx) => {
       const q = checkQuery(await ctx.json());

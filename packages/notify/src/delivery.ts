@@ -36,7 +36,7 @@ import { CheckedConsumer, DeadLetterQueue, LogClient, type LogProducer } from '@
 import { CHANNELS, type Channel, type ChannelSender, type InAppItem, type OutboundMessage, type Priority } from './channels/channel.js';
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
-import { deliveryGroup, groupOf, NOTIFY, PRIORITY_LAYOUT, DEAD_LETTER_TOPIC, type QueueLayout } from './groups.js';
+import { deliveryGroup, groupOf, NOTIFY, PRIORITY_LAYOUT, DEAD_LETTER_TOPIC, type QueueLayout } from './placement.js';
 import { decodeQueued, type QueuedMessage } from './records.js';
 import { USER_ID } from './input.js';
 import type { Outcome } from './machine.js';

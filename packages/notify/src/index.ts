@@ -24,7 +24,7 @@ export { deliveryRole, startDelivery, parseChain, nextInChain } from './delivery
 export { senderFactories } from './channels/registry.js';
 export { NotifyClient } from './client.js';
 export type { SendInput, StatusAnswer } from './client.js';
-export * from './groups.js';
+export * from './placement.js';
 export { EmailSender, createEmailSender, type EmailSenderOptions } from './channels/email.js';
 export { PushSender, PUSH_BATCH, createPushSender, loadOrCreateVapidKeys, type PushSenderOptions, type VapidKeys } from './channels/push.js';
 export { SmsSender, createSmsSender, type SmsSenderOptions } from './channels/sms.js';

@@ -12,7 +12,7 @@
 import { clusterUrl, deriveServiceToken, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import { LogClient, type LogProducer, CheckedConsumer, DeadLetterQueue } from '@raftkit/log';
 import { PRIORITIES, type Address, type Channel, type Priority } from './channels/channel.js';
-import { allStateGroups, groupOf, ingestTopic, NOTIFY, PRIORITY_LAYOUT, ROUTER_GROUP, DEAD_LETTER_TOPIC, type QueueLayout } from './groups.js';
+import { allStateGroups, groupOf, ingestTopic, NOTIFY, PRIORITY_LAYOUT, ROUTER_GROUP, DEAD_LETTER_TOPIC, type QueueLayout } from './placement.js';
 import { defaultPreferences, type Preferences } from './machine.js';
 import type { RouteContext } from './queries.js';
 import { inQuietHours } from './quiet-hours.js';

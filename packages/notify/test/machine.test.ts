@@ -7,7 +7,7 @@ import t from 'tap';
 import { chooseChannels, defaultPreferences, DEDUP_WINDOW_MS, inQuietHours, localMinutes, messageId, NotifyMachine, render, type Preferences } from '../src/index.js';
 import { mergePreferences } from '../src/input.js';
 import { nextInChain, parseChain } from '../src/delivery.js';
-import { parseStateGroup, stateGroup, STATE_GROUPS, STATE_PREFIX } from '../src/groups.js';
+import { parseStateGroup, stateGroup, STATE_GROUPS, STATE_PREFIX } from '../src/placement.js';
 
 const T0 = Date.UTC(2026, 0, 15, 12, 0, 0);
 

@@ -10,9 +10,8 @@ import { storeRole } from './store/worker.js';
 
 export const ratelimitService: ServiceDefinition<RuleCommand, RuleResult> = {
   name: 'ratelimit',
-  createMachine: () => new RuleMachine(),
+  // The members hold rules and tenants, polled about once a second; the check instances serve every check.
+  kinds: [{ name: 'rules', createMachine: () => new RuleMachine(), raft: IDLE_MEMBERS.raft, replicas: 'every member' }],
   routes: ruleRoutes,
   workers: [storeRole, checkRole],
-  // The members hold rules and tenants, polled about once a second; the check instances serve every check.
-  ...IDLE_MEMBERS,
 };

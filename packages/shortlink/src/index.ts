@@ -29,9 +29,8 @@ export const MEMBER_HEARTBEAT_TICKS = IDLE_MEMBER_HEARTBEAT_TICKS;
 
 export const shortlinkService: ServiceDefinition<LinkCommand, LinkResult> = {
   name: 'shortlink',
-  createMachine: () => new LinkMachine(),
+  kinds: [{ name: 'links', createMachine: () => new LinkMachine(), raft: IDLE_MEMBERS.raft, replicas: 'every member' }],
   routes: linkRoutes,
-  ...IDLE_MEMBERS,
   // Click workers first: the app servers find the stream when they start.
   workers: [...clickWorkerRoles, app],
 };

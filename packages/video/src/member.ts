@@ -24,16 +24,16 @@ export function memberRoutes(service: Ctx): void {
     return v;
   };
 
+  service.commandRoute('/internal/video/commands', {
+    admits: 'cluster',
+    check: (body) => {
+      const command = requireObject(body, 'command');
+      checkVideoCommand(command);
+      return command;
+    },
+  });
+
   service.router
-    .post('/internal/video/commands', { admits: 'cluster' }, async (ctx) => {
-      const command = requireObject(await ctx.json(), 'command');
-      try {
-        checkVideoCommand(command);
-      } catch (error) {
-        throw badRequest('invalid_command', (error as Error).message);
-      }
-      return service.write(ctx, command);
-    })
     .get('/internal/video/uploads/:id', { admits: 'cluster' }, async (ctx) => {
       const upload = await read(ctx, (m) => m.getUpload(id(ctx)));
       if (upload === null) throw notFound(`no upload ${ctx.params.id}`, { upload_id: ctx.params.id });
@@ -70,9 +70,9 @@ export function memberRoutes(service: Ctx): void {
     .get('/internal/video/status', { admits: 'cluster' }, async (ctx) => read(ctx, (m) => m.counts()));
 }
 
-export const videoMembers: Pick<ServiceDefinition<VideoCommand, VideoResult>, 'name' | 'createMachine' | 'routes'> = {
+export const videoMembers: Pick<ServiceDefinition<VideoCommand, VideoResult>, 'name' | 'kinds' | 'routes'> = {
   name: 'video',
-  createMachine: () => new VideoMachine(),
+  kinds: [{ name: 'metadata', createMachine: () => new VideoMachine(), replicas: 'every member' }],
   routes: memberRoutes,
 };
 

@@ -5,7 +5,7 @@
  * inbox, so nothing is lost when it was offline).
  */
 import type { ChannelSender, InAppItem, OutboundMessage, SendOutcome } from './channel.js';
-import { groupOf } from '../groups.js';
+import { groupOf } from '../placement.js';
 import type { StateClient } from '../state-client.js';
 
 export function inAppSender(state: StateClient, push: (item: InAppItem) => void): ChannelSender {

@@ -1,31 +1,35 @@
 /**
- * One member of a service built on many Raft groups (the event log): a ManagedHost (one listener, one LevelDB, the
- * meta group and every group the meta group gives this process), the service's endpoints, and the endpoints every
- * member serves, shaped as the single-group member's so the cluster CLI drives both alike: health, metrics,
- * status (the meta group's, with counts of groups and leaders), groups, hosts, leader balancing, membership of
- * processes, and fault control.
+ * The runtime of a member whose service declares kinds of many groups (log, collab, flash, auction, feed, notify): a
+ * ManagedHost (one listener, one LevelDB, the meta group and every group the meta group gives this process), the
+ * service's endpoints, the endpoints every member serves (member-admin.ts; status is the meta group's, with counts
+ * of groups and leaders), and those of many groups: groups, hosts, catalog, leader balancing and spreading.
  */
 import { ManagedHost, META_GROUP, RaftMetrics, type MetaResult, type RaftNode } from '@raftkit/raft';
 import {
   badRequest,
   conflict,
-  deriveClientToken,
   GroupedServiceContext,
+  groupOptionsOf,
   HttpError,
   jsonLogger,
   MetricsRegistry,
   processHttp,
-  Reply,
   requireObject,
-  requireString,
   unavailable,
   type GroupedServiceDefinition,
   parseJsonBody,
 } from '@raftkit/http';
 import { sessionTimeoutFromEnv } from './host-config.js';
-import { MEMBER_PING_TICKS, readyAddresses, splitAddress, type MemberOptions, type RunningMember } from './host.js';
-
-const NODE_ID = /^[A-Za-z0-9._-]{1,64}$/;
+import {
+  MEMBER_PING_TICKS,
+  NODE_ID,
+  readyAddresses,
+  registerMemberRoutes,
+  splitAddress,
+  type MemberAdmin,
+  type MemberOptions,
+  type RunningMember,
+} from './member-admin.js';
 
 /** RAFTKIT_PREFERRED_LEADER_DELAY_MS: milliseconds (0 .. 1 day); unset or not a number, the library's default. */
 function preferredLeaderDelayMs(text: string | undefined): number | undefined {
@@ -33,7 +37,7 @@ function preferredLeaderDelayMs(text: string | undefined): number | undefined {
   return Number.isInteger(ms) && ms >= 0 && ms <= 86_400_000 ? ms : undefined;
 }
 
-export async function startGroupedMember(definition: GroupedServiceDefinition, options: MemberOptions): Promise<RunningMember> {
+export async function startManyGroupsMember(definition: GroupedServiceDefinition, options: MemberOptions): Promise<RunningMember> {
   // Each group of a grouped member would need its own forced configuration, and the meta group's placement of
   // them its own: not supported; such clusters recover from backups (docs/deployment.md).
   if (options.forceNewCluster === true) throw new Error('--force-new-cluster is for single-group services; restore a grouped service from backups');
@@ -64,7 +68,7 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     preferredLeaderDelayMs: preferredLeaderDelayMs(process.env.RAFTKIT_PREFERRED_LEADER_DELAY_MS),
     logger,
     groupOptions: (name) => {
-      const settings = definition.groupOptions(name);
+      const settings = groupOptionsOf(definition.kinds, name);
       return settings === null ? null : { requestTimeoutMs: options.requestTimeoutMs ?? 5_000, snapshotEvery: options.snapshotEvery ?? 100_000, ...settings };
     },
     onError: (what, error) => logger.log('warn', `reconcile: ${what} failed; retried`, { error: String((error as Error)?.message ?? error) }),
@@ -119,8 +123,8 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     };
   };
 
-  router
-    .get('/v1/cluster/status', { admits: 'authenticated' }, () => {
+  const admin: MemberAdmin = {
+    status() {
       const s = meta.status();
       term = s.term;
       return {
@@ -136,7 +140,34 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
         group: META_GROUP,
         ...countGroups(),
       };
-    })
+    },
+    async addMember(id, address) {
+      // A new process: a learner of the meta group; POST /v1/cluster/spread then moves replicas onto it.
+      await service.call(meta, () => managed.admit(id, address));
+      return { id, address, meta: 'learner' };
+    },
+    async removeMember(id) {
+      // Retire a process: every replica it holds moves to the others (the groups' leaders carry it out).
+      const result = await service.call(meta, () => managed.proposeMeta({ t: 'retire', id, retiring: true }));
+      if (!result.ok) throw conflict(result.code, result.message);
+      // And out of the meta group itself (one single-server change), so its leader stops replicating to it.
+      const config = meta.status().config;
+      if (config.voters.includes(id) || config.learners.includes(id)) await service.call(meta, () => meta.removeMember(id));
+      return { id, retiring: true, moved: result.groups.map((g) => ({ group: g.name, members: g.members })) };
+    },
+    async transferLeader(to, body) {
+      const name = typeof body.group === 'string' ? body.group : META_GROUP;
+      const node = managed.group(name);
+      if (node === undefined) throw new HttpError(404, 'group_not_found', `this member holds no group ${name}`, { group: name });
+      if (!node.status().config.voters.includes(to)) throw badRequest('invalid_field', `${to} is not a voter of ${name}`, { field: 'to' });
+      const moved = await service.call(node, () => node.transferLeadership(to));
+      if (!moved) throw unavailable(`leadership of ${name} did not move to ${to} in time`, 1);
+      return { group: name, leader: to };
+    },
+    setBlocked: (ids) => managed.host.setBlocked(ids),
+  };
+  registerMemberRoutes(router, admin, { tokens: options.tokens, logger });
+  router
     .get('/v1/cluster/groups', { admits: 'cluster' }, () => ({
       member: options.id,
       groups: managed.host.groupNames().map((name) => groupRow(name, managed.group(name)!)),
@@ -169,56 +200,6 @@ export async function startGroupedMember(definition: GroupedServiceDefinition, o
     .post('/v1/cluster/spread', { admits: 'cluster' }, async () => {
       const result = await service.call(meta, () => managed.proposeMeta({ t: 'spread' }));
       return { moved: metaGroups(result).map((g) => ({ group: g.name, members: g.members })) };
-    })
-    .post('/v1/tokens', { admits: 'cluster' }, async (ctx) => {
-      const body = requireObject(await ctx.json());
-      const client = requireString(body, 'client');
-      return new Reply(201, { client, token: deriveClientToken(options.tokens[0]!, client) });
-    })
-    .post('/v1/cluster/members', { admits: 'cluster' }, async (ctx) => {
-      // A new process: a learner of the meta group; POST /v1/cluster/spread then moves replicas onto it.
-      const body = requireObject(await ctx.json());
-      const id = requireString(body, 'id', { pattern: NODE_ID });
-      const address = requireString(body, 'address', { minLength: 3, maxLength: 300 });
-      splitAddress(address);
-      await service.call(meta, () => managed.admit(id, address));
-      return { id, address, meta: 'learner' };
-    })
-    .delete('/v1/cluster/members/:id', { admits: 'cluster' }, async (ctx) => {
-      // Retire a process: every replica it holds moves to the others (the groups' leaders carry it out).
-      const id = ctx.params.id!;
-      const result = await service.call(meta, () => managed.proposeMeta({ t: 'retire', id, retiring: true }));
-      if (!result.ok) throw conflict(result.code, result.message);
-      // And out of the meta group itself (one single-server change), so its leader stops replicating to it.
-      const config = meta.status().config;
-      if (config.voters.includes(id) || config.learners.includes(id)) await service.call(meta, () => meta.removeMember(id));
-      return { id, retiring: true, moved: result.groups.map((g) => ({ group: g.name, members: g.members })) };
-    })
-    .post('/v1/cluster/transfer-leader', { admits: 'cluster' }, async (ctx) => {
-      const body = requireObject(await ctx.json());
-      const to = requireString(body, 'to', { pattern: NODE_ID });
-      const name = typeof body.group === 'string' ? body.group : META_GROUP;
-      const node = managed.group(name);
-      if (node === undefined) throw new HttpError(404, 'group_not_found', `this member holds no group ${name}`, { group: name });
-      if (!node.status().config.voters.includes(to)) throw badRequest('invalid_field', `${to} is not a voter of ${name}`, { field: 'to' });
-      const moved = await service.call(node, () => node.transferLeadership(to));
-      if (!moved) throw unavailable(`leadership of ${name} did not move to ${to} in time`, 1);
-      return { group: name, leader: to };
-    })
-    .put('/v1/cluster/partition', { admits: 'cluster' }, async (ctx) => {
-      const body = requireObject(await ctx.json());
-      const blocked = body.blocked;
-      if (!Array.isArray(blocked) || !blocked.every((b) => typeof b === 'string')) {
-        throw badRequest('invalid_field', 'blocked must be a list of member ids', { field: 'blocked' });
-      }
-      managed.host.setBlocked(blocked as string[]);
-      logger.log('warn', 'links cut', { blocked });
-      return { blocked };
-    })
-    .delete('/v1/cluster/partition', { admits: 'cluster' }, () => {
-      managed.host.setBlocked([]);
-      logger.log('warn', 'links healed');
-      return { blocked: [] };
     });
   definition.routes(service);
 
