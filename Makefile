@@ -16,7 +16,7 @@ install: node_modules/.installed
 
 build: install
 	npx tsc -b
-	node scripts/build-web.mjs packages/collab/web packages/video/web cluster/web
+	node scripts/build-web.mjs packages/services/collab/web packages/services/video/web cluster/web
 
 TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 
@@ -28,8 +28,8 @@ test: build test-packages
 	@mkdir -p jepsen-out
 	$(TAP) $(TEST_FILES) | tee jepsen-out/tap.log
 	@scripts/slowest-tests.sh jepsen-out/tap.log 12
-	node packages/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2 | tee jepsen-out/sim.log
-	node packages/raft/dist/sim/mutations.js | tee jepsen-out/mutations.log
+	node packages/lib/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2 | tee jepsen-out/sim.log
+	node packages/lib/raft/dist/sim/mutations.js | tee jepsen-out/mutations.log
 	node jepsen-like/bin/jepsen-like.js run --service kv --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-kv
 	node jepsen-like/bin/jepsen-like.js run --service lock --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-lock
 	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-shortlink
@@ -72,10 +72,10 @@ container: build
 
 # make sim SEEDS=N FROM=S: seeds S..S+N-1; ends with "N passed, M failed".
 sim: build
-	node packages/raft/dist/sim/run.js --seeds $(SEEDS) --from $(FROM)
+	node packages/lib/raft/dist/sim/run.js --seeds $(SEEDS) --from $(FROM)
 
 mutations: build
-	node packages/raft/dist/sim/mutations.js
+	node packages/lib/raft/dist/sim/mutations.js
 
 # Start every service's 5-member cluster (LevelDB under data/, each with its own token) and the dashboard; ends with
 # one table of the clusters and the dashboard's address. `make up SERVICES="kv lock"` starts only those.
@@ -119,4 +119,4 @@ bench: build test-packages
 	npx bench notify --vs fifo
 
 clean:
-	rm -rf packages/*/dist bench/dist cluster/dist jepsen-like/dist
+	rm -rf packages/*/*/dist bench/dist cluster/dist jepsen-like/dist

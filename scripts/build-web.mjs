@@ -1,7 +1,7 @@
 // Bundles each browser page given (a folder with src/main.ts and static/index.html) into its dist/ (app.js, its
 // CSS when it imports any, index.html): run by `make build` after `tsc -b`, so `make up` and `make test` serve the
 // editor's and the player's pages on a fresh machine. The output is git-ignored.
-//   node scripts/build-web.mjs packages/collab/web packages/video/web
+//   node scripts/build-web.mjs packages/services/collab/web packages/services/video/web
 import { build } from 'esbuild';
 import { copyFile, mkdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';

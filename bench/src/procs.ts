@@ -29,7 +29,7 @@ export function portFree(port: number, host = '127.0.0.1'): Promise<boolean> {
 /**
  * Ports for the benchmarks' own clusters and their peers: below the kernel's ephemeral range (32768+, where outgoing
  * connections of every process on the machine take their local ports, so a port found free there can be taken before
- * a daemon binds it) and below the test clusters' reserved bases (packages/testkit: 20000+).
+ * a daemon binds it) and below the test clusters' reserved bases (packages/lib/testkit: 20000+).
  */
 const BENCH_PORTS_MIN = 10_000;
 const BENCH_PORTS_MAX = 19_900;

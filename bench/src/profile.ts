@@ -27,14 +27,14 @@ export function areaOf(url: string, functionName: string): string {
   if (url === '') return functionName.startsWith('(') ? functionName : 'native';
   const pkg = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url);
   if (pkg) return pkg[1]!;
-  const ours = /\/(packages\/[^/]+|cluster|bench)\//.exec(url);
+  const ours = /\/(packages\/[^/]+\/[^/]+|cluster|bench)\//.exec(url);
   if (ours) return ours[1]!;
   if (url.startsWith('node:')) return url.split('/').slice(0, 2).join('/');
   return url;
 }
 
 function shortUrl(url: string): string {
-  const m = /\/((?:packages\/[^/]+|cluster|bench)\/.*|node_modules\/.*)$/.exec(url);
+  const m = /\/((?:packages\/[^/]+\/[^/]+|cluster|bench)\/.*|node_modules\/.*)$/.exec(url);
   return m ? m[1]!.replace(/^node_modules\//, '') : url;
 }
 

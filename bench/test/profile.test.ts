@@ -10,7 +10,7 @@ const profile: CpuProfile = {
     frame(1, '(root)', '', 0),
     frame(2, '(idle)', '', 50),
     frame(3, 'encode', 'file:///work/main/node_modules/msgpackr/pack.js', 20, 9),
-    frame(4, 'step', 'file:///work/main/packages/raft/dist/src/core.js', 15, 99),
+    frame(4, 'step', 'file:///work/main/packages/lib/raft/dist/src/core.js', 15, 99),
     frame(5, 'writeGeneric', 'node:internal/stream_base_commons', 10),
     frame(6, '(garbage collector)', '', 5),
   ],
@@ -20,9 +20,9 @@ t.test('summarize ranks self time', async (t) => {
   const s = summarize([profile, profile]);
   t.equal(s.idleSamples, 100);
   t.equal(s.busySamples, 100);
-  t.same(s.areas.map((a) => [a.name, a.percent]), [['msgpackr', 40], ['packages/raft', 30], ['node:internal/stream_base_commons', 20], ['(garbage collector)', 10]]);
+  t.same(s.areas.map((a) => [a.name, a.percent]), [['msgpackr', 40], ['packages/lib/raft', 30], ['node:internal/stream_base_commons', 20], ['(garbage collector)', 10]]);
   t.equal(s.functions[0]!.name, 'encode msgpackr/pack.js:10');
-  t.equal(s.functions[1]!.name, 'step packages/raft/dist/src/core.js:100');
+  t.equal(s.functions[1]!.name, 'step packages/lib/raft/dist/src/core.js:100');
   t.match(formatSummary(s, 'leader'), /leader: 100 busy samples of 200 \(50% busy\)/);
 });
 

@@ -1,6 +1,6 @@
 /**
  * The Redis peer's Lua token bucket against a real redis-server: the same arithmetic as the service's
- * packages/ratelimit bucket.ts (replayed from the state redis stored), counters start full, one token admits
+ * packages/services/ratelimit bucket.ts (replayed from the state redis stored), counters start full, one token admits
  * exactly one of two concurrent checks from two connections, the retry_after formula, the expiry, and several
  * rules in one call.
  */

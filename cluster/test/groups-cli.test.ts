@@ -15,7 +15,7 @@ t.setTimeout(280_000);
 
 const PARTITIONS = 10;
 // Members hand groups back to their preferred leaders only after 2 minutes here, so leaders piled by hand stay piled
-// until `balance` moves them (packages/raft/test/preferred-leaders.test.ts tests the automatic hand-back).
+// until `balance` moves them (packages/lib/raft/test/preferred-leaders.test.ts tests the automatic hand-back).
 const cluster = await startCluster('log', { nodes: 5, tickMs: 50, env: { RAFTKIT_PREFERRED_LEADER_DELAY_MS: '120000' } });
 t.teardown(() => cluster.down());
 const admin = cluster.token;

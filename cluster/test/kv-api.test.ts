@@ -1,6 +1,6 @@
 /**
  * The key-value service's HTTP API on a real 5-member cluster (separate processes, TCP, LevelDB), started with
- * the `cluster` CLI: every endpoint and answer of packages/kv/README.md, idempotent retries across members, the
+ * the `cluster` CLI: every endpoint and answer of packages/services/kv/README.md, idempotent retries across members, the
  * shared endpoints (healthz, metrics, status), every kind of bad input, and 503 with Retry-After without quorum.
  */
 import { readFileSync } from 'node:fs';

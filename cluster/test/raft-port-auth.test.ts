@@ -23,7 +23,7 @@ interface MemberRecord {
 
 /** A length-prefixed MessagePack frame, as the Raft transport reads them. */
 function frame(value: unknown): Buffer {
-  // The Raft transport's msgpack settings (packages/raft/src/codec/msgpack.ts), so the frames decode as a member's would.
+  // The Raft transport's msgpack settings (packages/lib/raft/src/codec/msgpack.ts), so the frames decode as a member's would.
   const payload = new Packr({ useRecords: false, mapsAsObjects: true }).pack(value);
   const header = Buffer.alloc(4);
   header.writeUInt32BE(payload.byteLength);

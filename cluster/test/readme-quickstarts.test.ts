@@ -13,7 +13,7 @@
  * quickstart, the eleven (video's uploads a 4-s 320x180 clip, so its transcode is one small tier).
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { reservePorts } from '@raftkit/testkit';
@@ -21,6 +21,9 @@ import { defaultBasePort } from '../src/service-list.js';
 import { TestCluster } from './helpers/cluster.js';
 
 const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+/** A service's package folder: under packages/services/, or packages/platform/ for the event log. */
+const packageDir = (service: string): string =>
+  existsSync(`${ROOT}packages/services/${service}`) ? `packages/services/${service}` : `packages/platform/${service}`;
 const COVERED = ['kv', 'lock', 'ratelimit', 'shortlink', 'log', 'flash', 'collab', 'feed', 'notify', 'auction', 'video'];
 
 t.setTimeout(600_000);
@@ -69,9 +72,9 @@ t.test('the extraction and the port rewrite', async (t) => {
 
 for (const service of COVERED) {
   t.test(`${service}: the README quickstart runs as written`, async (t) => {
-    const readme = readFileSync(`${ROOT}packages/${service}/README.md`, 'utf8');
+    const readme = readFileSync(`${ROOT}${packageDir(service)}/README.md`, 'utf8');
     const blocks = quickstartBlocks(readme);
-    t.ok(blocks.length > 0, `packages/${service}/README.md has a \`\`\`sh quickstart block`);
+    t.ok(blocks.length > 0, `${packageDir(service)}/README.md has a \`\`\`sh quickstart block`);
     if (blocks.length === 0) return;
     const ports = await reservePorts();
     const cluster = new TestCluster(ports.base, { service, nodes: 3 });

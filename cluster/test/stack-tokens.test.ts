@@ -153,7 +153,7 @@ t.test('a credential of one cluster is refused (401) by every member and worker 
       });
     }
   }
-  // The binary listeners (packages/rpc hello): the rate limiter's counter store and check instance, the short-link
+  // The binary listeners (packages/platform/rpc hello): the rate limiter's counter store and check instance, the short-link
   // click stream. Every credential of another cluster is refused in the hello; each one's own cluster token is welcome.
   const binary = SERVICES.flatMap((s) => (states[s].workers ?? []).filter((w) => ['store', 'check', 'stream'].includes(w.role)).map((w) => ({ service: s, id: w.id, tcp: w.tcpAddress })));
   t.equal(binary.length, 3, 'store1, check1 (ratelimit) and stream1 (shortlink)');
@@ -171,7 +171,7 @@ t.test('a credential of one cluster is refused (401) by every member and worker 
   t.equal(refused, expected, `${expected} refusals: every credential on every process of the other clusters`);
 });
 
-/** The answer to a binary listener's hello (packages/rpc: 4-byte length, msgpack): "welcome" or the error's code. */
+/** The answer to a binary listener's hello (packages/platform/rpc: 4-byte length, msgpack): "welcome" or the error's code. */
 function hello(address: string, token: string): Promise<string> {
   const colon = address.lastIndexOf(':');
   return new Promise((resolve) => {

@@ -9,7 +9,7 @@
  * workers' in-flight checks are the concurrency (the binary client and ioredis both batch what is in flight).
  *
  * Ours, `--layout embedded` (the default): `cluster up --service ratelimit --workers store=0,check=3`, each check
- * instance holding one counter shard in its own process (packages/ratelimit/STORE.md "Embedded stores"); every
+ * instance holding one counter shard in its own process (packages/services/ratelimit/STORE.md "Embedded stores"); every
  * check goes to the instance holding tenant "bench"'s shard, so a check crosses two processes (client, check
  * instance). `--layout separate`: the service's default workers (2 store processes, 3 check instances), every
  * check to check instance 1, whose tenant's counters live on one store shard (three processes per check). The

@@ -32,7 +32,7 @@ export const LINKS = 10_000;
 const SETUP_CONCURRENCY = 32;
 const P99_GOAL_MS = 10;
 const CEILING_SHARE = 0.8;
-/** What our app servers send with a 302 besides Location (packages/shortlink/src/app.ts); the ceilings send it too. */
+/** What our app servers send with a 302 besides Location (packages/services/shortlink/src/workers/app/app.ts); the ceilings send it too. */
 const REDIRECT_HEADERS = { 'cache-control': 'private, max-age=0', 'content-length': '0' };
 /** The create limits (per API key and per IP) raised out of the way: the benchmark is one key on one address. */
 const UNLIMITED = String(1e9);

@@ -1,5 +1,5 @@
 /**
- * `video-delivery`: segment requests per second and their latency through ONE edge cache process (packages/video
+ * `video-delivery`: segment requests per second and their latency through ONE edge cache process (packages/services/video
  * delivery tier) beside nginx serving the same files from disk, same load generator, concurrency and keep-alive;
  * and the origin fetch count under a stampede. The `video` benchmark (transcode part: s30-media) runs this as its
  * delivery part through `runDeliveryOurs` / `runDeliveryPeer`.

@@ -4,7 +4,7 @@
  * port, no persistence: counters hold no durable data), and a Lua token bucket loaded with SCRIPT LOAD and called
  * with EVALSHA.
  *
- * The script is the spec's check rules 1 to 4, as packages/ratelimit/src/bucket.ts implements them and our counter
+ * The script is the spec's check rules 1 to 4, as packages/services/ratelimit/src/bucket.ts implements them and our counter
  * store applies them to a check's rules (all or nothing, store/counters.ts): the store's clock (redis TIME,
  * milliseconds), lazy refill, a missing counter starts full, take one token when there is at least one
  * (remaining = floor(tokens)), else deny with retry_after_ms = ceil((1 - tokens) / refill_rate * 1000); each

@@ -1,6 +1,6 @@
 /**
  * Requests per second and latency quantiles from a process's /metrics (Prometheus text): the counter
- * http_requests_total (summed over its labels) and the histogram http_request_seconds (packages/http's
+ * http_requests_total (summed over its labels) and the histogram http_request_seconds (packages/platform/http's
  * processHttp), each turned into a rate over the time between two polls.
  */
 import type { ProcessMetrics } from './types.js';

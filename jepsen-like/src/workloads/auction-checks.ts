@@ -8,7 +8,7 @@
  * - `auction-acknowledged`: every bid a client was told `accepted` (directly, or as the original outcome of a
  *   `duplicate`) is in the final log exactly once, with the status the client was told; no idempotency key
  *   appears twice in a log (a bid retried across a failover applied twice);
- * - `auction-replay`: a sequential replay of the final log through packages/auction's machine (the same rules,
+ * - `auction-replay`: a sequential replay of the final log through packages/services/auction's machine (the same rules,
  *   one bid at a time, each at its logged time) gives, entry by entry, the status, price, high bidder and close_at
  *   the service logged, and at close the winner and final price the service reports;
  * - `auction-close-at`: close_at as clients observed it (bid answers, reads from the writer) never moves backwards:

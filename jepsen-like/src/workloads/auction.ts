@@ -1,5 +1,5 @@
 /**
- * auction: the auction service (packages/auction, issue 17) under faults. Each client is one bidder with its own
+ * auction: the auction service (packages/services/auction, issue 17) under faults. Each client is one bidder with its own
  * bidder token; a few auctions are live at a time (short ones, with a small anti-snipe window, so they close
  * under the faults and new ones are opened as they end). A bidder bids on a random live auction up to a budget
  * of its own for that auction: usually above the price by a few increments with a hidden proxy maximum, now and
@@ -11,7 +11,7 @@
  * After the heal the final reads wait for every auction to close and read each from every member that holds it
  * (state, close_at, winner and final price, bid_history: the visible changes with the bid that made each) and its
  * bid log (GET /api/auctions/{id}/log: every bid entry in log order, hidden maxima included). auction-checks.ts
- * checks that log (order, acknowledged bids, a replay through packages/auction's machine, close_at never
+ * checks that log (order, acknowledged bids, a replay through packages/services/auction's machine, close_at never
  * backwards); when no complete log is to be had it rebuilds one from the visible history and the answers.
  *
  * No linearizability model fits an auction as a whole, so the model check gets no events (valid by definition);

@@ -1,5 +1,5 @@
 /**
- * collab: the collaborative editor (packages/collab) under faults. The harness runs the op-log members (and
+ * collab: the collaborative editor (packages/services/collab) under faults. The harness runs the op-log members (and
  * partitions, kills and pauses them); this workload starts the service's three worker processes itself (the
  * cluster's own worker.js, given a cluster.json naming the members) and kills, restarts, pauses and resumes
  * them on a schedule of its own, one worker at a time, while clients type.

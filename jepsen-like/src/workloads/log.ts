@@ -1,5 +1,5 @@
 /**
- * log: the replicated event log (packages/log) under faults. One topic with several partitions, each its own Raft
+ * log: the replicated event log (packages/platform/log) under faults. One topic with several partitions, each its own Raft
  * group on 3 of the 5 processes; clients go through the log's own client (LogClient, whose GroupRouter follows 421
  * answers and leader hints), as applications do.
  *

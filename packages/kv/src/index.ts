@@ -1,5 +1,0 @@
-export { KvMachine } from './machine.js';
-export type { KvCommand, KvResult, KvEntry } from './machine.js';
-export { kvService, kvRoutes, MAX_KEY_BYTES, MAX_VALUE_BYTES } from './api.js';
-export { KvClient, KvError } from './client.js';
-export type { KvClientOptions, KvValue } from './client.js';

@@ -1,0 +1,47 @@
+/**
+ * pushOrDrop (packages/platform/http slow-push.ts), as the gateway pushes to its watchers, on a real WebSocket whose client
+ * never reads: the server drops it with at most the bound queued. Real sockets on loopback.
+ */
+import { createServer } from 'node:http';
+import { connect } from 'node:net';
+import t from 'tap';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { pushOrDrop } from '@raftkit/http';
+
+t.test('a socket that reads gets every message; one that never reads is dropped past the bound', async (t) => {
+  const server = createServer();
+  const wss = new WebSocketServer({ server });
+  const accepted = new Promise<WebSocket>((resolve) => wss.once('connection', resolve));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const c of wss.clients) c.terminate();
+    wss.close();
+    server.close();
+  });
+  const port = (server.address() as { port: number }).port;
+  // A raw client: sends the upgrade, then pauses and never reads a byte.
+  const raw = connect(port, '127.0.0.1');
+  raw.on('error', () => undefined);
+  await new Promise<void>((resolve) => raw.once('connect', resolve));
+  raw.write(`GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+  const ws = await accepted;
+  raw.pause();
+  const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
+  const bound = 256 * 1024;
+  const text = 'x'.repeat(16 * 1024);
+  let sent = 0;
+  let maxQueued = 0;
+  // The kernel takes some MB of a paused loopback connection first: keep pushing until the socket is dropped.
+  for (let i = 0; i < 20_000; i++) {
+    maxQueued = Math.max(maxQueued, ws.bufferedAmount);
+    if (!pushOrDrop(ws, text, bound)) break;
+    sent++;
+    if (i % 64 === 0) await new Promise((r) => setImmediate(r));
+  }
+  t.ok(sent < 20_000, `dropped after ${sent} messages of 16 KiB`);
+  t.ok(maxQueued <= bound + text.length + 64, `never more than the bound and one message queued (${maxQueued} bytes)`);
+  await closed;
+  t.pass('the server side closed');
+  raw.destroy();
+});
+

@@ -1,0 +1,149 @@
+/**
+ * The feed read (spec rule 3), in order: the viewer's latest inbox candidates (current and previous month
+ * buckets), the recent outbox posts of the followed authors that are pulled (is_celebrity), merge and de-duplicate
+ * by post_id, pre-filter (already seen, deleted, authors suspended or deactivated or no longer followed), rank
+ * (50 ms, else time order), assemble with at most 2 consecutive posts per author, keep the assembled list as a
+ * snapshot on the viewer's store partition, and answer its first page hydrated from the post cache.
+ *
+ * Pagination: next_token names the snapshot (ranked_at) and the last post shown; the next page is the snapshot's
+ * list after that post, so posts arriving meanwhile neither shift it (no duplicates) nor slip in before the
+ * boundary (no gaps): they are in the next first page. Any app worker can continue a token (the snapshot is in
+ * the store). A snapshot older than SNAPSHOT_TTL_MS is gone: its token continues in time order below its last post.
+ */
+import { badRequest } from '@raftkit/http';
+import { readMonths } from '../store/keys.js';
+import type { Post } from '../../machine.js';
+import { applyRanking, decodeToken, encodeToken, limitConsecutive, mergeCandidates } from './assemble.js';
+import type { PostsClient } from './posts-client.js';
+import type { RankerClient } from '../ranker/client.js';
+import { MAX_RANK_CANDIDATES, RANK_DEADLINE_MS, type ContentType, type RankCandidate } from '../../rank-wire.js';
+import type { StoreClient } from '../../store-client.js';
+import type { FeedEntry, Profile } from '../store/store.js';
+
+/** Inbox candidates read (the spec's "latest N"). */
+const INBOX_CANDIDATES = 1_000;
+/** Recent posts taken from each pulled author's outbox. */
+const OUTBOX_CANDIDATES = 200;
+/** Followed authors considered (the follow list read at once). */
+const MAX_FOLLOWING = 10_000;
+
+export interface FeedPage {
+  posts: PostView[];
+  next_token: string | null;
+  ranking: 'ranked' | 'time';
+  ranked_at: number;
+}
+
+export type PostView = Omit<Post, 'deleted_at'>;
+
+interface Snapshot {
+  ranking: 'ranked' | 'time';
+  /** post ids, in feed order. */
+  ids: string[];
+}
+
+export function contentType(p: Post): ContentType {
+  if (p.repost_of !== null) return 'repost';
+  if (p.parent_post_id !== null) return 'comment';
+  return p.media_ids.length > 0 ? 'media' : 'text';
+}
+
+export function view(p: Post): PostView {
+  const { deleted_at: _d, ...rest } = p;
+  return rest;
+}
+
+export class FeedReader {
+  readonly stats = { reads: 0, pages: 0, expiredTokens: 0, timeOrder: 0 };
+
+  constructor(
+    private readonly stores: StoreClient,
+    private readonly posts: PostsClient,
+    private readonly ranker: RankerClient,
+  ) {}
+
+  async read(viewer: string, limit: number, token: string | null): Promise<FeedPage> {
+    if (token !== null) return this.next(viewer, limit, token);
+    this.stats.reads++;
+    const now = Date.now();
+    const months = readMonths(now);
+    const [inbox, following] = await Promise.all([
+      this.stores.call(viewer, { op: 'inbox', user: viewer, months, limit: INBOX_CANDIDATES }),
+      this.stores.call(viewer, { op: 'following', user: viewer, limit: MAX_FOLLOWING, after: '' }),
+    ]);
+    const followed = new Set(following.edges.map((e) => e.user_id));
+    const profiles = await this.profiles([...followed]);
+    const pulled = [...profiles.values()].filter((p) => p.is_celebrity && followed.has(p.user_id));
+    const outboxes = await Promise.all(pulled.map((p) => this.stores.call(p.user_id, { op: 'outbox', author: p.user_id, months, limit: OUTBOX_CANDIDATES, before: null }).then((a) => a.entries, () => [] as FeedEntry[])));
+    let candidates = mergeCandidates([inbox.entries, ...outboxes], MAX_RANK_CANDIDATES);
+
+    // Pre-filter: no longer followed, author not active, seen, deleted or unknown.
+    candidates = candidates.filter((c) => followed.has(c.author_id) && (profiles.get(c.author_id)?.account_state ?? 'active') === 'active');
+    const seen = new Set(candidates.length === 0 ? [] : (await this.stores.call(viewer, { op: 'seen', user: viewer, post_ids: candidates.map((c) => c.post_id) })).seen);
+    const hydrated = await this.posts.getMany(candidates.filter((c) => !seen.has(c.post_id)).map((c) => c.post_id));
+    const live = candidates.filter((c) => {
+      const p = hydrated.get(c.post_id);
+      return p !== undefined && p.deleted_at === undefined;
+    });
+
+    const rankInput: RankCandidate[] = live.map((c) => {
+      const p = hydrated.get(c.post_id)!;
+      return { post_id: c.post_id, author_id: c.author_id, created_at: c.created_at, content_type: contentType(p), engagement: p.engagement_counts };
+    });
+    const ranked = rankInput.length === 0 ? null : await this.ranker.rankWithDeadline(viewer, rankInput, RANK_DEADLINE_MS, now);
+    if (ranked === null) this.stats.timeOrder++;
+    const ordered = limitConsecutive(ranked === null ? live : applyRanking(live, ranked));
+    const snapshot: Snapshot = { ranking: ranked === null ? 'time' : 'ranked', ids: ordered.map((c) => c.post_id) };
+    if (ordered.length > limit) await this.stores.call(viewer, { op: 'put_snapshot', user: viewer, ranked_at: now, snapshot });
+    return this.page(viewer, now, snapshot, 0, limit, hydrated);
+  }
+
+  private async next(viewer: string, limit: number, text: string): Promise<FeedPage> {
+    this.stats.pages++;
+    const token = decodeToken(text);
+    if (token.user !== viewer) throw badRequest('invalid_token', 'next_token belongs to another user\'s feed', { field: 'next_token' });
+    const stored = (await this.stores.call(viewer, { op: 'snapshot', user: viewer, ranked_at: token.ranked_at })).snapshot as Snapshot | null;
+    if (stored !== null) {
+      const at = stored.ids.indexOf(token.post_id);
+      return this.page(viewer, token.ranked_at, stored, at + 1, limit, null);
+    }
+    // The snapshot expired: time order of the candidates older than the last post shown.
+    this.stats.expiredTokens++;
+    const months = readMonths(Date.now());
+    const inbox = await this.stores.call(viewer, { op: 'inbox', user: viewer, months, limit: INBOX_CANDIDATES });
+    const older = inbox.entries.filter((e) => e.post_id < token.post_id);
+    return this.page(viewer, token.ranked_at, { ranking: 'time', ids: older.map((e) => e.post_id) }, 0, limit, null);
+  }
+
+  /** The page of `snapshot` from index `from`: hydrated; posts deleted since the snapshot was made are left out. */
+  private async page(viewer: string, rankedAt: number, snapshot: Snapshot, from: number, limit: number, hydrated: Map<string, Post> | null): Promise<FeedPage> {
+    const ids = snapshot.ids.slice(from, from + limit);
+    const posts = hydrated ?? (await this.posts.getMany(ids));
+    const shown = ids.map((id) => posts.get(id)).filter((p): p is Post => p !== undefined && p.deleted_at === undefined);
+    const more = from + limit < snapshot.ids.length;
+    return {
+      posts: shown.map(view),
+      next_token: more && ids.length > 0 ? encodeToken({ user: viewer, ranked_at: rankedAt, post_id: ids[ids.length - 1]! }) : null,
+      ranking: snapshot.ranking,
+      ranked_at: rankedAt,
+    };
+  }
+
+  /** Profiles of many users, one call per store partition. */
+  async profiles(users: readonly string[]): Promise<Map<string, Profile>> {
+    const out = new Map<string, Profile>();
+    await Promise.all(
+      [...this.stores.byPartition(users, (u) => u)].map(async ([partition, list]) => {
+        for (let i = 0; i < list.length; i += 5_000) {
+          try {
+            const answer = await this.stores.callPartition(partition, { op: 'profiles', users: list.slice(i, i + 5_000) });
+            for (const p of answer.profiles) out.set(p.user_id, p);
+          } catch {
+            // A store partition down: its authors count as push authors and active (availability over consistency).
+          }
+        }
+      }),
+    );
+    return out;
+  }
+}
