@@ -19,7 +19,9 @@ function list(): void {
     const vs = b.peers.length > 0 ? `--vs ${b.peers.join('|')}` : 'no peer';
     const d = b.defaults;
     console.log(`${b.name.padEnd(width)}  ${b.description}`);
-    console.log(`${''.padEnd(width)}  ${vs}; defaults: --duration ${d.durationS} --concurrency ${d.concurrency} --size ${d.size} --warmup ${d.warmupS}`);
+    console.log(
+      `${''.padEnd(width)}  ${vs}; defaults: --duration ${d.durationS} --concurrency ${d.concurrency} --size ${d.size} --warmup ${d.warmupS}`,
+    );
   }
 }
 
@@ -34,21 +36,50 @@ export async function main(argv: string[]): Promise<number> {
     .option('--concurrency <n>', 'concurrent closed-loop clients (default: per benchmark)')
     .option('--warmup <s>', 'seconds of load before measuring, not counted (default: per benchmark)')
     .option('--out <dir>', 'where <name>.json and <name>.svg go (default: bench/results)')
-    .addOption(new Option('--routing <where>', 'send requests to every member (followers forward) or to the leader only').choices(['all', 'leader']))
+    .addOption(
+      new Option(
+        '--routing <where>',
+        'send requests to every member (followers forward) or to the leader only',
+      ).choices(['all', 'leader']),
+    )
     .option('--size <bytes>', 'payload bytes per operation (default: per benchmark)')
     .option('--keys <n>', 'number of distinct keys written (uniformly at random)')
     .option('--rounds <n>', 'alternate ours and the peer n times; each side reports its median round (default 1)')
-    .option('--rate <ops>', 'lock: lock operations per second to aim at (default 10000); ratelimit: the open-loop rate (default half the saturation)')
-    .option('--sweep [rates]', 'lock: run each rate (default 500,...,10000) side by side; report the highest rate with acquire p99 under 50 ms')
+    .option(
+      '--rate <ops>',
+      'lock: lock operations per second to aim at (default 10000); ratelimit: the open-loop rate (default half the saturation)',
+    )
+    .option(
+      '--sweep [rates]',
+      'lock: run each rate (default 500,...,10000) side by side; report the highest rate with acquire p99 under 50 ms',
+    )
     .option('--pin', 'ratelimit: load generator on core 0, the measured servers on core 1 (taskset)')
-    .option('--layout <where>', 'ratelimit: embedded (counters in the check instance, default) or separate (store processes)')
-    .option('--generators <n>', 'ratelimit: generator threads for the open loop (default 1; 0: the bench process itself)')
-    .option('--generator-gc <kind>', 'ratelimit: parallel (V8 scavenge helper threads, default) or single (--no-parallel-scavenge) in the generator threads')
-    .option('--pacer <kind>', 'ratelimit, with --generators 0: tick (one timer releases what is due, default) or per-check (a timer per check)')
-    .option('--scheduling <kind>', "ratelimit: realtime (the open loop's generator and measured servers at SCHED_FIFO 1 via chrt, default; ours also once shared, to compare) or shared")
+    .option(
+      '--layout <where>',
+      'ratelimit: embedded (counters in the check instance, default) or separate (store processes)',
+    )
+    .option(
+      '--generators <n>',
+      'ratelimit: generator threads for the open loop (default 1; 0: the bench process itself)',
+    )
+    .option(
+      '--generator-gc <kind>',
+      'ratelimit: parallel (V8 scavenge helper threads, default) or single (--no-parallel-scavenge) in the generator threads',
+    )
+    .option(
+      '--pacer <kind>',
+      'ratelimit, with --generators 0: tick (one timer releases what is due, default) or per-check (a timer per check)',
+    )
+    .option(
+      '--scheduling <kind>',
+      "ratelimit: realtime (the open loop's generator and measured servers at SCHED_FIFO 1 via chrt, default; ours also once shared, to compare) or shared",
+    )
     .option('--snapshot-every <n>', "our members' entries between snapshots (diagnostic; default: the cluster's)")
-    .option('--noisy-cores <n>', `flag a side noisy when other processes used more than n cores meanwhile (default ${DEFAULT_NOISY_FOREIGN_CORES})`)
-    .option('--profile <dir>', "CPU-profile our member processes; writes .cpuprofile files and a summary there")
+    .option(
+      '--noisy-cores <n>',
+      `flag a side noisy when other processes used more than n cores meanwhile (default ${DEFAULT_NOISY_FOREIGN_CORES})`,
+    )
+    .option('--profile <dir>', 'CPU-profile our member processes; writes .cpuprofile files and a summary there')
     .showHelpAfterError()
     .action(async (name: string, raw: RawOptions) => {
       if (name === 'list') {

@@ -19,7 +19,10 @@ export class Endpoints {
   readonly pools: Pool[];
 
   /** `origins` like http://127.0.0.1:8001; `workers` is the total number of workers that will share them. */
-  constructor(readonly origins: string[], workers: number) {
+  constructor(
+    readonly origins: string[],
+    workers: number,
+  ) {
     const perOrigin = Math.max(1, Math.ceil(workers / origins.length));
     this.pools = origins.map(
       (origin) =>
@@ -48,7 +51,8 @@ export class Endpoints {
 export async function send(pool: Pool, req: HttpRequest): Promise<string> {
   const res = await pool.request({ method: req.method, path: req.path, headers: req.headers, body: req.body });
   const text = await res.body.text();
-  if (res.statusCode < 200 || res.statusCode > 299) throw new OpError(`HTTP ${res.statusCode}${codeIn(text)}`, text.slice(0, 300));
+  if (res.statusCode < 200 || res.statusCode > 299)
+    throw new OpError(`HTTP ${res.statusCode}${codeIn(text)}`, text.slice(0, 300));
   return text;
 }
 
@@ -65,7 +69,10 @@ function codeIn(text: string): string {
 }
 
 /** One request outside the measured loop (setup, health checks): a fresh connection, a timeout, no throw on 4xx/5xx. */
-export async function fetchJson(url: string, init: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {}): Promise<{ status: number; body: unknown }> {
+export async function fetchJson(
+  url: string,
+  init: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs?: number } = {},
+): Promise<{ status: number; body: unknown }> {
   try {
     const res = await fetch(url, {
       method: init.method ?? 'GET',
@@ -107,11 +114,25 @@ export function parseMetrics(text: string): Record<string, number> {
  * One JSON call on a pool: the parsed 2xx body, or an OpError named after the status and the body's error code
  * (the benchmarks' setup and driver calls; the load generator's hot loop uses Endpoints).
  */
-export async function requestJson(pool: Pool, method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body: unknown, token: string | null, timeoutMs = 15_000): Promise<Record<string, unknown>> {
+export async function requestJson(
+  pool: Pool,
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  path: string,
+  body: unknown,
+  token: string | null,
+  timeoutMs = 15_000,
+): Promise<Record<string, unknown>> {
   const headers: Record<string, string> = {};
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (token !== null) headers.authorization = `Bearer ${token}`;
-  const res = await pool.request({ method, path, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}), headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+  const res = await pool.request({
+    method,
+    path,
+    headers,
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    headersTimeout: timeoutMs,
+    bodyTimeout: timeoutMs,
+  });
   const text = await res.body.text();
   if (res.statusCode < 200 || res.statusCode > 299) {
     let code = '';

@@ -15,7 +15,10 @@ import { Histogram, round, Samples, summarize, type LatencySummary } from './sta
 /** A failed operation; `kind` groups failures in the report (e.g. "HTTP 503 unavailable", "ECONNREFUSED"). */
 export class OpError extends Error {
   override name = 'OpError';
-  constructor(readonly kind: string, message = kind) {
+  constructor(
+    readonly kind: string,
+    message = kind,
+  ) {
     super(message);
   }
 }
@@ -538,10 +541,19 @@ export async function runOpenLoopThreads(o: OpenLoopThreadsOptions): Promise<Ope
     }
     await Promise.all(ready);
     const startAt = performance.timeOrigin + performance.now() + 50;
-    const opener = setTimeout(() => o.onMeasureStart?.(), Math.max(0, startAt - performance.timeOrigin - performance.now() + o.warmupS * 1000));
+    const opener = setTimeout(
+      () => o.onMeasureStart?.(),
+      Math.max(0, startAt - performance.timeOrigin - performance.now() + o.warmupS * 1000),
+    );
     for (let i = 0; i < threads; i++) {
       const concurrency = Math.floor(o.concurrency / threads) + (i < o.concurrency % threads ? 1 : 0);
-      const share: OpenLoopShare = { rate: (o.rate * concurrency) / o.concurrency, concurrency, startAt, warmupS: o.warmupS, durationS: o.durationS };
+      const share: OpenLoopShare = {
+        rate: (o.rate * concurrency) / o.concurrency,
+        concurrency,
+        startAt,
+        warmupS: o.warmupS,
+        durationS: o.durationS,
+      };
       workers[i]!.postMessage({ type: 'go', share });
     }
     let results: OpenLoopThreadResult[];
@@ -568,7 +580,10 @@ export async function runOpenLoopThreads(o: OpenLoopThreadsOptions): Promise<Ope
     const { count: _count, ...latency } = summarize(latencies);
     const late = summarize(fromSchedule);
     const generators = results.map((r) => r.pauses).filter((p): p is GeneratorPauses => p !== null);
-    const worst = generators.reduce<GeneratorPauses | null>((w, p) => (w === null || p.generator_loop_delay_p99_ms > w.generator_loop_delay_p99_ms ? p : w), null);
+    const worst = generators.reduce<GeneratorPauses | null>(
+      (w, p) => (w === null || p.generator_loop_delay_p99_ms > w.generator_loop_delay_p99_ms ? p : w),
+      null,
+    );
     return {
       ops_per_sec: round(latencies.length / o.durationS, 0),
       ops: latencies.length,

@@ -122,7 +122,13 @@ export function foreignCores(a: LoadSample, b: LoadSample): number {
   return Math.max(0, foreignTicks / TICKS_PER_S / seconds);
 }
 
-export function judgeSide(label: string, before: number, during: readonly number[], foreign: number | null, thresholdCores: number): SideNoise {
+export function judgeSide(
+  label: string,
+  before: number,
+  during: readonly number[],
+  foreign: number | null,
+  thresholdCores: number,
+): SideNoise {
   const mean = during.length > 0 ? during.reduce((s, x) => s + x, 0) / during.length : before;
   const max = during.length > 0 ? Math.max(...during) : before;
   return {
@@ -139,7 +145,7 @@ export function judgeRun(sides: SideNoise[], thresholdCores: number): RunNoise {
   return {
     threshold:
       `a side is noisy when the machine's other processes used more than ${thresholdCores} of its ${cpus().length} cores ` +
-      'on average while it ran (all busy CPU from /proc/stat minus the benchmark\'s own process tree)',
+      "on average while it ran (all busy CPU from /proc/stat minus the benchmark's own process tree)",
     threshold_foreign_cores: thresholdCores,
     sides,
     noisy: sides.some((s) => s.noisy),
@@ -232,7 +238,10 @@ export class SideWatcher {
         } catch {
           continue;
         }
-        if (!environ.includes(`${SIDE_MARKER_VAR}=${this.#marker}\0`) && !environ.endsWith(`${SIDE_MARKER_VAR}=${this.#marker}`)) {
+        if (
+          !environ.includes(`${SIDE_MARKER_VAR}=${this.#marker}\0`) &&
+          !environ.endsWith(`${SIDE_MARKER_VAR}=${this.#marker}`)
+        ) {
           this.#unmarked.add(pid);
           continue;
         }
@@ -261,7 +270,10 @@ export class SideWatcher {
     // CPU is counted in ticks of 10 ms: over a side shorter than a second (a lock sweep's peer side, whose steps
     // already ran inside ours) one stray tick reads as whole cores, so such a side says nothing (null, not noisy).
     if (this.#startBusy !== null && endBusy !== null && Date.now() - this.#startAt >= MIN_WINDOW_MS) {
-      foreign = foreignCores({ atMs: this.#startAt, machineBusyTicks: this.#startBusy, ownTicks: 0 }, { atMs: Date.now(), machineBusyTicks: endBusy, ownTicks: this.ownTicks() });
+      foreign = foreignCores(
+        { atMs: this.#startAt, machineBusyTicks: this.#startBusy, ownTicks: 0 },
+        { atMs: Date.now(), machineBusyTicks: endBusy, ownTicks: this.ownTicks() },
+      );
     }
     return judgeSide(this.label, this.#before, this.#during, foreign, thresholdCores);
   }

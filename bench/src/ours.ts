@@ -74,7 +74,11 @@ export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
   const down = async (): Promise<void> => {
     if (!existsSync(join(dataDir, 'cluster.json'))) return;
     process.stderr.write(`bench: stopping our ${o.service} cluster (cluster down --wipe)\n`);
-    const r = await runCommand(process.execPath, [clusterCli, 'down', '--data', dataDir, '--wipe'], { timeoutMs: 60_000, env, echo: '  [cluster] ' });
+    const r = await runCommand(process.execPath, [clusterCli, 'down', '--data', dataDir, '--wipe'], {
+      timeoutMs: 60_000,
+      env,
+      echo: '  [cluster] ',
+    });
     if (r.code !== 0) process.stderr.write(`bench: cluster down exited with ${r.code}\n`);
   };
   let members: OurMember[] = [];
@@ -88,12 +92,31 @@ export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
   let lastError = '';
   for (let attempt = 1; attempt <= 3; attempt++) {
     const base = await freePortBlock(offsets);
-    const args = [clusterCli, 'up', '--service', o.service, '--nodes', String(o.nodes), '--data', dataDir, '--base-port', String(base)];
+    const args = [
+      clusterCli,
+      'up',
+      '--service',
+      o.service,
+      '--nodes',
+      String(o.nodes),
+      '--data',
+      dataDir,
+      '--base-port',
+      String(base),
+    ];
     if (o.tickMs !== undefined) args.push('--tick-ms', String(o.tickMs));
     if (o.snapshotEvery !== undefined) args.push('--snapshot-every', String(o.snapshotEvery));
-    if (o.workers !== undefined) args.push('--workers', Object.entries(o.workers).map(([role, n]) => `${role}=${n}`).join(','));
+    if (o.workers !== undefined)
+      args.push(
+        '--workers',
+        Object.entries(o.workers)
+          .map(([role, n]) => `${role}=${n}`)
+          .join(','),
+      );
     for (const [key, value] of Object.entries(o.settings ?? {})) args.push('--set', `${key}=${value}`);
-    process.stderr.write(`bench: starting our ${o.nodes}-member ${o.service} cluster: cluster ${args.slice(1).join(' ')}\n`);
+    process.stderr.write(
+      `bench: starting our ${o.nodes}-member ${o.service} cluster: cluster ${args.slice(1).join(' ')}\n`,
+    );
     const r = await runCommand(process.execPath, args, { timeoutMs: 90_000, env, echo: '  [cluster] ' });
     if (r.code === 0) break;
     lastError = r.output.trim().split('\n').pop() ?? `exit ${r.code}`;
@@ -109,17 +132,31 @@ export async function startOurCluster(o: StartOptions): Promise<OurCluster> {
   };
   const token = readFileSync(join(dataDir, 'token'), 'utf8').trim();
   members = state.members.map((m) => ({ id: m.id, pid: m.pid, url: `http://${m.httpAddress}` }));
-  workers = (state.workers ?? []).map((w) => ({ id: w.id, role: w.role, pid: w.pid, url: `http://${w.httpAddress}`, tcpAddress: w.tcpAddress }));
+  workers = (state.workers ?? []).map((w) => ({
+    id: w.id,
+    role: w.role,
+    pid: w.pid,
+    url: `http://${w.httpAddress}`,
+    tcpAddress: w.tcpAddress,
+  }));
   for (const p of [...members, ...workers]) trackPid(p.pid);
 
   const leader = async (): Promise<string> => {
     const deadline = Date.now() + 15_000;
     while (Date.now() < deadline) {
-      const answers = await Promise.all(members.map((m) => fetchJson(`${m.url}/v1/cluster/status`, { headers: { authorization: `Bearer ${token}` } })));
+      const answers = await Promise.all(
+        members.map((m) => fetchJson(`${m.url}/v1/cluster/status`, { headers: { authorization: `Bearer ${token}` } })),
+      );
       let best: { id: string; term: number } | null = null;
       for (const a of answers) {
         const s = a.body as { id?: string; role?: string; term?: number } | null;
-        if (a.status === 200 && s?.role === 'leader' && typeof s.id === 'string' && (best === null || (s.term ?? 0) > best.term)) best = { id: s.id, term: s.term ?? 0 };
+        if (
+          a.status === 200 &&
+          s?.role === 'leader' &&
+          typeof s.id === 'string' &&
+          (best === null || (s.term ?? 0) > best.term)
+        )
+          best = { id: s.id, term: s.term ?? 0 };
       }
       if (best !== null) return best.id;
       await sleep(100);
@@ -161,13 +198,19 @@ export function gcPauseFigures(d: Record<string, number>, prefix: string): Recor
  */
 export function groupCpuSeconds(groups: Record<string, number[]>): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const [name, pids] of Object.entries(groups)) out[`${name}_cpu_s`] = pids.reduce((sum, pid) => sum + (cpuSeconds(pid) ?? 0), 0);
+  for (const [name, pids] of Object.entries(groups))
+    out[`${name}_cpu_s`] = pids.reduce((sum, pid) => sum + (cpuSeconds(pid) ?? 0), 0);
   return out;
 }
 
 /** CPU microseconds per operation of each group over a window, as `<group>_cpu_us_per_op`, from the change in groupCpuSeconds. */
-export function groupCpuPerOp(delta: Record<string, number>, groups: string[], ops: number): Record<string, number | null> {
+export function groupCpuPerOp(
+  delta: Record<string, number>,
+  groups: string[],
+  ops: number,
+): Record<string, number | null> {
   const out: Record<string, number | null> = {};
-  for (const g of groups) out[`${g}_cpu_us_per_op`] = ops === 0 ? null : round(((delta[`${g}_cpu_s`] ?? 0) * 1e6) / ops, 1);
+  for (const g of groups)
+    out[`${g}_cpu_us_per_op`] = ops === 0 ? null : round(((delta[`${g}_cpu_s`] ?? 0) * 1e6) / ops, 1);
   return out;
 }

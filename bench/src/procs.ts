@@ -5,7 +5,10 @@ import { createServer } from 'node:net';
 
 export class BenchError extends Error {
   override name = 'BenchError';
-  constructor(message: string, readonly exitCode = 1) {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
     super(message);
   }
 }
@@ -59,7 +62,11 @@ interface CommandResult {
  * Run a command to its end, bounded by `timeoutMs` (then SIGTERM, SIGKILL). Its output is kept and, when `echo`
  * is given, also copied line by line to stderr with that prefix.
  */
-export function runCommand(cmd: string, args: string[], o: { timeoutMs: number; echo?: string; env?: NodeJS.ProcessEnv; cwd?: string }): Promise<CommandResult> {
+export function runCommand(
+  cmd: string,
+  args: string[],
+  o: { timeoutMs: number; echo?: string; env?: NodeJS.ProcessEnv; cwd?: string },
+): Promise<CommandResult> {
   return new Promise((resolve, reject) => {
     const options: SpawnOptions = { stdio: ['ignore', 'pipe', 'pipe'], env: o.env ?? process.env, cwd: o.cwd };
     const child = spawn(cmd, args, options);

@@ -54,7 +54,8 @@ export function summarize(profiles: CpuProfile[], top = 15): ProfileSummary {
         continue;
       }
       busy += hits;
-      const name = url === '' ? functionName || '(native)' : `${functionName || '(anonymous)'} ${shortUrl(url)}:${lineNumber + 1}`;
+      const name =
+        url === '' ? functionName || '(native)' : `${functionName || '(anonymous)'} ${shortUrl(url)}:${lineNumber + 1}`;
       byFunction.set(name, (byFunction.get(name) ?? 0) + hits);
       const area = areaOf(url, functionName);
       byArea.set(area, (byArea.get(area) ?? 0) + hits);
@@ -64,13 +65,19 @@ export function summarize(profiles: CpuProfile[], top = 15): ProfileSummary {
     [...m.entries()]
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
-      .map(([name, samples]) => ({ name, samples, percent: busy === 0 ? 0 : Math.round((1000 * samples) / busy) / 10 }));
+      .map(([name, samples]) => ({
+        name,
+        samples,
+        percent: busy === 0 ? 0 : Math.round((1000 * samples) / busy) / 10,
+      }));
   return { busySamples: busy, idleSamples: idle, functions: rank(byFunction), areas: rank(byArea) };
 }
 
 export function formatSummary(s: ProfileSummary, title: string): string {
   const total = s.busySamples + s.idleSamples;
-  const lines = [`${title}: ${s.busySamples} busy samples of ${total} (${total === 0 ? 0 : Math.round((100 * s.busySamples) / total)}% busy)`];
+  const lines = [
+    `${title}: ${s.busySamples} busy samples of ${total} (${total === 0 ? 0 : Math.round((100 * s.busySamples) / total)}% busy)`,
+  ];
   lines.push('  self time by area:');
   for (const a of s.areas.slice(0, 10)) lines.push(`    ${a.percent.toFixed(1).padStart(5)}%  ${a.name}`);
   lines.push('  self time by function:');
@@ -88,7 +95,8 @@ export function summarizeProfiles(dir: string, pids: number[], leaderPid?: numbe
   if (leaderPid !== undefined && files.includes(`member-${leaderPid}.cpuprofile`)) {
     parts.push(formatSummary(summarize([load(`member-${leaderPid}.cpuprofile`)]), `leader (pid ${leaderPid})`));
     const followers = files.filter((f) => f !== `member-${leaderPid}.cpuprofile`);
-    if (followers.length > 0) parts.push(formatSummary(summarize(followers.map(load)), `${followers.length} followers together`));
+    if (followers.length > 0)
+      parts.push(formatSummary(summarize(followers.map(load)), `${followers.length} followers together`));
   } else {
     parts.push(formatSummary(summarize(files.map(load)), `${files.length} members together`));
   }

@@ -35,7 +35,16 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
   const bootstrap = Object.fromEntries(ids.map((id) => [id, id]));
   const nodes = await Promise.all(
     ids.map((id) =>
-      RaftNode.start<Uint8Array, number>({ id, storage: new MemoryStorage(), transport: net.transport(id), stateMachine: new Register(), bootstrap, tickMs: 50, snapshotEvery: 50_000, requestTimeoutMs: 30_000 }),
+      RaftNode.start<Uint8Array, number>({
+        id,
+        storage: new MemoryStorage(),
+        transport: net.transport(id),
+        stateMachine: new Register(),
+        bootstrap,
+        tickMs: 50,
+        snapshotEvery: 50_000,
+        requestTimeoutMs: 30_000,
+      }),
     ),
   );
   try {

@@ -89,7 +89,13 @@ export function benchmarkFlags(argv: readonly string[]): string[] {
   return out;
 }
 
-export function buildReport(bench: Benchmark, o: RunOptions, ours: SideResult, peer: SideResult | null, env: Environment): Report {
+export function buildReport(
+  bench: Benchmark,
+  o: RunOptions,
+  ours: SideResult,
+  peer: SideResult | null,
+  env: Environment,
+): Report {
   const ratio = peer !== null && peer.ops_per_sec > 0 ? round(ours.ops_per_sec / peer.ops_per_sec, 2) : null;
   const p99Ratio = peer !== null && peer.p99_ms > 0 ? round(ours.p99_ms / peer.p99_ms, 2) : null;
   const target = bench.target ?? null;
@@ -115,7 +121,15 @@ export function buildReport(bench: Benchmark, o: RunOptions, ours: SideResult, p
   };
 }
 
-function verdict(ours: SideResult, peer: SideResult | null, peerName: string | null, ratio: number | null, p99Ratio: number | null, target: Report['target'], targetRatio: number | null): string {
+function verdict(
+  ours: SideResult,
+  peer: SideResult | null,
+  peerName: string | null,
+  ratio: number | null,
+  p99Ratio: number | null,
+  target: Report['target'],
+  targetRatio: number | null,
+): string {
   const parts: string[] = [];
   if (peer !== null && ratio !== null && p99Ratio !== null) {
     const met = ratio >= 1 && p99Ratio <= 1;
@@ -125,7 +139,9 @@ function verdict(ours: SideResult, peer: SideResult | null, peerName: string | n
   }
   // A benchmark may have both: beat the peer, and reach an absolute figure (say so separately, never one for both).
   if (target !== null && targetRatio !== null) {
-    parts.push(`${targetRatio >= 1 ? 'target met' : 'target missed'}: ${pct(targetRatio)} of the ${target.ops_per_sec.toLocaleString('en-US')} ops/s target`);
+    parts.push(
+      `${targetRatio >= 1 ? 'target met' : 'target missed'}: ${pct(targetRatio)} of the ${target.ops_per_sec.toLocaleString('en-US')} ops/s target`,
+    );
   }
   if (ours.errors > 0) parts.push(`ours had ${ours.errors} errors`);
   if (peer !== null && peer.errors > 0) parts.push(`${peerName} had ${peer.errors} errors`);
@@ -143,7 +159,9 @@ function pct(r: number): string {
 
 /** A few lines for the terminal. */
 export function formatReport(r: Report): string {
-  const rows: string[][] = [['', 'ops/s', 'p50 ms', 'p99 ms', 'max ms', 'errors', 'server CPU cores', 'server CPU us/op']];
+  const rows: string[][] = [
+    ['', 'ops/s', 'p50 ms', 'p99 ms', 'max ms', 'errors', 'server CPU cores', 'server CPU us/op'],
+  ];
   const row = (name: string, s: SideResult): string[] => [
     name,
     String(s.ops_per_sec),
@@ -158,9 +176,16 @@ export function formatReport(r: Report): string {
   if (r.peer !== null) rows.push(row(r.peer_name ?? 'peer', r.peer));
   if (r.target !== null) rows.push(['target', String(r.target.ops_per_sec), '', '', '', '', '', '']);
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((x) => x[i]!.length)));
-  const table = rows.map((x) => x.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  ')).join('\n');
+  const table = rows
+    .map((x) => x.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join('  '))
+    .join('\n');
   const errorLines = [r.ours, r.peer]
     .filter((s): s is SideResult => s !== null && s.errors > 0)
-    .map((s) => `errors (${s.system}): ${Object.entries(s.error_kinds).map(([k, n]) => `${k} x${n}`).join(', ')}`);
+    .map(
+      (s) =>
+        `errors (${s.system}): ${Object.entries(s.error_kinds)
+          .map(([k, n]) => `${k} x${n}`)
+          .join(', ')}`,
+    );
   return [`${r.benchmark}: ${r.command}`, table, ...errorLines, r.verdict].filter((l) => l !== '').join('\n');
 }

@@ -16,7 +16,12 @@ import { renderSvg } from './svg.js';
 class Interrupted extends Error {}
 
 /** Runs one side, watching how busy the rest of the machine was meanwhile (see machine-load.ts). */
-async function side(label: string, o: RunOptions, noise: SideNoise[], run: () => Promise<SideResult>): Promise<SideResult> {
+async function side(
+  label: string,
+  o: RunOptions,
+  noise: SideNoise[],
+  run: () => Promise<SideResult>,
+): Promise<SideResult> {
   const watcher = new SideWatcher(label);
   process.stderr.write(`bench: -- ${label} -- (1-minute load average before: ${watcher.loadBefore.toFixed(2)})\n`);
   let judged: SideNoise;
@@ -60,7 +65,9 @@ async function runBenchmark(bench: Benchmark, o: RunOptions): Promise<Report> {
   }
   const merge = (rounds: SideResult[]): SideResult | null => {
     const median = medianRound(rounds);
-    return median !== null && rounds.length > 1 && bench.mergeRounds !== undefined ? bench.mergeRounds(median, rounds) : median;
+    return median !== null && rounds.length > 1 && bench.mergeRounds !== undefined
+      ? bench.mergeRounds(median, rounds)
+      : median;
   };
   const report = buildReport(bench, o, merge(ours)!, merge(peers), env);
   report.noise = judgeRun(noise, o.noisyCores);
@@ -77,7 +84,11 @@ export function medianRound(rounds: SideResult[]): SideResult | null {
   if (rounds.length === 1) return rounds[0]!;
   const sorted = [...rounds].sort((a, b) => a.ops_per_sec - b.ops_per_sec);
   const median = sorted[Math.floor((sorted.length - 1) / 2)]!;
-  return { ...median, rounds_ops_per_sec: rounds.map((r) => r.ops_per_sec), rounds_p99_ms: rounds.map((r) => r.p99_ms) };
+  return {
+    ...median,
+    rounds_ops_per_sec: rounds.map((r) => r.ops_per_sec),
+    rounds_p99_ms: rounds.map((r) => r.p99_ms),
+  };
 }
 
 function writeResults(out: string, report: Report): { json: string; svg: string } {

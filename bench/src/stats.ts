@@ -65,7 +65,10 @@ export class Histogram {
   count = 0;
 
   record(ms: number): void {
-    const i = ms <= Histogram.MIN_MS ? 0 : Math.min(this.counts.length - 1, Math.ceil(Math.log(ms / Histogram.MIN_MS) / Histogram.GROWTH));
+    const i =
+      ms <= Histogram.MIN_MS
+        ? 0
+        : Math.min(this.counts.length - 1, Math.ceil(Math.log(ms / Histogram.MIN_MS) / Histogram.GROWTH));
     this.counts[i]!++;
     this.count++;
   }

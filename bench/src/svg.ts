@@ -44,11 +44,15 @@ interface Group {
 function panel(x: number, y: number, w: number, h: number, title: string, unit: string, groups: Group[]): string {
   const max = niceCeil(Math.max(...groups.flatMap((g) => g.bars.map((b) => b.value)), 0) * 1.1);
   const out: string[] = [];
-  out.push(`<text x="${x + w / 2}" y="${y - 12}" text-anchor="middle" font-size="14" font-weight="bold">${escapeXml(`${title} (${unit})`)}</text>`);
+  out.push(
+    `<text x="${x + w / 2}" y="${y - 12}" text-anchor="middle" font-size="14" font-weight="bold">${escapeXml(`${title} (${unit})`)}</text>`,
+  );
   for (let i = 0; i <= 4; i++) {
     const gy = y + h - (h * i) / 4;
     out.push(`<line x1="${x}" y1="${gy}" x2="${x + w}" y2="${gy}" stroke="#e3e3e3"/>`);
-    out.push(`<text x="${x - 6}" y="${gy + 4}" text-anchor="end" font-size="11" fill="#555">${escapeXml(formatNumber((max * i) / 4))}</text>`);
+    out.push(
+      `<text x="${x - 6}" y="${gy + 4}" text-anchor="end" font-size="11" fill="#555">${escapeXml(formatNumber((max * i) / 4))}</text>`,
+    );
   }
   const gw = w / groups.length;
   groups.forEach((g, gi) => {
@@ -57,10 +61,17 @@ function panel(x: number, y: number, w: number, h: number, title: string, unit: 
     g.bars.forEach((b, bi) => {
       const bh = max === 0 ? 0 : (h * b.value) / max;
       const bx = start + bi * bw;
-      out.push(`<rect x="${r(bx + 2)}" y="${r(y + h - bh)}" width="${r(bw - 4)}" height="${r(bh)}" fill="${b.color}"><title>${escapeXml(`${b.label}: ${formatNumber(b.value)} ${unit}`)}</title></rect>`);
-      out.push(`<text x="${r(bx + bw / 2)}" y="${r(y + h - bh - 5)}" text-anchor="middle" font-size="11">${escapeXml(formatNumber(b.value))}</text>`);
+      out.push(
+        `<rect x="${r(bx + 2)}" y="${r(y + h - bh)}" width="${r(bw - 4)}" height="${r(bh)}" fill="${b.color}"><title>${escapeXml(`${b.label}: ${formatNumber(b.value)} ${unit}`)}</title></rect>`,
+      );
+      out.push(
+        `<text x="${r(bx + bw / 2)}" y="${r(y + h - bh - 5)}" text-anchor="middle" font-size="11">${escapeXml(formatNumber(b.value))}</text>`,
+      );
     });
-    if (g.label !== '') out.push(`<text x="${r(x + gi * gw + gw / 2)}" y="${y + h + 18}" text-anchor="middle" font-size="12">${escapeXml(g.label)}</text>`);
+    if (g.label !== '')
+      out.push(
+        `<text x="${r(x + gi * gw + gw / 2)}" y="${y + h + 18}" text-anchor="middle" font-size="12">${escapeXml(g.label)}</text>`,
+      );
   });
   out.push(`<line x1="${x}" y1="${y + h}" x2="${x + w}" y2="${y + h}" stroke="#333"/>`);
   return out.join('\n');
@@ -71,7 +82,9 @@ function legend(items: Bar[]): string {
   let x = 80;
   const out: string[] = [];
   for (const b of items) {
-    out.push(`<rect x="${x}" y="${H - 46}" width="12" height="12" fill="${b.color}"/><text x="${x + 18}" y="${H - 36}" font-size="12">${escapeXml(b.label)}</text>`);
+    out.push(
+      `<rect x="${x}" y="${H - 46}" width="12" height="12" fill="${b.color}"/><text x="${x + 18}" y="${H - 36}" font-size="12">${escapeXml(b.label)}</text>`,
+    );
     x += 40 + Math.round(b.label.length * 6.5);
   }
   return out.join('\n');
@@ -89,20 +102,42 @@ export function renderSvg(report: Report): string {
   if (report.target !== null) left.push({ label: 'target', value: report.target.ops_per_sec, color: TARGET });
   const latency = (q: 'p50_ms' | 'p99_ms', label: string): Group => ({
     label,
-    bars: [{ label: `ours ${label}`, value: report.ours[q], color: OURS }, ...(report.peer !== null ? [{ label: `${peerName} ${label}`, value: report.peer[q], color: PEER }] : [])],
+    bars: [
+      { label: `ours ${label}`, value: report.ours[q], color: OURS },
+      ...(report.peer !== null ? [{ label: `${peerName} ${label}`, value: report.peer[q], color: PEER }] : []),
+    ],
   });
   const env = report.environment;
   const rounds = Array.isArray(report.ours.rounds_ops_per_sec) ? report.ours.rounds_ops_per_sec.length : 1;
-  const measured = rounds > 1 ? `${env.duration_s} s measured, median of ${rounds} rounds` : `${env.duration_s} s measured`;
+  const measured =
+    rounds > 1 ? `${env.duration_s} s measured, median of ${rounds} rounds` : `${env.duration_s} s measured`;
   const subtitle = `${env.date.slice(0, 10)} · concurrency ${env.concurrency} · ${measured} · ${env.cpus} CPUs (${env.cpu_model}) · Node ${env.node}`;
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="Helvetica, Arial, sans-serif">`,
     `<rect width="${W}" height="${H}" fill="#ffffff"/>`,
     `<text x="${W / 2}" y="24" text-anchor="middle" font-size="16" font-weight="bold">${escapeXml(report.title.slice(0, 90))}</text>`,
     `<text x="${W / 2}" y="42" text-anchor="middle" font-size="11" fill="#555">${escapeXml(subtitle)}</text>`,
-    panel(80, 90, 250, 200, 'Throughput', 'ops/s', left.map((b) => ({ label: b.label, bars: [b] }))),
+    panel(
+      80,
+      90,
+      250,
+      200,
+      'Throughput',
+      'ops/s',
+      left.map((b) => ({ label: b.label, bars: [b] })),
+    ),
     panel(460, 90, 270, 200, 'Latency', 'ms', [latency('p50_ms', 'p50'), latency('p99_ms', 'p99')]),
-    legend(left.map((b) => ({ ...b, label: b.label === 'ours' ? `ours: ${report.ours.system}` : b.label === peerName && report.peer !== null ? `${peerName}: ${report.peer.system}` : `target: ${formatNumber(b.value)} ops/s` }))),
+    legend(
+      left.map((b) => ({
+        ...b,
+        label:
+          b.label === 'ours'
+            ? `ours: ${report.ours.system}`
+            : b.label === peerName && report.peer !== null
+              ? `${peerName}: ${report.peer.system}`
+              : `target: ${formatNumber(b.value)} ops/s`,
+      })),
+    ),
     `<text x="${W / 2}" y="${H - 12}" text-anchor="middle" font-size="11" fill="#333">${escapeXml(report.verdict.slice(0, 120))}</text>`,
     '</svg>',
   ];

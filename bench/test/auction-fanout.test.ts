@@ -35,11 +35,20 @@ t.test('the bare ws broadcast reaches every watcher, and a missing update is rep
     });
 
   const ready = next<{ connected: number; failed: number }>('ready');
-  child.send({ cmd: 'connect', urls: [`ws://127.0.0.1:${port}/ws/auctions/x`], count: 300, localAddress: '127.0.0.10', inflight: 20 });
+  child.send({
+    cmd: 'connect',
+    urls: [`ws://127.0.0.1:${port}/ws/auctions/x`],
+    count: 300,
+    localAddress: '127.0.0.10',
+    inflight: 20,
+  });
   t.match(await ready, { connected: 300, failed: 0 }, 'every watcher got its snapshot');
 
   const sent = Date.now();
-  const res = await fetch(`http://127.0.0.1:${port}/publish`, { method: 'POST', body: JSON.stringify({ type: 'bid_update', seq: 1, high_bid: 101 }) });
+  const res = await fetch(`http://127.0.0.1:${port}/publish`, {
+    method: 'POST',
+    body: JSON.stringify({ type: 'bid_update', seq: 1, high_bid: 101 }),
+  });
   t.same(await res.json(), { sent: 300 });
   const got = next<{ seq: number; count: number; first: number; last: number; timeout?: boolean }>('got');
   child.send({ cmd: 'expect', seq: 1, timeoutMs: 20_000 });

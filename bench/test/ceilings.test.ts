@@ -10,7 +10,10 @@ const location = 'https://example.com/bench/0123456789abcdef';
 const headers = { 'cache-control': 'private, max-age=0' };
 t.teardown(cleanupAll);
 
-async function get(origin: string, path: string): Promise<{ status: number; location: unknown; cacheControl: unknown }> {
+async function get(
+  origin: string,
+  path: string,
+): Promise<{ status: number; location: unknown; cacheControl: unknown }> {
   const res = await request(`${origin}${path}`, { maxRedirections: 0 } as Parameters<typeof request>[1]);
   await res.body.dump();
   return { status: res.statusCode, location: res.headers.location, cacheControl: res.headers['cache-control'] };
@@ -21,10 +24,14 @@ t.test('node302: one process per port, every path answers the same 302', async (
   t.equal(ceiling.origins.length, 2);
   t.equal(ceiling.pids.length, 2);
   for (const origin of ceiling.origins) {
-    for (const path of ['/abcdefg', '/x/y?z=1']) t.same(await get(origin, path), { status: 302, location, cacheControl: headers['cache-control'] });
+    for (const path of ['/abcdefg', '/x/y?z=1'])
+      t.same(await get(origin, path), { status: 302, location, cacheControl: headers['cache-control'] });
   }
   await ceiling.stop();
-  t.ok(ceiling.pids.every((p) => !isAlive(p)), 'stopped');
+  t.ok(
+    ceiling.pids.every((p) => !isAlive(p)),
+    'stopped',
+  );
 });
 
 t.test('nginx: the generated configuration', async (t) => {
@@ -43,5 +50,8 @@ t.test('nginx: a master and N workers answering the same 302', async (t) => {
   t.same(await get(nginx.origin, '/abcdefg'), { status: 302, location, cacheControl: headers['cache-control'] });
   t.equal(nginx.pids.length, 3, 'master + 2 workers');
   await nginx.stop();
-  t.ok(nginx.pids.every((p) => !isAlive(p)), 'master and workers stopped');
+  t.ok(
+    nginx.pids.every((p) => !isAlive(p)),
+    'master and workers stopped',
+  );
 });

@@ -12,7 +12,21 @@ import type { RunOptions } from '../src/benchmark.js';
 
 t.teardown(cleanupAll);
 
-const options: RunOptions = { name: 'collab', vs: 'y-websocket', durationS: 1.5, warmupS: 0.5, concurrency: 3, out: '/tmp', routing: 'all', size: 50, keys: 1, snapshotEvery: null, rounds: 1, profileDir: null, noisyCores: 0.3 };
+const options: RunOptions = {
+  name: 'collab',
+  vs: 'y-websocket',
+  durationS: 1.5,
+  warmupS: 0.5,
+  concurrency: 3,
+  out: '/tmp',
+  routing: 'all',
+  size: 50,
+  keys: 1,
+  snapshotEvery: null,
+  rounds: 1,
+  profileDir: null,
+  noisyCores: 0.3,
+};
 
 t.test('y-websocket: a keystroke reaches the other editors; a phase measures', async (t) => {
   const side = await ywebsocketSide();
@@ -22,7 +36,8 @@ t.test('y-websocket: a keystroke reaches the other editors; a phase measures', a
     const seen: string[][] = [[], [], []];
     editors.forEach((e, i) => (e.onRemote = (key) => seen[i]!.push(key)));
     const key = editors[0]!.type();
-    for (let i = 0; i < 100 && (seen[1]!.length === 0 || seen[2]!.length === 0); i++) await new Promise((r) => setTimeout(r, 50));
+    for (let i = 0; i < 100 && (seen[1]!.length === 0 || seen[2]!.length === 0); i++)
+      await new Promise((r) => setTimeout(r, 50));
     t.same(seen[1], [key], 'editor 1 saw the keystroke by its key');
     t.same(seen[2], [key], 'editor 2 too');
     t.same(seen[0], [], 'the author is not told of its own keystroke');
@@ -38,9 +53,56 @@ t.test('y-websocket: a keystroke reaches the other editors; a phase measures', a
 });
 
 t.test('goals: p99 under 100 ms at 50 editors, and below the peer', async (t) => {
-  const phase = (p99: number): PhaseFigures => ({ editors: 50, think_ms: 100, keystrokes: 1, keystrokes_per_s: 1, next_p50_ms: 1, next_p99_ms: p99, next_max_ms: p99, all_p50_ms: 1, all_p99_ms: p99, ack_p50_ms: null, ack_p99_ms: null, timeouts: 0, server_cpu_cores: null, client_cpu_cores: 0 });
-  const side = (p99: number): SideResult => ({ system: 's', members: 1, ops_per_sec: 1, ops: 1, errors: 0, error_kinds: {}, mean_ms: 1, p50_ms: 1, p90_ms: 1, p99_ms: p99, p999_ms: p99, max_ms: p99, duration_s: 1, warmup_s: 0, concurrency: 50, interrupted: false, server_cpu_s: null, server_cpu_cores: null, server_cpu_us_per_op: null, client_cpu_cores: 0, phases: [phase(1), phase(p99), phase(1)] });
-  t.same(collabGoals(side(80), side(90)).map((g) => g.met), [true, true]);
-  t.same(collabGoals(side(120), side(90)).map((g) => g.met), [false, false]);
-  t.same(collabGoals(side(80), null).map((g) => g.met), [true], 'without the peer only the absolute goal');
+  const phase = (p99: number): PhaseFigures => ({
+    editors: 50,
+    think_ms: 100,
+    keystrokes: 1,
+    keystrokes_per_s: 1,
+    next_p50_ms: 1,
+    next_p99_ms: p99,
+    next_max_ms: p99,
+    all_p50_ms: 1,
+    all_p99_ms: p99,
+    ack_p50_ms: null,
+    ack_p99_ms: null,
+    timeouts: 0,
+    server_cpu_cores: null,
+    client_cpu_cores: 0,
+  });
+  const side = (p99: number): SideResult => ({
+    system: 's',
+    members: 1,
+    ops_per_sec: 1,
+    ops: 1,
+    errors: 0,
+    error_kinds: {},
+    mean_ms: 1,
+    p50_ms: 1,
+    p90_ms: 1,
+    p99_ms: p99,
+    p999_ms: p99,
+    max_ms: p99,
+    duration_s: 1,
+    warmup_s: 0,
+    concurrency: 50,
+    interrupted: false,
+    server_cpu_s: null,
+    server_cpu_cores: null,
+    server_cpu_us_per_op: null,
+    client_cpu_cores: 0,
+    phases: [phase(1), phase(p99), phase(1)],
+  });
+  t.same(
+    collabGoals(side(80), side(90)).map((g) => g.met),
+    [true, true],
+  );
+  t.same(
+    collabGoals(side(120), side(90)).map((g) => g.met),
+    [false, false],
+  );
+  t.same(
+    collabGoals(side(80), null).map((g) => g.met),
+    [true],
+    'without the peer only the absolute goal',
+  );
 });

@@ -28,14 +28,20 @@ t.test('no self-follows or repeated follows; counts and reverse lists agree; out
   });
   t.same(bad, { repeats: 0, self: 0, degree: 0, reverse: 0 });
   t.equal(total, g.follows);
-  t.ok(followers[5]!.every((u) => g.followees[u]!.includes(5)), 'the reverse lists hold real edges');
+  t.ok(
+    followers[5]!.every((u) => g.followees[u]!.includes(5)),
+    'the reverse lists hold real edges',
+  );
 });
 
 t.test('power-law shape: a few authors hold many followers, the median few; the mean near what was asked', async () => {
   const g = generateGraph(10_000);
   const { largest, ordinary } = notableAuthors(g);
   t.equal(largest, 0, 'u0 is the most followed (ids carry the popularity rank)');
-  t.ok(g.followerCounts[largest]! > 100 * g.followerCounts[ordinary]!, `largest ${g.followerCounts[largest]} vs ordinary ${g.followerCounts[ordinary]}`);
+  t.ok(
+    g.followerCounts[largest]! > 100 * g.followerCounts[ordinary]!,
+    `largest ${g.followerCounts[largest]} vs ordinary ${g.followerCounts[ordinary]}`,
+  );
   const mean = g.follows / g.users;
   t.ok(mean > 18 && mean < 32, `mean follows ${mean}`);
   const heavy = g.followees.filter((l) => l.length >= 100).length;

@@ -6,7 +6,15 @@
 import t from 'tap';
 import type { Benchmark, RunOptions, SideResult } from '../src/benchmark.js';
 import { cleanupAll } from '../src/cleanup.js';
-import { groupsGoals, groupsWithoutLeader, leadersPerProcess, mergeGroupsFigures, placeGroups, splitWorkers, type GroupView } from '../src/groups/figures.js';
+import {
+  groupsGoals,
+  groupsWithoutLeader,
+  leadersPerProcess,
+  mergeGroupsFigures,
+  placeGroups,
+  splitWorkers,
+  type GroupView,
+} from '../src/groups/figures.js';
 import { startGroupCluster, waitAllLed } from '../src/groups/procs.js';
 import { buildReport, environment } from '../src/report.js';
 
@@ -19,24 +27,47 @@ t.test('group i lives on processes i, i+1, i+2: each process holds 3/5 of the gr
   t.same(groups[0], { name: 'g0', members: ['p1', 'p2', 'p3'] });
   t.same(groups[4], { name: 'g4', members: ['p5', 'p1', 'p2'] });
   for (const id of ids) t.equal(groups.filter((g) => g.members.includes(id)).length, 600, `${id} holds 600`);
-  t.ok(groups.every((g) => new Set(g.members).size === 3), 'three distinct members each');
+  t.ok(
+    groups.every((g) => new Set(g.members).size === 3),
+    'three distinct members each',
+  );
 });
 
 t.test('the in-flight proposals are split evenly, the same total whatever the number of groups', async (t) => {
   t.same(splitWorkers(256, 1), [256]);
   const ten = splitWorkers(256, 10);
-  t.equal(ten.reduce((a, b) => a + b, 0), 256);
+  t.equal(
+    ten.reduce((a, b) => a + b, 0),
+    256,
+  );
   t.ok(Math.max(...ten) - Math.min(...ten) <= 1);
   const hundred = splitWorkers(256, 100);
-  t.equal(hundred.reduce((a, b) => a + b, 0), 256);
+  t.equal(
+    hundred.reduce((a, b) => a + b, 0),
+    256,
+  );
   t.same([...new Set(hundred)].sort(), [2, 3]);
   t.same(splitWorkers(5, 10), Array(10).fill(1), 'at least one each');
 });
 
 t.test('a group has a leader when a live process leads it in the highest term its live members know', async (t) => {
   const views = new Map<string, GroupView[]>([
-    ['p1', [['a', 3, 'leader', 'p1', false], ['b', 4, 'follower', 'p3', false], ['c', 5, 'leader', 'p1', false]]],
-    ['p2', [['a', 3, 'follower', 'p1', false], ['b', 5, 'candidate', null, false], ['c', 6, 'follower', null, false]]],
+    [
+      'p1',
+      [
+        ['a', 3, 'leader', 'p1', false],
+        ['b', 4, 'follower', 'p3', false],
+        ['c', 5, 'leader', 'p1', false],
+      ],
+    ],
+    [
+      'p2',
+      [
+        ['a', 3, 'follower', 'p1', false],
+        ['b', 5, 'candidate', null, false],
+        ['c', 6, 'follower', null, false],
+      ],
+    ],
   ]);
   // a: led by p1 in term 3; b: nobody leads; c: p1 leads term 5 but p2 is in term 6 (p1 is deposed).
   t.same(groupsWithoutLeader(views, ['a', 'b', 'c']), ['b', 'c']);
@@ -54,20 +85,50 @@ const figures = {
 
 t.test('each goal is judged on its own and named met or missed', async (t) => {
   const goals = groupsGoals(figures);
-  t.same(goals.map((g) => g.met), [true, true, true]);
+  t.same(
+    goals.map((g) => g.met),
+    [true, true, true],
+  );
   t.match(goals[0]!.detail, /1\.20%.*12\.50%/);
   t.match(goals[1]!.detail, /1\.60x/);
-  const missed = groupsGoals({ ...figures, idle_quiesced_pct: { p1: 2, p2: 0.5 }, proposals_per_s: { '1': 10_000, '100': 14_999 }, failover_s: null });
-  t.same(missed.map((g) => g.met), [false, false, false], '2% is not under 2%; 1.4999x is short; no failover is a miss');
+  const missed = groupsGoals({
+    ...figures,
+    idle_quiesced_pct: { p1: 2, p2: 0.5 },
+    proposals_per_s: { '1': 10_000, '100': 14_999 },
+    failover_s: null,
+  });
+  t.same(
+    missed.map((g) => g.met),
+    [false, false, false],
+    '2% is not under 2%; 1.4999x is short; no failover is a miss',
+  );
   t.match(missed[2]!.detail, /not within 60 s/);
   t.equal(groupsGoals({ ...figures, failover_s: 5 })[2]!.met, false, '5 s is not under 5 s');
 });
 
 t.test('with rounds, each goal is judged on its own median', async (t) => {
   const rounds = [
-    { ...figures, idle_quiesced_pct: { p1: 3 }, idle_active_pct: { p1: 30 }, proposals_per_s: { '1': 100, '100': 50 }, failover_s: 9 },
-    { ...figures, idle_quiesced_pct: { p1: 1 }, idle_active_pct: { p1: 10 }, proposals_per_s: { '1': 300, '100': 10 }, failover_s: null },
-    { ...figures, idle_quiesced_pct: { p1: 2 }, idle_active_pct: { p1: 20 }, proposals_per_s: { '1': 200, '100': 30 }, failover_s: 1 },
+    {
+      ...figures,
+      idle_quiesced_pct: { p1: 3 },
+      idle_active_pct: { p1: 30 },
+      proposals_per_s: { '1': 100, '100': 50 },
+      failover_s: 9,
+    },
+    {
+      ...figures,
+      idle_quiesced_pct: { p1: 1 },
+      idle_active_pct: { p1: 10 },
+      proposals_per_s: { '1': 300, '100': 10 },
+      failover_s: null,
+    },
+    {
+      ...figures,
+      idle_quiesced_pct: { p1: 2 },
+      idle_active_pct: { p1: 20 },
+      proposals_per_s: { '1': 200, '100': 30 },
+      failover_s: 1,
+    },
   ];
   const merged = mergeGroupsFigures(rounds);
   t.same(merged.idle_quiesced_pct, { p1: 2 }, 'the round with the median busiest process');
@@ -78,7 +139,29 @@ t.test('with rounds, each goal is judged on its own median', async (t) => {
 });
 
 t.test('the report carries the goals and its verdict names each', async (t) => {
-  const ours = { system: 'ours', members: 5, ops_per_sec: 16_000, ops: 1, errors: 0, error_kinds: {}, mean_ms: 1, p50_ms: 1, p90_ms: 1, p99_ms: 1, p999_ms: 1, max_ms: 1, duration_s: 10, warmup_s: 2, concurrency: 256, interrupted: false, server_cpu_s: null, server_cpu_cores: null, server_cpu_us_per_op: null, client_cpu_cores: 0, figures: { ...figures, failover_s: 7 } } satisfies SideResult;
+  const ours = {
+    system: 'ours',
+    members: 5,
+    ops_per_sec: 16_000,
+    ops: 1,
+    errors: 0,
+    error_kinds: {},
+    mean_ms: 1,
+    p50_ms: 1,
+    p90_ms: 1,
+    p99_ms: 1,
+    p999_ms: 1,
+    max_ms: 1,
+    duration_s: 10,
+    warmup_s: 2,
+    concurrency: 256,
+    interrupted: false,
+    server_cpu_s: null,
+    server_cpu_cores: null,
+    server_cpu_us_per_op: null,
+    client_cpu_cores: 0,
+    figures: { ...figures, failover_s: 7 },
+  } satisfies SideResult;
   const bench: Benchmark = {
     name: 'groups',
     description: '',
@@ -89,10 +172,27 @@ t.test('the report carries the goals and its verdict names each', async (t) => {
     goals: (s) => groupsGoals(s.figures as typeof figures),
     runOurs: () => Promise.reject(new Error('not here')),
   };
-  const o: RunOptions = { name: 'groups', vs: null, durationS: 10, warmupS: 2, concurrency: 256, out: '/tmp', routing: 'all', size: 128, keys: 100_000, rounds: 1, snapshotEvery: null, profileDir: null, noisyCores: 0.3 };
+  const o: RunOptions = {
+    name: 'groups',
+    vs: null,
+    durationS: 10,
+    warmupS: 2,
+    concurrency: 256,
+    out: '/tmp',
+    routing: 'all',
+    size: 128,
+    keys: 100_000,
+    rounds: 1,
+    snapshotEvery: null,
+    profileDir: null,
+    noisyCores: 0.3,
+  };
   const report = buildReport(bench, o, ours, null, environment(o));
   t.equal(report.goals?.length, 3);
-  t.match(report.verdict, /^goal met: idle CPU .*; goal met: 100 active groups .*; goal missed: every group has a leader within 5 s of a SIGKILL \(7\.00 s\)$/);
+  t.match(
+    report.verdict,
+    /^goal met: idle CPU .*; goal met: 100 active groups .*; goal missed: every group has a leader within 5 s of a SIGKILL \(7\.00 s\)$/,
+  );
 });
 
 t.test('five real group processes: 30 groups elect leaders, take a load, and re-elect after a SIGKILL', async (t) => {
@@ -107,13 +207,22 @@ t.test('five real group processes: 30 groups elect leaders, take a load, and re-
   t.same([...views.keys()].sort(), ids);
   t.equal(views.get('p1')!.length, 18, 'p1 holds 3/5 of 30 groups');
 
-  const active = [{ name: 'g0', workers: 4 }, { name: 'g1', workers: 4 }];
-  const answers = await Promise.all(cluster.procs.map((p) => p.call({ op: 'load', groups: active, warmupMs: 200, durationMs: 1000, size: 16 })));
+  const active = [
+    { name: 'g0', workers: 4 },
+    { name: 'g1', workers: 4 },
+  ];
+  const answers = await Promise.all(
+    cluster.procs.map((p) => p.call({ op: 'load', groups: active, warmupMs: 200, durationMs: 1000, size: 16 })),
+  );
   const drivenBy = answers.flatMap((a) => a.led as string[]).sort();
   t.same(drivenBy, ['g0', 'g1'], 'each active group is driven by its leader alone');
   const ops = answers.reduce((n, a) => n + (a.ops as number), 0);
   t.ok(ops > 0, `proposals committed (${ops})`);
-  t.equal(answers.reduce((n, a) => n + (a.latencies_ms as number[]).length, 0), ops, 'one latency per counted proposal');
+  t.equal(
+    answers.reduce((n, a) => n + (a.latencies_ms as number[]).length, 0),
+    ops,
+    'one latency per counted proposal',
+  );
 
   const leaders = leadersPerProcess(await cluster.views());
   const victim = Object.entries(leaders).sort((a, b) => b[1] - a[1])[0]![0];

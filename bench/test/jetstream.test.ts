@@ -24,11 +24,48 @@ t.test('the configuration: loopback listeners, its store, a route to every serve
 });
 
 t.test('consume figures and the two goals against the peer', async (t) => {
-  t.same(consumeFigures(100_000, 102_400_000, 2, 1, 3), { records: 100_000, bytes: 102_400_000, seconds: 2, records_per_s: 50_000, mb_per_s: 51.2, server_cpu_cores: 0.5, client_cpu_cores: 1.5 });
+  t.same(consumeFigures(100_000, 102_400_000, 2, 1, 3), {
+    records: 100_000,
+    bytes: 102_400_000,
+    seconds: 2,
+    records_per_s: 50_000,
+    mb_per_s: 51.2,
+    server_cpu_cores: 0.5,
+    client_cpu_cores: 1.5,
+  });
   const side = (ops: number, consumed: number): SideResult =>
-    ({ system: 's', members: 5, ops_per_sec: ops, ops, errors: 0, error_kinds: {}, mean_ms: 1, p50_ms: 1, p90_ms: 2, p99_ms: 3, p999_ms: 3, max_ms: 3, duration_s: 1, warmup_s: 0, concurrency: 1, interrupted: false, server_cpu_s: null, server_cpu_cores: null, server_cpu_us_per_op: null, client_cpu_cores: 0, consume: consumeFigures(consumed, consumed, 1, 0) }) satisfies SideResult;
-  t.same(logGoals(side(5, 10), side(4, 20)).map((g) => g.met), [true, false]);
-  t.same(logGoals(side(4, 20), side(4, 10)).map((g) => g.met), [false, true], 'a tie is not ahead');
+    ({
+      system: 's',
+      members: 5,
+      ops_per_sec: ops,
+      ops,
+      errors: 0,
+      error_kinds: {},
+      mean_ms: 1,
+      p50_ms: 1,
+      p90_ms: 2,
+      p99_ms: 3,
+      p999_ms: 3,
+      max_ms: 3,
+      duration_s: 1,
+      warmup_s: 0,
+      concurrency: 1,
+      interrupted: false,
+      server_cpu_s: null,
+      server_cpu_cores: null,
+      server_cpu_us_per_op: null,
+      client_cpu_cores: 0,
+      consume: consumeFigures(consumed, consumed, 1, 0),
+    }) satisfies SideResult;
+  t.same(
+    logGoals(side(5, 10), side(4, 20)).map((g) => g.met),
+    [true, false],
+  );
+  t.same(
+    logGoals(side(4, 20), side(4, 10)).map((g) => g.met),
+    [false, true],
+    'a tie is not ahead',
+  );
   t.same(logGoals(side(4, 20), null), [], 'no goals without the peer');
   // With rounds, consume is judged on its own median round, not the median-throughput round's.
   const merged = mergeConsumeRounds(side(5, 90), [side(4, 50), side(5, 90), side(6, 60)]);
@@ -37,42 +74,52 @@ t.test('consume figures and the two goals against the peer', async (t) => {
   t.same(merged.rounds_consume_records_per_s, [50, 90, 60]);
 });
 
-t.test('five nats-server processes: one JetStream cluster, a stream of 5 replicas, publish and read back', async (t) => {
-  const cluster = await startJetStream(5);
-  t.equal(cluster.nodes.length, 5);
-  t.match(cluster.version, /^\d+\.\d+\.\d+$/);
-  const nc = await connect({ servers: cluster.nodes.map((n) => `127.0.0.1:${n.clientPort}`) });
-  t.teardown(() => nc.close());
-  let info;
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      const jsm = await nc.jetstreamManager({ timeout: 5_000 });
-      info = await jsm.streams.add({ name: 't', subjects: ['t.>'], num_replicas: 5, storage: StorageType.File });
-      break;
-    } catch (e) {
-      if (Date.now() > deadline) throw e;
-      await sleep(500);
+t.test(
+  'five nats-server processes: one JetStream cluster, a stream of 5 replicas, publish and read back',
+  async (t) => {
+    const cluster = await startJetStream(5);
+    t.equal(cluster.nodes.length, 5);
+    t.match(cluster.version, /^\d+\.\d+\.\d+$/);
+    const nc = await connect({ servers: cluster.nodes.map((n) => `127.0.0.1:${n.clientPort}`) });
+    t.teardown(() => nc.close());
+    let info;
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      try {
+        const jsm = await nc.jetstreamManager({ timeout: 5_000 });
+        info = await jsm.streams.add({ name: 't', subjects: ['t.>'], num_replicas: 5, storage: StorageType.File });
+        break;
+      } catch (e) {
+        if (Date.now() > deadline) throw e;
+        await sleep(500);
+      }
     }
-  }
-  t.equal(info.config.num_replicas, 5);
-  const js = nc.jetstream();
-  for (let i = 0; i < 20; i++) await js.publish('t.x', new TextEncoder().encode(`m${i}`));
-  const jsm = await nc.jetstreamManager();
-  const state = await jsm.streams.info('t');
-  t.equal(state.state.messages, 20);
-  t.ok(state.cluster?.leader !== undefined, `the stream has a leader (${state.cluster?.leader})`);
-  t.equal(state.cluster?.replicas?.length, 4, 'and 4 other replicas');
-  const consumer = await js.consumers.get('t');
-  const messages = await consumer.consume({ max_messages: 100 });
-  const seen: string[] = [];
-  for await (const m of messages) {
-    seen.push(new TextDecoder().decode(m.data));
-    if (seen.length === 20) break;
-  }
-  await messages.close();
-  t.same(seen, Array.from({ length: 20 }, (_, i) => `m${i}`), 'read back in order');
-  await nc.close();
-  await cluster.stop();
-  t.ok(cluster.nodes.every((n) => !isAlive(n.pid)), 'every server stopped');
-});
+    t.equal(info.config.num_replicas, 5);
+    const js = nc.jetstream();
+    for (let i = 0; i < 20; i++) await js.publish('t.x', new TextEncoder().encode(`m${i}`));
+    const jsm = await nc.jetstreamManager();
+    const state = await jsm.streams.info('t');
+    t.equal(state.state.messages, 20);
+    t.ok(state.cluster?.leader !== undefined, `the stream has a leader (${state.cluster?.leader})`);
+    t.equal(state.cluster?.replicas?.length, 4, 'and 4 other replicas');
+    const consumer = await js.consumers.get('t');
+    const messages = await consumer.consume({ max_messages: 100 });
+    const seen: string[] = [];
+    for await (const m of messages) {
+      seen.push(new TextDecoder().decode(m.data));
+      if (seen.length === 20) break;
+    }
+    await messages.close();
+    t.same(
+      seen,
+      Array.from({ length: 20 }, (_, i) => `m${i}`),
+      'read back in order',
+    );
+    await nc.close();
+    await cluster.stop();
+    t.ok(
+      cluster.nodes.every((n) => !isAlive(n.pid)),
+      'every server stopped',
+    );
+  },
+);

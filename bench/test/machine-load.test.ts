@@ -5,7 +5,16 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import t from 'tap';
-import { foreignCores, judgeRun, judgeSide, noiseVerdict, parseProcStat, sampleLoad, SideWatcher, treeTicks } from '../src/machine-load.js';
+import {
+  foreignCores,
+  judgeRun,
+  judgeSide,
+  noiseVerdict,
+  parseProcStat,
+  sampleLoad,
+  SideWatcher,
+  treeTicks,
+} from '../src/machine-load.js';
 
 // Burns 0.8 s of CPU time (not wall time: on a busy machine it may take longer), at most 10 s.
 const BURN = 'const end = Date.now() + 10000; while (process.cpuUsage().user < 800000 && Date.now() < end) {}';
@@ -34,7 +43,11 @@ t.test('our tree is the root and every live descendant, nothing else', async (t)
 
 t.test('the threshold decides, and only a noisy side is named in the verdict', async (t) => {
   const a = { atMs: 0, machineBusyTicks: 0, ownTicks: 0 };
-  t.equal(foreignCores(a, { atMs: 2_000, machineBusyTicks: 300, ownTicks: 100 }), 1, '200 foreign ticks over 2 s is one core');
+  t.equal(
+    foreignCores(a, { atMs: 2_000, machineBusyTicks: 300, ownTicks: 100 }),
+    1,
+    '200 foreign ticks over 2 s is one core',
+  );
   const quiet = judgeSide('ours', 1, [1.5, 2.5], 0.1, 0.3);
   const loud = judgeSide('etcd', 4, [5], 0.8, 0.3);
   t.match(quiet, { load_avg_1m_during_mean: 2, load_avg_1m_during_max: 2.5, noisy: false });
@@ -50,7 +63,9 @@ t.test('on this machine: a burner outside our tree is foreign, a child of ours i
   // Outside: a shell starts the burner in the background and exits, so init adopts it.
   const start = sampleLoad();
   t.ok(start !== null, '/proc is readable');
-  const shell = spawn('sh', ['-c', `${process.execPath} -e '${BURN}' >/dev/null 2>&1 & echo $!`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const shell = spawn('sh', ['-c', `${process.execPath} -e '${BURN}' >/dev/null 2>&1 & echo $!`], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   let out = '';
   shell.stdout.on('data', (d: Buffer) => (out += d.toString()));
   await new Promise((r) => shell.once('exit', r));
@@ -60,42 +75,56 @@ t.test('on this machine: a burner outside our tree is foreign, a child of ours i
   const orphanTicks = ticksOf(orphan);
   const mid = sampleLoad()!;
   await new Promise((r) => setTimeout(r, 700));
-  t.ok(foreignCores(start!, mid) * ((mid.atMs - start!.atMs) / 1000) * 100 >= orphanTicks - 5, 'the orphan burner counts as foreign');
+  t.ok(
+    foreignCores(start!, mid) * ((mid.atMs - start!.atMs) / 1000) * 100 >= orphanTicks - 5,
+    'the orphan burner counts as foreign',
+  );
 
   const before = sampleLoad()!;
   const child = spawn(process.execPath, ['-e', BURN], { stdio: 'ignore' });
   await new Promise((r) => child.once('exit', r));
   const after = sampleLoad()!;
-  t.ok(after.ownTicks - before.ownTicks >= 60, `our child's CPU counts as ours (${after.ownTicks - before.ownTicks} ticks)`);
+  t.ok(
+    after.ownTicks - before.ownTicks >= 60,
+    `our child's CPU counts as ours (${after.ownTicks - before.ownTicks} ticks)`,
+  );
 });
 
-t.test('a side\'s watcher counts the processes it started as its own, detached ones too (cluster up detaches members)', async (t) => {
-  const watcher = new SideWatcher('probe');
-  // Detached as `cluster up` does it: a shell starts the burner in the background and exits; init adopts it.
-  const burn = 'const end = Date.now() + 10000; while (process.cpuUsage().user < 1500000 && Date.now() < end) {}';
-  const shell = spawn('sh', ['-c', `${process.execPath} -e '${burn}' >/dev/null 2>&1 & echo $!`], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let out = '';
-  shell.stdout.on('data', (d: Buffer) => (out += d.toString()));
-  await new Promise((r) => shell.once('exit', r));
-  const orphan = Number(out.trim());
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    try {
-      process.kill(orphan, 0);
-    } catch {
-      break;
+t.test(
+  "a side's watcher counts the processes it started as its own, detached ones too (cluster up detaches members)",
+  async (t) => {
+    const watcher = new SideWatcher('probe');
+    // Detached as `cluster up` does it: a shell starts the burner in the background and exits; init adopts it.
+    const burn = 'const end = Date.now() + 10000; while (process.cpuUsage().user < 1500000 && Date.now() < end) {}';
+    const shell = spawn('sh', ['-c', `${process.execPath} -e '${burn}' >/dev/null 2>&1 & echo $!`], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    shell.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    await new Promise((r) => shell.once('exit', r));
+    const orphan = Number(out.trim());
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      try {
+        process.kill(orphan, 0);
+      } catch {
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
     }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  const own = watcher.ownTicks();
-  const side = watcher.finish(0.3);
-  t.ok(own >= 60, `the detached burner's CPU is the side's own (${own} ticks)`);
-  t.ok(side.foreign_cpu_cores !== null, 'foreign CPU measured');
-});
+    const own = watcher.ownTicks();
+    const side = watcher.finish(0.3);
+    t.ok(own >= 60, `the detached burner's CPU is the side's own (${own} ticks)`);
+    t.ok(side.foreign_cpu_cores !== null, 'foreign CPU measured');
+  },
+);
 
-t.test('a side shorter than a second is not judged (10 ms CPU ticks over a few ms would read as whole cores)', async (t) => {
-  const watcher = new SideWatcher('instant');
-  const side = watcher.finish(0.3);
-  t.equal(side.foreign_cpu_cores, null, 'no foreign figure');
-  t.equal(side.noisy, false, 'and not noisy');
-});
+t.test(
+  'a side shorter than a second is not judged (10 ms CPU ticks over a few ms would read as whole cores)',
+  async (t) => {
+    const watcher = new SideWatcher('instant');
+    const side = watcher.finish(0.3);
+    t.equal(side.foreign_cpu_cores, null, 'no foreign figure');
+    t.equal(side.noisy, false, 'and not noisy');
+  },
+);

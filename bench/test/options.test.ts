@@ -17,13 +17,47 @@ const benchmarks = { kv: stub('kv', ['etcd']), raft: stub('raft', [], 100_000) }
 
 t.test('defaults come from the benchmark', async (t) => {
   const o = parseRunOptions('kv', {}, benchmarks);
-  t.match(o, { name: 'kv', vs: null, durationS: 20, concurrency: 64, size: 256, warmupS: 3, routing: 'all', keys: 100_000, rounds: 1, snapshotEvery: null, profileDir: null });
+  t.match(o, {
+    name: 'kv',
+    vs: null,
+    durationS: 20,
+    concurrency: 64,
+    size: 256,
+    warmupS: 3,
+    routing: 'all',
+    keys: 100_000,
+    rounds: 1,
+    snapshotEvery: null,
+    profileDir: null,
+  });
   t.match(o.out, /bench\/results\/?$/);
 });
 
 t.test('flags override the defaults', async (t) => {
-  const o = parseRunOptions('kv', { vs: 'etcd', duration: '5', concurrency: '256', warmup: '0', routing: 'leader', size: '1024', keys: '10', out: '/tmp/x' }, benchmarks);
-  t.match(o, { vs: 'etcd', durationS: 5, concurrency: 256, warmupS: 0, routing: 'leader', size: 1024, keys: 10, out: '/tmp/x' });
+  const o = parseRunOptions(
+    'kv',
+    {
+      vs: 'etcd',
+      duration: '5',
+      concurrency: '256',
+      warmup: '0',
+      routing: 'leader',
+      size: '1024',
+      keys: '10',
+      out: '/tmp/x',
+    },
+    benchmarks,
+  );
+  t.match(o, {
+    vs: 'etcd',
+    durationS: 5,
+    concurrency: 256,
+    warmupS: 0,
+    routing: 'leader',
+    size: 1024,
+    keys: 10,
+    out: '/tmp/x',
+  });
 });
 
 t.test('bad input is refused with a message naming the flag', async (t) => {

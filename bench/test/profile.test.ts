@@ -2,7 +2,11 @@
 import t from 'tap';
 import { areaOf, formatSummary, summarize, type CpuProfile } from '../src/profile.js';
 
-const frame = (id: number, functionName: string, url: string, hitCount: number, lineNumber = 0) => ({ id, callFrame: { functionName, url, lineNumber }, hitCount });
+const frame = (id: number, functionName: string, url: string, hitCount: number, lineNumber = 0) => ({
+  id,
+  callFrame: { functionName, url, lineNumber },
+  hitCount,
+});
 const profile: CpuProfile = {
   startTime: 0,
   endTime: 1,
@@ -20,7 +24,15 @@ t.test('summarize ranks self time', async (t) => {
   const s = summarize([profile, profile]);
   t.equal(s.idleSamples, 100);
   t.equal(s.busySamples, 100);
-  t.same(s.areas.map((a) => [a.name, a.percent]), [['msgpackr', 40], ['packages/lib/raft', 30], ['node:internal/stream_base_commons', 20], ['(garbage collector)', 10]]);
+  t.same(
+    s.areas.map((a) => [a.name, a.percent]),
+    [
+      ['msgpackr', 40],
+      ['packages/lib/raft', 30],
+      ['node:internal/stream_base_commons', 20],
+      ['(garbage collector)', 10],
+    ],
+  );
   t.equal(s.functions[0]!.name, 'encode msgpackr/pack.js:10');
   t.equal(s.functions[1]!.name, 'step packages/lib/raft/dist/src/core.js:100');
   t.match(formatSummary(s, 'leader'), /leader: 100 busy samples of 200 \(50% busy\)/);

@@ -40,7 +40,11 @@ t.test('every step equals bucket.ts take() on the state redis stored', async (t)
   for (let i = 0; i < 12; i++) {
     const r = await buckets.check(['t:replay'], [limits]);
     const after = await stored('t:replay');
-    const expected = take(before ?? { tokens: limits.capacity, lastRefill: after.lastRefill }, limits, after.lastRefill);
+    const expected = take(
+      before ?? { tokens: limits.capacity, lastRefill: after.lastRefill },
+      limits,
+      after.lastRefill,
+    );
     t.equal(r.allowed, expected.allowed, `step ${i}: allowed`);
     t.equal(r.remaining, expected.remaining, `step ${i}: remaining`);
     t.equal(r.retryAfterMs, expected.retryAfterMs, `step ${i}: retry_after_ms`);
@@ -89,5 +93,9 @@ t.test('several rules in one call: any deny denies, remaining is the smallest, a
   const denied = await buckets.check(keys, limits);
   t.match(denied, { allowed: false, remaining: 0 });
   t.ok(denied.retryAfterMs! > 99_000, `retry ${denied.retryAfterMs}`);
-  t.equal(Math.floor((await stored('t:multi:ip')).tokens), 8, 'a denied check takes nothing, also from the rule that had tokens');
+  t.equal(
+    Math.floor((await stored('t:multi:ip')).tokens),
+    8,
+    'a denied check takes nothing, also from the rule that had tokens',
+  );
 });

@@ -23,7 +23,8 @@ t.test('redirects are counted by the cache that answered', async (t) => {
 });
 
 t.test('sumMetric adds a counter over processes and label sets', async (t) => {
-  const a = '# TYPE clicks_dropped_total counter\nclicks_dropped_total{reason="buffer_full"} 3\nclicks_dropped_total{reason="shutdown"} 2\nclicks_dropped_totals 99\n';
+  const a =
+    '# TYPE clicks_dropped_total counter\nclicks_dropped_total{reason="buffer_full"} 3\nclicks_dropped_total{reason="shutdown"} 2\nclicks_dropped_totals 99\n';
   const b = 'clicks_dropped_total 5\nanalytics_clicks_counted_total 7\n';
   t.equal(sumMetric([a, b], 'clicks_dropped_total'), 10);
   t.equal(sumMetric([a, b], 'analytics_clicks_counted_total'), 7);

@@ -35,7 +35,10 @@ t.test('Histogram quantiles are within 2% of the truth', async (t) => {
     h.record(x);
   }
   const exact = summarize(xs);
-  for (const [q, truth] of [[0.5, exact.p50_ms], [0.99, exact.p99_ms]] as const) {
+  for (const [q, truth] of [
+    [0.5, exact.p50_ms],
+    [0.99, exact.p99_ms],
+  ] as const) {
     const est = h.quantile(q);
     t.ok(est >= truth * 0.999 && est <= truth * 1.021, `q${q}: ${est} vs ${truth}`);
   }

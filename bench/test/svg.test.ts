@@ -36,7 +36,21 @@ const bench: Benchmark = {
   workload: () => ({ value_bytes: 256 }),
   runOurs: () => Promise.reject(new Error('not here')),
 };
-const o: RunOptions = { name: 'kv', vs: 'etcd', durationS: 20, warmupS: 3, concurrency: 64, out: '/tmp', routing: 'all', size: 256, keys: 100_000, rounds: 1, snapshotEvery: null, profileDir: null, noisyCores: 0.3 };
+const o: RunOptions = {
+  name: 'kv',
+  vs: 'etcd',
+  durationS: 20,
+  warmupS: 3,
+  concurrency: 64,
+  out: '/tmp',
+  routing: 'all',
+  size: 256,
+  keys: 100_000,
+  rounds: 1,
+  snapshotEvery: null,
+  profileDir: null,
+  noisyCores: 0.3,
+};
 
 /** Every tag opened is closed, in order. */
 function balanced(svg: string): boolean {
@@ -51,7 +65,13 @@ function balanced(svg: string): boolean {
 }
 
 t.test('a report with a peer: ratios, verdict, and a chart with the numbers', async (t) => {
-  const report = buildReport(bench, o, side('ours', 12_345, 4.2, 21.5), side('etcd 3.4.23', 10_000, 5, 25), environment(o, new Date('2026-01-02T03:04:05Z')));
+  const report = buildReport(
+    bench,
+    o,
+    side('ours', 12_345, 4.2, 21.5),
+    side('etcd 3.4.23', 10_000, 5, 25),
+    environment(o, new Date('2026-01-02T03:04:05Z')),
+  );
   t.equal(report.ratio, 1.23);
   t.equal(report.p99_ratio, 0.86);
   t.match(report.verdict, /^goal met against etcd: 123% of its throughput/);
@@ -61,7 +81,8 @@ t.test('a report with a peer: ratios, verdict, and a chart with the numbers', as
   t.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
   t.match(svg, /<\/svg>\n$/);
   t.ok(balanced(svg), 'tags are balanced');
-  for (const text of ['12,345', '10,000', '4.20', '21.5', '>25<', 'etcd 3.4.23', '2026-01-02']) t.ok(svg.includes(text), `shows ${text}`);
+  for (const text of ['12,345', '10,000', '4.20', '21.5', '>25<', 'etcd 3.4.23', '2026-01-02'])
+    t.ok(svg.includes(text), `shows ${text}`);
   t.ok(svg.includes('kv: PUT &lt;256&gt; &amp; friends'), 'escapes the title');
   t.notMatch(svg.replace(/<[^>]*>/g, ''), /[<>]/, 'no raw angle brackets in text');
   t.notMatch(svg, /NaN|undefined|Infinity/);

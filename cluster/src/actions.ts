@@ -59,7 +59,9 @@ export function recordFault(dataDir: string, action: FaultAction, member: string
 
 function trimTimeline(path: string): void {
   if (statSync(path).size < CHECK_BYTES) return;
-  const lines = readFileSync(path, 'utf8').split('\n').filter((l) => l.length > 0);
+  const lines = readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.length > 0);
   if (lines.length <= MAX_LINES) return;
   // Write then rename, so a reader never sees half a file (an append racing this rewrite may be lost: rare, and
   // only a timeline line).
@@ -74,7 +76,9 @@ export function readPartition(dataDir: string): string[][] | null {
   if (!existsSync(path)) return null;
   try {
     const sides = JSON.parse(readFileSync(path, 'utf8')) as unknown;
-    return Array.isArray(sides) && sides.every((s) => Array.isArray(s) && s.every((x) => typeof x === 'string')) ? (sides as string[][]) : null;
+    return Array.isArray(sides) && sides.every((s) => Array.isArray(s) && s.every((x) => typeof x === 'string'))
+      ? (sides as string[][])
+      : null;
   } catch {
     return null;
   }
@@ -87,7 +91,12 @@ function by(source: FaultSource): string {
 const SIGNALS = { kill: 'SIGKILL', pause: 'SIGSTOP', resume: 'SIGCONT' } as const;
 
 /** kill (SIGKILL, waits until it is gone), pause (SIGSTOP) or resume (SIGCONT) a member or worker. */
-export async function signalProcess(state: ClusterState, action: 'kill' | 'pause' | 'resume', ref: string, source: FaultSource): Promise<ActionResult> {
+export async function signalProcess(
+  state: ClusterState,
+  action: 'kill' | 'pause' | 'resume',
+  ref: string,
+  source: FaultSource,
+): Promise<ActionResult> {
   const record = findProcess(state, ref).record;
   const sig = SIGNALS[action];
   signal(record, sig);
@@ -115,7 +124,12 @@ export async function restartProcess(state: ClusterState, ref: string, source: F
     record.pid = spawnMember(state, found.record);
     savePid(state.dataDir, record.id, record.pid);
   }
-  const fault = recordFault(state.dataDir, 'restart', record.id, `restart ${record.id} (pid ${record.pid}) ${by(source)}`);
+  const fault = recordFault(
+    state.dataDir,
+    'restart',
+    record.id,
+    `restart ${record.id} (pid ${record.pid}) ${by(source)}`,
+  );
   return { message: `restarted ${record.id} (pid ${record.pid})`, warnings: [], fault };
 }
 
@@ -123,9 +137,15 @@ export async function restartProcess(state: ClusterState, ref: string, source: F
  * Cut the links between sides of members (refs: numbers or ids): each member is told to drop traffic from every
  * member not on its side. Throws a CliError for fewer than two sides, an empty side or a member on two sides.
  */
-export async function partitionMembers(state: ClusterState, token: string, sides: string[][], source: FaultSource): Promise<ActionResult> {
+export async function partitionMembers(
+  state: ClusterState,
+  token: string,
+  sides: string[][],
+  source: FaultSource,
+): Promise<ActionResult> {
   const groups = sides.map((side) => side.map((ref) => findMember(state, ref).id));
-  if (groups.length < 2 || groups.some((g) => g.length === 0)) throw new CliError('partition: expected at least two non-empty groups, e.g. "1,2|3,4,5"');
+  if (groups.length < 2 || groups.some((g) => g.length === 0))
+    throw new CliError('partition: expected at least two non-empty groups, e.g. "1,2|3,4,5"');
   const all = groups.flat();
   if (new Set(all).size !== all.length) throw new CliError('partition: a member is in two groups');
   const warnings: string[] = [];
@@ -144,7 +164,8 @@ export async function partitionMembers(state: ClusterState, token: string, sides
 
 /** Restore every link cut by partition, on every running member. */
 export async function healMembers(state: ClusterState, token: string, source: FaultSource): Promise<ActionResult> {
-  for (const m of state.members.filter((x) => !x.removed && isAlive(x.pid))) await callMember(m, token, 'DELETE', '/v1/cluster/partition');
+  for (const m of state.members.filter((x) => !x.removed && isAlive(x.pid)))
+    await callMember(m, token, 'DELETE', '/v1/cluster/partition');
   rmSync(partitionPath(state.dataDir), { force: true });
   const fault = recordFault(state.dataDir, 'heal', null, `heal ${by(source)}`);
   return { message: 'healed', warnings: [], fault };

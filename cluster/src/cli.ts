@@ -9,7 +9,17 @@ import { Command, Option } from 'commander';
 import type { WorkerRoles } from '@raftkit/http';
 import { ownerOnlyFiles } from '@raftkit/http/owner-only';
 import { healMembers, partitionMembers, restartProcess, signalProcess, type ActionResult } from './actions.js';
-import { assertPortFree, callMember, findLeader, memberStatus, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
+import {
+  assertPortFree,
+  callMember,
+  findLeader,
+  memberStatus,
+  sleep,
+  spawnMember,
+  spawnWorker,
+  stopProcess,
+  waitHealthy,
+} from './processes.js';
 import { listClusters, sharedTokens, shownPath } from './list.js';
 import { defaultBasePort, MAX_WORKERS, serviceNames, workerPorts } from './service-list.js';
 import {
@@ -30,15 +40,31 @@ import {
 } from './state.js';
 import { remoteMode, remoteOptions, type RemoteFlags } from './remote-flags.js';
 import type { RemoteCluster } from './remote.js';
-import { GROUPS_HEADER, groupCells, memberRow, mergeGroupRows, STATUS_HEADER, statusCells, withLag, type GroupedStatus, type GroupRow, type StatusRow } from './views.js';
+import {
+  GROUPS_HEADER,
+  groupCells,
+  memberRow,
+  mergeGroupRows,
+  STATUS_HEADER,
+  statusCells,
+  withLag,
+  type GroupedStatus,
+  type GroupRow,
+  type StatusRow,
+} from './views.js';
 
 // Before any I/O: the data folders `up` creates, cluster.json, the logs and the partition file are the owner's
 // only (the members and workers it starts set the same for what they write).
 ownerOnlyFiles();
 
 const program = new Command().name('cluster').description('Launch and break local Raft clusters of one service.');
-const dataOption = (): Option => new Option('--data <dir>', 'the cluster data directory (default: data/<service> with --service, else $CLUSTER_DATA, else the only one under ./data)');
-const serviceOption = (more = ''): Option => new Option('--service <name>', `the cluster of that service in data/<name>, where up and make up start it${more}`);
+const dataOption = (): Option =>
+  new Option(
+    '--data <dir>',
+    'the cluster data directory (default: data/<service> with --service, else $CLUSTER_DATA, else the only one under ./data)',
+  );
+const serviceOption = (more = ''): Option =>
+  new Option('--service <name>', `the cluster of that service in data/<name>, where up and make up start it${more}`);
 /** How a command names its cluster (see resolveDataDir). */
 interface Target {
   data?: string;
@@ -55,110 +81,148 @@ program
   .option('--auth-token <token>', 'bearer token clients must send (default: $CLUSTER_AUTH_TOKEN or generated)')
   .option('--tick-ms <ms>', 'milliseconds per Raft tick', '100')
   .option('--snapshot-every <n>', 'applied entries between snapshots (each snapshot compacts the log)', '100000')
-  .option('--workers <list>', "how many of each of the service's other processes, e.g. app=3,clicks=1 (default: the service's)")
+  .option(
+    '--workers <list>',
+    "how many of each of the service's other processes, e.g. app=3,clicks=1 (default: the service's)",
+  )
   .option('--set <key=value...>', 'a setting handed to every worker (each service documents its own)')
-  .action(async (o: { service: string; nodes: string; data?: string; basePort?: string; authToken?: string; tickMs: string; snapshotEvery: string; workers?: string; set?: string[] }) => {
-    const nodes = positiveInt(o.nodes, '--nodes', 1, 15);
-    const tickMs = positiveInt(o.tickMs, '--tick-ms', 1, 10_000);
-    const snapshotEvery = positiveInt(o.snapshotEvery, '--snapshot-every', 1, 100_000_000);
-    const basePort = o.basePort === undefined ? defaultBasePort(o.service) : positiveInt(o.basePort, '--base-port', 1, 65_000 - 200);
-    const dataDir = resolve(o.data ?? `data/${o.service}`);
-    if (existsSync(`${dataDir}/cluster.json`)) {
-      const old = readState(dataDir);
-      const running = [...old.members, ...(old.workers ?? [])].filter((m) => isAlive(m.pid));
-      if (running.length > 0) {
-        throw new CliError(`${dataDir} is held by a running ${old.service} cluster (pids ${running.map((m) => m.pid).join(', ')}); run cluster down --data ${dataDir} first`);
+  .action(
+    async (o: {
+      service: string;
+      nodes: string;
+      data?: string;
+      basePort?: string;
+      authToken?: string;
+      tickMs: string;
+      snapshotEvery: string;
+      workers?: string;
+      set?: string[];
+    }) => {
+      const nodes = positiveInt(o.nodes, '--nodes', 1, 15);
+      const tickMs = positiveInt(o.tickMs, '--tick-ms', 1, 10_000);
+      const snapshotEvery = positiveInt(o.snapshotEvery, '--snapshot-every', 1, 100_000_000);
+      const basePort =
+        o.basePort === undefined ? defaultBasePort(o.service) : positiveInt(o.basePort, '--base-port', 1, 65_000 - 200);
+      const dataDir = resolve(o.data ?? `data/${o.service}`);
+      if (existsSync(`${dataDir}/cluster.json`)) {
+        const old = readState(dataDir);
+        const running = [...old.members, ...(old.workers ?? [])].filter((m) => isAlive(m.pid));
+        if (running.length > 0) {
+          throw new CliError(
+            `${dataDir} is held by a running ${old.service} cluster (pids ${running.map((m) => m.pid).join(', ')}); run cluster down --data ${dataDir} first`,
+          );
+        }
       }
-    }
-    const ids = Array.from({ length: nodes }, (_, i) => `n${i + 1}`);
-    const members: MemberRecord[] = ids.map((id, i) => ({ id, pid: null, raftAddress: `127.0.0.1:${basePort + 1 + i}`, httpAddress: `127.0.0.1:${basePort + 101 + i}` }));
-    // Only `up` needs the service itself (its worker roles); other commands never load the service packages.
-    const { loadService } = await import('./services.js');
-    const service = (await loadService(o.service))!;
-    const workers = planWorkers(service.workers, o.service, basePort, o.workers);
-    const settings = parseSettings(o.set ?? []);
-    for (const m of members) {
-      for (const address of [m.raftAddress, m.httpAddress]) await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
-    }
-    for (const w of workers) {
-      for (const address of [w.httpAddress, w.tcpAddress]) await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
-    }
-    mkdirSync(dataDir, { recursive: true });
-    const token = o.authToken ?? process.env.CLUSTER_AUTH_TOKEN ?? (existsSync(tokenPath(dataDir)) ? readToken(dataDir) : randomBytes(24).toString('base64url'));
-    writeFileSync(tokenPath(dataDir), token + '\n', { mode: 0o600 });
-    const state: ClusterState = {
-      service: o.service,
-      dataDir,
-      basePort,
-      tickMs,
-      snapshotEvery,
-      bootstrap: Object.fromEntries(members.map((m) => [m.id, m.raftAddress])),
-      members,
-      workers,
-      settings,
-      ...(service.memberNodeFlags.length > 0 ? { memberNodeFlags: [...service.memberNodeFlags] } : {}),
-    };
-    // Ctrl-C while starting stops whatever was started, so nothing is left half-up.
-    let interrupted = false;
-    const onInterrupt = (): void => {
-      interrupted = true;
-    };
-    process.on('SIGINT', onInterrupt);
-    process.on('SIGTERM', onInterrupt);
-    try {
+      const ids = Array.from({ length: nodes }, (_, i) => `n${i + 1}`);
+      const members: MemberRecord[] = ids.map((id, i) => ({
+        id,
+        pid: null,
+        raftAddress: `127.0.0.1:${basePort + 1 + i}`,
+        httpAddress: `127.0.0.1:${basePort + 101 + i}`,
+      }));
+      // Only `up` needs the service itself (its worker roles); other commands never load the service packages.
+      const { loadService } = await import('./services.js');
+      const service = (await loadService(o.service))!;
+      const workers = planWorkers(service.workers, o.service, basePort, o.workers);
+      const settings = parseSettings(o.set ?? []);
       for (const m of members) {
-        m.pid = spawnMember(state, m);
-        writeState(state);
+        for (const address of [m.raftAddress, m.httpAddress])
+          await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
       }
-      process.stderr.write(`started ${nodes} ${o.service} members; waiting for a leader...\n`);
-      const deadline = Date.now() + 30_000;
-      let leader: string | null = null;
-      while (leader === null) {
-        if (interrupted) throw new CliError('interrupted: stopped the members that had started', 130);
-        if (Date.now() > deadline) throw new CliError(`no leader within 30 s; see the logs in ${dataDir}/n*/member.log`);
-        const dead = members.filter((m) => !isAlive(m.pid));
-        if (dead.length > Math.floor(nodes / 2)) {
-          throw new CliError(`members exited at start (${dead.map((m) => m.id).join(', ')}); see ${logPath(dataDir, dead[0]!.id)}`);
-        }
-        const statuses = await Promise.all(members.map((m) => memberStatus(m, token, 500)));
-        leader = statuses.find((s) => s !== null && s.role === 'leader')?.id ?? null;
-        if (leader === null) await sleep(100);
-        // A grouped service (the log): also wait until every member has registered in the meta group, so groups
-        // created right after `up` are placed on all of them.
-        const grouped = statuses.find((s) => s?.id === leader) as GroupedStatus | undefined;
-        if (leader !== null && typeof grouped?.groups === 'number') {
-          const answer = await callMember(members.find((m) => m.id === leader)!, token, 'GET', '/v1/cluster/hosts', undefined, 1_000);
-          const hosts = (answer.body as { hosts?: unknown[] } | null)?.hosts;
-          if (answer.status !== 200 || !Array.isArray(hosts) || hosts.length < nodes) {
-            leader = null;
-            await sleep(100);
-          }
-        }
+      for (const w of workers) {
+        for (const address of [w.httpAddress, w.tcpAddress])
+          await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
       }
-      // Role by role, in the service's order: a role may need the ones before it (apps need the click stream).
-      for (const role of [...new Set(workers.map((w) => w.role))]) {
-        const group = workers.filter((w) => w.role === role);
-        for (const w of group) {
-          w.pid = spawnWorker(state, w);
+      mkdirSync(dataDir, { recursive: true });
+      const token =
+        o.authToken ??
+        process.env.CLUSTER_AUTH_TOKEN ??
+        (existsSync(tokenPath(dataDir)) ? readToken(dataDir) : randomBytes(24).toString('base64url'));
+      writeFileSync(tokenPath(dataDir), token + '\n', { mode: 0o600 });
+      const state: ClusterState = {
+        service: o.service,
+        dataDir,
+        basePort,
+        tickMs,
+        snapshotEvery,
+        bootstrap: Object.fromEntries(members.map((m) => [m.id, m.raftAddress])),
+        members,
+        workers,
+        settings,
+        ...(service.memberNodeFlags.length > 0 ? { memberNodeFlags: [...service.memberNodeFlags] } : {}),
+      };
+      // Ctrl-C while starting stops whatever was started, so nothing is left half-up.
+      let interrupted = false;
+      const onInterrupt = (): void => {
+        interrupted = true;
+      };
+      process.on('SIGINT', onInterrupt);
+      process.on('SIGTERM', onInterrupt);
+      try {
+        for (const m of members) {
+          m.pid = spawnMember(state, m);
           writeState(state);
         }
-        for (const w of group) {
-          if (interrupted) throw new CliError('interrupted: stopped the processes that had started', 130);
-          await waitHealthy(state, w);
+        process.stderr.write(`started ${nodes} ${o.service} members; waiting for a leader...\n`);
+        const deadline = Date.now() + 30_000;
+        let leader: string | null = null;
+        while (leader === null) {
+          if (interrupted) throw new CliError('interrupted: stopped the members that had started', 130);
+          if (Date.now() > deadline)
+            throw new CliError(`no leader within 30 s; see the logs in ${dataDir}/n*/member.log`);
+          const dead = members.filter((m) => !isAlive(m.pid));
+          if (dead.length > Math.floor(nodes / 2)) {
+            throw new CliError(
+              `members exited at start (${dead.map((m) => m.id).join(', ')}); see ${logPath(dataDir, dead[0]!.id)}`,
+            );
+          }
+          const statuses = await Promise.all(members.map((m) => memberStatus(m, token, 500)));
+          leader = statuses.find((s) => s !== null && s.role === 'leader')?.id ?? null;
+          if (leader === null) await sleep(100);
+          // A grouped service (the log): also wait until every member has registered in the meta group, so groups
+          // created right after `up` are placed on all of them.
+          const grouped = statuses.find((s) => s?.id === leader) as GroupedStatus | undefined;
+          if (leader !== null && typeof grouped?.groups === 'number') {
+            const answer = await callMember(
+              members.find((m) => m.id === leader)!,
+              token,
+              'GET',
+              '/v1/cluster/hosts',
+              undefined,
+              1_000,
+            );
+            const hosts = (answer.body as { hosts?: unknown[] } | null)?.hosts;
+            if (answer.status !== 200 || !Array.isArray(hosts) || hosts.length < nodes) {
+              leader = null;
+              await sleep(100);
+            }
+          }
         }
+        // Role by role, in the service's order: a role may need the ones before it (apps need the click stream).
+        for (const role of [...new Set(workers.map((w) => w.role))]) {
+          const group = workers.filter((w) => w.role === role);
+          for (const w of group) {
+            w.pid = spawnWorker(state, w);
+            writeState(state);
+          }
+          for (const w of group) {
+            if (interrupted) throw new CliError('interrupted: stopped the processes that had started', 130);
+            await waitHealthy(state, w);
+          }
+        }
+        printEndpoints(state, token, leader);
+      } catch (e) {
+        await Promise.all(workers.map((w) => stopProcess(w.pid, 2_000)));
+        await Promise.all(members.map((m) => stopProcess(m.pid, 2_000)));
+        for (const m of [...members, ...workers]) m.pid = null;
+        writeState(state);
+        throw e;
+      } finally {
+        process.off('SIGINT', onInterrupt);
+        process.off('SIGTERM', onInterrupt);
       }
-      printEndpoints(state, token, leader);
-    } catch (e) {
-      await Promise.all(workers.map((w) => stopProcess(w.pid, 2_000)));
-      await Promise.all(members.map((m) => stopProcess(m.pid, 2_000)));
-      for (const m of [...members, ...workers]) m.pid = null;
-      writeState(state);
-      throw e;
-    } finally {
-      process.off('SIGINT', onInterrupt);
-      process.off('SIGTERM', onInterrupt);
-    }
-  });
+    },
+  );
 
 program
   .command('down')
@@ -177,7 +241,9 @@ program
     } else {
       writeState(state);
       const workers = state.workers?.length ?? 0;
-      console.log(`stopped ${state.members.length} members${workers > 0 ? ` and ${workers} workers` : ''} of ${state.dataDir}`);
+      console.log(
+        `stopped ${state.members.length} members${workers > 0 ? ` and ${workers} workers` : ''} of ${state.dataDir}`,
+      );
     }
   });
 
@@ -209,7 +275,19 @@ remoteOptions(
   withLag(rows);
   for (const w of state.workers ?? []) {
     const alive = isAlive(w.pid);
-    rows.push({ id: w.id, pid: alive ? w.pid : null, role: alive ? `worker:${w.role}` : 'down', term: null, leader: null, commit: null, applied: null, lag: null, groups: null, leaders: null, url: `http://${w.httpAddress}` });
+    rows.push({
+      id: w.id,
+      pid: alive ? w.pid : null,
+      role: alive ? `worker:${w.role}` : 'down',
+      term: null,
+      leader: null,
+      commit: null,
+      applied: null,
+      lag: null,
+      groups: null,
+      leaders: null,
+      url: `http://${w.httpAddress}`,
+    });
   }
   printRows(rows, o.json);
 });
@@ -244,7 +322,7 @@ remoteOptions(
 
 program
   .command('balance')
-  .description('spread the groups\' leaders evenly over the members by leadership transfer; prints what moved')
+  .description("spread the groups' leaders evenly over the members by leadership transfer; prints what moved")
   .addOption(dataOption())
   .addOption(serviceOption())
   .option('--json', 'print the moves and the leader counts as JSON')
@@ -284,8 +362,14 @@ program
       console.log(JSON.stringify({ moved, leaders: counts }, null, 2));
       return;
     }
-    const spread = Object.entries(counts).map(([id, n]) => `${id}=${n}`).join(' ');
-    console.log(moved.length === 0 ? `leaders already balanced: ${spread}` : `moved ${moved.length} leaders; leaders now ${spread}`);
+    const spread = Object.entries(counts)
+      .map(([id, n]) => `${id}=${n}`)
+      .join(' ');
+    console.log(
+      moved.length === 0
+        ? `leaders already balanced: ${spread}`
+        : `moved ${moved.length} leaders; leaders now ${spread}`,
+    );
   });
 
 for (const [name, text] of [
@@ -321,7 +405,12 @@ program
   .addOption(serviceOption())
   .action(async (spec: string, o: Target) => {
     const { state, token } = openCluster(o);
-    const sides = spec.split('|').map((g) => g.split(',').map((r) => r.trim()).filter((r) => r.length > 0));
+    const sides = spec.split('|').map((g) =>
+      g
+        .split(',')
+        .map((r) => r.trim())
+        .filter((r) => r.length > 0),
+    );
     printAction(await partitionMembers(state, token, sides, 'cli'));
   });
 
@@ -337,7 +426,9 @@ program
 
 program
   .command('list')
-  .description('every cluster under the data root: its service, processes running, the HTTP address to call, its token file')
+  .description(
+    'every cluster under the data root: its service, processes running, the HTTP address to call, its token file',
+  )
   .option('--data-root <dir>', 'folder whose sub-folders hold clusters', 'data')
   .option('--json', 'print a JSON array')
   .action((o: { dataRoot: string; json?: boolean }) => {
@@ -346,10 +437,16 @@ program
       console.log(JSON.stringify(clusters, null, 2));
       return;
     }
-    if (clusters.length === 0) throw new CliError(`no cluster under ${o.dataRoot} (start one with: cluster up, or make up)`);
+    if (clusters.length === 0)
+      throw new CliError(`no cluster under ${o.dataRoot} (start one with: cluster up, or make up)`);
     printTable(
       ['service', 'running', 'entry point', 'token file'],
-      clusters.map((c) => [c.cluster === c.service ? c.service : `${c.cluster} (${c.service})`, `${c.running}/${c.processes}`, `${c.entry.url} (${c.entry.id})`, shownPath(c.tokenFile)]),
+      clusters.map((c) => [
+        c.cluster === c.service ? c.service : `${c.cluster} (${c.service})`,
+        `${c.running}/${c.processes}`,
+        `${c.entry.url} (${c.entry.id})`,
+        shownPath(c.tokenFile),
+      ]),
     );
     for (const names of sharedTokens(clusters)) {
       process.stderr.write(
@@ -365,73 +462,131 @@ program
   .option('--data-root <dir>', 'folder whose sub-folders hold clusters', 'data')
   .option('--host <host>', 'address to listen on', '127.0.0.1')
   .option('--port <port>', 'port to listen on', '6900')
-  .option('--auth-token-file <file>', "file holding the page's login secret (default: $DASHBOARD_AUTH_TOKEN, else <data-root>/dashboard.token, made when missing)")
-  .option('--auth-token <token>', 'the login secret itself (shows in ps: prefer --auth-token-file or $DASHBOARD_AUTH_TOKEN)')
+  .option(
+    '--auth-token-file <file>',
+    "file holding the page's login secret (default: $DASHBOARD_AUTH_TOKEN, else <data-root>/dashboard.token, made when missing)",
+  )
+  .option(
+    '--auth-token <token>',
+    'the login secret itself (shows in ps: prefer --auth-token-file or $DASHBOARD_AUTH_TOKEN)',
+  )
   .option('--jepsen-dir <dir>', 'folder of jepsen-like runs to list', 'jepsen-out')
-  .option('--endpoints <urls>', "also show a cluster on other hosts, read-only: its members' HTTP URLs (https://10.0.0.1:8101,...)")
+  .option(
+    '--endpoints <urls>',
+    "also show a cluster on other hosts, read-only: its members' HTTP URLs (https://10.0.0.1:8101,...)",
+  )
   .option('--ca <file>', "with --endpoints: PEM of the CA that signed the members' certificates")
   .option('--name <name>', 'with --endpoints: the name the remote cluster is shown under (default remote)')
-  .action(async (o: { dataRoot: string; host: string; port: string; authToken?: string; authTokenFile?: string; jepsenDir: string; endpoints?: string; ca?: string; name?: string }) => {
-    const port = positiveInt(o.port, '--port', 0, 65_535);
-    // Loaded only here: every other command would pay for the server's modules at start.
-    const { runDashboardCommand } = await import('./dashboard/command.js');
-    await runDashboardCommand({ dataRoot: resolve(o.dataRoot), host: o.host, port, authToken: o.authToken, authTokenFile: o.authTokenFile, jepsenDir: resolve(o.jepsenDir), endpoints: o.endpoints, ca: o.ca, name: o.name });
-  });
+  .action(
+    async (o: {
+      dataRoot: string;
+      host: string;
+      port: string;
+      authToken?: string;
+      authTokenFile?: string;
+      jepsenDir: string;
+      endpoints?: string;
+      ca?: string;
+      name?: string;
+    }) => {
+      const port = positiveInt(o.port, '--port', 0, 65_535);
+      // Loaded only here: every other command would pay for the server's modules at start.
+      const { runDashboardCommand } = await import('./dashboard/command.js');
+      await runDashboardCommand({
+        dataRoot: resolve(o.dataRoot),
+        host: o.host,
+        port,
+        authToken: o.authToken,
+        authTokenFile: o.authTokenFile,
+        jepsenDir: resolve(o.jepsenDir),
+        endpoints: o.endpoints,
+        ca: o.ca,
+        name: o.name,
+      });
+    },
+  );
 
 remoteOptions(
   program
     .command('add-node')
-    .description('start a new member and add it as a voter (it catches up as a learner first); with --endpoints, add a member already started on its host with --join')
+    .description(
+      'start a new member and add it as a voter (it catches up as a learner first); with --endpoints, add a member already started on its host with --join',
+    )
     .addOption(dataOption())
     .addOption(serviceOption())
-    .option('--id <id>', 'with --endpoints: the new member\'s id')
-    .option('--raft-address <host:port>', 'with --endpoints: the new member\'s advertised Raft address'),
+    .option('--id <id>', "with --endpoints: the new member's id")
+    .option('--raft-address <host:port>', "with --endpoints: the new member's advertised Raft address"),
 ).action(async (o: RemoteFlags & Target & { id?: string; raftAddress?: string }) => {
-    const remote = await runRemote(o, async (remote, { remoteAddNode, checkMemberId, checkRaftAddress }) => {
-      if (o.id === undefined || o.raftAddress === undefined) throw new CliError('add-node --endpoints needs --id and --raft-address of the member started on its host with --join');
-      console.log(await remoteAddNode(remote, checkMemberId(o.id), checkRaftAddress(o.raftAddress)));
-    });
-    if (remote) return;
-    if (o.id !== undefined || o.raftAddress !== undefined) throw new CliError('--id and --raft-address go with --endpoints; a local add-node picks them');
-    const { state, token } = openCluster(o);
-    const n = Math.max(...state.members.map((m) => Number(m.id.slice(1)))) + 1;
-    const member: MemberRecord = { id: `n${n}`, pid: null, raftAddress: `127.0.0.1:${state.basePort + n}`, httpAddress: `127.0.0.1:${state.basePort + 100 + n}`, joined: true };
-    for (const address of [member.raftAddress, member.httpAddress]) await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
-    const leader = await findLeader(state, token);
-    member.pid = spawnMember(state, member);
-    state.members.push(member);
-    writeState(state);
-    const answer = await callMember(leader, token, 'POST', '/v1/cluster/members', { id: member.id, address: member.raftAddress }, 60_000);
-    if (answer.status !== 200) {
-      await stopProcess(member.pid);
-      member.pid = null;
-      member.removed = true;
-      writeState(state);
-      throw new CliError(`add-node failed: ${describeAnswer(answer)}`);
-    }
-    console.log(`added ${member.id}: http://${member.httpAddress}`);
+  const remote = await runRemote(o, async (remote, { remoteAddNode, checkMemberId, checkRaftAddress }) => {
+    if (o.id === undefined || o.raftAddress === undefined)
+      throw new CliError(
+        'add-node --endpoints needs --id and --raft-address of the member started on its host with --join',
+      );
+    console.log(await remoteAddNode(remote, checkMemberId(o.id), checkRaftAddress(o.raftAddress)));
   });
-
-remoteOptions(
-  program
-    .command('remove-node <member>')
-    .description('remove a member from the cluster, then stop it (with --endpoints: the member id; its process is left to its host)')
-    .addOption(dataOption())
-    .addOption(serviceOption()),
-).action(async (ref: string, o: RemoteFlags & Target) => {
-    if (await runRemote(o, async (remote, { remoteRemoveNode, checkMemberId }) => console.log(await remoteRemoveNode(remote, checkMemberId(ref))))) return;
-    const { state, token } = openCluster(o);
-    const member = findMember(state, ref);
-    if (member.removed) throw new CliError(`${member.id} was already removed`);
-    const leader = await findLeader(state, token);
-    const answer = await callMember(leader, token, 'DELETE', `/v1/cluster/members/${member.id}`, undefined, 30_000);
-    if (answer.status !== 200) throw new CliError(`remove-node failed: ${describeAnswer(answer)}`);
+  if (remote) return;
+  if (o.id !== undefined || o.raftAddress !== undefined)
+    throw new CliError('--id and --raft-address go with --endpoints; a local add-node picks them');
+  const { state, token } = openCluster(o);
+  const n = Math.max(...state.members.map((m) => Number(m.id.slice(1)))) + 1;
+  const member: MemberRecord = {
+    id: `n${n}`,
+    pid: null,
+    raftAddress: `127.0.0.1:${state.basePort + n}`,
+    httpAddress: `127.0.0.1:${state.basePort + 100 + n}`,
+    joined: true,
+  };
+  for (const address of [member.raftAddress, member.httpAddress])
+    await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
+  const leader = await findLeader(state, token);
+  member.pid = spawnMember(state, member);
+  state.members.push(member);
+  writeState(state);
+  const answer = await callMember(
+    leader,
+    token,
+    'POST',
+    '/v1/cluster/members',
+    { id: member.id, address: member.raftAddress },
+    60_000,
+  );
+  if (answer.status !== 200) {
     await stopProcess(member.pid);
     member.pid = null;
     member.removed = true;
     writeState(state);
-    console.log(`removed ${member.id}`);
-  });
+    throw new CliError(`add-node failed: ${describeAnswer(answer)}`);
+  }
+  console.log(`added ${member.id}: http://${member.httpAddress}`);
+});
+
+remoteOptions(
+  program
+    .command('remove-node <member>')
+    .description(
+      'remove a member from the cluster, then stop it (with --endpoints: the member id; its process is left to its host)',
+    )
+    .addOption(dataOption())
+    .addOption(serviceOption()),
+).action(async (ref: string, o: RemoteFlags & Target) => {
+  if (
+    await runRemote(o, async (remote, { remoteRemoveNode, checkMemberId }) =>
+      console.log(await remoteRemoveNode(remote, checkMemberId(ref))),
+    )
+  )
+    return;
+  const { state, token } = openCluster(o);
+  const member = findMember(state, ref);
+  if (member.removed) throw new CliError(`${member.id} was already removed`);
+  const leader = await findLeader(state, token);
+  const answer = await callMember(leader, token, 'DELETE', `/v1/cluster/members/${member.id}`, undefined, 30_000);
+  if (answer.status !== 200) throw new CliError(`remove-node failed: ${describeAnswer(answer)}`);
+  await stopProcess(member.pid);
+  member.pid = null;
+  member.removed = true;
+  writeState(state);
+  console.log(`removed ${member.id}`);
+});
 
 remoteOptions(
   program
@@ -440,18 +595,23 @@ remoteOptions(
     .addOption(dataOption())
     .addOption(serviceOption()),
 ).action(async (ref: string, o: RemoteFlags & Target) => {
-    if (await runRemote(o, async (remote, { remoteTransferLeader, checkMemberId }) => console.log(await remoteTransferLeader(remote, checkMemberId(ref))))) return;
-    const { state, token } = openCluster(o);
-    const member = findMember(state, ref);
-    const leader = await findLeader(state, token);
-    if (leader.id === member.id) {
-      console.log(`${member.id} already leads`);
-      return;
-    }
-    const answer = await callMember(leader, token, 'POST', '/v1/cluster/transfer-leader', { to: member.id });
-    if (answer.status !== 200) throw new CliError(`transfer-leader failed: ${describeAnswer(answer)}`);
-    console.log(`leader is now ${member.id}`);
-  });
+  if (
+    await runRemote(o, async (remote, { remoteTransferLeader, checkMemberId }) =>
+      console.log(await remoteTransferLeader(remote, checkMemberId(ref))),
+    )
+  )
+    return;
+  const { state, token } = openCluster(o);
+  const member = findMember(state, ref);
+  const leader = await findLeader(state, token);
+  if (leader.id === member.id) {
+    console.log(`${member.id} already leads`);
+    return;
+  }
+  const answer = await callMember(leader, token, 'POST', '/v1/cluster/transfer-leader', { to: member.id });
+  if (answer.status !== 200) throw new CliError(`transfer-leader failed: ${describeAnswer(answer)}`);
+  console.log(`leader is now ${member.id}`);
+});
 
 program
   .command('logs <member>')
@@ -462,7 +622,8 @@ program
   .action(async (ref: string, o: Target & { follow?: boolean }) => {
     const state = openCluster(o).state;
     const found = findProcess(state, ref);
-    const path = found.kind === 'worker' ? workerLogPath(state.dataDir, found.record.id) : logPath(state.dataDir, found.record.id);
+    const path =
+      found.kind === 'worker' ? workerLogPath(state.dataDir, found.record.id) : logPath(state.dataDir, found.record.id);
     if (!existsSync(path)) throw new CliError(`no log yet at ${path}`);
     let offset = 0;
     const printFrom = (): Promise<void> =>
@@ -487,7 +648,10 @@ program
  * Remote mode of a command (src/remote.ts), loaded only with --endpoints: it brings the HTTP client a local call
  * does without. Says false in local mode.
  */
-async function runRemote(o: RemoteFlags, work: (remote: RemoteCluster, module: typeof import('./remote.js')) => Promise<void>): Promise<boolean> {
+async function runRemote(
+  o: RemoteFlags,
+  work: (remote: RemoteCluster, module: typeof import('./remote.js')) => Promise<void>,
+): Promise<boolean> {
   if (!remoteMode(o)) return false;
   const module = await import('./remote.js');
   return module.RemoteCluster.run(o, (remote) => work(remote, module));
@@ -496,7 +660,9 @@ async function runRemote(o: RemoteFlags, work: (remote: RemoteCluster, module: t
 /** Every group of the cluster, from each live member (see views.ts mergeGroupRows). */
 async function groupRows(state: ClusterState, token: string): Promise<GroupRow[]> {
   const live = state.members.filter((m) => !m.removed && isAlive(m.pid));
-  const answers = await Promise.all(live.map((m) => callMember(m, token, 'GET', '/v1/cluster/groups', undefined, 10_000)));
+  const answers = await Promise.all(
+    live.map((m) => callMember(m, token, 'GET', '/v1/cluster/groups', undefined, 10_000)),
+  );
   return mergeGroupRows(answers, () => Promise.all(live.map((m) => memberStatus(m, token, 5_000))), state.service);
 }
 
@@ -520,7 +686,8 @@ function printAction(result: ActionResult): void {
 function printEndpoints(state: ClusterState, token: string, leader: string): void {
   console.log(`${state.service} cluster up in ${state.dataDir} (leader ${leader})`);
   for (const m of state.members) console.log(`  ${m.id}  http://${m.httpAddress}  raft ${m.raftAddress}  pid ${m.pid}`);
-  for (const w of state.workers ?? []) console.log(`  ${w.id}  http://${w.httpAddress}  tcp ${w.tcpAddress}  pid ${w.pid}  (${w.role})`);
+  for (const w of state.workers ?? [])
+    console.log(`  ${w.id}  http://${w.httpAddress}  tcp ${w.tcpAddress}  pid ${w.pid}  (${w.role})`);
   console.log(`  token: ${token}  (also in ${tokenPath(state.dataDir)}; send "Authorization: Bearer <token>")`);
 }
 
@@ -530,19 +697,30 @@ function planWorkers(roles: WorkerRoles, service: string, basePort: number, spec
   for (const part of (spec ?? '').split(',').filter((p) => p.length > 0)) {
     const m = /^([a-z][a-z0-9_-]*)=(\d+)$/.exec(part.trim());
     if (m === null) throw new CliError(`--workers: expected role=N, got ${part}`);
-    if (!counts.has(m[1]!)) throw new CliError(`--workers: ${service} has no role ${m[1]} (roles: ${roles.map((r) => r.role).join(', ') || 'none'})`);
+    if (!counts.has(m[1]!))
+      throw new CliError(
+        `--workers: ${service} has no role ${m[1]} (roles: ${roles.map((r) => r.role).join(', ') || 'none'})`,
+      );
     counts.set(m[1]!, Number(m[2]));
   }
   const workers: WorkerRecord[] = [];
   for (const r of roles) {
     for (let index = 1; index <= counts.get(r.role)!; index++) {
       const ports = workerPorts(basePort, workers.length + 1);
-      const record: WorkerRecord = { id: `${r.role}${index}`, role: r.role, index, pid: null, httpAddress: `127.0.0.1:${ports.http}`, tcpAddress: `127.0.0.1:${ports.tcp}` };
+      const record: WorkerRecord = {
+        id: `${r.role}${index}`,
+        role: r.role,
+        index,
+        pid: null,
+        httpAddress: `127.0.0.1:${ports.http}`,
+        tcpAddress: `127.0.0.1:${ports.tcp}`,
+      };
       if (r.nodeFlags !== undefined && r.nodeFlags.length > 0) record.nodeFlags = [...r.nodeFlags];
       workers.push(record);
     }
   }
-  if (workers.length > MAX_WORKERS) throw new CliError(`--workers: at most ${MAX_WORKERS} workers in all, asked for ${workers.length}`);
+  if (workers.length > MAX_WORKERS)
+    throw new CliError(`--workers: at most ${MAX_WORKERS} workers in all, asked for ${workers.length}`);
   return workers;
 }
 
@@ -559,7 +737,13 @@ function parseSettings(pairs: string[]): Record<string, string> {
 function printTable(header: string[], rows: unknown[][]): void {
   const cells = [header, ...rows.map((r) => r.map((c) => (c === null || c === undefined ? '-' : String(c))))];
   const widths = header.map((_, i) => Math.max(...cells.map((r) => r[i]!.length)));
-  for (const r of cells) console.log(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd());
+  for (const r of cells)
+    console.log(
+      r
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    );
 }
 
 function describeAnswer(answer: { status: number; body: unknown }): string {
@@ -570,7 +754,8 @@ function describeAnswer(answer: { status: number; body: unknown }): string {
 
 function positiveInt(text: string, name: string, min: number, max: number): number {
   const n = Number(text);
-  if (!Number.isInteger(n) || n < min || n > max) throw new CliError(`${name} must be an integer from ${min} to ${max}`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new CliError(`${name} must be an integer from ${min} to ${max}`);
   return n;
 }
 

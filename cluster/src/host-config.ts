@@ -32,10 +32,23 @@ const ID = /^[A-Za-z0-9._-]{1,64}$/;
  * Parses `argv` (without node and the script) against `flags` plus `--config FILE`. Throws ConfigError naming
  * the flag (or config key) at fault; `--help` prints the usage and exits 0.
  */
-export function parseSettings(name: string, description: string, flags: readonly FlagSpec[], argv: readonly string[]): Settings {
-  const program = new Command().name(name).description(description).exitOverride().configureOutput({ writeErr: () => undefined });
+export function parseSettings(
+  name: string,
+  description: string,
+  flags: readonly FlagSpec[],
+  argv: readonly string[],
+): Settings {
+  const program = new Command()
+    .name(name)
+    .description(description)
+    .exitOverride()
+    .configureOutput({ writeErr: () => undefined });
   program.option('--config <file>', 'JSON file with the same keys as the flags (flags win)');
-  for (const f of flags) program.option(`--${f.name} <${f.kind === 'addresses' ? 'list' : 'value'}>`, f.help + (f.default !== undefined ? ` (default ${f.default})` : ''));
+  for (const f of flags)
+    program.option(
+      `--${f.name} <${f.kind === 'addresses' ? 'list' : 'value'}>`,
+      f.help + (f.default !== undefined ? ` (default ${f.default})` : ''),
+    );
   try {
     program.parse([...argv], { from: 'user' });
   } catch (e) {
@@ -51,7 +64,12 @@ export function parseSettings(name: string, description: string, flags: readonly
   for (const f of flags) {
     const fromFlag = given[camel(f.name)];
     const raw: unknown = fromFlag ?? file[f.name] ?? f.default;
-    const where = fromFlag !== undefined ? `--${f.name}` : file[f.name] !== undefined ? `${given.config}: "${f.name}"` : `--${f.name}`;
+    const where =
+      fromFlag !== undefined
+        ? `--${f.name}`
+        : file[f.name] !== undefined
+          ? `${given.config}: "${f.name}"`
+          : `--${f.name}`;
     if (raw === undefined) {
       if (f.optional === true || f.kind === 'addresses' || f.kind === 'pairs') {
         settings[f.name] = f.kind === 'addresses' || f.kind === 'pairs' ? {} : undefined;
@@ -77,11 +95,15 @@ function readConfigFile(path: string, flags: readonly FlagSpec[]): Record<string
   } catch (e) {
     throw new ConfigError(`--config: ${path} is not JSON: ${(e as Error).message}`);
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new ConfigError(`--config: ${path} must hold a JSON object`);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new ConfigError(`--config: ${path} must hold a JSON object`);
   const known = new Set(flags.map((f) => f.name));
   for (const key of Object.keys(parsed)) {
     // A misspelt key silently ignored would leave a member with a default it was meant not to have.
-    if (!known.has(key)) throw new ConfigError(`--config: ${path}: unknown key "${key}" (keys are the flag names: ${[...known].join(', ')})`);
+    if (!known.has(key))
+      throw new ConfigError(
+        `--config: ${path}: unknown key "${key}" (keys are the flag names: ${[...known].join(', ')})`,
+      );
   }
   return parsed as Record<string, unknown>;
 }
@@ -90,7 +112,8 @@ function checkValue(f: FlagSpec, raw: unknown, where: string): string | Record<s
   if (f.kind === 'pairs') {
     // In a file, an object {"key": "value"}; as a flag, "key=value,key=value".
     if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
-      for (const [key, value] of Object.entries(raw)) if (typeof value !== 'string') throw new ConfigError(`${where}: the value of ${key} must be a string`);
+      for (const [key, value] of Object.entries(raw))
+        if (typeof value !== 'string') throw new ConfigError(`${where}: the value of ${key} must be a string`);
       return raw as Record<string, string>;
     }
     if (typeof raw !== 'string') throw new ConfigError(`${where}: expected "key=value,..." or an object of strings`);
@@ -107,12 +130,14 @@ function checkValue(f: FlagSpec, raw: unknown, where: string): string | Record<s
     if (typeof raw === 'object' && raw !== null && !Array.isArray(raw)) {
       const list: Record<string, string> = {};
       for (const [id, address] of Object.entries(raw)) {
-        if (typeof address !== 'string') throw new ConfigError(`${where}: the address of ${id} must be a string "host:port"`);
+        if (typeof address !== 'string')
+          throw new ConfigError(`${where}: the address of ${id} must be a string "host:port"`);
         list[checkId(id, where)] = checkAddress(address, where);
       }
       return list;
     }
-    if (typeof raw !== 'string') throw new ConfigError(`${where}: expected "id=host:port,..." or an object of id to "host:port"`);
+    if (typeof raw !== 'string')
+      throw new ConfigError(`${where}: expected "id=host:port,..." or an object of id to "host:port"`);
     return addressList(raw, where);
   }
   const text = typeof raw === 'number' && f.kind === 'integer' ? String(raw) : raw;
@@ -120,7 +145,8 @@ function checkValue(f: FlagSpec, raw: unknown, where: string): string | Record<s
   if (f.kind === 'address') return checkAddress(text, where);
   if (f.kind === 'integer') {
     const n = Number(text);
-    if (!Number.isSafeInteger(n) || n < 1) throw new ConfigError(`${where}: expected a positive integer, got ${JSON.stringify(text)}`);
+    if (!Number.isSafeInteger(n) || n < 1)
+      throw new ConfigError(`${where}: expected a positive integer, got ${JSON.stringify(text)}`);
   }
   return text;
 }
@@ -166,17 +192,25 @@ function isWildcard(address: string): boolean {
  */
 export function advertised(listen: string, advertise: string | undefined, flag: string): string {
   if (advertise !== undefined) {
-    if (isWildcard(advertise) || hostPort(advertise)[1] === 0) throw new ConfigError(`--advertise-${flag}: ${advertise} cannot be dialled; give this host's address`);
+    if (isWildcard(advertise) || hostPort(advertise)[1] === 0)
+      throw new ConfigError(`--advertise-${flag}: ${advertise} cannot be dialled; give this host's address`);
     return advertise;
   }
-  if (isWildcard(listen)) throw new ConfigError(`--${flag} ${listen} listens on every interface: give --advertise-${flag} host:port (the address others dial)`);
+  if (isWildcard(listen))
+    throw new ConfigError(
+      `--${flag} ${listen} listens on every interface: give --advertise-${flag} host:port (the address others dial)`,
+    );
   return listen;
 }
 
 /** The TLS files of the settings, read (ConfigError naming the file when one is missing or not PEM). */
 export function tlsOf(settings: Settings): ClusterTls | null {
   try {
-    return readClusterTls({ cert: str(settings['tls-cert']), key: str(settings['tls-key']), ca: str(settings['tls-ca']) });
+    return readClusterTls({
+      cert: str(settings['tls-cert']),
+      key: str(settings['tls-key']),
+      ca: str(settings['tls-ca']),
+    });
   } catch (e) {
     throw new ConfigError((e as Error).message);
   }
@@ -193,7 +227,8 @@ export function tokenOf(settings: Settings): string {
       throw new ConfigError(`--token-file: cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
     }
   }
-  if (token.length === 0) throw new ConfigError('no token: pass --token-file (a file holding the cluster token) or set CLUSTER_AUTH_TOKEN');
+  if (token.length === 0)
+    throw new ConfigError('no token: pass --token-file (a file holding the cluster token) or set CLUSTER_AUTH_TOKEN');
   return token;
 }
 
@@ -212,9 +247,14 @@ export function addresses(value: Settings[string]): Record<string, string> {
  * every group of a member; unset, the library's default (10 minutes). An operator's and tests' knob: tests shorten
  * it to show that an idle service answers its first write.
  */
-export function sessionTimeoutFromEnv(text: string | undefined = process.env.RAFTKIT_SESSION_TIMEOUT_MS): { sessionTimeoutMs: number } | undefined {
+export function sessionTimeoutFromEnv(
+  text: string | undefined = process.env.RAFTKIT_SESSION_TIMEOUT_MS,
+): { sessionTimeoutMs: number } | undefined {
   if (text === undefined || text === '') return undefined;
   const ms = Number(text);
-  if (!Number.isInteger(ms) || ms < 1_000 || ms > 86_400_000) throw new ConfigError(`RAFTKIT_SESSION_TIMEOUT_MS: expected milliseconds from 1000 to 86400000, got ${JSON.stringify(text)}`);
+  if (!Number.isInteger(ms) || ms < 1_000 || ms > 86_400_000)
+    throw new ConfigError(
+      `RAFTKIT_SESSION_TIMEOUT_MS: expected milliseconds from 1000 to 86400000, got ${JSON.stringify(text)}`,
+    );
   return { sessionTimeoutMs: ms };
 }

@@ -48,19 +48,29 @@ export function loopbackExchange(r: LoopbackRequest): Promise<LoopbackAnswer | n
       clearTimeout(timer);
       resolve(answer);
     };
-    const req = request({ host: r.address.slice(0, colon), port: Number(r.address.slice(colon + 1)), method: r.method, path: r.path, headers, agent: r.agent ?? false }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (chunk: Buffer) => {
-        size += chunk.length;
-        if (size > maxBytes) {
-          req.destroy();
-          finish(null);
-        } else chunks.push(chunk);
-      });
-      res.on('error', () => finish(null));
-      res.on('end', () => finish({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
-    });
+    const req = request(
+      {
+        host: r.address.slice(0, colon),
+        port: Number(r.address.slice(colon + 1)),
+        method: r.method,
+        path: r.path,
+        headers,
+        agent: r.agent ?? false,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (chunk: Buffer) => {
+          size += chunk.length;
+          if (size > maxBytes) {
+            req.destroy();
+            finish(null);
+          } else chunks.push(chunk);
+        });
+        res.on('error', () => finish(null));
+        res.on('end', () => finish({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString('utf8') }));
+      },
+    );
     const timer = setTimeout(() => {
       req.destroy();
       finish(null);

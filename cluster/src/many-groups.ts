@@ -37,10 +37,14 @@ function preferredLeaderDelayMs(text: string | undefined): number | undefined {
   return Number.isInteger(ms) && ms >= 0 && ms <= 86_400_000 ? ms : undefined;
 }
 
-export async function startManyGroupsMember(definition: GroupedServiceDefinition, options: MemberOptions): Promise<RunningMember> {
+export async function startManyGroupsMember(
+  definition: GroupedServiceDefinition,
+  options: MemberOptions,
+): Promise<RunningMember> {
   // Each group of a grouped member would need its own forced configuration, and the meta group's placement of
   // them its own: not supported; such clusters recover from backups (docs/deployment.md).
-  if (options.forceNewCluster === true) throw new Error('--force-new-cluster is for single-group services; restore a grouped service from backups');
+  if (options.forceNewCluster === true)
+    throw new Error('--force-new-cluster is for single-group services; restore a grouped service from backups');
   let term = 0;
   const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
   const metrics = new MetricsRegistry();
@@ -69,9 +73,16 @@ export async function startManyGroupsMember(definition: GroupedServiceDefinition
     logger,
     groupOptions: (name) => {
       const settings = groupOptionsOf(definition.kinds, name);
-      return settings === null ? null : { requestTimeoutMs: options.requestTimeoutMs ?? 5_000, snapshotEvery: options.snapshotEvery ?? 100_000, ...settings };
+      return settings === null
+        ? null
+        : {
+            requestTimeoutMs: options.requestTimeoutMs ?? 5_000,
+            snapshotEvery: options.snapshotEvery ?? 100_000,
+            ...settings,
+          };
     },
-    onError: (what, error) => logger.log('warn', `reconcile: ${what} failed; retried`, { error: String((error as Error)?.message ?? error) }),
+    onError: (what, error) =>
+      logger.log('warn', `reconcile: ${what} failed; retried`, { error: String((error as Error)?.message ?? error) }),
   });
   const meta = managed.meta;
   const raftMetrics = new RaftMetrics(metrics);
@@ -97,7 +108,8 @@ export async function startManyGroupsMember(definition: GroupedServiceDefinition
     health: () => {
       const status = meta.status();
       term = status.term;
-      if (status.failed !== null) return { status: 'failing', role: status.role, leader: null, reason: `storage failed: ${status.failed}` };
+      if (status.failed !== null)
+        return { status: 'failing', role: status.role, leader: null, reason: `storage failed: ${status.failed}` };
       return { role: status.role, leader: meta.leaderId, ...countGroups() };
     },
   });
@@ -119,7 +131,10 @@ export async function startManyGroupsMember(definition: GroupedServiceDefinition
       learners: s.config.learners,
       quiesced: node.quiesced,
       // As the leader sees it: how far its slowest voter trails the commit index.
-      lag: s.role === 'leader' ? Math.max(0, ...s.peers.filter((p) => p.id !== s.id && !p.learner).map((p) => s.commit - p.match)) : null,
+      lag:
+        s.role === 'leader'
+          ? Math.max(0, ...s.peers.filter((p) => p.id !== s.id && !p.learner).map((p) => s.commit - p.match))
+          : null,
     };
   };
 
@@ -152,14 +167,17 @@ export async function startManyGroupsMember(definition: GroupedServiceDefinition
       if (!result.ok) throw conflict(result.code, result.message);
       // And out of the meta group itself (one single-server change), so its leader stops replicating to it.
       const config = meta.status().config;
-      if (config.voters.includes(id) || config.learners.includes(id)) await service.call(meta, () => meta.removeMember(id));
+      if (config.voters.includes(id) || config.learners.includes(id))
+        await service.call(meta, () => meta.removeMember(id));
       return { id, retiring: true, moved: result.groups.map((g) => ({ group: g.name, members: g.members })) };
     },
     async transferLeader(to, body) {
       const name = typeof body.group === 'string' ? body.group : META_GROUP;
       const node = managed.group(name);
-      if (node === undefined) throw new HttpError(404, 'group_not_found', `this member holds no group ${name}`, { group: name });
-      if (!node.status().config.voters.includes(to)) throw badRequest('invalid_field', `${to} is not a voter of ${name}`, { field: 'to' });
+      if (node === undefined)
+        throw new HttpError(404, 'group_not_found', `this member holds no group ${name}`, { group: name });
+      if (!node.status().config.voters.includes(to))
+        throw badRequest('invalid_field', `${to} is not a voter of ${name}`, { field: 'to' });
       const moved = await service.call(node, () => node.transferLeadership(to));
       if (!moved) throw unavailable(`leadership of ${name} did not move to ${to} in time`, 1);
       return { group: name, leader: to };
@@ -173,7 +191,10 @@ export async function startManyGroupsMember(definition: GroupedServiceDefinition
       groups: managed.host.groupNames().map((name) => groupRow(name, managed.group(name)!)),
     }))
     .get('/v1/cluster/hosts', { admits: 'authenticated' }, () => ({
-      hosts: managed.catalog().hosts().map((h) => ({ id: h.id, raft: h.raft, http: h.http, retiring: h.retiring })),
+      hosts: managed
+        .catalog()
+        .hosts()
+        .map((h) => ({ id: h.id, raft: h.raft, http: h.http, retiring: h.retiring })),
     }))
     .get('/v1/cluster/catalog', { admits: 'authenticated' }, async () => {
       const groups = await service.call(meta, () => managed.metaRead((m) => m.groups()));
@@ -190,7 +211,8 @@ export async function startManyGroupsMember(definition: GroupedServiceDefinition
           throw badRequest('invalid_field', 'leaders must be an object of member id to count', { field: 'leaders' });
         }
         for (const [id, n] of Object.entries(given)) {
-          if (!NODE_ID.test(id) || typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badRequest('invalid_field', `leaders.${id.slice(0, 64)} must be a count`, { field: 'leaders' });
+          if (!NODE_ID.test(id) || typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0)
+            throw badRequest('invalid_field', `leaders.${id.slice(0, 64)} must be a count`, { field: 'leaders' });
         }
         leaders = given as Record<string, number>;
       }
@@ -204,7 +226,11 @@ export async function startManyGroupsMember(definition: GroupedServiceDefinition
   definition.routes(service);
 
   const boundPort = await http.listen();
-  logger.log('info', 'member ready', { ...readyAddresses(options, http.scheme, boundPort), tls: options.tls !== undefined, groups: managed.host.groupNames().length });
+  logger.log('info', 'member ready', {
+    ...readyAddresses(options, http.scheme, boundPort),
+    tls: options.tls !== undefined,
+    groups: managed.host.groupNames().length,
+  });
   return {
     node: { stop: () => managed.close() },
     httpPort: boundPort,

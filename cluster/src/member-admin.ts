@@ -103,7 +103,11 @@ export interface MemberAdmin {
  * "Security model" in the root README): status takes any token of the cluster (client libraries find the leader
  * with theirs); membership, faults and token issuing take the cluster token only.
  */
-export function registerMemberRoutes(router: Router, admin: MemberAdmin, options: { tokens: string[]; logger: Logger }): void {
+export function registerMemberRoutes(
+  router: Router,
+  admin: MemberAdmin,
+  options: { tokens: string[]; logger: Logger },
+): void {
   const { logger } = options;
   router
     .get('/v1/cluster/status', { admits: 'authenticated' }, () => admin.status())

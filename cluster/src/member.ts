@@ -9,7 +9,16 @@
 import { jsonLogger, ownerOnlyFiles, useClusterTls, type ClusterTls } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import type { MemberOptions } from './member-admin.js';
-import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf, type FlagSpec } from './host-config.js';
+import {
+  addresses,
+  advertised,
+  ConfigError,
+  parseSettings,
+  str,
+  tlsOf,
+  tokenOf,
+  type FlagSpec,
+} from './host-config.js';
 import { loadService, serviceNames } from './services.js';
 
 // Before any I/O: the member's LevelDB folder and files (and any store a service keeps) are its owner's only.
@@ -21,12 +30,36 @@ const FLAGS: readonly FlagSpec[] = [
   { name: 'data', kind: 'string', help: 'LevelDB directory' },
   { name: 'raft', kind: 'address', help: 'Raft listen address host:port (0.0.0.0:port for every interface)' },
   { name: 'http', kind: 'address', help: 'HTTP listen address host:port' },
-  { name: 'advertise-raft', kind: 'address', help: 'Raft address the other members dial (default: --raft)', optional: true },
-  { name: 'advertise-http', kind: 'address', help: 'HTTP address clients and members call (default: --http)', optional: true },
-  { name: 'peers', kind: 'addresses', help: 'bootstrap members, this one included: id=host:port,... (advertised Raft addresses)' },
+  {
+    name: 'advertise-raft',
+    kind: 'address',
+    help: 'Raft address the other members dial (default: --raft)',
+    optional: true,
+  },
+  {
+    name: 'advertise-http',
+    kind: 'address',
+    help: 'HTTP address clients and members call (default: --http)',
+    optional: true,
+  },
+  {
+    name: 'peers',
+    kind: 'addresses',
+    help: 'bootstrap members, this one included: id=host:port,... (advertised Raft addresses)',
+  },
   { name: 'join', kind: 'addresses', help: 'join a running cluster whose members are id=host:port,...' },
-  { name: 'token-file', kind: 'string', help: 'file holding the cluster token (or set CLUSTER_AUTH_TOKEN)', optional: true },
-  { name: 'tls-cert', kind: 'string', help: 'PEM certificate naming this member id (CN and SAN), for Raft and HTTPS', optional: true },
+  {
+    name: 'token-file',
+    kind: 'string',
+    help: 'file holding the cluster token (or set CLUSTER_AUTH_TOKEN)',
+    optional: true,
+  },
+  {
+    name: 'tls-cert',
+    kind: 'string',
+    help: 'PEM certificate naming this member id (CN and SAN), for Raft and HTTPS',
+    optional: true,
+  },
   { name: 'tls-key', kind: 'string', help: 'PEM key of --tls-cert', optional: true },
   { name: 'tls-ca', kind: 'string', help: 'PEM of the CA signing every member certificate', optional: true },
   { name: 'tick-ms', kind: 'integer', help: 'milliseconds per Raft tick', default: '100' },
@@ -50,22 +83,32 @@ interface MemberSettings {
 }
 
 function memberSettings(argv: readonly string[]): MemberSettings {
-  const s = parseSettings('member', 'one Raft member of a service cluster (once, to recover a survivor of a lost quorum: --force-new-cluster, see docs/deployment.md)', FLAGS, argv);
+  const s = parseSettings(
+    'member',
+    'one Raft member of a service cluster (once, to recover a survivor of a lost quorum: --force-new-cluster, see docs/deployment.md)',
+    FLAGS,
+    argv,
+  );
   const id = str(s.id)!;
   const service = str(s.service)!;
-  if (!serviceNames().includes(service)) throw new ConfigError(`--service: unknown service ${service}; known: ${serviceNames().join(', ')}`);
-  if (!/^[A-Za-z0-9._-]{1,64}$/.test(id)) throw new ConfigError(`--id: ${JSON.stringify(id)} is not an id (letters, digits, . _ -, at most 64)`);
+  if (!serviceNames().includes(service))
+    throw new ConfigError(`--service: unknown service ${service}; known: ${serviceNames().join(', ')}`);
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(id))
+    throw new ConfigError(`--id: ${JSON.stringify(id)} is not an id (letters, digits, . _ -, at most 64)`);
   const bootstrap = addresses(s.peers);
   const peers = addresses(s.join);
-  if (Object.keys(bootstrap).length > 0 && Object.keys(peers).length > 0) throw new ConfigError('--peers founds a cluster and --join joins one: give one of them');
+  if (Object.keys(bootstrap).length > 0 && Object.keys(peers).length > 0)
+    throw new ConfigError('--peers founds a cluster and --join joins one: give one of them');
   // This member's own entry of --peers is what the others dial: it is its advertised Raft address.
   const listed = bootstrap[id];
   const advertiseRaft = advertised(str(s.raft)!, str(s['advertise-raft']) ?? listed, 'raft');
-  if (listed !== undefined && listed !== advertiseRaft) throw new ConfigError(`--peers names ${id} at ${listed} but --advertise-raft is ${advertiseRaft}`);
+  if (listed !== undefined && listed !== advertiseRaft)
+    throw new ConfigError(`--peers names ${id} at ${listed} but --advertise-raft is ${advertiseRaft}`);
   if (Object.keys(bootstrap).length > 0) bootstrap[id] = advertiseRaft;
   if (peers[id] !== undefined) throw new ConfigError(`--join lists ${id} itself: list the members already running`);
   const tls = tlsOf(s);
-  if (tls !== null && (tls.cert === undefined || tls.key === undefined)) throw new ConfigError('--tls-ca without --tls-cert and --tls-key: a member needs its own certificate');
+  if (tls !== null && (tls.cert === undefined || tls.key === undefined))
+    throw new ConfigError('--tls-ca without --tls-cert and --tls-key: a member needs its own certificate');
   return {
     service,
     id,
@@ -165,7 +208,9 @@ async function recover(): Promise<void> {
   }
 }
 
-let member = await service.member(memberOptions).catch((e: unknown) => fail(`could not start: ${String((e as Error)?.message ?? e)}`));
+let member = await service
+  .member(memberOptions)
+  .catch((e: unknown) => fail(`could not start: ${String((e as Error)?.message ?? e)}`));
 currentTerm = member.term;
 // Forced once: a restart after a storage failure resumes from the forced configuration, not forcing again.
 memberOptions.forceNewCluster = false;

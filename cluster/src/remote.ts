@@ -47,7 +47,8 @@ export class RemoteCluster {
     if (!remoteMode(flags)) return null;
     const urls = parseEndpoints(flags.endpoints!);
     const token = flags.token ?? process.env.CLUSTER_AUTH_TOKEN ?? '';
-    if (token.length === 0) throw new CliError('remote mode needs the cluster token: pass --token or set CLUSTER_AUTH_TOKEN');
+    if (token.length === 0)
+      throw new CliError('remote mode needs the cluster token: pass --token or set CLUSTER_AUTH_TOKEN');
     let ca: string | undefined;
     if (flags.ca !== undefined) {
       try {
@@ -56,7 +57,8 @@ export class RemoteCluster {
         throw new CliError(`--ca: cannot read ${flags.ca}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
       }
       if (!ca.includes('-----BEGIN CERTIFICATE-----')) throw new CliError(`--ca: ${flags.ca} is not a PEM certificate`);
-      if (!urls.some((u) => u.startsWith('https:'))) throw new CliError('--ca is for https:// endpoints; every endpoint given is http://');
+      if (!urls.some((u) => u.startsWith('https:')))
+        throw new CliError('--ca is for https:// endpoints; every endpoint given is http://');
     }
     return new RemoteCluster(urls, token, ca);
   }
@@ -80,7 +82,15 @@ export class RemoteCluster {
   async ask(index: number, method: string, path: string, body?: object, timeoutMs = 10_000): Promise<RemoteAnswer> {
     let timer: NodeJS.Timeout | undefined;
     const hang = new Promise<RemoteAnswer>((resolve) => {
-      timer = setTimeout(() => resolve({ status: 0, body: null, error: `no answer within ${((timeoutMs + CONNECT_GRACE_MS) / 1000).toFixed(1)} s` }), timeoutMs + CONNECT_GRACE_MS);
+      timer = setTimeout(
+        () =>
+          resolve({
+            status: 0,
+            body: null,
+            error: `no answer within ${((timeoutMs + CONNECT_GRACE_MS) / 1000).toFixed(1)} s`,
+          }),
+        timeoutMs + CONNECT_GRACE_MS,
+      );
     });
     try {
       return await Promise.race([this.client.ask(index, method, path, body, { timeoutMs }), hang]);
@@ -95,9 +105,15 @@ export class RemoteCluster {
     return Promise.all(
       this.urls.map(async (url, i) => {
         const answer = await this.ask(i, 'GET', '/v1/cluster/status', undefined, timeoutMs);
-        if (answer.status === 200 && typeof (answer.body as { id?: unknown } | null)?.id === 'string') return { url, status: answer.body as GroupedStatus, error: null };
+        if (answer.status === 200 && typeof (answer.body as { id?: unknown } | null)?.id === 'string')
+          return { url, status: answer.body as GroupedStatus, error: null };
         // Anything but a member's status (another server at that address, a proxy's page) says so.
-        const error = answer.status === 0 || answer.status === 401 || (answer.body as { error?: unknown } | null)?.error !== undefined ? describeAnswer(answer) : `answered ${answer.status} without a member's status (is this a raftkit member's HTTP address?)`;
+        const error =
+          answer.status === 0 ||
+          answer.status === 401 ||
+          (answer.body as { error?: unknown } | null)?.error !== undefined
+            ? describeAnswer(answer)
+            : `answered ${answer.status} without a member's status (is this a raftkit member's HTTP address?)`;
         return { url, status: null, error };
       }),
     );
@@ -115,7 +131,8 @@ export class RemoteCluster {
       last = await this.statuses();
       let best: { index: number; status: GroupedStatus } | null = null;
       last.forEach((e, index) => {
-        if (e.status?.role === 'leader' && (best === null || e.status.term > best.status.term)) best = { index, status: e.status };
+        if (e.status?.role === 'leader' && (best === null || e.status.term > best.status.term))
+          best = { index, status: e.status };
       });
       if (best !== null) return best;
       // A refused token will not be accepted by waiting: only an election is worth waiting for.
@@ -123,15 +140,18 @@ export class RemoteCluster {
       await sleep(200);
     }
     const named = new Set(last.map((e) => e.status?.leader_id).filter((l): l is string => typeof l === 'string'));
-    const lines = last.map((e) => `  ${e.url}: ${e.status === null ? e.error : `${e.status.id} is ${e.status.role} (term ${e.status.term})`}`);
+    const lines = last.map(
+      (e) =>
+        `  ${e.url}: ${e.status === null ? e.error : `${e.status.id} is ${e.status.role} (term ${e.status.term})`}`,
+    );
     const hint =
       last.length > 0 && last.every((e) => e.error?.startsWith('401') === true)
         ? 'every endpoint refused the token'
         : named.size > 0
-        ? `the members name ${[...named].join(', ')} as leader, but no endpoint given is it: add its URL to --endpoints`
-        : last.every((e) => e.status === null)
-          ? 'no endpoint answered'
-          : 'no leader is elected (is a majority of members running and connected?)';
+          ? `the members name ${[...named].join(', ')} as leader, but no endpoint given is it: add its URL to --endpoints`
+          : last.every((e) => e.status === null)
+            ? 'no endpoint answered'
+            : 'no leader is elected (is a majority of members running and connected?)';
     throw new CliError(`no leader among the endpoints: ${hint}\n${lines.join('\n')}`);
   }
 
@@ -141,7 +161,9 @@ export class RemoteCluster {
 }
 
 /** `cluster status --endpoints`: one row per endpoint, as the local mode (pid is not known from afar). */
-export async function remoteStatusRows(remote: RemoteCluster): Promise<{ rows: StatusRow[]; failures: EndpointStatus[] }> {
+export async function remoteStatusRows(
+  remote: RemoteCluster,
+): Promise<{ rows: StatusRow[]; failures: EndpointStatus[] }> {
   const statuses = await remote.statuses();
   const rows = statuses.map((e) => memberRow(e.status?.id ?? hostOf(e.url), null, e.status, 'unreachable', e.url));
   return { rows: withLag(rows), failures: statuses.filter((e) => e.status === null) };
@@ -149,16 +171,26 @@ export async function remoteStatusRows(remote: RemoteCluster): Promise<{ rows: S
 
 /** `cluster groups --endpoints`: the local mode's rows from the reachable endpoints. */
 export async function remoteGroupRows(remote: RemoteCluster, single: string): Promise<GroupRow[]> {
-  const answers = await Promise.all(remote.urls.map((_, i) => remote.ask(i, 'GET', '/v1/cluster/groups', undefined, 10_000)));
-  if (answers.every((a) => a.status === 0)) throw new CliError(`no endpoint answered:\n${remote.urls.map((u, i) => `  ${u}: ${answers[i]!.error}`).join('\n')}`);
-  return mergeGroupRows(answers, async () => (await remote.statuses(5_000)).map((e) => e.status as MemberStatus | null), single);
+  const answers = await Promise.all(
+    remote.urls.map((_, i) => remote.ask(i, 'GET', '/v1/cluster/groups', undefined, 10_000)),
+  );
+  if (answers.every((a) => a.status === 0))
+    throw new CliError(
+      `no endpoint answered:\n${remote.urls.map((u, i) => `  ${u}: ${answers[i]!.error}`).join('\n')}`,
+    );
+  return mergeGroupRows(
+    answers,
+    async () => (await remote.statuses(5_000)).map((e) => e.status as MemberStatus | null),
+    single,
+  );
 }
 
 /** Asks the leader to hand leadership to member `to` (an id). Returns a line to print. */
 export async function remoteTransferLeader(remote: RemoteCluster, to: string): Promise<string> {
   const leader = await remote.findLeader();
   if (leader.status.id === to) return `${to} already leads`;
-  if (!leader.status.voters.includes(to)) throw new CliError(`${to} is not a voter of the cluster (voters: ${leader.status.voters.join(', ')})`);
+  if (!leader.status.voters.includes(to))
+    throw new CliError(`${to} is not a voter of the cluster (voters: ${leader.status.voters.join(', ')})`);
   const answer = await remote.ask(leader.index, 'POST', '/v1/cluster/transfer-leader', { to }, 30_000);
   if (answer.status !== 200) throw new CliError(`transfer-leader failed: ${describeAnswer(answer)}`);
   return `leader is now ${to}`;
@@ -170,7 +202,8 @@ export async function remoteTransferLeader(remote: RemoteCluster, to: string): P
  */
 export async function remoteAddNode(remote: RemoteCluster, id: string, raftAddress: string): Promise<string> {
   const leader = await remote.findLeader();
-  if (leader.status.voters.includes(id) || leader.status.learners.includes(id)) throw new CliError(`${id} is already a member of the cluster`);
+  if (leader.status.voters.includes(id) || leader.status.learners.includes(id))
+    throw new CliError(`${id} is already a member of the cluster`);
   const answer = await remote.ask(leader.index, 'POST', '/v1/cluster/members', { id, address: raftAddress }, 60_000);
   if (answer.status !== 200) {
     // The leader adds a learner first and promotes it once caught up: a learner that never caught up is stranded
@@ -188,8 +221,15 @@ export async function remoteAddNode(remote: RemoteCluster, id: string, raftAddre
 /** Asks the leader to remove a member; its process is left to its host (stop it there). */
 export async function remoteRemoveNode(remote: RemoteCluster, id: string): Promise<string> {
   const leader = await remote.findLeader();
-  if (!leader.status.voters.includes(id) && !leader.status.learners.includes(id)) throw new CliError(`${id} is not a member of the cluster (voters: ${leader.status.voters.join(', ')})`);
-  const answer = await remote.ask(leader.index, 'DELETE', `/v1/cluster/members/${encodeURIComponent(id)}`, undefined, 30_000);
+  if (!leader.status.voters.includes(id) && !leader.status.learners.includes(id))
+    throw new CliError(`${id} is not a member of the cluster (voters: ${leader.status.voters.join(', ')})`);
+  const answer = await remote.ask(
+    leader.index,
+    'DELETE',
+    `/v1/cluster/members/${encodeURIComponent(id)}`,
+    undefined,
+    30_000,
+  );
   if (answer.status !== 200) throw new CliError(`remove-node failed: ${describeAnswer(answer)}`);
   return `removed ${id} (stop its process on its host)`;
 }
@@ -197,15 +237,20 @@ export async function remoteRemoveNode(remote: RemoteCluster, id: string): Promi
 /** The URLs of --endpoints: http(s)://host:port, no path; a clear error naming the bad one. */
 function parseEndpoints(text: string): string[] {
   const urls: string[] = [];
-  for (const part of text.split(',').map((p) => p.trim()).filter((p) => p.length > 0)) {
+  for (const part of text
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p.length > 0)) {
     let url: URL;
     try {
       url = new URL(part);
     } catch {
       throw new CliError(`--endpoints: ${part} is not a URL (expected e.g. https://10.0.0.1:8101)`);
     }
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new CliError(`--endpoints: ${part} is not http:// or https://`);
-    if (url.pathname !== '/' || url.search !== '' || url.hash !== '' || url.username !== '') throw new CliError(`--endpoints: ${part} must be a base URL (scheme, host, port), with no path`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:')
+      throw new CliError(`--endpoints: ${part} is not http:// or https://`);
+    if (url.pathname !== '/' || url.search !== '' || url.hash !== '' || url.username !== '')
+      throw new CliError(`--endpoints: ${part} must be a base URL (scheme, host, port), with no path`);
     urls.push(url.origin);
   }
   if (urls.length === 0) throw new CliError('--endpoints: no URL given');
@@ -215,13 +260,15 @@ function parseEndpoints(text: string): string[] {
 
 /** Member ids and Raft addresses as the member's flags and the Raft library take them. */
 export function checkMemberId(id: string): string {
-  if (!/^[A-Za-z0-9._-]{1,64}$/.test(id)) throw new CliError(`--id: ${id} is not a member id (letters, digits, . _ -, at most 64)`);
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(id))
+    throw new CliError(`--id: ${id} is not a member id (letters, digits, . _ -, at most 64)`);
   return id;
 }
 
 export function checkRaftAddress(address: string): string {
   const m = /^(.+):(\d{1,5})$/.exec(address);
-  if (m === null || Number(m[2]) < 1 || Number(m[2]) > 65_535) throw new CliError(`--raft-address: ${address} is not host:port (the new member's advertised Raft address)`);
+  if (m === null || Number(m[2]) < 1 || Number(m[2]) > 65_535)
+    throw new CliError(`--raft-address: ${address} is not host:port (the new member's advertised Raft address)`);
   return address;
 }
 
@@ -231,7 +278,8 @@ function hostOf(url: string): string {
 
 function describeAnswer(answer: RemoteAnswer): string {
   if (answer.status === 0) return answer.error ?? 'the member did not answer';
-  if (answer.status === 401) return '401: the token was refused (pass the cluster token with --token or $CLUSTER_AUTH_TOKEN)';
+  if (answer.status === 401)
+    return '401: the token was refused (pass the cluster token with --token or $CLUSTER_AUTH_TOKEN)';
   const err = (answer.body as { error?: { message?: string } } | null)?.error;
   return `${answer.status} ${err?.message ?? JSON.stringify(answer.body)}`;
 }
@@ -247,8 +295,11 @@ function describeFailure(e: unknown): string {
   if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return `host unreachable (${code})`;
   if (code === 'ENOTFOUND') return `unknown host (${message})`;
   if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT') return `timed out (${code})`;
-  if (code === 'UND_ERR_SOCKET' || code === 'ECONNRESET') return `connection closed by the member (${message}; an https member called with http://?)`;
-  if (code !== undefined && /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS|ALTNAME/.test(code)) return `TLS: ${message} (pass the cluster CA with --ca, and check the URL's host is in the member certificate)`;
-  if (/wrong version number|packet length too long|EPROTO/i.test(message)) return `TLS handshake failed (${message}; an http member called with https://?)`;
+  if (code === 'UND_ERR_SOCKET' || code === 'ECONNRESET')
+    return `connection closed by the member (${message}; an https member called with http://?)`;
+  if (code !== undefined && /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS|ALTNAME/.test(code))
+    return `TLS: ${message} (pass the cluster CA with --ca, and check the URL's host is in the member certificate)`;
+  if (/wrong version number|packet length too long|EPROTO/i.test(message))
+    return `TLS handshake failed (${message}; an http member called with https://?)`;
   return `${code ?? 'error'}: ${message}`;
 }

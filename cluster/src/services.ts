@@ -20,12 +20,20 @@ export interface HostedService {
 }
 
 function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
-  return { member: (options) => startSingleGroupMember(definition, options), workers: definition.workers ?? [], memberNodeFlags: definition.memberNodeFlags ?? [] };
+  return {
+    member: (options) => startSingleGroupMember(definition, options),
+    workers: definition.workers ?? [],
+    memberNodeFlags: definition.memberNodeFlags ?? [],
+  };
 }
 
 /** A service on many Raft groups per process (each member a ManagedHost); a fresh definition per member. */
 function grouped(definition: () => GroupedServiceDefinition): HostedService {
-  return { member: (options) => startManyGroupsMember(definition(), options), workers: definition().workers ?? [], memberNodeFlags: [] };
+  return {
+    member: (options) => startManyGroupsMember(definition(), options),
+    workers: definition().workers ?? [],
+    memberNodeFlags: [],
+  };
 }
 
 const loaders: Record<string, () => Promise<HostedService>> = {
@@ -50,4 +58,7 @@ export async function loadService(name: string): Promise<HostedService | undefin
 // The light list (service-list.ts) names the same services, so that the CLI can start without loading them all.
 const missing = serviceNames().filter((name) => !Object.hasOwn(loaders, name));
 const unlisted = Object.keys(loaders).filter((name) => !serviceNames().includes(name));
-if (missing.length > 0 || unlisted.length > 0) throw new Error(`service-list.ts and services.ts disagree: missing ${missing.join(',')} unlisted ${unlisted.join(',')}`);
+if (missing.length > 0 || unlisted.length > 0)
+  throw new Error(
+    `service-list.ts and services.ts disagree: missing ${missing.join(',')} unlisted ${unlisted.join(',')}`,
+  );

@@ -29,7 +29,10 @@ import {
   type RunningMember,
 } from './member-admin.js';
 
-export async function startSingleGroupMember<C, R>(definition: ServiceDefinition<C, R>, options: MemberOptions): Promise<RunningMember> {
+export async function startSingleGroupMember<C, R>(
+  definition: ServiceDefinition<C, R>,
+  options: MemberOptions,
+): Promise<RunningMember> {
   let term = 0;
   const [group] = definition.kinds;
   const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
@@ -55,7 +58,10 @@ export async function startSingleGroupMember<C, R>(definition: ServiceDefinition
     peers: options.peers ?? {},
     forceNewCluster: options.forceNewCluster === true,
     tickMs: options.tickMs ?? 100,
-    core: { quiesceTicks: MEMBER_QUIESCE_TICKS, ...(group.raft?.heartbeatTicks !== undefined ? { heartbeatTicks: group.raft.heartbeatTicks } : {}) },
+    core: {
+      quiesceTicks: MEMBER_QUIESCE_TICKS,
+      ...(group.raft?.heartbeatTicks !== undefined ? { heartbeatTicks: group.raft.heartbeatTicks } : {}),
+    },
     pingTicks: MEMBER_PING_TICKS,
     // As etcd: a snapshot encodes the whole state on the event loop, so taking one every 10,000 entries stalled
     // writes every few seconds under load (bench/RESULTS.md).
@@ -77,7 +83,10 @@ export async function startSingleGroupMember<C, R>(definition: ServiceDefinition
         logger.log('info', 'snapshot saved', { bytes, index });
       },
       applyFailed(entry, message) {
-        logger.log('error', 'the state machine failed on an entry; it is skipped on every member', { index: entry.index, error: message });
+        logger.log('error', 'the state machine failed on an entry; it is skipped on every member', {
+          index: entry.index,
+          error: message,
+        });
       },
       failed(error) {
         logger.log('error', 'storage failed: this member stopped taking part', { error: String(error.stack ?? error) });
@@ -97,7 +106,8 @@ export async function startSingleGroupMember<C, R>(definition: ServiceDefinition
     metrics,
     health: () => {
       const status = node.status();
-      if (status.failed !== null) return { status: 'failing', role: status.role, leader: null, reason: `storage failed: ${status.failed}` };
+      if (status.failed !== null)
+        return { status: 'failing', role: status.role, leader: null, reason: `storage failed: ${status.failed}` };
       return { role: status.role, leader: node.leaderId };
     },
   });
@@ -126,7 +136,8 @@ export async function startSingleGroupMember<C, R>(definition: ServiceDefinition
     },
     async transferLeader(to) {
       requireLeader(node);
-      if (!node.status().config.voters.includes(to)) throw badRequest('invalid_field', `${to} is not a voter`, { field: 'to' });
+      if (!node.status().config.voters.includes(to))
+        throw badRequest('invalid_field', `${to} is not a voter`, { field: 'to' });
       const moved = await node.transferLeadership(to);
       if (!moved) throw unavailable(`leadership did not move to ${to} in time`, 1);
       return { leader: to };
@@ -148,7 +159,10 @@ export async function startSingleGroupMember<C, R>(definition: ServiceDefinition
   definition.routes(service);
 
   const boundPort = await http.listen();
-  logger.log('info', 'member ready', { ...readyAddresses(options, http.scheme, boundPort), tls: options.tls !== undefined });
+  logger.log('info', 'member ready', {
+    ...readyAddresses(options, http.scheme, boundPort),
+    tls: options.tls !== undefined,
+  });
   return {
     node,
     httpPort: boundPort,
@@ -176,14 +190,23 @@ function statusBody<C, R>(node: RaftNode<C, R>): Record<string, unknown> {
     learners: s.config.learners,
     peers: s.peers
       .filter((p) => p.id !== s.id)
-      .map((p) => ({ id: p.id, match_index: p.match, next_index: p.next, state: p.state, learner: p.learner, active: p.recentActive })),
+      .map((p) => ({
+        id: p.id,
+        match_index: p.match,
+        next_index: p.next,
+        state: p.state,
+        learner: p.learner,
+        active: p.recentActive,
+      })),
   };
 }
 
 function requireLeader(node: { isLeader: boolean; leaderId: string | null }): void {
   if (node.isLeader) return;
   if (node.leaderId === null) throw unavailable('no leader is known', 1);
-  throw new HttpError(421, 'not_leader', `send membership and leadership requests to the leader ${node.leaderId}`, { leader_id: node.leaderId });
+  throw new HttpError(421, 'not_leader', `send membership and leadership requests to the leader ${node.leaderId}`, {
+    leader_id: node.leaderId,
+  });
 }
 
 function membershipError(e: unknown): unknown {

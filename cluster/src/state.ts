@@ -2,7 +2,18 @@
  * A cluster's state on disk, in its data directory, so every later CLI call (and bench, and jepsen-like) finds
  * it: DIR/cluster.json (members, pids, ports), DIR/token (the bearer token), DIR/<member>/ (LevelDB and log).
  */
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { serviceNames } from './service-list.js';
 
@@ -51,7 +62,10 @@ export interface ClusterState {
 
 export class CliError extends Error {
   override name = 'CliError';
-  constructor(message: string, readonly exitCode = 1) {
+  constructor(
+    message: string,
+    readonly exitCode = 1,
+  ) {
     super(message);
   }
 }
@@ -129,7 +143,8 @@ function withStateLock(dataDir: string, body: () => void): void {
       }
       // A lock left by a CLI call that died (or one still being written) is taken over once its holder is gone.
       if (Number.isInteger(holder) && holder > 0 && !isAlive(holder)) rmSync(lock, { force: true });
-      else if (Date.now() > deadline) throw new CliError(`${lock} is held by pid ${holder}; remove it if no cluster command runs`);
+      else if (Date.now() > deadline)
+        throw new CliError(`${lock} is held by pid ${holder}; remove it if no cluster command runs`);
       else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
     }
   }
@@ -171,15 +186,19 @@ export function resolveDataDir(option: string | undefined, service?: string): st
   if (option !== undefined && service !== undefined) throw new CliError('give --data DIR or --service NAME, not both');
   if (option !== undefined) return resolve(option);
   if (service !== undefined) {
-    if (!serviceNames().includes(service)) throw new CliError(`--service: no service ${service} (services: ${serviceNames().join(', ')})`);
+    if (!serviceNames().includes(service))
+      throw new CliError(`--service: no service ${service} (services: ${serviceNames().join(', ')})`);
     return resolve('data', service);
   }
   if (process.env.CLUSTER_DATA) return resolve(process.env.CLUSTER_DATA);
   const found = clusterDirs(resolve('data'));
   if (found.length === 1) return found[0]!;
-  if (found.length === 0) throw new CliError('no cluster running: no data/*/cluster.json here (start one with: cluster up)');
+  if (found.length === 0)
+    throw new CliError('no cluster running: no data/*/cluster.json here (start one with: cluster up)');
   const names = found.map((d) => basename(d));
-  throw new CliError(`several clusters under ./data (${names.join(', ')}): choose one with --service NAME (data/NAME), e.g. --service ${names[0]}, or --data DIR`);
+  throw new CliError(
+    `several clusters under ./data (${names.join(', ')}): choose one with --service NAME (data/NAME), e.g. --service ${names[0]}, or --data DIR`,
+  );
 }
 
 /** A member by number ("3") or id ("n3"). */
@@ -191,12 +210,18 @@ export function findMember(state: ClusterState, ref: string): MemberRecord {
 }
 
 /** A member (as findMember) or a worker by id ("app2"). */
-export function findProcess(state: ClusterState, ref: string): { kind: 'member'; record: MemberRecord } | { kind: 'worker'; record: WorkerRecord } {
+export function findProcess(
+  state: ClusterState,
+  ref: string,
+): { kind: 'member'; record: MemberRecord } | { kind: 'worker'; record: WorkerRecord } {
   const worker = state.workers?.find((w) => w.id === ref);
   if (worker !== undefined) return { kind: 'worker', record: worker };
   const id = /^\d+$/.test(ref) ? `n${ref}` : ref;
   const member = state.members.find((m) => m.id === id);
-  if (member === undefined) throw new CliError(`unknown ${(state.workers ?? []).length > 0 ? 'member or worker' : 'member'} ${ref} (${knownIds(state)})`);
+  if (member === undefined)
+    throw new CliError(
+      `unknown ${(state.workers ?? []).length > 0 ? 'member or worker' : 'member'} ${ref} (${knownIds(state)})`,
+    );
   return { kind: 'member', record: member };
 }
 

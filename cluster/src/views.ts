@@ -22,7 +22,13 @@ export interface StatusRow {
 }
 
 /** A member's row from its status (null: it did not answer, and `role` says why). `lag` is set by `withLag`. */
-export function memberRow(id: string, pid: number | null, s: GroupedStatus | null, role: string, url: string): StatusRow {
+export function memberRow(
+  id: string,
+  pid: number | null,
+  s: GroupedStatus | null,
+  role: string,
+  url: string,
+): StatusRow {
   // A grouped member (the log) counts the groups it holds and leads; a single-group member holds one.
   const grouped = typeof s?.groups === 'number';
   return {
@@ -47,7 +53,19 @@ export function withLag(rows: StatusRow[]): StatusRow[] {
   return rows;
 }
 
-export const STATUS_HEADER = ['member', 'pid', 'role', 'term', 'leader', 'commit', 'applied', 'lag', 'groups', 'leaders', 'url'];
+export const STATUS_HEADER = [
+  'member',
+  'pid',
+  'role',
+  'term',
+  'leader',
+  'commit',
+  'applied',
+  'lag',
+  'groups',
+  'leaders',
+  'url',
+];
 
 export function statusCells(r: StatusRow): unknown[] {
   return [r.id, r.pid, r.role, r.term, r.leader, r.commit, r.applied, r.lag, r.groups, r.leaders, r.url];
@@ -97,12 +115,22 @@ export async function mergeGroupRows(
   for (const answer of groupAnswers) {
     if (answer.status !== 200) continue;
     grouped = true;
-    for (const r of (answer.body as { groups: Replica[] }).groups) byGroup.set(r.group, [...(byGroup.get(r.group) ?? []), r]);
+    for (const r of (answer.body as { groups: Replica[] }).groups)
+      byGroup.set(r.group, [...(byGroup.get(r.group) ?? []), r]);
   }
   if (!grouped) {
     for (const s of await statuses()) {
       if (s === null) continue;
-      const replica = { group: single, role: s.role, leader: s.leader_id, term: s.term, commit: s.commit_index, applied: s.applied_index, voters: s.voters, learners: s.learners };
+      const replica = {
+        group: single,
+        role: s.role,
+        leader: s.leader_id,
+        term: s.term,
+        commit: s.commit_index,
+        applied: s.applied_index,
+        voters: s.voters,
+        learners: s.learners,
+      };
       byGroup.set(single, [...(byGroup.get(single) ?? []), replica]);
     }
   }

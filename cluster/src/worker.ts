@@ -14,7 +14,16 @@
 import { mkdirSync } from 'node:fs';
 import { hostPort, jsonLogger, ownerOnlyFiles, useClusterTls, type ClusterTls, type PeerAddress } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
-import { addresses, advertised, ConfigError, parseSettings, str, tlsOf, tokenOf, type FlagSpec } from './host-config.js';
+import {
+  addresses,
+  advertised,
+  ConfigError,
+  parseSettings,
+  str,
+  tlsOf,
+  tokenOf,
+  type FlagSpec,
+} from './host-config.js';
 import { loadService, serviceNames } from './services.js';
 import { memberDir, readState, readToken } from './state.js';
 
@@ -22,7 +31,12 @@ import { memberDir, readState, readToken } from './state.js';
 ownerOnlyFiles();
 
 const FLAGS: readonly FlagSpec[] = [
-  { name: 'cluster', kind: 'string', help: 'a cluster data directory written by `cluster up` (then only --id is needed)', optional: true },
+  {
+    name: 'cluster',
+    kind: 'string',
+    help: 'a cluster data directory written by `cluster up` (then only --id is needed)',
+    optional: true,
+  },
   { name: 'id', kind: 'string', help: 'this worker id: its role and 1-based index, e.g. app1' },
   { name: 'service', kind: 'string', help: 'the service (kv, lock, log...: cluster/src/services.ts)', optional: true },
   { name: 'role', kind: 'string', help: 'its role (default: the id without its trailing digits)', optional: true },
@@ -31,10 +45,24 @@ const FLAGS: readonly FlagSpec[] = [
   { name: 'advertise-http', kind: 'address', help: 'HTTP address the others call (default: --http)', optional: true },
   { name: 'tcp', kind: 'address', help: 'second listener (binary protocols) host:port', optional: true },
   { name: 'members', kind: 'addresses', help: "the Raft members' HTTP addresses: id=host:port,..." },
-  { name: 'workers', kind: 'pairs', help: "the cluster's other workers: id=HTTP_HOST:PORT[/TCP_HOST:PORT],... (the binary listener when it has one)" },
+  {
+    name: 'workers',
+    kind: 'pairs',
+    help: "the cluster's other workers: id=HTTP_HOST:PORT[/TCP_HOST:PORT],... (the binary listener when it has one)",
+  },
   { name: 'set', kind: 'pairs', help: "the service's settings: key=value,..." },
-  { name: 'token-file', kind: 'string', help: 'file holding the cluster token (or set CLUSTER_AUTH_TOKEN)', optional: true },
-  { name: 'tls-ca', kind: 'string', help: "PEM of the cluster's CA: the members are called over HTTPS", optional: true },
+  {
+    name: 'token-file',
+    kind: 'string',
+    help: 'file holding the cluster token (or set CLUSTER_AUTH_TOKEN)',
+    optional: true,
+  },
+  {
+    name: 'tls-ca',
+    kind: 'string',
+    help: "PEM of the cluster's CA: the members are called over HTTPS",
+    optional: true,
+  },
 ];
 
 interface WorkerSettings {
@@ -61,16 +89,25 @@ function workerSettings(argv: readonly string[]): WorkerSettings {
   if (cluster !== undefined) return fromClusterFile(cluster, id, tls);
   const need = (name: string): string => str(s[name]) ?? fail(`--${name} is required without --cluster`);
   const service = need('service');
-  if (!serviceNames().includes(service)) throw new ConfigError(`--service: unknown service ${service}; known: ${serviceNames().join(', ')}`);
+  if (!serviceNames().includes(service))
+    throw new ConfigError(`--service: unknown service ${service}; known: ${serviceNames().join(', ')}`);
   const m = /^(.*?)(\d+)$/.exec(id);
   const role = str(s.role) ?? m?.[1] ?? id;
   const httpAddress = need('http');
   const advertiseHttp = advertised(httpAddress, str(s['advertise-http']), 'http');
-  const members = Object.entries(addresses(s.members)).map(([mid, address]) => ({ id: mid, role: 'member', httpAddress: address }));
-  if (members.length === 0) throw new ConfigError('--members is required without --cluster: id=host:port,... of the members');
+  const members = Object.entries(addresses(s.members)).map(([mid, address]) => ({
+    id: mid,
+    role: 'member',
+    httpAddress: address,
+  }));
+  if (members.length === 0)
+    throw new ConfigError('--members is required without --cluster: id=host:port,... of the members');
   const tcpAddress = need('tcp');
   const others = Object.entries(s.workers as Record<string, string>).filter(([wid]) => wid !== id);
-  const workers: PeerAddress[] = [...others.map(([wid, text]) => workerPeer(wid, text)), { id, role, httpAddress: advertiseHttp, tcpAddress }];
+  const workers: PeerAddress[] = [
+    ...others.map(([wid, text]) => workerPeer(wid, text)),
+    { id, role, httpAddress: advertiseHttp, tcpAddress },
+  ];
   return {
     service,
     id,
@@ -99,10 +136,20 @@ function workerPeer(id: string, text: string): PeerAddress {
       return false;
     }
   };
-  if (extra !== undefined || httpAddress === undefined || !valid(httpAddress) || (tcpAddress !== undefined && !valid(tcpAddress))) {
+  if (
+    extra !== undefined ||
+    httpAddress === undefined ||
+    !valid(httpAddress) ||
+    (tcpAddress !== undefined && !valid(tcpAddress))
+  ) {
     throw new ConfigError(`--workers: expected ${id}=HTTP_HOST:PORT[/TCP_HOST:PORT], got ${JSON.stringify(text)}`);
   }
-  return { id, role: /^(.*?)\d+$/.exec(id)?.[1] ?? id, httpAddress, ...(tcpAddress !== undefined ? { tcpAddress } : {}) };
+  return {
+    id,
+    role: /^(.*?)\d+$/.exec(id)?.[1] ?? id,
+    httpAddress,
+    ...(tcpAddress !== undefined ? { tcpAddress } : {}),
+  };
 }
 
 function fromClusterFile(dir: string, id: string, tls: ClusterTls | null): WorkerSettings {
@@ -123,8 +170,15 @@ function fromClusterFile(dir: string, id: string, tls: ClusterTls | null): Worke
     httpAddress: record.httpAddress,
     advertiseHttp: record.httpAddress,
     tcpAddress: record.tcpAddress,
-    members: state.members.filter((m) => !m.removed).map((m) => ({ id: m.id, role: 'member', httpAddress: m.httpAddress })),
-    workers: (state.workers ?? []).map((w) => ({ id: w.id, role: w.role, httpAddress: w.httpAddress, tcpAddress: w.tcpAddress })),
+    members: state.members
+      .filter((m) => !m.removed)
+      .map((m) => ({ id: m.id, role: 'member', httpAddress: m.httpAddress })),
+    workers: (state.workers ?? []).map((w) => ({
+      id: w.id,
+      role: w.role,
+      httpAddress: w.httpAddress,
+      tcpAddress: w.tcpAddress,
+    })),
     token: readToken(state.dataDir),
     settings: state.settings ?? {},
     tls,

@@ -8,12 +8,26 @@ import t, { type Test } from 'tap';
 import { solveChallenge } from '@raftkit/flash';
 import { deriveServiceToken } from '@raftkit/http';
 import { call, until, type Answer, type TestCluster } from '@raftkit/testkit';
-import { checkUpgrade, describe, GROUPED_MEMBER_CLUSTER_ROUTES, issued, testService, upgradeStatus, type Credential } from './helpers/authorization.js';
+import {
+  checkUpgrade,
+  describe,
+  GROUPED_MEMBER_CLUSTER_ROUTES,
+  issued,
+  testService,
+  upgradeStatus,
+  type Credential,
+} from './helpers/authorization.js';
 
 t.setTimeout(600_000);
 
 /** Only the credential named `passes` gets past the route's own check; every other one is 401. */
-async function onlyPasses(t: Test, what: string, passes: string, credentials: Record<string, Credential>, request: (c: Credential) => Promise<Answer>): Promise<void> {
+async function onlyPasses(
+  t: Test,
+  what: string,
+  passes: string,
+  credentials: Record<string, Credential>,
+  request: (c: Credential) => Promise<Answer>,
+): Promise<void> {
   for (const [kind, credential] of Object.entries(credentials)) {
     const a = await request(credential);
     const with_ = `${what} with ${kind === 'none' ? 'no credential' : `a ${kind}`}`;
@@ -41,12 +55,24 @@ testService(t, {
       'GET /v1/collab/groups/:group/docs/:doc',
       'GET /v1/collab/groups/:group/docs',
     ],
-    worker: ['POST /api/collab/users', 'POST /internal/collab/docs/:doc/poke', 'POST /internal/collab/docs/:doc/deleted', 'GET /v1/routes'],
+    worker: [
+      'POST /api/collab/users',
+      'POST /internal/collab/docs/:doc/poke',
+      'POST /internal/collab/docs/:doc/deleted',
+      'GET /v1/routes',
+    ],
   },
   credentials: async (cluster: TestCluster) => ({
     // A user token is a client token named after the user: it acts as that user on /api/docs*.
     'collab user token': {
-      token: await issued('POST /api/collab/users', call(cluster.role('worker')[0]!.url, 'POST', '/api/collab/users', { token: cluster.token, body: { user_id: 'authz-user' } }), 'user_token'),
+      token: await issued(
+        'POST /api/collab/users',
+        call(cluster.role('worker')[0]!.url, 'POST', '/api/collab/users', {
+          token: cluster.token,
+          body: { user_id: 'authz-user' },
+        }),
+        'user_token',
+      ),
       standing: 'client',
     },
   }),
@@ -56,7 +82,11 @@ testService(t, {
     const worker = cluster.role('worker')[0]!.url;
     await checkUpgrade(t, worker, '/ws/docs/authzdoc', 'authenticated', credentials);
     for (const service of ['collab', 'notify']) {
-      t.equal(await upgradeStatus(worker, '/ws/docs/authzdoc', deriveServiceToken(cluster.token, service)), 403, `the editor socket with service.${service}: 403`);
+      t.equal(
+        await upgradeStatus(worker, '/ws/docs/authzdoc', deriveServiceToken(cluster.token, service)),
+        403,
+        `the editor socket with service.${service}: 403`,
+      );
     }
   },
 });
@@ -90,7 +120,10 @@ testService(t, {
     'flash user token': {
       token: await issued(
         'PUT /api/flash/accounts',
-        call(cluster.role('gateway')[0]!.url, 'PUT', '/api/flash/accounts/authz-user', { token: cluster.token, body: { created_at: 0, payment_verified: true } }),
+        call(cluster.role('gateway')[0]!.url, 'PUT', '/api/flash/accounts/authz-user', {
+          token: cluster.token,
+          body: { created_at: 0, payment_verified: true },
+        }),
         'user_token',
       ),
       standing: 'foreign',
@@ -101,12 +134,18 @@ testService(t, {
     const now = Date.now();
     const dealId = await issued(
       'POST /api/flash/deals',
-      call(gateway, 'POST', '/api/flash/deals', { token: cluster.token, body: { sku_id: 'authz', total_inventory: 10, start_at: now + 3_600_000, end_at: now + 7_200_000, shards: 1 } }),
+      call(gateway, 'POST', '/api/flash/deals', {
+        token: cluster.token,
+        body: { sku_id: 'authz', total_inventory: 10, start_at: now + 3_600_000, end_at: now + 7_200_000, shards: 1 },
+      }),
       'deal_id',
     );
     // A queued user's poll of its own attempt: that user's token only.
     await onlyPasses(t, `${gateway} GET /api/flash/{deal}/state?user_id`, 'flash user token', credentials, (c) =>
-      call(gateway, 'GET', `/api/flash/${dealId}/state?user_id=authz-user&idempotency_key=authz-key`, { token: c.token, timeoutMs: 20_000 }),
+      call(gateway, 'GET', `/api/flash/${dealId}/state?user_id=authz-user&idempotency_key=authz-key`, {
+        token: c.token,
+        timeoutMs: 20_000,
+      }),
     );
     // A synthetic (smoke-test) attempt skips the user gates: the cluster token only, every other credential 403.
     for (const [kind, { token, standing }] of Object.entries(credentials)) {
@@ -126,21 +165,55 @@ testService(t, {
     const start = Date.now() + 1_000;
     const live = await issued(
       'POST /api/flash/deals',
-      call(gateway, 'POST', '/api/flash/deals', { token: cluster.token, body: { sku_id: 'authz-live', total_inventory: 10, start_at: start, end_at: start + 3_600_000, shards: 1 } }),
+      call(gateway, 'POST', '/api/flash/deals', {
+        token: cluster.token,
+        body: { sku_id: 'authz-live', total_inventory: 10, start_at: start, end_at: start + 3_600_000, shards: 1 },
+      }),
       'deal_id',
     );
-    const victim = await issued('PUT /api/flash/accounts', call(gateway, 'PUT', '/api/flash/accounts/authz-victim', { token: cluster.token, body: { created_at: 0, payment_verified: true } }), 'user_token');
-    const challenge = await call(gateway, 'POST', `/api/flash/${live}/challenge`, { body: { user_id: 'authz-victim' } });
+    const victim = await issued(
+      'PUT /api/flash/accounts',
+      call(gateway, 'PUT', '/api/flash/accounts/authz-victim', {
+        token: cluster.token,
+        body: { created_at: 0, payment_verified: true },
+      }),
+      'user_token',
+    );
+    const challenge = await call(gateway, 'POST', `/api/flash/${live}/challenge`, {
+      body: { user_id: 'authz-victim' },
+    });
     const nonce = solveChallenge(challenge.body.challenge as string, challenge.body.difficulty as number);
-    const bot = await issued('the challenge answer', call(gateway, 'POST', `/api/flash/${live}/challenge/answer`, { body: { user_id: 'authz-victim', challenge: challenge.body.challenge, nonce } }), 'anti_bot_token');
-    await until('the deal is live at the gateway', async () => (await call(gateway, 'GET', `/api/flash/${live}/state`)).body.state === 'live');
+    const bot = await issued(
+      'the challenge answer',
+      call(gateway, 'POST', `/api/flash/${live}/challenge/answer`, {
+        body: { user_id: 'authz-victim', challenge: challenge.body.challenge, nonce },
+      }),
+      'anti_bot_token',
+    );
+    await until(
+      'the deal is live at the gateway',
+      async () => (await call(gateway, 'GET', `/api/flash/${live}/state`)).body.state === 'live',
+    );
     const stranger = credentials['flash user token']!.token;
     for (let i = 0; i < 10; i++) {
-      const a = await call(gateway, 'POST', `/api/flash/${live}/attempt`, { token: stranger, body: { user_id: 'authz-victim', idempotency_key: `stranger-${i}`, anti_bot_token: bot } });
-      t.equal(a.status, 403, `an attempt in authz-victim's name with another user's token: 403, not counted (${describe(a)})`);
+      const a = await call(gateway, 'POST', `/api/flash/${live}/attempt`, {
+        token: stranger,
+        body: { user_id: 'authz-victim', idempotency_key: `stranger-${i}`, anti_bot_token: bot },
+      });
+      t.equal(
+        a.status,
+        403,
+        `an attempt in authz-victim's name with another user's token: 403, not counted (${describe(a)})`,
+      );
     }
-    const own = await call(gateway, 'POST', `/api/flash/${live}/attempt`, { token: victim, body: { user_id: 'authz-victim', idempotency_key: 'victim-1', anti_bot_token: bot } });
-    t.ok(own.status === 200 || own.status === 202, `authz-victim's own attempt afterwards is decided, not rate-limited (${describe(own)})`);
+    const own = await call(gateway, 'POST', `/api/flash/${live}/attempt`, {
+      token: victim,
+      body: { user_id: 'authz-victim', idempotency_key: 'victim-1', anti_bot_token: bot },
+    });
+    t.ok(
+      own.status === 200 || own.status === 202,
+      `authz-victim's own attempt afterwards is decided, not rate-limited (${describe(own)})`,
+    );
   },
 });
 
@@ -161,7 +234,13 @@ testService(t, {
       'POST /internal/groups/:group/block',
       'POST /internal/auction/watchers',
     ],
-    gateway: ['POST /api/bidders', 'POST /api/bidders/:id/block', 'POST /api/auctions', 'GET /api/auctions/:id/log', 'GET /v1/routes'],
+    gateway: [
+      'POST /api/bidders',
+      'POST /api/bidders/:id/block',
+      'POST /api/auctions',
+      'GET /api/auctions/:id/log',
+      'GET /v1/routes',
+    ],
     checkout: ['GET /checkout/orders', 'GET /checkout/orders/:id', 'GET /v1/routes'],
   },
   // The members' pushes to a gateway carry the secret that gateway registered with them (with the cluster token).
@@ -169,7 +248,14 @@ testService(t, {
   credentials: async (cluster: TestCluster) => ({
     // Sent in a bid's body, never as a bearer token: the router refuses it like any stranger's.
     'auction bidder token': {
-      token: await issued('POST /api/bidders', call(cluster.role('gateway')[0]!.url, 'POST', '/api/bidders', { token: cluster.token, body: { bidder_id: 'authz-bidder' } }), 'bidder_token'),
+      token: await issued(
+        'POST /api/bidders',
+        call(cluster.role('gateway')[0]!.url, 'POST', '/api/bidders', {
+          token: cluster.token,
+          body: { bidder_id: 'authz-bidder' },
+        }),
+        'bidder_token',
+      ),
       standing: 'foreign',
     },
   }),

@@ -24,7 +24,10 @@ async function keys(cluster: TestCluster, service: string): Promise<Record<strin
     checkKey = tenant.body.check_key as string;
   }
   if (service === 'shortlink') {
-    const key = await call(cluster.role('app')[0]!.url, 'POST', '/api/keys', { token: cluster.token, body: { user: 'authz-user' } });
+    const key = await call(cluster.role('app')[0]!.url, 'POST', '/api/keys', {
+      token: cluster.token,
+      body: { user: 'authz-user' },
+    });
     if (key.status !== 201) throw new Error(`POST /api/keys: ${key.status} ${JSON.stringify(key.body)}`);
     userKey = key.body.api_key as string;
   }
@@ -42,7 +45,12 @@ const cases: Array<Omit<ServiceCase, 'credentials'>> = [
     service: 'ratelimit',
     workers: 'store=1,check=1',
     clusterOnly: {
-      member: [...MEMBER_CLUSTER_ROUTES, 'PUT /v1/tenants/:service_id', 'GET /v1/tenants/:service_id', 'GET /v1/rule-set'],
+      member: [
+        ...MEMBER_CLUSTER_ROUTES,
+        'PUT /v1/tenants/:service_id',
+        'GET /v1/tenants/:service_id',
+        'GET /v1/rule-set',
+      ],
       check: ['PUT /v1/tenants/:service_id', 'GET /v1/tenants/:service_id', 'GET /v1/routes'],
       store: ['GET /v1/routes'],
     },

@@ -7,7 +7,17 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'no
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { finish, freeBases, isPortFree, memberRunning, runCli, spawnCli, TestCluster, until, type CliResult } from './helpers/cluster.js';
+import {
+  finish,
+  freeBases,
+  isPortFree,
+  memberRunning,
+  runCli,
+  spawnCli,
+  TestCluster,
+  until,
+  type CliResult,
+} from './helpers/cluster.js';
 import { inPool, ownerOnlyModes } from '@raftkit/testkit';
 
 t.setTimeout(150_000);
@@ -45,7 +55,16 @@ t.test('bad arguments are refused before anything starts', async (t) => {
     [['up', '--service', 'nope'], /'nope' is invalid.*kv/],
     [['up', '--no-such-flag'], /unknown option '--no-such-flag'/],
   ];
-  const results = await inParallel(cases.map(([args]) => () => runCli([...args, '--data', dir, ...(args.includes('--base-port') ? [] : ['--base-port', String(foreignBase)])], cluster.cwd)));
+  const results = await inParallel(
+    cases.map(
+      ([args]) =>
+        () =>
+          runCli(
+            [...args, '--data', dir, ...(args.includes('--base-port') ? [] : ['--base-port', String(foreignBase)])],
+            cluster.cwd,
+          ),
+    ),
+  );
   cases.forEach(([args, pattern], i) => {
     t.not(results[i]!.code, 0, `${args.join(' ')}: exits non-zero`);
     t.match(results[i]!.stderr, pattern, `${args.join(' ')}: names the problem`);
@@ -75,7 +94,13 @@ t.test('no cluster running', async (t) => {
     [['restart', '2', '--data', nowhere], /^cluster: no cluster in/, 'restart --data of an empty directory'],
     [['add-node', '--data', nowhere], /^cluster: no cluster in/, 'add-node --data of an empty directory'],
   ];
-  const results = await inParallel(cases.map(([args]) => () => runCli(args, cluster.cwd)));
+  const results = await inParallel(
+    cases.map(
+      ([args]) =>
+        () =>
+          runCli(args, cluster.cwd),
+    ),
+  );
   cases.forEach(([, pattern, what], i) => failsWith(t, results[i]!, pattern, what));
   // Two clusters under ./data: the CLI will not guess.
   const two = join(cluster.root, 'two');
@@ -83,12 +108,20 @@ t.test('no cluster running', async (t) => {
     mkdirSync(join(two, 'data', d), { recursive: true });
     writeFileSync(join(two, 'data', d, 'cluster.json'), '{"members": []}');
   }
-  failsWith(t, await runCli(['status'], two), /several clusters under \.\/data/, 'status with two clusters under ./data');
+  failsWith(
+    t,
+    await runCli(['status'], two),
+    /several clusters under \.\/data/,
+    'status with two clusters under ./data',
+  );
 });
 
 /** `up` of the five slow-to-elect members, interrupted with SIGINT once `ready` says so. */
 async function interruptedUp(t: Test, ready: (pids: number[]) => Promise<void>): Promise<void> {
-  const child = spawnCli(['up', '--nodes', '5', '--data', cluster.dataDir, '--base-port', String(base), '--tick-ms', '5000'], cluster.cwd);
+  const child = spawnCli(
+    ['up', '--nodes', '5', '--data', cluster.dataDir, '--base-port', String(base), '--tick-ms', '5000'],
+    cluster.cwd,
+  );
   const done = finish(child, 60_000);
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -103,11 +136,19 @@ async function interruptedUp(t: Test, ready: (pids: number[]) => Promise<void>):
   t.equal(r.code, 130, `up exits with 130 (stderr: ${r.stderr.trim()})`);
   t.match(r.stderr, /interrupted: stopped the members that had started/);
   for (const pid of pids) t.notOk(memberRunning(pid, cluster.dataDir), `member pid ${pid} is gone`);
-  t.same(cluster.state().members.map((m) => m.pid), [null, null, null, null, null], 'cluster.json records no running member');
+  t.same(
+    cluster.state().members.map((m) => m.pid),
+    [null, null, null, null, null],
+    'cluster.json records no running member',
+  );
   const status = await cluster.cli('status', '--json');
   t.equal(status.code, 0, 'status still works');
   const rows = JSON.parse(status.stdout) as Array<{ id: string; role: string; pid: number | null }>;
-  t.same(rows.map((r) => [r.id, r.role, r.pid]), ['n1', 'n2', 'n3', 'n4', 'n5'].map((id) => [id, 'down', null]), 'status shows every member down');
+  t.same(
+    rows.map((r) => [r.id, r.role, r.pid]),
+    ['n1', 'n2', 'n3', 'n4', 'n5'].map((id) => [id, 'down', null]),
+    'status shows every member down',
+  );
   for (let i = 1; i <= 5; i++) {
     t.ok(await isPortFree(base! + i), `raft port ${base! + i} is free again`);
     t.ok(await isPortFree(base! + 100 + i), `HTTP port ${base! + 100 + i} is free again`);
@@ -119,15 +160,32 @@ t.test('Ctrl-C right after up started the members leaves none running', (t) => i
 t.test('Ctrl-C while the members are serving but no leader is elected leaves none running', (t) =>
   interruptedUp(t, async () => {
     for (const id of cluster.ids()) {
-      await until(`${id} to serve /healthz`, async () => (await cluster.call(id, 'GET', '/healthz')).status === 200, 20_000);
+      await until(
+        `${id} to serve /healthz`,
+        async () => (await cluster.call(id, 'GET', '/healthz')).status === 200,
+        20_000,
+      );
     }
     const st = await cluster.statuses();
-    t.ok([...st.values()].every((s) => s !== null && s.role !== 'leader'), 'no member leads yet');
+    t.ok(
+      [...st.values()].every((s) => s !== null && s.role !== 'leader'),
+      'no member leads yet',
+    );
   }),
 );
 
 t.test('after an interrupted up, the same directory and ports start a cluster', async (t) => {
-  const r = await cluster.cli('up', '--nodes', '5', '--base-port', String(base), '--tick-ms', '50', '--auth-token', 'chosen-token-1');
+  const r = await cluster.cli(
+    'up',
+    '--nodes',
+    '5',
+    '--base-port',
+    String(base),
+    '--tick-ms',
+    '50',
+    '--auth-token',
+    'chosen-token-1',
+  );
   t.equal(r.code, 0, `up succeeds (stderr: ${r.stderr.trim()})`);
   t.match(r.stdout, /kv cluster up in .* \(leader n\d\)/);
   t.match(r.stdout, new RegExp(`n1  http://127\\.0\\.0\\.1:${base! + 101}  raft 127\\.0\\.0\\.1:${base! + 1}`));
@@ -136,27 +194,56 @@ t.test('after an interrupted up, the same directory and ports start a cluster', 
   t.equal(readFileSync(tokenFile, 'utf8').trim(), 'chosen-token-1', '--auth-token is written to DIR/token');
   t.equal(statSync(tokenFile).mode & 0o777, 0o600, 'which only its owner can read');
   await cluster.leader();
-  t.equal((await cluster.call('n3', 'GET', '/v1/cluster/status', { token: 'chosen-token-1' })).status, 200, 'the members accept it');
+  t.equal(
+    (await cluster.call('n3', 'GET', '/v1/cluster/status', { token: 'chosen-token-1' })).status,
+    200,
+    'the members accept it',
+  );
   const logs = await cluster.cli('logs', '3');
   t.equal(logs.code, 0, 'cluster logs 3');
-  const lines = logs.stdout.trim().split('\n').map((l) => JSON.parse(l) as { member: string; msg: string; term?: number });
-  t.ok(lines.length > 0 && lines.every((l) => l.member === 'n3'), 'logs prints n3\'s JSON lines');
-  t.ok(lines.some((l) => l.msg === 'member ready' && typeof l.term === 'number'), 'with the term');
+  const lines = logs.stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { member: string; msg: string; term?: number });
+  t.ok(lines.length > 0 && lines.every((l) => l.member === 'n3'), "logs prints n3's JSON lines");
+  t.ok(
+    lines.some((l) => l.msg === 'member ready' && typeof l.term === 'number'),
+    'with the term',
+  );
 });
 
-t.test("the data folder is its owner's only: folders 0700, files 0600 (LevelDB, logs, cluster.json, token)", async (t) => {
-  const { id } = await cluster.leader();
-  for (let i = 0; i < 5; i++) t.equal((await cluster.call(id, 'PUT', `/v1/kv/mode-${i}`, { body: String(i) })).status, 200, `put mode-${i}`);
-  const modes = ownerOnlyModes(cluster.dataDir);
-  t.ok(modes.files >= 5 * 4 && modes.folders >= 1 + 5 * 2, `every member's LevelDB files walked (${modes.files} files, ${modes.folders} folders)`);
-  t.same(modes.loose, [], 'no folder but 0700, no file but 0600');
-});
+t.test(
+  "the data folder is its owner's only: folders 0700, files 0600 (LevelDB, logs, cluster.json, token)",
+  async (t) => {
+    const { id } = await cluster.leader();
+    for (let i = 0; i < 5; i++)
+      t.equal((await cluster.call(id, 'PUT', `/v1/kv/mode-${i}`, { body: String(i) })).status, 200, `put mode-${i}`);
+    const modes = ownerOnlyModes(cluster.dataDir);
+    t.ok(
+      modes.files >= 5 * 4 && modes.folders >= 1 + 5 * 2,
+      `every member's LevelDB files walked (${modes.files} files, ${modes.folders} folders)`,
+    );
+    t.same(modes.loose, [], 'no folder but 0700, no file but 0600');
+  },
+);
 
 t.test('a data directory held by a running cluster', async (t) => {
   const before = cluster.state().members.map((m) => m.pid);
-  const r = await runCli(['up', '--data', cluster.dataDir, '--base-port', String(foreignBase), '--tick-ms', '50'], cluster.cwd);
-  failsWith(t, r, /^cluster: .*data is held by a running kv cluster \(pids \d+, \d+, \d+, \d+, \d+\); run cluster down/, 'up on a held directory');
-  t.same(cluster.state().members.map((m) => m.pid), before, 'cluster.json is untouched');
+  const r = await runCli(
+    ['up', '--data', cluster.dataDir, '--base-port', String(foreignBase), '--tick-ms', '50'],
+    cluster.cwd,
+  );
+  failsWith(
+    t,
+    r,
+    /^cluster: .*data is held by a running kv cluster \(pids \d+, \d+, \d+, \d+, \d+\); run cluster down/,
+    'up on a held directory',
+  );
+  t.same(
+    cluster.state().members.map((m) => m.pid),
+    before,
+    'cluster.json is untouched',
+  );
   for (let i = 1; i <= 5; i++) t.ok(await isPortFree(foreignBase! + i), `no member started on ${foreignBase! + i}`);
   await cluster.leader();
 });
@@ -164,7 +251,12 @@ t.test('a data directory held by a running cluster', async (t) => {
 t.test('a port in use', async (t) => {
   // The running cluster's own ports.
   const other = join(cluster.root, 'other');
-  failsWith(t, await runCli(['up', '--data', other, '--base-port', String(base), '--tick-ms', '50'], cluster.cwd), new RegExp(`^cluster: port in use: 127\\.0\\.0\\.1:${base! + 1} \\(choose another --base-port\\)`), 'up on a running cluster\'s ports');
+  failsWith(
+    t,
+    await runCli(['up', '--data', other, '--base-port', String(base), '--tick-ms', '50'], cluster.cwd),
+    new RegExp(`^cluster: port in use: 127\\.0\\.0\\.1:${base! + 1} \\(choose another --base-port\\)`),
+    "up on a running cluster's ports",
+  );
   t.notOk(existsSync(join(other, 'cluster.json')), 'no cluster state was written');
 
   // A foreign listener on one HTTP port of an otherwise free range: found before any member starts.
@@ -172,7 +264,12 @@ t.test('a port in use', async (t) => {
   await new Promise<void>((resolve) => blocker.listen(foreignBase! + 103, '127.0.0.1', () => resolve()));
   try {
     const r = await runCli(['up', '--data', other, '--base-port', String(foreignBase), '--tick-ms', '50'], cluster.cwd);
-    failsWith(t, r, new RegExp(`^cluster: port in use: 127\\.0\\.0\\.1:${foreignBase! + 103}`), 'up with one HTTP port taken');
+    failsWith(
+      t,
+      r,
+      new RegExp(`^cluster: port in use: 127\\.0\\.0\\.1:${foreignBase! + 103}`),
+      'up with one HTTP port taken',
+    );
     t.notOk(existsSync(join(other, 'cluster.json')), 'no cluster state was written');
     for (let i = 1; i <= 5; i++) t.ok(await isPortFree(foreignBase! + i), `no member started on ${foreignBase! + i}`);
   } finally {
@@ -183,12 +280,34 @@ t.test('a port in use', async (t) => {
 
 t.test('an unknown member', async (t) => {
   const pids = cluster.state().members.map((m) => m.pid);
-  const unknown = [['kill', '9'], ['restart', 'n7'], ['pause', '6'], ['resume', 'x'], ['transfer-leader', '42'], ['remove-node', 'n8'], ['logs', '9'], ['partition', '1,2|3,9']];
-  const results = await inParallel([...unknown, ['partition', '1,2'], ['partition', '1,2|2,3']].map((args) => () => cluster.cli(...args)));
-  unknown.forEach((args, i) => failsWith(t, results[i]!, /^cluster: unknown member (9|n7|6|x|42|n8) \(members: n1, n2, n3, n4, n5\)/, args.join(' ')));
+  const unknown = [
+    ['kill', '9'],
+    ['restart', 'n7'],
+    ['pause', '6'],
+    ['resume', 'x'],
+    ['transfer-leader', '42'],
+    ['remove-node', 'n8'],
+    ['logs', '9'],
+    ['partition', '1,2|3,9'],
+  ];
+  const results = await inParallel(
+    [...unknown, ['partition', '1,2'], ['partition', '1,2|2,3']].map((args) => () => cluster.cli(...args)),
+  );
+  unknown.forEach((args, i) =>
+    failsWith(
+      t,
+      results[i]!,
+      /^cluster: unknown member (9|n7|6|x|42|n8) \(members: n1, n2, n3, n4, n5\)/,
+      args.join(' '),
+    ),
+  );
   failsWith(t, results[unknown.length]!, /expected at least two non-empty groups/, 'partition with one group');
   failsWith(t, results[unknown.length + 1]!, /a member is in two groups/, 'partition with a member twice');
-  t.same(cluster.state().members.map((m) => m.pid), pids, 'no member was touched');
+  t.same(
+    cluster.state().members.map((m) => m.pid),
+    pids,
+    'no member was touched',
+  );
   for (const pid of pids) t.ok(memberRunning(pid, cluster.dataDir), `member pid ${pid} still runs`);
   await cluster.leader();
 });
@@ -202,7 +321,11 @@ t.test('a member that is not running, and a cluster that is down', async (t) => 
   t.match(down.stdout, /stopped 5 members/);
   failsWith(t, await cluster.cli('resume', '1'), /^cluster: member n1 is not running/, 'resume on a stopped cluster');
   const status = await cluster.cli('status', '--json');
-  t.same((JSON.parse(status.stdout) as Array<{ role: string }>).map((r) => r.role), ['down', 'down', 'down', 'down', 'down'], 'status shows every member down');
+  t.same(
+    (JSON.parse(status.stdout) as Array<{ role: string }>).map((r) => r.role),
+    ['down', 'down', 'down', 'down', 'down'],
+    'status shows every member down',
+  );
   const wiped = await cluster.cli('down', '--wipe');
   t.equal(wiped.code, 0, 'down --wipe');
   t.notOk(existsSync(cluster.dataDir), 'the data directory is gone');

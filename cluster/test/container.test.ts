@@ -49,15 +49,23 @@ interface Run {
 
 function sh(command: string, args: string[], timeoutMs = 120_000, env?: NodeJS.ProcessEnv): Promise<Run> {
   return new Promise((resolve) => {
-    execFile(command, args, { timeout: timeoutMs, maxBuffer: 64 << 20, env: env ?? process.env }, (error, stdout, stderr) => {
-      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
-    });
+    execFile(
+      command,
+      args,
+      { timeout: timeoutMs, maxBuffer: 64 << 20, env: env ?? process.env },
+      (error, stdout, stderr) => {
+        resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
+      },
+    );
   });
 }
 
 async function must(command: string, args: string[], timeoutMs?: number, env?: NodeJS.ProcessEnv): Promise<string> {
   const r = await sh(command, args, timeoutMs, env);
-  if (r.code !== 0) throw new Error(`${command} ${args.join(' ')} failed (${r.code}): ${(r.stderr.trim() || r.stdout.trim()).slice(-2000)}`);
+  if (r.code !== 0)
+    throw new Error(
+      `${command} ${args.join(' ')} failed (${r.code}): ${(r.stderr.trim() || r.stdout.trim()).slice(-2000)}`,
+    );
   return r.stdout;
 }
 
@@ -66,7 +74,8 @@ const PODMAN_GLOBAL = ['--runtime', 'runc'];
 const hardNofile = Number(spawnSync('sh', ['-c', 'ulimit -Hn'], { encoding: 'utf8' }).stdout.trim());
 const nofile = Number.isFinite(hardNofile) ? Math.min(65_536, hardNofile) : 65_536;
 const ULIMITS = ['--ulimit', `nofile=${nofile}:${nofile}`, '--ulimit', 'nproc=4096:4096'];
-const podman = (args: string[], timeoutMs?: number): Promise<string> => must('podman', [...PODMAN_GLOBAL, ...args], timeoutMs);
+const podman = (args: string[], timeoutMs?: number): Promise<string> =>
+  must('podman', [...PODMAN_GLOBAL, ...args], timeoutMs);
 
 const ports = await reservePorts();
 t.teardown(() => ports.release());
@@ -83,7 +92,8 @@ const root = mkdtempSync(join(tmpdir(), 'container-'));
 
 /** Removes this slot's containers, network and (at the end) image; each may be gone already. Synchronous. */
 function removeContainers(withImage: boolean): void {
-  const run = (args: string[]): void => void spawnSync('podman', [...PODMAN_GLOBAL, ...args], { stdio: 'ignore', timeout: 60_000 });
+  const run = (args: string[]): void =>
+    void spawnSync('podman', [...PODMAN_GLOBAL, ...args], { stdio: 'ignore', timeout: 60_000 });
   run(['rm', '--force', '--time', '0', ...IDS.map(container)]);
   run(['network', 'rm', '--force', network]);
   if (withImage) run(['rmi', '--force', image]);
@@ -105,7 +115,8 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-if (typeof process.getuid !== 'function' || process.getuid() !== 0) throw new Error('this test needs root: it installs podman and runs containers on a network of their own');
+if (typeof process.getuid !== 'function' || process.getuid() !== 0)
+  throw new Error('this test needs root: it installs podman and runs containers on a network of their own');
 await must(script('ensure-podman.sh'), [], 600_000);
 // The base: kept when it exists (KEEP=1), else made from Debian's mirror.
 await must(script('make-base-image.sh'), [BASE_IMAGE], 600_000, { ...process.env, KEEP: '1' });
@@ -113,28 +124,56 @@ await must(script('make-base-image.sh'), [BASE_IMAGE], 600_000, { ...process.env
 // context folder of its own); `make container` sets CONTAINER_TARGET=member, the default target, which runs npm ci
 // and tsc inside with the repository as the context.
 const TARGET = process.env.CONTAINER_TARGET ?? 'prebuilt';
-if (TARGET !== 'prebuilt' && TARGET !== 'member') throw new Error(`CONTAINER_TARGET is prebuilt or member, not ${TARGET}`);
+if (TARGET !== 'prebuilt' && TARGET !== 'member')
+  throw new Error(`CONTAINER_TARGET is prebuilt or member, not ${TARGET}`);
 const context = TARGET === 'prebuilt' ? join(root, 'context') : REPO;
 if (TARGET === 'prebuilt') await must(script('pack-tree.sh'), [context]);
 // Behind a TLS-inspecting proxy the host's npm trusts its CA through NODE_EXTRA_CA_CERTS: the build's npm ci must too.
 const extraCa = process.env.NODE_EXTRA_CA_CERTS;
-const caArgs = TARGET === 'member' && extraCa !== undefined && extraCa !== '' ? ['--volume', `${extraCa}:${extraCa}:ro`, '--build-arg', `NODE_EXTRA_CA_CERTS=${extraCa}`] : [];
+const caArgs =
+  TARGET === 'member' && extraCa !== undefined && extraCa !== ''
+    ? ['--volume', `${extraCa}:${extraCa}:ro`, '--build-arg', `NODE_EXTRA_CA_CERTS=${extraCa}`]
+    : [];
 const buildStart = Date.now();
 // --layers=false: no intermediate images are kept (the member target's build stage would stay behind, 800 MB).
-await podman(['build', '--layers=false', ...ULIMITS, ...caArgs, '--build-arg', `BASE=${BASE_IMAGE}`, '--target', TARGET, '-f', join(REPO, 'deploy/Dockerfile'), '-t', image, context], 900_000);
+await podman(
+  [
+    'build',
+    '--layers=false',
+    ...ULIMITS,
+    ...caArgs,
+    '--build-arg',
+    `BASE=${BASE_IMAGE}`,
+    '--target',
+    TARGET,
+    '-f',
+    join(REPO, 'deploy/Dockerfile'),
+    '-t',
+    image,
+    context,
+  ],
+  900_000,
+);
 t.comment(`image (target ${TARGET}) built in ${((Date.now() - buildStart) / 1000).toFixed(1)} s`);
 if (TARGET === 'prebuilt') rmSync(context, { recursive: true, force: true });
 
 // The image's user owns the data folders and may read the config (uid and gid as the image has them).
-const [uid, gid, nodeVersion] = (await podman(['run', '--rm', ...ULIMITS, '--entrypoint', 'sh', image, '-c', 'id -u; id -g; node --version'])).trim().split('\n').map((l) => l.trim());
-if (!/^\d+$/.test(uid ?? '') || !/^\d+$/.test(gid ?? '') || uid === '0') throw new Error(`the image's user is not an unprivileged one: uid ${uid}, gid ${gid}`);
+const [uid, gid, nodeVersion] = (
+  await podman(['run', '--rm', ...ULIMITS, '--entrypoint', 'sh', image, '-c', 'id -u; id -g; node --version'])
+)
+  .trim()
+  .split('\n')
+  .map((l) => l.trim());
+if (!/^\d+$/.test(uid ?? '') || !/^\d+$/.test(gid ?? '') || uid === '0')
+  throw new Error(`the image's user is not an unprivileged one: uid ${uid}, gid ${gid}`);
 
 // /etc/raftkit of every member (one folder, mounted read-only): the token, the CA and certificates, the configs.
 const etc = join(root, 'etc');
 mkdirSync(join(etc, 'tls'), { recursive: true });
 const certs = join(root, 'certs');
 await must('sh', [script('make-test-ca.sh'), certs, ...IDS.map((i) => `n${i}=${ip(i)}`)]);
-for (const f of ['ca.pem', ...IDS.flatMap((i) => [`n${i}.pem`, `n${i}.key`])]) writeFileSync(join(etc, 'tls', f), spawnSync('cat', [join(certs, f)]).stdout);
+for (const f of ['ca.pem', ...IDS.flatMap((i) => [`n${i}.pem`, `n${i}.key`])])
+  writeFileSync(join(etc, 'tls', f), spawnSync('cat', [join(certs, f)]).stdout);
 writeFileSync(join(etc, 'token'), TOKEN + '\n');
 const peers = IDS.map((i) => `n${i}=${ip(i)}:${RAFT_PORT}`).join(',');
 for (const i of IDS) {
@@ -174,9 +213,22 @@ await podman(['network', 'create', '--disable-dns', '--subnet', `10.232.${slot}.
 /** Starts member n<i>'s container: its address on the network, /etc/raftkit read-only, its data folder. */
 async function startContainer(i: number): Promise<void> {
   await podman([
-    'run', '--detach', '--name', container(i), '--network', network, '--ip', ip(i), ...ULIMITS,
-    '--volume', `${etc}:/etc/raftkit:ro`, '--volume', `${join(root, 'data', `n${i}`)}:/var/lib/raftkit/n${i}`,
-    image, '--config', `/etc/raftkit/n${i}.json`,
+    'run',
+    '--detach',
+    '--name',
+    container(i),
+    '--network',
+    network,
+    '--ip',
+    ip(i),
+    ...ULIMITS,
+    '--volume',
+    `${etc}:/etc/raftkit:ro`,
+    '--volume',
+    `${join(root, 'data', `n${i}`)}:/var/lib/raftkit/n${i}`,
+    image,
+    '--config',
+    `/etc/raftkit/n${i}.json`,
   ]);
 }
 
@@ -189,14 +241,21 @@ for (const i of IDS) await startContainer(i);
 const ca = spawnSync('cat', [join(certs, 'ca.pem')]).stdout;
 const probe = new ClusterClient({ endpoints: IDS.map(url), token: TOKEN, ca, connections: 1 });
 t.teardown(() => probe.close());
-const cli = (args: string[]): Promise<CliResult> => runCli([...args, '--token', TOKEN, '--ca', join(certs, 'ca.pem')], root, 90_000);
+const cli = (args: string[]): Promise<CliResult> =>
+  runCli([...args, '--token', TOKEN, '--ca', join(certs, 'ca.pem')], root, 90_000);
 
 /** Waits until every member in `ids` answers over https and all name the same leader, other than `not`. */
 async function waitLeader(ids: number[], not?: string, timeoutMs = 120_000): Promise<string> {
   const deadline = Date.now() + timeoutMs;
   let seen = '';
   while (Date.now() < deadline) {
-    const answers = await Promise.all(ids.map((i) => probe.ask(i - 1, 'GET', '/v1/cluster/status', undefined, { timeoutMs: 2_000 }).catch((e: Error) => ({ status: 0, body: e.message }))));
+    const answers = await Promise.all(
+      ids.map((i) =>
+        probe
+          .ask(i - 1, 'GET', '/v1/cluster/status', undefined, { timeoutMs: 2_000 })
+          .catch((e: Error) => ({ status: 0, body: e.message })),
+      ),
+    );
     const leaders = answers.map((a) => (a.status === 200 ? (a.body as { leader_id: string | null }).leader_id : null));
     seen = JSON.stringify(answers.map((a) => a.body));
     if (leaders[0] !== null && leaders[0] !== not && leaders.every((l) => l === leaders[0])) return leaders[0]!;
@@ -214,7 +273,8 @@ interface Row {
 
 async function statusRows(ids: number[]): Promise<{ rows: Row[]; result: CliResult }> {
   const result = await cli(['status', '--endpoints', endpoints(ids), '--json']);
-  if (!result.stdout.trim().startsWith('[')) throw new Error(`status printed no rows: ${result.stdout} ${result.stderr}`);
+  if (!result.stdout.trim().startsWith('['))
+    throw new Error(`status printed no rows: ${result.stdout} ${result.stderr}`);
   return { rows: JSON.parse(result.stdout) as Row[], result };
 }
 
@@ -229,29 +289,44 @@ async function through<T>(i: number, fn: (c: ClusterClient) => Promise<T>): Prom
 }
 
 t.test('the image runs the member process as an unprivileged user', async (t) => {
-  const config = JSON.parse(await podman(['image', 'inspect', image])) as Array<{ Config: { User: string; Entrypoint: string[] } }>;
+  const config = JSON.parse(await podman(['image', 'inspect', image])) as Array<{
+    Config: { User: string; Entrypoint: string[] };
+  }>;
   t.equal(config[0]!.Config.User, 'raftkit', 'USER raftkit');
-  t.same(config[0]!.Config.Entrypoint, ['node', '/opt/raftkit/cluster/dist/src/member.js'], 'the entry point is the member process');
+  t.same(
+    config[0]!.Config.Entrypoint,
+    ['node', '/opt/raftkit/cluster/dist/src/member.js'],
+    'the entry point is the member process',
+  );
   t.not(uid, '0', `uid ${uid}`);
   t.match(nodeVersion, /^v20\./, `Node 20 in the image (${nodeVersion})`);
 });
 
 let leader = '';
 
-t.test('three members in containers elect a leader; the CLI on the host sees them over https; a write through a follower', async (t) => {
-  leader = await waitLeader(IDS);
-  const { rows, result } = await statusRows(IDS);
-  t.equal(result.code, 0, 'status exits 0');
-  t.same(rows.map((r) => r.id).sort(), ['n1', 'n2', 'n3'], 'one row per container, named by the member');
-  t.ok(rows.every((r) => r.url.startsWith(`https://10.232.${slot}.`)), "rows show the containers' https URLs");
-  t.equal(rows.filter((r) => r.role === 'leader').length, 1, 'one leader');
-  t.equal(rows.find((r) => r.role === 'leader')?.id, leader, `the leader every member names: ${leader}`);
-  const [a, b] = IDS.filter((i) => `n${i}` !== leader);
-  const put = await through(a!, (c) => c.call('PUT', '/v1/kv/first', 'through a follower') as Promise<{ revision: number }>);
-  t.ok(put.revision > 0, `written through n${a}, a follower`);
-  const got = await through(b!, (c) => c.call('GET', '/v1/kv/first') as Promise<{ value: string }>);
-  t.equal(got.value, 'through a follower', `read back through n${b}`);
-});
+t.test(
+  'three members in containers elect a leader; the CLI on the host sees them over https; a write through a follower',
+  async (t) => {
+    leader = await waitLeader(IDS);
+    const { rows, result } = await statusRows(IDS);
+    t.equal(result.code, 0, 'status exits 0');
+    t.same(rows.map((r) => r.id).sort(), ['n1', 'n2', 'n3'], 'one row per container, named by the member');
+    t.ok(
+      rows.every((r) => r.url.startsWith(`https://10.232.${slot}.`)),
+      "rows show the containers' https URLs",
+    );
+    t.equal(rows.filter((r) => r.role === 'leader').length, 1, 'one leader');
+    t.equal(rows.find((r) => r.role === 'leader')?.id, leader, `the leader every member names: ${leader}`);
+    const [a, b] = IDS.filter((i) => `n${i}` !== leader);
+    const put = await through(
+      a!,
+      (c) => c.call('PUT', '/v1/kv/first', 'through a follower') as Promise<{ revision: number }>,
+    );
+    t.ok(put.revision > 0, `written through n${a}, a follower`);
+    const got = await through(b!, (c) => c.call('GET', '/v1/kv/first') as Promise<{ value: string }>);
+    t.equal(got.value, 'through a follower', `read back through n${b}`);
+  },
+);
 
 t.test("the leader's container killed: the other two elect and serve writes and reads", async (t) => {
   const index = Number(leader.slice(1));
@@ -274,10 +349,15 @@ t.test("the leader's container killed: the other two elect and serve writes and 
       t.equal(got.value, `via n${j}`, `n${i} reads the write made through n${j}`);
     }
   }
-  t.equal((await through(rest[0]!, (c) => c.call('GET', '/v1/kv/first') as Promise<{ value: string }>)).value, 'through a follower', 'the write from before the kill is there');
+  t.equal(
+    (await through(rest[0]!, (c) => c.call('GET', '/v1/kv/first') as Promise<{ value: string }>)).value,
+    'through a follower',
+    'the write from before the kill is there',
+  );
 
   // Started again on its volume, it rejoins as a follower and applies what was committed while it was down.
-  const target = ((await through(rest[0]!, (c) => c.call('GET', '/v1/cluster/status'))) as { commit_index: number }).commit_index;
+  const target = ((await through(rest[0]!, (c) => c.call('GET', '/v1/cluster/status'))) as { commit_index: number })
+    .commit_index;
   await podman(['start', container(index)]);
   await waitLeader(IDS);
   const deadline = Date.now() + 60_000;
@@ -288,5 +368,8 @@ t.test("the leader's container killed: the other two elect and serve writes and 
     await new Promise((r) => setTimeout(r, 300));
   }
   t.equal(own.role, 'follower', `${container(index)} started again: a follower`);
-  t.ok(own.applied_index >= target, `it applied up to the commit index of before its start (${own.applied_index} >= ${target})`);
+  t.ok(
+    own.applied_index >= target,
+    `it applied up to the commit index of before its start (${own.applied_index} >= ${target})`,
+  );
 });

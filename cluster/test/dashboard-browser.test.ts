@@ -43,7 +43,8 @@ const mark = (what: string): void => t.comment(`${what}: ${((Date.now() - starte
 
 t.before(async () => {
   const bundle = fileURLToPath(new URL('../../web/dist/assets/app.js', import.meta.url));
-  if (!existsSync(bundle)) throw new Error(`${bundle} is missing: make build (node scripts/build-web.mjs cluster/web) bundles the page`);
+  if (!existsSync(bundle))
+    throw new Error(`${bundle} is missing: make build (node scripts/build-web.mjs cluster/web) bundles the page`);
   root = mkdtempSync(join(tmpdir(), 'dashboard-it-'));
   ports = await reservePorts();
   const dataDir = join(root, 'kv');
@@ -52,7 +53,21 @@ t.before(async () => {
   token = randomBytes(24).toString('base64url');
   const launching = launchChromium();
   launching.catch(() => undefined);
-  const clusterUp = runCli(['up', '--service', 'kv', '--nodes', '5', '--data', dataDir, '--base-port', String(ports.base), '--tick-ms', '50', '--auth-token', token]);
+  const clusterUp = runCli([
+    'up',
+    '--service',
+    'kv',
+    '--nodes',
+    '5',
+    '--data',
+    dataDir,
+    '--base-port',
+    String(ports.base),
+    '--tick-ms',
+    '50',
+    '--auth-token',
+    token,
+  ]);
 
   const port = await freePort();
   const env: NodeJS.ProcessEnv = { ...process.env };
@@ -61,20 +76,48 @@ t.before(async () => {
   const jepsenDir = join(root, 'jepsen-out');
   mkdirSync(jepsenDir);
   // Two runs in the shape jepsen-like's runner leaves (report.html, result.json): one valid, one not.
-  for (const [name, valid, nemesis] of [['kv-ok', true, ['partition', 'kill']], ['kv-bad', false, ['pause']]] as const) {
+  for (const [name, valid, nemesis] of [
+    ['kv-ok', true, ['partition', 'kill']],
+    ['kv-bad', false, ['pause']],
+  ] as const) {
     mkdirSync(join(jepsenDir, name));
-    writeFileSync(join(jepsenDir, name, 'result.json'), JSON.stringify({ valid, run: { workload: 'register', nemesis } }));
-    writeFileSync(join(jepsenDir, name, 'report.html'), `<!doctype html><title>${name}</title><h1>report of ${name}</h1>`);
+    writeFileSync(
+      join(jepsenDir, name, 'result.json'),
+      JSON.stringify({ valid, run: { workload: 'register', nemesis } }),
+    );
+    writeFileSync(
+      join(jepsenDir, name, 'report.html'),
+      `<!doctype html><title>${name}</title><h1>report of ${name}</h1>`,
+    );
   }
-  const child = spawn(process.execPath, [CLUSTER_CLI, 'dashboard', '--data-root', root, '--port', String(port), '--jepsen-dir', jepsenDir, '--auth-token', token], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [
+      CLUSTER_CLI,
+      'dashboard',
+      '--data-root',
+      root,
+      '--port',
+      String(port),
+      '--jepsen-dir',
+      jepsenDir,
+      '--auth-token',
+      token,
+    ],
+    { env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   dashboard = child;
   let out = '';
   child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
   child.stderr!.on('data', (b: Buffer) => (out += b.toString()));
-  url = await until('the dashboard to print its address', () => {
-    if (child.exitCode !== null) throw new Error(`cluster dashboard exited (${child.exitCode}): ${out}`);
-    return /dashboard: (http:\/\/\S+#token=\S+)/.exec(out)?.[1] ?? null;
-  }, WAIT).catch((e: Error) => {
+  url = await until(
+    'the dashboard to print its address',
+    () => {
+      if (child.exitCode !== null) throw new Error(`cluster dashboard exited (${child.exitCode}): ${out}`);
+      return /dashboard: (http:\/\/\S+#token=\S+)/.exec(out)?.[1] ?? null;
+    },
+    WAIT,
+  ).catch((e: Error) => {
     throw new Error(`${e.message}; output: ${out}`);
   });
   mark('dashboard up');
@@ -87,7 +130,11 @@ t.before(async () => {
 });
 
 t.teardown(async () => {
-  await Promise.all([browser?.close().catch(() => undefined), stopDashboard(), root === '' ? undefined : runCli(['down', '--wipe', '--data', join(root, 'kv')])]);
+  await Promise.all([
+    browser?.close().catch(() => undefined),
+    stopDashboard(),
+    root === '' ? undefined : runCli(['down', '--wipe', '--data', join(root, 'kv')]),
+  ]);
   if (root !== '') rmSync(root, { recursive: true, force: true });
   ports?.release();
   mark('all stopped');
@@ -95,7 +142,11 @@ t.teardown(async () => {
 
 /** Every member row's state, as the page shows it. */
 const states = (p: Page): Promise<Record<string, string>> =>
-  p.$$eval('tr[data-testid^="member-row-"]', (rows) => Object.fromEntries(rows.map((r) => [r.getAttribute('data-testid')!.slice('member-row-'.length), r.getAttribute('data-state') ?? ''])));
+  p.$$eval('tr[data-testid^="member-row-"]', (rows) =>
+    Object.fromEntries(
+      rows.map((r) => [r.getAttribute('data-testid')!.slice('member-row-'.length), r.getAttribute('data-state') ?? '']),
+    ),
+  );
 
 const leaderOf = (s: Record<string, string>): string | null => {
   const leaders = Object.keys(s).filter((id) => s[id] === 'leader');
@@ -103,7 +154,8 @@ const leaderOf = (s: Record<string, string>): string | null => {
 };
 
 /** Timeline entries of one kind, as text. */
-const eventsOf = (p: Page, kind: string): Promise<string[]> => p.$$eval(`[data-testid="timeline"] li[data-kind="${kind}"]`, (lis) => lis.map((li) => li.textContent ?? ''));
+const eventsOf = (p: Page, kind: string): Promise<string[]> =>
+  p.$$eval(`[data-testid="timeline"] li[data-kind="${kind}"]`, (lis) => lis.map((li) => li.textContent ?? ''));
 
 interface Pixels extends DecodedPng {
   colours: number;
@@ -113,7 +165,8 @@ interface Pixels extends DecodedPng {
 async function decode(p: Page, png: Buffer): Promise<Pixels> {
   const d = await decodePng(p, png);
   const colours = new Set<number>();
-  for (let i = 0; i < d.rgba.length && colours.size < 2000; i += 4) colours.add((d.rgba[i]! << 16) | (d.rgba[i + 1]! << 8) | d.rgba[i + 2]!);
+  for (let i = 0; i < d.rgba.length && colours.size < 2000; i += 4)
+    colours.add((d.rgba[i]! << 16) | (d.rgba[i + 1]! << 8) | d.rgba[i + 2]!);
   return { ...d, colours: colours.size };
 }
 
@@ -121,7 +174,8 @@ function differing(a: Pixels, b: Pixels): number {
   const x = a.rgba;
   const y = b.rgba;
   let n = 0;
-  for (let i = 0; i + 3 < Math.min(x.length, y.length); i += 4) if (x[i] !== y[i] || x[i + 1] !== y[i + 1] || x[i + 2] !== y[i + 2]) n++;
+  for (let i = 0; i + 3 < Math.min(x.length, y.length); i += 4)
+    if (x[i] !== y[i] || x[i + 1] !== y[i + 1] || x[i + 2] !== y[i + 2]) n++;
   return n;
 }
 
@@ -145,7 +199,11 @@ t.test('without a token the page asks for one, refuses a wrong one, and lists th
   await page.click('[data-testid="token-submit"]');
   await page.waitForSelector('body[data-loaded="true"]', { timeout: WAIT });
   await page.waitForSelector('[data-testid="jepsen-runs"]', { timeout: WAIT });
-  t.match(await page.textContent('[data-testid="jepsen-kv-ok"]'), /register.*partition,kill.*valid/, 'the valid run and its verdict');
+  t.match(
+    await page.textContent('[data-testid="jepsen-kv-ok"]'),
+    /register.*partition,kill.*valid/,
+    'the valid run and its verdict',
+  );
   t.match(await page.textContent('[data-testid="jepsen-kv-bad"]'), /INVALID/, 'the failed run and its verdict');
   const href = await page.getAttribute('[data-testid="jepsen-kv-bad"] a', 'href');
   t.equal(href, '/jepsen/kv-bad/report.html', 'each run links to its report');
@@ -186,10 +244,14 @@ t.test('the page shows the cluster, and kill, partition, heal, pause and resume 
   await page.waitForSelector('[data-testid="live-status"][data-state="live"]', { timeout: WAIT });
   t.match(await page.textContent('[data-testid="cluster-picker"]'), /kv/, 'the picker lists the kv cluster');
 
-  const before = await until('5 members and one leader on the page', async () => {
-    const s = await states(page);
-    return Object.keys(s).length === 5 && leaderOf(s) !== null ? s : null;
-  }, WAIT);
+  const before = await until(
+    '5 members and one leader on the page',
+    async () => {
+      const s = await states(page);
+      return Object.keys(s).length === 5 && leaderOf(s) !== null ? s : null;
+    },
+    WAIT,
+  );
   t.same(Object.keys(before).sort(), ['n1', 'n2', 'n3', 'n4', 'n5'], 'five members shown');
   const oldLeader = leaderOf(before)!;
   t.equal(await page.textContent('[data-testid="cluster-leader"]'), oldLeader, 'the header names the leader');
@@ -206,24 +268,43 @@ t.test('the page shows the cluster, and kill, partition, heal, pause and resume 
   t.same(await eventsOf(page, 'fault'), [], 'a cancelled kill is no fault');
   await page.click(`[data-testid="kill-${oldLeader}"]`);
   await page.waitForSelector('[data-testid="confirm-dialog"]', { timeout: WAIT });
-  t.match(await page.textContent('[data-testid="confirm-dialog"]'), new RegExp(`Kill ${oldLeader}`), 'the dialog names the member');
+  t.match(
+    await page.textContent('[data-testid="confirm-dialog"]'),
+    new RegExp(`Kill ${oldLeader}`),
+    'the dialog names the member',
+  );
   await shoot('2-confirm');
   const killedAt = Date.now();
   await page.click('[data-testid="confirm-yes"]');
-  const afterKill = await until('a new leader on the page', async () => {
-    const s = await states(page);
-    const l = leaderOf(s);
-    return s[oldLeader] === 'down' && l !== null && l !== oldLeader ? s : null;
-  }, WAIT);
+  const afterKill = await until(
+    'a new leader on the page',
+    async () => {
+      const s = await states(page);
+      const l = leaderOf(s);
+      return s[oldLeader] === 'down' && l !== null && l !== oldLeader ? s : null;
+    },
+    WAIT,
+  );
   const newLeader = leaderOf(afterKill)!;
   const tookMs = Date.now() - killedAt;
-  t.ok(tookMs <= NEW_LEADER_MS, `new leader ${newLeader} shown ${tookMs} ms after the kill of ${oldLeader} (bound ${NEW_LEADER_MS} ms)`);
-  const killEvents = await until('the kill on the timeline', async () => {
-    const faults = await eventsOf(page, 'fault');
-    return faults.some((f) => f.includes(oldLeader)) ? faults : null;
-  }, WAIT);
+  t.ok(
+    tookMs <= NEW_LEADER_MS,
+    `new leader ${newLeader} shown ${tookMs} ms after the kill of ${oldLeader} (bound ${NEW_LEADER_MS} ms)`,
+  );
+  const killEvents = await until(
+    'the kill on the timeline',
+    async () => {
+      const faults = await eventsOf(page, 'fault');
+      return faults.some((f) => f.includes(oldLeader)) ? faults : null;
+    },
+    WAIT,
+  );
   t.equal(killEvents.length, 1, 'one fault event so far');
-  await until('the leader change on the timeline', async () => ((await eventsOf(page, 'leader')).some((e) => e.includes(newLeader)) ? true : null), WAIT);
+  await until(
+    'the leader change on the timeline',
+    async () => ((await eventsOf(page, 'leader')).some((e) => e.includes(newLeader)) ? true : null),
+    WAIT,
+  );
   mark('new leader shown');
   const killedShot = await shoot('3-after-kill');
   const changed = differing(shots.get('1-before')!, killedShot);
@@ -231,26 +312,49 @@ t.test('the page shows the cluster, and kill, partition, heal, pause and resume 
 
   // Partition: drag the new leader alone into side B, then confirm.
   await page.locator(`[data-testid="chip-${newLeader}"]`).dragTo(page.locator('[data-testid="side-b"]'));
-  t.equal(await page.locator(`[data-testid="side-b"] [data-testid="chip-${newLeader}"]`).count(), 1, 'the dragged chip is on side B');
+  t.equal(
+    await page.locator(`[data-testid="side-b"] [data-testid="chip-${newLeader}"]`).count(),
+    1,
+    'the dragged chip is on side B',
+  );
   t.equal(await page.locator('[data-testid="side-b"] .chip').count(), 1, 'alone');
   // The click fallback moves a chip across and back.
   await page.click(`[data-testid="chip-${newLeader}"]`);
-  t.equal(await page.locator(`[data-testid="side-a"] [data-testid="chip-${newLeader}"]`).count(), 1, 'a click moves it back to side A');
+  t.equal(
+    await page.locator(`[data-testid="side-a"] [data-testid="chip-${newLeader}"]`).count(),
+    1,
+    'a click moves it back to side A',
+  );
   await page.click(`[data-testid="chip-${newLeader}"]`);
-  t.equal(await page.locator(`[data-testid="side-b"] [data-testid="chip-${newLeader}"]`).count(), 1, 'and again to side B');
+  t.equal(
+    await page.locator(`[data-testid="side-b"] [data-testid="chip-${newLeader}"]`).count(),
+    1,
+    'and again to side B',
+  );
   await page.click('[data-testid="partition-apply"]');
   await page.waitForSelector('[data-testid="confirm-dialog"]', { timeout: WAIT });
   await page.click('[data-testid="confirm-yes"]');
   await page.waitForSelector('[data-testid="partition-status"][data-active="true"]', { timeout: WAIT });
   const shown = (await page.textContent('[data-testid="partition-status"]')) ?? '';
-  const sides = shown.replace(/^partitioned:\s*/, '').split('|').map((side) => side.trim());
+  const sides = shown
+    .replace(/^partitioned:\s*/, '')
+    .split('|')
+    .map((side) => side.trim());
   t.ok(sides.length === 2 && sides.includes(newLeader), `the partition is shown with the leader alone: ${shown}`);
-  await until('the partition on the timeline', async () => ((await eventsOf(page, 'fault')).length >= 2 ? true : null), WAIT);
+  await until(
+    'the partition on the timeline',
+    async () => ((await eventsOf(page, 'fault')).length >= 2 ? true : null),
+    WAIT,
+  );
   // The majority side (three live members of five) elects a leader of its own.
-  await until('a leader on the majority side', async () => {
-    const s = await states(page);
-    return Object.keys(s).some((id) => id !== newLeader && id !== oldLeader && s[id] === 'leader') ? true : null;
-  }, WAIT);
+  await until(
+    'a leader on the majority side',
+    async () => {
+      const s = await states(page);
+      return Object.keys(s).some((id) => id !== newLeader && id !== oldLeader && s[id] === 'leader') ? true : null;
+    },
+    WAIT,
+  );
   mark('partition shown');
   const partitionShot = await shoot('4-partitioned');
   t.ok(differing(killedShot, partitionShot) > 500, 'the page looks different once partitioned');
@@ -258,7 +362,11 @@ t.test('the page shows the cluster, and kill, partition, heal, pause and resume 
   // Heal: no confirmation needed.
   await page.click('[data-testid="heal"]');
   await page.waitForSelector('[data-testid="partition-status"][data-active="false"]', { timeout: WAIT });
-  await until('the heal on the timeline', async () => ((await eventsOf(page, 'fault')).length >= 3 ? true : null), WAIT);
+  await until(
+    'the heal on the timeline',
+    async () => ((await eventsOf(page, 'fault')).length >= 3 ? true : null),
+    WAIT,
+  );
   mark('heal shown');
   await shoot('5-healed');
 
@@ -271,11 +379,19 @@ t.test('the page shows the cluster, and kill, partition, heal, pause and resume 
   mark('pause shown');
   await shoot('6-paused');
   await page.click(`[data-testid="resume-${follower}"]`);
-  await until(`${follower} back on the page`, async () => {
-    const s = await states(page);
-    return s[follower] === 'follower' || s[follower] === 'leader' ? true : null;
-  }, WAIT);
-  await until('kill, partition, heal, pause and resume on the timeline', async () => ((await eventsOf(page, 'fault')).length >= 5 ? true : null), WAIT);
+  await until(
+    `${follower} back on the page`,
+    async () => {
+      const s = await states(page);
+      return s[follower] === 'follower' || s[follower] === 'leader' ? true : null;
+    },
+    WAIT,
+  );
+  await until(
+    'kill, partition, heal, pause and resume on the timeline',
+    async () => ((await eventsOf(page, 'fault')).length >= 5 ? true : null),
+    WAIT,
+  );
   mark('resume shown');
   t.equal(await page.locator('[data-testid="error"]').count(), 0, 'no action reported an error');
 

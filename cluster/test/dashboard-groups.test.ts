@@ -35,25 +35,52 @@ interface Group {
 }
 
 t.test('a silent member keeps its place in the group rows, aged; the rows never empty', async (t) => {
-  const d = await startDashboard({ dataRoot: cluster.root, jepsenDir: join(cluster.root, 'none'), token: cluster.token, port: ports.base + 16 });
+  const d = await startDashboard({
+    dataRoot: cluster.root,
+    jepsenDir: join(cluster.root, 'none'),
+    token: cluster.token,
+    port: ports.base + 16,
+  });
   t.teardown(() => d.close());
   const groups = async (): Promise<{ members: Array<{ id: string; state: string }>; groups: Group[] }> => {
-    const res = await fetch(`http://127.0.0.1:${d.port}/api/overview`, { headers: { authorization: `Bearer ${cluster.token}` }, signal: AbortSignal.timeout(15_000) });
-    return ((await res.json()) as { clusters: Array<{ members: Array<{ id: string; state: string }>; groups: Group[] }> }).clusters[0]!;
+    const res = await fetch(`http://127.0.0.1:${d.port}/api/overview`, {
+      headers: { authorization: `Bearer ${cluster.token}` },
+      signal: AbortSignal.timeout(15_000),
+    });
+    return (
+      (await res.json()) as { clusters: Array<{ members: Array<{ id: string; state: string }>; groups: Group[] }> }
+    ).clusters[0]!;
   };
-  const before = await until('every group with a leader and its replicas', async () => {
-    const v = await groups();
-    return v.groups.length > 0 && v.groups.every((g) => g.leader !== null && g.members.length === 3 && g.ageMs === 0) ? v.groups : null;
-  }, 30_000);
+  const before = await until(
+    'every group with a leader and its replicas',
+    async () => {
+      const v = await groups();
+      return v.groups.length > 0 && v.groups.every((g) => g.leader !== null && g.members.length === 3 && g.ageMs === 0)
+        ? v.groups
+        : null;
+    },
+    30_000,
+  );
   const quiet = 'n3';
   stopped = cluster.pid(quiet)!;
   process.kill(stopped, 'SIGSTOP');
-  await until(`${quiet} paused`, async () => (await groups()).members.find((m) => m.id === quiet)?.state === 'paused', 10_000);
+  await until(
+    `${quiet} paused`,
+    async () => (await groups()).members.find((m) => m.id === quiet)?.state === 'paused',
+    10_000,
+  );
   let aged = 0;
   for (let i = 0; i < 5; i++) {
     const v = await groups();
-    t.same(v.groups.map((g) => g.name), before.map((g) => g.name), `poll ${i + 1}: the same groups`);
-    t.ok(v.groups.every((g) => g.members.some((m) => m.id === quiet)), `poll ${i + 1}: ${quiet} still in every row`);
+    t.same(
+      v.groups.map((g) => g.name),
+      before.map((g) => g.name),
+      `poll ${i + 1}: the same groups`,
+    );
+    t.ok(
+      v.groups.every((g) => g.members.some((m) => m.id === quiet)),
+      `poll ${i + 1}: ${quiet} still in every row`,
+    );
     aged = Math.max(aged, ...v.groups.map((g) => g.ageMs));
     await sleep(1_000);
   }

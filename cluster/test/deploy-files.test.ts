@@ -39,10 +39,20 @@ t.test('the systemd unit template verifies cleanly', async (t) => {
   const good = await verify(unitText, 'good');
   t.equal(good.code, 0, 'exit 0');
   t.equal(good.stderr.trim(), '', 'no warning');
-  const broken = await verify(unitText.replace('LimitNOFILE=', 'LimitNOFILES=').replace('Restart=on-failure', 'Restart=sometimes'), 'broken');
+  const broken = await verify(
+    unitText.replace('LimitNOFILE=', 'LimitNOFILES=').replace('Restart=on-failure', 'Restart=sometimes'),
+    'broken',
+  );
   t.match(broken.stderr, /LimitNOFILES/, 'a misspelt key is reported (the check can fail)');
   t.match(broken.stderr, /sometimes/, 'and a bad value');
-  for (const line of ['Restart=on-failure', 'User=raftkit', 'LimitNOFILE=65536', 'NoNewPrivileges=yes', 'ProtectSystem=strict', 'StateDirectory=raftkit/%i']) {
+  for (const line of [
+    'Restart=on-failure',
+    'User=raftkit',
+    'LimitNOFILE=65536',
+    'NoNewPrivileges=yes',
+    'ProtectSystem=strict',
+    'StateDirectory=raftkit/%i',
+  ]) {
     t.ok(unitText.split('\n').includes(line), `has ${line}`);
   }
 });
@@ -53,14 +63,24 @@ t.test('the unit and the image run the member process this repository builds, wi
   t.equal(exec?.[2], '/opt/raftkit/cluster/dist/src/member.js', 'at the install path of the guide');
   t.ok(existsSync(join(repo, 'cluster/dist/src/member.js')), 'which is where tsc puts the member process');
   const dockerfile = readFileSync(join(repo, 'deploy/Dockerfile'), 'utf8');
-  t.match(dockerfile, /ENTRYPOINT \["node", "\/opt\/raftkit\/cluster\/dist\/src\/member\.js"\]/, 'the image runs the same file');
+  t.match(
+    dockerfile,
+    /ENTRYPOINT \["node", "\/opt\/raftkit\/cluster\/dist\/src\/member\.js"\]/,
+    'the image runs the same file',
+  );
   t.match(dockerfile, /RUN npm ci /, 'the image installs from the lock file');
   const ignore = readFileSync(join(repo, '.dockerignore'), 'utf8').split('\n');
-  t.ok(ignore.includes('**/node_modules') && ignore.includes('**/dist'), 'the build context leaves out installed and built files');
+  t.ok(
+    ignore.includes('**/node_modules') && ignore.includes('**/dist'),
+    'the build context leaves out installed and built files',
+  );
 });
 
 t.test("the example config's keys are the member's flags", async (t) => {
-  const config = JSON.parse(readFileSync(join(repo, 'deploy/systemd/n1.json.example'), 'utf8')) as Record<string, unknown>;
+  const config = JSON.parse(readFileSync(join(repo, 'deploy/systemd/n1.json.example'), 'utf8')) as Record<
+    string,
+    unknown
+  >;
   const help = await run(process.execPath, [join(repo, 'cluster/dist/src/member.js'), '--help']);
   t.equal(help.code, 0, 'member --help exits 0');
   for (const key of Object.keys(config)) t.match(help.stdout, new RegExp(`--${key} `), `--${key} is a member flag`);

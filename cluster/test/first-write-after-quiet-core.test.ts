@@ -34,7 +34,10 @@ const cases: Case[] = [
     steps: async (c, round) =>
       c.members.flatMap((m, i) => [
         { name: `${m} PUT`, send: () => call(m, 'PUT', `/v1/kv/${round}-${i}`, { token: c.token, raw: 'v' }) },
-        { name: `${m} CAS`, send: () => call(m, 'POST', `/v1/kv/${round}-${i}/cas`, { token: c.token, body: { from: 'v', to: 'w' } }) },
+        {
+          name: `${m} CAS`,
+          send: () => call(m, 'POST', `/v1/kv/${round}-${i}/cas`, { token: c.token, body: { from: 'v', to: 'w' } }),
+        },
         { name: `${m} DELETE`, send: () => call(m, 'DELETE', `/v1/kv/${round}-${i}`, { token: c.token }) },
         { name: `${m} client session`, send: () => call(m, 'POST', '/v1/client-sessions', { token: c.token }) },
       ]),
@@ -55,16 +58,29 @@ const cases: Case[] = [
               return a;
             },
           },
-          { name: `${m} heartbeat`, send: () => call(m, 'POST', `/v1/sessions/${session}/heartbeat`, { token: c.token }) },
+          {
+            name: `${m} heartbeat`,
+            send: () => call(m, 'POST', `/v1/sessions/${session}/heartbeat`, { token: c.token }),
+          },
           {
             name: `${m} acquire`,
             send: async () => {
-              const a = await call(m, 'POST', `/v1/locks/${round}-${i}/acquire`, { token: c.token, body: { session_id: session, wait: false } });
+              const a = await call(m, 'POST', `/v1/locks/${round}-${i}/acquire`, {
+                token: c.token,
+                body: { session_id: session, wait: false },
+              });
               token = Number(a.body.fencing_token);
               return a;
             },
           },
-          { name: `${m} release`, send: () => call(m, 'POST', `/v1/locks/${round}-${i}/release`, { token: c.token, body: { session_id: session, fencing_token: token } }) },
+          {
+            name: `${m} release`,
+            send: () =>
+              call(m, 'POST', `/v1/locks/${round}-${i}/release`, {
+                token: c.token,
+                body: { session_id: session, fencing_token: token },
+              }),
+          },
           { name: `${m} close session`, send: () => call(m, 'DELETE', `/v1/sessions/${session}`, { token: c.token }) },
         );
       }
@@ -81,8 +97,14 @@ const cases: Case[] = [
         const ruleId = randomUUID();
         const rule = { service_id: tenant, dimension: 'ip', endpoint_pattern: '*', capacity: 5, refill_rate: 1 };
         return [
-          { name: `${base} tenant`, send: () => call(base, 'PUT', `/v1/tenants/${tenant}`, { token: c.token, body: {} }) },
-          { name: `${base} rule`, send: () => call(base, 'PUT', `/v1/rules/${ruleId}`, { token: c.token, body: rule }) },
+          {
+            name: `${base} tenant`,
+            send: () => call(base, 'PUT', `/v1/tenants/${tenant}`, { token: c.token, body: {} }),
+          },
+          {
+            name: `${base} rule`,
+            send: () => call(base, 'PUT', `/v1/rules/${ruleId}`, { token: c.token, body: rule }),
+          },
           { name: `${base} rule delete`, send: () => call(base, 'DELETE', `/v1/rules/${ruleId}`, { token: c.token }) },
         ];
       });
@@ -95,16 +117,29 @@ const cases: Case[] = [
       const app = c.role('app')[0]!.url;
       let code = '';
       return [
-        { name: 'api key', send: () => call(app, 'POST', '/api/keys', { token: c.token, body: { user: `user-${round}` } }) },
+        {
+          name: 'api key',
+          send: () => call(app, 'POST', '/api/keys', { token: c.token, body: { user: `user-${round}` } }),
+        },
         {
           name: 'create',
           send: async () => {
-            const a = await call(app, 'POST', '/api/urls', { token: c.token, body: { long_url: `https://example.com/${round}` } });
+            const a = await call(app, 'POST', '/api/urls', {
+              token: c.token,
+              body: { long_url: `https://example.com/${round}` },
+            });
             code = String(a.body.short_code);
             return a;
           },
         },
-        { name: 'custom alias', send: () => call(app, 'POST', '/api/urls', { token: c.token, body: { long_url: 'https://example.com/alias', custom_alias: `alias-${round}` } }) },
+        {
+          name: 'custom alias',
+          send: () =>
+            call(app, 'POST', '/api/urls', {
+              token: c.token,
+              body: { long_url: 'https://example.com/alias', custom_alias: `alias-${round}` },
+            }),
+        },
         { name: 'delete', send: () => call(app, 'DELETE', `/api/urls/${code}`, { token: c.token }) },
       ];
     },
@@ -149,13 +184,17 @@ await t.test(`quiet: ${QUIET_MS} ms without a request`, async (t) => {
 });
 
 for (const { sc, cluster, kv } of running) {
-  await t.test(`${sc.service}: each first write after ${QUIET_MS} ms of quiet (session timeout ${SESSION_TIMEOUT_MS} ms) succeeds`, async (t) => {
-    for (const step of await sc.steps(cluster, 'quiet')) {
-      const a = await step.send();
-      t.ok(a.status < 300, `${step.name}: ${a.status}${a.status < 300 ? '' : ` ${JSON.stringify(a.body)}`}`);
-    }
-    if (kv !== null) t.ok((await kv.put('client-key', 'after quiet')).revision > 0, 'KvClient writes after its own session lapsed');
-  });
+  await t.test(
+    `${sc.service}: each first write after ${QUIET_MS} ms of quiet (session timeout ${SESSION_TIMEOUT_MS} ms) succeeds`,
+    async (t) => {
+      for (const step of await sc.steps(cluster, 'quiet')) {
+        const a = await step.send();
+        t.ok(a.status < 300, `${step.name}: ${a.status}${a.status < 300 ? '' : ` ${JSON.stringify(a.body)}`}`);
+      }
+      if (kv !== null)
+        t.ok((await kv.put('client-key', 'after quiet')).revision > 0, 'KvClient writes after its own session lapsed');
+    },
+  );
 }
 
 function sleep(ms: number): Promise<void> {

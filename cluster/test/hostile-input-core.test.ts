@@ -24,7 +24,11 @@ const cases: ServiceCase[] = [
   {
     service: 'shortlink',
     workers: 'stream=1,analytics=1,app=1',
-    write: (c) => call(c.role('app')[0]!.url, 'POST', '/api/urls', { token: c.token, body: { long_url: 'https://example.com/after-attack' } }),
+    write: (c) =>
+      call(c.role('app')[0]!.url, 'POST', '/api/urls', {
+        token: c.token,
+        body: { long_url: 'https://example.com/after-attack' },
+      }),
   },
 ];
 

@@ -30,7 +30,11 @@ const RAFT_PORT = 7000;
 const HTTP_PORT = 8000;
 const TOKEN = 'hosts-netns-token-0123456789abcdef';
 
-function sh(command: string, args: string[], input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+function sh(
+  command: string,
+  args: string[],
+  input?: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     const child = execFile(command, args, { timeout: 30_000 }, (error, stdout, stderr) => {
       resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout, stderr });
@@ -41,7 +45,8 @@ function sh(command: string, args: string[], input?: string): Promise<{ code: nu
 
 async function must(command: string, args: string[]): Promise<string> {
   const r = await sh(command, args);
-  if (r.code !== 0) throw new Error(`${command} ${args.join(' ')} failed (${r.code}): ${r.stderr.trim() || r.stdout.trim()}`);
+  if (r.code !== 0)
+    throw new Error(`${command} ${args.join(' ')} failed (${r.code}): ${r.stderr.trim() || r.stdout.trim()}`);
   return r.stdout;
 }
 
@@ -68,7 +73,11 @@ const processes = new Map<number, ChildProcess>();
 function removeHosts(): void {
   // One `ip` process for all of it (-force: go on past the ones already gone): on a loaded machine each process
   // start costs a second, and a teardown cut short by a timeout would leave namespaces behind.
-  const lines = [...HOSTS.map((i) => `netns del ${nsName(i)}`), ...HOSTS.map((i) => `link del ${vethName(i)}`), `link del ${bridge}`];
+  const lines = [
+    ...HOSTS.map((i) => `netns del ${nsName(i)}`),
+    ...HOSTS.map((i) => `link del ${vethName(i)}`),
+    `link del ${bridge}`,
+  ];
   spawnSync('ip', ['-force', '-batch', '-'], { input: lines.join('\n') + '\n', stdio: ['pipe', 'ignore', 'ignore'] });
 }
 
@@ -77,7 +86,8 @@ let tornDown = false;
 function teardown(): void {
   if (tornDown) return;
   tornDown = true;
-  for (const child of processes.values()) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const child of processes.values())
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   removeHosts();
   rmSync(root, { recursive: true, force: true });
 }
@@ -92,7 +102,8 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 
 /** The "hosts": a bridge in the root namespace (10.231.S.1) and one namespace per member with its own address. */
 async function makeHosts(): Promise<void> {
-  if (typeof process.getuid !== 'function' || process.getuid() !== 0) throw new Error('this test needs root: it makes network namespaces (ip netns add)');
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0)
+    throw new Error('this test needs root: it makes network namespaces (ip netns add)');
   removeHosts(); // leftovers of a crashed run in this slot
   await must('ip', ['link', 'add', bridge, 'type', 'bridge']);
   await must('ip', ['addr', 'add', `10.231.${slot}.1/24`, 'dev', bridge]);
@@ -116,7 +127,12 @@ async function makeHosts(): Promise<void> {
  * Starts member n<i> on host i: listening on every interface of its namespace, advertising its address, from a
  * config file (the way deploy/systemd runs it), TLS from `certs`.
  */
-function startMember(i: number, certs: string, how: { peers?: number[]; join?: number[] }, extra: string[] = []): ChildProcess {
+function startMember(
+  i: number,
+  certs: string,
+  how: { peers?: number[]; join?: number[] },
+  extra: string[] = [],
+): ChildProcess {
   const id = `n${i}`;
   const list = (ids: number[]): string => ids.map((j) => `n${j}=${raftAddress(j)}`).join(',');
   const config = {
@@ -139,7 +155,10 @@ function startMember(i: number, certs: string, how: { peers?: number[]; join?: n
   const out = openSync(join(root, `${id}.log`), 'a');
   const env = { ...process.env };
   delete env.CLUSTER_AUTH_TOKEN;
-  const child = spawn('ip', ['netns', 'exec', nsName(i), process.execPath, MEMBER, '--config', configPath, ...extra], { stdio: ['ignore', out, out], env });
+  const child = spawn('ip', ['netns', 'exec', nsName(i), process.execPath, MEMBER, '--config', configPath, ...extra], {
+    stdio: ['ignore', out, out],
+    env,
+  });
   closeSync(out);
   processes.set(i, child);
   return child;
@@ -147,7 +166,10 @@ function startMember(i: number, certs: string, how: { peers?: number[]; join?: n
 
 function memberLog(i: number): string {
   try {
-    return readFileSync(join(root, `n${i}.log`), 'utf8').split('\n').slice(-8).join('\n');
+    return readFileSync(join(root, `n${i}.log`), 'utf8')
+      .split('\n')
+      .slice(-8)
+      .join('\n');
   } catch {
     return '(no log)';
   }
@@ -172,20 +194,33 @@ async function waitLeader(ids: number[], not?: string, timeoutMs = 90_000): Prom
   const deadline = Date.now() + timeoutMs;
   let seen = '';
   while (Date.now() < deadline) {
-    const answers = await Promise.all(ids.map((i) => probe.ask(i - 1, 'GET', '/v1/cluster/status', undefined, { timeoutMs: 2_000 }).catch((e: Error) => ({ status: 0, body: e.message }))));
+    const answers = await Promise.all(
+      ids.map((i) =>
+        probe
+          .ask(i - 1, 'GET', '/v1/cluster/status', undefined, { timeoutMs: 2_000 })
+          .catch((e: Error) => ({ status: 0, body: e.message })),
+      ),
+    );
     const leaders = answers.map((a) => (a.status === 200 ? (a.body as { leader_id: string | null }).leader_id : null));
-    seen = JSON.stringify(answers.map((a) => (a.status === 200 ? a.body : a)).map((b) => (typeof b === 'object' && b !== null && 'role' in b ? `${(b as Row).role}` : JSON.stringify(b))));
+    seen = JSON.stringify(
+      answers
+        .map((a) => (a.status === 200 ? a.body : a))
+        .map((b) => (typeof b === 'object' && b !== null && 'role' in b ? `${(b as Row).role}` : JSON.stringify(b))),
+    );
     // Survivors name a killed leader until their election timeout: `not` waits for the next one.
     if (leaders[0] !== null && leaders[0] !== not && leaders.every((l) => l === leaders[0])) return leaders[0]!;
     await new Promise((r) => setTimeout(r, 300));
   }
-  throw new Error(`no agreed leader among ${endpoints(ids)}: ${seen}\n${ids.map((i) => `n${i}: ${memberLog(i)}`).join('\n')}`);
+  throw new Error(
+    `no agreed leader among ${endpoints(ids)}: ${seen}\n${ids.map((i) => `n${i}: ${memberLog(i)}`).join('\n')}`,
+  );
 }
 
 /** `cluster status --endpoints ... --json`, parsed. */
 async function statusRows(ids: number[]): Promise<{ rows: Row[]; result: CliResult }> {
   const result = await cli(['status', '--endpoints', endpoints(ids), ...cliEnv(), '--json']);
-  if (!result.stdout.trim().startsWith('[')) throw new Error(`status printed no rows: ${result.stdout} ${result.stderr}`);
+  if (!result.stdout.trim().startsWith('['))
+    throw new Error(`status printed no rows: ${result.stdout} ${result.stderr}`);
   return { rows: JSON.parse(result.stdout) as Row[], result };
 }
 
@@ -219,7 +254,10 @@ t.test('the CLI outside sees a leader over https on three hosts, and a kv write 
   const { rows, result } = await statusRows([1, 2, 3]);
   t.equal(result.code, 0, 'status exits 0');
   t.same(rows.map((r) => r.id).sort(), ['n1', 'n2', 'n3'], 'one row per host, named by the member');
-  t.ok(rows.every((r) => r.url.startsWith(`https://10.231.${slot}.`)), 'rows show the hosts\' https URLs');
+  t.ok(
+    rows.every((r) => r.url.startsWith(`https://10.231.${slot}.`)),
+    "rows show the hosts' https URLs",
+  );
   t.equal(rows.filter((r) => r.role === 'leader').length, 1, 'one row is the leader');
   t.equal(rows.find((r) => r.role === 'leader')?.id, agreed, `the leader every host names: ${agreed}`);
   const put = (await kv.call('PUT', '/v1/kv/hello', 'from the root namespace')) as { revision: number };
@@ -235,14 +273,29 @@ let rogueAdd: Promise<CliResult> | null = null;
 
 t.test('remote mode says clearly what is wrong', async (t) => {
   startMember(5, join(root, 'rogue'), { join: [1, 2, 3] });
-  rogueAdd = cli(['add-node', '--id', 'n5', '--raft-address', raftAddress(5), '--endpoints', endpoints([1, 2, 3]), ...cliEnv()], 120_000);
+  rogueAdd = cli(
+    ['add-node', '--id', 'n5', '--raft-address', raftAddress(5), '--endpoints', endpoints([1, 2, 3]), ...cliEnv()],
+    120_000,
+  );
   const [noCa, noToken, badToken, dead] = await Promise.all([
     cli(['status', '--endpoints', endpoints([1]), '--token', TOKEN]),
     cli(['transfer-leader', 'n1', '--endpoints', endpoints([1])]),
-    cli(['add-node', '--id', 'n9', '--raft-address', '10.0.0.9:7000', '--endpoints', endpoints([1, 2, 3]), '--token', 'wrong-token', '--ca', join(root, 'certs', 'ca.pem')]),
+    cli([
+      'add-node',
+      '--id',
+      'n9',
+      '--raft-address',
+      '10.0.0.9:7000',
+      '--endpoints',
+      endpoints([1, 2, 3]),
+      '--token',
+      'wrong-token',
+      '--ca',
+      join(root, 'certs', 'ca.pem'),
+    ]),
     cli(['status', '--endpoints', `https://${ip(4)}:${HTTP_PORT}`, ...cliEnv()]), // host 4 runs nothing yet
   ]);
-  t.match(noCa.stdout, /member\s+pid\s+role\s+term\s+leader/, 'status prints the local mode\'s table header');
+  t.match(noCa.stdout, /member\s+pid\s+role\s+term\s+leader/, "status prints the local mode's table header");
   t.not(noCa.code, 0, 'https without the CA fails');
   t.match(noCa.stderr, /TLS.*--ca/, `names --ca: ${noCa.stderr.trim()}`);
   t.not(noToken.code, 0, 'no token: fails');
@@ -250,40 +303,65 @@ t.test('remote mode says clearly what is wrong', async (t) => {
   t.not(badToken.code, 0, 'a wrong token: fails');
   t.match(badToken.stderr, /401|token/, `says the token was refused: ${badToken.stderr.trim()}`);
   t.not(dead.code, 0, 'nobody listening: fails');
-  t.match(dead.stderr, /no endpoint answered|refused|unreachable|timed out/, `says the endpoint is unreachable: ${dead.stderr.trim()}`);
+  t.match(
+    dead.stderr,
+    /no endpoint answered|refused|unreachable|timed out/,
+    `says the endpoint is unreachable: ${dead.stderr.trim()}`,
+  );
 });
 
-t.test('a 4th host joins with --join, is added and removed; a member with another CA\'s certificate cannot join', async (t) => {
-  startMember(4, join(root, 'certs'), { join: [1, 2, 3] });
-  const added = await cli(['add-node', '--id', 'n4', '--raft-address', raftAddress(4), '--endpoints', endpoints([1, 2, 3]), ...cliEnv()]);
-  t.equal(added.code, 0, `add-node n4 succeeds (${added.stderr.trim()})`);
-  t.match(added.stdout, /added n4/, 'says so');
-  t.ok((await voters([1, 2, 3, 4])).members.includes('n4'), 'n4 is a voter');
-  await waitLeader([1, 2, 3, 4]);
-  const { rows } = await statusRows([1, 2, 3, 4]);
-  t.equal(rows.find((r) => r.id === 'n4')?.role, 'follower', 'n4 answers status on its own host as a follower');
+t.test(
+  "a 4th host joins with --join, is added and removed; a member with another CA's certificate cannot join",
+  async (t) => {
+    startMember(4, join(root, 'certs'), { join: [1, 2, 3] });
+    const added = await cli([
+      'add-node',
+      '--id',
+      'n4',
+      '--raft-address',
+      raftAddress(4),
+      '--endpoints',
+      endpoints([1, 2, 3]),
+      ...cliEnv(),
+    ]);
+    t.equal(added.code, 0, `add-node n4 succeeds (${added.stderr.trim()})`);
+    t.match(added.stdout, /added n4/, 'says so');
+    t.ok((await voters([1, 2, 3, 4])).members.includes('n4'), 'n4 is a voter');
+    await waitLeader([1, 2, 3, 4]);
+    const { rows } = await statusRows([1, 2, 3, 4]);
+    t.equal(rows.find((r) => r.id === 'n4')?.role, 'follower', 'n4 answers status on its own host as a follower');
 
-  const removed = await cli(['remove-node', 'n4', '--endpoints', endpoints([1, 2, 3]), ...cliEnv()]);
-  t.equal(removed.code, 0, `remove-node n4 succeeds (${removed.stderr.trim()})`);
-  t.notOk((await voters([1, 2, 3])).members.includes('n4'), 'n4 is no longer a voter');
-  processes.get(4)!.kill('SIGTERM');
+    const removed = await cli(['remove-node', 'n4', '--endpoints', endpoints([1, 2, 3]), ...cliEnv()]);
+    t.equal(removed.code, 0, `remove-node n4 succeeds (${removed.stderr.trim()})`);
+    t.notOk((await voters([1, 2, 3])).members.includes('n4'), 'n4 is no longer a voter');
+    processes.get(4)!.kill('SIGTERM');
 
-  const rogue = await rogueAdd!;
-  t.not(rogue.code, 0, 'adding the member with a foreign certificate fails');
-  t.match(rogue.stderr, /n5 stays a learner that never caught up.*certificate/, `says why: ${rogue.stderr.trim()}`);
-  const after = await voters([1, 2, 3]);
-  t.same(after.members, ['n1', 'n2', 'n3'], 'the voters are still n1..n3');
-  // Its own view: it never heard from a leader, over the Raft transport its certificate cannot enter.
-  const own = await cli(['status', '--endpoints', `https://${ip(5)}:${HTTP_PORT}`, '--token', TOKEN, '--ca', join(root, 'rogue', 'ca.pem'), '--json']);
-  const ownRow = (JSON.parse(own.stdout) as Array<Row & { commit: number | null }>)[0]!;
-  t.equal(ownRow.leader, null, 'the rogue knows no leader');
-  t.equal(ownRow.commit ?? 0, 0, 'and committed nothing');
-  if (after.learners.includes('n5')) {
-    const gone = await cli(['remove-node', 'n5', '--endpoints', endpoints([1, 2, 3]), ...cliEnv()]);
-    t.equal(gone.code, 0, `the stranded learner n5 is removed (${gone.stderr.trim()})`);
-  }
-  processes.get(5)!.kill('SIGTERM');
-});
+    const rogue = await rogueAdd!;
+    t.not(rogue.code, 0, 'adding the member with a foreign certificate fails');
+    t.match(rogue.stderr, /n5 stays a learner that never caught up.*certificate/, `says why: ${rogue.stderr.trim()}`);
+    const after = await voters([1, 2, 3]);
+    t.same(after.members, ['n1', 'n2', 'n3'], 'the voters are still n1..n3');
+    // Its own view: it never heard from a leader, over the Raft transport its certificate cannot enter.
+    const own = await cli([
+      'status',
+      '--endpoints',
+      `https://${ip(5)}:${HTTP_PORT}`,
+      '--token',
+      TOKEN,
+      '--ca',
+      join(root, 'rogue', 'ca.pem'),
+      '--json',
+    ]);
+    const ownRow = (JSON.parse(own.stdout) as Array<Row & { commit: number | null }>)[0]!;
+    t.equal(ownRow.leader, null, 'the rogue knows no leader');
+    t.equal(ownRow.commit ?? 0, 0, 'and committed nothing');
+    if (after.learners.includes('n5')) {
+      const gone = await cli(['remove-node', 'n5', '--endpoints', endpoints([1, 2, 3]), ...cliEnv()]);
+      t.equal(gone.code, 0, `the stranded learner n5 is removed (${gone.stderr.trim()})`);
+    }
+    processes.get(5)!.kill('SIGTERM');
+  },
+);
 
 t.test("one host's member killed: the others elect and serve a write", async (t) => {
   const leader = await waitLeader([1, 2, 3]);
@@ -296,31 +374,60 @@ t.test("one host's member killed: the others elect and serve a write", async (t)
   t.equal(result.code, 0, 'status still answers with one host down');
   t.equal(rows.find((r) => r.url === url(index))?.role, 'unreachable', 'the dead host shows unreachable');
   t.equal(rows.find((r) => r.role === 'leader')?.id, next, 'and the new leader');
-  t.match(result.stderr, new RegExp(`${url(index).replace(/\./g, '\\.')}: (connection refused|host unreachable|timed out|no answer)`), 'and says why on stderr');
+  t.match(
+    result.stderr,
+    new RegExp(`${url(index).replace(/\./g, '\\.')}: (connection refused|host unreachable|timed out|no answer)`),
+    'and says why on stderr',
+  );
   await kv.call('PUT', '/v1/kv/after-kill', 'still serving');
-  t.equal(((await kv.call('GET', '/v1/kv/after-kill')) as { value: string }).value, 'still serving', 'the remaining hosts serve a write and a read');
-  const moved = await cli(['transfer-leader', `n${rest.find((i) => `n${i}` !== next)}`, '--endpoints', endpoints(rest), ...cliEnv()]);
+  t.equal(
+    ((await kv.call('GET', '/v1/kv/after-kill')) as { value: string }).value,
+    'still serving',
+    'the remaining hosts serve a write and a read',
+  );
+  const moved = await cli([
+    'transfer-leader',
+    `n${rest.find((i) => `n${i}` !== next)}`,
+    '--endpoints',
+    endpoints(rest),
+    ...cliEnv(),
+  ]);
   t.equal(moved.code, 0, `transfer-leader works remotely (${moved.stderr.trim()})`);
 });
 
-t.test('a quorum lost for good: the survivor started once with --force-new-cluster serves alone, with its writes', async (t) => {
-  const leader = await waitLeader([1, 2, 3].filter((i) => processes.get(i)!.exitCode === null && processes.get(i)!.signalCode === null));
-  const survivor = Number(leader.slice(1));
-  // The other live host is lost too: two of three gone, no majority left.
-  for (const i of [1, 2, 3]) if (i !== survivor) processes.get(i)!.kill('SIGKILL');
-  const stopped = processes.get(survivor)!;
-  stopped.kill('SIGTERM');
-  await new Promise((r) => (stopped.exitCode !== null || stopped.signalCode !== null ? r(null) : stopped.once('exit', r)));
-  startMember(survivor, join(root, 'certs'), { peers: [1, 2, 3] }, ['--force-new-cluster']);
-  t.equal(await waitLeader([survivor]), leader, `${leader} leads again, alone`);
-  const groups = await voters([survivor]);
-  t.same(groups.members, [leader], 'it is the only voter');
-  const alone = new ClusterClient({ endpoints: [url(survivor)], token: TOKEN, ca, timeoutMs: 30_000 });
-  try {
-    t.equal(((await alone.call('GET', '/v1/kv/after-kill')) as { value: string }).value, 'still serving', 'what it had committed is there');
-    await alone.call('PUT', '/v1/kv/after-force', 'alone');
-    t.equal(((await alone.call('GET', '/v1/kv/after-force')) as { value: string }).value, 'alone', 'and it takes writes');
-  } finally {
-    await alone.close();
-  }
-});
+t.test(
+  'a quorum lost for good: the survivor started once with --force-new-cluster serves alone, with its writes',
+  async (t) => {
+    const leader = await waitLeader(
+      [1, 2, 3].filter((i) => processes.get(i)!.exitCode === null && processes.get(i)!.signalCode === null),
+    );
+    const survivor = Number(leader.slice(1));
+    // The other live host is lost too: two of three gone, no majority left.
+    for (const i of [1, 2, 3]) if (i !== survivor) processes.get(i)!.kill('SIGKILL');
+    const stopped = processes.get(survivor)!;
+    stopped.kill('SIGTERM');
+    await new Promise((r) =>
+      stopped.exitCode !== null || stopped.signalCode !== null ? r(null) : stopped.once('exit', r),
+    );
+    startMember(survivor, join(root, 'certs'), { peers: [1, 2, 3] }, ['--force-new-cluster']);
+    t.equal(await waitLeader([survivor]), leader, `${leader} leads again, alone`);
+    const groups = await voters([survivor]);
+    t.same(groups.members, [leader], 'it is the only voter');
+    const alone = new ClusterClient({ endpoints: [url(survivor)], token: TOKEN, ca, timeoutMs: 30_000 });
+    try {
+      t.equal(
+        ((await alone.call('GET', '/v1/kv/after-kill')) as { value: string }).value,
+        'still serving',
+        'what it had committed is there',
+      );
+      await alone.call('PUT', '/v1/kv/after-force', 'alone');
+      t.equal(
+        ((await alone.call('GET', '/v1/kv/after-force')) as { value: string }).value,
+        'alone',
+        'and it takes writes',
+      );
+    } finally {
+      await alone.close();
+    }
+  },
+);

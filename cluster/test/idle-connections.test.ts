@@ -54,7 +54,9 @@ interface Progress {
 }
 
 function holder(host: string, port: number, count: number): { child: ChildProcess; progress: () => Progress } {
-  const child = spawn(process.execPath, ['-e', HOLDER, host, String(port), String(count)], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['-e', HOLDER, host, String(port), String(count)], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   let last: Progress = { started: 0, pending: 0, opened: 0, open: 0, failed: 0, closedByServer: 0 };
   let buffered = '';
   child.stdout!.on('data', (chunk: Buffer) => {
@@ -79,7 +81,9 @@ t.test('a member holding more idle connections than its file limit keeps up and 
   const cluster = await startCluster('kv', { nodes: 3 });
   t.teardown(() => cluster.down());
   const status = async (url: string): Promise<Status | null> => {
-    const a = await call(url, 'GET', '/v1/cluster/status', { token: cluster.token, timeoutMs: 5_000 }).catch(() => null);
+    const a = await call(url, 'GET', '/v1/cluster/status', { token: cluster.token, timeoutMs: 5_000 }).catch(
+      () => null,
+    );
     return a?.status === 200 ? (a.body as unknown as Status) : null;
   };
   const leader = await until('a leader', async () => (await status(cluster.members[0]!))?.leader_id ?? null);
@@ -88,7 +92,9 @@ t.test('a member holding more idle connections than its file limit keeps up and 
   const victimIndex = ids.findIndex((id) => id !== leader);
   const victim = ids[victimIndex]!;
   const victimUrl = cluster.members[victimIndex]!;
-  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { members: Array<{ id: string; pid: number }> };
+  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as {
+    members: Array<{ id: string; pid: number }>;
+  };
   const limit = fileLimitOf(state.members.find((m) => m.id === victim)!.pid);
   t.ok(limit <= 65_536, `the member's file limit (${limit}) is one a few children can exceed`);
   const total = limit + 1_000;
@@ -112,32 +118,51 @@ t.test('a member holding more idle connections than its file limit keeps up and 
   };
   t.teardown(stopHolders);
   const sum = (): Progress =>
-    holders.map((h) => h.progress()).reduce((a, b) => ({
-      started: a.started + b.started,
-      pending: a.pending + b.pending,
-      opened: a.opened + b.opened,
-      open: a.open + b.open,
-      failed: a.failed + b.failed,
-      closedByServer: a.closedByServer + b.closedByServer,
-    }));
+    holders
+      .map((h) => h.progress())
+      .reduce((a, b) => ({
+        started: a.started + b.started,
+        pending: a.pending + b.pending,
+        opened: a.opened + b.opened,
+        open: a.open + b.open,
+        failed: a.failed + b.failed,
+        closedByServer: a.closedByServer + b.closedByServer,
+      }));
   // Every connection attempted, and the ones still connecting given up on after a while (a full backlog).
-  await until('the idle connections are opened', () => {
-    const p = sum();
-    return p.started === total && p.pending < 300;
-  }, 40_000, 250).catch(() => undefined);
+  await until(
+    'the idle connections are opened',
+    () => {
+      const p = sum();
+      return p.started === total && p.pending < 300;
+    },
+    40_000,
+    250,
+  ).catch(() => undefined);
   const attack = sum();
   t.comment(`idle connections to ${victim}: ${JSON.stringify(attack)} (file limit ${limit})`);
-  t.ok(attack.opened + attack.failed >= limit, `more connections attempted than the member's file limit (${attack.opened + attack.failed} of ${total})`);
+  t.ok(
+    attack.opened + attack.failed >= limit,
+    `more connections attempted than the member's file limit (${attack.opened + attack.failed} of ${total})`,
+  );
 
   // 200 values of 200 KB through the leader while the idle connections are held.
   const value = 'v'.repeat(VALUE_BYTES);
   let written = 0;
   const writer = async (first: number): Promise<void> => {
     for (let i = first; i < WRITES; i += 8) {
-      const a = await until(`write ${i}`, async () => {
-        const r = await call(leaderUrl, 'PUT', `/v1/kv/big-${i}`, { token: cluster.token, raw: value, headers: { 'content-type': 'text/plain' }, timeoutMs: 10_000 });
-        return r.status === 200 ? r : null;
-      }, 30_000);
+      const a = await until(
+        `write ${i}`,
+        async () => {
+          const r = await call(leaderUrl, 'PUT', `/v1/kv/big-${i}`, {
+            token: cluster.token,
+            raw: value,
+            headers: { 'content-type': 'text/plain' },
+            timeoutMs: 10_000,
+          });
+          return r.status === 200 ? r : null;
+        },
+        30_000,
+      );
       if (a.status === 200) written++;
     }
   };
@@ -147,15 +172,24 @@ t.test('a member holding more idle connections than its file limit keeps up and 
 
   await stopHolders();
   const target = (await status(leaderUrl))!.commit_index;
-  await until(`${victim} applies up to the leader's commit index ${target}`, async () => {
-    const s = await status(victimUrl);
-    return s !== null && s.applied_index >= target;
-  }, 30_000);
+  await until(
+    `${victim} applies up to the leader's commit index ${target}`,
+    async () => {
+      const s = await status(victimUrl);
+      return s !== null && s.applied_index >= target;
+    },
+    30_000,
+  );
   t.pass(`${victim} caught up to index ${target}`);
   const read = await call(victimUrl, 'GET', `/v1/kv/big-${WRITES - 1}`, { token: cluster.token, timeoutMs: 10_000 });
   t.equal(read.status, 200, `${victim} answers a linearizable read`);
   t.equal((read.body.value as string | undefined)?.length, VALUE_BYTES, 'with the whole value');
-  const write = await call(victimUrl, 'PUT', '/v1/kv/after-attack', { token: cluster.token, raw: 'ok', headers: { 'content-type': 'text/plain' }, timeoutMs: 10_000 });
+  const write = await call(victimUrl, 'PUT', '/v1/kv/after-attack', {
+    token: cluster.token,
+    raw: 'ok',
+    headers: { 'content-type': 'text/plain' },
+    timeoutMs: 10_000,
+  });
   t.equal(write.status, 200, `${victim} takes a write`);
   const health = await call(victimUrl, 'GET', '/healthz', { timeoutMs: 5_000 });
   t.equal(health.status, 200, `${victim} /healthz answers`);

@@ -63,7 +63,8 @@ function relativeImports(text: string): string[] {
 /** The file a relative specifier names: `./x.js` is `./x.ts` (or .tsx) in the sources, a directory its index. */
 function resolve(from: string, spec: string, files: ReadonlySet<string>): string | null {
   const base = normalize(join(dirname(from), spec)).replace(/\.js$/, '');
-  for (const candidate of [`${base}.ts`, `${base}.tsx`, join(base, 'index.ts')]) if (files.has(candidate)) return candidate;
+  for (const candidate of [`${base}.ts`, `${base}.tsx`, join(base, 'index.ts')])
+    if (files.has(candidate)) return candidate;
   return null;
 }
 
@@ -75,7 +76,10 @@ function graphOf(project: string): Graph {
     const targets = relativeImports(readFileSync(file, 'utf8'))
       .map((spec) => resolve(file, spec, known))
       .filter((x): x is string => x !== null);
-    graph.set(relative(project, file), [...new Set(targets)].map((x) => relative(project, x)));
+    graph.set(
+      relative(project, file),
+      [...new Set(targets)].map((x) => relative(project, x)),
+    );
   }
   return graph;
 }
@@ -122,8 +126,21 @@ t.test('the circle finder finds circles', async (t) => {
     ['e.ts', ['e.ts']],
   ]);
   t.same(cycles(g), [['a.ts', 'b.ts', 'c.ts'], ['e.ts']]);
-  t.same(cycles(new Map([['a.ts', ['b.ts']], ['b.ts', []]])), []);
-  t.same(relativeImports("import type { A } from './a.js';\nexport * from \"../b.js\";\nimport './c.js';\nconst d = await import('./d.js');\nimport x from 'undici';"), ['./a.js', '../b.js', './c.js', './d.js']);
+  t.same(
+    cycles(
+      new Map([
+        ['a.ts', ['b.ts']],
+        ['b.ts', []],
+      ]),
+    ),
+    [],
+  );
+  t.same(
+    relativeImports(
+      "import type { A } from './a.js';\nexport * from \"../b.js\";\nimport './c.js';\nconst d = await import('./d.js');\nimport x from 'undici';",
+    ),
+    ['./a.js', '../b.js', './c.js', './d.js'],
+  );
 });
 
 const all = projects(root).map((dir) => ({ name: relative(root, dir), graph: graphOf(dir) }));
@@ -151,9 +168,13 @@ t.test("raft's lower layers import no upper one", async (t) => {
   for (const [file, targets] of raft?.graph ?? []) {
     for (const rule of RAFT_LAYERS) {
       if (!file.startsWith(rule.from)) continue;
-      for (const target of targets) if (rule.never.some((up) => target.startsWith(up))) arrows.push(`${file} imports ${target}`);
+      for (const target of targets)
+        if (rule.never.some((up) => target.startsWith(up))) arrows.push(`${file} imports ${target}`);
     }
   }
-  t.ok([...(raft?.graph.keys() ?? [])].some((f) => f.startsWith('src/transport/')), 'the transport is read');
+  t.ok(
+    [...(raft?.graph.keys() ?? [])].some((f) => f.startsWith('src/transport/')),
+    'the transport is read',
+  );
   t.same(arrows, [], 'no arrow back up');
 });

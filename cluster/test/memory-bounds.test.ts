@@ -14,10 +14,15 @@ t.setTimeout(600_000);
 const cluster = await startCluster('kv', { nodes: 3, tickMs: 100 });
 t.teardown(() => cluster.down());
 
-const members = (JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { members: Array<{ id: string; pid: number }> }).members;
+const members = (
+  JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as {
+    members: Array<{ id: string; pid: number }>;
+  }
+).members;
 const memory = (pid: number): { rss: number; peak: number } => {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  const kb = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN);
+  const kb = (field: string): number =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN);
   return { rss: kb('VmRSS') * 1024, peak: kb('VmHWM') * 1024 };
 };
 const MB = 1024 * 1024;
@@ -31,7 +36,12 @@ t.test('1,000 PUTs of 1 MiB to one key leave every member under 1 GB', async (t)
   const value = 'm'.repeat(MB);
   let ok = 0;
   for (let i = 0; i < 1_000; i++) {
-    const a = await call(cluster.members[leaderIndex]!, 'PUT', '/v1/kv/big', { token: cluster.token, raw: `${i}:${value}`.slice(0, MB), headers: { 'content-type': 'text/plain' }, timeoutMs: 30_000 }).catch(() => null);
+    const a = await call(cluster.members[leaderIndex]!, 'PUT', '/v1/kv/big', {
+      token: cluster.token,
+      raw: `${i}:${value}`.slice(0, MB),
+      headers: { 'content-type': 'text/plain' },
+      timeoutMs: 30_000,
+    }).catch(() => null);
     if (a?.status === 200) ok++;
   }
   t.ok(ok >= 990, `${ok} of 1,000 PUTs answered 200`);

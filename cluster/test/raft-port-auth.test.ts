@@ -72,43 +72,73 @@ try {
 }
 t.teardown(() => cluster.down());
 
-const members = (JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { members: MemberRecord[] }).members;
+const members = (JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { members: MemberRecord[] })
+  .members;
 
 /** The leader's id, HTTP base URL and Raft address. */
 async function leader(): Promise<{ id: string; url: string; raftAddress: string }> {
-  return until('a leader', async () => {
-    for (const url of cluster.members) {
-      const answer = await call(url, 'GET', '/v1/cluster/status', { token: cluster.token, timeoutMs: 2000 }).catch(() => null);
-      const body = answer?.body as { id?: string; role?: string } | undefined;
-      if (answer?.status === 200 && body?.role === 'leader' && typeof body.id === 'string') {
-        const record = members.find((m) => m.id === body.id);
-        if (record !== undefined) return { id: body.id, url, raftAddress: record.raftAddress };
+  return until(
+    'a leader',
+    async () => {
+      for (const url of cluster.members) {
+        const answer = await call(url, 'GET', '/v1/cluster/status', { token: cluster.token, timeoutMs: 2000 }).catch(
+          () => null,
+        );
+        const body = answer?.body as { id?: string; role?: string } | undefined;
+        if (answer?.status === 200 && body?.role === 'leader' && typeof body.id === 'string') {
+          const record = members.find((m) => m.id === body.id);
+          if (record !== undefined) return { id: body.id, url, raftAddress: record.raftAddress };
+        }
       }
-    }
-    return null;
-  }, 60_000);
+      return null;
+    },
+    60_000,
+  );
 }
 
 t.test('proposals sent to the Raft port without the cluster secret never reach the log', async (t) => {
   const lead = await leader();
   const follower = members.find((m) => m.id !== lead.id)!.id;
   const attacks: Array<[string, Buffer]> = [
-    ['old hello as a stranger', Buffer.concat([oldHello('evil', lead.id), putProposal('evil', lead.id, 'attack-old-stranger')])],
-    ['old hello as a member', Buffer.concat([oldHello(follower, lead.id), putProposal(follower, lead.id, 'attack-old-member')])],
-    ['forged hello as a stranger', Buffer.concat([forgedHello('evil', lead.id), putProposal('evil', lead.id, 'attack-forged-stranger')])],
-    ['forged hello as a member', Buffer.concat([forgedHello(follower, lead.id), putProposal(follower, lead.id, 'attack-forged-member')])],
+    [
+      'old hello as a stranger',
+      Buffer.concat([oldHello('evil', lead.id), putProposal('evil', lead.id, 'attack-old-stranger')]),
+    ],
+    [
+      'old hello as a member',
+      Buffer.concat([oldHello(follower, lead.id), putProposal(follower, lead.id, 'attack-old-member')]),
+    ],
+    [
+      'forged hello as a stranger',
+      Buffer.concat([forgedHello('evil', lead.id), putProposal('evil', lead.id, 'attack-forged-stranger')]),
+    ],
+    [
+      'forged hello as a member',
+      Buffer.concat([forgedHello(follower, lead.id), putProposal(follower, lead.id, 'attack-forged-member')]),
+    ],
     [
       'a null command',
-      Buffer.concat([oldHello('evil', lead.id), frame({ kind: 'msg', message: { type: 'propose', from: 'evil', to: lead.id, term: 0, commands: [null] } })]),
+      Buffer.concat([
+        oldHello('evil', lead.id),
+        frame({ kind: 'msg', message: { type: 'propose', from: 'evil', to: lead.id, term: 0, commands: [null] } }),
+      ]),
     ],
   ];
   for (const [, bytes] of attacks) await sendRaw(lead.raftAddress, bytes);
 
   // A write through the API after the attacks: once it is applied, anything the attacks appended before it is too.
-  const put = await until('an authorised write', async () => {
-    const answer = await call(lead.url, 'PUT', '/v1/kv/after-attack', { token: cluster.token, raw: 'fine', headers: { 'content-type': 'text/plain' } });
-    return answer.status === 200 ? answer : null;
-  }, 60_000);
+  const put = await until(
+    'an authorised write',
+    async () => {
+      const answer = await call(lead.url, 'PUT', '/v1/kv/after-attack', {
+        token: cluster.token,
+        raw: 'fine',
+        headers: { 'content-type': 'text/plain' },
+      });
+      return answer.status === 200 ? answer : null;
+    },
+    60_000,
+  );
   t.equal(put.status, 200, 'the cluster still serves writes');
   const got = await call(lead.url, 'GET', '/v1/kv/after-attack', { token: cluster.token });
   t.equal(got.body.value, 'fine');

@@ -24,7 +24,19 @@ const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 /** A service's package folder: under packages/services/, or packages/platform/ for the event log. */
 const packageDir = (service: string): string =>
   existsSync(`${ROOT}packages/services/${service}`) ? `packages/services/${service}` : `packages/platform/${service}`;
-const COVERED = ['kv', 'lock', 'ratelimit', 'shortlink', 'log', 'flash', 'collab', 'feed', 'notify', 'auction', 'video'];
+const COVERED = [
+  'kv',
+  'lock',
+  'ratelimit',
+  'shortlink',
+  'log',
+  'flash',
+  'collab',
+  'feed',
+  'notify',
+  'auction',
+  'video',
+];
 
 t.setTimeout(600_000);
 
@@ -50,7 +62,14 @@ export function rewrite(script: string, service: string, base: number, dataDir: 
 function runBash(script: string, timeoutMs: number): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
     // ERR trap: the failing command is printed, so a failure names it.
-    const child = spawn('bash', ['-c', `set -eo pipefail\ntrap 'echo "quickstart: this command failed (exit $?): $BASH_COMMAND" >&2' ERR\n${script}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(
+      'bash',
+      [
+        '-c',
+        `set -eo pipefail\ntrap 'echo "quickstart: this command failed (exit $?): $BASH_COMMAND" >&2' ERR\n${script}`,
+      ],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -63,10 +82,15 @@ function runBash(script: string, timeoutMs: number): Promise<{ code: number | nu
 }
 
 t.test('the extraction and the port rewrite', async (t) => {
-  const readme = 'text\n```sh\nnot this\n```\n```sh quickstart\nTOKEN=$(cat data/kv/token)\ncurl http://127.0.0.1:7101/v1/kv/a http://127.0.0.1:7201/x\n```\n';
+  const readme =
+    'text\n```sh\nnot this\n```\n```sh quickstart\nTOKEN=$(cat data/kv/token)\ncurl http://127.0.0.1:7101/v1/kv/a http://127.0.0.1:7201/x\n```\n';
   const blocks = quickstartBlocks(readme);
   t.same(blocks, ['TOKEN=$(cat data/kv/token)\ncurl http://127.0.0.1:7101/v1/kv/a http://127.0.0.1:7201/x\n']);
-  t.equal(rewrite(blocks[0]!, 'kv', 20000, '/tmp/d'), 'TOKEN=$(cat /tmp/d/token)\ncurl http://127.0.0.1:20101/v1/kv/a http://127.0.0.1:7201/x\n', "only the service's own block of ports moves");
+  t.equal(
+    rewrite(blocks[0]!, 'kv', 20000, '/tmp/d'),
+    'TOKEN=$(cat /tmp/d/token)\ncurl http://127.0.0.1:20101/v1/kv/a http://127.0.0.1:7201/x\n',
+    "only the service's own block of ports moves",
+  );
   t.equal((await runBash('true\nfalse\necho never', 10_000)).code, 1, 'a failing command fails the script');
 });
 

@@ -46,9 +46,19 @@ t.test('up starts the workers after the members and lists them', async (t) => {
   const r = await cluster.up('--workers', 'app=2', '--set', 'public_url=http://sho.rt');
   const workers = cluster.state().workers ?? [];
   const apps = workers.filter((w) => w.role === 'app');
-  t.same(apps.map((w) => w.id), ['app1', 'app2'], 'two app servers, named by role and number');
+  t.same(
+    apps.map((w) => w.id),
+    ['app1', 'app2'],
+    'two app servers, named by role and number',
+  );
   for (const w of workers) {
-    t.match(r.stdout, new RegExp(`${w.id}\\s+http://${w.httpAddress.replace(/\./g, '\\.')}\\s+tcp ${w.tcpAddress.replace(/\./g, '\\.')}`), `${w.id} printed`);
+    t.match(
+      r.stdout,
+      new RegExp(
+        `${w.id}\\s+http://${w.httpAddress.replace(/\./g, '\\.')}\\s+tcp ${w.tcpAddress.replace(/\./g, '\\.')}`,
+      ),
+      `${w.id} printed`,
+    );
     t.ok(await healthy(w.httpAddress), `${w.id} answers /healthz`);
   }
   const k = workers.findIndex((w) => w.id === 'app1') + 1;
@@ -56,7 +66,10 @@ t.test('up starts the workers after the members and lists them', async (t) => {
   t.equal(apps[0]!.tcpAddress, `127.0.0.1:${base! + 160 + k}`, 'and on base+160+k');
   const status = await cluster.cli('status', '--json');
   const rows = JSON.parse(status.stdout) as Array<{ id: string; role: string; pid: number | null }>;
-  t.same(rows.filter((row) => row.role === 'worker:app').map((row) => row.id), ['app1', 'app2']);
+  t.same(
+    rows.filter((row) => row.role === 'worker:app').map((row) => row.id),
+    ['app1', 'app2'],
+  );
   t.equal(rows.filter((row) => /^n\d$/.test(row.id)).length, 3, 'members listed too');
 });
 
@@ -81,8 +94,14 @@ t.test('kill, restart, pause and resume a worker by id', async (t) => {
   await until('app1 to answer after resume', () => healthy(app1.httpAddress), 10_000);
 
   const logs = await cluster.cli('logs', 'app1');
-  const lines = logs.stdout.trim().split('\n').map((line) => JSON.parse(line) as { worker?: string; role?: string });
-  t.ok(lines.length > 0 && lines.every((l) => l.worker === 'app1' && l.role === 'app'), 'logs are JSON lines naming the worker');
+  const lines = logs.stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { worker?: string; role?: string });
+  t.ok(
+    lines.length > 0 && lines.every((l) => l.worker === 'app1' && l.role === 'app'),
+    'logs are JSON lines naming the worker',
+  );
 
   const unknown = await cluster.cli('kill', 'app9');
   t.equal(unknown.code, 1);
@@ -118,7 +137,11 @@ t.test("what the members and workers write is their owner's only: folders 0700, 
   const app = workers.find((w) => w.id === 'app1')!;
   const stream = workers.find((w) => w.role === 'stream')!;
   const headers = { authorization: `Bearer ${cluster.token}`, 'content-type': 'application/json' };
-  const created = await request(`http://${app.httpAddress}/api/urls`, { method: 'POST', headers, body: JSON.stringify({ long_url: 'https://example.com/modes' }) });
+  const created = await request(`http://${app.httpAddress}/api/urls`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ long_url: 'https://example.com/modes' }),
+  });
   const link = (await created.body.json()) as { short_code?: string };
   t.equal(created.statusCode, 201, 'a link created');
   const streamDir = join(cluster.dataDir, stream.id);
@@ -126,7 +149,7 @@ t.test("what the members and workers write is their owner's only: folders 0700, 
   const visit = await request(`http://${app.httpAddress}/${link.short_code ?? ''}`);
   await visit.body.dump();
   t.equal(visit.statusCode, 302, 'a visit');
-  await until('the click on the stream\'s disk', () => bytesUnder(streamDir) > before, 30_000, 100);
+  await until("the click on the stream's disk", () => bytesUnder(streamDir) > before, 30_000, 100);
   const modes = ownerOnlyModes(cluster.dataDir);
   t.ok(modes.files > 10, `members' and workers' files walked (${modes.files} files, ${modes.folders} folders)`);
   t.same(modes.loose, [], 'no folder but 0700, no file but 0600');

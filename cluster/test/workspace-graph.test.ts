@@ -22,11 +22,20 @@ interface Pkg {
   layer: string;
 }
 
-const packages: Pkg[] = LAYERS.flatMap((layer) => readdirSync(join(root, 'packages', layer)).map((d) => ({ layer, dir: join(root, 'packages', layer, d) })))
+const packages: Pkg[] = LAYERS.flatMap((layer) =>
+  readdirSync(join(root, 'packages', layer)).map((d) => ({ layer, dir: join(root, 'packages', layer, d) })),
+)
   .filter(({ dir }) => existsSync(join(dir, 'package.json')))
   .map(({ layer, dir }) => {
-    const json = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name: string; dependencies?: Record<string, string>; devDependencies?: Record<string, string>; peerDependencies?: Record<string, string> };
-    const tsconfig = existsSync(join(dir, 'tsconfig.json')) ? (JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8')) as { references?: Array<{ path: string }> }) : {};
+    const json = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as {
+      name: string;
+      dependencies?: Record<string, string>;
+      devDependencies?: Record<string, string>;
+      peerDependencies?: Record<string, string>;
+    };
+    const tsconfig = existsSync(join(dir, 'tsconfig.json'))
+      ? (JSON.parse(readFileSync(join(dir, 'tsconfig.json'), 'utf8')) as { references?: Array<{ path: string }> })
+      : {};
     return {
       dir,
       name: json.name,
@@ -50,12 +59,17 @@ function sources(dir: string): string[] {
 }
 
 t.ok(services.size >= 4, `the services are recognised by their rooms: ${[...services].join(', ')}`);
-t.ok(packages.some((p) => !p.service && p.name === '@raftkit/http'), 'shared packages are recognised too');
+t.ok(
+  packages.some((p) => !p.service && p.name === '@raftkit/http'),
+  'shared packages are recognised too',
+);
 
 // Every package with a replicated state machine is a service and keeps the same rooms, so a newcomer who knows one
 // finds their way in the next.
 for (const pkg of packages.filter((p) => existsSync(join(p.dir, 'src', 'machine.ts')))) {
-  const missing = ['src/machine.ts', 'src/members/api.ts', 'src/client.ts', 'README.md'].filter((room) => !existsSync(join(pkg.dir, room)));
+  const missing = ['src/machine.ts', 'src/members/api.ts', 'src/client.ts', 'README.md'].filter(
+    (room) => !existsSync(join(pkg.dir, room)),
+  );
   t.same(missing, [], `${pkg.name} has the rooms of a service`);
 }
 
@@ -65,7 +79,10 @@ for (const pkg of packages.filter((p) => p.service)) {
     t.same(others(pkg.deps), [], 'package.json names no other service');
     t.same(others(pkg.references), [], 'tsconfig.json references no other service');
     const imports = sources(pkg.dir).flatMap((file) =>
-      [...readFileSync(file, 'utf8').matchAll(/from '(@raftkit\/[a-z0-9-]+)/g)].map((m) => m[1]!).filter((n) => services.has(n) && n !== pkg.name).map((n) => `${file.slice(root.length)} imports ${n}`),
+      [...readFileSync(file, 'utf8').matchAll(/from '(@raftkit\/[a-z0-9-]+)/g)]
+        .map((m) => m[1]!)
+        .filter((n) => services.has(n) && n !== pkg.name)
+        .map((n) => `${file.slice(root.length)} imports ${n}`),
     );
     t.same(imports, [], 'no source file imports another service');
   });
@@ -76,6 +93,11 @@ for (const pkg of packages.filter((p) => p.service)) {
 const layerOf = new Map(packages.map((p) => [p.name, p.layer]));
 for (const pkg of packages) {
   const above = (names: string[]): string[] =>
-    names.filter((n) => layerOf.has(n) && n !== pkg.name && LAYERS.indexOf(layerOf.get(n)!) > LAYERS.indexOf(pkg.layer) - (pkg.layer === 'services' ? 1 : 0));
+    names.filter(
+      (n) =>
+        layerOf.has(n) &&
+        n !== pkg.name &&
+        LAYERS.indexOf(layerOf.get(n)!) > LAYERS.indexOf(pkg.layer) - (pkg.layer === 'services' ? 1 : 0),
+    );
   t.same(above([...pkg.deps, ...pkg.references]), [], `${pkg.name} (${pkg.layer}) depends on nothing above its layer`);
 }

@@ -61,19 +61,38 @@ interface LinearizabilityOptions {
   casFailIsObservation?: boolean;
 }
 
-export function checkLinearizability(model: ModelName, events: readonly GenericEvent[], options: LinearizabilityOptions): LinearizabilityResult {
-  const prepared = prepareHistory(model, events, { ...(options.casFailIsObservation ? { casFailIsObservation: true } : {}) });
+export function checkLinearizability(
+  model: ModelName,
+  events: readonly GenericEvent[],
+  options: LinearizabilityOptions,
+): LinearizabilityResult {
+  const prepared = prepareHistory(model, events, {
+    ...(options.casFailIsObservation ? { casFailIsObservation: true } : {}),
+  });
   const started = performance.now();
   const result = checkEvents(prepared.model, prepared.events, { timeoutMs: options.timeoutMs });
   const ms = performance.now() - started;
   const verdicts: Record<string, number> = {};
   for (const p of result.partitions) verdicts[p.result] = (verdicts[p.result] ?? 0) + 1;
   const valid = result.result === 'ok' ? true : result.result === 'illegal' ? false : 'unknown';
-  const base: LinearizabilityResult = { name: 'linearizable', valid, anomalies: [], model, ms, steps: result.steps, partitions: result.partitions.length, verdicts };
+  const base: LinearizabilityResult = {
+    name: 'linearizable',
+    valid,
+    anomalies: [],
+    model,
+    ms,
+    steps: result.steps,
+    partitions: result.partitions.length,
+    verdicts,
+  };
   if (result.result === 'ok') return base;
   base.explanation = describeResult(prepared.model, result);
   if (result.result === 'unknown') {
-    base.anomalies.push({ check: 'linearizable', type: 'unknown', description: `the checker's budget (${options.timeoutMs} ms) ran out before ${verdicts.unknown ?? 0} partition(s) were decided` });
+    base.anomalies.push({
+      check: 'linearizable',
+      type: 'unknown',
+      description: `the checker's budget (${options.timeoutMs} ms) ran out before ${verdicts.unknown ?? 0} partition(s) were decided`,
+    });
     return base;
   }
   const index = result.partitions.findIndex((p) => p.result === 'illegal');
@@ -90,13 +109,20 @@ export function checkLinearizability(model: ModelName, events: readonly GenericE
 
 /** The history cut at `t`: operations invoked after it dropped, those returning after it unknown. */
 function truncate<I, O>(ops: readonly Operation<I, O>[], t: number): Operation<I, O>[] {
-  return ops.filter((op) => op.call <= t).map((op) => (op.return <= t ? op : { ...op, output: undefined, return: Infinity }));
+  return ops
+    .filter((op) => op.call <= t)
+    .map((op) => (op.return <= t ? op : { ...op, output: undefined, return: Infinity }));
 }
 
 /** Linearized operations shown before the window (the last ones of the prefix). */
 const CONTEXT_BEFORE = 4;
 
-export function findWindow<S, I, O>(model: Model<S, I, O>, partition: PartitionResult<I, O>, partitionIndex: number, budgetMs: number): FailureWindow {
+export function findWindow<S, I, O>(
+  model: Model<S, I, O>,
+  partition: PartitionResult<I, O>,
+  partitionIndex: number,
+  budgetMs: number,
+): FailureWindow {
   const { partition: _ignored, ...whole } = model;
   const ops = partition.operations;
   const deadline = performance.now() + budgetMs;
@@ -124,7 +150,9 @@ export function findWindow<S, I, O>(model: Model<S, I, O>, partition: PartitionR
   }
   const describe = (op: Operation<I, O>): string => {
     const output = op.return === Infinity ? undefined : op.output;
-    return model.describeOperation ? model.describeOperation(op.input, output) : JSON.stringify({ input: op.input, output });
+    return model.describeOperation
+      ? model.describeOperation(op.input, output)
+      : JSON.stringify({ input: op.input, output });
   };
   const stuck = cutOps.map((op, i) => ({ op, i })).filter(({ op, i }) => !inPrefix.has(i) && op.return !== Infinity);
   const start = stuck.length > 0 ? Math.min(...stuck.map(({ op }) => op.call)) : t;
@@ -136,7 +164,13 @@ export function findWindow<S, I, O>(model: Model<S, I, O>, partition: PartitionR
     if (!overlaps && !lastLinearized.has(i)) return;
     const role = inPrefix.has(i) ? 'context' : 'window';
     if (role === 'window' && op.return === Infinity && op.call < start) return;
-    windowOps.push({ process: op.clientId, call: op.call, return: op.return === Infinity ? null : op.return, description: describe(op), role });
+    windowOps.push({
+      process: op.clientId,
+      call: op.call,
+      return: op.return === Infinity ? null : op.return,
+      description: describe(op),
+      role,
+    });
   });
   windowOps.sort((a, b) => a.call - b.call);
   const blockedIndex = result.blockedOperation;

@@ -42,7 +42,9 @@ export async function clean(options: { force: boolean; say: (line: string) => vo
     const harnessAlive = pidAlive(state.harnessPid) && state.harnessPid !== process.pid;
     if (harnessAlive && !options.force) {
       live.add(state.runId);
-      say(`run ${state.runId} (pid ${state.harnessPid}) is still running: left alone (use --force to remove it anyway)`);
+      say(
+        `run ${state.runId} (pid ${state.harnessPid}) is still running: left alone (use --force to remove it anyway)`,
+      );
       continue;
     }
     for (const [id, pid] of Object.entries(state.members)) {
@@ -57,8 +59,10 @@ export async function clean(options: { force: boolean; say: (line: string) => vo
         removed++;
       }
     }
-    for (const ns of state.namespaces) if ((await runCommand('ip', ['netns', 'del', ns])).code === 0) (removed++, say(`removed namespace ${ns}`));
-    for (const link of state.links) if ((await runCommand('ip', ['link', 'del', link])).code === 0) (removed++, say(`removed link ${link}`));
+    for (const ns of state.namespaces)
+      if ((await runCommand('ip', ['netns', 'del', ns])).code === 0) removed++, say(`removed namespace ${ns}`);
+    for (const link of state.links)
+      if ((await runCommand('ip', ['link', 'del', link])).code === 0) removed++, say(`removed link ${link}`);
     if (state.slot !== null) {
       try {
         unlinkSync(join(stateDir(), `slot-${state.slot}`));
@@ -80,14 +84,14 @@ export async function clean(options: { force: boolean; say: (line: string) => vo
       const name = line.trim().split(/\s+/)[0] ?? '';
       const m = /^jl(\d+)-n\d+$/.exec(name) ?? /^jlprobe\d+$/.exec(name);
       if (m === null || (m[1] !== undefined && held.has(Number(m[1])))) continue;
-      if ((await runCommand('ip', ['netns', 'del', name])).code === 0) (removed++, say(`removed namespace ${name}`));
+      if ((await runCommand('ip', ['netns', 'del', name])).code === 0) removed++, say(`removed namespace ${name}`);
     }
     const links = await runCommand('ip', ['-o', 'link', 'show']);
     for (const line of links.stdout.split('\n')) {
       const name = /^\d+:\s+([^:@\s]+)/.exec(line)?.[1] ?? '';
       const m = /^jl(\d+)(?:br|v\d+|p\d+)$/.exec(name);
       if (m === null || held.has(Number(m[1]))) continue;
-      if ((await runCommand('ip', ['link', 'del', name])).code === 0) (removed++, say(`removed link ${name}`));
+      if ((await runCommand('ip', ['link', 'del', name])).code === 0) removed++, say(`removed link ${name}`);
     }
   }
   if (process.platform === 'linux') {

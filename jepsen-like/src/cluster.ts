@@ -117,7 +117,26 @@ export class ClusterUnderTest {
     const peers = ids.map((other) => `${other}=${network.addresses(other).raftAdvertised}`).join(',');
     const nodeArgs: string[] = [];
     if (this.options.clockSkew) nodeArgs.push('--import', new URL('./clock-preload.js', import.meta.url).href);
-    const args = [...nodeArgs, this.script, '--service', service, '--id', id, '--data', join(dir, 'db'), '--raft', a.raftListen, '--http', a.httpListen, '--peers', peers, '--token-file', this.tokenFile, '--tick-ms', String(tickMs)];
+    const args = [
+      ...nodeArgs,
+      this.script,
+      '--service',
+      service,
+      '--id',
+      id,
+      '--data',
+      join(dir, 'db'),
+      '--raft',
+      a.raftListen,
+      '--http',
+      a.httpListen,
+      '--peers',
+      peers,
+      '--token-file',
+      this.tokenFile,
+      '--tick-ms',
+      String(tickMs),
+    ];
     const wrapped = network.wrap(id, process.execPath, args);
     const out = openSync(this.logFile(id), 'a');
     const env: NodeJS.ProcessEnv = { ...process.env, ...this.options.env, JEPSEN_LIKE_RUN: this.options.runId };
@@ -218,15 +237,39 @@ export class ClusterUnderTest {
         }
       }
     };
-    const records: Array<{ id: string; role: string; index: number; pid: null; httpAddress: string; tcpAddress: string }> = [];
+    const records: Array<{
+      id: string;
+      role: string;
+      index: number;
+      pid: null;
+      httpAddress: string;
+      tcpAddress: string;
+    }> = [];
     for (const [role, count] of roles) {
-      for (let index = 1; index <= count; index++) records.push({ id: `${role}${index}`, role, index, pid: null, httpAddress: `127.0.0.1:${await fresh()}`, tcpAddress: `127.0.0.1:${await fresh()}` });
+      for (let index = 1; index <= count; index++)
+        records.push({
+          id: `${role}${index}`,
+          role,
+          index,
+          pid: null,
+          httpAddress: `127.0.0.1:${await fresh()}`,
+          tcpAddress: `127.0.0.1:${await fresh()}`,
+        });
     }
     const members = ids.map((id) => {
       const a = network.addresses(id);
       return { id, pid: null, raftAddress: a.raftAdvertised, httpAddress: a.httpUrl.replace(/^https?:\/\//, '') };
     });
-    const state = { service: this.options.service, dataDir, basePort: 0, tickMs: this.options.tickMs, bootstrap: Object.fromEntries(members.map((m) => [m.id, m.raftAddress])), members, workers: records, settings: { ...(this.options.settings ?? {}) } };
+    const state = {
+      service: this.options.service,
+      dataDir,
+      basePort: 0,
+      tickMs: this.options.tickMs,
+      bootstrap: Object.fromEntries(members.map((m) => [m.id, m.raftAddress])),
+      members,
+      workers: records,
+      settings: { ...(this.options.settings ?? {}) },
+    };
     writeFileSync(join(dataDir, 'cluster.json'), JSON.stringify(state, null, 2) + '\n');
     const script = this.options.workerScript ?? join(dirname(this.script), 'worker.js');
     for (const w of records) {
@@ -234,7 +277,11 @@ export class ClusterUnderTest {
       const out = openSync(join(dataDir, w.id, 'worker.log'), 'a');
       const env: NodeJS.ProcessEnv = { ...process.env, ...this.options.env, JEPSEN_LIKE_RUN: this.options.runId };
       delete env.CLUSTER_AUTH_TOKEN;
-      const child = spawn(process.execPath, [script, '--cluster', dataDir, '--id', w.id], { detached: true, stdio: ['ignore', out, out], env });
+      const child = spawn(process.execPath, [script, '--cluster', dataDir, '--id', w.id], {
+        detached: true,
+        stdio: ['ignore', out, out],
+        env,
+      });
       closeSync(out);
       const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
       this.workerProcs.push({ id: w.id, url: `http://${w.httpAddress}`, child, exited });
@@ -244,10 +291,17 @@ export class ClusterUnderTest {
     const deadline = Date.now() + timeoutMs;
     for (const w of this.workerProcs) {
       for (;;) {
-        if (w.child.exitCode !== null || w.child.signalCode !== null) throw new Error(`worker ${w.id} exited at start; see ${join(dataDir, w.id, 'worker.log')}`);
-        const ok = await request(`${w.url}/healthz`, { signal: AbortSignal.timeout(1_000) }).then(async (r) => (await r.body.dump(), r.statusCode === 200), () => false);
+        if (w.child.exitCode !== null || w.child.signalCode !== null)
+          throw new Error(`worker ${w.id} exited at start; see ${join(dataDir, w.id, 'worker.log')}`);
+        const ok = await request(`${w.url}/healthz`, { signal: AbortSignal.timeout(1_000) }).then(
+          async (r) => (await r.body.dump(), r.statusCode === 200),
+          () => false,
+        );
         if (ok) break;
-        if (Date.now() > deadline) throw new Error(`worker ${w.id} not healthy within ${timeoutMs / 1000} s; see ${join(dataDir, w.id, 'worker.log')}`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `worker ${w.id} not healthy within ${timeoutMs / 1000} s; see ${join(dataDir, w.id, 'worker.log')}`,
+          );
         await new Promise((r) => setTimeout(r, 200));
       }
     }
@@ -307,7 +361,8 @@ export class ClusterUnderTest {
     );
     let best: { id: string; term: number } | null = null;
     answers.forEach((a, i) => {
-      if (a?.role === 'leader' && typeof a.term === 'number' && (best === null || a.term > best.term)) best = { id: this.options.ids[i]!, term: a.term };
+      if (a?.role === 'leader' && typeof a.term === 'number' && (best === null || a.term > best.term))
+        best = { id: this.options.ids[i]!, term: a.term };
     });
     return (best as { id: string } | null)?.id ?? null;
   }

@@ -19,7 +19,11 @@ export interface RunResult {
 }
 
 /** Runs a command to completion; never throws for a non-zero exit (see {@link run}). */
-export function runCommand(command: string, args: readonly string[], options: { input?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {}): Promise<RunResult> {
+export function runCommand(
+  command: string,
+  args: readonly string[],
+  options: { input?: string; timeoutMs?: number; env?: NodeJS.ProcessEnv } = {},
+): Promise<RunResult> {
   return new Promise((resolve) => {
     const child = spawn(command, args, { stdio: ['pipe', 'pipe', 'pipe'], env: options.env ?? process.env });
     let stdout = '';
@@ -41,9 +45,14 @@ export function runCommand(command: string, args: readonly string[], options: { 
 }
 
 /** Runs a command and throws a {@link CommandError} unless it exits 0. */
-export async function run(command: string, args: readonly string[], options: { input?: string; timeoutMs?: number } = {}): Promise<string> {
+export async function run(
+  command: string,
+  args: readonly string[],
+  options: { input?: string; timeoutMs?: number } = {},
+): Promise<string> {
   const result = await runCommand(command, args, options);
-  if (result.code !== 0) throw new CommandError([command, ...args].join(' '), result.code, result.stderr || result.stdout);
+  if (result.code !== 0)
+    throw new CommandError([command, ...args].join(' '), result.code, result.stderr || result.stdout);
   return result.stdout;
 }
 
@@ -65,11 +74,15 @@ export async function ensureDebianTools(tools: Record<string, string>, say: (lin
   for (const [tool, pkg] of Object.entries(tools)) if (!(await commandExists(tool))) missing.push(pkg);
   if (missing.length === 0) return;
   const packages = [...new Set(missing)];
-  if (!(await commandExists('apt-get'))) throw new Error(`missing ${packages.join(', ')} and no apt-get to install them`);
+  if (!(await commandExists('apt-get')))
+    throw new Error(`missing ${packages.join(', ')} and no apt-get to install them`);
   say(`installing ${packages.join(' ')} (apt-get)`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   const update = await runCommand('apt-get', ['update'], { timeoutMs: 300_000, env });
   if (update.code !== 0) throw new CommandError('apt-get update', update.code, update.stderr);
-  const install = await runCommand('apt-get', ['install', '-y', '--no-install-recommends', ...packages], { timeoutMs: 600_000, env });
+  const install = await runCommand('apt-get', ['install', '-y', '--no-install-recommends', ...packages], {
+    timeoutMs: 600_000,
+    env,
+  });
   if (install.code !== 0) throw new CommandError(`apt-get install ${packages.join(' ')}`, install.code, install.stderr);
 }

@@ -109,10 +109,15 @@ export type HistoryFormat = 'jsonl' | 'jepsen-edn' | 'jepsen-log';
  * Porcupine's etcd logs).
  */
 export function parseAnyHistory(text: string): { format: HistoryFormat; events: GenericEvent[] } {
-  const first = text.split('\n').find((line) => line.trim() !== '')?.trim() ?? '';
+  const first =
+    text
+      .split('\n')
+      .find((line) => line.trim() !== '')
+      ?.trim() ?? '';
   if (first.startsWith('{:')) return { format: 'jepsen-edn', events: parseJepsenEdnHistory(text) };
   if (/^INFO\s+jepsen\.util/.test(first)) return { format: 'jepsen-log', events: parseJepsenUtilLog(text) };
-  if (first.startsWith('{') || first === '') return { format: 'jsonl', events: parseHistoryJsonl(text) as GenericEvent[] };
+  if (first.startsWith('{') || first === '')
+    return { format: 'jsonl', events: parseHistoryJsonl(text) as GenericEvent[] };
   throw new HistoryFormatError(`unrecognised history format (first line: ${first.slice(0, 80)})`);
 }
 

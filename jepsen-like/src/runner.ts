@@ -87,7 +87,8 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
   const out = resolve(options.out);
   mkdirSync(out, { recursive: true });
   const workload = makeWorkload(options.workload ?? options.service);
-  if (workload.service !== options.service) throw new Error(`workload ${workload.name} drives service ${workload.service}, not ${options.service}`);
+  if (workload.service !== options.service)
+    throw new Error(`workload ${workload.name} drives service ${workload.service}, not ${options.service}`);
   const ids = Array.from({ length: options.members }, (_, i) => `n${i + 1}`);
   const needPackets = options.nemeses.some((n) => n.name === 'packet');
   const clockSkew = options.clockSkew || options.nemeses.some((n) => n.name === 'clock');
@@ -95,7 +96,18 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
   if (mode === 'auto') mode = (await namespacesWork()) ? 'namespace' : 'proxy';
   if (mode === 'namespace' && !isRoot()) throw new Error('namespace mode needs root; use --mode proxy');
   const runId = `${Date.now().toString(36)}-${process.pid}`;
-  const state = new StateFile({ runId, harnessPid: process.pid, startedAt: new Date().toISOString(), mode, outDir: out, slot: null, namespaces: [], links: [], members: {}, helpers: [] });
+  const state = new StateFile({
+    runId,
+    harnessPid: process.pid,
+    startedAt: new Date().toISOString(),
+    mode,
+    outDir: out,
+    slot: null,
+    namespaces: [],
+    links: [],
+    members: {},
+    helpers: [],
+  });
   const seed = options.seed;
   const runInfo0: Record<string, unknown> = {};
   let slot: number | null = null;
@@ -105,14 +117,32 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     runInfo0.slot = slot;
     state.state.slot = slot;
     state.save();
-    network = new NamespaceNetwork({ slot, ids, seed, packets: needPackets ? options.packetVia : 'none', state, say: log });
+    network = new NamespaceNetwork({
+      slot,
+      ids,
+      seed,
+      packets: needPackets ? options.packetVia : 'none',
+      state,
+      say: log,
+    });
   } else {
     network = new ProxyNetwork(ids, seed, needPackets);
   }
   // Last resort if the process dies without unwinding: kill members, drop namespaces (synchronously).
   const emergency = (): void => {
-    for (const pid of Object.values(state.state.members)) if (pid !== null) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
-    for (const pid of state.state.helpers) try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ }
+    for (const pid of Object.values(state.state.members))
+      if (pid !== null)
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          /* gone */
+        }
+    for (const pid of state.state.helpers)
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
     for (const ns of state.state.namespaces) spawnSync('ip', ['netns', 'del', ns]);
     for (const l of state.state.links) spawnSync('ip', ['link', 'del', l]);
   };
@@ -135,23 +165,56 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
   };
   interrupt.addEventListener('abort', onInterrupt, { once: true });
   const runInfo: Record<string, unknown> = {
-    runId, service: options.service, workload: workload.name, model: workload.model, seed, timeS: options.timeS, concurrency: options.concurrency,
-    nemesis: options.nemeses.map((n) => (n.variants.length > 0 ? `${n.name}:${n.variants.join('+')}` : n.name)), mode, members: ids, startedAt: new Date(t0).toISOString(),
-    intervalS: options.intervalS, recoveryS: options.recoveryS, opTimeoutMs: options.opTimeoutMs, rate: options.rate, out, ...runInfo0,
+    runId,
+    service: options.service,
+    workload: workload.name,
+    model: workload.model,
+    seed,
+    timeS: options.timeS,
+    concurrency: options.concurrency,
+    nemesis: options.nemeses.map((n) => (n.variants.length > 0 ? `${n.name}:${n.variants.join('+')}` : n.name)),
+    mode,
+    members: ids,
+    startedAt: new Date(t0).toISOString(),
+    intervalS: options.intervalS,
+    recoveryS: options.recoveryS,
+    opTimeoutMs: options.opTimeoutMs,
+    rate: options.rate,
+    out,
+    ...runInfo0,
   };
   try {
-    log(`jepsen-like: ${workload.name} on a ${ids.length}-member ${options.service} cluster, ${options.timeS}s, concurrency ${options.concurrency}, seed ${seed}, ${mode} mode`);
+    log(
+      `jepsen-like: ${workload.name} on a ${ids.length}-member ${options.service} cluster, ${options.timeS}s, concurrency ${options.concurrency}, seed ${seed}, ${mode} mode`,
+    );
     log(`workload: ${workload.describe()}`);
     await network.prepare();
     runInfo.packetFaults = network.packetFaults;
     runInfo.notes = network.notes;
     for (const note of network.notes) log(`note: ${note}`);
-    if (mode === 'namespace') log(`network: namespaces ${ids.map((id) => network.addresses(id).raftAdvertised.split(':')[0]).join(' ')} on bridge jl${slot}br`);
+    if (mode === 'namespace')
+      log(
+        `network: namespaces ${ids.map((id) => network.addresses(id).raftAdvertised.split(':')[0]).join(' ')} on bridge jl${slot}br`,
+      );
     const token = randomBytes(18).toString('base64url');
     // With the quiet nemesis, sessions lapse within a spell: the members' first writes after it are what it tests.
     const quiet = options.nemeses.some((n) => n.name === 'quiet');
     const env: Record<string, string> = quiet ? { RAFTKIT_SESSION_TIMEOUT_MS: String(QUIET_SESSION_TIMEOUT_MS) } : {};
-    cluster = new ClusterUnderTest({ service: options.service, ids, network, dataDir, token, tickMs: options.tickMs, runId, state, clockSkew, env, ...(workload.workers !== undefined ? { workers: workload.workers } : {}), ...(workload.settings !== undefined ? { settings: workload.settings } : {}), ...(workload.workerScript !== undefined ? { workerScript: workload.workerScript } : {}) });
+    cluster = new ClusterUnderTest({
+      service: options.service,
+      ids,
+      network,
+      dataDir,
+      token,
+      tickMs: options.tickMs,
+      runId,
+      state,
+      clockSkew,
+      env,
+      ...(workload.workers !== undefined ? { workers: workload.workers } : {}),
+      ...(workload.settings !== undefined ? { settings: workload.settings } : {}),
+      ...(workload.workerScript !== undefined ? { workerScript: workload.workerScript } : {}),
+    });
     cluster.startAll();
     log(`started ${ids.length} members; waiting for a leader`);
     const leader = await cluster.waitForLeader(30_000);
@@ -164,15 +227,38 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     }
     const workerUrls = cluster.workerUrls();
 
-    const schedule = makeSchedule({ seed, durationMs: options.timeS * 1000, nemeses: options.nemeses, intervalMs: options.intervalS * 1000 });
+    const schedule = makeSchedule({
+      seed,
+      durationMs: options.timeS * 1000,
+      nemeses: options.nemeses,
+      intervalMs: options.intervalS * 1000,
+    });
     const starts = schedule.filter((a) => a.action === 'start');
-    log(`schedule: ${starts.length} fault(s): ${starts.map((a) => `${(a.at / 1000).toFixed(1)}s ${describeFault(a.fault)}`).join('; ') || 'none'}`);
-    nemesis = new NemesisRunner({ cluster, network, rng: Rng.derive(seed, 'nemesis-runtime'), traffic, say: log }, history);
+    log(
+      `schedule: ${starts.length} fault(s): ${starts.map((a) => `${(a.at / 1000).toFixed(1)}s ${describeFault(a.fault)}`).join('; ') || 'none'}`,
+    );
+    nemesis = new NemesisRunner(
+      { cluster, network, rng: Rng.derive(seed, 'nemesis-runtime'), traffic, say: log },
+      history,
+    );
 
     // Clients.
     let nextFinalProcess = 0;
-    const perform = async (process: { id: number }, retire: () => void, invocation: Invocation, exec: () => Promise<Completion>, node: string): Promise<Completion> => {
-      history.append({ process: process.id, type: 'invoke', f: invocation.f, ...(invocation.key !== undefined ? { key: invocation.key } : {}), ...(invocation.value !== undefined ? { value: invocation.value } : {}), node });
+    const perform = async (
+      process: { id: number },
+      retire: () => void,
+      invocation: Invocation,
+      exec: () => Promise<Completion>,
+      node: string,
+    ): Promise<Completion> => {
+      history.append({
+        process: process.id,
+        type: 'invoke',
+        f: invocation.f,
+        ...(invocation.key !== undefined ? { key: invocation.key } : {}),
+        ...(invocation.value !== undefined ? { value: invocation.value } : {}),
+        node,
+      });
       let completion: Completion;
       try {
         completion = await exec();
@@ -180,9 +266,15 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
         completion = { type: 'info', error: `client error: ${(e as Error).message}` };
       }
       history.append({
-        process: process.id, type: completion.type, f: invocation.f,
+        process: process.id,
+        type: completion.type,
+        f: invocation.f,
         ...(invocation.key !== undefined ? { key: invocation.key } : {}),
-        ...(completion.value !== undefined ? { value: completion.value } : invocation.value !== undefined && completion.type !== 'ok' ? { value: invocation.value } : {}),
+        ...(completion.value !== undefined
+          ? { value: completion.value }
+          : invocation.value !== undefined && completion.type !== 'ok'
+            ? { value: invocation.value }
+            : {}),
         ...(completion.error !== undefined ? { error: completion.error } : {}),
         node,
       });
@@ -199,7 +291,16 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
     };
     if (workload.setup !== undefined) {
       log('setup');
-      await workload.setup({ nodes: ids, url: (id) => c0.url(id), workerUrls, token, opTimeoutMs: options.opTimeoutMs, perform: performFinal, sleep, deadline: Date.now() + 60_000 });
+      await workload.setup({
+        nodes: ids,
+        url: (id) => c0.url(id),
+        workerUrls,
+        token,
+        opTimeoutMs: options.opTimeoutMs,
+        perform: performFinal,
+        sleep,
+        deadline: Date.now() + 60_000,
+      });
       if (interrupt.aborted) throw new RunAborted('interrupted');
     }
 
@@ -245,16 +346,22 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
         const counts = countOps(history.events);
         const leaderNow = await c.leader(500).catch(() => null);
         const active = nemesis?.activeDescriptions() ?? [];
-        log(`ops ${counts.total}: ok ${counts.ok}, fail ${counts.fail}, info ${counts.info} | leader ${leaderNow ?? 'none'} | faults: ${active.length > 0 ? active.join('; ') : 'none'}`);
+        log(
+          `ops ${counts.total}: ok ${counts.ok}, fail ${counts.fail}, info ${counts.info} | leader ${leaderNow ?? 'none'} | faults: ${active.length > 0 ? active.join('; ') : 'none'}`,
+        );
       })();
     }, 5_000);
     const nemesisDone = nemesis.run(schedule, workloadStart, stopNemesis.signal);
     await new Promise<void>((r) => {
       const timer = setTimeout(r, options.timeS * 1000);
-      stopWorkload.signal.addEventListener('abort', () => {
-        clearTimeout(timer);
-        r();
-      }, { once: true });
+      stopWorkload.signal.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(timer);
+          r();
+        },
+        { once: true },
+      );
     });
     stopNemesis.abort();
     stopWorkload.abort();
@@ -269,9 +376,17 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
 
     // Recovery, then the clients finish (release what they hold), then the final reads.
     const recoveredLeader = await cluster.waitForLeader(options.recoveryS * 1000);
-    log(recoveredLeader === null ? `no leader ${options.recoveryS}s after the heal` : `recovered: leader ${recoveredLeader}`);
+    log(
+      recoveredLeader === null
+        ? `no leader ${options.recoveryS}s after the heal`
+        : `recovered: leader ${recoveredLeader}`,
+    );
     await sleep(1_000);
-    await Promise.all(workers.map(({ worker }) => worker.finish().catch((e: unknown) => log(`client finish failed: ${(e as Error).message}`))));
+    await Promise.all(
+      workers.map(({ worker }) =>
+        worker.finish().catch((e: unknown) => log(`client finish failed: ${(e as Error).message}`)),
+      ),
+    );
     const maxProcess = Math.max(...history.events.map((e) => (typeof e.process === 'number' ? e.process : 0)));
     nextFinalProcess = maxProcess + 1;
     log('final reads');
@@ -311,17 +426,28 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
   // Check.
   log(`checking ${workload.model} linearizability (budget ${options.checkTimeoutS}s)`);
   const events = (workload.modelEvents?.(history.events) ?? history.events) as unknown as GenericEvent[];
-  const lin: LinearizabilityResult = checkLinearizability(workload.model, events, { timeoutMs: options.checkTimeoutS * 1000 });
+  const lin: LinearizabilityResult = checkLinearizability(workload.model, events, {
+    timeoutMs: options.checkTimeoutS * 1000,
+  });
   log(`linearizable: ${lin.valid} (${lin.partitions} partition(s), ${lin.steps} steps, ${lin.ms.toFixed(0)} ms)`);
   const checks: CheckResult[] = [lin, ...workload.check(history.events)];
-  for (const extra of checks.slice(1)) log(`${extra.name}: ${extra.valid}${extra.stats ? ' ' + JSON.stringify(extra.stats) : ''}`);
+  for (const extra of checks.slice(1))
+    log(`${extra.name}: ${extra.valid}${extra.stats ? ' ' + JSON.stringify(extra.stats) : ''}`);
   const faults = nemesis?.faults ?? [];
   runInfo.durationMs = Date.now() - t0;
-  const result: RunResult = { valid: overall(checks), anomalies: allAnomalies(checks), ops: countOps(history.events), faults, checks, run: runInfo };
+  const result: RunResult = {
+    valid: overall(checks),
+    anomalies: allAnomalies(checks),
+    ops: countOps(history.events),
+    faults,
+    checks,
+    run: runInfo,
+  };
   writeFileSync(join(out, 'result.json'), JSON.stringify(result, null, 2) + '\n');
   writeFileSync(join(out, 'report.html'), renderReport({ events: history.events, result }));
   // The members' logs stay; their databases go unless asked to keep them (or the run failed).
-  if (result.valid === true && !options.keepData) for (const id of ids) rmSync(join(dataDir, id, 'db'), { recursive: true, force: true });
+  if (result.valid === true && !options.keepData)
+    for (const id of ids) rmSync(join(dataDir, id, 'db'), { recursive: true, force: true });
   log(`valid: ${result.valid}  (${join(out, 'result.json')}, ${join(out, 'report.html')})`);
   return result;
 }

@@ -3,7 +3,18 @@
  * crashed: namespaces, bridge, member and helper processes. One JSON file per run in the state directory, plus
  * one claim file per namespace slot (the slot picks the subnet 10.77.SLOT.0/24 and the names jlSLOT...).
  */
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -101,7 +112,11 @@ export function claimSlot(preferred?: number): number {
       }
     }
   }
-  throw new Error(preferred !== undefined ? `namespace slot ${preferred} is in use by a running harness` : 'no free namespace slot (run jepsen-like clean?)');
+  throw new Error(
+    preferred !== undefined
+      ? `namespace slot ${preferred} is in use by a running harness`
+      : 'no free namespace slot (run jepsen-like clean?)',
+  );
 }
 
 export function releaseSlot(slot: number): void {

@@ -9,15 +9,38 @@ import { AuctionMachine, type BidResult } from '@raftkit/auction';
 import { checkAuctionHistory, type CheckResult, type HistoryEvent, type LoggedBid } from '../src/index.js';
 
 const T0 = 1_700_000_000_000;
-const CREATE = { auction_id: 'A', seller_id: 'seller', start_price: 100, reserve_price: 150, min_increment: 5, start_at: T0, end_at: T0 + 60_000, anti_snipe_window_s: 10 };
+const CREATE = {
+  auction_id: 'A',
+  seller_id: 'seller',
+  start_price: 100,
+  reserve_price: 150,
+  min_increment: 5,
+  start_at: T0,
+  end_at: T0 + 60_000,
+  anti_snipe_window_s: 10,
+};
 
 let clock = 0;
 let nextProcess = 0;
-function op(f: string, input: Record<string, unknown>, type: 'ok' | 'fail' | 'info', output?: Record<string, unknown>, key = 'A'): HistoryEvent[] {
+function op(
+  f: string,
+  input: Record<string, unknown>,
+  type: 'ok' | 'fail' | 'info',
+  output?: Record<string, unknown>,
+  key = 'A',
+): HistoryEvent[] {
   const process = nextProcess++;
   return [
     { process, type: 'invoke', f, key, value: input, time: (clock += 10) },
-    { process, type, f, key, ...(output !== undefined ? { value: output } : {}), ...(type !== 'ok' ? { error: 'timeout' } : {}), time: (clock += 10) },
+    {
+      process,
+      type,
+      f,
+      key,
+      ...(output !== undefined ? { value: output } : {}),
+      ...(type !== 'ok' ? { error: 'timeout' } : {}),
+      time: (clock += 10),
+    },
   ];
 }
 
@@ -30,27 +53,85 @@ interface Bid {
 }
 
 /** Runs the bids through the real machine: the client answers and the log the service would hold. */
-function scenario(bids: Bid[], closeAt?: number): { events: HistoryEvent[]; log: LoggedBid[]; final: Record<string, unknown> } {
+function scenario(
+  bids: Bid[],
+  closeAt?: number,
+): { events: HistoryEvent[]; log: LoggedBid[]; final: Record<string, unknown> } {
   const m = new AuctionMachine();
   let index = 0;
-  m.apply({ op: 'create', auctionId: 'A', itemId: 'item-A', sellerId: CREATE.seller_id, startPrice: CREATE.start_price, reservePrice: CREATE.reserve_price, minIncrement: CREATE.min_increment, startAt: CREATE.start_at, endAt: CREATE.end_at, antiSnipeWindowS: CREATE.anti_snipe_window_s }, { index: ++index, term: 1, time: T0 });
+  m.apply(
+    {
+      op: 'create',
+      auctionId: 'A',
+      itemId: 'item-A',
+      sellerId: CREATE.seller_id,
+      startPrice: CREATE.start_price,
+      reservePrice: CREATE.reserve_price,
+      minIncrement: CREATE.min_increment,
+      startAt: CREATE.start_at,
+      endAt: CREATE.end_at,
+      antiSnipeWindowS: CREATE.anti_snipe_window_s,
+    },
+    { index: ++index, term: 1, time: T0 },
+  );
   const events: HistoryEvent[] = [...op('create', CREATE, 'ok', { auction_id: 'A' })];
   const log: LoggedBid[] = [];
   let last = T0;
   for (const b of bids) {
-    const r = m.apply({ op: 'bid', bidId: `x${index}`, auctionId: 'A', bidderId: b.bidder, amount: b.amount, maxProxyAmount: b.max, idempotencyKey: b.key }, { index: ++index, term: 1, time: b.at }) as BidResult;
+    const r = m.apply(
+      {
+        op: 'bid',
+        bidId: `x${index}`,
+        auctionId: 'A',
+        bidderId: b.bidder,
+        amount: b.amount,
+        maxProxyAmount: b.max,
+        idempotencyKey: b.key,
+      },
+      { index: ++index, term: 1, time: b.at },
+    ) as BidResult;
     last = b.at;
-    if (r.status !== 'duplicate') log.push({ bidder_id: b.bidder, amount: b.amount, max_proxy_amount: b.max, idempotency_key: b.key, placed_at: b.at, status: r.status, high_bid: r.newHighBid, high_bidder_id: r.highBidderId, close_at: r.closeAt! });
-    const wire = (x: BidResult): Record<string, unknown> => ({ auction_id: 'A', status: x.status, bid_id: x.bidId, seq: x.seq, new_high_bid: x.newHighBid, high_bidder_id: x.highBidderId, close_at: x.closeAt, ...(x.newCloseAt !== undefined ? { new_close_at: x.newCloseAt } : {}) });
+    if (r.status !== 'duplicate')
+      log.push({
+        bidder_id: b.bidder,
+        amount: b.amount,
+        max_proxy_amount: b.max,
+        idempotency_key: b.key,
+        placed_at: b.at,
+        status: r.status,
+        high_bid: r.newHighBid,
+        high_bidder_id: r.highBidderId,
+        close_at: r.closeAt!,
+      });
+    const wire = (x: BidResult): Record<string, unknown> => ({
+      auction_id: 'A',
+      status: x.status,
+      bid_id: x.bidId,
+      seq: x.seq,
+      new_high_bid: x.newHighBid,
+      high_bidder_id: x.highBidderId,
+      close_at: x.closeAt,
+      ...(x.newCloseAt !== undefined ? { new_close_at: x.newCloseAt } : {}),
+    });
     const answer = { ...wire(r), ...(r.original !== undefined ? { original: wire(r.original) } : {}) };
-    events.push(...op('bid', { auction_id: 'A', bidder_id: b.bidder, amount: b.amount, max_proxy_amount: b.max, idempotency_key: b.key }, 'ok', answer));
+    events.push(
+      ...op(
+        'bid',
+        { auction_id: 'A', bidder_id: b.bidder, amount: b.amount, max_proxy_amount: b.max, idempotency_key: b.key },
+        'ok',
+        answer,
+      ),
+    );
   }
   const view = m.getAuction('A', last)!;
   let winner: string | null = null;
   let price: number | null = null;
   let state = view.state as string;
   if (closeAt !== undefined) {
-    const c = m.apply({ op: 'close', auctionId: 'A' }, { index: ++index, term: 1, time: Math.max(closeAt, view.closeAt) });
+    const c = m.apply(
+      { op: 'close', auctionId: 'A' },
+      { index: ++index, term: 1, time: Math.max(closeAt, view.closeAt) },
+    );
     if (c.op === 'close' && c.status === 'closed') {
       winner = c.handoff.winnerId;
       price = c.handoff.finalPrice;
@@ -58,8 +139,22 @@ function scenario(bids: Bid[], closeAt?: number): { events: HistoryEvent[]; log:
     }
   }
   const final = {
-    auction_id: 'A', state, close_at: view.closeAt, current_high_bid: view.currentHighBid, current_high_bidder_id: view.currentHighBidderId, winner, final_price: price, now: view.closeAt + 1_000,
-    visible: view.bidHistory.map((h) => ({ seq: h.seq, bid_id: h.bidId, bidder_id: h.bidderId, amount: h.price, at: h.at, kind: h.kind })),
+    auction_id: 'A',
+    state,
+    close_at: view.closeAt,
+    current_high_bid: view.currentHighBid,
+    current_high_bidder_id: view.currentHighBidderId,
+    winner,
+    final_price: price,
+    now: view.closeAt + 1_000,
+    visible: view.bidHistory.map((h) => ({
+      seq: h.seq,
+      bid_id: h.bidId,
+      bidder_id: h.bidderId,
+      amount: h.price,
+      at: h.at,
+      kind: h.kind,
+    })),
   };
   return { events, log, final };
 }
@@ -75,14 +170,20 @@ const BIDS: Bid[] = [
   { bidder: 'b1', amount: 310, max: 399, key: 'k7', at: T0 + 64_000 }, // outbid, proxy answers at 400 capped 400 -> 400
 ];
 
-function history(mutate: (s: { events: HistoryEvent[]; log: LoggedBid[]; final: Record<string, unknown> }) => void = () => {}, close = true): HistoryEvent[] {
+function history(
+  mutate: (s: { events: HistoryEvent[]; log: LoggedBid[]; final: Record<string, unknown> }) => void = () => {},
+  close = true,
+): HistoryEvent[] {
   const s = scenario(BIDS, close ? T0 + 70_000 : undefined);
   mutate(s);
   return [...s.events, ...op('read-log', { auction_id: 'A' }, 'ok', { ...s.final, log: s.log, log_complete: true })];
 }
 
 /** The same run read as the service shows it: visible changes only (the log is rebuilt from them and the answers). */
-function visibleOnly(mutate: (s: { events: HistoryEvent[]; final: Record<string, unknown> }) => void = () => {}, close = true): HistoryEvent[] {
+function visibleOnly(
+  mutate: (s: { events: HistoryEvent[]; final: Record<string, unknown> }) => void = () => {},
+  close = true,
+): HistoryEvent[] {
   const s = scenario(BIDS, close ? T0 + 70_000 : undefined);
   mutate(s);
   return [...s.events, ...op('read-log', { auction_id: 'A' }, 'ok', { ...s.final, log: null })];
@@ -100,7 +201,11 @@ function types(r: CheckResult): string[] {
 
 t.test('a clean history passes every check', async (t) => {
   const s = scenario(BIDS, T0 + 70_000);
-  t.same(s.log.map((e) => e.status), ['accepted', 'outbid', 'accepted', 'below_increment', 'accepted', 'accepted', 'outbid'], 'the scenario covers the outcomes');
+  t.same(
+    s.log.map((e) => e.status),
+    ['accepted', 'outbid', 'accepted', 'below_increment', 'accepted', 'accepted', 'outbid'],
+    'the scenario covers the outcomes',
+  );
   t.equal(s.final.winner, 'b3');
   const results = checkAuctionHistory(history());
   for (const r of results) t.equal(r.valid, true, `${r.name}: ${JSON.stringify(r.anomalies.slice(0, 2))}`);
@@ -122,7 +227,10 @@ t.test('an acknowledged bid logged with another status fails', async (t) => {
 });
 
 t.test('a key decided twice (a retry applied again after a failover) fails', async (t) => {
-  const r = byName(checkAuctionHistory(history((s) => s.log.splice(3, 0, { ...s.log[2]!, placed_at: s.log[2]!.placed_at + 1 }))), 'auction-acknowledged');
+  const r = byName(
+    checkAuctionHistory(history((s) => s.log.splice(3, 0, { ...s.log[2]!, placed_at: s.log[2]!.placed_at + 1 }))),
+    'auction-acknowledged',
+  );
   t.equal(r.valid, false);
   t.same(types(r), ['applied-twice']);
 });
@@ -140,15 +248,21 @@ t.test('an accepted bid that does not raise the price fails', async (t) => {
   t.ok(types(r).includes('accepted-not-increasing'), types(r).join(', '));
 });
 
-t.test('a visible history that is not the log\'s changes fails', async (t) => {
-  const r = byName(checkAuctionHistory(history((s) => ((s.final.visible as Visible)[2]!.bidder_id = 'b9'))), 'auction-log-order');
+t.test("a visible history that is not the log's changes fails", async (t) => {
+  const r = byName(
+    checkAuctionHistory(history((s) => ((s.final.visible as Visible)[2]!.bidder_id = 'b9'))),
+    'auction-log-order',
+  );
   t.same(types(r), ['visible-differs-from-log']);
   const shorter = byName(checkAuctionHistory(history((s) => (s.final.visible as Visible).pop())), 'auction-log-order');
   t.same(types(shorter), ['visible-differs-from-log']);
 });
 
 t.test('visible history out of order fails', async (t) => {
-  const r = byName(checkAuctionHistory(history((s) => (s.final.visible as Array<{ price: number }>).reverse())), 'auction-log-order');
+  const r = byName(
+    checkAuctionHistory(history((s) => (s.final.visible as Array<{ price: number }>).reverse())),
+    'auction-log-order',
+  );
   t.equal(r.valid, false);
   t.match(types(r), ['visible-not-increasing']);
 });
@@ -174,7 +288,7 @@ t.test('a log whose replay differs fails: anti-snipe not applied', async (t) => 
   t.same(types(r), ['replay-differs']);
 });
 
-t.test('a winner other than the replay\'s fails', async (t) => {
+t.test("a winner other than the replay's fails", async (t) => {
   const r = byName(checkAuctionHistory(history((s) => (s.final.winner = 'b1'))), 'auction-replay');
   t.equal(r.valid, false);
   t.same(types(r), ['winner-differs']);
@@ -183,7 +297,10 @@ t.test('a winner other than the replay\'s fails', async (t) => {
 });
 
 t.test('an auction still live long after its close_at fails', async (t) => {
-  const r = byName(checkAuctionHistory(history((s) => (s.final.now = (s.final.close_at as number) + 60_000), false)), 'auction-replay');
+  const r = byName(
+    checkAuctionHistory(history((s) => (s.final.now = (s.final.close_at as number) + 60_000), false)),
+    'auction-replay',
+  );
   t.equal(r.valid, false);
   t.same(types(r), ['not-closed']);
 });
@@ -205,10 +322,21 @@ t.test('close_at seen going backwards fails', async (t) => {
   const base = clock;
   concurrent.push(
     { process: p, type: 'invoke', f: 'read', key: 'A', value: { auction_id: 'A' }, time: base - 500 },
-    { process: p, type: 'ok', f: 'read', key: 'A', value: { auction_id: 'A', close_at: T0 + 60_000, fresh: true }, time: base + 1 },
+    {
+      process: p,
+      type: 'ok',
+      f: 'read',
+      key: 'A',
+      value: { auction_id: 'A', close_at: T0 + 60_000, fresh: true },
+      time: base + 1,
+    },
   );
   concurrent.sort((a, b) => a.time - b.time);
-  t.equal(byName(checkAuctionHistory(concurrent), 'auction-close-at').valid, true, 'an overlapping observation may be older');
+  t.equal(
+    byName(checkAuctionHistory(concurrent), 'auction-close-at').valid,
+    true,
+    'an overlapping observation may be older',
+  );
 });
 
 t.test('a final close_at earlier than one observed fails', async (t) => {
@@ -225,7 +353,10 @@ t.test('rebuilt from the visible history: a clean run passes, and the replay cov
 });
 
 t.test('rebuilt: an acknowledged change missing from the history is lost', async (t) => {
-  const r = byName(checkAuctionHistory(visibleOnly((s) => (s.final.visible as Visible).splice(3, 1))), 'auction-acknowledged');
+  const r = byName(
+    checkAuctionHistory(visibleOnly((s) => (s.final.visible as Visible).splice(3, 1))),
+    'auction-acknowledged',
+  );
   t.match(types(r), ['acknowledged-lost']);
 });
 
@@ -242,7 +373,10 @@ t.test('rebuilt: a seq gap, a wrong proxy price, a raise shown as a change, a wr
 });
 
 t.test('rebuilt: a history naming a bid no client heard of cannot be replayed (unknown, not valid)', async (t) => {
-  const r = byName(checkAuctionHistory(visibleOnly((s) => ((s.final.visible as Visible)[0]!.bid_id = 'ghost'))), 'auction-replay');
+  const r = byName(
+    checkAuctionHistory(visibleOnly((s) => ((s.final.visible as Visible)[0]!.bid_id = 'ghost'))),
+    'auction-replay',
+  );
   t.equal(r.valid, 'unknown');
   t.match(JSON.stringify(r.stats), /ghost/);
 });

@@ -4,19 +4,31 @@ import { fileURLToPath } from 'node:url';
 import { spawnSync } from 'node:child_process';
 import fc from 'fast-check';
 import t from 'tap';
-import { checkLinearizability, parseAnyHistory, parseHistoryJsonl, serializeEvent, type HistoryEvent } from '../src/index.js';
+import {
+  checkLinearizability,
+  parseAnyHistory,
+  parseHistoryJsonl,
+  serializeEvent,
+  type HistoryEvent,
+} from '../src/index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const data = resolve(here, '../../../../shared/data/porcupine-histories');
 const cli = resolve(here, '../../bin/jepsen-like.js');
 
 t.test('jepsen-like check agrees with the 102 known verdicts of the Jepsen etcd histories', async (t) => {
-  const expected = readFileSync(join(data, 'jepsen', 'EXPECTED.txt'), 'utf8').trim().split('\n').map((l) => l.trim().split(/\s+/) as [string, string]);
+  const expected = readFileSync(join(data, 'jepsen', 'EXPECTED.txt'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/) as [string, string]);
   t.equal(expected.length, 102);
   let total = 0;
   for (const [file, verdict] of expected) {
     const { format, events } = parseAnyHistory(readFileSync(join(data, 'jepsen', file), 'utf8'));
-    const r = checkLinearizability('cas-register', events, { timeoutMs: 60_000, casFailIsObservation: format === 'jepsen-log' });
+    const r = checkLinearizability('cas-register', events, {
+      timeoutMs: 60_000,
+      casFailIsObservation: format === 'jepsen-log',
+    });
     total += r.ms;
     t.equal(r.valid, verdict === 'linearizable', file);
   }
@@ -28,7 +40,8 @@ t.test('and with the Porcupine kv histories (-ok linearizable, -bad not)', async
     const { events } = parseAnyHistory(readFileSync(join(data, 'kv', file), 'utf8'));
     const r = checkLinearizability('kv', events, { timeoutMs: 60_000 });
     t.equal(r.valid, file.endsWith('-ok.txt'), `${file} (${r.ms.toFixed(0)} ms)`);
-    if (r.valid === false) t.ok(r.window !== undefined && r.window.ops.some((o) => o.role === 'window'), `${file}: a failing window`);
+    if (r.valid === false)
+      t.ok(r.window !== undefined && r.window.ops.some((o) => o.role === 'window'), `${file}: a failing window`);
   }
 });
 
@@ -47,10 +60,30 @@ t.test('the CLI: exit codes, timing, formats', async (t) => {
 
 // ---- The whole path (our writer's JSON lines -> reader -> adapter -> checker) against a brute force ----------
 
-interface Spec { process: number; call: number; duration: number; f: 'read' | 'write' | 'cas'; a: number; b: number; outcome: 'ok' | 'info' | 'fail'; seen: number }
+interface Spec {
+  process: number;
+  call: number;
+  duration: number;
+  f: 'read' | 'write' | 'cas';
+  a: number;
+  b: number;
+  outcome: 'ok' | 'info' | 'fail';
+  seen: number;
+}
 
 /** Literal definition: some order respecting real time, every ok in it, every info in it or not, legal for a register. */
-function bruteForce(ops: { call: number; ret: number; f: string; a: number; b: number; seen: number | null; pending: boolean; casFailed: boolean }[]): boolean {
+function bruteForce(
+  ops: {
+    call: number;
+    ret: number;
+    f: string;
+    a: number;
+    b: number;
+    seen: number | null;
+    pending: boolean;
+    casFailed: boolean;
+  }[],
+): boolean {
   const used = ops.map(() => false);
   const search = (state: number | null, left: number): boolean => {
     if (left === 0) return true;
@@ -104,11 +137,35 @@ t.test('our JSON-lines histories through the checker agree with a brute force (f
         if (s.outcome === 'info') current.set(thread, s.process + 4);
         const value = s.f === 'cas' ? [s.a, s.b] : s.f === 'write' ? s.a : undefined;
         const seen = s.seen < 0 ? null : s.seen;
-        events.push({ process: s.process, type: 'invoke', f: s.f, key: 'k', ...(value !== undefined ? { value } : {}), time: call * 10 });
+        events.push({
+          process: s.process,
+          type: 'invoke',
+          f: s.f,
+          key: 'k',
+          ...(value !== undefined ? { value } : {}),
+          time: call * 10,
+        });
         const casMismatch = s.f === 'cas' && s.outcome === 'fail';
-        events.push({ process: s.process, type: s.outcome, f: s.f, key: 'k', ...(s.f === 'read' && s.outcome === 'ok' ? { value: seen } : value !== undefined ? { value } : {}), ...(casMismatch ? { error: 'cas_mismatch' } : {}), time: s.outcome === 'info' ? 1e12 + call : ret * 10 + 5 });
+        events.push({
+          process: s.process,
+          type: s.outcome,
+          f: s.f,
+          key: 'k',
+          ...(s.f === 'read' && s.outcome === 'ok' ? { value: seen } : value !== undefined ? { value } : {}),
+          ...(casMismatch ? { error: 'cas_mismatch' } : {}),
+          time: s.outcome === 'info' ? 1e12 + call : ret * 10 + 5,
+        });
         if (s.outcome === 'fail' && s.f !== 'cas') continue;
-        ops.push({ call: call * 10, ret: s.outcome === 'info' ? Infinity : ret * 10 + 5, f: s.f, a: s.a, b: s.b, seen, pending: s.outcome === 'info', casFailed: casMismatch });
+        ops.push({
+          call: call * 10,
+          ret: s.outcome === 'info' ? Infinity : ret * 10 + 5,
+          f: s.f,
+          a: s.a,
+          b: s.b,
+          seen,
+          pending: s.outcome === 'info',
+          casFailed: casMismatch,
+        });
       }
       events.sort((x, y) => x.time - y.time);
       const text = events.map(serializeEvent).join('\n') + '\n';

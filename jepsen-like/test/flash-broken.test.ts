@@ -24,13 +24,31 @@ t.test('flash with asynchronous inventory replication is caught overselling', as
     const started = Date.now();
     const result = await runTest(
       {
-        service: 'flash', workload: 'flash-async-inventory', timeS: 15, concurrency: 40, nemeses: parseNemesisList('partition,kill,pause'), seed, out, mode: 'auto', packetVia: 'auto',
-        intervalS: 3, recoveryS: 20, opTimeoutMs: 3_000, rate: 400, checkTimeoutS: 60, clockSkew: false, tickMs: 100, members: 5, keepData: false,
+        service: 'flash',
+        workload: 'flash-async-inventory',
+        timeS: 15,
+        concurrency: 40,
+        nemeses: parseNemesisList('partition,kill,pause'),
+        seed,
+        out,
+        mode: 'auto',
+        packetVia: 'auto',
+        intervalS: 3,
+        recoveryS: 20,
+        opTimeoutMs: 3_000,
+        rate: 400,
+        checkTimeoutS: 60,
+        clockSkew: false,
+        tickMs: 100,
+        members: 5,
+        keepData: false,
         say: () => {},
       },
       new AbortController().signal,
     );
-    t.comment(`seed ${seed}: ${((Date.now() - started) / 1000).toFixed(1)} s; ${result.ops.total} ops; ${result.checks.map((c) => `${c.name}: ${String(c.valid)}`).join(', ')}`);
+    t.comment(
+      `seed ${seed}: ${((Date.now() - started) / 1000).toFixed(1)} s; ${result.ops.total} ops; ${result.checks.map((c) => `${c.name}: ${String(c.valid)}`).join(', ')}`,
+    );
     if (result.valid === false) {
       caught = { result, out };
       break;
@@ -45,7 +63,10 @@ t.test('flash with asynchronous inventory replication is caught overselling', as
   const byName = Object.fromEntries(result.checks.map((c) => [c.name, c]));
   t.equal(result.valid, false, 'the run is not valid');
   t.equal(byName['no-oversell']!.valid, false, `oversold: ${JSON.stringify(byName['no-oversell']!.stats)}`);
-  t.ok(result.anomalies.some((a) => a.type === 'oversold' || a.type === 'units-created'), 'an oversell anomaly is named');
+  t.ok(
+    result.anomalies.some((a) => a.type === 'oversold' || a.type === 'units-created'),
+    'an oversell anomaly is named',
+  );
   t.ok(result.faults.length > 0, 'faults happened');
   rmSync(out, { recursive: true, force: true });
 });

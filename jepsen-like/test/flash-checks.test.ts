@@ -7,24 +7,53 @@ import { checkFlashHistory, type CheckResult, type HistoryEvent } from '../src/i
 
 let clock = 0;
 let nextProcess = 0;
-function op(f: string, input: Record<string, unknown>, type: 'ok' | 'fail' | 'info', output?: Record<string, unknown>, error?: string): HistoryEvent[] {
+function op(
+  f: string,
+  input: Record<string, unknown>,
+  type: 'ok' | 'fail' | 'info',
+  output?: Record<string, unknown>,
+  error?: string,
+): HistoryEvent[] {
   const process = nextProcess++;
   const call = (clock += 10);
   const ret = (clock += 10);
   return [
     { process, type: 'invoke', f, value: input, time: call },
-    { process, type, f, ...(output !== undefined ? { value: output } : {}), ...(error !== undefined ? { error } : {}), time: ret },
+    {
+      process,
+      type,
+      f,
+      ...(output !== undefined ? { value: output } : {}),
+      ...(error !== undefined ? { error } : {}),
+      time: ret,
+    },
   ];
 }
-const deal = (total: number): HistoryEvent[] => op('setup-deal', { total_inventory: total }, 'ok', { deal_id: 'd1', total_inventory: total, shards: 2 });
-const attempt = (user: string, key: string, answer: Record<string, unknown> | 'info' | 'fail', f = 'attempt'): HistoryEvent[] =>
-  answer === 'info' ? op(f, { user, key, gateway: 'g1' }, 'info', undefined, 'timeout') : answer === 'fail' ? op(f, { user, key, gateway: 'g1' }, 'fail', undefined, 'busy') : op(f, { user, key, gateway: 'g1' }, 'ok', answer);
-const win = (user: string, key: string, rid: string): HistoryEvent[] => attempt(user, key, { status: 'won', reservation_id: rid, expires_at: '2030-01-01T00:00:00Z' });
-const lost = (user: string, key: string, reason?: string): HistoryEvent[] => attempt(user, key, { status: 'lost', ...(reason !== undefined ? { reason } : {}) });
+const deal = (total: number): HistoryEvent[] =>
+  op('setup-deal', { total_inventory: total }, 'ok', { deal_id: 'd1', total_inventory: total, shards: 2 });
+const attempt = (
+  user: string,
+  key: string,
+  answer: Record<string, unknown> | 'info' | 'fail',
+  f = 'attempt',
+): HistoryEvent[] =>
+  answer === 'info'
+    ? op(f, { user, key, gateway: 'g1' }, 'info', undefined, 'timeout')
+    : answer === 'fail'
+      ? op(f, { user, key, gateway: 'g1' }, 'fail', undefined, 'busy')
+      : op(f, { user, key, gateway: 'g1' }, 'ok', answer);
+const win = (user: string, key: string, rid: string): HistoryEvent[] =>
+  attempt(user, key, { status: 'won', reservation_id: rid, expires_at: '2030-01-01T00:00:00Z' });
+const lost = (user: string, key: string, reason?: string): HistoryEvent[] =>
+  attempt(user, key, { status: 'lost', ...(reason !== undefined ? { reason } : {}) });
 const read = (user: string, rid: string, status: string | null, owner = user): HistoryEvent[] =>
-  status === null ? op('read-reservation', { user, reservation_id: rid }, 'fail', undefined, 'not_found') : op('read-reservation', { user, reservation_id: rid }, 'ok', { reservation_id: rid, user_id: owner, status });
-const state = (remaining: number): HistoryEvent[] => op('read-state', {}, 'ok', { state: remaining === 0 ? 'sold_out' : 'live', remaining });
-const byName = (events: HistoryEvent[]): Record<string, CheckResult> => Object.fromEntries(checkFlashHistory(events).map((c) => [c.name, c]));
+  status === null
+    ? op('read-reservation', { user, reservation_id: rid }, 'fail', undefined, 'not_found')
+    : op('read-reservation', { user, reservation_id: rid }, 'ok', { reservation_id: rid, user_id: owner, status });
+const state = (remaining: number): HistoryEvent[] =>
+  op('read-state', {}, 'ok', { state: remaining === 0 ? 'sold_out' : 'live', remaining });
+const byName = (events: HistoryEvent[]): Record<string, CheckResult> =>
+  Object.fromEntries(checkFlashHistory(events).map((c) => [c.name, c]));
 
 /** Two units, three users: u1 and u2 win (u2 after a timeout, retried with the same key), u3 loses. */
 const clean = (): HistoryEvent[] => [
@@ -43,7 +72,8 @@ const clean = (): HistoryEvent[] => [
 
 t.test('a clean history passes every check', async (t) => {
   const c = byName(clean());
-  for (const name of ['no-oversell', 'one-per-user', 'acked-wins-present', 'one-answer-per-key']) t.equal(c[name]!.valid, true, name);
+  for (const name of ['no-oversell', 'one-per-user', 'acked-wins-present', 'one-answer-per-key'])
+    t.equal(c[name]!.valid, true, name);
   t.same(c['no-oversell']!.stats, { total_inventory: 2, reservations_won: 2, remaining_after_heal: 0 });
   t.same(c['acked-wins-present']!.stats, { acknowledged: 2, present: 2 });
   t.match(c['one-answer-per-key']!.stats, { keys: 4, attempts_ok: 6, attempts_info: 1 });
@@ -53,8 +83,14 @@ t.test('oversell: more distinct wins than units, and units created', async (t) =
   const h = [...clean(), ...win('u4', 'k4', 'r3'), ...read('u4', 'r3', 'reserved')];
   const c = byName(h);
   t.equal(c['no-oversell']!.valid, false);
-  t.match(c['no-oversell']!.anomalies.map((a) => a.type), ['oversold', 'units-created']);
-  t.match(c['no-oversell']!.anomalies[0]!.description, /3 distinct reservations were won, more than the total inventory of 2/);
+  t.match(
+    c['no-oversell']!.anomalies.map((a) => a.type),
+    ['oversold', 'units-created'],
+  );
+  t.match(
+    c['no-oversell']!.anomalies[0]!.description,
+    /3 distinct reservations were won, more than the total inventory of 2/,
+  );
   // An oversell seen only in the final state: one win, but remaining says both units are still there.
   const created = byName([...deal(2), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'reserved'), ...state(2)]);
   t.equal(created['no-oversell']!.valid, false);
@@ -64,12 +100,23 @@ t.test('oversell: more distinct wins than units, and units created', async (t) =
 });
 
 t.test('an oversell found only in the reservations read back (a win answered to nobody)', async (t) => {
-  const c = byName([...deal(1), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'reserved'), ...read('u2', 'r9', 'reserved')]);
+  const c = byName([
+    ...deal(1),
+    ...win('u1', 'k1', 'r1'),
+    ...read('u1', 'r1', 'reserved'),
+    ...read('u2', 'r9', 'reserved'),
+  ]);
   t.equal(c['no-oversell']!.valid, false);
 });
 
 t.test('one user with two reservations, and one reservation answered to two users', async (t) => {
-  const two = byName([...deal(5), ...win('u1', 'k1', 'r1'), ...win('u1', 'k2', 'r2'), ...read('u1', 'r1', 'reserved'), ...read('u1', 'r2', 'reserved')]);
+  const two = byName([
+    ...deal(5),
+    ...win('u1', 'k1', 'r1'),
+    ...win('u1', 'k2', 'r2'),
+    ...read('u1', 'r1', 'reserved'),
+    ...read('u1', 'r2', 'reserved'),
+  ]);
   t.equal(two['one-per-user']!.valid, false);
   t.match(two['one-per-user']!.anomalies[0]!.description, /u1 holds 2 reservations: r1, r2/);
   const shared = byName([...deal(5), ...win('u1', 'k1', 'r1'), ...win('u2', 'k2', 'r1')]);
@@ -77,12 +124,20 @@ t.test('one user with two reservations, and one reservation answered to two user
   t.equal(shared['one-per-user']!.anomalies[0]!.type, 'shared-reservation');
 });
 
-t.test('an acknowledged win missing, another user\'s, or released after the heal', async (t) => {
+t.test("an acknowledged win missing, another user's, or released after the heal", async (t) => {
   const missing = byName([...deal(2), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', null)]);
   t.equal(missing['acked-wins-present']!.valid, false);
   t.equal(missing['acked-wins-present']!.anomalies[0]!.type, 'lost-win');
-  t.equal(byName([...deal(2), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'reserved', 'u2')])['acked-wins-present']!.anomalies[0]!.type, 'wrong-owner');
-  t.equal(byName([...deal(2), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'expired')])['acked-wins-present']!.anomalies[0]!.type, 'not-holding');
+  t.equal(
+    byName([...deal(2), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'reserved', 'u2')])['acked-wins-present']!
+      .anomalies[0]!.type,
+    'wrong-owner',
+  );
+  t.equal(
+    byName([...deal(2), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'expired')])['acked-wins-present']!.anomalies[0]!
+      .type,
+    'not-holding',
+  );
   const unread = byName([...deal(2), ...win('u1', 'k1', 'r1')]);
   t.equal(unread['acked-wins-present']!.valid, 'unknown', 'a win never read back is unknown, not valid');
 });
@@ -96,25 +151,49 @@ t.test('a key answered two ways', async (t) => {
   const lostThenWon = byName([...deal(5), ...lost('u1', 'k1'), ...win('u1', 'k1', 'r1')]);
   t.equal(lostThenWon['one-answer-per-key']!.anomalies[0]!.type, 'lost-then-won');
   // The gateway's local sold-out answer decides nothing: the same key may win later (a unit came back).
-  const localThenWon = byName([...deal(5), ...lost('u1', 'k1', 'sold_out'), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'reserved')]);
+  const localThenWon = byName([
+    ...deal(5),
+    ...lost('u1', 'k1', 'sold_out'),
+    ...win('u1', 'k1', 'r1'),
+    ...read('u1', 'r1', 'reserved'),
+  ]);
   t.equal(localThenWon['one-answer-per-key']!.valid, true);
 });
 
 t.test('a unit taken from the inventory but answered to nobody', async (t) => {
-  const hidden = byName([...deal(3), ...win('u1', 'k1', 'r1'), ...attempt('u2', 'k2', 'info'), ...lost('u2', 'k2', 'sold_out'), ...read('u1', 'r1', 'reserved'), ...state(1)]);
+  const hidden = byName([
+    ...deal(3),
+    ...win('u1', 'k1', 'r1'),
+    ...attempt('u2', 'k2', 'info'),
+    ...lost('u2', 'k2', 'sold_out'),
+    ...read('u1', 'r1', 'reserved'),
+    ...state(1),
+  ]);
   t.equal(hidden['one-answer-per-key']!.valid, false);
   t.equal(hidden['one-answer-per-key']!.anomalies[0]!.type, 'hidden-wins');
   t.match(hidden['one-answer-per-key']!.anomalies[0]!.description, /1 unit\(s\) left the inventory/);
-  t.equal(byName([...deal(3), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'reserved'), ...state(2)])['one-answer-per-key']!.valid, true);
+  t.equal(
+    byName([...deal(3), ...win('u1', 'k1', 'r1'), ...read('u1', 'r1', 'reserved'), ...state(2)])['one-answer-per-key']!
+      .valid,
+    true,
+  );
 });
 
 t.test('every key whose outcome was unknown must get an answer after the heal', async (t) => {
-  const unanswered = byName([...deal(2), ...attempt('u1', 'k1', 'info'), ...attempt('u1', 'k1', 'info', 'final-attempt')]);
+  const unanswered = byName([
+    ...deal(2),
+    ...attempt('u1', 'k1', 'info'),
+    ...attempt('u1', 'k1', 'info', 'final-attempt'),
+  ]);
   t.equal(unanswered['one-answer-per-key']!.valid, false);
   t.equal(unanswered['one-answer-per-key']!.anomalies[0]!.type, 'never-answered');
   const queued = byName([...deal(2), ...attempt('u1', 'k1', { status: 'queued' })]);
   t.equal(queued['one-answer-per-key']!.anomalies[0]!.type, 'never-answered', 'queued is not an answer');
-  const resolved = byName([...deal(2), ...attempt('u1', 'k1', { status: 'queued' }), ...attempt('u1', 'k1', { status: 'lost' }, 'final-attempt')]);
+  const resolved = byName([
+    ...deal(2),
+    ...attempt('u1', 'k1', { status: 'queued' }),
+    ...attempt('u1', 'k1', { status: 'lost' }, 'final-attempt'),
+  ]);
   t.equal(resolved['one-answer-per-key']!.valid, true);
   const refused = byName([...deal(2), ...attempt('u1', 'k1', 'fail')]);
   t.equal(refused['one-answer-per-key']!.valid, true, 'a refused attempt (4xx) decided nothing and is owed nothing');

@@ -4,7 +4,8 @@ import { dropRules, nftScript } from '../src/net/namespaces.js';
 
 const ids = ['n1', 'n2', 'n3', 'n4', 'n5'];
 const cut = (links: readonly Link[], a: string, b: string): boolean => links.includes(`${a}>${b}`);
-const sees = (links: readonly Link[], a: string): string[] => ids.filter((b) => b === a || (!cut(links, a, b) && !cut(links, b, a)));
+const sees = (links: readonly Link[], a: string): string[] =>
+  ids.filter((b) => b === a || (!cut(links, a, b) && !cut(links, b, a)));
 
 t.test('halves: a minority and a majority, cut both ways', async (t) => {
   for (let seed = 0; seed < 20; seed++) {
@@ -32,7 +33,9 @@ t.test('majority-ring: every member sees a majority, no two the same', async (t)
   const seven = ['a', 'b', 'c', 'd', 'e', 'f', 'g'];
   const g7 = makeGrudge('majority-ring', seven, null, new Rng(3));
   for (const id of seven) {
-    const visible = seven.filter((b) => b === id || (!g7.links.includes(`${id}>${b}`) && !g7.links.includes(`${b}>${id}`)));
+    const visible = seven.filter(
+      (b) => b === id || (!g7.links.includes(`${id}>${b}`) && !g7.links.includes(`${b}>${id}`)),
+    );
     t.ok(visible.length >= 4, 'seven members: each sees at least 4');
   }
 });
@@ -42,14 +45,18 @@ t.test('bridge: two halves joined by one member', async (t) => {
   const views = ids.map((id) => sees(g.links, id));
   const bridge = ids.find((_, i) => views[i]!.length === 5);
   t.ok(bridge, 'one member sees everyone');
-  t.same(ids.filter((id) => id !== bridge).map((id) => sees(g.links, id).length), [3, 3, 3, 3]);
+  t.same(
+    ids.filter((id) => id !== bridge).map((id) => sees(g.links, id).length),
+    [3, 3, 3, 3],
+  );
 });
 
 t.test('one-way: one direction only', async (t) => {
   for (let seed = 0; seed < 20; seed++) {
     const g = makeGrudge('one-way', ids, 'n2', new Rng(seed));
     t.equal(g.links.length, 4);
-    for (const l of g.links) t.notOk(g.links.includes(l.split('>').reverse().join('>') as Link), 'never both directions');
+    for (const l of g.links)
+      t.notOk(g.links.includes(l.split('>').reverse().join('>') as Link), 'never both directions');
   }
 });
 
@@ -60,6 +67,9 @@ t.test('nftables rules: a cut link drops that TCP direction in both namespaces',
   t.same(rules.get('n1'), ['ip saddr 10.77.1.12 tcp sport 7000 drop']);
   const script = nftScript(rules.get('n2')!);
   t.match(script, /table inet jepsen \{/);
-  t.match(script, /flush chain inet jepsen input\nadd rule inet jepsen input ip saddr 10\.77\.1\.11 tcp dport 7000 drop/);
+  t.match(
+    script,
+    /flush chain inet jepsen input\nadd rule inet jepsen input ip saddr 10\.77\.1\.11 tcp dport 7000 drop/,
+  );
   t.notMatch(nftScript([]), /add rule/, 'healed: an empty chain');
 });

@@ -2,7 +2,15 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { countOps, HistoryFormatError, HistoryWriter, parseAnyHistory, parseHistoryJsonl, serializeEvent, type HistoryEvent } from '../src/index.js';
+import {
+  countOps,
+  HistoryFormatError,
+  HistoryWriter,
+  parseAnyHistory,
+  parseHistoryJsonl,
+  serializeEvent,
+  type HistoryEvent,
+} from '../src/index.js';
 
 t.test('writer and reader round trip', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'jl-history-'));
@@ -20,9 +28,16 @@ t.test('writer and reader round trip', async (t) => {
   t.equal(text.trim().split('\n').length, 7, 'one line per event');
   const back = parseHistoryJsonl(text);
   t.same(back, w.events, 'read back identical');
-  t.ok(back.every((e, i) => i === 0 || e.time >= back[i - 1]!.time), 'monotonic nanosecond times');
+  t.ok(
+    back.every((e, i) => i === 0 || e.time >= back[i - 1]!.time),
+    'monotonic nanosecond times',
+  );
   t.same(parseAnyHistory(text).format, 'jsonl');
-  t.match(readFileSync(path, 'utf8').split('\n')[0]!, /^\{"process":0,"type":"invoke","f":"write","key":"k1","value":3,"time":\d+,"node":"n1"\}$/, 'documented key order');
+  t.match(
+    readFileSync(path, 'utf8').split('\n')[0]!,
+    /^\{"process":0,"type":"invoke","f":"write","key":"k1","value":3,"time":\d+,"node":"n1"\}$/,
+    'documented key order',
+  );
 });
 
 t.test('serializeEvent omits absent fields', async (t) => {
@@ -52,5 +67,12 @@ t.test('operation counts', async (t) => {
     { process: 1, type: 'info', f: 'write', time: 5 },
     { process: 2, type: 'invoke', f: 'write', value: 2, time: 6 },
   ];
-  t.same(countOps(events), { total: 3, ok: 1, fail: 0, info: 1, open: 1, byF: { read: { ok: 1, fail: 0, info: 0 }, write: { ok: 0, fail: 0, info: 1 } } });
+  t.same(countOps(events), {
+    total: 3,
+    ok: 1,
+    fail: 0,
+    info: 1,
+    open: 1,
+    byF: { read: { ok: 1, fail: 0, info: 0 }, write: { ok: 0, fail: 0, info: 1 } },
+  });
 });

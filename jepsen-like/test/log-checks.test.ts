@@ -4,32 +4,72 @@
  * rejected.
  */
 import t from 'tap';
-import { checkLinearizability, checkLogHistory, commitRegisterEvents, type CheckResult, type HistoryEvent } from '../src/index.js';
+import {
+  checkLinearizability,
+  checkLogHistory,
+  commitRegisterEvents,
+  type CheckResult,
+  type HistoryEvent,
+} from '../src/index.js';
 
 type Rec = [number, string];
 let clock = 0;
 let nextProcess = 0;
-function op(f: string, input: Record<string, unknown>, type: 'ok' | 'fail' | 'info', output?: Record<string, unknown>, error?: string): HistoryEvent[] {
+function op(
+  f: string,
+  input: Record<string, unknown>,
+  type: 'ok' | 'fail' | 'info',
+  output?: Record<string, unknown>,
+  error?: string,
+): HistoryEvent[] {
   const process = nextProcess++;
   const call = (clock += 10);
   const ret = (clock += 10);
   return [
     { process, type: 'invoke', f, value: input, time: call },
-    { process, type, f, ...(output !== undefined ? { value: output } : {}), ...(error !== undefined ? { error } : {}), time: ret },
+    {
+      process,
+      type,
+      f,
+      ...(output !== undefined ? { value: output } : {}),
+      ...(error !== undefined ? { error } : {}),
+      time: ret,
+    },
   ];
 }
 const send = (seq: number, values: string[], type: 'ok' | 'info', offset?: number, partition = 0): HistoryEvent[] => {
   const input = { producer: 'w0-0', seq, partition, values };
-  return op('send', input, type, type === 'ok' ? { ...input, offset, count: values.length, duplicate: false } : undefined, type === 'ok' ? undefined : 'timeout');
+  return op(
+    'send',
+    input,
+    type,
+    type === 'ok' ? { ...input, offset, count: values.length, duplicate: false } : undefined,
+    type === 'ok' ? undefined : 'timeout',
+  );
 };
-const committed = (session: string, offset: number, group = 'g1', partition = 0): HistoryEvent[] => op('committed', { session, group, partition }, 'ok', { session, group, partition, offset });
+const committed = (session: string, offset: number, group = 'g1', partition = 0): HistoryEvent[] =>
+  op('committed', { session, group, partition }, 'ok', { session, group, partition, offset });
 const poll = (session: string, from: number, records: Rec[], group = 'g1', partition = 0): HistoryEvent[] => {
   const next = records.length > 0 ? records[records.length - 1]![0] + 1 : from;
   return op('poll', { session, group, partition, from }, 'ok', { session, group, partition, from, records, next });
 };
-const commit = (session: string, expect: number | null, offset: number, type: 'ok' | 'fail' | 'info' = 'ok', group = 'g1', partition = 0): HistoryEvent[] =>
-  op('commit', { session, group, partition, expect, offset }, type, undefined, type === 'fail' ? 'offset_conflict' : undefined);
-const finalLog = (records: Rec[], end = records.length, partition = 0): HistoryEvent[] => op('read-log', { partition }, 'ok', { partition, records, end });
+const commit = (
+  session: string,
+  expect: number | null,
+  offset: number,
+  type: 'ok' | 'fail' | 'info' = 'ok',
+  group = 'g1',
+  partition = 0,
+): HistoryEvent[] =>
+  op(
+    'commit',
+    { session, group, partition, expect, offset },
+    type,
+    undefined,
+    type === 'fail' ? 'offset_conflict' : undefined,
+  );
+const finalLog = (records: Rec[], end = records.length, partition = 0): HistoryEvent[] =>
+  op('read-log', { partition }, 'ok', { partition, records, end });
 
 const A: Rec = [0, 'a'];
 const B: Rec = [1, 'b'];
@@ -37,7 +77,9 @@ const C: Rec = [2, 'c'];
 const D: Rec = [3, 'd'];
 
 /** Producer: [a b] at 0, [c] unknown then retried and acknowledged at 2, [d] at 3. Consumers: s1 commits [0,2), crashes after reading c; s2 resumes at 2 and commits [2,4). */
-function clean(over: { s2Start?: number; s2Polls?: Rec[][]; s2Commit?: [number, number]; final?: Rec[]; finalEnd?: number } = {}): HistoryEvent[] {
+function clean(
+  over: { s2Start?: number; s2Polls?: Rec[][]; s2Commit?: [number, number]; final?: Rec[]; finalEnd?: number } = {},
+): HistoryEvent[] {
   clock = 0;
   nextProcess = 0;
   const s2Start = over.s2Start ?? 2;
@@ -95,8 +137,15 @@ t.test('a duplicate delivery: a session resumes before the committed offset and 
   const c = byName(clean({ s2Start: 0, s2Polls: [[A, B, C, D]], s2Commit: [0, 4] }));
   t.equal(c['log-consumer-groups']!.valid, false);
   t.ok(types(c['log-consumer-groups']!).includes('duplicate'));
-  t.match(c['log-consumer-groups']!.anomalies.map((a) => a.description).join('\n'), /2 commits from offset 0 succeeded/);
-  const lin = checkLinearizability('cas-register', commitRegisterEvents(clean({ s2Start: 0, s2Polls: [[A, B, C, D]], s2Commit: [0, 4] })) as never, { timeoutMs: 10_000 });
+  t.match(
+    c['log-consumer-groups']!.anomalies.map((a) => a.description).join('\n'),
+    /2 commits from offset 0 succeeded/,
+  );
+  const lin = checkLinearizability(
+    'cas-register',
+    commitRegisterEvents(clean({ s2Start: 0, s2Polls: [[A, B, C, D]], s2Commit: [0, 4] })) as never,
+    { timeoutMs: 10_000 },
+  );
   t.equal(lin.valid, false, 'the stale committed offset and the second commit from 0 are not linearizable either');
 });
 
@@ -128,7 +177,14 @@ t.test('a reorder: a fetch returns records out of offset order', async (t) => {
 t.test("a reorder: a producer's later batch stored before its earlier one", async (t) => {
   clock = 0;
   nextProcess = 0;
-  const h = [...send(0, ['a'], 'ok', 1), ...send(1, ['b'], 'ok', 0), ...finalLog([[0, 'b'], [1, 'a']])];
+  const h = [
+    ...send(0, ['a'], 'ok', 1),
+    ...send(1, ['b'], 'ok', 0),
+    ...finalLog([
+      [0, 'b'],
+      [1, 'a'],
+    ]),
+  ];
   const c = byName(h);
   t.equal(c['log-integrity']!.valid, false);
   t.same(types(c['log-integrity']!), ['reorder']);
@@ -177,21 +233,47 @@ t.test('a commit whose outcome is unknown counts when the chain goes on from it'
 t.test('an unknown commit also counts when a consumer later read its offset as committed', async (t) => {
   clock = 0;
   nextProcess = 0;
-  const h = [...commit('setup', null, 0), ...send(0, ['a'], 'ok', 0), ...committed('s1', 0), ...poll('s1', 0, [A]), ...commit('s1', 0, 1, 'info'), ...finalLog([A]), ...committed('final.g1.0.0', 1)];
+  const h = [
+    ...commit('setup', null, 0),
+    ...send(0, ['a'], 'ok', 0),
+    ...committed('s1', 0),
+    ...poll('s1', 0, [A]),
+    ...commit('s1', 0, 1, 'info'),
+    ...finalLog([A]),
+    ...committed('final.g1.0.0', 1),
+  ];
   const c = byName(h);
   t.equal(c['log-consumer-groups']!.valid, true, JSON.stringify(c['log-consumer-groups']!.anomalies));
 });
 
-t.test('acknowledged records a group never reached: unknown without a finished drain, unconsumed with one', async (t) => {
-  clock = 0;
-  nextProcess = 0;
-  const base = [...commit('setup', null, 0), ...send(0, ['a', 'b'], 'ok', 0), ...committed('s1', 0), ...poll('s1', 0, [A]), ...commit('s1', 0, 1), ...finalLog([A, B])];
-  t.equal(byName(base)['log-consumer-groups']!.valid, 'unknown', 'the drain did not finish: a liveness question');
-  t.equal(byName([...base, ...committed('final.g1.0.0', 1)])['log-consumer-groups']!.valid, 'unknown', 'a drain that read 1 and got no further is not finished');
-  const drained = byName([...base, ...committed('final.g1.0.0', 2)]);
-  t.equal(drained['log-consumer-groups']!.valid, false, 'the committed offset is at the end, 2, but no commit consumed b');
-  t.ok(types(drained['log-consumer-groups']!).includes('unconsumed'));
-});
+t.test(
+  'acknowledged records a group never reached: unknown without a finished drain, unconsumed with one',
+  async (t) => {
+    clock = 0;
+    nextProcess = 0;
+    const base = [
+      ...commit('setup', null, 0),
+      ...send(0, ['a', 'b'], 'ok', 0),
+      ...committed('s1', 0),
+      ...poll('s1', 0, [A]),
+      ...commit('s1', 0, 1),
+      ...finalLog([A, B]),
+    ];
+    t.equal(byName(base)['log-consumer-groups']!.valid, 'unknown', 'the drain did not finish: a liveness question');
+    t.equal(
+      byName([...base, ...committed('final.g1.0.0', 1)])['log-consumer-groups']!.valid,
+      'unknown',
+      'a drain that read 1 and got no further is not finished',
+    );
+    const drained = byName([...base, ...committed('final.g1.0.0', 2)]);
+    t.equal(
+      drained['log-consumer-groups']!.valid,
+      false,
+      'the committed offset is at the end, 2, but no commit consumed b',
+    );
+    t.ok(types(drained['log-consumer-groups']!).includes('unconsumed'));
+  },
+);
 
 t.test('of two unknown commits from one offset, the one the later commits go on from took effect', async (t) => {
   // Seen in a real run (proxy mode, seed 4): [82, 91) and [82, 84) both unknown, the committed offset then read as

@@ -12,7 +12,11 @@ const frame = (value: unknown): Buffer => {
 };
 
 /** A stand-in for a member's Raft port: decodes the frames it receives. */
-async function sink(): Promise<{ server: Server; port: number; frames: { value: Record<string, unknown>; at: number }[] }> {
+async function sink(): Promise<{
+  server: Server;
+  port: number;
+  frames: { value: Record<string, unknown>; at: number }[];
+}> {
   const frames: { value: Record<string, unknown>; at: number }[] = [];
   const server = createServer((socket) => {
     let buffer = Buffer.alloc(0);
@@ -30,9 +34,19 @@ async function sink(): Promise<{ server: Server; port: number; frames: { value: 
   return { server, port: (server.address() as { port: number }).port, frames };
 }
 
-async function setup(): Promise<{ proxy: LinkProxy; target: Awaited<ReturnType<typeof sink>>; sender: Socket; close: () => Promise<void> }> {
+async function setup(): Promise<{
+  proxy: LinkProxy;
+  target: Awaited<ReturnType<typeof sink>>;
+  sender: Socket;
+  close: () => Promise<void>;
+}> {
   const target = await sink();
-  const proxy = new LinkProxy({ targetId: 'n2', listen: { host: '127.0.0.1', port: 0 }, target: { host: '127.0.0.1', port: target.port }, seed: 1 });
+  const proxy = new LinkProxy({
+    targetId: 'n2',
+    listen: { host: '127.0.0.1', port: 0 },
+    target: { host: '127.0.0.1', port: target.port },
+    seed: 1,
+  });
   const port = await proxy.start();
   const sender = connect(port, '127.0.0.1');
   await new Promise<void>((r) => sender.once('connect', () => r()));
@@ -50,14 +64,18 @@ async function setup(): Promise<{ proxy: LinkProxy; target: Awaited<ReturnType<t
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-const msgs = (frames: { value: Record<string, unknown> }[]): number[] => frames.filter((f) => f.value.kind === 'msg').map((f) => (f.value.message as { n: number }).n);
+const msgs = (frames: { value: Record<string, unknown> }[]): number[] =>
+  frames.filter((f) => f.value.kind === 'msg').map((f) => (f.value.message as { n: number }).n);
 
 t.test('frames pass through in order; the hello names the link', async (t) => {
   const { target, sender, close } = await setup();
   for (let n = 0; n < 50; n++) sender.write(frame({ kind: 'msg', message: { n } }));
   await sleep(200);
   t.same(target.frames[0]!.value, { kind: 'hello', version: 1, from: 'n1', to: 'n2' });
-  t.same(msgs(target.frames), Array.from({ length: 50 }, (_, n) => n));
+  t.same(
+    msgs(target.frames),
+    Array.from({ length: 50 }, (_, n) => n),
+  );
   await close();
 });
 
@@ -70,7 +88,11 @@ t.test('a cut link holds everything; healing delivers it, in order', async (t) =
   t.same(msgs(target.frames), [], 'nothing crosses a cut link');
   proxy.setCut(['n3']);
   await sleep(200);
-  t.same(msgs(target.frames), Array.from({ length: 10 }, (_, n) => n), 'delivered late after the heal, as TCP would');
+  t.same(
+    msgs(target.frames),
+    Array.from({ length: 10 }, (_, n) => n),
+    'delivered late after the heal, as TCP would',
+  );
   await close();
 });
 
@@ -100,7 +122,15 @@ t.test('reordering: every message arrives, some overtaken', async (t) => {
   for (let n = 0; n < 40; n++) sender.write(frame({ kind: 'msg', message: { n } }));
   await sleep(300);
   const got = msgs(target.frames);
-  t.same([...got].sort((a, b) => a - b), Array.from({ length: 40 }, (_, n) => n), 'nothing lost');
-  t.notSame(got, Array.from({ length: 40 }, (_, n) => n), 'not in the order sent');
+  t.same(
+    [...got].sort((a, b) => a - b),
+    Array.from({ length: 40 }, (_, n) => n),
+    'nothing lost',
+  );
+  t.notSame(
+    got,
+    Array.from({ length: 40 }, (_, n) => n),
+    'not in the order sent',
+  );
   await close();
 });

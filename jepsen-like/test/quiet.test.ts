@@ -58,11 +58,20 @@ t.test('a quiet spell lasts at least QUIET_MIN_MS, longer than the members sessi
 
 t.test('the command line and the schedule take quiet', async (t) => {
   const nemeses = parseNemesisList('kill,quiet');
-  t.same(nemeses.map((n) => n.name), ['kill', 'quiet']);
+  t.same(
+    nemeses.map((n) => n.name),
+    ['kill', 'quiet'],
+  );
   t.throws(() => parseNemesisList('quiet:one'), /no variant/, 'quiet has no variants');
   const schedule = makeSchedule({ seed: 3, durationMs: 60_000, nemeses, intervalMs: 3_000 });
-  t.ok(schedule.some((a) => a.action === 'start' && a.fault.nemesis === 'quiet'), 'quiet spells are scheduled');
-  t.ok(parseNemesisList('all').some((n) => n.name === 'quiet'), '"all" includes quiet');
+  t.ok(
+    schedule.some((a) => a.action === 'start' && a.fault.nemesis === 'quiet'),
+    'quiet spells are scheduled',
+  );
+  t.ok(
+    parseNemesisList('all').some((n) => n.name === 'quiet'),
+    '"all" includes quiet',
+  );
 });
 
 function sleep(ms: number): Promise<void> {

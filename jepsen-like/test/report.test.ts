@@ -6,7 +6,13 @@ const s = 1e9;
 const history: HistoryEvent[] = [
   { process: 0, type: 'invoke', f: 'write', key: 'k', value: 1, time: 0.1 * s, node: 'n1' },
   { process: 0, type: 'ok', f: 'write', key: 'k', value: 1, time: 0.2 * s, node: 'n1' },
-  { process: 'nemesis', type: 'info', f: 'start-partition', value: { id: 1, description: 'partition halves: n1 n2 | n3 n4 n5', targets: ['n1'] }, time: 0.25 * s },
+  {
+    process: 'nemesis',
+    type: 'info',
+    f: 'start-partition',
+    value: { id: 1, description: 'partition halves: n1 n2 | n3 n4 n5', targets: ['n1'] },
+    time: 0.25 * s,
+  },
   { process: 1, type: 'invoke', f: 'read', key: 'k', time: 0.3 * s, node: 'n2' },
   { process: 1, type: 'ok', f: 'read', key: 'k', value: 1, time: 0.4 * s, node: 'n2' },
   { process: 0, type: 'invoke', f: 'write', key: 'k', value: 2, time: 0.5 * s, node: 'n1' },
@@ -19,7 +25,16 @@ const history: HistoryEvent[] = [
 
 function report(events: HistoryEvent[]): { html: string; valid: boolean | 'unknown' } {
   const lin = checkLinearizability('cas-register', events as unknown as GenericEvent[], { timeoutMs: 10_000 });
-  const html = renderReport({ events, result: { valid: lin.valid, anomalies: lin.anomalies, ops: countOps(events), checks: [lin], run: { workload: 'kv', concurrency: 2, members: ['n1', 'n2'] } } });
+  const html = renderReport({
+    events,
+    result: {
+      valid: lin.valid,
+      anomalies: lin.anomalies,
+      ops: countOps(events),
+      checks: [lin],
+      run: { workload: 'kv', concurrency: 2, members: ['n1', 'n2'] },
+    },
+  });
   return { html, valid: lin.valid };
 }
 

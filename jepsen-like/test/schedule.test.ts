@@ -22,7 +22,10 @@ function checkShape(t: Test, actions: ScheduledAction[], durationMs: number, max
     last = a.at;
     t.ok(a.at <= durationMs, 'within the run');
     if (a.action === 'start') {
-      t.notOk([...open.values()].some((o) => o.fault.nemesis === a.fault.nemesis), 'one fault per nemesis at a time');
+      t.notOk(
+        [...open.values()].some((o) => o.fault.nemesis === a.fault.nemesis),
+        'one fault per nemesis at a time',
+      );
       open.set(a.id, a);
       peak = Math.max(peak, open.size);
     } else {
@@ -42,12 +45,23 @@ t.test('start/stop pairs, mixed, bounded overlap, all healed at the end', async 
   }
   const three = makeSchedule({ seed: 9, durationMs: 120_000, nemeses: all, intervalMs: 3_000, maxActive: 3 });
   checkShape(t, three, 120_000, 3);
-  const kinds = new Set(makeSchedule({ seed: 5, durationMs: 600_000, nemeses: all, intervalMs: 3_000 }).map((a) => a.fault.nemesis));
-  t.same([...kinds].sort(), ['clock', 'kill', 'packet', 'partition', 'pause'], 'every chosen nemesis shows up in a long run');
+  const kinds = new Set(
+    makeSchedule({ seed: 5, durationMs: 600_000, nemeses: all, intervalMs: 3_000 }).map((a) => a.fault.nemesis),
+  );
+  t.same(
+    [...kinds].sort(),
+    ['clock', 'kill', 'packet', 'partition', 'pause'],
+    'every chosen nemesis shows up in a long run',
+  );
 });
 
 t.test('variants restrict the faults drawn', async (t) => {
-  const actions = makeSchedule({ seed: 3, durationMs: 300_000, nemeses: parseNemesisList('partition:majority-ring+bridge,kill:leader'), intervalMs: 2_000 });
+  const actions = makeSchedule({
+    seed: 3,
+    durationMs: 300_000,
+    nemeses: parseNemesisList('partition:majority-ring+bridge,kill:leader'),
+    intervalMs: 2_000,
+  });
   for (const a of actions) {
     if (a.fault.nemesis === 'partition') t.ok(['majority-ring', 'bridge'].includes(a.fault.shape));
     else if (a.fault.nemesis === 'kill') t.equal(a.fault.target, 'leader');
@@ -58,8 +72,14 @@ t.test('variants restrict the faults drawn', async (t) => {
 
 t.test('nemesis lists', async (t) => {
   t.same(parseNemesisList('none'), []);
-  t.same(parseNemesisList('all').map((n) => n.name), ['partition', 'kill', 'pause', 'packet', 'clock', 'quiet']);
-  t.same(parseNemesisList('kill:leader+minority, pause'), [{ name: 'kill', variants: ['leader', 'minority'] }, { name: 'pause', variants: [] }]);
+  t.same(
+    parseNemesisList('all').map((n) => n.name),
+    ['partition', 'kill', 'pause', 'packet', 'clock', 'quiet'],
+  );
+  t.same(parseNemesisList('kill:leader+minority, pause'), [
+    { name: 'kill', variants: ['leader', 'minority'] },
+    { name: 'pause', variants: [] },
+  ]);
   t.throws(() => parseNemesisList('explode'), NemesisSpecError);
   t.throws(() => parseNemesisList('partition:triangle'), /no variant/);
 });

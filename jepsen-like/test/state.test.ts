@@ -16,15 +16,32 @@ t.test('namespace slots: claimed once, stale claims taken over, released', async
   releaseSlot(a);
   releaseSlot(b);
   releaseSlot(77);
-  t.same(readdirSync(process.env.JEPSEN_LIKE_STATE_DIR!).filter((f) => f.startsWith('slot-')), []);
+  t.same(
+    readdirSync(process.env.JEPSEN_LIKE_STATE_DIR!).filter((f) => f.startsWith('slot-')),
+    [],
+  );
   t.same([...liveSlots()], []);
 });
 
 t.test('run state files round trip', async (t) => {
-  const file = new StateFile({ runId: 'r1', harnessPid: process.pid, startedAt: 'now', mode: 'proxy', outDir: '/tmp/x', slot: null, namespaces: [], links: [], members: { n1: 123 }, helpers: [] });
+  const file = new StateFile({
+    runId: 'r1',
+    harnessPid: process.pid,
+    startedAt: 'now',
+    mode: 'proxy',
+    outDir: '/tmp/x',
+    slot: null,
+    namespaces: [],
+    links: [],
+    members: { n1: 123 },
+    helpers: [],
+  });
   file.state.members.n2 = 456;
   file.save();
-  t.same(readRunStates().map((r) => r.state.members), [{ n1: 123, n2: 456 }]);
+  t.same(
+    readRunStates().map((r) => r.state.members),
+    [{ n1: 123, n2: 456 }],
+  );
   file.remove();
   t.same(readRunStates(), []);
 });

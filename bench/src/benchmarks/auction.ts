@@ -48,7 +48,8 @@ const HOT_TARGET = 1_000;
 
 function watcherCount(): number {
   const n = Number(process.env.BENCH_AUCTION_WATCHERS ?? '50000');
-  if (!Number.isInteger(n) || n < 1 || n > 200_000) throw new BenchError('BENCH_AUCTION_WATCHERS must be an integer from 1 to 200000');
+  if (!Number.isInteger(n) || n < 1 || n > 200_000)
+    throw new BenchError('BENCH_AUCTION_WATCHERS must be an integer from 1 to 200000');
   return n;
 }
 
@@ -75,7 +76,10 @@ class Watchers {
     this.stop = onCleanup('stop the watcher processes', () => this.closeAll());
   }
 
-  async connect(urls: string[], total: number): Promise<{ connected: number; failed: number; seconds: number; errors: Record<string, number> }> {
+  async connect(
+    urls: string[],
+    total: number,
+  ): Promise<{ connected: number; failed: number; seconds: number; errors: Record<string, number> }> {
     const t0 = performance.now();
     const per = Math.ceil(total / WATCHER_PROCESSES);
     const ready: Array<Promise<{ connected: number; failed: number; errors: Record<string, number> }>> = [];
@@ -87,46 +91,90 @@ class Watchers {
       this.children.push(child);
       ready.push(
         new Promise((resolve, reject) => {
-          const onMessage = (m: { ev?: string; connected?: number; failed?: number; errors?: Record<string, number> }): void => {
+          const onMessage = (m: {
+            ev?: string;
+            connected?: number;
+            failed?: number;
+            errors?: Record<string, number>;
+          }): void => {
             if (m.ev !== 'ready') return;
             child.off('message', onMessage);
             resolve({ connected: m.connected ?? 0, failed: m.failed ?? 0, errors: m.errors ?? {} });
           };
           child.on('message', onMessage);
-          child.once('exit', (code) => reject(new BenchError(`watcher process ${i + 1} exited (${String(code)}) while connecting`)));
+          child.once('exit', (code) =>
+            reject(new BenchError(`watcher process ${i + 1} exited (${String(code)}) while connecting`)),
+          );
         }),
       );
       // Each process its own source address, so the loopback's ephemeral ports are not shared by all.
-      child.send({ cmd: 'connect', urls: urls.map((_, k) => urls[(k + i) % urls.length]!), count, localAddress: `127.0.0.${10 + i}`, inflight: CONNECT_INFLIGHT });
+      child.send({
+        cmd: 'connect',
+        urls: urls.map((_, k) => urls[(k + i) % urls.length]!),
+        count,
+        localAddress: `127.0.0.${10 + i}`,
+        inflight: CONNECT_INFLIGHT,
+      });
     }
-    const progress = setInterval(() => process.stderr.write(`bench: connecting ${total.toLocaleString('en-US')} watchers... ${((performance.now() - t0) / 1000).toFixed(0)} s\n`), 10_000);
+    const progress = setInterval(
+      () =>
+        process.stderr.write(
+          `bench: connecting ${total.toLocaleString('en-US')} watchers... ${((performance.now() - t0) / 1000).toFixed(0)} s\n`,
+        ),
+      10_000,
+    );
     try {
       const parts = await Promise.all(ready);
       const errors: Record<string, number> = {};
       for (const p of parts) for (const [k, v] of Object.entries(p.errors)) errors[k] = (errors[k] ?? 0) + v;
-      return { connected: parts.reduce((n, p) => n + p.connected, 0), failed: parts.reduce((n, p) => n + p.failed, 0), seconds: round((performance.now() - t0) / 1000, 1), errors };
+      return {
+        connected: parts.reduce((n, p) => n + p.connected, 0),
+        failed: parts.reduce((n, p) => n + p.failed, 0),
+        seconds: round((performance.now() - t0) / 1000, 1),
+        errors,
+      };
     } finally {
       clearInterval(progress);
     }
   }
 
   /** Resolves when every watcher has the push of `seq`: how many did, and when the last one got it. */
-  async expect(seq: number, timeoutMs: number): Promise<{ count: number; first: number; last: number; timedOut: boolean }> {
+  async expect(
+    seq: number,
+    timeoutMs: number,
+  ): Promise<{ count: number; first: number; last: number; timedOut: boolean }> {
     const answers = await Promise.all(
       this.children.map(
         (child) =>
           new Promise<{ count: number; first: number; last: number; timeout?: boolean }>((resolve) => {
-            const onMessage = (m: { ev?: string; seq?: number; count?: number; first?: number; last?: number; timeout?: boolean }): void => {
+            const onMessage = (m: {
+              ev?: string;
+              seq?: number;
+              count?: number;
+              first?: number;
+              last?: number;
+              timeout?: boolean;
+            }): void => {
               if (m.ev !== 'got' || m.seq !== seq) return;
               child.off('message', onMessage);
-              resolve({ count: m.count ?? 0, first: m.first ?? 0, last: m.last ?? 0, ...(m.timeout === true ? { timeout: true } : {}) });
+              resolve({
+                count: m.count ?? 0,
+                first: m.first ?? 0,
+                last: m.last ?? 0,
+                ...(m.timeout === true ? { timeout: true } : {}),
+              });
             };
             child.on('message', onMessage);
             child.send({ cmd: 'expect', seq, timeoutMs });
           }),
       ),
     );
-    return { count: answers.reduce((n, a) => n + a.count, 0), first: Math.min(...answers.map((a) => a.first)), last: Math.max(...answers.map((a) => a.last)), timedOut: answers.some((a) => a.timeout === true) };
+    return {
+      count: answers.reduce((n, a) => n + a.count, 0),
+      first: Math.min(...answers.map((a) => a.first)),
+      last: Math.max(...answers.map((a) => a.last)),
+      timedOut: answers.some((a) => a.timeout === true),
+    };
   }
 
   private async closeAll(): Promise<void> {
@@ -177,13 +225,22 @@ interface FanoutFigures {
 }
 
 /** Connects the watchers, then measures broadcasts one at a time (`publish` returns the seq and when it was answered). */
-async function fanout(label: string, system: string, o: RunOptions, urls: string[], serverPids: number[], publish: () => Promise<{ seq: number; sentAt: number; answeredAt: number | null }>): Promise<SideResult> {
+async function fanout(
+  label: string,
+  system: string,
+  o: RunOptions,
+  urls: string[],
+  serverPids: number[],
+  publish: () => Promise<{ seq: number; sentAt: number; answeredAt: number | null }>,
+): Promise<SideResult> {
   const total = watcherCount();
   const watchers = new Watchers();
   try {
     const rss0 = serverPids.reduce((n, p) => n + rssBytes(p), 0);
     const c = await watchers.connect(urls, total);
-    process.stderr.write(`bench: ${label}: ${c.connected.toLocaleString('en-US')} watchers connected in ${c.seconds} s (${c.failed} failed${c.failed > 0 ? `: ${JSON.stringify(c.errors)}` : ''})\n`);
+    process.stderr.write(
+      `bench: ${label}: ${c.connected.toLocaleString('en-US')} watchers connected in ${c.seconds} s (${c.failed} failed${c.failed > 0 ? `: ${JSON.stringify(c.errors)}` : ''})\n`,
+    );
     if (c.connected === 0) throw new BenchError(`${label}: no watcher could connect`);
     await sleep(2_000); // let the servers settle (registrations, GC) before reading their memory
     const rss1 = serverPids.reduce((n, p) => n + rssBytes(p), 0);
@@ -234,7 +291,9 @@ async function fanout(label: string, system: string, o: RunOptions, urls: string
       server_rss_mb_after: round(rss1 / 2 ** 20, 1),
       memory_per_watcher_kb: round((rss1 - rss0) / c.connected / 1024, 2),
     };
-    process.stderr.write(`bench: ${label}: ${figures.broadcasts} broadcasts to ${c.connected} watchers: last watcher after p50 ${figures.from_send.p50_ms} ms, p99 ${figures.from_send.p99_ms} ms, max ${figures.from_send.max_ms} ms from the send (first watcher p50 ${figures.first_from_send.p50_ms} ms); ${figures.memory_per_watcher_kb} KB per watcher\n`);
+    process.stderr.write(
+      `bench: ${label}: ${figures.broadcasts} broadcasts to ${c.connected} watchers: last watcher after p50 ${figures.from_send.p50_ms} ms, p99 ${figures.from_send.p99_ms} ms, max ${figures.from_send.max_ms} ms from the send (first watcher p50 ${figures.first_from_send.p50_ms} ms); ${figures.memory_per_watcher_kb} KB per watcher\n`,
+    );
     return { ...result, fanout: figures };
   } finally {
     await watchers.close();
@@ -247,7 +306,21 @@ async function createAuction(pool: Pool, token: string, item: string, deadlineMs
   for (;;) {
     try {
       const t = Date.now();
-      const a = await request(pool, 'POST', '/api/auctions', { item_id: item, seller_id: 'seller', start_price: 100, min_increment: 1, start_at: t - 1_000, end_at: t + 3_600_000, anti_snipe_window_s: 60 }, token);
+      const a = await request(
+        pool,
+        'POST',
+        '/api/auctions',
+        {
+          item_id: item,
+          seller_id: 'seller',
+          start_price: 100,
+          min_increment: 1,
+          start_at: t - 1_000,
+          end_at: t + 3_600_000,
+          anti_snipe_window_s: 60,
+        },
+        token,
+      );
       return String(a.auction_id);
     } catch (e) {
       if (Date.now() > deadline) throw new BenchError(`could not create an auction: ${(e as Error).message}`);
@@ -268,7 +341,14 @@ interface BidFigures {
   server_cpu_us_per_op: number | null;
 }
 
-async function bids(label: string, o: RunOptions, cluster: OurCluster, pools: Pool[], auctions: string[], bidders: Array<{ id: string; token: string }>): Promise<BidFigures> {
+async function bids(
+  label: string,
+  o: RunOptions,
+  cluster: OurCluster,
+  pools: Pool[],
+  auctions: string[],
+  bidders: Array<{ id: string; token: string }>,
+): Promise<BidFigures> {
   const high = new Map<string, number>(auctions.map((a) => [a, 100]));
   const statuses: Record<string, number> = {};
   let n = 0;
@@ -283,36 +363,74 @@ async function bids(label: string, o: RunOptions, cluster: OurCluster, pools: Po
         const bidder = bidders[i % bidders.length]!;
         const auction = auctions.length === 1 ? auctions[0]! : auctions[Math.floor(Math.random() * auctions.length)]!;
         const amount = high.get(auction)! + 1 + (i % 3);
-        const a = await request(pools[w % pools.length]!, 'POST', `/api/auctions/${auction}/bids`, { bidder_id: bidder.id, amount, idempotency_key: `k${i}`, bidder_token: bidder.token }, null);
+        const a = await request(
+          pools[w % pools.length]!,
+          'POST',
+          `/api/auctions/${auction}/bids`,
+          { bidder_id: bidder.id, amount, idempotency_key: `k${i}`, bidder_token: bidder.token },
+          null,
+        );
         const status = String(a.status);
         statuses[status] = (statuses[status] ?? 0) + 1;
-        if (typeof a.new_high_bid === 'number' && a.new_high_bid > high.get(auction)!) high.set(auction, a.new_high_bid);
+        if (typeof a.new_high_bid === 'number' && a.new_high_bid > high.get(auction)!)
+          high.set(auction, a.new_high_bid);
       },
     },
     o,
   );
-  return { ops_per_sec: r.ops_per_sec, p50_ms: r.p50_ms, p99_ms: r.p99_ms, max_ms: r.max_ms, errors: r.errors, error_kinds: r.error_kinds, statuses, server_cpu_cores: r.server_cpu_cores, server_cpu_us_per_op: r.server_cpu_us_per_op };
+  return {
+    ops_per_sec: r.ops_per_sec,
+    p50_ms: r.p50_ms,
+    p99_ms: r.p99_ms,
+    max_ms: r.max_ms,
+    errors: r.errors,
+    error_kinds: r.error_kinds,
+    statuses,
+    server_cpu_cores: r.server_cpu_cores,
+    server_cpu_us_per_op: r.server_cpu_us_per_op,
+  };
 }
 
 async function runOurs(o: RunOptions): Promise<SideResult> {
   // Each watcher process connects from one loopback address (3,125 sockets per address per gateway at 50,000):
   // the per-address watcher cap (256 by default, for the open Internet) is raised for this one-machine load.
-  const cluster = await startOurCluster({ service: 'auction', nodes: MEMBERS, workers: { gateway: GATEWAYS }, settings: { watchers_per_address: '50000' } });
+  const cluster = await startOurCluster({
+    service: 'auction',
+    nodes: MEMBERS,
+    workers: { gateway: GATEWAYS },
+    settings: { watchers_per_address: '50000' },
+  });
   const gateways = cluster.workers.filter((w) => w.role === 'gateway');
   if (gateways.length === 0) throw new BenchError('the auction cluster has no gateway');
-  const pools = gateways.map((g) => new Pool(g.url, { connections: Math.max(4, Math.ceil(o.concurrency / gateways.length)), keepAliveTimeout: 30_000 }));
+  const pools = gateways.map(
+    (g) =>
+      new Pool(g.url, {
+        connections: Math.max(4, Math.ceil(o.concurrency / gateways.length)),
+        keepAliveTimeout: 30_000,
+      }),
+  );
   try {
     const hot = await createAuction(pools[0]!, cluster.token, 'hot', 90_000);
     const bidders: Array<{ id: string; token: string }> = [];
     for (let i = 0; i < BIDDERS; i += 50) {
-      const batch = await Promise.all(Array.from({ length: Math.min(50, BIDDERS - i) }, (_, k) => request(pools[(i + k) % pools.length]!, 'POST', '/api/bidders', { bidder_id: `u${i + k}` }, cluster.token)));
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(50, BIDDERS - i) }, (_, k) =>
+          request(pools[(i + k) % pools.length]!, 'POST', '/api/bidders', { bidder_id: `u${i + k}` }, cluster.token),
+        ),
+      );
       for (const b of batch) bidders.push({ id: String(b.bidder_id), token: String(b.bidder_token) });
     }
     // Every group elects its writer: wait until a bid goes through.
     const ready = Date.now() + 60_000;
     for (;;) {
       try {
-        await request(pools[0]!, 'POST', `/api/auctions/${hot}/bids`, { bidder_id: bidders[0]!.id, amount: 100, idempotency_key: 'ready', bidder_token: bidders[0]!.token }, null);
+        await request(
+          pools[0]!,
+          'POST',
+          `/api/auctions/${hot}/bids`,
+          { bidder_id: bidders[0]!.id, amount: 100, idempotency_key: 'ready', bidder_token: bidders[0]!.token },
+          null,
+        );
         break;
       } catch (e) {
         if (Date.now() > ready) throw new BenchError(`no bid went through within 60 s: ${(e as Error).message}`);
@@ -321,11 +439,22 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     }
     process.stderr.write(`bench: ours: ${BIDDERS} bidders registered; bids on one hot auction\n`);
     const hotFigures = await bids('ours-hot', o, cluster, pools, [hot], bidders);
-    process.stderr.write(`bench: ours: hot auction ${hotFigures.ops_per_sec} bids/s, p50 ${hotFigures.p50_ms} ms, p99 ${hotFigures.p99_ms} ms ${JSON.stringify(hotFigures.statuses)}\n`);
+    process.stderr.write(
+      `bench: ours: hot auction ${hotFigures.ops_per_sec} bids/s, p50 ${hotFigures.p50_ms} ms, p99 ${hotFigures.p99_ms} ms ${JSON.stringify(hotFigures.statuses)}\n`,
+    );
     const many: string[] = [];
-    for (let i = 0; i < MANY_AUCTIONS; i += 20) many.push(...(await Promise.all(Array.from({ length: 20 }, (_, k) => createAuction(pools[k % pools.length]!, cluster.token, `many-${i + k}`, 30_000)))));
+    for (let i = 0; i < MANY_AUCTIONS; i += 20)
+      many.push(
+        ...(await Promise.all(
+          Array.from({ length: 20 }, (_, k) =>
+            createAuction(pools[k % pools.length]!, cluster.token, `many-${i + k}`, 30_000),
+          ),
+        )),
+      );
     const manyFigures = await bids('ours-many', o, cluster, pools, many, bidders.slice(BIDDERS / 2));
-    process.stderr.write(`bench: ours: ${MANY_AUCTIONS} auctions ${manyFigures.ops_per_sec} bids/s, p50 ${manyFigures.p50_ms} ms, p99 ${manyFigures.p99_ms} ms\n`);
+    process.stderr.write(
+      `bench: ours: ${MANY_AUCTIONS} auctions ${manyFigures.ops_per_sec} bids/s, p50 ${manyFigures.p50_ms} ms, p99 ${manyFigures.p99_ms} ms\n`,
+    );
 
     // The fan-out, on an auction of its own; bidders take turns so none meets the frequency limit.
     const watched = await createAuction(pools[0]!, cluster.token, 'watched', 30_000);
@@ -341,13 +470,25 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       async () => {
         const bidder = bidders[turn++ % 100]!;
         const sentAt = now();
-        const a = await request(pools[turn % pools.length]!, 'POST', `/api/auctions/${watched}/bids`, { bidder_id: bidder.id, amount: ++price, idempotency_key: `f${turn}`, bidder_token: bidder.token }, null);
+        const a = await request(
+          pools[turn % pools.length]!,
+          'POST',
+          `/api/auctions/${watched}/bids`,
+          { bidder_id: bidder.id, amount: ++price, idempotency_key: `f${turn}`, bidder_token: bidder.token },
+          null,
+        );
         const answeredAt = now();
         if (a.status !== 'accepted' || typeof a.seq !== 'number') throw new OpError(`bid ${String(a.status)}`);
         return { seq: a.seq, sentAt, answeredAt };
       },
     );
-    return { ...result, members: MEMBERS, gateways: gateways.length, bids_hot: hotFigures, bids_many: { auctions: MANY_AUCTIONS, ...manyFigures } };
+    return {
+      ...result,
+      members: MEMBERS,
+      gateways: gateways.length,
+      bids_hot: hotFigures,
+      bids_many: { auctions: MANY_AUCTIONS, ...manyFigures },
+    };
   } finally {
     await Promise.all(pools.map((p) => p.close()));
     await cluster.stop();
@@ -368,9 +509,27 @@ async function runPeer(peer: string, o: RunOptions): Promise<SideResult> {
       servers.pids,
       async () => {
         const s = ++seq;
-        const body = JSON.stringify({ type: 'bid_update', auction_id: 'watched', high_bid: 100 + s, bidder: 'u1', close_at: Date.now() + 3_600_000, seq: s });
+        const body = JSON.stringify({
+          type: 'bid_update',
+          auction_id: 'watched',
+          high_bid: 100 + s,
+          bidder: 'u1',
+          close_at: Date.now() + 3_600_000,
+          seq: s,
+        });
         const sentAt = now();
-        await Promise.all(pools.map(async (p) => (await p.request({ method: 'POST', path: '/publish', body, headers: { 'content-type': 'application/json' } })).body.dump()));
+        await Promise.all(
+          pools.map(async (p) =>
+            (
+              await p.request({
+                method: 'POST',
+                path: '/publish',
+                body,
+                headers: { 'content-type': 'application/json' },
+              })
+            ).body.dump(),
+          ),
+        );
         return { seq: s, sentAt, answeredAt: null };
       },
     );
@@ -382,7 +541,11 @@ async function runPeer(peer: string, o: RunOptions): Promise<SideResult> {
 
 function wsVersion(): string {
   try {
-    return (JSON.parse(readFileSync(fileURLToPath(new URL('../../../../node_modules/ws/package.json', import.meta.url)), 'utf8')) as { version: string }).version;
+    return (
+      JSON.parse(
+        readFileSync(fileURLToPath(new URL('../../../../node_modules/ws/package.json', import.meta.url)), 'utf8'),
+      ) as { version: string }
+    ).version;
   } catch {
     return '8';
   }
@@ -392,29 +555,49 @@ function goals(ours: SideResult, peer: SideResult | null): Goal[] {
   const hot = ours.bids_hot as BidFigures | undefined;
   const f = ours.fanout as FanoutFigures | undefined;
   const out: Goal[] = [];
-  if (hot !== undefined) out.push({ goal: `hot auction >= ${HOT_TARGET} bids/s (spec: about 1K/s, ceiling about 5K)`, met: hot.ops_per_sec >= HOT_TARGET, detail: `${hot.ops_per_sec} bids/s, p99 ${hot.p99_ms} ms` });
+  if (hot !== undefined)
+    out.push({
+      goal: `hot auction >= ${HOT_TARGET} bids/s (spec: about 1K/s, ceiling about 5K)`,
+      met: hot.ops_per_sec >= HOT_TARGET,
+      detail: `${hot.ops_per_sec} bids/s, p99 ${hot.p99_ms} ms`,
+    });
   if (f !== undefined) {
-    out.push({ goal: `${f.watchers.toLocaleString('en-US')} watchers held`, met: f.connected === f.watchers, detail: `${f.connected.toLocaleString('en-US')} connected, ${f.connect_failed} failed` });
-    out.push({ goal: 'every broadcast reached every watcher', met: f.incomplete === 0 && f.broadcasts > 0, detail: `${f.broadcasts} complete, ${f.incomplete} not within 30 s` });
+    out.push({
+      goal: `${f.watchers.toLocaleString('en-US')} watchers held`,
+      met: f.connected === f.watchers,
+      detail: `${f.connected.toLocaleString('en-US')} connected, ${f.connect_failed} failed`,
+    });
+    out.push({
+      goal: 'every broadcast reached every watcher',
+      met: f.incomplete === 0 && f.broadcasts > 0,
+      detail: `${f.broadcasts} complete, ${f.incomplete} not within 30 s`,
+    });
   }
   const pf = peer?.fanout as FanoutFigures | undefined;
   if (f !== undefined && pf !== undefined) {
-    out.push({ goal: 'fan-out p99 within 3x of the bare ws broadcast', met: f.from_send.p99_ms <= 3 * pf.from_send.p99_ms, detail: `${f.from_send.p99_ms} ms vs ${pf.from_send.p99_ms} ms; memory ${f.memory_per_watcher_kb} vs ${pf.memory_per_watcher_kb} KB per watcher` });
+    out.push({
+      goal: 'fan-out p99 within 3x of the bare ws broadcast',
+      met: f.from_send.p99_ms <= 3 * pf.from_send.p99_ms,
+      detail: `${f.from_send.p99_ms} ms vs ${pf.from_send.p99_ms} ms; memory ${f.memory_per_watcher_kb} vs ${pf.memory_per_watcher_kb} KB per watcher`,
+    });
   }
   return out;
 }
 
 export const auctionBenchmark: Benchmark = {
   name: 'auction',
-  description: 'the auction service through its gateways: bids/s on one hot auction and across 200, then the fan-out of each accepted bid to W WebSocket watchers on one auction (vs a bare ws broadcast server holding the same watchers)',
-  title: (o) => `auction: fan-out to ${watcherCount().toLocaleString('en-US')} watchers${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
+  description:
+    'the auction service through its gateways: bids/s on one hot auction and across 200, then the fan-out of each accepted bid to W WebSocket watchers on one auction (vs a bare ws broadcast server holding the same watchers)',
+  title: (o) =>
+    `auction: fan-out to ${watcherCount().toLocaleString('en-US')} watchers${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
   peers: ['ws-broadcast'],
   defaults: { durationS: 10, concurrency: 64, size: 0, warmupS: 2 },
   workload: (o) => ({
     processes: `${MEMBERS} members, ${GATEWAYS} gateways, 1 checkout consumer`,
     bids: `closed loop, ${o.concurrency} in flight over the gateways; ${BIDDERS} bidders round-robin; amount = price last seen + 1..3 (increment 1); one hot auction, then ${MANY_AUCTIONS} auctions (half the bidders)`,
     fanout: `${watcherCount().toLocaleString('en-US')} watchers (BENCH_AUCTION_WATCHERS) on one auction over ${GATEWAYS} gateways (peer: ${GATEWAYS} processes), held by ${WATCHER_PROCESSES} watcher processes; one accepted bid at a time, the next once every watcher has the last`,
-    headline: 'ops/s, p50 and p99 are the fan-out: broadcasts completed to every watcher per second and the time from sending the bid to the last watcher receiving it',
+    headline:
+      'ops/s, p50 and p99 are the fan-out: broadcasts completed to every watcher per second and the time from sending the bid to the last watcher receiving it',
   }),
   goals,
   runOurs,

@@ -59,7 +59,8 @@ async function runSide(entry: 'bin/cluster' | 'npx', o: RunOptions): Promise<Sid
     const env = { ...process.env };
     delete env.CLUSTER_AUTH_TOKEN;
     delete env.CLUSTER_DATA;
-    const [command, prefix] = entry === 'npx' ? ['npx', ['cluster']] : [process.execPath, [join(repoRoot, 'bin', 'cluster')]];
+    const [command, prefix] =
+      entry === 'npx' ? ['npx', ['cluster']] : [process.execPath, [join(repoRoot, 'bin', 'cluster')]];
     const wallMs: number[] = [];
     const perCommand = new Map<string, { cpu: number[]; wall: number[] }>();
     let errors = 0;
@@ -72,7 +73,12 @@ async function runSide(entry: 'bin/cluster' | 'npx', o: RunOptions): Promise<Sid
         const name = call.filter((a) => !a.startsWith('{') && a !== '--data' && a !== '--data-root').join(' ');
         const cpu0 = childrenCpuSeconds();
         const t0 = performance.now();
-        const result = spawnSync(command, [...prefix, ...args], { cwd: repoRoot, env, encoding: 'utf8', timeout: 60_000 });
+        const result = spawnSync(command, [...prefix, ...args], {
+          cwd: repoRoot,
+          env,
+          encoding: 'utf8',
+          timeout: 60_000,
+        });
         const wall = performance.now() - t0;
         const cpu = childrenCpuSeconds() - cpu0;
         if (result.status !== 0) {
@@ -87,7 +93,9 @@ async function runSide(entry: 'bin/cluster' | 'npx', o: RunOptions): Promise<Sid
         figures.wall.push(wall);
         perCommand.set(name, figures);
       }
-      process.stderr.write(`bench: ${entry} round ${r + 1}/${rounds}: ${CALLS.length} calls, ${round(cpuTotal / wallMs.length)} s of CPU a call so far\n`);
+      process.stderr.write(
+        `bench: ${entry} round ${r + 1}/${rounds}: ${CALLS.length} calls, ${round(cpuTotal / wallMs.length)} s of CPU a call so far\n`,
+      );
     }
     if (wallMs.length === 0) throw new BenchError('no call was made');
     const commands: Record<string, CommandFigures> = {};
@@ -128,13 +136,16 @@ async function runSide(entry: 'bin/cluster' | 'npx', o: RunOptions): Promise<Sid
 
 export const cliBenchmark: Benchmark = {
   name: 'cli',
-  description: 'CPU seconds of one `cluster` CLI call (status, list, groups, kill, restart, pause, resume, partition, heal, transfer-leader) against a 5-member kv cluster; --vs npx: the same through npx',
+  description:
+    'CPU seconds of one `cluster` CLI call (status, list, groups, kill, restart, pause, resume, partition, heal, transfer-leader) against a 5-member kv cluster; --vs npx: the same through npx',
   title: (o) => `cli: CPU per call of the cluster CLI${o.vs !== null ? `, bin/cluster vs ${o.vs}` : ''}`,
   peers: ['npx'],
   defaults: { durationS: 5, concurrency: 1, size: 0, warmupS: 0 },
   workload: (o) => ({
     rounds: Math.max(1, o.durationS),
-    calls_per_round: CALLS.map((c) => c.filter((a) => !a.startsWith('{') && a !== '--data' && a !== '--data-root').join(' ')),
+    calls_per_round: CALLS.map((c) =>
+      c.filter((a) => !a.startsWith('{') && a !== '--data' && a !== '--data-root').join(' '),
+    ),
     cluster: 'kv, 5 members, started with the CLI',
     cpu: "cutime + cstime of the benchmark process around each synchronous spawn (the call's processes, not the members it starts)",
   }),

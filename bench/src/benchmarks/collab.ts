@@ -209,7 +209,9 @@ async function runSide(side: Side, o: RunOptions, label: string): Promise<SideRe
     ops_per_sec: flat.keystrokes_per_s,
     ops: flat.keystrokes,
     errors: figures.reduce((s, f) => s + f.timeouts, 0),
-    error_kinds: figures.some((f) => f.timeouts > 0) ? { 'keystroke not seen within 10 s': figures.reduce((s, f) => s + f.timeouts, 0) } : {},
+    error_kinds: figures.some((f) => f.timeouts > 0)
+      ? { 'keystroke not seen within 10 s': figures.reduce((s, f) => s + f.timeouts, 0) }
+      : {},
     duration_s: o.durationS,
     warmup_s: o.warmupS,
     concurrency: 50,
@@ -222,7 +224,10 @@ async function runSide(side: Side, o: RunOptions, label: string): Promise<SideRe
     max_ms: paced50.next_max_ms,
     server_cpu_s: null,
     server_cpu_cores: flat.server_cpu_cores,
-    server_cpu_us_per_op: flat.server_cpu_cores === null || flat.keystrokes_per_s === 0 ? null : round((flat.server_cpu_cores * 1e6) / flat.keystrokes_per_s, 0),
+    server_cpu_us_per_op:
+      flat.server_cpu_cores === null || flat.keystrokes_per_s === 0
+        ? null
+        : round((flat.server_cpu_cores * 1e6) / flat.keystrokes_per_s, 0),
     client_cpu_cores: flat.client_cpu_cores,
     phases: figures,
   };
@@ -235,7 +240,13 @@ interface Api {
   token: string;
 }
 
-async function api(a: Api, method: string, path: string, body: unknown, token = a.token): Promise<Record<string, unknown>> {
+async function api(
+  a: Api,
+  method: string,
+  path: string,
+  body: unknown,
+  token = a.token,
+): Promise<Record<string, unknown>> {
   const res = await fetch(`${a.base}${path}`, {
     method,
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
@@ -251,7 +262,9 @@ function ourEditor(url: string, docId: string, userId: string, token: string, in
   return new Promise((resolve, reject) => {
     // The service accepts client ids `${user}~${session}` only (an op names who wrote it).
     const doc = new Doc(`${userId}~${index}`);
-    const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/ws/docs/${encodeURIComponent(docId)}`, { headers: { authorization: `Bearer ${token}` } });
+    const ws = new WebSocket(`${url.replace(/^http/, 'ws')}/ws/docs/${encodeURIComponent(docId)}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
     let revision = 0;
     let joined = false;
     const editor: Editor = {
@@ -307,7 +320,8 @@ async function ourSide(): Promise<Side> {
       await api(a, 'POST', '/api/collab/users', { user_id: 'bench-owner' });
       break;
     } catch (e) {
-      if (Date.now() > deadline) throw new BenchError(`the collab service did not answer within 60 s: ${(e as Error).message}`);
+      if (Date.now() > deadline)
+        throw new BenchError(`the collab service did not answer within 60 s: ${(e as Error).message}`);
       await sleep(500);
     }
   }
@@ -382,7 +396,8 @@ export async function ywebsocketSide(): Promise<Side> {
   process.setMaxListeners(200);
   const server = await startYWebsocket();
   return {
-    system: 'y-websocket: @y/websocket-server 0.1.1 (one process, documents in memory) with y-websocket WebsocketProvider clients',
+    system:
+      'y-websocket: @y/websocket-server 0.1.1 (one process, documents in memory) with y-websocket WebsocketProvider clients',
     serverPids: [server.pid],
     members: 1,
     async editors(n, docName) {
@@ -401,7 +416,10 @@ export function collabGoals(ours: SideResult, peer: SideResult | null): Goal[] {
     {
       goal: 'remote-edit p99 under 100 ms at 50 editors',
       met: o50 !== undefined && o50.timeouts === 0 && o50.next_p99_ms < 100,
-      detail: o50 === undefined ? 'no figures' : `p99 ${o50.next_p99_ms} ms (p50 ${o50.next_p50_ms} ms), ${o50.keystrokes_per_s} keystrokes/s`,
+      detail:
+        o50 === undefined
+          ? 'no figures'
+          : `p99 ${o50.next_p99_ms} ms (p50 ${o50.next_p50_ms} ms), ${o50.keystrokes_per_s} keystrokes/s`,
     },
   ];
   const y50 = peer === null ? undefined : p(peer, 1);

@@ -162,7 +162,9 @@ function runSystem(key: string): SideResult {
     patches += n;
     memory += held;
     encoded += bytes;
-    process.stderr.write(`bench: ${key} ${name}: ${n} patches in ${ms.toFixed(0)} ms, ${(held / 2 ** 20).toFixed(1)} MiB held, ${bytes} bytes encoded${ok ? '' : ', TEXT DIFFERS'}\n`);
+    process.stderr.write(
+      `bench: ${key} ${name}: ${n} patches in ${ms.toFixed(0)} ms, ${(held / 2 ** 20).toFixed(1)} MiB held, ${bytes} bytes encoded${ok ? '' : ', TEXT DIFFERS'}\n`,
+    );
   }
   const cpu = process.cpuUsage(cpu0);
   const cpuS = (cpu.user + cpu.system) / 1e6;
@@ -202,9 +204,11 @@ export const crdtBenchmark: Benchmark = {
   workload: () => ({
     traces: TRACE_NAMES,
     traces_dir: '../shared/data/editing-traces (beside the repository)',
-    operation: 'each patch [pos, deleted, inserted] as a local delete then insert; a trace transaction is one Yjs transaction / Automerge change',
+    operation:
+      'each patch [pos, deleted, inserted] as a local delete then insert; a trace transaction is one Yjs transaction / Automerge change',
     latency: 'per trace transaction (all three traces)',
-    memory: 'heapUsed + external (which includes array buffers and wasm memory) held by the finished document after a full GC, minus before it was made',
+    memory:
+      'heapUsed + external (which includes array buffers and wasm memory) held by the finished document after a full GC, minus before it was made',
     encoded: 'ours: Doc.encode(); Yjs: Y.encodeStateAsUpdate; Automerge: save()',
   }),
   goals: (ours, peer) => {

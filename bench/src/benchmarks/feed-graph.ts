@@ -18,7 +18,13 @@ interface GraphOptions {
   seed: number;
 }
 
-const DEFAULT_GRAPH: Omit<GraphOptions, 'users'> = { meanFollows: 25, maxFollows: 300, zipf: 0.9, pareto: 2.5, seed: 19 };
+const DEFAULT_GRAPH: Omit<GraphOptions, 'users'> = {
+  meanFollows: 25,
+  maxFollows: 300,
+  zipf: 0.9,
+  pareto: 2.5,
+  seed: 19,
+};
 
 export interface FollowGraph {
   users: number;
@@ -52,7 +58,7 @@ export function generateGraph(users: number, options: Partial<Omit<GraphOptions,
   // Cumulative Zipf weights: a followee is the first index whose cumulative weight passes a uniform draw.
   const cumulative = new Float64Array(users);
   let total = 0;
-  for (let u = 0; u < users; u++) cumulative[u] = total += 1 / Math.pow(u + 1, o.zipf);
+  for (let u = 0; u < users; u++) cumulative[u] = total += 1 / (u + 1) ** o.zipf;
   const pick = (): number => {
     const x = random() * total;
     let lo = 0;
@@ -71,7 +77,7 @@ export function generateGraph(users: number, options: Partial<Omit<GraphOptions,
   const followerCounts = new Uint32Array(users);
   let follows = 0;
   for (let u = 0; u < users; u++) {
-    const want = Math.min(cap, Math.max(1, Math.round(xm * Math.pow(1 - random(), -1 / o.pareto))));
+    const want = Math.min(cap, Math.max(1, Math.round(xm * (1 - random()) ** (-1 / o.pareto))));
     const chosen = new Set<number>();
     // Popular users are drawn again and again; the attempt bound keeps a small graph from spinning.
     for (let attempts = 0; chosen.size < want && attempts < want * 20; attempts++) {
@@ -90,7 +96,9 @@ export function generateGraph(users: number, options: Partial<Omit<GraphOptions,
 export function notableAuthors(graph: FollowGraph): { largest: number; ordinary: number } {
   let largest = 0;
   for (let u = 1; u < graph.users; u++) if (graph.followerCounts[u]! > graph.followerCounts[largest]!) largest = u;
-  const byCount = Array.from(graph.followerCounts.keys()).filter((u) => graph.followerCounts[u]! > 0).sort((a, b) => graph.followerCounts[a]! - graph.followerCounts[b]! || a - b);
+  const byCount = Array.from(graph.followerCounts.keys())
+    .filter((u) => graph.followerCounts[u]! > 0)
+    .sort((a, b) => graph.followerCounts[a]! - graph.followerCounts[b]! || a - b);
   // The median of the users who have followers at all (an author nobody follows has no freshness to measure).
   const ordinary = byCount[Math.floor(byCount.length / 2)] ?? largest;
   return { largest, ordinary };

@@ -53,7 +53,8 @@ function envInt(name: string, fallback: number, min: number, max: number): numbe
   const raw = process.env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min || n > max) throw new BenchError(`${name} must be an integer from ${min} to ${max}`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new BenchError(`${name} must be an integer from ${min} to ${max}`);
   return n;
 }
 
@@ -77,21 +78,35 @@ class FeedApi {
     return requestJson(this.pools[this.next++ % this.pools.length]!, method, path, body, this.token, 30_000);
   }
 
-
   follow(follower: string, followee: string): Promise<unknown> {
     return this.request('POST', '/api/follow', { follower_id: follower, followee_id: followee });
   }
 
   async post(author: string, text: string, media: boolean): Promise<string> {
-    const answer = await this.request('POST', '/api/posts', { author_id: author, text, ...(media ? { media_ids: [`m-${author}-${text.length}`] } : {}) });
+    const answer = await this.request('POST', '/api/posts', {
+      author_id: author,
+      text,
+      ...(media ? { media_ids: [`m-${author}-${text.length}`] } : {}),
+    });
     if (typeof answer.post_id !== 'string') throw new OpError('no post_id in the answer');
     return answer.post_id;
   }
 
-  async feed(user: string, limit: number, token: string | null = null): Promise<{ ids: string[]; ranking: string; next: string | null }> {
-    const answer = await this.request('GET', `/api/feed?user_id=${encodeURIComponent(user)}&limit=${limit}${token === null ? '' : `&next_token=${encodeURIComponent(token)}`}`);
+  async feed(
+    user: string,
+    limit: number,
+    token: string | null = null,
+  ): Promise<{ ids: string[]; ranking: string; next: string | null }> {
+    const answer = await this.request(
+      'GET',
+      `/api/feed?user_id=${encodeURIComponent(user)}&limit=${limit}${token === null ? '' : `&next_token=${encodeURIComponent(token)}`}`,
+    );
     const posts = Array.isArray(answer.posts) ? (answer.posts as Array<{ post_id?: unknown }>) : [];
-    return { ids: posts.map((p) => String(p.post_id)), ranking: String(answer.ranking ?? 'unknown'), next: typeof answer.next_token === 'string' ? answer.next_token : null };
+    return {
+      ids: posts.map((p) => String(p.post_id)),
+      ranking: String(answer.ranking ?? 'unknown'),
+      next: typeof answer.next_token === 'string' ? answer.next_token : null,
+    };
   }
 
   /** Whether the post is anywhere in the user's feed (page by page: ranking may place a new post low). */
@@ -107,18 +122,31 @@ class FeedApi {
   }
 
   async followersCount(user: string): Promise<number> {
-    const profile = (await this.request('GET', `/api/users/${encodeURIComponent(user)}/profile`)) as { followers_count?: unknown };
+    const profile = (await this.request('GET', `/api/users/${encodeURIComponent(user)}/profile`)) as {
+      followers_count?: unknown;
+    };
     return typeof profile.followers_count === 'number' ? profile.followers_count : -1;
   }
 }
 
 /** Runs `task(i)` for i in [0, n) with `inflight` at once; resolves with the seconds it took. */
-async function inParallel(label: string, n: number, inflight: number, task: (i: number) => Promise<unknown>): Promise<number> {
+async function inParallel(
+  label: string,
+  n: number,
+  inflight: number,
+  task: (i: number) => Promise<unknown>,
+): Promise<number> {
   const t0 = performance.now();
   let nextIndex = 0;
   let done = 0;
   let failures = 0;
-  const progress = setInterval(() => process.stderr.write(`bench: ${label}: ${done.toLocaleString('en-US')} of ${n.toLocaleString('en-US')} (${((performance.now() - t0) / 1000).toFixed(0)} s)\n`), 10_000);
+  const progress = setInterval(
+    () =>
+      process.stderr.write(
+        `bench: ${label}: ${done.toLocaleString('en-US')} of ${n.toLocaleString('en-US')} (${((performance.now() - t0) / 1000).toFixed(0)} s)\n`,
+      ),
+    10_000,
+  );
   try {
     await Promise.all(
       Array.from({ length: Math.min(inflight, n) }, async () => {
@@ -130,7 +158,8 @@ async function inParallel(label: string, n: number, inflight: number, task: (i: 
               await task(i);
               break;
             } catch (e) {
-              if (++failures > 1_000 || attempt >= 10) throw new BenchError(`${label}: ${String((e as Error).message)}`);
+              if (++failures > 1_000 || attempt >= 10)
+                throw new BenchError(`${label}: ${String((e as Error).message)}`);
               await sleep(200 * attempt);
             }
           }
@@ -161,7 +190,12 @@ async function fanoutInboxWrites(cluster: OurCluster): Promise<number> {
 }
 
 /** Waits until the fan-out workers' inbox writes stop growing (for `quietMs`) or reach `expected`. */
-async function fanoutDrained(cluster: OurCluster, expected: number, quietMs: number, timeoutMs: number): Promise<{ writes: number; at: number }> {
+async function fanoutDrained(
+  cluster: OurCluster,
+  expected: number,
+  quietMs: number,
+  timeoutMs: number,
+): Promise<{ writes: number; at: number }> {
   const deadline = Date.now() + timeoutMs;
   let last = -1;
   let lastChange = now();
@@ -181,13 +215,24 @@ function scoringInProcess(): LatencySummary & { cpu_ms_mean: number } {
   const random = prng(7);
   const t = Date.now();
   const features = new FeatureStore();
-  for (let i = 0; i < 20_000; i++) features.apply({ type: i % 3 === 0 ? 'comment' : 'like', user_id: `v${i % 50}`, author_id: `a${i % 300}`, post_id: `p${i % 1_000}`, at: t - Math.floor(random() * 600_000) });
+  for (let i = 0; i < 20_000; i++)
+    features.apply({
+      type: i % 3 === 0 ? 'comment' : 'like',
+      user_id: `v${i % 50}`,
+      author_id: `a${i % 300}`,
+      post_id: `p${i % 1_000}`,
+      at: t - Math.floor(random() * 600_000),
+    });
   const candidates: Candidate[] = Array.from({ length: 1_000 }, (_, i) => ({
     post_id: `p${i}`,
     author_id: `a${Math.floor(random() * 300)}`,
     created_at: t - Math.floor(random() * 86_400_000),
     content_type: i % 4 === 0 ? 'media' : 'text',
-    engagement: { likes: Math.floor(random() * 100), comments: Math.floor(random() * 10), shares: Math.floor(random() * 5) },
+    engagement: {
+      likes: Math.floor(random() * 100),
+      comments: Math.floor(random() * 10),
+      shares: Math.floor(random() * 5),
+    },
   }));
   const samples: number[] = [];
   const cpu0 = process.cpuUsage();
@@ -245,7 +290,13 @@ interface ReadFigures {
   time_order: number;
 }
 
-async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Array[], author: number, label: string): Promise<FreshnessFigures> {
+async function freshness(
+  api: FeedApi,
+  graph: FollowGraph,
+  followers: Uint32Array[],
+  author: number,
+  label: string,
+): Promise<FreshnessFigures> {
   const samples: number[] = [];
   let missed = 0;
   const readErrors: Record<string, number> = {};
@@ -255,8 +306,13 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
   for (let k = 0; k < FRESHNESS_POSTS; k++) {
     // Followers with the smallest feeds (the lower half by followees): paging through a whole feed every poll is
     // the check's own load, and which followers the fan-out reaches first does not depend on their feed's size.
-    const pool = [...list].sort((a, b) => graph.followees[a]!.length - graph.followees[b]!.length || a - b).slice(0, Math.max(1, Math.ceil(list.length / 2)));
-    const watchers = Array.from({ length: Math.min(FRESHNESS_FOLLOWERS, pool.length) }, () => pool[Math.floor(random() * pool.length)]!);
+    const pool = [...list]
+      .sort((a, b) => graph.followees[a]!.length - graph.followees[b]!.length || a - b)
+      .slice(0, Math.max(1, Math.ceil(list.length / 2)));
+    const watchers = Array.from(
+      { length: Math.min(FRESHNESS_FOLLOWERS, pool.length) },
+      () => pool[Math.floor(random() * pool.length)]!,
+    );
     const sentAt = now();
     const postId = await api.post(userId(author), `freshness ${label} ${k}`, false);
     await Promise.all(
@@ -282,8 +338,19 @@ async function freshness(api: FeedApi, graph: FollowGraph, followers: Uint32Arra
       }),
     );
   }
-  process.stderr.write(`bench: freshness of ${label} ${userId(author)} (${graph.followerCounts[author]} followers): p50 ${summarize(samples).p50_ms} ms, p99 ${summarize(samples).p99_ms} ms, ${missed} missed, read errors ${JSON.stringify(readErrors)}\n`);
-  return { author: userId(author), followers: graph.followerCounts[author]!, posts: FRESHNESS_POSTS, seen: samples.length, missed, missed_pairs: missedPairs, read_errors: readErrors, post_to_visible: summarize(samples) };
+  process.stderr.write(
+    `bench: freshness of ${label} ${userId(author)} (${graph.followerCounts[author]} followers): p50 ${summarize(samples).p50_ms} ms, p99 ${summarize(samples).p99_ms} ms, ${missed} missed, read errors ${JSON.stringify(readErrors)}\n`,
+  );
+  return {
+    author: userId(author),
+    followers: graph.followerCounts[author]!,
+    posts: FRESHNESS_POSTS,
+    seen: samples.length,
+    missed,
+    missed_pairs: missedPairs,
+    read_errors: readErrors,
+    post_to_visible: summarize(samples),
+  };
 }
 
 async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise<SideResult> {
@@ -292,10 +359,21 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
   const followers = followersOf(graph);
   const { largest, ordinary } = notableAuthors(graph);
   const effectiveThreshold = pushOnly ? PUSH_ONLY_THRESHOLD : threshold;
-  const cluster = await startOurCluster({ service: 'feed', nodes: MEMBERS, workers: WORKERS, settings: { threshold: String(effectiveThreshold) } });
+  const cluster = await startOurCluster({
+    service: 'feed',
+    nodes: MEMBERS,
+    workers: WORKERS,
+    settings: { threshold: String(effectiveThreshold) },
+  });
   const apps = cluster.workers.filter((w) => w.role === 'app');
   if (apps.length === 0) throw new BenchError('the feed cluster has no app worker');
-  const pools = apps.map((a) => new Pool(a.url, { connections: Math.max(8, Math.ceil((o.concurrency + LOAD_INFLIGHT) / apps.length)), keepAliveTimeout: 30_000 }));
+  const pools = apps.map(
+    (a) =>
+      new Pool(a.url, {
+        connections: Math.max(8, Math.ceil((o.concurrency + LOAD_INFLIGHT) / apps.length)),
+        keepAliveTimeout: 30_000,
+      }),
+  );
   const api = new FeedApi(pools, cluster.token);
   try {
     // The service is ready once a follow goes through (the post groups elect, the stores open).
@@ -305,26 +383,38 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
         await api.follow(userId(1), userId(0));
         break;
       } catch (e) {
-        if (Date.now() > ready) throw new BenchError(`${label}: no follow went through within 90 s: ${(e as Error).message}`);
+        if (Date.now() > ready)
+          throw new BenchError(`${label}: no follow went through within 90 s: ${(e as Error).message}`);
         await sleep(500);
       }
     }
     const edges: Array<[number, number]> = [];
     graph.followees.forEach((list, u) => list.forEach((v) => edges.push([u, v])));
-    process.stderr.write(`bench: ${label}: graph of ${users.toLocaleString('en-US')} users, ${graph.follows.toLocaleString('en-US')} follows; largest author ${userId(largest)} with ${graph.followerCounts[largest]} followers\n`);
-    const followSeconds = await inParallel(`${label}: follows`, edges.length, LOAD_INFLIGHT, (i) => api.follow(userId(edges[i]![0]), userId(edges[i]![1])));
+    process.stderr.write(
+      `bench: ${label}: graph of ${users.toLocaleString('en-US')} users, ${graph.follows.toLocaleString('en-US')} follows; largest author ${userId(largest)} with ${graph.followerCounts[largest]} followers\n`,
+    );
+    const followSeconds = await inParallel(`${label}: follows`, edges.length, LOAD_INFLIGHT, (i) =>
+      api.follow(userId(edges[i]![0]), userId(edges[i]![1])),
+    );
     // followers_count moves asynchronously: the threshold applies once the count is there.
     const counted = Date.now() + 120_000;
-    while ((await api.followersCount(userId(largest)).catch(() => -1)) < graph.followerCounts[largest]! && Date.now() < counted) await sleep(500);
+    while (
+      (await api.followersCount(userId(largest)).catch(() => -1)) < graph.followerCounts[largest]! &&
+      Date.now() < counted
+    )
+      await sleep(500);
 
     const pulled = pushOnly ? 0 : Array.from(graph.followerCounts).filter((n) => n > threshold).length;
     let expectedWrites = 0;
-    for (let u = 0; u < users; u++) if (pushOnly || graph.followerCounts[u]! <= threshold) expectedWrites += postsPerUser * graph.followerCounts[u]!;
+    for (let u = 0; u < users; u++)
+      if (pushOnly || graph.followerCounts[u]! <= threshold) expectedWrites += postsPerUser * graph.followerCounts[u]!;
     const writes0 = await fanoutInboxWrites(cluster);
     const postCount = users * postsPerUser;
     const postStart = now();
     // Round robin over the authors, so every author's posts spread over the whole load.
-    const postSeconds = await inParallel(`${label}: posts`, postCount, LOAD_INFLIGHT, (i) => api.post(userId(i % users), `post ${i} of ${userId(i % users)}`, i % 3 === 0));
+    const postSeconds = await inParallel(`${label}: posts`, postCount, LOAD_INFLIGHT, (i) =>
+      api.post(userId(i % users), `post ${i} of ${userId(i % users)}`, i % 3 === 0),
+    );
     const drained = await fanoutDrained(cluster, writes0 + expectedWrites, 10_000, 600_000);
     const fanoutS = Math.max(0.001, (drained.at - postStart) / 1000);
     const load: LoadFigures = {
@@ -350,9 +440,19 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
     // Readers: candidate sets of 500 to 2,000 posts.
     const candidateCounts = graph.followees.map((list) => Math.min(MAX_CANDIDATES, list.length * postsPerUser));
     const readers = candidateCounts.map((n, u) => [u, n] as const).filter(([, n]) => n >= MIN_CANDIDATES);
-    if (readers.length === 0) throw new BenchError(`${label}: no user has ${MIN_CANDIDATES} candidates; raise BENCH_FEED_POSTS or BENCH_FEED_USERS`);
+    if (readers.length === 0)
+      throw new BenchError(
+        `${label}: no user has ${MIN_CANDIDATES} candidates; raise BENCH_FEED_POSTS or BENCH_FEED_USERS`,
+      );
     const sortedCounts = readers.map(([, n]) => n).sort((a, b) => a - b);
-    const reads: ReadFigures = { readers: readers.length, candidates_min: sortedCounts[0]!, candidates_median: sortedCounts[Math.floor(sortedCounts.length / 2)]!, candidates_max: sortedCounts[sortedCounts.length - 1]!, ranked: 0, time_order: 0 };
+    const reads: ReadFigures = {
+      readers: readers.length,
+      candidates_min: sortedCounts[0]!,
+      candidates_median: sortedCounts[Math.floor(sortedCounts.length / 2)]!,
+      candidates_max: sortedCounts[sortedCounts.length - 1]!,
+      ranked: 0,
+      time_order: 0,
+    };
     let turn = 0;
     const rankers = cluster.workers.filter((w) => w.role === 'ranker');
     const result = await measure(
@@ -368,9 +468,21 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
         probe: async () => {
           const all = await Promise.all(rankers.map((r) => scrapeCounters(`${r.url}/metrics`)));
           const sum = (k: string): number => all.reduce((n, m) => n + (m[k] ?? 0), 0);
-          return { rank_s: sum('feed_ranker_rank_seconds_sum'), ranks: sum('feed_ranker_rank_seconds_count'), hits: sum('feed_ranker_cache_hits'), misses: sum('feed_ranker_cache_misses') };
+          return {
+            rank_s: sum('feed_ranker_rank_seconds_sum'),
+            ranks: sum('feed_ranker_rank_seconds_count'),
+            hits: sum('feed_ranker_cache_hits'),
+            misses: sum('feed_ranker_cache_misses'),
+          };
         },
-        explain: (d) => ({ ranker_in_process: { calls: d.ranks ?? 0, mean_ms: (d.ranks ?? 0) > 0 ? round(((d.rank_s ?? 0) * 1000) / d.ranks!, 2) : null, recent_ranking_hits: d.hits ?? 0, fresh_rankings: d.misses ?? 0 } }),
+        explain: (d) => ({
+          ranker_in_process: {
+            calls: d.ranks ?? 0,
+            mean_ms: (d.ranks ?? 0) > 0 ? round(((d.rank_s ?? 0) * 1000) / d.ranks!, 2) : null,
+            recent_ranking_hits: d.hits ?? 0,
+            fresh_rankings: d.misses ?? 0,
+          },
+        }),
         op: async () => {
           const [reader] = readers[turn++ % readers.length]!;
           const feed = await api.feed(userId(reader), FEED_LIMIT);
@@ -381,7 +493,9 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
       },
       o,
     );
-    process.stderr.write(`bench: ${label}: feed reads ${result.ops_per_sec}/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms (${reads.ranked} ranked, ${reads.time_order} time order)\n`);
+    process.stderr.write(
+      `bench: ${label}: feed reads ${result.ops_per_sec}/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms (${reads.ranked} ranked, ${reads.time_order} time order)\n`,
+    );
 
     // Freshness under a background of posts from random authors (the fan-out stays busy meanwhile).
     let background = true;
@@ -397,12 +511,23 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
     );
     let fresh: { ordinary: FreshnessFigures; largest: FreshnessFigures };
     try {
-      fresh = { ordinary: await freshness(api, graph, followers, ordinary, `${label} ordinary`), largest: await freshness(api, graph, followers, largest, `${label} largest`) };
+      fresh = {
+        ordinary: await freshness(api, graph, followers, ordinary, `${label} ordinary`),
+        largest: await freshness(api, graph, followers, largest, `${label} largest`),
+      };
     } finally {
       background = false;
       await backgroundLoop;
     }
-    return { ...result, members: MEMBERS, workers: WORKERS, load, reads, freshness: { ...fresh, background_posts: backgroundPosts }, ...(pushOnly ? {} : { scoring_1000_in_process: scoringInProcess() }) };
+    return {
+      ...result,
+      members: MEMBERS,
+      workers: WORKERS,
+      load,
+      reads,
+      freshness: { ...fresh, background_posts: backgroundPosts },
+      ...(pushOnly ? {} : { scoring_1000_in_process: scoringInProcess() }),
+    };
   } finally {
     await Promise.all(pools.map((p) => p.close()));
     await cluster.stop();
@@ -415,25 +540,44 @@ function goals(ours: SideResult, peer: SideResult | null): Goal[] {
   if (f !== undefined) {
     for (const which of ['ordinary', 'largest'] as const) {
       const x = f[which];
-      out.push({ goal: `freshness p99 < 30 s for the ${which} author (${x.followers} followers)`, met: x.missed === 0 && x.seen > 0 && x.post_to_visible.p99_ms < 30_000, detail: `p50 ${x.post_to_visible.p50_ms} ms, p99 ${x.post_to_visible.p99_ms} ms, ${x.missed} of ${x.seen + x.missed} not visible within ${FRESHNESS_TIMEOUT_MS / 1000} s` });
+      out.push({
+        goal: `freshness p99 < 30 s for the ${which} author (${x.followers} followers)`,
+        met: x.missed === 0 && x.seen > 0 && x.post_to_visible.p99_ms < 30_000,
+        detail: `p50 ${x.post_to_visible.p50_ms} ms, p99 ${x.post_to_visible.p99_ms} ms, ${x.missed} of ${x.seen + x.missed} not visible within ${FRESHNESS_TIMEOUT_MS / 1000} s`,
+      });
     }
   }
   const r = ours.reads as ReadFigures | undefined;
-  out.push({ goal: 'feed read p99 < 50 ms (ranked)', met: ours.p99_ms < 50 && r !== undefined && r.ranked > 0, detail: `p99 ${ours.p99_ms} ms; ${r?.ranked ?? 0} ranked, ${r?.time_order ?? 0} in time order` });
+  out.push({
+    goal: 'feed read p99 < 50 ms (ranked)',
+    met: ours.p99_ms < 50 && r !== undefined && r.ranked > 0,
+    detail: `p99 ${ours.p99_ms} ms; ${r?.ranked ?? 0} ranked, ${r?.time_order ?? 0} in time order`,
+  });
   const s = ours.scoring_1000_in_process as (LatencySummary & { cpu_ms_mean: number }) | undefined;
-  if (s !== undefined) out.push({ goal: 'ranking 1,000 candidates p99 < 50 ms (in process, 2,000 rankings)', met: s.p99_ms < 50, detail: `p50 ${s.p50_ms} ms, p99 ${s.p99_ms} ms, ${s.cpu_ms_mean} ms CPU each on average` });
+  if (s !== undefined)
+    out.push({
+      goal: 'ranking 1,000 candidates p99 < 50 ms (in process, 2,000 rankings)',
+      met: s.p99_ms < 50,
+      detail: `p50 ${s.p50_ms} ms, p99 ${s.p99_ms} ms, ${s.cpu_ms_mean} ms CPU each on average`,
+    });
   const pf = peer?.freshness as { ordinary: FreshnessFigures; largest: FreshnessFigures } | undefined;
   if (f !== undefined && pf !== undefined) {
     const ratio = pf.largest.post_to_visible.p99_ms / Math.max(1, f.largest.post_to_visible.p99_ms);
-    out.push({ goal: "hybrid fan-out makes the largest author's posts visible sooner than push-only", met: ratio > 1, detail: `largest author p99 ${f.largest.post_to_visible.p99_ms} ms hybrid vs ${pf.largest.post_to_visible.p99_ms} ms push-only (${round(ratio, 2)}x); inbox writes ${(ours.load as LoadFigures).inbox_writes_done} vs ${(peer!.load as LoadFigures).inbox_writes_done}` });
+    out.push({
+      goal: "hybrid fan-out makes the largest author's posts visible sooner than push-only",
+      met: ratio > 1,
+      detail: `largest author p99 ${f.largest.post_to_visible.p99_ms} ms hybrid vs ${pf.largest.post_to_visible.p99_ms} ms push-only (${round(ratio, 2)}x); inbox writes ${(ours.load as LoadFigures).inbox_writes_done} vs ${(peer!.load as LoadFigures).inbox_writes_done}`,
+    });
   }
   return out;
 }
 
 export const feedBenchmark: Benchmark = {
   name: 'feed',
-  description: 'the social feed on a generated power-law follow graph: ranked feed reads/s with 500-2,000 candidates, post-to-visible freshness for an ordinary and the largest author, fan-out inbox writes/s (vs the same service with push-only fan-out)',
-  title: (o) => `feed: ranked reads on a ${sizes().users.toLocaleString('en-US')}-user power-law graph${o.vs !== null ? `, hybrid vs ${o.vs}` : ''}`,
+  description:
+    'the social feed on a generated power-law follow graph: ranked feed reads/s with 500-2,000 candidates, post-to-visible freshness for an ordinary and the largest author, fan-out inbox writes/s (vs the same service with push-only fan-out)',
+  title: (o) =>
+    `feed: ranked reads on a ${sizes().users.toLocaleString('en-US')}-user power-law graph${o.vs !== null ? `, hybrid vs ${o.vs}` : ''}`,
   peers: ['push-only'],
   defaults: { durationS: 10, concurrency: 16, size: 0, warmupS: 2 },
   workload: (o) => {

@@ -19,7 +19,14 @@ import type { Benchmark, RunOptions, SideResult } from '../benchmark.js';
 import { interrupted } from '../cleanup.js';
 import { cpuSeconds, sleep } from '../procs.js';
 import { round, summarize } from '../stats.js';
-import { groupsGoals, leadersPerProcess, mergeGroupsFigures, placeGroups, splitWorkers, type GroupsFigures } from '../groups/figures.js';
+import {
+  groupsGoals,
+  leadersPerProcess,
+  mergeGroupsFigures,
+  placeGroups,
+  splitWorkers,
+  type GroupsFigures,
+} from '../groups/figures.js';
 import { startGroupCluster, waitAllLed, type GroupCluster } from '../groups/procs.js';
 
 const IDS = ['p1', 'p2', 'p3', 'p4', 'p5'];
@@ -78,14 +85,25 @@ interface LoadFigures {
   latency: ReturnType<typeof summarize>;
 }
 
-async function activeLoad(cluster: GroupCluster, active: number, o: RunOptions, perGroup: number | null = null): Promise<LoadFigures> {
-  const workers = perGroup === null ? splitWorkers(o.concurrency, active) : Array.from({ length: active }, () => perGroup);
+async function activeLoad(
+  cluster: GroupCluster,
+  active: number,
+  o: RunOptions,
+  perGroup: number | null = null,
+): Promise<LoadFigures> {
+  const workers =
+    perGroup === null ? splitWorkers(o.concurrency, active) : Array.from({ length: active }, () => perGroup);
   const groups = workers.map((w, i) => ({ name: `g${i}`, workers: w }));
   const commit0 = await commitStats(cluster);
   const cpu0 = cluster.procs.map((p) => cpuSeconds(p.pid) ?? 0);
   const t0 = performance.now();
   const answers = await Promise.all(
-    cluster.procs.map((p) => p.call({ op: 'load', groups, warmupMs: o.warmupS * 1000, durationMs: o.durationS * 1000, size: o.size }, (o.warmupS + o.durationS) * 1000 + 120_000)),
+    cluster.procs.map((p) =>
+      p.call(
+        { op: 'load', groups, warmupMs: o.warmupS * 1000, durationMs: o.durationS * 1000, size: o.size },
+        (o.warmupS + o.durationS) * 1000 + 120_000,
+      ),
+    ),
   );
   const wall = (performance.now() - t0) / 1000;
   const cpu = cluster.procs.reduce((s, p, i) => s + (cpuSeconds(p.pid) ?? 0) - cpu0[i]!, 0);
@@ -146,8 +164,20 @@ async function failover(cluster: GroupCluster, names: string[]): Promise<Record<
   cluster.kill(victim);
   const r = await waitAllLed(cluster, names, FAILOVER_WAIT_S, { since, pollMs: 100 });
   const seconds = r.seconds === null ? null : round(r.seconds, 2);
-  log(seconds === null ? `${r.missing.length} groups still without a leader after ${FAILOVER_WAIT_S} s` : `every group has a leader ${seconds} s after the SIGKILL (${r.polls} polls)`);
-  return { killed: victim, leaders_before: leaders, groups_led_by_killed: leaders[victim], seconds, still_leaderless: r.missing.length, polls: r.polls, poll_interval_ms: 100 };
+  log(
+    seconds === null
+      ? `${r.missing.length} groups still without a leader after ${FAILOVER_WAIT_S} s`
+      : `every group has a leader ${seconds} s after the SIGKILL (${r.polls} polls)`,
+  );
+  return {
+    killed: victim,
+    leaders_before: leaders,
+    groups_led_by_killed: leaders[victim],
+    seconds,
+    still_leaderless: r.missing.length,
+    polls: r.polls,
+    poll_interval_ms: 100,
+  };
 }
 
 async function runOurs(o: RunOptions): Promise<SideResult> {
@@ -155,7 +185,13 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
   const names = placement.map((g) => g.name);
 
   // Quiescence on: idle CPU, then the load runs, then a kill.
-  const quiet = await startGroupCluster({ ids: IDS, groups: placement, tickMs: TICK_MS, quiesceTicks: QUIESCE_TICKS, label: 'quiescence on' });
+  const quiet = await startGroupCluster({
+    ids: IDS,
+    groups: placement,
+    tickMs: TICK_MS,
+    quiesceTicks: QUIESCE_TICKS,
+    label: 'quiescence on',
+  });
   let idleOn: Record<string, number>;
   let quiescedOn: number;
   const loads: LoadFigures[] = [];
@@ -184,10 +220,19 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
   } finally {
     await quiet.stop();
   }
-  const settleS = Math.max(10, (Date.now() - settleStart) / 1000 - (loads.length + perGroupLoads.length) * (o.warmupS + o.durationS));
+  const settleS = Math.max(
+    10,
+    (Date.now() - settleStart) / 1000 - (loads.length + perGroupLoads.length) * (o.warmupS + o.durationS),
+  );
 
   // Quiescence off: the same groups ticking and heartbeating; idle CPU, then a kill.
-  const busy = await startGroupCluster({ ids: IDS, groups: placement, tickMs: TICK_MS, quiesceTicks: 0, label: 'quiescence off' });
+  const busy = await startGroupCluster({
+    ids: IDS,
+    groups: placement,
+    tickMs: TICK_MS,
+    quiesceTicks: 0,
+    label: 'quiescence off',
+  });
   let idleOff: Record<string, number>;
   let failoverOff: Record<string, unknown>;
   try {
@@ -231,7 +276,8 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     max_ms: headline.latency.max_ms,
     server_cpu_s: null,
     server_cpu_cores: headline.server_cpu_cores,
-    server_cpu_us_per_op: headline.ops === 0 ? null : round((headline.server_cpu_cores * o.durationS * 1e6) / headline.ops, 0),
+    server_cpu_us_per_op:
+      headline.ops === 0 ? null : round((headline.server_cpu_cores * o.durationS * 1e6) / headline.ops, 0),
     client_cpu_cores: 0,
     figures,
     idle: {
@@ -246,12 +292,15 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       note: `context, not the goal: ${PER_GROUP_IN_FLIGHT} proposals in flight per active group, so 100 groups are offered 100x the load of one`,
       in_flight_per_group: PER_GROUP_IN_FLIGHT,
       runs: perGroupLoads,
-      scale_100_vs_1: perGroupLoads.length === 3 && perGroupLoads[0]!.proposals_per_s > 0 ? round(perGroupLoads[2]!.proposals_per_s / perGroupLoads[0]!.proposals_per_s, 2) : null,
+      scale_100_vs_1:
+        perGroupLoads.length === 3 && perGroupLoads[0]!.proposals_per_s > 0
+          ? round(perGroupLoads[2]!.proposals_per_s / perGroupLoads[0]!.proposals_per_s, 2)
+          : null,
     },
     scale_100_vs_1: one > 0 ? round((byActive['100'] ?? 0) / one, 2) : null,
     scale_10_vs_1: one > 0 ? round((byActive['10'] ?? 0) / one, 2) : null,
     failover: { quiescence_on: failoverOn, quiescence_off: failoverOff },
-    note: 'the headline ops/s and latency are the 100-active-group run; the load runs inside the leaders\' processes, so server CPU includes it',
+    note: "the headline ops/s and latency are the 100-active-group run; the load runs inside the leaders' processes, so server CPU includes it",
   };
 }
 
@@ -262,7 +311,8 @@ function sum(r: Record<string, number>): number {
 export const groupsBenchmark: Benchmark = {
   name: 'groups',
   description: `${GROUPS.toLocaleString('en-US')} Raft groups on ${IDS.length} processes (GroupHost): idle CPU with quiescence on/off, proposals/s with 1/10/100 active groups, time to re-elect after a SIGKILL; no peer, three goals`,
-  title: (o) => `groups: ${GROUPS.toLocaleString('en-US')} groups on ${IDS.length} processes, ${o.concurrency} proposals in flight, ${o.size}-byte proposals`,
+  title: (o) =>
+    `groups: ${GROUPS.toLocaleString('en-US')} groups on ${IDS.length} processes, ${o.concurrency} proposals in flight, ${o.size}-byte proposals`,
   peers: [],
   defaults: { durationS: 10, concurrency: 256, size: 128, warmupS: 2 },
   workload: (o) => ({
@@ -272,11 +322,13 @@ export const groupsBenchmark: Benchmark = {
     placement: 'group i on processes i, i+1, i+2 (mod 5): 600 groups per process',
     tick_ms: TICK_MS,
     quiesce_ticks: QUIESCE_TICKS,
-    storage: 'one LevelDB per process, synced writes, one batch and one fsync per event-loop turn for every group with work',
+    storage:
+      'one LevelDB per process, synced writes, one batch and one fsync per event-loop turn for every group with work',
     transport: 'one TCP listener per process on 127.0.0.1, one connection per peer process',
     idle: `CPU time of each process over ${o.durationS} s from /proc, every replica quiesced; then new processes with quiescence off, same groups`,
     proposals: `${o.concurrency} proposals in flight in total, split evenly over 1, 10 and 100 active groups (g0..g99); ${o.size}-byte values; resolved when applied on the leader; driven inside each leader's process`,
-    failover: 'SIGKILL of the process leading the most groups; polled every 100 ms from the others until every group has a leader in the highest term its live members know',
+    failover:
+      'SIGKILL of the process leading the most groups; polled every 100 ms from the others until every group has a leader in the highest term its live members know',
   }),
   goals: (ours) => groupsGoals(ours.figures as GroupsFigures),
   mergeRounds: (median, rounds) => {

@@ -60,7 +60,12 @@ export function byService(processes: readonly IdleProcess[]): IdleService[] {
     out.set(p.service, s);
   }
   return [...out.values()]
-    .map((s) => ({ ...s, cores: round(s.cores, 4), busiest_process_cores: round(s.busiest_process_cores, 4), rss_mb: round(s.rss_mb, 0) }))
+    .map((s) => ({
+      ...s,
+      cores: round(s.cores, 4),
+      busiest_process_cores: round(s.busiest_process_cores, 4),
+      rss_mb: round(s.rss_mb, 0),
+    }))
     .sort((a, b) => b.cores - a.cores);
 }
 
@@ -68,7 +73,10 @@ export function byService(processes: readonly IdleProcess[]): IdleService[] {
  * The two goals, judged from what each side measured: our total against 0.3 cores, and our busiest process
  * against etcd's CPU per member (its total over its members). Without an etcd side the second is not judged.
  */
-export function idleGoals(ours: { total_cores: number; processes: readonly IdleProcess[] }, etcd: { total_cores: number; members: number } | null): Goal[] {
+export function idleGoals(
+  ours: { total_cores: number; processes: readonly IdleProcess[] },
+  etcd: { total_cores: number; members: number } | null,
+): Goal[] {
   const goals: Goal[] = [
     {
       goal: `the whole stack at rest under ${STACK_CORES_GOAL} of one core (issue 39)`,
@@ -106,8 +114,14 @@ function rssMb(pid: number): number {
 type Tracked = Omit<IdleProcess, 'cores' | 'rss_mb'>;
 
 /** Waits, then counts each process's CPU over the window; reports progress every 10 s. */
-async function measureAtRest(processes: readonly Tracked[], o: RunOptions, label: string): Promise<{ processes: IdleProcess[]; duration_s: number }> {
-  process.stderr.write(`bench: ${label}: ${processes.length} processes; settling ${o.warmupS} s, then measuring ${o.durationS} s\n`);
+async function measureAtRest(
+  processes: readonly Tracked[],
+  o: RunOptions,
+  label: string,
+): Promise<{ processes: IdleProcess[]; duration_s: number }> {
+  process.stderr.write(
+    `bench: ${label}: ${processes.length} processes; settling ${o.warmupS} s, then measuring ${o.durationS} s\n`,
+  );
   await sleepUnlessInterrupted(o.warmupS * 1000);
   const before = new Map(processes.map((p) => [p.pid, cpuSeconds(p.pid)]));
   const started = performance.now();
@@ -120,7 +134,8 @@ async function measureAtRest(processes: readonly Tracked[], o: RunOptions, label
   for (const p of processes) {
     const a = before.get(p.pid);
     const b = cpuSeconds(p.pid);
-    if (a === null || a === undefined || b === null) throw new BenchError(`${label}: ${p.service} ${p.id} (pid ${p.pid}) exited while at rest`);
+    if (a === null || a === undefined || b === null)
+      throw new BenchError(`${label}: ${p.service} ${p.id} (pid ${p.pid}) exited while at rest`);
     out.push({ ...p, cores: round((b - a) / seconds, 5), rss_mb: round(rssMb(p.pid), 1) });
   }
   return { processes: out, duration_s: round(seconds, 1) };
@@ -132,7 +147,13 @@ async function sleepUnlessInterrupted(ms: number): Promise<void> {
 }
 
 /** The figures every side carries; an idle side has no operations. */
-function restingSide(system: string, members: number, measured: { processes: IdleProcess[]; duration_s: number }, o: RunOptions, extra: Record<string, unknown>): SideResult {
+function restingSide(
+  system: string,
+  members: number,
+  measured: { processes: IdleProcess[]; duration_s: number },
+  o: RunOptions,
+  extra: Record<string, unknown>,
+): SideResult {
   const total = measured.processes.reduce((sum, p) => sum + p.cores, 0);
   return {
     system,
@@ -156,7 +177,10 @@ function restingSide(system: string, members: number, measured: { processes: Idl
     server_cpu_us_per_op: null,
     client_cpu_cores: 0,
     total_cores: round(total, 4),
-    rss_mb_total: round(measured.processes.reduce((sum, p) => sum + p.rss_mb, 0), 0),
+    rss_mb_total: round(
+      measured.processes.reduce((sum, p) => sum + p.rss_mb, 0),
+      0,
+    ),
     ...extra,
   } as SideResult;
 }
@@ -168,7 +192,8 @@ interface ClusterFile {
 }
 
 async function runOurs(o: RunOptions): Promise<SideResult> {
-  if (!existsSync(join(repoRoot, 'cluster', 'dist', 'src', 'cli.js'))) throw new BenchError('the cluster CLI is not built: run `npx tsc -b` at the repository root first');
+  if (!existsSync(join(repoRoot, 'cluster', 'dist', 'src', 'cli.js')))
+    throw new BenchError('the cluster CLI is not built: run `npx tsc -b` at the repository root first');
   const root = mkdtempSync(join(tmpdir(), 'raftkit-bench-idle-'));
   const removeRoot = removeLater(root);
   // The stack as `make up` starts it (scripts/up-all.sh: every cluster with its own token, the dashboard with its
@@ -188,24 +213,40 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     process.stderr.write(`bench: starting the stack: scripts/up-all.sh with DATA_ROOT=${root}\n`);
     const up = await runCommand(join(repoRoot, 'scripts', 'up-all.sh'), [], { timeoutMs: 900_000, env, cwd: repoRoot });
     if (interrupted.aborted) throw new BenchError('interrupted');
-    if (up.code !== 0) throw new BenchError(`the stack did not start (is another stack up on the default ports?): ${up.output.trim().split('\n').slice(-3).join(' / ')}`);
+    if (up.code !== 0)
+      throw new BenchError(
+        `the stack did not start (is another stack up on the default ports?): ${up.output.trim().split('\n').slice(-3).join(' / ')}`,
+      );
     for (const name of readdirSync(root).sort()) {
       const stateFile = join(root, name, 'cluster.json');
       if (!existsSync(stateFile)) continue;
       const state = JSON.parse(readFileSync(stateFile, 'utf8')) as ClusterFile;
-      for (const m of state.members) if (m.pid !== null) tracked.push({ service: state.service, id: m.id, role: 'member', pid: m.pid });
-      for (const w of state.workers ?? []) if (w.pid !== null) tracked.push({ service: state.service, id: w.id, role: w.role, pid: w.pid });
+      for (const m of state.members)
+        if (m.pid !== null) tracked.push({ service: state.service, id: m.id, role: 'member', pid: m.pid });
+      for (const w of state.workers ?? [])
+        if (w.pid !== null) tracked.push({ service: state.service, id: w.id, role: w.role, pid: w.pid });
     }
-    tracked.push({ service: 'dashboard', id: 'dashboard', role: 'dashboard', pid: Number(readFileSync(join(root, 'dashboard.pid'), 'utf8')) });
+    tracked.push({
+      service: 'dashboard',
+      id: 'dashboard',
+      role: 'dashboard',
+      pid: Number(readFileSync(join(root, 'dashboard.pid'), 'utf8')),
+    });
     for (const p of tracked) trackPid(p.pid);
 
     const measured = await measureAtRest(tracked, o, 'ours');
     const services = byService(measured.processes);
     printServices(services, measured.processes);
-    return restingSide(`raftkit, make up's ${services.length - 1} clusters and the dashboard`, measured.processes.length, measured, o, {
-      services,
-      processes: [...measured.processes].sort((a, b) => b.cores - a.cores),
-    });
+    return restingSide(
+      `raftkit, make up's ${services.length - 1} clusters and the dashboard`,
+      measured.processes.length,
+      measured,
+      o,
+      {
+        services,
+        processes: [...measured.processes].sort((a, b) => b.cores - a.cores),
+      },
+    );
   } finally {
     await stopStack();
     await removeRoot();
@@ -213,9 +254,14 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
 }
 
 function printServices(services: readonly IdleService[], processes: readonly IdleProcess[]): void {
-  const lines = services.map((s) => `  ${s.service.padEnd(10)} ${s.cores.toFixed(4)} cores  ${String(s.processes).padStart(2)} processes  busiest ${s.busiest_process_cores.toFixed(4)}  ${s.rss_mb} MiB`);
+  const lines = services.map(
+    (s) =>
+      `  ${s.service.padEnd(10)} ${s.cores.toFixed(4)} cores  ${String(s.processes).padStart(2)} processes  busiest ${s.busiest_process_cores.toFixed(4)}  ${s.rss_mb} MiB`,
+  );
   const busiest = [...processes].sort((a, b) => b.cores - a.cores).slice(0, 8);
-  process.stderr.write(`bench: ours at rest, per service:\n${lines.join('\n')}\nbench: busiest processes: ${busiest.map((p) => `${p.service}/${p.id} ${p.cores.toFixed(4)}`).join(', ')}\n`);
+  process.stderr.write(
+    `bench: ours at rest, per service:\n${lines.join('\n')}\nbench: busiest processes: ${busiest.map((p) => `${p.service}/${p.id} ${p.cores.toFixed(4)}`).join(', ')}\n`,
+  );
 }
 
 async function runEtcd(o: RunOptions): Promise<SideResult> {
@@ -223,12 +269,19 @@ async function runEtcd(o: RunOptions): Promise<SideResult> {
   try {
     const leader = await etcd.leader();
     const measured = await measureAtRest(
-      etcd.members.map((m) => ({ service: 'etcd', id: m.name, role: m.name === leader ? 'leader' : 'follower', pid: m.pid })),
+      etcd.members.map((m) => ({
+        service: 'etcd',
+        id: m.name,
+        role: m.name === leader ? 'leader' : 'follower',
+        pid: m.pid,
+      })),
       o,
       'etcd',
     );
     const total = measured.processes.reduce((sum, p) => sum + p.cores, 0);
-    process.stderr.write(`bench: etcd at rest: ${measured.processes.map((p) => `${p.id} (${p.role}) ${p.cores.toFixed(4)}`).join(', ')}\n`);
+    process.stderr.write(
+      `bench: etcd at rest: ${measured.processes.map((p) => `${p.id} (${p.role}) ${p.cores.toFixed(4)}`).join(', ')}\n`,
+    );
     return restingSide(`etcd ${etcd.version}, ${MEMBERS} members (Debian etcd-server)`, MEMBERS, measured, o, {
       leader,
       version: etcd.version,
@@ -242,7 +295,8 @@ async function runEtcd(o: RunOptions): Promise<SideResult> {
 
 export const idleBenchmark: Benchmark = {
   name: 'idle',
-  description: "the whole `make up` stack at rest: CPU per service and per process, resident memory (vs a 5-member etcd at rest)",
+  description:
+    'the whole `make up` stack at rest: CPU per service and per process, resident memory (vs a 5-member etcd at rest)',
   title: (o) => `idle: make up's stack at rest, ${o.durationS} s${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
   peers: ['etcd'],
   defaults: { durationS: 60, concurrency: 1, size: 0, warmupS: 60 },

@@ -37,8 +37,14 @@ function makeValues(count: number, size: number): string[] {
  * Ours times the whole storage.append (queue, encoding, LevelDB batch with sync, callback); etcd's
  * etcd_disk_wal_fsync_duration_seconds times the WAL fsync call alone.
  */
-function logSyncFigures(count: number | undefined, sumSeconds: number | undefined, entries: number | undefined, durationS: number): Record<string, number | null> {
-  if (count === undefined || count <= 0) return { leader_log_syncs_per_sec: null, leader_log_sync_mean_ms: null, leader_entries_per_log_sync: null };
+function logSyncFigures(
+  count: number | undefined,
+  sumSeconds: number | undefined,
+  entries: number | undefined,
+  durationS: number,
+): Record<string, number | null> {
+  if (count === undefined || count <= 0)
+    return { leader_log_syncs_per_sec: null, leader_log_sync_mean_ms: null, leader_entries_per_log_sync: null };
   return {
     leader_log_syncs_per_sec: round(count / durationS, 0),
     leader_log_sync_mean_ms: sumSeconds === undefined ? null : round((1000 * sumSeconds) / count, 2),
@@ -53,10 +59,16 @@ function randomKey(keys: number): string {
 async function runOurs(o: RunOptions): Promise<SideResult> {
   const env: NodeJS.ProcessEnv = {};
   if (o.profileDir !== null) {
-    env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
+    env.NODE_OPTIONS =
+      `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
     env.BENCH_PROFILE_DIR = o.profileDir;
   }
-  const cluster = await startOurCluster({ service: 'kv', nodes: MEMBERS, env, ...(o.snapshotEvery !== null ? { snapshotEvery: o.snapshotEvery } : {}) });
+  const cluster = await startOurCluster({
+    service: 'kv',
+    nodes: MEMBERS,
+    env,
+    ...(o.snapshotEvery !== null ? { snapshotEvery: o.snapshotEvery } : {}),
+  });
   let leaderPid: number | undefined;
   try {
     const leader = await cluster.leader();
@@ -76,14 +88,26 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
         request: () => ({ method: 'PUT', path: `/v1/kv/${randomKey(o.keys)}`, headers, body: values[n++ & 1023]! }),
         extra: { leader, routing: o.routing },
         probe: () => memberCounters(cluster.members.find((m) => m.id === leader)!),
-        explain: (d, r) => ({ ...logSyncFigures(d.raft_fsync_seconds_count, d.raft_fsync_seconds_sum, d.raft_applied_entries_total, r.duration_s), ...gcPauseFigures(d, 'leader') }),
+        explain: (d, r) => ({
+          ...logSyncFigures(
+            d.raft_fsync_seconds_count,
+            d.raft_fsync_seconds_sum,
+            d.raft_applied_entries_total,
+            r.duration_s,
+          ),
+          ...gcPauseFigures(d, 'leader'),
+        }),
       },
       o,
     );
   } finally {
     await cluster.stop();
     if (o.profileDir !== null) {
-      const summary = summarizeProfiles(o.profileDir, cluster.members.map((m) => m.pid), leaderPid);
+      const summary = summarizeProfiles(
+        o.profileDir,
+        cluster.members.map((m) => m.pid),
+        leaderPid,
+      );
       if (summary !== null) process.stderr.write(`bench: CPU profiles of our members in ${o.profileDir}\n${summary}\n`);
     }
   }
@@ -105,11 +129,21 @@ async function runEtcd(o: RunOptions): Promise<SideResult> {
         members: MEMBERS,
         serverPids: etcd.members.map((m) => m.pid),
         origins: targets.map((m) => m.clientUrl),
-        request: () => ({ method: 'POST', path: '/v3/kv/put', headers, body: `{"key":"${b64(randomKey(o.keys))}","value":"${values[n++ & 1023]!}"}` }),
+        request: () => ({
+          method: 'POST',
+          path: '/v3/kv/put',
+          headers,
+          body: `{"key":"${b64(randomKey(o.keys))}","value":"${values[n++ & 1023]!}"}`,
+        }),
         extra: { leader, routing: o.routing, version: etcd.version },
         probe: () => scrapeCounters(`${etcd.members.find((m) => m.name === leader)!.clientUrl}/metrics`),
         explain: (d, r) =>
-          logSyncFigures(d.etcd_disk_wal_fsync_duration_seconds_count, d.etcd_disk_wal_fsync_duration_seconds_sum, d.etcd_server_proposals_committed_total, r.duration_s),
+          logSyncFigures(
+            d.etcd_disk_wal_fsync_duration_seconds_count,
+            d.etcd_disk_wal_fsync_duration_seconds_sum,
+            d.etcd_server_proposals_committed_total,
+            r.duration_s,
+          ),
       },
       o,
     );
@@ -143,7 +177,8 @@ export function kvGoals(ours: SideResult, peer: SideResult | null): Goal[] {
 export const kvBenchmark: Benchmark = {
   name: 'kv',
   description: `PUTs of fixed-size values to random keys on a ${MEMBERS}-member cluster (vs etcd 3.4 through its JSON gateway)`,
-  title: (o) => `kv: PUT ${o.size}-byte values, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}, routing ${o.routing}`,
+  title: (o) =>
+    `kv: PUT ${o.size}-byte values, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}, routing ${o.routing}`,
   peers: ['etcd'],
   // Ten seconds of warm-up, as lock: our members run slower until V8 has optimized their code, and those first
   // seconds would count against ours only (etcd is flat from the start). Figures: RESULTS.md, kv, findings.
@@ -153,7 +188,10 @@ export const kvBenchmark: Benchmark = {
     value_bytes: o.size,
     keys: `k0..k${o.keys - 1}, uniform`,
     members: MEMBERS,
-    routing: o.routing === 'all' ? 'worker w -> member w mod 5 (followers forward to the leader)' : 'every request to the leader',
+    routing:
+      o.routing === 'all'
+        ? 'worker w -> member w mod 5 (followers forward to the leader)'
+        : 'every request to the leader',
     client: 'undici Pool, HTTP/1.1 keep-alive, one connection per worker, closed loop',
   }),
   goals: kvGoals,

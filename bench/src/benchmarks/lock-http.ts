@@ -45,7 +45,9 @@ export class WorkerConnection {
     const socket = this.socket ?? this.open();
     return new Promise((resolve, reject) => {
       this.pending = { resolve, reject };
-      socket.write(`${method} ${path} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n${this.headers}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      socket.write(
+        `${method} ${path} HTTP/1.1\r\nhost: ${this.hostHeader}\r\n${this.headers}content-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+      );
     });
   }
 
@@ -96,7 +98,8 @@ export class WorkerConnection {
     this.pending = null;
     if (parsed.close) this.close();
     if (p === null) return;
-    if (parsed.status < 200 || parsed.status > 299) p.reject(new OpError(`HTTP ${parsed.status}${codeIn(parsed.body)}`, parsed.body.slice(0, 300)));
+    if (parsed.status < 200 || parsed.status > 299)
+      p.reject(new OpError(`HTTP ${parsed.status}${codeIn(parsed.body)}`, parsed.body.slice(0, 300)));
     else p.resolve(parsed.body);
   }
 }

@@ -21,7 +21,14 @@ import { interrupted } from '../cleanup.js';
 import { Endpoints, send } from '../http.js';
 import { OpError } from '../load.js';
 import { measure } from '../measure.js';
-import { gcCounters, gcPauseFigures, groupCpuPerOp, groupCpuSeconds, memberCounters, startOurCluster } from '../ours.js';
+import {
+  gcCounters,
+  gcPauseFigures,
+  groupCpuPerOp,
+  groupCpuSeconds,
+  memberCounters,
+  startOurCluster,
+} from '../ours.js';
 import { b64, startEtcd } from '../peers/etcd.js';
 import { summarizeProfiles } from '../profile.js';
 import { WorkerConnection } from './lock-http.js';
@@ -37,7 +44,8 @@ export const DEFAULT_SWEEP = [500, 1000, 1500, 2000, 3000, 5000, 10_000];
 function rateFromArgs(): number {
   const i = process.argv.indexOf('--rate');
   const rate = i >= 0 ? Number(process.argv[i + 1]) : 10_000;
-  if (!Number.isFinite(rate) || rate <= 0) throw new Error('--rate must be a positive number of lock operations per second');
+  if (!Number.isFinite(rate) || rate <= 0)
+    throw new Error('--rate must be a positive number of lock operations per second');
   return rate;
 }
 
@@ -48,7 +56,8 @@ export function sweepFromArgs(argv: readonly string[] = process.argv): number[] 
   const next = argv[i + 1];
   if (next === undefined || next.startsWith('--')) return DEFAULT_SWEEP;
   const rates = next.split(',').map(Number);
-  if (rates.length === 0 || rates.some((r) => !Number.isFinite(r) || r <= 0)) throw new Error('--sweep takes positive rates separated by commas, e.g. 500,1000,2000');
+  if (rates.length === 0 || rates.some((r) => !Number.isFinite(r) || r <= 0))
+    throw new Error('--sweep takes positive rates separated by commas, e.g. 500,1000,2000');
   return [...new Set(rates)].sort((a, b) => a - b);
 }
 
@@ -99,18 +108,38 @@ interface Probe {
  * CPU per acquire+release cycle of the leader and of one follower (their mean), from the change of
  * `groupCpuSeconds({ leader, followers })`: which member the cycles cost.
  */
-export function roleCpu(delta: Record<string, number>, cycles: number, followers: number): Record<string, number | null> {
+export function roleCpu(
+  delta: Record<string, number>,
+  cycles: number,
+  followers: number,
+): Record<string, number | null> {
   const per = groupCpuPerOp(delta, ['leader', 'followers'], cycles);
   return {
     leader_cpu_us_per_cycle: per.leader_cpu_us_per_op ?? null,
-    follower_cpu_us_per_cycle: per.followers_cpu_us_per_op === null || per.followers_cpu_us_per_op === undefined || followers === 0 ? null : round(per.followers_cpu_us_per_op / followers, 1),
+    follower_cpu_us_per_cycle:
+      per.followers_cpu_us_per_op === null || per.followers_cpu_us_per_op === undefined || followers === 0
+        ? null
+        : round(per.followers_cpu_us_per_op / followers, 1),
   };
 }
 
-async function runCycles(label: string, system: string, pids: number[], origins: string[], api: LockApi, o: RunOptions, rate: number, extra: Record<string, unknown>, probe?: Probe): Promise<SideResult> {
+async function runCycles(
+  label: string,
+  system: string,
+  pids: number[],
+  origins: string[],
+  api: LockApi,
+  o: RunOptions,
+  rate: number,
+  extra: Record<string, unknown>,
+  probe?: Probe,
+): Promise<SideResult> {
   const endpoints = new Endpoints(origins, o.concurrency);
   // Worker w talks to origin w mod the number of origins, as Endpoints.forWorker.
-  const conns = Array.from({ length: o.concurrency }, (_, w) => new WorkerConnection(origins[w % origins.length]!, api.headers));
+  const conns = Array.from(
+    { length: o.concurrency },
+    (_, w) => new WorkerConnection(origins[w % origins.length]!, api.headers),
+  );
   const opened = new Set<number>();
   const acquireMs: number[] = [];
   let contended = 0;
@@ -197,20 +226,39 @@ function oursApi(token: string): LockApi & { sessions: Map<number, string> } {
     sessions,
     headers: `authorization: Bearer ${token}\r\ncontent-type: application/json\r\n`,
     async open(pool, w) {
-      const body = JSON.parse(await send(pool, { method: 'POST', path: '/v1/sessions', headers, body: '{"timeout_ms":30000}' })) as { session_id: string };
+      const body = JSON.parse(
+        await send(pool, { method: 'POST', path: '/v1/sessions', headers, body: '{"timeout_ms":30000}' }),
+      ) as { session_id: string };
       sessions.set(w, body.session_id);
-      const beat = setInterval(() => void send(pool, { method: 'POST', path: `/v1/sessions/${body.session_id}/heartbeat`, headers, body: '' }).catch(() => undefined), 5_000);
+      const beat = setInterval(
+        () =>
+          void send(pool, {
+            method: 'POST',
+            path: `/v1/sessions/${body.session_id}/heartbeat`,
+            headers,
+            body: '',
+          }).catch(() => undefined),
+        5_000,
+      );
       beat.unref();
       beats.set(w, beat);
     },
     async acquire(conn, w, name) {
-      const text = await conn.request('POST', `/v1/locks/${name}/acquire`, `{"session_id":"${sessions.get(w)}","wait":false}`);
+      const text = await conn.request(
+        'POST',
+        `/v1/locks/${name}/acquire`,
+        `{"session_id":"${sessions.get(w)}","wait":false}`,
+      );
       const body = JSON.parse(text) as { granted: boolean; fencing_token?: number };
       if (!body.granted) throw new OpError('contended');
       return String(body.fencing_token);
     },
     async release(conn, w, name, grant) {
-      await conn.request('POST', `/v1/locks/${name}/release`, `{"session_id":"${sessions.get(w)}","fencing_token":${grant}}`);
+      await conn.request(
+        'POST',
+        `/v1/locks/${name}/release`,
+        `{"session_id":"${sessions.get(w)}","fencing_token":${grant}}`,
+      );
     },
     async close(pool, w) {
       clearInterval(beats.get(w));
@@ -226,15 +274,25 @@ function etcdApi(): LockApi {
   return {
     headers: 'content-type: application/json\r\n',
     async open(pool, w) {
-      const body = JSON.parse(await send(pool, { method: 'POST', path: '/v3/lease/grant', headers, body: '{"TTL":30}' })) as { ID: string };
+      const body = JSON.parse(
+        await send(pool, { method: 'POST', path: '/v3/lease/grant', headers, body: '{"TTL":30}' }),
+      ) as { ID: string };
       leases.set(w, body.ID);
-      const beat = setInterval(() => void send(pool, { method: 'POST', path: '/v3/lease/keepalive', headers, body: `{"ID":"${body.ID}"}` }).catch(() => undefined), 5_000);
+      const beat = setInterval(
+        () =>
+          void send(pool, { method: 'POST', path: '/v3/lease/keepalive', headers, body: `{"ID":"${body.ID}"}` }).catch(
+            () => undefined,
+          ),
+        5_000,
+      );
       beat.unref();
       beats.set(w, beat);
     },
     async acquire(conn, w, name) {
       // etcd's lock waits while the name is held; with 10,000 names and this concurrency that is rare.
-      const body = JSON.parse(await conn.request('POST', '/v3/lock/lock', `{"name":"${b64(name)}","lease":"${leases.get(w)}"}`)) as { key: string };
+      const body = JSON.parse(
+        await conn.request('POST', '/v3/lock/lock', `{"name":"${b64(name)}","lease":"${leases.get(w)}"}`),
+      ) as { key: string };
       return body.key;
     },
     async release(conn, _w, _name, key) {
@@ -251,7 +309,8 @@ function etcdApi(): LockApi {
 async function runOursAt(o: RunOptions, rate: number): Promise<SideResult> {
   const env: NodeJS.ProcessEnv = {};
   if (o.profileDir !== null) {
-    env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
+    env.NODE_OPTIONS =
+      `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
     env.BENCH_PROFILE_DIR = o.profileDir;
   }
   const cluster = await startOurCluster({ service: 'lock', nodes: MEMBERS, env });
@@ -266,7 +325,9 @@ async function runOursAt(o: RunOptions, rate: number): Promise<SideResult> {
     const batching: Probe = {
       probe: async () => {
         const cpu = groupCpuSeconds({ leader: leaderPid === undefined ? [] : [leaderPid], followers: followerPids });
-        const all = await Promise.all(cluster.members.map((m) => memberCounters(m).catch(() => ({}) as Record<string, number>)));
+        const all = await Promise.all(
+          cluster.members.map((m) => memberCounters(m).catch(() => ({}) as Record<string, number>)),
+        );
         const sum = (k: string): number => all.reduce((n, c) => n + (c[k] ?? 0), 0);
         const own = all[cluster.members.findIndex((m) => m === leaderMember)] ?? {};
         return {
@@ -279,19 +340,37 @@ async function runOursAt(o: RunOptions, rate: number): Promise<SideResult> {
         };
       },
       explain: (d, r) => ({
-        lock_commands_per_entry: d.entries !== undefined && d.entries > 0 ? round((d.commands ?? 0) / d.entries, 2) : null,
+        lock_commands_per_entry:
+          d.entries !== undefined && d.entries > 0 ? round((d.commands ?? 0) / d.entries, 2) : null,
         // The leader's log writes (each with fsync) and the entries each carried: how much a Raft round was shared.
         leader_log_writes_per_sec: r.ops > 0 && o.durationS > 0 ? round((d.leader_writes ?? 0) / o.durationS, 0) : null,
-        entries_per_leader_write: d.leader_writes !== undefined && d.leader_writes > 0 ? round((d.leader_index ?? 0) / d.leader_writes, 2) : null,
+        entries_per_leader_write:
+          d.leader_writes !== undefined && d.leader_writes > 0
+            ? round((d.leader_index ?? 0) / d.leader_writes, 2)
+            : null,
         ...roleCpu(d, r.ops, followerPids.length),
         ...gcPauseFigures(d, 'leader'),
       }),
     };
-    return await runCycles('ours', `raftkit lock, ${MEMBERS} members`, cluster.members.map((m) => m.pid), targets.map((m) => m.url), oursApi(cluster.token), o, rate, { leader, routing: o.routing }, batching);
+    return await runCycles(
+      'ours',
+      `raftkit lock, ${MEMBERS} members`,
+      cluster.members.map((m) => m.pid),
+      targets.map((m) => m.url),
+      oursApi(cluster.token),
+      o,
+      rate,
+      { leader, routing: o.routing },
+      batching,
+    );
   } finally {
     await cluster.stop();
     if (o.profileDir !== null) {
-      const summary = summarizeProfiles(o.profileDir, cluster.members.map((m) => m.pid), leaderPid);
+      const summary = summarizeProfiles(
+        o.profileDir,
+        cluster.members.map((m) => m.pid),
+        leaderPid,
+      );
       if (summary !== null) process.stderr.write(`bench: CPU profiles of our members in ${o.profileDir}\n${summary}\n`);
     }
   }
@@ -309,7 +388,17 @@ async function runEtcdAt(o: RunOptions, rate: number): Promise<SideResult> {
       probe: async () => groupCpuSeconds({ leader: leaderPids, followers: followerPids }),
       explain: (d, r) => roleCpu(d, r.ops, followerPids.length),
     };
-    return await runCycles('etcd', `etcd ${etcd.version} v3lock, ${MEMBERS} members (Debian etcd-server)`, etcd.members.map((m) => m.pid), targets.map((m) => m.clientUrl), etcdApi(), o, rate, { leader, routing: o.routing, version: etcd.version }, roles);
+    return await runCycles(
+      'etcd',
+      `etcd ${etcd.version} v3lock, ${MEMBERS} members (Debian etcd-server)`,
+      etcd.members.map((m) => m.pid),
+      targets.map((m) => m.clientUrl),
+      etcdApi(),
+      o,
+      rate,
+      { leader, routing: o.routing, version: etcd.version },
+      roles,
+    );
   } finally {
     await etcd.stop();
   }
@@ -326,7 +415,9 @@ function step(rate: number, load: number, r: SideResult): SweepStep {
     ...(typeof r.lock_commands_per_entry === 'number' ? { lock_commands_per_entry: r.lock_commands_per_entry } : {}),
     ...(typeof r.entries_per_leader_write === 'number' ? { entries_per_leader_write: r.entries_per_leader_write } : {}),
     ...(typeof r.leader_cpu_us_per_cycle === 'number' ? { leader_cpu_us_per_cycle: r.leader_cpu_us_per_cycle } : {}),
-    ...(typeof r.follower_cpu_us_per_cycle === 'number' ? { follower_cpu_us_per_cycle: r.follower_cpu_us_per_cycle } : {}),
+    ...(typeof r.follower_cpu_us_per_cycle === 'number'
+      ? { follower_cpu_us_per_cycle: r.follower_cpu_us_per_cycle }
+      : {}),
     load_avg_1m_before: load,
   };
 }
@@ -337,7 +428,11 @@ function step(rate: number, load: number, r: SideResult): SweepStep {
  */
 function sweepSide(steps: Array<{ step: SweepStep; result: SideResult }>): SideResult {
   const top = steps[steps.length - 1]!.result;
-  return { ...top, sweep: steps.map((s) => s.step), highest_rate_under_p99_goal: highestRateUnderGoal(steps.map((s) => s.step)) };
+  return {
+    ...top,
+    sweep: steps.map((s) => s.step),
+    highest_rate_under_p99_goal: highestRateUnderGoal(steps.map((s) => s.step)),
+  };
 }
 
 /**
@@ -358,7 +453,9 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       process.stderr.write(`bench: sweep: ${side} at ${rate} lock ops/s (1-minute load average before: ${load})\n`);
       const result = side === 'ours' ? await runOursAt(o, rate) : await runEtcdAt(o, rate);
       (side === 'ours' ? ours : peer).push({ step: step(rate, load, result), result });
-      process.stderr.write(`bench: sweep: ${side} at ${rate}: acquire p50 ${result.acquire_p50_ms} ms, p99 ${result.acquire_p99_ms} ms, ${result.lock_ops_per_sec} lock ops/s, ${result.errors} errors\n`);
+      process.stderr.write(
+        `bench: sweep: ${side} at ${rate}: acquire p50 ${result.acquire_p50_ms} ms, p99 ${result.acquire_p99_ms} ms, ${result.lock_ops_per_sec} lock ops/s, ${result.errors} errors\n`,
+      );
     }
   }
   peerSweep = peer.length > 0 ? Promise.resolve(sweepSide(peer)) : null;
@@ -378,7 +475,13 @@ function sweepGoals(ours: SideResult, peer: SideResult | null): Goal[] {
   const mine = ours.highest_rate_under_p99_goal;
   if (typeof mine !== 'number') return [];
   if (peer === null || typeof peer.highest_rate_under_p99_goal !== 'number') {
-    return [{ goal: `acquire p99 under ${P99_GOAL_MS} ms at the spec's 10,000 lock ops/s`, met: mine >= 10_000, detail: `ours: highest rate under the goal ${mine}` }];
+    return [
+      {
+        goal: `acquire p99 under ${P99_GOAL_MS} ms at the spec's 10,000 lock ops/s`,
+        met: mine >= 10_000,
+        detail: `ours: highest rate under the goal ${mine}`,
+      },
+    ];
   }
   const theirs = peer.highest_rate_under_p99_goal;
   const ratio = theirs > 0 ? round(mine / theirs, 2) : null;
@@ -388,23 +491,35 @@ function sweepGoals(ours: SideResult, peer: SideResult | null): Goal[] {
       met: ratio !== null ? ratio >= RATE_GOAL_RATIO : mine > 0,
       detail: `ours ${mine} lock ops/s, etcd ${theirs}, ratio ${ratio ?? 'n/a'}`,
     },
-    { goal: `acquire p99 under ${P99_GOAL_MS} ms at the spec's 10,000 lock ops/s`, met: mine >= 10_000, detail: `ours: highest rate under the goal ${mine}` },
+    {
+      goal: `acquire p99 under ${P99_GOAL_MS} ms at the spec's 10,000 lock ops/s`,
+      met: mine >= 10_000,
+      detail: `ours: highest rate under the goal ${mine}`,
+    },
   ];
 }
 
 export const lockBenchmark: Benchmark = {
   name: 'lock',
   description: `acquire+release cycles on ${NAMES} lock names at --rate lock operations/s (default 10,000) on a ${MEMBERS}-member cluster (vs etcd 3.4 v3lock)`,
-  title: (o) => `lock: acquire+release at ${sweepFromArgs()?.join(', ') ?? rateFromArgs()} lock ops/s, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
+  title: (o) =>
+    `lock: acquire+release at ${sweepFromArgs()?.join(', ') ?? rateFromArgs()} lock ops/s, ${MEMBERS} members${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
   peers: ['etcd'],
   // A 10 s warm-up (not 3 as elsewhere): a fresh cluster of ours spends its first seconds compiling (JIT) at a
   // fraction of its rate, and the paced schedule carries the lateness it leaves into the measured window, where it
   // can be most of the acquire latency (bench/RESULTS.md, lock, findings). Both sides get the same warm-up.
   defaults: { durationS: 20, concurrency: 128, size: 0, warmupS: 10 },
   workload: (o) => ({
-    operation: 'acquire then release one lock (ours: /v1/locks/{name}/acquire + release in a session; etcd: /v3/lock/lock + unlock with a lease)',
+    operation:
+      'acquire then release one lock (ours: /v1/locks/{name}/acquire + release in a session; etcd: /v3/lock/lock + unlock with a lease)',
     target_lock_ops_per_sec: rateFromArgs(),
-    ...(sweepFromArgs() !== null ? { sweep_rates: sweepFromArgs(), sweep: 'each rate: ours then the peer, each on a fresh cluster; the side figures are those at the highest rate' } : {}),
+    ...(sweepFromArgs() !== null
+      ? {
+          sweep_rates: sweepFromArgs(),
+          sweep:
+            'each rate: ours then the peer, each on a fresh cluster; the side figures are those at the highest rate',
+        }
+      : {}),
     names: NAMES,
     p99_goal_ms: P99_GOAL_MS,
     members: MEMBERS,

@@ -47,7 +47,13 @@ interface ConsumeFigures {
 }
 
 /** Records/s and MB/s of reading `records` of `bytes` in `seconds`. */
-export function consumeFigures(records: number, bytes: number, seconds: number, serverCpuS: number, clientCpuS = 0): ConsumeFigures {
+export function consumeFigures(
+  records: number,
+  bytes: number,
+  seconds: number,
+  serverCpuS: number,
+  clientCpuS = 0,
+): ConsumeFigures {
   const s = Math.max(seconds, 1e-6);
   return {
     records,
@@ -72,10 +78,16 @@ function cpuOf(pids: number[]): number {
 
 /** Consume figures are a run of their own: the median of the rounds' consume throughput, every round listed. */
 export function mergeConsumeRounds(median: SideResult, rounds: SideResult[]): SideResult {
-  const figures = rounds.map((r) => r.consume as ConsumeFigures | undefined).filter((c): c is ConsumeFigures => c !== undefined);
+  const figures = rounds
+    .map((r) => r.consume as ConsumeFigures | undefined)
+    .filter((c): c is ConsumeFigures => c !== undefined);
   if (figures.length === 0) return median;
   const sorted = [...figures].sort((a, b) => a.records_per_s - b.records_per_s);
-  return { ...median, consume: sorted[Math.floor((sorted.length - 1) / 2)], rounds_consume_records_per_s: figures.map((c) => c.records_per_s) };
+  return {
+    ...median,
+    consume: sorted[Math.floor((sorted.length - 1) / 2)],
+    rounds_consume_records_per_s: figures.map((c) => c.records_per_s),
+  };
 }
 
 /** Our appends measured again through LogProducer. */
@@ -93,24 +105,44 @@ export function logGoals(ours: SideResult, peer: SideResult | null): Goal[] {
   const ratio = (a: number, b: number): string => (b > 0 ? `${(a / b).toFixed(2)}x` : 'n/a');
   const op = (ours.producer as ProducerFigures | undefined) ?? null;
   return [
-    { goal: 'appends/s ahead of JetStream at the same concurrency', met: ours.ops_per_sec > peer.ops_per_sec, detail: `${ours.ops_per_sec} vs ${peer.ops_per_sec} appends/s: ${ratio(ours.ops_per_sec, peer.ops_per_sec)}; p99 ${ours.p99_ms} vs ${peer.p99_ms} ms, p50 ${ours.p50_ms} vs ${peer.p50_ms} ms` },
-    { goal: 'consume throughput ahead of JetStream', met: oc > pc, detail: `${oc} vs ${pc} records/s: ${ratio(oc, pc)}` },
+    {
+      goal: 'appends/s ahead of JetStream at the same concurrency',
+      met: ours.ops_per_sec > peer.ops_per_sec,
+      detail: `${ours.ops_per_sec} vs ${peer.ops_per_sec} appends/s: ${ratio(ours.ops_per_sec, peer.ops_per_sec)}; p99 ${ours.p99_ms} vs ${peer.p99_ms} ms, p50 ${ours.p50_ms} vs ${peer.p50_ms} ms`,
+    },
+    {
+      goal: 'consume throughput ahead of JetStream',
+      met: oc > pc,
+      detail: `${oc} vs ${pc} records/s: ${ratio(oc, pc)}`,
+    },
     ...(op === null
       ? []
-      : [{ goal: 'appends/s through LogProducer ahead of JetStream at the same concurrency', met: op.ops_per_sec > peer.ops_per_sec, detail: `${op.ops_per_sec} vs ${peer.ops_per_sec} appends/s: ${ratio(op.ops_per_sec, peer.ops_per_sec)}; p99 ${op.p99_ms} vs ${peer.p99_ms} ms, p50 ${op.p50_ms} vs ${peer.p50_ms} ms` }]),
+      : [
+          {
+            goal: 'appends/s through LogProducer ahead of JetStream at the same concurrency',
+            met: op.ops_per_sec > peer.ops_per_sec,
+            detail: `${op.ops_per_sec} vs ${peer.ops_per_sec} appends/s: ${ratio(op.ops_per_sec, peer.ops_per_sec)}; p99 ${op.p99_ms} vs ${peer.p99_ms} ms, p50 ${op.p50_ms} vs ${peer.p50_ms} ms`,
+          },
+        ]),
   ];
 }
 
 async function runOurs(o: RunOptions): Promise<SideResult> {
   const env: NodeJS.ProcessEnv = {};
   if (o.profileDir !== null) {
-    env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
+    env.NODE_OPTIONS =
+      `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
     env.BENCH_PROFILE_DIR = o.profileDir;
   }
   const cluster = await startOurCluster({ service: 'log', nodes: MEMBERS, env });
   // One connection per worker, as every HTTP side of the harness has (LogClient's router defaults to 16 per
   // member, which would cap the appends in flight below --concurrency).
-  const options = { endpoints: cluster.members.map((m) => m.url), token: cluster.token, timeoutMs: 15_000, connections: o.concurrency };
+  const options = {
+    endpoints: cluster.members.map((m) => m.url),
+    token: cluster.token,
+    timeoutMs: 15_000,
+    connections: o.concurrency,
+  };
   const client = new LogClient(options);
   try {
     // Members register with the meta group as they come up: until all five have, a topic of 5 replicas is refused.
@@ -118,14 +150,21 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     const registered = Date.now() + 60_000;
     for (;;) {
       try {
-        topic = await client.createTopic(TOPIC, { partitions: 1, replicas: REPLICAS, retention: { max_bytes: MAX_RETENTION_BYTES } });
+        topic = await client.createTopic(TOPIC, {
+          partitions: 1,
+          replicas: REPLICAS,
+          retention: { max_bytes: MAX_RETENTION_BYTES },
+        });
         break;
       } catch (e) {
-        if (Date.now() > registered) throw new BenchError(`could not create the topic within 60 s: ${(e as Error).message}`);
+        if (Date.now() > registered)
+          throw new BenchError(`could not create the topic within 60 s: ${(e as Error).message}`);
         await sleep(500);
       }
     }
-    process.stderr.write(`bench: topic ${TOPIC}: 1 partition, ${topic.replicas} replicas on ${topic.partition_groups[0]?.members.map((m) => m.id).join(',')}\n`);
+    process.stderr.write(
+      `bench: topic ${TOPIC}: 1 partition, ${topic.replicas} replicas on ${topic.partition_groups[0]?.members.map((m) => m.id).join(',')}\n`,
+    );
     // The partition elects its leader after the meta group places it: wait until an append goes through.
     const deadline = Date.now() + 60_000;
     for (;;) {
@@ -133,7 +172,8 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
         await client.append(TOPIC, 0, [{ value: 'ready' }]);
         break;
       } catch (e) {
-        if (Date.now() > deadline) throw new BenchError(`the partition took no append within 60 s: ${(e as Error).message}`);
+        if (Date.now() > deadline)
+          throw new BenchError(`the partition took no append within 60 s: ${(e as Error).message}`);
         await sleep(200);
       }
     }
@@ -172,7 +212,8 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     // Both sides read back the same number of records: top the partition up to CONSUME_RECORDS first.
     const held = (await client.fetch(TOPIC, 0, 0, { maxRecords: 1 })).end_offset;
     const batch = Array.from({ length: 100 }, () => ({ value }));
-    for (let n = held; n < CONSUME_RECORDS; n += batch.length) await client.append(TOPIC, 0, batch.slice(0, Math.min(batch.length, CONSUME_RECORDS - n)));
+    for (let n = held; n < CONSUME_RECORDS; n += batch.length)
+      await client.append(TOPIC, 0, batch.slice(0, Math.min(batch.length, CONSUME_RECORDS - n)));
     // Everything the partition holds, from offset 0 (the warm-up's appends too).
     const cpu0 = cpuOf(pids);
     const client0 = process.cpuUsage();
@@ -181,7 +222,11 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     let bytes = 0;
     // LogClient.scan keeps two pages in flight, so the member builds the next page while this one is parsed (as
     // JetStream's consumer keeps its client and server busy at once).
-    for await (const page of client.scan(TOPIC, 0, 0, { pageRecords: 5_000, maxBytes: 8 * 1024 * 1024, pagesInFlight: 2 })) {
+    for await (const page of client.scan(TOPIC, 0, 0, {
+      pageRecords: 5_000,
+      maxBytes: 8 * 1024 * 1024,
+      pagesInFlight: 2,
+    })) {
       for (const r of page) {
         if (records === CONSUME_RECORDS) break;
         bytes += r.value.length;
@@ -189,14 +234,34 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       }
       if (records === CONSUME_RECORDS) break;
     }
-    const consume = consumeFigures(records, bytes, (performance.now() - t0) / 1000, cpuOf(pids) - cpu0, clientCpuSince(client0));
-    process.stderr.write(`bench: ours consumed ${records} records in ${consume.seconds} s: ${consume.records_per_s} records/s, ${consume.mb_per_s} MB/s (server CPU ${consume.server_cpu_cores} cores, client ${consume.client_cpu_cores})\n`);
-    return { ...appends, consume, producer: { ops_per_sec: viaProducer.ops_per_sec, p50_ms: viaProducer.p50_ms, p99_ms: viaProducer.p99_ms, server_cpu_us_per_op: viaProducer.server_cpu_us_per_op } };
+    const consume = consumeFigures(
+      records,
+      bytes,
+      (performance.now() - t0) / 1000,
+      cpuOf(pids) - cpu0,
+      clientCpuSince(client0),
+    );
+    process.stderr.write(
+      `bench: ours consumed ${records} records in ${consume.seconds} s: ${consume.records_per_s} records/s, ${consume.mb_per_s} MB/s (server CPU ${consume.server_cpu_cores} cores, client ${consume.client_cpu_cores})\n`,
+    );
+    return {
+      ...appends,
+      consume,
+      producer: {
+        ops_per_sec: viaProducer.ops_per_sec,
+        p50_ms: viaProducer.p50_ms,
+        p99_ms: viaProducer.p99_ms,
+        server_cpu_us_per_op: viaProducer.server_cpu_us_per_op,
+      },
+    };
   } finally {
     await client.close();
     await cluster.stop();
     if (o.profileDir !== null) {
-      const summary = summarizeProfiles(o.profileDir, cluster.members.map((m) => m.pid));
+      const summary = summarizeProfiles(
+        o.profileDir,
+        cluster.members.map((m) => m.pid),
+      );
       if (summary !== null) process.stderr.write(`bench: CPU profiles of our members in ${o.profileDir}\n${summary}\n`);
     }
   }
@@ -217,7 +282,8 @@ async function runJetStream(o: RunOptions): Promise<SideResult> {
         await jsm.streams.add({ name: TOPIC, subjects: [SUBJECT], num_replicas: REPLICAS, storage: StorageType.File });
         break;
       } catch (e) {
-        if (Date.now() > deadline) throw new BenchError(`JetStream did not create the stream within 60 s: ${(e as Error).message}`);
+        if (Date.now() > deadline)
+          throw new BenchError(`JetStream did not create the stream within 60 s: ${(e as Error).message}`);
         await sleep(500);
       }
     }
@@ -235,7 +301,9 @@ async function runJetStream(o: RunOptions): Promise<SideResult> {
     connections.push(nc);
     const js = nc.jetstream();
     await js.publish(SUBJECT, new TextEncoder().encode('ready'));
-    process.stderr.write(`bench: JetStream stream ${TOPIC}: ${REPLICAS} replicas, file storage, leader ${leader.name} (client connected to it)\n`);
+    process.stderr.write(
+      `bench: JetStream stream ${TOPIC}: ${REPLICAS} replicas, file storage, leader ${leader.name} (client connected to it)\n`,
+    );
     const payload = new Uint8Array(o.size).fill(0x76);
     const pids = js5.nodes.map((n) => n.pid);
     const appends = await measure(
@@ -270,8 +338,16 @@ async function runJetStream(o: RunOptions): Promise<SideResult> {
       if (records >= total) break;
     }
     await messages.close();
-    const consume = consumeFigures(records, bytes, (performance.now() - t0) / 1000, cpuOf(pids) - cpu0, clientCpuSince(client0));
-    process.stderr.write(`bench: JetStream consumed ${records} messages in ${consume.seconds} s: ${consume.records_per_s} records/s, ${consume.mb_per_s} MB/s (server CPU ${consume.server_cpu_cores} cores, client ${consume.client_cpu_cores})\n`);
+    const consume = consumeFigures(
+      records,
+      bytes,
+      (performance.now() - t0) / 1000,
+      cpuOf(pids) - cpu0,
+      clientCpuSince(client0),
+    );
+    process.stderr.write(
+      `bench: JetStream consumed ${records} messages in ${consume.seconds} s: ${consume.records_per_s} records/s, ${consume.mb_per_s} MB/s (server CPU ${consume.server_cpu_cores} cores, client ${consume.client_cpu_cores})\n`,
+    );
     return { ...appends, consume };
   } finally {
     for (const c of connections) await c.close().catch(() => undefined);
@@ -281,8 +357,10 @@ async function runJetStream(o: RunOptions): Promise<SideResult> {
 
 export const logBenchmark: Benchmark = {
   name: 'log',
-  description: 'the event log: appends (acknowledged after commit) and reading everything back, a topic of 5 replicas on 5 members (vs NATS JetStream, 5 servers, replicas 5)',
-  title: (o) => `log: ${o.size}-byte appends, ${o.concurrency} in flight, 5 replicas${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
+  description:
+    'the event log: appends (acknowledged after commit) and reading everything back, a topic of 5 replicas on 5 members (vs NATS JetStream, 5 servers, replicas 5)',
+  title: (o) =>
+    `log: ${o.size}-byte appends, ${o.concurrency} in flight, 5 replicas${o.vs !== null ? `, ours vs ${o.vs}` : ''}`,
   peers: ['jetstream'],
   defaults: { durationS: 10, concurrency: 64, size: 1024, warmupS: 2 },
   workload: (o) => ({
@@ -291,7 +369,8 @@ export const logBenchmark: Benchmark = {
     processes: MEMBERS,
     appends: `closed loop, ${o.concurrency} in flight, one message per call, acknowledged after commit; ours LogClient.append to partition 0, JetStream js.publish (nats npm client, connected to the stream leader)`,
     consume: `both topped up to ${CONSUME_RECORDS.toLocaleString('en-US')} messages, then the first 100,000 read back once, from the start: ours LogClient.fetch pages of up to 10,000 records / 8 MiB from the leader; JetStream an ordered consumer (consume(), max_messages 10,000)`,
-    durability: "each system's default: ours fsyncs every commit batch; nats-server 2.9's file store does not fsync per message",
+    durability:
+      "each system's default: ours fsyncs every commit batch; nats-server 2.9's file store does not fsync per message",
   }),
   goals: logGoals,
   mergeRounds: mergeConsumeRounds,

@@ -68,14 +68,27 @@ function subscriberKeys(): { p256dh: string; auth: string; private_key: string }
   ecdh.generateKeys();
   // getPrivateKey() drops leading zero bytes: pad back to the scalar's 32 bytes.
   const d = ecdh.getPrivateKey();
-  return { p256dh: b64u(ecdh.getPublicKey()), auth: b64u(randomBytes(16)), private_key: b64u(Buffer.concat([Buffer.alloc(32 - d.length), d])) };
+  return {
+    p256dh: b64u(ecdh.getPublicKey()),
+    auth: b64u(randomBytes(16)),
+    private_key: b64u(Buffer.concat([Buffer.alloc(32 - d.length), d])),
+  };
 }
 
-async function requestJson(pool: Pool, method: 'GET' | 'POST' | 'PUT', path: string, token: string, body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+async function requestJson(
+  pool: Pool,
+  method: 'GET' | 'POST' | 'PUT',
+  path: string,
+  token: string,
+  body?: unknown,
+): Promise<{ status: number; body: Record<string, unknown> }> {
   const res = await pool.request({
     method,
     path,
-    headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     headersTimeout: 30_000,
     bodyTimeout: 30_000,
@@ -90,9 +103,17 @@ async function requestJson(pool: Pool, method: 'GET' | 'POST' | 'PUT', path: str
   return { status: res.statusCode, body: parsed };
 }
 
-async function must(pool: Pool, method: 'GET' | 'POST' | 'PUT', path: string, token: string, body: unknown, what: string): Promise<Record<string, unknown>> {
+async function must(
+  pool: Pool,
+  method: 'GET' | 'POST' | 'PUT',
+  path: string,
+  token: string,
+  body: unknown,
+  what: string,
+): Promise<Record<string, unknown>> {
   const a = await requestJson(pool, method, path, token, body);
-  if (a.status < 200 || a.status > 299) throw new BenchError(`${what}: HTTP ${a.status} ${JSON.stringify(a.body).slice(0, 300)}`);
+  if (a.status < 200 || a.status > 299)
+    throw new BenchError(`${what}: HTTP ${a.status} ${JSON.stringify(a.body).slice(0, 300)}`);
   return a.body;
 }
 
@@ -133,7 +154,14 @@ async function arrivalsFor(provider: Pool, token: string, sub: string): Promise<
   const out: Arrival[] = [];
   let since = 0;
   for (;;) {
-    const page = await must(provider, 'GET', `/admin/received?to=${encodeURIComponent(sub)}&since=${since}&limit=10000`, token, undefined, 'read the push service');
+    const page = await must(
+      provider,
+      'GET',
+      `/admin/received?to=${encodeURIComponent(sub)}&since=${since}&limit=10000`,
+      token,
+      undefined,
+      'read the push service',
+    );
     const messages = page.messages as Arrival[];
     out.push(...messages);
     const next = Number(page.next_since);
@@ -146,7 +174,12 @@ async function arrivalsFor(provider: Pool, token: string, sub: string): Promise<
 
 /** One side: ours (the cluster as `cluster up` starts it), or `fifo` (its router and channel worker on the FIFO layout). */
 async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<SideResult> {
-  const cluster: OurCluster = await startOurCluster({ service: 'notify', nodes: MEMBERS, settings: SETTINGS, ...(fifo ? { workers: FIFO_CLUSTER_WORKERS } : {}) });
+  const cluster: OurCluster = await startOurCluster({
+    service: 'notify',
+    nodes: MEMBERS,
+    settings: SETTINGS,
+    ...(fifo ? { workers: FIFO_CLUSTER_WORKERS } : {}),
+  });
   const pools: Pool[] = [];
   let fifoWorkers: FifoWorkers | null = null;
   try {
@@ -161,29 +194,60 @@ async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<Si
     const api = (i: number): Pool => apis[i % apis.length]!;
 
     // Users: push only, one subscription each, registered at the stand-in (which keeps the private key).
-    const users = [...Array.from({ length: CRITICAL_USERS }, (_, i) => `crit${i}`), ...Array.from({ length: BULK_USERS }, (_, i) => `bulk${i}`)];
+    const users = [
+      ...Array.from({ length: CRITICAL_USERS }, (_, i) => `crit${i}`),
+      ...Array.from({ length: BULK_USERS }, (_, i) => `bulk${i}`),
+    ];
     const subscriptionOf = new Map<string, string>();
     const t0 = Date.now();
     process.stderr.write(`bench: ${system}: registering ${users.length} users with a push subscription each\n`);
-    await ready('the preference store', () => must(api(0), 'GET', `/v1/users/${users[0]}/preferences`, token, undefined, 'read preferences'));
+    await ready('the preference store', () =>
+      must(api(0), 'GET', `/v1/users/${users[0]}/preferences`, token, undefined, 'read preferences'),
+    );
     await forEachLimited(users, SETUP_CONCURRENCY, async (user, i) => {
       const keys = subscriberKeys();
       const sub = await must(provider, 'POST', '/admin/subscriptions', token, keys, `subscribe ${user}`);
       subscriptionOf.set(user, String(sub.id));
       await ready(`preferences of ${user}`, () =>
-        must(api(i), 'PUT', `/v1/users/${user}/preferences`, token, {
-          channels_enabled: { push: true, email: false, sms: false, in_app: false },
-          contact: { push_subscriptions: [{ endpoint: sub.endpoint, keys: { p256dh: keys.p256dh, auth: keys.auth } }] },
-        }, `preferences of ${user}`),
+        must(
+          api(i),
+          'PUT',
+          `/v1/users/${user}/preferences`,
+          token,
+          {
+            channels_enabled: { push: true, email: false, sms: false, in_app: false },
+            contact: {
+              push_subscriptions: [{ endpoint: sub.endpoint, keys: { p256dh: keys.p256dh, auth: keys.auth } }],
+            },
+          },
+          `preferences of ${user}`,
+        ),
       );
     });
     process.stderr.write(`bench: ${system}: registered in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
     // One send end to end before the load, so the topics and workers are up.
-    await ready('a first delivery', async () => {
-      await must(api(0), 'POST', '/v1/notifications', token, { event_type: 'warmup', user_ids: ['crit0'], data: {}, priority: 'critical', idempotency_key: `warmup-${system}` }, 'warm-up send');
-      const got = await arrivalsFor(provider, token, subscriptionOf.get('crit0')!);
-      if (got.length === 0) throw new Error('not yet delivered');
-    }, 180_000);
+    await ready(
+      'a first delivery',
+      async () => {
+        await must(
+          api(0),
+          'POST',
+          '/v1/notifications',
+          token,
+          {
+            event_type: 'warmup',
+            user_ids: ['crit0'],
+            data: {},
+            priority: 'critical',
+            idempotency_key: `warmup-${system}`,
+          },
+          'warm-up send',
+        );
+        const got = await arrivalsFor(provider, token, subscriptionOf.get('crit0')!);
+        if (got.length === 0) throw new Error('not yet delivered');
+      },
+      180_000,
+    );
 
     const bulkUsers = users.slice(CRITICAL_USERS);
     const criticals: Critical[] = [];
@@ -203,8 +267,16 @@ async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<Si
         const start = (seq++ * BULK_FANOUT) % bulkUsers.length;
         const batch = bulkUsers.slice(start, start + BULK_FANOUT);
         try {
-          const a = await requestJson(api(loop), 'POST', '/v1/notifications', token, { event_type: 'promo', user_ids: batch, data: { offer: 'bench' }, priority: 'low', campaign_id: 'bench', idempotency_key: `${system}-bulk-${seq}-${loop}` });
-          if (a.status !== 202 && a.status !== 200) throw new OpError(`HTTP ${a.status}`, JSON.stringify(a.body).slice(0, 200));
+          const a = await requestJson(api(loop), 'POST', '/v1/notifications', token, {
+            event_type: 'promo',
+            user_ids: batch,
+            data: { offer: 'bench' },
+            priority: 'low',
+            campaign_id: 'bench',
+            idempotency_key: `${system}-bulk-${seq}-${loop}`,
+          });
+          if (a.status !== 202 && a.status !== 200)
+            throw new OpError(`HTTP ${a.status}`, JSON.stringify(a.body).slice(0, 200));
           if (measuring) {
             bulkAccepted += batch.length;
             bulkRequests++;
@@ -216,11 +288,24 @@ async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<Si
       }
     };
     const sendCritical = async (k: number): Promise<void> => {
-      const c: Critical = { key: `${system}-crit-${k}`, user: `crit${k % CRITICAL_USERS}`, sentAt: now(), acceptedAt: null, notificationId: null };
+      const c: Critical = {
+        key: `${system}-crit-${k}`,
+        user: `crit${k % CRITICAL_USERS}`,
+        sentAt: now(),
+        acceptedAt: null,
+        notificationId: null,
+      };
       criticals.push(c);
       try {
-        const a = await requestJson(api(k), 'POST', '/v1/notifications', token, { event_type: 'otp', user_ids: [c.user], data: { code: String(100000 + k) }, priority: 'critical', idempotency_key: c.key });
-        if (a.status !== 202 && a.status !== 200) throw new OpError(`HTTP ${a.status} (critical)`, JSON.stringify(a.body).slice(0, 200));
+        const a = await requestJson(api(k), 'POST', '/v1/notifications', token, {
+          event_type: 'otp',
+          user_ids: [c.user],
+          data: { code: String(100000 + k) },
+          priority: 'critical',
+          idempotency_key: c.key,
+        });
+        if (a.status !== 202 && a.status !== 200)
+          throw new OpError(`HTTP ${a.status} (critical)`, JSON.stringify(a.body).slice(0, 200));
         c.acceptedAt = now();
         c.notificationId = String(a.body.notification_id);
       } catch (e) {
@@ -228,9 +313,15 @@ async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<Si
       }
     };
 
-    const serverPids = [...cluster.members.map((m) => m.pid), ...cluster.workers.map((w) => w.pid), ...(fifoWorkers?.pids ?? [])];
+    const serverPids = [
+      ...cluster.members.map((m) => m.pid),
+      ...cluster.workers.map((w) => w.pid),
+      ...(fifoWorkers?.pids ?? []),
+    ];
     const cpuOf = (): number => serverPids.reduce((s, p) => s + (cpuSeconds(p) ?? 0), 0);
-    process.stderr.write(`bench: ${system}: flood with ${o.concurrency} loops of ${BULK_FANOUT}-user low sends; ${o.warmupS} s warm-up, then ${o.durationS} s with ${CRITICAL_PER_S} critical/s\n`);
+    process.stderr.write(
+      `bench: ${system}: flood with ${o.concurrency} loops of ${BULK_FANOUT}-user low sends; ${o.warmupS} s warm-up, then ${o.durationS} s with ${CRITICAL_PER_S} critical/s\n`,
+    );
     const floods = Array.from({ length: o.concurrency }, (_, i) => flood(i));
     await sleep(o.warmupS * 1000);
     measuring = true;
@@ -242,7 +333,9 @@ async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<Si
     const ticker = setInterval(() => trickle.push(sendCritical(k++)), 1000 / CRITICAL_PER_S);
     const progress = setInterval(() => {
       void requestJson(provider, 'GET', '/admin/counts', token).then((a) =>
-        process.stderr.write(`bench: ${system}: ${((now() - w0) / 1000).toFixed(0)} s: ${String(bulkAccepted)} bulk recipients accepted, push service total ${String(a.body.total)}\n`),
+        process.stderr.write(
+          `bench: ${system}: ${((now() - w0) / 1000).toFixed(0)} s: ${String(bulkAccepted)} bulk recipients accepted, push service total ${String(a.body.total)}\n`,
+        ),
       );
     }, 10_000);
     await sleep(o.durationS * 1000);
@@ -266,7 +359,9 @@ async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<Si
       const seen = new Set(arrivals.map((a) => a.notification_id));
       const missing = accepted.filter((c) => !seen.has(c.notificationId)).length;
       if (missing === 0 || Date.now() > deadline) break;
-      process.stderr.write(`bench: ${system}: waiting for ${missing} critical notifications to reach the push service\n`);
+      process.stderr.write(
+        `bench: ${system}: waiting for ${missing} critical notifications to reach the push service\n`,
+      );
       await sleep(2_000);
     }
     const firstArrival = new Map<string, number>();
@@ -292,11 +387,17 @@ async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<Si
     // channel worker writes with the outcome, after the provider answered (so it can exceed accept -> arrival);
     // beside accept -> arrival it shows whether the time went before the send (routing, queues) or after it.
     const toAttempt: number[] = [];
-    await forEachLimited(accepted.filter((c) => firstArrival.has(c.notificationId!)), 8, async (c) => {
-      const st = await requestJson(api(0), 'GET', `/v1/notifications/${c.notificationId}/status`, token);
-      const row = (st.body.channels as Array<{ channel?: string; last_attempt_at?: number | null }> | undefined)?.find((r) => r.channel === 'push');
-      if (typeof row?.last_attempt_at === 'number') toAttempt.push(Math.max(0, row.last_attempt_at - c.acceptedAt!));
-    });
+    await forEachLimited(
+      accepted.filter((c) => firstArrival.has(c.notificationId!)),
+      8,
+      async (c) => {
+        const st = await requestJson(api(0), 'GET', `/v1/notifications/${c.notificationId}/status`, token);
+        const row = (
+          st.body.channels as Array<{ channel?: string; last_attempt_at?: number | null }> | undefined
+        )?.find((r) => r.channel === 'push');
+        if (typeof row?.last_attempt_at === 'number') toAttempt.push(Math.max(0, row.last_attempt_at - c.acceptedAt!));
+      },
+    );
     const attempt = summarize(toAttempt);
     const lat = summarize(latency);
     const send = summarize(fromSend);
@@ -359,7 +460,8 @@ async function runSide(system: string, o: RunOptions, fifo: boolean): Promise<Si
 
 export const notifyBenchmark: Benchmark = {
   name: 'notify',
-  description: 'Critical notifications under a low-priority bulk flood on the same push channel: latency from accept to the push service, lost and duplicated criticals, bulk throughput; --vs fifo: one FIFO queue per channel',
+  description:
+    'Critical notifications under a low-priority bulk flood on the same push channel: latency from accept to the push service, lost and duplicated criticals, bulk throughput; --vs fifo: one FIFO queue per channel',
   title: (o) => `notify: critical latency under a bulk flood (${o.concurrency} flood loops x ${BULK_FANOUT} users)`,
   peers: ['fifo'],
   defaults: { durationS: 30, concurrency: 8, size: 0, warmupS: 10 },
@@ -377,11 +479,23 @@ export const notifyBenchmark: Benchmark = {
   }),
   goals(ours, peer) {
     const goals: Goal[] = [
-      { goal: `critical p99 < ${CRITICAL_P99_GOAL_MS} ms under the flood (ours)`, met: ours.p99_ms < CRITICAL_P99_GOAL_MS && Number(ours.critical_received) > 0, detail: `p50/p99/max ${ours.p50_ms}/${ours.p99_ms}/${ours.max_ms} ms over ${String(ours.critical_received)} criticals` },
-      { goal: 'zero critical lost or duplicated (ours)', met: ours.critical_lost === 0 && ours.critical_duplicated === 0, detail: `${String(ours.critical_accepted)} accepted, ${String(ours.critical_lost)} not received within ${DRAIN_WAIT_S} s, ${String(ours.critical_duplicated)} duplicated` },
+      {
+        goal: `critical p99 < ${CRITICAL_P99_GOAL_MS} ms under the flood (ours)`,
+        met: ours.p99_ms < CRITICAL_P99_GOAL_MS && Number(ours.critical_received) > 0,
+        detail: `p50/p99/max ${ours.p50_ms}/${ours.p99_ms}/${ours.max_ms} ms over ${String(ours.critical_received)} criticals`,
+      },
+      {
+        goal: 'zero critical lost or duplicated (ours)',
+        met: ours.critical_lost === 0 && ours.critical_duplicated === 0,
+        detail: `${String(ours.critical_accepted)} accepted, ${String(ours.critical_lost)} not received within ${DRAIN_WAIT_S} s, ${String(ours.critical_duplicated)} duplicated`,
+      },
     ];
     if (peer !== null) {
-      goals.push({ goal: 'priority queues beat one FIFO queue per channel (critical p99)', met: ours.p99_ms < peer.p99_ms || Number(peer.critical_lost) > 0, detail: `${ours.p99_ms} ms vs ${peer.p99_ms} ms (fifo: ${String(peer.critical_lost)} not received within ${DRAIN_WAIT_S} s)` });
+      goals.push({
+        goal: 'priority queues beat one FIFO queue per channel (critical p99)',
+        met: ours.p99_ms < peer.p99_ms || Number(peer.critical_lost) > 0,
+        detail: `${ours.p99_ms} ms vs ${peer.p99_ms} ms (fifo: ${String(peer.critical_lost)} not received within ${DRAIN_WAIT_S} s)`,
+      });
     }
     return goals;
   },

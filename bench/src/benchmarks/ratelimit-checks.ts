@@ -50,6 +50,11 @@ export class Answers {
   }
 
   figures(): Record<string, number> {
-    return { answers_allowed: this.allowed, answers_denied: this.denied, answers_fail_open: this.failOpen, answers_overloaded: this.overloaded };
+    return {
+      answers_allowed: this.allowed,
+      answers_denied: this.denied,
+      answers_fail_open: this.failOpen,
+      answers_overloaded: this.overloaded,
+    };
   }
 }

@@ -11,7 +11,15 @@ import { Answers, identifiers } from './ratelimit-checks.js';
 
 export type GeneratorData =
   | { side: 'ours'; address: string; token: string; keys: number; tenant: string; endpoint: string }
-  | { side: 'redis'; port: number; connections: number; keys: number; keyPrefix: string; limits: { capacity: number; refillRate: number }; dimensions: readonly string[] };
+  | {
+      side: 'redis';
+      port: number;
+      connections: number;
+      keys: number;
+      keyPrefix: string;
+      limits: { capacity: number; refillRate: number };
+      dimensions: readonly string[];
+    };
 
 async function main(): Promise<void> {
   const port = parentPort;
@@ -33,14 +41,20 @@ async function main(): Promise<void> {
     const limits = data.dimensions.map(() => data.limits);
     op = () => {
       const ids: Record<string, string> = identifiers(data.keys);
-      return pool.check(data.dimensions.map((d) => `${data.keyPrefix}${d}:${ids[d]}`), limits);
+      return pool.check(
+        data.dimensions.map((d) => `${data.keyPrefix}${d}:${ids[d]}`),
+        limits,
+      );
     };
     close = () => pool.close();
   }
   port.once('message', (m: { type: 'go'; share: OpenLoopShare }) => {
     void runOpenLoopShare(m.share, op, () => answers.figures(), add).then((result) => {
       close();
-      port.postMessage({ type: 'done', result }, [result.latencies.buffer as ArrayBuffer, result.fromSchedule.buffer as ArrayBuffer]);
+      port.postMessage({ type: 'done', result }, [
+        result.latencies.buffer as ArrayBuffer,
+        result.fromSchedule.buffer as ArrayBuffer,
+      ]);
     });
   });
   port.postMessage({ type: 'ready' });

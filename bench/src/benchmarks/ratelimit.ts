@@ -66,7 +66,8 @@ function argValue(flag: string): string | undefined {
 /** `--layout embedded|separate` (default embedded): where our counters live (see the module comment). */
 function layout(): 'embedded' | 'separate' {
   const l = argValue('--layout') ?? 'embedded';
-  if (l !== 'embedded' && l !== 'separate') throw new BenchError(`--layout must be embedded or separate, got ${JSON.stringify(l)}`);
+  if (l !== 'embedded' && l !== 'separate')
+    throw new BenchError(`--layout must be embedded or separate, got ${JSON.stringify(l)}`);
   return l;
 }
 
@@ -103,7 +104,9 @@ async function pinSide(serverPids: number[]): Promise<Record<string, unknown>> {
   if (!PIN) return {};
   await pinTo([process.pid], GENERATOR_CORE);
   await pinTo(serverPids, SERVER_CORE);
-  return { pinned: { generator_core: Number(GENERATOR_CORE), server_core: Number(SERVER_CORE), server_pids: serverPids } };
+  return {
+    pinned: { generator_core: Number(GENERATOR_CORE), server_core: Number(SERVER_CORE), server_pids: serverPids },
+  };
 }
 
 /** Load averages (1 min) before the side starts: the shared machine's business, for the report. */
@@ -121,14 +124,16 @@ function load(): number {
  */
 function scheduling(): 'realtime' | 'shared' {
   const s = argValue('--scheduling') ?? 'realtime';
-  if (s !== 'realtime' && s !== 'shared') throw new BenchError(`--scheduling must be realtime or shared, got ${JSON.stringify(s)}`);
+  if (s !== 'realtime' && s !== 'shared')
+    throw new BenchError(`--scheduling must be realtime or shared, got ${JSON.stringify(s)}`);
   return s;
 }
 
 /** `--pacer tick|per-check` (default tick): how the open loop releases its checks (see openLoop). */
 function pacerKind(): 'tick' | 'per-check' {
   const p = argValue('--pacer') ?? 'tick';
-  if (p !== 'tick' && p !== 'per-check') throw new BenchError(`--pacer must be tick or per-check, got ${JSON.stringify(p)}`);
+  if (p !== 'tick' && p !== 'per-check')
+    throw new BenchError(`--pacer must be tick or per-check, got ${JSON.stringify(p)}`);
   return p;
 }
 
@@ -142,7 +147,12 @@ function pacerKind(): 'tick' | 'per-check' {
  * The generator's own event-loop delay and GC pauses over the measured window are reported beside the latencies
  * (`generator_*`): they are in every latency this process measures, ours and the peer's alike.
  */
-async function openLoop(spec: SideSpec, o: RunOptions, rate: number, data: (thread: number) => GeneratorData): Promise<Record<string, unknown>> {
+async function openLoop(
+  spec: SideSpec,
+  o: RunOptions,
+  rate: number,
+  data: (thread: number) => GeneratorData,
+): Promise<Record<string, unknown>> {
   const threads = generatorThreads();
   if (threads > 0) return openLoopThreads(spec, o, rate, threads, data);
   const gapMs = (o.concurrency * 1000) / rate;
@@ -220,7 +230,8 @@ function generatorThreads(): number {
 /** `--generator-gc parallel|single` (default parallel): V8's parallel scavenge helpers in the generator, or none (--no-parallel-scavenge). */
 function generatorGc(): 'parallel' | 'single' {
   const g = argValue('--generator-gc') ?? 'parallel';
-  if (g !== 'parallel' && g !== 'single') throw new BenchError(`--generator-gc must be parallel or single, got ${JSON.stringify(g)}`);
+  if (g !== 'parallel' && g !== 'single')
+    throw new BenchError(`--generator-gc must be parallel or single, got ${JSON.stringify(g)}`);
   return g;
 }
 
@@ -237,14 +248,22 @@ const GENERATOR_SEMI_SPACE_MB = 64;
  * side): the same latencies and figures as the in-process loop, with each thread's own pauses reported and the
  * worst thread's beside the latencies.
  */
-async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, threads: number, data: (thread: number) => GeneratorData): Promise<Record<string, unknown>> {
+async function openLoopThreads(
+  spec: SideSpec,
+  o: RunOptions,
+  rate: number,
+  threads: number,
+  data: (thread: number) => GeneratorData,
+): Promise<Record<string, unknown>> {
   const server = new CpuMeter(() => spec.serverPids);
   let probeStart: Promise<Record<string, number>> | null = null;
   let probeEnd: Promise<Record<string, number>> | null = null;
   let client0 = process.cpuUsage();
   let t0 = performance.now();
   let clientCores = 0;
-  process.stderr.write(`bench: ${spec.label} open loop at ${Math.round(rate)}/s on ${threads} generator threads (${GENERATOR_SEMI_SPACE_MB} MB semi-spaces each, ${generatorGc()} scavenges)\n`);
+  process.stderr.write(
+    `bench: ${spec.label} open loop at ${Math.round(rate)}/s on ${threads} generator threads (${GENERATOR_SEMI_SPACE_MB} MB semi-spaces each, ${generatorGc()} scavenges)\n`,
+  );
   const r = await runOpenLoopThreads({
     script: new URL('./ratelimit-generator.js', import.meta.url),
     threads,
@@ -270,7 +289,10 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
   });
   const delta: Record<string, number> = {};
   if (probeStart !== null && probeEnd !== null) {
-    const [a, b] = await Promise.all([probeStart as Promise<Record<string, number>>, probeEnd as Promise<Record<string, number>>]);
+    const [a, b] = await Promise.all([
+      probeStart as Promise<Record<string, number>>,
+      probeEnd as Promise<Record<string, number>>,
+    ]);
     for (const [k, v] of Object.entries(b)) delta[k] = v - (a[k] ?? 0);
   }
   const cpu = server.used;
@@ -305,19 +327,33 @@ async function openLoopThreads(spec: SideSpec, o: RunOptions, rate: number, thre
  * servers are raised for the loop and put back after; when they cannot be raised (no chrt, not permitted) the loop
  * runs under the shared scheduler and says why.
  */
-async function openLoopScheduled(kind: 'realtime' | 'shared', spec: SideSpec, o: RunOptions, rate: number, data: (thread: number) => GeneratorData): Promise<Record<string, unknown>> {
+async function openLoopScheduled(
+  kind: 'realtime' | 'shared',
+  spec: SideSpec,
+  o: RunOptions,
+  rate: number,
+  data: (thread: number) => GeneratorData,
+): Promise<Record<string, unknown>> {
   if (kind === 'shared') return { ...(await openLoop(spec, o, rate, data)), scheduling: 'shared' };
   const pids = [process.pid, ...spec.serverPids];
   const grant = await raiseToRealtime(pids);
   if (!grant.applied) {
-    process.stderr.write(`bench: real-time priority not available (${grant.reason}); ${spec.label}'s open loop runs under the shared scheduler\n`);
+    process.stderr.write(
+      `bench: real-time priority not available (${grant.reason}); ${spec.label}'s open loop runs under the shared scheduler\n`,
+    );
     return { ...(await openLoop(spec, o, rate, data)), scheduling: 'shared', realtime_unavailable: grant.reason };
   }
   try {
-    process.stderr.write(`bench: ${spec.label} open loop at real-time priority (chrt -f 1): the generator and pids ${spec.serverPids.join(', ')}\n`);
+    process.stderr.write(
+      `bench: ${spec.label} open loop at real-time priority (chrt -f 1): the generator and pids ${spec.serverPids.join(', ')}\n`,
+    );
     const r = await openLoop(spec, o, rate, data);
     const servers = spec.serverPids.map(realtimeThreads);
-    return { ...r, scheduling: 'realtime', server_threads_realtime: servers.map((t) => `${t.realtime}/${t.threads}`).join(' ') };
+    return {
+      ...r,
+      scheduling: 'realtime',
+      server_threads_realtime: servers.map((t) => `${t.realtime}/${t.threads}`).join(' '),
+    };
   } finally {
     await restoreScheduling(pids);
   }
@@ -361,18 +397,44 @@ interface Setup {
 async function setUp(cluster: OurCluster, embedded: boolean): Promise<Setup> {
   const checks = cluster.workers.filter((w) => w.role === 'check');
   // Embedded: the instance holding the tenant's shard (the cluster's own hash); separate: check instance 1.
-  const peers: PeerAddress[] = checks.map((w) => ({ id: w.id, role: w.role, httpAddress: w.url.replace('http://', ''), tcpAddress: w.tcpAddress }));
+  const peers: PeerAddress[] = checks.map((w) => ({
+    id: w.id,
+    role: w.role,
+    httpAddress: w.url.replace('http://', ''),
+    tcpAddress: w.tcpAddress,
+  }));
   const check = embedded && checks.length > 0 ? checks[peers.indexOf(shardFor(peers, TENANT))] : checks[0];
   const stores = cluster.workers.filter((w) => w.role === 'store');
-  if (check === undefined || (!embedded && stores.length === 0)) throw new BenchError('our ratelimit cluster has no check instance or no store');
+  if (check === undefined || (!embedded && stores.length === 0))
+    throw new BenchError('our ratelimit cluster has no check instance or no store');
   const auth = { authorization: `Bearer ${cluster.token}`, 'content-type': 'application/json' };
-  const tenant = await fetchJson(`${check.url}/v1/tenants/${TENANT}`, { method: 'PUT', headers: auth, body: '{}', timeoutMs: 10_000 });
+  const tenant = await fetchJson(`${check.url}/v1/tenants/${TENANT}`, {
+    method: 'PUT',
+    headers: auth,
+    body: '{}',
+    timeoutMs: 10_000,
+  });
   const checkKey = (tenant.body as { check_key?: unknown } | null)?.check_key;
-  if (tenant.status !== 200 || typeof checkKey !== 'string') throw new BenchError(`PUT /v1/tenants/${TENANT} answered ${tenant.status} ${JSON.stringify(tenant.body).slice(0, 200)}`);
+  if (tenant.status !== 200 || typeof checkKey !== 'string')
+    throw new BenchError(
+      `PUT /v1/tenants/${TENANT} answered ${tenant.status} ${JSON.stringify(tenant.body).slice(0, 200)}`,
+    );
   for (const dimension of DIMENSIONS) {
-    const rule = { service_id: TENANT, dimension, endpoint_pattern: ENDPOINT_PATTERN, limit: CAPACITY, window_sec: WINDOW_S };
-    const put = await fetchJson(`${check.url}/v1/rules/${randomUUID()}`, { method: 'PUT', headers: auth, body: JSON.stringify(rule), timeoutMs: 10_000 });
-    if (put.status !== 200) throw new BenchError(`PUT /v1/rules answered ${put.status} ${JSON.stringify(put.body).slice(0, 200)}`);
+    const rule = {
+      service_id: TENANT,
+      dimension,
+      endpoint_pattern: ENDPOINT_PATTERN,
+      limit: CAPACITY,
+      window_sec: WINDOW_S,
+    };
+    const put = await fetchJson(`${check.url}/v1/rules/${randomUUID()}`, {
+      method: 'PUT',
+      headers: auth,
+      body: JSON.stringify(rule),
+      timeoutMs: 10_000,
+    });
+    if (put.status !== 200)
+      throw new BenchError(`PUT /v1/rules answered ${put.status} ${JSON.stringify(put.body).slice(0, 200)}`);
   }
   // Rules reach the check instances by polling (about a second): wait until a check matches both.
   const deadline = Date.now() + 15_000;
@@ -383,7 +445,10 @@ async function setUp(cluster: OurCluster, embedded: boolean): Promise<Setup> {
       body: JSON.stringify({ service_id: TENANT, endpoint: ENDPOINT, identifiers: { ip: 'setup', user_id: 'setup' } }),
     });
     if (probe.status === 200 && (probe.body as { rules?: unknown }).rules === DIMENSIONS.length) break;
-    if (Date.now() > deadline) throw new BenchError(`check instance ${check.id} did not pick up the rules: ${probe.status} ${JSON.stringify(probe.body).slice(0, 200)}`);
+    if (Date.now() > deadline)
+      throw new BenchError(
+        `check instance ${check.id} did not pick up the rules: ${probe.status} ${JSON.stringify(probe.body).slice(0, 200)}`,
+      );
     await sleep(200);
   }
   return { checkKey, check, stores };
@@ -392,28 +457,42 @@ async function setUp(cluster: OurCluster, embedded: boolean): Promise<Setup> {
 async function runOurs(o: RunOptions): Promise<SideResult> {
   const env: NodeJS.ProcessEnv = {};
   if (o.profileDir !== null) {
-    env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
+    env.NODE_OPTIONS =
+      `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
     env.BENCH_PROFILE_DIR = o.profileDir;
   }
   const embedded = layout() === 'embedded';
   await unpinGenerator();
   const loadBefore = load();
-  const cluster = await startOurCluster({ service: 'ratelimit', nodes: MEMBERS, env, ...(embedded ? { workers: { store: 0, check: 3 } } : {}) });
+  const cluster = await startOurCluster({
+    service: 'ratelimit',
+    nodes: MEMBERS,
+    env,
+    ...(embedded ? { workers: { store: 0, check: 3 } } : {}),
+  });
   try {
     const { checkKey, check, stores } = await setUp(cluster, embedded);
     process.stderr.write(
       `bench: every check goes to ${check.id} (binary ${check.tcpAddress}, then HTTP ${check.url}); ${embedded ? 'its counters in its own process (embedded stores)' : `stores ${stores.map((s) => s.id).join(', ')}`}\n`,
     );
-    const groups: Record<string, number[]> = embedded ? { check: [check.pid] } : { check: [check.pid], stores: stores.map((s) => s.pid) };
+    const groups: Record<string, number[]> = embedded
+      ? { check: [check.pid] }
+      : { check: [check.pid], stores: stores.map((s) => s.pid) };
     const pinned = await pinSide(Object.values(groups).flat());
-    const where = embedded ? 'its counter shard in the same process (embedded stores)' : `+ ${stores.length} store shards`;
+    const where = embedded
+      ? 'its counter shard in the same process (embedded stores)'
+      : `+ ${stores.length} store shards`;
     const side = (label: string, protocol: string, answers: Answers, op: SideSpec['op']): SideSpec => ({
       label,
       system: `raftkit ratelimit, one check instance over ${protocol} (${where})`,
       members: MEMBERS,
       serverPids: Object.values(groups).flat(),
       op,
-      probe: async () => ({ ...groupCpuSeconds(groups), ...answers.figures(), ...(await scrapeCounters(`${check.url}/metrics`)) }),
+      probe: async () => ({
+        ...groupCpuSeconds(groups),
+        ...answers.figures(),
+        ...(await scrapeCounters(`${check.url}/metrics`)),
+      }),
       explain: (d, r) => ({
         ...groupCpuPerOp(d, Object.keys(groups), r.ops),
         ...answerFigures(d),
@@ -437,12 +516,25 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       });
       binary = await measure(binarySide, o);
       const loadDuring = load();
-      const data = (): GeneratorData => ({ side: 'ours', address: check.tcpAddress, token: checkKey, keys: o.keys, tenant: TENANT, endpoint: ENDPOINT });
+      const data = (): GeneratorData => ({
+        side: 'ours',
+        address: check.tcpAddress,
+        token: checkKey,
+        keys: o.keys,
+        tenant: TENANT,
+        endpoint: ENDPOINT,
+      });
       const rate = fixedRate() ?? binary.ops_per_sec / 2;
       const judged = await openLoopScheduled(scheduling(), binarySide, o, rate, data);
       // The same loop under the shared scheduler beside the judged one, so the run shows what the priority bought.
-      const shared = judged.scheduling === 'realtime' ? await openLoopScheduled('shared', binarySide, o, rate, data) : null;
-      binary = { ...binary, load_during: loadDuring, open_loop: judged, ...(shared === null ? {} : { open_loop_shared: shared }) };
+      const shared =
+        judged.scheduling === 'realtime' ? await openLoopScheduled('shared', binarySide, o, rate, data) : null;
+      binary = {
+        ...binary,
+        load_during: loadDuring,
+        open_loop: judged,
+        ...(shared === null ? {} : { open_loop_shared: shared }),
+      };
     } finally {
       client.close();
     }
@@ -455,22 +547,37 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       http = await measure(
         side('http', 'HTTP (POST /v1/check)', httpAnswers, async (w) => {
           const body = JSON.stringify({ service_id: TENANT, endpoint: ENDPOINT, identifiers: identifiers(o.keys) });
-          httpAnswers.add(JSON.parse(await send(endpoints.forWorker(w), { method: 'POST', path: '/v1/check', headers, body })) as { allowed: boolean; remaining: number; overloaded?: boolean });
+          httpAnswers.add(
+            JSON.parse(await send(endpoints.forWorker(w), { method: 'POST', path: '/v1/check', headers, body })) as {
+              allowed: boolean;
+              remaining: number;
+              overloaded?: boolean;
+            },
+          );
         }),
         o,
       );
     } finally {
       await endpoints.close();
     }
-    const goals = { p99_under_1ms: binary.p99_ms < P99_GOAL_MS, checks_per_s_at_least_100k: binary.ops_per_sec >= TARGET_CHECKS_PER_S };
+    const goals = {
+      p99_under_1ms: binary.p99_ms < P99_GOAL_MS,
+      checks_per_s_at_least_100k: binary.ops_per_sec >= TARGET_CHECKS_PER_S,
+    };
     process.stdout.write(
-      formatRow('ours, binary', binary) + formatOpen('ours, open', binary.open_loop) + (binary.open_loop_shared === undefined ? '' : formatOpen('ours, open', binary.open_loop_shared)) + formatRow('ours, HTTP', http),
+      formatRow('ours, binary', binary) +
+        formatOpen('ours, open', binary.open_loop) +
+        (binary.open_loop_shared === undefined ? '' : formatOpen('ours, open', binary.open_loop_shared)) +
+        formatRow('ours, HTTP', http),
     );
     return { ...binary, http, goals };
   } finally {
     await cluster.stop();
     if (o.profileDir !== null) {
-      const summary = summarizeProfiles(o.profileDir, cluster.workers.map((w) => w.pid));
+      const summary = summarizeProfiles(
+        o.profileDir,
+        cluster.workers.map((w) => w.pid),
+      );
       if (summary !== null) process.stderr.write(`bench: CPU profiles of our workers in ${o.profileDir}\n${summary}\n`);
     }
   }
@@ -486,17 +593,24 @@ async function runRedis(o: RunOptions): Promise<SideResult> {
     try {
       const answers = new Answers();
       const spec: SideSpec = {
-          label: 'redis',
-          system: `redis-server ${redis.version} (Debian), Lua token bucket via EVALSHA, ioredis auto-pipelining over ${REDIS_POOL} connections`,
-          members: 1,
-          serverPids: [redis.pid],
-          op: async () => {
-            const ids = identifiers(o.keys);
-            const keys = DIMENSIONS.map((d) => `${TENANT}:${ENDPOINT_PATTERN}:${d}:${ids[d]}`);
-            answers.add(await pool.check(keys, [LIMITS, LIMITS]));
-          },
-          probe: () => Promise.resolve(answers.figures()),
-          explain: (d) => ({ ...answerFigures(d), version: redis.version, connections: REDIS_POOL, call: "one EVALSHA per check, both rules' counters as KEYS", load_before: loadBefore, ...pinned }),
+        label: 'redis',
+        system: `redis-server ${redis.version} (Debian), Lua token bucket via EVALSHA, ioredis auto-pipelining over ${REDIS_POOL} connections`,
+        members: 1,
+        serverPids: [redis.pid],
+        op: async () => {
+          const ids = identifiers(o.keys);
+          const keys = DIMENSIONS.map((d) => `${TENANT}:${ENDPOINT_PATTERN}:${d}:${ids[d]}`);
+          answers.add(await pool.check(keys, [LIMITS, LIMITS]));
+        },
+        probe: () => Promise.resolve(answers.figures()),
+        explain: (d) => ({
+          ...answerFigures(d),
+          version: redis.version,
+          connections: REDIS_POOL,
+          call: "one EVALSHA per check, both rules' counters as KEYS",
+          load_before: loadBefore,
+          ...pinned,
+        }),
       };
       let result = await measure(spec, o);
       const loadDuring = load();
@@ -510,7 +624,11 @@ async function runRedis(o: RunOptions): Promise<SideResult> {
         limits: LIMITS,
         dimensions: DIMENSIONS,
       });
-      result = { ...result, load_during: loadDuring, open_loop: await openLoopScheduled(scheduling(), spec, o, fixedRate() ?? result.ops_per_sec / 2, data) };
+      result = {
+        ...result,
+        load_during: loadDuring,
+        open_loop: await openLoopScheduled(scheduling(), spec, o, fixedRate() ?? result.ops_per_sec / 2, data),
+      };
       process.stdout.write(formatRow('redis', result) + formatOpen('redis, open', result.open_loop));
       return result;
     } finally {
@@ -564,37 +682,59 @@ function goals(ours: SideResult, peer: SideResult | null): Goal[] {
         `p99 ${open.p99_ms} ms at ${open.ops_per_sec} checks/s (aimed ${open.target_rate}/s) ${how}; ${open.p99_from_schedule_ms} ms from the schedule; ` +
         // The floor a reader must see beside the p99: the generator's own pauses are in every latency it measures.
         `the generator's own event-loop delay p99 ${open.generator_loop_delay_p99_ms ?? '-'} ms` +
-        (open.server_loop_delay_over_1ms_pct === undefined ? '' : `, the check instance's loop held up over 1 ms in ${open.server_loop_delay_over_1ms_pct}% of samples`),
+        (open.server_loop_delay_over_1ms_pct === undefined
+          ? ''
+          : `, the check instance's loop held up over 1 ms in ${open.server_loop_delay_over_1ms_pct}% of samples`),
     });
   }
   if (peer !== null) {
     const ratio = peer.ops_per_sec > 0 ? ours.ops_per_sec / peer.ops_per_sec : 0;
-    out.push({ goal: "at least 2x redis's throughput with the same Lua bucket", met: ratio >= 2, detail: `${round(ratio, 2)}x (${ours.ops_per_sec} against ${peer.ops_per_sec} checks/s)` });
+    out.push({
+      goal: "at least 2x redis's throughput with the same Lua bucket",
+      met: ratio >= 2,
+      detail: `${round(ratio, 2)}x (${ours.ops_per_sec} against ${peer.ops_per_sec} checks/s)`,
+    });
   }
   const cpu = ours.server_cpu_us_per_op;
-  if (cpu !== null) out.push({ goal: `server CPU per check halved (at most ${CPU_BEFORE_US / 2} us; ${CPU_BEFORE_US} before)`, met: cpu <= CPU_BEFORE_US / 2, detail: `${cpu} us` });
+  if (cpu !== null)
+    out.push({
+      goal: `server CPU per check halved (at most ${CPU_BEFORE_US / 2} us; ${CPU_BEFORE_US} before)`,
+      met: cpu <= CPU_BEFORE_US / 2,
+      detail: `${cpu} us`,
+    });
   const failOpen = Number(ours.answers_fail_open ?? 0);
-  out.push({ goal: 'no uncounted admission (no fail-open answer)', met: failOpen === 0, detail: `${failOpen} fail-open, ${Number(ours.answers_overloaded ?? 0)} overloaded (counted)` });
+  out.push({
+    goal: 'no uncounted admission (no fail-open answer)',
+    met: failOpen === 0,
+    detail: `${failOpen} fail-open, ${Number(ours.answers_overloaded ?? 0)} overloaded (counted)`,
+  });
   return out;
 }
 
 export const ratelimitBenchmark: Benchmark = {
   name: 'ratelimit',
-  description: 'checks on one check instance of ours over the binary protocol and over HTTP (vs Redis 7 with a Lua token bucket)',
-  title: (o) => `ratelimit: checks on one instance, 2 rules each, ${o.concurrency} in flight${o.vs !== null ? `, ours (binary) vs ${o.vs}` : ''}`,
+  description:
+    'checks on one check instance of ours over the binary protocol and over HTTP (vs Redis 7 with a Lua token bucket)',
+  title: (o) =>
+    `ratelimit: checks on one instance, 2 rules each, ${o.concurrency} in flight${o.vs !== null ? `, ours (binary) vs ${o.vs}` : ''}`,
   peers: ['redis'],
-  target: { ops_per_sec: TARGET_CHECKS_PER_S, note: 'checks/s per instance over the binary protocol, p99 under 1 ms (the issue)' },
+  target: {
+    ops_per_sec: TARGET_CHECKS_PER_S,
+    note: 'checks/s per instance over the binary protocol, p99 under 1 ms (the issue)',
+  },
   defaults: { durationS: 10, concurrency: 64, size: 0, warmupS: 3 },
   workload: (o) => ({
     operation: `a check of tenant ${TENANT}, endpoint ${ENDPOINT}, matching 2 rules (per ip, per user_id; limit ${CAPACITY} per ${WINDOW_S} s): 2 counters per check`,
     identifiers: `ip and user_id each uniform over ${o.keys} values`,
-    ours: `one check instance (${layout() === 'embedded' ? 'embedded stores: the one holding the tenant\'s counter shard in its own process; --workers store=0,check=3' : 'separate stores: check instance 1, 2 store processes'}): binary protocol with RateLimitClient (headline), then HTTP POST /v1/check with undici keep-alive`,
+    ours: `one check instance (${layout() === 'embedded' ? "embedded stores: the one holding the tenant's counter shard in its own process; --workers store=0,check=3" : 'separate stores: check instance 1, 2 store processes'}): binary protocol with RateLimitClient (headline), then HTTP POST /v1/check with undici keep-alive`,
     open_loop: `each side also open loop at ${fixedRate() ?? 'half its closed-loop saturation'} checks/s: latency from the send and from the scheduled start`,
     scheduling:
       scheduling() === 'realtime'
         ? 'open loop: the bench process (generator threads) and the measured servers at real-time priority (chrt -f 1), both sides; ours also under the shared scheduler, for comparison'
         : 'ordinary (shared) scheduling throughout',
-    pinned: PIN ? `load generator on core ${GENERATOR_CORE}, measured servers on core ${SERVER_CORE} (taskset -a -p -c)` : 'no',
+    pinned: PIN
+      ? `load generator on core ${GENERATOR_CORE}, measured servers on core ${SERVER_CORE} (taskset -a -p -c)`
+      : 'no',
     redis: `redis-server 7, one EVALSHA of the token-bucket script per check (all its rules' counters as KEYS, all or nothing like our store), ioredis enableAutoPipelining over ${REDIS_POOL} connections`,
     concurrency: 'closed loop: in-flight checks = --concurrency, equal for both sides',
     goals: `issue 21: p99 < ${P99_GOAL_MS} ms at half the saturation rate, >= 2x redis's throughput, server CPU per check halved, no uncounted admission; spec: >= ${TARGET_CHECKS_PER_S.toLocaleString('en-US')} checks/s per instance`,

@@ -54,7 +54,8 @@ const SETTINGS = {
 /** A long URL of exactly `size` characters, distinct per n. */
 export function longUrl(n: number, size: number): string {
   const head = `https://example.com/bench/${n}/`;
-  if (size < head.length + 1) throw new BenchError(`--size must be at least ${head.length + 1} for long URLs like ${head}`);
+  if (size < head.length + 1)
+    throw new BenchError(`--size must be at least ${head.length + 1} for long URLs like ${head}`);
   return head + 'x'.repeat(size - head.length);
 }
 
@@ -63,12 +64,17 @@ async function expect(pool: Pool, req: HttpRequest, status: number, location?: s
   const res = await pool.request({ method: req.method, path: req.path, headers: req.headers, body: req.body });
   const text = await res.body.text();
   if (res.statusCode !== status) throw new OpError(`HTTP ${res.statusCode}`, text.slice(0, 300));
-  if (location !== undefined && res.headers.location !== location) throw new OpError('wrong Location', String(res.headers.location));
+  if (location !== undefined && res.headers.location !== location)
+    throw new OpError('wrong Location', String(res.headers.location));
   return text;
 }
 
 /** Run `count` jobs with at most `parallel` at a time; the first failure fails the whole. */
-async function inParallel(count: number, parallel: number, job: (i: number, lane: number) => Promise<void>): Promise<void> {
+async function inParallel(
+  count: number,
+  parallel: number,
+  job: (i: number, lane: number) => Promise<void>,
+): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(parallel, count) }, async (_, lane) => {
@@ -104,7 +110,8 @@ function workersFromEnv(): Record<string, number> | undefined {
   const out: Record<string, number> = {};
   for (const part of raw.split(',')) {
     const [role, n] = part.split('=');
-    if (role === undefined || !/^[a-z]+$/.test(role) || !/^\d+$/.test(n ?? '')) throw new BenchError(`BENCH_SHORTLINK_WORKERS: expected role=N[,role=N], got ${JSON.stringify(raw)}`);
+    if (role === undefined || !/^[a-z]+$/.test(role) || !/^\d+$/.test(n ?? ''))
+      throw new BenchError(`BENCH_SHORTLINK_WORKERS: expected role=N[,role=N], got ${JSON.stringify(raw)}`);
     out[role] = Number(n);
   }
   return out;
@@ -132,10 +139,18 @@ interface Ours {
 async function setUp(cluster: OurCluster, o: RunOptions): Promise<Ours> {
   const apps = cluster.workers.filter((w) => w.role === 'app');
   if (apps.length === 0) throw new BenchError('our shortlink cluster has no app servers');
-  const issued = await fetchJson(`${apps[0]!.url}/api/keys`, { method: 'POST', headers: { authorization: `Bearer ${cluster.token}`, 'content-type': 'application/json' }, body: '{"user":"bench"}' });
+  const issued = await fetchJson(`${apps[0]!.url}/api/keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${cluster.token}`, 'content-type': 'application/json' },
+    body: '{"user":"bench"}',
+  });
   const apiKey = (issued.body as { api_key?: unknown } | null)?.api_key;
-  if (issued.status !== 201 || typeof apiKey !== 'string') throw new BenchError(`POST /api/keys answered ${issued.status} ${JSON.stringify(issued.body).slice(0, 200)}`);
-  const endpoints = new Endpoints(apps.map((a) => a.url), o.concurrency);
+  if (issued.status !== 201 || typeof apiKey !== 'string')
+    throw new BenchError(`POST /api/keys answered ${issued.status} ${JSON.stringify(issued.body).slice(0, 200)}`);
+  const endpoints = new Endpoints(
+    apps.map((a) => a.url),
+    o.concurrency,
+  );
   try {
     const headers = { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' };
     const codes: string[] = new Array<string>(LINKS);
@@ -144,12 +159,18 @@ async function setUp(cluster: OurCluster, o: RunOptions): Promise<Ours> {
     const t0 = performance.now();
     await inParallel(LINKS, SETUP_CONCURRENCY, async (i, lane) => {
       const url = longUrl(i, o.size);
-      const text = await expect(endpoints.forWorker(lane), { method: 'POST', path: '/api/urls', headers, body: JSON.stringify({ long_url: url }) }, 201);
+      const text = await expect(
+        endpoints.forWorker(lane),
+        { method: 'POST', path: '/api/urls', headers, body: JSON.stringify({ long_url: url }) },
+        201,
+      );
       const code = (JSON.parse(text) as { short_code: string }).short_code;
       codes[i] = code;
       urls.set(code, url);
     });
-    process.stderr.write(`bench: created ${LINKS} links in ${round((performance.now() - t0) / 1000, 1)} s; warming every app server's edge cache\n`);
+    process.stderr.write(
+      `bench: created ${LINKS} links in ${round((performance.now() - t0) / 1000, 1)} s; warming every app server's edge cache\n`,
+    );
     await inParallel(LINKS * apps.length, SETUP_CONCURRENCY, async (i) => {
       const code = codes[Math.floor(i / apps.length)]!;
       await expect(endpoints.pools[i % apps.length]!, { method: 'GET', path: `/${code}` }, 302, urls.get(code));
@@ -164,10 +185,17 @@ async function setUp(cluster: OurCluster, o: RunOptions): Promise<Ours> {
 async function runOurs(o: RunOptions): Promise<SideResult> {
   const env: NodeJS.ProcessEnv = {};
   if (o.profileDir !== null) {
-    env.NODE_OPTIONS = `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
+    env.NODE_OPTIONS =
+      `${process.env.NODE_OPTIONS ?? ''} --import=${new URL('../profile-preload.js', import.meta.url).href}`.trim();
     env.BENCH_PROFILE_DIR = o.profileDir;
   }
-  const cluster = await startOurCluster({ service: 'shortlink', nodes: MEMBERS, env, settings: SETTINGS, workers: workersFromEnv() });
+  const cluster = await startOurCluster({
+    service: 'shortlink',
+    nodes: MEMBERS,
+    env,
+    settings: SETTINGS,
+    workers: workersFromEnv(),
+  });
   let ours: Ours | null = null;
   let redirects: SideResult;
   let creates: SideResult;
@@ -182,7 +210,9 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       members: cluster.members.map((m) => m.pid),
     };
     const metricTexts = async (workers: OurCluster['workers']): Promise<string[]> =>
-      (await Promise.all(workers.map((w) => fetchJson(`${w.url}/metrics`, { timeoutMs: 5_000 })))).map((t) => (typeof t.body === 'string' ? t.body : ''));
+      (await Promise.all(workers.map((w) => fetchJson(`${w.url}/metrics`, { timeoutMs: 5_000 })))).map((t) =>
+        typeof t.body === 'string' ? t.body : '',
+      );
     /** Clicks emitted by the app servers (one per redirect), given up on by them, and counted into the aggregates. */
     const clickCounts = async () => {
       const [appTexts, analyticsTexts] = await Promise.all([metricTexts(apps), metricTexts(analytics)]);
@@ -202,13 +232,21 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       probe: async () => {
         const [texts, clicks] = await Promise.all([metricTexts(apps), clickCounts()]);
         const counts: Record<string, number> = {};
-        for (const t of texts) for (const [k, v] of Object.entries(redirectsByCache(t))) counts[k] = (counts[k] ?? 0) + v;
+        for (const t of texts)
+          for (const [k, v] of Object.entries(redirectsByCache(t))) counts[k] = (counts[k] ?? 0) + v;
         return { ...groupCpuSeconds(groups), ...counts, ...clicks };
       },
       explain: (d, r) => {
         const edge = d.redirects_from_edge ?? 0;
         const store = d.redirects_from_store ?? 0;
-        const cache = edge + store === 0 ? {} : { redirects_from_edge_cache: edge, redirects_from_members: store, edge_hit_ratio: round(edge / (edge + store), 3) };
+        const cache =
+          edge + store === 0
+            ? {}
+            : {
+                redirects_from_edge_cache: edge,
+                redirects_from_members: store,
+                edge_hit_ratio: round(edge / (edge + store), 3),
+              };
         // Over the same window as the redirects: clicks counted into the aggregates per second, beside the redirect rate.
         const seconds = r.ops_per_sec > 0 ? r.ops / r.ops_per_sec : 0;
         const ingest =
@@ -226,7 +264,9 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       {
         ...side('ours', (w) => {
           const code = codes[Math.floor(Math.random() * codes.length)]!;
-          return expect(endpoints.forWorker(w), { method: 'GET', path: `/${code}` }, 302, urls.get(code)).then(() => undefined);
+          return expect(endpoints.forWorker(w), { method: 'GET', path: `/${code}` }, 302, urls.get(code)).then(
+            () => undefined,
+          );
         }),
         extra: { app_servers: apps.length, links: LINKS, url_bytes: o.size },
       },
@@ -250,33 +290,55 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
       clicks_dropped_total: atEnd.clicks_dropped,
       // Keeping up: clicks counted at (nearly) the redirect rate over the window, and less than a second of
       // redirects' clicks still uncounted when the load stopped (the batching delays, not a growing backlog).
-      keeps_up: ((redirects.clicks_counted_per_sec as number | undefined) ?? 0) >= 0.95 * redirects.ops_per_sec && lagAtEnd <= redirects.ops_per_sec,
+      keeps_up:
+        ((redirects.clicks_counted_per_sec as number | undefined) ?? 0) >= 0.95 * redirects.ops_per_sec &&
+        lagAtEnd <= redirects.ops_per_sec,
     };
     process.stderr.write(`bench: click ingest ${JSON.stringify(redirects.click_ingest)}\n`);
     const headers = { authorization: `Bearer ${ours.apiKey}`, 'content-type': 'application/json' };
     let n = LINKS;
     process.stderr.write('bench: creates (POST /api/urls)\n');
     creates = await measure(
-      side('create', (w) => expect(endpoints.forWorker(w), { method: 'POST', path: '/api/urls', headers, body: JSON.stringify({ long_url: longUrl(n++, o.size) }) }, 201).then(() => undefined)),
+      side('create', (w) =>
+        expect(
+          endpoints.forWorker(w),
+          { method: 'POST', path: '/api/urls', headers, body: JSON.stringify({ long_url: longUrl(n++, o.size) }) },
+          201,
+        ).then(() => undefined),
+      ),
       o,
     );
   } finally {
     await ours?.endpoints.close();
     await cluster.stop();
     if (o.profileDir !== null) {
-      const summary = summarizeProfiles(o.profileDir, [...cluster.members, ...cluster.workers].map((p) => p.pid));
-      if (summary !== null) process.stderr.write(`bench: CPU profiles of our processes in ${o.profileDir}\n${summary}\n`);
+      const summary = summarizeProfiles(
+        o.profileDir,
+        [...cluster.members, ...cluster.workers].map((p) => p.pid),
+      );
+      if (summary !== null)
+        process.stderr.write(`bench: CPU profiles of our processes in ${o.profileDir}\n${summary}\n`);
     }
   }
   const ceilings = await runCeilings(ours.apps.length, o);
   node302Rounds.push(ceilings.node302.ops_per_sec);
-  const vs = (c: SideResult): Record<string, number> => ({ ratio: round(redirects.ops_per_sec / c.ops_per_sec, 2), p99_ratio: round(redirects.p99_ms / c.p99_ms, 2) });
+  const vs = (c: SideResult): Record<string, number> => ({
+    ratio: round(redirects.ops_per_sec / c.ops_per_sec, 2),
+    p99_ratio: round(redirects.p99_ms / c.p99_ms, 2),
+  });
   const goals = {
     clicks_ingested_as_fast_as_redirects: (redirects.click_ingest as { keeps_up: boolean }).keeps_up,
     redirect_p99_under_10ms: redirects.p99_ms < P99_GOAL_MS,
     throughput_at_least_80pct_of_node302: redirects.ops_per_sec >= CEILING_SHARE * ceilings.node302.ops_per_sec,
   };
-  const result: SideResult = { ...redirects, creates, ceilings, vs_node302: vs(ceilings.node302), vs_nginx: vs(ceilings.nginx), goals };
+  const result: SideResult = {
+    ...redirects,
+    creates,
+    ceilings,
+    vs_node302: vs(ceilings.node302),
+    vs_nginx: vs(ceilings.nginx),
+    goals,
+  };
   process.stdout.write(formatShortlink(result, ceilings));
   return result;
 }
@@ -290,7 +352,8 @@ async function runCeilings(processes: number, o: RunOptions): Promise<Ceilings> 
   const location = longUrl(0, o.size);
   const ceiling = (label: string, system: string, origins: string[], pids: number[]): Promise<SideResult> => {
     const endpoints = new Endpoints(origins, o.concurrency);
-    const op = (w: number): Promise<void> => expect(endpoints.forWorker(w), { method: 'GET', path: '/abcdefg' }, 302, location).then(() => undefined);
+    const op = (w: number): Promise<void> =>
+      expect(endpoints.forWorker(w), { method: 'GET', path: '/abcdefg' }, 302, location).then(() => undefined);
     return measure({ label, system, members: processes, serverPids: pids, op }, o).finally(() => endpoints.close());
   };
   process.stderr.write('bench: -- ceiling: bare node:http 302 --\n');
@@ -302,9 +365,24 @@ async function runCeilings(processes: number, o: RunOptions): Promise<Ceilings> 
     await node.stop();
   }
   process.stderr.write('bench: -- ceiling: nginx 302 --\n');
-  const nginx = await startNginx({ workers: processes, location, headers: { 'cache-control': REDIRECT_HEADERS['cache-control'] } });
+  const nginx = await startNginx({
+    workers: processes,
+    location,
+    headers: { 'cache-control': REDIRECT_HEADERS['cache-control'] },
+  });
   try {
-    return { node302, nginx: { ...(await ceiling('nginx', `nginx ${nginx.version} return 302, ${processes} workers (Debian nginx)`, [nginx.origin], nginx.pids)), version: nginx.version } };
+    return {
+      node302,
+      nginx: {
+        ...(await ceiling(
+          'nginx',
+          `nginx ${nginx.version} return 302, ${processes} workers (Debian nginx)`,
+          [nginx.origin],
+          nginx.pids,
+        )),
+        version: nginx.version,
+      },
+    };
   } finally {
     await nginx.stop();
   }
@@ -325,8 +403,12 @@ function formatShortlink(r: SideResult, c: Ceilings): string {
   );
   const vs302 = r.vs_node302 as { ratio: number };
   const vsNginx = r.vs_nginx as { ratio: number };
-  lines.push(`redirects: ${Math.round(vs302.ratio * 100)}% of node:http (goal >= 80%), ${Math.round(vsNginx.ratio * 100)}% of nginx; p99 ${r.p99_ms} ms (goal < ${P99_GOAL_MS} ms)`);
-  const ingest = r.click_ingest as { clicks_counted_per_sec: number | null; lag_at_end_clicks: number; drain_s: number | null; keeps_up: boolean } | undefined;
+  lines.push(
+    `redirects: ${Math.round(vs302.ratio * 100)}% of node:http (goal >= 80%), ${Math.round(vsNginx.ratio * 100)}% of nginx; p99 ${r.p99_ms} ms (goal < ${P99_GOAL_MS} ms)`,
+  );
+  const ingest = r.click_ingest as
+    | { clicks_counted_per_sec: number | null; lag_at_end_clicks: number; drain_s: number | null; keeps_up: boolean }
+    | undefined;
   if (ingest !== undefined) {
     lines.push(
       `clicks: ${ingest.clicks_counted_per_sec ?? '-'} counted/s beside ${r.ops_per_sec} redirects/s; lag at the end ${ingest.lag_at_end_clicks} clicks, ` +
@@ -344,17 +426,22 @@ export const shortlinkBenchmark: Benchmark = {
   get target() {
     if (node302Rounds.length === 0) return undefined;
     const ceiling = median(node302Rounds);
-    return { ops_per_sec: Math.round(CEILING_SHARE * ceiling), note: `80% of the bare node:http 302 ceiling measured in this run (${ceiling} redirects/s)` };
+    return {
+      ops_per_sec: Math.round(CEILING_SHARE * ceiling),
+      note: `80% of the bare node:http 302 ceiling measured in this run (${ceiling} redirects/s)`,
+    };
   },
   defaults: { durationS: 10, concurrency: 64, size: 80, warmupS: 3 },
   workload: (o) => ({
-    operation: 'GET /{code} (302, Location checked, not followed) for uniformly random codes among the links; then POST /api/urls',
+    operation:
+      'GET /{code} (302, Location checked, not followed) for uniformly random codes among the links; then POST /api/urls',
     links: LINKS,
     long_url_bytes: o.size,
     routing: 'worker w -> app server w mod n (node302: process w mod n; nginx: its one listener)',
     create_limits: 'raised with --set create_{rate,burst}_per_{key,ip}=1e9 (one key, one address)',
     edge_cache_ttl_ms: EDGE_TTL_MS,
-    ceilings: 'bare node:http 302 (n processes, one port each) and nginx return 302 (n workers), same Location length and Cache-Control',
+    ceilings:
+      'bare node:http 302 (n processes, one port each) and nginx return 302 (n workers), same Location length and Cache-Control',
     client: 'undici Pool, HTTP/1.1 keep-alive, one connection per worker, closed loop',
     goals: `redirect p99 < ${P99_GOAL_MS} ms; redirects/s >= 80% of the bare node:http ceiling`,
   }),

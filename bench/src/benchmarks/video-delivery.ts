@@ -39,7 +39,8 @@ const STAMPEDE_KEYS = 3;
 const STAMPEDE_REQUESTS = 1000;
 const IMMUTABLE = 'public, max-age=31536000, immutable';
 const TOKEN = 'bench-video-delivery';
-const keyOf = (i: number, quality = '360p'): string => `videos/vbench/r1/${quality}/seg_${String(i).padStart(5, '0')}.m4s`;
+const keyOf = (i: number, quality = '360p'): string =>
+  `videos/vbench/r1/${quality}/seg_${String(i).padStart(5, '0')}.m4s`;
 
 interface Files {
   root: string;
@@ -84,9 +85,26 @@ async function startTiers(origin: Nginx, label: string, given: Record<string, st
   });
   try {
     const edgeUrl = `http://127.0.0.1:${base + 2}`;
-    const regional = await spawnTier({ id: `regional-${label}`, kind: 'regional', httpAddress: `127.0.0.1:${base + 1}`, dataDir: join(dir, 'regional'), token: TOKEN, upstreamUrl: origin.origin, downstream: [{ id: `edge-${label}`, url: edgeUrl }], settings });
+    const regional = await spawnTier({
+      id: `regional-${label}`,
+      kind: 'regional',
+      httpAddress: `127.0.0.1:${base + 1}`,
+      dataDir: join(dir, 'regional'),
+      token: TOKEN,
+      upstreamUrl: origin.origin,
+      downstream: [{ id: `edge-${label}`, url: edgeUrl }],
+      settings,
+    });
     started.push(regional);
-    const edge = await spawnTier({ id: `edge-${label}`, kind: 'edge', httpAddress: `127.0.0.1:${base + 2}`, dataDir: join(dir, 'edge'), token: TOKEN, upstreamUrl: `${regional.url}/media`, settings });
+    const edge = await spawnTier({
+      id: `edge-${label}`,
+      kind: 'edge',
+      httpAddress: `127.0.0.1:${base + 2}`,
+      dataDir: join(dir, 'edge'),
+      token: TOKEN,
+      upstreamUrl: `${regional.url}/media`,
+      settings,
+    });
     started.push(edge);
     return { regional, edge, stop };
   } catch (e) {
@@ -95,18 +113,29 @@ async function startTiers(origin: Nginx, label: string, given: Record<string, st
   }
 }
 
-async function tierStats(t: TierChild): Promise<{ upstreamFetches: number; hits: number; misses: number; coalesced: number; requests: number }> {
+async function tierStats(
+  t: TierChild,
+): Promise<{ upstreamFetches: number; hits: number; misses: number; coalesced: number; requests: number }> {
   const r = await fetchJson(`${t.url}/api/delivery/stats`, { headers: { authorization: `Bearer ${TOKEN}` } });
   if (r.status !== 200) throw new BenchError(`${t.id} stats answered ${r.status}`);
   return r.body as { upstreamFetches: number; hits: number; misses: number; coalesced: number; requests: number };
 }
 
-const pidsOf = (...tiers: TierChild[]): number[] => tiers.map((t) => t.child.pid).filter((p): p is number => p !== undefined);
+const pidsOf = (...tiers: TierChild[]): number[] =>
+  tiers.map((t) => t.child.pid).filter((p): p is number => p !== undefined);
 
-async function measureSegments(label: string, system: string, origin: string, pathOf: (key: string) => string, pids: number[], o: RunOptions): Promise<SideResult> {
+async function measureSegments(
+  label: string,
+  system: string,
+  origin: string,
+  pathOf: (key: string) => string,
+  pids: number[],
+  o: RunOptions,
+): Promise<SideResult> {
   const endpoints = new Endpoints([origin], o.concurrency);
   try {
-    const op = (w: number): Promise<void> => getSegment(endpoints.forWorker(w), pathOf(keyOf(Math.floor(Math.random() * SEGMENTS))), o.size);
+    const op = (w: number): Promise<void> =>
+      getSegment(endpoints.forWorker(w), pathOf(keyOf(Math.floor(Math.random() * SEGMENTS))), o.size);
     return await measure({ label, system, members: null, serverPids: pids, op }, o);
   } finally {
     await endpoints.close();
@@ -126,7 +155,15 @@ interface StampedeFigures {
 
 async function stampede(tiers: Tiers, size: number): Promise<StampedeFigures> {
   const agent = new Agent({ connections: STAMPEDE_REQUESTS + 10, keepAliveTimeout: 10_000 });
-  const out: StampedeFigures = { keys: STAMPEDE_KEYS, requests_per_key: STAMPEDE_REQUESTS, origin_fetches_per_key: [], edge_upstream_fetches_per_key: [], coalesced_at_edge_per_key: [], errors: 0, ms_per_key: [] };
+  const out: StampedeFigures = {
+    keys: STAMPEDE_KEYS,
+    requests_per_key: STAMPEDE_REQUESTS,
+    origin_fetches_per_key: [],
+    edge_upstream_fetches_per_key: [],
+    coalesced_at_edge_per_key: [],
+    errors: 0,
+    ms_per_key: [],
+  };
   try {
     for (let k = 0; k < STAMPEDE_KEYS; k++) {
       const [r0, e0] = await Promise.all([tierStats(tiers.regional), tierStats(tiers.edge)]);
@@ -162,16 +199,36 @@ export async function runDeliveryOurs(o: RunOptions): Promise<SideResult> {
     let cold: SideResult;
     try {
       const mediaPath = (key: string): string => `/media/${key}`;
-      cold = await measureSegments('ours cold', 'edge -> regional -> origin, nothing cached', tiers.edge.url, mediaPath, [...pidsOf(tiers.edge, tiers.regional), ...origin.pids], o);
+      cold = await measureSegments(
+        'ours cold',
+        'edge -> regional -> origin, nothing cached',
+        tiers.edge.url,
+        mediaPath,
+        [...pidsOf(tiers.edge, tiers.regional), ...origin.pids],
+        o,
+      );
     } finally {
       await tiers.stop();
     }
     tiers = await startTiers(origin, 'warm', {});
     try {
       const keys = Array.from({ length: SEGMENTS }, (_, i) => keyOf(i));
-      const prefill = await fetchJson(`${tiers.regional.url}/api/delivery/prefill`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ keys }), timeoutMs: 120_000 });
-      if (prefill.status !== 200) throw new BenchError(`prefill answered ${prefill.status}: ${JSON.stringify(prefill.body).slice(0, 300)}`);
-      const warm = await measureSegments('ours warm', 'one edge process, prefilled (memory hits)', tiers.edge.url, (key) => `/media/${key}`, pidsOf(tiers.edge), o);
+      const prefill = await fetchJson(`${tiers.regional.url}/api/delivery/prefill`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ keys }),
+        timeoutMs: 120_000,
+      });
+      if (prefill.status !== 200)
+        throw new BenchError(`prefill answered ${prefill.status}: ${JSON.stringify(prefill.body).slice(0, 300)}`);
+      const warm = await measureSegments(
+        'ours warm',
+        'one edge process, prefilled (memory hits)',
+        tiers.edge.url,
+        (key) => `/media/${key}`,
+        pidsOf(tiers.edge),
+        o,
+      );
       const edgeStats = await tierStats(tiers.edge);
       const burst = await stampede(tiers, o.size);
       const result: SideResult = { ...warm, cold, stampede: burst, edge_stats_after_warm: edgeStats };
@@ -192,7 +249,14 @@ export async function runDeliveryPeer(peer: string, o: RunOptions): Promise<Side
   const files = makeFiles(o.size);
   const nginx = await startNginx({ workers: 1, root: files.root, headers: { 'cache-control': IMMUTABLE } });
   try {
-    const result = await measureSegments('nginx', `nginx ${nginx.version} static files, 1 worker (Debian nginx)`, nginx.origin, (key) => `/${key}`, nginx.pids, o);
+    const result = await measureSegments(
+      'nginx',
+      `nginx ${nginx.version} static files, 1 worker (Debian nginx)`,
+      nginx.origin,
+      (key) => `/${key}`,
+      nginx.pids,
+      o,
+    );
     return { ...result, version: nginx.version };
   } finally {
     await nginx.stop();
@@ -203,21 +267,33 @@ export async function runDeliveryPeer(peer: string, o: RunOptions): Promise<Side
 function formatDelivery(r: SideResult): string {
   const cold = r.cold as SideResult;
   const s = r.stampede as StampedeFigures;
-  const line = (name: string, x: SideResult): string => `${name.padEnd(12)} ${String(x.ops_per_sec).padStart(7)} req/s  p50 ${x.p50_ms.toFixed(2).padStart(6)} ms  p99 ${x.p99_ms.toFixed(2).padStart(7)} ms  errors ${x.errors}`;
-  return [
-    line('ours warm', r),
-    line('ours cold', cold),
-    `stampede: ${s.requests_per_key} simultaneous GETs of each of ${s.keys} new segments -> origin fetches ${s.origin_fetches_per_key.join(', ')}; edge upstream fetches ${s.edge_upstream_fetches_per_key.join(', ')}; errors ${s.errors}`,
-  ].join('\n') + '\n';
+  const line = (name: string, x: SideResult): string =>
+    `${name.padEnd(12)} ${String(x.ops_per_sec).padStart(7)} req/s  p50 ${x.p50_ms.toFixed(2).padStart(6)} ms  p99 ${x.p99_ms.toFixed(2).padStart(7)} ms  errors ${x.errors}`;
+  return (
+    [
+      line('ours warm', r),
+      line('ours cold', cold),
+      `stampede: ${s.requests_per_key} simultaneous GETs of each of ${s.keys} new segments -> origin fetches ${s.origin_fetches_per_key.join(', ')}; edge upstream fetches ${s.edge_upstream_fetches_per_key.join(', ')}; errors ${s.errors}`,
+    ].join('\n') + '\n'
+  );
 }
 
 export const videoDeliveryBenchmark: Benchmark = {
   name: 'video-delivery',
-  description: 'Video segment GETs through one edge cache process (cold: every request a miss through regional to origin; warm: prefilled) vs nginx serving the same files; origin fetches under a 1,000-request stampede per new segment.',
-  title: (o) => `video segments (${Math.round(o.size / 1024)} KiB) through one edge, warm, vs nginx static files, concurrency ${o.concurrency}`,
+  description:
+    'Video segment GETs through one edge cache process (cold: every request a miss through regional to origin; warm: prefilled) vs nginx serving the same files; origin fetches under a 1,000-request stampede per new segment.',
+  title: (o) =>
+    `video segments (${Math.round(o.size / 1024)} KiB) through one edge, warm, vs nginx static files, concurrency ${o.concurrency}`,
   peers: ['nginx'],
   defaults: { durationS: 10, concurrency: 32, size: 256 * 1024, warmupS: 2 },
-  workload: (o) => ({ segments: SEGMENTS, segment_bytes: o.size, request: 'GET a random segment, whole body read and its length checked', publish_check: 'off: no metadata members behind the nginx origin, so the per-request published-rendition check (a cached record lookup) is not in these figures', stampede: { keys: STAMPEDE_KEYS, requests_per_key: STAMPEDE_REQUESTS } }),
+  workload: (o) => ({
+    segments: SEGMENTS,
+    segment_bytes: o.size,
+    request: 'GET a random segment, whole body read and its length checked',
+    publish_check:
+      'off: no metadata members behind the nginx origin, so the per-request published-rendition check (a cached record lookup) is not in these figures',
+    stampede: { keys: STAMPEDE_KEYS, requests_per_key: STAMPEDE_REQUESTS },
+  }),
   goals: (ours) => {
     const s = ours.stampede as StampedeFigures | undefined;
     const goals: Goal[] = [];

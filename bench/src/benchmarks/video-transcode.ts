@@ -60,7 +60,15 @@ function sharedSource(): Promise<Source> {
     const width = Math.round((VIDEO_HEIGHT * 16) / 9 / 2) * 2;
     process.stderr.write(`bench: making a ${VIDEO_SECONDS}-s ${width}x${VIDEO_HEIGHT} test video with looped speech\n`);
     const t0 = performance.now();
-    await makeTestVideo({ path, duration_s: VIDEO_SECONDS, width, height: VIDEO_HEIGHT, fps: 30, audio: 'speech', loop_speech: true });
+    await makeTestVideo({
+      path,
+      duration_s: VIDEO_SECONDS,
+      width,
+      height: VIDEO_HEIGHT,
+      fps: 30,
+      audio: 'speech',
+      loop_speech: true,
+    });
     const probed = await probe(path);
     if (!probed.ok) throw new BenchError(`the test video was refused: ${probed.message}`);
     return { dir, path, info: probed.info, make_s: round((performance.now() - t0) / 1000, 1) };
@@ -77,11 +85,21 @@ function childCpuS(): number {
 }
 
 async function durationOf(playlist: string): Promise<number> {
-  const r = await runOk(TOOLS.ffprobe, ['-v', 'error', '-show_entries', 'format=duration', '-of', 'csv=p=0', playlist], { timeoutMs: 300_000 });
+  const r = await runOk(
+    TOOLS.ffprobe,
+    ['-v', 'error', '-show_entries', 'format=duration', '-of', 'csv=p=0', playlist],
+    { timeoutMs: 300_000 },
+  );
   return Number(r.stdout.toString('utf8').trim());
 }
 
-function side(system: string, latenciesMs: number[], totalS: number, cpuS: number, extra: Record<string, unknown>): SideResult {
+function side(
+  system: string,
+  latenciesMs: number[],
+  totalS: number,
+  cpuS: number,
+  extra: Record<string, unknown>,
+): SideResult {
   const { count: _count, ...latency } = summarize(latenciesMs);
   return {
     system,
@@ -126,7 +144,9 @@ export async function runTranscodeOurs(_o: RunOptions): Promise<SideResult> {
       playableQuality = task.quality.name;
       process.stderr.write(`bench: ours playable (${task.quality.name} complete) after ${playableS.toFixed(1)} s\n`);
     }
-    process.stderr.write(`bench: ours ${task.task_id} ${((performance.now() - s) / 1000).toFixed(1)} s (${taskMs.length}/${plan.tasks.length})\n`);
+    process.stderr.write(
+      `bench: ours ${task.task_id} ${((performance.now() - s) / 1000).toFixed(1)} s (${taskMs.length}/${plan.tasks.length})\n`,
+    );
     return r;
   });
   const files = buildManifestSet({
@@ -134,7 +154,13 @@ export async function runTranscodeOurs(_o: RunOptions): Promise<SideResult> {
     frame_rate: src.info.fps,
     qualities: plan.qualities.map((q) => {
       const mine = outputs.filter((o) => o.quality === q.name);
-      return { quality: q.name, width: q.width, height: q.height, codecs: mine[0]!.codecs, segments: mine.flatMap((o) => o.segments) };
+      return {
+        quality: q.name,
+        width: q.width,
+        height: q.height,
+        codecs: mine[0]!.codecs,
+        segments: mine.flatMap((o) => o.segments),
+      };
     }),
   });
   for (const [path, text] of files) {
@@ -144,39 +170,79 @@ export async function runTranscodeOurs(_o: RunOptions): Promise<SideResult> {
   const totalS = (performance.now() - t0) / 1000;
   const cpuS = childCpuS() - cpu0;
   const master = parseHls(files.get(LAYOUT.master)!);
-  if (master.kind !== 'master' || master.variants.length !== plan.qualities.length) throw new BenchError('our master playlist lists the wrong variants');
+  if (master.kind !== 'master' || master.variants.length !== plan.qualities.length)
+    throw new BenchError('our master playlist lists the wrong variants');
   const readBack = await durationOf(join(out, LAYOUT.master));
-  if (Math.abs(readBack - VIDEO_SECONDS) > 1) throw new BenchError(`our HLS output reads back as ${readBack} s, not ${VIDEO_SECONDS} s`);
-  return side(`ours: @raftkit/media, ${plan.tasks.length} tasks (${plan.segments.length} segments x ${plan.qualities.length} qualities), pool of ${WORKERS} single-threaded ffmpeg processes`, taskMs, totalS, cpuS, {
-    time_to_playable_s: round(playableS ?? totalS, 1),
-    playable_quality: playableQuality,
-    total_transcode_s: round(totalS, 1),
-    tasks: plan.tasks.length,
-    qualities: plan.qualities.map((q) => `${q.name} ${q.width}x${q.height}`),
-    read_back_s: readBack,
-    source_make_s: src.make_s,
-  });
+  if (Math.abs(readBack - VIDEO_SECONDS) > 1)
+    throw new BenchError(`our HLS output reads back as ${readBack} s, not ${VIDEO_SECONDS} s`);
+  return side(
+    `ours: @raftkit/media, ${plan.tasks.length} tasks (${plan.segments.length} segments x ${plan.qualities.length} qualities), pool of ${WORKERS} single-threaded ffmpeg processes`,
+    taskMs,
+    totalS,
+    cpuS,
+    {
+      time_to_playable_s: round(playableS ?? totalS, 1),
+      playable_quality: playableQuality,
+      total_transcode_s: round(totalS, 1),
+      tasks: plan.tasks.length,
+      qualities: plan.qualities.map((q) => `${q.name} ${q.width}x${q.height}`),
+      read_back_s: readBack,
+      source_make_s: src.make_s,
+    },
+  );
 }
 
 /** The same ladder as one ffmpeg command: decode once, split, encode every quality, HLS fMP4 6-s segments. */
 function ladderArgs(src: string, info: ProbeInfo, qualities: Quality[], out: string): string[] {
   const n = qualities.length;
   const split = `[0:v]split=${n}${qualities.map((_, i) => `[s${i}]`).join('')}`;
-  const scales = qualities.map((q, i) => `[s${i}]scale=${q.width}:${q.height}:flags=bicubic,setsar=1,format=yuv420p[v${i}]`);
+  const scales = qualities.map(
+    (q, i) => `[s${i}]scale=${q.width}:${q.height}:flags=bicubic,setsar=1,format=yuv420p[v${i}]`,
+  );
   const args = ['-nostdin', '-v', 'error', '-i', src, '-filter_complex', [split, ...scales].join(';')];
   qualities.forEach((q, i) => {
     args.push('-map', `[v${i}]`);
     if (info.has_audio) args.push('-map', '0:a:0');
     args.push(
-      '-fps_mode', 'cfr', '-r', info.fps_rational,
-      '-c:v', 'libx264', '-preset', 'veryfast', '-profile:v', 'main', '-level:v', q.level,
-      '-b:v', `${q.video_kbps}k`, '-maxrate', `${q.max_video_kbps}k`, '-bufsize', `${q.max_video_kbps * 2}k`,
-      '-g', String(Math.ceil(info.fps * 12)), '-sc_threshold', '0', '-force_key_frames', 'expr:gte(t,n_forced*6)',
+      '-fps_mode',
+      'cfr',
+      '-r',
+      info.fps_rational,
+      '-c:v',
+      'libx264',
+      '-preset',
+      'veryfast',
+      '-profile:v',
+      'main',
+      '-level:v',
+      q.level,
+      '-b:v',
+      `${q.video_kbps}k`,
+      '-maxrate',
+      `${q.max_video_kbps}k`,
+      '-bufsize',
+      `${q.max_video_kbps * 2}k`,
+      '-g',
+      String(Math.ceil(info.fps * 12)),
+      '-sc_threshold',
+      '0',
+      '-force_key_frames',
+      'expr:gte(t,n_forced*6)',
     );
     if (info.has_audio) args.push('-c:a', 'aac', '-b:a', `${q.audio_kbps}k`, '-ar', '48000', '-ac', '2');
     args.push(
-      '-f', 'hls', '-hls_time', '6', '-hls_playlist_type', 'vod', '-hls_segment_type', 'fmp4',
-      '-hls_fmp4_init_filename', 'init.mp4', '-hls_segment_filename', join(out, q.name, 'seg-%05d.m4s'),
+      '-f',
+      'hls',
+      '-hls_time',
+      '6',
+      '-hls_playlist_type',
+      'vod',
+      '-hls_segment_type',
+      'fmp4',
+      '-hls_fmp4_init_filename',
+      'init.mp4',
+      '-hls_segment_filename',
+      join(out, q.name, 'seg-%05d.m4s'),
       join(out, q.name, 'index.m3u8'),
     );
   });
@@ -200,19 +266,35 @@ export async function runTranscodePeer(peer: string, _o: RunOptions): Promise<Si
   const variants = qualities.map((q) => {
     const media = parseHls(readFileSync(join(out, q.name, 'index.m3u8'), 'utf8'));
     if (media.kind !== 'media') throw new BenchError(`${q.name}: ffmpeg wrote no media playlist`);
-    return { quality: q.name, width: q.width, height: q.height, codecs: 'avc1.4D401E,mp4a.40.2', playlist_uri: `${q.name}/index.m3u8`, init_uri: 'init.mp4', segments: media.segments.map((s) => ({ uri: s.uri, duration_s: s.duration_s, size_bytes: 0 })), nominal_bandwidth: (q.max_video_kbps + q.audio_kbps) * 1000 };
+    return {
+      quality: q.name,
+      width: q.width,
+      height: q.height,
+      codecs: 'avc1.4D401E,mp4a.40.2',
+      playlist_uri: `${q.name}/index.m3u8`,
+      init_uri: 'init.mp4',
+      segments: media.segments.map((s) => ({ uri: s.uri, duration_s: s.duration_s, size_bytes: 0 })),
+      nominal_bandwidth: (q.max_video_kbps + q.audio_kbps) * 1000,
+    };
   });
   writeFileSync(join(out, 'master.m3u8'), buildHlsMaster({ variants }));
   const readBack = await durationOf(join(out, 'master.m3u8'));
-  if (Math.abs(readBack - VIDEO_SECONDS) > 1) throw new BenchError(`the ladder's HLS output reads back as ${readBack} s, not ${VIDEO_SECONDS} s`);
+  if (Math.abs(readBack - VIDEO_SECONDS) > 1)
+    throw new BenchError(`the ladder's HLS output reads back as ${readBack} s, not ${VIDEO_SECONDS} s`);
   const version = (await runOk(TOOLS.ffmpeg, ['-version'])).stdout.toString('utf8').split('\n')[0] ?? 'ffmpeg';
-  return side(`one ffmpeg ladder command (${version.replace(/ Copyright.*/, '')}, ${qualities.length} outputs, default threads)`, [totalS * 1000], totalS, cpuS, {
-    time_to_playable_s: round(totalS, 1),
-    playable_quality: 'all at once',
-    total_transcode_s: round(totalS, 1),
-    qualities: qualities.map((q) => `${q.name} ${q.width}x${q.height}`),
-    read_back_s: readBack,
-  });
+  return side(
+    `one ffmpeg ladder command (${version.replace(/ Copyright.*/, '')}, ${qualities.length} outputs, default threads)`,
+    [totalS * 1000],
+    totalS,
+    cpuS,
+    {
+      time_to_playable_s: round(totalS, 1),
+      playable_quality: 'all at once',
+      total_transcode_s: round(totalS, 1),
+      qualities: qualities.map((q) => `${q.name} ${q.width}x${q.height}`),
+      read_back_s: readBack,
+    },
+  );
 }
 
 export function transcodeGoals(ours: SideResult, peer: SideResult | null): Goal[] {
@@ -238,15 +320,18 @@ export function transcodeGoals(ours: SideResult, peer: SideResult | null): Goal[
 export const videoTranscodeBenchmark: Benchmark = {
   name: 'video-transcode',
   description: `Time to playable and total transcode time of a ${VIDEO_SECONDS}-s ${VIDEO_HEIGHT}p test video: our segment-parallel pipeline (pool of ${WORKERS} ffmpeg processes) vs one plain ffmpeg ladder command on the same input`,
-  title: () => `video transcode: ${VIDEO_SECONDS}-s ${VIDEO_HEIGHT}p source, segment-parallel (${WORKERS} processes) vs one ffmpeg ladder`,
+  title: () =>
+    `video transcode: ${VIDEO_SECONDS}-s ${VIDEO_HEIGHT}p source, segment-parallel (${WORKERS} processes) vs one ffmpeg ladder`,
   peers: [LADDER_PEER],
   defaults: { durationS: 0, concurrency: WORKERS, size: 0, warmupS: 0 },
   workload: () => ({
     source: `testsrc2 ${VIDEO_SECONDS} s at ${VIDEO_HEIGHT}p 30 fps, looped flite speech (AAC); BENCH_VIDEO_SECONDS / BENCH_VIDEO_HEIGHT`,
-    ladder: 'qualities not above the source: 144p 160k, 240p 350k, 360p 700k, 720p 2500k, 1080p 4500k video; x264 veryfast main, keyframe every 6 s; AAC 64-128k',
+    ladder:
+      'qualities not above the source: 144p 160k, 240p 350k, 360p 700k, 720p 2500k, 1080p 4500k video; x264 veryfast main, keyframe every 6 s; AAC 64-128k',
     ours: `30-s source segments x qualities, one single-threaded ffmpeg per task, pool of ${WORKERS} (BENCH_VIDEO_WORKERS), lowest quality first`,
     peer: 'one ffmpeg command: decode once, split, all qualities, HLS fMP4 6-s segments, default threading',
-    time_to_playable: 'every segment of one quality done (ours: 144p first); the ladder completes all qualities together',
+    time_to_playable:
+      'every segment of one quality done (ours: 144p first); the ladder completes all qualities together',
   }),
   goals: transcodeGoals,
   runOurs: runTranscodeOurs,

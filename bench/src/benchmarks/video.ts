@@ -17,7 +17,10 @@ export const videoBenchmark: Benchmark = {
   title: (o) => `video: ${videoTranscodeBenchmark.title(o)}; ${videoDeliveryBenchmark.title(o)}`,
   peers: [PEERS],
   defaults: videoDeliveryBenchmark.defaults,
-  workload: (o: RunOptions) => ({ transcode: videoTranscodeBenchmark.workload(o), delivery: videoDeliveryBenchmark.workload(o) }),
+  workload: (o: RunOptions) => ({
+    transcode: videoTranscodeBenchmark.workload(o),
+    delivery: videoDeliveryBenchmark.workload(o),
+  }),
   goals: (ours, peer) => [
     ...transcodeGoals(ours.transcode as SideResult, (peer?.transcode as SideResult | undefined) ?? null),
     ...(videoDeliveryBenchmark.goals?.(ours, peer) ?? []),

@@ -11,7 +11,10 @@ export interface Placement {
 
 /** Group i on processes i, i+1, i+2 (mod the process count): each process holds 3/n of the groups. */
 export function placeGroups(count: number, ids: string[], replicas = 3): Placement[] {
-  return Array.from({ length: count }, (_, i) => ({ name: `g${i}`, members: Array.from({ length: replicas }, (_, k) => ids[(i + k) % ids.length]!) }));
+  return Array.from({ length: count }, (_, i) => ({
+    name: `g${i}`,
+    members: Array.from({ length: replicas }, (_, k) => ids[(i + k) % ids.length]!),
+  }));
 }
 
 /**

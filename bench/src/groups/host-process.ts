@@ -34,11 +34,33 @@ class Counter implements StateMachine<string, number> {
 type Request =
   | { id: number; op: 'create'; groups: Array<{ name: string; members: string[] }> }
   | { id: number; op: 'status' }
-  | { id: number; op: 'load'; groups: Array<{ name: string; workers: number }>; warmupMs: number; durationMs: number; size: number };
+  | {
+      id: number;
+      op: 'load';
+      groups: Array<{ name: string; workers: number }>;
+      warmupMs: number;
+      durationMs: number;
+      size: number;
+    };
 
-const [id, dir, secret, list, tickArg, quiesceArg] = process.argv.slice(2) as [string, string, string, string, string, string];
+const [id, dir, secret, list, tickArg, quiesceArg] = process.argv.slice(2) as [
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+];
 const hosts = Object.fromEntries(list.split(',').map((pair) => pair.split('=') as [string, string]));
-const host = await GroupHost.open({ id, listen: hosts[id]!, secret, dataDir: dir, hosts, tickMs: Number(tickArg), quiesceTicks: Number(quiesceArg) });
+const host = await GroupHost.open({
+  id,
+  listen: hosts[id]!,
+  secret,
+  dataDir: dir,
+  hosts,
+  tickMs: Number(tickArg),
+  quiesceTicks: Number(quiesceArg),
+});
 
 const message = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
 
@@ -70,13 +92,28 @@ async function load(request: Extract<Request, { op: 'load' }>): Promise<object> 
     }
   };
   await Promise.all(led.flatMap((g) => Array.from({ length: g.workers }, () => worker(g.name))));
-  return { ops: latencies.length, errors, error_kinds: errorKinds, latencies_ms: latencies, duration_ms: request.durationMs, led: led.map((g) => g.name) };
+  return {
+    ops: latencies.length,
+    errors,
+    error_kinds: errorKinds,
+    latencies_ms: latencies,
+    duration_ms: request.durationMs,
+    led: led.map((g) => g.name),
+  };
 }
 
 async function answer(request: Request): Promise<object> {
   switch (request.op) {
     case 'create':
-      await Promise.all(request.groups.map((g) => host.createGroup<string, number>(g.name, { members: g.members, stateMachine: new Counter(), requestTimeoutMs: 20_000 })));
+      await Promise.all(
+        request.groups.map((g) =>
+          host.createGroup<string, number>(g.name, {
+            members: g.members,
+            stateMachine: new Counter(),
+            requestTimeoutMs: 20_000,
+          }),
+        ),
+      );
       return { ok: true };
     case 'status':
       return {

@@ -16,7 +16,10 @@ import { groupsWithoutLeader, type GroupView, type Placement } from './figures.j
 const script = fileURLToPath(new URL('./host-process.js', import.meta.url));
 
 export class HostProc {
-  private readonly waiting = new Map<number, { resolve: (a: Record<string, unknown>) => void; reject: (e: Error) => void }>();
+  private readonly waiting = new Map<
+    number,
+    { resolve: (a: Record<string, unknown>) => void; reject: (e: Error) => void }
+  >();
   private next = 1;
   exited = false;
 
@@ -47,7 +50,11 @@ export class HostProc {
       const id = this.next++;
       const timer = setTimeout(() => {
         this.waiting.delete(id);
-        reject(new BenchError(`group process ${this.id}: no answer to ${JSON.stringify(request).slice(0, 60)} in ${timeoutMs} ms`));
+        reject(
+          new BenchError(
+            `group process ${this.id}: no answer to ${JSON.stringify(request).slice(0, 60)} in ${timeoutMs} ms`,
+          ),
+        );
       }, timeoutMs);
       this.waiting.set(id, {
         resolve: (a) => {
@@ -92,7 +99,13 @@ export interface GroupCluster {
   stop(): Promise<void>;
 }
 
-export async function startGroupCluster(o: { ids: string[]; groups: Placement[]; tickMs: number; quiesceTicks: number; label: string }): Promise<GroupCluster> {
+export async function startGroupCluster(o: {
+  ids: string[];
+  groups: Placement[];
+  tickMs: number;
+  quiesceTicks: number;
+  label: string;
+}): Promise<GroupCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-groups-'));
   const removeDir = removeLater(dir);
   const procs: HostProc[] = [];
@@ -106,9 +119,15 @@ export async function startGroupCluster(o: { ids: string[]; groups: Placement[];
     const base = await freePortBlock(o.ids.map((_, i) => i + 1));
     const list = o.ids.map((id, i) => `${id}=127.0.0.1:${base + i + 1}`).join(',');
     const secret = randomBytes(16).toString('hex');
-    process.stderr.write(`bench: starting ${o.ids.length} group processes (${o.label}): tick ${o.tickMs} ms, quiesce after ${o.quiesceTicks} ticks, ports ${base + 1}-${base + o.ids.length}, data in ${dir}\n`);
+    process.stderr.write(
+      `bench: starting ${o.ids.length} group processes (${o.label}): tick ${o.tickMs} ms, quiesce after ${o.quiesceTicks} ticks, ports ${base + 1}-${base + o.ids.length}, data in ${dir}\n`,
+    );
     const readies = o.ids.map((id) => {
-      const child = spawn(process.execPath, [script, id, join(dir, id), secret, list, String(o.tickMs), String(o.quiesceTicks)], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const child = spawn(
+        process.execPath,
+        [script, id, join(dir, id), secret, list, String(o.tickMs), String(o.quiesceTicks)],
+        { stdio: ['pipe', 'pipe', 'pipe'] },
+      );
       if (child.pid === undefined) throw new BenchError(`could not start group process ${id}`);
       trackPid(child.pid);
       const proc = new HostProc(id, child);
@@ -119,12 +138,20 @@ export async function startGroupCluster(o: { ids: string[]; groups: Placement[];
       });
       return new Promise<void>((resolve, reject) => {
         createInterface({ input: child.stdout! }).on('line', (line) => proc.answered(line, resolve));
-        child.once('exit', (code) => reject(new BenchError(`group process ${id} exited (${code}) at start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`)));
+        child.once('exit', (code) =>
+          reject(
+            new BenchError(
+              `group process ${id} exited (${code}) at start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`,
+            ),
+          ),
+        );
       });
     });
     await Promise.all(readies);
     const t0 = Date.now();
-    await Promise.all(procs.map((p) => p.call({ op: 'create', groups: o.groups.filter((g) => g.members.includes(p.id)) }, 300_000)));
+    await Promise.all(
+      procs.map((p) => p.call({ op: 'create', groups: o.groups.filter((g) => g.members.includes(p.id)) }, 300_000)),
+    );
     process.stderr.write(`bench: ${o.groups.length} groups created in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
   } catch (e) {
     await stop();
@@ -152,7 +179,12 @@ export async function startGroupCluster(o: { ids: string[]; groups: Placement[];
 }
 
 /** Waits until every group has a leader; returns the seconds since `since` (default: now) it took, or null after `timeoutS`. */
-export async function waitAllLed(cluster: GroupCluster, names: string[], timeoutS: number, o: { pollMs?: number; since?: number } = {}): Promise<{ seconds: number | null; missing: string[]; polls: number }> {
+export async function waitAllLed(
+  cluster: GroupCluster,
+  names: string[],
+  timeoutS: number,
+  o: { pollMs?: number; since?: number } = {},
+): Promise<{ seconds: number | null; missing: string[]; polls: number }> {
   const t0 = o.since ?? performance.now();
   const pollMs = o.pollMs ?? 100;
   let missing = names;

@@ -15,7 +15,9 @@ import { BenchError, freePortBlock, isAlive, portFree, runCommand, sleep, stopPi
 export async function ensureDebianPackage(binary: string, aptPackage: string): Promise<void> {
   if (existsSync(binary)) return;
   if (process.getuid?.() !== 0) {
-    throw new BenchError(`${binary} is missing and installing it needs root: run \`apt-get install -y ${aptPackage}\` as root, then retry`);
+    throw new BenchError(
+      `${binary} is missing and installing it needs root: run \`apt-get install -y ${aptPackage}\` as root, then retry`,
+    );
   }
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
   process.stderr.write(`bench: ${binary} is missing; installing the Debian package ${aptPackage}\n`);
@@ -23,8 +25,13 @@ export async function ensureDebianPackage(binary: string, aptPackage: string): P
   const update = await runCommand('apt-get', ['update'], { timeoutMs: 10 * 60_000, env, echo: '  [apt] ' });
   if (update.code !== 0) throw new BenchError(`apt-get update failed (exit ${update.code})`);
   process.stderr.write(`bench: running apt-get install -y --no-install-recommends ${aptPackage}\n`);
-  const install = await runCommand('apt-get', ['install', '-y', '--no-install-recommends', aptPackage], { timeoutMs: 15 * 60_000, env, echo: '  [apt] ' });
-  if (install.code !== 0 || !existsSync(binary)) throw new BenchError(`apt-get install ${aptPackage} failed (exit ${install.code})`);
+  const install = await runCommand('apt-get', ['install', '-y', '--no-install-recommends', aptPackage], {
+    timeoutMs: 15 * 60_000,
+    env,
+    echo: '  [apt] ',
+  });
+  if (install.code !== 0 || !existsSync(binary))
+    throw new BenchError(`apt-get install ${aptPackage} failed (exit ${install.code})`);
   process.stderr.write(`bench: installed ${aptPackage}\n`);
 }
 
@@ -38,7 +45,12 @@ export interface Daemon {
  * Start a server process with its output in `log` and track its pid for the exit-time SIGKILL. The caller keeps
  * the Daemon where its registered cleanup finds it before waiting for it (waitListening).
  */
-export function spawnDaemon(name: string, cmd: string, args: string[], o: { log: string; env?: NodeJS.ProcessEnv }): Daemon {
+export function spawnDaemon(
+  name: string,
+  cmd: string,
+  args: string[],
+  o: { log: string; env?: NodeJS.ProcessEnv },
+): Daemon {
   const out = openSync(o.log, 'a');
   const child = spawn(cmd, args, { stdio: ['ignore', out, out], env: o.env ?? process.env });
   closeSync(out);
@@ -54,7 +66,10 @@ export async function waitListening(daemon: Daemon, port: number, timeoutMs = 15
   for (;;) {
     if (!isAlive(daemon.pid)) throw new BenchError(`${daemon.name} exited at start; see ${daemon.log}`);
     if (!(await portFree(port))) return;
-    if (Date.now() > deadline) throw new BenchError(`${daemon.name} did not listen on 127.0.0.1:${port} within ${timeoutMs / 1000} s; see ${daemon.log}`);
+    if (Date.now() > deadline)
+      throw new BenchError(
+        `${daemon.name} did not listen on 127.0.0.1:${port} within ${timeoutMs / 1000} s; see ${daemon.log}`,
+      );
     await sleep(50);
   }
 }
@@ -76,7 +91,12 @@ export interface NodeServers {
  * Starts `processes` copies of `script` (a Node server taking its port as first argument, then `args`), each on its
  * own port, logs and cleanup in a temporary folder; `label` names them in messages ("bare node:http 302 servers").
  */
-export async function startNodeServers(label: string, script: string, processes: number, args: string[] = []): Promise<NodeServers> {
+export async function startNodeServers(
+  label: string,
+  script: string,
+  processes: number,
+  args: string[] = [],
+): Promise<NodeServers> {
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-servers-'));
   const removeDir = removeLater(dir);
   const daemons: Daemon[] = [];
@@ -90,7 +110,9 @@ export async function startNodeServers(label: string, script: string, processes:
   try {
     for (let i = 0; i < processes; i++) {
       const port = base + 1 + i;
-      const daemon = spawnDaemon(`${label} ${i + 1}`, process.execPath, [script, String(port), ...args], { log: join(dir, `server-${i + 1}.log`) });
+      const daemon = spawnDaemon(`${label} ${i + 1}`, process.execPath, [script, String(port), ...args], {
+        log: join(dir, `server-${i + 1}.log`),
+      });
       daemons.push(daemon);
       await waitListening(daemon, port);
     }

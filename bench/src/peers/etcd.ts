@@ -68,24 +68,37 @@ export async function startEtcd(nodes = 5): Promise<EtcdCluster> {
     await removeData();
   });
 
-  process.stderr.write(`bench: starting a ${nodes}-member etcd ${version} cluster on 127.0.0.1 (client ports ${base + 1}-${base + nodes}, data in ${dataDir})\n`);
+  process.stderr.write(
+    `bench: starting a ${nodes}-member etcd ${version} cluster on 127.0.0.1 (client ports ${base + 1}-${base + nodes}, data in ${dataDir})\n`,
+  );
   try {
     for (const m of members) {
       const dir = join(dataDir, m.name);
       mkdirSync(dir, { recursive: true });
       const log = openSync(join(dataDir, `${m.name}.log`), 'a');
       const args = [
-        '--name', m.name,
-        '--data-dir', dir,
-        '--listen-client-urls', m.clientUrl,
-        '--advertise-client-urls', m.clientUrl,
-        '--listen-peer-urls', m.peerUrl,
-        '--initial-advertise-peer-urls', m.peerUrl,
-        '--initial-cluster', initialCluster,
-        '--initial-cluster-token', clusterToken,
-        '--initial-cluster-state', 'new',
-        '--logger', 'zap',
-        '--log-level', 'warn',
+        '--name',
+        m.name,
+        '--data-dir',
+        dir,
+        '--listen-client-urls',
+        m.clientUrl,
+        '--advertise-client-urls',
+        m.clientUrl,
+        '--listen-peer-urls',
+        m.peerUrl,
+        '--initial-advertise-peer-urls',
+        m.peerUrl,
+        '--initial-cluster',
+        initialCluster,
+        '--initial-cluster-token',
+        clusterToken,
+        '--initial-cluster-state',
+        'new',
+        '--logger',
+        'zap',
+        '--log-level',
+        'warn',
       ];
       // Clear ETCD_* variables so nothing from the environment changes the configuration we describe.
       const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('ETCD_')));
@@ -99,18 +112,28 @@ export async function startEtcd(nodes = 5): Promise<EtcdCluster> {
     const deadline = Date.now() + 60_000;
     for (;;) {
       const dead = members.filter((m) => !isAlive(m.pid));
-      if (dead.length > 0) throw new BenchError(`etcd member ${dead[0]!.name} exited at start; see ${join(dataDir, dead[0]!.name + '.log')}`);
+      if (dead.length > 0)
+        throw new BenchError(
+          `etcd member ${dead[0]!.name} exited at start; see ${join(dataDir, dead[0]!.name + '.log')}`,
+        );
       const health = await Promise.all(members.map((m) => fetchJson(`${m.clientUrl}/health`)));
       if (health.every((h) => h.status === 200 && (h.body as { health?: unknown } | null)?.health === 'true')) break;
-      if (Date.now() > deadline) throw new BenchError(`etcd did not become healthy within 60 s; see the logs in ${dataDir}`);
+      if (Date.now() > deadline)
+        throw new BenchError(`etcd did not become healthy within 60 s; see the logs in ${dataDir}`);
       await sleep(200);
     }
     // Check the JSON gateway path once, through a follower and the leader alike.
     for (const m of members) {
-      const r = await fetchJson(`${m.clientUrl}/v3/kv/put`, { method: 'POST', body: JSON.stringify({ key: b64('bench-check'), value: b64(m.name) }), timeoutMs: 10_000 });
+      const r = await fetchJson(`${m.clientUrl}/v3/kv/put`, {
+        method: 'POST',
+        body: JSON.stringify({ key: b64('bench-check'), value: b64(m.name) }),
+        timeoutMs: 10_000,
+      });
       const revision = (r.body as { header?: { revision?: unknown } } | null)?.header?.revision;
       if (r.status !== 200 || revision === undefined) {
-        throw new BenchError(`etcd's JSON gateway did not take POST /v3/kv/put on ${m.name}: ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`);
+        throw new BenchError(
+          `etcd's JSON gateway did not take POST /v3/kv/put on ${m.name}: ${r.status} ${JSON.stringify(r.body).slice(0, 200)}`,
+        );
       }
     }
   } catch (e) {

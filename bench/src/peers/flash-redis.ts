@@ -21,7 +21,12 @@ export interface RedisGateways {
   stop(): Promise<void>;
 }
 
-export async function startRedisGateways(o: { count: number; redisPort: number; settings: Record<string, string>; env?: NodeJS.ProcessEnv }): Promise<RedisGateways> {
+export async function startRedisGateways(o: {
+  count: number;
+  redisPort: number;
+  settings: Record<string, string>;
+  env?: NodeJS.ProcessEnv;
+}): Promise<RedisGateways> {
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-flash-redis-'));
   const removeDir = removeLater(dir);
   const daemons: Daemon[] = [];
@@ -33,19 +38,43 @@ export async function startRedisGateways(o: { count: number; redisPort: number; 
     const token = randomBytes(24).toString('hex');
     // Per gateway: its HTTP port, then the second listener's (unused by the gateway; the worker contract has one).
     const base = await freePortBlock(Array.from({ length: 2 * o.count }, (_, i) => 1 + i));
-    const gateways = Array.from({ length: o.count }, (_, i) => ({ id: `gateway${i + 1}`, role: 'gateway', httpAddress: `127.0.0.1:${base + 1 + 2 * i}`, tcpAddress: `127.0.0.1:${base + 2 + 2 * i}` }));
-    process.stderr.write(`bench: starting ${o.count} flash gateways on redis at 127.0.0.1:${base + 1}-${base + 2 * o.count}\n`);
+    const gateways = Array.from({ length: o.count }, (_, i) => ({
+      id: `gateway${i + 1}`,
+      role: 'gateway',
+      httpAddress: `127.0.0.1:${base + 1 + 2 * i}`,
+      tcpAddress: `127.0.0.1:${base + 2 + 2 * i}`,
+    }));
+    process.stderr.write(
+      `bench: starting ${o.count} flash gateways on redis at 127.0.0.1:${base + 1}-${base + 2 * o.count}\n`,
+    );
     for (const [i, g] of gateways.entries()) {
       const dataDir = join(dir, g.id);
       mkdirSync(dataDir, { recursive: true });
-      const spec: RedisGatewaySpec = { id: g.id, index: i + 1, dataDir, httpAddress: g.httpAddress, tcpAddress: g.tcpAddress, gateways, token, settings: o.settings, redisUrl: `redis://127.0.0.1:${o.redisPort}` };
+      const spec: RedisGatewaySpec = {
+        id: g.id,
+        index: i + 1,
+        dataDir,
+        httpAddress: g.httpAddress,
+        tcpAddress: g.tcpAddress,
+        gateways,
+        token,
+        settings: o.settings,
+        redisUrl: `redis://127.0.0.1:${o.redisPort}`,
+      };
       const file = join(dataDir, 'spec.json');
       writeFileSync(file, JSON.stringify(spec), { mode: 0o600 });
-      const daemon = spawnDaemon(`flash gateway ${g.id} (redis)`, process.execPath, [script, file], { log: join(dataDir, 'gateway.log'), env: { ...process.env, ...o.env } });
+      const daemon = spawnDaemon(`flash gateway ${g.id} (redis)`, process.execPath, [script, file], {
+        log: join(dataDir, 'gateway.log'),
+        env: { ...process.env, ...o.env },
+      });
       daemons.push(daemon);
     }
     for (const [i, d] of daemons.entries()) await waitListening(d, base + 1 + 2 * i, 30_000);
-    return { token, gateways: gateways.map((g, i) => ({ url: `http://${g.httpAddress}`, pid: daemons[i]!.pid })), stop };
+    return {
+      token,
+      gateways: gateways.map((g, i) => ({ url: `http://${g.httpAddress}`, pid: daemons[i]!.pid })),
+      stop,
+    };
   } catch (e) {
     await stop();
     throw e;

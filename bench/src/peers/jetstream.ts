@@ -79,14 +79,22 @@ async function startJetStreamOnce(count: number, version: string): Promise<JetSt
   try {
     const offsets = Array.from({ length: count }, (_, i) => [1 + i, 101 + i]).flat();
     const base = await freePortBlock(offsets);
-    const nodes: NatsNode[] = Array.from({ length: count }, (_, i) => ({ name: `n${i + 1}`, clientPort: base + 1 + i, clusterPort: base + 101 + i }));
-    process.stderr.write(`bench: starting ${count} nats-server ${version} with JetStream on 127.0.0.1:${nodes[0]!.clientPort}-${nodes[count - 1]!.clientPort}, data in ${dir}\n`);
+    const nodes: NatsNode[] = Array.from({ length: count }, (_, i) => ({
+      name: `n${i + 1}`,
+      clientPort: base + 1 + i,
+      clusterPort: base + 101 + i,
+    }));
+    process.stderr.write(
+      `bench: starting ${count} nats-server ${version} with JetStream on 127.0.0.1:${nodes[0]!.clientPort}-${nodes[count - 1]!.clientPort}, data in ${dir}\n`,
+    );
     for (const node of nodes) {
       const store = join(dir, node.name);
       mkdirSync(store, { recursive: true });
       const config = join(dir, `${node.name}.conf`);
       writeFileSync(config, jetstreamConfig(node, nodes, store));
-      daemons.push(spawnDaemon(`nats-server ${node.name}`, NATS_BINARY, ['-c', config], { log: join(dir, `${node.name}.log`) }));
+      daemons.push(
+        spawnDaemon(`nats-server ${node.name}`, NATS_BINARY, ['-c', config], { log: join(dir, `${node.name}.log`) }),
+      );
     }
     await Promise.all(nodes.map((n, i) => waitListening(daemons[i]!, n.clientPort)));
     return { version, nodes: nodes.map((n, i) => ({ ...n, pid: daemons[i]!.pid })), stop };

@@ -31,7 +31,14 @@ async function nginxVersion(): Promise<string> {
  * The configuration file: `location` is the Location of every answer (a fixed 302), or `root` a folder served as
  * static files (the video delivery benchmark's segments); `headers` extra response headers.
  */
-export function nginxConfig(o: { dir: string; port: number; workers: number; location?: string; root?: string; headers: Record<string, string> }): string {
+export function nginxConfig(o: {
+  dir: string;
+  port: number;
+  workers: number;
+  location?: string;
+  root?: string;
+  headers: Record<string, string>;
+}): string {
   const extra = Object.entries(o.headers).map(([k, v]) => `      add_header ${k} ${quote(v)} always;`);
   return [
     `worker_processes ${o.workers};`,
@@ -78,7 +85,12 @@ function childPids(parent: number): number[] {
   return out;
 }
 
-export async function startNginx(o: { workers: number; location?: string; root?: string; headers: Record<string, string> }): Promise<Nginx> {
+export async function startNginx(o: {
+  workers: number;
+  location?: string;
+  root?: string;
+  headers: Record<string, string>;
+}): Promise<Nginx> {
   await ensureDebianPackage(NGINX_BINARY, 'nginx');
   const version = await nginxVersion();
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-nginx-'));
@@ -93,15 +105,33 @@ export async function startNginx(o: { workers: number; location?: string; root?:
     mkdirSync(join(dir, 'tmp'));
     const port = (await freePortBlock([1])) + 1;
     const config = join(dir, 'nginx.conf');
-    writeFileSync(config, nginxConfig({ dir, port, workers: o.workers, headers: o.headers, ...(o.location !== undefined ? { location: o.location } : {}), ...(o.root !== undefined ? { root: o.root } : {}) }));
-    process.stderr.write(`bench: starting nginx ${version} (${o.workers} worker processes) on 127.0.0.1:${port}, config ${config}\n`);
-    const daemon = spawnDaemon('nginx', NGINX_BINARY, ['-p', dir, '-e', join(dir, 'error.log'), '-c', config, '-g', 'daemon off;'], { log: join(dir, 'stderr.log') });
+    writeFileSync(
+      config,
+      nginxConfig({
+        dir,
+        port,
+        workers: o.workers,
+        headers: o.headers,
+        ...(o.location !== undefined ? { location: o.location } : {}),
+        ...(o.root !== undefined ? { root: o.root } : {}),
+      }),
+    );
+    process.stderr.write(
+      `bench: starting nginx ${version} (${o.workers} worker processes) on 127.0.0.1:${port}, config ${config}\n`,
+    );
+    const daemon = spawnDaemon(
+      'nginx',
+      NGINX_BINARY,
+      ['-p', dir, '-e', join(dir, 'error.log'), '-c', config, '-g', 'daemon off;'],
+      { log: join(dir, 'stderr.log') },
+    );
     daemons.push(daemon);
     await waitListening(daemon, port);
     // The master listens first and forks its workers after; their CPU counts too, so wait for all of them.
     const deadline = Date.now() + 10_000;
     while (childPids(daemon.pid).length < o.workers) {
-      if (Date.now() > deadline) throw new BenchError(`nginx did not start its ${o.workers} workers; see ${join(dir, 'error.log')}`);
+      if (Date.now() > deadline)
+        throw new BenchError(`nginx did not start its ${o.workers} workers; see ${join(dir, 'error.log')}`);
       await sleep(20);
     }
     return { version, origin: `http://127.0.0.1:${port}`, pids: [daemon.pid, ...childPids(daemon.pid)], stop };

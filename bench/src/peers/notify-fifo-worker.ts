@@ -39,7 +39,8 @@ const options = {
   settings: spec.settings,
   logger,
 };
-const running = spec.role === 'router' ? await startRouter(options, FIFO_LAYOUT) : await startDelivery(options, FIFO_LAYOUT);
+const running =
+  spec.role === 'router' ? await startRouter(options, FIFO_LAYOUT) : await startDelivery(options, FIFO_LAYOUT);
 logger.log('info', 'worker ready', { http: spec.httpAddress });
 
 let stopping = false;

@@ -37,19 +37,45 @@ export async function startFifoWorkers(cluster: OurCluster, settings: Record<str
   try {
     const base = await freePortBlock([1, 2, 3, 4]);
     const own = [
-      { id: 'router1', role: 'router' as const, httpAddress: `127.0.0.1:${base + 1}`, tcpAddress: `127.0.0.1:${base + 2}` },
-      { id: 'delivery1', role: 'delivery' as const, httpAddress: `127.0.0.1:${base + 3}`, tcpAddress: `127.0.0.1:${base + 4}` },
+      {
+        id: 'router1',
+        role: 'router' as const,
+        httpAddress: `127.0.0.1:${base + 1}`,
+        tcpAddress: `127.0.0.1:${base + 2}`,
+      },
+      {
+        id: 'delivery1',
+        role: 'delivery' as const,
+        httpAddress: `127.0.0.1:${base + 3}`,
+        tcpAddress: `127.0.0.1:${base + 4}`,
+      },
     ];
-    const members: PeerAddress[] = cluster.members.map((m) => ({ id: m.id, role: 'member', httpAddress: address(m.url) }));
-    const workers: PeerAddress[] = [...cluster.workers.map((w) => ({ id: w.id, role: w.role, httpAddress: address(w.url), tcpAddress: w.tcpAddress })), ...own];
-    process.stderr.write(`bench: starting the notify router and channel worker on the fifo layout at 127.0.0.1:${base + 1}, ${base + 3}\n`);
+    const members: PeerAddress[] = cluster.members.map((m) => ({
+      id: m.id,
+      role: 'member',
+      httpAddress: address(m.url),
+    }));
+    const workers: PeerAddress[] = [
+      ...cluster.workers.map((w) => ({
+        id: w.id,
+        role: w.role,
+        httpAddress: address(w.url),
+        tcpAddress: w.tcpAddress,
+      })),
+      ...own,
+    ];
+    process.stderr.write(
+      `bench: starting the notify router and channel worker on the fifo layout at 127.0.0.1:${base + 1}, ${base + 3}\n`,
+    );
     for (const w of own) {
       const dataDir = join(dir, w.id);
       mkdirSync(dataDir, { recursive: true });
       const spec: FifoWorkerSpec = { ...w, dataDir, members, workers, token: cluster.token, settings };
       const file = join(dataDir, 'spec.json');
       writeFileSync(file, JSON.stringify(spec), { mode: 0o600 });
-      daemons.push(spawnDaemon(`notify ${w.id} (fifo)`, process.execPath, [script, file], { log: join(dataDir, 'worker.log') }));
+      daemons.push(
+        spawnDaemon(`notify ${w.id} (fifo)`, process.execPath, [script, file], { log: join(dataDir, 'worker.log') }),
+      );
     }
     await waitListening(daemons[0]!, base + 1, 30_000);
     await waitListening(daemons[1]!, base + 3, 30_000);

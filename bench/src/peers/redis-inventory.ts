@@ -19,7 +19,19 @@
  * `flash:r:<id>` (a reservation, JSON), `flash:deals` (set of ids).
  */
 import { Redis } from 'ioredis';
-import { GO_LIVE_LEAD_MS, RESERVATION_WINDOW_MS, shardOfReservation, type AttemptRecord, type DealSnapshot, type DealSpec, type InventoryBackend, type ReservationChange, type ReservationView, type ReserveOutcome, type ReserveRequest } from '@raftkit/flash';
+import {
+  GO_LIVE_LEAD_MS,
+  RESERVATION_WINDOW_MS,
+  shardOfReservation,
+  type AttemptRecord,
+  type DealSnapshot,
+  type DealSpec,
+  type InventoryBackend,
+  type ReservationChange,
+  type ReservationView,
+  type ReserveOutcome,
+  type ReserveRequest,
+} from '@raftkit/flash';
 
 /** KEYS: none (the deal id is in ARGV; one Redis, so no cluster slot rules). ARGV: spec fields, then counts. */
 const CREATE_DEAL = `
@@ -122,7 +134,13 @@ export class RedisInventory implements InventoryBackend {
     const u = new URL(options.url);
     if (u.protocol !== 'redis:') throw new RangeError(`inventory: expected redis://host:port, got ${options.url}`);
     this.pool = Array.from({ length: options.connections ?? 4 }, () => {
-      const redis = new Redis({ host: u.hostname, port: Number(u.port || 6379), enableAutoPipelining: true, maxRetriesPerRequest: 1, lazyConnect: false });
+      const redis = new Redis({
+        host: u.hostname,
+        port: Number(u.port || 6379),
+        enableAutoPipelining: true,
+        maxRetriesPerRequest: 1,
+        lazyConnect: false,
+      });
       // Connection errors reach the commands that fail on them (answered 503 by the gateway); without a listener
       // ioredis prints each reconnect attempt as an unhandled error event.
       redis.on('error', () => undefined);
@@ -155,8 +173,17 @@ export class RedisInventory implements InventoryBackend {
     const base = Math.floor(spec.totalInventory / spec.shards);
     const extra = spec.totalInventory % spec.shards;
     const counts = Array.from({ length: spec.shards }, (_, i) => base + (i < extra ? 1 : 0));
-    const answer = await this.run(CREATE_DEAL, [spec.dealId, spec.skuId, spec.totalInventory, spec.startAt, spec.endAt, spec.shards, ...counts]);
-    if (answer !== 'ok') throw Object.assign(new Error(`deal ${spec.dealId}: ${String(answer)}`), { status: 409, code: String(answer) });
+    const answer = await this.run(CREATE_DEAL, [
+      spec.dealId,
+      spec.skuId,
+      spec.totalInventory,
+      spec.startAt,
+      spec.endAt,
+      spec.shards,
+      ...counts,
+    ]);
+    if (answer !== 'ok')
+      throw Object.assign(new Error(`deal ${spec.dealId}: ${String(answer)}`), { status: 409, code: String(answer) });
   }
 
   dealIds(): Promise<string[]> {
@@ -190,7 +217,18 @@ export class RedisInventory implements InventoryBackend {
       if (n > 0) alive.push(i);
       remaining += Math.max(0, n);
     });
-    return { dealId, skuId: m.skuId, totalInventory: Number(m.totalInventory), startAt: Number(m.startAt), endAt: Number(m.endAt), shards, liveAt: m.liveAt === undefined ? null : Number(m.liveAt), alive, remaining, winners };
+    return {
+      dealId,
+      skuId: m.skuId,
+      totalInventory: Number(m.totalInventory),
+      startAt: Number(m.startAt),
+      endAt: Number(m.endAt),
+      shards,
+      liveAt: m.liveAt === undefined ? null : Number(m.liveAt),
+      alive,
+      remaining,
+      winners,
+    };
   }
 
   async goLive(dealId: string): Promise<void> {
@@ -198,18 +236,39 @@ export class RedisInventory implements InventoryBackend {
     const startAt = await this.client.hget(`${p}meta`, 'startAt');
     if (startAt === null) throw Object.assign(new Error(`no deal ${dealId}`), { status: 404, code: 'deal_not_found' });
     // As the machine: trusted over start_at, but not far earlier than it (that is a bug, not skew).
-    if (Date.now() < Number(startAt) - GO_LIVE_LEAD_MS) throw Object.assign(new Error(`deal ${dealId}: too early`), { status: 409, code: 'too_early' });
+    if (Date.now() < Number(startAt) - GO_LIVE_LEAD_MS)
+      throw Object.assign(new Error(`deal ${dealId}: too early`), { status: 409, code: 'too_early' });
     await this.client.hsetnx(`${p}meta`, 'liveAt', String(Date.now()));
   }
 
   async reserve(r: ReserveRequest): Promise<ReserveOutcome> {
-    const a = (await this.run(RESERVE, [r.dealId, r.shard, r.userId, r.key, r.reservationId, r.reroute === null ? '' : r.reroute, Date.now(), RESERVATION_WINDOW_MS])) as unknown[];
+    const a = (await this.run(RESERVE, [
+      r.dealId,
+      r.shard,
+      r.userId,
+      r.key,
+      r.reservationId,
+      r.reroute === null ? '' : r.reroute,
+      Date.now(),
+      RESERVATION_WINDOW_MS,
+    ])) as unknown[];
     if (a[0] === 'won') return { outcome: 'won', reservation: view(a[1]) };
-    if (a[0] === 'lost') return { outcome: 'lost', shard: Number(a[1]), shardEmpty: Number(a[2]) === 1, reroute: a[3] === '' ? null : Number(a[3]) };
+    if (a[0] === 'lost')
+      return {
+        outcome: 'lost',
+        shard: Number(a[1]),
+        shardEmpty: Number(a[2]) === 1,
+        reroute: a[3] === '' ? null : Number(a[3]),
+      };
     return { outcome: 'refused', error: String(a[1]) };
   }
 
-  private async change(reservationId: string, userId: string, op: 'pay' | 'cancel', paymentId: string): Promise<ReservationChange> {
+  private async change(
+    reservationId: string,
+    userId: string,
+    op: 'pay' | 'cancel',
+    paymentId: string,
+  ): Promise<ReservationChange> {
     const a = (await this.run(CHANGE, [reservationId, userId, op, paymentId, Date.now()])) as unknown[];
     return a[0] === 'ok' ? { ok: true, reservation: view(a[1]) } : { ok: false, error: String(a[1]) };
   }

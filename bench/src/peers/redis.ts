@@ -108,7 +108,8 @@ function redisConfig(o: { dir: string; port: number }): string {
 export async function startRedis(): Promise<RedisServer> {
   await ensureDebianPackage(REDIS_BINARY, 'redis-server');
   const version = await redisVersion();
-  if (!version.startsWith('7.')) process.stderr.write(`bench: note: redis-server is ${version}, not 7.x as the issue asks\n`);
+  if (!version.startsWith('7.'))
+    process.stderr.write(`bench: note: redis-server is ${version}, not 7.x as the issue asks\n`);
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-redis-'));
   const removeDir = removeLater(dir);
   const daemons: Daemon[] = [];
@@ -121,7 +122,9 @@ export async function startRedis(): Promise<RedisServer> {
     const port = (await freePortBlock([1])) + 1;
     const config = join(dir, 'redis.conf');
     writeFileSync(config, redisConfig({ dir, port }));
-    process.stderr.write(`bench: starting redis-server ${version} on 127.0.0.1:${port} (no persistence), config ${config}\n`);
+    process.stderr.write(
+      `bench: starting redis-server ${version} on 127.0.0.1:${port} (no persistence), config ${config}\n`,
+    );
     const daemon = spawnDaemon('redis-server', REDIS_BINARY, [config], { log: join(dir, 'redis.log') });
     daemons.push(daemon);
     await waitListening(daemon, port);
@@ -137,13 +140,20 @@ export class RedisBuckets {
   private readonly pool: Redis[];
   private next = 0;
 
-  private constructor(pool: Redis[], readonly sha: string) {
+  private constructor(
+    pool: Redis[],
+    readonly sha: string,
+  ) {
     this.pool = pool;
   }
 
   /** Connect `connections` clients and SCRIPT LOAD the token bucket. */
   static async open(port: number, connections: number): Promise<RedisBuckets> {
-    const pool = Array.from({ length: connections }, () => new Redis({ host: '127.0.0.1', port, enableAutoPipelining: true, lazyConnect: true, maxRetriesPerRequest: 1 }));
+    const pool = Array.from(
+      { length: connections },
+      () =>
+        new Redis({ host: '127.0.0.1', port, enableAutoPipelining: true, lazyConnect: true, maxRetriesPerRequest: 1 }),
+    );
     try {
       await Promise.all(pool.map((c) => c.connect()));
       const sha = await pool[0]!.script('LOAD', TOKEN_BUCKET_LUA);
@@ -162,7 +172,9 @@ export class RedisBuckets {
     for (const l of limits) args.push(l.capacity, l.refillRate);
     const reply = (await client.evalsha(this.sha, keys.length, ...keys, ...args)) as number[];
     const [allowed, remaining, retry, reset] = reply;
-    return allowed === 1 ? { allowed: true, remaining: remaining!, resetMs: reset! } : { allowed: false, remaining: 0, retryAfterMs: retry!, resetMs: reset! };
+    return allowed === 1
+      ? { allowed: true, remaining: remaining!, resetMs: reset! }
+      : { allowed: false, remaining: 0, retryAfterMs: retry!, resetMs: reset! };
   }
 
   /** A command on one pooled connection (tests, setup). */

@@ -14,7 +14,9 @@ let last = '{"type":"snapshot","seq":0}';
 
 const server = createServer((req, res) => {
   if (req.method !== 'POST' || req.url !== '/publish') {
-    res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":"not_found","message":"POST /publish"}}');
+    res
+      .writeHead(404, { 'content-type': 'application/json' })
+      .end('{"error":{"code":"not_found","message":"POST /publish"}}');
     return;
   }
   const chunks: Buffer[] = [];

@@ -14,12 +14,28 @@ import { readPartition } from '../actions.js';
 import type { RemoteCluster } from '../remote.js';
 import type { GroupedStatus, Replica } from '../views.js';
 import type { MemberStatus } from '../processes.js';
-import { clusterDirs, isAlive, statePath, tokenPath, type ClusterState, type MemberRecord, type WorkerRecord } from '../state.js';
+import {
+  clusterDirs,
+  isAlive,
+  statePath,
+  tokenPath,
+  type ClusterState,
+  type MemberRecord,
+  type WorkerRecord,
+} from '../state.js';
 import { judge, newHealth, PROBE_TIMEOUT_MS, type HealthMemory, type Role } from './health.js';
 import { NO_METRICS, parseMetrics, rates, type MetricsSample } from './metrics-text.js';
 import { CLOCK_TICKS, getJson, httpGet, procSample } from './probe.js';
 import type { Timeline } from './timeline.js';
-import type { ClusterView, GroupView, MemberView, Overview, ProcessMetrics, TimelineEvent, WorkerView } from './types.js';
+import type {
+  ClusterView,
+  GroupView,
+  MemberView,
+  Overview,
+  ProcessMetrics,
+  TimelineEvent,
+  WorkerView,
+} from './types.js';
 
 /** The slowest pace while nothing changes. */
 export const MAX_INTERVAL_MS = 5_000;
@@ -201,11 +217,26 @@ export class Collector {
     const root = this.options.dataRoot;
     const names = clusterDirs(root).map((dir) => basename(dir));
     for (const name of names) {
-      if (!this.clusters.has(name)) this.clusters.set(name, { name, dataDir: join(root, name), remote: false, grouped: null, processes: new Map(), groups: new Map() });
+      if (!this.clusters.has(name))
+        this.clusters.set(name, {
+          name,
+          dataDir: join(root, name),
+          remote: false,
+          grouped: null,
+          processes: new Map(),
+          groups: new Map(),
+        });
     }
     const remote = this.options.remote;
     if (remote !== undefined && !this.clusters.has(remote.name)) {
-      this.clusters.set(remote.name, { name: remote.name, dataDir: '', remote: true, grouped: null, processes: new Map(), groups: new Map() });
+      this.clusters.set(remote.name, {
+        name: remote.name,
+        dataDir: '',
+        remote: true,
+        grouped: null,
+        processes: new Map(),
+        groups: new Map(),
+      });
     }
     for (const name of [...this.clusters.keys()]) {
       if (!names.includes(name) && name !== remote?.name) {
@@ -228,7 +259,10 @@ export class Collector {
     const before = this.options.timeline.lastSeq;
     // One cluster folder that is not what it should be (half-written, hand-edited) must not hide the others.
     const views = await Promise.all([...this.clusters.values()].map((c) => this.pollCluster(c).catch(() => null)));
-    this.latest = { generatedAt: Date.now(), clusters: views.filter((v): v is ClusterView => v !== null).sort((a, b) => (a.name < b.name ? -1 : 1)) };
+    this.latest = {
+      generatedAt: Date.now(),
+      clusters: views.filter((v): v is ClusterView => v !== null).sort((a, b) => (a.name < b.name ? -1 : 1)),
+    };
     const signature = signatureOf(this.latest);
     this.unchanged = signature === this.lastSignature ? this.unchanged + 1 : 0;
     this.lastSignature = signature;
@@ -252,12 +286,23 @@ export class Collector {
     const timeline = this.options.timeline;
     timeline.ingestFaults(c.name, c.dataDir);
     const workers = state.workers ?? [];
-    const [members, workerViews] = await Promise.all([Promise.all(state.members.map((m) => this.pollMember(c, m, token))), Promise.all(workers.map((w) => this.pollWorker(c, w)))]);
+    const [members, workerViews] = await Promise.all([
+      Promise.all(state.members.map((m) => this.pollMember(c, m, token))),
+      Promise.all(workers.map((w) => this.pollWorker(c, w))),
+    ]);
     const { views, groups } = this.settle(c, state.service, members);
     // Processes that are gone from the state file are forgotten.
     const ids = new Set([...state.members.map((m) => m.id), ...workers.map((w) => w.id)]);
     for (const id of c.processes.keys()) if (!ids.has(id)) c.processes.delete(id);
-    return { name: c.name, service: state.service, dataDir: c.dataDir, members: views, workers: workerViews, groups, partition: readPartition(c.dataDir) };
+    return {
+      name: c.name,
+      service: state.service,
+      dataDir: c.dataDir,
+      members: views,
+      workers: workerViews,
+      groups,
+      partition: readPartition(c.dataDir),
+    };
   }
 
   /**
@@ -280,7 +325,8 @@ export class Collector {
           ask(i, '/metrics'),
           c.grouped ? ask(i, '/v1/cluster/groups') : Promise.resolve(null),
         ]);
-        const status = typeof (statusBody.b as { id?: unknown } | null)?.id === 'string' ? (statusBody.b as GroupedStatus) : null;
+        const status =
+          typeof (statusBody.b as { id?: unknown } | null)?.id === 'string' ? (statusBody.b as GroupedStatus) : null;
         // Keyed by URL (a member that does not answer has no id to give); shown by the id it last answered with.
         const mem = this.memory(c, url, null);
         const id = status?.id ?? mem.lastId ?? host;
@@ -298,7 +344,11 @@ export class Collector {
   }
 
   /** From the members polled: whether the service is grouped (first answer), each one's lag, the groups, their events. */
-  private settle(c: ClusterEntry, service: string, members: Array<{ view: MemberView; status: GroupedStatus | null; replicas: AgedReplicas }>): { views: MemberView[]; groups: GroupView[] } {
+  private settle(
+    c: ClusterEntry,
+    service: string,
+    members: Array<{ view: MemberView; status: GroupedStatus | null; replicas: AgedReplicas }>,
+  ): { views: MemberView[]; groups: GroupView[] } {
     if (c.grouped === null) {
       const any = members.find((m) => m.status !== null)?.status;
       if (any) c.grouped = typeof any.groups === 'number';
@@ -306,7 +356,9 @@ export class Collector {
     const views = members.map((m) => m.view);
     const maxCommit = Math.max(0, ...views.map((v) => v.commit ?? 0));
     for (const v of views) v.lag = v.applied === null ? null : maxCommit - v.applied;
-    const groups = c.grouped ? mergeGroups(members.map((m) => ({ id: m.view.id, replicas: m.replicas }))) : singleGroup(service, views);
+    const groups = c.grouped
+      ? mergeGroups(members.map((m) => ({ id: m.view.id, replicas: m.replicas })))
+      : singleGroup(service, views);
     this.groupEvents(c, groups);
     return { views, groups };
   }
@@ -315,7 +367,13 @@ export class Collector {
    * A member's view from its status answer (or its miss): role and latency through health.ts; while it is slow
    * its last answered term, leader and indexes stay shown. A snapshot index that moved is a timeline event.
    */
-  private fillStatus(c: ClusterEntry, mem: ProcessMemory, view: MemberView, status: GroupedStatus | null, latencyMs: number): void {
+  private fillStatus(
+    c: ClusterEntry,
+    mem: ProcessMemory,
+    view: MemberView,
+    status: GroupedStatus | null,
+    latencyMs: number,
+  ): void {
     const judged = judge(mem.health, status === null ? null : { role: roleOf(status), latencyMs }, Date.now());
     view.state = judged.state;
     view.role = judged.role;
@@ -339,7 +397,13 @@ export class Collector {
     view.groupsLed = typeof status.groups === 'number' ? (status.leaders ?? 0) : status.role === 'leader' ? 1 : 0;
     if (typeof status.snapshot_index === 'number') {
       if (mem.snapshotIndex !== undefined && status.snapshot_index > mem.snapshotIndex) {
-        this.options.timeline.add(c.name, 'snapshot', view.id, null, `${view.id} took a snapshot at index ${status.snapshot_index}`);
+        this.options.timeline.add(
+          c.name,
+          'snapshot',
+          view.id,
+          null,
+          `${view.id} took a snapshot at index ${status.snapshot_index}`,
+        );
       }
       mem.snapshotIndex = status.snapshot_index;
     }
@@ -349,7 +413,12 @@ export class Collector {
    * The replicas a member holds: this poll's answer, else (it missed the call but is not down) the last list it
    * gave, aged; a grouped cluster's rows would otherwise empty and refill as calls miss under load.
    */
-  private replicasOf(c: ClusterEntry, mem: ProcessMemory, view: MemberView, body: { groups?: unknown } | null): AgedReplicas {
+  private replicasOf(
+    c: ClusterEntry,
+    mem: ProcessMemory,
+    view: MemberView,
+    body: { groups?: unknown } | null,
+  ): AgedReplicas {
     if (!c.grouped) return { list: [], ageMs: 0 };
     const now = Date.now();
     if (Array.isArray(body?.groups)) {
@@ -364,7 +433,13 @@ export class Collector {
     let mem = c.processes.get(id);
     if (mem === undefined || mem.pid !== pid) {
       // A new process (or a restart): its CPU time and counters start again.
-      mem = { pid, up: mem?.up, snapshotIndex: mem?.snapshotIndex, health: newHealth(), ...(mem?.lastId !== undefined ? { lastId: mem.lastId } : {}) };
+      mem = {
+        pid,
+        up: mem?.up,
+        snapshotIndex: mem?.snapshotIndex,
+        health: newHealth(),
+        ...(mem?.lastId !== undefined ? { lastId: mem.lastId } : {}),
+      };
       c.processes.set(id, mem);
     }
     return mem;
@@ -372,7 +447,14 @@ export class Collector {
 
   /** up/down events when a process appears or goes (not on the first poll: that is how things were). */
   private upDown(c: ClusterEntry, mem: ProcessMemory, id: string, up: boolean, what: string): void {
-    if (mem.up !== undefined && mem.up !== up) this.options.timeline.add(c.name, up ? 'up' : 'down', id, null, up ? `${what} ${id} is up${mem.pid === null ? '' : ` (pid ${mem.pid})`}` : `${what} ${id} is down`);
+    if (mem.up !== undefined && mem.up !== up)
+      this.options.timeline.add(
+        c.name,
+        up ? 'up' : 'down',
+        id,
+        null,
+        up ? `${what} ${id} is up${mem.pid === null ? '' : ` (pid ${mem.pid})`}` : `${what} ${id} is down`,
+      );
     mem.up = up;
   }
 
@@ -381,7 +463,7 @@ export class Collector {
     const prev = mem.cpu;
     mem.cpu = { at: now, ticks };
     if (prev === undefined || now <= prev.at) return null;
-    return Math.round((((ticks - prev.ticks) / CLOCK_TICKS) / ((now - prev.at) / 1000)) * 1000) / 10;
+    return Math.round(((ticks - prev.ticks) / CLOCK_TICKS / ((now - prev.at) / 1000)) * 1000) / 10;
   }
 
   /** Rates since the last answered sample: a missed one leaves the previous sample in place (the next rate spans the gap). */
@@ -399,11 +481,19 @@ export class Collector {
     return this.rate(mem, answer.text);
   }
 
-  private async pollMember(c: ClusterEntry, m: MemberRecord, token: string): Promise<{ view: MemberView; status: GroupedStatus | null; replicas: AgedReplicas }> {
+  private async pollMember(
+    c: ClusterEntry,
+    m: MemberRecord,
+    token: string,
+  ): Promise<{ view: MemberView; status: GroupedStatus | null; replicas: AgedReplicas }> {
     const alive = !m.removed && isAlive(m.pid);
     const pid = alive ? m.pid : null;
     const mem = this.memory(c, m.id, pid);
-    const view: MemberView = { ...emptyMember(m.id, m.httpAddress, m.raftAddress), state: m.removed ? 'removed' : 'down', pid };
+    const view: MemberView = {
+      ...emptyMember(m.id, m.httpAddress, m.raftAddress),
+      state: m.removed ? 'removed' : 'down',
+      pid,
+    };
     const proc = pid === null ? null : procSample(pid);
     if (!m.removed) this.upDown(c, mem, m.id, proc !== null, 'member');
     if (proc === null) return { view, status: null, replicas: { list: [], ageMs: 0 } };
@@ -418,9 +508,13 @@ export class Collector {
     }
     const sent = Date.now();
     const [status, metrics, groups] = await Promise.all([
-      (getJson(m.httpAddress, '/v1/cluster/status', token, this.timeoutMs) as Promise<GroupedStatus | null>).then((s) => ({ s: s !== null && typeof s === 'object' ? s : null, ms: Date.now() - sent })),
+      (getJson(m.httpAddress, '/v1/cluster/status', token, this.timeoutMs) as Promise<GroupedStatus | null>).then(
+        (s) => ({ s: s !== null && typeof s === 'object' ? s : null, ms: Date.now() - sent }),
+      ),
       this.metricsOf(mem, m.httpAddress, token),
-      c.grouped ? (getJson(m.httpAddress, '/v1/cluster/groups', token, this.timeoutMs) as Promise<{ groups?: unknown } | null>) : Promise.resolve(null),
+      c.grouped
+        ? (getJson(m.httpAddress, '/v1/cluster/groups', token, this.timeoutMs) as Promise<{ groups?: unknown } | null>)
+        : Promise.resolve(null),
     ]);
     view.metrics = metrics;
     this.fillStatus(c, mem, view, status.s, status.ms);
@@ -437,7 +531,16 @@ export class Collector {
     const mem = this.memory(c, w.id, pid);
     const proc = pid === null ? null : procSample(pid);
     this.upDown(c, mem, w.id, proc !== null, 'worker');
-    const view: WorkerView = { id: w.id, role: w.role, pid: proc === null ? null : pid, alive: proc !== null, cpuPercent: null, rssBytes: null, address: w.httpAddress, metrics: NO_METRICS };
+    const view: WorkerView = {
+      id: w.id,
+      role: w.role,
+      pid: proc === null ? null : pid,
+      alive: proc !== null,
+      cpuPercent: null,
+      rssBytes: null,
+      address: w.httpAddress,
+      metrics: NO_METRICS,
+    };
     if (proc === null) return view;
     view.cpuPercent = this.cpu(mem, proc.cpuTicks);
     view.rssBytes = proc.rssBytes;
@@ -452,8 +555,16 @@ export class Collector {
       const prev = c.groups.get(g.name);
       const term = g.term ?? prev?.term ?? 0;
       if (prev !== undefined) {
-        if (term > prev.term) timeline.add(c.name, 'election', g.leader, g.name, `${g.name}: term ${prev.term} -> ${term}${g.leader === null ? ' (no leader yet)' : ''}`);
-        if (g.leader !== null && g.leader !== prev.leader) timeline.add(c.name, 'leader', g.leader, g.name, `${g.name}: ${g.leader} leads (term ${term})`);
+        if (term > prev.term)
+          timeline.add(
+            c.name,
+            'election',
+            g.leader,
+            g.name,
+            `${g.name}: term ${prev.term} -> ${term}${g.leader === null ? ' (no leader yet)' : ''}`,
+          );
+        if (g.leader !== null && g.leader !== prev.leader)
+          timeline.add(c.name, 'leader', g.leader, g.name, `${g.name}: ${g.leader} leads (term ${term})`);
       }
       // A poll that saw no leader keeps the last one known, so a leader that returns is not "a change".
       c.groups.set(g.name, { leader: g.leader ?? prev?.leader ?? null, term: Math.max(term, prev?.term ?? 0) });
@@ -505,7 +616,10 @@ function roleOf(status: MemberStatus): Role {
 function singleGroup(service: string, views: MemberView[]): GroupView[] {
   const known = views.filter((v) => v.term !== null && v.state !== 'down' && v.state !== 'removed');
   const term = known.length === 0 ? null : Math.max(...known.map((v) => v.term!));
-  const leader = known.find((v) => v.role === 'leader' && v.term === term)?.id ?? known.find((v) => v.term === term && v.leader !== null)?.leader ?? null;
+  const leader =
+    known.find((v) => v.role === 'leader' && v.term === term)?.id ??
+    known.find((v) => v.term === term && v.leader !== null)?.leader ??
+    null;
   return [
     {
       name: service,
@@ -538,7 +652,9 @@ function mergeGroups(members: Array<{ id: string; replicas: AgedReplicas }>): Gr
       leader: lead?.member ?? null,
       term,
       ageMs,
-      members: replicas.map((r) => ({ id: r.member, state: r.role, commit: r.commit, applied: r.applied })).sort((a, b) => (a.id < b.id ? -1 : 1)),
+      members: replicas
+        .map((r) => ({ id: r.member, state: r.role, commit: r.commit, applied: r.applied }))
+        .sort((a, b) => (a.id < b.id ? -1 : 1)),
     });
   }
   return out.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -549,7 +665,8 @@ function signatureOf(o: Overview): string {
   const parts: string[] = [];
   for (const c of o.clusters) {
     parts.push(c.name, JSON.stringify(c.partition));
-    for (const m of c.members) parts.push(`${m.id}:${m.state}:${m.role}:${m.pid}:${m.term}:${m.leader}:${m.commit}:${m.applied}`);
+    for (const m of c.members)
+      parts.push(`${m.id}:${m.state}:${m.role}:${m.pid}:${m.term}:${m.leader}:${m.commit}:${m.applied}`);
     for (const w of c.workers) parts.push(`${w.id}:${w.pid}:${w.alive}`);
     for (const g of c.groups) parts.push(`${g.name}:${g.leader}:${g.term}:${g.members.length}`);
   }

@@ -30,8 +30,12 @@ export function dashboardTokenPath(dataRoot: string): string {
  * shows in `ps`), else the first line of --auth-token-file, else $DASHBOARD_AUTH_TOKEN, else DATA_ROOT/dashboard.token,
  * made (mode 600) when missing.
  */
-export function dashboardToken(dataRoot: string, o: { authToken?: string | undefined; authTokenFile?: string | undefined } = {}): string {
-  if (o.authToken !== undefined && o.authTokenFile !== undefined) throw new CliError('give --auth-token or --auth-token-file, not both');
+export function dashboardToken(
+  dataRoot: string,
+  o: { authToken?: string | undefined; authTokenFile?: string | undefined } = {},
+): string {
+  if (o.authToken !== undefined && o.authTokenFile !== undefined)
+    throw new CliError('give --auth-token or --auth-token-file, not both');
   if (o.authToken !== undefined) {
     if (o.authToken.length === 0) throw new CliError('--auth-token is empty');
     return o.authToken;
@@ -51,7 +55,8 @@ function readSecret(path: string, what: string): string {
   }
   const secret = text.split('\n')[0]!.trim();
   if (secret.length === 0) throw new CliError(`${what}: ${path} is empty`);
-  if ((statSync(path).mode & 0o077) !== 0) process.stderr.write(`warning: ${path} can be read by other users (chmod 600 ${path})\n`);
+  if ((statSync(path).mode & 0o077) !== 0)
+    process.stderr.write(`warning: ${path} can be read by other users (chmod 600 ${path})\n`);
   return secret;
 }
 
@@ -64,7 +69,9 @@ function ownSecret(dataRoot: string): string {
   if (existsSync(path)) {
     const secret = readSecret(path, 'the dashboard token');
     if (!clusterTokens(dataRoot).has(secret)) return secret;
-    process.stderr.write(`dashboard: ${path} held a cluster's token; it now holds a new secret of the dashboard's own\n`);
+    process.stderr.write(
+      `dashboard: ${path} held a cluster's token; it now holds a new secret of the dashboard's own\n`,
+    );
     rmSync(path, { force: true });
   }
   mkdirSync(dataRoot, { recursive: true });
@@ -95,23 +102,42 @@ function clusterTokens(dataRoot: string): Set<string> {
 export async function runDashboardCommand(o: DashboardCommandOptions): Promise<void> {
   let remote;
   let token: string;
-  if (o.authToken !== undefined) process.stderr.write('note: --auth-token shows in ps to every user of this machine; --auth-token-file FILE or $DASHBOARD_AUTH_TOKEN keep the secret out of sight\n');
+  if (o.authToken !== undefined)
+    process.stderr.write(
+      'note: --auth-token shows in ps to every user of this machine; --auth-token-file FILE or $DASHBOARD_AUTH_TOKEN keep the secret out of sight\n',
+    );
   if (o.endpoints !== undefined) {
     // The remote members' token: $CLUSTER_AUTH_TOKEN, else --auth-token (which then is the page's secret too, as
     // it always was for a remote cluster).
     const membersToken = process.env.CLUSTER_AUTH_TOKEN || o.authToken || '';
-    if (membersToken.length === 0) throw new CliError('--endpoints needs the cluster token: set CLUSTER_AUTH_TOKEN (or pass --auth-token)');
+    if (membersToken.length === 0)
+      throw new CliError('--endpoints needs the cluster token: set CLUSTER_AUTH_TOKEN (or pass --auth-token)');
     token = dashboardToken(o.dataRoot, o);
     const name = o.name ?? 'remote';
-    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name)) throw new CliError(`--name: letters, digits, '.', '_' or '-', at most 64; got ${JSON.stringify(name)}`);
-    remote = { name, cluster: RemoteCluster.open({ endpoints: o.endpoints, token: membersToken, ...(o.ca !== undefined ? { ca: o.ca } : {}) })! };
+    if (!/^[A-Za-z0-9_.-]{1,64}$/.test(name))
+      throw new CliError(`--name: letters, digits, '.', '_' or '-', at most 64; got ${JSON.stringify(name)}`);
+    remote = {
+      name,
+      cluster: RemoteCluster.open({
+        endpoints: o.endpoints,
+        token: membersToken,
+        ...(o.ca !== undefined ? { ca: o.ca } : {}),
+      })!,
+    };
   } else {
     if (o.ca !== undefined || o.name !== undefined) throw new CliError('--ca and --name go with --endpoints');
     token = dashboardToken(o.dataRoot, o);
   }
   let dashboard;
   try {
-    dashboard = await startDashboard({ dataRoot: o.dataRoot, jepsenDir: o.jepsenDir, token, host: o.host, port: o.port, ...(remote !== undefined ? { remote } : {}) });
+    dashboard = await startDashboard({
+      dataRoot: o.dataRoot,
+      jepsenDir: o.jepsenDir,
+      token,
+      host: o.host,
+      port: o.port,
+      ...(remote !== undefined ? { remote } : {}),
+    });
   } catch (e) {
     const err = e as NodeJS.ErrnoException;
     if (err.code === 'EADDRINUSE') throw new CliError(`port in use: ${o.host}:${o.port} (choose another --port)`);

@@ -50,7 +50,12 @@ export function judge(h: HealthMemory, answer: { role: Role; latencyMs: number }
     h.lastAnswerAt = now;
     h.lastRole = answer.role;
     h.lastLatencyMs = answer.latencyMs;
-    return { state: answer.latencyMs >= SLOW_MS ? 'slow' : answer.role, role: answer.role, latencyMs: answer.latencyMs, misses: 0 };
+    return {
+      state: answer.latencyMs >= SLOW_MS ? 'slow' : answer.role,
+      role: answer.role,
+      latencyMs: answer.latencyMs,
+      misses: 0,
+    };
   }
   h.misses++;
   h.firstMissAt ??= now;

@@ -15,10 +15,20 @@ export function listRuns(dir: string): JepsenRun[] {
   for (const name of readdirSync(dir)) {
     const report = join(dir, name, 'report.html');
     if (!existsSync(report)) continue;
-    const run: JepsenRun = { name, workload: null, nemesis: null, valid: null, finishedAt: null, reportUrl: `/jepsen/${encodeURIComponent(name)}/report.html` };
+    const run: JepsenRun = {
+      name,
+      workload: null,
+      nemesis: null,
+      valid: null,
+      finishedAt: null,
+      reportUrl: `/jepsen/${encodeURIComponent(name)}/report.html`,
+    };
     try {
       const resultPath = join(dir, name, 'result.json');
-      const result = JSON.parse(readFileSync(resultPath, 'utf8')) as { valid?: unknown; run?: { workload?: unknown; nemesis?: unknown } };
+      const result = JSON.parse(readFileSync(resultPath, 'utf8')) as {
+        valid?: unknown;
+        run?: { workload?: unknown; nemesis?: unknown };
+      };
       run.valid = typeof result.valid === 'boolean' ? result.valid : null;
       if (typeof result.run?.workload === 'string') run.workload = result.run.workload;
       const nemesis = result.run?.nemesis;
@@ -54,12 +64,25 @@ export function contentType(path: string): string {
  * or a path that escapes the folder; 404 when missing.
  */
 export function jepsenFile(dir: string, segments: string[]): string {
-  if (segments.length < 2 || segments.some((s) => s === '' || s === '.' || s === '..' || s.startsWith('.') || s.includes('/') || s.includes('\\') || s.includes('\0'))) {
+  if (
+    segments.length < 2 ||
+    segments.some(
+      (s) =>
+        s === '' ||
+        s === '.' ||
+        s === '..' ||
+        s.startsWith('.') ||
+        s.includes('/') ||
+        s.includes('\\') ||
+        s.includes('\0'),
+    )
+  ) {
     throw badRequest('invalid_path', 'the path must name a file inside one run folder (no "..", no hidden names)');
   }
   const root = resolve(dir);
   const path = resolve(root, ...segments);
   if (!path.startsWith(root + sep)) throw badRequest('invalid_path', 'the path leaves the jepsen folder');
-  if (!existsSync(path) || !statSync(path).isFile()) throw notFound(`no file ${segments.join('/')} among the jepsen runs`);
+  if (!existsSync(path) || !statSync(path).isFile())
+    throw notFound(`no file ${segments.join('/')} among the jepsen runs`);
   return path;
 }

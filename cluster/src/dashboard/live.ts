@@ -34,7 +34,10 @@ export class LiveHub {
   private readonly unsubscribe: () => void;
   readonly counters = { messagesSent: 0, updates: 0 };
 
-  constructor(private readonly collector: Collector, private readonly timeline: Timeline) {
+  constructor(
+    private readonly collector: Collector,
+    private readonly timeline: Timeline,
+  ) {
     this.latest = collector.overview();
     this.unsubscribe = collector.onTick((overview, events) => this.update(overview, events));
   }
@@ -46,7 +49,9 @@ export class LiveHub {
   /** Takes an upgrade the server has already authorized. */
   accept(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     if (this.clients.size >= MAX_SOCKETS) {
-      socket.end('HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"error":{"code":"unavailable","message":"too many live connections"}}');
+      socket.end(
+        'HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"error":{"code":"unavailable","message":"too many live connections"}}',
+      );
       return;
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => {

@@ -37,7 +37,9 @@ export const NO_METRICS: ProcessMetrics = { requestsPerSec: null, p50Ms: null, p
 export function rates(before: MetricsSample | undefined, after: MetricsSample): ProcessMetrics {
   if (before === undefined || after.at <= before.at || after.requests < before.requests) return NO_METRICS;
   const seconds = (after.at - before.at) / 1000;
-  const deltas = after.buckets.map(([le, count]) => [le, count - (before.buckets.find((b) => b[0] === le)?.[1] ?? 0)] as [number, number]);
+  const deltas = after.buckets.map(
+    ([le, count]) => [le, count - (before.buckets.find((b) => b[0] === le)?.[1] ?? 0)] as [number, number],
+  );
   return {
     requestsPerSec: Math.round(((after.requests - before.requests) / seconds) * 10) / 10,
     p50Ms: quantile(deltas, 0.5),

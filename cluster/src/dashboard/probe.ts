@@ -15,7 +15,12 @@ export const probeCounters = { httpCalls: 0, httpFailures: 0 };
 export type Fetched = LoopbackAnswer;
 
 /** GET http://address/path with a bearer token; null when it fails or takes longer than timeoutMs. */
-export async function httpGet(address: string, path: string, token: string, timeoutMs: number): Promise<Fetched | null> {
+export async function httpGet(
+  address: string,
+  path: string,
+  token: string,
+  timeoutMs: number,
+): Promise<Fetched | null> {
   probeCounters.httpCalls++;
   const answer = await loopbackExchange({ address, method: 'GET', path, token, timeoutMs, agent });
   if (answer === null) probeCounters.httpFailures++;

@@ -6,8 +6,26 @@ import { createReadStream, existsSync, readFileSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { badRequest, HttpError, notFound, Reply, requireObject, Router, sendError, unauthorized, type JsonObject } from '@raftkit/http';
-import { FAULT_ACTIONS, healMembers, partitionMembers, restartProcess, signalProcess, type ActionResult, type FaultAction } from '../actions.js';
+import {
+  badRequest,
+  HttpError,
+  notFound,
+  Reply,
+  requireObject,
+  Router,
+  sendError,
+  unauthorized,
+  type JsonObject,
+} from '@raftkit/http';
+import {
+  FAULT_ACTIONS,
+  healMembers,
+  partitionMembers,
+  restartProcess,
+  signalProcess,
+  type ActionResult,
+  type FaultAction,
+} from '../actions.js';
 import { CliError, findProcess, readState, tokenPath, type ClusterState } from '../state.js';
 import { Collector, type RemoteSource } from './collector.js';
 import { contentType, jepsenFile, listRuns } from './jepsen.js';
@@ -60,7 +78,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
   const sessions = new Sessions(options.token);
   const live = new LiveHub(collector, timeline);
   const webDir = options.webDir ?? DEFAULT_WEB_DIR;
-  const router = new Router({ tokens: [options.token], maxBodyBytes: MAX_BODY, onError: (e) => process.stderr.write(`dashboard: ${String((e as Error)?.stack ?? e)}\n`) });
+  const router = new Router({
+    tokens: [options.token],
+    maxBodyBytes: MAX_BODY,
+    onError: (e) => process.stderr.write(`dashboard: ${String((e as Error)?.stack ?? e)}\n`),
+  });
 
   // Every route here is "open" to the router: the server admits /api/* (bearer or cookie) before the router runs.
   router
@@ -73,9 +95,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     .get('/api/overview', { admits: 'open' }, () => collector.fresh(2 * (options.intervalMs ?? 1_000)))
     .get('/api/timeline', { admits: 'open' }, (ctx) => {
       const sinceText = ctx.query.get('since') ?? '0';
-      if (!/^\d{1,15}$/.test(sinceText)) throw badRequest('invalid_field', 'since must be a non-negative integer (a seq from an earlier answer)', { field: 'since' });
+      if (!/^\d{1,15}$/.test(sinceText))
+        throw badRequest('invalid_field', 'since must be a non-negative integer (a seq from an earlier answer)', {
+          field: 'since',
+        });
       const cluster = ctx.query.get('cluster') ?? undefined;
-      if (cluster !== undefined && collector.dataDirOf(cluster) === undefined) throw notFound(`no cluster named ${cluster} under the data root`);
+      if (cluster !== undefined && collector.dataDirOf(cluster) === undefined)
+        throw notFound(`no cluster named ${cluster} under the data root`);
       return { events: timeline.since(Number(sinceText), cluster) };
     })
     .post('/api/clusters/:name/faults', { admits: 'open' }, async (ctx) => {
@@ -83,7 +109,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       if (dataDir === undefined) throw notFound(`no cluster named ${ctx.params.name} under the data root`);
       if (collector.isRemote(ctx.params.name!)) {
         // Signals and restarts happen where the process runs: on a remote host that is its service manager.
-        throw new HttpError(409, 'remote_cluster', `${ctx.params.name} runs on other hosts: kill, restart, pause, resume and partitions are done there (systemctl, docker), not from this dashboard`);
+        throw new HttpError(
+          409,
+          'remote_cluster',
+          `${ctx.params.name} runs on other hosts: kill, restart, pause, resume and partitions are done there (systemctl, docker), not from this dashboard`,
+        );
       }
       const body = requireObject(await ctx.json());
       let state: ClusterState;
@@ -94,7 +124,9 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       }
       const fault = parseFault(body, state);
       if (NEEDS_CONFIRM.has(fault.action) && body.confirm !== true) {
-        throw badRequest('confirmation_required', `${fault.action} is destructive: send "confirm": true`, { field: 'confirm' });
+        throw badRequest('confirmation_required', `${fault.action} is destructive: send "confirm": true`, {
+          field: 'confirm',
+        });
       }
       let result: ActionResult;
       try {
@@ -106,12 +138,18 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
       }
       timeline.ingestFaults(ctx.params.name!, dataDir);
       collector.hurry(); // the page wants to see what the fault did, at the base pace
-      const event = timeline.faultEvent(result.fault.id) ?? timeline.add(ctx.params.name!, 'fault', result.fault.member, null, result.fault.text, result.fault.at);
+      const event =
+        timeline.faultEvent(result.fault.id) ??
+        timeline.add(ctx.params.name!, 'fault', result.fault.member, null, result.fault.text, result.fault.at);
       return { ok: true, event, warnings: result.warnings };
     })
     .get('/api/jepsen', { admits: 'open' }, () => ({ runs: listRuns(options.jepsenDir) }))
     .get('/api/debug', { admits: 'open' }, () => ({
-      collector: { ...collector.counters, httpCalls: probeCounters.httpCalls, httpFailures: probeCounters.httpFailures },
+      collector: {
+        ...collector.counters,
+        httpCalls: probeCounters.httpCalls,
+        httpFailures: probeCounters.httpFailures,
+      },
       live: { sockets: live.size, ...live.counters },
       sessions: sessions.size,
     }));
@@ -120,7 +158,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     try {
       handle(req, res);
     } catch (e) {
-      if (!res.headersSent) sendError(res, e instanceof HttpError ? e : new HttpError(500, 'internal', 'internal error'));
+      if (!res.headersSent)
+        sendError(res, e instanceof HttpError ? e : new HttpError(500, 'internal', 'internal error'));
       else res.destroy();
     }
   });
@@ -130,7 +169,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     const top = segments[0];
     if (top === 'api' || top === 'jepsen') {
       const login = segments.length === 2 && segments[1] === 'login';
-      if (!(top === 'api' && login) && !sessions.admits(req)) throw unauthorized('send the dashboard token as "Authorization: Bearer <token>" or log in (POST /api/login)');
+      if (!(top === 'api' && login) && !sessions.admits(req))
+        throw unauthorized('send the dashboard token as "Authorization: Bearer <token>" or log in (POST /api/login)');
       if (top === 'api' && req.method !== 'GET' && req.method !== 'HEAD') refuseCrossSite(req);
       if (top === 'api') {
         // A page is looking: keep polling (collector.ts parks it IDLE_AFTER_MS after the last request or socket).
@@ -139,11 +179,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
         router.listener(req, res);
         return;
       }
-      if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'method_not_allowed', 'use GET on this path', {}, { allow: 'GET' });
+      if (req.method !== 'GET' && req.method !== 'HEAD')
+        throw new HttpError(405, 'method_not_allowed', 'use GET on this path', {}, { allow: 'GET' });
       sendFile(res, jepsenFile(options.jepsenDir, segments.slice(1)), 'no-store');
       return;
     }
-    if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'method_not_allowed', 'use GET on this path', {}, { allow: 'GET' });
+    if (req.method !== 'GET' && req.method !== 'HEAD')
+      throw new HttpError(405, 'method_not_allowed', 'use GET on this path', {}, { allow: 'GET' });
     // The page: index.html at / and its bundle under /assets (hashed names: cached).
     if (segments.length === 0 || (segments.length === 1 && segments[0] === 'index.html')) {
       const index = join(webDir, 'index.html');
@@ -181,7 +223,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
     // not a fetch) is refused; tools that send no Origin are admitted by their token as above.
     const origin = req.headers.origin;
     if (origin !== undefined && !sameHost(origin, req.headers.host)) {
-      socket.end(rawError(403, 'Forbidden', 'forbidden', 'the live socket is for the dashboard\'s own page'));
+      socket.end(rawError(403, 'Forbidden', 'forbidden', "the live socket is for the dashboard's own page"));
       return;
     }
     live.accept(req, socket, head);
@@ -209,7 +251,10 @@ export async function startDashboard(options: DashboardOptions): Promise<Running
   };
 }
 
-type Fault = { action: 'kill' | 'restart' | 'pause' | 'resume'; member: string } | { action: 'partition'; sides: string[][] } | { action: 'heal' };
+type Fault =
+  | { action: 'kill' | 'restart' | 'pause' | 'resume'; member: string }
+  | { action: 'partition'; sides: string[][] }
+  | { action: 'heal' };
 
 /** The fault a body asks for, checked against the cluster: 400 naming the field otherwise. */
 function parseFault(body: JsonObject, state: ClusterState): Fault {
@@ -220,14 +265,20 @@ function parseFault(body: JsonObject, state: ClusterState): Fault {
   if (action === 'heal') return { action };
   if (action === 'partition') {
     const sides = body.sides;
-    if (!Array.isArray(sides) || sides.length < 2) throw badRequest('invalid_sides', 'sides must be a list of at least two lists of member ids', { field: 'sides' });
+    if (!Array.isArray(sides) || sides.length < 2)
+      throw badRequest('invalid_sides', 'sides must be a list of at least two lists of member ids', { field: 'sides' });
     const seen = new Set<string>();
     const known = new Set(state.members.filter((m) => !m.removed).map((m) => m.id));
     for (const side of sides) {
-      if (!Array.isArray(side) || side.length === 0) throw badRequest('invalid_sides', 'every side must be a non-empty list of member ids', { field: 'sides' });
+      if (!Array.isArray(side) || side.length === 0)
+        throw badRequest('invalid_sides', 'every side must be a non-empty list of member ids', { field: 'sides' });
       for (const id of side) {
         if (typeof id !== 'string') throw badRequest('invalid_sides', 'member ids are strings', { field: 'sides' });
-        if (!known.has(id)) throw badRequest('unknown_member', `no member ${id} in this cluster (members: ${[...known].join(', ')})`, { field: 'sides', member: id });
+        if (!known.has(id))
+          throw badRequest('unknown_member', `no member ${id} in this cluster (members: ${[...known].join(', ')})`, {
+            field: 'sides',
+            member: id,
+          });
         if (seen.has(id)) throw badRequest('invalid_sides', `${id} is on two sides`, { field: 'sides', member: id });
         seen.add(id);
       }
@@ -235,9 +286,14 @@ function parseFault(body: JsonObject, state: ClusterState): Fault {
     return { action, sides: sides as string[][] };
   }
   const member = body.member;
-  if (typeof member !== 'string' || member.length === 0) throw badRequest('invalid_field', `${action} needs "member": a member or worker id`, { field: 'member' });
+  if (typeof member !== 'string' || member.length === 0)
+    throw badRequest('invalid_field', `${action} needs "member": a member or worker id`, { field: 'member' });
   const ids = [...state.members.map((m) => m.id), ...(state.workers ?? []).map((w) => w.id)];
-  if (!ids.includes(member)) throw badRequest('unknown_member', `no member or worker ${member} in this cluster (${ids.join(', ')})`, { field: 'member', member });
+  if (!ids.includes(member))
+    throw badRequest('unknown_member', `no member or worker ${member} in this cluster (${ids.join(', ')})`, {
+      field: 'member',
+      member,
+    });
   findProcess(state, member);
   return { action: action as 'kill' | 'restart' | 'pause' | 'resume', member };
 }
@@ -266,7 +322,10 @@ function clusterToken(dataDir: string): string {
 function pathSegments(url: string): string[] {
   const raw = url.split('?')[0]!;
   try {
-    return raw.split('/').filter((s) => s.length > 0).map((s) => decodeURIComponent(s));
+    return raw
+      .split('/')
+      .filter((s) => s.length > 0)
+      .map((s) => decodeURIComponent(s));
   } catch {
     throw badRequest('invalid_path', 'the path is not valid percent-encoding');
   }
@@ -274,7 +333,12 @@ function pathSegments(url: string): string[] {
 
 function sendFile(res: ServerResponse, path: string, cache: string): void {
   const size = statSync(path).size;
-  res.writeHead(200, { 'content-type': contentType(path), 'content-length': size, 'cache-control': cache, 'x-content-type-options': 'nosniff' });
+  res.writeHead(200, {
+    'content-type': contentType(path),
+    'content-length': size,
+    'cache-control': cache,
+    'x-content-type-options': 'nosniff',
+  });
   if (res.req.method === 'HEAD') {
     res.end();
     return;
@@ -294,11 +358,19 @@ function sendFile(res: ServerResponse, path: string, cache: string): void {
 function refuseCrossSite(req: IncomingMessage): void {
   const origin = req.headers.origin;
   if (origin !== undefined && !sameHost(origin, req.headers.host)) {
-    throw new HttpError(403, 'forbidden_origin', `a change to the dashboard is made from its own page, not from ${origin.slice(0, 200)}`);
+    throw new HttpError(
+      403,
+      'forbidden_origin',
+      `a change to the dashboard is made from its own page, not from ${origin.slice(0, 200)}`,
+    );
   }
   const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
   if (type !== 'application/json') {
-    throw new HttpError(415, 'unsupported_media_type', `send the body as application/json (got ${type === '' ? 'no content-type' : type.slice(0, 100)})`);
+    throw new HttpError(
+      415,
+      'unsupported_media_type',
+      `send the body as application/json (got ${type === '' ? 'no content-type' : type.slice(0, 100)})`,
+    );
   }
 }
 

@@ -15,7 +15,10 @@ export class Sessions {
   /** id -> expiry; a Map keeps insertion order, so the first entry is the oldest. */
   private readonly sessions = new Map<string, number>();
 
-  constructor(private readonly token: string, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly token: string,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /** True when `presented` is the dashboard's token (constant time). */
   tokenMatches(presented: string): boolean {
@@ -58,4 +61,3 @@ export class Sessions {
     return `${COOKIE}=${id}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_MS / 1000}`;
   }
 }
-

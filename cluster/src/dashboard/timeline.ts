@@ -24,7 +24,14 @@ export class Timeline {
   /** Fault id -> the event made of it, for the dashboard's own fault calls (bounded with the seen sets). */
   private readonly byFaultId = new Map<string, TimelineEvent>();
 
-  add(cluster: string, kind: TimelineKind, member: string | null, group: string | null, text: string, at = Date.now()): TimelineEvent {
+  add(
+    cluster: string,
+    kind: TimelineKind,
+    member: string | null,
+    group: string | null,
+    text: string,
+    at = Date.now(),
+  ): TimelineEvent {
     const event: TimelineEvent = { seq: this.nextSeq++, at, cluster, kind, member, group, text };
     this.events.push(event);
     if (this.events.length > MAX_EVENTS) this.events.splice(0, this.events.length - MAX_EVENTS);

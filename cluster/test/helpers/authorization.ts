@@ -44,7 +44,12 @@ export const MEMBER_CLUSTER_ROUTES = [
   'GET /v1/routes',
 ];
 /** And a member of a service on many Raft groups (cluster/src/many-groups.ts): the same, plus its group controls. */
-export const GROUPED_MEMBER_CLUSTER_ROUTES = [...MEMBER_CLUSTER_ROUTES, 'GET /v1/cluster/groups', 'POST /v1/cluster/balance', 'POST /v1/cluster/spread'];
+export const GROUPED_MEMBER_CLUSTER_ROUTES = [
+  ...MEMBER_CLUSTER_ROUTES,
+  'GET /v1/cluster/groups',
+  'POST /v1/cluster/balance',
+  'POST /v1/cluster/spread',
+];
 
 /** A value for each path parameter: well-formed where cheap, so handlers run past their input checks. */
 const PARAMS: Record<string, string> = {
@@ -92,7 +97,13 @@ export interface Target {
 }
 
 /** The routes a server lists, merged with the cluster-only and service-only routes this test knows it must have. */
-async function routesOf(t: Test, target: Target, token: string, mustBeCluster: string[], mustBeService: string[]): Promise<Route[]> {
+async function routesOf(
+  t: Test,
+  target: Target,
+  token: string,
+  mustBeCluster: string[],
+  mustBeService: string[],
+): Promise<Route[]> {
   const listed = await call(target.url, 'GET', '/v1/routes', { token });
   const routes: Route[] = [];
   if (listed.status === 200 && Array.isArray(listed.body.routes)) routes.push(...(listed.body.routes as Route[]));
@@ -112,7 +123,11 @@ async function routesOf(t: Test, target: Target, token: string, mustBeCluster: s
       routes.push({ method, pattern, admits: 'service' });
     }
   }
-  for (const r of routes) t.ok(['open', 'authenticated', 'service', 'cluster'].includes(r.admits), `${target.id}: ${r.method} ${r.pattern} declares whom it admits`);
+  for (const r of routes)
+    t.ok(
+      ['open', 'authenticated', 'service', 'cluster'].includes(r.admits),
+      `${target.id}: ${r.method} ${r.pattern} declares whom it admits`,
+    );
   return routes;
 }
 
@@ -120,7 +135,13 @@ export function describe(a: Answer): string {
   return `${a.status} ${JSON.stringify(a.body).slice(0, 200)}`;
 }
 
-async function checkRoute(t: Test, target: Target, route: Route, credentials: Record<string, Credential>, ownSecret: boolean): Promise<void> {
+async function checkRoute(
+  t: Test,
+  target: Target,
+  route: Route,
+  credentials: Record<string, Credential>,
+  ownSecret: boolean,
+): Promise<void> {
   const what = `${target.id} ${route.method} ${route.pattern}`;
   for (const [kind, { token, standing }] of Object.entries(credentials)) {
     const a = await call(target.url, route.method, pathOf(route), { token, body: bodyOf(route), timeoutMs: 20_000 });
@@ -174,7 +195,10 @@ export interface ServiceCase {
 
 /** The credentials every cluster has. */
 async function baseCredentials(cluster: TestCluster): Promise<Record<string, Credential>> {
-  const client = await call(cluster.members[0]!, 'POST', '/v1/tokens', { token: cluster.token, body: { client: 'authz-client' } });
+  const client = await call(cluster.members[0]!, 'POST', '/v1/tokens', {
+    token: cluster.token,
+    body: { client: 'authz-client' },
+  });
   if (client.status !== 201) throw new Error(`POST /v1/tokens: ${client.status} ${JSON.stringify(client.body)}`);
   return {
     none: { token: null, standing: 'none' },
@@ -187,26 +211,50 @@ async function baseCredentials(cluster: TestCluster): Promise<Record<string, Cre
 /** One cluster of `c.service`, every route of every process called with every credential. */
 export function testService(t: Test, c: ServiceCase): void {
   t.test(`${c.service}: every route admits exactly whom it declares`, async (t) => {
-    const cluster = await startCluster(c.service, { nodes: 3, ...(c.workers === undefined ? {} : { workers: c.workers }) });
+    const cluster = await startCluster(c.service, {
+      nodes: 3,
+      ...(c.workers === undefined ? {} : { workers: c.workers }),
+    });
     t.teardown(() => cluster.down());
     await until(`${c.service} has a leader`, async () => {
       const s = await call(cluster.members[0]!, 'GET', '/v1/cluster/status', { token: cluster.token });
       return s.status === 200 && typeof s.body.leader_id === 'string';
     });
-    const credentials = { ...(await baseCredentials(cluster)), ...(c.credentials === undefined ? {} : await c.credentials(cluster)) };
+    const credentials = {
+      ...(await baseCredentials(cluster)),
+      ...(c.credentials === undefined ? {} : await c.credentials(cluster)),
+    };
     const targets: Target[] = [
       { id: 'n1', role: 'member', url: cluster.members[0]! },
       ...cluster.workers.map((w) => ({ id: w.id, role: w.role, url: w.url })),
     ];
     for (const target of targets) {
-      const routes = await routesOf(t, target, cluster.token, c.clusterOnly[target.role] ?? ['GET /v1/routes'], c.serviceOnly?.[target.role] ?? []);
-      t.ok(routes.some((r) => r.pattern === '/healthz' && r.admits === 'open'), `${target.id}: /healthz is open`);
-      for (const route of routes) await checkRoute(t, target, route, credentials, c.ownSecret?.[target.role]?.includes(`${route.method} ${route.pattern}`) ?? false);
+      const routes = await routesOf(
+        t,
+        target,
+        cluster.token,
+        c.clusterOnly[target.role] ?? ['GET /v1/routes'],
+        c.serviceOnly?.[target.role] ?? [],
+      );
+      t.ok(
+        routes.some((r) => r.pattern === '/healthz' && r.admits === 'open'),
+        `${target.id}: /healthz is open`,
+      );
+      for (const route of routes)
+        await checkRoute(
+          t,
+          target,
+          route,
+          credentials,
+          c.ownSecret?.[target.role]?.includes(`${route.method} ${route.pattern}`) ?? false,
+        );
     }
     if (c.selfChecked !== undefined) await c.selfChecked(t, cluster, credentials);
     // Nothing above may have cut a link: every member still agrees on one leader.
     await until(`${c.service} members agree on a leader`, async () => {
-      const all = await Promise.all(cluster.members.map((m) => call(m, 'GET', '/v1/cluster/status', { token: cluster.token })));
+      const all = await Promise.all(
+        cluster.members.map((m) => call(m, 'GET', '/v1/cluster/status', { token: cluster.token })),
+      );
       const leaders = new Set(all.map((s) => s.body.leader_id));
       return leaders.size === 1 && typeof all[0]!.body.leader_id === 'string';
     });
@@ -245,18 +293,29 @@ export function upgradeStatus(base: string, path: string, token: string | null):
 }
 
 /** Each credential on a WebSocket route: `admits` judged as for HTTP routes (open: never 401; else by standing). */
-export async function checkUpgrade(t: Test, base: string, path: string, admits: 'open' | 'authenticated', credentials: Record<string, Credential>): Promise<void> {
+export async function checkUpgrade(
+  t: Test,
+  base: string,
+  path: string,
+  admits: 'open' | 'authenticated',
+  credentials: Record<string, Credential>,
+): Promise<void> {
   for (const [kind, { token, standing }] of Object.entries(credentials)) {
     const status = await upgradeStatus(base, path, token);
     const with_ = `upgrade ${path} with ${kind === 'none' ? 'no token' : `a ${kind}`}`;
     t.ok(status < 500, `${with_}: no 5xx (${status})`);
-    if (admits === 'open' || standing === 'cluster' || standing === 'client') t.equal(status, 101, `${with_}: accepted`);
+    if (admits === 'open' || standing === 'cluster' || standing === 'client')
+      t.equal(status, 101, `${with_}: accepted`);
     else t.equal(status, 401, `${with_}: 401`);
   }
 }
 
 /** The credential a call issued (a 200 or 201 answer's `field`), or an error naming the call. */
-export async function issued(what: string, answer: Promise<{ status: number; body: Record<string, unknown> }>, field: string): Promise<string> {
+export async function issued(
+  what: string,
+  answer: Promise<{ status: number; body: Record<string, unknown> }>,
+  field: string,
+): Promise<string> {
   const a = await answer;
   if (a.status !== 200 && a.status !== 201) throw new Error(`${what}: ${a.status} ${JSON.stringify(a.body)}`);
   return a.body[field] as string;

@@ -185,7 +185,20 @@ export class TestCluster {
 
   /** `cluster up` with this cluster's options; throws with the CLI's stderr when it fails. */
   async up(...extra: string[]): Promise<CliResult> {
-    const args = ['up', '--service', this.options.service ?? 'kv', '--nodes', String(this.nodes), '--data', this.dataDir, '--base-port', String(this.base), '--tick-ms', String(this.options.tickMs ?? 50), ...extra];
+    const args = [
+      'up',
+      '--service',
+      this.options.service ?? 'kv',
+      '--nodes',
+      String(this.nodes),
+      '--data',
+      this.dataDir,
+      '--base-port',
+      String(this.base),
+      '--tick-ms',
+      String(this.options.tickMs ?? 50),
+      ...extra,
+    ];
     if (this.options.snapshotEvery !== undefined) args.push('--snapshot-every', String(this.options.snapshotEvery));
     const r = await runCli(args, this.cwd, 60_000);
     this.recordPids();
@@ -231,8 +244,11 @@ export class TestCluster {
 
   /** Member ids n1..nN (plus any added later, minus removed ones). */
   ids(): string[] {
-    if (!existsSync(join(this.dataDir, 'cluster.json'))) return Array.from({ length: this.nodes }, (_, i) => `n${i + 1}`);
-    return this.state().members.filter((m) => !m.removed).map((m) => m.id);
+    if (!existsSync(join(this.dataDir, 'cluster.json')))
+      return Array.from({ length: this.nodes }, (_, i) => `n${i + 1}`);
+    return this.state()
+      .members.filter((m) => !m.removed)
+      .map((m) => m.id);
   }
 
   url(id: string): string {
@@ -244,13 +260,20 @@ export class TestCluster {
     const headers: Record<string, string> = { ...options.headers };
     if (token !== null) headers.authorization = `Bearer ${token}`;
     let body: string | Buffer | undefined;
-    if (options.body === undefined || typeof options.body === 'string' || Buffer.isBuffer(options.body)) body = options.body;
+    if (options.body === undefined || typeof options.body === 'string' || Buffer.isBuffer(options.body))
+      body = options.body;
     else {
       body = JSON.stringify(options.body);
       headers['content-type'] ??= 'application/json';
     }
     const timeout = options.timeoutMs ?? 15_000;
-    const res = await request(this.url(id) + path, { method: method as 'GET', headers, body, headersTimeout: timeout, bodyTimeout: timeout });
+    const res = await request(this.url(id) + path, {
+      method: method as 'GET',
+      headers,
+      body,
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+    });
     const text = await res.body.text();
     let json: unknown;
     try {
@@ -281,7 +304,9 @@ export class TestCluster {
    * The leader a majority of `ids` agrees on (same leader_id and term, and that member says it leads), waiting up
    * to `timeoutMs`. `not` excludes a leader (e.g. the one just killed).
    */
-  async leader(options: { ids?: string[]; not?: string; timeoutMs?: number; quorumOf?: number } = {}): Promise<{ id: string; term: number }> {
+  async leader(
+    options: { ids?: string[]; not?: string; timeoutMs?: number; quorumOf?: number } = {},
+  ): Promise<{ id: string; term: number }> {
     return until(
       'a leader',
       async () => {
@@ -302,9 +327,13 @@ export class TestCluster {
   /** `cluster down --wipe`, then SIGKILL whatever member is still alive, then remove the temporary directory. */
   async teardown(): Promise<void> {
     this.recordPids();
-    if (existsSync(join(this.dataDir, 'cluster.json'))) await runCli(['down', '--wipe', '--data', this.dataDir], this.cwd, 30_000).catch(() => undefined);
+    if (existsSync(join(this.dataDir, 'cluster.json')))
+      await runCli(['down', '--wipe', '--data', this.dataDir], this.cwd, 30_000).catch(() => undefined);
     this.killRecorded();
-    for (const pid of this.pids) await until(`pid ${pid} to exit`, () => !isAlive(pid) || !isOurMember(pid, this.dataDir), 5_000).catch(() => undefined);
+    for (const pid of this.pids)
+      await until(`pid ${pid} to exit`, () => !isAlive(pid) || !isOurMember(pid, this.dataDir), 5_000).catch(
+        () => undefined,
+      );
     rmSync(this.root, { recursive: true, force: true });
     everyCluster.delete(this);
   }

@@ -11,7 +11,6 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { call, inPool, startCluster, until, type Answer, type TestCluster } from '@raftkit/testkit';
 
-
 interface Target {
   id: string;
   http: string;
@@ -70,7 +69,10 @@ const BODIES: Array<[string, string]> = [
   ['JSON array', '[1,2,3]'],
   ['JSON string', '"x"'],
   ['empty object', '{}'],
-  ['wrong field types', '{"value":{"x":[null]},"long_url":7,"ttl_ms":"soon","client":null,"capacity":-1,"refill_rate":"NaN","id":[]}'],
+  [
+    'wrong field types',
+    '{"value":{"x":[null]},"long_url":7,"ttl_ms":"soon","client":null,"capacity":-1,"refill_rate":"NaN","id":[]}',
+  ],
   ['lone surrogate', '{"value":"\\ud800","to":"\\udfff","long_url":"http://a.example/\\ud800"}'],
   ['control characters', '{"long_url":"http://a.example/x\\r\\nSet-Cookie: a=b","value":"\\u0000"}'],
   ['deep nesting', '['.repeat(200_000) + ']'.repeat(200_000)],
@@ -129,7 +131,8 @@ function alive(pid: number): boolean {
 function problemWith(a: Answer): string | null {
   const shown = `${a.status} ${JSON.stringify(a.body).slice(0, 160)}`;
   if (a.status >= 500 && a.status !== 503) return `answered ${shown}`;
-  if (a.status >= 400 && a.status < 500 && typeof (a.body.error as { code?: unknown } | undefined)?.code !== 'string') return `a ${a.status} without an error code: ${shown}`;
+  if (a.status >= 400 && a.status < 500 && typeof (a.body.error as { code?: unknown } | undefined)?.code !== 'string')
+    return `a ${a.status} without an error code: ${shown}`;
   return null;
 }
 
@@ -137,10 +140,14 @@ function problemWith(a: Answer): string | null {
 async function allHealthy(t: Test, targets: Target[]): Promise<void> {
   for (const target of targets) t.ok(alive(target.pid), `${target.id} (pid ${target.pid}) is still running`);
   for (const target of targets) {
-    const health = await until(`${target.id} healthy`, async () => {
-      const a = await call(target.http, 'GET', '/healthz').catch(() => null);
-      return a !== null && a.status === 200 ? a : null;
-    }, 30_000);
+    const health = await until(
+      `${target.id} healthy`,
+      async () => {
+        const a = await call(target.http, 'GET', '/healthz').catch(() => null);
+        return a !== null && a.status === 200 ? a : null;
+      },
+      30_000,
+    );
     t.equal(health.status, 200, `${target.id} answers /healthz 200`);
   }
 }
@@ -157,7 +164,11 @@ export function runHostileInput(cases: readonly ServiceCase[]): void {
   t.setTimeout(600_000);
   for (const sc of cases) {
     t.test(`${sc.service}: hostile input on every port`, async (t) => {
-      const cluster = await startCluster(sc.service, { nodes: 3, tickMs: 100, ...(sc.workers !== undefined ? { workers: sc.workers } : {}) });
+      const cluster = await startCluster(sc.service, {
+        nodes: 3,
+        tickMs: 100,
+        ...(sc.workers !== undefined ? { workers: sc.workers } : {}),
+      });
       t.teardown(() => cluster.down());
       const targets = targetsOf(cluster);
 
@@ -174,7 +185,9 @@ export function runHostileInput(cases: readonly ServiceCase[]): void {
           await inPool([...paths], 8, async (path) => {
             for (const method of ['POST', 'PUT']) {
               for (const [name, body] of BODIES) {
-                const a = await call(target.http, method, path, { token: cluster.token, raw: body }).catch((e: Error) => e);
+                const a = await call(target.http, method, path, { token: cluster.token, raw: body }).catch(
+                  (e: Error) => e,
+                );
                 sent++;
                 const problem = a instanceof Error ? `the request failed (${a.message})` : problemWith(a);
                 if (problem !== null) problems.push(`${method} ${path} ${name}: ${problem}`);
@@ -188,14 +201,20 @@ export function runHostileInput(cases: readonly ServiceCase[]): void {
             }
           });
           problems.sort();
-          t.same(problems, [], `${target.id}: ${sent} hostile requests, each refused with a 4xx naming the problem or served`);
+          t.same(
+            problems,
+            [],
+            `${target.id}: ${sent} hostile requests, each refused with a 4xx naming the problem or served`,
+          );
         }
       });
 
       await t.test('oversized bodies are refused, not buffered', async (t) => {
         const big = 'x'.repeat(8 * 1024 * 1024);
         for (const target of targets) {
-          const a = await call(target.http, 'POST', '/v1/kv/k1/cas', { token: cluster.token, raw: big }).catch(() => null);
+          const a = await call(target.http, 'POST', '/v1/kv/k1/cas', { token: cluster.token, raw: big }).catch(
+            () => null,
+          );
           // Refusing with 413 or closing the connection are both fine; a 2xx or a 500 is not.
           if (a !== null) t.ok(a.status >= 400 && a.status < 500, `${target.id}: 8 MiB body refused with ${a.status}`);
           else t.pass(`${target.id}: 8 MiB body refused by closing the connection`);
@@ -219,10 +238,16 @@ export function runHostileInput(cases: readonly ServiceCase[]): void {
             const address = target.http.slice('http://'.length);
             const replies = await Promise.all(broken.map((request) => raw(address, request)));
             replies.forEach((reply, i) =>
-              t.notMatch(reply, /^HTTP\/1\.1 5\d\d/, `${target.id}: broken request not answered with 5xx (${JSON.stringify(broken[i]!.slice(0, 40))})`),
+              t.notMatch(
+                reply,
+                /^HTTP\/1\.1 5\d\d/,
+                `${target.id}: broken request not answered with 5xx (${JSON.stringify(broken[i]!.slice(0, 40))})`,
+              ),
             );
             // Slowloris: headers that never finish, held open while the process keeps serving others.
-            const slow = Array.from({ length: 50 }, () => raw(address, 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ', 3_000));
+            const slow = Array.from({ length: 50 }, () =>
+              raw(address, 'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ', 3_000),
+            );
             const meanwhile = await call(target.http, 'GET', '/healthz');
             t.equal(meanwhile.status, 200, `${target.id}: answers /healthz while 50 slow clients hold headers open`);
             await Promise.all(slow);
@@ -249,10 +274,14 @@ export function runHostileInput(cases: readonly ServiceCase[]): void {
 
       await t.test('every process survives and the service still takes a write', async (t) => {
         await allHealthy(t, targets);
-        const a = await until(`${sc.service} takes a write`, async () => {
-          const w = await sc.write(cluster, targets).catch(() => null);
-          return w !== null && w.status < 300 ? w : null;
-        }, 30_000);
+        const a = await until(
+          `${sc.service} takes a write`,
+          async () => {
+            const w = await sc.write(cluster, targets).catch(() => null);
+            return w !== null && w.status < 300 ? w : null;
+          },
+          30_000,
+        );
         t.ok(a.status >= 200 && a.status < 300, `${sc.service}: a write after the attack answers ${a.status}`);
       });
     });

@@ -62,7 +62,10 @@ export class Traffic {
     const target = this.acked.length + n;
     const deadline = Date.now() + timeoutMs;
     while (this.acked.length < target) {
-      if (Date.now() > deadline) throw new Error(`traffic stalled: ${this.acked.length - (target - n)} of ${n} writes in ${timeoutMs} ms (errors: ${JSON.stringify(this.errors.slice(-3))})`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `traffic stalled: ${this.acked.length - (target - n)} of ${n} writes in ${timeoutMs} ms (errors: ${JSON.stringify(this.errors.slice(-3))})`,
+        );
       await sleep(20);
     }
   }
@@ -77,7 +80,12 @@ export class Traffic {
  * Every acknowledged write, read back from `id` (linearizable unless told otherwise): the keys whose value is
  * not the acknowledged one (missing or different).
  */
-export async function missingWrites(cluster: TestCluster, id: string, acked: Ack[], consistency: 'linearizable' | 'serializable' = 'linearizable'): Promise<string[]> {
+export async function missingWrites(
+  cluster: TestCluster,
+  id: string,
+  acked: Ack[],
+  consistency: 'linearizable' | 'serializable' = 'linearizable',
+): Promise<string[]> {
   const wrong: string[] = [];
   const queue = [...acked];
   await Promise.all(

@@ -6,7 +6,11 @@
 import type { FaultRequest, JepsenRun, LiveMessage, Overview, TimelineEvent } from './types.js';
 
 export class ApiError extends Error {
-  constructor(readonly status: number, readonly code: string, message: string) {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
   }
 }

@@ -28,7 +28,8 @@ type Phase = 'starting' | 'login' | 'ready';
 type Notice = { kind: 'ok' | 'error'; text: string } | null;
 
 function describe(f: FaultRequest): string {
-  if (f.action === 'partition') return `Partition the cluster into ${(f.sides ?? []).map((s) => `[${s.join(' ')}]`).join(' and ')}?`;
+  if (f.action === 'partition')
+    return `Partition the cluster into ${(f.sides ?? []).map((s) => `[${s.join(' ')}]`).join(' and ')}?`;
   const what: Record<string, string> = {
     kill: 'Kill %s (SIGKILL, no clean shutdown)?',
     restart: 'Restart %s (stop it, then start it again)?',
@@ -51,7 +52,9 @@ export function App() {
   const [pending, setPending] = useState<FaultRequest | null>(null);
   const [busy, setBusy] = useState(false);
   const [notice, setNotice] = useState<Notice>(null);
-  const [kinds, setKinds] = useState<ReadonlySet<EventKind>>(new Set<EventKind>(['fault', 'leader', 'election', 'snapshot', 'up', 'down']));
+  const [kinds, setKinds] = useState<ReadonlySet<EventKind>>(
+    new Set<EventKind>(['fault', 'leader', 'election', 'snapshot', 'up', 'down']),
+  );
   const metrics = useRef(new MetricHistory());
   const selectedRef = useRef<string | null>(null);
   selectedRef.current = selected;
@@ -93,7 +96,9 @@ export function App() {
     (name: string) => {
       const held = eventsRef.current[name];
       const since = held !== undefined && held.length > 0 ? held[held.length - 1]!.seq : undefined;
-      fetchTimeline(name, since).then(merge, (e: Error) => setNotice({ kind: 'error', text: `timeline: ${e.message}` }));
+      fetchTimeline(name, since).then(merge, (e: Error) =>
+        setNotice({ kind: 'error', text: `timeline: ${e.message}` }),
+      );
     },
     [merge],
   );
@@ -182,7 +187,10 @@ export function App() {
       const answer = await postFault(cluster.name, DESTRUCTIVE.has(f.action) ? { ...f, confirm: true } : f);
       merge([answer.event]);
       const warnings = answer.warnings ?? [];
-      setNotice({ kind: 'ok', text: warnings.length === 0 ? answer.event.text : `${answer.event.text} (${warnings.join('; ')})` });
+      setNotice({
+        kind: 'ok',
+        text: warnings.length === 0 ? answer.event.text : `${answer.event.text} (${warnings.join('; ')})`,
+      });
     } catch (e) {
       setNotice({ kind: 'error', text: `${f.action}${f.member ? ' ' + f.member : ''}: ${(e as Error).message}` });
     } finally {
@@ -205,11 +213,27 @@ export function App() {
     else void run(f);
   };
 
-  if (phase === 'login') return <LoginForm error={loginError} submit={(t) => { token.current = t; setLoginError(null); setPhase('starting'); void start(); }} />;
+  if (phase === 'login')
+    return (
+      <LoginForm
+        error={loginError}
+        submit={(t) => {
+          token.current = t;
+          setLoginError(null);
+          setPhase('starting');
+          void start();
+        }}
+      />
+    );
 
-  const faultTimes = (cluster === null ? [] : events[cluster.name] ?? []).filter((e) => e.kind === 'fault').map((e) => e.at);
+  const faultTimes = (cluster === null ? [] : (events[cluster.name] ?? []))
+    .filter((e) => e.kind === 'fault')
+    .map((e) => e.at);
   // A slow leader still leads: its last answered role counts.
-  const leaders = cluster?.members.filter((m) => m.state === 'leader' || (m.state === 'slow' && m.role === 'leader')).map((m) => m.id) ?? [];
+  const leaders =
+    cluster?.members
+      .filter((m) => m.state === 'leader' || (m.state === 'slow' && m.role === 'leader'))
+      .map((m) => m.id) ?? [];
   const history = metrics.current;
   return (
     <div class="page">
@@ -217,44 +241,89 @@ export function App() {
         <h1>raftkit dashboard</h1>
         <label>
           cluster{' '}
-          <select data-testid="cluster-picker" value={selected ?? ''} onChange={(e) => setSelected((e.target as HTMLSelectElement).value)}>
+          <select
+            data-testid="cluster-picker"
+            value={selected ?? ''}
+            onChange={(e) => setSelected((e.target as HTMLSelectElement).value)}
+          >
             {clusters.map((c) => (
-              <option key={c.name} value={c.name}>{c.name} ({c.service}, {c.members.length} members)</option>
+              <option key={c.name} value={c.name}>
+                {c.name} ({c.service}, {c.members.length} members)
+              </option>
             ))}
           </select>
         </label>
         {cluster !== null && (
           <span class="leader-summary">
             {/* A grouped service's member-level role is its meta group's. */}
-            {cluster.groups.some((g) => g.name === 'meta') ? 'meta leader' : 'leader'}: <strong data-testid="cluster-leader">{leaders.length === 0 ? 'none' : leaders.join(', ')}</strong>
+            {cluster.groups.some((g) => g.name === 'meta') ? 'meta leader' : 'leader'}:{' '}
+            <strong data-testid="cluster-leader">{leaders.length === 0 ? 'none' : leaders.join(', ')}</strong>
             {cluster.groups.length > 1 && <span class="muted"> · {cluster.groups.length} groups</span>}
           </span>
         )}
-        <span class={`live live-${live}`} data-testid="live-status" data-state={live}>{live}</span>
+        <span class={`live live-${live}`} data-testid="live-status" data-state={live}>
+          {live}
+        </span>
       </header>
       {notice !== null && (
         <div class={`notice notice-${notice.kind}`} data-testid={notice.kind === 'error' ? 'error' : 'notice'}>
           {notice.text}
-          <button type="button" class="link" onClick={() => setNotice(null)}>dismiss</button>
+          <button type="button" class="link" onClick={() => setNotice(null)}>
+            dismiss
+          </button>
         </div>
       )}
       {overview === null ? (
         <p class="muted">waiting for the first overview…</p>
       ) : cluster === null ? (
-        <p class="muted" data-testid="no-clusters">No running cluster under the data root ({`npx cluster up --service kv`} starts one).</p>
+        <p class="muted" data-testid="no-clusters">
+          No running cluster under the data root ({`npx cluster up --service kv`} starts one).
+        </p>
       ) : (
         <main>
           <section>
-            <h2>Members <span class="muted">{cluster.service} · {cluster.dataDir}</span></h2>
-            <MembersTable cluster={cluster} busy={busy} ask={(action, member) => ask(member === undefined ? { action } : { action, member })} />
+            <h2>
+              Members{' '}
+              <span class="muted">
+                {cluster.service} · {cluster.dataDir}
+              </span>
+            </h2>
+            <MembersTable
+              cluster={cluster}
+              busy={busy}
+              ask={(action, member) => ask(member === undefined ? { action } : { action, member })}
+            />
           </section>
           <section>
             <h2>Partition</h2>
-            <PartitionEditor key={cluster.name} cluster={cluster} colourOf={colourOf} busy={busy} partition={(sides) => ask({ action: 'partition', sides })} heal={() => ask({ action: 'heal' })} />
+            <PartitionEditor
+              key={cluster.name}
+              cluster={cluster}
+              colourOf={colourOf}
+              busy={busy}
+              partition={(sides) => ask({ action: 'partition', sides })}
+              heal={() => ask({ action: 'heal' })}
+            />
           </section>
           <section class="charts">
-            <Chart testid="chart-rps" title="requests/s per member" unit="req/s" members={history.members(cluster.name)} colourOf={colourOf} columns={history.columns(cluster.name, 'rps')} faults={faultTimes} />
-            <Chart testid="chart-p99" title="p99 latency per member" unit="ms" members={history.members(cluster.name)} colourOf={colourOf} columns={history.columns(cluster.name, 'p99')} faults={faultTimes} />
+            <Chart
+              testid="chart-rps"
+              title="requests/s per member"
+              unit="req/s"
+              members={history.members(cluster.name)}
+              colourOf={colourOf}
+              columns={history.columns(cluster.name, 'rps')}
+              faults={faultTimes}
+            />
+            <Chart
+              testid="chart-p99"
+              title="p99 latency per member"
+              unit="ms"
+              members={history.members(cluster.name)}
+              colourOf={colourOf}
+              columns={history.columns(cluster.name, 'p99')}
+              faults={faultTimes}
+            />
           </section>
           <section>
             <h2>Groups</h2>
@@ -266,7 +335,18 @@ export function App() {
           </section>
           <section>
             <h2>Timeline</h2>
-            <Timeline events={events[cluster.name] ?? []} kinds={kinds} toggle={(k) => setKinds((s) => { const n = new Set(s); if (n.has(k)) n.delete(k); else n.add(k); return n; })} />
+            <Timeline
+              events={events[cluster.name] ?? []}
+              kinds={kinds}
+              toggle={(k) =>
+                setKinds((s) => {
+                  const n = new Set(s);
+                  if (n.has(k)) n.delete(k);
+                  else n.add(k);
+                  return n;
+                })
+              }
+            />
           </section>
           <section>
             <h2>jepsen-like runs</h2>
@@ -280,11 +360,29 @@ export function App() {
         // biome-ignore lint/a11y/useKeyWithClickEvents: see above
         <div class="modal-back" onClick={() => setPending(null)}>
           {/* biome-ignore lint/a11y/useKeyWithClickEvents: only stops a click inside the dialog closing it */}
-          <div class="modal" role="dialog" aria-modal="true" data-testid="confirm-dialog" onClick={(e) => e.stopPropagation()}>
+          <div
+            class="modal"
+            role="dialog"
+            aria-modal="true"
+            data-testid="confirm-dialog"
+            onClick={(e) => e.stopPropagation()}
+          >
             <p>{describe(pending)}</p>
             <div class="modal-buttons">
-              <button type="button" data-testid="confirm-no" onClick={() => setPending(null)}>Cancel</button>
-              <button type="button" class="danger" data-testid="confirm-yes" autofocus onClick={() => { const f = pending; setPending(null); void run(f); }}>
+              <button type="button" data-testid="confirm-no" onClick={() => setPending(null)}>
+                Cancel
+              </button>
+              <button
+                type="button"
+                class="danger"
+                data-testid="confirm-yes"
+                autofocus
+                onClick={() => {
+                  const f = pending;
+                  setPending(null);
+                  void run(f);
+                }}
+              >
                 {pending.action}
               </button>
             </div>
@@ -298,12 +396,34 @@ export function App() {
 function LoginForm({ error, submit }: { error: string | null; submit: (token: string) => void }) {
   const [value, setValue] = useState('');
   return (
-    <form class="login" data-testid="login-form" onSubmit={(e) => { e.preventDefault(); if (value.trim() !== '') submit(value.trim()); }}>
+    <form
+      class="login"
+      data-testid="login-form"
+      onSubmit={(e) => {
+        e.preventDefault();
+        if (value.trim() !== '') submit(value.trim());
+      }}
+    >
       <h1>raftkit dashboard</h1>
-      <p>The cluster token (the <code>token</code> file of a cluster's data folder, or the one `cluster dashboard` printed):</p>
-      <input type="password" data-testid="token-input" value={value} onInput={(e) => setValue((e.target as HTMLInputElement).value)} autofocus />
-      <button type="submit" data-testid="token-submit">Open</button>
-      {error !== null && <p class="error-inline" data-testid="login-error">{error}</p>}
+      <p>
+        The cluster token (the <code>token</code> file of a cluster's data folder, or the one `cluster dashboard`
+        printed):
+      </p>
+      <input
+        type="password"
+        data-testid="token-input"
+        value={value}
+        onInput={(e) => setValue((e.target as HTMLInputElement).value)}
+        autofocus
+      />
+      <button type="submit" data-testid="token-submit">
+        Open
+      </button>
+      {error !== null && (
+        <p class="error-inline" data-testid="login-error">
+          {error}
+        </p>
+      )}
     </form>
   );
 }

@@ -7,7 +7,15 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import type { Columns } from './history.js';
 
-export function Chart({ title, unit, members, colourOf, columns, faults, testid }: {
+export function Chart({
+  title,
+  unit,
+  members,
+  colourOf,
+  columns,
+  faults,
+  testid,
+}: {
   title: string;
   unit: string;
   members: string[];
@@ -32,7 +40,16 @@ export function Chart({ title, unit, members, colourOf, columns, faults, testid 
       height: 220,
       scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.1)] } },
       axes: [{}, { label: unit, size: 60 }],
-      series: [{}, ...members.map((id) => ({ label: id, stroke: colourOf(id), width: 2, spanGaps: false, points: { show: false } }))],
+      series: [
+        {},
+        ...members.map((id) => ({
+          label: id,
+          stroke: colourOf(id),
+          width: 2,
+          spanGaps: false,
+          points: { show: false },
+        })),
+      ],
       legend: { live: false },
       hooks: { draw: [(u) => drawFaults(u, faultTimes.current)] },
     };

@@ -5,7 +5,13 @@
 import { useState } from 'preact/hooks';
 import type { ClusterView } from './types.js';
 
-export function PartitionEditor({ cluster, colourOf, busy, partition, heal }: {
+export function PartitionEditor({
+  cluster,
+  colourOf,
+  busy,
+  partition,
+  heal,
+}: {
   cluster: ClusterView;
   colourOf: (id: string) => string;
   busy: boolean;
@@ -82,11 +88,22 @@ export function PartitionEditor({ cluster, colourOf, busy, partition, heal }: {
         {side('b', sideB)}
       </div>
       <div class="partition-buttons">
-        <button type="button" data-testid="partition-apply" disabled={busy || sideA.length === 0 || sideB.length === 0} onClick={() => partition([sideA, sideB])}>
+        <button
+          type="button"
+          data-testid="partition-apply"
+          disabled={busy || sideA.length === 0 || sideB.length === 0}
+          onClick={() => partition([sideA, sideB])}
+        >
           Partition
         </button>
-        <button type="button" data-testid="heal" disabled={busy} onClick={heal}>Heal</button>
-        <span class={`partition-status ${active ? 'active' : ''}`} data-testid="partition-status" data-active={active ? 'true' : 'false'}>
+        <button type="button" data-testid="heal" disabled={busy} onClick={heal}>
+          Heal
+        </button>
+        <span
+          class={`partition-status ${active ? 'active' : ''}`}
+          data-testid="partition-status"
+          data-active={active ? 'true' : 'false'}
+        >
           {active ? `partitioned: ${active.map((s) => s.join(' ')).join('  |  ')}` : 'no partition'}
         </span>
       </div>

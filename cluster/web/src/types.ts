@@ -5,7 +5,18 @@
 import type { Overview, TimelineEvent } from '../../src/dashboard/types.js';
 import type { FaultAction } from '../../src/actions.js';
 
-export type { ClusterView, GroupView, JepsenRun, MemberState, MemberView, Overview, ProcessMetrics as Metrics, TimelineEvent, TimelineKind as EventKind, WorkerView } from '../../src/dashboard/types.js';
+export type {
+  ClusterView,
+  GroupView,
+  JepsenRun,
+  MemberState,
+  MemberView,
+  Overview,
+  ProcessMetrics as Metrics,
+  TimelineEvent,
+  TimelineKind as EventKind,
+  WorkerView,
+} from '../../src/dashboard/types.js';
 export type { FaultAction } from '../../src/actions.js';
 
 /** The body of POST /api/clusters/NAME/faults. */

@@ -8,7 +8,13 @@ export const clockNemesis: NemesisHandler = {
     if (fault.nemesis !== 'clock') throw new Error('not a clock fault');
     const targets = await resolveTarget(fault.target, ctx.cluster.ids, ctx);
     for (const m of targets) ctx.cluster.setClockOffset(m, fault.offsetMs);
-    return { id, fault, targets, detail: { offsetMs: fault.offsetMs }, description: `${describeFault(fault)}: ${targets.join(' ')}` };
+    return {
+      id,
+      fault,
+      targets,
+      detail: { offsetMs: fault.offsetMs },
+      description: `${describeFault(fault)}: ${targets.join(' ')}`,
+    };
   },
   async stop(active: ActiveFault, ctx: NemesisContext) {
     for (const m of active.targets) ctx.cluster.setClockOffset(m, 0);

@@ -32,7 +32,11 @@ export interface NemesisHandler {
 }
 
 /** Resolves a Jepsen node selection to member ids, from `candidates` (e.g. the running members). */
-export async function resolveTarget(target: Target, candidates: readonly string[], ctx: NemesisContext): Promise<string[]> {
+export async function resolveTarget(
+  target: Target,
+  candidates: readonly string[],
+  ctx: NemesisContext,
+): Promise<string[]> {
   const all = ctx.cluster.ids;
   const pool = candidates.length > 0 ? [...candidates] : [];
   if (pool.length === 0) return [];
@@ -44,9 +48,15 @@ export async function resolveTarget(target: Target, candidates: readonly string[
       return [leader !== null && pool.includes(leader) ? leader : ctx.rng.pick(pool)];
     }
     case 'minority':
-      return ctx.rng.shuffle(pool).slice(0, Math.max(1, Math.floor((all.length - 1) / 2))).sort();
+      return ctx.rng
+        .shuffle(pool)
+        .slice(0, Math.max(1, Math.floor((all.length - 1) / 2)))
+        .sort();
     case 'majority':
-      return ctx.rng.shuffle(pool).slice(0, Math.floor(all.length / 2) + 1).sort();
+      return ctx.rng
+        .shuffle(pool)
+        .slice(0, Math.floor(all.length / 2) + 1)
+        .sort();
     case 'all':
       return pool.sort();
   }

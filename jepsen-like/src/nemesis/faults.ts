@@ -21,7 +21,13 @@ export type Fault =
 export type NemesisName = Fault['nemesis'];
 
 export const NEMESES: readonly NemesisName[] = ['partition', 'kill', 'pause', 'packet', 'clock', 'quiet'];
-export const PARTITION_SHAPES: readonly PartitionShape[] = ['halves', 'isolate-leader', 'majority-ring', 'bridge', 'one-way'];
+export const PARTITION_SHAPES: readonly PartitionShape[] = [
+  'halves',
+  'isolate-leader',
+  'majority-ring',
+  'bridge',
+  'one-way',
+];
 export const PACKET_KINDS: readonly PacketKind[] = ['latency', 'loss', 'reorder'];
 export const PROCESS_TARGETS: readonly Target[] = ['one', 'leader', 'minority', 'majority'];
 
@@ -40,7 +46,10 @@ export class NemesisSpecError extends Error {
 
 /** Parses `--nemesis partition,kill:leader+minority,pause` ("all" = every nemesis; "none" = no faults). */
 export function parseNemesisList(text: string): NemesisChoice[] {
-  const items = text.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  const items = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
   if (items.length === 1 && items[0] === 'none') return [];
   const choices: NemesisChoice[] = [];
   for (const item of items) {
@@ -49,10 +58,13 @@ export function parseNemesisList(text: string): NemesisChoice[] {
       continue;
     }
     const [name, variantText] = item.split(':') as [string, string | undefined];
-    if (!NEMESES.includes(name as NemesisName)) throw new NemesisSpecError(`unknown nemesis ${JSON.stringify(name)} (known: ${NEMESES.join(', ')}, all, none)`);
+    if (!NEMESES.includes(name as NemesisName))
+      throw new NemesisSpecError(`unknown nemesis ${JSON.stringify(name)} (known: ${NEMESES.join(', ')}, all, none)`);
     const variants = variantText === undefined ? [] : variantText.split('+').filter((v) => v.length > 0);
     const allowed = variantsOf(name as NemesisName);
-    for (const v of variants) if (!allowed.includes(v)) throw new NemesisSpecError(`${name} has no variant ${JSON.stringify(v)} (known: ${allowed.join(', ')})`);
+    for (const v of variants)
+      if (!allowed.includes(v))
+        throw new NemesisSpecError(`${name} has no variant ${JSON.stringify(v)} (known: ${allowed.join(', ')})`);
     const existing = choices.find((c) => c.name === name);
     if (existing) existing.variants.push(...variants);
     else choices.push({ name: name as NemesisName, variants });

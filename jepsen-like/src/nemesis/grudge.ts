@@ -22,7 +22,8 @@ export function link(from: string, to: string): Link {
 /** Cut every link between different components (each member sees only its own component). */
 export function complete(components: readonly (readonly string[])[]): Link[] {
   const links: Link[] = [];
-  for (const a of components) for (const b of components) if (a !== b) for (const x of a) for (const y of b) links.push(link(x, y));
+  for (const a of components)
+    for (const b of components) if (a !== b) for (const x of a) for (const y of b) links.push(link(x, y));
   return links.sort();
 }
 
@@ -44,7 +45,11 @@ export function makeGrudge(shape: PartitionShape, members: readonly string[], le
     }
     case 'isolate-leader': {
       const rest = ids.filter((id) => id !== chosenLeader);
-      return { shape, links: complete([[chosenLeader], rest]), description: `${chosenLeader} (leader) | ${rest.join(' ')}` };
+      return {
+        shape,
+        links: complete([[chosenLeader], rest]),
+        description: `${chosenLeader} (leader) | ${rest.join(' ')}`,
+      };
     }
     case 'majority-ring': {
       // Members on a random ring; each keeps the links to its nearest neighbours on both sides, enough to see a
@@ -80,7 +85,13 @@ export function makeGrudge(shape: PartitionShape, members: readonly string[], le
       const deaf = rng.chance(0.5);
       const links = rest.map((other) => (deaf ? link(other, who) : link(who, other))).sort();
       const role = who === leader ? ' (leader)' : '';
-      return { shape, links, description: deaf ? `${who}${role} hears nobody (others → ${who} cut)` : `${who}${role} reaches nobody (${who} → others cut)` };
+      return {
+        shape,
+        links,
+        description: deaf
+          ? `${who}${role} hears nobody (others → ${who} cut)`
+          : `${who}${role} reaches nobody (${who} → others cut)`,
+      };
     }
   }
 }

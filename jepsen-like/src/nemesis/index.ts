@@ -60,7 +60,12 @@ export class NemesisRunner {
         else await this.stop(action.id);
       } catch (e) {
         this.ctx.say(`nemesis: ${action.action} ${action.fault.nemesis} failed: ${(e as Error).message}`);
-        this.history.append({ process: 'nemesis', type: 'info', f: `${action.action}-${action.fault.nemesis}`, value: { id: action.id, error: (e as Error).message } });
+        this.history.append({
+          process: 'nemesis',
+          type: 'info',
+          f: `${action.action}-${action.fault.nemesis}`,
+          value: { id: action.id, error: (e as Error).message },
+        });
       }
     }
   }
@@ -70,8 +75,28 @@ export class NemesisRunner {
     const time = this.history.now();
     const active = await handlers[action.fault.nemesis].start(action.id, action.fault, this.ctx, others);
     this.active.set(action.id, active);
-    this.faults.push({ id: action.id, nemesis: action.fault.nemesis, description: active.description, targets: active.targets, detail: active.detail, start: time, stop: null });
-    this.history.append({ process: 'nemesis', type: 'info', f: `start-${action.fault.nemesis}`, value: { id: action.id, fault: action.fault, targets: active.targets, ...active.detail, description: active.description }, time });
+    this.faults.push({
+      id: action.id,
+      nemesis: action.fault.nemesis,
+      description: active.description,
+      targets: active.targets,
+      detail: active.detail,
+      start: time,
+      stop: null,
+    });
+    this.history.append({
+      process: 'nemesis',
+      type: 'info',
+      f: `start-${action.fault.nemesis}`,
+      value: {
+        id: action.id,
+        fault: action.fault,
+        targets: active.targets,
+        ...active.detail,
+        description: active.description,
+      },
+      time,
+    });
     this.ctx.say(`nemesis: start ${active.description}`);
   }
 
@@ -81,11 +106,18 @@ export class NemesisRunner {
     this.active.delete(id);
     const others = [...this.active.values()];
     const result = await handlers[active.fault.nemesis].stop(active, this.ctx, others);
-    if (active.fault.nemesis === 'partition' && !others.some((o) => o.fault.nemesis === 'partition')) await healNetwork(this.ctx);
+    if (active.fault.nemesis === 'partition' && !others.some((o) => o.fault.nemesis === 'partition'))
+      await healNetwork(this.ctx);
     const record = this.faults.find((f) => f.id === id);
     const time = this.history.now();
     if (record) record.stop = time;
-    this.history.append({ process: 'nemesis', type: 'info', f: `stop-${active.fault.nemesis}`, value: { id, targets: active.targets, ...result }, time });
+    this.history.append({
+      process: 'nemesis',
+      type: 'info',
+      f: `stop-${active.fault.nemesis}`,
+      value: { id, targets: active.targets, ...result },
+      time,
+    });
     this.ctx.say(`nemesis: stop ${active.description}`);
   }
 
@@ -103,7 +135,10 @@ export class NemesisRunner {
     }
     const steps: Array<[string, () => Promise<void> | void]> = [
       ['restore links', () => this.ctx.network.setCuts([])],
-      ['clear packet faults', () => (this.ctx.network.packetFaults === 'none' ? undefined : this.ctx.network.setPacketRules([]))],
+      [
+        'clear packet faults',
+        () => (this.ctx.network.packetFaults === 'none' ? undefined : this.ctx.network.setPacketRules([])),
+      ],
       ['resume members', () => void this.ctx.cluster.ids.forEach((m) => this.ctx.cluster.resume(m))],
       ['restart members', () => void this.ctx.cluster.ids.forEach((m) => this.ctx.cluster.start(m))],
     ];
@@ -114,7 +149,12 @@ export class NemesisRunner {
         this.ctx.say(`heal: ${name} failed: ${(e as Error).message}`);
       }
     }
-    this.history.append({ process: 'nemesis', type: 'info', f: 'heal', value: { description: 'final heal: every link restored, every member running' } });
+    this.history.append({
+      process: 'nemesis',
+      type: 'info',
+      f: 'heal',
+      value: { description: 'final heal: every link restored, every member running' },
+    });
     this.ctx.say('nemesis: final heal');
   }
 }

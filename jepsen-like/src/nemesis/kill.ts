@@ -9,7 +9,13 @@ export const killNemesis: NemesisHandler = {
     const running = ctx.cluster.ids.filter((m) => ctx.cluster.running(m));
     const targets = await resolveTarget(fault.target, running, ctx);
     await Promise.all(targets.map((m) => ctx.cluster.kill(m)));
-    return { id, fault, targets, detail: {}, description: `${describeFault(fault)}: ${targets.join(' ') || 'nobody running'}` };
+    return {
+      id,
+      fault,
+      targets,
+      detail: {},
+      description: `${describeFault(fault)}: ${targets.join(' ') || 'nobody running'}`,
+    };
   },
   async stop(active: ActiveFault, ctx: NemesisContext, others: readonly ActiveFault[]) {
     // A member also killed by another active kill stays down until that one stops.

@@ -29,7 +29,13 @@ export const packetNemesis: NemesisHandler = {
       }
     }
     await ctx.network.setPacketRules(rules);
-    return { id, fault, targets, detail: { via: ctx.network.packetFaults }, description: `${describeFault(fault)}: ${targets.join(' ')} (via ${ctx.network.packetFaults})` };
+    return {
+      id,
+      fault,
+      targets,
+      detail: { via: ctx.network.packetFaults },
+      description: `${describeFault(fault)}: ${targets.join(' ')} (via ${ctx.network.packetFaults})`,
+    };
   },
   async stop(_active: ActiveFault, ctx: NemesisContext) {
     await ctx.network.setPacketRules([]);

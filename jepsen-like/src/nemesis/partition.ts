@@ -11,7 +11,13 @@ export const partitionNemesis: NemesisHandler = {
     const grudge = makeGrudge(fault.shape, ctx.cluster.ids, leader, ctx.rng);
     await ctx.network.setCuts(grudge.links);
     const targets = [...new Set(grudge.links.flatMap((l) => l.split('>')))].sort();
-    return { id, fault, targets, detail: { links: grudge.links, grudge: grudge.description }, description: `${describeFault(fault)}: ${grudge.description}` };
+    return {
+      id,
+      fault,
+      targets,
+      detail: { links: grudge.links, grudge: grudge.description },
+      description: `${describeFault(fault)}: ${grudge.description}`,
+    };
   },
   async stop() {
     return {};

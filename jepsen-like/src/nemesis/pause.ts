@@ -9,7 +9,13 @@ export const pauseNemesis: NemesisHandler = {
     const candidates = ctx.cluster.ids.filter((m) => ctx.cluster.running(m) && !ctx.cluster.paused(m));
     const targets = await resolveTarget(fault.target, candidates, ctx);
     const paused = targets.filter((m) => ctx.cluster.pause(m));
-    return { id, fault, targets: paused, detail: {}, description: `${describeFault(fault)}: ${paused.join(' ') || 'nobody running'}` };
+    return {
+      id,
+      fault,
+      targets: paused,
+      detail: {},
+      description: `${describeFault(fault)}: ${paused.join(' ') || 'nobody running'}`,
+    };
   },
   async stop(active: ActiveFault, ctx: NemesisContext) {
     const resumed = active.targets.filter((m) => ctx.cluster.resume(m));

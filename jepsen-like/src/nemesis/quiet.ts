@@ -20,7 +20,13 @@ export const quietNemesis: NemesisHandler = {
   async start(id: number, fault: Fault, ctx: NemesisContext): Promise<ActiveFault> {
     if (fault.nemesis !== 'quiet') throw new Error('not a quiet fault');
     await ctx.traffic.hold(DRAIN_MS);
-    return { id, fault, targets: [], detail: { since: Date.now() }, description: `${describeFault(fault)}: no client operations` };
+    return {
+      id,
+      fault,
+      targets: [],
+      detail: { since: Date.now() },
+      description: `${describeFault(fault)}: no client operations`,
+    };
   },
   async stop(active: ActiveFault, ctx: NemesisContext) {
     const since = active.detail.since as number;

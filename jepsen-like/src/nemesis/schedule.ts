@@ -6,7 +6,17 @@
  * same seed and options always give the same schedule.
  */
 import { Rng } from '../rng.js';
-import { PACKET_KINDS, PARTITION_SHAPES, PROCESS_TARGETS, variantsOf, type Fault, type NemesisChoice, type PacketKind, type PartitionShape, type Target } from './faults.js';
+import {
+  PACKET_KINDS,
+  PARTITION_SHAPES,
+  PROCESS_TARGETS,
+  variantsOf,
+  type Fault,
+  type NemesisChoice,
+  type PacketKind,
+  type PartitionShape,
+  type Target,
+} from './faults.js';
 
 export interface ScheduledAction {
   /** Milliseconds after the workload starts. */
@@ -40,7 +50,8 @@ export function makeSchedule(options: ScheduleOptions): ScheduledAction[] {
   let t = options.quietStartMs ?? Math.round(options.intervalMs / 2);
   for (;;) {
     const inactive = options.nemeses.filter((choice) => !active.some((a) => a.choice.name === choice.name));
-    const canStart = inactive.length > 0 && active.length < maxActive && t < end - Math.min(1_000, options.intervalMs / 2);
+    const canStart =
+      inactive.length > 0 && active.length < maxActive && t < end - Math.min(1_000, options.intervalMs / 2);
     const stop = active.length > 0 && (!canStart || rng.chance(0.5));
     if (stop) {
       const [a] = active.splice(rng.int(0, active.length - 1), 1);
@@ -71,22 +82,44 @@ function drawFault(choice: NemesisChoice, rng: Rng): Fault {
     case 'pause':
       return { nemesis: choice.name, target: rng.pick(variants.length > 0 ? (variants as Target[]) : PROCESS_TARGETS) };
     case 'partition':
-      return { nemesis: 'partition', shape: rng.pick(variants.length > 0 ? (variants as PartitionShape[]) : PARTITION_SHAPES) };
+      return {
+        nemesis: 'partition',
+        shape: rng.pick(variants.length > 0 ? (variants as PartitionShape[]) : PARTITION_SHAPES),
+      };
     case 'packet': {
       const kind = rng.pick(variants.length > 0 ? (variants as PacketKind[]) : PACKET_KINDS);
       const target = rng.pick<Target>(['one', 'minority', 'all']);
       if (kind === 'latency') {
         const delayMs = rng.int(2, 30) * 10;
-        return { nemesis: 'packet', kind, target, delayMs, jitterMs: Math.round(delayMs * rng.between(0, 0.5)), probability: 1 };
+        return {
+          nemesis: 'packet',
+          kind,
+          target,
+          delayMs,
+          jitterMs: Math.round(delayMs * rng.between(0, 0.5)),
+          probability: 1,
+        };
       }
-      if (kind === 'loss') return { nemesis: 'packet', kind, target, delayMs: 0, jitterMs: 0, probability: rng.int(1, 4) / 10 };
-      return { nemesis: 'packet', kind, target, delayMs: rng.int(2, 10) * 10, jitterMs: 0, probability: rng.int(2, 5) / 10 };
+      if (kind === 'loss')
+        return { nemesis: 'packet', kind, target, delayMs: 0, jitterMs: 0, probability: rng.int(1, 4) / 10 };
+      return {
+        nemesis: 'packet',
+        kind,
+        target,
+        delayMs: rng.int(2, 10) * 10,
+        jitterMs: 0,
+        probability: rng.int(2, 5) / 10,
+      };
     }
     case 'quiet':
       return { nemesis: 'quiet' };
     case 'clock': {
       const magnitude = rng.pick([250, 1_000, 3_000, 10_000, 30_000]);
-      return { nemesis: 'clock', target: rng.pick(variants as Target[]), offsetMs: rng.chance(0.5) ? magnitude : -magnitude };
+      return {
+        nemesis: 'clock',
+        target: rng.pick(variants as Target[]),
+        offsetMs: rng.chance(0.5) ? magnitude : -magnitude,
+      };
     }
   }
 }

@@ -63,7 +63,11 @@ export function nftScript(rules: readonly string[]): string {
 }
 
 /** The drop rules each member's namespace needs for the cut links (member id -> rules). */
-export function dropRules(links: readonly Link[], ipOf: (id: string) => string, raftPort: number): Map<string, string[]> {
+export function dropRules(
+  links: readonly Link[],
+  ipOf: (id: string) => string,
+  raftPort: number,
+): Map<string, string[]> {
   const rules = new Map<string, string[]>();
   const add = (id: string, rule: string): void => {
     const list = rules.get(id) ?? [];
@@ -183,23 +187,56 @@ export class NamespaceNetwork implements Network {
     const first = this.ns(this.options.ids[0]!);
     let netem = false;
     if (this.options.packets !== 'proxy') {
-      const probe = await runCommand('ip', ['netns', 'exec', first, 'tc', 'qdisc', 'add', 'dev', 'eth0', 'root', 'netem', 'delay', '1ms']);
+      const probe = await runCommand('ip', [
+        'netns',
+        'exec',
+        first,
+        'tc',
+        'qdisc',
+        'add',
+        'dev',
+        'eth0',
+        'root',
+        'netem',
+        'delay',
+        '1ms',
+      ]);
       netem = probe.code === 0;
       if (netem) await runCommand('ip', ['netns', 'exec', first, 'tc', 'qdisc', 'del', 'dev', 'eth0', 'root']);
       else {
         const why = probe.stderr.trim().split('\n')[0] ?? '';
         if (this.options.packets === 'netem') throw new Error(`tc netem is not available in this kernel (${why})`);
-        this.notes.push(`tc netem is not available (${why}): packet faults (latency, loss, reordering) go through userspace proxies inside the namespaces`);
+        this.notes.push(
+          `tc netem is not available (${why}): packet faults (latency, loss, reordering) go through userspace proxies inside the namespaces`,
+        );
       }
     }
     this.packetFaults = netem ? 'netem' : 'proxy';
     if (netem) {
-      this.notes.push('packet faults through tc netem on each member\'s interface (all traffic leaving the member)');
+      this.notes.push("packet faults through tc netem on each member's interface (all traffic leaving the member)");
       return;
     }
     const script = fileURLToPath(new URL('./proxy-main.js', import.meta.url));
     for (const id of this.options.ids) {
-      const child = spawn('ip', ['netns', 'exec', this.ns(id), process.execPath, script, '--target-id', id, '--listen', `${this.ip(id)}:${RAFT_PORT}`, '--target', `127.0.0.1:${MEMBER_RAFT_PORT_BEHIND_PROXY}`, '--seed', String(this.options.seed)], { stdio: ['pipe', 'pipe', 'inherit'] });
+      const child = spawn(
+        'ip',
+        [
+          'netns',
+          'exec',
+          this.ns(id),
+          process.execPath,
+          script,
+          '--target-id',
+          id,
+          '--listen',
+          `${this.ip(id)}:${RAFT_PORT}`,
+          '--target',
+          `127.0.0.1:${MEMBER_RAFT_PORT_BEHIND_PROXY}`,
+          '--seed',
+          String(this.options.seed),
+        ],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      );
       const proxy = new ProxyChild(child);
       const ready = await proxy.nextLine(15_000);
       if (!ready.startsWith('ready')) throw new Error(`proxy for ${id} did not start: ${ready}`);
@@ -242,7 +279,8 @@ export class NamespaceNetwork implements Network {
       await Promise.all(
         [...this.proxies].map(async ([id, proxy]) => {
           await proxy.send({ clear: true });
-          for (const r of rules.filter((x) => x.to === id)) await proxy.send({ rule: { source: r.from, rule: r.rule } });
+          for (const r of rules.filter((x) => x.to === id))
+            await proxy.send({ rule: { source: r.from, rule: r.rule } });
         }),
       );
       return;
@@ -254,7 +292,19 @@ export class NamespaceNetwork implements Network {
       for (const id of this.options.ids) {
         const rule = bySource.get(id);
         if (rule !== undefined) {
-          await run('ip', ['netns', 'exec', this.ns(id), 'tc', 'qdisc', 'replace', 'dev', 'eth0', 'root', 'netem', ...netemArgs(rule)]);
+          await run('ip', [
+            'netns',
+            'exec',
+            this.ns(id),
+            'tc',
+            'qdisc',
+            'replace',
+            'dev',
+            'eth0',
+            'root',
+            'netem',
+            ...netemArgs(rule),
+          ]);
           this.netemOn.add(id);
         } else if (this.netemOn.has(id)) {
           await runCommand('ip', ['netns', 'exec', this.ns(id), 'tc', 'qdisc', 'del', 'dev', 'eth0', 'root']);

@@ -23,13 +23,22 @@ function hostPort(text: string): { host: string; port: number } {
   return { host: text.slice(0, at), port: Number(text.slice(at + 1)) };
 }
 
-const proxy = new LinkProxy({ targetId: arg('target-id'), listen: hostPort(arg('listen')), target: hostPort(arg('target')), seed: Number(arg('seed')) });
+const proxy = new LinkProxy({
+  targetId: arg('target-id'),
+  listen: hostPort(arg('listen')),
+  target: hostPort(arg('target')),
+  seed: Number(arg('seed')),
+});
 const port = await proxy.start();
 process.stdout.write(`ready ${port}\n`);
 const lines = createInterface({ input: process.stdin });
 lines.on('line', (line) => {
   try {
-    const command = JSON.parse(line) as { cut?: string[]; rule?: { source: string; rule: PacketRule | null }; clear?: boolean };
+    const command = JSON.parse(line) as {
+      cut?: string[];
+      rule?: { source: string; rule: PacketRule | null };
+      clear?: boolean;
+    };
     if (command.cut) proxy.setCut(command.cut);
     if (command.rule) proxy.setRule(command.rule.source, command.rule.rule);
     if (command.clear) proxy.clearRules();
@@ -41,4 +50,5 @@ lines.on('line', (line) => {
 lines.on('close', () => {
   void proxy.close().then(() => process.exit(0));
 });
-for (const signal of ['SIGTERM', 'SIGINT'] as const) process.on(signal, () => void proxy.close().then(() => process.exit(0)));
+for (const signal of ['SIGTERM', 'SIGINT'] as const)
+  process.on(signal, () => void proxy.close().then(() => process.exit(0)));

@@ -39,18 +39,31 @@ export class ProxyNetwork implements Network {
     for (const id of this.ids) {
       const raft = await fresh();
       const http = await fresh();
-      const proxy = new LinkProxy({ targetId: id, listen: { host: '127.0.0.1', port: 0 }, target: { host: '127.0.0.1', port: raft }, seed: this.seed });
+      const proxy = new LinkProxy({
+        targetId: id,
+        listen: { host: '127.0.0.1', port: 0 },
+        target: { host: '127.0.0.1', port: raft },
+        seed: this.seed,
+      });
       const proxyPort = await proxy.start();
       taken.add(proxyPort);
       this.proxies.set(id, proxy);
       this.ports.set(id, { raft, http, proxy: proxyPort });
     }
-    this.notes.push('proxy mode: partitions and packet faults are done by userspace proxies in front of each member\'s Raft port (no root, no kernel changes)');
+    this.notes.push(
+      "proxy mode: partitions and packet faults are done by userspace proxies in front of each member's Raft port (no root, no kernel changes)",
+    );
   }
 
   addresses(id: string): MemberAddresses {
     const p = this.ports.get(id)!;
-    return { id, raftListen: `127.0.0.1:${p.raft}`, raftAdvertised: `127.0.0.1:${p.proxy}`, httpListen: `127.0.0.1:${p.http}`, httpUrl: `http://127.0.0.1:${p.http}` };
+    return {
+      id,
+      raftListen: `127.0.0.1:${p.raft}`,
+      raftAdvertised: `127.0.0.1:${p.proxy}`,
+      httpListen: `127.0.0.1:${p.http}`,
+      httpUrl: `http://127.0.0.1:${p.http}`,
+    };
   }
 
   wrap(_id: string, command: string, args: string[]): { command: string; args: string[] } {

@@ -238,10 +238,13 @@ class ProxiedConnection {
       deliverAt = Math.max(deliverAt, this.lastInOrder);
       this.lastInOrder = deliverAt;
     }
-    const timer = setTimeout(() => {
-      this.timers.delete(timer);
-      this.emit(frame);
-    }, Math.max(0, deliverAt - now));
+    const timer = setTimeout(
+      () => {
+        this.timers.delete(timer);
+        this.emit(frame);
+      },
+      Math.max(0, deliverAt - now),
+    );
     this.timers.add(timer);
   }
 

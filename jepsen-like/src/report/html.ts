@@ -85,7 +85,18 @@ function pairOps(events: readonly HistoryEvent[]): DrawnOp[] {
   for (const e of events) {
     if (typeof e.process !== 'number') continue;
     if (e.type === 'invoke') {
-      const op: DrawnOp = { process: e.process, f: e.f, ...(e.key !== undefined ? { key: e.key } : {}), invokeValue: e.value, value: undefined, type: 'open', ...(e.node !== undefined ? { node: e.node } : {}), call: e.time, ret: null, lane: 0 };
+      const op: DrawnOp = {
+        process: e.process,
+        f: e.f,
+        ...(e.key !== undefined ? { key: e.key } : {}),
+        invokeValue: e.value,
+        value: undefined,
+        type: 'open',
+        ...(e.node !== undefined ? { node: e.node } : {}),
+        call: e.time,
+        ret: null,
+        lane: 0,
+      };
       open.set(e.process, op);
       ops.push(op);
     } else {
@@ -109,7 +120,15 @@ export function faultsFromHistory(events: readonly HistoryEvent[]): ReportFault[
     const v = (e.value ?? {}) as { id?: number; description?: string; targets?: string[] };
     const m = /^(start|stop)-(.+)$/.exec(e.f);
     if (m === null || typeof v.id !== 'number') continue;
-    if (m[1] === 'start') faults.set(v.id, { id: v.id, nemesis: m[2]!, description: v.description ?? m[2]!, targets: v.targets ?? [], start: e.time, stop: null });
+    if (m[1] === 'start')
+      faults.set(v.id, {
+        id: v.id,
+        nemesis: m[2]!,
+        description: v.description ?? m[2]!,
+        targets: v.targets ?? [],
+        start: e.time,
+        stop: null,
+      });
     else {
       const f = faults.get(v.id);
       if (f) f.stop = e.time;
@@ -130,7 +149,8 @@ export function renderReport(input: ReportInput): string {
   const unit = input.timeUnit ?? 'ns';
   const perSecond = unit === 'ns' ? 1e9 : 1;
   const unitLabel = unit === 'ns' ? 's' : '';
-  const fmt = (t: number, digits: number): string => (unit === 'ns' ? (t / perSecond).toFixed(digits) : String(Math.round(t)));
+  const fmt = (t: number, digits: number): string =>
+    unit === 'ns' ? (t / perSecond).toFixed(digits) : String(Math.round(t));
   const ops = pairOps(events);
   const faults = result.faults ?? faultsFromHistory(events);
   const lin = result.checks.find((c) => c.name === 'linearizable') as LinearizabilityResult | undefined;
@@ -145,7 +165,10 @@ export function renderReport(input: ReportInput): string {
   let laneNames: string[];
   const members = Array.isArray(result.run?.members) ? (result.run.members as string[]) : [];
   if (concurrency !== null) {
-    laneNames = Array.from({ length: concurrency }, (_, i) => `client ${i}${members.length > 0 ? ` → ${members[i % members.length]}` : ''}`);
+    laneNames = Array.from(
+      { length: concurrency },
+      (_, i) => `client ${i}${members.length > 0 ? ` → ${members[i % members.length]}` : ''}`,
+    );
     const finalLane = finalCalls.size > 0 ? laneNames.push('final reads') - 1 : -1;
     for (const op of ops) op.lane = finalCalls.has(op.process) ? finalLane : op.process % concurrency;
   } else {
@@ -160,8 +183,12 @@ export function renderReport(input: ReportInput): string {
     laneNames = laneEnds.map((_, i) => `lane ${i}`);
   }
 
-  const windowKeys = new Set((window?.ops ?? []).filter((o) => o.role === 'window').map((o) => `${o.process}@${o.call}`));
-  const contextKeys = new Set((window?.ops ?? []).filter((o) => o.role === 'context').map((o) => `${o.process}@${o.call}`));
+  const windowKeys = new Set(
+    (window?.ops ?? []).filter((o) => o.role === 'window').map((o) => `${o.process}@${o.call}`),
+  );
+  const contextKeys = new Set(
+    (window?.ops ?? []).filter((o) => o.role === 'context').map((o) => `${o.process}@${o.call}`),
+  );
 
   // Geometry (x in "time units"; the initial scale fits ~1300 px, zoom rescales through data attributes).
   const left = 12;
@@ -184,8 +211,12 @@ export function renderReport(input: ReportInput): string {
   const step = niceStep(spanSeconds, Math.max(4, Math.floor((spanSeconds * scale) / 110)));
   for (let s = 0; s <= spanSeconds + 1e-9; s += step) {
     const x = left + s * scale;
-    parts.push(`<line class="grid" x1="${x}" x2="${x}" y1="${faultTop - 6}" y2="${height - 20}" data-a="${s}" data-b="${s}"/>`);
-    parts.push(`<text class="tick" x="${x}" y="${height - 6}" data-a="${s}" data-b="${s}" data-anchor="middle">${Number(s.toFixed(3))}${unitLabel}</text>`);
+    parts.push(
+      `<line class="grid" x1="${x}" x2="${x}" y1="${faultTop - 6}" y2="${height - 20}" data-a="${s}" data-b="${s}"/>`,
+    );
+    parts.push(
+      `<text class="tick" x="${x}" y="${height - 6}" data-a="${s}" data-b="${s}" data-anchor="middle">${Number(s.toFixed(3))}${unitLabel}</text>`,
+    );
   }
   // Faults: a band behind the lanes and a labelled bar in the family's row.
   faults.forEach((f) => {
@@ -194,23 +225,40 @@ export function renderReport(input: ReportInput): string {
     const b = f.stop ?? end;
     const color = NEMESIS_COLORS[f.nemesis] ?? '#64748b';
     const title = `<title>${escapeHtml(`${f.description}\n${fmt(a, 2)} – ${fmt(b, 2)}${unitLabel}`)}</title>`;
-    parts.push(`<rect class="band" x="${X(a)}" width="${X(b) - X(a)}" y="${lanesTop - 4}" height="${laneNames.length * laneHeight + 6}" fill="${color}" ${ds(a, b)}>${title}</rect>`);
-    parts.push(`<rect class="fault" x="${X(a)}" width="${Math.max(2, X(b) - X(a))}" y="${faultTop + row * faultRowHeight}" height="${faultRowHeight - 4}" fill="${color}" ${ds(a, b)}>${title}</rect>`);
-    parts.push(`<text class="faultlabel" x="${X(a) + 3}" y="${faultTop + row * faultRowHeight + 11}" data-a="${a / perSecond}" data-b="${b / perSecond}" data-pad="3" data-fit="1">${escapeHtml(f.description)}</text>`);
+    parts.push(
+      `<rect class="band" x="${X(a)}" width="${X(b) - X(a)}" y="${lanesTop - 4}" height="${laneNames.length * laneHeight + 6}" fill="${color}" ${ds(a, b)}>${title}</rect>`,
+    );
+    parts.push(
+      `<rect class="fault" x="${X(a)}" width="${Math.max(2, X(b) - X(a))}" y="${faultTop + row * faultRowHeight}" height="${faultRowHeight - 4}" fill="${color}" ${ds(a, b)}>${title}</rect>`,
+    );
+    parts.push(
+      `<text class="faultlabel" x="${X(a) + 3}" y="${faultTop + row * faultRowHeight + 11}" data-a="${a / perSecond}" data-b="${b / perSecond}" data-pad="3" data-fit="1">${escapeHtml(f.description)}</text>`,
+    );
   });
-  families.forEach((name, row) => names.push(`<text class="lanename" x="${namesWidth - 8}" y="${faultTop + row * faultRowHeight + 11}">${escapeHtml(name)}</text>`));
-  if (heal) parts.push(`<line class="heal" x1="${X(heal.time)}" x2="${X(heal.time)}" y1="${faultTop - 6}" y2="${height - 20}" ${ds(heal.time, heal.time)}><title>final heal</title></line>`);
+  families.forEach((name, row) =>
+    names.push(
+      `<text class="lanename" x="${namesWidth - 8}" y="${faultTop + row * faultRowHeight + 11}">${escapeHtml(name)}</text>`,
+    ),
+  );
+  if (heal)
+    parts.push(
+      `<line class="heal" x1="${X(heal.time)}" x2="${X(heal.time)}" y1="${faultTop - 6}" y2="${height - 20}" ${ds(heal.time, heal.time)}><title>final heal</title></line>`,
+    );
   // Failure window.
   if (window) {
     const a = window.start;
     const b = window.end;
-    parts.push(`<rect class="window" x="${X(a) - 2}" width="${X(b) - X(a) + 4}" y="${faultTop - 8}" height="${height - faultTop - 10}" ${ds(a, b)} data-pad="-2" data-grow="4"><title>${escapeHtml(`failing window: state before it ${window.stateBefore}`)}</title></rect>`);
+    parts.push(
+      `<rect class="window" x="${X(a) - 2}" width="${X(b) - X(a) + 4}" y="${faultTop - 8}" height="${height - faultTop - 10}" ${ds(a, b)} data-pad="-2" data-grow="4"><title>${escapeHtml(`failing window: state before it ${window.stateBefore}`)}</title></rect>`,
+    );
   }
   // Lanes and operations.
   laneNames.forEach((name, i) => {
     const y = lanesTop + i * laneHeight;
     parts.push(`<rect class="lane${i % 2}" x="0" width="100%" y="${y}" height="${laneHeight}"/>`);
-    names.push(`<rect class="lane${i % 2}" x="0" width="100%" y="${y}" height="${laneHeight}"/><text class="lanename" x="${namesWidth - 8}" y="${y + 15}">${escapeHtml(name)}</text>`);
+    names.push(
+      `<rect class="lane${i % 2}" x="0" width="100%" y="${y}" height="${laneHeight}"/><text class="lanename" x="${namesWidth - 8}" y="${y + 15}">${escapeHtml(name)}</text>`,
+    );
   });
   for (const op of ops) {
     const a = op.call;
@@ -224,8 +272,12 @@ export function renderReport(input: ReportInput): string {
       `${op.type}${op.value !== undefined ? ` ${JSON.stringify(op.value)}` : ''}${op.error ? ` (${op.error})` : ''}`,
       `${fmt(a, 4)} – ${op.ret === null ? '?' : fmt(b, 4)}${unitLabel}`,
     ].join('\n');
-    parts.push(`<g><rect class="${cls}" x="${X(a)}" width="${Math.max(2, X(b) - X(a))}" y="${y}" height="${laneHeight - 6}" rx="2" ${ds(a, b)} data-min="2"><title>${escapeHtml(tip)}</title></rect>`);
-    parts.push(`<text class="oplabel" x="${X(a) + 2}" y="${y + 12}" ${ds(a, b)} data-pad="2" data-fit="1">${escapeHtml(label(op))}</text></g>`);
+    parts.push(
+      `<g><rect class="${cls}" x="${X(a)}" width="${Math.max(2, X(b) - X(a))}" y="${y}" height="${laneHeight - 6}" rx="2" ${ds(a, b)} data-min="2"><title>${escapeHtml(tip)}</title></rect>`,
+    );
+    parts.push(
+      `<text class="oplabel" x="${X(a) + 2}" y="${y + 12}" ${ds(a, b)} data-pad="2" data-fit="1">${escapeHtml(label(op))}</text></g>`,
+    );
   }
   const namesSvg = `<svg class="names" xmlns="http://www.w3.org/2000/svg" width="${namesWidth}" height="${height}">${names.join('')}</svg>`;
   const svg = `<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" data-left="${left}" data-scale="${scale}">${parts.join('')}</svg>`;
@@ -239,24 +291,44 @@ export function renderReport(input: ReportInput): string {
     .filter(([k]) => !['members', 'notes', 'out', 'runId'].includes(k))
     .map(([k, v]) => `<span><b>${escapeHtml(k)}</b> ${escapeHtml(Array.isArray(v) ? v.join(', ') : String(v))}</span>`)
     .join(' ');
-  const notes = Array.isArray(run.notes) ? (run.notes as string[]).map((n) => `<li>${escapeHtml(n)}</li>`).join('') : '';
+  const notes = Array.isArray(run.notes)
+    ? (run.notes as string[]).map((n) => `<li>${escapeHtml(n)}</li>`).join('')
+    : '';
   const checkRows = result.checks
     .map((c) => {
       const cls = c.valid === true ? 'valid' : c.valid === false ? 'invalid' : 'unknown';
-      const extra = c.name === 'linearizable' ? `model ${(c as LinearizabilityResult).model}, ${(c as LinearizabilityResult).partitions} partition(s), ${(c as LinearizabilityResult).steps} steps, ${(c as LinearizabilityResult).ms.toFixed(0)} ms` : c.stats ? Object.entries(c.stats).map(([k, v]) => `${k} ${String(v)}`).join(', ') : '';
+      const extra =
+        c.name === 'linearizable'
+          ? `model ${(c as LinearizabilityResult).model}, ${(c as LinearizabilityResult).partitions} partition(s), ${(c as LinearizabilityResult).steps} steps, ${(c as LinearizabilityResult).ms.toFixed(0)} ms`
+          : c.stats
+            ? Object.entries(c.stats)
+                .map(([k, v]) => `${k} ${String(v)}`)
+                .join(', ')
+            : '';
       return `<tr><th>${escapeHtml(c.name)}</th><td><span class="badge ${cls}">${String(c.valid)}</span></td><td>${escapeHtml(extra)}</td></tr>`;
     })
     .join('');
   const o = result.ops;
-  const byF = Object.entries(o.byF).map(([f, c]) => `<tr><th>${escapeHtml(f)}</th><td>${c.ok}</td><td>${c.fail}</td><td>${c.info}</td></tr>`).join('');
-  const anomalies = result.anomalies.slice(0, 50).map((a) => `<li><b>${escapeHtml(a.check)}</b> ${escapeHtml(a.type)}: ${escapeHtml(a.description)}</li>`).join('');
+  const byF = Object.entries(o.byF)
+    .map(([f, c]) => `<tr><th>${escapeHtml(f)}</th><td>${c.ok}</td><td>${c.fail}</td><td>${c.info}</td></tr>`)
+    .join('');
+  const anomalies = result.anomalies
+    .slice(0, 50)
+    .map((a) => `<li><b>${escapeHtml(a.check)}</b> ${escapeHtml(a.type)}: ${escapeHtml(a.description)}</li>`)
+    .join('');
   const faultRows = faults
-    .map((f) => `<tr><td><span class="swatch" style="background:${NEMESIS_COLORS[f.nemesis] ?? '#64748b'}"></span>${escapeHtml(f.nemesis)}</td><td>${fmt(f.start, 2)}</td><td>${f.stop === null ? '–' : fmt(f.stop, 2)}</td><td>${escapeHtml(f.description)}</td></tr>`)
+    .map(
+      (f) =>
+        `<tr><td><span class="swatch" style="background:${NEMESIS_COLORS[f.nemesis] ?? '#64748b'}"></span>${escapeHtml(f.nemesis)}</td><td>${fmt(f.start, 2)}</td><td>${f.stop === null ? '–' : fmt(f.stop, 2)}</td><td>${escapeHtml(f.description)}</td></tr>`,
+    )
     .join('');
   let windowHtml = '';
   if (window) {
     const rows = window.ops
-      .map((w) => `<tr class="${w.role}"><td>${w.role === 'window' ? 'cannot linearize' : 'linearized before'}</td><td>${w.process}</td><td>${fmt(w.call, 4)}</td><td>${w.return === null ? '?' : fmt(w.return, 4)}</td><td><code>${escapeHtml(w.description)}</code></td></tr>`)
+      .map(
+        (w) =>
+          `<tr class="${w.role}"><td>${w.role === 'window' ? 'cannot linearize' : 'linearized before'}</td><td>${w.process}</td><td>${fmt(w.call, 4)}</td><td>${w.return === null ? '?' : fmt(w.return, 4)}</td><td><code>${escapeHtml(w.description)}</code></td></tr>`,
+      )
       .join('');
     windowHtml = `<section class="failure"><h2>Not linearizable</h2>
 <p>Partition ${window.partition}: the history can be linearized up to ${window.prefixLength} operation(s), ending in the state</p>

@@ -9,7 +9,17 @@
  * Everything else (deals, go-live, pay, cancel, reads) is ours unchanged: it sits behind flash's InventoryBackend,
  * the interface the gateway already takes, and flash's production code has no path that answers before commit.
  */
-import { RESERVATION_WINDOW_MS, type AttemptRecord, type DealSnapshot, type DealSpec, type InventoryBackend, type ReservationChange, type ReservationView, type ReserveOutcome, type ReserveRequest } from '@raftkit/flash';
+import {
+  RESERVATION_WINDOW_MS,
+  type AttemptRecord,
+  type DealSnapshot,
+  type DealSpec,
+  type InventoryBackend,
+  type ReservationChange,
+  type ReservationView,
+  type ReserveOutcome,
+  type ReserveRequest,
+} from '@raftkit/flash';
 
 export class AnswerBeforeCommitInventory implements InventoryBackend {
   /** deal NUL shard -> won answers given here whose command has not been decided by the log yet. */

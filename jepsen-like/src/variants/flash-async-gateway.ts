@@ -34,8 +34,15 @@ if (me === undefined) {
   process.exit(2);
 }
 const members: PeerAddress[] = state.members.map((m) => ({ id: m.id, role: 'member', httpAddress: m.httpAddress }));
-const logger = jsonLogger(() => ({ worker: me.id, role: me.role, service: state.service, inventory: 'answer-before-commit' }));
-const backend = new AnswerBeforeCommitInventory(new RaftInventory({ endpoints: members.map((m) => clusterUrl(m.httpAddress)), token }));
+const logger = jsonLogger(() => ({
+  worker: me.id,
+  role: me.role,
+  service: state.service,
+  inventory: 'answer-before-commit',
+}));
+const backend = new AnswerBeforeCommitInventory(
+  new RaftInventory({ endpoints: members.map((m) => clusterUrl(m.httpAddress)), token }),
+);
 const running = await startGateway(
   {
     id: me.id,
@@ -45,7 +52,12 @@ const running = await startGateway(
     httpAddress: me.httpAddress,
     tcpAddress: me.tcpAddress,
     members,
-    workers: state.workers.map((w) => ({ id: w.id, role: w.role, httpAddress: w.httpAddress, tcpAddress: w.tcpAddress })),
+    workers: state.workers.map((w) => ({
+      id: w.id,
+      role: w.role,
+      httpAddress: w.httpAddress,
+      tcpAddress: w.tcpAddress,
+    })),
     tokens: [token],
     service: state.service,
     settings: state.settings,

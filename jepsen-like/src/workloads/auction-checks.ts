@@ -25,7 +25,13 @@
  *                   now, log: LoggedBid[] | null, visible: VisibleChange[]}
  * Times inside values (placed_at, close_at, start_at) are epoch milliseconds of the service's clock.
  */
-import { AuctionMachine, type AuctionCommand, type AuctionResult, type BidResult, type LoggedBid as ServiceLoggedBid } from '@raftkit/auction';
+import {
+  AuctionMachine,
+  type AuctionCommand,
+  type AuctionResult,
+  type BidResult,
+  type LoggedBid as ServiceLoggedBid,
+} from '@raftkit/auction';
 import type { HistoryEvent } from '../history.js';
 import { pairOps, type PairedOp } from './log-checks.js';
 import type { Anomaly, CheckResult } from './workload.js';
@@ -34,7 +40,8 @@ import type { Anomaly, CheckResult } from './workload.js';
  * One bid command of an auction's log, in log order, with what the service decided: the service's own entry
  * (`GET /api/auctions/{id}/log`), whose `bid_id` and `seq` a reconstructed entry (from what clients saw) lacks.
  */
-export type LoggedBid = Omit<ServiceLoggedBid, 'bid_id' | 'seq' | 'new_close_at'> & Partial<Pick<ServiceLoggedBid, 'bid_id' | 'seq'>>;
+export type LoggedBid = Omit<ServiceLoggedBid, 'bid_id' | 'seq' | 'new_close_at'> &
+  Partial<Pick<ServiceLoggedBid, 'bid_id' | 'seq'>>;
 
 /** A visible price change (what GET's bid_history shows when the full log is not available). */
 export interface VisibleChange {
@@ -83,7 +90,8 @@ class Findings {
   constructor(private readonly check: string) {}
   add(type: string, description: string, times?: number[]): void {
     // A broken run can produce thousands of the same finding: the first 200 say enough.
-    if (this.anomalies.length < 200) this.anomalies.push({ check: this.check, type, description, ...(times !== undefined ? { times } : {}) });
+    if (this.anomalies.length < 200)
+      this.anomalies.push({ check: this.check, type, description, ...(times !== undefined ? { times } : {}) });
   }
 }
 
@@ -133,13 +141,25 @@ function checkLogOrder(finals: ReadonlyMap<string, FinalAuction>): CheckResult {
       let holder: string | null = null;
       f.log.forEach((e, i) => {
         entries++;
-        if (e.high_bid !== null && high !== null && e.high_bid < high) found.add('price-decreased', `${id}: entry ${i} (${e.bidder_id}, ${e.status}) leaves the high bid at ${e.high_bid}, below ${high} before it`);
+        if (e.high_bid !== null && high !== null && e.high_bid < high)
+          found.add(
+            'price-decreased',
+            `${id}: entry ${i} (${e.bidder_id}, ${e.status}) leaves the high bid at ${e.high_bid}, below ${high} before it`,
+          );
         if (e.status === 'accepted') {
           // An accepted bid either made its bidder high strictly above the previous price, or was the high
           // bidder raising only their hidden maximum (price and holder unchanged).
           const raiseOnly = e.bidder_id === holder && e.high_bid === high && e.high_bidder_id === holder;
-          if (e.high_bid === null || e.high_bidder_id !== e.bidder_id) found.add('accepted-not-high', `${id}: accepted entry ${i} (${e.bidder_id}) leaves ${String(e.high_bidder_id)} high at ${String(e.high_bid)}`);
-          else if (!raiseOnly && high !== null && !(e.high_bid > high)) found.add('accepted-not-increasing', `${id}: accepted entry ${i} (${e.bidder_id}) took the high bid from ${high} to ${e.high_bid}`);
+          if (e.high_bid === null || e.high_bidder_id !== e.bidder_id)
+            found.add(
+              'accepted-not-high',
+              `${id}: accepted entry ${i} (${e.bidder_id}) leaves ${String(e.high_bidder_id)} high at ${String(e.high_bid)}`,
+            );
+          else if (!raiseOnly && high !== null && !(e.high_bid > high))
+            found.add(
+              'accepted-not-increasing',
+              `${id}: accepted entry ${i} (${e.bidder_id}) took the high bid from ${high} to ${e.high_bid}`,
+            );
         }
         if (e.high_bid !== null) high = high === null ? e.high_bid : Math.max(high, e.high_bid);
         holder = e.high_bidder_id;
@@ -157,17 +177,34 @@ function checkLogOrder(finals: ReadonlyMap<string, FinalAuction>): CheckResult {
       const shown = f.visible.map((v) => `${v.amount} by ${v.bidder_id}`);
       const n = Math.min(changes.length, shown.length);
       const at = changes.slice(0, n).findIndex((c, i) => c !== shown[i]);
-      if (at >= 0 || changes.length !== shown.length) found.add('visible-differs-from-log', `${id}: the log's changes of price or leader and the visible history differ${at >= 0 ? ` at change ${at + 1} (log ${changes[at]}, history ${shown[at]})` : ` in length (${changes.length} against ${shown.length})`}`);
+      if (at >= 0 || changes.length !== shown.length)
+        found.add(
+          'visible-differs-from-log',
+          `${id}: the log's changes of price or leader and the visible history differ${at >= 0 ? ` at change ${at + 1} (log ${changes[at]}, history ${shown[at]})` : ` in length (${changes.length} against ${shown.length})`}`,
+        );
     }
     let last: VisibleChange | null = null;
     for (const v of f.visible) {
       entries++;
-      if (last !== null && !(v.amount > last.amount)) found.add('visible-not-increasing', `${id}: visible change seq ${v.seq} at ${v.amount} (${v.bidder_id}) after seq ${last.seq} at ${last.amount}`);
-      if (last !== null && v.seq !== last.seq + 1) found.add('seq-gap', `${id}: visible change seq ${v.seq} after seq ${last.seq} (every change of price or leader is kept, so seqs are consecutive)`);
+      if (last !== null && !(v.amount > last.amount))
+        found.add(
+          'visible-not-increasing',
+          `${id}: visible change seq ${v.seq} at ${v.amount} (${v.bidder_id}) after seq ${last.seq} at ${last.amount}`,
+        );
+      if (last !== null && v.seq !== last.seq + 1)
+        found.add(
+          'seq-gap',
+          `${id}: visible change seq ${v.seq} after seq ${last.seq} (every change of price or leader is kept, so seqs are consecutive)`,
+        );
       last = v;
     }
   }
-  return { name: 'auction-log-order', valid: found.anomalies.length === 0, anomalies: found.anomalies, stats: { auctions: finals.size, entries } };
+  return {
+    name: 'auction-log-order',
+    valid: found.anomalies.length === 0,
+    anomalies: found.anomalies,
+    stats: { auctions: finals.size, entries },
+  };
 }
 
 function checkAcknowledged(ops: readonly PairedOp[], finals: ReadonlyMap<string, FinalAuction>): CheckResult {
@@ -190,10 +227,16 @@ function checkAcknowledged(ops: readonly PairedOp[], finals: ReadonlyMap<string,
     }
     const seen = new Set<string>();
     for (const v of f.visible) {
-      if (v.kind === 'bid' && seen.has(v.bid_id)) found.add('applied-twice', `${id}: bid ${v.bid_id} made ${v.bidder_id} high twice (seq ${v.seq})`);
+      if (v.kind === 'bid' && seen.has(v.bid_id))
+        found.add('applied-twice', `${id}: bid ${v.bid_id} made ${v.bidder_id} high twice (seq ${v.seq})`);
       seen.add(v.bid_id);
     }
-    for (const [k, list] of m) if (list.length > 1) found.add('applied-twice', `${id}: key ${k.replace('\0', '/')} decided ${list.length} times (${list.map((e) => `${e.status}@${e.placed_at}`).join(', ')})`);
+    for (const [k, list] of m)
+      if (list.length > 1)
+        found.add(
+          'applied-twice',
+          `${id}: key ${k.replace('\0', '/')} decided ${list.length} times (${list.map((e) => `${e.status}@${e.placed_at}`).join(', ')})`,
+        );
     keyed.set(id, m);
   }
   for (const op of ops) {
@@ -211,8 +254,18 @@ function checkAcknowledged(ops: readonly PairedOp[], finals: ReadonlyMap<string,
     }
     if (f.log !== null) {
       const entries = keyed.get(id)?.get(`${bidder}\0${key}`) ?? [];
-      if (entries.length === 0) found.add('acknowledged-lost', `${id}: ${bidder}'s bid ${key} (${String(op.input.amount)}) was acknowledged accepted but is not in the log`, [op.start, op.end ?? op.start]);
-      else if (entries[0]!.status !== 'accepted') found.add('acknowledged-other-status', `${id}: ${bidder}'s bid ${key} was acknowledged accepted but the log decided ${entries[0]!.status}`, [op.start, op.end ?? op.start]);
+      if (entries.length === 0)
+        found.add(
+          'acknowledged-lost',
+          `${id}: ${bidder}'s bid ${key} (${String(op.input.amount)}) was acknowledged accepted but is not in the log`,
+          [op.start, op.end ?? op.start],
+        );
+      else if (entries[0]!.status !== 'accepted')
+        found.add(
+          'acknowledged-other-status',
+          `${id}: ${bidder}'s bid ${key} was acknowledged accepted but the log decided ${entries[0]!.status}`,
+          [op.start, op.end ?? op.start],
+        );
       else present++;
       continue;
     }
@@ -224,10 +277,20 @@ function checkAcknowledged(ops: readonly PairedOp[], finals: ReadonlyMap<string,
       continue;
     }
     if (f.visible.some((v) => v.bidder_id === bidder && v.amount === price)) present++;
-    else if (f.visible.length > 0 && f.visible[0]!.amount > price) present++; // older than the kept history
-    else found.add('acknowledged-lost', `${id}: ${bidder}'s accepted bid at ${price} is not in the bid history`, [op.start, op.end ?? op.start]);
+    else if (f.visible.length > 0 && f.visible[0]!.amount > price)
+      present++; // older than the kept history
+    else
+      found.add('acknowledged-lost', `${id}: ${bidder}'s accepted bid at ${price} is not in the bid history`, [
+        op.start,
+        op.end ?? op.start,
+      ]);
   }
-  return { name: 'auction-acknowledged', valid: found.anomalies.length === 0, anomalies: found.anomalies, stats: { acknowledged_accepted: acked, present, auction_unread: unread } };
+  return {
+    name: 'auction-acknowledged',
+    valid: found.anomalies.length === 0,
+    anomalies: found.anomalies,
+    stats: { acknowledged_accepted: acked, present, auction_unread: unread },
+  };
 }
 
 /** Replays each final log through a fresh machine, entry by entry, and compares. */
@@ -241,7 +304,8 @@ function checkReplay(ops: readonly PairedOp[], finals: ReadonlyMap<string, Final
   for (const [id, f] of finals) {
     const c = created.get(id);
     if (c === undefined) continue;
-    if (f.state !== 'closed' && f.now > f.close_at + CLOSE_GRACE_MS) found.add('not-closed', `${id}: ${f.state} ${f.now - f.close_at} ms after its close_at`);
+    if (f.state !== 'closed' && f.now > f.close_at + CLOSE_GRACE_MS)
+      found.add('not-closed', `${id}: ${f.state} ${f.now - f.close_at} ms after its close_at`);
     if (f.log === null) {
       withoutLog++;
       continue;
@@ -251,40 +315,81 @@ function checkReplay(ops: readonly PairedOp[], finals: ReadonlyMap<string, Final
     // No frequency limit in the replay: a rebuilt log holds only bids that passed it, at their entries' times.
     const m = new AuctionMachine(f.log_complete === true ? {} : { maxBidsPerWindow: Number.MAX_SAFE_INTEGER });
     let index = 0;
-    const apply = (command: AuctionCommand, time: number): AuctionResult => m.apply(command, { index: ++index, term: 1, time });
-    apply({ op: 'create', auctionId: id, itemId: `item-${id}`, sellerId: c.seller_id, startPrice: c.start_price, reservePrice: c.reserve_price, minIncrement: c.min_increment, startAt: c.start_at, endAt: c.end_at, antiSnipeWindowS: c.anti_snipe_window_s }, c.start_at);
+    const apply = (command: AuctionCommand, time: number): AuctionResult =>
+      m.apply(command, { index: ++index, term: 1, time });
+    apply(
+      {
+        op: 'create',
+        auctionId: id,
+        itemId: `item-${id}`,
+        sellerId: c.seller_id,
+        startPrice: c.start_price,
+        reservePrice: c.reserve_price,
+        minIncrement: c.min_increment,
+        startAt: c.start_at,
+        endAt: c.end_at,
+        antiSnipeWindowS: c.anti_snipe_window_s,
+      },
+      c.start_at,
+    );
     let diverged = false;
     let lastTime = c.start_at;
     f.log.forEach((e, i) => {
       if (diverged) return;
       lastTime = Math.max(lastTime, e.placed_at);
-      const r = apply({ op: 'bid', bidId: `replay-${i}`, auctionId: id, bidderId: e.bidder_id, amount: e.amount, maxProxyAmount: e.max_proxy_amount, idempotencyKey: e.idempotency_key }, e.placed_at) as BidResult;
+      const r = apply(
+        {
+          op: 'bid',
+          bidId: `replay-${i}`,
+          auctionId: id,
+          bidderId: e.bidder_id,
+          amount: e.amount,
+          maxProxyAmount: e.max_proxy_amount,
+          idempotencyKey: e.idempotency_key,
+        },
+        e.placed_at,
+      ) as BidResult;
       const got = `${r.status} high ${String(r.newHighBid)} by ${String(r.highBidderId)}${e.close_at !== null ? ` close_at ${String(r.closeAt)}` : ''}`;
       const logged = `${e.status} high ${String(e.high_bid)} by ${String(e.high_bidder_id)}${e.close_at !== null ? ` close_at ${e.close_at}` : ''}`;
       if (got !== logged) {
         // After the first divergence every later entry differs too: one finding per auction says it.
-        found.add('replay-differs', `${id}: entry ${i} (${e.bidder_id} ${e.amount} max ${String(e.max_proxy_amount)} at ${e.placed_at}): replay ${got}, service ${logged}`);
+        found.add(
+          'replay-differs',
+          `${id}: entry ${i} (${e.bidder_id} ${e.amount} max ${String(e.max_proxy_amount)} at ${e.placed_at}): replay ${got}, service ${logged}`,
+        );
         diverged = true;
       }
     });
     if (diverged) continue;
     const view = m.getAuction(id, lastTime)!;
-    if (view.closeAt !== f.close_at) found.add('close-at-differs', `${id}: replay close_at ${view.closeAt}, service ${f.close_at}`);
+    if (view.closeAt !== f.close_at)
+      found.add('close-at-differs', `${id}: replay close_at ${view.closeAt}, service ${f.close_at}`);
     if (view.currentHighBid !== f.current_high_bid || view.currentHighBidderId !== f.current_high_bidder_id) {
-      found.add('final-differs', `${id}: replay high ${String(view.currentHighBid)} by ${String(view.currentHighBidderId)}, service ${String(f.current_high_bid)} by ${String(f.current_high_bidder_id)}`);
+      found.add(
+        'final-differs',
+        `${id}: replay high ${String(view.currentHighBid)} by ${String(view.currentHighBidderId)}, service ${String(f.current_high_bid)} by ${String(f.current_high_bidder_id)}`,
+      );
     }
     if (f.state === 'closed') {
       closed++;
       const r = apply({ op: 'close', auctionId: id }, Math.max(lastTime, view.closeAt));
       if (r.op === 'close' && r.status === 'closed') {
         if (r.handoff.winnerId !== f.winner || r.handoff.finalPrice !== f.final_price) {
-          found.add('winner-differs', `${id}: replay winner ${String(r.handoff.winnerId)} at ${String(r.handoff.finalPrice)}, service ${String(f.winner)} at ${String(f.final_price)}`);
+          found.add(
+            'winner-differs',
+            `${id}: replay winner ${String(r.handoff.winnerId)} at ${String(r.handoff.finalPrice)}, service ${String(f.winner)} at ${String(f.final_price)}`,
+          );
         }
       }
     }
   }
   const valid = found.anomalies.length > 0 ? false : replayed === 0 && withoutLog > 0 ? 'unknown' : true;
-  return { name: 'auction-replay', valid, anomalies: found.anomalies, stats: { replayed, from_full_log: fromFullLog, closed, without_log: withoutLog } };
+  return {
+    name: 'auction-replay',
+    valid,
+    anomalies: found.anomalies,
+    stats: { replayed, from_full_log: fromFullLog, closed, without_log: withoutLog },
+  };
 }
 
 interface Observation {
@@ -333,15 +438,26 @@ function checkCloseAt(ops: readonly PairedOp[], finals: ReadonlyMap<string, Fina
         if (best === null || ends[j]!.closeAt > best.closeAt) best = ends[j]!;
         j++;
       }
-      if (best !== null && o.closeAt < best.closeAt) found.add('close-at-backwards', `${id}: ${o.what} saw close_at ${o.closeAt} after ${best.what} had seen ${best.closeAt}`, [best.end, o.start]);
+      if (best !== null && o.closeAt < best.closeAt)
+        found.add(
+          'close-at-backwards',
+          `${id}: ${o.what} saw close_at ${o.closeAt} after ${best.what} had seen ${best.closeAt}`,
+          [best.end, o.start],
+        );
     }
     const max = Math.max(...list.map((o) => o.closeAt));
     const min = Math.min(...list.map((o) => o.closeAt));
     if (max > min) extended++;
     const f = finals.get(id);
-    if (f !== undefined && f.close_at < max) found.add('final-close-at-earlier', `${id}: final close_at ${f.close_at} is before the ${max} a client saw`);
+    if (f !== undefined && f.close_at < max)
+      found.add('final-close-at-earlier', `${id}: final close_at ${f.close_at} is before the ${max} a client saw`);
   }
-  return { name: 'auction-close-at', valid: found.anomalies.length === 0, anomalies: found.anomalies, stats: { observations: obs.length, auctions_extended: extended } };
+  return {
+    name: 'auction-close-at',
+    valid: found.anomalies.length === 0,
+    anomalies: found.anomalies,
+    stats: { observations: obs.length, auctions_extended: extended },
+  };
 }
 
 interface ClientBid {
@@ -362,7 +478,8 @@ function clientBids(ops: readonly PairedOp[]): Map<string, ClientBid> {
   const out = new Map<string, ClientBid>();
   for (const op of ops) {
     if (op.f !== 'bid' || op.type !== 'ok' || op.output === null) continue;
-    const answer = str(op.output.status) === 'duplicate' ? (op.output.original as Record<string, unknown> | undefined) : op.output;
+    const answer =
+      str(op.output.status) === 'duplicate' ? (op.output.original as Record<string, unknown> | undefined) : op.output;
     const bidId = str(answer?.bid_id);
     if (answer === undefined || bidId === null || out.has(bidId)) continue;
     out.set(bidId, {
@@ -389,9 +506,15 @@ function clientBids(ops: readonly PairedOp[]): Map<string, ClientBid> {
  * nothing are left out: they cannot change a replay. Null with the reason when it cannot be rebuilt (the history
  * does not start at seq 1, or names a bid whose answer no client got).
  */
-function reconstructLog(visible: readonly VisibleChange[], bids: ReadonlyMap<string, ClientBid>, auctionId: string, bidIdsOf: ReadonlyMap<string, string[]>): { log: LoggedBid[] | null; reason: string | null } {
+function reconstructLog(
+  visible: readonly VisibleChange[],
+  bids: ReadonlyMap<string, ClientBid>,
+  auctionId: string,
+  bidIdsOf: ReadonlyMap<string, string[]>,
+): { log: LoggedBid[] | null; reason: string | null } {
   const sorted = [...visible].sort((a, b) => a.seq - b.seq);
-  if (sorted.length > 0 && sorted[0]!.seq !== 1) return { log: null, reason: `history starts at seq ${sorted[0]!.seq}` };
+  if (sorted.length > 0 && sorted[0]!.seq !== 1)
+    return { log: null, reason: `history starts at seq ${sorted[0]!.seq}` };
   const inHistory = new Set(sorted.map((v) => v.bid_id));
   const bySeq = new Map(sorted.map((v) => [v.seq, v]));
   const raises = new Map<number, ClientBid[]>();
@@ -406,13 +529,22 @@ function reconstructLog(visible: readonly VisibleChange[], bids: ReadonlyMap<str
   }
   const log: LoggedBid[] = [];
   const entry = (c: ClientBid, at: number, high: number, holder: string, closeAt: number | null): LoggedBid => ({
-    bidder_id: c.bidder_id, amount: c.amount, max_proxy_amount: c.max_proxy_amount, idempotency_key: c.idempotency_key, placed_at: at, status: c.status, high_bid: high, high_bidder_id: holder, close_at: closeAt,
+    bidder_id: c.bidder_id,
+    amount: c.amount,
+    max_proxy_amount: c.max_proxy_amount,
+    idempotency_key: c.idempotency_key,
+    placed_at: at,
+    status: c.status,
+    high_bid: high,
+    high_bidder_id: holder,
+    close_at: closeAt,
   });
   for (const v of sorted) {
     const c = bids.get(v.bid_id);
     if (c === undefined) return { log: null, reason: `seq ${v.seq} names bid ${v.bid_id}, whose answer no client got` };
     log.push(entry(c, v.at, v.amount, v.bidder_id, c.seq === v.seq ? c.close_at : null));
-    for (const r of (raises.get(v.seq) ?? []).sort((a, b) => a.start - b.start)) log.push(entry(r, v.at, v.amount, v.bidder_id, r.close_at));
+    for (const r of (raises.get(v.seq) ?? []).sort((a, b) => a.start - b.start))
+      log.push(entry(r, v.at, v.amount, v.bidder_id, r.close_at));
   }
   return { log, reason: null };
 }
@@ -424,7 +556,8 @@ export function checkAuctionHistory(events: readonly HistoryEvent[]): CheckResul
   const bidIdsOf = new Map<string, string[]>();
   for (const op of ops) {
     if (op.f !== 'bid' || op.type !== 'ok' || op.output === null) continue;
-    const answer = str(op.output.status) === 'duplicate' ? (op.output.original as Record<string, unknown> | undefined) : op.output;
+    const answer =
+      str(op.output.status) === 'duplicate' ? (op.output.original as Record<string, unknown> | undefined) : op.output;
     const id = str(op.input.auction_id);
     const bidId = str(answer?.bid_id);
     if (id === null || bidId === null) continue;

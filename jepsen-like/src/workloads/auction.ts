@@ -39,7 +39,14 @@ interface AuctionOptions {
   budget: [number, number];
 }
 
-const DEFAULT_AUCTION_OPTIONS: AuctionOptions = { live: 3, lengthS: [5, 10], antiSnipeWindowS: 4, startPrice: 100, minIncrement: 5, budget: [200, 900] };
+const DEFAULT_AUCTION_OPTIONS: AuctionOptions = {
+  live: 3,
+  lengthS: [5, 10],
+  antiSnipeWindowS: 4,
+  startPrice: 100,
+  minIncrement: 5,
+  budget: [200, 900],
+};
 
 const SELLER = 'seller';
 /** Gateways the workload runs (as `cluster up` does); client w uses gateway w mod 2 first. */
@@ -88,17 +95,38 @@ export class AuctionWorkload implements Workload {
    * writer) is sent again after its Retry-After with the same body (same idempotency key) until the deadline, on
    * the next gateway. Returns the last outcome.
    */
-  private async call(first: number, method: string, path: string, token: string, body: unknown, timeoutMs: number): Promise<HttpOutcome> {
+  private async call(
+    first: number,
+    method: string,
+    path: string,
+    token: string,
+    body: unknown,
+    timeoutMs: number,
+  ): Promise<HttpOutcome> {
     const deadline = Date.now() + timeoutMs;
     let last: HttpOutcome = { kind: 'not-sent', error: 'no gateway' };
     for (let attempt = 0; attempt < 8 && Date.now() < deadline; attempt++) {
       const base = this.gateways[(first + attempt) % this.gateways.length]?.url;
       if (base === undefined) return last;
-      last = await callJson(base + path, { method, token, ...(body !== undefined ? { body } : {}), timeoutMs: Math.max(100, deadline - Date.now()) });
+      last = await callJson(base + path, {
+        method,
+        token,
+        ...(body !== undefined ? { body } : {}),
+        timeoutMs: Math.max(100, deadline - Date.now()),
+      });
       if (last.kind === 'not-sent') continue;
       if (last.kind === 'response' && last.status === 503) {
         const after = Number(last.retryAfter ?? '0.2');
-        await new Promise((r) => setTimeout(r, Math.min(1_000, Math.max(50, (Number.isFinite(after) ? after : 0.2) * 1000), Math.max(0, deadline - Date.now()))));
+        await new Promise((r) =>
+          setTimeout(
+            r,
+            Math.min(
+              1_000,
+              Math.max(50, (Number.isFinite(after) ? after : 0.2) * 1000),
+              Math.max(0, deadline - Date.now()),
+            ),
+          ),
+        );
         continue;
       }
       return last;
@@ -118,7 +146,13 @@ export class AuctionWorkload implements Workload {
     return [...this.auctions.values()].filter((a) => !a.ended && a.closeAt > now);
   }
 
-  private async create(perform: WorkerContext['perform'], gateway: number, token: string, timeoutMs: number, draw: (lo: number, hi: number) => number): Promise<void> {
+  private async create(
+    perform: WorkerContext['perform'],
+    gateway: number,
+    token: string,
+    timeoutMs: number,
+    draw: (lo: number, hi: number) => number,
+  ): Promise<void> {
     const o = this.options;
     const now = Date.now();
     const n = this.created++;
@@ -151,12 +185,24 @@ export class AuctionWorkload implements Workload {
    */
   async setup(ctx: FinalContext): Promise<void> {
     const members = ctx.nodes.map((id) => ({ id, role: 'member', httpAddress: new URL(ctx.url(id)).host }));
-    const quiet = jsonLogger(() => ({}), () => {});
+    const quiet = jsonLogger(
+      () => ({}),
+      () => {},
+    );
     for (let i = 1; i <= GATEWAYS; i++) {
       const id = `gw${i}`;
       const running = await startGateway({
-        id, role: 'gateway', index: i, dataDir: mkdtempSync(join(tmpdir(), 'jl-auction-gw-')), httpAddress: '127.0.0.1:0', tcpAddress: '127.0.0.1:0',
-        members, workers: [], tokens: [ctx.token], settings: {}, logger: quiet,
+        id,
+        role: 'gateway',
+        index: i,
+        dataDir: mkdtempSync(join(tmpdir(), 'jl-auction-gw-')),
+        httpAddress: '127.0.0.1:0',
+        tcpAddress: '127.0.0.1:0',
+        members,
+        workers: [],
+        tokens: [ctx.token],
+        settings: {},
+        logger: quiet,
       });
       this.gateways.push({ url: `http://127.0.0.1:${running.httpPort}`, stop: () => running.stop() });
     }
@@ -195,28 +241,58 @@ export class AuctionWorkload implements Workload {
     };
 
     const bid = async (p: Pending): Promise<Completion> => {
-      const body = { bidder_id: bidder, amount: p.amount, ...(p.max !== null ? { max_proxy_amount: p.max } : {}), idempotency_key: p.key, bidder_token: token };
-      const done = await ctx.perform({ f: 'bid', key: p.auction, value: { auction_id: p.auction, bidder_id: bidder, amount: p.amount, max_proxy_amount: p.max, idempotency_key: p.key } }, async () => {
-        const out = await this.call(gateway, 'POST', `/api/auctions/${encodeURIComponent(p.auction)}/bids`, ctx.token, body, ctx.opTimeoutMs);
-        if (out.kind === 'response' && out.status >= 200 && out.status < 300) return { type: 'ok', value: { ...obj(out.body), auction_id: p.auction } };
-        // A 4xx that is a decision rather than a refusal (some services answer auction_ended with 409/410):
-        // recorded as an answer when it carries a status.
-        if (out.kind === 'response' && typeof obj(out.body).status === 'string') return { type: 'ok', value: { ...obj(out.body), auction_id: p.auction } };
-        if (out.kind === 'response' && (out.status === 401 || out.status === 403)) token = null;
-        return writeFailure(out);
-      });
+      const body = {
+        bidder_id: bidder,
+        amount: p.amount,
+        ...(p.max !== null ? { max_proxy_amount: p.max } : {}),
+        idempotency_key: p.key,
+        bidder_token: token,
+      };
+      const done = await ctx.perform(
+        {
+          f: 'bid',
+          key: p.auction,
+          value: {
+            auction_id: p.auction,
+            bidder_id: bidder,
+            amount: p.amount,
+            max_proxy_amount: p.max,
+            idempotency_key: p.key,
+          },
+        },
+        async () => {
+          const out = await this.call(
+            gateway,
+            'POST',
+            `/api/auctions/${encodeURIComponent(p.auction)}/bids`,
+            ctx.token,
+            body,
+            ctx.opTimeoutMs,
+          );
+          if (out.kind === 'response' && out.status >= 200 && out.status < 300)
+            return { type: 'ok', value: { ...obj(out.body), auction_id: p.auction } };
+          // A 4xx that is a decision rather than a refusal (some services answer auction_ended with 409/410):
+          // recorded as an answer when it carries a status.
+          if (out.kind === 'response' && typeof obj(out.body).status === 'string')
+            return { type: 'ok', value: { ...obj(out.body), auction_id: p.auction } };
+          if (out.kind === 'response' && (out.status === 401 || out.status === 403)) token = null;
+          return writeFailure(out);
+        },
+      );
       if (done.type === 'ok') {
         const a = obj(done.value);
         const known = this.auctions.get(p.auction);
         const answer = a.status === 'duplicate' ? { ...obj(a.original), status: obj(a.original).status } : a;
         if (known !== undefined) {
-          const closeAt = typeof a.new_close_at === 'number' ? a.new_close_at : typeof a.close_at === 'number' ? a.close_at : null;
+          const closeAt =
+            typeof a.new_close_at === 'number' ? a.new_close_at : typeof a.close_at === 'number' ? a.close_at : null;
           if (closeAt !== null && closeAt > known.closeAt) known.closeAt = closeAt;
           if (typeof a.new_high_bid === 'number' && (known.high === null || a.new_high_bid >= known.high)) {
             known.high = a.new_high_bid;
             known.holder = typeof a.high_bidder_id === 'string' ? a.high_bidder_id : null;
           }
-          if (a.status === 'auction_ended' || answer.status === 'auction_ended' || a.status === 'unknown_auction') known.ended = true;
+          if (a.status === 'auction_ended' || answer.status === 'auction_ended' || a.status === 'unknown_auction')
+            known.ended = true;
         }
       }
       return done;
@@ -258,12 +334,31 @@ export class AuctionWorkload implements Workload {
         if (ctx.rng.float() < 0.08) {
           // A read of the query view (it may lag: not a writer's observation of close_at).
           await ctx.perform({ f: 'read', key: a.id, value: { auction_id: a.id } }, async () => {
-            const out = await this.call(gateway, 'GET', `/api/auctions/${encodeURIComponent(a.id)}`, ctx.token, undefined, ctx.opTimeoutMs);
+            const out = await this.call(
+              gateway,
+              'GET',
+              `/api/auctions/${encodeURIComponent(a.id)}`,
+              ctx.token,
+              undefined,
+              ctx.opTimeoutMs,
+            );
             if (out.kind === 'response' && out.status === 200) {
               const b = obj(out.body);
-              return { type: 'ok', value: { auction_id: a.id, state: b.state, close_at: b.close_at, current_high_bid: b.current_high_bid, fresh: false } };
+              return {
+                type: 'ok',
+                value: {
+                  auction_id: a.id,
+                  state: b.state,
+                  close_at: b.close_at,
+                  current_high_bid: b.current_high_bid,
+                  fresh: false,
+                },
+              };
             }
-            return { type: 'fail', error: out.kind === 'response' ? (errorCode(out.body) ?? `http_${out.status}`) : out.error };
+            return {
+              type: 'fail',
+              error: out.kind === 'response' ? (errorCode(out.body) ?? `http_${out.status}`) : out.error,
+            };
           });
           return;
         }
@@ -325,7 +420,10 @@ export class AuctionWorkload implements Workload {
           // Every member's own view (members not holding the auction's group answer 421), and the gateway's.
           const path = `/auctions/${encodeURIComponent(a.id)}?history=all`;
           await Promise.all(
-            [...ctx.nodes.map((id) => `${ctx.url(id)}/internal${path}`), ...this.gateways.map((g) => `${g.url}/api${path}`)].map(async (url) => {
+            [
+              ...ctx.nodes.map((id) => `${ctx.url(id)}/internal${path}`),
+              ...this.gateways.map((g) => `${g.url}/api${path}`),
+            ].map(async (url) => {
               const out = await callJson(url, { method: 'GET', token: ctx.token, timeoutMs: ctx.opTimeoutMs });
               if (out.kind === 'response' && out.status === 200) views.push(obj(out.body));
             }),
@@ -336,9 +434,18 @@ export class AuctionWorkload implements Workload {
           // rebuild the log from the visible history and the answers.
           const logs: Answer[] = [];
           await Promise.all(
-            [...ctx.nodes.map((id) => `${ctx.url(id)}/internal/auctions/${encodeURIComponent(a.id)}/log`), ...this.gateways.map((g) => `${g.url}/api/auctions/${encodeURIComponent(a.id)}/log`)].map(async (url) => {
+            [
+              ...ctx.nodes.map((id) => `${ctx.url(id)}/internal/auctions/${encodeURIComponent(a.id)}/log`),
+              ...this.gateways.map((g) => `${g.url}/api/auctions/${encodeURIComponent(a.id)}/log`),
+            ].map(async (url) => {
               const out = await callJson(url, { method: 'GET', token: ctx.token, timeoutMs: ctx.opTimeoutMs });
-              if (out.kind === 'response' && out.status === 200 && obj(out.body).complete === true && Array.isArray(obj(out.body).log)) logs.push(obj(out.body));
+              if (
+                out.kind === 'response' &&
+                out.status === 200 &&
+                obj(out.body).complete === true &&
+                Array.isArray(obj(out.body).log)
+              )
+                logs.push(obj(out.body));
             }),
           );
           const lengthOf = (l: Answer): number => (l.log as unknown[]).length;
@@ -350,18 +457,41 @@ export class AuctionWorkload implements Workload {
             const h = Array.isArray(v.bid_history) ? v.bid_history : [];
             return h.length === 0 || obj(h[0]).seq === 1;
           };
-          views.sort((x, y) => Number(y.state === 'closed') - Number(x.state === 'closed') || seqOf(y) - seqOf(x) || Number(fromStart(y)) - Number(fromStart(x)));
+          views.sort(
+            (x, y) =>
+              Number(y.state === 'closed') - Number(x.state === 'closed') ||
+              seqOf(y) - seqOf(x) ||
+              Number(fromStart(y)) - Number(fromStart(x)),
+          );
           const v = views[0]!;
           const visible: VisibleChange[] = (Array.isArray(v.bid_history) ? v.bid_history : []).map((h) => {
             const e = obj(h);
-            return { seq: Number(e.seq), bid_id: String(e.bid_id), bidder_id: String(e.bidder_id), amount: Number(e.amount), at: Number(e.at), kind: e.kind === 'proxy' ? 'proxy' : 'bid' };
+            return {
+              seq: Number(e.seq),
+              bid_id: String(e.bid_id),
+              bidder_id: String(e.bidder_id),
+              amount: Number(e.amount),
+              at: Number(e.at),
+              kind: e.kind === 'proxy' ? 'proxy' : 'bid',
+            };
           });
           return {
             type: 'ok',
             value: {
-              auction_id: a.id, state: v.state, close_at: v.close_at, current_high_bid: v.current_high_bid ?? null, current_high_bidder_id: v.current_high_bidder_id ?? null,
-              winner: v.winner ?? null, final_price: v.final_price ?? null, now: Date.now(), seq: v.seq, views: views.length, visible,
-              ...(full !== undefined ? { log: full.log, log_complete: true, log_member: full.member ?? null } : { log: null }),
+              auction_id: a.id,
+              state: v.state,
+              close_at: v.close_at,
+              current_high_bid: v.current_high_bid ?? null,
+              current_high_bidder_id: v.current_high_bidder_id ?? null,
+              winner: v.winner ?? null,
+              final_price: v.final_price ?? null,
+              now: Date.now(),
+              seq: v.seq,
+              views: views.length,
+              visible,
+              ...(full !== undefined
+                ? { log: full.log, log_complete: true, log_member: full.member ?? null }
+                : { log: null }),
             },
           };
         });

@@ -43,7 +43,13 @@ interface CollabOptions {
   offlineShare: number;
 }
 
-const DEFAULT_COLLAB_OPTIONS: CollabOptions = { workers: 3, workerFaultEveryMs: 4_000, deleteShare: 0.15, formatShare: 0.15, offlineShare: 0.1 };
+const DEFAULT_COLLAB_OPTIONS: CollabOptions = {
+  workers: 3,
+  workerFaultEveryMs: 4_000,
+  deleteShare: 0.15,
+  formatShare: 0.15,
+  offlineShare: 0.1,
+};
 
 const TOKEN = /\[c\d+\.\d+\]/g;
 
@@ -93,7 +99,10 @@ export class CollabWorkload implements Workload {
     // Marked with this run's id, as the members are, so `jepsen-like clean` finds them if the harness dies.
     const runId = readRunStates().find((r) => r.state.harnessPid === process.pid)?.state.runId;
     if (runId !== undefined) env.JEPSEN_LIKE_RUN = runId;
-    const child = spawn(process.execPath, [script, '--cluster', this.dir!, '--id', p.id], { stdio: ['ignore', out, out], env });
+    const child = spawn(process.execPath, [script, '--cluster', this.dir!, '--id', p.id], {
+      stdio: ['ignore', out, out],
+      env,
+    });
     closeSync(out);
     p.child = child;
     p.paused = false;
@@ -151,14 +160,17 @@ export class CollabWorkload implements Workload {
       const p = this.procs[rng.int(0, this.procs.length - 1)]!;
       const kill = rng.chance(0.5);
       const downMs = rng.between(1_000, 3_000);
-      await ctx.perform({ f: kill ? 'worker-kill' : 'worker-pause', key: p.id, value: { down_ms: Math.round(downMs) } }, async () => {
-        if (kill) await this.killWorker(p);
-        else {
-          this.signal(p, 'SIGSTOP');
-          p.paused = true;
-        }
-        return { type: 'ok' };
-      });
+      await ctx.perform(
+        { f: kill ? 'worker-kill' : 'worker-pause', key: p.id, value: { down_ms: Math.round(downMs) } },
+        async () => {
+          if (kill) await this.killWorker(p);
+          else {
+            this.signal(p, 'SIGSTOP');
+            p.paused = true;
+          }
+          return { type: 'ok' };
+        },
+      );
       this.say(`${kill ? 'killed' : 'paused'} ${p.id} for ${(downMs / 1000).toFixed(1)}s`);
       await sleep(downMs);
       await this.heal(p);
@@ -178,7 +190,13 @@ export class CollabWorkload implements Workload {
 
   // ---- setup
 
-  private async api(method: string, path: string, body: unknown, token: string, base = this.procs[0]!.http): Promise<Record<string, unknown>> {
+  private async api(
+    method: string,
+    path: string,
+    body: unknown,
+    token: string,
+    base = this.procs[0]!.http,
+  ): Promise<Record<string, unknown>> {
     const res = await fetch(`${base}${path}`, {
       method,
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
@@ -198,22 +216,42 @@ export class CollabWorkload implements Workload {
       const id = `worker${i}`;
       const http = await freePort();
       const tcp = await freePort();
-      records.push({ id, role: 'worker', index: i, pid: null, httpAddress: `127.0.0.1:${http}`, tcpAddress: `127.0.0.1:${tcp}` });
+      records.push({
+        id,
+        role: 'worker',
+        index: i,
+        pid: null,
+        httpAddress: `127.0.0.1:${http}`,
+        tcpAddress: `127.0.0.1:${tcp}`,
+      });
       mkdirSync(join(this.dir, id), { recursive: true });
       this.procs.push({ id, http: `http://127.0.0.1:${http}`, child: null, paused: false });
     }
     // The worker reads what `cluster up` would have written: the members' addresses, the workers', the token.
-    const state = { service: 'collab', dataDir: this.dir, basePort: 0, tickMs: 0, bootstrap: {}, members, workers: records, settings: {} };
+    const state = {
+      service: 'collab',
+      dataDir: this.dir,
+      basePort: 0,
+      tickMs: 0,
+      bootstrap: {},
+      members,
+      workers: records,
+      settings: {},
+    };
     writeFileSync(join(this.dir, 'cluster.json'), JSON.stringify(state, null, 2));
     writeFileSync(join(this.dir, 'token'), ctx.token + '\n', { mode: 0o600 });
     for (const p of this.procs) this.startWorker(p);
-    for (const p of this.procs) if (!(await this.healthy(p, 30_000))) throw new Error(`collab worker ${p.id} not healthy within 30 s (log in ${join(this.dir, p.id)})`);
+    for (const p of this.procs)
+      if (!(await this.healthy(p, 30_000)))
+        throw new Error(`collab worker ${p.id} not healthy within 30 s (log in ${join(this.dir, p.id)})`);
 
     // Users and the document (the members are still electing the document's group now and then: retry).
     for (;;) {
       try {
         const owner = await this.userToken('c0', ctx.token);
-        this.docId = String((await this.api('POST', '/api/docs', { title: 'jepsen', owner_id: 'c0' }, owner))['doc_id']);
+        this.docId = String(
+          (await this.api('POST', '/api/docs', { title: 'jepsen', owner_id: 'c0' }, owner))['doc_id'],
+        );
         break;
       } catch (e) {
         if (Date.now() > ctx.deadline) throw new Error(`could not create the document: ${(e as Error).message}`);
@@ -229,7 +267,13 @@ export class CollabWorkload implements Workload {
     if (t === undefined) {
       t = String((await this.api('POST', '/api/collab/users', { user_id: user }, clusterToken))['user_token']);
       this.tokens.set(user, t);
-      if (user !== 'c0' && this.docId !== '') await this.api('PUT', `/api/docs/${encodeURIComponent(this.docId)}/permissions/${user}`, { role: 'editor' }, clusterToken);
+      if (user !== 'c0' && this.docId !== '')
+        await this.api(
+          'PUT',
+          `/api/docs/${encodeURIComponent(this.docId)}/permissions/${user}`,
+          { role: 'editor' },
+          clusterToken,
+        );
     }
     return t;
   }
@@ -246,7 +290,14 @@ export class CollabWorkload implements Workload {
     const connect = async (): Promise<CollabClient> => {
       if (client !== null) return client;
       const token = await this.userToken(user, ctx.token);
-      client = await CollabClient.connect({ url: home.http, docId: this.docId, userId: user, token, workers, connectTimeoutMs: 10_000 });
+      client = await CollabClient.connect({
+        url: home.http,
+        docId: this.docId,
+        userId: user,
+        token,
+        workers,
+        connectTimeoutMs: 10_000,
+      });
       this.clients[ctx.worker] = client;
       return client;
     };
@@ -264,7 +315,10 @@ export class CollabWorkload implements Workload {
         try {
           c = await connect();
         } catch (e) {
-          await ctx.perform({ f: 'connect', value: { client: user } }, async () => ({ type: 'fail', error: (e as Error).message.slice(0, 160) }));
+          await ctx.perform({ f: 'connect', value: { client: user } }, async () => ({
+            type: 'fail',
+            error: (e as Error).message.slice(0, 160),
+          }));
           await ctx.sleep(500);
           return;
         }
@@ -295,16 +349,19 @@ export class CollabWorkload implements Workload {
           mine.push(tok);
           const offline = ctx.rng.chance(this.options.offlineShare);
           const awayMs = ctx.rng.between(200, 1_000);
-          await ctx.perform({ f: 'type', key: tok, value: { client: user, token: tok, at, ...(offline ? { offline: true } : {}) } }, async () => {
-            // Offline: the change is made locally, kept while away, and sent on reconnect (join with since_revision).
-            if (offline) c.offline();
-            c.insert(at, tok);
-            if (offline) {
-              await ctx.sleep(awayMs);
-              c.online();
-            }
-            return settle(c, () => c.text().includes(tok), 'the token is missing');
-          });
+          await ctx.perform(
+            { f: 'type', key: tok, value: { client: user, token: tok, at, ...(offline ? { offline: true } : {}) } },
+            async () => {
+              // Offline: the change is made locally, kept while away, and sent on reconnect (join with since_revision).
+              if (offline) c.offline();
+              c.insert(at, tok);
+              if (offline) {
+                await ctx.sleep(awayMs);
+                c.online();
+              }
+              return settle(c, () => c.text().includes(tok), 'the token is missing');
+            },
+          );
         }
       },
       finish: async () => undefined,
@@ -344,11 +401,20 @@ export class CollabWorkload implements Workload {
     // A client that never saw the faults: what the service holds now.
     const token = await this.userToken('c0', ctx.token);
     try {
-      const fresh = await CollabClient.connect({ url: this.procs[0]!.http, docId: this.docId, userId: 'c0', token, workers: this.procs.map((p) => p.http) });
+      const fresh = await CollabClient.connect({
+        url: this.procs[0]!.http,
+        docId: this.docId,
+        userId: 'c0',
+        token,
+        workers: this.procs.map((p) => p.http),
+      });
       await read('fresh', fresh, latest);
       fresh.close();
     } catch (e) {
-      await ctx.perform({ f: 'read', key: 'fresh', value: { client: 'fresh' } }, async () => ({ type: 'info', error: (e as Error).message }));
+      await ctx.perform({ f: 'read', key: 'fresh', value: { client: 'fresh' } }, async () => ({
+        type: 'info',
+        error: (e as Error).message,
+      }));
     }
   }
 
@@ -393,32 +459,70 @@ export function checkCollabHistory(events: readonly HistoryEvent[]): CheckResult
     if (e.f === 'type' && e.type === 'ok' && typeof e.key === 'string') ackedTypes.add(e.key);
     if (e.f === 'delete' && e.type === 'invoke' && v.token) deleteAimed.add(v.token);
     if (e.f === 'delete' && e.type === 'ok' && typeof e.key === 'string') ackedDeletes.add(e.key);
-    if (e.f === 'read' && e.type === 'ok' && typeof v.text === 'string') reads.push({ client: v.client ?? '?', text: v.text, spans: v.spans });
+    if (e.f === 'read' && e.type === 'ok' && typeof v.text === 'string')
+      reads.push({ client: v.client ?? '?', text: v.text, spans: v.spans });
   }
-  const anomalies: Record<string, Anomaly[]> = { converged: [], 'acked-present': [], 'acked-deletes': [], 'whole-tokens': [] };
+  const anomalies: Record<string, Anomaly[]> = {
+    converged: [],
+    'acked-present': [],
+    'acked-deletes': [],
+    'whole-tokens': [],
+  };
   const add = (check: string, type: string, description: string): void => {
     if (anomalies[check]!.length < 20) anomalies[check]!.push({ check, type, description });
   };
   const readsExpected = new Set(events.filter((e) => e.f === 'read' && e.type === 'invoke').map((e) => String(e.key)));
   if (reads.length === 0) add('converged', 'no-final-read', 'no client read the document after the heal');
-  if (reads.length < readsExpected.size) add('converged', 'missing-final-read', `${readsExpected.size - reads.length} of ${readsExpected.size} final reads did not complete`);
+  if (reads.length < readsExpected.size)
+    add(
+      'converged',
+      'missing-final-read',
+      `${readsExpected.size - reads.length} of ${readsExpected.size} final reads did not complete`,
+    );
   const first = reads[0];
   for (const r of reads.slice(1)) {
-    if (r.text !== first!.text) add('converged', 'text-differs', `${r.client} ends with ${r.text.length} chars, ${first!.client} with ${first!.text.length}`);
-    else if (JSON.stringify(r.spans) !== JSON.stringify(first!.spans)) add('converged', 'format-differs', `${r.client} and ${first!.client} have the same text but different formatting`);
+    if (r.text !== first!.text)
+      add(
+        'converged',
+        'text-differs',
+        `${r.client} ends with ${r.text.length} chars, ${first!.client} with ${first!.text.length}`,
+      );
+    else if (JSON.stringify(r.spans) !== JSON.stringify(first!.spans))
+      add(
+        'converged',
+        'format-differs',
+        `${r.client} and ${first!.client} have the same text but different formatting`,
+      );
   }
   for (const r of reads) {
     const found = r.text.match(TOKEN) ?? [];
-    if (found.join('') !== r.text) add('whole-tokens', 'garbage', `${r.client}: the text is not a sequence of whole tokens`);
+    if (found.join('') !== r.text)
+      add('whole-tokens', 'garbage', `${r.client}: the text is not a sequence of whole tokens`);
     const seen = new Set<string>();
     for (const tok of found) {
       if (seen.has(tok)) add('whole-tokens', 'duplicate', `${r.client}: ${tok} appears twice`);
       seen.add(tok);
       if (!typed.has(tok)) add('whole-tokens', 'unknown', `${r.client}: ${tok} was never typed`);
     }
-    for (const tok of ackedTypes) if (!deleteAimed.has(tok) && !seen.has(tok)) add('acked-present', 'lost', `${r.client}: acknowledged ${tok} is missing`);
-    for (const tok of ackedDeletes) if (seen.has(tok)) add('acked-deletes', 'resurrected', `${r.client}: ${tok} was deleted (acknowledged) but is there`);
+    for (const tok of ackedTypes)
+      if (!deleteAimed.has(tok) && !seen.has(tok))
+        add('acked-present', 'lost', `${r.client}: acknowledged ${tok} is missing`);
+    for (const tok of ackedDeletes)
+      if (seen.has(tok))
+        add('acked-deletes', 'resurrected', `${r.client}: ${tok} was deleted (acknowledged) but is there`);
   }
-  const stats = { typed: typed.size, acked_types: ackedTypes.size, deletes_aimed: deleteAimed.size, acked_deletes: ackedDeletes.size, final_reads: reads.length, final_chars: first?.text.length ?? 0 };
-  return Object.entries(anomalies).map(([name, list]) => ({ name, valid: list.length === 0, anomalies: list, ...(name === 'converged' ? { stats } : {}) }));
+  const stats = {
+    typed: typed.size,
+    acked_types: ackedTypes.size,
+    deletes_aimed: deleteAimed.size,
+    acked_deletes: ackedDeletes.size,
+    final_reads: reads.length,
+    final_chars: first?.text.length ?? 0,
+  };
+  return Object.entries(anomalies).map(([name, list]) => ({
+    name,
+    valid: list.length === 0,
+    anomalies: list,
+    ...(name === 'converged' ? { stats } : {}),
+  }));
 }

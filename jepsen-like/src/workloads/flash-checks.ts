@@ -61,7 +61,10 @@ function str(value: unknown): string | null {
 }
 
 /** Pairs each completion with its invocation (by process), for the given operation names. */
-function completions(events: readonly HistoryEvent[], fs: ReadonlySet<string>): Array<{ invoke: HistoryEvent; done: HistoryEvent }> {
+function completions(
+  events: readonly HistoryEvent[],
+  fs: ReadonlySet<string>,
+): Array<{ invoke: HistoryEvent; done: HistoryEvent }> {
   const open = new Map<number, HistoryEvent>();
   const out: Array<{ invoke: HistoryEvent; done: HistoryEvent }> = [];
   for (const e of events) {
@@ -77,7 +80,10 @@ function completions(events: readonly HistoryEvent[], fs: ReadonlySet<string>): 
   return out;
 }
 
-export function checkFlashHistory(events: readonly HistoryEvent[], options: FlashCheckOptions = DEFAULT_FLASH_CHECK_OPTIONS): CheckResult[] {
+export function checkFlashHistory(
+  events: readonly HistoryEvent[],
+  options: FlashCheckOptions = DEFAULT_FLASH_CHECK_OPTIONS,
+): CheckResult[] {
   const local = new Set(options.localReasons);
   const holding = new Set(options.holdingStatuses);
 
@@ -127,7 +133,13 @@ export function checkFlashHistory(events: readonly HistoryEvent[], options: Flas
     if (!final) attemptsOk++;
     const v = record(done.value);
     const status = str(v.status) ?? 'unknown';
-    const answer: Answer = { status, reservationId: str(v.reservation_id), reason: str(v.reason), time: done.time, final };
+    const answer: Answer = {
+      status,
+      reservationId: str(v.reservation_id),
+      reason: str(v.reason),
+      time: done.time,
+      final,
+    };
     if (status === 'queued') {
       if (!final) queued++;
       unknown.add(id);
@@ -168,30 +180,69 @@ export function checkFlashHistory(events: readonly HistoryEvent[], options: Flas
     const anomalies: Anomaly[] = [];
     const sold = reservationUser.size;
     if (total === null) {
-      anomalies.push({ check: 'no-oversell', type: 'no-deal', description: 'the history has no acknowledged setup-deal: the inventory bound is unknown' });
+      anomalies.push({
+        check: 'no-oversell',
+        type: 'no-deal',
+        description: 'the history has no acknowledged setup-deal: the inventory bound is unknown',
+      });
     } else {
       if (sold > total) {
         const times = [...winsByUser.values()].flatMap((m) => [...m.values()]).sort((a, b) => a - b);
-        anomalies.push({ check: 'no-oversell', type: 'oversold', description: `${sold} distinct reservations were won, more than the total inventory of ${total} (oversold by ${sold - total})`, times: times.slice(total, total + 5) });
+        anomalies.push({
+          check: 'no-oversell',
+          type: 'oversold',
+          description: `${sold} distinct reservations were won, more than the total inventory of ${total} (oversold by ${sold - total})`,
+          times: times.slice(total, total + 5),
+        });
       }
-      if (remaining !== null && remaining < 0) anomalies.push({ check: 'no-oversell', type: 'negative-remaining', description: `the deal state reports remaining ${remaining} after the heal` });
+      if (remaining !== null && remaining < 0)
+        anomalies.push({
+          check: 'no-oversell',
+          type: 'negative-remaining',
+          description: `the deal state reports remaining ${remaining} after the heal`,
+        });
       if (remaining !== null && sold + remaining > total) {
-        anomalies.push({ check: 'no-oversell', type: 'units-created', description: `${sold} won + ${remaining} remaining = ${sold + remaining}, more than the total inventory of ${total}` });
+        anomalies.push({
+          check: 'no-oversell',
+          type: 'units-created',
+          description: `${sold} won + ${remaining} remaining = ${sold + remaining}, more than the total inventory of ${total}`,
+        });
       }
     }
-    results.push({ name: 'no-oversell', valid: total === null ? 'unknown' : anomalies.length === 0, anomalies, stats: { total_inventory: total, reservations_won: sold, remaining_after_heal: remaining } });
+    results.push({
+      name: 'no-oversell',
+      valid: total === null ? 'unknown' : anomalies.length === 0,
+      anomalies,
+      stats: { total_inventory: total, reservations_won: sold, remaining_after_heal: remaining },
+    });
   }
 
   // one-per-user
   {
     const anomalies: Anomaly[] = [];
     for (const [user, ids] of winsByUser) {
-      if (ids.size > 1) anomalies.push({ check: 'one-per-user', type: 'two-reservations', description: `${user} holds ${ids.size} reservations: ${[...ids.keys()].join(', ')}`, times: [...ids.values()] });
+      if (ids.size > 1)
+        anomalies.push({
+          check: 'one-per-user',
+          type: 'two-reservations',
+          description: `${user} holds ${ids.size} reservations: ${[...ids.keys()].join(', ')}`,
+          times: [...ids.values()],
+        });
     }
     for (const [id, users] of reservationUser) {
-      if (users.size > 1) anomalies.push({ check: 'one-per-user', type: 'shared-reservation', description: `reservation ${id} was answered to ${users.size} users: ${[...users].join(', ')}` });
+      if (users.size > 1)
+        anomalies.push({
+          check: 'one-per-user',
+          type: 'shared-reservation',
+          description: `reservation ${id} was answered to ${users.size} users: ${[...users].join(', ')}`,
+        });
     }
-    results.push({ name: 'one-per-user', valid: anomalies.length === 0, anomalies, stats: { winners: winsByUser.size } });
+    results.push({
+      name: 'one-per-user',
+      valid: anomalies.length === 0,
+      anomalies,
+      stats: { winners: winsByUser.size },
+    });
   }
 
   // acked-wins-present
@@ -200,7 +251,9 @@ export function checkFlashHistory(events: readonly HistoryEvent[], options: Flas
     const acked = new Map<string, { user: string; time: number }>();
     for (const [id, list] of answers) {
       const user = inputs.get(id)!.user;
-      for (const a of list) if (a.status === 'won' && a.reservationId !== null && !acked.has(a.reservationId)) acked.set(a.reservationId, { user, time: a.time });
+      for (const a of list)
+        if (a.status === 'won' && a.reservationId !== null && !acked.has(a.reservationId))
+          acked.set(a.reservationId, { user, time: a.time });
     }
     let present = 0;
     let unread = 0;
@@ -208,20 +261,45 @@ export function checkFlashHistory(events: readonly HistoryEvent[], options: Flas
       const read = readBack.get(rid);
       if (read === undefined) {
         unread++;
-        anomalies.push({ check: 'acked-wins-present', type: 'not-read', description: `the acknowledged win ${rid} of ${user} could not be read after the heal`, times: [time] });
+        anomalies.push({
+          check: 'acked-wins-present',
+          type: 'not-read',
+          description: `the acknowledged win ${rid} of ${user} could not be read after the heal`,
+          times: [time],
+        });
       } else if (!read.found) {
-        anomalies.push({ check: 'acked-wins-present', type: 'lost-win', description: `the acknowledged win ${rid} of ${user} is unknown to the service after the heal (404)`, times: [time, read.time] });
+        anomalies.push({
+          check: 'acked-wins-present',
+          type: 'lost-win',
+          description: `the acknowledged win ${rid} of ${user} is unknown to the service after the heal (404)`,
+          times: [time, read.time],
+        });
       } else if (read.user !== user) {
-        anomalies.push({ check: 'acked-wins-present', type: 'wrong-owner', description: `the acknowledged win ${rid} of ${user} reads back as ${read.user ?? 'nobody'}'s`, times: [time, read.time] });
+        anomalies.push({
+          check: 'acked-wins-present',
+          type: 'wrong-owner',
+          description: `the acknowledged win ${rid} of ${user} reads back as ${read.user ?? 'nobody'}'s`,
+          times: [time, read.time],
+        });
       } else if (!holding.has(read.status ?? '')) {
-        anomalies.push({ check: 'acked-wins-present', type: 'not-holding', description: `the acknowledged win ${rid} of ${user} reads back with status ${read.status ?? 'none'}`, times: [time, read.time] });
+        anomalies.push({
+          check: 'acked-wins-present',
+          type: 'not-holding',
+          description: `the acknowledged win ${rid} of ${user} reads back with status ${read.status ?? 'none'}`,
+          times: [time, read.time],
+        });
       } else {
         present++;
       }
     }
     // A win that could not be read at all is unknown, not wrong; anything else found is wrong.
     const wrong = anomalies.length - unread;
-    results.push({ name: 'acked-wins-present', valid: wrong > 0 ? false : unread > 0 ? 'unknown' : true, anomalies, stats: { acknowledged: acked.size, present } });
+    results.push({
+      name: 'acked-wins-present',
+      valid: wrong > 0 ? false : unread > 0 ? 'unknown' : true,
+      anomalies,
+      stats: { acknowledged: acked.size, present },
+    });
   }
 
   // one-answer-per-key
@@ -231,27 +309,68 @@ export function checkFlashHistory(events: readonly HistoryEvent[], options: Flas
     for (const [id, list] of answers) {
       if (list.length > 1) retried++;
       const wins = new Set(list.filter((a) => a.status === 'won').map((a) => a.reservationId ?? '(none)'));
-      if (wins.size > 1) anomalies.push({ check: 'one-answer-per-key', type: 'different-wins', description: `key ${id} was answered won with ${wins.size} reservations: ${[...wins].join(', ')}`, times: list.map((a) => a.time) });
+      if (wins.size > 1)
+        anomalies.push({
+          check: 'one-answer-per-key',
+          type: 'different-wins',
+          description: `key ${id} was answered won with ${wins.size} reservations: ${[...wins].join(', ')}`,
+          times: list.map((a) => a.time),
+        });
       const firstWin = list.find((a) => a.status === 'won');
       if (firstWin !== undefined) {
         const lostAfter = list.find((a) => a.status === 'lost' && a.time > firstWin.time);
-        if (lostAfter !== undefined) anomalies.push({ check: 'one-answer-per-key', type: 'won-then-lost', description: `key ${id} was answered won (${firstWin.reservationId ?? ''}) and later lost${lostAfter.reason !== null ? ` (${lostAfter.reason})` : ''}`, times: [firstWin.time, lostAfter.time] });
-        const decidedLostBefore = list.find((a) => a.status === 'lost' && a.time < firstWin.time && (a.reason === null || !local.has(a.reason)));
-        if (decidedLostBefore !== undefined) anomalies.push({ check: 'one-answer-per-key', type: 'lost-then-won', description: `key ${id} was answered lost by the inventory and later won (${firstWin.reservationId ?? ''})`, times: [decidedLostBefore.time, firstWin.time] });
+        if (lostAfter !== undefined)
+          anomalies.push({
+            check: 'one-answer-per-key',
+            type: 'won-then-lost',
+            description: `key ${id} was answered won (${firstWin.reservationId ?? ''}) and later lost${lostAfter.reason !== null ? ` (${lostAfter.reason})` : ''}`,
+            times: [firstWin.time, lostAfter.time],
+          });
+        const decidedLostBefore = list.find(
+          (a) => a.status === 'lost' && a.time < firstWin.time && (a.reason === null || !local.has(a.reason)),
+        );
+        if (decidedLostBefore !== undefined)
+          anomalies.push({
+            check: 'one-answer-per-key',
+            type: 'lost-then-won',
+            description: `key ${id} was answered lost by the inventory and later won (${firstWin.reservationId ?? ''})`,
+            times: [decidedLostBefore.time, firstWin.time],
+          });
       }
     }
     // Units taken from the inventory that no user was told of: a key the inventory decided won was answered
     // otherwise (e.g. sold out from a gateway's local memory), so its user never learns of the unit.
     if (total !== null && remaining !== null && remaining >= 0 && reservationUser.size + remaining < total) {
       const hidden = total - reservationUser.size - remaining;
-      anomalies.push({ check: 'one-answer-per-key', type: 'hidden-wins', description: `${hidden} unit(s) left the inventory (${total} total, ${remaining} remaining) but only ${reservationUser.size} wins were answered: some key decided won was answered otherwise` });
+      anomalies.push({
+        check: 'one-answer-per-key',
+        type: 'hidden-wins',
+        description: `${hidden} unit(s) left the inventory (${total} total, ${remaining} remaining) but only ${reservationUser.size} wins were answered: some key decided won was answered otherwise`,
+      });
     }
     for (const id of unknown) {
       const list = answers.get(id) ?? [];
       const decided = list.some((a) => a.status === 'won' || a.status === 'lost');
-      if (!decided) anomalies.push({ check: 'one-answer-per-key', type: 'never-answered', description: `key ${id} had an unknown outcome and got no answer after the heal` });
+      if (!decided)
+        anomalies.push({
+          check: 'one-answer-per-key',
+          type: 'never-answered',
+          description: `key ${id} had an unknown outcome and got no answer after the heal`,
+        });
     }
-    results.push({ name: 'one-answer-per-key', valid: anomalies.length === 0, anomalies, stats: { keys: inputs.size, keys_answered_more_than_once: retried, attempts_ok: attemptsOk, attempts_fail: attemptsFail, attempts_info: attemptsInfo, queued } });
+    results.push({
+      name: 'one-answer-per-key',
+      valid: anomalies.length === 0,
+      anomalies,
+      stats: {
+        keys: inputs.size,
+        keys_answered_more_than_once: retried,
+        attempts_ok: attemptsOk,
+        attempts_fail: attemptsFail,
+        attempts_info: attemptsInfo,
+        queued,
+      },
+    });
   }
   return results;
 }

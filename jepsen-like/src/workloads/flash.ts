@@ -79,7 +79,10 @@ interface User {
   lastGateway: number;
 }
 
-type Reply = { kind: 'response'; status: number; body: unknown; setCookie: string[] } | { kind: 'not-sent'; error: string } | { kind: 'unknown'; error: string };
+type Reply =
+  | { kind: 'response'; status: number; body: unknown; setCookie: string[] }
+  | { kind: 'not-sent'; error: string }
+  | { kind: 'unknown'; error: string };
 
 /** The error code of a JSON error body, or http_STATUS. */
 function codeOf(reply: Reply & { kind: 'response' }): string {
@@ -109,9 +112,11 @@ function leadingZeroBits(digest: Buffer): number {
 
 async function pool<T>(items: readonly T[], concurrency: number, work: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, async () => {
-    while (next < items.length) await work(items[next++]!);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(concurrency, items.length) }, async () => {
+      while (next < items.length) await work(items[next++]!);
+    }),
+  );
 }
 
 export class FlashWorkload implements Workload {
@@ -126,18 +131,28 @@ export class FlashWorkload implements Workload {
   private dealId: string | null = null;
   private agent: Agent | null = null;
 
-  constructor(private readonly options: FlashOptions = DEFAULT_FLASH_OPTIONS, name = 'flash') {
+  constructor(
+    private readonly options: FlashOptions = DEFAULT_FLASH_OPTIONS,
+    name = 'flash',
+  ) {
     this.name = name;
     this.workers = { gateway: options.gateways };
     // The clients come from one host: the gateway takes each simulated user's address from X-Forwarded-For
     // (trust_proxy), so the per-IP limit sees a crowd; the smoke load before go-live is kept small.
-    this.settings = { challenge_bits: String(options.challengeBits), trust_proxy: '1', expected_peak_rps: '200', ...options.settings };
+    this.settings = {
+      challenge_bits: String(options.challengeBits),
+      trust_proxy: '1',
+      expected_peak_rps: '200',
+      ...options.settings,
+    };
     if (options.gatewayScript !== null) this.workerScript = options.gatewayScript;
   }
 
   describe(): string {
     const o = this.options;
-    const extra = Object.entries(o.settings).map(([k, v]) => `${k}=${v}`).join(' ');
+    const extra = Object.entries(o.settings)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
     return `${o.users} users, one deal of ${o.totalInventory} units in ${o.shards} shards, ${o.gateways} gateways, challenge ${o.challengeBits} bits; unknown outcomes retried with the same key through another gateway, ${o.resendProbability * 100}% of answers re-sent, ${o.freshKeyProbability * 100}% of winners try a fresh key${extra ? `; ${extra}` : ''}${o.gatewayScript !== null ? `; gateways: ${o.gatewayScript.split('/').pop()}` : ''}`;
   }
 
@@ -147,13 +162,22 @@ export class FlashWorkload implements Workload {
   }
 
   /** One JSON call; the outcome classified as sent-and-answered, certainly not sent, or unknown. */
-  private async call(url: string, o: { method: string; token: string; body?: unknown; timeoutMs: number; cookie?: string; ip?: string }): Promise<Reply> {
+  private async call(
+    url: string,
+    o: { method: string; token: string; body?: unknown; timeoutMs: number; cookie?: string; ip?: string },
+  ): Promise<Reply> {
     const headers: Record<string, string> = { authorization: `Bearer ${o.token}` };
     if (o.body !== undefined) headers['content-type'] = 'application/json';
     if (o.cookie !== undefined) headers.cookie = o.cookie;
     if (o.ip !== undefined) headers['x-forwarded-for'] = o.ip;
     try {
-      const res = await request(url, { method: o.method as 'GET', headers, body: o.body === undefined ? undefined : JSON.stringify(o.body), dispatcher: this.dispatcher(), signal: AbortSignal.timeout(o.timeoutMs) });
+      const res = await request(url, {
+        method: o.method as 'GET',
+        headers,
+        body: o.body === undefined ? undefined : JSON.stringify(o.body),
+        dispatcher: this.dispatcher(),
+        signal: AbortSignal.timeout(o.timeoutMs),
+      });
       const text = await res.body.text();
       let body: unknown = text;
       try {
@@ -162,23 +186,38 @@ export class FlashWorkload implements Workload {
         // not JSON: keep the text
       }
       const sc = res.headers['set-cookie'];
-      return { kind: 'response', status: res.statusCode, body, setCookie: sc === undefined ? [] : Array.isArray(sc) ? sc : [sc] };
+      return {
+        kind: 'response',
+        status: res.statusCode,
+        body,
+        setCookie: sc === undefined ? [] : Array.isArray(sc) ? sc : [sc],
+      };
     } catch (e) {
       const error = e as { name?: string; code?: string; cause?: { code?: string } };
       const code = error.code ?? error.cause?.code ?? error.name ?? 'error';
-      if (code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return { kind: 'not-sent', error: code };
-      return { kind: 'unknown', error: error.name === 'TimeoutError' || error.name === 'AbortError' ? 'timeout' : code };
+      if (code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH')
+        return { kind: 'not-sent', error: code };
+      return {
+        kind: 'unknown',
+        error: error.name === 'TimeoutError' || error.name === 'AbortError' ? 'timeout' : code,
+      };
     }
   }
 
   /** A setup call retried until it answers 2xx (setup runs before any fault). */
-  private async must(ctx: FinalContext, what: string, url: string, o: Parameters<FlashWorkload['call']>[1]): Promise<Reply & { kind: 'response' }> {
+  private async must(
+    ctx: FinalContext,
+    what: string,
+    url: string,
+    o: Parameters<FlashWorkload['call']>[1],
+  ): Promise<Reply & { kind: 'response' }> {
     let last = '';
     while (Date.now() < ctx.deadline) {
       const r = await this.call(url, o);
       if (r.kind === 'response' && r.status >= 200 && r.status < 300) return r;
       last = r.kind === 'response' ? `${r.status} ${JSON.stringify(r.body).slice(0, 200)}` : r.error;
-      if (r.kind === 'response' && r.status >= 400 && r.status < 500 && r.status !== 429 && r.status !== 421) throw new Error(`${what}: ${last}`);
+      if (r.kind === 'response' && r.status >= 400 && r.status < 500 && r.status !== 429 && r.status !== 421)
+        throw new Error(`${what}: ${last}`);
       await ctx.sleep(200);
     }
     throw new Error(`${what}: no answer before the setup deadline (last: ${last})`);
@@ -200,10 +239,27 @@ export class FlashWorkload implements Workload {
     const gw = (i: number): string => this.gateway(ctx, i);
     for (let i = 0; i < o.users; i++) {
       const id = `u${i}`;
-      this.users.push({ id, token: '', antiBotToken: '', ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`, key: `${id}-k0`, keys: 1, unresolved: false, refusals: 0, done: false, reservation: null, lastGateway: i });
+      this.users.push({
+        id,
+        token: '',
+        antiBotToken: '',
+        ip: `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`,
+        key: `${id}-k0`,
+        keys: 1,
+        unresolved: false,
+        refusals: 0,
+        done: false,
+        reservation: null,
+        lastGateway: i,
+      });
     }
     await pool(this.users, SETUP_CONCURRENCY, async (u) => {
-      const r = await this.must(ctx, `register ${u.id}`, `${gw(u.lastGateway)}/api/flash/accounts/${u.id}`, { method: 'PUT', token: ctx.token, body: { created_at: accountAge, payment_verified: true }, timeoutMs: ctx.opTimeoutMs });
+      const r = await this.must(ctx, `register ${u.id}`, `${gw(u.lastGateway)}/api/flash/accounts/${u.id}`, {
+        method: 'PUT',
+        token: ctx.token,
+        body: { created_at: accountAge, payment_verified: true },
+        timeoutMs: ctx.opTimeoutMs,
+      });
       const token = (r.body as { user_token?: unknown }).user_token;
       if (typeof token !== 'string') throw new Error(`register ${u.id}: no user_token in ${JSON.stringify(r.body)}`);
       u.token = token;
@@ -211,37 +267,87 @@ export class FlashWorkload implements Workload {
     const registerMs = Date.now() - t0;
     // Go-live after the challenges: they take about as long as the registration did (two calls each), with room.
     const start = Date.now() + Math.max(15_000, 4 * registerMs + 10_000);
-    const dealBody = { sku_id: 'jepsen-sku', total_inventory: o.totalInventory, start_at: new Date(start).toISOString(), end_at: new Date(start + DEAL_HOURS * 3_600_000).toISOString(), shards: o.shards };
+    const dealBody = {
+      sku_id: 'jepsen-sku',
+      total_inventory: o.totalInventory,
+      start_at: new Date(start).toISOString(),
+      end_at: new Date(start + DEAL_HOURS * 3_600_000).toISOString(),
+      shards: o.shards,
+    };
     const created = await ctx.perform({ f: 'setup-deal', value: dealBody }, async (): Promise<Completion> => {
-      const r = await this.call(`${gw(0)}/api/flash/deals`, { method: 'POST', token: ctx.token, body: dealBody, timeoutMs: 10_000 });
+      const r = await this.call(`${gw(0)}/api/flash/deals`, {
+        method: 'POST',
+        token: ctx.token,
+        body: dealBody,
+        timeoutMs: 10_000,
+      });
       if (r.kind === 'response' && (r.status === 201 || r.status === 200)) {
         const dealId = (r.body as { deal_id?: unknown }).deal_id;
-        if (typeof dealId === 'string') return { type: 'ok', value: { deal_id: dealId, total_inventory: o.totalInventory, shards: o.shards, start_at: dealBody.start_at } };
+        if (typeof dealId === 'string')
+          return {
+            type: 'ok',
+            value: {
+              deal_id: dealId,
+              total_inventory: o.totalInventory,
+              shards: o.shards,
+              start_at: dealBody.start_at,
+            },
+          };
       }
-      return { type: 'fail', error: r.kind === 'response' ? `${r.status} ${JSON.stringify(r.body).slice(0, 300)}` : r.error };
+      return {
+        type: 'fail',
+        error: r.kind === 'response' ? `${r.status} ${JSON.stringify(r.body).slice(0, 300)}` : r.error,
+      };
     });
     if (created.type !== 'ok') throw new Error(`could not create the deal: ${created.error ?? ''}`);
     const dealId = (created.value as { deal_id: string }).deal_id;
     this.dealId = dealId;
     await pool(this.users, SETUP_CONCURRENCY, async (u) => {
       const url = gw(u.lastGateway);
-      const c = await this.must(ctx, `challenge ${u.id}`, `${url}/api/flash/${dealId}/challenge`, { method: 'POST', token: u.token, body: { user_id: u.id }, timeoutMs: ctx.opTimeoutMs, ip: u.ip });
+      const c = await this.must(ctx, `challenge ${u.id}`, `${url}/api/flash/${dealId}/challenge`, {
+        method: 'POST',
+        token: u.token,
+        body: { user_id: u.id },
+        timeoutMs: ctx.opTimeoutMs,
+        ip: u.ip,
+      });
       const { challenge, difficulty } = c.body as { challenge?: unknown; difficulty?: unknown };
-      if (typeof challenge !== 'string' || typeof difficulty !== 'number') throw new Error(`challenge ${u.id}: ${JSON.stringify(c.body)}`);
+      if (typeof challenge !== 'string' || typeof difficulty !== 'number')
+        throw new Error(`challenge ${u.id}: ${JSON.stringify(c.body)}`);
       const nonce = solveChallenge(challenge, difficulty);
-      const a = await this.must(ctx, `answer ${u.id}`, `${url}/api/flash/${dealId}/challenge/answer`, { method: 'POST', token: u.token, body: { user_id: u.id, challenge, nonce }, timeoutMs: ctx.opTimeoutMs, ip: u.ip });
+      const a = await this.must(ctx, `answer ${u.id}`, `${url}/api/flash/${dealId}/challenge/answer`, {
+        method: 'POST',
+        token: u.token,
+        body: { user_id: u.id, challenge, nonce },
+        timeoutMs: ctx.opTimeoutMs,
+        ip: u.ip,
+      });
       const token = (a.body as { anti_bot_token?: unknown }).anti_bot_token;
       if (typeof token !== 'string') throw new Error(`answer ${u.id}: ${JSON.stringify(a.body)}`);
       u.antiBotToken = token;
     });
-    if (Date.now() > start) throw new Error(`the challenges took past go-live (${((Date.now() - start) / 1000).toFixed(1)} s late): raise the margin`);
+    if (Date.now() > start)
+      throw new Error(
+        `the challenges took past go-live (${((Date.now() - start) / 1000).toFixed(1)} s late): raise the margin`,
+      );
     await ctx.sleep(start - Date.now());
   }
 
-  private attemptOnce(user: User, gatewayIndex: number, ctx: { workerUrls: readonly string[]; opTimeoutMs: number }): () => Promise<Completion> {
+  private attemptOnce(
+    user: User,
+    gatewayIndex: number,
+    ctx: { workerUrls: readonly string[]; opTimeoutMs: number },
+  ): () => Promise<Completion> {
     return async () => {
       const body = { user_id: user.id, idempotency_key: user.key, anti_bot_token: user.antiBotToken };
-      const r = await this.call(`${this.gateway(ctx, gatewayIndex)}/api/flash/${this.dealId!}/attempt`, { method: 'POST', token: user.token, body, timeoutMs: ctx.opTimeoutMs, cookie: `flash_bot=${user.antiBotToken}`, ip: user.ip });
+      const r = await this.call(`${this.gateway(ctx, gatewayIndex)}/api/flash/${this.dealId!}/attempt`, {
+        method: 'POST',
+        token: user.token,
+        body,
+        timeoutMs: ctx.opTimeoutMs,
+        cookie: `flash_bot=${user.antiBotToken}`,
+        ip: user.ip,
+      });
       if (r.kind === 'not-sent') return { type: 'fail', error: r.error };
       if (r.kind === 'unknown') return { type: 'info', error: r.error };
       if (r.status === 200 || r.status === 201 || r.status === 202) {
@@ -250,7 +356,9 @@ export class FlashWorkload implements Workload {
         return { type: 'info', error: `unexpected answer ${JSON.stringify(r.body).slice(0, 200)}` };
       }
       // A 4xx decided nothing (missing proof, rate limit, busy); a 5xx may have been decided behind the gateway.
-      return r.status >= 400 && r.status < 500 ? { type: 'fail', error: codeOf(r) } : { type: 'info', error: codeOf(r) };
+      return r.status >= 400 && r.status < 500
+        ? { type: 'fail', error: codeOf(r) }
+        : { type: 'info', error: codeOf(r) };
     };
   }
 
@@ -294,7 +402,10 @@ export class FlashWorkload implements Workload {
       // Every send goes through the next gateway: a retry never through the one that just failed.
       const g = (user.lastGateway + 1) % gateways;
       user.lastGateway = g;
-      return ctx.perform({ f, key: `${user.id}/${user.key}`, value: { user: user.id, key: user.key, gateway: g } }, this.attemptOnce(user, g, ctx));
+      return ctx.perform(
+        { f, key: `${user.id}/${user.key}`, value: { user: user.id, key: user.key, gateway: g } },
+        this.attemptOnce(user, g, ctx),
+      );
     };
     return {
       step: async () => {
@@ -346,7 +457,14 @@ export class FlashWorkload implements Workload {
       let g = u.lastGateway;
       while (u.unresolved && Date.now() < ctx.deadline) {
         g++;
-        const done = await ctx.perform({ f: 'final-attempt', key: `${u.id}/${u.key}`, value: { user: u.id, key: u.key, gateway: g % Math.max(1, ctx.workerUrls.length) } }, this.attemptOnce(u, g, ctx));
+        const done = await ctx.perform(
+          {
+            f: 'final-attempt',
+            key: `${u.id}/${u.key}`,
+            value: { user: u.id, key: u.key, gateway: g % Math.max(1, ctx.workerUrls.length) },
+          },
+          this.attemptOnce(u, g, ctx),
+        );
         this.settle(u, done);
         if (u.unresolved || done.type === 'fail') await ctx.sleep(300);
         if (done.type === 'fail' && !u.unresolved) break;
@@ -356,15 +474,24 @@ export class FlashWorkload implements Workload {
     await pool([...this.wins], 16, async ([rid, u]) => {
       let g = 0;
       while (Date.now() < ctx.deadline) {
-        const done = await ctx.perform({ f: 'read-reservation', key: u.id, value: { user: u.id, reservation_id: rid } }, async (): Promise<Completion> => {
-          const r = await this.call(`${this.gateway(ctx, g++)}/api/flash/${dealId}/reservations/${encodeURIComponent(rid)}`, { method: 'GET', token: u.token, timeoutMs: ctx.opTimeoutMs, ip: u.ip });
-          if (r.kind !== 'response') return { type: 'fail', error: r.error };
-          if (r.status === 200) {
-            const v = r.body as { reservation_id?: unknown; user_id?: unknown; status?: unknown };
-            return { type: 'ok', value: { reservation_id: v.reservation_id ?? rid, user_id: v.user_id, status: v.status } };
-          }
-          return { type: 'fail', error: r.status === 404 ? 'not_found' : codeOf(r) };
-        });
+        const done = await ctx.perform(
+          { f: 'read-reservation', key: u.id, value: { user: u.id, reservation_id: rid } },
+          async (): Promise<Completion> => {
+            const r = await this.call(
+              `${this.gateway(ctx, g++)}/api/flash/${dealId}/reservations/${encodeURIComponent(rid)}`,
+              { method: 'GET', token: u.token, timeoutMs: ctx.opTimeoutMs, ip: u.ip },
+            );
+            if (r.kind !== 'response') return { type: 'fail', error: r.error };
+            if (r.status === 200) {
+              const v = r.body as { reservation_id?: unknown; user_id?: unknown; status?: unknown };
+              return {
+                type: 'ok',
+                value: { reservation_id: v.reservation_id ?? rid, user_id: v.user_id, status: v.status },
+              };
+            }
+            return { type: 'fail', error: r.status === 404 ? 'not_found' : codeOf(r) };
+          },
+        );
         if (done.type === 'ok' || done.error === 'not_found') return;
         await ctx.sleep(300);
       }
@@ -373,7 +500,11 @@ export class FlashWorkload implements Workload {
     await ctx.sleep(3_000);
     for (let i = 0; i < 2 && Date.now() < ctx.deadline; i++) {
       await ctx.perform({ f: 'read-state', value: { deal_id: dealId } }, async (): Promise<Completion> => {
-        const r = await this.call(`${this.gateway(ctx, i)}/api/flash/${dealId}/state`, { method: 'GET', token: ctx.token, timeoutMs: ctx.opTimeoutMs });
+        const r = await this.call(`${this.gateway(ctx, i)}/api/flash/${dealId}/state`, {
+          method: 'GET',
+          token: ctx.token,
+          timeoutMs: ctx.opTimeoutMs,
+        });
         if (r.kind !== 'response') return { type: 'fail', error: r.error };
         return r.status === 200 ? { type: 'ok', value: r.body } : { type: 'fail', error: codeOf(r) };
       });

@@ -16,7 +16,10 @@ export type HttpOutcome =
   | { kind: 'not-sent'; error: string }
   | { kind: 'unknown'; error: string };
 
-export async function callJson(url: string, options: { method: string; token: string; body?: unknown; rawBody?: string; timeoutMs: number }): Promise<HttpOutcome> {
+export async function callJson(
+  url: string,
+  options: { method: string; token: string; body?: unknown; rawBody?: string; timeoutMs: number },
+): Promise<HttpOutcome> {
   const headers: Record<string, string> = { authorization: `Bearer ${options.token}` };
   let body: string | undefined;
   if (options.rawBody !== undefined) {
@@ -27,7 +30,13 @@ export async function callJson(url: string, options: { method: string; token: st
     headers['content-type'] = 'application/json';
   }
   try {
-    const res = await request(url, { method: options.method as 'GET', headers, body, dispatcher: dispatcher(), signal: AbortSignal.timeout(options.timeoutMs) });
+    const res = await request(url, {
+      method: options.method as 'GET',
+      headers,
+      body,
+      dispatcher: dispatcher(),
+      signal: AbortSignal.timeout(options.timeoutMs),
+    });
     const text = await res.body.text();
     let parsed: unknown = text;
     try {
@@ -36,12 +45,24 @@ export async function callJson(url: string, options: { method: string; token: st
       // not JSON: keep the text
     }
     const retryAfter = res.headers['retry-after'];
-    return { kind: 'response', status: res.statusCode, body: parsed, retryAfter: typeof retryAfter === 'string' ? retryAfter : null };
+    return {
+      kind: 'response',
+      status: res.statusCode,
+      body: parsed,
+      retryAfter: typeof retryAfter === 'string' ? retryAfter : null,
+    };
   } catch (e) {
     const error = e as { name?: string; code?: string; cause?: { code?: string }; message?: string };
     const code = error.code ?? error.cause?.code ?? error.name ?? 'error';
-    if (code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'EADDRNOTAVAIL') return { kind: 'not-sent', error: code };
-    if (error.name === 'TimeoutError' || error.name === 'AbortError' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return { kind: 'unknown', error: 'timeout' };
+    if (code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'EADDRNOTAVAIL')
+      return { kind: 'not-sent', error: code };
+    if (
+      error.name === 'TimeoutError' ||
+      error.name === 'AbortError' ||
+      code === 'UND_ERR_HEADERS_TIMEOUT' ||
+      code === 'UND_ERR_BODY_TIMEOUT'
+    )
+      return { kind: 'unknown', error: 'timeout' };
     return { kind: 'unknown', error: code };
   }
 }
@@ -67,7 +88,8 @@ export function writeFailure(outcome: HttpOutcome): { type: 'fail' | 'info'; err
   if (outcome.kind === 'unknown') return { type: 'info', error: outcome.error };
   const code = errorCode(outcome.body) ?? `http_${outcome.status}`;
   if (outcome.status >= 400 && outcome.status < 500) return { type: 'fail', error: code };
-  if (outcome.status === 503 && errorMessage(outcome.body).startsWith('no leader is known')) return { type: 'fail', error: 'no_leader' };
+  if (outcome.status === 503 && errorMessage(outcome.body).startsWith('no leader is known'))
+    return { type: 'fail', error: 'no_leader' };
   return { type: 'info', error: code };
 }
 

@@ -23,12 +23,21 @@ export const WORKLOADS: Record<string, () => Workload> = {
   flash: () => new FlashWorkload(),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
-  'flash-async-inventory': () => new FlashWorkload({ ...DEFAULT_FLASH_OPTIONS, gatewayScript: fileURLToPath(new URL('../variants/flash-async-gateway.js', import.meta.url)) }, 'flash-async-inventory'),
-  'log-same-offset': () => new LogWorkload({ ...DEFAULT_LOG_OPTIONS, sameOffsetIsOwn: true, fixedFetch: true, foreignProbability: 0.5 }),
+  'flash-async-inventory': () =>
+    new FlashWorkload(
+      {
+        ...DEFAULT_FLASH_OPTIONS,
+        gatewayScript: fileURLToPath(new URL('../variants/flash-async-gateway.js', import.meta.url)),
+      },
+      'flash-async-inventory',
+    ),
+  'log-same-offset': () =>
+    new LogWorkload({ ...DEFAULT_LOG_OPTIONS, sameOffsetIsOwn: true, fixedFetch: true, foreignProbability: 0.5 }),
 };
 
 export function makeWorkload(name: string): Workload {
   const make = WORKLOADS[name];
-  if (make === undefined) throw new Error(`no workload ${JSON.stringify(name)} (known: ${Object.keys(WORKLOADS).join(', ')})`);
+  if (make === undefined)
+    throw new Error(`no workload ${JSON.stringify(name)} (known: ${Object.keys(WORKLOADS).join(', ')})`);
   return make();
 }

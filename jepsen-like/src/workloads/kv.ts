@@ -69,7 +69,8 @@ export class KvWorkload implements Workload {
   createWorker(ctx: WorkerContext): Worker {
     const { rng } = ctx;
     const url = (key: string): string => `${ctx.url(ctx.node)}/v1/kv/${encodeURIComponent(key)}`;
-    const readUrl = (key: string): string => url(key) + (this.options.serializableReads ? '?consistency=serializable' : '');
+    const readUrl = (key: string): string =>
+      url(key) + (this.options.serializableReads ? '?consistency=serializable' : '');
     return {
       step: async () => {
         const key = this.pickKey(rng);
@@ -79,16 +80,27 @@ export class KvWorkload implements Workload {
         } else if (roll < 0.7) {
           const value = rng.int(0, this.options.maxValue);
           await ctx.perform({ f: 'write', key, value }, async () => {
-            const outcome = await callJson(url(key), { method: 'PUT', token: ctx.token, rawBody: String(value), timeoutMs: ctx.opTimeoutMs });
+            const outcome = await callJson(url(key), {
+              method: 'PUT',
+              token: ctx.token,
+              rawBody: String(value),
+              timeoutMs: ctx.opTimeoutMs,
+            });
             return isOk(outcome) ? { type: 'ok', value } : { ...writeFailure(outcome), value };
           });
         } else {
           const from = rng.int(0, this.options.maxValue);
           const to = rng.int(0, this.options.maxValue);
           await ctx.perform({ f: 'cas', key, value: [from, to] }, async () => {
-            const outcome = await callJson(`${url(key)}/cas`, { method: 'POST', token: ctx.token, body: { from: String(from), to: String(to) }, timeoutMs: ctx.opTimeoutMs });
+            const outcome = await callJson(`${url(key)}/cas`, {
+              method: 'POST',
+              token: ctx.token,
+              body: { from: String(from), to: String(to) },
+              timeoutMs: ctx.opTimeoutMs,
+            });
             if (isOk(outcome)) return { type: 'ok', value: [from, to] };
-            if (outcome.kind === 'response' && outcome.status === 409) return { type: 'fail', value: [from, to], error: 'cas_mismatch' };
+            if (outcome.kind === 'response' && outcome.status === 409)
+              return { type: 'fail', value: [from, to], error: 'cas_mismatch' };
             return { ...writeFailure(outcome), value: [from, to] };
           });
         }
@@ -103,7 +115,9 @@ export class KvWorkload implements Workload {
     for (const key of keys) {
       while (Date.now() < ctx.deadline) {
         const node = ctx.nodes[turn++ % ctx.nodes.length]!;
-        const done = await ctx.perform({ f: 'read', key }, () => read(`${ctx.url(node)}/v1/kv/${encodeURIComponent(key)}`, ctx.token, ctx.opTimeoutMs));
+        const done = await ctx.perform({ f: 'read', key }, () =>
+          read(`${ctx.url(node)}/v1/kv/${encodeURIComponent(key)}`, ctx.token, ctx.opTimeoutMs),
+        );
         if (done.type === 'ok') break;
         await ctx.sleep(200);
       }
@@ -121,7 +135,8 @@ function isOk(outcome: HttpOutcome): boolean {
 
 async function read(url: string, token: string, timeoutMs: number): Promise<Completion> {
   const outcome = await callJson(url, { method: 'GET', token, timeoutMs });
-  if (outcome.kind === 'response' && outcome.status === 200) return { type: 'ok', value: parseValue((outcome.body as { value?: unknown }).value) };
+  if (outcome.kind === 'response' && outcome.status === 200)
+    return { type: 'ok', value: parseValue((outcome.body as { value?: unknown }).value) };
   if (outcome.kind === 'response' && outcome.status === 404) return { type: 'ok', value: null };
   return readFailure(outcome);
 }

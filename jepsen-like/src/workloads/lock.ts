@@ -49,7 +49,15 @@ interface LockOptions {
   waitProbability: number;
 }
 
-export const DEFAULT_LOCK_OPTIONS: LockOptions = { locks: 2, sessionTimeoutMs: 1_000, maxWrites: 8, writeGapMs: [100, 600], stallProbability: 0.08, fenced: true, waitProbability: 0.3 };
+export const DEFAULT_LOCK_OPTIONS: LockOptions = {
+  locks: 2,
+  sessionTimeoutMs: 1_000,
+  maxWrites: 8,
+  writeGapMs: [100, 600],
+  stallProbability: 0.08,
+  fenced: true,
+  waitProbability: 0.3,
+};
 
 /** The lock clients queue for (wait: true). */
 const QUEUE_LOCK = 'queue-0';
@@ -107,17 +115,30 @@ export class LockWorkload implements Workload {
       session = null;
     };
     const startHeartbeats = (id: string): void => {
-      heartbeat = setInterval(() => {
-        if (stalled) return;
-        void callJson(`${base}/v1/sessions/${id}/heartbeat`, { method: 'POST', token, timeoutMs: Math.floor(this.options.sessionTimeoutMs / 2) });
-      }, Math.floor(this.options.sessionTimeoutMs / 3));
+      heartbeat = setInterval(
+        () => {
+          if (stalled) return;
+          void callJson(`${base}/v1/sessions/${id}/heartbeat`, {
+            method: 'POST',
+            token,
+            timeoutMs: Math.floor(this.options.sessionTimeoutMs / 2),
+          });
+        },
+        Math.floor(this.options.sessionTimeoutMs / 3),
+      );
       heartbeat.unref();
     };
 
     const openSession = async (): Promise<void> => {
       const done = await ctx.perform({ f: 'open-session' }, async (): Promise<Completion> => {
-        const outcome = await callJson(`${base}/v1/sessions`, { method: 'POST', token, body: { timeout_ms: this.options.sessionTimeoutMs }, timeoutMs: ctx.opTimeoutMs });
-        if (outcome.kind === 'response' && outcome.status === 201) return { type: 'ok', value: (outcome.body as { session_id: string }).session_id };
+        const outcome = await callJson(`${base}/v1/sessions`, {
+          method: 'POST',
+          token,
+          body: { timeout_ms: this.options.sessionTimeoutMs },
+          timeoutMs: ctx.opTimeoutMs,
+        });
+        if (outcome.kind === 'response' && outcome.status === 201)
+          return { type: 'ok', value: (outcome.body as { session_id: string }).session_id };
         return writeFailure(outcome);
       });
       if (done.type === 'ok') {
@@ -128,17 +149,33 @@ export class LockWorkload implements Workload {
 
     const acquire = async (sessionId: string): Promise<void> => {
       const lock = this.lockName(rng.int(0, this.options.locks - 1));
-      const done = await ctx.perform({ f: 'acquire', key: lock, value: { session: sessionId } }, async (): Promise<Completion> => {
-        const outcome = await callJson(`${base}/v1/locks/${lock}/acquire`, { method: 'POST', token, body: { session_id: sessionId, wait: false }, timeoutMs: ctx.opTimeoutMs });
-        if (outcome.kind === 'response' && outcome.status === 200) {
-          const body = outcome.body as { granted: boolean; fencing_token?: number };
-          return { type: 'ok', value: { session: sessionId, granted: body.granted, ...(body.granted ? { token: body.fencing_token } : {}) } };
-        }
-        return { ...writeFailure(outcome), value: { session: sessionId } };
-      });
+      const done = await ctx.perform(
+        { f: 'acquire', key: lock, value: { session: sessionId } },
+        async (): Promise<Completion> => {
+          const outcome = await callJson(`${base}/v1/locks/${lock}/acquire`, {
+            method: 'POST',
+            token,
+            body: { session_id: sessionId, wait: false },
+            timeoutMs: ctx.opTimeoutMs,
+          });
+          if (outcome.kind === 'response' && outcome.status === 200) {
+            const body = outcome.body as { granted: boolean; fencing_token?: number };
+            return {
+              type: 'ok',
+              value: {
+                session: sessionId,
+                granted: body.granted,
+                ...(body.granted ? { token: body.fencing_token } : {}),
+              },
+            };
+          }
+          return { ...writeFailure(outcome), value: { session: sessionId } };
+        },
+      );
       if (done.type === 'ok') {
         const v = done.value as { granted: boolean; token?: number };
-        if (v.granted && typeof v.token === 'number') holding = { lock, token: v.token, writesLeft: rng.int(1, this.options.maxWrites) };
+        if (v.granted && typeof v.token === 'number')
+          holding = { lock, token: v.token, writesLeft: rng.int(1, this.options.maxWrites) };
         else await ctx.sleep(rng.int(20, 200));
       } else if (done.type === 'info' || done.error === 'unknown_session') {
         // Unknown outcome: the process is retired; its session is abandoned (it may hold the lock until it expires).
@@ -151,13 +188,26 @@ export class LockWorkload implements Workload {
       const deadline = Date.now() + boundMs;
       while (Date.now() < deadline) {
         if (endOnStop && ctx.stopping) return { type: 'info', error: 'still-queued', value: { session: sessionId } };
-        const lock = await callJson(`${base}/v1/locks/${QUEUE_LOCK}`, { method: 'GET', token, timeoutMs: ctx.opTimeoutMs });
+        const lock = await callJson(`${base}/v1/locks/${QUEUE_LOCK}`, {
+          method: 'GET',
+          token,
+          timeoutMs: ctx.opTimeoutMs,
+        });
         if (lock.kind === 'response' && lock.status === 200) {
           const body = lock.body as { holder_session: string | null; fencing_token: number; revision: number };
-          if (body.holder_session === sessionId) return { type: 'ok', value: { session: sessionId, granted: true, token: body.fencing_token } };
-          const s = await callJson(`${base}/v1/sessions/${sessionId}`, { method: 'GET', token, timeoutMs: ctx.opTimeoutMs });
-          if (s.kind === 'response' && s.status === 404) return { type: 'fail', error: 'session_lost', value: { session: sessionId } };
-          await callJson(`${base}/v1/locks/${QUEUE_LOCK}/watch?session_id=${sessionId}&after_revision=${body.revision}&timeout_ms=1000`, { method: 'GET', token, timeoutMs: 3_000 });
+          if (body.holder_session === sessionId)
+            return { type: 'ok', value: { session: sessionId, granted: true, token: body.fencing_token } };
+          const s = await callJson(`${base}/v1/sessions/${sessionId}`, {
+            method: 'GET',
+            token,
+            timeoutMs: ctx.opTimeoutMs,
+          });
+          if (s.kind === 'response' && s.status === 404)
+            return { type: 'fail', error: 'session_lost', value: { session: sessionId } };
+          await callJson(
+            `${base}/v1/locks/${QUEUE_LOCK}/watch?session_id=${sessionId}&after_revision=${body.revision}&timeout_ms=1000`,
+            { method: 'GET', token, timeoutMs: 3_000 },
+          );
         } else {
           await ctx.sleep(200);
         }
@@ -166,16 +216,30 @@ export class LockWorkload implements Workload {
     };
 
     const waitInQueue = async (sessionId: string): Promise<void> => {
-      const done = await ctx.perform({ f: 'wait', key: QUEUE_LOCK, value: { session: sessionId } }, async (): Promise<Completion> => {
-        const outcome = await callJson(`${base}/v1/locks/${QUEUE_LOCK}/acquire`, { method: 'POST', token, body: { session_id: sessionId, wait: true }, timeoutMs: ctx.opTimeoutMs });
-        if (outcome.kind === 'response' && outcome.status === 200) {
-          const body = outcome.body as { granted: boolean; fencing_token?: number };
-          if (body.granted) return { type: 'ok', value: { session: sessionId, granted: true, token: body.fencing_token } };
-          return awaitGrant(sessionId, true, GRANT_AFTER_HEAL_MS);
-        }
-        return { ...writeFailure(outcome), value: { session: sessionId } };
-      });
-      if (done.type === 'ok') holding = { lock: QUEUE_LOCK, token: (done.value as { token: number }).token, writesLeft: rng.int(1, this.options.maxWrites) };
+      const done = await ctx.perform(
+        { f: 'wait', key: QUEUE_LOCK, value: { session: sessionId } },
+        async (): Promise<Completion> => {
+          const outcome = await callJson(`${base}/v1/locks/${QUEUE_LOCK}/acquire`, {
+            method: 'POST',
+            token,
+            body: { session_id: sessionId, wait: true },
+            timeoutMs: ctx.opTimeoutMs,
+          });
+          if (outcome.kind === 'response' && outcome.status === 200) {
+            const body = outcome.body as { granted: boolean; fencing_token?: number };
+            if (body.granted)
+              return { type: 'ok', value: { session: sessionId, granted: true, token: body.fencing_token } };
+            return awaitGrant(sessionId, true, GRANT_AFTER_HEAL_MS);
+          }
+          return { ...writeFailure(outcome), value: { session: sessionId } };
+        },
+      );
+      if (done.type === 'ok')
+        holding = {
+          lock: QUEUE_LOCK,
+          token: (done.value as { token: number }).token,
+          writesLeft: rng.int(1, this.options.maxWrites),
+        };
       else if (done.error === 'still-queued') queued = true;
       else if (done.error === 'session_lost' || done.error === 'unknown_session' || done.type === 'info') dropSession();
     };
@@ -187,8 +251,10 @@ export class LockWorkload implements Workload {
         stalled = false;
       }
       const data = ++this.writes;
-      const done = await ctx.perform({ f: 'write', key: h.lock, value: { session: sessionId, token: h.token, data } }, async () =>
-        this.storage.write(h.lock, h.token, sessionId) ? { type: 'ok' } : { type: 'fail', error: 'fenced' },
+      const done = await ctx.perform(
+        { f: 'write', key: h.lock, value: { session: sessionId, token: h.token, data } },
+        async () =>
+          this.storage.write(h.lock, h.token, sessionId) ? { type: 'ok' } : { type: 'fail', error: 'fenced' },
       );
       // A refused write tells the client it lost the lock: it stops writing and lets go.
       h.writesLeft = done.type === 'ok' ? h.writesLeft - 1 : 0;
@@ -197,13 +263,28 @@ export class LockWorkload implements Workload {
 
     const release = async (h: { lock: string; token: number }, sessionId: string): Promise<void> => {
       const f = h.lock === QUEUE_LOCK ? 'queue-release' : 'release';
-      const done = await ctx.perform({ f, key: h.lock, value: { session: sessionId, token: h.token } }, async (): Promise<Completion> => {
-        const outcome = await callJson(`${base}/v1/locks/${h.lock}/release`, { method: 'POST', token, body: { session_id: sessionId, fencing_token: h.token }, timeoutMs: ctx.opTimeoutMs });
-        if (outcome.kind === 'response' && outcome.status === 200) return { type: 'ok' };
-        if (outcome.kind === 'response' && (outcome.status === 409 || outcome.status === 404)) return { type: 'fail', error: errorCode(outcome.body) ?? `http_${outcome.status}` };
-        return writeFailure(outcome);
-      });
-      if (done.type === 'ok' || done.error === 'stale_token' || done.error === 'not_holder' || done.error === 'unknown_session' || done.type === 'info') {
+      const done = await ctx.perform(
+        { f, key: h.lock, value: { session: sessionId, token: h.token } },
+        async (): Promise<Completion> => {
+          const outcome = await callJson(`${base}/v1/locks/${h.lock}/release`, {
+            method: 'POST',
+            token,
+            body: { session_id: sessionId, fencing_token: h.token },
+            timeoutMs: ctx.opTimeoutMs,
+          });
+          if (outcome.kind === 'response' && outcome.status === 200) return { type: 'ok' };
+          if (outcome.kind === 'response' && (outcome.status === 409 || outcome.status === 404))
+            return { type: 'fail', error: errorCode(outcome.body) ?? `http_${outcome.status}` };
+          return writeFailure(outcome);
+        },
+      );
+      if (
+        done.type === 'ok' ||
+        done.error === 'stale_token' ||
+        done.error === 'not_holder' ||
+        done.error === 'unknown_session' ||
+        done.type === 'info'
+      ) {
         holding = null;
         if (done.type === 'info' || done.error === 'unknown_session') dropSession();
       } else await ctx.sleep(100);
@@ -227,12 +308,17 @@ export class LockWorkload implements Workload {
       finish: async () => {
         if (queued && session !== null) {
           const sessionId = session;
-          const done = await ctx.perform({ f: 'wait-after-heal', key: QUEUE_LOCK, value: { session: sessionId } }, () => awaitGrant(sessionId, false, GRANT_AFTER_HEAL_MS));
+          const done = await ctx.perform({ f: 'wait-after-heal', key: QUEUE_LOCK, value: { session: sessionId } }, () =>
+            awaitGrant(sessionId, false, GRANT_AFTER_HEAL_MS),
+          );
           queued = false;
-          if (done.type === 'ok') holding = { lock: QUEUE_LOCK, token: (done.value as { token: number }).token, writesLeft: 0 };
+          if (done.type === 'ok')
+            holding = { lock: QUEUE_LOCK, token: (done.value as { token: number }).token, writesLeft: 0 };
         }
-        for (let attempt = 0; attempt < 5 && holding !== null && session !== null; attempt++) await release(holding, session);
-        if (session !== null) await callJson(`${base}/v1/sessions/${session}`, { method: 'DELETE', token, timeoutMs: ctx.opTimeoutMs });
+        for (let attempt = 0; attempt < 5 && holding !== null && session !== null; attempt++)
+          await release(holding, session);
+        if (session !== null)
+          await callJson(`${base}/v1/sessions/${session}`, { method: 'DELETE', token, timeoutMs: ctx.opTimeoutMs });
         dropSession();
       },
       abort: () => dropSession(),
@@ -246,7 +332,11 @@ export class LockWorkload implements Workload {
       while (Date.now() < ctx.deadline) {
         const node = ctx.nodes[turn++ % ctx.nodes.length]!;
         const done = await ctx.perform({ f: 'read', key: lock }, async (): Promise<Completion> => {
-          const outcome = await callJson(`${ctx.url(node)}/v1/locks/${lock}`, { method: 'GET', token: ctx.token, timeoutMs: ctx.opTimeoutMs });
+          const outcome = await callJson(`${ctx.url(node)}/v1/locks/${lock}`, {
+            method: 'GET',
+            token: ctx.token,
+            timeoutMs: ctx.opTimeoutMs,
+          });
           if (outcome.kind === 'response' && outcome.status === 200) {
             const body = outcome.body as { holder_session: string | null; fencing_token: number };
             return { type: 'ok', value: { holder: body.holder_session, token: body.fencing_token } };
@@ -282,7 +372,17 @@ function pairOps(events: readonly HistoryEvent[]): Op[] {
   for (const e of events) {
     if (typeof e.process !== 'number') continue;
     if (e.type === 'invoke') {
-      const op: Op = { process: e.process, f: e.f, key: e.key, invokeValue: e.value, type: 'open', value: undefined, error: undefined, call: e.time, ret: null };
+      const op: Op = {
+        process: e.process,
+        f: e.f,
+        key: e.key,
+        invokeValue: e.value,
+        type: 'open',
+        value: undefined,
+        error: undefined,
+        call: e.time,
+        ret: null,
+      };
       open.set(e.process, op);
       ops.push(op);
     } else {
@@ -302,8 +402,19 @@ function pairOps(events: readonly HistoryEvent[]): Op[] {
 export function checkLockHistory(events: readonly HistoryEvent[]): CheckResult[] {
   const ops = pairOps(events);
   const grants = ops
-    .filter((o) => (o.f === 'acquire' || o.f === 'wait' || o.f === 'wait-after-heal') && o.type === 'ok' && (o.value as { granted?: boolean }).granted === true)
-    .map((o) => ({ lock: o.key!, token: (o.value as { token: number }).token, session: (o.value as { session: string }).session, call: o.call, ret: o.ret! }));
+    .filter(
+      (o) =>
+        (o.f === 'acquire' || o.f === 'wait' || o.f === 'wait-after-heal') &&
+        o.type === 'ok' &&
+        (o.value as { granted?: boolean }).granted === true,
+    )
+    .map((o) => ({
+      lock: o.key!,
+      token: (o.value as { token: number }).token,
+      session: (o.value as { session: string }).session,
+      call: o.call,
+      ret: o.ret!,
+    }));
 
   // 1. No token granted twice.
   const unique: Anomaly[] = [];
@@ -314,7 +425,13 @@ export function checkLockHistory(events: readonly HistoryEvent[]): CheckResult[]
   }
   for (const [k, gs] of byToken) {
     const sessions = [...new Set(gs.map((g) => g.session))];
-    if (sessions.length > 1) unique.push({ check: 'unique-tokens', type: 'token-granted-twice', description: `${k.replace('#', ' token ')} was granted to ${sessions.length} sessions: ${sessions.join(', ')}`, times: gs.map((g) => g.ret) });
+    if (sessions.length > 1)
+      unique.push({
+        check: 'unique-tokens',
+        type: 'token-granted-twice',
+        description: `${k.replace('#', ' token ')} was granted to ${sessions.length} sessions: ${sessions.join(', ')}`,
+        times: gs.map((g) => g.ret),
+      });
   }
 
   // 2. Tokens increase in grant order: a grant that completed before another was invoked has a smaller token.
@@ -329,7 +446,12 @@ export function checkLockHistory(events: readonly HistoryEvent[]): CheckResult[]
         if (earlier.ret >= g.call) break;
         const sameGrant = earlier.session === g.session && earlier.token === g.token;
         if (!sameGrant && earlier.token >= g.token) {
-          order.push({ check: 'token-order', type: 'token-not-increasing', description: `${lock}: token ${g.token} granted to ${g.session} after token ${earlier.token} had been granted to ${earlier.session}`, times: [earlier.ret, g.call] });
+          order.push({
+            check: 'token-order',
+            type: 'token-not-increasing',
+            description: `${lock}: token ${g.token} granted to ${g.session} after token ${earlier.token} had been granted to ${earlier.session}`,
+            times: [earlier.ret, g.call],
+          });
           break;
         }
       }
@@ -343,19 +465,39 @@ export function checkLockHistory(events: readonly HistoryEvent[]): CheckResult[]
   const granted = new Set(grants.map((g) => `${g.lock}#${g.token}#${g.session}`));
   let accepted = 0;
   let refused = 0;
-  const writes = ops.filter((o) => o.f === 'write' && (o.type === 'ok' || o.type === 'fail')).sort((a, b) => (a.ret ?? 0) - (b.ret ?? 0));
+  const writes = ops
+    .filter((o) => o.f === 'write' && (o.type === 'ok' || o.type === 'fail'))
+    .sort((a, b) => (a.ret ?? 0) - (b.ret ?? 0));
   for (const w of writes) {
     const { token, session } = w.invokeValue as { token: number; session: string };
     const lock = w.key!;
     const top = highest.get(lock) ?? 0;
     if (w.type === 'ok') {
       accepted++;
-      if (token < top) fencing.push({ check: 'fencing', type: 'stale-write-accepted', description: `${lock}: the resource accepted token ${token} from ${session} after accepting token ${top}`, times: [w.call] });
-      if (!granted.has(`${lock}#${token}#${session}`)) fencing.push({ check: 'fencing', type: 'ungranted-token', description: `${lock}: ${session} wrote with token ${token}, which it was never granted`, times: [w.call] });
+      if (token < top)
+        fencing.push({
+          check: 'fencing',
+          type: 'stale-write-accepted',
+          description: `${lock}: the resource accepted token ${token} from ${session} after accepting token ${top}`,
+          times: [w.call],
+        });
+      if (!granted.has(`${lock}#${token}#${session}`))
+        fencing.push({
+          check: 'fencing',
+          type: 'ungranted-token',
+          description: `${lock}: ${session} wrote with token ${token}, which it was never granted`,
+          times: [w.call],
+        });
       highest.set(lock, Math.max(top, token));
     } else {
       refused++;
-      if (token >= top) fencing.push({ check: 'fencing', type: 'write-refused-wrongly', description: `${lock}: the resource refused token ${token} although the highest it had seen was ${top}`, times: [w.call] });
+      if (token >= top)
+        fencing.push({
+          check: 'fencing',
+          type: 'write-refused-wrongly',
+          description: `${lock}: the resource refused token ${token} although the highest it had seen was ${top}`,
+          times: [w.call],
+        });
     }
   }
   const releases = ops.filter((o) => o.f === 'release' || o.f === 'queue-release');
@@ -388,7 +530,14 @@ export function checkLockHistory(events: readonly HistoryEvent[]): CheckResult[]
       name: 'fencing',
       valid: fencing.length === 0,
       anomalies: fencing,
-      stats: { accepted, refused, releases: releases.length, releasesRefused: releases.filter((r) => r.type === 'fail' && (r.error === 'stale_token' || r.error === 'not_holder')).length },
+      stats: {
+        accepted,
+        refused,
+        releases: releases.length,
+        releasesRefused: releases.filter(
+          (r) => r.type === 'fail' && (r.error === 'stale_token' || r.error === 'not_holder'),
+        ).length,
+      },
     },
   ];
 }

@@ -47,7 +47,16 @@ export function pairOps(events: readonly HistoryEvent[]): PairedOp[] {
   for (const e of events) {
     if (typeof e.process !== 'number') continue;
     if (e.type === 'invoke') {
-      const op: PairedOp = { process: e.process, f: e.f, type: 'open', input: asObject(e.value), output: null, start: e.time, end: null, ...(e.node !== undefined ? { node: e.node } : {}) };
+      const op: PairedOp = {
+        process: e.process,
+        f: e.f,
+        type: 'open',
+        input: asObject(e.value),
+        output: null,
+        start: e.time,
+        end: null,
+        ...(e.node !== undefined ? { node: e.node } : {}),
+      };
       open.set(e.process, op);
       ops.push(op);
     } else {
@@ -146,13 +155,18 @@ function acks(ops: readonly PairedOp[]): Ack[] {
     const partition = num(op.input.partition);
     const seq = num(op.input.seq);
     if (base === null || partition === null || seq === null) continue;
-    strings(op.input.values).forEach((value, i) => out.push({ producer: String(op.input.producer), seq, partition, value, offset: base + i, time: op.end }));
+    strings(op.input.values).forEach((value, i) =>
+      out.push({ producer: String(op.input.producer), seq, partition, value, offset: base + i, time: op.end }),
+    );
   }
   return out;
 }
 
 /** Every acknowledged append is in the final log, at the offset it was acknowledged with. */
-export function checkAckedPresent(events: readonly HistoryEvent[], ops: readonly PairedOp[] = pairOps(events)): CheckResult {
+export function checkAckedPresent(
+  events: readonly HistoryEvent[],
+  ops: readonly PairedOp[] = pairOps(events),
+): CheckResult {
   const name = 'log-acked-present';
   const found = new Findings(name);
   const logs = finalLogs(ops);
@@ -171,8 +185,18 @@ export function checkAckedPresent(events: readonly HistoryEvent[], ops: readonly
       continue;
     }
     const elsewhere = [...log.values].find(([, v]) => v === a.value);
-    if (elsewhere !== undefined) found.add('moved', `acknowledged ${a.value} (producer ${a.producer} seq ${a.seq}) at partition ${a.partition} offset ${a.offset}, but the log holds it at offset ${elsewhere[0]}`, [a.time]);
-    else found.add('lost', `acknowledged ${a.value} (producer ${a.producer} seq ${a.seq}) at partition ${a.partition} offset ${a.offset} is not in the final log (offset ${a.offset} holds ${there === undefined ? 'nothing' : JSON.stringify(there)}, end ${log.end})`, [a.time]);
+    if (elsewhere !== undefined)
+      found.add(
+        'moved',
+        `acknowledged ${a.value} (producer ${a.producer} seq ${a.seq}) at partition ${a.partition} offset ${a.offset}, but the log holds it at offset ${elsewhere[0]}`,
+        [a.time],
+      );
+    else
+      found.add(
+        'lost',
+        `acknowledged ${a.value} (producer ${a.producer} seq ${a.seq}) at partition ${a.partition} offset ${a.offset} is not in the final log (offset ${a.offset} holds ${there === undefined ? 'nothing' : JSON.stringify(there)}, end ${log.end})`,
+        [a.time],
+      );
   }
   for (const p of unreadPartitions) found.add('unread', `partition ${p} could not be read after the heal`);
   const valid = found.list.some((a) => a.type !== 'unread') ? false : unreadPartitions.size > 0 ? 'unknown' : true;
@@ -189,7 +213,10 @@ export function checkAckedPresent(events: readonly HistoryEvent[], ops: readonly
 }
 
 /** Offsets contiguous, reads agree with the log, no phantom, no duplicate, producers' batches in order. */
-export function checkLogIntegrity(events: readonly HistoryEvent[], ops: readonly PairedOp[] = pairOps(events)): CheckResult {
+export function checkLogIntegrity(
+  events: readonly HistoryEvent[],
+  ops: readonly PairedOp[] = pairOps(events),
+): CheckResult {
   const name = 'log-integrity';
   const found = new Findings(name);
   const logs = finalLogs(ops);
@@ -208,23 +235,55 @@ export function checkLogIntegrity(events: readonly HistoryEvent[], ops: readonly
       else maybe.add(value);
     }
     if (op.error === 'unknown_producer' || op.error === 'out_of_order_sequence') {
-      found.add('producer-state-lost', `producer ${String(op.input.producer)} seq ${seq} on partition ${partition} was refused with ${op.error}: the partition lost track of the producer's batches`, [op.start, op.end]);
+      found.add(
+        'producer-state-lost',
+        `producer ${String(op.input.producer)} seq ${seq} on partition ${partition} was refused with ${op.error}: the partition lost track of the producer's batches`,
+        [op.start, op.end],
+      );
     }
   }
   let records = 0;
   for (const [partition, log] of logs) {
     records += log.end;
-    for (let offset = 0; offset < log.end; offset++) if (!log.values.has(offset)) found.add('offset-gap', `partition ${partition}: offset ${offset} is missing from the final log (end ${log.end})`, [log.time]);
-    for (const offset of log.values.keys()) if (offset >= log.end) found.add('offset-gap', `partition ${partition}: offset ${offset} read past the end ${log.end}`, [log.time]);
+    for (let offset = 0; offset < log.end; offset++)
+      if (!log.values.has(offset))
+        found.add(
+          'offset-gap',
+          `partition ${partition}: offset ${offset} is missing from the final log (end ${log.end})`,
+          [log.time],
+        );
+    for (const offset of log.values.keys())
+      if (offset >= log.end)
+        found.add('offset-gap', `partition ${partition}: offset ${offset} read past the end ${log.end}`, [log.time]);
     const seen = new Map<string, number>();
     const byProducer = new Map<string, Array<{ seq: number; offset: number }>>();
     for (const [offset, value] of [...log.values].sort((a, b) => a[0] - b[0])) {
       const a = attempted.get(value);
-      if (a === undefined) found.add('phantom', `partition ${partition} offset ${offset} holds ${JSON.stringify(value)}, which no producer ever sent`, [log.time]);
-      else if (a.partition !== partition) found.add('phantom', `partition ${partition} offset ${offset} holds ${value}, sent to partition ${a.partition}`, [log.time]);
-      else if (certainlyFailed.has(value) && !maybe.has(value)) found.add('failed-present', `partition ${partition} offset ${offset} holds ${value}, whose append certainly failed`, [log.time]);
+      if (a === undefined)
+        found.add(
+          'phantom',
+          `partition ${partition} offset ${offset} holds ${JSON.stringify(value)}, which no producer ever sent`,
+          [log.time],
+        );
+      else if (a.partition !== partition)
+        found.add(
+          'phantom',
+          `partition ${partition} offset ${offset} holds ${value}, sent to partition ${a.partition}`,
+          [log.time],
+        );
+      else if (certainlyFailed.has(value) && !maybe.has(value))
+        found.add(
+          'failed-present',
+          `partition ${partition} offset ${offset} holds ${value}, whose append certainly failed`,
+          [log.time],
+        );
       const prior = seen.get(value);
-      if (prior !== undefined) found.add('duplicate-append', `partition ${partition}: ${value} is stored twice, at offsets ${prior} and ${offset} (a retried batch stored again)`, [log.time]);
+      if (prior !== undefined)
+        found.add(
+          'duplicate-append',
+          `partition ${partition}: ${value} is stored twice, at offsets ${prior} and ${offset} (a retried batch stored again)`,
+          [log.time],
+        );
       seen.set(value, offset);
       if (a !== undefined && a.partition === partition) {
         const list = byProducer.get(a.producer) ?? [];
@@ -234,7 +293,12 @@ export function checkLogIntegrity(events: readonly HistoryEvent[], ops: readonly
     }
     for (const [producer, list] of byProducer) {
       for (let i = 1; i < list.length; i++) {
-        if (list[i]!.seq < list[i - 1]!.seq) found.add('reorder', `partition ${partition}: producer ${producer}'s batch ${list[i]!.seq} is stored after its batch ${list[i - 1]!.seq} (offsets ${list[i - 1]!.offset}, ${list[i]!.offset})`, [log.time]);
+        if (list[i]!.seq < list[i - 1]!.seq)
+          found.add(
+            'reorder',
+            `partition ${partition}: producer ${producer}'s batch ${list[i]!.seq} is stored after its batch ${list[i - 1]!.seq} (offsets ${list[i - 1]!.offset}, ${list[i]!.offset})`,
+            [log.time],
+          );
       }
     }
   }
@@ -248,11 +312,32 @@ export function checkLogIntegrity(events: readonly HistoryEvent[], ops: readonly
     for (const [offset, value] of recordsOf(op.output.records)) {
       read++;
       const there = log.values.get(offset);
-      if (there !== value) found.add('divergent', `partition ${partition} offset ${offset} was read as ${value} (session ${String(op.input.session)}) but the final log holds ${there === undefined ? 'nothing' : there}`, [op.end]);
+      if (there !== value)
+        found.add(
+          'divergent',
+          `partition ${partition} offset ${offset} was read as ${value} (session ${String(op.input.session)}) but the final log holds ${there === undefined ? 'nothing' : there}`,
+          [op.end],
+        );
     }
   }
-  const valid = found.list.length === 0 ? (logs.size === partitionsOf(ops.filter((o) => o.f === 'send')).length ? true : 'unknown') : false;
-  return { name, valid, anomalies: found.list, stats: { partitions: logs.size, records, attempted_values: attempted.size, records_read_by_consumers: read, ...found.counts } };
+  const valid =
+    found.list.length === 0
+      ? logs.size === partitionsOf(ops.filter((o) => o.f === 'send')).length
+        ? true
+        : 'unknown'
+      : false;
+  return {
+    name,
+    valid,
+    anomalies: found.list,
+    stats: {
+      partitions: logs.size,
+      records,
+      attempted_values: attempted.size,
+      records_read_by_consumers: read,
+      ...found.counts,
+    },
+  };
 }
 
 interface Segment {
@@ -268,7 +353,10 @@ interface Segment {
  * each was delivered, once and in order, to the session that committed it; sessions resume at the committed
  * offset they read.
  */
-export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readonly PairedOp[] = pairOps(events)): CheckResult {
+export function checkConsumerGroups(
+  events: readonly HistoryEvent[],
+  ops: readonly PairedOp[] = pairOps(events),
+): CheckResult {
   const name = 'log-consumer-groups';
   const found = new Findings(name);
   const logs = finalLogs(ops);
@@ -276,7 +364,15 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
   for (const a of acks(ops)) ackedByPartition.set(a.partition, [...(ackedByPartition.get(a.partition) ?? []), a]);
 
   // Sessions: what each delivered (offset -> times delivered, in order) and where it started.
-  interface Session { id: string; group: string; partition: number; start: number | null; position: number | null; delivered: Rec[]; startTime: number }
+  interface Session {
+    id: string;
+    group: string;
+    partition: number;
+    start: number | null;
+    position: number | null;
+    delivered: Rec[];
+    startTime: number;
+  }
   const sessions = new Map<string, Session>();
   const sessionOf = (op: PairedOp): Session | null => {
     const id = op.input.session;
@@ -309,7 +405,8 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
       const offset = num(op.output.offset) ?? 0;
       const readKey = `${s.group}/${s.partition}`;
       readOffsets.set(readKey, (readOffsets.get(readKey) ?? new Set<number>()).add(offset));
-      if (s.id.startsWith('final.') && offset >= (logs.get(s.partition)?.end ?? Number.POSITIVE_INFINITY)) finalReached.set(readKey, offset);
+      if (s.id.startsWith('final.') && offset >= (logs.get(s.partition)?.end ?? Number.POSITIVE_INFINITY))
+        finalReached.set(readKey, offset);
       if (s.start !== null) continue;
       s.start = offset;
       s.position = offset;
@@ -319,7 +416,11 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
       const from = num(op.input.from);
       const recs = recordsOf(op.output.records);
       if (s.position !== null && from !== s.position) {
-        found.add(from !== null && from < s.position ? 'duplicate' : 'skip', `session ${s.id} (group ${s.group}, partition ${s.partition}) fetched from ${from} while its position was ${s.position}`, [op.start]);
+        found.add(
+          from !== null && from < s.position ? 'duplicate' : 'skip',
+          `session ${s.id} (group ${s.group}, partition ${s.partition}) fetched from ${from} while its position was ${s.position}`,
+          [op.start],
+        );
       }
       let expected = from;
       for (const [offset, value] of recs) {
@@ -327,7 +428,11 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
           // Before the committed offset the session resumed at, or already delivered to it: delivered again.
           const again = (s.start !== null && offset < s.start) || s.delivered.some(([o]) => o === offset);
           const type = offset < expected ? (again ? 'duplicate' : 'reorder') : 'skip';
-          found.add(type, `session ${s.id} (group ${s.group}, partition ${s.partition}) was delivered offset ${offset} where ${expected} was next (fetch from ${from})`, [op.end]);
+          found.add(
+            type,
+            `session ${s.id} (group ${s.group}, partition ${s.partition}) was delivered offset ${offset} where ${expected} was next (fetch from ${from})`,
+            [op.end],
+          );
         }
         s.delivered.push([offset, value]);
         expected = offset + 1;
@@ -343,14 +448,23 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
       if (offset === null) continue;
       if (op.type === 'fail' && op.error === 'offset_conflict') conflicts++;
       if (expect === null) continue;
-      const segment: Segment = { from: expect, to: offset, session: s.id, type: op.type === 'ok' ? 'ok' : 'info', time: op.end ?? op.start };
+      const segment: Segment = {
+        from: expect,
+        to: offset,
+        session: s.id,
+        type: op.type === 'ok' ? 'ok' : 'info',
+        time: op.end ?? op.start,
+      };
       if (op.type === 'ok') entry.ok.push(segment);
       if (op.type === 'ok' && s.id.startsWith('final.')) finalReached.set(key, offset);
       else if (op.type === 'info' || op.type === 'open') entry.info.push(segment);
     }
   }
   for (const s of sessions.values()) {
-    if (s.start === null && s.delivered.length > 0) found.add('skip', `session ${s.id} was delivered records without reading its group's committed offset`, [s.startTime]);
+    if (s.start === null && s.delivered.length > 0)
+      found.add('skip', `session ${s.id} was delivered records without reading its group's committed offset`, [
+        s.startTime,
+      ]);
   }
   const undrained = new Set<string>();
   // Per group and partition: the chain of committed segments from 0.
@@ -360,14 +474,24 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
   for (const [key, { ok, info }] of commits) {
     const group = key.slice(0, key.lastIndexOf('/'));
     const partition = Number(key.slice(key.lastIndexOf('/') + 1));
-    for (const seg of ok) if (seg.to < seg.from) found.add('rewind', `group ${group} partition ${partition}: session ${seg.session} moved the committed offset back from ${seg.from} to ${seg.to}`, [seg.time]);
+    for (const seg of ok)
+      if (seg.to < seg.from)
+        found.add(
+          'rewind',
+          `group ${group} partition ${partition}: session ${seg.session} moved the committed offset back from ${seg.from} to ${seg.to}`,
+          [seg.time],
+        );
     const okFrom = new Map<number, Segment[]>();
     for (const seg of ok) if (seg.to > seg.from) okFrom.set(seg.from, [...(okFrom.get(seg.from) ?? []), seg]);
     const infoFrom = new Map<number, Segment[]>();
     for (const seg of info) if (seg.to > seg.from) infoFrom.set(seg.from, [...(infoFrom.get(seg.from) ?? []), seg]);
     for (const [from, oks] of okFrom) {
       if (oks.length > 1) {
-        found.add('duplicate', `group ${group} partition ${partition}: ${oks.length} commits from offset ${from} succeeded (sessions ${oks.map((s) => `${s.session} to ${s.to}`).join(', ')}): records were consumed twice`, oks.map((s) => s.time));
+        found.add(
+          'duplicate',
+          `group ${group} partition ${partition}: ${oks.length} commits from offset ${from} succeeded (sessions ${oks.map((s) => `${s.session} to ${s.to}`).join(', ')}): records were consumed twice`,
+          oks.map((s) => s.time),
+        );
       }
     }
     // The chain from 0: a successful commit from where it stands is on it (compare-and-set: it applied when the
@@ -397,7 +521,11 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
     const chain: Segment[] = [];
     const onChain = new Set<Segment>();
     let at = 0;
-    for (let step = best.get(0)?.next ?? null; step !== null && !onChain.has(step); step = best.get(step.to)?.next ?? null) {
+    for (
+      let step = best.get(0)?.next ?? null;
+      step !== null && !onChain.has(step);
+      step = best.get(step.to)?.next ?? null
+    ) {
       chain.push(step);
       onChain.add(step);
       at = step.to;
@@ -406,7 +534,11 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
       if (onChain.has(seg) || seg.to <= seg.from) continue;
       if ((okFrom.get(seg.from) ?? []).length > 1) continue; // reported above
       const overlaps = chain.some((c) => seg.from < c.to && c.from < seg.to);
-      found.add(overlaps ? 'duplicate' : 'skip', `group ${group} partition ${partition}: session ${seg.session} committed [${seg.from}, ${seg.to}), which ${overlaps ? 'overlaps records already committed' : `leaves a gap after the committed chain ending at ${at}`}`, [seg.time]);
+      found.add(
+        overlaps ? 'duplicate' : 'skip',
+        `group ${group} partition ${partition}: session ${seg.session} committed [${seg.from}, ${seg.to}), which ${overlaps ? 'overlaps records already committed' : `leaves a gap after the committed chain ending at ${at}`}`,
+        [seg.time],
+      );
     }
     // Each committed segment was delivered to its session exactly once, in order, with the log's values.
     const log = logs.get(partition);
@@ -422,17 +554,29 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
       for (const [offset, value] of delivered) {
         if (offset !== expected) {
           const type = (counted.get(offset) ?? 0) > 1 ? 'duplicate' : offset < expected ? 'reorder' : 'skip';
-          found.add(type, `group ${group} partition ${partition}: session ${seg.session} committed [${seg.from}, ${seg.to}) but was delivered offset ${offset} where ${expected} was next`, [seg.time]);
+          found.add(
+            type,
+            `group ${group} partition ${partition}: session ${seg.session} committed [${seg.from}, ${seg.to}) but was delivered offset ${offset} where ${expected} was next`,
+            [seg.time],
+          );
           broken = true;
           break;
         }
         if (log !== undefined && log.values.has(offset) && log.values.get(offset) !== value) {
-          found.add('divergent', `group ${group} partition ${partition}: session ${seg.session} processed ${value} at offset ${offset}, the log holds ${log.values.get(offset)}`, [seg.time]);
+          found.add(
+            'divergent',
+            `group ${group} partition ${partition}: session ${seg.session} processed ${value} at offset ${offset}, the log holds ${log.values.get(offset)}`,
+            [seg.time],
+          );
         }
         expected = offset + 1;
       }
       if (!broken && expected < seg.to) {
-        found.add('skip', `group ${group} partition ${partition}: session ${seg.session} committed [${seg.from}, ${seg.to}) but was delivered only up to ${expected - 1}: offsets ${expected}..${seg.to - 1} were never processed`, [seg.time]);
+        found.add(
+          'skip',
+          `group ${group} partition ${partition}: session ${seg.session} committed [${seg.from}, ${seg.to}) but was delivered only up to ${expected - 1}: offsets ${expected}..${seg.to - 1} were never processed`,
+          [seg.time],
+        );
       }
     }
     consumedByGroup[group] = (consumedByGroup[group] ?? 0) + consumed;
@@ -440,14 +584,25 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
     for (const a of ackedByPartition.get(partition) ?? []) {
       // Only a finished drain proves it: otherwise the group may simply not have got there yet (liveness).
       if (a.offset >= at && !finalReached.has(key)) undrained.add(key);
-      else if (a.offset >= at) found.add('unconsumed', `group ${group}: acknowledged ${a.value} at partition ${partition} offset ${a.offset} was never consumed (the group's committed offset ends at ${at})`, [a.time]);
+      else if (a.offset >= at)
+        found.add(
+          'unconsumed',
+          `group ${group}: acknowledged ${a.value} at partition ${partition} offset ${a.offset} was never consumed (the group's committed offset ends at ${at})`,
+          [a.time],
+        );
     }
   }
   // A group that committed nothing on a partition holding acknowledged records never consumed them.
   for (const group of groups) {
     for (const [partition, list] of ackedByPartition) {
-      if (!commits.has(`${group}/${partition}`) && list.length > 0 && !finalReached.has(`${group}/${partition}`)) undrained.add(`${group}/${partition}`);
-      else if (!commits.has(`${group}/${partition}`) && list.length > 0) found.add('unconsumed', `group ${group} committed nothing on partition ${partition}, which holds ${list.length} acknowledged record(s)`, [list[0]!.time]);
+      if (!commits.has(`${group}/${partition}`) && list.length > 0 && !finalReached.has(`${group}/${partition}`))
+        undrained.add(`${group}/${partition}`);
+      else if (!commits.has(`${group}/${partition}`) && list.length > 0)
+        found.add(
+          'unconsumed',
+          `group ${group} committed nothing on partition ${partition}, which holds ${list.length} acknowledged record(s)`,
+          [list[0]!.time],
+        );
     }
   }
   const okCommits = [...commits.values()].reduce((n, c) => n + c.ok.length, 0);
@@ -456,7 +611,18 @@ export function checkConsumerGroups(events: readonly HistoryEvent[], ops: readon
     name,
     valid: found.list.length > 0 ? false : undrained.size > 0 ? 'unknown' : true,
     anomalies: found.list,
-    stats: { groups: groups.size, ...(undrained.size > 0 ? { undrained: [...undrained].sort().join(' ') } : {}), sessions: sessions.size, crashes, polls: pollsOk, commits_ok: okCommits, commits_unknown: infoCommits, commit_conflicts: conflicts, ...Object.fromEntries(Object.entries(consumedByGroup).map(([g, n]) => [`consumed_${g}`, n])), ...found.counts },
+    stats: {
+      groups: groups.size,
+      ...(undrained.size > 0 ? { undrained: [...undrained].sort().join(' ') } : {}),
+      sessions: sessions.size,
+      crashes,
+      polls: pollsOk,
+      commits_ok: okCommits,
+      commits_unknown: infoCommits,
+      commit_conflicts: conflicts,
+      ...Object.fromEntries(Object.entries(consumedByGroup).map(([g, n]) => [`consumed_${g}`, n])),
+      ...found.counts,
+    },
   };
 }
 

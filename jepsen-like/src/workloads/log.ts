@@ -46,7 +46,17 @@ interface LogOptions {
   fixedFetch: boolean;
 }
 
-export const DEFAULT_LOG_OPTIONS: LogOptions = { topic: 'jepsen', partitions: 4, replicas: 3, groups: ['g1', 'g2'], crashProbability: 0.03, foreignProbability: 0.2, maxFetch: 8, sameOffsetIsOwn: false, fixedFetch: false };
+export const DEFAULT_LOG_OPTIONS: LogOptions = {
+  topic: 'jepsen',
+  partitions: 4,
+  replicas: 3,
+  groups: ['g1', 'g2'],
+  crashProbability: 0.03,
+  foreignProbability: 0.2,
+  maxFetch: 8,
+  sameOffsetIsOwn: false,
+  fixedFetch: false,
+};
 
 /** Workers whose index mod 5 is 3 or 4 consume; the others produce (with 5 clients: 3 producers, 2 consumers). */
 function isConsumer(worker: number): boolean {
@@ -62,9 +72,13 @@ function recordsOf(answer: FetchAnswer): Rec[] {
 /** How a failed call is recorded: a 4xx other than 409/429 certainly changed nothing; anything else may have. */
 function failure(e: unknown): { type: 'fail' | 'info'; error: string } {
   if (e instanceof LogError) {
-    if (e.status >= 400 && e.status < 500 && e.status !== 409 && e.status !== 429 && e.status !== 408) return { type: 'fail', error: e.code };
+    if (e.status >= 400 && e.status < 500 && e.status !== 409 && e.status !== 429 && e.status !== 408)
+      return { type: 'fail', error: e.code };
     // The router's message says what it last saw (a 503's reason, a refused connection, a timeout).
-    return { type: 'info', error: e.status === 409 || e.status === 429 ? e.code : `${e.code}: ${e.message.slice(0, 160)}` };
+    return {
+      type: 'info',
+      error: e.status === 409 || e.status === 429 ? e.code : `${e.code}: ${e.message.slice(0, 160)}`,
+    };
   }
   return { type: 'info', error: (e as Error)?.message ?? String(e) };
 }
@@ -99,16 +113,31 @@ export class LogWorkload implements Workload {
   /** Creates the topic and commits offset 0 for every group and partition (the registers' initial value). */
   async setup(ctx: FinalContext): Promise<void> {
     const o = this.options;
-    const client = this.client(ctx.nodes.map((id) => ctx.url(id)), ctx.token, ctx.opTimeoutMs);
+    const client = this.client(
+      ctx.nodes.map((id) => ctx.url(id)),
+      ctx.token,
+      ctx.opTimeoutMs,
+    );
     for (;;) {
-      const done = await ctx.perform({ f: 'create-topic', value: { topic: o.topic, partitions: o.partitions, replicas: o.replicas } }, async () => {
-        try {
-          const t = await client.createTopic(o.topic, { partitions: o.partitions, replicas: o.replicas });
-          return { type: 'ok', value: { topic: t.name, partitions: t.partitions, replicas: t.replicas, groups: t.partition_groups.map((g) => g.members.map((m) => m.id).join(' ')) } };
-        } catch (e) {
-          return failure(e);
-        }
-      });
+      const done = await ctx.perform(
+        { f: 'create-topic', value: { topic: o.topic, partitions: o.partitions, replicas: o.replicas } },
+        async () => {
+          try {
+            const t = await client.createTopic(o.topic, { partitions: o.partitions, replicas: o.replicas });
+            return {
+              type: 'ok',
+              value: {
+                topic: t.name,
+                partitions: t.partitions,
+                replicas: t.replicas,
+                groups: t.partition_groups.map((g) => g.members.map((m) => m.id).join(' ')),
+              },
+            };
+          } catch (e) {
+            return failure(e);
+          }
+        },
+      );
       if (done.type === 'ok') break;
       if (Date.now() > ctx.deadline) throw new Error(`could not create topic ${o.topic}`);
       await ctx.sleep(500);
@@ -116,14 +145,21 @@ export class LogWorkload implements Workload {
     for (const group of o.groups) {
       for (let partition = 0; partition < o.partitions; partition++) {
         for (;;) {
-          const done = await ctx.perform({ f: 'commit', key: `${group}/${partition}`, value: { session: `setup.${group}.${partition}`, group, partition, expect: null, offset: 0 } }, async () => {
-            try {
-              await client.commit(o.topic, partition, group, 0);
-              return { type: 'ok' };
-            } catch (e) {
-              return failure(e);
-            }
-          });
+          const done = await ctx.perform(
+            {
+              f: 'commit',
+              key: `${group}/${partition}`,
+              value: { session: `setup.${group}.${partition}`, group, partition, expect: null, offset: 0 },
+            },
+            async () => {
+              try {
+                await client.commit(o.topic, partition, group, 0);
+                return { type: 'ok' };
+              } catch (e) {
+                return failure(e);
+              }
+            },
+          );
           if (done.type === 'ok') break;
           if (Date.now() > ctx.deadline) throw new Error(`could not commit offset 0 of ${group}/${partition}`);
           await ctx.sleep(500);
@@ -149,8 +185,16 @@ export class LogWorkload implements Workload {
     const send = async (batch: { partition: number; seq: number; values: string[] }): Promise<Completion> =>
       ctx.perform({ f: 'send', key: `p${batch.partition}`, value: { producer, ...batch } }, async () => {
         try {
-          const a = await client.append(o.topic, batch.partition, batch.values.map((value) => ({ value })), { producer, seq: batch.seq });
-          return { type: 'ok', value: { producer, ...batch, offset: a.base_offset, count: a.count, duplicate: a.duplicate } };
+          const a = await client.append(
+            o.topic,
+            batch.partition,
+            batch.values.map((value) => ({ value })),
+            { producer, seq: batch.seq },
+          );
+          return {
+            type: 'ok',
+            value: { producer, ...batch, offset: a.base_offset, count: a.count, duplicate: a.duplicate },
+          };
         } catch (e) {
           return failure(e);
         }
@@ -203,14 +247,19 @@ export class LogWorkload implements Workload {
     let sessionCounter = 0;
     const sessions = new Map<string, { id: string; expect: number; position: number }>();
     const pickPartition = (): number => {
-      const own = Array.from({ length: o.partitions }, (_, p) => p).filter((p) => p % consumers() === index % consumers());
+      const own = Array.from({ length: o.partitions }, (_, p) => p).filter(
+        (p) => p % consumers() === index % consumers(),
+      );
       if (own.length === 0 || ctx.rng.float() < o.foreignProbability) return ctx.rng.int(0, o.partitions - 1);
       return own[ctx.rng.int(0, own.length - 1)]!;
     };
     return {
       step: async () => {
         if (sessions.size > 0 && ctx.rng.float() < o.crashProbability) {
-          await ctx.perform({ f: 'crash', value: { consumer: `c${ctx.worker}`, sessions: [...sessions.values()].map((s) => s.id) } }, async () => ({ type: 'ok' }));
+          await ctx.perform(
+            { f: 'crash', value: { consumer: `c${ctx.worker}`, sessions: [...sessions.values()].map((s) => s.id) } },
+            async () => ({ type: 'ok' }),
+          );
           sessions.clear();
           return;
         }
@@ -220,14 +269,17 @@ export class LogWorkload implements Workload {
         const s = sessions.get(key);
         if (s === undefined) {
           const id = `c${ctx.worker}.${sessionCounter++}`;
-          const done = await ctx.perform({ f: 'committed', key, value: { session: id, group, partition } }, async () => {
-            try {
-              const offset = (await client.committed(o.topic, partition, group)) ?? 0;
-              return { type: 'ok', value: { session: id, group, partition, offset } };
-            } catch (e) {
-              return { type: 'fail', error: failure(e).error };
-            }
-          });
+          const done = await ctx.perform(
+            { f: 'committed', key, value: { session: id, group, partition } },
+            async () => {
+              try {
+                const offset = (await client.committed(o.topic, partition, group)) ?? 0;
+                return { type: 'ok', value: { session: id, group, partition, offset } };
+              } catch (e) {
+                return { type: 'fail', error: failure(e).error };
+              }
+            },
+          );
           if (done.type === 'ok') {
             const offset = (done.value as { offset: number }).offset;
             sessions.set(key, { id, expect: offset, position: offset });
@@ -235,34 +287,55 @@ export class LogWorkload implements Workload {
           return;
         }
         if (s.position > s.expect && (ctx.rng.float() < 0.5 || s.position - s.expect >= 4 * o.maxFetch)) {
-          const done = await ctx.perform({ f: 'commit', key, value: { session: s.id, group, partition, expect: s.expect, offset: s.position } }, async () => {
-            try {
-              await client.commit(o.topic, partition, group, s.position, s.expect);
-              return { type: 'ok' };
-            } catch (e) {
-              if (e instanceof LogError && e.code === 'offset_conflict') {
-                // Our own earlier attempt (retried inside the router) or another consumer's commit of the same
-                // offset: which one cannot be told, so the outcome is unknown.
-                const current = conflictCurrent(e);
-                if (current === s.position && o.sameOffsetIsOwn) return { type: 'ok', value: { taken_as_own: true } };
-                return current === s.position ? { type: 'info', error: 'offset_conflict_same' } : { type: 'fail', error: 'offset_conflict', value: { current } };
+          const done = await ctx.perform(
+            { f: 'commit', key, value: { session: s.id, group, partition, expect: s.expect, offset: s.position } },
+            async () => {
+              try {
+                await client.commit(o.topic, partition, group, s.position, s.expect);
+                return { type: 'ok' };
+              } catch (e) {
+                if (e instanceof LogError && e.code === 'offset_conflict') {
+                  // Our own earlier attempt (retried inside the router) or another consumer's commit of the same
+                  // offset: which one cannot be told, so the outcome is unknown.
+                  const current = conflictCurrent(e);
+                  if (current === s.position && o.sameOffsetIsOwn) return { type: 'ok', value: { taken_as_own: true } };
+                  return current === s.position
+                    ? { type: 'info', error: 'offset_conflict_same' }
+                    : { type: 'fail', error: 'offset_conflict', value: { current } };
+                }
+                return failure(e);
               }
-              return failure(e);
-            }
-          });
+            },
+          );
           if (done.type === 'ok') s.expect = s.position;
           else sessions.delete(key); // start again from the committed offset
           return;
         }
         const from = s.position;
-        const done = await ctx.perform({ f: 'poll', key, value: { session: s.id, group, partition, from } }, async () => {
-          try {
-            const a = await client.fetch(o.topic, partition, from, { maxRecords: o.fixedFetch ? o.maxFetch : ctx.rng.int(1, o.maxFetch) });
-            return { type: 'ok', value: { session: s.id, group, partition, from, records: recordsOf(a), next: a.next_offset, end: a.end_offset } };
-          } catch (e) {
-            return { type: 'fail', error: failure(e).error };
-          }
-        });
+        const done = await ctx.perform(
+          { f: 'poll', key, value: { session: s.id, group, partition, from } },
+          async () => {
+            try {
+              const a = await client.fetch(o.topic, partition, from, {
+                maxRecords: o.fixedFetch ? o.maxFetch : ctx.rng.int(1, o.maxFetch),
+              });
+              return {
+                type: 'ok',
+                value: {
+                  session: s.id,
+                  group,
+                  partition,
+                  from,
+                  records: recordsOf(a),
+                  next: a.next_offset,
+                  end: a.end_offset,
+                },
+              };
+            } catch (e) {
+              return { type: 'fail', error: failure(e).error };
+            }
+          },
+        );
         if (done.type === 'ok') s.position = (done.value as { next: number }).next;
       },
       finish: async () => {},
@@ -272,7 +345,11 @@ export class LogWorkload implements Workload {
 
   async finalReads(ctx: FinalContext): Promise<void> {
     const o = this.options;
-    const client = this.client(ctx.nodes.map((id) => ctx.url(id)), ctx.token, ctx.opTimeoutMs);
+    const client = this.client(
+      ctx.nodes.map((id) => ctx.url(id)),
+      ctx.token,
+      ctx.opTimeoutMs,
+    );
     const ends = new Map<number, number>();
     // Every partition read whole, linearizably (a read barrier on its leader first).
     for (let partition = 0; partition < o.partitions; partition++) {
@@ -313,7 +390,13 @@ export class LogWorkload implements Workload {
     }
   }
 
-  private async drain(ctx: FinalContext, client: LogClient, group: string, partition: number, end: number): Promise<void> {
+  private async drain(
+    ctx: FinalContext,
+    client: LogClient,
+    group: string,
+    partition: number,
+    end: number,
+  ): Promise<void> {
     const o = this.options;
     const key = `${group}/${partition}`;
     let attempt = 0;
@@ -321,7 +404,10 @@ export class LogWorkload implements Workload {
       const session = `final.${group}.${partition}.${attempt++}`;
       const start = await ctx.perform({ f: 'committed', key, value: { session, group, partition } }, async () => {
         try {
-          return { type: 'ok', value: { session, group, partition, offset: (await client.committed(o.topic, partition, group)) ?? 0 } };
+          return {
+            type: 'ok',
+            value: { session, group, partition, offset: (await client.committed(o.topic, partition, group)) ?? 0 },
+          };
         } catch (e) {
           return { type: 'fail', error: failure(e).error };
         }
@@ -337,7 +423,10 @@ export class LogWorkload implements Workload {
         const done = await ctx.perform({ f: 'poll', key, value: { session, group, partition, from } }, async () => {
           try {
             const a = await client.fetch(o.topic, partition, from, { maxRecords: 1000 });
-            return { type: 'ok', value: { session, group, partition, from, records: recordsOf(a), next: a.next_offset, end: a.end_offset } };
+            return {
+              type: 'ok',
+              value: { session, group, partition, from, records: recordsOf(a), next: a.next_offset, end: a.end_offset },
+            };
           } catch (e) {
             return { type: 'fail', error: failure(e).error };
           }
@@ -346,18 +435,23 @@ export class LogWorkload implements Workload {
         else await ctx.sleep(200);
       }
       if (position === expect) return;
-      const done = await ctx.perform({ f: 'commit', key, value: { session, group, partition, expect, offset: position } }, async () => {
-        try {
-          await client.commit(o.topic, partition, group, position, expect);
-          return { type: 'ok' };
-        } catch (e) {
-          if (e instanceof LogError && e.code === 'offset_conflict') {
-            const current = conflictCurrent(e);
-            return current === position ? { type: 'info', error: 'offset_conflict_same' } : { type: 'fail', error: 'offset_conflict', value: { current } };
+      const done = await ctx.perform(
+        { f: 'commit', key, value: { session, group, partition, expect, offset: position } },
+        async () => {
+          try {
+            await client.commit(o.topic, partition, group, position, expect);
+            return { type: 'ok' };
+          } catch (e) {
+            if (e instanceof LogError && e.code === 'offset_conflict') {
+              const current = conflictCurrent(e);
+              return current === position
+                ? { type: 'info', error: 'offset_conflict_same' }
+                : { type: 'fail', error: 'offset_conflict', value: { current } };
+            }
+            return failure(e);
           }
-          return failure(e);
-        }
-      });
+        },
+      );
       if (done.type === 'ok') return;
       await ctx.sleep(200); // refused or unknown: read the committed offset again and go on from there
     }
@@ -383,7 +477,12 @@ export function commitRegisterEvents(events: readonly HistoryEvent[]): HistoryEv
   const out: HistoryEvent[] = [];
   for (const e of events) {
     if (typeof e.process !== 'number' || (e.f !== 'commit' && e.f !== 'committed')) continue;
-    const base = { process: e.process, time: e.time, ...(e.key !== undefined ? { key: e.key } : {}), ...(e.node !== undefined ? { node: e.node } : {}) };
+    const base = {
+      process: e.process,
+      time: e.time,
+      ...(e.key !== undefined ? { key: e.key } : {}),
+      ...(e.node !== undefined ? { node: e.node } : {}),
+    };
     if (e.type === 'invoke') {
       const v = (e.value ?? {}) as { expect?: unknown; offset?: unknown };
       if (e.f === 'committed') {
@@ -392,7 +491,11 @@ export function commitRegisterEvents(events: readonly HistoryEvent[]): HistoryEv
       } else {
         const input = { expect: typeof v.expect === 'number' ? v.expect : null, offset: Number(v.offset) };
         inputs.set(e.process, input);
-        out.push(input.expect === null ? { ...base, type: 'invoke', f: 'write', value: input.offset } : { ...base, type: 'invoke', f: 'cas', value: [input.expect, input.offset] });
+        out.push(
+          input.expect === null
+            ? { ...base, type: 'invoke', f: 'write', value: input.offset }
+            : { ...base, type: 'invoke', f: 'cas', value: [input.expect, input.offset] },
+        );
       }
       continue;
     }
@@ -401,11 +504,33 @@ export function commitRegisterEvents(events: readonly HistoryEvent[]): HistoryEv
     if (input === undefined) continue;
     if (input === 'read') {
       const offset = (e.value as { offset?: unknown } | undefined)?.offset;
-      out.push({ ...base, type: e.type, f: 'read', ...(e.type === 'ok' ? { value: typeof offset === 'number' ? offset : 0 } : {}), ...(e.error !== undefined ? { error: e.error } : {}) });
+      out.push({
+        ...base,
+        type: e.type,
+        f: 'read',
+        ...(e.type === 'ok' ? { value: typeof offset === 'number' ? offset : 0 } : {}),
+        ...(e.error !== undefined ? { error: e.error } : {}),
+      });
     } else if (input.expect === null) {
-      out.push({ ...base, type: e.type, f: 'write', value: input.offset, ...(e.error !== undefined ? { error: e.error } : {}) });
+      out.push({
+        ...base,
+        type: e.type,
+        f: 'write',
+        value: input.offset,
+        ...(e.error !== undefined ? { error: e.error } : {}),
+      });
     } else {
-      out.push({ ...base, type: e.type, f: 'cas', value: [input.expect, input.offset], ...(e.error === 'offset_conflict' ? { error: 'cas_mismatch' } : e.error !== undefined ? { error: e.error } : {}) });
+      out.push({
+        ...base,
+        type: e.type,
+        f: 'cas',
+        value: [input.expect, input.offset],
+        ...(e.error === 'offset_conflict'
+          ? { error: 'cas_mismatch' }
+          : e.error !== undefined
+            ? { error: e.error }
+            : {}),
+      });
     }
   }
   return out;

@@ -53,7 +53,12 @@ export class ShortlinkWorkload implements Workload {
       step: async () => {
         if (batch === null || batch.next >= batch.end || ctx.rng.float() < this.options.abandonProbability) {
           const done = await ctx.perform({ f: 'lease' }, async () => {
-            const outcome = await callJson(`${base}/internal/leases`, { method: 'POST', token: ctx.token, body: { server: `jepsen-${ctx.worker}` }, timeoutMs: ctx.opTimeoutMs });
+            const outcome = await callJson(`${base}/internal/leases`, {
+              method: 'POST',
+              token: ctx.token,
+              body: { server: `jepsen-${ctx.worker}` },
+              timeoutMs: ctx.opTimeoutMs,
+            });
             if (outcome.kind === 'response' && outcome.status === 201) {
               const { start, end } = outcome.body as { start: number; end: number };
               return { type: 'ok', value: [start, end] };
@@ -74,9 +79,22 @@ export class ShortlinkWorkload implements Workload {
         const url = `https://jepsen.example/${ctx.worker}/${code}`;
         const done = await ctx.perform({ f: 'write', key: code, value: url }, async () => {
           const now = Date.now();
-          const body = { code, alias: false, long_url: url, created_at: now, expires_at: now + DAY_MS, created_by: 'jepsen' };
-          const outcome = await callJson(`${base}/internal/links`, { method: 'POST', token: ctx.token, body, timeoutMs: ctx.opTimeoutMs });
-          if (outcome.kind === 'response' && (outcome.status === 201 || outcome.status === 200)) return { type: 'ok', value: url };
+          const body = {
+            code,
+            alias: false,
+            long_url: url,
+            created_at: now,
+            expires_at: now + DAY_MS,
+            created_by: 'jepsen',
+          };
+          const outcome = await callJson(`${base}/internal/links`, {
+            method: 'POST',
+            token: ctx.token,
+            body,
+            timeoutMs: ctx.opTimeoutMs,
+          });
+          if (outcome.kind === 'response' && (outcome.status === 201 || outcome.status === 200))
+            return { type: 'ok', value: url };
           return { ...writeFailure(outcome), value: url };
         });
         if (done.type === 'ok') {
@@ -94,12 +112,15 @@ export class ShortlinkWorkload implements Workload {
     const readOne = async (code: string): Promise<void> => {
       while (Date.now() < ctx.deadline) {
         const node = ctx.nodes[turn++ % ctx.nodes.length]!;
-        const done = await ctx.perform({ f: 'read', key: code }, () => read(ctx.url(node), code, ctx.token, ctx.opTimeoutMs));
+        const done = await ctx.perform({ f: 'read', key: code }, () =>
+          read(ctx.url(node), code, ctx.token, ctx.opTimeoutMs),
+        );
         if (done.type === 'ok') return;
         await ctx.sleep(200);
       }
     };
-    for (let i = 0; i < codes.length; i += FINAL_READ_CONCURRENCY) await Promise.all(codes.slice(i, i + FINAL_READ_CONCURRENCY).map(readOne));
+    for (let i = 0; i < codes.length; i += FINAL_READ_CONCURRENCY)
+      await Promise.all(codes.slice(i, i + FINAL_READ_CONCURRENCY).map(readOne));
   }
 
   modelEvents(events: readonly HistoryEvent[]): readonly HistoryEvent[] {
@@ -122,7 +143,12 @@ export function checkLeases(events: readonly HistoryEvent[]): CheckResult {
     const prev = leases[i - 1]!;
     const cur = leases[i]!;
     if (cur.start < prev.end) {
-      anomalies.push({ check: 'leases-disjoint', type: 'overlap', description: `ids [${cur.start}, ${cur.end}) and [${prev.start}, ${prev.end}) were both handed out`, times: [prev.time, cur.time] });
+      anomalies.push({
+        check: 'leases-disjoint',
+        type: 'overlap',
+        description: `ids [${cur.start}, ${cur.end}) and [${prev.start}, ${prev.end}) were both handed out`,
+        times: [prev.time, cur.time],
+      });
     }
   }
   const ids = leases.reduce((n, l) => n + (l.end - l.start), 0);
@@ -133,7 +159,12 @@ export function checkLeases(events: readonly HistoryEvent[]): CheckResult {
 export function checkCodes(events: readonly HistoryEvent[]): CheckResult {
   const anomalies: Anomaly[] = events
     .filter((e) => e.f === 'write' && e.type === 'fail' && e.error === 'code_taken')
-    .map((e) => ({ check: 'codes-unique', type: 'code-taken', description: `the generated code ${e.key} was already taken when its leased id was first used`, times: [e.time] }));
+    .map((e) => ({
+      check: 'codes-unique',
+      type: 'code-taken',
+      description: `the generated code ${e.key} was already taken when its leased id was first used`,
+      times: [e.time],
+    }));
   const created = events.filter((e) => e.f === 'write' && e.type === 'ok').length;
   return { name: 'codes-unique', valid: anomalies.length === 0, anomalies, stats: { created } };
 }
@@ -141,20 +172,44 @@ export function checkCodes(events: readonly HistoryEvent[]): CheckResult {
 /** Every acknowledged create is read back, with its URL, in the final reads. */
 export function checkAckedLinks(events: readonly HistoryEvent[]): CheckResult {
   const acked = new Map<string, { url: unknown; time: number }>();
-  for (const e of events) if (e.f === 'write' && e.type === 'ok' && e.key !== undefined) acked.set(e.key, { url: e.value, time: e.time });
+  for (const e of events)
+    if (e.f === 'write' && e.type === 'ok' && e.key !== undefined) acked.set(e.key, { url: e.value, time: e.time });
   const finalRead = new Map<string, unknown>();
-  for (const e of events) if (e.f === 'read' && e.type === 'ok' && e.node === 'final' && e.key !== undefined) finalRead.set(e.key, e.value);
+  for (const e of events)
+    if (e.f === 'read' && e.type === 'ok' && e.node === 'final' && e.key !== undefined) finalRead.set(e.key, e.value);
   const anomalies: Anomaly[] = [];
   for (const [code, { url, time }] of acked) {
-    if (!finalRead.has(code)) anomalies.push({ check: 'acked-links-present', type: 'unread', description: `acknowledged link ${code} could not be read after the heal`, times: [time] });
-    else if (finalRead.get(code) !== url) anomalies.push({ check: 'acked-links-present', type: 'lost', description: `acknowledged link ${code} -> ${String(url)} read back as ${JSON.stringify(finalRead.get(code))}`, times: [time] });
+    if (!finalRead.has(code))
+      anomalies.push({
+        check: 'acked-links-present',
+        type: 'unread',
+        description: `acknowledged link ${code} could not be read after the heal`,
+        times: [time],
+      });
+    else if (finalRead.get(code) !== url)
+      anomalies.push({
+        check: 'acked-links-present',
+        type: 'lost',
+        description: `acknowledged link ${code} -> ${String(url)} read back as ${JSON.stringify(finalRead.get(code))}`,
+        times: [time],
+      });
   }
-  return { name: 'acked-links-present', valid: anomalies.length === 0, anomalies, stats: { acknowledged: acked.size, read_back: finalRead.size } };
+  return {
+    name: 'acked-links-present',
+    valid: anomalies.length === 0,
+    anomalies,
+    stats: { acknowledged: acked.size, read_back: finalRead.size },
+  };
 }
 
 async function read(base: string, code: string, token: string, timeoutMs: number): Promise<Completion> {
-  const outcome = await callJson(`${base}/internal/links/${code}?consistency=linearizable`, { method: 'GET', token, timeoutMs });
-  if (outcome.kind === 'response' && outcome.status === 200) return { type: 'ok', value: (outcome.body as { long_url?: unknown }).long_url ?? null };
+  const outcome = await callJson(`${base}/internal/links/${code}?consistency=linearizable`, {
+    method: 'GET',
+    token,
+    timeoutMs,
+  });
+  if (outcome.kind === 'response' && outcome.status === 200)
+    return { type: 'ok', value: (outcome.body as { long_url?: unknown }).long_url ?? null };
   if (outcome.kind === 'response' && outcome.status === 404) return { type: 'ok', value: null };
   return readFailure(outcome);
 }

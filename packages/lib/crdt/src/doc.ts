@@ -1,7 +1,18 @@
 import { decodeOps, DOC_MAGIC, OpLog, UPDATE_MAGIC } from './encoding.js';
 import { checkOp, InvalidOpError } from './validate.js';
 import { ChunkList, type Chunk, type Entry } from './list.js';
-import { opLength, type AttrValue, type Attrs, type DeleteOp, type FormatOp, type Id, type InsertOp, type Op, type Span, type StateVector } from './types.js';
+import {
+  opLength,
+  type AttrValue,
+  type Attrs,
+  type DeleteOp,
+  type FormatOp,
+  type Id,
+  type InsertOp,
+  type Op,
+  type Span,
+  type StateVector,
+} from './types.js';
 
 /** An attribute value with the (Lamport, client) stamp of the op that set it: the greater stamp wins per key. */
 interface Stamp {
@@ -48,7 +59,11 @@ class Item implements Entry {
     this.rightSeq = right === null ? 0 : right[1];
   }
   get left(): Id | null {
-    return this.leftClient === undefined ? [this.client, this.seq - 1] : this.leftClient === null ? null : [this.leftClient, this.leftSeq];
+    return this.leftClient === undefined
+      ? [this.client, this.seq - 1]
+      : this.leftClient === null
+        ? null
+        : [this.leftClient, this.leftSeq];
   }
   get right(): Id | null {
     return this.rightClient === null ? null : [this.rightClient, this.rightSeq];
@@ -58,7 +73,8 @@ class Item implements Entry {
   }
 }
 
-const idEq = (a: Id | null, b: Id | null): boolean => (a === null ? b === null : b !== null && a[0] === b[0] && a[1] === b[1]);
+const idEq = (a: Id | null, b: Id | null): boolean =>
+  a === null ? b === null : b !== null && a[0] === b[0] && a[1] === b[1];
 const newer = (l: number, c: string, s: Stamp): boolean => l > s.l || (l === s.l && c > s.c);
 
 function mergeAttrs(base: StampedAttrs | null, add: Attrs, l: number, c: string): StampedAttrs | null {
@@ -132,7 +148,8 @@ export class Doc {
 
   /** options.chunkSize: runs per chunk of the run list (default 128); only tests need to change it. */
   constructor(clientId: string, options: { chunkSize?: number } = {}) {
-    if (typeof clientId !== 'string' || clientId.length === 0) throw new TypeError('clientId must be a non-empty string');
+    if (typeof clientId !== 'string' || clientId.length === 0)
+      throw new TypeError('clientId must be a non-empty string');
     this.clientId = clientId;
     this.items = new ChunkList<Item>(options.chunkSize);
   }
@@ -159,7 +176,8 @@ export class Doc {
     for (const it of this.items) {
       if (it.deleted || it.text.length === 0) continue;
       const attrs: Record<string, AttrValue> = {};
-      if (it.attrs) for (const k of Object.keys(it.attrs).sort()) if (it.attrs[k]!.v !== null) attrs[k] = it.attrs[k]!.v;
+      if (it.attrs)
+        for (const k of Object.keys(it.attrs).sort()) if (it.attrs[k]!.v !== null) attrs[k] = it.attrs[k]!.v;
       const key = JSON.stringify(attrs);
       const last = out[out.length - 1];
       if (last && last.key === key) last.text += it.text;
@@ -198,7 +216,9 @@ export class Doc {
     const next = prev ? this.items.next(prev) : this.items.first();
     const right: Id | null = next ? [next.client, next.seq] : null;
     const hasAttrs = attrs !== undefined && Object.keys(attrs).length > 0;
-    const op: InsertOp = hasAttrs ? { type: 'insert', id: [this.clientId, seq], lamport, left, right, text, attrs } : { type: 'insert', id: [this.clientId, seq], lamport, left, right, text };
+    const op: InsertOp = hasAttrs
+      ? { type: 'insert', id: [this.clientId, seq], lamport, left, right, text, attrs }
+      : { type: 'insert', id: [this.clientId, seq], lamport, left, right, text };
     this.place(op, prev);
     this.finish(op);
     return [op];
@@ -222,7 +242,13 @@ export class Doc {
         this.visible -= it.text.length;
         remaining -= it.text.length;
         it.text = tomb(it.text.length);
-        const op: DeleteOp = { type: 'delete', id: [this.clientId, this.nextSeq()], lamport: this.maxLamport + 1, target: [it.client, it.seq], length: it.text.length };
+        const op: DeleteOp = {
+          type: 'delete',
+          id: [this.clientId, this.nextSeq()],
+          lamport: this.maxLamport + 1,
+          target: [it.client, it.seq],
+          length: it.text.length,
+        };
         this.finish(op);
         ops.push(op);
         lastDeleted = it;
@@ -238,7 +264,14 @@ export class Doc {
     if (length === 0 || Object.keys(attrs).length === 0) return [];
     const start = this.idAt(index);
     const end = this.idAt(index + length - 1);
-    const op: FormatOp = { type: 'format', id: [this.clientId, this.nextSeq()], lamport: this.maxLamport + 1, start, end, attrs };
+    const op: FormatOp = {
+      type: 'format',
+      id: [this.clientId, this.nextSeq()],
+      lamport: this.maxLamport + 1,
+      start,
+      end,
+      attrs,
+    };
     this.applyFormat(op);
     this.finish(op);
     this.resetCache();
@@ -317,7 +350,11 @@ export class Doc {
     }
     // An op whose anchors turn out not to be inserted characters is dropped (nothing of it applied); the valid
     // ops of the batch stay applied.
-    if (invalid.length > 0) throw new InvalidOpError(`${invalid.length} op(s) anchored on counters that are not inserted characters, dropped`, invalid);
+    if (invalid.length > 0)
+      throw new InvalidOpError(
+        `${invalid.length} op(s) anchored on counters that are not inserted characters, dropped`,
+        invalid,
+      );
   }
 
   /** Every applied op the holder of `sv` lacks, in a causal order (runs partly known are trimmed). */
@@ -339,7 +376,8 @@ export class Doc {
   static decode(bytes: Uint8Array, clientId: string): Doc {
     const doc = new Doc(clientId);
     doc.apply(decodeOps(bytes, DOC_MAGIC));
-    if (doc.pending.length > 0) throw new Error(`corrupt document: ${doc.pending.length} ops with missing dependencies`);
+    if (doc.pending.length > 0)
+      throw new Error(`corrupt document: ${doc.pending.length} ops with missing dependencies`);
     return doc;
   }
 
@@ -367,7 +405,13 @@ export class Doc {
   }
 
   private checkRange(index: number, length: number): void {
-    if (!Number.isInteger(index) || !Number.isInteger(length) || index < 0 || length < 0 || index + length > this.visible) {
+    if (
+      !Number.isInteger(index) ||
+      !Number.isInteger(length) ||
+      index < 0 ||
+      length < 0 ||
+      index + length > this.visible
+    ) {
       throw new RangeError(`range ${index}+${length} outside a document of length ${this.visible}`);
     }
   }
@@ -407,7 +451,16 @@ export class Doc {
 
   /** Splits a run after k characters; the tail follows it and keeps the run's meaning. */
   private split(it: Item, k: number): Item {
-    const tail = new Item(it.client, it.seq + k, it.lamport + k, undefined, it.right, it.text.slice(k), it.deleted, it.attrs);
+    const tail = new Item(
+      it.client,
+      it.seq + k,
+      it.lamport + k,
+      undefined,
+      it.right,
+      it.text.slice(k),
+      it.deleted,
+      it.attrs,
+    );
     const vis = it.vis();
     it.text = it.text.slice(0, k);
     this.items.changed(it, it.vis() - vis);

@@ -191,7 +191,13 @@ export class OpLog {
   /** The log, plus `tail` when given (without keeping it), as an update or a document. */
   encode(magic: number, tail: Op | null = null): Uint8Array {
     if (tail !== null) {
-      const saved = { n: this.body.length, count: this.count, prevClient: this.prevClient, prevEnd: this.prevEnd, clients: this.clients.size };
+      const saved = {
+        n: this.body.length,
+        count: this.count,
+        prevClient: this.prevClient,
+        prevEnd: this.prevEnd,
+        clients: this.clients.size,
+      };
       this.inTail = true;
       this.append(tail);
       this.inTail = false;
@@ -265,7 +271,8 @@ export function decodeOps(bytes: Uint8Array, magic: number = UPDATE_MAGIC): Op[]
     if (flags & 4) {
       if (op.type === 'delete') throw new RangeError('a delete has no attributes');
       const attrs = JSON.parse(r.str()) as unknown;
-      if (attrs === null || typeof attrs !== 'object' || Array.isArray(attrs)) throw new RangeError('attributes must be an object');
+      if (attrs === null || typeof attrs !== 'object' || Array.isArray(attrs))
+        throw new RangeError('attributes must be an object');
       op = { ...op, attrs: attrs as Attrs };
     }
     ops.push(op);

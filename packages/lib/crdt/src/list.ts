@@ -21,7 +21,8 @@ export class Chunk {
 export class ChunkList<T extends Entry> {
   readonly chunks: Chunk[] = [];
   constructor(private readonly max: number = DEFAULT_CHUNK) {
-    if (!Number.isInteger(max) || max < 2 || max > 4096) throw new RangeError('chunk size must be an integer in 2..4096');
+    if (!Number.isInteger(max) || max < 2 || max > 4096)
+      throw new RangeError('chunk size must be an integer in 2..4096');
   }
 
   get size(): number {

@@ -104,7 +104,8 @@ export class UndoManager {
     const ops: Op[] = [...doc.localInsert(index, span.text, attrs)];
     const fix: Record<string, AttrValue> = {};
     for (const got of doc.slice(index, span.text.length)) {
-      for (const key of Object.keys(got.attrs)) if (got.attrs[key] !== (span.attrs[key] ?? null)) fix[key] = span.attrs[key] ?? null;
+      for (const key of Object.keys(got.attrs))
+        if (got.attrs[key] !== (span.attrs[key] ?? null)) fix[key] = span.attrs[key] ?? null;
     }
     if (Object.keys(fix).length > 0) ops.push(...doc.localFormat(index, span.text.length, fix));
     return ops;
@@ -139,7 +140,10 @@ export class UndoManager {
       // Where each piece's tombstones are now; the last place first, so earlier indexes stay right.
       const places = change.pieces
         .map((piece) => ({ piece, where: doc.indexOf(piece.at) }))
-        .filter((p): p is { piece: { at: Id; spans: Span[] }; where: { index: number; visible: boolean } } => p.where !== null)
+        .filter(
+          (p): p is { piece: { at: Id; spans: Span[] }; where: { index: number; visible: boolean } } =>
+            p.where !== null,
+        )
         .sort((x, y) => y.where.index - x.where.index);
       const ops: Op[] = [];
       for (const { piece, where } of places) {

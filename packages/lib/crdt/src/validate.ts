@@ -12,12 +12,16 @@ export class InvalidOpError extends Error {
 }
 
 const isCounter = (x: unknown): x is number => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
-const isId = (x: unknown): x is Id => Array.isArray(x) && x.length === 2 && typeof x[0] === 'string' && x[0].length > 0 && isCounter(x[1]);
+const isId = (x: unknown): x is Id =>
+  Array.isArray(x) && x.length === 2 && typeof x[0] === 'string' && x[0].length > 0 && isCounter(x[1]);
 const isAttrs = (x: unknown): boolean =>
   x !== null &&
   typeof x === 'object' &&
   !Array.isArray(x) &&
-  Object.values(x as Record<string, unknown>).every((v) => v === null || typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v)));
+  Object.values(x as Record<string, unknown>).every(
+    (v) =>
+      v === null || typeof v === 'string' || typeof v === 'boolean' || (typeof v === 'number' && Number.isFinite(v)),
+  );
 
 /**
  * Checks an op's shape (what a decoder or a JSON message cannot guarantee): ids are (non-empty client, counter),
@@ -43,7 +47,8 @@ export function checkOp(op: unknown): asserts op is Op {
       anchor(o.left, 'left', true);
       anchor(o.right, 'right', true);
       if (typeof o.text !== 'string' || o.text.length === 0) fail('text must be a non-empty string');
-      if (o.attrs !== undefined && !isAttrs(o.attrs)) fail('attrs must be an object of strings, numbers, booleans or null');
+      if (o.attrs !== undefined && !isAttrs(o.attrs))
+        fail('attrs must be an object of strings, numbers, booleans or null');
       break;
     case 'delete':
       anchor(o.target, 'target', false);

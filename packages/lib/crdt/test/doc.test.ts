@@ -24,7 +24,9 @@ t.test('local edits', async (t) => {
   ]);
   t.throws(() => d.localInsert(99, 'x'), RangeError);
   t.throws(() => d.localDelete(10, 99), RangeError);
-  t.same(d.stateVector(), { a: d.opsSince().reduce((m, op) => Math.max(m, op.id[1] + (op.type === 'insert' ? op.text.length : 1) - 1), -1) });
+  t.same(d.stateVector(), {
+    a: d.opsSince().reduce((m, op) => Math.max(m, op.id[1] + (op.type === 'insert' ? op.text.length : 1) - 1), -1),
+  });
 });
 
 t.test('two replicas: concurrent inserts at one place stay whole, ordered by (Lamport, client)', async (t) => {
@@ -41,7 +43,12 @@ t.test('two replicas: concurrent inserts at one place stay whole, ordered by (La
 
 t.test('ops wait for their dependencies and apply once', async (t) => {
   const a = new Doc('a');
-  const ops = [...a.localInsert(0, 'abc'), ...a.localInsert(1, 'X'), ...a.localDelete(0, 1), ...a.localFormat(0, 2, { u: true })];
+  const ops = [
+    ...a.localInsert(0, 'abc'),
+    ...a.localInsert(1, 'X'),
+    ...a.localDelete(0, 1),
+    ...a.localFormat(0, 2, { u: true }),
+  ];
   const b = new Doc('b');
   b.apply([...ops].reverse());
   t.equal(b.text(), a.text());
@@ -107,9 +114,16 @@ t.test('invalid ops are refused and change nothing', async (t) => {
   ];
   for (const op of bad) t.throws(() => b.apply([op as never]), InvalidOpError, JSON.stringify(op));
   // Well formed, but anchored on counter 3, which is a's format op, not a character: dropped.
-  t.throws(() => b.apply([{ type: 'insert', id: ['c', 0], lamport: 9, left: ['a', 3], right: null, text: 'x' }]), InvalidOpError);
+  t.throws(
+    () => b.apply([{ type: 'insert', id: ['c', 0], lamport: 9, left: ['a', 3], right: null, text: 'x' }]),
+    InvalidOpError,
+  );
   t.throws(() => b.apply([{ type: 'delete', id: ['c', 0], lamport: 9, target: ['a', 1], length: 3 }]), InvalidOpError);
-  t.throws(() => b.apply([{ type: 'format', id: ['c', 0], lamport: 9, start: ['a', 2], end: ['a', 0], attrs: { i: true } }]), InvalidOpError, 'start after end');
+  t.throws(
+    () => b.apply([{ type: 'format', id: ['c', 0], lamport: 9, start: ['a', 2], end: ['a', 0], attrs: { i: true } }]),
+    InvalidOpError,
+    'start after end',
+  );
   t.equal(JSON.stringify(b.spans()), before);
   t.same(b.stateVector(), a.stateVector());
   t.equal(b.pendingCount, 0);
@@ -147,36 +161,39 @@ t.test('typing inside or beside formatted text still makes one run per typed str
   t.same(r.spans(), d.spans());
 });
 
-t.test('ties between concurrent inserts at one place go by Lamport stamp, then client id; clocks play no part', async (t) => {
-  const base = new Doc('base');
-  base.localInsert(0, '..');
-  // 'z' has seen more (a higher Lamport stamp) than 'a', so its concurrent insert goes after a's despite its id.
-  const busy = new Doc('a');
-  const z = new Doc('z');
-  busy.apply(base.opsSince());
-  z.apply(base.opsSince());
-  z.localInsert(0, 'q');
-  z.localDelete(0, 1); // two more stamps
-  const opsZ = z.localInsert(1, 'Z');
-  const opsA = busy.localInsert(1, 'A');
-  t.ok(opsZ[0]!.lamport > opsA[0]!.lamport);
-  for (const order of [
-    [...opsA, ...opsZ],
-    [...opsZ, ...opsA],
-  ]) {
+t.test(
+  'ties between concurrent inserts at one place go by Lamport stamp, then client id; clocks play no part',
+  async (t) => {
+    const base = new Doc('base');
+    base.localInsert(0, '..');
+    // 'z' has seen more (a higher Lamport stamp) than 'a', so its concurrent insert goes after a's despite its id.
+    const busy = new Doc('a');
+    const z = new Doc('z');
+    busy.apply(base.opsSince());
+    z.apply(base.opsSince());
+    z.localInsert(0, 'q');
+    z.localDelete(0, 1); // two more stamps
+    const opsZ = z.localInsert(1, 'Z');
+    const opsA = busy.localInsert(1, 'A');
+    t.ok(opsZ[0]!.lamport > opsA[0]!.lamport);
+    for (const order of [
+      [...opsA, ...opsZ],
+      [...opsZ, ...opsA],
+    ]) {
+      const d = new Doc('o');
+      d.apply([...base.opsSince(), ...z.opsSince(), ...order]);
+      t.equal(d.text(), '.AZ.');
+    }
+    // Equal stamps: the smaller client id first.
+    const b1 = new Doc('b1');
+    const b2 = new Doc('b2');
+    b1.apply(base.opsSince());
+    b2.apply(base.opsSince());
+    const o1 = b1.localInsert(1, '1');
+    const o2 = b2.localInsert(1, '2');
+    t.equal(o1[0]!.lamport, o2[0]!.lamport);
     const d = new Doc('o');
-    d.apply([...base.opsSince(), ...z.opsSince(), ...order]);
-    t.equal(d.text(), '.AZ.');
-  }
-  // Equal stamps: the smaller client id first.
-  const b1 = new Doc('b1');
-  const b2 = new Doc('b2');
-  b1.apply(base.opsSince());
-  b2.apply(base.opsSince());
-  const o1 = b1.localInsert(1, '1');
-  const o2 = b2.localInsert(1, '2');
-  t.equal(o1[0]!.lamport, o2[0]!.lamport);
-  const d = new Doc('o');
-  d.apply([...base.opsSince(), ...o2, ...o1]);
-  t.equal(d.text(), '.12.');
-});
+    d.apply([...base.opsSince(), ...o2, ...o1]);
+    t.equal(d.text(), '.12.');
+  },
+);

@@ -18,13 +18,42 @@ type Action =
 
 const action = (n: number): fc.Arbitrary<Action> =>
   fc.oneof(
-    { weight: 5, arbitrary: fc.record({ kind: fc.constant('insert' as const), r: fc.nat(n - 1), at: fc.double({ min: 0, max: 1, noNaN: true }), text: fc.string({ unit: fc.constantFrom('a', 'b', 'c', 'é', ' ', '\n'), minLength: 1, maxLength: 4 }), bold: fc.boolean() }) },
-    { weight: 2, arbitrary: fc.record({ kind: fc.constant('delete' as const), r: fc.nat(n - 1), at: fc.double({ min: 0, max: 1, noNaN: true }), len: fc.integer({ min: 1, max: 4 }) }) },
-    { weight: 2, arbitrary: fc.record({ kind: fc.constant('format' as const), r: fc.nat(n - 1), at: fc.double({ min: 0, max: 1, noNaN: true }), len: fc.integer({ min: 1, max: 6 }), key: fc.constantFrom('bold' as const, 'italic' as const), on: fc.boolean() }) },
+    {
+      weight: 5,
+      arbitrary: fc.record({
+        kind: fc.constant('insert' as const),
+        r: fc.nat(n - 1),
+        at: fc.double({ min: 0, max: 1, noNaN: true }),
+        text: fc.string({ unit: fc.constantFrom('a', 'b', 'c', 'é', ' ', '\n'), minLength: 1, maxLength: 4 }),
+        bold: fc.boolean(),
+      }),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant('delete' as const),
+        r: fc.nat(n - 1),
+        at: fc.double({ min: 0, max: 1, noNaN: true }),
+        len: fc.integer({ min: 1, max: 4 }),
+      }),
+    },
+    {
+      weight: 2,
+      arbitrary: fc.record({
+        kind: fc.constant('format' as const),
+        r: fc.nat(n - 1),
+        at: fc.double({ min: 0, max: 1, noNaN: true }),
+        len: fc.integer({ min: 1, max: 6 }),
+        key: fc.constantFrom('bold' as const, 'italic' as const),
+        on: fc.boolean(),
+      }),
+    },
     { weight: 2, arbitrary: fc.record({ kind: fc.constant('sync' as const), r: fc.nat(n - 1), from: fc.nat(n - 1) }) },
   );
 
-const session = fc.integer({ min: 2, max: 4 }).chain((n) => fc.tuple(fc.constant(n), fc.array(action(n), { minLength: 1, maxLength: 40 })));
+const session = fc
+  .integer({ min: 2, max: 4 })
+  .chain((n) => fc.tuple(fc.constant(n), fc.array(action(n), { minLength: 1, maxLength: 40 })));
 
 function run(n: number, actions: readonly Action[]): { replicas: Doc[]; ops: Op[] } {
   // Tiny chunks (2-4 runs) so the chunked run list splits chunks constantly.
@@ -33,7 +62,8 @@ function run(n: number, actions: readonly Action[]): { replicas: Doc[]; ops: Op[
   for (const a of actions) {
     const d = replicas[a.r]!;
     const len = d.length;
-    if (a.kind === 'insert') ops.push(...d.localInsert(Math.floor(a.at * (len + 1)) % (len + 1), a.text, a.bold ? { bold: true } : undefined));
+    if (a.kind === 'insert')
+      ops.push(...d.localInsert(Math.floor(a.at * (len + 1)) % (len + 1), a.text, a.bold ? { bold: true } : undefined));
     else if (a.kind === 'sync') d.apply(replicas[a.from]!.opsSince(d.stateVector()));
     else if (len > 0) {
       const at = Math.floor(a.at * len) % len;
@@ -101,7 +131,14 @@ t.test('runs typed concurrently at one place never interleave', async (t) => {
   fc.assert(
     fc.property(
       fc.string({ unit: fc.constantFrom('.', '-'), maxLength: 8 }),
-      fc.integer({ min: 2, max: 4 }).chain((n) => fc.tuple(fc.array(fc.integer({ min: 1, max: 6 }), { minLength: n, maxLength: n }), fc.array(fc.boolean(), { minLength: n, maxLength: n }))),
+      fc
+        .integer({ min: 2, max: 4 })
+        .chain((n) =>
+          fc.tuple(
+            fc.array(fc.integer({ min: 1, max: 6 }), { minLength: n, maxLength: n }),
+            fc.array(fc.boolean(), { minLength: n, maxLength: n }),
+          ),
+        ),
       fc.double({ min: 0, max: 1, noNaN: true }),
       fc.integer(),
       (base, [lens, backwards], where, seed) => {
@@ -112,9 +149,13 @@ t.test('runs typed concurrently at one place never interleave', async (t) => {
         const ops: Op[] = [...origin.opsSince()];
         lens.forEach((len, i) => {
           const d = replay(origin.opsSince(), `w${i}`);
-          const run = letters[i]!.repeat(len).split('').map((c, j) => (j === 0 ? c.toUpperCase() : c)).join('');
+          const run = letters[i]!.repeat(len)
+            .split('')
+            .map((c, j) => (j === 0 ? c.toUpperCase() : c))
+            .join('');
           // Typed one keystroke at a time, forwards (ordinary typing) or each character before the previous one.
-          for (let j = 0; j < len; j++) ops.push(...(backwards[i] ? d.localInsert(at, run[len - 1 - j]!) : d.localInsert(at + j, run[j]!)));
+          for (let j = 0; j < len; j++)
+            ops.push(...(backwards[i] ? d.localInsert(at, run[len - 1 - j]!) : d.localInsert(at + j, run[j]!)));
           runs.push(run);
         });
         const text = replay(shuffle(ops, seed)).text();
@@ -151,8 +192,13 @@ t.test('a format covers text inserted concurrently inside its range, never outsi
       const d = replay(shuffle(ops, seed));
       const inside = at > start && at < start + len;
       const spans = d.spans();
-      const bolded = spans.filter((s) => s.attrs['bold'] === true).map((s) => s.text).join('');
-      const expected = inside ? origin.text().slice(start, at) + 'XY' + origin.text().slice(at, start + len) : origin.text().slice(start, start + len);
+      const bolded = spans
+        .filter((s) => s.attrs['bold'] === true)
+        .map((s) => s.text)
+        .join('');
+      const expected = inside
+        ? origin.text().slice(start, at) + 'XY' + origin.text().slice(at, start + len)
+        : origin.text().slice(start, start + len);
       return bolded === expected;
     }),
     { numRuns: 500 },

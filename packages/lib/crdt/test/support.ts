@@ -47,11 +47,15 @@ export interface Trace {
 
 /** The gzipped traces (name, parsed); throws with the path when the shared data is missing. */
 export function loadTraces(): { name: string; trace: Trace }[] {
-  if (!existsSync(tracesDir)) throw new Error(`editing traces not found at ${tracesDir} (expected ../shared/data beside the repository)`);
+  if (!existsSync(tracesDir))
+    throw new Error(`editing traces not found at ${tracesDir} (expected ../shared/data beside the repository)`);
   return readdirSync(tracesDir)
     .filter((f) => f.endsWith('.json.gz'))
     .sort()
-    .map((f) => ({ name: f.replace(/\.json\.gz$/, ''), trace: JSON.parse(gunzipSync(readFileSync(join(tracesDir, f))).toString('utf8')) as Trace }));
+    .map((f) => ({
+      name: f.replace(/\.json\.gz$/, ''),
+      trace: JSON.parse(gunzipSync(readFileSync(join(tracesDir, f))).toString('utf8')) as Trace,
+    }));
 }
 
 /** Replays a trace as one user's local edits (positions are code points; the traces hold no astral characters). */

@@ -12,7 +12,7 @@ function pair(): { a: Doc; b: Doc; ua: UndoManager; sync: () => void } {
   return { a, b, ua: new UndoManager(a), sync };
 }
 
-t.test('undo of an insert removes only that user\'s text, after others edited around it', async (t) => {
+t.test("undo of an insert removes only that user's text, after others edited around it", async (t) => {
   const { a, b, ua, sync } = pair();
   b.localInsert(0, '[]');
   sync();
@@ -26,11 +26,11 @@ t.test('undo of an insert removes only that user\'s text, after others edited ar
   const ops: Op[] = ua.undo();
   t.ok(ops.length > 0);
   b.apply(ops);
-  t.equal(a.text(), 'B>[|]<B', 'bob\'s text stays');
+  t.equal(a.text(), 'B>[|]<B', "bob's text stays");
   t.equal(b.text(), a.text());
   b.apply(ua.redo());
   t.equal(a.text(), b.text());
-  t.equal(a.text(), 'B>[mi|ne]<B', 'redo brings the word back around bob\'s character');
+  t.equal(a.text(), 'B>[mi|ne]<B', "redo brings the word back around bob's character");
   t.same(ua.undo().length > 0, true, 'undo again after redo');
   t.equal(a.text(), 'B>[|]<B');
 });
@@ -52,11 +52,18 @@ t.test('undo of a delete puts the text back, with its formatting; undo of a form
   ua.record(ua.beforeFormat(1, 11, { italic: true, bold: null }));
   a.localFormat(1, 11, { italic: true, bold: null });
   b.apply(a.opsSince(b.stateVector()));
-  t.same(a.spans(), [{ text: '>', attrs: {} }, { text: 'hello world', attrs: { italic: true } }]);
+  t.same(a.spans(), [
+    { text: '>', attrs: {} },
+    { text: 'hello world', attrs: { italic: true } },
+  ]);
   b.apply(ua.undo());
-  t.same(a.spans(), [{ text: '>', attrs: {} }, { text: 'hello', attrs: { bold: true } }, { text: ' world', attrs: {} }]);
+  t.same(a.spans(), [
+    { text: '>', attrs: {} },
+    { text: 'hello', attrs: { bold: true } },
+    { text: ' world', attrs: {} },
+  ]);
   t.same(b.spans(), a.spans());
-  t.ok(ua.canRedo, 'the format can be redone (the delete\'s redo was cleared by the new change)');
+  t.ok(ua.canRedo, "the format can be redone (the delete's redo was cleared by the new change)");
   t.same(ua.undo(), [], 'nothing left');
 });
 

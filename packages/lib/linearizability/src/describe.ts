@@ -36,7 +36,9 @@ function describePartition<S, I, O>(model: Model<S, I, O>, partition: PartitionR
 
 function describeOperation<S, I, O>(model: Model<S, I, O>, op: Operation<I, O>): string {
   const output = op.return === Infinity ? undefined : op.output;
-  const text = model.describeOperation ? model.describeOperation(op.input, output) : JSON.stringify({ input: op.input, output });
+  const text = model.describeOperation
+    ? model.describeOperation(op.input, output)
+    : JSON.stringify({ input: op.input, output });
   const end = op.return === Infinity ? '∞' : String(op.return);
   return `[client ${op.clientId}, ${op.call}..${end}] ${text}`;
 }

@@ -83,7 +83,9 @@ export function eventsToOperations<I, O>(events: readonly HistoryEvent<I, O>[]):
     if (Number.isNaN(time)) throw new HistoryError(`event ${index} has a NaN time`);
     if (event.type === 'invoke') {
       if (open.has(event.clientId)) {
-        throw new HistoryError(`event ${index}: client ${event.clientId} invoked while its previous operation is outstanding`);
+        throw new HistoryError(
+          `event ${index}: client ${event.clientId} invoked while its previous operation is outstanding`,
+        );
       }
       open.set(event.clientId, { input: event.input, call: time, slot: slots.length });
       slots.push(undefined);
@@ -91,16 +93,25 @@ export function eventsToOperations<I, O>(events: readonly HistoryEvent<I, O>[]):
     }
     const invocation = open.get(event.clientId);
     if (invocation === undefined) {
-      throw new HistoryError(`event ${index}: ${event.type} from client ${event.clientId} with no outstanding invocation`);
+      throw new HistoryError(
+        `event ${index}: ${event.type} from client ${event.clientId} with no outstanding invocation`,
+      );
     }
     open.delete(event.clientId);
     if (event.type === 'fail') return; // did not happen: leave the slot empty
     if (event.type === 'ok' && time < invocation.call) {
       throw new HistoryError(`event ${index}: client ${event.clientId} returns before it was invoked`);
     }
-    slots[invocation.slot] = event.type === 'ok'
-      ? { clientId: event.clientId, input: invocation.input, call: invocation.call, output: event.output, return: time }
-      : pendingOperation(event.clientId, invocation);
+    slots[invocation.slot] =
+      event.type === 'ok'
+        ? {
+            clientId: event.clientId,
+            input: invocation.input,
+            call: invocation.call,
+            output: event.output,
+            return: time,
+          }
+        : pendingOperation(event.clientId, invocation);
   });
   for (const [clientId, invocation] of open) slots[invocation.slot] = pendingOperation(clientId, invocation);
   return slots.filter((op): op is Operation<I, O> => op !== undefined);

@@ -39,6 +39,7 @@ export function fromNondeterministic<S, I, O>(model: NondeterministicModel<S, I,
       `{${states.map((state) => (model.describeState ? model.describeState(state) : model.key(state))).join(', ')}}`,
   };
   if (model.partition) deterministic.partition = (ops) => model.partition!(ops);
-  if (model.describeOperation) deterministic.describeOperation = (input, output) => model.describeOperation!(input, output);
+  if (model.describeOperation)
+    deterministic.describeOperation = (input, output) => model.describeOperation!(input, output);
   return deterministic;
 }

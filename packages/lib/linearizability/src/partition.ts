@@ -5,7 +5,9 @@ import type { Operation } from './history.js';
  * (e.g. the map key they touch). Parts come out sorted by key and keep the
  * history's order inside, so results are deterministic.
  */
-export function partitionByKey<I, O>(keyOf: (input: I) => string): (ops: readonly Operation<I, O>[]) => Operation<I, O>[][] {
+export function partitionByKey<I, O>(
+  keyOf: (input: I) => string,
+): (ops: readonly Operation<I, O>[]) => Operation<I, O>[][] {
   return (ops) => {
     const byKey = new Map<string, Operation<I, O>[]>();
     for (const op of ops) {

@@ -137,7 +137,13 @@ export class PartitionSearch<S, I, O> {
     const common = { steps: this.steps, cacheSize: this.cache.size };
     if (this.verdict === 'ok') {
       const linearization = Array.from(this.stackOps.subarray(0, this.depth));
-      return { verdict: 'ok', linearization, partialLinearizations: [linearization], longestPrefix: linearization, ...common };
+      return {
+        verdict: 'ok',
+        linearization,
+        partialLinearizations: [linearization],
+        longestPrefix: linearization,
+        ...common,
+      };
     }
     const partialLinearizations = this.partials.distinct();
     let longestPrefix = this.partials.longestPrefix();

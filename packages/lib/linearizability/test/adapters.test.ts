@@ -31,17 +31,27 @@ t.test('generic Jepsen EDN reader + kv adapter reproduce the Porcupine kv verdic
 });
 
 t.test('EDN reader: keywords, vectors, nemesis events, time', async (t) => {
-  const events = parseJepsenEdnHistory([
-    '{:type :invoke, :f :cas, :value [1 2], :process 3, :time 100, :index 0}',
-    '{:process :nemesis, :type :info, :f :start, :value nil, :time 150}',
-    '{:type :fail, :f :cas, :value [1 2], :process 3, :time 200, :error :mismatch}',
-  ].join('\n'));
+  const events = parseJepsenEdnHistory(
+    [
+      '{:type :invoke, :f :cas, :value [1 2], :process 3, :time 100, :index 0}',
+      '{:process :nemesis, :type :info, :f :start, :value nil, :time 150}',
+      '{:type :fail, :f :cas, :value [1 2], :process 3, :time 200, :error :mismatch}',
+    ].join('\n'),
+  );
   t.same(events[0], { process: 3, type: 'invoke', f: 'cas', value: [1, 2], time: 100 });
   t.same(events[1], { process: 'nemesis', type: 'info', f: 'start', value: null, time: 150 });
   t.equal(events[2]!.error, 'mismatch');
   const adapted = adaptEvents(events, casRegisterAdapter());
-  t.same(adapted.map((e) => e.type), ['invoke', 'fail'], 'nemesis skipped; a failed cas did not happen');
-  t.same(adaptEvents(events, casRegisterAdapter({ casFailIsObservation: true })).map((e) => e.type), ['invoke', 'ok'], 'or observed a mismatch');
+  t.same(
+    adapted.map((e) => e.type),
+    ['invoke', 'fail'],
+    'nemesis skipped; a failed cas did not happen',
+  );
+  t.same(
+    adaptEvents(events, casRegisterAdapter({ casFailIsObservation: true })).map((e) => e.type),
+    ['invoke', 'ok'],
+    'or observed a mismatch',
+  );
 });
 
 t.test('our history shape: keyed cas registers, cas_mismatch is an observation', async (t) => {
@@ -74,12 +84,23 @@ t.test('lock adapter: resource writes skipped, refusals observed, unknown_sessio
     { process: 1, type: 'fail', f: 'acquire', key: 'L', value: { session: 'b' }, error: 'unknown_session' },
   ];
   const events = adaptEvents(h, lockAdapter());
-  t.same(events.map((e) => e.type), ['invoke', 'ok', 'invoke', 'ok', 'invoke', 'fail']);
+  t.same(
+    events.map((e) => e.type),
+    ['invoke', 'ok', 'invoke', 'ok', 'invoke', 'fail'],
+  );
   const { model, events: prepared } = prepareHistory('lock', h);
-  t.equal(checkEvents(model, prepared).result, 'illegal', 'a holds L under token 1, so its release cannot be refused as stale (an ended session would answer unknown_session)');
+  t.equal(
+    checkEvents(model, prepared).result,
+    'illegal',
+    'a holds L under token 1, so its release cannot be refused as stale (an ended session would answer unknown_session)',
+  );
   const expired = h.map((e) => (e.type === 'fail' && e.f === 'release' ? { ...e, error: 'unknown_session' } : e));
   const again = prepareHistory('lock', expired);
-  t.equal(checkEvents(again.model, again.events).result, 'ok', "unknown_session: a's session ended, the release did not happen");
+  t.equal(
+    checkEvents(again.model, again.events).result,
+    'ok',
+    "unknown_session: a's session ended, the release did not happen",
+  );
 });
 
 t.test('keyed cas register agrees with brute force (two independent registers interleaved)', async (t) => {
@@ -88,15 +109,23 @@ t.test('keyed cas register agrees with brute force (two independent registers in
   const keyed = keyedModel<number, In, CasRegisterOutput<number>>(inner as never, (input) => input.key);
   const { partition: _p, ...whole } = keyed;
   const gen = casRegisterHistories();
-  const pair = fc.tuple(gen.corrupted, gen.simulated).map(([a, b]) => [
-    ...a.map((op) => ({ ...op, input: { ...op.input, key: 'x' } })),
-    ...b.map((op) => ({ ...op, clientId: op.clientId + 10, input: { ...op.input, key: 'y' } })),
-  ] as Operation<In, CasRegisterOutput<number>>[]);
-  fc.assert(fc.property(pair, (ops) => {
-    if (ops.length > 10) return;
-    const expected = bruteForceLinearizable(whole, ops);
-    const got = check(keyed, ops).result;
-    if (got !== (expected ? 'ok' : 'illegal')) throw new Error(`checker ${got}, brute force ${expected}`);
-  }), { numRuns: 1500 });
+  const pair = fc
+    .tuple(gen.corrupted, gen.simulated)
+    .map(
+      ([a, b]) =>
+        [
+          ...a.map((op) => ({ ...op, input: { ...op.input, key: 'x' } })),
+          ...b.map((op) => ({ ...op, clientId: op.clientId + 10, input: { ...op.input, key: 'y' } })),
+        ] as Operation<In, CasRegisterOutput<number>>[],
+    );
+  fc.assert(
+    fc.property(pair, (ops) => {
+      if (ops.length > 10) return;
+      const expected = bruteForceLinearizable(whole, ops);
+      const got = check(keyed, ops).result;
+      if (got !== (expected ? 'ok' : 'illegal')) throw new Error(`checker ${got}, brute force ${expected}`);
+    }),
+    { numRuns: 1500 },
+  );
   t.pass('1500 histories');
 });

@@ -21,17 +21,20 @@ function agreesWithBruteForce<S, I, O>(model: Model<S, I, O>) {
     }
     for (const part of fast.partitions) {
       const complete = part.result === 'ok';
-      const order = complete ? part.linearization ?? [] : part.longestPrefix;
+      const order = complete ? (part.linearization ?? []) : part.longestPrefix;
       const problem = linearizationProblem(unpartitioned, part.operations, order, complete);
-      if (problem !== undefined) throw new Error(`bad ${complete ? 'linearization' : 'prefix'} ${JSON.stringify(order)}: ${problem}`);
+      if (problem !== undefined)
+        throw new Error(`bad ${complete ? 'linearization' : 'prefix'} ${JSON.stringify(order)}: ${problem}`);
     }
   };
 }
 
-const mustBeLinearizable = <S, I, O>(model: Model<S, I, O>) => (ops: Operation<I, O>[]): void => {
-  const fast = check(model, ops);
-  if (fast.result !== 'ok') throw new Error(`simulated history judged ${fast.result}`);
-};
+const mustBeLinearizable =
+  <S, I, O>(model: Model<S, I, O>) =>
+  (ops: Operation<I, O>[]): void => {
+    const fast = check(model, ops);
+    if (fast.result !== 'ok') throw new Error(`simulated history judged ${fast.result}`);
+  };
 
 const cas = casRegisterModel<number>(0);
 const casGen = casRegisterHistories();

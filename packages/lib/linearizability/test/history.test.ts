@@ -27,7 +27,10 @@ t.test('fail drops the operation, info and unfinished invocations become pending
     { type: 'ok', clientId: 2, output: 7 },
   ];
   const ops = eventsToOperations(events);
-  t.same(ops.map((op) => op.input), ['timed out', 'never answered', 'after info']);
+  t.same(
+    ops.map((op) => op.input),
+    ['timed out', 'never answered', 'after info'],
+  );
   t.same(ops.map(isPending), [true, true, false]);
   t.equal(ops[0]!.output, undefined);
   t.equal(ops[0]!.return, Infinity);
@@ -40,20 +43,39 @@ t.test('explicit times are used when every event has one', async (t) => {
     { type: 'ok', clientId: 1, output: 1, time: 250 },
   ]);
   t.same(ops, [{ clientId: 1, input: 'a', call: 100, output: 1, return: 250 }]);
-  t.throws(() => eventsToOperations<string, number>([
-    { type: 'invoke', clientId: 1, input: 'a', time: 100 },
-    { type: 'ok', clientId: 1, output: 1 },
-  ]), HistoryError, 'mixing timed and untimed events');
-  t.throws(() => eventsToOperations<string, number>([
-    { type: 'invoke', clientId: 1, input: 'a', time: 100 },
-    { type: 'ok', clientId: 1, output: 1, time: 50 },
-  ]), HistoryError, 'returning before the call');
+  t.throws(
+    () =>
+      eventsToOperations<string, number>([
+        { type: 'invoke', clientId: 1, input: 'a', time: 100 },
+        { type: 'ok', clientId: 1, output: 1 },
+      ]),
+    HistoryError,
+    'mixing timed and untimed events',
+  );
+  t.throws(
+    () =>
+      eventsToOperations<string, number>([
+        { type: 'invoke', clientId: 1, input: 'a', time: 100 },
+        { type: 'ok', clientId: 1, output: 1, time: 50 },
+      ]),
+    HistoryError,
+    'returning before the call',
+  );
 });
 
 t.test('malformed logs are rejected', async (t) => {
-  t.throws(() => eventsToOperations<string, number>([{ type: 'ok', clientId: 1, output: 1 }]), HistoryError, 'completion without invocation');
-  t.throws(() => eventsToOperations<string, number>([
-    { type: 'invoke', clientId: 1, input: 'a' },
-    { type: 'invoke', clientId: 1, input: 'b' },
-  ]), HistoryError, 'two outstanding invocations on one client');
+  t.throws(
+    () => eventsToOperations<string, number>([{ type: 'ok', clientId: 1, output: 1 }]),
+    HistoryError,
+    'completion without invocation',
+  );
+  t.throws(
+    () =>
+      eventsToOperations<string, number>([
+        { type: 'invoke', clientId: 1, input: 'a' },
+        { type: 'invoke', clientId: 1, input: 'b' },
+      ]),
+    HistoryError,
+    'two outstanding invocations on one client',
+  );
 });

@@ -33,9 +33,21 @@ t.test('cas-register', async (t) => {
   t.same(model.step(1, { op: 'cas', from: 1, to: 2 }, { ok: true }), { ok: true, state: 2 });
   t.equal(model.step(1, { op: 'cas', from: 1, to: 2 }, { ok: false }).ok, false, 'claims failure although it matched');
   t.same(model.step(1, { op: 'cas', from: 0, to: 2 }, { ok: false }), { ok: true, state: 1 });
-  t.equal(model.step(1, { op: 'cas', from: 0, to: 2 }, { ok: true }).ok, false, 'claims success although it did not match');
-  t.same(model.step(1, { op: 'cas', from: 1, to: 2 }, undefined), { ok: true, state: 2 }, 'pending cas: applied as if it happened');
-  t.same(model.step(null, { op: 'cas', from: null, to: 5 }, { ok: true }), { ok: true, state: 5 }, 'null compares like any value');
+  t.equal(
+    model.step(1, { op: 'cas', from: 0, to: 2 }, { ok: true }).ok,
+    false,
+    'claims success although it did not match',
+  );
+  t.same(
+    model.step(1, { op: 'cas', from: 1, to: 2 }, undefined),
+    { ok: true, state: 2 },
+    'pending cas: applied as if it happened',
+  );
+  t.same(
+    model.step(null, { op: 'cas', from: null, to: 5 }, { ok: true }),
+    { ok: true, state: 5 },
+    'null compares like any value',
+  );
   t.same(model.step(1, { op: 'write', value: 4 }, {}), { ok: true, state: 4 });
   t.equal(model.step(1, { op: 'read' }, { value: 1 }).ok, true);
   t.equal(model.step(1, { op: 'read' }, { value: 2 }).ok, false);
@@ -64,8 +76,31 @@ t.test('kv', async (t) => {
   t.equal(kvModel.step(appended, { op: 'get', key: 'other' }, { value: '' }).ok, true, 'keys are independent');
 
   const state = (entries: [string, string][]): KvState => new Map(entries);
-  t.equal(kvModel.key(state([['a', '1'], ['b', '2']])), kvModel.key(state([['b', '2'], ['a', '1']])), 'key ignores insertion order');
-  t.not(kvModel.key(state([['a', '1:b']])), kvModel.key(state([['a', '1'], ['b', '']])), 'key is unambiguous');
+  t.equal(
+    kvModel.key(
+      state([
+        ['a', '1'],
+        ['b', '2'],
+      ]),
+    ),
+    kvModel.key(
+      state([
+        ['b', '2'],
+        ['a', '1'],
+      ]),
+    ),
+    'key ignores insertion order',
+  );
+  t.not(
+    kvModel.key(state([['a', '1:b']])),
+    kvModel.key(
+      state([
+        ['a', '1'],
+        ['b', ''],
+      ]),
+    ),
+    'key is unambiguous',
+  );
   t.not(kvModel.key(state([['ab', 'c']])), kvModel.key(state([['a', 'bc']])));
   const cleared = kvModel.step(put, { op: 'put', key: 'k', value: '' }, {}).state;
   t.equal(kvModel.key(cleared), kvModel.key(empty), 'putting "" is the same state as never writing');
@@ -76,15 +111,31 @@ t.test('kv', async (t) => {
     { clientId: 1, input: { op: 'append', key: 'b', value: 'y' }, call: 0, output: {}, return: 4 },
   ];
   const parts = kvModel.partition!(ops);
-  t.same(parts.map((part) => part.map((op) => op.input.key)), [['a'], ['b', 'b']], 'partitioned by key, sorted, order kept');
+  t.same(
+    parts.map((part) => part.map((op) => op.input.key)),
+    [['a'], ['b', 'b']],
+    'partitioned by key, sorted, order kept',
+  );
   t.equal(kvModel.describeOperation?.({ op: 'append', key: 'k', value: 'v' }, {}), 'append("k", "v")');
 });
 
 t.test('partitionByKey keeps history order within each part', async (t) => {
   const partition = partitionByKey<string, null>((input) => input[0]!);
-  const op = (input: string, call: number): Operation<string, null> => ({ clientId: 0, input, call, output: null, return: call });
+  const op = (input: string, call: number): Operation<string, null> => ({
+    clientId: 0,
+    input,
+    call,
+    output: null,
+    return: call,
+  });
   const parts = partition([op('b1', 0), op('a1', 1), op('b2', 2), op('a2', 3)]);
-  t.same(parts.map((part) => part.map((o) => o.input)), [['a1', 'a2'], ['b1', 'b2']]);
+  t.same(
+    parts.map((part) => part.map((o) => o.input)),
+    [
+      ['a1', 'a2'],
+      ['b1', 'b2'],
+    ],
+  );
 });
 
 t.test('fromNondeterministic: a register whose writes may be lost', async (t) => {
@@ -111,5 +162,9 @@ t.test('fromNondeterministic: a register whose writes may be lost', async (t) =>
   const readNew: LossyOp = { clientId: 1, input: { op: 'read' }, call: 4, output: { value: 1 }, return: 5 };
   t.equal(check(model, [writeOp, readOld]).result, 'ok', 'a lost write is allowed');
   t.equal(check(model, [writeOp, readOld, readNew]).result, 'illegal', 'but not lost and then found');
-  t.equal(check(registerModel<number>(0), [writeOp, readOld]).result, 'illegal', 'a plain register forbids the lost write');
+  t.equal(
+    check(registerModel<number>(0), [writeOp, readOld]).result,
+    'illegal',
+    'a plain register forbids the lost write',
+  );
 });

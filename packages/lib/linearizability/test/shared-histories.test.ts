@@ -1,7 +1,15 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { casRegisterModel, checkEvents, describeResult, kvModel, parseJepsenEtcdLog, parsePorcupineKvLog, type EtcdValue } from '../src/index.js';
+import {
+  casRegisterModel,
+  checkEvents,
+  describeResult,
+  kvModel,
+  parseJepsenEtcdLog,
+  parsePorcupineKvLog,
+  type EtcdValue,
+} from '../src/index.js';
 import { listKvHistories, readJepsenExpectations, requirePorcupineHistories } from './support/shared-data.js';
 
 /**
@@ -44,7 +52,10 @@ t.test('porcupine kv histories (cNN-ok linearizable, cNN-bad not)', async (t) =>
     t.equal(result.partitions.length, keys.size, `${file}: one partition per key`);
     if (!linearizable) {
       const illegal = result.partitions.filter((partition) => partition.result === 'illegal');
-      t.ok(illegal.length > 0 && illegal.every((partition) => partition.blockedOperation !== undefined), `${file}: illegal partitions say which operation could not be linearized`);
+      t.ok(
+        illegal.length > 0 && illegal.every((partition) => partition.blockedOperation !== undefined),
+        `${file}: illegal partitions say which operation could not be linearized`,
+      );
     }
   }
   reportTimings(t, timings);

@@ -28,15 +28,46 @@ export async function recogniseSpeech(source: string, options: { timeoutMs?: num
   const dir = await mkdtemp(join(tmpdir(), 'media-stt-'));
   try {
     const wav = join(dir, 'audio.wav');
-    await runOk(TOOLS.ffmpeg, ['-nostdin', '-v', 'error', ...INPUT_GUARD, '-i', source, '-map', '0:a:0', '-ac', '1', '-ar', '16000', '-c:a', 'pcm_s16le', '-y', wav], {
-      timeoutMs: options.timeoutMs ?? 600_000,
-    });
-    const res = await runOk(TOOLS.pocketsphinx, [
-      '-infile', wav, '-time', 'yes',
-      '-hmm', `${POCKETSPHINX_MODEL_DIR}/en-us`,
-      '-lm', `${POCKETSPHINX_MODEL_DIR}/en-us.lm.bin`,
-      '-dict', `${POCKETSPHINX_MODEL_DIR}/cmudict-en-us.dict`,
-    ], { timeoutMs: options.timeoutMs ?? 600_000 });
+    await runOk(
+      TOOLS.ffmpeg,
+      [
+        '-nostdin',
+        '-v',
+        'error',
+        ...INPUT_GUARD,
+        '-i',
+        source,
+        '-map',
+        '0:a:0',
+        '-ac',
+        '1',
+        '-ar',
+        '16000',
+        '-c:a',
+        'pcm_s16le',
+        '-y',
+        wav,
+      ],
+      {
+        timeoutMs: options.timeoutMs ?? 600_000,
+      },
+    );
+    const res = await runOk(
+      TOOLS.pocketsphinx,
+      [
+        '-infile',
+        wav,
+        '-time',
+        'yes',
+        '-hmm',
+        `${POCKETSPHINX_MODEL_DIR}/en-us`,
+        '-lm',
+        `${POCKETSPHINX_MODEL_DIR}/en-us.lm.bin`,
+        '-dict',
+        `${POCKETSPHINX_MODEL_DIR}/cmudict-en-us.dict`,
+      ],
+      { timeoutMs: options.timeoutMs ?? 600_000 },
+    );
     return parsePocketsphinx(res.stdout.toString('utf8'));
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -51,24 +82,43 @@ export function parsePocketsphinx(text: string): RecognisedWord[] {
     if (!m) continue;
     const raw = m[1]!;
     if (raw.startsWith('<') || raw.startsWith('[') || raw.startsWith('++')) continue;
-    words.push({ word: raw.replace(/\(\d+\)$/, ''), start_s: Number(m[2]), end_s: Number(m[3]), confidence: Number(m[4]) });
+    words.push({
+      word: raw.replace(/\(\d+\)$/, ''),
+      start_s: Number(m[2]),
+      end_s: Number(m[3]),
+      confidence: Number(m[4]),
+    });
   }
   return words;
 }
 
 /** Pure: words into cues of at most 7 words or 4 s, broken at pauses over 0.7 s. */
-export function wordsToCues(words: readonly RecognisedWord[], limits = { maxWords: 7, maxSeconds: 4, pauseSeconds: 0.7 }): Cue[] {
+export function wordsToCues(
+  words: readonly RecognisedWord[],
+  limits = { maxWords: 7, maxSeconds: 4, pauseSeconds: 0.7 },
+): Cue[] {
   const cues: Cue[] = [];
   let current: RecognisedWord[] = [];
   const flush = (): void => {
     if (current.length === 0) return;
-    cues.push({ start_s: current[0]!.start_s, end_s: current[current.length - 1]!.end_s, text: current.map((w) => w.word).join(' ') });
+    cues.push({
+      start_s: current[0]!.start_s,
+      end_s: current[current.length - 1]!.end_s,
+      text: current.map((w) => w.word).join(' '),
+    });
     current = [];
   };
   for (const w of words) {
     const first = current[0];
     const last = current[current.length - 1];
-    if (first && last && (current.length >= limits.maxWords || w.end_s - first.start_s > limits.maxSeconds || w.start_s - last.end_s > limits.pauseSeconds)) flush();
+    if (
+      first &&
+      last &&
+      (current.length >= limits.maxWords ||
+        w.end_s - first.start_s > limits.maxSeconds ||
+        w.start_s - last.end_s > limits.pauseSeconds)
+    )
+      flush();
     current.push(w);
   }
   flush();
@@ -80,7 +130,12 @@ export function buildWebVtt(cues: readonly Cue[]): string {
   const out = ['WEBVTT', 'Kind: captions', 'Language: en', ''];
   cues.forEach((c, i) => {
     const end = Math.max(c.end_s, c.start_s + 0.2);
-    out.push(String(i + 1), `${vttTime(c.start_s)} --> ${vttTime(end)}`, c.text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'), '');
+    out.push(
+      String(i + 1),
+      `${vttTime(c.start_s)} --> ${vttTime(end)}`,
+      c.text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;'),
+      '',
+    );
   });
   return out.join('\n');
 }
@@ -95,7 +150,11 @@ export function vttTime(seconds: number): string {
 }
 
 /** Recognise and format in one call: { vtt, words, text }. A video without audio gets an empty WebVTT file. */
-export async function makeCaptions(source: string, hasAudio: boolean, options: { timeoutMs?: number } = {}): Promise<{ vtt: string; words: RecognisedWord[]; text: string }> {
+export async function makeCaptions(
+  source: string,
+  hasAudio: boolean,
+  options: { timeoutMs?: number } = {},
+): Promise<{ vtt: string; words: RecognisedWord[]; text: string }> {
   const words = hasAudio ? await recogniseSpeech(source, options) : [];
   return { vtt: buildWebVtt(wordsToCues(words)), words, text: words.map((w) => w.word).join(' ') };
 }

@@ -43,10 +43,13 @@ export function run(command: string, args: readonly string[], options: RunOption
     const kill = (): void => {
       child.kill('SIGKILL');
     };
-    const timer = options.timeoutMs === undefined ? undefined : setTimeout(() => {
-      timedOut = true;
-      kill();
-    }, options.timeoutMs);
+    const timer =
+      options.timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            timedOut = true;
+            kill();
+          }, options.timeoutMs);
     const onAbort = (): void => kill();
     options.signal?.addEventListener('abort', onAbort, { once: true });
     child.on('spawn', () => {
@@ -67,8 +70,13 @@ export function run(command: string, args: readonly string[], options: RunOption
 
 /** A tool failure with the tool's own last words, for logs and task records. */
 export class ToolError extends Error {
-  constructor(readonly tool: string, readonly result: RunResult) {
-    super(`${tool} failed (${result.timedOut ? 'timed out' : result.signal ?? `exit ${result.code}`}): ${lastLines(result.stderr)}`);
+  constructor(
+    readonly tool: string,
+    readonly result: RunResult,
+  ) {
+    super(
+      `${tool} failed (${result.timedOut ? 'timed out' : (result.signal ?? `exit ${result.code}`)}): ${lastLines(result.stderr)}`,
+    );
     this.name = 'ToolError';
   }
 }
@@ -98,7 +106,8 @@ export const TOOLS = {
  * script would otherwise make ffmpeg open the URLs or local files it lists (the classic SSRF / file-read hole).
  */
 export const INPUT_GUARD: readonly string[] = [
-  '-protocol_whitelist', 'file',
+  '-protocol_whitelist',
+  'file',
   '-format_whitelist',
   'mov,matroska,avi,mpegts,flv,asf,mpeg,mpegvideo,ogg,mxf,h264,hevc,m4v,ivf,wav,mp3,aac,flac,png_pipe,jpeg_pipe,gif,webp_pipe,bmp_pipe,tiff_pipe,image2',
 ];

@@ -144,7 +144,7 @@ function readTraf(buf: Buffer, traf: Box, trex: Map<number, number>, frag: Fragm
   let p = tfhd.body + 8;
   if (flags & 0x01) p += 8; // base_data_offset
   if (flags & 0x02) p += 4; // sample_description_index
-  const defaultDuration = flags & 0x08 ? buf.readUInt32BE(p) : trex.get(id) ?? 0;
+  const defaultDuration = flags & 0x08 ? buf.readUInt32BE(p) : (trex.get(id) ?? 0);
   const version = buf[tfdt.body]!;
   const baseTime = version === 1 ? buf.readBigUInt64BE(tfdt.body + 4) : BigInt(buf.readUInt32BE(tfdt.body + 4));
   let duration = 0;

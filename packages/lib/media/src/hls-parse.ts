@@ -2,7 +2,10 @@
 // well-formed master or media playlist. Throws HlsParseError naming the line on anything it does not accept.
 
 export class HlsParseError extends Error {
-  constructor(readonly line: number, message: string) {
+  constructor(
+    readonly line: number,
+    message: string,
+  ) {
     super(`line ${line}: ${message}`);
     this.name = 'HlsParseError';
   }
@@ -74,8 +77,28 @@ export function parseAttributes(text: string, line: number): Attributes {
   return out;
 }
 
-const MASTER_TAGS = new Set(['#EXT-X-VERSION', '#EXT-X-INDEPENDENT-SEGMENTS', '#EXT-X-STREAM-INF', '#EXT-X-MEDIA', '#EXT-X-I-FRAME-STREAM-INF', '#EXT-X-START', '#EXT-X-SESSION-DATA']);
-const MEDIA_TAGS = new Set(['#EXT-X-VERSION', '#EXT-X-INDEPENDENT-SEGMENTS', '#EXT-X-TARGETDURATION', '#EXT-X-MEDIA-SEQUENCE', '#EXT-X-PLAYLIST-TYPE', '#EXT-X-MAP', '#EXTINF', '#EXT-X-ENDLIST', '#EXT-X-DISCONTINUITY', '#EXT-X-BYTERANGE', '#EXT-X-START']);
+const MASTER_TAGS = new Set([
+  '#EXT-X-VERSION',
+  '#EXT-X-INDEPENDENT-SEGMENTS',
+  '#EXT-X-STREAM-INF',
+  '#EXT-X-MEDIA',
+  '#EXT-X-I-FRAME-STREAM-INF',
+  '#EXT-X-START',
+  '#EXT-X-SESSION-DATA',
+]);
+const MEDIA_TAGS = new Set([
+  '#EXT-X-VERSION',
+  '#EXT-X-INDEPENDENT-SEGMENTS',
+  '#EXT-X-TARGETDURATION',
+  '#EXT-X-MEDIA-SEQUENCE',
+  '#EXT-X-PLAYLIST-TYPE',
+  '#EXT-X-MAP',
+  '#EXTINF',
+  '#EXT-X-ENDLIST',
+  '#EXT-X-DISCONTINUITY',
+  '#EXT-X-BYTERANGE',
+  '#EXT-X-START',
+]);
 
 export function parseHls(text: string): HlsMaster | HlsMedia {
   const lines = text.split('\n');
@@ -105,9 +128,11 @@ export function parseHls(text: string): HlsMaster | HlsMedia {
       const colon = line.indexOf(':');
       const tag = colon < 0 ? line : line.slice(0, colon);
       const value = colon < 0 ? '' : line.slice(colon + 1);
-      if (!allowed.has(tag)) throw new HlsParseError(ln, `tag ${tag} is not allowed in a ${isMaster ? 'master' : 'media'} playlist`);
+      if (!allowed.has(tag))
+        throw new HlsParseError(ln, `tag ${tag} is not allowed in a ${isMaster ? 'master' : 'media'} playlist`);
       if (pendingInf || pendingDuration !== undefined) {
-        if (tag === '#EXT-X-STREAM-INF' || tag === '#EXTINF') throw new HlsParseError(ln, `${tag} before the previous one's URI`);
+        if (tag === '#EXT-X-STREAM-INF' || tag === '#EXTINF')
+          throw new HlsParseError(ln, `${tag} before the previous one's URI`);
       }
       switch (tag) {
         case '#EXT-X-VERSION':
@@ -118,7 +143,8 @@ export function parseHls(text: string): HlsMaster | HlsMedia {
           break;
         case '#EXT-X-MEDIA': {
           const a = parseAttributes(value, ln);
-          if (!a.TYPE || !a['GROUP-ID'] || !a.NAME) throw new HlsParseError(ln, 'EXT-X-MEDIA needs TYPE, GROUP-ID and NAME');
+          if (!a.TYPE || !a['GROUP-ID'] || !a.NAME)
+            throw new HlsParseError(ln, 'EXT-X-MEDIA needs TYPE, GROUP-ID and NAME');
           if (a.TYPE === 'SUBTITLES' && !a.URI) throw new HlsParseError(ln, 'SUBTITLES media needs a URI');
           media.push(a);
           break;
@@ -157,7 +183,8 @@ export function parseHls(text: string): HlsMaster | HlsMedia {
     if (isMaster) {
       if (!pendingInf) throw new HlsParseError(ln, 'URI without #EXT-X-STREAM-INF');
       const a = pendingInf.attrs;
-      if (!a.BANDWIDTH || !/^\d+$/.test(a.BANDWIDTH)) throw new HlsParseError(pendingInf.line, 'EXT-X-STREAM-INF needs a decimal BANDWIDTH');
+      if (!a.BANDWIDTH || !/^\d+$/.test(a.BANDWIDTH))
+        throw new HlsParseError(pendingInf.line, 'EXT-X-STREAM-INF needs a decimal BANDWIDTH');
       const v: HlsVariant = { attributes: a, bandwidth: Number(a.BANDWIDTH), uri: line };
       if (a.RESOLUTION !== undefined) {
         const r = /^(\d+)x(\d+)$/.exec(a.RESOLUTION);
@@ -183,9 +210,11 @@ export function parseHls(text: string): HlsMaster | HlsMedia {
   }
   if (target === undefined) throw new HlsParseError(1, 'media playlist without #EXT-X-TARGETDURATION');
   for (const s of segments) {
-    if (Math.round(s.duration_s) > target) throw new HlsParseError(1, `segment ${s.uri} lasts ${s.duration_s} s, over the target duration ${target}`);
+    if (Math.round(s.duration_s) > target)
+      throw new HlsParseError(1, `segment ${s.uri} lasts ${s.duration_s} s, over the target duration ${target}`);
   }
-  if (map !== undefined && version < 6) throw new HlsParseError(1, 'EXT-X-MAP in a media playlist needs version 6 or more');
+  if (map !== undefined && version < 6)
+    throw new HlsParseError(1, 'EXT-X-MAP in a media playlist needs version 6 or more');
   const out: HlsMedia = { kind: 'media', version, target_duration: target, media_sequence: sequence, segments, ended };
   if (playlistType !== undefined) out.playlist_type = playlistType;
   if (map !== undefined) out.map = map;

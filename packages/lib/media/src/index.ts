@@ -32,10 +32,24 @@ export { HlsParseError, parseAttributes, parseHls } from './hls-parse.js';
 export type { Attributes, HlsMaster, HlsMedia, HlsMediaSegment, HlsVariant } from './hls-parse.js';
 export { DEFAULT_POSTER_PERCENT, THUMBNAIL_PERCENTS, makeThumbnails, thumbnailTimes } from './thumbnails.js';
 export type { Thumbnail } from './thumbnails.js';
-export { buildWebVtt, makeCaptions, parsePocketsphinx, recogniseSpeech, vttTime, wordsToCues, POCKETSPHINX_MODEL_DIR } from './captions.js';
+export {
+  buildWebVtt,
+  makeCaptions,
+  parsePocketsphinx,
+  recogniseSpeech,
+  vttTime,
+  wordsToCues,
+  POCKETSPHINX_MODEL_DIR,
+} from './captions.js';
 export type { Cue, RecognisedWord } from './captions.js';
 export { DEFAULT_FLAG_TERMS, DEFAULT_RULES, DEFAULT_TAKE_DOWN_TERMS, moderate, termRule } from './moderation.js';
-export type { ModerationDecision, ModerationInput, ModerationResult, ModerationRule, RuleVerdict } from './moderation.js';
+export type {
+  ModerationDecision,
+  ModerationInput,
+  ModerationResult,
+  ModerationRule,
+  RuleVerdict,
+} from './moderation.js';
 export { DEFAULT_SPEECH, makeTestVideo } from './testvideo.js';
 export type { TestVideoOptions } from './testvideo.js';
 export { runPool } from './pool.js';

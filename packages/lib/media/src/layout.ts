@@ -48,25 +48,46 @@ export function buildManifestSet(input: ManifestSetInput): Map<string, string> {
     segments.forEach((s, i) => {
       if (s.index !== i) throw new Error(`${q.quality}: segment ${i} is missing`);
     });
-    const refs = segments.map((s) => ({ uri: segmentFileName(s.index), duration_s: s.duration_s, size_bytes: s.size_bytes }));
+    const refs = segments.map((s) => ({
+      uri: segmentFileName(s.index),
+      duration_s: s.duration_s,
+      size_bytes: s.size_bytes,
+    }));
     files.set(LAYOUT.variant(q.quality), buildHlsVariant({ init_uri: INIT_FILE, segments: refs }));
     variants.push({
-      quality: q.quality, width: q.width, height: q.height, codecs: q.codecs,
+      quality: q.quality,
+      width: q.width,
+      height: q.height,
+      codecs: q.codecs,
       ...(input.frame_rate ? { frame_rate: input.frame_rate } : {}),
-      playlist_uri: LAYOUT.variant(q.quality), init_uri: INIT_FILE, segments: refs,
+      playlist_uri: LAYOUT.variant(q.quality),
+      init_uri: INIT_FILE,
+      segments: refs,
     });
   }
   if (input.captions) {
     files.set(LAYOUT.captionsPlaylist, buildSubtitlePlaylist({ vtt_uri: 'en.vtt', duration_s: input.duration_s }));
   }
-  files.set(LAYOUT.master, buildHlsMaster({
-    variants,
-    ...(input.captions ? { subtitles: { playlist_uri: LAYOUT.captionsPlaylist, language: 'en', name: 'English (automatic)' } } : {}),
-  }));
-  files.set(LAYOUT.mpd, buildDashMpd({
-    duration_s: input.duration_s,
-    variants: variants.map((v) => ({ ...v, init_uri: LAYOUT.init(v.quality), media_template: `${v.quality}/seg-$Number%05d$.m4s` })),
-    ...(input.captions ? { subtitles: { vtt_uri: LAYOUT.captionsVtt, language: 'en' } } : {}),
-  }));
+  files.set(
+    LAYOUT.master,
+    buildHlsMaster({
+      variants,
+      ...(input.captions
+        ? { subtitles: { playlist_uri: LAYOUT.captionsPlaylist, language: 'en', name: 'English (automatic)' } }
+        : {}),
+    }),
+  );
+  files.set(
+    LAYOUT.mpd,
+    buildDashMpd({
+      duration_s: input.duration_s,
+      variants: variants.map((v) => ({
+        ...v,
+        init_uri: LAYOUT.init(v.quality),
+        media_template: `${v.quality}/seg-$Number%05d$.m4s`,
+      })),
+      ...(input.captions ? { subtitles: { vtt_uri: LAYOUT.captionsVtt, language: 'en' } } : {}),
+    }),
+  );
   return files;
 }

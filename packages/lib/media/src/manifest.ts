@@ -33,7 +33,10 @@ export interface SubtitleInput {
 }
 
 /** Peak and average bit rate measured over the variant's own segments (RFC 8216 4.3.4.2: peak per segment). */
-export function measuredBandwidth(v: Pick<VariantInput, 'segments' | 'nominal_bandwidth'>): { peak: number; average: number } {
+export function measuredBandwidth(v: Pick<VariantInput, 'segments' | 'nominal_bandwidth'>): {
+  peak: number;
+  average: number;
+} {
   let peak = 0;
   let bytes = 0;
   let seconds = 0;
@@ -97,16 +100,18 @@ export function buildHlsVariant(input: { init_uri: string; segments: SegmentRef[
 /** A subtitle "playlist" of one WebVTT file covering the whole video (hls.js and Safari accept this). */
 export function buildSubtitlePlaylist(input: { vtt_uri: string; duration_s: number }): string {
   const d = Math.max(input.duration_s, 0.001);
-  return [
-    '#EXTM3U',
-    '#EXT-X-VERSION:7',
-    `#EXT-X-TARGETDURATION:${Math.max(1, Math.ceil(d))}`,
-    '#EXT-X-MEDIA-SEQUENCE:0',
-    '#EXT-X-PLAYLIST-TYPE:VOD',
-    `#EXTINF:${d.toFixed(6)},`,
-    input.vtt_uri,
-    '#EXT-X-ENDLIST',
-  ].join('\n') + '\n';
+  return (
+    [
+      '#EXTM3U',
+      '#EXT-X-VERSION:7',
+      `#EXT-X-TARGETDURATION:${Math.max(1, Math.ceil(d))}`,
+      '#EXT-X-MEDIA-SEQUENCE:0',
+      '#EXT-X-PLAYLIST-TYPE:VOD',
+      `#EXTINF:${d.toFixed(6)},`,
+      input.vtt_uri,
+      '#EXT-X-ENDLIST',
+    ].join('\n') + '\n'
+  );
 }
 
 export interface DashVariantInput {
@@ -128,7 +133,11 @@ export interface DashVariantInput {
  * AdaptationSet of muxed audio+video Representations (our segments carry both tracks; Shaka and the browsers'
  * MSE accept muxed fMP4), plus an optional WebVTT text AdaptationSet.
  */
-export function buildDashMpd(input: { duration_s: number; variants: DashVariantInput[]; subtitles?: { vtt_uri: string; language: string } }): string {
+export function buildDashMpd(input: {
+  duration_s: number;
+  variants: DashVariantInput[];
+  subtitles?: { vtt_uri: string; language: string };
+}): string {
   if (input.variants.length === 0) throw new Error('an MPD needs at least one representation');
   const dur = isoDuration(input.duration_s);
   const maxSeg = Math.max(...input.variants.flatMap((v) => v.segments.map((s) => s.duration_s)));

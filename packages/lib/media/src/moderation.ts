@@ -31,13 +31,35 @@ export interface ModerationResult {
 /** Take-down terms of the default rules: placeholders for a deployment's own list (matched as whole words). */
 export const DEFAULT_TAKE_DOWN_TERMS: readonly string[] = ['stolen credit cards', 'terrorist recruitment'];
 /** Review terms of the default rules: common spam phrasing, held for a human rather than removed. */
-export const DEFAULT_FLAG_TERMS: readonly string[] = ['free money', 'crypto giveaway', 'click the link', 'guaranteed profit'];
+export const DEFAULT_FLAG_TERMS: readonly string[] = [
+  'free money',
+  'crypto giveaway',
+  'click the link',
+  'guaranteed profit',
+];
 
-export function termRule(name: string, terms: readonly string[], decision: RuleVerdict['decision'], fields: ReadonlyArray<'metadata' | 'captions'>): ModerationRule {
-  const patterns = terms.map((t) => ({ term: t, re: new RegExp(`\\b${t.toLowerCase().replace(/[.*+?^${}()|[\]\\]/g, '\\$&').replace(/\s+/g, '\\s+')}\\b`) }));
+export function termRule(
+  name: string,
+  terms: readonly string[],
+  decision: RuleVerdict['decision'],
+  fields: ReadonlyArray<'metadata' | 'captions'>,
+): ModerationRule {
+  const patterns = terms.map((t) => ({
+    term: t,
+    re: new RegExp(
+      `\\b${t
+        .toLowerCase()
+        .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+        .replace(/\s+/g, '\\s+')}\\b`,
+    ),
+  }));
   return (input) => {
     const texts: Array<[string, string]> = [];
-    if (fields.includes('metadata')) texts.push(['title/description/tags', `${input.title}\n${input.description}\n${input.tags.join(' ')}`.toLowerCase()]);
+    if (fields.includes('metadata'))
+      texts.push([
+        'title/description/tags',
+        `${input.title}\n${input.description}\n${input.tags.join(' ')}`.toLowerCase(),
+      ]);
     if (fields.includes('captions')) texts.push(['captions', input.caption_text.toLowerCase()]);
     for (const [where, text] of texts) {
       const hit = patterns.find((p) => p.re.test(text));
@@ -64,7 +86,10 @@ export const DEFAULT_RULES: readonly ModerationRule[] = [
     }
     return null;
   },
-  (input) => (input.probe.duration_s < 1 ? { decision: 'flag', rule: 'too-short', reason: `duration ${input.probe.duration_s} s is under 1 s` } : null),
+  (input) =>
+    input.probe.duration_s < 1
+      ? { decision: 'flag', rule: 'too-short', reason: `duration ${input.probe.duration_s} s is under 1 s` }
+      : null,
 ];
 
 const SEVERITY: Record<ModerationDecision, number> = { ok: 0, flag: 1, take_down: 2 };

@@ -103,7 +103,12 @@ export function sourceSegments(duration_s: number): SourceSegment[] {
   for (let i = 0; i < count; i++) {
     const start = i * SOURCE_SEGMENT_S;
     const end = i === count - 1 ? duration_s : start + SOURCE_SEGMENT_S;
-    out.push({ index: i, start_s: start, duration_s: round3(end - start), first_playback_index: i * PLAYBACK_PER_SOURCE });
+    out.push({
+      index: i,
+      start_s: start,
+      duration_s: round3(end - start),
+      first_playback_index: i * PLAYBACK_PER_SOURCE,
+    });
   }
   return out;
 }
@@ -137,7 +142,13 @@ export function planTask(input: PlanInput, segmentIndex: number, quality: Qualit
   const q = qualitiesFor(input.width, input.height).find((x) => x.name === quality);
   const segment = sourceSegments(input.duration_s)[segmentIndex];
   if (!q || !segment) return undefined;
-  return { task_id: taskId(segment.index, q.name), segment, quality: q, fps: outputFps(input), has_audio: input.has_audio };
+  return {
+    task_id: taskId(segment.index, q.name),
+    segment,
+    quality: q,
+    fps: outputFps(input),
+    has_audio: input.has_audio,
+  };
 }
 
 /** The 6-s playback segment indexes a task produces (the last source segment may produce fewer than 5). */

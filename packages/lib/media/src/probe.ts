@@ -37,9 +37,7 @@ export type ProbeRejection =
   | 'bad_frame_rate'
   | 'too_large';
 
-export type ProbeResult =
-  | { ok: true; info: ProbeInfo }
-  | { ok: false; reason: ProbeRejection; message: string };
+export type ProbeResult = { ok: true; info: ProbeInfo } | { ok: false; reason: ProbeRejection; message: string };
 
 /**
  * What a source may cost to transcode. Decoding is what a hostile source amplifies (the ladder never encodes above
@@ -75,7 +73,20 @@ const MIN_SIDE = 16;
 /** 59.94 and 60 pass; a rate a hair over the cap from timebase rounding does too. */
 const FPS_SLACK = 0.5;
 // Codecs of still images: a PNG or JPEG "video" stream of one frame is a picture, not a video.
-const IMAGE_CODECS = new Set(['png', 'mjpeg', 'jpegls', 'bmp', 'gif', 'webp', 'tiff', 'jpeg2000', 'ppm', 'pgm', 'pam', 'qoi']);
+const IMAGE_CODECS = new Set([
+  'png',
+  'mjpeg',
+  'jpegls',
+  'bmp',
+  'gif',
+  'webp',
+  'tiff',
+  'jpeg2000',
+  'ppm',
+  'pgm',
+  'pam',
+  'qoi',
+]);
 
 interface FfprobeStream {
   codec_type?: string;
@@ -125,40 +136,77 @@ export async function probe(path: string, options: ProbeOptions = {}): Promise<P
   const container = parsed.format?.format_name ?? 'unknown';
   const video = streams.find((s) => s.codec_type === 'video' && s.disposition?.attached_pic !== 1);
   const audio = streams.find((s) => s.codec_type === 'audio');
-  if (!video) return reject('not_video', audio ? 'audio only: the file has no video stream' : 'the file has no video stream');
+  if (!video)
+    return reject('not_video', audio ? 'audio only: the file has no video stream' : 'the file has no video stream');
   const codec = video.codec_name ?? 'unknown';
   const duration = num(parsed.format?.duration) ?? num(video.duration);
   const isImageContainer = container.includes('image2') || container.endsWith('_pipe');
-  if (isImageContainer || (IMAGE_CODECS.has(codec) && (duration === undefined || duration < 0.5 || (num(video.nb_frames) ?? 0) <= 1))) {
+  if (
+    isImageContainer ||
+    (IMAGE_CODECS.has(codec) && (duration === undefined || duration < 0.5 || (num(video.nb_frames) ?? 0) <= 1))
+  ) {
     return reject('not_video', `a still image (${codec}), not a video`);
   }
   if (duration === undefined || !(duration > 0)) return reject('malformed', 'the file has no duration');
-  if (duration > maxDuration) return reject('too_long', `duration ${duration.toFixed(1)} s is over the limit of ${maxDuration} s`);
+  if (duration > maxDuration)
+    return reject('too_long', `duration ${duration.toFixed(1)} s is over the limit of ${maxDuration} s`);
   const width = video.width ?? 0;
   const height = video.height ?? 0;
   const long = Math.max(width, height);
   const short = Math.min(width, height);
   if (short < MIN_SIDE || long > limits.maxLongSide || short > limits.maxShortSide) {
-    return reject('bad_dimensions', `frame size ${width}x${height} is outside ${MIN_SIDE}x${MIN_SIDE}..${limits.maxLongSide}x${limits.maxShortSide} (either orientation)`);
+    return reject(
+      'bad_dimensions',
+      `frame size ${width}x${height} is outside ${MIN_SIDE}x${MIN_SIDE}..${limits.maxLongSide}x${limits.maxShortSide} (either orientation)`,
+    );
   }
   const rate = pickRate(video, limits.maxFps);
-  if (!rate || rate.value > limits.maxFps + FPS_SLACK) return reject('bad_frame_rate', `frame rate ${rate ? rate.value.toFixed(2) : 'unknown'} is not in (0, ${limits.maxFps}]`);
+  if (!rate || rate.value > limits.maxFps + FPS_SLACK)
+    return reject(
+      'bad_frame_rate',
+      `frame rate ${rate ? rate.value.toFixed(2) : 'unknown'} is not in (0, ${limits.maxFps}]`,
+    );
   const pixelSeconds = duration * width * height;
   if (pixelSeconds > limits.maxPixelSeconds) {
     const hoursAt1080 = limits.maxPixelSeconds / (1920 * 1080 * 3600);
-    return reject('too_large', `${duration.toFixed(1)} s at ${width}x${height} is over the limit of ${limits.maxPixelSeconds.toExponential(2)} pixel-seconds (${hoursAt1080.toFixed(1)} h of 1920x1080)`);
+    return reject(
+      'too_large',
+      `${duration.toFixed(1)} s at ${width}x${height} is over the limit of ${limits.maxPixelSeconds.toExponential(2)} pixel-seconds (${hoursAt1080.toFixed(1)} h of 1920x1080)`,
+    );
   }
 
   // A whole header over cut data: decoding a frame from the last second finds nothing (or only errors).
   const tail = await run(
     TOOLS.ffmpeg,
-    ['-nostdin', '-v', 'error', ...INPUT_GUARD, '-ss', Math.max(0, duration - 1).toFixed(3), '-i', path, '-map', '0:v:0', '-frames:v', '1', '-f', 'framecrc', '-'],
+    [
+      '-nostdin',
+      '-v',
+      'error',
+      ...INPUT_GUARD,
+      '-ss',
+      Math.max(0, duration - 1).toFixed(3),
+      '-i',
+      path,
+      '-map',
+      '0:v:0',
+      '-frames:v',
+      '1',
+      '-f',
+      'framecrc',
+      '-',
+    ],
     { timeoutMs, maxStdout: 64 * 1024 },
   );
   // framecrc prints one line per decoded frame ("0, pts, ..."), after its '#' header lines.
-  const decoded = tail.stdout.toString('utf8').split('\n').some((l) => /^\d+,/.test(l));
+  const decoded = tail.stdout
+    .toString('utf8')
+    .split('\n')
+    .some((l) => /^\d+,/.test(l));
   if (tail.code !== 0 || !decoded) {
-    return reject('truncated', `the data ends before the declared duration: ${said(tail.stderr) || 'no frame decodes near the end'}`);
+    return reject(
+      'truncated',
+      `the data ends before the declared duration: ${said(tail.stderr) || 'no frame decodes near the end'}`,
+    );
   }
   return {
     ok: true,

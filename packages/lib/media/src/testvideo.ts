@@ -37,7 +37,15 @@ export async function makeTestVideo(o: TestVideoOptions): Promise<{ path: string
   const text = o.speech_text ?? DEFAULT_SPEECH;
   const dir = await mkdtemp(join(tmpdir(), 'media-testvideo-'));
   try {
-    const args = ['-nostdin', '-v', 'error', '-f', 'lavfi', '-i', `testsrc2=size=${width}x${height}:rate=${fps}:duration=${o.duration_s}`];
+    const args = [
+      '-nostdin',
+      '-v',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      `testsrc2=size=${width}x${height}:rate=${fps}:duration=${o.duration_s}`,
+    ];
     if (audio === 'speech') {
       const wav = join(dir, 'speech.wav');
       if ((o.voice ?? 'flite') === 'flite') await runOk(TOOLS.flite, ['-voice', 'slt', '-t', text, '-o', wav]);
@@ -54,8 +62,18 @@ export async function makeTestVideo(o: TestVideoOptions): Promise<{ path: string
       args.push('-af', o.loop_speech ? 'anull' : 'apad', '-c:a', 'aac', '-b:a', '96k', '-ar', '48000');
     }
     args.push(
-      '-t', String(o.duration_s),
-      '-c:v', 'libx264', '-preset', 'ultrafast', '-crf', '23', '-pix_fmt', 'yuv420p', '-g', String(fps * 2),
+      '-t',
+      String(o.duration_s),
+      '-c:v',
+      'libx264',
+      '-preset',
+      'ultrafast',
+      '-crf',
+      '23',
+      '-pix_fmt',
+      'yuv420p',
+      '-g',
+      String(fps * 2),
     );
     if (o.faststart) args.push('-movflags', '+faststart');
     args.push('-y', o.path);

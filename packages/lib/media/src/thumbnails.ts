@@ -31,13 +31,42 @@ export async function makeThumbnails(
   for (const { percent, time_s } of thumbnailTimes(duration_s)) {
     const file = `thumb-${String(percent).padStart(2, '0')}.jpg`;
     const path = join(outDir, file);
-    await runOk(TOOLS.ffmpeg, [
-      '-nostdin', '-v', 'error', '-threads', '1', ...INPUT_GUARD, '-ss', time_s.toFixed(3), '-i', source,
-      '-map', '0:v:0', '-frames:v', '1',
-      '-vf', `scale=-2:'min(${maxHeight},ih)':flags=bicubic,setsar=1`,
-      '-q:v', '3', '-fflags', '+bitexact', '-flags:v', '+bitexact', '-map_metadata', '-1',
-      '-f', 'image2', '-update', '1', '-y', path,
-    ], { timeoutMs: options.timeoutMs ?? 120_000 });
+    await runOk(
+      TOOLS.ffmpeg,
+      [
+        '-nostdin',
+        '-v',
+        'error',
+        '-threads',
+        '1',
+        ...INPUT_GUARD,
+        '-ss',
+        time_s.toFixed(3),
+        '-i',
+        source,
+        '-map',
+        '0:v:0',
+        '-frames:v',
+        '1',
+        '-vf',
+        `scale=-2:'min(${maxHeight},ih)':flags=bicubic,setsar=1`,
+        '-q:v',
+        '3',
+        '-fflags',
+        '+bitexact',
+        '-flags:v',
+        '+bitexact',
+        '-map_metadata',
+        '-1',
+        '-f',
+        'image2',
+        '-update',
+        '1',
+        '-y',
+        path,
+      ],
+      { timeoutMs: options.timeoutMs ?? 120_000 },
+    );
     out.push({ percent, time_s, file, path });
   }
   return out;

@@ -54,33 +54,88 @@ export function transcodeArgs(source: string, task: TranscodeTask, outFile: stri
   // never adds one of its own, and scene-cut keyframes are off, so every task cuts at the same 6-s boundaries.
   const gop = Math.ceil(fpsNum * PLAYBACK_SEGMENT_S * 2);
   const args = [
-    '-nostdin', '-v', 'error', '-threads', '1', '-filter_threads', '1', ...INPUT_GUARD,
-    '-ss', task.segment.start_s.toFixed(3), '-t', task.segment.duration_s.toFixed(3), '-i', source,
-    '-map', '0:v:0',
+    '-nostdin',
+    '-v',
+    'error',
+    '-threads',
+    '1',
+    '-filter_threads',
+    '1',
+    ...INPUT_GUARD,
+    '-ss',
+    task.segment.start_s.toFixed(3),
+    '-t',
+    task.segment.duration_s.toFixed(3),
+    '-i',
+    source,
+    '-map',
+    '0:v:0',
   ];
   if (task.has_audio) args.push('-map', '0:a:0');
   args.push(
-    '-vf', `scale=${q.width}:${q.height}:flags=bicubic,setsar=1,format=yuv420p`,
-    '-fps_mode', 'cfr', '-r', task.fps,
-    '-c:v', 'libx264', '-threads', '1', '-preset', 'veryfast', '-profile:v', 'main', '-level:v', q.level,
-    '-b:v', `${q.video_kbps}k`, '-maxrate', `${q.max_video_kbps}k`, '-bufsize', `${q.max_video_kbps * 2}k`,
-    '-g', String(gop), '-sc_threshold', '0',
-    '-force_key_frames', `expr:gte(t,n_forced*${PLAYBACK_SEGMENT_S})`,
-    '-x264-params', 'threads=1:lookahead-threads=1:sliced-threads=0',
+    '-vf',
+    `scale=${q.width}:${q.height}:flags=bicubic,setsar=1,format=yuv420p`,
+    '-fps_mode',
+    'cfr',
+    '-r',
+    task.fps,
+    '-c:v',
+    'libx264',
+    '-threads',
+    '1',
+    '-preset',
+    'veryfast',
+    '-profile:v',
+    'main',
+    '-level:v',
+    q.level,
+    '-b:v',
+    `${q.video_kbps}k`,
+    '-maxrate',
+    `${q.max_video_kbps}k`,
+    '-bufsize',
+    `${q.max_video_kbps * 2}k`,
+    '-g',
+    String(gop),
+    '-sc_threshold',
+    '0',
+    '-force_key_frames',
+    `expr:gte(t,n_forced*${PLAYBACK_SEGMENT_S})`,
+    '-x264-params',
+    'threads=1:lookahead-threads=1:sliced-threads=0',
   );
   if (task.has_audio) args.push('-c:a', 'aac', '-b:a', `${q.audio_kbps}k`, '-ar', '48000', '-ac', '2');
   args.push(
-    '-map_metadata', '-1', '-map_chapters', '-1',
-    '-fflags', '+bitexact', '-flags:v', '+bitexact', '-flags:a', '+bitexact',
+    '-map_metadata',
+    '-1',
+    '-map_chapters',
+    '-1',
+    '-fflags',
+    '+bitexact',
+    '-flags:v',
+    '+bitexact',
+    '-flags:a',
+    '+bitexact',
     // One fragment per keyframe = one fragment per 6-s playback segment; no edit list, so the init segment has
     // nothing task-specific in it (the task's place on the timeline goes into each fragment's tfdt instead).
-    '-movflags', '+frag_keyframe+empty_moov+default_base_moof+skip_trailer', '-use_editlist', '0',
-    '-f', 'mp4', '-y', outFile,
+    '-movflags',
+    '+frag_keyframe+empty_moov+default_base_moof+skip_trailer',
+    '-use_editlist',
+    '0',
+    '-f',
+    'mp4',
+    '-y',
+    outFile,
   );
   return args;
 }
 
-export async function transcodeTask(source: string, task: TranscodeTask, outDir: string, options: TranscodeOptions = {}): Promise<TaskOutput> {
+export async function transcodeTask(
+  source: string,
+  task: TranscodeTask,
+  outDir: string,
+  options: TranscodeOptions = {},
+): Promise<TaskOutput> {
   await mkdir(outDir, { recursive: true });
   // Private scratch space: tasks of one quality share outDir, and a killed worker's leftovers never collide.
   const scratch = join(outDir, `.tmp-${task.task_id}-${randomBytes(4).toString('hex')}`);
@@ -99,7 +154,9 @@ export async function transcodeTask(source: string, task: TranscodeTask, outDir:
     if (!video) throw new Error(`transcode ${task.task_id}: no video track in the output`);
     const expected = playbackIndexes(task.segment);
     if (layout.fragments.length !== expected.length) {
-      throw new Error(`transcode ${task.task_id}: ${layout.fragments.length} fragments, expected ${expected.length} (keyframes every ${PLAYBACK_SEGMENT_S} s)`);
+      throw new Error(
+        `transcode ${task.task_id}: ${layout.fragments.length} fragments, expected ${expected.length} (keyframes every ${PLAYBACK_SEGMENT_S} s)`,
+      );
     }
     const initBytes = buf.subarray(0, layout.initEnd);
     const init = await publish(scratch, outDir, INIT_FILE, initBytes);
@@ -126,7 +183,10 @@ export async function transcodeTask(source: string, task: TranscodeTask, outDir:
       quality: task.quality.name,
       width: task.quality.width,
       height: task.quality.height,
-      codecs: layout.tracks.map((t) => t.codec).filter((c) => c !== 'unknown').join(','),
+      codecs: layout.tracks
+        .map((t) => t.codec)
+        .filter((c) => c !== 'unknown')
+        .join(','),
       init: { file: INIT_FILE, ...init },
       segments,
     };
@@ -137,7 +197,12 @@ export async function transcodeTask(source: string, task: TranscodeTask, outDir:
 
 // Write to scratch, then rename into place: readers never see half a segment, and two workers finishing the same
 // task (one was presumed dead) both leave the same complete bytes.
-async function publish(scratch: string, outDir: string, name: string, bytes: Buffer): Promise<{ path: string; size_bytes: number; sha256: string }> {
+async function publish(
+  scratch: string,
+  outDir: string,
+  name: string,
+  bytes: Buffer,
+): Promise<{ path: string; size_bytes: number; sha256: string }> {
   const tmp = join(scratch, name);
   await writeFile(tmp, bytes);
   const path = join(outDir, name);

@@ -71,7 +71,18 @@ t.test('bad files of every kind get a typed rejection', async (t) => {
   rejected(t, await probe(cutFast), 'truncated');
 
   const audio = join(dir, 'audio.m4a');
-  await runOk(TOOLS.ffmpeg, ['-v', 'error', '-f', 'lavfi', '-i', 'sine=frequency=440:duration=3', '-c:a', 'aac', '-y', audio]);
+  await runOk(TOOLS.ffmpeg, [
+    '-v',
+    'error',
+    '-f',
+    'lavfi',
+    '-i',
+    'sine=frequency=440:duration=3',
+    '-c:a',
+    'aac',
+    '-y',
+    audio,
+  ]);
   rejected(t, await probe(audio), 'not_video');
 
   const png = join(dir, 'still.png');
@@ -96,22 +107,68 @@ t.test('bad files of every kind get a typed rejection', async (t) => {
   rejected(t, await probe(good, { maxDurationS: 5 }), 'too_long');
 
   const thin = join(dir, 'thin.mp4');
-  await runOk(TOOLS.ffmpeg, ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc2=size=8x90:rate=30:duration=1', '-c:v', 'libx264', '-pix_fmt', 'yuv420p', '-y', thin]);
+  await runOk(TOOLS.ffmpeg, [
+    '-v',
+    'error',
+    '-f',
+    'lavfi',
+    '-i',
+    'testsrc2=size=8x90:rate=30:duration=1',
+    '-c:v',
+    'libx264',
+    '-pix_fmt',
+    'yuv420p',
+    '-y',
+    thin,
+  ]);
   rejected(t, await probe(thin), 'bad_dimensions');
 });
 
-t.test('hostile sources: too large a frame, too fast, too many pixel-seconds (tiny files, large decode work)', async (t) => {
-  // 4112 px wide, 0.2 s: a few KB whose every frame is wider than the 4096 px limit.
-  const wide = join(dir, 'wide.mp4');
-  await runOk(TOOLS.ffmpeg, ['-v', 'error', '-f', 'lavfi', '-i', 'color=size=4112x32:rate=30:duration=0.2', '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-y', wide]);
-  rejected(t, await probe(wide), 'bad_dimensions');
-  const fast = join(dir, 'fast.mp4');
-  await runOk(TOOLS.ffmpeg, ['-v', 'error', '-f', 'lavfi', '-i', 'testsrc2=size=160x90:rate=120:duration=1', '-c:v', 'libx264', '-preset', 'ultrafast', '-pix_fmt', 'yuv420p', '-y', fast]);
-  rejected(t, await probe(fast), 'bad_frame_rate');
-  // 10 s of 160x90 is 144,000 pixel-seconds: refused under a lower cap, accepted under the default.
-  rejected(t, await probe(good, { maxPixelSeconds: 100_000 }), 'too_large');
-  t.equal((await probe(good)).ok, true);
-  // The frame limits are by long and short side (portrait and landscape alike), inclusive.
-  t.equal((await probe(good, { maxLongSide: 160, maxShortSide: 90 })).ok, true, 'exactly at the limits');
-  rejected(t, await probe(good, { maxLongSide: 159 }), 'bad_dimensions');
-});
+t.test(
+  'hostile sources: too large a frame, too fast, too many pixel-seconds (tiny files, large decode work)',
+  async (t) => {
+    // 4112 px wide, 0.2 s: a few KB whose every frame is wider than the 4096 px limit.
+    const wide = join(dir, 'wide.mp4');
+    await runOk(TOOLS.ffmpeg, [
+      '-v',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      'color=size=4112x32:rate=30:duration=0.2',
+      '-c:v',
+      'libx264',
+      '-preset',
+      'ultrafast',
+      '-pix_fmt',
+      'yuv420p',
+      '-y',
+      wide,
+    ]);
+    rejected(t, await probe(wide), 'bad_dimensions');
+    const fast = join(dir, 'fast.mp4');
+    await runOk(TOOLS.ffmpeg, [
+      '-v',
+      'error',
+      '-f',
+      'lavfi',
+      '-i',
+      'testsrc2=size=160x90:rate=120:duration=1',
+      '-c:v',
+      'libx264',
+      '-preset',
+      'ultrafast',
+      '-pix_fmt',
+      'yuv420p',
+      '-y',
+      fast,
+    ]);
+    rejected(t, await probe(fast), 'bad_frame_rate');
+    // 10 s of 160x90 is 144,000 pixel-seconds: refused under a lower cap, accepted under the default.
+    rejected(t, await probe(good, { maxPixelSeconds: 100_000 }), 'too_large');
+    t.equal((await probe(good)).ok, true);
+    // The frame limits are by long and short side (portrait and landscape alike), inclusive.
+    t.equal((await probe(good, { maxLongSide: 160, maxShortSide: 90 })).ok, true, 'exactly at the limits');
+    rejected(t, await probe(good, { maxLongSide: 159 }), 'bad_dimensions');
+  },
+);

@@ -23,7 +23,9 @@ const { LevelStorage } = await load('src/storage/leveldb.js');
 const framing = await load('src/transport/framing.js');
 const { parseWireFrame } = await load('src/transport/wire.js');
 const encode =
-  framing.encodeMessageFrame ?? ((message, group) => framing.encodeFrame(group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group }));
+  framing.encodeMessageFrame ??
+  ((message, group) =>
+    framing.encodeFrame(group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group }));
 const FOLLOWERS = 4;
 
 /** CPU time of the main thread so far, in ms, at nanosecond precision (the first field of schedstat). */
@@ -53,7 +55,16 @@ for (let i = 0; i < N; i++) {
     entries.push({ index, term: 1, kind: 'command', data, time: Date.now() });
   }
   const prevIndex = index - K;
-  const message = { type: 'append', from: 'n1', to: 'n2', term: 1, prevIndex, prevTerm: prevIndex === 0 ? 0 : 1, entries, commit: prevIndex };
+  const message = {
+    type: 'append',
+    from: 'n1',
+    to: 'n2',
+    term: 1,
+    prevIndex,
+    prevTerm: prevIndex === 0 ? 0 : 1,
+    entries,
+    commit: prevIndex,
+  };
   const written = leader.append(entries, { term: 1, vote: 'n1', commit: prevIndex });
   const frames = [];
   for (let f = 0; f < FOLLOWERS; f++) frames.push(encode({ ...message, to: `n${f + 2}` }, 'g'));
@@ -69,4 +80,6 @@ await leader.close();
 await follower.close();
 for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 const per = (ms) => ((ms / N) * 1000).toFixed(0);
-console.log(`ready ${N} x ${K} entries: main-thread cpu per Ready: leader ${per(leaderMs)} us, follower ${per(followerMs)} us`);
+console.log(
+  `ready ${N} x ${K} entries: main-thread cpu per Ready: leader ${per(leaderMs)} us, follower ${per(followerMs)} us`,
+);

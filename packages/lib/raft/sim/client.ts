@@ -92,7 +92,16 @@ export class SimClient {
   }
 
   start(): void {
-    this.op = { id: ++this.opCounter, input: null, seq: 0, tag: undefined, bytes: null, call: this.host.queue.now, attempts: 0, target: null };
+    this.op = {
+      id: ++this.opCounter,
+      input: null,
+      seq: 0,
+      tag: undefined,
+      bytes: null,
+      call: this.host.queue.now,
+      attempts: 0,
+      target: null,
+    };
     this.attempt();
   }
 
@@ -179,7 +188,14 @@ export class SimClient {
     this.attemptToken++;
     this.abandoned++;
     if (op.input !== null && op.input.f !== 'get') {
-      this.host.record({ clientId: this.index, input: op.input, call: op.call, output: undefined, return: Infinity, tag: op.tag! });
+      this.host.record({
+        clientId: this.index,
+        input: op.input,
+        call: op.call,
+        output: undefined,
+        return: Infinity,
+        tag: op.tag!,
+      });
     }
     this.op = null;
     this.nextOp();
@@ -204,7 +220,10 @@ export class SimClient {
         const poison = op.input.f === 'cas' && op.input.from === POISON_FROM;
         if (poison) {
           if (result.ok || result.error !== 'apply_failed') {
-            fail('poison', `client ${this.index} (${this.session}) seq ${op.seq}: a poison command answered ${JSON.stringify(result)}, not apply_failed`);
+            fail(
+              'poison',
+              `client ${this.index} (${this.session}) seq ${op.seq}: a poison command answered ${JSON.stringify(result)}, not apply_failed`,
+            );
           }
           this.complete({ f: 'cas', ok: false });
           return;
@@ -252,7 +271,13 @@ export class SimClient {
     const op = this.op!;
     this.attemptToken++;
     this.completed++;
-    const record: HistoryOp = { clientId: this.index, input: op.input!, call: op.call, output, return: this.host.queue.now };
+    const record: HistoryOp = {
+      clientId: this.index,
+      input: op.input!,
+      call: op.call,
+      output,
+      return: this.host.queue.now,
+    };
     if (op.tag !== undefined) record.tag = op.tag;
     this.host.record(record);
     this.op = null;

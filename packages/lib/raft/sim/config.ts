@@ -221,7 +221,13 @@ export function configFromSeed(seed: number): SimConfig {
   } else if (churn) {
     // From (nearly) the start, so that client traffic stays light: a stream of fresh proposals after every
     // election keeps logs too uniform for the commit-rule interleavings this profile is after.
-    faults.push({ kind: 'churn', at: rng.int(50, 150), duration: faultMs, maxLife: rng.int(15, 30), downtime: rng.int(300, 500) });
+    faults.push({
+      kind: 'churn',
+      at: rng.int(50, 150),
+      duration: faultMs,
+      maxLife: rng.int(15, 30),
+      downtime: rng.int(300, 500),
+    });
     const n = rng.int(0, 3);
     for (let i = 0; i < n; i++) faults.push(randomFault(rng, rng.int(50, faultMs - 50), weightedKind(rng)));
   }
@@ -294,7 +300,12 @@ function withGroups(seed: number, config: SimConfig): SimConfig {
 function quiescence(seed: number): Partial<SimConfig> {
   const rng = new Random(seed ^ 0x9e5ce);
   if (!rng.chance(0.4)) return {};
-  return { quiesceTicks: rng.pick([2, 5, 20]), thinkMs: rng.int(50, 400), pingTicks: rng.pick([1, 2, 3]), leaderPings: rng.chance(0.5) };
+  return {
+    quiesceTicks: rng.pick([2, 5, 20]),
+    thinkMs: rng.int(50, 400),
+    pingTicks: rng.pick([1, 2, 3]),
+    leaderPings: rng.chance(0.5),
+  };
 }
 
 /**
@@ -342,7 +353,9 @@ export function describeConfig(c: SimConfig): string {
     `prevote ${c.preVote}, checkQuorum ${c.checkQuorum}, leaseReads ${c.leaseReads}, ` +
     `msg ${c.maxMessageBytes}B x${c.maxInflightMessages}` +
     ((c.poisonRate ?? 0) > 0 ? `, poison ${c.poisonRate}` : '') +
-    ((c.quiesceTicks ?? 0) > 0 ? `, quiesce after ${c.quiesceTicks} idle ticks, pings every ${c.pingTicks ?? 1}${c.leaderPings === true && (c.groups ?? 1) === 1 ? ' from the leader only' : ''}` : '') +
+    ((c.quiesceTicks ?? 0) > 0
+      ? `, quiesce after ${c.quiesceTicks} idle ticks, pings every ${c.pingTicks ?? 1}${c.leaderPings === true && (c.groups ?? 1) === 1 ? ' from the leader only' : ''}`
+      : '') +
     ((c.groups ?? 1) > 1 ? `, ${c.groups} groups per process` : '') +
     (c.forwardedResults === true ? ', forwarded results' : '') +
     ((c.detachedSnapshotMs ?? 0) > 0 ? `, detached snapshots saved up to ${c.detachedSnapshotMs} ms later` : '')

@@ -16,7 +16,9 @@ export interface DurableState {
   entries: Entry[];
 }
 
-type WriteOp = { kind: 'append'; entries: Entry[]; hardState: HardState | null } | { kind: 'snapshot'; snapshot: Snapshot };
+type WriteOp =
+  | { kind: 'append'; entries: Entry[]; hardState: HardState | null }
+  | { kind: 'snapshot'; snapshot: Snapshot };
 
 /**
  * A process's one storage device, shared by the logs of all its groups (one LevelDB with a key prefix per group
@@ -33,7 +35,8 @@ export class SharedSync {
   /** Armed by a power-loss fault: called with the latency when the next sync starts (then disarmed). */
   onNextSync: ((latency: number) => void) | null = null;
   /** The round in flight: when it started, and who it will make durable. */
-  private inFlight: { startedAt: number; members: Array<{ disk: SimDisk; upTo: number; done: () => void }> } | null = null;
+  private inFlight: { startedAt: number; members: Array<{ disk: SimDisk; upTo: number; done: () => void }> } | null =
+    null;
   private waiting: Array<{ disk: SimDisk; done: () => void }> = [];
   /** Rounds of sync made, and sync requests they served (rounds < requests: group commit). */
   rounds = 0;
@@ -58,10 +61,15 @@ export class SharedSync {
   private start(requests: Array<{ disk: SimDisk; done: () => void }>): void {
     this.rounds++;
     const epoch = this.epoch;
-    const round = { startedAt: this.queue.now, members: requests.map(({ disk, done }) => ({ disk, upTo: disk.buffered, done })) };
+    const round = {
+      startedAt: this.queue.now,
+      members: requests.map(({ disk, done }) => ({ disk, upTo: disk.buffered, done })),
+    };
     this.inFlight = round;
     const latency =
-      this.queue.now < this.slowUntil ? this.rng.float(this.slowLatency / 2, this.slowLatency) : this.rng.float(this.syncMin, this.syncMax);
+      this.queue.now < this.slowUntil
+        ? this.rng.float(this.slowLatency / 2, this.slowLatency)
+        : this.rng.float(this.syncMin, this.syncMax);
     this.queue.after(latency, () => {
       if (epoch !== this.epoch) return;
       this.inFlight = null;

@@ -171,7 +171,10 @@ export class Checker {
     if (term !== undefined && this.leaders.get(term) === id) {
       for (let i = first; i <= m.last(); i++) {
         if (m.termAt(i) === term && entries[start + (i - first)]?.term !== term) {
-          fail('leader-append-only', `${id} drops entry (${i}, ${term}) it wrote as leader of term ${term}, still in that term`);
+          fail(
+            'leader-append-only',
+            `${id} drops entry (${i}, ${term}) it wrote as leader of term ${term}, still in that term`,
+          );
         }
       }
     }
@@ -188,7 +191,10 @@ export class Checker {
       const known = this.chains.get(k);
       if (known === undefined) this.chains.set(k, c);
       else if (known !== c) {
-        fail('log-matching', `${id} holds entry (${e.index}, ${e.term}) with a log prefix different from another member's`);
+        fail(
+          'log-matching',
+          `${id} holds entry (${e.index}, ${e.term}) with a log prefix different from another member's`,
+        );
       }
       m.terms.push(e.term);
       m.chains.push(c);
@@ -208,10 +214,16 @@ export class Checker {
     if (best === null || best.index < m.base) return; // nothing to compare against (or compacted away)
     const mine = m.chainAt(best.index);
     if (mine === undefined) {
-      fail('leader-completeness', `${id} leads term ${term} without entry ${best.index}, committed in term ${best.term} (its last index is ${m.last()})`);
+      fail(
+        'leader-completeness',
+        `${id} leads term ${term} without entry ${best.index}, committed in term ${best.term} (its last index is ${m.last()})`,
+      );
     }
     if (mine !== best.chain) {
-      fail('leader-completeness', `${id} leads term ${term} with a log that differs at or before ${best.index} from what term ${best.term} committed`);
+      fail(
+        'leader-completeness',
+        `${id} leads term ${term} with a log that differs at or before ${best.index} from what term ${best.term} committed`,
+      );
     }
   }
 
@@ -219,7 +231,8 @@ export class Checker {
   onApply(id: NodeId, e: Entry, applied: number, commit: number, appliedTime: number): void {
     if (e.index !== applied + 1) fail('apply-order', `${id} applies ${e.index} after ${applied}`);
     if (e.index > commit) fail('apply-uncommitted', `${id} applies ${e.index} beyond its commit index ${commit}`);
-    if (e.time < appliedTime) fail('entry-time', `${id}: entry ${e.index} has time ${e.time} < ${appliedTime} of the entry before`);
+    if (e.time < appliedTime)
+      fail('entry-time', `${id}: entry ${e.index} has time ${e.time} < ${appliedTime} of the entry before`);
     const m = this.mirror(id);
     const c = m.chainAt(e.index);
     if (c === undefined || m.termAt(e.index) !== e.term) {
@@ -231,7 +244,10 @@ export class Checker {
       this.appliedTerm[e.index] = e.term;
       if (e.index > this.maxApplied) this.maxApplied = e.index;
     } else if (known !== c) {
-      fail('state-machine-safety', `${id} applies (${e.index}, ${e.term}) but (${e.index}, ${this.appliedTerm[e.index]}) with another prefix was applied elsewhere`);
+      fail(
+        'state-machine-safety',
+        `${id} applies (${e.index}, ${e.term}) but (${e.index}, ${this.appliedTerm[e.index]}) with another prefix was applied elsewhere`,
+      );
     }
   }
 
@@ -241,6 +257,7 @@ export class Checker {
     if (after.term === before.term && before.vote !== null && after.vote !== before.vote) {
       fail('durable-vote', `${id} changed its durable vote in term ${after.term} from ${before.vote} to ${after.vote}`);
     }
-    if (after.commit < before.commit) fail('durable-commit', `${id} durable commit went from ${before.commit} to ${after.commit}`);
+    if (after.commit < before.commit)
+      fail('durable-commit', `${id} durable commit went from ${before.commit} to ${after.commit}`);
   }
 }

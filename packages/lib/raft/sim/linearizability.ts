@@ -15,7 +15,11 @@ export type HistoryChecker = (history: readonly HistoryOp[]) => HistoryVerdict;
 type KvState = ReadonlyMap<string, string | null>;
 
 interface LinearizabilityModule {
-  check(model: unknown, history: readonly HistoryOp[], options: { maxSteps?: number }): { result: HistoryVerdict['result']; steps: number };
+  check(
+    model: unknown,
+    history: readonly HistoryOp[],
+    options: { maxSteps?: number },
+  ): { result: HistoryVerdict['result']; steps: number };
   describeResult(model: unknown, result: unknown): string;
   partitionByKey(keyOf: (input: KvInput) => string): (ops: readonly HistoryOp[]) => HistoryOp[][];
 }
@@ -56,7 +60,9 @@ function kvCasModel(lin: LinearizabilityModule) {
 function abridge(text: string, head = 3, tail = 14): string {
   const lines = text.split('\n');
   if (lines.length <= head + tail + 1) return text;
-  return [...lines.slice(0, head), `        ... (${lines.length - head - tail} lines)`, ...lines.slice(-tail)].join('\n');
+  return [...lines.slice(0, head), `        ... (${lines.length - head - tail} lines)`, ...lines.slice(-tail)].join(
+    '\n',
+  );
 }
 
 /** The checker, or null when packages/lib/linearizability cannot be loaded. */

@@ -17,7 +17,11 @@ export const MUTATIONS: Mutation[] = [
   },
   { name: 'skipPrevCheck', what: 'accept appends without matching the previous entry', core: { skipPrevCheck: true } },
   { name: 'ignoreHigherTerm', what: 'a leader ignores messages of higher terms', core: { ignoreHigherTerm: true } },
-  { name: 'sendBeforePersist', what: "send all of a Ready's messages (acknowledgements too) before its writes are durable", sim: { sendBeforePersist: true } },
+  {
+    name: 'sendBeforePersist',
+    what: "send all of a Ready's messages (acknowledgements too) before its writes are durable",
+    sim: { sendBeforePersist: true },
+  },
   {
     name: 'syncOnlyEntries',
     what: 'a Ready without entries is never synced, even when it holds a new term or vote',
@@ -33,7 +37,11 @@ export const MUTATIONS: Mutation[] = [
     what: "a leader's commit news, sent during its write, tells a follower a commit index past what the follower holds",
     core: { commitNewsPastMatch: true },
   },
-  { name: 'staleLocalReads', what: 'serve reads from local state without a read index', sim: { staleLocalReads: true } },
+  {
+    name: 'staleLocalReads',
+    what: 'serve reads from local state without a read index',
+    sim: { staleLocalReads: true },
+  },
   { name: 'noSessionDedup', what: 'apply retried session commands again', sim: { noSessionDedup: true } },
   {
     name: 'quiesceNeverWakes',
@@ -56,7 +64,6 @@ export const MUTATIONS: Mutation[] = [
     sim: { detachedIndexAtSave: true },
   },
 ];
-
 
 export function findMutation(name: string): Mutation {
   const m = MUTATIONS.find((x) => x.name === name);

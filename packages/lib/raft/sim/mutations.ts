@@ -79,9 +79,13 @@ async function main(): Promise<number> {
     }
     const secs = `${((performance.now() - started) / 1000).toFixed(1)}s${masked > 0 ? `, ${masked} seeds skipped: they fail unmutated too` : ''}`;
     if (caught !== null) {
-      console.log(`${m.name.padEnd(26)} CAUGHT by ${caught.invariant} at seed ${caught.seed} (${tried} seeds, ${secs}): ${caught.message.split('\n')[0]}`);
+      console.log(
+        `${m.name.padEnd(26)} CAUGHT by ${caught.invariant} at seed ${caught.seed} (${tried} seeds, ${secs}): ${caught.message.split('\n')[0]}`,
+      );
     } else if (assertion !== null) {
-      console.log(`${m.name.padEnd(26)} CAUGHT by a core assertion at seed ${assertion.seed} (${tried} seeds, ${secs}): ${assertion.message.split('\n')[0]}`);
+      console.log(
+        `${m.name.padEnd(26)} CAUGHT by a core assertion at seed ${assertion.seed} (${tried} seeds, ${secs}): ${assertion.message.split('\n')[0]}`,
+      );
     } else {
       console.log(`${m.name.padEnd(26)} SURVIVED ${tried} seeds (${secs}): ${m.what}`);
       survivors.push(m.name);

@@ -12,7 +12,18 @@
 import { ConfigChangeError, RaftCore, type CoreOptions } from '../src/core.js';
 import { decodeRequest, encodeRequest, SessionStateMachine, type SessionResult } from '../src/sessions.js';
 import { readyAllowsEarlySends, readyMustSync, splitMessages } from '../src/ready-order.js';
-import type { ApplyContext, Configuration, Entry, ForwardedResult, HardState, Message, NodeId, Ready, Snapshot, SnapshotMeta } from '../src/types.js';
+import type {
+  ApplyContext,
+  Configuration,
+  Entry,
+  ForwardedResult,
+  HardState,
+  Message,
+  NodeId,
+  Ready,
+  Snapshot,
+  SnapshotMeta,
+} from '../src/types.js';
 import type { SimConfig } from './config.js';
 import { SimDisk, type SharedSync } from './disk.js';
 import { mixNumber, mixString } from './hash.js';
@@ -76,7 +87,8 @@ function bytesKey(bytes: Uint8Array): string {
 class UndedupedSessions extends SessionStateMachine<KvCommand, KvResult> {
   override apply(data: Uint8Array, context: ApplyContext): SessionResult<KvResult> {
     const request = decodeRequest<KvCommand>(data);
-    if (request.t === 'command') return { ok: true, result: this.inner.apply(request.command, context), duplicate: false };
+    if (request.t === 'command')
+      return { ok: true, result: this.inner.apply(request.command, context), duplicate: false };
     return super.apply(data, context);
   }
 }
@@ -131,7 +143,9 @@ export class SimNode<P extends NodeProcess = NodeProcess> {
     private readonly initialConfig: Configuration | undefined,
   ) {
     this.label = (host.config.groups ?? 1) > 1 ? `${id}/g${group}` : id;
-    this.disk = new SimDisk(process.device, host.rng, (before, after) => host.checker.onDurableHardState(id, before, after));
+    this.disk = new SimDisk(process.device, host.rng, (before, after) =>
+      host.checker.onDurableHardState(id, before, after),
+    );
     process.members[group] = this;
   }
 
@@ -191,7 +205,10 @@ export class SimNode<P extends NodeProcess = NodeProcess> {
     };
     host.checker.onStart(this.id, d);
     this.core = new RaftCore(options, state);
-    host.trace(() => `${this.label} start #${this.incarnation} term ${d.hardState.term} commit ${d.hardState.commit} snapshot ${d.snapshot?.meta.index ?? 0} entries ${d.entries.length}`);
+    host.trace(
+      () =>
+        `${this.label} start #${this.incarnation} term ${d.hardState.term} commit ${d.hardState.commit} snapshot ${d.snapshot?.meta.index ?? 0} entries ${d.entries.length}`,
+    );
     this.afterInput();
   }
 
@@ -339,9 +356,10 @@ export class SimNode<P extends NodeProcess = NodeProcess> {
       // As RaftNode: a Ready that only moves the commit index is not synced (src/ready-order.ts; RaftNode writes it
       // with its next write): it becomes durable with the next sync, or is lost in a crash. The mutation syncs
       // nothing but entries and snapshots.
-      const mustSync = host.config.simMutations?.syncOnlyEntries === true
-        ? rd.entries.length > 0 || rd.snapshot !== null
-        : readyMustSync(rd, this.syncedHardState);
+      const mustSync =
+        host.config.simMutations?.syncOnlyEntries === true
+          ? rd.entries.length > 0 || rd.snapshot !== null
+          : readyMustSync(rd, this.syncedHardState);
       if (mustSync) wrote = true;
     }
     if (rd.hardState !== null) this.knownCommit = Math.max(this.knownCommit, rd.hardState.commit);
@@ -354,14 +372,16 @@ export class SimNode<P extends NodeProcess = NodeProcess> {
     // The library's order (src/ready-order.ts): a leader's appends and heartbeats, and forwarded client work, go
     // out while the write is in flight; committed entries (known durable on a majority) apply meanwhile;
     // acknowledgements wait for the sync. The mutation sends everything early.
-    const { early, late } = host.config.simMutations?.sendBeforePersist === true
-      ? { early: rd.messages, late: [] }
-      : splitMessages(rd, this.syncedHardState);
+    const { early, late } =
+      host.config.simMutations?.sendBeforePersist === true
+        ? { early: rd.messages, late: [] }
+        : splitMessages(rd, this.syncedHardState);
     this.sendAll(early);
     this.applyAndRead(rd);
     this.busy = true;
     this.writing = true;
-    this.writeAllowsEarlySends = host.config.simMutations?.sendBeforePersist === true || readyAllowsEarlySends(rd, this.syncedHardState);
+    this.writeAllowsEarlySends =
+      host.config.simMutations?.sendBeforePersist === true || readyAllowsEarlySends(rd, this.syncedHardState);
     const life = this.incarnation;
     const startedAt = host.queue.now;
     this.disk.sync(() => {
@@ -370,7 +390,8 @@ export class SimNode<P extends NodeProcess = NodeProcess> {
       this.sendAll(late);
       // As RaftNode's follower/leaderWriteIntervalMs: a member holds its next write back, the Ready still
       // outstanding and counted as in flight (committed entries apply meanwhile, a leader sends its commit news).
-      const interval = this.core!.status().role === 'leader' ? host.config.leaderWriteIntervalMs : host.config.followerWriteIntervalMs;
+      const interval =
+        this.core!.status().role === 'leader' ? host.config.leaderWriteIntervalMs : host.config.followerWriteIntervalMs;
       const hold = (interval ?? 0) - (host.queue.now - startedAt);
       const finish = (): void => {
         if (life !== this.incarnation) return;
@@ -402,7 +423,8 @@ export class SimNode<P extends NodeProcess = NodeProcess> {
   /** As RaftNode: a leader tells the members that forwarded the writes just applied what they gave. */
   private sendResults(): void {
     if (this.resultsToSend.size === 0) return;
-    for (const [to, results] of this.resultsToSend) this.process.send(this.group, { type: 'results', from: this.id, to, term: 0, results });
+    for (const [to, results] of this.resultsToSend)
+      this.process.send(this.group, { type: 'results', from: this.id, to, term: 0, results });
     this.resultsToSend.clear();
   }
 
@@ -448,7 +470,10 @@ export class SimNode<P extends NodeProcess = NodeProcess> {
   private withSnapshotData(m: Message & { type: 'snapshot' }): Message {
     const s = this.lastSnapshot;
     if (s === null || s.meta.index < m.snapshot.meta.index) {
-      fail('driver-contract', `${this.label} asked to send snapshot ${m.snapshot.meta.index} but has saved only ${s?.meta.index ?? 0}`);
+      fail(
+        'driver-contract',
+        `${this.label} asked to send snapshot ${m.snapshot.meta.index} but has saved only ${s?.meta.index ?? 0}`,
+      );
     }
     return { ...m, snapshot: s };
   }
@@ -513,7 +538,10 @@ export class SimNode<P extends NodeProcess = NodeProcess> {
     const needed = Math.ceil(voters / 2);
     const holders = this.host.durableHolders(e.index, e.term);
     if (holders < needed) {
-      fail('commit-durable', `${this.label} applies (${e.index}, ${e.term}), durable on ${holders} members of ${voters} voters`);
+      fail(
+        'commit-durable',
+        `${this.label} applies (${e.index}, ${e.term}), durable on ${holders} members of ${voters} voters`,
+      );
     }
   }
 
@@ -615,7 +643,10 @@ export class SimNode<P extends NodeProcess = NodeProcess> {
         return;
       }
       if (this.host.config.simMutations?.detachedIndexAtSave === true) {
-        snapshot = { meta: { index: this.applied, term: this.appliedTerm, time: this.appliedTime, config: this.appliedConfig }, data: snapshot.data };
+        snapshot = {
+          meta: { index: this.applied, term: this.appliedTerm, time: this.appliedTime, config: this.appliedConfig },
+          data: snapshot.data,
+        };
       }
       this.lastSnapshot = snapshot;
       this.disk.saveSnapshot(snapshot);

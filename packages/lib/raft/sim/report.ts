@@ -46,10 +46,14 @@ export function summarize(r: SimResult): string {
 export function explainFailure(config: SimConfig, checker: HistoryChecker | null, lines = 60): string {
   const result = runSimulation(config, { checkHistory: checker, traceLines: lines * 8 });
   const out: string[] = [];
-  if (result.failure === undefined) return '  (the failure did not reproduce: the run is not deterministic — a simulator bug)';
+  if (result.failure === undefined)
+    return '  (the failure did not reproduce: the run is not deterministic — a simulator bug)';
   out.push(`  invariant: ${result.failure.invariant}`);
-  out.push(`  at ${result.failure.time.toFixed(3)}ms virtual, event ${result.failure.event}: ${result.failure.message.split('\n').join('\n    ')}`);
-  if (result.failure.stack !== undefined) out.push(`  stack: ${result.failure.stack.split('\n').slice(1, 6).join('\n    ')}`);
+  out.push(
+    `  at ${result.failure.time.toFixed(3)}ms virtual, event ${result.failure.event}: ${result.failure.message.split('\n').join('\n    ')}`,
+  );
+  if (result.failure.stack !== undefined)
+    out.push(`  stack: ${result.failure.stack.split('\n').slice(1, 6).join('\n    ')}`);
   out.push(`  config: ${describeConfig(config)}`);
   // Heartbeats are most of any trace; leave them out here (`--trace` shows everything).
   const trace = result.trace.filter((line) => !/ heartbeat(Resp)? t\d/.test(line)).slice(-lines);

@@ -49,8 +49,7 @@ function parseArgs(argv: string[]): Args {
     else if (a === '--set') {
       const [field, json] = value().split(/=(.*)/s);
       args.patch = { ...args.patch, [field!]: JSON.parse(json ?? '') };
-    }
-    else throw new Error(`unknown argument ${a}`);
+    } else throw new Error(`unknown argument ${a}`);
   }
   if (!Number.isInteger(args.seeds) || args.seeds < 1) throw new Error('--seeds must be a positive integer');
   if (!Number.isInteger(args.from)) throw new Error('--from must be an integer');
@@ -107,7 +106,14 @@ async function main(): Promise<number> {
       console.log(`seed ${seed}: ${describeConfig(config)}`);
       const t0 = performance.now();
       const r = runSimulation(config, { checkHistory: checker, onTrace: (line) => console.log(line) });
-      outcomes.set(seed, { seed, ok: r.ok, summary: summarize(r), ms: performance.now() - t0, unchecked: false, ...(r.failure ? { invariant: r.failure.invariant, message: r.failure.message } : {}) });
+      outcomes.set(seed, {
+        seed,
+        ok: r.ok,
+        summary: summarize(r),
+        ms: performance.now() - t0,
+        unchecked: false,
+        ...(r.failure ? { invariant: r.failure.invariant, message: r.failure.message } : {}),
+      });
       printReady();
     }
   } else if (args.jobs === 1) {
@@ -145,7 +151,9 @@ async function main(): Promise<number> {
     .map((a, i, all) => (a === '--mutation' || a === '--set' ? ` ${a} ${all[i + 1]}` : ''))
     .join('');
   for (const o of failed) {
-    console.log(`\nseed ${o.seed} broke ${o.invariant}. Replay: node packages/lib/raft/dist/sim/run.js --seeds 1 --from ${o.seed} --trace${mutationArg}`);
+    console.log(
+      `\nseed ${o.seed} broke ${o.invariant}. Replay: node packages/lib/raft/dist/sim/run.js --seeds 1 --from ${o.seed} --trace${mutationArg}`,
+    );
     if (failed.indexOf(o) < 5) console.log(explainFailure({ ...configFromSeed(o.seed), ...args.patch }, checker));
   }
   console.log(`${seeds.length - failed.length} passed, ${failed.length} failed`);

@@ -63,9 +63,7 @@ export interface SimResult {
   trace: string[];
 }
 
-type Goal =
-  | { kind: 'add'; node: NodeId; deadline: number }
-  | { kind: 'remove'; node: NodeId; deadline: number };
+type Goal = { kind: 'add'; node: NodeId; deadline: number } | { kind: 'remove'; node: NodeId; deadline: number };
 
 const CONTROL_PERIOD = 25;
 const LIVENESS_PERIOD = 20;
@@ -190,15 +188,18 @@ export class SimGroup implements NodeHost, ClientHost {
     const busy = this.clients.filter((c) => !c.done);
     if (busy.length > 0) return `${name}clients still waiting: ${busy.map((c) => c.describe()).join('; ')}`;
     const leaders = [...this.nodes.values()].filter((n) => n.status()?.role === 'leader');
-    if (leaders.length !== 1) return `${name}${leaders.length} leaders (${leaders.map((n) => n.id).join(',') || 'none'})`;
+    if (leaders.length !== 1)
+      return `${name}${leaders.length} leaders (${leaders.map((n) => n.id).join(',') || 'none'})`;
     const leader = leaders[0]!;
     const st = leader.status()!;
-    if (st.commit !== st.lastIndex) return `${name}leader ${leader.id} has uncommitted entries (commit ${st.commit}, last ${st.lastIndex})`;
+    if (st.commit !== st.lastIndex)
+      return `${name}leader ${leader.id} has uncommitted entries (commit ${st.commit}, last ${st.lastIndex})`;
     for (const id of members(st.config)) {
       const n = this.nodes.get(id);
       const s = n?.status() ?? null;
       if (n === undefined || s === null) return `${name}member ${id} is down`;
-      if (s.leader !== leader.id || s.term !== st.term) return `${name}${id} follows ${s.leader} in term ${s.term}, not ${leader.id} in ${st.term}`;
+      if (s.leader !== leader.id || s.term !== st.term)
+        return `${name}${id} follows ${s.leader} in term ${s.term}, not ${leader.id} in ${st.term}`;
       if (n.applied !== st.commit) return `${name}${id} applied ${n.applied} of ${st.commit}`;
     }
     return null;
@@ -221,7 +222,9 @@ export class SimGroup implements NodeHost, ClientHost {
       );
       if (st.role === 'leader') {
         for (const p of st.peers) {
-          lines.push(`    ${p.id}: ${p.state} match ${p.match} next ${p.next} inflight ${p.inflight}${p.learner ? ' learner' : ''}${p.recentActive ? '' : ' inactive'}`);
+          lines.push(
+            `    ${p.id}: ${p.state} match ${p.match} next ${p.next} inflight ${p.inflight}${p.learner ? ' learner' : ''}${p.recentActive ? '' : ' inactive'}`,
+          );
         }
       }
     }
@@ -264,8 +267,15 @@ export class Simulation implements ProcessHost {
     this.rng = new Random(config.seed);
     this.traceLimit = options.traceLines ?? 0;
     this.onTrace = options.onTrace;
-    this.baseline = { drop: config.drop, duplicate: config.duplicate, minDelay: config.minDelay, maxDelay: config.maxDelay };
-    this.network = new SimNetwork(this.queue, this.rng.fork(), this.baseline, config.snapshotChunk, (m, group) => this.deliver(m, group));
+    this.baseline = {
+      drop: config.drop,
+      duplicate: config.duplicate,
+      minDelay: config.minDelay,
+      maxDelay: config.maxDelay,
+    };
+    this.network = new SimNetwork(this.queue, this.rng.fork(), this.baseline, config.snapshotChunk, (m, group) =>
+      this.deliver(m, group),
+    );
     const ids = Array.from({ length: config.clusterSize }, (_, i) => `n${i + 1}`);
     this.initialConfig = { voters: ids, learners: [] };
     this.nextNodeNumber = config.clusterSize + 1;
@@ -349,7 +359,8 @@ export class Simulation implements ProcessHost {
     this.onTrace?.(text);
     if (this.traceLimit > 0) {
       this.traceBuffer.push(text);
-      if (this.traceBuffer.length > this.traceLimit * 2) this.traceBuffer.splice(0, this.traceBuffer.length - this.traceLimit);
+      if (this.traceBuffer.length > this.traceLimit * 2)
+        this.traceBuffer.splice(0, this.traceBuffer.length - this.traceLimit);
     }
   }
 
@@ -377,7 +388,10 @@ export class Simulation implements ProcessHost {
     group.membershipChanges++;
     // Processes retire and come back with the membership of group 0: membership changes happen with one group.
     if (group.index !== 0) return;
-    this.trace(() => `committed config ${e.index}: voters ${e.config.voters.join(',')} learners ${e.config.learners.join(',') || '-'}`);
+    this.trace(
+      () =>
+        `committed config ${e.index}: voters ${e.config.voters.join(',')} learners ${e.config.learners.join(',') || '-'}`,
+    );
     // Retire members the committed config removed; revive retired members it brought back. (Deferred: we are
     // inside some member's apply loop.)
     this.queue.after(0, () => {
@@ -441,7 +455,8 @@ export class Simulation implements ProcessHost {
       case 'crash': {
         const up = [...this.nodes.values()].filter((n) => n.up);
         if (up.length === 0) return;
-        const victim = (f.target === 'leader' ? (this.leader(this.aimedGroup(pickRng))?.process ?? null) : null) ?? pickRng.pick(up);
+        const victim =
+          (f.target === 'leader' ? (this.leader(this.aimedGroup(pickRng))?.process ?? null) : null) ?? pickRng.pick(up);
         victim.crash();
         this.queue.after(f.downtime, () => {
           if (!victim.up && !victim.retired && !this.draining) victim.start();
@@ -457,7 +472,12 @@ export class Simulation implements ProcessHost {
       }
       case 'netStorm': {
         const token = ++this.stormToken;
-        this.network.params = { drop: f.drop, duplicate: f.duplicate, minDelay: this.baseline.minDelay, maxDelay: f.maxDelay };
+        this.network.params = {
+          drop: f.drop,
+          duplicate: f.duplicate,
+          minDelay: this.baseline.minDelay,
+          maxDelay: f.maxDelay,
+        };
         this.queue.after(f.duration, () => {
           if (token === this.stormToken && !this.draining) this.network.params = { ...this.baseline };
         });
@@ -529,7 +549,11 @@ export class Simulation implements ProcessHost {
       }
       case 'isolateLeader': {
         const leader = this.leader(this.aimedGroup(rng))?.id ?? ids[0]!;
-        between([leader], ids.filter((id) => id !== leader), true);
+        between(
+          [leader],
+          ids.filter((id) => id !== leader),
+          true,
+        );
         break;
       }
     }
@@ -580,7 +604,8 @@ export class Simulation implements ProcessHost {
       leader.proposeConfigChange({ type: 'addLearner', node: goal.node });
     } else if (cfg.learners.includes(goal.node)) {
       const peer = st.peers.find((p) => p.id === goal.node);
-      if (peer !== undefined && peer.match >= st.commit) leader.proposeConfigChange({ type: 'promote', node: goal.node });
+      if (peer !== undefined && peer.match >= st.commit)
+        leader.proposeConfigChange({ type: 'promote', node: goal.node });
     }
   }
 
@@ -594,7 +619,12 @@ export class Simulation implements ProcessHost {
     this.goal = null;
     this.goals = [];
     this.network.healAll();
-    this.network.params = { drop: 0, duplicate: 0, minDelay: this.baseline.minDelay, maxDelay: Math.min(this.baseline.maxDelay, 5) };
+    this.network.params = {
+      drop: 0,
+      duplicate: 0,
+      minDelay: this.baseline.minDelay,
+      maxDelay: Math.min(this.baseline.maxDelay, 5),
+    };
     for (const n of this.nodes.values()) {
       n.device.slowUntil = 0;
       if (!n.up && !n.retired) n.start();
@@ -656,19 +686,27 @@ export class Simulation implements ProcessHost {
     }
     const dead = leader.process;
     const led = this.groups.filter((g) => g.leader()?.process === dead).map((g) => g.index);
-    this.trace(() => `quiet leader loss: ${dead.id} (leader of group(s) ${led.join(',')}) crashes for good while every group is quiesced`);
+    this.trace(
+      () =>
+        `quiet leader loss: ${dead.id} (leader of group(s) ${led.join(',')}) crashes for good while every group is quiesced`,
+    );
     dead.crash();
     dead.retired = true;
     const crashedAt = this.queue.now;
     const check = (): void => {
-      const waiting = this.groups.filter((g) => ![...g.nodes.values()].some((n) => n.process !== dead && n.status()?.role === 'leader'));
+      const waiting = this.groups.filter(
+        (g) => ![...g.nodes.values()].some((n) => n.process !== dead && n.status()?.role === 'leader'),
+      );
       if (waiting.length === 0) {
         this.trace(() => 'quiet leader loss: every group has a leader');
         this.finished = true;
         return;
       }
       if (this.queue.now - crashedAt > this.config.livenessMs) {
-        fail('liveness', `the leader ${dead.id} died while its groups were quiesced and group(s) ${waiting.map((g) => g.index).join(',')} never replaced it in ${this.config.livenessMs}ms\n${this.describeCluster()}`);
+        fail(
+          'liveness',
+          `the leader ${dead.id} died while its groups were quiesced and group(s) ${waiting.map((g) => g.index).join(',')} never replaced it in ${this.config.livenessMs}ms\n${this.describeCluster()}`,
+        );
       }
       this.queue.after(LIVENESS_PERIOD, check);
     };
@@ -695,7 +733,8 @@ export class Simulation implements ProcessHost {
       }
       for (const f of config.faults) {
         // Membership changes are simulated with one group only (a config may set `groups` by hand: skip them).
-        if (this.groups.length > 1 && (f.kind === 'addMember' || f.kind === 'removeMember' || f.kind === 'readdMember')) continue;
+        if (this.groups.length > 1 && (f.kind === 'addMember' || f.kind === 'removeMember' || f.kind === 'readdMember'))
+          continue;
         if (f.at < config.faultMs) this.queue.at(f.at, () => this.applyFault(f));
       }
       this.queue.after(CONTROL_PERIOD, () => this.controlMembership());
@@ -712,7 +751,8 @@ export class Simulation implements ProcessHost {
         for (const group of this.groups) {
           const verdict = this.options.checkHistory(group.resolvedHistory());
           const name = this.groups.length > 1 ? ` of group ${group.index}` : '';
-          if (verdict.result === 'illegal') fail('linearizability', `client history${name} is not linearizable:\n${verdict.detail}`);
+          if (verdict.result === 'illegal')
+            fail('linearizability', `client history${name} is not linearizable:\n${verdict.detail}`);
           if (linearizability === null || verdict.result === 'unknown') linearizability = verdict;
         }
       }

@@ -579,7 +579,8 @@ export class RaftCore {
   wake(silentTicks = 0): void {
     const wasQuiesced = this.quiesced;
     this.unquiesce();
-    if (wasQuiesced && this.role !== 'leader') this.electionElapsed = Math.max(this.electionElapsed, Math.min(silentTicks, this.electionTicks));
+    if (wasQuiesced && this.role !== 'leader')
+      this.electionElapsed = Math.max(this.electionElapsed, Math.min(silentTicks, this.electionTicks));
   }
 
   private unquiesce(): void {
@@ -602,7 +603,8 @@ export class RaftCore {
     const last = this.log.lastIndex();
     if (this.log.committed !== last || this.log.term(last) !== this.term) return false;
     if (this.transferee !== null || this.pendingConfigIndex > this.log.committed) return false;
-    if (this.pendingReads.length > 0 || this.readsAwaitingCommit.length > 0 || this.forwardBuffer.length > 0) return false;
+    if (this.pendingReads.length > 0 || this.readsAwaitingCommit.length > 0 || this.forwardBuffer.length > 0)
+      return false;
     for (const [id, pr] of this.progress) {
       if (id !== this.id && (pr.match !== last || pr.state !== 'replicate' || pr.inflightCount > 0)) return false;
     }
@@ -681,7 +683,15 @@ export class RaftCore {
     if ((this.checkQuorum || this.preVote) && (m.type === 'append' || m.type === 'heartbeat')) {
       // A stale leader (e.g. healed from a partition) learns our term and steps down; without this, with
       // pre-vote on, it could keep a member that voted elsewhere from ever hearing of the new term.
-      this.send({ type: 'appendResp', to: m.from, term: this.term, index: 0, reject: false, hintIndex: 0, hintTerm: 0 });
+      this.send({
+        type: 'appendResp',
+        to: m.from,
+        term: this.term,
+        index: 0,
+        reject: false,
+        hintIndex: 0,
+        hintTerm: 0,
+      });
     } else if (m.type === 'prevote') {
       this.send({ type: 'prevoteResp', to: m.from, term: this.term, reject: true });
     }
@@ -807,9 +817,7 @@ export class RaftCore {
   private handleVoteRequest(m: VoteRequest): void {
     const isPre = m.type === 'prevote';
     const canVote =
-      this.vote === m.from ||
-      (this.vote === null && this.leader === null) ||
-      (isPre && m.term > this.term);
+      this.vote === m.from || (this.vote === null && this.leader === null) || (isPre && m.term > this.term);
     const upToDate = this.mutations.grantStaleVote || this.log.isUpToDate(m.lastIndex, m.lastTerm);
     const respType = isPre ? 'prevoteResp' : 'voteResp';
     if (canVote && upToDate) {
@@ -868,7 +876,13 @@ export class RaftCore {
         this.leader = m.from;
         this.handleHeartbeat(m);
         // Quiesce only when up to date: a follower that lacks entries keeps ticking (and so asks again).
-        if (m.quiesce === true && this.quiesceTicks > 0 && this.log.committed === this.log.lastIndex() && m.commit === this.log.committed) this.quiesced = true;
+        if (
+          m.quiesce === true &&
+          this.quiesceTicks > 0 &&
+          this.log.committed === this.log.lastIndex() &&
+          m.commit === this.log.committed
+        )
+          this.quiesced = true;
         return;
       case 'snapshot':
         this.electionElapsed = 0;
@@ -911,7 +925,8 @@ export class RaftCore {
   private handleHeartbeat(m: HeartbeatRequest): void {
     // The leader sends min(match, commit), so committing to it never commits past what matches the leader.
     if (m.commit <= this.log.lastIndex()) this.log.commitTo(m.commit);
-    if (m.round !== COMMIT_NEWS_ROUND) this.send({ type: 'heartbeatResp', to: m.from, term: this.term, round: m.round });
+    if (m.round !== COMMIT_NEWS_ROUND)
+      this.send({ type: 'heartbeatResp', to: m.from, term: this.term, round: m.round });
   }
 
   private handleSnapshot(m: SnapshotRequest): void {
@@ -1034,7 +1049,11 @@ export class RaftCore {
   }
 
   private appendEntries(
-    items: Array<{ kind: 'command'; data: Uint8Array } | { kind: 'noop' } | { kind: 'config'; change: ConfigChange; config: Configuration }>,
+    items: Array<
+      | { kind: 'command'; data: Uint8Array }
+      | { kind: 'noop' }
+      | { kind: 'config'; change: ConfigChange; config: Configuration }
+    >,
   ): void {
     // Entry time never goes backwards, even across leaders with skewed clocks.
     const time = Math.max(this.now, this.log.lastTime());
@@ -1064,7 +1083,11 @@ export class RaftCore {
     for (const [id, pr] of this.progress) {
       if (id === this.id) continue;
       const commit = Math.min(pr.match, this.log.committed);
-      this.send(quiesce ? { type: 'heartbeat', to: id, term: this.term, commit, round, quiesce } : { type: 'heartbeat', to: id, term: this.term, commit, round });
+      this.send(
+        quiesce
+          ? { type: 'heartbeat', to: id, term: this.term, commit, round, quiesce }
+          : { type: 'heartbeat', to: id, term: this.term, commit, round },
+      );
     }
   }
 
@@ -1074,7 +1097,7 @@ export class RaftCore {
     if (pr === undefined || pr.isPaused()) return;
     const prevIndex = pr.next - 1;
     const prevTerm = this.log.term(prevIndex);
-    if (prevTerm === undefined || (pr.next <= this.log.snapshotIndex)) {
+    if (prevTerm === undefined || pr.next <= this.log.snapshotIndex) {
       this.sendSnapshot(to, pr);
       return;
     }
@@ -1178,7 +1201,9 @@ export class RaftCore {
   private leaseValid(): boolean {
     if (!this.checkQuorum || this.transferee !== null || this.quiesced) return false;
     const sent = this.config.voters
-      .map((id) => (id === this.id ? this.leaderTicks : this.roundSentAt.get(this.progress.get(id)?.ackedRound ?? 0) ?? -Infinity))
+      .map((id) =>
+        id === this.id ? this.leaderTicks : (this.roundSentAt.get(this.progress.get(id)?.ackedRound ?? 0) ?? -Infinity),
+      )
       .sort((a, b) => b - a);
     const start = sent[quorum(sent.length) - 1] ?? -Infinity;
     return this.leaderTicks - start < this.electionTicks - 2;
@@ -1329,7 +1354,9 @@ export function applyChange(config: Configuration, change: ConfigChange): Config
       delete addresses[change.node];
       return { voters: without(config.voters), learners: without(config.learners), addresses };
     case 'forceNewCluster':
-      throw new ConfigChangeError('a forced configuration is written by RaftNode.start with forceNewCluster, never proposed');
+      throw new ConfigChangeError(
+        'a forced configuration is written by RaftNode.start with forceNewCluster, never proposed',
+      );
   }
 }
 

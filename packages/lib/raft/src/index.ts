@@ -6,7 +6,15 @@
 export * from './types.js';
 export { RaftCore, ConfigChangeError, applyChange } from './core.js';
 export type { CoreOptions, CoreState, CoreStatus, PeerStatus, ProposeOutcome } from './core.js';
-export { RaftNode, TimeoutError, SessionError, StoppedError, CommandTooLargeError, ApplyError, sessionFailure } from './node.js';
+export {
+  RaftNode,
+  TimeoutError,
+  SessionError,
+  StoppedError,
+  CommandTooLargeError,
+  ApplyError,
+  sessionFailure,
+} from './node.js';
 export type { RaftNodeOptions, NodeStatus, NodeObserver, CallOptions } from './node.js';
 export { silentLogger } from './logger.js';
 export type { Logger, LogLevel } from './logger.js';
@@ -25,9 +33,23 @@ export { InvariantError } from './assert.js';
 export { Prng } from './prng.js';
 export { MemoryStorage } from './storage/memory.js';
 export { LevelStorage } from './storage/leveldb.js';
-export type { LevelStorageOptions, LevelStorageLocation, SharedLevel, BatchOp, RangeOptions, ViewEncodings } from './storage/leveldb.js';
+export type {
+  LevelStorageOptions,
+  LevelStorageLocation,
+  SharedLevel,
+  BatchOp,
+  RangeOptions,
+  ViewEncodings,
+} from './storage/leveldb.js';
 export { TcpTransport } from './transport/tcp.js';
-export type { TcpTransportOptions, TransportSecret, TransportTls, HostPort, TransportStats, PeerWireStats } from './transport/tcp.js';
+export type {
+  TcpTransportOptions,
+  TransportSecret,
+  TransportTls,
+  HostPort,
+  TransportStats,
+  PeerWireStats,
+} from './transport/tcp.js';
 export { LocalNetwork } from './transport/local.js';
 export { FrameReader, FrameTooLargeError, lengthPrefixed } from './transport/frame-reader.js';
 export { Counter, Gauge, Histogram, MetricsRegistry } from './metrics.js';

@@ -8,7 +8,9 @@ export type Labels = Record<string, string>;
 
 function labelKey(labels: Labels): string {
   const keys = Object.keys(labels).sort();
-  return keys.map((k) => `${k}="${String(labels[k]).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`).join(',');
+  return keys
+    .map((k) => `${k}="${String(labels[k]).replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`)
+    .join(',');
 }
 
 /** Anything a registry renders. */
@@ -26,7 +28,10 @@ export interface CounterSeries {
 /** A value that only goes up, per label set. */
 export class Counter implements Metric {
   private readonly values = new Map<string, number>();
-  constructor(readonly name: string, readonly help: string) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+  ) {}
   /** Add `by` (default 1) to the series of `labels`. */
   inc(by = 1, labels?: Labels): void {
     // The unlabelled series is the hot one (a counter per check): no key to build and sort.
@@ -55,7 +60,10 @@ export class Counter implements Metric {
 /** A value that goes up and down, per label set; a function is read at render time. */
 export class Gauge implements Metric {
   private readonly values = new Map<string, number | (() => number)>();
-  constructor(readonly name: string, readonly help: string) {}
+  constructor(
+    readonly name: string,
+    readonly help: string,
+  ) {}
   /** Set the series of `labels` to a value, or to a function read at each render. */
   set(value: number | (() => number), labels?: Labels): void {
     this.values.set(labels === undefined ? '' : labelKey(labels), value);
@@ -63,7 +71,8 @@ export class Gauge implements Metric {
   /** This metric in the Prometheus text format. */
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} gauge`];
-    for (const [k, v] of this.values) lines.push(`${this.name}${k ? `{${k}}` : ''} ${typeof v === 'function' ? v() : v}`);
+    for (const [k, v] of this.values)
+      lines.push(`${this.name}${k ? `{${k}}` : ''} ${typeof v === 'function' ? v() : v}`);
     return lines.join('\n');
   }
 }
@@ -90,7 +99,11 @@ export class Histogram implements Metric {
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} histogram`];
     this.buckets.forEach((b, i) => lines.push(`${this.name}_bucket{le="${b}"} ${this.counts[i]}`));
-    lines.push(`${this.name}_bucket{le="+Inf"} ${this.count}`, `${this.name}_sum ${this.sum}`, `${this.name}_count ${this.count}`);
+    lines.push(
+      `${this.name}_bucket{le="+Inf"} ${this.count}`,
+      `${this.name}_sum ${this.sum}`,
+      `${this.name}_count ${this.count}`,
+    );
     return lines.join('\n');
   }
 }

@@ -42,14 +42,28 @@ export class RaftMetrics {
   constructor(registry: MetricsRegistry = new MetricsRegistry()) {
     this.registry = registry;
     const proposals = registry.counter('raft_proposals_total', 'Proposals handed to the Raft core, by outcome');
-    const forwarded = registry.counter('raft_forwarded_proposals_total', 'Proposals forwarded from this follower to the leader');
+    const forwarded = registry.counter(
+      'raft_forwarded_proposals_total',
+      'Proposals forwarded from this follower to the leader',
+    );
     const applied = registry.counter('raft_applied_entries_total', 'Committed entries applied to the state machine');
     const elections = registry.counter('raft_elections_total', 'Elections this member started');
     const leaderChanges = registry.counter('raft_leader_changes_total', 'Times the known leader changed');
-    const applyErrors = registry.counter('raft_apply_errors_total', 'Entries the state machine threw on or that were no request (skipped alike on every member)');
-    const apply = registry.histogram('raft_apply_seconds', 'Time to apply one entry', [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05]);
+    const applyErrors = registry.counter(
+      'raft_apply_errors_total',
+      'Entries the state machine threw on or that were no request (skipped alike on every member)',
+    );
+    const apply = registry.histogram(
+      'raft_apply_seconds',
+      'Time to apply one entry',
+      [0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05],
+    );
     const fsync = registry.histogram('raft_fsync_seconds', 'Time to persist one batch with sync');
-    const snapshotBytes = registry.histogram('raft_snapshot_bytes', 'Sizes of snapshots saved', [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9]);
+    const snapshotBytes = registry.histogram(
+      'raft_snapshot_bytes',
+      'Sizes of snapshots saved',
+      [1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9],
+    );
     let leader: string | null = null;
     this.observer = {
       stateChanged(state) {
@@ -86,7 +100,9 @@ export class RaftMetrics {
     gauge('raft_commit_index', 'Commit index', () => node.status().commit);
     gauge('raft_applied_index', 'Applied index', () => node.status().applied);
     gauge('raft_is_leader', '1 when this member leads', () => (node.isLeader ? 1 : 0));
-    gauge('raft_storage_failed', '1 once storage failed and this member stopped taking part', () => (node.status().failed === null ? 0 : 1));
+    gauge('raft_storage_failed', '1 once storage failed and this member stopped taking part', () =>
+      node.status().failed === null ? 0 : 1,
+    );
   }
 
   /** The registry in the Prometheus text format. */

@@ -8,7 +8,14 @@
 import { randomUUID } from 'node:crypto';
 import { silentLogger, type Logger } from './logger.js';
 import { ConfigChangeError, RaftCore, type CoreOptions, type CoreStatus } from './core.js';
-import { decodeRequest, encodeRequest, SessionStateMachine, type SessionOptions, type SessionRequest, type SessionResult } from './sessions.js';
+import {
+  decodeRequest,
+  encodeRequest,
+  SessionStateMachine,
+  type SessionOptions,
+  type SessionRequest,
+  type SessionResult,
+} from './sessions.js';
 import { plainDataProblem } from './plain-data.js';
 import { MAX_FORWARDED_RESULTS } from './codec/parse.js';
 import { forceSoleVoter } from './recovery.js';
@@ -165,7 +172,11 @@ export class TimeoutError extends Error {
 export class SessionError extends Error {
   override name = 'SessionError';
   constructor(readonly code: 'unknown_session' | 'stale_sequence') {
-    super(code === 'unknown_session' ? 'the client session expired or never existed' : 'the sequence number was already acknowledged');
+    super(
+      code === 'unknown_session'
+        ? 'the client session expired or never existed'
+        : 'the sequence number was already acknowledged',
+    );
   }
 }
 
@@ -185,20 +196,28 @@ export class ApplyError extends Error {
     readonly code: 'apply_failed' | 'malformed_request',
     readonly detail: string,
   ) {
-    super(code === 'apply_failed' ? `the state machine failed to apply the command: ${detail}` : `the entry is not a request: ${detail}`);
+    super(
+      code === 'apply_failed'
+        ? `the state machine failed to apply the command: ${detail}`
+        : `the entry is not a request: ${detail}`,
+    );
   }
 }
 
 /** Turns a session-layer refusal into the error a caller sees. */
 export function sessionFailure(result: { ok: false; error: string; message?: string }): Error {
-  if (result.error === 'apply_failed' || result.error === 'malformed_request') return new ApplyError(result.error, result.message ?? '');
+  if (result.error === 'apply_failed' || result.error === 'malformed_request')
+    return new ApplyError(result.error, result.message ?? '');
   return new SessionError(result.error === 'unknown_session' ? 'unknown_session' : 'stale_sequence');
 }
 
 /** The command is larger than maxCommandBytes; nothing was proposed. */
 export class CommandTooLargeError extends Error {
   override name = 'CommandTooLargeError';
-  constructor(readonly bytes: number, readonly limit: number) {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
     super(`the command is ${bytes} bytes encoded; the limit is ${limit}`);
   }
 }
@@ -239,13 +258,14 @@ function canPing(transport: Transport): transport is PingingTransport {
 /** Quiescence on a member's own transport: its pings and its leader's silence (refused without a way to ping). */
 function livenessFor(transport: Transport, pingTicks: number | undefined, electionTicks: number): Liveness {
   if (!canPing(transport)) {
-    throw new RangeError('quiescence (core.quiesceTicks) on a member of its own needs a transport with ping and onPeerHeard (TcpTransport), or a shared ticker whose owner wakes it (GroupHost)');
+    throw new RangeError(
+      'quiescence (core.quiesceTicks) on a member of its own needs a transport with ping and onPeerHeard (TcpTransport), or a shared ticker whose owner wakes it (GroupHost)',
+    );
   }
   const ticks = pingTicks ?? Math.max(1, Math.floor(electionTicks / 3));
   checkPingTicks(ticks, electionTicks);
   return new Liveness(ticks);
 }
-
 
 /**
  * One member of one Raft group: drives a RaftCore against a Storage, a Transport and your StateMachine, with
@@ -355,13 +375,24 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   }
 
   /** Recover from storage (or bootstrap a new group), start the transport and the ticker. */
-  static async start<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(options: RaftNodeOptions<C, R, M>): Promise<RaftNode<C, R, M>> {
-    const liveness = options.ticker === undefined && (options.core?.quiesceTicks ?? 0) > 0 ? livenessFor(options.transport, options.pingTicks, options.core?.electionTicks ?? 10) : null;
+  static async start<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(
+    options: RaftNodeOptions<C, R, M>,
+  ): Promise<RaftNode<C, R, M>> {
+    const liveness =
+      options.ticker === undefined && (options.core?.quiesceTicks ?? 0) > 0
+        ? livenessFor(options.transport, options.pingTicks, options.core?.electionTicks ?? 10)
+        : null;
     let stored = await options.storage.load();
     const bootstrap = options.bootstrap ?? {};
     const initialConfig: Configuration = { voters: Object.keys(bootstrap), learners: [], addresses: { ...bootstrap } };
-    if (options.forceNewCluster === true && (await forceSoleVoter(options.storage, stored, options.id, initialConfig, (options.clock ?? Date.now)()))) {
-      options.logger?.log('warn', 'forced a new cluster: this member is now the only voter', { member: options.id, commit: stored.hardState.commit });
+    if (
+      options.forceNewCluster === true &&
+      (await forceSoleVoter(options.storage, stored, options.id, initialConfig, (options.clock ?? Date.now)()))
+    ) {
+      options.logger?.log('warn', 'forced a new cluster: this member is now the only voter', {
+        member: options.id,
+        commit: stored.hardState.commit,
+      });
       stored = await options.storage.load();
     }
     const machine = new SessionStateMachine<C, R>(options.stateMachine, options.sessions);
@@ -411,11 +442,17 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   }
 
   /** One attempt of propose() in this member's own session: the refusal is returned, not thrown. */
-  private async proposeInSession(command: C, options: CallOptions): Promise<{ ok: true; result: R } | { ok: false; error: string; message?: string }> {
+  private async proposeInSession(
+    command: C,
+    options: CallOptions,
+  ): Promise<{ ok: true; result: R } | { ok: false; error: string; message?: string }> {
     const session = await this.ensureSession();
     const seq = ++session.seq;
     try {
-      const result = await this.submit({ t: 'command', client: session.client, seq, ack: session.acked, command }, options);
+      const result = await this.submit(
+        { t: 'command', client: session.client, seq, ack: session.acked, command },
+        options,
+      );
       if (result.ok) {
         session.usedAt = this.clock();
         return { ok: true, result: (result as { result: R }).result };
@@ -439,7 +476,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       if (problem !== null) return Promise.reject(new TypeError(problem));
     }
     const data = encodeRequest(request);
-    if (data.byteLength > this.maxCommandBytes) return Promise.reject(new CommandTooLargeError(data.byteLength, this.maxCommandBytes));
+    if (data.byteLength > this.maxCommandBytes)
+      return Promise.reject(new CommandTooLargeError(data.byteLength, this.maxCommandBytes));
     const deadline = Date.now() + (options.timeoutMs ?? this.requestTimeoutMs);
     const key = requestKey(request) ?? `raw:${randomUUID()}`;
     let waiter!: Waiter<SessionResult<R>>;
@@ -488,7 +526,11 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
    */
   ownWritesApplied(options: CallOptions = {}): Promise<void> {
     this.assertRunning();
-    return abortable(this.waitApplied(this.answeredAhead, Date.now() + (options.timeoutMs ?? this.requestTimeoutMs)), options.signal, () => {});
+    return abortable(
+      this.waitApplied(this.answeredAhead, Date.now() + (options.timeoutMs ?? this.requestTimeoutMs)),
+      options.signal,
+      () => {},
+    );
   }
 
   /** Your state machine as this member has it now, possibly stale (serializable, not linearizable). */
@@ -516,7 +558,11 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     if (!this.isLeader) {
       this.addressBook.set(id, address);
       const deadline = Date.now() + catchUpTimeoutMs + this.requestTimeoutMs;
-      const done = await this.forwardAdmin({ op: 'addVoter', node: id, address, catchUpTimeoutMs }, () => this.core.configuration().voters.includes(id), deadline);
+      const done = await this.forwardAdmin(
+        { op: 'addVoter', node: id, address, catchUpTimeoutMs },
+        () => this.core.configuration().voters.includes(id),
+        deadline,
+      );
       if (!done) throw new TimeoutError(`${id} did not become a voter in time`);
       return;
     }
@@ -546,13 +592,21 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
    */
   async changeMembership(change: ConfigChange): Promise<void> {
     this.assertRunning();
-    if (change.type === 'forceNewCluster') throw new ConfigChangeError('a forced configuration is written by RaftNode.start with forceNewCluster, never proposed');
+    if (change.type === 'forceNewCluster')
+      throw new ConfigChangeError(
+        'a forced configuration is written by RaftNode.start with forceNewCluster, never proposed',
+      );
     const deadline = Date.now() + this.requestTimeoutMs;
     if (!this.isLeader) {
-      const done = await this.forwardAdmin({ op: 'change', change }, () => reflects(this.core.configuration(), change), deadline);
+      const done = await this.forwardAdmin(
+        { op: 'change', change },
+        () => reflects(this.core.configuration(), change),
+        deadline,
+      );
       // What the log shows may not be committed yet: a read barrier applies everything committed, then look again.
       if (done) await this.readBarrier({ timeoutMs: Math.max(1, deadline - Date.now()) });
-      if (!done || !reflects(this.core.configuration(), change)) throw new TimeoutError('the membership change did not show in time; try again');
+      if (!done || !reflects(this.core.configuration(), change))
+        throw new TimeoutError('the membership change did not show in time; try again');
       return;
     }
     for (;;) {
@@ -622,7 +676,9 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
    * request, no read, no Ready being processed). Its ticker may then deliver ticks in batches (src/ticker.ts).
    */
   get idle(): boolean {
-    return this.core.isQuiesced() && this.pending.size === 0 && this.reads.size === 0 && !this.processing && !this.stopped;
+    return (
+      this.core.isQuiesced() && this.pending.size === 0 && this.reads.size === 0 && !this.processing && !this.stopped
+    );
   }
 
   /** Whether this member's group is quiesced (idle: no ticks, no heartbeats; see CoreOptions.quiesceTicks). */
@@ -790,7 +846,13 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
           ? this.addVoter(request.node, request.address, request.catchUpTimeoutMs)
           : this.transferLeadership(request.to);
     void work
-      .catch((e: unknown) => this.logger.log('debug', 'a forwarded admin request failed; the forwarder retries', { member: this.id, request: key, error: String(e) }))
+      .catch((e: unknown) =>
+        this.logger.log('debug', 'a forwarded admin request failed; the forwarder retries', {
+          member: this.id,
+          request: key,
+          error: String(e),
+        }),
+      )
       .finally(() => this.adminRunning.delete(key));
   }
 
@@ -808,9 +870,16 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
       for (const peer of [...config.voters, ...config.learners]) if (peer !== this.id) transport.ping(peer);
       return;
     }
-    const silent = liveness.wakeAfter({ quiesced: true, role: this.softState.role, leader: this.softState.leader }, this.electionTicks);
+    const silent = liveness.wakeAfter(
+      { quiesced: true, role: this.softState.role, leader: this.softState.leader },
+      this.electionTicks,
+    );
     if (silent !== null) {
-      this.logger.log('info', 'the leader fell silent while the group was quiesced: waking', { member: this.id, leader: this.softState.leader, silentTicks: silent });
+      this.logger.log('info', 'the leader fell silent while the group was quiesced: waking', {
+        member: this.id,
+        leader: this.softState.leader,
+        silentTicks: silent,
+      });
       this.wake(silent);
     }
   }
@@ -858,7 +927,11 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     if (rd.snapshot !== null) {
       await this.storage.saveSnapshot(rd.snapshot);
       this.observer.snapshotSaved?.(rd.snapshot.data.byteLength, rd.snapshot.meta.index);
-      this.logger.log('info', 'snapshot installed from the leader', { member: this.id, index: rd.snapshot.meta.index, bytes: rd.snapshot.data.byteLength });
+      this.logger.log('info', 'snapshot installed from the leader', {
+        member: this.id,
+        index: rd.snapshot.meta.index,
+        bytes: rd.snapshot.data.byteLength,
+      });
       await this.machine.restoreAsync(rd.snapshot.data);
       this.applied = rd.snapshot.meta.index;
       this.lastSnapshotIndex = rd.snapshot.meta.index;
@@ -950,7 +1023,11 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
         this.applyErrors++;
         this.lastApplyError = { index: entry.index, message: result.message };
         this.observer.applyFailed?.(entry, result.message);
-        this.logger.log('error', 'the state machine failed on an entry; it counts as applied on every member', { member: this.id, index: entry.index, error: result.message });
+        this.logger.log('error', 'the state machine failed on an entry; it counts as applied on every member', {
+          member: this.id,
+          index: entry.index,
+          error: result.message,
+        });
       }
       const origin = this.forwardedResults ? this.forwardedBy.get(entry.data) : undefined;
       // Followers usually wait for nothing: skip building the key then.
@@ -977,7 +1054,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
    */
   private async maybeSnapshot(): Promise<void> {
     if (this.snapshotting) return;
-    if (this.applied - this.lastSnapshotIndex < this.snapshotEvery && this.bytesSinceSnapshot < this.snapshotLogBytes) return;
+    if (this.applied - this.lastSnapshotIndex < this.snapshotEvery && this.bytesSinceSnapshot < this.snapshotLogBytes)
+      return;
     const meta = this.core.snapshotMetaForApplied();
     this.bytesSinceSnapshot = 0;
     if (this.machine.detaches) {
@@ -1023,7 +1101,12 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.softState = state;
     this.observer.stateChanged?.(state);
     if (leaderChanged) {
-      this.logger.log('info', 'leader changed', { member: this.id, leader: state.leader, role: state.role, term: state.term });
+      this.logger.log('info', 'leader changed', {
+        member: this.id,
+        leader: state.leader,
+        role: state.role,
+        term: state.term,
+      });
       // Proposals and reads held by the old leader are probably lost: retry them soon.
       const soon = Date.now() + this.tickMs;
       for (const p of this.pending.values()) p.nextRetry = Math.min(p.nextRetry, soon);
@@ -1042,13 +1125,21 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     if (config === this.knownConfig && leader === this.knownLeader) return;
     if (config !== this.knownConfig && this.knownConfig !== null && !sameMembers(config, this.knownConfig)) {
       this.observer.membershipChanged?.(config);
-      this.logger.log('info', 'membership changed', { member: this.id, voters: config.voters, learners: config.learners });
+      this.logger.log('info', 'membership changed', {
+        member: this.id,
+        voters: config.voters,
+        learners: config.learners,
+      });
     }
     this.knownConfig = config;
     this.knownLeader = leader;
     for (const [id, address] of Object.entries(config.addresses ?? {})) this.addressBook.set(id, address);
     // Until a configuration reaches a joining member, it talks to every member it was told of.
-    const members = new Set(config.voters.length + config.learners.length > 0 ? [...config.voters, ...config.learners] : this.addressBook.keys());
+    const members = new Set(
+      config.voters.length + config.learners.length > 0
+        ? [...config.voters, ...config.learners]
+        : this.addressBook.keys(),
+    );
     if (leader !== null) members.add(leader);
     members.delete(this.id);
     for (const id of members) {
@@ -1072,7 +1163,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private async ensureSession(): Promise<ClientSession> {
     // A session unused for half the timeout is replaced before use rather than found expired by the log: the first
     // write after a quiet spell then costs one registration, not a refused command and a registration.
-    if (this.session !== null && this.clock() - this.session.usedAt > this.machine.sessionTimeoutMs / 2) this.session = null;
+    if (this.session !== null && this.clock() - this.session.usedAt > this.machine.sessionTimeoutMs / 2)
+      this.session = null;
     if (this.session !== null) return this.session;
     if (this.registering === null) {
       const nonce = `${this.id}:${randomUUID()}`;
@@ -1138,13 +1230,16 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     return new Promise((resolve, reject) => {
       const entry = { index, waiter: { resolve, reject } };
       this.appliedWaiters.push(entry);
-      const timer = setTimeout(() => {
-        const i = this.appliedWaiters.indexOf(entry);
-        if (i >= 0) {
-          this.appliedWaiters.splice(i, 1);
-          reject(new TimeoutError(`index ${index} not applied in time`));
-        }
-      }, Math.max(0, deadline - Date.now()));
+      const timer = setTimeout(
+        () => {
+          const i = this.appliedWaiters.indexOf(entry);
+          if (i >= 0) {
+            this.appliedWaiters.splice(i, 1);
+            reject(new TimeoutError(`index ${index} not applied in time`));
+          }
+        },
+        Math.max(0, deadline - Date.now()),
+      );
       timer.unref?.();
     });
   }
@@ -1165,7 +1260,8 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     for (const [key, p] of this.pending) {
       if (now > p.deadline) {
         this.pending.delete(key);
-        for (const w of p.waiters) w.reject(new TimeoutError('the proposal was not committed in time; it may still apply'));
+        for (const w of p.waiters)
+          w.reject(new TimeoutError('the proposal was not committed in time; it may still apply'));
       } else if (now >= p.nextRetry) {
         this.proposeData(p.data, p);
       }
@@ -1202,7 +1298,10 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.stopTicking?.();
     this.stopTicking = null;
     void this.transport.close().catch(() => undefined);
-    this.logger.log('error', 'storage failed: this member stopped taking part and must be restarted', { member: this.id, error: error.message });
+    this.logger.log('error', 'storage failed: this member stopped taking part and must be restarted', {
+      member: this.id,
+      error: error.message,
+    });
     this.observer.failed?.(error);
   }
 
@@ -1311,6 +1410,7 @@ function abortReason(signal: AbortSignal): Error {
 }
 
 function sameMembers(a: Readonly<Configuration>, b: Readonly<Configuration>): boolean {
-  const same = (x: readonly string[], y: readonly string[]): boolean => x.length === y.length && x.every((id) => y.includes(id));
+  const same = (x: readonly string[], y: readonly string[]): boolean =>
+    x.length === y.length && x.every((id) => y.includes(id));
   return same(a.voters, b.voters) && same(a.learners, b.learners);
 }

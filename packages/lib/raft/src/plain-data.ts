@@ -21,7 +21,10 @@ export function plainDataProblem(value: unknown, path = 'command', depth = 0): s
       return `${path} is a ${typeof value}`;
   }
   if (depth >= MAX_DEPTH) return `${path} is nested over ${MAX_DEPTH} levels deep (or refers to itself)`;
-  if (value instanceof Uint8Array) return value.constructor === Uint8Array || Buffer.isBuffer(value) ? null : `${path} is a ${value.constructor.name} (use a Uint8Array)`;
+  if (value instanceof Uint8Array)
+    return value.constructor === Uint8Array || Buffer.isBuffer(value)
+      ? null
+      : `${path} is a ${value.constructor.name} (use a Uint8Array)`;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       // A path is built only on the way into a nested value: every command is checked, and most fields are leaves.
@@ -47,5 +50,11 @@ export function plainDataProblem(value: unknown, path = 'command', depth = 0): s
 }
 
 function isLeaf(value: unknown): boolean {
-  return value === null || value === undefined || typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean';
+  return (
+    value === null ||
+    value === undefined ||
+    typeof value === 'string' ||
+    typeof value === 'number' ||
+    typeof value === 'boolean'
+  );
 }

@@ -115,7 +115,9 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
       }
       case 'raw': {
         const outcome = this.applyInner(request.command, context);
-        return 'failed' in outcome ? { ok: false, error: 'apply_failed', message: outcome.failed } : { ok: true, result: outcome.result, duplicate: false };
+        return 'failed' in outcome
+          ? { ok: false, error: 'apply_failed', message: outcome.failed }
+          : { ok: true, result: outcome.result, duplicate: false };
       }
       case 'command':
         return this.applyInSession(request, context);
@@ -197,7 +199,8 @@ export class SessionStateMachine<C, R> implements StateMachine<Uint8Array, Sessi
   /** The inner machine's snapshot and the session table together (an inner machine that gives bytes). */
   snapshot(): Uint8Array {
     const inner = this.inner.snapshot();
-    if (!(inner instanceof Uint8Array)) throw new TypeError('the state machine streams its snapshot: use snapshotAsync()');
+    if (!(inner instanceof Uint8Array))
+      throw new TypeError('the state machine streams its snapshot: use snapshotAsync()');
     return this.pack(inner);
   }
 

@@ -47,7 +47,8 @@ export class PacedTicker implements Ticker {
   constructor(options: PacedTickerOptions) {
     const idleTicks = options.idleTicks ?? 1;
     if (!(options.periodMs > 0)) throw new RangeError(`periodMs must be positive, got ${options.periodMs}`);
-    if (!Number.isInteger(idleTicks) || idleTicks < 1) throw new RangeError(`idleTicks must be a whole number >= 1, got ${idleTicks}`);
+    if (!Number.isInteger(idleTicks) || idleTicks < 1)
+      throw new RangeError(`idleTicks must be a whole number >= 1, got ${idleTicks}`);
     this.periodMs = options.periodMs;
     this.idleTicks = idleTicks;
     this.now = options.now ?? Date.now;
@@ -97,7 +98,9 @@ export class PacedTicker implements Ticker {
     this.timer = null;
     const now = this.now();
     // A paced wake-up delivers the whole periods that passed, never more (fewer ticks only make timeouts later).
-    const ticks = this.paced ? Math.min(this.idleTicks, Math.max(1, Math.floor((now - this.lastFireMs) / this.periodMs))) : 1;
+    const ticks = this.paced
+      ? Math.min(this.idleTicks, Math.max(1, Math.floor((now - this.lastFireMs) / this.periodMs)))
+      : 1;
     this.lastFireMs = now;
     for (let i = 0; i < ticks; i++) for (const tick of this.subscribers.keys()) tick();
     if (this.subscribers.size === 0 || this.timer !== null) return;

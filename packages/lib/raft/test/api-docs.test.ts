@@ -20,15 +20,31 @@ t.test('the API reference builds with every export documented', async (t) => {
   t.teardown(() => rmSync(out, { recursive: true, force: true }));
   let output = '';
   try {
-    output = execFileSync(process.execPath, [typedoc, '--out', out], { cwd: packageDir, encoding: 'utf8', timeout: 100_000, stdio: ['ignore', 'pipe', 'pipe'] });
+    output = execFileSync(process.execPath, [typedoc, '--out', out], {
+      cwd: packageDir,
+      encoding: 'utf8',
+      timeout: 100_000,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
   } catch (error) {
     const e = error as { stdout?: string; stderr?: string };
     t.fail(`typedoc failed:\n${e.stdout ?? ''}${e.stderr ?? ''}`);
     return;
   }
   t.notMatch(output, /warning/i, 'no warnings');
-  for (const page of ['classes/RaftNode.html', 'classes/RaftCore.html', 'classes/TcpTransport.html', 'classes/LevelStorage.html', 'interfaces/StateMachine.html', 'classes/ApplyError.html']) {
+  for (const page of [
+    'classes/RaftNode.html',
+    'classes/RaftCore.html',
+    'classes/TcpTransport.html',
+    'classes/LevelStorage.html',
+    'interfaces/StateMachine.html',
+    'classes/ApplyError.html',
+  ]) {
     t.ok(existsSync(join(out, page)), page);
   }
-  t.match(readFileSync(join(out, 'interfaces', 'StateMachine.html'), 'utf8'), /Throwing refuses the command/, 'the contract is on the StateMachine page');
+  t.match(
+    readFileSync(join(out, 'interfaces', 'StateMachine.html'), 'utf8'),
+    /Throwing refuses the command/,
+    'the contract is on the StateMachine page',
+  );
 });

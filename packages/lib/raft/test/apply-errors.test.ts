@@ -40,7 +40,19 @@ async function start(net: LocalNetwork, storages: Map<NodeId, MemoryStorage>, fa
     const machine = new Summer();
     machines.set(id, machine);
     if (!storages.has(id)) storages.set(id, new MemoryStorage());
-    nodes.set(id, await RaftNode.start({ id, storage: storages.get(id)!, transport: net.transport(id), stateMachine: machine, bootstrap, tickMs: 10, requestTimeoutMs: 5_000, observer: { failed: (e) => failures.push(`${id}: ${e.message}`) } }));
+    nodes.set(
+      id,
+      await RaftNode.start({
+        id,
+        storage: storages.get(id)!,
+        transport: net.transport(id),
+        stateMachine: machine,
+        bootstrap,
+        tickMs: 10,
+        requestTimeoutMs: 5_000,
+        observer: { failed: (e) => failures.push(`${id}: ${e.message}`) },
+      }),
+    );
   }
   return { nodes, machines };
 }
@@ -53,48 +65,58 @@ async function until(what: string, check: () => boolean): Promise<void> {
   }
 }
 
-t.test('a throwing apply is an ApplyError for its proposer; the group goes on, the same on every member, after restarts too', async (t) => {
-  const net = new LocalNetwork();
-  const storages = new Map<NodeId, MemoryStorage>();
-  let { nodes, machines } = await start(net, storages);
-  t.teardown(async () => {
+t.test(
+  'a throwing apply is an ApplyError for its proposer; the group goes on, the same on every member, after restarts too',
+  async (t) => {
+    const net = new LocalNetwork();
+    const storages = new Map<NodeId, MemoryStorage>();
+    let { nodes, machines } = await start(net, storages);
+    t.teardown(async () => {
+      for (const n of nodes.values()) await n.stop();
+    });
+    const leader = await leaderOf(nodes);
+    t.equal(await leader.propose({ op: 'add', by: 2 }), 2);
+
+    const error = await leader.propose({ op: 'boom' }).catch((e: unknown) => e);
+    t.ok(error instanceof ApplyError, 'the proposer gets an ApplyError');
+    t.equal((error as ApplyError).code, 'apply_failed');
+    t.match((error as ApplyError).message, /RangeError: boom is not a number/, 'naming what the machine threw');
+
+    const follower = [...nodes.values()].find((n) => n !== leader)!;
+    t.equal(await follower.propose({ op: 'add', by: 3 }), 5, 'later proposals apply, also through a follower');
+
+    // A client retrying the failed request (same client and seq) gets the failure again; nothing applies twice.
+    const registered = await leader.submit({ t: 'register', nonce: 'retry-test' });
+    const client = (registered as { client: string }).client;
+    const first = await leader.submit({ t: 'command', client, seq: 1, ack: 0, command: { op: 'boom' } });
+    const retry = await follower.submit({ t: 'command', client, seq: 1, ack: 0, command: { op: 'boom' } });
+    t.same(first, { ok: false, error: 'apply_failed', message: 'RangeError: boom is not a number' });
+    t.same(retry, first, 'the retry gets the recorded failure');
+
+    // The attack that stopped every kv member for good: a null command (the machine reads null.op).
+    const poisoned = await leader.propose(null as unknown as Cmd).catch((e: unknown) => e);
+    t.ok(poisoned instanceof ApplyError, 'a null command is an ApplyError');
+    t.match((poisoned as ApplyError).detail, /^TypeError/, 'naming the TypeError');
+    t.equal(await leader.propose({ op: 'add', by: 1 }), 6);
+    await until('every member applied everything', () =>
+      [...nodes.values()].every((n) => n.status().applied === leader.status().applied),
+    );
+    t.same(
+      [...machines.values()].map((m) => m.sum),
+      [6, 6, 6],
+      'every member holds the same state',
+    );
+    for (const n of nodes.values())
+      t.ok(n.status().applyErrors >= 2, `${n.id} counted the failed entries (${n.status().applyErrors})`);
+
+    // Every member stops and starts again from the same storage: the failed entries replay as failures.
     for (const n of nodes.values()) await n.stop();
-  });
-  const leader = await leaderOf(nodes);
-  t.equal(await leader.propose({ op: 'add', by: 2 }), 2);
-
-  const error = await leader.propose({ op: 'boom' }).catch((e: unknown) => e);
-  t.ok(error instanceof ApplyError, 'the proposer gets an ApplyError');
-  t.equal((error as ApplyError).code, 'apply_failed');
-  t.match((error as ApplyError).message, /RangeError: boom is not a number/, 'naming what the machine threw');
-
-  const follower = [...nodes.values()].find((n) => n !== leader)!;
-  t.equal(await follower.propose({ op: 'add', by: 3 }), 5, 'later proposals apply, also through a follower');
-
-  // A client retrying the failed request (same client and seq) gets the failure again; nothing applies twice.
-  const registered = await leader.submit({ t: 'register', nonce: 'retry-test' });
-  const client = (registered as { client: string }).client;
-  const first = await leader.submit({ t: 'command', client, seq: 1, ack: 0, command: { op: 'boom' } });
-  const retry = await follower.submit({ t: 'command', client, seq: 1, ack: 0, command: { op: 'boom' } });
-  t.same(first, { ok: false, error: 'apply_failed', message: 'RangeError: boom is not a number' });
-  t.same(retry, first, 'the retry gets the recorded failure');
-
-  // The attack that stopped every kv member for good: a null command (the machine reads null.op).
-  const poisoned = await leader.propose(null as unknown as Cmd).catch((e: unknown) => e);
-  t.ok(poisoned instanceof ApplyError, 'a null command is an ApplyError');
-  t.match((poisoned as ApplyError).detail, /^TypeError/, 'naming the TypeError');
-  t.equal(await leader.propose({ op: 'add', by: 1 }), 6);
-  await until('every member applied everything', () => [...nodes.values()].every((n) => n.status().applied === leader.status().applied));
-  t.same([...machines.values()].map((m) => m.sum), [6, 6, 6], 'every member holds the same state');
-  for (const n of nodes.values()) t.ok(n.status().applyErrors >= 2, `${n.id} counted the failed entries (${n.status().applyErrors})`);
-
-  // Every member stops and starts again from the same storage: the failed entries replay as failures.
-  for (const n of nodes.values()) await n.stop();
-  ({ nodes, machines } = await start(new LocalNetwork(), storages));
-  const again = await leaderOf(nodes);
-  t.ok(again.isLeader, 'a leader is elected after a restart of every member');
-  t.equal(await again.propose({ op: 'add', by: 10 }), 16, 'and writes proceed');
-});
+    ({ nodes, machines } = await start(new LocalNetwork(), storages));
+    const again = await leaderOf(nodes);
+    t.ok(again.isLeader, 'a leader is elected after a restart of every member');
+    t.equal(await again.propose({ op: 'add', by: 10 }), 16, 'and writes proceed');
+  },
+);
 
 /** Memory storage whose appends fail once `broken` is set, as a disk that is full or gone. */
 class BreakableStorage extends MemoryStorage {
@@ -134,7 +156,16 @@ t.test('a member whose storage fails stops taking part, says why, and the others
 t.test('entries that are no session request at all are refused the same way by every member', async (t) => {
   const machine = new SessionStateMachine<Cmd, number>(new Summer());
   const ctx = { index: 1, term: 1, time: 1_000 };
-  for (const junk of [null, 42, 'text', [1, 2], { t: 'command', client: 5, seq: 1, ack: 0 }, { t: 'command', client: 'c1', seq: 'x', ack: 0 }, { t: 'nope' }, { t: 123n }]) {
+  for (const junk of [
+    null,
+    42,
+    'text',
+    [1, 2],
+    { t: 'command', client: 5, seq: 1, ack: 0 },
+    { t: 'command', client: 'c1', seq: 'x', ack: 0 },
+    { t: 'nope' },
+    { t: 123n },
+  ]) {
     const result = machine.applyRequest(junk as unknown as SessionRequest<Cmd>, ctx);
     t.equal((result as { error?: string }).error, 'malformed_request', `${String(junk)} is a malformed request`);
   }

@@ -40,7 +40,10 @@ const nodes = await Promise.all(
       stateMachine: new Tally(),
       tickMs: 10,
       requestTimeoutMs: 600_000,
-      logger: { log: (level, message, fields) => void logs.push({ level, message, ...(fields !== undefined ? { fields } : {}) }) },
+      logger: {
+        log: (level, message, fields) =>
+          void logs.push({ level, message, ...(fields !== undefined ? { fields } : {}) }),
+      },
     }),
   ),
 );
@@ -53,10 +56,22 @@ t.test('read hands back the machine with its own type; the logger hears leader c
   t.equal(await leader.propose(5), 5);
   const total: number = await leader.read((machine) => machine.total); // machine: Tally, no cast
   t.equal(total, 5);
-  t.equal(leader.readLocal((machine) => machine.total), 5);
+  t.equal(
+    leader.readLocal((machine) => machine.total),
+    5,
+  );
   await t.rejects(leader.propose(Number.NaN), ApplyError);
-  t.ok(logs.some((l) => l.level === 'info' && l.message === 'leader changed' && l.fields?.leader === leader.id), 'leader change logged');
-  t.ok(logs.some((l) => l.level === 'error' && /state machine failed/.test(l.message) && /not a number/.test(String(l.fields?.error))), 'apply error logged');
+  t.ok(
+    logs.some((l) => l.level === 'info' && l.message === 'leader changed' && l.fields?.leader === leader.id),
+    'leader change logged',
+  );
+  t.ok(
+    logs.some(
+      (l) =>
+        l.level === 'error' && /state machine failed/.test(l.message) && /not a number/.test(String(l.fields?.error)),
+    ),
+    'apply error logged',
+  );
 });
 
 t.test('a call cut off from its quorum gives up after its own timeout or when aborted', async (t) => {
@@ -66,17 +81,32 @@ t.test('a call cut off from its quorum gives up after its own timeout or when ab
 
   const started = Date.now();
   await t.rejects(leader.propose(1, { timeoutMs: 300 }), TimeoutError, 'propose: TimeoutError');
-  await t.rejects(leader.read((m) => m.total, { timeoutMs: 300 }), TimeoutError, 'read: TimeoutError');
-  t.ok(Date.now() - started < 60_000, `both gave up after their own timeouts (${Date.now() - started} ms), not the node's ten minutes`);
+  await t.rejects(
+    leader.read((m) => m.total, { timeoutMs: 300 }),
+    TimeoutError,
+    'read: TimeoutError',
+  );
+  t.ok(
+    Date.now() - started < 60_000,
+    `both gave up after their own timeouts (${Date.now() - started} ms), not the node's ten minutes`,
+  );
 
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 100);
   await t.rejects(leader.propose(1, { signal: controller.signal }), { name: 'AbortError' }, 'propose: aborted');
-  await t.rejects(leader.readBarrier({ signal: AbortSignal.abort(new Error('gone')) }), /gone/, 'an already aborted signal rejects with its reason');
+  await t.rejects(
+    leader.readBarrier({ signal: AbortSignal.abort(new Error('gone')) }),
+    /gone/,
+    'an already aborted signal rejects with its reason',
+  );
   const reason = new Error('caller left');
   const reading = new AbortController();
   setTimeout(() => reading.abort(reason), 100);
-  await t.rejects(leader.read((m) => m.total, { signal: reading.signal }), reason, 'read: aborted with the reason');
+  await t.rejects(
+    leader.read((m) => m.total, { signal: reading.signal }),
+    reason,
+    'read: aborted with the reason',
+  );
 });
 
 t.test('after healing, the group goes on', async (t) => {

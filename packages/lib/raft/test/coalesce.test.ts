@@ -23,9 +23,24 @@ t.test('one batch per destination, beats in order, other messages refused by isB
   t.equal(c.size, 4);
   const batches = c.drain();
   t.equal(c.size, 0, 'drain empties it');
-  t.same(batches.map((b) => [b.to, b.beats.map((x) => x.group)]), [['h2', ['a', 'c']], ['h3', ['b', 'd']]]);
+  t.same(
+    batches.map((b) => [b.to, b.beats.map((x) => x.group)]),
+    [
+      ['h2', ['a', 'c']],
+      ['h3', ['b', 'd']],
+    ],
+  );
   t.same(c.drain(), [], 'nothing twice');
-  const append: Message = { type: 'append', from: 'h1', to: 'h2', term: 1, prevIndex: 0, prevTerm: 0, entries: [], commit: 0 };
+  const append: Message = {
+    type: 'append',
+    from: 'h1',
+    to: 'h2',
+    term: 1,
+    prevIndex: 0,
+    prevTerm: 0,
+    entries: [],
+    commit: 0,
+  };
   t.notOk(isBeat(append), 'appends are never coalesced');
   t.ok(isBeat(sent[0]!.message));
   c.add('x', sent[0]!.message);
@@ -38,11 +53,18 @@ const groupName = fc.stringMatching(/^[A-Za-z0-9._-]{1,12}$/);
 const peer = fc.constantFrom('h2', 'h3', 'h4');
 const nat = fc.nat({ max: 1_000_000 });
 const beatArb: fc.Arbitrary<{ group: string; message: Beat }> = fc.oneof(
-  fc.record({ group: groupName, to: peer, term: nat, commit: nat, round: nat, quiesce: fc.boolean() }).map(({ group, to, term, commit, round, quiesce }) => {
-    const message: Beat = quiesce ? { type: 'heartbeat', from: 'h1', to, term, commit, round, quiesce: true } : { type: 'heartbeat', from: 'h1', to, term, commit, round };
-    return { group, message };
-  }),
-  fc.record({ group: groupName, to: peer, term: nat, round: nat }).map(({ group, to, term, round }) => ({ group, message: { type: 'heartbeatResp', from: 'h1', to, term, round } as Beat })),
+  fc
+    .record({ group: groupName, to: peer, term: nat, commit: nat, round: nat, quiesce: fc.boolean() })
+    .map(({ group, to, term, commit, round, quiesce }) => {
+      const message: Beat = quiesce
+        ? { type: 'heartbeat', from: 'h1', to, term, commit, round, quiesce: true }
+        : { type: 'heartbeat', from: 'h1', to, term, commit, round };
+      return { group, message };
+    }),
+  fc.record({ group: groupName, to: peer, term: nat, round: nat }).map(({ group, to, term, round }) => ({
+    group,
+    message: { type: 'heartbeatResp', from: 'h1', to, term, round } as Beat,
+  })),
 );
 
 /** Per group and destination, the messages in order (a batch per destination keeps each one's order). */
@@ -82,7 +104,13 @@ t.test('the mutation (misroute) hands a heartbeat to another group', (t) => {
   c.add('a', beat('a', 'h2', 1, 1).message);
   c.add('b', beat('b', 'h2', 2, 2).message);
   const [batch] = c.drain();
-  t.same(expandBatch(batch!, { misroute: true }).map((x) => [x.group, x.message.term]), [['b', 1], ['a', 2]]);
+  t.same(
+    expandBatch(batch!, { misroute: true }).map((x) => [x.group, x.message.term]),
+    [
+      ['b', 1],
+      ['a', 2],
+    ],
+  );
   t.end();
 });
 

@@ -7,7 +7,14 @@ import type { Entry, Message } from '../src/types.js';
 const entries: Entry[] = [
   { index: 1, term: 1, time: 10, kind: 'command', data: Uint8Array.of(1, 2) },
   { index: 2, term: 1, time: 11, kind: 'noop' },
-  { index: 3, term: 2, time: 12.5, kind: 'config', change: { type: 'promote', node: 'n4' }, config: { voters: ['n1', 'n4'], learners: ['n5'] } },
+  {
+    index: 3,
+    term: 2,
+    time: 12.5,
+    kind: 'config',
+    change: { type: 'promote', node: 'n4' },
+    config: { voters: ['n1', 'n4'], learners: ['n5'] },
+  },
 ];
 
 /** One message of every type. */
@@ -25,13 +32,22 @@ const messages: Message[] = [
     from: 'a',
     to: 'b',
     term: 2,
-    snapshot: { meta: { index: 9, term: 2, time: 99, config: { voters: ['a', 'b'], learners: [] } }, data: Uint8Array.of(9) },
+    snapshot: {
+      meta: { index: 9, term: 2, time: 99, config: { voters: ['a', 'b'], learners: [] } },
+      data: Uint8Array.of(9),
+    },
   },
   { type: 'timeoutNow', from: 'a', to: 'b', term: 2 },
   { type: 'propose', from: 'b', to: 'a', term: 0, commands: [Uint8Array.of(1), new Uint8Array(0)] },
   { type: 'readIndex', from: 'b', to: 'a', term: 0, context: 'r1' },
   { type: 'readIndexResp', from: 'a', to: 'b', term: 2, context: 'r1', index: -1 },
-  { type: 'results', from: 'a', to: 'b', term: 0, results: [{ key: 'c1:4', index: 12, result: { ok: true, result: { v: [1, 'x'] }, duplicate: false } }] },
+  {
+    type: 'results',
+    from: 'a',
+    to: 'b',
+    term: 0,
+    results: [{ key: 'c1:4', index: 12, result: { ok: true, result: { v: [1, 'x'] }, duplicate: false } }],
+  },
 ];
 const results = messages[messages.length - 1]!;
 
@@ -71,7 +87,10 @@ t.test('nested values are validated too', async (t) => {
     { ...results, results: [{ key: 'c1:4', index: 12, result: { value: 1 } }] },
     { ...results, results: [{ key: 'c1:4', index: 0, result: { ok: true } }] },
     { ...results, results: [{ key: 7, index: 12, result: { ok: true } }] },
-    { ...results, results: Array.from({ length: MAX_FORWARDED_RESULTS + 1 }, () => ({ key: 'k', index: 1, result: { ok: true } })) },
+    {
+      ...results,
+      results: Array.from({ length: MAX_FORWARDED_RESULTS + 1 }, () => ({ key: 'k', index: 1, result: { ok: true } })),
+    },
     null,
     [1, 2],
     Uint8Array.of(1),

@@ -54,7 +54,11 @@ t.test('acknowledgements during the leader write commit, and the news leaves bef
   c.get(f).core.step(news.find((m) => m.to === f)!);
   const frd = c.get(f).core.ready();
   t.same(commandsOf(frd.committed), ['x'], 'the follower applies x on the news');
-  t.same(frd.messages.filter((m) => m.type === 'heartbeatResp'), [], 'commit news is not answered');
+  t.same(
+    frd.messages.filter((m) => m.type === 'heartbeatResp'),
+    [],
+    'commit news is not answered',
+  );
   c.get(f).applied.push(...frd.committed);
   c.get(f).core.advance(frd);
   lc.advance(rd);

@@ -97,7 +97,10 @@ t.test('a read on an isolated leader is never answered with a valid index', asyn
   c.get(leader).core.readIndex('stale');
   c.tick(40);
   const answers = c.get(leader).reads.filter((r) => r.context === 'stale');
-  t.ok(answers.every((r) => r.index === -1), 'only refusals');
+  t.ok(
+    answers.every((r) => r.index === -1),
+    'only refusals',
+  );
   t.equal(answers.length, 1, 'the read was refused when leadership was lost');
 });
 
@@ -174,7 +177,10 @@ t.test('lease reads require check-quorum', async (t) => {
   c.tick(2);
   c.get(leader).core.readIndex('lease');
   c.settle();
-  t.ok(c.get(leader).reads.some((r) => r.context === 'lease' && r.index > 0), 'served without a heartbeat round');
+  t.ok(
+    c.get(leader).reads.some((r) => r.context === 'lease' && r.index > 0),
+    'served without a heartbeat round',
+  );
 });
 
 t.test('restart from durable state keeps term, vote and log', async (t) => {
@@ -189,7 +195,12 @@ t.test('restart from durable state keeps term, vote and log', async (t) => {
   const { RaftCore } = await import('../src/core.js');
   const revived = new RaftCore(
     { id: follower },
-    { hardState: { term: d.term, vote: d.vote, commit: d.commit }, snapshot: null, entries: d.entries, initialConfig: { voters: ids, learners: [] } },
+    {
+      hardState: { term: d.term, vote: d.vote, commit: d.commit },
+      snapshot: null,
+      entries: d.entries,
+      initialConfig: { voters: ids, learners: [] },
+    },
   );
   const after = revived.status();
   t.equal(after.term, before.term);
@@ -197,25 +208,33 @@ t.test('restart from durable state keeps term, vote and log', async (t) => {
   t.equal(after.commit, before.commit);
 });
 
-t.test('regression (sim seed 60): a snapshot stepped while a Ready is outstanding does not break advance()', async (t) => {
-  const { RaftCore } = await import('../src/core.js');
-  const follower = new RaftCore(
-    { id: 'b' },
-    { hardState: { term: 0, vote: null, commit: 0 }, snapshot: null, entries: [], initialConfig: { voters: ['a', 'b', 'c'], learners: [] } },
-  );
-  const entries = [1, 2, 3].map((index) => ({ index, term: 1, time: 0, kind: 'noop' as const }));
-  follower.step({ type: 'append', from: 'a', to: 'b', term: 1, prevIndex: 0, prevTerm: 0, entries, commit: 3 });
-  const outstanding = follower.ready();
-  t.equal(outstanding.committed.length, 3, 'the batch carries committed entries');
-  const meta = { index: 10, term: 1, time: 0, config: { voters: ['a', 'b', 'c'], learners: [] } };
-  follower.step({ type: 'snapshot', from: 'a', to: 'b', term: 1, snapshot: { meta, data: new Uint8Array([1]) } });
-  t.doesNotThrow(() => follower.advance(outstanding));
-  const next = follower.ready();
-  t.equal(next.snapshot?.meta.index, 10, 'the snapshot is installed next');
-  t.same(next.committed, [], 'nothing below the snapshot is applied again');
-  follower.advance(next);
-  t.equal(follower.status().applied, 10);
-});
+t.test(
+  'regression (sim seed 60): a snapshot stepped while a Ready is outstanding does not break advance()',
+  async (t) => {
+    const { RaftCore } = await import('../src/core.js');
+    const follower = new RaftCore(
+      { id: 'b' },
+      {
+        hardState: { term: 0, vote: null, commit: 0 },
+        snapshot: null,
+        entries: [],
+        initialConfig: { voters: ['a', 'b', 'c'], learners: [] },
+      },
+    );
+    const entries = [1, 2, 3].map((index) => ({ index, term: 1, time: 0, kind: 'noop' as const }));
+    follower.step({ type: 'append', from: 'a', to: 'b', term: 1, prevIndex: 0, prevTerm: 0, entries, commit: 3 });
+    const outstanding = follower.ready();
+    t.equal(outstanding.committed.length, 3, 'the batch carries committed entries');
+    const meta = { index: 10, term: 1, time: 0, config: { voters: ['a', 'b', 'c'], learners: [] } };
+    follower.step({ type: 'snapshot', from: 'a', to: 'b', term: 1, snapshot: { meta, data: new Uint8Array([1]) } });
+    t.doesNotThrow(() => follower.advance(outstanding));
+    const next = follower.ready();
+    t.equal(next.snapshot?.meta.index, 10, 'the snapshot is installed next');
+    t.same(next.committed, [], 'nothing below the snapshot is applied again');
+    follower.advance(next);
+    t.equal(follower.status().applied, 10);
+  },
+);
 
 t.test('regression (sim seeds 1, 3, 6, 12, 19): a full in-flight window whose appends were lost drains', async (t) => {
   const c = new Lockstep(ids, { maxInflightMessages: 1 });
@@ -258,10 +277,16 @@ t.test('quiescence: a quiesced leader serves no lease read, before or right afte
   c.isolate(leader);
   c.get(leader).core.readIndex('after-quiet');
   c.settle();
-  t.notOk(c.get(leader).reads.some((r) => r.context === 'after-quiet'), 'no read answered without a fresh quorum round');
+  t.notOk(
+    c.get(leader).reads.some((r) => r.context === 'after-quiet'),
+    'no read answered without a fresh quorum round',
+  );
   c.heal();
   c.tick(2);
-  t.ok(c.get(leader).reads.some((r) => r.context === 'after-quiet' && r.index > 0), 'answered once a quorum acknowledged a new round');
+  t.ok(
+    c.get(leader).reads.some((r) => r.context === 'after-quiet' && r.index > 0),
+    'answered once a quorum acknowledged a new round',
+  );
 });
 
 t.test('quiescence: a quiesced follower whose leader is gone campaigns once woken by its driver', async (t) => {
@@ -273,5 +298,8 @@ t.test('quiescence: a quiesced follower whose leader is gone campaigns once woke
   t.same(c.leaders(), [leader], 'left alone, the quiesced followers never notice');
   for (const id of ids.filter((x) => x !== leader)) c.get(id).core.wake(100);
   c.tick(40);
-  t.ok(c.leaders().some((id) => id !== leader), 'woken with the silence, the others elect a new leader');
+  t.ok(
+    c.leaders().some((id) => id !== leader),
+    'woken with the silence, the others elect a new leader',
+  );
 });

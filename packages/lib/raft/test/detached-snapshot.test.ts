@@ -63,45 +63,86 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
   }
 }
 
-t.test('the group commits and applies while every member encodes its snapshot; the saved one is the state at its index', async (t) => {
-  const net = new LocalNetwork();
-  const machines = new Map<NodeId, GatedKeys>();
-  const storages = new Map<NodeId, LevelStorage>();
-  const nodes = new Map<NodeId, RaftNode<Cmd, number>>();
-  for (const id of ids) {
-    machines.set(id, new GatedKeys());
-    storages.set(id, new LevelStorage(join(dir, id)));
-    nodes.set(id, await RaftNode.start({ id, storage: storages.get(id)!, transport: net.transport(id), stateMachine: machines.get(id)!, bootstrap, tickMs: 10, snapshotEvery: 20, requestTimeoutMs: 5_000 }));
-  }
-  t.teardown(async () => {
-    for (const n of nodes.values()) await n.stop();
-  });
-  const leader = await leaderOf(nodes);
-  for (let i = 1; i <= 25; i++) await leader.propose({ key: `k${i}` });
-  await until('every member to start a snapshot', () => [...machines.values()].every((m) => m.detachedCalls === 1));
-  // Every member's snapshot is held at the gate: the group still commits, and every member applies.
-  for (let i = 26; i <= 60; i++) await leader.propose({ key: `k${i}` });
-  await until('every member to apply k60', () => [...machines.values()].every((m) => m.keys.length === 60));
-  t.ok([...machines.values()].every((m) => m.detachedCalls === 1), 'one snapshot at a time: 40 more entries started no second one');
-  for (const id of ids) t.equal(await storages.get(id)!.latestSnapshot(), null, `${id}: nothing saved while encoding`);
+t.test(
+  'the group commits and applies while every member encodes its snapshot; the saved one is the state at its index',
+  async (t) => {
+    const net = new LocalNetwork();
+    const machines = new Map<NodeId, GatedKeys>();
+    const storages = new Map<NodeId, LevelStorage>();
+    const nodes = new Map<NodeId, RaftNode<Cmd, number>>();
+    for (const id of ids) {
+      machines.set(id, new GatedKeys());
+      storages.set(id, new LevelStorage(join(dir, id)));
+      nodes.set(
+        id,
+        await RaftNode.start({
+          id,
+          storage: storages.get(id)!,
+          transport: net.transport(id),
+          stateMachine: machines.get(id)!,
+          bootstrap,
+          tickMs: 10,
+          snapshotEvery: 20,
+          requestTimeoutMs: 5_000,
+        }),
+      );
+    }
+    t.teardown(async () => {
+      for (const n of nodes.values()) await n.stop();
+    });
+    const leader = await leaderOf(nodes);
+    for (let i = 1; i <= 25; i++) await leader.propose({ key: `k${i}` });
+    await until('every member to start a snapshot', () => [...machines.values()].every((m) => m.detachedCalls === 1));
+    // Every member's snapshot is held at the gate: the group still commits, and every member applies.
+    for (let i = 26; i <= 60; i++) await leader.propose({ key: `k${i}` });
+    await until('every member to apply k60', () => [...machines.values()].every((m) => m.keys.length === 60));
+    t.ok(
+      [...machines.values()].every((m) => m.detachedCalls === 1),
+      'one snapshot at a time: 40 more entries started no second one',
+    );
+    for (const id of ids)
+      t.equal(await storages.get(id)!.latestSnapshot(), null, `${id}: nothing saved while encoding`);
 
-  // The first snapshot goes through; the one that follows at once (60 applied, 20 more than the first's
-  // index) waits at its own gate, so the first is the one saved.
-  for (const m of machines.values()) m.release();
-  await until('every member to save its snapshot', async () => (await Promise.all(ids.map((id) => storages.get(id)!.latestSnapshot()))).every((s) => s !== null));
-  const index = (await storages.get('n3')!.latestSnapshot())!.meta.index;
-  await nodes.get('n3')!.stop();
+    // The first snapshot goes through; the one that follows at once (60 applied, 20 more than the first's
+    // index) waits at its own gate, so the first is the one saved.
+    for (const m of machines.values()) m.release();
+    await until('every member to save its snapshot', async () =>
+      (await Promise.all(ids.map((id) => storages.get(id)!.latestSnapshot()))).every((s) => s !== null),
+    );
+    const index = (await storages.get('n3')!.latestSnapshot())!.meta.index;
+    await nodes.get('n3')!.stop();
 
-  // Restarted from its storage: the snapshot gives the state as of its index, the log after it the rest.
-  const again = new GatedKeys(false);
-  const restarted = await RaftNode.start({ id: 'n3', storage: new LevelStorage(join(dir, 'n3')), transport: net.transport('n3'), stateMachine: again, bootstrap, tickMs: 10, snapshotEvery: 20, requestTimeoutMs: 5_000 });
-  nodes.set('n3', restarted);
-  const restored = again.restored;
-  t.ok(restored !== null, 'restarted from the snapshot');
-  const n = restored!.length;
-  t.ok(n >= 18 && n <= 25, `the snapshot holds the ${n} keys applied by its index ${index}, none proposed while it was held`);
-  t.ok(index - n <= 3, `index ${index}: the keys and the group's few non-command entries`);
-  t.same(restored, Array.from({ length: n }, (_, i) => `k${i + 1}`), 'a prefix of the commands, in order');
-  await until('the restarted member to catch up', () => again.keys.length === 60);
-  t.same(again.keys, Array.from({ length: 60 }, (_, i) => `k${i + 1}`), 'snapshot plus the log after it: every command once, in order');
-});
+    // Restarted from its storage: the snapshot gives the state as of its index, the log after it the rest.
+    const again = new GatedKeys(false);
+    const restarted = await RaftNode.start({
+      id: 'n3',
+      storage: new LevelStorage(join(dir, 'n3')),
+      transport: net.transport('n3'),
+      stateMachine: again,
+      bootstrap,
+      tickMs: 10,
+      snapshotEvery: 20,
+      requestTimeoutMs: 5_000,
+    });
+    nodes.set('n3', restarted);
+    const restored = again.restored;
+    t.ok(restored !== null, 'restarted from the snapshot');
+    const n = restored!.length;
+    t.ok(
+      n >= 18 && n <= 25,
+      `the snapshot holds the ${n} keys applied by its index ${index}, none proposed while it was held`,
+    );
+    t.ok(index - n <= 3, `index ${index}: the keys and the group's few non-command entries`);
+    t.same(
+      restored,
+      Array.from({ length: n }, (_, i) => `k${i + 1}`),
+      'a prefix of the commands, in order',
+    );
+    await until('the restarted member to catch up', () => again.keys.length === 60);
+    t.same(
+      again.keys,
+      Array.from({ length: 60 }, (_, i) => `k${i + 1}`),
+      'snapshot plus the log after it: every command once, in order',
+    );
+  },
+);

@@ -12,7 +12,13 @@ import t, { type Test } from 'tap';
 import type { RaftNode } from '../src/node.js';
 import type { AppendOptions, Entry, HardState } from '../src/types.js';
 import { leaderOf } from './helpers/leader.js';
-import { RECORDED_IDS, RecordingStorage, startRecorded, type Cmd, type Register } from './helpers/recording-storage.js';
+import {
+  RECORDED_IDS,
+  type RecordingStorage,
+  startRecorded,
+  type Cmd,
+  type Register,
+} from './helpers/recording-storage.js';
 
 const SLOW_MS = 1_500;
 
@@ -31,7 +37,10 @@ function slowAppends(storage: RecordingStorage): { delayMs: number; slowWrites: 
 }
 
 /** Slow the follower's disk and start a write there (a write through the leader), so that it is busy writing. */
-async function busyWriting(leader: RaftNode<Cmd, number>, knob: { delayMs: number; slowWrites: number }): Promise<void> {
+async function busyWriting(
+  leader: RaftNode<Cmd, number>,
+  knob: { delayMs: number; slowWrites: number },
+): Promise<void> {
   knob.delayMs = SLOW_MS;
   void leader.propose({ key: 'x', value: 1 });
   const deadline = Date.now() + 5_000;

@@ -20,7 +20,11 @@ t.test('any chunking of a stream of frames decodes to the same payloads', async 
         out.push(...decoder.drain());
         at += size;
       }
-      return out.length === payloads.length && out.every((frame, i) => Buffer.from(payloads[i]!).equals(frame)) && decoder.bufferedBytes === 0;
+      return (
+        out.length === payloads.length &&
+        out.every((frame, i) => Buffer.from(payloads[i]!).equals(frame)) &&
+        decoder.bufferedBytes === 0
+      );
     },
   );
   t.same(fc.check(property, { numRuns: 500, seed: 7 }).counterexample, null, 'property holds');
@@ -33,7 +37,11 @@ t.test('an oversized frame is refused from its length alone; a raised limit appl
   head.writeUInt32BE(60_000_000);
   decoder.push(head);
   t.equal(decoder.next()?.length, 100, 'the small frame first');
-  t.throws(() => decoder.next(), FrameTooLargeError, 'then the 60 MB announcement is refused with nothing of it buffered');
+  t.throws(
+    () => decoder.next(),
+    FrameTooLargeError,
+    'then the 60 MB announcement is refused with nothing of it buffered',
+  );
   const raised = new FrameReader(4096);
   raised.push(Buffer.concat([lengthPrefixed(Buffer.from('hello')), lengthPrefixed(Buffer.alloc(10_000, 2))]));
   t.equal(raised.next()?.toString(), 'hello');

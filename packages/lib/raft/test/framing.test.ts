@@ -3,7 +3,13 @@ import fc from 'fast-check';
 import t from 'tap';
 import { MAX_CACHED_ENTRY_BYTES, encodeEntries, entryBytes } from '../src/codec/entry-bytes.js';
 import { encodeValue } from '../src/codec/msgpack.js';
-import { FRAME_HEADER_BYTES, FrameDecoder, FrameError, encodeFrame, encodeMessageFrame } from '../src/transport/framing.js';
+import {
+  FRAME_HEADER_BYTES,
+  FrameDecoder,
+  FrameError,
+  encodeFrame,
+  encodeMessageFrame,
+} from '../src/transport/framing.js';
 import { parseWireFrame } from '../src/transport/wire.js';
 import type { Entry, Message } from '../src/types.js';
 
@@ -131,7 +137,14 @@ t.test('binary values decode to bytes with the same content', async (t) => {
 function entryOf(index: number, dataBytes: number): Entry {
   if (index % 4 === 0) return { index, term: 2, time: 1000 + index, kind: 'noop' };
   if (index % 9 === 0) {
-    return { index, term: 2, time: index, kind: 'config', change: { type: 'addVoter', node: 'n4', address: 'h:1' }, config: { voters: ['n1', 'n4'], learners: [] } };
+    return {
+      index,
+      term: 2,
+      time: index,
+      kind: 'config',
+      change: { type: 'addVoter', node: 'n4', address: 'h:1' },
+      config: { voters: ['n1', 'n4'], learners: [] },
+    };
   }
   return { index, term: 2, time: 1000.5 + index, kind: 'command', data: new Uint8Array(dataBytes).fill(index % 256) };
 }
@@ -144,20 +157,40 @@ function receive(frame: Buffer): unknown {
   return parseWireFrame(frames[0]);
 }
 
-t.test('an append frame built from cached entry bytes decodes to the message the ordinary encoding gives', async (t) => {
-  // 0, 1, 15, 16 and 65,536 entries cross each MessagePack array header size.
-  for (const count of [0, 1, 3, 15, 16, 200, 65_536]) {
-    const entries = Array.from({ length: count }, (_, i) => entryOf(101 + i, count > 1000 ? 1 : 300));
-    const message: Message = { type: 'append', from: 'n1', to: 'n2', term: 2, prevIndex: 100, prevTerm: 1, entries, commit: 99 };
-    for (const group of [undefined, 'g7']) {
-      const ordinary = receive(encodeFrame(group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group }, 64 * 1024 * 1024));
-      const cached = receive(encodeMessageFrame(message, group, 64 * 1024 * 1024));
-      t.ok(sameEncoding(cached, ordinary), `${count} entries, group ${String(group)}`);
-      // Twice: the second time every entry's bytes come from the cache.
-      t.ok(sameEncoding(receive(encodeMessageFrame(message, group, 64 * 1024 * 1024)), ordinary), `${count} entries again`);
+t.test(
+  'an append frame built from cached entry bytes decodes to the message the ordinary encoding gives',
+  async (t) => {
+    // 0, 1, 15, 16 and 65,536 entries cross each MessagePack array header size.
+    for (const count of [0, 1, 3, 15, 16, 200, 65_536]) {
+      const entries = Array.from({ length: count }, (_, i) => entryOf(101 + i, count > 1000 ? 1 : 300));
+      const message: Message = {
+        type: 'append',
+        from: 'n1',
+        to: 'n2',
+        term: 2,
+        prevIndex: 100,
+        prevTerm: 1,
+        entries,
+        commit: 99,
+      };
+      for (const group of [undefined, 'g7']) {
+        const ordinary = receive(
+          encodeFrame(
+            group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group },
+            64 * 1024 * 1024,
+          ),
+        );
+        const cached = receive(encodeMessageFrame(message, group, 64 * 1024 * 1024));
+        t.ok(sameEncoding(cached, ordinary), `${count} entries, group ${String(group)}`);
+        // Twice: the second time every entry's bytes come from the cache.
+        t.ok(
+          sameEncoding(receive(encodeMessageFrame(message, group, 64 * 1024 * 1024)), ordinary),
+          `${count} entries again`,
+        );
+      }
     }
-  }
-});
+  },
+);
 
 t.test('other messages go through encodeMessageFrame unchanged', async (t) => {
   const message: Message = { type: 'heartbeat', from: 'n1', to: 'n2', term: 3, commit: 7, round: 2 };
@@ -167,7 +200,16 @@ t.test('other messages go through encodeMessageFrame unchanged', async (t) => {
 
 t.test('encodeMessageFrame refuses an append frame over the limit', async (t) => {
   const entries = [entryOf(1, 5000), entryOf(2, 5000)];
-  const message: Message = { type: 'append', from: 'n1', to: 'n2', term: 2, prevIndex: 0, prevTerm: 0, entries, commit: 0 };
+  const message: Message = {
+    type: 'append',
+    from: 'n1',
+    to: 'n2',
+    term: 2,
+    prevIndex: 0,
+    prevTerm: 0,
+    entries,
+    commit: 0,
+  };
   const size = encodeMessageFrame(message, undefined).byteLength - FRAME_HEADER_BYTES;
   t.equal(encodeMessageFrame(message, undefined, size).byteLength, size + FRAME_HEADER_BYTES, 'exactly at the limit');
   t.throws(() => encodeMessageFrame(message, undefined, size - 1), FrameError);

@@ -18,14 +18,26 @@ t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
 t.test("the address hosts names for this host wins over the listener's", async (t) => {
   const [listen, advertised] = await freePorts(2);
-  const host = await GroupHost.open({ id: 'h1', listen: { host: '127.0.0.1', port: listen! }, secret: randomBytes(32), dataDir: join(dir, 'a'), hosts: { h1: `127.0.0.2:${advertised}`, h2: '127.0.0.1:1' } });
+  const host = await GroupHost.open({
+    id: 'h1',
+    listen: { host: '127.0.0.1', port: listen! },
+    secret: randomBytes(32),
+    dataDir: join(dir, 'a'),
+    hosts: { h1: `127.0.0.2:${advertised}`, h2: '127.0.0.1:1' },
+  });
   t.teardown(() => host.close());
   t.equal(host.hostAddress('h1'), `127.0.0.2:${advertised}`);
   t.equal(host.address().port, listen, 'it still listens where it was told');
 });
 
 t.test('without an entry, the bound listener', async (t) => {
-  const host = await GroupHost.open({ id: 'h1', listen: { host: '127.0.0.1', port: 0 }, secret: randomBytes(32), dataDir: join(dir, 'b'), hosts: { h2: '127.0.0.1:1' } });
+  const host = await GroupHost.open({
+    id: 'h1',
+    listen: { host: '127.0.0.1', port: 0 },
+    secret: randomBytes(32),
+    dataDir: join(dir, 'b'),
+    hosts: { h2: '127.0.0.1:1' },
+  });
   t.teardown(() => host.close());
   t.equal(host.hostAddress('h1'), `127.0.0.1:${host.address().port}`);
   t.not(host.address().port, 0);

@@ -91,40 +91,47 @@ async function leaderAmong(candidates: Member[]): Promise<Member> {
   throw new Error('no leader among the candidates');
 }
 
-t.test('three processes replicate a ledger, survive a killed leader, and the restarted member reads it back', async (t) => {
-  for (const m of members) m.start();
-  await Promise.all(members.map((m) => m.ready));
-  const leader = await leaderAmong(members);
-  const follower = members.find((m) => m !== leader)!;
+t.test(
+  'three processes replicate a ledger, survive a killed leader, and the restarted member reads it back',
+  async (t) => {
+    for (const m of members) m.start();
+    await Promise.all(members.map((m) => m.ready));
+    const leader = await leaderAmong(members);
+    const follower = members.find((m) => m !== leader)!;
 
-  const deposit = await follower.ask({ deposit: { account: 'alice', amount: 100 } });
-  t.equal(deposit.result, 100, `a deposit through follower ${follower.id} (forwarded to the leader) applies`);
-  const transfer = await leader.ask({ transfer: { from: 'alice', to: 'bob', amount: 30 } });
-  t.equal(transfer.result, 70, 'a transfer applies');
-  const overdraft = await follower.ask({ transfer: { from: 'bob', to: 'alice', amount: 31 } });
-  t.equal(overdraft.ok, false, 'an overdraft is refused');
-  t.equal(overdraft.refused, true, 'as an ApplyError from the state machine');
-  t.match(overdraft.error, /insufficient funds: bob has 30/);
+    const deposit = await follower.ask({ deposit: { account: 'alice', amount: 100 } });
+    t.equal(deposit.result, 100, `a deposit through follower ${follower.id} (forwarded to the leader) applies`);
+    const transfer = await leader.ask({ transfer: { from: 'alice', to: 'bob', amount: 30 } });
+    t.equal(transfer.result, 70, 'a transfer applies');
+    const overdraft = await follower.ask({ transfer: { from: 'bob', to: 'alice', amount: 31 } });
+    t.equal(overdraft.ok, false, 'an overdraft is refused');
+    t.equal(overdraft.refused, true, 'as an ApplyError from the state machine');
+    t.match(overdraft.error, /insufficient funds: bob has 30/);
 
-  await leader.kill('SIGKILL');
-  const survivors = members.filter((m) => m !== leader);
-  const next = await leaderAmong(survivors);
-  t.not(next.id, leader.id, `the survivors elected ${next.id}`);
-  const after = await survivors.find((m) => m !== next)!.ask({ deposit: { account: 'carol', amount: 5 } });
-  t.equal(after.result, 5, 'the group takes writes without the killed member');
+    await leader.kill('SIGKILL');
+    const survivors = members.filter((m) => m !== leader);
+    const next = await leaderAmong(survivors);
+    t.not(next.id, leader.id, `the survivors elected ${next.id}`);
+    const after = await survivors.find((m) => m !== next)!.ask({ deposit: { account: 'carol', amount: 5 } });
+    t.equal(after.result, 5, 'the group takes writes without the killed member');
 
-  leader.start();
-  await leader.ready;
-  let balances: unknown = null;
-  const deadline = Date.now() + 30_000;
-  while (Date.now() < deadline) {
-    const read = await leader.ask({ balances: true }, 5_000);
-    if (read.ok) {
-      balances = read.result;
-      break;
+    leader.start();
+    await leader.ready;
+    let balances: unknown = null;
+    const deadline = Date.now() + 30_000;
+    while (Date.now() < deadline) {
+      const read = await leader.ask({ balances: true }, 5_000);
+      if (read.ok) {
+        balances = read.result;
+        break;
+      }
+      await new Promise((r) => setTimeout(r, 200));
     }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  t.same(balances, { alice: 70, bob: 30, carol: 5 }, 'the restarted member reads back every balance, the write it missed included');
-  await Promise.all(members.map((m) => m.kill('SIGTERM')));
-});
+    t.same(
+      balances,
+      { alice: 70, bob: 30, carol: 5 },
+      'the restarted member reads back every balance, the write it missed included',
+    );
+    await Promise.all(members.map((m) => m.kill('SIGTERM')));
+  },
+);

@@ -26,7 +26,13 @@ class Last implements StateMachine<string, number> {
 
 t.test('an encoded request holds exactly its bytes', async (t) => {
   for (const size of [10, 1_000, 100_000, 1 << 20]) {
-    const bytes = encodeRequest({ t: 'command', client: 'c', seq: 1, ack: 0, command: { op: 'put', key: 'k', value: 'x'.repeat(size) } });
+    const bytes = encodeRequest({
+      t: 'command',
+      client: 'c',
+      seq: 1,
+      ack: 0,
+      command: { op: 'put', key: 'k', value: 'x'.repeat(size) },
+    });
     t.equal(bytes.buffer.byteLength, bytes.byteLength, `a ${size}-character value: no larger buffer behind the view`);
   }
 });
@@ -37,7 +43,16 @@ t.test('a snapshot is taken after snapshotLogBytes of commands, whatever snapsho
   const bootstrap = Object.fromEntries(ids.map((id) => [id, `local:${id}`]));
   const nodes = await Promise.all(
     ids.map((id) =>
-      RaftNode.start({ id, bootstrap, storage: new MemoryStorage(), transport: net.transport(id), stateMachine: new Last(), tickMs: 10, snapshotEvery: 1_000_000, snapshotLogBytes: 256 * 1024 }),
+      RaftNode.start({
+        id,
+        bootstrap,
+        storage: new MemoryStorage(),
+        transport: net.transport(id),
+        stateMachine: new Last(),
+        tickMs: 10,
+        snapshotEvery: 1_000_000,
+        snapshotLogBytes: 256 * 1024,
+      }),
     ),
   );
   t.teardown(() => Promise.all(nodes.map((n) => n.stop())));
@@ -49,7 +64,10 @@ t.test('a snapshot is taken after snapshotLogBytes of commands, whatever snapsho
   for (const node of nodes) {
     const status = node.status();
     t.ok(status.snapshotIndex > 0, `${node.id} took a snapshot (at ${status.snapshotIndex}) after ~1.3 MB of commands`);
-    t.ok(status.lastIndex - status.snapshotIndex < 20, `${node.id} keeps fewer than 20 entries in memory (${status.lastIndex - status.snapshotIndex})`);
+    t.ok(
+      status.lastIndex - status.snapshotIndex < 20,
+      `${node.id} keeps fewer than 20 entries in memory (${status.lastIndex - status.snapshotIndex})`,
+    );
   }
   t.equal(await leader.read((m) => m.value.slice(0, 2)), '39', 'the state is intact');
 });

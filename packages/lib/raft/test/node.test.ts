@@ -37,7 +37,16 @@ async function startCluster(net: LocalNetwork, storages: Map<NodeId, MemoryStora
     if (!storages.has(id)) storages.set(id, new MemoryStorage());
     nodes.set(
       id,
-      await RaftNode.start({ id, storage: storages.get(id)!, transport: net.transport(id), stateMachine: machine, bootstrap, tickMs: 10, snapshotEvery, requestTimeoutMs: 5_000 }),
+      await RaftNode.start({
+        id,
+        storage: storages.get(id)!,
+        transport: net.transport(id),
+        stateMachine: machine,
+        bootstrap,
+        tickMs: 10,
+        snapshotEvery,
+        requestTimeoutMs: 5_000,
+      }),
     );
   }
   return { nodes, machines };
@@ -98,7 +107,14 @@ t.test('a stopped leader is replaced and a restarted member catches up from stor
   t.not(next.id, leader.id);
   t.equal(await next.propose({ op: 'add', key: 'z', by: 1 }), 51, 'no acknowledged write was lost');
   const machine = new Counters();
-  const revived = await RaftNode.start({ id: leader.id, storage: storages.get(leader.id)!, transport: net.transport(leader.id), stateMachine: machine, bootstrap, tickMs: 10 });
+  const revived = await RaftNode.start({
+    id: leader.id,
+    storage: storages.get(leader.id)!,
+    transport: net.transport(leader.id),
+    stateMachine: machine,
+    bootstrap,
+    tickMs: 10,
+  });
   nodes.set(leader.id, revived);
   t.equal(await revived.read(() => machine.values.get('z')), 51, 'the restarted member caught up');
   t.ok(revived.status().snapshotIndex > 0, 'it restarted from a snapshot');
@@ -113,7 +129,14 @@ t.test('membership: add a voter through a learner, transfer leadership to it, re
   const leader = await leaderOf(nodes);
   await leader.propose({ op: 'add', key: 'm', by: 1 });
   const machine = new Counters();
-  const n4 = await RaftNode.start({ id: 'n4', storage: new MemoryStorage(), transport: net.transport('n4'), stateMachine: machine, tickMs: 10, peers: bootstrap });
+  const n4 = await RaftNode.start({
+    id: 'n4',
+    storage: new MemoryStorage(),
+    transport: net.transport('n4'),
+    stateMachine: machine,
+    tickMs: 10,
+    peers: bootstrap,
+  });
   nodes.set('n4', n4);
   await leader.addVoter('n4', 'local:n4');
   t.ok(leader.status().config.voters.includes('n4'));
@@ -133,18 +156,42 @@ t.test('admin calls on a follower are forwarded to the leader; a non-member cann
   const leader = await leaderOf(nodes);
   const [follower, other] = [...nodes.values()].filter((n) => n !== leader);
   const seen: string[][] = [];
-  const n4 = await RaftNode.start({ id: 'n4', storage: new MemoryStorage(), transport: net.transport('n4'), stateMachine: new Counters(), tickMs: 10, peers: bootstrap });
+  const n4 = await RaftNode.start({
+    id: 'n4',
+    storage: new MemoryStorage(),
+    transport: net.transport('n4'),
+    stateMachine: new Counters(),
+    tickMs: 10,
+    peers: bootstrap,
+  });
   nodes.set('n4', n4);
-  const observed = await RaftNode.start({ id: 'n5', storage: new MemoryStorage(), transport: net.transport('n5'), stateMachine: new Counters(), tickMs: 10, peers: bootstrap, observer: { membershipChanged: (c) => seen.push([...c.voters].sort()) } });
+  const observed = await RaftNode.start({
+    id: 'n5',
+    storage: new MemoryStorage(),
+    transport: net.transport('n5'),
+    stateMachine: new Counters(),
+    tickMs: 10,
+    peers: bootstrap,
+    observer: { membershipChanged: (c) => seen.push([...c.voters].sort()) },
+  });
   nodes.set('n5', observed);
   await follower!.addVoter('n5', 'local:n5');
-  t.ok(seen.some((v) => v.includes('n5')), `the observer of n5 saw itself become a voter (${JSON.stringify(seen)})`);
+  t.ok(
+    seen.some((v) => v.includes('n5')),
+    `the observer of n5 saw itself become a voter (${JSON.stringify(seen)})`,
+  );
   await follower!.addVoter('n4', 'local:n4');
   t.ok(follower!.status().config.voters.includes('n4'), 'addVoter on a follower: n4 is a voter');
   t.ok(leader.status().config.voters.includes('n4'), 'and the leader agrees');
 
   // A forged forward from outside the group is ignored, even one naming a real member as its target.
-  net.deliver({ type: 'admin', from: 'intruder', to: leader.id, term: 0, request: { op: 'change', change: { type: 'remove', node: other!.id } } });
+  net.deliver({
+    type: 'admin',
+    from: 'intruder',
+    to: leader.id,
+    term: 0,
+    request: { op: 'change', change: { type: 'remove', node: other!.id } },
+  });
   net.deliver({ type: 'admin', from: 'intruder', to: leader.id, term: 0, request: { op: 'transfer', to: other!.id } });
   await leader.propose({ op: 'add', key: 'x', by: 1 });
   await new Promise((r) => setTimeout(r, 300));
@@ -161,11 +208,23 @@ t.test('admin calls on a follower are forwarded to the leader; a non-member cann
 t.test('a command over maxCommandBytes is refused before it reaches the log', async (t) => {
   const net = new LocalNetwork();
   const machine = new Counters();
-  const node = await RaftNode.start({ id: 'solo', storage: new MemoryStorage(), transport: net.transport('solo'), stateMachine: machine, bootstrap: { solo: 'local:solo' }, tickMs: 10, maxCommandBytes: 1024 });
+  const node = await RaftNode.start({
+    id: 'solo',
+    storage: new MemoryStorage(),
+    transport: net.transport('solo'),
+    stateMachine: machine,
+    bootstrap: { solo: 'local:solo' },
+    tickMs: 10,
+    maxCommandBytes: 1024,
+  });
   t.teardown(() => node.stop());
   await t.rejects(node.propose({ op: 'add', key: 'k'.repeat(4096), by: 1 }), { name: 'CommandTooLargeError' });
   t.equal(await node.propose({ op: 'add', key: 'small', by: 1 }), 1, 'normal commands still go through');
-  t.equal(node.status().lastIndex, 3, 'only the leader no-op, the session registration and the small command are in the log');
+  t.equal(
+    node.status().lastIndex,
+    3,
+    'only the leader no-op, the session registration and the small command are in the log',
+  );
 });
 
 t.test('removing the current leader: it leads until the change commits, then a new leader takes over', async (t) => {
@@ -184,28 +243,42 @@ t.test('removing the current leader: it leads until the change commits, then a n
   t.equal(await next.propose({ op: 'add', key: 'r', by: 1 }), 2, 'the remaining members go on');
 });
 
-t.test('a command that is not plain data is refused at propose, naming where, instead of arriving changed', async (t) => {
-  const { plainDataProblem } = await import('../src/plain-data.js');
-  t.equal(plainDataProblem({ a: [1, 'x', null, true, new Uint8Array(2), Buffer.from('b')], b: { c: undefined } }), null, 'plain data passes');
-  t.match(plainDataProblem({ items: new Map([['k', 1]]) }), /command\.items is a Map/);
-  t.match(plainDataProblem([1, new Set([2])]), /command\[1\] is a Set/);
-  t.match(plainDataProblem({ when: new Date(0) }), /command\.when is a Date/);
-  t.match(plainDataProblem({ n: 10n }), /command\.n is a bigint/);
-  t.match(plainDataProblem({ f: new Float64Array(1) }), /Float64Array/);
-  const cyclic: Record<string, unknown> = {};
-  cyclic.self = cyclic;
-  t.match(plainDataProblem(cyclic), /nested over 512 levels/);
+t.test(
+  'a command that is not plain data is refused at propose, naming where, instead of arriving changed',
+  async (t) => {
+    const { plainDataProblem } = await import('../src/plain-data.js');
+    t.equal(
+      plainDataProblem({ a: [1, 'x', null, true, new Uint8Array(2), Buffer.from('b')], b: { c: undefined } }),
+      null,
+      'plain data passes',
+    );
+    t.match(plainDataProblem({ items: new Map([['k', 1]]) }), /command\.items is a Map/);
+    t.match(plainDataProblem([1, new Set([2])]), /command\[1\] is a Set/);
+    t.match(plainDataProblem({ when: new Date(0) }), /command\.when is a Date/);
+    t.match(plainDataProblem({ n: 10n }), /command\.n is a bigint/);
+    t.match(plainDataProblem({ f: new Float64Array(1) }), /Float64Array/);
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    t.match(plainDataProblem(cyclic), /nested over 512 levels/);
 
-  const network = new LocalNetwork();
-  const node = await RaftNode.start<unknown, unknown>({
-    id: 'solo',
-    bootstrap: { solo: 'solo' },
-    tickMs: 10,
-    stateMachine: { apply: (c: unknown) => c, snapshot: () => new Uint8Array(), restore: () => {} },
-    storage: new MemoryStorage(),
-    transport: network.transport('solo'),
-  });
-  t.teardown(() => node.stop());
-  await t.rejects(node.propose({ tags: new Map([['a', 1]]) }), { name: 'TypeError', message: /command\.tags is a Map/ });
-  t.same(await node.propose({ tags: { a: 1 } }), { tags: { a: 1 } }, 'the same as a plain object is accepted, and the member goes on');
-});
+    const network = new LocalNetwork();
+    const node = await RaftNode.start<unknown, unknown>({
+      id: 'solo',
+      bootstrap: { solo: 'solo' },
+      tickMs: 10,
+      stateMachine: { apply: (c: unknown) => c, snapshot: () => new Uint8Array(), restore: () => {} },
+      storage: new MemoryStorage(),
+      transport: network.transport('solo'),
+    });
+    t.teardown(() => node.stop());
+    await t.rejects(node.propose({ tags: new Map([['a', 1]]) }), {
+      name: 'TypeError',
+      message: /command\.tags is a Map/,
+    });
+    t.same(
+      await node.propose({ tags: { a: 1 } }),
+      { tags: { a: 1 } },
+      'the same as a plain object is accepted, and the member goes on',
+    );
+  },
+);

@@ -58,24 +58,28 @@ if (c.isLeader) {
 t.test('the first propose after a quiet spell longer than the session timeout applies, once', async (t) => {
   for (const node of nodes) t.equal(typeof (await node.propose(`${node.id}-1`)), 'number', `${node.id}: first write`);
   await sleep(SESSION_TIMEOUT_MS * 3);
-  for (const node of nodes) t.equal(typeof (await node.propose(`${node.id}-2`)), 'number', `${node.id}: write after quiet`);
+  for (const node of nodes)
+    t.equal(typeof (await node.propose(`${node.id}-2`)), 'number', `${node.id}: write after quiet`);
   const items = await nodes[0]!.read((m) => [...m.items]);
   t.same([...items].sort(), ['a-1', 'a-2', 'b-1', 'b-2', 'c-1', 'c-2'], 'each write applied exactly once');
 });
 
-t.test('a session the log has expired while the member thought it fresh: proposed once more, applied once', async (t) => {
-  await c.propose('c-3'); // c's session in use, on its own clock
-  stillClock = Date.now(); // from here c's clock stands still: it will not renew on its own
-  await sleep(SESSION_TIMEOUT_MS * 3);
-  // Another member's entry moves entry time past c's session's expiry, as traffic from others would.
-  await nodes.find((n) => n.isLeader)!.propose('leader-after-quiet');
-  const result = await c.propose('c-4');
-  t.equal(typeof result, 'number', 'c-4 applied after the refusal');
-  stillClock = null;
-  const items = await nodes[0]!.read((m) => [...m.items]);
-  t.equal(items.filter((i) => i === 'c-4').length, 1, 'c-4 applied exactly once');
-  t.equal(items.filter((i) => i === 'c-3').length, 1, 'c-3 applied exactly once');
-});
+t.test(
+  'a session the log has expired while the member thought it fresh: proposed once more, applied once',
+  async (t) => {
+    await c.propose('c-3'); // c's session in use, on its own clock
+    stillClock = Date.now(); // from here c's clock stands still: it will not renew on its own
+    await sleep(SESSION_TIMEOUT_MS * 3);
+    // Another member's entry moves entry time past c's session's expiry, as traffic from others would.
+    await nodes.find((n) => n.isLeader)!.propose('leader-after-quiet');
+    const result = await c.propose('c-4');
+    t.equal(typeof result, 'number', 'c-4 applied after the refusal');
+    stillClock = null;
+    const items = await nodes[0]!.read((m) => [...m.items]);
+    t.equal(items.filter((i) => i === 'c-4').length, 1, 'c-4 applied exactly once');
+    t.equal(items.filter((i) => i === 'c-3').length, 1, 'c-3 applied exactly once');
+  },
+);
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));

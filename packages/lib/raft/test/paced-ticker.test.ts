@@ -33,22 +33,28 @@ function record(ticker: PacedTicker, recorder: Recorder): () => void {
   );
 }
 
-t.test('while every subscriber is idle, one wake-up delivers several ticks, never more than periods passed', async (t) => {
-  const ticker = new PacedTicker({ periodMs: PERIOD_MS, idleTicks: IDLE_TICKS });
-  const recorder: Recorder = { ticks: 0, batches: [], idle: true };
-  const started = Date.now();
-  const stop = record(ticker, recorder);
-  await sleep(PERIOD_MS * 30);
-  stop();
-  const elapsed = Date.now() - started;
-  t.ok(recorder.ticks <= Math.floor(elapsed / PERIOD_MS) + 1, `${recorder.ticks} ticks in ${elapsed} ms`);
-  t.ok(recorder.ticks >= 10, `ticks keep coming while paced (${recorder.ticks})`);
-  t.ok(recorder.batches.length * 2 <= recorder.ticks, `${recorder.batches.length} wake-ups for ${recorder.ticks} ticks`);
-  t.ok(
-    recorder.batches.every((n) => n <= IDLE_TICKS),
-    `no wake-up delivers more than ${IDLE_TICKS} ticks: ${recorder.batches.join(',')}`,
-  );
-});
+t.test(
+  'while every subscriber is idle, one wake-up delivers several ticks, never more than periods passed',
+  async (t) => {
+    const ticker = new PacedTicker({ periodMs: PERIOD_MS, idleTicks: IDLE_TICKS });
+    const recorder: Recorder = { ticks: 0, batches: [], idle: true };
+    const started = Date.now();
+    const stop = record(ticker, recorder);
+    await sleep(PERIOD_MS * 30);
+    stop();
+    const elapsed = Date.now() - started;
+    t.ok(recorder.ticks <= Math.floor(elapsed / PERIOD_MS) + 1, `${recorder.ticks} ticks in ${elapsed} ms`);
+    t.ok(recorder.ticks >= 10, `ticks keep coming while paced (${recorder.ticks})`);
+    t.ok(
+      recorder.batches.length * 2 <= recorder.ticks,
+      `${recorder.batches.length} wake-ups for ${recorder.ticks} ticks`,
+    );
+    t.ok(
+      recorder.batches.every((n) => n <= IDLE_TICKS),
+      `no wake-up delivers more than ${IDLE_TICKS} ticks: ${recorder.batches.join(',')}`,
+    );
+  },
+);
 
 t.test('a subscriber that is not idle gets one tick per wake-up; busy() ends the pacing at once', async (t) => {
   const ticker = new PacedTicker({ periodMs: PERIOD_MS, idleTicks: IDLE_TICKS });

@@ -28,7 +28,8 @@ const run = (cwd: string, command: string, args: string[]): string =>
 // A fresh clone's copy of the package: what git tracks for the build, and no dist/.
 const clone = join(work, 'clone');
 mkdirSync(clone);
-for (const entry of ['package.json', 'README.md', 'tsconfig.pack.json', 'src', 'examples']) cpSync(join(packageDir, entry), join(clone, entry), { recursive: true });
+for (const entry of ['package.json', 'README.md', 'tsconfig.pack.json', 'src', 'examples'])
+  cpSync(join(packageDir, entry), join(clone, entry), { recursive: true });
 // The build needs TypeScript and @types/node, which a clone gets from `npm ci` at its root.
 symlinkSync(join(repoRoot, 'node_modules'), join(clone, 'node_modules'));
 
@@ -40,7 +41,9 @@ t.test('npm pack builds dist/ through prepack and packs only the build, the sour
   t.ok(files.includes('package/dist/src/index.js'), 'the built entry point');
   t.ok(files.includes('package/dist/src/index.d.ts'), 'its types');
   t.ok(files.includes('package/README.md'), 'the README');
-  const stray = files.filter((f) => /^package\/(test|sim|examples|node_modules)\/|tsconfig|tsbuildinfo|\/dist\/(test|sim|examples)\//.test(f));
+  const stray = files.filter((f) =>
+    /^package\/(test|sim|examples|node_modules)\/|tsconfig|tsbuildinfo|\/dist\/(test|sim|examples)\//.test(f),
+  );
   t.same(stray, [], 'no tests, simulator, examples, tsconfig or build info');
 });
 
@@ -48,8 +51,21 @@ t.test('installed into a project outside the repository, the README example type
   t.ok(tarball, 'a tarball was packed');
   const project = join(work, 'project');
   mkdirSync(project);
-  const typesNode = (JSON.parse(readFileSync(join(repoRoot, 'node_modules', '@types', 'node', 'package.json'), 'utf8')) as { version: string }).version;
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'embedder', private: true, type: 'module', dependencies: { '@raftkit/raft': `file:${tarball}` }, devDependencies: { '@types/node': typesNode } }));
+  const typesNode = (
+    JSON.parse(readFileSync(join(repoRoot, 'node_modules', '@types', 'node', 'package.json'), 'utf8')) as {
+      version: string;
+    }
+  ).version;
+  writeFileSync(
+    join(project, 'package.json'),
+    JSON.stringify({
+      name: 'embedder',
+      private: true,
+      type: 'module',
+      dependencies: { '@raftkit/raft': `file:${tarball}` },
+      devDependencies: { '@types/node': typesNode },
+    }),
+  );
   run(project, 'npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--silent']);
   cpSync(join(packageDir, 'examples', 'embed.ts'), join(project, 'embed.ts'));
   writeFileSync(
@@ -63,15 +79,37 @@ t.test('installed into a project outside the repository, the README example type
     ].join('\n'),
   );
   const base = { target: 'ES2022', strict: true, types: ['node'], skipLibCheck: false };
-  writeFileSync(join(project, 'tsconfig.json'), JSON.stringify({ compilerOptions: { ...base, module: 'NodeNext', moduleResolution: 'NodeNext', outDir: 'out' }, include: ['*.ts'] }));
-  writeFileSync(join(project, 'tsconfig.bundler.json'), JSON.stringify({ compilerOptions: { ...base, module: 'ESNext', moduleResolution: 'Bundler', noEmit: true }, include: ['*.ts'] }));
-  t.doesNotThrow(() => run(project, process.execPath, [tsc, '-p', 'tsconfig.bundler.json']), 'types resolve under bundler resolution');
+  writeFileSync(
+    join(project, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: { ...base, module: 'NodeNext', moduleResolution: 'NodeNext', outDir: 'out' },
+      include: ['*.ts'],
+    }),
+  );
+  writeFileSync(
+    join(project, 'tsconfig.bundler.json'),
+    JSON.stringify({
+      compilerOptions: { ...base, module: 'ESNext', moduleResolution: 'Bundler', noEmit: true },
+      include: ['*.ts'],
+    }),
+  );
+  t.doesNotThrow(
+    () => run(project, process.execPath, [tsc, '-p', 'tsconfig.bundler.json']),
+    'types resolve under bundler resolution',
+  );
   run(project, process.execPath, [tsc, '-p', 'tsconfig.json']);
   t.pass('types resolve and compile under NodeNext');
-  const result = JSON.parse(run(project, process.execPath, ['out/main.js']).trim()) as { size: number; items: string[] };
+  const result = JSON.parse(run(project, process.execPath, ['out/main.js']).trim()) as {
+    size: number;
+    items: string[];
+  };
   t.equal(result.size, 2, 'three members replicated both commands');
   t.same(result.items.sort(), ['apple', 'pear']);
-  const deep = run(project, process.execPath, ['--input-type=module', '-e', "import('@raftkit/raft/dist/src/core.js').then(() => console.log('exported'), (e) => console.log(e.code))"]).trim();
+  const deep = run(project, process.execPath, [
+    '--input-type=module',
+    '-e',
+    "import('@raftkit/raft/dist/src/core.js').then(() => console.log('exported'), (e) => console.log(e.code))",
+  ]).trim();
   t.equal(deep, 'ERR_PACKAGE_PATH_NOT_EXPORTED', 'internal modules are not importable');
   const coreTypes = readFileSync(join(project, 'node_modules', '@raftkit', 'raft', 'dist', 'src', 'core.d.ts'), 'utf8');
   t.notMatch(coreTypes, /mutations\?:|Mutations/, "the simulator's mutation switches are not in the published types");

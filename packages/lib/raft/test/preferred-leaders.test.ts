@@ -16,7 +16,8 @@ import { until as waitUntil } from './helpers/transport-member.js';
 t.setTimeout(240_000);
 
 /** Waits with this file's default patience (the shared loop, in helpers/transport-member.ts). */
-const until = (what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 90_000): Promise<void> => waitUntil(what, condition, timeoutMs);
+const until = (what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 90_000): Promise<void> =>
+  waitUntil(what, condition, timeoutMs);
 
 const dir = mkdtempSync(join(tmpdir(), 'preferred-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -50,7 +51,10 @@ const h1 = hosts.get('h1')!;
 await until('every host registered', () => h1.catalog().hosts().length === ids.length);
 
 const GROUPS = 12;
-const created = await h1.proposeMeta({ t: 'create', groups: Array.from({ length: GROUPS }, (_, i) => ({ name: `g${i}`, replicas: 3, data: {} })) });
+const created = await h1.proposeMeta({
+  t: 'create',
+  groups: Array.from({ length: GROUPS }, (_, i) => ({ name: `g${i}`, replicas: 3, data: {} })),
+});
 if (!created.ok) throw new Error(created.message);
 const preferred = new Map(created.groups.map((g) => [g.name, g.members[0]!]));
 
@@ -67,19 +71,27 @@ const onPreferred = (): boolean => [...leaders()].every(([name, leader]) => lead
 
 t.test('placement rotates the preferred leader over the hosts, and every group ends up led by it', async (t) => {
   const firsts = [...preferred.values()];
-  for (const id of ids) t.equal(firsts.filter((p) => p === id).length, GROUPS / ids.length, `${id} is preferred for ${GROUPS / ids.length} groups`);
+  for (const id of ids)
+    t.equal(
+      firsts.filter((p) => p === id).length,
+      GROUPS / ids.length,
+      `${id} is preferred for ${GROUPS / ids.length} groups`,
+    );
   await until('every group led by its preferred leader', onPreferred);
-  for (const name of preferred.keys()) t.ok(await hosts.get(preferred.get(name)!)!.group(name)!.propose(1), `${name} commits on its leader`);
+  for (const name of preferred.keys())
+    t.ok(await hosts.get(preferred.get(name)!)!.group(name)!.propose(1), `${name} commits on its leader`);
 });
 
 t.test('a stopped host loses its groups to the others; back on its directory, it leads them again', async (t) => {
   const mine = [...preferred].filter(([, p]) => p === 'h3').map(([name]) => name);
   await hosts.get('h3')!.close();
   hosts.delete('h3');
-  await until("h3's groups led by the others", () => mine.every((name) => {
-    const leader = hosts.get('h1')!.group(name)?.leaderId ?? hosts.get('h2')!.group(name)?.leaderId ?? null;
-    return leader === 'h1' || leader === 'h2';
-  }));
+  await until("h3's groups led by the others", () =>
+    mine.every((name) => {
+      const leader = hosts.get('h1')!.group(name)?.leaderId ?? hosts.get('h2')!.group(name)?.leaderId ?? null;
+      return leader === 'h1' || leader === 'h2';
+    }),
+  );
   t.pass(`${mine.length} groups moved away`);
   await open('h3');
   await until('leadership back on the preferred leaders', onPreferred);

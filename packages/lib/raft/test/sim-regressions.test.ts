@@ -15,10 +15,14 @@ t.test('regression runs', async (t) => {
   const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
   t.ok(files.length >= 4, 'the regression cases are there');
   for (const file of files) {
-    const { bug, configs } = JSON.parse(readFileSync(new URL(file, dir), 'utf8')) as { bug: string; configs: SimConfig[] };
+    const { bug, configs } = JSON.parse(readFileSync(new URL(file, dir), 'utf8')) as {
+      bug: string;
+      configs: SimConfig[];
+    };
     for (const config of configs) {
       const r = runSimulation(config, { checkHistory: checker });
-      t.ok(r.ok, `${file} seed ${config.seed}: ${bug}`) || t.comment(`broke ${r.failure?.invariant}: ${r.failure?.message}`);
+      t.ok(r.ok, `${file} seed ${config.seed}: ${bug}`) ||
+        t.comment(`broke ${r.failure?.invariant}: ${r.failure?.message}`);
     }
   }
 });

@@ -21,9 +21,27 @@ const pick = fc.double({ min: 0, max: 0.999, noNaN: true });
 const shapes: PartitionShape[] = ['halves', 'oneway', 'bridge', 'isolateLeader'];
 
 const fault: fc.Arbitrary<Fault> = fc.oneof(
-  fc.record({ kind: fc.constant('partition' as const), at, shape: fc.constantFrom(...shapes), duration: fc.integer({ min: 20, max: 1500 }), pick }),
-  fc.record({ kind: fc.constant('crash' as const), at, target: fc.constantFrom('leader' as const, 'any' as const), downtime: fc.integer({ min: 1, max: 1000 }), pick }),
-  fc.record({ kind: fc.constant('slowDisk' as const), at, duration: fc.integer({ min: 10, max: 1500 }), latency: fc.integer({ min: 1, max: 100 }), pick }),
+  fc.record({
+    kind: fc.constant('partition' as const),
+    at,
+    shape: fc.constantFrom(...shapes),
+    duration: fc.integer({ min: 20, max: 1500 }),
+    pick,
+  }),
+  fc.record({
+    kind: fc.constant('crash' as const),
+    at,
+    target: fc.constantFrom('leader' as const, 'any' as const),
+    downtime: fc.integer({ min: 1, max: 1000 }),
+    pick,
+  }),
+  fc.record({
+    kind: fc.constant('slowDisk' as const),
+    at,
+    duration: fc.integer({ min: 10, max: 1500 }),
+    latency: fc.integer({ min: 1, max: 100 }),
+    pick,
+  }),
   fc.record({
     kind: fc.constant('netStorm' as const),
     at,
@@ -33,8 +51,20 @@ const fault: fc.Arbitrary<Fault> = fc.oneof(
     maxDelay: fc.integer({ min: 1, max: 80 }),
   }),
   fc.record({ kind: fc.constant('transfer' as const), at, pick }),
-  fc.record({ kind: fc.constant('churn' as const), at, duration: fc.integer({ min: 50, max: 2000 }), maxLife: fc.integer({ min: 0, max: 40 }), downtime: fc.integer({ min: 10, max: 500 }) }),
-  fc.record({ kind: fc.constant('powerLoss' as const), at, duration: fc.integer({ min: 50, max: 2000 }), every: fc.integer({ min: 5, max: 300 }), downtime: fc.integer({ min: 1, max: 500 }) }),
+  fc.record({
+    kind: fc.constant('churn' as const),
+    at,
+    duration: fc.integer({ min: 50, max: 2000 }),
+    maxLife: fc.integer({ min: 0, max: 40 }),
+    downtime: fc.integer({ min: 10, max: 500 }),
+  }),
+  fc.record({
+    kind: fc.constant('powerLoss' as const),
+    at,
+    duration: fc.integer({ min: 50, max: 2000 }),
+    every: fc.integer({ min: 5, max: 300 }),
+    downtime: fc.integer({ min: 1, max: 500 }),
+  }),
   fc.record({ kind: fc.constant('addMember' as const), at }),
   fc.record({ kind: fc.constant('removeMember' as const), at, pick }),
   fc.record({ kind: fc.constant('readdMember' as const), at, pick }),
@@ -74,24 +104,22 @@ function configArbitrary(scheduleOnly: boolean): fc.Arbitrary<SimConfig> {
         Object.entries(configFields).map(([k, a]) => [k, k === 'faults' ? a : fc.noShrink(a as fc.Arbitrary<unknown>)]),
       ) as unknown as typeof configFields)
     : configFields;
-  return fc
-    .record(fields)
-    .map(
-      (r): SimConfig => ({
-        ...r,
-        faults: [...r.faults].sort((a, b) => a.at - b.at),
-        faultMs: FAULT_WINDOW,
-        livenessMs: 6000,
-        tickMs: 10,
-        electionTicks: 10,
-        leaseReads: false,
-        minDelay: Math.min(0.5, r.maxDelay),
-        syncMin: 0.2,
-        clientTimeoutMs: 250,
-        clientMaxAttempts: 4,
-        thinkMs: 10,
-      }),
-    );
+  return fc.record(fields).map(
+    (r): SimConfig => ({
+      ...r,
+      faults: [...r.faults].sort((a, b) => a.at - b.at),
+      faultMs: FAULT_WINDOW,
+      livenessMs: 6000,
+      tickMs: 10,
+      electionTicks: 10,
+      leaseReads: false,
+      minDelay: Math.min(0.5, r.maxDelay),
+      syncMin: 0.2,
+      clientTimeoutMs: 250,
+      clientMaxAttempts: 4,
+      thinkMs: 10,
+    }),
+  );
 }
 
 const config = configArbitrary(false);

@@ -159,10 +159,16 @@ t.test('the disk makes writes durable only at sync; a crash loses what was not s
   const terms = disk.durable.entries.map((e) => e.term);
   t.ok(JSON.stringify(terms) === '[1,1]' || JSON.stringify(terms) === '[1,2,2]', `whole writes only: ${terms}`);
   // A snapshot drops the entries it covers, and everything when the log does not match at its index.
-  disk.saveSnapshot({ meta: { index: 1, term: 1, time: 1, config: { voters: ['a'], learners: [] } }, data: new Uint8Array() });
+  disk.saveSnapshot({
+    meta: { index: 1, term: 1, time: 1, config: { voters: ['a'], learners: [] } },
+    data: new Uint8Array(),
+  });
   disk.sync(() => {});
   for (let e = q.pop(); e !== undefined; e = q.pop()) e.run();
-  t.same(disk.durable.entries.map((e) => e.index), terms.length === 2 ? [2] : [2, 3]);
+  t.same(
+    disk.durable.entries.map((e) => e.index),
+    terms.length === 2 ? [2] : [2, 3],
+  );
 });
 
 function status(id: string, role: CoreStatus['role'], term: number, commit = 0): CoreStatus {
@@ -211,46 +217,74 @@ function caught(f: () => void): string | null {
 const empty = { hardState: { term: 0, vote: null, commit: 0 }, snapshot: null, entries: [] };
 
 t.test('the checker catches each kind of violation', async (t) => {
-  t.equal(caught(() => {
-    const c = new Checker();
-    c.observe('a', status('a', 'leader', 3));
-    c.observe('b', status('b', 'leader', 3));
-  }), 'election-safety');
-  t.equal(caught(() => {
-    const c = new Checker();
-    for (const id of ['a', 'b']) c.onStart(id, empty);
-    c.onReady('a', ready([entry(1, 1, 7), entry(2, 2, 8)]));
-    c.onReady('b', ready([entry(1, 1, 9), entry(2, 2, 8)])); // same (2, 2), different entry before it
-  }), 'log-matching');
-  t.equal(caught(() => {
-    const c = new Checker();
-    for (const id of ['a', 'b']) c.onStart(id, empty);
-    c.onReady('a', ready([entry(1, 1, 7)]));
-    c.onReady('b', ready([entry(1, 2, 7)]));
-    c.onApply('a', entry(1, 1, 7), 0, 1, 0);
-    c.onApply('b', entry(1, 2, 7), 0, 1, 0);
-  }), 'state-machine-safety');
-  t.equal(caught(() => {
-    const c = new Checker();
-    c.onStart('a', empty);
-    c.onReady('a', ready([entry(1, 1)]));
-    c.onApply('a', entry(1, 1), 0, 0, 0);
-  }), 'apply-uncommitted');
-  t.equal(caught(() => {
-    const c = new Checker();
-    for (const id of ['a', 'b']) c.onStart(id, empty);
-    c.onReady('a', ready([entry(1, 1, 5), entry(2, 1, 6)]));
-    c.observe('a', status('a', 'leader', 1, 2)); // a commits 1..2 in term 1
-    c.onReady('b', ready([entry(1, 1, 5)]));
-    c.onReady('b', ready([], 2)); // b leads term 2 without entry 2
-  }), 'leader-completeness');
-  t.equal(caught(() => new Checker().onDurableHardState('a', { term: 2, vote: 'a', commit: 0 }, { term: 2, vote: 'b', commit: 0 })), 'durable-vote');
-  t.equal(caught(() => new Checker().onDurableHardState('a', { term: 2, vote: null, commit: 5 }, { term: 2, vote: null, commit: 4 })), 'durable-commit');
-  t.equal(caught(() => {
-    const c = new Checker();
-    c.observe('a', status('a', 'follower', 1, 5));
-    c.observe('a', status('a', 'follower', 1, 4));
-  }), 'commit-monotonic');
+  t.equal(
+    caught(() => {
+      const c = new Checker();
+      c.observe('a', status('a', 'leader', 3));
+      c.observe('b', status('b', 'leader', 3));
+    }),
+    'election-safety',
+  );
+  t.equal(
+    caught(() => {
+      const c = new Checker();
+      for (const id of ['a', 'b']) c.onStart(id, empty);
+      c.onReady('a', ready([entry(1, 1, 7), entry(2, 2, 8)]));
+      c.onReady('b', ready([entry(1, 1, 9), entry(2, 2, 8)])); // same (2, 2), different entry before it
+    }),
+    'log-matching',
+  );
+  t.equal(
+    caught(() => {
+      const c = new Checker();
+      for (const id of ['a', 'b']) c.onStart(id, empty);
+      c.onReady('a', ready([entry(1, 1, 7)]));
+      c.onReady('b', ready([entry(1, 2, 7)]));
+      c.onApply('a', entry(1, 1, 7), 0, 1, 0);
+      c.onApply('b', entry(1, 2, 7), 0, 1, 0);
+    }),
+    'state-machine-safety',
+  );
+  t.equal(
+    caught(() => {
+      const c = new Checker();
+      c.onStart('a', empty);
+      c.onReady('a', ready([entry(1, 1)]));
+      c.onApply('a', entry(1, 1), 0, 0, 0);
+    }),
+    'apply-uncommitted',
+  );
+  t.equal(
+    caught(() => {
+      const c = new Checker();
+      for (const id of ['a', 'b']) c.onStart(id, empty);
+      c.onReady('a', ready([entry(1, 1, 5), entry(2, 1, 6)]));
+      c.observe('a', status('a', 'leader', 1, 2)); // a commits 1..2 in term 1
+      c.onReady('b', ready([entry(1, 1, 5)]));
+      c.onReady('b', ready([], 2)); // b leads term 2 without entry 2
+    }),
+    'leader-completeness',
+  );
+  t.equal(
+    caught(() =>
+      new Checker().onDurableHardState('a', { term: 2, vote: 'a', commit: 0 }, { term: 2, vote: 'b', commit: 0 }),
+    ),
+    'durable-vote',
+  );
+  t.equal(
+    caught(() =>
+      new Checker().onDurableHardState('a', { term: 2, vote: null, commit: 5 }, { term: 2, vote: null, commit: 4 }),
+    ),
+    'durable-commit',
+  );
+  t.equal(
+    caught(() => {
+      const c = new Checker();
+      c.observe('a', status('a', 'follower', 1, 5));
+      c.observe('a', status('a', 'follower', 1, 4));
+    }),
+    'commit-monotonic',
+  );
 });
 
 t.test('a seed replays exactly', async (t) => {
@@ -269,54 +303,77 @@ t.test('a batch of seeds keeps every invariant, stays live and linearizable', as
   for (let seed = 1; seed <= 25; seed++) {
     const r = runSimulation(configFromSeed(seed), { checkHistory: checker });
     t.ok(r.ok, `seed ${seed}`) ||
-      t.comment(`seed ${seed} broke ${r.failure?.invariant}: ${r.failure?.message}\nreplay: node packages/lib/raft/dist/sim/run.js --seeds 1 --from ${seed} --trace`);
+      t.comment(
+        `seed ${seed} broke ${r.failure?.invariant}: ${r.failure?.message}\nreplay: node packages/lib/raft/dist/sim/run.js --seeds 1 --from ${seed} --trace`,
+      );
   }
 });
 
-t.test('poison commands (the state machine throws) come back as apply_failed, change nothing, and the group goes on', async (t) => {
-  const { POISON_FROM } = await import('../sim/client.js');
-  const checker = await loadHistoryChecker();
-  let poisoned = 0;
-  // Seeds without quiescence: their clients write often, so there are many poison writes to look at.
-  const seeds = [3, 11, 27, 4, 9, 10].filter((seed) => configFromSeed(seed).quiesceTicks === undefined).slice(0, 3);
-  for (const seed of seeds) {
-    const result = runSimulation({ ...configFromSeed(seed), poisonRate: 0.3 }, { checkHistory: checker });
-    t.ok(result.ok, `seed ${seed} with 30% poison writes: ${result.failure?.invariant ?? 'ok'} ${result.failure?.message ?? ''}`);
-    t.equal(result.linearizability?.result, 'ok', `seed ${seed}: linearizable, poison writes read as failed compare-and-sets`);
-    const answered = result.history.filter((op) => op.input.f === 'cas' && op.input.from === POISON_FROM && op.return !== Infinity);
-    t.ok(answered.every((op) => op.output?.f === 'cas' && !op.output.ok), `seed ${seed}: every answered poison write failed`);
-    poisoned += answered.length;
-  }
-  t.ok(poisoned > 10, `${poisoned} poison writes were answered`);
-});
+t.test(
+  'poison commands (the state machine throws) come back as apply_failed, change nothing, and the group goes on',
+  async (t) => {
+    const { POISON_FROM } = await import('../sim/client.js');
+    const checker = await loadHistoryChecker();
+    let poisoned = 0;
+    // Seeds without quiescence: their clients write often, so there are many poison writes to look at.
+    const seeds = [3, 11, 27, 4, 9, 10].filter((seed) => configFromSeed(seed).quiesceTicks === undefined).slice(0, 3);
+    for (const seed of seeds) {
+      const result = runSimulation({ ...configFromSeed(seed), poisonRate: 0.3 }, { checkHistory: checker });
+      t.ok(
+        result.ok,
+        `seed ${seed} with 30% poison writes: ${result.failure?.invariant ?? 'ok'} ${result.failure?.message ?? ''}`,
+      );
+      t.equal(
+        result.linearizability?.result,
+        'ok',
+        `seed ${seed}: linearizable, poison writes read as failed compare-and-sets`,
+      );
+      const answered = result.history.filter(
+        (op) => op.input.f === 'cas' && op.input.from === POISON_FROM && op.return !== Infinity,
+      );
+      t.ok(
+        answered.every((op) => op.output?.f === 'cas' && !op.output.ok),
+        `seed ${seed}: every answered poison write failed`,
+      );
+      poisoned += answered.length;
+    }
+    t.ok(poisoned > 10, `${poisoned} poison writes were answered`);
+  },
+);
 
-t.test('many groups per process: per-group checks, group commit, coalesced heartbeats; a broken expander is caught', async (t) => {
-  const checker = await loadHistoryChecker();
-  const seeds: number[] = [];
-  for (let seed = 1; seeds.length < 4; seed++) if ((configFromSeed(seed).groups ?? 1) >= 3) seeds.push(seed);
-  let batches = 0;
-  let beats = 0;
-  for (const seed of seeds) {
-    const config = configFromSeed(seed);
-    const r = runSimulation(config, { checkHistory: checker });
-    t.ok(r.ok, `seed ${seed} (${config.groups} groups): ${r.failure?.invariant ?? 'ok'} ${r.failure?.message ?? ''}`);
-    t.equal(r.stats.groups, config.groups);
-    t.ok(r.stats.syncRounds < r.stats.syncRequests, `seed ${seed}: ${r.stats.syncRequests} sync requests of all groups in ${r.stats.syncRounds} syncs`);
-    batches += r.stats.heartbeatBatches;
-    beats += r.stats.batchedBeats;
-    // Each group has its own clients, and they all got answers.
-    const clients = new Set(r.history.map((op) => op.clientId));
-    t.ok(clients.size >= 1 && r.stats.ops > 0, `seed ${seed}: ${r.stats.ops} ops`);
-  }
-  t.ok(beats > batches, `${beats} heartbeats and responses travelled in ${batches} batches`);
-  // The deliberate bug: a heartbeat applied to another group. Some multi-group seed of the first 200 catches it
-  // (seed 133 since the leader sends appends while its write is in flight; seed 52 before).
-  let caught: string | null = null;
-  for (let seed = 1; seed <= 200 && caught === null; seed++) {
-    const config = configFromSeed(seed);
-    if ((config.groups ?? 1) < 2) continue;
-    const r = runSimulation({ ...config, simMutations: { brokenCoalescing: true } });
-    if (!r.ok) caught = `seed ${seed}: ${r.failure!.invariant}`;
-  }
-  t.ok(caught !== null, `brokenCoalescing caught (${caught})`);
-});
+t.test(
+  'many groups per process: per-group checks, group commit, coalesced heartbeats; a broken expander is caught',
+  async (t) => {
+    const checker = await loadHistoryChecker();
+    const seeds: number[] = [];
+    for (let seed = 1; seeds.length < 4; seed++) if ((configFromSeed(seed).groups ?? 1) >= 3) seeds.push(seed);
+    let batches = 0;
+    let beats = 0;
+    for (const seed of seeds) {
+      const config = configFromSeed(seed);
+      const r = runSimulation(config, { checkHistory: checker });
+      t.ok(r.ok, `seed ${seed} (${config.groups} groups): ${r.failure?.invariant ?? 'ok'} ${r.failure?.message ?? ''}`);
+      t.equal(r.stats.groups, config.groups);
+      t.ok(
+        r.stats.syncRounds < r.stats.syncRequests,
+        `seed ${seed}: ${r.stats.syncRequests} sync requests of all groups in ${r.stats.syncRounds} syncs`,
+      );
+      batches += r.stats.heartbeatBatches;
+      beats += r.stats.batchedBeats;
+      // Each group has its own clients, and they all got answers.
+      const clients = new Set(r.history.map((op) => op.clientId));
+      t.ok(clients.size >= 1 && r.stats.ops > 0, `seed ${seed}: ${r.stats.ops} ops`);
+    }
+    t.ok(beats > batches, `${beats} heartbeats and responses travelled in ${batches} batches`);
+    // The deliberate bug: a heartbeat applied to another group. Some multi-group seed of the first 200 catches it
+    // (seed 133 since the leader sends appends while its write is in flight; seed 52 before).
+    let caught: string | null = null;
+    for (let seed = 1; seed <= 200 && caught === null; seed++) {
+      const config = configFromSeed(seed);
+      if ((config.groups ?? 1) < 2) continue;
+      const r = runSimulation({ ...config, simMutations: { brokenCoalescing: true } });
+      if (!r.ok) caught = `seed ${seed}: ${r.failure!.invariant}`;
+    }
+    t.ok(caught !== null, `brokenCoalescing caught (${caught})`);
+  },
+);

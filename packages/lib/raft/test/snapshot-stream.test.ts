@@ -19,7 +19,15 @@ function allChunks(sender: SnapshotSender): SnapshotChunkFrame[] {
 t.test('a snapshot is cut into chunks of at most chunkBytes and reassembled', async (t) => {
   const message = request(1000);
   const chunks = allChunks(new SnapshotSender(message, 1, 300));
-  t.same(chunks.map((c) => [c.offset, c.data.byteLength, c.total]), [[0, 300, 1000], [300, 300, 1000], [600, 300, 1000], [900, 100, 1000]]);
+  t.same(
+    chunks.map((c) => [c.offset, c.data.byteLength, c.total]),
+    [
+      [0, 300, 1000],
+      [300, 300, 1000],
+      [600, 300, 1000],
+      [900, 100, 1000],
+    ],
+  );
   const assembler = new SnapshotAssembler(1 << 20);
   const results = chunks.map((chunk) => assembler.accept(chunk));
   t.same(results.slice(0, 3), [null, null, null]);
@@ -38,7 +46,10 @@ t.test('restart produces the stream again from the first chunk', async (t) => {
   const sender = new SnapshotSender(request(500), 4, 200);
   sender.nextChunk();
   sender.restart();
-  t.same(allChunks(sender).map((c) => c.offset), [0, 200, 400]);
+  t.same(
+    allChunks(sender).map((c) => c.offset),
+    [0, 200, 400],
+  );
   t.ok(sender.done);
 });
 

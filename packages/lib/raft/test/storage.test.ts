@@ -124,7 +124,10 @@ for (const impl of implementations) {
       t.same(loaded.hardState, { term: 3, vote: null, commit: 4 });
       t.same(loaded.entries, entries(1, 10, 2));
       const first = loaded.entries[0]!;
-      t.ok(first.kind === 'command' && Object.getPrototypeOf(first.data) === Uint8Array.prototype, 'data is a Uint8Array');
+      t.ok(
+        first.kind === 'command' && Object.getPrototypeOf(first.data) === Uint8Array.prototype,
+        'data is a Uint8Array',
+      );
     });
 
     t.test('append truncates the conflicting suffix', async (t) => {
@@ -254,8 +257,16 @@ t.test('LevelStorage: groups sharing one database are independent', async (t) =>
   await a.saveSnapshot(snapshot(4, 1));
   await b.append(entries(2, 2, 5), null);
 
-  t.same(await a.load(), { hardState: { term: 1, vote: 'n1', commit: 2 }, snapshot: snapshot(4, 1), entries: entries(5, 5, 1) });
-  t.same(await b.load(), { hardState: { term: 4, vote: 'n3', commit: 1 }, snapshot: null, entries: [...entries(1, 1, 4), ...entries(2, 2, 5)] });
+  t.same(await a.load(), {
+    hardState: { term: 1, vote: 'n1', commit: 2 },
+    snapshot: snapshot(4, 1),
+    entries: entries(5, 5, 1),
+  });
+  t.same(await b.load(), {
+    hardState: { term: 4, vote: 'n3', commit: 1 },
+    snapshot: null,
+    entries: [...entries(1, 1, 4), ...entries(2, 2, 5)],
+  });
 
   // A sublevel works as the shared database too.
   const c = new LevelStorage({ db: db.sublevel('groups'), prefix: 'g1' });
@@ -272,7 +283,10 @@ t.test('LevelStorage: groups sharing one database are independent', async (t) =>
   t.equal(db.status, 'open');
 
   t.ok(batchOptions.length > 0);
-  t.ok(batchOptions.every((options) => (options as { sync?: boolean }).sync === true), 'every batch is synced');
+  t.ok(
+    batchOptions.every((options) => (options as { sync?: boolean }).sync === true),
+    'every batch is synced',
+  );
   t.throws(() => new LevelStorage({ db, prefix: 'a!b' }), TypeError);
   t.throws(() => new LevelStorage({ db, prefix: '' }), TypeError);
 });
@@ -310,7 +324,11 @@ t.test('LevelStorage: chunks of an interrupted snapshot save are cleared on open
 t.test('LevelStorage: concurrent calls apply in call order', async (t) => {
   const { db } = await sharedDb(t);
   const storage = new LevelStorage({ db, prefix: 'g' });
-  const writes = [storage.append(entries(1, 5, 1), null), storage.append(entries(3, 4, 2), { term: 2, vote: null, commit: 0 }), storage.append(entries(5, 5, 2), null)];
+  const writes = [
+    storage.append(entries(1, 5, 1), null),
+    storage.append(entries(3, 4, 2), { term: 2, vote: null, commit: 0 }),
+    storage.append(entries(5, 5, 2), null),
+  ];
   const loaded = storage.load();
   await Promise.all(writes);
   t.same((await loaded).entries, [...entries(1, 2, 1), ...entries(3, 5, 2)]);
@@ -355,22 +373,25 @@ t.test('LevelStorage: close waits for a snapshot save begun before it, chunks an
   t.same(indexes(loaded.entries), [7, 8, 9, 10]);
 });
 
-t.test('LevelStorage: a snapshot overtaken by a newer one while its chunks were written is dropped; the newer one stays, on disk too', async (t) => {
-  const dir = await tempDir(t);
-  const storage = new LevelStorage(dir);
-  await storage.append(entries(1, 20, 1), null);
-  const older = storage.saveSnapshot(snapshot(5, 1, 8 * 1024 * 1024));
-  const newer = storage.saveSnapshot(snapshot(15, 1, 64));
-  await Promise.all([older, newer]);
-  t.equal((await storage.latestSnapshot())?.meta.index, 15, 'the newer one stays');
-  await storage.close();
-  const reopened = new LevelStorage(dir);
-  t.teardown(() => reopened.close());
-  const loaded = await reopened.load();
-  t.equal(loaded.snapshot?.meta.index, 15);
-  t.same(loaded.snapshot?.data, snapshot(15, 1, 64).data);
-  t.same(indexes(loaded.entries), [16, 17, 18, 19, 20]);
-});
+t.test(
+  'LevelStorage: a snapshot overtaken by a newer one while its chunks were written is dropped; the newer one stays, on disk too',
+  async (t) => {
+    const dir = await tempDir(t);
+    const storage = new LevelStorage(dir);
+    await storage.append(entries(1, 20, 1), null);
+    const older = storage.saveSnapshot(snapshot(5, 1, 8 * 1024 * 1024));
+    const newer = storage.saveSnapshot(snapshot(15, 1, 64));
+    await Promise.all([older, newer]);
+    t.equal((await storage.latestSnapshot())?.meta.index, 15, 'the newer one stays');
+    await storage.close();
+    const reopened = new LevelStorage(dir);
+    t.teardown(() => reopened.close());
+    const loaded = await reopened.load();
+    t.equal(loaded.snapshot?.meta.index, 15);
+    t.same(loaded.snapshot?.data, snapshot(15, 1, 64).data);
+    t.same(indexes(loaded.entries), [16, 17, 18, 19, 20]);
+  },
+);
 
 // ---------------------------------------------------------------------------------------------------------
 // Model-based property: random operation sequences against a deliberately naive model.
@@ -436,7 +457,8 @@ class StorageModel {
 
   saveSnapshot(snap: Snapshot): void {
     if (snap.meta.index < this.snapshotIndex) return;
-    const termThere = snap.meta.index === this.snapshotIndex ? this.snapshot?.meta.term : this.log.get(snap.meta.index)?.term;
+    const termThere =
+      snap.meta.index === this.snapshotIndex ? this.snapshot?.meta.term : this.log.get(snap.meta.index)?.term;
     if (termThere !== snap.meta.term) this.log.clear();
     for (const index of [...this.log.keys()]) if (index <= snap.meta.index) this.log.delete(index);
     this.snapshot = snap;
@@ -455,8 +477,12 @@ async function checkAgainstModel(subject: Subject, operations: Operation[], mode
         const first = Math.max(1, model.lastIndex + step.first);
         const batch = step.count === 0 ? [] : entries(first, first + step.count - 1, step.term);
         const accepted = model.append(batch, step.hardState);
-        const outcome = await storage.append(batch, step.hardState).then(() => true, () => false);
-        if (outcome !== accepted) throw new Error(`append ${first}+${step.count}: storage ${outcome}, model ${accepted}`);
+        const outcome = await storage.append(batch, step.hardState).then(
+          () => true,
+          () => false,
+        );
+        if (outcome !== accepted)
+          throw new Error(`append ${first}+${step.count}: storage ${outcome}, model ${accepted}`);
         break;
       }
       case 'snapshot': {
@@ -468,7 +494,10 @@ async function checkAgainstModel(subject: Subject, operations: Operation[], mode
       case 'compact': {
         const upTo = model.snapshotIndex - step.back;
         const allowed = upTo <= model.snapshotIndex;
-        const outcome = await storage.compact(upTo).then(() => true, () => false);
+        const outcome = await storage.compact(upTo).then(
+          () => true,
+          () => false,
+        );
         if (outcome !== allowed) throw new Error(`compact ${upTo}: storage ${outcome}, model ${allowed}`);
         break;
       }
@@ -531,7 +560,11 @@ t.test('LevelStorage matches the model, across reopens', async (t) => {
 /** Writes `log` and `hardState` exactly as LevelStorage did before blocks (keys.ts layout, one value per entry). */
 async function writeLegacyLog(db: Level, prefix: string, log: Entry[], hardState: HardState): Promise<void> {
   const encodings = { keyEncoding: 'utf8', valueEncoding: 'view' } as const;
-  const ops = log.map((entry) => ({ type: 'put' as const, key: `${prefix}!e!${String(entry.index).padStart(16, '0')}`, value: encodeValue(entry) }));
+  const ops = log.map((entry) => ({
+    type: 'put' as const,
+    key: `${prefix}!e!${String(entry.index).padStart(16, '0')}`,
+    value: encodeValue(entry),
+  }));
   ops.push({ type: 'put', key: `${prefix}!hs`, value: encodeValue(hardState) });
   await db.batch(ops, { ...encodings, sync: true });
 }

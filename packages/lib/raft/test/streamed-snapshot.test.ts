@@ -87,23 +87,42 @@ t.test('a streamed snapshot three frames large reaches a lagging member and a re
   await nodes.get('s3')!.stop(); // s3 falls behind
   for (let i = 1; i < 61; i++) await nodes.get('s1')!.propose(randomBytes(PIECE_BYTES));
   const leaderDigest = await nodes.get('s1')!.read((m) => m.digest());
-  t.ok(snapshots.some((s) => s.bytes > 3 * FRAME_BYTES), `snapshots taken: ${snapshots.map((s) => `${s.id} ${s.bytes} B`).join(', ')}`);
+  t.ok(
+    snapshots.some((s) => s.bytes > 3 * FRAME_BYTES),
+    `snapshots taken: ${snapshots.map((s) => `${s.id} ${s.bytes} B`).join(', ')}`,
+  );
 
   nodes.set('s3', await start('s3'));
   const s3 = nodes.get('s3')!;
   const deadline = Date.now() + 30_000;
-  while (s3.readLocal((m) => m.pieces.length) < 61 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  while (s3.readLocal((m) => m.pieces.length) < 61 && Date.now() < deadline)
+    await new Promise((r) => setTimeout(r, 50));
   await s3.readBarrier();
-  t.equal(s3.readLocal((m) => m.digest()), leaderDigest, 'the lagging member has the same state');
+  t.equal(
+    s3.readLocal((m) => m.digest()),
+    leaderDigest,
+    'the lagging member has the same state',
+  );
   t.ok(machines.get('s3')!.chunksRestored > 10, `restored from ${machines.get('s3')!.chunksRestored} chunks`);
-  t.ok(snapshots.some((s) => s.id === 's3' && s.bytes > 3 * FRAME_BYTES), 'it got there by a snapshot larger than three frames');
+  t.ok(
+    snapshots.some((s) => s.id === 's3' && s.bytes > 3 * FRAME_BYTES),
+    'it got there by a snapshot larger than three frames',
+  );
 
   // A restart restores from its own stored snapshot, through restoreChunks too.
   await nodes.get('s2')!.stop();
   nodes.set('s2', await start('s2'));
   await nodes.get('s2')!.readBarrier();
-  t.equal(nodes.get('s2')!.readLocal((m) => m.digest()), leaderDigest, 'a restarted member has the same state');
+  t.equal(
+    nodes.get('s2')!.readLocal((m) => m.digest()),
+    leaderDigest,
+    'a restarted member has the same state',
+  );
   t.ok(machines.get('s2')!.chunksRestored > 0, 'restored from its stored snapshot by chunks');
-  t.equal([...machines.values()].reduce((n, m) => n + m.bufferCalls, 0), 0, 'restore(bytes) was never called');
+  t.equal(
+    [...machines.values()].reduce((n, m) => n + m.bufferCalls, 0),
+    0,
+    'restore(bytes) was never called',
+  );
   await Promise.all([...nodes.values()].map((n) => n.stop()));
 });

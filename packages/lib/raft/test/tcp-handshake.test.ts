@@ -12,7 +12,6 @@ import { PROTOCOL_VERSION } from '../src/transport/wire.js';
 import { RawPeer } from './helpers/raw-peer.js';
 import { HOST, SECRET, heartbeat, settle, startMember, until } from './helpers/transport-member.js';
 
-
 t.test('an empty secret is refused at construction', async (t) => {
   for (const secret of ['', new Uint8Array(0)]) {
     t.throws(() => new TcpTransport({ id: 'a', listen: { host: HOST, port: 0 }, secret }), TypeError);
@@ -46,7 +45,10 @@ t.test('a wrong secret is refused in both directions', async (t) => {
   b.transport.addPeer('a', a.address);
   a.transport.send(heartbeat('a', 'b', 1));
   b.transport.send(heartbeat('b', 'a', 1));
-  await until('both sides to refuse a hello', () => a.warnings.some((w) => /MAC/.test(w)) && b.warnings.some((w) => /MAC/.test(w)));
+  await until(
+    'both sides to refuse a hello',
+    () => a.warnings.some((w) => /MAC/.test(w)) && b.warnings.some((w) => /MAC/.test(w)),
+  );
   await settle();
   t.same(a.received, [], 'a got nothing from b');
   t.same(b.received, [], 'b got nothing from a');
@@ -101,7 +103,11 @@ t.test('a hello replayed on a new connection is refused (the challenge differs)'
   t.ok(await replayer.closesWithin(5000), 'replay closed');
   t.equal(replayer.frames.length, 1, 'no welcome for the replay');
   await settle();
-  t.same(b.received.map((m) => (m.type === 'heartbeat' ? m.round : -1)), [1], 'the replayed message was not delivered');
+  t.same(
+    b.received.map((m) => (m.type === 'heartbeat' ? m.round : -1)),
+    [1],
+    'the replayed message was not delivered',
+  );
 });
 
 t.test('before the handshake only small frames are accepted; after it, full-size ones', async (t) => {
@@ -112,7 +118,10 @@ t.test('before the handshake only small frames are accepted; after it, full-size
   t.teardown(() => raw.destroy());
   raw.write(header);
   t.ok(await raw.closesWithin(5000), 'an oversized pre-auth frame closes the connection');
-  t.ok(b.warnings.some((w) => /frame length/.test(w)), 'and is logged');
+  t.ok(
+    b.warnings.some((w) => /frame length/.test(w)),
+    'and is logged',
+  );
 
   // An authenticated peer still sends frames near the 4 MiB limit over a healthy link.
   const a = await startMember(t, 'a');
@@ -135,7 +144,10 @@ t.test('a half-sent frame is closed after frameTimeoutMs; a silent stranger afte
   header.writeUInt32BE(1024 * 1024);
   stalled.write(Buffer.concat([header, Buffer.alloc(64 * 1024)]));
   t.ok(await stalled.closesWithin(10_000), 'the connection holding a partial frame was closed');
-  t.ok(b.warnings.some((w) => /frame incomplete/.test(w)), 'and the reason logged');
+  t.ok(
+    b.warnings.some((w) => /frame incomplete/.test(w)),
+    'and the reason logged',
+  );
 
   // A stranger trickling a frame a byte at a time does not keep its connection past the handshake deadline.
   const c = await startMember(t, 'c', { frameTimeoutMs: 60_000, handshakeTimeoutMs: 300 });
@@ -147,7 +159,10 @@ t.test('a half-sent frame is closed after frameTimeoutMs; a silent stranger afte
   t.teardown(() => clearInterval(trickle));
   t.ok(await trickler.closesWithin(10_000), 'the trickling stranger was closed');
   clearInterval(trickle);
-  t.ok(c.warnings.some((w) => /no handshake in time/.test(w)), 'for taking too long over its handshake');
+  t.ok(
+    c.warnings.some((w) => /no handshake in time/.test(w)),
+    'for taking too long over its handshake',
+  );
 });
 
 t.test('inbound connections are capped; handshaking ones count; slots free up when they close', async (t) => {
@@ -163,7 +178,10 @@ t.test('inbound connections are capped; handshaking ones count; slots free up wh
   t.teardown(() => extra.destroy());
   t.ok(await extra.closesWithin(5000), 'the fourth connection is closed');
   t.equal(extra.frames.length, 0, 'without a challenge');
-  t.ok(b.warnings.some((w) => /refusing inbound connections/.test(w)), 'logged');
+  t.ok(
+    b.warnings.some((w) => /refusing inbound connections/.test(w)),
+    'logged',
+  );
 
   a.transport.send(heartbeat('a', 'b', 1));
   await settle();
@@ -200,7 +218,7 @@ t.test('the dialer sends nothing to an acceptor that cannot prove the secret', a
   t.notOk(received.includes(Buffer.from('heartbeat')), 'no message written to the impostor');
 });
 
-t.test('removePeer closes that peer\'s inbound connections, and it cannot come back', async (t) => {
+t.test("removePeer closes that peer's inbound connections, and it cannot come back", async (t) => {
   const a = await startMember(t, 'a');
   const b = await startMember(t, 'b');
   a.transport.addPeer('b', b.address);

@@ -21,19 +21,65 @@ function openssl(...args: string[]): void {
 }
 
 function makeCa(name: string): void {
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.pem`, '-days', '2', '-subj', `/CN=${name}`);
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.pem`,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${name}`,
+  );
 }
 
 /** A certificate whose Common Name is `cn`, signed by `ca`. */
 function issue(ca: string, cn: string, file: string): TransportTls {
-  openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${file}.key`, '-out', `${file}.csr`, '-subj', `/CN=${cn}`);
-  openssl('x509', '-req', '-in', `${file}.csr`, '-CA', `${ca}.pem`, '-CAkey', `${ca}.key`, '-CAcreateserial', '-out', `${file}.pem`, '-days', '2');
-  return { cert: readFileSync(join(dir, `${file}.pem`)), key: readFileSync(join(dir, `${file}.key`)), ca: readFileSync(join(dir, `${ca}.pem`)) };
+  openssl(
+    'req',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    `${file}.key`,
+    '-out',
+    `${file}.csr`,
+    '-subj',
+    `/CN=${cn}`,
+  );
+  openssl(
+    'x509',
+    '-req',
+    '-in',
+    `${file}.csr`,
+    '-CA',
+    `${ca}.pem`,
+    '-CAkey',
+    `${ca}.key`,
+    '-CAcreateserial',
+    '-out',
+    `${file}.pem`,
+    '-days',
+    '2',
+  );
+  return {
+    cert: readFileSync(join(dir, `${file}.pem`)),
+    key: readFileSync(join(dir, `${file}.key`)),
+    ca: readFileSync(join(dir, `${ca}.pem`)),
+  };
 }
 
 makeCa('cluster-ca');
 makeCa('other-ca');
-
 
 /** Sends heartbeats from `from` to `to` for a while; how many arrived. */
 async function tryToReach(from: Member, to: Member, rounds = 10): Promise<number> {
@@ -65,11 +111,16 @@ t.test('a certificate from another CA is refused, even with the right secret and
   const a = await startMember(t, 'member-alpha', { tls: tlsA });
   // The stranger trusts the cluster's CA (so it does not hang up first); its own certificate is from another CA.
   const strangerTls = issue('other-ca', 'member-bravo', 'mallory');
-  const mallory = await startMember(t, 'member-bravo', { tls: { ...strangerTls, ca: Buffer.concat([tlsA.ca as Buffer, strangerTls.ca as Buffer]) } });
+  const mallory = await startMember(t, 'member-bravo', {
+    tls: { ...strangerTls, ca: Buffer.concat([tlsA.ca as Buffer, strangerTls.ca as Buffer]) },
+  });
   a.transport.addPeer('member-bravo', mallory.address);
   mallory.transport.addPeer(a.id, a.address);
   t.equal(await tryToReach(mallory, a), 0, 'nothing from the stranger was delivered');
-  t.ok(a.warnings.some((w) => w.includes('refused a TLS connection')), `the acceptor says why: ${a.warnings[0]}`);
+  t.ok(
+    a.warnings.some((w) => w.includes('refused a TLS connection')),
+    `the acceptor says why: ${a.warnings[0]}`,
+  );
 });
 
 t.test("a member's certificate cannot speak as another member", async (t) => {
@@ -79,7 +130,10 @@ t.test("a member's certificate cannot speak as another member", async (t) => {
   a.transport.addPeer('member-bravo', impostor.address);
   impostor.transport.addPeer(a.id, a.address);
   t.equal(await tryToReach(impostor, a), 0, 'nothing delivered');
-  t.ok(a.warnings.some((w) => w.includes('certificate issued to "member-charlie"')), `refused: ${a.warnings[0]}`);
+  t.ok(
+    a.warnings.some((w) => w.includes('certificate issued to "member-charlie"')),
+    `refused: ${a.warnings[0]}`,
+  );
 });
 
 t.test('a dialer refuses an acceptor whose certificate is not the member it meant to reach', async (t) => {
@@ -94,7 +148,10 @@ t.test('a dialer refuses an acceptor whose certificate is not the member it mean
   }
   await settle(300);
   t.same(charlie.received, [], 'bravo sent alpha nothing through charlie');
-  t.ok(b.lines.some((l) => l.includes('is issued to "member-charlie", not member-alpha')), 'the dialer refused the certificate itself');
+  t.ok(
+    b.lines.some((l) => l.includes('is issued to "member-charlie", not member-alpha')),
+    'the dialer refused the certificate itself',
+  );
 });
 
 t.test('a plaintext dialer gets nothing through a TLS listener', async (t) => {
@@ -118,7 +175,10 @@ async function recordingRelay(t: Teardown, target: string): Promise<{ address: s
       outbound.write(chunk);
     });
     outbound.on('data', (chunk: Buffer) => inbound.write(chunk));
-    for (const [s, other] of [[inbound, outbound], [outbound, inbound]] as const) {
+    for (const [s, other] of [
+      [inbound, outbound],
+      [outbound, inbound],
+    ] as const) {
       s.on('error', () => other.destroy());
       s.on('close', () => other.destroy());
     }
@@ -141,7 +201,13 @@ t.test('on the wire: member ids readable in plaintext, not with TLS', async (t) 
     b.transport.send(heartbeat(b.id, a.id, 1));
     await until('the heartbeat through the relay', () => a.received.length === 1);
     const visible = relay.bytes().includes(Buffer.from('member-bravo'));
-    t.equal(visible, !useTls, useTls ? 'TLS: the sender id is not in the captured bytes' : 'plaintext: the sender id is in the captured bytes (the check can see it)');
+    t.equal(
+      visible,
+      !useTls,
+      useTls
+        ? 'TLS: the sender id is not in the captured bytes'
+        : 'plaintext: the sender id is in the captured bytes (the check can see it)',
+    );
     a.transport.close();
     b.transport.close();
   }

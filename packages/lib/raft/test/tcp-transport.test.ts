@@ -2,7 +2,7 @@
  * TcpTransport on 127.0.0.1: message exchange, reconnection, snapshot streaming under the frame limit,
  * partitions, hostile input, clean shutdown. The handshake's own tests are in tcp-handshake.test.ts.
  */
-import { Server, Socket, connect, createServer } from 'node:net';
+import { type Server, type Socket, connect, createServer } from 'node:net';
 import t from 'tap';
 import { encodeFrame } from '../src/transport/framing.js';
 import { TcpTransport, parseHostPort, type TcpTransportOptions } from '../src/transport/tcp.js';
@@ -231,7 +231,10 @@ t.test('two members exchange messages both ways, binary data intact', async (t) 
   const received = await b.inbox.waitFor((m) => m.type === 'append');
   t.same(received, append('a', 'b'));
   const entry = (received as Extract<Message, { type: 'append' }>).entries[0]!;
-  t.ok(entry.kind === 'command' && Object.getPrototypeOf(entry.data) === Uint8Array.prototype, 'Uint8Array, not Buffer');
+  t.ok(
+    entry.kind === 'command' && Object.getPrototypeOf(entry.data) === Uint8Array.prototype,
+    'Uint8Array, not Buffer',
+  );
   t.same(await a.inbox.waitFor((m) => m.type === 'heartbeat'), heartbeat('b', 'a', 9));
   const proposal = await a.inbox.waitFor((m) => m.type === 'propose');
   t.same(proposal.type === 'propose' && proposal.commands.map((c) => [...c]), [[1], []]);
@@ -250,8 +253,14 @@ t.test('three members: every pair talks, order per link is preserved', async (t)
     for (const from of members) {
       if (from === to) continue;
       await to.inbox.waitFor((m) => m.from === from.id && m.type === 'heartbeat' && m.round === 50);
-      const rounds = to.inbox.messages.filter((m) => m.from === from.id).map((m) => (m.type === 'heartbeat' ? m.round : -1));
-      t.same(rounds, Array.from({ length: 50 }, (_, i) => i + 1), `${from.id} -> ${to.id}`);
+      const rounds = to.inbox.messages
+        .filter((m) => m.from === from.id)
+        .map((m) => (m.type === 'heartbeat' ? m.round : -1));
+      t.same(
+        rounds,
+        Array.from({ length: 50 }, (_, i) => i + 1),
+        `${from.id} -> ${to.id}`,
+      );
     }
   }
 });
@@ -272,29 +281,35 @@ t.test('messages queued while a peer is down arrive after it restarts on the sam
 
   b = await startMember(t, 'b', port, {}, [a]);
   await b.inbox.waitFor((m) => m.type === 'heartbeat' && m.round === 3, 5000);
-  t.ok(b.inbox.messages.some((m) => m.type === 'heartbeat' && m.round === 3), 'reconnected and delivered');
+  t.ok(
+    b.inbox.messages.some((m) => m.type === 'heartbeat' && m.round === 3),
+    'reconnected and delivered',
+  );
 });
 
-t.test('a 20 MiB snapshot arrives whole, in frames far below the limit, without holding up other messages', async (t) => {
-  const a = await startMember(t, 'a');
-  const b = await startMember(t, 'b', 0, {}, [a]);
-  const proxy = await startProxy(t, b.address);
-  a.transport.addPeer('b', proxy.address);
-  const snapshot = bigSnapshot('a', 'b', 20 * 1024 * 1024);
-  a.transport.send(snapshot);
-  a.transport.send(heartbeat('a', 'b', 1));
+t.test(
+  'a 20 MiB snapshot arrives whole, in frames far below the limit, without holding up other messages',
+  async (t) => {
+    const a = await startMember(t, 'a');
+    const b = await startMember(t, 'b', 0, {}, [a]);
+    const proxy = await startProxy(t, b.address);
+    a.transport.addPeer('b', proxy.address);
+    const snapshot = bigSnapshot('a', 'b', 20 * 1024 * 1024);
+    a.transport.send(snapshot);
+    a.transport.send(heartbeat('a', 'b', 1));
 
-  const received = await b.inbox.waitFor((m) => m.type === 'snapshot', 20_000);
-  t.ok(received.type === 'snapshot' && sameBytes(received.snapshot.data, snapshot.snapshot.data), 'data intact');
-  t.same(received.type === 'snapshot' && received.snapshot.meta, snapshot.snapshot.meta);
-  t.equal(received.term, 7);
-  t.ok(proxy.observer.longest <= MAX_FRAME_BYTES, `longest frame ${proxy.observer.longest} bytes`);
-  t.ok(proxy.observer.frames >= 80, `${proxy.observer.frames} frames`);
-  const heartbeatAt = b.inbox.messages.findIndex((m) => m.type === 'heartbeat');
-  const snapshotAt = b.inbox.messages.findIndex((m) => m.type === 'snapshot');
-  t.ok(heartbeatAt >= 0 && heartbeatAt < snapshotAt, 'the heartbeat did not wait for the whole snapshot');
-  t.equal(b.inbox.messages.filter((m) => m.type === 'snapshot').length, 1);
-});
+    const received = await b.inbox.waitFor((m) => m.type === 'snapshot', 20_000);
+    t.ok(received.type === 'snapshot' && sameBytes(received.snapshot.data, snapshot.snapshot.data), 'data intact');
+    t.same(received.type === 'snapshot' && received.snapshot.meta, snapshot.snapshot.meta);
+    t.equal(received.term, 7);
+    t.ok(proxy.observer.longest <= MAX_FRAME_BYTES, `longest frame ${proxy.observer.longest} bytes`);
+    t.ok(proxy.observer.frames >= 80, `${proxy.observer.frames} frames`);
+    const heartbeatAt = b.inbox.messages.findIndex((m) => m.type === 'heartbeat');
+    const snapshotAt = b.inbox.messages.findIndex((m) => m.type === 'snapshot');
+    t.ok(heartbeatAt >= 0 && heartbeatAt < snapshotAt, 'the heartbeat did not wait for the whole snapshot');
+    t.equal(b.inbox.messages.filter((m) => m.type === 'snapshot').length, 1);
+  },
+);
 
 t.test('a snapshot stream cut halfway is never delivered in part; the link recovers', async (t) => {
   const a = await startMember(t, 'a');
@@ -332,7 +347,10 @@ t.test('the queue keeps only the newest messages while a peer is away', async (t
   a.transport.addPeer('b', `${HOST}:${port}`);
   b = await startMember(t, 'b', port, {}, [a]);
   await b.inbox.waitFor((m) => m.type === 'heartbeat' && m.round === 20);
-  t.same(b.inbox.messages.map((m) => (m.type === 'heartbeat' ? m.round : 0)), [16, 17, 18, 19, 20]);
+  t.same(
+    b.inbox.messages.map((m) => (m.type === 'heartbeat' ? m.round : 0)),
+    [16, 17, 18, 19, 20],
+  );
 });
 
 t.test('a peer that stops reading is disconnected after the stall timeout', async (t) => {
@@ -357,7 +375,10 @@ t.test('setBlocked drops traffic both ways until lifted', async (t) => {
   b.transport.send(heartbeat('b', 'a', 2));
   b.transport.send(heartbeat('b', 'a', 3));
   await new Promise((resolve) => setTimeout(resolve, 200));
-  t.notOk(b.inbox.messages.some((m) => m.type === 'heartbeat' && m.round === 2), 'a -> b dropped');
+  t.notOk(
+    b.inbox.messages.some((m) => m.type === 'heartbeat' && m.round === 2),
+    'a -> b dropped',
+  );
   t.equal(a.inbox.messages.length, 0, 'b -> a dropped at a');
 
   a.transport.setBlocked(new Set());
@@ -370,7 +391,10 @@ t.test('setBlocked drops traffic both ways until lifted', async (t) => {
 
 t.test('bad input closes only the offending connection', async (t) => {
   const warnings: string[] = [];
-  const b = await startMember(t, 'b', 0, { handshakeTimeoutMs: 300, logger: { log: (level, line) => void (level === 'warn' && warnings.push(line)) } });
+  const b = await startMember(t, 'b', 0, {
+    handshakeTimeoutMs: 300,
+    logger: { log: (level, line) => void (level === 'warn' && warnings.push(line)) },
+  });
   const a = await startMember(t, 'a', 0, {}, [b]);
   b.transport.addPeer('a', a.address);
   b.transport.addPeer('x', `${HOST}:1`); // A member b knows but never reaches; the tests below speak as it.
@@ -383,7 +407,10 @@ t.test('bad input closes only the offending connection', async (t) => {
     ['an oversized length', oversized],
     ['an undecodable payload', Buffer.from([0, 0, 0, 2, 0xc1, 0xc1])],
     ['a message before the handshake', encodeFrame({ kind: 'msg', message: heartbeat('x', 'b', 1) })],
-    ['a hello of protocol version 1', Buffer.concat([oldHello, encodeFrame({ kind: 'msg', message: heartbeat('x', 'b', 1) })])],
+    [
+      'a hello of protocol version 1',
+      Buffer.concat([oldHello, encodeFrame({ kind: 'msg', message: heartbeat('x', 'b', 1) })]),
+    ],
     ['silence (no handshake)', Buffer.alloc(0)],
   ];
   for (const [name, bytes] of cases) t.equal(await rawConnection(b.address, bytes), 'closed', name);
@@ -391,7 +418,10 @@ t.test('bad input closes only the offending connection', async (t) => {
   const afterHandshake: Array<[string, unknown]> = [
     ['a malformed message', { kind: 'msg', message: { type: 'append', from: 'x' } }],
     ['an unknown frame kind', { kind: 'nope' }],
-    ['a second hello', { kind: 'hello', version: 2, from: 'x', to: 'b', nonce: new Uint8Array(32), mac: new Uint8Array(32) }],
+    [
+      'a second hello',
+      { kind: 'hello', version: 2, from: 'x', to: 'b', nonce: new Uint8Array(32), mac: new Uint8Array(32) },
+    ],
     ['a malformed heartbeat batch', { kind: 'beats', beats: [['g1', 7, 1, 1, 1, 0]] }],
   ];
   for (const [name, frame] of afterHandshake) {
@@ -411,7 +441,10 @@ t.test('bad input closes only the offending connection', async (t) => {
 
   a.transport.send(heartbeat('a', 'b', 1));
   await b.inbox.waitFor((m) => m.type === 'heartbeat' && m.round === 1);
-  t.notOk(b.inbox.messages.some((m) => m.type === 'heartbeat' && m.round === 99), 'spoofed sender dropped');
+  t.notOk(
+    b.inbox.messages.some((m) => m.type === 'heartbeat' && m.round === 99),
+    'spoofed sender dropped',
+  );
   t.ok(warnings.length >= cases.length + afterHandshake.length, 'each rejection was logged as a warning');
 });
 
@@ -434,13 +467,19 @@ t.test('a throwing message handler does not break the connection', async (t) => 
 });
 
 t.test('oversized messages are dropped at the sender; unknown peers are ignored', async (t) => {
-  const [a, b] = [await startMember(t, 'a', 0, { maxFrameBytes: 300 * 1024, snapshotChunkBytes: 64 * 1024 }), await startMember(t, 'b')];
+  const [a, b] = [
+    await startMember(t, 'a', 0, { maxFrameBytes: 300 * 1024, snapshotChunkBytes: 64 * 1024 }),
+    await startMember(t, 'b'),
+  ];
   connectAll([a, b]);
   a.transport.send({ type: 'propose', from: 'a', to: 'b', term: 0, commands: [new Uint8Array(400 * 1024)] });
   a.transport.send({ type: 'timeoutNow', from: 'a', to: 'nobody', term: 1 });
   a.transport.send(heartbeat('a', 'b', 1));
   await b.inbox.waitFor((m) => m.type === 'heartbeat');
-  t.same(b.inbox.messages.map((m) => m.type), ['heartbeat']);
+  t.same(
+    b.inbox.messages.map((m) => m.type),
+    ['heartbeat'],
+  );
   t.throws(() => a.transport.addPeer('c', 'no-port'), TypeError);
   t.same(parseHostPort('[::1]:7001'), { host: '::1', port: 7001 });
 });

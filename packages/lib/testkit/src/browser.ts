@@ -12,7 +12,10 @@ export const CHROMIUM = '/usr/bin/chromium';
 export async function launchChromium(): Promise<Browser> {
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: make test-packages installs Debian's chromium`);
   // No sandbox: tests run as root in containers, where chromium's sandbox cannot start.
-  return chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox', '--disable-gpu', '--autoplay-policy=no-user-gesture-required'] });
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--autoplay-policy=no-user-gesture-required'],
+  });
 }
 
 /** A PNG (a screenshot) decoded: its size and its pixels, 4 bytes (RGBA) each, row by row. */
@@ -26,8 +29,14 @@ export interface DecodedPng {
 export async function decodePng(page: Page, png: Buffer): Promise<DecodedPng> {
   const decoded = await page.evaluate(async (b64) => {
     // Browser globals, typed here because the tests compile without the DOM library.
-    interface Bitmap { width: number; height: number }
-    interface Ctx2d { drawImage(b: Bitmap, x: number, y: number): void; getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } }
+    interface Bitmap {
+      width: number;
+      height: number;
+    }
+    interface Ctx2d {
+      drawImage(b: Bitmap, x: number, y: number): void;
+      getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray };
+    }
     const g = globalThis as unknown as {
       createImageBitmap(b: Blob): Promise<Bitmap>;
       OffscreenCanvas: new (w: number, h: number) => { getContext(kind: '2d'): Ctx2d | null };

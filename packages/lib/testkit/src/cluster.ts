@@ -61,10 +61,15 @@ export function runCli(args: string[], env: Record<string, string> = {}, timeout
   delete childEnv.CLUSTER_DATA;
   if (env.CLUSTER_AUTH_TOKEN === undefined) delete childEnv.CLUSTER_AUTH_TOKEN;
   return new Promise((resolve) => {
-    execFile(process.execPath, [CLUSTER_CLI, ...args], { timeout: timeoutMs, env: childEnv }, (error, stdout, stderr) => {
-      const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
-      resolve({ code, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [CLUSTER_CLI, ...args],
+      { timeout: timeoutMs, env: childEnv },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
+        resolve({ code, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -73,7 +78,19 @@ export async function startCluster(service: string, options: ClusterOptions = {}
   const env = options.env ?? {};
   const dataDir = mkdtempSync(join(tmpdir(), `${service}-it-`));
   const ports = await reservePorts();
-  const args = ['up', '--service', service, '--nodes', String(nodes), '--data', dataDir, '--base-port', String(ports.base), '--tick-ms', String(options.tickMs ?? 50)];
+  const args = [
+    'up',
+    '--service',
+    service,
+    '--nodes',
+    String(nodes),
+    '--data',
+    dataDir,
+    '--base-port',
+    String(ports.base),
+    '--tick-ms',
+    String(options.tickMs ?? 50),
+  ];
   if (options.snapshotEvery !== undefined) args.push('--snapshot-every', String(options.snapshotEvery));
   if (options.workers !== undefined) args.push('--workers', options.workers);
   for (const [k, v] of Object.entries(options.settings ?? {})) args.push('--set', `${k}=${v}`);
@@ -87,8 +104,15 @@ export async function startCluster(service: string, options: ClusterOptions = {}
     await down();
     throw new Error(`cluster up failed (${up.code}): ${up.stderr}${up.stdout}`);
   }
-  const state = JSON.parse(readFileSync(join(dataDir, 'cluster.json'), 'utf8')) as { workers?: Array<{ id: string; role: string; httpAddress: string; tcpAddress: string }> };
-  const workers = (state.workers ?? []).map((w) => ({ id: w.id, role: w.role, url: `http://${w.httpAddress}`, tcp: w.tcpAddress }));
+  const state = JSON.parse(readFileSync(join(dataDir, 'cluster.json'), 'utf8')) as {
+    workers?: Array<{ id: string; role: string; httpAddress: string; tcpAddress: string }>;
+  };
+  const workers = (state.workers ?? []).map((w) => ({
+    id: w.id,
+    role: w.role,
+    url: `http://${w.httpAddress}`,
+    tcp: w.tcpAddress,
+  }));
   return {
     service,
     base: ports.base,

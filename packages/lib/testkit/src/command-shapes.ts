@@ -58,7 +58,8 @@ export function checkCommandShapes(check: CommandShapeCheck): ShapeOutcome {
   };
   for (const command of check.malformed) {
     const result = tryApply(check.make, command);
-    if (result !== 'refused' && outcome.violation === null) outcome.violation = result === 'accepted' ? `accepted ${safeJson(command)}` : result;
+    if (result !== 'refused' && outcome.violation === null)
+      outcome.violation = result === 'accepted' ? `accepted ${safeJson(command)}` : result;
     if (result === 'refused') outcome.refused++;
   }
   const mutated = fc
@@ -74,7 +75,10 @@ export function checkCommandShapes(check: CommandShapeCheck): ShapeOutcome {
     });
   const command = fc.oneof(mutated, fc.anything(), fc.record({ op: fc.constantFrom(...check.valid.map((v) => v.op)) }));
   try {
-    fc.assert(fc.property(command, (c) => note(tryApply(check.make, c))), { numRuns: check.runs ?? 500, seed: 424242 });
+    fc.assert(
+      fc.property(command, (c) => note(tryApply(check.make, c))),
+      { numRuns: check.runs ?? 500, seed: 424242 },
+    );
   } catch {
     // The violation was recorded by note(); fast-check's shrunk report adds nothing the caller needs.
   }

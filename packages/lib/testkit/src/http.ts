@@ -28,7 +28,14 @@ export async function call(base: string, method: string, path: string, options: 
   const payload = options.raw ?? (options.body === undefined ? undefined : JSON.stringify(options.body));
   if (payload !== undefined) headers['content-type'] ??= 'application/json';
   const timeout = options.timeoutMs ?? 30_000;
-  const res = await request(base + path, { method: method as 'GET', headers, body: payload, dispatcher: agent, headersTimeout: timeout, bodyTimeout: timeout });
+  const res = await request(base + path, {
+    method: method as 'GET',
+    headers,
+    body: payload,
+    dispatcher: agent,
+    headersTimeout: timeout,
+    bodyTimeout: timeout,
+  });
   const text = await res.body.text();
   let body: Record<string, unknown> = {};
   if (text.length > 0) {
@@ -43,7 +50,12 @@ export async function call(base: string, method: string, path: string, options: 
 }
 
 /** Poll `probe` until it returns something truthy; fail naming `what` after `timeoutMs`. */
-export async function until<T>(what: string, probe: () => Promise<T | null | undefined | false> | T | null | undefined | false, timeoutMs = 20_000, everyMs = 100): Promise<T> {
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T | null | undefined | false> | T | null | undefined | false,
+  timeoutMs = 20_000,
+  everyMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown = null;
   for (;;) {
@@ -53,7 +65,10 @@ export async function until<T>(what: string, probe: () => Promise<T | null | und
     } catch (e) {
       lastError = e;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${String(lastError)})` : ''}`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what}${lastError ? ` (last error: ${String(lastError)})` : ''}`,
+      );
     await new Promise((r) => setTimeout(r, everyMs));
   }
 }

@@ -23,30 +23,69 @@ export interface TopicAccessReport {
   endAfter: number;
 }
 
-const CALLS: ReadonlyArray<{ call: string; method: string; path: (topic: string, partition: number) => string; body?: unknown }> = [
-  { call: 'append', method: 'POST', path: (t, p) => `/v1/topics/${t}/partitions/${p}/records`, body: { records: [{ key: 'victim', value: '{"forged":true}' }] } },
+const CALLS: ReadonlyArray<{
+  call: string;
+  method: string;
+  path: (topic: string, partition: number) => string;
+  body?: unknown;
+}> = [
+  {
+    call: 'append',
+    method: 'POST',
+    path: (t, p) => `/v1/topics/${t}/partitions/${p}/records`,
+    body: { records: [{ key: 'victim', value: '{"forged":true}' }] },
+  },
   { call: 'fetch', method: 'GET', path: (t, p) => `/v1/topics/${t}/partitions/${p}/records?offset=0` },
   { call: 'offsets', method: 'GET', path: (t, p) => `/v1/topics/${t}/partitions/${p}/offsets/router` },
-  { call: 'commit', method: 'POST', path: (t, p) => `/v1/topics/${t}/partitions/${p}/offsets/router`, body: { offset: 0 } },
+  {
+    call: 'commit',
+    method: 'POST',
+    path: (t, p) => `/v1/topics/${t}/partitions/${p}/offsets/router`,
+    body: { offset: 0 },
+  },
   { call: 'describe', method: 'GET', path: (t) => `/v1/topics/${t}` },
   { call: 'partition', method: 'GET', path: (t, p) => `/v1/topics/${t}/partitions/${p}` },
 ];
 
-async function endOffset(members: readonly string[], adminToken: string, topic: string, partition: number): Promise<number> {
+async function endOffset(
+  members: readonly string[],
+  adminToken: string,
+  topic: string,
+  partition: number,
+): Promise<number> {
   for (const member of members) {
-    const a = await call(member, 'GET', `/v1/topics/${topic}/partitions/${partition}/records?offset=0&max_records=1&consistency=linearizable`, { token: adminToken });
+    const a = await call(
+      member,
+      'GET',
+      `/v1/topics/${topic}/partitions/${partition}/records?offset=0&max_records=1&consistency=linearizable`,
+      { token: adminToken },
+    );
     if (a.status === 200) return a.body.end_offset as number;
   }
   throw new Error(`no member answered the end offset of ${topic}/${partition}`);
 }
 
-export async function topicAccess(members: readonly string[], adminToken: string, token: string, topic: string, partition = 0): Promise<TopicAccessReport> {
+export async function topicAccess(
+  members: readonly string[],
+  adminToken: string,
+  token: string,
+  topic: string,
+  partition = 0,
+): Promise<TopicAccessReport> {
   const endBefore = await endOffset(members, adminToken, topic, partition);
   const attempts: TopicAttempt[] = [];
   for (const member of members) {
     for (const c of CALLS) {
-      const a = await call(member, c.method, c.path(encodeURIComponent(topic), partition), { token, ...(c.body !== undefined ? { body: c.body } : {}) });
-      attempts.push({ call: c.call, member, status: a.status, code: (a.body?.error as { code?: string } | undefined)?.code ?? null });
+      const a = await call(member, c.method, c.path(encodeURIComponent(topic), partition), {
+        token,
+        ...(c.body !== undefined ? { body: c.body } : {}),
+      });
+      attempts.push({
+        call: c.call,
+        member,
+        status: a.status,
+        code: (a.body?.error as { code?: string } | undefined)?.code ?? null,
+      });
     }
   }
   const list = await call(members[0]!, 'GET', '/v1/topics', { token });

@@ -44,7 +44,8 @@ const CLIENT_NAME = /^[A-Za-z0-9._-]{1,64}$/;
 
 /** A per-client token, derived from the cluster token. */
 export function deriveClientToken(clusterToken: string, client: string): string {
-  if (!CLIENT_NAME.test(client)) throw badRequest('invalid_field', 'client must be 1 to 64 characters of A-Z a-z 0-9 . _ -', { field: 'client' });
+  if (!CLIENT_NAME.test(client))
+    throw badRequest('invalid_field', 'client must be 1 to 64 characters of A-Z a-z 0-9 . _ -', { field: 'client' });
   return `client.${client}.${mac(clusterToken, client)}`;
 }
 
@@ -57,7 +58,10 @@ export const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 
 /** The token of `service`'s own workers, derived from the cluster token; its principal is `service.<service>`. */
 export function deriveServiceToken(clusterToken: string, service: string): string {
-  if (!SERVICE_NAME.test(service)) throw badRequest('invalid_field', 'service must be 1 to 32 characters of a-z 0-9 - (a letter first)', { field: 'service' });
+  if (!SERVICE_NAME.test(service))
+    throw badRequest('invalid_field', 'service must be 1 to 32 characters of a-z 0-9 - (a letter first)', {
+      field: 'service',
+    });
   return `service.${service}.${serviceMac(clusterToken, service)}`;
 }
 
@@ -140,14 +144,18 @@ export function verifyToken(presented: string, clusterTokens: readonly string[])
 }
 
 function prove(presented: string, clusterTokens: readonly string[]): Principal {
-  for (const t of clusterTokens) if (same(t, presented)) return { kind: 'cluster', name: 'cluster', hash: tokenHash(presented) };
+  for (const t of clusterTokens)
+    if (same(t, presented)) return { kind: 'cluster', name: 'cluster', hash: tokenHash(presented) };
   const m = /^client\.([A-Za-z0-9._-]{1,64})\.([A-Za-z0-9_-]+)$/.exec(presented);
   if (m !== null) {
-    for (const t of clusterTokens) if (same(mac(t, m[1]!), m[2]!)) return { kind: 'client', name: m[1]!, hash: tokenHash(presented) };
+    for (const t of clusterTokens)
+      if (same(mac(t, m[1]!), m[2]!)) return { kind: 'client', name: m[1]!, hash: tokenHash(presented) };
   }
   const s = /^service\.([a-z][a-z0-9-]{0,31})\.([A-Za-z0-9_-]+)$/.exec(presented);
   if (s !== null) {
-    for (const t of clusterTokens) if (same(serviceMac(t, s[1]!), s[2]!)) return { kind: 'service', name: servicePrincipal(s[1]!), hash: tokenHash(presented) };
+    for (const t of clusterTokens)
+      if (same(serviceMac(t, s[1]!), s[2]!))
+        return { kind: 'service', name: servicePrincipal(s[1]!), hash: tokenHash(presented) };
   }
   throw unauthorized('wrong bearer token');
 }

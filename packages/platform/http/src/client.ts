@@ -63,9 +63,17 @@ export class ClusterClient {
 
   constructor(private readonly options: ClusterClientOptions) {
     if (options.endpoints.length === 0) throw new TypeError('at least one endpoint is needed');
-    if (options.ids !== undefined && options.ids.length !== options.endpoints.length) throw new TypeError('ids must match endpoints one to one');
+    if (options.ids !== undefined && options.ids.length !== options.endpoints.length)
+      throw new TypeError('ids must match endpoints one to one');
     this.timeoutMs = options.timeoutMs ?? 15_000;
-    this.pools = options.endpoints.map((e) => new Pool(e, { connections: options.connections ?? 32, keepAliveTimeout: 30_000, ...connectOptions(options.ca) }));
+    this.pools = options.endpoints.map(
+      (e) =>
+        new Pool(e, {
+          connections: options.connections ?? 32,
+          keepAliveTimeout: 30_000,
+          ...connectOptions(options.ca),
+        }),
+    );
     this.preferred = (options.preferred ?? 0) % this.pools.length;
     if (options.ids !== undefined) {
       void this.refreshLeader();
@@ -75,7 +83,13 @@ export class ClusterClient {
   }
 
   /** The body of a 2xx answer; any other answer is a ServiceError (503s are failed over until the deadline). */
-  async call(method: string, path: string, body?: string | object, headers: Record<string, string> = {}, timeoutMs = this.timeoutMs): Promise<unknown> {
+  async call(
+    method: string,
+    path: string,
+    body?: string | object,
+    headers: Record<string, string> = {},
+    timeoutMs = this.timeoutMs,
+  ): Promise<unknown> {
     const answer = await this.request(method, path, body, { headers, timeoutMs });
     if (answer.status < 300) return answer.body;
     throw answerError(answer);
@@ -85,7 +99,12 @@ export class ClusterClient {
    * One call; on a connection failure or a 503 the next member is tried until the deadline, then a ServiceError
    * 503 `unavailable` naming the last failure. Any other answer is returned as it is.
    */
-  async request(method: string, path: string, body?: string | object, options: RequestOptions = {}): Promise<ClusterAnswer> {
+  async request(
+    method: string,
+    path: string,
+    body?: string | object,
+    options: RequestOptions = {},
+  ): Promise<ClusterAnswer> {
     const write = method !== 'GET';
     const first = write && this.leader !== null ? this.leader : this.preferred;
     const deadline = Date.now() + (options.timeoutMs ?? this.timeoutMs);
@@ -117,7 +136,8 @@ export class ClusterClient {
       }
       // Back off once every member was tried: a cluster electing a leader needs a moment, not a hot loop.
       const round = Math.floor((attempt + 1) / this.pools.length);
-      if ((attempt + 1) % this.pools.length === 0) await sleep(Math.min(500, 20 * 2 ** Math.min(round, 5), Math.max(0, deadline - Date.now())));
+      if ((attempt + 1) % this.pools.length === 0)
+        await sleep(Math.min(500, 20 * 2 ** Math.min(round, 5), Math.max(0, deadline - Date.now())));
     }
     throw new ServiceError(503, 'unavailable', `the cluster is unreachable (${last})`, lastBody);
   }
@@ -127,8 +147,15 @@ export class ClusterClient {
    * tools that must ask a particular member (the cluster CLI's status, partition and membership commands). A
    * connection failure or timeout is thrown as it is.
    */
-  async ask(member: number, method: string, path: string, body?: string | object, options: RequestOptions = {}): Promise<ClusterAnswer> {
-    if (!Number.isInteger(member) || member < 0 || member >= this.pools.length) throw new RangeError(`no member ${member}`);
+  async ask(
+    member: number,
+    method: string,
+    path: string,
+    body?: string | object,
+    options: RequestOptions = {},
+  ): Promise<ClusterAnswer> {
+    if (!Number.isInteger(member) || member < 0 || member >= this.pools.length)
+      throw new RangeError(`no member ${member}`);
     const { payload, headers } = this.prepare(body, options);
     return this.once(member, method, path, payload, headers, options.timeoutMs ?? this.timeoutMs);
   }
@@ -138,7 +165,10 @@ export class ClusterClient {
     await Promise.all(this.pools.map((p) => p.close()));
   }
 
-  private prepare(body: string | object | undefined, options: RequestOptions): { payload: string | undefined; headers: Record<string, string> } {
+  private prepare(
+    body: string | object | undefined,
+    options: RequestOptions,
+  ): { payload: string | undefined; headers: Record<string, string> } {
     const payload = body === undefined || typeof body === 'string' ? body : JSON.stringify(body);
     const headers: Record<string, string> = { authorization: `Bearer ${this.options.token}` };
     if (payload !== undefined && typeof body === 'object') headers['content-type'] = 'application/json';
@@ -146,8 +176,22 @@ export class ClusterClient {
     return { payload, headers };
   }
 
-  private async once(member: number, method: string, path: string, payload: string | undefined, headers: Record<string, string>, timeoutMs: number): Promise<ClusterAnswer> {
-    const res = await this.pools[member]!.request({ method: method as 'GET', path, headers, body: payload, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+  private async once(
+    member: number,
+    method: string,
+    path: string,
+    payload: string | undefined,
+    headers: Record<string, string>,
+    timeoutMs: number,
+  ): Promise<ClusterAnswer> {
+    const res = await this.pools[member]!.request({
+      method: method as 'GET',
+      path,
+      headers,
+      body: payload,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
     const text = await res.body.text();
     return { status: res.statusCode, body: text.length > 0 ? safeJson(text) : null, headers: res.headers };
   }
@@ -182,9 +226,13 @@ function sleep(ms: number): Promise<void> {
  * reader of error bodies: the clients here and the callers that turn an upstream's answer back into an HttpError
  * (video's internal client) go through it.
  */
-export function errorBody(body: unknown): ({ code?: unknown; message?: unknown } & Record<string, unknown>) | undefined {
+export function errorBody(
+  body: unknown,
+): ({ code?: unknown; message?: unknown } & Record<string, unknown>) | undefined {
   const err = (body as { error?: unknown } | null)?.error;
-  return typeof err === 'object' && err !== null ? (err as { code?: unknown; message?: unknown } & Record<string, unknown>) : undefined;
+  return typeof err === 'object' && err !== null
+    ? (err as { code?: unknown; message?: unknown } & Record<string, unknown>)
+    : undefined;
 }
 
 /** The error code of a JSON error body, when it has one. */
@@ -196,7 +244,12 @@ export function errorCodeOf(body: unknown): string | undefined {
 /** A non-2xx answer as the ServiceError the clients throw: its status, the body's code and message. */
 export function answerError(answer: ClusterAnswer): ServiceError {
   const message = errorBody(answer.body)?.message;
-  return new ServiceError(answer.status, errorCodeOf(answer.body) ?? 'unknown', typeof message === 'string' ? message : `HTTP ${answer.status}`, answer.body);
+  return new ServiceError(
+    answer.status,
+    errorCodeOf(answer.body) ?? 'unknown',
+    typeof message === 'string' ? message : `HTTP ${answer.status}`,
+    answer.body,
+  );
 }
 
 /** The header naming a client session (POST /v1/client-sessions) on an idempotent write. */

@@ -18,9 +18,11 @@ export type CommandFields<Op extends string> = Record<string, unknown> & { op: O
 
 /** The command as an object whose `op` is one of `ops`; throws CommandShapeError otherwise. */
 export function commandOf<Op extends string>(value: unknown, ops: readonly Op[]): CommandFields<Op> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new CommandShapeError(`a command is an object, not ${describe(value)}`);
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new CommandShapeError(`a command is an object, not ${describe(value)}`);
   const op = (value as { op?: unknown }).op;
-  if (typeof op !== 'string' || !(ops as readonly string[]).includes(op)) throw new CommandShapeError(`unknown op ${describe(op)} (expected one of ${ops.join(', ')})`);
+  if (typeof op !== 'string' || !(ops as readonly string[]).includes(op))
+    throw new CommandShapeError(`unknown op ${describe(op)} (expected one of ${ops.join(', ')})`);
   return value as CommandFields<Op>;
 }
 
@@ -34,31 +36,54 @@ export function objectField(fields: Record<string, unknown>, key: string): Recor
 /** A string field of at most `maxLength` characters (non-empty unless `minLength` is 0). */
 export function stringField(fields: Record<string, unknown>, key: string, maxLength = 1 << 26, minLength = 1): string {
   const v = fields[key];
-  if (typeof v !== 'string' || v.length < minLength || v.length > maxLength) throw shapeError(fields, key, `a string of ${minLength} to ${maxLength} characters`, v);
+  if (typeof v !== 'string' || v.length < minLength || v.length > maxLength)
+    throw shapeError(fields, key, `a string of ${minLength} to ${maxLength} characters`, v);
   return v;
 }
 
 /** A string field, or null. */
-export function nullableStringField(fields: Record<string, unknown>, key: string, maxLength = 1 << 26, minLength = 0): string | null {
+export function nullableStringField(
+  fields: Record<string, unknown>,
+  key: string,
+  maxLength = 1 << 26,
+  minLength = 0,
+): string | null {
   return fields[key] === null ? null : stringField(fields, key, maxLength, minLength);
 }
 
 /** A safe integer field in [min, max]. */
-export function integerField(fields: Record<string, unknown>, key: string, min = 0, max = Number.MAX_SAFE_INTEGER): number {
+export function integerField(
+  fields: Record<string, unknown>,
+  key: string,
+  min = 0,
+  max = Number.MAX_SAFE_INTEGER,
+): number {
   const v = fields[key];
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) throw shapeError(fields, key, `an integer from ${min} to ${max}`, v);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max)
+    throw shapeError(fields, key, `an integer from ${min} to ${max}`, v);
   return v;
 }
 
 /** A safe integer field in [min, max], or null. */
-export function nullableIntegerField(fields: Record<string, unknown>, key: string, min = 0, max = Number.MAX_SAFE_INTEGER): number | null {
+export function nullableIntegerField(
+  fields: Record<string, unknown>,
+  key: string,
+  min = 0,
+  max = Number.MAX_SAFE_INTEGER,
+): number | null {
   return fields[key] === null ? null : integerField(fields, key, min, max);
 }
 
 /** A finite number field in [min, max]. */
-export function numberField(fields: Record<string, unknown>, key: string, min = -Number.MAX_VALUE, max = Number.MAX_VALUE): number {
+export function numberField(
+  fields: Record<string, unknown>,
+  key: string,
+  min = -Number.MAX_VALUE,
+  max = Number.MAX_VALUE,
+): number {
   const v = fields[key];
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max) throw shapeError(fields, key, `a finite number from ${min} to ${max}`, v);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max)
+    throw shapeError(fields, key, `a finite number from ${min} to ${max}`, v);
   return v;
 }
 
@@ -70,9 +95,15 @@ export function booleanField(fields: Record<string, unknown>, key: string): bool
 }
 
 /** An array field of at most `maxItems` items, each checked by `item` (which throws on a bad one). */
-export function arrayField<T>(fields: Record<string, unknown>, key: string, item: (value: unknown, at: string) => T, maxItems = 1 << 20): T[] {
+export function arrayField<T>(
+  fields: Record<string, unknown>,
+  key: string,
+  item: (value: unknown, at: string) => T,
+  maxItems = 1 << 20,
+): T[] {
   const v = fields[key];
-  if (!Array.isArray(v) || v.length > maxItems) throw shapeError(fields, key, `an array of at most ${maxItems} items`, v);
+  if (!Array.isArray(v) || v.length > maxItems)
+    throw shapeError(fields, key, `an array of at most ${maxItems} items`, v);
   return v.map((x, i) => item(x, `${key}[${i}]`));
 }
 
@@ -87,26 +118,39 @@ export function batchCommandsField<Op extends string>(
   check: (command: CommandFields<Op>) => void,
   maxItems: number,
 ): CommandFields<Op>[] {
-  const commands = arrayField(fields, 'commands', (item, at) => {
-    const inner = commandOf(item, ops);
-    try {
-      check(inner);
-    } catch (e) {
-      throw new CommandShapeError(`${at}: ${(e as Error).message}`);
-    }
-    return inner;
-  }, maxItems);
+  const commands = arrayField(
+    fields,
+    'commands',
+    (item, at) => {
+      const inner = commandOf(item, ops);
+      try {
+        check(inner);
+      } catch (e) {
+        throw new CommandShapeError(`${at}: ${(e as Error).message}`);
+      }
+      return inner;
+    },
+    maxItems,
+  );
   if (commands.length === 0) throw new CommandShapeError('a batch carries at least one command');
   return commands;
 }
 
 /** An array of non-empty strings of at most `maxLength` characters. */
-export function stringArrayField(fields: Record<string, unknown>, key: string, maxItems = 1 << 20, maxLength = 1 << 16): string[] {
+export function stringArrayField(
+  fields: Record<string, unknown>,
+  key: string,
+  maxItems = 1 << 20,
+  maxLength = 1 << 16,
+): string[] {
   return arrayField(
     fields,
     key,
     (x, at) => {
-      if (typeof x !== 'string' || x.length === 0 || x.length > maxLength) throw new CommandShapeError(`${opOf(fields)}.${at}: expected a string of 1 to ${maxLength} characters, got ${describe(x)}`);
+      if (typeof x !== 'string' || x.length === 0 || x.length > maxLength)
+        throw new CommandShapeError(
+          `${opOf(fields)}.${at}: expected a string of 1 to ${maxLength} characters, got ${describe(x)}`,
+        );
       return x;
     },
     maxItems,
@@ -124,7 +168,8 @@ function opOf(fields: Record<string, unknown>): string {
 function describe(value: unknown): string {
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'an array';
-  if (typeof value === 'string') return value.length > 40 ? `a string of ${value.length} characters` : JSON.stringify(value);
+  if (typeof value === 'string')
+    return value.length > 40 ? `a string of ${value.length} characters` : JSON.stringify(value);
   if (typeof value === 'number') return String(value);
   return typeof value;
 }

@@ -54,7 +54,13 @@ function readFileLimit(): number {
     // Not Linux: ask a shell.
   }
   try {
-    const n = parseLimit(execFileSync('sh', ['-c', 'ulimit -n'], { encoding: 'utf8', timeout: 2_000, stdio: ['ignore', 'pipe', 'ignore'] }));
+    const n = parseLimit(
+      execFileSync('sh', ['-c', 'ulimit -n'], {
+        encoding: 'utf8',
+        timeout: 2_000,
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }),
+    );
     if (n !== null) return n;
   } catch {
     // No shell either: the default below.
@@ -156,7 +162,12 @@ export function limitServer(server: NetServer, options: LimitOptions = {}): Conn
 /** The connection a response belongs to (a closed response may have let go of its socket). */
 const ON_SOCKET = Symbol('socket');
 
-function limitHttp(server: HttpServer, entry: Limited, counts: { evicted: number; refused: number }, options: LimitOptions): void {
+function limitHttp(
+  server: HttpServer,
+  entry: Limited,
+  counts: { evicted: number; refused: number },
+  options: LimitOptions,
+): void {
   const headersTimeout = options.headersTimeoutMs ?? 20_000;
   server.headersTimeout = headersTimeout;
   server.requestTimeout = Math.max(options.requestTimeoutMs ?? 120_000, headersTimeout);

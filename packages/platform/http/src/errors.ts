@@ -37,4 +37,5 @@ export const unauthorized = (message: string): HttpError =>
   new HttpError(401, 'unauthorized', message, {}, { 'www-authenticate': 'Bearer' });
 
 /** The token is valid but proves the wrong kind of principal for this endpoint; `message` names what is required. */
-export const forbidden = (message: string, details: Record<string, unknown> = {}): HttpError => new HttpError(403, 'forbidden', message, details);
+export const forbidden = (message: string, details: Record<string, unknown> = {}): HttpError =>
+  new HttpError(403, 'forbidden', message, details);

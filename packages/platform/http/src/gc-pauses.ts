@@ -18,10 +18,18 @@ export interface GcPauseWatch {
 }
 
 export function watchGcPauses(registry: MetricsRegistry): GcPauseWatch {
-  const seconds = registry.counter('process_gc_pause_seconds_total', 'Time this process spent in garbage-collection pauses');
+  const seconds = registry.counter(
+    'process_gc_pause_seconds_total',
+    'Time this process spent in garbage-collection pauses',
+  );
   const pauses = registry.counter('process_gc_pauses_total', 'Garbage-collection pauses of this process');
-  const scavenges = registry.counter('process_gc_scavenges_total', 'Young-generation collections (scavenges) of this process');
-  const over = GC_PAUSE_THRESHOLDS_MS.map((ms) => registry.counter(`process_gc_pauses_over_${ms}ms_total`, `Garbage-collection pauses longer than ${ms} ms`));
+  const scavenges = registry.counter(
+    'process_gc_scavenges_total',
+    'Young-generation collections (scavenges) of this process',
+  );
+  const over = GC_PAUSE_THRESHOLDS_MS.map((ms) =>
+    registry.counter(`process_gc_pauses_over_${ms}ms_total`, `Garbage-collection pauses longer than ${ms} ms`),
+  );
   const observer = new PerformanceObserver((list) => {
     for (const entry of list.getEntries()) {
       const ms = entry.duration;

@@ -45,7 +45,14 @@ export const locateBySlot: GroupLocator = (key, groups) => {
   const slot = hashSlot(key);
   for (const g of groups) {
     const range = g.data.slots;
-    if (Array.isArray(range) && typeof range[0] === 'number' && typeof range[1] === 'number' && range[0] <= slot && slot <= range[1]) return g.name;
+    if (
+      Array.isArray(range) &&
+      typeof range[0] === 'number' &&
+      typeof range[1] === 'number' &&
+      range[0] <= slot &&
+      slot <= range[1]
+    )
+      return g.name;
   }
   return null;
 };
@@ -117,12 +124,19 @@ export class GroupRouter {
     }
     await this.refreshCatalog(this.catalog === null);
     const found = this.catalog === null ? null : locate(key, this.catalog);
-    if (found === null) throw new ServiceError(404, 'group_not_found', `no group serves key ${JSON.stringify(key).slice(0, 100)}`, null);
+    if (found === null)
+      throw new ServiceError(404, 'group_not_found', `no group serves key ${JSON.stringify(key).slice(0, 100)}`, null);
     return found;
   }
 
   /** `call` about the group serving `key`. */
-  async callKey(key: string, method: string, path: string, body?: object | string, options: { headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<unknown> {
+  async callKey(
+    key: string,
+    method: string,
+    path: string,
+    body?: object | string,
+    options: { headers?: Record<string, string>; timeoutMs?: number } = {},
+  ): Promise<unknown> {
     return this.call(await this.groupOf(key), method, path, body, options);
   }
 
@@ -141,7 +155,13 @@ export class GroupRouter {
   }
 
   /** The body of a 2xx answer about `group`; any other final answer is a ServiceError. */
-  async call(group: string, method: string, path: string, body?: object | string, options: { headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<unknown> {
+  async call(
+    group: string,
+    method: string,
+    path: string,
+    body?: object | string,
+    options: { headers?: Record<string, string>; timeoutMs?: number } = {},
+  ): Promise<unknown> {
     const answer = await this.request(group, method, path, body, options);
     if (answer.status < 300) return answer.body;
     throw answerError(answer);
@@ -152,7 +172,13 @@ export class GroupRouter {
    * `group_not_found` only once every member asked has said so when the catalogue names the group (a member that
    * has just restarted answers it until its meta group has applied the group's creation).
    */
-  async request(group: string, method: string, path: string, body?: object | string, options: { headers?: Record<string, string>; timeoutMs?: number } = {}): Promise<ClusterAnswer> {
+  async request(
+    group: string,
+    method: string,
+    path: string,
+    body?: object | string,
+    options: { headers?: Record<string, string>; timeoutMs?: number } = {},
+  ): Promise<ClusterAnswer> {
     const deadline = Date.now() + (options.timeoutMs ?? this.timeoutMs);
     const payload = body === undefined || typeof body === 'string' ? body : JSON.stringify(body);
     const headers: Record<string, string> = { authorization: `Bearer ${this.options.token}`, ...options.headers };
@@ -266,7 +292,14 @@ export class GroupRouter {
     this.hostsFetched = Date.now();
     for (const url of this.options.endpoints) {
       try {
-        const answer = await this.once(url, 'GET', '/v1/cluster/hosts', undefined, { authorization: `Bearer ${this.options.token}` }, 2000);
+        const answer = await this.once(
+          url,
+          'GET',
+          '/v1/cluster/hosts',
+          undefined,
+          { authorization: `Bearer ${this.options.token}` },
+          2000,
+        );
         const hosts = (answer.body as { hosts?: Array<{ id: string; http: string | null }> } | null)?.hosts;
         if (answer.status === 200 && Array.isArray(hosts)) {
           for (const h of hosts) if (typeof h.http === 'string') this.hosts.set(h.id, h.http);
@@ -289,7 +322,14 @@ export class GroupRouter {
       const url = endpoints[(this.next++ + i) % endpoints.length]!;
       try {
         this.stats.catalogFetches++;
-        const answer = await this.once(url, 'GET', '/v1/cluster/catalog', undefined, headers, Math.min(this.timeoutMs, 5000));
+        const answer = await this.once(
+          url,
+          'GET',
+          '/v1/cluster/catalog',
+          undefined,
+          headers,
+          Math.min(this.timeoutMs, 5000),
+        );
         const groups = (answer.body as { groups?: unknown } | null)?.groups;
         if (answer.status === 200 && Array.isArray(groups)) {
           this.catalog = groups.filter(isRouterGroup).map((g) => ({ name: g.name, members: g.members, data: g.data }));
@@ -300,21 +340,40 @@ export class GroupRouter {
         last = String((error as Error).message ?? error);
       }
     }
-    if (this.catalog === null) throw new ServiceError(503, 'unavailable', `the group catalogue is unreachable (${last})`, null);
+    if (this.catalog === null)
+      throw new ServiceError(503, 'unavailable', `the group catalogue is unreachable (${last})`, null);
   }
 
   private pool(url: string): Pool {
     let pool = this.pools.get(url);
     if (pool === undefined) {
-      pool = new Pool(url, { connections: this.options.connections ?? 16, keepAliveTimeout: 30_000, ...connectOptions(this.options.ca) });
+      pool = new Pool(url, {
+        connections: this.options.connections ?? 16,
+        keepAliveTimeout: 30_000,
+        ...connectOptions(this.options.ca),
+      });
       this.pools.set(url, pool);
     }
     return pool;
   }
 
-  private async once(url: string, method: string, path: string, payload: string | undefined, headers: Record<string, string>, timeoutMs: number): Promise<ClusterAnswer & { leader: string | null }> {
+  private async once(
+    url: string,
+    method: string,
+    path: string,
+    payload: string | undefined,
+    headers: Record<string, string>,
+    timeoutMs: number,
+  ): Promise<ClusterAnswer & { leader: string | null }> {
     this.stats.requests++;
-    const res = await this.pool(url).request({ method: method as 'GET', path, headers, body: payload, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const res = await this.pool(url).request({
+      method: method as 'GET',
+      path,
+      headers,
+      body: payload,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
     const text = await res.body.text();
     const leader = res.headers[GROUP_LEADER_HEADER];
     let body: unknown = null;
@@ -331,7 +390,14 @@ export class GroupRouter {
 
 function isRouterGroup(g: unknown): g is RouterGroup {
   const r = g as Partial<RouterGroup> | null;
-  return typeof r === 'object' && r !== null && typeof r.name === 'string' && Array.isArray(r.members) && typeof r.data === 'object' && r.data !== null;
+  return (
+    typeof r === 'object' &&
+    r !== null &&
+    typeof r.name === 'string' &&
+    Array.isArray(r.members) &&
+    typeof r.data === 'object' &&
+    r.data !== null
+  );
 }
 
 function sleep(ms: number): Promise<void> {

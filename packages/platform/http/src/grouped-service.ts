@@ -91,7 +91,10 @@ export class GroupedServiceContext {
    * The group of that name, running on this member; otherwise a 421 `misdirected` naming the members that hold it
    * (`members: [{id, url}]`), or a 404 when the meta group does not know it. Sets the leader header on `ctx`.
    */
-  requireGroup<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(ctx: RequestContext, name: string): RaftNode<C, R, M> {
+  requireGroup<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(
+    ctx: RequestContext,
+    name: string,
+  ): RaftNode<C, R, M> {
     const node = this.managed.group<C, R, M>(name);
     if (node !== undefined) {
       // Named when the answer leaves, not now: a call that waited through an election (a write forwarded from a
@@ -108,9 +111,15 @@ export class GroupedServiceContext {
     }
     const catalog = this.managed.catalog();
     const record = catalog.group(name);
-    if (record === undefined) throw new HttpError(404, 'group_not_found', `no group ${name} (yet: the meta group may still be applying it)`, { group: name });
+    if (record === undefined)
+      throw new HttpError(404, 'group_not_found', `no group ${name} (yet: the meta group may still be applying it)`, {
+        group: name,
+      });
     const members = record.members.map((id) => ({ id, url: catalog.host(id)?.http ?? null }));
-    throw new HttpError(421, 'misdirected', `this member does not hold ${name}; ask one that does`, { group: name, members });
+    throw new HttpError(421, 'misdirected', `this member does not hold ${name}; ask one that does`, {
+      group: name,
+      members,
+    });
   }
 
   /** Proposes `command` to the group and returns its result, with Raft outcomes answered as HTTP (see call). */
@@ -131,7 +140,8 @@ export class GroupedServiceContext {
         throw raftErrorToHttp(error);
       }
     }
-    if (consistency !== 'linearizable') throw badRequest('invalid_query', 'consistency must be linearizable or serializable', { field: 'consistency' });
+    if (consistency !== 'linearizable')
+      throw badRequest('invalid_query', 'consistency must be linearizable or serializable', { field: 'consistency' });
     await this.call(group, () => group.readBarrier());
   }
 
@@ -147,7 +157,10 @@ export class GroupedServiceContext {
 
   /** Processes registered in the catalogue and not retiring: where new replicas may go. */
   liveHosts(): number {
-    return this.managed.catalog().hosts().filter((h) => !h.retiring).length;
+    return this.managed
+      .catalog()
+      .hosts()
+      .filter((h) => !h.retiring).length;
   }
 
   /**
@@ -190,7 +203,10 @@ export class GroupedServiceContext {
  * partitions in its own members this way (`combineGroupedServices('feed', [createLogService(), feedPart])`), so one
  * `cluster up` starts one set of processes and the log's endpoints and clients work on it unchanged.
  */
-export function combineGroupedServices(name: string, parts: readonly GroupedServiceDefinition[]): GroupedServiceDefinition {
+export function combineGroupedServices(
+  name: string,
+  parts: readonly GroupedServiceDefinition[],
+): GroupedServiceDefinition {
   const workers = parts.flatMap((part) => part.workers ?? []);
   return {
     name,

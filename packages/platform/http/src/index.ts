@@ -1,15 +1,57 @@
 export * from './errors.js';
 export * from './validate.js';
 export { parseJsonBody } from './json-body.js';
-export { Router, Reply, sendJson, sendError, requirePrincipal, admit, ADMISSIONS, DEFAULT_MAX_BODY_BYTES } from './router.js';
-export type { Admission, ExactHandler, ExactRouteOptions, Handler, PrincipalFor, RequestContext, RouteInfo, RouteOptions, RouterOptions } from './router.js';
-export { authenticate, bearerToken, cookieValue, deriveClientToken, deriveServiceToken, isInternalCaller, servicePrincipal, SERVICE_NAME, tokenHash, verifyToken } from './auth.js';
+export {
+  Router,
+  Reply,
+  sendJson,
+  sendError,
+  requirePrincipal,
+  admit,
+  ADMISSIONS,
+  DEFAULT_MAX_BODY_BYTES,
+} from './router.js';
+export type {
+  Admission,
+  ExactHandler,
+  ExactRouteOptions,
+  Handler,
+  PrincipalFor,
+  RequestContext,
+  RouteInfo,
+  RouteOptions,
+  RouterOptions,
+} from './router.js';
+export {
+  authenticate,
+  bearerToken,
+  cookieValue,
+  deriveClientToken,
+  deriveServiceToken,
+  isInternalCaller,
+  servicePrincipal,
+  SERVICE_NAME,
+  tokenHash,
+  verifyToken,
+} from './auth.js';
 export type { Principal } from './auth.js';
 export { MetricsRegistry, Counter, Gauge, Histogram } from './metrics.js';
 export { jsonLogger } from './log.js';
 export { ownerOnlyFiles, OWNER_ONLY_UMASK } from './owner-only.js';
 export type { Logger, LogLevel } from './log.js';
-export { ServiceContext, raftErrorToHttp, CLIENT_ID_HEADER, CLIENT_SEQ_HEADER, CLIENT_ACK_HEADER, BUSY_WRITERS, IDLE_MEMBERS, IDLE_MEMBER_HEARTBEAT_TICKS, PACED_WRITES, SINGLE_THREADED_GC, SPACED_MAJOR_GC } from './service.js';
+export {
+  ServiceContext,
+  raftErrorToHttp,
+  CLIENT_ID_HEADER,
+  CLIENT_SEQ_HEADER,
+  CLIENT_ACK_HEADER,
+  BUSY_WRITERS,
+  IDLE_MEMBERS,
+  IDLE_MEMBER_HEARTBEAT_TICKS,
+  PACED_WRITES,
+  SINGLE_THREADED_GC,
+  SPACED_MAJOR_GC,
+} from './service.js';
 export type { MemberRaftOptions, MemberTuning, OneGroupKind, ServiceDefinition } from './service.js';
 export { ClusterClient, ServiceError, errorBody } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
@@ -22,7 +64,14 @@ export { clusterScheme, clusterTls, clusterUrl, connectOptions, readClusterTls, 
 export type { ClusterTls, ClusterTlsFiles } from './tls.js';
 export type { PeerAddress, WorkerOptions, RunningWorker, WorkerRole, WorkerRoles, WorkerHttp } from './worker.js';
 export { limitServer, fileLimit, connectionBudget, holdUpgraded, FALLBACK_FILE_LIMIT } from './connections.js';
-export { HeldSockets, heldReserve, addressKey, type HeldRefusal, type HeldSocketOptions, type CapSource } from './held-sockets.js';
+export {
+  HeldSockets,
+  heldReserve,
+  addressKey,
+  type HeldRefusal,
+  type HeldSocketOptions,
+  type CapSource,
+} from './held-sockets.js';
 export type { LimitOptions, ConnectionLimit } from './connections.js';
 export { fullCounter, idleExpiryFor, idleExpiryMs, refill, resetMs, take } from './bucket.js';
 export type { BucketCounter, BucketLimits, TakeResult } from './bucket.js';
@@ -41,7 +90,12 @@ export {
   stringField,
 } from './command-shape.js';
 export type { CommandFields } from './command-shape.js';
-export { GroupedServiceContext, GROUP_LEADER_HEADER, combineGroupedServices, groupOptionsOf } from './grouped-service.js';
+export {
+  GroupedServiceContext,
+  GROUP_LEADER_HEADER,
+  combineGroupedServices,
+  groupOptionsOf,
+} from './grouped-service.js';
 export type { CommandRoute, GroupedServiceDefinition, GroupKind } from './grouped-service.js';
 export { checkedCommand } from './command-route.js';
 export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';

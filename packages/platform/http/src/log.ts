@@ -6,7 +6,10 @@ import type { Logger } from '@raftkit/raft';
 
 export type { Logger, LogLevel } from '@raftkit/raft';
 
-export function jsonLogger(base: () => Record<string, unknown>, write: (line: string) => void = (l) => process.stdout.write(l)): Logger {
+export function jsonLogger(
+  base: () => Record<string, unknown>,
+  write: (line: string) => void = (l) => process.stdout.write(l),
+): Logger {
   return {
     log(level, msg, fields = {}) {
       write(JSON.stringify({ time: new Date().toISOString(), level, msg, ...base(), ...fields }) + '\n');

@@ -15,13 +15,15 @@ export class NextRoundCoalescer<T> {
     if (queued !== undefined) return queued;
     const current = this.running.get(key);
     if (current === undefined) return this.start(key, work);
-    const next = current.then(
-      () => undefined,
-      () => undefined,
-    ).then(() => {
-      this.waiting.delete(key);
-      return this.start(key, work);
-    });
+    const next = current
+      .then(
+        () => undefined,
+        () => undefined,
+      )
+      .then(() => {
+        this.waiting.delete(key);
+        return this.start(key, work);
+      });
     this.waiting.set(key, next);
     return next;
   }

@@ -67,7 +67,8 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
   const router = new Router({
     tokens: options.tokens,
     ...(options.service !== undefined ? { service: options.service } : {}),
-    onError: (error, req) => options.logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
+    onError: (error, req) =>
+      options.logger.log('error', 'handler failed', { url: req.url, error: String((error as Error)?.stack ?? error) }),
   });
   router
     .get('/healthz', { admits: 'open' }, (ctx) => {
@@ -87,7 +88,8 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
   }
   const fastPath = options.fastPath;
   const given = options.tls === undefined ? clusterTls() : options.tls;
-  const tls = given !== null && given.cert !== undefined && given.key !== undefined ? { cert: given.cert, key: given.key } : null;
+  const tls =
+    given !== null && given.cert !== undefined && given.key !== undefined ? { cert: given.cert, key: given.key } : null;
   const listener = (req: IncomingMessage, res: ServerResponse): void => {
     // Exact routes first, uncounted (Router.exact says what they skip).
     if (router.serveExact(req, res)) return;
@@ -97,7 +99,10 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
       try {
         answered = fastPath(req, res);
       } catch (error) {
-        options.logger.log('error', 'fast path failed', { url: req.url, error: String((error as Error)?.stack ?? error) });
+        options.logger.log('error', 'fast path failed', {
+          url: req.url,
+          error: String((error as Error)?.stack ?? error),
+        });
         if (!res.headersSent) sendJson(res, 500, { error: { code: 'internal', message: 'internal error' } });
         else res.destroy();
         return;
@@ -109,8 +114,13 @@ export function processHttp(options: ProcessHttpOptions): ProcessHttp {
     router.routedListener(req, res);
   };
   // TLS 1.3 only, as the Raft transport: every process of a cluster runs this code, so no older client needs more.
-  const server = (tls === null ? createServer(listener) : createHttpsServer({ ...tls, minVersion: 'TLSv1.3' }, listener)) as Server;
-  const connections = limitServer(server, options.connectionBudget === undefined ? {} : { budget: options.connectionBudget });
+  const server = (
+    tls === null ? createServer(listener) : createHttpsServer({ ...tls, minVersion: 'TLSv1.3' }, listener)
+  ) as Server;
+  const connections = limitServer(
+    server,
+    options.connectionBudget === undefined ? {} : { budget: options.connectionBudget },
+  );
   return {
     router,
     metrics,

@@ -50,7 +50,9 @@ export interface RequestContext<P extends Principal | null = Principal | null> {
 }
 
 /** A handler returns the reply: a body to send as JSON with status 200, or a full Reply, or nothing (it replied). */
-export type Handler<P extends Principal | null = Principal | null> = (ctx: RequestContext<P>) => Promise<Reply | unknown> | Reply | unknown;
+export type Handler<P extends Principal | null = Principal | null> = (
+  ctx: RequestContext<P>,
+) => Promise<Reply | unknown> | Reply | unknown;
 
 export class Reply {
   constructor(
@@ -65,7 +67,12 @@ export class Reply {
  * and the principal the route's admission proved. It answers by itself (`res`), synchronously or later; a throw or
  * a rejection is answered as a route's (an HttpError's body, else a logged 500).
  */
-export type ExactHandler<P extends Principal | null = Principal | null> = (req: IncomingMessage, res: ServerResponse, body: Buffer | null, principal: P) => void | Promise<void>;
+export type ExactHandler<P extends Principal | null = Principal | null> = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: Buffer | null,
+  principal: P,
+) => void | Promise<void>;
 
 export interface ExactRouteOptions<A extends Admission = Admission> extends RouteOptions<A> {
   /**
@@ -120,23 +127,37 @@ export function requirePrincipal(ctx: RequestContext): Principal {
  * Checks a route's admission for one request: the principal its handler sees, or a 401/403 HttpError. `service`
  * names the service the router serves (see RouterOptions.service).
  */
-export function admit(route: RouteInfo, req: IncomingMessage, tokens: readonly string[], service?: string): Principal | null {
+export function admit(
+  route: RouteInfo,
+  req: IncomingMessage,
+  tokens: readonly string[],
+  service?: string,
+): Principal | null {
   if (route.admits === 'open') return null;
   const principal = authenticate(req, tokens);
   if (principal.kind === 'service' && (service === undefined || principal.name !== servicePrincipal(service))) {
-    throw forbidden(`${principal.name} is the token of another service's workers; ${route.method} ${route.pattern} is ${service === undefined ? 'on no service' : `on ${service}`}`, {
-      required: route.admits,
-    });
+    throw forbidden(
+      `${principal.name} is the token of another service's workers; ${route.method} ${route.pattern} is ${service === undefined ? 'on no service' : `on ${service}`}`,
+      {
+        required: route.admits,
+      },
+    );
   }
   if (route.admits === 'cluster' && principal.kind !== 'cluster') {
-    throw forbidden(`${route.method} ${route.pattern} requires the cluster token; this request presented a ${principal.kind} token (${principal.name})`, {
-      required: 'cluster',
-    });
+    throw forbidden(
+      `${route.method} ${route.pattern} requires the cluster token; this request presented a ${principal.kind} token (${principal.name})`,
+      {
+        required: 'cluster',
+      },
+    );
   }
   if (route.admits === 'service' && principal.kind === 'client') {
-    throw forbidden(`${route.method} ${route.pattern} is internal: the cluster token or ${service === undefined ? 'the service' : servicePrincipal(service)}'s own token, not a client token (${principal.name})`, {
-      required: 'service',
-    });
+    throw forbidden(
+      `${route.method} ${route.pattern} is internal: the cluster token or ${service === undefined ? 'the service' : servicePrincipal(service)}'s own token, not a client token (${principal.name})`,
+      {
+        required: 'service',
+      },
+    );
   }
   return principal;
 }
@@ -159,13 +180,26 @@ export class Router {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   }
 
-  on<A extends Admission>(method: string, pattern: string, options: RouteOptions<A>, handler: Handler<PrincipalFor<A>>): this {
+  on<A extends Admission>(
+    method: string,
+    pattern: string,
+    options: RouteOptions<A>,
+    handler: Handler<PrincipalFor<A>>,
+  ): this {
     // Checked at run time too: JavaScript callers and casts could pass anything, and an unknown value must not
     // fall through to "open".
-    if (!ADMISSIONS.includes(options?.admits)) throw new TypeError(`${method} ${pattern}: admits must be one of ${ADMISSIONS.join(', ')}`);
+    if (!ADMISSIONS.includes(options?.admits))
+      throw new TypeError(`${method} ${pattern}: admits must be one of ${ADMISSIONS.join(', ')}`);
     const segments = pattern.split('/').filter((s) => s.length > 0);
     const params = segments.map((s) => (s.startsWith(':') ? s.slice(1) : null));
-    const route: Route = { method, pattern: '/' + segments.join('/'), admits: options.admits, segments, params, handler: handler as Handler };
+    const route: Route = {
+      method,
+      pattern: '/' + segments.join('/'),
+      admits: options.admits,
+      segments,
+      params,
+      handler: handler as Handler,
+    };
     this.table.push(route);
     let byLength = this.index.get(method);
     if (byLength === undefined) this.index.set(method, (byLength = []));
@@ -197,11 +231,19 @@ export class Router {
    * these requests). Admission is checked exactly as on the general route, before the body is read. Not listed by
    * `routes()` (the general route is). A second registration of the same method and target throws.
    */
-  exact<A extends Admission>(method: string, path: string, options: ExactRouteOptions<A>, handler: ExactHandler<PrincipalFor<A>>): this {
-    if (!ADMISSIONS.includes(options?.admits)) throw new TypeError(`${method} ${path}: admits must be one of ${ADMISSIONS.join(', ')}`);
+  exact<A extends Admission>(
+    method: string,
+    path: string,
+    options: ExactRouteOptions<A>,
+    handler: ExactHandler<PrincipalFor<A>>,
+  ): this {
+    if (!ADMISSIONS.includes(options?.admits))
+      throw new TypeError(`${method} ${path}: admits must be one of ${ADMISSIONS.join(', ')}`);
     const segments = path.split('/').filter((s) => s.length > 0);
     if ('/' + segments.join('/') !== path || /[?#%]/.test(path) || segments.some((s) => s === '.' || s === '..')) {
-      throw new TypeError(`${method} ${path}: an exact route's path is a plain absolute path (no query, no percent-encoding, no empty, . or .. segment)`);
+      throw new TypeError(
+        `${method} ${path}: an exact route's path is a plain absolute path (no query, no percent-encoding, no empty, . or .. segment)`,
+      );
     }
     let general: Route | undefined;
     for (const route of this.index.get(method)?.[segments.length] ?? []) {
@@ -210,12 +252,20 @@ export class Router {
         break;
       }
     }
-    if (general === undefined) throw new TypeError(`${method} ${path}: no route declares it; an exact route only speeds up a declared one`);
-    if (general.admits !== options.admits) throw new TypeError(`${method} ${path}: admits ${options.admits}, but ${general.method} ${general.pattern} admits ${general.admits}`);
+    if (general === undefined)
+      throw new TypeError(`${method} ${path}: no route declares it; an exact route only speeds up a declared one`);
+    if (general.admits !== options.admits)
+      throw new TypeError(
+        `${method} ${path}: admits ${options.admits}, but ${general.method} ${general.pattern} admits ${general.admits}`,
+      );
     let byPath = this.exactRoutes.get(method);
     if (byPath === undefined) this.exactRoutes.set(method, (byPath = new Map()));
     if (byPath.has(path)) throw new TypeError(`${method} ${path}: an exact route is already registered`);
-    byPath.set(path, { info: { method: general.method, pattern: general.pattern, admits: general.admits }, options, handler: handler as ExactHandler });
+    byPath.set(path, {
+      info: { method: general.method, pattern: general.pattern, admits: general.admits },
+      options,
+      handler: handler as ExactHandler,
+    });
     return this;
   }
 
@@ -254,14 +304,26 @@ export class Router {
       if (size <= body.maxBytes) chunks.push(chunk);
     });
     req.on('end', () => {
-      if (size > body.maxBytes) return this.exactFailed(req, res, body.tooLarge ?? new HttpError(413, 'body_too_large', `the body is over ${body.maxBytes} bytes`, { limit: body.maxBytes }));
+      if (size > body.maxBytes)
+        return this.exactFailed(
+          req,
+          res,
+          body.tooLarge ??
+            new HttpError(413, 'body_too_large', `the body is over ${body.maxBytes} bytes`, { limit: body.maxBytes }),
+        );
       this.runExact(route, req, res, chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks), principal);
     });
     req.on('error', () => res.destroy());
     return true;
   }
 
-  private runExact(route: ExactRoute, req: IncomingMessage, res: ServerResponse, body: Buffer | null, principal: Principal | null): void {
+  private runExact(
+    route: ExactRoute,
+    req: IncomingMessage,
+    res: ServerResponse,
+    body: Buffer | null,
+    principal: Principal | null,
+  ): void {
     let out: void | Promise<void>;
     try {
       out = route.handler(req, res, body, principal);
@@ -339,9 +401,19 @@ export class Router {
       }
     }
     const allowed: string[] = [];
-    for (const route of this.table) if (route.method !== req.method && match(route, segments) !== null) allowed.push(route.method);
+    for (const route of this.table)
+      if (route.method !== req.method && match(route, segments) !== null) allowed.push(route.method);
     if (allowed.length > 0) {
-      sendError(res, new HttpError(405, 'method_not_allowed', `use ${allowed.join(', ')} on this path`, {}, { allow: allowed.join(', ') }));
+      sendError(
+        res,
+        new HttpError(
+          405,
+          'method_not_allowed',
+          `use ${allowed.join(', ')} on this path`,
+          {},
+          { allow: allowed.join(', ') },
+        ),
+      );
     } else {
       sendError(res, new HttpError(404, 'not_found', `no route for ${req.method} ${rawPath}`));
     }
@@ -441,7 +513,12 @@ function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
 
 const NO_HEADERS: Record<string, string> = Object.freeze({});
 
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = NO_HEADERS): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = NO_HEADERS,
+): void {
   if (status === 204 || body === undefined) {
     res.writeHead(status === 200 ? 204 : status, headers);
     res.end();
@@ -449,7 +526,12 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   }
   const text = JSON.stringify(body);
   const length = Buffer.byteLength(text);
-  res.writeHead(status, headers === NO_HEADERS ? { 'content-type': 'application/json', 'content-length': length } : { 'content-type': 'application/json', 'content-length': length, ...headers });
+  res.writeHead(
+    status,
+    headers === NO_HEADERS
+      ? { 'content-type': 'application/json', 'content-length': length }
+      : { 'content-type': 'application/json', 'content-length': length, ...headers },
+  );
   res.end(text);
 }
 

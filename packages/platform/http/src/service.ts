@@ -6,7 +6,7 @@
 import {
   ApplyError,
   CommandTooLargeError,
-  RaftNode,
+  type RaftNode,
   SessionError,
   sessionFailure,
   StoppedError,
@@ -182,7 +182,9 @@ export class ServiceContext<C, R> {
    * a 400 `invalid_command`) and answers its result; idempotent with client-session headers, as `write`.
    */
   commandRoute(path: string, route: { admits: Admission; check(body: unknown): C }): void {
-    this.router.post(path, { admits: route.admits }, async (ctx) => this.write(ctx, checkedCommand(await ctx.json(), route.check)));
+    this.router.post(path, { admits: route.admits }, async (ctx) =>
+      this.write(ctx, checkedCommand(await ctx.json(), route.check)),
+    );
   }
 
   /**
@@ -214,7 +216,8 @@ export class ServiceContext<C, R> {
   }
 
   private requireLeaderKnown(): void {
-    if (this.node.leaderId === null) throw unavailable('no leader is known: the cluster has no quorum or is electing one', 1);
+    if (this.node.leaderId === null)
+      throw unavailable('no leader is known: the cluster has no quorum or is electing one', 1);
   }
 }
 
@@ -223,7 +226,9 @@ function clientSession(ctx: RequestContext): { client: string; seq: number; ack:
   const seqText = ctx.req.headers[CLIENT_SEQ_HEADER];
   if (client === undefined && seqText === undefined) return null;
   if (typeof client !== 'string' || client.length === 0 || client.length > 64) {
-    throw badRequest('invalid_header', 'Client-Id must be the id from POST /v1/client-sessions', { field: 'Client-Id' });
+    throw badRequest('invalid_header', 'Client-Id must be the id from POST /v1/client-sessions', {
+      field: 'Client-Id',
+    });
   }
   const seq = Number(seqText);
   if (typeof seqText !== 'string' || !Number.isSafeInteger(seq) || seq < 1) {
@@ -250,7 +255,8 @@ export function raftErrorToHttp(error: unknown): unknown {
   // Commands are validated before they are proposed, so a machine that still throws is a bug: a 500 that says so,
   // and the same answer on a retry (the failure is recorded with the entry).
   if (error instanceof ApplyError) return new HttpError(500, error.code, error.message);
-  if (error instanceof CommandTooLargeError) return new HttpError(413, 'command_too_large', error.message, { limit: error.limit });
+  if (error instanceof CommandTooLargeError)
+    return new HttpError(413, 'command_too_large', error.message, { limit: error.limit });
   if (error instanceof SessionError) {
     return error.code === 'unknown_session'
       ? new HttpError(410, 'unknown_session', 'the client session expired or never existed: open a new one')

@@ -35,7 +35,8 @@ export function readClusterTls(files: ClusterTlsFiles): ClusterTls | null {
   const { cert, key, ca } = files;
   if (cert === undefined && key === undefined && ca === undefined) return null;
   if ((cert === undefined) !== (key === undefined)) throw new Error('--tls-cert and --tls-key go together');
-  if (ca === undefined) throw new Error('--tls-ca is needed with --tls-cert (the CA that signs every member certificate)');
+  if (ca === undefined)
+    throw new Error('--tls-ca is needed with --tls-cert (the CA that signs every member certificate)');
   const read = (path: string, flag: string): string => {
     let text: string;
     try {

@@ -59,7 +59,8 @@ export class TurnBatcher<C, I, R> {
     for (let from = 0; from < items.length; ) {
       let to = from + 1;
       let bytes = items[from]!.bytes;
-      while (to < items.length && to - from < this.options.maxItems && bytes + items[to]!.bytes <= maxBytes) bytes += items[to++]!.bytes;
+      while (to < items.length && to - from < this.options.maxItems && bytes + items[to]!.bytes <= maxBytes)
+        bytes += items[to++]!.bytes;
       this.send(batch.context, items.slice(from, to));
       from = to;
     }
@@ -82,7 +83,8 @@ export class TurnBatcher<C, I, R> {
       return;
     }
     sent.then((results) => {
-      if (results.length !== items.length) return fail(new Error(`a batch of ${items.length} answered ${results.length} results`));
+      if (results.length !== items.length)
+        return fail(new Error(`a batch of ${items.length} answered ${results.length} results`));
       items.forEach((w, n) => w.resolve(results[n]!));
     }, fail);
   }

@@ -16,12 +16,20 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 /** `value` as text that survives UTF-8 storage unchanged; 400 naming the field when it holds a lone surrogate. */
 export function requireWellFormed(value: string, field: string): string {
   if (LONE_SURROGATE.test(value)) {
-    throw badRequest('invalid_field', `${field} is not valid Unicode text (it holds a lone surrogate, which cannot be stored as UTF-8)`, { field });
+    throw badRequest(
+      'invalid_field',
+      `${field} is not valid Unicode text (it holds a lone surrogate, which cannot be stored as UTF-8)`,
+      { field },
+    );
   }
   return value;
 }
 
-export function requireString(obj: JsonObject, field: string, opts: { minLength?: number; maxLength?: number; pattern?: RegExp } = {}): string {
+export function requireString(
+  obj: JsonObject,
+  field: string,
+  opts: { minLength?: number; maxLength?: number; pattern?: RegExp } = {},
+): string {
   const v = obj[field];
   if (typeof v !== 'string') throw badRequest('invalid_field', `${field} must be a string`, { field });
   requireWellFormed(v, field);
@@ -50,7 +58,9 @@ export function requireInteger(obj: JsonObject, field: string, opts: { min?: num
   if (typeof v !== 'number' || !Number.isSafeInteger(v)) {
     throw badRequest('invalid_field', `${field} must be an integer`, { field });
   }
-  if (opts.min !== undefined && v < opts.min) throw badRequest('invalid_field', `${field} must be >= ${opts.min}`, { field });
-  if (opts.max !== undefined && v > opts.max) throw badRequest('invalid_field', `${field} must be <= ${opts.max}`, { field });
+  if (opts.min !== undefined && v < opts.min)
+    throw badRequest('invalid_field', `${field} must be >= ${opts.min}`, { field });
+  if (opts.max !== undefined && v > opts.max)
+    throw badRequest('invalid_field', `${field} must be <= ${opts.max}`, { field });
   return v;
 }

@@ -94,5 +94,13 @@ export async function serveWorkerHttp(
     health: () => ({ role: options.role, ...health?.() }),
   });
   const port = await http.listen();
-  return { router: http.router, metrics: http.metrics, server: http.server, scheme: http.scheme, connections: http.connections, port, close: http.close };
+  return {
+    router: http.router,
+    metrics: http.metrics,
+    server: http.server,
+    scheme: http.scheme,
+    connections: http.connections,
+    port,
+    close: http.close,
+  };
 }

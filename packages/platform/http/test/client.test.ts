@@ -26,17 +26,32 @@ async function member(id: string, answer: () => number, leader: () => string | n
     hits.push(`${req.method} ${req.url} ${req.headers.authorization ?? ''}`);
     const status = answer();
     res.writeHead(status, { 'content-type': 'application/json' });
-    res.end(JSON.stringify(status < 400 ? { served_by: id } : { error: { code: status === 503 ? 'unavailable' : 'not_found', message: `from ${id}` } }));
+    res.end(
+      JSON.stringify(
+        status < 400
+          ? { served_by: id }
+          : { error: { code: status === 503 ? 'unavailable' : 'not_found', message: `from ${id}` } },
+      ),
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits, server };
 }
 
-const closeAll = (servers: FakeMember[]): Promise<void[]> => Promise.all(servers.map((m) => new Promise<void>((r) => m.server.close(() => r()))));
+const closeAll = (servers: FakeMember[]): Promise<void[]> =>
+  Promise.all(servers.map((m) => new Promise<void>((r) => m.server.close(() => r()))));
 
 t.test('reads fail over past a 503 and a dead member, then stick to the member that answered', async (t) => {
-  const busy = await member('a', () => 503, () => null);
-  const ok = await member('c', () => 200, () => null);
+  const busy = await member(
+    'a',
+    () => 503,
+    () => null,
+  );
+  const ok = await member(
+    'c',
+    () => 200,
+    () => null,
+  );
   const dead = 'http://127.0.0.1:1';
   const client = new ClusterClient({ endpoints: [busy.url, dead, ok.url], token: 'tok', timeoutMs: 5_000 });
   t.teardown(async () => {
@@ -50,8 +65,16 @@ t.test('reads fail over past a 503 and a dead member, then stick to the member t
 });
 
 t.test('non-503 errors are not failed over; call() throws them, request() returns them', async (t) => {
-  const missing = await member('a', () => 404, () => null);
-  const other = await member('b', () => 200, () => null);
+  const missing = await member(
+    'a',
+    () => 404,
+    () => null,
+  );
+  const other = await member(
+    'b',
+    () => 200,
+    () => null,
+  );
   const client = new ClusterClient({ endpoints: [missing.url, other.url], token: 'tok' });
   t.teardown(async () => {
     await client.close();
@@ -68,8 +91,21 @@ t.test('non-503 errors are not failed over; call() throws them, request() return
 
 t.test('writes go to the leader named by the status endpoint', async (t) => {
   let leader = 'b';
-  const members = await Promise.all(['a', 'b', 'c'].map((id) => member(id, () => 200, () => leader)));
-  const client = new ClusterClient({ endpoints: members.map((m) => m.url), ids: ['a', 'b', 'c'], token: 'tok', leaderRefreshMs: 50 });
+  const members = await Promise.all(
+    ['a', 'b', 'c'].map((id) =>
+      member(
+        id,
+        () => 200,
+        () => leader,
+      ),
+    ),
+  );
+  const client = new ClusterClient({
+    endpoints: members.map((m) => m.url),
+    ids: ['a', 'b', 'c'],
+    token: 'tok',
+    leaderRefreshMs: 50,
+  });
   t.teardown(async () => {
     await client.close();
     await closeAll(members);
@@ -83,7 +119,15 @@ t.test('writes go to the leader named by the status endpoint', async (t) => {
 });
 
 t.test('when every member answers 503 the call ends at its deadline with a 503 ServiceError', async (t) => {
-  const members = await Promise.all(['a', 'b'].map((id) => member(id, () => 503, () => null)));
+  const members = await Promise.all(
+    ['a', 'b'].map((id) =>
+      member(
+        id,
+        () => 503,
+        () => null,
+      ),
+    ),
+  );
   const client = new ClusterClient({ endpoints: members.map((m) => m.url), token: 'tok', timeoutMs: 400 });
   t.teardown(async () => {
     await client.close();
@@ -97,9 +141,21 @@ t.test('when every member answers 503 the call ends at its deadline with a 503 S
 });
 
 t.test('ask() asks one given member once and returns its answer, 503 included; a dead member throws', async (t) => {
-  const busy = await member('a', () => 503, () => null);
-  const ok = await member('b', () => 200, () => null);
-  const client = new ClusterClient({ endpoints: [busy.url, ok.url, 'http://127.0.0.1:1'], token: 'tok', timeoutMs: 2_000 });
+  const busy = await member(
+    'a',
+    () => 503,
+    () => null,
+  );
+  const ok = await member(
+    'b',
+    () => 200,
+    () => null,
+  );
+  const client = new ClusterClient({
+    endpoints: [busy.url, ok.url, 'http://127.0.0.1:1'],
+    token: 'tok',
+    timeoutMs: 2_000,
+  });
   t.teardown(async () => {
     await client.close();
     await closeAll([busy, ok]);

@@ -16,7 +16,8 @@ function open(port: number): Promise<Socket> {
   });
 }
 
-const closed = (s: Socket): Promise<void> => new Promise((resolve) => (s.destroyed ? resolve() : s.once('close', () => resolve())));
+const closed = (s: Socket): Promise<void> =>
+  new Promise((resolve) => (s.destroyed ? resolve() : s.once('close', () => resolve())));
 
 async function until(what: string, probe: () => boolean, ms = 5_000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -86,51 +87,54 @@ t.test('an HTTP connection that sends no request is closed after the headers tim
   t.ok(Date.now() - started < 3_000, 'closed by the server');
 });
 
-t.test('a keep-alive connection outlives the headers timeout between requests, counts as idle once answered, and closes after the keep-alive timeout', async (t) => {
-  const server = createHttpServer((_req, res) => res.end('ok'));
-  const limit = limitServer(server, { budget: 2, headersTimeoutMs: 200, keepAliveTimeoutMs: 1_000 });
-  const port = await listen(server);
-  t.teardown(() => {
-    server.closeAllConnections();
-    return new Promise<void>((r) => server.close(() => r()));
-  });
-  const answers = (s: Socket, n: number): Promise<void> => {
-    let text = '';
-    return new Promise((resolve) => {
-      const onData = (chunk: Buffer): void => {
-        text += chunk.toString();
-        if ((text.match(/\r\n\r\nok/g) ?? []).length >= n) {
-          s.off('data', onData);
-          resolve();
-        }
-      };
-      s.on('data', onData);
+t.test(
+  'a keep-alive connection outlives the headers timeout between requests, counts as idle once answered, and closes after the keep-alive timeout',
+  async (t) => {
+    const server = createHttpServer((_req, res) => res.end('ok'));
+    const limit = limitServer(server, { budget: 2, headersTimeoutMs: 200, keepAliveTimeoutMs: 1_000 });
+    const port = await listen(server);
+    t.teardown(() => {
+      server.closeAllConnections();
+      return new Promise<void>((r) => server.close(() => r()));
     });
-  };
-  const busy = await open(port);
-  for (let i = 1; i <= 3; i++) {
-    const got = answers(busy, 1);
-    busy.write('GET / HTTP/1.1\r\nhost: x\r\n\r\n');
+    const answers = (s: Socket, n: number): Promise<void> => {
+      let text = '';
+      return new Promise((resolve) => {
+        const onData = (chunk: Buffer): void => {
+          text += chunk.toString();
+          if ((text.match(/\r\n\r\nok/g) ?? []).length >= n) {
+            s.off('data', onData);
+            resolve();
+          }
+        };
+        s.on('data', onData);
+      });
+    };
+    const busy = await open(port);
+    for (let i = 1; i <= 3; i++) {
+      const got = answers(busy, 1);
+      busy.write('GET / HTTP/1.1\r\nhost: x\r\n\r\n');
+      await got;
+      // Longer than the headers timeout: only the first request's wait is bounded by it.
+      await new Promise((r) => setTimeout(r, 400));
+      t.notOk(busy.destroyed, `still open after request ${i} and a pause past the headers timeout`);
+    }
+    // Answered, the connection is idle: at the cap it is the one that makes room.
+    const newer = await open(port);
+    const newest = await open(port);
+    await closed(busy);
+    t.ok(busy.destroyed && !newer.destroyed && !newest.destroyed, 'the answered connection was idle and made room');
+    t.equal(limit.evicted, 1);
+    newest.destroy();
+    // A connection idle after its answer closes after the keep-alive timeout.
+    const got = answers(newer, 1);
+    newer.write('GET / HTTP/1.1\r\nhost: x\r\n\r\n');
     await got;
-    // Longer than the headers timeout: only the first request's wait is bounded by it.
-    await new Promise((r) => setTimeout(r, 400));
-    t.notOk(busy.destroyed, `still open after request ${i} and a pause past the headers timeout`);
-  }
-  // Answered, the connection is idle: at the cap it is the one that makes room.
-  const newer = await open(port);
-  const newest = await open(port);
-  await closed(busy);
-  t.ok(busy.destroyed && !newer.destroyed && !newest.destroyed, 'the answered connection was idle and made room');
-  t.equal(limit.evicted, 1);
-  newest.destroy();
-  // A connection idle after its answer closes after the keep-alive timeout.
-  const got = answers(newer, 1);
-  newer.write('GET / HTTP/1.1\r\nhost: x\r\n\r\n');
-  await got;
-  const started = Date.now();
-  await closed(newer);
-  t.ok(Date.now() - started >= 500, `closed by the keep-alive timeout (${Date.now() - started} ms after its answer)`);
-});
+    const started = Date.now();
+    await closed(newer);
+    t.ok(Date.now() - started >= 500, `closed by the keep-alive timeout (${Date.now() - started} ms after its answer)`);
+  },
+);
 
 t.test('a binary listener refuses new connections at its cap; its share returns when another closes', async (t) => {
   const first = createNetServer(() => undefined);
@@ -151,6 +155,9 @@ t.test('a binary listener refuses new connections at its cap; its share returns 
   const extra = await open(port);
   await closed(extra);
   await until('the refusal is counted', () => one.refused === 1);
-  t.ok(held.every((s) => !s.destroyed), 'the first four are kept');
+  t.ok(
+    held.every((s) => !s.destroyed),
+    'the first four are kept',
+  );
   for (const s of held) s.destroy();
 });

@@ -16,18 +16,25 @@ interface FakeMember {
 }
 
 /** A member whose catalogue names group g.1 on members a and b; `knows` says whether it answers about g.1 itself. */
-async function member(id: string, knows: () => boolean, hosts: () => Array<{ id: string; http: string }>): Promise<FakeMember> {
+async function member(
+  id: string,
+  knows: () => boolean,
+  hosts: () => Array<{ id: string; http: string }>,
+): Promise<FakeMember> {
   const m: FakeMember = { url: '', hits: 0, server: createServer() };
   m.server.on('request', (req, res) => {
     const reply = (status: number, body: unknown): void => {
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(body));
     };
-    if (req.url === '/v1/cluster/catalog') return reply(200, { groups: [{ name: 'g.1', members: ['a', 'b'], data: {} }] });
+    if (req.url === '/v1/cluster/catalog')
+      return reply(200, { groups: [{ name: 'g.1', members: ['a', 'b'], data: {} }] });
     if (req.url === '/v1/cluster/hosts') return reply(200, { hosts: hosts() });
     m.hits++;
     if (req.url?.startsWith('/v1/groups/g.1/') === true && knows()) return reply(200, { from: id });
-    return reply(404, { error: { code: 'group_not_found', message: 'no group (yet: the meta group may still be applying it)' } });
+    return reply(404, {
+      error: { code: 'group_not_found', message: 'no group (yet: the meta group may still be applying it)' },
+    });
   });
   await new Promise<void>((resolve) => m.server.listen(0, '127.0.0.1', resolve));
   m.url = `http://127.0.0.1:${(m.server.address() as AddressInfo).port}`;
@@ -54,8 +61,17 @@ t.test('a group the catalogue names: a member behind on the meta group is passed
   const a = await member('a', () => false, hosts);
   const b = await member('b', () => bKnows, hosts);
   const router = routerOver(t, a, b);
-  t.same((await router.groups()).map((g) => g.name), ['g.1'], 'the catalogue names g.1');
-  for (let i = 0; i < 4; i++) t.same(await router.call('g.1', 'GET', '/v1/groups/g.1/x'), { from: 'b' }, `call ${i + 1} answered by the member that knows it`);
+  t.same(
+    (await router.groups()).map((g) => g.name),
+    ['g.1'],
+    'the catalogue names g.1',
+  );
+  for (let i = 0; i < 4; i++)
+    t.same(
+      await router.call('g.1', 'GET', '/v1/groups/g.1/x'),
+      { from: 'b' },
+      `call ${i + 1} answered by the member that knows it`,
+    );
   t.ok(a.hits >= 1, `the member behind was asked too (${a.hits} times) and passed over`);
 
   // When every member says so, the 404 stands, at once rather than after the timeout.
@@ -65,7 +81,10 @@ t.test('a group the catalogue names: a member behind on the meta group is passed
     () => null,
     (e: unknown) => e,
   );
-  t.ok(error instanceof ServiceError && error.status === 404 && error.code === 'group_not_found', 'every member said not found: 404');
+  t.ok(
+    error instanceof ServiceError && error.status === 404 && error.code === 'group_not_found',
+    'every member said not found: 404',
+  );
   t.ok(Date.now() - started < 2_000, `answered in ${Date.now() - started} ms, not at the 5 s timeout`);
 });
 

@@ -31,7 +31,10 @@ t.test('callers during a run share the next run, which starts after the first en
   t.equal(c.runs, 3, 'the waiting callers started exactly one more run');
   while (gates.length > 0) gates.shift()!();
   const answers = await Promise.all(later);
-  t.ok(answers.every((v) => v === 1), 'every later caller sees the write made before it asked');
+  t.ok(
+    answers.every((v) => v === 1),
+    'every later caller sees the write made before it asked',
+  );
   t.equal(await other, 1);
   t.equal(c.runs, 3);
   await c.run('k', async () => 7).then((v) => t.equal(v, 7, 'idle again: a new caller starts its own run'));

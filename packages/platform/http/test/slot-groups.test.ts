@@ -20,14 +20,24 @@ t.test('names, membership, plan and locate', async (t) => {
   t.notOk(set.includes('auctions.1'), 'another prefix');
   t.notOk(set.includes('auction.12345'), 'more than 4 digits');
   const plan = set.plan(4, 3);
-  t.same(plan.map((g) => g.name), ['auction.0', 'auction.1', 'auction.2', 'auction.3']);
+  t.same(
+    plan.map((g) => g.name),
+    ['auction.0', 'auction.1', 'auction.2', 'auction.3'],
+  );
   t.ok(plan.every((g) => g.replicas === 3));
-  const catalogue = [...plan.map((g) => ({ name: g.name, members: [], data: g.data })), { name: 'log.t.0', members: [], data: { slots: [0, HASH_SLOTS - 1] } }];
+  const catalogue = [
+    ...plan.map((g) => ({ name: g.name, members: [], data: g.data })),
+    { name: 'log.t.0', members: [], data: { slots: [0, HASH_SLOTS - 1] } },
+  ];
   for (let i = 0; i < 200; i++) {
     const key = `key-${i}`;
     const group = set.locate(key, catalogue);
     const index = plan.findIndex((g) => g.data.slots[0] <= hashSlot(key) && hashSlot(key) <= g.data.slots[1]);
     t.equal(group, `auction.${index}`, `${key} goes to the group whose range holds its slot`);
   }
-  t.equal(set.locate('x', [{ name: 'log.t.0', members: [], data: { slots: [0, HASH_SLOTS - 1] } }]), null, "other services' groups are ignored");
+  t.equal(
+    set.locate('x', [{ name: 'log.t.0', members: [], data: { slots: [0, HASH_SLOTS - 1] } }]),
+    null,
+    "other services' groups are ignored",
+  );
 });

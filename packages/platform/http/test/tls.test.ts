@@ -23,19 +23,34 @@ execFileSync('sh', [MAKE_CA, dir, 'm1=127.0.0.1'], { stdio: 'pipe' });
 const tls = readClusterTls({ cert: join(dir, 'm1.pem'), key: join(dir, 'm1.key'), ca: join(dir, 'ca.pem') })!;
 
 t.test('processHttp serves HTTPS; clients need the CA', async (t) => {
-  const http = processHttp({ id: 'm1', httpAddress: '127.0.0.1:0', tokens: ['secret-token'], logger: { log: () => undefined }, tls: { cert: tls.cert!, key: tls.key! } });
+  const http = processHttp({
+    id: 'm1',
+    httpAddress: '127.0.0.1:0',
+    tokens: ['secret-token'],
+    logger: { log: () => undefined },
+    tls: { cert: tls.cert!, key: tls.key! },
+  });
   http.router.get('/v1/hello', { admits: 'cluster' }, () => ({ hello: 'over tls' }));
   const port = await http.listen();
   t.teardown(() => http.close());
   t.equal(http.scheme, 'https');
   const url = `https://127.0.0.1:${port}`;
 
-  const client = new ClusterClient({ endpoints: [url], token: 'secret-token', ca: tls.ca, connections: 1, timeoutMs: 5_000 });
+  const client = new ClusterClient({
+    endpoints: [url],
+    token: 'secret-token',
+    ca: tls.ca,
+    connections: 1,
+    timeoutMs: 5_000,
+  });
   t.same(await client.call('GET', '/v1/hello'), { hello: 'over tls' }, 'with the CA: answered');
   await client.close();
 
   await t.rejects(request(`${url}/healthz`, { headersTimeout: 5_000 }), 'without the CA: the certificate is refused');
-  await t.rejects(request(`http://127.0.0.1:${port}/healthz`, { headersTimeout: 5_000, bodyTimeout: 5_000 }), 'plain http: refused');
+  await t.rejects(
+    request(`http://127.0.0.1:${port}/healthz`, { headersTimeout: 5_000, bodyTimeout: 5_000 }),
+    'plain http: refused',
+  );
 });
 
 t.test('the connection cap counts TLS connections and evicts idle ones', async (t) => {
@@ -43,7 +58,13 @@ t.test('the connection cap counts TLS connections and evicts idle ones', async (
   const limit = limitServer(server, { budget: 2 });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const port = (server.address() as AddressInfo).port;
-  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
   // Idle TLS connections (handshake done, no request), then one more: the oldest idle one is closed to make room.
   const open = (): Promise<TLSSocket> =>
     new Promise((resolve, reject) => {
@@ -54,7 +75,13 @@ t.test('the connection cap counts TLS connections and evicts idle ones', async (
   for (const s of sockets) s.on('error', () => undefined);
   await new Promise((r) => setTimeout(r, 300));
   t.ok(limit.evicted > 0, `idle TLS connections were evicted at the cap (${limit.evicted})`);
-  const client = new ClusterClient({ endpoints: [`https://127.0.0.1:${port}`], token: 'secret-token', ca: tls.ca, connections: 1, timeoutMs: 5_000 });
+  const client = new ClusterClient({
+    endpoints: [`https://127.0.0.1:${port}`],
+    token: 'secret-token',
+    ca: tls.ca,
+    connections: 1,
+    timeoutMs: 5_000,
+  });
   t.equal((await client.ask(0, 'GET', '/')).status, 200, 'a real client is still served');
   await client.close();
   for (const s of sockets) s.destroy();
@@ -67,5 +94,9 @@ t.test('readClusterTls names what is wrong', async (t) => {
   t.throws(() => readClusterTls({ ca: join(dir, 'missing.pem') }), /--tls-ca: cannot read .*missing\.pem: ENOENT/);
   writeFileSync(join(dir, 'not-pem.txt'), 'hello');
   t.throws(() => readClusterTls({ ca: join(dir, 'not-pem.txt') }), /--tls-ca: .*not-pem\.txt is not a PEM file/);
-  t.same(readClusterTls({ ca: join(dir, 'ca.pem') }), { ca: readFileSync(join(dir, 'ca.pem'), 'utf8') }, 'a CA alone: a client');
+  t.same(
+    readClusterTls({ ca: join(dir, 'ca.pem') }),
+    { ca: readFileSync(join(dir, 'ca.pem'), 'utf8') },
+    'a CA alone: a client',
+  );
 });

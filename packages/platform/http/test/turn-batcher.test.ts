@@ -6,14 +6,21 @@ const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 t.test('one turn is one batch per key; answers keep their items; later turns make later batches', async (t) => {
   const sent: Array<{ context: string; items: number[] }> = [];
-  const b = new TurnBatcher<string, number, number>({ maxItems: 100, send: async (context, items) => (sent.push({ context, items }), items.map((x) => x * 10)) });
+  const b = new TurnBatcher<string, number, number>({
+    maxItems: 100,
+    send: async (context, items) => (sent.push({ context, items }), items.map((x) => x * 10)),
+  });
   const first = [b.submit('g1', 'ctx-a', 1), b.submit('g1', 'ctx-b', 2), b.submit('g2', 'ctx-c', 3)];
   t.equal(b.pending('g1'), 2, 'two waiting on g1 before the turn ends');
   t.same(await Promise.all(first), [10, 20, 30]);
-  t.same(sent, [
-    { context: 'ctx-a', items: [1, 2] },
-    { context: 'ctx-c', items: [3] },
-  ], "the turn's first context is used; keys never mix");
+  t.same(
+    sent,
+    [
+      { context: 'ctx-a', items: [1, 2] },
+      { context: 'ctx-c', items: [3] },
+    ],
+    "the turn's first context is used; keys never mix",
+  );
   await turn();
   t.same(await b.submit('g1', 'ctx-d', 4), 40);
   t.same(sent.length, 3, 'a later turn is a later batch');
@@ -22,7 +29,11 @@ t.test('one turn is one batch per key; answers keep their items; later turns mak
 
 t.test('batches are cut at maxItems and maxBytes; an item larger than maxBytes goes alone', async (t) => {
   const sizes: number[][] = [];
-  const b = new TurnBatcher<null, number, number>({ maxItems: 3, maxBytes: 10, send: async (_c, items) => (sizes.push(items), items) });
+  const b = new TurnBatcher<null, number, number>({
+    maxItems: 3,
+    maxBytes: 10,
+    send: async (_c, items) => (sizes.push(items), items),
+  });
   const bytes = [4, 4, 4, 1, 1, 1, 1, 50, 2];
   await Promise.all(bytes.map((n, i) => b.submit('k', null, i, n)));
   t.same(sizes, [[0, 1], [2, 3, 4], [5, 6], [7], [8]]);
@@ -39,8 +50,17 @@ t.test('a failed or malformed batch fails each of its items, and only them', asy
       return items;
     },
   });
-  const answers = await Promise.allSettled([b.submit('k', null, 'boom'), b.submit('k', null, 'x'), b.submit('k', null, 'short'), b.submit('k', null, 'y'), b.submit('k', null, 'ok')]);
-  t.same(answers.map((a) => a.status), ['rejected', 'rejected', 'rejected', 'rejected', 'fulfilled']);
+  const answers = await Promise.allSettled([
+    b.submit('k', null, 'boom'),
+    b.submit('k', null, 'x'),
+    b.submit('k', null, 'short'),
+    b.submit('k', null, 'y'),
+    b.submit('k', null, 'ok'),
+  ]);
+  t.same(
+    answers.map((a) => a.status),
+    ['rejected', 'rejected', 'rejected', 'rejected', 'fulfilled'],
+  );
   t.match(String((answers[2] as PromiseRejectedResult).reason), /answered 0 results/);
   t.equal(calls, 3);
   const throwing = new TurnBatcher<null, number, number>({

@@ -37,7 +37,12 @@ export interface TopicDescription {
   replicas: number;
   retention: { max_age_ms: number; max_bytes: number };
   access: TopicAccess;
-  partition_groups: Array<{ partition: number; group: string; leader: string | null; members: Array<{ id: string; url: string | null }> }>;
+  partition_groups: Array<{
+    partition: number;
+    group: string;
+    leader: string | null;
+    members: Array<{ id: string; url: string | null }>;
+  }>;
   created?: boolean;
 }
 
@@ -107,19 +112,40 @@ export class LogClient {
   }
 
   /** Appends records to one partition; with `producer` and `seq`, a retry of the same sequence is stored once. */
-  async append(topic: string, partition: number, records: Array<{ key?: string | null; value: string }>, idempotence?: { producer: string; seq: number }): Promise<AppendAnswer> {
+  async append(
+    topic: string,
+    partition: number,
+    records: Array<{ key?: string | null; value: string }>,
+    idempotence?: { producer: string; seq: number },
+  ): Promise<AppendAnswer> {
     const body = { records: records.map((r) => ({ key: r.key ?? null, value: r.value })), ...(idempotence ?? {}) };
-    return (await this.router.call(partitionGroup(topic, partition), 'POST', `${partitionPath(topic, partition)}/records`, body)) as AppendAnswer;
+    return (await this.router.call(
+      partitionGroup(topic, partition),
+      'POST',
+      `${partitionPath(topic, partition)}/records`,
+      body,
+    )) as AppendAnswer;
   }
 
   /** Records from `offset` on; with `waitMs`, waits that long for one to arrive (a long poll). */
-  async fetch(topic: string, partition: number, offset: number, options: { maxRecords?: number; maxBytes?: number; waitMs?: number } = {}): Promise<FetchAnswer> {
+  async fetch(
+    topic: string,
+    partition: number,
+    offset: number,
+    options: { maxRecords?: number; maxBytes?: number; waitMs?: number } = {},
+  ): Promise<FetchAnswer> {
     const query = new URLSearchParams({ offset: String(offset) });
     if (options.maxRecords !== undefined) query.set('max_records', String(options.maxRecords));
     if (options.maxBytes !== undefined) query.set('max_bytes', String(options.maxBytes));
     if (options.waitMs !== undefined) query.set('wait_ms', String(options.waitMs));
     const timeoutMs = this.router.timeoutMs + (options.waitMs ?? 0);
-    return (await this.router.call(partitionGroup(topic, partition), 'GET', `${partitionPath(topic, partition)}/records?${query}`, undefined, { timeoutMs })) as FetchAnswer;
+    return (await this.router.call(
+      partitionGroup(topic, partition),
+      'GET',
+      `${partitionPath(topic, partition)}/records?${query}`,
+      undefined,
+      { timeoutMs },
+    )) as FetchAnswer;
   }
 
   /**
@@ -130,7 +156,12 @@ export class LogClient {
    * are dropped and reading goes on from where it really ended, with that page size from then on. Yields each
    * page's records, in offset order, each record once.
    */
-  async *scan(topic: string, partition: number, from: number, options: { pageRecords?: number; maxBytes?: number; pagesInFlight?: number } = {}): AsyncGenerator<LogRecord[]> {
+  async *scan(
+    topic: string,
+    partition: number,
+    from: number,
+    options: { pageRecords?: number; maxBytes?: number; pagesInFlight?: number } = {},
+  ): AsyncGenerator<LogRecord[]> {
     let pageRecords = options.pageRecords ?? 1_000;
     const maxBytes = options.maxBytes ?? 1024 * 1024;
     const inFlight = Math.max(1, options.pagesInFlight ?? 2);
@@ -144,7 +175,11 @@ export class LogClient {
     try {
       for (;;) {
         while (pending.length < inFlight && next < end) {
-          pending.push({ offset: next, records: pageRecords, answer: this.fetch(topic, partition, next, { maxRecords: pageRecords, maxBytes }) });
+          pending.push({
+            offset: next,
+            records: pageRecords,
+            answer: this.fetch(topic, partition, next, { maxRecords: pageRecords, maxBytes }),
+          });
           next += pageRecords;
         }
         const head = pending.shift();
@@ -158,7 +193,8 @@ export class LogClient {
         }
         if (page.next_offset !== head.offset + head.records) {
           drop();
-          if (page.records.length < pageRecords && page.records[0]!.offset === head.offset) pageRecords = page.records.length;
+          if (page.records.length < pageRecords && page.records[0]!.offset === head.offset)
+            pageRecords = page.records.length;
           next = page.next_offset;
         }
       }
@@ -173,20 +209,36 @@ export class LogClient {
    * on one partition cannot both move it.
    */
   async commit(topic: string, partition: number, group: string, offset: number, expect?: number): Promise<void> {
-    await this.router.call(partitionGroup(topic, partition), 'POST', `${partitionPath(topic, partition)}/offsets/${encodeURIComponent(group)}`, { offset, ...(expect !== undefined ? { expect } : {}) });
+    await this.router.call(
+      partitionGroup(topic, partition),
+      'POST',
+      `${partitionPath(topic, partition)}/offsets/${encodeURIComponent(group)}`,
+      { offset, ...(expect !== undefined ? { expect } : {}) },
+    );
   }
 
   /** A consumer group's committed offset for a partition (linearizable), or null when it never committed. */
   async committed(topic: string, partition: number, group: string): Promise<number | null> {
-    const answer = (await this.router.call(partitionGroup(topic, partition), 'GET', `${partitionPath(topic, partition)}/offsets/${encodeURIComponent(group)}`)) as { offset: number | null };
+    const answer = (await this.router.call(
+      partitionGroup(topic, partition),
+      'GET',
+      `${partitionPath(topic, partition)}/offsets/${encodeURIComponent(group)}`,
+    )) as { offset: number | null };
     return answer.offset;
   }
 
-  producer(topic: string, options: { id?: string; deliveryTimeoutMs?: number } & ProducerBufferOptions = {}): LogProducer {
+  producer(
+    topic: string,
+    options: { id?: string; deliveryTimeoutMs?: number } & ProducerBufferOptions = {},
+  ): LogProducer {
     return new LogProducer(this, topic, options.id ?? randomUUID(), options.deliveryTimeoutMs, options);
   }
 
-  consumer(topic: string, group: string, options: { partitions?: number[]; maxRecords?: number; waitMs?: number } = {}): LogConsumer {
+  consumer(
+    topic: string,
+    group: string,
+    options: { partitions?: number[]; maxRecords?: number; waitMs?: number } = {},
+  ): LogConsumer {
     return new LogConsumer(this, topic, group, options);
   }
 }
@@ -273,7 +325,14 @@ export class LogProducer {
       };
       const timer = setTimeout(() => {
         this.waitingForRoom.splice(this.waitingForRoom.indexOf(waiter), 1);
-        reject(new ServiceError(503, 'producer_buffer_full', `the producer's ${this.bufferBytes} buffered bytes stayed full for ${this.maxBlockMs} ms: the log is slower than this producer`, null));
+        reject(
+          new ServiceError(
+            503,
+            'producer_buffer_full',
+            `the producer's ${this.bufferBytes} buffered bytes stayed full for ${this.maxBlockMs} ms: the log is slower than this producer`,
+            null,
+          ),
+        );
         this.admitWaiting();
       }, this.maxBlockMs);
       this.waitingForRoom.push(waiter);
@@ -288,15 +347,20 @@ export class LogProducer {
   private admitWaiting(): void {
     for (;;) {
       const next = this.waitingForRoom[0];
-      if (next === undefined || (this.bufferedBytes !== 0 && this.bufferedBytes + next.bytes > this.bufferBytes)) return;
+      if (next === undefined || (this.bufferedBytes !== 0 && this.bufferedBytes + next.bytes > this.bufferBytes))
+        return;
       this.waitingForRoom.shift();
       next.admit();
     }
   }
 
   /** Sends one record; its key (when given) picks the partition, else `partition` does (default 0). */
-  async send(value: string, options: { key?: string; partition?: number } = {}): Promise<{ partition: number; offset: number }> {
-    const partition = options.partition ?? (options.key !== undefined ? await this.client.partitionFor(this.topic, options.key) : 0);
+  async send(
+    value: string,
+    options: { key?: string; partition?: number } = {},
+  ): Promise<{ partition: number; offset: number }> {
+    const partition =
+      options.partition ?? (options.key !== undefined ? await this.client.partitionFor(this.topic, options.key) : 0);
     const record = { key: options.key ?? null, value };
     const bytes = Buffer.byteLength(value) + (record.key === null ? 0 : Buffer.byteLength(record.key)) + 32;
     await this.reserve(bytes);
@@ -319,10 +383,18 @@ export class LogProducer {
       while (queue.length > 0) {
         let bytes = 0;
         let count = 0;
-        while (count < queue.length && count < BATCH_RECORDS && (count === 0 || bytes + queue[count]!.bytes <= BATCH_BYTES)) bytes += queue[count++]!.bytes;
+        while (
+          count < queue.length &&
+          count < BATCH_RECORDS &&
+          (count === 0 || bytes + queue[count]!.bytes <= BATCH_BYTES)
+        )
+          bytes += queue[count++]!.bytes;
         const batch = queue.splice(0, count);
         try {
-          const answer = await this.sendBatch(partition, batch.map((q) => q.record));
+          const answer = await this.sendBatch(
+            partition,
+            batch.map((q) => q.record),
+          );
           batch.forEach((q, i) => q.resolve(answer.base_offset + i));
         } catch (e) {
           for (const q of batch) q.reject(e);
@@ -342,7 +414,10 @@ export class LogProducer {
     return run;
   }
 
-  private async deliver(partition: number, records: Array<{ key?: string | null; value: string }>): Promise<AppendAnswer> {
+  private async deliver(
+    partition: number,
+    records: Array<{ key?: string | null; value: string }>,
+  ): Promise<AppendAnswer> {
     if (this.failed !== null) throw this.failed;
     const seq = this.seqs.get(partition) ?? 0;
     const deadline = Date.now() + this.deliveryTimeoutMs;
@@ -359,7 +434,13 @@ export class LogProducer {
           continue;
         }
         // Whether the batch was stored is unknown, so no later batch can be numbered: this producer is done.
-        if (e instanceof ServiceError && (e.status === 503 || e.status === 429)) this.failed = new ServiceError(503, 'producer_failed', `batch ${seq} of partition ${partition} was not acknowledged in time; create a new producer`, e.body);
+        if (e instanceof ServiceError && (e.status === 503 || e.status === 429))
+          this.failed = new ServiceError(
+            503,
+            'producer_failed',
+            `batch ${seq} of partition ${partition} was not acknowledged in time; create a new producer`,
+            e.body,
+          );
         throw this.failed ?? e;
       }
     }
@@ -409,7 +490,10 @@ export class LogConsumer {
       const partition = partitions[this.turn++ % partitions.length]!;
       const offset = await this.position(partition);
       const last = i === partitions.length - 1;
-      const answer = await this.client.fetch(this.topic, partition, offset, { maxRecords: this.options.maxRecords ?? 500, waitMs: last ? (this.options.waitMs ?? 1000) : 0 });
+      const answer = await this.client.fetch(this.topic, partition, offset, {
+        maxRecords: this.options.maxRecords ?? 500,
+        waitMs: last ? (this.options.waitMs ?? 1000) : 0,
+      });
       // Records before the start were removed by retention: the position moves to the first one held.
       this.positions.set(partition, answer.next_offset);
       if (answer.records.length > 0) return answer.records.map((r) => ({ ...r, partition }));

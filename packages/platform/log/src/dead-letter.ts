@@ -86,7 +86,12 @@ export class DeadLetterQueue {
  * Decodes records; the ones decode refuses go to the dead-letter queue (awaited) and are left out of the answer.
  * Throws when the dead-letter write fails: then nothing of the batch may be taken as handled.
  */
-export async function decodeOrDeadLetter<T>(topic: string, records: readonly ConsumedRecord[], decode: RecordDecoder<T>, dead: DeadLetterQueue): Promise<Array<Decoded<T>>> {
+export async function decodeOrDeadLetter<T>(
+  topic: string,
+  records: readonly ConsumedRecord[],
+  decode: RecordDecoder<T>,
+  dead: DeadLetterQueue,
+): Promise<Array<Decoded<T>>> {
   const good: Array<Decoded<T>> = [];
   const rejected: Array<{ record: ConsumedRecord; reason: string }> = [];
   for (const record of records) {

@@ -1,10 +1,47 @@
-export { PartitionMachine, checkPartitionCommand, recordSize, DEFAULT_RETENTION, MAX_RECORDS_PER_APPEND, MAX_VALUE_BYTES, MAX_RETENTION_BYTES, PRODUCER_WINDOW } from './machine.js';
+export {
+  PartitionMachine,
+  checkPartitionCommand,
+  recordSize,
+  DEFAULT_RETENTION,
+  MAX_RECORDS_PER_APPEND,
+  MAX_VALUE_BYTES,
+  MAX_RETENTION_BYTES,
+  PRODUCER_WINDOW,
+} from './machine.js';
 export type { PartitionCommand, PartitionResult, Retention, FetchResult, AppendInput } from './machine.js';
 export type { LogRecord as StoredRecord } from './machine.js';
-export { createLogService, type LogServiceOptions, MAX_PENDING_APPENDS, MAX_PENDING_BYTES, MAX_WAIT_MS } from './members/api.js';
-export { partitionGroup, parsePartitionGroup, partitionOf, topicsOf, TOPIC_ACCESS, TOPIC_NAME, MAX_PARTITIONS } from './topics.js';
+export {
+  createLogService,
+  type LogServiceOptions,
+  MAX_PENDING_APPENDS,
+  MAX_PENDING_BYTES,
+  MAX_WAIT_MS,
+} from './members/api.js';
+export {
+  partitionGroup,
+  parsePartitionGroup,
+  partitionOf,
+  topicsOf,
+  TOPIC_ACCESS,
+  TOPIC_NAME,
+  MAX_PARTITIONS,
+} from './topics.js';
 export type { TopicAccess, TopicInfo, PartitionData } from './topics.js';
 export { LogClient, LogProducer, LogConsumer, LogError } from './client.js';
-export type { LogClientOptions, TopicSettings, TopicDescription, LogRecord, FetchAnswer, AppendAnswer, ConsumedRecord } from './client.js';
-export { CheckedConsumer, DeadLetterQueue, decodeOrDeadLetter, DEAD_LETTER_VALUE_CHARS, DEAD_LETTER_REASON_CHARS } from './dead-letter.js';
+export type {
+  LogClientOptions,
+  TopicSettings,
+  TopicDescription,
+  LogRecord,
+  FetchAnswer,
+  AppendAnswer,
+  ConsumedRecord,
+} from './client.js';
+export {
+  CheckedConsumer,
+  DeadLetterQueue,
+  decodeOrDeadLetter,
+  DEAD_LETTER_VALUE_CHARS,
+  DEAD_LETTER_REASON_CHARS,
+} from './dead-letter.js';
 export type { DeadLetter, Decoded, RecordDecoder } from './dead-letter.js';

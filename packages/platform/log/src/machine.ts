@@ -8,7 +8,15 @@
  * into the snapshot with everything else.
  */
 import { Packr } from 'msgpackr';
-import { CommandShapeError, commandOf, integerField, nullableStringField, objectField, stringField, arrayField } from '@raftkit/http';
+import {
+  CommandShapeError,
+  commandOf,
+  integerField,
+  nullableStringField,
+  objectField,
+  stringField,
+  arrayField,
+} from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 export const MAX_RECORDS_PER_APPEND = 1000;
@@ -64,13 +72,25 @@ export type PartitionCommand =
 
 export type AppendResult =
   | { op: 'append'; ok: true; base: number; count: number; duplicate: boolean }
-  | { op: 'append'; ok: false; code: 'out_of_order_sequence' | 'old_sequence' | 'unknown_producer'; message: string; expected: number | null };
+  | {
+      op: 'append';
+      ok: false;
+      code: 'out_of_order_sequence' | 'old_sequence' | 'unknown_producer';
+      message: string;
+      expected: number | null;
+    };
 
 export type PartitionResult =
   | AppendResult
   | { op: 'appends'; results: AppendResult[] }
   | { op: 'commit'; ok: true; offset: number }
-  | { op: 'commit'; ok: false; code: 'offset_conflict' | 'offset_out_of_range' | 'too_many_groups'; message: string; current: number | null }
+  | {
+      op: 'commit';
+      ok: false;
+      code: 'offset_conflict' | 'offset_out_of_range' | 'too_many_groups';
+      message: string;
+      current: number | null;
+    }
   | { op: 'configure'; ok: true; retention: Retention }
   | { op: 'trim'; ok: true; start: number };
 
@@ -102,7 +122,8 @@ export function checkPartitionCommand(command: unknown): asserts command is Part
       c,
       'appends',
       (a) => {
-        if (typeof a !== 'object' || a === null || Array.isArray(a)) throw new CommandShapeError('appends: an append is an object');
+        if (typeof a !== 'object' || a === null || Array.isArray(a))
+          throw new CommandShapeError('appends: an append is an object');
         checkAppend(a as Record<string, unknown>);
         return a;
       },
@@ -127,7 +148,8 @@ function checkAppend(c: Record<string, unknown>): void {
     c,
     'records',
     (r) => {
-      if (typeof r !== 'object' || r === null || Array.isArray(r)) throw new CommandShapeError('append: a record is an object');
+      if (typeof r !== 'object' || r === null || Array.isArray(r))
+        throw new CommandShapeError('append: a record is an object');
       nullableStringField(r as Record<string, unknown>, 'key', MAX_KEY_CHARS);
       stringField(r as Record<string, unknown>, 'value', MAX_VALUE_BYTES, 0);
       return r;
@@ -137,7 +159,8 @@ function checkAppend(c: Record<string, unknown>): void {
   if (records.length === 0) throw new CommandShapeError('append: no records');
   const producer = nullableStringField(c, 'producer', 128);
   if (producer !== null && !PRODUCER_ID.test(producer)) throw new CommandShapeError('append: producer id');
-  if (producer === null ? c.seq !== null : typeof c.seq !== 'number') throw new CommandShapeError('append: seq goes with producer');
+  if (producer === null ? c.seq !== null : typeof c.seq !== 'number')
+    throw new CommandShapeError('append: seq goes with producer');
   if (producer !== null) integerField(c, 'seq');
 }
 
@@ -217,7 +240,10 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
       case 'append':
         return this.append(command, context.time);
       case 'appends':
-        return { op: 'appends', results: command.appends.map((a) => this.append({ op: 'append', ...a }, context.time)) };
+        return {
+          op: 'appends',
+          results: command.appends.map((a) => this.append({ op: 'append', ...a }, context.time)),
+        };
       case 'commit':
         return this.commit(command);
       case 'configure':
@@ -242,15 +268,33 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
         const last = producer.batches[producer.batches.length - 1]![0];
         if (seq <= last) {
           // Sequences are taken one by one from 0, so this batch was stored; only its offsets are forgotten.
-          return { op: 'append', ok: false, code: 'old_sequence', message: `sequence ${seq} was stored earlier but is older than the last ${PRODUCER_WINDOW} batches of this producer (last ${last}); its offsets are forgotten`, expected: last + 1 };
+          return {
+            op: 'append',
+            ok: false,
+            code: 'old_sequence',
+            message: `sequence ${seq} was stored earlier but is older than the last ${PRODUCER_WINDOW} batches of this producer (last ${last}); its offsets are forgotten`,
+            expected: last + 1,
+          };
         }
         if (seq !== last + 1) {
-          return { op: 'append', ok: false, code: 'out_of_order_sequence', message: `expected sequence ${last + 1}, got ${seq}`, expected: last + 1 };
+          return {
+            op: 'append',
+            ok: false,
+            code: 'out_of_order_sequence',
+            message: `expected sequence ${last + 1}, got ${seq}`,
+            expected: last + 1,
+          };
         }
       } else if (seq !== 0) {
         // A producer this partition does not know (new, or forgotten after PRODUCER_IDLE_MS) starts at 0: a later
         // sequence may be the retry of a batch whose record was forgotten, which cannot be told from a new one.
-        return { op: 'append', ok: false, code: 'unknown_producer', message: `producer ${command.producer} is not known here: start at sequence 0`, expected: 0 };
+        return {
+          op: 'append',
+          ok: false,
+          code: 'unknown_producer',
+          message: `producer ${command.producer} is not known here: start at sequence 0`,
+          expected: 0,
+        };
       }
     }
     const base = this.end;
@@ -275,13 +319,31 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
   private commit(command: Extract<PartitionCommand, { op: 'commit' }>): PartitionResult {
     const current = this.offsets.get(command.group) ?? null;
     if (command.expect !== null && command.expect !== (current ?? 0)) {
-      return { op: 'commit', ok: false, code: 'offset_conflict', message: `the committed offset is ${current ?? 0}, not ${command.expect}`, current };
+      return {
+        op: 'commit',
+        ok: false,
+        code: 'offset_conflict',
+        message: `the committed offset is ${current ?? 0}, not ${command.expect}`,
+        current,
+      };
     }
     if (command.offset > this.end) {
-      return { op: 'commit', ok: false, code: 'offset_out_of_range', message: `offset ${command.offset} is past the end ${this.end}`, current };
+      return {
+        op: 'commit',
+        ok: false,
+        code: 'offset_out_of_range',
+        message: `offset ${command.offset} is past the end ${this.end}`,
+        current,
+      };
     }
     if (current === null && this.offsets.size >= MAX_CONSUMER_GROUPS) {
-      return { op: 'commit', ok: false, code: 'too_many_groups', message: `a partition keeps at most ${MAX_CONSUMER_GROUPS} consumer groups`, current };
+      return {
+        op: 'commit',
+        ok: false,
+        code: 'too_many_groups',
+        message: `a partition keeps at most ${MAX_CONSUMER_GROUPS} consumer groups`,
+        current,
+      };
     }
     this.offsets.set(command.group, command.offset);
     return { op: 'commit', ok: true, offset: command.offset };
@@ -322,7 +384,13 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
   }
 
   restore(data: Uint8Array): void {
-    const state = packr.unpack(data) as { records: LogRecord[]; start: number; retention: Retention; producers: Array<[string, ProducerState]>; offsets: Array<[string, number]> };
+    const state = packr.unpack(data) as {
+      records: LogRecord[];
+      start: number;
+      retention: Retention;
+      producers: Array<[string, ProducerState]>;
+      offsets: Array<[string, number]>;
+    };
     this.records = state.records;
     this.head = 0;
     this.startOffset = state.start;

@@ -46,7 +46,8 @@ export function parsePartitionGroup(name: string): { topic: string; partition: n
 /** The partition data of a meta record, or null when the record is not a partition of the log. */
 export function partitionData(record: GroupRecord): PartitionData | null {
   const d = record.data as Partial<PartitionData>;
-  if (parsePartitionGroup(record.name) === null || typeof d.name !== 'string' || typeof d.partition !== 'number') return null;
+  if (parsePartitionGroup(record.name) === null || typeof d.name !== 'string' || typeof d.partition !== 'number')
+    return null;
   return d as PartitionData;
 }
 
@@ -54,7 +55,10 @@ export function partitionData(record: GroupRecord): PartitionData | null {
  * The topics recorded in the meta group's groups. A topic recorded before topics had an access rule has
  * `defaultAccess`, the rule of the service that hosts the log (internal on notify and feed).
  */
-export function topicsOf(records: readonly GroupRecord[], defaultAccess: TopicAccess): Map<string, { info: TopicInfo; partitions: GroupRecord[] }> {
+export function topicsOf(
+  records: readonly GroupRecord[],
+  defaultAccess: TopicAccess,
+): Map<string, { info: TopicInfo; partitions: GroupRecord[] }> {
   const topics = new Map<string, { info: TopicInfo; partitions: GroupRecord[] }>();
   for (const record of records) {
     const data = partitionData(record);
@@ -62,7 +66,16 @@ export function topicsOf(records: readonly GroupRecord[], defaultAccess: TopicAc
     let topic = topics.get(data.name);
     if (topic === undefined) {
       const access = TOPIC_ACCESS.includes(data.access) ? data.access : defaultAccess;
-      topic = { info: { name: data.name, partitions: data.partitions, replicas: data.replicas, retention: data.retention, access }, partitions: [] };
+      topic = {
+        info: {
+          name: data.name,
+          partitions: data.partitions,
+          replicas: data.replicas,
+          retention: data.retention,
+          access,
+        },
+        partitions: [],
+      };
       topics.set(data.name, topic);
     }
     topic.partitions[data.partition] = record;

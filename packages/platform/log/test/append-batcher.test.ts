@@ -17,7 +17,11 @@ function proposer(machine: PartitionMachine, log: PartitionCommand[], fail: Erro
   };
 }
 
-const one = (value: string, producer: string | null = null, seq: number | null = null) => ({ records: [{ key: null, value }], producer, seq });
+const one = (value: string, producer: string | null = null, seq: number | null = null) => ({
+  records: [{ key: null, value }],
+  producer,
+  seq,
+});
 
 t.test('appends of one turn become one entry; each caller gets its own result', async (t) => {
   const machine = new PartitionMachine();
@@ -38,7 +42,10 @@ t.test('appends of one turn become one entry; each caller gets its own result', 
     { op: 'append', ok: true, base: 1, count: 1, duplicate: true },
     { op: 'append', ok: false, code: 'out_of_order_sequence', message: 'expected sequence 1, got 5', expected: 1 },
   ]);
-  t.same(machine.fetch(0, 10, 1e9).records.map((r) => r.value), ['a', 'b']);
+  t.same(
+    machine.fetch(0, 10, 1e9).records.map((r) => r.value),
+    ['a', 'b'],
+  );
   t.same({ entries: batcher.entries, appends: batcher.appends }, { entries: 1, appends: 4 });
 });
 
@@ -50,11 +57,27 @@ t.test('a lone append goes as a plain append; later turns make later entries; pa
   const batcher = new AppendBatcher();
   const first = await batcher.submit('g1', proposer(m1, log1), one('x'), 1);
   t.same(first, { op: 'append', ok: true, base: 0, count: 1, duplicate: false });
-  t.same(log1.map((c) => c.op), ['append']);
-  await Promise.all([batcher.submit('g1', proposer(m1, log1), one('y'), 1), batcher.submit('g2', proposer(m2, log2), one('z'), 1)]);
-  t.same(log1.map((c) => c.op), ['append', 'append'], 'g1 had one append in that turn');
-  t.same(log2.map((c) => c.op), ['append']);
-  t.same(m2.fetch(0, 10, 1e9).records.map((r) => r.value), ['z']);
+  t.same(
+    log1.map((c) => c.op),
+    ['append'],
+  );
+  await Promise.all([
+    batcher.submit('g1', proposer(m1, log1), one('y'), 1),
+    batcher.submit('g2', proposer(m2, log2), one('z'), 1),
+  ]);
+  t.same(
+    log1.map((c) => c.op),
+    ['append', 'append'],
+    'g1 had one append in that turn',
+  );
+  t.same(
+    log2.map((c) => c.op),
+    ['append'],
+  );
+  t.same(
+    m2.fetch(0, 10, 1e9).records.map((r) => r.value),
+    ['z'],
+  );
 });
 
 t.test('an entry is split at 1,000 appends or 4 MiB', async (t) => {
@@ -63,18 +86,34 @@ t.test('an entry is split at 1,000 appends or 4 MiB', async (t) => {
   const batcher = new AppendBatcher();
   const propose = proposer(machine, log);
   await Promise.all(Array.from({ length: 2_500 }, (_, i) => batcher.submit('g', propose, one(`v${i}`), 10)));
-  t.same(log.map((c) => (c.op === 'appends' ? c.appends.length : 1)), [1000, 1000, 500]);
+  t.same(
+    log.map((c) => (c.op === 'appends' ? c.appends.length : 1)),
+    [1000, 1000, 500],
+  );
   log.length = 0;
   await Promise.all(Array.from({ length: 5 }, (_, i) => batcher.submit('g', propose, one(`w${i}`), 1024 * 1024)));
-  t.same(log.map((c) => (c.op === 'appends' ? c.appends.length : 1)), [4, 1], 'at most 4 MiB an entry');
+  t.same(
+    log.map((c) => (c.op === 'appends' ? c.appends.length : 1)),
+    [4, 1],
+    'at most 4 MiB an entry',
+  );
   t.equal(machine.end, 2_505, 'every append stored, in order');
-  t.same(machine.fetch(2_500, 10, 1e9).records.map((r) => r.value), ['w0', 'w1', 'w2', 'w3', 'w4']);
+  t.same(
+    machine.fetch(2_500, 10, 1e9).records.map((r) => r.value),
+    ['w0', 'w1', 'w2', 'w3', 'w4'],
+  );
 });
 
 t.test('a failed entry fails every append in it', async (t) => {
   const batcher = new AppendBatcher();
   const propose = proposer(new PartitionMachine(), [], new Error('not the leader'));
-  const outcomes = await Promise.allSettled([batcher.submit('g', propose, one('a'), 1), batcher.submit('g', propose, one('b'), 1)]);
-  t.same(outcomes.map((o) => o.status), ['rejected', 'rejected']);
+  const outcomes = await Promise.allSettled([
+    batcher.submit('g', propose, one('a'), 1),
+    batcher.submit('g', propose, one('b'), 1),
+  ]);
+  t.same(
+    outcomes.map((o) => o.status),
+    ['rejected', 'rejected'],
+  );
   t.match((outcomes[0] as PromiseRejectedResult).reason, { message: 'not the leader' });
 });

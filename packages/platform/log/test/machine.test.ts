@@ -5,31 +5,53 @@
 import fc from 'fast-check';
 import t from 'tap';
 import { checkCommandShapes } from '@raftkit/testkit';
-import { PartitionMachine, PRODUCER_WINDOW, recordSize, type AppendInput, type PartitionCommand, type PartitionResult } from '../src/machine.js';
+import {
+  PartitionMachine,
+  PRODUCER_WINDOW,
+  recordSize,
+  type AppendInput,
+  type PartitionCommand,
+  type PartitionResult,
+} from '../src/machine.js';
 
 let index = 0;
 function run(m: PartitionMachine, command: PartitionCommand, time = 1_000): PartitionResult {
   return m.apply(command, { index: ++index, term: 1, time });
 }
 const recs = (...values: string[]): AppendInput[] => values.map((value) => ({ key: null, value }));
-const append = (m: PartitionMachine, values: string[], producer: string | null = null, seq: number | null = null, time = 1_000) =>
-  run(m, { op: 'append', records: recs(...values), producer, seq }, time);
-const commit = (m: PartitionMachine, group: string, offset: number, expect: number | null = null) => run(m, { op: 'commit', group, offset, expect });
-const values = (m: PartitionMachine, from = 0) => m.fetch(from, 1_000_000, Number.MAX_SAFE_INTEGER).records.map((r) => r.value);
+const append = (
+  m: PartitionMachine,
+  values: string[],
+  producer: string | null = null,
+  seq: number | null = null,
+  time = 1_000,
+) => run(m, { op: 'append', records: recs(...values), producer, seq }, time);
+const commit = (m: PartitionMachine, group: string, offset: number, expect: number | null = null) =>
+  run(m, { op: 'commit', group, offset, expect });
+const values = (m: PartitionMachine, from = 0) =>
+  m.fetch(from, 1_000_000, Number.MAX_SAFE_INTEGER).records.map((r) => r.value);
 
 t.test('appends get consecutive offsets from 0, whatever the batch sizes (property)', async (t) => {
   fc.assert(
-    fc.property(fc.array(fc.array(fc.string({ maxLength: 8 }), { minLength: 1, maxLength: 6 }), { maxLength: 30 }), (batches) => {
-      const m = new PartitionMachine();
-      let expected = 0;
-      for (const batch of batches) {
-        const r = append(m, batch);
-        if (!(r.op === 'append' && r.ok && r.base === expected && r.count === batch.length && !r.duplicate)) return false;
-        expected += batch.length;
-      }
-      const all = m.fetch(0, 1_000_000, Number.MAX_SAFE_INTEGER);
-      return m.end === expected && all.records.every((r, i) => r.offset === i) && all.records.map((r) => r.value).join('\u0000') === batches.flat().join('\u0000');
-    }),
+    fc.property(
+      fc.array(fc.array(fc.string({ maxLength: 8 }), { minLength: 1, maxLength: 6 }), { maxLength: 30 }),
+      (batches) => {
+        const m = new PartitionMachine();
+        let expected = 0;
+        for (const batch of batches) {
+          const r = append(m, batch);
+          if (!(r.op === 'append' && r.ok && r.base === expected && r.count === batch.length && !r.duplicate))
+            return false;
+          expected += batch.length;
+        }
+        const all = m.fetch(0, 1_000_000, Number.MAX_SAFE_INTEGER);
+        return (
+          m.end === expected &&
+          all.records.every((r, i) => r.offset === i) &&
+          all.records.map((r) => r.value).join('\u0000') === batches.flat().join('\u0000')
+        );
+      },
+    ),
     { numRuns: 200, seed: 13 },
   );
   t.pass('200 runs');
@@ -40,25 +62,53 @@ t.test('a retried producer batch is stored once and answered duplicate with its 
   append(m, ['before']);
   t.same(append(m, ['a', 'b'], 'p1', 0), { op: 'append', ok: true, base: 1, count: 2, duplicate: false });
   append(m, ['between']);
-  t.same(append(m, ['a', 'b'], 'p1', 0), { op: 'append', ok: true, base: 1, count: 2, duplicate: true }, 'retry: same offsets');
+  t.same(
+    append(m, ['a', 'b'], 'p1', 0),
+    { op: 'append', ok: true, base: 1, count: 2, duplicate: true },
+    'retry: same offsets',
+  );
   t.same(append(m, ['c'], 'p1', 1), { op: 'append', ok: true, base: 4, count: 1, duplicate: false });
-  t.same(append(m, ['a', 'b'], 'p1', 0), { op: 'append', ok: true, base: 1, count: 2, duplicate: true }, 'an older batch in the window too');
-  t.same(append(m, ['x'], 'p2', 0), { op: 'append', ok: true, base: 5, count: 1, duplicate: false }, 'producers are independent');
+  t.same(
+    append(m, ['a', 'b'], 'p1', 0),
+    { op: 'append', ok: true, base: 1, count: 2, duplicate: true },
+    'an older batch in the window too',
+  );
+  t.same(
+    append(m, ['x'], 'p2', 0),
+    { op: 'append', ok: true, base: 5, count: 1, duplicate: false },
+    'producers are independent',
+  );
   t.same(values(m), ['before', 'a', 'b', 'between', 'c', 'x']);
   t.equal(m.producerCount(), 2);
 });
 
-t.test(`the window holds the last ${PRODUCER_WINDOW} batches; older or out-of-order sequences are refused with their own codes`, async (t) => {
-  const m = new PartitionMachine();
-  for (let seq = 0; seq < 8; seq++) append(m, [`v${seq}`], 'p', seq);
-  const end = m.end;
-  for (let seq = 8 - PRODUCER_WINDOW; seq < 8; seq++) t.match(append(m, ['retry'], 'p', seq), { ok: true, duplicate: true, base: seq }, `seq ${seq} in the window`);
-  t.match(append(m, ['retry'], 'p', 2), { ok: false, code: 'old_sequence', expected: 8 }, 'stored but forgotten: old_sequence');
-  t.match(append(m, ['gap'], 'p', 10), { ok: false, code: 'out_of_order_sequence', expected: 8 }, 'a gap: out_of_order_sequence');
-  t.match(append(m, ['new'], 'q', 3), { ok: false, code: 'unknown_producer', expected: 0 }, 'a new producer starts at 0');
-  t.equal(m.end, end, 'no refused batch was stored');
-  t.match(append(m, ['next'], 'p', 8), { ok: true, duplicate: false, base: end });
-});
+t.test(
+  `the window holds the last ${PRODUCER_WINDOW} batches; older or out-of-order sequences are refused with their own codes`,
+  async (t) => {
+    const m = new PartitionMachine();
+    for (let seq = 0; seq < 8; seq++) append(m, [`v${seq}`], 'p', seq);
+    const end = m.end;
+    for (let seq = 8 - PRODUCER_WINDOW; seq < 8; seq++)
+      t.match(append(m, ['retry'], 'p', seq), { ok: true, duplicate: true, base: seq }, `seq ${seq} in the window`);
+    t.match(
+      append(m, ['retry'], 'p', 2),
+      { ok: false, code: 'old_sequence', expected: 8 },
+      'stored but forgotten: old_sequence',
+    );
+    t.match(
+      append(m, ['gap'], 'p', 10),
+      { ok: false, code: 'out_of_order_sequence', expected: 8 },
+      'a gap: out_of_order_sequence',
+    );
+    t.match(
+      append(m, ['new'], 'q', 3),
+      { ok: false, code: 'unknown_producer', expected: 0 },
+      'a new producer starts at 0',
+    );
+    t.equal(m.end, end, 'no refused batch was stored');
+    t.match(append(m, ['next'], 'p', 8), { ok: true, duplicate: false, base: end });
+  },
+);
 
 t.test('a producer retrying in any order its in-flight batches stores each exactly once (property)', async (t) => {
   fc.assert(
@@ -89,21 +139,33 @@ t.test('consumer offsets: commit, compare-and-set, range', async (t) => {
   append(m, ['a', 'b', 'c']);
   t.equal(m.committed('g'), null);
   t.same(commit(m, 'g', 2, 0), { op: 'commit', ok: true, offset: 2 }, 'expect 0 matches a group that never committed');
-  t.same(commit(m, 'g', 3, 1), { op: 'commit', ok: false, code: 'offset_conflict', message: 'the committed offset is 2, not 1', current: 2 });
+  t.same(commit(m, 'g', 3, 1), {
+    op: 'commit',
+    ok: false,
+    code: 'offset_conflict',
+    message: 'the committed offset is 2, not 1',
+    current: 2,
+  });
   t.equal(m.committed('g'), 2, 'a conflict changes nothing');
   t.match(commit(m, 'g', 3, 2), { ok: true, offset: 3 });
   t.match(commit(m, 'g', 4), { ok: false, code: 'offset_out_of_range', current: 3 }, 'past the end');
   t.equal(m.committed('g'), 3);
   t.match(commit(m, 'g', 1), { ok: true, offset: 1 }, 'without expect a group may rewind');
   t.match(commit(m, 'h', 3), { ok: true });
-  t.same(m.groups(), [['g', 1], ['h', 3]]);
+  t.same(m.groups(), [
+    ['g', 1],
+    ['h', 3],
+  ]);
 });
 
 t.test('two consumers racing with compare-and-set never both move one offset (property)', async (t) => {
   fc.assert(
     fc.property(fc.array(fc.tuple(fc.boolean(), fc.nat({ max: 5 })), { maxLength: 40 }), (steps) => {
       const m = new PartitionMachine();
-      append(m, Array.from({ length: 200 }, (_, i) => `${i}`));
+      append(
+        m,
+        Array.from({ length: 200 }, (_, i) => `${i}`),
+      );
       // Each consumer read the committed offset once and tries to move it forward from there.
       const seen = [0, 0];
       let moves = 0;
@@ -165,10 +227,13 @@ t.test('retention by size keeps the newest records within max bytes', async (t) 
   t.same(m.config, { maxAgeMs: 1e12, maxBytes: size * 2 });
   // Enough appends to compact the array of records: offsets and contents stay right.
   for (let i = 0; i < 3000; i++) append(m, [`${i}`.padEnd(100, '.')]);
-  t.same(m.fetch(0, 10, 1 << 20).records.map((r) => [r.offset, r.value.slice(0, 4)]), [
-    [3048, '2998'],
-    [3049, '2999'],
-  ]);
+  t.same(
+    m.fetch(0, 10, 1 << 20).records.map((r) => [r.offset, r.value.slice(0, 4)]),
+    [
+      [3048, '2998'],
+      [3049, '2999'],
+    ],
+  );
 });
 
 t.test('fetch bounds: max records, about max bytes (at least one record), past the end', async (t) => {
@@ -177,34 +242,69 @@ t.test('fetch bounds: max records, about max bytes (at least one record), past t
   t.same(m.fetch(0, 2, 1 << 20).records.length, 2);
   t.same(m.fetch(0, 10, 10).records.length, 1, 'one record even when over max bytes');
   t.same(m.fetch(0, 10, 2 * recordSize({ key: null, value: 'a'.repeat(100) })).records.length, 2);
-  t.same(m.fetch(1, 10, 1 << 20).records.map((r) => r.offset), [1, 2]);
+  t.same(
+    m.fetch(1, 10, 1 << 20).records.map((r) => r.offset),
+    [1, 2],
+  );
   t.same(m.fetch(7, 10, 1 << 20), { records: [], next: 7, end: 3, start: 0 }, 'past the end: the position stays');
 });
 
 t.test('snapshot and restore round trip every part of the state (property)', async (t) => {
   const command = fc.oneof(
-    fc.record({ op: fc.constant('append' as const), records: fc.array(fc.record({ key: fc.option(fc.string({ maxLength: 4 }), { nil: null }), value: fc.string({ maxLength: 50 }) }), { minLength: 1, maxLength: 4 }), producer: fc.constant(null), seq: fc.constant(null) }),
-    fc.record({ op: fc.constant('append' as const), records: fc.constant(recs('p')), producer: fc.constantFrom('p1', 'p2'), seq: fc.nat({ max: 8 }) }),
-    fc.record({ op: fc.constant('commit' as const), group: fc.constantFrom('g1', 'g2'), offset: fc.nat({ max: 30 }), expect: fc.option(fc.nat({ max: 30 }), { nil: null }) }),
-    fc.record({ op: fc.constant('configure' as const), retention: fc.record({ maxAgeMs: fc.integer({ min: 1, max: 5_000 }), maxBytes: fc.integer({ min: 40, max: 2_000 }) }) }),
+    fc.record({
+      op: fc.constant('append' as const),
+      records: fc.array(
+        fc.record({ key: fc.option(fc.string({ maxLength: 4 }), { nil: null }), value: fc.string({ maxLength: 50 }) }),
+        { minLength: 1, maxLength: 4 },
+      ),
+      producer: fc.constant(null),
+      seq: fc.constant(null),
+    }),
+    fc.record({
+      op: fc.constant('append' as const),
+      records: fc.constant(recs('p')),
+      producer: fc.constantFrom('p1', 'p2'),
+      seq: fc.nat({ max: 8 }),
+    }),
+    fc.record({
+      op: fc.constant('commit' as const),
+      group: fc.constantFrom('g1', 'g2'),
+      offset: fc.nat({ max: 30 }),
+      expect: fc.option(fc.nat({ max: 30 }), { nil: null }),
+    }),
+    fc.record({
+      op: fc.constant('configure' as const),
+      retention: fc.record({
+        maxAgeMs: fc.integer({ min: 1, max: 5_000 }),
+        maxBytes: fc.integer({ min: 40, max: 2_000 }),
+      }),
+    }),
     fc.constant({ op: 'trim' as const }),
   );
   fc.assert(
-    fc.property(fc.array(fc.tuple(command, fc.nat({ max: 1_000 })), { maxLength: 40 }), fc.array(fc.tuple(command, fc.nat({ max: 1_000 })), { maxLength: 20 }), (before, after) => {
-      const a = new PartitionMachine();
-      let time = 0;
-      for (const [c, dt] of before) run(a, c, (time += dt));
-      const b = new PartitionMachine();
-      b.restore(a.snapshot());
-      if (!Buffer.from(b.snapshot()).equals(Buffer.from(a.snapshot()))) return false;
-      if (a.start !== b.start || a.end !== b.end || a.heldBytes !== b.heldBytes || a.oldestTime !== b.oldestTime) return false;
-      // The restored machine answers every later command as the original does.
-      for (const [c, dt] of after) {
-        time += dt;
-        if (JSON.stringify(run(a, c, time)) !== JSON.stringify(run(b, c, time))) return false;
-      }
-      return JSON.stringify(a.fetch(0, 1e6, 1e12)) === JSON.stringify(b.fetch(0, 1e6, 1e12)) && JSON.stringify(a.groups()) === JSON.stringify(b.groups());
-    }),
+    fc.property(
+      fc.array(fc.tuple(command, fc.nat({ max: 1_000 })), { maxLength: 40 }),
+      fc.array(fc.tuple(command, fc.nat({ max: 1_000 })), { maxLength: 20 }),
+      (before, after) => {
+        const a = new PartitionMachine();
+        let time = 0;
+        for (const [c, dt] of before) run(a, c, (time += dt));
+        const b = new PartitionMachine();
+        b.restore(a.snapshot());
+        if (!Buffer.from(b.snapshot()).equals(Buffer.from(a.snapshot()))) return false;
+        if (a.start !== b.start || a.end !== b.end || a.heldBytes !== b.heldBytes || a.oldestTime !== b.oldestTime)
+          return false;
+        // The restored machine answers every later command as the original does.
+        for (const [c, dt] of after) {
+          time += dt;
+          if (JSON.stringify(run(a, c, time)) !== JSON.stringify(run(b, c, time))) return false;
+        }
+        return (
+          JSON.stringify(a.fetch(0, 1e6, 1e12)) === JSON.stringify(b.fetch(0, 1e6, 1e12)) &&
+          JSON.stringify(a.groups()) === JSON.stringify(b.groups())
+        );
+      },
+    ),
     { numRuns: 300, seed: 11 },
   );
   t.pass('300 runs');
@@ -236,7 +336,12 @@ t.test('malformed commands are refused with CommandShapeError before any change;
       { op: 'append', records: [{ value: 'v' }], producer: null, seq: null },
       { op: 'append', records: [{ key: null, value: 5 }], producer: null, seq: null },
       { op: 'append', records: [null], producer: null, seq: null },
-      { op: 'append', records: Array.from({ length: 1001 }, () => ({ key: null, value: 'v' })), producer: null, seq: null },
+      {
+        op: 'append',
+        records: Array.from({ length: 1001 }, () => ({ key: null, value: 'v' })),
+        producer: null,
+        seq: null,
+      },
       { op: 'append', records: [{ key: 'k'.repeat(1025), value: 'v' }], producer: null, seq: null },
       { op: 'append', records: [{ key: null, value: 'v' }], producer: null, seq: 3 },
       { op: 'append', records: [{ key: null, value: 'v' }], producer: 'p', seq: null },
@@ -262,7 +367,12 @@ t.test('malformed commands are refused with CommandShapeError before any change;
   // The same malformed command is refused the same way every time (every member, every replay).
   const a = make();
   const b = make();
-  const bad = { op: 'append', records: [{ key: null, value: 'v' }], producer: 'p', seq: -1 } as unknown as PartitionCommand;
+  const bad = {
+    op: 'append',
+    records: [{ key: null, value: 'v' }],
+    producer: 'p',
+    seq: -1,
+  } as unknown as PartitionCommand;
   const messages = [a, b].map((m) => {
     try {
       run(m, bad);
@@ -284,17 +394,24 @@ t.test("an 'appends' entry answers and changes exactly as its appends would one 
     seq: fc.integer({ min: 0, max: 4 }),
   });
   fc.assert(
-    fc.property(fc.array(fc.array(appendArb, { minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 8 }), (entries) => {
-      const one = new PartitionMachine();
-      const batched = new PartitionMachine();
-      for (const entry of entries) {
-        const appends = entry.map((a) => ({ records: recs(...a.values), producer: a.producer, seq: a.producer === null ? null : a.seq }));
-        const separate = appends.map((a) => run(one, { op: 'append', ...a }));
-        const together = run(batched, { op: 'appends', appends });
-        if (JSON.stringify(together) !== JSON.stringify({ op: 'appends', results: separate })) return false;
-      }
-      return Buffer.from(one.snapshot()).equals(Buffer.from(batched.snapshot()));
-    }),
+    fc.property(
+      fc.array(fc.array(appendArb, { minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 8 }),
+      (entries) => {
+        const one = new PartitionMachine();
+        const batched = new PartitionMachine();
+        for (const entry of entries) {
+          const appends = entry.map((a) => ({
+            records: recs(...a.values),
+            producer: a.producer,
+            seq: a.producer === null ? null : a.seq,
+          }));
+          const separate = appends.map((a) => run(one, { op: 'append', ...a }));
+          const together = run(batched, { op: 'appends', appends });
+          if (JSON.stringify(together) !== JSON.stringify({ op: 'appends', results: separate })) return false;
+        }
+        return Buffer.from(one.snapshot()).equals(Buffer.from(batched.snapshot()));
+      },
+    ),
     { numRuns: 300, seed: 21 },
   );
   t.pass('300 runs: same results, same state');
@@ -307,11 +424,21 @@ t.test("a malformed 'appends' entry is refused whole, changing nothing", async (
   for (const bad of [
     { op: 'appends', appends: [] },
     { op: 'appends', appends: 'x' },
-    { op: 'appends', appends: [{ records: recs('a'), producer: null, seq: null }, { records: [], producer: null, seq: null }] },
+    {
+      op: 'appends',
+      appends: [
+        { records: recs('a'), producer: null, seq: null },
+        { records: [], producer: null, seq: null },
+      ],
+    },
     { op: 'appends', appends: [{ records: recs('a'), producer: null, seq: null }, null] },
     { op: 'appends', appends: [{ records: recs('a'), producer: 'p', seq: null }] },
   ]) {
-    t.throws(() => run(m, bad as unknown as PartitionCommand), { name: 'CommandShapeError' }, JSON.stringify(bad).slice(0, 80));
+    t.throws(
+      () => run(m, bad as unknown as PartitionCommand),
+      { name: 'CommandShapeError' },
+      JSON.stringify(bad).slice(0, 80),
+    );
   }
   t.ok(Buffer.from(m.snapshot()).equals(before), 'state unchanged');
 });

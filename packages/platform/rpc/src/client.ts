@@ -127,7 +127,8 @@ export class RpcConnection {
     socket.on('data', (chunk: Buffer) => {
       try {
         reader.push(chunk);
-        for (let frame = reader.next(); frame !== null && this.closeReason === undefined; frame = reader.next()) this.onFrame(decodeMessage(frame));
+        for (let frame = reader.next(); frame !== null && this.closeReason === undefined; frame = reader.next())
+          this.onFrame(decodeMessage(frame));
       } catch (error) {
         const reason = toRpcError(error);
         this.close(reason.code === 'internal' ? new RpcError('malformed', 'malformed reply') : reason);
@@ -143,7 +144,10 @@ export class RpcConnection {
     const timeoutMs = options.timeoutMs ?? 1_000;
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new RpcError('timeout', `no welcome from ${options.address} within ${timeoutMs} ms`)), timeoutMs);
+      timer = setTimeout(
+        () => reject(new RpcError('timeout', `no welcome from ${options.address} within ${timeoutMs} ms`)),
+        timeoutMs,
+      );
     });
     try {
       await Promise.race([connection.welcomed, late]);
@@ -169,8 +173,12 @@ export class RpcConnection {
   /** Sends one request; settles with its answer (decoded, see CallOptions) or an RpcError, always within the deadline. */
   call<T = unknown>(request: unknown, options?: CallOptions<T>): Promise<T> {
     if (this.closeReason !== undefined) return Promise.reject(this.closeReason);
-    if (this.pending.size >= this.maxInFlight) return Promise.reject(new RpcError('overloaded', `${this.pending.size} calls in flight to ${this.options.address}`));
-    if (options?.signal?.aborted === true) return Promise.reject(new RpcError('cancelled', 'call aborted before it was sent'));
+    if (this.pending.size >= this.maxInFlight)
+      return Promise.reject(
+        new RpcError('overloaded', `${this.pending.size} calls in flight to ${this.options.address}`),
+      );
+    if (options?.signal?.aborted === true)
+      return Promise.reject(new RpcError('cancelled', 'call aborted before it was sent'));
     const id = this.nextId;
     this.nextId = id >= 0x7fffffff ? 1 : id + 1;
     const timeoutMs = options?.timeoutMs ?? this.timeoutMs;
@@ -228,7 +236,11 @@ export class RpcConnection {
     const now = performance.now();
     let next = Infinity;
     for (const [id, call] of this.pending.entries()) {
-      if (call.deadline <= now) this.settleError(id, new RpcError('timeout', `no reply from ${this.options.address} within ${call.timeoutMs} ms`));
+      if (call.deadline <= now)
+        this.settleError(
+          id,
+          new RpcError('timeout', `no reply from ${this.options.address} within ${call.timeoutMs} ms`),
+        );
       else if (call.deadline < next) next = call.deadline;
     }
     if (next !== Infinity) this.armDeadlines(next);
@@ -260,7 +272,8 @@ export class RpcConnection {
       const batch = calls.slice(i, i + MAX_CALLS_PER_FRAME).filter(([id]) => this.pending.has(id));
       if (batch.length === 0) continue;
       if (this.closeReason !== undefined || this.socket.destroyed) {
-        for (const [id] of batch) this.settleError(id, new RpcError('unavailable', `connection to ${this.options.address} lost`));
+        for (const [id] of batch)
+          this.settleError(id, new RpcError('unavailable', `connection to ${this.options.address} lost`));
         continue;
       }
       this.sendBatch(batch);
@@ -290,7 +303,10 @@ export class RpcConnection {
       return;
     }
     if (batch.length === 1) {
-      this.settleError(batch[0]![0], new RpcError('frame_too_large', `the call needs ${frame.length - 4} bytes, the limit is ${this.maxFrameBytes}`));
+      this.settleError(
+        batch[0]![0],
+        new RpcError('frame_too_large', `the call needs ${frame.length - 4} bytes, the limit is ${this.maxFrameBytes}`),
+      );
       return;
     }
     const half = Math.ceil(batch.length / 2);
@@ -335,7 +351,8 @@ export class RpcClient {
     if (this.closed) return Promise.reject(new RpcError('closed', 'client closed'));
     let connection = this.connection;
     if (connection === null) {
-      if (Date.now() < this.retryAt) return Promise.reject(new RpcError('unavailable', `${this.options.address} unreachable (retrying shortly)`));
+      if (Date.now() < this.retryAt)
+        return Promise.reject(new RpcError('unavailable', `${this.options.address} unreachable (retrying shortly)`));
       connection = this.connection = new RpcConnection(this.options);
       const dialed = connection;
       dialed.onClose(() => {

@@ -78,6 +78,9 @@ export function fromErrorBody(body: unknown, fallback: string): RpcError {
   const record = typeof body === 'object' && body !== null ? (body as Record<string, unknown>) : {};
   const code = typeof record.code === 'string' ? record.code : 'internal';
   const message = typeof record.message === 'string' ? record.message : fallback;
-  const status = typeof record.status === 'number' && Number.isInteger(record.status) && record.status >= 400 && record.status <= 599 ? record.status : undefined;
+  const status =
+    typeof record.status === 'number' && Number.isInteger(record.status) && record.status >= 400 && record.status <= 599
+      ? record.status
+      : undefined;
   return new RpcError(code, message, status);
 }

@@ -6,7 +6,14 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { hostPort, limitServer, verifyToken, type Logger, type MetricsRegistry, type Principal } from '@raftkit/http';
 import { FrameReader } from '@raftkit/raft';
-import { decodeMessage, DEFAULT_MAX_FRAME_BYTES, encodeMessage, isRecord, MAX_CALLS_PER_FRAME, MAX_HELLO_FRAME_BYTES } from './codec.js';
+import {
+  decodeMessage,
+  DEFAULT_MAX_FRAME_BYTES,
+  encodeMessage,
+  isRecord,
+  MAX_CALLS_PER_FRAME,
+  MAX_HELLO_FRAME_BYTES,
+} from './codec.js';
 import { isExpectedError, RpcError, toRpcError, type RpcErrorBody } from './errors.js';
 
 /** What a handler knows of the call beyond its request. */
@@ -66,7 +73,12 @@ interface ServerMetrics {
   refused(code: string): void;
 }
 
-function serverMetrics(registry: MetricsRegistry | undefined, service: string, connections: () => number, inFlight: () => number): ServerMetrics {
+function serverMetrics(
+  registry: MetricsRegistry | undefined,
+  service: string,
+  connections: () => number,
+  inFlight: () => number,
+): ServerMetrics {
   if (registry === undefined) return { served: () => undefined, failed: () => undefined, refused: () => undefined };
   const labels = { service };
   registry.gauge('rpc_connections', 'Open connections of a binary protocol').set(connections, labels);
@@ -85,7 +97,12 @@ function serverMetrics(registry: MetricsRegistry | undefined, service: string, c
 export async function serveRpc<Req = unknown, Res = unknown>(options: RpcServerOptions<Req, Res>): Promise<RpcServer> {
   const sockets = new Set<Socket>();
   let inFlight = 0;
-  const metrics = serverMetrics(options.metrics, options.name ?? 'rpc', () => sockets.size, () => inFlight);
+  const metrics = serverMetrics(
+    options.metrics,
+    options.name ?? 'rpc',
+    () => sockets.size,
+    () => inFlight,
+  );
   const shared: Shared<Req, Res> = {
     options,
     maxFrameBytes: options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES,
@@ -110,7 +127,9 @@ export async function serveRpc<Req = unknown, Res = unknown>(options: RpcServerO
       resolve();
     });
   });
-  server.on('error', (error) => options.logger?.log('error', 'rpc server error', { service: options.name ?? 'rpc', error: String(error) }));
+  server.on('error', (error) =>
+    options.logger?.log('error', 'rpc server error', { service: options.name ?? 'rpc', error: String(error) }),
+  );
   return {
     server,
     port: (server.address() as { port: number }).port,
@@ -151,7 +170,10 @@ class ServerConnection<Req, Res> {
   ) {
     this.reader = new FrameReader(Math.min(MAX_HELLO_FRAME_BYTES, shared.maxFrameBytes));
     socket.setNoDelay(true);
-    this.helloTimer = setTimeout(() => this.fail(new RpcError('unauthorized', 'no hello frame in time')), shared.options.helloTimeoutMs ?? 5_000);
+    this.helloTimer = setTimeout(
+      () => this.fail(new RpcError('unauthorized', 'no hello frame in time')),
+      shared.options.helloTimeoutMs ?? 5_000,
+    );
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', () => this.closeQuietly());
     socket.on('close', () => this.closeQuietly());
@@ -176,14 +198,16 @@ class ServerConnection<Req, Res> {
 
   private onFrame(message: unknown): void {
     if (this.principal === null) {
-      if (!isRecord(message) || typeof message.hello !== 'string') throw new RpcError('unauthorized', 'the first frame must be { hello: token }');
+      if (!isRecord(message) || typeof message.hello !== 'string')
+        throw new RpcError('unauthorized', 'the first frame must be { hello: token }');
       let principal: Principal;
       try {
         principal = verifyToken(message.hello, this.shared.options.tokens);
       } catch {
         throw new RpcError('unauthorized', 'wrong token in hello');
       }
-      if (this.shared.options.admits === 'cluster' && principal.kind !== 'cluster') throw new RpcError('forbidden', 'this protocol takes the cluster token only');
+      if (this.shared.options.admits === 'cluster' && principal.kind !== 'cluster')
+        throw new RpcError('forbidden', 'this protocol takes the cluster token only');
       this.principal = principal;
       this.reader.maxFrameBytes = this.shared.maxFrameBytes;
       clearTimeout(this.helloTimer);
@@ -191,10 +215,15 @@ class ServerConnection<Req, Res> {
       return;
     }
     if (!Array.isArray(message)) throw new RpcError('malformed', 'expected an array of [id, request] calls');
-    if (message.length > MAX_CALLS_PER_FRAME) throw new RpcError('too_many_calls', `a frame carries at most ${MAX_CALLS_PER_FRAME} calls; this one had ${message.length}`);
+    if (message.length > MAX_CALLS_PER_FRAME)
+      throw new RpcError(
+        'too_many_calls',
+        `a frame carries at most ${MAX_CALLS_PER_FRAME} calls; this one had ${message.length}`,
+      );
     // Validate the whole frame before running any call, so a malformed frame runs none of its calls.
     for (const call of message) {
-      if (!Array.isArray(call) || call.length !== 2 || !Number.isSafeInteger(call[0])) throw new RpcError('malformed', 'each call must be [id, request]');
+      if (!Array.isArray(call) || call.length !== 2 || !Number.isSafeInteger(call[0]))
+        throw new RpcError('malformed', 'each call must be [id, request]');
     }
     for (const [id, request] of message as [number, unknown][]) this.run(id, request);
   }
@@ -202,7 +231,13 @@ class ServerConnection<Req, Res> {
   private run(id: number, raw: unknown): void {
     const { options } = this.shared;
     if (this.pending >= this.shared.maxInFlight) {
-      this.reject(id, new RpcError('overloaded', `${this.pending} calls of this connection are in flight; the limit is ${this.shared.maxInFlight}`));
+      this.reject(
+        id,
+        new RpcError(
+          'overloaded',
+          `${this.pending} calls of this connection are in flight; the limit is ${this.shared.maxInFlight}`,
+        ),
+      );
       return;
     }
     let result: Res | Promise<Res>;
@@ -239,7 +274,11 @@ class ServerConnection<Req, Res> {
   }
 
   private reject(id: number, error: unknown): void {
-    if (!isExpectedError(error)) this.shared.options.logger?.log('error', 'rpc handler failed', { service: this.shared.options.name ?? 'rpc', error: String((error as Error)?.stack ?? error) });
+    if (!isExpectedError(error))
+      this.shared.options.logger?.log('error', 'rpc handler failed', {
+        service: this.shared.options.name ?? 'rpc',
+        error: String((error as Error)?.stack ?? error),
+      });
     const answer = toRpcError(error);
     this.shared.metrics.failed(answer.code);
     this.queue([id, 1, answer.body()]);
@@ -264,7 +303,8 @@ class ServerConnection<Req, Res> {
     if (this.closed || this.outbox.length === 0) return;
     const replies = this.outbox;
     this.outbox = [];
-    for (let i = 0; i < replies.length; i += MAX_CALLS_PER_FRAME) this.writeReplies(replies.slice(i, i + MAX_CALLS_PER_FRAME));
+    for (let i = 0; i < replies.length; i += MAX_CALLS_PER_FRAME)
+      this.writeReplies(replies.slice(i, i + MAX_CALLS_PER_FRAME));
   }
 
   /**
@@ -278,12 +318,26 @@ class ServerConnection<Req, Res> {
       frame = encodeMessage(replies);
     } catch (error) {
       if (replies.length > 1) return this.halve(replies);
-      this.shared.options.logger?.log('error', 'rpc reply not encodable', { service: this.shared.options.name ?? 'rpc', error: String(error) });
-      return this.writeReplies([[replies[0]![0], 1, new RpcError('internal', 'the answer could not be encoded').body()]]);
+      this.shared.options.logger?.log('error', 'rpc reply not encodable', {
+        service: this.shared.options.name ?? 'rpc',
+        error: String(error),
+      });
+      return this.writeReplies([
+        [replies[0]![0], 1, new RpcError('internal', 'the answer could not be encoded').body()],
+      ]);
     }
     if (frame.length - 4 <= this.shared.maxFrameBytes) return this.writeFrame(frame);
     if (replies.length > 1) return this.halve(replies);
-    this.writeReplies([[replies[0]![0], 1, new RpcError('frame_too_large', `the answer needs ${frame.length - 4} bytes, the limit is ${this.shared.maxFrameBytes}`).body()]]);
+    this.writeReplies([
+      [
+        replies[0]![0],
+        1,
+        new RpcError(
+          'frame_too_large',
+          `the answer needs ${frame.length - 4} bytes, the limit is ${this.shared.maxFrameBytes}`,
+        ).body(),
+      ],
+    ]);
   }
 
   private halve(replies: Reply[]): void {
@@ -297,7 +351,10 @@ class ServerConnection<Req, Res> {
     try {
       frame = encodeMessage(message);
     } catch (error) {
-      this.shared.options.logger?.log('error', 'rpc reply not encodable', { service: this.shared.options.name ?? 'rpc', error: String(error) });
+      this.shared.options.logger?.log('error', 'rpc reply not encodable', {
+        service: this.shared.options.name ?? 'rpc',
+        error: String(error),
+      });
       this.fail(new RpcError('internal', 'reply could not be encoded'));
       return;
     }
@@ -308,7 +365,8 @@ class ServerConnection<Req, Res> {
     // Judged on what was queued before this frame, so one large answer to a reader that keeps up passes.
     const backlog = this.socket.writableLength;
     this.socket.write(frame);
-    if (backlog > this.shared.maxQueuedOutputBytes) this.fail(new RpcError('overloaded', 'client does not read its replies'));
+    if (backlog > this.shared.maxQueuedOutputBytes)
+      this.fail(new RpcError('overloaded', 'client does not read its replies'));
   }
 
   private fail(error: RpcError): void {

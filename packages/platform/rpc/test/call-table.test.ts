@@ -15,7 +15,13 @@ t.test('calls are found by id, taken once, and the table grows when an id meets 
   t.equal(table.take(5), undefined, 'taken once');
   t.notOk(table.has(5));
   t.ok(table.has(9));
-  t.same(table.entries().map(([id]) => id).sort((a, b) => a - b), [1, 2, 3, 4, 9]);
+  t.same(
+    table
+      .entries()
+      .map(([id]) => id)
+      .sort((a, b) => a - b),
+    [1, 2, 3, 4, 9],
+  );
   t.same(table.clear().sort(), ['c1', 'c2', 'c3', 'c4', 'c9']);
   t.equal(table.size, 0);
   t.equal(table.get(1), undefined);

@@ -3,7 +3,15 @@ import { pack, unpack } from 'msgpackr';
 import t from 'tap';
 import { deriveClientToken, type Principal } from '@raftkit/http';
 import { HttpError, MetricsRegistry } from '@raftkit/http';
-import { RpcClient, RpcConnection, RpcError, serveRpc, type RpcHandler, type RpcServer, type RpcServerOptions } from '../src/index.js';
+import {
+  RpcClient,
+  RpcConnection,
+  RpcError,
+  serveRpc,
+  type RpcHandler,
+  type RpcServer,
+  type RpcServerOptions,
+} from '../src/index.js';
 
 const TOKEN = 'cluster-token-for-wire-tests';
 /** What the helpers need of a test: a place to register cleanup. */
@@ -13,14 +21,34 @@ interface Tap {
 
 type Handler = RpcHandler<unknown, unknown>;
 
-async function server(t: Tap, handler: Handler, maxFrameBytes?: number, more: Partial<RpcServerOptions<unknown, unknown>> = {}): Promise<RpcServer> {
-  const s = await serveRpc({ address: '127.0.0.1:0', tokens: [TOKEN], handler, ...(maxFrameBytes !== undefined ? { maxFrameBytes } : {}), ...more });
+async function server(
+  t: Tap,
+  handler: Handler,
+  maxFrameBytes?: number,
+  more: Partial<RpcServerOptions<unknown, unknown>> = {},
+): Promise<RpcServer> {
+  const s = await serveRpc({
+    address: '127.0.0.1:0',
+    tokens: [TOKEN],
+    handler,
+    ...(maxFrameBytes !== undefined ? { maxFrameBytes } : {}),
+    ...more,
+  });
   t.teardown(() => s.close());
   return s;
 }
 
-function client(t: Tap, port: number, options: { token?: string; timeoutMs?: number; maxInFlight?: number } = {}): RpcClient {
-  const c = new RpcClient({ address: `127.0.0.1:${port}`, token: options.token ?? TOKEN, timeoutMs: options.timeoutMs ?? 2_000, ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}) });
+function client(
+  t: Tap,
+  port: number,
+  options: { token?: string; timeoutMs?: number; maxInFlight?: number } = {},
+): RpcClient {
+  const c = new RpcClient({
+    address: `127.0.0.1:${port}`,
+    token: options.token ?? TOKEN,
+    timeoutMs: options.timeoutMs ?? 2_000,
+    ...(options.maxInFlight !== undefined ? { maxInFlight: options.maxInFlight } : {}),
+  });
   t.teardown(() => c.close());
   return c;
 }
@@ -33,7 +61,10 @@ function frame(value: unknown): Buffer {
 }
 
 /** A hand-driven connection: writes raw bytes, collects decoded frames until the server closes it. */
-function raw(t: Tap, port: number): { socket: Socket; frames: unknown[]; closed: Promise<void>; next(): Promise<unknown> } {
+function raw(
+  t: Tap,
+  port: number,
+): { socket: Socket; frames: unknown[]; closed: Promise<void>; next(): Promise<unknown> } {
   const socket = connect({ host: '127.0.0.1', port });
   t.teardown(() => socket.destroy());
   const frames: unknown[] = [];
@@ -68,30 +99,36 @@ t.test('pipelined calls: every reply reaches its own call', async (t) => {
   });
   const c = client(t, s.port);
   const answers = await Promise.all(Array.from({ length: 300 }, (_, i) => c.call(i)));
-  t.same(answers, Array.from({ length: 300 }, (_, i) => i * 2));
+  t.same(
+    answers,
+    Array.from({ length: 300 }, (_, i) => i * 2),
+  );
 });
 
-t.test('a call with a decode settles with the decoded reply; a decode that throws rejects that call only', async (t) => {
-  const s = await server(t, (request) => {
-    if (request === 'refuse') throw new RpcError('bad_request', 'refused by the handler');
-    return request;
-  });
-  const c = client(t, s.port);
-  let decoded = 0;
-  const double = { decode: (reply: unknown): number => (decoded++, (reply as number) * 2) };
-  const picky = {
-    decode: (reply: unknown): string => {
-      if (typeof reply !== 'string') throw new TypeError(`not a string: ${String(reply)}`);
-      return reply;
-    },
-  };
-  t.same(await Promise.all([c.call(1, double), c.call(2, double), c.call('x', picky)]), [2, 4, 'x']);
-  await t.rejects(c.call(7, picky), { name: 'TypeError', message: 'not a string: 7' });
-  // A refused call is the server's error, whatever the decode: the decode never sees an error body.
-  await t.rejects(c.call('refuse', double), { code: 'bad_request' });
-  t.equal(decoded, 2, 'decode ran once per answered call, never for the refusal');
-  t.equal(await c.call(5, { decode: (r: unknown) => `got ${String(r)}` }), 'got 5', 'the connection lives on');
-});
+t.test(
+  'a call with a decode settles with the decoded reply; a decode that throws rejects that call only',
+  async (t) => {
+    const s = await server(t, (request) => {
+      if (request === 'refuse') throw new RpcError('bad_request', 'refused by the handler');
+      return request;
+    });
+    const c = client(t, s.port);
+    let decoded = 0;
+    const double = { decode: (reply: unknown): number => (decoded++, (reply as number) * 2) };
+    const picky = {
+      decode: (reply: unknown): string => {
+        if (typeof reply !== 'string') throw new TypeError(`not a string: ${String(reply)}`);
+        return reply;
+      },
+    };
+    t.same(await Promise.all([c.call(1, double), c.call(2, double), c.call('x', picky)]), [2, 4, 'x']);
+    await t.rejects(c.call(7, picky), { name: 'TypeError', message: 'not a string: 7' });
+    // A refused call is the server's error, whatever the decode: the decode never sees an error body.
+    await t.rejects(c.call('refuse', double), { code: 'bad_request' });
+    t.equal(decoded, 2, 'decode ran once per answered call, never for the refusal');
+    t.equal(await c.call(5, { decode: (r: unknown) => `got ${String(r)}` }), 'got 5', 'the connection lives on');
+  },
+);
 
 t.test('calls made in one turn of the event loop leave in one frame; their replies come back in one', async (t) => {
   let frames = 0;
@@ -109,9 +146,19 @@ t.test('a batch frame by hand: one reply frame with every id', async (t) => {
   const s = await server(t, echo);
   const r = raw(t, s.port);
   r.socket.write(frame({ hello: TOKEN }));
-  r.socket.write(frame([[7, 'x'], [8, { y: 1 }], [9, [1, 2]]]));
+  r.socket.write(
+    frame([
+      [7, 'x'],
+      [8, { y: 1 }],
+      [9, [1, 2]],
+    ]),
+  );
   t.same(await r.next(), { welcome: { kind: 'cluster', name: 'cluster' } });
-  t.same(await r.next(), [[7, 0, 'x'], [8, 0, { y: 1 }], [9, 0, [1, 2]]]);
+  t.same(await r.next(), [
+    [7, 0, 'x'],
+    [8, 0, { y: 1 }],
+    [9, 0, [1, 2]],
+  ]);
 });
 
 t.test('auth: the cluster token and client tokens derived from it pass; the handler sees who called', async (t) => {
@@ -127,10 +174,14 @@ t.test('auth: the cluster token and client tokens derived from it pass; the hand
 
 t.test('auth: a wrong token is refused with an error frame and the connection closed', async (t) => {
   const s = await server(t, echo);
-  const error = await client(t, s.port, { token: 'nope' }).call(1).catch((e: unknown) => e);
+  const error = await client(t, s.port, { token: 'nope' })
+    .call(1)
+    .catch((e: unknown) => e);
   t.ok(error instanceof RpcError);
   t.equal((error as RpcError).code, 'unauthorized');
-  const forged = await client(t, s.port, { token: `client.acme.${'A'.repeat(43)}` }).call(1).catch((e: unknown) => e);
+  const forged = await client(t, s.port, { token: `client.acme.${'A'.repeat(43)}` })
+    .call(1)
+    .catch((e: unknown) => e);
   t.equal((forged as RpcError).code, 'unauthorized', 'a client token with a forged mac');
 });
 
@@ -139,7 +190,9 @@ t.test('auth: calls before hello are refused and run no handler', async (t) => {
   const s = await server(t, () => ++calls);
   const r = raw(t, s.port);
   r.socket.write(frame([[1, 'x']]));
-  t.same(await r.next(), { error: { code: 'unauthorized', message: 'the first frame must be { hello: token }', status: 401 } });
+  t.same(await r.next(), {
+    error: { code: 'unauthorized', message: 'the first frame must be { hello: token }', status: 401 },
+  });
   await r.closed;
   t.equal(calls, 0);
 });
@@ -218,7 +271,12 @@ t.test('handler errors answer that call only; the connection lives on', async (t
     return request;
   });
   const c = client(t, s.port);
-  const [bad, bug, asyncBad, good] = await Promise.allSettled([c.call('bad'), c.call('bug'), c.call('async-bad'), c.call('good')]);
+  const [bad, bug, asyncBad, good] = await Promise.allSettled([
+    c.call('bad'),
+    c.call('bug'),
+    c.call('async-bad'),
+    c.call('good'),
+  ]);
   t.equal(((bad as PromiseRejectedResult).reason as RpcError).code, 'bad_request');
   t.same(((bug as PromiseRejectedResult).reason as RpcError).message, 'internal error', 'internals are not leaked');
   t.equal(((asyncBad as PromiseRejectedResult).reason as RpcError).message, 'later');
@@ -240,10 +298,11 @@ t.test('calls with different timeouts on one connection each fail at their own d
   const s = await server(t, (request) => (request === 'hang' ? new Promise(() => {}) : request));
   const c = client(t, s.port, { timeoutMs: 5_000 });
   const started = Date.now();
-  const settledAt = (p: Promise<unknown>): Promise<{ code: string; after: number }> => p.then(
-    () => ({ code: 'answered', after: Date.now() - started }),
-    (e: unknown) => ({ code: (e as RpcError).code, after: Date.now() - started }),
-  );
+  const settledAt = (p: Promise<unknown>): Promise<{ code: string; after: number }> =>
+    p.then(
+      () => ({ code: 'answered', after: Date.now() - started }),
+      (e: unknown) => ({ code: (e as RpcError).code, after: Date.now() - started }),
+    );
   // The long call arms the connection's deadline timer first; the shorter calls made after it must not wait for it.
   const long = settledAt(c.call('hang', { timeoutMs: 600 }));
   const short = settledAt(c.call('hang', { timeoutMs: 60 }));
@@ -296,23 +355,26 @@ t.test('reconnects after the server comes back', async (t) => {
   t.equal(await c.call(3), 'second');
 });
 
-t.test('one error model: a handler throwing an HttpError answers its code and HTTP status; toHttpError turns it back', async (t) => {
-  const s = await server(t, (request) => {
-    if (request === 'gone') throw new HttpError(404, 'unknown_service', 'no such service');
-    if (request === 'busy') return Promise.reject(new HttpError(429, 'rate_limited', 'slow down'));
-    return request;
-  });
-  const c = client(t, s.port);
-  const gone = (await c.call('gone').catch((e: unknown) => e)) as RpcError;
-  t.same([gone.code, gone.status, gone.message], ['unknown_service', 404, 'no such service']);
-  const busy = (await c.call('busy').catch((e: unknown) => e)) as RpcError;
-  t.same([busy.code, busy.status], ['rate_limited', 429]);
-  const http = busy.toHttpError();
-  t.ok(http instanceof HttpError);
-  t.same([http.status, http.code], [429, 'rate_limited']);
-  t.equal(new RpcError('timeout', 'x').status, 504, "the transport's own codes have their statuses");
-  t.equal(new RpcError('overloaded', 'x').status, 503);
-});
+t.test(
+  'one error model: a handler throwing an HttpError answers its code and HTTP status; toHttpError turns it back',
+  async (t) => {
+    const s = await server(t, (request) => {
+      if (request === 'gone') throw new HttpError(404, 'unknown_service', 'no such service');
+      if (request === 'busy') return Promise.reject(new HttpError(429, 'rate_limited', 'slow down'));
+      return request;
+    });
+    const c = client(t, s.port);
+    const gone = (await c.call('gone').catch((e: unknown) => e)) as RpcError;
+    t.same([gone.code, gone.status, gone.message], ['unknown_service', 404, 'no such service']);
+    const busy = (await c.call('busy').catch((e: unknown) => e)) as RpcError;
+    t.same([busy.code, busy.status], ['rate_limited', 429]);
+    const http = busy.toHttpError();
+    t.ok(http instanceof HttpError);
+    t.same([http.status, http.code], [429, 'rate_limited']);
+    t.equal(new RpcError('timeout', 'x').status, 504, "the transport's own codes have their statuses");
+    t.equal(new RpcError('overloaded', 'x').status, 503);
+  },
+);
 
 t.test('typed handlers: parse checks every request before the handler sees it', async (t) => {
   const seen: number[] = [];
@@ -336,43 +398,56 @@ t.test('typed handlers: parse checks every request before the handler sees it', 
 
 t.test("admits 'cluster': a client key's hello is refused with forbidden", async (t) => {
   const s = await server(t, echo, undefined, { admits: 'cluster' });
-  const refused = (await client(t, s.port, { token: deriveClientToken(TOKEN, 'acme') }).call(1).catch((e: unknown) => e)) as RpcError;
+  const refused = (await client(t, s.port, { token: deriveClientToken(TOKEN, 'acme') })
+    .call(1)
+    .catch((e: unknown) => e)) as RpcError;
   t.equal(refused.code, 'forbidden');
   t.equal(await client(t, s.port).call(1), 1, 'the cluster token passes');
 });
 
-t.test('the server bounds calls in flight per connection: more are answered overloaded, the rest still answer', async (t) => {
-  const release: Array<() => void> = [];
-  const s = await server(t, (request) => (request === 'wait' ? new Promise((resolve) => release.push(() => resolve('done'))) : request), undefined, { maxInFlight: 2 });
-  const c = client(t, s.port);
-  const waiting = [c.call('wait'), c.call('wait')];
-  await new Promise((resolve) => setTimeout(resolve, 50));
-  const third = (await c.call('wait').catch((e: unknown) => e)) as RpcError;
-  t.equal(third.code, 'overloaded');
-  for (const r of release) r();
-  t.same(await Promise.all(waiting), ['done', 'done'], 'the calls within the limit are answered');
-  t.equal(await c.call('after'), 'after', 'once they are, the connection takes calls again');
-});
+t.test(
+  'the server bounds calls in flight per connection: more are answered overloaded, the rest still answer',
+  async (t) => {
+    const release: Array<() => void> = [];
+    const s = await server(
+      t,
+      (request) => (request === 'wait' ? new Promise((resolve) => release.push(() => resolve('done'))) : request),
+      undefined,
+      { maxInFlight: 2 },
+    );
+    const c = client(t, s.port);
+    const waiting = [c.call('wait'), c.call('wait')];
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const third = (await c.call('wait').catch((e: unknown) => e)) as RpcError;
+    t.equal(third.code, 'overloaded');
+    for (const r of release) r();
+    t.same(await Promise.all(waiting), ['done', 'done'], 'the calls within the limit are answered');
+    t.equal(await c.call('after'), 'after', 'once they are, the connection takes calls again');
+  },
+);
 
-t.test('an aborted call settles at once with cancelled; the handler sees its connection close through its signal', async (t) => {
-  let handlerSignal: AbortSignal | undefined;
-  const s = await server(t, (request, { signal }) => {
-    handlerSignal = signal;
-    return request === 'hang' ? new Promise(() => {}) : request;
-  });
-  const c = new RpcConnection({ address: `127.0.0.1:${s.port}`, token: TOKEN, timeoutMs: 5_000 });
-  const controller = new AbortController();
-  const started = Date.now();
-  const pending = c.call('hang', { signal: controller.signal }).catch((e: unknown) => e);
-  setTimeout(() => controller.abort(), 30);
-  t.equal(((await pending) as RpcError).code, 'cancelled');
-  t.ok(Date.now() - started < 1_000);
-  t.equal(await c.call('next'), 'next', 'the connection lives on');
-  t.equal(handlerSignal?.aborted, false);
-  c.close();
-  await new Promise((resolve) => setTimeout(resolve, 100));
-  t.equal(handlerSignal?.aborted, true, 'closing the connection aborts what its handlers wait on');
-});
+t.test(
+  'an aborted call settles at once with cancelled; the handler sees its connection close through its signal',
+  async (t) => {
+    let handlerSignal: AbortSignal | undefined;
+    const s = await server(t, (request, { signal }) => {
+      handlerSignal = signal;
+      return request === 'hang' ? new Promise(() => {}) : request;
+    });
+    const c = new RpcConnection({ address: `127.0.0.1:${s.port}`, token: TOKEN, timeoutMs: 5_000 });
+    const controller = new AbortController();
+    const started = Date.now();
+    const pending = c.call('hang', { signal: controller.signal }).catch((e: unknown) => e);
+    setTimeout(() => controller.abort(), 30);
+    t.equal(((await pending) as RpcError).code, 'cancelled');
+    t.ok(Date.now() - started < 1_000);
+    t.equal(await c.call('next'), 'next', 'the connection lives on');
+    t.equal(handlerSignal?.aborted, false);
+    c.close();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    t.equal(handlerSignal?.aborted, true, 'closing the connection aborts what its handlers wait on');
+  },
+);
 
 t.test('RpcConnection.open waits for the welcome and rejects a refused hello; onClose reports why', async (t) => {
   const s = await server(t, echo);
@@ -382,20 +457,29 @@ t.test('RpcConnection.open waits for the welcome and rejects a refused hello; on
   good.onClose((reason) => reasons.push(reason.code));
   good.close();
   t.same(reasons, ['closed']);
-  const refused = (await RpcConnection.open({ address: `127.0.0.1:${s.port}`, token: 'wrong' }).catch((e: unknown) => e)) as RpcError;
+  const refused = (await RpcConnection.open({ address: `127.0.0.1:${s.port}`, token: 'wrong' }).catch(
+    (e: unknown) => e,
+  )) as RpcError;
   t.equal(refused.code, 'unauthorized');
 });
 
 t.test('metrics: connections, calls by outcome, refusals', async (t) => {
   const metrics = new MetricsRegistry();
-  const s = await server(t, (request) => {
-    if (request === 'bad') throw new RpcError('bad_request', 'no');
-    return request;
-  }, undefined, { metrics, name: 'demo' });
+  const s = await server(
+    t,
+    (request) => {
+      if (request === 'bad') throw new RpcError('bad_request', 'no');
+      return request;
+    },
+    undefined,
+    { metrics, name: 'demo' },
+  );
   const c = client(t, s.port);
   await Promise.all([c.call(1), c.call(2), c.call(3)]);
   await c.call('bad').catch(() => undefined);
-  await client(t, s.port, { token: 'wrong' }).call(1).catch(() => undefined);
+  await client(t, s.port, { token: 'wrong' })
+    .call(1)
+    .catch(() => undefined);
   const text = metrics.render();
   t.match(text, /rpc_calls_total\{[^}]*outcome="ok"[^}]*\} 3/);
   t.match(text, /rpc_calls_total\{[^}]*outcome="bad_request"[^}]*\} 1/);
@@ -403,27 +487,50 @@ t.test('metrics: connections, calls by outcome, refusals', async (t) => {
   t.match(text, /rpc_connections\{service="demo"\} [12]/);
 });
 
-t.test('calls that together exceed the frame limit leave in several frames; only a call too large alone fails', async (t) => {
-  const frameLimit = 4096;
-  const s = await server(t, (request) => (request as string).length, frameLimit);
-  const c = new RpcClient({ address: `127.0.0.1:${s.port}`, token: TOKEN, timeoutMs: 2_000, maxFrameBytes: frameLimit });
-  t.teardown(() => c.close());
-  const sizes = Array.from({ length: 40 }, (_, i) => 300 + i);
-  t.same(await Promise.all(sizes.map((n) => c.call('x'.repeat(n)))), sizes, '40 calls of ~300 bytes in one turn (12 KB) all answered');
-  const [small, huge] = await Promise.allSettled([c.call('y'), c.call('z'.repeat(frameLimit * 2))]);
-  t.equal((small as PromiseFulfilledResult<unknown>).value, 1, 'a small call beside a huge one is answered');
-  t.equal(((huge as PromiseRejectedResult).reason as RpcError).code, 'frame_too_large', 'the huge one fails alone');
-  t.equal(await c.call('after'), 5, 'and the connection was never cut');
-});
+t.test(
+  'calls that together exceed the frame limit leave in several frames; only a call too large alone fails',
+  async (t) => {
+    const frameLimit = 4096;
+    const s = await server(t, (request) => (request as string).length, frameLimit);
+    const c = new RpcClient({
+      address: `127.0.0.1:${s.port}`,
+      token: TOKEN,
+      timeoutMs: 2_000,
+      maxFrameBytes: frameLimit,
+    });
+    t.teardown(() => c.close());
+    const sizes = Array.from({ length: 40 }, (_, i) => 300 + i);
+    t.same(
+      await Promise.all(sizes.map((n) => c.call('x'.repeat(n)))),
+      sizes,
+      '40 calls of ~300 bytes in one turn (12 KB) all answered',
+    );
+    const [small, huge] = await Promise.allSettled([c.call('y'), c.call('z'.repeat(frameLimit * 2))]);
+    t.equal((small as PromiseFulfilledResult<unknown>).value, 1, 'a small call beside a huge one is answered');
+    t.equal(((huge as PromiseRejectedResult).reason as RpcError).code, 'frame_too_large', 'the huge one fails alone');
+    t.equal(await c.call('after'), 5, 'and the connection was never cut');
+  },
+);
 
-t.test('answers that together pass the frame limit come back in several frames; one too large alone is an error', async (t) => {
-  const frameLimit = 4096;
-  const s = await server(t, (request) => 'a'.repeat(request as number), frameLimit);
-  const c = new RpcClient({ address: `127.0.0.1:${s.port}`, token: TOKEN, timeoutMs: 2_000, maxFrameBytes: frameLimit });
-  t.teardown(() => c.close());
-  const answers = await Promise.all(Array.from({ length: 30 }, () => c.call(500)));
-  t.ok(answers.every((a) => a === 'a'.repeat(500)), '30 answers of 500 bytes (15 KB) all arrived');
-  const huge = (await c.call(frameLimit * 2).catch((e: unknown) => e)) as RpcError;
-  t.equal(huge.code, 'frame_too_large', 'an answer larger than a frame is refused for its call only');
-  t.equal(await c.call(3), 'aaa', 'the connection lives on');
-});
+t.test(
+  'answers that together pass the frame limit come back in several frames; one too large alone is an error',
+  async (t) => {
+    const frameLimit = 4096;
+    const s = await server(t, (request) => 'a'.repeat(request as number), frameLimit);
+    const c = new RpcClient({
+      address: `127.0.0.1:${s.port}`,
+      token: TOKEN,
+      timeoutMs: 2_000,
+      maxFrameBytes: frameLimit,
+    });
+    t.teardown(() => c.close());
+    const answers = await Promise.all(Array.from({ length: 30 }, () => c.call(500)));
+    t.ok(
+      answers.every((a) => a === 'a'.repeat(500)),
+      '30 answers of 500 bytes (15 KB) all arrived',
+    );
+    const huge = (await c.call(frameLimit * 2).catch((e: unknown) => e)) as RpcError;
+    t.equal(huge.code, 'frame_too_large', 'an answer larger than a frame is refused for its call only');
+    t.equal(await c.call(3), 'aaa', 'the connection lives on');
+  },
+);

@@ -25,13 +25,25 @@ export class StreamClient {
 
   constructor(options: StreamClientOptions) {
     this.timeoutMs = options.timeoutMs ?? 5_000;
-    this.rpc = new RpcClient({ address: options.address, token: options.token, timeoutMs: this.timeoutMs, maxFrameBytes: MAX_FRAME_BYTES, reconnectDelayMs: 0 });
+    this.rpc = new RpcClient({
+      address: options.address,
+      token: options.token,
+      timeoutMs: this.timeoutMs,
+      maxFrameBytes: MAX_FRAME_BYTES,
+      reconnectDelayMs: 0,
+    });
   }
 
   /** Up to `max` records from `offset`, waiting up to `waitMs` for `max` to exist (then answering with what does). */
   async fetch(offset: number, max: number, options: { waitMs?: number; maxBytes?: number } = {}): Promise<FetchResult> {
     const waitMs = options.waitMs ?? 0;
-    const request: Request = { t: 'fetch', offset, max, waitMs, ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}) };
+    const request: Request = {
+      t: 'fetch',
+      offset,
+      max,
+      waitMs,
+      ...(options.maxBytes !== undefined ? { maxBytes: options.maxBytes } : {}),
+    };
     return (await this.rpc.call(request, { timeoutMs: waitMs + this.timeoutMs })) as Answers['fetch'];
   }
 

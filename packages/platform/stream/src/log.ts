@@ -102,7 +102,15 @@ export class StreamLog {
     for (let i = 0; i < bases.length - 1; i++) {
       const base = bases[i]!;
       const path = segmentPath(dir, base);
-      segments.push({ base, path, bytes: (await stat(path)).size, count: bases[i + 1]! - base, unsyncedBytes: 0, unsyncedCount: 0, index: null });
+      segments.push({
+        base,
+        path,
+        bytes: (await stat(path)).size,
+        count: bases[i + 1]! - base,
+        unsyncedBytes: 0,
+        unsyncedCount: 0,
+        index: null,
+      });
     }
     const lastBase = bases[bases.length - 1]!;
     const lastPath = segmentPath(dir, lastBase);
@@ -152,7 +160,8 @@ export class StreamLog {
     if (this.closed) return Promise.reject(new Error('stream log is closed'));
     if (this.failure) return Promise.reject(this.failure);
     const tooLarge = payloads.find((p) => p.length > this.maxRecordBytes);
-    if (tooLarge) return Promise.reject(new RangeError(`record of ${tooLarge.length} bytes exceeds ${this.maxRecordBytes}`));
+    if (tooLarge)
+      return Promise.reject(new RangeError(`record of ${tooLarge.length} bytes exceeds ${this.maxRecordBytes}`));
     if (payloads.length === 0) return Promise.resolve(this.assignedEnd);
     const first = this.assignedEnd;
     this.assignedEnd += payloads.length;
@@ -189,7 +198,8 @@ export class StreamLog {
             await this.roll();
           }
           const target = this.active;
-          if ((target.count + target.unsyncedCount) % INDEX_EVERY === 0) target.index!.push(target.bytes + target.unsyncedBytes);
+          if ((target.count + target.unsyncedCount) % INDEX_EVERY === 0)
+            target.index!.push(target.bytes + target.unsyncedBytes);
           target.unsyncedBytes += record.length;
           target.unsyncedCount++;
           buffers.push(record);
@@ -363,7 +373,11 @@ async function readExactly(handle: FileHandle, position: number, length: number)
 }
 
 /** Walks a segment's valid records: how many, where the valid part ends, and the sparse position index. */
-async function indexFile(handle: FileHandle, size: number, maxPayload: number): Promise<{ end: number; count: number; index: number[] }> {
+async function indexFile(
+  handle: FileHandle,
+  size: number,
+  maxPayload: number,
+): Promise<{ end: number; count: number; index: number[] }> {
   const index: number[] = [];
   let count = 0;
   let position = 0;

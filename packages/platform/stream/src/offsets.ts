@@ -37,7 +37,8 @@ export class OffsetStore {
 
   /** Resolves once the new offset is on disk. */
   commit(consumer: string, offset: number): Promise<void> {
-    if (!CONSUMER_NAME.test(consumer)) return Promise.reject(new RangeError(`bad consumer name ${JSON.stringify(consumer)}`));
+    if (!CONSUMER_NAME.test(consumer))
+      return Promise.reject(new RangeError(`bad consumer name ${JSON.stringify(consumer)}`));
     if (!Number.isSafeInteger(offset) || offset < 0) return Promise.reject(new RangeError(`bad offset ${offset}`));
     this.offsets.set(consumer, offset);
     const write = this.queue.then(() => this.persist());

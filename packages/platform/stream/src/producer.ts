@@ -6,7 +6,7 @@
  * Delivery is at-least-once: a batch written but not acknowledged before a crash is sent again.
  */
 import type { Logger, MetricsRegistry } from '@raftkit/http';
-import { RpcConnection, RpcError } from '@raftkit/rpc';
+import { RpcConnection, type RpcError } from '@raftkit/rpc';
 import { MAX_FRAME_BYTES, type Request } from './protocol.js';
 import { RecordQueue } from './queue.js';
 
@@ -62,7 +62,6 @@ export interface ProducerStats {
 /** Keeps each produce frame far below the protocol's frame limit. */
 const BATCH_BYTES = 4 << 20;
 
-
 export class StreamProducer {
   private readonly queue = new RecordQueue();
   private readonly inFlight: Uint8Array[][] = [];
@@ -99,7 +98,10 @@ export class StreamProducer {
     } else if (metrics !== undefined) {
       const prefix = options.metricPrefix ?? 'stream_producer';
       const sent = metrics.counter(`${prefix}_sent_total`, 'Records acknowledged by the stream');
-      const dropped = metrics.counter(`${prefix}_dropped_total`, 'Records dropped, by reason (buffer_full, refused, shutdown)');
+      const dropped = metrics.counter(
+        `${prefix}_dropped_total`,
+        'Records dropped, by reason (buffer_full, refused, shutdown)',
+      );
       metrics.gauge(`${prefix}_buffered`, 'Records held locally: waiting or unacknowledged').set(() => this.buffered);
       metrics.gauge(`${prefix}_connected`, '1 while connected to the stream').set(() => (this.connection ? 1 : 0));
       this.countSent = (n) => sent.inc(n);
@@ -146,7 +148,12 @@ export class StreamProducer {
   }
 
   stats(): ProducerStats {
-    return { buffered: this.buffered, sent: this.sent, dropped: this.dropped, connected: this.connection !== undefined };
+    return {
+      buffered: this.buffered,
+      sent: this.sent,
+      dropped: this.dropped,
+      connected: this.connection !== undefined,
+    };
   }
 
   /** Resolves true once nothing is held locally, false if `timeoutMs` passes first. */
@@ -189,7 +196,12 @@ export class StreamProducer {
     const address = this.options.address();
     if (address === undefined) return this.retryLater('no stream address');
     this.connecting = true;
-    RpcConnection.open({ address, token: this.options.token, timeoutMs: this.ackTimeoutMs, maxFrameBytes: MAX_FRAME_BYTES }).then(
+    RpcConnection.open({
+      address,
+      token: this.options.token,
+      timeoutMs: this.ackTimeoutMs,
+      maxFrameBytes: MAX_FRAME_BYTES,
+    }).then(
       (connection) => {
         this.connecting = false;
         if (this.stopped) return connection.close();
@@ -212,7 +224,12 @@ export class StreamProducer {
     const min = this.options.minBackoffMs ?? 50;
     const max = this.options.maxBackoffMs ?? 2_000;
     const delay = Math.min(max, min * 2 ** Math.min(this.failures - 1, 16)) * (0.5 + Math.random() / 2);
-    if (this.failures === 1 || this.failures % 20 === 0) this.options.logger?.log('warn', 'stream unreachable, buffering', { reason, failures: this.failures, buffered: this.buffered });
+    if (this.failures === 1 || this.failures % 20 === 0)
+      this.options.logger?.log('warn', 'stream unreachable, buffering', {
+        reason,
+        failures: this.failures,
+        buffered: this.buffered,
+      });
     this.reconnectTimer = setTimeout(() => this.connect(), delay);
   }
 

@@ -37,7 +37,8 @@ export function parseRequest(value: unknown): Request {
       if (Array.isArray(m.records) && m.records.every((r) => r instanceof Uint8Array)) return m as Request;
       throw bad('produce needs records (byte strings)');
     case 'fetch':
-      if (!isOffset(m.offset) || !Number.isSafeInteger(m.max) || (m.max as number) < 1) throw bad('fetch needs offset >= 0 and max >= 1');
+      if (!isOffset(m.offset) || !Number.isSafeInteger(m.max) || (m.max as number) < 1)
+        throw bad('fetch needs offset >= 0 and max >= 1');
       if (m.waitMs !== undefined && !isOffset(m.waitMs)) throw bad('fetch waitMs must be >= 0');
       if (m.maxBytes !== undefined && !isOffset(m.maxBytes)) throw bad('fetch maxBytes must be >= 0');
       return m as Request;

@@ -25,7 +25,11 @@ export interface ScannedRecord {
  * records, or when a record would be longer than `maxPayload` (a garbage length). `end` is the byte position just
  * after the last valid record; `corrupt` says the stop was a bad checksum or length rather than a short buffer.
  */
-export function scanRecords(buf: Buffer, max = Infinity, maxPayload = Infinity): { records: ScannedRecord[]; end: number; corrupt: boolean } {
+export function scanRecords(
+  buf: Buffer,
+  max = Infinity,
+  maxPayload = Infinity,
+): { records: ScannedRecord[]; end: number; corrupt: boolean } {
   const records: ScannedRecord[] = [];
   let pos = 0;
   while (records.length < max && pos + HEADER_BYTES <= buf.length) {

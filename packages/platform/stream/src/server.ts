@@ -31,7 +31,10 @@ export class StreamServer {
   static async listen(options: StreamServerOptions): Promise<StreamServer> {
     const { log, offsets } = options;
     const maxWaitMs = options.maxWaitMs ?? 30_000;
-    const appended = options.metrics?.counter('stream_records_appended_total', 'Records made durable by produce requests');
+    const appended = options.metrics?.counter(
+      'stream_records_appended_total',
+      'Records made durable by produce requests',
+    );
     const fetched = options.metrics?.counter('stream_records_fetched_total', 'Records served to consumers');
     options.metrics?.gauge('stream_end_offset', 'Offset the next durable record will get').set(() => log.endOffset);
     options.metrics?.gauge('stream_start_offset', 'Offset of the oldest retained record').set(() => log.startOffset);
@@ -87,7 +90,11 @@ export class StreamServer {
             try {
               offset = await log.append(req.records);
             } catch (e) {
-              throw new RpcError(e instanceof RangeError ? 'bad_request' : 'append_failed', (e as Error).message, e instanceof RangeError ? 400 : 500);
+              throw new RpcError(
+                e instanceof RangeError ? 'bad_request' : 'append_failed',
+                (e as Error).message,
+                e instanceof RangeError ? 400 : 500,
+              );
             }
             appended?.inc(req.records.length);
             return { offset, count: req.records.length };
@@ -95,7 +102,8 @@ export class StreamServer {
           case 'fetch':
             return fetch(req, signal);
           case 'commit':
-            if (!CONSUMER_NAME.test(req.consumer)) throw new RpcError('bad_request', 'consumer must match ' + CONSUMER_NAME.source);
+            if (!CONSUMER_NAME.test(req.consumer))
+              throw new RpcError('bad_request', 'consumer must match ' + CONSUMER_NAME.source);
             try {
               await offsets.commit(req.consumer, req.offset);
             } catch (e) {

@@ -14,7 +14,8 @@ export async function startStreamWorker(options: WorkerOptions): Promise<Running
     const raw = options.settings[name];
     if (raw === undefined) return undefined;
     const value = Number(raw);
-    if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`setting ${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
+    if (!Number.isSafeInteger(value) || value < 0)
+      throw new RangeError(`setting ${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
     return value;
   };
   const log = await StreamLog.open({
@@ -27,10 +28,23 @@ export async function startStreamWorker(options: WorkerOptions): Promise<Running
   if (log.truncatedBytes > 0) options.logger.log('warn', 'torn tail truncated', { bytes: log.truncatedBytes });
   const offsets = await OffsetStore.open(join(options.dataDir, 'offsets'));
   const http = await serveWorkerHttp(options, {
-    health: () => ({ start: log.startOffset, end: log.endOffset, segments: log.segmentCount, consumers: offsets.all() }),
+    health: () => ({
+      start: log.startOffset,
+      end: log.endOffset,
+      segments: log.segmentCount,
+      consumers: offsets.all(),
+    }),
   });
   const [host, port] = hostPort(options.tcpAddress);
-  const server = await StreamServer.listen({ log, offsets, tokens: options.tokens, host, port, logger: options.logger, metrics: http.metrics });
+  const server = await StreamServer.listen({
+    log,
+    offsets,
+    tokens: options.tokens,
+    host,
+    port,
+    logger: options.logger,
+    metrics: http.metrics,
+  });
   options.logger.log('info', 'stream serving', { tcp: options.tcpAddress, start: log.startOffset, end: log.endOffset });
   return {
     httpPort: http.port,

@@ -23,16 +23,26 @@ t.test('appends get consecutive offsets, concurrent appends share a commit, and 
   const log = await StreamLog.open({ dir });
   t.equal(log.endOffset, 0);
   const offsets = await appendAll(log, 300);
-  t.same(offsets, Array.from({ length: 300 }, (_, i) => i), 'one offset per record, in call order');
+  t.same(
+    offsets,
+    Array.from({ length: 300 }, (_, i) => i),
+    'one offset per record, in call order',
+  );
   t.equal(await log.append([payload(300), payload(301)]), 300, 'a multi-record append returns its first offset');
   const read = await log.read(0, 1000);
   t.equal(read.records.length, 302);
-  t.same(texts(read.records), Array.from({ length: 302 }, (_, i) => payload(i).toString()));
+  t.same(
+    texts(read.records),
+    Array.from({ length: 302 }, (_, i) => payload(i).toString()),
+  );
   await log.close();
   const again = await StreamLog.open({ dir });
   t.equal(again.truncatedBytes, 0);
   t.equal(again.endOffset, 302);
-  t.same(texts((await again.read(150, 3)).records), [150, 151, 152].map((i) => payload(i).toString()));
+  t.same(
+    texts((await again.read(150, 3)).records),
+    [150, 151, 152].map((i) => payload(i).toString()),
+  );
   t.equal(await again.append([payload(302)]), 302, 'appends continue after the last record');
   await again.close();
   await t.rejects(again.append([payload(0)]), /closed/);
@@ -68,7 +78,10 @@ t.test('a record whose checksum fails ends the valid log at that record', async 
   const reopened = await StreamLog.open({ dir });
   t.equal(reopened.endOffset, 4, 'the corrupt last record is gone');
   t.equal(reopened.truncatedBytes, 8 + payload(4).length);
-  t.same(texts((await reopened.read(0, 10)).records), [0, 1, 2, 3].map((i) => payload(i).toString()));
+  t.same(
+    texts((await reopened.read(0, 10)).records),
+    [0, 1, 2, 3].map((i) => payload(i).toString()),
+  );
   await reopened.close();
 });
 
@@ -91,7 +104,11 @@ t.test('segments roll by size; reads cross segments from any offset, before and 
       seen.push(...texts(records));
       next += records.length;
     }
-    t.same(seen, Array.from({ length: 1_000 }, (_, i) => payload(i).toString()), `${label}: sequential reads see every record once, in order`);
+    t.same(
+      seen,
+      Array.from({ length: 1_000 }, (_, i) => payload(i).toString()),
+      `${label}: sequential reads see every record once, in order`,
+    );
     t.same((await l.read(1_000, 10)).records, [], `${label}: nothing past the end`);
   };
   await check(log, 'live');
@@ -113,28 +130,31 @@ t.test('maxBytes bounds a read but always returns at least one record', async (t
   await log.close();
 });
 
-t.test('retention deletes the oldest whole segments; a read below the start begins at the oldest kept record', async (t) => {
-  const dir = tempDir();
-  const log = await StreamLog.open({ dir, segmentBytes: 1_000, retainSegments: 3 });
-  await appendAll(log, 500);
-  t.equal(log.segmentCount, 3);
-  t.equal(readdirSync(dir).length, 3);
-  t.ok(log.startOffset > 0);
-  const { offset, records } = await log.read(0, 1);
-  t.equal(offset, log.startOffset);
-  t.equal(texts(records)[0], payload(log.startOffset).toString());
-  await log.close();
-  const reopened = await StreamLog.open({ dir, segmentBytes: 1_000, retainSegments: 3 });
-  t.equal(reopened.startOffset, offset, 'the start survives reopen');
-  t.equal(reopened.endOffset, 500);
-  await reopened.close();
+t.test(
+  'retention deletes the oldest whole segments; a read below the start begins at the oldest kept record',
+  async (t) => {
+    const dir = tempDir();
+    const log = await StreamLog.open({ dir, segmentBytes: 1_000, retainSegments: 3 });
+    await appendAll(log, 500);
+    t.equal(log.segmentCount, 3);
+    t.equal(readdirSync(dir).length, 3);
+    t.ok(log.startOffset > 0);
+    const { offset, records } = await log.read(0, 1);
+    t.equal(offset, log.startOffset);
+    t.equal(texts(records)[0], payload(log.startOffset).toString());
+    await log.close();
+    const reopened = await StreamLog.open({ dir, segmentBytes: 1_000, retainSegments: 3 });
+    t.equal(reopened.startOffset, offset, 'the start survives reopen');
+    t.equal(reopened.endOffset, 500);
+    await reopened.close();
 
-  const byBytes = await StreamLog.open({ dir: tempDir(), segmentBytes: 1_000, retainBytes: 2_500 });
-  await appendAll(byBytes, 500);
-  t.ok(byBytes.sizeBytes <= 2_500 + 1_000, `size ${byBytes.sizeBytes} kept near the byte limit`);
-  t.ok(byBytes.startOffset > 0);
-  await byBytes.close();
-});
+    const byBytes = await StreamLog.open({ dir: tempDir(), segmentBytes: 1_000, retainBytes: 2_500 });
+    await appendAll(byBytes, 500);
+    t.ok(byBytes.sizeBytes <= 2_500 + 1_000, `size ${byBytes.sizeBytes} kept near the byte limit`);
+    t.ok(byBytes.startOffset > 0);
+    await byBytes.close();
+  },
+);
 
 t.test('consumer offsets are durable across reopen', async (t) => {
   const dir = tempDir();

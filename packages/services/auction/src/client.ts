@@ -61,7 +61,9 @@ export class AuctionClient {
 
   constructor(private readonly options: AuctionClientOptions) {
     if (options.endpoints.length === 0) throw new TypeError('at least one gateway endpoint is needed');
-    this.pools = options.endpoints.map((u) => new Pool(u, { connections: options.connections ?? 16, keepAliveTimeout: 30_000 }));
+    this.pools = options.endpoints.map(
+      (u) => new Pool(u, { connections: options.connections ?? 16, keepAliveTimeout: 30_000 }),
+    );
     this.timeoutMs = options.timeoutMs ?? 15_000;
   }
 
@@ -78,7 +80,10 @@ export class AuctionClient {
   async bid(auctionId: string, req: BidRequest): Promise<BidBody> {
     const deadline = Date.now() + this.timeoutMs;
     for (;;) {
-      const a = await this.bidOnce(auctionId, req).catch((e: unknown) => ({ http: 0, body: { error: { code: 'unreachable', message: String(e) } }, retryAfter: '1' }) as Answer);
+      const a = await this.bidOnce(auctionId, req).catch(
+        (e: unknown) =>
+          ({ http: 0, body: { error: { code: 'unreachable', message: String(e) } }, retryAfter: '1' }) as Answer,
+      );
       if (a.http >= 200 && a.http < 300) return a.body as BidBody;
       if ((a.http === 503 || a.http === 0) && Date.now() < deadline) {
         await sleep(Math.min(1000, Number(a.retryAfter ?? '1') * 250));
@@ -94,11 +99,16 @@ export class AuctionClient {
   }
 
   async get(auctionId: string, options: { history?: 'all' } = {}): Promise<AuctionBody> {
-    return (await this.ok('GET', `/api/auctions/${encodeURIComponent(auctionId)}${options.history === 'all' ? '?history=all' : ''}`)) as AuctionBody;
+    return (await this.ok(
+      'GET',
+      `/api/auctions/${encodeURIComponent(auctionId)}${options.history === 'all' ? '?history=all' : ''}`,
+    )) as AuctionBody;
   }
 
   async list(state?: 'live' | 'closed' | 'scheduled'): Promise<AuctionBody[]> {
-    const body = (await this.ok('GET', `/api/auctions${state === undefined ? '' : `?state=${state}`}`)) as { auctions: AuctionBody[] };
+    const body = (await this.ok('GET', `/api/auctions${state === undefined ? '' : `?state=${state}`}`)) as {
+      auctions: AuctionBody[];
+    };
     return body.auctions;
   }
 
@@ -135,7 +145,11 @@ export class AuctionClient {
               const probe = (): void => void check();
               const timer = setTimeout(() => {
                 waiters.delete(probe);
-                rej(new Error(`no matching message on ${auctionId} within ${timeoutMs} ms (got ${JSON.stringify(messages).slice(0, 500)})`));
+                rej(
+                  new Error(
+                    `no matching message on ${auctionId} within ${timeoutMs} ms (got ${JSON.stringify(messages).slice(0, 500)})`,
+                  ),
+                );
               }, timeoutMs);
               waiters.add(probe);
               check();
@@ -180,10 +194,21 @@ export class AuctionClient {
       if (auth && this.options.token !== undefined) headers.authorization = `Bearer ${this.options.token}`;
       if (body !== undefined) headers['content-type'] = 'application/json';
       try {
-        const res = await pool.request({ method: method as 'GET', path, headers, body: body === undefined ? undefined : JSON.stringify(body), headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs });
+        const res = await pool.request({
+          method: method as 'GET',
+          path,
+          headers,
+          body: body === undefined ? undefined : JSON.stringify(body),
+          headersTimeout: this.timeoutMs,
+          bodyTimeout: this.timeoutMs,
+        });
         const text = await res.body.text();
         const retry = res.headers['retry-after'];
-        return { http: res.statusCode, body: text.length > 0 ? (JSON.parse(text) as unknown) : null, retryAfter: typeof retry === 'string' ? retry : null };
+        return {
+          http: res.statusCode,
+          body: text.length > 0 ? (JSON.parse(text) as unknown) : null,
+          retryAfter: typeof retry === 'string' ? retry : null,
+        };
       } catch (error) {
         last = error;
       }

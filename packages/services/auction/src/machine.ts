@@ -16,7 +16,14 @@
  * how they are split into commands.
  */
 import { Packr } from 'msgpackr';
-import { arrayField, CommandShapeError, commandOf, integerField, nullableIntegerField, stringField } from '@raftkit/http';
+import {
+  arrayField,
+  CommandShapeError,
+  commandOf,
+  integerField,
+  nullableIntegerField,
+  stringField,
+} from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 import { CloseIndex } from './members/close-index.js';
 
@@ -181,7 +188,11 @@ export const DEFAULT_LIMITS: AuctionLimits = {
 };
 
 /** An auction: what it was created with, and what bidding made of it. */
-interface Auction extends Pick<CreateInput, 'itemId' | 'sellerId' | 'startPrice' | 'reservePrice' | 'minIncrement' | 'startAt' | 'endAt'> {
+interface Auction
+  extends Pick<
+    CreateInput,
+    'itemId' | 'sellerId' | 'startPrice' | 'reservePrice' | 'minIncrement' | 'startAt' | 'endAt'
+  > {
   closeAt: number;
   antiSnipeMs: number;
   price: number | null;
@@ -228,7 +239,8 @@ function checkBid(c: Record<string, unknown>): void {
   stringField(c, 'bidderId', ID_MAX);
   const amount = integerField(c, 'amount', 1, AMOUNT_MAX);
   const max = nullableIntegerField(c, 'maxProxyAmount', 1, AMOUNT_MAX);
-  if (max !== null && max < amount) throw new CommandShapeError(`bid.maxProxyAmount: expected at least amount ${amount}, got ${max}`);
+  if (max !== null && max < amount)
+    throw new CommandShapeError(`bid.maxProxyAmount: expected at least amount ${amount}, got ${max}`);
   stringField(c, 'idempotencyKey', ID_MAX);
 }
 
@@ -246,7 +258,8 @@ export function checkAuctionCommand(command: unknown): asserts command is Auctio
       integerField(c, 'minIncrement', 1, AMOUNT_MAX);
       const startAt = integerField(c, 'startAt', 0, TIME_MAX);
       const endAt = integerField(c, 'endAt', 0, TIME_MAX);
-      if (endAt <= startAt) throw new CommandShapeError(`create.endAt: expected after startAt ${startAt}, got ${endAt}`);
+      if (endAt <= startAt)
+        throw new CommandShapeError(`create.endAt: expected after startAt ${startAt}, got ${endAt}`);
       integerField(c, 'antiSnipeWindowS', 0, WINDOW_S_MAX);
       return;
     }
@@ -258,7 +271,8 @@ export function checkAuctionCommand(command: unknown): asserts command is Auctio
         c,
         'bids',
         (x, at) => {
-          if (typeof x !== 'object' || x === null || Array.isArray(x)) throw new CommandShapeError(`bids.${at}: expected an object`);
+          if (typeof x !== 'object' || x === null || Array.isArray(x))
+            throw new CommandShapeError(`bids.${at}: expected an object`);
           checkBid({ op: 'bid', ...(x as Record<string, unknown>) });
           return x;
         },
@@ -272,14 +286,26 @@ export function checkAuctionCommand(command: unknown): asserts command is Auctio
       return;
     case 'block':
       stringField(c, 'bidderId', ID_MAX);
-      if (typeof c.blocked !== 'boolean') throw new CommandShapeError(`block.blocked: expected a boolean, got ${typeof c.blocked}`);
+      if (typeof c.blocked !== 'boolean')
+        throw new CommandShapeError(`block.blocked: expected a boolean, got ${typeof c.blocked}`);
       return;
   }
 }
 
 function original(b: BidInput, k: KeyRecord): BidResult {
   const [, status, bidId, newHighBid, highBidderId, closeAt, newCloseAt, seq, changed] = k;
-  const r: BidResult = { op: 'bid', status, bidId, auctionId: b.auctionId, bidderId: b.bidderId, newHighBid, highBidderId, closeAt, seq, changed };
+  const r: BidResult = {
+    op: 'bid',
+    status,
+    bidId,
+    auctionId: b.auctionId,
+    bidderId: b.bidderId,
+    newHighBid,
+    highBidderId,
+    closeAt,
+    seq,
+    changed,
+  };
   if (newCloseAt >= 0) r.newCloseAt = newCloseAt;
   return r;
 }
@@ -307,7 +333,11 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     checkAuctionCommand(command);
     if (command.op === 'get') {
       const a = this.auctions.get(command.auctionId);
-      return { op: 'get', auctionId: command.auctionId, auction: a === undefined ? null : this.view(command.auctionId, a, ctx.time) };
+      return {
+        op: 'get',
+        auctionId: command.auctionId,
+        auction: a === undefined ? null : this.view(command.auctionId, a, ctx.time),
+      };
     }
     this.prune(ctx.time);
     switch (command.op) {
@@ -362,11 +392,23 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
   private bid(b: BidInput, now: number): BidResult {
     const a = this.auctions.get(b.auctionId);
     if (a === undefined) {
-      return { op: 'bid', status: 'unknown_auction', bidId: b.bidId, auctionId: b.auctionId, bidderId: b.bidderId, newHighBid: null, highBidderId: null, closeAt: null, seq: 0, changed: false };
+      return {
+        op: 'bid',
+        status: 'unknown_auction',
+        bidId: b.bidId,
+        auctionId: b.auctionId,
+        bidderId: b.bidderId,
+        newHighBid: null,
+        highBidderId: null,
+        closeAt: null,
+        seq: 0,
+        changed: false,
+      };
     }
     const keyId = `${b.auctionId}\0${b.bidderId}\0${b.idempotencyKey}`;
     const known = this.keys.get(keyId);
-    if (known !== undefined && known[0] > now) return { ...this.answer(b, a, 'duplicate', false), original: original(b, known) };
+    if (known !== undefined && known[0] > now)
+      return { ...this.answer(b, a, 'duplicate', false), original: original(b, known) };
 
     const closeBefore = a.closeAt;
     const seqBefore = a.seq;
@@ -420,7 +462,15 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
     return 'outbid';
   }
 
-  private raise(a: Auction, bidderId: string, price: number, max: number, now: number, bidId: string, kind: 'bid' | 'proxy'): void {
+  private raise(
+    a: Auction,
+    bidderId: string,
+    price: number,
+    max: number,
+    now: number,
+    bidId: string,
+    kind: 'bid' | 'proxy',
+  ): void {
     a.price = price;
     a.highBidderId = bidderId;
     a.highMax = max;
@@ -445,14 +495,35 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
   }
 
   private answer(b: BidInput, a: Auction, status: BidStatus, changed: boolean): BidResult {
-    return { op: 'bid', status, bidId: b.bidId, auctionId: b.auctionId, bidderId: b.bidderId, newHighBid: a.price, highBidderId: a.highBidderId, closeAt: a.closeAt, seq: a.seq, changed };
+    return {
+      op: 'bid',
+      status,
+      bidId: b.bidId,
+      auctionId: b.auctionId,
+      bidderId: b.bidderId,
+      newHighBid: a.price,
+      highBidderId: a.highBidderId,
+      closeAt: a.closeAt,
+      seq: a.seq,
+      changed,
+    };
   }
 
   private remember(keyId: string, result: BidResult, now: number): void {
     // Delete first so the Map's insertion order stays expiry order when an expired key is used again.
     this.keys.delete(keyId);
     const r = result;
-    this.keys.set(keyId, [now + this.limits.idempotencyMs, r.status, r.bidId, r.newHighBid, r.highBidderId, r.closeAt!, r.newCloseAt ?? -1, r.seq, r.changed]);
+    this.keys.set(keyId, [
+      now + this.limits.idempotencyMs,
+      r.status,
+      r.bidId,
+      r.newHighBid,
+      r.highBidderId,
+      r.closeAt!,
+      r.newCloseAt ?? -1,
+      r.seq,
+      r.changed,
+    ]);
     while (this.keys.size > this.limits.maxKeys) {
       this.keys.delete(this.keys.keys().next().value!);
       this.keysEvictedEarly++;
@@ -562,7 +633,13 @@ export class AuctionMachine implements StateMachine<AuctionCommand, AuctionResul
   }
 
   get stats(): { auctions: number; keys: number; keysEvictedEarly: number; outbox: number; blocked: number } {
-    return { auctions: this.auctions.size, keys: this.keys.size, keysEvictedEarly: this.keysEvictedEarly, outbox: this.outbox.size, blocked: this.blocked.size };
+    return {
+      auctions: this.auctions.size,
+      keys: this.keys.size,
+      keysEvictedEarly: this.keysEvictedEarly,
+      outbox: this.outbox.size,
+      blocked: this.blocked.size,
+    };
   }
 
   snapshot(): Uint8Array {

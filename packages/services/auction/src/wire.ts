@@ -32,7 +32,13 @@ export interface AuctionBody {
   view_lag_ms: number;
 }
 
-export function auctionBody(a: ProjectedAuction, now: number, watcherCount: number, lagMs: number, historyLimit = Infinity): AuctionBody {
+export function auctionBody(
+  a: ProjectedAuction,
+  now: number,
+  watcherCount: number,
+  lagMs: number,
+  historyLimit = Infinity,
+): AuctionBody {
   const body: AuctionBody = {
     auction_id: a.auctionId,
     item_id: a.itemId,
@@ -119,9 +125,23 @@ export type ServerMessage = Push | SnapshotMessage | { type: 'error'; error: { c
 export function pushesFromView(view: AuctionBody): Push[] {
   const out: Push[] = [];
   if (view.current_high_bid !== null || view.state !== 'closed') {
-    out.push({ type: 'bid_update', auction_id: view.auction_id, high_bid: view.current_high_bid, bidder: view.current_high_bidder_id, close_at: view.close_at, seq: view.state === 'closed' ? view.seq - 1 : view.seq });
+    out.push({
+      type: 'bid_update',
+      auction_id: view.auction_id,
+      high_bid: view.current_high_bid,
+      bidder: view.current_high_bidder_id,
+      close_at: view.close_at,
+      seq: view.state === 'closed' ? view.seq - 1 : view.seq,
+    });
   }
-  if (view.state === 'closed') out.push({ type: 'auction_closed', auction_id: view.auction_id, winner: view.winner ?? null, final_price: view.final_price ?? null, seq: view.seq });
+  if (view.state === 'closed')
+    out.push({
+      type: 'auction_closed',
+      auction_id: view.auction_id,
+      winner: view.winner ?? null,
+      final_price: view.final_price ?? null,
+      seq: view.seq,
+    });
   return out;
 }
 
@@ -129,7 +149,7 @@ export function pushesFromView(view: AuctionBody): Push[] {
 export function stateQuery(ctx: RequestContext): AuctionState | null {
   const state = ctx.query.get('state');
   if (state === null) return null;
-  if (state !== 'live' && state !== 'closed' && state !== 'scheduled') throw badRequest('invalid_query', 'state must be live, closed or scheduled', { field: 'state' });
+  if (state !== 'live' && state !== 'closed' && state !== 'scheduled')
+    throw badRequest('invalid_query', 'state must be live, closed or scheduled', { field: 'state' });
   return state;
 }
-

@@ -6,7 +6,15 @@ import t from 'tap';
 import { CheckoutStore } from '../src/workers/checkout/checkout.js';
 import type { Handoff } from '../src/machine.js';
 
-const handoff = (auctionId: string): Handoff => ({ auctionId, itemId: 'i', sellerId: 's', winnerId: 'w', finalPrice: 120, reserveMet: true, closedAt: 1 });
+const handoff = (auctionId: string): Handoff => ({
+  auctionId,
+  itemId: 'i',
+  sellerId: 's',
+  winnerId: 'w',
+  finalPrice: 120,
+  reserveMet: true,
+  closedAt: 1,
+});
 
 t.test('a redelivered hand-off is recorded once and counted; the record survives a reopen', async (t) => {
   const dir = mkdtempSync(join(tmpdir(), 'auction-checkout-'));
@@ -21,7 +29,13 @@ t.test('a redelivered hand-off is recorded once and counted; the record survives
   store = await CheckoutStore.open(dir);
   t.equal(await store.deliver(handoff('a'), 13), 'redelivery', 'still known after a restart');
   const orders = await store.all();
-  t.same(orders.map((o) => [o.auction_id, o.deliveries, o.receivedAt]), [['a', 3, 10], ['b', 1, 11]]);
+  t.same(
+    orders.map((o) => [o.auction_id, o.deliveries, o.receivedAt]),
+    [
+      ['a', 3, 10],
+      ['b', 1, 11],
+    ],
+  );
   t.match(orders[0]!.handoff, { winnerId: 'w', finalPrice: 120 });
   await store.close();
 });

@@ -7,7 +7,13 @@
 import fc from 'fast-check';
 import { Packr } from 'msgpackr';
 import t from 'tap';
-import { AuctionMachine, type AuctionCommand, type AuctionResult, type BidInput, type BidResult } from '../src/machine.js';
+import {
+  AuctionMachine,
+  type AuctionCommand,
+  type AuctionResult,
+  type BidInput,
+  type BidResult,
+} from '../src/machine.js';
 
 const T0 = 1_700_000_000_000;
 const END = T0 + 600_000;
@@ -25,11 +31,20 @@ const bidArb = fc
     auction: fc.constantFrom('A', 'B'),
     bidder: fc.constantFrom('b0', 'b1', 'b2', 'b3', 'seller'),
     // Round amounts make equal maxima and exact-increment bids frequent; any integer reaches below_increment.
-    amount: fc.oneof(fc.integer({ min: 1, max: 40 }).map((x) => x * 50), fc.integer({ min: 1, max: 2_000 })),
-    extra: fc.option(fc.oneof(fc.integer({ min: 0, max: 20 }).map((x) => x * 50), fc.integer({ min: 0, max: 2_000 })), { nil: null }),
+    amount: fc.oneof(
+      fc.integer({ min: 1, max: 40 }).map((x) => x * 50),
+      fc.integer({ min: 1, max: 2_000 }),
+    ),
+    extra: fc.option(
+      fc.oneof(
+        fc.integer({ min: 0, max: 20 }).map((x) => x * 50),
+        fc.integer({ min: 0, max: 2_000 }),
+      ),
+      { nil: null },
+    ),
     key: fc.integer({ min: 0, max: 30 }),
   })
-  .map(({ auction, bidder, amount, extra, key }, ) => ({
+  .map(({ auction, bidder, amount, extra, key }) => ({
     bidId: `id`,
     auctionId: auction,
     bidderId: bidder,
@@ -39,13 +54,33 @@ const bidArb = fc
   }));
 
 const stepsArb = fc
-  .array(fc.record({ bid: bidArb, dt: fc.integer({ min: 0, max: 40_000 }), close: fc.boolean() }), { minLength: 1, maxLength: 60 })
+  .array(fc.record({ bid: bidArb, dt: fc.integer({ min: 0, max: 40_000 }), close: fc.boolean() }), {
+    minLength: 1,
+    maxLength: 60,
+  })
   .map((steps) => steps.map((s, i) => ({ ...s, bid: { ...s.bid, bidId: `bid${i}` }, close: s.close && i % 7 === 0 })));
 
 function fresh(limits = {}): AuctionMachine {
   const m = new AuctionMachine(limits);
-  for (const [id, window, reserve] of [['A', 60, null], ['B', 0, 500]] as const) {
-    m.apply({ op: 'create', auctionId: id, itemId: `i${id}`, sellerId: 'seller', startPrice: 50, reservePrice: reserve, minIncrement: 7, startAt: T0, endAt: END, antiSnipeWindowS: window }, { index: 0, term: 1, time: T0 - 1 });
+  for (const [id, window, reserve] of [
+    ['A', 60, null],
+    ['B', 0, 500],
+  ] as const) {
+    m.apply(
+      {
+        op: 'create',
+        auctionId: id,
+        itemId: `i${id}`,
+        sellerId: 'seller',
+        startPrice: 50,
+        reservePrice: reserve,
+        minIncrement: 7,
+        startAt: T0,
+        endAt: END,
+        antiSnipeWindowS: window,
+      },
+      { index: 0, term: 1, time: T0 - 1 },
+    );
   }
   return m;
 }
@@ -67,7 +102,9 @@ function play(m: AuctionMachine, cmds: Array<[AuctionCommand, number]>, from = 1
 }
 
 function hidden(m: AuctionMachine, id: string): { highMax: number; price: number | null; closeAt: number } {
-  const snap = packr.unpack(m.snapshot()) as { auctions: Array<[string, { highMax: number; price: number | null; closeAt: number }]> };
+  const snap = packr.unpack(m.snapshot()) as {
+    auctions: Array<[string, { highMax: number; price: number | null; closeAt: number }]>;
+  };
   return snap.auctions.find(([a]) => a === id)![1];
 }
 
@@ -87,10 +124,14 @@ t.test('price and close_at never decrease; the high bidder max is at least the p
           if (h.price !== null && h.highMax < h.price) return false;
           last.set(id, { price, closeAt: h.closeAt });
         }
-        if (r.op === 'bid' && r.status === 'accepted' && r.newCloseAt !== undefined && r.newCloseAt !== r.closeAt) return false;
+        if (r.op === 'bid' && r.status === 'accepted' && r.newCloseAt !== undefined && r.newCloseAt !== r.closeAt)
+          return false;
         // The close index finds exactly the open auctions whose close time has come, now and later.
         for (const at of [time, time + 30_000, END + 120_000]) {
-          const expected = ['A', 'B'].filter((id) => { const v = m.getAuction(id, at)!; return v.state !== 'closed' && v.closeAt <= at; });
+          const expected = ['A', 'B'].filter((id) => {
+            const v = m.getAuction(id, at)!;
+            return v.state !== 'closed' && v.closeAt <= at;
+          });
           if (JSON.stringify([...m.due(at)].sort()) !== JSON.stringify(expected)) return false;
         }
       }
@@ -107,7 +148,9 @@ t.test('the outcome does not depend on how the same bids are split into commands
       // One entry time for all (the leader stamps a batch once); no frequency limit so every bid reaches rule 4.
       const bids = steps.map((s) => s.bid);
       const one = fresh({ maxBidsPerWindow: 1_000 });
-      const each = bids.map((b, i) => one.apply({ op: 'bid', ...b }, { index: i + 1, term: 1, time: T0 + 1 }) as BidResult);
+      const each = bids.map(
+        (b, i) => one.apply({ op: 'bid', ...b }, { index: i + 1, term: 1, time: T0 + 1 }) as BidResult,
+      );
       const split = fresh({ maxBidsPerWindow: 1_000 });
       const batched: BidResult[] = [];
       let at = 0;
@@ -133,15 +176,31 @@ t.test('a retried idempotency key never changes state and answers the original o
       const cmds = commands(steps);
       const results = play(m, cmds);
       const lastTime = cmds.at(-1)![1];
-      const recorded = results.filter((r): r is BidResult => r.op === 'bid' && !['duplicate', 'not_started', 'too_frequent', 'unknown_auction'].includes(r.status));
+      const recorded = results.filter(
+        (r): r is BidResult =>
+          r.op === 'bid' && !['duplicate', 'not_started', 'too_frequent', 'unknown_auction'].includes(r.status),
+      );
       if (recorded.length === 0) return true;
       const original = recorded[pick % recorded.length]!;
       const step = steps.find((s) => s.bid.bidId === original.bidId)!;
       const before = Buffer.from(m.snapshot());
-      const again = m.apply({ op: 'bid', ...step.bid, bidId: 'retry', amount, maxProxyAmount: null }, { index: 10_000, term: 1, time: lastTime });
+      const again = m.apply(
+        { op: 'bid', ...step.bid, bidId: 'retry', amount, maxProxyAmount: null },
+        { index: 10_000, term: 1, time: lastTime },
+      );
       if (again.op !== 'bid' || again.status !== 'duplicate') return false;
       // The key may have been reused after an expiry within the history; the newest outcome of that key answers.
-      const newest = results.filter((r): r is BidResult => r.op === 'bid' && r.status !== 'duplicate' && r.bidderId === original.bidderId && r.auctionId === original.auctionId && steps.find((s) => s.bid.bidId === r.bidId)!.bid.idempotencyKey === step.bid.idempotencyKey && !['not_started', 'too_frequent'].includes(r.status)).at(-1);
+      const newest = results
+        .filter(
+          (r): r is BidResult =>
+            r.op === 'bid' &&
+            r.status !== 'duplicate' &&
+            r.bidderId === original.bidderId &&
+            r.auctionId === original.auctionId &&
+            steps.find((s) => s.bid.bidId === r.bidId)!.bid.idempotencyKey === step.bid.idempotencyKey &&
+            !['not_started', 'too_frequent'].includes(r.status),
+        )
+        .at(-1);
       t.same(again.original, newest);
       return before.equals(Buffer.from(m.snapshot()));
     }),
@@ -173,7 +232,14 @@ t.test('snapshot/restore mid-history gives identical answers afterwards', async 
 t.test('a malformed command mid-history is refused with CommandShapeError and changes nothing', async (t) => {
   const malformed = fc.oneof(
     fc.anything(),
-    bidArb.chain((b) => fc.constantFrom<unknown>({ op: 'bid', ...b, amount: -b.amount }, { op: 'bid', ...b, maxProxyAmount: 0 }, { op: 'bids', bids: [b, { ...b, bidderId: 7 }] }, { op: 'close', auctionId: null })),
+    bidArb.chain((b) =>
+      fc.constantFrom<unknown>(
+        { op: 'bid', ...b, amount: -b.amount },
+        { op: 'bid', ...b, maxProxyAmount: 0 },
+        { op: 'bids', bids: [b, { ...b, bidderId: 7 }] },
+        { op: 'close', auctionId: null },
+      ),
+    ),
   );
   fc.assert(
     fc.property(stepsArb, malformed, (steps, bad) => {
@@ -195,10 +261,29 @@ t.test('a malformed command mid-history is refused with CommandShapeError and ch
 
 /** An independent, naive replay of the README's rules, to compare the machine with (statuses, price, high bidder). */
 class Model {
-  auctions = new Map<string, { price: number | null; high: string | null; max: number; closeAt: number; closed: boolean; window: number; reserve: number | null }>();
+  auctions = new Map<
+    string,
+    {
+      price: number | null;
+      high: string | null;
+      max: number;
+      closeAt: number;
+      closed: boolean;
+      window: number;
+      reserve: number | null;
+    }
+  >();
   keys = new Map<string, string>();
   constructor() {
-    this.auctions.set('A', { price: null, high: null, max: 0, closeAt: END, closed: false, window: 60_000, reserve: null });
+    this.auctions.set('A', {
+      price: null,
+      high: null,
+      max: 0,
+      closeAt: END,
+      closed: false,
+      window: 60_000,
+      reserve: null,
+    });
     this.auctions.set('B', { price: null, high: null, max: 0, closeAt: END, closed: false, window: 0, reserve: 500 });
   }
   bid(b: BidInput, now: number): string {
@@ -219,7 +304,8 @@ class Model {
       status = 'max_raised';
     } else if (b.amount <= a.price!) status = 'outbid';
     else if (b.amount < a.price! + inc) status = 'below_increment';
-    else if (max > a.max) [status, a.price, a.high, a.max] = ['accepted', Math.max(b.amount, Math.min(a.max + inc, max)), b.bidderId, max];
+    else if (max > a.max)
+      [status, a.price, a.high, a.max] = ['accepted', Math.max(b.amount, Math.min(a.max + inc, max)), b.bidderId, max];
     else [status, a.price] = ['outbid', Math.max(a.price!, Math.min(max + inc, a.max))];
     if (status === 'accepted' && a.closeAt - now < a.window) a.closeAt = now + a.window;
     if (status === 'max_raised') status = 'accepted';
@@ -235,27 +321,35 @@ class Model {
   }
 }
 
-t.test('a naive sequential replay of the rules gives the same statuses, prices, high bidders and winners', async (t) => {
-  fc.assert(
-    fc.property(stepsArb, (steps) => {
-      const m = fresh({ maxBidsPerWindow: 1_000 });
-      const model = new Model();
-      let index = 1;
-      for (const [c, time] of commands(steps)) {
-        const r = m.apply(c, { index: index++, term: 1, time });
-        if (c.op === 'bid' && r.op === 'bid') {
-          if (model.bid(c, time) !== r.status) return false;
-          const a = model.auctions.get(c.auctionId)!;
-          if (r.newHighBid !== a.price || r.highBidderId !== a.high || r.closeAt !== a.closeAt) return false;
-        } else if (c.op === 'close' && r.op === 'close') {
-          const expected = model.close(c.auctionId, time);
-          if ((expected === null) !== (r.status !== 'closed')) return false;
-          if (expected !== null && r.status === 'closed' && (r.handoff.winnerId !== expected.winner || r.handoff.finalPrice !== expected.price)) return false;
+t.test(
+  'a naive sequential replay of the rules gives the same statuses, prices, high bidders and winners',
+  async (t) => {
+    fc.assert(
+      fc.property(stepsArb, (steps) => {
+        const m = fresh({ maxBidsPerWindow: 1_000 });
+        const model = new Model();
+        let index = 1;
+        for (const [c, time] of commands(steps)) {
+          const r = m.apply(c, { index: index++, term: 1, time });
+          if (c.op === 'bid' && r.op === 'bid') {
+            if (model.bid(c, time) !== r.status) return false;
+            const a = model.auctions.get(c.auctionId)!;
+            if (r.newHighBid !== a.price || r.highBidderId !== a.high || r.closeAt !== a.closeAt) return false;
+          } else if (c.op === 'close' && r.op === 'close') {
+            const expected = model.close(c.auctionId, time);
+            if ((expected === null) !== (r.status !== 'closed')) return false;
+            if (
+              expected !== null &&
+              r.status === 'closed' &&
+              (r.handoff.winnerId !== expected.winner || r.handoff.finalPrice !== expected.price)
+            )
+              return false;
+          }
         }
-      }
-      return true;
-    }),
-    { numRuns: 500, seed: 2024 },
-  );
-  t.pass('500 histories');
-});
+        return true;
+      }),
+      { numRuns: 500, seed: 2024 },
+    );
+    t.pass('500 histories');
+  },
+);

@@ -7,12 +7,26 @@ import { checkCommandShapes } from '@raftkit/testkit';
 import { AuctionMachine } from '../src/machine.js';
 
 const T0 = 1_700_000_000_000;
-const create = { op: 'create', auctionId: 'a1', itemId: 'i1', sellerId: 's', startPrice: 100, reservePrice: 500, minIncrement: 10, startAt: T0 - 60_000, endAt: T0 + 3_600_000, antiSnipeWindowS: 60 };
+const create = {
+  op: 'create',
+  auctionId: 'a1',
+  itemId: 'i1',
+  sellerId: 's',
+  startPrice: 100,
+  reservePrice: 500,
+  minIncrement: 10,
+  startAt: T0 - 60_000,
+  endAt: T0 + 3_600_000,
+  antiSnipeWindowS: 60,
+};
 const bid = { bidId: 'b9', auctionId: 'a1', bidderId: 'x', amount: 200, maxProxyAmount: 300, idempotencyKey: 'k9' };
 function machine(): AuctionMachine {
   const m = new AuctionMachine();
   m.apply(create as never, { index: 1, term: 1, time: T0 - 1_000 });
-  m.apply({ op: 'bid', bidId: 'b1', auctionId: 'a1', bidderId: 'y', amount: 120, maxProxyAmount: null, idempotencyKey: 'k1' }, { index: 2, term: 1, time: T0 - 500 });
+  m.apply(
+    { op: 'bid', bidId: 'b1', auctionId: 'a1', bidderId: 'y', amount: 120, maxProxyAmount: null, idempotencyKey: 'k1' },
+    { index: 2, term: 1, time: T0 - 500 },
+  );
   return m;
 }
 
@@ -52,7 +66,10 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
       // One bad bid refuses the whole batch, the good one before it included.
       { op: 'bids', bids: [bid, { ...bid, amount: -1 }] },
       { op: 'bids', bids: [bid, null] },
-      { op: 'bids', bids: Array.from({ length: 1_001 }, (_, i) => ({ ...bid, bidId: `b${i}`, idempotencyKey: `k${i}` })) },
+      {
+        op: 'bids',
+        bids: Array.from({ length: 1_001 }, (_, i) => ({ ...bid, bidId: `b${i}`, idempotencyKey: `k${i}` })),
+      },
       { op: 'close' },
       { op: 'get', auctionId: 5 },
       { op: 'block', bidderId: 'x' },

@@ -20,14 +20,24 @@ t.test("a gateway that never answers holds at most MAX_QUEUED_PUSHES of the writ
     server.closeAllConnections();
     server.close();
   });
-  const push = (seq: number): Push => ({ type: 'bid_update', auction_id: 'a1', seq, high_bid: seq, bidder: 'b', close_at: 0 });
+  const push = (seq: number): Push => ({
+    type: 'bid_update',
+    auction_id: 'a1',
+    seq,
+    high_bid: seq,
+    bidder: 'b',
+    close_at: 0,
+  });
   let seq = 0;
   for (let i = 0; i < 5; i++) {
     for (let j = 0; j < 10_000; j++) publisher.publish(push(++seq));
     await new Promise((r) => setImmediate(r));
   }
   t.equal(publisher.published, 50_000, 'every push published');
-  t.ok(publisher.queued <= MAX_QUEUED_PUSHES, `at most ${MAX_QUEUED_PUSHES} queued behind the unanswered POST (${publisher.queued})`);
+  t.ok(
+    publisher.queued <= MAX_QUEUED_PUSHES,
+    `at most ${MAX_QUEUED_PUSHES} queued behind the unanswered POST (${publisher.queued})`,
+  );
   t.ok(publisher.dropped > 0, 'the overflow is counted');
   t.ok(held.length >= 1, 'the gateway got its first POST, which stays unanswered');
 });

@@ -23,7 +23,9 @@ t.test('a socket that reads gets every message; one that never reads is dropped 
   const raw = connect(port, '127.0.0.1');
   raw.on('error', () => undefined);
   await new Promise<void>((resolve) => raw.once('connect', resolve));
-  raw.write(`GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+  raw.write(
+    `GET / HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+  );
   const ws = await accepted;
   raw.pause();
   const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
@@ -44,4 +46,3 @@ t.test('a socket that reads gets every message; one that never reads is dropped 
   t.pass('the server side closed');
   raw.destroy();
 });
-

@@ -10,13 +10,45 @@ import { groupPlan, locateAuction } from '../src/placement.js';
 import type { Push } from '../src/wire.js';
 
 const T0 = 1_700_000_000_000;
-const create = (auctionId: string, startAt = T0, endAt = T0 + 60_000): AuctionCommand => ({ op: 'create', auctionId, itemId: 'i', sellerId: 's', startPrice: 100, reservePrice: null, minIncrement: 10, startAt, endAt, antiSnipeWindowS: 0 });
-const bid = (auctionId: string, bidderId: string, amount: number, n: number, max: number | null = null): AuctionCommand => ({ op: 'bid', bidId: `b${n}`, auctionId, bidderId, amount, maxProxyAmount: max, idempotencyKey: `k${n}` });
+const create = (auctionId: string, startAt = T0, endAt = T0 + 60_000): AuctionCommand => ({
+  op: 'create',
+  auctionId,
+  itemId: 'i',
+  sellerId: 's',
+  startPrice: 100,
+  reservePrice: null,
+  minIncrement: 10,
+  startAt,
+  endAt,
+  antiSnipeWindowS: 0,
+});
+const bid = (
+  auctionId: string,
+  bidderId: string,
+  amount: number,
+  n: number,
+  max: number | null = null,
+): AuctionCommand => ({
+  op: 'bid',
+  bidId: `b${n}`,
+  auctionId,
+  bidderId,
+  amount,
+  maxProxyAmount: max,
+  idempotencyKey: `k${n}`,
+});
 
 /** A machine whose applied entries feed a projector, as on a member. */
-function fed(): { machine: ObservedAuctionMachine; projector: Projector; apply: (c: AuctionCommand, time: number) => AuctionResult } {
+function fed(): {
+  machine: ObservedAuctionMachine;
+  projector: Projector;
+  apply: (c: AuctionCommand, time: number) => AuctionResult;
+} {
   const projector = new Projector(() => T0);
-  const machine = new ObservedAuctionMachine({ applied: (c, r, time) => projector.push('g', c, r, time), restored: (m) => projector.reseed('g', m) });
+  const machine = new ObservedAuctionMachine({
+    applied: (c, r, time) => projector.push('g', c, r, time),
+    restored: (m) => projector.reseed('g', m),
+  });
   const config = { voters: [], learners: [] } as never;
   return { machine, projector, apply: (c, time) => machine.apply(c, { index: 0, term: 0, time, config } as never) };
 }
@@ -33,18 +65,52 @@ t.test('the projector folds the log into the view asynchronously: full history, 
   apply(bid('a', 'y', 120, 2), T0 + 2); // outbid by x's proxy at 130
   apply(bid('a', 'x', 500, 3, 900), T0 + 3); // max-only raise: no change
   apply(bid('a', 'y', 130, 2), T0 + 4); // duplicate key k2 for y: nothing
-  apply({ op: 'bids', bids: [bid('a', 'z', 300, 4) as BidInput & { op: 'bid' }, bid('a', 'w', 310, 5) as BidInput & { op: 'bid' }] }, T0 + 5);
+  apply(
+    {
+      op: 'bids',
+      bids: [bid('a', 'z', 300, 4) as BidInput & { op: 'bid' }, bid('a', 'w', 310, 5) as BidInput & { op: 'bid' }],
+    },
+    T0 + 5,
+  );
   projector.drain();
   const a = projector.get('a')!;
-  t.same(a.history.map((h) => [h.bidder_id, h.amount, h.kind]), [['x', 100, 'bid'], ['x', 130, 'proxy'], ['x', 310, 'proxy']], 'every visible change once, proxies as the high bidder (w at 310 is outbid: not above the price)');
+  t.same(
+    a.history.map((h) => [h.bidder_id, h.amount, h.kind]),
+    [
+      ['x', 100, 'bid'],
+      ['x', 130, 'proxy'],
+      ['x', 310, 'proxy'],
+    ],
+    'every visible change once, proxies as the high bidder (w at 310 is outbid: not above the price)',
+  );
   t.equal(a.currentHighBid, 310);
-  t.same(a.log.map((e) => [e.bidder_id, e.status, e.high_bid]), [['x', 'accepted', 100], ['y', 'outbid', 130], ['x', 'accepted', 130], ['y', 'duplicate', 130], ['z', 'outbid', 310], ['w', 'outbid', 310]], 'the bid log: every entry in order');
+  t.same(
+    a.log.map((e) => [e.bidder_id, e.status, e.high_bid]),
+    [
+      ['x', 'accepted', 100],
+      ['y', 'outbid', 130],
+      ['x', 'accepted', 130],
+      ['y', 'duplicate', 130],
+      ['z', 'outbid', 310],
+      ['w', 'outbid', 310],
+    ],
+    'the bid log: every entry in order',
+  );
   t.equal(a.logComplete, true);
-  t.same(projector.list('g', 'live', T0 + 10, 10).map((x) => x.auctionId), ['a']);
-  t.same(projector.list('g', 'scheduled', T0 + 10, 10).map((x) => x.auctionId), ['later']);
+  t.same(
+    projector.list('g', 'live', T0 + 10, 10).map((x) => x.auctionId),
+    ['a'],
+  );
+  t.same(
+    projector.list('g', 'scheduled', T0 + 10, 10).map((x) => x.auctionId),
+    ['later'],
+  );
   apply({ op: 'close', auctionId: 'a' }, T0 + 60_000);
   projector.drain();
-  t.same(projector.list('g', 'closed', T0 + 60_001, 10).map((x) => x.auctionId), ['a']);
+  t.same(
+    projector.list('g', 'closed', T0 + 60_001, 10).map((x) => x.auctionId),
+    ['a'],
+  );
   t.match(projector.get('a')!.handoff, { winnerId: 'x', finalPrice: 310 });
 });
 
@@ -55,7 +121,10 @@ t.test('the projector is rebuilt from a restored machine', async (t) => {
   first.apply(bid('a', 'y', 200, 2), T0 + 2);
   const second = fed();
   second.machine.restore(first.machine.snapshot());
-  t.same(second.projector.get('a')!.history.map((h) => h.amount), [100, 200]);
+  t.same(
+    second.projector.get('a')!.history.map((h) => h.amount),
+    [100, 200],
+  );
   t.equal(second.projector.get('a')!.currentHighBid, 200);
   t.equal(second.projector.get('a')!.logComplete, false, 'a view rebuilt from a snapshot says its log is partial');
 });
@@ -64,19 +133,33 @@ function watcher(): Watcher & { got: Push[] } {
   const got: Push[] = [];
   return { got, seq: -1, early: null, send: (text) => got.push(JSON.parse(text) as Push) };
 }
-const update = (seq: number): Push => ({ type: 'bid_update', auction_id: 'a', high_bid: seq * 10, bidder: 'x', close_at: 1, seq });
+const update = (seq: number): Push => ({
+  type: 'bid_update',
+  auction_id: 'a',
+  high_bid: seq * 10,
+  bidder: 'x',
+  close_at: 1,
+  seq,
+});
 
 t.test('fan-out: shards of at most 10,000 watchers, each push once and in order', async (t) => {
   const channel = new Channel();
   const all = Array.from({ length: 2 * SHARD_SIZE + 5 }, () => watcher());
   for (const w of all) channel.add(w);
-  t.same(channel.shards.map((s) => s.size), [SHARD_SIZE, SHARD_SIZE, 5], 'split above 10K');
+  t.same(
+    channel.shards.map((s) => s.size),
+    [SHARD_SIZE, SHARD_SIZE, 5],
+    'split above 10K',
+  );
   for (const w of all) snapshotSent(w, 0);
   await channel.forward(update(2));
   await channel.forward(update(1)); // a repeat from an older writer, or a poll overtaken: dropped
   await channel.forward(update(2));
   await channel.forward(update(3));
-  t.ok(all.every((w) => w.got.map((p) => p.seq).join() === '2,3'), 'every watcher got 2 then 3, nothing twice or backwards');
+  t.ok(
+    all.every((w) => w.got.map((p) => p.seq).join() === '2,3'),
+    'every watcher got 2 then 3, nothing twice or backwards',
+  );
   channel.remove(all[0]!);
   t.equal(channel.size, 2 * SHARD_SIZE + 4);
 });
@@ -90,7 +173,11 @@ t.test('fan-out: pushes before the snapshot are replayed after it when newer', a
   await channel.forward(update(6));
   t.same(w.got, [], 'nothing before the snapshot');
   snapshotSent(w, 5);
-  t.same(w.got.map((p) => p.seq), [6], 'only what the snapshot did not show');
+  t.same(
+    w.got.map((p) => p.seq),
+    [6],
+    'only what the snapshot did not show',
+  );
 });
 
 t.test('bidder tokens: bound to the id and the cluster token', async (t) => {
@@ -111,7 +198,11 @@ t.test('placement: slot ranges cover every id once', async (t) => {
     if (g === null) break;
   }
   t.equal(seen.size, 4, 'every group used');
-  t.equal(locateAuction('x', [{ name: 'log.t.0', members: [], data: { slots: [0, 16383] } }]), null, "other services' groups are ignored");
+  t.equal(
+    locateAuction('x', [{ name: 'log.t.0', members: [], data: { slots: [0, 16383] } }]),
+    null,
+    "other services' groups are ignored",
+  );
 });
 
 t.test('the bid batcher: bids of one turn share one entry and keep their own results', async (t) => {
@@ -124,13 +215,30 @@ t.test('the bid batcher: bids of one turn share one entry and keep their own res
     return machine.apply(c, ctx);
   };
   const batcher = new BidBatcher();
-  const results = await Promise.all([1, 2, 3].map((n) => batcher.submit('g', propose, { ...(bid('a', `u${n}`, 100 + n * 10, n) as BidInput & { op: 'bid' }) })));
+  const results = await Promise.all(
+    [1, 2, 3].map((n) =>
+      batcher.submit('g', propose, { ...(bid('a', `u${n}`, 100 + n * 10, n) as BidInput & { op: 'bid' }) }),
+    ),
+  );
   t.equal(proposed.length, 1, 'one entry');
   t.equal(proposed[0]!.op, 'bids');
-  t.same(results.map((r) => [r.bidderId, r.status, r.newHighBid]), [['u1', 'accepted', 110], ['u2', 'accepted', 120], ['u3', 'accepted', 130]]);
+  t.same(
+    results.map((r) => [r.bidderId, r.status, r.newHighBid]),
+    [
+      ['u1', 'accepted', 110],
+      ['u2', 'accepted', 120],
+      ['u3', 'accepted', 130],
+    ],
+  );
   const single = await batcher.submit('g', propose, { ...(bid('a', 'u4', 200, 4) as BidInput & { op: 'bid' }) });
   t.equal(proposed[1]!.op, 'bid', 'a lone bid is a plain entry');
   t.equal(single.status, 'accepted');
   const failing = new BidBatcher();
-  await t.rejects(failing.submit('g', () => Promise.reject(new Error('no leader')), { ...(bid('a', 'u5', 300, 5) as BidInput & { op: 'bid' }) }), /no leader/, 'a failed entry fails its bids');
+  await t.rejects(
+    failing.submit('g', () => Promise.reject(new Error('no leader')), {
+      ...(bid('a', 'u5', 300, 5) as BidInput & { op: 'bid' }),
+    }),
+    /no leader/,
+    'a failed entry fails its bids',
+  );
 });

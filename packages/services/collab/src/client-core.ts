@@ -144,7 +144,9 @@ export class CollabClient {
    * Connects and resolves once the document's snapshot arrived (the client is then usable). Without `socket`, the
    * global WebSocket (browsers) is used; in Node, import CollabClient from '@raftkit/collab' (it injects `ws`).
    */
-  static async connect(options: Omit<CollabClientOptions, 'socket'> & { socket?: SocketFactory }): Promise<CollabClient> {
+  static async connect(
+    options: Omit<CollabClientOptions, 'socket'> & { socket?: SocketFactory },
+  ): Promise<CollabClient> {
     const client = new CollabClient({ ...options, socket: options.socket ?? browserSocket() });
     await client.start();
     return client;
@@ -278,7 +280,8 @@ export class CollabClient {
   /** Resolves when every local change is acknowledged and the client is live (caught up with the owner). */
   synced(timeoutMs = 60_000): Promise<void> {
     if (this.isSynced()) return Promise.resolve();
-    if (this.state === 'closed') return Promise.reject(new CollabError('closed', `the connection closed (${this.closeInfo?.code})`));
+    if (this.state === 'closed')
+      return Promise.reject(new CollabError('closed', `the connection closed (${this.closeInfo?.code})`));
     return new Promise((resolve, reject) => {
       const waiter = {
         resolve: () => {
@@ -292,7 +295,12 @@ export class CollabClient {
       };
       const timer = setTimeout(() => {
         this.syncWaiters = this.syncWaiters.filter((w) => w !== waiter);
-        reject(new CollabError('timeout', `not synced after ${timeoutMs} ms (${this.pending.length} pending, ${this.state})`));
+        reject(
+          new CollabError(
+            'timeout',
+            `not synced after ${timeoutMs} ms (${this.pending.length} pending, ${this.state})`,
+          ),
+        );
       }, timeoutMs);
       this.syncWaiters.push(waiter);
     });
@@ -317,7 +325,9 @@ export class CollabClient {
   async start(): Promise<void> {
     if (this.options.workers === undefined) {
       try {
-        const res = await fetch(`${this.options.url}/api/collab/workers`, { headers: { authorization: `Bearer ${this.options.token}` } });
+        const res = await fetch(`${this.options.url}/api/collab/workers`, {
+          headers: { authorization: `Bearer ${this.options.token}` },
+        });
         if (res.ok) {
           const body = (await res.json()) as { workers?: Array<{ url: string }> };
           const urls = (body.workers ?? []).map((w) => w.url);
@@ -344,7 +354,10 @@ export class CollabClient {
       }
     }, 1_000);
     const timeout = this.options.connectTimeoutMs ?? 30_000;
-    const timer = setTimeout(() => this.firstSnapshot?.reject(new CollabError('timeout', `no snapshot within ${timeout} ms`)), timeout);
+    const timer = setTimeout(
+      () => this.firstSnapshot?.reject(new CollabError('timeout', `no snapshot within ${timeout} ms`)),
+      timeout,
+    );
     this.connect();
     try {
       await ready;
@@ -371,7 +384,10 @@ export class CollabClient {
     this.ws = ws;
     this.joined = false;
     ws.onopen = () => {
-      const join = this.doc === null ? { type: 'join', user_id: this.userId } : { type: 'join', user_id: this.userId, since_revision: this.rev };
+      const join =
+        this.doc === null
+          ? { type: 'join', user_id: this.userId }
+          : { type: 'join', user_id: this.userId, since_revision: this.rev };
       ws.send(JSON.stringify(join));
     };
     ws.onmessage = (event) => {
@@ -458,7 +474,12 @@ export class CollabClient {
         return;
       }
       case 'presence':
-        this.emit('presence', { user_id: m.user_id, cursor: m.cursor, ...(m.selection !== undefined ? { selection: m.selection } : {}), color: m.color });
+        this.emit('presence', {
+          user_id: m.user_id,
+          cursor: m.cursor,
+          ...(m.selection !== undefined ? { selection: m.selection } : {}),
+          color: m.color,
+        });
         return;
       case 'status':
         this.setStatus(m.state === 'live' && this.joined ? 'live' : 'syncing');
@@ -525,12 +546,14 @@ export class CollabClient {
 
   private editable(): Doc {
     const doc = this.requireDoc();
-    if (this.readonlyFlag) throw new CollabError('read_only', `this client joined read-only (role ${this.roleName ?? 'unknown'})`);
+    if (this.readonlyFlag)
+      throw new CollabError('read_only', `this client joined read-only (role ${this.roleName ?? 'unknown'})`);
     return doc;
   }
 
   private requireDoc(): Doc {
-    if (this.doc === null) throw new CollabError('not_ready', 'the document has not arrived yet (rebuilding after a rejected change?)');
+    if (this.doc === null)
+      throw new CollabError('not_ready', 'the document has not arrived yet (rebuilding after a rejected change?)');
     return this.doc;
   }
 

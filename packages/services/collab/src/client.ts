@@ -5,12 +5,20 @@
  *   c.insert(0, 'hello'); await c.synced(); c.text();
  */
 import WebSocket from 'ws';
-import { CollabClient as CoreClient, type CollabClientOptions, type SocketFactory, type SocketLike } from './client-core.js';
+import {
+  CollabClient as CoreClient,
+  type CollabClientOptions,
+  type SocketFactory,
+  type SocketLike,
+} from './client-core.js';
 
-export const nodeSocket: SocketFactory = (url) => new WebSocket(url, { maxPayload: 64 * 1024 * 1024 }) as unknown as SocketLike;
+export const nodeSocket: SocketFactory = (url) =>
+  new WebSocket(url, { maxPayload: 64 * 1024 * 1024 }) as unknown as SocketLike;
 
 export class CollabClient extends CoreClient {
-  static override async connect(options: Omit<CollabClientOptions, 'socket'> & { socket?: SocketFactory }): Promise<CollabClient> {
+  static override async connect(
+    options: Omit<CollabClientOptions, 'socket'> & { socket?: SocketFactory },
+  ): Promise<CollabClient> {
     const client = new CollabClient({ ...options, socket: options.socket ?? nodeSocket });
     await client.start();
     return client;
@@ -18,4 +26,11 @@ export class CollabClient extends CoreClient {
 }
 
 export { CollabError } from './client-core.js';
-export type { ClientStatus, CollabClientOptions, CollabEvents, PresenceEvent, SocketFactory, SocketLike } from './client-core.js';
+export type {
+  ClientStatus,
+  CollabClientOptions,
+  CollabEvents,
+  PresenceEvent,
+  SocketFactory,
+  SocketLike,
+} from './client-core.js';

@@ -3,11 +3,41 @@
  * and again by the machine (an entry that is not a command is refused, never a crash). Ops themselves are checked
  * by the machine, change by change, so one bad change fails alone with invalid_op.
  */
-import { arrayField, CommandShapeError, commandOf, integerField, nullableStringField, stringField } from '@raftkit/http';
+import {
+  arrayField,
+  CommandShapeError,
+  commandOf,
+  integerField,
+  nullableStringField,
+  stringField,
+} from '@raftkit/http';
 import type { Id } from '@raftkit/crdt';
-import { DOC_ID, MAX_CHANGES_PER_APPEND, MAX_COMMENT_CHARS, MAX_CHARS, MAX_TITLE_CHARS, ROLES, USER_ID, type CollabCommand, type Role } from './machine.js';
+import {
+  DOC_ID,
+  MAX_CHANGES_PER_APPEND,
+  MAX_COMMENT_CHARS,
+  MAX_CHARS,
+  MAX_TITLE_CHARS,
+  ROLES,
+  USER_ID,
+  type CollabCommand,
+  type Role,
+} from './machine.js';
 
-const OPS = ['create', 'delete', 'acquire', 'renew', 'release', 'append', 'snapshot', 'restore', 'permission', 'comment', 'uncomment', 'compact'] as const;
+const OPS = [
+  'create',
+  'delete',
+  'acquire',
+  'renew',
+  'release',
+  'append',
+  'snapshot',
+  'restore',
+  'permission',
+  'comment',
+  'uncomment',
+  'compact',
+] as const;
 
 function docId(c: Record<string, unknown>): string {
   const id = stringField(c, 'doc_id', 64);
@@ -22,7 +52,15 @@ function user(c: Record<string, unknown>, key: string): string {
 }
 
 function id(value: unknown, at: string): Id {
-  if (!Array.isArray(value) || value.length !== 2 || typeof value[0] !== 'string' || value[0].length === 0 || value[0].length > 200 || !Number.isSafeInteger(value[1]) || (value[1] as number) < 0) {
+  if (
+    !Array.isArray(value) ||
+    value.length !== 2 ||
+    typeof value[0] !== 'string' ||
+    value[0].length === 0 ||
+    value[0].length > 200 ||
+    !Number.isSafeInteger(value[1]) ||
+    (value[1] as number) < 0
+  ) {
     throw new CommandShapeError(`${at}: an id is [client, counter]`);
   }
   return [value[0], value[1] as number];
@@ -48,10 +86,16 @@ export function checkCommand(command: unknown): asserts command is CollabCommand
       return;
     case 'renew':
       stringField(c, 'worker', 64);
-      arrayField(c, 'docs', (v, at) => {
-        if (!Array.isArray(v) || v.length !== 2 || typeof v[0] !== 'string' || !Number.isSafeInteger(v[1])) throw new CommandShapeError(`${at}: [doc_id, generation]`);
-        return v;
-      }, 100_000);
+      arrayField(
+        c,
+        'docs',
+        (v, at) => {
+          if (!Array.isArray(v) || v.length !== 2 || typeof v[0] !== 'string' || !Number.isSafeInteger(v[1]))
+            throw new CommandShapeError(`${at}: [doc_id, generation]`);
+          return v;
+        },
+        100_000,
+      );
       return;
     case 'release':
       docId(c);
@@ -61,16 +105,26 @@ export function checkCommand(command: unknown): asserts command is CollabCommand
     case 'append':
       docId(c);
       integerField(c, 'generation');
-      if (arrayField(c, 'changes', (v, at) => {
-        if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new CommandShapeError(`${at}: a change is an object`);
-        const ch = v as Record<string, unknown>;
-        stringField(ch, 'op_id', 300);
-        user(ch, 'author');
-        integerField(ch, 'parent_revision');
-        if (!Array.isArray(ch.ops)) throw new CommandShapeError(`${at}.ops: a list`);
-        return v;
-      }, MAX_CHANGES_PER_APPEND).length === 0) throw new CommandShapeError('changes: none');
-      if ((c.session === undefined) !== (c.seq === undefined)) throw new CommandShapeError('session and seq go together');
+      if (
+        arrayField(
+          c,
+          'changes',
+          (v, at) => {
+            if (typeof v !== 'object' || v === null || Array.isArray(v))
+              throw new CommandShapeError(`${at}: a change is an object`);
+            const ch = v as Record<string, unknown>;
+            stringField(ch, 'op_id', 300);
+            user(ch, 'author');
+            integerField(ch, 'parent_revision');
+            if (!Array.isArray(ch.ops)) throw new CommandShapeError(`${at}.ops: a list`);
+            return v;
+          },
+          MAX_CHANGES_PER_APPEND,
+        ).length === 0
+      )
+        throw new CommandShapeError('changes: none');
+      if ((c.session === undefined) !== (c.seq === undefined))
+        throw new CommandShapeError('session and seq go together');
       if (c.session !== undefined) {
         stringField(c, 'session', 64);
         integerField(c, 'seq', 1);
@@ -88,7 +142,8 @@ export function checkCommand(command: unknown): asserts command is CollabCommand
     case 'permission':
       docId(c);
       user(c, 'user');
-      if (c.role !== null && !ROLES.includes(c.role as Role)) throw new CommandShapeError('role: viewer, commenter, editor or null');
+      if (c.role !== null && !ROLES.includes(c.role as Role))
+        throw new CommandShapeError('role: viewer, commenter, editor or null');
       return;
     case 'comment':
       docId(c);

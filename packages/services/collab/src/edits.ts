@@ -4,7 +4,7 @@
  * changes get edits: inserts only, or deletes only (up to MAX_EDIT_DELETES characters); anything else (formats, a
  * paste over a selection, ops the replica drops) answers null and the page falls back to its diff.
  */
-import { Doc, InvalidOpError, opLength, type Attrs, type Op } from '@raftkit/crdt';
+import { type Doc, InvalidOpError, opLength, type Attrs, type Op } from '@raftkit/crdt';
 
 export type Edit = { index: number; insert: string; attrs?: Attrs } | { index: number; delete: number };
 
@@ -21,7 +21,9 @@ export function applyWithEdits(doc: Doc, ops: readonly Op[]): Edit[] | null {
   // Ops the replica already holds change nothing; one it holds in part is not a plain change.
   const fresh = ops.filter((op) => op.id[1] + opLength(op) - 1 > have(op));
   if (fresh.length === 0) return [];
-  let plain = fresh.every((op) => op.id[1] > have(op)) && (fresh.every((op) => op.type === 'insert') || fresh.every((op) => op.type === 'delete'));
+  let plain =
+    fresh.every((op) => op.id[1] > have(op)) &&
+    (fresh.every((op) => op.type === 'insert') || fresh.every((op) => op.type === 'delete'));
   let deletes: number[] = [];
   if (plain && fresh[0]!.type === 'delete') {
     if (fresh.reduce((n, op) => n + (op.type === 'delete' ? op.length : 0), 0) > MAX_EDIT_DELETES) plain = false;

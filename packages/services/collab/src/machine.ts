@@ -155,7 +155,11 @@ export type ChangeResult =
   | { ok: true; op_id: string; revision: number; duplicate: boolean }
   | { ok: false; op_id: string; code: 'invalid_op' | 'too_large' | 'forbidden'; message: string };
 
-export type Failure = { ok: false; code: 'no_such_doc' | 'exists' | 'stale_generation' | 'not_found' | 'invalid' | 'too_many' | 'out_of_order' | 'quota'; message: string };
+export type Failure = {
+  ok: false;
+  code: 'no_such_doc' | 'exists' | 'stale_generation' | 'not_found' | 'invalid' | 'too_many' | 'out_of_order' | 'quota';
+  message: string;
+};
 
 export type CollabResult =
   | Failure
@@ -213,13 +217,18 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
   permissions(docId: string): Array<{ user: string; role: Role }> | null {
     const d = this.docs.get(docId);
     if (d === undefined) return null;
-    return [{ user: d.meta.owner, role: 'editor' as Role }, ...[...d.permissions].filter(([u]) => u !== d.meta.owner).map(([user, role]) => ({ user, role }))];
+    return [
+      { user: d.meta.owner, role: 'editor' as Role },
+      ...[...d.permissions].filter(([u]) => u !== d.meta.owner).map(([user, role]) => ({ user, role })),
+    ];
   }
 
   /** Documents `user` may read (null: every document, for the cluster token). */
   list(user: string | null): DocMeta[] {
     const out: DocMeta[] = [];
-    for (const d of this.docs.values()) if (user === null || d.meta.owner === user || d.permissions.has(user)) out.push({ ...d.meta, length: d.doc.length });
+    for (const d of this.docs.values())
+      if (user === null || d.meta.owner === user || d.permissions.has(user))
+        out.push({ ...d.meta, length: d.doc.length });
     return out;
   }
 
@@ -235,7 +244,10 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
    * What an owner loads or a reconnecting client needs: the encoded document at the current revision and the hot
    * changes after `since` (null when `since` is older than the hot log: the document alone must do).
    */
-  state(docId: string, since: number | null): { meta: DocMeta; content: Uint8Array; changes: ChangeEntry[] | null; log_start: number } | null {
+  state(
+    docId: string,
+    since: number | null,
+  ): { meta: DocMeta; content: Uint8Array; changes: ChangeEntry[] | null; log_start: number } | null {
     const d = this.docs.get(docId);
     if (d === undefined) return null;
     let changes: ChangeEntry[] | null = null;
@@ -255,7 +267,12 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
       const a = d.doc.indexOf(c.start);
       const b = d.doc.indexOf(c.end);
       // The anchored text as it reads now: from the first anchor to the last (null when all of it was deleted).
-      const range = a === null || b === null ? null : b.index + (b.visible ? 1 : 0) > a.index ? { index: a.index, length: b.index + (b.visible ? 1 : 0) - a.index } : null;
+      const range =
+        a === null || b === null
+          ? null
+          : b.index + (b.visible ? 1 : 0) > a.index
+            ? { index: a.index, length: b.index + (b.visible ? 1 : 0) - a.index }
+            : null;
       return { ...c, range };
     });
   }
@@ -263,7 +280,9 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
   /** Hot-log bookkeeping, for tests and status. */
   logInfo(docId: string): { log_start: number; held: number; implicit_revision: number; generation: number } | null {
     const d = this.docs.get(docId);
-    return d === undefined ? null : { log_start: d.logStart, held: d.log.length, implicit_revision: d.implicit.revision, generation: d.generation };
+    return d === undefined
+      ? null
+      : { log_start: d.logStart, held: d.log.length, implicit_revision: d.implicit.revision, generation: d.generation };
   }
 
   apply(command: CollabCommand, context: ApplyContext): CollabResult {
@@ -289,7 +308,8 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
         const lost: string[] = [];
         for (const [docId, generation] of command.docs) {
           const d = this.docs.get(docId);
-          if (d?.owner && d.owner.worker === command.worker && d.owner.generation === generation) d.owner.expires = time + LEASE_MS;
+          if (d?.owner && d.owner.worker === command.worker && d.owner.generation === generation)
+            d.owner.expires = time + LEASE_MS;
           else lost.push(docId);
         }
         return { ok: true, op: 'renew', lost };
@@ -298,7 +318,10 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
         const d = this.docs.get(command.doc_id);
         if (d === undefined) return fail('no_such_doc', `no document ${command.doc_id}`);
         if (d.owner === null || d.owner.worker !== command.worker || d.owner.generation !== command.generation) {
-          return fail('stale_generation', `generation ${command.generation} of ${command.worker} does not own ${command.doc_id}`);
+          return fail(
+            'stale_generation',
+            `generation ${command.generation} of ${command.worker} does not own ${command.doc_id}`,
+          );
         }
         // The final snapshot of an idle document: a compaction point at its last revision.
         d.implicit = { revision: d.meta.revision, time };
@@ -311,7 +334,8 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
       case 'snapshot': {
         const d = this.docs.get(command.doc_id);
         if (d === undefined) return fail('no_such_doc', `no document ${command.doc_id}`);
-        if (d.named.length >= MAX_NAMED_SNAPSHOTS) return fail('too_many', `a document keeps at most ${MAX_NAMED_SNAPSHOTS} named versions`);
+        if (d.named.length >= MAX_NAMED_SNAPSHOTS)
+          return fail('too_many', `a document keeps at most ${MAX_NAMED_SNAPSHOTS} named versions`);
         const snapshot_id = `v${d.nextId++}`;
         d.named.push({ snapshot_id, revision: d.meta.revision, name: command.name, time, spans: d.doc.spans() });
         return { ok: true, op: 'snapshot', snapshot_id, revision: d.meta.revision };
@@ -329,12 +353,21 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
       case 'comment': {
         const d = this.docs.get(command.doc_id);
         if (d === undefined) return fail('no_such_doc', `no document ${command.doc_id}`);
-        if (d.comments.length >= MAX_COMMENTS) return fail('too_many', `a document keeps at most ${MAX_COMMENTS} comments`);
+        if (d.comments.length >= MAX_COMMENTS)
+          return fail('too_many', `a document keeps at most ${MAX_COMMENTS} comments`);
         const a = d.doc.indexOf(command.start);
         const b = d.doc.indexOf(command.end);
-        if (a === null || b === null) return fail('invalid', 'a comment is anchored on characters of the document (start and end ids)');
+        if (a === null || b === null)
+          return fail('invalid', 'a comment is anchored on characters of the document (start and end ids)');
         if (b.index < a.index) return fail('invalid', 'the end anchor comes before the start anchor');
-        const comment: Comment = { comment_id: `c${d.nextId++}`, author: command.author, start: command.start, end: command.end, body: command.body, created_at: time };
+        const comment: Comment = {
+          comment_id: `c${d.nextId++}`,
+          author: command.author,
+          start: command.start,
+          end: command.end,
+          body: command.body,
+          created_at: time,
+        };
         d.comments.push(comment);
         return { ok: true, op: 'comment', comment };
       }
@@ -365,9 +398,21 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
 
   private create(c: Extract<CollabCommand, { op: 'create' }>, time: number): CollabResult {
     if (this.docs.has(c.doc_id)) return fail('exists', `document ${c.doc_id} exists`);
-    if (c.max_docs !== undefined && this.ownedBy(c.owner) >= c.max_docs) return fail('quota', `${c.owner} owns ${this.ownedBy(c.owner)} documents, the most a user may own (${c.max_docs}): delete one first`);
+    if (c.max_docs !== undefined && this.ownedBy(c.owner) >= c.max_docs)
+      return fail(
+        'quota',
+        `${c.owner} owns ${this.ownedBy(c.owner)} documents, the most a user may own (${c.max_docs}): delete one first`,
+      );
     const d: DocState = {
-      meta: { doc_id: c.doc_id, title: c.title, owner: c.owner, created_at: time, last_modified: time, revision: 0, length: 0 },
+      meta: {
+        doc_id: c.doc_id,
+        title: c.title,
+        owner: c.owner,
+        created_at: time,
+        last_modified: time,
+        revision: 0,
+        length: 0,
+      },
       permissions: new Map(),
       doc: new Doc(SERVER_CLIENT),
       log: [],
@@ -410,14 +455,22 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
     const d = this.docs.get(c.doc_id);
     if (d === undefined) return fail('no_such_doc', `no document ${c.doc_id}`);
     if (d.owner === null || d.owner.generation !== c.generation) {
-      return fail('stale_generation', `generation ${c.generation} is stale: the document's owner is generation ${d.owner?.generation ?? 'none'}`);
+      return fail(
+        'stale_generation',
+        `generation ${c.generation} is stale: the document's owner is generation ${d.owner?.generation ?? 'none'}`,
+      );
     }
     const base = d.meta.revision;
     if (c.session !== undefined && c.seq !== undefined) {
       const at = d.appendSeqs.findIndex(([s]) => s === c.session);
       const last = at < 0 ? 0 : d.appendSeqs[at]![1];
-      if (c.seq > last + 1) return fail('out_of_order', `append ${c.seq} of session ${c.session} before ${last + 1}: send them again in order`);
-      if (c.seq <= last) return { ok: true, op: 'append', base, results: c.changes.map((change) => this.replayed(d, change)) };
+      if (c.seq > last + 1)
+        return fail(
+          'out_of_order',
+          `append ${c.seq} of session ${c.session} before ${last + 1}: send them again in order`,
+        );
+      if (c.seq <= last)
+        return { ok: true, op: 'append', base, results: c.changes.map((change) => this.replayed(d, change)) };
       if (at >= 0) d.appendSeqs.splice(at, 1);
       d.appendSeqs.push([c.session, c.seq]);
       if (d.appendSeqs.length > MAX_APPEND_SESSIONS) d.appendSeqs.shift();
@@ -436,8 +489,18 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
     const seen = d.opIds.get(op_id);
     if (seen !== undefined) return { ok: true, op_id, revision: seen, duplicate: true };
     const sv = d.doc.stateVector();
-    if (Array.isArray(c.ops) && c.ops.length > 0 && c.ops.every((op) => op.id[1] + opLength(op) - 1 <= (sv[op.id[0]] ?? -1))) return { ok: true, op_id, revision: d.meta.revision, duplicate: true };
-    return { ok: false, op_id, code: 'invalid_op', message: 'this change was refused when its append entry was first applied' };
+    if (
+      Array.isArray(c.ops) &&
+      c.ops.length > 0 &&
+      c.ops.every((op) => op.id[1] + opLength(op) - 1 <= (sv[op.id[0]] ?? -1))
+    )
+      return { ok: true, op_id, revision: d.meta.revision, duplicate: true };
+    return {
+      ok: false,
+      op_id,
+      code: 'invalid_op',
+      message: 'this change was refused when its append entry was first applied',
+    };
   }
 
   /** One change: checked whole before anything of it is applied (except the CRDT's own late anchor check). */
@@ -445,20 +508,34 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
     const op_id = c.op_id;
     const seen = d.opIds.get(op_id);
     if (seen !== undefined) return { ok: true, op_id, revision: seen, duplicate: true };
-    const bad = (code: 'invalid_op' | 'too_large' | 'forbidden', message: string): ChangeResult => ({ ok: false, op_id, code, message });
-    if (!atLeast(this.role(d.meta.doc_id, c.author), 'editor')) return bad('forbidden', `${c.author} may not edit this document`);
-    if (!Array.isArray(c.ops) || c.ops.length === 0 || c.ops.length > MAX_OPS_PER_CHANGE) return bad('invalid_op', `op must be a list of 1..${MAX_OPS_PER_CHANGE} ops`);
+    const bad = (code: 'invalid_op' | 'too_large' | 'forbidden', message: string): ChangeResult => ({
+      ok: false,
+      op_id,
+      code,
+      message,
+    });
+    if (!atLeast(this.role(d.meta.doc_id, c.author), 'editor'))
+      return bad('forbidden', `${c.author} may not edit this document`);
+    if (!Array.isArray(c.ops) || c.ops.length === 0 || c.ops.length > MAX_OPS_PER_CHANGE)
+      return bad('invalid_op', `op must be a list of 1..${MAX_OPS_PER_CHANGE} ops`);
     try {
       for (const op of c.ops) checkOp(op);
     } catch (error) {
       return bad('invalid_op', (error as Error).message);
     }
     const first = c.ops[0]!;
-    if (op_id !== `${first.id[0]}:${first.id[1]}`) return bad('invalid_op', `op_id must be "client:counter" of the first op's id (${first.id[0]}:${first.id[1]})`);
-    for (const op of c.ops) if (!clientBelongsTo(op.id[0], c.author)) return bad('forbidden', `op id ${op.id[0]} is not a client of ${c.author} (use "${c.author}" or "${c.author}~<session>")`);
+    if (op_id !== `${first.id[0]}:${first.id[1]}`)
+      return bad('invalid_op', `op_id must be "client:counter" of the first op's id (${first.id[0]}:${first.id[1]})`);
+    for (const op of c.ops)
+      if (!clientBelongsTo(op.id[0], c.author))
+        return bad(
+          'forbidden',
+          `op id ${op.id[0]} is not a client of ${c.author} (use "${c.author}" or "${c.author}~<session>")`,
+        );
     // Applied before (its op_id left the hot log, or it was resent inside another change): every counter is known.
     const sv = d.doc.stateVector();
-    if (c.ops.every((op) => op.id[1] + opLength(op) - 1 <= (sv[op.id[0]] ?? -1))) return { ok: true, op_id, revision: d.meta.revision, duplicate: true };
+    if (c.ops.every((op) => op.id[1] + opLength(op) - 1 <= (sv[op.id[0]] ?? -1)))
+      return { ok: true, op_id, revision: d.meta.revision, duplicate: true };
     // Dependencies: each op continues its client's counters exactly, and anchors on counters already applied, so a
     // change is never left waiting inside the CRDT (which would block that client's later changes for ever).
     const have = new Map(Object.entries(sv));
@@ -466,13 +543,27 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
     let added = 0;
     for (const op of c.ops) {
       const next = (have.get(op.id[0]) ?? -1) + 1;
-      if (op.id[1] !== next) return bad('invalid_op', `op ${op.id[0]}:${op.id[1]} does not follow that client's last applied counter ${next - 1}: send changes in order, each once`);
-      const deps = op.type === 'insert' ? known(op.left) && known(op.right) : op.type === 'delete' ? known(op.target, op.length) : known(op.start) && known(op.end);
-      if (!deps) return bad('invalid_op', `op ${op.id[0]}:${op.id[1]} anchors on characters this document does not hold`);
+      if (op.id[1] !== next)
+        return bad(
+          'invalid_op',
+          `op ${op.id[0]}:${op.id[1]} does not follow that client's last applied counter ${next - 1}: send changes in order, each once`,
+        );
+      const deps =
+        op.type === 'insert'
+          ? known(op.left) && known(op.right)
+          : op.type === 'delete'
+            ? known(op.target, op.length)
+            : known(op.start) && known(op.end);
+      if (!deps)
+        return bad('invalid_op', `op ${op.id[0]}:${op.id[1]} anchors on characters this document does not hold`);
       have.set(op.id[0], op.id[1] + opLength(op) - 1);
       if (op.type === 'insert') added += op.text.length;
     }
-    if (d.doc.length + added > MAX_CHARS) return bad('too_large', `a document holds at most ${MAX_CHARS} characters (it has ${d.doc.length}; this change inserts ${added})`);
+    if (d.doc.length + added > MAX_CHARS)
+      return bad(
+        'too_large',
+        `a document holds at most ${MAX_CHARS} characters (it has ${d.doc.length}; this change inserts ${added})`,
+      );
     try {
       d.doc.apply(c.ops);
     } catch (error) {
@@ -513,7 +604,11 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
       at += span.text.length;
     }
     if (ops.length === 0) return { ok: true, op: 'restore', revision: d.meta.revision, entry: null };
-    const revision = this.commit(d, { op_id: `${SERVER_CLIENT}:${ops[0]!.id[1]}`, author: c.author, ops, parent_revision: d.meta.revision }, time);
+    const revision = this.commit(
+      d,
+      { op_id: `${SERVER_CLIENT}:${ops[0]!.id[1]}`, author: c.author, ops, parent_revision: d.meta.revision },
+      time,
+    );
     return { ok: true, op: 'restore', revision, entry: d.log[d.log.length - 1]! };
   }
 
@@ -551,7 +646,11 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
   }
 
   restore(data: Uint8Array): void {
-    type Stored = Omit<DocState, 'permissions' | 'doc' | 'opIds' | 'appendSeqs'> & { permissions: Array<[string, Role]>; content: Uint8Array; appendSeqs?: Array<[string, number]> };
+    type Stored = Omit<DocState, 'permissions' | 'doc' | 'opIds' | 'appendSeqs'> & {
+      permissions: Array<[string, Role]>;
+      content: Uint8Array;
+      appendSeqs?: Array<[string, number]>;
+    };
     const stored = packr.unpack(data) as Stored[];
     this.docs = new Map();
     this.owned = new Map();

@@ -44,7 +44,20 @@ export const STALE_MS = 4_000;
 /** A change sent and not acknowledged within this long: the client reconnects (re-sending is safe: op_ids). */
 export const ACK_TIMEOUT_MS = 8_000;
 
-const COLORS = ['#e6194b', '#3cb44b', '#4363d8', '#f58231', '#911eb4', '#46f0f0', '#f032e6', '#bcf60c', '#008080', '#9a6324', '#800000', '#000075'];
+const COLORS = [
+  '#e6194b',
+  '#3cb44b',
+  '#4363d8',
+  '#f58231',
+  '#911eb4',
+  '#46f0f0',
+  '#f032e6',
+  '#bcf60c',
+  '#008080',
+  '#9a6324',
+  '#800000',
+  '#000075',
+];
 
 /** A user's colour: the same on every worker (a hash of the user id). */
 export function colorOf(user: string): string {
@@ -67,18 +80,29 @@ export function parseClientMessage(text: string): ClientMessage | string {
   switch (o.type) {
     case 'join':
       if (typeof o.user_id !== 'string') return 'join: user_id (string) is required';
-      if (o.since_revision !== undefined && o.since_revision !== null && !int(o.since_revision)) return 'join: since_revision is a revision (integer >= 0)';
-      return { type: 'join', user_id: o.user_id, ...(int(o.since_revision) ? { since_revision: o.since_revision as number } : {}) };
+      if (o.since_revision !== undefined && o.since_revision !== null && !int(o.since_revision))
+        return 'join: since_revision is a revision (integer >= 0)';
+      return {
+        type: 'join',
+        user_id: o.user_id,
+        ...(int(o.since_revision) ? { since_revision: o.since_revision as number } : {}),
+      };
     case 'op':
-      if (typeof o.op_id !== 'string' || o.op_id.length === 0 || o.op_id.length > 300) return 'op: op_id (string) is required';
+      if (typeof o.op_id !== 'string' || o.op_id.length === 0 || o.op_id.length > 300)
+        return 'op: op_id (string) is required';
       if (!Array.isArray(o.op)) return 'op: op is a list of ops';
       if (!int(o.parent_revision)) return 'op: parent_revision is a revision (integer >= 0)';
       return { type: 'op', op_id: o.op_id, op: o.op as Op[], parent_revision: o.parent_revision as number };
     case 'presence': {
       if (o.cursor_pos !== null && !int(o.cursor_pos)) return 'presence: cursor_pos is an index (integer >= 0) or null';
       const s = o.selection as Record<string, unknown> | null | undefined;
-      if (s !== undefined && s !== null && (typeof s !== 'object' || !int(s.anchor) || !int(s.head))) return 'presence: selection is {anchor, head}';
-      return { type: 'presence', cursor_pos: o.cursor_pos as number | null, ...(s ? { selection: { anchor: s.anchor as number, head: s.head as number } } : {}) };
+      if (s !== undefined && s !== null && (typeof s !== 'object' || !int(s.anchor) || !int(s.head)))
+        return 'presence: selection is {anchor, head}';
+      return {
+        type: 'presence',
+        cursor_pos: o.cursor_pos as number | null,
+        ...(s ? { selection: { anchor: s.anchor as number, head: s.head as number } } : {}),
+      };
     }
     case 'ack':
       if (!int(o.ack_revision)) return 'ack: ack_revision is a revision (integer >= 0)';

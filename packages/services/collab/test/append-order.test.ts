@@ -8,10 +8,11 @@ import { AppendOrder } from '../src/members/append-order.js';
 t.test('entries that overtook their predecessor wait for it', async (t) => {
   const order = new AppendOrder();
   const proposed: number[] = [];
-  const go = (seq: number) => order.run('g/d/s', seq, async () => {
-    proposed.push(seq);
-    return seq;
-  });
+  const go = (seq: number) =>
+    order.run('g/d/s', seq, async () => {
+      proposed.push(seq);
+      return seq;
+    });
   await go(1);
   const late = [go(4), go(3)];
   await new Promise((r) => setTimeout(r, 10));

@@ -7,7 +7,11 @@ t.test('frames are kept in order up to the bound, then refused and dropped', (t)
   const early = new EarlyFrames(10);
   t.ok(early.push(Buffer.from('abcd')), 'first frame kept');
   t.ok(early.push(Buffer.from('efghij')), 'second frame kept: exactly at the bound');
-  t.same(early.frames.map((f) => String(f)), ['abcd', 'efghij'], 'in order');
+  t.same(
+    early.frames.map((f) => String(f)),
+    ['abcd', 'efghij'],
+    'in order',
+  );
   t.notOk(early.push(Buffer.from('k')), 'one byte more is refused');
   t.equal(early.frames.length, 0, 'the backlog is dropped (the socket closes)');
   t.end();

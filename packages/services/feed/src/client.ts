@@ -26,7 +26,11 @@ export class FeedClient {
   private readonly cluster: ClusterClient;
 
   constructor(options: FeedClientOptions) {
-    this.cluster = new ClusterClient({ endpoints: options.endpoints, token: options.token, timeoutMs: options.timeoutMs ?? 15_000 });
+    this.cluster = new ClusterClient({
+      endpoints: options.endpoints,
+      token: options.token,
+      timeoutMs: options.timeoutMs ?? 15_000,
+    });
   }
 
   post(input: PostInput): Promise<{ post_id: string; created_at: number }> {
@@ -64,11 +68,19 @@ export class FeedClient {
   }
 
   unlike(postId: string, user_id?: string): Promise<{ post_id: string; liked: boolean; changed: boolean }> {
-    return this.call('DELETE', `/api/posts/${encodeURIComponent(postId)}/like`, user_id === undefined ? {} : { user_id });
+    return this.call(
+      'DELETE',
+      `/api/posts/${encodeURIComponent(postId)}/like`,
+      user_id === undefined ? {} : { user_id },
+    );
   }
 
   repost(postId: string, user_id?: string): Promise<{ post_id: string; created_at: number; repost_of: string }> {
-    return this.call('POST', `/api/posts/${encodeURIComponent(postId)}/repost`, user_id === undefined ? {} : { user_id });
+    return this.call(
+      'POST',
+      `/api/posts/${encodeURIComponent(postId)}/repost`,
+      user_id === undefined ? {} : { user_id },
+    );
   }
 
   markSeen(post_ids: string[], user_id?: string): Promise<{ ok: true; marked: number }> {
@@ -84,16 +96,25 @@ export class FeedClient {
   }
 
   /** Whom `userId` follows, by user id from `after` (exclusive), one single-key range read. */
-  following(userId: string, options: { limit?: number; after?: string } = {}): Promise<{ user_id: string; following: Edge[]; next_after: string | null }> {
+  following(
+    userId: string,
+    options: { limit?: number; after?: string } = {},
+  ): Promise<{ user_id: string; following: Edge[]; next_after: string | null }> {
     return this.call('GET', `/api/users/${encodeURIComponent(userId)}/following${edgeQuery(options)}`);
   }
 
   /** Who follows `userId`, the other view of the same relation. */
-  followers(userId: string, options: { limit?: number; after?: string } = {}): Promise<{ user_id: string; followers: Edge[]; next_after: string | null }> {
+  followers(
+    userId: string,
+    options: { limit?: number; after?: string } = {},
+  ): Promise<{ user_id: string; followers: Edge[]; next_after: string | null }> {
     return this.call('GET', `/api/users/${encodeURIComponent(userId)}/followers${edgeQuery(options)}`);
   }
 
-  posts(authorId: string, options: { limit?: number; before?: string } = {}): Promise<{ posts: PostView[]; next_before: string | null }> {
+  posts(
+    authorId: string,
+    options: { limit?: number; before?: string } = {},
+  ): Promise<{ posts: PostView[]; next_before: string | null }> {
     const query = new URLSearchParams();
     if (options.limit !== undefined) query.set('limit', String(options.limit));
     if (options.before !== undefined) query.set('before', options.before);

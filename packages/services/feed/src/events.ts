@@ -61,8 +61,10 @@ export function decodeEvent(value: string): PostEvent | DeleteEvent {
   }
   if (typeof e !== 'object' || e === null || Array.isArray(e)) throw new Error('not a JSON object');
   if (e.type !== 'post' && e.type !== 'delete') throw new Error('type: post or delete');
-  if (typeof e.post_id !== 'string' || e.post_id.length === 0 || e.post_id.length > 200) throw new Error('post_id: a string of 1..200 characters');
-  if (typeof e.author_id !== 'string' || e.author_id.length === 0 || e.author_id.length > 200) throw new Error('author_id: a string of 1..200 characters');
+  if (typeof e.post_id !== 'string' || e.post_id.length === 0 || e.post_id.length > 200)
+    throw new Error('post_id: a string of 1..200 characters');
+  if (typeof e.author_id !== 'string' || e.author_id.length === 0 || e.author_id.length > 200)
+    throw new Error('author_id: a string of 1..200 characters');
   if (typeof e.created_at !== 'number' || !Number.isFinite(e.created_at)) throw new Error('created_at: a time');
   return e as PostEvent | DeleteEvent;
 }

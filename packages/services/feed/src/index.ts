@@ -10,7 +10,14 @@ export { StoreClient } from './store-client.js';
 export { storeRole, STORE_ROLE, STORE_COUNT } from './workers/store/worker.js';
 export { fanoutRole, FANOUT_ROLE, FANOUT_COUNT } from './workers/fanout/fanout.js';
 export { appRole, APP_ROLE, DEFAULT_LIMIT, MAX_LIMIT } from './workers/app/http.js';
-export { applyRanking, limitConsecutive, mergeCandidates, encodeToken, decodeToken, MAX_CONSECUTIVE } from './workers/app/assemble.js';
+export {
+  applyRanking,
+  limitConsecutive,
+  mergeCandidates,
+  encodeToken,
+  decodeToken,
+  MAX_CONSECUTIVE,
+} from './workers/app/assemble.js';
 export type { FeedToken } from './workers/app/assemble.js';
 export { FeedReader } from './workers/app/feed-reader.js';
 export type { FeedPage, PostView } from './workers/app/feed-reader.js';

@@ -65,8 +65,14 @@ export function checkPostCommand(value: unknown): asserts value is PostCommand {
       if (typeof p !== 'object' || p === null) throw new Error('post must be an object');
       id(p.post_id, 'post_id');
       user(p.author_id, 'author_id');
-      if (typeof p.text !== 'string' || p.text.length > MAX_TEXT) throw new Error(`text must be a string of at most ${MAX_TEXT} characters`);
-      if (!Array.isArray(p.media_ids) || p.media_ids.length > MAX_MEDIA || !p.media_ids.every((m) => typeof m === 'string' && MEDIA_ID.test(m))) throw new Error(`media_ids must be at most ${MAX_MEDIA} media ids`);
+      if (typeof p.text !== 'string' || p.text.length > MAX_TEXT)
+        throw new Error(`text must be a string of at most ${MAX_TEXT} characters`);
+      if (
+        !Array.isArray(p.media_ids) ||
+        p.media_ids.length > MAX_MEDIA ||
+        !p.media_ids.every((m) => typeof m === 'string' && MEDIA_ID.test(m))
+      )
+        throw new Error(`media_ids must be at most ${MAX_MEDIA} media ids`);
       if (p.parent_post_id !== null) id(p.parent_post_id, 'parent_post_id');
       if (p.repost_of !== null) id(p.repost_of, 'repost_of');
       return;
@@ -98,7 +104,8 @@ export class PostsMachine implements StateMachine<PostCommand, PostResult> {
     switch (command.op) {
       case 'create': {
         const existing = this.posts.get(command.post.post_id);
-        if (existing !== undefined) return { op: 'create', status: existing.deleted_at !== undefined ? 'deleted' : 'exists', post: existing };
+        if (existing !== undefined)
+          return { op: 'create', status: existing.deleted_at !== undefined ? 'deleted' : 'exists', post: existing };
         const p = command.post;
         const post: Post = {
           post_id: p.post_id,
@@ -133,7 +140,10 @@ export class PostsMachine implements StateMachine<PostCommand, PostResult> {
           if (set === undefined) this.likers.set(post.post_id, (set = new Set()));
           set.add(command.user_id);
         } else set!.delete(command.user_id);
-        const next: Post = { ...post, engagement_counts: { ...post.engagement_counts, likes: post.engagement_counts.likes + (command.on ? 1 : -1) } };
+        const next: Post = {
+          ...post,
+          engagement_counts: { ...post.engagement_counts, likes: post.engagement_counts.likes + (command.on ? 1 : -1) },
+        };
         this.posts.set(post.post_id, next);
         return { op: 'like', status: 'changed', post: next };
       }
@@ -141,7 +151,10 @@ export class PostsMachine implements StateMachine<PostCommand, PostResult> {
         const post = this.posts.get(command.post_id);
         if (post === undefined) return { op: 'count', status: 'not_found', post: null };
         if (post.deleted_at !== undefined) return { op: 'count', status: 'deleted', post };
-        const next: Post = { ...post, engagement_counts: { ...post.engagement_counts, [command.field]: post.engagement_counts[command.field] + 1 } };
+        const next: Post = {
+          ...post,
+          engagement_counts: { ...post.engagement_counts, [command.field]: post.engagement_counts[command.field] + 1 },
+        };
         this.posts.set(post.post_id, next);
         return { op: 'count', status: 'changed', post: next };
       }
@@ -162,7 +175,10 @@ export class PostsMachine implements StateMachine<PostCommand, PostResult> {
   }
 
   restore(data: Uint8Array): void {
-    const state = JSON.parse(Buffer.from(data).toString('utf8')) as { posts: Post[]; likers: Array<[string, string[]]> };
+    const state = JSON.parse(Buffer.from(data).toString('utf8')) as {
+      posts: Post[];
+      likers: Array<[string, string[]]>;
+    };
     this.posts.clear();
     this.likers.clear();
     for (const p of state.posts) this.posts.set(p.post_id, p);

@@ -56,7 +56,12 @@ export class StoreClient {
         bodyTimeout: this.timeoutMs,
       });
     } catch (e) {
-      throw new ServiceError(503, 'store_unavailable', `store partition ${partition} did not answer: ${(e as Error).message}`, { partition });
+      throw new ServiceError(
+        503,
+        'store_unavailable',
+        `store partition ${partition} did not answer: ${(e as Error).message}`,
+        { partition },
+      );
     }
     const text = await res.body.text();
     let body: unknown = null;

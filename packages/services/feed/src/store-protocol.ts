@@ -61,17 +61,31 @@ const MONTH = /^\d{6}$/;
 function bad(message: string): never {
   throw badRequest('invalid_call', message);
 }
-const user = (v: unknown, f: string): string => (typeof v === 'string' && USER_ID.test(v) ? v : bad(`${f} must be a user id`));
-const post = (v: unknown, f: string): string => (typeof v === 'string' && POST_ID.test(v) ? v : bad(`${f} must be a post id`));
-const int = (v: unknown, f: string, min: number, max: number): number => (typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max ? v : bad(`${f} must be an integer ${min}..${max}`));
+const user = (v: unknown, f: string): string =>
+  typeof v === 'string' && USER_ID.test(v) ? v : bad(`${f} must be a user id`);
+const post = (v: unknown, f: string): string =>
+  typeof v === 'string' && POST_ID.test(v) ? v : bad(`${f} must be a post id`);
+const int = (v: unknown, f: string, min: number, max: number): number =>
+  typeof v === 'number' && Number.isSafeInteger(v) && v >= min && v <= max
+    ? v
+    : bad(`${f} must be an integer ${min}..${max}`);
 const bool = (v: unknown, f: string): boolean => (typeof v === 'boolean' ? v : bad(`${f} must be a boolean`));
-const list = (v: unknown, f: string): unknown[] => (Array.isArray(v) && v.length <= MAX_BATCH ? v : bad(`${f} must be a list of at most ${MAX_BATCH}`));
-const months = (v: unknown): string[] => list(v, 'months').map((m) => (typeof m === 'string' && MONTH.test(m) ? m : bad('months must be yyyymm strings'))).slice(0, 24);
+const list = (v: unknown, f: string): unknown[] =>
+  Array.isArray(v) && v.length <= MAX_BATCH ? v : bad(`${f} must be a list of at most ${MAX_BATCH}`);
+const months = (v: unknown): string[] =>
+  list(v, 'months')
+    .map((m) => (typeof m === 'string' && MONTH.test(m) ? m : bad('months must be yyyymm strings')))
+    .slice(0, 24);
 const TIME_MAX = 9_999_999_999_999;
 
 function entry(v: unknown, withUser: boolean): InboxWrite {
   const o = requireObject(v, 'entry');
-  return { user_id: withUser ? user(o.user_id, 'user_id') : '', post_id: post(o.post_id, 'post_id'), author_id: user(o.author_id, 'author_id'), created_at: int(o.created_at, 'created_at', 0, TIME_MAX) };
+  return {
+    user_id: withUser ? user(o.user_id, 'user_id') : '',
+    post_id: post(o.post_id, 'post_id'),
+    author_id: user(o.author_id, 'author_id'),
+    created_at: int(o.created_at, 'created_at', 0, TIME_MAX),
+  };
 }
 
 export function parseStoreCall(raw: unknown): StoreCall {
@@ -79,22 +93,49 @@ export function parseStoreCall(raw: unknown): StoreCall {
   switch (o.op) {
     case 'follow':
     case 'follower':
-      return { op: o.op, follower: user(o.follower, 'follower'), followee: user(o.followee, 'followee'), at: int(o.at, 'at', 0, TIME_MAX), on: bool(o.on, 'on') };
+      return {
+        op: o.op,
+        follower: user(o.follower, 'follower'),
+        followee: user(o.followee, 'followee'),
+        at: int(o.at, 'at', 0, TIME_MAX),
+        on: bool(o.on, 'on'),
+      };
     case 'following':
     case 'followers':
-      return { op: o.op, user: user(o.user, 'user'), limit: int(o.limit, 'limit', 1, 100_000), after: o.after === undefined || o.after === '' ? '' : user(o.after, 'after') };
+      return {
+        op: o.op,
+        user: user(o.user, 'user'),
+        limit: int(o.limit, 'limit', 1, 100_000),
+        after: o.after === undefined || o.after === '' ? '' : user(o.after, 'after'),
+      };
     case 'profiles':
       return { op: 'profiles', users: list(o.users, 'users').map((u) => user(u, 'users')) };
     case 'put_profile': {
       const c: StoreCall = { op: 'put_profile', user: user(o.user, 'user') };
-      if (o.display_name !== undefined) c.display_name = typeof o.display_name === 'string' && o.display_name.length <= 100 ? o.display_name : bad('display_name must be at most 100 characters');
-      if (o.account_state !== undefined) c.account_state = o.account_state === 'active' || o.account_state === 'suspended' || o.account_state === 'deactivated' ? o.account_state : bad('account_state must be active, suspended or deactivated');
+      if (o.display_name !== undefined)
+        c.display_name =
+          typeof o.display_name === 'string' && o.display_name.length <= 100
+            ? o.display_name
+            : bad('display_name must be at most 100 characters');
+      if (o.account_state !== undefined)
+        c.account_state =
+          o.account_state === 'active' || o.account_state === 'suspended' || o.account_state === 'deactivated'
+            ? o.account_state
+            : bad('account_state must be active, suspended or deactivated');
       return c;
     }
     case 'threshold':
-      return { op: 'threshold', threshold: o.threshold === null || o.threshold === undefined ? null : int(o.threshold, 'threshold', 0, 1e12) };
+      return {
+        op: 'threshold',
+        threshold: o.threshold === null || o.threshold === undefined ? null : int(o.threshold, 'threshold', 0, 1e12),
+      };
     case 'engage':
-      return { op: 'engage', user: user(o.user, 'user'), author: user(o.author, 'author'), at: int(o.at, 'at', 0, TIME_MAX) };
+      return {
+        op: 'engage',
+        user: user(o.user, 'user'),
+        author: user(o.author, 'author'),
+        at: int(o.at, 'at', 0, TIME_MAX),
+      };
     case 'engagement':
       return { op: 'engagement', user: user(o.user, 'user') };
     case 'add_inbox':
@@ -102,17 +143,48 @@ export function parseStoreCall(raw: unknown): StoreCall {
       return { op: o.op, entries: list(o.entries, 'entries').map((e) => entry(e, true)) };
     case 'add_outbox':
     case 'remove_outbox':
-      return { op: o.op, entries: list(o.entries, 'entries').map((e) => { const { user_id: _u, ...rest } = entry(e, false); return rest; }) };
+      return {
+        op: o.op,
+        entries: list(o.entries, 'entries').map((e) => {
+          const { user_id: _u, ...rest } = entry(e, false);
+          return rest;
+        }),
+      };
     case 'inbox':
-      return { op: 'inbox', user: user(o.user, 'user'), months: months(o.months), limit: int(o.limit, 'limit', 1, 10_000) };
+      return {
+        op: 'inbox',
+        user: user(o.user, 'user'),
+        months: months(o.months),
+        limit: int(o.limit, 'limit', 1, 10_000),
+      };
     case 'outbox':
-      return { op: 'outbox', author: user(o.author, 'author'), months: months(o.months), limit: int(o.limit, 'limit', 1, 10_000), before: o.before === null || o.before === undefined ? null : post(o.before, 'before') };
+      return {
+        op: 'outbox',
+        author: user(o.author, 'author'),
+        months: months(o.months),
+        limit: int(o.limit, 'limit', 1, 10_000),
+        before: o.before === null || o.before === undefined ? null : post(o.before, 'before'),
+      };
     case 'mark_seen':
-      return { op: 'mark_seen', user: user(o.user, 'user'), post_ids: list(o.post_ids, 'post_ids').map((p) => post(p, 'post_ids')), at: int(o.at, 'at', 0, TIME_MAX) };
+      return {
+        op: 'mark_seen',
+        user: user(o.user, 'user'),
+        post_ids: list(o.post_ids, 'post_ids').map((p) => post(p, 'post_ids')),
+        at: int(o.at, 'at', 0, TIME_MAX),
+      };
     case 'seen':
-      return { op: 'seen', user: user(o.user, 'user'), post_ids: list(o.post_ids, 'post_ids').map((p) => post(p, 'post_ids')) };
+      return {
+        op: 'seen',
+        user: user(o.user, 'user'),
+        post_ids: list(o.post_ids, 'post_ids').map((p) => post(p, 'post_ids')),
+      };
     case 'put_snapshot':
-      return { op: 'put_snapshot', user: user(o.user, 'user'), ranked_at: int(o.ranked_at, 'ranked_at', 0, TIME_MAX), snapshot: o.snapshot ?? null };
+      return {
+        op: 'put_snapshot',
+        user: user(o.user, 'user'),
+        ranked_at: int(o.ranked_at, 'ranked_at', 0, TIME_MAX),
+        snapshot: o.snapshot ?? null,
+      };
     case 'snapshot':
       return { op: 'snapshot', user: user(o.user, 'user'), ranked_at: int(o.ranked_at, 'ranked_at', 0, TIME_MAX) };
     default:

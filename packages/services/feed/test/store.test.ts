@@ -24,9 +24,19 @@ t.test('follow graph: one prefix each way; counts folded later; the flag follows
     t.equal(await store.follower('star', f, now, true), true);
   }
   t.equal(await store.follower('star', 'b', now, true), false, 'idempotent');
-  t.same((await store.followers('star', 10)).map((e) => e.user_id), ['b', 'c', 'd']);
-  t.same((await store.following('b', 10)).map((e) => e.user_id), ['star']);
-  t.same((await store.followers('star', 2, 'b')).map((e) => e.user_id), ['c', 'd'], 'paged after a user');
+  t.same(
+    (await store.followers('star', 10)).map((e) => e.user_id),
+    ['b', 'c', 'd'],
+  );
+  t.same(
+    (await store.following('b', 10)).map((e) => e.user_id),
+    ['star'],
+  );
+  t.same(
+    (await store.followers('star', 2, 'b')).map((e) => e.user_id),
+    ['c', 'd'],
+    'paged after a user',
+  );
   t.match(await store.profiles(['star']), [{ followers_count: 0 }], 'not folded yet: asynchronous');
   t.equal(await store.pendingCountChanges(), 3);
   t.equal(await store.foldCounts(), 3);
@@ -45,20 +55,36 @@ t.test('follow graph: one prefix each way; counts folded later; the flag follows
 
 t.test('inbox: newest first, current and previous month, hot cache written through', async (t) => {
   const old = now - 70 * 24 * 3600_000;
-  const e = (at: number, author = 'x') => ({ user_id: 'u1', post_id: newPostId(at), author_id: author, created_at: at });
+  const e = (at: number, author = 'x') => ({
+    user_id: 'u1',
+    post_id: newPostId(at),
+    author_id: author,
+    created_at: at,
+  });
   const a = e(now - 3);
   const b = e(now - 2);
   const ancient = e(old);
   await store.addInbox([a, ancient, b]);
-  t.same((await store.inbox('u1', months, 10)).map((x) => x.post_id), [b.post_id, a.post_id], 'two months only, newest first');
+  t.same(
+    (await store.inbox('u1', months, 10)).map((x) => x.post_id),
+    [b.post_id, a.post_id],
+    'two months only, newest first',
+  );
   t.notOk(months.includes(month(old)));
   const c = e(now - 1);
   const hits = store.stats.hotHits;
   await store.addInbox([c]);
-  t.same((await store.inbox('u1', months, 10)).map((x) => x.post_id), [c.post_id, b.post_id, a.post_id], 'the write went through to the cache');
+  t.same(
+    (await store.inbox('u1', months, 10)).map((x) => x.post_id),
+    [c.post_id, b.post_id, a.post_id],
+    'the write went through to the cache',
+  );
   t.equal(store.stats.hotHits, hits + 1, 'served by the hot cache');
   await store.removeInbox([b]);
-  t.same((await store.inbox('u1', months, 10)).map((x) => x.post_id), [c.post_id, a.post_id]);
+  t.same(
+    (await store.inbox('u1', months, 10)).map((x) => x.post_id),
+    [c.post_id, a.post_id],
+  );
   await store.addInbox([c]);
   t.equal((await store.inbox('u1', months, 10)).length, 2, 'idempotent');
 });
@@ -70,19 +96,35 @@ t.test('a write racing a cold load is never lost from the cache', async (t) => {
     await store.addInbox([first]);
     const late = { user_id: user, post_id: newPostId(now), author_id: 'x', created_at: now };
     await Promise.all([store.inbox(user, months, 10), store.addInbox([late])]);
-    t.ok((await store.inbox(user, months, 10)).some((x) => x.post_id === late.post_id), `round ${i}`);
+    t.ok(
+      (await store.inbox(user, months, 10)).some((x) => x.post_id === late.post_id),
+      `round ${i}`,
+    );
   }
 });
 
 t.test('outbox, seen marks, snapshots, engagement', async (t) => {
   const ids = [now - 3, now - 2, now - 1].map((at) => ({ post_id: newPostId(at), author_id: 'w', created_at: at }));
   await store.addOutbox(ids);
-  t.same((await store.outbox('w', months, 10)).map((x) => x.post_id), ids.map((x) => x.post_id).reverse());
-  t.same((await store.outbox('w', months, 10, ids[2]!.post_id)).map((x) => x.post_id), [ids[1]!.post_id, ids[0]!.post_id], 'older than a post id');
+  t.same(
+    (await store.outbox('w', months, 10)).map((x) => x.post_id),
+    ids.map((x) => x.post_id).reverse(),
+  );
+  t.same(
+    (await store.outbox('w', months, 10, ids[2]!.post_id)).map((x) => x.post_id),
+    [ids[1]!.post_id, ids[0]!.post_id],
+    'older than a post id',
+  );
   await store.removeOutbox([ids[0]!]);
   t.equal((await store.outbox('w', months, 10)).length, 2);
   await store.markSeen('v', [ids[1]!.post_id], now);
-  t.same(await store.seen('v', ids.map((x) => x.post_id)), [ids[1]!.post_id]);
+  t.same(
+    await store.seen(
+      'v',
+      ids.map((x) => x.post_id),
+    ),
+    [ids[1]!.post_id],
+  );
   await store.putSnapshot('v', now, { ids: ['a'] });
   t.same(await store.snapshot('v', now), { ids: ['a'] });
   await store.putSnapshot('v', now + 16 * 60_000, { ids: ['b'] });

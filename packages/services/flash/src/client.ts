@@ -49,7 +49,14 @@ export class FlashClient {
     const payload = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
     if (payload !== undefined) headers['content-type'] = 'application/json';
     const timeout = this.options.timeoutMs ?? 30_000;
-    const res = await request(base + path, { method: method as 'GET', headers, body: payload, dispatcher: this.agent, headersTimeout: timeout, bodyTimeout: timeout });
+    const res = await request(base + path, {
+      method: method as 'GET',
+      headers,
+      body: payload,
+      dispatcher: this.agent,
+      headersTimeout: timeout,
+      bodyTimeout: timeout,
+    });
     const text = await res.body.text();
     let parsed: Record<string, unknown> = {};
     if (text.length > 0) {
@@ -64,7 +71,13 @@ export class FlashClient {
   }
 
   /** POST /api/flash/deals (cluster token): the new deal's id. */
-  async createDeal(deal: { sku_id: string; total_inventory: number; start_at: string | number; end_at: string | number; shards: number }): Promise<string> {
+  async createDeal(deal: {
+    sku_id: string;
+    total_inventory: number;
+    start_at: string | number;
+    end_at: string | number;
+    shards: number;
+  }): Promise<string> {
     const a = await this.call('POST', '/api/flash/deals', deal, { bearer: this.options.token });
     if (a.status !== 201) throw new Error(`create deal: ${a.status} ${JSON.stringify(a.body)}`);
     return a.body.deal_id as string;
@@ -72,7 +85,12 @@ export class FlashClient {
 
   /** PUT /api/flash/accounts/{user_id} (cluster token): the user's bearer token. */
   async register(userId: string, createdAt: number | string, paymentVerified: boolean): Promise<string> {
-    const a = await this.call('PUT', `/api/flash/accounts/${encodeURIComponent(userId)}`, { created_at: createdAt, payment_verified: paymentVerified }, { bearer: this.options.token });
+    const a = await this.call(
+      'PUT',
+      `/api/flash/accounts/${encodeURIComponent(userId)}`,
+      { created_at: createdAt, payment_verified: paymentVerified },
+      { bearer: this.options.token },
+    );
     if (a.status !== 200) throw new Error(`register: ${a.status} ${JSON.stringify(a.body)}`);
     return a.body.user_token as string;
   }
@@ -83,7 +101,12 @@ export class FlashClient {
     if (c.status !== 200) throw new Error(`challenge: ${c.status} ${JSON.stringify(c.body)}`);
     const challenge = c.body.challenge as string;
     const nonce = solveChallenge(challenge, c.body.difficulty as number);
-    const a = await this.call('POST', `/api/flash/${dealId}/challenge/answer`, { user_id: userId, challenge, nonce }, opts);
+    const a = await this.call(
+      'POST',
+      `/api/flash/${dealId}/challenge/answer`,
+      { user_id: userId, challenge, nonce },
+      opts,
+    );
     if (a.status !== 200) throw new Error(`answer: ${a.status} ${JSON.stringify(a.body)}`);
     const token = a.body.anti_bot_token as string;
     this.botTokens.set(`${dealId}\u0000${userId}`, token);
@@ -91,13 +114,36 @@ export class FlashClient {
   }
 
   /** POST /api/flash/{deal_id}/attempt with the user's token and the anti-bot token `solve` kept. */
-  attempt(dealId: string, userId: string, key: string, userToken: string, opts: CallOptions = {}): Promise<FlashAnswer> {
+  attempt(
+    dealId: string,
+    userId: string,
+    key: string,
+    userToken: string,
+    opts: CallOptions = {},
+  ): Promise<FlashAnswer> {
     const botToken = this.botTokens.get(`${dealId}\u0000${userId}`);
-    return this.call('POST', `/api/flash/${dealId}/attempt`, { user_id: userId, idempotency_key: key, anti_bot_token: botToken }, { bearer: userToken, ...opts });
+    return this.call(
+      'POST',
+      `/api/flash/${dealId}/attempt`,
+      { user_id: userId, idempotency_key: key, anti_bot_token: botToken },
+      { bearer: userToken, ...opts },
+    );
   }
 
-  checkout(dealId: string, reservationId: string, key: string, userToken: string, paymentMethod = 'card', opts: CallOptions = {}): Promise<FlashAnswer> {
-    return this.call('POST', `/api/flash/${dealId}/checkout`, { reservation_id: reservationId, payment_method: paymentMethod, idempotency_key: key }, { bearer: userToken, ...opts });
+  checkout(
+    dealId: string,
+    reservationId: string,
+    key: string,
+    userToken: string,
+    paymentMethod = 'card',
+    opts: CallOptions = {},
+  ): Promise<FlashAnswer> {
+    return this.call(
+      'POST',
+      `/api/flash/${dealId}/checkout`,
+      { reservation_id: reservationId, payment_method: paymentMethod, idempotency_key: key },
+      { bearer: userToken, ...opts },
+    );
   }
 
   state(dealId: string, opts: CallOptions = {}): Promise<FlashAnswer> {
@@ -105,7 +151,10 @@ export class FlashClient {
   }
 
   reservation(dealId: string, reservationId: string, bearer: string, opts: CallOptions = {}): Promise<FlashAnswer> {
-    return this.call('GET', `/api/flash/${dealId}/reservations/${encodeURIComponent(reservationId)}`, undefined, { bearer, ...opts });
+    return this.call('GET', `/api/flash/${dealId}/reservations/${encodeURIComponent(reservationId)}`, undefined, {
+      bearer,
+      ...opts,
+    });
   }
 
   async close(): Promise<void> {

@@ -64,7 +64,10 @@ export type ReserveOutcome =
 export type ReservationChange = { ok: true; reservation: ReservationView } | { ok: false; error: string };
 
 /** What a (user, key) attempt was answered, as the inventory remembers it (for a queued attempt's poll). */
-export type AttemptRecord = { status: 'won'; reservation: ReservationView } | { status: 'lost' } | { status: 'unknown' };
+export type AttemptRecord =
+  | { status: 'won'; reservation: ReservationView }
+  | { status: 'lost' }
+  | { status: 'unknown' };
 
 export interface InventoryBackend {
   /** Fill the shard counts of a new deal (idempotent for the same spec; `deal_exists` for another). */

@@ -10,7 +10,15 @@
  * again without a change.
  */
 import { Packr } from 'msgpackr';
-import { arrayField, CommandShapeError, commandOf, integerField, nullableIntegerField, stringArrayField, stringField } from '@raftkit/http';
+import {
+  arrayField,
+  CommandShapeError,
+  commandOf,
+  integerField,
+  nullableIntegerField,
+  stringArrayField,
+  stringField,
+} from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 /** The spec's payment window: a winner has 10 minutes to pay, else the unit is released. */
@@ -43,7 +51,17 @@ export type ReservationStatus = 'reserved' | 'paid' | 'expired' | 'cancelled';
 
 export type FlashCommand =
   /** The deal record and the shards of it this group holds (`shards`: shard index and its initial count). */
-  | { op: 'createDeal'; dealId: string; skuId: string; totalInventory: number; startAt: number; endAt: number; shardCount: number; shards: Array<{ shard: number; count: number }>; windowMs?: number }
+  | {
+      op: 'createDeal';
+      dealId: string;
+      skuId: string;
+      totalInventory: number;
+      startAt: number;
+      endAt: number;
+      shardCount: number;
+      shards: Array<{ shard: number; count: number }>;
+      windowMs?: number;
+    }
   /** The deal service's authoritative go-live broadcast, recorded so the group trusts it over start_at. */
   | { op: 'goLive'; dealId: string }
   /**
@@ -51,7 +69,15 @@ export type FlashCommand =
    * (optional): on the user's home shard, the random alive shard the gateway drew for its one re-route; if this shard
    * is empty the user is pinned to it, so every later attempt of the user re-routes to that same shard.
    */
-  | { op: 'reserve'; dealId: string; shard: number; userId: string; key: string; reservationId: string; reroute?: number | null }
+  | {
+      op: 'reserve';
+      dealId: string;
+      shard: number;
+      userId: string;
+      key: string;
+      reservationId: string;
+      reroute?: number | null;
+    }
   /** reserved -> paid, before expires_at. */
   | { op: 'pay'; reservationId: string; userId: string; paymentId: string }
   /** reserved -> cancelled by its user (or by the reservation step undoing a duplicate): the unit goes back. */
@@ -113,7 +139,11 @@ export type DealState = 'upcoming' | 'live' | 'sold_out' | 'ended';
  * sold_out is derived, not terminal: an expired or cancelled reservation returns its unit and the deal is live again
  * until end_at (the spec's "the unit is released" would otherwise lose the unit).
  */
-export function dealState(deal: { startAt: number; endAt: number; liveAt: number | null }, time: number, aliveShards: number): DealState {
+export function dealState(
+  deal: { startAt: number; endAt: number; liveAt: number | null },
+  time: number,
+  aliveShards: number,
+): DealState {
   if (time >= deal.endAt) return 'ended';
   if (deal.liveAt === null && time < deal.startAt) return 'upcoming';
   return aliveShards === 0 ? 'sold_out' : 'live';
@@ -175,7 +205,23 @@ interface Reservation {
 }
 
 interface Snapshot {
-  deals: Array<[string, string, number, number, number, number | null, number, Array<[number, number, number]>, Array<[string, string]>, Array<[string, string | number]>, Array<[string, number]>, number, number?]>;
+  deals: Array<
+    [
+      string,
+      string,
+      number,
+      number,
+      number,
+      number | null,
+      number,
+      Array<[number, number, number]>,
+      Array<[string, string]>,
+      Array<[string, string | number]>,
+      Array<[string, number]>,
+      number,
+      number?,
+    ]
+  >;
   reservations: Array<[string, string, string, number, number, number, ReservationStatus, string | null]>;
 }
 
@@ -204,7 +250,8 @@ export function checkFlashCommand(command: unknown): asserts command is FlashCom
         c,
         'shards',
         (x, at) => {
-          if (typeof x !== 'object' || x === null || Array.isArray(x)) throw new CommandShapeError(`createDeal.${at}: expected {shard, count}`);
+          if (typeof x !== 'object' || x === null || Array.isArray(x))
+            throw new CommandShapeError(`createDeal.${at}: expected {shard, count}`);
           const s = x as Record<string, unknown>;
           const shard = integerField(s, 'shard', 0, shardCount - 1);
           const count = integerField(s, 'count', 0, MAX_SHARD_COUNT);
@@ -214,9 +261,11 @@ export function checkFlashCommand(command: unknown): asserts command is FlashCom
         },
         MAX_SHARDS,
       );
-      if (shards.length === 0) throw new CommandShapeError('createDeal.shards: a group holds at least one shard of the deal');
+      if (shards.length === 0)
+        throw new CommandShapeError('createDeal.shards: a group holds at least one shard of the deal');
       if (c.windowMs !== undefined) integerField(c, 'windowMs', MIN_WINDOW_MS, MAX_WINDOW_MS);
-      if (shards.reduce((a, b) => a + b, 0) > total) throw new CommandShapeError('createDeal.shards: more units than total_inventory');
+      if (shards.reduce((a, b) => a + b, 0) > total)
+        throw new CommandShapeError('createDeal.shards: more units than total_inventory');
       return;
     }
     case 'goLive':
@@ -269,9 +318,11 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
         if ('error' in r) return r;
         const { reservation } = r;
         // A second pay of a paid reservation answers the first (checkout retries); only the first payment id counts.
-        if (reservation.status === 'paid') return { ok: true, op: 'pay', reservation: this.view(command.reservationId, reservation) };
+        if (reservation.status === 'paid')
+          return { ok: true, op: 'pay', reservation: this.view(command.reservationId, reservation) };
         if (reservation.status === 'cancelled') return { ok: false, error: 'reservation_cancelled' };
-        if (reservation.status === 'expired' || ctx.time >= reservation.expiresAt) return { ok: false, error: 'reservation_expired' };
+        if (reservation.status === 'expired' || ctx.time >= reservation.expiresAt)
+          return { ok: false, error: 'reservation_expired' };
         reservation.status = 'paid';
         reservation.paymentId = command.paymentId;
         return { ok: true, op: 'pay', reservation: this.view(command.reservationId, reservation) };
@@ -280,7 +331,8 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
         const r = this.owned(command.reservationId, command.userId);
         if ('error' in r) return r;
         const { reservation } = r;
-        if (reservation.status === 'cancelled') return { ok: true, op: 'cancel', reservation: this.view(command.reservationId, reservation) };
+        if (reservation.status === 'cancelled')
+          return { ok: true, op: 'cancel', reservation: this.view(command.reservationId, reservation) };
         if (reservation.status === 'paid') return { ok: false, error: 'already_paid' };
         if (reservation.status === 'expired') return { ok: false, error: 'reservation_expired' };
         this.giveBack(reservation, 'cancelled');
@@ -327,7 +379,8 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     }
     if (this.deals.size >= MAX_DEALS) return { ok: false, error: 'too_many_deals' };
     const shards = new Map<number, Shard>();
-    for (const s of [...command.shards].sort((a, b) => a.shard - b.shard)) shards.set(s.shard, { count: s.count, remaining: s.count });
+    for (const s of [...command.shards].sort((a, b) => a.shard - b.shard))
+      shards.set(s.shard, { count: s.count, remaining: s.count });
     this.deals.set(command.dealId, {
       skuId: command.skuId,
       totalInventory: command.totalInventory,
@@ -377,7 +430,14 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
     if (shard.remaining <= 0) {
       let reroute: number | null = null;
       const r = command.reroute;
-      if (pin === undefined && r !== undefined && r !== null && r !== command.shard && r < deal.shardCount && deal.lostRemembered < keyLimit(deal)) {
+      if (
+        pin === undefined &&
+        r !== undefined &&
+        r !== null &&
+        r !== command.shard &&
+        r < deal.shardCount &&
+        deal.lostRemembered < keyLimit(deal)
+      ) {
         deal.pins.set(command.userId, r);
         deal.lostRemembered++;
         reroute = r;
@@ -414,10 +474,18 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
   }
 
   private won(reservationId: string): FlashResult {
-    return { ok: true, op: 'reserve', outcome: 'won', reservation: this.view(reservationId, this.reservations.get(reservationId)!) };
+    return {
+      ok: true,
+      op: 'reserve',
+      outcome: 'won',
+      reservation: this.view(reservationId, this.reservations.get(reservationId)!),
+    };
   }
 
-  private owned(reservationId: string, userId: string): { reservation: Reservation } | { ok: false; error: FlashError } {
+  private owned(
+    reservationId: string,
+    userId: string,
+  ): { reservation: Reservation } | { ok: false; error: FlashError } {
     const reservation = this.reservations.get(reservationId);
     if (reservation === undefined) return { ok: false, error: 'unknown_reservation' };
     // A reservation_id cannot be transferred (rule 5): only its user pays or cancels it.
@@ -481,7 +549,11 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
    * the reservation the user holds here (any key of a winner answers it), `lost` when a shard here answered it
    * lost with no re-route left, `unknown` when no shard here decided it; null for a deal this group does not hold.
    */
-  attemptOf(dealId: string, userId: string, key: string): { status: 'won'; reservation: ReservationView } | { status: 'lost' } | { status: 'unknown' } | null {
+  attemptOf(
+    dealId: string,
+    userId: string,
+    key: string,
+  ): { status: 'won'; reservation: ReservationView } | { status: 'lost' } | { status: 'unknown' } | null {
     const deal = this.deals.get(dealId);
     if (deal === undefined) return null;
     const held = deal.winners.get(userId);
@@ -496,7 +568,11 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
    * The deal's winners from the `from`-th on, in the order they won (the winner set only grows), with their
    * reservation's expiry: the gateways fetch them incrementally to answer a winner's retry the same everywhere.
    */
-  winnersFrom(dealId: string, from: number, limit = 10_000): { total: number; winners: Array<[string, string, number]> } | null {
+  winnersFrom(
+    dealId: string,
+    from: number,
+    limit = 10_000,
+  ): { total: number; winners: Array<[string, string, number]> } | null {
     const deal = this.deals.get(dealId);
     if (deal === undefined) return null;
     const winners: Array<[string, string, number]> = [];
@@ -525,23 +601,35 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
 
   snapshot(): Uint8Array {
     const data: Snapshot = {
-      deals: [...this.deals].map(([id, d]) => [
+      deals: [...this.deals].map(
+        ([id, d]) =>
+          [
+            id,
+            d.skuId,
+            d.totalInventory,
+            d.startAt,
+            d.endAt,
+            d.liveAt,
+            d.shardCount,
+            [...d.shards].map(([i, s]) => [i, s.count, s.remaining]),
+            [...d.winners],
+            [...d.answers],
+            [...d.pins],
+            d.lostRemembered,
+            // Only when not the default, so snapshots of deals made before the field existed read back the same.
+            ...(d.windowMs === RESERVATION_WINDOW_MS ? [] : [d.windowMs]),
+          ] as Snapshot['deals'][number],
+      ),
+      reservations: [...this.reservations].map(([id, r]) => [
         id,
-        d.skuId,
-        d.totalInventory,
-        d.startAt,
-        d.endAt,
-        d.liveAt,
-        d.shardCount,
-        [...d.shards].map(([i, s]) => [i, s.count, s.remaining]),
-        [...d.winners],
-        [...d.answers],
-        [...d.pins],
-        d.lostRemembered,
-        // Only when not the default, so snapshots of deals made before the field existed read back the same.
-        ...(d.windowMs === RESERVATION_WINDOW_MS ? [] : [d.windowMs]),
-      ] as Snapshot['deals'][number]),
-      reservations: [...this.reservations].map(([id, r]) => [id, r.dealId, r.userId, r.shard, r.reservedAt, r.expiresAt, r.status, r.paymentId]),
+        r.dealId,
+        r.userId,
+        r.shard,
+        r.reservedAt,
+        r.expiresAt,
+        r.status,
+        r.paymentId,
+      ]),
     };
     return packr.pack(data);
   }
@@ -549,26 +637,45 @@ export class FlashMachine implements StateMachine<FlashCommand, FlashResult> {
   restore(bytes: Uint8Array): void {
     const data = packr.unpack(bytes) as Snapshot;
     this.deals = new Map(
-      data.deals.map(([id, skuId, totalInventory, startAt, endAt, liveAt, shardCount, shards, winners, answers, pins, lostRemembered, windowMs]) => [
-        id,
-        {
+      data.deals.map(
+        ([
+          id,
           skuId,
           totalInventory,
           startAt,
           endAt,
           liveAt,
           shardCount,
-          windowMs: windowMs ?? RESERVATION_WINDOW_MS,
-          shards: new Map(shards.map(([i, count, remaining]) => [i, { count, remaining }])),
-          winners: new Map(winners),
-          answers: new Map(answers),
-          pins: new Map(pins),
+          shards,
+          winners,
+          answers,
+          pins,
           lostRemembered,
-        },
-      ]),
+          windowMs,
+        ]) => [
+          id,
+          {
+            skuId,
+            totalInventory,
+            startAt,
+            endAt,
+            liveAt,
+            shardCount,
+            windowMs: windowMs ?? RESERVATION_WINDOW_MS,
+            shards: new Map(shards.map(([i, count, remaining]) => [i, { count, remaining }])),
+            winners: new Map(winners),
+            answers: new Map(answers),
+            pins: new Map(pins),
+            lostRemembered,
+          },
+        ],
+      ),
     );
     this.reservations = new Map(
-      data.reservations.map(([id, dealId, userId, shard, reservedAt, expiresAt, status, paymentId]) => [id, { dealId, userId, shard, reservedAt, expiresAt, status, paymentId }]),
+      data.reservations.map(([id, dealId, userId, shard, reservedAt, expiresAt, status, paymentId]) => [
+        id,
+        { dealId, userId, shard, reservedAt, expiresAt, status, paymentId },
+      ]),
     );
   }
 }

@@ -6,7 +6,16 @@
 import { GroupRouter, ServiceError } from '@raftkit/http';
 import type { DealView, FlashResult, ReservationView } from './machine.js';
 import { groupOfShard, groupsOfDeal, INVENTORY_GROUPS, inventoryGroup, shardCounts } from './placement.js';
-import { shardOfReservation, type AttemptRecord, type DealSnapshot, type DealSpec, type InventoryBackend, type ReservationChange, type ReserveOutcome, type ReserveRequest } from './inventory.js';
+import {
+  shardOfReservation,
+  type AttemptRecord,
+  type DealSnapshot,
+  type DealSpec,
+  type InventoryBackend,
+  type ReservationChange,
+  type ReserveOutcome,
+  type ReserveRequest,
+} from './inventory.js';
 
 export interface RaftInventoryOptions {
   /** Members' base URLs. */
@@ -27,31 +36,48 @@ export class RaftInventory implements InventoryBackend {
   private readonly winnersSeen = new Map<string, number[]>();
 
   constructor(options: RaftInventoryOptions) {
-    this.router = new GroupRouter({ endpoints: options.endpoints, token: options.token, timeoutMs: options.timeoutMs ?? 5_000, connections: options.connections ?? 32 });
+    this.router = new GroupRouter({
+      endpoints: options.endpoints,
+      token: options.token,
+      timeoutMs: options.timeoutMs ?? 5_000,
+      connections: options.connections ?? 32,
+    });
   }
 
   async createDeal(spec: DealSpec): Promise<void> {
     if (!this.groupsReady) {
       await this.router.request('flash.admin', 'POST', '/v1/flash/inventory-groups', {}).then((a) => {
-        if (a.status >= 300) throw new ServiceError(a.status, 'unavailable', `inventory groups: ${JSON.stringify(a.body).slice(0, 200)}`, a.body);
+        if (a.status >= 300)
+          throw new ServiceError(
+            a.status,
+            'unavailable',
+            `inventory groups: ${JSON.stringify(a.body).slice(0, 200)}`,
+            a.body,
+          );
       });
       this.groupsReady = true;
     }
     const counts = shardCounts(spec.totalInventory, spec.shards);
     // Group 0 last: it holds the deal's record as the gateways read it, so a deal they can see is whole.
     for (const g of groupsOfDeal(spec.shards).reverse()) {
-      const shards = counts.map((count, shard) => ({ shard, count })).filter((s) => groupOfShard(s.shard) === inventoryGroup(g));
-      const result = await this.command(inventoryGroup(g), {
-        op: 'createDeal',
-        dealId: spec.dealId,
-        skuId: spec.skuId,
-        totalInventory: spec.totalInventory,
-        startAt: spec.startAt,
-        endAt: spec.endAt,
-        shardCount: spec.shards,
-        shards,
-        ...(spec.windowMs === undefined ? {} : { windowMs: spec.windowMs }),
-      }, 30_000);
+      const shards = counts
+        .map((count, shard) => ({ shard, count }))
+        .filter((s) => groupOfShard(s.shard) === inventoryGroup(g));
+      const result = await this.command(
+        inventoryGroup(g),
+        {
+          op: 'createDeal',
+          dealId: spec.dealId,
+          skuId: spec.skuId,
+          totalInventory: spec.totalInventory,
+          startAt: spec.startAt,
+          endAt: spec.endAt,
+          shardCount: spec.shards,
+          shards,
+          ...(spec.windowMs === undefined ? {} : { windowMs: spec.windowMs }),
+        },
+        30_000,
+      );
       if (!result.ok) throw new ServiceError(409, result.error, `deal ${spec.dealId}: ${result.error}`, null);
     }
   }
@@ -69,7 +95,14 @@ export class RaftInventory implements InventoryBackend {
     const from = Array.from({ length: INVENTORY_GROUPS }, (_, g) => seen[g] ?? 0);
     const first = await this.view(inventoryGroup(0), dealId, seen[0] ?? 0);
     if (first === null) return null;
-    const views = [first, ...(await Promise.all(groupsOfDeal(first.shardCount).slice(1).map((g) => this.view(inventoryGroup(g), dealId, seen[g] ?? 0))))];
+    const views = [
+      first,
+      ...(await Promise.all(
+        groupsOfDeal(first.shardCount)
+          .slice(1)
+          .map((g) => this.view(inventoryGroup(g), dealId, seen[g] ?? 0)),
+      )),
+    ];
     const alive: number[] = [];
     const winners: DealSnapshot['winners'] = [];
     let remaining = 0;
@@ -77,7 +110,8 @@ export class RaftInventory implements InventoryBackend {
       if (v === null) return;
       alive.push(...v.alive);
       remaining += v.remaining;
-      for (const [userId, reservationId, expiresAt] of v.winners ?? []) winners.push({ userId, reservationId, expiresAt });
+      for (const [userId, reservationId, expiresAt] of v.winners ?? [])
+        winners.push({ userId, reservationId, expiresAt });
       // Concurrent calls asked from the same offsets: keep the furthest, never count a batch twice.
       seen[g] = Math.max(seen[g] ?? 0, from[g]! + (v.winners?.length ?? 0));
     });
@@ -101,7 +135,9 @@ export class RaftInventory implements InventoryBackend {
   async goLive(dealId: string): Promise<void> {
     const first = await this.view(inventoryGroup(0), dealId);
     if (first === null) throw new ServiceError(404, 'deal_not_found', `no deal ${dealId}`, null);
-    await Promise.all(groupsOfDeal(first.shardCount).map((g) => this.command(inventoryGroup(g), { op: 'goLive', dealId })));
+    await Promise.all(
+      groupsOfDeal(first.shardCount).map((g) => this.command(inventoryGroup(g), { op: 'goLive', dealId })),
+    );
   }
 
   async reserve(request: ReserveRequest): Promise<ReserveOutcome> {
@@ -123,7 +159,11 @@ export class RaftInventory implements InventoryBackend {
   async reservation(reservationId: string): Promise<ReservationView | null> {
     const shard = shardOfReservation(reservationId);
     if (shard === null) return null;
-    const answer = await this.router.request(groupOfShard(shard), 'GET', path(groupOfShard(shard), `/reservations/${encodeURIComponent(reservationId)}`));
+    const answer = await this.router.request(
+      groupOfShard(shard),
+      'GET',
+      path(groupOfShard(shard), `/reservations/${encodeURIComponent(reservationId)}`),
+    );
     if (answer.status === 404) return null;
     return ok(answer) as ReservationView;
   }
@@ -134,11 +174,17 @@ export class RaftInventory implements InventoryBackend {
     const q = `?user=${encodeURIComponent(userId)}&key=${encodeURIComponent(key)}`;
     const records = await Promise.all(
       groupsOfDeal(first.shardCount).map(async (g) => {
-        const answer = await this.router.request(inventoryGroup(g), 'GET', path(inventoryGroup(g), `/deals/${encodeURIComponent(dealId)}/attempts${q}`));
+        const answer = await this.router.request(
+          inventoryGroup(g),
+          'GET',
+          path(inventoryGroup(g), `/deals/${encodeURIComponent(dealId)}/attempts${q}`),
+        );
         return answer.status === 404 ? null : (ok(answer) as AttemptRecord);
       }),
     );
-    return records.find((r) => r?.status === 'won') ?? records.find((r) => r?.status === 'lost') ?? { status: 'unknown' };
+    return (
+      records.find((r) => r?.status === 'won') ?? records.find((r) => r?.status === 'lost') ?? { status: 'unknown' }
+    );
   }
 
   async probe(dealId: string, shard: number): Promise<{ remaining: number }> {
@@ -151,9 +197,17 @@ export class RaftInventory implements InventoryBackend {
   }
 
   /** A group's view of a deal from its leader's local copy (the gateways' refresh: a hint, not a decision). */
-  private async view(group: string, dealId: string, winnersFrom?: number): Promise<(DealView & { winners?: Array<[string, string, number]> }) | null> {
+  private async view(
+    group: string,
+    dealId: string,
+    winnersFrom?: number,
+  ): Promise<(DealView & { winners?: Array<[string, string, number]> }) | null> {
     const from = winnersFrom === undefined ? '' : `&winners_from=${winnersFrom}`;
-    const answer = await this.router.request(group, 'GET', path(group, `/deals/${encodeURIComponent(dealId)}?consistency=serializable${from}`));
+    const answer = await this.router.request(
+      group,
+      'GET',
+      path(group, `/deals/${encodeURIComponent(dealId)}?consistency=serializable${from}`),
+    );
     if (answer.status === 404) return null;
     return ok(answer) as DealView & { winners?: Array<[string, string, number]> };
   }

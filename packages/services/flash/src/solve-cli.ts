@@ -15,7 +15,8 @@ function fail(message: string): never {
 }
 
 const userId = process.argv[2];
-if (userId === undefined || userId === '') fail('usage: ... | node solve-cli.js USER_ID   (the challenge answer JSON on stdin)');
+if (userId === undefined || userId === '')
+  fail('usage: ... | node solve-cli.js USER_ID   (the challenge answer JSON on stdin)');
 const chunks: Buffer[] = [];
 for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
 let parsed: unknown;
@@ -25,7 +26,15 @@ try {
   fail('stdin is not JSON: pipe in the answer of POST /api/flash/{deal_id}/challenge');
 }
 const { challenge, difficulty } = (parsed ?? {}) as { challenge?: unknown; difficulty?: unknown };
-if (typeof challenge !== 'string' || typeof difficulty !== 'number' || !Number.isInteger(difficulty) || difficulty < 0 || difficulty > 32) {
+if (
+  typeof challenge !== 'string' ||
+  typeof difficulty !== 'number' ||
+  !Number.isInteger(difficulty) ||
+  difficulty < 0 ||
+  difficulty > 32
+) {
   fail('expected {"challenge": string, "difficulty": integer 0..32}');
 }
-process.stdout.write(JSON.stringify({ user_id: userId, challenge, nonce: solveChallenge(challenge, difficulty) }) + '\n');
+process.stdout.write(
+  JSON.stringify({ user_id: userId, challenge, nonce: solveChallenge(challenge, difficulty) }) + '\n',
+);

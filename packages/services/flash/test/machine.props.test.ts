@@ -21,12 +21,24 @@ type Step =
   | { kind: 'wait'; ms: number };
 
 const step: fc.Arbitrary<Step> = fc.oneof(
-  { weight: 6, arbitrary: fc.record({ kind: fc.constant('reserve' as const), user: fc.nat(USERS - 1), key: fc.nat(2), shard: fc.nat(7), reroute: fc.option(fc.nat(7), { nil: null }) }) },
+  {
+    weight: 6,
+    arbitrary: fc.record({
+      kind: fc.constant('reserve' as const),
+      user: fc.nat(USERS - 1),
+      key: fc.nat(2),
+      shard: fc.nat(7),
+      reroute: fc.option(fc.nat(7), { nil: null }),
+    }),
+  },
   { weight: 3, arbitrary: fc.record({ kind: fc.constant('retry' as const), pick: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('cancel' as const), user: fc.nat(USERS - 1) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('pay' as const), user: fc.nat(USERS - 1) }) },
   { weight: 1, arbitrary: fc.constant({ kind: 'expire' as const }) },
-  { weight: 2, arbitrary: fc.record({ kind: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: 4 * 60_000 }) }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({ kind: fc.constant('wait' as const), ms: fc.integer({ min: 0, max: 4 * 60_000 }) }),
+  },
 );
 
 /** Shard counts of a deal: 1 to 5 shards of 0 to 4 units (empty shards from the start included). */
@@ -69,7 +81,15 @@ function commandsOf(steps: Step[], counts: number[], run: Run): Array<FlashComma
   for (const s of steps) {
     switch (s.kind) {
       case 'reserve': {
-        const c: FlashCommand = { op: 'reserve', dealId: 'd', shard: s.shard % counts.length, userId: `u${s.user}`, key: `k${s.key}`, reservationId: `r${n++}`, reroute: s.reroute === null ? null : s.reroute % counts.length };
+        const c: FlashCommand = {
+          op: 'reserve',
+          dealId: 'd',
+          shard: s.shard % counts.length,
+          userId: `u${s.user}`,
+          key: `k${s.key}`,
+          reservationId: `r${n++}`,
+          reroute: s.reroute === null ? null : s.reroute % counts.length,
+        };
         reserves.push(c);
         out.push(c);
         break;
@@ -80,7 +100,12 @@ function commandsOf(steps: Step[], counts: number[], run: Run): Array<FlashComma
       case 'cancel':
       case 'pay': {
         // Whatever reservation the user holds now is looked up at apply time: encode as a marker resolved later.
-        out.push({ op: s.kind, reservationId: `?u${s.user}`, userId: `u${s.user}`, ...(s.kind === 'pay' ? { paymentId: 'p' } : {}) } as FlashCommand);
+        out.push({
+          op: s.kind,
+          reservationId: `?u${s.user}`,
+          userId: `u${s.user}`,
+          ...(s.kind === 'pay' ? { paymentId: 'p' } : {}),
+        } as FlashCommand);
         break;
       }
       case 'expire':
@@ -97,8 +122,10 @@ function commandsOf(steps: Step[], counts: number[], run: Run): Array<FlashComma
 
 /** Resolves the markers against the machine's state (the same way on both machines of a snapshot comparison). */
 function resolve(run: Run, c: FlashCommand, heldBy: Map<string, string>): FlashCommand {
-  if ((c.op === 'cancel' || c.op === 'pay') && c.reservationId.startsWith('?')) return { ...c, reservationId: heldBy.get(c.userId) ?? 'none' };
-  if (c.op === 'expire' && c.reservationIds[0] === '?due') return { op: 'expire', reservationIds: run.machine.dueReservations(run.time) };
+  if ((c.op === 'cancel' || c.op === 'pay') && c.reservationId.startsWith('?'))
+    return { ...c, reservationId: heldBy.get(c.userId) ?? 'none' };
+  if (c.op === 'expire' && c.reservationIds[0] === '?due')
+    return { op: 'expire', reservationIds: run.machine.dueReservations(run.time) };
   return c;
 }
 
@@ -120,7 +147,8 @@ function checkInvariants(run: Run, heldBy: Map<string, string>): string | null {
   if (live > total) return `oversold: ${live} live reservations for ${total} units`;
   for (const s of view.shards) {
     if (s.remaining < 0) return `shard ${s.shard} below zero`;
-    if (s.remaining + (perShard.get(s.shard) ?? 0) !== run.counts[s.shard]) return `shard ${s.shard} not conserved: ${s.remaining} left + ${perShard.get(s.shard) ?? 0} held != ${run.counts[s.shard]}`;
+    if (s.remaining + (perShard.get(s.shard) ?? 0) !== run.counts[s.shard])
+      return `shard ${s.shard} not conserved: ${s.remaining} left + ${perShard.get(s.shard) ?? 0} held != ${run.counts[s.shard]}`;
   }
   return null;
 }
@@ -146,9 +174,27 @@ t.test('zero oversell, one unit per user, retries answer the original and change
           const first = answers.get(answerKey);
           if (first !== undefined) {
             // A retry: the same outcome (and reservation), nothing changed.
-            if (!Buffer.from(run.machine.snapshot()).equals(before)) throw new Error(`retry of ${answerKey} changed state`);
-            if (first.ok !== result.ok || (first.ok && result.ok && first.op === 'reserve' && result.op === 'reserve' && first.outcome !== result.outcome)) throw new Error(`retry of ${answerKey} answered differently`);
-            if (first.ok && first.op === 'reserve' && first.outcome === 'won' && result.ok && result.op === 'reserve' && result.outcome === 'won' && first.reservation.reservationId !== result.reservation.reservationId) throw new Error('retry answered another reservation');
+            if (!Buffer.from(run.machine.snapshot()).equals(before))
+              throw new Error(`retry of ${answerKey} changed state`);
+            if (
+              first.ok !== result.ok ||
+              (first.ok &&
+                result.ok &&
+                first.op === 'reserve' &&
+                result.op === 'reserve' &&
+                first.outcome !== result.outcome)
+            )
+              throw new Error(`retry of ${answerKey} answered differently`);
+            if (
+              first.ok &&
+              first.op === 'reserve' &&
+              first.outcome === 'won' &&
+              result.ok &&
+              result.op === 'reserve' &&
+              result.outcome === 'won' &&
+              first.reservation.reservationId !== result.reservation.reservationId
+            )
+              throw new Error('retry answered another reservation');
           } else if (result.ok && result.op === 'reserve' && result.outcome === 'won') {
             answers.set(wonKey, result);
           } else {
@@ -156,14 +202,17 @@ t.test('zero oversell, one unit per user, retries answer the original and change
           }
           if (result.ok && result.op === 'reserve' && result.outcome === 'won') {
             const held = heldBy.get(command.userId);
-            if (held !== undefined && held !== result.reservation.reservationId) throw new Error(`user ${command.userId} won a second reservation`);
+            if (held !== undefined && held !== result.reservation.reservationId)
+              throw new Error(`user ${command.userId} won a second reservation`);
             heldBy.set(command.userId, result.reservation.reservationId);
           }
           // Lost only when that shard is empty, or when the user is pinned to another shard (answered as the re-route).
           if (result.ok && result.op === 'reserve' && result.outcome === 'lost' && first === undefined) {
             const shard = run.machine.getDeal('d')!.shards.find((s) => s.shard === command.shard)!;
-            if (result.shardEmpty && shard.remaining !== 0) throw new Error(`lost on shard ${command.shard} with ${shard.remaining} left`);
-            if (!result.shardEmpty && (result.reroute === null || result.reroute === command.shard)) throw new Error(`lost on shard ${command.shard} with stock and no pin elsewhere`);
+            if (result.shardEmpty && shard.remaining !== 0)
+              throw new Error(`lost on shard ${command.shard} with ${shard.remaining} left`);
+            if (!result.shardEmpty && (result.reroute === null || result.reroute === command.shard))
+              throw new Error(`lost on shard ${command.shard} with stock and no pin elsewhere`);
           }
         }
         const broken = checkInvariants(run, heldBy);
@@ -185,7 +234,8 @@ t.test('a machine restored from a snapshot taken mid-history answers identically
       const heldB = new Map<string, string>();
       let b: Run | null = null;
       const note = (held: Map<string, string>, c: FlashCommand, r: FlashResult) => {
-        if (c.op === 'reserve' && r.ok && r.op === 'reserve' && r.outcome === 'won') held.set(c.userId, r.reservation.reservationId);
+        if (c.op === 'reserve' && r.ok && r.op === 'reserve' && r.outcome === 'won')
+          held.set(c.userId, r.reservation.reservationId);
       };
       for (let i = 0; i < items.length; i++) {
         if (i === at) {
@@ -207,123 +257,188 @@ t.test('a machine restored from a snapshot taken mid-history answers identically
           const cb = resolve(b, item, heldB);
           const rb = apply(b, cb);
           note(heldB, cb, rb);
-          if (JSON.stringify(ra) !== JSON.stringify(rb)) throw new Error(`answers differ after restore: ${JSON.stringify(ra)} vs ${JSON.stringify(rb)}`);
+          if (JSON.stringify(ra) !== JSON.stringify(rb))
+            throw new Error(`answers differ after restore: ${JSON.stringify(ra)} vs ${JSON.stringify(rb)}`);
         }
       }
-      if (b !== null && !Buffer.from(a.machine.snapshot()).equals(Buffer.from(b.machine.snapshot()))) throw new Error('final states differ');
+      if (b !== null && !Buffer.from(a.machine.snapshot()).equals(Buffer.from(b.machine.snapshot())))
+        throw new Error('final states differ');
     }),
     { numRuns: 300, seed: 17 },
   );
   t.pass('300 histories');
 });
 
-t.test('a deal spread over groups, driven through the gates: never oversold, never two units for one user', async (t) => {
-  fc.assert(
-    fc.property(
-      fc.array(fc.nat(3), { minLength: 1, maxLength: 6 }),
-      fc.integer({ min: 1, max: 3 }),
-      fc.array(fc.record({ user: fc.nat(15), gateway: fc.nat(1), random: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), cancel: fc.boolean(), wait: fc.nat(4 * 60_000) }), { maxLength: 80 }),
-      (counts, groupCount, attempts) => {
-        const total = counts.reduce((a, b) => a + b, 0);
-        const n = counts.length;
-        const groupOf = (shard: number) => shard % groupCount;
-        const machines = Array.from({ length: groupCount }, (_, g) => {
-          const m = new FlashMachine();
-          const shards = counts.flatMap((count, shard) => (groupOf(shard) === g ? [{ shard, count }] : []));
-          if (shards.length > 0) m.apply({ op: 'createDeal', dealId: 'd', skuId: 's', totalInventory: Math.max(1, total), startAt: T0, endAt: T0 + 86_400_000, shardCount: n, shards }, { index: 1, term: 1, time: T0 });
-          return m;
-        });
-        const bitmaps = [AliveShards.all(n), AliveShards.all(n)];
-        let index = 1;
-        let time = T0;
-        const call = (shard: number, c: Omit<Extract<FlashCommand, { op: 'reserve' }>, 'op' | 'dealId' | 'shard'>) =>
-          machines[groupOf(shard)]!.apply({ op: 'reserve', dealId: 'd', shard, ...c }, { index: ++index, term: 1, time });
-        const held = new Map<string, Set<string>>();
-        // One attempt through a gateway's bitmap, as the gateway routes it: home, then at most the one pin.
-        const route = (gateway: number, userId: string, key: string, random: number, reservationId: string) => {
-          const alive = bitmaps[gateway]!;
-          const home = homeShard('d', userId, n);
-          let decision = firstRoute(alive, home);
-          const reroute = rerouteCandidate(alive, home, random);
-          while (decision.kind === 'shard') {
-            const r = call(decision.shard, { userId, key, reservationId, reroute: decision.rerouted ? null : reroute });
-            if (!r.ok || r.op !== 'reserve') throw new Error(`reserve failed: ${JSON.stringify(r)}`);
-            if (r.outcome === 'won') return r.reservation;
-            if (r.shardEmpty) alive.set(decision.shard, false);
-            decision = nextRoute(decision, alive, r.reroute);
+t.test(
+  'a deal spread over groups, driven through the gates: never oversold, never two units for one user',
+  async (t) => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.nat(3), { minLength: 1, maxLength: 6 }),
+        fc.integer({ min: 1, max: 3 }),
+        fc.array(
+          fc.record({
+            user: fc.nat(15),
+            gateway: fc.nat(1),
+            random: fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }),
+            cancel: fc.boolean(),
+            wait: fc.nat(4 * 60_000),
+          }),
+          { maxLength: 80 },
+        ),
+        (counts, groupCount, attempts) => {
+          const total = counts.reduce((a, b) => a + b, 0);
+          const n = counts.length;
+          const groupOf = (shard: number) => shard % groupCount;
+          const machines = Array.from({ length: groupCount }, (_, g) => {
+            const m = new FlashMachine();
+            const shards = counts.flatMap((count, shard) => (groupOf(shard) === g ? [{ shard, count }] : []));
+            if (shards.length > 0)
+              m.apply(
+                {
+                  op: 'createDeal',
+                  dealId: 'd',
+                  skuId: 's',
+                  totalInventory: Math.max(1, total),
+                  startAt: T0,
+                  endAt: T0 + 86_400_000,
+                  shardCount: n,
+                  shards,
+                },
+                { index: 1, term: 1, time: T0 },
+              );
+            return m;
+          });
+          const bitmaps = [AliveShards.all(n), AliveShards.all(n)];
+          let index = 1;
+          let time = T0;
+          const call = (shard: number, c: Omit<Extract<FlashCommand, { op: 'reserve' }>, 'op' | 'dealId' | 'shard'>) =>
+            machines[groupOf(shard)]!.apply(
+              { op: 'reserve', dealId: 'd', shard, ...c },
+              { index: ++index, term: 1, time },
+            );
+          const held = new Map<string, Set<string>>();
+          // One attempt through a gateway's bitmap, as the gateway routes it: home, then at most the one pin.
+          const route = (gateway: number, userId: string, key: string, random: number, reservationId: string) => {
+            const alive = bitmaps[gateway]!;
+            const home = homeShard('d', userId, n);
+            let decision = firstRoute(alive, home);
+            const reroute = rerouteCandidate(alive, home, random);
+            while (decision.kind === 'shard') {
+              const r = call(decision.shard, {
+                userId,
+                key,
+                reservationId,
+                reroute: decision.rerouted ? null : reroute,
+              });
+              if (!r.ok || r.op !== 'reserve') throw new Error(`reserve failed: ${JSON.stringify(r)}`);
+              if (r.outcome === 'won') return r.reservation;
+              if (r.shardEmpty) alive.set(decision.shard, false);
+              decision = nextRoute(decision, alive, r.reroute);
+            }
+            return decision.kind;
+          };
+          for (const a of attempts) {
+            time += a.wait;
+            for (const m of machines)
+              if (m.getDeal('d') !== null)
+                m.apply({ op: 'expire', reservationIds: m.dueReservations(time) }, { index: ++index, term: 1, time });
+            const userId = `u${a.user}`;
+            const key = `k${index}`;
+            const won = route(a.gateway, userId, key, a.random, `r${index}`);
+            if (typeof won === 'string') continue;
+            const ids = held.get(userId) ?? new Set<string>();
+            ids.add(won.reservationId);
+            held.set(userId, ids);
+            if (ids.size > 1) throw new Error(`${userId} holds ${[...ids].join(', ')}`);
+            // The same key retried through the other gateway (whose bitmap may say the winning shard is empty: the
+            // win took its last unit) is answered the same win by the inventory, never lost (a jepsen-like flash run
+            // found this). An empty bitmap is answered before the gates by the gateway's winner set, not here.
+            const again = route(1 - a.gateway, userId, key, a.random, `r${index}-retry`);
+            if (again !== 'sold_out' && (typeof again === 'string' || again.reservationId !== won.reservationId)) {
+              throw new Error(
+                `${userId} won ${won.reservationId}, its retry was answered ${typeof again === 'string' ? again : again.reservationId}`,
+              );
+            }
+            if (a.cancel)
+              machines[groupOf(won.shard)]!.apply(
+                { op: 'cancel', reservationId: won.reservationId, userId },
+                { index: ++index, term: 1, time },
+              );
           }
-          return decision.kind;
-        };
-        for (const a of attempts) {
-          time += a.wait;
-          for (const m of machines) if (m.getDeal('d') !== null) m.apply({ op: 'expire', reservationIds: m.dueReservations(time) }, { index: ++index, term: 1, time });
-          const userId = `u${a.user}`;
-          const key = `k${index}`;
-          const won = route(a.gateway, userId, key, a.random, `r${index}`);
-          if (typeof won === 'string') continue;
-          const ids = held.get(userId) ?? new Set<string>();
-          ids.add(won.reservationId);
-          held.set(userId, ids);
-          if (ids.size > 1) throw new Error(`${userId} holds ${[...ids].join(', ')}`);
-          // The same key retried through the other gateway (whose bitmap may say the winning shard is empty: the
-          // win took its last unit) is answered the same win by the inventory, never lost (a jepsen-like flash run
-          // found this). An empty bitmap is answered before the gates by the gateway's winner set, not here.
-          const again = route(1 - a.gateway, userId, key, a.random, `r${index}-retry`);
-          if (again !== 'sold_out' && (typeof again === 'string' || again.reservationId !== won.reservationId)) {
-            throw new Error(`${userId} won ${won.reservationId}, its retry was answered ${typeof again === 'string' ? again : again.reservationId}`);
+          let live = 0;
+          let left = 0;
+          for (const m of machines) {
+            const view = m.getDeal('d');
+            if (view === null) continue;
+            left += view.remaining;
           }
-          if (a.cancel) machines[groupOf(won.shard)]!.apply({ op: 'cancel', reservationId: won.reservationId, userId }, { index: ++index, term: 1, time });
-        }
-        let live = 0;
-        let left = 0;
-        for (const m of machines) {
-          const view = m.getDeal('d');
-          if (view === null) continue;
-          left += view.remaining;
-        }
-        for (const ids of held.values()) for (const id of ids) for (const m of machines) {
-          const r = m.getReservation(id);
-          if (r !== null && (r.status === 'reserved' || r.status === 'paid')) live++;
-        }
-        if (live > total) throw new Error(`oversold: ${live} of ${total}`);
-        if (left + live !== total) throw new Error(`units not conserved: ${left} left + ${live} held != ${total}`);
-      },
-    ),
-    { numRuns: 400, seed: 18 },
-  );
-  t.pass('400 histories');
-});
+          for (const ids of held.values())
+            for (const id of ids)
+              for (const m of machines) {
+                const r = m.getReservation(id);
+                if (r !== null && (r.status === 'reserved' || r.status === 'paid')) live++;
+              }
+          if (live > total) throw new Error(`oversold: ${live} of ${total}`);
+          if (left + live !== total) throw new Error(`units not conserved: ${left} left + ${live} held != ${total}`);
+        },
+      ),
+      { numRuns: 400, seed: 18 },
+    );
+    t.pass('400 histories');
+  },
+);
 
 t.test('malformed commands mid-history are refused with CommandShapeError and change nothing', async (t) => {
   const malformed = fc.oneof(
     fc.anything(),
-    fc.record({ op: fc.constantFrom('createDeal', 'goLive', 'reserve', 'pay', 'cancel', 'expire', 'dropDeal'), dealId: fc.anything(), shard: fc.anything(), userId: fc.anything() }),
-    fc.record({ op: fc.constant('reserve'), dealId: fc.constant('d'), shard: fc.oneof(fc.integer({ max: -1 }), fc.double(), fc.constant(1_024)), userId: fc.constant('u'), key: fc.constant('k'), reservationId: fc.constant('r') }),
+    fc.record({
+      op: fc.constantFrom('createDeal', 'goLive', 'reserve', 'pay', 'cancel', 'expire', 'dropDeal'),
+      dealId: fc.anything(),
+      shard: fc.anything(),
+      userId: fc.anything(),
+    }),
+    fc.record({
+      op: fc.constant('reserve'),
+      dealId: fc.constant('d'),
+      shard: fc.oneof(fc.integer({ max: -1 }), fc.double(), fc.constant(1_024)),
+      userId: fc.constant('u'),
+      key: fc.constant('k'),
+      reservationId: fc.constant('r'),
+    }),
   );
   let refused = 0;
   fc.assert(
-    fc.property(shardCounts, fc.array(step, { maxLength: 30 }), fc.array(malformed, { minLength: 1, maxLength: 5 }), (counts, steps, bad) => {
-      const run = start(counts);
-      const heldBy = new Map<string, string>();
-      for (const item of commandsOf(steps, counts, run)) {
-        if (typeof item === 'number') run.time += item;
-        else {
-          const c = resolve(run, item, heldBy);
-          const r = apply(run, c);
-          if (c.op === 'reserve' && r.ok && r.op === 'reserve' && r.outcome === 'won') heldBy.set(c.userId, r.reservation.reservationId);
+    fc.property(
+      shardCounts,
+      fc.array(step, { maxLength: 30 }),
+      fc.array(malformed, { minLength: 1, maxLength: 5 }),
+      (counts, steps, bad) => {
+        const run = start(counts);
+        const heldBy = new Map<string, string>();
+        for (const item of commandsOf(steps, counts, run)) {
+          if (typeof item === 'number') run.time += item;
+          else {
+            const c = resolve(run, item, heldBy);
+            const r = apply(run, c);
+            if (c.op === 'reserve' && r.ok && r.op === 'reserve' && r.outcome === 'won')
+              heldBy.set(c.userId, r.reservation.reservationId);
+          }
         }
-      }
-      for (const command of bad) {
-        const before = Buffer.from(run.machine.snapshot());
-        try {
-          run.machine.apply(command as FlashCommand, { index: ++run.index, term: 1, time: run.time });
-        } catch (error) {
-          if ((error as Error).name !== 'CommandShapeError') throw new Error(`threw ${(error as Error).name}: ${(error as Error).message}`);
-          if (!Buffer.from(run.machine.snapshot()).equals(before)) throw new Error('state changed before the refusal');
-          refused++;
+        for (const command of bad) {
+          const before = Buffer.from(run.machine.snapshot());
+          try {
+            run.machine.apply(command as FlashCommand, { index: ++run.index, term: 1, time: run.time });
+          } catch (error) {
+            if ((error as Error).name !== 'CommandShapeError')
+              throw new Error(`threw ${(error as Error).name}: ${(error as Error).message}`);
+            if (!Buffer.from(run.machine.snapshot()).equals(before))
+              throw new Error('state changed before the refusal');
+            refused++;
+          }
         }
-      }
-    }),
+      },
+    ),
     { numRuns: 300, seed: 19 },
   );
   t.ok(refused > 300, `${refused} refused`);

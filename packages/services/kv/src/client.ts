@@ -89,7 +89,11 @@ export class KvClient {
     }
     const seq = ++this.session.seq;
     // One request at a time per client, so everything below seq is answered.
-    return this.call(method, path, body, { 'client-id': this.session.client, 'client-seq': String(seq), 'client-ack': String(seq - 1) });
+    return this.call(method, path, body, {
+      'client-id': this.session.client,
+      'client-seq': String(seq),
+      'client-ack': String(seq - 1),
+    });
   }
 
   private call(method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<unknown> {

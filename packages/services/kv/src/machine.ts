@@ -72,7 +72,8 @@ export class KvMachine implements StateMachine<KvCommand, KvResult> {
   apply(command: KvCommand, context: ApplyContext): KvResult {
     checkKvCommand(command);
     const revision = context.index;
-    if (command.op === 'batch') return { op: 'batch', results: command.commands.map((c) => this.applyOne(c, revision)) };
+    if (command.op === 'batch')
+      return { op: 'batch', results: command.commands.map((c) => this.applyOne(c, revision)) };
     return this.applyOne(command, revision);
   }
 
@@ -129,7 +130,8 @@ export class KvMachine implements StateMachine<KvCommand, KvResult> {
     const slices = data.byteLength === 0 ? [] : (packr.unpackMultiple(data) as unknown[][]);
     for (const slice of slices) {
       if (slice[0] === FLAT_SLICE) {
-        for (let i = 1; i + 2 < slice.length; i += 3) restored.set(slice[i] as string, { value: slice[i + 1] as string, revision: slice[i + 2] as number });
+        for (let i = 1; i + 2 < slice.length; i += 3)
+          restored.set(slice[i] as string, { value: slice[i + 1] as string, revision: slice[i + 2] as number });
       } else {
         for (const [key, entry] of slice as Array<[string, KvEntry]>) restored.set(key, entry);
       }

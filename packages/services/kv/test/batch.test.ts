@@ -57,7 +57,8 @@ t.test('a batch applies as the same commands in consecutive entries, for 200 ran
       const got = many.results.map((x) => shape(x, at));
       if (JSON.stringify(got) !== JSON.stringify(one)) t.same(got, one, `seed ${seed} round ${round}: same results`);
       else matched++;
-      if (JSON.stringify(contents(batched)) !== JSON.stringify(contents(single))) t.same(contents(batched), contents(single), `seed ${seed} round ${round}: same values`);
+      if (JSON.stringify(contents(batched)) !== JSON.stringify(contents(single)))
+        t.same(contents(batched), contents(single), `seed ${seed} round ${round}: same values`);
     }
   }
   t.equal(matched, 200 * 20, 'every batch answered what its commands answered one by one');
@@ -65,9 +66,30 @@ t.test('a batch applies as the same commands in consecutive entries, for 200 ran
 
 t.test('a batch stamps every key it changes with the entry index', async (t) => {
   const m = new KvMachine();
-  const out = m.apply({ op: 'batch', commands: [{ op: 'put', key: 'x', value: '1' }, { op: 'cas', key: 'y', from: null, to: '2' }] }, { index: 42, term: 1, time: 0 });
-  t.same(out, { op: 'batch', results: [{ op: 'put', revision: 42 }, { op: 'cas', ok: true, revision: 42 }] });
-  t.same([m.get('x'), m.get('y')], [{ value: '1', revision: 42 }, { value: '2', revision: 42 }]);
+  const out = m.apply(
+    {
+      op: 'batch',
+      commands: [
+        { op: 'put', key: 'x', value: '1' },
+        { op: 'cas', key: 'y', from: null, to: '2' },
+      ],
+    },
+    { index: 42, term: 1, time: 0 },
+  );
+  t.same(out, {
+    op: 'batch',
+    results: [
+      { op: 'put', revision: 42 },
+      { op: 'cas', ok: true, revision: 42 },
+    ],
+  });
+  t.same(
+    [m.get('x'), m.get('y')],
+    [
+      { value: '1', revision: 42 },
+      { value: '2', revision: 42 },
+    ],
+  );
 });
 
 t.test('a malformed batch is refused whole, before anything changes', async (t) => {
@@ -84,7 +106,8 @@ t.test('a malformed batch is refused whole, before anything changes', async (t) 
     { op: 'batch', commands: [good, { op: 'cas', key: 'b', from: 1, to: null }] },
     { op: 'batch', commands: Array.from({ length: 1_001 }, () => good) },
   ];
-  for (const command of bad) t.throws(() => m.apply(command as KvCommand, ctx), CommandShapeError, JSON.stringify(command).slice(0, 80));
+  for (const command of bad)
+    t.throws(() => m.apply(command as KvCommand, ctx), CommandShapeError, JSON.stringify(command).slice(0, 80));
   t.equal(m.get('a'), undefined, 'the good command of a refused batch did not apply');
 });
 
@@ -97,15 +120,26 @@ t.test('the batcher: one entry per turn for distinct keys, a second entry for a 
     return machine.apply(command, { index: index++, term: 1, time: 0 });
   };
   const batcher = new KvBatcher();
-  const put = (key: string, value: string): Promise<KvKeyResult> => batcher.submit(propose, { op: 'put', key, value }, key.length + value.length);
-  const turn = await Promise.all([put('a', '1'), put('b', '1'), batcher.submit(propose, { op: 'cas', key: 'a', from: '1', to: '2' }, 3), put('c', '1'), put('a', '3')]);
-  t.same(turn, [
-    { op: 'put', revision: 100 },
-    { op: 'put', revision: 100 },
-    { op: 'cas', ok: true, revision: 101 },
-    { op: 'put', revision: 100 },
-    { op: 'put', revision: 102 },
-  ], 'each request gets its own answer, in arrival order per key, a later revision for each change of one key');
+  const put = (key: string, value: string): Promise<KvKeyResult> =>
+    batcher.submit(propose, { op: 'put', key, value }, key.length + value.length);
+  const turn = await Promise.all([
+    put('a', '1'),
+    put('b', '1'),
+    batcher.submit(propose, { op: 'cas', key: 'a', from: '1', to: '2' }, 3),
+    put('c', '1'),
+    put('a', '3'),
+  ]);
+  t.same(
+    turn,
+    [
+      { op: 'put', revision: 100 },
+      { op: 'put', revision: 100 },
+      { op: 'cas', ok: true, revision: 101 },
+      { op: 'put', revision: 100 },
+      { op: 'put', revision: 102 },
+    ],
+    'each request gets its own answer, in arrival order per key, a later revision for each change of one key',
+  );
   t.same(
     entries.map((e) => (e.op === 'batch' ? e.commands.map((c) => c.key) : [e.key])),
     [['a', 'b', 'c'], ['a'], ['a']],
@@ -128,7 +162,11 @@ t.test('a batch is cut by bytes: a write larger than the limit goes alone, as it
   };
   const batcher = new KvBatcher();
   const big = 'x'.repeat(MAX_BATCH_BYTES);
-  await Promise.all([batcher.submit(propose, { op: 'put', key: 'a', value: 'small' }, 6), batcher.submit(propose, { op: 'put', key: 'b', value: big }, 1 + big.length), batcher.submit(propose, { op: 'put', key: 'c', value: 'small' }, 6)]);
+  await Promise.all([
+    batcher.submit(propose, { op: 'put', key: 'a', value: 'small' }, 6),
+    batcher.submit(propose, { op: 'put', key: 'b', value: big }, 1 + big.length),
+    batcher.submit(propose, { op: 'put', key: 'c', value: 'small' }, 6),
+  ]);
   t.same(
     entries.map((e) => (e.op === 'batch' ? e.commands.map((c) => c.key) : e.key)),
     ['a', 'b', 'c'],

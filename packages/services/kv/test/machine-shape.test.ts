@@ -22,11 +22,28 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
       { op: 'delete', key: 'a' },
       { op: 'cas', key: 'a', from: 'one', to: null },
     ],
-    malformed: [null, 5, 'put', [], {}, { op: 'get', key: 'a' }, { op: 'put', key: null, value: 'v' }, { op: 'put', key: 5, value: 'v' }, { op: 'put', key: '', value: 'v' }, { op: 'put', key: 'k' }, { op: 'cas', key: 'a', from: 1, to: 'x' }, { op: 'delete' }],
+    malformed: [
+      null,
+      5,
+      'put',
+      [],
+      {},
+      { op: 'get', key: 'a' },
+      { op: 'put', key: null, value: 'v' },
+      { op: 'put', key: 5, value: 'v' },
+      { op: 'put', key: '', value: 'v' },
+      { op: 'put', key: 'k' },
+      { op: 'cas', key: 'a', from: 1, to: 'x' },
+      { op: 'delete' },
+    ],
   });
   t.equal(outcome.violation, null, 'no other throw, no change before a refusal');
   t.ok(outcome.refused > 100, `${outcome.refused} refused`);
   const m = machine();
-  t.same(m.apply({ op: 'cas', key: 'a', from: 'one', to: 'uno' } satisfies KvCommand, { ...ctx, index: 8 }), { op: 'cas', ok: true, revision: 8 });
+  t.same(m.apply({ op: 'cas', key: 'a', from: 'one', to: 'uno' } satisfies KvCommand, { ...ctx, index: 8 }), {
+    op: 'cas',
+    ok: true,
+    revision: 8,
+  });
   t.equal(m.get('a')?.value, 'uno');
 });

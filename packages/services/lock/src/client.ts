@@ -72,20 +72,27 @@ export class LockClient {
   /** Acquire without waiting: a Grant, or null when another session holds the lock. */
   async tryAcquire(name: string): Promise<Grant | null> {
     const session = await this.ensureSession();
-    const answer = (await this.http.call('POST', `/v1/locks/${enc(name)}/acquire`, { session_id: session.id, wait: false })) as AcquireAnswer;
+    const answer = (await this.http.call('POST', `/v1/locks/${enc(name)}/acquire`, {
+      session_id: session.id,
+      wait: false,
+    })) as AcquireAnswer;
     return answer.granted ? { name, fencingToken: answer.fencing_token!, signal: session.lost.signal } : null;
   }
 
   /** Acquire, waiting in the service's queue; resolves when granted. Rejects if the lease is lost meanwhile. */
   async acquire(name: string): Promise<Grant> {
     const session = await this.ensureSession();
-    const answer = (await this.http.call('POST', `/v1/locks/${enc(name)}/acquire`, { session_id: session.id, wait: true })) as AcquireAnswer;
+    const answer = (await this.http.call('POST', `/v1/locks/${enc(name)}/acquire`, {
+      session_id: session.id,
+      wait: true,
+    })) as AcquireAnswer;
     if (answer.granted) return { name, fencingToken: answer.fencing_token!, signal: session.lost.signal };
     // Queued: the service grants us on release; a watch scoped to our session wakes only us.
     for (;;) {
       if (session.lost.signal.aborted) throw new Error(`lease lost while waiting for ${name}`);
       const lock = await this.getLock(name);
-      if (lock.holder_session === session.id) return { name, fencingToken: lock.fencing_token, signal: session.lost.signal };
+      if (lock.holder_session === session.id)
+        return { name, fencingToken: lock.fencing_token, signal: session.lost.signal };
       await this.watch(name, { afterRevision: lock.revision, session: session.id });
     }
   }
@@ -99,12 +106,21 @@ export class LockClient {
   async watch(name: string, options: { afterRevision: number; session?: string; timeoutMs?: number }): Promise<void> {
     const timeoutMs = options.timeoutMs ?? 10_000;
     const session = options.session === undefined ? '' : `&session_id=${options.session}`;
-    await this.http.call('GET', `/v1/locks/${enc(name)}/watch?after_revision=${options.afterRevision}&timeout_ms=${timeoutMs}${session}`, undefined, {}, timeoutMs + 5_000);
+    await this.http.call(
+      'GET',
+      `/v1/locks/${enc(name)}/watch?after_revision=${options.afterRevision}&timeout_ms=${timeoutMs}${session}`,
+      undefined,
+      {},
+      timeoutMs + 5_000,
+    );
   }
 
   async release(grant: Grant): Promise<void> {
     const session = await this.ensureSession();
-    await this.http.call('POST', `/v1/locks/${enc(grant.name)}/release`, { session_id: session.id, fencing_token: grant.fencingToken });
+    await this.http.call('POST', `/v1/locks/${enc(grant.name)}/release`, {
+      session_id: session.id,
+      fencing_token: grant.fencingToken,
+    });
   }
 
   /** Run `fn` holding `name`; `fn` gets the fencing token to stamp on every write, and a signal for lease loss. */
@@ -138,8 +154,16 @@ export class LockClient {
 
   private async open(): Promise<Session> {
     const started = Date.now();
-    const answer = (await this.http.call('POST', '/v1/sessions', { timeout_ms: this.timeoutMs })) as { session_id: string; timeout_ms: number };
-    const session: Session = { id: answer.session_id, timeoutMs: answer.timeout_ms, validUntil: started + answer.timeout_ms - this.marginMs, lost: new AbortController() };
+    const answer = (await this.http.call('POST', '/v1/sessions', { timeout_ms: this.timeoutMs })) as {
+      session_id: string;
+      timeout_ms: number;
+    };
+    const session: Session = {
+      id: answer.session_id,
+      timeoutMs: answer.timeout_ms,
+      validUntil: started + answer.timeout_ms - this.marginMs,
+      lost: new AbortController(),
+    };
     this.session = session;
     this.stopTimers();
     this.heartbeat = setInterval(() => void this.beat(session), this.heartbeatMs);

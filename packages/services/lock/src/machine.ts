@@ -7,7 +7,15 @@
  * a wait queue exists; a session's owned locks name it as holder.
  */
 import { Packr } from 'msgpackr';
-import { batchCommandsField, booleanField, commandOf, integerField, nullableIntegerField, stringArrayField, stringField } from '@raftkit/http';
+import {
+  batchCommandsField,
+  booleanField,
+  commandOf,
+  integerField,
+  nullableIntegerField,
+  stringArrayField,
+  stringField,
+} from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 
 export type LockCommand =
@@ -107,7 +115,16 @@ const MAX_SESSION_TIMEOUT_MS = 86_400_000;
  * (a bug or a forged one) is refused the same way on every member (ApplyError for its proposer) and changes nothing.
  */
 export function checkLockCommand(command: unknown): asserts command is LockCommand {
-  const c = commandOf(command, ['openSession', 'heartbeat', 'closeSession', 'expire', 'extendAll', 'acquire', 'release', 'batch'] as const);
+  const c = commandOf(command, [
+    'openSession',
+    'heartbeat',
+    'closeSession',
+    'expire',
+    'extendAll',
+    'acquire',
+    'release',
+    'batch',
+  ] as const);
   switch (c.op) {
     case 'batch': {
       batchCommandsField(c, ['acquire', 'release'] as const, checkLockCommand, MAX_BATCH_COMMANDS);
@@ -153,9 +170,21 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
       case 'openSession': {
         const deadline = ctx.time + command.timeoutMs;
         if (!this.sessions.has(command.id)) {
-          this.sessions.set(command.id, { deadline, timeoutMs: command.timeoutMs, owner: command.owner, owned: new Set(), waiting: new Set() });
+          this.sessions.set(command.id, {
+            deadline,
+            timeoutMs: command.timeoutMs,
+            owner: command.owner,
+            owned: new Set(),
+            waiting: new Set(),
+          });
         }
-        return { ok: true, op: 'openSession', id: command.id, timeoutMs: command.timeoutMs, deadline: this.sessions.get(command.id)!.deadline };
+        return {
+          ok: true,
+          op: 'openSession',
+          id: command.id,
+          timeoutMs: command.timeoutMs,
+          deadline: this.sessions.get(command.id)!.deadline,
+        };
       }
       case 'heartbeat': {
         const s = this.session(command.id, command.owner);
@@ -183,7 +212,8 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
         return { ok: true, op: 'expire', expired };
       }
       case 'extendAll': {
-        for (const session of this.sessions.values()) session.deadline = Math.max(session.deadline, ctx.time + session.timeoutMs);
+        for (const session of this.sessions.values())
+          session.deadline = Math.max(session.deadline, ctx.time + session.timeoutMs);
         return { ok: true, op: 'extendAll', sessions: this.sessions.size };
       }
       case 'acquire':
@@ -191,7 +221,11 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
       case 'release':
         return this.release(command, ctx);
       case 'batch':
-        return { ok: true, op: 'batch', results: command.commands.map((c) => (c.op === 'acquire' ? this.acquire(c, ctx) : this.release(c, ctx))) };
+        return {
+          ok: true,
+          op: 'batch',
+          results: command.commands.map((c) => (c.op === 'acquire' ? this.acquire(c, ctx) : this.release(c, ctx))),
+        };
     }
   }
 
@@ -232,7 +266,9 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
     }
     if (lock === undefined || lock.holder !== command.session) {
       // A token from an earlier grant of this lock is stale; any other is not this session's to release.
-      return lock !== undefined && command.token < lock.token ? { ok: false, error: 'stale_token', token: lock.token } : { ok: false, error: 'not_holder' };
+      return lock !== undefined && command.token < lock.token
+        ? { ok: false, error: 'stale_token', token: lock.token }
+        : { ok: false, error: 'not_holder' };
     }
     if (command.token !== lock.token) return { ok: false, error: 'stale_token', token: lock.token };
     const next = this.handOver(command.name, lock, ctx);
@@ -312,7 +348,14 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
   getSession(id: string): SessionState | null {
     const s = this.sessions.get(id);
     if (s === undefined) return null;
-    return { id, deadline: s.deadline, timeoutMs: s.timeoutMs, owner: s.owner, owned: [...s.owned], waiting: [...s.waiting] };
+    return {
+      id,
+      deadline: s.deadline,
+      timeoutMs: s.timeoutMs,
+      owner: s.owner,
+      owned: [...s.owned],
+      waiting: [...s.waiting],
+    };
   }
 
   /** Sessions whose deadline is at or before `now` (the leader proposes their expiry). */
@@ -332,7 +375,14 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
   snapshot(): Uint8Array {
     const snap: Snapshot = {
       locks: [...this.locks],
-      sessions: [...this.sessions].map(([id, s]) => [id, s.deadline, s.timeoutMs, s.owner, [...s.owned], [...s.waiting]]),
+      sessions: [...this.sessions].map(([id, s]) => [
+        id,
+        s.deadline,
+        s.timeoutMs,
+        s.owner,
+        [...s.owned],
+        [...s.waiting],
+      ]),
     };
     return packr.pack(snap);
   }
@@ -341,7 +391,10 @@ export class LockMachine implements StateMachine<LockCommand, LockResult> {
     const snap = packr.unpack(data) as Snapshot;
     this.locks = new Map(snap.locks);
     this.sessions = new Map(
-      snap.sessions.map(([id, deadline, timeoutMs, owner, owned, waiting]) => [id, { deadline, timeoutMs, owner, owned: new Set(owned), waiting: new Set(waiting) }]),
+      snap.sessions.map(([id, deadline, timeoutMs, owner, owned, waiting]) => [
+        id,
+        { deadline, timeoutMs, owner, owned: new Set(owned), waiting: new Set(waiting) },
+      ]),
     );
   }
 }

@@ -9,12 +9,18 @@ import { LockBatcher } from '../src/members/batch.js';
 import { LockMachine, type BatchableCommand, type LockCommand, type LockResult } from '../src/machine.js';
 import { Prng } from '@raftkit/raft';
 
-const SESSIONS = ['11111111-1111-4111-8111-111111111111', '22222222-2222-4222-8222-222222222222', '33333333-3333-4333-8333-333333333333'];
+const SESSIONS = [
+  '11111111-1111-4111-8111-111111111111',
+  '22222222-2222-4222-8222-222222222222',
+  '33333333-3333-4333-8333-333333333333',
+];
 const NAMES = ['a', 'b', 'c', 'd'];
 
 function opened(): LockMachine {
   const m = new LockMachine();
-  SESSIONS.forEach((id, i) => m.apply({ op: 'openSession', id, timeoutMs: 10_000, owner: 'o' }, { index: i + 1, term: 1, time: 1_000 }));
+  SESSIONS.forEach((id, i) =>
+    m.apply({ op: 'openSession', id, timeoutMs: 10_000, owner: 'o' }, { index: i + 1, term: 1, time: 1_000 }),
+  );
   return m;
 }
 
@@ -35,7 +41,10 @@ function randomCommand(r: () => number, tokens: Map<string, number>): BatchableC
 }
 
 function state(m: LockMachine): unknown {
-  return { locks: NAMES.map((n) => ({ ...m.getLock(n), revision: 0 })), sessions: SESSIONS.map((s) => m.getSession(s)) };
+  return {
+    locks: NAMES.map((n) => ({ ...m.getLock(n), revision: 0 })),
+    sessions: SESSIONS.map((s) => m.getSession(s)),
+  };
 }
 
 t.test('a batch applies as the same commands in consecutive entries, for 200 random sequences', async (t) => {
@@ -51,11 +60,13 @@ t.test('a batch applies as the same commands in consecutive entries, for 200 ran
       const one = commands.map((c) => single.apply(c, { index: index++, term: 1, time: 2_000 }));
       const many = batched.apply({ op: 'batch', commands }, { index: index++, term: 1, time: 2_000 });
       if (!many.ok || many.op !== 'batch') throw new Error(`seed ${seed}: batch answered ${JSON.stringify(many)}`);
-      if (JSON.stringify(many.results) !== JSON.stringify(one)) t.same(many.results, one, `seed ${seed} round ${round}: same results`);
+      if (JSON.stringify(many.results) !== JSON.stringify(one))
+        t.same(many.results, one, `seed ${seed} round ${round}: same results`);
       else results++;
       for (const n of NAMES) tokens.set(n, single.getLock(n).token);
     }
-    if (JSON.stringify(state(batched)) !== JSON.stringify(state(single))) t.same(state(batched), state(single), `seed ${seed}: same holders, tokens, queues and sessions`);
+    if (JSON.stringify(state(batched)) !== JSON.stringify(state(single)))
+      t.same(state(batched), state(single), `seed ${seed}: same holders, tokens, queues and sessions`);
   }
   t.equal(results, 200 * 20, 'every batch answered what its commands answered one by one, and the states matched');
 });
@@ -73,47 +84,60 @@ t.test('a malformed batch is refused whole, before anything changes', async (t) 
     { op: 'batch', commands: [good, { ...good, name: 7 }] },
     { op: 'batch', commands: Array.from({ length: 1_001 }, () => good) },
   ];
-  for (const command of bad) t.throws(() => m.apply(command as LockCommand, ctx), CommandShapeError, JSON.stringify(command).slice(0, 80));
+  for (const command of bad)
+    t.throws(() => m.apply(command as LockCommand, ctx), CommandShapeError, JSON.stringify(command).slice(0, 80));
   t.equal(m.getLock('a').holder, null, 'the good command of a refused batch did not apply');
 });
 
-t.test('the batcher: one entry per turn for distinct names, a second entry for a name already in the turn', async (t) => {
-  const machine = opened();
-  const entries: LockCommand[] = [];
-  let index = 100;
-  const propose = async (command: LockCommand): Promise<LockResult> => {
-    entries.push(command);
-    return machine.apply(command, { index: index++, term: 1, time: 2_000 });
-  };
-  const batcher = new LockBatcher();
-  const acquire = (name: string, session: string): Promise<LockResult> => batcher.submit(propose, { op: 'acquire', name, session, owner: 'o', wait: true });
-  const turn = await Promise.all([
-    acquire('a', SESSIONS[0]!),
-    acquire('b', SESSIONS[0]!),
-    acquire('a', SESSIONS[1]!),
-    acquire('c', SESSIONS[1]!),
-    acquire('a', SESSIONS[2]!),
-  ]);
-  t.same(turn, [
-    { ok: true, op: 'acquire', granted: true, token: 1 },
-    { ok: true, op: 'acquire', granted: true, token: 1 },
-    { ok: true, op: 'acquire', granted: false, position: 1 },
-    { ok: true, op: 'acquire', granted: true, token: 1 },
-    { ok: true, op: 'acquire', granted: false, position: 2 },
-  ], 'each request gets its own answer, in arrival order per name');
-  t.same(
-    entries.map((e) => (e.op === 'batch' ? e.commands.map((c) => c.name) : [e.op === 'acquire' ? e.name : '?'])),
-    [['a', 'b', 'c'], ['a'], ['a']],
-    'distinct names share an entry; the same name goes to the next entry',
-  );
-  t.equal(batcher.entries, 3);
-  t.equal(batcher.commands, 5);
-  // The next turn starts counting again: a lone command goes as itself.
-  await acquire('d', SESSIONS[0]!);
-  t.same(entries[entries.length - 1], { op: 'acquire', name: 'd', session: SESSIONS[0], owner: 'o', wait: true });
-  t.equal(machine.getLock('b').revision, 100, "b changed in the turn's first entry");
-  t.equal(machine.getLock('a').revision, 102, "a changed in each of the turn's three entries, each under its own revision");
-});
+t.test(
+  'the batcher: one entry per turn for distinct names, a second entry for a name already in the turn',
+  async (t) => {
+    const machine = opened();
+    const entries: LockCommand[] = [];
+    let index = 100;
+    const propose = async (command: LockCommand): Promise<LockResult> => {
+      entries.push(command);
+      return machine.apply(command, { index: index++, term: 1, time: 2_000 });
+    };
+    const batcher = new LockBatcher();
+    const acquire = (name: string, session: string): Promise<LockResult> =>
+      batcher.submit(propose, { op: 'acquire', name, session, owner: 'o', wait: true });
+    const turn = await Promise.all([
+      acquire('a', SESSIONS[0]!),
+      acquire('b', SESSIONS[0]!),
+      acquire('a', SESSIONS[1]!),
+      acquire('c', SESSIONS[1]!),
+      acquire('a', SESSIONS[2]!),
+    ]);
+    t.same(
+      turn,
+      [
+        { ok: true, op: 'acquire', granted: true, token: 1 },
+        { ok: true, op: 'acquire', granted: true, token: 1 },
+        { ok: true, op: 'acquire', granted: false, position: 1 },
+        { ok: true, op: 'acquire', granted: true, token: 1 },
+        { ok: true, op: 'acquire', granted: false, position: 2 },
+      ],
+      'each request gets its own answer, in arrival order per name',
+    );
+    t.same(
+      entries.map((e) => (e.op === 'batch' ? e.commands.map((c) => c.name) : [e.op === 'acquire' ? e.name : '?'])),
+      [['a', 'b', 'c'], ['a'], ['a']],
+      'distinct names share an entry; the same name goes to the next entry',
+    );
+    t.equal(batcher.entries, 3);
+    t.equal(batcher.commands, 5);
+    // The next turn starts counting again: a lone command goes as itself.
+    await acquire('d', SESSIONS[0]!);
+    t.same(entries[entries.length - 1], { op: 'acquire', name: 'd', session: SESSIONS[0], owner: 'o', wait: true });
+    t.equal(machine.getLock('b').revision, 100, "b changed in the turn's first entry");
+    t.equal(
+      machine.getLock('a').revision,
+      102,
+      "a changed in each of the turn's three entries, each under its own revision",
+    );
+  },
+);
 
 t.test('a failed entry fails every request it carried, and only those', async (t) => {
   const batcher = new LockBatcher();

@@ -25,7 +25,13 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
       { op: 'expire', ids: [S] },
       { op: 'acquire', name: 'm', session: S, owner: 'o', wait: true },
       { op: 'release', name: 'l', session: S, owner: 'o', token: 1 },
-      { op: 'batch', commands: [{ op: 'acquire', name: 'n', session: S, owner: 'o', wait: false }, { op: 'release', name: 'l', session: S, owner: 'o', token: 1 }] },
+      {
+        op: 'batch',
+        commands: [
+          { op: 'acquire', name: 'n', session: S, owner: 'o', wait: false },
+          { op: 'release', name: 'l', session: S, owner: 'o', token: 1 },
+        ],
+      },
     ],
     malformed: [
       { op: 'batch', commands: [] },
@@ -44,6 +50,9 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
   t.equal(outcome.violation, null, 'no other throw, no change before a refusal');
   t.ok(outcome.refused > 100, `${outcome.refused} refused`);
   const m = machine();
-  t.match(m.apply({ op: 'release', name: 'l', session: S, owner: 'o', token: 1 }, { ...ctx, index: 5 }), { ok: true, released: true });
+  t.match(m.apply({ op: 'release', name: 'l', session: S, owner: 'o', token: 1 }, { ...ctx, index: 5 }), {
+    ok: true,
+    released: true,
+  });
   t.match(m.apply({ op: 'extendAll' }, { ...ctx, index: 6 }), { ok: true, sessions: 1 });
 });

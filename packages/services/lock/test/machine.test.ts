@@ -7,9 +7,12 @@ let index = 0;
 function run(m: LockMachine, command: LockCommand, time = 0): LockResult {
   return m.apply(command, { index: ++index, term: 1, time });
 }
-const open = (m: LockMachine, id: string, time = 0, timeoutMs = 10_000) => run(m, { op: 'openSession', id, timeoutMs, owner: OWNER }, time);
-const acquire = (m: LockMachine, name: string, session: string, wait = false, time = 0) => run(m, { op: 'acquire', name, session, owner: OWNER, wait }, time);
-const release = (m: LockMachine, name: string, session: string, token: number | null, time = 0) => run(m, { op: 'release', name, session, owner: OWNER, token }, time);
+const open = (m: LockMachine, id: string, time = 0, timeoutMs = 10_000) =>
+  run(m, { op: 'openSession', id, timeoutMs, owner: OWNER }, time);
+const acquire = (m: LockMachine, name: string, session: string, wait = false, time = 0) =>
+  run(m, { op: 'acquire', name, session, owner: OWNER, wait }, time);
+const release = (m: LockMachine, name: string, session: string, token: number | null, time = 0) =>
+  run(m, { op: 'release', name, session, owner: OWNER, token }, time);
 
 t.test('lock free + acquire with a valid session: held, token incremented and returned', async (t) => {
   const m = new LockMachine();
@@ -26,37 +29,54 @@ t.test('acquire with an unknown session is refused', async (t) => {
 t.test('a session is usable only with the token that opened it', async (t) => {
   const m = new LockMachine();
   open(m, 's1');
-  t.same(run(m, { op: 'acquire', name: 'L', session: 's1', owner: 'other', wait: false }), { ok: false, error: 'session_forbidden' });
+  t.same(run(m, { op: 'acquire', name: 'L', session: 's1', owner: 'other', wait: false }), {
+    ok: false,
+    error: 'session_forbidden',
+  });
   t.same(run(m, { op: 'heartbeat', id: 's1', owner: 'other' }), { ok: false, error: 'session_forbidden' });
 });
 
-t.test('lock held + acquire: without wait refused, with wait queued with its position; re-acquire by holder is idempotent', async (t) => {
-  const m = new LockMachine();
-  for (const s of ['s1', 's2', 's3']) open(m, s);
-  acquire(m, 'L', 's1');
-  t.same(acquire(m, 'L', 's2', false), { ok: true, op: 'acquire', granted: false, position: null });
-  t.same(acquire(m, 'L', 's2', true), { ok: true, op: 'acquire', granted: false, position: 1 });
-  t.same(acquire(m, 'L', 's3', true), { ok: true, op: 'acquire', granted: false, position: 2 });
-  t.same(acquire(m, 'L', 's2', true), { ok: true, op: 'acquire', granted: false, position: 1 }, 'asking again keeps the place');
-  t.same(acquire(m, 'L', 's1'), { ok: true, op: 'acquire', granted: true, token: 1 }, 'the holder gets its grant back');
-  t.same(m.getLock('L').queue, ['s2', 's3']);
-});
+t.test(
+  'lock held + acquire: without wait refused, with wait queued with its position; re-acquire by holder is idempotent',
+  async (t) => {
+    const m = new LockMachine();
+    for (const s of ['s1', 's2', 's3']) open(m, s);
+    acquire(m, 'L', 's1');
+    t.same(acquire(m, 'L', 's2', false), { ok: true, op: 'acquire', granted: false, position: null });
+    t.same(acquire(m, 'L', 's2', true), { ok: true, op: 'acquire', granted: false, position: 1 });
+    t.same(acquire(m, 'L', 's3', true), { ok: true, op: 'acquire', granted: false, position: 2 });
+    t.same(
+      acquire(m, 'L', 's2', true),
+      { ok: true, op: 'acquire', granted: false, position: 1 },
+      'asking again keeps the place',
+    );
+    t.same(
+      acquire(m, 'L', 's1'),
+      { ok: true, op: 'acquire', granted: true, token: 1 },
+      'the holder gets its grant back',
+    );
+    t.same(m.getLock('L').queue, ['s2', 's3']);
+  },
+);
 
-t.test('release with the matching token hands the lock to the head of the queue with the next token; only the head is woken', async (t) => {
-  const m = new LockMachine();
-  const changes: LockChange[] = [];
-  m.onChange = (c) => changes.push(c);
-  for (const s of ['s1', 's2', 's3']) open(m, s);
-  acquire(m, 'L', 's1');
-  acquire(m, 'L', 's2', true);
-  acquire(m, 'L', 's3', true);
-  changes.length = 0;
-  t.same(release(m, 'L', 's1', 1), { ok: true, op: 'release', released: true, dequeued: false, next: 's2' });
-  t.same(m.getLock('L'), { name: 'L', holder: 's2', token: 2, queue: ['s3'], revision: index });
-  t.equal(changes.length, 1);
-  t.equal(changes[0]!.granted, 's2', 'the head was granted');
-  t.equal(changes[0]!.lost, 's1');
-});
+t.test(
+  'release with the matching token hands the lock to the head of the queue with the next token; only the head is woken',
+  async (t) => {
+    const m = new LockMachine();
+    const changes: LockChange[] = [];
+    m.onChange = (c) => changes.push(c);
+    for (const s of ['s1', 's2', 's3']) open(m, s);
+    acquire(m, 'L', 's1');
+    acquire(m, 'L', 's2', true);
+    acquire(m, 'L', 's3', true);
+    changes.length = 0;
+    t.same(release(m, 'L', 's1', 1), { ok: true, op: 'release', released: true, dequeued: false, next: 's2' });
+    t.same(m.getLock('L'), { name: 'L', holder: 's2', token: 2, queue: ['s3'], revision: index });
+    t.equal(changes.length, 1);
+    t.equal(changes[0]!.granted, 's2', 'the head was granted');
+    t.equal(changes[0]!.lost, 's1');
+  },
+);
 
 t.test('release with an empty queue frees the lock; the token is kept for the next grant', async (t) => {
   const m = new LockMachine();
@@ -93,34 +113,44 @@ t.test('a waiter may leave the queue (release without a token)', async (t) => {
   t.same(m.getSession('s2')?.waiting, []);
 });
 
-t.test('session expiry: heartbeats push the deadline; a missed deadline releases every lock to each queue head and leaves every queue', async (t) => {
-  const m = new LockMachine();
-  open(m, 's1', 0, 10_000);
-  open(m, 's2', 0, 10_000);
-  open(m, 's3', 0, 10_000);
-  acquire(m, 'A', 's1');
-  acquire(m, 'B', 's1');
-  acquire(m, 'A', 's2', true);
-  acquire(m, 'C', 's3');
-  acquire(m, 'C', 's1', true);
-  run(m, { op: 'heartbeat', id: 's2', owner: OWNER }, 8_000);
-  run(m, { op: 'heartbeat', id: 's3', owner: OWNER }, 8_000);
-  t.same(m.overdue(9_999), []);
-  t.same(m.overdue(10_000), ['s1']);
-  t.same(run(m, { op: 'expire', ids: ['s1', 's2'] }, 10_000), { ok: true, op: 'expire', expired: ['s1'] }, 's2 heartbeated, so only s1 expires');
-  t.equal(m.getSession('s1'), null);
-  t.same(m.getLock('A'), { name: 'A', holder: 's2', token: 2, queue: [], revision: index });
-  t.equal(m.getLock('B').holder, null);
-  t.same(m.getLock('C').queue, [], 's1 left the queue of C');
-  t.same(acquire(m, 'A', 's1'), { ok: false, error: 'unknown_session' });
-});
+t.test(
+  'session expiry: heartbeats push the deadline; a missed deadline releases every lock to each queue head and leaves every queue',
+  async (t) => {
+    const m = new LockMachine();
+    open(m, 's1', 0, 10_000);
+    open(m, 's2', 0, 10_000);
+    open(m, 's3', 0, 10_000);
+    acquire(m, 'A', 's1');
+    acquire(m, 'B', 's1');
+    acquire(m, 'A', 's2', true);
+    acquire(m, 'C', 's3');
+    acquire(m, 'C', 's1', true);
+    run(m, { op: 'heartbeat', id: 's2', owner: OWNER }, 8_000);
+    run(m, { op: 'heartbeat', id: 's3', owner: OWNER }, 8_000);
+    t.same(m.overdue(9_999), []);
+    t.same(m.overdue(10_000), ['s1']);
+    t.same(
+      run(m, { op: 'expire', ids: ['s1', 's2'] }, 10_000),
+      { ok: true, op: 'expire', expired: ['s1'] },
+      's2 heartbeated, so only s1 expires',
+    );
+    t.equal(m.getSession('s1'), null);
+    t.same(m.getLock('A'), { name: 'A', holder: 's2', token: 2, queue: [], revision: index });
+    t.equal(m.getLock('B').holder, null);
+    t.same(m.getLock('C').queue, [], 's1 left the queue of C');
+    t.same(acquire(m, 'A', 's1'), { ok: false, error: 'unknown_session' });
+  },
+);
 
-t.test('expiry is decided by entry time: a proposal from a fast leader clock does not expire a live session', async (t) => {
-  const m = new LockMachine();
-  open(m, 's1', 0, 10_000);
-  t.same(run(m, { op: 'expire', ids: ['s1'] }, 9_000), { ok: true, op: 'expire', expired: [] });
-  t.ok(m.getSession('s1'));
-});
+t.test(
+  'expiry is decided by entry time: a proposal from a fast leader clock does not expire a live session',
+  async (t) => {
+    const m = new LockMachine();
+    open(m, 's1', 0, 10_000);
+    t.same(run(m, { op: 'expire', ids: ['s1'] }, 9_000), { ok: true, op: 'expire', expired: [] });
+    t.ok(m.getSession('s1'));
+  },
+);
 
 t.test('extendAll gives every session one more timeout from the entry time', async (t) => {
   const m = new LockMachine();
@@ -136,7 +166,12 @@ t.test('closing a session releases its locks and queue places', async (t) => {
   open(m, 's2');
   acquire(m, 'A', 's1');
   acquire(m, 'A', 's2', true);
-  t.same(run(m, { op: 'closeSession', id: 's1', owner: OWNER }), { ok: true, op: 'closeSession', id: 's1', released: ['A'] });
+  t.same(run(m, { op: 'closeSession', id: 's1', owner: OWNER }), {
+    ok: true,
+    op: 'closeSession',
+    id: 's1',
+    released: ['A'],
+  });
   t.equal(m.getLock('A').holder, 's2');
 });
 
@@ -148,13 +183,34 @@ const names = ['A', 'B', 'C'];
 const commandArb: fc.Arbitrary<{ cmd: LockCommand; dt: number }> = fc.record({
   dt: fc.integer({ min: 0, max: 4_000 }),
   cmd: fc.oneof(
-    fc.record({ op: fc.constant('openSession' as const), id: fc.constantFrom(...sessions), timeoutMs: fc.constantFrom(5_000, 10_000), owner: fc.constant(OWNER) }),
+    fc.record({
+      op: fc.constant('openSession' as const),
+      id: fc.constantFrom(...sessions),
+      timeoutMs: fc.constantFrom(5_000, 10_000),
+      owner: fc.constant(OWNER),
+    }),
     fc.record({ op: fc.constant('heartbeat' as const), id: fc.constantFrom(...sessions), owner: fc.constant(OWNER) }),
-    fc.record({ op: fc.constant('closeSession' as const), id: fc.constantFrom(...sessions), owner: fc.constant(OWNER) }),
+    fc.record({
+      op: fc.constant('closeSession' as const),
+      id: fc.constantFrom(...sessions),
+      owner: fc.constant(OWNER),
+    }),
     fc.record({ op: fc.constant('expire' as const), ids: fc.subarray(sessions) }),
     fc.constant({ op: 'extendAll' as const }),
-    fc.record({ op: fc.constant('acquire' as const), name: fc.constantFrom(...names), session: fc.constantFrom(...sessions), owner: fc.constant(OWNER), wait: fc.boolean() }),
-    fc.record({ op: fc.constant('release' as const), name: fc.constantFrom(...names), session: fc.constantFrom(...sessions), owner: fc.constant(OWNER), token: fc.option(fc.integer({ min: 1, max: 8 }), { nil: null }) }),
+    fc.record({
+      op: fc.constant('acquire' as const),
+      name: fc.constantFrom(...names),
+      session: fc.constantFrom(...sessions),
+      owner: fc.constant(OWNER),
+      wait: fc.boolean(),
+    }),
+    fc.record({
+      op: fc.constant('release' as const),
+      name: fc.constantFrom(...names),
+      session: fc.constantFrom(...sessions),
+      owner: fc.constant(OWNER),
+      token: fc.option(fc.integer({ min: 1, max: 8 }), { nil: null }),
+    }),
   ),
 });
 
@@ -219,7 +275,8 @@ t.test('property: invariants hold, every grant increments the token by one, snap
           if (tok !== k + 1) throw new Error(`grants of ${name} were ${tokens.join(',')}: not 1, 2, 3, ...`);
         });
       }
-      if (copy !== null && JSON.stringify(copyResults) !== JSON.stringify(results)) throw new Error('a restored copy diverged');
+      if (copy !== null && JSON.stringify(copyResults) !== JSON.stringify(results))
+        throw new Error('a restored copy diverged');
     }),
     { numRuns: 500 },
   );

@@ -17,7 +17,16 @@ export interface SendInput {
 export interface StatusAnswer {
   notification_id: string;
   users_routed: number;
-  channels: Array<{ channel: Channel; status: string; delivered_at: number | null; user_id: string; attempt_count: number; provider_message_id: string | null; reason: string | null; fallback_from: Channel | null }>;
+  channels: Array<{
+    channel: Channel;
+    status: string;
+    delivered_at: number | null;
+    user_id: string;
+    attempt_count: number;
+    provider_message_id: string | null;
+    reason: string | null;
+    fallback_from: Channel | null;
+  }>;
   suppressed: Array<{ user_id: string; channel: Channel; reason: string }>;
 }
 
@@ -28,7 +37,12 @@ export class NotifyClient {
   constructor(private readonly options: { endpoints: string[]; token: string; timeoutMs?: number }) {}
 
   /** One call, tried on each member in turn while they answer 503 or do not answer. */
-  async call<T>(method: string, path: string, body?: unknown, token = this.options.token): Promise<{ status: number; body: T }> {
+  async call<T>(
+    method: string,
+    path: string,
+    body?: unknown,
+    token = this.options.token,
+  ): Promise<{ status: number; body: T }> {
     const deadline = Date.now() + (this.options.timeoutMs ?? 15_000);
     let last: unknown = null;
     while (Date.now() < deadline) {
@@ -37,7 +51,10 @@ export class NotifyClient {
         const res = await request(base + path, {
           method: method as 'GET',
           dispatcher: this.agent,
-          headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+          headers: {
+            authorization: `Bearer ${token}`,
+            ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+          },
           ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
         });
         const parsed = (await res.body.json().catch(() => null)) as T;
@@ -48,7 +65,12 @@ export class NotifyClient {
         }
         if (res.statusCode >= 400) {
           const err = (parsed as { error?: { code?: string; message?: string } } | null)?.error;
-          throw new ServiceError(res.statusCode, err?.code ?? 'unknown', err?.message ?? `HTTP ${res.statusCode}`, parsed);
+          throw new ServiceError(
+            res.statusCode,
+            err?.code ?? 'unknown',
+            err?.message ?? `HTTP ${res.statusCode}`,
+            parsed,
+          );
         }
         return { status: res.statusCode, body: parsed };
       } catch (e) {
@@ -69,11 +91,29 @@ export class NotifyClient {
   }
 
   async preferences(userId: string, token?: string): Promise<Preferences & { user_id: string }> {
-    return (await this.call<Preferences & { user_id: string }>('GET', `/v1/users/${encodeURIComponent(userId)}/preferences`, undefined, token)).body;
+    return (
+      await this.call<Preferences & { user_id: string }>(
+        'GET',
+        `/v1/users/${encodeURIComponent(userId)}/preferences`,
+        undefined,
+        token,
+      )
+    ).body;
   }
 
-  async setPreferences(userId: string, change: Record<string, unknown>, token?: string): Promise<Preferences & { user_id: string }> {
-    return (await this.call<Preferences & { user_id: string }>('PUT', `/v1/users/${encodeURIComponent(userId)}/preferences`, change, token)).body;
+  async setPreferences(
+    userId: string,
+    change: Record<string, unknown>,
+    token?: string,
+  ): Promise<Preferences & { user_id: string }> {
+    return (
+      await this.call<Preferences & { user_id: string }>(
+        'PUT',
+        `/v1/users/${encodeURIComponent(userId)}/preferences`,
+        change,
+        token,
+      )
+    ).body;
   }
 
   async putSegment(id: string, userIds: string[]): Promise<void> {
@@ -84,13 +124,25 @@ export class NotifyClient {
     await this.call('PUT', `/v1/templates/${encodeURIComponent(eventType)}/${channel}`, template);
   }
 
-  async inbox(userId: string, options: { token?: string; unread?: boolean } = {}): Promise<{ items: InAppItem[]; unread: number }> {
-    return (await this.call<{ items: InAppItem[]; unread: number }>('GET', `/v1/users/${encodeURIComponent(userId)}/inbox${options.unread === true ? '?unread=true' : ''}`, undefined, options.token)).body;
+  async inbox(
+    userId: string,
+    options: { token?: string; unread?: boolean } = {},
+  ): Promise<{ items: InAppItem[]; unread: number }> {
+    return (
+      await this.call<{ items: InAppItem[]; unread: number }>(
+        'GET',
+        `/v1/users/${encodeURIComponent(userId)}/inbox${options.unread === true ? '?unread=true' : ''}`,
+        undefined,
+        options.token,
+      )
+    ).body;
   }
 
   async markRead(userId: string, itemIds: string[] | 'all', token?: string): Promise<number> {
     const body = itemIds === 'all' ? { all: true } : { item_ids: itemIds };
-    return (await this.call<{ marked: number }>('POST', `/v1/users/${encodeURIComponent(userId)}/inbox/read`, body, token)).body.marked;
+    return (
+      await this.call<{ marked: number }>('POST', `/v1/users/${encodeURIComponent(userId)}/inbox/read`, body, token)
+    ).body.marked;
   }
 
   close(): Promise<void> {

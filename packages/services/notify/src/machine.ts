@@ -6,7 +6,14 @@
  * routing context from one group). Pure: no clock, no I/O; every time is the `now` carried in the command, so the
  * 24 h dedup window and the caps survive restarts and replay identically.
  */
-import { CHANNELS, PRIORITIES, type Channel, type InAppItem, type Priority, type PushSubscription } from './workers/delivery/channels/channel.js';
+import {
+  CHANNELS,
+  PRIORITIES,
+  type Channel,
+  type InAppItem,
+  type Priority,
+  type PushSubscription,
+} from './workers/delivery/channels/channel.js';
 
 export const DEDUP_WINDOW_MS = 24 * 60 * 60_000;
 export const CAP_WINDOW_MS = 60 * 60_000;
@@ -33,7 +40,12 @@ export interface Preferences {
 }
 
 export function defaultPreferences(): Preferences {
-  return { channels_enabled: { push: true, email: true, sms: true, in_app: true }, quiet_hours: null, frequency_cap: [], contact: { email: null, phone: null, push_subscriptions: [] } };
+  return {
+    channels_enabled: { push: true, email: true, sms: true, in_app: true },
+    quiet_hours: null,
+    frequency_cap: [],
+    contact: { email: null, phone: null, push_subscriptions: [] },
+  };
 }
 
 export interface DeliveryRow {
@@ -68,7 +80,13 @@ export interface RouteDecision {
 
 export type Outcome =
   | { message_id: string; kind: 'sent'; provider_message_id: string; invalid_subscriptions?: string[] }
-  | { message_id: string; kind: 'delivered'; provider_message_id: string; delivered_at: number; invalid_subscriptions?: string[] }
+  | {
+      message_id: string;
+      kind: 'delivered';
+      provider_message_id: string;
+      delivered_at: number;
+      invalid_subscriptions?: string[];
+    }
   | { message_id: string; kind: 'bounced'; reason: string; provider_message_id?: string }
   | { message_id: string; kind: 'invalid_address'; reason: string; invalid_subscriptions?: string[] }
   | { message_id: string; kind: 'retry'; reason: string }
@@ -80,7 +98,15 @@ export type NotifyCommand =
   | { op: 'putPrefs'; user_id: string; prefs: Preferences }
   | { op: 'putSegment'; segment_id: string; user_ids: string[] }
   | { op: 'putTemplate'; event_type: string; channel: Channel; template: Template | null }
-  | { op: 'route'; notification_id: string; user_id: string; priority: Priority; channels: Channel[]; suppressed: Array<{ channel: Channel; reason: string }>; now: number }
+  | {
+      op: 'route';
+      notification_id: string;
+      user_id: string;
+      priority: Priority;
+      channels: Channel[];
+      suppressed: Array<{ channel: Channel; reason: string }>;
+      now: number;
+    }
   | { op: 'outcomes'; outcomes: Outcome[]; now: number }
   | { op: 'fallback'; from_message_id: string; channel: Channel; now: number }
   | { op: 'inboxAdd'; item: InAppItem }
@@ -127,7 +153,8 @@ export class NotifyMachine {
       case 'claim': {
         this.pruneClaims(command.now);
         const seen = this.claims.get(command.key);
-        if (seen !== undefined) return { ok: true, op: 'claim', notification_id: seen.notification_id, existing: true, queued: seen.queued };
+        if (seen !== undefined)
+          return { ok: true, op: 'claim', notification_id: seen.notification_id, existing: true, queued: seen.queued };
         this.claims.set(command.key, { notification_id: command.notification_id, at: command.now, queued: false });
         return { ok: true, op: 'claim', notification_id: command.notification_id, existing: false, queued: false };
       }
@@ -158,7 +185,14 @@ export class NotifyMachine {
         const id = messageId(from.notification_id, from.user_id, command.channel);
         const existing = this.rows.get(id);
         if (existing !== undefined) return { ok: true, op: 'fallback', row: { ...existing } };
-        const row = this.addRow(from.notification_id, from.user_id, command.channel, from.priority, command.now, from.channel);
+        const row = this.addRow(
+          from.notification_id,
+          from.user_id,
+          command.channel,
+          from.priority,
+          command.now,
+          from.channel,
+        );
         return { ok: true, op: 'fallback', row: { ...row } };
       }
       case 'inboxAdd': {
@@ -207,7 +241,13 @@ export class NotifyMachine {
   private route(command: Extract<NotifyCommand, { op: 'route' }>): NotifyResult {
     const key = `${command.notification_id}\u0000${command.user_id}`;
     if (this.routes.has(key)) {
-      return { ok: true, op: 'route', duplicate: true, rows: this.rowsOf(command.notification_id).filter((r) => r.user_id === command.user_id), capped: [] };
+      return {
+        ok: true,
+        op: 'route',
+        duplicate: true,
+        rows: this.rowsOf(command.notification_id).filter((r) => r.user_id === command.user_id),
+        capped: [],
+      };
     }
     const prefs = this.prefs.get(command.user_id) ?? defaultPreferences();
     const rows: DeliveryRow[] = [];
@@ -224,7 +264,9 @@ export class NotifyMachine {
       }
       recent.push(command.now);
       this.sends.set(sendsKey, recent);
-      rows.push({ ...this.addRow(command.notification_id, command.user_id, channel, command.priority, command.now, null) });
+      rows.push({
+        ...this.addRow(command.notification_id, command.user_id, channel, command.priority, command.now, null),
+      });
     }
     this.routes.set(key, {
       notification_id: command.notification_id,
@@ -235,7 +277,14 @@ export class NotifyMachine {
     return { ok: true, op: 'route', duplicate: false, rows, capped };
   }
 
-  private addRow(notificationId: string, userId: string, channel: Channel, priority: Priority, now: number, fallbackFrom: Channel | null): DeliveryRow {
+  private addRow(
+    notificationId: string,
+    userId: string,
+    channel: Channel,
+    priority: Priority,
+    now: number,
+    fallbackFrom: Channel | null,
+  ): DeliveryRow {
     const row: DeliveryRow = {
       message_id: messageId(notificationId, userId, channel),
       notification_id: notificationId,
@@ -373,7 +422,8 @@ export class NotifyMachine {
 
   routesOf(notificationId: string): RouteDecision[] {
     const out: RouteDecision[] = [];
-    for (const decision of this.routes.values()) if (decision.notification_id === notificationId) out.push(structuredClone(decision));
+    for (const decision of this.routes.values())
+      if (decision.notification_id === notificationId) out.push(structuredClone(decision));
     return out;
   }
 
@@ -385,7 +435,11 @@ export class NotifyMachine {
   inbox(userId: string, options: { unreadOnly: boolean; limit: number }): { items: InAppItem[]; unread: number } {
     const inbox = this.inboxes.get(userId) ?? [];
     const unread = inbox.filter((i) => !i.read).length;
-    const items = inbox.filter((i) => !options.unreadOnly || !i.read).slice(-options.limit).reverse().map((i) => structuredClone(i));
+    const items = inbox
+      .filter((i) => !options.unreadOnly || !i.read)
+      .slice(-options.limit)
+      .reverse()
+      .map((i) => structuredClone(i));
     return { items, unread };
   }
 
@@ -432,5 +486,7 @@ export class NotifyMachine {
   }
 }
 
-export const isChannel = (v: unknown): v is Channel => typeof v === 'string' && (CHANNELS as readonly string[]).includes(v);
-export const isPriority = (v: unknown): v is Priority => typeof v === 'string' && (PRIORITIES as readonly string[]).includes(v);
+export const isChannel = (v: unknown): v is Channel =>
+  typeof v === 'string' && (CHANNELS as readonly string[]).includes(v);
+export const isPriority = (v: unknown): v is Priority =>
+  typeof v === 'string' && (PRIORITIES as readonly string[]).includes(v);

@@ -48,7 +48,10 @@ export function answer(machine: NotifyMachine, query: StateQuery): unknown {
       return { rows, prefs } satisfies SendContext;
     }
     case 'status':
-      return { rows: machine.rowsOf(query.notification_id), routes: machine.routesOf(query.notification_id) } satisfies StatusPart;
+      return {
+        rows: machine.rowsOf(query.notification_id),
+        routes: machine.routesOf(query.notification_id),
+      } satisfies StatusPart;
     case 'prefs':
       return { prefs: machine.preferences(query.user_id) };
     case 'segment':
@@ -70,7 +73,11 @@ export function checkQuery(value: unknown): StateQuery {
     if (typeof v[f] !== 'string') throw badRequest('invalid_field', `${f} must be a string`, { field: f });
   };
   const strs = (f: string): void => {
-    if (!Array.isArray(v[f]) || !(v[f] as unknown[]).every((x) => typeof x === 'string') || (v[f] as unknown[]).length > 10_000) {
+    if (
+      !Array.isArray(v[f]) ||
+      !(v[f] as unknown[]).every((x) => typeof x === 'string') ||
+      (v[f] as unknown[]).length > 10_000
+    ) {
       throw badRequest('invalid_field', `${f} must be an array of at most 10,000 strings`, { field: f });
     }
   };
@@ -94,8 +101,10 @@ export function checkQuery(value: unknown): StateQuery {
       break;
     case 'inbox':
       str('user_id');
-      if (typeof v.unread_only !== 'boolean') throw badRequest('invalid_field', 'unread_only must be true or false', { field: 'unread_only' });
-      if (typeof v.limit !== 'number' || !Number.isSafeInteger(v.limit) || v.limit < 1 || v.limit > 1000) throw badRequest('invalid_field', 'limit must be 1..1000', { field: 'limit' });
+      if (typeof v.unread_only !== 'boolean')
+        throw badRequest('invalid_field', 'unread_only must be true or false', { field: 'unread_only' });
+      if (typeof v.limit !== 'number' || !Number.isSafeInteger(v.limit) || v.limit < 1 || v.limit > 1000)
+        throw badRequest('invalid_field', 'limit must be 1..1000', { field: 'limit' });
       break;
   }
   return v as unknown as StateQuery;

@@ -3,7 +3,14 @@
  * with a reason (it goes to DEAD_LETTER_TOPIC; the records beside it are routed and sent as usual). Anyone holding a
  * token that may append to a topic could write such a record; a refused one never stops a loop.
  */
-import { CHANNELS, PRIORITIES, type Address, type Channel, type OutboundMessage, type Priority } from './workers/delivery/channels/channel.js';
+import {
+  CHANNELS,
+  PRIORITIES,
+  type Address,
+  type Channel,
+  type OutboundMessage,
+  type Priority,
+} from './workers/delivery/channels/channel.js';
 
 /** What the ingestion queue carries: one record per (notification, user), keyed by user_id. */
 export interface IngestRecord {
@@ -20,7 +27,10 @@ export interface IngestRecord {
  * What a channel topic carries: an outbound message before its attempt. The address is the router's snapshot, used
  * only when the store is unreachable (null: look it up at send time).
  */
-export type QueuedMessage = Omit<OutboundMessage, 'address' | 'attempt' | 'receipt_url'> & { address: Address | null; fallback_from?: Channel };
+export type QueuedMessage = Omit<OutboundMessage, 'address' | 'attempt' | 'receipt_url'> & {
+  address: Address | null;
+  fallback_from?: Channel;
+};
 
 function object(value: string): Record<string, unknown> {
   let parsed: unknown;
@@ -35,7 +45,8 @@ function object(value: string): Record<string, unknown> {
 
 function text(o: Record<string, unknown>, field: string, max = 1_000): string {
   const v = o[field];
-  if (typeof v !== 'string' || v.length === 0 || v.length > max) throw new Error(`${field}: a string of 1..${max} characters`);
+  if (typeof v !== 'string' || v.length === 0 || v.length > max)
+    throw new Error(`${field}: a string of 1..${max} characters`);
   return v;
 }
 
@@ -53,7 +64,8 @@ export function decodeIngest(value: string): IngestRecord {
   priority(o);
   if (typeof o.data !== 'object' || o.data === null || Array.isArray(o.data)) throw new Error('data: an object');
   if (!Number.isFinite(o.accepted_at)) throw new Error('accepted_at: a time');
-  if (o.campaign_id !== null && o.campaign_id !== undefined && typeof o.campaign_id !== 'string') throw new Error('campaign_id: a string or null');
+  if (o.campaign_id !== null && o.campaign_id !== undefined && typeof o.campaign_id !== 'string')
+    throw new Error('campaign_id: a string or null');
   return { ...(o as unknown as IngestRecord), campaign_id: (o.campaign_id as string | null | undefined) ?? null };
 }
 
@@ -68,9 +80,12 @@ export function decodeQueued(value: string): QueuedMessage {
   if (!CHANNELS.includes(o.channel as Channel)) throw new Error(`channel: one of ${CHANNELS.join(', ')}`);
   const content = o.content as Record<string, unknown> | null;
   if (typeof content !== 'object' || content === null || Array.isArray(content)) throw new Error('content: an object');
-  if (typeof content.title !== 'string' || typeof content.body !== 'string') throw new Error('content: title and body are strings');
-  if (typeof content.data !== 'object' || content.data === null || Array.isArray(content.data)) throw new Error('content.data: an object');
+  if (typeof content.title !== 'string' || typeof content.body !== 'string')
+    throw new Error('content: title and body are strings');
+  if (typeof content.data !== 'object' || content.data === null || Array.isArray(content.data))
+    throw new Error('content.data: an object');
   if (!Number.isFinite(o.accepted_at)) throw new Error('accepted_at: a time');
-  if (o.address !== null && (typeof o.address !== 'object' || Array.isArray(o.address))) throw new Error('address: an object or null');
+  if (o.address !== null && (typeof o.address !== 'object' || Array.isArray(o.address)))
+    throw new Error('address: an object or null');
   return o as unknown as QueuedMessage;
 }

@@ -10,15 +10,35 @@ export class StateClient {
   readonly router: GroupRouter;
 
   constructor(options: { endpoints: string[]; token: string; timeoutMs?: number }) {
-    this.router = new GroupRouter({ endpoints: options.endpoints, token: options.token, timeoutMs: options.timeoutMs ?? 15_000 });
+    this.router = new GroupRouter({
+      endpoints: options.endpoints,
+      token: options.token,
+      timeoutMs: options.timeoutMs ?? 15_000,
+    });
   }
 
-  async command(group: string, command: NotifyCommand, options: { token?: string; timeoutMs?: number } = {}): Promise<NotifyResult> {
-    return (await this.router.call(group, 'POST', `/v1/notify/groups/${encodeURIComponent(group)}/commands`, command, callOptions(options))) as NotifyResult;
+  async command(
+    group: string,
+    command: NotifyCommand,
+    options: { token?: string; timeoutMs?: number } = {},
+  ): Promise<NotifyResult> {
+    return (await this.router.call(
+      group,
+      'POST',
+      `/v1/notify/groups/${encodeURIComponent(group)}/commands`,
+      command,
+      callOptions(options),
+    )) as NotifyResult;
   }
 
   async query<T>(group: string, query: StateQuery, options: { token?: string; timeoutMs?: number } = {}): Promise<T> {
-    return (await this.router.call(group, 'POST', `/v1/notify/groups/${encodeURIComponent(group)}/query`, query, callOptions(options))) as T;
+    return (await this.router.call(
+      group,
+      'POST',
+      `/v1/notify/groups/${encodeURIComponent(group)}/query`,
+      query,
+      callOptions(options),
+    )) as T;
   }
 
   close(): Promise<void> {
@@ -26,7 +46,10 @@ export class StateClient {
   }
 }
 
-function callOptions(options: { token?: string; timeoutMs?: number }): { headers?: Record<string, string>; timeoutMs?: number } {
+function callOptions(options: { token?: string; timeoutMs?: number }): {
+  headers?: Record<string, string>;
+  timeoutMs?: number;
+} {
   return {
     ...(options.token !== undefined ? { headers: { authorization: `Bearer ${options.token}` } } : {}),
     ...(options.timeoutMs !== undefined ? { timeoutMs: options.timeoutMs } : {}),

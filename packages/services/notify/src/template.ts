@@ -16,14 +16,17 @@ export const RESERVED_SEGMENTS: ReadonlySet<string> = new Set(['__proto__', 'con
 
 /** The placeholder paths of a template text that reach past the data (`{{constructor.name}}`), if any. */
 export function reservedPaths(text: string): string[] {
-  return [...text.matchAll(PLACEHOLDER)].map((m) => m[1]!).filter((path) => path.split('.').some((part) => RESERVED_SEGMENTS.has(part)));
+  return [...text.matchAll(PLACEHOLDER)]
+    .map((m) => m[1]!)
+    .filter((path) => path.split('.').some((part) => RESERVED_SEGMENTS.has(part)));
 }
 
 /** The value at a dotted path of the data: own properties only, so nothing inherited is ever rendered. */
 function lookup(data: Record<string, unknown>, path: string): unknown {
   let value: unknown = data;
   for (const part of path.split('.')) {
-    if (typeof value !== 'object' || value === null || RESERVED_SEGMENTS.has(part) || !Object.hasOwn(value, part)) return undefined;
+    if (typeof value !== 'object' || value === null || RESERVED_SEGMENTS.has(part) || !Object.hasOwn(value, part))
+      return undefined;
     value = (value as Record<string, unknown>)[part];
   }
   return value;

@@ -4,7 +4,17 @@
  * daylight-saving changes, templates, and the router's channel choice.
  */
 import t from 'tap';
-import { chooseChannels, defaultPreferences, DEDUP_WINDOW_MS, inQuietHours, localMinutes, messageId, NotifyMachine, render, type Preferences } from '../src/index.js';
+import {
+  chooseChannels,
+  defaultPreferences,
+  DEDUP_WINDOW_MS,
+  inQuietHours,
+  localMinutes,
+  messageId,
+  NotifyMachine,
+  render,
+  type Preferences,
+} from '../src/index.js';
 import { mergePreferences } from '../src/input.js';
 import { nextInChain, parseChain } from '../src/workers/delivery/delivery.js';
 import { parseStateGroup, stateGroup, STATE_GROUPS, STATE_PREFIX } from '../src/placement.js';
@@ -13,20 +23,44 @@ const T0 = Date.UTC(2026, 0, 15, 12, 0, 0);
 
 t.test('dedup claims last 24 h by the commands clock, and survive snapshot/restore', async (t) => {
   const m = new NotifyMachine();
-  t.match(m.apply({ op: 'claim', key: 'k', notification_id: 'n1', now: T0 }), { existing: false, notification_id: 'n1' });
+  t.match(m.apply({ op: 'claim', key: 'k', notification_id: 'n1', now: T0 }), {
+    existing: false,
+    notification_id: 'n1',
+  });
   m.apply({ op: 'queued', key: 'k', notification_id: 'n1' });
-  t.match(m.apply({ op: 'claim', key: 'k', notification_id: 'n2', now: T0 + 1000 }), { existing: true, queued: true, notification_id: 'n1' });
+  t.match(m.apply({ op: 'claim', key: 'k', notification_id: 'n2', now: T0 + 1000 }), {
+    existing: true,
+    queued: true,
+    notification_id: 'n1',
+  });
   const copy = new NotifyMachine();
   copy.restore(m.snapshot());
-  t.match(copy.apply({ op: 'claim', key: 'k', notification_id: 'n3', now: T0 + DEDUP_WINDOW_MS - 1 }), { existing: true, notification_id: 'n1' }, 'still known after a restore');
-  t.match(copy.apply({ op: 'claim', key: 'k', notification_id: 'n4', now: T0 + DEDUP_WINDOW_MS }), { existing: false, notification_id: 'n4' }, 'forgotten after 24 h');
+  t.match(
+    copy.apply({ op: 'claim', key: 'k', notification_id: 'n3', now: T0 + DEDUP_WINDOW_MS - 1 }),
+    { existing: true, notification_id: 'n1' },
+    'still known after a restore',
+  );
+  t.match(
+    copy.apply({ op: 'claim', key: 'k', notification_id: 'n4', now: T0 + DEDUP_WINDOW_MS }),
+    { existing: false, notification_id: 'n4' },
+    'forgotten after 24 h',
+  );
 });
 
 t.test('route: caps per channel per hour, critical never capped, a replay changes nothing', async (t) => {
   const m = new NotifyMachine();
   const prefs: Preferences = { ...defaultPreferences(), frequency_cap: [{ channel: 'email', max_per_hour: 1 }] };
   m.apply({ op: 'putPrefs', user_id: 'u', prefs });
-  const route = (n: string, priority: 'normal' | 'critical', now: number) => m.apply({ op: 'route', notification_id: n, user_id: 'u', priority, channels: ['email', 'in_app'], suppressed: [], now });
+  const route = (n: string, priority: 'normal' | 'critical', now: number) =>
+    m.apply({
+      op: 'route',
+      notification_id: n,
+      user_id: 'u',
+      priority,
+      channels: ['email', 'in_app'],
+      suppressed: [],
+      now,
+    });
   t.match(route('n1', 'normal', T0), { duplicate: false, capped: [] });
   t.match(route('n2', 'normal', T0 + 1000), { duplicate: false, capped: ['email'] });
   t.match(route('n3', 'critical', T0 + 2000), { duplicate: false, capped: [] });
@@ -37,44 +71,111 @@ t.test('route: caps per channel per hour, critical never capped, a replay change
   t.same(m.routesOf('n2')[0]!.suppressed, [{ channel: 'email', reason: 'frequency_cap' }]);
 });
 
-t.test('delivery_log transitions; bounce disables email; invalid push subscriptions removed; fallback rows', async (t) => {
-  const m = new NotifyMachine();
-  m.apply({ op: 'putPrefs', user_id: 'u', prefs: { ...defaultPreferences(), contact: { email: 'a@b.c', phone: null, push_subscriptions: [{ endpoint: 'https://p/1', keys: { p256dh: 'x', auth: 'y' } }, { endpoint: 'https://p/2', keys: { p256dh: 'x', auth: 'y' } }] } } });
-  m.apply({ op: 'route', notification_id: 'n', user_id: 'u', priority: 'critical', channels: ['sms', 'email', 'push'], suppressed: [], now: T0 });
-  const sms = messageId('n', 'u', 'sms');
-  const email = messageId('n', 'u', 'email');
-  const push = messageId('n', 'u', 'push');
-  m.apply({ op: 'outcomes', outcomes: [{ message_id: sms, kind: 'retry', reason: '503' }], now: T0 + 1 });
-  t.match(m.row(sms), { status: 'pending', attempt_count: 1 });
-  m.apply({ op: 'outcomes', outcomes: [{ message_id: sms, kind: 'sent', provider_message_id: 'p1' }], now: T0 + 2 });
-  m.apply({ op: 'outcomes', outcomes: [{ message_id: sms, kind: 'sent', provider_message_id: 'p-again' }], now: T0 + 3 });
-  t.match(m.row(sms), { status: 'sent', attempt_count: 2, provider_message_id: 'p1' }, 'a replayed sent changes nothing');
-  m.apply({ op: 'outcomes', outcomes: [{ message_id: sms, kind: 'delivered', provider_message_id: 'p1', delivered_at: T0 + 9 }], now: T0 + 10 });
-  m.apply({ op: 'outcomes', outcomes: [{ message_id: sms, kind: 'failed', reason: 'late' }], now: T0 + 11 });
-  t.match(m.row(sms), { status: 'delivered', delivered_at: T0 + 9 }, 'terminal rows stay');
-  m.apply({ op: 'outcomes', outcomes: [{ message_id: email, kind: 'bounced', reason: '550' }], now: T0 + 12 });
-  t.equal(m.row(email)!.status, 'bounced');
-  t.equal(m.preferences('u').channels_enabled.email, false, 'hard bounce disables email');
-  m.apply({ op: 'outcomes', outcomes: [{ message_id: push, kind: 'sent', provider_message_id: 'loc', invalid_subscriptions: ['https://p/1'] }], now: T0 + 13 });
-  t.same(m.preferences('u').contact.push_subscriptions.map((s) => s.endpoint), ['https://p/2']);
-  const fb = m.apply({ op: 'fallback', from_message_id: email, channel: 'in_app', now: T0 + 14 });
-  t.match(fb, { row: { channel: 'in_app', status: 'pending', fallback_from: 'email' } });
-  t.match(m.apply({ op: 'fallback', from_message_id: email, channel: 'in_app', now: T0 + 15 }), { row: { message_id: messageId('n', 'u', 'in_app') } }, 'once');
-  t.equal(m.rowsOf('n').length, 4);
-});
+t.test(
+  'delivery_log transitions; bounce disables email; invalid push subscriptions removed; fallback rows',
+  async (t) => {
+    const m = new NotifyMachine();
+    m.apply({
+      op: 'putPrefs',
+      user_id: 'u',
+      prefs: {
+        ...defaultPreferences(),
+        contact: {
+          email: 'a@b.c',
+          phone: null,
+          push_subscriptions: [
+            { endpoint: 'https://p/1', keys: { p256dh: 'x', auth: 'y' } },
+            { endpoint: 'https://p/2', keys: { p256dh: 'x', auth: 'y' } },
+          ],
+        },
+      },
+    });
+    m.apply({
+      op: 'route',
+      notification_id: 'n',
+      user_id: 'u',
+      priority: 'critical',
+      channels: ['sms', 'email', 'push'],
+      suppressed: [],
+      now: T0,
+    });
+    const sms = messageId('n', 'u', 'sms');
+    const email = messageId('n', 'u', 'email');
+    const push = messageId('n', 'u', 'push');
+    m.apply({ op: 'outcomes', outcomes: [{ message_id: sms, kind: 'retry', reason: '503' }], now: T0 + 1 });
+    t.match(m.row(sms), { status: 'pending', attempt_count: 1 });
+    m.apply({ op: 'outcomes', outcomes: [{ message_id: sms, kind: 'sent', provider_message_id: 'p1' }], now: T0 + 2 });
+    m.apply({
+      op: 'outcomes',
+      outcomes: [{ message_id: sms, kind: 'sent', provider_message_id: 'p-again' }],
+      now: T0 + 3,
+    });
+    t.match(
+      m.row(sms),
+      { status: 'sent', attempt_count: 2, provider_message_id: 'p1' },
+      'a replayed sent changes nothing',
+    );
+    m.apply({
+      op: 'outcomes',
+      outcomes: [{ message_id: sms, kind: 'delivered', provider_message_id: 'p1', delivered_at: T0 + 9 }],
+      now: T0 + 10,
+    });
+    m.apply({ op: 'outcomes', outcomes: [{ message_id: sms, kind: 'failed', reason: 'late' }], now: T0 + 11 });
+    t.match(m.row(sms), { status: 'delivered', delivered_at: T0 + 9 }, 'terminal rows stay');
+    m.apply({ op: 'outcomes', outcomes: [{ message_id: email, kind: 'bounced', reason: '550' }], now: T0 + 12 });
+    t.equal(m.row(email)!.status, 'bounced');
+    t.equal(m.preferences('u').channels_enabled.email, false, 'hard bounce disables email');
+    m.apply({
+      op: 'outcomes',
+      outcomes: [
+        { message_id: push, kind: 'sent', provider_message_id: 'loc', invalid_subscriptions: ['https://p/1'] },
+      ],
+      now: T0 + 13,
+    });
+    t.same(
+      m.preferences('u').contact.push_subscriptions.map((s) => s.endpoint),
+      ['https://p/2'],
+    );
+    const fb = m.apply({ op: 'fallback', from_message_id: email, channel: 'in_app', now: T0 + 14 });
+    t.match(fb, { row: { channel: 'in_app', status: 'pending', fallback_from: 'email' } });
+    t.match(
+      m.apply({ op: 'fallback', from_message_id: email, channel: 'in_app', now: T0 + 15 }),
+      { row: { message_id: messageId('n', 'u', 'in_app') } },
+      'once',
+    );
+    t.equal(m.rowsOf('n').length, 4);
+  },
+);
 
 t.test('in-app centre: idempotent add, newest first, read/unread', async (t) => {
   const m = new NotifyMachine();
   const seen: string[] = [];
   m.onInboxItem = (i) => seen.push(i.item_id);
-  const item = (id: string) => ({ item_id: id, notification_id: 'n', user_id: 'u', event_type: 'e', priority: 'high' as const, title: 't', body: 'b', data: {}, created_at: T0, read: false });
+  const item = (id: string) => ({
+    item_id: id,
+    notification_id: 'n',
+    user_id: 'u',
+    event_type: 'e',
+    priority: 'high' as const,
+    title: 't',
+    body: 'b',
+    data: {},
+    created_at: T0,
+    read: false,
+  });
   m.apply({ op: 'inboxAdd', item: item('a') });
   m.apply({ op: 'inboxAdd', item: item('b') });
   t.match(m.apply({ op: 'inboxAdd', item: item('a') }), { added: false });
   t.same(seen, ['a', 'b'], 'pushed once each');
-  t.same(m.inbox('u', { unreadOnly: false, limit: 10 }).items.map((i) => i.item_id), ['b', 'a']);
+  t.same(
+    m.inbox('u', { unreadOnly: false, limit: 10 }).items.map((i) => i.item_id),
+    ['b', 'a'],
+  );
   t.match(m.apply({ op: 'inboxRead', user_id: 'u', item_ids: ['a'] }), { marked: 1 });
-  t.same(m.inbox('u', { unreadOnly: true, limit: 10 }).items.map((i) => i.item_id), ['b']);
+  t.same(
+    m.inbox('u', { unreadOnly: true, limit: 10 }).items.map((i) => i.item_id),
+    ['b'],
+  );
   t.match(m.apply({ op: 'inboxRead', user_id: 'u', item_ids: null }), { marked: 1 });
   t.equal(m.inbox('u', { unreadOnly: false, limit: 10 }).unread, 0);
 });
@@ -97,9 +198,16 @@ t.test('quiet hours follow the zone, daylight saving included', async (t) => {
 });
 
 t.test('templates and the router channel choice', async (t) => {
-  t.same(render({ title: 'Hi {{name}}', body: '{{a.b}}|{{missing}}|{{n}}' }, 'e', { name: 'Ann', a: { b: 'deep' }, n: 3 }), { title: 'Hi Ann', body: 'deep||3', data: { name: 'Ann', a: { b: 'deep' }, n: 3 } });
+  t.same(
+    render({ title: 'Hi {{name}}', body: '{{a.b}}|{{missing}}|{{n}}' }, 'e', { name: 'Ann', a: { b: 'deep' }, n: 3 }),
+    { title: 'Hi Ann', body: 'deep||3', data: { name: 'Ann', a: { b: 'deep' }, n: 3 } },
+  );
   t.same(render(null, 'evt', { x: 1 }).title, 'evt');
-  const prefs: Preferences = { ...defaultPreferences(), contact: { email: 'a@b.c', phone: '+15551234567', push_subscriptions: [] }, quiet_hours: { start: '00:00', end: '23:59', timezone: 'UTC' } };
+  const prefs: Preferences = {
+    ...defaultPreferences(),
+    contact: { email: 'a@b.c', phone: '+15551234567', push_subscriptions: [] },
+    quiet_hours: { start: '00:00', end: '23:59', timezone: 'UTC' },
+  };
   const at = Date.UTC(2026, 0, 15, 12, 0);
   t.same(chooseChannels(prefs, 'normal', 'u', at), {
     channels: ['in_app'],
@@ -109,14 +217,22 @@ t.test('templates and the router channel choice', async (t) => {
       { channel: 'email', reason: 'quiet_hours' },
     ],
   });
-  t.same(chooseChannels(prefs, 'critical', 'u', at).channels, ['sms', 'email', 'in_app'], 'critical bypasses quiet hours, may use sms');
+  t.same(
+    chooseChannels(prefs, 'critical', 'u', at).channels,
+    ['sms', 'email', 'in_app'],
+    'critical bypasses quiet hours, may use sms',
+  );
   t.same(parseChain(undefined), ['sms', 'push', 'email', 'in_app']);
   t.equal(nextInChain(['sms', 'push', 'email'], 'push'), 'email');
   t.equal(nextInChain(['sms', 'push', 'email'], 'email'), null);
   t.throws(() => parseChain('sms,fax'));
   t.throws(() => mergePreferences(defaultPreferences(), { frequency_cap: [{ channel: 'email', max_per_hour: -1 }] }));
   t.throws(() => mergePreferences(defaultPreferences(), { colour: 'red' }));
-  t.equal(mergePreferences(defaultPreferences(), { channels_enabled: { sms: false } }).channels_enabled.email, true, 'a PUT keeps the fields it does not name');
+  t.equal(
+    mergePreferences(defaultPreferences(), { channels_enabled: { sms: false } }).channels_enabled.email,
+    true,
+    'a PUT keeps the fields it does not name',
+  );
 });
 
 t.test('state group names: exact spelling only, within the count', async (t) => {

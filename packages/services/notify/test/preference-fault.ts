@@ -17,7 +17,8 @@ if (flag !== undefined && /[\\/]worker\.js$/.test(process.argv[1] ?? '')) {
   const { StateClient } = await import('../src/state-client.js');
   const query = StateClient.prototype.query;
   StateClient.prototype.query = function (this: InstanceType<typeof StateClient>, ...args: Parameters<typeof query>) {
-    if (PREFERENCE_QUERIES.has(args[1].q) && existsSync(flag)) return Promise.reject(new Error('the preference store is unreachable (test fault)'));
+    if (PREFERENCE_QUERIES.has(args[1].q) && existsSync(flag))
+      return Promise.reject(new Error('the preference store is unreachable (test fault)'));
     return query.apply(this, args);
   } as typeof query;
 }

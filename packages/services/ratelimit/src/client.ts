@@ -61,7 +61,15 @@ export class RateLimitClient implements RateLimiter {
   /** `addresses`: host:port of the check instances' binary listeners; the client moves on when one fails. */
   constructor(options: { addresses: string[]; token: string; timeoutMs?: number; maxInFlight?: number }) {
     if (options.addresses.length === 0) throw new TypeError('at least one address is needed');
-    this.wires = options.addresses.map((address) => new RpcClient({ address, token: options.token, timeoutMs: options.timeoutMs ?? 1_000, maxInFlight: options.maxInFlight ?? 100_000 }));
+    this.wires = options.addresses.map(
+      (address) =>
+        new RpcClient({
+          address,
+          token: options.token,
+          timeoutMs: options.timeoutMs ?? 1_000,
+          maxInFlight: options.maxInFlight ?? 100_000,
+        }),
+    );
   }
 
   check(input: CheckInput): Promise<CheckResult> {
@@ -97,12 +105,22 @@ export class HttpRateLimitClient implements RateLimiter {
 
   /** `endpoints`: base URLs of check instances (http://127.0.0.1:7041 ...). */
   constructor(options: { endpoints: string[]; token: string; timeoutMs?: number }) {
-    this.http = new ClusterClient({ endpoints: options.endpoints, token: options.token, timeoutMs: options.timeoutMs ?? 1_000 });
+    this.http = new ClusterClient({
+      endpoints: options.endpoints,
+      token: options.token,
+      timeoutMs: options.timeoutMs ?? 1_000,
+    });
   }
 
   async check(input: CheckInput): Promise<CheckResult> {
     const body = { service_id: input.serviceId, endpoint: input.endpoint, identifiers: input.identifiers };
-    let answer: { allowed: boolean; remaining: number; retry_after_ms?: number; reset_ms: number; overloaded?: boolean };
+    let answer: {
+      allowed: boolean;
+      remaining: number;
+      retry_after_ms?: number;
+      reset_ms: number;
+      overloaded?: boolean;
+    };
     try {
       answer = (await this.http.call('POST', '/v1/check', body)) as typeof answer;
     } catch (error) {
@@ -132,7 +150,10 @@ export interface MiddlewareOptions {
  * rounded up, at least 1) and answers 429 with a JSON error body; otherwise calls next(). When the check itself
  * fails (the service is unreachable), the request goes through: the limiter fails open, as the service does.
  */
-export function rateLimitMiddleware(limiter: RateLimiter, options: MiddlewareOptions): (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void {
+export function rateLimitMiddleware(
+  limiter: RateLimiter,
+  options: MiddlewareOptions,
+): (req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void {
   return (req, res, next) => {
     let input: CheckInput;
     try {
@@ -152,8 +173,14 @@ export function rateLimitMiddleware(limiter: RateLimiter, options: MiddlewareOpt
         res.setHeader('X-RateLimit-Reset', String(Math.ceil(result.resetMs / 1000)));
         if (result.allowed) return next();
         const retryAfterMs = result.retryAfterMs ?? 1_000;
-        const body = JSON.stringify({ error: { code: 'rate_limited', message: 'too many requests', retry_after_ms: retryAfterMs } });
-        res.writeHead(429, { 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))), 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+        const body = JSON.stringify({
+          error: { code: 'rate_limited', message: 'too many requests', retry_after_ms: retryAfterMs },
+        });
+        res.writeHead(429, {
+          'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))),
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+        });
         res.end(body);
       },
       (error: unknown) => {

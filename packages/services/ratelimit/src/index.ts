@@ -5,7 +5,15 @@ export type { BucketCounter as Counter, BucketLimits, TakeResult } from '@raftki
 export { ratelimitService } from './service.js';
 export { RuleMachine } from './machine.js';
 export type { RuleCommand, RuleResult, RuleSet, RuleError } from './machine.js';
-export { parseRule, ruleBody, validEndpointPattern, patternMatches, DIMENSIONS, REGION_MODES, SERVICE_ID } from './rules.js';
+export {
+  parseRule,
+  ruleBody,
+  validEndpointPattern,
+  patternMatches,
+  DIMENSIONS,
+  REGION_MODES,
+  SERVICE_ID,
+} from './rules.js';
 export type { Rule, Dimension, RegionMode, HotKeyConfig } from './rules.js';
 export { tenantKeys } from './tenants.js';
 export type { TenantKeys } from './tenants.js';

@@ -20,7 +20,15 @@ import {
 } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 import { MAX_OPS_PER_TAKE } from './workers/store/protocol.js';
-import { DIMENSIONS, MIN_REFILL_RATE, REGION_MODES, RULE_ID, SERVICE_ID, validEndpointPattern, type Rule } from './rules.js';
+import {
+  DIMENSIONS,
+  MIN_REFILL_RATE,
+  REGION_MODES,
+  RULE_ID,
+  SERVICE_ID,
+  validEndpointPattern,
+  type Rule,
+} from './rules.js';
 
 /** Every rule of a tenant may match one check, and one check's counters travel in one store take. */
 export const MAX_RULES_PER_TENANT = MAX_OPS_PER_TAKE;
@@ -82,7 +90,8 @@ export function checkRuleCommand(command: unknown): asserts command is RuleComma
       matching(stringField(rule, 'ruleId'), RULE_ID, 'rule.ruleId');
       matching(stringField(rule, 'serviceId'), SERVICE_ID, 'rule.serviceId');
       oneOf(stringField(rule, 'dimension'), DIMENSIONS, 'rule.dimension');
-      if (!validEndpointPattern(stringField(rule, 'endpointPattern'))) throw new CommandShapeError('putRule.rule.endpointPattern: not an endpoint pattern');
+      if (!validEndpointPattern(stringField(rule, 'endpointPattern')))
+        throw new CommandShapeError('putRule.rule.endpointPattern: not an endpoint pattern');
       numberField(rule, 'limit', 1);
       numberField(rule, 'windowSec', 1);
       numberField(rule, 'capacity', 1);
@@ -122,7 +131,8 @@ export class RuleMachine implements StateMachine<RuleCommand, RuleResult> {
         if (!this.tenants.has(rule.serviceId)) return { ok: false, error: 'unknown_service' };
         const existing = this.rules.get(rule.ruleId);
         // A rule id is one tenant's for good: another tenant's PUT must neither change nor take it over.
-        if (existing !== undefined && existing.serviceId !== rule.serviceId) return { ok: false, error: 'rule_id_taken' };
+        if (existing !== undefined && existing.serviceId !== rule.serviceId)
+          return { ok: false, error: 'rule_id_taken' };
         const count = this.ruleCounts.get(rule.serviceId) ?? 0;
         if (existing === undefined && count >= MAX_RULES_PER_TENANT) return { ok: false, error: 'too_many_rules' };
         if (existing === undefined) this.ruleCounts.set(rule.serviceId, count + 1);
@@ -132,7 +142,8 @@ export class RuleMachine implements StateMachine<RuleCommand, RuleResult> {
       }
       case 'deleteRule': {
         const rule = this.rules.get(command.ruleId);
-        if (rule === undefined || (command.serviceId !== null && rule.serviceId !== command.serviceId)) return { ok: false, error: 'not_found' };
+        if (rule === undefined || (command.serviceId !== null && rule.serviceId !== command.serviceId))
+          return { ok: false, error: 'not_found' };
         this.rules.delete(command.ruleId);
         this.ruleCounts.set(rule.serviceId, (this.ruleCounts.get(rule.serviceId) ?? 1) - 1);
         this.revisionIndex = ctx.index;
@@ -155,7 +166,9 @@ export class RuleMachine implements StateMachine<RuleCommand, RuleResult> {
 
   /** One tenant's rules, ordered by rule id (a stable listing). */
   rulesOf(serviceId: string): Rule[] {
-    return [...this.rules.values()].filter((r) => r.serviceId === serviceId).sort((a, b) => (a.ruleId < b.ruleId ? -1 : 1));
+    return [...this.rules.values()]
+      .filter((r) => r.serviceId === serviceId)
+      .sort((a, b) => (a.ruleId < b.ruleId ? -1 : 1));
   }
 
   ruleSet(): RuleSet {
@@ -163,7 +176,11 @@ export class RuleMachine implements StateMachine<RuleCommand, RuleResult> {
   }
 
   snapshot(): Uint8Array {
-    const snap: Snapshot = { revision: this.revisionIndex, tenants: [...this.tenants], rules: [...this.rules.values()] };
+    const snap: Snapshot = {
+      revision: this.revisionIndex,
+      tenants: [...this.tenants],
+      rules: [...this.rules.values()],
+    };
     return packr.pack(snap);
   }
 

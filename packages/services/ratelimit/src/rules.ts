@@ -75,8 +75,14 @@ export function patternMatches(pattern: string, endpoint: string): boolean {
 
 function positiveNumber(body: JsonObject, field: string, opts: { integer: boolean; max: number }): number {
   const v = body[field];
-  const ok = typeof v === 'number' && Number.isFinite(v) && v > 0 && v <= opts.max && (!opts.integer || Number.isSafeInteger(v));
-  if (!ok) throw badRequest('invalid_field', `${field} must be a positive ${opts.integer ? 'integer' : 'number'} up to ${opts.max}`, { field });
+  const ok =
+    typeof v === 'number' && Number.isFinite(v) && v > 0 && v <= opts.max && (!opts.integer || Number.isSafeInteger(v));
+  if (!ok)
+    throw badRequest(
+      'invalid_field',
+      `${field} must be a positive ${opts.integer ? 'integer' : 'number'} up to ${opts.max}`,
+      { field },
+    );
   return v as number;
 }
 
@@ -90,7 +96,8 @@ function hotKey(value: unknown): HotKeyConfig | null {
   const body = requireObject(value, 'hot_key');
   const qpsThreshold = positiveNumber(body, 'qps_threshold', { integer: false, max: 10_000_000 });
   const syncMs = body.sync_ms === undefined ? 100 : positiveNumber(body, 'sync_ms', { integer: true, max: 5_000 });
-  const syncEveryN = body.sync_every_n === undefined ? 0 : positiveNumber(body, 'sync_every_n', { integer: true, max: 1_000_000 });
+  const syncEveryN =
+    body.sync_every_n === undefined ? 0 : positiveNumber(body, 'sync_every_n', { integer: true, max: 1_000_000 });
   return { qpsThreshold, syncMs, syncEveryN };
 }
 
@@ -108,15 +115,25 @@ export function parseRule(ruleId: string, input: unknown): Rule {
   if (typeof dimension !== 'string' || !(DIMENSIONS as readonly string[]).includes(dimension)) {
     throw badRequest('invalid_field', `dimension must be one of ${DIMENSIONS.join(', ')}`, { field: 'dimension' });
   }
-  const patternField = body.endpoint_pattern === undefined && body.endpoint !== undefined ? 'endpoint' : 'endpoint_pattern';
+  const patternField =
+    body.endpoint_pattern === undefined && body.endpoint !== undefined ? 'endpoint' : 'endpoint_pattern';
   const endpointPattern = requireString(body, patternField);
   if (!validEndpointPattern(endpointPattern)) {
-    throw badRequest('invalid_field', `${patternField} must be "*", an exact path starting with "/", or a path prefix ending in "/*" (no ":")`, { field: patternField });
+    throw badRequest(
+      'invalid_field',
+      `${patternField} must be "*", an exact path starting with "/", or a path prefix ending in "/*" (no ":")`,
+      { field: patternField },
+    );
   }
   let limit: number, windowSec: number, capacity: number, refillRate: number;
   if (body.limit !== undefined) {
     for (const field of ['capacity', 'refill_rate']) {
-      if (body[field] !== undefined) throw badRequest('invalid_field', `give either limit and window_sec, or capacity and refill_rate, not ${field} with limit`, { field });
+      if (body[field] !== undefined)
+        throw badRequest(
+          'invalid_field',
+          `give either limit and window_sec, or capacity and refill_rate, not ${field} with limit`,
+          { field },
+        );
     }
     limit = positiveNumber(body, 'limit', { integer: true, max: MAX_CAPACITY });
     windowSec = positiveNumber(body, 'window_sec', { integer: true, max: MAX_WINDOW_SEC });
@@ -124,20 +141,34 @@ export function parseRule(ruleId: string, input: unknown): Rule {
     refillRate = limit / windowSec;
   } else {
     if (body.capacity === undefined && body.refill_rate === undefined) {
-      throw badRequest('invalid_field', 'limit (with window_sec) or capacity (with refill_rate) is required', { field: 'limit' });
+      throw badRequest('invalid_field', 'limit (with window_sec) or capacity (with refill_rate) is required', {
+        field: 'limit',
+      });
     }
     capacity = positiveNumber(body, 'capacity', { integer: true, max: MAX_CAPACITY });
     refillRate = positiveNumber(body, 'refill_rate', { integer: false, max: MAX_CAPACITY });
-    if (refillRate < MIN_REFILL_RATE) throw badRequest('invalid_field', `refill_rate must be at least ${MIN_REFILL_RATE} tokens per second`, { field: 'refill_rate' });
+    if (refillRate < MIN_REFILL_RATE)
+      throw badRequest('invalid_field', `refill_rate must be at least ${MIN_REFILL_RATE} tokens per second`, {
+        field: 'refill_rate',
+      });
     if (capacity / refillRate > MAX_REFILL_SECONDS) {
-      throw badRequest('invalid_field', `capacity / refill_rate must be at most ${MAX_REFILL_SECONDS} seconds (a bucket refills from empty within 366 days)`, { field: 'refill_rate' });
+      throw badRequest(
+        'invalid_field',
+        `capacity / refill_rate must be at most ${MAX_REFILL_SECONDS} seconds (a bucket refills from empty within 366 days)`,
+        { field: 'refill_rate' },
+      );
     }
     limit = capacity;
-    windowSec = body.window_sec === undefined ? Math.ceil(capacity / refillRate) : positiveNumber(body, 'window_sec', { integer: true, max: MAX_WINDOW_SEC });
+    windowSec =
+      body.window_sec === undefined
+        ? Math.ceil(capacity / refillRate)
+        : positiveNumber(body, 'window_sec', { integer: true, max: MAX_WINDOW_SEC });
   }
   const regionMode = body.region_mode ?? 'sync';
   if (typeof regionMode !== 'string' || !(REGION_MODES as readonly string[]).includes(regionMode)) {
-    throw badRequest('invalid_field', `region_mode must be one of ${REGION_MODES.join(', ')}`, { field: 'region_mode' });
+    throw badRequest('invalid_field', `region_mode must be one of ${REGION_MODES.join(', ')}`, {
+      field: 'region_mode',
+    });
   }
   return {
     ruleId: ruleId.toLowerCase(),
@@ -167,7 +198,14 @@ export function ruleBody(rule: Rule): Record<string, unknown> {
     capacity: rule.capacity,
     refill_rate: rule.refillRate,
     fail_closed: rule.failClosed,
-    hot_key: rule.hotKey === null ? null : { qps_threshold: rule.hotKey.qpsThreshold, sync_ms: rule.hotKey.syncMs, sync_every_n: rule.hotKey.syncEveryN },
+    hot_key:
+      rule.hotKey === null
+        ? null
+        : {
+            qps_threshold: rule.hotKey.qpsThreshold,
+            sync_ms: rule.hotKey.syncMs,
+            sync_every_n: rule.hotKey.syncEveryN,
+          },
     region_mode: rule.regionMode,
     expected_instances: rule.expectedInstances,
   };

@@ -11,7 +11,10 @@ export interface TenantKeys {
 }
 
 export function tenantKeys(clusterToken: string, serviceId: string): TenantKeys {
-  return { adminKey: deriveClientToken(clusterToken, `admin.${serviceId}`), checkKey: deriveClientToken(clusterToken, `check.${serviceId}`) };
+  return {
+    adminKey: deriveClientToken(clusterToken, `admin.${serviceId}`),
+    checkKey: deriveClientToken(clusterToken, `check.${serviceId}`),
+  };
 }
 
 /** What a principal may do: everything (the cluster token), or one tenant's rules and/or checks. */
@@ -24,7 +27,12 @@ export function accessOf(principal: Principal): Access {
   let access = parsed.get(principal);
   if (access === undefined) {
     const m = principal.kind === 'cluster' ? null : /^(admin|check)\.(.+)$/.exec(principal.name);
-    access = principal.kind === 'cluster' ? { kind: 'cluster' } : m === null ? { kind: 'none' } : { kind: m[1] as 'admin' | 'check', serviceId: m[2]! };
+    access =
+      principal.kind === 'cluster'
+        ? { kind: 'cluster' }
+        : m === null
+          ? { kind: 'none' }
+          : { kind: m[1] as 'admin' | 'check', serviceId: m[2]! };
     parsed.set(principal, access);
   }
   return access;
@@ -38,7 +46,14 @@ export function requireTenantAccess(principal: Principal, serviceId: string, nee
   const access = accessOf(principal);
   if (access.kind === 'cluster') return;
   if (access.kind !== 'none' && access.serviceId === serviceId && (access.kind === 'admin' || need === 'check')) return;
-  throw new HttpError(403, 'forbidden', need === 'admin' ? `this token may not manage the rules of ${serviceId}` : `this token may not check against ${serviceId}`, { service_id: serviceId });
+  throw new HttpError(
+    403,
+    'forbidden',
+    need === 'admin'
+      ? `this token may not manage the rules of ${serviceId}`
+      : `this token may not check against ${serviceId}`,
+    { service_id: serviceId },
+  );
 }
 
 /** The tenant a principal is confined to, or null for the cluster token. 403 for tokens that are no tenant's. */
@@ -46,7 +61,13 @@ export function tenantOf(principal: Principal, need: 'admin' | 'check'): string 
   const access = accessOf(principal);
   if (access.kind === 'cluster') return null;
   if (access.kind === 'none' || (need === 'admin' && access.kind !== 'admin')) {
-    throw new HttpError(403, 'forbidden', need === 'admin' ? 'rules are managed with the cluster token or a tenant admin key' : 'checks need the cluster token or a tenant key');
+    throw new HttpError(
+      403,
+      'forbidden',
+      need === 'admin'
+        ? 'rules are managed with the cluster token or a tenant admin key'
+        : 'checks need the cluster token or a tenant key',
+    );
   }
   return access.serviceId;
 }

@@ -22,16 +22,34 @@ const id = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')
 function engineOver(store: CounterStore, rules: Rule[]): CheckEngine {
   const link: StoreLink = { id: 's', store, health: new StoreHealth(), fallback: new LocalBuckets(), inFlight: 0 };
   const index = new RuleIndex(1, ['shop'], rules);
-  return new CheckEngine({ rules: () => index, storeFor: () => link, stores: [link], instances: () => 1, storeTimeoutMs: 100, maxQueue: 100, metrics: checkMetrics(new MetricsRegistry()) });
+  return new CheckEngine({
+    rules: () => index,
+    storeFor: () => link,
+    stores: [link],
+    instances: () => 1,
+    storeTimeoutMs: 100,
+    maxQueue: 100,
+    metrics: checkMetrics(new MetricsRegistry()),
+  });
 }
 
 /** The same shard seen without takeInto: the engine then takes its general path (takeNow, one Outcome per rule). */
 function withoutTakeInto(local: LocalStore): CounterStore {
-  return { take: (ops) => local.take(ops), takeNow: (ops) => local.takeNow(ops), debit: (k, l, c) => local.debit(k, l, c), ping: () => local.ping() };
+  return {
+    take: (ops) => local.take(ops),
+    takeNow: (ops) => local.takeNow(ops),
+    debit: (k, l, c) => local.debit(k, l, c),
+    ping: () => local.ping(),
+  };
 }
 
-t.test('combineWire gives combine\'s answer for the same results', async (t) => {
-  const result = fc.tuple(fc.constantFrom<0 | 1>(0, 1), fc.double({ min: -5, max: 50, noNaN: true }), fc.integer({ min: 1, max: 90_000 }), fc.integer({ min: 0, max: 90_000 }));
+t.test("combineWire gives combine's answer for the same results", async (t) => {
+  const result = fc.tuple(
+    fc.constantFrom<0 | 1>(0, 1),
+    fc.double({ min: -5, max: 50, noNaN: true }),
+    fc.integer({ min: 1, max: 90_000 }),
+    fc.integer({ min: 0, max: 90_000 }),
+  );
   fc.assert(
     fc.property(fc.array(result, { maxLength: 6 }), (tuples) => {
       const wire: WireResult[] = tuples.map(([a, tokens, retry, reset]) => [a, tokens, a === 1 ? -1 : retry, reset]);
@@ -44,7 +62,12 @@ t.test('combineWire gives combine\'s answer for the same results', async (t) => 
 
 t.test('the local fast path and the general path decide alike, check by check, on a stepped clock', async (t) => {
   const dimension = fc.constantFrom('ip', 'user_id', 'api_key', 'endpoint', 'tenant');
-  const ruleSpec = fc.record({ dimension, pattern: fc.constantFrom('*', '/api/*', '/api/orders'), limit: fc.integer({ min: 1, max: 5 }), window: fc.integer({ min: 1, max: 20 }) });
+  const ruleSpec = fc.record({
+    dimension,
+    pattern: fc.constantFrom('*', '/api/*', '/api/orders'),
+    limit: fc.integer({ min: 1, max: 5 }),
+    window: fc.integer({ min: 1, max: 20 }),
+  });
   const check = fc.record({
     endpoint: fc.constantFrom('/api/orders', '/api/users', '/health'),
     ip: fc.option(fc.constantFrom('10.0.0.1', '10.0.0.2'), { nil: undefined }),
@@ -57,25 +80,38 @@ t.test('the local fast path and the general path decide alike, check by check, o
   Date.now = () => clock;
   try {
     fc.assert(
-      fc.property(fc.array(ruleSpec, { minLength: 1, maxLength: 4 }), fc.array(check, { minLength: 1, maxLength: 60, size: "max" }), (specs, checks) => {
-        const rules = specs.map((r, i) => parseRule(id(i + 1), { service_id: 'shop', dimension: r.dimension, endpoint_pattern: r.pattern, limit: r.limit, window_sec: r.window }));
-        const fastShard = new StoreShard({ regions: 1, syncMs: 1_000, region: 1, metrics: new MetricsRegistry() });
-        const slowShard = new StoreShard({ regions: 1, syncMs: 1_000, region: 1, metrics: new MetricsRegistry() });
-        const fast = engineOver(new LocalStore(fastShard), rules);
-        const general = engineOver(withoutTakeInto(new LocalStore(slowShard)), rules);
-        for (const c of checks) {
-          clock += c.stepMs;
-          const identifiers: Record<string, string> = {};
-          for (const k of ['ip', 'user_id', 'api_key'] as const) if (c[k] !== undefined) identifiers[k] = c[k]!;
-          const request = { serviceId: 'shop', endpoint: c.endpoint, identifiers };
-          const a = fast.check(request);
-          const b = general.check(request);
-          if (a instanceof Promise || b instanceof Promise) throw new Error('a check with counters in this process answered with a promise');
-          if (!t.same(a, b, `check ${JSON.stringify(request)} at +${c.stepMs} ms`)) return false;
-        }
-        t.equal(fastShard.table.size, slowShard.table.size, 'the same counters exist');
-        return true;
-      }),
+      fc.property(
+        fc.array(ruleSpec, { minLength: 1, maxLength: 4 }),
+        fc.array(check, { minLength: 1, maxLength: 60, size: 'max' }),
+        (specs, checks) => {
+          const rules = specs.map((r, i) =>
+            parseRule(id(i + 1), {
+              service_id: 'shop',
+              dimension: r.dimension,
+              endpoint_pattern: r.pattern,
+              limit: r.limit,
+              window_sec: r.window,
+            }),
+          );
+          const fastShard = new StoreShard({ regions: 1, syncMs: 1_000, region: 1, metrics: new MetricsRegistry() });
+          const slowShard = new StoreShard({ regions: 1, syncMs: 1_000, region: 1, metrics: new MetricsRegistry() });
+          const fast = engineOver(new LocalStore(fastShard), rules);
+          const general = engineOver(withoutTakeInto(new LocalStore(slowShard)), rules);
+          for (const c of checks) {
+            clock += c.stepMs;
+            const identifiers: Record<string, string> = {};
+            for (const k of ['ip', 'user_id', 'api_key'] as const) if (c[k] !== undefined) identifiers[k] = c[k]!;
+            const request = { serviceId: 'shop', endpoint: c.endpoint, identifiers };
+            const a = fast.check(request);
+            const b = general.check(request);
+            if (a instanceof Promise || b instanceof Promise)
+              throw new Error('a check with counters in this process answered with a promise');
+            if (!t.same(a, b, `check ${JSON.stringify(request)} at +${c.stepMs} ms`)) return false;
+          }
+          t.equal(fastShard.table.size, slowShard.table.size, 'the same counters exist');
+          return true;
+        },
+      ),
       { numRuns: 150 },
     );
   } finally {

@@ -10,7 +10,14 @@ import { parseRule } from '../src/rules.js';
 
 const A = '11111111-1111-4111-8111-111111111111';
 const ctx = { index: 3, term: 1, time: 1_000 };
-const rule = parseRule(A, { service_id: 'shop', dimension: 'ip', endpoint_pattern: '/v1/*', limit: 10, window_sec: 1, hot_key: { qps_threshold: 100 } });
+const rule = parseRule(A, {
+  service_id: 'shop',
+  dimension: 'ip',
+  endpoint_pattern: '/v1/*',
+  limit: 10,
+  window_sec: 1,
+  hot_key: { qps_threshold: 100 },
+});
 function machine(): RuleMachine {
   const m = new RuleMachine();
   m.apply({ op: 'registerTenant', serviceId: 'shop' }, ctx);
@@ -25,7 +32,10 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
       { op: 'registerTenant', serviceId: 'other' },
       { op: 'putRule', rule: { ...rule } },
       { op: 'deleteRule', ruleId: A, serviceId: 'shop' },
-      ...Object.keys(rule).map((k) => ({ op: 'putRule', rule: { ...rule, [k]: (rule as unknown as Record<string, unknown>)[k] } })),
+      ...Object.keys(rule).map((k) => ({
+        op: 'putRule',
+        rule: { ...rule, [k]: (rule as unknown as Record<string, unknown>)[k] },
+      })),
     ],
     malformed: [
       { op: 'putRule', rule: { ...rule, capacity: Number.NaN } },
@@ -41,11 +51,17 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
   t.equal(outcome.violation, null, 'no other throw, no change before a refusal');
   t.ok(outcome.refused > 100, `${outcome.refused} refused`);
   const m = machine();
-  t.match(m.apply({ op: 'deleteRule', ruleId: A, serviceId: null }, { ...ctx, index: 5 }), { ok: true, op: 'deleteRule' });
+  t.match(m.apply({ op: 'deleteRule', ruleId: A, serviceId: null }, { ...ctx, index: 5 }), {
+    ok: true,
+    op: 'deleteRule',
+  });
 });
 
 t.test('a drawn rule with one field replaced is refused or is still a rule parseRule accepts', async (t) => {
   // The machine's check and the API's parser agree on the fields a rule must have.
   const m = machine();
-  t.match(m.apply({ op: 'putRule', rule: { ...rule, limit: 20, capacity: 20, refillRate: 20 } }, { ...ctx, index: 6 }), { ok: true, created: false });
+  t.match(
+    m.apply({ op: 'putRule', rule: { ...rule, limit: 20, capacity: 20, refillRate: 20 } }, { ...ctx, index: 6 }),
+    { ok: true, created: false },
+  );
 });

@@ -9,6 +9,11 @@ import { ratelimitService } from '../src/service.js';
 
 t.test('the service hands its members the idle heartbeat interval, one the simulator covers', async (t) => {
   t.same(ratelimitService.kinds[0].raft, { heartbeatTicks: IDLE_MEMBER_HEARTBEAT_TICKS });
-  t.ok(Number.isInteger(IDLE_MEMBER_HEARTBEAT_TICKS) && IDLE_MEMBER_HEARTBEAT_TICKS >= 1 && IDLE_MEMBER_HEARTBEAT_TICKS <= 3, "within the simulator's 1-3 ticks");
+  t.ok(
+    Number.isInteger(IDLE_MEMBER_HEARTBEAT_TICKS) &&
+      IDLE_MEMBER_HEARTBEAT_TICKS >= 1 &&
+      IDLE_MEMBER_HEARTBEAT_TICKS <= 3,
+    "within the simulator's 1-3 ticks",
+  );
   t.ok(3 * IDLE_MEMBER_HEARTBEAT_TICKS <= 10, 'at least 3 heartbeats in the shortest election timeout (10 ticks)');
 });

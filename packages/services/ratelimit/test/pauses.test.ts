@@ -7,7 +7,10 @@ import { MetricsRegistry } from '@raftkit/http';
 import { watchPauses } from '../src/workers/check/pauses.js';
 
 const samples = (registry: MetricsRegistry): number => {
-  const line = registry.render().split('\n').find((l) => l.startsWith('ratelimit_loop_delay_samples_total '));
+  const line = registry
+    .render()
+    .split('\n')
+    .find((l) => l.startsWith('ratelimit_loop_delay_samples_total '));
   return Number(line?.split(' ')[1] ?? NaN);
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -18,18 +18,52 @@ function fieldOf(fn: () => unknown): string | undefined {
 
 t.test('limit and window_sec map to capacity = limit and refill_rate = limit / window_sec', async (t) => {
   const rule = parseRule(ID, base);
-  t.match(rule, { capacity: 100, refillRate: 100 / 60, limit: 100, windowSec: 60, failClosed: false, regionMode: 'sync', hotKey: null, expectedInstances: null });
-  t.match(ruleBody(rule), { rule_id: ID, service_id: 'shop', dimension: 'ip', endpoint_pattern: '/v1/orders', limit: 100, window_sec: 60, capacity: 100 });
+  t.match(rule, {
+    capacity: 100,
+    refillRate: 100 / 60,
+    limit: 100,
+    windowSec: 60,
+    failClosed: false,
+    regionMode: 'sync',
+    hotKey: null,
+    expectedInstances: null,
+  });
+  t.match(ruleBody(rule), {
+    rule_id: ID,
+    service_id: 'shop',
+    dimension: 'ip',
+    endpoint_pattern: '/v1/orders',
+    limit: 100,
+    window_sec: 60,
+    capacity: 100,
+  });
 });
 
 t.test('capacity and refill_rate may be given directly; window_sec then defaults to the time to fill', async (t) => {
-  const rule = parseRule(ID, { service_id: 'shop', dimension: 'user_id', endpoint: '*', capacity: 10, refill_rate: 0.5 });
+  const rule = parseRule(ID, {
+    service_id: 'shop',
+    dimension: 'user_id',
+    endpoint: '*',
+    capacity: 10,
+    refill_rate: 0.5,
+  });
   t.match(rule, { capacity: 10, refillRate: 0.5, limit: 10, windowSec: 20, endpointPattern: '*' });
 });
 
 t.test('optional fields: fail_closed, hot_key, region_mode, expected_instances', async (t) => {
-  const rule = parseRule(ID, { ...base, fail_closed: true, hot_key: { qps_threshold: 50 }, region_mode: 'strict', expected_instances: 4 });
-  t.match(rule, { failClosed: true, hotKey: { qpsThreshold: 50, syncMs: 100, syncEveryN: 0 }, regionMode: 'strict', expectedInstances: 4 });
+  const rule = parseRule(ID, {
+    ...base,
+    fail_closed: true,
+    hot_key: { qps_threshold: 50 },
+    region_mode: 'strict',
+    expected_instances: 4,
+  });
+  t.match(rule, {
+    failClosed: true,
+    hotKey: { qpsThreshold: 50, syncMs: 100, syncEveryN: 0 },
+    regionMode: 'strict',
+    expectedInstances: 4,
+  });
 });
 
 t.test('every validation failure is a 400 naming the field', async (t) => {
@@ -52,7 +86,10 @@ t.test('every validation failure is a 400 naming the field', async (t) => {
     // Denormal and tiny rates once made every wait Infinity, answered as reset_ms and retry_after_ms null.
     [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 5, refill_rate: 5e-324 }, 'refill_rate'],
     [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 5, refill_rate: 1e-7 }, 'refill_rate'],
-    [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 1_000_000, refill_rate: 0.001 }, 'refill_rate'],
+    [
+      { service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 1_000_000, refill_rate: 0.001 },
+      'refill_rate',
+    ],
     [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity: 5, refill_rate: Infinity }, 'refill_rate'],
     [{ service_id: 'shop', dimension: 'ip', endpoint_pattern: '*' }, 'limit'],
     [{ ...base, fail_closed: 'yes' }, 'fail_closed'],
@@ -61,9 +98,20 @@ t.test('every validation failure is a 400 naming the field', async (t) => {
     [{ ...base, hot_key: { qps_threshold: 10, sync_ms: 0 } }, 'sync_ms'],
     [{ ...base, expected_instances: 0 }, 'expected_instances'],
   ];
-  for (const [body, field] of cases) t.equal(fieldOf(() => parseRule(ID, body)), field, `${JSON.stringify(body)} -> ${field}`);
-  t.equal(fieldOf(() => parseRule('not-a-uuid', base)), 'rule_id');
-  t.equal(fieldOf(() => parseRule(ID, [1, 2])), 'body');
+  for (const [body, field] of cases)
+    t.equal(
+      fieldOf(() => parseRule(ID, body)),
+      field,
+      `${JSON.stringify(body)} -> ${field}`,
+    );
+  t.equal(
+    fieldOf(() => parseRule('not-a-uuid', base)),
+    'rule_id',
+  );
+  t.equal(
+    fieldOf(() => parseRule(ID, [1, 2])),
+    'body',
+  );
 });
 
 t.test('the slowest and largest accepted buckets still answer finite integer waits', async (t) => {
@@ -73,13 +121,25 @@ t.test('the slowest and largest accepted buckets still answer finite integer wai
     [1_000_000_000, 1_000_000_000],
     [1_000_000_000, 1_000_000_000 / (366 * 86_400)],
   ] as const) {
-    const rule = parseRule(ID, { service_id: 'shop', dimension: 'ip', endpoint_pattern: '*', capacity, refill_rate: refillRate });
+    const rule = parseRule(ID, {
+      service_id: 'shop',
+      dimension: 'ip',
+      endpoint_pattern: '*',
+      capacity,
+      refill_rate: refillRate,
+    });
     const limits = { capacity: rule.capacity, refillRate: rule.refillRate };
     const empty = { tokens: 0, lastRefill: 0 };
     const denied = take(empty, limits, 0);
     t.notOk(denied.allowed, `capacity ${capacity}, rate ${refillRate}: an empty bucket denies`);
-    t.ok(Number.isSafeInteger(denied.retryAfterMs) && denied.retryAfterMs! > 0, `retry_after_ms is a finite integer (${denied.retryAfterMs})`);
-    t.ok(Number.isSafeInteger(denied.resetMs) && denied.resetMs > 0, `reset_ms is a finite integer (${denied.resetMs})`);
+    t.ok(
+      Number.isSafeInteger(denied.retryAfterMs) && denied.retryAfterMs! > 0,
+      `retry_after_ms is a finite integer (${denied.retryAfterMs})`,
+    );
+    t.ok(
+      Number.isSafeInteger(denied.resetMs) && denied.resetMs > 0,
+      `reset_ms is a finite integer (${denied.resetMs})`,
+    );
     t.ok(Number.isSafeInteger(rule.windowSec), `window_sec is an integer (${rule.windowSec})`);
   }
 });

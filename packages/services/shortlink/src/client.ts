@@ -35,7 +35,11 @@ export class ShortlinkClient {
   private readonly cluster: ClusterClient;
 
   constructor(options: ShortlinkClientOptions) {
-    this.cluster = new ClusterClient({ endpoints: options.endpoints, token: options.token, timeoutMs: options.timeoutMs ?? 15_000 });
+    this.cluster = new ClusterClient({
+      endpoints: options.endpoints,
+      token: options.token,
+      timeoutMs: options.timeoutMs ?? 15_000,
+    });
   }
 
   async create(link: CreateLink): Promise<Link> {
@@ -51,7 +55,10 @@ export class ShortlinkClient {
   }
 
   async delete(code: string): Promise<{ short_code: string; deleted: true }> {
-    return (await this.cluster.call('DELETE', `/api/urls/${encodeURIComponent(code)}`)) as { short_code: string; deleted: true };
+    return (await this.cluster.call('DELETE', `/api/urls/${encodeURIComponent(code)}`)) as {
+      short_code: string;
+      deleted: true;
+    };
   }
 
   /** An API key for `user` (the cluster token only). */

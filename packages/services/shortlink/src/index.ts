@@ -14,12 +14,27 @@ export { linkRoutes } from './members/api.js';
 export type { LinkRecord, BatchItemResult } from './members/api.js';
 export { appRole, startApp, DEFAULT_APP_COUNT } from './workers/app/app.js';
 export type { Click, ClickSide } from './workers/app/app.js';
-export { permute, unpermute, encodeBase62, decodeBase62, codeForId, idForCode, ID_SPACE, RESERVED_CODES } from './codes.js';
+export {
+  permute,
+  unpermute,
+  encodeBase62,
+  decodeBase62,
+  codeForId,
+  idForCode,
+  ID_SPACE,
+  RESERVED_CODES,
+} from './codes.js';
 
 /** The app server's click side: the real stream emitter, GeoIP and analytics. */
 const app = appRole({
   emitter: (options, metrics) =>
-    new ClickEmitter({ workers: options.workers, token: options.tokens[0]!, settings: options.settings, logger: options.logger, metrics }),
+    new ClickEmitter({
+      workers: options.workers,
+      token: options.tokens[0]!,
+      settings: options.settings,
+      logger: options.logger,
+      metrics,
+    }),
   countryOf,
   stats: (options, code) => fetchStats({ workers: options.workers, token: options.tokens[0]! }, code),
 });

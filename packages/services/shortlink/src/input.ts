@@ -23,7 +23,9 @@ export function parseCreate(body: unknown, now: number): CreateRequest {
   const obj = requireObject(body);
   for (const key of Object.keys(obj)) {
     if (key !== 'long_url' && key !== 'custom_alias' && key !== 'expiry') {
-      throw badRequest('unknown_field', `unknown field ${key}: a create takes long_url, custom_alias and expiry`, { field: key });
+      throw badRequest('unknown_field', `unknown field ${key}: a create takes long_url, custom_alias and expiry`, {
+        field: key,
+      });
     }
   }
   return { long_url: parseLongUrl(obj.long_url), alias: parseAlias(obj), expires_at: parseExpiry(obj.expiry, now) };
@@ -32,11 +34,14 @@ export function parseCreate(body: unknown, now: number): CreateRequest {
 /** The URL as the redirect will send it (normalised by the WHATWG parser, so the Location header is ASCII). */
 export function parseLongUrl(value: unknown): string {
   const field = 'long_url';
-  if (typeof value !== 'string' || value.length === 0) throw badRequest('invalid_url', 'long_url must be a non-empty string', { field });
-  if (value.length > MAX_URL_LENGTH) throw badRequest('invalid_url', `long_url must be at most ${MAX_URL_LENGTH} characters`, { field });
+  if (typeof value !== 'string' || value.length === 0)
+    throw badRequest('invalid_url', 'long_url must be a non-empty string', { field });
+  if (value.length > MAX_URL_LENGTH)
+    throw badRequest('invalid_url', `long_url must be at most ${MAX_URL_LENGTH} characters`, { field });
   // new URL() silently strips these; a URL that needed them is not the URL the user meant.
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what this test looks for
-  if (/[\s\u0000-\u001f\u007f]/.test(value)) throw badRequest('invalid_url', 'long_url must not contain whitespace or control characters', { field });
+  if (/[\s\u0000-\u001f\u007f]/.test(value))
+    throw badRequest('invalid_url', 'long_url must not contain whitespace or control characters', { field });
   let url: URL;
   try {
     url = new URL(value);
@@ -51,7 +56,8 @@ export function parseLongUrl(value: unknown): string {
     throw badRequest('invalid_url', `long_url is over ${MAX_URL_LENGTH} characters once percent-encoded`, { field });
   }
   // The link store refuses a URL that cannot be a Location header: say so here, as a 400, rather than propose it.
-  if (!isHeaderSafeUrl(url.href)) throw badRequest('invalid_url', 'long_url cannot be sent as a Location header once normalised', { field });
+  if (!isHeaderSafeUrl(url.href))
+    throw badRequest('invalid_url', 'long_url cannot be sent as a Location header once normalised', { field });
   return url.href;
 }
 
@@ -59,7 +65,9 @@ function parseAlias(obj: JsonObject): string | null {
   const value = obj.custom_alias;
   if (value === undefined || value === null) return null;
   if (typeof value !== 'string' || !ALIAS.test(value)) {
-    throw badRequest('invalid_alias', 'custom_alias must be 8 to 64 characters of A-Z a-z 0-9 _ -', { field: 'custom_alias' });
+    throw badRequest('invalid_alias', 'custom_alias must be 8 to 64 characters of A-Z a-z 0-9 _ -', {
+      field: 'custom_alias',
+    });
   }
   return value;
 }
@@ -75,19 +83,29 @@ const DURATION = /^P(?!$)(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)W)?(?:(\d+)D)?(?:T(?=\d)(
 export function parseExpiry(value: unknown, now: number): number {
   const field = 'expiry';
   if (value === undefined || value === null) return addCalendar(now, DEFAULT_EXPIRY_YEARS, 0);
-  if (typeof value !== 'string') throw badRequest('invalid_expiry', 'expiry must be an ISO-8601 timestamp or duration string', { field });
+  if (typeof value !== 'string')
+    throw badRequest('invalid_expiry', 'expiry must be an ISO-8601 timestamp or duration string', { field });
   let at: number;
   if (TIMESTAMP.test(value)) {
     at = Date.parse(value);
-    if (Number.isNaN(at) || !realDate(value)) throw badRequest('invalid_expiry', 'expiry is not a real date and time', { field });
+    if (Number.isNaN(at) || !realDate(value))
+      throw badRequest('invalid_expiry', 'expiry is not a real date and time', { field });
   } else {
     const m = DURATION.exec(value);
     if (m === null) {
-      throw badRequest('invalid_expiry', 'expiry must be an ISO-8601 timestamp with a zone (2031-01-01T00:00:00Z) or duration (P30D, PT12H)', { field });
+      throw badRequest(
+        'invalid_expiry',
+        'expiry must be an ISO-8601 timestamp with a zone (2031-01-01T00:00:00Z) or duration (P30D, PT12H)',
+        { field },
+      );
     }
-    const [years, months, weeks, days, hours, minutes, seconds] = m.slice(1).map((part) => (part === undefined ? 0 : Number(part)));
+    const [years, months, weeks, days, hours, minutes, seconds] = m
+      .slice(1)
+      .map((part) => (part === undefined ? 0 : Number(part)));
     if (years! > MAX_EXPIRY_YEARS || months! > MAX_EXPIRY_YEARS * 12) throw tooFar();
-    at = addCalendar(now, years!, months!) + ((((weeks! * 7 + days!) * 24 + hours!) * 60 + minutes!) * 60 + seconds!) * 1000;
+    at =
+      addCalendar(now, years!, months!) +
+      ((((weeks! * 7 + days!) * 24 + hours!) * 60 + minutes!) * 60 + seconds!) * 1000;
   }
   if (!Number.isSafeInteger(at) || at > addCalendar(now, MAX_EXPIRY_YEARS, 0)) throw tooFar();
   if (at <= now) throw badRequest('invalid_expiry', 'expiry must be in the future', { field });
@@ -114,7 +132,9 @@ function addCalendar(now: number, years: number, months: number): number {
 /** A code in a path: generated (7 base62 characters) or an alias; anything else cannot exist, so 400. */
 export function shortCodeParam(code: string | undefined): string {
   if (code === undefined || !(GENERATED_CODE.test(code) || ALIAS.test(code))) {
-    throw badRequest('invalid_code', 'a short code is 7 base62 characters or an alias of 8 to 64 of A-Z a-z 0-9 _ -', { field: 'short_code' });
+    throw badRequest('invalid_code', 'a short code is 7 base62 characters or an alias of 8 to 64 of A-Z a-z 0-9 _ -', {
+      field: 'short_code',
+    });
   }
   return code;
 }
@@ -125,5 +145,7 @@ export function shortCodeParam(code: string | undefined): string {
  * make Node throw ERR_INVALID_CHAR while answering a redirect.
  */
 export function isHeaderSafeUrl(value: unknown): value is string {
-  return typeof value === 'string' && value.length > 0 && value.length <= MAX_URL_LENGTH && /^[\x21-\x7e]+$/.test(value);
+  return (
+    typeof value === 'string' && value.length > 0 && value.length <= MAX_URL_LENGTH && /^[\x21-\x7e]+$/.test(value)
+  );
 }

@@ -12,7 +12,16 @@
  * clicks of two owners.
  */
 import { Packr } from 'msgpackr';
-import { arrayField, booleanField, CommandShapeError, commandOf, integerField, nullableStringField, stringArrayField, stringField } from '@raftkit/http';
+import {
+  arrayField,
+  booleanField,
+  CommandShapeError,
+  commandOf,
+  integerField,
+  nullableStringField,
+  stringArrayField,
+  stringField,
+} from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 import { ALIAS, GENERATED_CODE, ID_SPACE, idForCode } from './codes.js';
 import { isHeaderSafeUrl, USER } from './input.js';
@@ -41,7 +50,11 @@ export interface CreateSpec {
 }
 
 /** What became of one link of a `create_many`; `retried`: an identical create was applied before (a retry). */
-export type CreateOutcome = { status: 'created'; link: Link } | { status: 'retried'; link: Link } | { status: 'taken' } | { status: 'not_leased' };
+export type CreateOutcome =
+  | { status: 'created'; link: Link }
+  | { status: 'retried'; link: Link }
+  | { status: 'taken' }
+  | { status: 'not_leased' };
 
 export type LinkCommand =
   | { op: 'lease'; server: string }
@@ -88,9 +101,11 @@ function checkCreateSpec(spec: Record<string, unknown>, at: string): void {
   stringField(spec, 'code', 64);
   booleanField(spec, 'alias');
   // What a redirect sends back as its Location header: a stored value that cannot be one must never get in.
-  if (!isHeaderSafeUrl(spec.long_url) || !/^https?:\/\//.test(spec.long_url)) throw new CommandShapeError(`${at}.long_url: not an http(s) URL that can be a Location header`);
+  if (!isHeaderSafeUrl(spec.long_url) || !/^https?:\/\//.test(spec.long_url))
+    throw new CommandShapeError(`${at}.long_url: not an http(s) URL that can be a Location header`);
   const createdAt = integerField(spec, 'created_at');
-  if (integerField(spec, 'expires_at') <= createdAt) throw new CommandShapeError(`${at}.expires_at: not after created_at`);
+  if (integerField(spec, 'expires_at') <= createdAt)
+    throw new CommandShapeError(`${at}.expires_at: not after created_at`);
   if (!USER.test(stringField(spec, 'created_by', 64))) throw new CommandShapeError(`${at}.created_by: not a user name`);
 }
 
@@ -113,7 +128,8 @@ export function checkLinkCommand(command: unknown): asserts command is LinkComma
         c,
         'links',
         (spec, at) => {
-          if (typeof spec !== 'object' || spec === null || Array.isArray(spec)) throw new CommandShapeError(`create_many.${at}: not an object`);
+          if (typeof spec !== 'object' || spec === null || Array.isArray(spec))
+            throw new CommandShapeError(`create_many.${at}: not an object`);
           checkCreateSpec(spec as Record<string, unknown>, `create_many.${at}`);
         },
         MAX_LINKS_PER_ENTRY,
@@ -148,7 +164,8 @@ export class LinkMachine implements StateMachine<LinkCommand, LinkResult> {
       }
       case 'create': {
         const outcome = this.create(command);
-        if (outcome.status === 'created' || outcome.status === 'retried') return { ok: true, op: 'create', link: outcome.link, retried: outcome.status === 'retried' };
+        if (outcome.status === 'created' || outcome.status === 'retried')
+          return { ok: true, op: 'create', link: outcome.link, retried: outcome.status === 'retried' };
         return { ok: false, error: outcome.status };
       }
       case 'create_many': {
@@ -204,7 +221,11 @@ export class LinkMachine implements StateMachine<LinkCommand, LinkResult> {
       return identical ? { status: 'retried', link: existing } : { status: 'taken' };
     }
     // A generated code must come from an id some server leased: nobody can squat the generated space.
-    if (command.alias ? !ALIAS.test(command.code) : !GENERATED_CODE.test(command.code) || idForCode(command.code) >= this.nextId) {
+    if (
+      command.alias
+        ? !ALIAS.test(command.code)
+        : !GENERATED_CODE.test(command.code) || idForCode(command.code) >= this.nextId
+    ) {
       return { status: 'not_leased' };
     }
     const link: Link = {
@@ -248,7 +269,8 @@ export class LinkMachine implements StateMachine<LinkCommand, LinkResult> {
 
   snapshot(): Uint8Array {
     const links: Snapshot['links'] = [];
-    for (const [code, l] of this.links) links.push([code, l.long_url, l.created_at, l.expires_at, l.created_by, l.alias, l.deleted_at]);
+    for (const [code, l] of this.links)
+      links.push([code, l.long_url, l.created_at, l.expires_at, l.created_by, l.alias, l.deleted_at]);
     return packr.pack({ nextId: this.nextId, links, retired: [...this.retiredAliases] } satisfies Snapshot);
   }
 

@@ -28,7 +28,10 @@ t.test('hands out every id of its batches once, in order, and prefetches the nex
   await new Promise((r) => setImmediate(r));
   ids.push(idForCode(await alloc.nextCode()));
   t.same(ids, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
-  t.same(alloc.status().batches, [{ start: 0, end: 10 }, { start: 10, end: 20 }]);
+  t.same(alloc.status().batches, [
+    { start: 0, end: 10 },
+    { start: 10, end: 20 },
+  ]);
   t.equal(alloc.status().issued, 11);
 });
 

@@ -3,7 +3,14 @@ import t from 'tap';
 import { CreateBatcher } from '../src/workers/app/create-batcher.js';
 import type { CreateSpec } from '../src/machine.js';
 
-const spec = (code: string, long_url = 'https://example.com/'): CreateSpec => ({ code, long_url, created_at: 1, expires_at: 2, created_by: 'ann', alias: true });
+const spec = (code: string, long_url = 'https://example.com/'): CreateSpec => ({
+  code,
+  long_url,
+  created_at: 1,
+  expires_at: 2,
+  created_by: 'ann',
+  alias: true,
+});
 
 /** A store whose batches the test answers by hand. */
 function manualStore() {
@@ -32,7 +39,11 @@ t.test('an idle batcher sends at once; creates arriving meanwhile go together wh
   t.equal(await first, 'r-first');
   await tick();
   t.equal(store.calls.length, 2, 'the queue left as one batch the moment the previous one returned');
-  t.same(store.calls[1]!.links.map((l) => l.code), ['second-1', 'second-2', 'second-3'], 'in arrival order');
+  t.same(
+    store.calls[1]!.links.map((l) => l.code),
+    ['second-1', 'second-2', 'second-3'],
+    'in arrival order',
+  );
   store.calls[1]!.answer(['a', 'b', 'c']);
   t.same(await Promise.all(later), ['a', 'b', 'c'], 'each create gets its own result');
   t.same(sizes, [1, 3]);
@@ -48,26 +59,32 @@ t.test('creates read in the same turn leave in one batch', async (t) => {
   t.equal(store.calls.length, 1);
   t.equal(store.calls[0]!.links.length, 10);
   store.calls[0]!.answer(Array.from({ length: 10 }, (_, i) => String(i)));
-  t.same(await Promise.all(all), Array.from({ length: 10 }, (_, i) => String(i)));
+  t.same(
+    await Promise.all(all),
+    Array.from({ length: 10 }, (_, i) => String(i)),
+  );
 });
 
-t.test('a failed batch fails its creates and those queued behind it, without sending them; later creates go again', async (t) => {
-  const store = manualStore();
-  const b = new CreateBatcher<string>(store.send);
-  const doomed = [b.create(spec('doomed-1')), b.create(spec('doomed-2'))];
-  await tick();
-  const queued = b.create(spec('queued-1'));
-  store.calls[0]!.fail(new Error('store unreachable'));
-  for (const d of doomed) await t.rejects(d, /store unreachable/);
-  await t.rejects(queued, /store unreachable/);
-  await tick();
-  t.equal(store.calls.length, 1, 'the queued create was never sent');
-  t.equal(b.waiting, 0);
-  const next = b.create(spec('survivor'));
-  await tick();
-  store.calls[1]!.answer(['ok']);
-  t.equal(await next, 'ok');
-});
+t.test(
+  'a failed batch fails its creates and those queued behind it, without sending them; later creates go again',
+  async (t) => {
+    const store = manualStore();
+    const b = new CreateBatcher<string>(store.send);
+    const doomed = [b.create(spec('doomed-1')), b.create(spec('doomed-2'))];
+    await tick();
+    const queued = b.create(spec('queued-1'));
+    store.calls[0]!.fail(new Error('store unreachable'));
+    for (const d of doomed) await t.rejects(d, /store unreachable/);
+    await t.rejects(queued, /store unreachable/);
+    await tick();
+    t.equal(store.calls.length, 1, 'the queued create was never sent');
+    t.equal(b.waiting, 0);
+    const next = b.create(spec('survivor'));
+    await tick();
+    store.calls[1]!.answer(['ok']);
+    t.equal(await next, 'ok');
+  },
+);
 
 t.test('an answer with the wrong number of results fails the whole batch', async (t) => {
   const store = manualStore();
@@ -78,28 +95,34 @@ t.test('an answer with the wrong number of results fails the whole batch', async
   for (const p of both) await t.rejects(p, /1 results for 2 links/);
 });
 
-t.test('batches respect the link count and byte bounds; a link larger than the byte bound still goes alone', async (t) => {
-  const store = manualStore();
-  const b = new CreateBatcher<string>(store.send, { maxLinks: 4, maxBytes: 1000 });
-  const blocker = b.create(spec('blocker-x'));
-  await tick();
-  const small = Array.from({ length: 6 }, (_, i) => b.create(spec(`small-${i}`)));
-  const huge = b.create(spec('huge-one', `https://example.com/${'x'.repeat(5000)}`));
-  const after = b.create(spec('after-huge'));
-  store.calls[0]!.answer(['x']);
-  await blocker;
-  const sizes: number[] = [];
-  for (let i = 1; i <= 4; i++) {
+t.test(
+  'batches respect the link count and byte bounds; a link larger than the byte bound still goes alone',
+  async (t) => {
+    const store = manualStore();
+    const b = new CreateBatcher<string>(store.send, { maxLinks: 4, maxBytes: 1000 });
+    const blocker = b.create(spec('blocker-x'));
     await tick();
-    const call = store.calls[i]!;
-    sizes.push(call.links.length);
-    call.answer(call.links.map((l) => l.code));
-  }
-  t.same(sizes, [4, 2, 1, 1], '4 by count; the 2 left; the huge one alone (over the byte bound); then the rest');
-  t.same(await Promise.all(small), Array.from({ length: 6 }, (_, i) => `small-${i}`));
-  t.equal(await huge, 'huge-one');
-  t.equal(await after, 'after-huge');
-});
+    const small = Array.from({ length: 6 }, (_, i) => b.create(spec(`small-${i}`)));
+    const huge = b.create(spec('huge-one', `https://example.com/${'x'.repeat(5000)}`));
+    const after = b.create(spec('after-huge'));
+    store.calls[0]!.answer(['x']);
+    await blocker;
+    const sizes: number[] = [];
+    for (let i = 1; i <= 4; i++) {
+      await tick();
+      const call = store.calls[i]!;
+      sizes.push(call.links.length);
+      call.answer(call.links.map((l) => l.code));
+    }
+    t.same(sizes, [4, 2, 1, 1], '4 by count; the 2 left; the huge one alone (over the byte bound); then the rest');
+    t.same(
+      await Promise.all(small),
+      Array.from({ length: 6 }, (_, i) => `small-${i}`),
+    );
+    t.equal(await huge, 'huge-one');
+    t.equal(await after, 'after-huge');
+  },
+);
 
 t.test('byte bound: links are packed until the next would pass it', async (t) => {
   const store = manualStore();

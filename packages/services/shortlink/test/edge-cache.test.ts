@@ -4,7 +4,14 @@ import type { LinkRecord } from '../src/members/api.js';
 import { EdgeCache, MISSING } from '../src/workers/app/edge-cache.js';
 
 const link = (code: string, expiresAt = Date.now() + 3_600_000): LinkRecord =>
-  ({ short_code: code, long_url: `https://example.com/${code}`, created_at: 0, expires_at: expiresAt, created_by: 'u', alias: false }) as LinkRecord;
+  ({
+    short_code: code,
+    long_url: `https://example.com/${code}`,
+    created_at: 0,
+    expires_at: expiresAt,
+    created_by: 'u',
+    alias: false,
+  }) as LinkRecord;
 /** A clock the test moves itself: a loaded machine's pauses cannot age an entry between two lines. */
 function manualClock(): { clock: () => number; advance: (ms: number) => void } {
   let now = 0;
@@ -54,31 +61,35 @@ t.test('deleted() remembers the code as missing for a full edge TTL, over a cach
 
 t.test('at most max entries, and every code used within the last max/2 distinct codes is kept', async (t) => {
   fc.assert(
-    fc.property(fc.integer({ min: 1, max: 12 }), fc.array(fc.tuple(fc.boolean(), fc.nat(30)), { maxLength: 300 }), (max, ops) => {
-      const cache = new EdgeCache({ ttlMs: 60_000, negativeTtlMs: 60_000, max });
-      const recent: string[] = [];
-      const links = new Map<string, LinkRecord>();
-      for (const [isSet, n] of ops) {
-        const code = `code${String(n).padStart(3, '0')}`;
-        if (isSet) {
-          const l = link(code);
-          links.set(code, l);
-          cache.set(code, l, Date.now());
-        } else {
-          const found = cache.get(code);
-          // Never a wrong answer: what is there is the last link set for that code.
-          if (found !== undefined && found !== links.get(code)) return false;
-          if (found === undefined) continue;
+    fc.property(
+      fc.integer({ min: 1, max: 12 }),
+      fc.array(fc.tuple(fc.boolean(), fc.nat(30)), { maxLength: 300 }),
+      (max, ops) => {
+        const cache = new EdgeCache({ ttlMs: 60_000, negativeTtlMs: 60_000, max });
+        const recent: string[] = [];
+        const links = new Map<string, LinkRecord>();
+        for (const [isSet, n] of ops) {
+          const code = `code${String(n).padStart(3, '0')}`;
+          if (isSet) {
+            const l = link(code);
+            links.set(code, l);
+            cache.set(code, l, Date.now());
+          } else {
+            const found = cache.get(code);
+            // Never a wrong answer: what is there is the last link set for that code.
+            if (found !== undefined && found !== links.get(code)) return false;
+            if (found === undefined) continue;
+          }
+          const at = recent.indexOf(code);
+          if (at >= 0) recent.splice(at, 1);
+          recent.push(code);
+          if (cache.size > max) return false;
         }
-        const at = recent.indexOf(code);
-        if (at >= 0) recent.splice(at, 1);
-        recent.push(code);
-        if (cache.size > max) return false;
-      }
-      // The most recently used floor(max/2) distinct codes are all still there.
-      const keep = recent.slice(-Math.max(1, Math.floor(max / 2)));
-      return keep.every((code) => cache.get(code) === links.get(code));
-    }),
+        // The most recently used floor(max/2) distinct codes are all still there.
+        const keep = recent.slice(-Math.max(1, Math.floor(max / 2)));
+        return keep.every((code) => cache.get(code) === links.get(code));
+      },
+    ),
   );
   t.pass();
 });

@@ -5,19 +5,32 @@ import { MAX_URL_LENGTH, parseCreate, parseExpiry, parseLongUrl, shortCodeParam 
 
 const NOW = Date.parse('2030-06-15T12:00:00Z');
 
-function rejects(test: { ok(value: unknown, message: string): void }, fn: () => unknown, field: string, code: string, what: string): void {
+function rejects(
+  test: { ok(value: unknown, message: string): void },
+  fn: () => unknown,
+  field: string,
+  code: string,
+  what: string,
+): void {
   try {
     fn();
     test.ok(false, `${what}: accepted`);
   } catch (e) {
-    test.ok(e instanceof HttpError && e.status === 400 && e.details.field === field && e.code === code, `${what}: 400 ${code} on ${field} (${(e as Error).message})`);
+    test.ok(
+      e instanceof HttpError && e.status === 400 && e.details.field === field && e.code === code,
+      `${what}: 400 ${code} on ${field} (${(e as Error).message})`,
+    );
   }
 }
 
 t.test('long_url: http(s) URLs accepted and normalised; everything else a 400 naming long_url', async (t) => {
   t.equal(parseLongUrl('https://example.com'), 'https://example.com/');
   t.equal(parseLongUrl('http://EXAMPLE.com/a b'.replace(' ', '%20')), 'http://example.com/a%20b');
-  t.equal(parseLongUrl('https://example.com/ünï?q=ä'), 'https://example.com/%C3%BCn%C3%AF?q=%C3%A4', 'non-ASCII percent-encoded (safe in Location)');
+  t.equal(
+    parseLongUrl('https://example.com/ünï?q=ä'),
+    'https://example.com/%C3%BCn%C3%AF?q=%C3%A4',
+    'non-ASCII percent-encoded (safe in Location)',
+  );
   t.equal(parseLongUrl('https://example.com/' + 'a'.repeat(MAX_URL_LENGTH - 20)).length, MAX_URL_LENGTH - 20 + 20);
   for (const [bad, what] of [
     [undefined, 'missing'],
@@ -43,14 +56,26 @@ t.test('custom_alias: 8 to 64 of A-Z a-z 0-9 _ -; shorter, longer or other chara
   t.same(parseCreate({ long_url: 'https://a.example/', custom_alias: 'x'.repeat(64) }, NOW).alias, 'x'.repeat(64));
   t.same(parseCreate({ long_url: 'https://a.example/', custom_alias: null }, NOW).alias, null);
   for (const bad of ['abcdefg', 'x'.repeat(65), 'has space1', 'dots.are.no', 'ünicode-aa', 42, '']) {
-    rejects(t, () => parseCreate({ long_url: 'https://a.example/', custom_alias: bad }, NOW), 'custom_alias', 'invalid_alias', JSON.stringify(bad));
+    rejects(
+      t,
+      () => parseCreate({ long_url: 'https://a.example/', custom_alias: bad }, NOW),
+      'custom_alias',
+      'invalid_alias',
+      JSON.stringify(bad),
+    );
   }
 });
 
 t.test('body: must be an object; unknown fields are named', async (t) => {
   rejects(t, () => parseCreate([], NOW), 'body', 'invalid_body', 'an array');
   rejects(t, () => parseCreate('x', NOW), 'body', 'invalid_body', 'a string');
-  rejects(t, () => parseCreate({ long_url: 'https://a.example/', alias: 'abcdefgh' }, NOW), 'alias', 'unknown_field', 'a misspelt field');
+  rejects(
+    t,
+    () => parseCreate({ long_url: 'https://a.example/', alias: 'abcdefgh' }, NOW),
+    'alias',
+    'unknown_field',
+    'a misspelt field',
+  );
 });
 
 t.test('expiry: default 5 years; ISO-8601 timestamps and durations; past, too far and malformed refused', async (t) => {

@@ -27,8 +27,10 @@ const EDGE_TTL_MS = 1000;
 const PURGE_GRACE_MS = 8000;
 
 const app = (i: number): string => cluster.apps[i]!;
-const create = (i: number, token: string | null, body: unknown): Promise<Answer> => call(app(i), 'POST', '/api/urls', { token, body });
-const visit = (i: number, code: string, headers: Record<string, string> = {}): Promise<Answer> => call(app(i), 'GET', `/${code}`, { headers });
+const create = (i: number, token: string | null, body: unknown): Promise<Answer> =>
+  call(app(i), 'POST', '/api/urls', { token, body });
+const visit = (i: number, code: string, headers: Record<string, string> = {}): Promise<Answer> =>
+  call(app(i), 'GET', `/${code}`, { headers });
 
 /** A metric of a process's /metrics (0 when absent). */
 async function metric(base: string, name: string): Promise<number> {
@@ -69,57 +71,95 @@ t.test('POST /api/keys: the cluster token issues a key per user; others are refu
   const issued = await call(app(1), 'POST', '/api/keys', { token: cluster.token, body: { user: 'carol' } });
   t.equal(issued.status, 201);
   t.match(issued.body, { user: 'carol', api_key: /^client\.carol\./ });
-  t.equal((await call(app(1), 'POST', '/api/keys', { token: ann, body: { user: 'mallory' } })).status, 403, 'an API key cannot issue keys');
+  t.equal(
+    (await call(app(1), 'POST', '/api/keys', { token: ann, body: { user: 'mallory' } })).status,
+    403,
+    'an API key cannot issue keys',
+  );
   t.equal((await call(app(1), 'POST', '/api/keys', { token: null, body: { user: 'x' } })).status, 401);
-  t.match((await call(app(1), 'POST', '/api/keys', { token: cluster.token, body: { user: 'no spaces' } })).body, { error: { code: 'invalid_field', field: 'user' } });
-  t.equal((await call(app(1), 'POST', '/api/keys', { token: cluster.token, body: { user: 'cluster' } })).status, 400, 'the cluster name is not issued');
-});
-
-t.test('create: 201 {short_url, short_code, expires_at}; 5-year default expiry; GET /{code} answers 302 with Location', async (t) => {
-  const before = Date.now();
-  const a = await create(0, ann, { long_url: 'https://example.com/some/page?q=1' });
-  t.equal(a.status, 201);
-  const code = a.body.short_code as string;
-  t.match(code, /^[0-9A-Za-z]{7}$/, 'a generated code is 7 base62 characters');
-  t.equal(a.body.short_url, `${app(0)}/${code}`);
-  t.equal(a.body.long_url, 'https://example.com/some/page?q=1');
-  const expires = Date.parse(a.body.expires_at as string);
-  const fiveYears = new Date(before);
-  fiveYears.setUTCFullYear(fiveYears.getUTCFullYear() + 5);
-  t.ok(Math.abs(expires - fiveYears.getTime()) < 60_000, `expires_at ${a.body.expires_at as string} is 5 years out`);
-  const r = await call(a.body.short_url as string, 'GET', '');
-  t.equal(r.status, 302, 'never 301');
-  t.equal(r.headers.location, 'https://example.com/some/page?q=1');
-  t.match(r.headers['cache-control'], /max-age=0|no-store/, 'browsers come back, so every click is counted');
-  for (const i of [1, 2]) {
-    const other = await until(`app ${i + 1} to resolve ${code}`, async () => {
-      const v = await visit(i, code);
-      return v.status === 302 ? v : null;
-    }, 5000);
-    t.equal(other.headers.location, 'https://example.com/some/page?q=1', `app ${i + 1} redirects within a few seconds`);
-  }
-  t.equal((await call(app(2), 'HEAD', `/${code}`)).status, 302, 'HEAD redirects too');
-  t.equal((await visit(1, `${code}?utm_source=x`)).status, 302, 'a query string does not change the code');
-});
-
-t.test('ShortlinkClient: create, read, resolve and delete through the typed client, over every app server', async (t) => {
-  const admin = new ShortlinkClient({ endpoints: cluster.apps, token: cluster.token });
-  const issued = await admin.issueKey('cleo');
-  const cleo = new ShortlinkClient({ endpoints: cluster.apps, token: issued.api_key });
-  const other = new ShortlinkClient({ endpoints: cluster.apps, token: bob });
-  t.teardown(async () => {
-    await Promise.all([admin.close(), cleo.close(), other.close()]);
+  t.match((await call(app(1), 'POST', '/api/keys', { token: cluster.token, body: { user: 'no spaces' } })).body, {
+    error: { code: 'invalid_field', field: 'user' },
   });
-  const link = await cleo.create({ long_url: 'https://example.com/client/path?q=1' });
-  t.match(link, { short_code: /^[A-Za-z0-9]+$/, long_url: 'https://example.com/client/path?q=1' });
-  t.equal(await cleo.resolve(link.short_code), 'https://example.com/client/path?q=1', 'resolve follows the 302 to its Location');
-  t.match(await cleo.get(link.short_code), { short_code: link.short_code, created_by: 'cleo' });
-  const refused = await other.get(link.short_code).then(() => null, (e: unknown) => e as ServiceError);
-  t.match(refused, { status: 403, code: 'forbidden' }, "another key cannot read cleo's link: a ServiceError with the code");
-  t.match(await cleo.delete(link.short_code), { short_code: link.short_code, deleted: true });
-  const gone = await cleo.get(link.short_code).then(() => null, (e: unknown) => e as ServiceError);
-  t.equal(gone?.status, 404, 'a deleted link is not found');
+  t.equal(
+    (await call(app(1), 'POST', '/api/keys', { token: cluster.token, body: { user: 'cluster' } })).status,
+    400,
+    'the cluster name is not issued',
+  );
 });
+
+t.test(
+  'create: 201 {short_url, short_code, expires_at}; 5-year default expiry; GET /{code} answers 302 with Location',
+  async (t) => {
+    const before = Date.now();
+    const a = await create(0, ann, { long_url: 'https://example.com/some/page?q=1' });
+    t.equal(a.status, 201);
+    const code = a.body.short_code as string;
+    t.match(code, /^[0-9A-Za-z]{7}$/, 'a generated code is 7 base62 characters');
+    t.equal(a.body.short_url, `${app(0)}/${code}`);
+    t.equal(a.body.long_url, 'https://example.com/some/page?q=1');
+    const expires = Date.parse(a.body.expires_at as string);
+    const fiveYears = new Date(before);
+    fiveYears.setUTCFullYear(fiveYears.getUTCFullYear() + 5);
+    t.ok(Math.abs(expires - fiveYears.getTime()) < 60_000, `expires_at ${a.body.expires_at as string} is 5 years out`);
+    const r = await call(a.body.short_url as string, 'GET', '');
+    t.equal(r.status, 302, 'never 301');
+    t.equal(r.headers.location, 'https://example.com/some/page?q=1');
+    t.match(r.headers['cache-control'], /max-age=0|no-store/, 'browsers come back, so every click is counted');
+    for (const i of [1, 2]) {
+      const other = await until(
+        `app ${i + 1} to resolve ${code}`,
+        async () => {
+          const v = await visit(i, code);
+          return v.status === 302 ? v : null;
+        },
+        5000,
+      );
+      t.equal(
+        other.headers.location,
+        'https://example.com/some/page?q=1',
+        `app ${i + 1} redirects within a few seconds`,
+      );
+    }
+    t.equal((await call(app(2), 'HEAD', `/${code}`)).status, 302, 'HEAD redirects too');
+    t.equal((await visit(1, `${code}?utm_source=x`)).status, 302, 'a query string does not change the code');
+  },
+);
+
+t.test(
+  'ShortlinkClient: create, read, resolve and delete through the typed client, over every app server',
+  async (t) => {
+    const admin = new ShortlinkClient({ endpoints: cluster.apps, token: cluster.token });
+    const issued = await admin.issueKey('cleo');
+    const cleo = new ShortlinkClient({ endpoints: cluster.apps, token: issued.api_key });
+    const other = new ShortlinkClient({ endpoints: cluster.apps, token: bob });
+    t.teardown(async () => {
+      await Promise.all([admin.close(), cleo.close(), other.close()]);
+    });
+    const link = await cleo.create({ long_url: 'https://example.com/client/path?q=1' });
+    t.match(link, { short_code: /^[A-Za-z0-9]+$/, long_url: 'https://example.com/client/path?q=1' });
+    t.equal(
+      await cleo.resolve(link.short_code),
+      'https://example.com/client/path?q=1',
+      'resolve follows the 302 to its Location',
+    );
+    t.match(await cleo.get(link.short_code), { short_code: link.short_code, created_by: 'cleo' });
+    const refused = await other.get(link.short_code).then(
+      () => null,
+      (e: unknown) => e as ServiceError,
+    );
+    t.match(
+      refused,
+      { status: 403, code: 'forbidden' },
+      "another key cannot read cleo's link: a ServiceError with the code",
+    );
+    t.match(await cleo.delete(link.short_code), { short_code: link.short_code, deleted: true });
+    const gone = await cleo.get(link.short_code).then(
+      () => null,
+      (e: unknown) => e as ServiceError,
+    );
+    t.equal(gone?.status, 404, 'a deleted link is not found');
+  },
+);
 
 t.test('GET /{code}: 404 with a JSON error for codes that were never created', async (t) => {
   for (const code of ['zzzzzzz', 'never-made-alias', 'abc_def']) {
@@ -130,7 +170,11 @@ t.test('GET /{code}: 404 with a JSON error for codes that were never created', a
   t.equal((await call(app(0), 'GET', '/a/b')).status, 404, 'other paths: 404 too');
   // The redirect path looks in the edge cache before it checks a code's form: reserved names must never get there.
   for (const name of ['healthz', 'metrics']) {
-    t.equal((await call(app(0), 'DELETE', `/api/urls/${name}`, { token: cluster.token })).status, 404, `DELETE /api/urls/${name}: no such link`);
+    t.equal(
+      (await call(app(0), 'DELETE', `/api/urls/${name}`, { token: cluster.token })).status,
+      404,
+      `DELETE /api/urls/${name}: no such link`,
+    );
     t.equal((await visit(0, name)).status, 200, `GET /${name} is still the route, not a code`);
   }
 });
@@ -168,135 +212,263 @@ t.test('authentication: creation and deletion need an API key; redirects are pub
   t.equal((await create(0, 'client.ann.forged', { long_url: 'https://example.com/' })).status, 401, 'a forged key');
   t.equal((await call(app(0), 'DELETE', '/api/urls/zzzzzzz', { token: null })).status, 401);
   t.equal((await call(app(0), 'GET', '/api/urls/zzzzzzz', { token: null })).status, 401);
-  t.equal((await call(app(0), 'GET', '/internal/leases', { token: ann })).status, 403, 'internal routes are for the cluster');
-  t.equal((await call(cluster.members[0]!, 'GET', '/internal/links/zzzzzzz', { token: ann })).status, 403, 'the link store is for app servers');
+  t.equal(
+    (await call(app(0), 'GET', '/internal/leases', { token: ann })).status,
+    403,
+    'internal routes are for the cluster',
+  );
+  t.equal(
+    (await call(cluster.members[0]!, 'GET', '/internal/links/zzzzzzz', { token: ann })).status,
+    403,
+    'the link store is for app servers',
+  );
 });
 
-t.test('custom aliases: 201 with the alias as code; taken -> 409; concurrent claims through 3 apps give exactly one 201', async (t) => {
-  const first = await create(0, ann, { long_url: 'https://example.com/alias', custom_alias: 'my-first_alias' });
-  t.equal(first.status, 201);
-  t.equal(first.body.short_code, 'my-first_alias');
-  t.equal((await visit(0, 'my-first_alias')).headers.location, 'https://example.com/alias');
-  const again = await create(2, bob, { long_url: 'https://example.com/other', custom_alias: 'my-first_alias' });
-  t.equal(again.status, 409);
-  t.match(again.body, { error: { code: 'alias_taken', field: 'custom_alias' } });
-  const mine = await create(1, ann, { long_url: 'https://example.com/alias', custom_alias: 'my-first_alias' });
-  t.equal(mine.status, 409, 'even its creator gets 409 for a second create');
+t.test(
+  'custom aliases: 201 with the alias as code; taken -> 409; concurrent claims through 3 apps give exactly one 201',
+  async (t) => {
+    const first = await create(0, ann, { long_url: 'https://example.com/alias', custom_alias: 'my-first_alias' });
+    t.equal(first.status, 201);
+    t.equal(first.body.short_code, 'my-first_alias');
+    t.equal((await visit(0, 'my-first_alias')).headers.location, 'https://example.com/alias');
+    const again = await create(2, bob, { long_url: 'https://example.com/other', custom_alias: 'my-first_alias' });
+    t.equal(again.status, 409);
+    t.match(again.body, { error: { code: 'alias_taken', field: 'custom_alias' } });
+    const mine = await create(1, ann, { long_url: 'https://example.com/alias', custom_alias: 'my-first_alias' });
+    t.equal(mine.status, 409, 'even its creator gets 409 for a second create');
 
-  const users = await Promise.all(Array.from({ length: 15 }, (_, i) => key(`racer${i}`)));
-  const claims = await Promise.all(users.map((u, i) => create(i % 3, u, { long_url: `https://example.com/racer/${i}`, custom_alias: 'contested-alias' })));
-  const statuses = claims.map((c) => c.status).sort();
-  t.same(statuses, [201, ...Array<number>(14).fill(409)], 'exactly one 201, every other claim 409');
-  const winner = claims.findIndex((c) => c.status === 201);
-  for (const i of [0, 1, 2]) {
-    const r = await until(`app ${i + 1} to resolve the alias`, async () => ((await visit(i, 'contested-alias')).headers.location as string | undefined) ?? null, 5000);
-    t.equal(r, `https://example.com/racer/${winner}`, `app ${i + 1} redirects to the winner's URL`);
-  }
-});
+    const users = await Promise.all(Array.from({ length: 15 }, (_, i) => key(`racer${i}`)));
+    const claims = await Promise.all(
+      users.map((u, i) =>
+        create(i % 3, u, { long_url: `https://example.com/racer/${i}`, custom_alias: 'contested-alias' }),
+      ),
+    );
+    const statuses = claims.map((c) => c.status).sort();
+    t.same(statuses, [201, ...Array<number>(14).fill(409)], 'exactly one 201, every other claim 409');
+    const winner = claims.findIndex((c) => c.status === 201);
+    for (const i of [0, 1, 2]) {
+      const r = await until(
+        `app ${i + 1} to resolve the alias`,
+        async () => ((await visit(i, 'contested-alias')).headers.location as string | undefined) ?? null,
+        5000,
+      );
+      t.equal(r, `https://example.com/racer/${winner}`, `app ${i + 1} redirects to the winner's URL`);
+    }
+  },
+);
 
-t.test('expiry: a link with a short expiry redirects, then answers 404 everywhere once expired (ISO durations and timestamps)', async (t) => {
-  const a = await create(0, ann, { long_url: 'https://example.com/soon', expiry: 'PT3S' });
-  t.equal(a.status, 201);
-  const code = a.body.short_code as string;
-  t.ok(Math.abs(Date.parse(a.body.expires_at as string) - (Date.now() + 3000)) < 2000, 'expires_at = now + 3 s');
-  t.equal((await visit(0, code)).status, 302, 'active: redirects');
-  const at = new Date(Date.now() + 60 * 60_000).toISOString();
-  const b = await create(1, ann, { long_url: 'https://example.com/later', expiry: at });
-  t.equal(b.body.expires_at, at, 'a timestamp expiry is kept as given');
-  await new Promise((r) => setTimeout(r, 3500));
-  for (const i of [0, 1, 2]) {
-    const v = await visit(i, code);
-    t.equal(v.status, 404, `expired -> 404 on app ${i + 1}`);
-  }
-  t.equal((await call(app(0), 'GET', `/api/urls/${code}`, { token: ann })).status, 404, 'metadata of an expired link: 404');
-});
+t.test(
+  'expiry: a link with a short expiry redirects, then answers 404 everywhere once expired (ISO durations and timestamps)',
+  async (t) => {
+    const a = await create(0, ann, { long_url: 'https://example.com/soon', expiry: 'PT3S' });
+    t.equal(a.status, 201);
+    const code = a.body.short_code as string;
+    t.ok(Math.abs(Date.parse(a.body.expires_at as string) - (Date.now() + 3000)) < 2000, 'expires_at = now + 3 s');
+    t.equal((await visit(0, code)).status, 302, 'active: redirects');
+    const at = new Date(Date.now() + 60 * 60_000).toISOString();
+    const b = await create(1, ann, { long_url: 'https://example.com/later', expiry: at });
+    t.equal(b.body.expires_at, at, 'a timestamp expiry is kept as given');
+    await new Promise((r) => setTimeout(r, 3500));
+    for (const i of [0, 1, 2]) {
+      const v = await visit(i, code);
+      t.equal(v.status, 404, `expired -> 404 on app ${i + 1}`);
+    }
+    t.equal(
+      (await call(app(0), 'GET', `/api/urls/${code}`, { token: ann })).status,
+      404,
+      'metadata of an expired link: 404',
+    );
+  },
+);
 
-t.test('GET /api/urls/{code}: metadata for its creator and the cluster; 403 for others; 404 unknown; 400 malformed', async (t) => {
-  const a = await create(2, ann, { long_url: 'https://example.com/meta', custom_alias: 'meta-alias' });
-  const m = await call(app(0), 'GET', '/api/urls/meta-alias', { token: ann });
-  t.equal(m.status, 200, 'a linearizable read: visible at once through another app');
-  t.same(m.body, { short_url: `${app(0)}/meta-alias`, short_code: 'meta-alias', long_url: 'https://example.com/meta', created_at: m.body.created_at, expires_at: a.body.expires_at, created_by: 'ann' });
-  t.equal((await call(app(0), 'GET', '/api/urls/meta-alias', { token: cluster.token })).status, 200);
-  t.match(await call(app(0), 'GET', '/api/urls/meta-alias', { token: bob }), { status: 403, body: { error: { code: 'forbidden' } } });
-  t.equal((await call(app(0), 'GET', '/api/urls/nothing-at-all', { token: ann })).status, 404);
-  t.match(await call(app(0), 'GET', '/api/urls/bad.code', { token: ann }), { status: 400, body: { error: { code: 'invalid_code' } } });
-});
+t.test(
+  'GET /api/urls/{code}: metadata for its creator and the cluster; 403 for others; 404 unknown; 400 malformed',
+  async (t) => {
+    const a = await create(2, ann, { long_url: 'https://example.com/meta', custom_alias: 'meta-alias' });
+    const m = await call(app(0), 'GET', '/api/urls/meta-alias', { token: ann });
+    t.equal(m.status, 200, 'a linearizable read: visible at once through another app');
+    t.same(m.body, {
+      short_url: `${app(0)}/meta-alias`,
+      short_code: 'meta-alias',
+      long_url: 'https://example.com/meta',
+      created_at: m.body.created_at,
+      expires_at: a.body.expires_at,
+      created_by: 'ann',
+    });
+    t.equal((await call(app(0), 'GET', '/api/urls/meta-alias', { token: cluster.token })).status, 200);
+    t.match(await call(app(0), 'GET', '/api/urls/meta-alias', { token: bob }), {
+      status: 403,
+      body: { error: { code: 'forbidden' } },
+    });
+    t.equal((await call(app(0), 'GET', '/api/urls/nothing-at-all', { token: ann })).status, 404);
+    t.match(await call(app(0), 'GET', '/api/urls/bad.code', { token: ann }), {
+      status: 400,
+      body: { error: { code: 'invalid_code' } },
+    });
+  },
+);
 
-t.test('DELETE /api/urls/{code}: creator only (or the cluster); deleted -> 404 on every app within the edge TTL; code never reissued', async (t) => {
-  const a = await create(0, ann, { long_url: 'https://example.com/doomed' });
-  const code = a.body.short_code as string;
-  for (const i of [0, 1, 2]) await until(`app ${i + 1} caches ${code}`, async () => (await visit(i, code)).status === 302, 5000);
-  t.match(await call(app(1), 'DELETE', `/api/urls/${code}`, { token: bob }), { status: 403, body: { error: { code: 'forbidden' } } });
-  t.equal((await visit(1, code)).status, 302, 'a refused delete changes nothing');
-  const deletedAt = Date.now();
-  const d = await call(app(1), 'DELETE', `/api/urls/${code}`, { token: ann });
-  t.same(d, { ...d, status: 200, body: { short_code: code, deleted: true } });
-  t.equal((await visit(1, code)).status, 404, 'the deleting app answers 404 at once');
-  for (const i of [0, 2]) {
-    await until(`app ${i + 1} to see the delete`, async () => (await visit(i, code)).status === 404, 10_000);
-    t.ok(Date.now() - deletedAt < EDGE_TTL_MS + 3000, `app ${i + 1} saw the delete within the edge TTL (+ margin)`);
-  }
-  t.equal((await call(app(2), 'DELETE', `/api/urls/${code}`, { token: ann })).status, 200, 'deleting again succeeds (idempotent)');
-  t.equal((await call(app(2), 'GET', `/api/urls/${code}`, { token: ann })).status, 404);
-  t.equal((await call(app(2), 'DELETE', '/api/urls/nothing-at-all', { token: ann })).status, 404);
-  const alias = await create(0, ann, { long_url: 'https://example.com/x', custom_alias: 'delete-me-alias' });
-  t.equal(alias.status, 201);
-  t.equal((await call(app(0), 'DELETE', '/api/urls/delete-me-alias', { token: cluster.token })).status, 200, 'the cluster deletes any link');
-  t.equal((await create(0, ann, { long_url: 'https://example.com/y', custom_alias: 'delete-me-alias' })).status, 409, 'a deleted alias is not reissued');
-});
+t.test(
+  'DELETE /api/urls/{code}: creator only (or the cluster); deleted -> 404 on every app within the edge TTL; code never reissued',
+  async (t) => {
+    const a = await create(0, ann, { long_url: 'https://example.com/doomed' });
+    const code = a.body.short_code as string;
+    for (const i of [0, 1, 2])
+      await until(`app ${i + 1} caches ${code}`, async () => (await visit(i, code)).status === 302, 5000);
+    t.match(await call(app(1), 'DELETE', `/api/urls/${code}`, { token: bob }), {
+      status: 403,
+      body: { error: { code: 'forbidden' } },
+    });
+    t.equal((await visit(1, code)).status, 302, 'a refused delete changes nothing');
+    const deletedAt = Date.now();
+    const d = await call(app(1), 'DELETE', `/api/urls/${code}`, { token: ann });
+    t.same(d, { ...d, status: 200, body: { short_code: code, deleted: true } });
+    t.equal((await visit(1, code)).status, 404, 'the deleting app answers 404 at once');
+    for (const i of [0, 2]) {
+      await until(`app ${i + 1} to see the delete`, async () => (await visit(i, code)).status === 404, 10_000);
+      t.ok(Date.now() - deletedAt < EDGE_TTL_MS + 3000, `app ${i + 1} saw the delete within the edge TTL (+ margin)`);
+    }
+    t.equal(
+      (await call(app(2), 'DELETE', `/api/urls/${code}`, { token: ann })).status,
+      200,
+      'deleting again succeeds (idempotent)',
+    );
+    t.equal((await call(app(2), 'GET', `/api/urls/${code}`, { token: ann })).status, 404);
+    t.equal((await call(app(2), 'DELETE', '/api/urls/nothing-at-all', { token: ann })).status, 404);
+    const alias = await create(0, ann, { long_url: 'https://example.com/x', custom_alias: 'delete-me-alias' });
+    t.equal(alias.status, 201);
+    t.equal(
+      (await call(app(0), 'DELETE', '/api/urls/delete-me-alias', { token: cluster.token })).status,
+      200,
+      'the cluster deletes any link',
+    );
+    t.equal(
+      (await create(0, ann, { long_url: 'https://example.com/y', custom_alias: 'delete-me-alias' })).status,
+      409,
+      'a deleted alias is not reissued',
+    );
+  },
+);
 
-t.test('POST /internal/link-batches on a member: one result per link in order; first claim wins; a re-sent batch gets the same answers', async (t) => {
-  const member = cluster.members[3]!;
-  const lease = await call(member, 'POST', '/internal/leases', { token: cluster.token, body: { server: 'batch-test' } });
-  t.equal(lease.status, 201);
-  const code = codeForId(lease.body.start as number)!;
-  const link = (c: string, alias: boolean, over: Record<string, unknown> = {}) => ({ code: c, long_url: 'https://example.com/batched', created_at: Date.now(), expires_at: Date.now() + 3_600_000, created_by: 'ann', alias, ...over });
-  const links = [
-    link(code, false),
-    link('batch-alias-1', true),
-    link('batch-alias-1', true, { created_by: 'bob', long_url: 'https://example.com/late' }),
-    link('batch-alias-2', true, { long_url: 'ftp://example.com/' }),
-    link(codeForId((lease.body.end as number) + 50_000)!, false),
-  ];
-  const first = await call(member, 'POST', '/internal/link-batches', { token: cluster.token, body: { links } });
-  t.equal(first.status, 200);
-  const statuses = (r: Answer) => (r.body.results as Array<{ status: string }>).map((x) => x.status);
-  t.same(statuses(first), ['created', 'created', 'taken', 'invalid', 'not_leased']);
-  t.match((first.body.results as unknown[])[3], { status: 'invalid', error: { code: 'invalid_url', field: 'long_url' } }, 'a malformed link is refused alone');
-  t.match((first.body.results as unknown[])[1], { status: 'created', link: { short_code: 'batch-alias-1', long_url: 'https://example.com/batched', created_by: 'ann' } });
-  const again = await call(cluster.members[1]!, 'POST', '/internal/link-batches', { token: cluster.token, body: { links } });
-  t.same(statuses(again), ['retried', 'retried', 'taken', 'invalid', 'not_leased'], 'a re-sent batch (to another member) is idempotent');
-  t.equal((await visit(0, 'batch-alias-1')).headers.location, 'https://example.com/batched', 'the batch is committed: the alias redirects');
-  t.match(await call(member, 'POST', '/internal/link-batches', { token: cluster.token, body: { links: [] } }), { status: 400, body: { error: { field: 'links' } } });
-  t.match(await call(member, 'POST', '/internal/link-batches', { token: cluster.token, body: { links: Array.from({ length: 1001 }, () => links[0]) } }), { status: 400, body: { error: { field: 'links' } } });
-  t.equal((await call(member, 'POST', '/internal/link-batches', { token: ann, body: { links } })).status, 403, 'app servers only (cluster token)');
-});
+t.test(
+  'POST /internal/link-batches on a member: one result per link in order; first claim wins; a re-sent batch gets the same answers',
+  async (t) => {
+    const member = cluster.members[3]!;
+    const lease = await call(member, 'POST', '/internal/leases', {
+      token: cluster.token,
+      body: { server: 'batch-test' },
+    });
+    t.equal(lease.status, 201);
+    const code = codeForId(lease.body.start as number)!;
+    const link = (c: string, alias: boolean, over: Record<string, unknown> = {}) => ({
+      code: c,
+      long_url: 'https://example.com/batched',
+      created_at: Date.now(),
+      expires_at: Date.now() + 3_600_000,
+      created_by: 'ann',
+      alias,
+      ...over,
+    });
+    const links = [
+      link(code, false),
+      link('batch-alias-1', true),
+      link('batch-alias-1', true, { created_by: 'bob', long_url: 'https://example.com/late' }),
+      link('batch-alias-2', true, { long_url: 'ftp://example.com/' }),
+      link(codeForId((lease.body.end as number) + 50_000)!, false),
+    ];
+    const first = await call(member, 'POST', '/internal/link-batches', { token: cluster.token, body: { links } });
+    t.equal(first.status, 200);
+    const statuses = (r: Answer) => (r.body.results as Array<{ status: string }>).map((x) => x.status);
+    t.same(statuses(first), ['created', 'created', 'taken', 'invalid', 'not_leased']);
+    t.match(
+      (first.body.results as unknown[])[3],
+      { status: 'invalid', error: { code: 'invalid_url', field: 'long_url' } },
+      'a malformed link is refused alone',
+    );
+    t.match((first.body.results as unknown[])[1], {
+      status: 'created',
+      link: { short_code: 'batch-alias-1', long_url: 'https://example.com/batched', created_by: 'ann' },
+    });
+    const again = await call(cluster.members[1]!, 'POST', '/internal/link-batches', {
+      token: cluster.token,
+      body: { links },
+    });
+    t.same(
+      statuses(again),
+      ['retried', 'retried', 'taken', 'invalid', 'not_leased'],
+      'a re-sent batch (to another member) is idempotent',
+    );
+    t.equal(
+      (await visit(0, 'batch-alias-1')).headers.location,
+      'https://example.com/batched',
+      'the batch is committed: the alias redirects',
+    );
+    t.match(await call(member, 'POST', '/internal/link-batches', { token: cluster.token, body: { links: [] } }), {
+      status: 400,
+      body: { error: { field: 'links' } },
+    });
+    t.match(
+      await call(member, 'POST', '/internal/link-batches', {
+        token: cluster.token,
+        body: { links: Array.from({ length: 1001 }, () => links[0]) },
+      }),
+      { status: 400, body: { error: { field: 'links' } } },
+    );
+    t.equal(
+      (await call(member, 'POST', '/internal/link-batches', { token: ann, body: { links } })).status,
+      403,
+      'app servers only (cluster token)',
+    );
+  },
+);
 
-t.test('purge: links dead for the grace period leave the store; they stay 404, and a purged alias stays taken', async (t) => {
-  const expiring = await create(0, ann, { long_url: 'https://example.com/short-lived', expiry: 'PT1S' });
-  const live = await create(1, ann, { long_url: 'https://example.com/long-lived' });
-  t.equal((await create(2, ann, { long_url: 'https://example.com/gone', custom_alias: 'purged-alias' })).status, 201);
-  t.equal((await call(app(2), 'DELETE', '/api/urls/purged-alias', { token: ann })).status, 200);
-  const code = expiring.body.short_code as string;
-  t.equal((await call(app(1), 'DELETE', '/api/urls/purged-alias', { token: ann })).status, 200, 'within the grace period a deleted link still exists: a retried delete succeeds');
-  const purgedBefore = await memberSum('shortlink_purged_total');
-  // A purged link no longer exists at all, so even its creator's delete answers 404 (before the purge: 200).
-  const started = Date.now();
-  await until('the deleted alias to be purged', async () => (await call(app(0), 'DELETE', '/api/urls/purged-alias', { token: ann })).status === 404, PURGE_GRACE_MS + 15_000);
-  t.ok(Date.now() - started > PURGE_GRACE_MS - 2000, 'not purged before the grace period');
-  await until('the expired link to be purged', async () => (await call(app(0), 'DELETE', `/api/urls/${code}`, { token: ann })).status === 404, PURGE_GRACE_MS + 15_000);
-  t.ok((await memberSum('shortlink_purged_total')) >= purgedBefore + 2, 'the leader counted the purges');
-  for (const i of [0, 1, 2]) {
-    t.equal((await visit(i, code)).status, 404, `the purged expired link: 404 on app ${i + 1}`);
-    t.equal((await visit(i, 'purged-alias')).status, 404, `the purged alias: 404 on app ${i + 1}`);
-  }
-  t.equal((await call(app(1), 'GET', `/api/urls/${code}`, { token: ann })).status, 404);
-  t.match(await create(1, bob, { long_url: 'https://example.com/squatter', custom_alias: 'purged-alias' }), { status: 409, body: { error: { code: 'alias_taken' } } }, 'a purged alias is never claimed again');
-  for (const member of cluster.members) {
-    t.ok((await metric(member, 'shortlink_retired_aliases')) >= 1, `${member} keeps the purged alias reserved (replicated)`);
-  }
-  t.equal((await visit(2, live.body.short_code as string)).status, 302, 'a live link is untouched');
-});
+t.test(
+  'purge: links dead for the grace period leave the store; they stay 404, and a purged alias stays taken',
+  async (t) => {
+    const expiring = await create(0, ann, { long_url: 'https://example.com/short-lived', expiry: 'PT1S' });
+    const live = await create(1, ann, { long_url: 'https://example.com/long-lived' });
+    t.equal((await create(2, ann, { long_url: 'https://example.com/gone', custom_alias: 'purged-alias' })).status, 201);
+    t.equal((await call(app(2), 'DELETE', '/api/urls/purged-alias', { token: ann })).status, 200);
+    const code = expiring.body.short_code as string;
+    t.equal(
+      (await call(app(1), 'DELETE', '/api/urls/purged-alias', { token: ann })).status,
+      200,
+      'within the grace period a deleted link still exists: a retried delete succeeds',
+    );
+    const purgedBefore = await memberSum('shortlink_purged_total');
+    // A purged link no longer exists at all, so even its creator's delete answers 404 (before the purge: 200).
+    const started = Date.now();
+    await until(
+      'the deleted alias to be purged',
+      async () => (await call(app(0), 'DELETE', '/api/urls/purged-alias', { token: ann })).status === 404,
+      PURGE_GRACE_MS + 15_000,
+    );
+    t.ok(Date.now() - started > PURGE_GRACE_MS - 2000, 'not purged before the grace period');
+    await until(
+      'the expired link to be purged',
+      async () => (await call(app(0), 'DELETE', `/api/urls/${code}`, { token: ann })).status === 404,
+      PURGE_GRACE_MS + 15_000,
+    );
+    t.ok((await memberSum('shortlink_purged_total')) >= purgedBefore + 2, 'the leader counted the purges');
+    for (const i of [0, 1, 2]) {
+      t.equal((await visit(i, code)).status, 404, `the purged expired link: 404 on app ${i + 1}`);
+      t.equal((await visit(i, 'purged-alias')).status, 404, `the purged alias: 404 on app ${i + 1}`);
+    }
+    t.equal((await call(app(1), 'GET', `/api/urls/${code}`, { token: ann })).status, 404);
+    t.match(
+      await create(1, bob, { long_url: 'https://example.com/squatter', custom_alias: 'purged-alias' }),
+      { status: 409, body: { error: { code: 'alias_taken' } } },
+      'a purged alias is never claimed again',
+    );
+    for (const member of cluster.members) {
+      t.ok(
+        (await metric(member, 'shortlink_retired_aliases')) >= 1,
+        `${member} keeps the purged alias reserved (replicated)`,
+      );
+    }
+    t.equal((await visit(2, live.body.short_code as string)).status, 302, 'a live link is untouched');
+  },
+);
 
 t.test('GET /api/urls/{code}/stats: clicks by day, country and referer, for the creator; 403 others', async (t) => {
   const a = await create(0, ann, { long_url: 'https://example.com/counted' });
@@ -308,18 +480,27 @@ t.test('GET /api/urls/{code}/stats: clicks by day, country and referer, for the 
   }
   t.pass('6 redirects through the 3 apps');
   t.equal((await call(app(0), 'GET', `/api/urls/${code}/stats`, { token: bob })).status, 403);
-  const stats = await until('the 6 clicks in the stats', async () => {
-    const s = await call(app(1), 'GET', `/api/urls/${code}/stats`, { token: ann });
-    return s.status === 200 && s.body.total === 6 ? s : null;
-  }, 20_000);
+  const stats = await until(
+    'the 6 clicks in the stats',
+    async () => {
+      const s = await call(app(1), 'GET', `/api/urls/${code}/stats`, { token: ann });
+      return s.status === 200 && s.body.total === 6 ? s : null;
+    },
+    20_000,
+  );
   t.match(stats.body, { short_code: code, total: 6, by_referer: { 'news.example': 3, 'blog.example': 3 } });
-  t.equal(Object.values(stats.body.by_day as Record<string, number>).reduce((x, y) => x + y, 0), 6);
+  t.equal(
+    Object.values(stats.body.by_day as Record<string, number>).reduce((x, y) => x + y, 0),
+    6,
+  );
 });
 
 t.test('members and app servers fail: redirects and creates go on; a restarted app leases a fresh batch', async (t) => {
   const a = await create(0, ann, { long_url: 'https://example.com/survivor' });
   const code = a.body.short_code as string;
-  const beforeLeases = (await call(app(1), 'GET', '/internal/leases', { token: cluster.token })).body as { batches: Array<{ start: number; end: number }> };
+  const beforeLeases = (await call(app(1), 'GET', '/internal/leases', { token: cluster.token })).body as {
+    batches: Array<{ start: number; end: number }>;
+  };
   t.ok(beforeLeases.batches.length >= 1);
   // The leader is one of the two killed, so the creates below need an election (members heartbeat every 3 ticks).
   const leader = (await call(cluster.members[0]!, 'GET', '/healthz')).body.leader as string;
@@ -327,43 +508,86 @@ t.test('members and app servers fail: redirects and creates go on; a restarted a
   const other = leader === 'n1' ? 'n2' : 'n1';
   expectCli(t, await cluster.run('kill', leader));
   expectCli(t, await cluster.run('kill', other));
-  const r = await until('a redirect with two members down', async () => ((await visit(1, code)).status === 302 ? true : null), 15_000);
+  const r = await until(
+    'a redirect with two members down',
+    async () => ((await visit(1, code)).status === 302 ? true : null),
+    15_000,
+  );
   t.ok(r);
-  const made = await until('a create with two members down', async () => {
-    const c = await create(1, ann, { long_url: 'https://example.com/during-failure' });
-    return c.status === 201 ? c : null;
-  }, 20_000);
-  t.ok(await until('the new link on another app', async () => (await visit(2, made.body.short_code as string)).status === 302, 5000));
+  const made = await until(
+    'a create with two members down',
+    async () => {
+      const c = await create(1, ann, { long_url: 'https://example.com/during-failure' });
+      return c.status === 201 ? c : null;
+    },
+    20_000,
+  );
+  t.ok(
+    await until(
+      'the new link on another app',
+      async () => (await visit(2, made.body.short_code as string)).status === 302,
+      5000,
+    ),
+  );
   expectCli(t, await cluster.run('restart', leader));
   expectCli(t, await cluster.run('restart', other));
 
   expectCli(t, await cluster.run('kill', 'app2'));
-  t.ok(await until('app1 serving with app2 down', async () => (await visit(0, code)).status === 302, 5000), 'other apps keep serving');
+  t.ok(
+    await until('app1 serving with app2 down', async () => (await visit(0, code)).status === 302, 5000),
+    'other apps keep serving',
+  );
   expectCli(t, await cluster.run('restart', 'app2'));
   await until('app2 back', async () => (await call(app(1), 'GET', '/healthz')).status === 200);
   const c = await until('a create on the restarted app2', async () => {
     const x = await create(1, ann, { long_url: 'https://example.com/after-restart' });
     return x.status === 201 ? x : null;
   });
-  const after = (await call(app(1), 'GET', '/internal/leases', { token: cluster.token })).body as { batches: Array<{ start: number; end: number }> };
+  const after = (await call(app(1), 'GET', '/internal/leases', { token: cluster.token })).body as {
+    batches: Array<{ start: number; end: number }>;
+  };
   const highest = Math.max(...beforeLeases.batches.map((b) => b.end));
-  t.ok(after.batches.length >= 1 && after.batches.every((b) => b.start >= highest), 'the restarted app never got its old batch back');
-  t.ok(await until('the restarted app redirects', async () => (await visit(1, c.body.short_code as string)).status === 302, 5000));
+  t.ok(
+    after.batches.length >= 1 && after.batches.every((b) => b.start >= highest),
+    'the restarted app never got its old batch back',
+  );
+  t.ok(
+    await until(
+      'the restarted app redirects',
+      async () => (await visit(1, c.body.short_code as string)).status === 302,
+      5000,
+    ),
+  );
 });
 
 t.test('create limits: per API key and per IP, 429 with Retry-After and a JSON body', async (t) => {
   // Defaults: 100 per key burst (10/s), 200 per IP burst (20/s), per app server; app3 has seen few creates.
   const flood = await key('flooder');
-  const answers = await Promise.all(Array.from({ length: 130 }, (_, i) => create(2, flood, { long_url: `https://example.com/f/${i}` })));
+  const answers = await Promise.all(
+    Array.from({ length: 130 }, (_, i) => create(2, flood, { long_url: `https://example.com/f/${i}` })),
+  );
   const limited = answers.filter((a) => a.status === 429);
   t.ok(limited.length >= 20 && limited.length <= 40, `${limited.length} of 130 limited by the key's bucket of 100`);
   t.ok(answers.filter((a) => a.status === 201).length >= 90);
   t.match(limited[0]!.body, { error: { code: 'rate_limited', dimension: 'api_key', retry_after_ms: Number } });
   t.match(limited[0]!.headers['retry-after'], /^\d+$/);
-  t.equal((await create(1, flood, { long_url: 'https://example.com/elsewhere' })).status, 201, 'limits are per app server');
+  t.equal(
+    (await create(1, flood, { long_url: 'https://example.com/elsewhere' })).status,
+    201,
+    'limits are per app server',
+  );
   const others = await Promise.all(Array.from({ length: 10 }, (_, i) => key(`crowd${i}`)));
-  const crowd = await Promise.all(Array.from({ length: 200 }, (_, i) => create(2, others[i % 10]!, { long_url: `https://example.com/c/${i}` })));
+  const crowd = await Promise.all(
+    Array.from({ length: 200 }, (_, i) => create(2, others[i % 10]!, { long_url: `https://example.com/c/${i}` })),
+  );
   const byIp = crowd.filter((a) => a.status === 429);
-  t.ok(byIp.length > 0 && byIp.every((a) => (a.body.error as { dimension: string }).dimension === 'ip'), `${byIp.length} limited by the address's bucket`);
-  t.equal((await visit(2, answers.find((a) => a.status === 201)!.body.short_code as string)).status, 302, 'redirects are not limited');
+  t.ok(
+    byIp.length > 0 && byIp.every((a) => (a.body.error as { dimension: string }).dimension === 'ip'),
+    `${byIp.length} limited by the address's bucket`,
+  );
+  t.equal(
+    (await visit(2, answers.find((a) => a.status === 201)!.body.short_code as string)).status,
+    302,
+    'redirects are not limited',
+  );
 });

@@ -10,7 +10,14 @@ import { LinkMachine } from '../src/machine.js';
 
 const ctx = { index: 3, term: 1, time: 1_000 };
 const code = codeForId(5)!;
-const spec = { code, long_url: 'https://example.com/a', created_at: 10, expires_at: 1e12, created_by: 'ann', alias: false };
+const spec = {
+  code,
+  long_url: 'https://example.com/a',
+  created_at: 10,
+  expires_at: 1e12,
+  created_by: 'ann',
+  alias: false,
+};
 function machine(): LinkMachine {
   const m = new LinkMachine();
   m.apply({ op: 'lease', server: 'app1' }, ctx);
@@ -35,7 +42,13 @@ t.test('malformed commands are refused without a change; valid ones apply', asyn
       { op: 'create', ...spec, code: codeForId(8)!, long_url: 'javascript:alert(1)' },
       { op: 'create', ...spec, code: codeForId(8)!, expires_at: 5 },
       { op: 'create', ...spec, code: codeForId(8)!, created_by: 'a b' },
-      { op: 'create_many', links: [{ ...spec, code: codeForId(8)! }, { ...spec, code: codeForId(9)!, long_url: 'x\ny' }] },
+      {
+        op: 'create_many',
+        links: [
+          { ...spec, code: codeForId(8)! },
+          { ...spec, code: codeForId(9)!, long_url: 'x\ny' },
+        ],
+      },
       { op: 'create_many', links: [null] },
       { op: 'delete', code: null, by: null },
       { op: 'purge', before: Number.NaN, codes: [] },

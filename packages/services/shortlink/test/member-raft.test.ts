@@ -8,6 +8,9 @@ import { MEMBER_HEARTBEAT_TICKS, shortlinkService } from '../src/index.js';
 
 t.test('the service hands its members a heartbeat interval the simulator covers', async (t) => {
   t.same(shortlinkService.kinds[0].raft, { heartbeatTicks: MEMBER_HEARTBEAT_TICKS });
-  t.ok(Number.isInteger(MEMBER_HEARTBEAT_TICKS) && MEMBER_HEARTBEAT_TICKS >= 1 && MEMBER_HEARTBEAT_TICKS <= 3, 'within the simulator\'s 1-3 ticks');
+  t.ok(
+    Number.isInteger(MEMBER_HEARTBEAT_TICKS) && MEMBER_HEARTBEAT_TICKS >= 1 && MEMBER_HEARTBEAT_TICKS <= 3,
+    "within the simulator's 1-3 ticks",
+  );
   t.ok(3 * MEMBER_HEARTBEAT_TICKS <= 10, 'at least 3 heartbeats in the shortest election timeout (10 ticks)');
 });

@@ -13,7 +13,18 @@ function store(n: number): LinkMachine {
   const ctx = (time: number) => ({ index: ++index, term: 1, time });
   for (let i = 0; i * 1000 < n; i++) m.apply({ op: 'lease', server: 'a' }, ctx(0));
   for (let i = 0; i < n; i++) {
-    m.apply({ op: 'create', code: codeForId(i)!, long_url: `https://example.com/${i}`, created_at: 0, expires_at: (i + 1) * DAY, created_by: 'ann', alias: false }, ctx(0));
+    m.apply(
+      {
+        op: 'create',
+        code: codeForId(i)!,
+        long_url: `https://example.com/${i}`,
+        created_at: 0,
+        expires_at: (i + 1) * DAY,
+        created_by: 'ann',
+        alias: false,
+      },
+      ctx(0),
+    );
     if (i % 5 === 0) m.apply({ op: 'delete', code: codeForId(i)!, by: null }, ctx(DAY / 2));
   }
   return m;
@@ -34,9 +45,15 @@ t.test('the scan picks exactly the links dead at or before the cutoff, resuming 
   }
   t.same(steps, [false, false, false, true], '100 links in walks of 30: 4 calls');
   // Expired by day 10: links 0..9; deleted at day 0.5: every fifth.
-  const expected = Array.from({ length: 100 }, (_, i) => i).filter((i) => i < 10 || i % 5 === 0).map((i) => codeForId(i)!);
+  const expected = Array.from({ length: 100 }, (_, i) => i)
+    .filter((i) => i < 10 || i % 5 === 0)
+    .map((i) => codeForId(i)!);
   t.same(found, expected);
-  t.same(scanner.next(before, 5, 1000).codes, [codeForId(0), codeForId(1), codeForId(2), codeForId(3), codeForId(4)], 'a finished walk starts over');
+  t.same(
+    scanner.next(before, 5, 1000).codes,
+    [codeForId(0), codeForId(1), codeForId(2), codeForId(3), codeForId(4)],
+    'a finished walk starts over',
+  );
 });
 
 t.test('the scan stops at `max` codes and reports how many links it examined', async (t) => {
@@ -64,11 +81,17 @@ t.test('a scan across applies: purged entries are skipped, and what it proposes 
   t.same(scanner.next(before, 1000, 1000).codes, [], 'a new walk finds nothing more');
 });
 
-t.test('purge options: defaults of one day and one minute; the environment overrides; bad values refused', async (t) => {
-  t.same(purgeOptions({}), PURGE_DEFAULTS);
-  t.equal(PURGE_DEFAULTS.graceMs, DAY);
-  t.match(purgeOptions({ SHORTLINK_PURGE_GRACE_MS: '1500', SHORTLINK_PURGE_EVERY_MS: '200' }), { graceMs: 1500, everyMs: 200 });
-  t.throws(() => purgeOptions({ SHORTLINK_PURGE_GRACE_MS: '-1' }), /SHORTLINK_PURGE_GRACE_MS/);
-  t.throws(() => purgeOptions({ SHORTLINK_PURGE_EVERY_MS: 'soon' }), /SHORTLINK_PURGE_EVERY_MS/);
-  t.throws(() => purgeOptions({ SHORTLINK_PURGE_EVERY_MS: '1' }), /SHORTLINK_PURGE_EVERY_MS/);
-});
+t.test(
+  'purge options: defaults of one day and one minute; the environment overrides; bad values refused',
+  async (t) => {
+    t.same(purgeOptions({}), PURGE_DEFAULTS);
+    t.equal(PURGE_DEFAULTS.graceMs, DAY);
+    t.match(purgeOptions({ SHORTLINK_PURGE_GRACE_MS: '1500', SHORTLINK_PURGE_EVERY_MS: '200' }), {
+      graceMs: 1500,
+      everyMs: 200,
+    });
+    t.throws(() => purgeOptions({ SHORTLINK_PURGE_GRACE_MS: '-1' }), /SHORTLINK_PURGE_GRACE_MS/);
+    t.throws(() => purgeOptions({ SHORTLINK_PURGE_EVERY_MS: 'soon' }), /SHORTLINK_PURGE_EVERY_MS/);
+    t.throws(() => purgeOptions({ SHORTLINK_PURGE_EVERY_MS: '1' }), /SHORTLINK_PURGE_EVERY_MS/);
+  },
+);

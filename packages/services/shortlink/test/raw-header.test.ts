@@ -8,7 +8,15 @@ const CASES: Array<{ name: string; headers: string[] }> = [
   { name: 'none', headers: [] },
   { name: 'plain', headers: ['Referer: https://a.example/x', 'User-Agent: curl/8'] },
   { name: 'odd case', headers: ['rEfErEr: https://b.example/', 'USER-AGENT: UA'] },
-  { name: 'repeated (first wins)', headers: ['Referer: https://first.example/', 'referer: https://second.example/', 'User-Agent: one', 'user-agent: two'] },
+  {
+    name: 'repeated (first wins)',
+    headers: [
+      'Referer: https://first.example/',
+      'referer: https://second.example/',
+      'User-Agent: one',
+      'user-agent: two',
+    ],
+  },
   { name: 'empty value', headers: ['Referer:', 'User-Agent: '] },
   { name: 'look-alike names', headers: ['Referers: nope', 'X-Referer: nope', 'User-Agent2: nope'] },
 ];
@@ -24,7 +32,9 @@ t.test('rawHeader(referer | user-agent) equals req.headers for each case', async
   const port = (server.address() as { port: number }).port;
   for (const c of CASES) {
     await new Promise<void>((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1', () => socket.end(['GET /abcdefg HTTP/1.1', 'Host: x', ...c.headers, 'Connection: close', '', ''].join('\r\n')));
+      const socket = connect(port, '127.0.0.1', () =>
+        socket.end(['GET /abcdefg HTTP/1.1', 'Host: x', ...c.headers, 'Connection: close', '', ''].join('\r\n')),
+      );
       socket.on('data', () => undefined);
       socket.on('close', () => resolve());
       socket.on('error', reject);

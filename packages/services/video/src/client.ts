@@ -60,7 +60,11 @@ export class VideoClient {
   private readonly cluster: ClusterClient;
 
   constructor(options: VideoClientOptions) {
-    this.cluster = new ClusterClient({ endpoints: options.endpoints, token: options.token, timeoutMs: options.timeoutMs ?? 30_000 });
+    this.cluster = new ClusterClient({
+      endpoints: options.endpoints,
+      token: options.token,
+      timeoutMs: options.timeoutMs ?? 30_000,
+    });
   }
 
   startUpload(input: StartUpload): Promise<UploadAnswer> {
@@ -68,7 +72,11 @@ export class VideoClient {
   }
 
   /** PUTs one chunk to the store by the signed URL, with its sha256; the store's per-chunk acknowledgement. */
-  async putChunk(destination: UploadDestination, index: number, bytes: Uint8Array): Promise<ChunkDescriptor & { replaced: boolean }> {
+  async putChunk(
+    destination: UploadDestination,
+    index: number,
+    bytes: Uint8Array,
+  ): Promise<ChunkDescriptor & { replaced: boolean }> {
     const res = await fetch(destination.url.replace('{index}', String(index)), {
       method: 'PUT',
       body: bytes,
@@ -79,13 +87,25 @@ export class VideoClient {
     const body = text.length > 0 ? (JSON.parse(text) as Record<string, unknown>) : {};
     if (res.status !== 200) {
       const err = (body as { error?: { code?: string; message?: string } }).error;
-      throw new ServiceError(res.status, err?.code ?? 'unknown', err?.message ?? `chunk ${index}: HTTP ${res.status}`, body);
+      throw new ServiceError(
+        res.status,
+        err?.code ?? 'unknown',
+        err?.message ?? `chunk ${index}: HTTP ${res.status}`,
+        body,
+      );
     }
     return body as unknown as ChunkDescriptor & { replaced: boolean };
   }
 
-  finalize(uploadId: string, totalChunks: number, checksum: string): Promise<{ video_id: string; status: string; upload_id: string; size: number; checksum: string }> {
-    return this.call('POST', `/api/videos/${encodeURIComponent(uploadId)}/finalize`, { total_chunks: totalChunks, checksum });
+  finalize(
+    uploadId: string,
+    totalChunks: number,
+    checksum: string,
+  ): Promise<{ video_id: string; status: string; upload_id: string; size: number; checksum: string }> {
+    return this.call('POST', `/api/videos/${encodeURIComponent(uploadId)}/finalize`, {
+      total_chunks: totalChunks,
+      checksum,
+    });
   }
 
   /**
@@ -94,7 +114,8 @@ export class VideoClient {
    */
   async upload(bytes: Uint8Array, meta: StartUpload): Promise<{ video_id: string; sent: number[] }> {
     const started = await this.startUpload({ ...meta, total_size: bytes.length });
-    if (started.chunk_ack.finalized === true && started.video_id !== null) return { video_id: started.video_id, sent: [] };
+    if (started.chunk_ack.finalized === true && started.video_id !== null)
+      return { video_id: started.video_id, sent: [] };
     const size = started.upload.chunk_size;
     const count = Math.max(1, Math.ceil(bytes.length / size));
     const held = new Map(started.chunk_ack.received.map((c) => [c.index, c]));
@@ -119,7 +140,10 @@ export class VideoClient {
     return this.call('GET', `/api/videos/${encodeURIComponent(videoId)}/playback`);
   }
 
-  library(userId: string, options: { limit?: number; cursor?: string | null } = {}): Promise<{ videos: VideoBody[]; next_cursor: string | null }> {
+  library(
+    userId: string,
+    options: { limit?: number; cursor?: string | null } = {},
+  ): Promise<{ videos: VideoBody[]; next_cursor: string | null }> {
     const query = new URLSearchParams();
     if (options.limit !== undefined) query.set('limit', String(options.limit));
     if (options.cursor !== undefined && options.cursor !== null) query.set('cursor', options.cursor);

@@ -13,17 +13,47 @@ import { transcoderRole } from './workers/pipeline/transcoder.js';
 import { storeRole } from './workers/store/server.js';
 
 export { VideoMachine, checkVideoCommand, DEFAULT_LIMITS, PRIVACY, taskKey, VIDEO_OPS } from './machine.js';
-export type { Privacy, QualitySpec, QualityState, SegmentRecord, Stage, Task, Tier, Upload, UploadStatus, Video, VideoCommand, VideoLimits, VideoResult, VideoStatus } from './machine.js';
+export type {
+  Privacy,
+  QualitySpec,
+  QualityState,
+  SegmentRecord,
+  Stage,
+  Task,
+  Tier,
+  Upload,
+  UploadStatus,
+  Video,
+  VideoCommand,
+  VideoLimits,
+  VideoResult,
+  VideoStatus,
+} from './machine.js';
 export { appRole, startApp, APP_ROLE, PLAYBACK_TTL_S, UPLOAD_URL_TTL_MS } from './workers/app/http.js';
 export type { VideoBody } from './workers/app/http.js';
-export { storeRole, startStore, STORE_ROLE, CHUNK_SIZE, MAX_CHUNK_BYTES, MAX_UPLOAD_BYTES, rawKey, parseRange } from './workers/store/server.js';
+export {
+  storeRole,
+  startStore,
+  STORE_ROLE,
+  CHUNK_SIZE,
+  MAX_CHUNK_BYTES,
+  MAX_UPLOAD_BYTES,
+  rawKey,
+  parseRange,
+} from './workers/store/server.js';
 export { DiskStore } from './workers/store/disk.js';
 export { signingSecret, signQuery, verifySigned } from './signing.js';
 export type { Access, SignedParams, Verdict } from './signing.js';
 export { MetaClient, StoreClient } from './internal-client.js';
 export { memberRoutes } from './members/api.js';
 export { pipelineRole, startPipeline, PIPELINE_ROLE, revisionPrefix } from './workers/pipeline/pipeline.js';
-export { transcoderRole, startTranscoder, TRANSCODER_ROLE, DEFAULT_LEASE_MS, mediaTask } from './workers/pipeline/transcoder.js';
+export {
+  transcoderRole,
+  startTranscoder,
+  TRANSCODER_ROLE,
+  DEFAULT_LEASE_MS,
+  mediaTask,
+} from './workers/pipeline/transcoder.js';
 
 /**
  * `cluster up --service video`: the members, then the store, the delivery tiers (regional before edges), the app

@@ -12,19 +12,35 @@ function errorOf(status: number, body: unknown, what: string): HttpError {
   const e = errorBody(body);
   if (e !== undefined && typeof e.code === 'string') {
     const { code, message, ...rest } = e;
-    return new HttpError(status, code, String(message ?? `${what} answered ${status}`), rest, status === 503 ? { 'retry-after': '1' } : {});
+    return new HttpError(
+      status,
+      code,
+      String(message ?? `${what} answered ${status}`),
+      rest,
+      status === 503 ? { 'retry-after': '1' } : {},
+    );
   }
   return new HttpError(status >= 500 ? 502 : status, 'upstream_error', `${what} answered ${status}`);
 }
 
 /** The result of a command of op K (some results share one shape for several ops). */
-export type ResultOf<K extends VideoCommand['op'], R = VideoResult> = R extends { op: infer O } ? (K extends O ? R : never) : never;
+export type ResultOf<K extends VideoCommand['op'], R = VideoResult> = R extends { op: infer O }
+  ? K extends O
+    ? R
+    : never
+  : never;
 
 export class MetaClient {
   private readonly client: ClusterClient;
 
   constructor(members: readonly PeerAddress[], token: string, preferred = 0) {
-    this.client = new ClusterClient({ endpoints: members.map((m) => clusterUrl(m.httpAddress)), ids: members.map((m) => m.id), token, preferred, timeoutMs: 15_000 });
+    this.client = new ClusterClient({
+      endpoints: members.map((m) => clusterUrl(m.httpAddress)),
+      ids: members.map((m) => m.id),
+      token,
+      preferred,
+      timeoutMs: 15_000,
+    });
   }
 
   async command<K extends VideoCommand['op']>(command: Extract<VideoCommand, { op: K }>): Promise<ResultOf<K>> {
@@ -74,7 +90,10 @@ export class StoreClient {
     try {
       res = await request(this.baseUrl + path, {
         method: method as 'GET',
-        headers: { authorization: `Bearer ${this.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          authorization: `Bearer ${this.token}`,
+          ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+        },
         body: body === undefined ? undefined : JSON.stringify(body),
         dispatcher: this.agent,
         headersTimeout: timeoutMs,
@@ -91,7 +110,14 @@ export class StoreClient {
 
   /** Stores an object (a worker's output) from a stream or bytes. */
   async put(key: string, body: Readable | Buffer | string): Promise<{ key: string; size: number; sha256: string }> {
-    const res = await request(`${this.baseUrl}/objects/${key}`, { method: 'PUT', headers: { authorization: `Bearer ${this.token}` }, body, dispatcher: this.agent, headersTimeout: 300_000, bodyTimeout: 300_000 });
+    const res = await request(`${this.baseUrl}/objects/${key}`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${this.token}` },
+      body,
+      dispatcher: this.agent,
+      headersTimeout: 300_000,
+      bodyTimeout: 300_000,
+    });
     const text = await res.body.text();
     if (res.statusCode !== 200) throw errorOf(res.statusCode, safe(text), 'the object store');
     return JSON.parse(text) as { key: string; size: number; sha256: string };
@@ -99,7 +125,13 @@ export class StoreClient {
 
   /** An object's bytes as a stream, or null when there is none. */
   async get(key: string): Promise<Readable | null> {
-    const res = await request(`${this.baseUrl}/objects/${key}`, { method: 'GET', headers: { authorization: `Bearer ${this.token}` }, dispatcher: this.agent, headersTimeout: 60_000, bodyTimeout: 300_000 });
+    const res = await request(`${this.baseUrl}/objects/${key}`, {
+      method: 'GET',
+      headers: { authorization: `Bearer ${this.token}` },
+      dispatcher: this.agent,
+      headersTimeout: 60_000,
+      bodyTimeout: 300_000,
+    });
     if (res.statusCode === 404) {
       await res.body.dump();
       return null;

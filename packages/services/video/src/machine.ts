@@ -59,7 +59,13 @@ export interface VideoLimits {
 }
 
 const DAY = 86_400_000;
-export const DEFAULT_LIMITS: VideoLimits = { coldAfterMs: 90 * DAY, lowViews: 100, rawRetentionMs: 30 * DAY, restoreMs: 60_000, maxAttempts: 3 };
+export const DEFAULT_LIMITS: VideoLimits = {
+  coldAfterMs: 90 * DAY,
+  lowViews: 100,
+  rawRetentionMs: 30 * DAY,
+  restoreMs: 60_000,
+  maxAttempts: 3,
+};
 
 export interface Upload {
   upload_id: string;
@@ -137,7 +143,15 @@ export interface Video {
   /** The last re-encode that failed: the previous revision kept playing. Null when none failed. */
   reencode_failure: { revision: number; stage: Stage; reason: string; at: number } | null;
   /** What a running re-encode replaces: restored if it fails before its first quality is published. */
-  previous: { revision: number; qualities: QualityState[]; thumbnails: string[]; poster_path: string | null; captions_path: string | null; transcoded_at: number | null; stage: Stage | null } | null;
+  previous: {
+    revision: number;
+    qualities: QualityState[];
+    thumbnails: string[];
+    poster_path: string | null;
+    captions_path: string | null;
+    transcoded_at: number | null;
+    stage: Stage | null;
+  } | null;
   /** Bumped by a re-encode: output paths carry it, so caches of the old outputs are never served as new. */
   revision: number;
 }
@@ -185,13 +199,53 @@ export interface TranscodeBudget {
 }
 
 export type VideoCommand =
-  | { op: 'createUpload'; uploadId: string; uploaderId: string; idempotencyKey: string; title: string; description: string; tags: string[]; privacy: Privacy; totalSize: number | null; now: number }
-  | { op: 'finalize'; uploadId: string; videoId: string; totalChunks: number; size: number; sha256: string; rawPath: string; now: number }
-  | { op: 'probed'; videoId: string; durationS: number; codec: string; width: number; height: number; fps: string; hasAudio: boolean; qualities: QualitySpec[]; segmentS: number; segments: number; now: number; budget?: TranscodeBudget }
+  | {
+      op: 'createUpload';
+      uploadId: string;
+      uploaderId: string;
+      idempotencyKey: string;
+      title: string;
+      description: string;
+      tags: string[];
+      privacy: Privacy;
+      totalSize: number | null;
+      now: number;
+    }
+  | {
+      op: 'finalize';
+      uploadId: string;
+      videoId: string;
+      totalChunks: number;
+      size: number;
+      sha256: string;
+      rawPath: string;
+      now: number;
+    }
+  | {
+      op: 'probed';
+      videoId: string;
+      durationS: number;
+      codec: string;
+      width: number;
+      height: number;
+      fps: string;
+      hasAudio: boolean;
+      qualities: QualitySpec[];
+      segmentS: number;
+      segments: number;
+      now: number;
+      budget?: TranscodeBudget;
+    }
   | { op: 'fail'; videoId: string; stage: Stage; reason: string; now: number }
   | { op: 'claim'; workerId: string; leaseId: string; leaseMs: number; now: number }
   | { op: 'renew'; taskKey: string; leaseId: string; leaseMs: number; now: number }
-  | { op: 'complete'; taskKey: string; leaseId: string; output: Omit<SegmentRecord, 'video_id' | 'quality' | 'segment_index' | 'attempts'>; now: number }
+  | {
+      op: 'complete';
+      taskKey: string;
+      leaseId: string;
+      output: Omit<SegmentRecord, 'video_id' | 'quality' | 'segment_index' | 'attempts'>;
+      now: number;
+    }
   | { op: 'taskFailed'; taskKey: string; leaseId: string; reason: string; now: number }
   | { op: 'reencode'; videoId: string; now: number }
   | { op: 'published'; videoId: string; revision: number; qualities: string[]; manifestPath: string; now: number }
@@ -207,14 +261,49 @@ export type VideoCommand =
 export type VideoResult =
   | { op: 'createUpload'; created: boolean; upload: Upload }
   | { op: 'finalize'; ok: true; video: Video; created: boolean }
-  | { op: 'finalize'; ok: false; code: 'upload_not_found' | 'already_finalized_other' ; message: string }
-  | { op: 'probed' | 'fail' | 'reencode' | 'published' | 'thumbnails' | 'choosePoster' | 'captions' | 'moderate' | 'views' | 'restore' | 'storage'; ok: boolean; video: Video | null; message?: string }
+  | { op: 'finalize'; ok: false; code: 'upload_not_found' | 'already_finalized_other'; message: string }
+  | {
+      op:
+        | 'probed'
+        | 'fail'
+        | 'reencode'
+        | 'published'
+        | 'thumbnails'
+        | 'choosePoster'
+        | 'captions'
+        | 'moderate'
+        | 'views'
+        | 'restore'
+        | 'storage';
+      ok: boolean;
+      video: Video | null;
+      message?: string;
+    }
   | { op: 'claim'; task: Task | null }
   | { op: 'renew'; renewed: boolean; until: number | null }
   | { op: 'complete' | 'taskFailed'; accepted: boolean; task: Task | null; video: Video | null }
   | { op: 'sweep'; cold: string[]; rawDeleted: Array<{ video_id: string; raw_path: string }> };
 
-export const VIDEO_OPS = ['createUpload', 'finalize', 'probed', 'fail', 'claim', 'renew', 'complete', 'taskFailed', 'reencode', 'published', 'thumbnails', 'choosePoster', 'captions', 'moderate', 'views', 'restore', 'storage', 'sweep'] as const;
+export const VIDEO_OPS = [
+  'createUpload',
+  'finalize',
+  'probed',
+  'fail',
+  'claim',
+  'renew',
+  'complete',
+  'taskFailed',
+  'reencode',
+  'published',
+  'thumbnails',
+  'choosePoster',
+  'captions',
+  'moderate',
+  'views',
+  'restore',
+  'storage',
+  'sweep',
+] as const;
 
 const ID_MAX = 128;
 const TEXT_MAX = 5_000;
@@ -228,17 +317,35 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
   const time = (k: string): number => integerField(c, k, 0, TIME_MAX);
   switch (c.op) {
     case 'createUpload':
-      id('uploadId'), id('uploaderId'), id('idempotencyKey'), stringField(c, 'title', 500), stringField(c, 'description', TEXT_MAX, 0);
+      id('uploadId'),
+        id('uploaderId'),
+        id('idempotencyKey'),
+        stringField(c, 'title', 500),
+        stringField(c, 'description', TEXT_MAX, 0);
       stringArrayField(c, 'tags', 50, 100);
-      if (!PRIVACY.includes(c.privacy as Privacy)) throw new CommandShapeError('privacy must be one of ' + PRIVACY.join(', '));
+      if (!PRIVACY.includes(c.privacy as Privacy))
+        throw new CommandShapeError('privacy must be one of ' + PRIVACY.join(', '));
       nullableIntegerField(c, 'totalSize', 0), time('now');
       return;
     case 'finalize':
-      id('uploadId'), id('videoId'), integerField(c, 'totalChunks', 1), integerField(c, 'size', 0), stringField(c, 'sha256', 64, 64), stringField(c, 'rawPath', 512), time('now');
+      id('uploadId'),
+        id('videoId'),
+        integerField(c, 'totalChunks', 1),
+        integerField(c, 'size', 0),
+        stringField(c, 'sha256', 64, 64),
+        stringField(c, 'rawPath', 512),
+        time('now');
       return;
     case 'probed': {
-      id('videoId'), numberField(c, 'durationS', 0, 1e7), stringField(c, 'codec', 64), integerField(c, 'width', 1, 1e5), integerField(c, 'height', 1, 1e5);
-      arrayField(c, 'qualities', (q, at) => qualitySpec(q, at), 16), integerField(c, 'segmentS', 1, 3600), integerField(c, 'segments', 1, 100_000), time('now');
+      id('videoId'),
+        numberField(c, 'durationS', 0, 1e7),
+        stringField(c, 'codec', 64),
+        integerField(c, 'width', 1, 1e5),
+        integerField(c, 'height', 1, 1e5);
+      arrayField(c, 'qualities', (q, at) => qualitySpec(q, at), 16),
+        integerField(c, 'segmentS', 1, 3600),
+        integerField(c, 'segments', 1, 100_000),
+        time('now');
       stringField(c, 'fps', 32), booleanField(c, 'hasAudio');
       if (c.budget !== undefined) {
         const b = objectField(c, 'budget');
@@ -260,13 +367,21 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
     case 'complete': {
       stringField(c, 'taskKey', 300), id('leaseId'), time('now');
       const o = objectField(c, 'output');
-      stringField(o, 'storage_path', 512), integerField(o, 'size_bytes', 0), integerField(o, 'duration_ms', 0), stringField(o, 'codecs', 200);
-      arrayField(o, 'parts', (p, at) => {
-        if (typeof p !== 'object' || p === null) throw new CommandShapeError(`${at} must be an object`);
-        const f = p as Record<string, unknown>;
-        stringField(f, 'name', 128), integerField(f, 'duration_ms', 0), integerField(f, 'size_bytes', 0);
-        return f;
-      }, 10_000);
+      stringField(o, 'storage_path', 512),
+        integerField(o, 'size_bytes', 0),
+        integerField(o, 'duration_ms', 0),
+        stringField(o, 'codecs', 200);
+      arrayField(
+        o,
+        'parts',
+        (p, at) => {
+          if (typeof p !== 'object' || p === null) throw new CommandShapeError(`${at} must be an object`);
+          const f = p as Record<string, unknown>;
+          stringField(f, 'name', 128), integerField(f, 'duration_ms', 0), integerField(f, 'size_bytes', 0);
+          return f;
+        },
+        10_000,
+      );
       return;
     }
     case 'taskFailed':
@@ -276,7 +391,11 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
       id('videoId'), time('now');
       return;
     case 'published':
-      id('videoId'), integerField(c, 'revision', 0), stringArrayField(c, 'qualities', 16, 32), stringField(c, 'manifestPath', 512), time('now');
+      id('videoId'),
+        integerField(c, 'revision', 0),
+        stringArrayField(c, 'qualities', 16, 32),
+        stringField(c, 'manifestPath', 512),
+        time('now');
       return;
     case 'thumbnails':
       id('videoId'), stringArrayField(c, 'paths', 5, 512);
@@ -289,7 +408,8 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
       return;
     case 'moderate':
       id('videoId'), stringField(c, 'reason', 1000, 0), time('now');
-      if (!['flag', 'take_down', 'clear'].includes(c.action as string)) throw new CommandShapeError('action must be flag, take_down or clear');
+      if (!['flag', 'take_down', 'clear'].includes(c.action as string))
+        throw new CommandShapeError('action must be flag, take_down or clear');
       return;
     case 'views':
       id('videoId'), integerField(c, 'count', 1, 1e9);
@@ -310,7 +430,12 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
 function qualitySpec(q: unknown, at: string): QualitySpec {
   if (typeof q !== 'object' || q === null || Array.isArray(q)) throw new CommandShapeError(`${at} must be an object`);
   const f = q as Record<string, unknown>;
-  return { name: stringField(f, 'name', 32), width: integerField(f, 'width', 1, 1e5), height: integerField(f, 'height', 1, 1e5), bandwidth: integerField(f, 'bandwidth', 1) };
+  return {
+    name: stringField(f, 'name', 32),
+    width: integerField(f, 'width', 1, 1e5),
+    height: integerField(f, 'height', 1, 1e5),
+    bandwidth: integerField(f, 'bandwidth', 1),
+  };
 }
 
 export function taskKey(videoId: string, revision: number, quality: string, segment: number): string {
@@ -367,7 +492,13 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       case 'renew': {
         // Only the current holder, before its lease ran out: once expired the task may be someone else's.
         const task = this.open.get(command.taskKey);
-        if (task === undefined || task.lease === null || task.lease.id !== command.leaseId || task.lease.until <= command.now) return { op: 'renew', renewed: false, until: null };
+        if (
+          task === undefined ||
+          task.lease === null ||
+          task.lease.id !== command.leaseId ||
+          task.lease.until <= command.now
+        )
+          return { op: 'renew', renewed: false, until: null };
         task.lease.until = command.now + command.leaseMs;
         return { op: 'renew', renewed: true, until: task.lease.until };
       }
@@ -457,12 +588,14 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
 
   private finalize(c: Extract<VideoCommand, { op: 'finalize' }>): VideoResult {
     const u = this.uploads.get(c.uploadId);
-    if (u === undefined) return { op: 'finalize', ok: false, code: 'upload_not_found', message: `no upload ${c.uploadId}` };
+    if (u === undefined)
+      return { op: 'finalize', ok: false, code: 'upload_not_found', message: `no upload ${c.uploadId}` };
     if (u.status === 'uploaded') {
       // A retried finalize: the same video (its id was chosen by the first).
       return { op: 'finalize', ok: true, video: this.videos.get(u.video_id!)!, created: false };
     }
-    if (this.videos.has(c.videoId)) return { op: 'finalize', ok: false, code: 'already_finalized_other', message: `video id ${c.videoId} is taken` };
+    if (this.videos.has(c.videoId))
+      return { op: 'finalize', ok: false, code: 'already_finalized_other', message: `video id ${c.videoId} is taken` };
     u.status = 'uploaded';
     u.total_size = c.size;
     u.received_chunks = c.totalChunks;
@@ -519,7 +652,8 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     const v = this.videos.get(c.videoId);
     if (v === undefined) return { op: 'probed', ok: false, video: null, message: 'no such video' };
     // A second probe result (a pipeline worker retried after a crash) changes nothing: tasks are queued once.
-    if (v.stage !== 'probe' || v.status === 'failed' || v.status === 'taken_down') return { op: 'probed', ok: false, video: v, message: 'already probed' };
+    if (v.stage !== 'probe' || v.status === 'failed' || v.status === 'taken_down')
+      return { op: 'probed', ok: false, video: v, message: 'already probed' };
     if (c.qualities.length === 0) {
       if (v.previous !== null) this.failReencode(v, 'probe', 'no quality fits the source', c.now);
       else this.failVideo(v, 'probe', 'no quality fits the source');
@@ -529,7 +663,10 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       const used = this.transcodeUsage(v.uploader_id, c.now, c.budget.windowMs);
       if (used.seconds + c.durationS > c.budget.seconds) {
         const hours = c.budget.windowMs / 3_600_000;
-        const retry = used.freesAt === null ? '' : `; the oldest counted source leaves the window at ${new Date(used.freesAt).toISOString()}`;
+        const retry =
+          used.freesAt === null
+            ? ''
+            : `; the oldest counted source leaves the window at ${new Date(used.freesAt).toISOString()}`;
         const why = `over_budget: ${c.durationS.toFixed(1)} s of source would bring ${v.uploader_id} to ${(used.seconds + c.durationS).toFixed(1)} s transcoded in ${hours} h, over the budget of ${c.budget.seconds} s${retry}`;
         if (v.previous !== null) this.failReencode(v, 'probe', why, c.now);
         else this.failVideo(v, 'probe', why);
@@ -611,7 +748,17 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     task.lease = null;
     this.open.delete(task.key);
     const o = c.output;
-    this.segments.set(task.key, { video_id: task.video_id, quality: task.quality, segment_index: task.segment_index, storage_path: o.storage_path, size_bytes: o.size_bytes, duration_ms: o.duration_ms, codecs: o.codecs, parts: o.parts.map((p) => ({ name: p.name, duration_ms: p.duration_ms, size_bytes: p.size_bytes })), attempts: task.attempts });
+    this.segments.set(task.key, {
+      video_id: task.video_id,
+      quality: task.quality,
+      segment_index: task.segment_index,
+      storage_path: o.storage_path,
+      size_bytes: o.size_bytes,
+      duration_ms: o.duration_ms,
+      codecs: o.codecs,
+      parts: o.parts.map((p) => ({ name: p.name, duration_ms: p.duration_ms, size_bytes: p.size_bytes })),
+      attempts: task.attempts,
+    });
     const v = this.videos.get(task.video_id) ?? null;
     if (v !== null && v.revision === task.revision) {
       const q = v.qualities.find((x) => x.name === task.quality);
@@ -623,7 +770,8 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
 
   private taskFailed(c: Extract<VideoCommand, { op: 'taskFailed' }>): VideoResult {
     const task = this.open.get(c.taskKey);
-    if (task === undefined || task.lease === null || task.lease.id !== c.leaseId) return { op: 'taskFailed', accepted: false, task: task ?? null, video: null };
+    if (task === undefined || task.lease === null || task.lease.id !== c.leaseId)
+      return { op: 'taskFailed', accepted: false, task: task ?? null, video: null };
     task.last_error = c.reason;
     task.lease = null;
     task.status = 'queued';
@@ -656,11 +804,32 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
   private reencode(videoId: string): VideoResult {
     const v = this.videos.get(videoId);
     if (v === undefined) return { op: 'reencode', ok: false, video: null, message: 'no such video' };
-    if ((v.status !== 'playable' && v.status !== 'flagged') || v.stage !== null) return { op: 'reencode', ok: false, video: v, message: `the video is ${v.status}${v.stage !== null ? ` (stage ${v.stage})` : ''}: only a finished video is re-encoded` };
-    if (v.raw_deleted_at !== null) return { op: 'reencode', ok: false, video: v, message: 'the raw source was deleted (30 days after transcode)' };
-    if (v.tier !== 'warm' || v.storage !== 'warm') return { op: 'reencode', ok: false, video: v, message: `the video is in the ${v.tier} tier: only a warm video is re-encoded` };
+    if ((v.status !== 'playable' && v.status !== 'flagged') || v.stage !== null)
+      return {
+        op: 'reencode',
+        ok: false,
+        video: v,
+        message: `the video is ${v.status}${v.stage !== null ? ` (stage ${v.stage})` : ''}: only a finished video is re-encoded`,
+      };
+    if (v.raw_deleted_at !== null)
+      return { op: 'reencode', ok: false, video: v, message: 'the raw source was deleted (30 days after transcode)' };
+    if (v.tier !== 'warm' || v.storage !== 'warm')
+      return {
+        op: 'reencode',
+        ok: false,
+        video: v,
+        message: `the video is in the ${v.tier} tier: only a warm video is re-encoded`,
+      };
     for (const key of this.videoTasks.get(v.video_id) ?? []) this.open.delete(key);
-    v.previous = { revision: v.revision, qualities: v.qualities, thumbnails: v.thumbnails, poster_path: v.poster_path, captions_path: v.captions_path, transcoded_at: v.transcoded_at, stage: v.stage };
+    v.previous = {
+      revision: v.revision,
+      qualities: v.qualities,
+      thumbnails: v.thumbnails,
+      poster_path: v.poster_path,
+      captions_path: v.captions_path,
+      transcoded_at: v.transcoded_at,
+      stage: v.stage,
+    };
     // Never a number used before: a failed re-encode's partial outputs (and any cached copy) keep their own keys.
     v.revision = Math.max(v.revision, v.reencode_failure?.revision ?? 0) + 1;
     v.stage = 'probe';
@@ -676,10 +845,12 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     const v = this.videos.get(c.videoId);
     if (v === undefined) return { op: 'published', ok: false, video: null, message: 'no such video' };
     if (v.revision !== c.revision) return { op: 'published', ok: false, video: v, message: 'an older revision' };
-    if (v.status === 'failed' || v.status === 'taken_down') return { op: 'published', ok: false, video: v, message: `the video is ${v.status}` };
+    if (v.status === 'failed' || v.status === 'taken_down')
+      return { op: 'published', ok: false, video: v, message: `the video is ${v.status}` };
     for (const name of c.qualities) {
       const q = v.qualities.find((x) => x.name === name);
-      if (q === undefined || q.done < q.segments) return { op: 'published', ok: false, video: v, message: `quality ${name} is not complete` };
+      if (q === undefined || q.done < q.segments)
+        return { op: 'published', ok: false, video: v, message: `quality ${name} is not complete` };
     }
     for (const q of v.qualities) q.published = c.qualities.includes(q.name);
     v.manifest_path = c.manifestPath;
@@ -747,7 +918,14 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     const rawDeleted: Array<{ video_id: string; raw_path: string }> = [];
     for (const v of this.videos.values()) {
       // Back to warm is not the sweep's: only the store's unpack, recorded by the `storage` command, warms a video.
-      if (v.tier === 'warm' && (v.status === 'playable' || v.status === 'flagged') && v.stage === null && now - v.created_at >= this.limits.coldAfterMs && now - v.tier_changed_at >= this.limits.coldAfterMs && v.view_count_estimate <= this.limits.lowViews) {
+      if (
+        v.tier === 'warm' &&
+        (v.status === 'playable' || v.status === 'flagged') &&
+        v.stage === null &&
+        now - v.created_at >= this.limits.coldAfterMs &&
+        now - v.tier_changed_at >= this.limits.coldAfterMs &&
+        v.view_count_estimate <= this.limits.lowViews
+      ) {
         // Both ages: a video restored last week is not sent back to cold by the next sweep.
         v.tier = 'cold';
         v.tier_changed_at = now;
@@ -818,29 +996,64 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       // A store move to do: pack a video the sweep sent cold, unpack one being restored.
       if ((v.tier === 'cold' && v.storage === 'packing') || v.tier === 'restoring') tiers.push(v);
       if (v.stage === 'probe' && v.status !== 'failed' && v.status !== 'taken_down') probe.push(v);
-      else if ((v.status === 'transcoding' || v.status === 'playable' || v.status === 'flagged') && v.qualities.some((q) => !q.published && !q.failed && q.done >= q.segments)) publish.push(v);
-      if ((v.status === 'playable' || v.status === 'flagged') && v.tier === 'warm' && v.thumbnails.length === 0 && v.raw_deleted_at === null) raw.push(v);
+      else if (
+        (v.status === 'transcoding' || v.status === 'playable' || v.status === 'flagged') &&
+        v.qualities.some((q) => !q.published && !q.failed && q.done >= q.segments)
+      )
+        publish.push(v);
+      if (
+        (v.status === 'playable' || v.status === 'flagged') &&
+        v.tier === 'warm' &&
+        v.thumbnails.length === 0 &&
+        v.raw_deleted_at === null
+      )
+        raw.push(v);
       if (probe.length + publish.length >= limit) break;
     }
     return { probe, publish, raw, tiers };
   }
 
   /** A user's videos, newest first, after `cursor` (created_at, video_id of the last one returned). */
-  library(userId: string, limit: number, after: { createdAt: number; videoId: string } | null, includePrivate: boolean): Video[] {
-    const mine = [...this.videos.values()].filter((v) => v.uploader_id === userId && (includePrivate || v.privacy === 'public') && v.status !== 'taken_down');
-    mine.sort((a, b) => b.created_at - a.created_at || (a.video_id < b.video_id ? -1 : a.video_id > b.video_id ? 1 : 0));
-    const start = after === null ? 0 : mine.findIndex((v) => v.created_at < after.createdAt || (v.created_at === after.createdAt && v.video_id > after.videoId));
+  library(
+    userId: string,
+    limit: number,
+    after: { createdAt: number; videoId: string } | null,
+    includePrivate: boolean,
+  ): Video[] {
+    const mine = [...this.videos.values()].filter(
+      (v) => v.uploader_id === userId && (includePrivate || v.privacy === 'public') && v.status !== 'taken_down',
+    );
+    mine.sort(
+      (a, b) => b.created_at - a.created_at || (a.video_id < b.video_id ? -1 : a.video_id > b.video_id ? 1 : 0),
+    );
+    const start =
+      after === null
+        ? 0
+        : mine.findIndex(
+            (v) => v.created_at < after.createdAt || (v.created_at === after.createdAt && v.video_id > after.videoId),
+          );
     return start < 0 ? [] : mine.slice(start, start + limit);
   }
 
   counts(): { uploads: number; videos: number; openTasks: number; segments: number } {
-    return { uploads: this.uploads.size, videos: this.videos.size, openTasks: this.open.size, segments: this.segments.size };
+    return {
+      uploads: this.uploads.size,
+      videos: this.videos.size,
+      openTasks: this.open.size,
+      segments: this.segments.size,
+    };
   }
 
   // ---------------------------------------------------------------- snapshots
 
   snapshot(): Uint8Array {
-    const s: Snapshot = { uploads: [...this.uploads.values()], videos: [...this.videos.values()], tasks: [...this.open.values()], segments: [...this.segments.entries()], usage: [...this.usage.entries()] };
+    const s: Snapshot = {
+      uploads: [...this.uploads.values()],
+      videos: [...this.videos.values()],
+      tasks: [...this.open.values()],
+      segments: [...this.segments.entries()],
+      usage: [...this.usage.entries()],
+    };
     return Buffer.from(JSON.stringify(s));
   }
 
@@ -849,7 +1062,18 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     this.uploads = new Map(s.uploads.map((u) => [u.upload_id, u]));
     this.byKey = new Map(s.uploads.map((u) => [`${u.uploader_id}\n${u.idempotency_key}`, u.upload_id]));
     // Snapshots from before the cold storage class and re-encode fallbacks lack these fields.
-    this.videos = new Map(s.videos.map((v) => [v.video_id, { ...v, storage: v.storage ?? (v.tier === 'warm' ? 'warm' : 'archived'), archive: v.archive ?? null, reencode_failure: v.reencode_failure ?? null, previous: v.previous ?? null }]));
+    this.videos = new Map(
+      s.videos.map((v) => [
+        v.video_id,
+        {
+          ...v,
+          storage: v.storage ?? (v.tier === 'warm' ? 'warm' : 'archived'),
+          archive: v.archive ?? null,
+          reencode_failure: v.reencode_failure ?? null,
+          previous: v.previous ?? null,
+        },
+      ]),
+    );
     this.open = new Map(s.tasks.map((t) => [t.key, t]));
     this.segments = new Map(s.segments);
     this.usage = new Map(s.usage ?? []);

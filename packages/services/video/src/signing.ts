@@ -30,24 +30,42 @@ export function signQuery(secret: Buffer, access: Access, scope: string, expires
   return q.toString();
 }
 
-export type Verdict = { ok: true; params: SignedParams } | { ok: false; code: 'unsigned' | 'bad_signature' | 'expired' | 'out_of_scope' | 'wrong_access'; message: string };
+export type Verdict =
+  | { ok: true; params: SignedParams }
+  | { ok: false; code: 'unsigned' | 'bad_signature' | 'expired' | 'out_of_scope' | 'wrong_access'; message: string };
 
 /**
  * Whether `query` grants `access` to `key` at `now`. A write grant also allows reads of its scope (a client resuming
  * an upload lists the chunks it already sent with the URL it was given).
  */
-export function verifySigned(secret: Buffer, query: URLSearchParams, key: string, access: Access, now: number): Verdict {
+export function verifySigned(
+  secret: Buffer,
+  query: URLSearchParams,
+  key: string,
+  access: Access,
+  now: number,
+): Verdict {
   const sig = query.get('sig');
   const scope = query.get('scope');
   const expiresText = query.get('expires');
   const granted = query.get('access');
-  if (sig === null || scope === null || expiresText === null || granted === null) return { ok: false, code: 'unsigned', message: 'this URL needs expires, scope, access and sig (a signed URL from the API) or a bearer token' };
+  if (sig === null || scope === null || expiresText === null || granted === null)
+    return {
+      ok: false,
+      code: 'unsigned',
+      message: 'this URL needs expires, scope, access and sig (a signed URL from the API) or a bearer token',
+    };
   const expires = Number(expiresText);
-  if (!/^\d{1,16}$/.test(expiresText) || (granted !== 'read' && granted !== 'write') || !/^[0-9a-f]{64}$/.test(sig)) return { ok: false, code: 'bad_signature', message: 'the signature parameters are malformed' };
+  if (!/^\d{1,16}$/.test(expiresText) || (granted !== 'read' && granted !== 'write') || !/^[0-9a-f]{64}$/.test(sig))
+    return { ok: false, code: 'bad_signature', message: 'the signature parameters are malformed' };
   const want = Buffer.from(mac(secret, granted, scope, expires), 'hex');
-  if (!timingSafeEqual(want, Buffer.from(sig, 'hex'))) return { ok: false, code: 'bad_signature', message: 'the signature does not match' };
-  if (expires <= now) return { ok: false, code: 'expired', message: `the URL expired at ${new Date(expires).toISOString()}` };
-  if (!scope.endsWith('/') || !key.startsWith(scope)) return { ok: false, code: 'out_of_scope', message: `the URL is for keys under ${scope}` };
-  if (access === 'write' && granted !== 'write') return { ok: false, code: 'wrong_access', message: 'the URL grants reads only' };
+  if (!timingSafeEqual(want, Buffer.from(sig, 'hex')))
+    return { ok: false, code: 'bad_signature', message: 'the signature does not match' };
+  if (expires <= now)
+    return { ok: false, code: 'expired', message: `the URL expired at ${new Date(expires).toISOString()}` };
+  if (!scope.endsWith('/') || !key.startsWith(scope))
+    return { ok: false, code: 'out_of_scope', message: `the URL is for keys under ${scope}` };
+  if (access === 'write' && granted !== 'write')
+    return { ok: false, code: 'wrong_access', message: 'the URL grants reads only' };
   return { ok: true, params: { expires, scope, access: granted, sig } };
 }

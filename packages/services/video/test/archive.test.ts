@@ -25,20 +25,35 @@ t.test('the container: round trip, then a corrupted byte, a truncation and a bad
   });
   const path = join(dir, 'v1.vca');
   const header = await writeArchive(path, dir, 'v1', sources);
-  t.same(header.entries.map((e) => e.key), sources.map((s) => s.key));
+  t.same(
+    header.entries.map((e) => e.key),
+    sources.map((s) => s.key),
+  );
   const seen: Array<[string, Buffer]> = [];
   const read = await readArchive(path, async (e, bytes) => void seen.push([e.key, bytes]));
   t.same(read, header, 'the header reads back');
-  t.same(seen.map(([k]) => k), sources.map((s) => s.key), 'every entry, in order');
+  t.same(
+    seen.map(([k]) => k),
+    sources.map((s) => s.key),
+    'every entry, in order',
+  );
   seen.forEach(([, bytes], i) => t.ok(bytes.equals(files[i]!), `entry ${i} byte-identical`));
-  t.equal(readFileSync(path).length, 12 + Buffer.byteLength(JSON.stringify(header)) + files.reduce((n, f) => n + f.length, 0), 'prefix + header + bytes, nothing else');
+  t.equal(
+    readFileSync(path).length,
+    12 + Buffer.byteLength(JSON.stringify(header)) + files.reduce((n, f) => n + f.length, 0),
+    'prefix + header + bytes, nothing else',
+  );
 
   const original = readFileSync(path);
   const flipped = Buffer.from(original);
   flipped[flipped.length - 1000] ^= 0x01;
   writeFileSync(path, flipped);
   const restored: string[] = [];
-  await t.rejects(readArchive(path, async (e) => void restored.push(e.key)), ArchiveCorruptError, 'one flipped bit in the bytes is refused');
+  await t.rejects(
+    readArchive(path, async (e) => void restored.push(e.key)),
+    ArchiveCorruptError,
+    'one flipped bit in the bytes is refused',
+  );
   t.same(restored, [], 'and nothing was handed out from it (all verified before any is restored)');
   writeFileSync(path, original);
   truncateSync(path, original.length - 1);
@@ -82,7 +97,11 @@ t.test('the store: pack and unpack are idempotent across a crash between their s
     t.ok(Buffer.concat(chunks).equals(bytes), `${key} back byte-identical`);
   }
   t.notOk(existsSync(disk.coldFile('v9')), 'the archive is deleted after the restore');
-  t.match(await disk.unpackCold('v9'), { objects: 0, unpacked: false }, 'a second unpack (a crash before the record) has nothing to do');
+  t.match(
+    await disk.unpackCold('v9'),
+    { objects: 0, unpacked: false },
+    'a second unpack (a crash before the record) has nothing to do',
+  );
 
   // A corrupt archive restores nothing and stays for an operator.
   await disk.packCold('v9');

@@ -34,7 +34,10 @@ class CountingOrigin {
       if (this.hang) return; // never answers: the tiers must time out
       setTimeout(() => {
         const body = this.objects.get(key);
-        if (body === undefined) res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":"not_found","message":"no such object"}}');
+        if (body === undefined)
+          res
+            .writeHead(404, { 'content-type': 'application/json' })
+            .end('{"error":{"code":"not_found","message":"no such object"}}');
         else res.writeHead(200, { 'content-length': body.length }).end(body);
       }, this.delayMs);
     });
@@ -65,10 +68,26 @@ let edge1: Tier;
 let edge2: Tier;
 const stampedeAgent = new Agent({ connections: 1100, keepAliveTimeout: 10_000 });
 
-async function startTier(id: string, kind: 'edge' | 'regional', port: number, upstreamUrl: string, downstream: Array<{ id: string; url: string }>, settings: Record<string, string>): Promise<Tier> {
+async function startTier(
+  id: string,
+  kind: 'edge' | 'regional',
+  port: number,
+  upstreamUrl: string,
+  downstream: Array<{ id: string; url: string }>,
+  settings: Record<string, string>,
+): Promise<Tier> {
   // No metadata members here: the tiers stand in front of this test's origin (the published check is the pipeline
   // test's, on a real cluster); they still serve nothing outside videos/.
-  const tier = await spawnTier({ id, kind, httpAddress: `127.0.0.1:${port}`, dataDir: join(dir, id), token: TOKEN, upstreamUrl, downstream, settings: { publish_check: 'off', ...settings } });
+  const tier = await spawnTier({
+    id,
+    kind,
+    httpAddress: `127.0.0.1:${port}`,
+    dataDir: join(dir, id),
+    token: TOKEN,
+    upstreamUrl,
+    downstream,
+    settings: { publish_check: 'off', ...settings },
+  });
   tiers.push(tier);
   return tier;
 }
@@ -94,7 +113,13 @@ function rawGet(base: string, path: string, method = 'GET'): Promise<{ status: n
 }
 
 async function getMedia(tier: Tier, key: string, headers: Record<string, string> = {}, method: 'GET' | 'HEAD' = 'GET') {
-  const res = await request(`${tier.url}/media/${key}`, { method, headers, dispatcher: stampedeAgent, headersTimeout: 60_000, bodyTimeout: 60_000 });
+  const res = await request(`${tier.url}/media/${key}`, {
+    method,
+    headers,
+    dispatcher: stampedeAgent,
+    headersTimeout: 60_000,
+    bodyTimeout: 60_000,
+  });
   const body = Buffer.from(await res.body.arrayBuffer());
   return { status: res.statusCode, headers: res.headers, body };
 }
@@ -138,33 +163,51 @@ t.test('1,000 simultaneous requests of a new segment: one fetch per tier, one or
   const [before1, beforeR] = [await stats(edge1), await stats(regional)];
   const answers = await Promise.all(Array.from({ length: 1000 }, () => getMedia(edge1, key)));
   origin.delayMs = 400;
-  t.ok(answers.every((a) => a.status === 200 && a.body.equals(bytes)), 'every request got the whole segment');
+  t.ok(
+    answers.every((a) => a.status === 200 && a.body.equals(bytes)),
+    'every request got the whole segment',
+  );
   t.equal(origin.count(key), 1, 'the origin was fetched once');
   const [after1, afterR] = [await stats(edge1), await stats(regional)];
   t.equal(after1.upstreamFetches - before1.upstreamFetches, 1, 'the edge fetched from the regional tier once');
   t.equal(afterR.upstreamFetches - beforeR.upstreamFetches, 1, 'the regional tier fetched from the origin once');
   t.equal(after1.requests - before1.requests, 1000, 'the edge saw the 1,000 requests');
-  t.ok(after1.coalesced - before1.coalesced >= 500, `most requests waited on the one fetch (${after1.coalesced - before1.coalesced} coalesced)`);
+  t.ok(
+    after1.coalesced - before1.coalesced >= 500,
+    `most requests waited on the one fetch (${after1.coalesced - before1.coalesced} coalesced)`,
+  );
   const outcomes = new Set(answers.map((a) => String(a.headers['x-cache']).split(' ')[0]));
   t.ok(outcomes.has('MISS') && outcomes.has('COALESCED'), `x-cache names the outcomes: ${[...outcomes].join(', ')}`);
   const metrics = await call(edge1.url, 'GET', '/metrics');
-  t.match(String(metrics.body['text']), /video_cache_upstream_fetches_total\{result="ok"\} \d+/, 'the fetch count is in /metrics');
+  t.match(
+    String(metrics.body['text']),
+    /video_cache_upstream_fetches_total\{result="ok"\} \d+/,
+    'the fetch count is in /metrics',
+  );
 });
 
-t.test('a stampede split over two edges: the regional tier coalesces the edges, the origin is fetched once', async (t) => {
-  const key = 'videos/vsplit/r1/hls/360p/seg_00004.m4s';
-  const bytes = segmentBytes('split', 50_000);
-  origin.objects.set(key, bytes);
-  origin.delayMs = 1500;
-  const beforeR = await stats(regional);
-  const answers = await Promise.all(Array.from({ length: 1000 }, (_, i) => getMedia(i % 2 === 0 ? edge1 : edge2, key)));
-  origin.delayMs = 400;
-  t.ok(answers.every((a) => a.status === 200 && a.body.equals(bytes)), 'every request got the segment');
-  t.equal(origin.count(key), 1, 'one origin fetch');
-  const afterR = await stats(regional);
-  t.equal(afterR.upstreamFetches - beforeR.upstreamFetches, 1, 'one regional fetch for both edges');
-  t.equal(afterR.requests - beforeR.requests, 2, 'the regional tier saw one request per edge');
-});
+t.test(
+  'a stampede split over two edges: the regional tier coalesces the edges, the origin is fetched once',
+  async (t) => {
+    const key = 'videos/vsplit/r1/hls/360p/seg_00004.m4s';
+    const bytes = segmentBytes('split', 50_000);
+    origin.objects.set(key, bytes);
+    origin.delayMs = 1500;
+    const beforeR = await stats(regional);
+    const answers = await Promise.all(
+      Array.from({ length: 1000 }, (_, i) => getMedia(i % 2 === 0 ? edge1 : edge2, key)),
+    );
+    origin.delayMs = 400;
+    t.ok(
+      answers.every((a) => a.status === 200 && a.body.equals(bytes)),
+      'every request got the segment',
+    );
+    t.equal(origin.count(key), 1, 'one origin fetch');
+    const afterR = await stats(regional);
+    t.equal(afterR.upstreamFetches - beforeR.upstreamFetches, 1, 'one regional fetch for both edges');
+    t.equal(afterR.requests - beforeR.requests, 2, 'the regional tier saw one request per edge');
+  },
+);
 
 t.test('warm: hits, immutable headers, ETag and 304, ranges, HEAD', async (t) => {
   const key = 'videos/vwarm/r1/hls/144p/seg_00001.m4s';
@@ -233,15 +276,31 @@ t.test('purge by video: regional and every edge drop it, the next view fetches t
   t.equal(origin.count(key), 1);
   const unauth = await call(regional.url, 'POST', '/api/delivery/purge', { body: { video_id: 'vpurge' } });
   t.equal(unauth.status, 401, 'purge needs a token');
-  const forged = await call(regional.url, 'POST', '/api/delivery/purge', { body: { video_id: 'vpurge' }, token: 'client.viewer.not-a-valid-mac' });
+  const forged = await call(regional.url, 'POST', '/api/delivery/purge', {
+    body: { video_id: 'vpurge' },
+    token: 'client.viewer.not-a-valid-mac',
+  });
   t.equal(forged.status, 401, 'a forged client token is refused');
-  const viewer = await call(regional.url, 'POST', '/api/delivery/purge', { body: { video_id: 'vpurge' }, token: deriveClientToken(TOKEN, 'viewer') });
+  const viewer = await call(regional.url, 'POST', '/api/delivery/purge', {
+    body: { video_id: 'vpurge' },
+    token: deriveClientToken(TOKEN, 'viewer'),
+  });
   t.equal(viewer.status, 403, 'a client token is not enough: purging is for the cluster');
-  const purged = await call(regional.url, 'POST', '/api/delivery/purge', { body: { video_id: 'vpurge' }, token: TOKEN });
+  const purged = await call(regional.url, 'POST', '/api/delivery/purge', {
+    body: { video_id: 'vpurge' },
+    token: TOKEN,
+  });
   t.equal(purged.status, 200, JSON.stringify(purged.body));
   t.equal(purged.body['purged'], 1, 'the regional tier dropped the one object');
   const down = purged.body['downstream'] as Array<{ id: string; purged: number }>;
-  t.same(down.map((d) => [d.id, d.purged]).sort(), [['edge1', 1], ['edge2', 1]], 'each edge dropped its copy');
+  t.same(
+    down.map((d) => [d.id, d.purged]).sort(),
+    [
+      ['edge1', 1],
+      ['edge2', 1],
+    ],
+    'each edge dropped its copy',
+  );
   const fresh = segmentBytes('new bytes after a re-encode', 6000);
   origin.objects.set(key, fresh);
   const after = await getMedia(edge2, key);
@@ -250,7 +309,10 @@ t.test('purge by video: regional and every edge drop it, the next view fetches t
   t.match(String((await getMedia(edge1, other)).headers['x-cache']), /^HIT/, 'another video is untouched');
   const bad = await call(regional.url, 'POST', '/api/delivery/purge', { body: { prefix: '../' }, token: TOKEN });
   t.equal(bad.status, 400);
-  const both = await call(regional.url, 'POST', '/api/delivery/purge', { body: { prefix: 'videos/x/', video_id: 'x' }, token: TOKEN });
+  const both = await call(regional.url, 'POST', '/api/delivery/purge', {
+    body: { prefix: 'videos/x/', video_id: 'x' },
+    token: TOKEN,
+  });
   t.equal(both.status, 400);
   const notJson = await call(edge1.url, 'POST', '/api/delivery/purge', { raw: '{', token: TOKEN });
   t.equal(notJson.status, 400);
@@ -258,26 +320,56 @@ t.test('purge by video: regional and every edge drop it, the next view fetches t
 
 t.test('prefill from an HLS master: every object on every edge before anyone watches', async (t) => {
   const base = 'videos/vprefill/r1/hls';
-  origin.objects.set(`${base}/master.m3u8`, Buffer.from('#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=256x144\n144p/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=900000,RESOLUTION=640x360\n360p/index.m3u8\n'));
+  origin.objects.set(
+    `${base}/master.m3u8`,
+    Buffer.from(
+      '#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=300000,RESOLUTION=256x144\n144p/index.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=900000,RESOLUTION=640x360\n360p/index.m3u8\n',
+    ),
+  );
   for (const q of ['144p', '360p']) {
-    origin.objects.set(`${base}/${q}/index.m3u8`, Buffer.from(`#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:6\n#EXT-X-MAP:URI="init.mp4"\n#EXTINF:6.0,\nseg_00000.m4s\n#EXTINF:6.0,\nseg_00001.m4s\n#EXT-X-ENDLIST\n`));
+    origin.objects.set(
+      `${base}/${q}/index.m3u8`,
+      Buffer.from(
+        `#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:6\n#EXT-X-MAP:URI="init.mp4"\n#EXTINF:6.0,\nseg_00000.m4s\n#EXTINF:6.0,\nseg_00001.m4s\n#EXT-X-ENDLIST\n`,
+      ),
+    );
     origin.objects.set(`${base}/${q}/init.mp4`, segmentBytes(`${q} init`, 800));
-    for (const s of ['seg_00000.m4s', 'seg_00001.m4s']) origin.objects.set(`${base}/${q}/${s}`, segmentBytes(`${q}${s}`, 4000));
+    for (const s of ['seg_00000.m4s', 'seg_00001.m4s'])
+      origin.objects.set(`${base}/${q}/${s}`, segmentBytes(`${q}${s}`, 4000));
   }
-  const answer = await call(regional.url, 'POST', '/api/delivery/prefill', { body: { manifest: `${base}/master.m3u8` }, token: TOKEN, timeoutMs: 60_000 });
+  const answer = await call(regional.url, 'POST', '/api/delivery/prefill', {
+    body: { manifest: `${base}/master.m3u8` },
+    token: TOKEN,
+    timeoutMs: 60_000,
+  });
   t.equal(answer.status, 200, JSON.stringify(answer.body));
   t.equal(answer.body['keys'], 9, 'master, 2 variants, 2 init sections, 4 segments');
   t.same(answer.body['failed'], []);
   const edges = answer.body['downstream'] as Array<{ id: string; keys: number; fetched: number }>;
-  t.same(edges.map((e) => [e.id, e.keys, e.fetched]).sort(), [['edge1', 9, 9], ['edge2', 9, 9]], 'both edges warmed all nine');
-  for (const key of origin.objects.keys()) if (key.startsWith(base)) t.equal(origin.count(key), 1, `${key} fetched from the origin once`);
+  t.same(
+    edges.map((e) => [e.id, e.keys, e.fetched]).sort(),
+    [
+      ['edge1', 9, 9],
+      ['edge2', 9, 9],
+    ],
+    'both edges warmed all nine',
+  );
+  for (const key of origin.objects.keys())
+    if (key.startsWith(base)) t.equal(origin.count(key), 1, `${key} fetched from the origin once`);
   for (const e of [edge1, edge2]) {
     const seg = await getMedia(e, `${base}/360p/seg_00001.m4s`);
     t.match(String(seg.headers['x-cache']), new RegExp(`^HIT ${e.id}`), `${e.id} serves a prefilled segment as a hit`);
   }
-  const keysOnly = await call(edge1.url, 'POST', '/api/delivery/prefill', { body: { keys: [`${base}/144p/init.mp4`, 'videos/vprefill/r1/missing.m4s'] }, token: TOKEN });
+  const keysOnly = await call(edge1.url, 'POST', '/api/delivery/prefill', {
+    body: { keys: [`${base}/144p/init.mp4`, 'videos/vprefill/r1/missing.m4s'] },
+    token: TOKEN,
+  });
   t.equal(keysOnly.status, 200);
-  t.same(keysOnly.body['failed'], [{ key: 'videos/vprefill/r1/missing.m4s', status: 404, code: 'not_found' }], 'a missing object is reported, not fatal');
+  t.same(
+    keysOnly.body['failed'],
+    [{ key: 'videos/vprefill/r1/missing.m4s', status: 404, code: 'not_found' }],
+    'a missing object is reported, not fatal',
+  );
   for (const body of [{}, { keys: 'x' }, { keys: ['../x'] }, { manifest: 'a/b.mpd' }, { keys: [1] }]) {
     const bad = await call(regional.url, 'POST', '/api/delivery/prefill', { body, token: TOKEN });
     t.equal(bad.status, 400, `prefill ${JSON.stringify(body)} is a 400`);
@@ -292,8 +384,13 @@ t.test('origin hung -> 504, origin down -> 502, JSON errors, no process dies', a
   t.equal((JSON.parse(hung.body.toString()) as { error: { code: string } }).error.code, 'upstream_timeout');
 
   await origin.stop();
-  const answers = await Promise.all(Array.from({ length: 50 }, () => getMedia(edge2, 'videos/vdown/r1/hls/720p/seg_00000.m4s')));
-  t.ok(answers.every((a) => a.status === 502), `every request is a 502 (${[...new Set(answers.map((a) => a.status))].join(',')})`);
+  const answers = await Promise.all(
+    Array.from({ length: 50 }, () => getMedia(edge2, 'videos/vdown/r1/hls/720p/seg_00000.m4s')),
+  );
+  t.ok(
+    answers.every((a) => a.status === 502),
+    `every request is a 502 (${[...new Set(answers.map((a) => a.status))].join(',')})`,
+  );
   const error = (JSON.parse(answers[0]!.body.toString()) as { error: { code: string; message: string } }).error;
   t.equal(error.code, 'upstream_unavailable');
   t.equal(answers[0]!.headers['content-type'], 'application/json');
@@ -339,5 +436,9 @@ t.test('bad paths and methods are 4xx JSON', async (t) => {
   t.equal(origin.count('raw/u-secret'), 0, 'and the origin was never asked for it');
   const stats404 = await call(edge1.url, 'GET', '/api/delivery/stats');
   t.equal(stats404.status, 401, 'stats need the cluster token');
-  await until('edge1 healthy after the bad requests', async () => (await call(edge1.url, 'GET', '/healthz')).status === 200, 10_000);
+  await until(
+    'edge1 healthy after the bad requests',
+    async () => (await call(edge1.url, 'GET', '/healthz')).status === 200,
+    10_000,
+  );
 });

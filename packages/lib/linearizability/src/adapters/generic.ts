@@ -51,7 +51,10 @@ export interface HistoryAdapter<I, O> {
  * matched per process (one outstanding invocation each). Times are kept
  * when every client event has one, else the index is the time.
  */
-export function adaptEvents<I, O>(events: readonly GenericEvent[], adapter: HistoryAdapter<I, O>): HistoryEvent<I, O>[] {
+export function adaptEvents<I, O>(
+  events: readonly GenericEvent[],
+  adapter: HistoryAdapter<I, O>,
+): HistoryEvent<I, O>[] {
   const clients = events.filter((event) => typeof event.process === 'number');
   const timed = clients.every((event) => typeof event.time === 'number');
   const open = new Map<number, I | null>();
@@ -60,13 +63,17 @@ export function adaptEvents<I, O>(events: readonly GenericEvent[], adapter: Hist
     const clientId = event.process as number;
     const time = timed ? event.time! : index;
     if (event.type === 'invoke') {
-      if (open.has(clientId)) throw new HistoryError(`event ${index}: process ${clientId} invoked while its previous operation is outstanding`);
+      if (open.has(clientId))
+        throw new HistoryError(
+          `event ${index}: process ${clientId} invoked while its previous operation is outstanding`,
+        );
       const input = adapter.input(event);
       open.set(clientId, input === undefined ? null : input);
       if (input !== undefined) out.push({ type: 'invoke', clientId, input, time });
       return;
     }
-    if (!open.has(clientId)) throw new HistoryError(`event ${index}: ${event.type} from process ${clientId} with no outstanding invocation`);
+    if (!open.has(clientId))
+      throw new HistoryError(`event ${index}: ${event.type} from process ${clientId} with no outstanding invocation`);
     const input = open.get(clientId)!;
     open.delete(clientId);
     if (input === null) return;
@@ -74,7 +81,9 @@ export function adaptEvents<I, O>(events: readonly GenericEvent[], adapter: Hist
     else if (event.type === 'info') out.push({ type: 'info', clientId, time });
     else {
       const observed = adapter.failObservation?.(input, event);
-      out.push(observed === undefined ? { type: 'fail', clientId, time } : { type: 'ok', clientId, output: observed, time });
+      out.push(
+        observed === undefined ? { type: 'fail', clientId, time } : { type: 'ok', clientId, output: observed, time },
+      );
     }
   });
   return out;
@@ -105,7 +114,9 @@ type KeyedInput<I> = I & { readonly key: string };
  * `casFailIsObservation`, as in Porcupine's etcd tests) observed that the
  * value was not `from`; any other failed cas did not happen (Jepsen).
  */
-export function casRegisterAdapter(options: { casFailIsObservation?: boolean } = {}): HistoryAdapter<KeyedInput<CasRegisterInput<RegisterValue>>, CasRegisterOutput<RegisterValue>> {
+export function casRegisterAdapter(
+  options: { casFailIsObservation?: boolean } = {},
+): HistoryAdapter<KeyedInput<CasRegisterInput<RegisterValue>>, CasRegisterOutput<RegisterValue>> {
   return {
     input(event) {
       const key = event.key ?? '';
@@ -119,7 +130,9 @@ export function casRegisterAdapter(options: { casFailIsObservation?: boolean } =
           return { op: 'cas', key, from, to };
         }
         default:
-          throw new HistoryError(`the cas-register model has no operation ${JSON.stringify(event.f)} (read, write, cas)`);
+          throw new HistoryError(
+            `the cas-register model has no operation ${JSON.stringify(event.f)} (read, write, cas)`,
+          );
       }
     },
     output(input, ok) {
@@ -134,7 +147,10 @@ export function casRegisterAdapter(options: { casFailIsObservation?: boolean } =
   };
 }
 
-export function registerAdapter(): HistoryAdapter<KeyedInput<RegisterInput<RegisterValue>>, RegisterOutput<RegisterValue>> {
+export function registerAdapter(): HistoryAdapter<
+  KeyedInput<RegisterInput<RegisterValue>>,
+  RegisterOutput<RegisterValue>
+> {
   return {
     input(event) {
       const key = event.key ?? '';
@@ -150,13 +166,20 @@ export function registerAdapter(): HistoryAdapter<KeyedInput<RegisterInput<Regis
 export function kvAdapter(): HistoryAdapter<KvInput, KvOutput> {
   return {
     input(event) {
-      if (typeof event.key !== 'string') throw new HistoryError(`kv operations need a string key: ${JSON.stringify(event)}`);
+      if (typeof event.key !== 'string')
+        throw new HistoryError(`kv operations need a string key: ${JSON.stringify(event)}`);
       const f = event.f === 'read' ? 'get' : event.f === 'write' ? 'put' : event.f;
-      if (f !== 'get' && f !== 'put' && f !== 'append') throw new HistoryError(`the kv model has no operation ${JSON.stringify(event.f)} (get, put, append)`);
+      if (f !== 'get' && f !== 'put' && f !== 'append')
+        throw new HistoryError(`the kv model has no operation ${JSON.stringify(event.f)} (get, put, append)`);
       if (f === 'get') return { op: 'get', key: event.key };
-      return { op: f, key: event.key, value: event.value === null || event.value === undefined ? '' : String(event.value) };
+      return {
+        op: f,
+        key: event.key,
+        value: event.value === null || event.value === undefined ? '' : String(event.value),
+      };
     },
-    output: (input, ok) => (input.op === 'get' ? { value: ok.value === null || ok.value === undefined ? '' : String(ok.value) } : {}),
+    output: (input, ok) =>
+      input.op === 'get' ? { value: ok.value === null || ok.value === undefined ? '' : String(ok.value) } : {},
   };
 }
 
@@ -196,11 +219,13 @@ export function lockAdapter(): HistoryAdapter<LockInput, LockOutput> {
       const session = field(event.value, 'session');
       switch (event.f) {
         case 'acquire':
-          if (typeof session !== 'string') throw new HistoryError(`acquire needs value.session: ${JSON.stringify(event)}`);
+          if (typeof session !== 'string')
+            throw new HistoryError(`acquire needs value.session: ${JSON.stringify(event)}`);
           return { op: 'acquire', lock, session };
         case 'release': {
           const token = field(event.value, 'token');
-          if (typeof session !== 'string' || typeof token !== 'number') throw new HistoryError(`release needs value.session and value.token: ${JSON.stringify(event)}`);
+          if (typeof session !== 'string' || typeof token !== 'number')
+            throw new HistoryError(`release needs value.session and value.token: ${JSON.stringify(event)}`);
           return { op: 'release', lock, session, token };
         }
         case 'read':
@@ -214,19 +239,27 @@ export function lockAdapter(): HistoryAdapter<LockInput, LockOutput> {
         case 'acquire': {
           const granted = field(ok.value, 'granted');
           const token = field(ok.value, 'token');
-          return { ...(typeof granted === 'boolean' ? { granted } : {}), ...(granted === true && typeof token === 'number' ? { token } : {}) };
+          return {
+            ...(typeof granted === 'boolean' ? { granted } : {}),
+            ...(granted === true && typeof token === 'number' ? { token } : {}),
+          };
         }
         case 'release':
           return { released: true };
         case 'read': {
           const holder = field(ok.value, 'holder');
           const token = field(ok.value, 'token');
-          return { ...(holder === null || typeof holder === 'string' ? { holder } : {}), ...(typeof token === 'number' ? { token } : {}) };
+          return {
+            ...(holder === null || typeof holder === 'string' ? { holder } : {}),
+            ...(typeof token === 'number' ? { token } : {}),
+          };
         }
       }
     },
     failObservation(input, fail) {
-      return input.op === 'release' && (fail.error === 'stale_token' || fail.error === 'not_holder') ? { released: false } : undefined;
+      return input.op === 'release' && (fail.error === 'stale_token' || fail.error === 'not_holder')
+        ? { released: false }
+        : undefined;
     },
   };
 }
@@ -259,12 +292,36 @@ export function prepareHistory(
     case 'register': {
       const inner = registerModel<RegisterValue>(null);
       const events = adaptEvents(history, registerAdapter());
-      return keyed ? erase(keyedModel<RegisterValue, KeyedInput<RegisterInput<RegisterValue>>, RegisterOutput<RegisterValue>>(inner as unknown as Model<RegisterValue, KeyedInput<RegisterInput<RegisterValue>>, RegisterOutput<RegisterValue>>, (input) => input.key), events) : erase(inner, events);
+      return keyed
+        ? erase(
+            keyedModel<RegisterValue, KeyedInput<RegisterInput<RegisterValue>>, RegisterOutput<RegisterValue>>(
+              inner as unknown as Model<
+                RegisterValue,
+                KeyedInput<RegisterInput<RegisterValue>>,
+                RegisterOutput<RegisterValue>
+              >,
+              (input) => input.key,
+            ),
+            events,
+          )
+        : erase(inner, events);
     }
     case 'cas-register': {
       const inner = casRegisterModel<RegisterValue>(null);
       const events = adaptEvents(history, casRegisterAdapter(options));
-      return keyed ? erase(keyedModel<RegisterValue, KeyedInput<CasRegisterInput<RegisterValue>>, CasRegisterOutput<RegisterValue>>(inner as unknown as Model<RegisterValue, KeyedInput<RegisterInput<RegisterValue>>, RegisterOutput<RegisterValue>>, (input) => input.key), events) : erase(inner, events);
+      return keyed
+        ? erase(
+            keyedModel<RegisterValue, KeyedInput<CasRegisterInput<RegisterValue>>, CasRegisterOutput<RegisterValue>>(
+              inner as unknown as Model<
+                RegisterValue,
+                KeyedInput<RegisterInput<RegisterValue>>,
+                RegisterOutput<RegisterValue>
+              >,
+              (input) => input.key,
+            ),
+            events,
+          )
+        : erase(inner, events);
     }
     case 'kv':
       return erase(kvModel, adaptEvents(history, kvAdapter()));

@@ -41,7 +41,8 @@ export const kvModel: Model<KvState, KvInput, KvOutput> = {
   key: stateKey,
   partition: partitionByKey<KvInput, KvOutput>((input) => input.key),
   describeOperation(input, output) {
-    if (input.op === 'get') return `get(${JSON.stringify(input.key)}) -> ${output?.value === undefined ? '?' : JSON.stringify(output.value)}`;
+    if (input.op === 'get')
+      return `get(${JSON.stringify(input.key)}) -> ${output?.value === undefined ? '?' : JSON.stringify(output.value)}`;
     return `${input.op}(${JSON.stringify(input.key)}, ${JSON.stringify(input.value ?? '')})`;
   },
   describeState: (state) => JSON.stringify(Object.fromEntries(state)),

@@ -62,7 +62,9 @@ const FREE: LockState = { holder: null, token: 0, ended: [] };
  *   is impossible (the service answers `unknown_session`, which a history
  *   records as a failure, i.e. an operation that did not happen).
  */
-export function singleLockModel(options: LockModelOptions = {}): NondeterministicModel<LockState, LockInput, LockOutput> {
+export function singleLockModel(
+  options: LockModelOptions = {},
+): NondeterministicModel<LockState, LockInput, LockOutput> {
   const sessionsMayEnd = options.sessionsMayEnd ?? true;
   const apply = (state: LockState, input: LockInput, output: LockOutput | undefined): LockState[] => {
     if (input.op === 'read') {
@@ -107,14 +109,17 @@ export function singleLockModel(options: LockModelOptions = {}): Nondeterministi
  * that ended for one lock may still act on another: a little more permissive
  * than the service (never less), the price of checking locks independently.
  */
-export function lockModel(options: LockModelOptions = {}): Model<KeyedState<readonly LockState[]>, LockInput, LockOutput> {
+export function lockModel(
+  options: LockModelOptions = {},
+): Model<KeyedState<readonly LockState[]>, LockInput, LockOutput> {
   return keyedModel(fromNondeterministic(singleLockModel(options)), (input) => input.lock);
 }
 
 function describeLockOperation(input: LockInput, output: LockOutput | undefined): string {
   switch (input.op) {
     case 'acquire': {
-      const result = output?.granted === undefined ? '?' : output.granted ? `granted, token ${output.token ?? '?'}` : 'refused';
+      const result =
+        output?.granted === undefined ? '?' : output.granted ? `granted, token ${output.token ?? '?'}` : 'refused';
       return `acquire(${input.lock}, ${input.session}) -> ${result}`;
     }
     case 'release': {

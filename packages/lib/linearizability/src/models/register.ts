@@ -21,7 +21,9 @@ export function registerValueKey(value: RegisterValue): string {
  * `initial` (which would narrow it to a literal type): write
  * `registerModel<number | null>(null)`, or get `RegisterValue`.
  */
-export function registerModel<V extends RegisterValue = RegisterValue>(initial: NoInfer<V>): Model<V, RegisterInput<V>, RegisterOutput<V>> {
+export function registerModel<V extends RegisterValue = RegisterValue>(
+  initial: NoInfer<V>,
+): Model<V, RegisterInput<V>, RegisterOutput<V>> {
   return {
     init: () => initial,
     step(state, input, output) {

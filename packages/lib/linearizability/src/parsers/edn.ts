@@ -15,8 +15,13 @@ export interface EdnKeyword {
 export type EdnValue = EdnKeyword | string | number | boolean | null | readonly EdnValue[];
 
 export function isKeyword(value: EdnValue | undefined, name?: string): value is EdnKeyword {
-  return typeof value === 'object' && value !== null && !Array.isArray(value) && 'keyword' in value &&
-    (name === undefined || value.keyword === name);
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    'keyword' in value &&
+    (name === undefined || value.keyword === name)
+  );
 }
 
 /** Parses `{:k v, ...}` into a map keyed by keyword name. Throws an Error describing the first problem. */
@@ -115,7 +120,8 @@ class Reader {
       const escaped = this.peek();
       this.position++;
       const unescaped = escaped === undefined ? undefined : ESCAPES[escaped];
-      if (unescaped === undefined) throw new Error(`unsupported escape '\\${escaped ?? ''}' at column ${this.column - 1}`);
+      if (unescaped === undefined)
+        throw new Error(`unsupported escape '\\${escaped ?? ''}' at column ${this.column - 1}`);
       result += unescaped;
     }
   }
@@ -127,7 +133,10 @@ const ESCAPES: Readonly<Record<string, string>> = { '"': '"', '\\': '\\', n: '\n
  * Visit each non-empty line of `text` as an EDN map (one history event a line), with its 0-based line index;
  * `fail` throws a ParseError that names the line. Lines that are not an EDN map fail the same way.
  */
-export function forEachEdnLine(text: string, visit: (fields: Map<string, EdnValue>, fail: (reason: string) => never, index: number) => void): void {
+export function forEachEdnLine(
+  text: string,
+  visit: (fields: Map<string, EdnValue>, fail: (reason: string) => never, index: number) => void,
+): void {
   text.split('\n').forEach((rawLine, index) => {
     const line = rawLine.trim();
     if (line === '') return;

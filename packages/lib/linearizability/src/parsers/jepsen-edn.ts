@@ -17,12 +17,19 @@ export function parseJepsenEdnHistory(text: string): GenericEvent[] {
   const events: GenericEvent[] = [];
   forEachEdnLine(text, (fields, fail) => {
     const process = plain(fields.get('process'));
-    if (typeof process !== 'number' && typeof process !== 'string') return fail(':process must be an integer or a keyword');
+    if (typeof process !== 'number' && typeof process !== 'string')
+      return fail(':process must be an integer or a keyword');
     const type = plain(fields.get('type'));
-    if (type !== 'invoke' && type !== 'ok' && type !== 'fail' && type !== 'info') return fail(':type must be :invoke, :ok, :fail or :info');
+    if (type !== 'invoke' && type !== 'ok' && type !== 'fail' && type !== 'info')
+      return fail(':type must be :invoke, :ok, :fail or :info');
     const f = plain(fields.get('f'));
     if (typeof f !== 'string') return fail(':f must be a keyword or string');
-    const event: { -readonly [K in keyof GenericEvent]: GenericEvent[K] } = { process, type: type as GenericType, f, value: plain(fields.get('value') ?? null) };
+    const event: { -readonly [K in keyof GenericEvent]: GenericEvent[K] } = {
+      process,
+      type: type as GenericType,
+      f,
+      value: plain(fields.get('value') ?? null),
+    };
     const key = fields.get('key');
     if (key !== undefined) event.key = typeof key === 'string' ? key : JSON.stringify(plain(key));
     if (fields.has('error')) event.error = plain(fields.get('error')!);

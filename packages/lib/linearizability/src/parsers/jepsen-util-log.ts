@@ -19,9 +19,21 @@ export function parseJepsenUtilLog(text: string): GenericEvent[] {
     if (line.trim() === '') return;
     const match = LINE.exec(line);
     if (match === null) throw new ParseError(index + 1, line, 'not a jepsen.util operation line');
-    const [, processText, type, f, valueText] = match as unknown as [string, string, GenericType, string, string | undefined];
+    const [, processText, type, f, valueText] = match as unknown as [
+      string,
+      string,
+      GenericType,
+      string,
+      string | undefined,
+    ];
     const process = /^\d+$/.test(processText) ? Number(processText) : processText.replace(/^:/, '');
-    const event: { -readonly [K in keyof GenericEvent]: GenericEvent[K] } = { process, type, f, value: readValue((valueText ?? 'nil').trim()), time: index };
+    const event: { -readonly [K in keyof GenericEvent]: GenericEvent[K] } = {
+      process,
+      type,
+      f,
+      value: readValue((valueText ?? 'nil').trim()),
+      time: index,
+    };
     const reason = /(?:^|\s):([a-z][\w-]*)$/.exec(valueText ?? '');
     if (reason !== null && (type === 'fail' || type === 'info')) {
       event.error = reason[1]!;
@@ -37,6 +49,12 @@ function readValue(text: string): unknown {
   if (/^-?\d+$/.test(text)) return Number(text);
   if (text.startsWith(':')) return text.slice(1);
   const vector = /^\[(.*)\]$/.exec(text);
-  if (vector !== null) return vector[1]!.trim() === '' ? [] : vector[1]!.trim().split(/[\s,]+/).map(readValue);
+  if (vector !== null)
+    return vector[1]!.trim() === ''
+      ? []
+      : vector[1]!
+          .trim()
+          .split(/[\s,]+/)
+          .map(readValue);
   return text;
 }

@@ -30,7 +30,12 @@ export function parsePorcupineKvLog(text: string): HistoryEvent<KvInput, KvOutpu
     const time = index;
     switch (type) {
       case 'invoke':
-        events.push({ type: 'invoke', clientId: process, time, input: value === null ? { op: f, key } : { op: f, key, value } });
+        events.push({
+          type: 'invoke',
+          clientId: process,
+          time,
+          input: value === null ? { op: f, key } : { op: f, key, value },
+        });
         return;
       case 'ok':
         events.push({ type: 'ok', clientId: process, time, output: f === 'get' && value !== null ? { value } : {} });

@@ -53,7 +53,8 @@ export function linearizationProblem<S, I, O>(
     const op = ops[index]!;
     // Nothing placed later may have returned before this one was called.
     for (const later of order.slice(position + 1)) {
-      if (ops[later]!.return < op.call) return `operation ${later} returned before ${index} was called but comes after it`;
+      if (ops[later]!.return < op.call)
+        return `operation ${later} returned before ${index} was called but comes after it`;
     }
     // Nothing left out (for a prefix) may have returned before this one was called either.
     if (!complete) {

@@ -1,5 +1,13 @@
 import fc from 'fast-check';
-import type { CasRegisterInput, CasRegisterOutput, CounterInput, CounterOutput, KvInput, KvOutput, Operation } from '../../src/index.js';
+import type {
+  CasRegisterInput,
+  CasRegisterOutput,
+  CounterInput,
+  CounterOutput,
+  KvInput,
+  KvOutput,
+  Operation,
+} from '../../src/index.js';
 
 /**
  * History generators for the property tests. Timestamps are small integers
@@ -23,7 +31,14 @@ const timingArbitrary: fc.Arbitrary<Timing> = fc.record({
   call: fc.integer({ min: 0, max: 12 }),
   duration: fc.integer({ min: 0, max: 5 }),
   effectOffset: fc.integer({ min: 0, max: 50 }),
-  fate: fc.constantFrom<Fate>('completed', 'completed', 'completed', 'completed', 'pending-took-effect', 'pending-no-effect'),
+  fate: fc.constantFrom<Fate>(
+    'completed',
+    'completed',
+    'completed',
+    'completed',
+    'pending-took-effect',
+    'pending-no-effect',
+  ),
 });
 
 /**
@@ -69,7 +84,11 @@ export function simulate<S, I, O>(
  * undefined for operations whose output carries nothing, like writes). The
  * result may or may not still be linearizable.
  */
-function corrupt<I, O>(ops: Operation<I, O>[], which: number, perturb: (op: Operation<I, O>) => O | undefined): Operation<I, O>[] {
+function corrupt<I, O>(
+  ops: Operation<I, O>[],
+  which: number,
+  perturb: (op: Operation<I, O>) => O | undefined,
+): Operation<I, O>[] {
   const candidates = ops.flatMap((op, index) => (op.return !== Infinity && perturb(op) !== undefined ? [index] : []));
   if (candidates.length === 0) return ops;
   const target = candidates[which % candidates.length]!;
@@ -108,7 +127,11 @@ export function casRegisterHistories() {
       .array(fc.record({ timing: timingArbitrary, input: casInput }), { minLength, maxLength: maxOps })
       .map((specs) => simulate(0, specs, applyCas));
   const perturb = (shift: number) => (op: Operation<CasRegisterInput<number>, CasRegisterOutput<number>>) =>
-    op.input.op === 'read' ? { value: ((op.output?.value ?? 0) + shift) % 3 } : op.input.op === 'cas' ? { ok: !op.output?.ok } : undefined;
+    op.input.op === 'read'
+      ? { value: ((op.output?.value ?? 0) + shift) % 3 }
+      : op.input.op === 'cas'
+        ? { ok: !op.output?.ok }
+        : undefined;
   return {
     simulated: simulatedOf(0),
     /** Simulated, then one observation changed: a mix of linearizable and not. */
@@ -161,7 +184,7 @@ const kvOutput: fc.Arbitrary<KvOutput> = fc.constantFrom('', 'x', 'y', 'xy', 'yx
 const applyKv: Apply<Readonly<Record<string, string>>, KvInput, KvOutput> = (state, input) => {
   const current = state[input.key] ?? '';
   if (input.op === 'get') return [state, { value: current }];
-  const next = input.op === 'put' ? input.value ?? '' : current + (input.value ?? '');
+  const next = input.op === 'put' ? (input.value ?? '') : current + (input.value ?? '');
   return [{ ...state, [input.key]: next }, {}];
 };
 
@@ -186,13 +209,22 @@ export function kvHistories() {
 /** Random inputs, outputs and intervals, some pending: almost never linearizable beyond a few ops. */
 function garbage<I, O>(input: fc.Arbitrary<I>, output: fc.Arbitrary<O>): fc.Arbitrary<Operation<I, O>[]> {
   const op = fc
-    .record({ clientId: fc.integer({ min: 0, max: 3 }), input, output, call: fc.integer({ min: 0, max: 10 }), duration: fc.integer({ min: 0, max: 6 }), pending: fc.integer({ min: 0, max: 3 }).map((roll) => roll === 0) })
-    .map(({ clientId, input, output, call, duration, pending }): Operation<I, O> => ({
-      clientId,
+    .record({
+      clientId: fc.integer({ min: 0, max: 3 }),
       input,
-      call,
-      output: pending ? undefined : output,
-      return: pending ? Infinity : call + duration,
-    }));
+      output,
+      call: fc.integer({ min: 0, max: 10 }),
+      duration: fc.integer({ min: 0, max: 6 }),
+      pending: fc.integer({ min: 0, max: 3 }).map((roll) => roll === 0),
+    })
+    .map(
+      ({ clientId, input, output, call, duration, pending }): Operation<I, O> => ({
+        clientId,
+        input,
+        call,
+        output: pending ? undefined : output,
+        return: pending ? Infinity : call + duration,
+      }),
+    );
   return fc.array(op, { maxLength: maxOps - 1 });
 }

@@ -86,7 +86,10 @@ function nodeIdList(value: unknown, what: string): NodeId[] {
 
 function parseConfiguration(value: unknown): Configuration {
   const fields = fieldsOf(value, 'config');
-  const config: Configuration = { voters: nodeIdList(fields.voters, 'voters'), learners: nodeIdList(fields.learners, 'learners') };
+  const config: Configuration = {
+    voters: nodeIdList(fields.voters, 'voters'),
+    learners: nodeIdList(fields.learners, 'learners'),
+  };
   if (fields.addresses !== undefined && fields.addresses !== null) config.addresses = addressBook(fields.addresses);
   return config;
 }
@@ -95,7 +98,8 @@ function addressBook(value: unknown): Record<NodeId, string> {
   const fields = fieldsOf(value, 'config.addresses');
   const book: Record<NodeId, string> = {};
   for (const [id, address] of Object.entries(fields)) {
-    if (id.length === 0 || typeof address !== 'string') throw new DecodeError('config.addresses: expected node id -> "host:port"');
+    if (id.length === 0 || typeof address !== 'string')
+      throw new DecodeError('config.addresses: expected node id -> "host:port"');
     book[id] = address;
   }
   return book;
@@ -309,7 +313,12 @@ function parseAdminRequest(value: unknown): AdminRequest {
     case 'change':
       return { op: 'change', change: parseConfigChange(fields.change) };
     case 'addVoter':
-      return { op: 'addVoter', node: nodeIdField(fields, 'node'), address: stringField(fields, 'address'), catchUpTimeoutMs: intField(fields, 'catchUpTimeoutMs') };
+      return {
+        op: 'addVoter',
+        node: nodeIdField(fields, 'node'),
+        address: stringField(fields, 'address'),
+        catchUpTimeoutMs: intField(fields, 'catchUpTimeoutMs'),
+      };
     case 'transfer':
       return { op: 'transfer', to: nodeIdField(fields, 'to') };
     default:

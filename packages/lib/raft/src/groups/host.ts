@@ -9,7 +9,13 @@ import type { Logger } from '../logger.js';
 import { RaftNode, type RaftNodeOptions } from '../node.js';
 import { PacedTicker } from '../ticker.js';
 import { LevelStorage, type SharedLevel } from '../storage/leveldb.js';
-import { TcpTransport, type HostPort, type TransportSecret, type TransportStats, type TransportTls } from '../transport/tcp.js';
+import {
+  TcpTransport,
+  type HostPort,
+  type TransportSecret,
+  type TransportStats,
+  type TransportTls,
+} from '../transport/tcp.js';
 import type { NodeId, StateMachine } from '../types.js';
 import type { SessionOptions } from '../sessions.js';
 import { GroupCommitLevel, type GroupCommitStats } from './group-commit.js';
@@ -61,7 +67,10 @@ export interface GroupHostOptions {
 }
 
 /** A group's own settings: everything a RaftNode takes except what the host provides. */
-export type GroupOptions<C, R, M extends StateMachine<C, R>> = Omit<RaftNodeOptions<C, R, M>, 'id' | 'storage' | 'transport' | 'ticker' | 'tickMs' | 'bootstrap' | 'peers'> & {
+export type GroupOptions<C, R, M extends StateMachine<C, R>> = Omit<
+  RaftNodeOptions<C, R, M>,
+  'id' | 'storage' | 'transport' | 'ticker' | 'tickMs' | 'bootstrap' | 'peers'
+> & {
   /** The hosts holding a new group (its voters), this one among them. Ignored when the group exists on disk. */
   members: NodeId[];
   /**
@@ -101,7 +110,9 @@ export class GroupHost {
     const { host, port } = transport.address();
     // This host's address as `hosts` names it, when it does: the one the others reach it at (behind a proxy, a
     // NAT or another namespace it is not the listener's own address); the bound listener otherwise (port 0).
-    this.addresses = new Map(Object.entries({ ...options.hosts, [options.id]: options.hosts?.[options.id] ?? `${host}:${port}` }));
+    this.addresses = new Map(
+      Object.entries({ ...options.hosts, [options.id]: options.hosts?.[options.id] ?? `${host}:${port}` }),
+    );
     for (const id of this.addresses.keys()) if (id !== options.id) transport.addPeer(id, this.addresses.get(id)!);
     transport.onPeerHeard((peer) => this.liveness.heard(peer));
     this.stopLiveness = this.ticker.subscribe(
@@ -126,7 +137,10 @@ export class GroupHost {
     if (!anySilent) return;
     for (const [name, node] of this.groups) {
       if (!node.quiesced) continue;
-      const silent = this.liveness.wakeAfter({ quiesced: true, role: node.isLeader ? 'leader' : 'follower', leader: node.leaderId }, this.electionTicks.get(name) ?? 10);
+      const silent = this.liveness.wakeAfter(
+        { quiesced: true, role: node.isLeader ? 'leader' : 'follower', leader: node.leaderId },
+        this.electionTicks.get(name) ?? 10,
+      );
       if (silent !== null) node.wake(silent);
     }
   }
@@ -192,16 +206,22 @@ export class GroupHost {
    * Starts a group on this host: a new one with `members` as its voters (every member host must create it too),
    * or one this host already holds on disk, from its storage. Resolves once the group's member runs.
    */
-  async createGroup<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(name: string, options: GroupOptions<C, R, M>): Promise<RaftNode<C, R, M>> {
+  async createGroup<C, R, M extends StateMachine<C, R> = StateMachine<C, R>>(
+    name: string,
+    options: GroupOptions<C, R, M>,
+  ): Promise<RaftNode<C, R, M>> {
     if (this.closed) throw new Error('the host is closed');
-    if (!GROUP_NAME.test(name)) throw new RangeError(`a group name is 1..128 of A-Z a-z 0-9 . _ -: ${JSON.stringify(name)}`);
+    if (!GROUP_NAME.test(name))
+      throw new RangeError(`a group name is 1..128 of A-Z a-z 0-9 . _ -: ${JSON.stringify(name)}`);
     if (this.groups.has(name)) throw new Error(`group ${name} already runs here`);
     const join = options.join === true;
-    if (!join && !options.members.includes(this.id)) throw new RangeError(`group ${name}: its members must include this host (${this.id})`);
+    if (!join && !options.members.includes(this.id))
+      throw new RangeError(`group ${name}: its members must include this host (${this.id})`);
     const bootstrap: Record<NodeId, string> = {};
     for (const member of options.members) {
       const address = this.addresses.get(member);
-      if (address === undefined) throw new RangeError(`group ${name}: no address for host ${member} (addHost it first)`);
+      if (address === undefined)
+        throw new RangeError(`group ${name}: no address for host ${member} (addHost it first)`);
       if (!join) bootstrap[member] = address;
     }
     const { members: _members, join: _join, ...nodeOptions } = options;
@@ -209,7 +229,10 @@ export class GroupHost {
     checkPingTicks(this.liveness.pingTicks, core.electionTicks ?? 10);
     this.electionTicks.set(name, core.electionTicks ?? 10);
     const registered = join ? { members: options.members, join: true } : options.members;
-    await this.db.batch([{ type: 'put', key: `${REGISTRY_PREFIX}${name}`, value: Buffer.from(JSON.stringify(registered)) }], { ...KEY_ENCODINGS, sync: true });
+    await this.db.batch(
+      [{ type: 'put', key: `${REGISTRY_PREFIX}${name}`, value: Buffer.from(JSON.stringify(registered)) }],
+      { ...KEY_ENCODINGS, sync: true },
+    );
     const node = await RaftNode.start<C, R, M>({
       ...(this.options.logger !== undefined ? { logger: this.options.logger } : {}),
       ...(this.options.sessions !== undefined ? { sessions: this.options.sessions } : {}),
@@ -243,10 +266,18 @@ export class GroupHost {
    */
   async storedGroups(): Promise<Array<{ name: string; members: NodeId[]; join: boolean }>> {
     const out: Array<{ name: string; members: NodeId[]; join: boolean }> = [];
-    for await (const [key, value] of this.db.iterator({ gte: REGISTRY_PREFIX, lt: `${REGISTRY_PREFIX}\uffff`, ...KEY_ENCODINGS })) {
+    for await (const [key, value] of this.db.iterator({
+      gte: REGISTRY_PREFIX,
+      lt: `${REGISTRY_PREFIX}\uffff`,
+      ...KEY_ENCODINGS,
+    })) {
       const stored = JSON.parse(Buffer.from(value).toString()) as NodeId[] | { members: NodeId[]; join: boolean };
       const name = key.slice(REGISTRY_PREFIX.length);
-      out.push(Array.isArray(stored) ? { name, members: stored, join: false } : { name, members: stored.members, join: stored.join });
+      out.push(
+        Array.isArray(stored)
+          ? { name, members: stored, join: false }
+          : { name, members: stored.members, join: stored.join },
+      );
     }
     return out;
   }
@@ -300,7 +331,8 @@ export class GroupHost {
       if (leader === null || (counts.get(leader) ?? 0) <= share) continue;
       let target: NodeId | null = null;
       for (const voter of node.status().config.voters) {
-        if (voter !== leader && (target === null || (counts.get(voter) ?? 0) < (counts.get(target) ?? 0))) target = voter;
+        if (voter !== leader && (target === null || (counts.get(voter) ?? 0) < (counts.get(target) ?? 0)))
+          target = voter;
       }
       if (target === null || (counts.get(target) ?? 0) + 1 > share) continue;
       counts.set(leader, counts.get(leader)! - 1);
@@ -310,7 +342,9 @@ export class GroupHost {
     let moved = 0;
     const concurrency = options.concurrency ?? 16;
     for (let i = 0; i < moves.length; i += concurrency) {
-      const results = await Promise.all(moves.slice(i, i + concurrency).map(({ node, to }) => node.transferLeadership(to).catch(() => false)));
+      const results = await Promise.all(
+        moves.slice(i, i + concurrency).map(({ node, to }) => node.transferLeadership(to).catch(() => false)),
+      );
       moved += results.filter(Boolean).length;
     }
     return moved;

@@ -27,7 +27,8 @@ export class Liveness {
    *   election timeout of silence (the caller checks the bound, see `checkPingTicks`).
    */
   constructor(readonly pingTicks = 1) {
-    if (!Number.isInteger(pingTicks) || pingTicks < 1) throw new RangeError(`pingTicks must be a whole number >= 1, got ${pingTicks}`);
+    if (!Number.isInteger(pingTicks) || pingTicks < 1)
+      throw new RangeError(`pingTicks must be a whole number >= 1, got ${pingTicks}`);
   }
 
   /** Ticks so far. */
@@ -79,5 +80,6 @@ export class Liveness {
  * (so a ping lost or a tick late never wakes a group whose leader is alive).
  */
 export function checkPingTicks(pingTicks: number, electionTicks: number): void {
-  if (pingTicks * 2 >= electionTicks) throw new RangeError(`pingTicks (${pingTicks}) must be under half the election timeout (${electionTicks} ticks)`);
+  if (pingTicks * 2 >= electionTicks)
+    throw new RangeError(`pingTicks (${pingTicks}) must be under half the election timeout (${electionTicks} ticks)`);
 }

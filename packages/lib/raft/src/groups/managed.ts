@@ -6,13 +6,16 @@
  * once caught up, then the old member removed), and a host drops a group only once the meta group says so after a
  * read barrier (so a host whose meta replica lags never deletes data it should keep).
  */
-import { RaftNode, type NodeObserver } from '../node.js';
+import type { RaftNode, NodeObserver } from '../node.js';
 import type { NodeId, StateMachine } from '../types.js';
 import { GroupHost, type GroupHostOptions, type GroupOptions } from './host.js';
 import { META_GROUP, MetaMachine, type GroupRecord, type MetaCommand, type MetaResult } from './meta.js';
 
 /** A group's own settings, as the application chooses them from its name. */
-export type ManagedGroupOptions = Omit<GroupOptions<unknown, unknown, StateMachine<unknown, unknown>>, 'members' | 'join'>;
+export type ManagedGroupOptions = Omit<
+  GroupOptions<unknown, unknown, StateMachine<unknown, unknown>>,
+  'members' | 'join'
+>;
 
 export interface ManagedHostOptions extends GroupHostOptions {
   /**
@@ -104,8 +107,10 @@ export class ManagedHost {
     // since this process last ran (their addresses are in the catalogue only) are known before its groups start.
     const commit = meta.status().commit;
     const deadline = Date.now() + 10_000;
-    while (meta.status().applied < commit && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-    for (const h of managed.catalog().hosts()) if (h.id !== options.id && host.hostAddress(h.id) !== h.raft) host.addHost(h.id, h.raft);
+    while (meta.status().applied < commit && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    for (const h of managed.catalog().hosts())
+      if (h.id !== options.id && host.hostAddress(h.id) !== h.raft) host.addHost(h.id, h.raft);
     for (const group of stored) {
       if (group.name === META_GROUP) continue;
       const settings = options.groupOptions(group.name);
@@ -113,7 +118,9 @@ export class ManagedHost {
       // A group on disk runs from its own stored configuration (with its peers' addresses); `members` only had to
       // name hosts this process can reach. One that cannot start now is started by reconciliation, or dropped.
       const members = group.join ? group.members.filter((m) => host.hostAddress(m) !== undefined) : group.members;
-      await host.createGroup(group.name, { ...settings, members, join: group.join }).catch((e: unknown) => options.onError?.(`restart ${group.name}`, e));
+      await host
+        .createGroup(group.name, { ...settings, members, join: group.join })
+        .catch((e: unknown) => options.onError?.(`restart ${group.name}`, e));
     }
     managed.opened = true;
     managed.timer = setInterval(() => managed.schedule(), options.reconcileMs ?? 1000);
@@ -178,7 +185,8 @@ export class ManagedHost {
     if (this.closed) return;
     const catalog = this.catalog();
     await this.register(catalog);
-    for (const h of catalog.hosts()) if (h.id !== this.id && this.host.hostAddress(h.id) !== h.raft) this.host.addHost(h.id, h.raft);
+    for (const h of catalog.hosts())
+      if (h.id !== this.id && this.host.hostAddress(h.id) !== h.raft) this.host.addHost(h.id, h.raft);
     const starts: Array<Promise<void>> = [];
     for (const record of catalog.groups()) {
       const node = this.host.group(record.name);
@@ -216,7 +224,10 @@ export class ManagedHost {
     const groups = catalog.groups();
     if (groups.length === 0 || groups.some((g) => !g.settled)) return;
     const counts = catalog.replicaCounts();
-    const eligible = catalog.hosts().filter((h) => !h.retiring).map((h) => counts.get(h.id) ?? 0);
+    const eligible = catalog
+      .hosts()
+      .filter((h) => !h.retiring)
+      .map((h) => counts.get(h.id) ?? 0);
     if (eligible.length < 2 || Math.max(...eligible) - Math.min(...eligible) <= 1) return;
     this.busy.add('!spread');
     void this.proposeMeta({ t: 'spread' })
@@ -231,7 +242,8 @@ export class ManagedHost {
     const status = node.status();
     const now = Date.now();
     let leading = this.leadingSince.get(record.name);
-    if (leading === undefined || leading.term !== status.term) this.leadingSince.set(record.name, (leading = { term: status.term, since: now }));
+    if (leading === undefined || leading.term !== status.term)
+      this.leadingSince.set(record.name, (leading = { term: status.term, since: now }));
     if (preferred === undefined || preferred === this.id || !status.config.voters.includes(preferred)) return;
     if (now - leading.since < (this.options.preferredLeaderDelayMs ?? 10_000)) return;
     if (now - (this.transferFailedAt.get(record.name) ?? 0) < 30_000) return;
@@ -285,7 +297,12 @@ export class ManagedHost {
       // a new member joins and the leader adds it.
       const founder = record.founders.includes(this.id) && sameSet(record.founders, record.members);
       if (founder) await this.host.createGroup(record.name, { ...settings, members: record.founders });
-      else await this.host.createGroup(record.name, { ...settings, members: record.members.filter((m) => m !== this.id), join: true });
+      else
+        await this.host.createGroup(record.name, {
+          ...settings,
+          members: record.members.filter((m) => m !== this.id),
+          join: true,
+        });
     } finally {
       this.busy.delete(record.name);
     }
@@ -367,7 +384,9 @@ export class ManagedHost {
    * left on disk first), so their names may be created again.
    */
   private async reportGone(catalog: MetaMachine): Promise<void> {
-    const mine = catalog.dropping().filter((d) => d.hosts.includes(this.id) && !this.busy.has(d.name) && this.host.group(d.name) === undefined);
+    const mine = catalog
+      .dropping()
+      .filter((d) => d.hosts.includes(this.id) && !this.busy.has(d.name) && this.host.group(d.name) === undefined);
     if (mine.length === 0) return;
     const stored = new Set((await this.host.storedGroups()).map((g) => g.name));
     for (const { name } of mine) {
@@ -421,11 +440,20 @@ export class ManagedHost {
    * (and a group led by its preferred leader stays): the same spread, and one the preferred-leader pass keeps.
    * Resolves with the transfers that succeeded.
    */
-  async balanceLeaders(options: { leaders?: Record<NodeId, number>; concurrency?: number } = {}): Promise<Array<{ group: string; from: NodeId; to: NodeId }>> {
+  async balanceLeaders(
+    options: { leaders?: Record<NodeId, number>; concurrency?: number } = {},
+  ): Promise<Array<{ group: string; from: NodeId; to: NodeId }>> {
     const counts = new Map<NodeId, number>(Object.entries(options.leaders ?? this.leaderCounts()));
     const catalog = this.catalog();
-    const retiring = new Set(catalog.hosts().filter((h) => h.retiring).map((h) => h.id));
-    const mine = this.host.groupNames().filter((n) => n !== META_GROUP && !this.busy.has(n) && this.host.group(n)?.isLeader === true);
+    const retiring = new Set(
+      catalog
+        .hosts()
+        .filter((h) => h.retiring)
+        .map((h) => h.id),
+    );
+    const mine = this.host
+      .groupNames()
+      .filter((n) => n !== META_GROUP && !this.busy.has(n) && this.host.group(n)?.isLeader === true);
     counts.set(this.id, mine.length);
     const plan: Array<{ group: string; node: AnyNode; to: NodeId }> = [];
     const preferring = this.options.preferredLeaders !== false;
@@ -434,7 +462,13 @@ export class ManagedHost {
       // With preferred leaders on, a group goes to its preferred leader when that process is alive: the placement
       // already spreads those evenly, and handing it anywhere else would be undone by the preferred-leader pass.
       const preferred = preferring ? catalog.group(name)?.members[0] : undefined;
-      if (preferred !== undefined && preferred !== this.id && !retiring.has(preferred) && node.status().config.voters.includes(preferred) && this.host.heardFrom(preferred, this.host.pingTicks + 2)) {
+      if (
+        preferred !== undefined &&
+        preferred !== this.id &&
+        !retiring.has(preferred) &&
+        node.status().config.voters.includes(preferred) &&
+        this.host.heardFrom(preferred, this.host.pingTicks + 2)
+      ) {
         counts.set(this.id, counts.get(this.id)! - 1);
         counts.set(preferred, (counts.get(preferred) ?? 0) + 1);
         plan.push({ group: name, node, to: preferred });

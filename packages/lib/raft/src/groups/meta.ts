@@ -64,7 +64,9 @@ export type MetaCommand =
   | { t: 'spread' };
 
 /** What a meta command did: the groups it created, changed or dropped, or why it was refused (nothing changed). */
-export type MetaResult = { ok: true; groups: GroupRecord[] } | { ok: false; code: 'exists' | 'not_found' | 'no_hosts' | 'invalid'; message: string };
+export type MetaResult =
+  | { ok: true; groups: GroupRecord[] }
+  | { ok: false; code: 'exists' | 'not_found' | 'no_hosts' | 'invalid'; message: string };
 
 const packr = new Packr({ useRecords: false });
 
@@ -119,7 +121,12 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
     switch (command.t) {
       case 'host': {
         const old = this.hostMap.get(command.id);
-        this.hostMap.set(command.id, { id: command.id, raft: command.raft, http: command.http, retiring: old?.retiring ?? false });
+        this.hostMap.set(command.id, {
+          id: command.id,
+          raft: command.raft,
+          http: command.http,
+          retiring: old?.retiring ?? false,
+        });
         return { ok: true, groups: [] };
       }
       case 'retire': {
@@ -131,15 +138,27 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
         for (const name of [...this.droppedMap.keys()]) this.gone(name, command.id);
         // Every replica of the retiring host moves to the eligible host holding the fewest.
         const counts = this.replicaCounts();
-        const eligible = this.hosts().filter((h) => !h.retiring).map((h) => h.id);
+        const eligible = this.hosts()
+          .filter((h) => !h.retiring)
+          .map((h) => h.id);
         const moved: GroupRecord[] = [];
         for (const group of this.groupMap.values()) {
           if (!group.members.includes(command.id)) continue;
-          const [to] = placeReplicas(eligible.filter((h) => !group.members.includes(h)), counts, 1);
+          const [to] = placeReplicas(
+            eligible.filter((h) => !group.members.includes(h)),
+            counts,
+            1,
+          );
           if (to === undefined) continue;
           counts.set(to, (counts.get(to) ?? 0) + 1);
           counts.set(command.id, (counts.get(command.id) ?? 1) - 1);
-          moved.push(this.setMembers(group, group.members.map((m) => (m === command.id ? to : m)), context.index));
+          moved.push(
+            this.setMembers(
+              group,
+              group.members.map((m) => (m === command.id ? to : m)),
+              context.index,
+            ),
+          );
         }
         return { ok: true, groups: moved };
       }
@@ -147,27 +166,46 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
         for (const g of command.groups) {
           if (this.groupMap.has(g.name)) return { ok: false, code: 'exists', message: `group ${g.name} exists` };
           const holding = this.droppedMap.get(g.name);
-          if (holding !== undefined) return { ok: false, code: 'exists', message: `group ${g.name} was dropped and ${holding.join(', ')} still hold a copy; retry shortly` };
+          if (holding !== undefined)
+            return {
+              ok: false,
+              code: 'exists',
+              message: `group ${g.name} was dropped and ${holding.join(', ')} still hold a copy; retry shortly`,
+            };
         }
         const counts = this.replicaCounts();
-        const eligible = this.hosts().filter((h) => !h.retiring).map((h) => h.id);
+        const eligible = this.hosts()
+          .filter((h) => !h.retiring)
+          .map((h) => h.id);
         const created: GroupRecord[] = [];
         for (const g of command.groups) {
           if (eligible.length < g.replicas) {
-            return { ok: false, code: 'no_hosts', message: `group ${g.name} needs ${g.replicas} hosts; ${eligible.length} can take replicas` };
+            return {
+              ok: false,
+              code: 'no_hosts',
+              message: `group ${g.name} needs ${g.replicas} hosts; ${eligible.length} can take replicas`,
+            };
           }
         }
         // The first member is the group's preferred leader (ManagedHost hands leadership to it): the member that is
         // first of the fewest groups, so leaders spread even when every group is on every host.
         const firsts = new Map<NodeId, number>();
-        for (const group of this.groupMap.values()) if (group.members[0] !== undefined) firsts.set(group.members[0], (firsts.get(group.members[0]) ?? 0) + 1);
+        for (const group of this.groupMap.values())
+          if (group.members[0] !== undefined) firsts.set(group.members[0], (firsts.get(group.members[0]) ?? 0) + 1);
         for (const g of command.groups) {
           const placed = placeReplicas(eligible, counts, g.replicas);
           const [lead] = placeReplicas(placed, firsts, 1);
           const members = [lead!, ...placed.filter((m) => m !== lead)];
           firsts.set(lead!, (firsts.get(lead!) ?? 0) + 1);
           for (const m of members) counts.set(m, (counts.get(m) ?? 0) + 1);
-          const record: GroupRecord = { name: g.name, founders: members, members, data: g.data, version: context.index, settled: true };
+          const record: GroupRecord = {
+            name: g.name,
+            founders: members,
+            members,
+            data: g.data,
+            version: context.index,
+            settled: true,
+          };
           created.push(record);
         }
         for (const record of created) this.groupMap.set(record.name, record);
@@ -204,18 +242,34 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
       }
       case 'spread': {
         const counts = this.replicaCounts();
-        const eligible = this.hosts().filter((h) => !h.retiring).map((h) => h.id);
+        const eligible = this.hosts()
+          .filter((h) => !h.retiring)
+          .map((h) => h.id);
         const moved = new Map<string, GroupRecord>();
         for (let step = 0; step < this.groupMap.size; step++) {
           const order = placeReplicas(eligible, counts, eligible.length);
           const emptiest = order[0];
           const fullest = order[order.length - 1];
-          if (emptiest === undefined || fullest === undefined || (counts.get(fullest) ?? 0) - (counts.get(emptiest) ?? 0) <= 1) break;
-          const group = [...this.groupMap.values()].find((g) => g.members.includes(fullest) && !g.members.includes(emptiest) && !moved.has(g.name));
+          if (
+            emptiest === undefined ||
+            fullest === undefined ||
+            (counts.get(fullest) ?? 0) - (counts.get(emptiest) ?? 0) <= 1
+          )
+            break;
+          const group = [...this.groupMap.values()].find(
+            (g) => g.members.includes(fullest) && !g.members.includes(emptiest) && !moved.has(g.name),
+          );
           if (group === undefined) break;
           counts.set(fullest, counts.get(fullest)! - 1);
           counts.set(emptiest, (counts.get(emptiest) ?? 0) + 1);
-          moved.set(group.name, this.setMembers(group, group.members.map((m) => (m === fullest ? emptiest : m)), context.index));
+          moved.set(
+            group.name,
+            this.setMembers(
+              group,
+              group.members.map((m) => (m === fullest ? emptiest : m)),
+              context.index,
+            ),
+          );
         }
         return { ok: true, groups: [...moved.values()] };
       }
@@ -237,11 +291,19 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
   }
 
   snapshot(): Uint8Array {
-    return packr.pack({ hosts: [...this.hostMap.values()], groups: [...this.groupMap.values()], dropped: [...this.droppedMap] });
+    return packr.pack({
+      hosts: [...this.hostMap.values()],
+      groups: [...this.groupMap.values()],
+      dropped: [...this.droppedMap],
+    });
   }
 
   restore(data: Uint8Array): void {
-    const state = packr.unpack(data) as { hosts: HostRecord[]; groups: GroupRecord[]; dropped?: Array<[string, NodeId[]]> };
+    const state = packr.unpack(data) as {
+      hosts: HostRecord[];
+      groups: GroupRecord[];
+      dropped?: Array<[string, NodeId[]]>;
+    };
     this.hostMap = new Map(state.hosts.map((h) => [h.id, h]));
     this.groupMap = new Map(state.groups.map((g) => [g.name, g]));
     this.droppedMap = new Map(state.dropped ?? []);
@@ -253,7 +315,9 @@ export class MetaMachine implements StateMachine<MetaCommand, MetaResult> {
  * makes founders' order rotate over hosts as groups are added.
  */
 export function placeReplicas(eligible: NodeId[], counts: ReadonlyMap<NodeId, number>, replicas: number): NodeId[] {
-  return [...eligible].sort((a, b) => (counts.get(a) ?? 0) - (counts.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0)).slice(0, replicas);
+  return [...eligible]
+    .sort((a, b) => (counts.get(a) ?? 0) - (counts.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0))
+    .slice(0, replicas);
 }
 
 /** Why `command` is not a MetaCommand, or null when it is (checked before anything changes). */
@@ -270,32 +334,44 @@ export function checkMetaCommand(command: unknown): string | null {
     case 'retire':
       return hostId(c.id) && typeof c.retiring === 'boolean' ? null : 'retire: id, retiring';
     case 'create': {
-      if (!Array.isArray(c.groups) || c.groups.length === 0 || c.groups.length > MAX_GROUPS_PER_COMMAND) return `create: 1..${MAX_GROUPS_PER_COMMAND} groups`;
+      if (!Array.isArray(c.groups) || c.groups.length === 0 || c.groups.length > MAX_GROUPS_PER_COMMAND)
+        return `create: 1..${MAX_GROUPS_PER_COMMAND} groups`;
       const names = new Set<string>();
       for (const g of c.groups as unknown[]) {
         if (typeof g !== 'object' || g === null) return 'create: a group is an object';
         const { name, replicas, data } = g as Record<string, unknown>;
-        if (typeof name !== 'string' || !NAME.test(name) || name === META_GROUP) return `create: group name ${JSON.stringify(name)}`;
+        if (typeof name !== 'string' || !NAME.test(name) || name === META_GROUP)
+          return `create: group name ${JSON.stringify(name)}`;
         if (names.has(name)) return `create: ${name} twice`;
         names.add(name);
-        if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1 || replicas > 15) return 'create: replicas 1..15';
+        if (typeof replicas !== 'number' || !Number.isInteger(replicas) || replicas < 1 || replicas > 15)
+          return 'create: replicas 1..15';
         if (typeof data !== 'object' || data === null || Array.isArray(data)) return 'create: data is an object';
         if (packr.pack(data).length > MAX_DATA_BYTES) return `create: data over ${MAX_DATA_BYTES} bytes`;
       }
       return null;
     }
     case 'drop':
-      return Array.isArray(c.names) && c.names.length > 0 && c.names.length <= MAX_GROUPS_PER_COMMAND && c.names.every((n) => typeof n === 'string' && NAME.test(n))
+      return Array.isArray(c.names) &&
+        c.names.length > 0 &&
+        c.names.length <= MAX_GROUPS_PER_COMMAND &&
+        c.names.every((n) => typeof n === 'string' && NAME.test(n))
         ? null
         : 'drop: names';
     case 'members': {
       if (typeof c.name !== 'string' || !NAME.test(c.name)) return 'members: name';
       const members = c.members;
-      if (!Array.isArray(members) || members.length === 0 || members.length > 15 || !members.every(hostId)) return 'members: 1..15 host ids';
+      if (!Array.isArray(members) || members.length === 0 || members.length > 15 || !members.every(hostId))
+        return 'members: 1..15 host ids';
       return new Set(members).size === members.length ? null : 'members: a host twice';
     }
     case 'settled':
-      return typeof c.name === 'string' && NAME.test(c.name) && typeof c.version === 'number' && Number.isSafeInteger(c.version) ? null : 'settled: name, version';
+      return typeof c.name === 'string' &&
+        NAME.test(c.name) &&
+        typeof c.version === 'number' &&
+        Number.isSafeInteger(c.version)
+        ? null
+        : 'settled: name, version';
     case 'gone':
       return typeof c.name === 'string' && NAME.test(c.name) && hostId(c.host) ? null : 'gone: name, host';
     case 'spread':

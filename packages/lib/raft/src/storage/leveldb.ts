@@ -133,7 +133,15 @@ interface OpenState {
  */
 function blockWithCommit(entriesArray: Uint8Array, commit: number, seq: number): Buffer {
   // MessagePack: a map of three, key "c", the commit, key "s", the number, key "e", the array.
-  return Buffer.concat([BLOCK_MAP_HEADER, COMMIT_KEY, encodeValue(commit), SEQ_KEY, encodeValue(seq), ENTRIES_KEY, entriesArray]);
+  return Buffer.concat([
+    BLOCK_MAP_HEADER,
+    COMMIT_KEY,
+    encodeValue(commit),
+    SEQ_KEY,
+    encodeValue(seq),
+    ENTRIES_KEY,
+    entriesArray,
+  ]);
 }
 const BLOCK_MAP_HEADER = Uint8Array.of(0x83);
 const COMMIT_KEY = Uint8Array.of(0xa1, 0x63);
@@ -141,10 +149,17 @@ const SEQ_KEY = Uint8Array.of(0xa1, 0x73);
 const ENTRIES_KEY = Uint8Array.of(0xa1, 0x65);
 
 /** A stored block's entries, and the commit index it records with its write's number (null for a bare array). */
-function parseStoredBlock(value: unknown, start: number): { entries: Entry[]; commit: { commit: number; seq: number } | null } {
-  if (Array.isArray(value) || (typeof value === 'object' && value !== null && 'index' in value)) return { entries: parseBlock(value, start), commit: null };
+function parseStoredBlock(
+  value: unknown,
+  start: number,
+): { entries: Entry[]; commit: { commit: number; seq: number } | null } {
+  if (Array.isArray(value) || (typeof value === 'object' && value !== null && 'index' in value))
+    return { entries: parseBlock(value, start), commit: null };
   const fields = fieldsOf(value, 'block');
-  return { entries: parseBlock(fields.e, start), commit: { commit: intField(fields, 'c'), seq: intField(fields, 's') } };
+  return {
+    entries: parseBlock(fields.e, start),
+    commit: { commit: intField(fields, 'c'), seq: intField(fields, 's') },
+  };
 }
 
 /** The write number stored beside a hard state (0 when absent: written before blocks recorded commit indexes). */
@@ -158,7 +173,8 @@ function parseBlock(value: unknown, start: number): Entry[] {
   const block = Array.isArray(value) ? value.map((item) => parseEntry(item)) : [parseEntry(value)];
   if (block.length === 0) throw new Error(`corrupt log: empty block at ${start}`);
   block.forEach((entry, i) => {
-    if (entry.index !== start + i) throw new Error(`corrupt log: block ${start} holds entry ${entry.index} at position ${i}`);
+    if (entry.index !== start + i)
+      throw new Error(`corrupt log: block ${start} holds entry ${entry.index} at position ${i}`);
   });
   return block;
 }
@@ -259,14 +275,19 @@ export class LevelStorage implements Storage {
       // hard state's own key: that key in every write put it beside the log's keys in every LevelDB table, so the
       // tables of an append-only log overlapped and every compaction rewrote the log (bench/RESULTS.md, kv,
       // findings). load() takes the larger commit index of the two.
-      const commitOnly = hardState !== null && start !== undefined && hardState.term === state.term && hardState.vote === state.vote;
+      const commitOnly =
+        hardState !== null && start !== undefined && hardState.term === state.term && hardState.vote === state.vote;
       const seq = hardState !== null ? state.seq + 1 : state.seq;
       const commit = hardState !== null ? hardState.commit : state.commit;
       if (start !== undefined) {
         for (let i = kept; i < starts.length; i++) {
           if (starts[i] !== start) ops.push({ type: 'del', key: this.keys.entry(starts[i]!) });
         }
-        ops.push({ type: 'put', key: this.keys.entry(start), value: blockWithCommit(encodeEntries(fresh), commit, seq) });
+        ops.push({
+          type: 'put',
+          key: this.keys.entry(start),
+          value: blockWithCommit(encodeEntries(fresh), commit, seq),
+        });
       }
       if (hardState !== null && !commitOnly) this.putHardState(ops, state, hardState, seq);
       if (ops.length === 0) return;
@@ -319,7 +340,8 @@ export class LevelStorage implements Storage {
       if (index < state.snapshotIndex) {
         // A newer snapshot was stored while these chunks were written: they go.
         const stale: BatchOp[] = [];
-        for (let chunk = 0; chunk < chunkCount; chunk++) stale.push({ type: 'del', key: this.keys.snapshotChunk(generation, chunk) });
+        for (let chunk = 0; chunk < chunkCount; chunk++)
+          stale.push({ type: 'del', key: this.keys.snapshotChunk(generation, chunk) });
         await this.db.batch(stale, UNSYNCED);
         return;
       }
@@ -338,7 +360,10 @@ export class LevelStorage implements Storage {
       // Blocks that end at or before dropUpTo go; one that straddles it stays whole (load skips its covered part).
       const starts = state.blockStarts;
       let dropped = 0;
-      while (dropped < starts.length && (dropped + 1 < starts.length ? starts[dropped + 1]! - 1 : state.lastIndex) <= dropUpTo) {
+      while (
+        dropped < starts.length &&
+        (dropped + 1 < starts.length ? starts[dropped + 1]! - 1 : state.lastIndex) <= dropUpTo
+      ) {
         ops.push({ type: 'del', key: this.keys.entry(starts[dropped]!) });
         dropped++;
       }
@@ -346,7 +371,8 @@ export class LevelStorage implements Storage {
         ops.push({ type: 'del', key: this.keys.snapshotChunk(previous!.generation, chunk, previous!.legacy === true) });
       }
       // The newest commit index may be recorded only in a block dropped here: the hard-state key keeps it.
-      if (dropped > 0) this.putHardState(ops, state, { term: state.term, vote: state.vote, commit: state.commit }, state.seq);
+      if (dropped > 0)
+        this.putHardState(ops, state, { term: state.term, vote: state.vote, commit: state.commit }, state.seq);
       await this.db.batch(ops, SYNCED);
       if (dropped > 0) state.legacyHardState = false;
       state.blockStarts = starts.slice(dropped);
@@ -395,7 +421,11 @@ export class LevelStorage implements Storage {
     const stored = await this.get(this.keys.snapshotRecord);
     const legacyRecord = stored === undefined ? await this.get(this.keys.legacySnapshotRecord) : undefined;
     const snapshot =
-      stored !== undefined ? parseSnapshotRecord(decodeValue(stored)) : legacyRecord !== undefined ? { ...parseSnapshotRecord(decodeValue(legacyRecord)), legacy: true } : null;
+      stored !== undefined
+        ? parseSnapshotRecord(decodeValue(stored))
+        : legacyRecord !== undefined
+          ? { ...parseSnapshotRecord(decodeValue(legacyRecord)), legacy: true }
+          : null;
     const snapshotIndex = snapshot?.meta.index ?? 0;
 
     const blockKeys = await this.db.keys({ ...this.keys.entries, ...ENCODINGS }).all();
@@ -432,7 +462,18 @@ export class LevelStorage implements Storage {
     let newest = { commit, seq: storedValue === undefined ? 0 : hardStateSeq(storedValue) };
     if (lastRecord !== null && lastRecord.seq > newest.seq) newest = lastRecord;
     const legacyHardState = legacy !== undefined;
-    this.state = { snapshot, snapshotIndex, lastIndex, blockStarts, term, vote, commit: newest.commit, seq: newest.seq, legacyHardState, generations: snapshot?.generation ?? 0 };
+    this.state = {
+      snapshot,
+      snapshotIndex,
+      lastIndex,
+      blockStarts,
+      term,
+      vote,
+      commit: newest.commit,
+      seq: newest.seq,
+      legacyHardState,
+      generations: snapshot?.generation ?? 0,
+    };
     return this.state;
   }
 
@@ -462,7 +503,9 @@ export class LevelStorage implements Storage {
       chunks++;
     }
     if (offset !== record.byteLength || chunks !== record.chunkCount) {
-      throw new Error(`corrupt snapshot: ${chunks} chunks / ${offset} bytes, expected ${record.chunkCount} / ${record.byteLength}`);
+      throw new Error(
+        `corrupt snapshot: ${chunks} chunks / ${offset} bytes, expected ${record.chunkCount} / ${record.byteLength}`,
+      );
     }
     return { meta: structuredClone(record.meta), data };
   }

@@ -86,12 +86,18 @@ export interface ExpandOptions {
 }
 
 /** A received batch back as per-group messages, in batch order. */
-export function expandBatch(batch: HeartbeatBatch, options: ExpandOptions = {}): Array<{ group: string; message: Beat }> {
+export function expandBatch(
+  batch: HeartbeatBatch,
+  options: ExpandOptions = {},
+): Array<{ group: string; message: Beat }> {
   const { from, to, beats } = batch;
   const out: Array<{ group: string; message: Beat }> = [];
   for (let i = 0; i < beats.length; i++) {
     const b = beats[i]!;
-    const group = options.misroute === true && b.type === 'heartbeat' && beats.length > 1 ? beats[(i + 1) % beats.length]!.group : b.group;
+    const group =
+      options.misroute === true && b.type === 'heartbeat' && beats.length > 1
+        ? beats[(i + 1) % beats.length]!.group
+        : b.group;
     if (b.type === 'heartbeatResp') {
       out.push({ group, message: { type: 'heartbeatResp', from, to, term: b.term, round: b.round } });
     } else {

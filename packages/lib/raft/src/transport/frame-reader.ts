@@ -80,7 +80,8 @@ export class FrameReader {
     if (first.length - this.offset >= 4) return first.readUInt32BE(this.offset);
     const head = Buffer.alloc(4);
     let filled = 0;
-    for (let i = 0, from = this.offset; filled < 4; i++, from = 0) filled += this.chunks[i]!.copy(head, filled, from, Math.min(this.chunks[i]!.length, from + 4 - filled));
+    for (let i = 0, from = this.offset; filled < 4; i++, from = 0)
+      filled += this.chunks[i]!.copy(head, filled, from, Math.min(this.chunks[i]!.length, from + 4 - filled));
     return head.readUInt32BE(0);
   }
 

@@ -45,7 +45,11 @@ const NO_ENTRIES: never[] = [];
  * How: the frame is encoded with `entries: []` as the last field of the last field, so its final byte is that
  * empty array; the array with the real entries then replaces that byte.
  */
-export function encodeMessageFrame(message: Message, group: string | undefined, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): Buffer {
+export function encodeMessageFrame(
+  message: Message,
+  group: string | undefined,
+  maxFrameBytes = DEFAULT_MAX_FRAME_BYTES,
+): Buffer {
   if (message.type !== 'append' || message.entries.length === 0) {
     return encodeFrame(group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group }, maxFrameBytes);
   }
@@ -61,7 +65,9 @@ export function encodeMessageFrame(message: Message, group: string | undefined, 
     commit: message.commit,
     entries: NO_ENTRIES,
   };
-  const prefix = encodeValue(group === undefined ? { kind: 'msg', message: shell } : { kind: 'msg', group, message: shell });
+  const prefix = encodeValue(
+    group === undefined ? { kind: 'msg', message: shell } : { kind: 'msg', group, message: shell },
+  );
   if (prefix[prefix.byteLength - 1] !== EMPTY_ARRAY) {
     // Not the layout this relies on (a msgpackr change): encode the whole frame the ordinary way.
     return encodeFrame(group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group }, maxFrameBytes);
@@ -137,7 +143,8 @@ export class FrameDecoder {
         payload = this.reader.next();
       } catch (error) {
         this.fail();
-        if (error instanceof FrameTooLargeError) throw new FrameError(`frame length ${error.length} outside 1..${error.limit}`);
+        if (error instanceof FrameTooLargeError)
+          throw new FrameError(`frame length ${error.length} outside 1..${error.limit}`);
         throw error;
       }
       if (payload === null) return;

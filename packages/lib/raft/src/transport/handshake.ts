@@ -41,12 +41,24 @@ export function newNonce(): Buffer {
 }
 
 /** The dialer's proof: it holds the key, answers this acceptor nonce, and speaks as `from` to `to`. */
-export function helloMac(key: Buffer, acceptorNonce: Uint8Array, dialerNonce: Uint8Array, from: NodeId, to: NodeId): Buffer {
+export function helloMac(
+  key: Buffer,
+  acceptorNonce: Uint8Array,
+  dialerNonce: Uint8Array,
+  from: NodeId,
+  to: NodeId,
+): Buffer {
   return mac(key, 'hello', [acceptorNonce, dialerNonce, from, to]);
 }
 
 /** The acceptor's proof: it holds the key, answers this dialer nonce, and is `to` accepting `from`. */
-export function welcomeMac(key: Buffer, dialerNonce: Uint8Array, acceptorNonce: Uint8Array, to: NodeId, from: NodeId): Buffer {
+export function welcomeMac(
+  key: Buffer,
+  dialerNonce: Uint8Array,
+  acceptorNonce: Uint8Array,
+  to: NodeId,
+  from: NodeId,
+): Buffer {
   return mac(key, 'welcome', [dialerNonce, acceptorNonce, to, from]);
 }
 

@@ -12,7 +12,14 @@ import { DecodeError } from '../codec/parse.js';
 import { FrameDecoder, FrameError, encodeFrame } from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import { SnapshotAssembler } from './snapshot-stream.js';
-import { PROTOCOL_VERSION, parseWireFrame, tuplesToBatch, type ChallengeFrame, type HelloFrame, type WelcomeFrame } from './wire.js';
+import {
+  PROTOCOL_VERSION,
+  parseWireFrame,
+  tuplesToBatch,
+  type ChallengeFrame,
+  type HelloFrame,
+  type WelcomeFrame,
+} from './wire.js';
 
 /** What an inbound connection needs from its transport. */
 export interface InboundSettings {
@@ -86,7 +93,9 @@ export class InboundConnection {
   }
 
   private get peerName(): string {
-    return this.authenticatedPeer ?? `unauthenticated ${this.socket.remoteAddress ?? '?'}:${this.socket.remotePort ?? '?'}`;
+    return (
+      this.authenticatedPeer ?? `unauthenticated ${this.socket.remoteAddress ?? '?'}:${this.socket.remotePort ?? '?'}`
+    );
   }
 
   private onData(chunk: Buffer): void {
@@ -114,7 +123,9 @@ export class InboundConnection {
     if (this.decoder.bufferedBytes === 0 || this.frameTimer !== null) return;
     this.frameTimer = setTimeout(() => {
       this.frameTimer = null;
-      this.abort(`frame incomplete after ${this.settings.frameTimeoutMs} ms (${this.decoder.bufferedBytes} bytes buffered)`);
+      this.abort(
+        `frame incomplete after ${this.settings.frameTimeoutMs} ms (${this.decoder.bufferedBytes} bytes buffered)`,
+      );
     }, this.settings.frameTimeoutMs);
   }
 
@@ -152,34 +163,46 @@ export class InboundConnection {
   private authenticate(hello: HelloFrame): void {
     const { selfId, key } = this.settings;
     if (hello.to !== selfId) throw new DecodeError(`hello addressed to ${hello.to}`);
-    if (hello.nonce.byteLength < MIN_NONCE_BYTES) throw new DecodeError(`hello nonce of ${hello.nonce.byteLength} bytes`);
+    if (hello.nonce.byteLength < MIN_NONCE_BYTES)
+      throw new DecodeError(`hello nonce of ${hello.nonce.byteLength} bytes`);
     const expected = helloMac(key, this.challengeNonce, hello.nonce, hello.from, hello.to);
-    if (!macMatches(hello.mac, expected)) throw new DecodeError(`hello from "${hello.from}" has a wrong MAC (different secret?)`);
+    if (!macMatches(hello.mac, expected))
+      throw new DecodeError(`hello from "${hello.from}" has a wrong MAC (different secret?)`);
     // Checked after the MAC so that only key holders learn which ids are members.
     if (!this.settings.isKnownPeer(hello.from)) throw new DecodeError(`hello from "${hello.from}", not a known member`);
     if (this.settings.tls) {
       const named = (this.socket as TLSSocket).getPeerCertificate().subject?.CN;
-      if (named !== hello.from) throw new DecodeError(`hello from "${hello.from}" over a certificate issued to "${String(named)}"`);
+      if (named !== hello.from)
+        throw new DecodeError(`hello from "${hello.from}" over a certificate issued to "${String(named)}"`);
     }
     this.authenticatedPeer = hello.from;
     if (this.handshakeTimer !== null) clearTimeout(this.handshakeTimer);
     this.handshakeTimer = null;
     this.decoder.setMaxFrameBytes(this.settings.maxFrameBytes);
-    const welcome: WelcomeFrame = { kind: 'welcome', mac: welcomeMac(key, hello.nonce, this.challengeNonce, selfId, hello.from) };
+    const welcome: WelcomeFrame = {
+      kind: 'welcome',
+      mac: welcomeMac(key, hello.nonce, this.challengeNonce, selfId, hello.from),
+    };
     this.socket.write(encodeFrame(welcome, HANDSHAKE_MAX_FRAME_BYTES));
   }
 
   /** Delivers a message that really is from the handshaking peer and for us; drops anything else. */
   private accept(message: Message, group: string | undefined): void {
     if (message.from !== this.authenticatedPeer || message.to !== this.settings.selfId) {
-      this.settings.logger.log('warn', `dropping ${message.type} ${message.from}->${message.to} on ${this.peerName}'s link`);
+      this.settings.logger.log(
+        'warn',
+        `dropping ${message.type} ${message.from}->${message.to} on ${this.peerName}'s link`,
+      );
       return;
     }
     try {
       this.settings.deliver(message, group);
     } catch (error) {
       // The receiver's bug, not the peer's: keep the connection.
-      this.settings.logger.log('warn', `message handler threw on ${message.type} from ${message.from}: ${String(error)}`);
+      this.settings.logger.log(
+        'warn',
+        `message handler threw on ${message.type} from ${message.from}: ${String(error)}`,
+      );
     }
   }
 

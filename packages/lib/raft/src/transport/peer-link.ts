@@ -4,7 +4,7 @@
  * backoff, fed from a bounded queue. Delivery is best-effort (Raft tolerates loss), so when the
  * peer is slow or away the oldest queued messages are dropped rather than letting memory grow.
  */
-import { Socket, connect } from 'node:net';
+import { type Socket, connect } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { DecodeError } from '../codec/parse.js';
 import type { Logger } from '../logger.js';
@@ -12,7 +12,14 @@ import type { Message, NodeId, SnapshotRequest } from '../types.js';
 import { FrameDecoder, FrameError, encodeFrame, encodeMessageFrame } from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import { SnapshotSender } from './snapshot-stream.js';
-import { PROTOCOL_VERSION, parseWireFrame, type BeatTuple, type BeatsFrame, type HelloFrame, type PingFrame } from './wire.js';
+import {
+  PROTOCOL_VERSION,
+  parseWireFrame,
+  type BeatTuple,
+  type BeatsFrame,
+  type HelloFrame,
+  type PingFrame,
+} from './wire.js';
 
 /** A TCP endpoint. */
 export interface HostPort {
@@ -242,7 +249,11 @@ export class PeerLink {
             minVersion: 'TLSv1.3',
             // Members are named by id, not host name: the acceptor must be the member this link is for.
             checkServerIdentity: (_host, certificate) =>
-              certificate.subject?.CN === peerId ? undefined : new Error(`the certificate at ${this.address.host}:${this.address.port} is issued to "${String(certificate.subject?.CN)}", not ${peerId}`),
+              certificate.subject?.CN === peerId
+                ? undefined
+                : new Error(
+                    `the certificate at ${this.address.host}:${this.address.port} is issued to "${String(certificate.subject?.CN)}", not ${peerId}`,
+                  ),
           });
     this.socket = socket;
     socket.setNoDelay(true);
@@ -407,7 +418,8 @@ class DialerHandshake {
     const frame = parseWireFrame(value);
     if (this.challengeNonce === null) {
       if (frame.kind !== 'challenge') throw new DecodeError(`expected challenge, got ${frame.kind}`);
-      if (frame.nonce.byteLength < MIN_NONCE_BYTES) throw new DecodeError(`challenge nonce of ${frame.nonce.byteLength} bytes`);
+      if (frame.nonce.byteLength < MIN_NONCE_BYTES)
+        throw new DecodeError(`challenge nonce of ${frame.nonce.byteLength} bytes`);
       this.challengeNonce = frame.nonce;
       const hello: HelloFrame = {
         kind: 'hello',
@@ -421,7 +433,8 @@ class DialerHandshake {
     }
     if (frame.kind !== 'welcome') throw new DecodeError(`expected welcome, got ${frame.kind}`);
     const expected = welcomeMac(this.key, this.nonce, this.challengeNonce, this.peerId, this.selfId);
-    if (!macMatches(frame.mac, expected)) throw new DecodeError(`welcome from ${this.peerId} has a wrong MAC (different secret or not ${this.peerId})`);
+    if (!macMatches(frame.mac, expected))
+      throw new DecodeError(`welcome from ${this.peerId} has a wrong MAC (different secret or not ${this.peerId})`);
     this.done = true;
     return null;
   }

@@ -5,7 +5,7 @@
  * addPeer may introduce themselves. Without `tls`, traffic is authenticated at connection setup but not encrypted;
  * with it, every connection is mutual TLS 1.3 and each end's certificate must name the member id it speaks as.
  */
-import { Server, createServer, type AddressInfo, type Socket } from 'node:net';
+import { type Server, createServer, type AddressInfo, type Socket } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from './coalesce.js';
 import type { Message, NodeId, Transport } from '../types.js';
@@ -105,7 +105,8 @@ const CHUNK_HEADER_ALLOWANCE = 64 * 1024;
 export function parseHostPort(address: string, minPort = 1): HostPort {
   const match = /^(?:\[([^\]]+)\]|([^:]+)):(\d{1,5})$/.exec(address);
   const port = match === null ? NaN : Number(match[3]);
-  if (match === null || !(port >= minPort && port <= 65535)) throw new TypeError(`expected "host:port", got "${address}"`);
+  if (match === null || !(port >= minPort && port <= 65535))
+    throw new TypeError(`expected "host:port", got "${address}"`);
   return { host: (match[1] ?? match[2])!, port };
 }
 
@@ -190,12 +191,22 @@ export class TcpTransport implements Transport {
       server = createServer((socket) => this.accept(socket));
     } else {
       server = createTlsServer(
-        { cert: tls.cert, key: tls.key, ca: tls.ca, requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.3', handshakeTimeout: this.handshakeTimeoutMs },
+        {
+          cert: tls.cert,
+          key: tls.key,
+          ca: tls.ca,
+          requestCert: true,
+          rejectUnauthorized: true,
+          minVersion: 'TLSv1.3',
+          handshakeTimeout: this.handshakeTimeoutMs,
+        },
         (socket) => this.accept(socket),
       );
       // TLS handshakes happen before accept() counts the connection: the listener bounds them itself.
       server.maxConnections = this.maxInboundConnections;
-      server.on('tlsClientError', (error) => this.settings.logger.log('warn', `refused a TLS connection: ${error.message}`));
+      server.on('tlsClientError', (error) =>
+        this.settings.logger.log('warn', `refused a TLS connection: ${error.message}`),
+      );
     }
     this.server = server;
     return new Promise((resolve, reject) => {
@@ -283,7 +294,8 @@ export class TcpTransport implements Transport {
    * handler may ignore everything); a channel's `close()` detaches the group, not the connections.
    */
   channel(group: string): Transport {
-    if (group.length === 0 || group.length > MAX_GROUP_NAME) throw new RangeError(`a group name has 1..${MAX_GROUP_NAME} characters`);
+    if (group.length === 0 || group.length > MAX_GROUP_NAME)
+      throw new RangeError(`a group name has 1..${MAX_GROUP_NAME} characters`);
     if (this.channels.has(group)) throw new Error(`group ${group} already has a channel`);
     const channel = new GroupChannel(this, group, () => this.channels.delete(group));
     this.channels.set(group, channel);
@@ -331,7 +343,8 @@ export class TcpTransport implements Transport {
       const link = this.links.get(batch.to);
       if (link === undefined) continue;
       let counts = this.beatsSent.get(batch.to);
-      if (counts === undefined) this.beatsSent.set(batch.to, (counts = { beats: 0, heartbeatBatches: 0, responseBatches: 0 }));
+      if (counts === undefined)
+        this.beatsSent.set(batch.to, (counts = { beats: 0, heartbeatBatches: 0, responseBatches: 0 }));
       counts.beats += batch.beats.length;
       if (batch.beats.some((b) => b.type === 'heartbeat')) counts.heartbeatBatches++;
       if (batch.beats.some((b) => b.type === 'heartbeatResp')) counts.responseBatches++;
@@ -368,7 +381,10 @@ export class TcpTransport implements Transport {
       socket.destroy();
       // One line per burst: a flood of connections must not become a flood of log lines.
       if (this.refusedConnections++ % 100 === 0) {
-        this.settings.logger.log('warn', `refusing inbound connections: ${this.inbound.size} open (limit ${this.maxInboundConnections}); ${this.refusedConnections} refused so far`);
+        this.settings.logger.log(
+          'warn',
+          `refusing inbound connections: ${this.inbound.size} open (limit ${this.maxInboundConnections}); ${this.refusedConnections} refused so far`,
+        );
       }
       return;
     }

@@ -95,18 +95,31 @@ export interface BeatsFrame {
 
 export type BeatTuple = [group: string, type: 0 | 1, term: number, round: number, commit: number, quiesce: 0 | 1];
 
-export type WireFrame = ChallengeFrame | HelloFrame | WelcomeFrame | MessageFrame | SnapshotChunkFrame | PingFrame | BeatsFrame;
+export type WireFrame =
+  | ChallengeFrame
+  | HelloFrame
+  | WelcomeFrame
+  | MessageFrame
+  | SnapshotChunkFrame
+  | PingFrame
+  | BeatsFrame;
 
 /** The wire form of a batch's beats. */
 export function beatsToTuples(beats: readonly BatchedBeat[]): BeatTuple[] {
-  return beats.map((b) => (b.type === 'heartbeat' ? [b.group, 0, b.term, b.round, b.commit, b.quiesce === true ? 1 : 0] : [b.group, 1, b.term, b.round, 0, 0]));
+  return beats.map((b) =>
+    b.type === 'heartbeat'
+      ? [b.group, 0, b.term, b.round, b.commit, b.quiesce === true ? 1 : 0]
+      : [b.group, 1, b.term, b.round, 0, 0],
+  );
 }
 
 /** A received batch of beats between the connection's ends `from` and `to`. */
 export function tuplesToBatch(from: NodeId, to: NodeId, tuples: readonly BeatTuple[]): HeartbeatBatch {
   const beats: BatchedBeat[] = tuples.map(([group, type, term, round, commit, quiesce]) => {
     if (type === 1) return { group, type: 'heartbeatResp', term, round };
-    return quiesce === 1 ? { group, type: 'heartbeat', term, commit, round, quiesce: true } : { group, type: 'heartbeat', term, commit, round };
+    return quiesce === 1
+      ? { group, type: 'heartbeat', term, commit, round, quiesce: true }
+      : { group, type: 'heartbeat', term, commit, round };
   });
   return { from, to, beats };
 }
@@ -170,7 +183,8 @@ export const MAX_GROUP_NAME = 128;
 function groupField(fields: Record<string, unknown>): string | undefined {
   const group = fields.group;
   if (group === undefined || group === null) return undefined;
-  if (typeof group !== 'string' || group.length === 0 || group.length > MAX_GROUP_NAME) throw new DecodeError(`frame.group: expected a name of 1..${MAX_GROUP_NAME} characters`);
+  if (typeof group !== 'string' || group.length === 0 || group.length > MAX_GROUP_NAME)
+    throw new DecodeError(`frame.group: expected a name of 1..${MAX_GROUP_NAME} characters`);
   return group;
 }
 
@@ -178,14 +192,20 @@ function groupField(fields: Record<string, unknown>): string | undefined {
 const MAX_BEATS = 1_000_000;
 
 function parseBeats(value: unknown): BeatTuple[] {
-  if (!Array.isArray(value) || value.length > MAX_BEATS) throw new DecodeError('frame.beats: expected an array of beats');
+  if (!Array.isArray(value) || value.length > MAX_BEATS)
+    throw new DecodeError('frame.beats: expected an array of beats');
   const out: BeatTuple[] = [];
   for (const beat of value) {
-    if (!Array.isArray(beat) || beat.length !== 6) throw new DecodeError('frame.beats: each beat is [group, type, term, round, commit, quiesce]');
+    if (!Array.isArray(beat) || beat.length !== 6)
+      throw new DecodeError('frame.beats: each beat is [group, type, term, round, commit, quiesce]');
     const [group, type, term, round, commit, quiesce] = beat as unknown[];
-    if (typeof group !== 'string' || group.length === 0 || group.length > MAX_GROUP_NAME) throw new DecodeError(`frame.beats: a group is a name of 1..${MAX_GROUP_NAME} characters`);
-    if ((type !== 0 && type !== 1) || (quiesce !== 0 && quiesce !== 1)) throw new DecodeError('frame.beats: type and quiesce are 0 or 1');
-    for (const n of [term, round, commit]) if (!Number.isSafeInteger(n) || (n as number) < 0) throw new DecodeError('frame.beats: term, round and commit are non-negative integers');
+    if (typeof group !== 'string' || group.length === 0 || group.length > MAX_GROUP_NAME)
+      throw new DecodeError(`frame.beats: a group is a name of 1..${MAX_GROUP_NAME} characters`);
+    if ((type !== 0 && type !== 1) || (quiesce !== 0 && quiesce !== 1))
+      throw new DecodeError('frame.beats: type and quiesce are 0 or 1');
+    for (const n of [term, round, commit])
+      if (!Number.isSafeInteger(n) || (n as number) < 0)
+        throw new DecodeError('frame.beats: term, round and commit are non-negative integers');
     out.push([group, type, term as number, round as number, commit as number, quiesce]);
   }
   return out;

@@ -29,14 +29,26 @@ const message = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.me
 async function answer(request: Request): Promise<object> {
   switch (request.op) {
     case 'create':
-      await Promise.all(request.groups.map((g) => host.createGroup<string, string, Register>(g.name, { members: g.members, stateMachine: new Register(), requestTimeoutMs: 20_000 })));
+      await Promise.all(
+        request.groups.map((g) =>
+          host.createGroup<string, string, Register>(g.name, {
+            members: g.members,
+            stateMachine: new Register(),
+            requestTimeoutMs: 20_000,
+          }),
+        ),
+      );
       return { ok: true };
     case 'write': {
-      const results = await Promise.allSettled(request.writes.map((w) => host.group<string, string, Register>(w.group)!.propose(w.value)));
+      const results = await Promise.allSettled(
+        request.writes.map((w) => host.group<string, string, Register>(w.group)!.propose(w.value)),
+      );
       return { results: results.map((r) => (r.status === 'fulfilled' ? true : message(r.reason))) };
     }
     case 'read': {
-      const results = await Promise.allSettled(request.groups.map((name) => host.group<string, string, Register>(name)!.read((m) => m.value)));
+      const results = await Promise.allSettled(
+        request.groups.map((name) => host.group<string, string, Register>(name)!.read((m) => m.value)),
+      );
       return { results: results.map((r) => (r.status === 'fulfilled' ? r.value : { error: message(r.reason) })) };
     }
     case 'status':

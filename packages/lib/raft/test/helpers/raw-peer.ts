@@ -2,9 +2,15 @@
  * A hand-driven TCP client for a TcpTransport's port: it writes whatever bytes a test gives it and collects the
  * frames the transport sends back, so tests can play an honest dialer, a replaying one or a hostile one.
  */
-import { Socket, connect } from 'node:net';
+import { type Socket, connect } from 'node:net';
 import { FrameDecoder, encodeFrame } from '../../src/transport/framing.js';
-import { deriveTransportKey, helloMac, newNonce, welcomeMac, type TransportSecret } from '../../src/transport/handshake.js';
+import {
+  deriveTransportKey,
+  helloMac,
+  newNonce,
+  welcomeMac,
+  type TransportSecret,
+} from '../../src/transport/handshake.js';
 import { PROTOCOL_VERSION, parseWireFrame, type WireFrame } from '../../src/transport/wire.js';
 
 export class RawPeer {
@@ -35,7 +41,10 @@ export class RawPeer {
   }
 
   static async open(address: string): Promise<RawPeer> {
-    const [host, port] = [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))];
+    const [host, port] = [
+      address.slice(0, address.lastIndexOf(':')),
+      Number(address.slice(address.lastIndexOf(':') + 1)),
+    ];
     const socket = connect({ host, port });
     await new Promise<void>((resolve, reject) => {
       socket.once('connect', resolve);
@@ -92,12 +101,23 @@ export class RawPeer {
    * Plays the honest dialer's half of the handshake as `from` to `to` with `secret`. Resolves with the hello it
    * sent (so a test can replay it) and whether the transport welcomed it with a valid MAC.
    */
-  async handshake(secret: TransportSecret, from: string, to: string): Promise<{ hello: Record<string, unknown>; welcomed: boolean }> {
+  async handshake(
+    secret: TransportSecret,
+    from: string,
+    to: string,
+  ): Promise<{ hello: Record<string, unknown>; welcomed: boolean }> {
     const challenge = await this.frame(0);
     if (challenge === null || challenge.kind !== 'challenge') throw new Error('no challenge from the transport');
     const key = deriveTransportKey(secret);
     const nonce = newNonce();
-    const hello = { kind: 'hello', version: PROTOCOL_VERSION, from, to, nonce, mac: helloMac(key, challenge.nonce, nonce, from, to) };
+    const hello = {
+      kind: 'hello',
+      version: PROTOCOL_VERSION,
+      from,
+      to,
+      nonce,
+      mac: helloMac(key, challenge.nonce, nonce, from, to),
+    };
     this.writeFrame(hello);
     const welcome = await this.frame(1);
     const welcomed =

@@ -41,7 +41,12 @@ export class RecordingStorage implements Storage {
     return this.inner.load();
   }
   append(entries: Entry[], hardState: HardState | null, options?: AppendOptions): Promise<void> {
-    this.calls.push({ at: performance.now(), entries: entries.length, hardState: hardState === null ? null : { ...hardState }, sync: options?.sync !== false });
+    this.calls.push({
+      at: performance.now(),
+      entries: entries.length,
+      hardState: hardState === null ? null : { ...hardState },
+      sync: options?.sync !== false,
+    });
     return this.inner.append(entries, hardState, options);
   }
   saveSnapshot(snapshot: Snapshot): Promise<void> {
@@ -58,7 +63,6 @@ export class RecordingStorage implements Storage {
   }
 }
 
-
 export const RECORDED_IDS: NodeId[] = ['n1', 'n2', 'n3'];
 
 /** Three members in `dir` (one LevelDB directory each), ticking every 10 ms, with `options` on each. */
@@ -73,7 +77,18 @@ export async function startRecorded(dir: string, options: Partial<RaftNodeOption
     const machine = new Register();
     storages.set(id, storage);
     machines.set(id, machine);
-    nodes.set(id, await RaftNode.start({ id, storage, transport: net.transport(id), stateMachine: machine, bootstrap, tickMs: 10, ...options }));
+    nodes.set(
+      id,
+      await RaftNode.start({
+        id,
+        storage,
+        transport: net.transport(id),
+        stateMachine: machine,
+        bootstrap,
+        tickMs: 10,
+        ...options,
+      }),
+    );
   }
   return { nodes, storages, machines };
 }

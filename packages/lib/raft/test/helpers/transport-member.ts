@@ -20,7 +20,11 @@ export interface Member {
   address: string;
 }
 
-export async function startMember(t: Teardown, id: NodeId, options: Partial<TcpTransportOptions> = {}): Promise<Member> {
+export async function startMember(
+  t: Teardown,
+  id: NodeId,
+  options: Partial<TcpTransportOptions> = {},
+): Promise<Member> {
   const warnings: string[] = [];
   const lines: string[] = [];
   const transport = new TcpTransport({
@@ -47,7 +51,11 @@ export function heartbeat(from: NodeId, to: NodeId, round: number): Message {
   return { type: 'heartbeat', from, to, term: 1, commit: 0, round };
 }
 
-export async function until(what: string, condition: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+export async function until(
+  what: string,
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs = 10_000,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await condition())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);

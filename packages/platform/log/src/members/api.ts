@@ -10,7 +10,7 @@ import {
   badRequest,
   conflict,
   forbidden,
-  GroupedServiceContext,
+  type GroupedServiceContext,
   HttpError,
   notFound,
   Reply,
@@ -138,9 +138,15 @@ function requireAccess(service: GroupedServiceContext, ctx: RequestContext, topi
   if (mayUse(service, ctx, topic, use)) return;
   const name = ctx.principal?.name ?? 'none';
   if (topic.access === 'internal') {
-    throw forbidden(`topic ${topic.name} is internal to ${service.service}: the cluster token or its own workers' token only, not ${name}`, { topic: topic.name, access: topic.access });
+    throw forbidden(
+      `topic ${topic.name} is internal to ${service.service}: the cluster token or its own workers' token only, not ${name}`,
+      { topic: topic.name, access: topic.access },
+    );
   }
-  throw forbidden(`clients may read topic ${topic.name} but not append to it or commit its offsets (${name})`, { topic: topic.name, access: topic.access });
+  throw forbidden(`clients may read topic ${topic.name} but not append to it or commit its offsets (${name})`, {
+    topic: topic.name,
+    access: topic.access,
+  });
 }
 
 function mayUse(service: GroupedServiceContext, ctx: RequestContext, topic: TopicInfo, use: TopicUse): boolean {
@@ -148,15 +154,31 @@ function mayUse(service: GroupedServiceContext, ctx: RequestContext, topic: Topi
   return topic.access === 'client_write' || (topic.access === 'client_read' && use === 'read');
 }
 
-function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, watch: PartitionWatch, defaultAccess: TopicAccess): void {
+function logRoutes(
+  service: GroupedServiceContext,
+  partitionKind: GroupKind,
+  watch: PartitionWatch,
+  defaultAccess: TopicAccess,
+): void {
   const managed = service.managed;
   const appended = service.metrics.counter('log_records_appended_total', 'Records appended through this member');
-  const refused = service.metrics.counter('log_appends_refused_total', 'Appends refused by backpressure or sequence checks');
+  const refused = service.metrics.counter(
+    'log_appends_refused_total',
+    'Appends refused by backpressure or sequence checks',
+  );
   const batcher = new AppendBatcher();
-  service.metrics.gauge('log_append_entries_total', 'Raft entries proposed for appends by this member (several appends of one turn share one)').set(() => batcher.entries);
-  service.metrics.gauge('log_append_requests_batched_total', 'Appends this member proposed, alone or batched').set(() => batcher.appends);
+  service.metrics
+    .gauge(
+      'log_append_entries_total',
+      'Raft entries proposed for appends by this member (several appends of one turn share one)',
+    )
+    .set(() => batcher.entries);
+  service.metrics
+    .gauge('log_append_requests_batched_total', 'Appends this member proposed, alone or batched')
+    .set(() => batcher.appends);
 
-  const topicRecords = (topic: string) => topicsOf(managed.catalog().groupsWithPrefix(partitionGroup(topic, 0).slice(0, -1)), defaultAccess).get(topic);
+  const topicRecords = (topic: string) =>
+    topicsOf(managed.catalog().groupsWithPrefix(partitionGroup(topic, 0).slice(0, -1)), defaultAccess).get(topic);
 
   // This member's copy of the meta group may not have applied a topic's creation yet (the create was answered by
   // another member): before answering 404, a read barrier brings it up to every create acknowledged so far.
@@ -168,16 +190,23 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
   };
 
   /** The partition a request names, once the caller is known to be allowed to `use` its topic. */
-  const partitionOf = async (ctx: RequestContext, use: TopicUse): Promise<{ topic: TopicInfo; partition: number; group: string }> => {
+  const partitionOf = async (
+    ctx: RequestContext,
+    use: TopicUse,
+  ): Promise<{ topic: TopicInfo; partition: number; group: string }> => {
     const topicName = topicNameOf(ctx);
     const topic = await findTopic(topicName);
     if (topic === undefined) throw notFound(`no topic ${topicName}`, { topic: topicName });
     requireAccess(service, ctx, topic.info, use);
     const text = ctx.params.partition ?? '';
-    if (!/^\d{1,9}$/.test(text)) throw badRequest('invalid_partition', 'a partition is a number from 0', { field: 'partition' });
+    if (!/^\d{1,9}$/.test(text))
+      throw badRequest('invalid_partition', 'a partition is a number from 0', { field: 'partition' });
     const partition = Number(text);
     if (partition >= topic.info.partitions) {
-      throw notFound(`topic ${topicName} has partitions 0..${topic.info.partitions - 1}`, { topic: topicName, partition: ctx.params.partition });
+      throw notFound(`topic ${topicName} has partitions 0..${topic.info.partitions - 1}`, {
+        topic: topicName,
+        partition: ctx.params.partition,
+      });
     }
     return { topic: topic.info, partition, group: partitionGroup(topicName, partition) };
   };
@@ -215,7 +244,8 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
       }
       // Appends trim as they go; an idle partition is trimmed by age here (the entry's time decides, on every member).
       const oldest = node.readLocal((m) => m.oldestTime);
-      if (oldest !== null && oldest < Date.now() - current.maxAgeMs) node.propose({ op: 'trim' }).catch(() => undefined);
+      if (oldest !== null && oldest < Date.now() - current.maxAgeMs)
+        node.propose({ op: 'trim' }).catch(() => undefined);
     }
   }, 1000);
   retentionSync.unref();
@@ -227,8 +257,12 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
       const body = requireObject(await ctx.json());
       const name = requireString(body, 'name', { pattern: TOPIC_NAME });
       const access = body.access === undefined || body.access === null ? defaultAccess : accessOf(body.access);
-      const partitions = body.partitions === undefined ? 1 : requireInteger(body, 'partitions', { min: 1, max: MAX_PARTITIONS });
-      const replicas = body.replicas === undefined ? Math.min(partitionKind.replicas, Math.max(1, service.liveHosts())) : requireInteger(body, 'replicas', { min: 1, max: 15 });
+      const partitions =
+        body.partitions === undefined ? 1 : requireInteger(body, 'partitions', { min: 1, max: MAX_PARTITIONS });
+      const replicas =
+        body.replicas === undefined
+          ? Math.min(partitionKind.replicas, Math.max(1, service.liveHosts()))
+          : requireInteger(body, 'replicas', { min: 1, max: 15 });
       const retention = retentionOf(body.retention);
       const info: TopicInfo = { name, partitions, replicas, retention, access };
       const groups = Array.from({ length: partitions }, (_, partition) => ({
@@ -240,10 +274,20 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
       if (!result.ok) {
         if (result.code === 'exists') {
           // A retried create of the same topic succeeds (the first may have been applied before its answer was lost).
-          const existing = await service.call(meta, () => managed.metaRead((m) => topicsOf(m.groupsWithPrefix(`log.${name}.`), defaultAccess).get(name)));
-          if (existing !== undefined && sameTopic(existing.info, info)) return new Reply(200, { ...describeTopic(existing.info, existing.partitions), created: false });
+          const existing = await service.call(meta, () =>
+            managed.metaRead((m) => topicsOf(m.groupsWithPrefix(`log.${name}.`), defaultAccess).get(name)),
+          );
+          if (existing !== undefined && sameTopic(existing.info, info))
+            return new Reply(200, { ...describeTopic(existing.info, existing.partitions), created: false });
           // A deleted topic's name stays taken until every process has deleted its replicas (so none is reused).
-          if (existing === undefined) throw new HttpError(409, 'topic_being_deleted', `topic ${name} was deleted and some processes still hold its replicas: ${result.message}`, { topic: name }, { 'retry-after': '1' });
+          if (existing === undefined)
+            throw new HttpError(
+              409,
+              'topic_being_deleted',
+              `topic ${name} was deleted and some processes still hold its replicas: ${result.message}`,
+              { topic: name },
+              { 'retry-after': '1' },
+            );
           throw conflict('topic_exists', `topic ${name} exists with other settings`, { topic: name });
         }
         if (result.code === 'no_hosts') throw badRequest('invalid_field', result.message, { field: 'replicas' });
@@ -268,7 +312,9 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
       const name = topicNameOf(ctx);
       const topic = await findTopic(name);
       if (topic === undefined) throw notFound(`no topic ${name}`, { topic: name });
-      const result = await service.call(managed.meta, () => managed.proposeMeta({ t: 'drop', names: topic.partitions.map((p) => p.name) }));
+      const result = await service.call(managed.meta, () =>
+        managed.proposeMeta({ t: 'drop', names: topic.partitions.map((p) => p.name) }),
+      );
       if (!result.ok) throw notFound(result.message, { topic: name });
       return { name, deleted: true };
     })
@@ -276,16 +322,33 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
       const { topic, partition, group } = await partitionOf(ctx, 'write');
       const body = requireObject(await ctx.json());
       const records = recordsOf(body.records);
-      const producer = body.producer === undefined || body.producer === null ? null : requireString(body, 'producer', { pattern: PRODUCER_ID });
+      const producer =
+        body.producer === undefined || body.producer === null
+          ? null
+          : requireString(body, 'producer', { pattern: PRODUCER_ID });
       const seq = producer === null ? null : requireInteger(body, 'seq', { min: 0 });
-      if (producer === null && body.seq !== undefined && body.seq !== null) throw badRequest('invalid_field', 'seq needs a producer', { field: 'seq' });
-      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
+      if (producer === null && body.seq !== undefined && body.seq !== null)
+        throw badRequest('invalid_field', 'seq needs a producer', { field: 'seq' });
+      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(
+        ctx,
+        group,
+      ) as PartitionNode;
       const bytes = records.reduce((sum, r) => sum + recordSize(r), 0);
       const pending = watch.pending.get(group) ?? { count: 0, bytes: 0 };
       const status = node.status();
-      if (pending.count >= MAX_PENDING_APPENDS || pending.bytes + bytes > MAX_PENDING_BYTES || status.commit - status.applied > MAX_APPLY_BACKLOG) {
+      if (
+        pending.count >= MAX_PENDING_APPENDS ||
+        pending.bytes + bytes > MAX_PENDING_BYTES ||
+        status.commit - status.applied > MAX_APPLY_BACKLOG
+      ) {
         refused.inc();
-        throw new HttpError(429, 'partition_behind', `partition ${partition} is behind (${pending.count} appends in flight here); retry shortly`, { partition }, { 'retry-after': '1' });
+        throw new HttpError(
+          429,
+          'partition_behind',
+          `partition ${partition} is behind (${pending.count} appends in flight here); retry shortly`,
+          { partition },
+          { 'retry-after': '1' },
+        );
       }
       pending.count++;
       pending.bytes += bytes;
@@ -299,7 +362,9 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
         if (current.maxAgeMs !== topic.retention.maxAgeMs || current.maxBytes !== topic.retention.maxBytes) {
           await service.call(node, () => node.propose({ op: 'configure', retention: topic.retention }));
         }
-        result = await service.call(node, () => batcher.submit(group, (command) => node.propose(command), { records, producer, seq }, bytes));
+        result = await service.call(node, () =>
+          batcher.submit(group, (command) => node.propose(command), { records, producer, seq }, bytes),
+        );
       } finally {
         pending.count--;
         pending.bytes -= bytes;
@@ -319,7 +384,10 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
       const maxRecords = queryInteger(ctx, 'max_records', 1000, 1, MAX_FETCH_RECORDS);
       const maxBytes = queryInteger(ctx, 'max_bytes', 1024 * 1024, 1, MAX_FETCH_BYTES);
       const waitMs = queryInteger(ctx, 'wait_ms', 0, 0, MAX_WAIT_MS);
-      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
+      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(
+        ctx,
+        group,
+      ) as PartitionNode;
       const linearizable = ctx.query.get('consistency') === 'linearizable';
       if (linearizable) await service.call(node, () => node.readBarrier());
       const signal = closedSignal(ctx);
@@ -345,7 +413,10 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
     })
     .get('/v1/topics/:topic/partitions/:partition', { admits: 'authenticated' }, async (ctx) => {
       const { partition, group } = await partitionOf(ctx, 'read');
-      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
+      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(
+        ctx,
+        group,
+      ) as PartitionNode;
       const s = node.status();
       return node.readLocal((m) => ({
         partition,
@@ -369,12 +440,19 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
       const consumerGroup = consumerGroupOf(ctx);
       const body = requireObject(await ctx.json());
       const offset = requireInteger(body, 'offset', { min: 0 });
-      const expect = body.expect === undefined || body.expect === null ? null : requireInteger(body, 'expect', { min: 0 });
-      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
-      const result = await service.call(node, () => node.propose({ op: 'commit', group: consumerGroup, offset, expect }));
+      const expect =
+        body.expect === undefined || body.expect === null ? null : requireInteger(body, 'expect', { min: 0 });
+      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(
+        ctx,
+        group,
+      ) as PartitionNode;
+      const result = await service.call(node, () =>
+        node.propose({ op: 'commit', group: consumerGroup, offset, expect }),
+      );
       if (result.op !== 'commit') throw new HttpError(500, 'internal', 'unexpected result');
       if (!result.ok) {
-        if (result.code === 'offset_out_of_range') throw badRequest(result.code, result.message, { field: 'offset', partition });
+        if (result.code === 'offset_out_of_range')
+          throw badRequest(result.code, result.message, { field: 'offset', partition });
         throw conflict(result.code, result.message, { partition, current: result.current });
       }
       return { partition, group: consumerGroup, offset: result.offset };
@@ -382,7 +460,10 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
     .get('/v1/topics/:topic/partitions/:partition/offsets/:group', { admits: 'authenticated' }, async (ctx) => {
       const { partition, group } = await partitionOf(ctx, 'read');
       const consumerGroup = consumerGroupOf(ctx);
-      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(ctx, group) as PartitionNode;
+      const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(
+        ctx,
+        group,
+      ) as PartitionNode;
       // Linearizable: a consumer resuming after a failover reads the last offset committed anywhere.
       const committed = await service.call(node, () => node.read((m) => m.committed(consumerGroup)));
       return { partition, group: consumerGroup, offset: committed };
@@ -391,13 +472,15 @@ function logRoutes(service: GroupedServiceContext, partitionKind: GroupKind, wat
 
 function topicNameOf(ctx: RequestContext): string {
   const name = ctx.params.topic ?? '';
-  if (!TOPIC_NAME.test(name)) throw badRequest('invalid_topic', `a topic name is 1..100 of A-Z a-z 0-9 _ -`, { field: 'topic' });
+  if (!TOPIC_NAME.test(name))
+    throw badRequest('invalid_topic', `a topic name is 1..100 of A-Z a-z 0-9 _ -`, { field: 'topic' });
   return name;
 }
 
 function consumerGroupOf(ctx: RequestContext): string {
   const group = ctx.params.group ?? '';
-  if (!GROUP_ID.test(group)) throw badRequest('invalid_group', 'a consumer group id is 1..128 of A-Z a-z 0-9 . _ : -', { field: 'group' });
+  if (!GROUP_ID.test(group))
+    throw badRequest('invalid_group', 'a consumer group id is 1..128 of A-Z a-z 0-9 . _ : -', { field: 'group' });
   return group;
 }
 
@@ -412,32 +495,48 @@ function retentionOf(value: unknown): Retention {
   if (value === undefined || value === null) return { ...DEFAULT_RETENTION };
   const r = requireObject(value, 'retention');
   return {
-    maxAgeMs: r.max_age_ms === undefined ? DEFAULT_RETENTION.maxAgeMs : retentionInteger(r.max_age_ms, 'max_age_ms', 1000, Number.MAX_SAFE_INTEGER),
-    maxBytes: r.max_bytes === undefined ? DEFAULT_RETENTION.maxBytes : retentionInteger(r.max_bytes, 'max_bytes', 1024, MAX_RETENTION_BYTES),
+    maxAgeMs:
+      r.max_age_ms === undefined
+        ? DEFAULT_RETENTION.maxAgeMs
+        : retentionInteger(r.max_age_ms, 'max_age_ms', 1000, Number.MAX_SAFE_INTEGER),
+    maxBytes:
+      r.max_bytes === undefined
+        ? DEFAULT_RETENTION.maxBytes
+        : retentionInteger(r.max_bytes, 'max_bytes', 1024, MAX_RETENTION_BYTES),
   };
 }
 
 function retentionInteger(value: unknown, name: string, min: number, max: number): number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw badRequest('invalid_field', `retention.${name} must be an integer from ${min} to ${max}`, { field: `retention.${name}` });
+    throw badRequest('invalid_field', `retention.${name} must be an integer from ${min} to ${max}`, {
+      field: `retention.${name}`,
+    });
   }
   return value;
 }
 
 function recordsOf(value: unknown): AppendInput[] {
   if (!Array.isArray(value) || value.length === 0 || value.length > MAX_RECORDS_PER_APPEND) {
-    throw badRequest('invalid_field', `records must be a list of 1..${MAX_RECORDS_PER_APPEND} records`, { field: 'records' });
+    throw badRequest('invalid_field', `records must be a list of 1..${MAX_RECORDS_PER_APPEND} records`, {
+      field: 'records',
+    });
   }
   return value.map((item, i) => {
     const field = `records[${i}]`;
     const r = requireObject(item, field);
     const v = r.value;
-    if (typeof v !== 'string') throw badRequest('invalid_field', `${field}.value must be a string`, { field: `${field}.value` });
-    if (Buffer.byteLength(v) > MAX_VALUE_BYTES) throw badRequest('invalid_field', `${field}.value is over ${MAX_VALUE_BYTES} bytes`, { field: `${field}.value` });
+    if (typeof v !== 'string')
+      throw badRequest('invalid_field', `${field}.value must be a string`, { field: `${field}.value` });
+    if (Buffer.byteLength(v) > MAX_VALUE_BYTES)
+      throw badRequest('invalid_field', `${field}.value is over ${MAX_VALUE_BYTES} bytes`, { field: `${field}.value` });
     requireWellFormed(v, `${field}.value`);
     const k = r.key;
     if (k !== undefined && k !== null && (typeof k !== 'string' || k.length > MAX_KEY_CHARS)) {
-      throw badRequest('invalid_field', `${field}.key must be a string of at most ${MAX_KEY_CHARS} characters, or null`, { field: `${field}.key` });
+      throw badRequest(
+        'invalid_field',
+        `${field}.key must be a string of at most ${MAX_KEY_CHARS} characters, or null`,
+        { field: `${field}.key` },
+      );
     }
     if (typeof k === 'string') requireWellFormed(k, `${field}.key`);
     return { key: typeof k === 'string' ? k : null, value: v };
@@ -476,6 +575,18 @@ function sameTopic(a: TopicInfo, b: TopicInfo): boolean {
  * leader in the answer's group-leader header, so a router retries there; 503 while the group has no leader.
  */
 function tailOnLeader(node: PartitionNode, group: string): void {
-  if (node.leaderId === null) throw new HttpError(503, 'unavailable', 'the partition has no leader yet: it is electing one', { group }, { 'retry-after': '1' });
-  throw new HttpError(421, 'misdirected', `this replica holds nothing at that offset yet; ask the partition's leader, ${node.leaderId}`, { group, leader: node.leaderId });
+  if (node.leaderId === null)
+    throw new HttpError(
+      503,
+      'unavailable',
+      'the partition has no leader yet: it is electing one',
+      { group },
+      { 'retry-after': '1' },
+    );
+  throw new HttpError(
+    421,
+    'misdirected',
+    `this replica holds nothing at that offset yet; ask the partition's leader, ${node.leaderId}`,
+    { group, leader: node.leaderId },
+  );
 }

@@ -34,7 +34,11 @@ async function proposeAppends(propose: Propose, requests: AppendRequest[]): Prom
 }
 
 export class AppendBatcher {
-  private readonly batcher = new TurnBatcher<Propose, AppendRequest, AppendResult>({ maxItems: MAX_BATCH_APPENDS, maxBytes: MAX_BATCH_BYTES, send: proposeAppends });
+  private readonly batcher = new TurnBatcher<Propose, AppendRequest, AppendResult>({
+    maxItems: MAX_BATCH_APPENDS,
+    maxBytes: MAX_BATCH_BYTES,
+    send: proposeAppends,
+  });
 
   /** Entries proposed, for metrics. */
   get entries(): number {

@@ -7,7 +7,7 @@
  */
 import {
   badRequest,
-  GroupedServiceContext,
+  type GroupedServiceContext,
   HttpError,
   notFound,
   Reply,
@@ -22,7 +22,15 @@ import {
 } from '@raftkit/http';
 import type { ManagedGroupOptions, ManagedHost, RaftNode } from '@raftkit/raft';
 import { BidBatcher } from './bid-batcher.js';
-import { AuctionMachine, checkAuctionCommand, type AuctionCommand, type AuctionResult, type BidInput, type BidResult, type CreateInput } from '../machine.js';
+import {
+  type AuctionMachine,
+  checkAuctionCommand,
+  type AuctionCommand,
+  type AuctionResult,
+  type BidInput,
+  type BidResult,
+  type CreateInput,
+} from '../machine.js';
 import { ObservedAuctionMachine } from './observed-machine.js';
 import { DEFAULT_GROUP_COUNT, GROUP_PREFIX, groupPlan, isAuctionGroup, locateAuction } from '../placement.js';
 import { Projector } from './projector.js';
@@ -65,13 +73,27 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Group
   // a push whose seq is not above the last they showed.
   const publishResult = (result: AuctionResult): void => {
     const one = (r: BidResult): void => {
-      if (r.changed && r.closeAt !== null) publisher.publish({ type: 'bid_update', auction_id: r.auctionId, high_bid: r.newHighBid, bidder: r.highBidderId, close_at: r.closeAt, seq: r.seq });
+      if (r.changed && r.closeAt !== null)
+        publisher.publish({
+          type: 'bid_update',
+          auction_id: r.auctionId,
+          high_bid: r.newHighBid,
+          bidder: r.highBidderId,
+          close_at: r.closeAt,
+          seq: r.seq,
+        });
     };
     if (result.op === 'bid') one(result);
     else if (result.op === 'bids') result.results.forEach(one);
     else if (result.op === 'close' && result.status === 'closed') {
       const h = result.handoff;
-      publisher.publish({ type: 'auction_closed', auction_id: h.auctionId, winner: h.winnerId, final_price: h.finalPrice, seq: result.seq } satisfies Push);
+      publisher.publish({
+        type: 'auction_closed',
+        auction_id: h.auctionId,
+        winner: h.winnerId,
+        final_price: h.finalPrice,
+        seq: result.seq,
+      } satisfies Push);
     }
   };
 
@@ -118,31 +140,55 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
   const metrics = service.metrics;
   const bidsCounter = metrics.counter('auction_bids_total', 'Bids answered by this member (any outcome)');
   const busy = metrics.counter('auction_bids_busy_total', 'Bids refused 503 busy by backpressure');
-  metrics.gauge('auction_bid_entries_total', 'Raft entries proposed for bids by this member').set(() => batcher.entries);
-  metrics.gauge('auction_pushes_published_total', 'Pushes this member published as writer').set(() => publisher.published);
-  metrics.gauge('auction_push_posts_failed_total', 'Push deliveries to gateways that failed').set(() => publisher.failed);
-  metrics.gauge('auction_push_queue_overflows_total', 'Times a gateway fell so far behind that its oldest queued pushes were dropped').set(() => publisher.dropped);
-  metrics.gauge('auction_view_lag_ms', 'Age of the oldest log entry the projector has not folded').set(() => projector.lagMs());
+  metrics
+    .gauge('auction_bid_entries_total', 'Raft entries proposed for bids by this member')
+    .set(() => batcher.entries);
+  metrics
+    .gauge('auction_pushes_published_total', 'Pushes this member published as writer')
+    .set(() => publisher.published);
+  metrics
+    .gauge('auction_push_posts_failed_total', 'Push deliveries to gateways that failed')
+    .set(() => publisher.failed);
+  metrics
+    .gauge(
+      'auction_push_queue_overflows_total',
+      'Times a gateway fell so far behind that its oldest queued pushes were dropped',
+    )
+    .set(() => publisher.dropped);
+  metrics
+    .gauge('auction_view_lag_ms', 'Age of the oldest log entry the projector has not folded')
+    .set(() => projector.lagMs());
   service.onStop(() => void publisher.close());
 
-  const catalogGroups = (): RouterGroup[] => managed.catalog().groupsWithPrefix(GROUP_PREFIX).map((g) => ({ name: g.name, members: g.members, data: g.data }));
+  const catalogGroups = (): RouterGroup[] =>
+    managed
+      .catalog()
+      .groupsWithPrefix(GROUP_PREFIX)
+      .map((g) => ({ name: g.name, members: g.members, data: g.data }));
 
   /** The group of an auction: 503 until the groups exist, else the local node (421 naming holders otherwise). */
   const nodeOf = (ctx: RequestContext, auctionId: string): { group: string; node: AuctionNode } => {
     const group = locateAuction(auctionId, catalogGroups());
     if (group === null) throw unavailable('the auction groups are being created', 1);
-    return { group, node: service.requireGroup<AuctionCommand, AuctionResult, AuctionMachine>(ctx, group) as AuctionNode };
+    return {
+      group,
+      node: service.requireGroup<AuctionCommand, AuctionResult, AuctionMachine>(ctx, group) as AuctionNode,
+    };
   };
   const groupNode = (ctx: RequestContext): { group: string; node: AuctionNode } => {
     const group = ctx.params.group ?? '';
     if (!isAuctionGroup(group)) throw notFound(`no auction group ${group.slice(0, 64)}`);
-    return { group, node: service.requireGroup<AuctionCommand, AuctionResult, AuctionMachine>(ctx, group) as AuctionNode };
+    return {
+      group,
+      node: service.requireGroup<AuctionCommand, AuctionResult, AuctionMachine>(ctx, group) as AuctionNode,
+    };
   };
 
   const viewOf = (node: AuctionNode, auctionId: string, historyLimit: number): AuctionBody | null => {
     const now = Date.now();
     const projected = projector.get(auctionId);
-    if (projected !== undefined) return auctionBody(projected, now, registry.count(auctionId), projector.lagMs(), historyLimit);
+    if (projected !== undefined)
+      return auctionBody(projected, now, registry.count(auctionId), projector.lagMs(), historyLimit);
     // Applied here but not folded into the view yet (created this very turn): the machine's own view.
     const v = node.readLocal((m) => m.getAuction(auctionId, now));
     if (v === null) return null;
@@ -154,7 +200,14 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
         log: [],
         logComplete: false,
         closedAt: v.handoff?.closedAt ?? null,
-        history: v.bidHistory.map((h) => ({ seq: h.seq, bid_id: h.bidId, bidder_id: h.bidderId, amount: h.price, at: h.at, kind: h.kind })),
+        history: v.bidHistory.map((h) => ({
+          seq: h.seq,
+          bid_id: h.bidId,
+          bidder_id: h.bidderId,
+          amount: h.price,
+          at: h.at,
+          kind: h.kind,
+        })),
       },
       now,
       registry.count(auctionId),
@@ -169,7 +222,11 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
    * still queues: its own drain runs on a later turn, and a write applied in the event loop's check phase (a Ready
    * processed from setImmediate, answered at once) may be answered before that turn comes.
    */
-  const currentView = async (node: AuctionNode, auctionId: string, historyLimit: number): Promise<AuctionBody | null> => {
+  const currentView = async (
+    node: AuctionNode,
+    auctionId: string,
+    historyLimit: number,
+  ): Promise<AuctionBody | null> => {
     if (!node.isLeader) await service.call(node, () => node.readBarrier());
     projector.drain();
     return viewOf(node, auctionId, historyLimit);
@@ -242,17 +299,30 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
       const result = await service.call(node, () => node.propose(c));
       closeSoon();
       if (result.op !== 'create') throw new HttpError(500, 'internal', 'unexpected result');
-      return new Reply(result.status === 'created' ? 201 : 200, { auction_id: result.auctionId, status: result.status });
+      return new Reply(result.status === 'created' ? 201 : 200, {
+        auction_id: result.auctionId,
+        status: result.status,
+      });
     })
     .post('/internal/auctions/:id/bids', { admits: 'cluster' }, async (ctx) => {
       const auctionId = idOf(ctx);
-      const { op: _op, ...bid } = shaped({ ...requireObject(await ctx.json()), op: 'bid', auctionId }) as BidInput & { op: 'bid' };
+      const { op: _op, ...bid } = shaped({ ...requireObject(await ctx.json()), op: 'bid', auctionId }) as BidInput & {
+        op: 'bid';
+      };
       const { group, node } = nodeOf(ctx, auctionId);
       if (batcher.pending(group) >= MAX_PENDING_BIDS) {
         busy.inc();
-        throw new HttpError(503, 'busy', 'the auction writer is saturated; retry shortly with the same idempotency_key', { auction_id: auctionId }, { 'retry-after': '1' });
+        throw new HttpError(
+          503,
+          'busy',
+          'the auction writer is saturated; retry shortly with the same idempotency_key',
+          { auction_id: auctionId },
+          { 'retry-after': '1' },
+        );
       }
-      const result = await service.call(node, () => batcher.submit(group, (command) => node.propose(command), { ...bid, auctionId }));
+      const result = await service.call(node, () =>
+        batcher.submit(group, (command) => node.propose(command), { ...bid, auctionId }),
+      );
       bidsCounter.inc();
       return result;
     })
@@ -261,7 +331,11 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
       const auctionId = idOf(ctx);
       const { node } = nodeOf(ctx, auctionId);
       const history = ctx.query.get('history');
-      const view = await currentView(node, auctionId, history === 'all' ? Infinity : history === 'none' ? 0 : GET_HISTORY);
+      const view = await currentView(
+        node,
+        auctionId,
+        history === 'all' ? Infinity : history === 'none' ? 0 : GET_HISTORY,
+      );
       if (view === null) throw notFound(`no auction ${auctionId}`, { auction_id: auctionId });
       return view;
     })
@@ -271,16 +345,31 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
       await currentView(node, auctionId, 0);
       const a = projector.get(auctionId);
       if (a === undefined) throw notFound(`no auction ${auctionId} in this member's view`, { auction_id: auctionId });
-      return { auction_id: auctionId, member: managed.id, complete: a.logComplete, closed_at: a.closedAt, close_at: a.closeAt, state: a.closed ? 'closed' : 'open', log: a.log };
+      return {
+        auction_id: auctionId,
+        member: managed.id,
+        complete: a.logComplete,
+        closed_at: a.closedAt,
+        close_at: a.closeAt,
+        state: a.closed ? 'closed' : 'open',
+        log: a.log,
+      };
     })
     .get('/internal/groups/:group/auctions', { admits: 'cluster' }, (ctx) => {
       const { group } = groupNode(ctx);
       const state = stateQuery(ctx);
       const limitText = ctx.query.get('limit') ?? '100';
       const limit = Number(limitText);
-      if (!/^\d{1,4}$/.test(limitText) || limit < 1 || limit > 1000) throw badRequest('invalid_query', 'limit must be an integer from 1 to 1000', { field: 'limit' });
+      if (!/^\d{1,4}$/.test(limitText) || limit < 1 || limit > 1000)
+        throw badRequest('invalid_query', 'limit must be an integer from 1 to 1000', { field: 'limit' });
       const now = Date.now();
-      return { group, auctions: projector.list(group, state, now, limit).map((a) => ({ ...auctionBody(a, now, registry.count(a.auctionId), projector.lagMs(), 0), bid_history: undefined })) };
+      return {
+        group,
+        auctions: projector.list(group, state, now, limit).map((a) => ({
+          ...auctionBody(a, now, registry.count(a.auctionId), projector.lagMs(), 0),
+          bid_history: undefined,
+        })),
+      };
     })
     .get('/internal/groups/:group/handoffs', { admits: 'cluster' }, async (ctx) => {
       const { group, node } = groupNode(ctx);
@@ -357,17 +446,22 @@ function shaped(command: Record<string, unknown>): AuctionCommand {
 
 function idOf(ctx: RequestContext): string {
   const id = ctx.params.id ?? '';
-  if (!ID.test(id)) throw badRequest('invalid_auction_id', 'an auction id is 1..128 of A-Z a-z 0-9 . _ : -', { field: 'auction_id' });
+  if (!ID.test(id))
+    throw badRequest('invalid_auction_id', 'an auction id is 1..128 of A-Z a-z 0-9 . _ : -', { field: 'auction_id' });
   return id;
 }
 
 function countsOf(value: unknown): Record<string, number> {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw badRequest('invalid_field', 'auctions must be an object of auction id to watcher count', { field: 'auctions' });
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw badRequest('invalid_field', 'auctions must be an object of auction id to watcher count', {
+      field: 'auctions',
+    });
   const out: Record<string, number> = {};
   const entries = Object.entries(value);
   if (entries.length > 1_000_000) throw badRequest('invalid_field', 'too many auctions', { field: 'auctions' });
   for (const [id, n] of entries) {
-    if (!ID.test(id) || typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) throw badRequest('invalid_field', `auctions.${id.slice(0, 64)} must be a watcher count`, { field: 'auctions' });
+    if (!ID.test(id) || typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0)
+      throw badRequest('invalid_field', `auctions.${id.slice(0, 64)} must be a watcher count`, { field: 'auctions' });
     out[id] = n;
   }
   return out;

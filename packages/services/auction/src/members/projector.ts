@@ -8,7 +8,15 @@
  * about one heartbeat on followers, nothing on the leader. After a restart the view starts from the snapshot (the
  * machine's last 100 changes per auction) and the entries after it.
  */
-import type { AuctionMachine, AuctionCommand, AuctionResult, AuctionState, BidInput, BidResult, Handoff } from '../machine.js';
+import type {
+  AuctionMachine,
+  AuctionCommand,
+  AuctionResult,
+  AuctionState,
+  BidInput,
+  BidResult,
+  Handoff,
+} from '../machine.js';
 
 /** One visible change of an auction's price or leader, as the history shows it. */
 export interface ProjectedBid {
@@ -136,7 +144,14 @@ export class Projector {
         seq: v.seq,
         closed: v.state === 'closed',
         handoff: v.handoff,
-        history: v.bidHistory.map((h) => ({ seq: h.seq, bid_id: h.bidId, bidder_id: h.bidderId, amount: h.price, at: h.at, kind: h.kind })),
+        history: v.bidHistory.map((h) => ({
+          seq: h.seq,
+          bid_id: h.bidId,
+          bidder_id: h.bidderId,
+          amount: h.price,
+          at: h.at,
+          kind: h.kind,
+        })),
         bidCount: v.bidCount,
         log: [],
         logComplete: false,
@@ -152,7 +167,8 @@ export class Projector {
   /** Auctions of a group in a state at `now`, by close time then id; at most `limit`. */
   list(group: string, state: AuctionState | null, now: number, limit: number): ProjectedAuction[] {
     const out: ProjectedAuction[] = [];
-    for (const a of this.auctions.values()) if (a.group === group && (state === null || stateOf(a, now) === state)) out.push(a);
+    for (const a of this.auctions.values())
+      if (a.group === group && (state === null || stateOf(a, now) === state)) out.push(a);
     out.sort((x, y) => x.closeAt - y.closeAt || (x.auctionId < y.auctionId ? -1 : 1));
     return out.slice(0, limit);
   }
@@ -231,7 +247,14 @@ export class Projector {
     a.seq = r.seq;
     a.currentHighBid = r.newHighBid;
     a.currentHighBidderId = r.highBidderId;
-    a.history.push({ seq: r.seq, bid_id: r.bidId, bidder_id: r.highBidderId ?? '', amount: r.newHighBid ?? 0, at: time, kind: r.highBidderId === r.bidderId ? 'bid' : 'proxy' });
+    a.history.push({
+      seq: r.seq,
+      bid_id: r.bidId,
+      bidder_id: r.highBidderId ?? '',
+      amount: r.newHighBid ?? 0,
+      at: time,
+      kind: r.highBidderId === r.bidderId ? 'bid' : 'proxy',
+    });
     if (a.history.length > VIEW_HISTORY_LIMIT) {
       a.history.splice(0, a.history.length - VIEW_HISTORY_LIMIT);
       this.truncated++;

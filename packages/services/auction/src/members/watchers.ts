@@ -50,7 +50,8 @@ export class WatcherRegistry {
   targets(auctionId: string): Array<{ id: string; url: string; secret: string }> {
     const now = this.clock();
     const out: Array<{ id: string; url: string; secret: string }> = [];
-    for (const [id, g] of this.gateways) if (g.expiresAt > now && (g.auctions.get(auctionId) ?? 0) > 0) out.push({ id, url: g.url, secret: g.secret });
+    for (const [id, g] of this.gateways)
+      if (g.expiresAt > now && (g.auctions.get(auctionId) ?? 0) > 0) out.push({ id, url: g.url, secret: g.secret });
     return out;
   }
 

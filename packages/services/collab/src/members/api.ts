@@ -6,7 +6,7 @@
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import {
   badRequest,
-  GroupedServiceContext,
+  type GroupedServiceContext,
   HttpError,
   notFound,
   requireInteger,
@@ -46,7 +46,10 @@ export function createCollabService(): GroupedServiceDefinition {
 function collabRoutes(service: GroupedServiceContext): void {
   const managed = service.managed;
   const order = new AppendOrder();
-  const proposed = service.metrics.counter('collab_commands_total', 'Commands proposed to op-log groups through this member');
+  const proposed = service.metrics.counter(
+    'collab_commands_total',
+    'Commands proposed to op-log groups through this member',
+  );
 
   const compact = setInterval(() => {
     for (const record of managed.catalog().groupsWithPrefix(GROUP_PREFIX)) {
@@ -86,12 +89,20 @@ function collabRoutes(service: GroupedServiceContext): void {
     // Creates the op-log groups once (idempotent: a second call finds them). Workers call it at start.
     .post('/v1/collab/setup', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
-      const groups = body.groups === undefined ? DEFAULT_GROUPS : requireInteger(body, 'groups', { min: 1, max: MAX_GROUPS });
+      const groups =
+        body.groups === undefined ? DEFAULT_GROUPS : requireInteger(body, 'groups', { min: 1, max: MAX_GROUPS });
       const existing = managed.catalog().groupsWithPrefix(GROUP_PREFIX);
       if (existing.length > 0) return { groups: existing.map((g) => g.name), created: false };
       const { result, replicas } = await service.createGroups(OP_LOG_KIND, COLLAB_GROUPS.records(groups));
       if (!result.ok) {
-        if (result.code === 'exists') return { groups: managed.catalog().groupsWithPrefix(GROUP_PREFIX).map((g) => g.name), created: false };
+        if (result.code === 'exists')
+          return {
+            groups: managed
+              .catalog()
+              .groupsWithPrefix(GROUP_PREFIX)
+              .map((g) => g.name),
+            created: false,
+          };
         throw new HttpError(503, 'unavailable', result.message, {}, { 'retry-after': '1' });
       }
       return { groups: result.groups.map((g) => g.name), created: true, replicas };
@@ -118,7 +129,15 @@ function collabRoutes(service: GroupedServiceContext): void {
               if (s.changes === null && limit !== null) s = m.state(doc, s.log_start)!;
               // An owner loading a document wants only the latest changes (for reconnects), not 7 days of them.
               const changes = s.changes !== null && limit !== null ? s.changes.slice(-limit) : s.changes;
-              return { meta, role, owner: m.owner(doc), content: Buffer.from(s.content).toString('base64'), changes, log_start: s.log_start, log: m.logInfo(doc) };
+              return {
+                meta,
+                role,
+                owner: m.owner(doc),
+                content: Buffer.from(s.content).toString('base64'),
+                changes,
+                log_start: s.log_start,
+                log: m.logInfo(doc),
+              };
             }
             case 'comments':
               return { meta, role, comments: m.comments(doc) };

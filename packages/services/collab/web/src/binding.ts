@@ -49,7 +49,15 @@ function toAttrs(source: Record<string, unknown> | undefined): Attrs | undefined
  * formats (bold, italic) mean nothing on a newline. The CRDT stores whatever a range format set; the editor is
  * shown only what applies where.
  */
-const BLOCK_FORMATS: ReadonlySet<string> = new Set(['header', 'list', 'blockquote', 'code-block', 'align', 'indent', 'direction']);
+const BLOCK_FORMATS: ReadonlySet<string> = new Set([
+  'header',
+  'list',
+  'blockquote',
+  'code-block',
+  'align',
+  'indent',
+  'direction',
+]);
 
 function pick(attrs: Attrs, block: boolean): Record<string, AttrValue> | undefined {
   let out: Record<string, AttrValue> | undefined;
@@ -175,7 +183,9 @@ export function reconcile(before: Delta, doc: Pick<TextModel, 'spans'>): { chang
  * A remote change's visible edits (CollabClient's `edits`, applied in order) as one Delta on the editor's content:
  * what the page applies instead of diffing the whole document. Formats shown where they apply, as docDelta does.
  */
-export function editsDelta(edits: ReadonlyArray<{ index: number; insert: string; attrs?: Attrs } | { index: number; delete: number }>): Delta {
+export function editsDelta(
+  edits: ReadonlyArray<{ index: number; insert: string; attrs?: Attrs } | { index: number; delete: number }>,
+): Delta {
   let change = new Delta();
   for (const e of edits) {
     const step = new Delta().retain(e.index);

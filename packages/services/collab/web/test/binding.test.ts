@@ -110,20 +110,34 @@ t.test('a remote change keeps both editors equal to their documents under concur
   b.remote(fromA);
   t.same(a.content.ops, b.content.ops, 'converged');
   same(t, a, 'a matches');
-  t.same(a.content.ops, [
-    { insert: 'a' },
-    { insert: 'bXc', attributes: { bold: true } },
-    { insert: 'Yd\n' },
-  ], 'the concurrent X inside the bold range is bold, the Y after it is not');
+  t.same(
+    a.content.ops,
+    [{ insert: 'a' }, { insert: 'bXc', attributes: { bold: true } }, { insert: 'Yd\n' }],
+    'the concurrent X inside the bold range is bold, the Y after it is not',
+  );
 });
 
 t.test('the change reports when the texts may differ', async (t) => {
   const a = new Editor('a');
   a.user(new Delta().insert('abc'));
-  const model = { length: 3, spans: () => [{ text: 'abc', attrs: {} }], insert: () => undefined, delete: () => undefined, format: () => undefined };
+  const model = {
+    length: 3,
+    spans: () => [{ text: 'abc', attrs: {} }],
+    insert: () => undefined,
+    delete: () => undefined,
+    format: () => undefined,
+  };
   t.equal(applyLocalChange(model, new Delta().retain(2).insert('x'), a.content), false, 'plain typing: same text');
-  t.equal(applyLocalChange(model, new Delta().retain(3).retain(1, { header: 1 }), a.content), true, 'a heading on the last line makes a newline');
-  t.equal(applyLocalChange(model, new Delta().retain(1).insert({ image: 'x' }), a.content), true, 'an embed is not taken');
+  t.equal(
+    applyLocalChange(model, new Delta().retain(3).retain(1, { header: 1 }), a.content),
+    true,
+    'a heading on the last line makes a newline',
+  );
+  t.equal(
+    applyLocalChange(model, new Delta().retain(1).insert({ image: 'x' }), a.content),
+    true,
+    'an embed is not taken',
+  );
 });
 
 // Random user changes of the kinds the toolbar makes, on 2-3 editors, with random deliveries.
@@ -134,14 +148,32 @@ export type Action =
   | { kind: 'deliver'; who: number };
 
 const action = fc.oneof(
-  fc.record({ kind: fc.constant('insert' as const), who: fc.nat(2), at: fc.nat(60), text: fc.constantFrom('x', 'yz', 'hello', '\n', 'a\nb'), bold: fc.boolean() }),
-  fc.record({ kind: fc.constant('delete' as const), who: fc.nat(2), at: fc.nat(60), len: fc.integer({ min: 1, max: 5 }) }),
+  fc.record({
+    kind: fc.constant('insert' as const),
+    who: fc.nat(2),
+    at: fc.nat(60),
+    text: fc.constantFrom('x', 'yz', 'hello', '\n', 'a\nb'),
+    bold: fc.boolean(),
+  }),
+  fc.record({
+    kind: fc.constant('delete' as const),
+    who: fc.nat(2),
+    at: fc.nat(60),
+    len: fc.integer({ min: 1, max: 5 }),
+  }),
   fc.record({
     kind: fc.constant('format' as const),
     who: fc.nat(2),
     at: fc.nat(60),
     len: fc.integer({ min: 1, max: 8 }),
-    attrs: fc.constantFrom<Record<string, unknown>>({ bold: true }, { bold: null }, { italic: true }, { header: 1 }, { header: null }, { list: 'ordered' }),
+    attrs: fc.constantFrom<Record<string, unknown>>(
+      { bold: true },
+      { bold: null },
+      { italic: true },
+      { header: 1 },
+      { header: null },
+      { list: 'ordered' },
+    ),
   }),
   fc.record({ kind: fc.constant('deliver' as const), who: fc.nat(2) }),
 );
@@ -179,55 +211,65 @@ t.test('random edits: every editor shows its document and all converge', async (
       }
       editors.forEach((_, i) => deliver(i));
       const first = editors[0]!.content.ops;
-      return editors.every((e) => isDeepStrictEqual(e.content.ops, first) && isDeepStrictEqual(docDelta(e.doc).ops, first));
+      return editors.every(
+        (e) => isDeepStrictEqual(e.content.ops, first) && isDeepStrictEqual(docDelta(e.doc).ops, first),
+      );
     }),
     { numRuns: 300 },
   );
   t.pass('300 random sessions converged with every editor showing its document');
 });
 
-t.test('remote changes as edits: applied to the editor they give the document, a diff only when not plain', async (t) => {
-  let plain = 0;
-  let total = 0;
-  const change = fc.oneof(
-    fc.record({ kind: fc.constant('insert' as const), at: fc.nat(), text: fc.constantFrom('a', 'bc', 'x\ny', '\n', 'hello ') , bold: fc.boolean() }),
-    fc.record({ kind: fc.constant('delete' as const), at: fc.nat(), n: fc.integer({ min: 1, max: 80 }) }),
-    fc.record({ kind: fc.constant('format' as const), at: fc.nat(), n: fc.integer({ min: 1, max: 5 }) }),
-    fc.record({ kind: fc.constant('replace' as const), at: fc.nat(), n: fc.integer({ min: 1, max: 3 }) }),
-  );
-  fc.assert(
-    fc.property(fc.array(fc.tuple(fc.nat({ max: 1 }), change), { maxLength: 40 }), (script) => {
-      // Two writers; the reader's replica gets their changes, sometimes a change twice (a replay).
-      const writers = [new Doc('w1'), new Doc('w2')];
-      const reader = new Doc('r');
-      let shown = docDelta(reader);
-      for (const [w, c] of script) {
-        const doc = writers[w]!;
-        const at = doc.length === 0 ? 0 : c.at % (doc.length + 1);
-        let ops: Op[] = [];
-        if (c.kind === 'insert') ops = doc.localInsert(at, c.text, c.bold ? { bold: true } : undefined);
-        else if (doc.length > 0 && at < doc.length) {
-          const n = Math.min(c.n, doc.length - at);
-          if (c.kind === 'delete') ops = doc.localDelete(at, n);
-          else if (c.kind === 'format') ops = doc.localFormat(at, n, { italic: true });
-          else ops = [...doc.localDelete(at, n), ...doc.localInsert(at, 'R')];
+t.test(
+  'remote changes as edits: applied to the editor they give the document, a diff only when not plain',
+  async (t) => {
+    let plain = 0;
+    let total = 0;
+    const change = fc.oneof(
+      fc.record({
+        kind: fc.constant('insert' as const),
+        at: fc.nat(),
+        text: fc.constantFrom('a', 'bc', 'x\ny', '\n', 'hello '),
+        bold: fc.boolean(),
+      }),
+      fc.record({ kind: fc.constant('delete' as const), at: fc.nat(), n: fc.integer({ min: 1, max: 80 }) }),
+      fc.record({ kind: fc.constant('format' as const), at: fc.nat(), n: fc.integer({ min: 1, max: 5 }) }),
+      fc.record({ kind: fc.constant('replace' as const), at: fc.nat(), n: fc.integer({ min: 1, max: 3 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.nat({ max: 1 }), change), { maxLength: 40 }), (script) => {
+        // Two writers; the reader's replica gets their changes, sometimes a change twice (a replay).
+        const writers = [new Doc('w1'), new Doc('w2')];
+        const reader = new Doc('r');
+        let shown = docDelta(reader);
+        for (const [w, c] of script) {
+          const doc = writers[w]!;
+          const at = doc.length === 0 ? 0 : c.at % (doc.length + 1);
+          let ops: Op[] = [];
+          if (c.kind === 'insert') ops = doc.localInsert(at, c.text, c.bold ? { bold: true } : undefined);
+          else if (doc.length > 0 && at < doc.length) {
+            const n = Math.min(c.n, doc.length - at);
+            if (c.kind === 'delete') ops = doc.localDelete(at, n);
+            else if (c.kind === 'format') ops = doc.localFormat(at, n, { italic: true });
+            else ops = [...doc.localDelete(at, n), ...doc.localInsert(at, 'R')];
+          }
+          if (ops.length === 0) continue;
+          writers[1 - w]!.apply(ops);
+          total++;
+          const edits = applyWithEdits(reader, ops);
+          if (edits !== null) {
+            plain++;
+            shown = shown.compose(editsDelta(edits));
+          } else {
+            shown = reconcile(shown, reader)?.after ?? shown;
+          }
+          if (!isDeepStrictEqual(shown.ops, docDelta(reader).ops)) return false;
+          if (c.kind === 'insert' && applyWithEdits(reader, ops)?.length !== 0) return false; // a replay changes nothing
         }
-        if (ops.length === 0) continue;
-        writers[1 - w]!.apply(ops);
-        total++;
-        const edits = applyWithEdits(reader, ops);
-        if (edits !== null) {
-          plain++;
-          shown = shown.compose(editsDelta(edits));
-        } else {
-          shown = reconcile(shown, reader)?.after ?? shown;
-        }
-        if (!isDeepStrictEqual(shown.ops, docDelta(reader).ops)) return false;
-        if (c.kind === 'insert' && applyWithEdits(reader, ops)?.length !== 0) return false; // a replay changes nothing
-      }
-      return reader.text() === writers[0]!.text();
-    }),
-    { numRuns: 300 },
-  );
-  t.ok(plain > total / 3, `${plain} of ${total} remote changes applied as edits (the rest by the diff)`);
-});
+        return reader.text() === writers[0]!.text();
+      }),
+      { numRuns: 300 },
+    );
+    t.ok(plain > total / 3, `${plain} of ${total} remote changes applied as edits (the rest by the diff)`);
+  },
+);

@@ -47,7 +47,10 @@ function memberRoutes(service: GroupedServiceContext, groups: number): void {
   service.onStop(() => clearInterval(timer));
 
   const nodeOfPost = (ctx: RequestContext, postId: string): PostsNode => {
-    const records = managed.catalog().groupsWithPrefix(POSTS_GROUP_PREFIX).map((g) => ({ name: g.name, members: g.members, data: g.data }));
+    const records = managed
+      .catalog()
+      .groupsWithPrefix(POSTS_GROUP_PREFIX)
+      .map((g) => ({ name: g.name, members: g.members, data: g.data }));
     const group = locatePost(postId, records);
     if (group === null) throw unavailable('the post groups are being created', 1);
     return service.requireGroup<PostCommand, PostResult, PostsMachine>(ctx, group) as PostsNode;
@@ -63,7 +66,8 @@ function memberRoutes(service: GroupedServiceContext, groups: number): void {
   };
   const idOf = (ctx: RequestContext): string => {
     const id = ctx.params.id ?? '';
-    if (!POST_ID.test(id)) throw badRequest('invalid_post_id', 'a post id is 18 characters of Crockford base32', { field: 'post_id' });
+    if (!POST_ID.test(id))
+      throw badRequest('invalid_post_id', 'a post id is 18 characters of Crockford base32', { field: 'post_id' });
     return id;
   };
 
@@ -101,11 +105,14 @@ function memberRoutes(service: GroupedServiceContext, groups: number): void {
       const node = service.requireGroup<PostCommand, PostResult, PostsMachine>(ctx, group) as PostsNode;
       const body = requireObject(await ctx.json());
       const ids = body.post_ids;
-      if (!Array.isArray(ids) || ids.length > MAX_GET || !ids.every((i) => typeof i === 'string' && POST_ID.test(i))) throw badRequest('invalid_field', `post_ids must be at most ${MAX_GET} post ids`, { field: 'post_ids' });
+      if (!Array.isArray(ids) || ids.length > MAX_GET || !ids.every((i) => typeof i === 'string' && POST_ID.test(i)))
+        throw badRequest('invalid_field', `post_ids must be at most ${MAX_GET} post ids`, { field: 'post_ids' });
       if (node.leaderId === null) throw unavailable('the group has no leader yet', 1);
       // Hydration reads the member's applied state without a barrier: the feed favours availability, and a post a
       // follower has not applied yet is simply left out of this page (the router sends the call to the leader).
-      const posts: Post[] = node.readLocal((m) => (ids as string[]).map((i) => m.get(i)).filter((p): p is Post => p !== null));
+      const posts: Post[] = node.readLocal((m) =>
+        (ids as string[]).map((i) => m.get(i)).filter((p): p is Post => p !== null),
+      );
       return { posts };
     });
 }

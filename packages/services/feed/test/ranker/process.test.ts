@@ -27,8 +27,17 @@ let ranker: ChildProcess | null = null;
 let output = '';
 
 function startRanker(): ChildProcess {
-  const options = { id: 'ranker1', httpAddress: rankerHttp, tcpAddress: rankerTcp, members: cluster.members.map(hostPort), token: cluster.token };
-  const child = spawn(process.execPath, [MAIN], { env: { ...process.env, FEED_RANKER_OPTIONS: JSON.stringify(options) }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const options = {
+    id: 'ranker1',
+    httpAddress: rankerHttp,
+    tcpAddress: rankerTcp,
+    members: cluster.members.map(hostPort),
+    token: cluster.token,
+  };
+  const child = spawn(process.execPath, [MAIN], {
+    env: { ...process.env, FEED_RANKER_OPTIONS: JSON.stringify(options) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   child.stdout!.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
   child.stderr!.on('data', (d: Buffer) => (output = (output + d.toString()).slice(-20_000)));
   return child;
@@ -48,9 +57,11 @@ t.teardown(async () => {
 
 await log.createTopic(ENGAGEMENT_TOPIC, { partitions: 2 });
 ranker = startRanker();
-await until('the ranker answers', async () => (await client.stats(1_000))[0]!.events_applied >= 0, 60_000, 200).catch((e: unknown) => {
-  throw new Error(`${String(e)}\n${output}`);
-});
+await until('the ranker answers', async () => (await client.stats(1_000))[0]!.events_applied >= 0, 60_000, 200).catch(
+  (e: unknown) => {
+    throw new Error(`${String(e)}\n${output}`);
+  },
+);
 
 const NOW = Date.now();
 function candidates(n: number, authors: number, prefix = 'p'): Candidate[] {
@@ -70,13 +81,19 @@ t.test('ranks 1,000 candidates: every one once, best first; a repeat visit gets 
   t.ok(first !== null, 'answered');
   t.equal(first!.ranked.length, 1_000);
   t.equal(new Set(first!.ranked.map((r) => r.post_id)).size, 1_000);
-  t.ok(first!.ranked.every((r, i) => i === 0 || r.score <= first!.ranked[i - 1]!.score), 'scores non-increasing');
+  t.ok(
+    first!.ranked.every((r, i) => i === 0 || r.score <= first!.ranked[i - 1]!.score),
+    'scores non-increasing',
+  );
   t.equal(first!.cached, false);
   const again = await client.rankDetailed('viewer-1', [...set].reverse(), { deadlineMs: 10_000, now: NOW + 5_000 });
   t.equal(again!.cached, true, 'same candidates within 60 s: the recent ranking');
   t.same(again!.ranked, first!.ranked);
   t.equal(again!.ranked_at, first!.ranked_at);
-  const changed = await client.rankDetailed('viewer-1', [...set, ...candidates(1, 1, 'new')], { deadlineMs: 10_000, now: NOW + 5_000 });
+  const changed = await client.rankDetailed('viewer-1', [...set, ...candidates(1, 1, 'new')], {
+    deadlineMs: 10_000,
+    now: NOW + 5_000,
+  });
   t.equal(changed!.cached, false, 'a new post in the set: ranked afresh');
   const other = await client.rankDetailed('viewer-2', set, { deadlineMs: 10_000, now: NOW });
   t.equal(other!.cached, false, 'another viewer has no recent ranking');
@@ -85,7 +102,12 @@ t.test('ranks 1,000 candidates: every one once, best first; a repeat visit gets 
 t.test('bad requests get bad_request and the process keeps serving', async () => {
   const raw = new RpcClient({ address: rankerTcp, token: cluster.token, timeoutMs: 5_000 });
   t.teardown(() => raw.close());
-  for (const request of [{ op: 'rank', viewer: 'v', candidates: [{ post_id: 'x' }] }, { op: 'drop-tables' }, 'rank', null]) {
+  for (const request of [
+    { op: 'rank', viewer: 'v', candidates: [{ post_id: 'x' }] },
+    { op: 'drop-tables' },
+    'rank',
+    null,
+  ]) {
     const error = await raw.call(request).then(
       () => null,
       (e: unknown) => e,
@@ -99,19 +121,46 @@ t.test('engagement events on the log move affinity and reorder the feed', async 
   const producer = log.producer(ENGAGEMENT_TOPIC);
   // Two posts alike but for age: the newer one first, until the viewer engages with the older one's author.
   const pair: Candidate[] = [
-    { post_id: 'q1', author_id: 'quiet', created_at: NOW - 3_600_000, content_type: 'text', engagement: { likes: 0, comments: 0, shares: 0 } },
-    { post_id: 'q2', author_id: 'loud', created_at: NOW - 1_800_000, content_type: 'text', engagement: { likes: 0, comments: 0, shares: 0 } },
+    {
+      post_id: 'q1',
+      author_id: 'quiet',
+      created_at: NOW - 3_600_000,
+      content_type: 'text',
+      engagement: { likes: 0, comments: 0, shares: 0 },
+    },
+    {
+      post_id: 'q2',
+      author_id: 'loud',
+      created_at: NOW - 1_800_000,
+      content_type: 'text',
+      engagement: { likes: 0, comments: 0, shares: 0 },
+    },
   ];
   const before = await client.rankDetailed('fan', pair, { deadlineMs: 10_000, now: NOW, fresh: true });
   t.equal(before!.ranked[0]!.post_id, 'q2');
   t.equal(await client.affinity('fan', 'quiet'), null, 'no affinity yet');
   // A malformed record on the topic is skipped, not fatal.
   await producer.send('not an event', { key: 'fan' });
-  for (let i = 0; i < 4; i++) await producer.send(encodeEngagement({ type: i % 2 === 0 ? 'like' : 'comment', user_id: 'fan', author_id: 'quiet', post_id: `old${i}`, at: NOW - 60_000 + i }), { key: 'fan' });
-  const affinity = await until('the ranker applies the events', async () => {
-    const a = await client.affinity('fan', 'quiet');
-    return a !== null && a.interaction_count === 4 ? a : null;
-  }, 60_000, 200);
+  for (let i = 0; i < 4; i++)
+    await producer.send(
+      encodeEngagement({
+        type: i % 2 === 0 ? 'like' : 'comment',
+        user_id: 'fan',
+        author_id: 'quiet',
+        post_id: `old${i}`,
+        at: NOW - 60_000 + i,
+      }),
+      { key: 'fan' },
+    );
+  const affinity = await until(
+    'the ranker applies the events',
+    async () => {
+      const a = await client.affinity('fan', 'quiet');
+      return a !== null && a.interaction_count === 4 ? a : null;
+    },
+    60_000,
+    200,
+  );
   t.equal(affinity.last_interaction_at, NOW - 60_000 + 3);
   const stats = (await client.stats())[0]!;
   t.ok(stats.events_malformed >= 1, 'the malformed record was counted');
@@ -121,40 +170,66 @@ t.test('engagement events on the log move affinity and reorder the feed', async 
   t.equal(stranger!.ranked[0]!.post_id, 'q2', 'for another viewer nothing changed');
 });
 
-t.test('a paused ranker (SIGSTOP): null within the deadline, time order, no error; it ranks again once resumed', async () => {
-  const set = candidates(500, 40, 'paused');
-  t.ok((await client.rankWithDeadline('viewer-4', set, 10_000)) !== null, 'ranks before the pause');
-  ranker!.kill('SIGSTOP');
-  try {
-    const started = Date.now();
-    const ranked = await client.rankWithDeadline('viewer-5', set);
-    t.equal(ranked, null, 'no ranking from a paused ranker');
-    // Not a speed assertion: the deadline holds far inside this bound even on a loaded machine.
-    t.ok(Date.now() - started < 5_000, `settled in ${Date.now() - started} ms`);
-    const order = await client.order('viewer-5', set);
-    t.equal(order.scores, null);
-    t.same(
-      order.posts.map((p) => p.post_id),
-      [...set].sort((a, b) => b.created_at - a.created_at).map((p) => p.post_id),
-      'time order, newest first',
+t.test(
+  'a paused ranker (SIGSTOP): null within the deadline, time order, no error; it ranks again once resumed',
+  async () => {
+    const set = candidates(500, 40, 'paused');
+    t.ok((await client.rankWithDeadline('viewer-4', set, 10_000)) !== null, 'ranks before the pause');
+    ranker!.kill('SIGSTOP');
+    try {
+      const started = Date.now();
+      const ranked = await client.rankWithDeadline('viewer-5', set);
+      t.equal(ranked, null, 'no ranking from a paused ranker');
+      // Not a speed assertion: the deadline holds far inside this bound even on a loaded machine.
+      t.ok(Date.now() - started < 5_000, `settled in ${Date.now() - started} ms`);
+      const order = await client.order('viewer-5', set);
+      t.equal(order.scores, null);
+      t.same(
+        order.posts.map((p) => p.post_id),
+        [...set].sort((a, b) => b.created_at - a.created_at).map((p) => p.post_id),
+        'time order, newest first',
+      );
+    } finally {
+      ranker!.kill('SIGCONT');
+    }
+    await until(
+      'the resumed ranker ranks again',
+      async () => (await client.rankWithDeadline('viewer-6', set, 5_000)) !== null,
+      60_000,
+      200,
     );
-  } finally {
-    ranker!.kill('SIGCONT');
-  }
-  await until('the resumed ranker ranks again', async () => (await client.rankWithDeadline('viewer-6', set, 5_000)) !== null, 60_000, 200);
-});
+  },
+);
 
-t.test('a killed ranker: null, no error, for as long as it is down; a restarted one rebuilds affinity from the log', async () => {
-  const exited = new Promise((resolve) => ranker!.once('exit', resolve));
-  ranker!.kill('SIGKILL');
-  await exited;
-  for (let i = 0; i < 3; i++) t.equal(await client.rankWithDeadline('viewer-7', candidates(100, 10)), null, `call ${i + 1}: null`);
-  ranker = startRanker();
-  await until('the restarted ranker ranks', async () => (await client.rankWithDeadline('viewer-7', candidates(100, 10), 5_000)) !== null, 60_000, 200);
-  // The topic holds 4 events and 1 malformed record: once all 5 are read, the affinity is exactly the 4.
-  await until('the replay reaches the end of the topic', async () => {
-    const s = (await client.stats())[0]!;
-    return s.events_applied === 4 && s.events_malformed === 1;
-  }, 60_000, 200);
-  t.same(await client.affinity('fan', 'quiet'), { interaction_count: 4, last_interaction_at: NOW - 60_000 + 3 }, 'rebuilt, each event once');
-});
+t.test(
+  'a killed ranker: null, no error, for as long as it is down; a restarted one rebuilds affinity from the log',
+  async () => {
+    const exited = new Promise((resolve) => ranker!.once('exit', resolve));
+    ranker!.kill('SIGKILL');
+    await exited;
+    for (let i = 0; i < 3; i++)
+      t.equal(await client.rankWithDeadline('viewer-7', candidates(100, 10)), null, `call ${i + 1}: null`);
+    ranker = startRanker();
+    await until(
+      'the restarted ranker ranks',
+      async () => (await client.rankWithDeadline('viewer-7', candidates(100, 10), 5_000)) !== null,
+      60_000,
+      200,
+    );
+    // The topic holds 4 events and 1 malformed record: once all 5 are read, the affinity is exactly the 4.
+    await until(
+      'the replay reaches the end of the topic',
+      async () => {
+        const s = (await client.stats())[0]!;
+        return s.events_applied === 4 && s.events_malformed === 1;
+      },
+      60_000,
+      200,
+    );
+    t.same(
+      await client.affinity('fan', 'quiet'),
+      { interaction_count: 4, last_interaction_at: NOW - 60_000 + 3 },
+      'rebuilt, each event once',
+    );
+  },
+);

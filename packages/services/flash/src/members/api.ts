@@ -10,7 +10,7 @@
  */
 import {
   badRequest,
-  GroupedServiceContext,
+  type GroupedServiceContext,
   HttpError,
   notFound,
   requireObject,
@@ -52,7 +52,10 @@ function flashRoutes(service: GroupedServiceContext): void {
 
   const nodeOf = (ctx: RequestContext): FlashNode => {
     const group = ctx.params.group ?? '';
-    if (parseInventoryGroup(group) === null) throw badRequest('invalid_group', `an inventory group is ${GROUP_PREFIX}0..${INVENTORY_GROUPS - 1}`, { field: 'group' });
+    if (parseInventoryGroup(group) === null)
+      throw badRequest('invalid_group', `an inventory group is ${GROUP_PREFIX}0..${INVENTORY_GROUPS - 1}`, {
+        field: 'group',
+      });
     return service.requireGroup<FlashCommand, FlashResult, FlashMachine>(ctx, group) as FlashNode;
   };
 
@@ -70,7 +73,8 @@ function flashRoutes(service: GroupedServiceContext): void {
       if (due.length > 0) work.push(node.propose({ op: 'expire', reservationIds: due }));
       for (const dealId of node.readLocal((m) => m.dealIds())) {
         const deal = node.readLocal((m) => m.getDeal(dealId));
-        if (deal !== null && deal.liveAt === null && now >= deal.startAt && now < deal.endAt) work.push(node.propose({ op: 'goLive', dealId }));
+        if (deal !== null && deal.liveAt === null && now >= deal.startAt && now < deal.endAt)
+          work.push(node.propose({ op: 'goLive', dealId }));
         // Bounded memory: a deal (its reservations and orders) is kept a day after its end, then dropped.
         if (deal !== null && now >= deal.endAt + KEEP_ENDED_MS) work.push(node.propose({ op: 'dropDeal', dealId }));
       }
@@ -97,9 +101,14 @@ function flashRoutes(service: GroupedServiceContext): void {
     // The inventory groups, created on first use (a retry, or a second gateway racing the first, finds them made).
     .post('/v1/flash/inventory-groups', { admits: 'cluster' }, async () => {
       const catalog = managed.catalog();
-      const missing = Array.from({ length: INVENTORY_GROUPS }, (_, g) => inventoryGroup(g)).filter((n) => catalog.group(n) === undefined);
+      const missing = Array.from({ length: INVENTORY_GROUPS }, (_, g) => inventoryGroup(g)).filter(
+        (n) => catalog.group(n) === undefined,
+      );
       if (missing.length > 0) {
-        const { result } = await service.createGroups(INVENTORY_KIND, missing.map((name) => ({ name, data: { service: 'flash' } })));
+        const { result } = await service.createGroups(
+          INVENTORY_KIND,
+          missing.map((name) => ({ name, data: { service: 'flash' } })),
+        );
         if (!result.ok && result.code !== 'exists') throw new HttpError(500, 'internal', result.message);
       }
       return { groups: Array.from({ length: INVENTORY_GROUPS }, (_, g) => inventoryGroup(g)), created: missing };
@@ -113,11 +122,13 @@ function flashRoutes(service: GroupedServiceContext): void {
       const node = nodeOf(ctx);
       await service.readBarrier(node, ctx);
       const deal = node.readLocal((m) => m.getDeal(ctx.params.deal!));
-      if (deal === null) throw notFound(`no deal ${ctx.params.deal} in ${ctx.params.group}`, { deal_id: ctx.params.deal });
+      if (deal === null)
+        throw notFound(`no deal ${ctx.params.deal} in ${ctx.params.group}`, { deal_id: ctx.params.deal });
       // `?winners_from=N`: the winners from the N-th on, read with the counts (one consistent copy).
       const fromText = ctx.query.get('winners_from');
       if (fromText === null) return deal;
-      if (!/^\d{1,9}$/.test(fromText)) throw badRequest('invalid_query', 'winners_from must be a count', { field: 'winners_from' });
+      if (!/^\d{1,9}$/.test(fromText))
+        throw badRequest('invalid_query', 'winners_from must be a count', { field: 'winners_from' });
       return { ...deal, ...node.readLocal((m) => m.winnersFrom(ctx.params.deal!, Number(fromText))) };
     })
     .get('/v1/flash/groups/:group/deals/:deal/attempts', { admits: 'cluster' }, async (ctx) => {
@@ -125,9 +136,11 @@ function flashRoutes(service: GroupedServiceContext): void {
       await service.readBarrier(node, ctx);
       const user = ctx.query.get('user') ?? '';
       const key = ctx.query.get('key') ?? '';
-      if (user.length === 0 || key.length === 0) throw badRequest('invalid_query', 'user and key are required', { field: user.length === 0 ? 'user' : 'key' });
+      if (user.length === 0 || key.length === 0)
+        throw badRequest('invalid_query', 'user and key are required', { field: user.length === 0 ? 'user' : 'key' });
       const record = node.readLocal((m) => m.attemptOf(ctx.params.deal!, user, key));
-      if (record === null) throw notFound(`no deal ${ctx.params.deal} in ${ctx.params.group}`, { deal_id: ctx.params.deal });
+      if (record === null)
+        throw notFound(`no deal ${ctx.params.deal} in ${ctx.params.group}`, { deal_id: ctx.params.deal });
       return record;
     })
     .get('/v1/flash/groups/:group/reservations/:id', { admits: 'cluster' }, async (ctx) => {

@@ -25,7 +25,8 @@ function keyOf(ctx: RequestContext): string {
     throw badRequest('invalid_key', `the key must be 1 to ${MAX_KEY_BYTES} bytes`, { field: 'key' });
   }
   // HTTP clients collapse these path segments, so such a key could be written but never read back reliably.
-  if (key === '.' || key === '..') throw badRequest('invalid_key', 'the keys "." and ".." cannot be addressed in a URL path', { field: 'key' });
+  if (key === '.' || key === '..')
+    throw badRequest('invalid_key', 'the keys "." and ".." cannot be addressed in a URL path', { field: 'key' });
   return key;
 }
 
@@ -33,7 +34,8 @@ function keyOf(ctx: RequestContext): string {
 function valueOf(v: unknown, field: string): string | null {
   if (v === null) return null;
   if (typeof v !== 'string') throw badRequest('invalid_field', `${field} must be a string or null`, { field });
-  if (Buffer.byteLength(v) > MAX_VALUE_BYTES) throw badRequest('invalid_field', `${field} is over ${MAX_VALUE_BYTES} bytes`, { field });
+  if (Buffer.byteLength(v) > MAX_VALUE_BYTES)
+    throw badRequest('invalid_field', `${field} is over ${MAX_VALUE_BYTES} bytes`, { field });
   // PUT refuses bytes that are not UTF-8; JSON can still carry a lone surrogate, which would be stored as U+FFFD.
   return requireWellFormed(v, field);
 }
@@ -50,7 +52,9 @@ export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
   const machine = (): KvMachine => service.machine as KvMachine;
   const batcher = new KvBatcher();
   const propose = (command: KvCommand): Promise<KvResult> => service.node.propose(command);
-  service.metrics.gauge('kv_batched_entries', 'Raft entries proposed by the write batcher on this member').set(() => batcher.entries);
+  service.metrics
+    .gauge('kv_batched_entries', 'Raft entries proposed by the write batcher on this member')
+    .set(() => batcher.entries);
   service.metrics.gauge('kv_batched_commands', 'Writes those entries carried').set(() => batcher.commands);
   /** A write through the turn's batch (an idempotent one goes alone: ServiceContext.write). `bytes` bounds its size. */
   const write = async (ctx: RequestContext, command: KvKeyCommand, bytes: number): Promise<KvKeyResult> =>
@@ -78,13 +82,22 @@ export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
     .post('/v1/kv/:key/cas', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);
       const body = requireObject(await ctx.json());
-      if (!('from' in body)) throw badRequest('invalid_field', 'from is required (null means the key must be absent)', { field: 'from' });
+      if (!('from' in body))
+        throw badRequest('invalid_field', 'from is required (null means the key must be absent)', { field: 'from' });
       if (!('to' in body)) throw badRequest('invalid_field', 'to is required (null deletes the key)', { field: 'to' });
       const from = valueOf(body.from, 'from');
       const to = valueOf(body.to, 'to');
-      const result = await write(ctx, { op: 'cas', key, from, to }, (key.length + (from?.length ?? 0) + (to?.length ?? 0)) * 3);
+      const result = await write(
+        ctx,
+        { op: 'cas', key, from, to },
+        (key.length + (from?.length ?? 0) + (to?.length ?? 0)) * 3,
+      );
       if (result.op === 'cas' && !result.ok) {
-        throw conflict('cas_mismatch', 'the current value is not "from"', { key, current: result.current, revision: result.revision });
+        throw conflict('cas_mismatch', 'the current value is not "from"', {
+          key,
+          current: result.current,
+          revision: result.revision,
+        });
       }
       return new Reply(200, { key, value: to, revision: result.revision });
     });

@@ -20,7 +20,8 @@ export const MAX_BATCH_BYTES = 512 * 1024;
 async function proposeBatch(propose: Propose, commands: KvKeyCommand[]): Promise<KvKeyResult[]> {
   if (commands.length === 1) return [(await propose(commands[0]!)) as KvKeyResult];
   const result = await propose({ op: 'batch', commands });
-  if (result.op !== 'batch' || result.results.length !== commands.length) throw new Error('unexpected result of a batch of kv commands');
+  if (result.op !== 'batch' || result.results.length !== commands.length)
+    throw new Error('unexpected result of a batch of kv commands');
   return result.results;
 }
 

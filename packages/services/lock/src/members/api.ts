@@ -45,7 +45,9 @@ function fencingToken(body: JsonObject): number | null {
   const v = body.fencing_token;
   if (v === undefined || v === null) return null;
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) {
-    throw badRequest('invalid_field', 'fencing_token must be the positive integer from the grant', { field: 'fencing_token' });
+    throw badRequest('invalid_field', 'fencing_token must be the positive integer from the grant', {
+      field: 'fencing_token',
+    });
   }
   return v;
 }
@@ -59,7 +61,9 @@ function refused(result: LockResult): never {
     case 'session_forbidden':
       throw new HttpError(403, 'session_forbidden', 'this session was opened with another token');
     case 'stale_token':
-      throw conflict('stale_token', 'the fencing token does not match the current grant', { current_token: result.token ?? null });
+      throw conflict('stale_token', 'the fencing token does not match the current grant', {
+        current_token: result.token ?? null,
+      });
     case 'not_holder':
       throw conflict('not_holder', 'this session neither holds the lock nor waits for it');
   }
@@ -67,9 +71,14 @@ function refused(result: LockResult): never {
 
 export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): void {
   const machine = service.machine as LockMachine;
-  const dropped = service.metrics.counter('lock_watchers_dropped_total', 'Watch streams dropped because their client did not read');
+  const dropped = service.metrics.counter(
+    'lock_watchers_dropped_total',
+    'Watch streams dropped because their client did not read',
+  );
   const hub = new WatchHub(DEFAULT_WATCH_LIMITS, () => dropped.inc());
-  service.metrics.gauge('lock_watchers', 'Watches (long polls and streams) open on this member').set(() => hub.watchers);
+  service.metrics
+    .gauge('lock_watchers', 'Watches (long polls and streams) open on this member')
+    .set(() => hub.watchers);
   machine.onChange = hub.publish;
   machine.watched = hub.watches;
   service.onStop(startExpiry(service, machine));
@@ -77,8 +86,12 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   const owner = (ctx: RequestContext): string => service.principal(ctx).hash;
   const batcher = new LockBatcher();
   const propose = (command: LockCommand): Promise<LockResult> => service.node.propose(command);
-  service.metrics.gauge('lock_batched_entries', 'Raft entries proposed by the acquire/release batcher on this member').set(() => batcher.entries);
-  service.metrics.gauge('lock_batched_commands', 'Acquires and releases those entries carried').set(() => batcher.commands);
+  service.metrics
+    .gauge('lock_batched_entries', 'Raft entries proposed by the acquire/release batcher on this member')
+    .set(() => batcher.entries);
+  service.metrics
+    .gauge('lock_batched_commands', 'Acquires and releases those entries carried')
+    .set(() => batcher.commands);
   /** An acquire or release through the turn's batch (an idempotent one goes alone: ServiceContext.write). */
   const write = (ctx: RequestContext, command: BatchableCommand): Promise<LockResult> =>
     service.write(ctx, command, () => batcher.submit(propose, command));
@@ -88,12 +101,28 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       const text = await ctx.text();
       const body = text.trim().length === 0 ? {} : requireObject(parseJsonBody(text));
       const timeout = body.timeout_ms ?? DEFAULT_TIMEOUT_MS;
-      if (typeof timeout !== 'number' || !Number.isSafeInteger(timeout) || timeout < MIN_TIMEOUT_MS || timeout > MAX_TIMEOUT_MS) {
-        throw badRequest('invalid_field', `timeout_ms must be an integer from ${MIN_TIMEOUT_MS} to ${MAX_TIMEOUT_MS}`, { field: 'timeout_ms' });
+      if (
+        typeof timeout !== 'number' ||
+        !Number.isSafeInteger(timeout) ||
+        timeout < MIN_TIMEOUT_MS ||
+        timeout > MAX_TIMEOUT_MS
+      ) {
+        throw badRequest('invalid_field', `timeout_ms must be an integer from ${MIN_TIMEOUT_MS} to ${MAX_TIMEOUT_MS}`, {
+          field: 'timeout_ms',
+        });
       }
-      const result = await service.write(ctx, { op: 'openSession', id: uuidv4(), timeoutMs: timeout, owner: owner(ctx) });
+      const result = await service.write(ctx, {
+        op: 'openSession',
+        id: uuidv4(),
+        timeoutMs: timeout,
+        owner: owner(ctx),
+      });
       if (!result.ok || result.op !== 'openSession') refused(result);
-      return new Reply(201, { session_id: result.id, timeout_ms: result.timeoutMs, heartbeat_ms: Math.floor(result.timeoutMs / 3) });
+      return new Reply(201, {
+        session_id: result.id,
+        timeout_ms: result.timeoutMs,
+        heartbeat_ms: Math.floor(result.timeoutMs / 3),
+      });
     })
     .post('/v1/sessions/:id/heartbeat', { admits: 'authenticated' }, async (ctx) => {
       const id = sessionId(ctx.params.id, 'id');
@@ -107,8 +136,10 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       const id = sessionId(ctx.params.id, 'id');
       await service.readBarrier(ctx);
       const s = machine.getSession(id);
-      if (s === null) throw new HttpError(404, 'unknown_session', 'no such session: it expired, was closed, or never existed');
-      if (s.owner !== owner(ctx)) throw new HttpError(403, 'session_forbidden', 'this session was opened with another token');
+      if (s === null)
+        throw new HttpError(404, 'unknown_session', 'no such session: it expired, was closed, or never existed');
+      if (s.owner !== owner(ctx))
+        throw new HttpError(403, 'session_forbidden', 'this session was opened with another token');
       return { session_id: id, timeout_ms: s.timeoutMs, owned_locks: s.owned, waiting_for: s.waiting };
     })
     .delete('/v1/sessions/:id', { admits: 'authenticated' }, async (ctx) => {
@@ -125,7 +156,9 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       const result = await write(ctx, { op: 'acquire', name, session, owner: owner(ctx), wait });
       if (!result.ok || result.op !== 'acquire') refused(result);
       if (result.granted) return { granted: true, fencing_token: result.token };
-      return result.position === null ? { granted: false } : { granted: false, queued: true, position: result.position };
+      return result.position === null
+        ? { granted: false }
+        : { granted: false, queued: true, position: result.position };
     })
     .post('/v1/locks/:name/release', { admits: 'authenticated' }, async (ctx) => {
       const name = lockName(ctx);
@@ -134,7 +167,9 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       const token = fencingToken(body);
       const result = await write(ctx, { op: 'release', name, session, owner: owner(ctx), token });
       if (!result.ok || result.op !== 'release') refused(result);
-      return result.dequeued ? { released: false, dequeued: true } : { released: true, next_holder_granted: result.next !== null };
+      return result.dequeued
+        ? { released: false, dequeued: true }
+        : { released: true, next_holder_granted: result.next !== null };
     })
     .get('/v1/locks/:name', { admits: 'authenticated' }, async (ctx) => {
       const name = lockName(ctx);
@@ -153,7 +188,9 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
       const timeoutText = ctx.query.get('timeout_ms') ?? '30000';
       const timeoutMs = Number(timeoutText);
       if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > MAX_WATCH_MS) {
-        throw badRequest('invalid_query', `timeout_ms must be an integer from 0 to ${MAX_WATCH_MS}`, { field: 'timeout_ms' });
+        throw badRequest('invalid_query', `timeout_ms must be an integer from 0 to ${MAX_WATCH_MS}`, {
+          field: 'timeout_ms',
+        });
       }
       const current = machine.getLock(name);
       if ((ctx.req.headers.accept ?? '').includes('text/event-stream') || ctx.query.get('stream') === 'true') {
@@ -161,7 +198,11 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
         return;
       }
       // A change already past the caller's revision answers at once (no missed wake-ups between polls).
-      if (after !== null && current.revision > after && (filter.session === null || current.holder === filter.session)) {
+      if (
+        after !== null &&
+        current.revision > after &&
+        (filter.session === null || current.holder === filter.session)
+      ) {
         return { changed: true, lock: lockBody(current) };
       }
       const change = await hub.next(name, filter, timeoutMs);

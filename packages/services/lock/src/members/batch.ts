@@ -19,7 +19,10 @@ async function proposeBatch(propose: Propose, commands: BatchableCommand[]): Pro
 }
 
 export class LockBatcher {
-  private readonly batcher = new DistinctNameBatcher<Propose, BatchableCommand, LockResult>({ maxItems: MAX_BATCH_COMMANDS, send: proposeBatch });
+  private readonly batcher = new DistinctNameBatcher<Propose, BatchableCommand, LockResult>({
+    maxItems: MAX_BATCH_COMMANDS,
+    send: proposeBatch,
+  });
 
   /** Entries proposed, for metrics. */
   get entries(): number {

@@ -6,7 +6,11 @@
 import type { ServiceContext } from '@raftkit/http';
 import type { LockCommand, LockMachine, LockResult } from '../machine.js';
 
-export function startExpiry(service: ServiceContext<LockCommand, LockResult>, machine: LockMachine, everyMs = 250): () => void {
+export function startExpiry(
+  service: ServiceContext<LockCommand, LockResult>,
+  machine: LockMachine,
+  everyMs = 250,
+): () => void {
   let extendedInTerm = -1;
   let busy = false;
   const timer = setInterval(() => {
@@ -25,7 +29,9 @@ export function startExpiry(service: ServiceContext<LockCommand, LockResult>, ma
     if (extendedInTerm !== term) {
       await service.node.propose({ op: 'extendAll' });
       extendedInTerm = term;
-      service.logger.log('info', 'extended every session deadline after becoming leader', { sessions: machine.sessionCount });
+      service.logger.log('info', 'extended every session deadline after becoming leader', {
+        sessions: machine.sessionCount,
+      });
       return;
     }
     const overdue = machine.overdue(Date.now());

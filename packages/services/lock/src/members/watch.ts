@@ -85,7 +85,8 @@ export class WatchHub {
     const set = this.waiters.get(change.lock.name);
     if (set === undefined) return;
     for (const w of [...set]) {
-      if (w.filter.session !== null && change.granted !== w.filter.session && change.lost !== w.filter.session) continue;
+      if (w.filter.session !== null && change.granted !== w.filter.session && change.lost !== w.filter.session)
+        continue;
       w.fire(change);
     }
   };
@@ -93,7 +94,13 @@ export class WatchHub {
   /** Throws 503 `too_many_watchers` when the member holds as many watches as it may. */
   admit(): void {
     if (this.open >= this.limits.maxWatchers) {
-      throw new HttpError(503, 'too_many_watchers', `this member holds ${this.limits.maxWatchers} watches; retry, or watch through another member`, {}, { 'retry-after': '1' });
+      throw new HttpError(
+        503,
+        'too_many_watchers',
+        `this member holds ${this.limits.maxWatchers} watches; retry, or watch through another member`,
+        {},
+        { 'retry-after': '1' },
+      );
     }
   }
 
@@ -148,7 +155,9 @@ export class WatchHub {
       this.dropped++;
       this.onDrop();
       // The last word, whether or not it gets through: watch again from here (long poll or stream).
-      res.end(`event: dropped\ndata: ${JSON.stringify({ reason: 'slow_reader', rewatch_after_revision: lastRevision })}\n\n`);
+      res.end(
+        `event: dropped\ndata: ${JSON.stringify({ reason: 'slow_reader', rewatch_after_revision: lastRevision })}\n\n`,
+      );
       setTimeout(() => res.destroy(), DROP_GRACE_MS).unref();
     };
     let behindSince: number | null = null;
@@ -161,7 +170,11 @@ export class WatchHub {
       if (backlog > this.limits.slowBytes) {
         const now = Date.now();
         behindSince ??= now;
-        if (backlog > this.limits.maxBufferedBytes || now - behindSince > this.limits.slowMs || this.totalBacklog() > this.limits.totalBufferedBytes) {
+        if (
+          backlog > this.limits.maxBufferedBytes ||
+          now - behindSince > this.limits.slowMs ||
+          this.totalBacklog() > this.limits.totalBufferedBytes
+        ) {
           drop();
           return;
         }

@@ -12,7 +12,7 @@ import {
   type RequestContext,
   type ServiceContext,
 } from '@raftkit/http';
-import { MAX_RULES_PER_TENANT, RuleMachine, type RuleCommand, type RuleResult } from '../machine.js';
+import { MAX_RULES_PER_TENANT, type RuleMachine, type RuleCommand, type RuleResult } from '../machine.js';
 import { parseRule, ruleBody, RULE_ID, SERVICE_ID } from '../rules.js';
 import { requireTenantAccess, tenantKeys, tenantOf } from '../tenants.js';
 
@@ -32,7 +32,9 @@ function ruleIdParam(ctx: RequestContext): string {
 }
 
 const unknownService = (serviceId: string): HttpError =>
-  badRequest('unknown_service', `service_id ${serviceId} is not registered (PUT /v1/tenants/{service_id})`, { field: 'service_id' });
+  badRequest('unknown_service', `service_id ${serviceId} is not registered (PUT /v1/tenants/{service_id})`, {
+    field: 'service_id',
+  });
 
 function refused(result: RuleResult, serviceId: string): never {
   if (result.ok) throw new Error('not a refusal');
@@ -44,13 +46,16 @@ function refused(result: RuleResult, serviceId: string): never {
     case 'not_found':
       throw notFound('no such rule');
     case 'too_many_rules':
-      throw conflict('too_many_rules', `a tenant has at most ${MAX_RULES_PER_TENANT} rules: delete one first`, { limit: MAX_RULES_PER_TENANT });
+      throw conflict('too_many_rules', `a tenant has at most ${MAX_RULES_PER_TENANT} rules: delete one first`, {
+        limit: MAX_RULES_PER_TENANT,
+      });
   }
 }
 
 /** The cluster token itself, for deriving tenant keys: only a request made with it can ask for them. */
 function clusterToken(service: Service, ctx: RequestContext): string {
-  if (service.principal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'tenants are managed with the cluster token');
+  if (service.principal(ctx).kind !== 'cluster')
+    throw new HttpError(403, 'forbidden', 'tenants are managed with the cluster token');
   return bearerToken(ctx.req)!;
 }
 
@@ -75,10 +80,12 @@ export function ruleRoutes(service: Service): void {
       return { service_id: serviceId, admin_key: keys.adminKey, check_key: keys.checkKey };
     })
     .get('/v1/rule-set', { admits: 'cluster' }, async (ctx) => {
-      if (service.principal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'the rule set is for check instances (cluster token)');
+      if (service.principal(ctx).kind !== 'cluster')
+        throw new HttpError(403, 'forbidden', 'the rule set is for check instances (cluster token)');
       const sinceText = ctx.query.get('since') ?? '-1';
       const since = Number(sinceText);
-      if (!Number.isSafeInteger(since) || since < -1) throw badRequest('invalid_query', 'since must be a revision (an integer >= -1)', { field: 'since' });
+      if (!Number.isSafeInteger(since) || since < -1)
+        throw badRequest('invalid_query', 'since must be a revision (an integer >= -1)', { field: 'since' });
       await service.readBarrier(ctx);
       const set = machine.ruleSet();
       if (set.revision === since) return { revision: set.revision, changed: false };
@@ -98,7 +105,8 @@ export function ruleRoutes(service: Service): void {
     .get('/v1/rules', { admits: 'authenticated' }, async (ctx) => {
       const own = tenantOf(service.principal(ctx), 'admin');
       const asked = ctx.query.get('service_id');
-      if (own === null && asked === null) throw badRequest('invalid_query', 'service_id is required with the cluster token', { field: 'service_id' });
+      if (own === null && asked === null)
+        throw badRequest('invalid_query', 'service_id is required with the cluster token', { field: 'service_id' });
       const serviceId = serviceIdParam(asked ?? own);
       requireTenantAccess(service.principal(ctx), serviceId, 'admin');
       await service.readBarrier(ctx);

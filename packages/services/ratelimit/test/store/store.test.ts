@@ -2,7 +2,7 @@
 import t from 'tap';
 import { deriveClientToken } from '@raftkit/http';
 import { StoreClient, StoreUnavailableError, type CounterResult } from '../../src/workers/store/client.js';
-import { RpcClient, RpcError } from '@raftkit/rpc';
+import { RpcClient, type RpcError } from '@raftkit/rpc';
 import { startStores, type StoreGroup } from './helpers/stores.js';
 
 let group: StoreGroup;
@@ -45,7 +45,10 @@ t.test('counters start full; remaining = floor(tokens); a denial carries retry_a
   const elapsed = Date.now() - created;
   t.equal(denied.allowed, false);
   t.equal(denied.remaining, 0);
-  t.ok(denied.retryAfterMs! >= 2000 - elapsed - 1 && denied.retryAfterMs! <= 2000, `retry after ${denied.retryAfterMs} ms (${elapsed} ms after the first take): ceil((1 - tokens) / 0.5 * 1000)`);
+  t.ok(
+    denied.retryAfterMs! >= 2000 - elapsed - 1 && denied.retryAfterMs! <= 2000,
+    `retry after ${denied.retryAfterMs} ms (${elapsed} ms after the first take): ceil((1 - tokens) / 0.5 * 1000)`,
+  );
 });
 
 t.test('two concurrent takes from two clients on a counter holding one token: exactly one is admitted', async (t) => {
@@ -65,7 +68,9 @@ t.test('many concurrent takes from two clients admit exactly the capacity', asyn
   const a = storeClient();
   const b = storeClient();
   const op = { key: 'race:/y:ip:1', capacity: 60, refillRate: 0.001 };
-  const results: CounterResult[][] = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? a : b).take([op])));
+  const results: CounterResult[][] = await Promise.all(
+    Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? a : b).take([op])),
+  );
   t.equal(results.filter((r) => r[0]!.allowed).length, 60);
 });
 
@@ -73,9 +78,15 @@ t.test('one take with several ops: all taken, or none when one is short', async 
   const c = storeClient();
   const ip = { key: 'multi:/:ip:9', capacity: 5, refillRate: 0.001 };
   const user = { key: 'multi:/:user_id:u', capacity: 1, refillRate: 0.001 };
-  t.same((await c.take([ip, user])).map((r) => r.allowed), [true, true]);
+  t.same(
+    (await c.take([ip, user])).map((r) => r.allowed),
+    [true, true],
+  );
   const second = await c.take([ip, user]);
-  t.same(second.map((r) => r.allowed), [true, false]);
+  t.same(
+    second.map((r) => r.allowed),
+    [true, false],
+  );
   t.equal(second[0]!.remaining, 4, 'the ip counter lost nothing to the denied request');
 });
 
@@ -92,10 +103,14 @@ t.test('ping answers the store clock', async (t) => {
 });
 
 t.test('auth: the store takes the cluster token only', async (t) => {
-  const wrong = await storeClient(2_000, 'wrong').ping().catch((e: unknown) => e);
+  const wrong = await storeClient(2_000, 'wrong')
+    .ping()
+    .catch((e: unknown) => e);
   t.ok(wrong instanceof StoreUnavailableError);
   t.equal((wrong as StoreUnavailableError).code, 'unauthorized');
-  const tenant = await storeClient(2_000, deriveClientToken(group.token, 'check.acme')).take([{ key: 'k', capacity: 1, refillRate: 1 }]).catch((e: unknown) => e);
+  const tenant = await storeClient(2_000, deriveClientToken(group.token, 'check.acme'))
+    .take([{ key: 'k', capacity: 1, refillRate: 1 }])
+    .catch((e: unknown) => e);
   t.equal((tenant as StoreUnavailableError).code, 'forbidden', 'a valid client token is still refused');
 });
 
@@ -120,7 +135,10 @@ t.test('bad requests are answered with bad_request and leave the store serving',
 });
 
 t.test('/healthz and /metrics on the HTTP side', async (t) => {
-  const health = (await (await fetch(`http://${group.stores[0]!.httpAddress}/healthz`)).json()) as Record<string, unknown>;
+  const health = (await (await fetch(`http://${group.stores[0]!.httpAddress}/healthz`)).json()) as Record<
+    string,
+    unknown
+  >;
   t.match(health, { status: 'ok', role: 'store', region: 1, shard: 0 });
   const text = await metrics();
   t.ok(metric(text, 'ratelimit_store_take_ops_total') > 0);
@@ -132,7 +150,10 @@ t.test('idle counters expire: capacity / refill_rate * 1000 + 1000 ms after thei
   const before = metric(await metrics(), 'ratelimit_store_expired_total');
   await c.take([{ key: 'idle:/:ip:1', capacity: 2, refillRate: 10 }]); // expiry 200 + 1000 ms
   await new Promise((resolve) => setTimeout(resolve, 1_700));
-  t.ok(metric(await metrics(), 'ratelimit_store_expired_total') >= before + 1, 'swept within a sweep tick of its expiry');
+  t.ok(
+    metric(await metrics(), 'ratelimit_store_expired_total') >= before + 1,
+    'swept within a sweep tick of its expiry',
+  );
 });
 
 t.test('a paused store: calls reject within their timeout', async (t) => {

@@ -3,7 +3,12 @@ import type { PeerAddress } from '@raftkit/http';
 import { shardFor, storeTopology } from '../../src/workers/store/client.js';
 import { regionSyncMs } from '../../src/workers/store/worker.js';
 
-const peer = (id: string, role: string, n: number): PeerAddress => ({ id, role, httpAddress: `127.0.0.1:${9000 + n}`, tcpAddress: `127.0.0.1:${9100 + n}` });
+const peer = (id: string, role: string, n: number): PeerAddress => ({
+  id,
+  role,
+  httpAddress: `127.0.0.1:${9000 + n}`,
+  tcpAddress: `127.0.0.1:${9100 + n}`,
+});
 const workers = (stores: number, checks = 3): PeerAddress[] => [
   ...Array.from({ length: stores }, (_, i) => peer(`store${i + 1}`, 'store', i)),
   ...Array.from({ length: checks }, (_, i) => peer(`check${i + 1}`, 'check', 50 + i)),
@@ -12,18 +17,36 @@ const workers = (stores: number, checks = 3): PeerAddress[] => [
 t.test('one region by default: every store is a shard of it', async (t) => {
   const top = storeTopology(workers(2), {});
   t.equal(top.regions, 1);
-  t.same(top.storesOf(1).map((s) => s.id), ['store1', 'store2']);
-  t.same(top.globalStores.map((s) => s.id), ['store1', 'store2']);
+  t.same(
+    top.storesOf(1).map((s) => s.id),
+    ['store1', 'store2'],
+  );
+  t.same(
+    top.globalStores.map((s) => s.id),
+    ['store1', 'store2'],
+  );
   t.equal(top.regionOfCheck(3), 1);
 });
 
 t.test('store i belongs to region ((i - 1) % R) + 1; checks are spread the same way', async (t) => {
   const top = storeTopology(workers(6), { regions: '3' });
-  t.same(top.storesOf(1).map((s) => s.id), ['store1', 'store4']);
-  t.same(top.storesOf(2).map((s) => s.id), ['store2', 'store5']);
-  t.same(top.storesOf(3).map((s) => s.id), ['store3', 'store6']);
-  t.same(top.globalStores, top.storesOf(1), 'strict rules use region 1\'s stores');
-  t.same([1, 2, 3, 4, 5].map((i) => top.regionOfCheck(i)), [1, 2, 3, 1, 2]);
+  t.same(
+    top.storesOf(1).map((s) => s.id),
+    ['store1', 'store4'],
+  );
+  t.same(
+    top.storesOf(2).map((s) => s.id),
+    ['store2', 'store5'],
+  );
+  t.same(
+    top.storesOf(3).map((s) => s.id),
+    ['store3', 'store6'],
+  );
+  t.same(top.globalStores, top.storesOf(1), "strict rules use region 1's stores");
+  t.same(
+    [1, 2, 3, 4, 5].map((i) => top.regionOfCheck(i)),
+    [1, 2, 3, 1, 2],
+  );
   t.throws(() => top.storesOf(4), RangeError);
 });
 

@@ -17,7 +17,7 @@ import {
 } from '@raftkit/http';
 import { ALIAS, GENERATED_CODE } from '../codes.js';
 import { parseLongUrl, shortCodeParam, USER } from '../input.js';
-import { LinkMachine, type CreateSpec, type Link, type LinkCommand, type LinkResult } from '../machine.js';
+import type { LinkMachine, CreateSpec, Link, LinkCommand, LinkResult } from '../machine.js';
 import { purgeOptions, startPurge } from './purge.js';
 import { SharedCache } from './shared-cache.js';
 
@@ -43,27 +43,45 @@ export type BatchItemResult =
   | { status: 'invalid'; error: Record<string, unknown> };
 
 function linkRecord(code: string, link: Link): LinkRecord {
-  return { short_code: code, long_url: link.long_url, created_at: link.created_at, expires_at: link.expires_at, created_by: link.created_by, alias: link.alias };
+  return {
+    short_code: code,
+    long_url: link.long_url,
+    created_at: link.created_at,
+    expires_at: link.expires_at,
+    created_by: link.created_by,
+    alias: link.alias,
+  };
 }
 
 function requireCluster(service: ServiceContext<LinkCommand, LinkResult>, ctx: RequestContext): void {
-  if (service.principal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'the link store is for application servers (cluster token)');
+  if (service.principal(ctx).kind !== 'cluster')
+    throw new HttpError(403, 'forbidden', 'the link store is for application servers (cluster token)');
 }
 
 function timestamp(body: JsonObject, field: string): number {
   const v = body[field];
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw badRequest('invalid_field', `${field} must be epoch milliseconds`, { field });
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+    throw badRequest('invalid_field', `${field} must be epoch milliseconds`, { field });
   return v;
 }
 
 function parseCreateSpec(body: JsonObject): CreateSpec {
-  if (typeof body.alias !== 'boolean') throw badRequest('invalid_field', 'alias must be true or false', { field: 'alias' });
+  if (typeof body.alias !== 'boolean')
+    throw badRequest('invalid_field', 'alias must be true or false', { field: 'alias' });
   const alias = body.alias;
   const code = requireString(body, 'code', { pattern: alias ? ALIAS : GENERATED_CODE });
   const created_at = timestamp(body, 'created_at');
   const expires_at = timestamp(body, 'expires_at');
-  if (expires_at <= created_at) throw badRequest('invalid_field', 'expires_at must be after created_at', { field: 'expires_at' });
-  return { code, long_url: parseLongUrl(body.long_url), created_at, expires_at, created_by: requireString(body, 'created_by', { pattern: USER }), alias };
+  if (expires_at <= created_at)
+    throw badRequest('invalid_field', 'expires_at must be after created_at', { field: 'expires_at' });
+  return {
+    code,
+    long_url: parseLongUrl(body.long_url),
+    created_at,
+    expires_at,
+    created_by: requireString(body, 'created_by', { pattern: USER }),
+    alias,
+  };
 }
 
 /** Each link of a batch on its own: a malformed one is answered `invalid` and the others still go through. */
@@ -86,10 +104,17 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
   const machine = service.machine as LinkMachine;
   const cache = new SharedCache();
   machine.onChange = cache.onChange;
-  const lookups = service.metrics.counter('shortlink_store_lookups_total', 'Link lookups on this member by shared-cache result');
+  const lookups = service.metrics.counter(
+    'shortlink_store_lookups_total',
+    'Link lookups on this member by shared-cache result',
+  );
   service.metrics.gauge('shortlink_shared_cache_entries', 'Entries in the shared read cache').set(() => cache.size);
-  service.metrics.gauge('shortlink_links', 'Links in the store, deleted and expired ones not yet purged included').set(() => machine.size);
-  service.metrics.gauge('shortlink_retired_aliases', 'Purged aliases kept so they are never claimed again').set(() => machine.retiredCount);
+  service.metrics
+    .gauge('shortlink_links', 'Links in the store, deleted and expired ones not yet purged included')
+    .set(() => machine.size);
+  service.metrics
+    .gauge('shortlink_retired_aliases', 'Purged aliases kept so they are never claimed again')
+    .set(() => machine.retiredCount);
   const purged = service.metrics.counter('shortlink_purged_total', 'Dead links this member purged while leading');
   service.onStop(startPurge(service, machine, purgeOptions(process.env), (count) => purged.inc(count)));
 
@@ -99,7 +124,8 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       const body = requireObject(await ctx.json());
       const server = requireString(body, 'server', { minLength: 1, maxLength: 64 });
       const result = await service.write(ctx, { op: 'lease', server });
-      if (!result.ok) throw new HttpError(507, 'ids_exhausted', 'every id of the 7-character code space has been leased');
+      if (!result.ok)
+        throw new HttpError(507, 'ids_exhausted', 'every id of the 7-character code space has been leased');
       if (result.op !== 'lease') throw new Error(`unexpected result ${result.op}`);
       return new Reply(201, { start: result.start, end: result.end });
     })
@@ -108,8 +134,11 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       const command = { op: 'create' as const, ...parseCreateSpec(requireObject(await ctx.json())) };
       const result = await service.write(ctx, command);
       if (!result.ok) {
-        if (result.error === 'taken') throw conflict('code_taken', `the short code ${command.code} is already taken`, { field: 'custom_alias' });
-        throw conflict('not_leased', `the generated code ${command.code} does not come from a leased id`, { field: 'code' });
+        if (result.error === 'taken')
+          throw conflict('code_taken', `the short code ${command.code} is already taken`, { field: 'custom_alias' });
+        throw conflict('not_leased', `the generated code ${command.code} does not come from a leased id`, {
+          field: 'code',
+        });
       }
       if (result.op !== 'create') throw new Error(`unexpected result ${result.op}`);
       return new Reply(result.retried ? 200 : 201, linkRecord(command.code, result.link));
@@ -119,13 +148,16 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       const parsed = parseBatch(requireObject(await ctx.json()));
       const links = parsed.filter((p): p is CreateSpec => !('invalid' in p));
       const result = links.length === 0 ? null : await service.write(ctx, { op: 'create_many', links });
-      if (result !== null && (!result.ok || result.op !== 'create_many')) throw new Error(`unexpected result ${JSON.stringify(result)}`);
+      if (result !== null && (!result.ok || result.op !== 'create_many'))
+        throw new Error(`unexpected result ${JSON.stringify(result)}`);
       const outcomes = result?.results ?? [];
       let next = 0;
       const results = parsed.map((p): BatchItemResult => {
         if ('invalid' in p) return { status: 'invalid', error: p.invalid.body().error };
         const outcome = outcomes[next++]!;
-        return outcome.status === 'created' || outcome.status === 'retried' ? { status: outcome.status, link: linkRecord(p.code, outcome.link) } : outcome;
+        return outcome.status === 'created' || outcome.status === 'retried'
+          ? { status: outcome.status, link: linkRecord(p.code, outcome.link) }
+          : outcome;
       });
       return { results };
     })
@@ -146,7 +178,8 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
         await service.readBarrier(ctx);
       }
       const link = machine.get(code);
-      if (link === null || link.deleted_at !== null || link.expires_at <= now) throw notFound(`no link ${code} (never created, expired or deleted)`, { field: 'short_code' });
+      if (link === null || link.deleted_at !== null || link.expires_at <= now)
+        throw notFound(`no link ${code} (never created, expired or deleted)`, { field: 'short_code' });
       const text = JSON.stringify(linkRecord(code, link));
       if (local) cache.set(code, text, link.expires_at, now);
       ctx.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
@@ -162,7 +195,8 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       }
       const result = await service.write(ctx, { op: 'delete', code, by });
       if (!result.ok) {
-        if (result.error === 'forbidden') throw new HttpError(403, 'forbidden', 'only the creator of a link may delete it');
+        if (result.error === 'forbidden')
+          throw new HttpError(403, 'forbidden', 'only the creator of a link may delete it');
         throw notFound(`no link ${code}`, { field: 'short_code' });
       }
       if (result.op !== 'delete') throw new Error(`unexpected result ${result.op}`);

@@ -19,7 +19,12 @@ export interface PurgeOptions {
   codesPerEntry: number;
 }
 
-export const PURGE_DEFAULTS: PurgeOptions = { graceMs: 24 * 60 * 60 * 1000, everyMs: 60_000, scanPerRound: 100_000, codesPerEntry: 1000 };
+export const PURGE_DEFAULTS: PurgeOptions = {
+  graceMs: 24 * 60 * 60 * 1000,
+  everyMs: 60_000,
+  scanPerRound: 100_000,
+  codesPerEntry: 1000,
+};
 
 /**
  * A resumable walk over the store that picks the codes of links dead at or before a cutoff. Pure: it reads what
@@ -58,7 +63,8 @@ export function purgeOptions(env: Record<string, string | undefined>): PurgeOpti
     const text = env[name];
     if (text === undefined || text === '') return fallback;
     const v = Number(text);
-    if (!Number.isSafeInteger(v) || v < min) throw new RangeError(`${name} must be an integer >= ${min}, got ${JSON.stringify(text)}`);
+    if (!Number.isSafeInteger(v) || v < min)
+      throw new RangeError(`${name} must be an integer >= ${min}, got ${JSON.stringify(text)}`);
     return v;
   };
   return {
@@ -70,7 +76,12 @@ export function purgeOptions(env: Record<string, string | undefined>): PurgeOpti
 }
 
 /** Run the purge on this member while it leads; returns the stopper. */
-export function startPurge(service: ServiceContext<LinkCommand, LinkResult>, machine: LinkMachine, options: PurgeOptions, onPurged: (count: number) => void): () => void {
+export function startPurge(
+  service: ServiceContext<LinkCommand, LinkResult>,
+  machine: LinkMachine,
+  options: PurgeOptions,
+  onPurged: (count: number) => void,
+): () => void {
   const scanner = new PurgeScanner(() => machine.entries());
   let busy = false;
   const timer = setInterval(() => {

@@ -15,7 +15,10 @@ export class SharedCache {
   private readonly entries: LRUCache<string, string>;
 
   constructor(options: { ttlMs?: number; max?: number } = {}) {
-    this.entries = new LRUCache<string, string>({ max: options.max ?? SHARED_CACHE_ENTRIES, ttl: options.ttlMs ?? SHARED_CACHE_TTL_MS });
+    this.entries = new LRUCache<string, string>({
+      max: options.max ?? SHARED_CACHE_ENTRIES,
+      ttl: options.ttlMs ?? SHARED_CACHE_TTL_MS,
+    });
   }
 
   get(code: string): string | undefined {

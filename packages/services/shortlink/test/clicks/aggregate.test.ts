@@ -3,7 +3,14 @@ import t from 'tap';
 import { aggregate, counterIncrements, dayOf, refererHost, Tally } from '../../src/workers/clicks/aggregate.js';
 import { pack } from 'msgpackr';
 import { partitionOf, ownedPartitions } from '../../src/workers/clicks/partition.js';
-import { decodeClick, decodeRecord, encodeClick, encodeClicks, MAX_TEXT, type StreamedClick } from '../../src/workers/clicks/wire.js';
+import {
+  decodeClick,
+  decodeRecord,
+  encodeClick,
+  encodeClicks,
+  MAX_TEXT,
+  type StreamedClick,
+} from '../../src/workers/clicks/wire.js';
 
 const click = (over: Partial<StreamedClick> = {}): StreamedClick => ({
   producer: 'p1',
@@ -18,7 +25,11 @@ const click = (over: Partial<StreamedClick> = {}): StreamedClick => ({
 
 t.test('a batch becomes per-link increments: total, UTC day, country, referer host', async (t) => {
   const batch = aggregate(
-    [click({ seq: 0 }), click({ seq: 1, referer: null, country: null, timestamp: Date.UTC(2026, 10, 22) }), click({ seq: 2, short_code: 'other_alias' })],
+    [
+      click({ seq: 0 }),
+      click({ seq: 1, referer: null, country: null, timestamp: Date.UTC(2026, 10, 22) }),
+      click({ seq: 2, short_code: 'other_alias' }),
+    ],
     () => undefined,
   );
   t.same(Object.fromEntries(counterIncrements(batch.links)), {
@@ -56,7 +67,10 @@ t.test('a tally counts like a Map, keys in the order they first arrived', async 
 });
 
 t.test('redelivered clicks (seq at or below the last counted for their producer) are not counted again', async (t) => {
-  const batch = aggregate([click({ seq: 5 }), click({ seq: 6 }), click({ seq: 6 }), click({ seq: 4 }), click({ producer: 'p2', seq: 0 })], (p) => (p === 'p1' ? 5 : undefined));
+  const batch = aggregate(
+    [click({ seq: 5 }), click({ seq: 6 }), click({ seq: 6 }), click({ seq: 4 }), click({ producer: 'p2', seq: 0 })],
+    (p) => (p === 'p1' ? 5 : undefined),
+  );
   t.equal(batch.accepted, 2, 'p1 seq 6 once, p2 seq 0');
   t.equal(batch.duplicates, 3);
   t.same(Object.fromEntries(batch.seqs), { p1: 6, p2: 0 });
@@ -64,7 +78,10 @@ t.test('redelivered clicks (seq at or below the last counted for their producer)
 });
 
 t.test('records that are not clicks are counted as invalid and skipped', async (t) => {
-  const batch = aggregate([null, click({ short_code: 'bad!code' }), click({ short_code: '' }), click({ seq: 1 })], () => undefined);
+  const batch = aggregate(
+    [null, click({ short_code: 'bad!code' }), click({ short_code: '' }), click({ seq: 1 })],
+    () => undefined,
+  );
   t.equal(batch.invalid, 3);
   t.equal(batch.accepted, 1);
   t.equal(decodeClick(Buffer.from('not msgpack at all')), null);
@@ -83,46 +100,81 @@ t.test('referer hosts and days', async (t) => {
 t.test('the wire format round-trips every click; long headers are cut', async (t) => {
   const text = fc.option(fc.string({ maxLength: 600 }), { nil: null });
   fc.assert(
-    fc.property(fc.uuid(), fc.nat(), fc.stringMatching(/^[A-Za-z0-9_-]{7,64}$/), fc.integer({ min: 0, max: 4e12 }), text, fc.option(fc.constantFrom('DE', 'US'), { nil: null }), text, (producer, seq, code, ts, referer, country, ua) => {
-      const back = decodeClick(encodeClick(producer, seq, { short_code: code, timestamp: ts, referer, country, user_agent: ua }));
-      const cut = (s: string | null) => (s === null ? null : s.slice(0, MAX_TEXT));
-      return JSON.stringify(back) === JSON.stringify({ producer, seq, short_code: code, timestamp: ts, referer: cut(referer), country, user_agent: cut(ua) });
-    }),
+    fc.property(
+      fc.uuid(),
+      fc.nat(),
+      fc.stringMatching(/^[A-Za-z0-9_-]{7,64}$/),
+      fc.integer({ min: 0, max: 4e12 }),
+      text,
+      fc.option(fc.constantFrom('DE', 'US'), { nil: null }),
+      text,
+      (producer, seq, code, ts, referer, country, ua) => {
+        const back = decodeClick(
+          encodeClick(producer, seq, { short_code: code, timestamp: ts, referer, country, user_agent: ua }),
+        );
+        const cut = (s: string | null) => (s === null ? null : s.slice(0, MAX_TEXT));
+        return (
+          JSON.stringify(back) ===
+          JSON.stringify({
+            producer,
+            seq,
+            short_code: code,
+            timestamp: ts,
+            referer: cut(referer),
+            country,
+            user_agent: cut(ua),
+          })
+        );
+      },
+    ),
   );
   t.pass('round-trip property held');
 });
 
-t.test('a block of clicks round-trips, the i-th with seq firstSeq + i; a malformed row is one invalid click', async (t) => {
-  const rows = fc.array(
-    fc.record({
-      short_code: fc.stringMatching(/^[A-Za-z0-9_-]{7,64}$/),
-      timestamp: fc.integer({ min: 0, max: 4e12 }),
-      referer: fc.option(fc.string({ maxLength: 600 }), { nil: null }),
-      country: fc.option(fc.constantFrom('DE', 'US'), { nil: null }),
-      user_agent: fc.option(fc.string({ maxLength: 600 }), { nil: null }),
-    }),
-    { minLength: 1, maxLength: 50 },
-  );
-  fc.assert(
-    fc.property(fc.uuid(), fc.nat(), rows, (producer, firstSeq, records) => {
-      const back = decodeRecord(encodeClicks(producer, firstSeq, records));
-      const cut = (s: string | null) => (s === null ? null : s.slice(0, MAX_TEXT));
-      const want = records.map((r, i) => ({ producer, seq: firstSeq + i, short_code: r.short_code, timestamp: r.timestamp, referer: cut(r.referer), country: r.country, user_agent: cut(r.user_agent) }));
-      return JSON.stringify(back) === JSON.stringify(want);
-    }),
-  );
-  t.equal(decodeClick(encodeClicks('p', 0, [click()])), null, 'a block is not a single click');
-  const mixed = decodeRecord(pack(['p', 10, [['abcDEF1', 1, null, null, null], ['short', 'not a time', null, null, null], 7]]));
-  t.equal(mixed.length, 3);
-  t.match(mixed[0], { producer: 'p', seq: 10, short_code: 'abcDEF1' });
-  t.equal(mixed[1], null);
-  t.equal(mixed[2], null);
-  t.same(decodeRecord(pack(['p', 10, []])), [null], 'an empty block is one invalid record');
-  t.same(decodeRecord(Buffer.from('junk')), [null]);
-  const batch = aggregate(mixed, () => undefined);
-  t.equal(batch.accepted, 1);
-  t.equal(batch.invalid, 2);
-});
+t.test(
+  'a block of clicks round-trips, the i-th with seq firstSeq + i; a malformed row is one invalid click',
+  async (t) => {
+    const rows = fc.array(
+      fc.record({
+        short_code: fc.stringMatching(/^[A-Za-z0-9_-]{7,64}$/),
+        timestamp: fc.integer({ min: 0, max: 4e12 }),
+        referer: fc.option(fc.string({ maxLength: 600 }), { nil: null }),
+        country: fc.option(fc.constantFrom('DE', 'US'), { nil: null }),
+        user_agent: fc.option(fc.string({ maxLength: 600 }), { nil: null }),
+      }),
+      { minLength: 1, maxLength: 50 },
+    );
+    fc.assert(
+      fc.property(fc.uuid(), fc.nat(), rows, (producer, firstSeq, records) => {
+        const back = decodeRecord(encodeClicks(producer, firstSeq, records));
+        const cut = (s: string | null) => (s === null ? null : s.slice(0, MAX_TEXT));
+        const want = records.map((r, i) => ({
+          producer,
+          seq: firstSeq + i,
+          short_code: r.short_code,
+          timestamp: r.timestamp,
+          referer: cut(r.referer),
+          country: r.country,
+          user_agent: cut(r.user_agent),
+        }));
+        return JSON.stringify(back) === JSON.stringify(want);
+      }),
+    );
+    t.equal(decodeClick(encodeClicks('p', 0, [click()])), null, 'a block is not a single click');
+    const mixed = decodeRecord(
+      pack(['p', 10, [['abcDEF1', 1, null, null, null], ['short', 'not a time', null, null, null], 7]]),
+    );
+    t.equal(mixed.length, 3);
+    t.match(mixed[0], { producer: 'p', seq: 10, short_code: 'abcDEF1' });
+    t.equal(mixed[1], null);
+    t.equal(mixed[2], null);
+    t.same(decodeRecord(pack(['p', 10, []])), [null], 'an empty block is one invalid record');
+    t.same(decodeRecord(Buffer.from('junk')), [null]);
+    const batch = aggregate(mixed, () => undefined);
+    t.equal(batch.accepted, 1);
+    t.equal(batch.invalid, 2);
+  },
+);
 
 t.test('partitions: stable per code, spread over partitions, each owned by exactly one analytics worker', async (t) => {
   t.equal(partitionOf('abcDEF1', 1), 0);
@@ -130,8 +182,20 @@ t.test('partitions: stable per code, spread over partitions, each owned by exact
   for (let i = 0; i < 4_000; i++) counts[partitionOf(`code${i}x`, 4)]!++;
   for (const c of counts) t.ok(c > 800 && c < 1_200, `roughly even: ${counts.join(', ')}`);
   t.equal(partitionOf('bulk_clicks', 2), partitionOf('bulk_clicks', 2));
-  for (const [owners, partitions] of [[1, 1], [2, 2], [2, 5], [3, 2], [4, 8]] as const) {
-    const all = Array.from({ length: owners }, (_, i) => ownedPartitions(i + 1, owners, partitions)).flat().sort((a, b) => a - b);
-    t.same(all, Array.from({ length: partitions }, (_, p) => p), `${owners} owners of ${partitions} partitions`);
+  for (const [owners, partitions] of [
+    [1, 1],
+    [2, 2],
+    [2, 5],
+    [3, 2],
+    [4, 8],
+  ] as const) {
+    const all = Array.from({ length: owners }, (_, i) => ownedPartitions(i + 1, owners, partitions))
+      .flat()
+      .sort((a, b) => a - b);
+    t.same(
+      all,
+      Array.from({ length: partitions }, (_, p) => p),
+      `${owners} owners of ${partitions} partitions`,
+    );
   }
 });

@@ -5,24 +5,58 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { HttpError, MetricsRegistry, deriveClientToken, jsonLogger, type PeerAddress, type RunningWorker, type WorkerOptions } from '@raftkit/http';
+import {
+  HttpError,
+  MetricsRegistry,
+  deriveClientToken,
+  jsonLogger,
+  type PeerAddress,
+  type RunningWorker,
+  type WorkerOptions,
+} from '@raftkit/http';
 import t from 'tap';
 import { request } from 'undici';
-import { ClickEmitter, clickWorkerRoles, fetchStats, type ClickRecord, type LinkStats } from '../../src/workers/clicks/index.js';
+import {
+  ClickEmitter,
+  clickWorkerRoles,
+  fetchStats,
+  type ClickRecord,
+  type LinkStats,
+} from '../../src/workers/clicks/index.js';
 import { freePort } from '@raftkit/testkit';
 
 const TOKEN = 'test-cluster-token';
-const logger = jsonLogger(() => ({}), () => undefined);
+const logger = jsonLogger(
+  () => ({}),
+  () => undefined,
+);
 const dir = mkdtempSync(join(tmpdir(), 'clicks-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
-
 const workers: PeerAddress[] = [];
-for (const role of ['stream', 'analytics']) workers.push({ id: `${role}1`, role, httpAddress: `127.0.0.1:${await freePort()}`, tcpAddress: `127.0.0.1:${await freePort()}` });
+for (const role of ['stream', 'analytics'])
+  workers.push({
+    id: `${role}1`,
+    role,
+    httpAddress: `127.0.0.1:${await freePort()}`,
+    tcpAddress: `127.0.0.1:${await freePort()}`,
+  });
 
 function optionsFor(id: string, settings: Record<string, string> = {}): WorkerOptions {
   const me = workers.find((w) => w.id === id)!;
-  return { id, role: me.role, index: 1, dataDir: join(dir, id), httpAddress: me.httpAddress, tcpAddress: me.tcpAddress!, members: [], workers, tokens: [TOKEN], settings, logger };
+  return {
+    id,
+    role: me.role,
+    index: 1,
+    dataDir: join(dir, id),
+    httpAddress: me.httpAddress,
+    tcpAddress: me.tcpAddress!,
+    members: [],
+    workers,
+    tokens: [TOKEN],
+    settings,
+    logger,
+  };
 }
 const start = (id: string, settings?: Record<string, string>): Promise<RunningWorker> =>
   clickWorkerRoles.find((r) => `${r.role}1` === id)!.start(optionsFor(id, settings));
@@ -83,15 +117,28 @@ t.test('emitted clicks reach the aggregates exactly, and fetchStats returns them
   await until('analytics to count 5,000 clicks', caught(5_000));
   const h = await health('analytics1');
   t.match(h, { lag: 0, partitions: { 0: { lag: 0 } } }, 'healthz: nothing left to count');
-  t.ok((h.offset as number) > 0 && (h.offset as number) < 5_000, `clicks travelled in blocks (${String(h.offset)} stream records for 5,000 clicks)`);
-  for (const code of codes) t.same(await fetchStats({ workers, token: TOKEN }, code), expected(code, clicks), `stats of ${code}`);
+  t.ok(
+    (h.offset as number) > 0 && (h.offset as number) < 5_000,
+    `clicks travelled in blocks (${String(h.offset)} stream records for 5,000 clicks)`,
+  );
+  for (const code of codes)
+    t.same(await fetchStats({ workers, token: TOKEN }, code), expected(code, clicks), `stats of ${code}`);
   t.match(metrics.render(), /clicks_emitted_total 5000[\s\S]*clicks_sent_total 5000[\s\S]*clicks_dropped_total 0/);
-  t.same(await fetchStats({ workers, token: TOKEN }, 'neverclicked'), { short_code: 'neverclicked', total: 0, by_day: {}, by_country: {}, by_referer: {} });
+  t.same(await fetchStats({ workers, token: TOKEN }, 'neverclicked'), {
+    short_code: 'neverclicked',
+    total: 0,
+    by_day: {},
+    by_country: {},
+    by_referer: {},
+  });
 });
 
 t.test('replay wipes the aggregates and rebuilds the same numbers from offset 0', async (t) => {
   const before = await Promise.all(codes.map((c) => fetchStats({ workers, token: TOKEN }, c)));
-  const res = await request(`http://${workers[1]!.httpAddress}/internal/replay`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` } });
+  const res = await request(`http://${workers[1]!.httpAddress}/internal/replay`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
   t.equal(res.statusCode, 200);
   t.same(await res.body.json(), { status: 'replaying', from: 0, partitions: [0] });
   await until('the replay to finish', caught(5_000));
@@ -101,11 +148,15 @@ t.test('replay wipes the aggregates and rebuilds the same numbers from offset 0'
 t.test('an analytics restart resumes from its committed offset without counting twice', async (t) => {
   await analytics.stop();
   for (const c of clicks.slice(0, 1_000)) emitter.emit(c);
-  await until('the stream to take the clicks while analytics is down', async () => /^clicks_buffered 0$/m.test(metrics.render()) && /^clicks_sent_total 6000$/m.test(metrics.render()));
+  await until(
+    'the stream to take the clicks while analytics is down',
+    async () => /^clicks_buffered 0$/m.test(metrics.render()) && /^clicks_sent_total 6000$/m.test(metrics.render()),
+  );
   analytics = await start('analytics1');
   await until('analytics to catch up', caught(6_000));
   const twice = [...clicks, ...clicks.slice(0, 1_000)];
-  for (const code of codes) t.same(await fetchStats({ workers, token: TOKEN }, code), expected(code, twice), `stats of ${code}`);
+  for (const code of codes)
+    t.same(await fetchStats({ workers, token: TOKEN }, code), expected(code, twice), `stats of ${code}`);
 });
 
 t.test('stats are cluster-only, codes are validated, and fetchStats says 503 when analytics is down', async (t) => {
@@ -116,12 +167,17 @@ t.test('stats are cluster-only, codes are validated, and fetchStats says 503 whe
   const anonymous = await request(url);
   t.equal(anonymous.statusCode, 401);
   await anonymous.body.text();
-  const bad = await request(`http://${workers[1]!.httpAddress}/internal/stats/bad!code`, { headers: { authorization: `Bearer ${TOKEN}` } });
+  const bad = await request(`http://${workers[1]!.httpAddress}/internal/stats/bad!code`, {
+    headers: { authorization: `Bearer ${TOKEN}` },
+  });
   t.equal(bad.statusCode, 400);
   t.equal(((await bad.body.json()) as { error: { field: string } }).error.field, 'code');
   await analytics.stop();
   const error = await fetchStats({ workers, token: TOKEN }, 'aaaaaaa').catch((e: unknown) => e);
-  t.ok(error instanceof HttpError && error.status === 503 && error.headers['retry-after'] === '1', '503 with Retry-After');
+  t.ok(
+    error instanceof HttpError && error.status === 503 && error.headers['retry-after'] === '1',
+    '503 with Retry-After',
+  );
   analytics = await start('analytics1');
 });
 
@@ -133,5 +189,9 @@ t.test('past the referer cap, new referer hosts count as "other"', async (t) => 
   const stats = await fetchStats({ workers, token: TOKEN }, 'aaaaaaa');
   t.equal(Object.keys(stats.by_referer).length, 4, '3 hosts + other');
   t.ok(stats.by_referer.other! > 0);
-  t.equal(Object.values(stats.by_referer).reduce((a, b) => a + b, 0), stats.total, 'every click is still counted once');
+  t.equal(
+    Object.values(stats.by_referer).reduce((a, b) => a + b, 0),
+    stats.total,
+    'every click is still counted once',
+  );
 });

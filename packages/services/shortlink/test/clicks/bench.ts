@@ -11,7 +11,14 @@ import { parseArgs } from 'node:util';
 import { AnalyticsStore } from '../../src/workers/clicks/store.js';
 import { decodeClick, encodeClick } from '../../src/workers/clicks/wire.js';
 
-const { values } = parseArgs({ options: { clicks: { type: 'string', default: '10000000' }, links: { type: 'string', default: '1000000' }, batch: { type: 'string', default: '1000' }, dir: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    clicks: { type: 'string', default: '10000000' },
+    links: { type: 'string', default: '1000000' },
+    batch: { type: 'string', default: '1000' },
+    dir: { type: 'string' },
+  },
+});
 const clicks = Number(values.clicks);
 const links = Number(values.links);
 const batchSize = Number(values.batch);
@@ -77,7 +84,14 @@ console.log(
     clicks_per_second: Math.round(clicks / seconds),
     stats_reads: latencies.length,
     stats_read_ms: { p50: pct(0.5), p99: pct(0.99), max: pct(1) },
-    hottest_link: { total: hottest.total, keys: 1 + Object.keys(hottest.by_day).length + Object.keys(hottest.by_country).length + Object.keys(hottest.by_referer).length },
+    hottest_link: {
+      total: hottest.total,
+      keys:
+        1 +
+        Object.keys(hottest.by_day).length +
+        Object.keys(hottest.by_country).length +
+        Object.keys(hottest.by_referer).length,
+    },
     clicks_in_sampled_links: sum,
   }),
 );

@@ -20,22 +20,26 @@ t.test('a value read back is the last one set, and recently used counters surviv
 
 t.test('never holds more than its capacity, and never answers a wrong value', async (t) => {
   fc.assert(
-    fc.property(fc.integer({ min: 1, max: 20 }), fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 30 })), { maxLength: 300 }), (capacity, ops) => {
-      const cache = new CounterCache(capacity);
-      const truth = new Map<string, number>();
-      ops.forEach(([write, k], i) => {
-        const key = `k${k}`;
-        if (write) {
-          cache.set(key, i);
-          truth.set(key, i);
-        } else {
-          const got = cache.get(key);
-          if (got !== undefined && got !== truth.get(key)) throw new Error(`${key}: ${got} != ${truth.get(key)}`);
-        }
-        const size = [...truth.keys()].filter((k2) => peek(cache, k2)).length;
-        if (size > capacity) throw new Error(`holds ${size} > ${capacity}`);
-      });
-    }),
+    fc.property(
+      fc.integer({ min: 1, max: 20 }),
+      fc.array(fc.tuple(fc.boolean(), fc.integer({ min: 0, max: 30 })), { maxLength: 300 }),
+      (capacity, ops) => {
+        const cache = new CounterCache(capacity);
+        const truth = new Map<string, number>();
+        ops.forEach(([write, k], i) => {
+          const key = `k${k}`;
+          if (write) {
+            cache.set(key, i);
+            truth.set(key, i);
+          } else {
+            const got = cache.get(key);
+            if (got !== undefined && got !== truth.get(key)) throw new Error(`${key}: ${got} != ${truth.get(key)}`);
+          }
+          const size = [...truth.keys()].filter((k2) => peek(cache, k2)).length;
+          if (size > capacity) throw new Error(`holds ${size} > ${capacity}`);
+        });
+      },
+    ),
   );
   t.pass('bounded and exact');
 });

@@ -54,38 +54,44 @@ t.test('counted clicks are written by the interval timer, without a flush', asyn
   for (const code of CODES) t.same(await store.stats(code), model(2, code), `stats of ${code}`);
 });
 
-t.test('SIGKILL at random moments: every batch is counted exactly once after resuming from the offset on disk', async (t) => {
-  const dir = mkdtempSync(join(tmpdir(), 'clicks-crash-'));
-  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
-  const path = join(dir, 'agg');
-  let lost = 0;
-  for (let round = 0; round < 6; round++) {
-    const proc = spawn(process.execPath, [child, path, String(10 + round * 15)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    // Killed a while after it started counting (a loaded machine may take long to start it).
-    const started = Date.now();
-    while (!/^counted /m.test(out) && Date.now() - started < 60_000) await new Promise((r) => setTimeout(r, 10));
-    await new Promise((r) => setTimeout(r, 100 + ((round * 211) % 400)));
-    proc.kill('SIGKILL');
-    await new Promise((r) => proc.once('exit', r));
-    const counted = [...out.matchAll(/^counted (\d+)/gm)].map((m) => Number(m[1]));
-    const reached = counted.at(-1) ?? 0;
-    const store = await AnalyticsStore.open(path, { maxReferers: 2 });
-    const durable = store.committedOffset;
-    t.ok(durable <= reached, `round ${round}: ${durable} on disk of ${reached} counted when killed`);
-    lost += reached - durable;
+t.test(
+  'SIGKILL at random moments: every batch is counted exactly once after resuming from the offset on disk',
+  async (t) => {
+    const dir = mkdtempSync(join(tmpdir(), 'clicks-crash-'));
+    t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+    const path = join(dir, 'agg');
+    let lost = 0;
+    for (let round = 0; round < 6; round++) {
+      const proc = spawn(process.execPath, [child, path, String(10 + round * 15)], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let out = '';
+      proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+      // Killed a while after it started counting (a loaded machine may take long to start it).
+      const started = Date.now();
+      while (!/^counted /m.test(out) && Date.now() - started < 60_000) await new Promise((r) => setTimeout(r, 10));
+      await new Promise((r) => setTimeout(r, 100 + ((round * 211) % 400)));
+      proc.kill('SIGKILL');
+      await new Promise((r) => proc.once('exit', r));
+      const counted = [...out.matchAll(/^counted (\d+)/gm)].map((m) => Number(m[1]));
+      const reached = counted.at(-1) ?? 0;
+      const store = await AnalyticsStore.open(path, { maxReferers: 2 });
+      const durable = store.committedOffset;
+      t.ok(durable <= reached, `round ${round}: ${durable} on disk of ${reached} counted when killed`);
+      lost += reached - durable;
+      await store.close();
+    }
+    t.ok(lost > 0, `some counted batches were lost to the kills (${lost} in all) and are counted again below`);
+    // The consumer's way on: from the offset on disk, re-sending a few already counted records first (duplicates).
+    const store = await AnalyticsStore.open(path, { maxReferers: 2, flushMs: 50 });
+    const from = store.nextOffset;
+    const end = from + 40;
+    if (from > 0) await store.apply(batchAt(from - 1), from);
+    for (let o = from; o < end; o++) await store.apply(batchAt(o), o + 1);
+    await store.flush();
+    t.equal(store.committedOffset, end);
+    for (const code of CODES)
+      t.same(await store.stats(code), model(end, code), `stats of ${code} after ${end} records`);
     await store.close();
-  }
-  t.ok(lost > 0, `some counted batches were lost to the kills (${lost} in all) and are counted again below`);
-  // The consumer's way on: from the offset on disk, re-sending a few already counted records first (duplicates).
-  const store = await AnalyticsStore.open(path, { maxReferers: 2, flushMs: 50 });
-  const from = store.nextOffset;
-  const end = from + 40;
-  if (from > 0) await store.apply(batchAt(from - 1), from);
-  for (let o = from; o < end; o++) await store.apply(batchAt(o), o + 1);
-  await store.flush();
-  t.equal(store.committedOffset, end);
-  for (const code of CODES) t.same(await store.stats(code), model(end, code), `stats of ${code} after ${end} records`);
-  await store.close();
-});
+  },
+);

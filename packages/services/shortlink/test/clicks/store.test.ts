@@ -26,7 +26,10 @@ interface Step {
 }
 
 const step = fc.record({
-  clicks: fc.array(fc.record({ code: fc.nat(CODES.length - 1), host: fc.nat(HOSTS.length - 1), country: fc.boolean() }), { minLength: 1, maxLength: 30 }),
+  clicks: fc.array(
+    fc.record({ code: fc.nat(CODES.length - 1), host: fc.nat(HOSTS.length - 1), country: fc.boolean() }),
+    { minLength: 1, maxLength: 30 },
+  ),
   resend: fc.nat(5),
   reopen: fc.boolean(),
 });
@@ -60,35 +63,48 @@ t.test('batches, redeliveries, reopens and a tiny cache give exactly the model c
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   let run = 0;
   await fc.assert(
-    fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 12 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 8 }), async (steps, maxReferers, cacheKeys) => {
-      const path = join(dir, `run-${run++}`);
-      const options = { maxReferers, cacheKeys };
-      let store = await AnalyticsStore.open(path, options);
-      let seq = 0;
-      let offset = 0;
-      let previous: StreamedClick[] = [];
-      for (const s of steps) {
-        if (s.reopen) {
-          await store.close();
-          store = await AnalyticsStore.open(path, options);
+    fc.asyncProperty(
+      fc.array(step, { minLength: 1, maxLength: 12 }),
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 8 }),
+      async (steps, maxReferers, cacheKeys) => {
+        const path = join(dir, `run-${run++}`);
+        const options = { maxReferers, cacheKeys };
+        let store = await AnalyticsStore.open(path, options);
+        let seq = 0;
+        let offset = 0;
+        let previous: StreamedClick[] = [];
+        for (const s of steps) {
+          if (s.reopen) {
+            await store.close();
+            store = await AnalyticsStore.open(path, options);
+          }
+          const fresh = s.clicks.map(
+            (c): StreamedClick => ({
+              producer: 'p',
+              seq: seq++,
+              short_code: CODES[c.code]!,
+              timestamp: DAY,
+              referer: HOSTS[c.host] === null ? null : `https://${HOSTS[c.host]}/x`,
+              country: c.country ? 'DE' : null,
+              user_agent: null,
+            }),
+          );
+          const batch = [...previous.slice(-s.resend), ...fresh];
+          offset += 1;
+          await store.apply(batch, offset);
+          previous = fresh;
         }
-        const fresh = s.clicks.map(
-          (c): StreamedClick => ({ producer: 'p', seq: seq++, short_code: CODES[c.code]!, timestamp: DAY, referer: HOSTS[c.host] === null ? null : `https://${HOSTS[c.host]}/x`, country: c.country ? 'DE' : null, user_agent: null }),
-        );
-        const batch = [...previous.slice(-s.resend), ...fresh];
-        offset += 1;
-        await store.apply(batch, offset);
-        previous = fresh;
-      }
-      await store.flush();
-      const expected = model(steps, maxReferers);
-      for (const code of CODES) {
-        const want = expected.get(code) ?? { short_code: code, total: 0, by_day: {}, by_country: {}, by_referer: {} };
-        t.same(await store.stats(code), want, `${code} after ${steps.length} batches`, { diagnostic: false });
-      }
-      t.equal(store.committedOffset, offset);
-      await store.close();
-    }),
+        await store.flush();
+        const expected = model(steps, maxReferers);
+        for (const code of CODES) {
+          const want = expected.get(code) ?? { short_code: code, total: 0, by_day: {}, by_country: {}, by_referer: {} };
+          t.same(await store.stats(code), want, `${code} after ${steps.length} batches`, { diagnostic: false });
+        }
+        t.equal(store.committedOffset, offset);
+        await store.close();
+      },
+    ),
     { numRuns: 40 },
   );
 });

@@ -9,7 +9,9 @@ export interface ShortlinkCluster extends TestCluster {
 }
 
 /** `env` reaches every process, restarted ones included (e.g. SHORTLINK_PURGE_GRACE_MS for the members). */
-export async function startShortlink(options: Omit<ClusterOptions, 'nodes' | 'tickMs'> = {}): Promise<ShortlinkCluster> {
+export async function startShortlink(
+  options: Omit<ClusterOptions, 'nodes' | 'tickMs'> = {},
+): Promise<ShortlinkCluster> {
   const cluster = await startCluster('shortlink', options);
   return { ...cluster, apps: cluster.role('app').map((w) => w.url) };
 }

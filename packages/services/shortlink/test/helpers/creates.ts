@@ -13,19 +13,32 @@ export interface CreateRun {
 /** API keys for `count` users (user0, user1...). */
 export async function apiKeys(cluster: ShortlinkCluster, count: number): Promise<string[]> {
   return Promise.all(
-    Array.from({ length: count }, async (_, i) => (await call(cluster.apps[0]!, 'POST', '/api/keys', { token: cluster.token, body: { user: `user${i}` } })).body.api_key as string),
+    Array.from(
+      { length: count },
+      async (_, i) =>
+        (await call(cluster.apps[0]!, 'POST', '/api/keys', { token: cluster.token, body: { user: `user${i}` } })).body
+          .api_key as string,
+    ),
   );
 }
 
 /** `total` creates of https://example.com/item/<n> from `clientsPerApp` sequential clients on each app server. */
-export async function createMany(apps: string[], keys: string[], total: number, clientsPerApp: number): Promise<CreateRun> {
+export async function createMany(
+  apps: string[],
+  keys: string[],
+  total: number,
+  clientsPerApp: number,
+): Promise<CreateRun> {
   const codes = new Map<string, number>();
   const failures: string[] = [];
   let next = 0;
   const started = Date.now();
   const client = async (app: string, k: number): Promise<void> => {
     for (let n = next++; n < total; n = next++) {
-      const a = await call(app, 'POST', '/api/urls', { token: keys[k % keys.length]!, body: { long_url: `https://example.com/item/${n}` } });
+      const a = await call(app, 'POST', '/api/urls', {
+        token: keys[k % keys.length]!,
+        body: { long_url: `https://example.com/item/${n}` },
+      });
       if (a.status !== 201) {
         failures.push(`item ${n}: ${a.status} ${JSON.stringify(a.body)}`);
         continue;
@@ -35,13 +48,18 @@ export async function createMany(apps: string[], keys: string[], total: number, 
       codes.set(code, n);
     }
   };
-  await Promise.all(apps.flatMap((app, i) => Array.from({ length: clientsPerApp }, (_, c) => client(app, i * clientsPerApp + c))));
+  await Promise.all(
+    apps.flatMap((app, i) => Array.from({ length: clientsPerApp }, (_, c) => client(app, i * clientsPerApp + c))),
+  );
   return { codes, failures, seconds: (Date.now() - started) / 1000 };
 }
 
 /** CPU seconds (user + system) each member and worker process of the cluster has used so far, by id. */
 export function clusterCpuSeconds(cluster: ShortlinkCluster): Map<string, number> {
-  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as { members: Array<{ id: string; pid: number | null }>; workers?: Array<{ id: string; pid: number | null }> };
+  const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as {
+    members: Array<{ id: string; pid: number | null }>;
+    workers?: Array<{ id: string; pid: number | null }>;
+  };
   const cpu = new Map<string, number>();
   for (const p of [...state.members, ...(state.workers ?? [])]) {
     if (p.pid === null) continue;

@@ -31,7 +31,13 @@ for (let b = 0; b < (SECONDS + 1) * BATCHES_PER_S; b++) {
   const records: Uint8Array[] = [];
   for (let n = 0; n < perBatch; n += perBlock) {
     const app = records.length % APPS;
-    const rows = Array.from({ length: perBlock }, () => ({ short_code: codes[Math.floor(Math.random() * LINKS)]!, timestamp: Date.now(), referer: null, country: null, user_agent: null }));
+    const rows = Array.from({ length: perBlock }, () => ({
+      short_code: codes[Math.floor(Math.random() * LINKS)]!,
+      timestamp: Date.now(),
+      referer: null,
+      country: null,
+      user_agent: null,
+    }));
     records.push(encodeClicks(`app-${app}`, seqs[app]!, rows));
     seqs[app]! += rows.length;
   }

@@ -8,7 +8,12 @@ import { apiKeys, clusterCpuSeconds, createMany } from '../helpers/creates.js';
 
 const creates = Number(process.argv[2] ?? 20_000);
 const clientsPerApp = Number(process.argv[3] ?? 32);
-const unlimited = { create_burst_per_key: '1000000', create_rate_per_key: '1000000', create_burst_per_ip: '1000000', create_rate_per_ip: '1000000' };
+const unlimited = {
+  create_burst_per_key: '1000000',
+  create_rate_per_key: '1000000',
+  create_burst_per_ip: '1000000',
+  create_rate_per_ip: '1000000',
+};
 
 // Everything is printed after the cluster is down, so a closed stdout (`| head`) cannot leave it running.
 const report: string[] = [];
@@ -29,13 +34,17 @@ try {
     rows.push(`${id}=${per1000(used)}`);
   }
   const client = (ownCpu.user + ownCpu.system) / 1e6;
-  report.push(`${creates} creates in ${run.seconds.toFixed(1)} s (${Math.round(creates / run.seconds)}/s), ${clientsPerApp * cluster.apps.length} clients, ${run.failures.length} failures`);
+  report.push(
+    `${creates} creates in ${run.seconds.toFixed(1)} s (${Math.round(creates / run.seconds)}/s), ${clientsPerApp * cluster.apps.length} clients, ${run.failures.length} failures`,
+  );
   report.push(`cluster CPU s per 1,000 creates: ${per1000(total)} (${rows.join(' ')}); load client ${per1000(client)}`);
   for (const app of cluster.apps) {
     const metrics = (await call(app, 'GET', '/metrics')).body.text as string;
     const sum = /shortlink_create_batch_size_sum (\S+)/.exec(metrics)?.[1];
     const count = /shortlink_create_batch_size_count (\S+)/.exec(metrics)?.[1];
-    report.push(`${app}: ${count ?? 'no'} batches, ${sum !== undefined && count !== undefined ? (Number(sum) / Number(count)).toFixed(1) : '-'} links per batch`);
+    report.push(
+      `${app}: ${count ?? 'no'} batches, ${sum !== undefined && count !== undefined ? (Number(sum) / Number(count)).toFixed(1) : '-'} links per batch`,
+    );
   }
   if (run.failures.length > 0) report.push(...run.failures.slice(0, 5));
 } finally {

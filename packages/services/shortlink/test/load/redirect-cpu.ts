@@ -25,10 +25,34 @@ const CLIENTS = 64;
 const cli = fileURLToPath(new URL('../../../../../../cluster/bin/cluster.js', import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'redirect-cpu-'));
 const basePort = 21_000 + Math.floor(Math.random() * 1_000) * 10;
-const settings = ['create_rate_per_key', 'create_burst_per_key', 'create_rate_per_ip', 'create_burst_per_ip'].flatMap((k) => ['--set', `${k}=1e9`]);
-execFileSync(process.execPath, [cli, 'up', '--service', 'shortlink', '--nodes', '5', '--data', dir, '--base-port', String(basePort), ...settings, '--set', 'edge_cache_ttl_ms=600000', ...sets], { stdio: ['ignore', 'ignore', 'inherit'] });
+const settings = ['create_rate_per_key', 'create_burst_per_key', 'create_rate_per_ip', 'create_burst_per_ip'].flatMap(
+  (k) => ['--set', `${k}=1e9`],
+);
+execFileSync(
+  process.execPath,
+  [
+    cli,
+    'up',
+    '--service',
+    'shortlink',
+    '--nodes',
+    '5',
+    '--data',
+    dir,
+    '--base-port',
+    String(basePort),
+    ...settings,
+    '--set',
+    'edge_cache_ttl_ms=600000',
+    ...sets,
+  ],
+  { stdio: ['ignore', 'ignore', 'inherit'] },
+);
 try {
-  const state = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as { members: Array<{ pid: number }>; workers: Array<{ role: string; pid: number; httpAddress: string }> };
+  const state = JSON.parse(readFileSync(join(dir, 'cluster.json'), 'utf8')) as {
+    members: Array<{ pid: number }>;
+    workers: Array<{ role: string; pid: number; httpAddress: string }>;
+  };
   const token = readFileSync(join(dir, 'token'), 'utf8').trim();
   const apps = state.workers.filter((w) => w.role === 'app');
   const groups: Record<string, number[]> = {
@@ -38,11 +62,19 @@ try {
     members: state.members.map((m) => m.pid),
   };
   const pools = apps.map((a) => new Pool(`http://${a.httpAddress}`, { connections: CLIENTS }));
-  const call = async (pool: Pool, o: { method: 'GET' | 'POST'; path: string; headers?: Record<string, string>; body?: string }) => {
+  const call = async (
+    pool: Pool,
+    o: { method: 'GET' | 'POST'; path: string; headers?: Record<string, string>; body?: string },
+  ) => {
     const r = await pool.request(o);
     return { status: r.statusCode, text: await r.body.text(), location: r.headers.location };
   };
-  const issued = await call(pools[0]!, { method: 'POST', path: '/api/keys', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: '{"user":"bench"}' });
+  const issued = await call(pools[0]!, {
+    method: 'POST',
+    path: '/api/keys',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: '{"user":"bench"}',
+  });
   const key = (JSON.parse(issued.text) as { api_key: string }).api_key;
   const codes: string[] = [];
   const urls = new Map<string, string>();
@@ -51,7 +83,12 @@ try {
     Array.from({ length: 32 }, async (_, lane) => {
       for (let i = next++; i < LINKS; i = next++) {
         const url = `https://example.com/bench/${i}/`.padEnd(80, 'x');
-        const r = await call(pools[lane % pools.length]!, { method: 'POST', path: '/api/urls', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify({ long_url: url }) });
+        const r = await call(pools[lane % pools.length]!, {
+          method: 'POST',
+          path: '/api/urls',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ long_url: url }),
+        });
         if (r.status !== 201) throw new Error(`create: ${r.status} ${r.text}`);
         const code = (JSON.parse(r.text) as { short_code: string }).short_code;
         codes[i] = code;
@@ -63,7 +100,11 @@ try {
   await Promise.all(
     Array.from({ length: 32 }, async () => {
       for (let i = warm++; i < LINKS * pools.length; i = warm++) {
-        if ((await call(pools[i % pools.length]!, { method: 'GET', path: `/${codes[Math.floor(i / pools.length)]}` })).status !== 302) throw new Error('warming: not a 302');
+        if (
+          (await call(pools[i % pools.length]!, { method: 'GET', path: `/${codes[Math.floor(i / pools.length)]}` }))
+            .status !== 302
+        )
+          throw new Error('warming: not a 302');
       }
     }),
   );
@@ -71,7 +112,8 @@ try {
     const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
     return (Number(fields[11]) + Number(fields[12])) / 100;
   };
-  const snapshot = () => Object.fromEntries(Object.entries(groups).map(([g, pids]) => [g, pids.reduce((s, p) => s + cpuOf(p), 0)]));
+  const snapshot = () =>
+    Object.fromEntries(Object.entries(groups).map(([g, pids]) => [g, pids.reduce((s, p) => s + cpuOf(p), 0)]));
   let stop = false;
   let counting = false;
   let counted = 0;
@@ -83,7 +125,8 @@ try {
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       const code = codes[Math.floor(Math.random() * LINKS)]!;
       const r = await call(pools[w % pools.length]!, { method: 'GET', path: `/${code}` });
-      if (r.status !== 302 || r.location !== urls.get(code)) throw new Error(`redirect of ${code}: ${r.status} ${String(r.location)}`);
+      if (r.status !== 302 || r.location !== urls.get(code))
+        throw new Error(`redirect of ${code}: ${r.status} ${String(r.location)}`);
       if (counting) counted++;
     }
   });
@@ -98,9 +141,17 @@ try {
   const elapsed = (performance.now() - t0) / 1000;
   stop = true;
   await Promise.all(clients);
-  const perRedirect = Object.fromEntries(Object.keys(groups).map((g) => [g, Math.round(((after[g]! - before[g]!) * 1e7) / counted) / 10]));
+  const perRedirect = Object.fromEntries(
+    Object.keys(groups).map((g) => [g, Math.round(((after[g]! - before[g]!) * 1e7) / counted) / 10]),
+  );
   const server = Math.round(Object.values(perRedirect).reduce((a, b) => a + b, 0) * 10) / 10;
-  console.log(JSON.stringify({ redirects_per_sec: Math.round(counted / elapsed), load_avg_1m: Number(load), us_per_redirect: { ...perRedirect, server } }));
+  console.log(
+    JSON.stringify({
+      redirects_per_sec: Math.round(counted / elapsed),
+      load_avg_1m: Number(load),
+      us_per_redirect: { ...perRedirect, server },
+    }),
+  );
   await Promise.all(pools.map((p) => p.close()));
 } finally {
   execFileSync(process.execPath, [cli, 'down', '--data', dir, '--wipe'], { stdio: 'ignore' });

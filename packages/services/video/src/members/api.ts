@@ -7,7 +7,15 @@
  * per task, publish), and the task queue is claimed across every video, which a single group answers in one
  * entry. README.md says when to split it by video id.
  */
-import { badRequest, HttpError, notFound, requireObject, type RequestContext, type ServiceContext, type ServiceDefinition } from '@raftkit/http';
+import {
+  badRequest,
+  HttpError,
+  notFound,
+  requireObject,
+  type RequestContext,
+  type ServiceContext,
+  type ServiceDefinition,
+} from '@raftkit/http';
 import { checkVideoCommand, VideoMachine, type VideoCommand, type VideoResult } from '../machine.js';
 
 type Ctx = ServiceContext<VideoCommand, VideoResult>;
@@ -44,20 +52,25 @@ export function memberRoutes(service: Ctx): void {
       if (video === null) throw notFound(`no video ${ctx.params.id}`, { video_id: ctx.params.id });
       return video;
     })
-    .get('/internal/video/videos/:id/tasks', { admits: 'cluster' }, async (ctx) => ({ tasks: await read(ctx, (m) => m.openTasks(id(ctx))) }))
+    .get('/internal/video/videos/:id/tasks', { admits: 'cluster' }, async (ctx) => ({
+      tasks: await read(ctx, (m) => m.openTasks(id(ctx))),
+    }))
     .get('/internal/video/videos/:id/segments/:quality', { admits: 'cluster' }, async (ctx) => {
       const quality = ctx.params.quality ?? '';
-      if (!/^[A-Za-z0-9]{1,32}$/.test(quality)) throw badRequest('invalid_quality', 'bad quality name', { field: 'quality' });
+      if (!/^[A-Za-z0-9]{1,32}$/.test(quality))
+        throw badRequest('invalid_quality', 'bad quality name', { field: 'quality' });
       return { segments: await read(ctx, (m) => m.segmentsOf(id(ctx), quality)) };
     })
     .get('/internal/video/users/:id/library', { admits: 'cluster' }, async (ctx) => {
       const limitText = ctx.query.get('limit') ?? '20';
-      if (!/^\d{1,4}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 1000) throw badRequest('invalid_query', 'limit is 1 to 1000', { field: 'limit' });
+      if (!/^\d{1,4}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 1000)
+        throw badRequest('invalid_query', 'limit is 1 to 1000', { field: 'limit' });
       const afterCreated = ctx.query.get('after_created');
       const afterId = ctx.query.get('after_id');
       let after: { createdAt: number; videoId: string } | null = null;
       if (afterCreated !== null || afterId !== null) {
-        if (afterCreated === null || afterId === null || !/^\d{1,16}$/.test(afterCreated) || !ID.test(afterId)) throw badRequest('invalid_cursor', 'after_created and after_id go together');
+        if (afterCreated === null || afterId === null || !/^\d{1,16}$/.test(afterCreated) || !ID.test(afterId))
+          throw badRequest('invalid_cursor', 'after_created and after_id go together');
         after = { createdAt: Number(afterCreated), videoId: afterId };
       }
       const includePrivate = ctx.query.get('private') === '1';

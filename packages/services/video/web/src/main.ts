@@ -126,7 +126,8 @@ function hlsEngine(url: string): Engine {
       hls.currentLevel = index;
     },
     playingHeight: () => hls.levels[playing]?.height ?? 0,
-    raw: () => hls.levels.map((l) => ({ height: l.height, bitrate: l.bitrate, codecs: `${l.videoCodec},${l.audioCodec}` })),
+    raw: () =>
+      hls.levels.map((l) => ({ height: l.height, bitrate: l.bitrate, codecs: `${l.videoCodec},${l.audioCodec}` })),
   };
 }
 
@@ -172,7 +173,12 @@ async function dashEngine(url: string): Promise<Engine> {
       player.selectVariantTrack(track, true);
     },
     playingHeight: () => player.getVariantTracks().find((t) => t.active)?.height ?? 0,
-    raw: () => ({ tracks: player.getVariantTracks().map((t) => ({ id: t.id, height: t.height, bandwidth: t.bandwidth, codecs: t.codecs, active: t.active })), stats: player.getStats() }),
+    raw: () => ({
+      tracks: player
+        .getVariantTracks()
+        .map((t) => ({ id: t.id, height: t.height, bandwidth: t.bandwidth, codecs: t.codecs, active: t.active })),
+      stats: player.getStats(),
+    }),
   };
 }
 
@@ -218,7 +224,9 @@ function showThumbnails(urls: string[], poster: string | null): void {
 
 async function choosePoster(index: number, url: string): Promise<void> {
   posterStatusEl.textContent = 'saving…';
-  const r = await apiCall('POST', `/api/videos/${encodeURIComponent(videoId)}/poster`, { index }).catch((e: Error) => e);
+  const r = await apiCall('POST', `/api/videos/${encodeURIComponent(videoId)}/poster`, { index }).catch(
+    (e: Error) => e,
+  );
   if (r instanceof Error || !r.ok) {
     posterStatusEl.textContent = `could not set the poster: ${r instanceof Error ? r.message : await errorText(r)}`;
     posterStatusEl.dataset['state'] = 'error';

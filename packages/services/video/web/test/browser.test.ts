@@ -37,13 +37,15 @@ interface VideoBody {
   qualities: Array<{ name: string; ready: boolean }>;
 }
 
-const video = async (): Promise<VideoBody> => (await call(app, 'GET', `/api/videos/${videoId}`, { token: uploader })).body as unknown as VideoBody;
+const video = async (): Promise<VideoBody> =>
+  (await call(app, 'GET', `/api/videos/${videoId}`, { token: uploader })).body as unknown as VideoBody;
 
 /** Uploads `bytes` through VideoClient: chunks to the store by the signed URL, then finalize (the app tier never carries the bytes). */
 async function upload(bytes: Buffer): Promise<string> {
   const client = new VideoClient({ endpoints: [app], token: uploader });
   try {
-    return (await client.upload(bytes, { user_id: 'ann', title: 'Browser test video', idempotency_key: 'browser-1' })).video_id;
+    return (await client.upload(bytes, { user_id: 'ann', title: 'Browser test video', idempotency_key: 'browser-1' }))
+      .video_id;
   } finally {
     await client.close();
   }
@@ -65,14 +67,30 @@ t.before(async () => {
   if (made.status === 'rejected') throw made.reason;
   app = cluster.role('app')[0]!.url;
   uploader = deriveClientToken(cluster.token, 'ann');
-  await until('the video service answers', async () => (await call(app, 'GET', '/api/users/ann/library', { token: uploader })).status === 200, WAIT, 250);
+  await until(
+    'the video service answers',
+    async () => (await call(app, 'GET', '/api/users/ann/library', { token: uploader })).status === 200,
+    WAIT,
+    250,
+  );
   t.comment(`cluster up and the source made after ${since()}`);
   videoId = await upload(readFileSync(source));
-  await until('playable in every quality, with thumbnails and captions', async () => {
-    const v = await video();
-    if (v.status === 'failed') throw new Error(`failed: ${JSON.stringify(v.failure)}`);
-    return v.status === 'playable' && v.qualities.length > 0 && v.qualities.every((q) => q.ready) && v.thumbnails.length === 5 && v.captions_url !== null ? v : null;
-  }, 240_000, 500);
+  await until(
+    'playable in every quality, with thumbnails and captions',
+    async () => {
+      const v = await video();
+      if (v.status === 'failed') throw new Error(`failed: ${JSON.stringify(v.failure)}`);
+      return v.status === 'playable' &&
+        v.qualities.length > 0 &&
+        v.qualities.every((q) => q.ready) &&
+        v.thumbnails.length === 5 &&
+        v.captions_url !== null
+        ? v
+        : null;
+    },
+    240_000,
+    500,
+  );
   t.comment(`playable with thumbnails and captions after ${since()}`);
   browser = await launchChromium();
 });
@@ -94,7 +112,9 @@ interface PageState {
 
 const state = (p: Page): Promise<PageState> =>
   p.evaluate(() => {
-    const w = window as unknown as { videoPage: { errors: string[]; levels(): Array<{ index: number; height: number }>; playingHeight(): number } };
+    const w = window as unknown as {
+      videoPage: { errors: string[]; levels(): Array<{ index: number; height: number }>; playingHeight(): number };
+    };
     const v = document.getElementById('player') as HTMLVideoElement;
     // The captions: whichever text track shows (the player's own from the manifest, or the page's <track>).
     const tt = [...v.textTracks].find((x) => x.mode === 'showing') ?? v.textTracks[0];
@@ -104,7 +124,13 @@ const state = (p: Page): Promise<PageState> =>
       errors: [...w.videoPage.errors],
       levels: w.videoPage.levels(),
       playing: w.videoPage.playingHeight(),
-      track: tt ? { mode: tt.mode, cues: tt.cues?.length ?? 0, active: [...(tt.activeCues ?? [])].map((c) => (c as VTTCue).text) } : null,
+      track: tt
+        ? {
+            mode: tt.mode,
+            cues: tt.cues?.length ?? 0,
+            active: [...(tt.activeCues ?? [])].map((c) => (c as VTTCue).text),
+          }
+        : null,
     };
   });
 
@@ -127,15 +153,23 @@ async function playsAndSwitches(t: Test, format: 'hls' | 'dash'): Promise<Page> 
   page.on('pageerror', (e) => pageErrors.push(e.message));
   await page.goto(`${app}/watch/${videoId}?format=${format}&token=${encodeURIComponent(uploader)}`);
   await page.waitForSelector('#status[data-state="ready"], #status[data-state="error"]', { timeout: WAIT });
-  t.equal(await page.getAttribute('#status', 'data-state'), 'ready', `${format}: the page is ready (${await page.textContent('#status')})`);
+  t.equal(
+    await page.getAttribute('#status', 'data-state'),
+    'ready',
+    `${format}: the page is ready (${await page.textContent('#status')})`,
+  );
   t.equal(await page.textContent('#title'), 'Browser test video', 'the title from the video record');
 
   let last: PageState | null = null;
-  await until(`${format} plays past 4 s`, async () => {
-    last = await state(page);
-    if (last.errors.length > 0) throw new Error(last.errors.join('; '));
-    return last.time > 4 ? last : null;
-  }, WAIT).catch((e: Error) => {
+  await until(
+    `${format} plays past 4 s`,
+    async () => {
+      last = await state(page);
+      if (last.errors.length > 0) throw new Error(last.errors.join('; '));
+      return last.time > 4 ? last : null;
+    },
+    WAIT,
+  ).catch((e: Error) => {
     throw new Error(`${e.message}; state ${JSON.stringify(last)}`);
   });
   const playing = await state(page);
@@ -143,7 +177,10 @@ async function playsAndSwitches(t: Test, format: 'hls' | 'dash'): Promise<Page> 
   t.same(pageErrors, [], `${format}: no page error`);
   const heights = playing.levels.map((l) => l.height).sort((a, b) => a - b);
   // On a mismatch, the player's own view of its variants says why (Shaka drops variants it bans, for one).
-  const raw = heights.join() === '144,240' ? '' : ` (the player's variants: ${await page.evaluate(() => JSON.stringify((window as unknown as { videoPage: { raw(): unknown } }).videoPage.raw()).slice(0, 1500))})`;
+  const raw =
+    heights.join() === '144,240'
+      ? ''
+      : ` (the player's variants: ${await page.evaluate(() => JSON.stringify((window as unknown as { videoPage: { raw(): unknown } }).videoPage.raw()).slice(0, 1500))})`;
   t.same(heights, [144, 240], `${format}: both qualities (144p, 240p) in the menu${raw}`);
   t.equal(await page.locator('#quality option').count(), 3, 'Auto and two levels in the menu');
 
@@ -152,7 +189,10 @@ async function playsAndSwitches(t: Test, format: 'hls' | 'dash'): Promise<Page> 
   mkdirSync(SHOTS, { recursive: true });
   writeFileSync(join(SHOTS, `video-${format}.png`), shot);
   const px = await pixels(page, shot);
-  t.ok(px.lit > px.width * px.height * 0.3, `${format}: the video area is not blank (${px.lit} of ${px.width * px.height} pixels lit)`);
+  t.ok(
+    px.lit > px.width * px.height * 0.3,
+    `${format}: the video area is not blank (${px.lit} of ${px.width * px.height} pixels lit)`,
+  );
   t.ok(px.colours > 100, `${format}: the picture has many colours (${px.colours})`);
 
   // Captions: the .vtt track is showing with a cue active now.
@@ -165,11 +205,15 @@ async function playsAndSwitches(t: Test, format: 'hls' | 'dash'): Promise<Page> 
     const level = playing.levels.find((l) => l.height === height)!;
     await page.selectOption('#quality', String(level.index));
     const before = (await state(page)).time;
-    await until(`${format} switches to ${height}p and plays on`, async () => {
-      const s = await state(page);
-      if (s.errors.length > 0) throw new Error(s.errors.join('; '));
-      return s.playing === height && s.time > before + 0.5 ? true : null;
-    }, WAIT);
+    await until(
+      `${format} switches to ${height}p and plays on`,
+      async () => {
+        const s = await state(page);
+        if (s.errors.length > 0) throw new Error(s.errors.join('; '));
+        return s.playing === height && s.time > before + 0.5 ? true : null;
+      },
+      WAIT,
+    );
     t.pass(`${format}: switched to ${height}p`);
   }
   return page;
@@ -178,15 +222,34 @@ async function playsAndSwitches(t: Test, format: 'hls' | 'dash'): Promise<Page> 
 t.test('HLS through hls.js: plays, qualities, captions, thumbnails and choosing a poster', async (t) => {
   const page = await playsAndSwitches(t, 'hls');
   t.equal(await page.locator('#thumbs img').count(), 5, 'five thumbnails');
-  await until('thumbnails loaded', async () => ((await page.evaluate(() => [...document.querySelectorAll<HTMLImageElement>('#thumbs img')].every((i) => i.complete && i.naturalWidth > 0))) ? true : null), WAIT);
+  await until(
+    'thumbnails loaded',
+    async () =>
+      (await page.evaluate(() =>
+        [...document.querySelectorAll<HTMLImageElement>('#thumbs img')].every((i) => i.complete && i.naturalWidth > 0),
+      ))
+        ? true
+        : null,
+    WAIT,
+  );
   t.equal(await page.getAttribute('#thumbs img.poster', 'alt'), 'thumbnail 3', 'the 50% frame is the default poster');
   await page.click('#thumbs button.choose[data-index="4"]');
-  await page.waitForSelector('#poster-status[data-state="saved"], #poster-status[data-state="error"]', { timeout: WAIT });
-  t.equal(await page.getAttribute('#poster-status', 'data-state'), 'saved', `the poster call succeeded (${await page.textContent('#poster-status')})`);
+  await page.waitForSelector('#poster-status[data-state="saved"], #poster-status[data-state="error"]', {
+    timeout: WAIT,
+  });
+  t.equal(
+    await page.getAttribute('#poster-status', 'data-state'),
+    'saved',
+    `the poster call succeeded (${await page.textContent('#poster-status')})`,
+  );
   const v = await video();
   t.equal(v.poster_url, v.thumbnails[4], 'the app tier now names the fifth thumbnail as the poster');
   t.equal(await page.getAttribute('#thumbs img.poster', 'alt'), 'thumbnail 5', 'the chosen thumbnail is marked');
-  t.equal(await page.evaluate(() => (document.getElementById('player') as HTMLVideoElement).poster), v.thumbnails[4], 'and the player shows it');
+  t.equal(
+    await page.evaluate(() => (document.getElementById('player') as HTMLVideoElement).poster),
+    v.thumbnails[4],
+    'and the player shows it',
+  );
   await page.close();
 });
 
@@ -196,7 +259,10 @@ t.test('DASH through Shaka Player: plays, qualities, captions', async (t) => {
 });
 
 t.test('the operator pre-populates the video at every edge through the app tier', async (t) => {
-  const answer = await call(app, 'POST', `/api/videos/${videoId}/prefill`, { token: cluster.token, timeoutMs: 120_000 });
+  const answer = await call(app, 'POST', `/api/videos/${videoId}/prefill`, {
+    token: cluster.token,
+    timeoutMs: 120_000,
+  });
   t.equal(answer.status, 200, JSON.stringify(answer.body).slice(0, 300));
   // master, 2 variants, 2 init sections, 2x2 segments, subtitle playlist, .mpd, 5 thumbnails, .vtt
   t.ok(Number(answer.body['keys']) >= 17, `the regional tier warmed ${answer.body['keys']} objects`);
@@ -205,7 +271,11 @@ t.test('the operator pre-populates the video at every edge through the app tier'
   t.equal(edges.length, 1);
   t.equal(edges[0]!.keys, answer.body['keys'], 'the edge got the same list');
   t.same(edges[0]!.failed, []);
-  t.equal((await call(app, 'POST', `/api/videos/${videoId}/prefill`, { token: uploader })).status, 403, 'an uploader cannot');
+  t.equal(
+    (await call(app, 'POST', `/api/videos/${videoId}/prefill`, { token: uploader })).status,
+    403,
+    'an uploader cannot',
+  );
   t.equal((await call(app, 'POST', '/api/videos/nosuchvideo/prefill', { token: cluster.token })).status, 404);
 });
 
@@ -228,17 +298,39 @@ t.test('one URL on an edge: the page an edge serves plays, its API calls answere
   t.equal(await page.getAttribute('#status', 'data-state'), 'ready', `ready (${await page.textContent('#status')})`);
   t.equal(await page.textContent('#title'), 'Browser test video', 'the title, through the edge');
   t.same([...apiOrigins], [new URL(edge).origin], 'every API call went to the edge the page came from');
-  await until('it plays past 3 s', async () => {
-    const s = await state(page);
-    if (s.errors.length > 0) throw new Error(s.errors.join('; '));
-    return s.time > 3 ? true : null;
-  }, WAIT);
-  await until('five thumbnails loaded', async () => ((await page.evaluate(() => { const imgs = [...document.querySelectorAll<HTMLImageElement>('#thumbs img')]; return imgs.length === 5 && imgs.every((i) => i.complete && i.naturalWidth > 0); })) ? true : null), WAIT);
+  await until(
+    'it plays past 3 s',
+    async () => {
+      const s = await state(page);
+      if (s.errors.length > 0) throw new Error(s.errors.join('; '));
+      return s.time > 3 ? true : null;
+    },
+    WAIT,
+  );
+  await until(
+    'five thumbnails loaded',
+    async () =>
+      (await page.evaluate(() => {
+        const imgs = [...document.querySelectorAll<HTMLImageElement>('#thumbs img')];
+        return imgs.length === 5 && imgs.every((i) => i.complete && i.naturalWidth > 0);
+      }))
+        ? true
+        : null,
+    WAIT,
+  );
   t.same(pageErrors, [], 'no page error');
   t.same(failed, [], 'no failed API or page request');
   // The relay is the page's three calls only, and the token is still the app tier's to check.
-  t.equal((await call(edge, 'GET', `/api/videos/${videoId}`, {})).status, 401, 'no token: the app tier refuses it through the edge');
-  t.equal((await call(edge, 'GET', '/api/users/ann/library', { token: uploader })).status, 404, 'the rest of the API is not on the edge');
+  t.equal(
+    (await call(edge, 'GET', `/api/videos/${videoId}`, {})).status,
+    401,
+    'no token: the app tier refuses it through the edge',
+  );
+  t.equal(
+    (await call(edge, 'GET', '/api/users/ann/library', { token: uploader })).status,
+    404,
+    'the rest of the API is not on the edge',
+  );
   await page.close();
 });
 

@@ -7,7 +7,15 @@
  */
 import { Level } from 'level';
 import { join } from 'node:path';
-import { clusterUrl, GroupRouter, notFound, serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import {
+  clusterUrl,
+  GroupRouter,
+  notFound,
+  serveWorkerHttp,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
 import type { Handoff } from '../../machine.js';
 import { auctionGroups } from '../gateway/gateway.js';
 import { locateAuction } from '../../placement.js';
@@ -100,7 +108,9 @@ export async function startCheckout(options: WorkerOptions): Promise<RunningWork
       groupsAt = Date.now();
     }
     for (const group of groups) {
-      const { handoffs } = (await router.call(group, 'GET', `/internal/groups/${group}/handoffs`)) as { handoffs: Handoff[] };
+      const { handoffs } = (await router.call(group, 'GET', `/internal/groups/${group}/handoffs`)) as {
+        handoffs: Handoff[];
+      };
       for (const h of handoffs) {
         await store.deliver(h);
         await router.call(group, 'POST', `/internal/groups/${group}/handoffs/${encodeURIComponent(h.auctionId)}/ack`);
@@ -121,7 +131,10 @@ export async function startCheckout(options: WorkerOptions): Promise<RunningWork
 
   const http = await serveWorkerHttp(options, { health: () => ({ ...store.stats, ...stats }) });
   http.router
-    .get('/checkout/orders', { admits: 'cluster' }, async () => ({ orders: await store.all(), stats: { ...store.stats, ...stats } }))
+    .get('/checkout/orders', { admits: 'cluster' }, async () => ({
+      orders: await store.all(),
+      stats: { ...store.stats, ...stats },
+    }))
     .get('/checkout/orders/:id', { admits: 'cluster' }, async (ctx) => {
       const order = await store.get(ctx.params.id ?? '');
       if (order === undefined) throw notFound(`no hand-off for auction ${(ctx.params.id ?? '').slice(0, 128)}`);

@@ -90,7 +90,10 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
 
   const perAddress = intSetting(options.settings, 'watchers_per_address', WATCHERS_PER_ADDRESS);
   const subscribeTimeoutMs = intSetting(options.settings, 'watcher_subscribe_timeout_ms', SUBSCRIBE_TIMEOUT_MS);
-  const budget = options.settings['connection_budget'] === undefined ? undefined : intSetting(options.settings, 'connection_budget', 1);
+  const budget =
+    options.settings['connection_budget'] === undefined
+      ? undefined
+      : intSetting(options.settings, 'connection_budget', 1);
   let held: HeldSockets | null = null;
   const http = await serveWorkerHttp(options, {
     health: () => ({
@@ -109,15 +112,28 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
   held = sockets;
   selfUrl = `http://${options.httpAddress.split(':')[0]}:${http.port}`;
   const metrics = http.metrics;
-  metrics.gauge('auction_watchers', 'WebSocket watchers on this gateway').set(() => [...channels.values()].reduce((n, c) => n + c.size, 0));
+  metrics
+    .gauge('auction_watchers', 'WebSocket watchers on this gateway')
+    .set(() => [...channels.values()].reduce((n, c) => n + c.size, 0));
   metrics.gauge('auction_pushes_received_total', 'Pushes received from writers').set(() => stats.pushesIn);
-  metrics.gauge('auction_list_fanouts_total', 'Listings fanned out to every group (concurrent lists share one)').set(() => listings.runs);
-  metrics.gauge('auction_polls_total', 'Auction states polled because pushes were silent for 2 s').set(() => stats.polls);
-  metrics.gauge('auction_watcher_sockets', 'WebSocket connections held on this gateway (subscribed or not yet)').set(() => sockets.size);
-  const refusedGauge = metrics.gauge('auction_watcher_sockets_refused_total', 'WebSocket upgrades refused, by reason: per_address (the address holds its cap), full (the reserve for the API reached)');
+  metrics
+    .gauge('auction_list_fanouts_total', 'Listings fanned out to every group (concurrent lists share one)')
+    .set(() => listings.runs);
+  metrics
+    .gauge('auction_polls_total', 'Auction states polled because pushes were silent for 2 s')
+    .set(() => stats.polls);
+  metrics
+    .gauge('auction_watcher_sockets', 'WebSocket connections held on this gateway (subscribed or not yet)')
+    .set(() => sockets.size);
+  const refusedGauge = metrics.gauge(
+    'auction_watcher_sockets_refused_total',
+    'WebSocket upgrades refused, by reason: per_address (the address holds its cap), full (the reserve for the API reached)',
+  );
   refusedGauge.set(() => sockets.refused.per_address, { reason: 'per_address' });
   refusedGauge.set(() => sockets.refused.full, { reason: 'full' });
-  metrics.gauge('auction_watchers_unsubscribed_closed_total', 'WebSocket connections closed for not subscribing in time').set(() => stats.idleClosed);
+  metrics
+    .gauge('auction_watchers_unsubscribed_closed_total', 'WebSocket connections closed for not subscribing in time')
+    .set(() => stats.idleClosed);
 
   /** A call through the router; its ServiceErrors become the same HTTP answers (503 and 429 keep Retry-After). */
   const mapped = async <T>(work: () => Promise<T>): Promise<T> => {
@@ -127,13 +143,25 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       if (error instanceof ServiceError) {
         const details = (error.body as { error?: Record<string, unknown> } | null)?.error ?? {};
         const { code: _c, message: _m, ...rest } = details;
-        throw new HttpError(error.status, error.code, error.message, rest, error.status === 503 || error.status === 429 ? { 'retry-after': '1' } : {});
+        throw new HttpError(
+          error.status,
+          error.code,
+          error.message,
+          rest,
+          error.status === 503 || error.status === 429 ? { 'retry-after': '1' } : {},
+        );
       }
       throw error;
     }
   };
   /** A call about an auction, routed to its group's leader. */
-  const routed = (auctionId: string, method: string, path: string, body?: object, timeoutMs?: number): Promise<unknown> =>
+  const routed = (
+    auctionId: string,
+    method: string,
+    path: string,
+    body?: object,
+    timeoutMs?: number,
+  ): Promise<unknown> =>
     mapped(() => router.callKey(auctionId, method, path, body, timeoutMs === undefined ? {} : { timeoutMs }));
 
   // ---- registration of this gateway's watchers with every member (the writer may move) ----
@@ -148,8 +176,18 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
     const body = JSON.stringify({ gateway: options.id, url: selfUrl, secret, auctions: table(), full: true });
     for (const url of members) {
       poolOf(url)
-        .request({ method: 'POST', path: '/internal/auction/watchers', headers: { authorization: `Bearer ${clusterToken}`, 'content-type': 'application/json' }, body, headersTimeout: 3_000, bodyTimeout: 3_000 })
-        .then((res) => res.body.dump(), () => undefined);
+        .request({
+          method: 'POST',
+          path: '/internal/auction/watchers',
+          headers: { authorization: `Bearer ${clusterToken}`, 'content-type': 'application/json' },
+          body,
+          headersTimeout: 3_000,
+          bodyTimeout: 3_000,
+        })
+        .then(
+          (res) => res.body.dump(),
+          () => undefined,
+        );
     }
   };
   let registerSoon: NodeJS.Timeout | null = null;
@@ -190,16 +228,24 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       // Spec rule 2 ("bidder not blocked"): the writer checks it against its replicated state, so the block is
       // proposed to every auction group; answered once every group logged it.
       const bidderId = ctx.params.id ?? '';
-      if (!BIDDER_ID.test(bidderId)) throw badRequest('invalid_field', 'a bidder id is 1..128 of A-Z a-z 0-9 . _ : @ -', { field: 'bidder_id' });
+      if (!BIDDER_ID.test(bidderId))
+        throw badRequest('invalid_field', 'a bidder id is 1..128 of A-Z a-z 0-9 . _ : @ -', { field: 'bidder_id' });
       const body = requireObject(await ctx.json());
-      if (typeof body.blocked !== 'boolean') throw badRequest('invalid_field', 'blocked must be true or false', { field: 'blocked' });
+      if (typeof body.blocked !== 'boolean')
+        throw badRequest('invalid_field', 'blocked must be true or false', { field: 'blocked' });
       const groups = await auctionGroups(router);
-      await Promise.all(groups.map((g) => mapped(() => router.call(g, 'POST', `/internal/groups/${g}/block`, { bidderId, blocked: body.blocked }))));
+      await Promise.all(
+        groups.map((g) =>
+          mapped(() => router.call(g, 'POST', `/internal/groups/${g}/block`, { bidderId, blocked: body.blocked })),
+        ),
+      );
       return { bidder_id: bidderId, blocked: body.blocked, groups: groups.length };
     })
     .post('/api/auctions', { admits: 'cluster' }, async (ctx) => {
       const create = createOf(requireObject(await ctx.json()));
-      const answer = (await routed(create.auctionId, 'POST', '/internal/auctions', { op: 'create', ...create })) as { auction_id: string };
+      const answer = (await routed(create.auctionId, 'POST', '/internal/auctions', { op: 'create', ...create })) as {
+        auction_id: string;
+      };
       return new Reply(201, {
         auction_id: answer.auction_id,
         item_id: create.itemId,
@@ -219,13 +265,24 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       const bidderId = requireString(body, 'bidder_id', { pattern: BIDDER_ID });
       const token = requireString(body, 'bidder_token', { maxLength: 200 });
       // Authentication before routing: a wrong token costs no call to the members.
-      if (!verifyBidderToken(options.tokens, bidderId, token)) throw unauthorized('bidder_token does not belong to bidder_id (POST /api/bidders issues one)');
+      if (!verifyBidderToken(options.tokens, bidderId, token))
+        throw unauthorized('bidder_token does not belong to bidder_id (POST /api/bidders issues one)');
       const amount = requireInteger(body, 'amount', { min: 1, max: AMOUNT_MAX });
-      const max = body.max_proxy_amount === undefined || body.max_proxy_amount === null ? null : requireInteger(body, 'max_proxy_amount', { min: 1, max: AMOUNT_MAX });
-      if (max !== null && max < amount) throw badRequest('invalid_field', 'max_proxy_amount must be at least amount', { field: 'max_proxy_amount' });
+      const max =
+        body.max_proxy_amount === undefined || body.max_proxy_amount === null
+          ? null
+          : requireInteger(body, 'max_proxy_amount', { min: 1, max: AMOUNT_MAX });
+      if (max !== null && max < amount)
+        throw badRequest('invalid_field', 'max_proxy_amount must be at least amount', { field: 'max_proxy_amount' });
       const key = requireString(body, 'idempotency_key', { pattern: KEY });
       const bidId = randomUUID();
-      const result = (await routed(auctionId, 'POST', `/internal/auctions/${encodeURIComponent(auctionId)}/bids`, { bidId, bidderId, amount, maxProxyAmount: max, idempotencyKey: key }, BID_TIMEOUT_MS)) as BidResult;
+      const result = (await routed(
+        auctionId,
+        'POST',
+        `/internal/auctions/${encodeURIComponent(auctionId)}/bids`,
+        { bidId, bidderId, amount, maxProxyAmount: max, idempotencyKey: key },
+        BID_TIMEOUT_MS,
+      )) as BidResult;
       // The router retried a call whose first attempt was applied after all: that is this request's own outcome.
       const own = result.status === 'duplicate' && result.original?.bidId === bidId ? result.original : result;
       return bidReply(own);
@@ -235,8 +292,21 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       // Anyone may list, and a list asks every group: concurrent lists share one fan-out per state at a time.
       return listings.run(state ?? 'all', async () => {
         const groups = await auctionGroups(router);
-        const lists = await Promise.all(groups.map((g) => mapped(() => router.call(g, 'GET', `/internal/groups/${g}/auctions?limit=1000${state === null ? '' : `&state=${state}`}`)) as Promise<{ auctions: AuctionBody[] }>));
-        const auctions = lists.flatMap((l) => l.auctions).sort((a, b) => a.close_at - b.close_at || (a.auction_id < b.auction_id ? -1 : 1));
+        const lists = await Promise.all(
+          groups.map(
+            (g) =>
+              mapped(() =>
+                router.call(
+                  g,
+                  'GET',
+                  `/internal/groups/${g}/auctions?limit=1000${state === null ? '' : `&state=${state}`}`,
+                ),
+              ) as Promise<{ auctions: AuctionBody[] }>,
+          ),
+        );
+        const auctions = lists
+          .flatMap((l) => l.auctions)
+          .sort((a, b) => a.close_at - b.close_at || (a.auction_id < b.auction_id ? -1 : 1));
         return { state, auctions: auctions.slice(0, 1000) };
       });
     })
@@ -254,7 +324,8 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       // The members registered this secret with the cluster token; compared in constant time like every token.
       const offered = Buffer.from(String(ctx.req.headers[FEED_SECRET_HEADER] ?? ''));
       const expected = Buffer.from(secret);
-      if (offered.length !== expected.length || !timingSafeEqual(offered, expected)) throw unauthorized('not a writer of this cluster');
+      if (offered.length !== expected.length || !timingSafeEqual(offered, expected))
+        throw unauthorized('not a writer of this cluster');
       const body = requireObject(await ctx.json());
       const messages = Array.isArray(body.messages) ? (body.messages as Push[]) : [];
       for (const m of messages) {
@@ -277,18 +348,34 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       id = null;
     }
     if (id === null || !AUCTION_ID.test(id)) {
-      socket.end('HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"error":{"code":"not_found","message":"WebSocket path is /ws/auctions/{auction_id}"}}');
+      socket.end(
+        'HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\nconnection: close\r\n\r\n{"error":{"code":"not_found","message":"WebSocket path is /ws/auctions/{auction_id}"}}',
+      );
       return;
     }
     const auctionId = id;
     // Anyone may watch, so a place is taken per remote address and below the reserve before the upgrade.
     const place = sockets.take(req.socket.remoteAddress ?? '');
     if (place === 'per_address') {
-      refuse(socket, 429, 'Too Many Requests', 'too_many_watchers', `at most ${perAddress} watcher sockets per address on this gateway`, 10);
+      refuse(
+        socket,
+        429,
+        'Too Many Requests',
+        'too_many_watchers',
+        `at most ${perAddress} watcher sockets per address on this gateway`,
+        10,
+      );
       return;
     }
     if (place === 'full') {
-      refuse(socket, 503, 'Service Unavailable', 'watchers_full', 'this gateway holds all the watchers it may; try another gateway or later', 5);
+      refuse(
+        socket,
+        503,
+        'Service Unavailable',
+        'watchers_full',
+        'this gateway holds all the watchers it may; try another gateway or later',
+        5,
+      );
       return;
     }
     socket.once('close', place);
@@ -300,14 +387,25 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
 
   const attach = (ws: WebSocket, auctionId: string): void => {
     // A watcher that does not read is dropped, not buffered for (each push carries the whole current price).
-    const s: Socket = { ws, auctionId, seq: -1, early: null, send: (text) => void pushOrDrop(ws, text, MAX_UNSENT_BYTES) };
+    const s: Socket = {
+      ws,
+      auctionId,
+      seq: -1,
+      early: null,
+      send: (text) => void pushOrDrop(ws, text, MAX_UNSENT_BYTES),
+    };
     let subscribed = false;
     // A socket that never subscribes only holds a place: closed after the delay (and cut 1 s later if the peer
     // does not answer the close).
     let idle: NodeJS.Timeout | null = setTimeout(() => {
       idle = null;
       stats.idleClosed++;
-      ws.send(message({ type: 'error', error: { code: 'subscribe_timeout', message: `no {"type":"subscribe"} within ${subscribeTimeoutMs} ms` } }));
+      ws.send(
+        message({
+          type: 'error',
+          error: { code: 'subscribe_timeout', message: `no {"type":"subscribe"} within ${subscribeTimeoutMs} ms` },
+        }),
+      );
       ws.close(4408, 'subscribe_timeout');
       setTimeout(() => ws.terminate(), 1_000).unref();
     }, subscribeTimeoutMs);
@@ -348,7 +446,13 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
    */
   const snapshotOf = (channel: Channel, auctionId: string): Promise<SnapshotMessage> => {
     if (channel.view !== null) return Promise.resolve(channel.view);
-    channel.loading ??= routed(auctionId, 'POST', `/internal/auctions/${encodeURIComponent(auctionId)}/watch`, { gateway: options.id, url: selfUrl, secret, count: channel.size }, 10_000).then(
+    channel.loading ??= routed(
+      auctionId,
+      'POST',
+      `/internal/auctions/${encodeURIComponent(auctionId)}/watch`,
+      { gateway: options.id, url: selfUrl, secret, count: channel.size },
+      10_000,
+    ).then(
       (body) => {
         const { bid_history: _h, ...rest } = body as AuctionBody;
         channel.loading = null;
@@ -379,7 +483,9 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       channel.remove(s);
       if (channel.size === 0) channels.delete(s.auctionId);
       const e = error instanceof HttpError ? error : null;
-      s.ws.send(message({ type: 'error', error: { code: e?.code ?? 'unavailable', message: e?.message ?? String(error) } }));
+      s.ws.send(
+        message({ type: 'error', error: { code: e?.code ?? 'unavailable', message: e?.message ?? String(error) } }),
+      );
       s.ws.close(e?.status === 404 ? 4404 : 1013, e?.code ?? 'unavailable');
     }
   };
@@ -404,7 +510,9 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
 /** Refuses an upgrade with a JSON error (the socket is not a WebSocket yet: plain HTTP). */
 function refuse(socket: Duplex, status: number, reason: string, code: string, text: string, retryAfterS: number): void {
   const body = JSON.stringify({ error: { code, message: text } });
-  socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nretry-after: ${retryAfterS}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nretry-after: ${retryAfterS}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }
 
 function bidReply(r: BidResult): Reply {
@@ -413,13 +521,24 @@ function bidReply(r: BidResult): Reply {
     case 'unknown_auction':
       throw notFound(`no auction ${r.auctionId}`, { auction_id: r.auctionId });
     case 'not_started':
-      throw new HttpError(409, 'not_started', 'the auction has not started yet; retry after start_at with the same idempotency_key', { ...body });
+      throw new HttpError(
+        409,
+        'not_started',
+        'the auction has not started yet; retry after start_at with the same idempotency_key',
+        { ...body },
+      );
     case 'seller_cannot_bid':
       throw new HttpError(403, 'seller_cannot_bid', 'the seller cannot bid on their own auction', { ...body });
     case 'bidder_blocked':
       throw new HttpError(403, 'bidder_blocked', 'this bidder is blocked', { ...body });
     case 'too_frequent':
-      throw new HttpError(429, 'too_frequent', 'at most 5 bids per bidder per auction per second', { ...body }, { 'retry-after': '1' });
+      throw new HttpError(
+        429,
+        'too_frequent',
+        'at most 5 bids per bidder per auction per second',
+        { ...body },
+        { 'retry-after': '1' },
+      );
     default:
       return new Reply(200, body);
   }
@@ -427,7 +546,8 @@ function bidReply(r: BidResult): Reply {
 
 function auctionIdOf(ctx: RequestContext): string {
   const id = ctx.params.id ?? '';
-  if (!AUCTION_ID.test(id)) throw badRequest('invalid_auction_id', 'an auction id is 1..128 of A-Z a-z 0-9 . _ : -', { field: 'auction_id' });
+  if (!AUCTION_ID.test(id))
+    throw badRequest('invalid_auction_id', 'an auction id is 1..128 of A-Z a-z 0-9 . _ : -', { field: 'auction_id' });
   return id;
 }
 
@@ -439,7 +559,11 @@ function instantOf(body: JsonObject, field: string): number {
     const ms = Date.parse(v);
     if (Number.isFinite(ms) && ms >= 0) return ms;
   }
-  throw badRequest('invalid_field', `${field} must be epoch milliseconds or an ISO-8601 time with a zone (e.g. 2026-11-25T12:00:00Z)`, { field });
+  throw badRequest(
+    'invalid_field',
+    `${field} must be epoch milliseconds or an ISO-8601 time with a zone (e.g. 2026-11-25T12:00:00Z)`,
+    { field },
+  );
 }
 
 function createOf(body: JsonObject): Omit<CreateInput, 'op'> {
@@ -447,18 +571,33 @@ function createOf(body: JsonObject): Omit<CreateInput, 'op'> {
   requireWellFormed(itemId, 'item_id');
   const sellerId = requireString(body, 'seller_id', { pattern: BIDDER_ID });
   const startPrice = requireInteger(body, 'start_price', { min: 1, max: AMOUNT_MAX });
-  const reservePrice = body.reserve_price === undefined || body.reserve_price === null ? null : requireInteger(body, 'reserve_price', { min: 1, max: AMOUNT_MAX });
-  const minIncrement = body.min_increment === undefined ? 1 : requireInteger(body, 'min_increment', { min: 1, max: AMOUNT_MAX });
+  const reservePrice =
+    body.reserve_price === undefined || body.reserve_price === null
+      ? null
+      : requireInteger(body, 'reserve_price', { min: 1, max: AMOUNT_MAX });
+  const minIncrement =
+    body.min_increment === undefined ? 1 : requireInteger(body, 'min_increment', { min: 1, max: AMOUNT_MAX });
   const startAt = instantOf(body, 'start_at');
   const endAt = instantOf(body, 'end_at');
   if (endAt <= startAt) throw badRequest('invalid_field', 'end_at must be after start_at', { field: 'end_at' });
   const antiSnipeWindowS = requireInteger(body, 'anti_snipe_window_s', { min: 0, max: 86_400 });
-  return { auctionId: randomUUID(), itemId, sellerId, startPrice, reservePrice, minIncrement, startAt, endAt, antiSnipeWindowS };
+  return {
+    auctionId: randomUUID(),
+    itemId,
+    sellerId,
+    startPrice,
+    reservePrice,
+    minIncrement,
+    startAt,
+    endAt,
+    antiSnipeWindowS,
+  };
 }
 
 /** The auction groups' names, from the meta group's catalogue as a member sees it now. */
 export async function auctionGroups(router: GroupRouter): Promise<string[]> {
   const names = (await router.groups()).map((g) => g.name).filter(isAuctionGroup);
-  if (names.length === 0) throw new HttpError(503, 'unavailable', 'no member answered with the auction groups', {}, { 'retry-after': '1' });
+  if (names.length === 0)
+    throw new HttpError(503, 'unavailable', 'no member answered with the auction groups', {}, { 'retry-after': '1' });
   return names.sort();
 }

@@ -25,7 +25,18 @@ import {
   type Router,
 } from '@raftkit/http';
 import type { Id } from '@raftkit/crdt';
-import { atLeast, DOC_ID, MAX_CHARS, MAX_COMMENT_CHARS, MAX_TITLE_CHARS, ROLES, USER_ID, type CollabCommand, type CollabResult, type Role } from '../../machine.js';
+import {
+  atLeast,
+  DOC_ID,
+  MAX_CHARS,
+  MAX_COMMENT_CHARS,
+  MAX_TITLE_CHARS,
+  ROLES,
+  USER_ID,
+  type CollabCommand,
+  type CollabResult,
+  type Role,
+} from '../../machine.js';
 import type { DocView } from './log-access.js';
 import type { CollabWorker } from './worker.js';
 import { CLOSE_NO_DOC } from '../../protocol.js';
@@ -52,7 +63,13 @@ async function viaLog<T>(work: () => Promise<T>): Promise<T> {
   } catch (error) {
     if (error instanceof ServiceError) {
       const err = (error.body as { error?: { code?: string; message?: string } } | null)?.error;
-      throw new HttpError(error.status >= 500 ? 503 : error.status, err?.code ?? error.code, err?.message ?? error.message, {}, error.status >= 500 ? { 'retry-after': '1' } : {});
+      throw new HttpError(
+        error.status >= 500 ? 503 : error.status,
+        err?.code ?? error.code,
+        err?.message ?? error.message,
+        {},
+        error.status >= 500 ? { 'retry-after': '1' } : {},
+      );
     }
     throw error;
   }
@@ -62,7 +79,12 @@ async function viaLog<T>(work: () => Promise<T>): Promise<T> {
 function failure(result: CollabResult): never {
   if (result.ok) throw new HttpError(500, 'internal', 'unexpected result');
   if (result.code === 'quota') throw new HttpError(403, 'quota_exceeded', result.message);
-  const status = result.code === 'no_such_doc' || result.code === 'not_found' ? 404 : result.code === 'exists' || result.code === 'stale_generation' ? 409 : 400;
+  const status =
+    result.code === 'no_such_doc' || result.code === 'not_found'
+      ? 404
+      : result.code === 'exists' || result.code === 'stale_generation'
+        ? 409
+        : 400;
   throw new HttpError(status, result.code === 'no_such_doc' ? 'not_found' : result.code, result.message);
 }
 
@@ -76,17 +98,23 @@ export function collabApi(router: Router, worker: CollabWorker): void {
 
   const docIdOf = (ctx: RequestContext): string => {
     const id = ctx.params.doc ?? '';
-    if (!DOC_ID.test(id)) throw badRequest('invalid_doc_id', 'a doc_id is 1..64 of A-Z a-z 0-9 _ -', { field: 'doc_id' });
+    if (!DOC_ID.test(id))
+      throw badRequest('invalid_doc_id', 'a doc_id is 1..64 of A-Z a-z 0-9 _ -', { field: 'doc_id' });
     return id;
   };
 
   /** The document and the caller's role, or 404 (also when the caller may not see it: no existence leak). */
-  const access = async (ctx: RequestContext, need: Role): Promise<{ docId: string; view: DocView; user: string | null }> => {
+  const access = async (
+    ctx: RequestContext,
+    need: Role,
+  ): Promise<{ docId: string; view: DocView; user: string | null }> => {
     const docId = docIdOf(ctx);
     const user = userOf(ctx.principal!);
     const view = await viaLog(() => log.meta(docId, user ?? undefined));
-    if (view === null || (user !== null && view.role === null)) throw notFound(`no document ${docId}`, { doc_id: docId });
-    if (user !== null && !atLeast(view.role, need)) throw forbidden(`this needs the ${need} role; ${user} is ${view.role}`, { role: view.role });
+    if (view === null || (user !== null && view.role === null))
+      throw notFound(`no document ${docId}`, { doc_id: docId });
+    if (user !== null && !atLeast(view.role, need))
+      throw forbidden(`this needs the ${need} role; ${user} is ${view.role}`, { role: view.role });
     return { docId, view, user };
   };
 
@@ -124,19 +152,33 @@ export function collabApi(router: Router, worker: CollabWorker): void {
       requireWellFormed(title, 'title');
       const owner = requireString(body, 'owner_id', { pattern: USER_ID });
       const user = userOf(ctx.principal!);
-      if (user !== null && user !== owner) throw forbidden(`a user token creates documents for its own user (${user}), not ${owner}`);
+      if (user !== null && user !== owner)
+        throw forbidden(`a user token creates documents for its own user (${user}), not ${owner}`);
       let template: string | null = null;
       if (body.template !== undefined && body.template !== null) {
         template = requireString(body, 'template', { minLength: 0, maxLength: MAX_CHARS });
         requireWellFormed(template, 'template');
       }
       const docId = await homeDocId(worker, owner);
-      await command(docId, { op: 'create', doc_id: docId, title, owner, template, max_docs: worker.settings.maxDocsPerUser });
-      return new Reply(201, { doc_id: docId, title, owner, revision: template !== null && template.length > 0 ? 1 : 0 });
+      await command(docId, {
+        op: 'create',
+        doc_id: docId,
+        title,
+        owner,
+        template,
+        max_docs: worker.settings.maxDocsPerUser,
+      });
+      return new Reply(201, {
+        doc_id: docId,
+        title,
+        owner,
+        revision: template !== null && template.length > 0 ? 1 : 0,
+      });
     })
     .get('/api/docs', { admits: 'authenticated' }, async (ctx) => {
       const user = userOf(ctx.principal!) ?? ctx.query.get('user');
-      if (user !== null && !USER_ID.test(user)) throw badRequest('invalid_query', 'user is a user id', { field: 'user' });
+      if (user !== null && !USER_ID.test(user))
+        throw badRequest('invalid_query', 'user is a user id', { field: 'user' });
       const docs = await viaLog(() => log.list(user, worker.groups()));
       return { docs: docs.map(({ length: _l, ...d }) => d) };
     })
@@ -173,8 +215,14 @@ export function collabApi(router: Router, worker: CollabWorker): void {
     .post('/api/docs/:doc/snapshots/:snapshot/restore', { admits: 'authenticated' }, async (ctx) => {
       const { docId, view, user } = await access(ctx, 'editor');
       const snapshotId = ctx.params.snapshot ?? '';
-      if (!/^[A-Za-z0-9_-]{1,64}$/.test(snapshotId)) throw badRequest('invalid_snapshot_id', 'not a snapshot id', { field: 'snapshot_id' });
-      const result = await command(docId, { op: 'restore', doc_id: docId, snapshot_id: snapshotId, author: user ?? view.meta.owner });
+      if (!/^[A-Za-z0-9_-]{1,64}$/.test(snapshotId))
+        throw badRequest('invalid_snapshot_id', 'not a snapshot id', { field: 'snapshot_id' });
+      const result = await command(docId, {
+        op: 'restore',
+        doc_id: docId,
+        snapshot_id: snapshotId,
+        author: user ?? view.meta.owner,
+      });
       if (!result.ok || result.op !== 'restore') throw new HttpError(500, 'internal', 'unexpected result');
       await poke(worker, docId, view);
       return { doc_id: docId, snapshot_id: snapshotId, revision: result.revision };
@@ -183,12 +231,18 @@ export function collabApi(router: Router, worker: CollabWorker): void {
       const { docId, view, user } = await access(ctx, 'viewer');
       if (user !== null && user !== view.meta.owner) throw forbidden('only the owner shares a document');
       const target = ctx.params.user ?? '';
-      if (!USER_ID.test(target)) throw badRequest('invalid_user_id', 'a user id is 1..64 of A-Z a-z 0-9 . _ -', { field: 'user_id' });
+      if (!USER_ID.test(target))
+        throw badRequest('invalid_user_id', 'a user id is 1..64 of A-Z a-z 0-9 . _ -', { field: 'user_id' });
       const body = requireObject(await ctx.json());
-      if (!('role' in body)) throw badRequest('missing_field', 'role is required (viewer, commenter, editor, or null to revoke)', { field: 'role' });
+      if (!('role' in body))
+        throw badRequest('missing_field', 'role is required (viewer, commenter, editor, or null to revoke)', {
+          field: 'role',
+        });
       const role = body.role;
-      if (role !== null && !ROLES.includes(role as Role)) throw badRequest('invalid_field', 'role must be viewer, commenter, editor or null', { field: 'role' });
-      if (target === view.meta.owner) throw badRequest('invalid_field', 'the owner is always an editor', { field: 'user_id' });
+      if (role !== null && !ROLES.includes(role as Role))
+        throw badRequest('invalid_field', 'role must be viewer, commenter, editor or null', { field: 'role' });
+      if (target === view.meta.owner)
+        throw badRequest('invalid_field', 'the owner is always an editor', { field: 'user_id' });
       await command(docId, { op: 'permission', doc_id: docId, user: target, role: role as Role | null });
       return { doc_id: docId, user_id: target, role };
     })
@@ -203,7 +257,14 @@ export function collabApi(router: Router, worker: CollabWorker): void {
       const end = idField(body, 'end');
       const text = requireString(body, 'body', { minLength: 1, maxLength: MAX_COMMENT_CHARS });
       requireWellFormed(text, 'body');
-      const result = await command(docId, { op: 'comment', doc_id: docId, author: user ?? view.meta.owner, start, end, body: text });
+      const result = await command(docId, {
+        op: 'comment',
+        doc_id: docId,
+        author: user ?? view.meta.owner,
+        start,
+        end,
+        body: text,
+      });
       if (!result.ok || result.op !== 'comment') throw new HttpError(500, 'internal', 'unexpected result');
       return new Reply(201, result.comment);
     })
@@ -215,9 +276,12 @@ export function collabApi(router: Router, worker: CollabWorker): void {
     .delete('/api/docs/:doc/comments/:comment', { admits: 'authenticated' }, async (ctx) => {
       const { docId, view, user } = await access(ctx, 'commenter');
       const commentId = ctx.params.comment ?? '';
-      if (!/^[A-Za-z0-9_-]{1,64}$/.test(commentId)) throw badRequest('invalid_comment_id', 'not a comment id', { field: 'comment_id' });
+      if (!/^[A-Za-z0-9_-]{1,64}$/.test(commentId))
+        throw badRequest('invalid_comment_id', 'not a comment id', { field: 'comment_id' });
       if (user !== null && user !== view.meta.owner) {
-        const answer = await viaLog(() => log.read<{ comments: Array<{ comment_id: string; author: string }> }>(docId, 'comments'));
+        const answer = await viaLog(() =>
+          log.read<{ comments: Array<{ comment_id: string; author: string }> }>(docId, 'comments'),
+        );
         const comment = answer?.comments.find((c) => c.comment_id === commentId);
         if (comment === undefined) throw notFound(`no comment ${commentId}`);
         if (comment.author !== user) throw forbidden('a comment is deleted by its author or the document owner');
@@ -252,7 +316,15 @@ export function collabApi(router: Router, worker: CollabWorker): void {
 
 function idField(body: Record<string, unknown>, field: string): Id {
   const v = body[field];
-  if (!Array.isArray(v) || v.length !== 2 || typeof v[0] !== 'string' || v[0].length === 0 || v[0].length > 200 || !Number.isSafeInteger(v[1]) || (v[1] as number) < 0) {
+  if (
+    !Array.isArray(v) ||
+    v.length !== 2 ||
+    typeof v[0] !== 'string' ||
+    v[0].length === 0 ||
+    v[0].length > 200 ||
+    !Number.isSafeInteger(v[1]) ||
+    (v[1] as number) < 0
+  ) {
     throw badRequest('invalid_field', `${field} is a character id [client, counter]`, { field });
   }
   return [v[0], v[1] as number];
@@ -280,7 +352,11 @@ async function closeDeleted(worker: CollabWorker, docId: string, view: DocView):
   if (owner === null || owner.worker === worker.options.id) return;
   // Best effort: should this fail, the owner's next lease renewal finds the document gone and its clients, on
   // reconnecting, are answered 4404.
-  await fetch(`${owner.url}/internal/collab/docs/${encodeURIComponent(docId)}/deleted`, { method: 'POST', headers: { authorization: `Bearer ${worker.clusterToken}` }, signal: AbortSignal.timeout(3000) }).catch(() => undefined);
+  await fetch(`${owner.url}/internal/collab/docs/${encodeURIComponent(docId)}/deleted`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${worker.clusterToken}` },
+    signal: AbortSignal.timeout(3000),
+  }).catch(() => undefined);
 }
 
 /** Tells the document's owner (this worker or another) to read what was appended without it. */
@@ -289,7 +365,11 @@ async function poke(worker: CollabWorker, docId: string, view: DocView): Promise
   if (local !== undefined) return local.catchUp().catch(() => undefined);
   const owner = view.owner;
   if (owner === null || owner.worker === worker.options.id) return;
-  await fetch(`${owner.url}/internal/collab/docs/${encodeURIComponent(docId)}/poke`, { method: 'POST', headers: { authorization: `Bearer ${worker.clusterToken}` }, signal: AbortSignal.timeout(3000) }).catch(() => undefined);
+  await fetch(`${owner.url}/internal/collab/docs/${encodeURIComponent(docId)}/poke`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${worker.clusterToken}` },
+    signal: AbortSignal.timeout(3000),
+  }).catch(() => undefined);
 }
 
 async function sendFile(ctx: RequestContext, file: string): Promise<void> {
@@ -299,6 +379,10 @@ async function sendFile(ctx: RequestContext, file: string): Promise<void> {
   } catch {
     throw notFound(`no file ${file} (the editor page is built into packages/services/collab/web/dist)`);
   }
-  ctx.res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'content-length': data.length, 'cache-control': 'no-cache' });
+  ctx.res.writeHead(200, {
+    'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
+    'content-length': data.length,
+    'cache-control': 'no-cache',
+  });
   ctx.res.end(data);
 }

@@ -3,7 +3,16 @@
  * doc_id (GroupRouter: hash slot -> group -> leader, retried through elections until the deadline).
  */
 import { GroupRouter, ServiceError } from '@raftkit/http';
-import type { CollabCommand, CollabResult, ChangeEntry, Comment, DocMeta, NamedSnapshot, Owner, Role } from '../../machine.js';
+import type {
+  CollabCommand,
+  CollabResult,
+  ChangeEntry,
+  Comment,
+  DocMeta,
+  NamedSnapshot,
+  Owner,
+  Role,
+} from '../../machine.js';
 import { DEFAULT_GROUPS } from '../../placement.js';
 
 export interface DocView {
@@ -39,7 +48,11 @@ export class LogAccess {
     for (let i = 0; ; i++) {
       const url = this.members[i % this.members.length]!;
       try {
-        const res = await fetch(`${url}/v1/collab/setup`, { method: 'POST', headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' }, body: JSON.stringify({ groups }) });
+        const res = await fetch(`${url}/v1/collab/setup`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ groups }),
+        });
         if (res.ok) return;
       } catch {
         // The next member.
@@ -51,7 +64,13 @@ export class LogAccess {
 
   async command(docId: string, command: CollabCommand, timeoutMs?: number): Promise<CollabResult> {
     const group = await this.router.groupOf(docId);
-    return (await this.router.call(group, 'POST', `/v1/collab/groups/${group}/commands`, command, timeoutMs === undefined ? {} : { timeoutMs })) as CollabResult;
+    return (await this.router.call(
+      group,
+      'POST',
+      `/v1/collab/groups/${group}/commands`,
+      command,
+      timeoutMs === undefined ? {} : { timeoutMs },
+    )) as CollabResult;
   }
 
   /** A command about several documents of one group (renew). */
@@ -64,16 +83,29 @@ export class LogAccess {
   }
 
   /** A document's view; null when there is no such document. */
-  async read<T>(docId: string, view: 'meta' | 'state' | 'comments' | 'snapshots' | 'text', params: { user?: string; since?: number; limit?: number } = {}): Promise<T | null> {
+  async read<T>(
+    docId: string,
+    view: 'meta' | 'state' | 'comments' | 'snapshots' | 'text',
+    params: { user?: string; since?: number; limit?: number } = {},
+  ): Promise<T | null> {
     const group = await this.router.groupOf(docId);
     const q = new URLSearchParams({ view });
     if (params.user !== undefined) q.set('user', params.user);
     if (params.since !== undefined) q.set('since', String(params.since));
     if (params.limit !== undefined) q.set('limit', String(params.limit));
     try {
-      return (await this.router.call(group, 'GET', `/v1/collab/groups/${group}/docs/${encodeURIComponent(docId)}?${q}`)) as T;
+      return (await this.router.call(
+        group,
+        'GET',
+        `/v1/collab/groups/${group}/docs/${encodeURIComponent(docId)}?${q}`,
+      )) as T;
     } catch (error) {
-      if (error instanceof ServiceError && error.status === 404 && (error.body as { error?: { code?: string } } | null)?.error?.code === 'not_found') return null;
+      if (
+        error instanceof ServiceError &&
+        error.status === 404 &&
+        (error.body as { error?: { code?: string } } | null)?.error?.code === 'not_found'
+      )
+        return null;
       throw error;
     }
   }
@@ -84,13 +116,21 @@ export class LogAccess {
 
   /** The document and the changes after `since` (the last `limit` of them when given). */
   state(docId: string, since?: number, limit?: number): Promise<StateView | null> {
-    return this.read<StateView>(docId, 'state', { ...(since !== undefined ? { since } : {}), ...(limit !== undefined ? { limit } : {}) });
+    return this.read<StateView>(docId, 'state', {
+      ...(since !== undefined ? { since } : {}),
+      ...(limit !== undefined ? { limit } : {}),
+    });
   }
 
   /** Every document `user` may read (null: all), from every group. */
   async list(user: string | null, groups: string[]): Promise<DocMeta[]> {
     const q = user === null ? '' : `?user=${encodeURIComponent(user)}`;
-    const parts = await Promise.all(groups.map(async (g) => ((await this.router.call(g, 'GET', `/v1/collab/groups/${g}/docs${q}`)) as { docs: DocMeta[] }).docs));
+    const parts = await Promise.all(
+      groups.map(
+        async (g) =>
+          ((await this.router.call(g, 'GET', `/v1/collab/groups/${g}/docs${q}`)) as { docs: DocMeta[] }).docs,
+      ),
+    );
     return parts.flat().sort((a, b) => b.last_modified - a.last_modified);
   }
 

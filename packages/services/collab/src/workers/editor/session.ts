@@ -18,9 +18,28 @@ import { randomUUID } from 'node:crypto';
 import { checkOp, Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
 import { DEFAULT_MAX_BODY_BYTES, pushOrDrop, ServiceError } from '@raftkit/http';
-import { atLeast, MAX_OPS_PER_CHANGE, type ChangeEntry, type ChangeInput, type CollabCommand, type CollabResult, type Role } from '../../machine.js';
+import {
+  atLeast,
+  MAX_OPS_PER_CHANGE,
+  type ChangeEntry,
+  type ChangeInput,
+  type CollabCommand,
+  type CollabResult,
+  type Role,
+} from '../../machine.js';
 import type { LogAccess, StateView } from './log-access.js';
-import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_REVOKED, colorOf, KEEPALIVE_MS, MAX_FRAME_BYTES, PRESENCE_EXPIRY_MS, PRESENCE_THROTTLE_MS, type Selection, type ServerMessage } from '../../protocol.js';
+import {
+  CLOSE_MOVING,
+  CLOSE_NO_DOC,
+  CLOSE_REVOKED,
+  colorOf,
+  KEEPALIVE_MS,
+  MAX_FRAME_BYTES,
+  PRESENCE_EXPIRY_MS,
+  PRESENCE_THROTTLE_MS,
+  type Selection,
+  type ServerMessage,
+} from '../../protocol.js';
 
 /** Committed changes kept in memory for reconnects (older ones are read from the log). */
 const RECENT = 5_000;
@@ -122,7 +141,14 @@ export class DocSession {
    * Loads the document from the log (a linearizable read: every committed change is in it). `maxChangeBytes`: the
    * op size limit (a test raises it past the append limit to make the log itself refuse an append).
    */
-  static async open(docId: string, generation: number, log: LogAccess, maxEditors: number, hooks: SessionHooks, maxChangeBytes = MAX_CHANGE_BYTES): Promise<DocSession | null> {
+  static async open(
+    docId: string,
+    generation: number,
+    log: LogAccess,
+    maxEditors: number,
+    hooks: SessionHooks,
+    maxChangeBytes = MAX_CHANGE_BYTES,
+  ): Promise<DocSession | null> {
     const state = await log.state(docId, 0, RECENT);
     if (state === null) return null;
     return new DocSession(docId, generation, log, maxEditors, hooks, state, maxChangeBytes);
@@ -147,11 +173,24 @@ export class DocSession {
     conn.readOnly = !atLeast(conn.role, 'editor') || this.editors >= this.maxEditors;
     this.conns.add(conn);
     this.idleSince = null;
-    send(conn, { type: 'snapshot', revision: this.revision, content: Buffer.from(this.doc.encode()).toString('base64'), read_only: conn.readOnly, role: conn.role });
-    if (since !== undefined && since < this.revision && this.recent.length > 0 && this.recent[0]!.revision <= since + 1) {
+    send(conn, {
+      type: 'snapshot',
+      revision: this.revision,
+      content: Buffer.from(this.doc.encode()).toString('base64'),
+      read_only: conn.readOnly,
+      role: conn.role,
+    });
+    if (
+      since !== undefined &&
+      since < this.revision &&
+      this.recent.length > 0 &&
+      this.recent[0]!.revision <= since + 1
+    ) {
       // The changes since: a CRDT ignores what the snapshot already holds, and the client learns their op_ids
       // (its own among them are acknowledged that way).
-      for (const e of this.recent) if (e.revision > since) send(conn, { type: 'op', op_id: e.op_id, op: e.ops, revision: e.revision, author: e.author });
+      for (const e of this.recent)
+        if (e.revision > since)
+          send(conn, { type: 'op', op_id: e.op_id, op: e.ops, revision: e.revision, author: e.author });
     }
     send(conn, { type: 'status', state: this.syncing ? 'syncing' : 'live' });
     // Everyone already here is shown to the newcomer.
@@ -163,14 +202,21 @@ export class DocSession {
   leave(conn: Conn): void {
     if (!this.conns.delete(conn)) return;
     if (conn.presenceTimer !== null) clearTimeout(conn.presenceTimer);
-    if (![...this.conns].some((c) => c.user === conn.user)) this.broadcast({ type: 'presence', user_id: conn.user, cursor: null, color: colorOf(conn.user) }, conn);
+    if (![...this.conns].some((c) => c.user === conn.user))
+      this.broadcast({ type: 'presence', user_id: conn.user, cursor: null, color: colorOf(conn.user) }, conn);
     if (this.conns.size === 0) this.idleSince = Date.now();
     // An editor's seat freed: the longest-waiting editor who joined read-only gets it (a fresh snapshot says so).
     if (!conn.readOnly && conn.role === 'editor') {
       for (const c of this.conns) {
         if (c.readOnly && c.role === 'editor' && this.editors < this.maxEditors) {
           c.readOnly = false;
-          send(c, { type: 'snapshot', revision: this.revision, content: Buffer.from(this.doc.encode()).toString('base64'), read_only: false, role: c.role });
+          send(c, {
+            type: 'snapshot',
+            revision: this.revision,
+            content: Buffer.from(this.doc.encode()).toString('base64'),
+            read_only: false,
+            role: c.role,
+          });
           break;
         }
       }
@@ -179,12 +225,20 @@ export class DocSession {
 
   submit(conn: Conn, op_id: string, ops: Op[], parent_revision: number): void {
     if (conn.readOnly) {
-      send(conn, { type: 'error', code: 'read_only', message: atLeast(conn.role, 'editor') ? `this document has ${this.maxEditors} active editors: you joined read-only` : `your role (${conn.role}) cannot edit`, op_id });
+      send(conn, {
+        type: 'error',
+        code: 'read_only',
+        message: atLeast(conn.role, 'editor')
+          ? `this document has ${this.maxEditors} active editors: you joined read-only`
+          : `your role (${conn.role}) cannot edit`,
+        op_id,
+      });
       return;
     }
     // Shapes checked here too (the log checks again), so a malformed change never reaches a Raft entry.
     try {
-      if (ops.length === 0 || ops.length > MAX_OPS_PER_CHANGE) throw new Error(`op must be a list of 1..${MAX_OPS_PER_CHANGE} ops`);
+      if (ops.length === 0 || ops.length > MAX_OPS_PER_CHANGE)
+        throw new Error(`op must be a list of 1..${MAX_OPS_PER_CHANGE} ops`);
       for (const op of ops) checkOp(op);
     } catch (error) {
       send(conn, { type: 'error', code: 'invalid_op', message: (error as Error).message, op_id });
@@ -195,13 +249,26 @@ export class DocSession {
     // would answer 413 and no later change of the document could be committed behind it.
     const bytes = Buffer.byteLength(JSON.stringify(change)) + 1;
     if (bytes > this.maxChangeBytes) {
-      send(conn, { type: 'error', code: 'too_large', message: `this change is ${bytes} bytes; a change is at most ${this.maxChangeBytes} bytes (split a large paste)`, op_id });
+      send(conn, {
+        type: 'error',
+        code: 'too_large',
+        message: `this change is ${bytes} bytes; a change is at most ${this.maxChangeBytes} bytes (split a large paste)`,
+        op_id,
+      });
       return;
     }
     if (conn.pending + bytes > MAX_CLIENT_PENDING_BYTES || this.queueBytes + bytes > MAX_QUEUE_BYTES) {
       // Not a refusal of the change: the client keeps it pending and sends it again (it reconnects when unacked).
-      const whose = conn.pending + bytes > MAX_CLIENT_PENDING_BYTES ? `your changes waiting for the log (at most ${MAX_CLIENT_PENDING_BYTES} bytes)` : `changes waiting for the log (at most ${MAX_QUEUE_BYTES} bytes per document)`;
-      send(conn, { type: 'error', code: 'busy', message: `too many ${whose}; this one was not queued: send it again shortly`, op_id });
+      const whose =
+        conn.pending + bytes > MAX_CLIENT_PENDING_BYTES
+          ? `your changes waiting for the log (at most ${MAX_CLIENT_PENDING_BYTES} bytes)`
+          : `changes waiting for the log (at most ${MAX_QUEUE_BYTES} bytes per document)`;
+      send(conn, {
+        type: 'error',
+        code: 'busy',
+        message: `too many ${whose}; this one was not queued: send it again shortly`,
+        op_id,
+      });
       return;
     }
     this.queueBytes += bytes;
@@ -314,10 +381,15 @@ export class DocSession {
       let n = 0;
       let size = 0;
       // Each change's bytes include its separating comma: the entry's changes and envelope fit one append request.
-      while (n < this.queue.length && n < MAX_BATCH && (n === 0 || size + this.queue[n]!.bytes <= MAX_BATCH_BYTES)) size += this.queue[n++]!.bytes;
+      while (n < this.queue.length && n < MAX_BATCH && (n === 0 || size + this.queue[n]!.bytes <= MAX_BATCH_BYTES))
+        size += this.queue[n++]!.bytes;
       const items = this.queue.splice(0, n);
       this.queueBytes -= size;
-      const entry: Entry = { seq: this.nextSeq++, items, outcome: Promise.resolve({ ok: false, error: new Error('not sent') }) };
+      const entry: Entry = {
+        seq: this.nextSeq++,
+        items,
+        outcome: Promise.resolve({ ok: false, error: new Error('not sent') }),
+      };
       this.dispatch(entry);
       this.window.push(entry);
       appendStats.maxInFlight = Math.max(appendStats.maxInFlight, this.window.length);
@@ -326,7 +398,14 @@ export class DocSession {
   }
 
   private dispatch(entry: Entry): void {
-    const command: CollabCommand = { op: 'append', doc_id: this.docId, generation: this.generation, changes: entry.items.map((q) => q.change), session: this.appendSession, seq: entry.seq };
+    const command: CollabCommand = {
+      op: 'append',
+      doc_id: this.docId,
+      generation: this.generation,
+      changes: entry.items.map((q) => q.change),
+      session: this.appendSession,
+      seq: entry.seq,
+    };
     entry.outcome = this.log.command(this.docId, command).then(
       (result): Outcome => ({ ok: true, result }),
       (error: unknown): Outcome => ({ ok: false, error: error instanceof Error ? error : new Error(String(error)) }),
@@ -350,8 +429,20 @@ export class DocSession {
           // have been applied: each waits for this one).
           const e = outcome.error as ServiceError;
           appendStats.refused++;
-          this.hooks.log('warn', 'append refused by the log; its changes dropped', { doc: this.docId, seq: entry.seq, status: e.status, code: e.code, changes: entry.items.length });
-          for (const q of entry.items) send(q.conn, { type: 'error', code: e.status === 413 ? 'too_large' : 'invalid_op', message: `the op log refused this change (${e.status} ${e.code})`, op_id: q.change.op_id });
+          this.hooks.log('warn', 'append refused by the log; its changes dropped', {
+            doc: this.docId,
+            seq: entry.seq,
+            status: e.status,
+            code: e.code,
+            changes: entry.items.length,
+          });
+          for (const q of entry.items)
+            send(q.conn, {
+              type: 'error',
+              code: e.status === 413 ? 'too_large' : 'invalid_op',
+              message: `the op log refused this change (${e.status} ${e.code})`,
+              op_id: q.change.op_id,
+            });
           this.settle(entry);
           this.window.shift();
           this.appendSession = randomUUID();
@@ -367,7 +458,11 @@ export class DocSession {
           // The log is unreachable (no quorum, no leader): clients see syncing and keep their ops; same entry again
           // (if it was applied after all, the log answers with its first outcome).
           this.setSyncing(true);
-          this.hooks.log('warn', 'append failed; retrying', { doc: this.docId, seq: entry.seq, error: outcome.error.message });
+          this.hooks.log('warn', 'append failed; retrying', {
+            doc: this.docId,
+            seq: entry.seq,
+            error: outcome.error.message,
+          });
           await new Promise((r) => setTimeout(r, Math.min(2000, 200 * ++attempt)));
           if (this.ended) return;
           appendStats.resentFailed++;
@@ -402,7 +497,17 @@ export class DocSession {
             if (!r.duplicate && r.revision > this.revision) {
               // A gap: a partly invalid change of this entry committed its valid part under a refusal.
               if (r.revision > this.revision + 1) await this.absorbUpTo(r.revision - 1);
-              this.applyCommitted({ revision: r.revision, op_id: r.op_id, author: change.author, ops: change.ops, parent_revision: change.parent_revision, time: Date.now() }, conn);
+              this.applyCommitted(
+                {
+                  revision: r.revision,
+                  op_id: r.op_id,
+                  author: change.author,
+                  ops: change.ops,
+                  parent_revision: change.parent_revision,
+                  time: Date.now(),
+                },
+                conn,
+              );
             }
             send(conn, { type: 'ack', op_id: r.op_id, revision: r.revision });
           }
@@ -410,7 +515,10 @@ export class DocSession {
           // The read of the changes before it failed: handle this answer again shortly (what was done is not
           // done twice: replica changes go by revision, and an ack repeated is ignored by the client).
           this.setSyncing(true);
-          this.hooks.log('warn', 'reading the log failed; retrying', { doc: this.docId, error: String((error as Error).message ?? error) });
+          this.hooks.log('warn', 'reading the log failed; retrying', {
+            doc: this.docId,
+            error: String((error as Error).message ?? error),
+          });
           await new Promise((r) => setTimeout(r, Math.min(2000, 200 * ++attempt)));
           continue;
         }
@@ -465,7 +573,13 @@ export class DocSession {
 
 function presenceOf(c: Conn): ServerMessage {
   const p = c.presence!;
-  return { type: 'presence', user_id: c.user, cursor: p.cursor, ...(p.selection !== null ? { selection: p.selection } : {}), color: colorOf(c.user) };
+  return {
+    type: 'presence',
+    user_id: c.user,
+    cursor: p.cursor,
+    ...(p.selection !== null ? { selection: p.selection } : {}),
+    color: colorOf(c.user),
+  };
 }
 
 export function send(conn: Conn, message: ServerMessage): void {
@@ -475,5 +589,11 @@ export function send(conn: Conn, message: ServerMessage): void {
 
 /** A 4xx answer from the op log (not a timeout or backpressure): the request itself is refused for good. */
 function refusedOutright(error: Error): boolean {
-  return error instanceof ServiceError && error.status >= 400 && error.status < 500 && error.status !== 408 && error.status !== 429;
+  return (
+    error instanceof ServiceError &&
+    error.status >= 400 &&
+    error.status < 500 &&
+    error.status !== 408 &&
+    error.status !== 429
+  );
 }

@@ -8,12 +8,30 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
-import { clusterUrl, pushOrDrop, serveWorkerHttp, verifyToken, type Principal, type RunningWorker, type WorkerOptions } from '@raftkit/http';
+import {
+  clusterUrl,
+  pushOrDrop,
+  serveWorkerHttp,
+  verifyToken,
+  type Principal,
+  type RunningWorker,
+  type WorkerOptions,
+} from '@raftkit/http';
 import { collabApi } from './http.js';
 import { EarlyFrames } from './early-frames.js';
 import { LogAccess } from './log-access.js';
 import { DOC_ID, USER_ID, LEASE_MS, MAX_DOCS_PER_USER, type CollabResult } from '../../machine.js';
-import { CLOSE_MOVING, CLOSE_NO_DOC, CLOSE_PROTOCOL, CLOSE_REVOKED, CLOSE_UNAUTHORISED, MAX_EDITORS, MAX_FRAME_BYTES, parseClientMessage, type ClientMessage } from '../../protocol.js';
+import {
+  CLOSE_MOVING,
+  CLOSE_NO_DOC,
+  CLOSE_PROTOCOL,
+  CLOSE_REVOKED,
+  CLOSE_UNAUTHORISED,
+  MAX_EDITORS,
+  MAX_FRAME_BYTES,
+  parseClientMessage,
+  type ClientMessage,
+} from '../../protocol.js';
 import { appendStats, DocSession, MAX_UNSENT_BYTES, send, type Conn } from './session.js';
 import { DEFAULT_GROUPS, groupName } from '../../placement.js';
 
@@ -78,7 +96,12 @@ export class CollabWorker {
     let opening = this.opening.get(docId);
     if (opening === undefined) {
       opening = (async () => {
-        const result: CollabResult = await this.log.command(docId, { op: 'acquire', doc_id: docId, worker: this.options.id, url: this.url });
+        const result: CollabResult = await this.log.command(docId, {
+          op: 'acquire',
+          doc_id: docId,
+          worker: this.options.id,
+          url: this.url,
+        });
         if (!result.ok) {
           if (result.code === 'no_such_doc') return null;
           throw new Error(result.message);
@@ -123,11 +146,15 @@ export class CollabWorker {
           if (result.ok && result.op === 'renew') {
             for (const docId of result.lost) {
               const s = this.sessions.get(docId);
-              if (s !== undefined && docs.some(([d, g]) => d === docId && g === s.generation)) s.end(CLOSE_MOVING, 'ownership lost');
+              if (s !== undefined && docs.some(([d, g]) => d === docId && g === s.generation))
+                s.end(CLOSE_MOVING, 'ownership lost');
             }
           }
         } catch (error) {
-          this.options.logger.log('warn', 'lease renewal failed', { group, error: String((error as Error).message ?? error) });
+          this.options.logger.log('warn', 'lease renewal failed', {
+            group,
+            error: String((error as Error).message ?? error),
+          });
         }
       }),
     );
@@ -140,7 +167,9 @@ export class CollabWorker {
       s.keepalive(now);
       if (s.idleSince !== null && now - s.idleSince >= this.settings.idleReleaseMs) {
         s.end(CLOSE_MOVING, 'released');
-        await this.log.command(s.docId, { op: 'release', doc_id: s.docId, worker: this.options.id, generation: s.generation }).catch(() => undefined);
+        await this.log
+          .command(s.docId, { op: 'release', doc_id: s.docId, worker: this.options.id, generation: s.generation })
+          .catch(() => undefined);
         this.options.logger.log('info', 'document released', { doc: s.docId });
       } else if (recheck) {
         await s.recheck().catch(() => undefined);
@@ -164,19 +193,34 @@ export class CollabWorker {
       }
       const message = parseClientMessage(data.toString());
       if (typeof message === 'string' || message.type !== 'join') {
-        ws.send(JSON.stringify({ type: 'error', code: 'invalid_message', message: typeof message === 'string' ? message : 'the first message is join' }));
+        ws.send(
+          JSON.stringify({
+            type: 'error',
+            code: 'invalid_message',
+            message: typeof message === 'string' ? message : 'the first message is join',
+          }),
+        );
         ws.close(CLOSE_PROTOCOL, 'join first');
         return;
       }
       joined = true;
       clearTimeout(timer);
       if (!USER_ID.test(message.user_id) || (principal.kind === 'client' && principal.name !== message.user_id)) {
-        ws.send(JSON.stringify({ type: 'error', code: 'unauthorised', message: 'join.user_id must be the user your token names' }));
+        ws.send(
+          JSON.stringify({
+            type: 'error',
+            code: 'unauthorised',
+            message: 'join.user_id must be the user your token names',
+          }),
+        );
         ws.close(CLOSE_UNAUTHORISED, 'wrong user');
         return;
       }
       void this.joinDoc(ws, docId, message, data, early, proxied).catch((error: unknown) => {
-        this.options.logger.log('warn', 'join failed', { doc: docId, error: String((error as Error).message ?? error) });
+        this.options.logger.log('warn', 'join failed', {
+          doc: docId,
+          error: String((error as Error).message ?? error),
+        });
         if (ws.readyState === WebSocket.OPEN) ws.close(CLOSE_MOVING, 'try again');
       });
     };
@@ -185,7 +229,14 @@ export class CollabWorker {
     ws.on('error', () => undefined);
   }
 
-  private async joinDoc(ws: WebSocket, docId: string, join: Extract<ClientMessage, { type: 'join' }>, joinFrame: RawData, early: RawData[], proxied: boolean): Promise<void> {
+  private async joinDoc(
+    ws: WebSocket,
+    docId: string,
+    join: Extract<ClientMessage, { type: 'join' }>,
+    joinFrame: RawData,
+    early: RawData[],
+    proxied: boolean,
+  ): Promise<void> {
     if (!proxied) ws.send(JSON.stringify({ type: 'status', state: 'syncing' }));
     const view = await this.log.meta(docId, join.user_id);
     // No access is answered as no document, word for word (as REST's 404): a stranger cannot learn which ids exist.
@@ -206,8 +257,24 @@ export class CollabWorker {
     }
   }
 
-  private serve(ws: WebSocket, session: DocSession, join: Extract<ClientMessage, { type: 'join' }>, role: NonNullable<Conn['role']>, early: RawData[]): void {
-    const conn: Conn = { ws, user: join.user_id, role, readOnly: false, presenceSentAt: 0, presenceTimer: null, presence: null, lastSeen: Date.now(), pending: 0 };
+  private serve(
+    ws: WebSocket,
+    session: DocSession,
+    join: Extract<ClientMessage, { type: 'join' }>,
+    role: NonNullable<Conn['role']>,
+    early: RawData[],
+  ): void {
+    const conn: Conn = {
+      ws,
+      user: join.user_id,
+      role,
+      readOnly: false,
+      presenceSentAt: 0,
+      presenceTimer: null,
+      presence: null,
+      lastSeen: Date.now(),
+      pending: 0,
+    };
     ws.removeAllListeners('message');
     const onMessage = (data: RawData): void => {
       const text = data.toString();
@@ -232,7 +299,13 @@ export class CollabWorker {
   }
 
   /** Pipes the socket to the owner's; false when the owner could not be reached (nothing was sent to the client). */
-  private proxy(ws: WebSocket, ownerUrl: string, docId: string, joinFrame: RawData, early: RawData[]): Promise<boolean> {
+  private proxy(
+    ws: WebSocket,
+    ownerUrl: string,
+    docId: string,
+    joinFrame: RawData,
+    early: RawData[],
+  ): Promise<boolean> {
     return new Promise((resolve) => {
       const upstream = new WebSocket(`${ownerUrl.replace(/^http/, 'ws')}/ws/docs/${encodeURIComponent(docId)}`, {
         headers: { authorization: `Bearer ${this.clusterToken}`, [PROXY_HEADER]: this.options.id },
@@ -260,8 +333,10 @@ export class CollabWorker {
       upstream.on('close', (code, reason) => {
         if (!opened) return resolve(false);
         // The owner's verdicts pass through; anything else means the document is moving: reconnect.
-        const pass = code === CLOSE_UNAUTHORISED || code === CLOSE_REVOKED || code === CLOSE_NO_DOC || code === CLOSE_PROTOCOL;
-        if (ws.readyState === WebSocket.OPEN) ws.close(pass ? code : CLOSE_MOVING, pass ? reason.toString() : 'owner moving');
+        const pass =
+          code === CLOSE_UNAUTHORISED || code === CLOSE_REVOKED || code === CLOSE_NO_DOC || code === CLOSE_PROTOCOL;
+        if (ws.readyState === WebSocket.OPEN)
+          ws.close(pass ? code : CLOSE_MOVING, pass ? reason.toString() : 'owner moving');
       });
       upstream.on('error', () => {
         if (!opened) resolve(false);
@@ -273,7 +348,17 @@ export class CollabWorker {
   async stop(): Promise<void> {
     const ended = [...this.sessions.values()];
     for (const s of ended) s.end(CLOSE_MOVING, 'worker stopping');
-    await Promise.all(ended.map((s) => this.log.command(s.docId, { op: 'release', doc_id: s.docId, worker: this.options.id, generation: s.generation }, 2_000).catch(() => undefined)));
+    await Promise.all(
+      ended.map((s) =>
+        this.log
+          .command(
+            s.docId,
+            { op: 'release', doc_id: s.docId, worker: this.options.id, generation: s.generation },
+            2_000,
+          )
+          .catch(() => undefined),
+      ),
+    );
   }
 }
 
@@ -298,21 +383,38 @@ function upgradeToken(req: IncomingMessage, url: URL): string | null {
 
 function refuse(socket: Duplex, status: number, code: string, message: string): void {
   const body = JSON.stringify({ error: { code, message } });
-  socket.end(`HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 404 ? 'Not Found' : 'Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  socket.end(
+    `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : status === 404 ? 'Not Found' : 'Bad Request'}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }
 
 export async function startCollabWorker(options: WorkerOptions): Promise<RunningWorker> {
-  const log = new LogAccess(options.members.map((m) => clusterUrl(m.httpAddress)), options.tokens[0] ?? '');
+  const log = new LogAccess(
+    options.members.map((m) => clusterUrl(m.httpAddress)),
+    options.tokens[0] ?? '',
+  );
   const worker = new CollabWorker(options, log);
   await log.setup(worker.settings.groups);
   const http = await serveWorkerHttp(options, { health: () => ({ documents: worker.sessions.size }) });
   http.metrics.gauge('collab_documents_owned', 'Documents this worker owns').set(() => worker.sessions.size);
-  http.metrics.gauge('collab_clients', 'WebSocket clients served by this worker as owner').set(() => [...worker.sessions.values()].reduce((n, s) => n + s.conns.size, 0));
-  http.metrics.gauge('collab_append_window_max', 'Most append entries one document had in flight at once').set(() => appendStats.maxInFlight);
-  const resent = http.metrics.gauge('collab_appends_resent', 'Append entries sent again: after a failed request (failed) or refused out of order (out_of_order)');
+  http.metrics
+    .gauge('collab_clients', 'WebSocket clients served by this worker as owner')
+    .set(() => [...worker.sessions.values()].reduce((n, s) => n + s.conns.size, 0));
+  http.metrics
+    .gauge('collab_append_window_max', 'Most append entries one document had in flight at once')
+    .set(() => appendStats.maxInFlight);
+  const resent = http.metrics.gauge(
+    'collab_appends_resent',
+    'Append entries sent again: after a failed request (failed) or refused out of order (out_of_order)',
+  );
   resent.set(() => appendStats.resentFailed, { reason: 'failed' });
   resent.set(() => appendStats.resentOutOfOrder, { reason: 'out_of_order' });
-  http.metrics.gauge('collab_appends_refused', 'Append entries the op log refused outright (4xx): their changes refused to their authors').set(() => appendStats.refused);
+  http.metrics
+    .gauge(
+      'collab_appends_refused',
+      'Append entries the op log refused outright (4xx): their changes refused to their authors',
+    )
+    .set(() => appendStats.refused);
   collabApi(http.router, worker);
 
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });

@@ -87,7 +87,11 @@ export function limitConsecutive<T extends { author_id: string }>(list: readonly
   const feasibleAfter = (author: string): boolean => {
     const total = rest.length - 1;
     const nextRun = author === last ? run + 1 : 1;
-    return fits(author, total, author, nextRun) && (top1 === null || fits(top1, total, author, nextRun)) && (top2 === null || fits(top2, total, author, nextRun));
+    return (
+      fits(author, total, author, nextRun) &&
+      (top1 === null || fits(top1, total, author, nextRun)) &&
+      (top2 === null || fits(top2, total, author, nextRun))
+    );
   };
   while (rest.length > 0) {
     let pick = -1;
@@ -149,6 +153,16 @@ export function decodeToken(text: string): FeedToken {
   } catch {
     throw bad();
   }
-  if (!Array.isArray(v) || v.length !== 4 || v[0] !== 1 || typeof v[1] !== 'string' || typeof v[2] !== 'number' || !Number.isSafeInteger(v[2]) || typeof v[3] !== 'string' || !POST_ID.test(v[3])) throw bad();
+  if (
+    !Array.isArray(v) ||
+    v.length !== 4 ||
+    v[0] !== 1 ||
+    typeof v[1] !== 'string' ||
+    typeof v[2] !== 'number' ||
+    !Number.isSafeInteger(v[2]) ||
+    typeof v[3] !== 'string' ||
+    !POST_ID.test(v[3])
+  )
+    throw bad();
   return { user: v[1], ranked_at: v[2], post_id: v[3] };
 }

@@ -74,12 +74,28 @@ export class FeedReader {
     const followed = new Set(following.edges.map((e) => e.user_id));
     const profiles = await this.profiles([...followed]);
     const pulled = [...profiles.values()].filter((p) => p.is_celebrity && followed.has(p.user_id));
-    const outboxes = await Promise.all(pulled.map((p) => this.stores.call(p.user_id, { op: 'outbox', author: p.user_id, months, limit: OUTBOX_CANDIDATES, before: null }).then((a) => a.entries, () => [] as FeedEntry[])));
+    const outboxes = await Promise.all(
+      pulled.map((p) =>
+        this.stores
+          .call(p.user_id, { op: 'outbox', author: p.user_id, months, limit: OUTBOX_CANDIDATES, before: null })
+          .then(
+            (a) => a.entries,
+            () => [] as FeedEntry[],
+          ),
+      ),
+    );
     let candidates = mergeCandidates([inbox.entries, ...outboxes], MAX_RANK_CANDIDATES);
 
     // Pre-filter: no longer followed, author not active, seen, deleted or unknown.
-    candidates = candidates.filter((c) => followed.has(c.author_id) && (profiles.get(c.author_id)?.account_state ?? 'active') === 'active');
-    const seen = new Set(candidates.length === 0 ? [] : (await this.stores.call(viewer, { op: 'seen', user: viewer, post_ids: candidates.map((c) => c.post_id) })).seen);
+    candidates = candidates.filter(
+      (c) => followed.has(c.author_id) && (profiles.get(c.author_id)?.account_state ?? 'active') === 'active',
+    );
+    const seen = new Set(
+      candidates.length === 0
+        ? []
+        : (await this.stores.call(viewer, { op: 'seen', user: viewer, post_ids: candidates.map((c) => c.post_id) }))
+            .seen,
+    );
     const hydrated = await this.posts.getMany(candidates.filter((c) => !seen.has(c.post_id)).map((c) => c.post_id));
     const live = candidates.filter((c) => {
       const p = hydrated.get(c.post_id);
@@ -88,21 +104,31 @@ export class FeedReader {
 
     const rankInput: RankCandidate[] = live.map((c) => {
       const p = hydrated.get(c.post_id)!;
-      return { post_id: c.post_id, author_id: c.author_id, created_at: c.created_at, content_type: contentType(p), engagement: p.engagement_counts };
+      return {
+        post_id: c.post_id,
+        author_id: c.author_id,
+        created_at: c.created_at,
+        content_type: contentType(p),
+        engagement: p.engagement_counts,
+      };
     });
-    const ranked = rankInput.length === 0 ? null : await this.ranker.rankWithDeadline(viewer, rankInput, RANK_DEADLINE_MS, now);
+    const ranked =
+      rankInput.length === 0 ? null : await this.ranker.rankWithDeadline(viewer, rankInput, RANK_DEADLINE_MS, now);
     if (ranked === null) this.stats.timeOrder++;
     const ordered = limitConsecutive(ranked === null ? live : applyRanking(live, ranked));
     const snapshot: Snapshot = { ranking: ranked === null ? 'time' : 'ranked', ids: ordered.map((c) => c.post_id) };
-    if (ordered.length > limit) await this.stores.call(viewer, { op: 'put_snapshot', user: viewer, ranked_at: now, snapshot });
+    if (ordered.length > limit)
+      await this.stores.call(viewer, { op: 'put_snapshot', user: viewer, ranked_at: now, snapshot });
     return this.page(viewer, now, snapshot, 0, limit, hydrated);
   }
 
   private async next(viewer: string, limit: number, text: string): Promise<FeedPage> {
     this.stats.pages++;
     const token = decodeToken(text);
-    if (token.user !== viewer) throw badRequest('invalid_token', 'next_token belongs to another user\'s feed', { field: 'next_token' });
-    const stored = (await this.stores.call(viewer, { op: 'snapshot', user: viewer, ranked_at: token.ranked_at })).snapshot as Snapshot | null;
+    if (token.user !== viewer)
+      throw badRequest('invalid_token', "next_token belongs to another user's feed", { field: 'next_token' });
+    const stored = (await this.stores.call(viewer, { op: 'snapshot', user: viewer, ranked_at: token.ranked_at }))
+      .snapshot as Snapshot | null;
     if (stored !== null) {
       const at = stored.ids.indexOf(token.post_id);
       return this.page(viewer, token.ranked_at, stored, at + 1, limit, null);
@@ -116,14 +142,26 @@ export class FeedReader {
   }
 
   /** The page of `snapshot` from index `from`: hydrated; posts deleted since the snapshot was made are left out. */
-  private async page(viewer: string, rankedAt: number, snapshot: Snapshot, from: number, limit: number, hydrated: Map<string, Post> | null): Promise<FeedPage> {
+  private async page(
+    viewer: string,
+    rankedAt: number,
+    snapshot: Snapshot,
+    from: number,
+    limit: number,
+    hydrated: Map<string, Post> | null,
+  ): Promise<FeedPage> {
     const ids = snapshot.ids.slice(from, from + limit);
     const posts = hydrated ?? (await this.posts.getMany(ids));
-    const shown = ids.map((id) => posts.get(id)).filter((p): p is Post => p !== undefined && p.deleted_at === undefined);
+    const shown = ids
+      .map((id) => posts.get(id))
+      .filter((p): p is Post => p !== undefined && p.deleted_at === undefined);
     const more = from + limit < snapshot.ids.length;
     return {
       posts: shown.map(view),
-      next_token: more && ids.length > 0 ? encodeToken({ user: viewer, ranked_at: rankedAt, post_id: ids[ids.length - 1]! }) : null,
+      next_token:
+        more && ids.length > 0
+          ? encodeToken({ user: viewer, ranked_at: rankedAt, post_id: ids[ids.length - 1]! })
+          : null,
       ranking: snapshot.ranking,
       ranked_at: rankedAt,
     };
@@ -136,7 +174,10 @@ export class FeedReader {
       [...this.stores.byPartition(users, (u) => u)].map(async ([partition, list]) => {
         for (let i = 0; i < list.length; i += 5_000) {
           try {
-            const answer = await this.stores.callPartition(partition, { op: 'profiles', users: list.slice(i, i + 5_000) });
+            const answer = await this.stores.callPartition(partition, {
+              op: 'profiles',
+              users: list.slice(i, i + 5_000),
+            });
             for (const p of answer.profiles) out.set(p.user_id, p);
           } catch {
             // A store partition down: its authors count as push authors and active (availability over consistency).

@@ -63,8 +63,14 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     }
   };
   const ready = topics().then(() => {
-    producers = { posts: log.producer(POSTS_TOPIC), deletes: log.producer(DELETES_TOPIC), engagement: log.producer(ENGAGEMENT_TOPIC) };
-    void posts.tailDeletes(log).catch((e: unknown) => options.logger.log('warn', 'delete tail stopped', { error: String(e) }));
+    producers = {
+      posts: log.producer(POSTS_TOPIC),
+      deletes: log.producer(DELETES_TOPIC),
+      engagement: log.producer(ENGAGEMENT_TOPIC),
+    };
+    void posts
+      .tailDeletes(log)
+      .catch((e: unknown) => options.logger.log('warn', 'delete tail stopped', { error: String(e) }));
   });
   ready.catch((e: unknown) => options.logger.log('error', 'topics not created', { error: String(e) }));
   const producer = async (which: 'posts' | 'deletes' | 'engagement'): Promise<LogProducer> => {
@@ -73,7 +79,8 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       await Promise.race([ready, new Promise((r) => (timer = setTimeout(r, 10_000)))]);
       clearTimeout(timer);
     }
-    if (producers === null) throw new HttpError(503, 'unavailable', 'the event log topics are not ready yet', {}, { 'retry-after': '1' });
+    if (producers === null)
+      throw new HttpError(503, 'unavailable', 'the event log topics are not ready yet', {}, { 'retry-after': '1' });
     return producers[which];
   };
 
@@ -82,7 +89,9 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   });
   const metrics = http.metrics;
   metrics.gauge('feed_reads_total', 'Feed first pages built').set(() => reader.stats.reads);
-  metrics.gauge('feed_rank_fallbacks_total', 'Feed reads served in time order (ranker late, failing or absent)').set(() => reader.stats.timeOrder);
+  metrics
+    .gauge('feed_rank_fallbacks_total', 'Feed reads served in time order (ranker late, failing or absent)')
+    .set(() => reader.stats.timeOrder);
 
   /** A ServiceError from a member or a store, as the same HTTP answer (503 with Retry-After). */
   const mapped = async <T>(work: () => Promise<T>): Promise<T> => {
@@ -103,37 +112,45 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
    */
   const actingUser = (ctx: RequestContext, named: string | undefined, field: string): string => {
     const p = ctx.principal as Principal;
-    if (named !== undefined && !USER_ID.test(named)) throw badRequest('invalid_field', `${field} must be 1..64 of A-Z a-z 0-9 . _ -`, { field });
+    if (named !== undefined && !USER_ID.test(named))
+      throw badRequest('invalid_field', `${field} must be 1..64 of A-Z a-z 0-9 . _ -`, { field });
     if (p.kind !== 'client') {
-      if (named === undefined) throw badRequest('missing_field', `${field} is required with the cluster or service token`, { field });
+      if (named === undefined)
+        throw badRequest('missing_field', `${field} is required with the cluster or service token`, { field });
       return named;
     }
-    if (named !== undefined && named !== p.name) throw forbidden(`this token acts for ${p.name}, not ${named}`, { field });
+    if (named !== undefined && named !== p.name)
+      throw forbidden(`this token acts for ${p.name}, not ${named}`, { field });
     if (!USER_ID.test(p.name)) throw forbidden('this token names no feed user');
     return p.name;
   };
-  const optionalString = (body: JsonObject, field: string): string | undefined => (body[field] === undefined ? undefined : requireString(body, field, { maxLength: 200 }));
+  const optionalString = (body: JsonObject, field: string): string | undefined =>
+    body[field] === undefined ? undefined : requireString(body, field, { maxLength: 200 });
   const postIdOf = (ctx: RequestContext): string => {
     const id = ctx.params.id ?? '';
-    if (!POST_ID.test(id)) throw badRequest('invalid_post_id', 'a post id is 18 characters of Crockford base32', { field: 'post_id' });
+    if (!POST_ID.test(id))
+      throw badRequest('invalid_post_id', 'a post id is 18 characters of Crockford base32', { field: 'post_id' });
     return id;
   };
   const userParam = (ctx: RequestContext): string => {
     const id = ctx.params.id ?? '';
-    if (!USER_ID.test(id)) throw badRequest('invalid_user_id', 'a user id is 1..64 of A-Z a-z 0-9 . _ -', { field: 'user_id' });
+    if (!USER_ID.test(id))
+      throw badRequest('invalid_user_id', 'a user id is 1..64 of A-Z a-z 0-9 . _ -', { field: 'user_id' });
     return id;
   };
   const limitOf = (ctx: RequestContext, fallback: number, max: number): number => {
     const text = ctx.query.get('limit');
     if (text === null) return fallback;
     const n = Number(text);
-    if (!/^\d{1,6}$/.test(text) || n < 1 || n > max) throw badRequest('invalid_query', `limit must be an integer from 1 to ${max}`, { field: 'limit' });
+    if (!/^\d{1,6}$/.test(text) || n < 1 || n > max)
+      throw badRequest('invalid_query', `limit must be an integer from 1 to ${max}`, { field: 'limit' });
     return n;
   };
   const livePost = async (id: string): Promise<Post> => {
     const post = await mapped(() => posts.get(id));
     if (post === null) throw notFound(`no post ${id}`, { post_id: id });
-    if (post.deleted_at !== undefined) throw new HttpError(410, 'deleted', `post ${id} was deleted`, { post_id: id, deleted_at: post.deleted_at });
+    if (post.deleted_at !== undefined)
+      throw new HttpError(410, 'deleted', `post ${id} was deleted`, { post_id: id, deleted_at: post.deleted_at });
     return post;
   };
 
@@ -152,31 +169,69 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     const result = await mapped(() => posts.propose(input.post_id, '/internal/feed/posts', { post: input }));
     if (result.op !== 'create') throw new HttpError(500, 'internal', 'unexpected result');
     posts.remember(result.post);
-    const event: PostEvent = { type: 'post', post_id: result.post.post_id, author_id: result.post.author_id, created_at: result.post.created_at };
+    const event: PostEvent = {
+      type: 'post',
+      post_id: result.post.post_id,
+      author_id: result.post.author_id,
+      created_at: result.post.created_at,
+    };
     try {
       await (await producer('posts')).send(JSON.stringify(event), { key: event.author_id });
     } catch (e) {
       // Stored but not announced: say so, with the id, rather than a bare error (a retry would make a second post).
-      throw new HttpError(503, 'event_not_appended', `post ${event.post_id} is stored but its event could not be appended; followers will not receive it`, { post_id: event.post_id, cause: String((e as Error).message) }, { 'retry-after': '1' });
+      throw new HttpError(
+        503,
+        'event_not_appended',
+        `post ${event.post_id} is stored but its event could not be appended; followers will not receive it`,
+        { post_id: event.post_id, cause: String((e as Error).message) },
+        { 'retry-after': '1' },
+      );
     }
     return result.post;
   };
 
   const newPostInput = (author: string, body: JsonObject, extra: Partial<NewPost> = {}): NewPost => {
-    const text = body.text === undefined && extra.repost_of !== undefined ? '' : requireString(body, 'text', { maxLength: MAX_TEXT * 4 });
-    if (text.length > MAX_TEXT) throw badRequest('invalid_field', `text must be at most ${MAX_TEXT} characters`, { field: 'text' });
+    const text =
+      body.text === undefined && extra.repost_of !== undefined
+        ? ''
+        : requireString(body, 'text', { maxLength: MAX_TEXT * 4 });
+    if (text.length > MAX_TEXT)
+      throw badRequest('invalid_field', `text must be at most ${MAX_TEXT} characters`, { field: 'text' });
     const media = body.media_ids ?? [];
-    if (!Array.isArray(media) || media.length > MAX_MEDIA || !media.every((m) => typeof m === 'string' && MEDIA_ID.test(m))) throw badRequest('invalid_field', `media_ids must be at most ${MAX_MEDIA} media ids (1..128 of A-Z a-z 0-9 . _ : -)`, { field: 'media_ids' });
+    if (
+      !Array.isArray(media) ||
+      media.length > MAX_MEDIA ||
+      !media.every((m) => typeof m === 'string' && MEDIA_ID.test(m))
+    )
+      throw badRequest(
+        'invalid_field',
+        `media_ids must be at most ${MAX_MEDIA} media ids (1..128 of A-Z a-z 0-9 . _ : -)`,
+        { field: 'media_ids' },
+      );
     const parent = body.parent_post_id ?? null;
-    if (parent !== null && (typeof parent !== 'string' || !POST_ID.test(parent))) throw badRequest('invalid_field', 'parent_post_id must be a post id', { field: 'parent_post_id' });
-    return { post_id: newPostId(), author_id: author, text, media_ids: media as string[], parent_post_id: parent as string | null, repost_of: null, ...extra };
+    if (parent !== null && (typeof parent !== 'string' || !POST_ID.test(parent)))
+      throw badRequest('invalid_field', 'parent_post_id must be a post id', { field: 'parent_post_id' });
+    return {
+      post_id: newPostId(),
+      author_id: author,
+      text,
+      media_ids: media as string[],
+      parent_post_id: parent as string | null,
+      repost_of: null,
+      ...extra,
+    };
   };
 
   const follow = async (ctx: RequestContext, on: boolean): Promise<{ ok: true; changed: boolean }> => {
     const body = requireObject(await ctx.json());
-    const follower = actingUser(ctx, typeof body.follower_id === 'string' ? body.follower_id : body.follower_id === undefined ? undefined : '', 'follower_id');
+    const follower = actingUser(
+      ctx,
+      typeof body.follower_id === 'string' ? body.follower_id : body.follower_id === undefined ? undefined : '',
+      'follower_id',
+    );
     const followee = requireString(body, 'followee_id', { pattern: USER_ID });
-    if (follower === followee) throw badRequest('invalid_field', 'a user cannot follow itself', { field: 'followee_id' });
+    if (follower === followee)
+      throw badRequest('invalid_field', 'a user cannot follow itself', { field: 'followee_id' });
     const at = Date.now();
     // The follower's side first: the feed reads it (and filters by it), so a follow is visible once this answers.
     const changed = (await mapped(() => stores.call(follower, { op: 'follow', follower, followee, at, on }))).changed;
@@ -187,13 +242,19 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   http.router
     .post('/api/posts', { admits: 'authenticated' }, async (ctx) => {
       const body = requireObject(await ctx.json());
-      const author = actingUser(ctx, body.author_id === undefined ? undefined : requireString(body, 'author_id', { maxLength: 64 }), 'author_id');
+      const author = actingUser(
+        ctx,
+        body.author_id === undefined ? undefined : requireString(body, 'author_id', { maxLength: 64 }),
+        'author_id',
+      );
       const input = newPostInput(author, body);
       let parent: Post | null = null;
       if (input.parent_post_id !== null) parent = await livePost(input.parent_post_id);
       const post = await createPost(input);
       if (parent !== null) {
-        await mapped(() => posts.propose(parent.post_id, `/internal/feed/posts/${parent.post_id}/count`, { field: 'comments' }));
+        await mapped(() =>
+          posts.propose(parent.post_id, `/internal/feed/posts/${parent.post_id}/count`, { field: 'comments' }),
+        );
         posts.invalidate(parent.post_id);
         await engaged('comment', author, parent);
       }
@@ -204,11 +265,17 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const id = postIdOf(ctx);
       const post = await livePost(id);
       const p = ctx.principal as Principal;
-      if (p.kind === 'client' && p.name !== post.author_id) throw forbidden('only the author deletes a post', { post_id: id });
+      if (p.kind === 'client' && p.name !== post.author_id)
+        throw forbidden('only the author deletes a post', { post_id: id });
       const result = await mapped(() => posts.propose(id, `/internal/feed/posts/${id}/delete`, {}));
       if (result.op !== 'delete' || result.post === null) throw notFound(`no post ${id}`, { post_id: id });
       posts.remember(result.post);
-      const event: DeleteEvent = { type: 'delete', post_id: id, author_id: post.author_id, created_at: post.created_at };
+      const event: DeleteEvent = {
+        type: 'delete',
+        post_id: id,
+        author_id: post.author_id,
+        created_at: post.created_at,
+      };
       await mapped(async () => (await producer('deletes')).send(JSON.stringify(event), { key: post.author_id }));
       return { post_id: id, deleted: true, deleted_at: result.post.deleted_at };
     })
@@ -229,14 +296,21 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const user = actingUser(ctx, ctx.query.get('user_id') ?? undefined, 'user_id');
       const limit = limitOf(ctx, DEFAULT_LIMIT, MAX_LIMIT);
       const token = ctx.query.get('next_token');
-      if (token !== null && token.length === 0) throw badRequest('invalid_token', 'next_token is empty', { field: 'next_token' });
+      if (token !== null && token.length === 0)
+        throw badRequest('invalid_token', 'next_token is empty', { field: 'next_token' });
       return mapped(() => reader.read(user, limit, token));
     })
     .post('/api/seen', { admits: 'authenticated' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const user = actingUser(ctx, optionalString(body, 'user_id'), 'user_id');
       const ids = body.post_ids;
-      if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_LIST || !ids.every((i) => typeof i === 'string' && POST_ID.test(i))) throw badRequest('invalid_field', `post_ids must be 1..${MAX_LIST} post ids`, { field: 'post_ids' });
+      if (
+        !Array.isArray(ids) ||
+        ids.length === 0 ||
+        ids.length > MAX_LIST ||
+        !ids.every((i) => typeof i === 'string' && POST_ID.test(i))
+      )
+        throw badRequest('invalid_field', `post_ids must be 1..${MAX_LIST} post ids`, { field: 'post_ids' });
       await mapped(() => stores.call(user, { op: 'mark_seen', user, post_ids: ids as string[], at: Date.now() }));
       return { ok: true, marked: ids.length };
     })
@@ -255,36 +329,63 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const p = ctx.principal as Principal;
       if (p.kind === 'client' && p.name !== user) throw forbidden('a profile is changed by its user');
       const change: { display_name?: string; account_state?: AccountState } = {};
-      if (body.display_name !== undefined) change.display_name = requireString(body, 'display_name', { minLength: 1, maxLength: 100 });
+      if (body.display_name !== undefined)
+        change.display_name = requireString(body, 'display_name', { minLength: 1, maxLength: 100 });
       if (body.account_state !== undefined) {
         const s = requireString(body, 'account_state');
-        if (s !== 'active' && s !== 'suspended' && s !== 'deactivated') throw badRequest('invalid_field', 'account_state must be active, suspended or deactivated', { field: 'account_state' });
+        if (s !== 'active' && s !== 'suspended' && s !== 'deactivated')
+          throw badRequest('invalid_field', 'account_state must be active, suspended or deactivated', {
+            field: 'account_state',
+          });
         // Suspension is the operator's; a user may only deactivate or reactivate itself.
-        if (s === 'suspended' && p.kind !== 'cluster') throw forbidden('only the operator suspends an account', { field: 'account_state' });
+        if (s === 'suspended' && p.kind !== 'cluster')
+          throw forbidden('only the operator suspends an account', { field: 'account_state' });
         change.account_state = s;
       }
-      if (Object.keys(change).length === 0) throw badRequest('invalid_body', 'give display_name or account_state', { field: 'body' });
+      if (Object.keys(change).length === 0)
+        throw badRequest('invalid_body', 'give display_name or account_state', { field: 'body' });
       return (await mapped(() => stores.call(user, { op: 'put_profile', user, ...change }))).profile;
     })
     .get('/api/users/:id/posts', { admits: 'authenticated' }, async (ctx) => {
       const author = userParam(ctx);
       const limit = limitOf(ctx, DEFAULT_LIMIT, MAX_LIMIT);
       const before = ctx.query.get('before');
-      if (before !== null && !POST_ID.test(before)) throw badRequest('invalid_query', 'before must be a post id', { field: 'before' });
-      const entries = (await mapped(() => stores.call(author, { op: 'outbox', author, months: readMonths(Date.now()), limit, before }))).entries;
+      if (before !== null && !POST_ID.test(before))
+        throw badRequest('invalid_query', 'before must be a post id', { field: 'before' });
+      const entries = (
+        await mapped(() => stores.call(author, { op: 'outbox', author, months: readMonths(Date.now()), limit, before }))
+      ).entries;
       const hydrated = await mapped(() => posts.getMany(entries.map((e) => e.post_id)));
-      const list = entries.map((e) => hydrated.get(e.post_id)).filter((p): p is Post => p !== undefined && p.deleted_at === undefined);
-      return { posts: list.map(view), next_before: entries.length === limit ? entries[entries.length - 1]!.post_id : null };
+      const list = entries
+        .map((e) => hydrated.get(e.post_id))
+        .filter((p): p is Post => p !== undefined && p.deleted_at === undefined);
+      return {
+        posts: list.map(view),
+        next_before: entries.length === limit ? entries[entries.length - 1]!.post_id : null,
+      };
     })
     .get('/api/admin/threshold', { admits: 'cluster' }, async () => {
-      const answers = await mapped(() => Promise.all(Array.from({ length: stores.partitions }, (_, p) => stores.callPartition(p, { op: 'threshold', threshold: null }))));
+      const answers = await mapped(() =>
+        Promise.all(
+          Array.from({ length: stores.partitions }, (_, p) =>
+            stores.callPartition(p, { op: 'threshold', threshold: null }),
+          ),
+        ),
+      );
       return { thresholds: answers.map((a) => a.threshold) };
     })
     .put('/api/admin/threshold', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const t = body.threshold;
-      if (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0 || t > 1e12) throw badRequest('invalid_field', 'threshold must be an integer 0..1e12 (followers)', { field: 'threshold' });
-      const answers = await mapped(() => Promise.all(Array.from({ length: stores.partitions }, (_, p) => stores.callPartition(p, { op: 'threshold', threshold: t }))));
+      if (typeof t !== 'number' || !Number.isSafeInteger(t) || t < 0 || t > 1e12)
+        throw badRequest('invalid_field', 'threshold must be an integer 0..1e12 (followers)', { field: 'threshold' });
+      const answers = await mapped(() =>
+        Promise.all(
+          Array.from({ length: stores.partitions }, (_, p) =>
+            stores.callPartition(p, { op: 'threshold', threshold: t }),
+          ),
+        ),
+      );
       return { threshold: t, profiles_changed: answers.reduce((n, a) => n + a.changed, 0) };
     });
 
@@ -294,20 +395,32 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     const body = raw.length === 0 ? {} : requireObject(await ctx.json());
     const user = actingUser(ctx, optionalString(body, 'user_id'), 'user_id');
     const post = await livePost(id);
-    const result = (await mapped(() => posts.propose(id, `/internal/feed/posts/${id}/like`, { user_id: user, on }))) as PostResult;
+    const result = (await mapped(() =>
+      posts.propose(id, `/internal/feed/posts/${id}/like`, { user_id: user, on }),
+    )) as PostResult;
     if (result.op !== 'like' || result.post === null) throw notFound(`no post ${id}`, { post_id: id });
     posts.remember(result.post);
     if (on && result.status === 'changed') await engaged('like', user, post);
-    return { post_id: id, liked: on, changed: result.status === 'changed', engagement_counts: result.post.engagement_counts };
+    return {
+      post_id: id,
+      liked: on,
+      changed: result.status === 'changed',
+      engagement_counts: result.post.engagement_counts,
+    };
   }
 
   async function edges(ctx: RequestContext, op: 'following' | 'followers'): Promise<unknown> {
     const user = userParam(ctx);
     const limit = limitOf(ctx, 100, MAX_LIST);
     const after = ctx.query.get('after') ?? '';
-    if (after !== '' && !USER_ID.test(after)) throw badRequest('invalid_query', 'after must be a user id', { field: 'after' });
+    if (after !== '' && !USER_ID.test(after))
+      throw badRequest('invalid_query', 'after must be a user id', { field: 'after' });
     const answer = await mapped(() => stores.call(user, { op, user, limit, after }));
-    return { user_id: user, [op]: answer.edges, next_after: answer.edges.length === limit ? answer.edges[answer.edges.length - 1]!.user_id : null };
+    return {
+      user_id: user,
+      [op]: answer.edges,
+      next_after: answer.edges.length === limit ? answer.edges[answer.edges.length - 1]!.user_id : null,
+    };
   }
 
   return {

@@ -76,7 +76,13 @@ export class PostsClient {
     await Promise.all(
       [...byGroup].map(async ([group, list]) => {
         try {
-          const answer = (await this.router.call(group, 'POST', `/internal/feed/groups/${group}/get`, { post_ids: list }, { timeoutMs: 3_000 })) as { posts: Post[] };
+          const answer = (await this.router.call(
+            group,
+            'POST',
+            `/internal/feed/groups/${group}/get`,
+            { post_ids: list },
+            { timeoutMs: 3_000 },
+          )) as { posts: Post[] };
           for (const p of answer.posts) {
             out.set(p.post_id, p);
             this.remember(p);
@@ -98,7 +104,8 @@ export class PostsClient {
       try {
         partitions = await log.partitions(DELETES_TOPIC);
         positions.length = 0;
-        for (let p = 0; p < partitions; p++) positions.push((await log.fetch(DELETES_TOPIC, p, 0, { maxRecords: 1 })).end_offset);
+        for (let p = 0; p < partitions; p++)
+          positions.push((await log.fetch(DELETES_TOPIC, p, 0, { maxRecords: 1 })).end_offset);
         break;
       } catch {
         await new Promise((r) => setTimeout(r, 500));
@@ -107,7 +114,10 @@ export class PostsClient {
     while (this.tailing) {
       for (let p = 0; p < partitions && this.tailing; p++) {
         try {
-          const answer = await log.fetch(DELETES_TOPIC, p, positions[p]!, { maxRecords: 500, waitMs: p === partitions - 1 ? 500 : 0 });
+          const answer = await log.fetch(DELETES_TOPIC, p, positions[p]!, {
+            maxRecords: 500,
+            waitMs: p === partitions - 1 ? 500 : 0,
+          });
           for (const r of answer.records) {
             const e = parseEvent(r.value);
             if (e !== null) this.invalidate(e.post_id);

@@ -16,7 +16,14 @@
  * Poison records: a record that is not an event, or an event a store refuses (4xx), is written to
  * `feed-dead-letter` with its reason; it stays unfinished (holding the commit) until that write is stored.
  */
-import { clusterUrl, ServiceError, type RunningWorker, type WorkerOptions, type WorkerRole, serveWorkerHttp } from '@raftkit/http';
+import {
+  clusterUrl,
+  ServiceError,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+  serveWorkerHttp,
+} from '@raftkit/http';
 import { DeadLetterQueue, LogClient, type LogRecord } from '@raftkit/log';
 import { DEAD_LETTER_TOPIC, decodeEvent, ensureTopics, type DeleteEvent, type PostEvent } from '../../events.js';
 import { PartitionWriter } from './partition-writer.js';
@@ -45,7 +52,11 @@ interface Stats {
 
 async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
-  const log = new LogClient({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token, timeoutMs: 10_000 });
+  const log = new LogClient({
+    endpoints: options.members.map((m) => clusterUrl(m.httpAddress)),
+    token,
+    timeoutMs: 10_000,
+  });
   const stores = StoreClient.fromWorkers(options.workers, token);
   const writers = Array.from({ length: stores.partitions }, (_, p) => new PartitionWriter(stores, p));
   const stats: Stats = { events: 0, pushed: 0, pulled: 0, deletes: 0, inboxWrites: 0 };
@@ -58,15 +69,29 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
   const http = await serveWorkerHttp(options, {
     health: () => ({
       ...stats,
-      loops: loops.map((l) => ({ topic: l.topic, partition: l.partition, committed: l.committed, position: l.position, waiting: l.waiting })),
-      stores: writers.map((w) => ({ partition: w.partition, queued: w.queued, failures: w.failures, written: w.written, stalled_ms: w.stalledSince === null ? 0 : Date.now() - w.stalledSince })),
+      loops: loops.map((l) => ({
+        topic: l.topic,
+        partition: l.partition,
+        committed: l.committed,
+        position: l.position,
+        waiting: l.waiting,
+      })),
+      stores: writers.map((w) => ({
+        partition: w.partition,
+        queued: w.queued,
+        failures: w.failures,
+        written: w.written,
+        stalled_ms: w.stalledSince === null ? 0 : Date.now() - w.stalledSince,
+      })),
     }),
   });
   http.metrics.gauge('feed_fanout_inbox_writes_total', 'Inbox entries this worker stored').set(() => stats.inboxWrites);
   http.metrics.gauge('feed_fanout_events_total', 'Post and delete events this worker finished').set(() => stats.events);
   // Poison records (not an event, or refused by a store) go here with their reason; their neighbours are fanned out.
   const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
-  http.metrics.gauge('feed_fanout_dead_lettered', 'Records written to the dead-letter topic').set(() => deadLetters.written);
+  http.metrics
+    .gauge('feed_fanout_dead_lettered', 'Records written to the dead-letter topic')
+    .set(() => deadLetters.written);
 
   /** Stores a refused record in the dead-letter topic, retried until it is (its offset is not committed before). */
   const deadLetter = async (topic: string, partition: number, record: LogRecord, reason: string): Promise<void> => {
@@ -78,7 +103,12 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
         return;
       } catch (e) {
         if (stopped) throw e;
-        options.logger.log('warn', 'dead-letter write failed; retrying', { topic, partition, offset: record.offset, error: String(e) });
+        options.logger.log('warn', 'dead-letter write failed; retrying', {
+          topic,
+          partition,
+          offset: record.offset,
+          error: String(e),
+        });
         await new Promise((r) => setTimeout(r, backoff));
         backoff = Math.min(2_000, backoff * 2);
       }
@@ -101,12 +131,21 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
   };
 
   /** Every follower of the author, page by page, handed to `each` grouped by store partition. */
-  const forFollowers = async (author: string, each: (partition: number, users: string[]) => Promise<void>): Promise<void> => {
+  const forFollowers = async (
+    author: string,
+    each: (partition: number, users: string[]) => Promise<void>,
+  ): Promise<void> => {
     let after = '';
     for (;;) {
-      const page = await retry(() => stores.call(author, { op: 'followers', user: author, limit: FOLLOWER_PAGE, after }));
+      const page = await retry(() =>
+        stores.call(author, { op: 'followers', user: author, limit: FOLLOWER_PAGE, after }),
+      );
       const writes: Array<Promise<void>> = [];
-      for (const [partition, users] of stores.byPartition(page.edges.map((e) => e.user_id), (u) => u)) writes.push(each(partition, users));
+      for (const [partition, users] of stores.byPartition(
+        page.edges.map((e) => e.user_id),
+        (u) => u,
+      ))
+        writes.push(each(partition, users));
       await Promise.all(writes);
       if (page.edges.length < FOLLOWER_PAGE) return;
       after = page.edges[page.edges.length - 1]!.user_id;
@@ -137,7 +176,12 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
     const entry = { post_id: e.post_id, author_id: e.author_id, created_at: e.created_at };
     stats.deletes++;
     const outbox = retry(() => stores.call(e.author_id, { op: 'remove_outbox', entries: [entry] }));
-    await forFollowers(e.author_id, (partition, users) => writers[partition]!.write('remove_inbox', users.map((user_id) => ({ ...entry, user_id }))));
+    await forFollowers(e.author_id, (partition, users) =>
+      writers[partition]!.write(
+        'remove_inbox',
+        users.map((user_id) => ({ ...entry, user_id })),
+      ),
+    );
     await outbox;
   };
 
@@ -176,7 +220,10 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
         await new Promise((r) => setTimeout(r, 50));
       } else {
         try {
-          const answer = await log.fetch(topic, partition, state.position, { maxRecords: 200, waitMs: unfinished.size > 0 ? 100 : 1_000 });
+          const answer = await log.fetch(topic, partition, state.position, {
+            maxRecords: 200,
+            waitMs: unfinished.size > 0 ? 100 : 1_000,
+          });
           for (const record of answer.records) {
             let event: PostEvent | DeleteEvent | null = null;
             let refused = '';
@@ -194,7 +241,13 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
                     () => void stats.events++,
                     (err: unknown) => {
                       // A 4xx from a store (an event it refuses): dead-lettered with the store's answer.
-                      if (err instanceof ServiceError && err.status >= 400 && err.status < 500) return deadLetter(topic, partition, record, `refused by the store: ${err.status} ${err.code}: ${err.message}`);
+                      if (err instanceof ServiceError && err.status >= 400 && err.status < 500)
+                        return deadLetter(
+                          topic,
+                          partition,
+                          record,
+                          `refused by the store: ${err.status} ${err.code}: ${err.message}`,
+                        );
                       throw err;
                     },
                   );

@@ -40,7 +40,12 @@ export class RecentRankings {
   /** The viewer's recent ranking of exactly this candidate set, if one is younger than the TTL. */
   get(viewer: string, print: string, now: number): { ranked: RankedPost[]; rankedAt: number } | undefined {
     const entry = this.entries.get(viewer);
-    if (entry === undefined || entry.fingerprint !== print || now - entry.rankedAt >= this.ttlMs || now < entry.rankedAt) {
+    if (
+      entry === undefined ||
+      entry.fingerprint !== print ||
+      now - entry.rankedAt >= this.ttlMs ||
+      now < entry.rankedAt
+    ) {
       this.misses++;
       return undefined;
     }

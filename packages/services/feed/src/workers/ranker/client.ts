@@ -38,7 +38,9 @@ export class RankerClient {
 
   constructor(options: RankerClientOptions) {
     // Unanswered calls are settled by our own deadline; the connection's timeout only bounds stray ones.
-    this.clients = options.addresses.map((address) => new RpcClient({ address, token: options.token, timeoutMs: 5_000, reconnectDelayMs: 200 }));
+    this.clients = options.addresses.map(
+      (address) => new RpcClient({ address, token: options.token, timeoutMs: 5_000, reconnectDelayMs: 200 }),
+    );
   }
 
   get rankers(): number {
@@ -55,11 +57,21 @@ export class RankerClient {
    * The ranker's full answer within `deadlineMs`, or null: no ranker, a slow, paused or dead one, a malformed
    * answer, anything. Never throws and never takes much longer than the deadline.
    */
-  async rankDetailed(viewer: string, candidates: readonly Candidate[], options: { deadlineMs?: number; now?: number; fresh?: boolean } = {}): Promise<RankAnswer | null> {
+  async rankDetailed(
+    viewer: string,
+    candidates: readonly Candidate[],
+    options: { deadlineMs?: number; now?: number; fresh?: boolean } = {},
+  ): Promise<RankAnswer | null> {
     const client = this.clientFor(viewer);
     if (client === undefined) return null;
     const deadlineMs = options.deadlineMs ?? RANK_DEADLINE_MS;
-    const request: RankerRequest = { op: 'rank', viewer, candidates: [...candidates], ...(options.now !== undefined ? { now: options.now } : {}), ...(options.fresh !== undefined ? { fresh: options.fresh } : {}) };
+    const request: RankerRequest = {
+      op: 'rank',
+      viewer,
+      candidates: [...candidates],
+      ...(options.now !== undefined ? { now: options.now } : {}),
+      ...(options.fresh !== undefined ? { fresh: options.fresh } : {}),
+    };
     let timer: NodeJS.Timeout | undefined;
     const aborter = new AbortController();
     try {
@@ -79,17 +91,32 @@ export class RankerClient {
   }
 
   /** The ranked order within `deadlineMs` (default 50 ms), or null: the caller serves time order. Never throws. */
-  async rankWithDeadline(viewer: string, candidates: readonly Candidate[], deadlineMs = RANK_DEADLINE_MS, now?: number): Promise<RankedPost[] | null> {
+  async rankWithDeadline(
+    viewer: string,
+    candidates: readonly Candidate[],
+    deadlineMs = RANK_DEADLINE_MS,
+    now?: number,
+  ): Promise<RankedPost[] | null> {
     const answer = await this.rankDetailed(viewer, candidates, { deadlineMs, ...(now !== undefined ? { now } : {}) });
     return answer?.ranked ?? null;
   }
 
   /** The candidates in ranked order when the ranker answers in time, else in time order (newest first). */
-  async order(viewer: string, candidates: readonly Candidate[], deadlineMs = RANK_DEADLINE_MS, now?: number): Promise<Ordering> {
+  async order(
+    viewer: string,
+    candidates: readonly Candidate[],
+    deadlineMs = RANK_DEADLINE_MS,
+    now?: number,
+  ): Promise<Ordering> {
     const answer = await this.rankDetailed(viewer, candidates, { deadlineMs, ...(now !== undefined ? { now } : {}) });
     if (answer === null) return { posts: timeOrder(candidates), scores: null, cached: false, ranked_at: null };
     const byId = new Map(candidates.map((c) => [c.post_id, c]));
-    return { posts: answer.ranked.map((r) => byId.get(r.post_id)!), scores: new Map(answer.ranked.map((r) => [r.post_id, r.score])), cached: answer.cached, ranked_at: answer.ranked_at };
+    return {
+      posts: answer.ranked.map((r) => byId.get(r.post_id)!),
+      scores: new Map(answer.ranked.map((r) => [r.post_id, r.score])),
+      cached: answer.cached,
+      ranked_at: answer.ranked_at,
+    };
   }
 
   /** A viewer's affinity to an author as its ranker holds it (tests, debugging); throws on failure. */
@@ -114,14 +141,16 @@ export class RankerClient {
 function checkAnswer(raw: unknown, candidates: readonly Candidate[]): RankAnswer | null {
   if (typeof raw !== 'object' || raw === null) return null;
   const answer = raw as Partial<RankAnswer>;
-  if (!Array.isArray(answer.ranked) || typeof answer.cached !== 'boolean' || typeof answer.ranked_at !== 'number') return null;
+  if (!Array.isArray(answer.ranked) || typeof answer.cached !== 'boolean' || typeof answer.ranked_at !== 'number')
+    return null;
   const wanted = new Set(candidates.map((c) => c.post_id));
   if (answer.ranked.length !== wanted.size) return null;
   const seen = new Set<string>();
   for (const r of answer.ranked as unknown[]) {
     if (typeof r !== 'object' || r === null) return null;
     const { post_id, score } = r as Partial<RankedPost>;
-    if (typeof post_id !== 'string' || typeof score !== 'number' || !wanted.has(post_id) || seen.has(post_id)) return null;
+    if (typeof post_id !== 'string' || typeof score !== 'number' || !wanted.has(post_id) || seen.has(post_id))
+      return null;
     seen.add(post_id);
   }
   return answer as RankAnswer;

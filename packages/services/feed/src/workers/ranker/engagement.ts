@@ -12,7 +12,13 @@ export function isEngagementType(value: unknown): value is EngagementType {
 }
 
 export function encodeEngagement(event: EngagementEvent): string {
-  return JSON.stringify({ type: event.type, user_id: event.user_id, author_id: event.author_id, post_id: event.post_id, at: event.at });
+  return JSON.stringify({
+    type: event.type,
+    user_id: event.user_id,
+    author_id: event.author_id,
+    post_id: event.post_id,
+    at: event.at,
+  });
 }
 
 /** The event a record holds, or null when it is not one (a malformed record is skipped and counted, never fatal). */

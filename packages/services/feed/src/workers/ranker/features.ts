@@ -26,7 +26,7 @@ interface Rates {
 }
 
 function decayed(rate: number, dt: number, halfLife: number): number {
-  return dt <= 0 ? rate : rate * Math.pow(2, -dt / halfLife);
+  return dt <= 0 ? rate : rate * 2 ** (-dt / halfLife);
 }
 
 export class FeatureStore implements FeatureView {
@@ -66,7 +66,11 @@ export class FeatureStore implements FeatureView {
     const rates = this.posts.get(event.post_id);
     // A rate r decaying with half-life h and raised by w*ln2/h per event estimates w events per second.
     if (rates === undefined) {
-      this.posts.set(event.post_id, { fast: (weight * Math.LN2 * 1000) / FAST_HALF_LIFE_MS, slow: (weight * Math.LN2 * 1000) / SLOW_HALF_LIFE_MS, at: event.at });
+      this.posts.set(event.post_id, {
+        fast: (weight * Math.LN2 * 1000) / FAST_HALF_LIFE_MS,
+        slow: (weight * Math.LN2 * 1000) / SLOW_HALF_LIFE_MS,
+        at: event.at,
+      });
       if (this.posts.size > this.maxPosts) this.posts.delete(this.posts.keys().next().value!);
       return;
     }

@@ -52,7 +52,7 @@ export function affinityScore(affinity: Affinity | undefined, now: number, w: Sc
   const amount = affinity.interaction_count;
   if (amount <= 0) return 0;
   const since = Math.max(0, now - affinity.last_interaction_at);
-  return w.affinity * Math.log1p(amount) * Math.pow(2, -since / w.affinityHalfLifeMs);
+  return w.affinity * Math.log1p(amount) * 2 ** (-since / w.affinityHalfLifeMs);
 }
 
 /**
@@ -61,18 +61,32 @@ export function affinityScore(affinity: Affinity | undefined, now: number, w: Sc
  */
 export function interactionsPerMinute(candidate: Candidate, velocity: Velocity | undefined, now: number): number {
   const e = candidate.engagement;
-  const total = INTERACTION_WEIGHTS.like * e.likes + INTERACTION_WEIGHTS.comment * e.comments + INTERACTION_WEIGHTS.repost * e.shares;
+  const total =
+    INTERACTION_WEIGHTS.like * e.likes +
+    INTERACTION_WEIGHTS.comment * e.comments +
+    INTERACTION_WEIGHTS.repost * e.shares;
   const lifetime = (total * 60_000) / Math.max(MIN_AGE_FOR_RATE_MS, now - candidate.created_at);
   const recent = velocity === undefined ? 0 : 30 * (velocity.fast + velocity.slow);
   return Math.max(lifetime, recent);
 }
 
-export function velocityScore(candidate: Candidate, velocity: Velocity | undefined, now: number, w: ScoreWeights = DEFAULT_WEIGHTS): number {
+export function velocityScore(
+  candidate: Candidate,
+  velocity: Velocity | undefined,
+  now: number,
+  w: ScoreWeights = DEFAULT_WEIGHTS,
+): number {
   return w.velocity * Math.log1p(interactionsPerMinute(candidate, velocity, now));
 }
 
 /** A candidate's score before diversity (the log of its relevance). */
-export function baseScore(candidate: Candidate, viewer: string, features: FeatureView, now: number, w: ScoreWeights = DEFAULT_WEIGHTS): number {
+export function baseScore(
+  candidate: Candidate,
+  viewer: string,
+  features: FeatureView,
+  now: number,
+  w: ScoreWeights = DEFAULT_WEIGHTS,
+): number {
   return (
     recencyScore(candidate.created_at, now, w) +
     affinityScore(features.affinity(viewer, candidate.author_id), now, w) +
@@ -91,7 +105,13 @@ function before(a: RankedPost, b: RankedPost): boolean {
  * the author whose head scores best after a penalty of `diversity` per post of theirs already picked. O(n log n).
  * A post_id given twice is ranked once (the read path de-duplicates; this keeps the output a set whatever it gets).
  */
-export function rank(viewer: string, candidates: readonly Candidate[], features: FeatureView, now: number, w: ScoreWeights = DEFAULT_WEIGHTS): RankedPost[] {
+export function rank(
+  viewer: string,
+  candidates: readonly Candidate[],
+  features: FeatureView,
+  now: number,
+  w: ScoreWeights = DEFAULT_WEIGHTS,
+): RankedPost[] {
   const byAuthor = new Map<string, RankedPost[]>();
   const seen = new Set<string>();
   for (const c of candidates) {
@@ -122,7 +142,9 @@ export function rank(viewer: string, candidates: readonly Candidate[], features:
 
 /** The time-order fallback: newest first by created_at, then by post_id (what the read path serves without a ranker). */
 export function timeOrder(candidates: readonly Candidate[]): Candidate[] {
-  return [...candidates].sort((a, b) => b.created_at - a.created_at || (a.post_id < b.post_id ? 1 : a.post_id > b.post_id ? -1 : 0));
+  return [...candidates].sort(
+    (a, b) => b.created_at - a.created_at || (a.post_id < b.post_id ? 1 : a.post_id > b.post_id ? -1 : 0),
+  );
 }
 
 interface AuthorHead {

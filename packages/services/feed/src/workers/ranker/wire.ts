@@ -58,24 +58,28 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 function id(value: unknown, field: string): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_ID_LENGTH) throw bad(`${field} must be a string of 1 to ${MAX_ID_LENGTH} characters`);
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_ID_LENGTH)
+    throw bad(`${field} must be a string of 1 to ${MAX_ID_LENGTH} characters`);
   return value;
 }
 
 function count(value: unknown, field: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) throw bad(`${field} must be a non-negative integer`);
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+    throw bad(`${field} must be a non-negative integer`);
   return value;
 }
 
 function time(value: unknown, field: string): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) throw bad(`${field} must be a time in ms since the epoch`);
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0)
+    throw bad(`${field} must be a time in ms since the epoch`);
   return value;
 }
 
 function candidate(raw: unknown, i: number): Candidate {
   const at = `candidates[${i}]`;
   if (!isRecord(raw)) throw bad(`${at} must be an object`);
-  if (typeof raw.content_type !== 'string' || !(CONTENT_TYPES as readonly string[]).includes(raw.content_type)) throw bad(`${at}.content_type must be one of ${CONTENT_TYPES.join(', ')}`);
+  if (typeof raw.content_type !== 'string' || !(CONTENT_TYPES as readonly string[]).includes(raw.content_type))
+    throw bad(`${at}.content_type must be one of ${CONTENT_TYPES.join(', ')}`);
   const e = raw.engagement;
   if (!isRecord(e)) throw bad(`${at}.engagement must be { likes, comments, shares }`);
   return {
@@ -83,7 +87,11 @@ function candidate(raw: unknown, i: number): Candidate {
     author_id: id(raw.author_id, `${at}.author_id`),
     created_at: time(raw.created_at, `${at}.created_at`),
     content_type: raw.content_type as ContentType,
-    engagement: { likes: count(e.likes, `${at}.engagement.likes`), comments: count(e.comments, `${at}.engagement.comments`), shares: count(e.shares, `${at}.engagement.shares`) },
+    engagement: {
+      likes: count(e.likes, `${at}.engagement.likes`),
+      comments: count(e.comments, `${at}.engagement.comments`),
+      shares: count(e.shares, `${at}.engagement.shares`),
+    },
   };
 }
 
@@ -92,8 +100,13 @@ export function parseRankerRequest(raw: unknown): RankerRequest {
   switch (raw.op) {
     case 'rank': {
       if (!Array.isArray(raw.candidates)) throw bad('candidates must be an array');
-      if (raw.candidates.length > MAX_CANDIDATES) throw bad(`at most ${MAX_CANDIDATES} candidates, got ${raw.candidates.length}`);
-      const request: RankRequest = { op: 'rank', viewer: id(raw.viewer, 'viewer'), candidates: raw.candidates.map(candidate) };
+      if (raw.candidates.length > MAX_CANDIDATES)
+        throw bad(`at most ${MAX_CANDIDATES} candidates, got ${raw.candidates.length}`);
+      const request: RankRequest = {
+        op: 'rank',
+        viewer: id(raw.viewer, 'viewer'),
+        candidates: raw.candidates.map(candidate),
+      };
       if (raw.now !== undefined) request.now = time(raw.now, 'now');
       if (raw.fresh !== undefined) {
         if (typeof raw.fresh !== 'boolean') throw bad('fresh must be true or false');

@@ -7,7 +7,14 @@
  * with a consumer group of its own that never commits, so every ranker rebuilds the same features from the same
  * events, and the topic's retention is what bounds the replay.
  */
-import { clusterUrl, serveWorkerHttp, type Logger, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import {
+  clusterUrl,
+  serveWorkerHttp,
+  type Logger,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
 import { LogClient } from '@raftkit/log';
 import { serveRpc } from '@raftkit/rpc';
 import { fingerprint, RecentRankings } from './cache.js';
@@ -43,7 +50,11 @@ class EngagementFeed {
           }
         } catch (error) {
           // The topic not created yet, or the log electing: retry; the features just stay a little stale.
-          if (this.failures++ % 30 === 0) this.logger.log('warn', 'engagement feed: poll failed, retrying', { error: String(error), failures: this.failures });
+          if (this.failures++ % 30 === 0)
+            this.logger.log('warn', 'engagement feed: poll failed, retrying', {
+              error: String(error),
+              failures: this.failures,
+            });
           await new Promise((r) => setTimeout(r, 1_000));
         }
       }
@@ -66,7 +77,12 @@ export interface RankerCore {
 type RankedCache = RecentRankings;
 
 /** The request handling without sockets (the worker wires it to the RPC server). */
-export function rankerCore(features: FeatureStore, recent: RecentRankings, malformed: () => number, clock: () => number = Date.now): RankerCore {
+export function rankerCore(
+  features: FeatureStore,
+  recent: RecentRankings,
+  malformed: () => number,
+  clock: () => number = Date.now,
+): RankerCore {
   return {
     features,
     recent,
@@ -103,14 +119,25 @@ export function rankerCore(features: FeatureStore, recent: RecentRankings, malfo
 async function startRanker(options: WorkerOptions): Promise<RunningWorker> {
   const features = new FeatureStore();
   const recent = new RecentRankings();
-  const log = new LogClient({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token: options.tokens[0]!, timeoutMs: 10_000 });
+  const log = new LogClient({
+    endpoints: options.members.map((m) => clusterUrl(m.httpAddress)),
+    token: options.tokens[0]!,
+    timeoutMs: 10_000,
+  });
   const feed = new EngagementFeed(log, features, `ranker-${options.id}-${Date.now()}`, options.logger);
   const core = rankerCore(features, recent, () => feed.malformed);
 
   const http = await serveWorkerHttp(options, {
-    health: () => ({ events_applied: features.applied, pairs: features.pairCount, posts: features.postCount, cached_viewers: recent.size }),
+    health: () => ({
+      events_applied: features.applied,
+      pairs: features.pairCount,
+      posts: features.postCount,
+      cached_viewers: recent.size,
+    }),
   });
-  http.metrics.gauge('feed_ranker_events_applied', 'Engagement events applied to the features since start').set(() => features.applied);
+  http.metrics
+    .gauge('feed_ranker_events_applied', 'Engagement events applied to the features since start')
+    .set(() => features.applied);
   http.metrics.gauge('feed_ranker_pairs', 'Viewer-author affinities held').set(() => features.pairCount);
   http.metrics.gauge('feed_ranker_posts', 'Posts with an engagement velocity held').set(() => features.postCount);
   http.metrics.gauge('feed_ranker_cache_hits', 'Rank calls answered with the recent ranking').set(() => recent.hits);

@@ -39,11 +39,14 @@ export const keys = {
   profile: (user = ''): string => `prof${SEP}${user}`,
   engagement: (user: string, author = ''): string => `eng${SEP}${user}${SEP}${author}`,
   inboxBucket: (user: string, m: string): string => `inbox${SEP}${user}${SEP}${m}${SEP}`,
-  inbox: (user: string, createdAt: number, postId: string): string => `inbox${SEP}${user}${SEP}${month(createdAt)}${SEP}${inverted(createdAt)}${postId}`,
+  inbox: (user: string, createdAt: number, postId: string): string =>
+    `inbox${SEP}${user}${SEP}${month(createdAt)}${SEP}${inverted(createdAt)}${postId}`,
   outboxBucket: (author: string, m: string): string => `outbox${SEP}${author}${SEP}${m}${SEP}`,
-  outbox: (author: string, createdAt: number, postId: string): string => `outbox${SEP}${author}${SEP}${month(createdAt)}${SEP}${inverted(createdAt)}${postId}`,
+  outbox: (author: string, createdAt: number, postId: string): string =>
+    `outbox${SEP}${author}${SEP}${month(createdAt)}${SEP}${inverted(createdAt)}${postId}`,
   seen: (user: string, postId = ''): string => `seen${SEP}${user}${SEP}${postId}`,
-  snapshot: (user: string, rankedAt: number | null = null): string => `snap${SEP}${user}${SEP}${rankedAt === null ? '' : String(rankedAt).padStart(13, '0')}`,
+  snapshot: (user: string, rankedAt: number | null = null): string =>
+    `snap${SEP}${user}${SEP}${rankedAt === null ? '' : String(rankedAt).padStart(13, '0')}`,
   threshold: 'cfg/threshold',
 };
 

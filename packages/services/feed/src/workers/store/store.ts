@@ -180,7 +180,15 @@ export class FeedStore {
   // ---- profiles ----
 
   private async profileOrDefault(user: string): Promise<Profile> {
-    return (await this.getJson<Profile>(keys.profile(user))) ?? { user_id: user, display_name: user, followers_count: 0, is_celebrity: false, account_state: 'active' };
+    return (
+      (await this.getJson<Profile>(keys.profile(user))) ?? {
+        user_id: user,
+        display_name: user,
+        followers_count: 0,
+        is_celebrity: false,
+        account_state: 'active',
+      }
+    );
   }
 
   async profiles(users: readonly string[]): Promise<Profile[]> {
@@ -220,15 +228,26 @@ export class FeedStore {
   engage(user: string, author: string, at: number): Promise<Engagement> {
     return this.serial(async () => {
       const key = keys.engagement(user, author);
-      const e = (await this.getJson<Engagement>(key)) ?? { user_id: user, author_id: author, interaction_count: 0, last_interaction_at: 0 };
-      const next = { ...e, interaction_count: e.interaction_count + 1, last_interaction_at: Math.max(e.last_interaction_at, at) };
+      const e = (await this.getJson<Engagement>(key)) ?? {
+        user_id: user,
+        author_id: author,
+        interaction_count: 0,
+        last_interaction_at: 0,
+      };
+      const next = {
+        ...e,
+        interaction_count: e.interaction_count + 1,
+        last_interaction_at: Math.max(e.last_interaction_at, at),
+      };
       await this.db.put(key, next);
       return next;
     });
   }
 
   async engagement(user: string, limit = 1_000): Promise<Engagement[]> {
-    return (await this.range<Engagement>(keys.engagement(user), prefixEnd(keys.engagement(user)), limit)).map(([, v]) => v);
+    return (await this.range<Engagement>(keys.engagement(user), prefixEnd(keys.engagement(user)), limit)).map(
+      ([, v]) => v,
+    );
   }
 
   // ---- inbox and outbox ----
@@ -237,7 +256,12 @@ export class FeedStore {
   async addInbox(entries: ReadonlyArray<FeedEntry & { user_id: string }>): Promise<void> {
     if (entries.length === 0) return;
     const batch = this.db.batch();
-    for (const e of entries) batch.put(keys.inbox(e.user_id, e.created_at, e.post_id), { post_id: e.post_id, author_id: e.author_id, created_at: e.created_at });
+    for (const e of entries)
+      batch.put(keys.inbox(e.user_id, e.created_at, e.post_id), {
+        post_id: e.post_id,
+        author_id: e.author_id,
+        created_at: e.created_at,
+      });
     await batch.write();
     this.stats.inboxWrites += entries.length;
     for (const e of entries) {
@@ -305,7 +329,12 @@ export class FeedStore {
 
   async addOutbox(entries: ReadonlyArray<FeedEntry>): Promise<void> {
     const batch = this.db.batch();
-    for (const e of entries) batch.put(keys.outbox(e.author_id, e.created_at, e.post_id), { post_id: e.post_id, author_id: e.author_id, created_at: e.created_at });
+    for (const e of entries)
+      batch.put(keys.outbox(e.author_id, e.created_at, e.post_id), {
+        post_id: e.post_id,
+        author_id: e.author_id,
+        created_at: e.created_at,
+      });
     await batch.write();
   }
 
@@ -316,7 +345,12 @@ export class FeedStore {
   }
 
   /** An author's newest outbox entries in the given buckets, newest first; `before` (a post id) pages older. */
-  async outbox(author: string, months: readonly string[], limit: number, before: string | null = null): Promise<FeedEntry[]> {
+  async outbox(
+    author: string,
+    months: readonly string[],
+    limit: number,
+    before: string | null = null,
+  ): Promise<FeedEntry[]> {
     const out: FeedEntry[] = [];
     for (const m of months) {
       const prefix = keys.outboxBucket(author, m);
@@ -350,7 +384,12 @@ export class FeedStore {
    */
   async putSnapshot(user: string, rankedAt: number, snapshot: unknown): Promise<void> {
     const batch = this.db.batch();
-    for (const [k] of await this.range<unknown>(keys.snapshot(user), keys.snapshot(user, Math.max(0, rankedAt - SNAPSHOT_TTL_MS)), 1_000)) batch.del(k);
+    for (const [k] of await this.range<unknown>(
+      keys.snapshot(user),
+      keys.snapshot(user, Math.max(0, rankedAt - SNAPSHOT_TTL_MS)),
+      1_000,
+    ))
+      batch.del(k);
     batch.put(keys.snapshot(user, rankedAt), snapshot);
     await batch.write();
   }

@@ -22,9 +22,16 @@ const FOLD_IDLE_MS = 10_000;
 export const storeRole: WorkerRole = { role: STORE_ROLE, count: STORE_COUNT, start: startStore };
 
 export async function startStore(options: WorkerOptions): Promise<RunningWorker> {
-  const store = await FeedStore.open(join(options.dataDir, 'store'), settingNumber(options.settings, 'threshold', 'FEED_THRESHOLD', 1_000_000));
-  const http = await serveWorkerHttp(options, { health: () => ({ partition: options.index - 1, threshold: store.threshold, ...store.stats }) });
-  http.metrics.gauge('feed_store_inbox_writes_total', 'Inbox entries written on this store partition').set(() => store.stats.inboxWrites);
+  const store = await FeedStore.open(
+    join(options.dataDir, 'store'),
+    settingNumber(options.settings, 'threshold', 'FEED_THRESHOLD', 1_000_000),
+  );
+  const http = await serveWorkerHttp(options, {
+    health: () => ({ partition: options.index - 1, threshold: store.threshold, ...store.stats }),
+  });
+  http.metrics
+    .gauge('feed_store_inbox_writes_total', 'Inbox entries written on this store partition')
+    .set(() => store.stats.inboxWrites);
   http.metrics.gauge('feed_store_hot_hits_total', 'Inbox reads served by the hot cache').set(() => store.stats.hotHits);
   let folding = false;
   /** Changes may be pending: set by a `follower` call, cleared by a fold that found none. */
@@ -83,7 +90,9 @@ async function handle(store: FeedStore, c: StoreCall): Promise<unknown> {
       return { profile: await store.putProfile(c.user, change) };
     }
     case 'threshold':
-      return c.threshold === null ? { threshold: store.threshold, changed: 0 } : { threshold: c.threshold, changed: await store.setThreshold(c.threshold) };
+      return c.threshold === null
+        ? { threshold: store.threshold, changed: 0 }
+        : { threshold: c.threshold, changed: await store.setThreshold(c.threshold) };
     case 'engage':
       return { engagement: await store.engage(c.user, c.author, c.at) };
     case 'engagement':

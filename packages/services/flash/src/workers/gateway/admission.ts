@@ -6,10 +6,33 @@
  * attempt takes, and a crowd retries with the same tokens, so a map lookup replaces the HMAC.
  */
 import type { IncomingMessage } from 'node:http';
-import { badRequest, bearerToken, cookieValue, fullCounter, HttpError, requireObject, requireString, take, unauthorized, verifyToken, type BucketCounter, type BucketLimits } from '@raftkit/http';
+import {
+  badRequest,
+  bearerToken,
+  cookieValue,
+  fullCounter,
+  HttpError,
+  requireObject,
+  requireString,
+  take,
+  unauthorized,
+  verifyToken,
+  type BucketCounter,
+  type BucketLimits,
+} from '@raftkit/http';
 import { checkBotToken, checkUserToken, eligible, type Account } from './tokens.js';
 import { TokenCache } from './token-cache.js';
-import { BOT_COOKIE, BOT_FAILED, BOT_REQUIRED, KEY_RULE, MISSING_KEY, rateLimited, SYNTHETIC_FORBIDDEN, USER_RULE, type AttemptInput } from './answers.js';
+import {
+  BOT_COOKIE,
+  BOT_FAILED,
+  BOT_REQUIRED,
+  KEY_RULE,
+  MISSING_KEY,
+  rateLimited,
+  SYNTHETIC_FORBIDDEN,
+  USER_RULE,
+  type AttemptInput,
+} from './answers.js';
 import type { Tallies } from './tallies.js';
 
 const MAX_BUCKETS = 500_000;
@@ -76,8 +99,16 @@ export class Admission {
       throw BOT_REQUIRED;
     }
     const bot = this.botTokens.get(input.botToken);
-    const botOk = bot !== undefined ? bot.dealId === input.dealId && bot.userId === input.userId && bot.expiresAt > now : checkBotToken(this.secret, input.botToken, input.dealId, input.userId, now);
-    if (botOk && bot === undefined) this.botTokens.set(input.botToken, { dealId: input.dealId, userId: input.userId, expiresAt: Number(input.botToken.split('.')[1]) });
+    const botOk =
+      bot !== undefined
+        ? bot.dealId === input.dealId && bot.userId === input.userId && bot.expiresAt > now
+        : checkBotToken(this.secret, input.botToken, input.dealId, input.userId, now);
+    if (botOk && bot === undefined)
+      this.botTokens.set(input.botToken, {
+        dealId: input.dealId,
+        userId: input.userId,
+        expiresAt: Number(input.botToken.split('.')[1]),
+      });
     if (!botOk) {
       this.tallies.tally('bot', 'bad');
       throw BOT_FAILED;
@@ -91,7 +122,13 @@ export class Admission {
     this.limit(this.userBuckets, input.synthetic ? prefix + input.userId : input.userId, this.userLimits, now, 'user');
   }
 
-  private limit(buckets: Map<string, BucketCounter>, id: string, limits: BucketLimits, now: number, gate: 'ip' | 'user'): void {
+  private limit(
+    buckets: Map<string, BucketCounter>,
+    id: string,
+    limits: BucketLimits,
+    now: number,
+    gate: 'ip' | 'user',
+  ): void {
     let counter = buckets.get(id);
     if (counter === undefined) {
       if (buckets.size >= MAX_BUCKETS) buckets.clear();
@@ -109,7 +146,10 @@ export class Admission {
   /** Forgets buckets idle long enough to be full again. */
   sweepBuckets(): void {
     const now = Date.now();
-    for (const [buckets, limits] of [[this.ipBuckets, this.ipLimits], [this.userBuckets, this.userLimits]] as const) {
+    for (const [buckets, limits] of [
+      [this.ipBuckets, this.ipLimits],
+      [this.userBuckets, this.userLimits],
+    ] as const) {
       const idle = (limits.capacity / limits.refillRate) * 1000 + 1000;
       for (const [k, c] of buckets) if (now - c.lastRefill > idle) buckets.delete(k);
     }
@@ -149,7 +189,10 @@ export class Admission {
   }
 
   private checkUser(token: string | null, userId: string, forAttempt: boolean, nameUser = true): Account {
-    if (token === null) throw unauthorized('a user token is required (Authorization: Bearer <user_token> from PUT /api/flash/accounts/{user_id})');
+    if (token === null)
+      throw unauthorized(
+        'a user token is required (Authorization: Bearer <user_token> from PUT /api/flash/accounts/{user_id})',
+      );
     let account = this.userTokens.get(token) ?? null;
     if (account === null) {
       account = checkUserToken(this.secret, token);
@@ -157,12 +200,22 @@ export class Admission {
     }
     if (account === null) throw unauthorized('not a user token of this cluster');
     if (account.userId !== userId) {
-      if (!nameUser) throw new HttpError(403, 'not_owner', 'this reservation belongs to another user (reservations are not transferable)');
+      if (!nameUser)
+        throw new HttpError(
+          403,
+          'not_owner',
+          'this reservation belongs to another user (reservations are not transferable)',
+        );
       throw new HttpError(403, 'not_owner', 'this user token is for another user', { user_id: userId });
     }
     if (forAttempt && !eligible(account, Date.now())) {
       this.tallies.tally('account', 'not_eligible');
-      throw new HttpError(403, 'account_not_eligible', 'flash deals need an account older than 30 days with a verified payment method', { user_id: userId });
+      throw new HttpError(
+        403,
+        'account_not_eligible',
+        'flash deals need an account older than 30 days with a verified payment method',
+        { user_id: userId },
+      );
     }
     return account;
   }

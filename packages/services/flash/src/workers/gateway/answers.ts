@@ -22,16 +22,38 @@ export const BOT_COOKIE = 'flash_bot';
 export const STATE_CACHE_CONTROL = 'public, max-age=1';
 export const STATE_HEADERS = { 'content-type': 'application/json', 'cache-control': STATE_CACHE_CONTROL };
 /** The bot check's refusals, made once: they are immutable, and an Error's stack capture per request would show. */
-export const BOT_REQUIRED = new HttpError(429, 'bot_check_required', 'solve the challenge (POST .../challenge, then .../challenge/answer) first', {}, { 'retry-after': '1' });
-export const BOT_FAILED = new HttpError(429, 'bot_check_failed', 'the anti-bot token is not valid for this user and deal', {}, { 'retry-after': '1' });
+export const BOT_REQUIRED = new HttpError(
+  429,
+  'bot_check_required',
+  'solve the challenge (POST .../challenge, then .../challenge/answer) first',
+  {},
+  { 'retry-after': '1' },
+);
+export const BOT_FAILED = new HttpError(
+  429,
+  'bot_check_failed',
+  'the anti-bot token is not valid for this user and deal',
+  {},
+  { 'retry-after': '1' },
+);
 const rateLimitErrors = new Map<string, HttpError>();
-export const MISSING_KEY = badRequest('missing_idempotency_key', 'idempotency_key is required: a retry with the same key never reserves a second unit', { field: 'idempotency_key' });
+export const MISSING_KEY = badRequest(
+  'missing_idempotency_key',
+  'idempotency_key is required: a retry with the same key never reserves a second unit',
+  { field: 'idempotency_key' },
+);
 export const SYNTHETIC_FORBIDDEN = new HttpError(403, 'forbidden', 'synthetic attempts need the cluster token');
 export const BODY_TOO_LARGE = new HttpError(413, 'body_too_large', `an attempt is at most ${MAX_ATTEMPT_BODY} bytes`);
 /** The local sold-out answer (pool or bitmap): one object, so its bytes are serialised once (`answerWire`). */
 export const SOLD_OUT: AttemptAnswer = Object.freeze({ status: 'lost', reason: 'sold_out' });
 /** The pool's share spent (and re-issued once this refresh) while units remain unreserved: shed, not sold out. */
-export const ADMISSION_BUSY = new HttpError(429, 'admission_busy', "this gateway's admission tokens are spent for now while units remain; retry", { limit: 'admission' }, { 'retry-after': '1' });
+export const ADMISSION_BUSY = new HttpError(
+  429,
+  'admission_busy',
+  "this gateway's admission tokens are spent for now while units remain; retry",
+  { limit: 'admission' },
+  { 'retry-after': '1' },
+);
 
 export type AttemptAnswer =
   | { status: 'won'; reservation_id: string; expires_at: string }
@@ -73,7 +95,11 @@ function wireOf(key: object, status: number, body: unknown, headers: Record<stri
   if (wire === undefined) {
     const text = JSON.stringify(body);
     // The same headers, in the same order, as `sendJson` writes.
-    wire = { status, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers }, body: text };
+    wire = {
+      status,
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers },
+      body: text,
+    };
     wires.set(key, wire);
   }
   return wire;
@@ -97,7 +123,13 @@ export function rateLimited(gate: 'ip' | 'user', seconds: number): HttpError {
   const key = `${gate}:${seconds}`;
   let error = rateLimitErrors.get(key);
   if (error === undefined) {
-    error = new HttpError(429, 'rate_limited', `too many attempts from this ${gate === 'ip' ? 'address' : 'user'}; retry after ${seconds} s`, { limit: gate }, { 'retry-after': String(seconds) });
+    error = new HttpError(
+      429,
+      'rate_limited',
+      `too many attempts from this ${gate === 'ip' ? 'address' : 'user'}; retry after ${seconds} s`,
+      { limit: gate },
+      { 'retry-after': String(seconds) },
+    );
     rateLimitErrors.set(key, error);
   }
   return error;
@@ -115,9 +147,21 @@ export async function inventoryCall<T>(work: () => Promise<T>): Promise<T> {
     if (error instanceof HttpError) throw error;
     if (error instanceof ServiceError) {
       if (error.status < 500 && error.status !== 421) throw new HttpError(error.status, error.code, error.message);
-      throw new HttpError(503, 'unavailable', `the inventory is unavailable: ${error.message}`, {}, { 'retry-after': '1' });
+      throw new HttpError(
+        503,
+        'unavailable',
+        `the inventory is unavailable: ${error.message}`,
+        {},
+        { 'retry-after': '1' },
+      );
     }
-    throw new HttpError(503, 'unavailable', `the inventory is unreachable: ${String((error as Error)?.message ?? error)}`, {}, { 'retry-after': '1' });
+    throw new HttpError(
+      503,
+      'unavailable',
+      `the inventory is unreachable: ${String((error as Error)?.message ?? error)}`,
+      {},
+      { 'retry-after': '1' },
+    );
   }
 }
 

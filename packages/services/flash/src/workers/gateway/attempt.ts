@@ -6,9 +6,28 @@
  */
 import { randomBytes } from 'node:crypto';
 import { conflict, HttpError, notFound, type Logger } from '@raftkit/http';
-import { AliveShards, distributeTokens, firstRoute, homeShard, nextRoute, poolSize, rerouteCandidate, tokensValid, type RouteDecision } from './gates.js';
+import {
+  AliveShards,
+  distributeTokens,
+  firstRoute,
+  homeShard,
+  nextRoute,
+  poolSize,
+  rerouteCandidate,
+  tokensValid,
+  type RouteDecision,
+} from './gates.js';
 import { snapshotState, type InventoryBackend, type ReserveOutcome } from '../../inventory.js';
-import { ADMISSION_BUSY, inventoryCall, promiseWithin, SOLD_OUT, wonAnswer, type AttemptAnswer, type AttemptInput, type AttemptResult } from './answers.js';
+import {
+  ADMISSION_BUSY,
+  inventoryCall,
+  promiseWithin,
+  SOLD_OUT,
+  wonAnswer,
+  type AttemptAnswer,
+  type AttemptInput,
+  type AttemptResult,
+} from './answers.js';
 import type { Admission } from './admission.js';
 import { remember, type DealCache, type DealEntry } from './deal-cache.js';
 import type { Peers } from './peers.js';
@@ -92,7 +111,13 @@ export class Attempts {
     }
     if (state === 'upcoming' && !input.synthetic) {
       this.tallies.tally('state', 'upcoming');
-      entry.notLive ??= new HttpError(409, 'deal_not_live', `deal ${input.dealId} is not live yet; poll its state`, { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() }, { 'retry-after': '1' });
+      entry.notLive ??= new HttpError(
+        409,
+        'deal_not_live',
+        `deal ${input.dealId} is not live yet; poll its state`,
+        { state: 'upcoming', start_at: new Date(entry.snapshot.startAt).toISOString() },
+        { 'retry-after': '1' },
+      );
       throw entry.notLive;
     }
     // Gate 3: the admission-token pool, then the bitmap: sold out answered here, no inventory call. A winner (any
@@ -106,7 +131,8 @@ export class Attempts {
       if (winner !== undefined) return this.tallies.count('winners', winner);
       const held = entry.holders.get(input.userId);
       if (held !== undefined && held !== input.key) return NEXT_HOLDER;
-      if ((entry.alive.count === 0 || entry.pool.remaining === 0) && entry.admitted.has(userKey)) return NEXT_EVERY_SHARD;
+      if ((entry.alive.count === 0 || entry.pool.remaining === 0) && entry.admitted.has(userKey))
+        return NEXT_EVERY_SHARD;
     }
     if (entry.alive.count === 0) {
       // A sold out from memory only from a bitmap that came with the winners (a refresh reads each group's counts
@@ -140,7 +166,11 @@ export class Attempts {
     const share = Math.max(1, distributeTokens(poolSize(remaining), this.o.gatewayCount)[this.o.gatewayIndex]!);
     if (!entry.pool.topUp(share, entry.refreshedAt)) return false;
     this.tallies.tally('pool', 'topped_up');
-    this.o.logger.log('info', 'admission tokens re-issued while units remain', { deal: entry.snapshot.dealId, tokens: share, remaining });
+    this.o.logger.log('info', 'admission tokens re-issued while units remain', {
+      deal: entry.snapshot.dealId,
+      tokens: share,
+      remaining,
+    });
     return entry.pool.take() === 'admitted';
   }
 
@@ -171,7 +201,10 @@ export class Attempts {
       );
       decision = started;
     }
-    const first = await promiseWithin(decision.catch(() => null), this.backendPatienceMs());
+    const first = await promiseWithin(
+      decision.catch(() => null),
+      this.backendPatienceMs(),
+    );
     if (first === null) {
       if (entry.holders.get(input.userId) !== held) return this.attemptAfterFront(input, Date.now());
       throw this.attemptPending(held);
@@ -188,7 +221,13 @@ export class Attempts {
   /** 409 `attempt_pending`: the user's attempt with `held` still holds their admission token, undecided. */
   private attemptPending(held: string): HttpError {
     this.tallies.tally('holder', 'pending');
-    return new HttpError(409, 'attempt_pending', `the attempt with idempotency_key ${held} is still being decided; poll its state`, { idempotency_key: held }, { 'retry-after': '1' });
+    return new HttpError(
+      409,
+      'attempt_pending',
+      `the attempt with idempotency_key ${held} is still being decided; poll its state`,
+      { idempotency_key: held },
+      { 'retry-after': '1' },
+    );
   }
 
   /** What the local gates left to wait for: a key being decided here, the inventory, or the synthetic probe. */
@@ -198,7 +237,10 @@ export class Attempts {
         const pending = entry.pending.get(`${input.userId}\u0000${input.key}`);
         // Settled since the local gates looked: its answer is remembered (or it failed: decide it again).
         if (pending === undefined) return this.attemptAfterFront(input, Date.now());
-        return this.tallies.count('retry', (await promiseWithin(pending, this.backendPatienceMs())) ?? { status: 'queued' });
+        return this.tallies.count(
+          'retry',
+          (await promiseWithin(pending, this.backendPatienceMs())) ?? { status: 'queued' },
+        );
       }
       case NEXT_SYNTHETIC: {
         const home = homeShard(input.dealId, input.userId, entry.snapshot.shards);
@@ -272,8 +314,16 @@ export class Attempts {
           await this.backend.goLive(entry.snapshot.dealId);
           continue;
         }
-        if (answer === 'not_live') throw new HttpError(409, 'deal_not_live', `deal ${entry.snapshot.dealId} is not live yet`, { state: 'upcoming' }, { 'retry-after': '1' });
-        if (answer === 'deal_ended') throw conflict('deal_ended', `deal ${entry.snapshot.dealId} has ended`, { state: 'ended' });
+        if (answer === 'not_live')
+          throw new HttpError(
+            409,
+            'deal_not_live',
+            `deal ${entry.snapshot.dealId} is not live yet`,
+            { state: 'upcoming' },
+            { 'retry-after': '1' },
+          );
+        if (answer === 'deal_ended')
+          throw conflict('deal_ended', `deal ${entry.snapshot.dealId} has ended`, { state: 'ended' });
         remember(entry.answers, userKey, answer);
         // Decided: the token this key held is released (a winner takes none again: the winner set answers them).
         if (entry.holders.get(userId) === key) entry.holders.delete(userId);
@@ -289,14 +339,23 @@ export class Attempts {
           throw error;
         }
         unknownOutcome = true;
-        if (attempt === 0) this.o.logger.log('warn', 'inventory did not decide an attempt; retrying in the background', { deal: entry.snapshot.dealId, error: String((error as Error).message ?? error) });
+        if (attempt === 0)
+          this.o.logger.log('warn', 'inventory did not decide an attempt; retrying in the background', {
+            deal: entry.snapshot.dealId,
+            error: String((error as Error).message ?? error),
+          });
         await new Promise((r) => setTimeout(r, Math.min(1_000, 100 * 2 ** Math.min(attempt, 4))));
       }
     }
   }
 
   /** Home shard first, exactly one re-route to the shard the home shard pinned the user to. */
-  private async route(entry: DealEntry, userId: string, key: string, everyShard: boolean): Promise<AttemptAnswer | 'not_live' | 'deal_ended'> {
+  private async route(
+    entry: DealEntry,
+    userId: string,
+    key: string,
+    everyShard: boolean,
+  ): Promise<AttemptAnswer | 'not_live' | 'deal_ended'> {
     const deal = entry.snapshot;
     const home = homeShard(deal.dealId, userId, deal.shards);
     // A key admitted by another gateway is routed as if every shard held stock: the shards that decided it answer

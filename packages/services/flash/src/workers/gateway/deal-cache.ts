@@ -110,7 +110,14 @@ export class DealCache {
       loading = inventoryCall(() => this.backend.deal(dealId))
         .then((snapshot) => {
           if (snapshot === null) {
-            if (mustExist) throw new HttpError(503, 'unavailable', `deal ${dealId} was created but is not readable yet`, {}, { 'retry-after': '1' });
+            if (mustExist)
+              throw new HttpError(
+                503,
+                'unavailable',
+                `deal ${dealId} was created but is not readable yet`,
+                {},
+                { 'retry-after': '1' },
+              );
             if (this.unknown.size > 100_000) this.unknown.clear();
             this.unknown.set(dealId, Date.now());
             return null;
@@ -199,7 +206,11 @@ export function rememberAdmitted(entry: DealEntry, userId: string, key: string):
 
 function learnWinners(entry: DealEntry, snapshot: DealSnapshot): void {
   for (const w of snapshot.winners) {
-    entry.winners.set(w.userId, { status: 'won', reservation_id: w.reservationId, expires_at: new Date(w.expiresAt).toISOString() });
+    entry.winners.set(w.userId, {
+      status: 'won',
+      reservation_id: w.reservationId,
+      expires_at: new Date(w.expiresAt).toISOString(),
+    });
   }
 }
 

@@ -9,7 +9,16 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HttpError, parseJsonBody, sendJson, type Logger, type Router } from '@raftkit/http';
-import { answerWire, BODY_TOO_LARGE, DEAL_ID, errorWire, MAX_ATTEMPT_BODY, STATE_HEADERS, writeWire, type AttemptAnswer } from './answers.js';
+import {
+  answerWire,
+  BODY_TOO_LARGE,
+  DEAL_ID,
+  errorWire,
+  MAX_ATTEMPT_BODY,
+  STATE_HEADERS,
+  writeWire,
+  type AttemptAnswer,
+} from './answers.js';
 import type { Admission } from './admission.js';
 import type { Attempts } from './attempt.js';
 import { stateBodyOf, type DealCache, type DealEntry } from './deal-cache.js';
@@ -44,7 +53,9 @@ export class FastRoutes {
       res.writeHead(200, STATE_HEADERS);
       res.end(stateBodyOf(held));
     });
-    router.exact('POST', `/api/flash/${dealId}/attempt`, { admits: 'open', body: ATTEMPT_BODY }, (req, res, body) => this.attemptBody(dealId, body!, req, res));
+    router.exact('POST', `/api/flash/${dealId}/attempt`, { admits: 'open', body: ATTEMPT_BODY }, (req, res, body) =>
+      this.attemptBody(dealId, body!, req, res),
+    );
   }
 
   /** A deal forgotten: its requests go to the general routes again. */

@@ -23,7 +23,8 @@ export class AliveShards {
     readonly shardCount: number,
     alive: Iterable<number> = [],
   ) {
-    if (!Number.isSafeInteger(shardCount) || shardCount < 1) throw new RangeError(`shardCount must be a positive integer, got ${shardCount}`);
+    if (!Number.isSafeInteger(shardCount) || shardCount < 1)
+      throw new RangeError(`shardCount must be a positive integer, got ${shardCount}`);
     this.bits = new Uint8Array(Math.ceil(shardCount / 8));
     for (const shard of alive) this.set(shard, true);
   }
@@ -137,14 +138,26 @@ export function rerouteCandidate(alive: AliveShards, home: number, random: numbe
  * there (a win can take a shard's last unit), and a retry through a gateway that skipped it answered a winner lost.
  * Sold out only when the bitmap is empty and no pin is left to follow.
  */
-export function nextRoute(previous: Extract<RouteDecision, { kind: 'shard' }>, alive: AliveShards, reroute: number | null): RouteDecision {
-  if (!previous.rerouted && reroute !== null && reroute !== previous.shard && reroute >= 0 && reroute < alive.shardCount) return { kind: 'shard', shard: reroute, rerouted: true };
+export function nextRoute(
+  previous: Extract<RouteDecision, { kind: 'shard' }>,
+  alive: AliveShards,
+  reroute: number | null,
+): RouteDecision {
+  if (
+    !previous.rerouted &&
+    reroute !== null &&
+    reroute !== previous.shard &&
+    reroute >= 0 &&
+    reroute < alive.shardCount
+  )
+    return { kind: 'shard', shard: reroute, rerouted: true };
   return alive.count === 0 ? { kind: 'sold_out' } : { kind: 'lost' };
 }
 
 /** The admission-token pool for a deal: about 3 tokens per unit. */
 export function poolSize(totalInventory: number, tokensPerUnit = TOKENS_PER_UNIT): number {
-  if (!Number.isSafeInteger(totalInventory) || totalInventory < 0) throw new RangeError(`totalInventory must be a non-negative integer, got ${totalInventory}`);
+  if (!Number.isSafeInteger(totalInventory) || totalInventory < 0)
+    throw new RangeError(`totalInventory must be a non-negative integer, got ${totalInventory}`);
   if (!(tokensPerUnit >= 1)) throw new RangeError(`tokensPerUnit must be at least 1, got ${tokensPerUnit}`);
   return Math.ceil(totalInventory * tokensPerUnit);
 }
@@ -152,7 +165,8 @@ export function poolSize(totalInventory: number, tokensPerUnit = TOKENS_PER_UNIT
 /** The pool split over `gateways` processes: even shares, the remainder one each to the first; the sum is the pool. */
 export function distributeTokens(pool: number, gateways: number): number[] {
   if (!Number.isSafeInteger(pool) || pool < 0) throw new RangeError(`pool must be a non-negative integer, got ${pool}`);
-  if (!Number.isSafeInteger(gateways) || gateways < 1) throw new RangeError(`gateways must be a positive integer, got ${gateways}`);
+  if (!Number.isSafeInteger(gateways) || gateways < 1)
+    throw new RangeError(`gateways must be a positive integer, got ${gateways}`);
   const share = Math.floor(pool / gateways);
   const extra = pool % gateways;
   return Array.from({ length: gateways }, (_, i) => share + (i < extra ? 1 : 0));
@@ -173,7 +187,8 @@ export class TokenPool {
   private toppedUpFor: number | null = null;
 
   constructor(share: number) {
-    if (!Number.isSafeInteger(share) || share < 0) throw new RangeError(`share must be a non-negative integer, got ${share}`);
+    if (!Number.isSafeInteger(share) || share < 0)
+      throw new RangeError(`share must be a non-negative integer, got ${share}`);
     this.left = share;
   }
 
@@ -194,7 +209,8 @@ export class TokenPool {
    * what remains per refresh, never a flood. False when this generation already topped up or the share is not spent.
    */
   topUp(tokens: number, generation: number): boolean {
-    if (!Number.isSafeInteger(tokens) || tokens < 0) throw new RangeError(`tokens must be a non-negative integer, got ${tokens}`);
+    if (!Number.isSafeInteger(tokens) || tokens < 0)
+      throw new RangeError(`tokens must be a non-negative integer, got ${tokens}`);
     if (this.left > 0 || generation === this.toppedUpFor || tokens === 0) return false;
     this.toppedUpFor = generation;
     this.left = tokens;

@@ -3,13 +3,7 @@
  * the worker's start (the HTTP listener, the gateway's routes, its timers). The gateway itself, split by concern,
  * is gateway/ (gateway/index.ts says which part does what).
  */
-import {
-  clusterUrl,
-  serveWorkerHttp,
-  type RunningWorker,
-  type WorkerOptions,
-  type WorkerRole,
-} from '@raftkit/http';
+import { clusterUrl, serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
 import type { InventoryBackend } from '../../inventory.js';
 import { RaftInventory } from '../../raft-inventory.js';
 import { Gateway } from './index.js';
@@ -40,7 +34,8 @@ export function gatewaySettings(settings: Record<string, string>): GatewaySettin
     const text = settings[key];
     if (text === undefined) return fallback;
     const n = Number(text);
-    if (!Number.isSafeInteger(n) || n < min || n > max) throw new RangeError(`--set ${key}: expected an integer from ${min} to ${max}, got ${text}`);
+    if (!Number.isSafeInteger(n) || n < min || n > max)
+      throw new RangeError(`--set ${key}: expected an integer from ${min} to ${max}, got ${text}`);
     return n;
   };
   return {
@@ -49,7 +44,8 @@ export function gatewaySettings(settings: Record<string, string>): GatewaySettin
     userRate: int('user_rate', 2, 1, 1_000_000),
     trustProxy: settings.trust_proxy === '1' || settings.trust_proxy === 'true',
     expectedPeakRps: int('expected_peak_rps', 2_000, 1, 100_000_000),
-    reservationWindowMs: settings.reservation_window_ms === undefined ? null : int('reservation_window_ms', 600_000, 1_000, 86_400_000),
+    reservationWindowMs:
+      settings.reservation_window_ms === undefined ? null : int('reservation_window_ms', 600_000, 1_000, 86_400_000),
   };
 }
 
@@ -64,11 +60,17 @@ export const gatewayRole: WorkerRole = {
  * benchmark's Redis peer, a fault-injection variant) is passed to startGateway by its own entry script.
  */
 function openInventory(options: WorkerOptions): InventoryBackend {
-  return new RaftInventory({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token: options.tokens[0]! });
+  return new RaftInventory({
+    endpoints: options.members.map((m) => clusterUrl(m.httpAddress)),
+    token: options.tokens[0]!,
+  });
 }
 
 /** A gateway on `backend` (ours unless given), which it owns: closed when the gateway stops. */
-export async function startGateway(options: WorkerOptions, backend: InventoryBackend = openInventory(options)): Promise<RunningWorker> {
+export async function startGateway(
+  options: WorkerOptions,
+  backend: InventoryBackend = openInventory(options),
+): Promise<RunningWorker> {
   const settings = gatewaySettings(options.settings);
   const http = await serveWorkerHttp(options, {
     health: () => ({ deals: gateway?.dealCount() ?? 0 }),

@@ -60,7 +60,10 @@ export class Gateway {
     const secret = options.tokens[0]!;
     const gateways = options.workers.filter((w) => w.role === options.role);
     const gatewayCount = Math.max(1, gateways.length);
-    const gatewayIndex = Math.max(0, gateways.findIndex((w) => w.id === options.id));
+    const gatewayIndex = Math.max(
+      0,
+      gateways.findIndex((w) => w.id === options.id),
+    );
     const stopped = (): boolean => this.stopped;
     this.tallies = new Tallies(metrics);
     this.cache = new DealCache(backend, gatewayIndex, gatewayCount, {
@@ -69,7 +72,17 @@ export class Gateway {
     });
     this.admission = new Admission(secret, options.tokens, settings, this.tallies);
     this.peers = new Peers(options, secret);
-    this.attempts = new Attempts({ cache: this.cache, admission: this.admission, peers: this.peers, tallies: this.tallies, backend, logger, gatewayIndex, gatewayCount, stopped });
+    this.attempts = new Attempts({
+      cache: this.cache,
+      admission: this.admission,
+      peers: this.peers,
+      tallies: this.tallies,
+      backend,
+      logger,
+      gatewayIndex,
+      gatewayCount,
+      stopped,
+    });
     this.prewarmer = new Prewarm({
       cache: this.cache,
       backend,

@@ -22,7 +22,9 @@ export class Peers {
     private readonly secret: string,
   ) {
     const gateways = options.workers.filter((w) => w.role === options.role);
-    this.peers = gateways.filter((w) => w.id !== options.id).map((w) => new Pool(`http://${w.httpAddress}`, { connections: 4, keepAliveTimeout: 30_000 }));
+    this.peers = gateways
+      .filter((w) => w.id !== options.id)
+      .map((w) => new Pool(`http://${w.httpAddress}`, { connections: 4, keepAliveTimeout: 30_000 }));
   }
 
   close(): void {
@@ -37,12 +39,24 @@ export class Peers {
    */
   async announce(dealId: string, userId: string, answer: AttemptAnswer): Promise<void> {
     if (this.peers.length === 0 || answer.status !== 'won') return;
-    const body = JSON.stringify({ deal_id: dealId, user_id: userId, reservation_id: answer.reservation_id, expires_at: answer.expires_at });
+    const body = JSON.stringify({
+      deal_id: dealId,
+      user_id: userId,
+      reservation_id: answer.reservation_id,
+      expires_at: answer.expires_at,
+    });
     await Promise.all(
       this.peers.map((peer) =>
         promiseWithin(
           peer
-            .request({ method: 'POST', path: '/internal/flash/winners', headers: { authorization: `Bearer ${this.secret}`, 'content-type': 'application/json' }, body, headersTimeout: ANNOUNCE_MS, bodyTimeout: ANNOUNCE_MS })
+            .request({
+              method: 'POST',
+              path: '/internal/flash/winners',
+              headers: { authorization: `Bearer ${this.secret}`, 'content-type': 'application/json' },
+              body,
+              headersTimeout: ANNOUNCE_MS,
+              bodyTimeout: ANNOUNCE_MS,
+            })
             .then((res) => res.body.dump())
             .catch(() => undefined),
           ANNOUNCE_MS,
@@ -73,7 +87,14 @@ export class Peers {
         const body = JSON.stringify({ deal_id: deal, keys });
         for (const peer of this.peers) {
           peer
-            .request({ method: 'POST', path: '/internal/flash/admitted', headers: { authorization: `Bearer ${this.secret}`, 'content-type': 'application/json' }, body, headersTimeout: 5_000, bodyTimeout: 5_000 })
+            .request({
+              method: 'POST',
+              path: '/internal/flash/admitted',
+              headers: { authorization: `Bearer ${this.secret}`, 'content-type': 'application/json' },
+              body,
+              headersTimeout: 5_000,
+              bodyTimeout: 5_000,
+            })
             .then((res) => res.body.dump())
             .catch(() => undefined);
         }
@@ -103,11 +124,18 @@ export function peerRoutes(router: Router, cache: DealCache): void {
       const body = requireObject(await ctx.json());
       const dealId = requireString(body, 'deal_id', { pattern: DEAL_ID });
       const keys = body.keys;
-      if (!Array.isArray(keys) || keys.length > 100_000) throw badRequest('invalid_field', 'keys must be a list of [user_id, key]', { field: 'keys' });
+      if (!Array.isArray(keys) || keys.length > 100_000)
+        throw badRequest('invalid_field', 'keys must be a list of [user_id, key]', { field: 'keys' });
       const entry = await cache.dealEntry(dealId);
       if (entry === null) throw notFound(`no deal ${dealId}`, { deal_id: dealId });
       for (const k of keys) {
-        if (!Array.isArray(k) || typeof k[0] !== 'string' || typeof k[1] !== 'string' || k[0].length > 128 || k[1].length > KEY_MAX) {
+        if (
+          !Array.isArray(k) ||
+          typeof k[0] !== 'string' ||
+          typeof k[1] !== 'string' ||
+          k[0].length > 128 ||
+          k[1].length > KEY_MAX
+        ) {
           throw badRequest('invalid_field', 'keys must be a list of [user_id, key]', { field: 'keys' });
         }
         rememberAdmitted(entry, k[0], k[1]);

@@ -54,8 +54,19 @@ export class Prewarm {
         const every = nearLive ? 100 : idle ? 5_000 : 1_000;
         if (now - entry.refreshedAt >= every) await this.o.cache.refresh(entry).catch(() => undefined);
         // Pre-warm 2 minutes before go-live; the smoke load 1 minute before, for 30 s (once each).
-        if (entry.prewarmedAt === null && deal.liveAt === null && now >= deal.startAt - PREWARM_LEAD_MS && now < deal.startAt) await this.prewarm(entry).catch(() => undefined);
-        if (entry.smoke === null && deal.liveAt === null && now >= deal.startAt - SMOKE_LEAD_MS && now < deal.startAt - SMOKE_LEAD_MS + SMOKE_MS) {
+        if (
+          entry.prewarmedAt === null &&
+          deal.liveAt === null &&
+          now >= deal.startAt - PREWARM_LEAD_MS &&
+          now < deal.startAt
+        )
+          await this.prewarm(entry).catch(() => undefined);
+        if (
+          entry.smoke === null &&
+          deal.liveAt === null &&
+          now >= deal.startAt - SMOKE_LEAD_MS &&
+          now < deal.startAt - SMOKE_LEAD_MS + SMOKE_MS
+        ) {
           void this.smoke(entry, Math.min(SMOKE_MS, deal.startAt - SMOKE_LEAD_MS + SMOKE_MS - now), this.smokeRps());
         }
       }
@@ -71,9 +82,17 @@ export class Prewarm {
   async prewarm(entry: DealEntry): Promise<void> {
     await this.o.cache.refresh(entry);
     const groups = Math.min(entry.snapshot.shards, 64);
-    await Promise.all(Array.from({ length: groups }, (_, shard) => this.o.backend.probe(entry.snapshot.dealId, shard).catch(() => undefined)));
+    await Promise.all(
+      Array.from({ length: groups }, (_, shard) =>
+        this.o.backend.probe(entry.snapshot.dealId, shard).catch(() => undefined),
+      ),
+    );
     entry.prewarmedAt = Date.now();
-    this.o.logger.log('info', 'deal pre-warmed', { deal: entry.snapshot.dealId, tokens: entry.pool.remaining, remaining: entry.snapshot.remaining });
+    this.o.logger.log('info', 'deal pre-warmed', {
+      deal: entry.snapshot.dealId,
+      tokens: entry.pool.remaining,
+      remaining: entry.snapshot.remaining,
+    });
   }
 
   /** This gateway's part of the smoke load: 1% of the expected peak, split over the gateways. */
@@ -82,13 +101,36 @@ export class Prewarm {
   }
 
   async smoke(entry: DealEntry, ms: number, rps: number): Promise<void> {
-    const report: SmokeReport = { started_at: new Date().toISOString(), seconds: ms / 1000, rps, sent: 0, answered: 0, refused: 0, errors: 0, done: false };
+    const report: SmokeReport = {
+      started_at: new Date().toISOString(),
+      seconds: ms / 1000,
+      rps,
+      sent: 0,
+      answered: 0,
+      refused: 0,
+      errors: 0,
+      done: false,
+    };
     entry.smoke = report;
     const dealId = entry.snapshot.dealId;
-    await runSmoke(report, ms, rps, () => this.o.stopped(), async (n) => {
-      const userId = `synthetic-${this.o.id}-${n}`;
-      const botToken = makeBotToken(this.o.secret, dealId, userId, Date.now() + 60_000);
-      return this.o.attempt({ dealId, userId, key: `smoke-${n}`, botToken, bearer: null, ip: `synthetic-${n % 100}`, synthetic: true });
-    });
+    await runSmoke(
+      report,
+      ms,
+      rps,
+      () => this.o.stopped(),
+      async (n) => {
+        const userId = `synthetic-${this.o.id}-${n}`;
+        const botToken = makeBotToken(this.o.secret, dealId, userId, Date.now() + 60_000);
+        return this.o.attempt({
+          dealId,
+          userId,
+          key: `smoke-${n}`,
+          botToken,
+          bearer: null,
+          ip: `synthetic-${n % 100}`,
+          synthetic: true,
+        });
+      },
+    );
   }
 }

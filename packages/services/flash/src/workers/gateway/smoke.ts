@@ -21,7 +21,13 @@ export interface SmokeReport {
 }
 
 /** Sends `rps` attempts a second for `ms` (paced every 100 ms), each through `attempt(n)`. */
-export async function runSmoke(report: SmokeReport, ms: number, rps: number, stopped: () => boolean, attempt: (n: number) => Promise<unknown>): Promise<void> {
+export async function runSmoke(
+  report: SmokeReport,
+  ms: number,
+  rps: number,
+  stopped: () => boolean,
+  attempt: (n: number) => Promise<unknown>,
+): Promise<void> {
   const start = Date.now();
   const inFlight: Array<Promise<void>> = [];
   let n = 0;

@@ -11,7 +11,10 @@ export class Tallies {
   private readonly outcomes: Counter;
 
   constructor(metrics: MetricsRegistry) {
-    this.outcomes = metrics.counter('flash_attempts_total', 'Attempts by the gate that answered them (gate) and the answer');
+    this.outcomes = metrics.counter(
+      'flash_attempts_total',
+      'Attempts by the gate that answered them (gate) and the answer',
+    );
   }
 
   /** Counts an attempt's outcome by gate. */

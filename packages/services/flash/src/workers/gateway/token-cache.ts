@@ -12,7 +12,8 @@ export class TokenCache<V> {
   private readonly entries = new Map<string, { value: V; used: boolean }>();
 
   constructor(readonly capacity: number) {
-    if (!Number.isSafeInteger(capacity) || capacity < 1) throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
+    if (!Number.isSafeInteger(capacity) || capacity < 1)
+      throw new RangeError(`capacity must be a positive integer, got ${capacity}`);
   }
 
   get size(): number {

@@ -30,11 +30,18 @@ export function makeChallenge(secret: string, dealId: string, userId: string, no
 
 export type ChallengeCheck = 'ok' | 'invalid' | 'expired';
 
-export function checkChallenge(secret: string, challenge: string, dealId: string, userId: string, now: number): ChallengeCheck {
+export function checkChallenge(
+  secret: string,
+  challenge: string,
+  dealId: string,
+  userId: string,
+  now: number,
+): ChallengeCheck {
   const m = /^c1\.(\d{1,15})\.([A-Za-z0-9_-]{12})\.([A-Za-z0-9_-]{32})$/.exec(challenge);
   if (m === null) return 'invalid';
   const issued = Number(m[1]);
-  if (!same(mac(secret, `challenge\u0000${dealId}\u0000${userId}\u0000${issued}\u0000${m[2]}`), m[3]!)) return 'invalid';
+  if (!same(mac(secret, `challenge\u0000${dealId}\u0000${userId}\u0000${issued}\u0000${m[2]}`), m[3]!))
+    return 'invalid';
   return now - issued > CHALLENGE_TTL_MS ? 'expired' : 'ok';
 }
 
@@ -79,7 +86,9 @@ export interface Account {
 
 /** `u1.<base64url of JSON [user, created_at, verified]>.<mac>` */
 export function makeUserToken(secret: string, account: Account): string {
-  const payload = Buffer.from(JSON.stringify([account.userId, account.createdAt, account.paymentVerified])).toString('base64url');
+  const payload = Buffer.from(JSON.stringify([account.userId, account.createdAt, account.paymentVerified])).toString(
+    'base64url',
+  );
   return `u1.${payload}.${mac(secret, `user\u0000${payload}`)}`;
 }
 
@@ -88,7 +97,11 @@ export function checkUserToken(secret: string, token: string): Account | null {
   const m = /^u1\.([A-Za-z0-9_-]{1,1400})\.([A-Za-z0-9_-]{32})$/.exec(token);
   if (m === null || !same(mac(secret, `user\u0000${m[1]}`), m[2]!)) return null;
   try {
-    const [userId, createdAt, paymentVerified] = JSON.parse(Buffer.from(m[1]!, 'base64url').toString('utf8')) as [string, number, boolean];
+    const [userId, createdAt, paymentVerified] = JSON.parse(Buffer.from(m[1]!, 'base64url').toString('utf8')) as [
+      string,
+      number,
+      boolean,
+    ];
     return { userId, createdAt, paymentVerified };
   } catch {
     return null;

@@ -33,10 +33,24 @@ import {
   type WorkerRole,
 } from '@raftkit/http';
 import { CheckedConsumer, DeadLetterQueue, LogClient, type LogProducer } from '@raftkit/log';
-import { CHANNELS, type Channel, type ChannelSender, type InAppItem, type OutboundMessage, type Priority } from './channels/channel.js';
+import {
+  CHANNELS,
+  type Channel,
+  type ChannelSender,
+  type InAppItem,
+  type OutboundMessage,
+  type Priority,
+} from './channels/channel.js';
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
-import { deliveryGroup, groupOf, NOTIFY, PRIORITY_LAYOUT, DEAD_LETTER_TOPIC, type QueueLayout } from '../../placement.js';
+import {
+  deliveryGroup,
+  groupOf,
+  NOTIFY,
+  PRIORITY_LAYOUT,
+  DEAD_LETTER_TOPIC,
+  type QueueLayout,
+} from '../../placement.js';
 import { decodeQueued, type QueuedMessage } from '../../records.js';
 import { USER_ID } from '../../input.js';
 import type { Outcome } from '../../machine.js';
@@ -63,8 +77,12 @@ const CRITICAL_WAIT_MS = 5000;
 const MAX_UNSENT_WS = 1024 * 1024;
 
 export function parseChain(text: string | undefined): Channel[] {
-  const chain = (text ?? 'sms,push,email,in_app').split(',').map((s) => s.trim()).filter((s) => s.length > 0);
-  for (const c of chain) if (!(CHANNELS as readonly string[]).includes(c)) throw new Error(`fallback_chain: unknown channel ${c}`);
+  const chain = (text ?? 'sms,push,email,in_app')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+  for (const c of chain)
+    if (!(CHANNELS as readonly string[]).includes(c)) throw new Error(`fallback_chain: unknown channel ${c}`);
   return chain as Channel[];
 }
 
@@ -106,7 +124,10 @@ class WaitingBucket {
 }
 
 /** The channel workers on `layout` (the design's unless given: see QueueLayout). */
-export async function startDelivery(options: WorkerOptions, layout: QueueLayout = PRIORITY_LAYOUT): Promise<RunningWorker> {
+export async function startDelivery(
+  options: WorkerOptions,
+  layout: QueueLayout = PRIORITY_LAYOUT,
+): Promise<RunningWorker> {
   const token = options.tokens[0]!;
   const endpoints = options.members.map((m) => clusterUrl(m.httpAddress));
   // The members take notify's own workers as internal callers by this token; the cluster token stays for what
@@ -119,7 +140,9 @@ export async function startDelivery(options: WorkerOptions, layout: QueueLayout 
   const criticalAttempts = Number(options.settings.critical_attempts ?? 3);
   const retryBase = Number(options.settings.retry_base_ms ?? 200);
   const retryMax = Number(options.settings.retry_max_ms ?? 10_000);
-  const wanted = (options.settings.channels ?? CHANNELS.join(',')).split(',').filter((c): c is Channel => (CHANNELS as readonly string[]).includes(c));
+  const wanted = (options.settings.channels ?? CHANNELS.join(','))
+    .split(',')
+    .filter((c): c is Channel => (CHANNELS as readonly string[]).includes(c));
   // Receipts may arrive at any member; spread over them so one member down does not stop them all.
   const receiptUrls = options.members.map((m) => `${clusterUrl(m.httpAddress)}/v1/receipts`);
   let receiptTurn = 0;
@@ -128,7 +151,9 @@ export async function startDelivery(options: WorkerOptions, layout: QueueLayout 
 
   // A channel-topic record that is not a queued message goes here with its reason; the rest of its batch is sent.
   const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
-  const http = await serveWorkerHttp(options, { health: () => ({ ...stats, channels: [...senders.keys()], dead_lettered: deadLetters.written }) });
+  const http = await serveWorkerHttp(options, {
+    health: () => ({ ...stats, channels: [...senders.keys()], dead_lettered: deadLetters.written }),
+  });
   const sentTotal = http.metrics.counter('notify_sent_total', 'Messages a provider acknowledged');
 
   // In-app WebSocket clients of this worker, by user.
@@ -150,16 +175,30 @@ export async function startDelivery(options: WorkerOptions, layout: QueueLayout 
       continue;
     }
     try {
-      senders.set(channel, await factory({ settings: options.settings, workers: options.workers, members: options.members.map((m) => m.httpAddress), token, dataDir: options.dataDir, logger: options.logger }));
+      senders.set(
+        channel,
+        await factory({
+          settings: options.settings,
+          workers: options.workers,
+          members: options.members.map((m) => m.httpAddress),
+          token,
+          dataDir: options.dataDir,
+          logger: options.logger,
+        }),
+      );
     } catch (e) {
-      options.logger.log('warn', 'sender could not start: its queues wait', { channel, error: String((e as Error).message) });
+      options.logger.log('warn', 'sender could not start: its queues wait', {
+        channel,
+        error: String((e as Error).message),
+      });
     }
   }
 
   // User tokens for the in-app centre (HMAC of user.<id> under the cluster token; see README).
   http.router.post('/v1/users/:id/token', { admits: 'cluster' }, (ctx) => {
     const id = ctx.params.id ?? '';
-    if (!USER_ID.test(id)) throw badRequest('invalid_field', 'a user id is 1 to 59 characters of A-Z a-z 0-9 _ -', { field: 'user_id' });
+    if (!USER_ID.test(id))
+      throw badRequest('invalid_field', 'a user id is 1 to 59 characters of A-Z a-z 0-9 _ -', { field: 'user_id' });
     return { user_id: id, token: deriveClientToken(token, `user.${id}`) };
   });
 
@@ -176,17 +215,22 @@ export async function startDelivery(options: WorkerOptions, layout: QueueLayout 
     } catch {
       return refuse(socket, 400, 'invalid_url', 'not a valid URL');
     }
-    if (!USER_ID.test(user)) return refuse(socket, 400, 'invalid_field', 'a user id is 1 to 59 characters of A-Z a-z 0-9 _ -');
+    if (!USER_ID.test(user))
+      return refuse(socket, 400, 'invalid_field', 'a user id is 1 to 59 characters of A-Z a-z 0-9 _ -');
     const header = req.headers.authorization;
-    const presented = (typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined) ?? url.searchParams.get('token');
-    if (presented === null || presented === undefined) return refuse(socket, 401, 'unauthorized', 'missing token (Authorization: Bearer, or ?token=)');
+    const presented =
+      (typeof header === 'string' ? /^Bearer\s+(\S+)\s*$/i.exec(header)?.[1] : undefined) ??
+      url.searchParams.get('token');
+    if (presented === null || presented === undefined)
+      return refuse(socket, 401, 'unauthorized', 'missing token (Authorization: Bearer, or ?token=)');
     let principal: Principal;
     try {
       principal = verifyToken(presented, options.tokens);
     } catch {
       return refuse(socket, 401, 'unauthorized', 'wrong token');
     }
-    if (principal.kind !== 'cluster' && !(principal.kind === 'client' && principal.name === `user.${user}`)) return refuse(socket, 403, 'forbidden', `a user token opens only its own inbox`);
+    if (principal.kind !== 'cluster' && !(principal.kind === 'client' && principal.name === `user.${user}`))
+      return refuse(socket, 403, 'forbidden', `a user token opens only its own inbox`);
     try {
       wss.handleUpgrade(req, socket, head, (ws) => {
         let set = sockets.get(user);
@@ -237,16 +281,38 @@ export async function startDelivery(options: WorkerOptions, layout: QueueLayout 
   async function fallBack(message: QueuedMessage, reason: string): Promise<void> {
     const next = nextInChain(chain, message.channel);
     if (next === null) return;
-    const result = await state.command(groupOf('user', message.user_id), { op: 'fallback', from_message_id: message.message_id, channel: next, now: Date.now() });
+    const result = await state.command(groupOf('user', message.user_id), {
+      op: 'fallback',
+      from_message_id: message.message_id,
+      channel: next,
+      now: Date.now(),
+    });
     if (result.op !== 'fallback' || result.row === null || result.row.status !== 'pending') return;
     stats.fallbacks++;
-    const queued: QueuedMessage = { ...message, message_id: result.row.message_id, channel: next, address: null, fallback_from: message.channel };
-    options.logger.log('info', 'critical fallback', { from: message.channel, to: next, reason, message_id: message.message_id });
+    const queued: QueuedMessage = {
+      ...message,
+      message_id: result.row.message_id,
+      channel: next,
+      address: null,
+      fallback_from: message.channel,
+    };
+    options.logger.log('info', 'critical fallback', {
+      from: message.channel,
+      to: next,
+      reason,
+      message_id: message.message_id,
+    });
     await producerOf(layout.topic('critical', next)).send(JSON.stringify(queued), { key: message.user_id });
   }
 
   /** One batch of one sub-queue, start to end; throws (and the batch is polled again) when it must be held. */
-  async function handleBatch(channel: Channel, sender: ChannelSender, bucket: WaitingBucket, priority: Priority, messages: QueuedMessage[]): Promise<void> {
+  async function handleBatch(
+    channel: Channel,
+    sender: ChannelSender,
+    bucket: WaitingBucket,
+    priority: Priority,
+    messages: QueuedMessage[],
+  ): Promise<void> {
     stats.batches++;
     // Send-time context: rows (already sent?) and preferences, per state group.
     const byGroup = new Map<string, { message_ids: string[]; user_ids: Set<string> }>();
@@ -261,7 +327,11 @@ export async function startDelivery(options: WorkerOptions, layout: QueueLayout 
     let failOpen = false;
     try {
       for (const [g, e] of byGroup) {
-        const part = await state.query<SendContext>(g, { q: 'sendContext', message_ids: e.message_ids, user_ids: [...e.user_ids] });
+        const part = await state.query<SendContext>(g, {
+          q: 'sendContext',
+          message_ids: e.message_ids,
+          user_ids: [...e.user_ids],
+        });
         Object.assign(context.rows, part.rows);
         Object.assign(context.prefs, part.prefs);
       }
@@ -321,25 +391,52 @@ export async function startDelivery(options: WorkerOptions, layout: QueueLayout 
             case 'sent':
               stats.sent++;
               sentTotal.inc();
-              outcomes.push({ message_id: id, kind: 'sent', provider_message_id: r.provider_message_id, ...(r.invalid_subscriptions !== undefined ? { invalid_subscriptions: r.invalid_subscriptions } : {}) });
+              outcomes.push({
+                message_id: id,
+                kind: 'sent',
+                provider_message_id: r.provider_message_id,
+                ...(r.invalid_subscriptions !== undefined ? { invalid_subscriptions: r.invalid_subscriptions } : {}),
+              });
               break;
             case 'delivered':
               stats.sent++;
               sentTotal.inc();
-              outcomes.push({ message_id: id, kind: 'delivered', provider_message_id: r.provider_message_id, delivered_at: r.delivered_at, ...(r.invalid_subscriptions !== undefined ? { invalid_subscriptions: r.invalid_subscriptions } : {}) });
+              outcomes.push({
+                message_id: id,
+                kind: 'delivered',
+                provider_message_id: r.provider_message_id,
+                delivered_at: r.delivered_at,
+                ...(r.invalid_subscriptions !== undefined ? { invalid_subscriptions: r.invalid_subscriptions } : {}),
+              });
               break;
             case 'bounced':
-              outcomes.push({ message_id: id, kind: 'bounced', reason: r.reason, ...(r.provider_message_id !== undefined ? { provider_message_id: r.provider_message_id } : {}) });
+              outcomes.push({
+                message_id: id,
+                kind: 'bounced',
+                reason: r.reason,
+                ...(r.provider_message_id !== undefined ? { provider_message_id: r.provider_message_id } : {}),
+              });
               if (p.queued.priority === 'critical') fallbacks.push({ message: p.queued, reason: 'bounced' });
               break;
             case 'invalid_address':
-              outcomes.push({ message_id: id, kind: 'invalid_address', reason: r.reason, ...(r.invalid_subscriptions !== undefined ? { invalid_subscriptions: r.invalid_subscriptions } : {}) });
+              outcomes.push({
+                message_id: id,
+                kind: 'invalid_address',
+                reason: r.reason,
+                ...(r.invalid_subscriptions !== undefined ? { invalid_subscriptions: r.invalid_subscriptions } : {}),
+              });
               if (p.queued.priority === 'critical') fallbacks.push({ message: p.queued, reason: 'invalid_address' });
               break;
             case 'retry':
               stats.retries++;
-              if (attempt >= (p.queued.priority === 'critical' ? Math.min(criticalAttempts, maxAttempts) : maxAttempts)) {
-                outcomes.push({ message_id: id, kind: 'failed', reason: `gave up after ${attempt} attempts: ${r.reason}` });
+              if (
+                attempt >= (p.queued.priority === 'critical' ? Math.min(criticalAttempts, maxAttempts) : maxAttempts)
+              ) {
+                outcomes.push({
+                  message_id: id,
+                  kind: 'failed',
+                  reason: `gave up after ${attempt} attempts: ${r.reason}`,
+                });
                 if (p.queued.priority === 'critical') fallbacks.push({ message: p.queued, reason: 'provider_failing' });
               } else {
                 outcomes.push({ message_id: id, kind: 'retry', reason: r.reason });
@@ -382,12 +479,28 @@ export async function startDelivery(options: WorkerOptions, layout: QueueLayout 
    * before every batch (the layout's lanes). Both share the provider's bucket, critical first.
    */
   async function channelLoop(channel: Channel, sender: ChannelSender): Promise<void> {
-    const bucket = new WaitingBucket({ capacity: Math.max(1, Math.min(sender.ratePerSecond, sender.maxBatch)), refillRate: sender.ratePerSecond });
-    await Promise.all(layout.lanes.map((l) => lane(channel, sender, bucket, l.priorities, l.longPoll ? CRITICAL_WAIT_MS : 0)));
+    const bucket = new WaitingBucket({
+      capacity: Math.max(1, Math.min(sender.ratePerSecond, sender.maxBatch)),
+      refillRate: sender.ratePerSecond,
+    });
+    await Promise.all(
+      layout.lanes.map((l) => lane(channel, sender, bucket, l.priorities, l.longPoll ? CRITICAL_WAIT_MS : 0)),
+    );
   }
 
-  async function lane(channel: Channel, sender: ChannelSender, bucket: WaitingBucket, order: readonly Priority[], waitMs: number): Promise<void> {
-    const consumerOf = (p: Priority): CheckedConsumer<QueuedMessage> => new CheckedConsumer(log.consumer(layout.topic(p, channel), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs }), decodeQueued, deadLetters);
+  async function lane(
+    channel: Channel,
+    sender: ChannelSender,
+    bucket: WaitingBucket,
+    order: readonly Priority[],
+    waitMs: number,
+  ): Promise<void> {
+    const consumerOf = (p: Priority): CheckedConsumer<QueuedMessage> =>
+      new CheckedConsumer(
+        log.consumer(layout.topic(p, channel), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs }),
+        decodeQueued,
+        deadLetters,
+      );
     const consumers = new Map<Priority, CheckedConsumer<QueuedMessage>>(order.map((p) => [p, consumerOf(p)]));
     let idle = 10;
     while (!stopping) {
@@ -451,6 +564,9 @@ export async function startDelivery(options: WorkerOptions, layout: QueueLayout 
 
 function refuse(socket: Duplex, status: number, code: string, message: string): void {
   const body = JSON.stringify({ error: { code, message } });
-  const text = status === 401 ? 'Unauthorized' : status === 403 ? 'Forbidden' : status === 404 ? 'Not Found' : 'Bad Request';
-  socket.end(`HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  const text =
+    status === 401 ? 'Unauthorized' : status === 403 ? 'Forbidden' : status === 404 ? 'Not Found' : 'Bad Request';
+  socket.end(
+    `HTTP/1.1 ${status} ${text}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+  );
 }

@@ -17,9 +17,7 @@ export interface FaultState {
 export class Faults {
   private state: FaultState;
 
-  constructor(
-    private readonly statusRange: { min: number; max: number; fallback: number },
-  ) {
+  constructor(private readonly statusRange: { min: number; max: number; fallback: number }) {
     this.state = { fail_next: 0, status: statusRange.fallback, slow_ms: 0, failed: 0 };
   }
 
@@ -27,7 +25,8 @@ export class Faults {
   configure(body: JsonObject): FaultState {
     const next = { ...this.state };
     if (body.fail_next !== undefined) next.fail_next = intIn(body.fail_next, 'fail_next', 0, 1_000_000);
-    if (body.status !== undefined) next.status = intIn(body.status, 'status', this.statusRange.min, this.statusRange.max);
+    if (body.status !== undefined)
+      next.status = intIn(body.status, 'status', this.statusRange.min, this.statusRange.max);
     if (body.slow_ms !== undefined) next.slow_ms = intIn(body.slow_ms, 'slow_ms', 0, 120_000);
     this.state = next;
     return this.view();

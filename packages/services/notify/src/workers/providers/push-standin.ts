@@ -11,10 +11,26 @@
  * /admin/received.
  */
 import { randomUUID } from 'node:crypto';
-import { badRequest, forbidden, HttpError, Reply, requireObject, requireString, serveWorkerHttp, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import {
+  badRequest,
+  forbidden,
+  HttpError,
+  Reply,
+  requireObject,
+  requireString,
+  serveWorkerHttp,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
 import { Faults } from './faults.js';
 import { ReceivedLog, type ReceivedBase } from './received.js';
-import { decryptAes128gcm, PushCryptoError, verifyVapid, type SubscriberKeys, type VapidClaims } from './webpush-crypto.js';
+import {
+  decryptAes128gcm,
+  PushCryptoError,
+  verifyVapid,
+  type SubscriberKeys,
+  type VapidClaims,
+} from './webpush-crypto.js';
 
 export const PUSH_PROVIDER_ROLE = 'push-provider';
 
@@ -44,7 +60,9 @@ export const pushProviderRole: WorkerRole = {
     const faults = new Faults({ min: 500, max: 599, fallback: 503 });
     const verified = new Map<string, VapidClaims>();
     const origin = `http://${options.httpAddress}`;
-    const http = await serveWorkerHttp(options, { health: () => ({ subscriptions: subs.size, received: received.total }) });
+    const http = await serveWorkerHttp(options, {
+      health: () => ({ subscriptions: subs.size, received: received.total }),
+    });
     const pushes = http.metrics.counter('push_provider_requests_total', 'Push requests by answer');
 
     http.router
@@ -60,7 +78,10 @@ export const pushProviderRole: WorkerRole = {
           auth: requireString(body, 'auth', { minLength: 22, maxLength: 22, pattern: B64U }),
           privateKey: requireString(body, 'private_key', { minLength: 43, maxLength: 43, pattern: B64U }),
         };
-        const ask = body.application_server_key === undefined ? null : requireString(body, 'application_server_key', { minLength: 87, maxLength: 87, pattern: B64U });
+        const ask =
+          body.application_server_key === undefined
+            ? null
+            : requireString(body, 'application_server_key', { minLength: 87, maxLength: 87, pattern: B64U });
         const id = randomUUID();
         subs.set(id, { keys, applicationServerKey: ask, expired: false });
         return new Reply(201, { id, endpoint: `${origin}/push/${id}` });
@@ -76,13 +97,21 @@ export const pushProviderRole: WorkerRole = {
       .get('/admin/received', { admits: 'cluster' }, (ctx) => received.query(ctx.query))
       .get('/admin/counts', { admits: 'cluster' }, () => ({ total: received.total, ...received.counts() }));
 
-    async function handlePush(id: string, headers: Record<string, string | string[] | undefined>, body: Buffer): Promise<Reply> {
+    async function handlePush(
+      id: string,
+      headers: Record<string, string | string[] | undefined>,
+      body: Buffer,
+    ): Promise<Reply> {
       await faults.delay();
       const failure = faults.takeFailure();
-      if (failure !== null) return new Reply(failure, { error: { code: 'provider_fault', message: 'failure ordered through /admin/faults' } });
+      if (failure !== null)
+        return new Reply(failure, {
+          error: { code: 'provider_fault', message: 'failure ordered through /admin/faults' },
+        });
       const sub = subs.get(id);
       if (sub === undefined) return new Reply(404, { error: { code: 'not_found', message: 'no such subscription' } });
-      if (sub.expired) return new Reply(410, { error: { code: 'gone', message: 'subscription expired or unsubscribed' } });
+      if (sub.expired)
+        return new Reply(410, { error: { code: 'gone', message: 'subscription expired or unsubscribed' } });
       let vapidSub: string;
       try {
         const auth = header(headers.authorization);
@@ -94,7 +123,8 @@ export const pushProviderRole: WorkerRole = {
           if (verified.size >= 10_000) verified.clear();
           verified.set(auth!, claims);
         }
-        if (sub.applicationServerKey !== null && claims.key !== sub.applicationServerKey) throw forbidden('the VAPID key is not the one the subscription was made for');
+        if (sub.applicationServerKey !== null && claims.key !== sub.applicationServerKey)
+          throw forbidden('the VAPID key is not the one the subscription was made for');
         vapidSub = claims.sub;
       } catch (e) {
         if (e instanceof PushCryptoError) throw forbidden(`VAPID: ${e.message}`);
@@ -102,9 +132,12 @@ export const pushProviderRole: WorkerRole = {
       }
       const ttlText = header(headers.ttl);
       const ttl = Number(ttlText);
-      if (ttlText === undefined || !Number.isInteger(ttl) || ttl < 0) throw badRequest('invalid_ttl', 'the TTL header is required (RFC 8030)');
-      if (header(headers['content-encoding'])?.toLowerCase() !== 'aes128gcm') throw badRequest('invalid_encoding', 'Content-Encoding must be aes128gcm (RFC 8291)');
-      if (body.length > 4096) throw new HttpError(413, 'payload_too_large', 'a push message body is at most 4096 bytes');
+      if (ttlText === undefined || !Number.isInteger(ttl) || ttl < 0)
+        throw badRequest('invalid_ttl', 'the TTL header is required (RFC 8030)');
+      if (header(headers['content-encoding'])?.toLowerCase() !== 'aes128gcm')
+        throw badRequest('invalid_encoding', 'Content-Encoding must be aes128gcm (RFC 8291)');
+      if (body.length > 4096)
+        throw new HttpError(413, 'payload_too_large', 'a push message body is at most 4096 bytes');
       let payload: string;
       try {
         payload = decryptAes128gcm(body, sub.keys).toString('utf8');
@@ -139,7 +172,10 @@ function header(value: string | string[] | undefined): string | undefined {
 function idsOf(payload: string): { message_id: string | null; notification_id: string | null } {
   try {
     const v = JSON.parse(payload) as { notification_id?: unknown; message_id?: unknown };
-    return { message_id: typeof v.message_id === 'string' ? v.message_id : null, notification_id: typeof v.notification_id === 'string' ? v.notification_id : null };
+    return {
+      message_id: typeof v.message_id === 'string' ? v.message_id : null,
+      notification_id: typeof v.notification_id === 'string' ? v.notification_id : null,
+    };
   } catch {
     return { message_id: null, notification_id: null };
   }

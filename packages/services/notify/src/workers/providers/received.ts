@@ -87,6 +87,7 @@ function intParam(query: URLSearchParams, name: string, fallback: number): numbe
   const raw = query.get(name);
   if (raw === null) return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw badRequest('invalid_query', `${name} must be a non-negative integer`, { field: name });
+  if (!Number.isInteger(n) || n < 0)
+    throw badRequest('invalid_query', `${name} must be a non-negative integer`, { field: name });
   return n;
 }

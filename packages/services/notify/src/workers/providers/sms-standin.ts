@@ -14,7 +14,16 @@
  */
 import { randomUUID } from 'node:crypto';
 import { request } from 'undici';
-import { badRequest, Reply, requireInteger, requireObject, requireString, serveWorkerHttp, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import {
+  badRequest,
+  Reply,
+  requireInteger,
+  requireObject,
+  requireString,
+  serveWorkerHttp,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
 import { Faults } from './faults.js';
 import { ReceivedLog, type ReceivedBase } from './received.js';
 
@@ -46,19 +55,29 @@ export const smsProviderRole: WorkerRole = {
     const timers = new Set<NodeJS.Timeout>();
     let stopping = false;
 
-    const http = await serveWorkerHttp(options, { health: () => ({ received: received.total, receipt_delay_ms: receiptDelayMs }) });
+    const http = await serveWorkerHttp(options, {
+      health: () => ({ received: received.total, receipt_delay_ms: receiptDelayMs }),
+    });
     http.router
       .post('/messages', { admits: 'cluster' }, async (ctx) => {
         await faults.delay();
         const failure = faults.takeFailure();
-        if (failure !== null) return new Reply(failure, { error: { code: 'provider_fault', message: 'failure ordered through /admin/faults' } });
+        if (failure !== null)
+          return new Reply(failure, {
+            error: { code: 'provider_fault', message: 'failure ordered through /admin/faults' },
+          });
         const body = requireObject(await ctx.json());
         const to = requireString(body, 'to', { maxLength: 16 });
-        if (!E164.test(to)) throw badRequest('invalid_number', 'to must be an E.164 number (+ and 7 to 15 digits)', { field: 'to' });
+        if (!E164.test(to))
+          throw badRequest('invalid_number', 'to must be an E.164 number (+ and 7 to 15 digits)', { field: 'to' });
         const text = requireString(body, 'body', { minLength: 1 });
-        if ([...text].length > MAX_BODY) throw badRequest('body_too_long', `body is at most ${MAX_BODY} characters`, { field: 'body' });
+        if ([...text].length > MAX_BODY)
+          throw badRequest('body_too_long', `body is at most ${MAX_BODY} characters`, { field: 'body' });
         const reference = body.reference === undefined ? null : requireString(body, 'reference', { maxLength: 200 });
-        const callbackUrl = body.callback_url === undefined ? defaultCallback : requireString(body, 'callback_url', { maxLength: 2000, pattern: /^https?:\/\/\S+$/ });
+        const callbackUrl =
+          body.callback_url === undefined
+            ? defaultCallback
+            : requireString(body, 'callback_url', { maxLength: 2000, pattern: /^https?:\/\/\S+$/ });
         const entry = received.add({
           id: randomUUID(),
           message_id: reference,
@@ -125,7 +144,8 @@ export const smsProviderRole: WorkerRole = {
       } catch (e) {
         options.logger.log('warn', 'sms receipt callback failed', { id: entry.id, error: String(e) });
       }
-      if (entry.callback_attempts < CALLBACK_TRIES) schedule(() => void deliverReceipt(entry), Math.min(500 * 2 ** (entry.callback_attempts - 1), 10_000));
+      if (entry.callback_attempts < CALLBACK_TRIES)
+        schedule(() => void deliverReceipt(entry), Math.min(500 * 2 ** (entry.callback_attempts - 1), 10_000));
     }
 
     return {

@@ -12,7 +12,14 @@
 import { randomUUID } from 'node:crypto';
 import { simpleParser } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
-import { badRequest, requireObject, serveWorkerHttp, hostPort, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import {
+  badRequest,
+  requireObject,
+  serveWorkerHttp,
+  hostPort,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
 import { Faults } from './faults.js';
 import { ReceivedLog, type ReceivedBase } from './received.js';
 
@@ -53,7 +60,8 @@ export const smtpProviderRole: WorkerRole = {
       maxClients: 1000,
       onMailFrom(_address, _session, callback) {
         const failure = faults.takeFailure();
-        if (failure !== null) return callback(smtpError(failure, '4.3.0 temporary failure ordered through /admin/faults'));
+        if (failure !== null)
+          return callback(smtpError(failure, '4.3.0 temporary failure ordered through /admin/faults'));
         callback();
       },
       onRcptTo(address, _session, callback) {
@@ -100,7 +108,9 @@ export const smtpProviderRole: WorkerRole = {
       });
     });
 
-    const http = await serveWorkerHttp(options, { health: () => ({ smtp: options.tcpAddress, received: received.total, bounced }) });
+    const http = await serveWorkerHttp(options, {
+      health: () => ({ smtp: options.tcpAddress, received: received.total, bounced }),
+    });
     http.router
       .get('/admin/received', { admits: 'cluster' }, (ctx) => received.query(ctx.query))
       .get('/admin/counts', { admits: 'cluster' }, () => ({ total: received.total, bounced, ...received.counts() }))
@@ -109,8 +119,14 @@ export const smtpProviderRole: WorkerRole = {
       .post('/admin/bounces', { admits: 'cluster' }, async (ctx) => {
         const body = requireObject(await ctx.json());
         const domains = body.domains;
-        if (!Array.isArray(domains) || domains.length > 1000 || !domains.every((d): d is string => typeof d === 'string' && /^[A-Za-z0-9.-]{1,253}$/.test(d))) {
-          throw badRequest('invalid_field', 'domains must be an array of at most 1000 domain names', { field: 'domains' });
+        if (
+          !Array.isArray(domains) ||
+          domains.length > 1000 ||
+          !domains.every((d): d is string => typeof d === 'string' && /^[A-Za-z0-9.-]{1,253}$/.test(d))
+        ) {
+          throw badRequest('invalid_field', 'domains must be an array of at most 1000 domain names', {
+            field: 'domains',
+          });
         }
         for (const d of domains) bounceDomains.add(d.toLowerCase());
         return { domains: [...bounceDomains] };
@@ -129,4 +145,3 @@ export const smtpProviderRole: WorkerRole = {
 function smtpError(code: number, message: string): Error & { responseCode: number } {
   return Object.assign(new Error(message), { responseCode: code });
 }
-

@@ -32,7 +32,11 @@ export function createSubscriberKeys(): SubscriberKeys {
   crypto.getRandomValues(auth);
   // getPrivateKey() drops leading zero bytes (about 1 key in 128): pad back to the scalar's 32 bytes.
   const d = ecdh.getPrivateKey();
-  return { p256dh: b64u(ecdh.getPublicKey()), auth: b64u(auth), privateKey: b64u(Buffer.concat([Buffer.alloc(32 - d.length), d])) };
+  return {
+    p256dh: b64u(ecdh.getPublicKey()),
+    auth: b64u(auth),
+    privateKey: b64u(Buffer.concat([Buffer.alloc(32 - d.length), d])),
+  };
 }
 
 export class PushCryptoError extends Error {
@@ -126,7 +130,10 @@ export function verifyVapid(header: string | undefined, origin: string, nowSecon
   if (raw.length !== 65 || raw[0] !== 4) throw new PushCryptoError('k must be an uncompressed P-256 point');
   let publicKey;
   try {
-    publicKey = createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: b64u(raw.subarray(1, 33)), y: b64u(raw.subarray(33)) }, format: 'jwk' });
+    publicKey = createPublicKey({
+      key: { kty: 'EC', crv: 'P-256', x: b64u(raw.subarray(1, 33)), y: b64u(raw.subarray(33)) },
+      format: 'jwk',
+    });
   } catch {
     throw new PushCryptoError('k is not on P-256');
   }
@@ -136,6 +143,7 @@ export function verifyVapid(header: string | undefined, origin: string, nowSecon
   if (typeof claims.exp !== 'number' || claims.exp <= nowSeconds || claims.exp > nowSeconds + 24 * 3600) {
     throw new PushCryptoError('JWT exp must be in the future and at most 24 h ahead');
   }
-  if (typeof claims.sub !== 'string' || !/^(mailto:|https?:)/.test(claims.sub)) throw new PushCryptoError('JWT sub must be a mailto: or https: contact');
+  if (typeof claims.sub !== 'string' || !/^(mailto:|https?:)/.test(claims.sub))
+    throw new PushCryptoError('JWT sub must be a mailto: or https: contact');
   return { aud: claims.aud, exp: claims.exp, sub: claims.sub, key };
 }

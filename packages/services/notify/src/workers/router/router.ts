@@ -9,17 +9,36 @@
  *
  * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000).
  */
-import { clusterUrl, deriveServiceToken, fullCounter, serveWorkerHttp, take, type BucketCounter, type BucketLimits, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import {
+  clusterUrl,
+  deriveServiceToken,
+  fullCounter,
+  serveWorkerHttp,
+  take,
+  type BucketCounter,
+  type BucketLimits,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
 import { LogClient, type LogProducer, CheckedConsumer, DeadLetterQueue } from '@raftkit/log';
 import { PRIORITIES, type Address, type Channel, type Priority } from '../delivery/channels/channel.js';
-import { allStateGroups, groupOf, ingestTopic, NOTIFY, PRIORITY_LAYOUT, ROUTER_GROUP, DEAD_LETTER_TOPIC, type QueueLayout } from '../../placement.js';
+import {
+  allStateGroups,
+  groupOf,
+  ingestTopic,
+  NOTIFY,
+  PRIORITY_LAYOUT,
+  ROUTER_GROUP,
+  DEAD_LETTER_TOPIC,
+  type QueueLayout,
+} from '../../placement.js';
 import { defaultPreferences, type Preferences } from '../../machine.js';
 import type { RouteContext } from '../../queries.js';
 import { inQuietHours } from '../../quiet-hours.js';
 import { StateClient } from '../../state-client.js';
 import { render } from '../../template.js';
 import { decodeIngest, type IngestRecord, type QueuedMessage } from '../../records.js';
-
 
 export const routerRole: WorkerRole = { role: 'router', count: 1, start: startRouter };
 
@@ -30,7 +49,9 @@ export function addressOf(prefs: Preferences, channel: Channel, userId: string):
     case 'sms':
       return prefs.contact.phone === null ? null : { channel, phone: prefs.contact.phone };
     case 'push':
-      return prefs.contact.push_subscriptions.length === 0 ? null : { channel, subscriptions: prefs.contact.push_subscriptions };
+      return prefs.contact.push_subscriptions.length === 0
+        ? null
+        : { channel, subscriptions: prefs.contact.push_subscriptions };
     case 'in_app':
       return { channel, user_id: userId };
   }
@@ -41,7 +62,12 @@ export function addressOf(prefs: Preferences, channel: Channel, userId: string):
  * rule 8). Quiet hours hold back the intrusive channels (push, SMS, email) of non-critical events; in-app is silent
  * so it is still stored; critical bypasses quiet hours (a one-time code at 3 am is asked for).
  */
-export function chooseChannels(prefs: Preferences, priority: Priority, userId: string, now: number): { channels: Channel[]; suppressed: Array<{ channel: Channel; reason: string }> } {
+export function chooseChannels(
+  prefs: Preferences,
+  priority: Priority,
+  userId: string,
+  now: number,
+): { channels: Channel[]; suppressed: Array<{ channel: Channel; reason: string }> } {
   const channels: Channel[] = [];
   const suppressed: Array<{ channel: Channel; reason: string }> = [];
   const quiet = priority !== 'critical' && inQuietHours(prefs.quiet_hours, now);
@@ -64,7 +90,10 @@ const ROUTE_CONCURRENCY = 64;
 const LOW_WINDOW = 10_000;
 
 /** The router on `layout` (the design's unless given: see QueueLayout). */
-export async function startRouter(options: WorkerOptions, layout: QueueLayout = PRIORITY_LAYOUT): Promise<RunningWorker> {
+export async function startRouter(
+  options: WorkerOptions,
+  layout: QueueLayout = PRIORITY_LAYOUT,
+): Promise<RunningWorker> {
   // The members take notify's own workers as internal callers by this token (not by the cluster token's reach).
   const token = deriveServiceToken(options.tokens[0]!, NOTIFY);
   const endpoints = options.members.map((m) => clusterUrl(m.httpAddress));
@@ -81,7 +110,12 @@ export async function startRouter(options: WorkerOptions, layout: QueueLayout = 
   const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
   const http = await serveWorkerHttp(options, { health: () => ({ ...stats, dead_lettered: deadLetters.written }) });
   const routed = http.metrics.counter('notify_routed_total', 'Ingestion records routed');
-  http.metrics.gauge('notify_router_dead_lettered', 'Ingestion records refused by the decode step and written to the dead-letter topic').set(() => deadLetters.written);
+  http.metrics
+    .gauge(
+      'notify_router_dead_lettered',
+      'Ingestion records refused by the decode step and written to the dead-letter topic',
+    )
+    .set(() => deadLetters.written);
 
   // Setup (state groups and topics) is idempotent; retried until the members can do it.
   for (;;) {
@@ -119,7 +153,12 @@ export async function startRouter(options: WorkerOptions, layout: QueueLayout = 
     const group = groupOf('user', record.user_id);
     let context: RouteContext;
     try {
-      context = await state.query<RouteContext>(group, { q: 'routeContext', user_id: record.user_id, event_type: record.event_type, local: true });
+      context = await state.query<RouteContext>(group, {
+        q: 'routeContext',
+        user_id: record.user_id,
+        event_type: record.event_type,
+        local: true,
+      });
       prefsCache.set(record.user_id, context.prefs);
       if (prefsCache.size > 100_000) prefsCache.clear();
     } catch (e) {
@@ -130,7 +169,15 @@ export async function startRouter(options: WorkerOptions, layout: QueueLayout = 
     }
     const now = Date.now();
     const { channels, suppressed } = chooseChannels(context.prefs, record.priority, record.user_id, now);
-    const result = await state.command(group, { op: 'route', notification_id: record.notification_id, user_id: record.user_id, priority: record.priority, channels, suppressed, now });
+    const result = await state.command(group, {
+      op: 'route',
+      notification_id: record.notification_id,
+      user_id: record.user_id,
+      priority: record.priority,
+      channels,
+      suppressed,
+      now,
+    });
     if (result.op !== 'route') throw new Error('unexpected answer to route');
     const sends: Array<Promise<unknown>> = [];
     for (const row of result.rows) {
@@ -146,7 +193,9 @@ export async function startRouter(options: WorkerOptions, layout: QueueLayout = 
         accepted_at: record.accepted_at,
         address: addressOf(context.prefs, row.channel, record.user_id),
       };
-      sends.push(producerOf(layout.topic(record.priority, row.channel)).send(JSON.stringify(message), { key: record.user_id }));
+      sends.push(
+        producerOf(layout.topic(record.priority, row.channel)).send(JSON.stringify(message), { key: record.user_id }),
+      );
       stats.messages++;
     }
     await Promise.all(sends);
@@ -172,7 +221,11 @@ export async function startRouter(options: WorkerOptions, layout: QueueLayout = 
   }
 
   async function loop(priority: Priority): Promise<void> {
-    const consumer = new CheckedConsumer(log.consumer(ingestTopic(priority), ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 }), decodeIngest, deadLetters);
+    const consumer = new CheckedConsumer(
+      log.consumer(ingestTopic(priority), ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 }),
+      decodeIngest,
+      deadLetters,
+    );
     while (!stopping) {
       try {
         const records = (await consumer.poll()).map((r) => r.decoded);
@@ -226,7 +279,11 @@ export async function startRouter(options: WorkerOptions, layout: QueueLayout = 
    */
   async function lowLoop(): Promise<void> {
     const topic = ingestTopic('low');
-    const consumer = new CheckedConsumer(log.consumer(topic, ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 }), decodeIngest, deadLetters);
+    const consumer = new CheckedConsumer(
+      log.consumer(topic, ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 }),
+      decodeIngest,
+      deadLetters,
+    );
     const chains = new Map<string, Promise<void>>();
     let inFlight = 0;
     // Per partition: offsets polled and not yet routed, the offset after the last polled, the offset committed.
@@ -253,7 +310,8 @@ export async function startRouter(options: WorkerOptions, layout: QueueLayout = 
         let point = next;
         if (open !== undefined) for (const offset of open) point = Math.min(point, offset);
         let committed = committedTo.get(partition);
-        if (committed === undefined) committedTo.set(partition, (committed = (await log.committed(topic, partition, ROUTER_GROUP)) ?? 0));
+        if (committed === undefined)
+          committedTo.set(partition, (committed = (await log.committed(topic, partition, ROUTER_GROUP)) ?? 0));
         if (point <= committed) continue;
         try {
           await log.commit(topic, partition, ROUTER_GROUP, point, committed);
@@ -278,7 +336,8 @@ export async function startRouter(options: WorkerOptions, layout: QueueLayout = 
         }
         const polled = await consumer.poll();
         // Past the dead-lettered records too (a batch may end with one).
-        for (const [partition, next] of consumer.polledTo) polledTo.set(partition, Math.max(polledTo.get(partition) ?? 0, next));
+        for (const [partition, next] of consumer.polledTo)
+          polledTo.set(partition, Math.max(polledTo.get(partition) ?? 0, next));
         for (const r of polled) {
           // Refused records are in the dead-letter topic already (poll waits for that): done, like routed ones.
           const record = r.decoded;
@@ -315,7 +374,8 @@ export async function startRouter(options: WorkerOptions, layout: QueueLayout = 
   // Retention: expired dedup keys and delivery_log rows older than 7 days leave the state groups (the machine
   // decides by the command's `now`, so every replica drops the same ones).
   const pruner = setInterval(() => {
-    for (const group of allStateGroups()) void state.command(group, { op: 'prune', now: Date.now() }).catch(() => undefined);
+    for (const group of allStateGroups())
+      void state.command(group, { op: 'prune', now: Date.now() }).catch(() => undefined);
   }, PRUNE_EVERY_MS);
   pruner.unref();
 

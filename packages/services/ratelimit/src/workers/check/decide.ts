@@ -91,7 +91,9 @@ export function matchRules(rules: readonly Rule[], request: CheckRequest): Match
 const FAIL_CLOSED_RETRY_MS = 1_000;
 
 export function unreachable(rule: Rule): Outcome {
-  return rule.failClosed ? { allowed: false, remaining: 0, retryAfterMs: FAIL_CLOSED_RETRY_MS, resetMs: 0 } : { allowed: true, remaining: -1, resetMs: 0 };
+  return rule.failClosed
+    ? { allowed: false, remaining: 0, retryAfterMs: FAIL_CLOSED_RETRY_MS, resetMs: 0 }
+    : { allowed: true, remaining: -1, resetMs: 0 };
 }
 
 /** The most restrictive outcome wins (spec rule 5). No rules: allowed, remaining unknown (-1). */
@@ -108,7 +110,12 @@ export function combine(outcomes: readonly Outcome[]): CheckAnswer {
     remaining = Math.min(remaining, o.remaining);
     resetMs = Math.max(resetMs, o.resetMs);
   }
-  const answer: CheckAnswer = { allowed, remaining: remaining === Infinity ? -1 : remaining, resetMs, rules: outcomes.length };
+  const answer: CheckAnswer = {
+    allowed,
+    remaining: remaining === Infinity ? -1 : remaining,
+    resetMs,
+    rules: outcomes.length,
+  };
   if (!allowed) answer.retryAfterMs = retryAfterMs;
   return answer;
 }

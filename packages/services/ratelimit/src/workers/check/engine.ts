@@ -9,10 +9,23 @@ import type { WireOp, WireResult } from '../store/protocol.js';
 import type { TakeOp } from '../store/counters.js';
 import { toResult } from '../store/results.js';
 import type { Rule } from '../../rules.js';
-import { combine, combineWire, counterKeyPrefix, dimensionValue, matchRules, nearLimit, unreachable, wireRemaining, type CheckAnswer, type CheckRequest, type Matched, type Outcome } from './decide.js';
+import {
+  combine,
+  combineWire,
+  counterKeyPrefix,
+  dimensionValue,
+  matchRules,
+  nearLimit,
+  unreachable,
+  wireRemaining,
+  type CheckAnswer,
+  type CheckRequest,
+  type Matched,
+  type Outcome,
+} from './decide.js';
 import type { StoreHealth } from './health.js';
 import { HotKeys, type HotCounter } from './hot-keys.js';
-import { LocalBuckets, share } from './local-buckets.js';
+import { type LocalBuckets, share } from './local-buckets.js';
 import type { CheckMetrics } from './metrics.js';
 import type { RuleIndex } from './rule-index.js';
 
@@ -26,7 +39,12 @@ export interface CounterStore {
   takeNow?(ops: WireOp[]): WireResult[];
   /** takeNow for the first `n` of `ops`, results written as numbers into `out` (CounterTable.takeInto). */
   takeInto?(ops: readonly TakeOp[], n: number, out: Float64Array): void;
-  debit(key: string, limits: { capacity: number; refillRate: number }, count: number, timeoutMs?: number): Promise<{ tokens: number }>;
+  debit(
+    key: string,
+    limits: { capacity: number; refillRate: number },
+    count: number,
+    timeoutMs?: number,
+  ): Promise<{ tokens: number }>;
   ping(timeoutMs?: number): Promise<{ now: number }>;
 }
 
@@ -79,7 +97,10 @@ function toOps(matched: Matched[]): CounterOp[] {
   const ops: CounterOp[] = new Array<CounterOp>(matched.length);
   for (let j = 0; j < matched.length; j++) {
     const { rule, key } = matched[j]!;
-    ops[j] = rule.regionMode === 'budget' ? { key, capacity: rule.capacity, refillRate: rule.refillRate, mode: 'budget' } : { key, capacity: rule.capacity, refillRate: rule.refillRate };
+    ops[j] =
+      rule.regionMode === 'budget'
+        ? { key, capacity: rule.capacity, refillRate: rule.refillRate, mode: 'budget' }
+        : { key, capacity: rule.capacity, refillRate: rule.refillRate };
   }
   return ops;
 }
@@ -119,7 +140,8 @@ export class CheckEngine {
     const started = performance.now();
     this.decided++;
     const index = this.options.rules();
-    if (!index.hasTenant(request.serviceId)) throw new UnknownServiceError(`service_id ${request.serviceId} is not registered`);
+    if (!index.hasTenant(request.serviceId))
+      throw new UnknownServiceError(`service_id ${request.serviceId} is not registered`);
     const rules = index.rulesFor(request.serviceId, request.endpoint);
     const local = this.localOnly(rules);
     if (local !== null) return this.checkLocal(local, rules, request, started);
@@ -166,7 +188,8 @@ export class CheckEngine {
         } else if (group.link.inFlight >= this.options.maxQueue) {
           // The queue to this store is full: a clear local decision now, counted, rather than one more wait.
           overloaded = true;
-          for (let j = 0; j < group.matched.length; j++) outcomes[group.slots[j]!] = this.fallbackTake(group.link, group.matched[j]!, now);
+          for (let j = 0; j < group.matched.length; j++)
+            outcomes[group.slots[j]!] = this.fallbackTake(group.link, group.matched[j]!, now);
         } else {
           (waits ??= []).push(this.ask(group, outcomes));
         }
@@ -284,7 +307,8 @@ export class CheckEngine {
     const metrics = this.options.metrics;
     (answer.allowed ? metrics.allowed : metrics.denied).inc();
     for (let i = 0; i < matched.length; i++) {
-      if (nearLimit(matched[i]!.rule, outcomes[i]!.remaining)) metrics.nearLimit.inc(1, { rule_id: matched[i]!.rule.ruleId });
+      if (nearLimit(matched[i]!.rule, outcomes[i]!.remaining))
+        metrics.nearLimit.inc(1, { rule_id: matched[i]!.rule.ruleId });
     }
     metrics.latency.observe((performance.now() - started) / 1000);
   }
@@ -308,7 +332,9 @@ export class CheckEngine {
   private flush(counter: HotCounter): void {
     if (counter.unsynced === 0) return;
     const link = this.options.storeFor(counter.rule);
-    void link.store.debit(counter.key, counter.rule, counter.unsynced, this.options.storeTimeoutMs).catch(() => undefined);
+    void link.store
+      .debit(counter.key, counter.rule, counter.unsynced, this.options.storeTimeoutMs)
+      .catch(() => undefined);
     counter.unsynced = 0;
   }
 
@@ -321,7 +347,8 @@ export class CheckEngine {
   /** The rule set changed: counters of changed or deleted rules stop being hot. */
   rulesChanged(index: RuleIndex): void {
     const live = new Map(index.rules.map((r) => [r.ruleId, JSON.stringify(r)]));
-    for (const counter of this.hot.retain((rule) => live.get(rule.ruleId) === JSON.stringify(rule))) this.flush(counter);
+    for (const counter of this.hot.retain((rule) => live.get(rule.ruleId) === JSON.stringify(rule)))
+      this.flush(counter);
   }
 
   /** One round of health checks (every second): ping each store within the budget; three in a row flip the mode. */

@@ -74,7 +74,16 @@ export class HotKeys {
     const existing = this.hot.get(key);
     if (existing !== undefined) return existing;
     const limits = { capacity: rule.capacity / instances, refillRate: rule.refillRate / instances };
-    const counter: HotCounter = { key, rule, limits, instances, bucket: { tokens: storeTokens / instances, lastRefill: now }, unsynced: 0, lastSync: now, syncing: false };
+    const counter: HotCounter = {
+      key,
+      rule,
+      limits,
+      instances,
+      bucket: { tokens: storeTokens / instances, lastRefill: now },
+      unsynced: 0,
+      lastSync: now,
+      syncing: false,
+    };
     this.hot.set(key, counter);
     return counter;
   }
@@ -130,7 +139,12 @@ export class HotKeys {
     for (const [key, counter] of this.hot) {
       if (counter.syncing) continue;
       const rate = this.rates.get(key);
-      const lastFull = rate === undefined || now - rate.windowStart >= 2 * WINDOW_MS ? 0 : now - rate.windowStart >= WINDOW_MS ? rate.count : rate.previous;
+      const lastFull =
+        rate === undefined || now - rate.windowStart >= 2 * WINDOW_MS
+          ? 0
+          : now - rate.windowStart >= WINDOW_MS
+            ? rate.count
+            : rate.previous;
       if (lastFull < counter.rule.hotKey!.qpsThreshold / 2) {
         this.hot.delete(key);
         cooled.push(counter);
@@ -139,7 +153,8 @@ export class HotKeys {
     // The rates map holds every busy-or-not counter of hot_key rules: walk it once a second, not every tick.
     if (now - this.lastSweep >= WINDOW_MS) {
       this.lastSweep = now;
-      for (const [key, rate] of this.rates) if (now - rate.windowStart >= 2 * WINDOW_MS && !this.hot.has(key)) this.rates.delete(key);
+      for (const [key, rate] of this.rates)
+        if (now - rate.windowStart >= 2 * WINDOW_MS && !this.hot.has(key)) this.rates.delete(key);
     }
     return cooled;
   }

@@ -28,7 +28,8 @@ export type Decide = (principal: Principal, request: CheckRequest) => Promise<Ch
 
 export function toHttpError(error: unknown): HttpError | null {
   if (error instanceof HttpError) return error;
-  if (error instanceof UnknownServiceError) return new HttpError(404, 'unknown_service', error.message, { field: 'service_id' });
+  if (error instanceof UnknownServiceError)
+    return new HttpError(404, 'unknown_service', error.message, { field: 'service_id' });
   return null;
 }
 
@@ -83,7 +84,11 @@ export function forwardTo(members: ClusterClient): (ctx: RequestContext) => Prom
       return out === null ? new Reply(204, undefined) : out;
     } catch (error) {
       if (error instanceof ServiceError) {
-        const { code: _code, message: _message, ...details } = ((error.body as { error?: Record<string, unknown> } | null)?.error ?? {}) as Record<string, unknown>;
+        const {
+          code: _code,
+          message: _message,
+          ...details
+        } = ((error.body as { error?: Record<string, unknown> } | null)?.error ?? {}) as Record<string, unknown>;
         throw new HttpError(error.status, error.code, error.message, details);
       }
       throw unavailable('the rule store did not answer', 1);

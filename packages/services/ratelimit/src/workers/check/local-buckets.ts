@@ -2,7 +2,14 @@
  * Token buckets kept in this process (the degraded-mode fallback limiter), with the shared bucket arithmetic and
  * the spec's idle expiry. Pure: time is passed in.
  */
-import { fullCounter, idleExpiryMs, take, type BucketLimits, type BucketCounter as Counter, type TakeResult } from '@raftkit/http';
+import {
+  fullCounter,
+  idleExpiryMs,
+  take,
+  type BucketLimits,
+  type BucketCounter as Counter,
+  type TakeResult,
+} from '@raftkit/http';
 
 interface Entry {
   counter: Counter;

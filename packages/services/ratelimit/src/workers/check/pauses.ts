@@ -27,9 +27,15 @@ export interface PauseWatch {
 }
 
 export function watchPauses(registry: MetricsRegistry, served: () => number): PauseWatch {
-  const loopSamples = registry.counter('ratelimit_loop_delay_samples_total', `Event-loop delay samples (one per ${SAMPLE_MS} ms of loop time)`);
+  const loopSamples = registry.counter(
+    'ratelimit_loop_delay_samples_total',
+    `Event-loop delay samples (one per ${SAMPLE_MS} ms of loop time)`,
+  );
   const loopOver = THRESHOLDS_MS.map((ms) =>
-    registry.counter(`ratelimit_loop_delay_over_${ms}ms_samples_total`, `Event-loop delay samples later than ${ms} ms (the loop was held up that long)`),
+    registry.counter(
+      `ratelimit_loop_delay_over_${ms}ms_samples_total`,
+      `Event-loop delay samples later than ${ms} ms (the loop was held up that long)`,
+    ),
   );
 
   const delay = monitorEventLoopDelay({ resolution: SAMPLE_MS });

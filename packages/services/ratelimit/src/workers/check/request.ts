@@ -48,7 +48,8 @@ function plainIdentifier(value: unknown): boolean {
 }
 
 export function parseCheckTuple(input: unknown): CheckRequest {
-  if (!Array.isArray(input) || input.length !== 5) throw badRequest('invalid_body', 'a check is [service_id, endpoint, ip, user_id, api_key]');
+  if (!Array.isArray(input) || input.length !== 5)
+    throw badRequest('invalid_body', 'a check is [service_id, endpoint, ip, user_id, api_key]');
   const [serviceId, endpoint, ip, userId, apiKey] = input as unknown[];
   // Every binary check comes through here: the ordinary case is accepted without building the JSON-shaped body.
   // Whatever this does not accept at a glance takes the general path, which accepts or names the bad field.
@@ -85,7 +86,8 @@ export function answerTuple(answer: CheckAnswer): AnswerTuple {
 
 export function answerFromTuple(tuple: AnswerTuple): Omit<CheckAnswer, 'rules'> {
   const [allowed, remaining, retryAfterMs, resetMs, overloaded] = tuple;
-  const answer: Omit<CheckAnswer, 'rules'> = allowed === 1 ? { allowed: true, remaining, resetMs } : { allowed: false, remaining, retryAfterMs, resetMs };
+  const answer: Omit<CheckAnswer, 'rules'> =
+    allowed === 1 ? { allowed: true, remaining, resetMs } : { allowed: false, remaining, retryAfterMs, resetMs };
   if (overloaded === 1) answer.overloaded = true;
   return answer;
 }

@@ -44,12 +44,15 @@ export class RuleSync {
   /** Poll until one answer arrives or `deadlineMs` passes; then keep polling every `everyMs`. */
   async start(everyMs = 1_000, deadlineMs = 15_000): Promise<void> {
     const deadline = Date.now() + deadlineMs;
-    while (Date.now() < deadline && !(await this.poll().catch(() => false))) await new Promise((r) => setTimeout(r, 200));
+    while (Date.now() < deadline && !(await this.poll().catch(() => false)))
+      await new Promise((r) => setTimeout(r, 200));
     this.timer = setInterval(() => {
       if (this.busy) return;
       this.busy = true;
       this.poll()
-        .catch((e: unknown) => this.logger.log('warn', 'rule poll failed', { error: String((e as Error)?.message ?? e) }))
+        .catch((e: unknown) =>
+          this.logger.log('warn', 'rule poll failed', { error: String((e as Error)?.message ?? e) }),
+        )
         .finally(() => {
           this.busy = false;
         });

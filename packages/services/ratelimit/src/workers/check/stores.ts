@@ -36,7 +36,10 @@ export class StoreLinks {
     const checks = options.workers.filter((w) => w.role === 'check');
     this.checks = Math.max(1, checks.length);
     if (shard !== null) {
-      if ((options.settings.regions ?? '1') !== '1') throw new TypeError('embedded stores (no store workers) serve one region only: add --workers store=S*R for regions');
+      if ((options.settings.regions ?? '1') !== '1')
+        throw new TypeError(
+          'embedded stores (no store workers) serve one region only: add --workers store=S*R for regions',
+        );
       this.region = 1;
       this.regional = checks;
       this.global = checks;
@@ -59,7 +62,13 @@ export class StoreLinks {
         store = new StoreClient({ address: peer.tcpAddress, token: options.tokens[0]!, timeoutMs });
       }
       this.clients.push(store);
-      this.links.set(peer.id, { id: peer.id, store, health: new StoreHealth(), fallback: new LocalBuckets(), inFlight: 0 });
+      this.links.set(peer.id, {
+        id: peer.id,
+        store,
+        health: new StoreHealth(),
+        fallback: new LocalBuckets(),
+        inFlight: 0,
+      });
     }
   }
 

@@ -3,7 +3,16 @@
  * protocol on its second listener, forwards the rule API to the rule store, keeps the rule cache current,
  * health-checks its stores every second and syncs hot counters. This file only wires the parts together.
  */
-import { clusterUrl, ClusterClient, MetricsRegistry, serveWorkerHttp, type Principal, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import {
+  clusterUrl,
+  ClusterClient,
+  MetricsRegistry,
+  serveWorkerHttp,
+  type Principal,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
 import { serveRpc } from '@raftkit/rpc';
 import { requireTenantAccess } from '../../tenants.js';
 import type { CheckAnswer, CheckRequest } from './decide.js';
@@ -24,7 +33,8 @@ const HOT_TICK_MS = 20;
 function storeQueue(settings: Record<string, string>): number {
   const raw = settings.store_queue ?? '1024';
   const n = Number(raw);
-  if (!/^\d+$/.test(raw) || n < 1 || n > 1_000_000) throw new TypeError(`store_queue must be an integer from 1 to 1000000, got ${JSON.stringify(raw)}`);
+  if (!/^\d+$/.test(raw) || n < 1 || n > 1_000_000)
+    throw new TypeError(`store_queue must be an integer from 1 to 1000000, got ${JSON.stringify(raw)}`);
   return n;
 }
 
@@ -32,7 +42,8 @@ function storeQueue(settings: Record<string, string>): number {
 function storeTimeout(settings: Record<string, string>): number {
   const raw = settings.store_timeout_ms ?? '50';
   const ms = Number(raw);
-  if (!/^\d+$/.test(raw) || ms < 1 || ms > 5_000) throw new TypeError(`store_timeout_ms must be an integer from 1 to 5000, got ${JSON.stringify(raw)}`);
+  if (!/^\d+$/.test(raw) || ms < 1 || ms > 5_000)
+    throw new TypeError(`store_timeout_ms must be an integer from 1 to 5000, got ${JSON.stringify(raw)}`);
   return ms;
 }
 
@@ -46,9 +57,15 @@ async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> 
   const maxQueue = storeQueue(options.settings);
   const metrics = new MetricsRegistry();
   // Embedded stores: this instance holds shard `index` of the counters (StoreLinks, STORE.md "Embedded stores").
-  const shard = embeddedStores(options) ? new StoreShard({ regions: 1, syncMs: regionSyncMs(options.settings), region: 1, metrics }) : null;
+  const shard = embeddedStores(options)
+    ? new StoreShard({ regions: 1, syncMs: regionSyncMs(options.settings), region: 1, metrics })
+    : null;
   const stores = new StoreLinks(options, timeoutMs, shard);
-  const members = new ClusterClient({ endpoints: options.members.map((m) => clusterUrl(m.httpAddress)), token: options.tokens[0]!, timeoutMs: 5_000 });
+  const members = new ClusterClient({
+    endpoints: options.members.map((m) => clusterUrl(m.httpAddress)),
+    token: options.tokens[0]!,
+    timeoutMs: 5_000,
+  });
   // The instance answers checks only once it holds the rule set.
   const rules = new RuleSync(members, options.logger);
   await rules.start();
@@ -75,17 +92,25 @@ async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> 
     storeTimeoutMs: timeoutMs,
     maxQueue,
     metrics: checkMetrics(metrics),
-    onModeChange: (link) => options.logger.log('warn', 'store mode changed', { store: link.id, mode: link.health.mode }),
+    onModeChange: (link) =>
+      options.logger.log('warn', 'store mode changed', { store: link.id, mode: link.health.mode }),
     onHotKeys: () => {
       hotTimer ??= setInterval(hotTick, HOT_TICK_MS);
     },
   });
   const http = await serveWorkerHttp(options, {
     metrics,
-    health: () => ({ region: stores.region, rules_revision: rules.current.revision, stores: Object.fromEntries(stores.all.map((l) => [l.id, l.health.mode])) }),
+    health: () => ({
+      region: stores.region,
+      rules_revision: rules.current.revision,
+      stores: Object.fromEntries(stores.all.map((l) => [l.id, l.health.mode])),
+    }),
   });
   rules.onChange = (index) => engine.rulesChanged(index);
-  const degraded = http.metrics.gauge('ratelimit_degraded', "1 while this instance serves a store's counters from local fallback buckets (degraded mode), by store");
+  const degraded = http.metrics.gauge(
+    'ratelimit_degraded',
+    "1 while this instance serves a store's counters from local fallback buckets (degraded mode), by store",
+  );
   for (const link of stores.all) degraded.set(() => (link.health.degraded ? 1 : 0), { store: link.id });
   http.metrics.gauge('ratelimit_rules_revision', 'Revision of the cached rule set').set(() => rules.current.revision);
   http.metrics.gauge('ratelimit_hot_keys', 'Counters served from local hot-key buckets').set(() => engine.hot.size);
@@ -134,7 +159,12 @@ async function startCheckWorker(options: WorkerOptions): Promise<RunningWorker> 
   }, HEALTH_EVERY_MS);
   const pauses = watchPauses(http.metrics, () => engine.decided);
   shard?.start();
-  options.logger.log('info', 'check instance started', { region: stores.region, embedded_store: shard !== null, stores: stores.all.map((l) => l.id), rules_revision: rules.current.revision });
+  options.logger.log('info', 'check instance started', {
+    region: stores.region,
+    embedded_store: shard !== null,
+    stores: stores.all.map((l) => l.id),
+    rules_revision: rules.current.revision,
+  });
 
   return {
     httpPort: http.port,

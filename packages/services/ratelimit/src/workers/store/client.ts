@@ -38,7 +38,12 @@ export class StoreClient {
   private readonly wire: RpcClient;
 
   constructor(options: { address: string; token: string; timeoutMs?: number }) {
-    this.wire = new RpcClient({ address: options.address, token: options.token, timeoutMs: options.timeoutMs ?? 50, reconnectDelayMs: 100 });
+    this.wire = new RpcClient({
+      address: options.address,
+      token: options.token,
+      timeoutMs: options.timeoutMs ?? 50,
+      reconnectDelayMs: 100,
+    });
   }
 
   /** Plain promise chaining rather than an async function: this runs once per check at the instance's full rate. */
@@ -49,14 +54,23 @@ export class StoreClient {
       wireOps[i] = [op.key, op.capacity, op.refillRate, op.cost ?? 1, op.mode === 'budget' ? 1 : 0];
     }
     return this.wire.call({ t: 'take', ops: wireOps }, { timeoutMs }).then((answer) => {
-      if (!Array.isArray(answer) || answer.length !== ops.length) throw new StoreUnavailableError('store answered a take with the wrong shape', 'malformed');
+      if (!Array.isArray(answer) || answer.length !== ops.length)
+        throw new StoreUnavailableError('store answered a take with the wrong shape', 'malformed');
       return (answer as WireResult[]).map(toResult);
     }, rethrowUnavailable);
   }
 
-  async debit(key: string, limits: { capacity: number; refillRate: number }, count: number, timeoutMs?: number): Promise<{ tokens: number }> {
+  async debit(
+    key: string,
+    limits: { capacity: number; refillRate: number },
+    count: number,
+    timeoutMs?: number,
+  ): Promise<{ tokens: number }> {
     try {
-      return (await this.wire.call({ t: 'debit', key, capacity: limits.capacity, refillRate: limits.refillRate, count }, { timeoutMs })) as { tokens: number };
+      return (await this.wire.call(
+        { t: 'debit', key, capacity: limits.capacity, refillRate: limits.refillRate, count },
+        { timeoutMs },
+      )) as { tokens: number };
     } catch (error) {
       throw unavailable(error);
     }
@@ -75,7 +89,6 @@ export class StoreClient {
   }
 }
 
-
 export interface StoreTopology {
   regions: number;
   /** The stores (shards) of a region (1-based), in shard order. */
@@ -90,7 +103,8 @@ export interface StoreTopology {
 function regionCount(settings: Record<string, string>): number {
   const raw = settings.regions ?? '1';
   const regions = Number(raw);
-  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(regions) || regions < 1 || regions > 64) throw new TypeError(`regions must be an integer from 1 to 64, got ${JSON.stringify(raw)}`);
+  if (!/^\d+$/.test(raw) || !Number.isSafeInteger(regions) || regions < 1 || regions > 64)
+    throw new TypeError(`regions must be an integer from 1 to 64, got ${JSON.stringify(raw)}`);
   return regions;
 }
 
@@ -102,7 +116,10 @@ function regionCount(settings: Record<string, string>): number {
 export function storeTopology(workers: PeerAddress[], settings: Record<string, string>): StoreTopology {
   const regions = regionCount(settings);
   const stores = workers.filter((w) => w.role === 'store');
-  if (stores.length === 0 || stores.length % regions !== 0) throw new TypeError(`${stores.length} store workers cannot be split evenly into ${regions} regions (use --workers store=S*R)`);
+  if (stores.length === 0 || stores.length % regions !== 0)
+    throw new TypeError(
+      `${stores.length} store workers cannot be split evenly into ${regions} regions (use --workers store=S*R)`,
+    );
   const byRegion = Array.from({ length: regions }, (_, r) => stores.filter((_, i) => i % regions === r));
   const storesOf = (region: number): PeerAddress[] => {
     const group = byRegion[region - 1];

@@ -239,7 +239,16 @@ export class CounterTable {
       const budget = hot[at + BUDGET] === 1;
       if (budget) this.rollWindow(slot, now);
       const key = this.prefixes[slot]! + this.values[slot]!;
-      entries.push([key, hot[at + TOKENS]!, hot[at + LAST_REFILL]!, hot[at + CAPACITY]!, hot[at + REFILL_RATE]!, hot[at + TAKEN]!, budget ? this.cold[slot * COLD + DEMAND_PREV]! : 0, budget ? 1 : 0]);
+      entries.push([
+        key,
+        hot[at + TOKENS]!,
+        hot[at + LAST_REFILL]!,
+        hot[at + CAPACITY]!,
+        hot[at + REFILL_RATE]!,
+        hot[at + TAKEN]!,
+        budget ? this.cold[slot * COLD + DEMAND_PREV]! : 0,
+        budget ? 1 : 0,
+      ]);
       hot[at + TAKEN] = 0;
     }
     this.changed.clear();
@@ -381,7 +390,14 @@ export class CounterTable {
   }
 
   /** The live counter's slot for prefix + value with the given limits, created full (or re-created full when it had expired). */
-  private touch(prefix: string, value: string, capacity: number, refillRate: number, budget: boolean, now: number): number {
+  private touch(
+    prefix: string,
+    value: string,
+    capacity: number,
+    refillRate: number,
+    budget: boolean,
+    now: number,
+  ): number {
     let group = this.groups.get(prefix);
     if (group === undefined) this.groups.set(prefix, (group = new Map()));
     let slot = group.get(value);

@@ -29,12 +29,14 @@ function bad(message: string): RpcError {
 }
 
 function positive(value: unknown, what: string): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) throw bad(`${what} must be a positive finite number`);
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0)
+    throw bad(`${what} must be a positive finite number`);
   return value;
 }
 
 function key(value: unknown): string {
-  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_KEY_LENGTH) throw bad(`key must be a string of 1 to ${MAX_KEY_LENGTH} characters`);
+  if (typeof value !== 'string' || value.length === 0 || value.length > MAX_KEY_LENGTH)
+    throw bad(`key must be a string of 1 to ${MAX_KEY_LENGTH} characters`);
   return value;
 }
 
@@ -49,9 +51,11 @@ export function parseStoreRequest(request: unknown): StoreRequest {
   const r = request as Record<string, unknown>;
   switch (r.t) {
     case 'take': {
-      if (!Array.isArray(r.ops) || r.ops.length === 0 || r.ops.length > MAX_OPS_PER_TAKE) throw bad(`ops must be an array of 1 to ${MAX_OPS_PER_TAKE} ops`);
+      if (!Array.isArray(r.ops) || r.ops.length === 0 || r.ops.length > MAX_OPS_PER_TAKE)
+        throw bad(`ops must be an array of 1 to ${MAX_OPS_PER_TAKE} ops`);
       for (const op of r.ops as unknown[]) {
-        if (!Array.isArray(op) || op.length !== 5) throw bad('each op must be [key, capacity, refillRate, cost, budget]');
+        if (!Array.isArray(op) || op.length !== 5)
+          throw bad('each op must be [key, capacity, refillRate, cost, budget]');
         key(op[0]);
         positive(op[1], 'capacity');
         positive(op[2], 'refillRate');
@@ -61,7 +65,13 @@ export function parseStoreRequest(request: unknown): StoreRequest {
       return { t: 'take', ops: r.ops as WireOp[] };
     }
     case 'debit':
-      return { t: 'debit', key: key(r.key), capacity: positive(r.capacity, 'capacity'), refillRate: positive(r.refillRate, 'refillRate'), count: positive(r.count, 'count') };
+      return {
+        t: 'debit',
+        key: key(r.key),
+        capacity: positive(r.capacity, 'capacity'),
+        refillRate: positive(r.refillRate, 'refillRate'),
+        count: positive(r.count, 'count'),
+      };
     case 'ping':
       return { t: 'ping' };
     case 'sync': {

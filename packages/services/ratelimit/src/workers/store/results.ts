@@ -30,5 +30,7 @@ export interface CounterResult {
 }
 
 export function toResult([allowed, tokens, retryAfterMs, resetMs]: WireResult): CounterResult {
-  return allowed === 1 ? { allowed: true, tokens, remaining: remainingOf(true, tokens), resetMs } : { allowed: false, tokens, remaining: 0, retryAfterMs, resetMs };
+  return allowed === 1
+    ? { allowed: true, tokens, remaining: remainingOf(true, tokens), resetMs }
+    : { allowed: false, tokens, remaining: 0, retryAfterMs, resetMs };
 }

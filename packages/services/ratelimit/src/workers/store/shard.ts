@@ -52,8 +52,14 @@ export class StoreShard {
     this.debits = m.counter('ratelimit_store_debits_total', 'Debit requests');
     this.pings = m.counter('ratelimit_store_pings_total', 'Ping requests');
     this.expired = m.counter('ratelimit_store_expired_total', 'Idle counters removed');
-    this.syncsReceived = m.counter('ratelimit_store_region_syncs_received_total', 'Region sync frames received, by source region');
-    this.syncEntries = m.counter('ratelimit_store_region_sync_entries_total', 'Counters carried by region syncs, by direction');
+    this.syncsReceived = m.counter(
+      'ratelimit_store_region_syncs_received_total',
+      'Region sync frames received, by source region',
+    );
+    this.syncEntries = m.counter(
+      'ratelimit_store_region_sync_entries_total',
+      'Counters carried by region syncs, by direction',
+    );
     m.gauge('ratelimit_store_counters', 'Live counters').set(() => this.table.size);
     m.gauge('ratelimit_store_region', 'The region this store belongs to').set(options.region);
   }
@@ -121,7 +127,8 @@ export class StoreShard {
         this.pings.inc();
         return { now };
       case 'sync':
-        if (request.region === this.region) throw new RpcError('bad_request', `sync from this store's own region ${this.region}`);
+        if (request.region === this.region)
+          throw new RpcError('bad_request', `sync from this store's own region ${this.region}`);
         this.syncsReceived.inc(1, { region: String(request.region) });
         this.syncEntries.inc(request.counters.length, { direction: 'received' });
         this.table.merge(request.region, request.counters, now);

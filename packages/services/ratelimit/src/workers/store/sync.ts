@@ -43,7 +43,17 @@ export class RegionSync {
   constructor(private readonly options: RegionSyncOptions) {
     this.links = options.peers.map((peer) => {
       if (peer.store.tcpAddress === undefined) throw new TypeError(`store ${peer.store.id} has no tcp address`);
-      return { peer, client: new RpcClient({ address: peer.store.tcpAddress, token: options.token, timeoutMs: options.syncMs, maxFrameBytes: 8 << 20 }), backlog: new Map(), busy: false };
+      return {
+        peer,
+        client: new RpcClient({
+          address: peer.store.tcpAddress,
+          token: options.token,
+          timeoutMs: options.syncMs,
+          maxFrameBytes: 8 << 20,
+        }),
+        backlog: new Map(),
+        busy: false,
+      };
     });
   }
 
@@ -63,7 +73,10 @@ export class RegionSync {
     for (const link of this.links) {
       for (const entry of delta) addToBacklog(link.backlog, entry);
       if (link.backlog.size > MAX_BACKLOG) {
-        this.options.logger.log('warn', 'region sync backlog dropped', { region: link.peer.region, entries: link.backlog.size });
+        this.options.logger.log('warn', 'region sync backlog dropped', {
+          region: link.peer.region,
+          entries: link.backlog.size,
+        });
         link.backlog.clear();
       }
       // One send at a time per peer: a slow peer accumulates a backlog instead of parallel, reordered deltas.

@@ -14,7 +14,8 @@ import { RegionSync } from './sync.js';
 export function regionSyncMs(settings: Record<string, string>): number {
   const raw = settings.region_sync_ms ?? '1000';
   const ms = Number(raw);
-  if (!/^\d+$/.test(raw) || ms < 1000 || ms > 5000) throw new TypeError(`region_sync_ms must be an integer from 1000 to 5000, got ${JSON.stringify(raw)}`);
+  if (!/^\d+$/.test(raw) || ms < 1000 || ms > 5000)
+    throw new TypeError(`region_sync_ms must be an integer from 1000 to 5000, got ${JSON.stringify(raw)}`);
   return ms;
 }
 
@@ -26,9 +27,18 @@ async function startStore(options: WorkerOptions): Promise<RunningWorker> {
   const metrics = new MetricsRegistry();
   const shard = new StoreShard({ regions: topology.regions, syncMs, region, metrics });
   const table = shard.table;
-  const http = await serveWorkerHttp(options, { metrics, health: () => ({ region, shard: shardIndex, counters: table.size }) });
-  const syncsSent = http.metrics.counter('ratelimit_store_region_syncs_sent_total', 'Region syncs delivered, by peer region');
-  const syncsFailed = http.metrics.counter('ratelimit_store_region_syncs_failed_total', 'Region syncs not delivered (kept for the next), by peer region');
+  const http = await serveWorkerHttp(options, {
+    metrics,
+    health: () => ({ region, shard: shardIndex, counters: table.size }),
+  });
+  const syncsSent = http.metrics.counter(
+    'ratelimit_store_region_syncs_sent_total',
+    'Region syncs delivered, by peer region',
+  );
+  const syncsFailed = http.metrics.counter(
+    'ratelimit_store_region_syncs_failed_total',
+    'Region syncs not delivered (kept for the next), by peer region',
+  );
 
   const wire = await serveRpc({
     address: options.tcpAddress,
@@ -45,7 +55,8 @@ async function startStore(options: WorkerOptions): Promise<RunningWorker> {
   let sync: RegionSync | null = null;
   if (topology.regions > 1) {
     const peers = [];
-    for (let r = 1; r <= topology.regions; r++) if (r !== region) peers.push({ region: r, store: topology.storesOf(r)[shardIndex]! });
+    for (let r = 1; r <= topology.regions; r++)
+      if (r !== region) peers.push({ region: r, store: topology.storesOf(r)[shardIndex]! });
     sync = new RegionSync({
       table,
       region,
@@ -61,7 +72,13 @@ async function startStore(options: WorkerOptions): Promise<RunningWorker> {
     });
     sync.start();
   }
-  options.logger.log('info', 'counter store ready', { region, shard: shardIndex, regions: topology.regions, syncMs, tcp: `${options.tcpAddress.slice(0, options.tcpAddress.lastIndexOf(':'))}:${wire.port}` });
+  options.logger.log('info', 'counter store ready', {
+    region,
+    shard: shardIndex,
+    regions: topology.regions,
+    syncMs,
+    tcp: `${options.tcpAddress.slice(0, options.tcpAddress.lastIndexOf(':'))}:${wire.port}`,
+  });
 
   return {
     httpPort: http.port,

@@ -16,7 +16,10 @@ interface StoreProcessConfig {
 }
 
 const config = JSON.parse(process.argv[2] ?? '{}') as StoreProcessConfig;
-const logger = jsonLogger(() => ({ worker: config.id }), (line) => process.stderr.write(line));
+const logger = jsonLogger(
+  () => ({ worker: config.id }),
+  (line) => process.stderr.write(line),
+);
 const running = await storeRole.start({ ...config, role: 'store', dataDir: '', members: [], logger });
 process.stdout.write('ready\n');
 process.once('SIGTERM', () => void running.stop().then(() => process.exit(0)));

@@ -18,15 +18,22 @@ export interface StoreGroup {
   stop(): Promise<void>;
 }
 
-
 function exited(child: ChildProcess): Promise<void> {
-  return child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((resolve) => child.once('exit', () => resolve()));
+  return child.exitCode !== null || child.signalCode !== null
+    ? Promise.resolve()
+    : new Promise((resolve) => child.once('exit', () => resolve()));
 }
 
 export async function startStores(count: number, settings: Record<string, string> = {}): Promise<StoreGroup> {
   const token = randomBytes(24).toString('base64url');
   const stores: PeerAddress[] = [];
-  for (let i = 1; i <= count; i++) stores.push({ id: `store${i}`, role: 'store', httpAddress: `127.0.0.1:${await freePort()}`, tcpAddress: `127.0.0.1:${await freePort()}` });
+  for (let i = 1; i <= count; i++)
+    stores.push({
+      id: `store${i}`,
+      role: 'store',
+      httpAddress: `127.0.0.1:${await freePort()}`,
+      tcpAddress: `127.0.0.1:${await freePort()}`,
+    });
   const children: ChildProcess[] = [];
   const stop = async (): Promise<void> => {
     for (const child of children) child.kill('SIGKILL');
@@ -34,7 +41,15 @@ export async function startStores(count: number, settings: Record<string, string
   };
   try {
     for (const [i, store] of stores.entries()) {
-      const config = { id: store.id, index: i + 1, httpAddress: store.httpAddress, tcpAddress: store.tcpAddress, workers: stores, tokens: [token], settings };
+      const config = {
+        id: store.id,
+        index: i + 1,
+        httpAddress: store.httpAddress,
+        tcpAddress: store.tcpAddress,
+        workers: stores,
+        tokens: [token],
+        settings,
+      };
       const child = spawn(process.execPath, [entry, JSON.stringify(config)], { stdio: ['ignore', 'pipe', 'pipe'] });
       children.push(child);
       let stderr = '';

@@ -41,7 +41,8 @@ export class CodeAllocator {
       if (c !== null && c.next < c.end) {
         const id = c.next++;
         this.issued++;
-        if (this.ready === null && (c.next - c.start) >= (c.end - c.start) * this.prefetchAt) void this.fetch().catch(() => undefined);
+        if (this.ready === null && c.next - c.start >= (c.end - c.start) * this.prefetchAt)
+          void this.fetch().catch(() => undefined);
         return id;
       }
       if (this.ready !== null) {
@@ -69,6 +70,10 @@ export class CodeAllocator {
 
   /** What this server was given, for allocator checks: its batches (latest last) and how many ids it issued. */
   status(): { batches: Batch[]; current: (Batch & { next: number }) | null; issued: number } {
-    return { batches: [...this.leased], current: this.current === null ? null : { ...this.current }, issued: this.issued };
+    return {
+      batches: [...this.leased],
+      current: this.current === null ? null : { ...this.current },
+      issued: this.issued,
+    };
   }
 }

@@ -74,20 +74,36 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     if (answer.status !== 201) throw storeError(answer.status, answer.body);
     return answer.body as Batch;
   });
-  const edge = new EdgeCache({ ttlMs: settings.edgeTtlMs, negativeTtlMs: settings.negativeTtlMs, max: settings.edgeEntries });
+  const edge = new EdgeCache({
+    ttlMs: settings.edgeTtlMs,
+    negativeTtlMs: settings.negativeTtlMs,
+    max: settings.edgeEntries,
+  });
   const limits = new CreateLimits(settings.perKey, settings.perIp);
   const inFlight = new Map<string, Promise<Lookup>>();
 
   const metrics = new MetricsRegistry();
   const clicks = clickSide.emitter(options, metrics);
   // Registered before shortlink_redirects_total, so a scrape flushes the pending counts before rendering them.
-  metrics.gauge('shortlink_redirect_counts_pending', 'Redirects not yet added to shortlink_redirects_total (flushed at every scrape)').set(() => {
-    flushCounts();
-    return 0;
-  });
-  const redirects = metrics.counter('shortlink_redirects_total', 'Redirect requests by outcome and the cache that answered');
+  metrics
+    .gauge(
+      'shortlink_redirect_counts_pending',
+      'Redirects not yet added to shortlink_redirects_total (flushed at every scrape)',
+    )
+    .set(() => {
+      flushCounts();
+      return 0;
+    });
+  const redirects = metrics.counter(
+    'shortlink_redirects_total',
+    'Redirect requests by outcome and the cache that answered',
+  );
   const creates = metrics.counter('shortlink_creates_total', 'Create requests by outcome');
-  const batchSizes = metrics.histogram('shortlink_create_batch_size', 'Links per create batch sent to the link store', [1, 2, 4, 8, 16, 32, 64, 128, 256]);
+  const batchSizes = metrics.histogram(
+    'shortlink_create_batch_size',
+    'Links per create batch sent to the link store',
+    [1, 2, 4, 8, 16, 32, 64, 128, 256],
+  );
   const batcher = new CreateBatcher<BatchItemResult>(
     async (links) => {
       const answer = await store.call('POST', '/internal/link-batches', { links });
@@ -131,10 +147,22 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     pending.store = 0;
   };
 
-  const answerRedirect = (code: string, found: Lookup, cache: 'edge' | 'store', req: IncomingMessage, res: ServerResponse, now: number): void => {
+  const answerRedirect = (
+    code: string,
+    found: Lookup,
+    cache: 'edge' | 'store',
+    req: IncomingMessage,
+    res: ServerResponse,
+    now: number,
+  ): void => {
     if (found === MISSING || (found as LinkRecord).expires_at <= now) {
       redirects.inc(1, { outcome: 'not_found', cache });
-      sendJson(res, 404, { error: { code: 'not_found', message: `no link ${code} (never created, expired or deleted)` } }, { 'cache-control': 'no-store' });
+      sendJson(
+        res,
+        404,
+        { error: { code: 'not_found', message: `no link ${code} (never created, expired or deleted)` } },
+        { 'cache-control': 'no-store' },
+      );
       return;
     }
     const location = (found as LinkRecord).long_url;
@@ -142,7 +170,12 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     if (cache !== 'edge' && !isHeaderSafeUrl(location)) {
       redirects.inc(1, { outcome: 'corrupt', cache });
       options.logger.log('error', 'a stored link cannot be sent as a Location header', { code });
-      sendJson(res, 502, { error: { code: 'corrupt_link', message: `the link ${code} holds a URL that cannot be redirected to` } }, { 'cache-control': 'no-store' });
+      sendJson(
+        res,
+        502,
+        { error: { code: 'corrupt_link', message: `the link ${code} holds a URL that cannot be redirected to` } },
+        { 'cache-control': 'no-store' },
+      );
       return;
     }
     res.writeHead(302, { location, 'cache-control': 'private, max-age=0', 'content-length': '0' });
@@ -206,10 +239,12 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
   const ownedLink = async (ctx: RequestContext): Promise<LinkRecord> => {
     const code = shortCodeParam(ctx.params.code);
     const found = await lookup(code, 'linearizable');
-    if (found === MISSING) throw notFound(`no link ${code} (never created, expired or deleted)`, { field: 'short_code' });
+    if (found === MISSING)
+      throw notFound(`no link ${code} (never created, expired or deleted)`, { field: 'short_code' });
     const link = found as LinkRecord;
     const who = requirePrincipal(ctx);
-    if (who.kind !== 'cluster' && who.name !== link.created_by) throw new HttpError(403, 'forbidden', 'only the creator of a link may see it');
+    if (who.kind !== 'cluster' && who.name !== link.created_by)
+      throw new HttpError(403, 'forbidden', 'only the creator of a link may see it');
     return link;
   };
 
@@ -221,18 +256,35 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
       if (!decision.allowed) {
         creates.inc(1, { outcome: 'rate_limited' });
         const seconds = Math.max(1, Math.ceil(decision.retryAfterMs / 1000));
-        throw new HttpError(429, 'rate_limited', `too many creates for this ${decision.dimension === 'ip' ? 'address' : 'API key'}`, { retry_after_ms: decision.retryAfterMs, dimension: decision.dimension }, { 'retry-after': String(seconds) });
+        throw new HttpError(
+          429,
+          'rate_limited',
+          `too many creates for this ${decision.dimension === 'ip' ? 'address' : 'API key'}`,
+          { retry_after_ms: decision.retryAfterMs, dimension: decision.dimension },
+          { 'retry-after': String(seconds) },
+        );
       }
       const request = parseCreate(await ctx.json(), now);
       const code = request.alias ?? (await allocator.nextCode());
-      const command = { code, long_url: request.long_url, created_at: now, expires_at: request.expires_at, created_by: userOf(who), alias: request.alias !== null };
+      const command = {
+        code,
+        long_url: request.long_url,
+        created_at: now,
+        expires_at: request.expires_at,
+        created_by: userOf(who),
+        alias: request.alias !== null,
+      };
       const outcome = await batcher.create(command);
       if (outcome.status === 'taken' && request.alias !== null) {
         creates.inc(1, { outcome: 'alias_taken' });
         throw new HttpError(409, 'alias_taken', `the alias ${code} is already taken`, { field: 'custom_alias' });
       }
       if (outcome.status !== 'created' && outcome.status !== 'retried') {
-        throw new HttpError(502, 'store_error', `the link store refused the link: ${outcome.status === 'invalid' ? JSON.stringify(outcome.error) : outcome.status}`);
+        throw new HttpError(
+          502,
+          'store_error',
+          `the link store refused the link: ${outcome.status === 'invalid' ? JSON.stringify(outcome.error) : outcome.status}`,
+        );
       }
       const link = outcome.link;
       // As in `redirect`: only header-safe links enter the edge cache (parseCreate made it so; the store sent it back).
@@ -240,7 +292,9 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
       creates.inc(1, { outcome: 'created' });
       return new Reply(201, publicLink(settings, link, false), { 'x-ratelimit-remaining': String(decision.remaining) });
     })
-    .get('/api/urls/:code', { admits: 'authenticated' }, async (ctx) => publicLink(settings, await ownedLink(ctx), true))
+    .get('/api/urls/:code', { admits: 'authenticated' }, async (ctx) =>
+      publicLink(settings, await ownedLink(ctx), true),
+    )
     .get('/api/urls/:code/stats', { admits: 'authenticated' }, async (ctx) => {
       const link = await ownedLink(ctx);
       try {
@@ -253,7 +307,9 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
     .delete('/api/urls/:code', { admits: 'authenticated' }, async (ctx) => {
       const code = shortCodeParam(ctx.params.code);
       const who = requirePrincipal(ctx);
-      const answer = await store.call('DELETE', `/internal/links/${code}`, { by: who.kind === 'cluster' ? null : who.name });
+      const answer = await store.call('DELETE', `/internal/links/${code}`, {
+        by: who.kind === 'cluster' ? null : who.name,
+      });
       if (answer.status === 200) edge.deleted(code);
       if (answer.status === 404) throw notFound(`no link ${code}`, { field: 'short_code' });
       if (answer.status === 403) throw new HttpError(403, 'forbidden', 'only the creator of a link may delete it');
@@ -261,9 +317,11 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
       return { short_code: code, deleted: true };
     })
     .post('/api/keys', { admits: 'cluster' }, async (ctx) => {
-      if (requirePrincipal(ctx).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'only the cluster token can issue API keys');
+      if (requirePrincipal(ctx).kind !== 'cluster')
+        throw new HttpError(403, 'forbidden', 'only the cluster token can issue API keys');
       const user = requireString(requireObject(await ctx.json()), 'user', { pattern: USER });
-      if (user === CLUSTER_USER) throw new HttpError(400, 'invalid_field', `"${CLUSTER_USER}" is the cluster's own name`, { field: 'user' });
+      if (user === CLUSTER_USER)
+        throw new HttpError(400, 'invalid_field', `"${CLUSTER_USER}" is the cluster's own name`, { field: 'user' });
       return new Reply(201, { user, api_key: deriveClientToken(clusterToken, user) });
     })
     .get('/internal/leases', { admits: 'cluster' }, (ctx) => {

@@ -66,7 +66,11 @@ export class CreateBatcher<R> {
     let count = 0;
     let bytes = 0;
     // At least one link per batch, however long; then as many as fit both bounds.
-    while (count < this.queue.length && count < this.limits.maxLinks && (count === 0 || bytes + this.queue[count]!.bytes <= this.limits.maxBytes)) {
+    while (
+      count < this.queue.length &&
+      count < this.limits.maxLinks &&
+      (count === 0 || bytes + this.queue[count]!.bytes <= this.limits.maxBytes)
+    ) {
       bytes += this.queue[count]!.bytes;
       count++;
     }
@@ -74,7 +78,8 @@ export class CreateBatcher<R> {
     this.onBatch(batch.length);
     this.send(batch.map((w) => w.spec))
       .then((results) => {
-        if (results.length !== batch.length) throw new Error(`the store answered ${results.length} results for ${batch.length} links`);
+        if (results.length !== batch.length)
+          throw new Error(`the store answered ${results.length} results for ${batch.length} links`);
         batch.forEach((w, i) => w.resolve(results[i]!));
       })
       .catch((error: unknown) => {

@@ -54,7 +54,10 @@ export class EdgeCache {
   }
 
   set(code: string, found: Lookup, now: number): void {
-    const ttl = found === MISSING ? this.options.negativeTtlMs : Math.min(this.options.ttlMs, (found as LinkRecord).expires_at - now - EXPIRY_MARGIN_MS);
+    const ttl =
+      found === MISSING
+        ? this.options.negativeTtlMs
+        : Math.min(this.options.ttlMs, (found as LinkRecord).expires_at - now - EXPIRY_MARGIN_MS);
     if (ttl >= 1) this.put(code, { found, until: this.clock() + ttl });
     else this.remove(code);
   }
@@ -64,7 +67,10 @@ export class EdgeCache {
    * applied the delete yet cannot bring the link back here. Deletes are final, so this is never wrong.
    */
   deleted(code: string): void {
-    this.put(code, { found: MISSING, until: this.clock() + Math.max(1, this.options.ttlMs, this.options.negativeTtlMs) });
+    this.put(code, {
+      found: MISSING,
+      until: this.clock() + Math.max(1, this.options.ttlMs, this.options.negativeTtlMs),
+    });
   }
 
   /** Entries held (some may be past their lifetime until looked up or rotated out). */

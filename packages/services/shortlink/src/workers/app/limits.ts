@@ -6,12 +6,17 @@
 import { LRUCache } from 'lru-cache';
 import { fullCounter, idleExpiryMs, take, type BucketLimits, type BucketCounter as Counter } from '@raftkit/http';
 
-export type LimitDecision = { allowed: true; remaining: number } | { allowed: false; retryAfterMs: number; dimension: 'api_key' | 'ip' };
+export type LimitDecision =
+  | { allowed: true; remaining: number }
+  | { allowed: false; retryAfterMs: number; dimension: 'api_key' | 'ip' };
 
 class Buckets {
   private readonly counters: LRUCache<string, Counter>;
 
-  constructor(readonly limits: BucketLimits, maxKeys: number) {
+  constructor(
+    readonly limits: BucketLimits,
+    maxKeys: number,
+  ) {
     // An idle counter is full again after idleExpiryMs, so forgetting it then loses nothing.
     this.counters = new LRUCache<string, Counter>({ max: maxKeys, ttl: idleExpiryMs(limits) });
   }

@@ -33,18 +33,27 @@ export const DEFAULTS = {
 const BATCH_CAP = 1000;
 
 /** Settings the app server reads: its own, and those its click emitter and GeoIP read (src/workers/clicks, CLICKS.md). */
-const KNOWN = new Set(['public_url', ...Object.keys(DEFAULTS), 'click_buffer', 'click_batch', 'trusted_country_header', 'trusted_ip_header']);
+const KNOWN = new Set([
+  'public_url',
+  ...Object.keys(DEFAULTS),
+  'click_buffer',
+  'click_batch',
+  'trusted_country_header',
+  'trusted_ip_header',
+]);
 
 export function appSettings(settings: Record<string, string>, httpAddress: string): AppSettings {
   const number = (key: keyof typeof DEFAULTS, min: number): number => {
     const text = settings[key];
     if (text === undefined) return DEFAULTS[key];
     const v = Number(text);
-    if (text.trim() === '' || !Number.isFinite(v) || v < min) throw new RangeError(`setting ${key} must be a number >= ${min}, got ${JSON.stringify(text)}`);
+    if (text.trim() === '' || !Number.isFinite(v) || v < min)
+      throw new RangeError(`setting ${key} must be a number >= ${min}, got ${JSON.stringify(text)}`);
     return v;
   };
   const publicUrl = (settings.public_url ?? `http://${httpAddress}`).replace(/\/+$/, '');
-  if (!/^https?:\/\/[^/\s]+(\/\S*)?$/.test(publicUrl)) throw new RangeError(`setting public_url must be an http(s) URL, got ${JSON.stringify(publicUrl)}`);
+  if (!/^https?:\/\/[^/\s]+(\/\S*)?$/.test(publicUrl))
+    throw new RangeError(`setting public_url must be an http(s) URL, got ${JSON.stringify(publicUrl)}`);
   return {
     publicUrl,
     edgeTtlMs: number('edge_cache_ttl_ms', 0),
@@ -57,7 +66,8 @@ export function appSettings(settings: Record<string, string>, httpAddress: strin
 }
 
 function batchMax(v: number): number {
-  if (!Number.isInteger(v) || v > BATCH_CAP) throw new RangeError(`setting create_batch_max must be an integer from 1 to ${BATCH_CAP}, got ${v}`);
+  if (!Number.isInteger(v) || v > BATCH_CAP)
+    throw new RangeError(`setting create_batch_max must be an integer from 1 to ${BATCH_CAP}, got ${v}`);
   return v;
 }
 

@@ -3,7 +3,14 @@
  * member spread by app index for reads, the leader for writes, failover on 503 or a dead member), with its
  * "cluster unreachable" turned into this service's 503 answer.
  */
-import { clusterUrl, ClusterClient, ServiceError, unavailable, type ClusterAnswer, type PeerAddress } from '@raftkit/http';
+import {
+  clusterUrl,
+  ClusterClient,
+  ServiceError,
+  unavailable,
+  type ClusterAnswer,
+  type PeerAddress,
+} from '@raftkit/http';
 
 export type StoreAnswer = ClusterAnswer;
 
@@ -26,7 +33,8 @@ export class LinkStoreClient {
     try {
       return await this.client.request(method, path, body, { timeoutMs });
     } catch (error) {
-      if (error instanceof ServiceError && error.status === 503) throw unavailable(`the link store is unreachable: ${error.message}`, 1);
+      if (error instanceof ServiceError && error.status === 503)
+        throw unavailable(`the link store is unreachable: ${error.message}`, 1);
       throw error;
     }
   }

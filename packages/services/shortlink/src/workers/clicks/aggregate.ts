@@ -67,7 +67,11 @@ export const statPrefix = (code: string): string => `s!${code}!`;
  * are mostly the same string objects click after click. Building four counter keys per click and counting them in
  * one Map was a third of the consumer's CPU; the keys are now built once per counter when the store writes.
  */
-export function aggregate(clicks: Array<StreamedClick | null>, lastSeq: (producer: string) => number | undefined, into = new Map<string, LinkDelta>()): BatchAggregate {
+export function aggregate(
+  clicks: Array<StreamedClick | null>,
+  lastSeq: (producer: string) => number | undefined,
+  into = new Map<string, LinkDelta>(),
+): BatchAggregate {
   const out: BatchAggregate = { links: into, seqs: new Map(), accepted: 0, duplicates: 0, invalid: 0 };
   for (const click of clicks) {
     if (click === null || !CODE.test(click.short_code)) {

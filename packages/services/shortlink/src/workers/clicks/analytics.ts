@@ -6,7 +6,17 @@
  * Settings: analytics_batch, analytics_wait_ms, analytics_max_referers, analytics_cache_keys, analytics_flush_ms.
  */
 import { join } from 'node:path';
-import { badRequest, HttpError, serveWorkerHttp, unavailable, type Logger, type RequestContext, type MetricsRegistry, type RunningWorker, type WorkerOptions } from '@raftkit/http';
+import {
+  badRequest,
+  HttpError,
+  serveWorkerHttp,
+  unavailable,
+  type Logger,
+  type RequestContext,
+  type MetricsRegistry,
+  type RunningWorker,
+  type WorkerOptions,
+} from '@raftkit/http';
 import { StreamClient, type FetchResult } from '@raftkit/stream';
 import { CODE } from './aggregate.js';
 import { ownedPartitions, partitionOf, workersOf } from './partition.js';
@@ -30,7 +40,10 @@ function consumerMetrics(m: MetricsRegistry): ConsumerMetrics {
     counted: m.counter('analytics_clicks_counted_total', 'Clicks added to the aggregates'),
     duplicates: m.counter('analytics_duplicates_total', 'Clicks skipped as already counted (at-least-once redelivery)'),
     invalid: m.counter('analytics_invalid_records_total', 'Clicks or records that are not well formed (skipped)'),
-    skipped: m.counter('analytics_records_lost_to_retention_total', 'Records deleted by stream retention before they were consumed'),
+    skipped: m.counter(
+      'analytics_records_lost_to_retention_total',
+      'Records deleted by stream retention before they were consumed',
+    ),
   };
 }
 
@@ -52,7 +65,12 @@ class ClickConsumer {
     private readonly client: StreamClient,
     private readonly options: { batch: number; waitMs: number; logger: Logger; metrics: ConsumerMetrics },
   ) {
-    ({ counted: this.counted, duplicates: this.duplicates, invalid: this.invalid, skipped: this.skipped } = options.metrics);
+    ({
+      counted: this.counted,
+      duplicates: this.duplicates,
+      invalid: this.invalid,
+      skipped: this.skipped,
+    } = options.metrics);
   }
 
   get lag(): number | null {
@@ -114,12 +132,15 @@ class ClickConsumer {
       } catch (e) {
         prefetched = undefined;
         if (this.store.failed) {
-          this.options.logger.log('error', 'aggregates write failed; resuming from what is on disk', { error: (e as Error).message });
+          this.options.logger.log('error', 'aggregates write failed; resuming from what is on disk', {
+            error: (e as Error).message,
+          });
           await this.store.recover().catch(() => undefined);
         }
         if (!this.running) break;
         failures++;
-        if (failures === 1 || failures % 20 === 0) this.options.logger.log('warn', 'stream unreachable', { error: (e as Error).message, failures });
+        if (failures === 1 || failures % 20 === 0)
+          this.options.logger.log('warn', 'stream unreachable', { error: (e as Error).message, failures });
         await this.sleep(Math.min(RETRY_MAX_MS, RETRY_MIN_MS * 2 ** Math.min(failures - 1, 10)));
       }
     }
@@ -153,13 +174,20 @@ interface OwnedPartition {
 
 export async function startAnalyticsWorker(options: WorkerOptions): Promise<RunningWorker> {
   const streams = workersOf(options.workers, 'stream');
-  if (streams.length === 0 || streams.some((s) => s.tcpAddress === undefined)) throw new Error('the analytics worker needs the stream workers');
+  if (streams.length === 0 || streams.some((s) => s.tcpAddress === undefined))
+    throw new Error('the analytics worker needs the stream workers');
   const owners = Math.max(1, workersOf(options.workers, 'analytics').length);
   const mine = ownedPartitions(options.index, owners, streams.length);
-  if (mine.length === 0) options.logger.log('warn', 'more analytics workers than stream partitions: this one owns none', { streams: streams.length, analytics: owners });
+  if (mine.length === 0)
+    options.logger.log('warn', 'more analytics workers than stream partitions: this one owns none', {
+      streams: streams.length,
+      analytics: owners,
+    });
   const http = await serveWorkerHttp(options, {
     health: () => {
-      const partitions = Object.fromEntries(owned.map((o) => [o.partition, { offset: o.store.committedOffset, lag: o.consumer.lag }]));
+      const partitions = Object.fromEntries(
+        owned.map((o) => [o.partition, { offset: o.store.committedOffset, lag: o.consumer.lag }]),
+      );
       const lags = owned.map((o) => o.consumer.lag);
       return {
         partitions,
@@ -170,8 +198,14 @@ export async function startAnalyticsWorker(options: WorkerOptions): Promise<Runn
     },
   });
   const metrics = consumerMetrics(http.metrics);
-  const offsetGauge = http.metrics.gauge('analytics_offset', 'Stream offset up to which the aggregates on disk have counted, per partition');
-  const lagGauge = http.metrics.gauge('analytics_lag', 'Durable stream records (blocks of clicks) not yet counted, per partition');
+  const offsetGauge = http.metrics.gauge(
+    'analytics_offset',
+    'Stream offset up to which the aggregates on disk have counted, per partition',
+  );
+  const lagGauge = http.metrics.gauge(
+    'analytics_lag',
+    'Durable stream records (blocks of clicks) not yet counted, per partition',
+  );
   const owned: OwnedPartition[] = [];
   for (const partition of mine) {
     const store = await AnalyticsStore.open(join(options.dataDir, `aggregates-p${partition}`), {
@@ -192,17 +226,25 @@ export async function startAnalyticsWorker(options: WorkerOptions): Promise<Runn
   }
   // Internal routes: the cluster token only (client API keys authenticate too, but must not reach here).
   const clusterOnly = (ctx: RequestContext) => {
-    if (ctx.principal?.kind !== 'cluster') throw new HttpError(403, 'forbidden', 'internal route: cluster token required');
+    if (ctx.principal?.kind !== 'cluster')
+      throw new HttpError(403, 'forbidden', 'internal route: cluster token required');
   };
   http.router
     .get('/internal/stats/:code', { admits: 'cluster' }, async (ctx) => {
       clusterOnly(ctx);
       const code = ctx.params.code!;
-      if (!CODE.test(code)) throw badRequest('invalid_code', 'short code must be 1-64 characters of A-Z a-z 0-9 _ -', { field: 'code' });
+      if (!CODE.test(code))
+        throw badRequest('invalid_code', 'short code must be 1-64 characters of A-Z a-z 0-9 _ -', { field: 'code' });
       const partition = partitionOf(code, streams.length);
       const mineToo = owned.find((o) => o.partition === partition);
       // Another worker's partition: answering zeros would pass for "never clicked".
-      if (mineToo === undefined) throw new HttpError(421, 'wrong_partition', `partition ${partition} of ${code} is not consumed by ${options.id}`, { partition });
+      if (mineToo === undefined)
+        throw new HttpError(
+          421,
+          'wrong_partition',
+          `partition ${partition} of ${code} is not consumed by ${options.id}`,
+          { partition },
+        );
       try {
         return await mineToo.store.stats(code);
       } catch (e) {

@@ -46,7 +46,13 @@ export class ClickEmitter {
   private readonly blockMs: number;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(options: { workers: PeerAddress[]; token: string; settings: Record<string, string>; logger: Logger; metrics: MetricsRegistry }) {
+  constructor(options: {
+    workers: PeerAddress[];
+    token: string;
+    settings: Record<string, string>;
+    logger: Logger;
+    metrics: MetricsRegistry;
+  }) {
     this.logger = options.logger;
     this.emitted = options.metrics.counter('clicks_emitted_total', 'Click records emitted by redirects');
     this.blockClicks = positiveIntSetting(options.settings, 'click_block', 500);
@@ -59,8 +65,13 @@ export class ClickEmitter {
     const sent = m.counter('clicks_sent_total', 'Clicks acknowledged by the stream');
     const dropped = m.counter('clicks_dropped_total', 'Clicks dropped, by reason (buffer_full, refused, shutdown)');
     m.gauge('clicks_buffered', 'Clicks held locally: in open blocks, waiting or unacknowledged').set(() => this.held());
-    m.gauge('clicks_connected', 'Stream partitions this app server is connected to').set(() => this.partitions.filter((p) => p.producer.stats().connected).length);
-    const meter = { sent: (n: number) => sent.inc(n), dropped: (n: number, reason: string) => dropped.inc(n, { reason }) };
+    m.gauge('clicks_connected', 'Stream partitions this app server is connected to').set(
+      () => this.partitions.filter((p) => p.producer.stats().connected).length,
+    );
+    const meter = {
+      sent: (n: number) => sent.inc(n),
+      dropped: (n: number, reason: string) => dropped.inc(n, { reason }),
+    };
     this.partitions = (streams.length === 0 ? [undefined] : streams).map((stream: PeerAddress | undefined, p) => ({
       producer: new StreamProducer({
         address: () => stream?.tcpAddress,
@@ -78,7 +89,10 @@ export class ClickEmitter {
 
   emit(record: ClickRecord): void {
     this.emitted.inc();
-    const part = this.partitions.length === 1 ? this.partitions[0]! : this.partitions[partitionOf(record.short_code, this.partitions.length)]!;
+    const part =
+      this.partitions.length === 1
+        ? this.partitions[0]!
+        : this.partitions[partitionOf(record.short_code, this.partitions.length)]!;
     part.block.push(record);
     if (part.block.length >= this.blockClicks) this.send(part);
     else this.timer ??= setTimeout(() => this.flushBlocks(), this.blockMs);
@@ -105,7 +119,11 @@ export class ClickEmitter {
       // A block that does not fit the buffer is cut: its newest clicks are the ones dropped (and counted).
       const fits = Math.min(clicks.length, part.producer.room());
       if (fits < clicks.length) part.producer.dropFull(clicks.length - fits);
-      if (fits > 0) part.producer.send(encodeClicks(part.id, firstSeq, fits === clicks.length ? clicks : clicks.slice(0, fits)), fits);
+      if (fits > 0)
+        part.producer.send(
+          encodeClicks(part.id, firstSeq, fits === clicks.length ? clicks : clicks.slice(0, fits)),
+          fits,
+        );
     } catch (e) {
       // Unreachable with well-typed input; a click is never worth a failed redirect.
       this.logger.log('error', 'click emit failed', { error: String(e) });
@@ -118,4 +136,3 @@ export class ClickEmitter {
     await Promise.all(this.partitions.map((p) => p.producer.close()));
   }
 }
-

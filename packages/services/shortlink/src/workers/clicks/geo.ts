@@ -72,7 +72,14 @@ function headerValue(req: IncomingMessage, name: string): string | undefined {
 export function isLocal(ip: string): boolean {
   if (isIP(ip) === 4) {
     const [a, b] = ip.split('.', 2).map(Number) as [number, number];
-    return a === 127 || a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 169 && b === 254) || a === 0;
+    return (
+      a === 127 ||
+      a === 10 ||
+      (a === 172 && b >= 16 && b <= 31) ||
+      (a === 192 && b === 168) ||
+      (a === 169 && b === 254) ||
+      a === 0
+    );
   }
   const lower = ip.toLowerCase();
   return lower === '::1' || lower === '::' || /^f[cd][0-9a-f]{0,2}:/.test(lower) || /^fe[89ab][0-9a-f]?:/.test(lower);

@@ -15,13 +15,25 @@ interface WorkerEntry {
   httpAddress: string;
 }
 
-async function getJson(url: string, token: string, method: 'GET' | 'POST' = 'GET'): Promise<{ status: number; body: Record<string, unknown> }> {
-  const res = await request(url, { method, headers: { authorization: `Bearer ${token}` }, headersTimeout: 30_000, bodyTimeout: 30_000 });
+async function getJson(
+  url: string,
+  token: string,
+  method: 'GET' | 'POST' = 'GET',
+): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await request(url, {
+    method,
+    headers: { authorization: `Bearer ${token}` },
+    headersTimeout: 30_000,
+    bodyTimeout: 30_000,
+  });
   return { status: res.statusCode, body: (await res.body.json()) as Record<string, unknown> };
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { data: { type: 'string' }, id: { type: 'string' }, wait: { type: 'boolean', default: false } } });
+  const { values } = parseArgs({
+    args: argv,
+    options: { data: { type: 'string' }, id: { type: 'string' }, wait: { type: 'boolean', default: false } },
+  });
   if (values.data === undefined) {
     process.stderr.write('usage: replay.js --data DIR [--id analyticsN] [--wait]\n');
     return 2;
@@ -29,11 +41,16 @@ export async function main(argv: string[]): Promise<number> {
   const token = readFileSync(join(values.data, 'token'), 'utf8').trim();
   const state = JSON.parse(readFileSync(join(values.data, 'cluster.json'), 'utf8')) as { workers?: WorkerEntry[] };
   const workers = state.workers ?? [];
-  const byIndex = (role: string) => workers.filter((w) => w.role === role).sort((a, b) => Number(a.id.slice(role.length)) - Number(b.id.slice(role.length)));
+  const byIndex = (role: string) =>
+    workers
+      .filter((w) => w.role === role)
+      .sort((a, b) => Number(a.id.slice(role.length)) - Number(b.id.slice(role.length)));
   const streams = byIndex('stream');
   const analytics = byIndex('analytics').filter((w) => values.id === undefined || w.id === values.id);
   if (analytics.length === 0 || streams.length === 0) {
-    process.stderr.write(`replay: no analytics worker ${values.id ?? ''} and stream workers in ${values.data}/cluster.json\n`);
+    process.stderr.write(
+      `replay: no analytics worker ${values.id ?? ''} and stream workers in ${values.data}/cluster.json\n`,
+    );
     return 1;
   }
   for (const worker of analytics) {
@@ -42,12 +59,18 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`replay: ${worker.id} answered ${started.status} ${JSON.stringify(started.body)}\n`);
       return 1;
     }
-    process.stdout.write(`replay started on ${worker.id}: aggregates of partitions ${JSON.stringify(started.body.partitions)} wiped, consuming from offset 0\n`);
+    process.stdout.write(
+      `replay started on ${worker.id}: aggregates of partitions ${JSON.stringify(started.body.partitions)} wiped, consuming from offset 0\n`,
+    );
   }
   if (!values.wait) return 0;
   for (;;) {
-    const ends = await Promise.all(streams.map(async (s) => (await getJson(`http://${s.httpAddress}/healthz`, token)).body.end as number));
-    const healths = await Promise.all(analytics.map(async (a) => (await getJson(`http://${a.httpAddress}/healthz`, token)).body));
+    const ends = await Promise.all(
+      streams.map(async (s) => (await getJson(`http://${s.httpAddress}/healthz`, token)).body.end as number),
+    );
+    const healths = await Promise.all(
+      analytics.map(async (a) => (await getJson(`http://${a.httpAddress}/healthz`, token)).body),
+    );
     let consumed = 0;
     const done = healths.every((h) =>
       Object.entries((h.partitions ?? {}) as Record<string, { offset: number }>).every(([p, { offset }]) => {

@@ -29,7 +29,8 @@ export const clickWorkerRoles: WorkerRole[] = [
   {
     role: 'stream',
     count: DEFAULT_CLICK_PARTITIONS,
-    start: (options) => startStreamWorker({ ...options, settings: { stream_commit_ms: String(CLICK_COMMIT_MS), ...options.settings } }),
+    start: (options) =>
+      startStreamWorker({ ...options, settings: { stream_commit_ms: String(CLICK_COMMIT_MS), ...options.settings } }),
   },
   { role: 'analytics', count: DEFAULT_ANALYTICS_WORKERS, start: startAnalyticsWorker },
 ];

@@ -3,6 +3,7 @@ export function positiveIntSetting(settings: Record<string, string>, name: strin
   const raw = settings[name];
   if (raw === undefined) return fallback;
   const value = Number(raw);
-  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`setting ${name} must be a positive integer, got ${JSON.stringify(raw)}`);
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new RangeError(`setting ${name} must be a positive integer, got ${JSON.stringify(raw)}`);
   return value;
 }

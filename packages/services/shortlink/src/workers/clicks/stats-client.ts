@@ -12,7 +12,8 @@ const TIMEOUT_MS = 2_000;
  */
 export async function fetchStats(options: { workers: PeerAddress[]; token: string }, code: string): Promise<LinkStats> {
   const worker = ownerOf(code, options.workers);
-  if (worker === undefined) throw unavailable('click analytics unavailable (no stream or analytics worker in this cluster)', 1);
+  if (worker === undefined)
+    throw unavailable('click analytics unavailable (no stream or analytics worker in this cluster)', 1);
   let lastError: string;
   try {
     const res = await request(`http://${worker.httpAddress}/internal/stats/${encodeURIComponent(code)}`, {
@@ -23,7 +24,8 @@ export async function fetchStats(options: { workers: PeerAddress[]; token: strin
     const body = (await res.body.json()) as LinkStats | { error?: { code?: string; message?: string } };
     if (res.statusCode === 200) return body as LinkStats;
     const error = (body as { error?: { code?: string; message?: string } }).error;
-    if (res.statusCode < 500) throw new HttpError(res.statusCode, error?.code ?? 'error', error?.message ?? 'analytics refused');
+    if (res.statusCode < 500)
+      throw new HttpError(res.statusCode, error?.code ?? 'error', error?.message ?? 'analytics refused');
     lastError = `${worker.id} answered ${res.statusCode}`;
   } catch (e) {
     if (e instanceof HttpError) throw e;

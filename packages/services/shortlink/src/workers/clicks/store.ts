@@ -246,7 +246,9 @@ export class AnalyticsStore {
     // A link's hosts were added in first-arrival order, and `missing` keeps that order within each link.
     const refererCounts = new Map<string, number>();
     const codes = new Set(newHosts.map((h) => h.code));
-    const known = await this.current([...codes].flatMap((code) => [refererCountKey(code), `${statPrefix(code)}r!other`]));
+    const known = await this.current(
+      [...codes].flatMap((code) => [refererCountKey(code), `${statPrefix(code)}r!other`]),
+    );
     for (const { key, code, inc } of newHosts) {
       const distinct = refererCounts.get(code) ?? known.get(refererCountKey(code)) ?? 0;
       if (distinct < this.maxReferers) {

@@ -58,7 +58,14 @@ export function decodeRecord(bytes: Uint8Array): Array<StreamedClick | null> {
     return [clickOf(producer, seq as number, row)];
   }
   const [producer, firstSeq, rows] = value as unknown[];
-  if (value.length !== 3 || typeof producer !== 'string' || !Number.isSafeInteger(firstSeq) || !Array.isArray(rows) || rows.length === 0) return [null];
+  if (
+    value.length !== 3 ||
+    typeof producer !== 'string' ||
+    !Number.isSafeInteger(firstSeq) ||
+    !Array.isArray(rows) ||
+    rows.length === 0
+  )
+    return [null];
   return rows.map((row: unknown, i) => (Array.isArray(row) ? clickOf(producer, (firstSeq as number) + i, row) : null));
 }
 

@@ -76,7 +76,9 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   const storeUrl = `http://${storeAddress}`;
   const store = new StoreClient(storeUrl, token);
   const secret = signingSecret(token);
-  const edges = options.workers.filter((w) => w.role === EDGE_ROLE).map((w) => ({ id: w.id, url: `http://${w.httpAddress}` }));
+  const edges = options.workers
+    .filter((w) => w.role === EDGE_ROLE)
+    .map((w) => ({ id: w.id, url: `http://${w.httpAddress}` }));
   const views = new Map<string, number>();
 
   /** Where a viewer fetches an object: the edge that owns the video (delivery/), or the store by signed URL. */
@@ -100,24 +102,39 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     duration: v.duration_s,
     source_codec: v.source_codec,
     manifest_url: watchable(v) ? mediaUrl(v.video_id, v.manifest_path) : null,
-    dash_manifest_url: watchable(v) && v.manifest_path !== null ? mediaUrl(v.video_id, v.manifest_path.replace(/master\.m3u8$/, 'manifest.mpd')) : null,
+    dash_manifest_url:
+      watchable(v) && v.manifest_path !== null
+        ? mediaUrl(v.video_id, v.manifest_path.replace(/master\.m3u8$/, 'manifest.mpd'))
+        : null,
     poster_url: mediaUrl(v.video_id, v.poster_path),
     thumbnails: v.thumbnails.map((k) => mediaUrl(v.video_id, k)!),
     captions_url: mediaUrl(v.video_id, v.captions_path),
-    qualities: v.qualities.map((q) => ({ name: q.name, width: q.width, height: q.height, bandwidth: q.bandwidth, ready: q.published })),
+    qualities: v.qualities.map((q) => ({
+      name: q.name,
+      width: q.width,
+      height: q.height,
+      bandwidth: q.bandwidth,
+      ready: q.published,
+    })),
     created_at: new Date(v.created_at).toISOString(),
     view_count_estimate: v.view_count_estimate,
     tier: v.tier,
     restore_ready_at: v.restore_ready_at === null ? null : new Date(v.restore_ready_at).toISOString(),
-    reencode_failure: v.reencode_failure === null ? null : { ...v.reencode_failure, at: new Date(v.reencode_failure.at).toISOString() },
+    reencode_failure:
+      v.reencode_failure === null ? null : { ...v.reencode_failure, at: new Date(v.reencode_failure.at).toISOString() },
   });
 
   /** A video the caller may see: private ones only to their uploader (and the cluster token); 404 otherwise. */
   const visible = async (ctx: RequestContext, videoId: string): Promise<Video> => {
-    if (!VIDEO_ID.test(videoId)) throw badRequest('invalid_video_id', 'a video id is 1 to 128 of A-Z a-z 0-9 _ -', { field: 'video_id' });
+    if (!VIDEO_ID.test(videoId))
+      throw badRequest('invalid_video_id', 'a video id is 1 to 128 of A-Z a-z 0-9 _ -', { field: 'video_id' });
     const v = await meta.find<Video>(`/internal/video/videos/${videoId}`);
     const p = ctx.principal!;
-    if (v === null || (v.privacy === 'private' && !actsFor(p, v.uploader_id)) || (v.status === 'taken_down' && p.kind !== 'cluster')) {
+    if (
+      v === null ||
+      (v.privacy === 'private' && !actsFor(p, v.uploader_id)) ||
+      (v.status === 'taken_down' && p.kind !== 'cluster')
+    ) {
       throw notFound(`no video ${videoId}`, { video_id: videoId });
     }
     return v;
@@ -141,24 +158,40 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
 
   /** The store's acknowledgement of what it holds for an upload: the chunks (index, size, sha256) or tus offset. */
   const chunkAck = async (uploadId: string, descriptor: ChunkDescriptor | null): Promise<Record<string, unknown>> => {
-    const listing = await store.json<{ chunks: Array<{ index: number; size: number; sha256: string }>; received_bytes: number }>('GET', `/uploads/${uploadId}/chunks`);
+    const listing = await store.json<{
+      chunks: Array<{ index: number; size: number; sha256: string }>;
+      received_bytes: number;
+    }>('GET', `/uploads/${uploadId}/chunks`);
     if (descriptor !== null) {
       const c = listing.chunks.find((x) => x.index === descriptor.index);
-      return { index: descriptor.index, received: c !== undefined && c.size === descriptor.size && c.sha256 === descriptor.sha256, size: c?.size ?? null, sha256: c?.sha256 ?? null };
+      return {
+        index: descriptor.index,
+        received: c !== undefined && c.size === descriptor.size && c.sha256 === descriptor.sha256,
+        size: c?.size ?? null,
+        sha256: c?.sha256 ?? null,
+      };
     }
-    return { received: listing.chunks.map((c) => ({ index: c.index, size: c.size, sha256: c.sha256 })), received_bytes: listing.received_bytes };
+    return {
+      received: listing.chunks.map((c) => ({ index: c.index, size: c.size, sha256: c.sha256 })),
+      received_bytes: listing.received_bytes,
+    };
   };
 
   const choosePoster = async (ctx: RequestContext<Principal>): Promise<VideoBody> => {
-      const v = await visible(ctx, ctx.params.id ?? '');
-      if (!actsFor(ctx.principal, v.uploader_id)) throw forbidden('only the uploader chooses the poster');
-      const b = requireObject(await ctx.json());
-      const index = b.index;
-      if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index >= Math.max(1, v.thumbnails.length)) throw badRequest('invalid_field', `index is a thumbnail index from 0 to ${Math.max(0, v.thumbnails.length - 1)}`, { field: 'index' });
-      const r = await meta.command({ op: 'choosePoster', videoId: v.video_id, index });
-      if (!r.ok) throw new HttpError(409, 'no_thumbnails', 'the thumbnails are not made yet');
-      return body(r.video!);
-    };
+    const v = await visible(ctx, ctx.params.id ?? '');
+    if (!actsFor(ctx.principal, v.uploader_id)) throw forbidden('only the uploader chooses the poster');
+    const b = requireObject(await ctx.json());
+    const index = b.index;
+    if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index >= Math.max(1, v.thumbnails.length))
+      throw badRequest(
+        'invalid_field',
+        `index is a thumbnail index from 0 to ${Math.max(0, v.thumbnails.length - 1)}`,
+        { field: 'index' },
+      );
+    const r = await meta.command({ op: 'choosePoster', videoId: v.video_id, index });
+    if (!r.ok) throw new HttpError(409, 'no_thumbnails', 'the thumbnails are not made yet');
+    return body(r.video!);
+  };
 
   const http = await serveWorkerHttp(options, { health: () => ({ store: storeUrl, edges: edges.length }) });
   // The player page, so its API calls are same-origin (the edges serve it too).
@@ -170,7 +203,8 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     .post('/api/videos/upload', { admits: 'authenticated' }, async (ctx) => {
       const b = requireObject(await ctx.json());
       const userId = requireString(b, 'user_id', { pattern: USER_ID });
-      if (!actsFor(ctx.principal, userId)) throw forbidden(`this token acts for ${ctx.principal.name}, not ${userId}`, { field: 'user_id' });
+      if (!actsFor(ctx.principal, userId))
+        throw forbidden(`this token acts for ${ctx.principal.name}, not ${userId}`, { field: 'user_id' });
       const title = requireString(b, 'title', { minLength: 1, maxLength: 500 });
       const description = optionalString(b, 'description', 5000);
       const tags = optionalTags(b);
@@ -178,7 +212,18 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const privacy = optionalPrivacy(b);
       const totalSize = optionalSize(b);
       const descriptor = chunkDescriptor(b.multipart_chunk);
-      const result = await meta.command({ op: 'createUpload', uploadId: randomBytes(16).toString('base64url'), uploaderId: userId, idempotencyKey, title, description, tags, privacy, totalSize, now: Date.now() });
+      const result = await meta.command({
+        op: 'createUpload',
+        uploadId: randomBytes(16).toString('base64url'),
+        uploaderId: userId,
+        idempotencyKey,
+        title,
+        description,
+        tags,
+        privacy,
+        totalSize,
+        now: Date.now(),
+      });
       const u = result.upload;
       if (result.created) counter.inc();
       const status = result.created ? 201 : 200;
@@ -187,50 +232,94 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
         status: u.status,
         video_id: u.video_id,
         created: result.created,
-        chunk_ack: u.status === 'uploaded' ? { received: [], finalized: true } : await chunkAck(u.upload_id, descriptor),
+        chunk_ack:
+          u.status === 'uploaded' ? { received: [], finalized: true } : await chunkAck(u.upload_id, descriptor),
         upload: u.status === 'uploaded' ? null : uploadDestination(u.upload_id),
       });
     })
     .post('/api/videos/:id/finalize', { admits: 'authenticated' }, async (ctx) => {
       const uploadId = ctx.params.id ?? '';
-      if (!UPLOAD_ID.test(uploadId)) throw badRequest('invalid_upload_id', 'an upload id is 8 to 64 of A-Z a-z 0-9 _ -', { field: 'upload_id' });
+      if (!UPLOAD_ID.test(uploadId))
+        throw badRequest('invalid_upload_id', 'an upload id is 8 to 64 of A-Z a-z 0-9 _ -', { field: 'upload_id' });
       const b = requireObject(await ctx.json());
       const total = b.total_chunks;
-      if (typeof total !== 'number' || !Number.isSafeInteger(total) || total < 1 || total > MAX_CHUNKS) throw badRequest('invalid_field', `total_chunks is an integer from 1 to ${MAX_CHUNKS}`, { field: 'total_chunks' });
+      if (typeof total !== 'number' || !Number.isSafeInteger(total) || total < 1 || total > MAX_CHUNKS)
+        throw badRequest('invalid_field', `total_chunks is an integer from 1 to ${MAX_CHUNKS}`, {
+          field: 'total_chunks',
+        });
       const checksum = normalizeChecksum(requireString(b, 'checksum', { maxLength: 80 }));
       const u = await meta.find<Upload>(`/internal/video/uploads/${uploadId}`);
-      if (u === null || !actsFor(ctx.principal, u.uploader_id)) throw notFound(`no upload ${uploadId}`, { upload_id: uploadId });
+      if (u === null || !actsFor(ctx.principal, u.uploader_id))
+        throw notFound(`no upload ${uploadId}`, { upload_id: uploadId });
       if (u.status === 'uploaded') {
         const v = await meta.get<Video>(`/internal/video/videos/${u.video_id}`);
         return { video_id: v.video_id, status: v.status, upload_id: uploadId };
       }
-      const assembled = await store.json<{ key: string; size: number; sha256: string }>('POST', `/internal/uploads/${uploadId}/assemble`, { total_chunks: total, checksum });
+      const assembled = await store.json<{ key: string; size: number; sha256: string }>(
+        'POST',
+        `/internal/uploads/${uploadId}/assemble`,
+        { total_chunks: total, checksum },
+      );
       if (u.total_size !== null && assembled.size !== u.total_size) {
         // The upload declared its size: bytes missing or extra are refused (the chunks stay, so the client can
         // resend the right ones and finalize again; the assembled object is dropped, nothing refers to it).
         void store.json('DELETE', `/objects/${assembled.key}`).catch(() => undefined);
-        throw badRequest('size_mismatch', `the upload declared total_size ${u.total_size} bytes and its chunks assemble to ${assembled.size}`, { field: 'total_size', declared: u.total_size, assembled: assembled.size });
+        throw badRequest(
+          'size_mismatch',
+          `the upload declared total_size ${u.total_size} bytes and its chunks assemble to ${assembled.size}`,
+          { field: 'total_size', declared: u.total_size, assembled: assembled.size },
+        );
       }
-      const r = await meta.command({ op: 'finalize', uploadId, videoId: randomBytes(12).toString('base64url'), totalChunks: total, size: assembled.size, sha256: assembled.sha256, rawPath: assembled.key, now: Date.now() });
+      const r = await meta.command({
+        op: 'finalize',
+        uploadId,
+        videoId: randomBytes(12).toString('base64url'),
+        totalChunks: total,
+        size: assembled.size,
+        sha256: assembled.sha256,
+        rawPath: assembled.key,
+        now: Date.now(),
+      });
       if (!r.ok) throw new HttpError(409, r.code, r.message);
       finalized.inc();
       // The chunks are now one raw object: the per-chunk copies go (best effort: the store's sweep is the backstop).
       void store.json('DELETE', `/internal/uploads/${uploadId}`).catch(() => undefined);
-      return { video_id: r.video.video_id, status: r.video.status, upload_id: uploadId, size: assembled.size, checksum: `sha256:${assembled.sha256}` };
+      return {
+        video_id: r.video.video_id,
+        status: r.video.status,
+        upload_id: uploadId,
+        size: assembled.size,
+        checksum: `sha256:${assembled.sha256}`,
+      };
     })
     .get('/api/videos/:id', { admits: 'authenticated' }, async (ctx) => body(await visible(ctx, ctx.params.id ?? '')))
     .get('/api/videos/:id/playback', { admits: 'authenticated' }, async (ctx) => {
       const v = await visible(ctx, ctx.params.id ?? '');
       if (!watchable(v) || v.manifest_path === null) {
-        throw new HttpError(409, 'not_playable', v.status === 'failed' ? `the video failed at ${v.failure?.stage}: ${v.failure?.reason}` : `the video is ${v.status}; poll GET /api/videos/${v.video_id}`, { status: v.status }, v.status === 'transcoding' ? { 'retry-after': '5' } : {});
+        throw new HttpError(
+          409,
+          'not_playable',
+          v.status === 'failed'
+            ? `the video failed at ${v.failure?.stage}: ${v.failure?.reason}`
+            : `the video is ${v.status}; poll GET /api/videos/${v.video_id}`,
+          { status: v.status },
+          v.status === 'transcoding' ? { 'retry-after': '5' } : {},
+        );
       }
       if (v.tier !== 'warm') {
-        const restored = v.tier === 'cold' ? (await meta.command({ op: 'restore', videoId: v.video_id, now: Date.now() })).video : v;
+        const restored =
+          v.tier === 'cold' ? (await meta.command({ op: 'restore', videoId: v.video_id, now: Date.now() })).video : v;
         // Retry-After is the record's promise (restore_ready_at, about a minute after the first request); past it
         // (a big archive still unpacking) players poll every 5 s.
         const readyAt = restored?.restore_ready_at ?? null;
         const retry = readyAt === null ? 60 : readyAt > Date.now() ? Math.ceil((readyAt - Date.now()) / 1000) : 5;
-        throw new HttpError(503, 'restoring', 'the video is in cold storage and is being restored (about a minute)', { tier: 'restoring', restore_ready_at: readyAt === null ? null : new Date(readyAt).toISOString() }, { 'retry-after': String(retry) });
+        throw new HttpError(
+          503,
+          'restoring',
+          'the video is in cold storage and is being restored (about a minute)',
+          { tier: 'restoring', restore_ready_at: readyAt === null ? null : new Date(readyAt).toISOString() },
+          { 'retry-after': String(retry) },
+        );
       }
       views.set(v.video_id, (views.get(v.video_id) ?? 0) + 1);
       return { manifest_url: mediaUrl(v.video_id, v.manifest_path), ttl_seconds: PLAYBACK_TTL_S };
@@ -239,25 +328,41 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     .post('/api/videos/:id/poster', { admits: 'authenticated' }, choosePoster)
     .post('/api/videos/:id/reencode', { admits: 'authenticated' }, async (ctx) => {
       const v = await visible(ctx, ctx.params.id ?? '');
-      if (!actsFor(ctx.principal, v.uploader_id)) throw forbidden('only the uploader (or the operator) re-encodes a video');
+      if (!actsFor(ctx.principal, v.uploader_id))
+        throw forbidden('only the uploader (or the operator) re-encodes a video');
       const r = await meta.command({ op: 'reencode', videoId: v.video_id, now: Date.now() });
-      if (!r.ok) throw new HttpError(409, 'cannot_reencode', r.message ?? 'the video cannot be re-encoded now', { status: v.status });
+      if (!r.ok)
+        throw new HttpError(409, 'cannot_reencode', r.message ?? 'the video cannot be re-encoded now', {
+          status: v.status,
+        });
       return new Reply(202, { ...body(r.video!), revision: r.video!.revision });
     })
     // Pre-population of a chosen (popular, high-subscriber) video at every edge: the operator's call.
     .post('/api/videos/:id/prefill', { admits: 'cluster' }, async (ctx) => {
       const v = await visible(ctx, ctx.params.id ?? '');
-      if (!watchable(v) || v.manifest_path === null) throw new HttpError(409, 'not_playable', 'only a playable video can be pre-populated', { status: v.status });
-      if (v.tier !== 'warm') throw new HttpError(409, 'not_playable', `the video is in the ${v.tier} tier: play it to restore it first`, { status: v.status, tier: v.tier });
+      if (!watchable(v) || v.manifest_path === null)
+        throw new HttpError(409, 'not_playable', 'only a playable video can be pre-populated', { status: v.status });
+      if (v.tier !== 'warm')
+        throw new HttpError(409, 'not_playable', `the video is in the ${v.tier} tier: play it to restore it first`, {
+          status: v.status,
+          tier: v.tier,
+        });
       const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
       if (regional === undefined) throw new HttpError(409, 'no_delivery_tier', 'this cluster runs no regional cache');
-      return prefillVideo(`http://${regional.httpAddress}`, token, { manifest_path: v.manifest_path, thumbnails: v.thumbnails, captions_path: v.captions_path });
+      return prefillVideo(`http://${regional.httpAddress}`, token, {
+        manifest_path: v.manifest_path,
+        thumbnails: v.thumbnails,
+        captions_path: v.captions_path,
+      });
     })
     .post('/api/videos/:id/moderation', { admits: 'cluster' }, async (ctx) => {
       const videoId = ctx.params.id ?? '';
       if (!VIDEO_ID.test(videoId)) throw badRequest('invalid_video_id', 'bad video id', { field: 'video_id' });
       const b = requireObject(await ctx.json());
-      const action = requireString(b, 'action', { pattern: /^(flag|take_down|clear)$/ }) as 'flag' | 'take_down' | 'clear';
+      const action = requireString(b, 'action', { pattern: /^(flag|take_down|clear)$/ }) as
+        | 'flag'
+        | 'take_down'
+        | 'clear';
       const reason = optionalString(b, 'reason', 1000);
       const r = await meta.command({ op: 'moderate', videoId, action, reason, now: Date.now() });
       if (r.video === null) throw notFound(`no video ${videoId}`, { video_id: videoId });
@@ -271,9 +376,11 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     })
     .get('/api/users/:id/library', { admits: 'authenticated' }, async (ctx) => {
       const userId = ctx.params.id ?? '';
-      if (!USER_ID.test(userId)) throw badRequest('invalid_user_id', 'a user id is 1 to 64 of A-Z a-z 0-9 . _ -', { field: 'user_id' });
+      if (!USER_ID.test(userId))
+        throw badRequest('invalid_user_id', 'a user id is 1 to 64 of A-Z a-z 0-9 . _ -', { field: 'user_id' });
       const limitText = ctx.query.get('limit') ?? '20';
-      if (!/^\d{1,3}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 100) throw badRequest('invalid_query', 'limit is an integer from 1 to 100', { field: 'limit' });
+      if (!/^\d{1,3}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > 100)
+        throw badRequest('invalid_query', 'limit is an integer from 1 to 100', { field: 'limit' });
       const limit = Number(limitText);
       const cursor = ctx.query.get('cursor');
       const after = cursor === null ? null : decodeCursor(cursor);
@@ -283,7 +390,11 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const { videos } = await meta.get<{ videos: Video[] }>(`/internal/video/users/${userId}/library?${q}`);
       const page = videos.slice(0, limit);
       const last = page[page.length - 1];
-      return { videos: page.map(body), next_cursor: videos.length > limit && last !== undefined ? encodeCursor({ c: last.created_at, v: last.video_id }) : null };
+      return {
+        videos: page.map(body),
+        next_cursor:
+          videos.length > limit && last !== undefined ? encodeCursor({ c: last.created_at, v: last.video_id }) : null,
+      };
     });
 
   // Views are counted here and written in batches: the estimate is eventually consistent (the spec says so), and a
@@ -324,43 +435,65 @@ interface ChunkDescriptor {
 /** `multipart_chunk`: absent/null, or a descriptor {index, size, sha256} (never bytes: those go to the store). */
 function chunkDescriptor(value: unknown): ChunkDescriptor | null {
   if (value === undefined || value === null) return null;
-  if (typeof value !== 'object' || Array.isArray(value)) throw badRequest('invalid_field', 'multipart_chunk is a descriptor {index, size, sha256}; the bytes go to the signed upload URL', { field: 'multipart_chunk' });
+  if (typeof value !== 'object' || Array.isArray(value))
+    throw badRequest(
+      'invalid_field',
+      'multipart_chunk is a descriptor {index, size, sha256}; the bytes go to the signed upload URL',
+      { field: 'multipart_chunk' },
+    );
   const c = value as JsonObject;
   const index = c.index;
   const size = c.size;
   const sha = c.sha256;
-  if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0 || index >= MAX_CHUNKS) throw badRequest('invalid_field', `multipart_chunk.index is 0 to ${MAX_CHUNKS - 1}`, { field: 'multipart_chunk.index' });
-  if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 1) throw badRequest('invalid_field', 'multipart_chunk.size is a positive integer', { field: 'multipart_chunk.size' });
-  if (typeof sha !== 'string' || !/^[0-9a-f]{64}$/.test(sha)) throw badRequest('invalid_field', 'multipart_chunk.sha256 is 64 lowercase hex digits', { field: 'multipart_chunk.sha256' });
+  if (typeof index !== 'number' || !Number.isSafeInteger(index) || index < 0 || index >= MAX_CHUNKS)
+    throw badRequest('invalid_field', `multipart_chunk.index is 0 to ${MAX_CHUNKS - 1}`, {
+      field: 'multipart_chunk.index',
+    });
+  if (typeof size !== 'number' || !Number.isSafeInteger(size) || size < 1)
+    throw badRequest('invalid_field', 'multipart_chunk.size is a positive integer', { field: 'multipart_chunk.size' });
+  if (typeof sha !== 'string' || !/^[0-9a-f]{64}$/.test(sha))
+    throw badRequest('invalid_field', 'multipart_chunk.sha256 is 64 lowercase hex digits', {
+      field: 'multipart_chunk.sha256',
+    });
   return { index, size, sha256: sha };
 }
 
 function optionalString(b: JsonObject, field: string, max: number): string {
   const v = b[field];
   if (v === undefined || v === null) return '';
-  if (typeof v !== 'string' || v.length > max) throw badRequest('invalid_field', `${field} is a string of at most ${max} characters`, { field });
+  if (typeof v !== 'string' || v.length > max)
+    throw badRequest('invalid_field', `${field} is a string of at most ${max} characters`, { field });
   return v;
 }
 
 function optionalTags(b: JsonObject): string[] {
   const v = b.tags;
   if (v === undefined || v === null) return [];
-  if (!Array.isArray(v) || v.length > 50 || !v.every((t) => typeof t === 'string' && t.length >= 1 && t.length <= 100)) throw badRequest('invalid_field', 'tags is an array of at most 50 strings of 1 to 100 characters', { field: 'tags' });
+  if (!Array.isArray(v) || v.length > 50 || !v.every((t) => typeof t === 'string' && t.length >= 1 && t.length <= 100))
+    throw badRequest('invalid_field', 'tags is an array of at most 50 strings of 1 to 100 characters', {
+      field: 'tags',
+    });
   return v as string[];
 }
 
 function optionalPrivacy(b: JsonObject): Privacy {
   const v = b.privacy;
   if (v === undefined || v === null) return 'public';
-  if (typeof v !== 'string' || !PRIVACY.includes(v as Privacy)) throw badRequest('invalid_field', `privacy is one of ${PRIVACY.join(', ')}`, { field: 'privacy' });
+  if (typeof v !== 'string' || !PRIVACY.includes(v as Privacy))
+    throw badRequest('invalid_field', `privacy is one of ${PRIVACY.join(', ')}`, { field: 'privacy' });
   return v as Privacy;
 }
 
 function optionalSize(b: JsonObject): number | null {
   const v = b.total_size;
   if (v === undefined || v === null) return null;
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw badRequest('invalid_field', 'total_size is a byte count', { field: 'total_size' });
-  if (v > MAX_UPLOAD_BYTES) throw new HttpError(413, 'upload_too_large', `an upload is at most ${MAX_UPLOAD_BYTES} bytes (10 GiB)`, { field: 'total_size', limit: MAX_UPLOAD_BYTES });
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+    throw badRequest('invalid_field', 'total_size is a byte count', { field: 'total_size' });
+  if (v > MAX_UPLOAD_BYTES)
+    throw new HttpError(413, 'upload_too_large', `an upload is at most ${MAX_UPLOAD_BYTES} bytes (10 GiB)`, {
+      field: 'total_size',
+      limit: MAX_UPLOAD_BYTES,
+    });
   return v;
 }
 
@@ -372,7 +505,8 @@ function decodeCursor(text: string): { c: number; v: string } {
   try {
     if (text.length > 400) throw new Error('long');
     const c = JSON.parse(Buffer.from(text, 'base64url').toString('utf8')) as { c?: unknown; v?: unknown };
-    if (typeof c.c === 'number' && Number.isSafeInteger(c.c) && typeof c.v === 'string' && VIDEO_ID.test(c.v)) return { c: c.c, v: c.v };
+    if (typeof c.c === 'number' && Number.isSafeInteger(c.c) && typeof c.v === 'string' && VIDEO_ID.test(c.v))
+      return { c: c.c, v: c.v };
   } catch {
     // fall through
   }

@@ -30,23 +30,45 @@ interface Relayed {
   body: Buffer;
 }
 
-function relayOnce(address: string, method: string, path: string, headers: Record<string, string>, body: Buffer | null, timeoutMs: number): Promise<Relayed> {
+function relayOnce(
+  address: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body: Buffer | null,
+  timeoutMs: number,
+): Promise<Relayed> {
   return new Promise((resolve, reject) => {
     const colon = address.lastIndexOf(':');
-    const req = request({ host: address.slice(0, colon), port: Number(address.slice(colon + 1)), method, path, headers: body === null ? headers : { ...headers, 'content-length': String(body.length) } }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size <= MAX_ANSWER) chunks.push(c);
-        else {
-          req.destroy();
-          reject(new Error(`answer over ${MAX_ANSWER} bytes`));
-        }
-      });
-      res.on('end', () => resolve({ status: res.statusCode ?? 502, contentType: String(res.headers['content-type'] ?? 'application/json'), body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
+    const req = request(
+      {
+        host: address.slice(0, colon),
+        port: Number(address.slice(colon + 1)),
+        method,
+        path,
+        headers: body === null ? headers : { ...headers, 'content-length': String(body.length) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size <= MAX_ANSWER) chunks.push(c);
+          else {
+            req.destroy();
+            reject(new Error(`answer over ${MAX_ANSWER} bytes`));
+          }
+        });
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 502,
+            contentType: String(res.headers['content-type'] ?? 'application/json'),
+            body: Buffer.concat(chunks),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.setTimeout(timeoutMs, () => req.destroy(new Error('timeout')));
     req.on('error', reject);
     req.end(body ?? undefined);
@@ -57,14 +79,16 @@ let turn = 0;
 
 async function relay(tier: AppTier, ctx: RequestContext, method: string, path: string): Promise<void> {
   if (!ID.test(ctx.params['id']!)) throw notFound('no such video');
-  if (tier.addresses.length === 0) throw new HttpError(502, 'upstream_unavailable', 'this edge knows no app server to ask');
+  if (tier.addresses.length === 0)
+    throw new HttpError(502, 'upstream_unavailable', 'this edge knows no app server to ask');
   const headers: Record<string, string> = { accept: 'application/json' };
   const auth = ctx.req.headers.authorization;
   if (typeof auth === 'string') headers.authorization = auth;
   let body: Buffer | null = null;
   if (method !== 'GET') {
     // Refused by its declared length before anything is read; a body without one is read up to the router's limit.
-    if (Number(ctx.req.headers['content-length'] ?? 0) > MAX_BODY) throw new HttpError(413, 'body_too_large', `at most ${MAX_BODY} bytes`);
+    if (Number(ctx.req.headers['content-length'] ?? 0) > MAX_BODY)
+      throw new HttpError(413, 'body_too_large', `at most ${MAX_BODY} bytes`);
     body = await ctx.bytes();
     if (body.length > MAX_BODY) throw new HttpError(413, 'body_too_large', `at most ${MAX_BODY} bytes`);
     headers['content-type'] = 'application/json';
@@ -75,7 +99,11 @@ async function relay(tier: AppTier, ctx: RequestContext, method: string, path: s
     const address = tier.addresses[(start + i) % tier.addresses.length]!;
     try {
       const r = await relayOnce(address, method, path, headers, body, tier.timeoutMs);
-      ctx.res.writeHead(r.status, { 'content-type': r.contentType, 'content-length': r.body.length, 'cache-control': 'no-store' });
+      ctx.res.writeHead(r.status, {
+        'content-type': r.contentType,
+        'content-length': r.body.length,
+        'cache-control': 'no-store',
+      });
       ctx.res.end(r.body);
       return;
     } catch (e) {
@@ -90,7 +118,13 @@ export function registerPageApi(router: Router, tier: AppTier): void {
   const id = (ctx: RequestContext): string => encodeURIComponent(ctx.params['id']!);
   router
     .get('/api/videos/:id', { admits: 'open' }, (ctx) => relay(tier, ctx, 'GET', `/api/videos/${id(ctx)}`))
-    .get('/api/videos/:id/playback', { admits: 'open' }, (ctx) => relay(tier, ctx, 'GET', `/api/videos/${id(ctx)}/playback`))
-    .post('/api/videos/:id/poster', { admits: 'open' }, (ctx) => relay(tier, ctx, 'POST', `/api/videos/${id(ctx)}/poster`))
-    .put('/api/videos/:id/poster', { admits: 'open' }, (ctx) => relay(tier, ctx, 'PUT', `/api/videos/${id(ctx)}/poster`));
+    .get('/api/videos/:id/playback', { admits: 'open' }, (ctx) =>
+      relay(tier, ctx, 'GET', `/api/videos/${id(ctx)}/playback`),
+    )
+    .post('/api/videos/:id/poster', { admits: 'open' }, (ctx) =>
+      relay(tier, ctx, 'POST', `/api/videos/${id(ctx)}/poster`),
+    )
+    .put('/api/videos/:id/poster', { admits: 'open' }, (ctx) =>
+      relay(tier, ctx, 'PUT', `/api/videos/${id(ctx)}/poster`),
+    );
 }

@@ -24,10 +24,16 @@ export function parseKey(rawPath: string): string {
 
 /** Throws a 400 unless `key` is 1 to 512 characters of `/`-separated segments of [A-Za-z0-9._-], none `.`/`..`. */
 export function checkKey(key: string): void {
-  if (key.length === 0 || key.length > MAX_KEY_LENGTH) throw badRequest('invalid_key', `an object key is 1 to ${MAX_KEY_LENGTH} characters`, { field: 'key' });
+  if (key.length === 0 || key.length > MAX_KEY_LENGTH)
+    throw badRequest('invalid_key', `an object key is 1 to ${MAX_KEY_LENGTH} characters`, { field: 'key' });
   for (const s of key.split('/')) {
     // A leading dot is refused too: no ".." and no hidden files, whatever the origin would do with them.
-    if (!SEGMENT.test(s)) throw badRequest('invalid_key', `object key segment ${JSON.stringify(s)} is not 1 to 128 characters of A-Z a-z 0-9 . _ - (not starting with a dot)`, { field: 'key' });
+    if (!SEGMENT.test(s))
+      throw badRequest(
+        'invalid_key',
+        `object key segment ${JSON.stringify(s)} is not 1 to 128 characters of A-Z a-z 0-9 . _ - (not starting with a dot)`,
+        { field: 'key' },
+      );
   }
 }
 

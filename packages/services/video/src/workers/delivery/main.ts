@@ -15,13 +15,20 @@ type Args = TierArgs;
 ownerOnlyFiles();
 
 const args = JSON.parse(process.argv[2] ?? '{}') as Args;
-const logger = jsonLogger(() => ({ id: args.id }), (line) => process.stderr.write(line));
+const logger = jsonLogger(
+  () => ({ id: args.id }),
+  (line) => process.stderr.write(line),
+);
 const settings = { ...args.settings };
 // The roles find their neighbours among the cluster's workers; here they are given, so describe them that way.
 const url = new URL(args.upstreamUrl);
 const upstreamPeer = { id: 'upstream', role: args.kind === 'edge' ? REGIONAL_ROLE : 'origin', httpAddress: url.host };
 if (args.kind === 'regional') settings['origin_url'] = args.upstreamUrl;
-const downstream = (args.downstream ?? []).map((d) => ({ id: d.id, role: EDGE_ROLE, httpAddress: new URL(d.url).host }));
+const downstream = (args.downstream ?? []).map((d) => ({
+  id: d.id,
+  role: EDGE_ROLE,
+  httpAddress: new URL(d.url).host,
+}));
 const role = args.kind === 'edge' ? edgeRole : regionalRole;
 const running = await role.start({
   id: args.id,

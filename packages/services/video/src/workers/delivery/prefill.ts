@@ -20,7 +20,11 @@ export function videoPrefillBody(v: VideoObjects): { manifest: string; keys: str
 }
 
 /** POSTs the prefill to the regional tier (cluster token) and returns its answer; 502 when it cannot. */
-export async function prefillVideo(regionalUrl: string, token: string, v: VideoObjects): Promise<Record<string, unknown>> {
+export async function prefillVideo(
+  regionalUrl: string,
+  token: string,
+  v: VideoObjects,
+): Promise<Record<string, unknown>> {
   let r: Response;
   try {
     r = await fetch(`${regionalUrl}/api/delivery/prefill`, {
@@ -30,10 +34,17 @@ export async function prefillVideo(regionalUrl: string, token: string, v: VideoO
       signal: AbortSignal.timeout(300_000),
     });
   } catch (e) {
-    throw new HttpError(502, 'upstream_unavailable', `the regional cache could not be reached: ${(e as Error).message}`);
+    throw new HttpError(
+      502,
+      'upstream_unavailable',
+      `the regional cache could not be reached: ${(e as Error).message}`,
+    );
   }
   const answer = (await r.json().catch(() => null)) as Record<string, unknown> | null;
-  if (!r.ok || answer === null) throw new HttpError(502, 'upstream_error', `the regional cache answered ${r.status} to the prefill`, { upstream_status: r.status });
+  if (!r.ok || answer === null)
+    throw new HttpError(502, 'upstream_error', `the regional cache answered ${r.status} to the prefill`, {
+      upstream_status: r.status,
+    });
   return answer;
 }
 

@@ -3,7 +3,13 @@
  * and the edge and regional worker roles `cluster up` starts (the regional one first: edges fetch from it).
  */
 import { join } from 'node:path';
-import { MetricsRegistry, serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import {
+  MetricsRegistry,
+  serveWorkerHttp,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
 import { MetaClient } from '../../internal-client.js';
 import type { Video } from '../../machine.js';
 import { PublishedCheck } from './published.js';
@@ -18,7 +24,11 @@ export interface RunningTier extends RunningWorker {
   tier: CacheTier;
 }
 
-export async function startTierProcess(options: WorkerOptions, base: Omit<TierConfig, 'published'>, appTier?: AppTier): Promise<RunningTier> {
+export async function startTierProcess(
+  options: WorkerOptions,
+  base: Omit<TierConfig, 'published'>,
+  appTier?: AppTier,
+): Promise<RunningTier> {
   const metrics = new MetricsRegistry();
   const { published, close } = publishedCheck(options, (videoId) => tier.dropLocal(videoPrefix(videoId)));
   const config: TierConfig = { ...base, published };
@@ -28,7 +38,12 @@ export async function startTierProcess(options: WorkerOptions, base: Omit<TierCo
     // `/media/<key>` has any number of segments, which the router's patterns cannot express; it is open (what a
     // player fetches) and answered here, before routing. Everything else goes through the router.
     fastPath: tier.handle,
-    health: () => ({ tier: config.kind, upstream: config.upstream.baseUrl, downstream: config.downstream.length, publish_check: published === null ? 'off' : 'members' }),
+    health: () => ({
+      tier: config.kind,
+      upstream: config.upstream.baseUrl,
+      downstream: config.downstream.length,
+      publish_check: published === null ? 'off' : 'members',
+    }),
   });
   tier.routes(http.router);
   if (config.kind === 'edge') {
@@ -51,11 +66,17 @@ export async function startTierProcess(options: WorkerOptions, base: Omit<TierCo
  * (`publish_check_ttl_ms`, default 5 000). `--set publish_check=off` turns it off, for a standalone tier in front
  * of an origin of its own (tests, the benchmark); a tier without members must say so, never fail open by accident.
  */
-function publishedCheck(options: WorkerOptions, onGone: (videoId: string) => void): { published: PublishedCheck | null; close: () => Promise<void> } {
+function publishedCheck(
+  options: WorkerOptions,
+  onGone: (videoId: string) => void,
+): { published: PublishedCheck | null; close: () => Promise<void> } {
   const mode = options.settings['publish_check'] ?? 'members';
   if (mode === 'off') return { published: null, close: async () => undefined };
   if (mode !== 'members') throw new Error(`--set publish_check=${mode}: expected members or off`);
-  if (options.members.length === 0) throw new Error('a cache tier needs the metadata members to tell published outputs (or --set publish_check=off for a standalone tier)');
+  if (options.members.length === 0)
+    throw new Error(
+      'a cache tier needs the metadata members to tell published outputs (or --set publish_check=off for a standalone tier)',
+    );
   const meta = new MetaClient(options.members, options.tokens[0]!, options.index - 1);
   const published = new PublishedCheck({
     source: (videoId) => meta.find<Video>(`/internal/video/videos/${encodeURIComponent(videoId)}`),
@@ -76,7 +97,12 @@ function number(settings: Record<string, string>, name: string, fallback: number
 }
 
 /** The settings both tiers read: cache_memory_mb, cache_disk_mb, upstream_timeout_ms, max_object_mb. */
-function tierConfig(options: WorkerOptions, kind: 'edge' | 'regional', upstreamUrl: string, downstream: Downstream[]): Omit<TierConfig, 'published'> {
+function tierConfig(
+  options: WorkerOptions,
+  kind: 'edge' | 'regional',
+  upstreamUrl: string,
+  downstream: Downstream[],
+): Omit<TierConfig, 'published'> {
   const s = options.settings;
   return {
     id: options.id,
@@ -103,7 +129,8 @@ export function originUrl(options: WorkerOptions): string {
   if (explicit !== undefined) return explicit;
   const role = options.settings['origin_role'] ?? 'store';
   const store = options.workers.find((w) => w.role === role);
-  if (store === undefined) throw new Error(`regional cache: no origin (set origin_url, or run a worker of role ${role})`);
+  if (store === undefined)
+    throw new Error(`regional cache: no origin (set origin_url, or run a worker of role ${role})`);
   return `http://${store.httpAddress}/objects`;
 }
 
@@ -111,7 +138,9 @@ export const regionalRole: WorkerRole = {
   role: REGIONAL_ROLE,
   count: 1,
   start: (options) => {
-    const edges = options.workers.filter((w) => w.role === EDGE_ROLE).map((w) => ({ id: w.id, url: `http://${w.httpAddress}` }));
+    const edges = options.workers
+      .filter((w) => w.role === EDGE_ROLE)
+      .map((w) => ({ id: w.id, url: `http://${w.httpAddress}` }));
     return startTierProcess(options, tierConfig(options, 'regional', originUrl(options), edges));
   },
 };
@@ -122,7 +151,12 @@ export const edgeRole: WorkerRole = {
   start: (options) => {
     const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
     if (regional === undefined) throw new Error('edge cache: no regional cache worker to fetch from');
-    const apps = options.workers.filter((w) => w.role === (options.settings['app_role'] ?? 'app')).map((w) => w.httpAddress);
-    return startTierProcess(options, tierConfig(options, 'edge', `http://${regional.httpAddress}/media`, []), { addresses: apps, timeoutMs: number(options.settings, 'upstream_timeout_ms', 10_000) });
+    const apps = options.workers
+      .filter((w) => w.role === (options.settings['app_role'] ?? 'app'))
+      .map((w) => w.httpAddress);
+    return startTierProcess(options, tierConfig(options, 'edge', `http://${regional.httpAddress}/media`, []), {
+      addresses: apps,
+      timeoutMs: number(options.settings, 'upstream_timeout_ms', 10_000),
+    });
   },
 };

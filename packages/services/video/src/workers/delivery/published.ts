@@ -52,7 +52,8 @@ export function servable(key: string, v: Video): boolean {
   const playing = v.previous ?? v;
   if (Number(m[2]) !== playing.revision) return false;
   const path = m[3]!;
-  if (path === 'master.m3u8' || path === 'manifest.mpd' || path.startsWith('thumbs/') || path.startsWith('captions/')) return true;
+  if (path === 'master.m3u8' || path === 'manifest.mpd' || path.startsWith('thumbs/') || path.startsWith('captions/'))
+    return true;
   const folder = path.split('/')[0]!;
   return path.includes('/') && playing.qualities.some((q) => q.published && q.name === folder);
 }
@@ -139,7 +140,13 @@ export class PublishedCheck {
     } catch (error) {
       this.counts.failures++;
       if (stale !== undefined && this.clock() - stale.at < (this.o.staleIfErrorMs ?? 60_000)) return stale;
-      throw new HttpError(503, 'metadata_unavailable', `cannot tell whether video ${videoId} is published: ${(error as Error).message}`, {}, { 'retry-after': '1' });
+      throw new HttpError(
+        503,
+        'metadata_unavailable',
+        `cannot tell whether video ${videoId} is published: ${(error as Error).message}`,
+        {},
+        { 'retry-after': '1' },
+      );
     }
     const entry: Entry = { video, at: this.clock() };
     if (epoch === this.epoch) {

@@ -30,7 +30,9 @@ export interface TierChild {
 }
 
 export async function spawnTier(args: TierArgs, options: { stderr?: 'ignore' | 'inherit' } = {}): Promise<TierChild> {
-  const child = spawn(process.execPath, [MAIN, JSON.stringify(args)], { stdio: ['ignore', 'pipe', options.stderr === 'inherit' ? 'inherit' : 'pipe'] });
+  const child = spawn(process.execPath, [MAIN, JSON.stringify(args)], {
+    stdio: ['ignore', 'pipe', options.stderr === 'inherit' ? 'inherit' : 'pipe'],
+  });
   child.stderr?.resume();
   const lines = createInterface({ input: child.stdout! });
   await new Promise<void>((resolve, reject) => {

@@ -97,7 +97,12 @@ export class ObjectCache {
     this.remember(object);
     if (object.body.length > this.limits.diskBytes) return;
     if (this.disk.has(object.key)) return;
-    const meta: DiskMeta = { key: object.key, contentType: object.contentType, etag: object.etag, size: object.body.length };
+    const meta: DiskMeta = {
+      key: object.key,
+      contentType: object.contentType,
+      etag: object.etag,
+      size: object.body.length,
+    };
     const bin = this.path(object.key, 'bin');
     const json = this.path(object.key, 'json');
     try {
@@ -140,8 +145,20 @@ export class ObjectCache {
     return [...dropped];
   }
 
-  stats(): { memoryObjects: number; memoryBytes: number; diskObjects: number; diskBytes: number; diskWriteFailures: number } {
-    return { memoryObjects: this.memory.size, memoryBytes: this.memoryUsed, diskObjects: this.disk.size, diskBytes: this.diskUsed, diskWriteFailures: this.diskWriteFailures };
+  stats(): {
+    memoryObjects: number;
+    memoryBytes: number;
+    diskObjects: number;
+    diskBytes: number;
+    diskWriteFailures: number;
+  } {
+    return {
+      memoryObjects: this.memory.size,
+      memoryBytes: this.memoryUsed,
+      diskObjects: this.disk.size,
+      diskBytes: this.diskUsed,
+      diskWriteFailures: this.diskWriteFailures,
+    };
   }
 
   private remember(object: CachedObject): void {

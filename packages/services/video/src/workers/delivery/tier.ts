@@ -6,7 +6,16 @@
  * (the regional cache to its edges).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { badRequest, HttpError, notFound, requireObject, sendError, sendJson, type MetricsRegistry, type Router } from '@raftkit/http';
+import {
+  badRequest,
+  HttpError,
+  notFound,
+  requireObject,
+  sendError,
+  sendJson,
+  type MetricsRegistry,
+  type Router,
+} from '@raftkit/http';
 import { Coalescer } from './coalesce.js';
 import { checkKey, checkPrefix, parseKey } from './keys.js';
 import { playlistReferences } from './playlist.js';
@@ -69,7 +78,15 @@ type Outcome = 'hit' | 'miss' | 'coalesced';
 export class CacheTier {
   private readonly cache: ObjectCache;
   private readonly coalescer = new Coalescer<CachedObject>();
-  private readonly counts = { requests: 0, hits: 0, misses: 0, coalesced: 0, upstreamFetches: 0, upstreamFailures: 0, purged: 0 };
+  private readonly counts = {
+    requests: 0,
+    hits: 0,
+    misses: 0,
+    coalesced: 0,
+    upstreamFetches: 0,
+    upstreamFailures: 0,
+    purged: 0,
+  };
   /** Bumped by every purge: a fetch that started before one is served but not stored (it may be of purged bytes). */
   private purgeEpoch = 0;
   private readonly requestsMetric;
@@ -80,8 +97,14 @@ export class CacheTier {
     metrics: MetricsRegistry,
   ) {
     this.cache = new ObjectCache(config.cacheDir, { memoryBytes: config.memoryBytes, diskBytes: config.diskBytes });
-    this.requestsMetric = metrics.counter('video_cache_requests_total', 'Object requests by outcome: hit, miss (started an upstream fetch), coalesced (waited on one)');
-    this.fetchesMetric = metrics.counter('video_cache_upstream_fetches_total', 'Fetches from the next tier up, by result');
+    this.requestsMetric = metrics.counter(
+      'video_cache_requests_total',
+      'Object requests by outcome: hit, miss (started an upstream fetch), coalesced (waited on one)',
+    );
+    this.fetchesMetric = metrics.counter(
+      'video_cache_upstream_fetches_total',
+      'Fetches from the next tier up, by result',
+    );
     const gauge = metrics.gauge('video_cache_bytes', 'Bytes cached, by place');
     gauge.set(() => this.cache.stats().memoryBytes, { place: 'memory' });
     gauge.set(() => this.cache.stats().diskBytes, { place: 'disk' });
@@ -89,7 +112,13 @@ export class CacheTier {
 
   stats(): TierStats {
     const p = this.config.published;
-    return { id: this.config.id, kind: this.config.kind, ...this.counts, cache: this.cache.stats(), published: p === null ? null : { ...p.counts } };
+    return {
+      id: this.config.id,
+      kind: this.config.kind,
+      ...this.counts,
+      cache: this.cache.stats(),
+      published: p === null ? null : { ...p.counts },
+    };
   }
 
   /** Drops every cached object under `prefix` here only (a record said the video is gone; no fan-out). */
@@ -157,7 +186,11 @@ export class CacheTier {
     res.setHeader('access-control-allow-origin', '*');
     res.setHeader('access-control-expose-headers', 'content-length, content-range, etag, x-cache');
     if (req.method === 'OPTIONS') {
-      res.writeHead(204, { 'access-control-allow-methods': 'GET, HEAD, OPTIONS', 'access-control-allow-headers': 'range, if-none-match', 'access-control-max-age': '86400' });
+      res.writeHead(204, {
+        'access-control-allow-methods': 'GET, HEAD, OPTIONS',
+        'access-control-allow-headers': 'range, if-none-match',
+        'access-control-max-age': '86400',
+      });
       res.end();
       return;
     }
@@ -187,7 +220,12 @@ export class CacheTier {
     const size = object.body.length;
     const range = parseRange(req.headers.range, size);
     if (range === 'unsatisfiable') {
-      sendJson(res, 416, { error: { code: 'range_not_satisfiable', message: `the object is ${size} bytes`, size } }, { ...headers, 'content-range': `bytes */${size}` });
+      sendJson(
+        res,
+        416,
+        { error: { code: 'range_not_satisfiable', message: `the object is ${size} bytes`, size } },
+        { ...headers, 'content-range': `bytes */${size}` },
+      );
       return;
     }
     const [start, end] = range ?? [0, size - 1];
@@ -258,7 +296,8 @@ export class CacheTier {
         const playlist = await warm(key);
         if (playlist === null) continue;
         for (const ref of playlistReferences(key, playlist.body.toString('utf8'))) {
-          if (all.size >= MAX_PREFILL_KEYS) throw badRequest('too_many_keys', `a prefill warms at most ${MAX_PREFILL_KEYS} objects`);
+          if (all.size >= MAX_PREFILL_KEYS)
+            throw badRequest('too_many_keys', `a prefill warms at most ${MAX_PREFILL_KEYS} objects`);
           all.add(ref);
           if (ref.endsWith('.m3u8')) queue.push(ref);
         }
@@ -294,9 +333,11 @@ export class CacheTier {
 function purgePrefix(body: Record<string, unknown>): string {
   const prefix = body['prefix'];
   const videoId = body['video_id'];
-  if ((prefix === undefined) === (videoId === undefined)) throw badRequest('invalid_body', 'give exactly one of prefix (an object key prefix) and video_id');
+  if ((prefix === undefined) === (videoId === undefined))
+    throw badRequest('invalid_body', 'give exactly one of prefix (an object key prefix) and video_id');
   if (videoId !== undefined) {
-    if (typeof videoId !== 'string' || !/^[A-Za-z0-9_-]{1,128}$/.test(videoId)) throw badRequest('invalid_field', 'video_id is 1 to 128 characters of A-Z a-z 0-9 _ -', { field: 'video_id' });
+    if (typeof videoId !== 'string' || !/^[A-Za-z0-9_-]{1,128}$/.test(videoId))
+      throw badRequest('invalid_field', 'video_id is 1 to 128 characters of A-Z a-z 0-9 _ -', { field: 'video_id' });
     return videoPrefix(videoId);
   }
   if (typeof prefix !== 'string') throw badRequest('invalid_field', 'prefix must be a string', { field: 'prefix' });
@@ -307,12 +348,20 @@ function purgePrefix(body: Record<string, unknown>): string {
 function prefillKeys(body: Record<string, unknown>): string[] {
   const keys = body['keys'] ?? [];
   const manifest = body['manifest'];
-  if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string')) throw badRequest('invalid_field', 'keys must be an array of object keys', { field: 'keys' });
-  if (keys.length > MAX_PREFILL_KEYS) throw badRequest('too_many_keys', `a prefill names at most ${MAX_PREFILL_KEYS} keys`, { field: 'keys' });
+  if (!Array.isArray(keys) || keys.some((k) => typeof k !== 'string'))
+    throw badRequest('invalid_field', 'keys must be an array of object keys', { field: 'keys' });
+  if (keys.length > MAX_PREFILL_KEYS)
+    throw badRequest('too_many_keys', `a prefill names at most ${MAX_PREFILL_KEYS} keys`, { field: 'keys' });
   if (manifest !== undefined) {
-    if (typeof manifest !== 'string') throw badRequest('invalid_field', 'manifest must be an object key', { field: 'manifest' });
+    if (typeof manifest !== 'string')
+      throw badRequest('invalid_field', 'manifest must be an object key', { field: 'manifest' });
     checkKey(manifest);
-    if (!manifest.endsWith('.m3u8')) throw badRequest('invalid_field', 'manifest must be an HLS playlist (.m3u8): its references are what a prefill walks', { field: 'manifest' });
+    if (!manifest.endsWith('.m3u8'))
+      throw badRequest(
+        'invalid_field',
+        'manifest must be an HLS playlist (.m3u8): its references are what a prefill walks',
+        { field: 'manifest' },
+      );
   }
   if (keys.length === 0 && manifest === undefined) throw badRequest('invalid_body', 'give keys, manifest or both');
   for (const k of keys as string[]) checkKey(k);

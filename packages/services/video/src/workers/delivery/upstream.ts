@@ -32,7 +32,12 @@ export async function fetchObject(o: UpstreamOptions, key: string): Promise<Cach
   const url = objectUrl(o.baseUrl, key);
   let response: Dispatcher.ResponseData;
   try {
-    response = await request(url, { headers: { authorization: `Bearer ${o.token}` }, dispatcher: upstreamAgent, headersTimeout: o.timeoutMs, bodyTimeout: o.timeoutMs });
+    response = await request(url, {
+      headers: { authorization: `Bearer ${o.token}` },
+      dispatcher: upstreamAgent,
+      headersTimeout: o.timeoutMs,
+      bodyTimeout: o.timeoutMs,
+    });
   } catch (e) {
     throw failure(e, key, o.timeoutMs);
   }
@@ -43,12 +48,23 @@ export async function fetchObject(o: UpstreamOptions, key: string): Promise<Cach
   }
   if (status !== 200) {
     const text = await response.body.text().catch(() => '');
-    throw passThrough(status, text) ?? new HttpError(502, 'upstream_error', `the upstream answered ${status} for ${key}`, { key, upstream_status: status });
+    throw (
+      passThrough(status, text) ??
+      new HttpError(502, 'upstream_error', `the upstream answered ${status} for ${key}`, {
+        key,
+        upstream_status: status,
+      })
+    );
   }
   const length = Number(response.headers['content-length'] ?? NaN);
   if (length > o.maxObjectBytes) {
     await response.body.dump();
-    throw new HttpError(502, 'object_too_large', `${key} is ${length} bytes, over the ${o.maxObjectBytes} a cache keeps`, { key });
+    throw new HttpError(
+      502,
+      'object_too_large',
+      `${key} is ${length} bytes, over the ${o.maxObjectBytes} a cache keeps`,
+      { key },
+    );
   }
   let body: Buffer;
   try {
@@ -57,15 +73,27 @@ export async function fetchObject(o: UpstreamOptions, key: string): Promise<Cach
     throw failure(e, key, o.timeoutMs);
   }
   const type = response.headers['content-type'];
-  return { key, body, contentType: typeof type === 'string' && type !== 'application/octet-stream' ? type : contentTypeOf(key), etag: etagOf(body) };
+  return {
+    key,
+    body,
+    contentType: typeof type === 'string' && type !== 'application/octet-stream' ? type : contentTypeOf(key),
+    etag: etagOf(body),
+  };
 }
 
 function failure(e: unknown, key: string, timeoutMs: number): HttpError {
   const code = (e as { code?: unknown })?.code;
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
-    return new HttpError(504, 'upstream_timeout', `the upstream did not answer for ${key} within ${timeoutMs} ms`, { key });
+    return new HttpError(504, 'upstream_timeout', `the upstream did not answer for ${key} within ${timeoutMs} ms`, {
+      key,
+    });
   }
-  return new HttpError(502, 'upstream_unavailable', `the upstream could not be reached for ${key}: ${(e as Error)?.message ?? String(e)}`, { key });
+  return new HttpError(
+    502,
+    'upstream_unavailable',
+    `the upstream could not be reached for ${key}: ${(e as Error)?.message ?? String(e)}`,
+    { key },
+  );
 }
 
 /** An upstream tier's 502/503/504 JSON error, kept as it is. */

@@ -20,7 +20,11 @@ async function file(name: string): Promise<Buffer> {
   try {
     return await readFile(WEB_DIST + name);
   } catch {
-    throw new HttpError(503, 'page_not_built', `the player page is not built (${WEB_DIST}${name} is missing): run make build`);
+    throw new HttpError(
+      503,
+      'page_not_built',
+      `the player page is not built (${WEB_DIST}${name} is missing): run make build`,
+    );
   }
 }
 
@@ -29,7 +33,11 @@ export function registerWatchPage(router: Router): void {
     .get('/watch/:video_id', { admits: 'open' }, async (ctx) => {
       if (!/^[A-Za-z0-9_-]{1,128}$/.test(ctx.params['video_id']!)) throw notFound('no such video page');
       const html = await file('index.html');
-      ctx.res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-cache', 'content-length': html.length });
+      ctx.res.writeHead(200, {
+        'content-type': 'text/html; charset=utf-8',
+        'cache-control': 'no-cache',
+        'content-length': html.length,
+      });
       ctx.res.end(html);
     })
     .get('/watch/assets/:file', { admits: 'open' }, async (ctx) => {

@@ -20,7 +20,8 @@ function positive(settings: Record<string, string>, name: string, fallback: numb
   const raw = settings[name];
   if (raw === undefined) return fallback;
   const n = Number(raw);
-  if (!Number.isFinite(n) || n < 0 || (n === 0 && !allowZero)) throw new Error(`--set ${name}=${raw}: expected a positive number`);
+  if (!Number.isFinite(n) || n < 0 || (n === 0 && !allowZero))
+    throw new Error(`--set ${name}=${raw}: expected a positive number`);
   return n;
 }
 

@@ -55,7 +55,11 @@ export function revisionPrefix(videoId: string, revision: number): string {
 }
 
 /** A source's local copy: fetched once from the store per process, reused by every step that needs the bytes. */
-export async function localSource(store: StoreClient, dir: string, v: Pick<Video, 'video_id' | 'raw_path' | 'source_size'>): Promise<string | null> {
+export async function localSource(
+  store: StoreClient,
+  dir: string,
+  v: Pick<Video, 'video_id' | 'raw_path' | 'source_size'>,
+): Promise<string | null> {
   const path = join(dir, v.video_id);
   try {
     if ((await stat(path)).size === v.source_size) return path;
@@ -80,7 +84,17 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
   const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
   const sources = join(options.dataDir, 'sources');
   const scratch = join(options.dataDir, 'scratch');
-  const stats = { probed: 0, rejected: 0, published: 0, thumbnails: 0, captions: 0, sweeps: 0, packed: 0, unpacked: 0, errors: 0 };
+  const stats = {
+    probed: 0,
+    rejected: 0,
+    published: 0,
+    thumbnails: 0,
+    captions: 0,
+    sweeps: 0,
+    packed: 0,
+    unpacked: 0,
+    errors: 0,
+  };
   const log: Logger = options.logger;
   let stopped = false;
   const extrasDone = new Set<string>();
@@ -89,25 +103,57 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
   const probeOne = async (v: Video): Promise<void> => {
     const path = await localSource(store, sources, v);
     if (path === null) {
-      await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: 'unreadable: the raw source is missing from the store', now: Date.now() });
+      await meta.command({
+        op: 'fail',
+        videoId: v.video_id,
+        stage: 'probe',
+        reason: 'unreadable: the raw source is missing from the store',
+        now: Date.now(),
+      });
       return;
     }
     const result = await probe(path, limits.source);
     if (!result.ok) {
       stats.rejected++;
-      await meta.command({ op: 'fail', videoId: v.video_id, stage: 'probe', reason: forUsers(`${result.reason}: ${result.message}`).slice(0, 1000), now: Date.now() });
+      await meta.command({
+        op: 'fail',
+        videoId: v.video_id,
+        stage: 'probe',
+        reason: forUsers(`${result.reason}: ${result.message}`).slice(0, 1000),
+        now: Date.now(),
+      });
       await rm(path, { force: true });
       return;
     }
     const info = result.info;
     const plan = planTranscode(info);
-    const verdict = moderate({ probe: info, title: v.title, description: v.description, tags: v.tags, caption_text: '' });
+    const verdict = moderate({
+      probe: info,
+      title: v.title,
+      description: v.description,
+      tags: v.tags,
+      caption_text: '',
+    });
     if (verdict.decision !== 'ok') {
-      await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+      await meta.command({
+        op: 'moderate',
+        videoId: v.video_id,
+        action: verdict.decision,
+        reason: verdict.reasons
+          .map((r) => `${r.rule}: ${r.reason}`)
+          .join('; ')
+          .slice(0, 1000),
+        now: Date.now(),
+      });
       // A re-encode's probe: the previous revision was playing from the delivery tiers until now.
       await purge(`videos/${v.video_id}/`);
     }
-    const qualities: QualitySpec[] = plan.qualities.map((q) => ({ name: q.name, width: q.width, height: q.height, bandwidth: (q.video_kbps + q.audio_kbps) * 1000 }));
+    const qualities: QualitySpec[] = plan.qualities.map((q) => ({
+      name: q.name,
+      width: q.width,
+      height: q.height,
+      bandwidth: (q.video_kbps + q.audio_kbps) * 1000,
+    }));
     await meta.command({
       op: 'probed',
       videoId: v.video_id,
@@ -135,13 +181,35 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     const variants: VariantInput[] = [];
     const dash: DashVariantInput[] = [];
     for (const q of complete) {
-      const { segments } = await meta.get<{ segments: SegmentRecord[] }>(`/internal/video/videos/${v.video_id}/segments/${q.name}`);
+      const { segments } = await meta.get<{ segments: SegmentRecord[] }>(
+        `/internal/video/videos/${v.video_id}/segments/${q.name}`,
+      );
       if (segments.length < q.segments) return; // a record not visible yet: the next poll
-      const refs = segments.flatMap((s) => s.parts.map((p) => ({ uri: p.name, duration_s: p.duration_ms / 1000, size_bytes: p.size_bytes })));
+      const refs = segments.flatMap((s) =>
+        s.parts.map((p) => ({ uri: p.name, duration_s: p.duration_ms / 1000, size_bytes: p.size_bytes })),
+      );
       const codecs = segments[0]!.codecs;
       await store.put(`${prefix}/${q.name}/index.m3u8`, buildHlsVariant({ init_uri: 'init.mp4', segments: refs }));
-      variants.push({ quality: q.name as QualityName, width: q.width, height: q.height, codecs, playlist_uri: `${q.name}/index.m3u8`, init_uri: 'init.mp4', segments: refs, nominal_bandwidth: q.bandwidth });
-      dash.push({ quality: q.name as QualityName, width: q.width, height: q.height, codecs, init_uri: `${q.name}/init.mp4`, media_template: `${q.name}/seg-$Number%05d$.m4s`, segments: refs.map((r) => ({ ...r, uri: `${q.name}/${r.uri}` })), nominal_bandwidth: q.bandwidth });
+      variants.push({
+        quality: q.name as QualityName,
+        width: q.width,
+        height: q.height,
+        codecs,
+        playlist_uri: `${q.name}/index.m3u8`,
+        init_uri: 'init.mp4',
+        segments: refs,
+        nominal_bandwidth: q.bandwidth,
+      });
+      dash.push({
+        quality: q.name as QualityName,
+        width: q.width,
+        height: q.height,
+        codecs,
+        init_uri: `${q.name}/init.mp4`,
+        media_template: `${q.name}/seg-$Number%05d$.m4s`,
+        segments: refs.map((r) => ({ ...r, uri: `${q.name}/${r.uri}` })),
+        nominal_bandwidth: q.bandwidth,
+      });
     }
     const duration = v.duration_s ?? 0;
     let subtitles: { playlist_uri: string; language: string; name: string } | undefined;
@@ -149,9 +217,26 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       await store.put(`${prefix}/captions/en.m3u8`, buildSubtitlePlaylist({ vtt_uri: 'en.vtt', duration_s: duration }));
       subtitles = { playlist_uri: 'captions/en.m3u8', language: 'en', name: 'English' };
     }
-    await store.put(`${prefix}/master.m3u8`, buildHlsMaster({ variants, ...(subtitles !== undefined ? { subtitles } : {}) }));
-    await store.put(`${prefix}/manifest.mpd`, buildDashMpd({ duration_s: duration, variants: dash, ...(v.captions_path !== null ? { subtitles: { vtt_uri: 'captions/en.vtt', language: 'en' } } : {}) }));
-    const r = await meta.command({ op: 'published', videoId: v.video_id, revision: v.revision, qualities: complete.map((q) => q.name), manifestPath: `${prefix}/master.m3u8`, now: Date.now() });
+    await store.put(
+      `${prefix}/master.m3u8`,
+      buildHlsMaster({ variants, ...(subtitles !== undefined ? { subtitles } : {}) }),
+    );
+    await store.put(
+      `${prefix}/manifest.mpd`,
+      buildDashMpd({
+        duration_s: duration,
+        variants: dash,
+        ...(v.captions_path !== null ? { subtitles: { vtt_uri: 'captions/en.vtt', language: 'en' } } : {}),
+      }),
+    );
+    const r = await meta.command({
+      op: 'published',
+      videoId: v.video_id,
+      revision: v.revision,
+      qualities: complete.map((q) => q.name),
+      manifestPath: `${prefix}/master.m3u8`,
+      now: Date.now(),
+    });
     stats.published++;
     // The master and the MPD of a revision are rewritten as qualities join: purge their cached copies (the regional
     // tier fans the purge out to the edges). Segments and variant playlists never change. After the record says
@@ -171,7 +256,12 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
 
   const purge = async (key: string): Promise<void> => {
     if (regional === undefined) return;
-    await fetch(`http://${regional.httpAddress}/api/delivery/purge`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify({ prefix: key }), signal: AbortSignal.timeout(10_000) })
+    await fetch(`http://${regional.httpAddress}/api/delivery/purge`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ prefix: key }),
+      signal: AbortSignal.timeout(10_000),
+    })
       .then((r) => r.body?.cancel())
       .catch(() => undefined);
   };
@@ -199,9 +289,29 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       await store.put(`${prefix}/captions/en.vtt`, captions.vtt);
       await meta.command({ op: 'captions', videoId: v.video_id, path: `${prefix}/captions/en.vtt` });
       stats.captions++;
-      const verdict = moderate({ probe: { duration_s: v.duration_s, width: v.source_width ?? 0, height: v.source_height ?? 0, has_audio: v.has_audio ?? false }, title: v.title, description: v.description, tags: v.tags, caption_text: captions.text });
+      const verdict = moderate({
+        probe: {
+          duration_s: v.duration_s,
+          width: v.source_width ?? 0,
+          height: v.source_height ?? 0,
+          has_audio: v.has_audio ?? false,
+        },
+        title: v.title,
+        description: v.description,
+        tags: v.tags,
+        caption_text: captions.text,
+      });
       if (verdict.decision !== 'ok') {
-        await meta.command({ op: 'moderate', videoId: v.video_id, action: verdict.decision, reason: verdict.reasons.map((r) => `${r.rule}: ${r.reason}`).join('; ').slice(0, 1000), now: Date.now() });
+        await meta.command({
+          op: 'moderate',
+          videoId: v.video_id,
+          action: verdict.decision,
+          reason: verdict.reasons
+            .map((r) => `${r.rule}: ${r.reason}`)
+            .join('; ')
+            .slice(0, 1000),
+          now: Date.now(),
+        });
         // Playable until now: every delivery tier drops it at once (as the operator's moderation call does).
         await purge(`videos/${v.video_id}/`);
       }
@@ -218,16 +328,35 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     if (v.tier === 'cold' && v.storage === 'packing') {
       const packed = await store.json<{ objects: number; bytes: number }>('POST', `/internal/cold/${id}/pack`, {});
       await purge(`videos/${id}/`);
-      await meta.command({ op: 'storage', videoId: id, step: 'packed', objects: packed.objects, bytes: packed.bytes, now: Date.now() });
+      await meta.command({
+        op: 'storage',
+        videoId: id,
+        step: 'packed',
+        objects: packed.objects,
+        bytes: packed.bytes,
+        now: Date.now(),
+      });
       stats.packed++;
       log.log('info', 'video moved to cold storage', { video_id: id, objects: packed.objects, bytes: packed.bytes });
     } else if (v.tier === 'restoring') {
       const started = Date.now();
       const unpacked = await store.json<{ objects: number; bytes: number }>('POST', `/internal/cold/${id}/unpack`, {});
       await purge(`videos/${id}/`);
-      await meta.command({ op: 'storage', videoId: id, step: 'unpacked', objects: unpacked.objects, bytes: unpacked.bytes, now: Date.now() });
+      await meta.command({
+        op: 'storage',
+        videoId: id,
+        step: 'unpacked',
+        objects: unpacked.objects,
+        bytes: unpacked.bytes,
+        now: Date.now(),
+      });
       stats.unpacked++;
-      log.log('info', 'video restored from cold storage', { video_id: id, objects: unpacked.objects, bytes: unpacked.bytes, ms: Date.now() - started });
+      log.log('info', 'video restored from cold storage', {
+        video_id: id,
+        objects: unpacked.objects,
+        bytes: unpacked.bytes,
+        ms: Date.now() - started,
+      });
     }
   };
 
@@ -251,10 +380,16 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
         const idle = glance.probe.length + glance.publish.length + glance.raw.length + glance.tiers.length === 0;
         const work = idle ? glance : await meta.get<Work>('/internal/video/work');
         // Restores first: a viewer is waiting on those.
-        for (const v of [...work.tiers].sort((a, b) => Number(b.tier === 'restoring') - Number(a.tier === 'restoring'))) {
+        for (const v of [...work.tiers].sort(
+          (a, b) => Number(b.tier === 'restoring') - Number(a.tier === 'restoring'),
+        )) {
           await moveTier(v).catch((error: unknown) => {
             stats.errors++;
-            log.log('warn', 'storage move failed (retried next poll)', { video_id: v.video_id, tier: v.tier, error: String(error) });
+            log.log('warn', 'storage move failed (retried next poll)', {
+              video_id: v.video_id,
+              tier: v.tier,
+              error: String(error),
+            });
           });
         }
         for (const v of work.probe) await probeOne(v);
@@ -294,4 +429,3 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     },
   };
 }
-

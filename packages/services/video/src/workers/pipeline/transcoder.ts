@@ -32,7 +32,13 @@ export function mediaTask(v: Video, t: Task): TranscodeTask {
   const quality = qualitiesFor(v.source_width ?? 0, v.source_height ?? 0).find((q) => q.name === t.quality);
   const segment = sourceSegments(v.duration_s ?? 0)[t.segment_index];
   if (quality === undefined || segment === undefined) throw new Error(`task ${t.key} does not fit the video's plan`);
-  return { task_id: taskId(t.segment_index, quality.name), segment, quality, fps: v.source_fps ?? '30', has_audio: v.has_audio ?? false };
+  return {
+    task_id: taskId(t.segment_index, quality.name),
+    segment,
+    quality,
+    fps: v.source_fps ?? '30',
+    has_audio: v.has_audio ?? false,
+  };
 }
 
 export async function startTranscoder(options: WorkerOptions): Promise<RunningWorker> {
@@ -43,7 +49,8 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
   const store = new StoreClient(`http://${storeAddress}`, token);
   const leaseText = options.settings['transcode_lease_ms'];
   const leaseMs = leaseText === undefined ? DEFAULT_LEASE_MS : Number(leaseText);
-  if (!Number.isSafeInteger(leaseMs) || leaseMs < 1000) throw new Error(`--set transcode_lease_ms=${leaseText}: an integer of at least 1000`);
+  if (!Number.isSafeInteger(leaseMs) || leaseMs < 1000)
+    throw new Error(`--set transcode_lease_ms=${leaseText}: an integer of at least 1000`);
   const sources = join(options.dataDir, 'sources');
   const stats = { claimed: 0, completed: 0, failed: 0, lateCopies: 0 };
   let current: { key: string; lease: string; pid: number | null } | null = null;
@@ -56,7 +63,9 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
     const job = mediaTask(v, task);
     const outDir = join(options.dataDir, 'out', `${task.key.replace(/\//g, '_')}-${leaseId.slice(0, 8)}`);
     try {
-      const out = await transcodeTask(source, job, outDir, { onSpawn: (pid) => current !== null && (current.pid = pid) });
+      const out = await transcodeTask(source, job, outDir, {
+        onSpawn: (pid) => current !== null && (current.pid = pid),
+      });
       const prefix = `${revisionPrefix(v.video_id, v.revision)}/${task.quality}`;
       // The init segment is the same for every task of a quality (same encoder settings): any task's copy will do.
       await store.put(`${prefix}/init.mp4`, createReadStream(out.init.path));
@@ -70,7 +79,11 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
           size_bytes: out.segments.reduce((n, s) => n + s.size_bytes, 0),
           duration_ms: Math.round(out.segments.reduce((n, s) => n + s.duration_s, 0) * 1000),
           codecs: out.codecs,
-          parts: out.segments.map((s) => ({ name: s.file, duration_ms: Math.round(s.duration_s * 1000), size_bytes: s.size_bytes })),
+          parts: out.segments.map((s) => ({
+            name: s.file,
+            duration_ms: Math.round(s.duration_s * 1000),
+            size_bytes: s.size_bytes,
+          })),
         },
         now: Date.now(),
       });
@@ -90,7 +103,8 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
         // task is open at all (a member's own copy, no round) keeps an idle cluster from writing twice a second.
         // A task queued since is seen at the next look.
         const { openTasks } = await meta.get<{ openTasks: number }>('/internal/video/status?consistency=serializable');
-        if (openTasks > 0) task = (await meta.command({ op: 'claim', workerId: options.id, leaseId, leaseMs, now: Date.now() })).task;
+        if (openTasks > 0)
+          task = (await meta.command({ op: 'claim', workerId: options.id, leaseId, leaseMs, now: Date.now() })).task;
       } catch (error) {
         options.logger.log('warn', 'claim failed', { error: String(error) });
       }
@@ -103,15 +117,26 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
       // Renewed every third of the lease while the task runs: a slow task (1080p on a busy machine) keeps its lease,
       // and a dead worker stops renewing, so its task is free within one lease.
       const key = task.key;
-      const renew = setInterval(() => {
-        void meta.command({ op: 'renew', taskKey: key, leaseId, leaseMs, now: Date.now() }).catch(() => undefined);
-      }, Math.max(500, Math.floor(leaseMs / 3)));
+      const renew = setInterval(
+        () => {
+          void meta.command({ op: 'renew', taskKey: key, leaseId, leaseMs, now: Date.now() }).catch(() => undefined);
+        },
+        Math.max(500, Math.floor(leaseMs / 3)),
+      );
       try {
         await runOne(task, leaseId);
       } catch (error) {
         stats.failed++;
         options.logger.log('warn', 'transcode task failed', { task: task.key, error: String(error) });
-        await meta.command({ op: 'taskFailed', taskKey: task.key, leaseId, reason: forUsers(String((error as Error).message ?? error)).slice(0, 1000), now: Date.now() }).catch(() => undefined);
+        await meta
+          .command({
+            op: 'taskFailed',
+            taskKey: task.key,
+            leaseId,
+            reason: forUsers(String((error as Error).message ?? error)).slice(0, 1000),
+            now: Date.now(),
+          })
+          .catch(() => undefined);
       } finally {
         clearInterval(renew);
         current = null;

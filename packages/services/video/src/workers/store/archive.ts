@@ -49,8 +49,18 @@ export interface PackSource extends ArchiveEntry {
  * Writes the archive of `sources` to `path` durably (temp file in `tmpDir`, fsync, rename, folder fsync). Each
  * source's bytes are hashed while copied and must match its promised sha256 (a rotten warm copy is not archived).
  */
-export async function writeArchive(path: string, tmpDir: string, videoId: string, sources: PackSource[]): Promise<ArchiveHeader> {
-  const header: ArchiveHeader = { format: 1, video_id: videoId, encoding: 'identity', entries: sources.map((s) => ({ key: s.key, size: s.size, sha256: s.sha256 })) };
+export async function writeArchive(
+  path: string,
+  tmpDir: string,
+  videoId: string,
+  sources: PackSource[],
+): Promise<ArchiveHeader> {
+  const header: ArchiveHeader = {
+    format: 1,
+    video_id: videoId,
+    encoding: 'identity',
+    entries: sources.map((s) => ({ key: s.key, size: s.size, sha256: s.sha256 })),
+  };
   const json = Buffer.from(JSON.stringify(header), 'utf8');
   const lead = Buffer.alloc(PREFIX);
   ARCHIVE_MAGIC.copy(lead, 0);
@@ -76,7 +86,8 @@ export async function writeArchive(path: string, tmpDir: string, videoId: string
       } finally {
         await input.close();
       }
-      if (copied !== s.size || hash.digest('hex') !== s.sha256) throw new ArchiveCorruptError(`the warm copy of ${s.key} does not match its checksum: not archived`);
+      if (copied !== s.size || hash.digest('hex') !== s.sha256)
+        throw new ArchiveCorruptError(`the warm copy of ${s.key} does not match its checksum: not archived`);
     }
     await out.sync();
   } catch (error) {
@@ -94,7 +105,8 @@ async function readHeader(fh: FileHandle, fileSize: number): Promise<ArchiveHead
   if (fileSize < PREFIX) throw new ArchiveCorruptError('shorter than the archive prefix');
   const lead = Buffer.alloc(PREFIX);
   await fh.read(lead, 0, PREFIX, 0);
-  if (!lead.subarray(0, ARCHIVE_MAGIC.length).equals(ARCHIVE_MAGIC)) throw new ArchiveCorruptError('not a cold archive (bad magic)');
+  if (!lead.subarray(0, ARCHIVE_MAGIC.length).equals(ARCHIVE_MAGIC))
+    throw new ArchiveCorruptError('not a cold archive (bad magic)');
   const length = lead.readUInt32BE(ARCHIVE_MAGIC.length);
   if (length > MAX_HEADER || PREFIX + length > fileSize) throw new ArchiveCorruptError('header length out of range');
   const json = Buffer.alloc(length);
@@ -105,13 +117,22 @@ async function readHeader(fh: FileHandle, fileSize: number): Promise<ArchiveHead
   } catch {
     throw new ArchiveCorruptError('the header is not JSON');
   }
-  if (header.format !== 1 || header.encoding !== 'identity' || !Array.isArray(header.entries)) throw new ArchiveCorruptError('unknown archive format');
+  if (header.format !== 1 || header.encoding !== 'identity' || !Array.isArray(header.entries))
+    throw new ArchiveCorruptError('unknown archive format');
   let total = PREFIX + length;
   for (const e of header.entries) {
-    if (typeof e.key !== 'string' || !Number.isSafeInteger(e.size) || e.size < 0 || typeof e.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(e.sha256)) throw new ArchiveCorruptError('a malformed entry in the header');
+    if (
+      typeof e.key !== 'string' ||
+      !Number.isSafeInteger(e.size) ||
+      e.size < 0 ||
+      typeof e.sha256 !== 'string' ||
+      !/^[0-9a-f]{64}$/.test(e.sha256)
+    )
+      throw new ArchiveCorruptError('a malformed entry in the header');
     total += e.size;
   }
-  if (total !== fileSize) throw new ArchiveCorruptError(`the file is ${fileSize} bytes, the header accounts for ${total}`);
+  if (total !== fileSize)
+    throw new ArchiveCorruptError(`the file is ${fileSize} bytes, the header accounts for ${total}`);
   return header;
 }
 
@@ -119,7 +140,10 @@ async function readHeader(fh: FileHandle, fileSize: number): Promise<ArchiveHead
  * Reads and checks the whole archive at `path`; calls `onEntry` with each entry's verified bytes, in order, only
  * after EVERY entry was verified (so a corrupt archive restores nothing). Null when there is no archive.
  */
-export async function readArchive(path: string, onEntry?: (entry: ArchiveEntry, bytes: Buffer) => Promise<void>): Promise<ArchiveHeader | null> {
+export async function readArchive(
+  path: string,
+  onEntry?: (entry: ArchiveEntry, bytes: Buffer) => Promise<void>,
+): Promise<ArchiveHeader | null> {
   let fh: FileHandle;
   try {
     fh = await open(path, 'r');
@@ -138,7 +162,8 @@ export async function readArchive(path: string, onEntry?: (entry: ArchiveEntry, 
     for (const e of header.entries) {
       offsets.push(offset);
       const bytes = await readAt(fh, offset, e.size);
-      if (createHash('sha256').update(bytes).digest('hex') !== e.sha256) throw new ArchiveCorruptError(`entry ${e.key}: its bytes do not match its sha256`);
+      if (createHash('sha256').update(bytes).digest('hex') !== e.sha256)
+        throw new ArchiveCorruptError(`entry ${e.key}: its bytes do not match its sha256`);
       offset += e.size;
     }
     if (onEntry !== undefined) {
@@ -146,7 +171,8 @@ export async function readArchive(path: string, onEntry?: (entry: ArchiveEntry, 
         const e = header.entries[i]!;
         const bytes = await readAt(fh, offsets[i]!, e.size);
         // Re-checked: the file could have changed between the passes (it never should; a restore must not trust it).
-        if (createHash('sha256').update(bytes).digest('hex') !== e.sha256) throw new ArchiveCorruptError(`entry ${e.key} changed while being restored`);
+        if (createHash('sha256').update(bytes).digest('hex') !== e.sha256)
+          throw new ArchiveCorruptError(`entry ${e.key} changed while being restored`);
         await onEntry(e, bytes);
       }
     }

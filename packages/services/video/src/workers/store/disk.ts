@@ -185,7 +185,12 @@ export class DiskStore {
     const packed = header === null;
     if (header === null) {
       const warm = await this.listPrefix(`videos/${videoId}/`);
-      await writeArchive(path, join(this.root, 'tmp'), videoId, warm.map((w) => ({ ...w, file: this.objectPath(w.key) })));
+      await writeArchive(
+        path,
+        join(this.root, 'tmp'),
+        videoId,
+        warm.map((w) => ({ ...w, file: this.objectPath(w.key) })),
+      );
       header = await readArchive(path);
       if (header === null) throw new Error(`the archive ${path} vanished after its write`);
     }
@@ -204,7 +209,8 @@ export class DiskStore {
     let bytes = 0;
     const header = await readArchive(path, async (entry, data) => {
       const info = await this.putObject(entry.key, Readable.from([data]), entry.size);
-      if (info.sha256 !== entry.sha256) throw new Error(`${entry.key} was written with sha256 ${info.sha256}, the archive says ${entry.sha256}`);
+      if (info.sha256 !== entry.sha256)
+        throw new Error(`${entry.key} was written with sha256 ${info.sha256}, the archive says ${entry.sha256}`);
       bytes += entry.size;
     });
     if (header === null) return { objects: 0, bytes: 0, unpacked: false };
@@ -216,7 +222,11 @@ export class DiskStore {
   // ---------------------------------------------------------------- chunked uploads
 
   /** Stores chunk `index` (replacing a resent one atomically: the last complete copy wins). */
-  async putChunk(uploadId: string, index: number, r: { tmp: string; size: number; sha256: string }): Promise<ChunkInfo> {
+  async putChunk(
+    uploadId: string,
+    index: number,
+    r: { tmp: string; size: number; sha256: string },
+  ): Promise<ChunkInfo> {
     const info = { index, size: r.size, sha256: r.sha256 };
     await this.commit(r.tmp, join(this.uploadDir(uploadId), `${index}.chunk`), info);
     return info;
@@ -249,7 +259,10 @@ export class DiskStore {
 
   async tusState(uploadId: string): Promise<TusState | null> {
     try {
-      const meta = JSON.parse(await readFile(join(this.uploadDir(uploadId), 'tus.json'), 'utf8')) as { length: number; metadata: string | null };
+      const meta = JSON.parse(await readFile(join(this.uploadDir(uploadId), 'tus.json'), 'utf8')) as {
+        length: number;
+        metadata: string | null;
+      };
       let offset = 0;
       try {
         offset = (await stat(this.tusFile(uploadId))).size;
@@ -281,7 +294,13 @@ export class DiskStore {
    * Appends a PATCH body at `offset` (which must be the current size), at most up to the declared length. The
    * bytes are fsynced before the new offset is answered; a PATCH cut short keeps what arrived (tus resumes there).
    */
-  async tusAppend(uploadId: string, offset: number, length: number, source: Readable, expect?: { algorithm: 'sha1' | 'sha256' | 'md5'; digest: string }): Promise<number> {
+  async tusAppend(
+    uploadId: string,
+    offset: number,
+    length: number,
+    source: Readable,
+    expect?: { algorithm: 'sha1' | 'sha256' | 'md5'; digest: string },
+  ): Promise<number> {
     const file = this.tusFile(uploadId);
     const fh = await open(file, 'r+');
     let written = 0;
@@ -289,7 +308,8 @@ export class DiskStore {
     const parts: Buffer[] = [];
     try {
       for await (const chunk of source as AsyncIterable<Buffer>) {
-        if (offset + written + chunk.length > length) throw new TooLargeError(`the body goes past Upload-Length ${length}`);
+        if (offset + written + chunk.length > length)
+          throw new TooLargeError(`the body goes past Upload-Length ${length}`);
         if (hash !== null) {
           // With a checksum the PATCH is all or nothing: held until it is verified.
           hash.update(chunk);
@@ -301,7 +321,8 @@ export class DiskStore {
         written += chunk.length;
       }
       if (hash !== null) {
-        if (hash.digest('base64') !== expect!.digest) throw new ChecksumError('the PATCH body does not match Upload-Checksum');
+        if (hash.digest('base64') !== expect!.digest)
+          throw new ChecksumError('the PATCH body does not match Upload-Checksum');
         const all = Buffer.concat(parts);
         await fh.write(all, 0, all.length, offset);
       }

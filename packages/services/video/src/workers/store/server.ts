@@ -72,10 +72,20 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     if (bearerToken(req) !== null) {
       const p = verifyToken(bearerToken(req)!, options.tokens);
       if (p.kind === 'cluster') return;
-      throw new HttpError(403, 'forbidden', 'the object store takes the cluster token or a signed URL, not a client token');
+      throw new HttpError(
+        403,
+        'forbidden',
+        'the object store takes the cluster token or a signed URL, not a client token',
+      );
     }
     const verdict = verifySigned(secret, query, key, access, Date.now());
-    if (!verdict.ok) throw new HttpError(verdict.code === 'unsigned' ? 401 : 403, verdict.code === 'unsigned' ? 'unauthorized' : verdict.code === 'expired' ? 'url_expired' : 'bad_signature', verdict.message, { reason: verdict.code });
+    if (!verdict.ok)
+      throw new HttpError(
+        verdict.code === 'unsigned' ? 401 : 403,
+        verdict.code === 'unsigned' ? 'unauthorized' : verdict.code === 'expired' ? 'url_expired' : 'bad_signature',
+        verdict.message,
+        { reason: verdict.code },
+      );
   };
 
   const fastPath = (req: IncomingMessage, res: ServerResponse): boolean => {
@@ -84,7 +94,10 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     if (parts[0] !== 'uploads' && parts[0] !== 'objects') return false;
     // CORS: browsers (Uppy, the player page) talk to the store directly; the signed URL is the credential.
     res.setHeader('access-control-allow-origin', '*');
-    res.setHeader('access-control-expose-headers', 'Upload-Offset, Upload-Length, Location, Tus-Version, Tus-Resumable, Tus-Max-Size, Tus-Extension, Tus-Checksum-Algorithm, Content-Range, Accept-Ranges, ETag');
+    res.setHeader(
+      'access-control-expose-headers',
+      'Upload-Offset, Upload-Length, Location, Tus-Version, Tus-Resumable, Tus-Max-Size, Tus-Extension, Tus-Checksum-Algorithm, Content-Range, Accept-Ranges, ETag',
+    );
     void handle(req, res, url, parts).catch((error: unknown) => {
       if (!res.headersSent) {
         if (error instanceof HttpError) sendError(res, error);
@@ -107,59 +120,94 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     }
     if (req.method === 'OPTIONS' && keySegments[2] !== 'tus') {
       // A browser's preflight for a chunk PUT (it sends x-chunk-sha256) or a ranged GET: open, it grants nothing.
-      res.writeHead(204, { 'access-control-allow-methods': 'GET, HEAD, PUT, OPTIONS', 'access-control-allow-headers': 'Authorization, Content-Type, Range, X-Chunk-Sha256', 'access-control-max-age': '86400' });
+      res.writeHead(204, {
+        'access-control-allow-methods': 'GET, HEAD, PUT, OPTIONS',
+        'access-control-allow-headers': 'Authorization, Content-Type, Range, X-Chunk-Sha256',
+        'access-control-max-age': '86400',
+      });
       res.end();
       return;
     }
     if (keySegments[0] === 'objects') return objects(req, res, url, keySegments.slice(1));
     const uploadId = keySegments[1] ?? '';
-    if (!UPLOAD_ID.test(uploadId)) throw badRequest('invalid_upload_id', 'an upload id is 8 to 64 of A-Z a-z 0-9 _ -', { field: 'upload_id' });
+    if (!UPLOAD_ID.test(uploadId))
+      throw badRequest('invalid_upload_id', 'an upload id is 8 to 64 of A-Z a-z 0-9 _ -', { field: 'upload_id' });
     const rest = keySegments.slice(2);
     const scopeKey = `uploads/${uploadId}/${rest.join('/')}`;
     if (rest[0] === 'tus') return tus(req, res, url, uploadId, rest.slice(1), scopeKey);
     if (rest[0] !== 'chunks' || rest.length > 2) throw notFound(`no route for ${req.method} ${url.pathname}`);
     if (rest.length === 1) {
-      if (req.method !== 'GET') throw new HttpError(405, 'method_not_allowed', 'use GET on this path', {}, { allow: 'GET' });
+      if (req.method !== 'GET')
+        throw new HttpError(405, 'method_not_allowed', 'use GET on this path', {}, { allow: 'GET' });
       authorize(req, url.searchParams, scopeKey, 'read');
       const chunks = await disk.chunks(uploadId);
       return json(res, 200, { upload_id: uploadId, chunks, received_bytes: chunks.reduce((n, c) => n + c.size, 0) });
     }
     const indexText = rest[1]!;
-    if (!/^\d{1,5}$/.test(indexText) || Number(indexText) >= MAX_CHUNKS) throw badRequest('invalid_chunk_index', `a chunk index is an integer from 0 to ${MAX_CHUNKS - 1}`, { field: 'index' });
+    if (!/^\d{1,5}$/.test(indexText) || Number(indexText) >= MAX_CHUNKS)
+      throw badRequest('invalid_chunk_index', `a chunk index is an integer from 0 to ${MAX_CHUNKS - 1}`, {
+        field: 'index',
+      });
     const index = Number(indexText);
-    if (req.method !== 'PUT') throw new HttpError(405, 'method_not_allowed', 'use PUT on this path', {}, { allow: 'PUT' });
+    if (req.method !== 'PUT')
+      throw new HttpError(405, 'method_not_allowed', 'use PUT on this path', {}, { allow: 'PUT' });
     authorize(req, url.searchParams, scopeKey, 'write');
     const expected = req.headers['x-chunk-sha256'];
-    if (expected !== undefined && (typeof expected !== 'string' || !/^[0-9a-f]{64}$/.test(expected))) throw badRequest('invalid_checksum', 'x-chunk-sha256 is 64 lowercase hex digits', { field: 'x-chunk-sha256' });
+    if (expected !== undefined && (typeof expected !== 'string' || !/^[0-9a-f]{64}$/.test(expected)))
+      throw badRequest('invalid_checksum', 'x-chunk-sha256 is 64 lowercase hex digits', { field: 'x-chunk-sha256' });
     const declared = Number(req.headers['content-length'] ?? NaN);
-    if (declared > MAX_CHUNK_BYTES) throw new HttpError(413, 'chunk_too_large', `a chunk is at most ${MAX_CHUNK_BYTES} bytes`, { limit: MAX_CHUNK_BYTES });
+    if (declared > MAX_CHUNK_BYTES)
+      throw new HttpError(413, 'chunk_too_large', `a chunk is at most ${MAX_CHUNK_BYTES} bytes`, {
+        limit: MAX_CHUNK_BYTES,
+      });
     const before = await disk.chunks(uploadId);
     const others = before.filter((c) => c.index !== index).reduce((n, c) => n + c.size, 0);
     let received;
     try {
       received = await disk.receive(req, Math.min(MAX_CHUNK_BYTES, MAX_UPLOAD_BYTES - others));
     } catch (error) {
-      if (error instanceof TooLargeError) throw new HttpError(413, others + MAX_CHUNK_BYTES > MAX_UPLOAD_BYTES ? 'upload_too_large' : 'chunk_too_large', `the chunk would take the upload over its limit (${MAX_UPLOAD_BYTES} bytes in all, ${MAX_CHUNK_BYTES} per chunk)`, { limit: MAX_UPLOAD_BYTES });
+      if (error instanceof TooLargeError)
+        throw new HttpError(
+          413,
+          others + MAX_CHUNK_BYTES > MAX_UPLOAD_BYTES ? 'upload_too_large' : 'chunk_too_large',
+          `the chunk would take the upload over its limit (${MAX_UPLOAD_BYTES} bytes in all, ${MAX_CHUNK_BYTES} per chunk)`,
+          { limit: MAX_UPLOAD_BYTES },
+        );
       throw error;
     }
     if (received.size === 0) throw badRequest('empty_chunk', 'a chunk has at least one byte');
     if (expected !== undefined && expected !== received.sha256) {
       await rm(received.tmp, { force: true });
-      throw new HttpError(422, 'checksum_mismatch', `chunk ${index} arrived with sha256 ${received.sha256}, not the ${expected} announced; resend it`, { index, sha256: received.sha256 });
+      throw new HttpError(
+        422,
+        'checksum_mismatch',
+        `chunk ${index} arrived with sha256 ${received.sha256}, not the ${expected} announced; resend it`,
+        { index, sha256: received.sha256 },
+      );
     }
     const known = before.find((c) => c.index === index);
     if (known !== undefined) stats.resent++;
     const info: ChunkInfo = await disk.putChunk(uploadId, index, received);
     stats.chunks++;
     stats.bytesIn += info.size;
-    return json(res, 200, { upload_id: uploadId, index, size: info.size, sha256: info.sha256, replaced: known !== undefined });
+    return json(res, 200, {
+      upload_id: uploadId,
+      index,
+      size: info.size,
+      sha256: info.sha256,
+      replaced: known !== undefined,
+    });
   };
 
   // ---------------------------------------------------------------- objects
 
   const objects = async (req: IncomingMessage, res: ServerResponse, url: URL, segments: string[]): Promise<void> => {
     if (segments.length === 0 || segments.join('/').length > 512 || !segments.every((s) => KEY_SEGMENT.test(s))) {
-      throw badRequest('invalid_key', 'an object key is 1 to 512 characters of /-separated segments of A-Z a-z 0-9 . _ - (not starting with a dot)', { field: 'key' });
+      throw badRequest(
+        'invalid_key',
+        'an object key is 1 to 512 characters of /-separated segments of A-Z a-z 0-9 . _ - (not starting with a dot)',
+        { field: 'key' },
+      );
     }
     const key = segments.join('/');
     if (req.method === 'PUT') {
@@ -168,7 +216,8 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
         const info = await disk.putObject(key, req, MAX_OBJECT_BYTES);
         return json(res, 200, info);
       } catch (error) {
-        if (error instanceof TooLargeError) throw new HttpError(413, 'object_too_large', `an object is at most ${MAX_OBJECT_BYTES} bytes`);
+        if (error instanceof TooLargeError)
+          throw new HttpError(413, 'object_too_large', `an object is at most ${MAX_OBJECT_BYTES} bytes`);
         throw error;
       }
     }
@@ -176,14 +225,23 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       authorizeCluster(req);
       return json(res, 200, { key, deleted: await disk.deleteObject(key) });
     }
-    if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'method_not_allowed', 'use GET, HEAD, PUT or DELETE on objects', {}, { allow: 'GET, HEAD, PUT, DELETE' });
+    if (req.method !== 'GET' && req.method !== 'HEAD')
+      throw new HttpError(
+        405,
+        'method_not_allowed',
+        'use GET, HEAD, PUT or DELETE on objects',
+        {},
+        { allow: 'GET, HEAD, PUT, DELETE' },
+      );
     authorize(req, url.searchParams, key, 'read');
     const info = await disk.objectInfo(key);
     if (info === null) throw notFound(`no object ${key}`, { key });
     const range = parseRange(req.headers.range, info.size);
     if (range === 'unsatisfiable') {
       res.writeHead(416, { 'content-range': `bytes */${info.size}`, 'content-type': 'application/json' });
-      res.end(JSON.stringify({ error: { code: 'range_not_satisfiable', message: `the object has ${info.size} bytes` } }));
+      res.end(
+        JSON.stringify({ error: { code: 'range_not_satisfiable', message: `the object has ${info.size} bytes` } }),
+      );
       return;
     }
     const headers: Record<string, string> = {
@@ -198,25 +256,50 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     if (range === null) {
       res.writeHead(200, { ...headers, 'content-length': String(info.size) });
       if (req.method === 'HEAD' || info.size === 0) return void res.end();
-      disk.readObject(key).on('error', () => res.destroy()).pipe(res);
+      disk
+        .readObject(key)
+        .on('error', () => res.destroy())
+        .pipe(res);
       return;
     }
-    res.writeHead(206, { ...headers, 'content-length': String(range.end - range.start + 1), 'content-range': `bytes ${range.start}-${range.end}/${info.size}` });
+    res.writeHead(206, {
+      ...headers,
+      'content-length': String(range.end - range.start + 1),
+      'content-range': `bytes ${range.start}-${range.end}/${info.size}`,
+    });
     if (req.method === 'HEAD') return void res.end();
-    disk.readObject(key, range).on('error', () => res.destroy()).pipe(res);
+    disk
+      .readObject(key, range)
+      .on('error', () => res.destroy())
+      .pipe(res);
   };
 
   const authorizeCluster = (req: IncomingMessage): void => {
     const token = bearerToken(req);
-    if (token === null) throw new HttpError(401, 'unauthorized', 'writing objects needs the cluster token', {}, { 'www-authenticate': 'Bearer' });
-    if (verifyToken(token, options.tokens).kind !== 'cluster') throw new HttpError(403, 'forbidden', 'writing objects needs the cluster token');
+    if (token === null)
+      throw new HttpError(
+        401,
+        'unauthorized',
+        'writing objects needs the cluster token',
+        {},
+        { 'www-authenticate': 'Bearer' },
+      );
+    if (verifyToken(token, options.tokens).kind !== 'cluster')
+      throw new HttpError(403, 'forbidden', 'writing objects needs the cluster token');
   };
 
   // ---------------------------------------------------------------- tus 1.0
 
   const tusHeaders = (): Record<string, string> => ({ 'tus-resumable': TUS_VERSION, 'cache-control': 'no-store' });
 
-  const tus = async (req: IncomingMessage, res: ServerResponse, url: URL, uploadId: string, rest: string[], scopeKey: string): Promise<void> => {
+  const tus = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    url: URL,
+    uploadId: string,
+    rest: string[],
+    scopeKey: string,
+  ): Promise<void> => {
     if (req.method === 'OPTIONS') {
       // Discovery is open (browsers preflight without credentials); it says nothing about any upload.
       res.writeHead(204, {
@@ -226,28 +309,58 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
         'tus-max-size': String(MAX_UPLOAD_BYTES),
         'tus-checksum-algorithm': 'sha1,sha256,md5',
         'access-control-allow-methods': 'POST, HEAD, PATCH, OPTIONS',
-        'access-control-allow-headers': 'Authorization, Content-Type, Upload-Length, Upload-Offset, Upload-Metadata, Upload-Checksum, Tus-Resumable, Upload-Defer-Length, X-Requested-With, X-HTTP-Method-Override',
+        'access-control-allow-headers':
+          'Authorization, Content-Type, Upload-Length, Upload-Offset, Upload-Metadata, Upload-Checksum, Tus-Resumable, Upload-Defer-Length, X-Requested-With, X-HTTP-Method-Override',
         'access-control-max-age': '86400',
       });
       res.end();
       return;
     }
     if (req.headers['tus-resumable'] !== TUS_VERSION) {
-      throw new HttpError(412, 'tus_version_unsupported', `this server speaks tus ${TUS_VERSION} (Tus-Resumable header)`, {}, { 'tus-version': TUS_VERSION });
+      throw new HttpError(
+        412,
+        'tus_version_unsupported',
+        `this server speaks tus ${TUS_VERSION} (Tus-Resumable header)`,
+        {},
+        { 'tus-version': TUS_VERSION },
+      );
     }
     const method = (req.headers['x-http-method-override'] as string | undefined) ?? req.method;
     if (rest.length === 0) {
-      if (method !== 'POST') throw new HttpError(405, 'method_not_allowed', 'POST creates the tus upload; HEAD and PATCH go to its Location', {}, { allow: 'POST, OPTIONS' });
+      if (method !== 'POST')
+        throw new HttpError(
+          405,
+          'method_not_allowed',
+          'POST creates the tus upload; HEAD and PATCH go to its Location',
+          {},
+          { allow: 'POST, OPTIONS' },
+        );
       authorize(req, url.searchParams, scopeKey, 'write');
       const lengthText = req.headers['upload-length'];
-      if (typeof lengthText !== 'string' || !/^\d{1,16}$/.test(lengthText)) throw badRequest('invalid_upload_length', 'Upload-Length is required (Upload-Defer-Length is not supported)', { field: 'Upload-Length' });
+      if (typeof lengthText !== 'string' || !/^\d{1,16}$/.test(lengthText))
+        throw badRequest('invalid_upload_length', 'Upload-Length is required (Upload-Defer-Length is not supported)', {
+          field: 'Upload-Length',
+        });
       const length = Number(lengthText);
-      if (length > MAX_UPLOAD_BYTES) throw new HttpError(413, 'upload_too_large', `an upload is at most ${MAX_UPLOAD_BYTES} bytes`, { limit: MAX_UPLOAD_BYTES });
-      if ((await disk.chunks(uploadId)).length > 0) throw new HttpError(409, 'upload_mode_conflict', 'this upload already has chunks sent with PUT; use one way per upload');
-      const metadata = typeof req.headers['upload-metadata'] === 'string' ? req.headers['upload-metadata'].slice(0, 4096) : null;
+      if (length > MAX_UPLOAD_BYTES)
+        throw new HttpError(413, 'upload_too_large', `an upload is at most ${MAX_UPLOAD_BYTES} bytes`, {
+          limit: MAX_UPLOAD_BYTES,
+        });
+      if ((await disk.chunks(uploadId)).length > 0)
+        throw new HttpError(
+          409,
+          'upload_mode_conflict',
+          'this upload already has chunks sent with PUT; use one way per upload',
+        );
+      const metadata =
+        typeof req.headers['upload-metadata'] === 'string' ? req.headers['upload-metadata'].slice(0, 4096) : null;
       await disk.tusCreate(uploadId, length, metadata);
       req.resume();
-      res.writeHead(201, { ...tusHeaders(), location: `/uploads/${uploadId}/tus/file?${url.searchParams.toString()}`, 'upload-offset': '0' });
+      res.writeHead(201, {
+        ...tusHeaders(),
+        location: `/uploads/${uploadId}/tus/file?${url.searchParams.toString()}`,
+        'upload-offset': '0',
+      });
       res.end();
       return;
     }
@@ -256,20 +369,40 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     const state = await disk.tusState(uploadId);
     if (state === null) throw notFound(`no tus upload for ${uploadId}`, { upload_id: uploadId });
     if (method === 'HEAD') {
-      res.writeHead(200, { ...tusHeaders(), 'upload-offset': String(state.offset), 'upload-length': String(state.length), ...(state.metadata !== null ? { 'upload-metadata': state.metadata } : {}) });
+      res.writeHead(200, {
+        ...tusHeaders(),
+        'upload-offset': String(state.offset),
+        'upload-length': String(state.length),
+        ...(state.metadata !== null ? { 'upload-metadata': state.metadata } : {}),
+      });
       res.end();
       return;
     }
-    if (method !== 'PATCH') throw new HttpError(405, 'method_not_allowed', 'use HEAD or PATCH on a tus upload', {}, { allow: 'HEAD, PATCH, OPTIONS' });
-    if (req.headers['content-type'] !== 'application/offset+octet-stream') throw new HttpError(415, 'unsupported_media_type', 'a PATCH body is application/offset+octet-stream');
+    if (method !== 'PATCH')
+      throw new HttpError(
+        405,
+        'method_not_allowed',
+        'use HEAD or PATCH on a tus upload',
+        {},
+        { allow: 'HEAD, PATCH, OPTIONS' },
+      );
+    if (req.headers['content-type'] !== 'application/offset+octet-stream')
+      throw new HttpError(415, 'unsupported_media_type', 'a PATCH body is application/offset+octet-stream');
     const offsetText = req.headers['upload-offset'];
-    if (typeof offsetText !== 'string' || !/^\d{1,16}$/.test(offsetText)) throw badRequest('invalid_upload_offset', 'Upload-Offset is required', { field: 'Upload-Offset' });
-    if (Number(offsetText) !== state.offset) throw new HttpError(409, 'offset_mismatch', `the upload is at offset ${state.offset}, not ${offsetText}`, { upload_offset: state.offset });
+    if (typeof offsetText !== 'string' || !/^\d{1,16}$/.test(offsetText))
+      throw badRequest('invalid_upload_offset', 'Upload-Offset is required', { field: 'Upload-Offset' });
+    if (Number(offsetText) !== state.offset)
+      throw new HttpError(409, 'offset_mismatch', `the upload is at offset ${state.offset}, not ${offsetText}`, {
+        upload_offset: state.offset,
+      });
     let expect: { algorithm: 'sha1' | 'sha256' | 'md5'; digest: string } | undefined;
     const checksum = req.headers['upload-checksum'];
     if (typeof checksum === 'string') {
       const m = /^(sha1|sha256|md5) ([A-Za-z0-9+/=]{1,100})$/.exec(checksum);
-      if (m === null) throw badRequest('unsupported_checksum', 'Upload-Checksum is "<sha1|sha256|md5> <base64 digest>"', { field: 'Upload-Checksum' });
+      if (m === null)
+        throw badRequest('unsupported_checksum', 'Upload-Checksum is "<sha1|sha256|md5> <base64 digest>"', {
+          field: 'Upload-Checksum',
+        });
       expect = { algorithm: m[1] as 'sha1', digest: m[2]! };
     }
     let offset: number;
@@ -312,7 +445,8 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
   http.router
     .post('/internal/uploads/:id/assemble', { admits: 'cluster' }, async (ctx) => {
       const uploadId = ctx.params.id ?? '';
-      if (!UPLOAD_ID.test(uploadId)) throw badRequest('invalid_upload_id', 'an upload id is 8 to 64 of A-Z a-z 0-9 _ -', { field: 'upload_id' });
+      if (!UPLOAD_ID.test(uploadId))
+        throw badRequest('invalid_upload_id', 'an upload id is 8 to 64 of A-Z a-z 0-9 _ -', { field: 'upload_id' });
       const body = requireObject(await ctx.json());
       const total = requireInteger(body, 'total_chunks', { min: 1, max: MAX_CHUNKS });
       const checksum = normalizeChecksum(requireString(body, 'checksum', { maxLength: 80 }));
@@ -326,7 +460,11 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     })
     .post('/internal/objects/delete-prefix', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
-      const prefix = requireString(body, 'prefix', { minLength: 3, maxLength: 512, pattern: /^(?!\.)[A-Za-z0-9._/-]*\/$/ });
+      const prefix = requireString(body, 'prefix', {
+        minLength: 3,
+        maxLength: 512,
+        pattern: /^(?!\.)[A-Za-z0-9._/-]*\/$/,
+      });
       return { prefix, deleted: await disk.deletePrefix(prefix) };
     })
     .get('/internal/cold/:id', { admits: 'cluster' }, async (ctx) => {
@@ -334,8 +472,14 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       const archive = await corruptIs409(() => disk.coldArchive(videoId));
       return { video_id: videoId, archive, warm: await disk.listPrefix(`videos/${videoId}/`) };
     })
-    .post('/internal/cold/:id/pack', { admits: 'cluster' }, async (ctx) => ({ video_id: coldVideoId(ctx.params.id), ...(await corruptIs409(() => disk.packCold(coldVideoId(ctx.params.id)))) }))
-    .post('/internal/cold/:id/unpack', { admits: 'cluster' }, async (ctx) => ({ video_id: coldVideoId(ctx.params.id), ...(await corruptIs409(() => disk.unpackCold(coldVideoId(ctx.params.id)))) }));
+    .post('/internal/cold/:id/pack', { admits: 'cluster' }, async (ctx) => ({
+      video_id: coldVideoId(ctx.params.id),
+      ...(await corruptIs409(() => disk.packCold(coldVideoId(ctx.params.id)))),
+    }))
+    .post('/internal/cold/:id/unpack', { admits: 'cluster' }, async (ctx) => ({
+      video_id: coldVideoId(ctx.params.id),
+      ...(await corruptIs409(() => disk.unpackCold(coldVideoId(ctx.params.id)))),
+    }));
 
   return {
     httpPort: http.port,
@@ -348,7 +492,8 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
 
 function coldVideoId(raw: string | undefined): string {
   const id = raw ?? '';
-  if (!/^[A-Za-z0-9_-]{1,128}$/.test(id)) throw badRequest('invalid_video_id', 'a video id is 1 to 128 of A-Z a-z 0-9 _ -', { field: 'video_id' });
+  if (!/^[A-Za-z0-9_-]{1,128}$/.test(id))
+    throw badRequest('invalid_video_id', 'a video id is 1 to 128 of A-Z a-z 0-9 _ -', { field: 'video_id' });
   return id;
 }
 
@@ -373,7 +518,12 @@ function positiveSetting(settings: Record<string, string>, name: string, fallbac
 /** `sha256:<hex>` or `<hex>`, lowercased; a 400 otherwise. */
 export function normalizeChecksum(text: string): string {
   const hex = text.toLowerCase().replace(/^sha256:/, '');
-  if (!/^[0-9a-f]{64}$/.test(hex)) throw badRequest('invalid_checksum', 'checksum is the whole file\'s SHA-256: 64 hex digits, optionally prefixed "sha256:"', { field: 'checksum' });
+  if (!/^[0-9a-f]{64}$/.test(hex))
+    throw badRequest(
+      'invalid_checksum',
+      'checksum is the whole file\'s SHA-256: 64 hex digits, optionally prefixed "sha256:"',
+      { field: 'checksum' },
+    );
   return hex;
 }
 
@@ -382,13 +532,25 @@ export function normalizeChecksum(text: string): string {
  * against its ack (the disk may have rotted since), the concatenation's SHA-256 equal to `checksum`; then the raw
  * object `raw/<id>` is written durably. A tus upload (total_chunks 1) is checked complete and hashed the same way.
  */
-async function assemble(disk: DiskStore, uploadId: string, total: number, checksum: string): Promise<{ key: string; size: number; sha256: string; chunks: number }> {
+async function assemble(
+  disk: DiskStore,
+  uploadId: string,
+  total: number,
+  checksum: string,
+): Promise<{ key: string; size: number; sha256: string; chunks: number }> {
   const tus = await disk.tusState(uploadId);
   let files: string[];
   let acks: Array<string | null>;
   if (tus !== null) {
-    if (total !== 1) throw badRequest('invalid_total_chunks', 'a tus upload is one chunk: finalize it with total_chunks 1', { field: 'total_chunks' });
-    if (tus.offset < tus.length) throw new HttpError(409, 'upload_incomplete', `the tus upload has ${tus.offset} of ${tus.length} bytes`, { upload_offset: tus.offset, upload_length: tus.length });
+    if (total !== 1)
+      throw badRequest('invalid_total_chunks', 'a tus upload is one chunk: finalize it with total_chunks 1', {
+        field: 'total_chunks',
+      });
+    if (tus.offset < tus.length)
+      throw new HttpError(409, 'upload_incomplete', `the tus upload has ${tus.offset} of ${tus.length} bytes`, {
+        upload_offset: tus.offset,
+        upload_length: tus.length,
+      });
     files = [disk.tusFile(uploadId)];
     acks = [null];
   } else {
@@ -396,9 +558,20 @@ async function assemble(disk: DiskStore, uploadId: string, total: number, checks
     const have = new Set(chunks.map((c) => c.index));
     const missing: number[] = [];
     for (let i = 0; i < total && missing.length < 1000; i++) if (!have.has(i)) missing.push(i);
-    if (missing.length > 0) throw new HttpError(409, 'chunks_missing', `${missing.length} of ${total} chunks are missing: send them, then finalize again`, { missing });
+    if (missing.length > 0)
+      throw new HttpError(
+        409,
+        'chunks_missing',
+        `${missing.length} of ${total} chunks are missing: send them, then finalize again`,
+        { missing },
+      );
     const extra = chunks.filter((c) => c.index >= total).map((c) => c.index);
-    if (extra.length > 0) throw badRequest('extra_chunks', `chunks beyond total_chunks ${total} were sent: ${extra.slice(0, 20).join(', ')}`, { field: 'total_chunks', extra });
+    if (extra.length > 0)
+      throw badRequest(
+        'extra_chunks',
+        `chunks beyond total_chunks ${total} were sent: ${extra.slice(0, 20).join(', ')}`,
+        { field: 'total_chunks', extra },
+      );
     files = chunks.map((c) => disk.chunkFile(uploadId, c.index));
     acks = chunks.map((c) => c.sha256);
   }
@@ -411,14 +584,22 @@ async function assemble(disk: DiskStore, uploadId: string, total: number, checks
           yield chunk;
         }
         const digest = perFile[i]!.digest('hex');
-        if (acks[i] !== null && digest !== acks[i]) throw new HttpError(409, 'chunk_corrupt', `chunk ${i} no longer matches its acknowledged sha256: resend it`, { index: i });
+        if (acks[i] !== null && digest !== acks[i])
+          throw new HttpError(409, 'chunk_corrupt', `chunk ${i} no longer matches its acknowledged sha256: resend it`, {
+            index: i,
+          });
       }
     })(),
   );
   const received = await disk.receive(source, MAX_UPLOAD_BYTES);
   if (received.sha256 !== checksum) {
     await rm(received.tmp, { force: true });
-    throw new HttpError(422, 'checksum_mismatch', `the uploaded bytes have sha256 ${received.sha256}, not the checksum given`, { sha256: received.sha256, size: received.size });
+    throw new HttpError(
+      422,
+      'checksum_mismatch',
+      `the uploaded bytes have sha256 ${received.sha256}, not the checksum given`,
+      { sha256: received.sha256, size: received.size },
+    );
   }
   // A zero-byte upload is kept: the probe rejects it with a clear status (the spec's rule 5), like any bad file.
   const key = rawKey(uploadId);

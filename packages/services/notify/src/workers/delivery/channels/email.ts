@@ -57,7 +57,8 @@ export class EmailSender implements ChannelSender {
 
   async sendOne(message: OutboundMessage): Promise<SendOutcome> {
     const address = message.address;
-    if (address.channel !== 'email' || !EMAIL.test(address.email)) return { kind: 'invalid_address', reason: 'not an email address' };
+    if (address.channel !== 'email' || !EMAIL.test(address.email))
+      return { kind: 'invalid_address', reason: 'not an email address' };
     try {
       const info = await this.transport.sendMail({
         from: this.options.from,
@@ -73,8 +74,12 @@ export class EmailSender implements ChannelSender {
     } catch (e) {
       const err = e as Error & { responseCode?: number; command?: string };
       const code = err.responseCode;
-      if (code !== undefined && code >= 500 && code <= 599) return { kind: 'bounced', reason: `${code} at ${err.command ?? 'SMTP'}: ${err.message}` };
-      return { kind: 'retry', reason: code !== undefined ? `${code}: ${err.message}` : `SMTP unreachable: ${err.message}` };
+      if (code !== undefined && code >= 500 && code <= 599)
+        return { kind: 'bounced', reason: `${code} at ${err.command ?? 'SMTP'}: ${err.message}` };
+      return {
+        kind: 'retry',
+        reason: code !== undefined ? `${code}: ${err.message}` : `SMTP unreachable: ${err.message}`,
+      };
     }
   }
 

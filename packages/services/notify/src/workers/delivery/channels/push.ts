@@ -43,7 +43,8 @@ export function loadOrCreateVapidKeys(path: string): VapidKeys {
     }
   }
   const keys = JSON.parse(readFileSync(path, 'utf8')) as Partial<VapidKeys>;
-  if (typeof keys.publicKey !== 'string' || typeof keys.privateKey !== 'string') throw new Error(`${path} does not hold VAPID keys`);
+  if (typeof keys.publicKey !== 'string' || typeof keys.privateKey !== 'string')
+    throw new Error(`${path} does not hold VAPID keys`);
   return { publicKey: keys.publicKey, privateKey: keys.privateKey };
 }
 
@@ -79,7 +80,8 @@ export class PushSender implements ChannelSender {
   async sendOne(message: OutboundMessage): Promise<SendOutcome> {
     if (message.address.channel !== 'push') return { kind: 'invalid_address', reason: 'not a push address' };
     const subscriptions = message.address.subscriptions;
-    if (subscriptions.length === 0) return { kind: 'invalid_address', reason: 'no push subscription', invalid_subscriptions: [] };
+    if (subscriptions.length === 0)
+      return { kind: 'invalid_address', reason: 'no push subscription', invalid_subscriptions: [] };
     // The service worker's payload: small JSON (a push message body is at most 4096 bytes encrypted).
     const payload = JSON.stringify({
       notification_id: message.notification_id,
@@ -88,19 +90,36 @@ export class PushSender implements ChannelSender {
       body: message.content.body,
       data: message.content.data,
     });
-    const urgency = message.priority === 'critical' || message.priority === 'high' ? 'high' : message.priority === 'low' ? 'low' : 'normal';
+    const urgency =
+      message.priority === 'critical' || message.priority === 'high'
+        ? 'high'
+        : message.priority === 'low'
+          ? 'low'
+          : 'normal';
     const answers = await Promise.all(subscriptions.map((s) => this.pushTo(s, payload, urgency)));
-    const invalid = subscriptions.filter((_, i) => answers[i]!.kind === 'gone' || answers[i]!.kind === 'refused').map((s) => String(s.endpoint));
+    const invalid = subscriptions
+      .filter((_, i) => answers[i]!.kind === 'gone' || answers[i]!.kind === 'refused')
+      .map((s) => String(s.endpoint));
     const accepted = answers.find((a) => a.kind === 'accepted');
-    if (accepted !== undefined) return { kind: 'sent', provider_message_id: accepted.detail, ...(invalid.length > 0 ? { invalid_subscriptions: invalid } : {}) };
+    if (accepted !== undefined)
+      return {
+        kind: 'sent',
+        provider_message_id: accepted.detail,
+        ...(invalid.length > 0 ? { invalid_subscriptions: invalid } : {}),
+      };
     const transient = answers.find((a) => a.kind === 'transient');
     if (transient !== undefined) return { kind: 'retry', reason: transient.detail };
     return { kind: 'invalid_address', reason: answers.map((a) => a.detail).join('; '), invalid_subscriptions: invalid };
   }
 
   /** One push request; `detail` is the message id when accepted, else the reason. */
-  private async pushTo(subscription: PushSubscription, payload: string, urgency: 'high' | 'normal' | 'low'): Promise<{ kind: 'accepted' | 'gone' | 'refused' | 'transient'; detail: string }> {
-    if (!validSubscription(subscription)) return { kind: 'refused', detail: 'not a push subscription {endpoint, keys: {p256dh, auth}}' };
+  private async pushTo(
+    subscription: PushSubscription,
+    payload: string,
+    urgency: 'high' | 'normal' | 'low',
+  ): Promise<{ kind: 'accepted' | 'gone' | 'refused' | 'transient'; detail: string }> {
+    if (!validSubscription(subscription))
+      return { kind: 'refused', detail: 'not a push subscription {endpoint, keys: {p256dh, auth}}' };
     let url: URL;
     try {
       url = new URL(subscription.endpoint);
@@ -135,9 +154,13 @@ export class PushSender implements ChannelSender {
       const status = res.statusCode;
       if (status === 201 || status === 202) {
         const location = res.headers.location;
-        return { kind: 'accepted', detail: (Array.isArray(location) ? location[0] : location) ?? idFromBody(text) ?? '' };
+        return {
+          kind: 'accepted',
+          detail: (Array.isArray(location) ? location[0] : location) ?? idFromBody(text) ?? '',
+        };
       }
-      if (status === 404 || status === 410) return { kind: 'gone', detail: `push service answered ${status}: subscription gone` };
+      if (status === 404 || status === 410)
+        return { kind: 'gone', detail: `push service answered ${status}: subscription gone` };
       if (status === 429 || status >= 500) return { kind: 'transient', detail: `push service answered ${status}` };
       return { kind: 'refused', detail: `push service refused the request (${status}): ${text.slice(0, 200)}` };
     } catch (e) {
@@ -155,7 +178,14 @@ export class PushSender implements ChannelSender {
     const cached = this.vapidCache.get(origin);
     if (cached !== undefined && cached.renewAt > now) return cached.header;
     const exp = Math.floor(now / 1000) + 12 * 3600;
-    const header = webpush.getVapidHeaders(origin, this.options.subject, this.options.vapid.publicKey, this.options.vapid.privateKey, 'aes128gcm', exp).Authorization;
+    const header = webpush.getVapidHeaders(
+      origin,
+      this.options.subject,
+      this.options.vapid.publicKey,
+      this.options.vapid.privateKey,
+      'aes128gcm',
+      exp,
+    ).Authorization;
     this.vapidCache.set(origin, { header, renewAt: now + 11 * 3600 * 1000 });
     return header;
   }
@@ -177,7 +207,15 @@ export class PushSender implements ChannelSender {
 
 function validSubscription(s: unknown): s is PushSubscription {
   const v = s as Partial<PushSubscription> | null;
-  return typeof v === 'object' && v !== null && typeof v.endpoint === 'string' && typeof v.keys === 'object' && v.keys !== null && typeof v.keys.p256dh === 'string' && typeof v.keys.auth === 'string';
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof v.endpoint === 'string' &&
+    typeof v.keys === 'object' &&
+    v.keys !== null &&
+    typeof v.keys.p256dh === 'string' &&
+    typeof v.keys.auth === 'string'
+  );
 }
 
 function idFromBody(text: string): string | null {

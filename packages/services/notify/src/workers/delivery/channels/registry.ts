@@ -6,4 +6,6 @@
 import type { Channel, ChannelSenderFactory } from './channel.js';
 import { providerSenderFactories } from './senders.js';
 
-export const senderFactories: Partial<Record<Exclude<Channel, 'in_app'>, ChannelSenderFactory>> = { ...providerSenderFactories };
+export const senderFactories: Partial<Record<Exclude<Channel, 'in_app'>, ChannelSenderFactory>> = {
+  ...providerSenderFactories,
+};

@@ -10,7 +10,11 @@ export function intSetting(context: SenderContext, key: string, fallback: number
 }
 
 /** The first worker of `role` (a stand-in provider), or an error naming the setting that would replace it. */
-export function providerWorker(context: SenderContext, role: string, setting: string): { httpAddress: string; tcpAddress?: string } {
+export function providerWorker(
+  context: SenderContext,
+  role: string,
+  setting: string,
+): { httpAddress: string; tcpAddress?: string } {
   const w = context.workers.find((x) => x.role === role);
   if (w === undefined) throw new Error(`no ${role} worker in this cluster and no --set ${setting}`);
   return w;

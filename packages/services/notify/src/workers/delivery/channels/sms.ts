@@ -69,7 +69,11 @@ export class SmsSender implements ChannelSender {
       }
       if (res.statusCode === 429 || res.statusCode >= 500) {
         const after = Number(res.headers['retry-after']);
-        return { kind: 'retry', reason: `SMS provider answered ${res.statusCode}`, ...(Number.isFinite(after) && after > 0 ? { retry_after_ms: after * 1000 } : {}) };
+        return {
+          kind: 'retry',
+          reason: `SMS provider answered ${res.statusCode}`,
+          ...(Number.isFinite(after) && after > 0 ? { retry_after_ms: after * 1000 } : {}),
+        };
       }
       return { kind: 'invalid_address', reason: `SMS provider refused (${res.statusCode}): ${text.slice(0, 200)}` };
     } catch (e) {
@@ -87,6 +91,11 @@ export class SmsSender implements ChannelSender {
  * sms-provider stand-in with the cluster token; `sms_rate_per_second` (200).
  */
 export async function createSmsSender(context: SenderContext): Promise<ChannelSender> {
-  const baseUrl = context.settings.sms_api_url ?? `http://${providerWorker(context, 'sms-provider', 'sms_api_url').httpAddress}`;
-  return new SmsSender({ baseUrl, token: context.settings.sms_api_token ?? context.token, ratePerSecond: intSetting(context, 'sms_rate_per_second', 200) });
+  const baseUrl =
+    context.settings.sms_api_url ?? `http://${providerWorker(context, 'sms-provider', 'sms_api_url').httpAddress}`;
+  return new SmsSender({
+    baseUrl,
+    token: context.settings.sms_api_token ?? context.token,
+    ratePerSecond: intSetting(context, 'sms_rate_per_second', 200),
+  });
 }
