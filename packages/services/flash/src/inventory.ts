@@ -41,6 +41,11 @@ export interface DealSnapshot extends Omit<DealSpec, 'windowMs'> {
    * may return none (then a winner's retry through a gateway with a spent pool reads lost: documented weaker).
    */
   winners: Array<{ userId: string; reservationId: string; expiresAt: number }>;
+  /**
+   * False when `winners` was cut short (a backend hands out a bounded number per call; the next call goes on):
+   * until a call brings the rest, a sold out is not proof that every winner is known. Absent: complete.
+   */
+  winnersComplete?: boolean;
 }
 
 export interface ReserveRequest {

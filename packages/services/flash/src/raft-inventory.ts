@@ -106,6 +106,7 @@ export class RaftInventory implements InventoryBackend {
     const alive: number[] = [];
     const winners: DealSnapshot['winners'] = [];
     let remaining = 0;
+    let winnersComplete = true;
     views.forEach((v, g) => {
       if (v === null) return;
       alive.push(...v.alive);
@@ -114,6 +115,7 @@ export class RaftInventory implements InventoryBackend {
         winners.push({ userId, reservationId, expiresAt });
       // Concurrent calls asked from the same offsets: keep the furthest, never count a batch twice.
       seen[g] = Math.max(seen[g] ?? 0, from[g]! + (v.winners?.length ?? 0));
+      if (v.total !== undefined && from[g]! + (v.winners?.length ?? 0) < v.total) winnersComplete = false;
     });
     if (this.winnersSeen.size > 10_000) this.winnersSeen.clear();
     this.winnersSeen.set(dealId, seen);
@@ -129,6 +131,7 @@ export class RaftInventory implements InventoryBackend {
       alive: alive.sort((a, b) => a - b),
       remaining,
       winners,
+      winnersComplete,
     };
   }
 
@@ -201,7 +204,7 @@ export class RaftInventory implements InventoryBackend {
     group: string,
     dealId: string,
     winnersFrom?: number,
-  ): Promise<(DealView & { winners?: Array<[string, string, number]> }) | null> {
+  ): Promise<(DealView & { winners?: Array<[string, string, number]>; total?: number }) | null> {
     const from = winnersFrom === undefined ? '' : `&winners_from=${winnersFrom}`;
     const answer = await this.router.request(
       group,
@@ -209,7 +212,7 @@ export class RaftInventory implements InventoryBackend {
       path(group, `/deals/${encodeURIComponent(dealId)}?consistency=serializable${from}`),
     );
     if (answer.status === 404) return null;
-    return ok(answer) as DealView & { winners?: Array<[string, string, number]> };
+    return ok(answer) as DealView & { winners?: Array<[string, string, number]>; total?: number };
   }
 
   private async change(reservationId: string, command: Record<string, unknown>): Promise<ReservationChange> {

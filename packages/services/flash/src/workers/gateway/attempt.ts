@@ -147,7 +147,11 @@ export class Attempts {
       // Sold out only when every unit is reserved (as of the last refresh, about a second old); tokens spent while
       // units are unreserved (losers on empty shards, skew) are re-issued once per refresh, and past that the
       // attempt is shed with a retry, never told sold out.
-      if (entry.snapshot.remaining === 0) return this.tallies.count('pool', SOLD_OUT);
+      if (entry.snapshot.remaining === 0) {
+        // Every unit reserved as of the last refresh; sold out from memory only once that copy held every winner.
+        if (entry.aheadOfWinners && mayRefresh) return NEXT_REFRESH;
+        return this.tallies.count('pool', SOLD_OUT);
+      }
       this.tallies.tally('pool', 'busy');
       throw ADMISSION_BUSY;
     }
@@ -253,9 +257,11 @@ export class Attempts {
       case NEXT_HOLDER:
         return this.afterHolder(entry, input);
       case NEXT_REFRESH: {
-        // One refresh, shared by every attempt waiting here (a single read of the groups), then the gates once more
-        // on the copy it brought (no second refresh: a bitmap emptied meanwhile answers sold out as before).
-        await inventoryCall(() => this.cache.refresh(entry));
+        // One refresh begun after this attempt came (a win answered elsewhere before it is then in the copy), shared
+        // by every attempt waiting here, then the gates once more on the copy it brought (no second refresh: a
+        // bitmap emptied meanwhile answers sold out as before).
+        const asked = Date.now();
+        await inventoryCall(() => this.cache.refresh(entry, asked));
         const again = this.localGates(entry, input, Date.now(), false);
         if (typeof again === 'object') return again;
         return this.afterLocalGates(entry, input, again);

@@ -44,6 +44,8 @@ export interface DealEntry {
   refreshedAt: number;
   /** The refresh in flight, if any (one at a time per deal, shared). */
   inflight: Promise<void> | null;
+  /** When the refresh in flight began (its copy holds every win committed before then). */
+  inflightStartedAt: number;
   prewarmedAt: number | null;
   smoke: SmokeReport | null;
   /** The landing state, rendered once per refresh (the pre-rendered page of the spec's pre-warm). */
@@ -141,7 +143,7 @@ export class DealCache {
     const entry: DealEntry = {
       snapshot,
       alive: new AliveShards(snapshot.shards, snapshot.alive),
-      aheadOfWinners: false,
+      aheadOfWinners: snapshot.winnersComplete === false,
       pool: new TokenPool(share),
       answers: new Map(),
       winners: new Map(),
@@ -150,6 +152,7 @@ export class DealCache {
       pending: new Map(),
       refreshedAt: Date.now(),
       inflight: null,
+      inflightStartedAt: 0,
       prewarmedAt: null,
       smoke: null,
       stateBody: '',
@@ -163,9 +166,18 @@ export class DealCache {
   }
 
   /** A refresh of the deal's copy (counts, bitmap, go-live, new winners): one in flight per deal, shared. */
-  refresh(entry: DealEntry): Promise<void> {
-    if (entry.inflight !== null) return entry.inflight;
+  refresh(entry: DealEntry, startedNoEarlierThan?: number): Promise<void> {
+    if (entry.inflight !== null) {
+      if (startedNoEarlierThan === undefined || entry.inflightStartedAt >= startedNoEarlierThan) return entry.inflight;
+      // The read in flight began before what the caller must see (a win answered elsewhere before its retry came
+      // here): the next one, started after it, is the caller's.
+      return entry.inflight.then(
+        () => this.refresh(entry, startedNoEarlierThan),
+        () => this.refresh(entry, startedNoEarlierThan),
+      );
+    }
     const startedAt = Date.now();
+    entry.inflightStartedAt = startedAt;
     entry.inflight = this.backend
       .deal(entry.snapshot.dealId)
       .then((snapshot) => {
@@ -175,7 +187,8 @@ export class DealCache {
         // The bitmap and the winners from one copy: each group's counts and winners are read together, so a shard
         // empty here has all its winners in `winners` (learned below).
         entry.alive = new AliveShards(snapshot.shards, snapshot.alive);
-        entry.aheadOfWinners = false;
+        // A winner list the backend cut short leaves the bitmap ahead of the winners until a refresh brings the rest.
+        entry.aheadOfWinners = snapshot.winnersComplete === false;
         stateBodyOf(entry, true);
         learnWinners(entry, snapshot);
       })
