@@ -58,7 +58,7 @@ export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
     .gauge('kv_batched_entries', 'Raft entries proposed by the write batcher on this member')
     .set(() => batcher.entries);
   service.metrics.gauge('kv_batched_commands', 'Writes those entries carried').set(() => batcher.commands);
-  /** A write through the turn's batch (an idempotent one goes alone: ServiceContext.write). `bytes` bounds its size. */
+  /** A write through the turn's batch (an idempotent one goes alone: ServiceGroup.write). `bytes` bounds its size. */
   const write = async (ctx: RequestContext, command: KvKeyCommand, bytes: number): Promise<KvKeyResult> =>
     (await group.write(command, ctx, () => batcher.submit(propose, command, bytes))) as KvKeyResult;
   service.router

@@ -94,7 +94,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   service.metrics
     .gauge('lock_batched_commands', 'Acquires and releases those entries carried')
     .set(() => batcher.commands);
-  /** An acquire or release through the turn's batch (an idempotent one goes alone: ServiceContext.write). */
+  /** An acquire or release through the turn's batch (an idempotent one goes alone: ServiceGroup.write). */
   const write = (ctx: RequestContext, command: BatchableCommand): Promise<LockResult> =>
     group.write(command, ctx, () => batcher.submit(propose, command));
 
