@@ -1,12 +1,9 @@
 /**
- * The contract between a service and the member process that hosts it: the service declares its kinds of Raft
- * group (each: state machine, Raft options, how its groups are provisioned, how many replicas each gets), its
- * routes and its workers; the member process runs the groups and hands the routes a ServiceContext (service.ts).
- * As hashicorp/raft's NewRaft(conf, fsm, ...) hosts any FSM, the member process hosts any definition.
+ * The kinds of Raft group a service declares in its ServiceDefinition (service.ts): each with its state machine,
+ * Raft options, how its groups are provisioned and how many replicas each gets. As hashicorp/raft's
+ * NewRaft(conf, fsm, ...) hosts any FSM, the member process hosts any kind.
  */
 import type { CoreOptions, ManagedGroupOptions, RaftNodeOptions, StateMachine } from '@raftkit/raft';
-import type { ServiceContext } from './service.js';
-import type { WorkerRoles } from './worker.js';
 
 /**
  * Raft tuning of a one-group kind's members (the member process passes it on); default: the library's.
@@ -51,22 +48,6 @@ export interface OnRequestKind {
 /** A kind of group a service runs; `provisioning` tells the member process how its groups come to be. */
 export type GroupKind<C = unknown, R = unknown> = OneGroupKind<C, R> | OnRequestKind;
 
-/** What a service gives the member process. */
-export interface ServiceDefinition<C = unknown, R = unknown> {
-  name: string;
-  /**
-   * Its kinds of group: either one kind provisioned as 'one group' (a single-group service), or kinds whose groups
-   * are created on request (a group name no kind claims is left alone).
-   */
-  kinds: readonly GroupKind<C, R>[];
-  /** Register the service's endpoints. */
-  routes(service: ServiceContext<C, R>): void;
-  /** Processes besides the Raft members (application servers, counter stores...), started by `cluster up`. */
-  workers?: WorkerRoles;
-  /** Node and V8 flags of the service's member processes (`cluster up` records them; every start of a member uses them). */
-  memberNodeFlags?: readonly string[];
-}
-
 /**
  * The one-group kind of a definition, or null when its groups are all created on request. A definition mixing the
  * two is refused: the member process runs either one RaftNode or a ManagedHost.
@@ -82,22 +63,4 @@ export function oneGroupKind<C, R>(kinds: readonly GroupKind<C, R>[]): OneGroupK
 export function groupOptionsOf(kinds: readonly GroupKind[], name: string): ManagedGroupOptions | null {
   const kind = kinds.find((k): k is OnRequestKind => k.provisioning === 'on request' && k.includes(name));
   return kind === undefined ? null : kind.groupOptions(name);
-}
-
-/**
- * One service made of several: each group name goes to the first kind that claims it, every part registers its
- * endpoints on the same members. A service that keeps its queues on the replicated event log hosts the log's
- * partitions in its own members this way (`combineServices('feed', [createLogService(), feedPart])`), so one
- * `cluster up` starts one set of processes and the log's endpoints and clients work on it unchanged.
- */
-export function combineServices(name: string, parts: readonly ServiceDefinition[]): ServiceDefinition {
-  const workers = parts.flatMap((part) => part.workers ?? []);
-  return {
-    name,
-    kinds: parts.flatMap((part) => part.kinds),
-    routes(service: ServiceContext): void {
-      for (const part of parts) part.routes(service);
-    },
-    ...(workers.length > 0 ? { workers } : {}),
-  };
 }

@@ -41,6 +41,7 @@ export { ownerOnlyFiles, OWNER_ONLY_UMASK } from './owner-only.js';
 export type { Logger, LogLevel } from './log.js';
 export {
   ServiceContext,
+  combineServices,
   ServiceGroup,
   raftErrorToHttp,
   CLIENT_ID_HEADER,
@@ -48,7 +49,7 @@ export {
   CLIENT_ACK_HEADER,
   GROUP_LEADER_HEADER,
 } from './service.js';
-export type { CommandRoute, ServiceGroups } from './service.js';
+export type { CommandRoute, ServiceDefinition, ServiceGroups } from './service.js';
 export {
   BUSY_WRITERS,
   IDLE_MEMBERS,
@@ -58,8 +59,8 @@ export {
   SPACED_MAJOR_GC,
 } from './member-tuning.js';
 export type { MemberTuning } from './member-tuning.js';
-export { combineServices, groupOptionsOf, oneGroupKind } from './group-kinds.js';
-export type { GroupKind, MemberRaftOptions, OneGroupKind, OnRequestKind, ServiceDefinition } from './group-kinds.js';
+export { groupOptionsOf, oneGroupKind } from './group-kinds.js';
+export type { GroupKind, MemberRaftOptions, OneGroupKind, OnRequestKind } from './group-kinds.js';
 export { ClusterClient, ServiceError, errorBody } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
 export { serveWorkerHttp } from './worker.js';

@@ -19,10 +19,45 @@ import {
 import { isInternalCaller, type Principal } from './auth.js';
 import { checkedCommand } from './command-route.js';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
-import type { OneGroupKind, OnRequestKind } from './group-kinds.js';
+import type { GroupKind, OneGroupKind, OnRequestKind } from './group-kinds.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
 import { requirePrincipal, type Admission, type RequestContext, type Router } from './router.js';
+import type { WorkerRoles } from './worker.js';
+
+/** What a service gives the member process. */
+export interface ServiceDefinition<C = unknown, R = unknown> {
+  name: string;
+  /**
+   * Its kinds of group: either one kind provisioned as 'one group' (a single-group service), or kinds whose groups
+   * are created on request (a group name no kind claims is left alone).
+   */
+  kinds: readonly GroupKind<C, R>[];
+  /** Register the service's endpoints. */
+  routes(service: ServiceContext<C, R>): void;
+  /** Processes besides the Raft members (application servers, counter stores...), started by `cluster up`. */
+  workers?: WorkerRoles;
+  /** Node and V8 flags of the service's member processes (`cluster up` records them; every start of a member uses them). */
+  memberNodeFlags?: readonly string[];
+}
+
+/**
+ * One service made of several: each group name goes to the first kind that claims it, every part registers its
+ * endpoints on the same members. A service that keeps its queues on the replicated event log hosts the log's
+ * partitions in its own members this way (`combineServices('feed', [createLogService(), feedPart])`), so one
+ * `cluster up` starts one set of processes and the log's endpoints and clients work on it unchanged.
+ */
+export function combineServices(name: string, parts: readonly ServiceDefinition[]): ServiceDefinition {
+  const workers = parts.flatMap((part) => part.workers ?? []);
+  return {
+    name,
+    kinds: parts.flatMap((part) => part.kinds),
+    routes(service: ServiceContext): void {
+      for (const part of parts) part.routes(service);
+    },
+    ...(workers.length > 0 ? { workers } : {}),
+  };
+}
 
 /** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */
 export const CLIENT_ID_HEADER = 'client-id';

@@ -1,8 +1,8 @@
 /** combineServices: each group name goes to the first kind that claims it; every part's routes and workers are kept. */
 import t from 'tap';
 import type { ManagedGroupOptions } from '@raftkit/raft';
-import { combineServices, groupOptionsOf, oneGroupKind, type ServiceDefinition } from '../src/group-kinds.js';
-import type { ServiceContext } from '../src/service.js';
+import { groupOptionsOf, oneGroupKind } from '../src/group-kinds.js';
+import { combineServices, type ServiceContext, type ServiceDefinition } from '../src/service.js';
 import type { WorkerRole } from '../src/worker.js';
 
 function part(
