@@ -259,6 +259,9 @@ export class ServiceContext<C = unknown, R = unknown> {
     route: CommandRoute<C2, R2> & { group(ctx: RequestContext, command: C2): RaftNode<C2, R2> },
   ): void;
   commandRoute<C2, R2>(path: string, route: CommandRoute<C2, R2>): void {
+    // Refused when registered, not on each request: a route of groups created on request must say which group.
+    if (route.group === undefined && this.one === null)
+      throw new TypeError(`${path}: ${this.service} has no 'one group' kind, so the route must name its group`);
     this.router.post(path, { admits: route.admits }, async (ctx) => {
       const command = checkedCommand(await ctx.json(), route.check);
       if (route.group === undefined) return this.group<C2, R2>().write(command, ctx);
