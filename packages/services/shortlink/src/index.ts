@@ -44,7 +44,15 @@ export const MEMBER_HEARTBEAT_TICKS = IDLE_MEMBER_HEARTBEAT_TICKS;
 
 export const shortlinkService: ServiceDefinition<LinkCommand, LinkResult> = {
   name: 'shortlink',
-  kinds: [{ name: 'links', createMachine: () => new LinkMachine(), raft: IDLE_MEMBERS.raft, replicas: 'every member' }],
+  kinds: [
+    {
+      name: 'links',
+      provisioning: 'one group',
+      createMachine: () => new LinkMachine(),
+      raft: IDLE_MEMBERS.raft,
+      replicas: 'every member',
+    },
+  ],
   routes: linkRoutes,
   // Click workers first: the app servers find the stream when they start.
   workers: [...clickWorkerRoles, app],
