@@ -14,11 +14,10 @@ export interface MemberTuning {
  * Raft write pacing for a service whose members are busy writing (kv, lock): the leader starts a log write (and a
  * round of appends) at most every 5 ms, a follower a log write at most every 3 ms, so a busy cluster spends its CPU
  * on requests rather than on rounds; a member whose writes come further apart waits for nothing (packages/lib/raft
- * README "Tuning"; bench/RESULTS.md, kv and lock "Write pacing"). A follower's interval is shorter because a commit
+ * README "Tuning"). A follower's interval is shorter because a commit
  * waits for two followers' acknowledgements after the leader's round, and an append that reaches a follower during
- * its hold waits for the hold's end: up to 5 ms at 5 ms, half of that for appends arriving at random (kv at 64 in
- * flight: 5,391 -> 6,310 PUT/s on average over five alternated runs, at equal or lower CPU per PUT; lock
- * unchanged).
+ * its hold waits for the hold's end: up to 5 ms at 5 ms, half of that for appends arriving at random (the
+ * measurement: bench/RESULTS.md, kv findings, "write pacing").
  */
 export const PACED_WRITES = { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 3 } as const;
 
@@ -27,8 +26,7 @@ export const PACED_WRITES = { leaderWriteIntervalMs: 5, followerWriteIntervalMs:
  * workers on one machine): V8 collects garbage on the process's own thread only. By default a scavenge or a
  * major collection also wakes helper threads, one per core; on a machine whose cores are all busy with the other
  * members, those helpers take the cores from members in the middle of a request, so one process's collection
- * stalls the whole cluster. Measured on 2 cores (bench/RESULTS.md, lock "Latest", "One GC thread per member"):
- * lock acquire p99 at 5,000 lock ops/s 69-131 ms -> 48-49 ms, CPU per cycle 3% lower.
+ * stalls the whole cluster (the measurement: bench/RESULTS.md, lock findings, "one GC thread per member").
  */
 export const SINGLE_THREADED_GC: readonly string[] = ['--single-threaded-gc'];
 
@@ -36,10 +34,10 @@ export const SINGLE_THREADED_GC: readonly string[] = ['--single-threaded-gc'];
  * Node flags for a member that keeps what it writes (its Raft log until the next snapshot, its state machine):
  * V8 starts its next major collection only once the old generation has grown to four times what the previous one
  * left alive (1.1-1.4x by default on kv's members). Everything such a member appends survives its young
- * collections, so by default it marked and swept its whole heap every 1-2 s under load (12-20 major collections in
- * a 25-s kv run, 11-21% of a follower's CPU in perf), for a heap that only grows; with this, 2-3. The cost is
- * memory between collections: at most four times the live heap (a kv member at 64 in flight: 230-297 MB resident
- * against 200-264 MB at the end of a 25-s run). Measured in bench/RESULTS.md (kv "Latest", "Major collections spaced out").
+ * collections, so by default it marks and sweeps its whole heap every second or two under load, for a heap that
+ * only grows; with this, a few times a run. The cost is
+ * memory between collections: at most four times the live heap (the measurement: bench/RESULTS.md, kv findings,
+ * "major collections spaced out").
  */
 export const SPACED_MAJOR_GC: readonly string[] = ['--heap-growing-percent=300'];
 
