@@ -61,3 +61,21 @@ export async function resolveTarget(
       return pool.sort();
   }
 }
+
+/**
+ * One of the workload's fault-target workers (e.g. a rate limiter's counter store) among `candidates`, or none when
+ * the workload names no such role. The process nemeses hit it besides the members they picked.
+ */
+export function pickWorker(candidates: readonly string[], ctx: NemesisContext): string[] {
+  return candidates.length > 0 ? [ctx.rng.pick([...candidates])] : [];
+}
+
+/** The members among a fault's targets (the rest are workers). */
+export function memberTargets(targets: readonly string[], ctx: NemesisContext): string[] {
+  return targets.filter((t) => ctx.cluster.ids.includes(t));
+}
+
+/** The workers among a fault's targets. */
+export function workerTargets(targets: readonly string[], ctx: NemesisContext): string[] {
+  return targets.filter((t) => !ctx.cluster.ids.includes(t));
+}

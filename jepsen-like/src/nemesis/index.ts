@@ -12,6 +12,7 @@ import { packetNemesis } from './packet.js';
 import { healNetwork, partitionNemesis } from './partition.js';
 import { pauseNemesis } from './pause.js';
 import { quietNemesis } from './quiet.js';
+import { wipeNemesis } from './wipe.js';
 import type { ScheduledAction } from './schedule.js';
 
 const handlers: Record<NemesisName, NemesisHandler> = {
@@ -21,6 +22,7 @@ const handlers: Record<NemesisName, NemesisHandler> = {
   packet: packetNemesis,
   clock: clockNemesis,
   quiet: quietNemesis,
+  wipe: wipeNemesis,
 };
 
 /** A fault as it happened, for result.json and the report (times in ns since the run started). */

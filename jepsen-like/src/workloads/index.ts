@@ -5,6 +5,7 @@ import { DEFAULT_FLASH_OPTIONS, FlashWorkload } from './flash.js';
 import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
 import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
 import { DEFAULT_LOG_OPTIONS, LogWorkload } from './log.js';
+import { RateLimitWorkload } from './ratelimit.js';
 import { ShortlinkWorkload } from './shortlink.js';
 import type { Workload } from './workload.js';
 
@@ -21,6 +22,7 @@ export const WORKLOADS: Record<string, () => Workload> = {
   collab: () => new CollabWorkload(),
   auction: () => new AuctionWorkload(),
   flash: () => new FlashWorkload(),
+  ratelimit: () => new RateLimitWorkload(),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
   'flash-async-inventory': () =>

@@ -1,0 +1,77 @@
+/**
+ * wipe: kill -9 the targets and delete their data (log, hard state, snapshots); stopping the fault brings each back
+ * empty, the one safe way Raft allows: the member is removed from the configuration, started with --join (so it
+ * founds nothing and waits to be added) and added again under its own id and address; the leader then catches it
+ * up by snapshot and log.
+ *
+ * Why not simply restart it empty with its old --peers: a member that forgets its log and its vote is no longer
+ * the voter the others counted. An entry committed on {n1, n2, n3} is lost if n3 is wiped and then votes with n4
+ * and n5 (which never had it) for n4, and a wiped member may vote a second time in a term it already voted in.
+ * Removing it first makes the remaining members the whole configuration, so every quorum after the wipe holds
+ * every committed entry.
+ *
+ * At most a minority is wiped (WIPE_TARGETS): a wiped majority has lost acknowledged writes by definition.
+ */
+import { describeFault, type Fault } from './faults.js';
+import {
+  memberTargets,
+  pickWorker,
+  resolveTarget,
+  workerTargets,
+  type ActiveFault,
+  type NemesisContext,
+  type NemesisHandler,
+} from './context.js';
+
+/** How long a membership change may take (a leader must be elected; the learner must catch up). */
+const CHANGE_MS = 30_000;
+
+export const wipeNemesis: NemesisHandler = {
+  async start(id: number, fault: Fault, ctx: NemesisContext): Promise<ActiveFault> {
+    if (fault.nemesis !== 'wipe') throw new Error('not a wipe fault');
+    const running = ctx.cluster.ids.filter((m) => ctx.cluster.running(m));
+    const members = await resolveTarget(fault.target, running, ctx);
+    // A worker's state (a counter store's counters) is in its memory: killing it is wiping it.
+    const workers = pickWorker(
+      ctx.cluster.faultWorkerIds().filter((w) => ctx.cluster.workerRunning(w)),
+      ctx,
+    );
+    const targets = [...members, ...workers];
+    await Promise.all(members.map((m) => ctx.cluster.kill(m)));
+    await Promise.all(workers.map((w) => ctx.cluster.killWorker(w)));
+    for (const m of members) ctx.cluster.wipe(m);
+    return {
+      id,
+      fault,
+      targets,
+      detail: {},
+      description: `${describeFault(fault)}: ${targets.join(' ') || 'nobody running'}`,
+    };
+  },
+  async stop(active: ActiveFault, ctx: NemesisContext) {
+    const rejoined: string[] = [];
+    const refused: Record<string, string> = {};
+    for (const w of workerTargets(active.targets, ctx)) {
+      ctx.cluster.restartWorker(w);
+      rejoined.push(w);
+    }
+    for (const m of memberTargets(active.targets, ctx)) {
+      const removed = await ctx.cluster.changeMembership('remove', m, Date.now() + CHANGE_MS);
+      if (!removed.done) {
+        // Never start an empty member that is still a voter (above): it stays down, and the run says so.
+        refused[m] = `remove: ${removed.last}`;
+        ctx.say(`nemesis: wipe: ${m} not removed from the configuration (${removed.last}); it stays down`);
+        continue;
+      }
+      ctx.cluster.release(m);
+      ctx.cluster.start(m);
+      const added = await ctx.cluster.changeMembership('add', m, Date.now() + CHANGE_MS);
+      if (added.done) rejoined.push(m);
+      else {
+        refused[m] = `add: ${added.last}`;
+        ctx.say(`nemesis: wipe: ${m} started empty but not added back (${added.last})`);
+      }
+    }
+    return { rejoined, ...(Object.keys(refused).length > 0 ? { refused } : {}) };
+  },
+};
