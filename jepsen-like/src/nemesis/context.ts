@@ -29,6 +29,8 @@ export interface ActiveFault {
 export interface NemesisHandler {
   start(id: number, fault: Fault, ctx: NemesisContext, others: readonly ActiveFault[]): Promise<ActiveFault>;
   stop(active: ActiveFault, ctx: NemesisContext, others: readonly ActiveFault[]): Promise<Record<string, unknown>>;
+  /** The final heal's last step, once every link is restored and every member resumed: undo what stop could not. */
+  heal?(ctx: NemesisContext): Promise<void>;
 }
 
 /** Resolves a Jepsen node selection to member ids, from `candidates` (e.g. the running members). */

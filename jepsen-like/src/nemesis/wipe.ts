@@ -23,8 +23,29 @@ import {
   type NemesisHandler,
 } from './context.js';
 
-/** How long a membership change may take (a leader must be elected; the learner must catch up). */
+/** How long a membership change may take at the final heal (a leader must be elected; the learner must catch up). */
 const CHANGE_MS = 30_000;
+/**
+ * How long a removal may wait while the run goes on: other faults may hold the quorum away, and the schedule must not
+ * stall behind it. A member not removed in time stays down and is brought back at the final heal.
+ */
+const RUN_REMOVE_MS = 5_000;
+
+/** Wiped members still held down, per run, for the final heal. */
+const pending = new WeakMap<NemesisContext, Set<string>>();
+
+async function rejoin(
+  m: string,
+  ctx: NemesisContext,
+  removeMs: number,
+): Promise<{ rejoined: boolean; refused?: string }> {
+  const removed = await ctx.cluster.changeMembership('remove', m, Date.now() + removeMs);
+  if (!removed.done) return { rejoined: false, refused: `remove: ${removed.last}` };
+  ctx.cluster.release(m);
+  ctx.cluster.start(m);
+  const added = await ctx.cluster.changeMembership('add', m, Date.now() + CHANGE_MS);
+  return added.done ? { rejoined: true } : { rejoined: false, refused: `add: ${added.last}` };
+}
 
 export const wipeNemesis: NemesisHandler = {
   async start(id: number, fault: Fault, ctx: NemesisContext): Promise<ActiveFault> {
@@ -56,22 +77,26 @@ export const wipeNemesis: NemesisHandler = {
       rejoined.push(w);
     }
     for (const m of memberTargets(active.targets, ctx)) {
-      const removed = await ctx.cluster.changeMembership('remove', m, Date.now() + CHANGE_MS);
-      if (!removed.done) {
-        // Never start an empty member that is still a voter (above): it stays down, and the run says so.
-        refused[m] = `remove: ${removed.last}`;
-        ctx.say(`nemesis: wipe: ${m} not removed from the configuration (${removed.last}); it stays down`);
-        continue;
-      }
-      ctx.cluster.release(m);
-      ctx.cluster.start(m);
-      const added = await ctx.cluster.changeMembership('add', m, Date.now() + CHANGE_MS);
-      if (added.done) rejoined.push(m);
+      const r = await rejoin(m, ctx, RUN_REMOVE_MS);
+      if (r.rejoined) rejoined.push(m);
       else {
-        refused[m] = `add: ${added.last}`;
-        ctx.say(`nemesis: wipe: ${m} started empty but not added back (${added.last})`);
+        // Never start an empty member that is still a voter (above): it stays down until the final heal.
+        refused[m] = r.refused!;
+        if (r.refused!.startsWith('remove')) {
+          const set = pending.get(ctx) ?? new Set<string>();
+          set.add(m);
+          pending.set(ctx, set);
+        }
+        ctx.say(`nemesis: wipe: ${m} not back yet (${r.refused}); it stays down until the final heal`);
       }
     }
     return { rejoined, ...(Object.keys(refused).length > 0 ? { refused } : {}) };
+  },
+  async heal(ctx: NemesisContext) {
+    for (const m of pending.get(ctx) ?? []) {
+      const r = await rejoin(m, ctx, CHANGE_MS);
+      ctx.say(`heal: wiped ${m} ${r.rejoined ? 'rejoined' : `still out (${r.refused})`}`);
+    }
+    pending.delete(ctx);
   },
 };
