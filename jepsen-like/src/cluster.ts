@@ -475,6 +475,20 @@ export class ClusterUnderTest {
     );
   }
 
+  /** A member's GET /v1/cluster/status, or null when it does not answer. */
+  async status(id: string, timeoutMs = 1_000): Promise<Record<string, unknown> | null> {
+    try {
+      const res = await request(`${this.url(id)}/v1/cluster/status`, {
+        headers: { authorization: `Bearer ${this.options.token}` },
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const body = (await res.body.json()) as Record<string, unknown>;
+      return res.statusCode === 200 ? body : null;
+    } catch {
+      return null;
+    }
+  }
+
   /** Members' own view: the leader a majority of reachable members agree on at the highest term, or null. */
   async leader(timeoutMs = 1_000): Promise<string | null> {
     const answers = await Promise.all(

@@ -30,6 +30,8 @@ const CHANGE_MS = 30_000;
  * stall behind it. A member not removed in time stays down and is brought back at the final heal.
  */
 const RUN_REMOVE_MS = 5_000;
+/** How long the harness watches a re-added member catch up (a figure for the log; the run goes on regardless). */
+const CATCH_UP_MS = 5_000;
 
 /** Wiped members still held down, per run, for the final heal. */
 const pending = new WeakMap<NemesisContext, Set<string>>();
@@ -44,7 +46,29 @@ async function rejoin(
   ctx.cluster.release(m);
   ctx.cluster.start(m);
   const added = await ctx.cluster.changeMembership('add', m, Date.now() + CHANGE_MS);
-  return added.done ? { rejoined: true } : { rejoined: false, refused: `add: ${added.last}` };
+  if (!added.done) return { rejoined: false, refused: `add: ${added.last}` };
+  // The leader's commit index when it added the member: the empty member must apply up to it (by snapshot and log).
+  let leaderCommit = 0;
+  try {
+    leaderCommit = Number((JSON.parse(added.last) as { commit_index?: number }).commit_index ?? 0);
+  } catch {
+    // not JSON: no figure
+  }
+  const deadline = Date.now() + CATCH_UP_MS;
+  let applied = 0;
+  let snapshot = 0;
+  while (Date.now() < deadline) {
+    const status = await ctx.cluster.status(m);
+    applied = Number(status?.applied_index ?? 0);
+    snapshot = Number(status?.snapshot_index ?? 0);
+    if (applied >= leaderCommit) break;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  const caughtUp = applied >= leaderCommit;
+  ctx.say(
+    `nemesis: wipe: ${m} back empty, applied ${applied} of the leader's ${leaderCommit} at its addition (snapshot index ${snapshot})${caughtUp ? '' : ', not caught up yet'}`,
+  );
+  return { rejoined: true };
 }
 
 export const wipeNemesis: NemesisHandler = {

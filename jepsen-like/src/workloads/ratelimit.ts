@@ -6,7 +6,8 @@
  * so refill is negligible over a run and a key's admissions are bounded by its limit plus what store faults may
  * give back (ratelimit-checks.ts, the service README's "The bound under faults"). Clients send POST /v1/check to
  * their check instance (client i to instance i mod 3) on a few keys at a time, each key used for KEY_CHECKS checks
- * over all clients, then replaced by a fresh one, so every key is driven far past its limit.
+ * over all clients, then replaced by a fresh one, so every key is driven far past its limit; and one key, 10% of
+ * the checks, for the whole run, so it lives through every store fault (and the allowance each one gives).
  *
  * History: f "check", key = user id; ok value {allowed, remaining, overloaded?}; a timeout or reset is info.
  */
@@ -21,6 +22,9 @@ const STORES = 2;
 const CHECKS = 3;
 const KEY_CHECKS = 40;
 const ACTIVE_KEYS = 3;
+/** Share of checks on one key used for the whole run, so that one key lives through every store fault. */
+const LONG_KEY_SHARE = 0.1;
+const LONG_KEY = 'whole-run';
 const RULE_ID = '6a7b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d';
 
 export class RateLimitWorkload implements Workload {
@@ -35,7 +39,7 @@ export class RateLimitWorkload implements Workload {
   private nextKey = 0;
 
   describe(): string {
-    return `checks on ${ACTIVE_KEYS} user ids at a time (${KEY_CHECKS} checks each) through ${CHECKS} check instances over ${STORES} counter stores; rule: limit ${LIMIT} per ${WINDOW_SEC} s, fail-open`;
+    return `checks on ${ACTIVE_KEYS} user ids at a time (${KEY_CHECKS} checks each) and one for the whole run (${LONG_KEY_SHARE * 100}%) through ${CHECKS} check instances over ${STORES} counter stores; rule: limit ${LIMIT} per ${WINDOW_SEC} s, fail-open`;
   }
 
   async setup(ctx: FinalContext): Promise<void> {
@@ -92,7 +96,7 @@ export class RateLimitWorkload implements Workload {
     const url = `${urls[ctx.worker % urls.length]!}/v1/check`;
     return {
       step: async () => {
-        const key = this.pickKey((n) => ctx.rng.int(0, n - 1));
+        const key = ctx.rng.float() < LONG_KEY_SHARE ? LONG_KEY : this.pickKey((n) => ctx.rng.int(0, n - 1));
         await ctx.perform({ f: 'check', key }, async () => {
           const out = await callJson(url, {
             method: 'POST',
