@@ -10,8 +10,8 @@ import { ShortlinkWorkload } from './shortlink.js';
 import type { Workload } from './workload.js';
 
 /**
- * Every workload, by name. A later service adds one line. The "-serializable", "-unfenced" and "-async-inventory"
- * variants are broken on purpose (stale reads; a resource that ignores tokens; flash gateways answering before
+ * Every workload, by name. A later service adds one line. The "-serializable", "-unfenced", "-async-inventory" and
+ * "-overshare" variants are broken on purpose (stale reads; a resource that ignores tokens; flash gateways answering before
  * the log commits): they show the checks catching real anomalies.
  */
 export const WORKLOADS: Record<string, () => Workload> = {
@@ -23,6 +23,7 @@ export const WORKLOADS: Record<string, () => Workload> = {
   auction: () => new AuctionWorkload(),
   flash: () => new FlashWorkload(),
   ratelimit: () => new RateLimitWorkload(),
+  'ratelimit-overshare': () => new RateLimitWorkload({ expectedInstances: 1 }, 'ratelimit-overshare'),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
   'flash-async-inventory': () =>

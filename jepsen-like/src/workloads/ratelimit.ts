@@ -27,8 +27,15 @@ const LONG_KEY_SHARE = 0.1;
 const LONG_KEY = 'whole-run';
 const RULE_ID = '6a7b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d';
 
+export interface RateLimitOptions {
+  /**
+   * The rule's `expected_instances`, when given. 1 with 3 instances is wrong on purpose (`ratelimit-overshare`):
+   * each instance's fallback bucket then holds the whole limit, so a degraded store gives a key 3 x limit back.
+   */
+  expectedInstances?: number;
+}
+
 export class RateLimitWorkload implements Workload {
-  readonly name = 'ratelimit';
   readonly service = 'ratelimit';
   /** No register to check (modelEvents is empty); the bound check carries the verdict. */
   readonly model = 'register' as const;
@@ -37,6 +44,11 @@ export class RateLimitWorkload implements Workload {
   private checkKey = '';
   private readonly keys: Array<{ name: string; used: number }> = [];
   private nextKey = 0;
+
+  constructor(
+    private readonly options: RateLimitOptions = {},
+    readonly name = 'ratelimit',
+  ) {}
 
   describe(): string {
     return `checks on ${ACTIVE_KEYS} user ids at a time (${KEY_CHECKS} checks each) and one for the whole run (${LONG_KEY_SHARE * 100}%) through ${CHECKS} check instances over ${STORES} counter stores; rule: limit ${LIMIT} per ${WINDOW_SEC} s, fail-open`;
@@ -60,6 +72,7 @@ export class RateLimitWorkload implements Workload {
       endpoint_pattern: '*',
       limit: LIMIT,
       window_sec: WINDOW_SEC,
+      ...(this.options.expectedInstances !== undefined ? { expected_instances: this.options.expectedInstances } : {}),
     });
     // Every check instance must know the rule before the clients start (it polls the rule set about once a second).
     for (const url of this.checkUrls(ctx.workerUrls)) {
