@@ -11,8 +11,9 @@ import type { Workload } from './workload.js';
 
 /**
  * Every workload, by name. A later service adds one line. The "-serializable", "-unfenced", "-async-inventory" and
- * "-overshare" variants are broken on purpose (stale reads; a resource that ignores tokens; flash gateways answering before
- * the log commits): they show the checks catching real anomalies.
+ * "-overshare" variants are broken on purpose (stale reads; a resource that ignores tokens; flash gateways answering
+ * before the log commits; a rule whose fallback shares add up to 3 x its limit): they show the checks catching real
+ * anomalies.
  */
 export const WORKLOADS: Record<string, () => Workload> = {
   kv: () => new KvWorkload(),
