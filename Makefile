@@ -96,7 +96,7 @@ JEPSEN_OUT ?= jepsen-out
 JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction flash ratelimit
 JEPSEN_NEMESES ?= partition kill pause packet clock quiet partition,kill,pause,packet,clock,quiet
 # wipe (a member's data deleted, the member removed and added back) runs on the services of one Raft group only.
-JEPSEN_WIPE_WORKLOADS ?= kv lock ratelimit
+JEPSEN_WIPE_WORKLOADS ?= kv lock shortlink ratelimit
 
 jepsen: build
 	@failed=0; for w in $(JEPSEN_WORKLOADS); do for n in $(JEPSEN_NEMESES); do \
