@@ -25,7 +25,7 @@ export type NemesisName = Fault['nemesis'];
 export const NEMESES: readonly NemesisName[] = ['partition', 'kill', 'pause', 'packet', 'clock', 'quiet', 'wipe'];
 /**
  * What `all` means: every nemesis but wipe, which is named on its own (its remove-and-add of a member is run
- * against single-group services, kv, lock and ratelimit; a process of many groups is left to its own test).
+ * against single-group services, kv, lock, shortlink and ratelimit; a process of many groups is left to its own test).
  */
 export const ALL_NEMESES: readonly NemesisName[] = NEMESES.filter((n) => n !== 'wipe');
 export const PARTITION_SHAPES: readonly PartitionShape[] = [
