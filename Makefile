@@ -21,8 +21,9 @@ build: install
 TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 
 # Unit and integration tests (real processes on loopback), 500 simulator seeds, the mutation check, and
-# jepsen-like smoke runs of kv, lock, the short-link allocator, the event log, the editor, the auction and the flash
-# sale under partitions, kills and pauses (and clock steps for the auction).
+# jepsen-like smoke runs of kv, lock, the short-link allocator, the event log, the editor, the auction, the flash
+# sale and the rate limiter under partitions, kills and pauses (and clock steps for the auction, and wipes of members
+# and counter stores for the rate limiter).
 # The last line counts everything: tap assertions, simulator seeds, mutations caught, smoke runs.
 test: build test-packages
 	@mkdir -p jepsen-out
@@ -37,11 +38,12 @@ test: build test-packages
 	node jepsen-like/bin/jepsen-like.js run --service collab --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-collab
 	node jepsen-like/bin/jepsen-like.js run --service auction --time 20 --nemesis partition,kill,pause,clock,quiet --interval 3 --seed 4 --recovery 30 --out jepsen-out/smoke-auction
 	node jepsen-like/bin/jepsen-like.js run --service flash --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --concurrency 40 --rate 400 --out jepsen-out/smoke-flash
+	node jepsen-like/bin/jepsen-like.js run --service ratelimit --time 20 --nemesis partition,kill,pause,wipe,quiet --interval 3 --seed 2 --out jepsen-out/smoke-ratelimit
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
 	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
-	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 7 jepsen-like smoke runs"; \
-	echo "total: $$((tap + seeds + caught + 7)) passed, 0 failed"
+	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 8 jepsen-like smoke runs"; \
+	echo "total: $$((tap + seeds + caught + 8)) passed, 0 failed"
 
 # The quick loop beside `make test`, under 3 minutes on 2 cores: the type-check, Biome's formatting and lint check
 # (biome.jsonc; `npm run fix` applies the formatting and safe fixes), and the unit tests: every test file except those
@@ -91,11 +93,17 @@ down:
 JEPSEN_TIME ?= 180
 JEPSEN_SEED ?= 1
 JEPSEN_OUT ?= jepsen-out
-JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction flash
+JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction flash ratelimit
 JEPSEN_NEMESES ?= partition kill pause packet clock quiet partition,kill,pause,packet,clock,quiet
+# wipe (a member's data deleted, the member removed and added back) runs on the services of one Raft group only.
+JEPSEN_WIPE_WORKLOADS ?= kv lock shortlink ratelimit
 
 jepsen: build
 	@failed=0; for w in $(JEPSEN_WORKLOADS); do for n in $(JEPSEN_NEMESES); do \
+	  name="$$w-$$(echo $$n | tr ',' '+')"; echo "== jepsen-like: $$w under $$n ($(JEPSEN_TIME) s)"; \
+	  node jepsen-like/bin/jepsen-like.js run --service $$w --time $(JEPSEN_TIME) --nemesis $$n --seed $(JEPSEN_SEED) --out $(JEPSEN_OUT)/$$name || failed=$$((failed + 1)); \
+	done; done; \
+	for w in $(JEPSEN_WIPE_WORKLOADS); do for n in wipe partition,kill,pause,wipe,quiet; do \
 	  name="$$w-$$(echo $$n | tr ',' '+')"; echo "== jepsen-like: $$w under $$n ($(JEPSEN_TIME) s)"; \
 	  node jepsen-like/bin/jepsen-like.js run --service $$w --time $(JEPSEN_TIME) --nemesis $$n --seed $(JEPSEN_SEED) --out $(JEPSEN_OUT)/$$name || failed=$$((failed + 1)); \
 	done; done; \

@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { closeSync, existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
@@ -44,8 +44,18 @@ export interface ClusterOptions {
   settings?: Readonly<Record<string, string>>;
   /** Started for the workers instead of cluster/dist/src/worker.js, with the same arguments (a test variant). */
   workerScript?: string;
+  /** The worker role (e.g. `store`) whose processes the kill, pause and wipe nemeses hit besides members. */
+  faultWorkers?: string;
   /** Added to every member's and worker's environment (e.g. RAFTKIT_SESSION_TIMEOUT_MS). */
   env?: Readonly<Record<string, string>>;
+}
+
+interface WorkerProc {
+  id: string;
+  url: string;
+  child: ChildProcess;
+  exited: Promise<void>;
+  paused: boolean;
 }
 
 interface Member {
@@ -55,6 +65,13 @@ interface Member {
   paused: boolean;
   exited: Promise<void> | null;
   starts: number;
+  /**
+   * Started empty and added by a membership change (after a wipe): it starts with --join, never --peers, so it
+   * never founds a configuration of its own and votes only once the leader has added it.
+   */
+  joined: boolean;
+  /** Wiped and still a voter in the configuration: start() leaves it down (nemesis/wipe.ts says why). */
+  held: boolean;
 }
 
 export interface MemberView {
@@ -65,7 +82,7 @@ export interface MemberView {
 
 export class ClusterUnderTest {
   private readonly members = new Map<string, Member>();
-  private readonly workerProcs: Array<{ id: string; url: string; child: ChildProcess; exited: Promise<void> }> = [];
+  private readonly workerProcs: WorkerProc[] = [];
   private readonly script = memberScript();
   private readonly tokenFile: string;
 
@@ -74,7 +91,16 @@ export class ClusterUnderTest {
     this.tokenFile = join(options.dataDir, 'token');
     writeFileSync(this.tokenFile, options.token + '\n', { mode: 0o600 });
     for (const id of options.ids) {
-      this.members.set(id, { id, child: null, pid: null, paused: false, exited: null, starts: 0 });
+      this.members.set(id, {
+        id,
+        child: null,
+        pid: null,
+        paused: false,
+        exited: null,
+        starts: 0,
+        joined: false,
+        held: false,
+      });
       if (options.clockSkew) writeFileSync(this.clockFile(id), JSON.stringify({ offsetMs: 0 }));
     }
   }
@@ -109,12 +135,14 @@ export class ClusterUnderTest {
 
   start(id: string): void {
     const m = this.members.get(id)!;
-    if (m.child !== null) return;
+    if (m.child !== null || m.held) return;
     const { network, service, tickMs, ids } = this.options;
     const dir = join(this.options.dataDir, id);
     mkdirSync(dir, { recursive: true });
     const a = network.addresses(id);
-    const peers = ids.map((other) => `${other}=${network.addresses(other).raftAdvertised}`).join(',');
+    const peers = (m.joined ? ids.filter((other) => other !== id) : ids)
+      .map((other) => `${other}=${network.addresses(other).raftAdvertised}`)
+      .join(',');
     const nodeArgs: string[] = [];
     if (this.options.clockSkew) nodeArgs.push('--import', new URL('./clock-preload.js', import.meta.url).href);
     const args = [
@@ -130,7 +158,7 @@ export class ClusterUnderTest {
       a.raftListen,
       '--http',
       a.httpListen,
-      '--peers',
+      m.joined ? '--join' : '--peers',
       peers,
       '--token-file',
       this.tokenFile,
@@ -183,6 +211,61 @@ export class ClusterUnderTest {
     await exited;
   }
 
+  /** Deletes a stopped member's database (its log, hard state, snapshots); its log file stays. */
+  wipe(id: string): void {
+    if (this.running(id)) throw new Error(`${id} is running: kill it before wiping its data`);
+    rmSync(join(this.options.dataDir, id, 'db'), { recursive: true, force: true });
+    const m = this.members.get(id)!;
+    m.joined = true;
+    m.held = true;
+  }
+
+  /** A wiped member is out of the configuration: start() may start it again. */
+  release(id: string): void {
+    this.members.get(id)!.held = false;
+  }
+
+  /**
+   * A membership change on the leader: DELETE /v1/cluster/members/ID (`remove`) or POST /v1/cluster/members with
+   * the member's advertised Raft address (`add`), retried on another leader until `deadline` (Date.now()).
+   * Answers whether it was done, and the last refusal.
+   */
+  async changeMembership(
+    change: 'add' | 'remove',
+    id: string,
+    deadline: number,
+  ): Promise<{ done: boolean; last: string }> {
+    let last = 'no leader';
+    while (Date.now() < deadline) {
+      const leader = await this.leader();
+      if (leader !== null) {
+        try {
+          const address = this.options.network.addresses(id).raftAdvertised;
+          const res = await request(
+            change === 'remove'
+              ? `${this.url(leader)}/v1/cluster/members/${encodeURIComponent(id)}`
+              : `${this.url(leader)}/v1/cluster/members`,
+            {
+              method: change === 'remove' ? 'DELETE' : 'POST',
+              headers: { authorization: `Bearer ${this.options.token}`, 'content-type': 'application/json' },
+              body: change === 'add' ? JSON.stringify({ id, address }) : undefined,
+              signal: AbortSignal.timeout(Math.max(1_000, Math.min(30_000, deadline - Date.now()))),
+            },
+          );
+          const text = await res.body.text();
+          if (res.statusCode === 200) return { done: true, last: text };
+          last = `${res.statusCode} ${text.slice(0, 200)}`;
+          // Removing a member that is no longer in the configuration is done already.
+          if (change === 'remove' && /not a member|unknown member|not_found/i.test(text)) return { done: true, last };
+        } catch (e) {
+          last = (e as Error).message;
+        }
+      }
+      await new Promise((r) => setTimeout(r, 300));
+    }
+    return { done: false, last };
+  }
+
   pause(id: string): boolean {
     const m = this.members.get(id)!;
     if (m.child === null || m.paused) return false;
@@ -211,6 +294,67 @@ export class ClusterUnderTest {
         // gone: it reads the file when it restarts
       }
     }
+  }
+
+  private spawnWorker(id: string, url: string): WorkerProc {
+    const { dataDir } = this.options;
+    const script = this.options.workerScript ?? join(dirname(this.script), 'worker.js');
+    const out = openSync(join(dataDir, id, 'worker.log'), 'a');
+    const env: NodeJS.ProcessEnv = { ...process.env, ...this.options.env, JEPSEN_LIKE_RUN: this.options.runId };
+    delete env.CLUSTER_AUTH_TOKEN;
+    const child = spawn(process.execPath, [script, '--cluster', dataDir, '--id', id], {
+      detached: true,
+      stdio: ['ignore', out, out],
+      env,
+    });
+    closeSync(out);
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    if (child.pid !== undefined) this.options.state.state.helpers.push(child.pid);
+    return { id, url, child, exited, paused: false };
+  }
+
+  /** Ids of the workers the process nemeses may hit (the workload's `faultWorkers` role), in start order. */
+  faultWorkerIds(): string[] {
+    const role = this.options.faultWorkers;
+    if (role === undefined) return [];
+    return this.workerProcs.filter((w) => w.id.replace(/[0-9]+$/, '') === role).map((w) => w.id);
+  }
+
+  workerRunning(id: string): boolean {
+    const w = this.workerProcs.find((p) => p.id === id);
+    return w !== undefined && w.child.exitCode === null && w.child.signalCode === null;
+  }
+
+  /** SIGKILL a worker and wait until it is gone. */
+  async killWorker(id: string): Promise<void> {
+    const w = this.workerProcs.find((p) => p.id === id);
+    if (w === undefined || !this.workerRunning(id)) return;
+    w.child.kill('SIGKILL');
+    await w.exited;
+  }
+
+  /** Starts a killed worker again with its arguments (same ports, from DIR/cluster.json). */
+  restartWorker(id: string): void {
+    const i = this.workerProcs.findIndex((p) => p.id === id);
+    if (i < 0 || this.workerRunning(id)) return;
+    this.workerProcs[i] = this.spawnWorker(id, this.workerProcs[i]!.url);
+    this.options.state.save();
+  }
+
+  pauseWorker(id: string): boolean {
+    const w = this.workerProcs.find((p) => p.id === id);
+    if (w === undefined || w.paused || !this.workerRunning(id)) return false;
+    w.child.kill('SIGSTOP');
+    w.paused = true;
+    return true;
+  }
+
+  resumeWorker(id: string): boolean {
+    const w = this.workerProcs.find((p) => p.id === id);
+    if (w === undefined || !w.paused) return false;
+    if (this.workerRunning(id)) w.child.kill('SIGCONT');
+    w.paused = false;
+    return true;
   }
 
   /** The workers' URLs (e.g. the flash gateways), in start order; empty for services without workers. */
@@ -271,21 +415,9 @@ export class ClusterUnderTest {
       settings: { ...(this.options.settings ?? {}) },
     };
     writeFileSync(join(dataDir, 'cluster.json'), JSON.stringify(state, null, 2) + '\n');
-    const script = this.options.workerScript ?? join(dirname(this.script), 'worker.js');
     for (const w of records) {
       mkdirSync(join(dataDir, w.id), { recursive: true });
-      const out = openSync(join(dataDir, w.id, 'worker.log'), 'a');
-      const env: NodeJS.ProcessEnv = { ...process.env, ...this.options.env, JEPSEN_LIKE_RUN: this.options.runId };
-      delete env.CLUSTER_AUTH_TOKEN;
-      const child = spawn(process.execPath, [script, '--cluster', dataDir, '--id', w.id], {
-        detached: true,
-        stdio: ['ignore', out, out],
-        env,
-      });
-      closeSync(out);
-      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-      this.workerProcs.push({ id: w.id, url: `http://${w.httpAddress}`, child, exited });
-      if (child.pid !== undefined) this.options.state.state.helpers.push(child.pid);
+      this.workerProcs.push(this.spawnWorker(w.id, `http://${w.httpAddress}`));
     }
     this.options.state.save();
     const deadline = Date.now() + timeoutMs;
@@ -312,6 +444,7 @@ export class ClusterUnderTest {
     await Promise.all(
       this.workerProcs.splice(0).map(async (w) => {
         if (w.child.exitCode !== null || w.child.signalCode !== null) return;
+        if (w.paused) w.child.kill('SIGCONT');
         const timer = setTimeout(() => w.child.kill('SIGKILL'), graceMs);
         w.child.kill('SIGTERM');
         await w.exited;
@@ -340,6 +473,20 @@ export class ClusterUnderTest {
         clearTimeout(timer);
       }),
     );
+  }
+
+  /** A member's GET /v1/cluster/status, or null when it does not answer. */
+  async status(id: string, timeoutMs = 1_000): Promise<Record<string, unknown> | null> {
+    try {
+      const res = await request(`${this.url(id)}/v1/cluster/status`, {
+        headers: { authorization: `Bearer ${this.options.token}` },
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      const body = (await res.body.json()) as Record<string, unknown>;
+      return res.statusCode === 200 ? body : null;
+    } catch {
+      return null;
+    }
   }
 
   /** Members' own view: the leader a majority of reachable members agree on at the highest term, or null. */

@@ -214,6 +214,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
       ...(workload.workers !== undefined ? { workers: workload.workers } : {}),
       ...(workload.settings !== undefined ? { settings: workload.settings } : {}),
       ...(workload.workerScript !== undefined ? { workerScript: workload.workerScript } : {}),
+      ...(workload.faultWorkers !== undefined ? { faultWorkers: workload.faultWorkers } : {}),
     });
     cluster.startAll();
     log(`started ${ids.length} members; waiting for a leader`);

@@ -29,6 +29,8 @@ export interface ActiveFault {
 export interface NemesisHandler {
   start(id: number, fault: Fault, ctx: NemesisContext, others: readonly ActiveFault[]): Promise<ActiveFault>;
   stop(active: ActiveFault, ctx: NemesisContext, others: readonly ActiveFault[]): Promise<Record<string, unknown>>;
+  /** The final heal's last step, once every link is restored and every member resumed: undo what stop could not. */
+  heal?(ctx: NemesisContext): Promise<void>;
 }
 
 /** Resolves a Jepsen node selection to member ids, from `candidates` (e.g. the running members). */
@@ -60,4 +62,22 @@ export async function resolveTarget(
     case 'all':
       return pool.sort();
   }
+}
+
+/**
+ * One of the workload's fault-target workers (e.g. a rate limiter's counter store) among `candidates`, or none when
+ * the workload names no such role. The process nemeses hit it besides the members they picked.
+ */
+export function pickWorker(candidates: readonly string[], ctx: NemesisContext): string[] {
+  return candidates.length > 0 ? [ctx.rng.pick([...candidates])] : [];
+}
+
+/** The members among a fault's targets (the rest are workers). */
+export function memberTargets(targets: readonly string[], ctx: NemesisContext): string[] {
+  return targets.filter((t) => ctx.cluster.ids.includes(t));
+}
+
+/** The workers among a fault's targets. */
+export function workerTargets(targets: readonly string[], ctx: NemesisContext): string[] {
+  return targets.filter((t) => !ctx.cluster.ids.includes(t));
 }

@@ -12,6 +12,7 @@ import { packetNemesis } from './packet.js';
 import { healNetwork, partitionNemesis } from './partition.js';
 import { pauseNemesis } from './pause.js';
 import { quietNemesis } from './quiet.js';
+import { wipeNemesis } from './wipe.js';
 import type { ScheduledAction } from './schedule.js';
 
 const handlers: Record<NemesisName, NemesisHandler> = {
@@ -21,6 +22,7 @@ const handlers: Record<NemesisName, NemesisHandler> = {
   packet: packetNemesis,
   clock: clockNemesis,
   quiet: quietNemesis,
+  wipe: wipeNemesis,
 };
 
 /** A fault as it happened, for result.json and the report (times in ns since the run started). */
@@ -126,7 +128,12 @@ export class NemesisRunner {
     if (this.healed) return;
     this.healed = true;
     this.stopped = true;
-    for (const id of [...this.active.keys()]) {
+    // Wipes last: bringing a wiped member back is a membership change, which needs the quorum the other faults
+    // (pauses, partitions, kills) may be holding away.
+    const order = [...this.active.entries()]
+      .sort(([, a], [, b]) => Number(a.fault.nemesis === 'wipe') - Number(b.fault.nemesis === 'wipe'))
+      .map(([id]) => id);
+    for (const id of order) {
       try {
         await this.stop(id);
       } catch (e) {
@@ -145,6 +152,13 @@ export class NemesisRunner {
     for (const [name, step] of steps) {
       try {
         await step();
+      } catch (e) {
+        this.ctx.say(`heal: ${name} failed: ${(e as Error).message}`);
+      }
+    }
+    for (const [name, handler] of Object.entries(handlers)) {
+      try {
+        await handler.heal?.(this.ctx);
       } catch (e) {
         this.ctx.say(`heal: ${name} failed: ${(e as Error).message}`);
       }

@@ -81,6 +81,8 @@ function drawFault(choice: NemesisChoice, rng: Rng): Fault {
     case 'kill':
     case 'pause':
       return { nemesis: choice.name, target: rng.pick(variants.length > 0 ? (variants as Target[]) : PROCESS_TARGETS) };
+    case 'wipe':
+      return { nemesis: 'wipe', target: rng.pick(variants as Target[]) };
     case 'partition':
       return {
         nemesis: 'partition',

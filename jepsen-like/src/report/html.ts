@@ -49,6 +49,7 @@ interface DrawnOp {
 const NEMESIS_COLORS: Record<string, string> = {
   partition: '#3b82f6',
   kill: '#ef4444',
+  wipe: '#7f1d1d',
   pause: '#a855f7',
   packet: '#14b8a6',
   clock: '#eab308',

@@ -5,13 +5,15 @@ import { DEFAULT_FLASH_OPTIONS, FlashWorkload } from './flash.js';
 import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
 import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
 import { DEFAULT_LOG_OPTIONS, LogWorkload } from './log.js';
+import { RateLimitWorkload } from './ratelimit.js';
 import { ShortlinkWorkload } from './shortlink.js';
 import type { Workload } from './workload.js';
 
 /**
- * Every workload, by name. A later service adds one line. The "-serializable", "-unfenced" and "-async-inventory"
- * variants are broken on purpose (stale reads; a resource that ignores tokens; flash gateways answering before
- * the log commits): they show the checks catching real anomalies.
+ * Every workload, by name. A later service adds one line. The "-serializable", "-unfenced", "-async-inventory" and
+ * "-overshare" variants are broken on purpose (stale reads; a resource that ignores tokens; flash gateways answering
+ * before the log commits; a rule whose fallback shares add up to 3 x its limit): they show the checks catching real
+ * anomalies.
  */
 export const WORKLOADS: Record<string, () => Workload> = {
   kv: () => new KvWorkload(),
@@ -21,6 +23,8 @@ export const WORKLOADS: Record<string, () => Workload> = {
   collab: () => new CollabWorkload(),
   auction: () => new AuctionWorkload(),
   flash: () => new FlashWorkload(),
+  ratelimit: () => new RateLimitWorkload(),
+  'ratelimit-overshare': () => new RateLimitWorkload({ expectedInstances: 1 }, 'ratelimit-overshare'),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
   'flash-async-inventory': () =>

@@ -92,6 +92,11 @@ export interface Workload {
   describe(): string;
   /** The service's other processes to start beside the members, by role (e.g. {gateway: 2}); none by default. */
   readonly workers?: Readonly<Record<string, number>>;
+  /**
+   * A worker role (e.g. `store`) the kill, pause and wipe nemeses hit besides members: each such fault also takes one
+   * of its processes, picked from the seed (workers are on the host's loopback, so partitions never cut them).
+   */
+  readonly faultWorkers?: string;
   /** Settings handed to those workers, as `cluster up --set` does. */
   readonly settings?: Readonly<Record<string, string>>;
   /**
