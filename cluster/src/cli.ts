@@ -198,7 +198,7 @@ program
             }
           }
         }
-        // Role by role, in the service's order: a role may need the ones before it (apps need the click stream).
+        // Role by role, in the service's order: a role may need the ones before it (analytics needs the click log's hosts).
         for (const role of [...new Set(workers.map((w) => w.role))]) {
           const group = workers.filter((w) => w.role === role);
           for (const w of group) {

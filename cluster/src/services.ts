@@ -4,6 +4,7 @@
  * service is asked for: a kv member does not load the video pipeline, and starting a process stays cheap.
  */
 import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@raftkit/http';
+import { logHostRole } from './log-host-role.js';
 import { startManyGroupsMember } from './many-groups.js';
 import type { MemberOptions, RunningMember } from './member-admin.js';
 import { startSingleGroupMember } from './single-group.js';
@@ -27,6 +28,11 @@ function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
   };
 }
 
+/** A service with more worker roles started before its own (a log its workers use, see log-host-role.ts). */
+function withWorkersFirst(service: HostedService, first: WorkerRoles): HostedService {
+  return { ...service, workers: [...first, ...service.workers] };
+}
+
 /** A service on many Raft groups per process (each member a ManagedHost); a fresh definition per member. */
 function grouped(definition: () => GroupedServiceDefinition): HostedService {
   return {
@@ -40,7 +46,11 @@ const loaders: Record<string, () => Promise<HostedService>> = {
   kv: async () => hosted((await import('@raftkit/kv')).kvService),
   lock: async () => hosted((await import('@raftkit/lock')).lockService),
   ratelimit: async () => hosted((await import('@raftkit/ratelimit')).ratelimitService),
-  shortlink: async () => hosted((await import('@raftkit/shortlink')).shortlinkService),
+  shortlink: async () => {
+    const { shortlinkService, CLICK_LOG_ROLE, CLICK_LOG_HOSTS } = await import('@raftkit/shortlink');
+    // The click log's hosts first: the analytics workers and app servers use its topic from their start.
+    return withWorkersFirst(hosted(shortlinkService), [logHostRole('shortlink', CLICK_LOG_ROLE, CLICK_LOG_HOSTS)]);
+  },
   log: async () => grouped((await import('@raftkit/log')).createLogService),
   collab: async () => grouped((await import('@raftkit/collab')).createCollabService),
   flash: async () => grouped((await import('@raftkit/flash')).createFlashService),

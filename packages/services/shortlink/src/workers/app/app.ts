@@ -34,7 +34,7 @@ import { CreateLimits } from './limits.js';
 import { appSettings, unknownSettings, type AppSettings } from './settings.js';
 import { LinkStoreClient } from './store-client.js';
 
-/** One redirect, as the click stream takes it. */
+/** One redirect, as the click path takes it. */
 export interface Click {
   short_code: string;
   timestamp: number;
@@ -301,7 +301,10 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
         return await clickSide.stats(options, link.short_code);
       } catch (error) {
         options.logger.log('warn', 'analytics unreachable', { error: String(error) });
-        throw unavailable('analytics is unreachable; the clicks are kept in the stream and counted when it is back', 5);
+        throw unavailable(
+          'analytics is unreachable; the clicks are kept in the click log and counted when it is back',
+          5,
+        );
       }
     })
     .delete('/api/urls/:code', { admits: 'authenticated' }, async (ctx) => {
