@@ -7,7 +7,7 @@
  * the cluster token and the service's own workers' token may use them.
  */
 import type { RunningWorker, WorkerOptions, WorkerRole } from '@raftkit/http';
-import { combineGroupedServices } from '@raftkit/http';
+import { combineServices } from '@raftkit/http';
 import { createLogService } from '@raftkit/log';
 import { startManyGroupsMember } from './many-groups.js';
 
@@ -23,7 +23,7 @@ export function logHostRole(service: string, role: string, count: number): Worke
           .map((w) => [w.id, w.tcpAddress!] as const),
       );
       const running = await startManyGroupsMember(
-        combineGroupedServices(service, [createLogService({ defaultAccess: 'internal' })]),
+        combineServices(service, [createLogService({ defaultAccess: 'internal' })]),
         {
           id: options.id,
           dataDir: options.dataDir,

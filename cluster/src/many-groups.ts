@@ -8,7 +8,7 @@ import { ManagedHost, META_GROUP, RaftMetrics, type MetaResult, type RaftNode } 
 import {
   badRequest,
   conflict,
-  GroupedServiceContext,
+  ServiceContext,
   groupOptionsOf,
   HttpError,
   jsonLogger,
@@ -16,7 +16,7 @@ import {
   processHttp,
   requireObject,
   unavailable,
-  type GroupedServiceDefinition,
+  type ServiceDefinition,
   parseJsonBody,
 } from '@raftkit/http';
 import { sessionTimeoutFromEnv } from './host-config.js';
@@ -38,7 +38,7 @@ function preferredLeaderDelayMs(text: string | undefined): number | undefined {
 }
 
 export async function startManyGroupsMember(
-  definition: GroupedServiceDefinition,
+  definition: ServiceDefinition,
   options: MemberOptions,
 ): Promise<RunningMember> {
   // Each group of a grouped member would need its own forced configuration, and the meta group's placement of
@@ -114,7 +114,7 @@ export async function startManyGroupsMember(
     },
   });
   const router = http.router;
-  const service = new GroupedServiceContext(managed, router, metrics, logger, definition.name);
+  const service = new ServiceContext({ managed }, router, metrics, logger, definition.name);
 
   const groupRow = (name: string, node: RaftNode<unknown, unknown>): Record<string, unknown> => {
     const s = node.status();

@@ -3,7 +3,7 @@
  * service adds one line here and its base port in service-list.ts. Each service package is imported only when its
  * service is asked for: a kv member does not load the video pipeline, and starting a process stays cheap.
  */
-import type { GroupedServiceDefinition, ServiceDefinition, WorkerRoles } from '@raftkit/http';
+import { oneGroupKind, type ServiceDefinition, type WorkerRoles } from '@raftkit/http';
 import { logHostRole } from './log-host-role.js';
 import { startManyGroupsMember } from './many-groups.js';
 import type { MemberOptions, RunningMember } from './member-admin.js';
@@ -20,26 +20,29 @@ export interface HostedService {
   memberNodeFlags: readonly string[];
 }
 
-function hosted<C, R>(definition: ServiceDefinition<C, R>): HostedService {
+/**
+ * A service's member and workers. The member process runs its groups as its kinds declare: a 'one group' kind as
+ * a RaftNode of its own (single-group.ts), kinds provisioned on request in a ManagedHost (many-groups.ts). A
+ * definition given as a function is made afresh for each member (it may hold per-member state, as the auction's
+ * parts do).
+ */
+function hosted<C, R>(given: ServiceDefinition<C, R> | (() => ServiceDefinition<C, R>)): HostedService {
+  const definition = typeof given === 'function' ? given : () => given;
+  const declared = definition();
+  const one = oneGroupKind(declared.kinds) !== null;
   return {
-    member: (options) => startSingleGroupMember(definition, options),
-    workers: definition.workers ?? [],
-    memberNodeFlags: definition.memberNodeFlags ?? [],
+    member: (options) =>
+      one
+        ? startSingleGroupMember(definition(), options)
+        : startManyGroupsMember(definition() as ServiceDefinition, options),
+    workers: declared.workers ?? [],
+    memberNodeFlags: declared.memberNodeFlags ?? [],
   };
 }
 
 /** A service with more worker roles started before its own (a log its workers use, see log-host-role.ts). */
 function withWorkersFirst(service: HostedService, first: WorkerRoles): HostedService {
   return { ...service, workers: [...first, ...service.workers] };
-}
-
-/** A service on many Raft groups per process (each member a ManagedHost); a fresh definition per member. */
-function grouped(definition: () => GroupedServiceDefinition): HostedService {
-  return {
-    member: (options) => startManyGroupsMember(definition(), options),
-    workers: definition().workers ?? [],
-    memberNodeFlags: [],
-  };
 }
 
 const loaders: Record<string, () => Promise<HostedService>> = {
@@ -51,13 +54,13 @@ const loaders: Record<string, () => Promise<HostedService>> = {
     // The click log's hosts first: the analytics workers and app servers use its topic from their start.
     return withWorkersFirst(hosted(shortlinkService), [logHostRole('shortlink', CLICK_LOG_ROLE, CLICK_LOG_HOSTS)]);
   },
-  log: async () => grouped((await import('@raftkit/log')).createLogService),
-  collab: async () => grouped((await import('@raftkit/collab')).createCollabService),
-  flash: async () => grouped((await import('@raftkit/flash')).createFlashService),
-  auction: async () => grouped((await import('@raftkit/auction')).createAuctionService),
+  log: async () => hosted((await import('@raftkit/log')).createLogService),
+  collab: async () => hosted((await import('@raftkit/collab')).createCollabService),
+  flash: async () => hosted((await import('@raftkit/flash')).createFlashService),
+  auction: async () => hosted((await import('@raftkit/auction')).createAuctionService),
   video: async () => hosted((await import('@raftkit/video')).videoService),
-  feed: async () => grouped((await import('@raftkit/feed')).createFeedService),
-  notify: async () => grouped((await import('@raftkit/notify')).createNotifyService),
+  feed: async () => hosted((await import('@raftkit/feed')).createFeedService),
+  notify: async () => hosted((await import('@raftkit/notify')).createNotifyService),
 };
 
 /** The service of that name, its package loaded now; undefined for a name no service has. */

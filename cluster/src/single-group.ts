@@ -12,6 +12,7 @@ import {
   HttpError,
   jsonLogger,
   MetricsRegistry,
+  oneGroupKind,
   raftErrorToHttp,
   processHttp,
   ServiceContext,
@@ -34,7 +35,8 @@ export async function startSingleGroupMember<C, R>(
   options: MemberOptions,
 ): Promise<RunningMember> {
   let term = 0;
-  const [group] = definition.kinds;
+  const group = oneGroupKind(definition.kinds);
+  if (group === null) throw new TypeError(`${definition.name} has no 'one group' kind`);
   const logger = options.logger ?? jsonLogger(() => ({ member: options.id, term, service: definition.name }));
   const metrics = new MetricsRegistry();
   const raftMetrics = new RaftMetrics(metrics);
@@ -112,7 +114,7 @@ export async function startSingleGroupMember<C, R>(
     },
   });
   const router = http.router;
-  const service = new ServiceContext<C, R>(node, router, metrics, logger);
+  const service = new ServiceContext<C, R>({ one: node, kind: group }, router, metrics, logger, definition.name);
 
   const admin: MemberAdmin = {
     status: () => statusBody(node),

@@ -16,7 +16,7 @@ import {
 
 t.setTimeout(600_000);
 
-// The log's topic routes are hosted by feed's and notify's members too (combineGroupedServices): their workers make
+// The log's topic routes are hosted by feed's and notify's members too (combineServices): their workers make
 // their topics with their own service token.
 const LOG_TOPIC_ROUTES = ['DELETE /v1/topics/:topic'];
 const LOG_SERVICE_ROUTES = ['POST /v1/topics'];

@@ -331,7 +331,13 @@ t.test(
 t.test("the leader's container killed: the other two elect and serve writes and reads", async (t) => {
   const index = Number(leader.slice(1));
   await podman(['kill', container(index)]);
-  const state = (await podman(['inspect', '--format', '{{.State.Status}}', container(index)])).trim();
+  // podman shows `stopped` between the process's death and its own clean-up, then `exited`: wait out the clean-up.
+  let state = '';
+  for (let i = 0; i < 100; i++) {
+    state = (await podman(['inspect', '--format', '{{.State.Status}}', container(index)])).trim();
+    if (state !== 'stopped') break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
   t.equal(state, 'exited', `${container(index)} is ${state}`);
   const rest = IDS.filter((i) => i !== index);
   const next = await waitLeader(rest, leader);

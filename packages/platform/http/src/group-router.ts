@@ -13,7 +13,7 @@
 import { Pool } from 'undici';
 import { connectOptions } from './tls.js';
 import { ServiceError, answerError, errorCodeOf, memberSessionLapsed, type ClusterAnswer } from './client.js';
-import { GROUP_LEADER_HEADER } from './grouped-service.js';
+import { GROUP_LEADER_HEADER } from './service.js';
 
 /** Hash slots keys are spread over (as Redis Cluster's 16,384). */
 export const HASH_SLOTS = 16_384;

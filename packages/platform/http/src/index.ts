@@ -41,18 +41,26 @@ export { ownerOnlyFiles, OWNER_ONLY_UMASK } from './owner-only.js';
 export type { Logger, LogLevel } from './log.js';
 export {
   ServiceContext,
+  combineServices,
+  ServiceGroup,
   raftErrorToHttp,
   CLIENT_ID_HEADER,
   CLIENT_SEQ_HEADER,
   CLIENT_ACK_HEADER,
+  GROUP_LEADER_HEADER,
+} from './service.js';
+export type { CommandRoute, ServiceDefinition, ServiceGroups } from './service.js';
+export {
   BUSY_WRITERS,
   IDLE_MEMBERS,
   IDLE_MEMBER_HEARTBEAT_TICKS,
   PACED_WRITES,
   SINGLE_THREADED_GC,
   SPACED_MAJOR_GC,
-} from './service.js';
-export type { MemberRaftOptions, MemberTuning, OneGroupKind, ServiceDefinition } from './service.js';
+} from './member-tuning.js';
+export type { MemberTuning } from './member-tuning.js';
+export { groupOptionsOf, oneGroupKind } from './group-kinds.js';
+export type { GroupKind, MemberRaftOptions, OneGroupKind, OnRequestKind } from './group-kinds.js';
 export { ClusterClient, ServiceError, errorBody } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
 export { serveWorkerHttp } from './worker.js';
@@ -90,13 +98,6 @@ export {
   stringField,
 } from './command-shape.js';
 export type { CommandFields } from './command-shape.js';
-export {
-  GroupedServiceContext,
-  GROUP_LEADER_HEADER,
-  combineGroupedServices,
-  groupOptionsOf,
-} from './grouped-service.js';
-export type { CommandRoute, GroupedServiceDefinition, GroupKind } from './grouped-service.js';
 export { checkedCommand } from './command-route.js';
 export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';
 export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';

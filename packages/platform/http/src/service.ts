@@ -1,55 +1,38 @@
 /**
- * The contract between a service and the member process that hosts it, and the plumbing every service shares:
- * writes through the replicated log with idempotent client sessions, reads at the consistency the request asks
- * for, and the mapping of Raft outcomes to HTTP answers (no leader or no quorum is a 503 with Retry-After).
+ * The one context every service's routes get from the member process (ServiceContext), whatever runs its groups,
+ * and the plumbing every service shares: writes through a group's replicated log with idempotent client sessions,
+ * reads at the consistency the request asks for, and the mapping of Raft outcomes to HTTP answers (no leader or no
+ * quorum is a 503 with Retry-After). The contract a service declares is in group-kinds.ts.
  */
 import {
   ApplyError,
   CommandTooLargeError,
+  type ManagedHost,
+  type MetaResult,
   type RaftNode,
   SessionError,
   sessionFailure,
   StoppedError,
   TimeoutError,
-  type CoreOptions,
-  type RaftNodeOptions,
   type StateMachine,
 } from '@raftkit/raft';
+import { isInternalCaller, type Principal } from './auth.js';
+import { checkedCommand } from './command-route.js';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
-import type { Principal } from './auth.js';
-import type { WorkerRoles } from './worker.js';
+import type { GroupKind, OneGroupKind, OnRequestKind } from './group-kinds.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
-import { checkedCommand } from './command-route.js';
 import { requirePrincipal, type Admission, type RequestContext, type Router } from './router.js';
+import type { WorkerRoles } from './worker.js';
 
-/**
- * Raft tuning of a single-group service's members (the member process passes it on); default: the library's.
- * `heartbeatTicks` (the core's, in ticks) for a service whose members idle while others serve (each heartbeat is a
- * wake-up of every member); the write intervals (RaftNodeOptions of the same names) for one whose members are busy
- * writing (fewer, fuller rounds).
- */
-export type MemberRaftOptions<C, R> = Pick<CoreOptions, 'heartbeatTicks'> &
-  Pick<RaftNodeOptions<C, R>, 'followerWriteIntervalMs' | 'leaderWriteIntervalMs' | 'forwardedResults'>;
-
-/**
- * The one group kind of a single-group service (kv, lock...): one group, its state machine and Raft options, on
- * every member of the cluster (the cluster's size is its replica count). The grouped services' kinds are GroupKind
- * (grouped-service.ts): many groups, placed by the meta group.
- */
-export interface OneGroupKind<C, R> {
+/** What a service gives the member process. */
+export interface ServiceDefinition<C = unknown, R = unknown> {
   name: string;
-  createMachine(): StateMachine<C, R>;
-  raft?: MemberRaftOptions<C, R>;
-  /** Every member holds the group. */
-  replicas: 'every member';
-}
-
-/** What a single-group service gives the member process: its one group kind, its endpoints, its workers. */
-export interface ServiceDefinition<C, R> {
-  name: string;
-  /** One kind with one group. */
-  kinds: readonly [OneGroupKind<C, R>];
+  /**
+   * Its kinds of group: either one kind provisioned as 'one group' (a single-group service), or kinds whose groups
+   * are created on request (a group name no kind claims is left alone).
+   */
+  kinds: readonly GroupKind<C, R>[];
   /** Register the service's endpoints. */
   routes(service: ServiceContext<C, R>): void;
   /** Processes besides the Raft members (application servers, counter stores...), started by `cluster up`. */
@@ -58,85 +41,148 @@ export interface ServiceDefinition<C, R> {
   memberNodeFlags?: readonly string[];
 }
 
-/** The Raft tuning and node flags a single-group service's members run with (BUSY_WRITERS, IDLE_MEMBERS). */
-export interface MemberTuning {
-  raft: MemberRaftOptions<unknown, unknown>;
-  memberNodeFlags?: readonly string[];
+/**
+ * One service made of several: each group name goes to the first kind that claims it, every part registers its
+ * endpoints on the same members. A service that keeps its queues on the replicated event log hosts the log's
+ * partitions in its own members this way (`combineServices('feed', [createLogService(), feedPart])`), so one
+ * `cluster up` starts one set of processes and the log's endpoints and clients work on it unchanged.
+ */
+export function combineServices(name: string, parts: readonly ServiceDefinition[]): ServiceDefinition {
+  const workers = parts.flatMap((part) => part.workers ?? []);
+  return {
+    name,
+    kinds: parts.flatMap((part) => part.kinds),
+    routes(service: ServiceContext): void {
+      for (const part of parts) part.routes(service);
+    },
+    ...(workers.length > 0 ? { workers } : {}),
+  };
 }
-
-/**
- * Raft write pacing for a service whose members are busy writing (kv, lock): the leader starts a log write (and a
- * round of appends) at most every 5 ms, a follower a log write at most every 3 ms, so a busy cluster spends its CPU
- * on requests rather than on rounds; a member whose writes come further apart waits for nothing (packages/lib/raft
- * README "Tuning"; bench/RESULTS.md, kv and lock "Write pacing"). A follower's interval is shorter because a commit
- * waits for two followers' acknowledgements after the leader's round, and an append that reaches a follower during
- * its hold waits for the hold's end: up to 5 ms at 5 ms, half of that for appends arriving at random (kv at 64 in
- * flight: 5,391 -> 6,310 PUT/s on average over five alternated runs, at equal or lower CPU per PUT; lock
- * unchanged).
- */
-export const PACED_WRITES = { leaderWriteIntervalMs: 5, followerWriteIntervalMs: 3 } as const;
-
-/**
- * Node flags for a process that shares its cores with the rest of a cluster (five members and the service's
- * workers on one machine): V8 collects garbage on the process's own thread only. By default a scavenge or a
- * major collection also wakes helper threads, one per core; on a machine whose cores are all busy with the other
- * members, those helpers take the cores from members in the middle of a request, so one process's collection
- * stalls the whole cluster. Measured on 2 cores (bench/RESULTS.md, lock "Latest", "One GC thread per member"):
- * lock acquire p99 at 5,000 lock ops/s 69-131 ms -> 48-49 ms, CPU per cycle 3% lower.
- */
-export const SINGLE_THREADED_GC: readonly string[] = ['--single-threaded-gc'];
-
-/**
- * Node flags for a member that keeps what it writes (its Raft log until the next snapshot, its state machine):
- * V8 starts its next major collection only once the old generation has grown to four times what the previous one
- * left alive (1.1-1.4x by default on kv's members). Everything such a member appends survives its young
- * collections, so by default it marked and swept its whole heap every 1-2 s under load (12-20 major collections in
- * a 25-s kv run, 11-21% of a follower's CPU in perf), for a heap that only grows; with this, 2-3. The cost is
- * memory between collections: at most four times the live heap (a kv member at 64 in flight: 230-297 MB resident
- * against 200-264 MB at the end of a 25-s run). Measured in bench/RESULTS.md (kv "Latest", "Major collections spaced out").
- */
-export const SPACED_MAJOR_GC: readonly string[] = ['--heap-growing-percent=300'];
-
-/**
- * The tuning of a service whose five members are busy writing on one machine (kv, lock): paced Raft writes,
- * forwarded writes answered from the leader's result (RaftNodeOptions.forwardedResults), garbage collection on
- * the members' own threads, major collections spaced out.
- */
-export const BUSY_WRITERS = {
-  raft: { ...PACED_WRITES, forwardedResults: true },
-  memberNodeFlags: [...SINGLE_THREADED_GC, ...SPACED_MAJOR_GC],
-} as const satisfies MemberTuning;
-
-/**
- * Ticks (100 ms each by default) between an idle leader's heartbeats, for a service whose members mostly idle
- * while its workers serve (shortlink's link store, the rate limiter's rules and tenants); the library's default is
- * every tick. Each heartbeat wakes the leader and every follower, each way: an idle 5-member cluster used ~45 ms of
- * CPU a second with 1, ~20 with 3 (shortlink README "Members' heartbeats"), and on a machine shared with the
- * workers every wake-up is a moment a worker may wait for a core. Failover is unchanged: the election timeout is
- * still 10-20 ticks, and a heartbeat every 3 leaves at least 3 in each (the simulator draws 1 to 3). Commit news,
- * read barriers and appends are sent at once either way; only an idle leader's "still here" waits 300 ms.
- */
-export const IDLE_MEMBER_HEARTBEAT_TICKS = 3;
-
-/** The tuning of a service whose members mostly idle while its workers serve: fewer heartbeats. */
-export const IDLE_MEMBERS = {
-  raft: { heartbeatTicks: IDLE_MEMBER_HEARTBEAT_TICKS },
-} as const satisfies MemberTuning;
 
 /** Headers of an idempotent write: a client session from POST /v1/client-sessions and its sequence number. */
 export const CLIENT_ID_HEADER = 'client-id';
 export const CLIENT_SEQ_HEADER = 'client-seq';
 export const CLIENT_ACK_HEADER = 'client-ack';
 
-export class ServiceContext<C, R> {
+/** The response header naming the leader of the group a request was about, as this member knows it. */
+export const GROUP_LEADER_HEADER = 'raft-leader';
+
+/**
+ * The groups behind a context, as the member process runs them: a one-group kind's RaftNode of its own, or a
+ * ManagedHost whose meta group records the groups created on request. Routes never see the difference.
+ */
+export type ServiceGroups<C, R> = { one: RaftNode<C, R>; kind: OneGroupKind<C, R> } | { managed: ManagedHost };
+
+/** A "propose this command" route: the command checked as the machine checks it, and the group it goes to. */
+export interface CommandRoute<C, R> {
+  admits: Admission;
+  /** The command from the request body; throws CommandShapeError (answered 400 `invalid_command`) when malformed. */
+  check(body: unknown): C;
+  /**
+   * The group the command goes to, on this member (usually requireGroup on a path parameter); a one-group service
+   * leaves it out. Refuse a caller here before looking the group up, so a refused caller learns nothing of the
+   * placement.
+   */
+  group?(ctx: RequestContext, command: C): RaftNode<C, R>;
+  /** How the command is proposed, when not simply by `write` (an ordering of appends, an early answer). */
+  propose?(ctx: RequestContext, node: RaftNode<C, R>, command: C, write: () => Promise<R>): Promise<unknown>;
+}
+
+/**
+ * One group as a route uses it: writes through its log, reads at the consistency the request asks for, Raft
+ * outcomes answered as HTTP (no leader or no quorum a 503 with Retry-After, an expired session 410...).
+ */
+export class ServiceGroup<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
+  constructor(
+    readonly node: RaftNode<C, R, M>,
+    /** The 503's words when no leader is known (a one-group service speaks of its cluster, a group of itself). */
+    private readonly noLeader: string,
+  ) {}
+
+  /** The group's state machine on this member (for reads after a barrier). */
+  get machine(): M {
+    return this.node.readLocal((m) => m);
+  }
+
+  /**
+   * Apply `command` through the log and return its result. With a request whose Client-Id and Client-Seq headers
+   * name a client session, the write is idempotent across retries (to any member): its own session entry, which a
+   * shared batch cannot be. Otherwise it is applied once per call, proposed by `viaBatch` when given (a service's
+   * turn batcher, which proposes `command` with others of the same turn), else as an entry of its own.
+   */
+  async write(command: C, ctx?: RequestContext, viaBatch?: () => Promise<R>): Promise<R> {
+    this.requireLeaderKnown();
+    const session = ctx === undefined ? null : clientSession(ctx);
+    try {
+      if (session === null) return await (viaBatch === undefined ? this.node.propose(command) : viaBatch());
+      const result = await this.node.submit({ t: 'command', ...session, command });
+      if (!result.ok) throw sessionFailure(result);
+      return (result as { result: R }).result;
+    } catch (error) {
+      throw raftErrorToHttp(error);
+    }
+  }
+
+  /**
+   * Wait until this member reflects every committed write; for a request that asks for a local read
+   * (`consistency=serializable`), every write this member has answered (with forwardedResults a follower answers a
+   * write from its leader's result, possibly before applying it), so a client sees its own writes on one member.
+   */
+  async readBarrier(ctx: RequestContext): Promise<void> {
+    const consistency = ctx.query.get('consistency') ?? 'linearizable';
+    if (consistency === 'serializable') return this.ownWritesApplied();
+    if (consistency !== 'linearizable') {
+      throw badRequest('invalid_query', 'consistency must be linearizable or serializable', { field: 'consistency' });
+    }
+    await this.call(() => this.node.readBarrier());
+  }
+
+  /** Wait until this member has applied every write it has answered (see readBarrier), before reading its state. */
+  async ownWritesApplied(): Promise<void> {
+    try {
+      await this.node.ownWritesApplied();
+    } catch (error) {
+      throw raftErrorToHttp(error);
+    }
+  }
+
+  /** Runs a Raft call on the group: a 503 while no leader is known, its errors mapped to HTTP answers. */
+  async call<T>(work: () => Promise<T>): Promise<T> {
+    this.requireLeaderKnown();
+    try {
+      return await work();
+    } catch (error) {
+      throw raftErrorToHttp(error);
+    }
+  }
+
+  private requireLeaderKnown(): void {
+    if (this.node.leaderId === null) throw unavailable(this.noLeader, 1);
+  }
+}
+
+const ONE_GROUP_NO_LEADER = 'no leader is known: the cluster has no quorum or is electing one';
+const GROUP_NO_LEADER = 'the group has no leader yet: it is electing one';
+
+/**
+ * What a service's routes get from the member process, whatever runs its groups: each group as a ServiceGroup
+ * (`group()` for a one-group service, `group(name)` or `requireGroup(ctx, name)` for groups created on request),
+ * `commandRoute`, `createGroups` for the kinds provisioned on request, `onStop`, the router, metrics and logger.
+ */
+export class ServiceContext<C = unknown, R = unknown> {
   private readonly stoppers: Array<() => void> = [];
+  private readonly one: ServiceGroup<C, R> | null;
 
   constructor(
-    readonly node: RaftNode<C, R>,
+    private readonly groups: ServiceGroups<C, R>,
     readonly router: Router,
     readonly metrics: MetricsRegistry,
     readonly logger: Logger,
-  ) {}
+    /** The service these members serve (`notify`): its workers' service token is an internal caller. */
+    readonly service: string,
+  ) {
+    this.one = 'one' in groups ? new ServiceGroup(groups.one, ONE_GROUP_NO_LEADER) : null;
+  }
 
   /** Run `stop` when the member stops (background loops, open streams). */
   onStop(stop: () => void): void {
@@ -153,71 +199,139 @@ export class ServiceContext<C, R> {
     return requirePrincipal(ctx);
   }
 
-  /** The service's state machine on this member (for reads after a barrier). */
-  get machine(): StateMachine<C, R> {
-    return this.node.readLocal((m) => m);
+  /** Whether a request comes from an internal caller of this service: the cluster token or its workers' service token. */
+  internal(principal: Principal | null): boolean {
+    return isInternalCaller(principal, this.service);
+  }
+
+  /** The ManagedHost running the groups created on request (its meta group and catalogue); a TypeError otherwise. */
+  get managed(): ManagedHost {
+    if (!('managed' in this.groups)) throw new TypeError(`${this.service} runs one group: it has no meta group`);
+    return this.groups.managed;
   }
 
   /**
-   * Apply `command` through the log and return its result. With Client-Id and Client-Seq headers the write is
-   * idempotent across retries (to any member): its own session entry, which a shared batch cannot be. Without
-   * them it is applied once per request, proposed by `viaBatch` when given (a service's turn batcher, which
-   * proposes `command` with others of the same turn), else as an entry of its own.
+   * A group as a ServiceGroup: no argument, the service's one group; a node (from requireGroup), that group; a
+   * name, the group of that name on this member (404/421 as requireGroup).
    */
-  async write(ctx: RequestContext, command: C, viaBatch?: () => Promise<R>): Promise<R> {
-    this.requireLeaderKnown();
-    const session = clientSession(ctx);
+  group<C2 = C, R2 = R, M extends StateMachine<C2, R2> = StateMachine<C2, R2>>(
+    which?: string | RaftNode<C2, R2, M>,
+  ): ServiceGroup<C2, R2, M> {
+    if (which === undefined) {
+      if (this.one === null) throw new TypeError(`${this.service} has no 'one group' kind: name the group`);
+      return this.one as unknown as ServiceGroup<C2, R2, M>;
+    }
+    const node = typeof which === 'string' ? this.locate<C2, R2, M>(which) : which;
+    if (this.one !== null && (node as unknown) === this.one.node) return this.one as unknown as ServiceGroup<C2, R2, M>;
+    return new ServiceGroup(node, GROUP_NO_LEADER);
+  }
+
+  /**
+   * The group of that name, running on this member; otherwise a 421 `misdirected` naming the members that hold it
+   * (`members: [{id, url}]`), or a 404 when the meta group does not know it. Sets the leader header on `ctx`.
+   */
+  requireGroup<C2, R2, M extends StateMachine<C2, R2> = StateMachine<C2, R2>>(
+    ctx: RequestContext,
+    name: string,
+  ): RaftNode<C2, R2, M> {
+    const node = this.locate<C2, R2, M>(name);
+    // Named when the answer leaves, not now: a call that waited through an election (a write forwarded from a
+    // follower whose leader died) must name the new leader, or the client's router goes back to the dead one.
+    const res = ctx.res;
+    const writeHead = res.writeHead;
+    res.writeHead = function (this: typeof res, ...args: Parameters<typeof writeHead>) {
+      const leader = node.leaderId;
+      if (leader !== null && !res.headersSent) res.setHeader(GROUP_LEADER_HEADER, leader);
+      else if (leader === null) res.removeHeader(GROUP_LEADER_HEADER);
+      return writeHead.apply(this, args);
+    } as typeof writeHead;
+    return node;
+  }
+
+  /**
+   * Registers a POST route that writes the body's command (see CommandRoute) and answers its result. On a one-group
+   * service the write takes the request's client-session headers (idempotent, as ServiceGroup.write); a group
+   * created on request is written without them.
+   */
+  commandRoute(path: string, route: CommandRoute<C, R>): void;
+  commandRoute<C2, R2>(
+    path: string,
+    route: CommandRoute<C2, R2> & { group(ctx: RequestContext, command: C2): RaftNode<C2, R2> },
+  ): void;
+  commandRoute<C2, R2>(path: string, route: CommandRoute<C2, R2>): void {
+    // Refused when registered, not on each request: a route of groups created on request must say which group.
+    if (route.group === undefined && this.one === null)
+      throw new TypeError(`${path}: ${this.service} has no 'one group' kind, so the route must name its group`);
+    this.router.post(path, { admits: route.admits }, async (ctx) => {
+      const command = checkedCommand(await ctx.json(), route.check);
+      if (route.group === undefined) return this.group<C2, R2>().write(command, ctx);
+      const node = route.group(ctx, command);
+      const write = (): Promise<R2> => this.group(node).write(command);
+      return route.propose === undefined ? write() : route.propose(ctx, node, command, write);
+    });
+  }
+
+  /** Processes registered in the catalogue and not retiring: where new replicas may go. */
+  liveHosts(): number {
+    return this.managed
+      .catalog()
+      .hosts()
+      .filter((h) => !h.retiring).length;
+  }
+
+  /**
+   * Records new groups of an on-request `kind` in the meta group, each with the kind's replica count (or `replicas`
+   * when the caller chose one, as a topic's creator may), capped at the live processes; a 503 while none is
+   * registered. The meta group's answer is returned as it is: `exists` when a group of that name is already recorded.
+   */
+  async createGroups(
+    kind: OnRequestKind,
+    groups: ReadonlyArray<{ name: string; data: Record<string, unknown> }>,
+    options: { replicas?: number } = {},
+  ): Promise<{ result: MetaResult; replicas: number }> {
+    const bad = groups.find((g) => !kind.includes(g.name));
+    if (bad !== undefined) throw new TypeError(`group ${bad.name} is not of kind ${kind.name}`);
+    let replicas = options.replicas;
+    if (replicas === undefined) {
+      const hosts = this.liveHosts();
+      if (hosts < 1) throw unavailable('no hosts registered yet', 1);
+      replicas = Math.min(kind.replicas, hosts);
+    }
+    const planned = groups.map((g) => ({ name: g.name, replicas: replicas!, data: g.data }));
+    const managed = this.managed;
+    const result = await this.call(managed.meta, () => managed.proposeMeta({ t: 'create', groups: planned }));
+    return { result, replicas };
+  }
+
+  /** Runs a Raft call on a group (or the meta group), mapping its errors to HTTP answers (503 without a leader...). */
+  async call<T>(node: RaftNode<unknown, unknown> | { leaderId: string | null }, work: () => Promise<T>): Promise<T> {
+    if (node.leaderId === null) throw unavailable(GROUP_NO_LEADER, 1);
     try {
-      if (session === null) return await (viaBatch === undefined ? this.node.propose(command) : viaBatch());
-      const result = await this.node.submit({ t: 'command', ...session, command });
-      if (!result.ok) throw sessionFailure(result);
-      return (result as { result: R }).result;
+      return await work();
     } catch (error) {
       throw raftErrorToHttp(error);
     }
   }
 
-  /**
-   * Registers a POST route that writes the body's command (`check` as the machine checks it: a CommandShapeError is
-   * a 400 `invalid_command`) and answers its result; idempotent with client-session headers, as `write`.
-   */
-  commandRoute(path: string, route: { admits: Admission; check(body: unknown): C }): void {
-    this.router.post(path, { admits: route.admits }, async (ctx) =>
-      this.write(ctx, checkedCommand(await ctx.json(), route.check)),
-    );
-  }
-
-  /**
-   * Wait until this member reflects every committed write; for a request that asks for a local read
-   * (`consistency=serializable`), every write this member has answered (with forwardedResults a follower answers a
-   * write from its leader's result, possibly before applying it), so a client sees its own writes on one member.
-   */
-  async readBarrier(ctx: RequestContext): Promise<void> {
-    const consistency = ctx.query.get('consistency') ?? 'linearizable';
-    if (consistency === 'serializable') return this.ownWritesApplied();
-    if (consistency !== 'linearizable') {
-      throw badRequest('invalid_query', 'consistency must be linearizable or serializable', { field: 'consistency' });
+  /** The group of that name on this member, or the 421/404 that says where it is (see requireGroup). */
+  private locate<C2, R2, M extends StateMachine<C2, R2>>(name: string): RaftNode<C2, R2, M> {
+    if ('one' in this.groups) {
+      if (name === this.groups.kind.name) return this.groups.one as unknown as RaftNode<C2, R2, M>;
+      throw new HttpError(404, 'group_not_found', `no group ${name}`, { group: name });
     }
-    this.requireLeaderKnown();
-    try {
-      await this.node.readBarrier();
-    } catch (error) {
-      throw raftErrorToHttp(error);
-    }
-  }
-
-  /** Wait until this member has applied every write it has answered (see readBarrier), before reading its state. */
-  async ownWritesApplied(): Promise<void> {
-    try {
-      await this.node.ownWritesApplied();
-    } catch (error) {
-      throw raftErrorToHttp(error);
-    }
-  }
-
-  private requireLeaderKnown(): void {
-    if (this.node.leaderId === null)
-      throw unavailable('no leader is known: the cluster has no quorum or is electing one', 1);
+    const node = this.groups.managed.group<C2, R2, M>(name);
+    if (node !== undefined) return node;
+    const catalog = this.groups.managed.catalog();
+    const record = catalog.group(name);
+    if (record === undefined)
+      throw new HttpError(404, 'group_not_found', `no group ${name} (yet: the meta group may still be applying it)`, {
+        group: name,
+      });
+    const members = record.members.map((id) => ({ id, url: catalog.host(id)?.http ?? null }));
+    throw new HttpError(421, 'misdirected', `this member does not hold ${name}; ask one that does`, {
+      group: name,
+      members,
+    });
   }
 }
 

@@ -36,7 +36,7 @@ export class SlotGroups {
     return this.records(count).map((g) => ({ ...g, replicas }));
   }
 
-  /** The names and data of `count` groups, for GroupedServiceContext.createGroups (which sets their replicas). */
+  /** The names and data of `count` groups, for ServiceContext.createGroups (which sets their replicas). */
   records(count: number): Array<Omit<PlannedGroup, 'replicas'>> {
     return Array.from({ length: count }, (_, i) => ({ name: this.name(i), data: { slots: slotRange(i, count) } }));
   }

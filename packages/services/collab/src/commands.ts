@@ -22,7 +22,7 @@ import {
   USER_ID,
   type CollabCommand,
   type Role,
-} from './machine.js';
+} from './vocabulary.js';
 
 const OPS = [
   'create',

@@ -12,12 +12,23 @@ import { Packr } from 'msgpackr';
 import { checkOp, Doc, InvalidOpError, opLength, type Id, type Op, type Span } from '@raftkit/crdt';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 import { checkCommand } from './commands.js';
+import { MAX_CHARS, type ChangeInput, type CollabCommand, type Role } from './vocabulary.js';
 
-export const MAX_CHARS = 100_000;
+export {
+  MAX_CHARS,
+  MAX_CHANGES_PER_APPEND,
+  MAX_COMMENT_CHARS,
+  MAX_TITLE_CHARS,
+  USER_ID,
+  DOC_ID,
+  ROLES,
+  type ChangeInput,
+  type CollabCommand,
+  type Role,
+} from './vocabulary.js';
+
 /** Ops in one change (one client message); a paste is one insert op, so this is generous. */
 export const MAX_OPS_PER_CHANGE = 1_000;
-/** Changes one append entry may carry (the owner batches what queued while its window of entries in flight was full). */
-export const MAX_CHANGES_PER_APPEND = 500;
 /** Owner sessions per document whose append sequence is remembered (the live one and a few ended ones). */
 const MAX_APPEND_SESSIONS = 8;
 export const LEASE_MS = 3_000;
@@ -29,21 +40,15 @@ export const IDLE_SNAPSHOT_MS = 5 * 60_000;
 export const HOT_MS = 7 * 24 * 3600_000;
 const MAX_NAMED_SNAPSHOTS = 100;
 const MAX_COMMENTS = 1_000;
-export const MAX_COMMENT_CHARS = 10_000;
-export const MAX_TITLE_CHARS = 200;
 /**
  * Documents one user may own (the workers' `max_docs_per_user` setting, carried by each `create` so every replica
  * decides alike). A user's documents all live in one group (the worker picks a doc_id that hashes there), so the
  * count is exact.
  */
 export const MAX_DOCS_PER_USER = 100;
-export const USER_ID = /^[A-Za-z0-9._-]{1,64}$/;
-export const DOC_ID = /^[A-Za-z0-9_-]{1,64}$/;
 /** The client id the log itself writes with (templates, restores): a user's client ids never contain '~' at the start. */
 export const SERVER_CLIENT = '~server';
 
-export type Role = 'viewer' | 'commenter' | 'editor';
-export const ROLES: readonly Role[] = ['viewer', 'commenter', 'editor'];
 const RANK: Record<Role | 'none', number> = { none: 0, viewer: 1, commenter: 2, editor: 3 };
 
 /** Whether `role` is at least `need`. */
@@ -121,35 +126,6 @@ interface DocState {
    */
   appendSeqs: Array<[session: string, seq: number]>;
 }
-
-export interface ChangeInput {
-  op_id: string;
-  author: string;
-  ops: Op[];
-  parent_revision: number;
-}
-
-export type CollabCommand =
-  /** `max_docs`: refused with `quota` when the owner already owns that many documents in this group. */
-  | { op: 'create'; doc_id: string; title: string; owner: string; template: string | null; max_docs?: number }
-  /** Removes the document and everything about it (its state, log, versions, comments, lease). */
-  | { op: 'delete'; doc_id: string }
-  | { op: 'acquire'; doc_id: string; worker: string; url: string }
-  | { op: 'renew'; worker: string; docs: Array<[doc_id: string, generation: number]> }
-  | { op: 'release'; doc_id: string; worker: string; generation: number }
-  /**
-   * `session`/`seq` (optional, together): the owner session's id and this entry's number in it (1, 2, ...). An
-   * entry is applied only right after the previous one of its session (`out_of_order` otherwise); one whose number
-   * was applied already changes nothing and reports each change's first outcome.
-   */
-  | { op: 'append'; doc_id: string; generation: number; changes: ChangeInput[]; session?: string; seq?: number }
-  | { op: 'snapshot'; doc_id: string; name: string }
-  | { op: 'restore'; doc_id: string; snapshot_id: string; author: string }
-  | { op: 'permission'; doc_id: string; user: string; role: Role | null }
-  | { op: 'comment'; doc_id: string; author: string; start: Id; end: Id; body: string }
-  | { op: 'uncomment'; doc_id: string; comment_id: string; by: string }
-  /** Idle implicit snapshots and hot-log trimming, at the entry's time (the leader proposes it now and then). */
-  | { op: 'compact' };
 
 export type ChangeResult =
   | { ok: true; op_id: string; revision: number; duplicate: boolean }

@@ -633,7 +633,21 @@ t.test('hostile input: an op over the append limit is refused to its author alon
     ],
     parent_revision: 3,
   }));
-  for (const m of burst) a.send(m);
+  // The op log's leader held still while the burst arrives, so the changes wait for it whatever the machine's load
+  // (left running, it can commit each 1 MB entry before the next frame is read, and nothing ever waits).
+  const holder = await logLeader(doc);
+  t.equal((await cluster.run('pause', holder)).code, 0, `paused the op-log leader ${holder}`);
+  try {
+    for (const m of burst) a.send(m);
+    await until(
+      'a busy answer while the log cannot commit',
+      () => a.messages.some((m) => m.type === 'error' && m.code === 'busy'),
+      10_000,
+      20,
+    ).catch(() => undefined);
+  } finally {
+    t.equal((await cluster.run('resume', holder)).code, 0, `resumed ${holder}`);
+  }
   await until(
     'every burst op answered',
     () => burst.every((m) => a.messages.some((x) => x.op_id === m.op_id && (x.type === 'ack' || x.type === 'error'))),

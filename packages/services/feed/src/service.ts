@@ -3,7 +3,7 @@
  * post groups (one set of processes), then the workers in dependency order: store partitions, fan-out workers, the
  * ranker, the app tier (the public /api).
  */
-import { combineGroupedServices, type GroupedServiceDefinition } from '@raftkit/http';
+import { combineServices, type ServiceDefinition } from '@raftkit/http';
 import { createLogService } from '@raftkit/log';
 import { appRole } from './workers/app/http.js';
 import { fanoutRole } from './workers/fanout/fanout.js';
@@ -11,8 +11,8 @@ import { feedMemberPart } from './members/api.js';
 import { rankerRole } from './workers/ranker/index.js';
 import { storeRole } from './workers/store/worker.js';
 
-export function createFeedService(): GroupedServiceDefinition {
-  const part: GroupedServiceDefinition = { ...feedMemberPart(), workers: [storeRole, fanoutRole, rankerRole, appRole] };
+export function createFeedService(): ServiceDefinition {
+  const part: ServiceDefinition = { ...feedMemberPart(), workers: [storeRole, fanoutRole, rankerRole, appRole] };
   // The log's topics here are the feed's queues (posts, deletes, engagement...): internal, no client token uses them.
-  return combineGroupedServices('feed', [createLogService({ defaultAccess: 'internal' }), part]);
+  return combineServices('feed', [createLogService({ defaultAccess: 'internal' }), part]);
 }

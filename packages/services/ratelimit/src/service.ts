@@ -11,7 +11,15 @@ import { storeRole } from './workers/store/worker.js';
 export const ratelimitService: ServiceDefinition<RuleCommand, RuleResult> = {
   name: 'ratelimit',
   // The members hold rules and tenants, polled about once a second; the check instances serve every check.
-  kinds: [{ name: 'rules', createMachine: () => new RuleMachine(), raft: IDLE_MEMBERS.raft, replicas: 'every member' }],
+  kinds: [
+    {
+      name: 'rules',
+      provisioning: 'one group',
+      createMachine: () => new RuleMachine(),
+      raft: IDLE_MEMBERS.raft,
+      replicas: 'every member',
+    },
+  ],
   routes: ruleRoutes,
   workers: [storeRole, checkRole],
 };

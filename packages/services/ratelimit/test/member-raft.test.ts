@@ -4,11 +4,11 @@
  * default, still several per election timeout and within what the simulator draws (1 to 3 ticks against 10).
  */
 import t from 'tap';
-import { IDLE_MEMBER_HEARTBEAT_TICKS } from '@raftkit/http';
+import { IDLE_MEMBER_HEARTBEAT_TICKS, oneGroupKind } from '@raftkit/http';
 import { ratelimitService } from '../src/service.js';
 
 t.test('the service hands its members the idle heartbeat interval, one the simulator covers', async (t) => {
-  t.same(ratelimitService.kinds[0].raft, { heartbeatTicks: IDLE_MEMBER_HEARTBEAT_TICKS });
+  t.same(oneGroupKind(ratelimitService.kinds)?.raft, { heartbeatTicks: IDLE_MEMBER_HEARTBEAT_TICKS });
   t.ok(
     Number.isInteger(IDLE_MEMBER_HEARTBEAT_TICKS) &&
       IDLE_MEMBER_HEARTBEAT_TICKS >= 1 &&

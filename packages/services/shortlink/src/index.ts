@@ -48,7 +48,15 @@ export const MEMBER_HEARTBEAT_TICKS = IDLE_MEMBER_HEARTBEAT_TICKS;
 
 export const shortlinkService: ServiceDefinition<LinkCommand, LinkResult> = {
   name: 'shortlink',
-  kinds: [{ name: 'links', createMachine: () => new LinkMachine(), raft: IDLE_MEMBERS.raft, replicas: 'every member' }],
+  kinds: [
+    {
+      name: 'links',
+      provisioning: 'one group',
+      createMachine: () => new LinkMachine(),
+      raft: IDLE_MEMBERS.raft,
+      replicas: 'every member',
+    },
+  ],
   routes: linkRoutes,
   // Click workers first (after the click log's hosts, which the cluster starts before every other worker).
   workers: [...clickWorkerRoles, app],

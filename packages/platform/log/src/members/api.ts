@@ -10,7 +10,7 @@ import {
   badRequest,
   conflict,
   forbidden,
-  type GroupedServiceContext,
+  type ServiceContext,
   HttpError,
   notFound,
   Reply,
@@ -18,8 +18,8 @@ import {
   requireObject,
   requireString,
   requireWellFormed,
-  type GroupedServiceDefinition,
-  type GroupKind,
+  type ServiceDefinition,
+  type OnRequestKind,
   type RequestContext,
 } from '@raftkit/http';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
@@ -107,11 +107,12 @@ export interface LogServiceOptions {
 }
 
 /** The event log as a grouped service: one PartitionMachine per partition group. */
-export function createLogService(options: LogServiceOptions = {}): GroupedServiceDefinition {
+export function createLogService(options: LogServiceOptions = {}): ServiceDefinition {
   const watch = new PartitionWatch();
   const defaultAccess = options.defaultAccess ?? 'client_write';
-  const partitions: GroupKind = {
+  const partitions: OnRequestKind = {
     name: 'partition',
+    provisioning: 'on request',
     includes: (name) => parsePartitionGroup(name) !== null,
     groupOptions: (name) => ({
       stateMachine: new PartitionMachine() as unknown as ManagedGroupOptions['stateMachine'],
@@ -134,7 +135,7 @@ type TopicUse = 'read' | 'write';
  * 403 unless the caller may `use` the topic: the service's internal callers may do anything; a client token only
  * what the topic's access rule grants clients (see TopicAccess).
  */
-function requireAccess(service: GroupedServiceContext, ctx: RequestContext, topic: TopicInfo, use: TopicUse): void {
+function requireAccess(service: ServiceContext, ctx: RequestContext, topic: TopicInfo, use: TopicUse): void {
   if (mayUse(service, ctx, topic, use)) return;
   const name = ctx.principal?.name ?? 'none';
   if (topic.access === 'internal') {
@@ -149,14 +150,14 @@ function requireAccess(service: GroupedServiceContext, ctx: RequestContext, topi
   });
 }
 
-function mayUse(service: GroupedServiceContext, ctx: RequestContext, topic: TopicInfo, use: TopicUse): boolean {
+function mayUse(service: ServiceContext, ctx: RequestContext, topic: TopicInfo, use: TopicUse): boolean {
   if (service.internal(ctx.principal)) return true;
   return topic.access === 'client_write' || (topic.access === 'client_read' && use === 'read');
 }
 
 function logRoutes(
-  service: GroupedServiceContext,
-  partitionKind: GroupKind,
+  service: ServiceContext,
+  partitionKind: OnRequestKind,
   watch: PartitionWatch,
   defaultAccess: TopicAccess,
 ): void {

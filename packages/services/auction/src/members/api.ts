@@ -1,5 +1,5 @@
 /**
- * The auction service on Raft groups (a GroupedServiceDefinition, like the event log): the members' side. Each
+ * The auction service on Raft groups (a ServiceDefinition, like the event log): the members' side. Each
  * auction group (`placement.ts`) runs an AuctionMachine; its leader is the single writer of its auctions. Members
  * serve the cluster-internal API the gateways call (`/internal/...`, cluster token; gateways route each call to
  * the group's leader with a GroupRouter) and run the writer's duties: the close timer, the pushes, the projector.
@@ -7,7 +7,7 @@
  */
 import {
   badRequest,
-  type GroupedServiceContext,
+  type ServiceContext,
   HttpError,
   notFound,
   Reply,
@@ -15,8 +15,8 @@ import {
   requireObject,
   requireString,
   unavailable,
-  type GroupedServiceDefinition,
-  type GroupKind,
+  type ServiceDefinition,
+  type OnRequestKind,
   type RequestContext,
   type RouterGroup,
 } from '@raftkit/http';
@@ -60,7 +60,7 @@ export interface AuctionServiceOptions {
 }
 
 /** The auction service: a fresh definition per member (each its own projector, registry and timers). */
-export function createAuctionService(options: AuctionServiceOptions = {}): GroupedServiceDefinition {
+export function createAuctionService(options: AuctionServiceOptions = {}): ServiceDefinition {
   const groups = options.groups ?? DEFAULT_GROUP_COUNT;
   const projector = new Projector();
   const registry = new WatcherRegistry();
@@ -98,8 +98,9 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Group
   };
 
   // The auction groups: each auction's bid log, on three processes (fewer while fewer are live).
-  const kind: GroupKind = {
+  const kind: OnRequestKind = {
     name: 'auction',
+    provisioning: 'on request',
     includes: isAuctionGroup,
     groupOptions: (name) => {
       const machine = new ObservedAuctionMachine({
@@ -127,13 +128,13 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Group
 
 interface MemberParts {
   groups: number;
-  kind: GroupKind;
+  kind: OnRequestKind;
   projector: Projector;
   registry: WatcherRegistry;
   publisher: Publisher;
 }
 
-function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void {
+function memberRoutes(service: ServiceContext, parts: MemberParts): void {
   const { projector, registry, publisher } = parts;
   const managed = service.managed;
   const batcher = new BidBatcher();
@@ -425,7 +426,7 @@ function memberRoutes(service: GroupedServiceContext, parts: MemberParts): void 
 }
 
 /** Create the auction groups once: by the meta leader, when every founding member has registered as a host. */
-async function ensureGroups(service: GroupedServiceContext, kind: GroupKind, count: number): Promise<void> {
+async function ensureGroups(service: ServiceContext, kind: OnRequestKind, count: number): Promise<void> {
   const meta = service.managed.meta;
   if (!meta.isLeader) return;
   if (service.managed.catalog().groupsWithPrefix(GROUP_PREFIX).length > 0) return;

@@ -6,13 +6,13 @@
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import {
   badRequest,
-  type GroupedServiceContext,
+  type ServiceContext,
   HttpError,
   notFound,
   requireInteger,
   requireObject,
-  type GroupedServiceDefinition,
-  type GroupKind,
+  type ServiceDefinition,
+  type OnRequestKind,
   type RequestContext,
 } from '@raftkit/http';
 import { AppendOrder } from './append-order.js';
@@ -27,14 +27,15 @@ type CollabNode = RaftNode<CollabCommand, CollabResult, CollabMachine>;
 const COMPACT_EVERY_MS = 60_000;
 
 /** The op-log groups: a CollabMachine each, on three processes (fewer while fewer are live). */
-export const OP_LOG_KIND: GroupKind = {
+export const OP_LOG_KIND: OnRequestKind = {
   name: 'op-log',
+  provisioning: 'on request',
   includes: (name) => COLLAB_GROUPS.includes(name),
   groupOptions: () => ({ stateMachine: new CollabMachine() as unknown as ManagedGroupOptions['stateMachine'] }),
   replicas: 3,
 };
 
-export function createCollabService(): GroupedServiceDefinition {
+export function createCollabService(): ServiceDefinition {
   return {
     name: 'collab',
     kinds: [OP_LOG_KIND],
@@ -43,7 +44,7 @@ export function createCollabService(): GroupedServiceDefinition {
   };
 }
 
-function collabRoutes(service: GroupedServiceContext): void {
+function collabRoutes(service: ServiceContext): void {
   const managed = service.managed;
   const order = new AppendOrder();
   const proposed = service.metrics.counter(

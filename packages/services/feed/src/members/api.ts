@@ -9,9 +9,9 @@ import {
   notFound,
   requireObject,
   unavailable,
-  type GroupedServiceContext,
-  type GroupedServiceDefinition,
-  type GroupKind,
+  type ServiceContext,
+  type ServiceDefinition,
+  type OnRequestKind,
   type RequestContext,
 } from '@raftkit/http';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
@@ -25,14 +25,15 @@ type PostsNode = RaftNode<PostCommand, PostResult, PostsMachine>;
 const MAX_GET = 2_000;
 
 /** The post groups: a PostsMachine each, on three processes (fewer while fewer are live). */
-export const POSTS_KIND: GroupKind = {
+export const POSTS_KIND: OnRequestKind = {
   name: 'posts',
+  provisioning: 'on request',
   includes: isPostsGroup,
   groupOptions: () => ({ stateMachine: new PostsMachine() as unknown as ManagedGroupOptions['stateMachine'] }),
   replicas: 3,
 };
 
-export function feedMemberPart(groups = DEFAULT_POST_GROUPS): GroupedServiceDefinition {
+export function feedMemberPart(groups = DEFAULT_POST_GROUPS): ServiceDefinition {
   return {
     name: 'feed-posts',
     kinds: [POSTS_KIND],
@@ -40,7 +41,7 @@ export function feedMemberPart(groups = DEFAULT_POST_GROUPS): GroupedServiceDefi
   };
 }
 
-function memberRoutes(service: GroupedServiceContext, groups: number): void {
+function memberRoutes(service: ServiceContext, groups: number): void {
   const managed = service.managed;
   const timer = setInterval(() => void ensureGroups(service, groups).catch(() => undefined), 500);
   timer.unref();
@@ -62,7 +63,7 @@ function memberRoutes(service: GroupedServiceContext, groups: number): void {
       throw badRequest('invalid_command', (e as Error).message);
     }
     const node = nodeOfPost(ctx, postId);
-    return service.write(node, command);
+    return service.group(node).write(command);
   };
   const idOf = (ctx: RequestContext): string => {
     const id = ctx.params.id ?? '';
@@ -118,7 +119,7 @@ function memberRoutes(service: GroupedServiceContext, groups: number): void {
 }
 
 /** Create the post groups once, by the meta leader, when every founding member has registered as a host. */
-async function ensureGroups(service: GroupedServiceContext, count: number): Promise<void> {
+async function ensureGroups(service: ServiceContext, count: number): Promise<void> {
   const meta = service.managed.meta;
   if (!meta.isLeader) return;
   if (service.managed.catalog().groupsWithPrefix(POSTS_GROUP_PREFIX).length > 0) return;

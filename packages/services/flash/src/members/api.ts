@@ -10,12 +10,12 @@
  */
 import {
   badRequest,
-  type GroupedServiceContext,
+  type ServiceContext,
   HttpError,
   notFound,
   requireObject,
-  type GroupedServiceDefinition,
-  type GroupKind,
+  type ServiceDefinition,
+  type OnRequestKind,
   type RequestContext,
 } from '@raftkit/http';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
@@ -31,14 +31,15 @@ export const JOB_EVERY_MS = 500;
 export const KEEP_ENDED_MS = 24 * 60 * 60_000;
 
 /** The inventory groups: one FlashMachine each, on every live process up to five (a won unit survives four losses). */
-export const INVENTORY_KIND: GroupKind = {
+export const INVENTORY_KIND: OnRequestKind = {
   name: 'inventory',
+  provisioning: 'on request',
   includes: (name) => parseInventoryGroup(name) !== null,
   groupOptions: () => ({ stateMachine: new FlashMachine() as unknown as ManagedGroupOptions['stateMachine'] }),
   replicas: 5,
 };
 
-export function createFlashService(): GroupedServiceDefinition {
+export function createFlashService(): ServiceDefinition {
   return {
     name: 'flash',
     kinds: [INVENTORY_KIND],
@@ -47,7 +48,7 @@ export function createFlashService(): GroupedServiceDefinition {
   };
 }
 
-function flashRoutes(service: GroupedServiceContext): void {
+function flashRoutes(service: ServiceContext): void {
   const managed = service.managed;
 
   const nodeOf = (ctx: RequestContext): FlashNode => {
@@ -115,12 +116,12 @@ function flashRoutes(service: GroupedServiceContext): void {
     })
     .get('/v1/flash/groups/:group/deals', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);
-      await service.readBarrier(node, ctx);
+      await service.group(node).readBarrier(ctx);
       return { deals: node.readLocal((m) => m.dealIds().map((id) => m.getDeal(id)!)) };
     })
     .get('/v1/flash/groups/:group/deals/:deal', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);
-      await service.readBarrier(node, ctx);
+      await service.group(node).readBarrier(ctx);
       const deal = node.readLocal((m) => m.getDeal(ctx.params.deal!));
       if (deal === null)
         throw notFound(`no deal ${ctx.params.deal} in ${ctx.params.group}`, { deal_id: ctx.params.deal });
@@ -133,7 +134,7 @@ function flashRoutes(service: GroupedServiceContext): void {
     })
     .get('/v1/flash/groups/:group/deals/:deal/attempts', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);
-      await service.readBarrier(node, ctx);
+      await service.group(node).readBarrier(ctx);
       const user = ctx.query.get('user') ?? '';
       const key = ctx.query.get('key') ?? '';
       if (user.length === 0 || key.length === 0)
@@ -145,7 +146,7 @@ function flashRoutes(service: GroupedServiceContext): void {
     })
     .get('/v1/flash/groups/:group/reservations/:id', { admits: 'cluster' }, async (ctx) => {
       const node = nodeOf(ctx);
-      await service.readBarrier(node, ctx);
+      await service.group(node).readBarrier(ctx);
       const reservation = node.readLocal((m) => m.getReservation(ctx.params.id!));
       if (reservation === null) throw notFound(`no reservation ${ctx.params.id}`, { reservation_id: ctx.params.id });
       return reservation;

@@ -49,16 +49,18 @@ async function bodyText(ctx: RequestContext): Promise<{ text: string; bytes: num
 }
 
 export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
-  const machine = (): KvMachine => service.machine as KvMachine;
+  /** The service's one group (its kind provisioned as 'one group'). */
+  const group = service.group();
+  const machine = (): KvMachine => group.machine as KvMachine;
   const batcher = new KvBatcher();
-  const propose = (command: KvCommand): Promise<KvResult> => service.node.propose(command);
+  const propose = (command: KvCommand): Promise<KvResult> => group.node.propose(command);
   service.metrics
     .gauge('kv_batched_entries', 'Raft entries proposed by the write batcher on this member')
     .set(() => batcher.entries);
   service.metrics.gauge('kv_batched_commands', 'Writes those entries carried').set(() => batcher.commands);
-  /** A write through the turn's batch (an idempotent one goes alone: ServiceContext.write). `bytes` bounds its size. */
+  /** A write through the turn's batch (an idempotent one goes alone: ServiceGroup.write). `bytes` bounds its size. */
   const write = async (ctx: RequestContext, command: KvKeyCommand, bytes: number): Promise<KvKeyResult> =>
-    (await service.write(ctx, command, () => batcher.submit(propose, command, bytes))) as KvKeyResult;
+    (await group.write(command, ctx, () => batcher.submit(propose, command, bytes))) as KvKeyResult;
   service.router
     .put('/v1/kv/:key', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);
@@ -68,7 +70,7 @@ export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
     })
     .get('/v1/kv/:key', { admits: 'authenticated' }, async (ctx) => {
       const key = keyOf(ctx);
-      await service.readBarrier(ctx);
+      await group.readBarrier(ctx);
       const entry = machine().get(key);
       if (entry === undefined) throw notFound(`no key ${JSON.stringify(key)}`, { key });
       return { key, value: entry.value, revision: entry.revision };
@@ -106,7 +108,15 @@ export function kvRoutes(service: ServiceContext<KvCommand, KvResult>): void {
 export const kvService: ServiceDefinition<KvCommand, KvResult> = {
   name: 'kv',
   // Paced writes, forwarded results, one GC thread (README.md "Write pacing", "Forwarded results", "Garbage collection on one thread").
-  kinds: [{ name: 'kv', createMachine: () => new KvMachine(), raft: BUSY_WRITERS.raft, replicas: 'every member' }],
+  kinds: [
+    {
+      name: 'kv',
+      provisioning: 'one group',
+      createMachine: () => new KvMachine(),
+      raft: BUSY_WRITERS.raft,
+      replicas: 'every member',
+    },
+  ],
   routes: kvRoutes,
   memberNodeFlags: BUSY_WRITERS.memberNodeFlags,
 };

@@ -70,7 +70,9 @@ function refused(result: LockResult): never {
 }
 
 export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): void {
-  const machine = service.machine as LockMachine;
+  /** The service's one group (its kind provisioned as 'one group'). */
+  const group = service.group();
+  const machine = group.machine as LockMachine;
   const dropped = service.metrics.counter(
     'lock_watchers_dropped_total',
     'Watch streams dropped because their client did not read',
@@ -85,16 +87,16 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
   service.onStop(() => hub.close());
   const owner = (ctx: RequestContext): string => service.principal(ctx).hash;
   const batcher = new LockBatcher();
-  const propose = (command: LockCommand): Promise<LockResult> => service.node.propose(command);
+  const propose = (command: LockCommand): Promise<LockResult> => group.node.propose(command);
   service.metrics
     .gauge('lock_batched_entries', 'Raft entries proposed by the acquire/release batcher on this member')
     .set(() => batcher.entries);
   service.metrics
     .gauge('lock_batched_commands', 'Acquires and releases those entries carried')
     .set(() => batcher.commands);
-  /** An acquire or release through the turn's batch (an idempotent one goes alone: ServiceContext.write). */
+  /** An acquire or release through the turn's batch (an idempotent one goes alone: ServiceGroup.write). */
   const write = (ctx: RequestContext, command: BatchableCommand): Promise<LockResult> =>
-    service.write(ctx, command, () => batcher.submit(propose, command));
+    group.write(command, ctx, () => batcher.submit(propose, command));
 
   service.router
     .post('/v1/sessions', { admits: 'authenticated' }, async (ctx) => {
@@ -111,12 +113,15 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
           field: 'timeout_ms',
         });
       }
-      const result = await service.write(ctx, {
-        op: 'openSession',
-        id: uuidv4(),
-        timeoutMs: timeout,
-        owner: owner(ctx),
-      });
+      const result = await group.write(
+        {
+          op: 'openSession',
+          id: uuidv4(),
+          timeoutMs: timeout,
+          owner: owner(ctx),
+        },
+        ctx,
+      );
       if (!result.ok || result.op !== 'openSession') refused(result);
       return new Reply(201, {
         session_id: result.id,
@@ -126,15 +131,15 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
     })
     .post('/v1/sessions/:id/heartbeat', { admits: 'authenticated' }, async (ctx) => {
       const id = sessionId(ctx.params.id, 'id');
-      const result = await service.write(ctx, { op: 'heartbeat', id, owner: owner(ctx) });
+      const result = await group.write({ op: 'heartbeat', id, owner: owner(ctx) }, ctx);
       if (!result.ok || result.op !== 'heartbeat') refused(result);
       // The write may have been answered from the leader's result before this member applied it.
-      await service.ownWritesApplied();
+      await group.ownWritesApplied();
       return { session_id: id, timeout_ms: machine.getSession(id)?.timeoutMs ?? null };
     })
     .get('/v1/sessions/:id', { admits: 'authenticated' }, async (ctx) => {
       const id = sessionId(ctx.params.id, 'id');
-      await service.readBarrier(ctx);
+      await group.readBarrier(ctx);
       const s = machine.getSession(id);
       if (s === null)
         throw new HttpError(404, 'unknown_session', 'no such session: it expired, was closed, or never existed');
@@ -144,7 +149,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
     })
     .delete('/v1/sessions/:id', { admits: 'authenticated' }, async (ctx) => {
       const id = sessionId(ctx.params.id, 'id');
-      const result = await service.write(ctx, { op: 'closeSession', id, owner: owner(ctx) });
+      const result = await group.write({ op: 'closeSession', id, owner: owner(ctx) }, ctx);
       if (!result.ok || result.op !== 'closeSession') refused(result);
       return { session_id: id, closed: true, released_locks: result.released };
     })
@@ -173,7 +178,7 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
     })
     .get('/v1/locks/:name', { admits: 'authenticated' }, async (ctx) => {
       const name = lockName(ctx);
-      await service.readBarrier(ctx);
+      await group.readBarrier(ctx);
       return lockBody(machine.getLock(name));
     })
     .get('/v1/locks/:name/watch', { admits: 'authenticated' }, async (ctx) => {
@@ -214,7 +219,15 @@ export function lockRoutes(service: ServiceContext<LockCommand, LockResult>): vo
 export const lockService: ServiceDefinition<LockCommand, LockResult> = {
   name: 'lock',
   // Paced writes, forwarded results, one GC thread (README.md "Write pacing", "Forwarded results", "Garbage collection on one thread").
-  kinds: [{ name: 'lock', createMachine: () => new LockMachine(), raft: BUSY_WRITERS.raft, replicas: 'every member' }],
+  kinds: [
+    {
+      name: 'lock',
+      provisioning: 'one group',
+      createMachine: () => new LockMachine(),
+      raft: BUSY_WRITERS.raft,
+      replicas: 'every member',
+    },
+  ],
   routes: lockRoutes,
   memberNodeFlags: BUSY_WRITERS.memberNodeFlags,
 };

@@ -14,7 +14,7 @@ export function startExpiry(
   let extendedInTerm = -1;
   let busy = false;
   const timer = setInterval(() => {
-    if (busy || !service.node.isLeader) return;
+    if (busy || !service.group().node.isLeader) return;
     busy = true;
     void duty()
       .catch((e: unknown) => service.logger.log('warn', 'expiry round failed', { error: String(e) }))
@@ -25,9 +25,9 @@ export function startExpiry(
   timer.unref();
 
   async function duty(): Promise<void> {
-    const term = service.node.status().term;
+    const term = service.group().node.status().term;
     if (extendedInTerm !== term) {
-      await service.node.propose({ op: 'extendAll' });
+      await service.group().node.propose({ op: 'extendAll' });
       extendedInTerm = term;
       service.logger.log('info', 'extended every session deadline after becoming leader', {
         sessions: machine.sessionCount,
@@ -36,7 +36,7 @@ export function startExpiry(
     }
     const overdue = machine.overdue(Date.now());
     if (overdue.length === 0) return;
-    const result = await service.node.propose({ op: 'expire', ids: overdue });
+    const result = await service.group().node.propose({ op: 'expire', ids: overdue });
     if (result.ok && result.op === 'expire' && result.expired.length > 0) {
       service.logger.log('info', 'sessions expired', { sessions: result.expired });
     }

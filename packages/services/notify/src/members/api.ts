@@ -11,10 +11,10 @@ import { providerRoles } from '../workers/providers/index.js';
 import { randomUUID } from 'node:crypto';
 import {
   badRequest,
-  combineGroupedServices,
+  combineServices,
   commandOf,
   forbidden,
-  type GroupedServiceContext,
+  type ServiceContext,
   HttpError,
   isInternalCaller,
   notFound,
@@ -23,8 +23,8 @@ import {
   ServiceError,
   servicePrincipal,
   unavailable,
-  type GroupedServiceDefinition,
-  type GroupKind,
+  type ServiceDefinition,
+  type OnRequestKind,
   type Principal,
   type RequestContext,
 } from '@raftkit/http';
@@ -78,13 +78,14 @@ export function checkNotifyCommand(value: unknown): NotifyCommand {
   return commandOf(value, OPS) as unknown as NotifyCommand;
 }
 
-export function createNotifyService(): GroupedServiceDefinition {
-  return combineGroupedServices(NOTIFY, [createLogService({ defaultAccess: 'internal' }), notifyPart()]);
+export function createNotifyService(): ServiceDefinition {
+  return combineServices(NOTIFY, [createLogService({ defaultAccess: 'internal' }), notifyPart()]);
 }
 
 /** The state groups: a NotifyMachine each, on three processes (fewer while fewer are live). */
-export const STATE_KIND: GroupKind = {
+export const STATE_KIND: OnRequestKind = {
   name: 'state',
+  provisioning: 'on request',
   includes: (name) => parseStateGroup(name) !== null,
   groupOptions: () => {
     const machine = new NotifyMachine();
@@ -96,7 +97,7 @@ export const STATE_KIND: GroupKind = {
   replicas: 3,
 };
 
-function notifyPart(): GroupedServiceDefinition {
+function notifyPart(): ServiceDefinition {
   return {
     name: 'notify',
     kinds: [STATE_KIND],
@@ -157,7 +158,7 @@ function queueError(error: unknown): never {
   });
 }
 
-function notifyRoutes(service: GroupedServiceContext): void {
+function notifyRoutes(service: ServiceContext): void {
   const managed = service.managed;
   const endpoints = (): string[] =>
     managed
@@ -196,7 +197,7 @@ function notifyRoutes(service: GroupedServiceContext): void {
   /** A command on a state group: proposed here when this member holds it, else sent to one that does. */
   async function command(ctx: RequestContext, group: string, cmd: NotifyCommand): Promise<NotifyResult> {
     const node = managed.group<NotifyCommand, NotifyResult, NotifyMachine>(group);
-    if (node !== undefined) return service.write(node, cmd);
+    if (node !== undefined) return service.group(node).write(cmd);
     try {
       return await remoteState().command(group, cmd, { token: tokenOf(ctx) });
     } catch (e) {

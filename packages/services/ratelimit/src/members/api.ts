@@ -60,13 +60,15 @@ function clusterToken(service: Service, ctx: RequestContext): string {
 }
 
 export function ruleRoutes(service: Service): void {
-  const machine = service.machine as RuleMachine;
+  /** The service's one group (its kind provisioned as 'one group'). */
+  const group = service.group();
+  const machine = group.machine as RuleMachine;
 
   service.router
     .put('/v1/tenants/:service_id', { admits: 'cluster' }, async (ctx) => {
       const token = clusterToken(service, ctx);
       const serviceId = serviceIdParam(ctx.params.service_id);
-      const result = await service.write(ctx, { op: 'registerTenant', serviceId });
+      const result = await group.write({ op: 'registerTenant', serviceId }, ctx);
       if (!result.ok || result.op !== 'registerTenant') refused(result, serviceId);
       const keys = tenantKeys(token, serviceId);
       return { service_id: serviceId, created: result.created, admin_key: keys.adminKey, check_key: keys.checkKey };
@@ -74,7 +76,7 @@ export function ruleRoutes(service: Service): void {
     .get('/v1/tenants/:service_id', { admits: 'cluster' }, async (ctx) => {
       const token = clusterToken(service, ctx);
       const serviceId = serviceIdParam(ctx.params.service_id);
-      await service.readBarrier(ctx);
+      await group.readBarrier(ctx);
       if (!machine.hasTenant(serviceId)) throw notFound(`service_id ${serviceId} is not registered`);
       const keys = tenantKeys(token, serviceId);
       return { service_id: serviceId, admin_key: keys.adminKey, check_key: keys.checkKey };
@@ -86,7 +88,7 @@ export function ruleRoutes(service: Service): void {
       const since = Number(sinceText);
       if (!Number.isSafeInteger(since) || since < -1)
         throw badRequest('invalid_query', 'since must be a revision (an integer >= -1)', { field: 'since' });
-      await service.readBarrier(ctx);
+      await group.readBarrier(ctx);
       const set = machine.ruleSet();
       if (set.revision === since) return { revision: set.revision, changed: false };
       // The internal form (camelCase): only check instances read it, and they cache exactly this.
@@ -97,7 +99,7 @@ export function ruleRoutes(service: Service): void {
       tenantOf(principal, 'admin');
       const rule = parseRule(ruleIdParam(ctx), await ctx.json());
       requireTenantAccess(principal, rule.serviceId, 'admin');
-      const result = await service.write(ctx, { op: 'putRule', rule });
+      const result = await group.write({ op: 'putRule', rule }, ctx);
       if (!result.ok || result.op !== 'putRule') refused(result, rule.serviceId);
       // The spec answers 200 whether the rule was created or replaced; `created` tells which.
       return { ...ruleBody(rule), created: result.created, revision: result.revision };
@@ -109,14 +111,14 @@ export function ruleRoutes(service: Service): void {
         throw badRequest('invalid_query', 'service_id is required with the cluster token', { field: 'service_id' });
       const serviceId = serviceIdParam(asked ?? own);
       requireTenantAccess(service.principal(ctx), serviceId, 'admin');
-      await service.readBarrier(ctx);
+      await group.readBarrier(ctx);
       if (!machine.hasTenant(serviceId)) throw notFound(`service_id ${serviceId} is not registered`);
       return machine.rulesOf(serviceId).map(ruleBody);
     })
     .get('/v1/rules/:rule_id', { admits: 'authenticated' }, async (ctx) => {
       const own = tenantOf(service.principal(ctx), 'admin');
       const ruleId = ruleIdParam(ctx);
-      await service.readBarrier(ctx);
+      await group.readBarrier(ctx);
       const rule = machine.getRule(ruleId);
       // Another tenant's rule is answered exactly as a missing one: a tenant never learns of it.
       if (rule === null || (own !== null && rule.serviceId !== own)) throw notFound('no such rule');
@@ -125,7 +127,7 @@ export function ruleRoutes(service: Service): void {
     .delete('/v1/rules/:rule_id', { admits: 'authenticated' }, async (ctx) => {
       const own = tenantOf(service.principal(ctx), 'admin');
       const ruleId = ruleIdParam(ctx);
-      const result = await service.write(ctx, { op: 'deleteRule', ruleId, serviceId: own });
+      const result = await group.write({ op: 'deleteRule', ruleId, serviceId: own }, ctx);
       if (!result.ok || result.op !== 'deleteRule') refused(result, own ?? '');
       return new Reply(204, undefined);
     });

@@ -101,7 +101,9 @@ function parseBatch(body: JsonObject): Array<CreateSpec | { invalid: HttpError }
 }
 
 export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): void {
-  const machine = service.machine as LinkMachine;
+  /** The service's one group (its kind provisioned as 'one group'). */
+  const group = service.group();
+  const machine = group.machine as LinkMachine;
   const cache = new SharedCache();
   machine.onChange = cache.onChange;
   const lookups = service.metrics.counter(
@@ -123,7 +125,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       requireCluster(service, ctx);
       const body = requireObject(await ctx.json());
       const server = requireString(body, 'server', { minLength: 1, maxLength: 64 });
-      const result = await service.write(ctx, { op: 'lease', server });
+      const result = await group.write({ op: 'lease', server }, ctx);
       if (!result.ok)
         throw new HttpError(507, 'ids_exhausted', 'every id of the 7-character code space has been leased');
       if (result.op !== 'lease') throw new Error(`unexpected result ${result.op}`);
@@ -132,7 +134,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
     .post('/internal/links', { admits: 'cluster' }, async (ctx) => {
       requireCluster(service, ctx);
       const command = { op: 'create' as const, ...parseCreateSpec(requireObject(await ctx.json())) };
-      const result = await service.write(ctx, command);
+      const result = await group.write(command, ctx);
       if (!result.ok) {
         if (result.error === 'taken')
           throw conflict('code_taken', `the short code ${command.code} is already taken`, { field: 'custom_alias' });
@@ -147,7 +149,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       requireCluster(service, ctx);
       const parsed = parseBatch(requireObject(await ctx.json()));
       const links = parsed.filter((p): p is CreateSpec => !('invalid' in p));
-      const result = links.length === 0 ? null : await service.write(ctx, { op: 'create_many', links });
+      const result = links.length === 0 ? null : await group.write({ op: 'create_many', links }, ctx);
       if (result !== null && (!result.ok || result.op !== 'create_many'))
         throw new Error(`unexpected result ${JSON.stringify(result)}`);
       const outcomes = result?.results ?? [];
@@ -175,7 +177,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
           return;
         }
       } else {
-        await service.readBarrier(ctx);
+        await group.readBarrier(ctx);
       }
       const link = machine.get(code);
       if (link === null || link.deleted_at !== null || link.expires_at <= now)
@@ -193,7 +195,7 @@ export function linkRoutes(service: ServiceContext<LinkCommand, LinkResult>): vo
       if (by !== null && (typeof by !== 'string' || !USER.test(by))) {
         throw badRequest('invalid_field', 'by must be the deleting user, or null for the cluster', { field: 'by' });
       }
-      const result = await service.write(ctx, { op: 'delete', code, by });
+      const result = await group.write({ op: 'delete', code, by }, ctx);
       if (!result.ok) {
         if (result.error === 'forbidden')
           throw new HttpError(403, 'forbidden', 'only the creator of a link may delete it');

@@ -85,7 +85,7 @@ export function startPurge(
   const scanner = new PurgeScanner(() => machine.entries());
   let busy = false;
   const timer = setInterval(() => {
-    if (busy || !service.node.isLeader) return;
+    if (busy || !service.group().node.isLeader) return;
     busy = true;
     void round()
       .catch((e: unknown) => service.logger.log('warn', 'purge round failed', { error: String(e) }))
@@ -98,11 +98,11 @@ export function startPurge(
   async function round(): Promise<void> {
     const before = Date.now() - options.graceMs;
     let budget = options.scanPerRound;
-    while (budget > 0 && service.node.isLeader) {
+    while (budget > 0 && service.group().node.isLeader) {
       const { codes, seen, done } = scanner.next(before, budget, options.codesPerEntry);
       budget -= seen;
       if (codes.length > 0) {
-        const result = await service.node.propose({ op: 'purge', before, codes });
+        const result = await service.group().node.propose({ op: 'purge', before, codes });
         if (result.ok && result.op === 'purge') onPurged(result.purged);
       }
       if (done) return;

@@ -22,9 +22,11 @@ type Ctx = ServiceContext<VideoCommand, VideoResult>;
 const ID = /^[A-Za-z0-9_-]{1,128}$/;
 
 export function memberRoutes(service: Ctx): void {
+  /** The service's one group (its kind provisioned as 'one group'). */
+  const group = service.group();
   const read = async <T>(ctx: RequestContext, f: (m: VideoMachine) => T): Promise<T> => {
-    await service.readBarrier(ctx);
-    return service.node.readLocal((m) => f(m as VideoMachine));
+    await group.readBarrier(ctx);
+    return group.node.readLocal((m) => f(m as VideoMachine));
   };
   const id = (ctx: RequestContext, name = 'id'): string => {
     const v = ctx.params[name] ?? '';
@@ -85,7 +87,9 @@ export function memberRoutes(service: Ctx): void {
 
 export const videoMembers: Pick<ServiceDefinition<VideoCommand, VideoResult>, 'name' | 'kinds' | 'routes'> = {
   name: 'video',
-  kinds: [{ name: 'metadata', createMachine: () => new VideoMachine(), replicas: 'every member' }],
+  kinds: [
+    { name: 'metadata', provisioning: 'one group', createMachine: () => new VideoMachine(), replicas: 'every member' },
+  ],
   routes: memberRoutes,
 };
 

@@ -23,6 +23,7 @@ import {
   type Principal,
   type RequestContext,
   type Router,
+  type WorkerOptions,
 } from '@raftkit/http';
 import type { Id } from '@raftkit/crdt';
 import {
@@ -37,8 +38,8 @@ import {
   type CollabResult,
   type Role,
 } from '../../machine.js';
-import type { DocView } from './log-access.js';
-import type { CollabWorker } from './worker.js';
+import type { DocView, LogAccess } from './log-access.js';
+import type { DocSession } from './session.js';
 import { CLOSE_NO_DOC } from '../../protocol.js';
 
 const WEB_DIST = fileURLToPath(new URL('../../../../web/dist/', import.meta.url));
@@ -93,7 +94,20 @@ function userOf(principal: Principal): string | null {
   return principal.kind === 'client' ? principal.name : null;
 }
 
-export function collabApi(router: Router, worker: CollabWorker): void {
+/**
+ * What the editor's HTTP side needs of its worker (EditorWorker is one): declared here so the endpoints do not
+ * import the worker that registers them.
+ */
+export interface EditorWorker {
+  readonly options: WorkerOptions;
+  readonly log: LogAccess;
+  readonly settings: { readonly maxDocsPerUser: number };
+  readonly sessions: ReadonlyMap<string, DocSession>;
+  readonly clusterToken: string;
+  groups(): string[];
+}
+
+export function collabApi(router: Router, worker: EditorWorker): void {
   const log = worker.log;
 
   const docIdOf = (ctx: RequestContext): string => {
@@ -334,7 +348,7 @@ function idField(body: Record<string, unknown>, field: string): Id {
  * A doc_id for a new document of `owner` that lands in the owner's home group (the group serving the owner's user id
  * as a key), so all of a user's documents are in one group and its machine counts them exactly for the quota.
  */
-async function homeDocId(worker: CollabWorker, owner: string): Promise<string> {
+async function homeDocId(worker: EditorWorker, owner: string): Promise<string> {
   const home = await viaLog(() => worker.log.groupOf(owner));
   // With G groups, 1 in G random ids lands there: 64 groups (the most) fail 10,000 draws with p < 1e-68.
   for (let i = 0; i < 10_000; i++) {
@@ -345,7 +359,7 @@ async function homeDocId(worker: CollabWorker, owner: string): Promise<string> {
 }
 
 /** Closes the sockets of a deleted document at the worker holding it (this one or another), with 4404. */
-async function closeDeleted(worker: CollabWorker, docId: string, view: DocView): Promise<void> {
+async function closeDeleted(worker: EditorWorker, docId: string, view: DocView): Promise<void> {
   const local = worker.sessions.get(docId);
   if (local !== undefined) return local.end(CLOSE_NO_DOC, 'document deleted');
   const owner = view.owner;
@@ -360,7 +374,7 @@ async function closeDeleted(worker: CollabWorker, docId: string, view: DocView):
 }
 
 /** Tells the document's owner (this worker or another) to read what was appended without it. */
-async function poke(worker: CollabWorker, docId: string, view: DocView): Promise<void> {
+async function poke(worker: EditorWorker, docId: string, view: DocView): Promise<void> {
   const local = worker.sessions.get(docId);
   if (local !== undefined) return local.catchUp().catch(() => undefined);
   const owner = view.owner;
