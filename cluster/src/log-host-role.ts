@@ -11,10 +11,11 @@ import { combineServices } from '@raftkit/http';
 import { createLogService } from '@raftkit/log';
 import { startManyGroupsMember } from './many-groups.js';
 
-export function logHostRole(service: string, role: string, count: number): WorkerRole {
+export function logHostRole(service: string, role: string, count: number, slot?: number): WorkerRole {
   return {
     role,
     count,
+    ...(slot === undefined ? {} : { slot }),
     start: async (options: WorkerOptions): Promise<RunningWorker> => {
       // Every worker of the role is a founding member of the meta group: the role's processes start together.
       const bootstrap = Object.fromEntries(

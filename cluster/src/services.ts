@@ -51,8 +51,9 @@ const loaders: Record<string, () => Promise<HostedService>> = {
   ratelimit: async () => hosted((await import('@raftkit/ratelimit')).ratelimitService),
   shortlink: async () => {
     const { shortlinkService, CLICK_LOG_ROLE, CLICK_LOG_HOSTS } = await import('@raftkit/shortlink');
-    // The click log's hosts first: the analytics workers and app servers use its topic from their start.
-    return withWorkersFirst(hosted(shortlinkService), [logHostRole('shortlink', CLICK_LOG_ROLE, CLICK_LOG_HOSTS)]);
+    // The click log's hosts start first (the analytics workers and app servers use its topic from their start)
+    // and take places 11 on, so the roles that were there before keep their ports.
+    return withWorkersFirst(hosted(shortlinkService), [logHostRole('shortlink', CLICK_LOG_ROLE, CLICK_LOG_HOSTS, 11)]);
   },
   log: async () => hosted((await import('@raftkit/log')).createLogService),
   collab: async () => hosted((await import('@raftkit/collab')).createCollabService),

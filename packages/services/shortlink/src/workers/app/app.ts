@@ -60,7 +60,8 @@ const REDIRECT_FROM_STORE = { outcome: 'redirect', cache: 'store' };
 const COUNT_FLUSH_MS = 100;
 
 export function appRole(clicks: ClickSide): WorkerRole {
-  return { role: 'app', count: DEFAULT_APP_COUNT, start: (options) => startApp(options, clicks) };
+  // Place 3 on: the app servers' ports (7643-7645 by default) are the service's public endpoints.
+  return { role: 'app', count: DEFAULT_APP_COUNT, slot: 3, start: (options) => startApp(options, clicks) };
 }
 
 export async function startApp(options: WorkerOptions, clickSide: ClickSide): Promise<RunningWorker> {

@@ -14,5 +14,5 @@ import { startAnalyticsWorker } from './analytics.js';
 const DEFAULT_ANALYTICS_WORKERS = 1;
 
 export const clickWorkerRoles: WorkerRole[] = [
-  { role: 'analytics', count: DEFAULT_ANALYTICS_WORKERS, start: startAnalyticsWorker },
+  { role: 'analytics', count: DEFAULT_ANALYTICS_WORKERS, slot: 2, start: startAnalyticsWorker },
 ];
