@@ -198,7 +198,7 @@ program
             }
           }
         }
-        // Role by role, in the service's order: a role may need the ones before it (apps need the click stream).
+        // Role by role, in the service's order: a role may need the ones before it (analytics needs the click log's hosts).
         for (const role of [...new Set(workers.map((w) => w.role))]) {
           const group = workers.filter((w) => w.role === role);
           for (const w of group) {
@@ -704,9 +704,19 @@ function planWorkers(roles: WorkerRoles, service: string, basePort: number, spec
     counts.set(m[1]!, Number(m[2]));
   }
   const workers: WorkerRecord[] = [];
+  // Places in the block: a role with a slot starts there, the others at the next free place after the roles
+  // before them; a taken place is skipped either way.
+  const taken = new Set<number>();
+  let next = 1;
   for (const r of roles) {
+    let place = r.slot ?? next;
     for (let index = 1; index <= counts.get(r.role)!; index++) {
-      const ports = workerPorts(basePort, workers.length + 1);
+      while (taken.has(place)) place++;
+      if (place > MAX_WORKERS)
+        throw new CliError(`--workers: the workers do not fit the ${MAX_WORKERS} places of the service's port block`);
+      taken.add(place);
+      const ports = workerPorts(basePort, place);
+      place++;
       const record: WorkerRecord = {
         id: `${r.role}${index}`,
         role: r.role,
@@ -718,6 +728,7 @@ function planWorkers(roles: WorkerRoles, service: string, basePort: number, spec
       if (r.nodeFlags !== undefined && r.nodeFlags.length > 0) record.nodeFlags = [...r.nodeFlags];
       workers.push(record);
     }
+    if (r.slot === undefined) next = place;
   }
   if (workers.length > MAX_WORKERS)
     throw new CliError(`--workers: at most ${MAX_WORKERS} workers in all, asked for ${workers.length}`);

@@ -4,6 +4,7 @@
  * service is asked for: a kv member does not load the video pipeline, and starting a process stays cheap.
  */
 import { oneGroupKind, type ServiceDefinition, type WorkerRoles } from '@raftkit/http';
+import { logHostRole } from './log-host-role.js';
 import { startManyGroupsMember } from './many-groups.js';
 import type { MemberOptions, RunningMember } from './member-admin.js';
 import { startSingleGroupMember } from './single-group.js';
@@ -39,11 +40,21 @@ function hosted<C, R>(given: ServiceDefinition<C, R> | (() => ServiceDefinition<
   };
 }
 
+/** A service with more worker roles started before its own (a log its workers use, see log-host-role.ts). */
+function withWorkersFirst(service: HostedService, first: WorkerRoles): HostedService {
+  return { ...service, workers: [...first, ...service.workers] };
+}
+
 const loaders: Record<string, () => Promise<HostedService>> = {
   kv: async () => hosted((await import('@raftkit/kv')).kvService),
   lock: async () => hosted((await import('@raftkit/lock')).lockService),
   ratelimit: async () => hosted((await import('@raftkit/ratelimit')).ratelimitService),
-  shortlink: async () => hosted((await import('@raftkit/shortlink')).shortlinkService),
+  shortlink: async () => {
+    const { shortlinkService, CLICK_LOG_ROLE, CLICK_LOG_HOSTS } = await import('@raftkit/shortlink');
+    // The click log's hosts start first (the analytics workers and app servers use its topic from their start)
+    // and take places 11 on, so the roles that were there before keep their ports.
+    return withWorkersFirst(hosted(shortlinkService), [logHostRole('shortlink', CLICK_LOG_ROLE, CLICK_LOG_HOSTS, 11)]);
+  },
   log: async () => hosted((await import('@raftkit/log')).createLogService),
   collab: async () => hosted((await import('@raftkit/collab')).createCollabService),
   flash: async () => hosted((await import('@raftkit/flash')).createFlashService),

@@ -27,7 +27,7 @@ import {
 import { loadService, serviceNames } from './services.js';
 import { memberDir, readState, readToken } from './state.js';
 
-// Before any I/O: what the worker stores (object stores, stream partitions, analytics) is its owner's only.
+// Before any I/O: what the worker stores (object stores, the click log's LevelDB, analytics) is its owner's only.
 ownerOnlyFiles();
 
 const FLAGS: readonly FlagSpec[] = [

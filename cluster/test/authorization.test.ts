@@ -7,7 +7,13 @@
 import t from 'tap';
 import { deriveClientToken } from '@raftkit/http';
 import { call, type TestCluster } from '@raftkit/testkit';
-import { MEMBER_CLUSTER_ROUTES, testService, type Credential, type ServiceCase } from './helpers/authorization.js';
+import {
+  GROUPED_MEMBER_CLUSTER_ROUTES,
+  MEMBER_CLUSTER_ROUTES,
+  testService,
+  type Credential,
+  type ServiceCase,
+} from './helpers/authorization.js';
 
 t.setTimeout(600_000);
 
@@ -57,7 +63,7 @@ const cases: Array<Omit<ServiceCase, 'credentials'>> = [
   },
   {
     service: 'shortlink',
-    workers: 'app=1,stream=1,analytics=1',
+    workers: 'app=1,analytics=1',
     clusterOnly: {
       member: [
         ...MEMBER_CLUSTER_ROUTES,
@@ -69,8 +75,10 @@ const cases: Array<Omit<ServiceCase, 'credentials'>> = [
       ],
       app: ['POST /api/keys', 'GET /internal/leases', 'GET /v1/routes'],
       analytics: ['GET /internal/stats/:code', 'POST /internal/replay', 'GET /v1/routes'],
-      stream: ['GET /v1/routes'],
+      // The click log's hosts (the event log's member runtime): as on the log's own cluster.
+      clicklog: [...GROUPED_MEMBER_CLUSTER_ROUTES, 'DELETE /v1/topics/:topic'],
     },
+    serviceOnly: { clicklog: ['POST /v1/topics'] },
   },
 ];
 

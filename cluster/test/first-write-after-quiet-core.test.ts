@@ -112,7 +112,7 @@ const cases: Case[] = [
   },
   {
     service: 'shortlink',
-    workers: 'stream=1,analytics=1,app=1',
+    workers: 'analytics=1,app=1',
     steps: async (c, round) => {
       const app = c.role('app')[0]!.url;
       let code = '';

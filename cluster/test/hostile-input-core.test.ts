@@ -23,7 +23,7 @@ const cases: ServiceCase[] = [
   },
   {
     service: 'shortlink',
-    workers: 'stream=1,analytics=1,app=1',
+    workers: 'analytics=1,app=1',
     write: (c) =>
       call(c.role('app')[0]!.url, 'POST', '/api/urls', {
         token: c.token,

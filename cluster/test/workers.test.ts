@@ -132,10 +132,10 @@ function bytesUnder(dir: string): number {
 }
 
 t.test("what the members and workers write is their owner's only: folders 0700, files 0600", async (t) => {
-  // A link (the members' LevelDB) and a visit (the click stream's partition files, then analytics).
+  // A link (the members' LevelDB) and a visit (the click log's LevelDB on its hosts, then analytics).
   const workers = cluster.state().workers ?? [];
   const app = workers.find((w) => w.id === 'app1')!;
-  const stream = workers.find((w) => w.role === 'stream')!;
+  const clickLog = workers.filter((w) => w.role === 'clicklog');
   const headers = { authorization: `Bearer ${cluster.token}`, 'content-type': 'application/json' };
   const created = await request(`http://${app.httpAddress}/api/urls`, {
     method: 'POST',
@@ -144,12 +144,12 @@ t.test("what the members and workers write is their owner's only: folders 0700, 
   });
   const link = (await created.body.json()) as { short_code?: string };
   t.equal(created.statusCode, 201, 'a link created');
-  const streamDir = join(cluster.dataDir, stream.id);
-  const before = bytesUnder(streamDir);
+  const logBytes = () => clickLog.reduce((n, w) => n + bytesUnder(join(cluster.dataDir, w.id)), 0);
+  const before = logBytes();
   const visit = await request(`http://${app.httpAddress}/${link.short_code ?? ''}`);
   await visit.body.dump();
   t.equal(visit.statusCode, 302, 'a visit');
-  await until("the click on the stream's disk", () => bytesUnder(streamDir) > before, 30_000, 100);
+  await until("the click on the click log's disks", () => logBytes() > before, 30_000, 100);
   const modes = ownerOnlyModes(cluster.dataDir);
   t.ok(modes.files > 10, `members' and workers' files walked (${modes.files} files, ${modes.folders} folders)`);
   t.same(modes.loose, [], 'no folder but 0700, no file but 0600');

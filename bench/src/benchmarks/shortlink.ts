@@ -101,7 +101,7 @@ export function sumMetric(texts: string[], name: string): number {
 }
 
 /**
- * Worker counts other than the service's defaults, from BENCH_SHORTLINK_WORKERS (`stream=1,analytics=1`, the
+ * Worker counts other than the service's defaults, from BENCH_SHORTLINK_WORKERS (`analytics=2,clicklog=3`, the
  * cluster CLI's --workers syntax), to compare click-path layouts with the same command.
  */
 function workersFromEnv(): Record<string, number> | undefined {
@@ -205,7 +205,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     const analytics = cluster.workers.filter((w) => w.role === 'analytics');
     const groups = {
       apps: apps.map((a) => a.pid),
-      streams: cluster.workers.filter((w) => w.role === 'stream').map((w) => w.pid),
+      clicklog: cluster.workers.filter((w) => w.role === 'clicklog').map((w) => w.pid),
       analytics: analytics.map((w) => w.pid),
       members: cluster.members.map((m) => m.pid),
     };
@@ -225,7 +225,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     const all = Object.values(groups).flat();
     const side = (label: string, op: SideSpec['op']): SideSpec => ({
       label,
-      system: `raftkit shortlink, ${MEMBERS} members + ${apps.length} app servers + ${groups.streams.length} click stream partitions + ${groups.analytics.length} analytics workers`,
+      system: `raftkit shortlink, ${MEMBERS} members + ${apps.length} app servers + ${groups.clicklog.length} click log hosts + ${groups.analytics.length} analytics workers`,
       members: MEMBERS,
       serverPids: all,
       op,

@@ -61,6 +61,12 @@ export interface WorkerRole {
    * latency must not wait on frequent scavenges). Default none.
    */
   nodeFlags?: readonly string[];
+  /**
+   * The place (1-based) the role's ports begin at in the service's worker block; default the next free place
+   * after the roles listed before it. For a role whose ports are the service's public endpoints (they must not
+   * move when a role is added before it), and for a role added later that stays out of their way.
+   */
+  slot?: number;
   start(options: WorkerOptions): Promise<RunningWorker>;
 }
 

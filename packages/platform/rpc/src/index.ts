@@ -1,6 +1,6 @@
 /**
  * @raftkit/rpc: the framed RPC transport of every binary protocol (the rate limiter's counter store and check
- * protocol, the stream, and what the groups layer and the new services add). See README.md for the protocol.
+ * protocol, and what the groups layer and the new services add). See README.md for the protocol.
  */
 export { RpcError, RPC_ERROR_STATUS, toRpcError } from './errors.js';
 export type { RpcErrorBody } from './errors.js';

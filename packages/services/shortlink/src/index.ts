@@ -1,11 +1,11 @@
 /**
  * @raftkit/shortlink: the short-link service. Raft members run the link store (ids, links); "app" workers serve
- * the public API and redirects; the click workers (src/workers/clicks) stream and count clicks. README.md has the contract.
+ * the public API and redirects; the click workers (src/workers/clicks) log and count clicks. README.md has the contract.
  */
 import { IDLE_MEMBER_HEARTBEAT_TICKS, IDLE_MEMBERS, type ServiceDefinition } from '@raftkit/http';
 import { linkRoutes } from './members/api.js';
 import { appRole } from './workers/app/app.js';
-import { ClickEmitter, clickWorkerRoles, countryOf, fetchStats } from './workers/clicks/index.js';
+import { ClickEmitter, clickPartitions, clickWorkerRoles, countryOf, fetchStats } from './workers/clicks/index.js';
 import { LinkMachine, type LinkCommand, type LinkResult } from './machine.js';
 
 export { LinkMachine, LEASE_SIZE } from './machine.js';
@@ -25,7 +25,7 @@ export {
   RESERVED_CODES,
 } from './codes.js';
 
-/** The app server's click side: the real stream emitter, GeoIP and analytics. */
+/** The app server's click side: the emitter into the click log, GeoIP and analytics. */
 const app = appRole({
   emitter: (options, metrics) =>
     new ClickEmitter({
@@ -36,7 +36,11 @@ const app = appRole({
       metrics,
     }),
   countryOf,
-  stats: (options, code) => fetchStats({ workers: options.workers, token: options.tokens[0]! }, code),
+  stats: (options, code) =>
+    fetchStats(
+      { workers: options.workers, token: options.tokens[0]!, partitions: clickPartitions(options.settings) },
+      code,
+    ),
 });
 
 /** The link store members' heartbeat interval in ticks: @raftkit/http IDLE_MEMBERS (redirects are served from caches). */
@@ -54,8 +58,9 @@ export const shortlinkService: ServiceDefinition<LinkCommand, LinkResult> = {
     },
   ],
   routes: linkRoutes,
-  // Click workers first: the app servers find the stream when they start.
+  // Click workers first (after the click log's hosts, which the cluster starts before every other worker).
   workers: [...clickWorkerRoles, app],
 };
+export { CLICK_LOG_ROLE, CLICK_LOG_HOSTS, CLICK_TOPIC } from './workers/clicks/index.js';
 export { ShortlinkClient } from './client.js';
 export type { ShortlinkClientOptions, CreateLink, Link as PublicLink } from './client.js';

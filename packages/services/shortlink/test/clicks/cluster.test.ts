@@ -1,17 +1,19 @@
 /**
- * The partitioned click path on a real cluster (5 members, 2 stream partitions, 2 analytics workers and 2 app
- * servers, started through the cluster CLI): the analytics worker killed mid-stream counts every click exactly
- * once after its restart, while the other partition goes on; and redirects keep answering 302 while a link's
- * stream partition and its analytics worker are killed, with the aggregates right after replay.
+ * The partitioned click path on a real cluster (5 members, the click log on 3 clicklog workers with 2 partitions,
+ * 2 analytics workers and 2 app servers, started through the cluster CLI): the analytics worker killed mid-stream
+ * counts every click exactly once after its restart, while the other partition goes on; redirects keep answering
+ * 302 while the click log has no quorum and its analytics worker is killed, with the aggregates right after
+ * replay; and a click log host killed with its data folder wiped loses no acknowledged click.
  */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { StreamProducer } from '@raftkit/stream';
+import { LogClient } from '@raftkit/log';
 import t from 'tap';
 import { request } from 'undici';
+import { CLICK_TOPIC, encodeValue } from '../../src/workers/clicks/click-log.js';
 import { partitionOf } from '../../src/workers/clicks/partition.js';
 import { encodeClick, encodeClicks } from '../../src/workers/clicks/wire.js';
 import { call, startShortlink, until } from '../helpers/cluster.js';
@@ -21,8 +23,9 @@ const replayCli = fileURLToPath(new URL('../../../bin/replay.js', import.meta.ur
 const CLICK_BUFFER = 300;
 const PARTITIONS = 2;
 const cluster = await startShortlink({
-  workers: `app=2,stream=${PARTITIONS},analytics=2`,
+  workers: 'app=2,analytics=2',
   settings: {
+    click_partitions: String(PARTITIONS),
     click_buffer: String(CLICK_BUFFER),
     trusted_country_header: 'cf-ipcountry',
     // The aggregates are written once per interval (1 s by default); the whole backlog below is counted in less, so
@@ -36,20 +39,49 @@ const state = JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'ut
   workers: Array<{ id: string; httpAddress: string; tcpAddress: string }>;
 };
 const address = (id: string) => state.workers.find((w) => w.id === id)!;
+const CLICK_LOG = ['clicklog1', 'clicklog2', 'clicklog3'];
+const log = new LogClient({
+  endpoints: CLICK_LOG.map((id) => `http://${address(id).httpAddress}`),
+  token: cluster.token,
+  timeoutMs: 5_000,
+});
+t.teardown(() => log.close());
+
+/**
+ * Appends blocks to a partition one append at a time, each resent until acknowledged (as the app servers do), and
+ * resolves once every one is acknowledged.
+ */
+async function appendAll(partition: number, records: Uint8Array[]): Promise<void> {
+  for (let i = 0; i < records.length; ) {
+    const batch = records.slice(i, i + 500).map((r) => ({ value: encodeValue(r) }));
+    try {
+      await log.append(CLICK_TOPIC, partition, batch);
+      i += batch.length;
+    } catch {
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  }
+}
 
 async function health(id: string): Promise<Record<string, number>> {
   const res = await request(`http://${address(id).httpAddress}/healthz`, { headersTimeout: 2_000, bodyTimeout: 2_000 });
   return (await res.body.json()) as Record<string, number>;
 }
 
-/** The stream partition of a code, and the analytics worker that owns it (src/workers/clicks/partition.ts). */
-const streamOf = (code: string) => `stream${partitionOf(code, PARTITIONS) + 1}`;
+/** The analytics worker that owns a code's partition (src/workers/clicks/partition.ts). */
 const ownerOf = (code: string) => `analytics${(partitionOf(code, PARTITIONS) % 2) + 1}`;
 
-/** Every partition's aggregates have counted everything its stream holds durably. */
+/** Every partition's aggregates have counted everything the click log holds (linearizable: every acknowledged append). */
 async function caughtUp(): Promise<boolean> {
   const ends = await Promise.all(
-    Array.from({ length: PARTITIONS }, async (_, p) => (await health(`stream${p + 1}`)).end),
+    Array.from({ length: PARTITIONS }, async (_, p) => {
+      const answer = (await log.router.call(
+        `log.${CLICK_TOPIC}.${p}`,
+        'GET',
+        `/v1/topics/${CLICK_TOPIC}/partitions/${p}/records?offset=0&max_records=1&consistency=linearizable`,
+      )) as { end_offset: number };
+      return answer.end_offset;
+    }),
   );
   const owners = await Promise.all(
     ['analytics1', 'analytics2'].map(
@@ -118,17 +150,6 @@ t.test(
   async (t) => {
     t.same(BULK.map((c) => partitionOf(c, PARTITIONS)).sort(), [0, 1], 'one bulk code per partition');
     const [victim, other] = BULK as [string, string];
-    const producers = new Map(
-      BULK.map((code) => [
-        code,
-        new StreamProducer({
-          address: () => address(streamOf(code)).tcpAddress,
-          token: cluster.token,
-          bufferRecords: 1_000_000,
-        }),
-      ]),
-    );
-    t.teardown(() => Promise.all([...producers.values()].map((p) => p.close())));
     const click = (code: string) => ({
       short_code: code,
       timestamp: Date.UTC(2026, 5, 1),
@@ -138,27 +159,28 @@ t.test(
     });
     const seqs = new Map(BULK.map((c) => [c, 0]));
     // Blocks of 100 clicks (as app servers send them) and, one in ten, single-click records.
-    const send = (code: string, n: number) => {
-      const producer = producers.get(code)!;
+    const recordsOf = (code: string, n: number): Uint8Array[] => {
+      const out: Uint8Array[] = [];
       for (let sent = 0; sent < n; ) {
         const seq = seqs.get(code)!;
         if ((seq / 100) % 10 === 9) {
-          for (let i = 0; i < 100; i++) producer.send(encodeClick(`bulk-${code}`, seq + i, click(code)));
+          for (let i = 0; i < 100; i++) out.push(encodeClick(`bulk-${code}`, seq + i, click(code)));
         } else {
-          producer.send(
+          out.push(
             encodeClicks(
               `bulk-${code}`,
               seq,
               Array.from({ length: 100 }, () => click(code)),
             ),
-            100,
           );
         }
         seqs.set(code, seq + 100);
         sent += 100;
       }
+      return out;
     };
-    for (const code of BULK) send(code, 100_000);
+    const send = (code: string, n: number) => appendAll(partitionOf(code, PARTITIONS), recordsOf(code, n));
+    const first = Promise.all(BULK.map((code) => send(code, 100_000)));
     const seenAtKill = await until('the victim partition to be part way through', async () => {
       const offset = await partitionOffset(victim);
       return offset > 50 ? offset : null;
@@ -167,11 +189,9 @@ t.test(
     t.equal(kill.code, 0, `${ownerOf(victim)} killed (SIGKILL)`);
     const records = 100_000 / 100 + (100_000 / 1_000) * 99;
     t.ok(seenAtKill < records, `killed mid-stream (offset ${seenAtKill} of ${records} records)`);
-    for (const code of BULK) send(code, 20_000);
-    for (const [code, producer] of producers) {
-      t.equal(await producer.flush(60_000), true, `the stream of ${code} took every click`);
-      t.equal(producer.stats().dropped, 0);
-    }
+    await first;
+    await Promise.all(BULK.map((code) => send(code, 20_000)));
+    t.pass('the click log acknowledged every click');
     await until(
       `the other partition (${ownerOf(other)}) to count everything while ${ownerOf(victim)} is dead`,
       async () => (await ownerStats(other)).total === 120_000,
@@ -200,7 +220,7 @@ t.test(
 );
 
 t.test(
-  'redirects answer 302 while the stream and analytics are killed; after restart and replay the aggregates are exact',
+  'redirects answer 302 while the click log has no quorum and analytics is killed; after restart and replay the aggregates are exact',
   async (t) => {
     const key = await call(cluster.apps[0]!, 'POST', '/api/keys', { token: cluster.token, body: { user: 'clicker' } });
     t.equal(key.status, 201);
@@ -227,10 +247,11 @@ t.test(
 
     await visit(400, 'everything up');
     await until('the first clicks to be acknowledged', async () => (await totals()).sent === 400);
-    t.equal((await cluster.run('kill', streamOf(code))).code, 0, `${streamOf(code)} (the link's partition) killed`);
-    await visit(900, 'stream down');
+    for (const id of ['clicklog2', 'clicklog3'])
+      t.equal((await cluster.run('kill', id)).code, 0, `${id} killed: the click log has no quorum`);
+    await visit(900, 'click log down');
     t.equal((await cluster.run('kill', ownerOf(code))).code, 0, `${ownerOf(code)} killed`);
-    await visit(300, 'stream and analytics down');
+    await visit(300, 'click log and analytics down');
     // A click is emitted once its 302 is flushed, which can trail the client's read of it by a moment; it waits in
     // an open block (50 ms) before it meets the full buffer and is dropped, so the buffer is read once blocks closed.
     const during = await until('one click emitted per redirect, every open block closed', async () => {
@@ -241,7 +262,7 @@ t.test(
     t.equal(during.buffered, CLICK_BUFFER * cluster.apps.length, 'each app holds a full buffer');
     t.equal(during.dropped, redirects - 400 - during.buffered, 'the rest were dropped, and counted');
 
-    t.equal((await cluster.run('restart', streamOf(code))).code, 0, `${streamOf(code)} restarted`);
+    for (const id of ['clicklog2', 'clicklog3']) t.equal((await cluster.run('restart', id)).code, 0, `${id} restarted`);
     await until('the buffered clicks to be delivered', async () => (await totals()).buffered === 0, 60_000);
     t.equal((await cluster.run('restart', ownerOf(code))).code, 0, `${ownerOf(code)} restarted`);
     const replay = await execFileAsync(process.execPath, [replayCli, '--data', cluster.dataDir, '--wait'], {
@@ -258,7 +279,7 @@ t.test(
     t.equal(
       after.sent,
       400 + CLICK_BUFFER * cluster.apps.length,
-      'delivered: every click made while the stream was up, plus the buffered ones',
+      'delivered: every click made while the click log was up, plus the buffered ones',
     );
     t.equal(after.sent + after.dropped, redirects);
     const answer = await stats(code);
@@ -277,5 +298,71 @@ t.test(
     t.same(Object.keys(body.by_country).sort(), ['DE', 'FR']);
     for (const bulk of BULK)
       t.equal((await ownerStats(bulk)).total, 120_000, `the replay rebuilt the earlier aggregates of ${bulk} too`);
+  },
+);
+
+t.test(
+  'a click log host killed -9 with its data folder wiped, then restarted: every acknowledged click counted once',
+  async (t) => {
+    const code = 'wiped_host_clicks';
+    const partition = partitionOf(code, PARTITIONS);
+    const click = { short_code: code, timestamp: Date.UTC(2026, 6, 1), referer: null, country: 'FR', user_agent: null };
+    let seq = 0;
+    const blocks = (n: number) =>
+      Array.from({ length: n }, () => {
+        const block = encodeClicks(
+          'wiped-host',
+          seq,
+          Array.from({ length: 50 }, () => click),
+        );
+        seq += 50;
+        return block;
+      });
+    await appendAll(partition, blocks(200));
+    // The partition's leader: the host whose loss matters most (it has every acknowledged record).
+    const leader = await until('the partition to name its leader', async () => {
+      const topic = await log.topic(CLICK_TOPIC);
+      return topic.partition_groups[partition]?.leader ?? null;
+    });
+    t.ok(CLICK_LOG.includes(leader), `${leader} leads partition ${partition}`);
+    t.equal((await cluster.run('kill', leader)).code, 0, `${leader} killed (SIGKILL)`);
+    rmSync(join(cluster.dataDir, leader), { recursive: true, force: true });
+    // Acknowledged by the two others while it is gone.
+    await appendAll(partition, blocks(200));
+    t.equal((await cluster.run('restart', leader)).code, 0, `${leader} restarted on an empty data folder`);
+    const view = async (id: string) => {
+      const res = await request(`http://${address(id).httpAddress}/v1/topics/${CLICK_TOPIC}/partitions/${partition}`, {
+        headers: { authorization: `Bearer ${cluster.token}` },
+        headersTimeout: 2_000,
+        bodyTimeout: 2_000,
+      });
+      return res.statusCode === 200
+        ? ((await res.body.json()) as { end_offset: number })
+        : (await res.body.dump(), null);
+    };
+    const others = CLICK_LOG.filter((id) => id !== leader);
+    const end = (await view(others[0]!))?.end_offset ?? -1;
+    await until(
+      `${leader} to hold the partition again, caught up`,
+      async () => ((await view(leader))?.end_offset ?? -1) >= end,
+      60_000,
+    );
+    // Another host goes: the partition's quorum now needs the rebuilt one, so what it serves is what it copied.
+    t.equal((await cluster.run('kill', others[0]!)).code, 0, `${others[0]} killed: ${leader} is now needed`);
+    await appendAll(partition, blocks(100));
+    t.equal((await cluster.run('restart', others[0]!)).code, 0, `${others[0]} restarted`);
+    const replay = await execFileAsync(process.execPath, [replayCli, '--data', cluster.dataDir, '--wait'], {
+      timeout: 120_000,
+    });
+    t.match(replay.stdout, /replay done/, 'every partition rebuilt from offset 0 of the click log');
+    await until(
+      'analytics to count every click of the link',
+      async () => (await ownerStats(code)).total === seq,
+      60_000,
+    );
+    const body = await ownerStats(code);
+    t.equal(body.total, 500 * 50, 'all 25,000 acknowledged clicks, each once');
+    t.same(body.by_country, { FR: 25_000 });
+    for (const bulk of BULK) t.equal((await ownerStats(bulk)).total, 120_000, `the ${bulk} clicks are all there too`);
   },
 );

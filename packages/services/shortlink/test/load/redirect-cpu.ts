@@ -6,7 +6,7 @@
  * Starts `cluster up --service shortlink` (5 members, default workers) in a temporary directory, creates 10,000 links
  * with 80-character URLs, warms every app server's edge cache, then sends RATE redirects a second over 64 keep-alive
  * connections (worker w -> app w mod 3), each answer checked to be a 302, for 3 s of warm-up and SECONDS measured,
- * and prints the CPU (from /proc) per redirect of the app servers, streams, analytics workers and members.
+ * and prints the CPU (from /proc) per redirect of the app servers, the click log's hosts, analytics workers and members.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -57,7 +57,7 @@ try {
   const apps = state.workers.filter((w) => w.role === 'app');
   const groups: Record<string, number[]> = {
     apps: apps.map((w) => w.pid),
-    streams: state.workers.filter((w) => w.role === 'stream').map((w) => w.pid),
+    clicklog: state.workers.filter((w) => w.role === 'clicklog').map((w) => w.pid),
     analytics: state.workers.filter((w) => w.role === 'analytics').map((w) => w.pid),
     members: state.members.map((m) => m.pid),
   };

@@ -34,7 +34,7 @@ import { CreateLimits } from './limits.js';
 import { appSettings, unknownSettings, type AppSettings } from './settings.js';
 import { LinkStoreClient } from './store-client.js';
 
-/** One redirect, as the click stream takes it. */
+/** One redirect, as the click path takes it. */
 export interface Click {
   short_code: string;
   timestamp: number;
@@ -60,7 +60,8 @@ const REDIRECT_FROM_STORE = { outcome: 'redirect', cache: 'store' };
 const COUNT_FLUSH_MS = 100;
 
 export function appRole(clicks: ClickSide): WorkerRole {
-  return { role: 'app', count: DEFAULT_APP_COUNT, start: (options) => startApp(options, clicks) };
+  // Place 3 on: the app servers' ports (7643-7645 by default) are the service's public endpoints.
+  return { role: 'app', count: DEFAULT_APP_COUNT, slot: 3, start: (options) => startApp(options, clicks) };
 }
 
 export async function startApp(options: WorkerOptions, clickSide: ClickSide): Promise<RunningWorker> {
@@ -301,7 +302,10 @@ export async function startApp(options: WorkerOptions, clickSide: ClickSide): Pr
         return await clickSide.stats(options, link.short_code);
       } catch (error) {
         options.logger.log('warn', 'analytics unreachable', { error: String(error) });
-        throw unavailable('analytics is unreachable; the clicks are kept in the stream and counted when it is back', 5);
+        throw unavailable(
+          'analytics is unreachable; the clicks are kept in the click log and counted when it is back',
+          5,
+        );
       }
     })
     .delete('/api/urls/:code', { admits: 'authenticated' }, async (ctx) => {

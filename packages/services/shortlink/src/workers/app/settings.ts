@@ -37,7 +37,9 @@ const KNOWN = new Set([
   'public_url',
   ...Object.keys(DEFAULTS),
   'click_buffer',
-  'click_batch',
+  'click_block',
+  'click_block_ms',
+  'click_partitions',
   'trusted_country_header',
   'trusted_ip_header',
 ]);

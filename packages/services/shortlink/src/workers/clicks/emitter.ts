@@ -1,37 +1,39 @@
 /**
  * The app server's side of the click path. `emit` only appends the click to its partition's open block (the
- * partition of its short code, partition.ts); a block leaves as one stream record (wire.ts) when it holds
+ * partition of its short code, partition.ts); a block leaves as one record of the click log (wire.ts) when it holds
  * `click_block` clicks (default 500) or `click_block_ms` (default 100, CLICK_BLOCK_MS) after its first click, whichever comes first.
- * So the redirect path does no encoding and no I/O, and the stream gets one record per block instead of one per
- * click. Each partition has its own stream producer, which buffers (bounded, newest dropped when full) while its
- * stream is unreachable. Nothing here can fail a redirect.
- * Settings: click_buffer (clicks held locally per partition, default 10,000), click_batch (blocks per produce
- * request, default 500), click_block, click_block_ms.
+ * So the redirect path does no encoding and no I/O, and the click log gets one record per block instead of one per
+ * click. Each partition has its own producer (log-producer.ts), which buffers (bounded, newest dropped when full)
+ * while the log is unreachable. Nothing here can fail a redirect.
+ * Settings: click_buffer (clicks held locally per partition, default 10,000), click_partitions, click_block,
+ * click_block_ms.
  */
 import { randomUUID } from 'node:crypto';
 import type { Counter, Logger, MetricsRegistry, PeerAddress } from '@raftkit/http';
-import { StreamProducer } from '@raftkit/stream';
-import { partitionOf, workersOf } from './partition.js';
+import type { LogClient } from '@raftkit/log';
+import { clickLogClient, clickLogEndpoints, clickPartitions, ensureClickTopic } from './click-log.js';
+import { ClickLogProducer } from './log-producer.js';
+import { partitionOf } from './partition.js';
 import type { ClickRecord } from './record.js';
 import { positiveIntSetting } from './settings.js';
 import { encodeClicks } from './wire.js';
 
 /**
- * A block's longest wait: the click stream's group-commit window (CLICK_COMMIT_MS), since a block that leaves sooner
- * waits for that commit anyway. 20 ms against 5 cost the app server about 2 us less per click and the stream about
- * 1 us (fewer timers, records and produce calls; packages/services/shortlink/README.md "Speed"); 50 against 20 took another
- * ~3 us per redirect off the stream at 6,000 redirects/s; 100 against 50 (with the stream's commits) another 1.6 us
- * at 10,000 redirects/s (roles.ts). A block still leaves at `click_block` (500) clicks first: 500 clicks with
- * referer and user agent at their 512-character cap stay under the stream's 1 MiB record limit, 1,000 would not.
+ * A block's longest wait. Blocks are what keeps the click path cheap (one log record, one msgpack value per block
+ * instead of per click). 100 ms was chosen against the single-disk click stream this path used before (20 against
+ * 5 ms: about 2 us less per click on the app server; 50 against 20 and 100 against 50: a few us less per redirect
+ * on the stream, README "Speed"); an append to the log is a Raft round on three processes, a larger fixed cost
+ * that blocks amortise the same way. A block still leaves at `click_block` (500) clicks first: 500 clicks with
+ * referer and user agent at their 512-character cap, in base64, stay under the log's 1 MiB append body.
  */
 export const CLICK_BLOCK_MS = 100;
 
-/** How long stop() waits for buffered clicks to reach the stream before counting them as dropped. */
+/** How long stop() waits for buffered clicks to reach the log before counting them as dropped. */
 const STOP_FLUSH_MS = 1_000;
 
 /** One partition's producer and open block. */
 interface Partition {
-  producer: StreamProducer;
+  producer: ClickLogProducer;
   /** One id per emitter process and partition: seqs are per partition, so each partition's are consecutive. */
   id: string;
   seq: number;
@@ -45,6 +47,8 @@ export class ClickEmitter {
   private readonly blockClicks: number;
   private readonly blockMs: number;
   private timer: NodeJS.Timeout | undefined;
+  private readonly log: LogClient;
+  private stopped = false;
 
   constructor(options: {
     workers: PeerAddress[];
@@ -57,34 +61,55 @@ export class ClickEmitter {
     this.emitted = options.metrics.counter('clicks_emitted_total', 'Click records emitted by redirects');
     this.blockClicks = positiveIntSetting(options.settings, 'click_block', 500);
     this.blockMs = positiveIntSetting(options.settings, 'click_block_ms', CLICK_BLOCK_MS);
-    const streams = workersOf(options.workers, 'stream').filter((w) => w.tcpAddress !== undefined);
-    if (streams.length === 0) options.logger.log('warn', 'no stream worker: every click will be dropped');
+    const partitions = clickPartitions(options.settings);
+    if (clickLogEndpoints(options.workers).length === 0)
+      options.logger.log('warn', 'no click log worker: every click will wait in the buffer, then be dropped');
+    this.log = clickLogClient(options.workers, options.token);
+    // The topic is created by whichever process comes first (the same settings again are no error); appends wait for it.
+    const ready = this.createTopic(partitions);
+    ready.catch(() => undefined); // only a stop ends it unresolved; producers then hold nothing
     const process = randomUUID();
     // One set of click series per app server, summed over the partitions' producers.
     const m = options.metrics;
-    const sent = m.counter('clicks_sent_total', 'Clicks acknowledged by the stream');
+    const sent = m.counter('clicks_sent_total', 'Clicks acknowledged by the click log');
     const dropped = m.counter('clicks_dropped_total', 'Clicks dropped, by reason (buffer_full, refused, shutdown)');
     m.gauge('clicks_buffered', 'Clicks held locally: in open blocks, waiting or unacknowledged').set(() => this.held());
-    m.gauge('clicks_connected', 'Stream partitions this app server is connected to').set(
+    m.gauge('clicks_connected', 'Click log partitions whose last append succeeded').set(
       () => this.partitions.filter((p) => p.producer.stats().connected).length,
     );
     const meter = {
       sent: (n: number) => sent.inc(n),
       dropped: (n: number, reason: string) => dropped.inc(n, { reason }),
     };
-    this.partitions = (streams.length === 0 ? [undefined] : streams).map((stream: PeerAddress | undefined, p) => ({
-      producer: new StreamProducer({
-        address: () => stream?.tcpAddress,
-        token: options.token,
-        bufferRecords: positiveIntSetting(options.settings, 'click_buffer', 10_000),
-        batchRecords: positiveIntSetting(options.settings, 'click_batch', 500),
+    const bufferClicks = positiveIntSetting(options.settings, 'click_buffer', 10_000);
+    this.partitions = Array.from({ length: partitions }, (_, p) => ({
+      producer: new ClickLogProducer({
+        log: this.log,
+        partition: p,
+        bufferClicks,
         logger: options.logger,
         meter,
+        ready,
       }),
       id: `${process}:${p}`,
       seq: 0,
       block: [],
     }));
+  }
+
+  /** Creates the click topic, retrying until the log answers (or the emitter stops). */
+  private async createTopic(partitions: number): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await ensureClickTopic(this.log, partitions);
+        return;
+      } catch (e) {
+        if (this.stopped) throw e;
+        if (attempt % 20 === 0)
+          this.logger.log('warn', 'click topic not created yet', { error: (e as Error).message, attempt });
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** Math.min(attempt, 5))));
+      }
+    }
   }
 
   emit(record: ClickRecord): void {
@@ -133,6 +158,8 @@ export class ClickEmitter {
   async stop(): Promise<void> {
     this.flushBlocks();
     await Promise.all(this.partitions.map((p) => p.producer.flush(STOP_FLUSH_MS)));
-    await Promise.all(this.partitions.map((p) => p.producer.close()));
+    this.stopped = true;
+    for (const p of this.partitions) p.producer.close();
+    await this.log.close();
   }
 }

@@ -1,12 +1,12 @@
 /**
- * The click path's partitions: a click goes to the stream partition of its short code, and each analytics worker
- * owns a fixed share of the partitions, so all of one link's clicks are counted by one worker (its aggregates are
- * in one place, its stats one read) and the partitions are consumed in parallel.
+ * The click path's partitions: a click goes to the partition of its short code in the click topic (click-log.ts),
+ * and each analytics worker owns a fixed share of the partitions, so all of one link's clicks are counted by one
+ * worker (its aggregates are in one place, its stats one read) and the partitions are consumed in parallel.
  *
- * Partition p is the stream worker stream<p+1>; analytics worker analytics<i> (1-based, of A) owns the partitions
- * p with p mod A = i - 1. The layout is fixed by the worker counts the cluster was created with: changing the
- * number of stream or analytics workers of an existing cluster would send a link's clicks to another partition or
- * owner (a replay with the new layout is then needed).
+ * Analytics worker analytics<i> (1-based, of A) owns the partitions p with p mod A = i - 1. The layout is fixed by
+ * the cluster's settings and worker counts at creation (`click_partitions`, `--workers analytics=A`): changing
+ * either for an existing cluster would send a link's clicks to another partition or owner (a replay with the new
+ * layout is then needed).
  */
 import type { PeerAddress } from '@raftkit/http';
 
@@ -34,9 +34,8 @@ export function ownedPartitions(index: number, owners: number, partitions: numbe
 }
 
 /** The analytics worker that owns a code's clicks, or undefined when the cluster has none. */
-export function ownerOf(code: string, workers: readonly PeerAddress[]): PeerAddress | undefined {
-  const streams = workersOf(workers, 'stream').length;
+export function ownerOf(code: string, workers: readonly PeerAddress[], partitions: number): PeerAddress | undefined {
   const analytics = workersOf(workers, 'analytics');
-  if (streams === 0 || analytics.length === 0) return undefined;
-  return analytics[partitionOf(code, streams) % analytics.length];
+  if (analytics.length === 0) return undefined;
+  return analytics[partitionOf(code, partitions) % analytics.length];
 }

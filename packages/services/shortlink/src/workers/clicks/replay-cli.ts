@@ -1,8 +1,8 @@
 /**
  * `node packages/services/shortlink/bin/replay.js --data DIR [--id analyticsN] [--wait]`: asks a running cluster's
- * analytics workers (every one, or the one named) to rebuild the aggregates of their partitions from stream
- * offset 0 (POST /internal/replay with the cluster token from DIR/token); with --wait, returns once each of
- * their partitions has caught up with its stream again.
+ * analytics workers (every one, or the one named) to rebuild the aggregates of their partitions from offset 0 of
+ * the click log (POST /internal/replay with the cluster token from DIR/token); with --wait, returns once each of
+ * their partitions has counted up to the end of its partition the worker last saw (its /healthz `end`).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -45,12 +45,9 @@ export async function main(argv: string[]): Promise<number> {
     workers
       .filter((w) => w.role === role)
       .sort((a, b) => Number(a.id.slice(role.length)) - Number(b.id.slice(role.length)));
-  const streams = byIndex('stream');
   const analytics = byIndex('analytics').filter((w) => values.id === undefined || w.id === values.id);
-  if (analytics.length === 0 || streams.length === 0) {
-    process.stderr.write(
-      `replay: no analytics worker ${values.id ?? ''} and stream workers in ${values.data}/cluster.json\n`,
-    );
+  if (analytics.length === 0) {
+    process.stderr.write(`replay: no analytics worker ${values.id ?? ''} in ${values.data}/cluster.json\n`);
     return 1;
   }
   for (const worker of analytics) {
@@ -65,18 +62,17 @@ export async function main(argv: string[]): Promise<number> {
   }
   if (!values.wait) return 0;
   for (;;) {
-    const ends = await Promise.all(
-      streams.map(async (s) => (await getJson(`http://${s.httpAddress}/healthz`, token)).body.end as number),
-    );
     const healths = await Promise.all(
       analytics.map(async (a) => (await getJson(`http://${a.httpAddress}/healthz`, token)).body),
     );
     let consumed = 0;
     const done = healths.every((h) =>
-      Object.entries((h.partitions ?? {}) as Record<string, { offset: number }>).every(([p, { offset }]) => {
-        consumed += offset;
-        return offset === ends[Number(p)];
-      }),
+      Object.values((h.partitions ?? {}) as Record<string, { offset: number; end: number | null }>).every(
+        ({ offset, end }) => {
+          consumed += offset;
+          return end !== null && offset === end;
+        },
+      ),
     );
     if (done) {
       process.stdout.write(`replay done: ${consumed} records consumed\n`);

@@ -10,10 +10,12 @@ const TIMEOUT_MS = 2_000;
  * Asks the owner of the code's partition (partition.ts): no other worker has its clicks. Throws a 503 HttpError
  * (Retry-After 1) when it does not answer, and passes on its own 4xx errors.
  */
-export async function fetchStats(options: { workers: PeerAddress[]; token: string }, code: string): Promise<LinkStats> {
-  const worker = ownerOf(code, options.workers);
-  if (worker === undefined)
-    throw unavailable('click analytics unavailable (no stream or analytics worker in this cluster)', 1);
+export async function fetchStats(
+  options: { workers: PeerAddress[]; token: string; partitions: number },
+  code: string,
+): Promise<LinkStats> {
+  const worker = ownerOf(code, options.workers, options.partitions);
+  if (worker === undefined) throw unavailable('click analytics unavailable (no analytics worker in this cluster)', 1);
   let lastError: string;
   try {
     const res = await request(`http://${worker.httpAddress}/internal/stats/${encodeURIComponent(code)}`, {
