@@ -61,6 +61,18 @@ export interface FetchAnswer {
   end_offset: number;
 }
 
+export interface GroupJoin {
+  group: string;
+  member: string;
+  /** Grows on every membership change; offset commits carry it. */
+  generation: number;
+  /** Live members, sorted. */
+  members: string[];
+  slots: number;
+  /** The slots this member consumes in this generation. */
+  assigned: number[];
+}
+
 export interface AppendAnswer {
   partition: number;
   base_offset: number;
@@ -208,13 +220,36 @@ export class LogClient {
    * `expect` (else a LogError 409 `offset_conflict` whose body names the current one): two consumers of one group
    * on one partition cannot both move it.
    */
-  async commit(topic: string, partition: number, group: string, offset: number, expect?: number): Promise<void> {
+  async commit(
+    topic: string,
+    partition: number,
+    group: string,
+    offset: number,
+    expect?: number,
+    generation?: number,
+  ): Promise<void> {
     await this.router.call(
       partitionGroup(topic, partition),
       'POST',
       `${partitionPath(topic, partition)}/offsets/${encodeURIComponent(group)}`,
-      { offset, ...(expect !== undefined ? { expect } : {}) },
+      { offset, ...(expect !== undefined ? { expect } : {}), ...(generation !== undefined ? { generation } : {}) },
     );
+  }
+
+  /**
+   * Joins a consumer group coordinated by `topic`'s partition 0, or renews `member`'s lease for `ttlMs`: the answer
+   * is the group's generation, its live members and the slots (of `slots`) this member is assigned.
+   */
+  async joinGroup(topic: string, group: string, member: string, slots: number, ttlMs?: number): Promise<GroupJoin> {
+    return (await this.router.call(partitionGroup(topic, 0), 'POST', memberPath(topic, group, member), {
+      slots,
+      ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}),
+    })) as GroupJoin;
+  }
+
+  /** Leaves a consumer group at once (its slots go to the others at their next heartbeat). */
+  async leaveGroup(topic: string, group: string, member: string): Promise<void> {
+    await this.router.call(partitionGroup(topic, 0), 'DELETE', memberPath(topic, group, member));
   }
 
   /** A consumer group's committed offset for a partition (linearizable), or null when it never committed. */
@@ -544,4 +579,8 @@ export class LogConsumer {
 
 function partitionPath(topic: string, partition: number): string {
   return `/v1/topics/${encodeURIComponent(topic)}/partitions/${partition}`;
+}
+
+function memberPath(topic: string, group: string, member: string): string {
+  return `/v1/topics/${encodeURIComponent(topic)}/groups/${encodeURIComponent(group)}/members/${encodeURIComponent(member)}`;
 }
