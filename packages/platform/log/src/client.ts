@@ -269,11 +269,7 @@ export class LogClient {
     return new LogProducer(this, topic, options.id ?? randomUUID(), options.deliveryTimeoutMs, options);
   }
 
-  consumer(
-    topic: string,
-    group: string,
-    options: { partitions?: number[]; maxRecords?: number; waitMs?: number } = {},
-  ): LogConsumer {
+  consumer(topic: string, group: string, options: LogConsumerOptions = {}): LogConsumer {
     return new LogConsumer(this, topic, group, options);
   }
 }
@@ -482,6 +478,14 @@ export class LogProducer {
   }
 }
 
+export interface LogConsumerOptions {
+  partitions?: number[];
+  maxRecords?: number;
+  waitMs?: number;
+  /** The group generation its commits carry (a GroupConsumer claim's), so a member moved on from is fenced. */
+  generation?: () => number;
+}
+
 /**
  * A consumer in a consumer group: it reads its partitions from the group's committed offsets, and `commit()`
  * records its positions through the log, each only if nobody else moved it since (so a record is consumed once per
@@ -497,7 +501,7 @@ export class LogConsumer {
     private readonly client: LogClient,
     readonly topic: string,
     readonly group: string,
-    private readonly options: { partitions?: number[]; maxRecords?: number; waitMs?: number },
+    private readonly options: LogConsumerOptions,
   ) {
     this.partitionList = options.partitions ?? null;
   }
@@ -560,7 +564,7 @@ export class LogConsumer {
       const committed = this.committedAt.get(partition);
       if (committed === position) continue;
       try {
-        await this.client.commit(this.topic, partition, this.group, position, committed);
+        await this.client.commit(this.topic, partition, this.group, position, committed, this.options.generation?.());
         this.committedAt.set(partition, position);
       } catch (e) {
         if (e instanceof ServiceError && e.code === 'offset_conflict') {

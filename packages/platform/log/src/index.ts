@@ -48,6 +48,7 @@ export type {
   AppendAnswer,
   ConsumedRecord,
   GroupJoin,
+  LogConsumerOptions,
 } from './client.js';
 export {
   CheckedConsumer,
