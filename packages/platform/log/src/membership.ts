@@ -17,8 +17,11 @@ export const MAX_COORDINATED_GROUPS = 256;
 export const MAX_GROUP_SLOTS = 4096;
 export const MIN_MEMBER_TTL_MS = 1_000;
 export const MAX_MEMBER_TTL_MS = 60_000;
-/** A member's lease when the join does not say: five missed one-second heartbeats. */
-export const DEFAULT_MEMBER_TTL_MS = 5_000;
+/**
+ * A member's lease when the join does not say: a missed 3 s heartbeat and two seconds more (a heartbeat delayed by a
+ * leader election or a loaded machine does not cost a rebalance).
+ */
+export const DEFAULT_MEMBER_TTL_MS = 8_000;
 
 export interface GroupView {
   generation: number;

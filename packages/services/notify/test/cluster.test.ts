@@ -955,7 +955,7 @@ t.test('delivery worker SIGKILLed mid-flood: nothing lost, nothing recorded as s
 });
 
 // The routers are one consumer group of the log: router2 SIGKILLed and not restarted, router1 takes its ingestion
-// partitions once router2's lease lapses (5 s), and notifications to users on them are routed and delivered.
+// partitions once router2's lease lapses (8 s), and notifications to users on them are routed and delivered.
 t.test('a router SIGKILLed for good: the other takes its partitions within seconds, and gives them back', async (t) => {
   type Health = { members: string[]; partitions: string[] };
   const urlOf = (id: string): string => cluster.workers.find((w) => w.id === id)!.url;
