@@ -263,9 +263,9 @@ t.test('bad input of every endpoint gets a 4xx JSON error naming the field', asy
     body: { error: { code: 'offset_conflict', current: 1 } },
   });
   // Membership over HTTP: a join splits the slots, a commit of an older generation is fenced once a newer committed.
-  const first = await log.joinGroup('bad', 'workers', 'w-1', 2, 1_000);
+  const first = await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000);
   t.same([first.members, first.assigned], [['w-1'], [0, 1]]);
-  const second = await log.joinGroup('bad', 'workers', 'w-2', 2, 1_000);
+  const second = await log.joinGroup('bad', 'workers', 'w-2', 2, 30_000);
   t.ok(second.generation > first.generation);
   t.same([second.members, second.assigned], [['w-1', 'w-2'], [1]]);
   await log.commit('bad', 0, 'workers', 0, 0, second.generation);
@@ -280,7 +280,7 @@ t.test('bad input of every endpoint gets a 4xx JSON error naming the field', asy
     status: 200,
     body: { left: true },
   });
-  t.same((await log.joinGroup('bad', 'workers', 'w-1', 2, 1_000)).assigned, [0, 1], 'w-2 left: w-1 has both');
+  t.same((await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000)).assigned, [0, 1], 'w-2 left: w-1 has both');
   t.match((await log.fetch('bad', 0, 0)).end_offset, 1, 'only the one valid append was stored');
   // Every member is still up.
   for (const url of cluster.members) t.equal((await call(url, 'GET', '/healthz')).status, 200);
