@@ -61,6 +61,18 @@ export interface FetchAnswer {
   end_offset: number;
 }
 
+export interface GroupJoin {
+  group: string;
+  member: string;
+  /** Grows on every membership change; offset commits carry it. */
+  generation: number;
+  /** Live members, sorted. */
+  members: string[];
+  slots: number;
+  /** The slots this member consumes in this generation. */
+  assigned: number[];
+}
+
 export interface AppendAnswer {
   partition: number;
   base_offset: number;
@@ -208,13 +220,36 @@ export class LogClient {
    * `expect` (else a LogError 409 `offset_conflict` whose body names the current one): two consumers of one group
    * on one partition cannot both move it.
    */
-  async commit(topic: string, partition: number, group: string, offset: number, expect?: number): Promise<void> {
+  async commit(
+    topic: string,
+    partition: number,
+    group: string,
+    offset: number,
+    expect?: number,
+    generation?: number,
+  ): Promise<void> {
     await this.router.call(
       partitionGroup(topic, partition),
       'POST',
       `${partitionPath(topic, partition)}/offsets/${encodeURIComponent(group)}`,
-      { offset, ...(expect !== undefined ? { expect } : {}) },
+      { offset, ...(expect !== undefined ? { expect } : {}), ...(generation !== undefined ? { generation } : {}) },
     );
+  }
+
+  /**
+   * Joins a consumer group coordinated by `topic`'s partition 0, or renews `member`'s lease for `ttlMs`: the answer
+   * is the group's generation, its live members and the slots (of `slots`) this member is assigned.
+   */
+  async joinGroup(topic: string, group: string, member: string, slots: number, ttlMs?: number): Promise<GroupJoin> {
+    return (await this.router.call(partitionGroup(topic, 0), 'POST', memberPath(topic, group, member), {
+      slots,
+      ...(ttlMs !== undefined ? { ttl_ms: ttlMs } : {}),
+    })) as GroupJoin;
+  }
+
+  /** Leaves a consumer group at once (its slots go to the others at their next heartbeat). */
+  async leaveGroup(topic: string, group: string, member: string): Promise<void> {
+    await this.router.call(partitionGroup(topic, 0), 'DELETE', memberPath(topic, group, member));
   }
 
   /** A consumer group's committed offset for a partition (linearizable), or null when it never committed. */
@@ -234,11 +269,7 @@ export class LogClient {
     return new LogProducer(this, topic, options.id ?? randomUUID(), options.deliveryTimeoutMs, options);
   }
 
-  consumer(
-    topic: string,
-    group: string,
-    options: { partitions?: number[]; maxRecords?: number; waitMs?: number } = {},
-  ): LogConsumer {
+  consumer(topic: string, group: string, options: LogConsumerOptions = {}): LogConsumer {
     return new LogConsumer(this, topic, group, options);
   }
 }
@@ -447,6 +478,14 @@ export class LogProducer {
   }
 }
 
+export interface LogConsumerOptions {
+  partitions?: number[];
+  maxRecords?: number;
+  waitMs?: number;
+  /** The group generation its commits carry (a GroupConsumer claim's), so a member moved on from is fenced. */
+  generation?: () => number;
+}
+
 /**
  * A consumer in a consumer group: it reads its partitions from the group's committed offsets, and `commit()`
  * records its positions through the log, each only if nobody else moved it since (so a record is consumed once per
@@ -462,7 +501,7 @@ export class LogConsumer {
     private readonly client: LogClient,
     readonly topic: string,
     readonly group: string,
-    private readonly options: { partitions?: number[]; maxRecords?: number; waitMs?: number },
+    private readonly options: LogConsumerOptions,
   ) {
     this.partitionList = options.partitions ?? null;
   }
@@ -525,7 +564,7 @@ export class LogConsumer {
       const committed = this.committedAt.get(partition);
       if (committed === position) continue;
       try {
-        await this.client.commit(this.topic, partition, this.group, position, committed);
+        await this.client.commit(this.topic, partition, this.group, position, committed, this.options.generation?.());
         this.committedAt.set(partition, position);
       } catch (e) {
         if (e instanceof ServiceError && e.code === 'offset_conflict') {
@@ -544,4 +583,8 @@ export class LogConsumer {
 
 function partitionPath(topic: string, partition: number): string {
   return `/v1/topics/${encodeURIComponent(topic)}/partitions/${partition}`;
+}
+
+function memberPath(topic: string, group: string, member: string): string {
+  return `/v1/topics/${encodeURIComponent(topic)}/groups/${encodeURIComponent(group)}/members/${encodeURIComponent(member)}`;
 }

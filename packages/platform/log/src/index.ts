@@ -28,6 +28,17 @@ export {
 } from './topics.js';
 export type { TopicAccess, TopicInfo, PartitionData } from './topics.js';
 export { LogClient, LogProducer, LogConsumer, LogError } from './client.js';
+export { GroupConsumer, DEFAULT_HEARTBEAT_MS } from './group-consumer.js';
+export type { GroupConsumerOptions, PartitionClaim } from './group-consumer.js';
+export {
+  GroupTable,
+  assignSlots,
+  DEFAULT_MEMBER_TTL_MS,
+  MAX_GROUP_MEMBERS,
+  MAX_COORDINATED_GROUPS,
+  MAX_GROUP_SLOTS,
+} from './membership.js';
+export type { GroupView, JoinResult, LeaveResult } from './membership.js';
 export type {
   LogClientOptions,
   TopicSettings,
@@ -36,6 +47,8 @@ export type {
   FetchAnswer,
   AppendAnswer,
   ConsumedRecord,
+  GroupJoin,
+  LogConsumerOptions,
 } from './client.js';
 export {
   CheckedConsumer,

@@ -18,6 +18,15 @@ import {
   arrayField,
 } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
+import {
+  GroupTable,
+  type GroupTableSnapshot,
+  type JoinResult,
+  type LeaveResult,
+  MAX_GROUP_SLOTS,
+  MAX_MEMBER_TTL_MS,
+  MIN_MEMBER_TTL_MS,
+} from './membership.js';
 
 export const MAX_RECORDS_PER_APPEND = 1000;
 /** Appends one `appends` entry may carry. */
@@ -63,8 +72,15 @@ export type PartitionCommand =
    * that reach it in one turn of its event loop, so a busy partition costs one Raft entry per turn, not per append).
    */
   | { op: 'appends'; appends: Array<{ records: AppendInput[]; producer: string | null; seq: number | null }> }
-  /** Commit a consumer group's next offset; with `expect` not null, only when the committed offset is `expect`. */
-  | { op: 'commit'; group: string; offset: number; expect: number | null }
+  /**
+   * Commit a consumer group's next offset; with `expect` not null, only when the committed offset is `expect`; with
+   * `generation` (the group's, from its coordinator), only when no commit of a newer generation was seen here
+   * (fencing a member the group has moved on from). Entries written before generations existed lack the field.
+   */
+  | { op: 'commit'; group: string; offset: number; expect: number | null; generation?: number | null }
+  /** Join a consumer group coordinated by this partition, or renew the member's lease (membership.ts). */
+  | { op: 'join'; group: string; member: string; slots: number; ttlMs: number }
+  | { op: 'leave'; group: string; member: string }
   | { op: 'configure'; retention: Retention }
   /** Apply retention at the entry's time: the leader proposes it when the oldest record is past the age limit, so
    * an idle partition is trimmed too (appends trim as they go). */
@@ -87,12 +103,14 @@ export type PartitionResult =
   | {
       op: 'commit';
       ok: false;
-      code: 'offset_conflict' | 'offset_out_of_range' | 'too_many_groups';
+      code: 'offset_conflict' | 'offset_out_of_range' | 'too_many_groups' | 'stale_generation';
       message: string;
       current: number | null;
     }
   | { op: 'configure'; ok: true; retention: Retention }
-  | { op: 'trim'; ok: true; start: number };
+  | { op: 'trim'; ok: true; start: number }
+  | JoinResult
+  | LeaveResult;
 
 interface ProducerState {
   /** The last PRODUCER_WINDOW batches: sequence, base offset, count. */
@@ -114,7 +132,7 @@ const packr = new Packr({ useRecords: false });
 
 /** Throws CommandShapeError unless `command` is a PartitionCommand (before anything changes). */
 export function checkPartitionCommand(command: unknown): asserts command is PartitionCommand {
-  const c = commandOf(command, ['append', 'appends', 'commit', 'configure', 'trim'] as const);
+  const c = commandOf(command, ['append', 'appends', 'commit', 'configure', 'trim', 'join', 'leave'] as const);
   if (c.op === 'append') {
     checkAppend(c);
   } else if (c.op === 'appends') {
@@ -135,6 +153,16 @@ export function checkPartitionCommand(command: unknown): asserts command is Part
     if (!GROUP_ID.test(group)) throw new CommandShapeError('commit: group id');
     integerField(c, 'offset');
     if (c.expect !== null) integerField(c, 'expect');
+    if (c.generation !== undefined && c.generation !== null) integerField(c, 'generation');
+  } else if (c.op === 'join' || c.op === 'leave') {
+    const group = stringField(c, 'group', 128);
+    if (!GROUP_ID.test(group)) throw new CommandShapeError(`${c.op}: group id`);
+    const member = stringField(c, 'member', 128);
+    if (!GROUP_ID.test(member)) throw new CommandShapeError(`${c.op}: member id`);
+    if (c.op === 'join') {
+      integerField(c, 'slots', 0, MAX_GROUP_SLOTS);
+      integerField(c, 'ttlMs', MIN_MEMBER_TTL_MS, MAX_MEMBER_TTL_MS);
+    }
   } else if (c.op === 'configure') {
     const retention = objectField(c, 'retention');
     integerField(retention, 'maxAgeMs', 1);
@@ -174,6 +202,10 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
   /** Insertion order is recency order: a producer is moved to the end on each append. */
   private producers = new Map<string, ProducerState>();
   private offsets = new Map<string, number>();
+  /** Per consumer group, the newest generation a commit carried here: an older one is refused. */
+  private fences = new Map<string, number>();
+  /** The consumer groups this partition coordinates (only partition 0 of a topic is asked to). */
+  private membership = new GroupTable();
 
   /** The offset the next append gets. */
   get end(): number {
@@ -207,6 +239,11 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
   /** Consumer groups with their committed offsets. */
   groups(): Array<[string, number]> {
     return [...this.offsets];
+  }
+
+  /** A coordinated group's generation and live members at entry time `time`, or null when unknown. */
+  consumerGroup(group: string, time: number): ReturnType<GroupTable['view']> {
+    return this.membership.view(group, time);
   }
 
   producerCount(): number {
@@ -253,6 +290,10 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
       case 'trim':
         this.trim(context.time);
         return { op: 'trim', ok: true, start: this.startOffset };
+      case 'join':
+        return this.membership.join(command.group, command.member, command.slots, command.ttlMs, context.time);
+      case 'leave':
+        return this.membership.leave(command.group, command.member, context.time);
     }
   }
 
@@ -318,6 +359,17 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
 
   private commit(command: Extract<PartitionCommand, { op: 'commit' }>): PartitionResult {
     const current = this.offsets.get(command.group) ?? null;
+    const generation = command.generation ?? null;
+    const fence = this.fences.get(command.group);
+    if (generation !== null && fence !== undefined && generation < fence) {
+      return {
+        op: 'commit',
+        ok: false,
+        code: 'stale_generation',
+        message: `generation ${generation} is stale: a member of generation ${fence} committed here`,
+        current,
+      };
+    }
     if (command.expect !== null && command.expect !== (current ?? 0)) {
       return {
         op: 'commit',
@@ -346,6 +398,7 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
       };
     }
     this.offsets.set(command.group, command.offset);
+    if (generation !== null) this.fences.set(command.group, generation);
     return { op: 'commit', ok: true, offset: command.offset };
   }
 
@@ -380,6 +433,8 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
       retention: this.retention,
       producers: [...this.producers],
       offsets: [...this.offsets],
+      fences: [...this.fences],
+      membership: this.membership.snapshot(),
     });
   }
 
@@ -390,6 +445,8 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
       retention: Retention;
       producers: Array<[string, ProducerState]>;
       offsets: Array<[string, number]>;
+      fences?: Array<[string, number]>;
+      membership?: GroupTableSnapshot;
     };
     this.records = state.records;
     this.head = 0;
@@ -398,6 +455,8 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
     this.retention = state.retention;
     this.producers = new Map(state.producers);
     this.offsets = new Map(state.offsets);
+    this.fences = new Map(state.fences ?? []);
+    this.membership.restore(state.membership);
   }
 }
 

@@ -204,6 +204,14 @@ t.test('bad input of every endpoint gets a 4xx JSON error naming the field', asy
     ['POST', offsets, { offset: -1 }, 400, 'invalid_field', 'offset'],
     ['POST', offsets, { offset: 0, expect: 'x' }, 400, 'invalid_field', 'expect'],
     ['POST', offsets, { offset: 999 }, 400, 'offset_out_of_range', 'offset'],
+    ['POST', offsets, { offset: 0, generation: -1 }, 400, 'invalid_field', 'generation'],
+    ['POST', '/v1/topics/bad/groups/g/members/m%20x', { slots: 1 }, 400, 'invalid_member', 'member'],
+    ['DELETE', '/v1/topics/bad/groups/g%20x/members/m', undefined, 400, 'invalid_group', 'group'],
+    ['POST', '/v1/topics/nope/groups/g/members/m', { slots: 1 }, 404, 'not_found', null],
+    ['POST', '/v1/topics/bad/groups/g/members/m', {}, 400, 'invalid_field', 'slots'],
+    ['POST', '/v1/topics/bad/groups/g/members/m', { slots: 4097 }, 400, 'invalid_field', 'slots'],
+    ['POST', '/v1/topics/bad/groups/g/members/m', { slots: 1, ttl_ms: 999 }, 400, 'invalid_field', 'ttl_ms'],
+    ['POST', '/v1/topics/bad/groups/g/members/m', { slots: 1, ttl_ms: 60_001 }, 400, 'invalid_field', 'ttl_ms'],
   ];
   for (const [method, path, body, status, code, field] of cases) {
     const answer = await call(holder, method, path, {
@@ -254,6 +262,25 @@ t.test('bad input of every endpoint gets a 4xx JSON error naming the field', asy
     status: 409,
     body: { error: { code: 'offset_conflict', current: 1 } },
   });
+  // Membership over HTTP: a join splits the slots, a commit of an older generation is fenced once a newer committed.
+  const first = await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000);
+  t.same([first.members, first.assigned], [['w-1'], [0, 1]]);
+  const second = await log.joinGroup('bad', 'workers', 'w-2', 2, 30_000);
+  t.ok(second.generation > first.generation);
+  t.same([second.members, second.assigned], [['w-1', 'w-2'], [1]]);
+  await log.commit('bad', 0, 'workers', 0, 0, second.generation);
+  t.match(
+    await call(holder, 'POST', '/v1/topics/bad/partitions/0/offsets/workers', {
+      token,
+      body: { offset: 1, expect: 0, generation: first.generation },
+    }),
+    { status: 409, body: { error: { code: 'stale_generation', current: 0 } } },
+  );
+  t.match(await call(holder, 'DELETE', '/v1/topics/bad/groups/workers/members/w-2', { token }), {
+    status: 200,
+    body: { left: true },
+  });
+  t.same((await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000)).assigned, [0, 1], 'w-2 left: w-1 has both');
   t.match((await log.fetch('bad', 0, 0)).end_offset, 1, 'only the one valid append was stored');
   // Every member is still up.
   for (const url of cluster.members) t.equal((await call(url, 'GET', '/healthz')).status, 200);

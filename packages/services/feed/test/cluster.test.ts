@@ -745,3 +745,74 @@ t.test(
     }
   },
 );
+
+t.test(
+  'a fan-out worker killed for good: the other takes its partitions within seconds, and gives them back',
+  async (t) => {
+    type Health = { generation: number; members: string[]; loops: Array<{ topic: string; partition: number }> };
+    const health = async (id: string): Promise<Health> =>
+      (await call(cluster.workers.find((w) => w.id === id)!.url, 'GET', '/healthz')).body as unknown as Health;
+    const held = (h: Health): string[] => h.loops.map((l) => `${l.topic}/${l.partition}`).sort();
+    // Both workers hold half of the 6 partitions (4 of feed-posts, 2 of feed-deletes) in one generation.
+    await until(
+      'both fan-out workers hold their half',
+      async () => {
+        const [one, two] = [await health('fanout1'), await health('fanout2')];
+        return one.members.length === 2 && held(one).length === 3 && held(two).length === 3;
+      },
+      30_000,
+      200,
+    );
+    const before = held(await health('fanout2'));
+    // An author whose feed-posts partition is fanout2's, and two followers (a push author: under the threshold of 3).
+    let author = uid('orphan');
+    while (!before.includes(`feed-posts/${partitionOf(author, 4)}`)) author = uid('orphan');
+    const fans = [uid('ofan'), uid('ofan')];
+    for (const f of fans) await follow(f, author);
+
+    await killWorker('fanout2');
+    const killed = Date.now();
+    step(t, 'fanout2 killed (no restart)');
+    const made: string[] = [];
+    for (let i = 0; i < 3; i++) made.push(await post(author, `after the kill ${i}`));
+    // Its lease is 8 s and fanout1 heartbeats every 3 s: every post reaches both feeds within 15 s of the kill.
+    for (const f of fans)
+      await until(
+        `${f} gets every post made after the kill`,
+        async () => {
+          const shown = ids((await feed(f)).posts);
+          return made.every((id) => shown.includes(id));
+        },
+        Math.max(1, 15_000 - (Date.now() - killed)),
+        200,
+      );
+    const tookOver = Date.now() - killed;
+    step(t, `posts delivered ${tookOver} ms after the kill`);
+    t.ok(tookOver <= 15_000, `delivered ${tookOver} ms after the kill`);
+    t.same(held(await health('fanout1')).length, 6, 'fanout1 holds every partition');
+
+    // Back: it rejoins under the same member id and gets the same partitions; fanout1 lets them go.
+    const restarted = await cluster.run('restart', 'fanout2');
+    t.equal(restarted.code, 0, restarted.stdout.trim());
+    await until(
+      'fanout2 holds its partitions again and fanout1 let them go',
+      async () => {
+        const one = await health('fanout1');
+        const two = await health('fanout2').catch(() => null);
+        return two !== null && held(two).join() === before.join() && held(one).length === 3;
+      },
+      30_000,
+      200,
+    );
+    step(t, 'fanout2 back with its partitions');
+    const again = await post(author, 'after the return');
+    for (const f of fans)
+      await until(
+        `${f} gets the post made after the return`,
+        async () => ids((await feed(f)).posts).includes(again),
+        15_000,
+        200,
+      );
+    t.pass('delivered after the return');
+  },
+);

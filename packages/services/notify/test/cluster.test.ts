@@ -14,11 +14,12 @@ import t from 'tap';
 import WebSocket from 'ws';
 import { deriveClientToken, deriveServiceToken } from '@raftkit/http';
 import { call, startCluster, topicAccess, until } from '@raftkit/testkit';
-import { LogClient, type DeadLetter } from '@raftkit/log';
+import { LogClient, partitionOf, type DeadLetter } from '@raftkit/log';
 import {
   DEAD_LETTER_TOPIC,
   fill,
   ingestTopic,
+  INGEST_PARTITIONS,
   localMinutes,
   NotifyClient,
   ROUTER_GROUP,
@@ -951,6 +952,69 @@ t.test('delivery worker SIGKILLed mid-flood: nothing lost, nothing recorded as s
   // Only a message the provider took in the instant between its answer and our record can go twice; at most the
   // batch that was in flight (50).
   t.ok(duplicates <= 50, `duplicates only from the batch in flight at the kill (${duplicates})`);
+});
+
+// The routers are one consumer group of the log: router2 SIGKILLed and not restarted, router1 takes its ingestion
+// partitions once router2's lease lapses (8 s), and notifications to users on them are routed and delivered.
+t.test('a router SIGKILLed for good: the other takes its partitions within seconds, and gives them back', async (t) => {
+  type Health = { members: string[]; partitions: string[] };
+  const urlOf = (id: string): string => cluster.workers.find((w) => w.id === id)!.url;
+  const health = async (id: string): Promise<Health> =>
+    (await call(urlOf(id), 'GET', '/healthz')).body as unknown as Health;
+  await until(
+    'both routers hold their half of the 8 ingestion partitions',
+    async () => (await health('router1')).partitions.length === 4 && (await health('router2')).partitions.length === 4,
+    30_000,
+    200,
+  );
+  const before = (await health('router2')).partitions.sort();
+  // Users on both partitions of the critical topic, so some are router2's.
+  const users: string[] = [];
+  while (![0, 1].every((p) => users.some((u) => partitionOf(u, INGEST_PARTITIONS) === p))) users.push(uid('rk'));
+  const pid = (
+    JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as {
+      workers: Array<{ id: string; pid: number }>;
+    }
+  ).workers.find((w) => w.id === 'router2')!.pid;
+  process.kill(pid, 'SIGKILL');
+  const killed = Date.now();
+  await until(
+    'router2 is dead',
+    () =>
+      call(urlOf('router2'), 'GET', '/healthz', { timeoutMs: 1_000 }).then(
+        () => false,
+        () => true,
+      ),
+    30_000,
+    50,
+  );
+  const sent = await client.send({ event_type: 'otp', user_ids: users, priority: 'critical', idempotency_key: key() });
+  await statusWhen(
+    sent.notification_id,
+    'every user has the code in-app',
+    (x) => x.channels.filter((c) => c.channel === 'in_app' && c.status === 'delivered').length === users.length,
+    Math.max(1, 15_000 - (Date.now() - killed)),
+  );
+  const took = Date.now() - killed;
+  t.comment(`delivered ${took} ms after the kill`);
+  t.ok(took <= 15_000, `every user's code delivered ${took} ms after the kill`);
+  t.equal((await health('router1')).partitions.length, 8, 'router1 holds every ingestion partition');
+  const restart = await cluster.run('restart', 'router2');
+  t.equal(restart.code, 0, restart.stderr);
+  await until(
+    'router2 holds its partitions again and router1 let them go',
+    async () => {
+      const two = await health('router2').catch(() => null);
+      return (
+        two !== null &&
+        two.partitions.sort().join() === before.join() &&
+        (await health('router1')).partitions.length === 4
+      );
+    },
+    30_000,
+    200,
+  );
+  t.pass('router2 is back with the same partitions');
 });
 
 // The ingestion queue made unavailable for real: two of the three members SIGSTOPped, so no partition or state

@@ -40,6 +40,7 @@ import {
   type Retention,
 } from '../machine.js';
 import { AppendBatcher } from './append-batcher.js';
+import { DEFAULT_MEMBER_TTL_MS, MAX_GROUP_SLOTS, MAX_MEMBER_TTL_MS, MIN_MEMBER_TTL_MS } from '../membership.js';
 import {
   MAX_PARTITIONS,
   parsePartitionGroup,
@@ -443,12 +444,16 @@ function logRoutes(
       const offset = requireInteger(body, 'offset', { min: 0 });
       const expect =
         body.expect === undefined || body.expect === null ? null : requireInteger(body, 'expect', { min: 0 });
+      const generation =
+        body.generation === undefined || body.generation === null
+          ? null
+          : requireInteger(body, 'generation', { min: 0 });
       const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(
         ctx,
         group,
       ) as PartitionNode;
       const result = await service.call(node, () =>
-        node.propose({ op: 'commit', group: consumerGroup, offset, expect }),
+        node.propose({ op: 'commit', group: consumerGroup, offset, expect, generation }),
       );
       if (result.op !== 'commit') throw new HttpError(500, 'internal', 'unexpected result');
       if (!result.ok) {
@@ -468,7 +473,55 @@ function logRoutes(
       // Linearizable: a consumer resuming after a failover reads the last offset committed anywhere.
       const committed = await service.call(node, () => node.read((m) => m.committed(consumerGroup)));
       return { partition, group: consumerGroup, offset: committed };
+    })
+    // Consumer-group membership lives on the topic's partition 0 (its coordinator); see membership.ts.
+    .post('/v1/topics/:topic/groups/:group/members/:member', { admits: 'authenticated' }, async (ctx) => {
+      const { node, consumerGroup, member } = await coordinatorOf(ctx);
+      const body = requireObject(await ctx.json());
+      const slots = requireInteger(body, 'slots', { min: 0, max: MAX_GROUP_SLOTS });
+      const ttlMs =
+        body.ttl_ms === undefined
+          ? DEFAULT_MEMBER_TTL_MS
+          : requireInteger(body, 'ttl_ms', { min: MIN_MEMBER_TTL_MS, max: MAX_MEMBER_TTL_MS });
+      const result = await service.call(node, () =>
+        node.propose({ op: 'join', group: consumerGroup, member, slots, ttlMs }),
+      );
+      if (result.op !== 'join') throw new HttpError(500, 'internal', 'unexpected result');
+      if (!result.ok) throw conflict(result.code, result.message, { group: consumerGroup });
+      return {
+        group: consumerGroup,
+        member,
+        generation: result.generation,
+        members: result.members,
+        slots: result.slots,
+        assigned: result.assigned,
+      };
+    })
+    .delete('/v1/topics/:topic/groups/:group/members/:member', { admits: 'authenticated' }, async (ctx) => {
+      const { node, consumerGroup, member } = await coordinatorOf(ctx);
+      const result = await service.call(node, () => node.propose({ op: 'leave', group: consumerGroup, member }));
+      if (result.op !== 'leave') throw new HttpError(500, 'internal', 'unexpected result');
+      return { group: consumerGroup, member, left: result.left, generation: result.generation };
     });
+
+  /** The coordinator of a consumer group of a topic: its partition 0, checked as an offset commit is. */
+  async function coordinatorOf(
+    ctx: RequestContext,
+  ): Promise<{ node: PartitionNode; consumerGroup: string; member: string }> {
+    const topicName = topicNameOf(ctx);
+    const topic = await findTopic(topicName);
+    if (topic === undefined) throw notFound(`no topic ${topicName}`, { topic: topicName });
+    requireAccess(service, ctx, topic.info, 'write');
+    const consumerGroup = consumerGroupOf(ctx);
+    const member = ctx.params.member ?? '';
+    if (!GROUP_ID.test(member))
+      throw badRequest('invalid_member', 'a member id is 1..128 of A-Z a-z 0-9 . _ : -', { field: 'member' });
+    const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(
+      ctx,
+      partitionGroup(topicName, 0),
+    ) as PartitionNode;
+    return { node, consumerGroup, member };
+  }
 }
 
 function topicNameOf(ctx: RequestContext): string {

@@ -1,6 +1,9 @@
 /**
  * The fan-out worker role (`cluster up` starts FANOUT_COUNT): consumer group `fanout` of `feed-posts` and
- * `feed-deletes`, worker k (1-based) taking the partitions p with p % count == k - 1.
+ * `feed-deletes`, member `fanout-<k>`. The group's coordinator in the log assigns the partitions of both topics
+ * over the live workers (GroupConsumer): with every worker up, worker k takes the slots s with s % count == k - 1;
+ * a worker that dies hands its partitions to the others when its lease lapses (8 s), and gets them back when it
+ * returns. Each partition starts at the committed offset, fenced under the worker's generation.
  *
  * A post event: the author's profile decides (spec rule 2): is_celebrity -> outbox only (pulled at read time);
  * otherwise the outbox and every follower's inbox, page by page of the followers list, each write queued on the
@@ -24,7 +27,7 @@ import {
   type WorkerRole,
   serveWorkerHttp,
 } from '@raftkit/http';
-import { DeadLetterQueue, LogClient, type LogRecord } from '@raftkit/log';
+import { DeadLetterQueue, GroupConsumer, LogClient, type LogRecord, type PartitionClaim } from '@raftkit/log';
 import { DEAD_LETTER_TOPIC, decodeEvent, ensureTopics, type DeleteEvent, type PostEvent } from '../../events.js';
 import { PartitionWriter } from './partition-writer.js';
 import { DELETES_TOPIC, POSTS_TOPIC } from '../../rank-wire.js';
@@ -60,15 +63,15 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
   const stores = StoreClient.fromWorkers(options.workers, token);
   const writers = Array.from({ length: stores.partitions }, (_, p) => new PartitionWriter(stores, p));
   const stats: Stats = { events: 0, pushed: 0, pulled: 0, deletes: 0, inboxWrites: 0 };
-  const fanouts = options.workers.filter((w) => w.role === FANOUT_ROLE);
-  const count = Math.max(1, fanouts.length);
-  const mine = options.index - 1;
   let stopped = false;
   const loops: Array<{ topic: string; partition: number; committed: number; position: number; waiting: number }> = [];
 
+  let group: GroupConsumer | null = null;
   const http = await serveWorkerHttp(options, {
     health: () => ({
       ...stats,
+      generation: group?.generation ?? 0,
+      members: group?.members ?? [],
       loops: loops.map((l) => ({
         topic: l.topic,
         partition: l.partition,
@@ -185,27 +188,33 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
     await outbox;
   };
 
-  /** One log partition: read, start each event, commit up to the oldest event not finished. */
-  const consume = async (topic: string, partition: number): Promise<void> => {
+  /**
+   * One log partition while it is this worker's: read, start each event, commit up to the oldest event not
+   * finished. Events started before the partition moved away finish (their writes are idempotent) but commit
+   * nothing: the new owner resumes at the committed offset.
+   */
+  const consume = async (claim: PartitionClaim): Promise<void> => {
+    const { topic, partition, signal } = claim;
+    const gone = () => stopped || signal.aborted;
     const state = { topic, partition, committed: 0, position: 0, waiting: 0 };
-    loops.push(state);
     const unfinished = new Set<number>();
     for (;;) {
       try {
-        state.committed = (await log.committed(topic, partition, CONSUMER_GROUP)) ?? 0;
+        state.committed = await claim.resume();
         break;
       } catch {
-        if (stopped) return;
+        if (gone()) return;
         await new Promise((r) => setTimeout(r, 500));
       }
     }
+    loops.push(state);
     state.position = state.committed;
     let lastCommit = Date.now();
     const commit = async (): Promise<void> => {
       const upTo = unfinished.size === 0 ? state.position : Math.min(...unfinished);
       if (upTo <= state.committed) return;
       try {
-        await log.commit(topic, partition, CONSUMER_GROUP, upTo, state.committed);
+        await claim.commit(upTo, state.committed);
         state.committed = upTo;
       } catch (e) {
         // Another worker moved it (a restart overlapped): reread from what is committed; writes are idempotent.
@@ -215,7 +224,7 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
         }
       }
     };
-    while (!stopped) {
+    while (!gone()) {
       if (unfinished.size >= MAX_WAITING) {
         await new Promise((r) => setTimeout(r, 50));
       } else {
@@ -224,6 +233,7 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
             maxRecords: 200,
             waitMs: unfinished.size > 0 ? 100 : 1_000,
           });
+          if (gone()) break; // given away during the long poll: the new owner reads these
           for (const record of answer.records) {
             let event: PostEvent | DeleteEvent | null = null;
             let refused = '';
@@ -270,26 +280,35 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
         await commit();
       }
     }
+    loops.splice(loops.indexOf(state), 1);
   };
 
   const started = (async () => {
-    // Topics and their partition counts, retried until the log answers (members may still be electing).
-    const assigned: Array<[string, number]> = [];
+    // Topics first, retried until the log answers (members may still be electing).
     while (!stopped) {
       try {
         await ensureTopics(log);
-        for (const topic of [POSTS_TOPIC, DELETES_TOPIC]) {
-          const partitions = await log.partitions(topic);
-          for (let p = 0; p < partitions; p++) if (p % count === mine) assigned.push([topic, p]);
-        }
         break;
       } catch (e) {
-        assigned.length = 0;
         options.logger.log('warn', 'topics not ready; retrying', { error: String(e) });
         await new Promise((r) => setTimeout(r, 500));
       }
     }
-    await Promise.all(assigned.map(([topic, p]) => consume(topic, p)));
+    if (stopped) return;
+    group = new GroupConsumer(log, {
+      topics: [POSTS_TOPIC, DELETES_TOPIC],
+      group: CONSUMER_GROUP,
+      member: `${FANOUT_ROLE}-${options.index}`,
+      consume,
+      onRebalance: (join) =>
+        options.logger.log('info', 'fan-out partitions rebalanced', {
+          generation: join.generation,
+          members: join.members,
+          assigned: join.assigned,
+        }),
+      onError: (e) => options.logger.log('warn', 'fan-out group heartbeat or partition failed', { error: String(e) }),
+    });
+    group.start();
   })().catch((e: unknown) => options.logger.log('error', 'fan-out stopped', { error: String(e) }));
 
   return {
@@ -297,7 +316,7 @@ async function startFanout(options: WorkerOptions): Promise<RunningWorker> {
     async stop() {
       stopped = true;
       for (const w of writers) w.close();
-      await Promise.race([started, new Promise((r) => setTimeout(r, 2_000))]);
+      await Promise.race([started.then(() => group?.stop()), new Promise((r) => setTimeout(r, 2_000))]);
       await http.close();
       await log.close();
       await stores.close();

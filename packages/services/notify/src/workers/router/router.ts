@@ -7,7 +7,14 @@
  * channel worker sends a row only while it is pending). Low-priority sends are rate limited per campaign here, each
  * campaign at its own rate (the low loop does not hold one campaign behind another: see lowLoop).
  *
- * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000).
+ * Routers (ROUTER_COUNT) are one consumer group of the log (`notify-router`, members `router-<k>`, GroupConsumer in
+ * packages/platform/log): the group's coordinator spreads the partitions of the four ingestion topics over the live
+ * routers, so a router that dies hands its partitions to the others when its lease lapses (8 s) and gets them back
+ * when it returns; one loop per partition held. Commits carry the group's generation (a router the group moved on
+ * from cannot move an offset any more).
+ *
+ * Settings (`cluster up --set`): campaign_rate_per_minute (default 100000), shared by the live routers (each allows
+ * its share, the rate divided by the members it last heard of).
  */
 import {
   clusterUrl,
@@ -21,7 +28,14 @@ import {
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
-import { LogClient, type LogProducer, CheckedConsumer, DeadLetterQueue } from '@raftkit/log';
+import {
+  LogClient,
+  type LogProducer,
+  CheckedConsumer,
+  DeadLetterQueue,
+  GroupConsumer,
+  type PartitionClaim,
+} from '@raftkit/log';
 import { PRIORITIES, type Address, type Channel, type Priority } from '../delivery/channels/channel.js';
 import {
   allStateGroups,
@@ -40,7 +54,8 @@ import { StateClient } from '../../state-client.js';
 import { render } from '../../template.js';
 import { decodeIngest, type IngestRecord, type QueuedMessage } from '../../records.js';
 
-export const routerRole: WorkerRole = { role: 'router', count: 1, start: startRouter };
+export const ROUTER_COUNT = 2;
+export const routerRole: WorkerRole = { role: 'router', count: ROUTER_COUNT, start: startRouter };
 
 export function addressOf(prefs: Preferences, channel: Channel, userId: string): Address | null {
   switch (channel) {
@@ -100,7 +115,12 @@ export async function startRouter(
   const state = new StateClient({ endpoints, token, timeoutMs: 10_000 });
   const log = new LogClient({ endpoints, token, timeoutMs: 10_000 });
   const perMinute = Number(options.settings.campaign_rate_per_minute ?? 100_000);
-  const campaignLimits: BucketLimits = { capacity: perMinute, refillRate: perMinute / 60 };
+  // Each live router allows its share of a campaign's rate (a campaign's users are spread over the partitions).
+  const campaignLimits = (): BucketLimits => {
+    const share = perMinute / Math.max(1, group?.members.length ?? 1);
+    return { capacity: share, refillRate: share / 60 };
+  };
+  let group: GroupConsumer | null = null;
   const campaigns = new Map<string, BucketCounter>();
   const prefsCache = new Map<string, Preferences>();
   const stats = { routed: 0, messages: 0, held: 0, rate_limited_waits: 0 };
@@ -108,7 +128,15 @@ export async function startRouter(
 
   // Poison records (not an ingestion record) go here with their reason; their neighbours are routed as usual.
   const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
-  const http = await serveWorkerHttp(options, { health: () => ({ ...stats, dead_lettered: deadLetters.written }) });
+  const http = await serveWorkerHttp(options, {
+    health: () => ({
+      ...stats,
+      dead_lettered: deadLetters.written,
+      generation: group?.generation ?? 0,
+      members: group?.members ?? [],
+      partitions: group?.assigned.map((a) => `${a.topic}/${a.partition}`) ?? [],
+    }),
+  });
   const routed = http.metrics.counter('notify_routed_total', 'Ingestion records routed');
   http.metrics
     .gauge(
@@ -141,8 +169,9 @@ export async function startRouter(
   async function campaignToken(campaign: string): Promise<void> {
     for (;;) {
       let counter = campaigns.get(campaign);
-      if (counter === undefined) campaigns.set(campaign, (counter = fullCounter(campaignLimits, Date.now())));
-      const result = take(counter, campaignLimits, Date.now());
+      const limits = campaignLimits();
+      if (counter === undefined) campaigns.set(campaign, (counter = fullCounter(limits, Date.now())));
+      const result = take(counter, limits, Date.now());
       if (result.allowed) return;
       stats.rate_limited_waits++;
       await sleep(Math.min(1000, result.retryAfterMs ?? 10));
@@ -220,15 +249,35 @@ export async function startRouter(
     }
   }
 
-  async function loop(priority: Priority): Promise<void> {
+  /** The partition's committed offset, fenced under this router's generation (retried while the log elects). */
+  async function resumed(claim: PartitionClaim): Promise<boolean> {
+    for (;;) {
+      if (stopping || claim.signal.aborted) return false;
+      try {
+        await claim.resume();
+        return true;
+      } catch {
+        await sleep(500);
+      }
+    }
+  }
+
+  async function loop(priority: Priority, claim: PartitionClaim): Promise<void> {
+    if (!(await resumed(claim))) return;
     const consumer = new CheckedConsumer(
-      log.consumer(ingestTopic(priority), ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 }),
+      log.consumer(ingestTopic(priority), ROUTER_GROUP, {
+        partitions: [claim.partition],
+        maxRecords: 200,
+        waitMs: 1000,
+        generation: () => claim.generation,
+      }),
       decodeIngest,
       deadLetters,
     );
-    while (!stopping) {
+    while (!stopping && !claim.signal.aborted) {
       try {
         const records = (await consumer.poll()).map((r) => r.decoded);
+        if (claim.signal.aborted) return; // given away during the poll: the new owner routes these
         // Order matters per user (spec rule 5), not across users: each user's records in order, different users
         // concurrently. Routing one record is three round trips to the members (context, route, queue); done one
         // at a time, a loop routed a few records a second under load, and the critical loop fell behind a
@@ -277,10 +326,16 @@ export async function startRouter(
    * to its oldest record not yet routed (every second), so a throttled campaign never stops the commits; a router
    * killed meanwhile replays the uncommitted records, which the state group routes once (as for the other loops).
    */
-  async function lowLoop(): Promise<void> {
+  async function lowLoop(claim: PartitionClaim): Promise<void> {
     const topic = ingestTopic('low');
+    if (!(await resumed(claim))) return;
     const consumer = new CheckedConsumer(
-      log.consumer(topic, ROUTER_GROUP, { maxRecords: 200, waitMs: 1000 }),
+      log.consumer(topic, ROUTER_GROUP, {
+        partitions: [claim.partition],
+        maxRecords: 200,
+        waitMs: 1000,
+        generation: () => claim.generation,
+      }),
       decodeIngest,
       deadLetters,
     );
@@ -314,7 +369,7 @@ export async function startRouter(
           committedTo.set(partition, (committed = (await log.committed(topic, partition, ROUTER_GROUP)) ?? 0));
         if (point <= committed) continue;
         try {
-          await log.commit(topic, partition, ROUTER_GROUP, point, committed);
+          await log.commit(topic, partition, ROUTER_GROUP, point, committed, claim.generation);
           committedTo.set(partition, point);
         } catch (e) {
           // Moved by someone else (a router overlapping this one across a restart, or this commit retried after a
@@ -324,7 +379,7 @@ export async function startRouter(
         }
       }
     }
-    while (!stopping) {
+    while (!stopping && !claim.signal.aborted) {
       try {
         if (Date.now() - lastCommit >= 1000) {
           lastCommit = Date.now();
@@ -349,7 +404,7 @@ export async function startRouter(
           inFlight++;
           const next = (chains.get(chainKey) ?? Promise.resolve()).then(async () => {
             await campaignToken(record.campaign_id ?? record.event_type);
-            if (stopping) return;
+            if (stopping || claim.signal.aborted) return;
             // Routed (or stopping: then the record stays waiting, uncommitted, and is replayed).
             if (await withSlot(() => routeWithRetry(record, 'low'))) open.delete(r.offset);
           });
@@ -370,7 +425,23 @@ export async function startRouter(
     }
   }
 
-  const loops = PRIORITIES.map((p) => (p === 'low' ? lowLoop() : loop(p)));
+  group = new GroupConsumer(log, {
+    topics: PRIORITIES.map((p) => ingestTopic(p)),
+    group: ROUTER_GROUP,
+    member: `router-${options.index}`,
+    consume: (claim) => {
+      const priority = PRIORITIES.find((p) => ingestTopic(p) === claim.topic)!;
+      return priority === 'low' ? lowLoop(claim) : loop(priority, claim);
+    },
+    onRebalance: (join) =>
+      options.logger.log('info', 'router partitions rebalanced', {
+        generation: join.generation,
+        members: join.members,
+        assigned: join.assigned,
+      }),
+    onError: (e) => options.logger.log('warn', 'router group heartbeat or partition failed', { error: String(e) }),
+  });
+  if (!stopping) group.start();
   // Retention: expired dedup keys and delivery_log rows older than 7 days leave the state groups (the machine
   // decides by the command's `now`, so every replica drops the same ones).
   const pruner = setInterval(() => {
@@ -384,7 +455,7 @@ export async function startRouter(
     async stop() {
       stopping = true;
       clearInterval(pruner);
-      await Promise.race([Promise.allSettled(loops), sleep(3000)]);
+      await Promise.race([group?.stop(), sleep(3000)]);
       await http.close();
       await log.close();
       await state.close();
