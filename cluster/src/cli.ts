@@ -703,6 +703,8 @@ function planWorkers(roles: WorkerRoles, service: string, basePort: number, spec
       );
     counts.set(m[1]!, Number(m[2]));
   }
+  const total = roles.reduce((sum, r) => sum + counts.get(r.role)!, 0);
+  if (total > MAX_WORKERS) throw new CliError(`--workers: at most ${MAX_WORKERS} workers in all, asked for ${total}`);
   const workers: WorkerRecord[] = [];
   // Places in the block: a role with a slot starts there, the others at the next free place after the roles
   // before them; a taken place is skipped either way.
@@ -712,8 +714,8 @@ function planWorkers(roles: WorkerRoles, service: string, basePort: number, spec
     let place = r.slot ?? next;
     for (let index = 1; index <= counts.get(r.role)!; index++) {
       while (taken.has(place)) place++;
-      if (place > MAX_WORKERS)
-        throw new CliError(`--workers: the workers do not fit the ${MAX_WORKERS} places of the service's port block`);
+      // Past the block's end: the lowest free place (there is one: the total was checked above).
+      if (place > MAX_WORKERS) place = Array.from({ length: MAX_WORKERS }, (_, i) => i + 1).find((p) => !taken.has(p))!;
       taken.add(place);
       const ports = workerPorts(basePort, place);
       place++;
@@ -730,8 +732,6 @@ function planWorkers(roles: WorkerRoles, service: string, basePort: number, spec
     }
     if (r.slot === undefined) next = place;
   }
-  if (workers.length > MAX_WORKERS)
-    throw new CliError(`--workers: at most ${MAX_WORKERS} workers in all, asked for ${workers.length}`);
   return workers;
 }
 

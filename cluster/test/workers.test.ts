@@ -61,9 +61,16 @@ t.test('up starts the workers after the members and lists them', async (t) => {
     );
     t.ok(await healthy(w.httpAddress), `${w.id} answers /healthz`);
   }
-  const k = workers.findIndex((w) => w.id === 'app1') + 1;
-  t.equal(apps[0]!.httpAddress, `127.0.0.1:${base! + 40 + k}`, 'worker k listens on base+40+k');
-  t.equal(apps[0]!.tcpAddress, `127.0.0.1:${base! + 160 + k}`, 'and on base+160+k');
+  // A worker at place k of the block listens on base+40+k and base+160+k: the app servers from place 3 (their
+  // role's slot: the public endpoints keep their ports), the click log's hosts from place 11.
+  const placeOf = (id: string) => Number(workers.find((w) => w.id === id)!.httpAddress.split(':')[1]) - base! - 40;
+  t.same(
+    ['analytics1', 'app1', 'app2', 'clicklog1', 'clicklog3'].map(placeOf),
+    [2, 3, 4, 11, 13],
+    'places: analytics 2, apps 3 on, click log 11 on',
+  );
+  t.equal(apps[0]!.httpAddress, `127.0.0.1:${base! + 40 + 3}`, 'app1 listens on base+40+3');
+  t.equal(apps[0]!.tcpAddress, `127.0.0.1:${base! + 160 + 3}`, 'and on base+160+3');
   const status = await cluster.cli('status', '--json');
   const rows = JSON.parse(status.stdout) as Array<{ id: string; role: string; pid: number | null }>;
   t.same(
