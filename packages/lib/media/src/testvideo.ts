@@ -1,8 +1,8 @@
 // Test videos of any length and size: ffmpeg's testsrc2 pattern (moving, so the encoder has real work) with
 // synthesised English speech, a sine tone, or no audio. Used by this package's tests, the bench and the video
 // service's tests. Speech comes from Debian's flite (voice "slt") by default: pocketsphinx recognises it almost
-// word for word, while espeak-ng's formant voice comes out mostly wrong (measured on one 18-word sentence: flite slt
-// every word but one, espeak-ng 1-2 words in four voice settings), so flite makes the caption test meaningful. espeak-ng stays selectable.
+// word for word, while espeak-ng's formant voice comes out mostly wrong, so flite makes the caption test
+// meaningful. espeak-ng stays selectable.
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -5,10 +5,9 @@
  * Why not a Map: a Map whose size swings between zero and a few dozen, as a pipelined client's does every turn,
  * rehashes into a new backing table again and again, and each obsolete table keeps a link to its successor. The
  * obsolete tables that were already promoted to the old generation then keep the newer ones, and through them the
- * calls, their promises and their answers, alive through the next scavenges. In a client making 20,000 calls a
- * second that was 1.9 MB promoted per scavenge (16% of all it allocated), scavenges of 4 to 7 ms, and old-space
- * garbage for the full collections: pauses in the caller's every latency. Here the two arrays live as long as the
- * connection, and a settled call's slot is simply emptied.
+ * calls, their promises and their answers, alive through the next scavenges: promoted bytes, longer scavenges and
+ * old-space garbage for the full collections, pauses in the caller's every latency (bench/RESULTS.md, kv findings). Here
+ * the two arrays live as long as the connection, and a settled call's slot is simply emptied.
  */
 export class CallTable<T> {
   /** The id held by each slot, 0 when free (ids start at 1). */

@@ -23,8 +23,8 @@ import { locateAuction } from '../../placement.js';
 const POLL_MS = 300;
 /**
  * How long the list of auction groups is kept between polls. Fetching it is a linearizable read of the meta group
- * (a round of heartbeats that wakes it); the groups are created once, when the cluster starts, so every 300 ms was
- * only keeping an idle meta group awake.
+ * (a round of heartbeats that wakes it); the groups are created once, when the cluster starts, so polling it at
+ * POLL_MS would only keep an idle meta group awake.
  */
 const GROUPS_KEPT_MS = 30_000;
 

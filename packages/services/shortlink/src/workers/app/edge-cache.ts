@@ -5,8 +5,8 @@
  * Two generations of Maps instead of an LRU list: a hit in the young one is one Map lookup and a clock compare; a
  * hit in the old one moves the entry to the young one; once the young one holds half the capacity it becomes the
  * old one and the previous old one is dropped. So the codes used within the last half-capacity of distinct codes
- * stay, at most `max` entries are held, and a redirect does no list bookkeeping (lru-cache's get was about 5% of
- * an app server's CPU under redirect load). Lifetimes are on the monotonic clock: a wall-clock step cannot stretch them.
+ * stay, at most `max` entries are held, and a redirect does no list bookkeeping (an LRU list's get showed in an app
+ * server's profile under redirect load). Lifetimes are on the monotonic clock: a wall-clock step cannot stretch them.
  */
 import type { LinkRecord } from '../../members/api.js';
 import { EXPIRY_MARGIN_MS } from '../../members/shared-cache.js';

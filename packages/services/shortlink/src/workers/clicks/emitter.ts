@@ -20,10 +20,8 @@ import { encodeClicks } from './wire.js';
 
 /**
  * A block's longest wait. Blocks are what keeps the click path cheap (one log record, one msgpack value per block
- * instead of per click). 100 ms was chosen against the single-disk click stream this path used before (20 against
- * 5 ms: about 2 us less per click on the app server; 50 against 20 and 100 against 50: a few us less per redirect
- * on the stream, README "Speed"); an append to the log is a Raft round on three processes, a larger fixed cost
- * that blocks amortise the same way. A block still leaves at `click_block` (500) clicks first: 500 clicks with
+ * instead of per click): a longer wait makes fewer, fuller blocks and less work per click on both sides (README
+ * "Speed"), and an append to the log is a Raft round on three processes, a fixed cost that blocks amortise. A block still leaves at `click_block` (500) clicks first: 500 clicks with
  * referer and user agent at their 512-character cap, in base64, stay under the log's 1 MiB append body.
  */
 export const CLICK_BLOCK_MS = 100;

@@ -27,10 +27,10 @@ const refererCountKey = (code: string) => `n!${code}`;
 
 /**
  * Each counter a link's clicks changed is read and written once per interval, however many clicks it took, so the
- * LevelDB work (memtable inserts, then their compaction: about half of this worker's CPU under redirect load) goes
- * with the number of intervals, not clicks. 5 s against 1 s: 4.2-4.4 -> 1.9-2.2 us of CPU per click at 29,000
- * clicks/s over 10,000 links (test/load/analytics-cpu.js, 2 alternated runs; 2 s gave 2.9-3.4). The cost: stats
- * trail the clicks by up to 5 s, and a crashed worker counts up to 5 s of the stream again (exactly once still).
+ * LevelDB work (memtable inserts, then their compaction: most of this worker's CPU under redirect load) goes with
+ * the number of intervals, not clicks; a longer interval roughly halves the CPU per click (bench/RESULTS.md,
+ * shortlink findings; test/load/analytics-cpu.js). The cost: stats trail the clicks by up to 5 s, and a crashed
+ * worker counts up to 5 s of the stream again (exactly once still).
  */
 export const DEFAULT_FLUSH_MS = 5_000;
 /** Links with unwritten increments past which a batch waits for a write (bounds memory under a backlog). */
