@@ -8,7 +8,7 @@ import { basename, isAbsolute, relative } from 'node:path';
 import { entryRole } from './service-list.js';
 import { clusterDirs, isAlive, readState, tokenPath, type ClusterState } from './state.js';
 
-export interface ListedCluster {
+interface ListedCluster {
   /** The folder's name: what `--service` names when it is the service's (data/<service>). */
   cluster: string;
   service: string;

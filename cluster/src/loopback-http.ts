@@ -12,7 +12,7 @@ export interface LoopbackAnswer {
   text: string;
 }
 
-export interface LoopbackRequest {
+interface LoopbackRequest {
   /** host:port */
   address: string;
   method: string;

@@ -143,7 +143,7 @@ export async function assertPortFree(host: string, port: number): Promise<void> 
   });
 }
 
-export interface HttpAnswer {
+interface HttpAnswer {
   status: number;
   body: unknown;
 }

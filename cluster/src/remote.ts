@@ -15,13 +15,13 @@ import { memberRow, mergeGroupRows, withLag, type GroupedStatus, type GroupRow, 
 export { remoteOptions, type RemoteFlags } from './remote-flags.js';
 
 /** The answer of one endpoint: its HTTP status and body, or status 0 and why it could not be reached. */
-export interface RemoteAnswer {
+interface RemoteAnswer {
   status: number;
   body: unknown;
   error?: string;
 }
 
-export interface EndpointStatus {
+interface EndpointStatus {
   url: string;
   status: GroupedStatus | null;
   /** Why there is no status (unreachable, refused, not a member...), for the operator. */

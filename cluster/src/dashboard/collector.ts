@@ -48,7 +48,7 @@ export interface RemoteSource {
   cluster: RemoteCluster;
 }
 
-export interface CollectorOptions {
+interface CollectorOptions {
   dataRoot: string;
   /** `cluster dashboard --endpoints`: one remote cluster, polled over HTTP(S) only. */
   remote?: RemoteSource;
@@ -89,7 +89,7 @@ interface ClusterEntry {
   groups: Map<string, { leader: string | null; term: number }>;
 }
 
-export type TickListener = (overview: Overview, events: TimelineEvent[]) => void;
+type TickListener = (overview: Overview, events: TimelineEvent[]) => void;
 
 export class Collector {
   private readonly clusters = new Map<string, ClusterEntry>();

@@ -6,7 +6,7 @@ import { CliError, clusterDirs, tokenPath } from '../state.js';
 import { RemoteCluster } from '../remote.js';
 import { startDashboard } from './server.js';
 
-export interface DashboardCommandOptions {
+interface DashboardCommandOptions {
   dataRoot: string;
   host: string;
   port: number;

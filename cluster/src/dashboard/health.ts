@@ -34,7 +34,7 @@ export function newHealth(): HealthMemory {
   return { misses: 0, firstMissAt: null, lastAnswerAt: null, lastRole: null, lastLatencyMs: null };
 }
 
-export interface Judgement {
+interface Judgement {
   state: MemberState;
   /** The role it answered with last (kept while it is slow). */
   role: Role | null;

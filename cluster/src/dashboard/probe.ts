@@ -12,7 +12,7 @@ const agent = new Agent({ keepAlive: true, maxSockets: 4, maxFreeSockets: 2 });
 
 export const probeCounters = { httpCalls: 0, httpFailures: 0 };
 
-export type Fetched = LoopbackAnswer;
+type Fetched = LoopbackAnswer;
 
 /** GET http://address/path with a bearer token; null when it fails or takes longer than timeoutMs. */
 export async function httpGet(
@@ -37,7 +37,7 @@ export async function getJson(address: string, path: string, token: string, time
   }
 }
 
-export interface ProcSample {
+interface ProcSample {
   /** utime + stime, in clock ticks. */
   cpuTicks: number;
   rssBytes: number | null;

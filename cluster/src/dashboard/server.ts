@@ -36,7 +36,7 @@ import { Timeline } from './timeline.js';
 
 const DEFAULT_WEB_DIR = fileURLToPath(new URL('../../../web/dist', import.meta.url));
 
-export interface DashboardOptions {
+interface DashboardOptions {
   dataRoot: string;
   jepsenDir: string;
   token: string;
@@ -53,7 +53,7 @@ export interface DashboardOptions {
   remote?: RemoteSource;
 }
 
-export interface RunningDashboard {
+interface RunningDashboard {
   port: number;
   url: string;
   collector: Collector;

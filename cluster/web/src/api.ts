@@ -56,7 +56,7 @@ export async function fetchJepsen(): Promise<JepsenRun[]> {
   return (await request<{ runs: JepsenRun[] }>('GET', '/api/jepsen')).runs;
 }
 
-export interface FaultAnswer {
+interface FaultAnswer {
   ok: true;
   event: TimelineEvent;
   /** What the action did not fully manage (a member it could not reach...), as the CLI prints it. */
@@ -69,7 +69,7 @@ export function postFault(cluster: string, fault: FaultRequest): Promise<FaultAn
 
 export type LiveStatus = 'connecting' | 'live' | 'reconnecting';
 
-export interface LiveHandlers {
+interface LiveHandlers {
   message(m: LiveMessage): void;
   status(s: LiveStatus): void;
   /** The socket opened again after being closed: the page refetches what it may have missed. */

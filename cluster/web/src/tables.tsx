@@ -2,7 +2,7 @@
 import type { ClusterView, FaultAction, MemberView } from './types.js';
 import { bytes, num, percent, rate, ms } from './format.js';
 
-export type FaultAsk = (action: FaultAction, member?: string) => void;
+type FaultAsk = (action: FaultAction, member?: string) => void;
 
 const DEAD = new Set(['down', 'removed']);
 

@@ -17,7 +17,7 @@ export interface Budget {
 
 const CLOCK_PERIOD = 256;
 
-export interface BudgetLimits {
+interface BudgetLimits {
   readonly maxSteps?: number;
   /** Returns true once the deadline has passed. */
   readonly deadlinePassed?: () => boolean;

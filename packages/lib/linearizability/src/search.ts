@@ -8,7 +8,7 @@ import { VisitedCache } from './visited-cache.js';
 
 export type Verdict = 'ok' | 'illegal' | 'unknown';
 
-export interface SearchOutcome {
+interface SearchOutcome {
   readonly verdict: Verdict;
   /** For 'ok': a witness order of operation indexes (pending ones left out did not take effect). */
   readonly linearization?: number[];

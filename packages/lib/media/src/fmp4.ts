@@ -2,7 +2,7 @@
 // fragment, to move each fragment onto the video's timeline, and to read the durations and codec strings that the
 // manifests advertise. Pure functions over Buffers.
 
-export interface Box {
+interface Box {
   type: string;
   start: number;
   size: number;

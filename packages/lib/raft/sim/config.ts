@@ -25,7 +25,7 @@ export type Fault =
   | { kind: 'removeMember'; at: number; pick: number }
   | { kind: 'readdMember'; at: number; pick: number };
 
-export type FaultKind = Fault['kind'];
+type FaultKind = Fault['kind'];
 
 /** Deliberate bugs on the simulator's side of the contract (the core's own mutations are in CoreOptions). */
 export interface SimMutations {
@@ -145,7 +145,7 @@ export interface SimConfig {
 const SHAPES: PartitionShape[] = ['halves', 'oneway', 'bridge', 'isolateLeader'];
 
 /** One random fault, with its parameters drawn from `rng`, at time `at`. */
-export function randomFault(rng: Random, at: number, kind: FaultKind): Fault {
+function randomFault(rng: Random, at: number, kind: FaultKind): Fault {
   switch (kind) {
     case 'partition':
       return { kind, at, shape: rng.pick(SHAPES), duration: rng.int(100, 900), pick: rng.next() };

@@ -15,7 +15,7 @@ export function mixNumber(h: number, x: number): number {
   return h >>> 0;
 }
 
-export function mixBytes(h: number, bytes: Uint8Array): number {
+function mixBytes(h: number, bytes: Uint8Array): number {
   for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i]!, FNV_PRIME);
   return h >>> 0;
 }

@@ -1,7 +1,7 @@
 /** The deliberate bugs the mutation check plants, one at a time (see mutations.ts). */
 import type { CoreMutations, SimConfig, SimMutations } from './config.js';
 
-export interface Mutation {
+interface Mutation {
   name: string;
   what: string;
   core?: CoreMutations;

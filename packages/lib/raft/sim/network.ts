@@ -14,7 +14,7 @@ export interface LinkParams {
   maxDelay: number;
 }
 
-export interface NetworkStats {
+interface NetworkStats {
   sent: number;
   delivered: number;
   dropped: number;

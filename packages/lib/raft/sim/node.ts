@@ -47,7 +47,7 @@ export type ClientReply =
  * What a member needs from the process it runs in (SimProcess is one): declared here, so the process module
  * imports the member and never the other way round.
  */
-export interface NodeProcess {
+interface NodeProcess {
   /** The storage device every group of the process syncs through. */
   readonly device: SharedSync;
   /** The process's members by group index; a member enters itself here. */

@@ -3,7 +3,7 @@
  * ties), so a run is a pure function of its seed.
  */
 
-export interface SimEvent {
+interface SimEvent {
   readonly time: number;
   readonly seq: number;
   readonly run: () => void;

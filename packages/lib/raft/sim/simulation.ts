@@ -27,7 +27,7 @@ export interface RunOptions {
   maxEvents?: number;
 }
 
-export interface SimStats {
+interface SimStats {
   events: number;
   virtualMs: number;
   ops: number;
@@ -76,7 +76,7 @@ function members(c: Configuration): NodeId[] {
  * One Raft group of the run: its member on each process, its own checker (every invariant holds per group), its
  * own clients and history (linearizability per group), and its committed configuration.
  */
-export class SimGroup implements NodeHost, ClientHost {
+class SimGroup implements NodeHost, ClientHost {
   readonly checker = new Checker();
   readonly nodes = new Map<NodeId, SimNode<SimProcess>>();
   readonly clients: SimClient[] = [];
@@ -232,7 +232,7 @@ export class SimGroup implements NodeHost, ClientHost {
   }
 }
 
-export class Simulation implements ProcessHost {
+class Simulation implements ProcessHost {
   readonly queue = new EventQueue();
   readonly rng: Random;
   readonly network: SimNetwork;

@@ -3,7 +3,7 @@
  * in flight. Three modes, as in etcd's tracker: probe (one append at a time until the match point is found),
  * replicate (pipelined appends within a window bounded by count and bytes), snapshot (waiting for a snapshot).
  */
-export type ProgressState = 'probe' | 'replicate' | 'snapshot';
+type ProgressState = 'probe' | 'replicate' | 'snapshot';
 
 export class Progress {
   match = 0;

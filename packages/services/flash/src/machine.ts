@@ -25,7 +25,7 @@ import type { ApplyContext, StateMachine } from '@raftkit/raft';
 export const RESERVATION_WINDOW_MS = 10 * 60_000;
 /** Bounds of a deal's own window (`windowMs` of createDeal: an operator's knob for tests; the spec's is the default). */
 export const MIN_WINDOW_MS = 1_000;
-export const MAX_WINDOW_MS = 24 * 60 * 60_000;
+const MAX_WINDOW_MS = 24 * 60 * 60_000;
 /**
  * How early the deal service's go-live broadcast may arrive before start_at (by this group's entry time) and still
  * be trusted: the broadcast is authoritative, but one far ahead of start_at is a bug, not clock skew.

@@ -44,7 +44,7 @@ const packr = new Packr({ useRecords: false });
  * Throws CommandShapeError unless `command` is a KvCommand: checked before anything changes, so a malformed entry
  * (a bug or a forged one) is refused the same way on every member (ApplyError for its proposer) and changes nothing.
  */
-export function checkKvCommand(command: unknown): asserts command is KvCommand {
+function checkKvCommand(command: unknown): asserts command is KvCommand {
   const c = commandOf(command, ['put', 'delete', 'cas', 'batch'] as const);
   if (c.op === 'batch') {
     batchCommandsField(c, ['put', 'delete', 'cas'] as const, checkKvCommand, MAX_BATCH_COMMANDS);

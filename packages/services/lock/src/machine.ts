@@ -114,7 +114,7 @@ const MAX_SESSION_TIMEOUT_MS = 86_400_000;
  * Throws CommandShapeError unless `command` is a LockCommand: checked before anything changes, so a malformed entry
  * (a bug or a forged one) is refused the same way on every member (ApplyError for its proposer) and changes nothing.
  */
-export function checkLockCommand(command: unknown): asserts command is LockCommand {
+function checkLockCommand(command: unknown): asserts command is LockCommand {
   const c = commandOf(command, [
     'openSession',
     'heartbeat',

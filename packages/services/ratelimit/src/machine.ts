@@ -67,7 +67,7 @@ const packr = new Packr({ useRecords: false });
  * before anything changes, so a malformed entry (a bug or a forged one) is refused the same way on every member
  * (ApplyError for its proposer), and no check instance ever receives a rule it cannot evaluate.
  */
-export function checkRuleCommand(command: unknown): asserts command is RuleCommand {
+function checkRuleCommand(command: unknown): asserts command is RuleCommand {
   const c = commandOf(command, ['registerTenant', 'putRule', 'deleteRule'] as const);
   const oneOf = (value: string, allowed: readonly string[], what: string): void => {
     if (!allowed.includes(value)) throw new CommandShapeError(`${c.op}.${what}: expected one of ${allowed.join(', ')}`);

@@ -13,7 +13,7 @@ export const MAX_URL_LENGTH = 2048;
 const DEFAULT_EXPIRY_YEARS = 5;
 const MAX_EXPIRY_YEARS = 100;
 
-export interface CreateRequest {
+interface CreateRequest {
   long_url: string;
   alias: string | null;
   expires_at: number;

@@ -114,7 +114,7 @@ function checkCreateSpec(spec: Record<string, unknown>, at: string): void {
  * (a bug or a forged one: a long_url with CR/LF once crashed an app server on redirect) is refused the same way on
  * every member (ApplyError for its proposer) and changes nothing. A create_many with one bad link is refused whole.
  */
-export function checkLinkCommand(command: unknown): asserts command is LinkCommand {
+function checkLinkCommand(command: unknown): asserts command is LinkCommand {
   const c = commandOf(command, ['lease', 'create', 'create_many', 'delete', 'purge'] as const);
   switch (c.op) {
     case 'lease':

@@ -9,7 +9,7 @@
 import type { NodeId } from '../types.js';
 
 /** What liveness needs to know of one group's member on this process. */
-export interface QuiescedView {
+interface QuiescedView {
   quiesced: boolean;
   role: string;
   leader: NodeId | null;

@@ -77,7 +77,7 @@ function toBatched(group: string, m: Beat): BatchedBeat {
 }
 
 /** Options of `expandBatch`. */
-export interface ExpandOptions {
+interface ExpandOptions {
   /**
    * A deliberate bug for the simulator's mutation check (brokenCoalescing): each heartbeat is handed to the
    * group of the next beat in the batch, i.e. applied to the wrong group. Never set it outside the simulator.

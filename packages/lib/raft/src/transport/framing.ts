@@ -84,7 +84,7 @@ export function encodeMessageFrame(
   return frame;
 }
 
-export interface FrameDecoderOptions {
+interface FrameDecoderOptions {
   /** Longest payload accepted. Default {@link DEFAULT_MAX_FRAME_BYTES}. */
   maxFrameBytes?: number;
 }

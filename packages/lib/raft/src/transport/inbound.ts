@@ -22,7 +22,7 @@ import {
 } from './wire.js';
 
 /** What an inbound connection needs from its transport. */
-export interface InboundSettings {
+interface InboundSettings {
   selfId: NodeId;
   /** The MAC key derived from the cluster secret. */
   key: Buffer;

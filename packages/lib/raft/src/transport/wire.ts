@@ -50,7 +50,7 @@ export interface WelcomeFrame {
 }
 
 /** Any message except 'snapshot', which always travels as chunks. */
-export interface MessageFrame {
+interface MessageFrame {
   kind: 'msg';
   message: Message;
   /** The Raft group the message belongs to, when the transport carries many (see TcpTransport.channel). */

@@ -27,7 +27,7 @@ type CollabNode = RaftNode<CollabCommand, CollabResult, CollabMachine>;
 const COMPACT_EVERY_MS = 60_000;
 
 /** The op-log groups: a CollabMachine each, on three processes (fewer while fewer are live). */
-export const OP_LOG_KIND: OnRequestKind = {
+const OP_LOG_KIND: OnRequestKind = {
   name: 'op-log',
   provisioning: 'on request',
   includes: (name) => COLLAB_GROUPS.includes(name),

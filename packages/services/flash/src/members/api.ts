@@ -26,12 +26,12 @@ import { gatewayRole } from '../workers/gateway/gateway.js';
 type FlashNode = RaftNode<FlashCommand, FlashResult, FlashMachine>;
 
 /** How often a group's leader looks for deals to put live and reservations to expire. */
-export const JOB_EVERY_MS = 500;
+const JOB_EVERY_MS = 500;
 /** How long an ended deal's records (reservations, paid orders) stay readable before the leader drops them. */
-export const KEEP_ENDED_MS = 24 * 60 * 60_000;
+const KEEP_ENDED_MS = 24 * 60 * 60_000;
 
 /** The inventory groups: one FlashMachine each, on every live process up to five (a won unit survives four losses). */
-export const INVENTORY_KIND: OnRequestKind = {
+const INVENTORY_KIND: OnRequestKind = {
   name: 'inventory',
   provisioning: 'on request',
   includes: (name) => parseInventoryGroup(name) !== null,

@@ -13,7 +13,7 @@ import type { ServerResponse } from 'node:http';
 import { HttpError } from '@raftkit/http';
 import type { LockChange, LockState } from '../machine.js';
 
-export interface WatchFilter {
+interface WatchFilter {
   /** Fire only on changes that grant this session the lock or take it away (so only the head is woken). */
   session: string | null;
 }
@@ -23,7 +23,7 @@ interface Waiter {
   fire: (change: LockChange) => void;
 }
 
-export interface WatchLimits {
+interface WatchLimits {
   /** Watches (long polls and streams) open at once on this member. */
   maxWatchers: number;
   /** A stream with more unsent bytes than this for `slowMs` is too slow. */

@@ -8,7 +8,7 @@
 import type { ServiceContext } from '@raftkit/http';
 import { diedAt, type Link, type LinkCommand, type LinkMachine, type LinkResult } from '../machine.js';
 
-export interface PurgeOptions {
+interface PurgeOptions {
   /** How long a link stays after it died (default one day). */
   graceMs: number;
   /** Time between rounds (default one minute). */

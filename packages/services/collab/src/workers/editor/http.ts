@@ -98,7 +98,7 @@ function userOf(principal: Principal): string | null {
  * What the editor's HTTP side needs of its worker (EditorWorker is one): declared here so the endpoints do not
  * import the worker that registers them.
  */
-export interface EditorWorker {
+interface EditorWorker {
   readonly options: WorkerOptions;
   readonly log: LogAccess;
   readonly settings: { readonly maxDocsPerUser: number };

@@ -96,7 +96,7 @@ interface Entry {
   outcome: Promise<Outcome>;
 }
 
-export interface SessionHooks {
+interface SessionHooks {
   /** The session is over (lost, released or failed): forget it. */
   ended(session: DocSession): void;
   log(level: 'info' | 'warn', message: string, fields?: Record<string, unknown>): void;

@@ -67,7 +67,7 @@ function settingsOf(raw: Record<string, string>): WorkerSettings {
   };
 }
 
-export class CollabWorker {
+class CollabWorker {
   readonly sessions = new Map<string, DocSession>();
   private readonly opening = new Map<string, Promise<DocSession | null>>();
   readonly settings: WorkerSettings;

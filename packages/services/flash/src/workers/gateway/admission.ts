@@ -39,7 +39,7 @@ const MAX_BUCKETS = 500_000;
 /** Verified tokens remembered per gateway (each kind): far above the crowd this machine serves, a bound against misuse. */
 export const MAX_CACHED_TOKENS = 100_000;
 
-export interface AdmissionSettings {
+interface AdmissionSettings {
   /** Per-IP bucket: refill per second (capacity twice that). */
   ipRate: number;
   /** Per-user bucket: refill per second (capacity twice that). */

@@ -37,7 +37,7 @@ import type { Tallies } from './tallies.js';
 const QUEUED_PATIENCE_MS = 120_000;
 
 /** What the local gates leave to wait for (numbers, not objects: nothing allocated to say it). */
-export type Next = 0 | 1 | 2 | 3 | 4 | 5;
+type Next = 0 | 1 | 2 | 3 | 4 | 5;
 const NEXT_INVENTORY = 0;
 const NEXT_EVERY_SHARD = 1;
 const NEXT_PENDING = 2;
@@ -47,7 +47,7 @@ const NEXT_HOLDER = 4;
 /** The bitmap is empty from this gateway's own reservations, ahead of the winners it knows: refresh, then the gates again. */
 const NEXT_REFRESH = 5;
 
-export interface AttemptsOptions {
+interface AttemptsOptions {
   cache: DealCache;
   admission: Admission;
   peers: Peers;

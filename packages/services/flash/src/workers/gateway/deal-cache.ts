@@ -57,7 +57,7 @@ export interface DealEntry {
 }
 
 /** What the cache tells its owner: a deal first held here, and a deal forgotten. */
-export interface DealCacheHooks {
+interface DealCacheHooks {
   adopted(entry: DealEntry): void;
   dropped(dealId: string): void;
 }

@@ -29,7 +29,7 @@ import { Routes } from './routes.js';
 import { Tallies } from './tallies.js';
 
 /** What the gateway reads of its settings (the settings module's GatewaySettings has these and more). */
-export interface GatewayParts {
+interface GatewayParts {
   challengeBits: number;
   ipRate: number;
   userRate: number;

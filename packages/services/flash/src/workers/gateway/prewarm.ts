@@ -16,7 +16,7 @@ export const PREWARM_LEAD_MS = 2 * 60_000;
 export const SMOKE_LEAD_MS = 60_000;
 export const SMOKE_MS = 30_000;
 
-export interface PrewarmOptions {
+interface PrewarmOptions {
   cache: DealCache;
   backend: InventoryBackend;
   logger: Logger;

@@ -36,7 +36,7 @@ import { stateBodyOf, type DealCache, type DealEntry } from './deal-cache.js';
 import { readAttemptBody } from './fast-routes.js';
 import { SMOKE_MS, type Prewarm } from './prewarm.js';
 
-export interface RoutesOptions {
+interface RoutesOptions {
   cache: DealCache;
   admission: Admission;
   attempts: Attempts;

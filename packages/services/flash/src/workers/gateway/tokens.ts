@@ -6,7 +6,7 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** A challenge must be answered within this long. */
-export const CHALLENGE_TTL_MS = 10 * 60_000;
+const CHALLENGE_TTL_MS = 10 * 60_000;
 /** An anti-bot token is honoured this long after it is given (enough for a deal's window). */
 export const BOT_TOKEN_TTL_MS = 6 * 60 * 60_000;
 /** The account-farm defence: accounts at least this old... */
@@ -28,7 +28,7 @@ export function makeChallenge(secret: string, dealId: string, userId: string, no
   return `c1.${now}.${rand}.${mac(secret, `challenge\u0000${dealId}\u0000${userId}\u0000${now}\u0000${rand}`)}`;
 }
 
-export type ChallengeCheck = 'ok' | 'invalid' | 'expired';
+type ChallengeCheck = 'ok' | 'invalid' | 'expired';
 
 export function checkChallenge(
   secret: string,

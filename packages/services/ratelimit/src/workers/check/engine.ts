@@ -59,7 +59,7 @@ export interface StoreLink {
   inFlight: number;
 }
 
-export interface EngineOptions {
+interface EngineOptions {
   rules(): RuleIndex;
   /** The store holding the counters of `rule` (its tenant's shard, in this region or the global one). */
   storeFor(rule: Rule): StoreLink;

@@ -2,7 +2,7 @@
  * The spec's counter-store mode of a check instance, per store: normal, or degraded after three consecutive
  * failed health checks; back to normal after three consecutive successes. Pure: the caller runs the checks.
  */
-export type StoreMode = 'normal' | 'degraded';
+type StoreMode = 'normal' | 'degraded';
 
 const FLIP_AFTER = 3;
 

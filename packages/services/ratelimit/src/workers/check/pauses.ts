@@ -22,7 +22,7 @@ const SAMPLE_MS = 2;
 /** Delays over these many milliseconds are counted apart. */
 const THRESHOLDS_MS = [1, 5] as const;
 
-export interface PauseWatch {
+interface PauseWatch {
   stop(): void;
 }
 

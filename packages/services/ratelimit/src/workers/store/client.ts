@@ -89,7 +89,7 @@ export class StoreClient {
   }
 }
 
-export interface StoreTopology {
+interface StoreTopology {
   regions: number;
   /** The stores (shards) of a region (1-based), in shard order. */
   storesOf(region: number): PeerAddress[];

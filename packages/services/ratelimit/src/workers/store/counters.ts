@@ -25,7 +25,7 @@ import { idleExpiryFor, type BucketCounter as Counter, type BucketLimits } from 
 import type { SyncEntry, WireOp, WireResult } from './protocol.js';
 
 /** A counter as `peek` shows it (a copy of its slot). */
-export interface StoredCounter extends Counter {
+interface StoredCounter extends Counter {
   /** Its key's prefix (up to the third ":") and value: the key is prefix + value. */
   prefix: string;
   value: string;
@@ -44,7 +44,7 @@ export interface StoredCounter extends Counter {
   remote: Map<number, { demand: number; at: number }> | null;
 }
 
-export interface CounterTableOptions {
+interface CounterTableOptions {
   /** Regions of the deployment (1: no syncs, no change tracking). */
   regions: number;
   /** The region sync interval; budget demand is counted per interval of this length. */

@@ -14,7 +14,7 @@ export type WireResult = [0 | 1, number, number, number];
  */
 export type SyncEntry = [string, number, number, number, number, number, number, 0 | 1];
 
-export type StoreRequest =
+type StoreRequest =
   | { t: 'take'; ops: WireOp[] }
   | { t: 'debit'; key: string; capacity: number; refillRate: number; count: number }
   | { t: 'ping' }

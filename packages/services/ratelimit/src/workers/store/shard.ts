@@ -21,7 +21,7 @@ const SWEEP_SLICE = 1_000;
 const SWEEP_EVERY_MS = 20;
 const SWEEP_IDLE_MS = 1_000;
 
-export interface ShardOptions {
+interface ShardOptions {
   regions: number;
   syncMs: number;
   /** This shard's region: a sync from it is refused. */

@@ -13,12 +13,12 @@ const ENTRIES_PER_FRAME = 2_000;
 /** Undelivered entries kept per peer; past this the backlog is dropped (eventual consistency, logged). */
 const MAX_BACKLOG = 500_000;
 
-export interface RegionPeer {
+interface RegionPeer {
   region: number;
   store: PeerAddress;
 }
 
-export interface RegionSyncOptions {
+interface RegionSyncOptions {
   table: CounterTable;
   region: number;
   peers: RegionPeer[];

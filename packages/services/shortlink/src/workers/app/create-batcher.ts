@@ -7,7 +7,7 @@
  */
 import type { CreateSpec } from '../../machine.js';
 
-export interface BatchLimits {
+interface BatchLimits {
   /** Links per batch. */
   maxLinks: number;
   /** Approximate JSON bytes per batch: stays under the members' 1 MiB body limit whatever the URLs' lengths. */

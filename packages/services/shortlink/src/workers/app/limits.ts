@@ -6,7 +6,7 @@
 import { LRUCache } from 'lru-cache';
 import { fullCounter, idleExpiryMs, take, type BucketLimits, type BucketCounter as Counter } from '@raftkit/http';
 
-export type LimitDecision =
+type LimitDecision =
   | { allowed: true; remaining: number }
   | { allowed: false; retryAfterMs: number; dimension: 'api_key' | 'ip' };
 

@@ -18,7 +18,7 @@ export interface AppSettings {
   createBatchMax: number;
 }
 
-export const DEFAULTS = {
+const DEFAULTS = {
   edge_cache_ttl_ms: 5000,
   edge_cache_entries: 100_000,
   negative_cache_ttl_ms: 1000,
