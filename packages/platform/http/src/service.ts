@@ -228,7 +228,8 @@ export class ServiceContext<C = unknown, R = unknown> {
 
   /**
    * The group of that name, running on this member; otherwise a 421 `misdirected` naming the members that hold it
-   * (`members: [{id, url}]`), or a 404 when the meta group does not know it. Sets the leader header on `ctx`.
+   * (`members: [{id, url}]`), a 503 while this member is placed in it but still starting its copy, or a 404 when
+   * the meta group does not know it. Sets the leader header on `ctx`.
    */
   requireGroup<C2, R2, M extends StateMachine<C2, R2> = StateMachine<C2, R2>>(
     ctx: RequestContext,
@@ -327,6 +328,10 @@ export class ServiceContext<C = unknown, R = unknown> {
       throw new HttpError(404, 'group_not_found', `no group ${name} (yet: the meta group may still be applying it)`, {
         group: name,
       });
+    // Placed here but not started yet: the meta group applied the placement and the host is still opening its copy
+    // (a group created a moment ago). Sending the client elsewhere would point it back here.
+    if (record.members.includes(this.groups.managed.id))
+      throw unavailable(`this member holds ${name} and is still starting its copy; retry`, 1);
     const members = record.members.map((id) => ({ id, url: catalog.host(id)?.http ?? null }));
     throw new HttpError(421, 'misdirected', `this member does not hold ${name}; ask one that does`, {
       group: name,

@@ -6,7 +6,7 @@
  */
 import { createServer } from 'node:http';
 import t from 'tap';
-import { LocalNetwork, MemoryStorage, RaftNode, type StateMachine } from '@raftkit/raft';
+import { LocalNetwork, type ManagedHost, MemoryStorage, RaftNode, type StateMachine } from '@raftkit/raft';
 import { MetricsRegistry } from '../src/metrics.js';
 import { Router } from '../src/router.js';
 import { ServiceContext } from '../src/service.js';
@@ -106,3 +106,38 @@ t.test('the command route writes once per client sequence, and reads see it', as
   t.equal(badSeq.status, 400, 'a malformed Client-Seq is refused before anything is proposed');
   t.same(await call('/total'), { status: 200, body: { total: 7 } });
 });
+
+t.test(
+  'a group placed on this member whose copy is still starting is a 503 to retry, not a 421 pointing back here',
+  async (t) => {
+    // The placement view the member process reads (ManagedHost's id, running groups and catalogue), as the meta
+    // group would have it a moment after creating `fresh` on m1 and m2 and `elsewhere` on m2 and m3.
+    const records: Record<string, { members: string[] }> = {
+      fresh: { members: ['m1', 'm2'] },
+      elsewhere: { members: ['m2', 'm3'] },
+    };
+    const placement = {
+      id: 'm1',
+      group: () => undefined,
+      catalog: () => ({
+        group: (name: string) => records[name],
+        host: (id: string) => ({ http: `http://${id}` }),
+      }),
+    };
+    const grouped = new ServiceContext(
+      { managed: placement as unknown as ManagedHost },
+      new Router({ tokens: [TOKEN] }),
+      new MetricsRegistry(),
+      { log: () => {} },
+      'grouped',
+    );
+    const ctx = { res: { writeHead: () => {} } } as unknown as Parameters<typeof grouped.requireGroup>[0];
+    t.throws(() => grouped.requireGroup(ctx, 'fresh'), { status: 503, code: 'unavailable' }, 'placed here: retry');
+    t.throws(
+      () => grouped.requireGroup(ctx, 'elsewhere'),
+      { status: 421, code: 'misdirected' },
+      'placed elsewhere: the members that hold it',
+    );
+    t.throws(() => grouped.requireGroup(ctx, 'unknown'), { status: 404, code: 'group_not_found' });
+  },
+);
