@@ -281,6 +281,32 @@ t.test('bad input of every endpoint gets a 4xx JSON error naming the field', asy
     body: { left: true },
   });
   t.same((await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000)).assigned, [0, 1], 'w-2 left: w-1 has both');
+  // Heartbeats are answered from the coordinator leader's memory: partition 0 commits no entry for them.
+  const coordinator = await leaderOf('bad', 0);
+  const commitIndex = async () =>
+    (await call(urlOf(coordinator), 'GET', '/v1/topics/bad/partitions/0', { token })).body.commit as number;
+  const before = await commitIndex();
+  for (let i = 0; i < 4; i++) {
+    const beat = await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000);
+    t.same([beat.members, beat.assigned], [['w-1'], [0, 1]], `heartbeat ${i} answers the group`);
+  }
+  t.equal(await commitIndex(), before, 'four heartbeats: the commit index of partition 0 stayed put');
+  // A follower sends a heartbeat to the leader (421 naming it), as it does a fetch it cannot answer.
+  const follower = description.partition_groups[0]!.members.find((m) => m.id !== coordinator)!;
+  const redirected = await call(follower.url!, 'POST', '/v1/topics/bad/groups/workers/members/w-1', {
+    token,
+    body: { slots: 2, ttl_ms: 30_000 },
+  });
+  t.match(redirected, { status: 421, body: { error: { code: 'misdirected', leader: coordinator } } });
+  // A member that stops heartbeating is expired by the leader (an entry) when its lease lapses on the leader's clock.
+  t.same((await log.joinGroup('bad', 'workers', 'w-3', 2, 1_000)).members, ['w-1', 'w-3']);
+  await until(
+    'w-3 expired after its 1 s lease',
+    async () => (await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000)).members.join() === 'w-1',
+    15_000,
+    200,
+  );
+  t.ok((await commitIndex()) > before, 'the join and the expiry were entries');
   t.match((await log.fetch('bad', 0, 0)).end_offset, 1, 'only the one valid append was stored');
   // Every member is still up.
   for (const url of cluster.members) t.equal((await call(url, 'GET', '/healthz')).status, 200);
