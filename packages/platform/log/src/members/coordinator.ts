@@ -27,7 +27,14 @@ export class GroupCoordinator {
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(private readonly service: ServiceContext) {
-    this.sweeper = setInterval(() => this.sweep(), EXPIRY_SWEEP_MS);
+    this.sweeper = setInterval(() => {
+      try {
+        this.sweep();
+      } catch (error) {
+        // A member still starting (no catalogue yet) or stopping: the next sweep looks again.
+        service.logger.log('warn', 'consumer-group expiry sweep failed', { error: String(error) });
+      }
+    }, EXPIRY_SWEEP_MS);
     this.sweeper.unref();
     service.onStop(() => clearInterval(this.sweeper));
   }
