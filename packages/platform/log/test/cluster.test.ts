@@ -14,6 +14,7 @@ import { agent, call, startCluster, topicAccess, until } from '@raftkit/testkit'
 import {
   CheckedConsumer,
   DeadLetterQueue,
+  GroupConsumer,
   LogClient,
   type ConsumedRecord,
   type DeadLetter,
@@ -446,6 +447,30 @@ t.test(
     step('consumer A committed');
     await restarting;
     step('the earlier restart done');
+    // Two live members of a consumer group coordinated by shop/0 heartbeat through everything below (the leader
+    // killed, then cut off): each new leader grants them full leases, so the group never changes generation. The
+    // 10 s lease only keeps a slow election on a loaded machine from lapsing them; the property holds for any.
+    const rebalances: number[] = [];
+    const watchers = ['m-a', 'm-b'].map(
+      (member) =>
+        new GroupConsumer(newClient(), {
+          topics: ['shop'],
+          group: 'watchers',
+          member,
+          ttlMs: 10_000,
+          consume: (claim) => new Promise((resolve) => claim.signal.addEventListener('abort', () => resolve())),
+          onRebalance: (join) => rebalances.push(join.generation),
+        }),
+    );
+    for (const w of watchers) w.start();
+    await until('both watchers in one generation', async () => watchers.every((w) => w.members.length === 2), 30_000);
+    const settledGeneration = Math.max(...watchers.map((w) => w.generation));
+    await until(
+      'both watchers heard it',
+      async () => watchers.every((w) => w.generation === settledGeneration),
+      30_000,
+    );
+    const rebalancesBefore = rebalances.length;
     const leader = await leaderOf('shop', 0);
     await cli('kill', leader); // SIGKILL
     step('leader killed');
@@ -509,6 +534,19 @@ t.test(
     const other = newClient().consumer('shop', 'audit', { maxRecords: 1_000, waitMs: 2_000 });
     const first = await other.poll();
     t.equal(first[0]?.offset, 0, 'another group starts at 0');
+    const coordinator = await leaderOf('shop', 0);
+    const beats = async () =>
+      (await call(urlOf(coordinator), 'POST', '/v1/topics/shop/groups/watchers/members/m-a', {
+        token,
+        body: { slots: 1, ttl_ms: 10_000 },
+      })) as { status: number; body: { generation?: number; members?: string[] } };
+    t.match(await beats(), { status: 200, body: { generation: settledGeneration, members: ['m-a', 'm-b'] } });
+    t.same(
+      rebalances.slice(rebalancesBefore),
+      [],
+      `the watchers kept generation ${settledGeneration} through the leader's kill and its isolation`,
+    );
+    await Promise.all(watchers.map((w) => w.stop()));
   },
 );
 
