@@ -13,10 +13,10 @@ import type { GroupJoin, LogClient } from './client.js';
 import { DEFAULT_MEMBER_TTL_MS } from './membership.js';
 
 /**
- * Three seconds, not one: each heartbeat is a Raft entry on the coordinator partition, which quiesces after 2 s
- * without traffic; at one a second it never did, and the feed's idle members spent 0.038 cores more (README, Cost).
+ * One second: the coordinator's leader answers a heartbeat from memory (no Raft entry), so heartbeats no longer keep
+ * the coordinator partition awake, and a 4 s lease (DEFAULT_MEMBER_TTL_MS) survives three lost ones.
  */
-export const DEFAULT_HEARTBEAT_MS = 3_000;
+export const DEFAULT_HEARTBEAT_MS = 1_000;
 
 export interface PartitionClaim {
   readonly topic: string;

@@ -38,7 +38,8 @@ export {
   MAX_COORDINATED_GROUPS,
   MAX_GROUP_SLOTS,
 } from './membership.js';
-export type { GroupView, JoinResult, LeaveResult } from './membership.js';
+export type { CoordinatedGroup, ExpireResult, GroupView, JoinResult, LeaveResult } from './membership.js';
+export { CoordinatorLeases } from './lease-keeper.js';
 export type {
   LogClientOptions,
   TopicSettings,

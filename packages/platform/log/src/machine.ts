@@ -19,10 +19,14 @@ import {
 } from '@raftkit/http';
 import type { ApplyContext, StateMachine } from '@raftkit/raft';
 import {
+  type CoordinatedGroup,
+  type ExpireResult,
   GroupTable,
   type GroupTableSnapshot,
+  type GroupView,
   type JoinResult,
   type LeaveResult,
+  MAX_GROUP_MEMBERS,
   MAX_GROUP_SLOTS,
   MAX_MEMBER_TTL_MS,
   MIN_MEMBER_TTL_MS,
@@ -78,9 +82,14 @@ export type PartitionCommand =
    * (fencing a member the group has moved on from). Entries written before generations existed lack the field.
    */
   | { op: 'commit'; group: string; offset: number; expect: number | null; generation?: number | null }
-  /** Join a consumer group coordinated by this partition, or renew the member's lease (membership.ts). */
+  /**
+   * Join a consumer group coordinated by this partition (membership.ts); a member already in it changes nothing
+   * unless it asks for another slot count. Entries written when joins renewed replicated leases read the same.
+   */
   | { op: 'join'; group: string; member: string; slots: number; ttlMs: number }
   | { op: 'leave'; group: string; member: string }
+  /** Drop members whose leases lapsed on the coordinator leader's clock (lease-keeper.ts). */
+  | { op: 'expire'; group: string; members: string[] }
   | { op: 'configure'; retention: Retention }
   /** Apply retention at the entry's time: the leader proposes it when the oldest record is past the age limit, so
    * an idle partition is trimmed too (appends trim as they go). */
@@ -110,7 +119,8 @@ export type PartitionResult =
   | { op: 'configure'; ok: true; retention: Retention }
   | { op: 'trim'; ok: true; start: number }
   | JoinResult
-  | LeaveResult;
+  | LeaveResult
+  | ExpireResult;
 
 interface ProducerState {
   /** The last PRODUCER_WINDOW batches: sequence, base offset, count. */
@@ -132,7 +142,16 @@ const packr = new Packr({ useRecords: false });
 
 /** Throws CommandShapeError unless `command` is a PartitionCommand (before anything changes). */
 export function checkPartitionCommand(command: unknown): asserts command is PartitionCommand {
-  const c = commandOf(command, ['append', 'appends', 'commit', 'configure', 'trim', 'join', 'leave'] as const);
+  const c = commandOf(command, [
+    'append',
+    'appends',
+    'commit',
+    'configure',
+    'trim',
+    'join',
+    'leave',
+    'expire',
+  ] as const);
   if (c.op === 'append') {
     checkAppend(c);
   } else if (c.op === 'appends') {
@@ -162,6 +181,15 @@ export function checkPartitionCommand(command: unknown): asserts command is Part
     if (c.op === 'join') {
       integerField(c, 'slots', 0, MAX_GROUP_SLOTS);
       integerField(c, 'ttlMs', MIN_MEMBER_TTL_MS, MAX_MEMBER_TTL_MS);
+    }
+  } else if (c.op === 'expire') {
+    const group = stringField(c, 'group', 128);
+    if (!GROUP_ID.test(group)) throw new CommandShapeError('expire: group id');
+    const members = c.members;
+    if (!Array.isArray(members) || members.length === 0 || members.length > MAX_GROUP_MEMBERS)
+      throw new CommandShapeError(`expire: 1..${MAX_GROUP_MEMBERS} members`);
+    for (const member of members) {
+      if (typeof member !== 'string' || !GROUP_ID.test(member)) throw new CommandShapeError('expire: member id');
     }
   } else if (c.op === 'configure') {
     const retention = objectField(c, 'retention');
@@ -241,9 +269,19 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
     return [...this.offsets];
   }
 
-  /** A coordinated group's generation and live members at entry time `time`, or null when unknown. */
-  consumerGroup(group: string, time: number): ReturnType<GroupTable['view']> {
-    return this.membership.view(group, time);
+  /** A coordinated group's generation, slot count and members, or null when unknown. */
+  consumerGroup(group: string): GroupView | null {
+    return this.membership.view(group);
+  }
+
+  /** A member's lease length in a coordinated group, or null when it is not a member. */
+  memberTtl(group: string, member: string): number | null {
+    return this.membership.ttlOf(group, member);
+  }
+
+  /** The coordinated groups that have members, with their lease lengths (for the leader's lease keeping). */
+  coordinatedGroups(): CoordinatedGroup[] {
+    return this.membership.coordinated();
   }
 
   producerCount(): number {
@@ -291,9 +329,11 @@ export class PartitionMachine implements StateMachine<PartitionCommand, Partitio
         this.trim(context.time);
         return { op: 'trim', ok: true, start: this.startOffset };
       case 'join':
-        return this.membership.join(command.group, command.member, command.slots, command.ttlMs, context.time);
+        return this.membership.join(command.group, command.member, command.slots, command.ttlMs);
       case 'leave':
-        return this.membership.leave(command.group, command.member, context.time);
+        return this.membership.leave(command.group, command.member);
+      case 'expire':
+        return this.membership.expire(command.group, command.members);
     }
   }
 

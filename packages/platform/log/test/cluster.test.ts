@@ -14,6 +14,7 @@ import { agent, call, startCluster, topicAccess, until } from '@raftkit/testkit'
 import {
   CheckedConsumer,
   DeadLetterQueue,
+  GroupConsumer,
   LogClient,
   type ConsumedRecord,
   type DeadLetter,
@@ -281,6 +282,32 @@ t.test('bad input of every endpoint gets a 4xx JSON error naming the field', asy
     body: { left: true },
   });
   t.same((await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000)).assigned, [0, 1], 'w-2 left: w-1 has both');
+  // Heartbeats are answered from the coordinator leader's memory: partition 0 commits no entry for them.
+  const coordinator = await leaderOf('bad', 0);
+  const commitIndex = async () =>
+    (await call(urlOf(coordinator), 'GET', '/v1/topics/bad/partitions/0', { token })).body.commit as number;
+  const before = await commitIndex();
+  for (let i = 0; i < 4; i++) {
+    const beat = await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000);
+    t.same([beat.members, beat.assigned], [['w-1'], [0, 1]], `heartbeat ${i} answers the group`);
+  }
+  t.equal(await commitIndex(), before, 'four heartbeats: the commit index of partition 0 stayed put');
+  // A follower sends a heartbeat to the leader (421 naming it), as it does a fetch it cannot answer.
+  const follower = description.partition_groups[0]!.members.find((m) => m.id !== coordinator)!;
+  const redirected = await call(follower.url!, 'POST', '/v1/topics/bad/groups/workers/members/w-1', {
+    token,
+    body: { slots: 2, ttl_ms: 30_000 },
+  });
+  t.match(redirected, { status: 421, body: { error: { code: 'misdirected', leader: coordinator } } });
+  // A member that stops heartbeating is expired by the leader (an entry) when its lease lapses on the leader's clock.
+  t.same((await log.joinGroup('bad', 'workers', 'w-3', 2, 1_000)).members, ['w-1', 'w-3']);
+  await until(
+    'w-3 expired after its 1 s lease',
+    async () => (await log.joinGroup('bad', 'workers', 'w-1', 2, 30_000)).members.join() === 'w-1',
+    15_000,
+    200,
+  );
+  t.ok((await commitIndex()) > before, 'the join and the expiry were entries');
   t.match((await log.fetch('bad', 0, 0)).end_offset, 1, 'only the one valid append was stored');
   // Every member is still up.
   for (const url of cluster.members) t.equal((await call(url, 'GET', '/healthz')).status, 200);
@@ -420,6 +447,30 @@ t.test(
     step('consumer A committed');
     await restarting;
     step('the earlier restart done');
+    // Two live members of a consumer group coordinated by shop/0 heartbeat through everything below (the leader
+    // killed, then cut off): each new leader grants them full leases, so the group never changes generation. The
+    // 10 s lease only keeps a slow election on a loaded machine from lapsing them; the property holds for any.
+    const rebalances: number[] = [];
+    const watchers = ['m-a', 'm-b'].map(
+      (member) =>
+        new GroupConsumer(newClient(), {
+          topics: ['shop'],
+          group: 'watchers',
+          member,
+          ttlMs: 10_000,
+          consume: (claim) => new Promise((resolve) => claim.signal.addEventListener('abort', () => resolve())),
+          onRebalance: (join) => rebalances.push(join.generation),
+        }),
+    );
+    for (const w of watchers) w.start();
+    await until('both watchers in one generation', async () => watchers.every((w) => w.members.length === 2), 30_000);
+    const settledGeneration = Math.max(...watchers.map((w) => w.generation));
+    await until(
+      'both watchers heard it',
+      async () => watchers.every((w) => w.generation === settledGeneration),
+      30_000,
+    );
+    const rebalancesBefore = rebalances.length;
     const leader = await leaderOf('shop', 0);
     await cli('kill', leader); // SIGKILL
     step('leader killed');
@@ -483,6 +534,19 @@ t.test(
     const other = newClient().consumer('shop', 'audit', { maxRecords: 1_000, waitMs: 2_000 });
     const first = await other.poll();
     t.equal(first[0]?.offset, 0, 'another group starts at 0');
+    const coordinator = await leaderOf('shop', 0);
+    const beats = async () =>
+      (await call(urlOf(coordinator), 'POST', '/v1/topics/shop/groups/watchers/members/m-a', {
+        token,
+        body: { slots: 1, ttl_ms: 10_000 },
+      })) as { status: number; body: { generation?: number; members?: string[] } };
+    t.match(await beats(), { status: 200, body: { generation: settledGeneration, members: ['m-a', 'm-b'] } });
+    t.same(
+      rebalances.slice(rebalancesBefore),
+      [],
+      `the watchers kept generation ${settledGeneration} through the leader's kill and its isolation`,
+    );
+    await Promise.all(watchers.map((w) => w.stop()));
   },
 );
 

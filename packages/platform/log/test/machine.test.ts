@@ -329,6 +329,7 @@ t.test('malformed commands are refused with CommandShapeError before any change;
       { op: 'commit', group: 'g', offset: 1, expect: null, generation: 3 },
       { op: 'join', group: 'g', member: 'm-1', slots: 4, ttlMs: 5_000 },
       { op: 'leave', group: 'g', member: 'm-1' },
+      { op: 'expire', group: 'g', members: ['m-1', 'm-2'] },
     ],
     malformed: [
       null,
@@ -338,6 +339,10 @@ t.test('malformed commands are refused with CommandShapeError before any change;
       { op: 'join', group: 'g', member: 'm', slots: 4, ttlMs: 10 },
       { op: 'join', group: 'g', member: 'm', slots: 4 },
       { op: 'leave', group: 'g' },
+      { op: 'expire', group: 'g', members: [] },
+      { op: 'expire', group: 'g', members: ['m 1'] },
+      { op: 'expire', group: 'g', members: 'm' },
+      { op: 'expire', members: ['m'] },
       'append',
       [],
       { op: 'nope' },

@@ -1,11 +1,13 @@
 /**
- * Consumer-group membership in the partition machine, alone (no sockets, no clocks: each command carries the
- * leader's time): joins, leases expiring by entry time, the assignment and its generation, commits fenced by
- * generation, the bounds, and a snapshot round trip.
+ * Consumer-group membership in the partition machine, alone (no sockets, no clocks): joins, expiries named by the
+ * leader, the assignment and its generation, commits fenced by generation, the bounds, and a snapshot round trip;
+ * and the leader's in-memory leases (CoordinatorLeases) on a clock the test moves.
  */
 import fc from 'fast-check';
 import t from 'tap';
+import { CommandShapeError } from '@raftkit/http';
 import { PartitionMachine, type PartitionCommand, type PartitionResult } from '../src/machine.js';
+import { CoordinatorLeases } from '../src/lease-keeper.js';
 import { assignSlots, MAX_GROUP_MEMBERS, MAX_COORDINATED_GROUPS } from '../src/membership.js';
 
 let index = 0;
@@ -42,26 +44,91 @@ t.test('a first member gets every slot; a second splits them evenly, each join a
   t.same(a2.assigned, [0, 2, 4, 6]);
 });
 
-t.test('a member whose lease ended by entry time is expired at the next entry, and its slots move', async (t) => {
+t.test('an expiry drops the named members still in the group, and their slots move', async (t) => {
   const m = new PartitionMachine();
   join(m, 'a', 0);
   const both = join(m, 'b', 0);
-  // b stops heartbeating; a renews every second. At 4,999 b's lease (until 5,000) still holds.
-  for (let time = 1_000; time < 5_000; time += 1_000) {
-    const r = join(m, 'a', time);
-    t.equal(r.generation, both.generation, `no change at ${time}`);
-    t.same(r.assigned, [0, 2, 4, 6]);
-  }
-  const after = join(m, 'a', 5_000);
-  t.ok(after.generation > both.generation, 'the expiry is a new generation');
+  // A heartbeat of a member already in the group (same slots) changes nothing, whatever the time.
+  for (let time = 1_000; time < 60_000; time += 10_000) t.equal(join(m, 'a', time).generation, both.generation);
+  t.equal(m.memberTtl('g', 'b'), 5_000);
+  t.same(m.coordinatedGroups(), [
+    {
+      group: 'g',
+      members: [
+        ['a', 5_000],
+        ['b', 5_000],
+      ],
+    },
+  ]);
+  const expired = run(m, { op: 'expire', group: 'g', members: ['b', 'never-joined'] }, 70_000);
+  t.match(expired, { op: 'expire', ok: true, expired: ['b'] });
+  t.ok(expired.op === 'expire' && expired.generation > both.generation, 'the expiry is a new generation');
+  const after = join(m, 'a', 70_100);
   t.same(after.members, ['a']);
   t.same(after.assigned, [0, 1, 2, 3, 4, 5, 6, 7]);
-  t.same(m.consumerGroup('g', 5_000), { generation: after.generation, slots: 8, members: ['a'] });
+  t.same(m.consumerGroup('g'), { generation: after.generation, slots: 8, members: ['a'] });
+  t.equal(m.memberTtl('g', 'b'), null);
+  // Expiring nobody (already gone) changes nothing.
+  t.match(run(m, { op: 'expire', group: 'g', members: ['b'] }, 70_200), { expired: [], generation: after.generation });
   // b comes back with the same id: it gets the same slots back, in a newer generation.
-  const back = join(m, 'b', 6_000);
+  const back = join(m, 'b', 80_000);
   t.ok(back.generation > after.generation);
   t.same(back.assigned, [1, 3, 5, 7]);
-  t.same(join(m, 'a', 6_100).assigned, [0, 2, 4, 6]);
+  t.same(join(m, 'a', 80_100).assigned, [0, 2, 4, 6]);
+});
+
+t.test('an expire entry of the wrong shape is refused before anything changes', async (t) => {
+  const m = new PartitionMachine();
+  join(m, 'a', 0);
+  for (const members of [[], ['a b'], [7], 'a', Array.from({ length: MAX_GROUP_MEMBERS + 1 }, (_, i) => `m${i}`)]) {
+    t.throws(() => run(m, { op: 'expire', group: 'g', members } as unknown as PartitionCommand, 1), CommandShapeError);
+  }
+  t.same(m.consumerGroup('g')?.members, ['a']);
+});
+
+t.test('the leader keeps leases in memory: renewals write nothing, a lapse is reported once', async (t) => {
+  const leases = new CoordinatorLeases();
+  const members: Array<[string, number]> = [
+    ['a', 4_000],
+    ['b', 4_000],
+  ];
+  leases.sync(3);
+  // First look at the group (a new leader): every member is granted a full lease from now.
+  t.same(leases.lapsed('g', members, 10_000), []);
+  leases.renew('g', 'a', 4_000, 11_000);
+  leases.renew('g', 'a', 4_000, 13_000);
+  t.same(leases.lapsed('g', members, 13_999), [], 'b still holds its grant');
+  t.same(leases.lapsed('g', members, 14_000), ['b'], 'b lapsed at the end of its grant');
+  t.ok(leases.isExpiring('g', 'b'));
+  t.same(leases.lapsed('g', members, 16_000), [], 'an expiry in flight is not proposed twice');
+  leases.settled(3, 'g', ['b']);
+  t.notOk(leases.isExpiring('g', 'b'));
+  t.same(leases.lapsed('g', members, 17_000), ['a'], 'a lapsed at 13,000 + 4,000');
+  leases.settled(3, 'g', ['a']);
+  // A leave forgets the lease: the member is granted afresh if the table still names it.
+  leases.renew('g', 'a', 4_000, 20_000);
+  leases.forget('g', 'a');
+  t.same(leases.lapsed('g', [['a', 4_000]], 30_000), []);
+  t.same(leases.lapsed('g', [['a', 4_000]], 34_000), ['a']);
+});
+
+t.test('a new term forgets the leases: every member gets a full lease from the new leader', async (t) => {
+  const leases = new CoordinatorLeases();
+  leases.sync(1);
+  leases.renew('g', 'a', 4_000, 0);
+  t.same(leases.lapsed('g', [['a', 4_000]], 5_000), ['a']);
+  // Elected again (another term in between): a's old lease and its expiry in flight belong to the old term.
+  leases.sync(5);
+  t.notOk(leases.isExpiring('g', 'a'));
+  t.same(leases.lapsed('g', [['a', 4_000]], 5_000), [], 'granted from the new term');
+  leases.settled(1, 'g', ['a']); // the old term's expiry settling later changes nothing now
+  t.same(leases.lapsed('g', [['a', 4_000]], 8_999), []);
+  t.same(leases.lapsed('g', [['a', 4_000]], 9_000), ['a']);
+  // A member that left the table loses its lease here too.
+  leases.sync(6);
+  leases.renew('g', 'b', 4_000, 0);
+  t.same(leases.lapsed('g', [], 1_000), []);
+  t.same(leases.lapsed('g', [['b', 4_000]], 1_000), [], 'b came back: granted, not lapsed');
 });
 
 t.test('leaving moves the slots at once; leaving twice changes nothing', async (t) => {
@@ -87,6 +154,7 @@ t.test('a commit from a stale generation is refused once a newer one committed (
   t.match(commit(m, 3, 0, old), { ok: true, offset: 3 });
   // a pauses (no heartbeats); b takes over in a newer generation and fences the partition at the committed offset.
   join(m, 'b', 1_000);
+  run(m, { op: 'expire', group: 'g', members: ['a'] }, 6_000);
   const now = join(m, 'b', 6_000).generation;
   t.ok(now > old);
   t.match(commit(m, 3, 3, now), { ok: true });
@@ -103,20 +171,23 @@ t.test('a commit from a stale generation is refused once a newer one committed (
     ok: false,
     code: 'stale_generation',
   });
-  t.same(copy.consumerGroup('g', 6_000), m.consumerGroup('g', 6_000));
+  t.same(copy.consumerGroup('g'), m.consumerGroup('g'));
+  t.same(copy.coordinatedGroups(), m.coordinatedGroups());
 });
 
 t.test('generations never repeat, even for a group dropped and formed again', async (t) => {
   const m = new PartitionMachine();
   const first = join(m, 'a', 0, 4, 1_000, 'g0').generation;
-  // Fill the table with groups whose members are alive at 500, then let g0's lease end and ask for one more group.
+  // Fill the table with groups that have members, then expire g0's and ask for one more group.
   for (let i = 1; i < MAX_COORDINATED_GROUPS; i++) join(m, 'a', 500, 4, 60_000, `g${i}`);
   t.match(run(m, { op: 'join', group: 'extra', member: 'a', slots: 4, ttlMs: 1_000 }, 900), {
     ok: false,
     code: 'too_many_groups',
   });
-  join(m, 'a', 2_000, 4, 1_000, 'extra'); // g0 has no live member at 2,000: dropped to make room
-  t.equal(m.consumerGroup('g0', 2_000), null);
+  run(m, { op: 'expire', group: 'g0', members: ['a'] }, 1_500);
+  join(m, 'a', 2_000, 4, 1_000, 'extra'); // g0 has no member: dropped to make room
+  t.equal(m.consumerGroup('g0'), null);
+  run(m, { op: 'expire', group: 'extra', members: ['a'] }, 2_500);
   const again = join(m, 'a', 3_000, 4, 60_000, 'g0').generation;
   t.ok(again > first, `${again} > ${first}`);
 });
@@ -155,7 +226,7 @@ t.test('every replica that applies the same entries holds the same groups (prope
       fc.array(
         fc.record({
           member: fc.constantFrom('a', 'b', 'c'),
-          leave: fc.boolean(),
+          op: fc.constantFrom('join', 'leave', 'expire'),
           gap: fc.integer({ min: 0, max: 4_000 }),
         }),
         { maxLength: 40 },
@@ -167,19 +238,23 @@ t.test('every replica that applies the same entries holds the same groups (prope
         let last = 0;
         for (const step of steps) {
           time += step.gap;
-          const command: PartitionCommand = step.leave
-            ? { op: 'leave', group: 'g', member: step.member }
-            : { op: 'join', group: 'g', member: step.member, slots: 6, ttlMs: 3_000 };
+          const command: PartitionCommand =
+            step.op === 'leave'
+              ? { op: 'leave', group: 'g', member: step.member }
+              : step.op === 'expire'
+                ? { op: 'expire', group: 'g', members: [step.member] }
+                : { op: 'join', group: 'g', member: step.member, slots: 6, ttlMs: 3_000 };
           const r1 = run(one, command, time);
           const r2 = run(two, command, time);
           if (JSON.stringify(r1) !== JSON.stringify(r2)) return false;
-          const generation = r1.op === 'join' && r1.ok ? r1.generation : r1.op === 'leave' ? r1.generation : last;
+          const generation =
+            r1.op === 'join' && r1.ok ? r1.generation : r1.op === 'leave' || r1.op === 'expire' ? r1.generation : last;
           if (generation < last) return false;
           last = generation;
         }
         const copy = new PartitionMachine();
         copy.restore(one.snapshot());
-        return JSON.stringify(copy.consumerGroup('g', time)) === JSON.stringify(one.consumerGroup('g', time));
+        return JSON.stringify(copy.consumerGroup('g')) === JSON.stringify(one.consumerGroup('g'));
       },
     ),
   );

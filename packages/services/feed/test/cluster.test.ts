@@ -775,7 +775,7 @@ t.test(
     step(t, 'fanout2 killed (no restart)');
     const made: string[] = [];
     for (let i = 0; i < 3; i++) made.push(await post(author, `after the kill ${i}`));
-    // Its lease is 8 s and fanout1 heartbeats every 3 s: every post reaches both feeds within 15 s of the kill.
+    // Its lease is 4 s and fanout1 heartbeats every second: every post reaches both feeds within 15 s of the kill.
     for (const f of fans)
       await until(
         `${f} gets every post made after the kill`,

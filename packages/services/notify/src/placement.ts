@@ -88,7 +88,13 @@ export const PRIORITY_LAYOUT: QueueLayout = {
   ],
 };
 
-/** The consumer group of a channel's workers on its topics. */
+/**
+ * The delivery workers' membership group (coordinated by the first channel's critical topic): it spreads the
+ * channels over the live workers. Each channel's offsets stay under deliveryGroup(channel).
+ */
+export const DELIVERY_MEMBERS_GROUP = 'notify-delivery';
+
+/** The consumer group of a channel's workers on its topics (its committed offsets). */
 export function deliveryGroup(channel: Channel): string {
   return `notify-delivery-${channel}`;
 }

@@ -1,10 +1,11 @@
 /**
  * The notification service on real processes: `cluster up --service notify` (3 members hosting the log's topics
- * and the state groups, the router, the delivery worker, the stand-in SMTP server, Web Push service and SMS API),
- * one cluster for every case, real sockets, real LevelDB, a real WebSocket client. Waits are generous; nothing
+ * and the state groups, the routers, two delivery workers, the stand-in SMTP server, Web Push service and SMS
+ * API), one cluster for every case, real sockets, real LevelDB, a real WebSocket client. Waits are generous; nothing
  * asserts speed. Covered: validation, every router step, in-app WebSocket and inbox, critical fallback chains, hard
  * bounces, invalid push subscriptions, SMS receipts, the preference store unreachable (critical sent, others held),
- * the delivery worker SIGKILLed mid-flood, and dedup across a restart of every process (last).
+ * a delivery worker SIGKILLed mid-flood (the other takes its channels), and dedup across a restart of every process
+ * (last).
  */
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -35,6 +36,8 @@ const faultDir = mkdtempSync(join(tmpdir(), 'notify-test-fault-'));
 const preferenceFlag = join(faultDir, 'preference-store-down');
 const cluster = await startCluster('notify', {
   nodes: 3,
+  // Two delivery workers: one consumer group of the log over the channels (the kill test below).
+  workers: 'delivery=2',
   settings: {
     campaign_rate_per_minute: '60',
     critical_attempts: '2',
@@ -907,55 +910,97 @@ t.test('bulk (low) sends are rate limited per campaign; other campaigns and crit
   t.ok(later >= routedA, 'campaign A goes on at its rate');
 });
 
-t.test('delivery worker SIGKILLed mid-flood: nothing lost, nothing recorded as sent is sent again', async (t) => {
-  const users = Array.from({ length: 100 }, () => uid('k'));
-  for (const u of users)
-    await client.setPreferences(u, { contact: { email: `${u}@example.test` }, channels_enabled: { in_app: false } });
-  const sent = await client.send({ event_type: 'flood', user_ids: users, priority: 'normal', idempotency_key: key() });
-  const id = sent.notification_id;
-  // email_rate_per_second=10: the 100 take 10 s in batches of 50, so the kill lands after the first batch was
-  // recorded and before the last: some sent, some polled and waiting for tokens, some still queued. SIGKILL from
-  // here (the worker's pid from cluster.json): the CLI's start-up is too slow on a loaded machine to land in time.
-  const before = await statusWhen(
-    id,
-    'some emails sent',
-    (x) => x.channels.filter((c) => c.status === 'sent').length >= 1,
-    120_000,
-  );
-  const pid = (
-    JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as {
-      workers: Array<{ id: string; pid: number }>;
-    }
-  ).workers.find((w) => w.id === 'delivery1')!.pid;
-  process.kill(pid, 'SIGKILL');
-  // Read after the kill: everything recorded as sent by the dead worker.
-  const recorded = new Set(
-    (await client.status(id)).channels.filter((c) => c.status === 'sent').map((c) => `${id}:${c.user_id}:email`),
-  );
-  t.ok(recorded.size >= before.channels.filter((c) => c.status === 'sent').length);
-  t.ok(recorded.size < users.length, `killed mid-flood (${recorded.size} of ${users.length} recorded)`);
-  const restart = await cluster.run('restart', 'delivery1');
-  t.equal(restart.code, 0, restart.stderr);
-  await statusWhen(
-    id,
-    'every email sent',
-    (x) => x.channels.filter((c) => c.status === 'sent').length === users.length,
-    180_000,
-  );
-  const mails = await received(smtp, `notification_id=${id}&limit=10000`);
-  const count = new Map<string, number>();
-  for (const m of mails) count.set(String(m.message_id), (count.get(String(m.message_id)) ?? 0) + 1);
-  t.equal(count.size, users.length, 'every user got the email: nothing lost');
-  const resentAfterRecord = [...recorded].filter((m) => (count.get(m) ?? 0) > 1);
-  t.same(resentAfterRecord, [], 'no email recorded as sent before the kill was sent again');
-  const duplicates = [...count.values()].filter((n) => n > 1).length;
-  // Only a message the provider took in the instant between its answer and our record can go twice; at most the
-  // batch that was in flight (50).
-  t.ok(duplicates <= 50, `duplicates only from the batch in flight at the kill (${duplicates})`);
-});
+// The delivery workers are one consumer group of the log whose unit is a channel: the one sending the emails is
+// SIGKILLed mid-flood and not restarted; the other takes the email channel once the lease lapses (4 s) and sends the
+// rest from the committed offset, skipping what the dead one recorded; restarted, the dead one gets its channels back.
+t.test(
+  'delivery worker SIGKILLed mid-flood for good: the other takes its channels; nothing lost, nothing recorded as sent is sent again',
+  async (t) => {
+    type Health = { held_channels: string[] };
+    const health = async (id: string): Promise<Health> =>
+      (await call(cluster.workers.find((w) => w.id === id)!.url, 'GET', '/healthz')).body as unknown as Health;
+    const both = await until(
+      'both delivery workers hold their half of the 4 channels',
+      async () => {
+        const [one, two] = await Promise.all([health('delivery1'), health('delivery2')]);
+        return one.held_channels.length === 2 && two.held_channels.length === 2 ? { one, two } : null;
+      },
+      30_000,
+      200,
+    );
+    t.ok(both.one.held_channels.includes('in_app'), 'in_app runs on delivery1 (the WebSocket clients connect there)');
+    const victim = both.one.held_channels.includes('email') ? 'delivery1' : 'delivery2';
+    const survivor = victim === 'delivery1' ? 'delivery2' : 'delivery1';
+    const victimChannels = (victim === 'delivery1' ? both.one : both.two).held_channels.sort();
+    const users = Array.from({ length: 100 }, () => uid('k'));
+    for (const u of users)
+      await client.setPreferences(u, { contact: { email: `${u}@example.test` }, channels_enabled: { in_app: false } });
+    const sent = await client.send({
+      event_type: 'flood',
+      user_ids: users,
+      priority: 'normal',
+      idempotency_key: key(),
+    });
+    const id = sent.notification_id;
+    // email_rate_per_second=10: the 100 take 10 s in batches of 50, so the kill lands after the first batch was
+    // recorded and before the last: some sent, some polled and waiting for tokens, some still queued. SIGKILL from
+    // here (the worker's pid from cluster.json): the CLI's start-up is too slow on a loaded machine to land in time.
+    const before = await statusWhen(
+      id,
+      'some emails sent',
+      (x) => x.channels.filter((c) => c.status === 'sent').length >= 1,
+      120_000,
+    );
+    const pid = (
+      JSON.parse(readFileSync(join(cluster.dataDir, 'cluster.json'), 'utf8')) as {
+        workers: Array<{ id: string; pid: number }>;
+      }
+    ).workers.find((w) => w.id === victim)!.pid;
+    process.kill(pid, 'SIGKILL');
+    const killed = Date.now();
+    // Read after the kill: everything recorded as sent by the dead worker.
+    const recorded = new Set(
+      (await client.status(id)).channels.filter((c) => c.status === 'sent').map((c) => `${id}:${c.user_id}:email`),
+    );
+    t.ok(recorded.size >= before.channels.filter((c) => c.status === 'sent').length);
+    t.ok(recorded.size < users.length, `killed mid-flood (${recorded.size} of ${users.length} recorded)`);
+    await statusWhen(
+      id,
+      `every email sent by ${survivor}, ${victim} staying dead`,
+      (x) => x.channels.filter((c) => c.status === 'sent').length === users.length,
+      180_000,
+    );
+    t.comment(`every email sent ${Date.now() - killed} ms after the kill`);
+    t.same((await health(survivor)).held_channels.sort(), ['email', 'in_app', 'push', 'sms'], `${survivor} holds all`);
+    const mails = await received(smtp, `notification_id=${id}&limit=10000`);
+    const count = new Map<string, number>();
+    for (const m of mails) count.set(String(m.message_id), (count.get(String(m.message_id)) ?? 0) + 1);
+    t.equal(count.size, users.length, 'every user got the email: nothing lost');
+    const resentAfterRecord = [...recorded].filter((m) => (count.get(m) ?? 0) > 1);
+    t.same(resentAfterRecord, [], 'no email recorded as sent before the kill was sent again');
+    const duplicates = [...count.values()].filter((n) => n > 1).length;
+    // Only a message the provider took in the instant between its answer and our record can go twice; at most the
+    // batch that was in flight (50).
+    t.ok(duplicates <= 50, `duplicates only from the batch in flight at the kill (${duplicates})`);
+    const restart = await cluster.run('restart', victim);
+    t.equal(restart.code, 0, restart.stderr);
+    await until(
+      `${victim} holds its channels again and ${survivor} let them go`,
+      async () => {
+        const back = await health(victim).catch(() => null);
+        return back !== null && back.held_channels.sort().join() === victimChannels.join()
+          ? (await health(survivor)).held_channels.length === 2
+          : false;
+      },
+      30_000,
+      200,
+    );
+    t.pass(`${victim} is back with the same channels`);
+  },
+);
 
 // The routers are one consumer group of the log: router2 SIGKILLed and not restarted, router1 takes its ingestion
-// partitions once router2's lease lapses (8 s), and notifications to users on them are routed and delivered.
+// partitions once router2's lease lapses (4 s), and notifications to users on them are routed and delivered.
 t.test('a router SIGKILLed for good: the other takes its partitions within seconds, and gives them back', async (t) => {
   type Health = { members: string[]; partitions: string[] };
   const urlOf = (id: string): string => cluster.workers.find((w) => w.id === id)!.url;

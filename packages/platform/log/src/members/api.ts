@@ -40,6 +40,7 @@ import {
   type Retention,
 } from '../machine.js';
 import { AppendBatcher } from './append-batcher.js';
+import { GroupCoordinator } from './coordinator.js';
 import { DEFAULT_MEMBER_TTL_MS, MAX_GROUP_SLOTS, MAX_MEMBER_TTL_MS, MIN_MEMBER_TTL_MS } from '../membership.js';
 import {
   MAX_PARTITIONS,
@@ -169,6 +170,7 @@ function logRoutes(
     'Appends refused by backpressure or sequence checks',
   );
   const batcher = new AppendBatcher();
+  const coordinator = new GroupCoordinator(service);
   service.metrics
     .gauge(
       'log_append_entries_total',
@@ -241,13 +243,19 @@ function logRoutes(
       if (data === null || node === undefined || !node.isLeader) continue;
       const current = node.readLocal((m) => m.config);
       if (current.maxAgeMs !== data.retention.maxAgeMs || current.maxBytes !== data.retention.maxBytes) {
-        node.propose({ op: 'configure', retention: data.retention }).catch(() => undefined);
+        service
+          .group(node)
+          .write({ op: 'configure', retention: data.retention })
+          .catch(() => undefined);
         continue;
       }
       // Appends trim as they go; an idle partition is trimmed by age here (the entry's time decides, on every member).
       const oldest = node.readLocal((m) => m.oldestTime);
       if (oldest !== null && oldest < Date.now() - current.maxAgeMs)
-        node.propose({ op: 'trim' }).catch(() => undefined);
+        service
+          .group(node)
+          .write({ op: 'trim' })
+          .catch(() => undefined);
     }
   }, 1000);
   retentionSync.unref();
@@ -362,7 +370,7 @@ function logRoutes(
         // the first records of a topic are kept by its own limits, not the defaults until the periodic sync.
         const current = node.readLocal((m) => m.config);
         if (current.maxAgeMs !== topic.retention.maxAgeMs || current.maxBytes !== topic.retention.maxBytes) {
-          await service.call(node, () => node.propose({ op: 'configure', retention: topic.retention }));
+          await service.group(node).write({ op: 'configure', retention: topic.retention });
         }
         result = await service.call(node, () =>
           batcher.submit(group, (command) => node.propose(command), { records, producer, seq }, bytes),
@@ -452,9 +460,9 @@ function logRoutes(
         ctx,
         group,
       ) as PartitionNode;
-      const result = await service.call(node, () =>
-        node.propose({ op: 'commit', group: consumerGroup, offset, expect, generation }),
-      );
+      const result = await service
+        .group(node)
+        .write({ op: 'commit', group: consumerGroup, offset, expect, generation });
       if (result.op !== 'commit') throw new HttpError(500, 'internal', 'unexpected result');
       if (!result.ok) {
         if (result.code === 'offset_out_of_range')
@@ -483,24 +491,11 @@ function logRoutes(
         body.ttl_ms === undefined
           ? DEFAULT_MEMBER_TTL_MS
           : requireInteger(body, 'ttl_ms', { min: MIN_MEMBER_TTL_MS, max: MAX_MEMBER_TTL_MS });
-      const result = await service.call(node, () =>
-        node.propose({ op: 'join', group: consumerGroup, member, slots, ttlMs }),
-      );
-      if (result.op !== 'join') throw new HttpError(500, 'internal', 'unexpected result');
-      if (!result.ok) throw conflict(result.code, result.message, { group: consumerGroup });
-      return {
-        group: consumerGroup,
-        member,
-        generation: result.generation,
-        members: result.members,
-        slots: result.slots,
-        assigned: result.assigned,
-      };
+      return coordinator.heartbeat(node, partitionGroup(topicNameOf(ctx), 0), consumerGroup, member, slots, ttlMs);
     })
     .delete('/v1/topics/:topic/groups/:group/members/:member', { admits: 'authenticated' }, async (ctx) => {
       const { node, consumerGroup, member } = await coordinatorOf(ctx);
-      const result = await service.call(node, () => node.propose({ op: 'leave', group: consumerGroup, member }));
-      if (result.op !== 'leave') throw new HttpError(500, 'internal', 'unexpected result');
+      const result = await coordinator.leave(node, partitionGroup(topicNameOf(ctx), 0), consumerGroup, member);
       return { group: consumerGroup, member, left: result.left, generation: result.generation };
     });
 

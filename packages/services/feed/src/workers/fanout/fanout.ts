@@ -2,7 +2,7 @@
  * The fan-out worker role (`cluster up` starts FANOUT_COUNT): consumer group `fanout` of `feed-posts` and
  * `feed-deletes`, member `fanout-<k>`. The group's coordinator in the log assigns the partitions of both topics
  * over the live workers (GroupConsumer): with every worker up, worker k takes the slots s with s % count == k - 1;
- * a worker that dies hands its partitions to the others when its lease lapses (8 s), and gets them back when it
+ * a worker that dies hands its partitions to the others when its lease lapses (4 s), and gets them back when it
  * returns. Each partition starts at the committed offset, fenced under the worker's generation.
  *
  * A post event: the author's profile decides (spec rule 2): is_celebrity -> outbox only (pulled at read time);

@@ -8,7 +8,15 @@
  * channel fall back along the chain. Outcomes are recorded in the delivery_log BEFORE the queue offset is
  * committed. The same process serves the in-app centre's WebSocket.
  *
- * Settings (`cluster up --set`): channels (default sms,push,email,in_app: the loops this worker runs),
+ * The delivery workers are one consumer group of the log (`notify-delivery`, members `delivery-<k>`, GroupConsumer in
+ * packages/platform/log) whose unit is a channel: its slots are the channels' critical topics (one partition each),
+ * in_app first, and a worker runs both lanes of every channel it is assigned. A worker that dies hands its channels
+ * to the others when its lease lapses (4 s), and gets them back when it returns; the new owner first commits each of
+ * the channel's committed offsets again under its generation, and every commit carries it, so a worker the group
+ * moved on from can no longer move an offset. in_app is slot 0, so with every worker up it runs on delivery1, the
+ * worker the in-app WebSocket clients connect to (see README).
+ *
+ * Settings (`cluster up --set`): channels (default sms,push,email,in_app: the channels the workers run),
  * fallback_chain (default sms,push,email,in_app), max_attempts (default 8), critical_attempts (default 3: tries on
  * one channel before a critical message falls back), retry_base_ms (default 200), retry_max_ms (default 10000).
  */
@@ -32,7 +40,15 @@ import {
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
-import { CheckedConsumer, DeadLetterQueue, LogClient, type LogProducer } from '@raftkit/log';
+import {
+  CheckedConsumer,
+  DeadLetterQueue,
+  GroupConsumer,
+  LogClient,
+  LogError,
+  type LogProducer,
+  type PartitionClaim,
+} from '@raftkit/log';
 import {
   CHANNELS,
   type Channel,
@@ -44,6 +60,7 @@ import {
 import { inAppSender } from './channels/in-app.js';
 import { senderFactories } from './channels/registry.js';
 import {
+  DELIVERY_MEMBERS_GROUP,
   deliveryGroup,
   groupOf,
   NOTIFY,
@@ -61,6 +78,16 @@ import { StateClient } from '../../state-client.js';
 export const deliveryRole: WorkerRole = { role: 'delivery', count: 1, start: startDelivery };
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves when `signal` aborts. */
+const waitAborted = (signal: AbortSignal): Promise<void> =>
+  new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+
+/** Every priority the layout's lanes read. */
+const PRIORITIES_IN_LANES = (layout: QueueLayout): Priority[] => layout.lanes.flatMap((l) => [...l.priorities]);
 
 /**
  * The longest a bulk lane (high, normal, low) sleeps between rounds once nothing comes: it doubles from 10 ms after
@@ -147,12 +174,18 @@ export async function startDelivery(
   const receiptUrls = options.members.map((m) => `${clusterUrl(m.httpAddress)}/v1/receipts`);
   let receiptTurn = 0;
   let stopping = false;
+  let heldChannels = (): Channel[] => [];
   const stats = { batches: 0, sent: 0, skipped_already_sent: 0, retries: 0, fallbacks: 0, held: 0, fail_open: 0 };
 
   // A channel-topic record that is not a queued message goes here with its reason; the rest of its batch is sent.
   const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
   const http = await serveWorkerHttp(options, {
-    health: () => ({ ...stats, channels: [...senders.keys()], dead_lettered: deadLetters.written }),
+    health: () => ({
+      ...stats,
+      channels: [...senders.keys()],
+      held_channels: heldChannels(),
+      dead_lettered: deadLetters.written,
+    }),
   });
   const sentTotal = http.metrics.counter('notify_sent_total', 'Messages a provider acknowledged');
 
@@ -474,18 +507,44 @@ export async function startDelivery(
   }
 
   /**
-   * One channel: a critical lane (its own consumer, long-polling, so a critical message is taken the moment it is
-   * queued and never waits for a bulk batch in flight) and a lane for the rest that asks high, then normal, then low
-   * before every batch (the layout's lanes). Both share the provider's bucket, critical first.
+   * One channel while `claim` holds it: a critical lane (its own consumer, long-polling, so a critical message is
+   * taken the moment it is queued and never waits for a bulk batch in flight) and a lane for the rest that asks
+   * high, then normal, then low before every batch (the layout's lanes). Both share the provider's bucket, critical
+   * first. First every topic of the channel is fenced under the claim's generation (its committed offset committed
+   * again), so the worker that held the channel before can no longer commit there.
    */
-  async function channelLoop(channel: Channel, sender: ChannelSender): Promise<void> {
+  async function channelLoop(channel: Channel, sender: ChannelSender, claim: PartitionClaim): Promise<void> {
+    const topics = [...new Set(PRIORITIES_IN_LANES(layout).map((p) => layout.topic(p, channel)))];
+    for (const topic of topics) {
+      if (!(await fence(topic, claim))) return;
+    }
     const bucket = new WaitingBucket({
       capacity: Math.max(1, Math.min(sender.ratePerSecond, sender.maxBatch)),
       refillRate: sender.ratePerSecond,
     });
     await Promise.all(
-      layout.lanes.map((l) => lane(channel, sender, bucket, l.priorities, l.longPoll ? CRITICAL_WAIT_MS : 0)),
+      layout.lanes.map((l) => lane(channel, sender, bucket, l.priorities, l.longPoll ? CRITICAL_WAIT_MS : 0, claim)),
     );
+  }
+
+  /** Commits a topic's committed offset again under the claim's generation; false when the claim was given away. */
+  async function fence(topic: string, claim: PartitionClaim): Promise<boolean> {
+    const offsets = deliveryGroup(channelOfClaim(claim));
+    while (!stopping && !claim.signal.aborted) {
+      try {
+        const committed = (await log.committed(topic, 0, offsets)) ?? 0;
+        await log.commit(topic, 0, offsets, committed, committed, claim.generation);
+        return true;
+      } catch (e) {
+        if (e instanceof LogError && e.code === 'stale_generation') return false;
+        // offset_conflict: the previous owner's last commit landed meanwhile; anything else: the log is electing.
+        if (!(e instanceof LogError && e.code === 'offset_conflict')) {
+          options.logger.log('warn', 'fencing a channel topic failed, retrying', { topic, error: String(e) });
+          await sleep(500);
+        }
+      }
+    }
+    return false;
   }
 
   async function lane(
@@ -494,22 +553,30 @@ export async function startDelivery(
     bucket: WaitingBucket,
     order: readonly Priority[],
     waitMs: number,
+    claim: PartitionClaim,
   ): Promise<void> {
     const consumerOf = (p: Priority): CheckedConsumer<QueuedMessage> =>
       new CheckedConsumer(
-        log.consumer(layout.topic(p, channel), deliveryGroup(channel), { maxRecords: sender.maxBatch, waitMs }),
+        log.consumer(layout.topic(p, channel), deliveryGroup(channel), {
+          maxRecords: sender.maxBatch,
+          waitMs,
+          generation: () => claim.generation,
+        }),
         decodeQueued,
         deadLetters,
       );
     const consumers = new Map<Priority, CheckedConsumer<QueuedMessage>>(order.map((p) => [p, consumerOf(p)]));
+    const held = (): boolean => !stopping && !claim.signal.aborted;
     let idle = 10;
-    while (!stopping) {
+    while (held()) {
       let worked = false;
       try {
         // In priority order, asked again in this order before every batch.
         for (const priority of order) {
           const consumer = consumers.get(priority)!;
           const records = await consumer.poll();
+          // Given away during the poll (a long poll lasts seconds): the new owner sends these.
+          if (!held()) return;
           if (records.length === 0) {
             // A batch of refused records only (dead-lettered by poll): committed past, nothing to send.
             await consumer.commit();
@@ -531,7 +598,9 @@ export async function startDelivery(
           break;
         }
       } catch (e) {
-        if (stopping) return;
+        if (!held()) return;
+        // Another worker holds the channel in a newer generation: stop; the next heartbeat says what is ours.
+        if (e instanceof LogError && e.code === 'stale_generation') return;
         options.logger.log('warn', 'channel batch held', { channel, error: String((e as Error).message) });
         await sleep(500);
         continue;
@@ -546,14 +615,39 @@ export async function startDelivery(
     }
   }
 
-  const loops = [...senders].map(([channel, sender]) => channelLoop(channel, sender));
+  // The group's slots: the channels in the settings' order with in_app first (the same on every worker, whichever
+  // senders started), one slot per channel: its critical topic's partition 0.
+  const slotChannels = [...wanted.filter((c) => c === 'in_app'), ...wanted.filter((c) => c !== 'in_app')];
+  const channelOfClaim = (claim: { topic: string }): Channel =>
+    slotChannels.find((c) => layout.topic('critical', c) === claim.topic)!;
+  const group = new GroupConsumer(log, {
+    topics: slotChannels.map((c) => layout.topic('critical', c)),
+    group: DELIVERY_MEMBERS_GROUP,
+    member: `delivery-${options.index}`,
+    consume: async (claim) => {
+      const channel = channelOfClaim(claim);
+      const sender = senders.get(channel);
+      // A channel whose sender did not start here, or a partition past 0 (a layout with more): held, not read.
+      if (sender === undefined || claim.partition !== 0) return waitAborted(claim.signal);
+      await channelLoop(channel, sender, claim);
+    },
+    onRebalance: (join) =>
+      options.logger.log('info', 'delivery channels rebalanced', {
+        generation: join.generation,
+        members: join.members,
+        assigned: join.assigned.map((slot) => slotChannels[slot]),
+      }),
+    onError: (e) => options.logger.log('warn', 'delivery group heartbeat or channel failed', { error: String(e) }),
+  });
+  heldChannels = () => group.assigned.map(channelOfClaim);
+  if (slotChannels.length > 0) group.start();
 
   return {
     httpPort: http.port,
     async stop() {
       stopping = true;
       for (const set of sockets.values()) for (const ws of set) ws.terminate();
-      await Promise.race([Promise.allSettled(loops), sleep(3000)]);
+      await Promise.race([group.stop(), sleep(3000)]);
       for (const s of senders.values()) await s.close?.().catch(() => undefined);
       await http.close();
       await log.close();

@@ -9,7 +9,7 @@
  *
  * Routers (ROUTER_COUNT) are one consumer group of the log (`notify-router`, members `router-<k>`, GroupConsumer in
  * packages/platform/log): the group's coordinator spreads the partitions of the four ingestion topics over the live
- * routers, so a router that dies hands its partitions to the others when its lease lapses (8 s) and gets them back
+ * routers, so a router that dies hands its partitions to the others when its lease lapses (4 s) and gets them back
  * when it returns; one loop per partition held. Commits carry the group's generation (a router the group moved on
  * from cannot move an offset any more).
  *
