@@ -54,6 +54,10 @@ t.test('bad arguments are refused before anything starts', async (t) => {
     [['up', '--snapshot-every', '0'], /--snapshot-every must be an integer/],
     [['up', '--service', 'nope'], /'nope' is invalid.*kv/],
     [['up', '--no-such-flag'], /unknown option '--no-such-flag'/],
+    [['up', '--service', 'log', '--set', 'replicas=4'], /^cluster: --set replicas: replicas must be 3 or 5 .*not 4/],
+    [['up', '--service', 'log', '--set', 'replicas=three'], /^cluster: --set replicas: replicas must be 3 or 5/],
+    [['up', '--service', 'log', '--nodes', '3', '--set', 'replicas=5'], /replicas=5 needs at least 5 members; .* 3/],
+    [['up', '--service', 'kv', '--set', 'replicas=3'], /kv runs one Raft group on every member/],
   ];
   const results = await inParallel(
     cases.map(

@@ -97,7 +97,8 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Servi
     }
   };
 
-  // The auction groups: each auction's bid log, on three processes (fewer while fewer are live).
+  // The auction groups: each auction's bid log, on the cluster's replica count of processes (3 unless
+  // `cluster up --set replicas=5`; fewer while fewer are live).
   const kind: OnRequestKind = {
     name: 'auction',
     provisioning: 'on request',
@@ -112,7 +113,6 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Servi
       });
       return { stateMachine: machine as unknown as ManagedGroupOptions['stateMachine'] };
     },
-    replicas: 3,
   };
 
   return {

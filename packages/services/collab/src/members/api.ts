@@ -26,13 +26,15 @@ type CollabNode = RaftNode<CollabCommand, CollabResult, CollabMachine>;
 /** How often each member proposes `compact` to the groups it leads (idle snapshots, hot-log trimming). */
 const COMPACT_EVERY_MS = 60_000;
 
-/** The op-log groups: a CollabMachine each, on three processes (fewer while fewer are live). */
+/**
+ * The op-log groups: a CollabMachine each, on the cluster's replica count of processes (3 unless `cluster up --set replicas=5`;
+ * fewer while fewer are live).
+ */
 export const OP_LOG_KIND: OnRequestKind = {
   name: 'op-log',
   provisioning: 'on request',
   includes: (name) => COLLAB_GROUPS.includes(name),
   groupOptions: () => ({ stateMachine: new CollabMachine() as unknown as ManagedGroupOptions['stateMachine'] }),
-  replicas: 3,
 };
 
 export function createCollabService(): ServiceDefinition {

@@ -30,7 +30,12 @@ export const JOB_EVERY_MS = 500;
 /** How long an ended deal's records (reservations, paid orders) stay readable before the leader drops them. */
 export const KEEP_ENDED_MS = 24 * 60 * 60_000;
 
-/** The inventory groups: one FlashMachine each, on every live process up to five (a won unit survives four losses). */
+/**
+ * The inventory groups: one FlashMachine each, on every live process up to five unless the cluster sets its count
+ * (`cluster up --set replicas=3`). Five, not the project's 3: a won unit is the one thing the sale must never lose
+ * or sell twice, and an inventory group answers attempts only while it has a quorum, so it is worth surviving two
+ * failures for; there are only four such groups, so the extra fsyncs and replicas cost little.
+ */
 export const INVENTORY_KIND: OnRequestKind = {
   name: 'inventory',
   provisioning: 'on request',
