@@ -100,6 +100,7 @@ export {
 export type { CommandFields } from './command-shape.js';
 export { checkedCommand } from './command-route.js';
 export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';
+export { GroupClient } from './group-client.js';
 export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';
 export { SlotGroups, slotRange } from './slot-groups.js';
 export type { PlannedGroup } from './slot-groups.js';

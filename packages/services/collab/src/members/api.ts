@@ -16,7 +16,7 @@ import {
   type RequestContext,
 } from '@raftkit/http';
 import { AppendOrder } from './append-order.js';
-import { COLLAB_GROUPS, DEFAULT_GROUPS, GROUP_PREFIX, MAX_GROUPS } from '../placement.js';
+import { COLLAB_COMMAND_ROUTE, COLLAB_GROUPS, DEFAULT_GROUPS, GROUP_PREFIX, MAX_GROUPS } from '../placement.js';
 import { checkCommand } from '../commands.js';
 import { CollabMachine, type CollabCommand, type CollabResult } from '../machine.js';
 import { startCollabWorker } from '../workers/editor/worker.js';
@@ -71,7 +71,7 @@ function collabRoutes(service: ServiceContext): void {
     return service.requireGroup<CollabCommand, CollabResult, CollabMachine>(ctx, name) as CollabNode;
   };
 
-  service.commandRoute<CollabCommand, CollabResult>('/v1/collab/groups/:group/commands', {
+  service.commandRoute<CollabCommand, CollabResult>(COLLAB_COMMAND_ROUTE, {
     admits: 'cluster',
     check: (body) => {
       checkCommand(body);

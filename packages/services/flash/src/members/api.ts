@@ -20,7 +20,13 @@ import {
 } from '@raftkit/http';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { checkFlashCommand, FlashMachine, type FlashCommand, type FlashResult } from '../machine.js';
-import { GROUP_PREFIX, INVENTORY_GROUPS, inventoryGroup, parseInventoryGroup } from '../placement.js';
+import {
+  FLASH_COMMAND_ROUTE,
+  GROUP_PREFIX,
+  INVENTORY_GROUPS,
+  inventoryGroup,
+  parseInventoryGroup,
+} from '../placement.js';
 import { gatewayRole } from '../workers/gateway/gateway.js';
 
 type FlashNode = RaftNode<FlashCommand, FlashResult, FlashMachine>;
@@ -93,7 +99,7 @@ function flashRoutes(service: ServiceContext): void {
   service.onStop(() => clearInterval(job));
 
   // One command through the group's log, answered once committed and applied (never ahead of the log).
-  service.commandRoute<FlashCommand, FlashResult>('/v1/flash/groups/:group/commands', {
+  service.commandRoute<FlashCommand, FlashResult>(FLASH_COMMAND_ROUTE, {
     admits: 'cluster',
     check: (body) => {
       const command = requireObject(body, 'command');

@@ -53,7 +53,7 @@ import {
 } from '../input.js';
 import { NotifyMachine, type NotifyCommand, type NotifyResult, type Outcome, type Preferences } from '../machine.js';
 import { answer, checkQuery, type StateQuery, type StatusPart } from '../queries.js';
-import { StateClient } from '../state-client.js';
+import { STATE_COMMAND_ROUTE, StateClient } from '../state-client.js';
 import { deliveryRole } from '../workers/delivery/delivery.js';
 import type { IngestRecord } from '../records.js';
 import { routerRole } from '../workers/router/router.js';
@@ -229,7 +229,7 @@ function notifyRoutes(service: ServiceContext): void {
 
   // Internal; a user's token passes only for its own preferences and inbox (a member forwarding that user's
   // request to a group it does not hold forwards the user's token).
-  service.commandRoute<NotifyCommand, NotifyResult>('/v1/notify/groups/:group/commands', {
+  service.commandRoute<NotifyCommand, NotifyResult>(STATE_COMMAND_ROUTE, {
     admits: 'authenticated',
     check: checkNotifyCommand,
     group: (ctx, cmd) => {
