@@ -761,7 +761,11 @@ function replicaCount(
   { service, grouped, nodes }: { service: string; grouped: boolean; nodes: number },
   replicasProblem: (replicas: number, members: number) => string | null,
 ): number | undefined {
-  if (given === undefined) return recorded;
+  if (given === undefined) {
+    const problem = recorded === undefined ? null : replicasProblem(recorded, nodes);
+    if (problem !== null) throw new CliError(`--set replicas: the folder records ${recorded}: ${problem}; set another`);
+    return recorded;
+  }
   if (!grouped)
     throw new CliError(
       `--set replicas: ${service} runs one Raft group on every member (its replicas are the --nodes); the count is for grouped services`,

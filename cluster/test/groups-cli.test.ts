@@ -445,6 +445,12 @@ t.test('replicas=5: a topic that asks for none is on all five members and takes 
   });
   t.equal(made.status, 201, `topic five created (${JSON.stringify(made.body)})`);
   t.equal((made.body as { replicas: number }).replicas, 5, "it takes the cluster's count");
+  // A creator that names no count finds a topic of another count as it is (one made before a change of the count).
+  const again = await call(cluster.members[0]!, 'POST', '/v1/topics', {
+    token: admin,
+    body: { name: 'orders', partitions: PARTITIONS },
+  });
+  t.match(again, { status: 200, body: { replicas: 3, created: false } }, 'orders, created with 3, is found as it is');
   const five = (rows: GroupJson[]): GroupJson[] => rows.filter((g) => g.group.startsWith('log.five.'));
   await until(
     'every partition of five to have a leader on five members',
