@@ -85,7 +85,10 @@ program
     '--workers <list>',
     "how many of each of the service's other processes, e.g. app=3,clicks=1 (default: the service's)",
   )
-  .option('--set <key=value...>', 'a setting handed to every worker (each service documents its own)')
+  .option(
+    '--set <key=value...>',
+    "a setting handed to every worker (each service documents its own); replicas=3|5: a grouped service's replicas per group",
+  )
   .action(
     async (o: {
       service: string;
@@ -104,8 +107,9 @@ program
       const basePort =
         o.basePort === undefined ? defaultBasePort(o.service) : positiveInt(o.basePort, '--base-port', 1, 65_000 - 200);
       const dataDir = resolve(o.data ?? `data/${o.service}`);
+      let old: ClusterState | null = null;
       if (existsSync(`${dataDir}/cluster.json`)) {
-        const old = readState(dataDir);
+        old = readState(dataDir);
         const running = [...old.members, ...(old.workers ?? [])].filter((m) => isAlive(m.pid));
         if (running.length > 0) {
           throw new CliError(
@@ -125,6 +129,16 @@ program
       const service = (await loadService(o.service))!;
       const workers = planWorkers(service.workers, o.service, basePort, o.workers);
       const settings = parseSettings(o.set ?? []);
+      // Not a worker setting: the members' (their groups' replica count). Kept from the folder's last `up` when not
+      // given, so a cluster started again without it keeps its count.
+      const { replicasProblem } = await import('@raftkit/http');
+      const replicas = replicaCount(
+        settings.replicas,
+        old?.replicas,
+        { service: o.service, ...service, nodes },
+        replicasProblem,
+      );
+      delete settings.replicas;
       for (const m of members) {
         for (const address of [m.raftAddress, m.httpAddress])
           await assertPortFree('127.0.0.1', Number(address.split(':')[1]));
@@ -149,6 +163,7 @@ program
         members,
         workers,
         settings,
+        ...(replicas !== undefined ? { replicas } : {}),
         ...(service.memberNodeFlags.length > 0 ? { memberNodeFlags: [...service.memberNodeFlags] } : {}),
       };
       // Ctrl-C while starting stops whatever was started, so nothing is left half-up.
@@ -286,6 +301,7 @@ remoteOptions(
       lag: null,
       groups: null,
       leaders: null,
+      replicas: null,
       url: `http://${w.httpAddress}`,
     });
   }
@@ -733,6 +749,31 @@ function planWorkers(roles: WorkerRoles, service: string, basePort: number, spec
     if (r.slot === undefined) next = place;
   }
   return workers;
+}
+
+/**
+ * The replica count of a grouped service's new groups: `given` (from --set replicas=N) checked against the service
+ * and the member count, else the count recorded by the folder's last `up`; undefined: the service's own.
+ */
+function replicaCount(
+  given: string | undefined,
+  recorded: number | undefined,
+  { service, grouped, nodes }: { service: string; grouped: boolean; nodes: number },
+  replicasProblem: (replicas: number, members: number) => string | null,
+): number | undefined {
+  if (given === undefined) {
+    const problem = recorded === undefined ? null : replicasProblem(recorded, nodes);
+    if (problem !== null) throw new CliError(`--set replicas: the folder records ${recorded}: ${problem}; set another`);
+    return recorded;
+  }
+  if (!grouped)
+    throw new CliError(
+      `--set replicas: ${service} runs one Raft group on every member (its replicas are the --nodes); the count is for grouped services`,
+    );
+  const n = /^[0-9]{1,2}$/.test(given) ? Number(given) : Number.NaN;
+  const problem = Number.isNaN(n) ? `replicas must be 3 or 5, not ${JSON.stringify(given)}` : replicasProblem(n, nodes);
+  if (problem !== null) throw new CliError(`--set replicas: ${problem}`);
+  return n;
 }
 
 function parseSettings(pairs: string[]): Record<string, string> {

@@ -8,6 +8,7 @@ import { ManagedHost, META_GROUP, RaftMetrics, type MetaResult, type RaftNode } 
 import {
   badRequest,
   conflict,
+  DEFAULT_REPLICAS,
   ServiceContext,
   groupOptionsOf,
   HttpError,
@@ -16,6 +17,7 @@ import {
   processHttp,
   requireObject,
   unavailable,
+  type OnRequestKind,
   type ServiceDefinition,
   parseJsonBody,
 } from '@raftkit/http';
@@ -114,7 +116,8 @@ export async function startManyGroupsMember(
     },
   });
   const router = http.router;
-  const service = new ServiceContext({ managed }, router, metrics, logger, definition.name);
+  const firstKind = definition.kinds.find((k): k is OnRequestKind => k.provisioning === 'on request');
+  const service = new ServiceContext({ managed }, router, metrics, logger, definition.name, options.replicas ?? null);
 
   const groupRow = (name: string, node: RaftNode<unknown, unknown>): Record<string, unknown> => {
     const s = node.status();
@@ -154,6 +157,8 @@ export async function startManyGroupsMember(
         learners: s.config.learners,
         group: META_GROUP,
         ...countGroups(),
+        // What a group created now gets (its first kind's, the count a service's status speaks of), live hosts aside.
+        replicas: options.replicas ?? firstKind?.replicas ?? DEFAULT_REPLICAS,
       };
     },
     async addMember(id, address) {

@@ -55,6 +55,11 @@ export interface MemberOptions {
    * voter on this member's stored log. For one start only (docs/deployment.md, "Recovering when a quorum...").
    */
   forceNewCluster?: boolean;
+  /**
+   * A grouped service's replica count for the groups it creates (`cluster up --set replicas=N`, recorded with the
+   * cluster and given to every start of every member); absent: each kind's own (ServiceContext.replicasOf).
+   */
+  replicas?: number;
 }
 
 export interface RunningMember {

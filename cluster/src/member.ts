@@ -6,7 +6,7 @@
  * the HTTP API HTTPS. Every flag may come from `--config FILE` instead (host-config.ts). Logs one JSON object a
  * line on stdout. Stops cleanly on SIGTERM or SIGINT. Bad settings: one line on stderr and exit 2.
  */
-import { jsonLogger, ownerOnlyFiles, useClusterTls, type ClusterTls } from '@raftkit/http';
+import { jsonLogger, ownerOnlyFiles, replicasProblem, useClusterTls, type ClusterTls } from '@raftkit/http';
 import { exitOnUncaught, stopOnSignals } from './lifecycle.js';
 import type { MemberOptions } from './member-admin.js';
 import {
@@ -64,6 +64,12 @@ const FLAGS: readonly FlagSpec[] = [
   { name: 'tls-ca', kind: 'string', help: 'PEM of the CA signing every member certificate', optional: true },
   { name: 'tick-ms', kind: 'integer', help: 'milliseconds per Raft tick', default: '100' },
   { name: 'snapshot-every', kind: 'integer', help: 'applied entries between snapshots', default: '100000' },
+  {
+    name: 'replicas',
+    kind: 'integer',
+    help: "a grouped service's replicas per new group, 3 or 5 (the same on every member; default: the service's)",
+    optional: true,
+  },
 ];
 
 interface MemberSettings {
@@ -80,6 +86,7 @@ interface MemberSettings {
   tls: (ClusterTls & { cert: string; key: string }) | null;
   tickMs: number;
   snapshotEvery: number;
+  replicas: number | undefined;
 }
 
 function memberSettings(argv: readonly string[]): MemberSettings {
@@ -107,6 +114,10 @@ function memberSettings(argv: readonly string[]): MemberSettings {
   if (Object.keys(bootstrap).length > 0) bootstrap[id] = advertiseRaft;
   if (peers[id] !== undefined) throw new ConfigError(`--join lists ${id} itself: list the members already running`);
   const tls = tlsOf(s);
+  // The member count is not known here (a member may join later): `cluster up` checks the count against it.
+  const replicas = str(s.replicas);
+  if (replicas !== undefined && replicasProblem(Number(replicas), Number(replicas)) !== null)
+    throw new ConfigError(`--replicas: ${replicasProblem(Number(replicas), Number(replicas))}`);
   if (tls !== null && (tls.cert === undefined || tls.key === undefined))
     throw new ConfigError('--tls-ca without --tls-cert and --tls-key: a member needs its own certificate');
   return {
@@ -123,6 +134,7 @@ function memberSettings(argv: readonly string[]): MemberSettings {
     tls: tls as MemberSettings['tls'],
     tickMs: Number(s['tick-ms']),
     snapshotEvery: Number(s['snapshot-every']),
+    replicas: s.replicas === undefined ? undefined : Number(s.replicas),
   };
 }
 
@@ -150,6 +162,8 @@ function fail(message: string): never {
 }
 
 const service = (await loadService(opts.service))!;
+if (opts.replicas !== undefined && !service.grouped)
+  fail(`--replicas: ${opts.service} runs one group on every member; a replica count is for grouped services`);
 // Process-wide: this member's HTTP API serves HTTPS with its certificate, and its calls to other members trust the CA.
 if (opts.tls !== null) useClusterTls(opts.tls);
 
@@ -170,6 +184,7 @@ const memberOptions: MemberOptions = {
   snapshotEvery: opts.snapshotEvery,
   onFailure: () => void recover(),
   forceNewCluster,
+  ...(opts.replicas !== undefined ? { replicas: opts.replicas } : {}),
 };
 
 // A member whose storage failed (a full disk, no file descriptors left) is started again in this process from

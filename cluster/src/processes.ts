@@ -42,6 +42,7 @@ export function spawnMember(state: ClusterState, member: MemberRecord): number {
     String(state.tickMs),
   ];
   if (state.snapshotEvery !== undefined) args.push('--snapshot-every', String(state.snapshotEvery));
+  if (state.replicas !== undefined) args.push('--replicas', String(state.replicas));
   if (member.joined) {
     const others = state.members.filter((m) => !m.removed && m.id !== member.id);
     args.push('--join', others.map((m) => `${m.id}=${m.raftAddress}`).join(','));

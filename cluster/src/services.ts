@@ -18,6 +18,8 @@ export interface HostedService {
   workers: WorkerRoles;
   /** Node flags of every member process (ServiceDefinition.memberNodeFlags). */
   memberNodeFlags: readonly string[];
+  /** Whether its groups are created on request (a replica count applies), rather than one group on every member. */
+  grouped: boolean;
 }
 
 /**
@@ -37,6 +39,7 @@ function hosted<C, R>(given: ServiceDefinition<C, R> | (() => ServiceDefinition<
         : startManyGroupsMember(definition() as ServiceDefinition, options),
     workers: declared.workers ?? [],
     memberNodeFlags: declared.memberNodeFlags ?? [],
+    grouped: !one,
   };
 }
 

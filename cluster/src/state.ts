@@ -54,8 +54,10 @@ export interface ClusterState {
   members: MemberRecord[];
   /** The service's other processes, in start order (absent for services without workers). */
   workers?: WorkerRecord[];
-  /** `cluster up --set key=value` settings, handed to every worker. */
+  /** `cluster up --set key=value` settings, handed to every worker (`replicas` is not one: see below). */
   settings?: Record<string, string>;
+  /** A grouped service's replica count (`cluster up --set replicas=N`), given to every member at every start. */
+  replicas?: number;
   /** The service's member node flags (ServiceDefinition.memberNodeFlags), given to every member at every start. */
   memberNodeFlags?: string[];
 }

@@ -4,8 +4,11 @@
  */
 import type { MemberStatus } from './processes.js';
 
-/** /v1/cluster/status of a member; a grouped member (the log) adds the groups it holds and leads. */
-export type GroupedStatus = MemberStatus & { groups?: number; leaders?: number };
+/**
+ * /v1/cluster/status of a member; a grouped member (the log) adds the groups it holds and leads, and the replicas
+ * it gives a group it creates.
+ */
+export type GroupedStatus = MemberStatus & { groups?: number; leaders?: number; replicas?: number };
 
 export interface StatusRow {
   id: string;
@@ -18,6 +21,8 @@ export interface StatusRow {
   lag: number | null;
   groups: number | null;
   leaders: number | null;
+  /** Replicas per group: a grouped member's count for the groups it creates; a single-group member's voters. */
+  replicas: number | null;
   url: string;
 }
 
@@ -42,6 +47,7 @@ export function memberRow(
     lag: null,
     groups: s === null ? null : grouped ? s.groups! : 1,
     leaders: s === null ? null : grouped ? (s.leaders ?? 0) : s.role === 'leader' ? 1 : 0,
+    replicas: s === null ? null : grouped ? (s.replicas ?? null) : s.voters.length,
     url,
   };
 }
@@ -64,17 +70,18 @@ export const STATUS_HEADER = [
   'lag',
   'groups',
   'leaders',
+  'replicas',
   'url',
 ];
 
 export function statusCells(r: StatusRow): unknown[] {
-  return [r.id, r.pid, r.role, r.term, r.leader, r.commit, r.applied, r.lag, r.groups, r.leaders, r.url];
+  return [r.id, r.pid, r.role, r.term, r.leader, r.commit, r.applied, r.lag, r.groups, r.leaders, r.replicas, r.url];
 }
 
-export const GROUPS_HEADER = ['group', 'leader', 'term', 'commit', 'lag', 'members'];
+export const GROUPS_HEADER = ['group', 'leader', 'term', 'commit', 'lag', 'replicas', 'members'];
 
 export function groupCells(r: GroupRow): unknown[] {
-  return [r.group, r.leader, r.term, r.commit, r.lag, r.members.join(',')];
+  return [r.group, r.leader, r.term, r.commit, r.lag, r.replicas, r.members.join(',')];
 }
 
 export interface GroupRow {
@@ -84,6 +91,8 @@ export interface GroupRow {
   commit: number | null;
   /** The highest commit index any replica reports minus the lowest applied index: how far the slowest trails. */
   lag: number | null;
+  /** Its voters: the count it was created with (or given since by a move of its members). */
+  replicas: number;
   members: string[];
   learners: string[];
 }
@@ -146,6 +155,7 @@ export async function mergeGroupRows(
       term,
       commit,
       lag: commit - Math.min(...replicas.map((r) => r.applied)),
+      replicas: view.voters.length,
       members: [...view.voters].sort(),
       learners: [...view.learners].sort(),
     });

@@ -54,6 +54,10 @@ t.test('bad arguments are refused before anything starts', async (t) => {
     [['up', '--snapshot-every', '0'], /--snapshot-every must be an integer/],
     [['up', '--service', 'nope'], /'nope' is invalid.*kv/],
     [['up', '--no-such-flag'], /unknown option '--no-such-flag'/],
+    [['up', '--service', 'log', '--set', 'replicas=4'], /^cluster: --set replicas: replicas must be 3 or 5 .*not 4/],
+    [['up', '--service', 'log', '--set', 'replicas=three'], /^cluster: --set replicas: replicas must be 3 or 5/],
+    [['up', '--service', 'log', '--nodes', '3', '--set', 'replicas=5'], /replicas=5 needs at least 5 members; .* 3/],
+    [['up', '--service', 'kv', '--set', 'replicas=3'], /kv runs one Raft group on every member/],
   ];
   const results = await inParallel(
     cases.map(
@@ -81,6 +85,20 @@ t.test('bad arguments are refused before anything starts', async (t) => {
   const missingMember = await runCli(['kill', '--data', dir], cluster.cwd);
   t.not(missingMember.code, 0, 'kill without a member exits non-zero');
   t.match(missingMember.stderr, /missing required argument 'member'/);
+
+  // A stopped folder's recorded count is kept by an `up` that names none, and checked like a given one.
+  const recorded = join(cluster.root, 'recorded-replicas');
+  mkdirSync(recorded, { recursive: true });
+  writeFileSync(join(recorded, 'cluster.json'), JSON.stringify({ service: 'log', members: [], replicas: 5 }));
+  failsWith(
+    t,
+    await runCli(
+      ['up', '--service', 'log', '--nodes', '3', '--data', recorded, '--base-port', String(foreignBase)],
+      cluster.cwd,
+    ),
+    /^cluster: --set replicas: the folder records 5: replicas=5 needs at least 5 members/,
+    'up of 3 members over a folder recording replicas=5',
+  );
 });
 
 t.test('no cluster running', async (t) => {

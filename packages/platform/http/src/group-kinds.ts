@@ -41,8 +41,34 @@ export interface OnRequestKind {
   includes(group: string): boolean;
   /** The settings of this member's copy of the group: its state machine and Raft options (observers...). */
   groupOptions(group: string): ManagedGroupOptions;
-  /** Replicas of each group of this kind; fewer while fewer processes are live (never more than there are). */
-  replicas: number;
+  /**
+   * Replicas of each group of this kind when the cluster sets none (`cluster up --set replicas=N`, which wins for
+   * every kind of the service); absent: DEFAULT_REPLICAS. Fewer while fewer processes are live (never more than
+   * there are). A group keeps the count it was created with.
+   */
+  replicas?: number;
+}
+
+/**
+ * Replicas of a group whose kind and cluster set none: 3. A group on 3 members survives one failure, and each write
+ * waits for 2 fsyncs (of 3) rather than 3 (of 5); a process holds 3/5 of the groups rather than all of them, so a
+ * cluster carries more groups. `--set replicas=5` buys surviving two failures at the price of those.
+ */
+export const DEFAULT_REPLICAS = 3;
+
+/** The replica counts a cluster may set: odd (an even count tolerates no more failures than the odd below it). */
+export const REPLICA_CHOICES: readonly number[] = [3, 5];
+
+/**
+ * Why `replicas` cannot be the count of a cluster of `members` members, or null when it can: 3 or 5, never more
+ * than the members; 1 only on a cluster of one member (where nothing else is possible).
+ */
+export function replicasProblem(replicas: number, members: number): string | null {
+  if (replicas === 1 && members === 1) return null;
+  if (!REPLICA_CHOICES.includes(replicas))
+    return `replicas must be 3 or 5 (1 on a 1-member cluster), not ${replicas}: 3 survives one failure, 5 two`;
+  if (replicas > members) return `replicas=${replicas} needs at least ${replicas} members; the cluster has ${members}`;
+  return null;
 }
 
 /** A kind of group a service runs; `provisioning` tells the member process how its groups come to be. */

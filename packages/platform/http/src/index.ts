@@ -59,7 +59,7 @@ export {
   SPACED_MAJOR_GC,
 } from './member-tuning.js';
 export type { MemberTuning } from './member-tuning.js';
-export { groupOptionsOf, oneGroupKind } from './group-kinds.js';
+export { DEFAULT_REPLICAS, groupOptionsOf, oneGroupKind, REPLICA_CHOICES, replicasProblem } from './group-kinds.js';
 export type { GroupKind, MemberRaftOptions, OneGroupKind, OnRequestKind } from './group-kinds.js';
 export { ClusterClient, ServiceError, errorBody } from './client.js';
 export type { ClusterAnswer, ClusterClientOptions, RequestOptions } from './client.js';
@@ -100,6 +100,7 @@ export {
 export type { CommandFields } from './command-shape.js';
 export { checkedCommand } from './command-route.js';
 export { GroupRouter, hashSlot, locateBySlot, HASH_SLOTS } from './group-router.js';
+export { GroupClient } from './group-client.js';
 export type { GroupRouterOptions, GroupRouterStats, GroupLocator, RouterGroup } from './group-router.js';
 export { SlotGroups, slotRange } from './slot-groups.js';
 export type { PlannedGroup } from './slot-groups.js';

@@ -19,7 +19,7 @@ import {
 import { isInternalCaller, type Principal } from './auth.js';
 import { checkedCommand } from './command-route.js';
 import { badRequest, conflict, HttpError, unavailable } from './errors.js';
-import type { GroupKind, OneGroupKind, OnRequestKind } from './group-kinds.js';
+import { DEFAULT_REPLICAS, type GroupKind, type OneGroupKind, type OnRequestKind } from './group-kinds.js';
 import type { Logger } from './log.js';
 import type { MetricsRegistry } from './metrics.js';
 import { requirePrincipal, type Admission, type RequestContext, type Router } from './router.js';
@@ -180,6 +180,11 @@ export class ServiceContext<C = unknown, R = unknown> {
     readonly logger: Logger,
     /** The service these members serve (`notify`): its workers' service token is an internal caller. */
     readonly service: string,
+    /**
+     * The replica count the cluster set for the service's groups (`cluster up --set replicas=N`), or null: each
+     * kind's own (see replicasOf).
+     */
+    readonly clusterReplicas: number | null = null,
   ) {
     this.one = 'one' in groups ? new ServiceGroup(groups.one, ONE_GROUP_NO_LEADER) : null;
   }
@@ -281,9 +286,20 @@ export class ServiceContext<C = unknown, R = unknown> {
   }
 
   /**
-   * Records new groups of an on-request `kind` in the meta group, each with the kind's replica count (or `replicas`
-   * when the caller chose one, as a topic's creator may), capped at the live processes; a 503 while none is
-   * registered. The meta group's answer is returned as it is: `exists` when a group of that name is already recorded.
+   * The replicas a new group of `kind` gets when its creator chooses none: the cluster's count, else the kind's,
+   * else DEFAULT_REPLICAS; capped at the live processes (a 503 while none is registered). A group keeps the count it
+   * was created with: a cluster started again with another count applies it to new groups only.
+   */
+  replicasOf(kind: OnRequestKind): number {
+    const hosts = this.liveHosts();
+    if (hosts < 1) throw unavailable('no hosts registered yet', 1);
+    return Math.min(this.clusterReplicas ?? kind.replicas ?? DEFAULT_REPLICAS, hosts);
+  }
+
+  /**
+   * Records new groups of an on-request `kind` in the meta group, each with replicasOf(kind) replicas (or `replicas`
+   * when the caller chose one, as a topic's creator may). The meta group's answer is returned as it is: `exists`
+   * when a group of that name is already recorded.
    */
   async createGroups(
     kind: OnRequestKind,
@@ -292,13 +308,8 @@ export class ServiceContext<C = unknown, R = unknown> {
   ): Promise<{ result: MetaResult; replicas: number }> {
     const bad = groups.find((g) => !kind.includes(g.name));
     if (bad !== undefined) throw new TypeError(`group ${bad.name} is not of kind ${kind.name}`);
-    let replicas = options.replicas;
-    if (replicas === undefined) {
-      const hosts = this.liveHosts();
-      if (hosts < 1) throw unavailable('no hosts registered yet', 1);
-      replicas = Math.min(kind.replicas, hosts);
-    }
-    const planned = groups.map((g) => ({ name: g.name, replicas: replicas!, data: g.data }));
+    const replicas = options.replicas ?? this.replicasOf(kind);
+    const planned = groups.map((g) => ({ name: g.name, replicas, data: g.data }));
     const managed = this.managed;
     const result = await this.call(managed.meta, () => managed.proposeMeta({ t: 'create', groups: planned }));
     return { result, replicas };

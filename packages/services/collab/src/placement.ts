@@ -11,6 +11,9 @@ export const MAX_GROUPS = 64;
 
 export const COLLAB_GROUPS = new SlotGroups(GROUP_PREFIX);
 
+/** The op-log groups' command route (members register it, workers call it through a GroupClient). */
+export const COLLAB_COMMAND_ROUTE = '/v1/collab/groups/:group/commands';
+
 export function groupName(i: number): string {
   return COLLAB_GROUPS.name(i);
 }

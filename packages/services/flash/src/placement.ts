@@ -12,6 +12,9 @@ export const INVENTORY_GROUPS = 4;
 export const GROUP_PREFIX = 'flash.inv.';
 const INVENTORY = new SlotGroups(GROUP_PREFIX);
 
+/** The inventory groups' command route (members register it, RaftInventory calls it through a GroupClient). */
+export const FLASH_COMMAND_ROUTE = '/v1/flash/groups/:group/commands';
+
 export function inventoryGroup(index: number): string {
   return INVENTORY.name(index);
 }

@@ -3,9 +3,16 @@
  * (straight to each group's leader, following 421/503 answers). Every change is a command committed on a majority
  * before it is answered.
  */
-import { GroupRouter, ServiceError } from '@raftkit/http';
-import type { DealView, FlashResult, ReservationView } from './machine.js';
-import { groupOfShard, groupsOfDeal, INVENTORY_GROUPS, inventoryGroup, shardCounts } from './placement.js';
+import { GroupClient, GroupRouter, ServiceError } from '@raftkit/http';
+import type { DealView, FlashCommand, FlashResult, ReservationView } from './machine.js';
+import {
+  FLASH_COMMAND_ROUTE,
+  groupOfShard,
+  groupsOfDeal,
+  INVENTORY_GROUPS,
+  inventoryGroup,
+  shardCounts,
+} from './placement.js';
 import {
   shardOfReservation,
   type AttemptRecord,
@@ -31,6 +38,7 @@ const path = (group: string, rest: string): string => `/v1/flash/groups/${encode
 
 export class RaftInventory implements InventoryBackend {
   private readonly router: GroupRouter;
+  private readonly commands: GroupClient<FlashCommand, FlashResult>;
   private groupsReady = false;
   /** Per deal, per group: winners already handed to the gateway (the next `deal` asks for those after them). */
   private readonly winnersSeen = new Map<string, number[]>();
@@ -42,6 +50,7 @@ export class RaftInventory implements InventoryBackend {
       timeoutMs: options.timeoutMs ?? 5_000,
       connections: options.connections ?? 32,
     });
+    this.commands = new GroupClient(this.router, FLASH_COMMAND_ROUTE);
   }
 
   async createDeal(spec: DealSpec): Promise<void> {
@@ -215,7 +224,7 @@ export class RaftInventory implements InventoryBackend {
     return ok(answer) as DealView & { winners?: Array<[string, string, number]>; total?: number };
   }
 
-  private async change(reservationId: string, command: Record<string, unknown>): Promise<ReservationChange> {
+  private async change(reservationId: string, command: FlashCommand): Promise<ReservationChange> {
     const shard = shardOfReservation(reservationId);
     if (shard === null) return { ok: false, error: 'unknown_reservation' };
     const result = await this.command(groupOfShard(shard), command);
@@ -228,10 +237,10 @@ export class RaftInventory implements InventoryBackend {
    * One command through a group's log. A group the meta group has not started yet answers 404 group_not_found for
    * a moment after it is created: retried until `patienceMs`.
    */
-  private async command(group: string, command: Record<string, unknown>, patienceMs = 0): Promise<FlashResult> {
+  private async command(group: string, command: FlashCommand, patienceMs = 0): Promise<FlashResult> {
     const deadline = Date.now() + patienceMs;
     for (;;) {
-      const answer = await this.router.request(group, 'POST', path(group, '/commands'), command);
+      const answer = await this.commands.request(group, command);
       const code = (answer.body as { error?: { code?: string } } | null)?.error?.code;
       if (answer.status === 404 && code === 'group_not_found' && Date.now() < deadline) {
         await new Promise((r) => setTimeout(r, 200));

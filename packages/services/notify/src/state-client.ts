@@ -2,12 +2,16 @@
  * How workers (and members, for groups they do not hold) reach the state groups: commands and queries through the
  * members' internal endpoints, routed to the group's leader by GroupRouter (421s and elections handled there).
  */
-import { GroupRouter } from '@raftkit/http';
+import { GroupClient, GroupRouter } from '@raftkit/http';
 import type { NotifyCommand, NotifyResult } from './machine.js';
 import type { StateQuery } from './queries.js';
 
+/** The state groups' command route (members register it, StateClient calls it). */
+export const STATE_COMMAND_ROUTE = '/v1/notify/groups/:group/commands';
+
 export class StateClient {
   readonly router: GroupRouter;
+  private readonly commands: GroupClient<NotifyCommand, NotifyResult>;
 
   constructor(options: { endpoints: string[]; token: string; timeoutMs?: number }) {
     this.router = new GroupRouter({
@@ -15,6 +19,7 @@ export class StateClient {
       token: options.token,
       timeoutMs: options.timeoutMs ?? 15_000,
     });
+    this.commands = new GroupClient(this.router, STATE_COMMAND_ROUTE);
   }
 
   async command(
@@ -22,13 +27,7 @@ export class StateClient {
     command: NotifyCommand,
     options: { token?: string; timeoutMs?: number } = {},
   ): Promise<NotifyResult> {
-    return (await this.router.call(
-      group,
-      'POST',
-      `/v1/notify/groups/${encodeURIComponent(group)}/commands`,
-      command,
-      callOptions(options),
-    )) as NotifyResult;
+    return this.commands.command(group, command, callOptions(options));
   }
 
   async query<T>(group: string, query: StateQuery, options: { token?: string; timeoutMs?: number } = {}): Promise<T> {

@@ -271,7 +271,7 @@ function logRoutes(
         body.partitions === undefined ? 1 : requireInteger(body, 'partitions', { min: 1, max: MAX_PARTITIONS });
       const replicas =
         body.replicas === undefined
-          ? Math.min(partitionKind.replicas, Math.max(1, service.liveHosts()))
+          ? service.replicasOf(partitionKind)
           : requireInteger(body, 'replicas', { min: 1, max: 15 });
       const retention = retentionOf(body.retention);
       const info: TopicInfo = { name, partitions, replicas, retention, access };
@@ -287,7 +287,12 @@ function logRoutes(
           const existing = await service.call(meta, () =>
             managed.metaRead((m) => topicsOf(m.groupsWithPrefix(`log.${name}.`), defaultAccess).get(name)),
           );
-          if (existing !== undefined && sameTopic(existing.info, info))
+          // A creator that chose no count takes the topic's: it may predate a change of the cluster's count.
+          const asked =
+            existing !== undefined && body.replicas === undefined
+              ? { ...info, replicas: existing.info.replicas }
+              : info;
+          if (existing !== undefined && sameTopic(existing.info, asked))
             return new Reply(200, { ...describeTopic(existing.info, existing.partitions), created: false });
           // A deleted topic's name stays taken until every process has deleted its replicas (so none is reused).
           if (existing === undefined)

@@ -97,7 +97,8 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Servi
     }
   };
 
-  // The auction groups: each auction's bid log, on three processes (fewer while fewer are live).
+  // The auction groups: each auction's bid log, on the cluster's replica count of processes (3 unless
+  // `cluster up --set replicas=5`; fewer while fewer are live).
   const kind: OnRequestKind = {
     name: 'auction',
     provisioning: 'on request',
@@ -112,7 +113,6 @@ export function createAuctionService(options: AuctionServiceOptions = {}): Servi
       });
       return { stateMachine: machine as unknown as ManagedGroupOptions['stateMachine'] };
     },
-    replicas: 3,
   };
 
   return {
@@ -297,7 +297,7 @@ function memberRoutes(service: ServiceContext, parts: MemberParts): void {
     .post('/internal/auctions', { admits: 'cluster' }, async (ctx) => {
       const c = shaped({ ...requireObject(await ctx.json()), op: 'create' }) as CreateInput;
       const { node } = nodeOf(ctx, c.auctionId);
-      const result = await service.call(node, () => node.propose(c));
+      const result = await service.group(node).write(c);
       closeSoon();
       if (result.op !== 'create') throw new HttpError(500, 'internal', 'unexpected result');
       return new Reply(result.status === 'created' ? 201 : 200, {
@@ -321,9 +321,9 @@ function memberRoutes(service: ServiceContext, parts: MemberParts): void {
           { 'retry-after': '1' },
         );
       }
-      const result = await service.call(node, () =>
-        batcher.submit(group, (command) => node.propose(command), { ...bid, auctionId }),
-      );
+      const result = await service
+        .group(node)
+        .call(() => batcher.submit(group, (command) => node.propose(command), { ...bid, auctionId }));
       bidsCounter.inc();
       return result;
     })
@@ -385,14 +385,14 @@ function memberRoutes(service: ServiceContext, parts: MemberParts): void {
     .post('/internal/groups/:group/handoffs/:id/ack', { admits: 'cluster' }, async (ctx) => {
       const { node } = groupNode(ctx);
       const auctionId = idOf(ctx);
-      const result = await service.call(node, () => node.propose({ op: 'ackHandoff', auctionId }));
+      const result = await service.group(node).write({ op: 'ackHandoff', auctionId });
       if (result.op !== 'ackHandoff') throw new HttpError(500, 'internal', 'unexpected result');
       return { auction_id: auctionId, removed: result.removed };
     })
     .post('/internal/groups/:group/block', { admits: 'cluster' }, async (ctx) => {
       const { node } = groupNode(ctx);
       const command = shaped({ ...requireObject(await ctx.json()), op: 'block' });
-      const result = await service.call(node, () => node.propose(command));
+      const result = await service.group(node).write(command);
       if (result.op !== 'block') throw new HttpError(500, 'internal', 'unexpected result');
       return { bidder_id: result.bidderId, blocked: result.blocked, changed: result.changed };
     })

@@ -16,7 +16,7 @@ import {
   type RequestContext,
 } from '@raftkit/http';
 import { AppendOrder } from './append-order.js';
-import { COLLAB_GROUPS, DEFAULT_GROUPS, GROUP_PREFIX, MAX_GROUPS } from '../placement.js';
+import { COLLAB_COMMAND_ROUTE, COLLAB_GROUPS, DEFAULT_GROUPS, GROUP_PREFIX, MAX_GROUPS } from '../placement.js';
 import { checkCommand } from '../commands.js';
 import { CollabMachine, type CollabCommand, type CollabResult } from '../machine.js';
 import { startCollabWorker } from '../workers/editor/worker.js';
@@ -26,13 +26,15 @@ type CollabNode = RaftNode<CollabCommand, CollabResult, CollabMachine>;
 /** How often each member proposes `compact` to the groups it leads (idle snapshots, hot-log trimming). */
 const COMPACT_EVERY_MS = 60_000;
 
-/** The op-log groups: a CollabMachine each, on three processes (fewer while fewer are live). */
+/**
+ * The op-log groups: a CollabMachine each, on the cluster's replica count of processes (3 unless `cluster up --set replicas=5`;
+ * fewer while fewer are live).
+ */
 const OP_LOG_KIND: OnRequestKind = {
   name: 'op-log',
   provisioning: 'on request',
   includes: (name) => COLLAB_GROUPS.includes(name),
   groupOptions: () => ({ stateMachine: new CollabMachine() as unknown as ManagedGroupOptions['stateMachine'] }),
-  replicas: 3,
 };
 
 export function createCollabService(): ServiceDefinition {
@@ -69,7 +71,7 @@ function collabRoutes(service: ServiceContext): void {
     return service.requireGroup<CollabCommand, CollabResult, CollabMachine>(ctx, name) as CollabNode;
   };
 
-  service.commandRoute<CollabCommand, CollabResult>('/v1/collab/groups/:group/commands', {
+  service.commandRoute<CollabCommand, CollabResult>(COLLAB_COMMAND_ROUTE, {
     admits: 'cluster',
     check: (body) => {
       checkCommand(body);

@@ -24,13 +24,15 @@ type PostsNode = RaftNode<PostCommand, PostResult, PostsMachine>;
 /** Post ids one hydrate call may ask for. */
 const MAX_GET = 2_000;
 
-/** The post groups: a PostsMachine each, on three processes (fewer while fewer are live). */
+/**
+ * The post groups: a PostsMachine each, on the cluster's replica count of processes (3 unless `cluster up --set replicas=5`;
+ * fewer while fewer are live).
+ */
 export const POSTS_KIND: OnRequestKind = {
   name: 'posts',
   provisioning: 'on request',
   includes: isPostsGroup,
   groupOptions: () => ({ stateMachine: new PostsMachine() as unknown as ManagedGroupOptions['stateMachine'] }),
-  replicas: 3,
 };
 
 export function feedMemberPart(groups = DEFAULT_POST_GROUPS): ServiceDefinition {

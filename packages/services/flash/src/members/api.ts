@@ -20,7 +20,13 @@ import {
 } from '@raftkit/http';
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { checkFlashCommand, FlashMachine, type FlashCommand, type FlashResult } from '../machine.js';
-import { GROUP_PREFIX, INVENTORY_GROUPS, inventoryGroup, parseInventoryGroup } from '../placement.js';
+import {
+  FLASH_COMMAND_ROUTE,
+  GROUP_PREFIX,
+  INVENTORY_GROUPS,
+  inventoryGroup,
+  parseInventoryGroup,
+} from '../placement.js';
 import { gatewayRole } from '../workers/gateway/gateway.js';
 
 type FlashNode = RaftNode<FlashCommand, FlashResult, FlashMachine>;
@@ -30,7 +36,12 @@ const JOB_EVERY_MS = 500;
 /** How long an ended deal's records (reservations, paid orders) stay readable before the leader drops them. */
 const KEEP_ENDED_MS = 24 * 60 * 60_000;
 
-/** The inventory groups: one FlashMachine each, on every live process up to five (a won unit survives four losses). */
+/**
+ * The inventory groups: one FlashMachine each, on every live process up to five unless the cluster sets its count
+ * (`cluster up --set replicas=3`). Five, not the project's 3: a won unit is the one thing the sale must never lose
+ * or sell twice, and an inventory group answers attempts only while it has a quorum, so it is worth surviving two
+ * failures for; there are only four such groups, so the extra fsyncs and replicas cost little.
+ */
 const INVENTORY_KIND: OnRequestKind = {
   name: 'inventory',
   provisioning: 'on request',
@@ -88,7 +99,7 @@ function flashRoutes(service: ServiceContext): void {
   service.onStop(() => clearInterval(job));
 
   // One command through the group's log, answered once committed and applied (never ahead of the log).
-  service.commandRoute<FlashCommand, FlashResult>('/v1/flash/groups/:group/commands', {
+  service.commandRoute<FlashCommand, FlashResult>(FLASH_COMMAND_ROUTE, {
     admits: 'cluster',
     check: (body) => {
       const command = requireObject(body, 'command');

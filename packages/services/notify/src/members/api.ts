@@ -53,7 +53,7 @@ import {
 } from '../input.js';
 import { NotifyMachine, type NotifyCommand, type NotifyResult, type Outcome, type Preferences } from '../machine.js';
 import { answer, checkQuery, type StateQuery, type StatusPart } from '../queries.js';
-import { StateClient } from '../state-client.js';
+import { STATE_COMMAND_ROUTE, StateClient } from '../state-client.js';
 import { deliveryRole } from '../workers/delivery/delivery.js';
 import type { IngestRecord } from '../records.js';
 import { routerRole } from '../workers/router/router.js';
@@ -82,7 +82,10 @@ export function createNotifyService(): ServiceDefinition {
   return combineServices(NOTIFY, [createLogService({ defaultAccess: 'internal' }), notifyPart()]);
 }
 
-/** The state groups: a NotifyMachine each, on three processes (fewer while fewer are live). */
+/**
+ * The state groups: a NotifyMachine each, on the cluster's replica count of processes (3 unless `cluster up --set replicas=5`;
+ * fewer while fewer are live).
+ */
 export const STATE_KIND: OnRequestKind = {
   name: 'state',
   provisioning: 'on request',
@@ -94,7 +97,6 @@ export const STATE_KIND: OnRequestKind = {
     machine.apply = (command: NotifyCommand): NotifyResult => original(checkNotifyCommand(command));
     return { stateMachine: machine as unknown as ManagedGroupOptions['stateMachine'] };
   },
-  replicas: 3,
 };
 
 function notifyPart(): ServiceDefinition {
@@ -227,7 +229,7 @@ function notifyRoutes(service: ServiceContext): void {
 
   // Internal; a user's token passes only for its own preferences and inbox (a member forwarding that user's
   // request to a group it does not hold forwards the user's token).
-  service.commandRoute<NotifyCommand, NotifyResult>('/v1/notify/groups/:group/commands', {
+  service.commandRoute<NotifyCommand, NotifyResult>(STATE_COMMAND_ROUTE, {
     admits: 'authenticated',
     check: checkNotifyCommand,
     group: (ctx, cmd) => {
@@ -253,12 +255,11 @@ function notifyRoutes(service: ServiceContext): void {
       const log = logFor(tokenOf(ctx));
       try {
         for (const priority of PRIORITIES)
-          await log.createTopic(ingestTopic(priority), { partitions: INGEST_PARTITIONS, replicas: 3 });
+          await log.createTopic(ingestTopic(priority), { partitions: INGEST_PARTITIONS });
         const topics = new Set(
           PRIORITIES.flatMap((priority) => CHANNELS.map((channel) => channelTopic(priority, channel))),
         );
-        for (const topic of [...topics, DEAD_LETTER_TOPIC])
-          await log.createTopic(topic, { partitions: 1, replicas: 3 });
+        for (const topic of [...topics, DEAD_LETTER_TOPIC]) await log.createTopic(topic, { partitions: 1 });
       } catch (e) {
         queueError(e);
       }

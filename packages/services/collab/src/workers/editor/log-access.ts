@@ -2,7 +2,7 @@
  * A worker's way to the op log: commands and reads about a document go to the leader of the group serving its
  * doc_id (GroupRouter: hash slot -> group -> leader, retried through elections until the deadline).
  */
-import { GroupRouter, ServiceError } from '@raftkit/http';
+import { GroupClient, GroupRouter, ServiceError } from '@raftkit/http';
 import type {
   CollabCommand,
   CollabResult,
@@ -13,7 +13,7 @@ import type {
   Owner,
   Role,
 } from '../../machine.js';
-import { DEFAULT_GROUPS } from '../../placement.js';
+import { COLLAB_COMMAND_ROUTE, DEFAULT_GROUPS } from '../../placement.js';
 
 export interface DocView {
   meta: DocMeta;
@@ -33,6 +33,7 @@ export interface StateView {
 
 export class LogAccess {
   readonly router: GroupRouter;
+  private readonly commands: GroupClient<CollabCommand, CollabResult>;
 
   constructor(
     private readonly members: string[],
@@ -40,6 +41,7 @@ export class LogAccess {
     timeoutMs = 15_000,
   ) {
     this.router = new GroupRouter({ endpoints: members, token, timeoutMs });
+    this.commands = new GroupClient(this.router, COLLAB_COMMAND_ROUTE);
   }
 
   /** Creates the op-log groups if they are missing; retried until the members answer. */
@@ -64,18 +66,12 @@ export class LogAccess {
 
   async command(docId: string, command: CollabCommand, timeoutMs?: number): Promise<CollabResult> {
     const group = await this.router.groupOf(docId);
-    return (await this.router.call(
-      group,
-      'POST',
-      `/v1/collab/groups/${group}/commands`,
-      command,
-      timeoutMs === undefined ? {} : { timeoutMs },
-    )) as CollabResult;
+    return this.commands.command(group, command, timeoutMs === undefined ? {} : { timeoutMs });
   }
 
   /** A command about several documents of one group (renew). */
   async groupCommand(group: string, command: CollabCommand): Promise<CollabResult> {
-    return (await this.router.call(group, 'POST', `/v1/collab/groups/${group}/commands`, command)) as CollabResult;
+    return this.commands.command(group, command);
   }
 
   groupOf(docId: string): Promise<string> {
