@@ -5,8 +5,11 @@ import { DEFAULT_FLASH_OPTIONS, FlashWorkload } from './flash.js';
 import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
 import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
 import { DEFAULT_LOG_OPTIONS, LogWorkload } from './log.js';
+import { FeedWorkload } from './feed.js';
+import { NotifyWorkload } from './notify.js';
 import { RateLimitWorkload } from './ratelimit.js';
 import { ShortlinkWorkload } from './shortlink.js';
+import { VideoWorkload } from './video.js';
 import type { Workload } from './workload.js';
 
 /**
@@ -24,6 +27,10 @@ export const WORKLOADS: Record<string, () => Workload> = {
   auction: () => new AuctionWorkload(),
   flash: () => new FlashWorkload(),
   ratelimit: () => new RateLimitWorkload(),
+  feed: () => new FeedWorkload(),
+  notify: () => new NotifyWorkload(),
+  video: () => new VideoWorkload(),
+  'feed-one-app': () => new FeedWorkload(1, 'feed-one-app'),
   'ratelimit-overshare': () => new RateLimitWorkload({ expectedInstances: 1 }, 'ratelimit-overshare'),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),
