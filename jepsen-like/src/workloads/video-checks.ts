@@ -48,6 +48,8 @@ interface FinalPlay {
   video_id: string;
   status: string;
   stage?: string | null;
+  /** The record's failure ({stage, reason}) when it ended failed. */
+  failure?: unknown;
   raw_sha256?: string | null;
   master?: number | string;
   variants?: number[];
@@ -114,7 +116,7 @@ export function checkVideo(events: readonly HistoryEvent[]): CheckResult[] {
       playable.push({
         check: 'video-playable',
         type: 'not-playable',
-        description: `upload ${key} (video ${f.video_id}) ended ${f.status}${f.stage ? ` at stage ${f.stage}` : ''}`,
+        description: `upload ${key} (video ${f.video_id}) ended ${f.status}${f.stage ? ` at stage ${f.stage}` : ''}${f.failure !== undefined ? `: ${JSON.stringify(f.failure)}` : ''}`,
       });
     else if (f.errors.length > 0 || typeof f.master !== 'number' || (f.variants ?? []).length === 0)
       playable.push({

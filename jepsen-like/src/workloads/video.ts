@@ -160,18 +160,7 @@ export class VideoWorkload implements Workload {
         const ids = [...this.acked.values()];
         if (ids.length === 0) return void (await ctx.sleep(100));
         const id = ids[ctx.rng.int(0, ids.length - 1)]!;
-        await ctx.perform({ f: 'status', value: { video_id: id } }, async () => {
-          const out = await callJson(`${app}/api/videos/${id}`, {
-            method: 'GET',
-            token: ctx.token,
-            timeoutMs: ctx.opTimeoutMs,
-          });
-          if (out.kind === 'response' && out.status === 200) {
-            const b = out.body as { status: string; stage: string | null };
-            return { type: 'ok', value: { video_id: id, status: b.status, stage: b.stage } };
-          }
-          return readFailure(out);
-        });
+        await readStatus(ctx.perform, app, ctx.token, id, ctx.opTimeoutMs);
         await ctx.sleep(200);
       },
       finish: async () => {
@@ -198,13 +187,8 @@ export class VideoWorkload implements Workload {
       for (const id of ids) {
         const s = state.get(id);
         if (s !== undefined && s.stage === null && s.status !== 'transcoding') continue;
-        const out = await callJson(`${app}/api/videos/${id}`, {
-          method: 'GET',
-          token: ctx.token,
-          timeoutMs: ctx.opTimeoutMs,
-        });
-        if (out.kind === 'response' && out.status === 200)
-          state.set(id, out.body as { status: string; stage: string | null });
+        const out = await readStatus(ctx.perform, app, ctx.token, id, ctx.opTimeoutMs);
+        if (out.type === 'ok') state.set(id, out.value as { status: string; stage: string | null });
       }
       if (ids.every((id) => state.get(id)?.stage === null && state.get(id)?.status !== 'transcoding')) break;
       await ctx.sleep(1_000);
@@ -222,8 +206,9 @@ export class VideoWorkload implements Workload {
     if (info.kind !== 'response') return readFailure(info);
     if (info.status === 404) return { type: 'ok', value: { video_id: id, status: 'missing', errors, objects } };
     if (info.status !== 200) return readFailure(info);
-    const video = info.body as { status: string; stage: string | null; upload_id?: string };
+    const video = info.body as { status: string; stage: string | null; failure?: unknown };
     const value: Record<string, unknown> = { video_id: id, status: video.status, stage: video.stage };
+    if (video.failure !== undefined && video.failure !== null) value.failure = video.failure;
     const play = await callJson(`${app}/api/videos/${id}/playback`, { method: 'GET', token: ctx.token, timeoutMs });
     if (play.kind !== 'response' || play.status !== 200)
       return { type: 'ok', value: { ...value, errors: [`playback: ${describe(play)}`], objects } };
@@ -285,6 +270,24 @@ export class VideoWorkload implements Workload {
   modelEvents(): readonly HistoryEvent[] {
     return [];
   }
+}
+
+/** Reads a video's record (`status`: recorded, so the checks see when it turned playable). */
+function readStatus(
+  perform: WorkerContext['perform'],
+  app: string,
+  token: string,
+  id: string,
+  timeoutMs: number,
+): Promise<Completion> {
+  return perform({ f: 'status', value: { video_id: id } }, async () => {
+    const out = await callJson(`${app}/api/videos/${id}`, { method: 'GET', token, timeoutMs });
+    if (out.kind === 'response' && out.status === 200) {
+      const b = out.body as { status: string; stage: string | null };
+      return { type: 'ok', value: { video_id: id, status: b.status, stage: b.stage } };
+    }
+    return readFailure(out);
+  });
 }
 
 function failure(out: HttpOutcome): Completion {
