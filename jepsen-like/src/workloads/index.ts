@@ -13,10 +13,11 @@ import { VideoWorkload } from './video.js';
 import type { Workload } from './workload.js';
 
 /**
- * Every workload, by name. A later service adds one line. The "-serializable", "-unfenced", "-async-inventory" and
- * "-overshare" variants are broken on purpose (stale reads; a resource that ignores tokens; flash gateways answering
- * before the log commits; a rule whose fallback shares add up to 3 x its limit): they show the checks catching real
- * anomalies.
+ * Every workload, by name. A later service adds one line. "feed-one-app" and "video-members" are narrower setups of
+ * their workloads (one app worker; no fault on the object store) that pass while what the full ones find stands. The
+ * "-serializable", "-unfenced", "-async-inventory" and "-overshare" variants are broken on purpose (stale reads; a
+ * resource that ignores tokens; flash gateways answering before the log commits; a rule whose fallback shares add up
+ * to 3 x its limit): they show the checks catching real anomalies.
  */
 export const WORKLOADS: Record<string, () => Workload> = {
   kv: () => new KvWorkload(),
@@ -30,6 +31,7 @@ export const WORKLOADS: Record<string, () => Workload> = {
   feed: () => new FeedWorkload(),
   notify: () => new NotifyWorkload(),
   video: () => new VideoWorkload(),
+  'video-members': () => new VideoWorkload(false, 'video-members'),
   'feed-one-app': () => new FeedWorkload(1, 'feed-one-app'),
   'ratelimit-overshare': () => new RateLimitWorkload({ expectedInstances: 1 }, 'ratelimit-overshare'),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
