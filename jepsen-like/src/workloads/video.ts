@@ -23,7 +23,7 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -88,8 +88,11 @@ export class VideoWorkload implements Workload {
     return urls[order.indexOf(role)]!;
   }
 
+  /** Where setup makes the clips; removed by close(). */
+  private readonly clipDir = join(tmpdir(), `jepsen-like-video-${process.pid}`);
+
   async setup(): Promise<void> {
-    const dir = join(tmpdir(), `jepsen-like-video-${process.pid}`);
+    const dir = this.clipDir;
     mkdirSync(dir, { recursive: true });
     const run = promisify(execFile);
     for (let i = 0; i < CLIPS; i++) {
@@ -281,6 +284,10 @@ export class VideoWorkload implements Workload {
 
   check(events: readonly HistoryEvent[]): CheckResult[] {
     return checkVideo(events);
+  }
+
+  async close(): Promise<void> {
+    rmSync(this.clipDir, { recursive: true, force: true });
   }
 
   modelEvents(): readonly HistoryEvent[] {
