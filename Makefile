@@ -22,8 +22,9 @@ TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -n
 
 # Unit and integration tests (real processes on loopback), 500 simulator seeds, the mutation check, and
 # jepsen-like smoke runs of kv, lock, the short-link allocator, the event log, the editor, the auction, the flash
-# sale and the rate limiter under partitions, kills and pauses (and clock steps for the auction, and wipes of members
-# and counter stores for the rate limiter).
+# sale, the rate limiter, the feed, notifications and video under partitions, kills and pauses (and clock steps for
+# the auction, and wipes of members and counter stores for the rate limiter; the kills and pauses of the last four
+# also hit a store, a router or the delivery worker).
 # The last line counts everything: tap assertions, simulator seeds, mutations caught, smoke runs.
 test: build test-packages
 	@mkdir -p jepsen-out
@@ -31,19 +32,22 @@ test: build test-packages
 	@scripts/slowest-tests.sh jepsen-out/tap.log 12
 	node packages/lib/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2 | tee jepsen-out/sim.log
 	node packages/lib/raft/dist/sim/mutations.js | tee jepsen-out/mutations.log
-	node jepsen-like/bin/jepsen-like.js run --service kv --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-kv
-	node jepsen-like/bin/jepsen-like.js run --service lock --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-lock
-	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-shortlink
-	node jepsen-like/bin/jepsen-like.js run --service log --time 30 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-log
+	node jepsen-like/bin/jepsen-like.js run --service kv --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-kv
+	node jepsen-like/bin/jepsen-like.js run --service lock --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-lock
+	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-shortlink
+	node jepsen-like/bin/jepsen-like.js run --service log --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-log
 	node jepsen-like/bin/jepsen-like.js run --service collab --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-collab
 	node jepsen-like/bin/jepsen-like.js run --service auction --time 20 --nemesis partition,kill,pause,clock,quiet --interval 3 --seed 4 --recovery 30 --out jepsen-out/smoke-auction
 	node jepsen-like/bin/jepsen-like.js run --service flash --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --concurrency 40 --rate 400 --out jepsen-out/smoke-flash
 	node jepsen-like/bin/jepsen-like.js run --service ratelimit --time 20 --nemesis partition,kill,pause,wipe,quiet --interval 3 --seed 2 --out jepsen-out/smoke-ratelimit
+	node jepsen-like/bin/jepsen-like.js run --service feed --workload feed-one-app --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-feed
+	node jepsen-like/bin/jepsen-like.js run --service notify --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-notify
+	node jepsen-like/bin/jepsen-like.js run --service video --workload video-members --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-video
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
 	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
-	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 8 jepsen-like smoke runs"; \
-	echo "total: $$((tap + seeds + caught + 8)) passed, 0 failed"
+	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 11 jepsen-like smoke runs"; \
+	echo "total: $$((tap + seeds + caught + 11)) passed, 0 failed"
 
 # The quick loop beside `make test`, under 3 minutes on 2 cores: the type-check, Biome's formatting and lint check
 # (biome.jsonc; `npm run fix` applies the formatting and safe fixes), and the unit tests: every test file except those
@@ -93,10 +97,11 @@ down:
 JEPSEN_TIME ?= 180
 JEPSEN_SEED ?= 1
 JEPSEN_OUT ?= jepsen-out
-JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction flash ratelimit
+JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction flash ratelimit feed notify video
 JEPSEN_NEMESES ?= partition kill pause packet clock quiet partition,kill,pause,packet,clock,quiet
-# wipe (a member's data deleted, the member removed and added back) runs on the services of one Raft group only.
-JEPSEN_WIPE_WORKLOADS ?= kv lock shortlink ratelimit
+# wipe (a member's data deleted, the member removed and added back) runs on the services of one Raft group only;
+# for feed it wipes a store partition only (its members host many groups), for video a member and the object store.
+JEPSEN_WIPE_WORKLOADS ?= kv lock shortlink ratelimit feed video
 
 jepsen: build
 	@failed=0; for w in $(JEPSEN_WORKLOADS); do for n in $(JEPSEN_NEMESES); do \

@@ -6,7 +6,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { closeSync, existsSync, mkdirSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { request } from 'undici';
@@ -45,7 +45,9 @@ export interface ClusterOptions {
   /** Started for the workers instead of cluster/dist/src/worker.js, with the same arguments (a test variant). */
   workerScript?: string;
   /** The worker role (e.g. `store`) whose processes the kill, pause and wipe nemeses hit besides members. */
-  faultWorkers?: string;
+  faultWorkers?: string | readonly string[];
+  /** Whether the wipe nemesis wipes members (default) or only a `faultWorkers` process (Workload.wipeMembers). */
+  wipeMembers?: boolean;
   /** Added to every member's and worker's environment (e.g. RAFTKIT_SESSION_TIMEOUT_MS). */
   env?: Readonly<Record<string, string>>;
 }
@@ -315,9 +317,15 @@ export class ClusterUnderTest {
 
   /** Ids of the workers the process nemeses may hit (the workload's `faultWorkers` role), in start order. */
   faultWorkerIds(): string[] {
-    const role = this.options.faultWorkers;
-    if (role === undefined) return [];
-    return this.workerProcs.filter((w) => w.id.replace(/[0-9]+$/, '') === role).map((w) => w.id);
+    const roles = this.options.faultWorkers;
+    if (roles === undefined) return [];
+    const wanted = typeof roles === 'string' ? [roles] : roles;
+    return this.workerProcs.filter((w) => wanted.includes(w.id.replace(/[0-9]+$/, ''))).map((w) => w.id);
+  }
+
+  /** Whether the wipe nemesis wipes members besides a fault-target worker (Workload.wipeMembers). */
+  wipesMembers(): boolean {
+    return this.options.wipeMembers ?? true;
   }
 
   workerRunning(id: string): boolean {
@@ -331,6 +339,17 @@ export class ClusterUnderTest {
     if (w === undefined || !this.workerRunning(id)) return;
     w.child.kill('SIGKILL');
     await w.exited;
+  }
+
+  /**
+   * Deletes what a killed worker keeps on disk (its data folder but its log: a feed or video store's LevelDB and
+   * objects), so its restart is empty. A worker whose state is in memory (a counter store) has nothing there.
+   */
+  wipeWorker(id: string): void {
+    if (this.workerRunning(id)) throw new Error(`worker ${id} is running: kill it before wiping it`);
+    const dir = join(this.options.dataDir, id);
+    for (const entry of readdirSync(dir))
+      if (entry !== 'worker.log') rmSync(join(dir, entry), { recursive: true, force: true });
   }
 
   /** Starts a killed worker again with its arguments (same ports, from DIR/cluster.json). */

@@ -215,6 +215,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
       ...(workload.settings !== undefined ? { settings: workload.settings } : {}),
       ...(workload.workerScript !== undefined ? { workerScript: workload.workerScript } : {}),
       ...(workload.faultWorkers !== undefined ? { faultWorkers: workload.faultWorkers } : {}),
+      ...(workload.wipeMembers !== undefined ? { wipeMembers: workload.wipeMembers } : {}),
     });
     cluster.startAll();
     log(`started ${ids.length} members; waiting for a leader`);

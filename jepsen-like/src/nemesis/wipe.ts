@@ -75,8 +75,9 @@ export const wipeNemesis: NemesisHandler = {
   async start(id: number, fault: Fault, ctx: NemesisContext): Promise<ActiveFault> {
     if (fault.nemesis !== 'wipe') throw new Error('not a wipe fault');
     const running = ctx.cluster.ids.filter((m) => ctx.cluster.running(m));
-    const members = await resolveTarget(fault.target, running, ctx);
-    // A worker's state (a counter store's counters) is in its memory: killing it is wiping it.
+    const members = ctx.cluster.wipesMembers() ? await resolveTarget(fault.target, running, ctx) : [];
+    // A worker's state is in its memory (a counter store's counters: killing it is wiping it) or in its data folder
+    // (a feed or video store), deleted here so that it restarts empty.
     const workers = pickWorker(
       ctx.cluster.faultWorkerIds().filter((w) => ctx.cluster.workerRunning(w)),
       ctx,
@@ -85,6 +86,7 @@ export const wipeNemesis: NemesisHandler = {
     await Promise.all(members.map((m) => ctx.cluster.kill(m)));
     await Promise.all(workers.map((w) => ctx.cluster.killWorker(w)));
     for (const m of members) ctx.cluster.wipe(m);
+    for (const w of workers) ctx.cluster.wipeWorker(w);
     return {
       id,
       fault,

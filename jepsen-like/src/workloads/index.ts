@@ -5,15 +5,19 @@ import { DEFAULT_FLASH_OPTIONS, FlashWorkload } from './flash.js';
 import { DEFAULT_KV_OPTIONS, KvWorkload } from './kv.js';
 import { DEFAULT_LOCK_OPTIONS, LockWorkload } from './lock.js';
 import { DEFAULT_LOG_OPTIONS, LogWorkload } from './log.js';
+import { FeedWorkload } from './feed.js';
+import { NotifyWorkload } from './notify.js';
 import { RateLimitWorkload } from './ratelimit.js';
 import { ShortlinkWorkload } from './shortlink.js';
+import { VideoWorkload } from './video.js';
 import type { Workload } from './workload.js';
 
 /**
- * Every workload, by name. A later service adds one line. The "-serializable", "-unfenced", "-async-inventory" and
- * "-overshare" variants are broken on purpose (stale reads; a resource that ignores tokens; flash gateways answering
- * before the log commits; a rule whose fallback shares add up to 3 x its limit): they show the checks catching real
- * anomalies.
+ * Every workload, by name. A later service adds one line. "feed-one-app" and "video-members" are narrower setups of
+ * their workloads (one app worker; no fault on the object store) that pass while what the full ones find stands. The
+ * "-serializable", "-unfenced", "-async-inventory" and "-overshare" variants are broken on purpose (stale reads; a
+ * resource that ignores tokens; flash gateways answering before the log commits; a rule whose fallback shares add up
+ * to 3 x its limit): they show the checks catching real anomalies.
  */
 export const WORKLOADS: Record<string, () => Workload> = {
   kv: () => new KvWorkload(),
@@ -24,6 +28,11 @@ export const WORKLOADS: Record<string, () => Workload> = {
   auction: () => new AuctionWorkload(),
   flash: () => new FlashWorkload(),
   ratelimit: () => new RateLimitWorkload(),
+  feed: () => new FeedWorkload(),
+  notify: () => new NotifyWorkload(),
+  video: () => new VideoWorkload(),
+  'video-members': () => new VideoWorkload(false, 'video-members'),
+  'feed-one-app': () => new FeedWorkload(1, 'feed-one-app'),
   'ratelimit-overshare': () => new RateLimitWorkload({ expectedInstances: 1 }, 'ratelimit-overshare'),
   'kv-serializable': () => new KvWorkload({ ...DEFAULT_KV_OPTIONS, serializableReads: true }),
   'lock-unfenced': () => new LockWorkload({ ...DEFAULT_LOCK_OPTIONS, fenced: false }),

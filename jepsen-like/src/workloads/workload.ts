@@ -93,10 +93,16 @@ export interface Workload {
   /** The service's other processes to start beside the members, by role (e.g. {gateway: 2}); none by default. */
   readonly workers?: Readonly<Record<string, number>>;
   /**
-   * A worker role (e.g. `store`) the kill, pause and wipe nemeses hit besides members: each such fault also takes one
-   * of its processes, picked from the seed (workers are on the host's loopback, so partitions never cut them).
+   * A worker role (e.g. `store`), or several, the kill, pause and wipe nemeses hit besides members: each such fault
+   * also takes one of their processes, picked from the seed (workers are on the host's loopback, so partitions never cut them).
    */
-  readonly faultWorkers?: string;
+  readonly faultWorkers?: string | readonly string[];
+  /**
+   * False: the wipe nemesis wipes only a `faultWorkers` process (a store's data folder), never a member. For
+   * services whose members host many Raft groups (the event log's partitions), where the wipe's remove-and-add of a
+   * member is a single group's membership change.
+   */
+  readonly wipeMembers?: boolean;
   /** Settings handed to those workers, as `cluster up --set` does. */
   readonly settings?: Readonly<Record<string, string>>;
   /**
