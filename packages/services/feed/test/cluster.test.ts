@@ -683,6 +683,22 @@ t.test(
       100,
     );
     const made = [await post(author, 'before the outage')];
+    type Health = {
+      partitions: Array<{ partition: number; state: string; copies: number; replays: number; applied: number }>;
+    };
+    const health = async (id: string): Promise<Health> =>
+      (await call(cluster.workers.find((w) => w.id === id)!.url, 'GET', '/healthz')).body as Health;
+    // The cluster started empty: each replica replayed its log from offset 0 or copied a peer, and the first of each
+    // partition can only have replayed (a copy needs a peer that applied something).
+    const started = (await Promise.all(['store1', 'store2', 'store3'].map(health))).flatMap((h) => h.partitions);
+    t.ok(
+      started.every((x) => x.replays + x.copies === 1),
+      'every replica started from a replay or a copy',
+    );
+    t.ok(
+      [0, 1, 2].every((p) => started.some((x) => x.partition === p && x.replays === 1)),
+      'every partition replayed the log from 0 on some replica',
+    );
 
     step(t, 'store2 to be killed');
     await killWorker('store2');
@@ -718,9 +734,6 @@ t.test(
     );
     const restarted = await Promise.all([cluster.run('restart', 'store2'), cluster.run('restart', 'store3')]);
     for (const r of restarted) t.equal(r.code, 0, r.stdout.trim());
-    type Health = { partitions: Array<{ partition: number; state: string; copies: number; applied: number }> };
-    const health = async (id: string): Promise<Health> =>
-      (await call(cluster.workers.find((w) => w.id === id)!.url, 'GET', '/healthz')).body as Health;
     await until(
       'every replica is ready again',
       async () => {
