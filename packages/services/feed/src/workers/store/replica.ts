@@ -26,6 +26,7 @@ export const STORE_TOPIC = 'feed-store';
 /** A long poll of the log while caught up: an idle replica costs one request per this long. */
 const POLL_MS = 20_000;
 const FETCH_RECORDS = 500;
+const FETCH_BYTES = 4 * 1024 * 1024;
 /** How long a write waits for this replica to apply it, and a read for a given offset, before a 503. */
 const APPLY_WAIT_MS = 5_000;
 const READ_WAIT_MS = 1_000;
@@ -136,6 +137,7 @@ export class StoreReplica {
         const answer = await this.deps.log.fetch(STORE_TOPIC, this.partition, this.applied, {
           waitMs: this.state === 'ready' ? POLL_MS : 0,
           maxRecords: FETCH_RECORDS,
+          maxBytes: FETCH_BYTES,
         });
         if (answer.start_offset > this.applied) {
           this.deps.logger.log('warn', 'the log was trimmed past this replica: copying a peer', {
@@ -212,13 +214,22 @@ export class StoreReplica {
       throw new Error(`status ${res.statusCode}: ${text.slice(0, 200)}`);
     }
     let offset: number | null = null;
+    // Rows, then a trailer with their count: a stream cut short (the peer died) has none, and the copy is refused
+    // before its offset is stored.
     async function* rows(): AsyncGenerator<[string, unknown]> {
+      let count = 0;
       for await (const line of createInterface({ input: res.body, crlfDelay: Infinity })) {
         if (line === '') continue;
-        const row = JSON.parse(line) as [string, unknown];
+        const row = JSON.parse(line) as [string, unknown] | { end: number };
+        if (!Array.isArray(row)) {
+          if (row.end !== count) throw new Error(`the copy ended after ${count} rows, not ${row.end}`);
+          return;
+        }
+        count++;
         if (row[0] === keys.applied) offset = row[1] as number;
         yield row;
       }
+      throw new Error(`the copy was cut short after ${count} rows`);
     }
     const copied = await this.store.importAll(rows());
     if (offset === null) throw new Error('the copy named no offset');

@@ -113,16 +113,21 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     return readCall(replica.store, call);
   });
 
-  // A wiped peer's copy of one replica: newline-separated JSON [key, value], cfg/applied among them.
+  // A wiped peer's copy of one replica: newline-separated JSON [key, value], cfg/applied among them, then {end: rows}.
   http.router.get('/internal/store/copy', { admits: 'cluster' }, async (ctx) => {
     const replica = replicaOf(ctx);
     if (replica.state === 'copying' || replica.state === 'starting' || (await replica.store.appliedOffset()) === null)
       throw new HttpError(409, 'no_copy', `partition ${replica.partition} has no applied state here`);
     ctx.res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    let count = 0;
     for await (const row of replica.store.exportAll()) {
-      if (!ctx.res.write(`${JSON.stringify(row)}\n`)) await once(ctx.res, 'drain');
+      count++;
+      if (ctx.res.destroyed) return undefined; // the copier went away
+      if (!ctx.res.write(`${JSON.stringify(row)}\n`))
+        await Promise.race([once(ctx.res, 'drain'), once(ctx.res, 'close')]);
     }
-    ctx.res.end();
+    // The trailer: the copier refuses a stream without it (cut short).
+    ctx.res.end(`${JSON.stringify({ end: count })}\n`);
     return undefined;
   });
 
