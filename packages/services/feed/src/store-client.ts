@@ -14,10 +14,15 @@ import { isWrite, type StoreAnswer, type StoreCall } from './store-protocol.js';
 import { replicaWorkers } from './store-placement.js';
 import { STORE_ROLE } from './workers/store/worker.js';
 
+/** How long a store worker that did not answer is tried after the other replicas. */
+const SUSPECT_MS = 5_000;
+
 export class StoreClient {
   private readonly pools: Pool[];
   /** Per partition: the offset after this client's latest write (what its reads wait for). */
   private readonly written: number[];
+  /** Per worker: until when it is tried after the other replicas (it did not answer). */
+  private readonly suspectUntil: number[];
 
   constructor(
     stores: readonly PeerAddress[] | readonly string[],
@@ -28,6 +33,7 @@ export class StoreClient {
     if (addresses.length === 0) throw new Error('no store workers');
     this.pools = addresses.map((a) => new Pool(`http://${a}`, { connections: 8, keepAliveTimeout: 30_000 }));
     this.written = addresses.map(() => 0);
+    this.suspectUntil = addresses.map(() => 0);
   }
 
   static fromWorkers(workers: readonly PeerAddress[], token: string, timeoutMs?: number): StoreClient {
@@ -55,7 +61,12 @@ export class StoreClient {
   async callPartition<C extends StoreCall>(partition: number, call: C): Promise<StoreAnswer<C>> {
     const write = isWrite(call);
     let last: ServiceError | null = null;
-    for (const worker of replicaWorkers(partition, this.pools.length)) {
+    const now = Date.now();
+    // Replicas that failed lately go last: a paused process would cost every call its whole timeout.
+    const order = replicaWorkers(partition, this.pools.length).sort(
+      (a, b) => Number(this.suspectUntil[a]! > now) - Number(this.suspectUntil[b]! > now),
+    );
+    for (const worker of order) {
       try {
         const answer = await this.send<C>(worker, partition, call, write ? 0 : this.written[partition]!);
         if (write && typeof answer.offset === 'number')
@@ -63,6 +74,9 @@ export class StoreClient {
         return answer;
       } catch (e) {
         if (!(e instanceof ServiceError) || (e.status < 500 && e.status !== 421)) throw e;
+        // Not answering at all (refused, timed out) marks the process; a 503 of one replica (not ready, behind)
+        // says nothing about its other partitions.
+        if (e.code === 'store_unavailable') this.suspectUntil[worker] = Date.now() + SUSPECT_MS;
         last = e;
       }
     }

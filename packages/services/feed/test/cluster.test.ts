@@ -700,6 +700,19 @@ t.test(
       'every partition replayed the log from 0 on some replica',
     );
 
+    // A paused process (SIGSTOP) does not refuse connections: the first call waits out its timeout, then the next
+    // replica answers, and the client tries the paused one last for a while.
+    const onFirst = fans.find((f) => partitionOf(f, STORES) === 0)!;
+    signalWorker('store1', 'SIGSTOP');
+    try {
+      await follow(onFirst, uid('paused'));
+      t.equal((await profile(onFirst)).user_id, onFirst, 'a write and a read of partition 0 with store1 paused');
+      t.equal((await profile(onFirst)).user_id, onFirst);
+    } finally {
+      signalWorker('store1', 'SIGCONT');
+    }
+    step(t, 'store1 paused and resumed');
+
     step(t, 'store2 to be killed');
     await killWorker('store2');
     // Writes of every kind and reads while it is down, on every partition (its replicas answer elsewhere).
