@@ -23,6 +23,11 @@ import type { FeedStore } from './store.js';
 
 /** The log topic of the store partitions' writes: partition p of it feeds every replica of store partition p. */
 export const STORE_TOPIC = 'feed-store';
+/**
+ * What the log keeps of each partition (in the members' memory): the tail a replica restarted with its disk
+ * catches up from. A replica down for longer, or wiped, copies a peer instead, so the log need not keep everything.
+ */
+const STORE_TOPIC_RETENTION = { max_age_ms: 24 * 3600_000, max_bytes: 32 * 1024 * 1024 };
 /** A long poll of the log while caught up: an idle replica costs one request per this long. */
 const POLL_MS = 20_000;
 const FETCH_RECORDS = 500;
@@ -277,7 +282,7 @@ export async function ensureStoreTopic(log: LogClient, partitions: number, deadl
   const deadline = Date.now() + deadlineMs;
   for (;;) {
     try {
-      await log.createTopic(STORE_TOPIC, { partitions });
+      await log.createTopic(STORE_TOPIC, { partitions, retention: STORE_TOPIC_RETENTION });
       return;
     } catch (e) {
       if (e instanceof ServiceError && e.code === 'topic_exists') return;

@@ -84,7 +84,7 @@ export class FeedStore {
   /** Empties the store (a replica about to replay its partition's log from offset 0). */
   async reset(): Promise<void> {
     await this.db.clear();
-    this.hot.clear();
+    this.dropHot();
     this.thresholdValue = this.defaultThreshold;
   }
 
@@ -152,7 +152,7 @@ export class FeedStore {
    */
   async importAll(rows: AsyncIterable<[string, unknown]>): Promise<number> {
     await this.db.clear();
-    this.hot.clear();
+    this.dropHot();
     let applied: unknown;
     let batch = this.db.batch();
     let n = 0;
@@ -173,6 +173,12 @@ export class FeedStore {
     this.thresholdValue = typeof stored === 'number' ? stored : this.defaultThreshold;
     await this.db.put(keys.applied, applied);
     return n;
+  }
+
+  /** Empties the hot cache; loads in progress read what may be gone, so they are answered but not cached. */
+  private dropHot(): void {
+    this.hot.clear();
+    for (const load of this.loading.values()) load.dirty = true;
   }
 
   private async getJson<T>(key: string): Promise<T | undefined> {
@@ -486,8 +492,9 @@ export class FeedStore {
         if (more) break;
       }
       await this.write(batch);
-      // The hot cache may hold entries of a swept bucket: it reloads from what is left.
-      if (deleted > 0) this.hot.clear();
+      // The hot cache may hold entries of a swept bucket: it reloads from what is left (and a load that was reading
+      // meanwhile is not cached).
+      if (deleted > 0) this.dropHot();
       return { deleted, more };
     });
   }
