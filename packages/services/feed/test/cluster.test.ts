@@ -684,7 +684,14 @@ t.test(
     );
     const made = [await post(author, 'before the outage')];
     type Health = {
-      partitions: Array<{ partition: number; state: string; copies: number; replays: number; applied: number }>;
+      partitions: Array<{
+        partition: number;
+        state: string;
+        copies: number;
+        replays: number;
+        applied: number;
+        fold_pending: boolean;
+      }>;
     };
     const health = async (id: string): Promise<Health> =>
       (await call(cluster.workers.find((w) => w.id === id)!.url, 'GET', '/healthz')).body as Health;
@@ -748,12 +755,12 @@ t.test(
     const restarted = await Promise.all([cluster.run('restart', 'store2'), cluster.run('restart', 'store3')]);
     for (const r of restarted) t.equal(r.code, 0, r.stdout.trim());
     await until(
-      'every replica is ready again',
+      'every replica is ready again, at the same offsets, with no count fold due (nothing more to append)',
       async () => {
         const all = await Promise.all(['store1', 'store2', 'store3'].map(health));
         const applied = (p: number) => new Set(all.map((h) => h.partitions.find((x) => x.partition === p)!.applied));
         return (
-          all.every((h) => h.partitions.every((x) => x.state === 'ready')) &&
+          all.every((h) => h.partitions.every((x) => x.state === 'ready' && !x.fold_pending)) &&
           [0, 1, 2].every((p) => applied(p).size === 1)
         );
       },

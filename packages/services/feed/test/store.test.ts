@@ -2,7 +2,8 @@
  * One store partition on a real LevelDB: both views of the follow relation, the asynchronous followers_count fold
  * and the celebrity flag, the threshold, inbox buckets newest first with the hot cache (and a write racing a cold
  * load), outboxes, seen marks and snapshots; an op applied at a log offset records it in the same batch; a copy of
- * every key (what a wiped replica takes from a peer) carries that offset; the retention sweep of old month buckets.
+ * every key (what a wiped replica takes from a peer) carries that offset; the retention sweep of old month buckets;
+ * where the replicas of each partition live.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,7 @@ import t from 'tap';
 import { month, monthsBefore, readMonths } from '../src/workers/store/keys.js';
 import { newPostId } from '../src/post-id.js';
 import { FeedStore } from '../src/workers/store/store.js';
+import { partitionsOfWorker, replicaWorkers } from '../src/store-placement.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'feed-store-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -218,3 +220,19 @@ t.test(
     }
   },
 );
+
+t.test('replica placement: 3 distinct workers per partition, 3 partitions per worker, one down leaves 2', async (t) => {
+  for (let n = 1; n <= 7; n++) {
+    const want = Math.min(3, n);
+    for (let p = 0; p < n; p++) {
+      const on = replicaWorkers(p, n);
+      t.equal(new Set(on).size, want, `${n} workers: partition ${p} on ${on.join(',')}`);
+      t.equal(on[0], p, 'the preferred replica is worker p');
+    }
+    for (let w = 0; w < n; w++) {
+      t.equal(partitionsOfWorker(w, n).length, want, `${n} workers: worker ${w} holds ${want}`);
+      for (let p = 0; p < n; p++)
+        t.ok(replicaWorkers(p, n).filter((x) => x !== w).length >= want - 1, 'one worker down leaves the others');
+    }
+  }
+});

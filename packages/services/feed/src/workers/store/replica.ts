@@ -82,8 +82,20 @@ export class StoreReplica {
     if (this.state !== 'ready') throw notReady(this);
     this.submitting++;
     try {
-      const answer = await this.deps.log.append(STORE_TOPIC, this.partition, [{ value: JSON.stringify(call) }]);
-      const offset = answer.base_offset;
+      let offset: number;
+      try {
+        offset = (await this.deps.log.append(STORE_TOPIC, this.partition, [{ value: JSON.stringify(call) }]))
+          .base_offset;
+      } catch (e) {
+        // The log's answer, as this route's: a 503 (the client tries another replica, which appends it again).
+        if (!(e instanceof ServiceError)) throw e;
+        const status = e.status >= 500 || e.status === 429 ? 503 : e.status;
+        throw new HttpError(
+          status,
+          `log_${e.code}`,
+          `partition ${this.partition}: the log refused the write: ${e.message}`,
+        );
+      }
       await this.until(offset + 1, APPLY_WAIT_MS);
       const result = this.results.get(offset);
       if (result === undefined)

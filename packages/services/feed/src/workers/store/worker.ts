@@ -74,6 +74,7 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
         partition: r.partition,
         state: r.state,
         applied: r.applied,
+        fold_pending: r.foldPending,
         threshold: r.store.threshold,
         ...r.stats,
         ...r.store.stats,
