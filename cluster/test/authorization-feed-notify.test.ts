@@ -35,7 +35,7 @@ testService(t, {
       'POST /internal/feed/groups/:group/get',
     ],
     app: ['GET /api/admin/threshold', 'PUT /api/admin/threshold', 'GET /v1/routes'],
-    store: ['POST /internal/store/call', 'GET /v1/routes'],
+    store: ['POST /internal/store/call', 'GET /internal/store/copy', 'GET /v1/routes'],
   },
   serviceOnly: { member: LOG_SERVICE_ROUTES },
 });

@@ -1,16 +1,28 @@
 /**
  * How the app tier and the fan-out workers reach the store partitions: a user's partition is the FNV-1a hash of
- * its id modulo the number of store workers (the same function everywhere), each call one POST over a keep-alive
- * pool. Errors come back as ServiceError (status 503 `unavailable` when the partition's process does not answer).
+ * its id modulo the number of store workers (the same function everywhere), and each partition has replicas on
+ * several workers (store-placement.ts). A call goes to the partition's preferred replica, and to the next on a
+ * connection failure, a 503 or a 421; each call is one POST over a keep-alive pool. A write's answer carries the log
+ * offset it was applied at, and this client's later reads of that partition ask for it (`min_offset`), so a caller
+ * reads its own writes whichever replica answers. Errors come back as ServiceError (503 `store_unavailable` when
+ * no replica answers).
  */
 import { Pool } from 'undici';
 import { ServiceError, type PeerAddress } from '@raftkit/http';
 import { partitionOf } from '@raftkit/log';
-import type { StoreAnswer, StoreCall } from './store-protocol.js';
+import { isWrite, type StoreAnswer, type StoreCall } from './store-protocol.js';
+import { replicaWorkers } from './store-placement.js';
 import { STORE_ROLE } from './workers/store/worker.js';
+
+/** How long a store worker that did not answer is tried after the other replicas. */
+const SUSPECT_MS = 5_000;
 
 export class StoreClient {
   private readonly pools: Pool[];
+  /** Per partition: the offset after this client's latest write (what its reads wait for). */
+  private readonly written: number[];
+  /** Per worker: until when it is tried after the other replicas (it did not answer). */
+  private readonly suspectUntil: number[];
 
   constructor(
     stores: readonly PeerAddress[] | readonly string[],
@@ -20,6 +32,8 @@ export class StoreClient {
     const addresses = stores.map((s) => (typeof s === 'string' ? s : s.httpAddress));
     if (addresses.length === 0) throw new Error('no store workers');
     this.pools = addresses.map((a) => new Pool(`http://${a}`, { connections: 8, keepAliveTimeout: 30_000 }));
+    this.written = addresses.map(() => 0);
+    this.suspectUntil = addresses.map(() => 0);
   }
 
   static fromWorkers(workers: readonly PeerAddress[], token: string, timeoutMs?: number): StoreClient {
@@ -43,13 +57,48 @@ export class StoreClient {
     return this.callPartition(this.partitionOf(user), call);
   }
 
+  /** One call on `partition`: its replicas in order until one answers. */
   async callPartition<C extends StoreCall>(partition: number, call: C): Promise<StoreAnswer<C>> {
-    const pool = this.pools[partition]!;
+    const write = isWrite(call);
+    let last: ServiceError | null = null;
+    const now = Date.now();
+    // Replicas that failed lately go last: a paused process would cost every call its whole timeout.
+    const order = replicaWorkers(partition, this.pools.length).sort(
+      (a, b) => Number(this.suspectUntil[a]! > now) - Number(this.suspectUntil[b]! > now),
+    );
+    for (const worker of order) {
+      try {
+        const answer = await this.send<C>(worker, partition, call, write ? 0 : this.written[partition]!);
+        if (write && typeof answer.offset === 'number')
+          this.written[partition] = Math.max(this.written[partition]!, answer.offset + 1);
+        return answer;
+      } catch (e) {
+        if (!(e instanceof ServiceError) || (e.status < 500 && e.status !== 421)) throw e;
+        // Not answering at all (refused, timed out) marks the process; a 503 of one replica (not ready, behind)
+        // says nothing about its other partitions.
+        if (e.code === 'store_unavailable') this.suspectUntil[worker] = Date.now() + SUSPECT_MS;
+        last = e;
+      }
+    }
+    throw new ServiceError(
+      503,
+      'store_unavailable',
+      `no replica of store partition ${partition} answered: ${last?.message ?? 'none'}`,
+      { partition },
+    );
+  }
+
+  private async send<C extends StoreCall>(
+    worker: number,
+    partition: number,
+    call: C,
+    minOffset: number,
+  ): Promise<StoreAnswer<C>> {
     let res;
     try {
-      res = await pool.request({
+      res = await this.pools[worker]!.request({
         method: 'POST',
-        path: '/internal/store/call',
+        path: `/internal/store/call?partition=${partition}${minOffset > 0 ? `&min_offset=${minOffset}` : ''}`,
         headers: { authorization: `Bearer ${this.token}`, 'content-type': 'application/json' },
         body: JSON.stringify(call),
         headersTimeout: this.timeoutMs,
@@ -59,7 +108,7 @@ export class StoreClient {
       throw new ServiceError(
         503,
         'store_unavailable',
-        `store partition ${partition} did not answer: ${(e as Error).message}`,
+        `store worker ${worker + 1} did not answer for partition ${partition}: ${(e as Error).message}`,
         { partition },
       );
     }

@@ -29,7 +29,32 @@ export type StoreCall =
   | { op: 'mark_seen'; user: string; post_ids: string[]; at: number }
   | { op: 'seen'; user: string; post_ids: string[] }
   | { op: 'put_snapshot'; user: string; ranked_at: number; snapshot: unknown }
-  | { op: 'snapshot'; user: string; ranked_at: number };
+  | { op: 'snapshot'; user: string; ranked_at: number }
+  | { op: 'fold'; max: number }
+  | { op: 'sweep'; now: number; keep_months: number };
+
+/**
+ * The calls that change a partition: they go through the partition's `feed-store` log and every replica applies
+ * them in offset order (src/workers/store/replica.ts); the others are reads, served by one replica.
+ */
+const WRITES: ReadonlySet<StoreCall['op']> = new Set([
+  'follow',
+  'follower',
+  'put_profile',
+  'engage',
+  'add_inbox',
+  'remove_inbox',
+  'add_outbox',
+  'remove_outbox',
+  'mark_seen',
+  'put_snapshot',
+  'fold',
+  'sweep',
+]);
+
+export function isWrite(call: StoreCall): boolean {
+  return WRITES.has(call.op) || (call.op === 'threshold' && call.threshold !== null);
+}
 
 export interface StoreAnswers {
   follow: { changed: boolean };
@@ -51,9 +76,12 @@ export interface StoreAnswers {
   seen: { seen: string[] };
   put_snapshot: { ok: true };
   snapshot: { snapshot: unknown };
+  fold: { folded: number };
+  sweep: { deleted: number; more: boolean; oldest: string };
 }
 
-export type StoreAnswer<C extends StoreCall> = StoreAnswers[C['op']];
+/** A write's answer also carries the log offset it was applied at (read-your-writes: StoreClient). */
+export type StoreAnswer<C extends StoreCall> = StoreAnswers[C['op']] & { offset?: number };
 
 const MAX_BATCH = 10_000;
 const MONTH = /^\d{6}$/;
@@ -187,6 +215,15 @@ export function parseStoreCall(raw: unknown): StoreCall {
       };
     case 'snapshot':
       return { op: 'snapshot', user: user(o.user, 'user'), ranked_at: int(o.ranked_at, 'ranked_at', 0, TIME_MAX) };
+    case 'fold':
+      return { op: 'fold', max: int(o.max ?? 2_000, 'max', 1, MAX_BATCH) };
+    case 'sweep':
+      // Two months at least: the reads use the current and the previous one (spec rule 4).
+      return {
+        op: 'sweep',
+        now: int(o.now, 'now', 0, TIME_MAX),
+        keep_months: int(o.keep_months, 'keep_months', 2, 1200),
+      };
     default:
       return bad('unknown op');
   }

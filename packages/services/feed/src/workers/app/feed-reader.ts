@@ -180,7 +180,8 @@ export class FeedReader {
             });
             for (const p of answer.profiles) out.set(p.user_id, p);
           } catch {
-            // A store partition down: its authors count as push authors and active (availability over consistency).
+            // A store partition with no replica answering: its authors count as push authors and active (availability
+            // over consistency).
           }
         }
       }),

@@ -11,7 +11,7 @@
  * every follower (whatever the author's flag is now: entries pushed before a threshold crossing are removed too).
  *
  * Offsets: an event's offset is committed once every write it caused is stored, and never past an event that is
- * still waiting; a store partition that is down holds back the commit (and, once MAX_WAITING events wait, the
+ * still waiting; a store partition with no replica up holds back the commit (and, once MAX_WAITING events wait, the
  * reading) of the log partitions whose events need it, while writes to other store partitions go on. After a
  * crash of this worker the group resumes at the committed offset and the writes are replayed (they are
  * idempotent: an inbox key is the user, the time and the post id).

@@ -1,8 +1,9 @@
 /**
  * One queue per store partition in a fan-out worker: writes for a partition wait in its queue and leave in batches;
- * a partition that does not answer is retried with backoff (up to MAX_BACKOFF_MS) while the other partitions'
- * queues keep flowing (spec: a store outage stalls fan-out for that partition only). Each write resolves when it is
- * stored, so the caller knows when every write of an event is done and only then lets its offset be committed.
+ * a partition none of whose replicas answers (StoreClient tries each) is retried with backoff (up to MAX_BACKOFF_MS)
+ * while the other partitions' queues keep flowing (spec: a store outage stalls fan-out for that partition only). Each
+ * write resolves when it is stored, so the caller knows when every write of an event is done and only then lets its
+ * offset be committed.
  */
 import type { StoreClient } from '../../store-client.js';
 import type { InboxWrite } from '../../store-protocol.js';

@@ -21,6 +21,13 @@ function previousMonth(m: string): string {
   return mo === 1 ? `${y - 1}12` : `${y}${String(mo - 1).padStart(2, '0')}`;
 }
 
+/** The month `n` months before `m` (yyyymm). */
+export function monthsBefore(m: string, n: number): string {
+  let out = m;
+  for (let i = 0; i < n; i++) out = previousMonth(out);
+  return out;
+}
+
 /** The two buckets a feed read looks at (spec rule 4): the current month and the one before. */
 export function readMonths(now: number): [string, string] {
   const m = month(now);
@@ -38,6 +45,8 @@ export const keys = {
   countDelta: (followee = '', follower = ''): string => `cntd${SEP}${followee}${followee === '' ? '' : SEP}${follower}`,
   profile: (user = ''): string => `prof${SEP}${user}`,
   engagement: (user: string, author = ''): string => `eng${SEP}${user}${SEP}${author}`,
+  inboxAll: 'inbox' + SEP,
+  outboxAll: 'outbox' + SEP,
   inboxBucket: (user: string, m: string): string => `inbox${SEP}${user}${SEP}${m}${SEP}`,
   inbox: (user: string, createdAt: number, postId: string): string =>
     `inbox${SEP}${user}${SEP}${month(createdAt)}${SEP}${inverted(createdAt)}${postId}`,
@@ -48,6 +57,8 @@ export const keys = {
   snapshot: (user: string, rankedAt: number | null = null): string =>
     `snap${SEP}${user}${SEP}${rankedAt === null ? '' : String(rankedAt).padStart(13, '0')}`,
   threshold: 'cfg/threshold',
+  /** The next offset of the partition's `feed-store` log partition this replica applies (replica.ts). */
+  applied: 'cfg/applied',
 };
 
 /** The end of a prefix's range (every key starting with `prefix` is below it). */

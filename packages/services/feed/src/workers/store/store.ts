@@ -4,6 +4,11 @@
  * through hot cache of recent inbox entries (spec rule 6: written on every push). Writes are serialised in this
  * process (read-modify-write of profiles and count deltas), and every write is idempotent, so a fan-out worker
  * may replay a post event after any crash.
+ *
+ * A replica (replica.ts) applies the partition's ops from the log in offset order inside `applying(offset, ...)`:
+ * every LevelDB batch written meanwhile also records the next offset to apply (`cfg/applied`), so an op and its
+ * offset are stored together, exactly once per replica across crashes. Writes take their times from the op, never
+ * from the clock, so every replica stores the same keys.
  */
 import { Level } from 'level';
 import { keys, month, prefixEnd } from './keys.js';
@@ -64,6 +69,7 @@ export class FeedStore {
   private constructor(
     private readonly db: Level<string, Value>,
     threshold: number,
+    private readonly defaultThreshold: number,
   ) {
     this.thresholdValue = threshold;
   }
@@ -72,7 +78,14 @@ export class FeedStore {
     const db = new Level<string, Value>(dir, { valueEncoding: 'json' });
     await db.open();
     const stored = await db.get(keys.threshold);
-    return new FeedStore(db, typeof stored === 'number' ? stored : defaultThreshold);
+    return new FeedStore(db, typeof stored === 'number' ? stored : defaultThreshold, defaultThreshold);
+  }
+
+  /** Empties the store (a replica about to replay its partition's log from offset 0). */
+  async reset(): Promise<void> {
+    await this.db.clear();
+    this.dropHot();
+    this.thresholdValue = this.defaultThreshold;
   }
 
   close(): Promise<void> {
@@ -88,6 +101,84 @@ export class FeedStore {
     const run = this.chain.then(work, work);
     this.chain = run.catch(() => undefined);
     return run;
+  }
+
+  /** The offset being applied (null outside `applying`), and whether a batch already recorded it. */
+  private applyingOffset: number | null = null;
+  private stamped = false;
+
+  /** Writes a batch; inside `applying`, the batch also records the op's offset as applied. */
+  private async write(batch: ReturnType<Level<string, Value>['batch']>): Promise<void> {
+    if (this.applyingOffset !== null) {
+      batch.put(keys.applied, this.applyingOffset + 1);
+      this.stamped = true;
+    }
+    await batch.write();
+  }
+
+  /**
+   * Runs one op of the log at `offset`: its writes record offset + 1 as the next to apply, in the same batch; an op
+   * that wrote nothing (a follow already there) records it alone. Ops run one at a time (the replica's loop).
+   */
+  async applying<T>(offset: number, op: () => Promise<T>): Promise<T> {
+    this.applyingOffset = offset;
+    this.stamped = false;
+    try {
+      const result = await op();
+      if (!this.stamped) await this.db.put(keys.applied, offset + 1);
+      return result;
+    } finally {
+      this.applyingOffset = null;
+    }
+  }
+
+  /** The next log offset to apply, or null for a store that never applied one (new, or wiped). */
+  async appliedOffset(): Promise<number | null> {
+    const v = await this.db.get(keys.applied);
+    return typeof v === 'number' ? v : null;
+  }
+
+  /**
+   * Every key and value, from one LevelDB iterator (an implicit snapshot, so `cfg/applied` among them matches the
+   * data exactly): what a wiped replica copies from a peer.
+   */
+  async *exportAll(): AsyncGenerator<[string, unknown]> {
+    for await (const [k, v] of this.db.iterator()) yield [k, v];
+  }
+
+  /**
+   * Replaces everything with a peer's copy. `cfg/applied` is written last, so a copy cut short leaves a store that
+   * still counts as never applied (and is cleared and copied again).
+   */
+  async importAll(rows: AsyncIterable<[string, unknown]>): Promise<number> {
+    await this.db.clear();
+    this.dropHot();
+    let applied: unknown;
+    let batch = this.db.batch();
+    let n = 0;
+    for await (const [k, v] of rows) {
+      if (k === keys.applied) {
+        applied = v;
+        continue;
+      }
+      batch.put(k, v);
+      if (++n % 1_000 === 0) {
+        await this.write(batch);
+        batch = this.db.batch();
+      }
+    }
+    await this.write(batch);
+    if (typeof applied !== 'number') throw new Error('the copy has no applied offset');
+    const stored = await this.db.get(keys.threshold);
+    this.thresholdValue = typeof stored === 'number' ? stored : this.defaultThreshold;
+    await this.db.put(keys.applied, applied);
+    return n;
+  }
+
+  /** Empties the hot cache; loads in progress read what may be gone, so they are answered but not cached. */
+  private dropHot(): void {
+    this.hot.clear();
+    for (const load of this.loading.values()) load.dirty = true;
   }
 
   private async getJson<T>(key: string): Promise<T | undefined> {
@@ -108,8 +199,10 @@ export class FeedStore {
       const key = keys.following(follower, followee);
       const had = (await this.db.get(key)) !== undefined;
       if (had === on) return false;
-      if (on) await this.db.put(key, at);
-      else await this.db.del(key);
+      const batch = this.db.batch();
+      if (on) batch.put(key, at);
+      else batch.del(key);
+      await this.write(batch);
       return true;
     });
   }
@@ -128,7 +221,7 @@ export class FeedStore {
       else batch.del(key);
       if (delta === 0) batch.del(deltaKey);
       else batch.put(deltaKey, delta);
-      await batch.write();
+      await this.write(batch);
       return true;
     });
   }
@@ -167,7 +260,7 @@ export class FeedStore {
         batch.put(keys.profile(user), { ...p, followers_count: count, is_celebrity: count > this.thresholdValue });
       }
       for (const [k] of rows) batch.del(k);
-      await batch.write();
+      await this.write(batch);
       this.stats.folds += rows.length;
       return rows.length;
     });
@@ -198,7 +291,7 @@ export class FeedStore {
   putProfile(user: string, change: { display_name?: string; account_state?: AccountState }): Promise<Profile> {
     return this.serial(async () => {
       const p = { ...(await this.profileOrDefault(user)), ...change };
-      await this.db.put(keys.profile(user), p);
+      await this.write(this.db.batch().put(keys.profile(user), p));
       return p;
     });
   }
@@ -207,8 +300,8 @@ export class FeedStore {
   setThreshold(threshold: number): Promise<number> {
     return this.serial(async () => {
       this.thresholdValue = threshold;
-      await this.db.put(keys.threshold, threshold);
       const batch = this.db.batch();
+      batch.put(keys.threshold, threshold);
       let changed = 0;
       for await (const [k, v] of this.db.iterator({ gte: keys.profile(), lt: prefixEnd(keys.profile()) })) {
         const p = v as Profile;
@@ -218,7 +311,7 @@ export class FeedStore {
           changed++;
         }
       }
-      await batch.write();
+      await this.write(batch);
       return changed;
     });
   }
@@ -239,7 +332,7 @@ export class FeedStore {
         interaction_count: e.interaction_count + 1,
         last_interaction_at: Math.max(e.last_interaction_at, at),
       };
-      await this.db.put(key, next);
+      await this.write(this.db.batch().put(key, next));
       return next;
     });
   }
@@ -262,7 +355,7 @@ export class FeedStore {
         author_id: e.author_id,
         created_at: e.created_at,
       });
-    await batch.write();
+    await this.write(batch);
     this.stats.inboxWrites += entries.length;
     for (const e of entries) {
       const load = this.loading.get(e.user_id);
@@ -283,7 +376,7 @@ export class FeedStore {
     if (entries.length === 0) return;
     const batch = this.db.batch();
     for (const e of entries) batch.del(keys.inbox(e.user_id, e.created_at, e.post_id));
-    await batch.write();
+    await this.write(batch);
     for (const e of entries) {
       const load = this.loading.get(e.user_id);
       if (load !== undefined) load.dirty = true;
@@ -335,13 +428,13 @@ export class FeedStore {
         author_id: e.author_id,
         created_at: e.created_at,
       });
-    await batch.write();
+    await this.write(batch);
   }
 
   async removeOutbox(entries: ReadonlyArray<FeedEntry>): Promise<void> {
     const batch = this.db.batch();
     for (const e of entries) batch.del(keys.outbox(e.author_id, e.created_at, e.post_id));
-    await batch.write();
+    await this.write(batch);
   }
 
   /** An author's newest outbox entries in the given buckets, newest first; `before` (a post id) pages older. */
@@ -365,12 +458,53 @@ export class FeedStore {
     return out.sort(newestFirst).slice(0, limit);
   }
 
+  /**
+   * The retention sweep: deletes the inbox and outbox entries of month buckets before `oldest` (yyyymm), at most
+   * `max` per call (`more` says a next call has some left). Old months sort first in an owner's keys, so the scan
+   * skips each owner's kept buckets with one seek. It reads only the store, so every replica applying the same op
+   * at the same offset deletes the same keys.
+   */
+  sweep(oldest: string, max = 10_000): Promise<{ deleted: number; more: boolean }> {
+    return this.serial(async () => {
+      const batch = this.db.batch();
+      let deleted = 0;
+      let more = false;
+      for (const prefix of [keys.inboxAll, keys.outboxAll]) {
+        const it = this.db.keys({ gte: prefix, lt: prefixEnd(prefix) });
+        try {
+          for (let k = await it.next(); k !== undefined; k = await it.next()) {
+            const rest = k.slice(prefix.length);
+            const owner = rest.slice(0, rest.indexOf('/'));
+            if (rest.slice(owner.length + 1, owner.length + 7) >= oldest) {
+              it.seek(prefixEnd(`${prefix}${owner}/`));
+              continue;
+            }
+            if (deleted >= max) {
+              more = true;
+              break;
+            }
+            batch.del(k);
+            deleted++;
+          }
+        } finally {
+          await it.close();
+        }
+        if (more) break;
+      }
+      await this.write(batch);
+      // The hot cache may hold entries of a swept bucket: it reloads from what is left (and a load that was reading
+      // meanwhile is not cached).
+      if (deleted > 0) this.dropHot();
+      return { deleted, more };
+    });
+  }
+
   // ---- seen marks and feed snapshots ----
 
   async markSeen(user: string, postIds: readonly string[], at: number): Promise<void> {
     const batch = this.db.batch();
     for (const id of postIds) batch.put(keys.seen(user, id), at);
-    await batch.write();
+    await this.write(batch);
   }
 
   async seen(user: string, postIds: readonly string[]): Promise<string[]> {
@@ -391,7 +525,7 @@ export class FeedStore {
     ))
       batch.del(k);
     batch.put(keys.snapshot(user, rankedAt), snapshot);
-    await batch.write();
+    await this.write(batch);
   }
 
   async snapshot(user: string, rankedAt: number): Promise<unknown> {

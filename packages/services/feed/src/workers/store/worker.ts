@@ -1,127 +1,181 @@
 /**
- * The store worker role (`cluster up` starts STORE_COUNT): one LevelDB partition of the users (by hash of user id,
- * `storeOf`), serving StoreCalls to the app tier and the fan-out workers, and folding followers_count changes in
- * the background (spec rule 3: asynchronously).
+ * The store worker role (`cluster up` starts STORE_COUNT): with N store workers the users are split into N
+ * partitions (by hash of user id, `partitionOf`), and this worker holds a replica of 3 of them (store-placement.ts:
+ * partition p on workers p, p+1, p+2 mod N), each in its own LevelDB, fed from the `feed-store` log (replica.ts).
+ * It serves StoreCalls to the app tier and the fan-out workers (`?partition=p` names the replica), a replica's copy
+ * to a wiped peer, and proposes its preferred partitions' background ops: followers_count folds (spec rule 3:
+ * asynchronously) and the retention sweep of old month buckets.
  */
 import { join } from 'node:path';
-import { serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
+import { once } from 'node:events';
+import {
+  clusterUrl,
+  HttpError,
+  serveWorkerHttp,
+  type RequestContext,
+  type RunningWorker,
+  type WorkerOptions,
+  type WorkerRole,
+} from '@raftkit/http';
+import { LogClient } from '@raftkit/log';
 import { FeedStore } from './store.js';
-import { parseStoreCall, type StoreCall } from '../../store-protocol.js';
+import { ensureStoreTopic, StoreReplica } from './replica.js';
+import { readCall } from './ops.js';
+import { isWrite, parseStoreCall, type StoreCall } from '../../store-protocol.js';
+import { partitionsOfWorker, replicaWorkers } from '../../store-placement.js';
 import { settingNumber } from '../../settings.js';
 
 export const STORE_ROLE = 'store';
 export const STORE_COUNT = 4;
-/**
- * How often pending followers_count changes are folded into profiles while there are any. Only a `follower` call
- * adds one: after a fold that found none, the next waits for such a call (and FOLD_IDLE_MS at the latest, for
- * changes left by an earlier run of this process), so an idle store does not scan its LevelDB ten times a second.
- */
+/** How often each replica looks whether a fold is due. */
 const FOLD_EVERY_MS = 100;
-const FOLD_IDLE_MS = 10_000;
+/** A replica other than the preferred one proposes a fold that has been due this long (the preferred one is down). */
+const FOLD_TAKEOVER_MS = 2_000;
+/** The preferred replica proposes a sweep this long after it is ready, then this often. */
+const FIRST_SWEEP_MS = 60_000;
+const SWEEP_EVERY_MS = 3_600_000;
+/** Month buckets kept by the sweep: the two a read uses plus one of slack. */
+const DEFAULT_RETENTION_MONTHS = 3;
 
 export const storeRole: WorkerRole = { role: STORE_ROLE, count: STORE_COUNT, start: startStore };
 
 export async function startStore(options: WorkerOptions): Promise<RunningWorker> {
-  const store = await FeedStore.open(
-    join(options.dataDir, 'store'),
-    settingNumber(options.settings, 'threshold', 'FEED_THRESHOLD', 1_000_000),
+  const token = options.tokens[0]!;
+  const threshold = settingNumber(options.settings, 'threshold', 'FEED_THRESHOLD', 1_000_000);
+  const keepMonths = settingNumber(
+    options.settings,
+    'bucket_retention_months',
+    'FEED_BUCKET_RETENTION_MONTHS',
+    DEFAULT_RETENTION_MONTHS,
   );
-  const http = await serveWorkerHttp(options, {
-    health: () => ({ partition: options.index - 1, threshold: store.threshold, ...store.stats }),
+  if (!Number.isSafeInteger(keepMonths) || keepMonths < 2)
+    throw new Error('bucket_retention_months must be an integer of at least 2 (reads use two months)');
+  const storeWorkers = options.workers.filter((w) => w.role === STORE_ROLE);
+  const me = options.index - 1;
+  const count = storeWorkers.length;
+  const log = new LogClient({
+    endpoints: options.members.map((m) => clusterUrl(m.httpAddress)),
+    token,
+    timeoutMs: 10_000,
   });
+  const replicas = new Map<number, StoreReplica>();
+  for (const p of partitionsOfWorker(me, count)) {
+    const store = await FeedStore.open(join(options.dataDir, 'store', `p${p}`), threshold);
+    const peers = replicaWorkers(p, count)
+      .filter((w) => w !== me)
+      .map((w) => storeWorkers[w]!.httpAddress);
+    replicas.set(p, new StoreReplica(p, store, { log, peers, token, logger: options.logger }));
+  }
+  const preferred = (r: StoreReplica): boolean => replicaWorkers(r.partition, count)[0] === me;
+
+  const http = await serveWorkerHttp(options, {
+    health: () => ({
+      partitions: [...replicas.values()].map((r) => ({
+        partition: r.partition,
+        state: r.state,
+        applied: r.applied,
+        fold_pending: r.foldPending,
+        threshold: r.store.threshold,
+        ...r.stats,
+        ...r.store.stats,
+      })),
+    }),
+  });
+  const sum = (f: (r: StoreReplica) => number) => () => [...replicas.values()].reduce((n, r) => n + f(r), 0);
   http.metrics
-    .gauge('feed_store_inbox_writes_total', 'Inbox entries written on this store partition')
-    .set(() => store.stats.inboxWrites);
-  http.metrics.gauge('feed_store_hot_hits_total', 'Inbox reads served by the hot cache').set(() => store.stats.hotHits);
-  let folding = false;
-  /** Changes may be pending: set by a `follower` call, cleared by a fold that found none. */
-  let pending = true;
-  let lastFold = 0;
+    .gauge('feed_store_inbox_writes_total', 'Inbox entries written on this worker (every replica)')
+    .set(sum((r) => r.store.stats.inboxWrites));
+  http.metrics
+    .gauge('feed_store_hot_hits_total', 'Inbox reads served by the hot cache')
+    .set(sum((r) => r.store.stats.hotHits));
+  http.metrics
+    .gauge('feed_store_applied_total', 'Log records applied by this worker (every replica)')
+    .set(sum((r) => r.stats.records));
+
+  const replicaOf = (ctx: RequestContext): StoreReplica => {
+    const text = ctx.query.get('partition');
+    const p = text === null ? Number.NaN : Number(text);
+    if (!Number.isSafeInteger(p) || p < 0 || p >= count)
+      throw new HttpError(400, 'invalid_query', `partition must be 0..${count - 1}`, { field: 'partition' });
+    const r = replicas.get(p);
+    if (r === undefined)
+      throw new HttpError(421, 'misdirected', `no replica of partition ${p} here`, {
+        workers: replicaWorkers(p, count).map((w) => storeWorkers[w]!.id),
+      });
+    return r;
+  };
+
   http.router.post('/internal/store/call', { admits: 'cluster' }, async (ctx) => {
-    const call = parseStoreCall(await ctx.json());
-    if (call.op === 'follower') pending = true;
-    return handle(store, call);
+    const replica = replicaOf(ctx);
+    const call: StoreCall = parseStoreCall(await ctx.json());
+    if (isWrite(call)) return replica.submit(call);
+    const min = Number(ctx.query.get('min_offset') ?? 0);
+    await replica.readable(Number.isSafeInteger(min) ? min : 0);
+    return readCall(replica.store, call);
   });
 
+  // A wiped peer's copy of one replica: newline-separated JSON [key, value], cfg/applied among them, then {end: rows}.
+  http.router.get('/internal/store/copy', { admits: 'cluster' }, async (ctx) => {
+    const replica = replicaOf(ctx);
+    if (replica.state === 'copying' || replica.state === 'starting' || (await replica.store.appliedOffset()) === null)
+      throw new HttpError(409, 'no_copy', `partition ${replica.partition} has no applied state here`);
+    ctx.res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+    let count = 0;
+    for await (const row of replica.store.exportAll()) {
+      count++;
+      if (ctx.res.destroyed) return undefined; // the copier went away
+      if (!ctx.res.write(`${JSON.stringify(row)}\n`))
+        await Promise.race([once(ctx.res, 'drain'), once(ctx.res, 'close')]);
+    }
+    // The trailer: the copier refuses a stream without it (cut short).
+    ctx.res.end(`${JSON.stringify({ end: count })}\n`);
+    return undefined;
+  });
+
+  let stopped = false;
+  void ensureStoreTopic(log, count).then(
+    () => {
+      if (!stopped) for (const r of replicas.values()) r.start();
+    },
+    (e: unknown) => options.logger.log('error', 'the store topic could not be made', { error: String(e) }),
+  );
+
+  // Background ops, proposed through the log like any write (every replica applies them at the same offset).
+  const folding = new Set<number>();
+  const readyAt = new Map<number, number>();
+  const lastSweep = new Map<number, number>();
+  const propose = (r: StoreReplica, call: StoreCall, busy: Set<number>): void => {
+    busy.add(r.partition);
+    r.submit(call)
+      .catch((e: unknown) =>
+        options.logger.log('warn', `${call.op} not applied`, { partition: r.partition, e: String(e) }),
+      )
+      .finally(() => busy.delete(r.partition));
+  };
+  const sweeping = new Set<number>();
   const timer = setInterval(() => {
-    if (folding || (!pending && Date.now() - lastFold < FOLD_IDLE_MS)) return;
-    folding = true;
-    lastFold = Date.now();
-    // Cleared before the fold: a change that lands while it runs sets it again.
-    pending = false;
-    store.foldCounts().then(
-      (folded) => {
-        folding = false;
-        if (folded > 0) pending = true;
-      },
-      (e: unknown) => {
-        folding = false;
-        pending = true;
-        options.logger.log('warn', 'fold failed', { error: String(e) });
-      },
-    );
+    const now = Date.now();
+    for (const r of replicas.values()) {
+      if (r.state !== 'ready') continue;
+      if (r.foldPending && !folding.has(r.partition) && (preferred(r) || now - r.foldPendingSince > FOLD_TAKEOVER_MS))
+        propose(r, { op: 'fold', max: 2_000 }, folding);
+      if (!preferred(r) || sweeping.has(r.partition)) continue;
+      if (!readyAt.has(r.partition)) readyAt.set(r.partition, now);
+      const last = lastSweep.get(r.partition) ?? readyAt.get(r.partition)! - SWEEP_EVERY_MS + FIRST_SWEEP_MS;
+      if (now - last < SWEEP_EVERY_MS) continue;
+      lastSweep.set(r.partition, now);
+      propose(r, { op: 'sweep', now, keep_months: keepMonths }, sweeping);
+    }
   }, FOLD_EVERY_MS);
   return {
     httpPort: http.port,
     async stop() {
+      stopped = true;
       clearInterval(timer);
       await http.close();
-      await store.close();
+      for (const r of replicas.values()) r.stop();
+      await log.close();
+      await Promise.all([...replicas.values()].map((r) => r.store.close()));
     },
   };
-}
-
-async function handle(store: FeedStore, c: StoreCall): Promise<unknown> {
-  switch (c.op) {
-    case 'follow':
-      return { changed: await store.follow(c.follower, c.followee, c.at, c.on) };
-    case 'follower':
-      return { changed: await store.follower(c.followee, c.follower, c.at, c.on) };
-    case 'following':
-      return { edges: await store.following(c.user, c.limit, c.after) };
-    case 'followers':
-      return { edges: await store.followers(c.user, c.limit, c.after) };
-    case 'profiles':
-      return { profiles: await store.profiles(c.users) };
-    case 'put_profile': {
-      const change: Parameters<FeedStore['putProfile']>[1] = {};
-      if (c.display_name !== undefined) change.display_name = c.display_name;
-      if (c.account_state !== undefined) change.account_state = c.account_state;
-      return { profile: await store.putProfile(c.user, change) };
-    }
-    case 'threshold':
-      return c.threshold === null
-        ? { threshold: store.threshold, changed: 0 }
-        : { threshold: c.threshold, changed: await store.setThreshold(c.threshold) };
-    case 'engage':
-      return { engagement: await store.engage(c.user, c.author, c.at) };
-    case 'engagement':
-      return { engagement: await store.engagement(c.user) };
-    case 'add_inbox':
-      await store.addInbox(c.entries);
-      return { written: c.entries.length };
-    case 'remove_inbox':
-      await store.removeInbox(c.entries);
-      return { removed: c.entries.length };
-    case 'inbox':
-      return { entries: await store.inbox(c.user, c.months, c.limit) };
-    case 'add_outbox':
-      await store.addOutbox(c.entries);
-      return { written: c.entries.length };
-    case 'remove_outbox':
-      await store.removeOutbox(c.entries);
-      return { removed: c.entries.length };
-    case 'outbox':
-      return { entries: await store.outbox(c.author, c.months, c.limit, c.before) };
-    case 'mark_seen':
-      await store.markSeen(c.user, c.post_ids, c.at);
-      return { marked: c.post_ids.length };
-    case 'seen':
-      return { seen: await store.seen(c.user, c.post_ids) };
-    case 'put_snapshot':
-      await store.putSnapshot(c.user, c.ranked_at, c.snapshot);
-      return { ok: true };
-    case 'snapshot':
-      return { snapshot: await store.snapshot(c.user, c.ranked_at) };
-  }
 }
