@@ -794,7 +794,7 @@ t.test(
       ...(await held(store2.url, `videos/${id}/`)),
       ...(await held(store2.url, `raw/${record.upload_id}`)),
     ]);
-    t.ok(expected.size > 10, `store2 holds the video's ${expected.size} objects and its raw source`);
+    t.ok(expected.size > 10, `store2 holds ${expected.size} objects: the video's outputs and its raw source`);
 
     // store1 (the regional cache's first origin, and the first replica of some uploads) dies with its disk.
     t.equal((await cluster.run('kill', 'store1')).code, 0, 'store1 SIGKILLed');
@@ -807,6 +807,36 @@ t.test(
     const duringRecord = (await call(member, 'GET', `/internal/video/videos/${during.video_id}`, { token })).body as {
       raw_path: string;
     };
+    // And a tus upload (creation, two PATCHes, HEAD) by the signed tus URL, finalized as one chunk.
+    const bytes = readFileSync(small);
+    const created = await call(app, 'POST', '/api/videos/upload', {
+      token: ann,
+      body: { user_id: 'ann', title: 'tus during the outage', idempotency_key: 'replicas-outage-tus' },
+    });
+    const tusUrl = (created.body.upload as { tus_url: string }).tus_url;
+    const tus = { 'tus-resumable': '1.0.0' };
+    const post = await fetch(tusUrl, { method: 'POST', headers: { ...tus, 'upload-length': String(bytes.length) } });
+    t.equal(post.status, 201, 'tus creation with one store down');
+    const fileUrl = new URL(post.headers.get('location')!, tusUrl).toString();
+    const half = Math.floor(bytes.length / 2);
+    for (const [from, to] of [
+      [0, half],
+      [half, bytes.length],
+    ] as const) {
+      const patch = await fetch(fileUrl, {
+        method: 'PATCH',
+        headers: { ...tus, 'content-type': 'application/offset+octet-stream', 'upload-offset': String(from) },
+        body: bytes.subarray(from, to),
+      });
+      t.equal(patch.headers.get('upload-offset'), String(to), `tus PATCH to ${to}`);
+    }
+    const head = await fetch(fileUrl, { method: 'HEAD', headers: tus });
+    t.equal(head.headers.get('upload-offset'), String(bytes.length), 'HEAD: complete');
+    const tusDone = await call(app, 'POST', `/api/videos/${created.body.upload_id as string}/finalize`, {
+      token: ann,
+      body: { total_chunks: 1, checksum: sha(bytes) },
+    });
+    t.equal(tusDone.status, 200, 'the tus upload finalizes');
     // Playback with store1 down: every object through the edge, after a purge so the tiers go to the stores.
     const regional = cluster.role('regional')[0]!.url;
     const purge = await call(regional, 'POST', '/api/delivery/purge', { token, body: { prefix: `videos/${id}/` } });
@@ -835,13 +865,14 @@ t.test(
     await playAll('store1 down');
 
     t.equal((await cluster.run('wipe', 'store1')).code, 0, 'cluster wipe store1: killed, emptied, started');
+    const wipedAt = Date.now();
     const refused = await cluster.run('wipe', 'n1');
     t.not(refused.code, 0, 'wipe refuses a Raft member');
     t.match(refused.stderr, /Raft member.*remove-node and add-node/s, 'and says what to do instead');
-    const want = new Map([
-      ...expected,
-      [duringRecord.raw_path, (await held(store2.url, duringRecord.raw_path)).get(duringRecord.raw_path)!],
-    ]);
+    const raws = [duringRecord.raw_path, `raw/${created.body.upload_id as string}`];
+    const rawsOnStore2 = new Map([...(await held(store2.url, 'raw/'))].filter(([k]) => raws.includes(k)));
+    t.equal(rawsOnStore2.size, 2, 'both uploads made during the outage are on store2');
+    const want = new Map([...expected, ...rawsOnStore2]);
     await until(
       'anti-entropy refilled the wiped store1',
       async () => {
@@ -851,8 +882,9 @@ t.test(
       60_000,
       250,
     );
+    t.comment(`refilled ${Date.now() - wipedAt} ms after the wipe command returned (anti-entropy every 1 s)`);
     t.pass(
-      `store1 holds all ${want.size} objects again, each with the sha256 of store2's copy (and the new upload's raw source)`,
+      `store1 holds all ${want.size} objects again, each with the sha256 of store2's copy (and the raw sources of both new uploads)`,
     );
 
     // A byte flipped in store1's copy of a segment: store1 refuses it, the regional cache takes store2's, store1 repairs.

@@ -82,15 +82,20 @@ export class Replication {
     const cacheKey = `${group.kind}:${group.id}`;
     const known = this.placements.get(cacheKey);
     if (known !== undefined) return known;
-    const record = await this.meta.find<{ stores: string[] | null }>(
-      `/internal/video/${group.kind === 'upload' ? 'uploads' : 'videos'}/${group.id}`,
-    );
+    // A placement never changes once recorded, so a member's own copy is as good as a linearizable read when it
+    // has the record (no read barrier: a write after a quiet spell costs no round of heartbeats); only a member
+    // that has not applied it yet sends us to the leader.
+    const path = `/internal/video/${group.kind === 'upload' ? 'uploads' : 'videos'}/${group.id}`;
+    const record =
+      (await this.meta.find<{ stores: string[] | null }>(`${path}?consistency=serializable`)) ??
+      (await this.meta.find<{ stores: string[] | null }>(path));
     if (record === null)
       throw new HttpError(404, 'not_found', `no ${group.kind} ${group.id}: its objects have no placement`, {
         [`${group.kind}_id`]: group.id,
       });
     const stores = storesOf(record);
-    // A placement never changes once recorded, so it is cached for the life of the process.
+    // Cached for the life of the process (bounded: dropped whole past 100 000 groups).
+    if (this.placements.size >= 100_000) this.placements.clear();
     this.placements.set(cacheKey, stores);
     return stores;
   }
