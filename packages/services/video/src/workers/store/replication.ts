@@ -202,8 +202,9 @@ export class Replication {
             },
             body: body === undefined ? null : JSON.stringify(body),
             dispatcher: this.agent,
-            headersTimeout: 30_000,
-            bodyTimeout: 30_000,
+            // Short: a peer that does not answer (paused, partitioned) learns the delete from the tombstones.
+            headersTimeout: 5_000,
+            bodyTimeout: 5_000,
           });
           await res.body.dump();
         } catch (error) {
