@@ -798,17 +798,37 @@ t.test(
 
     // store1 (the regional cache's first origin, and the first replica of some uploads) dies with its disk.
     t.equal((await cluster.run('kill', 'store1')).code, 0, 'store1 SIGKILLed');
-    const during = await annClient.upload(readFileSync(small), {
-      user_id: 'ann',
-      title: 'during the outage',
-      idempotency_key: 'replicas-outage',
+    // A chunked upload whose first replica (placement order) is the dead store1: its signed URL names a live one.
+    const bytes = readFileSync(small);
+    type Created = { upload_id: string; upload: { url: string } };
+    let first = null as Created | null;
+    for (let i = 0; i < 40 && first === null; i++) {
+      const a = await call(app, 'POST', '/api/videos/upload', {
+        token: ann,
+        body: { user_id: 'ann', title: 'during the outage', idempotency_key: `replicas-outage-${i}` },
+      });
+      const u = (await call(member, 'GET', `/internal/video/uploads/${a.body.upload_id as string}`, { token })).body;
+      if ((u.stores as string[])[0] === 'store1') first = a.body as unknown as Created;
+    }
+    if (first === null) return void t.fail('no upload of 40 placed store1 first');
+    t.not(new URL(first.upload.url).origin, store1.url, 'the signed URL names a live replica, not store1');
+    const put = await fetch(first.upload.url.replace('{index}', '0'), {
+      method: 'PUT',
+      body: bytes,
+      headers: { 'x-chunk-sha256': sha(bytes) },
     });
-    t.match(during, { video_id: /./ }, 'an upload (signed URL, chunk, finalize) works with one store down');
-    const duringRecord = (await call(member, 'GET', `/internal/video/videos/${during.video_id}`, { token })).body as {
+    t.equal(put.status, 200, 'the chunk is acknowledged (2 of 3 replicas)');
+    const during = await call(app, 'POST', `/api/videos/${first.upload_id}/finalize`, {
+      token: ann,
+      body: { total_chunks: 1, checksum: sha(bytes) },
+    });
+    t.match(during, { status: 200, body: { video_id: /./ } }, 'finalize assembles on a live replica');
+    const duringRecord = (
+      await call(member, 'GET', `/internal/video/videos/${during.body.video_id as string}`, { token })
+    ).body as {
       raw_path: string;
     };
     // And a tus upload (creation, two PATCHes, HEAD) by the signed tus URL, finalized as one chunk.
-    const bytes = readFileSync(small);
     const created = await call(app, 'POST', '/api/videos/upload', {
       token: ann,
       body: { user_id: 'ann', title: 'tus during the outage', idempotency_key: 'replicas-outage-tus' },
