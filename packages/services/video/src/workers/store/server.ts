@@ -283,7 +283,8 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
         { allow: 'GET, HEAD, PUT, DELETE' },
       );
     authorize(req, url.searchParams, key, 'read');
-    const info = await disk.objectInfo(key);
+    let info = await disk.objectInfo(key);
+    if (info === null && !forwarded(req) && (await readRepair(key))) info = await disk.objectInfo(key);
     if (info === null) throw notFound(`no object ${key}`, { key });
     // A copy is checked against its sha256 before it is served whole; a corrupt one is refused (the reader tries
     // another replica) and fetched again from a replica whose copy verifies.
@@ -348,6 +349,20 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       .readObject(key, range)
       .on('error', () => res.destroy())
       .pipe(res);
+  };
+
+  /**
+   * A read of a key this store should hold and does not: a write acknowledged by the other replicas that has not
+   * reached this one yet (or ever: it was down). The copy is fetched from a replica, verified and kept, then served:
+   * a reader never sees a 404 for an acknowledged object from one of its replicas. Not for a key deleted here
+   * (tombstone), a store that is not a replica (404: the reader asks the next), nor a peer's own fetch.
+   */
+  const readRepair = async (key: string): Promise<boolean> => {
+    if (!replication.replicated || disk.tombstoneOf(key) !== null) return false;
+    const replicas = await replication.replicasOf(key).catch(() => null);
+    if (replicas === null || !replicas.includes(self)) return false;
+    const from = replication.peers.filter((p) => replicas.includes(p.id));
+    return from.length > 0 && replication.fetchFrom(key, from, null);
   };
 
   /**
