@@ -5,12 +5,22 @@
  * dashboard tails; the partition in force is kept in DIR/partition.json so the dashboard can draw the sides.
  */
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, existsSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { callMember, signal, sleep, spawnMember, spawnWorker, stopProcess, waitHealthy } from './processes.js';
-import { CliError, findMember, findProcess, isAlive, savePid, type ClusterState } from './state.js';
+import { CliError, findMember, findProcess, isAlive, memberDir, savePid, type ClusterState } from './state.js';
 
-export type FaultAction = 'kill' | 'restart' | 'pause' | 'resume' | 'partition' | 'heal';
+/** `wipe` (CLI only: it deletes data, so the dashboard does not offer it) restarts a worker on an empty folder. */
+export type FaultAction = 'kill' | 'restart' | 'pause' | 'resume' | 'partition' | 'heal' | 'wipe';
 export const FAULT_ACTIONS: readonly FaultAction[] = ['kill', 'restart', 'pause', 'resume', 'partition', 'heal'];
 
 /** Who asked for the fault (said on the timeline). */
@@ -131,6 +141,44 @@ export async function restartProcess(state: ClusterState, ref: string, source: F
     `restart ${record.id} (pid ${record.pid}) ${by(source)}`,
   );
   return { message: `restarted ${record.id} (pid ${record.pid})`, warnings: [], fault };
+}
+
+/**
+ * A worker lost with its disk: SIGKILL it, delete everything in its data folder but its log (worker.log, kept for
+ * the post-mortem), start it again empty. A Raft member is refused: its folder is its share of the group's log, and
+ * a member comes back empty only through remove-node/add-node.
+ */
+export async function wipeWorker(state: ClusterState, ref: string, source: FaultSource): Promise<ActionResult> {
+  const found = findProcess(state, ref);
+  if (found.kind !== 'worker')
+    throw new CliError(
+      `${found.record.id} is a Raft member: wipe is for workers; a member's data is its copy of the log, so replace ` +
+        'it with remove-node and add-node instead',
+    );
+  const record = found.record;
+  if (record.pid !== null && isAlive(record.pid)) {
+    signal(record, 'SIGKILL');
+    const deadline = Date.now() + 5_000;
+    while (isAlive(record.pid) && Date.now() < deadline) await sleep(20);
+  }
+  const dir = memberDir(state.dataDir, record.id);
+  let removed = 0;
+  if (existsSync(dir))
+    for (const name of readdirSync(dir)) {
+      if (name === 'worker.log') continue;
+      rmSync(join(dir, name), { recursive: true, force: true });
+      removed++;
+    }
+  record.pid = spawnWorker(state, record);
+  savePid(state.dataDir, record.id, record.pid);
+  await waitHealthy(state, record);
+  const fault = recordFault(
+    state.dataDir,
+    'wipe',
+    record.id,
+    `wipe ${record.id}: killed, ${removed} entries of its data folder deleted, started empty (pid ${record.pid}) ${by(source)}`,
+  );
+  return { message: `wiped ${record.id} and started it empty (pid ${record.pid})`, warnings: [], fault };
 }
 
 /**

@@ -8,7 +8,14 @@ import { resolve } from 'node:path';
 import { Command, Option } from 'commander';
 import type { WorkerRoles } from '@raftkit/http';
 import { ownerOnlyFiles } from '@raftkit/http/owner-only';
-import { healMembers, partitionMembers, restartProcess, signalProcess, type ActionResult } from './actions.js';
+import {
+  healMembers,
+  partitionMembers,
+  restartProcess,
+  signalProcess,
+  wipeWorker,
+  type ActionResult,
+} from './actions.js';
 import {
   assertPortFree,
   callMember,
@@ -412,6 +419,16 @@ program
   .action(async (ref: string, o: Target) => {
     const state = openCluster(o).state;
     printAction(await restartProcess(state, ref, 'cli'));
+  });
+
+program
+  .command('wipe <worker>')
+  .description('a worker that lost its disk: SIGKILL it, delete its data folder (not its log), start it empty')
+  .addOption(dataOption())
+  .addOption(serviceOption())
+  .action(async (ref: string, o: Target) => {
+    const state = openCluster(o).state;
+    printAction(await wipeWorker(state, ref, 'cli'));
   });
 
 program

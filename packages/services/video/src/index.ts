@@ -56,12 +56,21 @@ export {
 } from './workers/pipeline/transcoder.js';
 
 /**
- * `cluster up --service video`: the members, then the store, the delivery tiers (regional before edges), the app
- * tier, the pipeline worker and the transcode pool.
+ * `cluster up --service video`: the members, then the stores, the delivery tiers (regional before edges), the app
+ * tier, the pipeline worker and the transcode pool. The places in the worker block are fixed (regional 2, edges
+ * from 3, apps from 6, pipeline 8, transcoders from 9, stores from 11) so the public ports (edges, apps) stay where
+ * they were with a single store at place 1.
  */
 export const videoService: ServiceDefinition<VideoCommand, VideoResult> = {
   ...videoMembers,
-  workers: [storeRole, regionalRole, edgeRole, appRole, pipelineRole, transcoderRole],
+  workers: [
+    storeRole,
+    { ...regionalRole, slot: 2 },
+    { ...edgeRole, slot: 3 },
+    { ...appRole, slot: 6 },
+    { ...pipelineRole, slot: 8 },
+    { ...transcoderRole, slot: 9 },
+  ],
 };
 export { VideoClient } from './client.js';
 export type { VideoClientOptions, StartUpload, UploadDestination, UploadAnswer, ChunkDescriptor } from './client.js';

@@ -4,8 +4,9 @@
  * status and body, so an app-tier handler can let a member's or the store's 4xx through unchanged.
  */
 import { clusterUrl, ClusterClient, errorBody, HttpError, unavailable, type PeerAddress } from '@raftkit/http';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
 import { Agent, request } from 'undici';
-import type { Readable } from 'node:stream';
 import type { VideoCommand, VideoResult } from './machine.js';
 
 function errorOf(status: number, body: unknown, what: string): HttpError {
@@ -77,18 +78,54 @@ export class MetaClient {
   }
 }
 
+/** One object-store worker as a client sees it. */
+export interface StoreEndpoint {
+  id: string;
+  url: string;
+}
+
+/**
+ * The object stores (README "Object replication"): each call goes to one store and, when that one cannot answer
+ * (unreachable, a 5xx, a corrupt copy, or a 404 for a read: it may not be a replica of the key), to the next. The
+ * store reached coordinates the write to the key's replicas, so a writer needs no placement; a reader is given the
+ * placement (`prefer`) to ask the replicas first. Reads are checked against the store's `x-content-sha256`.
+ */
 export class StoreClient {
   private readonly agent = new Agent({ connections: 16, keepAliveTimeout: 10_000 });
+  readonly stores: StoreEndpoint[];
+  /** The store that answered last: tried first next time (a dead store costs one refused connection, once). */
+  private last = 0;
 
   constructor(
-    readonly baseUrl: string,
+    stores: string | readonly StoreEndpoint[],
     private readonly token: string,
-  ) {}
+  ) {
+    this.stores = typeof stores === 'string' ? [{ id: 'store1', url: stores }] : [...stores];
+    if (this.stores.length === 0) throw new Error('StoreClient: no object store');
+  }
 
-  async json<T>(method: string, path: string, body?: object, timeoutMs = 300_000): Promise<T> {
+  /** The first store's URL (single-store callers). */
+  get baseUrl(): string {
+    return this.stores[0]!.url;
+  }
+
+  /** The stores in the order to try: the preferred ids (a placement) first, then the last that answered. */
+  order(prefer?: readonly string[] | null): StoreEndpoint[] {
+    const rotated = [...this.stores.slice(this.last), ...this.stores.slice(0, this.last)];
+    if (prefer === undefined || prefer === null) return rotated;
+    const first = rotated.filter((s) => prefer.includes(s.id));
+    return [...first, ...rotated.filter((s) => !prefer.includes(s.id))];
+  }
+
+  private answered(store: StoreEndpoint): void {
+    this.last = Math.max(0, this.stores.indexOf(store));
+  }
+
+  /** A JSON call to one store by URL (no failover): its HttpError as it is. */
+  async jsonAt<T>(baseUrl: string, method: string, path: string, body?: object, timeoutMs = 300_000): Promise<T> {
     let res;
     try {
-      res = await request(this.baseUrl + path, {
+      res = await request(baseUrl + path, {
         method: method as 'GET',
         headers: {
           authorization: `Bearer ${this.token}`,
@@ -103,46 +140,128 @@ export class StoreClient {
       throw unavailable(`the object store is unreachable: ${(error as Error).message}`, 1);
     }
     const text = await res.body.text();
-    const parsed = text.length > 0 ? (JSON.parse(text) as unknown) : null;
+    const parsed = safe(text);
     if (res.statusCode >= 300) throw errorOf(res.statusCode, parsed, 'the object store');
     return parsed as T;
   }
 
-  /** Stores an object (a worker's output) from a stream or bytes. */
-  async put(key: string, body: Readable | Buffer | string): Promise<{ key: string; size: number; sha256: string }> {
-    const res = await request(`${this.baseUrl}/objects/${key}`, {
-      method: 'PUT',
-      headers: { authorization: `Bearer ${this.token}` },
-      body,
-      dispatcher: this.agent,
-      headersTimeout: 300_000,
-      bodyTimeout: 300_000,
-    });
-    const text = await res.body.text();
-    if (res.statusCode !== 200) throw errorOf(res.statusCode, safe(text), 'the object store');
-    return JSON.parse(text) as { key: string; size: number; sha256: string };
+  /**
+   * A JSON call to the first store that answers (the next on unreachable or a 5xx; a 4xx is the answer). `prefer`:
+   * a placement, tried first.
+   */
+  async json<T>(
+    method: string,
+    path: string,
+    body?: object,
+    timeoutMs = 300_000,
+    prefer?: readonly string[] | null,
+  ): Promise<T> {
+    let last: unknown = null;
+    for (const store of this.order(prefer)) {
+      try {
+        const answer = await this.jsonAt<T>(store.url, method, path, body, timeoutMs);
+        this.answered(store);
+        return answer;
+      } catch (error) {
+        if (error instanceof HttpError && error.status < 500) throw error;
+        last = error;
+      }
+    }
+    throw last;
   }
 
-  /** An object's bytes as a stream, or null when there is none. */
-  async get(key: string): Promise<Readable | null> {
-    const res = await request(`${this.baseUrl}/objects/${key}`, {
-      method: 'GET',
-      headers: { authorization: `Bearer ${this.token}` },
-      dispatcher: this.agent,
-      headersTimeout: 60_000,
-      bodyTimeout: 300_000,
-    });
-    if (res.statusCode === 404) {
-      await res.body.dump();
-      return null;
+  /**
+   * Stores an object (a worker's output): the store reached forwards it to the key's replicas and answers once a
+   * majority holds it. `body` is a factory so a retry on the next store sends the bytes again.
+   */
+  async put(
+    key: string,
+    body: Buffer | string | (() => Readable),
+    prefer?: readonly string[] | null,
+  ): Promise<{ key: string; size: number; sha256: string }> {
+    let last: unknown = null;
+    for (const store of this.order(prefer)) {
+      try {
+        const res = await request(`${store.url}/objects/${key}`, {
+          method: 'PUT',
+          headers: { authorization: `Bearer ${this.token}` },
+          body: typeof body === 'function' ? body() : body,
+          dispatcher: this.agent,
+          headersTimeout: 300_000,
+          bodyTimeout: 300_000,
+        });
+        const text = await res.body.text();
+        if (res.statusCode === 200) {
+          this.answered(store);
+          return JSON.parse(text) as { key: string; size: number; sha256: string };
+        }
+        const error = errorOf(res.statusCode, safe(text), 'the object store');
+        if (res.statusCode < 500) throw error;
+        last = error;
+      } catch (error) {
+        if (error instanceof HttpError && error.status < 500) throw error;
+        last = error;
+      }
     }
-    if (res.statusCode !== 200) throw errorOf(res.statusCode, safe(await res.body.text()), 'the object store');
-    return res.body;
+    throw last instanceof HttpError ? last : unavailable(`no object store took ${key}: ${String(last)}`, 1);
+  }
+
+  /**
+   * An object's bytes as a stream, or null when no store has it. The stream fails at its end when the bytes do not
+   * hash to the store's `x-content-sha256` (a copy gone bad while it streamed; the store repairs it).
+   */
+  async get(key: string, prefer?: readonly string[] | null): Promise<Readable | null> {
+    let failure: unknown = null;
+    for (const store of this.order(prefer)) {
+      let res;
+      try {
+        res = await request(`${store.url}/objects/${key}`, {
+          method: 'GET',
+          headers: { authorization: `Bearer ${this.token}` },
+          dispatcher: this.agent,
+          headersTimeout: 60_000,
+          bodyTimeout: 300_000,
+        });
+      } catch (error) {
+        failure = error;
+        continue;
+      }
+      if (res.statusCode === 404) {
+        await res.body.dump();
+        continue;
+      }
+      if (res.statusCode !== 200) {
+        failure = errorOf(res.statusCode, safe(await res.body.text()), 'the object store');
+        continue;
+      }
+      this.answered(store);
+      const expected = res.headers['x-content-sha256'];
+      if (typeof expected !== 'string') return res.body;
+      const hash = createHash('sha256');
+      const source = res.body;
+      return Readable.from(
+        (async function* () {
+          for await (const chunk of source as AsyncIterable<Buffer>) {
+            hash.update(chunk);
+            yield chunk;
+          }
+          if (hash.digest('hex') !== expected) throw new Error(`${key}: the bytes read do not match their sha256`);
+        })(),
+      );
+    }
+    if (failure !== null && failure instanceof HttpError) throw failure;
+    if (failure !== null) throw unavailable(`the object stores are unreachable: ${String(failure)}`, 1);
+    return null;
   }
 
   close(): Promise<void> {
     return this.agent.close();
   }
+}
+
+/** The object stores of a cluster, from a worker's view of it (role `store`, in start order). */
+export function storeEndpoints(workers: readonly PeerAddress[], role = 'store'): StoreEndpoint[] {
+  return workers.filter((w) => w.role === role).map((w) => ({ id: w.id, url: `http://${w.httpAddress}` }));
 }
 
 function safe(text: string): unknown {

@@ -81,6 +81,11 @@ export interface Upload {
   received_chunks: number;
   started_at: number;
   video_id: string | null;
+  /**
+   * The object-store workers holding this upload's chunks and raw object (and then its video's outputs), chosen at
+   * creation (README "Object replication"). Null in records from before replication: the one store, `store1`.
+   */
+  stores: string[] | null;
 }
 
 export interface QualitySpec {
@@ -154,6 +159,8 @@ export interface Video {
   } | null;
   /** Bumped by a re-encode: output paths carry it, so caches of the old outputs are never served as new. */
   revision: number;
+  /** Its upload's placement: every object of the video (raw source, outputs) lives on these stores. */
+  stores: string[] | null;
 }
 
 export interface Task {
@@ -210,6 +217,8 @@ export type VideoCommand =
       privacy: Privacy;
       totalSize: number | null;
       now: number;
+      /** The placement of the upload's objects (absent: a single-store cluster's `store1`). */
+      stores?: string[];
     }
   | {
       op: 'finalize';
@@ -326,6 +335,7 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
       if (!PRIVACY.includes(c.privacy as Privacy))
         throw new CommandShapeError('privacy must be one of ' + PRIVACY.join(', '));
       nullableIntegerField(c, 'totalSize', 0), time('now');
+      if (c.stores !== undefined) stringArrayField(c, 'stores', 16, 64);
       return;
     case 'finalize':
       id('uploadId'),
@@ -580,6 +590,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       received_chunks: 0,
       started_at: c.now,
       video_id: null,
+      stores: c.stores === undefined ? null : [...c.stores],
     };
     this.uploads.set(upload.upload_id, upload);
     this.byKey.set(keyed, upload.upload_id);
@@ -641,6 +652,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       reencode_failure: null,
       previous: null,
       revision: 1,
+      stores: u.stores,
     };
     this.videos.set(v.video_id, v);
     return { op: 'finalize', ok: true, video: v, created: true };
@@ -958,6 +970,18 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     return { seconds, freesAt };
   }
 
+  /**
+   * The ids of the uploads and videos whose objects `storeId` holds by their placement (a record without one is
+   * `store1`'s): what that store's anti-entropy copies from its peers. A pure read.
+   */
+  placementOf(storeId: string): { uploads: string[]; videos: string[] } {
+    const on = (stores: string[] | null): boolean => (stores ?? ['store1']).includes(storeId);
+    return {
+      uploads: [...this.uploads.values()].filter((u) => on(u.stores)).map((u) => u.upload_id),
+      videos: [...this.videos.values()].filter((v) => on(v.stores)).map((v) => v.video_id),
+    };
+  }
+
   getUpload(uploadId: string): Upload | null {
     return this.uploads.get(uploadId) ?? null;
   }
@@ -1059,7 +1083,8 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
 
   restore(data: Uint8Array): void {
     const s = JSON.parse(Buffer.from(data).toString('utf8')) as Snapshot;
-    this.uploads = new Map(s.uploads.map((u) => [u.upload_id, u]));
+    // Snapshots from before object replication lack `stores` (the one store held everything).
+    this.uploads = new Map(s.uploads.map((u) => [u.upload_id, { ...u, stores: u.stores ?? null }]));
     this.byKey = new Map(s.uploads.map((u) => [`${u.uploader_id}\n${u.idempotency_key}`, u.upload_id]));
     // Snapshots from before the cold storage class and re-encode fallbacks lack these fields.
     this.videos = new Map(
@@ -1071,6 +1096,7 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
           archive: v.archive ?? null,
           reencode_failure: v.reencode_failure ?? null,
           previous: v.previous ?? null,
+          stores: v.stores ?? null,
         },
       ]),
     );

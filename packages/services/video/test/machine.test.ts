@@ -14,6 +14,7 @@ import {
   type VideoCommand,
   type VideoResult,
 } from '../src/machine.js';
+import { majority, placeReplicas, replicaCount } from '../src/placement.js';
 
 const T0 = 1_800_000_000_000;
 const DAY = 86_400_000;
@@ -757,3 +758,77 @@ t.test(
     t.same(m.transcodeUsage('ann', T0 + 10 + budget.windowMs, budget.windowMs).seconds, 41);
   },
 );
+
+t.test(
+  'object placement: recorded with the upload, inherited by its video, listed per store, kept in snapshots',
+  async (t) => {
+    const m = new VideoMachine();
+    const placed = (id: string, stores: string[] | undefined): void => {
+      run(m, {
+        op: 'createUpload',
+        uploadId: id,
+        uploaderId: 'ann',
+        idempotencyKey: `key-${id}`,
+        title: 'T',
+        description: '',
+        tags: [],
+        privacy: 'public',
+        totalSize: null,
+        now: T0,
+        ...(stores !== undefined ? { stores } : {}),
+      });
+    };
+    placed('u1', ['store2', 'store3', 'store1']);
+    placed('u2', ['store1', 'store4', 'store5']);
+    placed('u3', undefined);
+    t.same(m.getUpload('u1')!.stores, ['store2', 'store3', 'store1']);
+    t.equal(m.getUpload('u3')!.stores, null, 'no placement in the command: null (the single store, store1)');
+    run(m, {
+      op: 'finalize',
+      uploadId: 'u1',
+      videoId: 'v1',
+      totalChunks: 1,
+      size: 10,
+      sha256: 'a'.repeat(64),
+      rawPath: 'raw/u1',
+      now: T0 + 1,
+    });
+    t.same(m.getVideo('v1')!.stores, ['store2', 'store3', 'store1'], "the video lives on its upload's stores");
+    t.same(m.placementOf('store2'), { uploads: ['u1'], videos: ['v1'] });
+    t.same(m.placementOf('store1'), { uploads: ['u1', 'u2', 'u3'], videos: ['v1'] }, 'a record without one: store1');
+    t.same(m.placementOf('store4'), { uploads: ['u2'], videos: [] });
+    const copy = new VideoMachine();
+    copy.restore(m.snapshot());
+    t.same(copy.placementOf('store3'), m.placementOf('store3'), 'the placement survives a snapshot');
+    // A snapshot from before replication (no `stores` on its records) restores with null placements.
+    const old = JSON.parse(Buffer.from(m.snapshot()).toString('utf8')) as {
+      uploads: Array<Record<string, unknown>>;
+      videos: Array<Record<string, unknown>>;
+    };
+    for (const r of [...old.uploads, ...old.videos]) delete r.stores;
+    const older = new VideoMachine();
+    older.restore(Buffer.from(JSON.stringify(old)));
+    t.equal(older.getVideo('v1')!.stores, null);
+    t.same(older.placementOf('store1').videos, ['v1']);
+    t.throws(() => placed('u4', ['store1', 7 as unknown as string]), 'a placement is a list of store ids');
+  },
+);
+
+t.test('rendezvous placement: N distinct stores, the same for an id every time, spread evenly', async (t) => {
+  const stores = ['store1', 'store2', 'store3', 'store4', 'store5'];
+  const counts = new Map(stores.map((s) => [s, 0]));
+  for (let i = 0; i < 1000; i++) {
+    const placed = placeReplicas(`upload-${i}`, stores, 3);
+    if (new Set(placed).size !== 3) t.fail(`upload-${i}: ${placed.join(',')}`);
+    for (const s of placed) counts.set(s, counts.get(s)! + 1);
+  }
+  t.same(placeReplicas('abc', stores, 3), placeReplicas('abc', [...stores].reverse(), 3), 'independent of order');
+  for (const [s, n] of counts) t.ok(n > 500 && n < 700, `${s} holds ${n} of 3000 copies (600 each if even)`);
+  t.same(placeReplicas('abc', ['store1'], 3), ['store1'], 'never more than the stores');
+  t.equal(replicaCount({}, 3), 3);
+  t.equal(replicaCount({}, 1), 1, 'one store: one copy by default');
+  t.equal(replicaCount({ object_replicas: '1' }, 3), 1);
+  t.throws(() => replicaCount({ object_replicas: '4' }, 3), /at most|1 to the store count/);
+  t.equal(majority(3), 2);
+  t.equal(majority(1), 1);
+});

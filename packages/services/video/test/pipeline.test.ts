@@ -1,12 +1,24 @@
 /**
- * The pipeline on real processes with real ffmpeg: `cluster up --service video` (3 members, store, regional + 1 edge,
+ * The pipeline on real processes with real ffmpeg: `cluster up --service video` (3 members, 3 stores, regional + 1 edge,
  * app, pipeline, 2 transcoders with 8-s leases), one cluster for every case. Tiny videos (427x240 and 160x90,
  * seconds long). Bad files of every kind end `failed` at stage probe with a reason; a good one becomes playable
  * after its first quality and then gets the rest, the manifests parse and list the segments, the media is served
  * through the edge; a transcoder SIGKILLed mid-task has its task re-leased and finished by the other.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, statSync, writeFileSync } from 'node:fs';
+import {
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  truncateSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+  closeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
@@ -26,7 +38,13 @@ const [cluster] = await Promise.all([
   startCluster('video', {
     nodes: 3,
     workers: 'edge=1,app=1,transcoder=2',
-    settings: { transcode_lease_ms: '8000', transcode_budget_s: '90', transcode_budget_window_ms: '3600000' },
+    settings: {
+      transcode_lease_ms: '8000',
+      transcode_budget_s: '90',
+      transcode_budget_window_ms: '3600000',
+      // Anti-entropy every second (default 30 s): the replication case waits on a wiped store's refill.
+      object_sync_ms: '1000',
+    },
   }),
   makeTestVideo({ path: good, duration_s: 14, width: 426, height: 240, audio: 'speech' }),
   makeTestVideo({ path: small, duration_s: 4, width: 160, height: 90, audio: 'sine' }),
@@ -480,7 +498,7 @@ t.test('a re-encode whose probe fails leaves the previous revision playable (nev
 });
 
 t.test(
-  'cold storage by an injected clock: one archive on disk and no warm copy, 503 restoring, then every object back byte-identical and playing through the edge',
+  'cold storage by an injected clock: one archive on each replica disk and no warm copy, 503 restoring, then every object back byte-identical and playing through the edge',
   async (t) => {
     const id = await goodId;
     await until(
@@ -557,13 +575,19 @@ t.test(
     const onDisk = (readdirSync(cluster.dataDir, { recursive: true }) as string[]).filter((p) =>
       p.endsWith(join('cold', `${id}.vca`)),
     );
-    t.equal(onDisk.length, 1, `one archive file on disk (${onDisk[0]})`);
-    t.equal(
-      statSync(join(cluster.dataDir, onDisk[0]!)).size,
-      12 +
-        Buffer.byteLength(JSON.stringify({ format: 1, video_id: id, encoding: 'identity', entries: before })) +
-        before.reduce((n, o) => n + o.size, 0),
+    t.same(
+      onDisk.map((p) => p.split(/[\\/]/)[0]).sort(),
+      ['store1', 'store2', 'store3'],
+      `one archive file on each replica's disk (${onDisk.join(', ')})`,
     );
+    for (const path of onDisk)
+      t.equal(
+        statSync(join(cluster.dataDir, path)).size,
+        12 +
+          Buffer.byteLength(JSON.stringify({ format: 1, video_id: id, encoding: 'identity', entries: before })) +
+          before.reduce((n, o) => n + o.size, 0),
+        `${path}: every entry`,
+      );
     const gone = await fetch(`${storeUrl}/objects/${before[0]!.key}`, {
       headers: { authorization: `Bearer ${token}` },
     });
@@ -735,5 +759,177 @@ t.test(
       t.equal(await status(regional, key), 404, `after: the regional cache refuses ${key.slice(id.length + 8)}`);
       t.equal(await stored(key), 200, '(the store still holds it: the tiers refuse)');
     }
+  },
+);
+
+t.test(
+  'objects on 3 stores: one SIGKILLed and wiped, uploads and playback go on, anti-entropy refills it, a corrupt copy is refused and repaired',
+  async (t) => {
+    const id = await longId;
+    // The cold case's sweep (91 days ahead) may have archived it: a playback restores it (unpacked on the replicas).
+    const v = await until(
+      'the long video finished and warm (every quality, thumbnails)',
+      async () => {
+        const b = (await video(id)) as VideoBody & { tier: string };
+        if (b.status !== 'playable' || b.stage !== null || b.thumbnails.length !== 5) return null;
+        if (b.tier === 'cold') await call(app, 'GET', `/api/videos/${id}/playback`, { token: ann });
+        return b.tier === 'warm' ? b : null;
+      },
+      240_000,
+      250,
+    );
+    const record = (await call(member, 'GET', `/internal/video/videos/${id}`, { token })).body as {
+      upload_id: string;
+      stores: string[];
+    };
+    t.same([...record.stores].sort(), ['store1', 'store2', 'store3'], 'placed on 3 stores (the default N=3)');
+    const store1 = cluster.role('store')[0]!;
+    const store2 = cluster.role('store')[1]!;
+    type Index = { objects: Array<{ key: string; sha256: string }> };
+    const held = async (url: string, prefix: string): Promise<Map<string, string>> => {
+      const index = (await call(url, 'GET', '/internal/replica/index', { token })).body as unknown as Index;
+      return new Map(index.objects.filter((o) => o.key.startsWith(prefix)).map((o) => [o.key, o.sha256]));
+    };
+    const expected = new Map([
+      ...(await held(store2.url, `videos/${id}/`)),
+      ...(await held(store2.url, `raw/${record.upload_id}`)),
+    ]);
+    t.ok(expected.size > 10, `store2 holds ${expected.size} objects: the video's outputs and its raw source`);
+
+    // store1 (the regional cache's first origin, and the first replica of some uploads) dies with its disk.
+    t.equal((await cluster.run('kill', 'store1')).code, 0, 'store1 SIGKILLed');
+    // A chunked upload whose first replica (placement order) is the dead store1: its signed URL names a live one.
+    const bytes = readFileSync(small);
+    type Created = { upload_id: string; upload: { url: string } };
+    let first = null as Created | null;
+    for (let i = 0; i < 40 && first === null; i++) {
+      const a = await call(app, 'POST', '/api/videos/upload', {
+        token: ann,
+        body: { user_id: 'ann', title: 'during the outage', idempotency_key: `replicas-outage-${i}` },
+      });
+      const u = (await call(member, 'GET', `/internal/video/uploads/${a.body.upload_id as string}`, { token })).body;
+      if ((u.stores as string[])[0] === 'store1') first = a.body as unknown as Created;
+    }
+    if (first === null) return void t.fail('no upload of 40 placed store1 first');
+    t.not(new URL(first.upload.url).origin, store1.url, 'the signed URL names a live replica, not store1');
+    const put = await fetch(first.upload.url.replace('{index}', '0'), {
+      method: 'PUT',
+      body: bytes,
+      headers: { 'x-chunk-sha256': sha(bytes) },
+    });
+    t.equal(put.status, 200, 'the chunk is acknowledged (2 of 3 replicas)');
+    const during = await call(app, 'POST', `/api/videos/${first.upload_id}/finalize`, {
+      token: ann,
+      body: { total_chunks: 1, checksum: sha(bytes) },
+    });
+    t.match(during, { status: 200, body: { video_id: /./ } }, 'finalize assembles on a live replica');
+    const duringRecord = (
+      await call(member, 'GET', `/internal/video/videos/${during.body.video_id as string}`, { token })
+    ).body as {
+      raw_path: string;
+    };
+    // And a tus upload (creation, two PATCHes, HEAD) by the signed tus URL, finalized as one chunk.
+    const created = await call(app, 'POST', '/api/videos/upload', {
+      token: ann,
+      body: { user_id: 'ann', title: 'tus during the outage', idempotency_key: 'replicas-outage-tus' },
+    });
+    const tusUrl = (created.body.upload as { tus_url: string }).tus_url;
+    const tus = { 'tus-resumable': '1.0.0' };
+    const post = await fetch(tusUrl, { method: 'POST', headers: { ...tus, 'upload-length': String(bytes.length) } });
+    t.equal(post.status, 201, 'tus creation with one store down');
+    const fileUrl = new URL(post.headers.get('location')!, tusUrl).toString();
+    const half = Math.floor(bytes.length / 2);
+    for (const [from, to] of [
+      [0, half],
+      [half, bytes.length],
+    ] as const) {
+      const patch = await fetch(fileUrl, {
+        method: 'PATCH',
+        headers: { ...tus, 'content-type': 'application/offset+octet-stream', 'upload-offset': String(from) },
+        body: bytes.subarray(from, to),
+      });
+      t.equal(patch.headers.get('upload-offset'), String(to), `tus PATCH to ${to}`);
+    }
+    const head = await fetch(fileUrl, { method: 'HEAD', headers: tus });
+    t.equal(head.headers.get('upload-offset'), String(bytes.length), 'HEAD: complete');
+    const tusDone = await call(app, 'POST', `/api/videos/${created.body.upload_id as string}/finalize`, {
+      token: ann,
+      body: { total_chunks: 1, checksum: sha(bytes) },
+    });
+    t.equal(tusDone.status, 200, 'the tus upload finalizes');
+    // Playback with store1 down: every object through the edge, after a purge so the tiers go to the stores.
+    const regional = cluster.role('regional')[0]!.url;
+    const purge = await call(regional, 'POST', '/api/delivery/purge', { token, body: { prefix: `videos/${id}/` } });
+    t.equal(purge.status, 200, 'the delivery tiers dropped the video');
+    const playAll = async (what: string): Promise<void> => {
+      const masterUrl = v.manifest_url!;
+      const master = parseHls(await (await fetch(masterUrl)).text());
+      if (master.kind !== 'master') return void t.fail(`${what}: no master`);
+      let served = 0;
+      for (const variant of master.variants) {
+        const variantUrl = new URL(variant.uri, masterUrl).toString();
+        const media = parseHls(await (await fetch(variantUrl)).text());
+        if (media.kind !== 'media') return void t.fail(`${what}: no variant playlist`);
+        for (const uri of [media.map ?? 'init.mp4', ...media.segments.map((x) => x.uri)]) {
+          const url = new URL(uri, variantUrl);
+          const res = await fetch(url);
+          const body = Buffer.from(await res.arrayBuffer());
+          const key = url.pathname.replace(/^\/media\//, '');
+          if (res.status !== 200 || sha(body) !== expected.get(key))
+            return void t.fail(`${what}: ${key} answered ${res.status} with sha256 ${sha(body)}`);
+          served++;
+        }
+      }
+      t.ok(served >= 2 * 7, `${what}: the master, both variants and all ${served} init and media segments, verified`);
+    };
+    await playAll('store1 down');
+
+    t.equal((await cluster.run('wipe', 'store1')).code, 0, 'cluster wipe store1: killed, emptied, started');
+    const wipedAt = Date.now();
+    const refused = await cluster.run('wipe', 'n1');
+    t.not(refused.code, 0, 'wipe refuses a Raft member');
+    t.match(refused.stderr, /Raft member.*remove-node and add-node/s, 'and says what to do instead');
+    const raws = [duringRecord.raw_path, `raw/${created.body.upload_id as string}`];
+    const rawsOnStore2 = new Map([...(await held(store2.url, 'raw/'))].filter(([k]) => raws.includes(k)));
+    t.equal(rawsOnStore2.size, 2, 'both uploads made during the outage are on store2');
+    const want = new Map([...expected, ...rawsOnStore2]);
+    await until(
+      'anti-entropy refilled the wiped store1',
+      async () => {
+        const have = new Map([...(await held(store1.url, `videos/${id}/`)), ...(await held(store1.url, 'raw/'))]);
+        return [...want].every(([key, digest]) => have.get(key) === digest) ? true : null;
+      },
+      60_000,
+      250,
+    );
+    t.comment(`refilled ${Date.now() - wipedAt} ms after the wipe command returned (anti-entropy every 1 s)`);
+    t.pass(
+      `store1 holds all ${want.size} objects again, each with the sha256 of store2's copy (and the raw sources of both new uploads)`,
+    );
+
+    // A byte flipped in store1's copy of a segment: store1 refuses it, the regional cache takes store2's, store1 repairs.
+    const segKey = [...expected.keys()].find((k) => k.endsWith('seg-00001.m4s'))!;
+    const hashed = createHash('sha256').update(segKey).digest('hex');
+    const file = join(cluster.dataDir, 'store1', 'objects', hashed.slice(0, 2), hashed);
+    const fd = openSync(file, 'r+');
+    const one = Buffer.alloc(1);
+    readSync(fd, one, 0, 1, 100);
+    writeSync(fd, Buffer.from([one[0]! ^ 0xff]), 0, 1, 100);
+    closeSync(fd);
+    const direct = await call(store1.url, 'GET', `/objects/${segKey}`, { token });
+    t.match(direct, { status: 503, body: { error: { code: 'replica_corrupt' } } }, 'store1 refuses its corrupt copy');
+    await call(regional, 'POST', '/api/delivery/purge', { token, body: { prefix: `videos/${id}/` } });
+    await playAll('store1 holding a corrupt segment');
+    const repaired = await until(
+      'store1 repaired its copy from a replica',
+      async () => {
+        const res = await fetch(`${store1.url}/objects/${segKey}`, { headers: { authorization: `Bearer ${token}` } });
+        const body = Buffer.from(await res.arrayBuffer());
+        return res.status === 200 && sha(body) === expected.get(segKey) ? true : null;
+      },
+      30_000,
+      100,
+    );
+    t.ok(repaired, 'store1 serves the segment again, matching its sha256');
   },
 );

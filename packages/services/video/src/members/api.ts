@@ -78,6 +78,10 @@ export function memberRoutes(service: Ctx): void {
       const includePrivate = ctx.query.get('private') === '1';
       return { videos: await read(ctx, (m) => m.library(id(ctx), Number(limitText), after, includePrivate)) };
     })
+    // What one object store should hold (its anti-entropy's list): the ids of the uploads and videos placed on it.
+    .get('/internal/video/placement/:id', { admits: 'cluster' }, async (ctx) =>
+      read(ctx, (m) => m.placementOf(id(ctx))),
+    )
     .get('/internal/video/work', { admits: 'cluster' }, async (ctx) => {
       const work = await read(ctx, (m) => m.pipelineWork());
       return work;

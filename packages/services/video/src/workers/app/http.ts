@@ -24,7 +24,8 @@ import {
   type WorkerRole,
 } from '@raftkit/http';
 import { EDGE_ROLE, pickEdge, prefillVideo, purgeVideo, REGIONAL_ROLE, registerWatchPage } from '../delivery/index.js';
-import { MetaClient, StoreClient } from '../../internal-client.js';
+import { MetaClient, StoreClient, storeEndpoints, type StoreEndpoint } from '../../internal-client.js';
+import { placeReplicas, replicaCount, storesOf } from '../../placement.js';
 import { PRIVACY, type Privacy, type Upload, type Video } from '../../machine.js';
 import { signingSecret, signQuery } from '../../signing.js';
 import { CHUNK_SIZE, MAX_CHUNKS, MAX_UPLOAD_BYTES, normalizeChecksum, STORE_ROLE, UPLOAD_ID } from '../store/server.js';
@@ -71,10 +72,15 @@ export interface VideoBody {
 export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
   const meta = new MetaClient(options.members, token, options.index - 1);
-  const storeAddress = options.workers.find((w) => w.role === STORE_ROLE)?.httpAddress;
-  if (storeAddress === undefined) throw new Error('the app tier needs an object store worker (role store)');
-  const storeUrl = `http://${storeAddress}`;
-  const store = new StoreClient(storeUrl, token);
+  const stores = storeEndpoints(options.workers, STORE_ROLE);
+  if (stores.length === 0) throw new Error('the app tier needs an object store worker (role store)');
+  const store = new StoreClient(stores, token);
+  const replicas = replicaCount(options.settings, stores.length);
+  /** The replicas of a record, in placement order, as endpoints. */
+  const replicaEndpoints = (record: { stores: string[] | null }): StoreEndpoint[] => {
+    const placement = storesOf(record);
+    return placement.flatMap((id) => stores.filter((s) => s.id === id));
+  };
   const secret = signingSecret(token);
   const edges = options.workers
     .filter((w) => w.role === EDGE_ROLE)
@@ -82,11 +88,13 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   const views = new Map<string, number>();
 
   /** Where a viewer fetches an object: the edge that owns the video (delivery/), or the store by signed URL. */
-  const mediaUrl = (videoId: string, key: string | null): string | null => {
+  const mediaUrl = (videoId: string, key: string | null, placement?: string[] | null): string | null => {
     if (key === null) return null;
     if (edges.length > 0) return `${pickEdge(videoId, edges).url}/media/${key}`;
     const scope = `${key.split('/').slice(0, 2).join('/')}/`;
-    return `${storeUrl}/objects/${key}?${signQuery(secret, 'read', scope, Date.now() + PLAYBACK_TTL_S * 1000)}`;
+    // Without delivery tiers (a small setup): the video's first replica (any replica accepts the signature).
+    const origin = (placement !== undefined ? replicaEndpoints({ stores: placement })[0] : undefined) ?? stores[0]!;
+    return `${origin.url}/objects/${key}?${signQuery(secret, 'read', scope, Date.now() + PLAYBACK_TTL_S * 1000)}`;
   };
 
   const body = (v: Video): VideoBody => ({
@@ -101,14 +109,14 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     failure: v.failure,
     duration: v.duration_s,
     source_codec: v.source_codec,
-    manifest_url: watchable(v) ? mediaUrl(v.video_id, v.manifest_path) : null,
+    manifest_url: watchable(v) ? mediaUrl(v.video_id, v.manifest_path, v.stores) : null,
     dash_manifest_url:
       watchable(v) && v.manifest_path !== null
-        ? mediaUrl(v.video_id, v.manifest_path.replace(/master\.m3u8$/, 'manifest.mpd'))
+        ? mediaUrl(v.video_id, v.manifest_path.replace(/master\.m3u8$/, 'manifest.mpd'), v.stores)
         : null,
-    poster_url: mediaUrl(v.video_id, v.poster_path),
-    thumbnails: v.thumbnails.map((k) => mediaUrl(v.video_id, k)!),
-    captions_url: mediaUrl(v.video_id, v.captions_path),
+    poster_url: mediaUrl(v.video_id, v.poster_path, v.stores),
+    thumbnails: v.thumbnails.map((k) => mediaUrl(v.video_id, k, v.stores)!),
+    captions_url: mediaUrl(v.video_id, v.captions_path, v.stores),
     qualities: v.qualities.map((q) => ({
       name: q.name,
       width: q.width,
@@ -140,7 +148,12 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     return v;
   };
 
-  const uploadDestination = (uploadId: string): Record<string, unknown> => {
+  /**
+   * The signed destination on `storeUrl`: a replica of the upload that answered just now (the first in placement
+   * order that is up), so an upload starts while one replica is down. Any replica accepts the signature, and the
+   * one reached forwards every chunk and PATCH to the others.
+   */
+  const uploadDestination = (uploadId: string, storeUrl: string): Record<string, unknown> => {
     const expires = Date.now() + UPLOAD_URL_TTL_MS;
     const q = signQuery(secret, 'write', `uploads/${uploadId}/`, expires);
     return {
@@ -156,12 +169,35 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     };
   };
 
-  /** The store's acknowledgement of what it holds for an upload: the chunks (index, size, sha256) or tus offset. */
-  const chunkAck = async (uploadId: string, descriptor: ChunkDescriptor | null): Promise<Record<string, unknown>> => {
-    const listing = await store.json<{
-      chunks: Array<{ index: number; size: number; sha256: string }>;
-      received_bytes: number;
-    }>('GET', `/uploads/${uploadId}/chunks`);
+  /**
+   * The store's acknowledgement of what it holds for an upload: the chunks (index, size, sha256), from the first
+   * replica that answers (which the destination then names). A chunk that replica missed is sent again.
+   */
+  const chunkAck = async (
+    u: Upload,
+    descriptor: ChunkDescriptor | null,
+  ): Promise<{ ack: Record<string, unknown>; storeUrl: string }> => {
+    type Listing = { chunks: Array<{ index: number; size: number; sha256: string }>; received_bytes: number };
+    let listing: Listing | null = null;
+    let storeUrl = '';
+    let failure: unknown = null;
+    for (const replica of replicaEndpoints(u)) {
+      try {
+        listing = await store.jsonAt<Listing>(replica.url, 'GET', `/uploads/${u.upload_id}/chunks`, undefined, 10_000);
+        storeUrl = replica.url;
+        break;
+      } catch (error) {
+        failure = error;
+      }
+    }
+    if (listing === null) throw failure ?? new HttpError(503, 'unavailable', 'no replica of the upload answers');
+    return { ack: ackOf(listing, descriptor), storeUrl };
+  };
+
+  const ackOf = (
+    listing: { chunks: Array<{ index: number; size: number; sha256: string }>; received_bytes: number },
+    descriptor: ChunkDescriptor | null,
+  ): Record<string, unknown> => {
     if (descriptor !== null) {
       const c = listing.chunks.find((x) => x.index === descriptor.index);
       return {
@@ -193,7 +229,41 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
     return body(r.video!);
   };
 
-  const http = await serveWorkerHttp(options, { health: () => ({ store: storeUrl, edges: edges.length }) });
+  /**
+   * Finalize's assembly on a replica that holds every chunk: the first in placement order that is up; one that
+   * missed a chunk (or holds a copy gone bad, or a tus file behind) passes to the next. The replica that assembles
+   * writes `raw/<id>` to a majority of the replicas before it answers.
+   */
+  const assembleOnReplica = async (
+    u: Upload,
+    total: number,
+    checksum: string,
+  ): Promise<{ key: string; size: number; sha256: string }> => {
+    let first: unknown = null;
+    for (const replica of replicaEndpoints(u)) {
+      try {
+        return await store.jsonAt<{ key: string; size: number; sha256: string }>(
+          replica.url,
+          'POST',
+          `/internal/uploads/${u.upload_id}/assemble`,
+          { total_chunks: total, checksum },
+        );
+      } catch (error) {
+        const retry =
+          !(error instanceof HttpError) ||
+          error.status >= 500 ||
+          ['chunks_missing', 'chunk_corrupt', 'upload_incomplete'].includes(error.code);
+        if (!retry) throw error;
+        // The first replica's answer is the one reported when none can assemble (its missing chunks, say).
+        first ??= error;
+      }
+    }
+    throw first ?? new HttpError(503, 'unavailable', 'no replica of the upload answers');
+  };
+
+  const http = await serveWorkerHttp(options, {
+    health: () => ({ stores: stores.map((s) => s.id), object_replicas: replicas, edges: edges.length }),
+  });
   // The player page, so its API calls are same-origin (the edges serve it too).
   registerWatchPage(http.router);
   const counter = http.metrics.counter('video_uploads_created_total', 'Uploads created by this app process');
@@ -212,9 +282,10 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const privacy = optionalPrivacy(b);
       const totalSize = optionalSize(b);
       const descriptor = chunkDescriptor(b.multipart_chunk);
+      const uploadId = randomBytes(16).toString('base64url');
       const result = await meta.command({
         op: 'createUpload',
-        uploadId: randomBytes(16).toString('base64url'),
+        uploadId,
         uploaderId: userId,
         idempotencyKey,
         title,
@@ -223,8 +294,14 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
         privacy,
         totalSize,
         now: Date.now(),
+        stores: placeReplicas(
+          uploadId,
+          stores.map((s) => s.id),
+          replicas,
+        ),
       });
       const u = result.upload;
+      const ack = u.status === 'uploaded' ? null : await chunkAck(u, descriptor);
       if (result.created) counter.inc();
       const status = result.created ? 201 : 200;
       return new Reply(status, {
@@ -232,9 +309,8 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
         status: u.status,
         video_id: u.video_id,
         created: result.created,
-        chunk_ack:
-          u.status === 'uploaded' ? { received: [], finalized: true } : await chunkAck(u.upload_id, descriptor),
-        upload: u.status === 'uploaded' ? null : uploadDestination(u.upload_id),
+        chunk_ack: ack === null ? { received: [], finalized: true } : ack.ack,
+        upload: ack === null ? null : uploadDestination(u.upload_id, ack.storeUrl),
       });
     })
     .post('/api/videos/:id/finalize', { admits: 'authenticated' }, async (ctx) => {
@@ -255,15 +331,11 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
         const v = await meta.get<Video>(`/internal/video/videos/${u.video_id}`);
         return { video_id: v.video_id, status: v.status, upload_id: uploadId };
       }
-      const assembled = await store.json<{ key: string; size: number; sha256: string }>(
-        'POST',
-        `/internal/uploads/${uploadId}/assemble`,
-        { total_chunks: total, checksum },
-      );
+      const assembled = await assembleOnReplica(u, total, checksum);
       if (u.total_size !== null && assembled.size !== u.total_size) {
         // The upload declared its size: bytes missing or extra are refused (the chunks stay, so the client can
         // resend the right ones and finalize again; the assembled object is dropped, nothing refers to it).
-        void store.json('DELETE', `/objects/${assembled.key}`).catch(() => undefined);
+        void store.json('DELETE', `/objects/${assembled.key}`, undefined, 60_000, u.stores).catch(() => undefined);
         throw badRequest(
           'size_mismatch',
           `the upload declared total_size ${u.total_size} bytes and its chunks assemble to ${assembled.size}`,
@@ -283,7 +355,7 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       if (!r.ok) throw new HttpError(409, r.code, r.message);
       finalized.inc();
       // The chunks are now one raw object: the per-chunk copies go (best effort: the store's sweep is the backstop).
-      void store.json('DELETE', `/internal/uploads/${uploadId}`).catch(() => undefined);
+      void store.json('DELETE', `/internal/uploads/${uploadId}`, undefined, 60_000, u.stores).catch(() => undefined);
       return {
         video_id: r.video.video_id,
         status: r.video.status,

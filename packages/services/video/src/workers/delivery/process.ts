@@ -102,6 +102,7 @@ function tierConfig(
   kind: 'edge' | 'regional',
   upstreamUrl: string,
   downstream: Downstream[],
+  alternates: readonly string[] = [],
 ): Omit<TierConfig, 'published'> {
   const s = options.settings;
   return {
@@ -110,6 +111,7 @@ function tierConfig(
     cacheDir: join(options.dataDir, 'cache'),
     upstream: {
       baseUrl: upstreamUrl,
+      alternates: [...alternates],
       token: options.tokens[0]!,
       timeoutMs: number(s, 'upstream_timeout_ms', 10_000),
       maxObjectBytes: number(s, 'max_object_mb', 256) * MB,
@@ -134,6 +136,16 @@ export function originUrl(options: WorkerOptions): string {
   return `http://${store.httpAddress}/objects`;
 }
 
+/** The other object stores (replicas of the same objects), tried when the first cannot serve a key. */
+export function originAlternates(options: WorkerOptions): string[] {
+  if (options.settings['origin_url'] !== undefined) return [];
+  const role = options.settings['origin_role'] ?? 'store';
+  return options.workers
+    .filter((w) => w.role === role)
+    .slice(1)
+    .map((w) => `http://${w.httpAddress}/objects`);
+}
+
 export const regionalRole: WorkerRole = {
   role: REGIONAL_ROLE,
   count: 1,
@@ -141,7 +153,10 @@ export const regionalRole: WorkerRole = {
     const edges = options.workers
       .filter((w) => w.role === EDGE_ROLE)
       .map((w) => ({ id: w.id, url: `http://${w.httpAddress}` }));
-    return startTierProcess(options, tierConfig(options, 'regional', originUrl(options), edges));
+    return startTierProcess(
+      options,
+      tierConfig(options, 'regional', originUrl(options), edges, originAlternates(options)),
+    );
   },
 };
 

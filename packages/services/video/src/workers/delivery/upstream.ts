@@ -4,6 +4,7 @@
  * too slow -> 504, no such object -> 404. An upstream's own 502/504 (the origin down behind the regional tier)
  * passes through unchanged, so an edge says what went wrong two tiers up.
  */
+import { createHash } from 'node:crypto';
 import { Agent, request, type Dispatcher } from 'undici';
 import { HttpError, notFound } from '@raftkit/http';
 import { contentTypeOf, etagOf } from './keys.js';
@@ -12,6 +13,11 @@ import type { CachedObject } from './store.js';
 export interface UpstreamOptions {
   /** Base URL the key is appended to, e.g. http://127.0.0.1:8641/media or the object store's GET-by-key base. */
   baseUrl: string;
+  /**
+   * More base URLs holding the same objects (the object store's other replicas), tried in turn when one is
+   * unreachable, fails, has no such key or serves bytes that do not match its `x-content-sha256`.
+   */
+  alternates?: readonly string[];
   /** Presented as a bearer token (the cluster token: tiers and the origin trust each other, viewers do not sign). */
   token: string;
   timeoutMs: number;
@@ -29,7 +35,23 @@ function objectUrl(baseUrl: string, key: string): string {
 const upstreamAgent = new Agent({ connections: 256, keepAliveTimeout: 30_000 });
 
 export async function fetchObject(o: UpstreamOptions, key: string): Promise<CachedObject> {
-  const url = objectUrl(o.baseUrl, key);
+  const bases = [o.baseUrl, ...(o.alternates ?? [])];
+  let error: HttpError | null = null;
+  for (const base of bases) {
+    try {
+      return await fetchFrom(o, base, key);
+    } catch (e) {
+      const h = e instanceof HttpError ? e : new HttpError(502, 'upstream_error', String(e));
+      // A 404 from one replica is not the answer while another may hold the key; any other failure is kept in
+      // preference to a 404 (the key exists somewhere that failed).
+      if (error === null || error.status === 404) error = h;
+    }
+  }
+  throw error!;
+}
+
+async function fetchFrom(o: UpstreamOptions, baseUrl: string, key: string): Promise<CachedObject> {
+  const url = objectUrl(baseUrl, key);
   let response: Dispatcher.ResponseData;
   try {
     response = await request(url, {
@@ -72,6 +94,9 @@ export async function fetchObject(o: UpstreamOptions, key: string): Promise<Cach
   } catch (e) {
     throw failure(e, key, o.timeoutMs);
   }
+  const sha = response.headers['x-content-sha256'];
+  if (typeof sha === 'string' && createHash('sha256').update(body).digest('hex') !== sha)
+    throw new HttpError(502, 'upstream_corrupt', `the bytes of ${key} do not match their sha256`, { key });
   const type = response.headers['content-type'];
   return {
     key,

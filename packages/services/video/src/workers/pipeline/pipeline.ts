@@ -37,7 +37,8 @@ import {
   type VariantInput,
 } from '@raftkit/media';
 import { serveWorkerHttp, type Logger, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
-import { MetaClient, StoreClient } from '../../internal-client.js';
+import { MetaClient, StoreClient, storeEndpoints } from '../../internal-client.js';
+import { majority, storesOf } from '../../placement.js';
 import type { QualitySpec, SegmentRecord, Video } from '../../machine.js';
 import { STORE_ROLE } from '../store/server.js';
 import { REGIONAL_ROLE } from '../delivery/index.js';
@@ -58,7 +59,7 @@ export function revisionPrefix(videoId: string, revision: number): string {
 export async function localSource(
   store: StoreClient,
   dir: string,
-  v: Pick<Video, 'video_id' | 'raw_path' | 'source_size'>,
+  v: Pick<Video, 'video_id' | 'raw_path' | 'source_size' | 'stores'>,
 ): Promise<string | null> {
   const path = join(dir, v.video_id);
   try {
@@ -67,7 +68,7 @@ export async function localSource(
     // not here yet
   }
   await mkdir(dir, { recursive: true });
-  const body = await store.get(v.raw_path);
+  const body = await store.get(v.raw_path, v.stores);
   if (body === null) return null;
   const tmp = `${path}.part-${process.pid}`;
   await pump(body, createWriteStream(tmp));
@@ -78,9 +79,9 @@ export async function localSource(
 export async function startPipeline(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
   const meta = new MetaClient(options.members, token);
-  const storeAddress = options.workers.find((w) => w.role === STORE_ROLE)?.httpAddress;
-  if (storeAddress === undefined) throw new Error('the pipeline needs an object store worker (role store)');
-  const store = new StoreClient(`http://${storeAddress}`, token);
+  const stores = storeEndpoints(options.workers, STORE_ROLE);
+  if (stores.length === 0) throw new Error('the pipeline needs an object store worker (role store)');
+  const store = new StoreClient(stores, token);
   const regional = options.workers.find((w) => w.role === REGIONAL_ROLE);
   const sources = join(options.dataDir, 'sources');
   const scratch = join(options.dataDir, 'scratch');
@@ -189,7 +190,11 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
         s.parts.map((p) => ({ uri: p.name, duration_s: p.duration_ms / 1000, size_bytes: p.size_bytes })),
       );
       const codecs = segments[0]!.codecs;
-      await store.put(`${prefix}/${q.name}/index.m3u8`, buildHlsVariant({ init_uri: 'init.mp4', segments: refs }));
+      await store.put(
+        `${prefix}/${q.name}/index.m3u8`,
+        buildHlsVariant({ init_uri: 'init.mp4', segments: refs }),
+        v.stores,
+      );
       variants.push({
         quality: q.name as QualityName,
         width: q.width,
@@ -214,12 +219,17 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     const duration = v.duration_s ?? 0;
     let subtitles: { playlist_uri: string; language: string; name: string } | undefined;
     if (v.captions_path !== null) {
-      await store.put(`${prefix}/captions/en.m3u8`, buildSubtitlePlaylist({ vtt_uri: 'en.vtt', duration_s: duration }));
+      await store.put(
+        `${prefix}/captions/en.m3u8`,
+        buildSubtitlePlaylist({ vtt_uri: 'en.vtt', duration_s: duration }),
+        v.stores,
+      );
       subtitles = { playlist_uri: 'captions/en.m3u8', language: 'en', name: 'English' };
     }
     await store.put(
       `${prefix}/master.m3u8`,
       buildHlsMaster({ variants, ...(subtitles !== undefined ? { subtitles } : {}) }),
+      v.stores,
     );
     await store.put(
       `${prefix}/manifest.mpd`,
@@ -228,6 +238,7 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
         variants: dash,
         ...(v.captions_path !== null ? { subtitles: { vtt_uri: 'captions/en.vtt', language: 'en' } } : {}),
       }),
+      v.stores,
     );
     const r = await meta.command({
       op: 'published',
@@ -250,7 +261,9 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       // previous one is the record's (a failed re-encode in between skipped a number).
       const old = `${revisionPrefix(v.video_id, v.previous?.revision ?? v.revision - 1)}/`;
       await purge(old);
-      await store.json('POST', '/internal/objects/delete-prefix', { prefix: old }).catch(() => undefined);
+      await store
+        .json('POST', '/internal/objects/delete-prefix', { prefix: old }, 60_000, v.stores)
+        .catch(() => undefined);
     }
   };
 
@@ -276,7 +289,7 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     const keys: string[] = [];
     for (const t of thumbs) {
       const key = `${prefix}/thumbs/${t.file}`;
-      await store.put(key, createReadStream(t.path));
+      await store.put(key, () => createReadStream(t.path), v.stores);
       keys.push(key);
     }
     await meta.command({ op: 'thumbnails', videoId: v.video_id, paths: keys });
@@ -286,7 +299,7 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       return null;
     });
     if (captions !== null) {
-      await store.put(`${prefix}/captions/en.vtt`, captions.vtt);
+      await store.put(`${prefix}/captions/en.vtt`, captions.vtt, v.stores);
       await meta.command({ op: 'captions', videoId: v.video_id, path: `${prefix}/captions/en.vtt` });
       stats.captions++;
       const verdict = moderate({
@@ -326,7 +339,9 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
   const moveTier = async (v: Video): Promise<void> => {
     const id = v.video_id;
     if (v.tier === 'cold' && v.storage === 'packing') {
-      const packed = await store.json<{ objects: number; bytes: number }>('POST', `/internal/cold/${id}/pack`, {});
+      // Packed on every replica of the video: the record says archived only when none keeps warm copies beside it
+      // (a replica down holds the move at `packing`; the step is idempotent and re-run).
+      const packed = await onReplicas(v, `/internal/cold/${id}/pack`, v.stores?.length ?? 1);
       await purge(`videos/${id}/`);
       await meta.command({
         op: 'storage',
@@ -340,7 +355,8 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
       log.log('info', 'video moved to cold storage', { video_id: id, objects: packed.objects, bytes: packed.bytes });
     } else if (v.tier === 'restoring') {
       const started = Date.now();
-      const unpacked = await store.json<{ objects: number; bytes: number }>('POST', `/internal/cold/${id}/unpack`, {});
+      // Unpacked on a majority of the replicas (a viewer waits): the others get the warm copies by anti-entropy.
+      const unpacked = await onReplicas(v, `/internal/cold/${id}/unpack`, majority(v.stores?.length ?? 1));
       await purge(`videos/${id}/`);
       await meta.command({
         op: 'storage',
@@ -360,11 +376,27 @@ export async function startPipeline(options: WorkerOptions): Promise<RunningWork
     }
   };
 
+  /** POSTs a cold step to every replica of `v`; fails unless `need` of them did it. The largest answer is kept. */
+  const onReplicas = async (v: Video, path: string, need: number): Promise<{ objects: number; bytes: number }> => {
+    const placement = storesOf(v);
+    const answers = await Promise.allSettled(
+      store.stores
+        .filter((s) => placement.includes(s.id))
+        .map((s) => store.jsonAt<{ objects: number; bytes: number }>(s.url, 'POST', path, {})),
+    );
+    const ok = answers.flatMap((a) => (a.status === 'fulfilled' ? [a.value] : []));
+    if (ok.length < need) {
+      const failed = answers.find((a) => a.status === 'rejected');
+      throw failed?.status === 'rejected' ? failed.reason : new Error(`${path}: ${ok.length} of ${need} replicas`);
+    }
+    return ok.reduce((best, a) => (a.objects > best.objects ? a : best), ok[0]!);
+  };
+
   const sweep = async (): Promise<void> => {
     const r = await meta.command({ op: 'sweep', now: Date.now() });
     stats.sweeps++;
     for (const raw of r.rawDeleted) {
-      await store.json('DELETE', `/objects/${raw.raw_path}`).catch(() => undefined);
+      await store.json('DELETE', `/objects/${raw.raw_path}`, undefined, 60_000).catch(() => undefined);
       await rm(join(sources, raw.video_id), { force: true });
     }
   };

@@ -13,7 +13,7 @@ import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { qualitiesFor, sourceSegments, taskId, transcodeTask, type TranscodeTask } from '@raftkit/media';
 import { serveWorkerHttp, type RunningWorker, type WorkerOptions, type WorkerRole } from '@raftkit/http';
-import { MetaClient, StoreClient } from '../../internal-client.js';
+import { MetaClient, StoreClient, storeEndpoints } from '../../internal-client.js';
 import type { Task, Video } from '../../machine.js';
 import { STORE_ROLE } from '../store/server.js';
 import { forUsers } from './limits.js';
@@ -44,9 +44,9 @@ export function mediaTask(v: Video, t: Task): TranscodeTask {
 export async function startTranscoder(options: WorkerOptions): Promise<RunningWorker> {
   const token = options.tokens[0]!;
   const meta = new MetaClient(options.members, token, options.index - 1);
-  const storeAddress = options.workers.find((w) => w.role === STORE_ROLE)?.httpAddress;
-  if (storeAddress === undefined) throw new Error('the transcoder needs an object store worker (role store)');
-  const store = new StoreClient(`http://${storeAddress}`, token);
+  const stores = storeEndpoints(options.workers, STORE_ROLE);
+  if (stores.length === 0) throw new Error('the transcoder needs an object store worker (role store)');
+  const store = new StoreClient(stores, token);
   const leaseText = options.settings['transcode_lease_ms'];
   const leaseMs = leaseText === undefined ? DEFAULT_LEASE_MS : Number(leaseText);
   if (!Number.isSafeInteger(leaseMs) || leaseMs < 1000)
@@ -68,8 +68,8 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
       });
       const prefix = `${revisionPrefix(v.video_id, v.revision)}/${task.quality}`;
       // The init segment is the same for every task of a quality (same encoder settings): any task's copy will do.
-      await store.put(`${prefix}/init.mp4`, createReadStream(out.init.path));
-      for (const s of out.segments) await store.put(`${prefix}/${s.file}`, createReadStream(s.path));
+      await store.put(`${prefix}/init.mp4`, () => createReadStream(out.init.path), v.stores);
+      for (const s of out.segments) await store.put(`${prefix}/${s.file}`, () => createReadStream(s.path), v.stores);
       const r = await meta.command({
         op: 'complete',
         taskKey: task.key,

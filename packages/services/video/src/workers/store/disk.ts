@@ -8,7 +8,13 @@
  *   uploads/<upload id>/tus.bin           a tus upload's bytes so far, and tus.json {length, metadata}
  *   cold/<video id>.vca                   the cold storage class: every object of a cold video in one archive
  *                                         (archive.ts has the container)
+ *   tombstones.jsonl                      {key, at} of each deleted object (replication: a replica that missed the
+ *                                         delete drops its copy instead of handing it back; kept 30 days)
  *   tmp/                                  files being written
+ *
+ * Every finished object is also in an in-memory index (key -> size, sha256, written-at), built from the sidecars at
+ * start and kept by every write and delete, with a generation bumped on each change: a peer's anti-entropy pass asks
+ * for it and learns "unchanged" without this store touching the disk.
  *
  * Every write goes to tmp/, is fsynced, renamed into place and its folder fsynced: a crash leaves the old file or
  * the new one, never a torn one, and an acknowledged write survives a power cut. The sidecar is written after the
@@ -16,7 +22,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream, createWriteStream, type ReadStream } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
+import { appendFile, mkdir, open, readdir, readFile, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -26,6 +32,19 @@ export interface ObjectInfo {
   key: string;
   size: number;
   sha256: string;
+}
+
+/** An object as the index knows it: `at` is when it was written (ms; kept when a replica copies it). */
+export interface IndexedObject extends ObjectInfo {
+  at: number;
+}
+
+/** How long a tombstone is kept: a replica away longer than this may hand a deleted object back. */
+const TOMBSTONE_KEEP_MS = 30 * 86_400_000;
+
+/** A stored object whose bytes no longer hash to its sidecar's sha256: refused, and repaired from a replica. */
+export class CorruptObjectError extends Error {
+  override name = 'CorruptObjectError';
 }
 
 export interface ChunkInfo {
@@ -46,6 +65,11 @@ export class TooLargeError extends Error {
 }
 
 export class DiskStore {
+  private readonly index = new Map<string, IndexedObject>();
+  private readonly tombstones = new Map<string, number>();
+  /** Bumped by every change of the index or the tombstones. */
+  generation = 0;
+
   constructor(readonly root: string) {}
 
   async init(): Promise<void> {
@@ -54,6 +78,69 @@ export class DiskStore {
     await mkdir(join(this.root, 'cold'), { recursive: true });
     await rm(join(this.root, 'tmp'), { recursive: true, force: true });
     await mkdir(join(this.root, 'tmp'), { recursive: true });
+    this.index.clear();
+    for (const info of await this.scanSidecars()) this.index.set(info.key, info);
+    await this.loadTombstones();
+  }
+
+  private async scanSidecars(): Promise<IndexedObject[]> {
+    const out: IndexedObject[] = [];
+    const top = join(this.root, 'objects');
+    for (const hh of await readdir(top)) {
+      for (const name of await readdir(join(top, hh))) {
+        if (!name.endsWith('.json')) continue;
+        try {
+          const info = JSON.parse(await readFile(join(top, hh, name), 'utf8')) as IndexedObject;
+          out.push({ key: info.key, size: info.size, sha256: info.sha256, at: info.at ?? 0 });
+        } catch {
+          // a sidecar torn by a crash before its rename cannot be here (renamed whole); skip anything unreadable
+        }
+      }
+    }
+    return out;
+  }
+
+  private tombstoneFile(): string {
+    return join(this.root, 'tombstones.jsonl');
+  }
+
+  /** Loads the tombstones, dropping those past their keep time (the file is rewritten without them). */
+  private async loadTombstones(): Promise<void> {
+    this.tombstones.clear();
+    let text = '';
+    try {
+      text = await readFile(this.tombstoneFile(), 'utf8');
+    } catch {
+      return;
+    }
+    const cutoff = Date.now() - TOMBSTONE_KEEP_MS;
+    for (const line of text.split('\n')) {
+      try {
+        const t = JSON.parse(line) as { key: string; at: number };
+        if (t.at >= cutoff && t.at > (this.tombstones.get(t.key) ?? -1)) this.tombstones.set(t.key, t.at);
+      } catch {
+        // an empty or torn last line
+      }
+    }
+    for (const [key, at] of this.tombstones) if ((this.index.get(key)?.at ?? -1) >= at) this.tombstones.delete(key);
+    const lines = [...this.tombstones].map(([key, at]) => JSON.stringify({ key, at }) + '\n').join('');
+    await writeDurably(join(this.root, 'tmp'), this.tombstoneFile(), lines);
+  }
+
+  /** Every indexed object and tombstone, for a peer's anti-entropy pass. */
+  listing(): { objects: IndexedObject[]; tombstones: Array<{ key: string; at: number }> } {
+    return {
+      objects: [...this.index.values()],
+      tombstones: [...this.tombstones].map(([key, at]) => ({ key, at })),
+    };
+  }
+
+  indexed(key: string): IndexedObject | null {
+    return this.index.get(key) ?? null;
+  }
+
+  tombstoneOf(key: string): number | null {
+    return this.tombstones.get(key) ?? null;
   }
 
   private objectPath(key: string): string {
@@ -104,11 +191,49 @@ export class DiskStore {
     await fsyncDir(dir);
   }
 
-  async putObject(key: string, source: Readable, maxBytes: number): Promise<ObjectInfo> {
+  /** Stores an object from a stream; `at` is its write time (a replica's copy keeps the original's). */
+  async putObject(key: string, source: Readable, maxBytes: number, at = Date.now()): Promise<ObjectInfo> {
     const r = await this.receive(source, maxBytes);
+    return this.commitObject(key, r, at);
+  }
+
+  /** Moves a received temp file into place as `key` (temp, fsync, rename, sidecar) and indexes it. */
+  async commitObject(
+    key: string,
+    r: { tmp: string; size: number; sha256: string },
+    at = Date.now(),
+  ): Promise<ObjectInfo> {
     const info = { key, size: r.size, sha256: r.sha256 };
-    await this.commit(r.tmp, this.objectPath(key), info);
+    await this.commit(r.tmp, this.objectPath(key), { ...info, at });
+    this.index.set(key, { ...info, at });
+    if ((this.tombstones.get(key) ?? -1) <= at) this.tombstones.delete(key);
+    this.generation++;
     return info;
+  }
+
+  /**
+   * The object's bytes after checking them against its sha256 (for objects small enough to hold: the store's reads
+   * of outputs and manifests); throws CorruptObjectError for a copy that no longer matches.
+   */
+  async readVerified(key: string, info: ObjectInfo): Promise<Buffer> {
+    const bytes = await readFile(this.objectPath(key));
+    const sha = createHash('sha256').update(bytes).digest('hex');
+    if (bytes.length !== info.size || sha !== info.sha256)
+      throw new CorruptObjectError(`${key}: the stored bytes hash to ${sha}, the sidecar says ${info.sha256}`);
+    return bytes;
+  }
+
+  /** Whether the stored bytes of `key` still hash to its sidecar's sha256 (a streamed check, any size). */
+  async verify(key: string): Promise<boolean> {
+    const info = this.index.get(key);
+    if (info === undefined) return false;
+    const hash = createHash('sha256');
+    try {
+      for await (const chunk of createReadStream(this.objectPath(key)) as AsyncIterable<Buffer>) hash.update(chunk);
+    } catch {
+      return false;
+    }
+    return hash.digest('hex') === info.sha256;
   }
 
   async objectInfo(key: string): Promise<ObjectInfo | null> {
@@ -128,37 +253,38 @@ export class DiskStore {
     return this.objectPath(key);
   }
 
-  async deleteObject(key: string): Promise<boolean> {
+  /**
+   * Deletes an object. `tombstone` (a delete the cluster decided: a re-encode's old outputs, a raw source past its
+   * keep time) records it, so a replica that missed the delete drops its copy rather than handing it back; a local
+   * move (the cold class's pack) leaves none, and a corrupt copy dropped for its repair neither.
+   */
+  async deleteObject(key: string, tombstone = false, at = Date.now()): Promise<boolean> {
     const path = this.objectPath(key);
     const existed = (await this.objectInfo(key)) !== null;
+    if (tombstone && at > (this.tombstones.get(key) ?? -1)) {
+      this.tombstones.set(key, at);
+      await appendFile(this.tombstoneFile(), JSON.stringify({ key, at }) + '\n');
+      this.generation++;
+    }
     // Sidecar first: without it the bytes are an unfinished write, never served.
     await rm(`${path}.json`, { force: true });
     await rm(path, { force: true });
+    if (this.index.delete(key)) this.generation++;
     return existed;
   }
 
   /** Deletes every object whose key starts with `prefix` (a re-encode's old outputs, a video's raw source). */
-  async deletePrefix(prefix: string): Promise<number> {
+  async deletePrefix(prefix: string, tombstone = false): Promise<number> {
     let n = 0;
-    for (const info of await this.listPrefix(prefix)) if (await this.deleteObject(info.key)) n++;
+    for (const info of await this.listPrefix(prefix)) if (await this.deleteObject(info.key, tombstone)) n++;
     return n;
   }
 
-  /** Every finished object whose key starts with `prefix`, sorted by key (a scan of the sidecars). */
+  /** Every finished object whose key starts with `prefix`, sorted by key (from the index). */
   async listPrefix(prefix: string): Promise<ObjectInfo[]> {
     const out: ObjectInfo[] = [];
-    const top = join(this.root, 'objects');
-    for (const hh of await readdir(top)) {
-      for (const name of await readdir(join(top, hh))) {
-        if (!name.endsWith('.json')) continue;
-        try {
-          const info = JSON.parse(await readFile(join(top, hh, name), 'utf8')) as ObjectInfo;
-          if (info.key.startsWith(prefix)) out.push(info);
-        } catch {
-          // a sidecar being replaced or deleted: skip it
-        }
-      }
-    }
+    for (const info of this.index.values())
+      if (info.key.startsWith(prefix)) out.push({ key: info.key, size: info.size, sha256: info.sha256 });
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
@@ -166,6 +292,15 @@ export class DiskStore {
 
   coldFile(videoId: string): string {
     return join(this.root, 'cold', `${videoId}.vca`);
+  }
+
+  async coldArchiveExists(videoId: string): Promise<boolean> {
+    try {
+      await stat(this.coldFile(videoId));
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   /** The archive's header after checking every byte of it, or null without one (throws ArchiveCorruptError). */

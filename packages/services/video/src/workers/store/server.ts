@@ -9,8 +9,12 @@
  *   GET  /uploads/<id>/chunks           the chunks received: what a resuming client need not send again
  *   OPTIONS|POST /uploads/<id>/tus      tus 1.0 discovery and creation (Upload-Length, Upload-Metadata)
  *   HEAD|PATCH   /uploads/<id>/tus/file tus 1.0 core (Upload-Offset), checksum extension (Upload-Checksum)
- *   GET|HEAD /objects/<key>             an object (Range), by signed URL or cluster token: the edges' origin
+ *   GET|HEAD /objects/<key>             an object (Range), by signed URL or cluster token: the edges' origin; its
+ *                                       bytes are checked against their sha256 before they are served (a corrupt
+ *                                       copy answers 503 replica_corrupt and is repaired from another replica)
  *   PUT|DELETE /objects/<key>           cluster token: the workers' outputs
+ * Replication (replication.ts): every write above is forwarded to the other replicas of its placement and
+ * acknowledged once a majority holds it; GET /internal/replica/index is a peer's anti-entropy listing.
  * Routes: POST /internal/uploads/:id/assemble {total_chunks, checksum} -> the raw object `raw/<id>`; DELETE
  * /internal/uploads/:id; POST /internal/objects/delete-prefix {prefix}; the cold storage class (README "Storage
  * tiers"): GET /internal/cold/:video_id (the archive's header, verified, and the warm objects left), POST
@@ -38,7 +42,8 @@ import {
 } from '@raftkit/http';
 import { signingSecret, verifySigned, type Access } from '../../signing.js';
 import { ArchiveCorruptError } from './archive.js';
-import { ChecksumError, DiskStore, TooLargeError, type ChunkInfo } from './disk.js';
+import { ChecksumError, CorruptObjectError, DiskStore, TooLargeError, type ChunkInfo } from './disk.js';
+import { OBJECT_AT_HEADER, REPLICA_HEADER, Replication, encodeKey, type Peer } from './replication.js';
 
 export const STORE_ROLE = 'store';
 /** The largest upload (decided: the spec leaves it open). 10 GiB: hours of 1080p source at consumer bitrates. */
@@ -54,8 +59,14 @@ export const UPLOAD_ID = /^[A-Za-z0-9_-]{8,64}$/;
 // refused. Refusing '-' too failed the transcode of such a video at its first segment.
 const KEY_SEGMENT = /^(?!\.)[A-Za-z0-9._-]{1,128}$/;
 const TUS_VERSION = '1.0.0';
+/** Objects up to this size are read whole and checked before the first byte is served; larger ones as they stream. */
+const VERIFY_WHOLE_BYTES = 64 * 1024 * 1024;
 
-export const storeRole: WorkerRole = { role: STORE_ROLE, count: 1, start: startStore };
+/**
+ * Three stores by default (`--workers store=N`), at places 11.. of the worker block so the ports of the other roles
+ * (edges, app servers) stay where they were with one store.
+ */
+export const storeRole: WorkerRole = { role: STORE_ROLE, count: 3, slot: 11, start: startStore };
 
 export function rawKey(uploadId: string): string {
   return `raw/${uploadId}`;
@@ -66,6 +77,24 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
   await disk.init();
   const secret = signingSecret(options.tokens[0]!);
   const stats = { chunks: 0, resent: 0, objectsServed: 0, bytesIn: 0, tusPatches: 0, uploadsSwept: 0 };
+  const replication = new Replication({
+    selfId: options.id,
+    stores: options.workers.filter((w) => w.role === options.role),
+    members: options.members,
+    token: options.tokens[0]!,
+    disk,
+    logger: options.logger,
+    syncEveryMs: positiveSetting(options.settings, 'object_sync_ms', 30_000),
+    syncBatch: positiveSetting(options.settings, 'object_sync_batch', 500),
+  });
+  const self = options.id;
+
+  /** A write forwarded by another replica (cluster token and x-replica-of): stored here, forwarded nowhere. */
+  const forwarded = (req: IncomingMessage): boolean => {
+    if (req.headers[REPLICA_HEADER] === undefined) return false;
+    const token = bearerToken(req);
+    return token !== null && verifyToken(token, options.tokens).kind === 'cluster';
+  };
 
   /** Who may do `access` on `key`: the cluster token, or a signed URL for that key. */
   const authorize = (req: IncomingMessage, query: URLSearchParams, key: string, access: Access): void => {
@@ -160,6 +189,9 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       throw new HttpError(413, 'chunk_too_large', `a chunk is at most ${MAX_CHUNK_BYTES} bytes`, {
         limit: MAX_CHUNK_BYTES,
       });
+    const isForward = forwarded(req);
+    // The placement is known before the body is read: an unknown upload or unreachable members cost no bytes.
+    const replicas = isForward ? [self] : await replication.replicasOf(`uploads/${uploadId}/`);
     const before = await disk.chunks(uploadId);
     const others = before.filter((c) => c.index !== index).reduce((n, c) => n + c.size, 0);
     let received;
@@ -187,7 +219,29 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     }
     const known = before.find((c) => c.index === index);
     if (known !== undefined) stats.resent++;
-    const info: ChunkInfo = await disk.putChunk(uploadId, index, received);
+    const local = replicas.includes(self);
+    const info: ChunkInfo = local
+      ? await disk.putChunk(uploadId, index, received)
+      : { index, size: received.size, sha256: received.sha256 };
+    const file = local ? disk.chunkFile(uploadId, index) : received.tmp;
+    if (!isForward) {
+      const sent = await replication.toMajority(
+        replicas,
+        local,
+        async (peer) => {
+          const r = await replication.sendFile(
+            peer,
+            'PUT',
+            `/uploads/${uploadId}/chunks/${index}`,
+            () => createReadStream(file),
+            { 'x-chunk-sha256': info.sha256 },
+          );
+          if (r.status !== 200) throw new Error(`answered ${r.status} ${r.text.slice(0, 200)}`);
+        },
+        `chunk ${index} of ${uploadId}`,
+      );
+      if (!local) void sent.settled.then(() => rm(file, { force: true }));
+    }
     stats.chunks++;
     stats.bytesIn += info.size;
     return json(res, 200, {
@@ -212,18 +266,13 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     const key = segments.join('/');
     if (req.method === 'PUT') {
       authorizeCluster(req);
-      try {
-        const info = await disk.putObject(key, req, MAX_OBJECT_BYTES);
-        return json(res, 200, info);
-      } catch (error) {
-        if (error instanceof TooLargeError)
-          throw new HttpError(413, 'object_too_large', `an object is at most ${MAX_OBJECT_BYTES} bytes`);
-        throw error;
-      }
+      return json(res, 200, await putObject(req, key));
     }
     if (req.method === 'DELETE') {
       authorizeCluster(req);
-      return json(res, 200, { key, deleted: await disk.deleteObject(key) });
+      const deleted = await disk.deleteObject(key, true);
+      if (!forwarded(req)) await replication.broadcast('DELETE', `/objects/${encodeKey(key)}`);
+      return json(res, 200, { key, deleted });
     }
     if (req.method !== 'GET' && req.method !== 'HEAD')
       throw new HttpError(
@@ -234,8 +283,23 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
         { allow: 'GET, HEAD, PUT, DELETE' },
       );
     authorize(req, url.searchParams, key, 'read');
-    const info = await disk.objectInfo(key);
+    let info = await disk.objectInfo(key);
+    if (info === null && !forwarded(req) && (await readRepair(key))) info = await disk.objectInfo(key);
     if (info === null) throw notFound(`no object ${key}`, { key });
+    // A copy is checked against its sha256 before it is served whole; a corrupt one is refused (the reader tries
+    // another replica) and fetched again from a replica whose copy verifies.
+    let verified: Buffer | null = null;
+    if (info.size <= VERIFY_WHOLE_BYTES && req.method === 'GET') {
+      try {
+        verified = await disk.readVerified(key, info);
+      } catch (error) {
+        if (!(error instanceof CorruptObjectError)) throw error;
+        replication.queueRepair(key);
+        throw new HttpError(503, 'replica_corrupt', `this replica's copy of ${key} failed its checksum: ask another`, {
+          key,
+        });
+      }
+    }
     const range = parseRange(req.headers.range, info.size);
     if (range === 'unsatisfiable') {
       res.writeHead(416, { 'content-range': `bytes */${info.size}`, 'content-type': 'application/json' });
@@ -249,6 +313,7 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       'accept-ranges': 'bytes',
       etag: `"${info.sha256}"`,
       'x-content-sha256': info.sha256,
+      [OBJECT_AT_HEADER]: String(disk.indexed(key)?.at ?? 0),
       // Objects are immutable (outputs carry the revision in their key): caches may keep them for good.
       'cache-control': key.startsWith('raw/') ? 'private, no-store' : 'public, max-age=31536000, immutable',
     };
@@ -256,10 +321,20 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     if (range === null) {
       res.writeHead(200, { ...headers, 'content-length': String(info.size) });
       if (req.method === 'HEAD' || info.size === 0) return void res.end();
+      if (verified !== null) return void res.end(verified);
+      // Too large to hold: hashed as it streams, and the connection cut (the reader sees a short body and tries
+      // another replica) when the copy turns out corrupt.
+      const hash = createHash('sha256');
       disk
         .readObject(key)
+        .on('data', (chunk) => hash.update(chunk))
         .on('error', () => res.destroy())
-        .pipe(res);
+        .on('end', () => {
+          if (hash.digest('hex') === info.sha256) return res.end();
+          replication.queueRepair(key);
+          res.destroy();
+        })
+        .pipe(res, { end: false });
       return;
     }
     res.writeHead(206, {
@@ -268,10 +343,78 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       'content-range': `bytes ${range.start}-${range.end}/${info.size}`,
     });
     if (req.method === 'HEAD') return void res.end();
+    if (verified !== null) return void res.end(verified.subarray(range.start, range.end + 1));
+    // A range of a large object is served as it is on disk (checked by a whole read or a peer's copy only).
     disk
       .readObject(key, range)
       .on('error', () => res.destroy())
       .pipe(res);
+  };
+
+  /**
+   * A read of a key this store should hold and does not: a write acknowledged by the other replicas that has not
+   * reached this one yet (or ever: it was down). The copy is fetched from a replica, verified and kept, then served:
+   * a reader never sees a 404 for an acknowledged object from one of its replicas. Not for a key deleted here
+   * (tombstone), a store that is not a replica (404: the reader asks the next), nor a peer's own fetch.
+   */
+  const readRepair = async (key: string): Promise<boolean> => {
+    if (!replication.replicated || disk.tombstoneOf(key) !== null) return false;
+    const replicas = await replication.replicasOf(key).catch(() => null);
+    if (replicas === null || !replicas.includes(self)) return false;
+    const from = replication.peers.filter((p) => replicas.includes(p.id));
+    return from.length > 0 && replication.fetchFrom(key, from, null);
+  };
+
+  /**
+   * A worker's object PUT: stored here when this store is a replica of the key, forwarded to the other replicas,
+   * acknowledged at a majority. A forwarded PUT is stored here only, checked against the coordinator's sha256.
+   */
+  const putObject = async (
+    req: IncomingMessage,
+    key: string,
+  ): Promise<{ key: string; size: number; sha256: string }> => {
+    const isForward = forwarded(req);
+    const replicas = isForward ? [self] : await replication.replicasOf(key);
+    let received;
+    try {
+      received = await disk.receive(req, MAX_OBJECT_BYTES);
+    } catch (error) {
+      if (error instanceof TooLargeError)
+        throw new HttpError(413, 'object_too_large', `an object is at most ${MAX_OBJECT_BYTES} bytes`);
+      throw error;
+    }
+    const expected = req.headers['x-content-sha256'];
+    if (typeof expected === 'string' && expected !== received.sha256) {
+      await rm(received.tmp, { force: true });
+      throw new HttpError(422, 'checksum_mismatch', `${key} arrived with sha256 ${received.sha256}, not ${expected}`);
+    }
+    const atHeader = Number(req.headers[OBJECT_AT_HEADER]);
+    const at = isForward && Number.isSafeInteger(atHeader) && atHeader > 0 ? atHeader : Date.now();
+    return replicateReceived(key, received, replicas, isForward, at);
+  };
+
+  /** Commits a received object here (when a replica) and, unless forwarded, to a majority of `replicas`. */
+  const replicateReceived = async (
+    key: string,
+    received: { tmp: string; size: number; sha256: string },
+    replicas: string[],
+    isForward: boolean,
+    at: number,
+  ): Promise<{ key: string; size: number; sha256: string }> => {
+    const local = replicas.includes(self);
+    const info = local
+      ? await disk.commitObject(key, received, at)
+      : { key, size: received.size, sha256: received.sha256 };
+    if (isForward) return info;
+    const file = local ? disk.objectFile(key) : received.tmp;
+    const sent = await replication.toMajority(
+      replicas,
+      local,
+      (peer) => replication.sendObject(peer, key, file, info, at),
+      key,
+    );
+    if (!local) void sent.settled.then(() => rm(file, { force: true }));
+    return info;
   };
 
   const authorizeCluster = (req: IncomingMessage): void => {
@@ -354,8 +497,24 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
         );
       const metadata =
         typeof req.headers['upload-metadata'] === 'string' ? req.headers['upload-metadata'].slice(0, 4096) : null;
+      const isForward = forwarded(req);
+      const replicas = isForward ? [self] : await replication.replicasOf(`uploads/${uploadId}/`);
       await disk.tusCreate(uploadId, length, metadata);
       req.resume();
+      if (!isForward)
+        await replication.toMajority(
+          replicas,
+          true,
+          async (peer) => {
+            const r = await replication.sendFile(peer, 'POST', `/uploads/${uploadId}/tus`, null, {
+              'tus-resumable': TUS_VERSION,
+              'upload-length': String(length),
+              ...(metadata !== null ? { 'upload-metadata': metadata } : {}),
+            });
+            if (r.status !== 201) throw new Error(`answered ${r.status} ${r.text.slice(0, 200)}`);
+          },
+          `tus upload ${uploadId}`,
+        );
       res.writeHead(201, {
         ...tusHeaders(),
         location: `/uploads/${uploadId}/tus/file?${url.searchParams.toString()}`,
@@ -366,7 +525,14 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     }
     if (rest.length !== 1 || rest[0] !== 'file') throw notFound(`no route for ${req.method} ${url.pathname}`);
     authorize(req, url.searchParams, scopeKey, method === 'HEAD' ? 'read' : 'write');
-    const state = await disk.tusState(uploadId);
+    const isForward = forwarded(req);
+    let state = await disk.tusState(uploadId);
+    if (state === null && isForward && typeof req.headers['upload-length'] === 'string') {
+      // A replica that missed the creation (down then): the coordinator's PATCH carries the length.
+      const meta = req.headers['upload-metadata'];
+      await disk.tusCreate(uploadId, Number(req.headers['upload-length']), typeof meta === 'string' ? meta : null);
+      state = await disk.tusState(uploadId);
+    }
     if (state === null) throw notFound(`no tus upload for ${uploadId}`, { upload_id: uploadId });
     if (method === 'HEAD') {
       res.writeHead(200, {
@@ -415,8 +581,54 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
     }
     stats.tusPatches++;
     stats.bytesIn += offset - state.offset;
+    if (!isForward) {
+      const replicas = await replication.replicasOf(`uploads/${uploadId}/`);
+      const s = state;
+      await replication.toMajority(
+        replicas,
+        true,
+        (peer) => syncTus(peer, uploadId, s.offset, offset, s.length, s.metadata),
+        `tus upload ${uploadId} to offset ${offset}`,
+      );
+    }
     res.writeHead(204, { ...tusHeaders(), 'upload-offset': String(offset) });
     res.end();
+  };
+
+  /**
+   * Brings a peer's copy of a tus upload to `to` bytes: a PATCH of the bytes from `from` (from this store's file);
+   * a peer at another offset (it missed a PATCH) answers it and gets the bytes from there instead.
+   */
+  const syncTus = async (
+    peer: Peer,
+    uploadId: string,
+    from: number,
+    to: number,
+    length: number,
+    metadata: string | null,
+  ): Promise<void> => {
+    let start = from;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const r = await replication.sendFile(
+        peer,
+        'PATCH',
+        `/uploads/${uploadId}/tus/file`,
+        () => (to > start ? createReadStream(disk.tusFile(uploadId), { start, end: to - 1 }) : Readable.from([])),
+        {
+          'tus-resumable': TUS_VERSION,
+          'content-type': 'application/offset+octet-stream',
+          'upload-offset': String(start),
+          'upload-length': String(length),
+          ...(metadata !== null ? { 'upload-metadata': metadata } : {}),
+        },
+      );
+      if (r.status === 204) return;
+      const peerOffset = Number(r.headers['upload-offset'] ?? safeOffset(r.text));
+      if (r.status !== 409 || !Number.isSafeInteger(peerOffset)) throw new Error(`answered ${r.status}`);
+      if (peerOffset >= to) return;
+      start = peerOffset;
+    }
+    throw new Error('the peer kept moving its offset');
   };
 
   // Abandoned uploads go after `upload_max_age_ms` without a write (default 7 days), checked every
@@ -441,6 +653,21 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
   m.gauge('video_store_chunks_resent_total', 'Chunks that replaced one already stored').set(() => stats.resent);
   m.gauge('video_store_objects_served_total', 'Objects (or ranges) served').set(() => stats.objectsServed);
   m.gauge('video_store_bytes_in_total', 'Upload bytes received').set(() => stats.bytesIn);
+  m.gauge('video_store_replica_writes_total', 'Writes forwarded to another replica and acknowledged').set(
+    () => replication.stats.forwarded,
+  );
+  m.gauge('video_store_replica_write_failures_total', 'Forwarded writes a replica did not take').set(
+    () => replication.stats.forwardFailures,
+  );
+  m.gauge('video_store_corrupt_refused_total', 'Reads refused because the copy failed its checksum').set(
+    () => replication.stats.corruptRefused,
+  );
+  m.gauge('video_store_repaired_total', 'Corrupt copies fetched again from a replica').set(
+    () => replication.stats.repaired,
+  );
+  m.gauge('video_store_sync_copied_total', 'Objects anti-entropy copied from a peer').set(
+    () => replication.stats.syncCopied,
+  );
 
   http.router
     .post('/internal/uploads/:id/assemble', { admits: 'cluster' }, async (ctx) => {
@@ -450,14 +677,19 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       const body = requireObject(await ctx.json());
       const total = requireInteger(body, 'total_chunks', { min: 1, max: MAX_CHUNKS });
       const checksum = normalizeChecksum(requireString(body, 'checksum', { maxLength: 80 }));
-      return assemble(disk, uploadId, total, checksum);
+      const replicas = await replication.replicasOf(rawKey(uploadId));
+      return assemble(disk, uploadId, total, checksum, (key, received) =>
+        replicateReceived(key, received, replicas, false, Date.now()),
+      );
     })
     .delete('/internal/uploads/:id', { admits: 'cluster' }, async (ctx) => {
       const uploadId = ctx.params.id ?? '';
       if (!UPLOAD_ID.test(uploadId)) throw badRequest('invalid_upload_id', 'bad upload id', { field: 'upload_id' });
       await disk.dropUpload(uploadId);
+      if (!forwarded(ctx.req)) await replication.broadcast('DELETE', `/internal/uploads/${uploadId}`);
       return { upload_id: uploadId, dropped: true };
     })
+    .get('/internal/replica/index', { admits: 'cluster' }, (ctx) => replication.indexAnswer(ctx.query.get('since')))
     .post('/internal/objects/delete-prefix', { admits: 'cluster' }, async (ctx) => {
       const body = requireObject(await ctx.json());
       const prefix = requireString(body, 'prefix', {
@@ -465,7 +697,9 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
         maxLength: 512,
         pattern: /^(?!\.)[A-Za-z0-9._/-]*\/$/,
       });
-      return { prefix, deleted: await disk.deletePrefix(prefix) };
+      const deleted = await disk.deletePrefix(prefix, true);
+      if (!forwarded(ctx.req)) await replication.broadcast('POST', '/internal/objects/delete-prefix', { prefix });
+      return { prefix, deleted };
     })
     .get('/internal/cold/:id', { admits: 'cluster' }, async (ctx) => {
       const videoId = coldVideoId(ctx.params.id);
@@ -481,10 +715,13 @@ export async function startStore(options: WorkerOptions): Promise<RunningWorker>
       ...(await corruptIs409(() => disk.unpackCold(coldVideoId(ctx.params.id)))),
     }));
 
+  replication.start();
+
   return {
     httpPort: http.port,
     stop: async () => {
       clearInterval(sweeper);
+      await replication.stop();
       await http.close();
     },
   };
@@ -537,6 +774,10 @@ async function assemble(
   uploadId: string,
   total: number,
   checksum: string,
+  store: (
+    key: string,
+    received: { tmp: string; size: number; sha256: string },
+  ) => Promise<{ key: string; size: number; sha256: string }>,
 ): Promise<{ key: string; size: number; sha256: string; chunks: number }> {
   const tus = await disk.tusState(uploadId);
   let files: string[];
@@ -603,9 +844,16 @@ async function assemble(
   }
   // A zero-byte upload is kept: the probe rejects it with a clear status (the spec's rule 5), like any bad file.
   const key = rawKey(uploadId);
-  const info = await disk.putObject(key, createReadStream(received.tmp), MAX_UPLOAD_BYTES);
-  await rm(received.tmp, { force: true });
+  const info = await store(key, received);
   return { key, size: info.size, sha256: info.sha256, chunks: total };
+}
+
+function safeOffset(text: string): number {
+  try {
+    return Number((JSON.parse(text) as { error?: { upload_offset?: unknown } }).error?.upload_offset);
+  } catch {
+    return NaN;
+  }
 }
 
 type Range = { start: number; end: number };
