@@ -24,7 +24,7 @@ export type FaultAction = 'kill' | 'restart' | 'pause' | 'resume' | 'partition' 
 export const FAULT_ACTIONS: readonly FaultAction[] = ['kill', 'restart', 'pause', 'resume', 'partition', 'heal'];
 
 /** Who asked for the fault (said on the timeline). */
-export type FaultSource = 'cli' | 'dashboard';
+type FaultSource = 'cli' | 'dashboard';
 
 /** One line of DIR/timeline.jsonl. */
 export interface FaultRecord {

@@ -13,7 +13,7 @@ import { serviceNames } from './service-list.js';
 export { serviceNames };
 
 /** A service with its command types erased: how to start a member, and the service's other processes. */
-export interface HostedService {
+interface HostedService {
   member(options: MemberOptions): Promise<RunningMember>;
   workers: WorkerRoles;
   /** Node flags of every member process (ServiceDefinition.memberNodeFlags). */

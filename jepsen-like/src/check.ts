@@ -19,7 +19,7 @@ import {
 } from '@raftkit/linearizability';
 import type { Anomaly, CheckResult } from './workloads/workload.js';
 
-export interface WindowOp {
+interface WindowOp {
   process: number;
   /** ns; call of the operation. */
   call: number;

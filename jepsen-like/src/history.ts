@@ -10,10 +10,10 @@
  * have happened; the process is then retired, as in Jepsen) closes it. Optional extras: `error` (why it failed or
  * is unknown) and `node` (the member the client talked to). Nemesis events have process "nemesis" and type "info".
  */
-import { closeSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, openSync, writeSync } from 'node:fs';
 import { parseJepsenEdnHistory, parseJepsenUtilLog, type GenericEvent } from '@raftkit/linearizability';
 
-export type EventType = 'invoke' | 'ok' | 'fail' | 'info';
+type EventType = 'invoke' | 'ok' | 'fail' | 'info';
 
 export interface HistoryEvent {
   process: number | 'nemesis';
@@ -101,7 +101,7 @@ function validateEvent(value: unknown, line: number): HistoryEvent {
   return e as unknown as HistoryEvent;
 }
 
-export type HistoryFormat = 'jsonl' | 'jepsen-edn' | 'jepsen-log';
+type HistoryFormat = 'jsonl' | 'jepsen-edn' | 'jepsen-log';
 
 /**
  * Reads a history in any format we know, telling which: our JSON lines; Jepsen's EDN (one map per line, as in
@@ -119,10 +119,6 @@ export function parseAnyHistory(text: string): { format: HistoryFormat; events: 
   if (first.startsWith('{') || first === '')
     return { format: 'jsonl', events: parseHistoryJsonl(text) as GenericEvent[] };
   throw new HistoryFormatError(`unrecognised history format (first line: ${first.slice(0, 80)})`);
-}
-
-export function readHistoryFile(path: string): { format: HistoryFormat; events: GenericEvent[] } {
-  return parseAnyHistory(readFileSync(path, 'utf8'));
 }
 
 export interface OpCounts {

@@ -27,7 +27,7 @@ export const NEMESES: readonly NemesisName[] = ['partition', 'kill', 'pause', 'p
  * What `all` means: every nemesis but wipe, which is named on its own (its remove-and-add of a member is run
  * against single-group services, kv, lock, shortlink and ratelimit; a process of many groups is left to its own test).
  */
-export const ALL_NEMESES: readonly NemesisName[] = NEMESES.filter((n) => n !== 'wipe');
+const ALL_NEMESES: readonly NemesisName[] = NEMESES.filter((n) => n !== 'wipe');
 export const PARTITION_SHAPES: readonly PartitionShape[] = [
   'halves',
   'isolate-leader',

@@ -287,7 +287,7 @@ interface QueuedRecord {
  * at most `bufferBytes`; a `send()` past it waits for room, and fails with 503 `producer_buffer_full` after
  * `maxBlockMs`, so a producer faster than the log slows down instead of growing without bound.
  */
-export interface ProducerBufferOptions {
+interface ProducerBufferOptions {
   bufferBytes?: number;
   maxBlockMs?: number;
 }

@@ -13,9 +13,9 @@ import { parsePartitionGroup } from '../topics.js';
 type PartitionNode = RaftNode<PartitionCommand, PartitionResult, PartitionMachine>;
 
 /** How often the leader looks for lapsed leases: a dead member's partitions move within its lease and this. */
-export const EXPIRY_SWEEP_MS = 250;
+const EXPIRY_SWEEP_MS = 250;
 
-export interface HeartbeatAnswer extends GroupView {
+interface HeartbeatAnswer extends GroupView {
   group: string;
   member: string;
   assigned: number[];

@@ -6,7 +6,7 @@
 import type { ApplyContext } from '@raftkit/raft';
 import { AuctionMachine, type AuctionCommand, type AuctionLimits, type AuctionResult } from '../machine.js';
 
-export interface ApplyHook {
+interface ApplyHook {
   applied(command: AuctionCommand, result: AuctionResult, time: number): void;
   /** The machine was replaced by a snapshot: derived views must be rebuilt from it. */
   restored(machine: AuctionMachine): void;

@@ -46,7 +46,7 @@ interface FetchResult {
 }
 
 /** The counters every consumer of a worker adds to (a registry renders each name once). */
-export interface ConsumerMetrics {
+interface ConsumerMetrics {
   counted: { inc(n: number): void };
   duplicates: { inc(n: number): void };
   invalid: { inc(n: number): void };

@@ -27,9 +27,9 @@ export function clickPartitions(settings: Record<string, string>): number {
  * (the log's largest) per partition. Analytics consumes within a moment, so retention only bounds a replay
  * (CLICKS.md "Replay").
  */
-export const CLICK_RETENTION = { max_age_ms: 7 * 24 * 3600 * 1000, max_bytes: 256 * 1024 * 1024 } as const;
+const CLICK_RETENTION = { max_age_ms: 7 * 24 * 3600 * 1000, max_bytes: 256 * 1024 * 1024 } as const;
 
-export function clickTopicSettings(partitions: number): TopicSettings {
+function clickTopicSettings(partitions: number): TopicSettings {
   return { partitions, replicas: 3, retention: { ...CLICK_RETENTION }, access: 'internal' };
 }
 

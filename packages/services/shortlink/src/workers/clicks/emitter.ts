@@ -24,7 +24,7 @@ import { encodeClicks } from './wire.js';
  * "Speed"), and an append to the log is a Raft round on three processes, a fixed cost that blocks amortise. A block still leaves at `click_block` (500) clicks first: 500 clicks with
  * referer and user agent at their 512-character cap, in base64, stay under the log's 1 MiB append body.
  */
-export const CLICK_BLOCK_MS = 100;
+const CLICK_BLOCK_MS = 100;
 
 /** How long stop() waits for buffered clicks to reach the log before counting them as dropped. */
 const STOP_FLUSH_MS = 1_000;

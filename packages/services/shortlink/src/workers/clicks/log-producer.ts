@@ -11,9 +11,9 @@ import { LogError } from '@raftkit/log';
 import type { Logger } from '@raftkit/http';
 import { CLICK_TOPIC, encodeValue } from './click-log.js';
 
-export type DropReason = 'buffer_full' | 'refused' | 'shutdown';
+type DropReason = 'buffer_full' | 'refused' | 'shutdown';
 
-export interface ClickMeter {
+interface ClickMeter {
   sent(clicks: number): void;
   dropped(clicks: number, reason: DropReason): void;
 }

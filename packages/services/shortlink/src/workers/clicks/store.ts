@@ -36,7 +36,7 @@ export const DEFAULT_FLUSH_MS = 5_000;
 /** Links with unwritten increments past which a batch waits for a write (bounds memory under a backlog). */
 const MAX_PENDING_LINKS = 100_000;
 
-export interface StoreOptions {
+interface StoreOptions {
   /** Distinct referer hosts kept per link; later hosts count under "other" (default 200). */
   maxReferers?: number;
   /** Counter values cached in memory (default 200,000). */
