@@ -5,7 +5,14 @@
 import { IDLE_MEMBER_HEARTBEAT_TICKS, IDLE_MEMBERS, type ServiceDefinition } from '@raftkit/http';
 import { linkRoutes } from './members/api.js';
 import { appRole } from './workers/app/app.js';
-import { ClickEmitter, clickPartitions, clickWorkerRoles, countryOf, fetchStats } from './workers/clicks/index.js';
+import {
+  analyticsReplicas,
+  ClickEmitter,
+  clickPartitions,
+  clickWorkerRoles,
+  countryOf,
+  fetchStats,
+} from './workers/clicks/index.js';
 import { LinkMachine, type LinkCommand, type LinkResult } from './machine.js';
 
 export { LinkMachine, LEASE_SIZE } from './machine.js';
@@ -38,7 +45,12 @@ const app = appRole({
   countryOf,
   stats: (options, code) =>
     fetchStats(
-      { workers: options.workers, token: options.tokens[0]!, partitions: clickPartitions(options.settings) },
+      {
+        workers: options.workers,
+        token: options.tokens[0]!,
+        partitions: clickPartitions(options.settings),
+        replicas: analyticsReplicas(options.settings),
+      },
       code,
     ),
 });

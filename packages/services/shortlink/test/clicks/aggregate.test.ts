@@ -197,5 +197,13 @@ t.test('partitions: stable per code, spread over partitions, each owned by exact
       Array.from({ length: partitions }, (_, p) => p),
       `${owners} owners of ${partitions} partitions`,
     );
+    // Two copies: each partition counted by two distinct workers (one when there is only one), the first owner the same.
+    const copies = Math.min(2, owners);
+    const twice = Array.from({ length: owners }, (_, i) => ownedPartitions(i + 1, owners, partitions, 2));
+    for (let p = 0; p < partitions; p++) {
+      const holders = twice.flatMap((mine, i) => (mine.includes(p) ? [i] : []));
+      t.equal(holders.length, copies, `${owners} owners, 2 replicas: partition ${p} counted by ${copies}`);
+      t.ok(holders.includes(p % owners), `partition ${p}: its first owner still counts it`);
+    }
   }
 });

@@ -68,7 +68,7 @@ function optionsFor(id: string, settings: Record<string, string> = {}): WorkerOp
 }
 const start = (id: string, settings?: Record<string, string>): Promise<RunningWorker> =>
   clickWorkerRoles.find((r) => `${r.role}1` === id)!.start(optionsFor(id, settings));
-const stats = (code: string) => fetchStats({ workers, token: TOKEN, partitions: 1 }, code);
+const stats = (code: string) => fetchStats({ workers, token: TOKEN, partitions: 1, replicas: 1 }, code);
 
 async function health(id: string): Promise<Record<string, unknown>> {
   const res = await request(`http://${workers.find((w) => w.id === id)!.httpAddress}/healthz`);

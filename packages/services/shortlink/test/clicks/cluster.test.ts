@@ -1,7 +1,8 @@
 /**
  * The partitioned click path on a real cluster (5 members, the click log on 3 clicklog workers with 2 partitions,
- * 2 analytics workers and 2 app servers, started through the cluster CLI): the analytics worker killed mid-stream
- * counts every click exactly once after its restart, while the other partition goes on; redirects keep answering
+ * 3 analytics workers counting each partition twice, and 2 app servers, started through the cluster CLI): the
+ * analytics worker killed mid-stream counts every click exactly once after its restart, while its partition's
+ * other copy and the other partition go on with no takeover to wait for; redirects keep answering
  * 302 while the click log has no quorum and its analytics worker is killed, with the aggregates right after
  * replay; and a click log host killed with its data folder wiped loses no acknowledged click.
  */
@@ -23,9 +24,10 @@ const replayCli = fileURLToPath(new URL('../../../bin/replay.js', import.meta.ur
 const CLICK_BUFFER = 300;
 const PARTITIONS = 2;
 const cluster = await startShortlink({
-  workers: 'app=2,analytics=2',
+  workers: 'app=2,analytics=3',
   settings: {
     click_partitions: String(PARTITIONS),
+    analytics_replicas: '2',
     click_buffer: String(CLICK_BUFFER),
     trusted_country_header: 'cf-ipcountry',
     // The aggregates are written once per interval (1 s by default); the whole backlog below is counted in less, so
@@ -68,8 +70,14 @@ async function health(id: string): Promise<Record<string, number>> {
   return (await res.body.json()) as Record<string, number>;
 }
 
-/** The analytics worker that owns a code's partition (src/workers/clicks/partition.ts). */
-const ownerOf = (code: string) => `analytics${(partitionOf(code, PARTITIONS) % 2) + 1}`;
+/**
+ * The analytics worker that first owns a code's partition, the one holding its second copy, and one that does not
+ * count it (src/workers/clicks/partition.ts: partition p on workers p mod 3 and the next, of 3).
+ */
+const ownerOf = (code: string) => `analytics${(partitionOf(code, PARTITIONS) % 3) + 1}`;
+const secondOwnerOf = (code: string) => `analytics${((partitionOf(code, PARTITIONS) + 1) % 3) + 1}`;
+const nonOwnerOf = (code: string) => `analytics${((partitionOf(code, PARTITIONS) + 2) % 3) + 1}`;
+const ANALYTICS = ['analytics1', 'analytics2', 'analytics3'];
 
 /** Every partition's aggregates have counted everything the click log holds (linearizable: every acknowledged append). */
 async function caughtUp(): Promise<boolean> {
@@ -83,13 +91,13 @@ async function caughtUp(): Promise<boolean> {
       return answer.end_offset;
     }),
   );
-  const owners = await Promise.all(
-    ['analytics1', 'analytics2'].map(
-      async (id) => (await health(id)) as unknown as { partitions: Record<string, { offset: number }> },
-    ),
+  const copies = await Promise.all(
+    ANALYTICS.map(async (id) => (await health(id)) as unknown as { partitions: Record<string, { offset: number }> }),
   );
-  const offsets = Object.assign({}, ...owners.map((h) => h.partitions)) as Record<string, { offset: number }>;
-  return ends.every((end, p) => offsets[p]?.offset === end);
+  // Every copy of every partition (each partition is counted by two workers).
+  return ends.every((end, p) =>
+    copies.filter((h) => h.partitions[p] !== undefined).every((h) => h.partitions[p]!.offset === end),
+  );
 }
 
 /** One partition's committed offset on its owner. */
@@ -126,11 +134,12 @@ async function totals() {
   }));
 }
 
-/** Direct stats of a code from the analytics worker that owns it. */
+/** Direct stats of a code from the analytics worker that owns it (or another: `from`). */
 async function ownerStats(
   code: string,
+  from = ownerOf(code),
 ): Promise<{ total: number; by_country: Record<string, number>; by_day: Record<string, number> }> {
-  const res = await request(`http://${address(ownerOf(code)).httpAddress}/internal/stats/${code}`, {
+  const res = await request(`http://${address(from).httpAddress}/internal/stats/${code}`, {
     headers: { authorization: `Bearer ${cluster.token}` },
   });
   return (await res.body.json()) as {
@@ -197,6 +206,13 @@ t.test(
       async () => (await ownerStats(other)).total === 120_000,
       120_000,
     );
+    // No takeover to wait for: the partition's second copy counts on, and answers the stats, with its first owner dead.
+    await until(
+      `the second copy (${secondOwnerOf(victim)}) to count every click of ${victim} while ${ownerOf(victim)} is dead`,
+      async () => (await ownerStats(victim, secondOwnerOf(victim))).total === 120_000,
+      120_000,
+    );
+    t.pass(`${secondOwnerOf(victim)} answered the stats of ${victim}: 120,000 clicks, with ${ownerOf(victim)} dead`);
     const restart = await cluster.run('restart', ownerOf(victim));
     t.equal(restart.code, 0, `${ownerOf(victim)} restarted`);
     await until('analytics to catch up', caughtUp, 120_000);
@@ -208,12 +224,9 @@ t.test(
       t.same(body.by_country, { DE: 120_000 });
       t.same(body.by_day, { '2026-06-01': 120_000 });
     }
-    const wrong = await request(
-      `http://${address(ownerOf(other) === 'analytics1' ? 'analytics2' : 'analytics1').httpAddress}/internal/stats/${other}`,
-      {
-        headers: { authorization: `Bearer ${cluster.token}` },
-      },
-    );
+    const wrong = await request(`http://${address(nonOwnerOf(other)).httpAddress}/internal/stats/${other}`, {
+      headers: { authorization: `Bearer ${cluster.token}` },
+    });
     t.equal(wrong.statusCode, 421, 'a worker asked for a code of a partition it does not own refuses');
     await wrong.body.dump();
   },

@@ -21,6 +21,7 @@ import {
 import type { LogClient } from '@raftkit/log';
 import { CODE } from './aggregate.js';
 import {
+  analyticsReplicas,
   CLICK_TOPIC,
   clickLogClient,
   clickLogEndpoints,
@@ -213,7 +214,7 @@ export async function startAnalyticsWorker(options: WorkerOptions): Promise<Runn
     throw new Error('the analytics worker needs the click log workers');
   const partitions = clickPartitions(options.settings);
   const owners = Math.max(1, workersOf(options.workers, 'analytics').length);
-  const mine = ownedPartitions(options.index, owners, partitions);
+  const mine = ownedPartitions(options.index, owners, partitions, analyticsReplicas(options.settings));
   if (mine.length === 0)
     options.logger.log('warn', 'more analytics workers than click partitions: this one owns none', {
       partitions,

@@ -23,6 +23,15 @@ export function clickPartitions(settings: Record<string, string>): number {
 }
 
 /**
+ * How many analytics workers count each partition (`analytics_replicas`, default 1, at most the analytics workers):
+ * with 2, a dead worker's links keep their stats, answered by the other copy, with no takeover to wait for; each copy
+ * costs the counting CPU again.
+ */
+export function analyticsReplicas(settings: Record<string, string>): number {
+  return positiveIntSetting(settings, 'analytics_replicas', 1);
+}
+
+/**
  * Retention: the log holds a partition's records in memory (on every replica), so it is bounded; 7 days or 256 MiB
  * (the log's largest) per partition. Analytics consumes within a moment, so retention only bounds a replay
  * (CLICKS.md "Replay").

@@ -8,4 +8,4 @@ export { ClickEmitter } from './emitter.js';
 export { countryOf } from './geo.js';
 export { clickWorkerRoles } from './roles.js';
 export { fetchStats } from './stats-client.js';
-export { CLICK_LOG_ROLE, CLICK_LOG_HOSTS, CLICK_TOPIC, clickPartitions } from './click-log.js';
+export { analyticsReplicas, CLICK_LOG_ROLE, CLICK_LOG_HOSTS, CLICK_TOPIC, clickPartitions } from './click-log.js';

@@ -26,16 +26,31 @@ export function workersOf(workers: readonly PeerAddress[], role: string): PeerAd
   return workers.filter((w) => w.role === role).sort((a, b) => index(a) - index(b));
 }
 
-/** The partitions analytics worker `index` (1-based) of `owners` consumes. */
-export function ownedPartitions(index: number, owners: number, partitions: number): number[] {
+/**
+ * The analytics workers (0-based positions among `owners`) that count partition `p`, first owner first: `replicas`
+ * of them, p mod owners and the next ones round the ring, so each worker holds a full copy of the aggregates of
+ * the partitions it counts and any one of them answers their stats.
+ */
+function ownersOfPartition(p: number, owners: number, replicas: number): number[] {
+  const count = Math.min(Math.max(1, replicas), owners);
+  return Array.from({ length: count }, (_, k) => (p + k) % owners);
+}
+
+/** The partitions analytics worker `index` (1-based) of `owners` counts, with `replicas` workers per partition. */
+export function ownedPartitions(index: number, owners: number, partitions: number, replicas = 1): number[] {
   const out: number[] = [];
-  for (let p = index - 1; p < partitions; p += owners) out.push(p);
+  for (let p = 0; p < partitions; p++) if (ownersOfPartition(p, owners, replicas).includes(index - 1)) out.push(p);
   return out;
 }
 
-/** The analytics worker that owns a code's clicks, or undefined when the cluster has none. */
-export function ownerOf(code: string, workers: readonly PeerAddress[], partitions: number): PeerAddress | undefined {
+/** The analytics workers that count a code's clicks, first owner first (empty when the cluster has none). */
+export function ownersOf(
+  code: string,
+  workers: readonly PeerAddress[],
+  partitions: number,
+  replicas: number,
+): PeerAddress[] {
   const analytics = workersOf(workers, 'analytics');
-  if (analytics.length === 0) return undefined;
-  return analytics[partitionOf(code, partitions) % analytics.length];
+  if (analytics.length === 0) return [];
+  return ownersOfPartition(partitionOf(code, partitions), analytics.length, replicas).map((i) => analytics[i]!);
 }
