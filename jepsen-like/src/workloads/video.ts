@@ -68,9 +68,8 @@ export class VideoWorkload implements Workload {
   private readonly uploads = new Map<string, string>();
 
   /**
-   * `faultStore` false (`video-members`): the kill, pause and wipe nemeses hit members only, never the object store.
-   * A store kill of 2-5 s has failed acknowledged videos for good (their transcode tasks' attempts ran out against a
-   * refused connection); this variant checks everything else while that stands.
+   * `faultStore` false (`video-members`): the kill, pause and wipe nemeses hit members only, never the object stores
+   * (it isolates the metadata group's faults from the stores' when a run of `video` fails).
    */
   constructor(
     faultStore = true,
