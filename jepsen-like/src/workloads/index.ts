@@ -13,8 +13,9 @@ import { VideoWorkload } from './video.js';
 import type { Workload } from './workload.js';
 
 /**
- * Every workload, by name. A later service adds one line. "feed-one-app" and "video-members" are narrower setups of
- * their workloads (one app worker; no fault on the object store) that pass while what the full ones find stands. The
+ * Every workload, by name. A later service adds one line. "feed-one-app" is a narrower setup of its workload (one
+ * app worker) that passes while what the full one finds stands; "video-members" keeps the faults off the object
+ * stores (members only), to tell the metadata group's faults from the stores' when `video` fails. The
  * "-serializable", "-unfenced", "-async-inventory" and "-overshare" variants are broken on purpose (stale reads; a
  * resource that ignores tokens; flash gateways answering before the log commits; a rule whose fallback shares add up
  * to 3 x its limit): they show the checks catching real anomalies.

@@ -1,10 +1,10 @@
 /**
  * video: the video service (packages/services/video) under faults, through its public API: uploads by the signed
  * chunk URLs the app tier hands out, finalize, playback through an edge. Five members (the metadata's one Raft
- * group), the object store, one regional cache and one edge, one app server, the pipeline and one transcoder; the
- * kill, pause and wipe nemeses also hit the object store (`faultWorkers`; a wipe deletes its data folder: its
- * objects, uploads and archives). The store's bytes are one copy until their replication lands: a wipe of it loses
- * what it held, which the checks report.
+ * group), three object stores (every object on all three, majority-acknowledged writes), one regional cache and one
+ * edge, one app server, the pipeline and one transcoder; the kill, pause and wipe nemeses also hit one store each
+ * time (`faultWorkers`; a wipe deletes its data folder: its objects, uploads and archives, which read repair and
+ * anti-entropy bring back from the two others).
  *
  * Setup makes CLIPS small clips with ffmpeg (160x90, 10 fps, 1 to 3 s: only the 144p quality, a few hundred ms of
  * transcoding each). Clients: 15% of steps upload (POST /api/videos/upload with a fresh idempotency key, the clip
@@ -14,7 +14,7 @@
  * an acknowledged video's record (`status`). After the heal the final reads wait until every acknowledged video is
  * playable with every quality published (or a deadline), then play it as a viewer does: playback, the HLS master
  * from the edge, every variant playlist, its init segment and every media segment, each hashed and compared with
- * the store's SHA-256 of that object; and the raw source assembled from the chunks, hashed against the clip.
+ * the stores' SHA-256 of that object (the first store holding it); and the raw source assembled from the chunks, hashed against the clip.
  * Checks: video-checks.ts.
  *
  * History: `upload` (key = idempotency key; invoke value {clip, sha256, size}; ok value {video_id, upload_id});
@@ -39,8 +39,8 @@ const CLIPS = 3;
  * every acknowledged video, so more uploads make the run longer, not the check stronger (README: the figures).
  */
 const UPLOAD_SHARE = 0.15;
-/** One object store until replication across store workers lands (then its count goes here). */
-const STORES = 1;
+/** The object stores: every object on 3 of them (the service's default `object_replicas`), each a fault target. */
+const STORES = 3;
 /** How long the final reads wait for acknowledged videos to be transcoded and published. */
 const FINAL_MS = 120_000;
 
@@ -68,9 +68,8 @@ export class VideoWorkload implements Workload {
   private readonly uploads = new Map<string, string>();
 
   /**
-   * `faultStore` false (`video-members`): the kill, pause and wipe nemeses hit members only, never the object store.
-   * A store kill of 2-5 s has failed acknowledged videos for good (their transcode tasks' attempts ran out against a
-   * refused connection); this variant checks everything else while that stands.
+   * `faultStore` false (`video-members`): the kill, pause and wipe nemeses hit members only, never the object stores
+   * (it isolates the metadata group's faults from the stores' when a run of `video` fails).
    */
   constructor(
     faultStore = true,
@@ -84,8 +83,13 @@ export class VideoWorkload implements Workload {
   }
 
   private url(urls: readonly string[], role: string): string {
+    return this.urls(urls, role)[0]!;
+  }
+
+  /** Every worker URL of a role, in start order (the workers start role by role, as `workers` lists them). */
+  private urls(urls: readonly string[], role: string): string[] {
     const order = Object.entries(this.workers).flatMap(([r, n]) => Array.from({ length: n }, () => r));
-    return urls[order.indexOf(role)]!;
+    return urls.filter((_, i) => order[i] === role);
   }
 
   /** Where setup makes the clips; removed by close(). */
@@ -191,7 +195,7 @@ export class VideoWorkload implements Workload {
 
   async finalReads(ctx: FinalContext): Promise<void> {
     const app = this.url(ctx.workerUrls, 'app');
-    const store = this.url(ctx.workerUrls, 'store');
+    const stores = this.urls(ctx.workerUrls, 'store');
     const deadline = Math.max(ctx.deadline, Date.now() + FINAL_MS);
     for (const u of this.unfinished)
       while (Date.now() < deadline) {
@@ -213,11 +217,11 @@ export class VideoWorkload implements Workload {
       await ctx.sleep(1_000);
     }
     for (const [key, id] of this.acked)
-      await ctx.perform({ f: 'final-play', key, value: { video_id: id } }, () => this.play(app, store, ctx, id));
+      await ctx.perform({ f: 'final-play', key, value: { video_id: id } }, () => this.play(app, stores, ctx, id));
   }
 
   /** Plays a video as a viewer would, hashing every object served against the store's copy. */
-  private async play(app: string, store: string, ctx: FinalContext, id: string): Promise<Completion> {
+  private async play(app: string, stores: readonly string[], ctx: FinalContext, id: string): Promise<Completion> {
     const timeoutMs = ctx.opTimeoutMs;
     const errors: string[] = [];
     const objects: Array<[string, string | null, string | null]> = [];
@@ -239,7 +243,7 @@ export class VideoWorkload implements Workload {
         return null;
       }
       const key = new URL(url).pathname.replace(/^.*?\/media\//, '');
-      const stored = await fetchBytes(`${store}/objects/${key}`, ctx.token, timeoutMs, true);
+      const stored = await storeSha(stores, key, ctx.token, timeoutMs);
       objects.push([
         key,
         createHash('sha256').update(got).digest('hex'),
@@ -271,7 +275,7 @@ export class VideoWorkload implements Workload {
     // The raw source the store assembled from the chunks (kept 30 days after the last quality).
     const upload = this.uploadOf(id);
     if (upload !== undefined) {
-      const raw = await fetchBytes(`${store}/objects/raw/${upload}`, ctx.token, timeoutMs, true);
+      const raw = await storeSha(stores, `raw/${upload}`, ctx.token, timeoutMs);
       value.raw_sha256 = typeof raw === 'string' ? null : raw.toString();
       if (typeof raw === 'string') errors.push(`raw/${upload}: ${raw}`);
     }
@@ -342,6 +346,24 @@ async function putChunk(url: string, chunk: Buffer, sha: string, timeoutMs: numb
     const code = (e as { code?: string }).code ?? (e as Error).name;
     return code === 'ECONNREFUSED' ? { kind: 'not-sent', error: code } : { kind: 'unknown', error: code };
   }
+}
+
+/**
+ * The stores' SHA-256 of an object: the first store that answers 200 (a store that is no replica of it answers
+ * 404, as may one being repaired); the last store's failure when none has it.
+ */
+async function storeSha(
+  stores: readonly string[],
+  key: string,
+  token: string,
+  timeoutMs: number,
+): Promise<Buffer | string> {
+  let last: Buffer | string = 'no store';
+  for (const store of stores) {
+    last = await fetchBytes(`${store}/objects/${key}`, token, timeoutMs, true);
+    if (typeof last !== 'string') return last;
+  }
+  return last;
 }
 
 /**

@@ -255,7 +255,18 @@ export type VideoCommand =
       output: Omit<SegmentRecord, 'video_id' | 'quality' | 'segment_index' | 'attempts'>;
       now: number;
     }
-  | { op: 'taskFailed'; taskKey: string; leaseId: string; reason: string; now: number }
+  | {
+      op: 'taskFailed';
+      taskKey: string;
+      leaseId: string;
+      reason: string;
+      now: number;
+      /**
+       * The attempt met only unavailable dependencies (a store or member down, a 5xx, a timeout), not a fault of the
+       * source: the task is queued again and the attempt not counted, so an outage never fails a video.
+       */
+      transient?: boolean;
+    }
   | { op: 'reencode'; videoId: string; now: number }
   | { op: 'published'; videoId: string; revision: number; qualities: string[]; manifestPath: string; now: number }
   | { op: 'thumbnails'; videoId: string; paths: string[] }
@@ -396,6 +407,7 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
     }
     case 'taskFailed':
       stringField(c, 'taskKey', 300), id('leaseId'), stringField(c, 'reason', 1000), time('now');
+      if (c.transient !== undefined) booleanField(c, 'transient');
       return;
     case 'reencode':
       id('videoId'), time('now');
@@ -787,6 +799,11 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
     task.last_error = c.reason;
     task.lease = null;
     task.status = 'queued';
+    if (c.transient === true) {
+      // Released, not failed: the claim that counted this attempt is given back.
+      task.attempts = Math.max(0, task.attempts - 1);
+      return { op: 'taskFailed', accepted: true, task, video: this.videos.get(task.video_id) ?? null };
+    }
     const v = this.videos.get(task.video_id) ?? null;
     if (task.attempts >= this.limits.maxAttempts && v !== null) {
       this.open.delete(task.key);

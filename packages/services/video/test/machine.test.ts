@@ -392,6 +392,39 @@ t.test('failures: a failed probe and a task failing every attempt end in failed 
   t.equal(m.openTasks('v2').length, 0);
 });
 
+t.test('failures: a task released as transient is queued again uncounted, never failing the video', async (t) => {
+  const m = new VideoMachine();
+  finalized(m, 'u3', 'v3');
+  run(m, {
+    op: 'probed',
+    videoId: 'v3',
+    durationS: 10,
+    codec: 'h264',
+    width: 256,
+    height: 144,
+    fps: '30',
+    hasAudio: true,
+    qualities: [Q[0]!],
+    segmentS: 30,
+    segments: 1,
+    now: T0,
+  });
+  const reason = 'the object stores are unreachable: connect ECONNREFUSED';
+  for (let i = 0; i < DEFAULT_LIMITS.maxAttempts + 2; i++) {
+    const x = claim(m, 'w', `R${i}`, T0 + i)!;
+    t.equal(x.attempts, 1, 'the released attempts were given back');
+    run(m, { op: 'taskFailed', taskKey: x.key, leaseId: `R${i}`, reason, now: T0 + i, transient: true });
+  }
+  t.match(m.getVideo('v3'), { status: 'transcoding' });
+  t.match(m.openTasks('v3'), [{ status: 'queued', last_error: reason, attempts: 0 }]);
+  // A failure of the source itself still counts: maxAttempts of them fail the video.
+  for (let i = 0; i < DEFAULT_LIMITS.maxAttempts; i++) {
+    const x = claim(m, 'w', `P${i}`, T0 + 10 + i)!;
+    run(m, { op: 'taskFailed', taskKey: x.key, leaseId: `P${i}`, reason: 'ffmpeg exited 1', now: T0 + 10 + i });
+  }
+  t.match(m.getVideo('v3'), { status: 'failed', failure: { stage: 'transcode' } });
+});
+
 t.test('moderation: flag holds playable, clear returns it, take down is final', async (t) => {
   const m = new VideoMachine();
   finalized(m);

@@ -18,6 +18,7 @@ import type { Task, Video } from '../../machine.js';
 import { STORE_ROLE } from '../store/server.js';
 import { forUsers } from './limits.js';
 import { localSource, revisionPrefix } from './pipeline.js';
+import { isTransient, retryTransient } from './transient.js';
 
 export const TRANSCODER_ROLE = 'transcoder';
 export const DEFAULT_LEASE_MS = 60_000;
@@ -52,13 +53,24 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
   if (!Number.isSafeInteger(leaseMs) || leaseMs < 1000)
     throw new Error(`--set transcode_lease_ms=${leaseText}: an integer of at least 1000`);
   const sources = join(options.dataDir, 'sources');
-  const stats = { claimed: 0, completed: 0, failed: 0, lateCopies: 0 };
+  const stats = { claimed: 0, completed: 0, failed: 0, released: 0, retries: 0, lateCopies: 0 };
   let current: { key: string; lease: string; pid: number | null } | null = null;
   let stopped = false;
 
+  /**
+   * One task. Each step that talks to the members or the stores is retried while it fails transiently (a store or
+   * member down a few seconds, a 503 `replicas_unavailable`, a cut connection), within the task's lease (renewed
+   * while it runs); what still fails transiently at the lease's end is released by loop(), not counted.
+   */
   const runOne = async (task: Task, leaseId: string): Promise<void> => {
-    const v = await meta.get<Video>(`/internal/video/videos/${task.video_id}`);
-    const source = await localSource(store, sources, v);
+    const deadline = Date.now() + leaseMs;
+    const retried = <T>(what: string, step: () => Promise<T>): Promise<T> =>
+      retryTransient(step, deadline, (error, waitMs) => {
+        stats.retries++;
+        options.logger.log('warn', 'transcode step retried', { task: task.key, what, waitMs, error: String(error) });
+      });
+    const v = await retried('record', () => meta.get<Video>(`/internal/video/videos/${task.video_id}`));
+    const source = await retried('source', () => localSource(store, sources, v));
     if (source === null) throw new Error('the raw source is missing from the store');
     const job = mediaTask(v, task);
     const outDir = join(options.dataDir, 'out', `${task.key.replace(/\//g, '_')}-${leaseId.slice(0, 8)}`);
@@ -68,25 +80,24 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
       });
       const prefix = `${revisionPrefix(v.video_id, v.revision)}/${task.quality}`;
       // The init segment is the same for every task of a quality (same encoder settings): any task's copy will do.
-      await store.put(`${prefix}/init.mp4`, () => createReadStream(out.init.path), v.stores);
-      for (const s of out.segments) await store.put(`${prefix}/${s.file}`, () => createReadStream(s.path), v.stores);
-      const r = await meta.command({
-        op: 'complete',
-        taskKey: task.key,
-        leaseId,
-        output: {
-          storage_path: prefix,
-          size_bytes: out.segments.reduce((n, s) => n + s.size_bytes, 0),
-          duration_ms: Math.round(out.segments.reduce((n, s) => n + s.duration_s, 0) * 1000),
-          codecs: out.codecs,
-          parts: out.segments.map((s) => ({
-            name: s.file,
-            duration_ms: Math.round(s.duration_s * 1000),
-            size_bytes: s.size_bytes,
-          })),
-        },
-        now: Date.now(),
-      });
+      const files = [{ key: `${prefix}/init.mp4`, path: out.init.path }];
+      for (const s of out.segments) files.push({ key: `${prefix}/${s.file}`, path: s.path });
+      for (const f of files) await retried(f.key, () => store.put(f.key, () => createReadStream(f.path), v.stores));
+      const output = {
+        storage_path: prefix,
+        size_bytes: out.segments.reduce((n, s) => n + s.size_bytes, 0),
+        duration_ms: Math.round(out.segments.reduce((n, s) => n + s.duration_s, 0) * 1000),
+        codecs: out.codecs,
+        parts: out.segments.map((s) => ({
+          name: s.file,
+          duration_ms: Math.round(s.duration_s * 1000),
+          size_bytes: s.size_bytes,
+        })),
+      };
+      // Sent again after an unknown outcome: a completion already applied answers not accepted (a late copy).
+      const r = await retried('complete', () =>
+        meta.command({ op: 'complete', taskKey: task.key, leaseId, output, now: Date.now() }),
+      );
       if (r.accepted) stats.completed++;
       else stats.lateCopies++;
     } finally {
@@ -126,8 +137,15 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
       try {
         await runOne(task, leaseId);
       } catch (error) {
-        stats.failed++;
-        options.logger.log('warn', 'transcode task failed', { task: task.key, error: String(error) });
+        // Transient to the end of the lease: released for another attempt (queued again, not counted), so an
+        // outage never fails a video; only a failure of the video's own (its source, its plan) counts.
+        const transient = isTransient(error);
+        if (transient) stats.released++;
+        else stats.failed++;
+        options.logger.log('warn', transient ? 'transcode task released' : 'transcode task failed', {
+          task: task.key,
+          error: String(error),
+        });
         await meta
           .command({
             op: 'taskFailed',
@@ -135,6 +153,7 @@ export async function startTranscoder(options: WorkerOptions): Promise<RunningWo
             leaseId,
             reason: forUsers(String((error as Error).message ?? error)).slice(0, 1000),
             now: Date.now(),
+            ...(transient ? { transient: true } : {}),
           })
           .catch(() => undefined);
       } finally {
