@@ -35,6 +35,17 @@ const CATCH_UP_MS = 5_000;
 
 /** Wiped members still held down, per run, for the final heal. */
 const pending = new WeakMap<NemesisContext, Set<string>>();
+/** Wiped members not back yet (their wipe still active, or held down for the final heal), per run. */
+const wipedOut = new WeakMap<NemesisContext, Set<string>>();
+
+function wipedOutOf(ctx: NemesisContext): Set<string> {
+  let set = wipedOut.get(ctx);
+  if (set === undefined) {
+    set = new Set();
+    wipedOut.set(ctx, set);
+  }
+  return set;
+}
 
 async function rejoin(
   m: string,
@@ -75,7 +86,16 @@ export const wipeNemesis: NemesisHandler = {
   async start(id: number, fault: Fault, ctx: NemesisContext): Promise<ActiveFault> {
     if (fault.nemesis !== 'wipe') throw new Error('not a wipe fault');
     const running = ctx.cluster.ids.filter((m) => ctx.cluster.running(m));
-    const members = ctx.cluster.wipesMembers() ? await resolveTarget(fault.target, running, ctx) : [];
+    const chosen = ctx.cluster.wipesMembers() ? await resolveTarget(fault.target, running, ctx) : [];
+    // Members held down by an earlier wipe (not removed yet: no leader could) count against the minority: a new
+    // wipe on top of them would take a majority's data, and the group would never have a quorum again.
+    const held = pending.get(ctx)?.size ?? 0;
+    const budget = Math.max(0, Math.floor((ctx.cluster.ids.length - 1) / 2) - held);
+    const members = chosen.slice(0, budget);
+    if (members.length < chosen.length)
+      ctx.say(
+        `nemesis: wipe: ${held} member(s) still held down by an earlier wipe; ${chosen.length - members.length} spared`,
+      );
     // A worker's state is in its memory (a counter store's counters: killing it is wiping it) or in its data folder
     // (a feed or video store), deleted here so that it restarts empty.
     const workers = pickWorker(
@@ -104,8 +124,10 @@ export const wipeNemesis: NemesisHandler = {
     }
     for (const m of memberTargets(active.targets, ctx)) {
       const r = await rejoin(m, ctx, RUN_REMOVE_MS);
-      if (r.rejoined) rejoined.push(m);
-      else {
+      if (r.rejoined) {
+        rejoined.push(m);
+        wipedOutOf(ctx).delete(m);
+      } else {
         // Never start an empty member that is still a voter (above): it stays down until the final heal.
         refused[m] = r.refused!;
         if (r.refused!.startsWith('remove')) {
@@ -121,6 +143,7 @@ export const wipeNemesis: NemesisHandler = {
   async heal(ctx: NemesisContext) {
     for (const m of pending.get(ctx) ?? []) {
       const r = await rejoin(m, ctx, CHANGE_MS);
+      if (r.rejoined) wipedOutOf(ctx).delete(m);
       ctx.say(`heal: wiped ${m} ${r.rejoined ? 'rejoined' : `still out (${r.refused})`}`);
     }
     pending.delete(ctx);
