@@ -14,7 +14,8 @@ import type { Workload } from './workload.js';
 
 /**
  * Every workload, by name. A later service adds one line. "feed-one-app" and "video-members" are narrower setups of
- * their workloads (one app worker; no fault on the object store) that pass while what the full ones find stands. The
+ * their workloads (one app worker: every read through the post cache the delete itself updates; no fault on the object
+ * store); "video-members" passes while what the full one finds stands. The
  * "-serializable", "-unfenced", "-async-inventory" and "-overshare" variants are broken on purpose (stale reads; a
  * resource that ignores tokens; flash gateways answering before the log commits; a rule whose fallback shares add up
  * to 3 x its limit): they show the checks catching real anomalies.
