@@ -17,6 +17,7 @@ import {
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { checkPostCommand, PostsMachine, type Post, type PostCommand, type PostResult } from '../machine.js';
 import { POST_ID } from '../post-id.js';
+import { sharedBarrier } from './shared-barrier.js';
 import { DEFAULT_POST_GROUPS, isPostsGroup, locatePost, POSTS_GROUP_PREFIX, postGroupPlan } from '../placement.js';
 
 type PostsNode = RaftNode<PostCommand, PostResult, PostsMachine>;
@@ -46,6 +47,14 @@ export function feedMemberPart(groups = DEFAULT_POST_GROUPS): ServiceDefinition 
 }
 
 function memberRoutes(service: ServiceContext, groups: number): void {
+  // Checked reads of one group share ReadIndex rounds (shared-barrier.ts), per Raft node of the group on this member.
+  const barriers = new WeakMap<PostsNode, () => Promise<void>>();
+  const barrierOf = (node: PostsNode): (() => Promise<void>) => {
+    let barrier = barriers.get(node);
+    if (barrier === undefined)
+      barriers.set(node, (barrier = sharedBarrier(() => node.readBarrier({ timeoutMs: BARRIER_TIMEOUT_MS }))));
+    return barrier;
+  };
   const managed = service.managed;
   const timer = setInterval(() => void ensureGroups(service, groups).catch(() => undefined), 500);
   timer.unref();
@@ -114,8 +123,9 @@ function memberRoutes(service: ServiceContext, groups: number): void {
       if (node.leaderId === null) throw unavailable('the group has no leader yet', 1);
       if (check !== null) {
         // A checked read: ReadIndex first, so the answer reflects every delete acknowledged before the call (a
-        // deposed leader cannot get a read index and answers 503 instead). One barrier covers the whole batch.
-        await service.group(node).call(() => node.readBarrier({ timeoutMs: BARRIER_TIMEOUT_MS }));
+        // deposed leader cannot get a read index and answers 503 instead). One barrier covers the whole batch, and
+        // the checks arriving together share one.
+        await service.group(node).call(barrierOf(node));
       }
       // Without check_ids, hydration reads the member's applied state without a barrier: candidates for ranking
       // favour availability, and a post a follower has not applied yet is simply left out (the router sends the
