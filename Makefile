@@ -40,7 +40,7 @@ test: build test-packages
 	node jepsen-like/bin/jepsen-like.js run --service auction --time 20 --nemesis partition,kill,pause,clock,quiet --interval 3 --seed 4 --recovery 30 --out jepsen-out/smoke-auction
 	node jepsen-like/bin/jepsen-like.js run --service flash --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --concurrency 40 --rate 400 --out jepsen-out/smoke-flash
 	node jepsen-like/bin/jepsen-like.js run --service ratelimit --time 20 --nemesis partition,kill,pause,wipe,quiet --interval 3 --seed 2 --out jepsen-out/smoke-ratelimit
-	node jepsen-like/bin/jepsen-like.js run --service feed --workload feed-one-app --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-feed
+	node jepsen-like/bin/jepsen-like.js run --service feed --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-feed
 	node jepsen-like/bin/jepsen-like.js run --service notify --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-notify
 	node jepsen-like/bin/jepsen-like.js run --service video --time 16 --nemesis partition,kill,pause,wipe,quiet --interval 3 --seed 29 --out jepsen-out/smoke-video
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \

@@ -46,9 +46,9 @@ export class FeedWorkload implements Workload {
   private readonly acked: Acked[] = [];
 
   /**
-   * `apps`: app workers (2 by default). With one, every read and delete goes through the one post cache that the
-   * delete itself invalidates (`feed-one-app`); with two, a read on the other app tests that its cache drops the
-   * post once the delete is acknowledged.
+   * `apps`: app workers (2 by default, the `make test` smoke's). With one, every read and delete goes through the one
+   * post cache that the delete itself invalidates (`feed-one-app`); with two, a read on the other app tests that it
+   * never serves the post once the delete is acknowledged, whether or not its cache has seen the delete event.
    */
   constructor(
     private readonly apps = 2,

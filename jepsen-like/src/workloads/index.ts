@@ -13,9 +13,9 @@ import { VideoWorkload } from './video.js';
 import type { Workload } from './workload.js';
 
 /**
- * Every workload, by name. A later service adds one line. "feed-one-app" is a narrower setup of its workload (one
- * app worker) that passes while what the full one finds stands; "video-members" keeps the faults off the object
- * stores (members only), to tell the metadata group's faults from the stores' when `video` fails. The
+ * Every workload, by name. A later service adds one line. "feed-one-app" (one app worker: every read through the post
+ * cache the delete itself updates) and "video-members" (faults on the metadata members only, to tell the members'
+ * faults from the object stores' when `video` fails) are narrower setups of their workloads. The
  * "-serializable", "-unfenced", "-async-inventory" and "-overshare" variants are broken on purpose (stale reads; a
  * resource that ignores tokens; flash gateways answering before the log commits; a rule whose fallback shares add up
  * to 3 x its limit): they show the checks catching real anomalies.

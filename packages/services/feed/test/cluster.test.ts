@@ -17,10 +17,16 @@ import { call, startCluster, topicAccess, until, type Answer } from '@raftkit/te
 import { DELETES_TOPIC, ENGAGEMENT_TOPIC, POSTS_TOPIC } from '../src/index.js';
 
 const STORES = 3;
-const cluster = await startCluster('feed', { nodes: 3, workers: `store=${STORES}`, settings: { threshold: '3' } });
+const cluster = await startCluster('feed', {
+  nodes: 3,
+  workers: `store=${STORES},app=2`,
+  settings: { threshold: '3' },
+});
 t.teardown(() => cluster.down());
 const admin = cluster.token;
 const app = cluster.role('app')[0]!.url;
+/** The second app worker: its own post cache, which learns of deletes made through `app` only from the log. */
+const app2 = cluster.role('app')[1]!.url;
 const stores = cluster.role('store').map((w) => w.url);
 
 const tokens = new Map<string, string>();
@@ -366,6 +372,54 @@ t.test('deletes: tombstone, caches and inbox entries invalidated', async (t) => 
     410,
     'no like on a tombstone',
   );
+});
+
+t.test('a delete acknowledged on one app worker: the other never serves the post again', async (t) => {
+  // An author on each partition of feed-deletes (2, src/events.ts): app2 long-polls one of them, so a delete on the
+  // other reaches its cache up to half a second late, and one on the polled partition within milliseconds.
+  // Named from one uid, so the cases after this one get the same user ids whatever the search took.
+  const base = uid('twoapps');
+  const authors = [0, 1].map((p) => {
+    let k = 0;
+    while (partitionOf(`${base}.${k}`, 2) !== p) k++;
+    return `${base}.${k}`;
+  });
+  const fan = uid('twofan');
+  for (const a of authors) await follow(fan, a);
+  const feed2 = async (user: string): Promise<string[]> =>
+    ids(((await ok(call(app2, 'GET', '/api/feed?limit=100', { token: tok(user) }))) as { posts: FeedPost[] }).posts);
+  const own2 = async (user: string): Promise<string[]> =>
+    ids(
+      ((await ok(call(app2, 'GET', `/api/users/${user}/posts`, { token: tok(user) }))) as { posts: FeedPost[] }).posts,
+    );
+  const made: Array<[string, string]> = [];
+  for (let i = 0; i < 3; i++) for (const a of authors) made.push([a, await post(a, `twice cached ${i}`)]);
+
+  await until(
+    'app2 serves every post in the feed',
+    async () => {
+      const shown = await feed2(fan);
+      return made.every(([, id]) => shown.includes(id));
+    },
+    60_000,
+    200,
+  );
+  for (const [author, id] of made) {
+    // Warm app2's post cache on every path it serves from (post read, outbox hydration, feed hydration).
+    await ok(call(app2, 'GET', `/api/posts/${id}`, { token: tok(fan) }));
+    t.ok((await own2(author)).includes(id), "app2 serves it among the author's posts");
+    t.ok((await feed2(fan)).includes(id), 'app2 serves it in the feed');
+    await ok(call(app, 'DELETE', `/api/posts/${id}`, { token: tok(author) }));
+    // At once, before app2 can have read the delete event: every path on app2 must treat it as deleted.
+    const [read, own, shown] = await Promise.all([
+      call(app2, 'GET', `/api/posts/${id}`, { token: tok(fan) }),
+      own2(author),
+      feed2(fan),
+    ]);
+    t.equal(read.status, 410, 'app2: the post read answers 410');
+    t.notOk(own.includes(id), "app2: not among the author's posts");
+    t.notOk(shown.includes(id), 'app2: not in the feed');
+  }
 });
 
 t.test('likes, comments, reposts, seen marks, unfollow, suspension, profile and graph reads', async (t) => {

@@ -17,12 +17,15 @@ import {
 import type { ManagedGroupOptions, RaftNode } from '@raftkit/raft';
 import { checkPostCommand, PostsMachine, type Post, type PostCommand, type PostResult } from '../machine.js';
 import { POST_ID } from '../post-id.js';
+import { sharedBarrier } from './shared-barrier.js';
 import { DEFAULT_POST_GROUPS, isPostsGroup, locatePost, POSTS_GROUP_PREFIX, postGroupPlan } from '../placement.js';
 
 type PostsNode = RaftNode<PostCommand, PostResult, PostsMachine>;
 
 /** Post ids one hydrate call may ask for. */
 const MAX_GET = 2_000;
+/** A checked read's ReadIndex wait: below the app's 3 s call timeout, so a member without a quorum answers 503. */
+const BARRIER_TIMEOUT_MS = 2_000;
 
 /**
  * The post groups: a PostsMachine each, on the cluster's replica count of processes (3 unless `cluster up --set replicas=5`;
@@ -44,6 +47,14 @@ export function feedMemberPart(groups = DEFAULT_POST_GROUPS): ServiceDefinition 
 }
 
 function memberRoutes(service: ServiceContext, groups: number): void {
+  // Checked reads of one group share ReadIndex rounds (shared-barrier.ts), per Raft node of the group on this member.
+  const barriers = new WeakMap<PostsNode, () => Promise<void>>();
+  const barrierOf = (node: PostsNode): (() => Promise<void>) => {
+    let barrier = barriers.get(node);
+    if (barrier === undefined)
+      barriers.set(node, (barrier = sharedBarrier(() => node.readBarrier({ timeoutMs: BARRIER_TIMEOUT_MS }))));
+    return barrier;
+  };
   const managed = service.managed;
   const timer = setInterval(() => void ensureGroups(service, groups).catch(() => undefined), 500);
   timer.unref();
@@ -107,17 +118,38 @@ function memberRoutes(service: ServiceContext, groups: number): void {
       if (!isPostsGroup(group)) throw notFound(`no post group ${group.slice(0, 64)}`);
       const node = service.requireGroup<PostCommand, PostResult, PostsMachine>(ctx, group) as PostsNode;
       const body = requireObject(await ctx.json());
-      const ids = body.post_ids;
-      if (!Array.isArray(ids) || ids.length > MAX_GET || !ids.every((i) => typeof i === 'string' && POST_ID.test(i)))
-        throw badRequest('invalid_field', `post_ids must be at most ${MAX_GET} post ids`, { field: 'post_ids' });
+      const ids = postIds(body.post_ids, 'post_ids');
+      const check = body.check_ids === undefined ? null : postIds(body.check_ids, 'check_ids');
       if (node.leaderId === null) throw unavailable('the group has no leader yet', 1);
-      // Hydration reads the member's applied state without a barrier: the feed favours availability, and a post a
-      // follower has not applied yet is simply left out of this page (the router sends the call to the leader).
-      const posts: Post[] = node.readLocal((m) =>
-        (ids as string[]).map((i) => m.get(i)).filter((p): p is Post => p !== null),
-      );
-      return { posts };
+      if (check !== null) {
+        // A checked read: ReadIndex first, so the answer reflects every delete acknowledged before the call (a
+        // deposed leader cannot get a read index and answers 503 instead). One barrier covers the whole batch, and
+        // the checks arriving together share one.
+        await service.group(node).call(barrierOf(node));
+      }
+      // Without check_ids, hydration reads the member's applied state without a barrier: candidates for ranking
+      // favour availability, and a post a follower has not applied yet is simply left out (the router sends the
+      // call to the leader). What is served is read with check_ids.
+      return node.readLocal((m) => {
+        const posts = ids.map((i) => m.get(i)).filter((p): p is Post => p !== null);
+        if (check === null) return { posts };
+        // Of the checked ids (cached on the caller), only those that are no longer live: tombstones and unknowns.
+        const deleted = check
+          .map((i) => m.get(i) ?? i)
+          .filter((p) => typeof p === 'string' || p.deleted_at !== undefined);
+        return {
+          posts,
+          deleted: deleted.filter((p): p is Post => typeof p !== 'string'),
+          unknown: deleted.filter((p): p is string => typeof p === 'string'),
+        };
+      });
     });
+}
+
+function postIds(value: unknown, field: string): string[] {
+  if (!Array.isArray(value) || value.length > MAX_GET || !value.every((i) => typeof i === 'string' && POST_ID.test(i)))
+    throw badRequest('invalid_field', `${field} must be at most ${MAX_GET} post ids`, { field });
+  return value as string[];
 }
 
 /** Create the post groups once, by the meta leader, when every founding member has registered as a host. */

@@ -3,7 +3,8 @@
  * buckets), the recent outbox posts of the followed authors that are pulled (is_celebrity), merge and de-duplicate
  * by post_id, pre-filter (already seen, deleted, authors suspended or deactivated or no longer followed), rank
  * (50 ms, else time order), assemble with at most 2 consecutive posts per author, keep the assembled list as a
- * snapshot on the viewer's store partition, and answer its first page hydrated from the post cache.
+ * snapshot on the viewer's store partition, and answer its first page hydrated from the post cache, checked against
+ * the post groups (no post whose delete was acknowledged is served).
  *
  * Pagination: next_token names the snapshot (ranked_at) and the last post shown; the next page is the snapshot's
  * list after that post, so posts arriving meanwhile neither shift it (no duplicates) nor slip in before the
@@ -119,7 +120,7 @@ export class FeedReader {
     const snapshot: Snapshot = { ranking: ranked === null ? 'time' : 'ranked', ids: ordered.map((c) => c.post_id) };
     if (ordered.length > limit)
       await this.stores.call(viewer, { op: 'put_snapshot', user: viewer, ranked_at: now, snapshot });
-    return this.page(viewer, now, snapshot, 0, limit, hydrated);
+    return this.page(viewer, now, snapshot, 0, limit);
   }
 
   private async next(viewer: string, limit: number, text: string): Promise<FeedPage> {
@@ -131,27 +132,30 @@ export class FeedReader {
       .snapshot as Snapshot | null;
     if (stored !== null) {
       const at = stored.ids.indexOf(token.post_id);
-      return this.page(viewer, token.ranked_at, stored, at + 1, limit, null);
+      return this.page(viewer, token.ranked_at, stored, at + 1, limit);
     }
     // The snapshot expired: time order of the candidates older than the last post shown.
     this.stats.expiredTokens++;
     const months = readMonths(Date.now());
     const inbox = await this.stores.call(viewer, { op: 'inbox', user: viewer, months, limit: INBOX_CANDIDATES });
     const older = inbox.entries.filter((e) => e.post_id < token.post_id);
-    return this.page(viewer, token.ranked_at, { ranking: 'time', ids: older.map((e) => e.post_id) }, 0, limit, null);
+    return this.page(viewer, token.ranked_at, { ranking: 'time', ids: older.map((e) => e.post_id) }, 0, limit);
   }
 
-  /** The page of `snapshot` from index `from`: hydrated; posts deleted since the snapshot was made are left out. */
+  /**
+   * The page of `snapshot` from index `from`, hydrated by a checked read (one call per post group, after a
+   * ReadIndex): posts deleted since the candidates were hydrated or the snapshot was made are left out, even when
+   * this worker's cache has not seen their delete event yet (the first page's posts are cache hits by now).
+   */
   private async page(
     viewer: string,
     rankedAt: number,
     snapshot: Snapshot,
     from: number,
     limit: number,
-    hydrated: Map<string, Post> | null,
   ): Promise<FeedPage> {
     const ids = snapshot.ids.slice(from, from + limit);
-    const posts = hydrated ?? (await this.posts.getMany(ids));
+    const posts = await this.posts.getMany(ids, true);
     const shown = ids
       .map((id) => posts.get(id))
       .filter((p): p is Post => p !== undefined && p.deleted_at === undefined);

@@ -355,7 +355,12 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const entries = (
         await mapped(() => stores.call(author, { op: 'outbox', author, months: readMonths(Date.now()), limit, before }))
       ).entries;
-      const hydrated = await mapped(() => posts.getMany(entries.map((e) => e.post_id)));
+      const hydrated = await mapped(() =>
+        posts.getMany(
+          entries.map((e) => e.post_id),
+          true,
+        ),
+      );
       const list = entries
         .map((e) => hydrated.get(e.post_id))
         .filter((p): p is Post => p !== undefined && p.deleted_at === undefined);

@@ -3,7 +3,7 @@
  * leader) with the post cache in front of it (spec rule 6: read-mostly, long TTL, invalidated by delete events,
  * which every app worker tails from `feed-deletes`).
  */
-import { GroupRouter, ServiceError } from '@raftkit/http';
+import { GroupRouter, ServiceError, unavailable } from '@raftkit/http';
 import type { LogClient } from '@raftkit/log';
 import { parseEvent } from '../../events.js';
 import type { Post, PostResult } from '../../machine.js';
@@ -18,7 +18,7 @@ export class PostsClient {
   readonly router: GroupRouter;
   private readonly cache = new Map<string, { post: Post; at: number }>();
   private tailing = true;
-  readonly stats = { hits: 0, misses: 0, invalidations: 0 };
+  readonly stats = { hits: 0, misses: 0, invalidations: 0, checks: 0 };
 
   constructor(endpoints: string[], token: string) {
     this.router = new GroupRouter({ endpoints, token, timeoutMs: 10_000, locate: locatePost });
@@ -38,61 +38,96 @@ export class PostsClient {
     if (this.cache.delete(postId)) this.stats.invalidations++;
   }
 
-  /** One post (tombstones included), or null when unknown. */
+  /**
+   * One post (tombstones included), or null when unknown, checked against its group (`getMany`): a 503 when the
+   * group cannot confirm it, since a cached post that cannot be checked may have been deleted.
+   */
   async get(postId: string): Promise<Post | null> {
-    return (await this.getMany([postId])).get(postId) ?? null;
+    const { posts, unanswered } = await this.read([postId], true);
+    if (unanswered) throw unavailable('the post group did not answer', 1);
+    return posts.get(postId) ?? null;
   }
 
   /**
    * Hydration: the posts of these ids (tombstones included; unknown ids left out), from the cache, the misses in
    * one call per post group. A group that does not answer leaves its posts out (a slightly thinner page, never a
    * failed read: the spec favours availability).
+   *
+   * `checked` is for what is served: every post comes from one call per post group made after a ReadIndex on
+   * its leader (`check_ids`: the cached ones, answered with only those deleted since), so a post whose delete was
+   * acknowledged anywhere before this call is a tombstone here, whether or not this worker has read its delete
+   * event yet. Unchecked (the pre-filter's up to 2,000 candidates) takes the cache as it is.
    */
-  async getMany(ids: readonly string[]): Promise<Map<string, Post>> {
+  async getMany(ids: readonly string[], checked = false): Promise<Map<string, Post>> {
+    return (await this.read(ids, checked)).posts;
+  }
+
+  private async read(
+    ids: readonly string[],
+    checked: boolean,
+  ): Promise<{ posts: Map<string, Post>; unanswered: boolean }> {
     const out = new Map<string, Post>();
+    const hits = new Map<string, Post>();
     const misses: string[] = [];
     const now = Date.now();
     for (const id of ids) {
       const hit = this.cache.get(id);
       if (hit !== undefined && now - hit.at < CACHE_TTL_MS) {
         this.stats.hits++;
-        out.set(id, hit.post);
+        if (checked) hits.set(id, hit.post);
+        else out.set(id, hit.post);
       } else misses.push(id);
     }
-    if (misses.length === 0) return out;
+    if (misses.length === 0 && hits.size === 0) return { posts: out, unanswered: false };
     this.stats.misses += misses.length;
-    const byGroup = new Map<string, string[]>();
-    for (const id of misses) {
+    const byGroup = new Map<string, { miss: string[]; check: string[] }>();
+    let unanswered = false;
+    const add = async (id: string, list: 'miss' | 'check'): Promise<void> => {
       let group: string;
       try {
         group = await this.router.groupOf(id);
       } catch {
-        continue;
+        unanswered = true;
+        return;
       }
-      let list = byGroup.get(group);
-      if (list === undefined) byGroup.set(group, (list = []));
-      list.push(id);
-    }
+      let batch = byGroup.get(group);
+      if (batch === undefined) byGroup.set(group, (batch = { miss: [], check: [] }));
+      batch[list].push(id);
+    };
+    for (const id of misses) await add(id, 'miss');
+    for (const id of hits.keys()) await add(id, 'check');
+    if (checked) this.stats.checks += byGroup.size;
     await Promise.all(
-      [...byGroup].map(async ([group, list]) => {
+      [...byGroup].map(async ([group, batch]) => {
         try {
           const answer = (await this.router.call(
             group,
             'POST',
             `/internal/feed/groups/${group}/get`,
-            { post_ids: list },
+            checked ? { post_ids: batch.miss, check_ids: batch.check } : { post_ids: batch.miss },
             { timeoutMs: 3_000 },
-          )) as { posts: Post[] };
+          )) as { posts: Post[]; deleted?: Post[]; unknown?: string[] };
           for (const p of answer.posts) {
             out.set(p.post_id, p);
             this.remember(p);
           }
+          if (!checked) return;
+          for (const id of batch.check) out.set(id, hits.get(id)!);
+          for (const p of answer.deleted ?? []) {
+            out.set(p.post_id, p);
+            this.remember(p);
+          }
+          for (const id of answer.unknown ?? []) {
+            out.delete(id);
+            this.cache.delete(id);
+          }
         } catch (e) {
           if (!(e instanceof ServiceError)) throw e;
+          unanswered = true;
         }
       }),
     );
-    return out;
+    return { posts: out, unanswered };
   }
 
   /** Tails `feed-deletes` from its current end, dropping deleted posts from the cache. */
