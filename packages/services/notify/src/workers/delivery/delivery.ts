@@ -529,7 +529,12 @@ export async function startDelivery(
       if (outcomes.length > 0) await record(outcomes.splice(0));
       pending = retry;
       if (pending.length > 0) await sleep(Math.min(retryMax, retryBase * 2 ** (attempt - 1)));
-      if ((stopping || signal.aborted) && pending.length > 0) throw new Error('the channel was given away');
+      if ((stopping || signal.aborted) && pending.length > 0) {
+        // The rows that fell back are final now and the next reader of this batch skips them: their fallbacks go
+        // out here, before the retries still waiting are left to it.
+        for (const f of fallbacks.splice(0)) await fallBack(f.message, f.reason);
+        throw new Error('the channel was given away');
+      }
     }
     if (outcomes.length > 0) await record(outcomes.splice(0));
     for (const f of fallbacks) await fallBack(f.message, f.reason);
