@@ -29,6 +29,15 @@ function history() {
         nid === null ? undefined : { notification_id: nid, duplicate: false, wall: WALL0 + (clock + 10 * MS) / MS },
       );
     },
+    kill(targets: string[]): void {
+      events.push({
+        process: 'nemesis',
+        type: 'info',
+        f: 'start-kill',
+        value: { id: 1, targets, description: `kill ${targets.join(' ')}` },
+        time: (clock += 10 * MS),
+      });
+    },
     heal(): void {
       events.push({ process: 'nemesis', type: 'info', f: 'heal', time: (clock += 10 * MS) });
     },
@@ -91,13 +100,55 @@ t.test('a missing delivery: lost', async (t) => {
   t.match(r.anomalies[0]?.description, /no sms delivery to u1/);
 });
 
-t.test('the same message_id twice at a provider: a resend, counted, not a second delivery', async (t) => {
-  const { h, received, inbox } = clean();
-  h.final([...received, ['email', 'N2:u2:email', h.wall()]], inbox);
+t.test(
+  'the same message_id again after a delivery worker kill: a resend, counted, not a second delivery',
+  async (t) => {
+    const { h, received, inbox } = clean();
+    h.wait(100);
+    h.kill(['n3', 'delivery1']);
+    h.wait(5_000);
+    h.final([...received, ['email', 'N2:u2:email', h.wall()]], inbox);
+    const r = named(checkNotify(h.events, BOUND), 'notify-exactly-once');
+    t.equal(r.valid, true);
+    t.equal(r.stats?.provider_resends, 1);
+    t.equal(r.stats?.resends_after_worker_kill, 1);
+    t.equal(r.stats?.duplicates, 0);
+  },
+);
+
+t.test('the same message_id again with only a router or a member killed, or none: a resend anomaly', async (t) => {
+  for (const targets of [[], ['n2', 'router2'], ['n1']]) {
+    const { h, received, inbox } = clean();
+    h.wait(100);
+    if (targets.length > 0) h.kill(targets);
+    h.wait(5_000);
+    h.final([...received, ['email', 'N2:u2:email', h.wall()], ['push', 'N1:u0:push', h.wall()]], inbox);
+    const r = named(checkNotify(h.events, BOUND), 'notify-exactly-once');
+    t.equal(r.valid, false, targets.join(' ') || 'no fault');
+    t.same(
+      r.anomalies.map((a) => a.type),
+      ['resend', 'resend'],
+    );
+    t.match(r.anomalies[0]?.description, /N1:u0:push to u0 received again \d+ ms after/);
+    t.equal(r.stats?.provider_resends, 2);
+    t.equal(r.stats?.resends_after_worker_kill, 0);
+  }
+});
+
+t.test('a delivery worker killed before the first receipt explains no resend', async (t) => {
+  const h = history();
+  h.send('k2', ['u2'], 'low', 'N2');
+  h.kill(['delivery1']);
+  h.wait(5_000);
+  h.heal();
+  const b = everything('N2', ['u2'], false, h.wall());
+  h.final([...b.received, ['email', 'N2:u2:email', h.wall() + 10]], b.inbox);
   const r = named(checkNotify(h.events, BOUND), 'notify-exactly-once');
-  t.equal(r.valid, true);
-  t.equal(r.stats?.provider_resends, 1);
-  t.equal(r.stats?.duplicates, 0);
+  t.equal(r.valid, false);
+  t.same(
+    r.anomalies.map((a) => a.type),
+    ['resend'],
+  );
 });
 
 t.test('one key accepted as two notifications, each delivered: two-notifications and duplicates', async (t) => {

@@ -9,9 +9,14 @@
  * - notify-exactly-once: per accepted idempotency key, each of its users gets each channel it is owed (push, email
  *   and in-app for every priority, SMS for critical) exactly once by dedup key: `lost` (none), `duplicate` (two
  *   deliveries with different message_ids: two notifications made of one key); every acceptance of a key names one
- *   notification (`two-notifications`). The same message_id received again by a provider is the resend a
- *   deduplicating provider drops (the senders give it as the provider's idempotency key): counted as
- *   `provider_resends`, not a second delivery; nothing reaches a user the key did not name (`wrong-user`),
+ *   notification (`two-notifications`). The same message_id received again by a provider is a resend (the senders
+ *   give it as the provider's idempotency key, so a deduplicating provider drops it): notify's README allows one
+ *   only where a delivery worker was killed between the provider's answer and the record of it, so a resend counts
+ *   (`provider_resends`, `resends_after_worker_kill`) when a delivery worker was killed or wiped between the first
+ *   receipt (less RESEND_SLACK_MS, the placement of the providers' clock) and the resend, and is a `resend` anomaly
+ *   otherwise (a router kill, a member partition or pause alone must never make one). A pause of the workload's one
+ *   delivery worker is no excuse: the same process finishes and records its batch when it wakes. Nothing reaches
+ *   a user the key did not name (`wrong-user`),
  *   nor SMS for a non-critical one (`unowed-channel`); a delivery of a notification no acceptance named is a
  *   `phantom` when every send was accepted (else it may be an unanswered send's: counted, not an anomaly). Unknown
  *   when the final deliveries could not be read.
@@ -24,6 +29,8 @@ import { healTime, pairOps, quantiles } from './ops.js';
 import type { Anomaly, CheckResult } from './workload.js';
 
 export const NOTIFY_USERS = 8;
+/** How far before a resend's first receipt a delivery worker's kill may start and still explain it. */
+export const RESEND_SLACK_MS = 1_000;
 
 /** [channel, message_id, received_at (wall ms)]. */
 export type Delivery = [channel: string, messageId: string, receivedAt: number];
@@ -72,6 +79,17 @@ export function checkNotify(events: readonly HistoryEvent[], bound: NotifyBound)
     if (typeof v.wall === 'number') offsets.push(v.wall * 1e6 - o.complete);
   }
   offsets.sort((a, b) => a - b);
+  // Kills and wipes of delivery workers (history times): the only faults that may explain a resend.
+  const workerKills = events
+    .filter(
+      (e) =>
+        e.process === 'nemesis' &&
+        (e.f === 'start-kill' || e.f === 'start-wipe') &&
+        ((e.value as { targets?: unknown } | undefined)?.targets as unknown[] | undefined)?.some(
+          (t) => typeof t === 'string' && t.startsWith('delivery'),
+        ) === true,
+    )
+    .map((e) => e.time);
   const offset = offsets.length > 0 ? offsets[Math.floor(offsets.length / 2)]! : 0;
   const unanswered = [...asked].filter((k) => !keys.has(k)).length;
   const final = ops.filter((o) => o.f === 'final-deliveries' && o.type === 'ok').at(-1);
@@ -137,6 +155,7 @@ export function checkNotify(events: readonly HistoryEvent[], bound: NotifyBound)
   let lost = 0;
   let duplicates = 0;
   let resends = 0;
+  let explained = 0;
   const latency: number[] = [];
   const criticalLatency: number[] = [];
   for (const [key, k] of keys)
@@ -156,8 +175,27 @@ export function checkNotify(events: readonly HistoryEvent[], bound: NotifyBound)
         }
         const distinct = new Set(list.map((d) => d.messageId));
         // The message_id is the dedup key the senders give providers: the same one again is a resend a provider
-        // that deduplicates drops (counted); two of them are two deliveries.
-        resends += list.length - distinct.size;
+        // that deduplicates drops; two of them are two deliveries. A resend is allowed only with a delivery worker
+        // killed between the first receipt and it (the README's one window).
+        for (const id of distinct) {
+          const times = list
+            .filter((d) => d.messageId === id)
+            .map((d) => d.at * 1e6 - offset)
+            .sort((a, b) => a - b);
+          for (const again of times.slice(1)) {
+            resends++;
+            if (workerKills.some((t) => t >= times[0]! - RESEND_SLACK_MS * 1e6 && t <= again)) {
+              explained++;
+              continue;
+            }
+            once.push({
+              check: 'notify-exactly-once',
+              type: 'resend',
+              description: `${k.priority} key ${key}: ${channel} ${id} to ${user} received again ${((again - times[0]!) / 1e6).toFixed(0)} ms after the first time, with no delivery worker killed in between`,
+              times: [times[0]!, again],
+            });
+          }
+        }
         if (distinct.size > 1) {
           duplicates++;
           once.push({
@@ -195,6 +233,7 @@ export function checkNotify(events: readonly HistoryEvent[], bound: NotifyBound)
         lost,
         duplicates,
         provider_resends: resends,
+        resends_after_worker_kill: explained,
         unattributed,
         latency_p50_ms: all_.p50,
         latency_p99_ms: all_.p99,

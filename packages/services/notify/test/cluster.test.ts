@@ -19,6 +19,7 @@ import { LogClient, partitionOf, type DeadLetter } from '@raftkit/log';
 import {
   DEAD_LETTER_TOPIC,
   fill,
+  groupOf,
   ingestTopic,
   INGEST_PARTITIONS,
   localMinutes,
@@ -26,9 +27,11 @@ import {
   ROUTER_GROUP,
   type InAppItem,
   type IngestRecord,
+  type QueuedMessage,
   type StatusAnswer,
 } from '../src/index.js';
 import { createSubscriberKeys } from '../src/workers/providers/index.js';
+import { StateClient } from '../src/state-client.js';
 import { preferenceStore } from './preference-fault.js';
 
 // The preference-store fault lives in this folder (preference-fault.ts), loaded into the cluster's workers.
@@ -637,6 +640,49 @@ async function faults(role: string, body: Record<string, unknown>): Promise<void
   const a = await call(one(role), 'POST', '/admin/faults', { token, body });
   if (a.status !== 200) throw new Error(`faults ${role}: ${a.status} ${JSON.stringify(a.body)}`);
 }
+
+t.test('one message queued twice in one batch of a channel topic (a router replay): sent once', async (t) => {
+  const log = new LogClient({ endpoints: members, token, timeoutMs: 30_000 });
+  const state = new StateClient({ endpoints: members, token: deriveServiceToken(token, 'notify'), timeoutMs: 30_000 });
+  t.teardown(async () => {
+    await log.close();
+    await state.close();
+  });
+  const user = uid('twice');
+  await client.setPreferences(user, { contact: { email: `${user}@example.test` } });
+  // The pending row the router makes, then its message appended twice in one append, as a router that queued it,
+  // died before its commit and was replayed leaves it (with the delivery worker behind, both in one batch).
+  const notificationId = randomUUID();
+  const routed = await state.command(groupOf('user', user), {
+    op: 'route',
+    notification_id: notificationId,
+    user_id: user,
+    priority: 'high',
+    channels: ['email'],
+    suppressed: [],
+    now: Date.now(),
+  });
+  t.equal(routed.op === 'route' && routed.rows.length, 1, 'one pending row');
+  const message: QueuedMessage = {
+    message_id: `${notificationId}:${user}:email`,
+    notification_id: notificationId,
+    user_id: user,
+    event_type: 'twice',
+    priority: 'high',
+    channel: 'email',
+    content: { title: 'twice', body: 'once', data: {} },
+    accepted_at: Date.now(),
+    address: { channel: 'email', email: `${user}@example.test` },
+  };
+  const value = JSON.stringify(message);
+  await log.append('notify-high-email', 0, [
+    { key: user, value },
+    { key: user, value },
+  ]);
+  await statusWhen(notificationId, 'sent', (s) => rowOf(s, 'email')?.status === 'sent');
+  await new Promise((r) => setTimeout(r, 1000));
+  t.equal((await received(smtp, `message_id=${message.message_id}`)).length, 1, 'the provider received it once');
+});
 
 t.test('critical fallback chain: sms fails (provider 503s), push has no subscription, email takes it', async (t) => {
   const user = uid('fb');

@@ -102,6 +102,8 @@ export const BULK_IDLE_MAX_MS = 1000;
  */
 const CRITICAL_WAIT_MS = 5000;
 const MAX_UNSENT_WS = 1024 * 1024;
+/** Message ids a worker remembers having recorded (for its fail-open sends; see `recordedHere`). */
+const RECORDED_KEPT = 100_000;
 
 export function parseChain(text: string | undefined): Channel[] {
   const chain = (text ?? 'sms,push,email,in_app')
@@ -175,7 +177,23 @@ export async function startDelivery(
   let receiptTurn = 0;
   let stopping = false;
   let heldChannels = (): Channel[] => [];
-  const stats = { batches: 0, sent: 0, skipped_already_sent: 0, retries: 0, fallbacks: 0, held: 0, fail_open: 0 };
+  const stats = {
+    batches: 0,
+    sent: 0,
+    skipped_already_sent: 0,
+    skipped_copies: 0,
+    retries: 0,
+    fallbacks: 0,
+    held: 0,
+    fail_open: 0,
+  };
+  // Message ids whose outcome (sent, delivered or final) this process recorded: what a critical batch sent fail open
+  // (the delivery_log unreadable) skips, so a copy read again while the state groups are cut off is not resent by
+  // the worker that sent it. Insertion-ordered, the oldest dropped past RECORDED_KEPT (memory bound).
+  const recordedHere = new Set<string>();
+  // Per channel, the batches of this process in flight (sent, recorded, committed): a run of the channel starts
+  // reading only once those of an earlier run are done (see channelLoop).
+  const inFlight = new Map<Channel, Set<Promise<void>>>();
 
   // A channel-topic record that is not a queued message goes here with its reason; the rest of its batch is sent.
   const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
@@ -301,6 +319,11 @@ export async function startDelivery(
       for (let backoff = 100; ; backoff = Math.min(5000, backoff * 2)) {
         try {
           await state.command(g, { op: 'outcomes', outcomes: list, now: Date.now() });
+          for (const o of list) {
+            if (o.kind === 'retry') continue;
+            recordedHere.add(o.message_id);
+            if (recordedHere.size > RECORDED_KEPT) recordedHere.delete(recordedHere.values().next().value!);
+          }
           break;
         } catch (e) {
           if (stopping) throw e;
@@ -338,15 +361,33 @@ export async function startDelivery(
     await producerOf(layout.topic('critical', next)).send(JSON.stringify(queued), { key: message.user_id });
   }
 
-  /** One batch of one sub-queue, start to end; throws (and the batch is polled again) when it must be held. */
+  /**
+   * One batch of one sub-queue, start to end; throws (and the batch is polled again) when it must be held. `signal`
+   * aborts when the channel is given away: retries still waiting are then left to the new owner.
+   */
   async function handleBatch(
     channel: Channel,
     sender: ChannelSender,
     bucket: WaitingBucket,
     priority: Priority,
-    messages: QueuedMessage[],
+    polled: QueuedMessage[],
+    signal: AbortSignal,
   ): Promise<void> {
     stats.batches++;
+    // A channel topic can hold one message twice (a router replaying records it had queued but not committed, a
+    // producer's append retried after a lost answer). Both copies in one batch would both pass the delivery_log
+    // check below, which is read once per batch: the batch keeps the first copy only. A copy in a later batch is
+    // skipped by that check (this batch's outcomes are recorded before the offset moves).
+    const messages: QueuedMessage[] = [];
+    const ids = new Set<string>();
+    for (const m of polled) {
+      if (ids.has(m.message_id)) {
+        stats.skipped_copies++;
+        continue;
+      }
+      ids.add(m.message_id);
+      messages.push(m);
+    }
     // Send-time context: rows (already sent?) and preferences, per state group.
     const byGroup = new Map<string, { message_ids: string[]; user_ids: Set<string> }>();
     for (const m of messages) {
@@ -401,6 +442,10 @@ export async function startDelivery(
         }
         pending.push({ queued: m, out: outbound(m, address, row.attempt_count + 1) });
       } else {
+        if (recordedHere.has(m.message_id)) {
+          stats.skipped_already_sent++;
+          continue;
+        }
         const address = m.address ?? (channel === 'in_app' ? { channel: 'in_app' as const, user_id: m.user_id } : null);
         if (address === null) continue;
         pending.push({ queued: m, out: outbound(m, address, 1) });
@@ -484,7 +529,12 @@ export async function startDelivery(
       if (outcomes.length > 0) await record(outcomes.splice(0));
       pending = retry;
       if (pending.length > 0) await sleep(Math.min(retryMax, retryBase * 2 ** (attempt - 1)));
-      if (stopping && pending.length > 0) throw new Error('stopping');
+      if ((stopping || signal.aborted) && pending.length > 0) {
+        // The rows that fell back are final now and the next reader of this batch skips them: their fallbacks go
+        // out here, before the retries still waiting are left to it.
+        for (const f of fallbacks.splice(0)) await fallBack(f.message, f.reason);
+        throw new Error('the channel was given away');
+      }
     }
     if (outcomes.length > 0) await record(outcomes.splice(0));
     for (const f of fallbacks) await fallBack(f.message, f.reason);
@@ -515,6 +565,11 @@ export async function startDelivery(
    */
   async function channelLoop(channel: Channel, sender: ChannelSender, claim: PartitionClaim): Promise<void> {
     const topics = [...new Set(PRIORITIES_IN_LANES(layout).map((p) => layout.topic(p, channel)))];
+    // A lease that lapsed (heartbeats unanswered while the members are cut off or this process was paused) aborts
+    // the claim, and the next heartbeat gives the channel back at once, while the aborted run may still be in a
+    // batch it polled (sending, recording, committing). Both runs would read the same uncommitted messages with
+    // their rows still pending and send them twice: this run starts once the earlier run's batches are done.
+    await Promise.allSettled([...(inFlight.get(channel) ?? [])]);
     for (const topic of topics) {
       if (!(await fence(topic, claim))) return;
     }
@@ -586,14 +641,24 @@ export async function startDelivery(
           // A batch of critical messages only is handled as critical (fail open, the bucket's first turn) whichever
           // topic it came from: the design's critical lane, or a layout that mixes priorities in one topic.
           const batchPriority = messages.every((m) => m.priority === 'critical') ? 'critical' : priority;
+          const batch = (async () => {
+            try {
+              await handleBatch(channel, sender, bucket, batchPriority, messages, claim.signal);
+            } catch (e) {
+              // Held: forget the position, so the batch is read again from the committed offset.
+              consumers.set(priority, consumerOf(priority));
+              throw e;
+            }
+            await consumer.commit();
+          })();
+          let busy = inFlight.get(channel);
+          if (busy === undefined) inFlight.set(channel, (busy = new Set()));
+          busy.add(batch);
           try {
-            await handleBatch(channel, sender, bucket, batchPriority, messages);
-          } catch (e) {
-            // Held: forget the position, so the batch is read again from the committed offset.
-            consumers.set(priority, consumerOf(priority));
-            throw e;
+            await batch;
+          } finally {
+            busy.delete(batch);
           }
-          await consumer.commit();
           worked = true;
           break;
         }
