@@ -23,8 +23,8 @@ TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -n
 # Unit and integration tests (real processes on loopback), 500 simulator seeds, the mutation check, and
 # jepsen-like smoke runs of kv, lock, the short-link allocator, the event log, the editor, the auction, the flash
 # sale, the rate limiter, the feed, notifications and video under partitions, kills and pauses (and clock steps for
-# the auction, and wipes of members and counter stores for the rate limiter; the kills and pauses of the last four
-# also hit a store, a router or the delivery worker).
+# the auction; wipes of members and counter stores for the rate limiter, of a member and an object store for video;
+# the kills and pauses of the last four also hit a store, a router or the delivery worker).
 # The last line counts everything: tap assertions, simulator seeds, mutations caught, smoke runs.
 test: build test-packages
 	@mkdir -p jepsen-out
@@ -100,7 +100,7 @@ JEPSEN_OUT ?= jepsen-out
 JEPSEN_WORKLOADS ?= kv lock shortlink log collab auction flash ratelimit feed notify video
 JEPSEN_NEMESES ?= partition kill pause packet clock quiet partition,kill,pause,packet,clock,quiet
 # wipe (a member's data deleted, the member removed and added back) runs on the services of one Raft group only;
-# for feed it wipes a store partition only (its members host many groups), for video a member and the object store.
+# for feed it wipes a store partition only (its members host many groups), for video a member and one of its object stores.
 JEPSEN_WIPE_WORKLOADS ?= kv lock shortlink ratelimit feed video
 
 jepsen: build

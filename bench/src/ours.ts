@@ -15,14 +15,14 @@ import { round } from './stats.js';
 const repoRoot = fileURLToPath(new URL('../../../', import.meta.url));
 const clusterCli = join(repoRoot, 'cluster', 'bin', 'cluster.js');
 
-export interface OurMember {
+interface OurMember {
   id: string;
   pid: number;
   url: string;
 }
 
 /** A process of the service that is not a Raft member (app server, counter store...), as cluster.json lists it. */
-export interface OurWorker {
+interface OurWorker {
   id: string;
   role: string;
   pid: number;

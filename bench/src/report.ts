@@ -28,7 +28,7 @@ export interface Report {
   noise?: RunNoise;
 }
 
-export interface Environment {
+interface Environment {
   date: string;
   cpus: number;
   cpu_model: string;

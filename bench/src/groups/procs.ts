@@ -15,7 +15,7 @@ import { groupsWithoutLeader, type GroupView, type Placement } from './figures.j
 
 const script = fileURLToPath(new URL('./host-process.js', import.meta.url));
 
-export class HostProc {
+class HostProc {
   private readonly waiting = new Map<
     number,
     { resolve: (a: Record<string, unknown>) => void; reject: (e: Error) => void }

@@ -15,7 +15,7 @@ import type { RedisGatewaySpec } from './flash-redis-gateway.js';
 
 const script = fileURLToPath(new URL('./flash-redis-gateway.js', import.meta.url));
 
-export interface RedisGateways {
+interface RedisGateways {
   token: string;
   gateways: Array<{ url: string; pid: number }>;
   stop(): Promise<void>;

@@ -110,7 +110,7 @@ redis.call('SET', 'flash:r:' .. rid, raw)
 return {'ok', raw}
 `;
 
-export interface RedisInventoryOptions {
+interface RedisInventoryOptions {
   /** redis://host:port */
   url: string;
   /** Connections in the pool (auto-pipelined). Default 4. */

@@ -34,7 +34,7 @@ const REDIS_BINARY = '/usr/bin/redis-server';
  * budget). Returns {allowed 1|0, remaining (the smallest floor(tokens), 0 when denied), retry_after_ms (the
  * largest over the short counters, 0 when allowed), reset_ms (the largest)}.
  */
-export const TOKEN_BUCKET_LUA = `
+const TOKEN_BUCKET_LUA = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = #KEYS

@@ -34,7 +34,7 @@ export interface FeedPage {
   posts: Array<[postId: string, author: string, text: string, createdAt?: number]>;
 }
 
-export interface FeedBound {
+interface FeedBound {
   freshnessMs: number;
 }
 

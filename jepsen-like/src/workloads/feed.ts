@@ -23,7 +23,7 @@ import type { CheckResult, Completion, FinalContext, Worker, WorkerContext, Work
 
 const STORES = 3;
 /** The spec's freshness target ("about 30 seconds"): a post is in every follower's feed within it once healed. */
-export const FRESHNESS_MS = 30_000;
+const FRESHNESS_MS = 30_000;
 /** How long the final reads keep paging a feed that still misses acknowledged posts. */
 const FINAL_MS = FRESHNESS_MS + 15_000;
 const PAGE = 20;

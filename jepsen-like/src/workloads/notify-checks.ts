@@ -30,7 +30,7 @@ import type { Anomaly, CheckResult } from './workload.js';
 
 export const NOTIFY_USERS = 8;
 /** How far before a resend's first receipt a delivery worker's kill may start and still explain it. */
-export const RESEND_SLACK_MS = 1_000;
+const RESEND_SLACK_MS = 1_000;
 
 /** [channel, message_id, received_at (wall ms)]. */
 export type Delivery = [channel: string, messageId: string, receivedAt: number];
@@ -40,7 +40,7 @@ export function owedChannels(priority: string): readonly string[] {
   return priority === 'critical' ? ['push', 'email', 'sms', 'in_app'] : ['push', 'email', 'in_app'];
 }
 
-export interface NotifyBound {
+interface NotifyBound {
   criticalMs: number;
 }
 

@@ -26,7 +26,7 @@ import type { CheckResult, Completion, FinalContext, Worker, WorkerContext, Work
 
 const PRIORITIES = ['critical', 'high', 'normal', 'low'] as const;
 /** The spec's real-time class: "under 30 s" (packages/services/notify/README.md, the spec's figures). */
-export const CRITICAL_MS = 30_000;
+const CRITICAL_MS = 30_000;
 /** How long the final reads wait for deliveries still owed. */
 const FINAL_MS = CRITICAL_MS + 15_000;
 const PROVIDERS = { email: 'smtp-provider1', push: 'push-provider1', sms: 'sms-provider1' } as const;

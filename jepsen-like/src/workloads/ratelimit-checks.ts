@@ -19,7 +19,7 @@
 import type { HistoryEvent } from '../history.js';
 import type { Anomaly, CheckResult } from './workload.js';
 
-export interface RateLimitBound {
+interface RateLimitBound {
   /** The rule's limit (capacity). */
   limit: number;
   /** The rule's window: the bucket refills limit tokens per window. */
@@ -37,7 +37,7 @@ interface StoreFault {
 }
 
 /** Store faults from the nemesis events: [start, stop] in ns; an unstopped one lasts to the end of the history. */
-export function storeFaults(events: readonly HistoryEvent[]): StoreFault[] {
+function storeFaults(events: readonly HistoryEvent[]): StoreFault[] {
   const open = new Map<number, number>();
   const out: StoreFault[] = [];
   let end = 0;

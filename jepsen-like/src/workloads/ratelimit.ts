@@ -27,7 +27,7 @@ const LONG_KEY_SHARE = 0.1;
 const LONG_KEY = 'whole-run';
 const RULE_ID = '6a7b1c2d-3e4f-4a5b-8c6d-7e8f9a0b1c2d';
 
-export interface RateLimitOptions {
+interface RateLimitOptions {
   /**
    * The rule's `expected_instances`, when given. 1 with 3 instances is wrong on purpose (`ratelimit-overshare`):
    * each instance's fallback bucket then holds the whole limit, so a degraded store gives a key 3 x limit back.

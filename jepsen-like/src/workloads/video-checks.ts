@@ -17,7 +17,7 @@ import { pairOps, quantiles } from './ops.js';
 import type { Anomaly, CheckResult } from './workload.js';
 
 /** A playlist, parsed as far as playing it needs: a master's variant URIs, a media playlist's map and segments. */
-export type Playlist =
+type Playlist =
   | { kind: 'master'; uris: string[] }
   | { kind: 'media'; map: string | null; uris: string[] }
   | { kind: 'invalid'; reason: string };

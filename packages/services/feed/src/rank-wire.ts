@@ -5,8 +5,6 @@
  * late or an error, so nothing the ranker does can fail a feed read.
  */
 
-/** The ranker's worker role name; `cluster up` starts RANKER_COUNT of them. */
-export const RANKER_ROLE = 'ranker';
 /** The read path's deadline for one rank call (spec: ranker budget 50 ms). */
 export const RANK_DEADLINE_MS = 50;
 /** At most this many candidates per call (spec: candidate set 500 to 2,000). */

@@ -6,7 +6,7 @@
  */
 
 /** Replicas per partition (fewer when there are fewer store workers). */
-export const STORE_REPLICAS = 3;
+const STORE_REPLICAS = 3;
 
 /** The 0-based worker indexes holding `partition`, preferred first. */
 export function replicaWorkers(partition: number, workers: number): number[] {

@@ -56,7 +56,7 @@ export function isWrite(call: StoreCall): boolean {
   return WRITES.has(call.op) || (call.op === 'threshold' && call.threshold !== null);
 }
 
-export interface StoreAnswers {
+interface StoreAnswers {
   follow: { changed: boolean };
   follower: { changed: boolean };
   following: { edges: Edge[] };

@@ -16,12 +16,12 @@ export const USER_ID = /^[A-Za-z0-9_-]{1,59}$/;
 export const EVENT_TYPE = /^[A-Za-z0-9._-]{1,100}$/;
 export const SEGMENT_ID = /^[A-Za-z0-9._-]{1,100}$/;
 /** The spec leaves it open; one request's records go to the log in a few batches at this size. */
-export const MAX_USER_IDS = 10_000;
-export const MAX_SEGMENT_USERS = 100_000;
+const MAX_USER_IDS = 10_000;
+const MAX_SEGMENT_USERS = 100_000;
 export const MAX_DATA_BYTES = 16 * 1024;
 export const MAX_KEY_BYTES = 200;
 
-export interface NotificationInput {
+interface NotificationInput {
   event_type: string;
   user_ids: string[] | null;
   segment_id: string | null;

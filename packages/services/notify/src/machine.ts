@@ -20,7 +20,7 @@ export const CAP_WINDOW_MS = 60 * 60_000;
 /** Newest items kept per user's in-app centre. */
 export const INBOX_LIMIT = 1_000;
 /** How long delivery_log rows stay readable. */
-export const DELIVERY_RETENTION_MS = 7 * 24 * 60 * 60_000;
+const DELIVERY_RETENTION_MS = 7 * 24 * 60 * 60_000;
 
 export type DeliveryStatus = 'pending' | 'sent' | 'delivered' | 'failed' | 'bounced';
 

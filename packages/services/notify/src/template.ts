@@ -6,7 +6,7 @@
 import type { RenderedContent } from './workers/delivery/channels/channel.js';
 import type { Template } from './machine.js';
 
-export const PLACEHOLDER = /\{\{\s*([A-Za-z0-9_.-]{1,100})\s*\}\}/g;
+const PLACEHOLDER = /\{\{\s*([A-Za-z0-9_.-]{1,100})\s*\}\}/g;
 
 /**
  * Path segments that name what every object inherits, not the event's data: a template is refused for them

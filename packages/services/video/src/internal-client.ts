@@ -25,7 +25,7 @@ function errorOf(status: number, body: unknown, what: string): HttpError {
 }
 
 /** The result of a command of op K (some results share one shape for several ops). */
-export type ResultOf<K extends VideoCommand['op'], R = VideoResult> = R extends { op: infer O }
+type ResultOf<K extends VideoCommand['op'], R = VideoResult> = R extends { op: infer O }
   ? K extends O
     ? R
     : never

@@ -45,7 +45,7 @@ export type Tier = 'warm' | 'cold' | 'restoring';
  * the cold class holds them all, the warm copies and the edges' copies are gone).
  */
 export type Storage = 'warm' | 'packing' | 'archived';
-export type TaskStatus = 'queued' | 'leased' | 'done';
+type TaskStatus = 'queued' | 'leased' | 'done';
 
 /** Limits and periods of the spec (ms), overridable per machine for tests of the machine alone. */
 export interface VideoLimits {

@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 
 /** The replica count when `--set object_replicas` is not given. */
-export const DEFAULT_OBJECT_REPLICAS = 3;
+const DEFAULT_OBJECT_REPLICAS = 3;
 
 /** The `n` stores with the highest rendezvous weight for `groupId` (highest first): the replicas of its objects. */
 export function placeReplicas(groupId: string, storeIds: readonly string[], n: number): string[] {

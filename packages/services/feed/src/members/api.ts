@@ -31,7 +31,7 @@ const BARRIER_TIMEOUT_MS = 2_000;
  * The post groups: a PostsMachine each, on the cluster's replica count of processes (3 unless `cluster up --set replicas=5`;
  * fewer while fewer are live).
  */
-export const POSTS_KIND: OnRequestKind = {
+const POSTS_KIND: OnRequestKind = {
   name: 'posts',
   provisioning: 'on request',
   includes: isPostsGroup,

@@ -86,7 +86,7 @@ export function createNotifyService(): ServiceDefinition {
  * The state groups: a NotifyMachine each, on the cluster's replica count of processes (3 unless `cluster up --set replicas=5`;
  * fewer while fewer are live).
  */
-export const STATE_KIND: OnRequestKind = {
+const STATE_KIND: OnRequestKind = {
   name: 'state',
   provisioning: 'on request',
   includes: (name) => parseStateGroup(name) !== null,

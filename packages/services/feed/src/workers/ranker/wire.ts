@@ -26,13 +26,13 @@ export interface RankAnswer extends RankResponse {
 }
 
 /** A viewer's affinity to an author as the ranker holds it now (null: no event seen). */
-export interface AffinityRequest {
+interface AffinityRequest {
   op: 'affinity';
   viewer: string;
   author: string;
 }
 
-export interface StatsRequest {
+interface StatsRequest {
   op: 'stats';
 }
 

@@ -22,7 +22,7 @@ import { applyWrite } from './ops.js';
 import type { FeedStore } from './store.js';
 
 /** The log topic of the store partitions' writes: partition p of it feeds every replica of store partition p. */
-export const STORE_TOPIC = 'feed-store';
+const STORE_TOPIC = 'feed-store';
 /**
  * What the log keeps of each partition (in the members' memory): the tail a replica restarted with its disk
  * catches up from. A replica down for longer, or wiped, copies a peer instead, so the log need not keep everything.
@@ -38,9 +38,9 @@ const READ_WAIT_MS = 1_000;
 /** Results of applied records kept for the writes waiting on them (a write's append may return after its apply). */
 const RESULTS_KEPT = 4_096;
 
-export type ReplicaState = 'starting' | 'copying' | 'catching_up' | 'ready' | 'stopped';
+type ReplicaState = 'starting' | 'copying' | 'catching_up' | 'ready' | 'stopped';
 
-export interface ReplicaDeps {
+interface ReplicaDeps {
   log: LogClient;
   /** host:port of the other replicas' workers, preferred first. */
   peers: readonly string[];

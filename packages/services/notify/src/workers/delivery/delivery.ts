@@ -94,7 +94,7 @@ const PRIORITIES_IN_LANES = (layout: QueueLayout): Priority[] => layout.lanes.fl
  * each empty round, so a message queued after a quiet spell of a second or more waits up to this long, and one
  * queued while messages flow waits 10-20 ms. Critical messages never wait for it (their lane long-polls).
  */
-export const BULK_IDLE_MAX_MS = 1000;
+const BULK_IDLE_MAX_MS = 1000;
 
 /**
  * How long a critical lane's fetch waits on its members for a message (a long poll: it answers the moment one is

@@ -7,7 +7,7 @@
  */
 import { badRequest } from '@raftkit/http';
 
-export const MAX_KEPT = 500_000;
+const MAX_KEPT = 500_000;
 
 export interface ReceivedBase {
   seq: number;

@@ -28,7 +28,7 @@ import { Faults } from './faults.js';
 import { ReceivedLog, type ReceivedBase } from './received.js';
 
 export const SMS_PROVIDER_ROLE = 'sms-provider';
-export const E164 = /^\+[1-9]\d{6,14}$/;
+const E164 = /^\+[1-9]\d{6,14}$/;
 export const UNREACHABLE_PREFIX = '+999';
 const MAX_BODY = 1600;
 const CALLBACK_TRIES = 10;

@@ -20,7 +20,7 @@ export function b64u(buf: Uint8Array): string {
   return Buffer.from(buf).toString('base64url');
 }
 
-export function fromB64u(text: string): Buffer {
+function fromB64u(text: string): Buffer {
   return Buffer.from(text, 'base64url');
 }
 

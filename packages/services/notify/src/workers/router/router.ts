@@ -54,7 +54,7 @@ import { StateClient } from '../../state-client.js';
 import { render } from '../../template.js';
 import { decodeIngest, type IngestRecord, type QueuedMessage } from '../../records.js';
 
-export const ROUTER_COUNT = 2;
+const ROUTER_COUNT = 2;
 export const routerRole: WorkerRole = { role: 'router', count: ROUTER_COUNT, start: startRouter };
 
 export function addressOf(prefs: Preferences, channel: Channel, userId: string): Address | null {

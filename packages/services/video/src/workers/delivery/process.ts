@@ -137,7 +137,7 @@ export function originUrl(options: WorkerOptions): string {
 }
 
 /** The other object stores (replicas of the same objects), tried when the first cannot serve a key. */
-export function originAlternates(options: WorkerOptions): string[] {
+function originAlternates(options: WorkerOptions): string[] {
   if (options.settings['origin_url'] !== undefined) return [];
   const role = options.settings['origin_role'] ?? 'store';
   return options.workers

@@ -21,7 +21,7 @@ import type { Video } from '../../machine.js';
 /** The metadata record of a video, or null when there is no such video. */
 export type RecordSource = (videoId: string) => Promise<Video | null>;
 
-export interface PublishedOptions {
+interface PublishedOptions {
   source: RecordSource;
   /** How long a record is trusted without asking again (ms). */
   ttlMs: number;

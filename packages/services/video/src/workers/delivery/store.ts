@@ -22,7 +22,7 @@ interface DiskMeta {
   size: number;
 }
 
-export interface ObjectStoreLimits {
+interface ObjectStoreLimits {
   memoryBytes: number;
   diskBytes: number;
 }

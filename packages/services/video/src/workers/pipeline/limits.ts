@@ -10,7 +10,7 @@ import type { TranscodeBudget } from '../../machine.js';
 /** 12 h of source per user per rolling 24 h: the longest accepted video, once a day (README says why not per hour). */
 const DEFAULT_BUDGET: TranscodeBudget = { seconds: 12 * 3600, windowMs: 24 * 3_600_000 };
 
-export interface PipelineLimits {
+interface PipelineLimits {
   source: SourceLimits;
   /** null: `transcode_budget_s=0`, no budget. */
   budget: TranscodeBudget | null;

@@ -22,7 +22,7 @@ const PREFIX = ARCHIVE_MAGIC.length + 4;
 const MAX_HEADER = 64 * 1024 * 1024;
 const COPY = 1024 * 1024;
 
-export interface ArchiveEntry {
+interface ArchiveEntry {
   key: string;
   size: number;
   sha256: string;
@@ -41,7 +41,7 @@ export class ArchiveCorruptError extends Error {
 }
 
 /** An entry to pack: its key, and the file holding its bytes with the size and sha256 its sidecar promises. */
-export interface PackSource extends ArchiveEntry {
+interface PackSource extends ArchiveEntry {
   file: string;
 }
 

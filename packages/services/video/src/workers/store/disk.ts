@@ -28,7 +28,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { readArchive, writeArchive, type ArchiveHeader } from './archive.js';
 
-export interface ObjectInfo {
+interface ObjectInfo {
   key: string;
   size: number;
   sha256: string;
@@ -53,7 +53,7 @@ export interface ChunkInfo {
   sha256: string;
 }
 
-export interface TusState {
+interface TusState {
   length: number;
   offset: number;
   metadata: string | null;

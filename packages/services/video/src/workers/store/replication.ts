@@ -39,7 +39,7 @@ interface PeerIndex {
   tombstones?: Array<{ key: string; at: number }>;
 }
 
-export interface ReplicationOptions {
+interface ReplicationOptions {
   selfId: string;
   /** Every store of the cluster (this one included), in id order. */
   stores: PeerAddress[];
