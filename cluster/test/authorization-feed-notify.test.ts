@@ -53,7 +53,7 @@ testService(t, {
   service: 'notify',
   clusterOnly: {
     member: [...GROUPED_MEMBER_CLUSTER_ROUTES, ...LOG_TOPIC_ROUTES],
-    delivery: ['POST /v1/users/:id/token', 'GET /v1/routes'],
+    delivery: ['POST /v1/users/:id/token', 'POST /internal/in-app/push', 'GET /v1/routes'],
     'smtp-provider': [
       'GET /admin/received',
       'GET /admin/counts',

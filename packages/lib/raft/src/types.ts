@@ -88,7 +88,7 @@ export interface VoteRequest extends MessageBase {
 }
 
 /** A vote granted or refused. */
-interface VoteResponse extends MessageBase {
+export interface VoteResponse extends MessageBase {
   type: 'voteResp' | 'prevoteResp';
   reject: boolean;
 }
@@ -140,12 +140,12 @@ export interface SnapshotRequest extends MessageBase {
 }
 
 /** The leader telling the target of a leadership transfer to start an election at once. */
-interface TimeoutNow extends MessageBase {
+export interface TimeoutNow extends MessageBase {
   type: 'timeoutNow';
 }
 
 /** A follower forwarding client proposals to its leader. */
-interface ProposeForward extends MessageBase {
+export interface ProposeForward extends MessageBase {
   type: 'propose';
   commands: Uint8Array[];
 }
@@ -165,19 +165,19 @@ export interface ForwardedResult {
  * `forwardedResults`; the core ignores it). Sent only for committed entries, so any member that applied one may
  * tell its outcome: the answer is the one the forwarding member's own apply would give.
  */
-interface ResultsForward extends MessageBase {
+export interface ResultsForward extends MessageBase {
   type: 'results';
   results: ForwardedResult[];
 }
 
 /** A follower asking its leader for a read index on behalf of a local read. */
-interface ReadIndexRequest extends MessageBase {
+export interface ReadIndexRequest extends MessageBase {
   type: 'readIndex';
   context: string;
 }
 
 /** The leader's answer to a forwarded read-index request. */
-interface ReadIndexResponse extends MessageBase {
+export interface ReadIndexResponse extends MessageBase {
   type: 'readIndexResp';
   context: string;
   /** -1 when the leader could not serve the read (no longer leader, not yet committed in its term). */

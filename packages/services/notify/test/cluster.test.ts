@@ -157,6 +157,21 @@ t.test('in-app: template, WebSocket push in real time, inbox, read/unread, users
     ws.once('error', reject);
   });
   t.teardown(() => ws.close());
+  // The same user on the other delivery worker: whichever worker owns the in_app channel, both sockets get the item
+  // (the owner relays it to its peers' clients).
+  const ws2 = new WebSocket(
+    `${cluster.role('delivery')[1]!.url.replace('http', 'ws')}/v1/users/${user}/inbox/ws?token=${encodeURIComponent(tk)}`,
+  );
+  const received2: InAppItem[] = [];
+  ws2.on('message', (data) => {
+    const m = JSON.parse(String(data)) as { type: string; item?: InAppItem };
+    if (m.type === 'notification') received2.push(m.item!);
+  });
+  await new Promise<void>((resolve, reject) => {
+    ws2.once('open', () => resolve());
+    ws2.once('error', reject);
+  });
+  t.teardown(() => ws2.close());
   const other = await userToken('someone-else');
   const refused = await new Promise<number>((resolve) => {
     const bad = new WebSocket(
@@ -177,6 +192,8 @@ t.test('in-app: template, WebSocket push in real time, inbox, read/unread, users
   });
   t.equal(sent.status, 'accepted');
   await until('the item reaches the WebSocket', () => received.length > 0, 90_000, 100);
+  await until("the item reaches the other delivery worker's WebSocket too", () => received2.length > 0, 10_000, 100);
+  t.equal(received2[0]!.notification_id, sent.notification_id, 'both delivery workers pushed it');
   t.equal(received[0]!.title, 'Your code');
   t.equal(received[0]!.body, 'Code 123456 for Ann');
   t.equal(received[0]!.notification_id, sent.notification_id);

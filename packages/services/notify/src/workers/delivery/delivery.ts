@@ -58,6 +58,7 @@ import {
   type Priority,
 } from './channels/channel.js';
 import { inAppSender } from './channels/in-app.js';
+import { IN_APP_RELAY_PATH, InAppRelay } from './in-app-relay.js';
 import { senderFactories } from './channels/registry.js';
 import {
   DELIVERY_MEMBERS_GROUP,
@@ -202,17 +203,34 @@ export async function startDelivery(
       ...stats,
       channels: [...senders.keys()],
       held_channels: heldChannels(),
+      in_app_relays_dropped: relay.dropped,
       dead_lettered: deadLetters.written,
     }),
   });
   const sentTotal = http.metrics.counter('notify_sent_total', 'Messages a provider acknowledged');
 
-  // In-app WebSocket clients of this worker, by user.
+  // In-app WebSocket clients of this worker, by user; items this worker delivers are relayed to the other delivery
+  // workers' clients too (in-app-relay.ts: the channel may be owned by a worker the user is not connected to).
   const sockets = new Map<string, Set<WebSocket>>();
-  const pushToClients = (item: InAppItem): void => {
+  const pushLocally = (item: InAppItem): void => {
     const text = JSON.stringify({ type: 'notification', item });
     for (const ws of sockets.get(item.user_id) ?? []) pushOrDrop(ws, text, MAX_UNSENT_WS);
   };
+  const relay = new InAppRelay(
+    options.workers.filter((w) => w.role === options.role && w.id !== options.id).map((w) => w.httpAddress),
+    token,
+  );
+  const pushToClients = (item: InAppItem): void => {
+    pushLocally(item);
+    relay.relay(item);
+  };
+  http.router.post(IN_APP_RELAY_PATH, { admits: 'cluster' }, async (ctx) => {
+    const item = (await ctx.json()) as Partial<InAppItem> | null;
+    if (item === null || typeof item !== 'object' || typeof item.user_id !== 'string')
+      throw badRequest('invalid_body', 'an in-app item with its user_id');
+    pushLocally(item as InAppItem);
+    return { pushed: true };
+  });
 
   const senders = new Map<Channel, ChannelSender>();
   for (const channel of wanted) {
