@@ -574,6 +574,9 @@ export async function startDelivery(
     };
   }
 
+  /** How long a new run of a channel waits for the batches of an earlier run of it in this process. */
+  const EARLIER_RUN_WAIT_MS = 10_000;
+
   /**
    * One channel while `claim` holds it: a critical lane (its own consumer, long-polling, so a critical message is
    * taken the moment it is queued and never waits for a bulk batch in flight) and a lane for the rest that asks
@@ -586,8 +589,17 @@ export async function startDelivery(
     // A lease that lapsed (heartbeats unanswered while the members are cut off or this process was paused) aborts
     // the claim, and the next heartbeat gives the channel back at once, while the aborted run may still be in a
     // batch it polled (sending, recording, committing). Both runs would read the same uncommitted messages with
-    // their rows still pending and send them twice: this run starts once the earlier run's batches are done.
-    await Promise.allSettled([...(inFlight.get(channel) ?? [])]);
+    // their rows still pending and send them twice: this run starts once the earlier run's batches are done, or
+    // after EARLIER_RUN_WAIT_MS: a batch of the earlier run held in provider retries must not stall the channel (its
+    // commit is refused once this run fences the topics; a resend is then possible, README "Resends").
+    let waited: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...(inFlight.get(channel) ?? [])]),
+      new Promise<void>((resolve) => {
+        waited = setTimeout(resolve, EARLIER_RUN_WAIT_MS);
+      }),
+    ]);
+    clearTimeout(waited);
     for (const topic of topics) {
       if (!(await fence(topic, claim))) return;
     }
