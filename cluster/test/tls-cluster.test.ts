@@ -85,11 +85,13 @@ function startMember(args: string[], script = MEMBER): { child: ChildProcess; ou
   return { child, output: () => text };
 }
 
+/** The exit code once the process exited and its output pipes closed ('exit' can come before the last output). */
 function exited(child: ChildProcess, timeoutMs: number): Promise<number | null> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
+  const drained = child.stdout?.closed !== false && child.stderr?.closed !== false;
+  if ((child.exitCode !== null || child.signalCode !== null) && drained) return Promise.resolve(child.exitCode);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('the process did not exit in time')), timeoutMs);
-    child.once('exit', (code) => {
+    child.once('close', (code) => {
       clearTimeout(timer);
       resolve(code);
     });
