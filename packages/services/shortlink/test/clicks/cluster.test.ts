@@ -358,7 +358,7 @@ t.test(
     await until(
       `${leader} to hold the partition again, caught up`,
       async () => ((await view(leader))?.end_offset ?? -1) >= end,
-      60_000,
+      120_000,
     );
     // Another host goes: the partition's quorum now needs the rebuilt one, so what it serves is what it copied.
     t.equal((await cluster.run('kill', others[0]!)).code, 0, `${others[0]} killed: ${leader} is now needed`);
