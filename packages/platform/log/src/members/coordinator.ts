@@ -24,19 +24,38 @@ interface HeartbeatAnswer extends GroupView {
 export class GroupCoordinator {
   /** By coordinator partition (its Raft group name). */
   private readonly leases = new Map<string, CoordinatorLeases>();
-  private readonly sweeper: NodeJS.Timeout;
+  /**
+   * Runs only while this member keeps leases (it leads a coordinator partition some member heartbeats to), so a
+   * member that coordinates nothing has no timer waking it. A new leader starts it at the first heartbeat it
+   * answers, and its first look grants every member a full lease, so nobody lapses unseen meanwhile.
+   */
+  private sweeper: NodeJS.Timeout | null = null;
+  private stopped = false;
 
   constructor(private readonly service: ServiceContext) {
+    service.onStop(() => {
+      this.stopped = true;
+      this.idle();
+    });
+  }
+
+  private sweeping(): void {
+    if (this.sweeper !== null || this.stopped) return;
     this.sweeper = setInterval(() => {
       try {
         this.sweep();
       } catch (error) {
         // A member still starting (no catalogue yet) or stopping: the next sweep looks again.
-        service.logger.log('warn', 'consumer-group expiry sweep failed', { error: String(error) });
+        this.service.logger.log('warn', 'consumer-group expiry sweep failed', { error: String(error) });
       }
+      if (this.leases.size === 0) this.idle();
     }, EXPIRY_SWEEP_MS);
     this.sweeper.unref();
-    service.onStop(() => clearInterval(this.sweeper));
+  }
+
+  private idle(): void {
+    if (this.sweeper !== null) clearInterval(this.sweeper);
+    this.sweeper = null;
   }
 
   /**
@@ -55,6 +74,7 @@ export class GroupCoordinator {
     const now = Date.now();
     this.requireServingLeader(node, raftGroup);
     const leases = this.leasesOf(raftGroup, node);
+    this.sweeping();
     const view = node.readLocal((m) => m.consumerGroup(group));
     const ttl = node.readLocal((m) => m.memberTtl(group, member));
     if (

@@ -13,6 +13,7 @@
  * as it was when it started.
  */
 import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from 'undici';
 import { HttpError, ServiceError, type Logger } from '@raftkit/http';
 import type { LogClient, LogRecord } from '@raftkit/log';
@@ -114,16 +115,19 @@ export class StoreReplica {
 
   private async until(next: number, ms: number): Promise<void> {
     if (this.applied >= next) return;
+    let waiter: { offset: number; wake: () => void } | undefined;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(wake, ms);
-      const waiter = { offset: next, wake };
+      waiter = { offset: next, wake };
       function wake(): void {
         clearTimeout(timer);
         resolve();
       }
       this.waiters.push(waiter);
     });
-    this.waiters = this.waiters.filter((w) => w.offset > this.applied);
+    // This waiter only, woken by the apply or by its timer: a timed-out one must not stay behind while the replica
+    // is stalled, however many reads wait meanwhile.
+    this.waiters = this.waiters.filter((w) => w !== waiter);
     if (this.applied < next)
       throw new HttpError(
         503,
@@ -283,10 +287,6 @@ function notReady(r: StoreReplica): HttpError {
   return new HttpError(503, 'replica_not_ready', `partition ${r.partition} replica is ${r.state}`, {
     partition: r.partition,
   });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
 }
 
 /** Creates the store topic (idempotent), retrying while the members elect and register. */
