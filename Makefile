@@ -18,7 +18,6 @@ build: install
 	npx tsc -b
 	node scripts/build-web.mjs packages/services/collab/web packages/services/video/web cluster/web
 
-TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -name '*.test.js' -not -path '*/node_modules/*' 2>/dev/null | sort)
 
 # Unit and integration tests (real processes on loopback), 500 simulator seeds, the mutation check, and
 # jepsen-like smoke runs of kv, lock, the short-link allocator, the event log, the editor, the auction, the flash
@@ -28,26 +27,17 @@ TEST_FILES = $$(find packages cluster bench jepsen-like -path '*/dist/test/*' -n
 # The last line counts everything: tap assertions, simulator seeds, mutations caught, smoke runs.
 test: build test-packages
 	@mkdir -p jepsen-out
-	$(TAP) $(TEST_FILES) | tee jepsen-out/tap.log
+	$(TAP) $$(scripts/test-files.sh) | tee jepsen-out/tap.log
 	@scripts/slowest-tests.sh jepsen-out/tap.log 12
 	node packages/lib/raft/dist/sim/run.js --seeds 500 --from 1 --jobs 2 | tee jepsen-out/sim.log
 	node packages/lib/raft/dist/sim/mutations.js | tee jepsen-out/mutations.log
-	node jepsen-like/bin/jepsen-like.js run --service kv --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-kv
-	node jepsen-like/bin/jepsen-like.js run --service lock --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-lock
-	node jepsen-like/bin/jepsen-like.js run --service shortlink --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-shortlink
-	node jepsen-like/bin/jepsen-like.js run --service log --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-log
-	node jepsen-like/bin/jepsen-like.js run --service collab --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --out jepsen-out/smoke-collab
-	node jepsen-like/bin/jepsen-like.js run --service auction --time 20 --nemesis partition,kill,pause,clock,quiet --interval 3 --seed 4 --recovery 30 --out jepsen-out/smoke-auction
-	node jepsen-like/bin/jepsen-like.js run --service flash --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3 --concurrency 40 --rate 400 --out jepsen-out/smoke-flash
-	node jepsen-like/bin/jepsen-like.js run --service ratelimit --time 20 --nemesis partition,kill,pause,wipe,quiet --interval 3 --seed 2 --out jepsen-out/smoke-ratelimit
-	node jepsen-like/bin/jepsen-like.js run --service feed --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-feed
-	node jepsen-like/bin/jepsen-like.js run --service notify --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29 --out jepsen-out/smoke-notify
-	node jepsen-like/bin/jepsen-like.js run --service video --time 16 --nemesis partition,kill,pause,wipe,quiet --interval 3 --seed 29 --out jepsen-out/smoke-video
+	scripts/smokes.sh
 	@tap=$$(grep -oE '# \{ total: [0-9]+, pass: [0-9]+' jepsen-out/tap.log | tail -1 | grep -oE '[0-9]+$$'); \
 	seeds=$$(grep -oE '^[0-9]+ passed' jepsen-out/sim.log | tail -1 | grep -oE '^[0-9]+'); \
 	caught=$$(grep -c 'CAUGHT' jepsen-out/mutations.log); \
-	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, 11 jepsen-like smoke runs"; \
-	echo "total: $$((tap + seeds + caught + 11)) passed, 0 failed"
+	smokes=$$(grep -l '^0$$' jepsen-out/smoke-*.status | wc -l); \
+	echo "make test: $$tap tap assertions, $$seeds simulator seeds, $$caught mutations caught, $$smokes jepsen-like smoke runs"; \
+	echo "total: $$((tap + seeds + caught + smokes)) passed, 0 failed"
 
 # The quick loop beside `make test`, under 3 minutes on 2 cores: the type-check, Biome's formatting and lint check
 # (biome.jsonc; `npm run fix` applies the formatting and safe fixes), and the unit tests: every test file except those

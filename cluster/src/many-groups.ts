@@ -138,6 +138,13 @@ export async function startManyGroupsMember(
         s.role === 'leader'
           ? Math.max(0, ...s.peers.filter((p) => p.id !== s.id && !p.learner).map((p) => s.commit - p.match))
           : null,
+      // As the leader sees it: each follower's replication (match, next, mode, appends in flight).
+      replication:
+        s.role === 'leader'
+          ? s.peers
+              .filter((p) => p.id !== s.id)
+              .map((p) => ({ id: p.id, match: p.match, next: p.next, state: p.state, inflight: p.inflight }))
+          : null,
     };
   };
 

@@ -48,6 +48,11 @@ export interface ClusterOptions {
   faultWorkers?: string | readonly string[];
   /** Whether the wipe nemesis wipes members (default) or only a `faultWorkers` process (Workload.wipeMembers). */
   wipeMembers?: boolean;
+  /**
+   * Worker partitions (Workload.partitionWorkers): the client role's processes lose their links to one process of
+   * the server role during a partition. The workers then get network namespaces of their own (namespace mode).
+   */
+  partitionWorkers?: { readonly clients: string; readonly servers: string };
   /** Added to every member's and worker's environment (e.g. RAFTKIT_SESSION_TIMEOUT_MS). */
   env?: Readonly<Record<string, string>>;
 }
@@ -85,6 +90,8 @@ export interface MemberView {
 export class ClusterUnderTest {
   private readonly members = new Map<string, Member>();
   private readonly workerProcs: WorkerProc[] = [];
+  /** Whether the workers run in namespaces of their own (so partitions can cut links between them). */
+  private workersIsolated = false;
   private readonly script = memberScript();
   private readonly tokenFile: string;
 
@@ -304,7 +311,8 @@ export class ClusterUnderTest {
     const out = openSync(join(dataDir, id, 'worker.log'), 'a');
     const env: NodeJS.ProcessEnv = { ...process.env, ...this.options.env, JEPSEN_LIKE_RUN: this.options.runId };
     delete env.CLUSTER_AUTH_TOKEN;
-    const child = spawn(process.execPath, [script, '--cluster', dataDir, '--id', id], {
+    const start = this.options.network.wrapWorker(id, process.execPath, [script, '--cluster', dataDir, '--id', id]);
+    const child = spawn(start.command, start.args, {
       detached: true,
       stdio: ['ignore', out, out],
       env,
@@ -321,6 +329,17 @@ export class ClusterUnderTest {
     if (roles === undefined) return [];
     const wanted = typeof roles === 'string' ? [roles] : roles;
     return this.workerProcs.filter((w) => wanted.includes(w.id.replace(/[0-9]+$/, ''))).map((w) => w.id);
+  }
+
+  /**
+   * The workers a partition may cut apart (Workload.partitionWorkers): null unless the workload asks for it and the
+   * network gave the workers namespaces of their own.
+   */
+  workerPartition(): { clients: string[]; servers: string[] } | null {
+    const roles = this.options.partitionWorkers;
+    if (roles === undefined || !this.workersIsolated) return null;
+    const of = (role: string) => this.workerProcs.filter((w) => w.id.replace(/[0-9]+$/, '') === role).map((w) => w.id);
+    return { clients: of(roles.clients), servers: of(roles.servers) };
   }
 
   /** Whether the wipe nemesis wipes members besides a fault-target worker (Workload.wipeMembers). */
@@ -389,7 +408,7 @@ export class ClusterUnderTest {
   async startWorkers(timeoutMs = 60_000): Promise<void> {
     const roles = Object.entries(this.options.workers ?? {});
     if (roles.length === 0) return;
-    const { ids, network, dataDir } = this.options;
+    const { ids: memberIds, network, dataDir } = this.options;
     const taken = new Set<number>();
     const fresh = async (): Promise<number> => {
       for (;;) {
@@ -408,18 +427,23 @@ export class ClusterUnderTest {
       httpAddress: string;
       tcpAddress: string;
     }> = [];
+    const ids = roles.flatMap(([role, count]) => Array.from({ length: count }, (_, i) => `${role}${i + 1}`));
+    if (this.options.partitionWorkers !== undefined) this.workersIsolated = await network.isolateWorkers(ids);
     for (const [role, count] of roles) {
-      for (let index = 1; index <= count; index++)
+      for (let index = 1; index <= count; index++) {
+        const id = `${role}${index}`;
+        const isolated = network.workerAddresses(id);
         records.push({
-          id: `${role}${index}`,
+          id,
           role,
           index,
           pid: null,
-          httpAddress: `127.0.0.1:${await fresh()}`,
-          tcpAddress: `127.0.0.1:${await fresh()}`,
+          httpAddress: isolated?.http ?? `127.0.0.1:${await fresh()}`,
+          tcpAddress: isolated?.tcp ?? `127.0.0.1:${await fresh()}`,
         });
+      }
     }
-    const members = ids.map((id) => {
+    const members = memberIds.map((id) => {
       const a = network.addresses(id);
       return { id, pid: null, raftAddress: a.raftAdvertised, httpAddress: a.httpUrl.replace(/^https?:\/\//, '') };
     });

@@ -216,6 +216,7 @@ export async function runTest(options: RunOptions, interrupt: AbortSignal): Prom
       ...(workload.workerScript !== undefined ? { workerScript: workload.workerScript } : {}),
       ...(workload.faultWorkers !== undefined ? { faultWorkers: workload.faultWorkers } : {}),
       ...(workload.wipeMembers !== undefined ? { wipeMembers: workload.wipeMembers } : {}),
+      ...(workload.partitionWorkers !== undefined ? { partitionWorkers: workload.partitionWorkers } : {}),
     });
     cluster.startAll();
     log(`started ${ids.length} members; waiting for a leader`);

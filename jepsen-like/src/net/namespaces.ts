@@ -19,12 +19,16 @@ import { createInterface } from 'node:readline';
 import type { Link } from '../nemesis/grudge.js';
 import { ensureDebianTools, run, runCommand } from '../exec.js';
 import type { StateFile } from '../state.js';
-import type { LinkRule, MemberAddresses, Network } from './network.js';
+import type { LinkRule, MemberAddresses, Network, WorkerAddresses } from './network.js';
 import type { PacketRule } from './proxy.js';
 
 export const RAFT_PORT = 7000;
 const MEMBER_RAFT_PORT_BEHIND_PROXY = 7001;
 export const HTTP_PORT = 8000;
+/** An isolated worker's binary protocol port (a counter store's, say): the port worker partitions cut. */
+export const WORKER_TCP_PORT = 9000;
+/** Isolated workers take host numbers from here up in the slot's /24 (members take 11..). */
+const WORKER_HOST_BASE = 100;
 
 interface NamespaceOptions {
   slot: number;
@@ -38,6 +42,14 @@ interface NamespaceOptions {
 
 function namespaceName(slot: number, index: number): string {
   return `jl${slot}-n${index}`;
+}
+
+function workerNamespaceName(slot: number, index: number): string {
+  return `jl${slot}-w${index}`;
+}
+
+function workerVethName(slot: number, index: number): string {
+  return `jl${slot}w${index}`;
 }
 
 function bridgeName(slot: number): string {
@@ -126,6 +138,7 @@ export class NamespaceNetwork implements Network {
   packetFaults: 'netem' | 'proxy' | 'none' = 'none';
   readonly notes: string[] = [];
   private readonly indexOf = new Map<string, number>();
+  private readonly workerIndexOf = new Map<string, number>();
   private readonly proxies = new Map<string, ProxyChild>();
   private readonly appliedRules = new Map<string, string>();
   private readonly netemOn = new Set<string>();
@@ -163,24 +176,73 @@ export class NamespaceNetwork implements Network {
     await run('ip', ['link', 'set', bridge, 'up']);
     for (const id of ids) {
       const i = this.indexOf.get(id)!;
-      const ns = namespaceName(slot, i);
-      const veth = vethName(slot, i);
-      const peer = `jl${slot}p${i}`;
-      state.state.namespaces.push(ns);
-      state.state.links.push(veth);
-      state.save();
-      await run('ip', ['netns', 'add', ns]);
-      await run('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', peer]);
-      await run('ip', ['link', 'set', peer, 'netns', ns]);
-      await run('ip', ['-n', ns, 'link', 'set', peer, 'name', 'eth0']);
-      await run('ip', ['-n', ns, 'addr', 'add', `${this.ip(id)}/24`, 'dev', 'eth0']);
-      await run('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
-      await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
-      await run('ip', ['link', 'set', veth, 'master', bridge]);
-      await run('ip', ['link', 'set', veth, 'up']);
-      await run('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], { input: nftScript([]) });
+      await this.createNamespace(namespaceName(slot, i), vethName(slot, i), `jl${slot}p${i}`, this.ip(id));
     }
     if (this.options.packets !== 'none') await this.choosePacketFaults();
+  }
+
+  /** A namespace joined to the slot's bridge by a veth pair, with `ip` on its eth0 and an empty nft table. */
+  private async createNamespace(ns: string, veth: string, peer: string, ip: string): Promise<void> {
+    const { slot, state } = this.options;
+    state.state.namespaces.push(ns);
+    state.state.links.push(veth);
+    state.save();
+    await runCommand('ip', ['netns', 'del', ns]);
+    await run('ip', ['netns', 'add', ns]);
+    await run('ip', ['link', 'add', veth, 'type', 'veth', 'peer', 'name', peer]);
+    await run('ip', ['link', 'set', peer, 'netns', ns]);
+    await run('ip', ['-n', ns, 'link', 'set', peer, 'name', 'eth0']);
+    await run('ip', ['-n', ns, 'addr', 'add', `${ip}/24`, 'dev', 'eth0']);
+    await run('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
+    await run('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+    await run('ip', ['link', 'set', veth, 'master', bridgeName(slot)]);
+    await run('ip', ['link', 'set', veth, 'up']);
+    await run('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], { input: nftScript([]) });
+  }
+
+  async isolateWorkers(ids: readonly string[]): Promise<boolean> {
+    const { slot } = this.options;
+    for (const id of ids) {
+      if (this.workerIndexOf.has(id)) continue;
+      const i = this.workerIndexOf.size + 1;
+      this.workerIndexOf.set(id, i);
+      await this.createNamespace(
+        workerNamespaceName(slot, i),
+        workerVethName(slot, i),
+        `jl${slot}q${i}`,
+        this.workerIp(id)!,
+      );
+    }
+    return true;
+  }
+
+  private workerIp(id: string): string | null {
+    const i = this.workerIndexOf.get(id);
+    return i === undefined ? null : `10.77.${this.options.slot}.${WORKER_HOST_BASE + i}`;
+  }
+
+  workerAddresses(id: string): WorkerAddresses | null {
+    const ip = this.workerIp(id);
+    return ip === null ? null : { http: `${ip}:${HTTP_PORT}`, tcp: `${ip}:${WORKER_TCP_PORT}` };
+  }
+
+  wrapWorker(id: string, command: string, args: string[]): { command: string; args: string[] } {
+    const i = this.workerIndexOf.get(id);
+    if (i === undefined) return { command, args };
+    return { command: 'ip', args: ['netns', 'exec', workerNamespaceName(this.options.slot, i), command, ...args] };
+  }
+
+  async setWorkerCuts(links: readonly Link[]): Promise<void> {
+    const rules = dropRules(links, (id) => this.workerIp(id)!, WORKER_TCP_PORT);
+    await Promise.all(
+      [...this.workerIndexOf].map(async ([id, i]) => {
+        const ns = workerNamespaceName(this.options.slot, i);
+        const script = nftScript(rules.get(id) ?? []);
+        if (this.appliedRules.get(ns) === script) return;
+        await run('ip', ['netns', 'exec', ns, 'nft', '-f', '-'], { input: script });
+        this.appliedRules.set(ns, script);
+      }),
+    );
   }
 
   private async choosePacketFaults(): Promise<void> {
@@ -325,6 +387,10 @@ export class NamespaceNetwork implements Network {
     const { slot, ids } = this.options;
     for (let i = 1; i <= ids.length; i++) await runCommand('ip', ['netns', 'del', namespaceName(slot, i)]);
     for (let i = 1; i <= ids.length; i++) await runCommand('ip', ['link', 'del', vethName(slot, i)]);
+    for (const i of this.workerIndexOf.values()) {
+      await runCommand('ip', ['netns', 'del', workerNamespaceName(slot, i)]);
+      await runCommand('ip', ['link', 'del', workerVethName(slot, i)]);
+    }
     await runCommand('ip', ['link', 'del', bridgeName(slot)]);
   }
 }

@@ -14,6 +14,14 @@ export interface MemberAddresses {
   httpUrl: string;
 }
 
+/** Where a worker listens when it has a network namespace of its own. */
+export interface WorkerAddresses {
+  /** Its HTTP address (host:port). */
+  http: string;
+  /** Its binary protocol address (host:port): what a partition between workers cuts. */
+  tcp: string;
+}
+
 export interface LinkRule {
   from: string;
   to: string;
@@ -34,6 +42,17 @@ export interface Network {
   setCuts(links: readonly Link[]): Promise<void>;
   /** Replaces the packet fault rules (empty = none). */
   setPacketRules(rules: readonly LinkRule[]): Promise<void>;
+  /**
+   * Gives each worker a network namespace of its own, so that links between workers can be cut (namespace mode);
+   * false when this network cannot (proxy mode: the workers stay on the host's loopback, uncut).
+   */
+  isolateWorkers(ids: readonly string[]): Promise<boolean>;
+  /** Where an isolated worker listens; null for a worker on the host's loopback. */
+  workerAddresses(id: string): WorkerAddresses | null;
+  /** The command that starts an isolated worker (inside its namespace). */
+  wrapWorker(id: string, command: string, args: string[]): { command: string; args: string[] };
+  /** Replaces the set of cut links between isolated workers: `a>b` loses a's connections to b's binary port. */
+  setWorkerCuts(links: readonly Link[]): Promise<void>;
   /** Removes everything prepare() created. Safe to call more than once. */
   teardown(): Promise<void>;
 }

@@ -7,7 +7,7 @@
  */
 import { freePort } from '@raftkit/testkit';
 import type { Link } from '../nemesis/grudge.js';
-import type { LinkRule, MemberAddresses, Network } from './network.js';
+import type { LinkRule, MemberAddresses, Network, WorkerAddresses } from './network.js';
 import { LinkProxy } from './proxy.js';
 
 export class ProxyNetwork implements Network {
@@ -68,6 +68,23 @@ export class ProxyNetwork implements Network {
 
   wrap(_id: string, command: string, args: string[]): { command: string; args: string[] } {
     return { command, args };
+  }
+
+  async isolateWorkers(): Promise<boolean> {
+    this.notes.push('proxy mode: the workers share the host loopback, so partitions never cut links between them');
+    return false;
+  }
+
+  workerAddresses(): WorkerAddresses | null {
+    return null;
+  }
+
+  wrapWorker(_id: string, command: string, args: string[]): { command: string; args: string[] } {
+    return { command, args };
+  }
+
+  async setWorkerCuts(): Promise<void> {
+    // Workers are never isolated here (isolateWorkers answers false), so there is no link between them to cut.
   }
 
   async setCuts(links: readonly Link[]): Promise<void> {

@@ -1,6 +1,7 @@
 /**
  * ratelimit: the rate limiter under faults. Five members (the rule store), two counter stores and three check
- * instances; the kill, pause and wipe nemeses hit a counter store besides the members they pick (`faultWorkers`).
+ * instances; the kill, pause and wipe nemeses hit a counter store besides the members they pick (`faultWorkers`), and
+ * a partition also cuts one counter store off from one to all three check instances (`partitionWorkers`).
  *
  * Setup registers tenant `jepsen` and one fail-open rule: dimension user_id, every endpoint, limit LIMIT per day,
  * so refill is negligible over a run and a key's admissions are bounded by its limit plus what store faults may
@@ -41,6 +42,7 @@ export class RateLimitWorkload implements Workload {
   readonly model = 'register' as const;
   readonly workers = { store: STORES, check: CHECKS };
   readonly faultWorkers = 'store';
+  readonly partitionWorkers = { clients: 'check', servers: 'store' } as const;
   private checkKey = '';
   private readonly keys: Array<{ name: string; used: number }> = [];
   private nextKey = 0;

@@ -94,9 +94,16 @@ export interface Workload {
   readonly workers?: Readonly<Record<string, number>>;
   /**
    * A worker role (e.g. `store`), or several, the kill, pause and wipe nemeses hit besides members: each such fault
-   * also takes one of their processes, picked from the seed (workers are on the host's loopback, so partitions never cut them).
+   * also takes one of their processes, picked from the seed.
    */
   readonly faultWorkers?: string | readonly string[];
+  /**
+   * Workers the partition nemesis also cuts apart: each partition cuts the links from some of the `clients` role's
+   * processes (one to all, from the seed) to one process of the `servers` role (e.g. check instances from a counter
+   * store). The workers then run in network namespaces of their own (namespace mode; in proxy mode they stay on the
+   * host's loopback and only member links are cut). Without it workers share the host's loopback, never cut.
+   */
+  readonly partitionWorkers?: { readonly clients: string; readonly servers: string };
   /**
    * False: the wipe nemesis wipes only a `faultWorkers` process (a store's data folder), never a member. For
    * services whose members host many Raft groups (the event log's partitions), where the wipe's remove-and-add of a

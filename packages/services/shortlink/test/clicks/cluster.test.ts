@@ -7,7 +7,7 @@
  * replay; and a click log host killed with its data folder wiped loses no acknowledged click.
  */
 import { execFile } from 'node:child_process';
-import { readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -339,7 +339,10 @@ t.test(
     });
     t.ok(CLICK_LOG.includes(leader), `${leader} leads partition ${partition}`);
     t.equal((await cluster.run('kill', leader)).code, 0, `${leader} killed (SIGKILL)`);
-    rmSync(join(cluster.dataDir, leader), { recursive: true, force: true });
+    // Its disk is lost; its worker.log stays for the post-mortem, as `cluster wipe` keeps it.
+    const folder = join(cluster.dataDir, leader);
+    for (const name of readdirSync(folder))
+      if (name !== 'worker.log') rmSync(join(folder, name), { recursive: true, force: true });
     // Acknowledged by the two others while it is gone.
     await appendAll(partition, blocks(200));
     t.equal((await cluster.run('restart', leader)).code, 0, `${leader} restarted on an empty data folder`);
@@ -355,11 +358,32 @@ t.test(
     };
     const others = CLICK_LOG.filter((id) => id !== leader);
     const end = (await view(others[0]!))?.end_offset ?? -1;
-    await until(
-      `${leader} to hold the partition again, caught up`,
-      async () => ((await view(leader))?.end_offset ?? -1) >= end,
-      120_000,
-    );
+    try {
+      await until(
+        `${leader} to hold the partition again, caught up`,
+        async () => ((await view(leader))?.end_offset ?? -1) >= end,
+        120_000,
+      );
+    } catch (error) {
+      const logFile = join(folder, 'worker.log');
+      const tail = existsSync(logFile) ? readFileSync(logFile, 'utf8').split('\n').slice(-80).join('\n') : '(none)';
+      const groups = async (id: string) => {
+        const res = await request(`http://${address(id).httpAddress}/v1/cluster/groups`, {
+          headers: { authorization: `Bearer ${cluster.token}` },
+          headersTimeout: 2_000,
+          bodyTimeout: 2_000,
+        });
+        return await res.body.text();
+      };
+      const views = await Promise.all(
+        CLICK_LOG.map(
+          async (id) =>
+            `${id}: ${JSON.stringify(await view(id).catch(String))}\n${id} groups: ${await groups(id).catch(String)}`,
+        ),
+      );
+      t.comment(`partition ${partition} as each host sees it:\n${views.join('\n')}\n${leader}'s worker.log:\n${tail}`);
+      throw error;
+    }
     // Another host goes: the partition's quorum now needs the rebuilt one, so what it serves is what it copied.
     t.equal((await cluster.run('kill', others[0]!)).code, 0, `${others[0]} killed: ${leader} is now needed`);
     await appendAll(partition, blocks(100));
