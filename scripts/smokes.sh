@@ -17,7 +17,7 @@ SMOKES=(
   "shortlink --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 29"
   "auction --time 20 --nemesis partition,kill,pause,clock,quiet --interval 3 --seed 4 --recovery 30"
   "feed --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29"
-  "ratelimit --time 20 --nemesis partition,kill,pause,wipe,quiet --interval 3 --seed 2"
+  "ratelimit --time 20 --nemesis partition,kill,pause,wipe,quiet --interval 3 --seed 29"
   "notify --time 16 --nemesis partition,kill,pause,quiet --interval 3 --seed 29"
   "collab --time 20 --nemesis partition,kill,pause,quiet --interval 3 --seed 3"
 )
