@@ -18,6 +18,8 @@ export class Progress {
   recentActive = false;
   /** Highest read round this member has acknowledged. */
   ackedRound = 0;
+  /** Refusals in a row hinting below `match` (see maybeDecreaseTo). */
+  private lostRefusals = 0;
   private inflight: Array<{ last: number; bytes: number }> = [];
   private inflightBytes = 0;
 
@@ -83,6 +85,7 @@ export class Progress {
 
   /** A successful append response up to `index`. Returns whether it told us anything new. */
   maybeUpdate(index: number): boolean {
+    this.lostRefusals = 0;
     let updated = false;
     if (index > this.match) {
       this.match = index;
@@ -99,12 +102,22 @@ export class Progress {
    * false when the rejection is stale (an answer to an older append we already moved past).
    */
   maybeDecreaseTo(rejected: number, probeIndex: number): boolean {
+    if (this.state !== 'replicate' && this.next - 1 !== rejected) return false;
+    // A follower whose log still holds what it acknowledged hints at `match` or above: its prefix up to `match` is
+    // the leader's, and the leader's terms never decrease along its log. A hint below `match` means the follower
+    // lost acknowledged entries: its disk was replaced under the same id (a wiped worker restarted in place).
+    // Raft assumes that never happens, and probing from a `match` that is gone would be refused forever; so the
+    // leader starts over from what the follower still has. A stale duplicate of an older refusal looks the same
+    // but comes once, while a wiped follower refuses every append: the second such refusal in a row decides.
+    if (probeIndex < this.match && ++this.lostRefusals >= 2) {
+      this.lostRefusals = 0;
+      this.match = probeIndex;
+    }
     if (this.state === 'replicate') {
       if (rejected <= this.match) return false;
       this.next = this.match + 1;
       return true;
     }
-    if (this.next - 1 !== rejected) return false;
     this.next = Math.max(Math.min(rejected, probeIndex + 1), this.match + 1);
     this.probeSent = false;
     return true;

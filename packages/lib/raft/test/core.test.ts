@@ -236,6 +236,58 @@ t.test(
   },
 );
 
+t.test(
+  'a follower restarted with its storage lost (same id, empty disk) is replicated again from the start',
+  async (t) => {
+    const c = new Lockstep(ids);
+    const leader = c.electLeader();
+    for (let i = 0; i < 5; i++) c.get(leader).core.propose(command(`x${i}`));
+    c.settle();
+    c.tick(2);
+    const wiped = ids.find((id) => id !== leader)!;
+    t.ok(
+      c
+        .get(leader)
+        .core.status()
+        .peers.find((p) => p.id === wiped)!.match >= 5,
+      'the leader saw it acknowledge',
+    );
+    c.members.delete(wiped);
+    c.add(wiped, { voters: ids, learners: [] });
+    c.get(leader).core.propose(command('after'));
+    c.settle();
+    c.tick(10);
+    t.same(
+      commandsOf(c.get(wiped).applied),
+      ['x0', 'x1', 'x2', 'x3', 'x4', 'after'],
+      'everything again on the wiped member',
+    );
+    const pr = c
+      .get(leader)
+      .core.status()
+      .peers.find((p) => p.id === wiped)!;
+    t.equal(pr.match, c.get(leader).core.status().lastIndex, "its match is the leader's last index again");
+  },
+);
+
+t.test(
+  'one refusal hinting below match is taken for a stale duplicate; the second in a row resets match',
+  async (t) => {
+    const { Progress } = await import('../src/progress.js');
+    const pr = new Progress(11, false, 256, 1 << 20);
+    pr.maybeUpdate(10);
+    pr.becomeReplicate();
+    t.notOk(pr.maybeDecreaseTo(10, 3), 'a refusal at match with a hint below it: ignored once');
+    t.equal(pr.match, 10);
+    t.ok(pr.maybeDecreaseTo(10, 3), 'the same refusal again: the follower lost what it acknowledged');
+    t.equal(pr.match, 3);
+    t.equal(pr.next, 4, 'sent again from just past what it still holds');
+    pr.maybeUpdate(10);
+    t.notOk(pr.maybeDecreaseTo(10, 3), 'an acknowledgement in between starts the count again');
+    t.equal(pr.match, 10);
+  },
+);
+
 t.test('regression (sim seeds 1, 3, 6, 12, 19): a full in-flight window whose appends were lost drains', async (t) => {
   const c = new Lockstep(ids, { maxInflightMessages: 1 });
   const leader = c.electLeader();
