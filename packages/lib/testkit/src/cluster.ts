@@ -2,7 +2,7 @@
  * A real cluster of one service for integration tests, started, broken and stopped through the `cluster` CLI (by
  * path: services cannot import the CLI, which depends on them), in a fresh temporary directory on reserved ports.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,28 @@ import { fileURLToPath } from 'node:url';
 import { reservePorts } from './ports.js';
 
 export const CLUSTER_CLI = fileURLToPath(new URL('../../../../../cluster/bin/cluster.js', import.meta.url));
+
+/** Data folders of this process's clusters not yet brought down. */
+const running = new Set<string>();
+let stopsAtExit = false;
+
+/**
+ * Brings down, as the test process exits, every cluster it started and did not stop: a test ended by tap's
+ * timeout (or a failure before its teardown) must not leave its members running to load the tests after it.
+ */
+function stopAtExit(dataDir: string): void {
+  if (!stopsAtExit) {
+    stopsAtExit = true;
+    process.once('exit', () => {
+      for (const dir of running) {
+        spawnSync(process.execPath, [CLUSTER_CLI, 'down', '--wipe', '--data', dir], { timeout: 15_000 });
+        rmSync(dir, { recursive: true, force: true });
+      }
+      running.clear();
+    });
+  }
+  running.add(dataDir);
+}
 
 export interface CliResult {
   code: number;
@@ -97,8 +119,10 @@ export async function startCluster(service: string, options: ClusterOptions = {}
   const down = async (): Promise<void> => {
     await runCli(['down', '--wipe', '--data', dataDir], env);
     rmSync(dataDir, { recursive: true, force: true });
+    running.delete(dataDir);
     ports.release();
   };
+  stopAtExit(dataDir);
   const up = await runCli(args, env);
   if (up.code !== 0) {
     await down();
