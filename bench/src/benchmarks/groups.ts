@@ -17,14 +17,19 @@
  */
 import type { Benchmark, RunOptions, SideResult } from '../benchmark.js';
 import { interrupted } from '../cleanup.js';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { cpuSeconds, sleep } from '../procs.js';
+import { formatSummary, summarize as summarizeProfile, type CpuProfile } from '../profile.js';
 import { round, summarize } from '../stats.js';
 import {
   groupsGoals,
+  groupsWithoutLeader,
   leadersPerProcess,
   mergeGroupsFigures,
   placeGroups,
   splitWorkers,
+  spreadOff,
   type GroupsFigures,
 } from '../groups/figures.js';
 import { startGroupCluster, waitAllLed, type GroupCluster } from '../groups/procs.js';
@@ -38,6 +43,10 @@ const ACTIVE = [1, 10, 100];
 const FAILOVER_WAIT_S = 60;
 /** In-flight proposals per group of the context series (beside the goal's series, which splits --concurrency). */
 const PER_GROUP_IN_FLIGHT = 4;
+/** Preferred leaders (GroupHostOptions.leaderPreference): a host hands a group over after leading it this long. */
+const PREFERENCE_DELAY_MS = 3_000;
+/** How long the leaders may take to spread after creation or a restart before the spread is taken as it is. */
+const SPREAD_WAIT_S = 60;
 
 function log(line: string): void {
   process.stderr.write(`bench: ${line}\n`);
@@ -82,6 +91,8 @@ interface LoadFigures {
   /** Synced batches the groups' storages asked for per fsync written (group commit across groups; 1 = none). */
   group_writes_per_fsync: number | null;
   server_cpu_cores: number;
+  /** Server CPU (all five processes, load driver included) per committed proposal, in microseconds. */
+  server_cpu_us_per_op: number | null;
   latency: ReturnType<typeof summarize>;
 }
 
@@ -94,13 +105,22 @@ async function activeLoad(
   const workers =
     perGroup === null ? splitWorkers(o.concurrency, active) : Array.from({ length: active }, () => perGroup);
   const groups = workers.map((w, i) => ({ name: `g${i}`, workers: w }));
+  const label = `${active}g-${perGroup === null ? 'split' : 'fixed'}`;
+  if (o.profileDir !== null) mkdirSync(o.profileDir, { recursive: true });
   const commit0 = await commitStats(cluster);
   const cpu0 = cluster.procs.map((p) => cpuSeconds(p.pid) ?? 0);
   const t0 = performance.now();
   const answers = await Promise.all(
     cluster.procs.map((p) =>
       p.call(
-        { op: 'load', groups, warmupMs: o.warmupS * 1000, durationMs: o.durationS * 1000, size: o.size },
+        {
+          op: 'load',
+          groups,
+          warmupMs: o.warmupS * 1000,
+          durationMs: o.durationS * 1000,
+          size: o.size,
+          ...(o.profileDir === null ? {} : { profileDir: o.profileDir, profileLabel: label }),
+        },
         (o.warmupS + o.durationS) * 1000 + 120_000,
       ),
     ),
@@ -120,6 +140,7 @@ async function activeLoad(
     for (const [k, n] of Object.entries(a.error_kinds as Record<string, number>)) kinds[k] = (kinds[k] ?? 0) + n;
     for (const g of a.led as string[]) led.add(g);
   }
+  if (o.profileDir !== null) profileSummary(o.profileDir, label, cluster, ops);
   if (led.size < active) log(`warning: only ${led.size} of ${active} active groups had a leader when the load started`);
   // fsyncs include the warm-up (the counters are read around the whole call); scaled to the whole call's length.
   const fsyncs = commit1.written - commit0.written;
@@ -133,13 +154,32 @@ async function activeLoad(
     fsyncs_per_s: round(fsyncs / wall, 0),
     group_writes_per_fsync: fsyncs > 0 ? round((commit1.requested - commit0.requested) / fsyncs, 2) : null,
     server_cpu_cores: round(cpu / wall, 2),
+    server_cpu_us_per_op: ops === 0 ? null : round(((cpu / wall) * o.durationS * 1e6) / ops, 0),
     latency: summarize(latencies),
   };
   log(
     `${active} active group(s), ${workers.reduce((a, b) => a + b, 0)} proposals in flight: ${figures.proposals_per_s} proposals/s, p50 ${figures.latency.p50_ms} ms, p99 ${figures.latency.p99_ms} ms, ` +
-      `${errors} errors, ${figures.fsyncs_per_s} fsyncs/s (all processes), ${figures.server_cpu_cores} cores`,
+      `${errors} errors, ${figures.fsyncs_per_s} fsyncs/s (all processes), ${figures.server_cpu_cores} cores, ${figures.server_cpu_us_per_op} µs CPU a proposal`,
   );
   return figures;
+}
+
+/** --profile: the five processes' profiles of one load, summarized together into <dir>/<label>.txt. */
+function profileSummary(dir: string, label: string, cluster: GroupCluster, ops: number): void {
+  const profiles: CpuProfile[] = [];
+  for (const p of cluster.procs) {
+    try {
+      profiles.push(JSON.parse(readFileSync(join(dir, `${p.id}-${label}.cpuprofile`), 'utf8')) as CpuProfile);
+    } catch {
+      // a process that wrote none (killed): summarize the others
+    }
+  }
+  const text = formatSummary(
+    summarizeProfile(profiles, 30),
+    `${label}: ${profiles.length} processes, ${ops} proposals`,
+  );
+  writeFileSync(join(dir, `${label}.txt`), `${text}\n`);
+  log(text);
 }
 
 /** Synced batches asked for and written (fsyncs), summed over the processes. */
@@ -153,6 +193,26 @@ async function commitStats(cluster: GroupCluster): Promise<{ requested: number; 
     written += c.written;
   }
   return { requested, written };
+}
+
+/**
+ * Leaders per process once they have spread within 10% of even (polled every 500 ms), or as they are after
+ * `SPREAD_WAIT_S`; with the seconds it took from `since`.
+ */
+async function waitSpread(
+  cluster: GroupCluster,
+  names: string[],
+  since: number,
+): Promise<{ leaders: Record<string, number>; seconds: number | null }> {
+  let leaders: Record<string, number> = {};
+  while ((performance.now() - since) / 1000 < SPREAD_WAIT_S && !interrupted.aborted) {
+    const views = await cluster.views();
+    leaders = leadersPerProcess(views);
+    if (groupsWithoutLeader(views, names).length === 0 && spreadOff(leaders, GROUPS, IDS.length) <= 0.1)
+      return { leaders, seconds: round((performance.now() - since) / 1000, 1) };
+    await sleep(500);
+  }
+  return { leaders, seconds: null };
 }
 
 /** SIGKILL the process leading the most groups; seconds until every group has a leader again. */
@@ -191,16 +251,22 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     tickMs: TICK_MS,
     quiesceTicks: QUIESCE_TICKS,
     label: 'quiescence on',
+    preferenceDelayMs: PREFERENCE_DELAY_MS,
   });
+  const createdAt = performance.now();
   let idleOn: Record<string, number>;
   let quiescedOn: number;
   const loads: LoadFigures[] = [];
   const perGroupLoads: LoadFigures[] = [];
   let failoverOn: Record<string, unknown>;
+  let spreadCreated: Awaited<ReturnType<typeof waitSpread>> = { leaders: {}, seconds: null };
+  let spreadRestarted: Awaited<ReturnType<typeof waitSpread>> = { leaders: {}, seconds: null };
   const settleStart = Date.now();
   try {
     const led = await waitAllLed(quiet, names, 120, { pollMs: 500 });
     if (led.seconds === null) log(`warning: ${led.missing.length} groups had no leader after 120 s`);
+    spreadCreated = await waitSpread(quiet, names, createdAt);
+    log(`leaders per process after creation ${JSON.stringify(spreadCreated.leaders)} (${spreadCreated.seconds} s)`);
     quiescedOn = await waitQuiesced(quiet, 60);
     log(`${quiescedOn} of ${GROUPS * REPLICAS} replicas quiesced; measuring idle CPU for ${o.durationS} s`);
     idleOn = await idleCpu(quiet, o.durationS);
@@ -217,6 +283,13 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     const requiesced = await waitQuiesced(quiet, 30);
     log(`${requiesced} replicas quiesced again before the kill`);
     failoverOn = { ...(await failover(quiet, names)), quiesced_replicas_before: requiesced };
+    const killed = failoverOn.killed as string;
+    const restartAt = performance.now();
+    await quiet.restart(killed);
+    spreadRestarted = await waitSpread(quiet, names, restartAt);
+    log(
+      `leaders per process after ${killed} restarted ${JSON.stringify(spreadRestarted.leaders)} (${spreadRestarted.seconds} s)`,
+    );
   } finally {
     await quiet.stop();
   }
@@ -232,6 +305,7 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     tickMs: TICK_MS,
     quiesceTicks: 0,
     label: 'quiescence off',
+    preferenceDelayMs: PREFERENCE_DELAY_MS,
   });
   let idleOff: Record<string, number>;
   let failoverOff: Record<string, unknown>;
@@ -255,6 +329,11 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     proposals_per_s: byActive,
     failover_s: failoverOn.seconds as number | null,
     failover_wait_s: FAILOVER_WAIT_S,
+    cpu_us_per_proposal: Object.fromEntries(loads.map((l) => [String(l.active_groups), l.server_cpu_us_per_op])),
+    leaders_after_creation: spreadCreated.leaders,
+    leaders_after_restart: spreadRestarted.leaders,
+    groups: GROUPS,
+    processes: IDS.length,
   };
   const one = byActive['1'] ?? 0;
   return {
@@ -300,6 +379,11 @@ async function runOurs(o: RunOptions): Promise<SideResult> {
     scale_100_vs_1: one > 0 ? round((byActive['100'] ?? 0) / one, 2) : null,
     scale_10_vs_1: one > 0 ? round((byActive['10'] ?? 0) / one, 2) : null,
     failover: { quiescence_on: failoverOn, quiescence_off: failoverOff },
+    leader_spread: {
+      preference_delay_ms: PREFERENCE_DELAY_MS,
+      after_creation: spreadCreated,
+      after_restart: spreadRestarted,
+    },
     note: "the headline ops/s and latency are the 100-active-group run; the load runs inside the leaders' processes, so server CPU includes it",
   };
 }
