@@ -13,8 +13,10 @@
  * of an HTTP layer. Only proposals that complete inside the measured window count.
  *
  *   node host-process.js <id> <data dir> <secret> <id=host:port,...> <tick ms> <quiesce ticks> <preference delay ms>
+ *        <ping ticks>
  *
- * A preference delay of -1 leaves preferred leaders off (GroupHostOptions.leaderPreference).
+ * A preference delay of -1 leaves preferred leaders off (GroupHostOptions.leaderPreference); ping ticks is
+ * GroupHostOptions.pingTicks (default 1).
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
@@ -52,13 +54,14 @@ type Request =
       profileLabel?: string;
     };
 
-const [id, dir, secret, list, tickArg, quiesceArg, preferenceArg] = process.argv.slice(2) as [
+const [id, dir, secret, list, tickArg, quiesceArg, preferenceArg, pingArg] = process.argv.slice(2) as [
   string,
   string,
   string,
   string,
   string,
   string,
+  string | undefined,
   string | undefined,
 ];
 const preferenceDelayMs = Number(preferenceArg ?? -1);
@@ -71,6 +74,7 @@ const host = await GroupHost.open({
   hosts,
   tickMs: Number(tickArg),
   quiesceTicks: Number(quiesceArg),
+  pingTicks: Number(pingArg ?? 1),
   ...(preferenceDelayMs >= 0 ? { leaderPreference: { delayMs: preferenceDelayMs } } : {}),
 });
 
@@ -131,6 +135,10 @@ async function drive(request: Extract<Request, { op: 'load' }>): Promise<object>
     }
   };
   await Promise.all(led.flatMap((g) => Array.from({ length: g.workers }, () => worker(g.name))));
+  // A process leading none of the groups still answers at the end of the window: its profile then covers the load
+  // it served as a follower (and a load of no groups measures a process at rest).
+  const left = close - performance.now();
+  if (left > 0) await new Promise((r) => setTimeout(r, left));
   return {
     ops: latencies.length,
     errors,

@@ -109,6 +109,8 @@ export async function startGroupCluster(o: {
   label: string;
   /** Preferred leaders (GroupHostOptions.leaderPreference) with this delay; off when absent. */
   preferenceDelayMs?: number;
+  /** GroupHostOptions.pingTicks. Default 1. */
+  pingTicks?: number;
 }): Promise<GroupCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-groups-'));
   const removeDir = removeLater(dir);
@@ -134,6 +136,7 @@ export async function startGroupCluster(o: {
         String(o.tickMs),
         String(o.quiesceTicks),
         String(o.preferenceDelayMs ?? -1),
+        String(o.pingTicks ?? 1),
       ],
       { stdio: ['pipe', 'pipe', 'pipe'] },
     );

@@ -47,16 +47,18 @@ export class PreferredLeaders {
    * transfer when one starts (the caller may hold its own work on the group until it ends), null otherwise.
    */
   consider(name: string, preferred: NodeId | undefined, node: AnyNode, busy = false): Promise<void> | null {
-    if (!node.isLeader) {
+    // Most groups a host leads are its own preferred ones once leaders have spread: those cost nothing here.
+    if (!node.isLeader || preferred === undefined || preferred === this.selfId) {
       this.leadingSince.delete(name);
       return null;
     }
+    // status() copies the configuration and the peers' progress: asked only for groups led by the wrong host.
     const status = node.status();
     const now = Date.now();
     let leading = this.leadingSince.get(name);
     if (leading === undefined || leading.term !== status.term)
       this.leadingSince.set(name, (leading = { term: status.term, since: now }));
-    if (preferred === undefined || preferred === this.selfId || !status.config.voters.includes(preferred)) return null;
+    if (!status.config.voters.includes(preferred)) return null;
     if (now - leading.since < this.options.delayMs) return null;
     if (now - (this.failedAt.get(name) ?? 0) < (this.options.retryMs ?? 30_000)) return null;
     if (busy || this.moving.has(name) || this.moving.size >= (this.options.maxInFlight ?? 8)) return null;
