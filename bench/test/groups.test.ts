@@ -76,34 +76,45 @@ t.test('a group has a leader when a live process leads it in the highest term it
 });
 
 const figures = {
-  idle_quiesced_pct: { p1: 1.2, p2: 0.8 },
+  idle_quiesced_pct: { p1: 0.9, p2: 0.8 },
   idle_active_pct: { p1: 11, p2: 12.5 },
   proposals_per_s: { '1': 10_000, '10': 12_000, '100': 16_000 },
   failover_s: 2.5,
   failover_wait_s: 60,
+  cpu_us_per_proposal: { '1': 40, '10': 45, '100': 50 } as Record<string, number | null>,
+  leaders_after_creation: { p1: 200, p2: 220, p3: 180, p4: 200, p5: 200 } as Record<string, number>,
+  leaders_after_restart: { p1: 201, p2: 199, p3: 200, p4: 200, p5: 200 } as Record<string, number>,
+  groups: 1000,
+  processes: 5,
 };
 
 t.test('each goal is judged on its own and named met or missed', async (t) => {
   const goals = groupsGoals(figures);
   t.same(
     goals.map((g) => g.met),
-    [true, true, true],
+    [true, true, true, true, true, true],
   );
-  t.match(goals[0]!.detail, /1\.20%.*12\.50%/);
-  t.match(goals[1]!.detail, /1\.60x/);
+  t.match(goals[0]!.detail, /0\.90%.*12\.50%/);
+  t.match(goals[1]!.detail, /16000, 50 µs CPU a proposal vs 10000 proposals\/s, 40 µs CPU a proposal: 1\.60x/);
+  t.match(goals[2]!.detail, /1\.20x/);
+  t.match(goals[4]!.detail, /200 \/ 220 \/ 180 \/ 200 \/ 200 \(10\.0% off even at worst\)/);
   const missed = groupsGoals({
     ...figures,
-    idle_quiesced_pct: { p1: 2, p2: 0.5 },
-    proposals_per_s: { '1': 10_000, '100': 14_999 },
+    idle_quiesced_pct: { p1: 1, p2: 0.5 },
+    proposals_per_s: { '1': 10_000, '10': 11_999, '100': 9_999 },
     failover_s: null,
+    leaders_after_creation: { p1: 221, p2: 200, p3: 179, p4: 200, p5: 200 },
+    leaders_after_restart: { p1: 250, p2: 250, p3: 250, p4: 250 },
   });
   t.same(
     missed.map((g) => g.met),
-    [false, false, false],
-    '2% is not under 2%; 1.4999x is short; no failover is a miss',
+    [false, false, false, false, false, false],
+    '1% is not under 1%; 0.9999x and 1.1999x are short; no failover is a miss; 10.5% off even; a process leading none',
   );
-  t.match(missed[2]!.detail, /not within 60 s/);
-  t.equal(groupsGoals({ ...figures, failover_s: 5 })[2]!.met, false, '5 s is not under 5 s');
+  t.match(missed[3]!.detail, /not within 60 s/);
+  t.equal(groupsGoals({ ...figures, failover_s: 5 })[3]!.met, false, '5 s is not under 5 s');
+  const { leaders_after_restart: _r, ...unmeasured } = figures;
+  t.match(groupsGoals(unmeasured)[5]!.detail, /not measured/);
 });
 
 t.test('with rounds, each goal is judged on its own median', async (t) => {
@@ -135,6 +146,7 @@ t.test('with rounds, each goal is judged on its own median', async (t) => {
   t.same(merged.idle_active_pct, { p1: 20 }, 'and its quiescence-off figures');
   t.same(merged.proposals_per_s, { '1': 200, '100': 30 });
   t.equal(merged.failover_s, 9, 'a round with no leader in time counts as the longest');
+  t.same(merged.leaders_after_creation, figures.leaders_after_creation);
   t.equal(mergeGroupsFigures([rounds[1]!, rounds[1]!, rounds[0]!]).failover_s, null);
 });
 
@@ -188,10 +200,10 @@ t.test('the report carries the goals and its verdict names each', async (t) => {
     noisyCores: 0.3,
   };
   const report = buildReport(bench, o, ours, null, environment(o));
-  t.equal(report.goals?.length, 3);
+  t.equal(report.goals?.length, 6);
   t.match(
     report.verdict,
-    /^goal met: idle CPU .*; goal met: 100 active groups .*; goal missed: every group has a leader within 5 s of a SIGKILL \(7\.00 s\)$/,
+    /^goal met: idle CPU .*; goal met: 100 active groups .*; goal met: 10 active groups .*; goal missed: every group has a leader within 5 s of a SIGKILL \(7\.00 s\); goal met: leaders within 10% of even per process after creation.*; goal met: leaders within 10% of even per process after a restart.*$/,
   );
 });
 
@@ -199,7 +211,14 @@ t.test('five real group processes: 30 groups elect leaders, take a load, and re-
   const ids = ['p1', 'p2', 'p3', 'p4', 'p5'];
   const groups = placeGroups(30, ids);
   const names = groups.map((g) => g.name);
-  const cluster = await startGroupCluster({ ids, groups, tickMs: 100, quiesceTicks: 20, label: 'test' });
+  const cluster = await startGroupCluster({
+    ids,
+    groups,
+    tickMs: 100,
+    quiesceTicks: 20,
+    label: 'test',
+    preferenceDelayMs: 500,
+  });
   t.teardown(() => cluster.stop());
   const led = await waitAllLed(cluster, names, 120, { pollMs: 200 });
   t.same(led.missing, [], 'every group has a leader');
@@ -232,4 +251,14 @@ t.test('five real group processes: 30 groups elect leaders, take a load, and re-
   t.same(after.missing, [], 'every group has a leader again after the SIGKILL');
   const survivors = await cluster.views();
   t.notOk(survivors.has(victim), 'the killed process no longer answers');
+
+  // Preferred leaders: the first member of each group (placement rotates it) gets its group back after a restart.
+  await cluster.restart(victim);
+  const deadline = Date.now() + 60_000;
+  let spread = leadersPerProcess(await cluster.views());
+  while (Date.now() < deadline && Object.values(spread).some((n) => n !== 6)) {
+    await new Promise((r) => setTimeout(r, 250));
+    spread = leadersPerProcess(await cluster.views());
+  }
+  t.same(spread, Object.fromEntries(ids.map((id) => [id, 6])), 'each process leads its 6 preferred groups again');
 });

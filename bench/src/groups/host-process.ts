@@ -6,13 +6,21 @@
  *   {id, op: 'status'}                              -> {id, groups: [[name, term, role, leader, quiesced]], commit: {requested, written}}
  *   {id, op: 'load', groups: [{name, workers}], warmupMs, durationMs, size}
  *        -> {id, ops, errors, error_kinds, latencies_ms, duration_ms, led}
+ *   (with profileDir and profileLabel: the process's CPU profile over the load in <profileDir>/<id>-<label>.cpuprofile)
  *
  * `load` drives, closed loop, each listed group this process leads when the load starts (`workers` proposals in
  * flight per group), from inside the process: the figures are the groups' own (commit, fsync, apply), not those
  * of an HTTP layer. Only proposals that complete inside the measured window count.
  *
- *   node host-process.js <id> <data dir> <secret> <id=host:port,...> <tick ms> <quiesce ticks>
+ *   node host-process.js <id> <data dir> <secret> <id=host:port,...> <tick ms> <quiesce ticks> <preference delay ms>
+ *        <ping ticks>
+ *
+ * A preference delay of -1 leaves preferred leaders off (GroupHostOptions.leaderPreference); ping ticks is
+ * GroupHostOptions.pingTicks (default 1).
  */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { GroupHost, type StateMachine } from '@raftkit/raft';
 
@@ -41,16 +49,22 @@ type Request =
       warmupMs: number;
       durationMs: number;
       size: number;
+      /** --profile: the V8 CPU profile of this process during the load lands here as <id>-<label>.cpuprofile. */
+      profileDir?: string;
+      profileLabel?: string;
     };
 
-const [id, dir, secret, list, tickArg, quiesceArg] = process.argv.slice(2) as [
+const [id, dir, secret, list, tickArg, quiesceArg, preferenceArg, pingArg] = process.argv.slice(2) as [
   string,
   string,
   string,
   string,
   string,
   string,
+  string | undefined,
+  string | undefined,
 ];
+const preferenceDelayMs = Number(preferenceArg ?? -1);
 const hosts = Object.fromEntries(list.split(',').map((pair) => pair.split('=') as [string, string]));
 const host = await GroupHost.open({
   id,
@@ -60,11 +74,40 @@ const host = await GroupHost.open({
   hosts,
   tickMs: Number(tickArg),
   quiesceTicks: Number(quiesceArg),
+  pingTicks: Number(pingArg ?? 1),
+  ...(preferenceDelayMs >= 0 ? { leaderPreference: { delayMs: preferenceDelayMs } } : {}),
 });
 
 const message = (e: unknown): string => (e instanceof Error ? `${e.name}: ${e.message}` : String(e));
 
+/** Runs `body` under the V8 CPU profiler (in-thread inspector session) and writes the profile to `file`. */
+async function profiled<T>(file: string, body: () => Promise<T>): Promise<T> {
+  const session = new Session();
+  session.connect();
+  const post = (method: string): Promise<unknown> =>
+    new Promise((resolve, reject) =>
+      session.post(method, (err, result) => (err === null ? resolve(result) : reject(err))),
+    );
+  await post('Profiler.enable');
+  await post('Profiler.start');
+  try {
+    return await body();
+  } finally {
+    const { profile } = (await post('Profiler.stop')) as { profile: object };
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+  }
+}
+
 async function load(request: Extract<Request, { op: 'load' }>): Promise<object> {
+  if (request.profileDir !== undefined) {
+    const file = join(request.profileDir, `${id}-${request.profileLabel ?? 'load'}.cpuprofile`);
+    return profiled(file, () => drive({ ...request, profileDir: undefined }));
+  }
+  return drive(request);
+}
+
+async function drive(request: Extract<Request, { op: 'load' }>): Promise<object> {
   const led = request.groups.filter((g) => host.group(g.name)?.isLeader === true);
   const payload = 'x'.repeat(request.size);
   const start = performance.now();
@@ -92,6 +135,10 @@ async function load(request: Extract<Request, { op: 'load' }>): Promise<object> 
     }
   };
   await Promise.all(led.flatMap((g) => Array.from({ length: g.workers }, () => worker(g.name))));
+  // A process leading none of the groups still answers at the end of the window: its profile then covers the load
+  // it served as a follower (and a load of no groups measures a process at rest).
+  const left = close - performance.now();
+  if (left > 0) await new Promise((r) => setTimeout(r, left));
   return {
     ops: latencies.length,
     errors,

@@ -96,6 +96,8 @@ export interface GroupCluster {
   /** Views of every live process. */
   views(timeoutMs?: number): Promise<Map<string, GroupView[]>>;
   kill(id: string): void;
+  /** Starts a killed process again on its data directory, with its groups from disk. */
+  restart(id: string): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -105,6 +107,10 @@ export async function startGroupCluster(o: {
   tickMs: number;
   quiesceTicks: number;
   label: string;
+  /** Preferred leaders (GroupHostOptions.leaderPreference) with this delay; off when absent. */
+  preferenceDelayMs?: number;
+  /** GroupHostOptions.pingTicks. Default 1. */
+  pingTicks?: number;
 }): Promise<GroupCluster> {
   const dir = mkdtempSync(join(tmpdir(), 'raftkit-bench-groups-'));
   const removeDir = removeLater(dir);
@@ -115,38 +121,54 @@ export async function startGroupCluster(o: {
     for (const p of procs) untrackPid(p.pid);
     await removeDir();
   });
+  let list = '';
+  let secret = '';
+  /** Starts process `id` on its data directory (again, after a kill); resolves once it says it is ready. */
+  const spawnOne = (id: string): Promise<void> => {
+    const child = spawn(
+      process.execPath,
+      [
+        script,
+        id,
+        join(dir, id),
+        secret,
+        list,
+        String(o.tickMs),
+        String(o.quiesceTicks),
+        String(o.preferenceDelayMs ?? -1),
+        String(o.pingTicks ?? 1),
+      ],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    if (child.pid === undefined) throw new BenchError(`could not start group process ${id}`);
+    trackPid(child.pid);
+    const proc = new HostProc(id, child);
+    const at = procs.findIndex((p) => p.id === id);
+    if (at >= 0) procs[at] = proc;
+    else procs.push(proc);
+    let stderr = '';
+    child.stderr!.on('data', (chunk: Buffer) => {
+      stderr = (stderr + chunk.toString('utf8')).slice(-4000);
+    });
+    return new Promise<void>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).on('line', (line) => proc.answered(line, resolve));
+      child.once('exit', (code) =>
+        reject(
+          new BenchError(
+            `group process ${id} exited (${code}) at start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`,
+          ),
+        ),
+      );
+    });
+  };
   try {
     const base = await freePortBlock(o.ids.map((_, i) => i + 1));
-    const list = o.ids.map((id, i) => `${id}=127.0.0.1:${base + i + 1}`).join(',');
-    const secret = randomBytes(16).toString('hex');
+    list = o.ids.map((id, i) => `${id}=127.0.0.1:${base + i + 1}`).join(',');
+    secret = randomBytes(16).toString('hex');
     process.stderr.write(
       `bench: starting ${o.ids.length} group processes (${o.label}): tick ${o.tickMs} ms, quiesce after ${o.quiesceTicks} ticks, ports ${base + 1}-${base + o.ids.length}, data in ${dir}\n`,
     );
-    const readies = o.ids.map((id) => {
-      const child = spawn(
-        process.execPath,
-        [script, id, join(dir, id), secret, list, String(o.tickMs), String(o.quiesceTicks)],
-        { stdio: ['pipe', 'pipe', 'pipe'] },
-      );
-      if (child.pid === undefined) throw new BenchError(`could not start group process ${id}`);
-      trackPid(child.pid);
-      const proc = new HostProc(id, child);
-      procs.push(proc);
-      let stderr = '';
-      child.stderr!.on('data', (chunk: Buffer) => {
-        stderr = (stderr + chunk.toString('utf8')).slice(-4000);
-      });
-      return new Promise<void>((resolve, reject) => {
-        createInterface({ input: child.stdout! }).on('line', (line) => proc.answered(line, resolve));
-        child.once('exit', (code) =>
-          reject(
-            new BenchError(
-              `group process ${id} exited (${code}) at start: ${stderr.trim().split('\n').slice(-3).join(' | ')}`,
-            ),
-          ),
-        );
-      });
-    });
+    const readies = o.ids.map(spawnOne);
     await Promise.all(readies);
     const t0 = Date.now();
     await Promise.all(
@@ -173,6 +195,15 @@ export async function startGroupCluster(o: {
       p.child.kill('SIGKILL');
       // Known dead from now on, not from the 'exit' event a moment later: views() must not ask it in between.
       p.gone(`group process ${id} was killed`);
+    },
+    restart: async (id) => {
+      const old = procs.find((x) => x.id === id);
+      if (old === undefined) throw new BenchError(`no group process ${id}`);
+      await stopPid(old.pid, 10_000);
+      untrackPid(old.pid);
+      await spawnOne(id);
+      const proc = procs.find((x) => x.id === id)!;
+      await proc.call({ op: 'create', groups: o.groups.filter((g) => g.members.includes(id)) }, 300_000);
     },
     stop,
   };

@@ -20,6 +20,7 @@ import type { NodeId, StateMachine } from '../types.js';
 import type { SessionOptions } from '../sessions.js';
 import { GroupCommitLevel, type GroupCommitStats } from './group-commit.js';
 import { checkPingTicks, Liveness } from './liveness.js';
+import { PreferredLeaders } from './preferred.js';
 
 /** Group names: what may follow the key prefix and travel on the wire. */
 const GROUP_NAME = /^[A-Za-z0-9._-]{1,128}$/;
@@ -64,7 +65,18 @@ export interface GroupHostOptions {
   coalesceHeartbeats?: boolean;
   /** The client sessions of every group (RaftNodeOptions.sessions), unless a group brings its own. */
   sessions?: SessionOptions;
+  /**
+   * Preferred leaders (src/groups/preferred.ts): the first of the `members` a group is created with is its preferred
+   * leader. A new group's preferred member campaigns as soon as it is created, and a host that has led a group for
+   * `delayMs` (default 3,000) while its preferred member's process is alive hands leadership to it, so leaders
+   * spread as the placement rotates the first place, after creation and after a restart. Off by default
+   * (ManagedHost runs its own pass over its catalogue, `preferredLeaders`).
+   */
+  leaderPreference?: { delayMs?: number };
 }
+
+/** Ticks between two runs of the preferred-leader pass over the groups (it costs a look at each group). */
+const PREFERENCE_PASS_TICKS = 5;
 
 /** A group's own settings: everything a RaftNode takes except what the host provides. */
 export type GroupOptions<C, R, M extends StateMachine<C, R>> = Omit<
@@ -96,6 +108,9 @@ export class GroupHost {
   /** One timer for every group of the process, paced down to one wake-up per ping while all are quiesced. */
   private readonly ticker: PacedTicker;
   private readonly tickMs: number;
+  /** With `leaderPreference`: each group's preferred leader, and the pass that hands groups to it. */
+  private readonly preferredOf = new Map<string, NodeId>();
+  private readonly preferred: PreferredLeaders | null;
   private closed = false;
 
   private constructor(
@@ -115,6 +130,13 @@ export class GroupHost {
     );
     for (const id of this.addresses.keys()) if (id !== options.id) transport.addPeer(id, this.addresses.get(id)!);
     transport.onPeerHeard((peer) => this.liveness.heard(peer));
+    this.preferred =
+      options.leaderPreference === undefined
+        ? null
+        : new PreferredLeaders(options.id, {
+            delayMs: options.leaderPreference.delayMs ?? 3_000,
+            heard: (id) => this.liveness.heardWithin(id, this.liveness.pingTicks + 2),
+          });
     this.stopLiveness = this.ticker.subscribe(
       () => this.livenessTick(),
       () => true,
@@ -128,6 +150,12 @@ export class GroupHost {
    */
   private livenessTick(): void {
     const pingNow = this.liveness.tick();
+    if (this.preferred !== null && this.liveness.tickCount % PREFERENCE_PASS_TICKS === 0) {
+      for (const [name, preferred] of this.preferredOf) {
+        const node = this.groups.get(name);
+        if (node?.isLeader === true) this.preferred.consider(name, preferred, node);
+      }
+    }
     let anySilent = false;
     for (const id of this.addresses.keys()) {
       if (id === this.id) continue;
@@ -247,6 +275,11 @@ export class GroupHost {
       transport: this.transport.channel(name),
     });
     this.groups.set(name, node as unknown as RaftNode<unknown, unknown>);
+    if (this.preferred !== null && !join) {
+      this.preferredOf.set(name, options.members[0]!);
+      // A new group (nothing on disk yet) elects its preferred member at once rather than after a random timeout.
+      if (options.members[0] === this.id && node.status().term === 0) node.campaign();
+    }
     return node;
   }
 
@@ -292,6 +325,8 @@ export class GroupHost {
     const node = this.groups.get(name);
     this.groups.delete(name);
     this.electionTicks.delete(name);
+    this.preferredOf.delete(name);
+    this.preferred?.forget(name);
     await node?.stop();
     if (options.deleteData === true) {
       await this.db.clear({ gte: `g.${name}!`, lt: `g.${name}!\uffff`, keyEncoding: 'utf8' });

@@ -10,6 +10,7 @@ import type { RaftNode, NodeObserver } from '../node.js';
 import type { NodeId, StateMachine } from '../types.js';
 import { GroupHost, type GroupHostOptions, type GroupOptions } from './host.js';
 import { META_GROUP, MetaMachine, type GroupRecord, type MetaCommand, type MetaResult } from './meta.js';
+import { PreferredLeaders } from './preferred.js';
 
 /** A group's own settings, as the application chooses them from its name. */
 export type ManagedGroupOptions = Omit<
@@ -63,11 +64,8 @@ type AnyNode = RaftNode<unknown, unknown>;
  */
 export class ManagedHost {
   private readonly busy = new Set<string>();
-  /** Groups this host leads: since when (its term then), for preferred-leader transfers. */
-  private readonly leadingSince = new Map<string, { term: number; since: number }>();
-  /** Groups whose last preferred-leader transfer failed, and when. */
-  private readonly transferFailedAt = new Map<string, number>();
-  private transfersInFlight = 0;
+  /** The preferred-leader pass (src/groups/preferred.ts). */
+  private readonly preferred: PreferredLeaders;
   private timer: NodeJS.Timeout | null = null;
   private reconciling: Promise<void> | null = null;
   private again = false;
@@ -80,14 +78,21 @@ export class ManagedHost {
     readonly host: GroupHost,
     readonly meta: RaftNode<MetaCommand, MetaResult, MetaMachine>,
     private readonly options: ManagedHostOptions,
-  ) {}
+  ) {
+    this.preferred = new PreferredLeaders(host.id, {
+      delayMs: options.preferredLeaderDelayMs ?? 10_000,
+      heard: (id) => host.heardFrom(id, host.pingTicks + 2),
+    });
+  }
 
   /**
    * Opens the process's GroupHost, starts the meta group (founding it, or joining it as a learner when this host is
    * not among `metaMembers`) and the groups on disk, then reconciles with the meta group from then on.
    */
   static async open(options: ManagedHostOptions): Promise<ManagedHost> {
-    const host = await GroupHost.open(options);
+    // Its own preferred-leader pass follows the catalogue: the GroupHost's would follow creation order instead.
+    const { leaderPreference: _unused, ...hostOptions } = options;
+    const host = await GroupHost.open(hostOptions);
     let managed: ManagedHost | null = null;
     const observer: NodeObserver = {
       applied: () => managed?.schedule(),
@@ -238,30 +243,10 @@ export class ManagedHost {
   /** On a settled group this host leads: hand it to its preferred leader when that is due (see the option). */
   private preferLeader(record: GroupRecord, node: AnyNode): void {
     if (this.options.preferredLeaders === false) return;
-    const preferred = record.members[0];
-    const status = node.status();
-    const now = Date.now();
-    let leading = this.leadingSince.get(record.name);
-    if (leading === undefined || leading.term !== status.term)
-      this.leadingSince.set(record.name, (leading = { term: status.term, since: now }));
-    if (preferred === undefined || preferred === this.id || !status.config.voters.includes(preferred)) return;
-    if (now - leading.since < (this.options.preferredLeaderDelayMs ?? 10_000)) return;
-    if (now - (this.transferFailedAt.get(record.name) ?? 0) < 30_000) return;
-    if (this.transfersInFlight >= 8 || this.busy.has(record.name)) return;
-    // A process that has sent nothing since its last ping was due is not given leadership (it would only fail, or lose it again).
-    if (!this.host.heardFrom(preferred, this.host.pingTicks + 2)) return;
+    const transfer = this.preferred.consider(record.name, record.members[0], node, this.busy.has(record.name));
+    if (transfer === null) return;
     this.busy.add(record.name);
-    this.transfersInFlight++;
-    void node
-      .transferLeadership(preferred)
-      .catch(() => false)
-      .then((moved) => {
-        if (!moved) this.transferFailedAt.set(record.name, Date.now());
-      })
-      .finally(() => {
-        this.transfersInFlight--;
-        this.busy.delete(record.name);
-      });
+    void transfer.finally(() => this.busy.delete(record.name));
   }
 
   /** Records this host's addresses in the meta group once (and again when they differ). */
@@ -374,8 +359,7 @@ export class ManagedHost {
 
   /** Stops and deletes a group here, and forgets what the preferred-leader pass kept about it. */
   private async removeGroup(name: string): Promise<void> {
-    this.leadingSince.delete(name);
-    this.transferFailedAt.delete(name);
+    this.preferred.forget(name);
     await this.host.removeGroup(name, { deleteData: true });
   }
 
