@@ -58,13 +58,19 @@ t.test('consume figures and the two goals against the peer', async (t) => {
       consume: consumeFigures(consumed, consumed, 1, 0),
     }) satisfies SideResult;
   t.same(
-    logGoals(side(5, 10), side(4, 20)).map((g) => g.met),
+    logGoals(side(6, 10), side(4, 20)).map((g) => g.met),
     [true, false],
+    'appends at 1.5x the peer with the same p99 are met; half its consume is not',
   );
   t.same(
-    logGoals(side(4, 20), side(4, 10)).map((g) => g.met),
+    logGoals(side(5, 20), side(4, 20)).map((g) => g.met),
     [false, true],
-    'a tie is not ahead',
+    'appends at 1.25x are not enough; a tie on consume is at least the peer',
+  );
+  t.same(
+    logGoals({ ...side(8, 20), p99_ms: 4 }, side(4, 20)).map((g) => g.met),
+    [false, true],
+    'appends at 2x with a higher p99 are missed',
   );
   t.same(logGoals(side(4, 20), null), [], 'no goals without the peer');
   // With rounds, consume is judged on its own median round, not the median-throughput round's.

@@ -180,6 +180,11 @@ export class Router {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   }
 
+  /** The bearer tokens this router accepts: a binary listener beside it (@raftkit/rpc) verifies its hellos with them. */
+  get tokens(): readonly string[] {
+    return this.options.tokens;
+  }
+
   on<A extends Admission>(
     method: string,
     pattern: string,

@@ -49,6 +49,79 @@ t.test('appends of one turn become one entry; each caller gets its own result', 
   t.same({ entries: batcher.entries, appends: batcher.appends }, { entries: 1, appends: 4 });
 });
 
+t.test(
+  'plain appends of one turn go as one append, idempotent ones whole between them; each gets its offsets',
+  async (t) => {
+    const machine = new PartitionMachine();
+    const log: PartitionCommand[] = [];
+    const batcher = new AppendBatcher();
+    const propose = proposer(machine, log);
+    const two = {
+      records: [
+        { key: 'k', value: 'b1' },
+        { key: null, value: 'b2' },
+      ],
+      producer: null,
+      seq: null,
+    };
+    const results = await Promise.all([
+      batcher.submit('g', propose, one('a'), 1),
+      batcher.submit('g', propose, two, 2),
+      batcher.submit('g', propose, one('c', 'p', 0), 1),
+      batcher.submit('g', propose, one('d'), 1),
+      batcher.submit('g', propose, one('e'), 1),
+    ]);
+    t.equal(log.length, 1, 'one entry');
+    const entry = log[0]!;
+    t.equal(entry.op, 'appends');
+    if (entry.op === 'appends') {
+      t.same(
+        entry.appends.map((a) => [a.records.map((r) => r.value), a.producer]),
+        [
+          [['a', 'b1', 'b2'], null],
+          [['c'], 'p'],
+          [['d', 'e'], null],
+        ],
+      );
+    }
+    t.same(
+      results.map((r) => (r.ok ? [r.base, r.count, r.duplicate] : r.code)),
+      [
+        [0, 1, false],
+        [1, 2, false],
+        [3, 1, false],
+        [4, 1, false],
+        [5, 1, false],
+      ],
+    );
+    t.same(
+      machine.fetch(0, 10, 1e9).records.map((r) => [r.offset, r.key, r.value]),
+      [
+        [0, null, 'a'],
+        [1, 'k', 'b1'],
+        [2, null, 'b2'],
+        [3, null, 'c'],
+        [4, null, 'd'],
+        [5, null, 'e'],
+      ],
+    );
+    t.same(two.records.length, 2, "a caller's records are not changed");
+    // A merged append stays within the machine's records per append: the next plain append starts another.
+    const many = Array.from({ length: 600 }, (_, i) => ({ key: null, value: `m${i}` }));
+    const log2: PartitionCommand[] = [];
+    const big = await Promise.all([
+      batcher.submit('h', proposer(new PartitionMachine(), log2), { records: many, producer: null, seq: null }, 600),
+      batcher.submit('h', proposer(new PartitionMachine(), log2), { records: many, producer: null, seq: null }, 600),
+    ]);
+    const bigEntry = log2[0]!;
+    t.same(bigEntry.op === 'appends' ? bigEntry.appends.map((a) => a.records.length) : null, [600, 600]);
+    t.same(
+      big.map((r) => (r.ok ? r.base : -1)),
+      [0, 600],
+    );
+  },
+);
+
 t.test('a lone append goes as a plain append; later turns make later entries; partitions never mix', async (t) => {
   const m1 = new PartitionMachine();
   const m2 = new PartitionMachine();
@@ -86,17 +159,13 @@ t.test('an entry is split at 1,000 appends or 4 MiB', async (t) => {
   const batcher = new AppendBatcher();
   const propose = proposer(machine, log);
   await Promise.all(Array.from({ length: 2_500 }, (_, i) => batcher.submit('g', propose, one(`v${i}`), 10)));
-  t.same(
-    log.map((c) => (c.op === 'appends' ? c.appends.length : 1)),
-    [1000, 1000, 500],
-  );
+  // Plain appends of an entry are merged into one append (the test above): count their records.
+  const records = (c: PartitionCommand): number =>
+    c.op === 'appends' ? c.appends.reduce((n, a) => n + a.records.length, 0) : c.op === 'append' ? c.records.length : 0;
+  t.same(log.map(records), [1000, 1000, 500]);
   log.length = 0;
   await Promise.all(Array.from({ length: 5 }, (_, i) => batcher.submit('g', propose, one(`w${i}`), 1024 * 1024)));
-  t.same(
-    log.map((c) => (c.op === 'appends' ? c.appends.length : 1)),
-    [4, 1],
-    'at most 4 MiB an entry',
-  );
+  t.same(log.map(records), [4, 1], 'at most 4 MiB an entry');
   t.equal(machine.end, 2_505, 'every append stored, in order');
   t.same(
     machine.fetch(2_500, 10, 1e9).records.map((r) => r.value),

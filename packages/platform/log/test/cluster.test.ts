@@ -10,6 +10,7 @@ import t from 'tap';
 import { Readable } from 'node:stream';
 import { request } from 'undici';
 import { deriveServiceToken } from '@raftkit/http';
+import { RpcConnection, RpcError } from '@raftkit/rpc';
 import { agent, call, startCluster, topicAccess, until } from '@raftkit/testkit';
 import {
   CheckedConsumer,
@@ -135,6 +136,77 @@ t.test("a topic's partitions and their leaders are spread over the processes", a
   });
   t.match(other, { status: 409, body: { error: { code: 'topic_exists' } } });
 });
+
+t.test(
+  'appends over the binary route: dense offsets beside HTTP, the access rule, a follower sends them to HTTP',
+  async (t) => {
+    await log.createTopic('binary', { partitions: 1 });
+    const leader = await leaderOf('binary', 0);
+    const rpcCalls = async (): Promise<number> => {
+      const text = String((await call(urlOf(leader), 'GET', '/metrics', { token })).body.text ?? '');
+      return Number(/^rpc_calls_total\{[^}]*outcome="ok"[^}]*\} (\d+)/m.exec(text)?.[1] ?? 0);
+    };
+    // The first appends go over HTTP (they teach the client the leader); the binary route opens meanwhile.
+    const offsets: number[] = [];
+    await until(
+      'appends over the binary route',
+      async () => {
+        const answers = await Promise.all(
+          Array.from({ length: 20 }, (_, i) => log.append('binary', 0, [{ value: `r${i}` }])),
+        );
+        offsets.push(...answers.map((a) => a.base_offset));
+        return (await rpcCalls()) > 0;
+      },
+      30_000,
+      100,
+    );
+    offsets.sort((a, b) => a - b);
+    t.same(
+      offsets,
+      Array.from({ length: offsets.length }, (_, i) => i),
+      'offsets 0.. dense across both routes',
+    );
+    const fetched = await log.fetch('binary', 0, 0, { maxRecords: 10_000 });
+    t.equal(fetched.records.length, offsets.length, 'every acknowledged append is stored once');
+
+    const info = async (url: string, as: string) => (await call(url, 'GET', '/v1/rpc', { token: as })).body;
+    const open = async (url: string, as: string): Promise<RpcConnection> => {
+      const { address } = (await info(url, as)) as { address: string };
+      const connection = new RpcConnection({ address, token: as, timeoutMs: 10_000 });
+      t.teardown(() => connection.close());
+      await connection.welcomed;
+      return connection;
+    };
+    const refusal = (p: Promise<unknown>): Promise<{ code: string; status: number } | string> =>
+      p.then(
+        (v) => `answered ${JSON.stringify(v)}`,
+        (e: unknown) => (e instanceof RpcError ? { code: e.code, status: e.status } : String(e)),
+      );
+    // A follower holds the partition but does not lead it: 421, and LogClient sends such a call over HTTP.
+    const follower = (await log.topic('binary')).partition_groups[0]!.members.find((m) => m.id !== leader)!.id;
+    const onFollower = await open(urlOf(follower), token);
+    t.match(await refusal(onFollower.call({ topic: 'binary', partition: 0, records: [{ value: 'x' }] })), {
+      code: 'misdirected',
+      status: 421,
+    });
+    // The binary route checks what the HTTP route checks: bad input, and the topic's access rule for client tokens.
+    const onLeader = await open(urlOf(leader), token);
+    t.match(await refusal(onLeader.call({ topic: 'binary', partition: 0, records: [] })), { status: 400 });
+    t.match(await refusal(onLeader.call({ topic: 'binary', partition: 0, records: [{ value: 'x' }], seq: 1 })), {
+      status: 400,
+    });
+    t.match(await onLeader.call({ topic: 'binary', partition: 0, records: [{ value: 'y' }] }), { count: 1 });
+    await log.createTopic('binary-int', { partitions: 1, access: 'internal' });
+    const intLeader = await leaderOf('binary-int', 0);
+    const issued = await call(cluster.members[0]!, 'POST', '/v1/tokens', { token, body: { client: 'bin-app' } });
+    const asClient = await open(urlOf(intLeader), issued.body.token as string);
+    t.match(await refusal(asClient.call({ topic: 'binary-int', partition: 0, records: [{ value: 'z' }] })), {
+      code: 'forbidden',
+      status: 403,
+    });
+    t.equal((await log.fetch('binary-int', 0, 0)).records.length, 0, 'nothing stored by the refused call');
+  },
+);
 
 t.test('bad input of every endpoint gets a 4xx JSON error naming the field', async (t) => {
   await log.createTopic('bad', { partitions: 1 });
@@ -761,37 +833,40 @@ t.test(
   },
 );
 
-t.test("a producer's buffer is bounded: sends past bufferBytes wait for room, none is lost or reordered", async (t) => {
-  await log.createTopic('bounded', { partitions: 1 });
-  await settled('bounded', 1);
-  const bufferBytes = 16 * 1024;
-  const producer = log.producer('bounded', { bufferBytes });
-  const value = 'x'.repeat(1000);
-  let highest = 0;
-  const sends: Array<Promise<{ offset: number }>> = [];
-  for (let i = 0; i < 300; i++) {
-    sends.push(producer.send(`${i}:${value}`, { partition: 0 }));
-    // Sampled after each call and on every settle: the bytes held never pass the bound.
-    highest = Math.max(highest, producer.buffered);
-    void sends[i]!.then(() => (highest = Math.max(highest, producer.buffered)));
-  }
-  const answers = await Promise.all(sends);
-  t.ok(highest <= bufferBytes, `at most ${bufferBytes} bytes buffered (highest seen ${highest})`);
-  t.equal(producer.buffered, 0, 'nothing held once every send is answered');
-  t.ok(
-    answers.every((a, i) => i === 0 || a.offset === answers[i - 1]!.offset + 1),
-    'records stored in the order sent, contiguous',
-  );
-  const stored = await fetchAll(log, 'bounded', 0);
-  t.equal(stored.length, 300, 'every record stored once');
-});
+t.test(
+  "a producer's buffer is bounded: sends past maxBufferedBytes wait for room, none is lost or reordered",
+  async (t) => {
+    await log.createTopic('bounded', { partitions: 1 });
+    await settled('bounded', 1);
+    const maxBufferedBytes = 16 * 1024;
+    const producer = log.producer('bounded', { maxBufferedBytes });
+    const value = 'x'.repeat(1000);
+    let highest = 0;
+    const sends: Array<Promise<{ offset: number }>> = [];
+    for (let i = 0; i < 300; i++) {
+      sends.push(producer.send(`${i}:${value}`, { partition: 0 }));
+      // Sampled after each call and on every settle: the bytes held never pass the bound.
+      highest = Math.max(highest, producer.buffered);
+      void sends[i]!.then(() => (highest = Math.max(highest, producer.buffered)));
+    }
+    const answers = await Promise.all(sends);
+    t.ok(highest <= maxBufferedBytes, `at most ${maxBufferedBytes} bytes buffered (highest seen ${highest})`);
+    t.equal(producer.buffered, 0, 'nothing held once every send is answered');
+    t.ok(
+      answers.every((a, i) => i === 0 || a.offset === answers[i - 1]!.offset + 1),
+      'records stored in the order sent, contiguous',
+    );
+    const stored = await fetchAll(log, 'bounded', 0);
+    t.equal(stored.length, 300, 'every record stored once');
+  },
+);
 
 t.test(
   'a send that finds the buffer full past maxBlockMs fails with 503 producer_buffer_full and holds nothing',
   async (t) => {
     await log.createTopic('blocked', { partitions: 1 });
     await settled('blocked', 1);
-    const producer = log.producer('blocked', { bufferBytes: 2048, maxBlockMs: 300, deliveryTimeoutMs: 60_000 });
+    const producer = log.producer('blocked', { maxBufferedBytes: 2048, maxBlockMs: 300, deliveryTimeoutMs: 60_000 });
     // Every holder of the partition paused: the first batch cannot be acknowledged, so the buffer stays full.
     const holders = (await log.topic('blocked')).partition_groups[0]!.members.map((m) => m.id);
     for (const id of holders) await cli('pause', id);
