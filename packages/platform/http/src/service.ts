@@ -49,6 +49,8 @@ export interface ServiceDefinition<C = unknown, R = unknown> {
  */
 export function combineServices(name: string, parts: readonly ServiceDefinition[]): ServiceDefinition {
   const workers = parts.flatMap((part) => part.workers ?? []);
+  // The member process runs every part, so it takes every part's flags (the event log's GC settings, say).
+  const memberNodeFlags = [...new Set(parts.flatMap((part) => part.memberNodeFlags ?? []))];
   return {
     name,
     kinds: parts.flatMap((part) => part.kinds),
@@ -56,6 +58,7 @@ export function combineServices(name: string, parts: readonly ServiceDefinition[
       for (const part of parts) part.routes(service);
     },
     ...(workers.length > 0 ? { workers } : {}),
+    ...(memberNodeFlags.length > 0 ? { memberNodeFlags } : {}),
   };
 }
 

@@ -59,3 +59,12 @@ t.test("a 'one group' kind is its service's only kind; on-request kinds have non
   t.throws(() => oneGroupKind([one, ...part('log', options, []).kinds]), TypeError, 'mixing the two is refused');
   t.equal(groupOptionsOf([one], 'kv'), null, 'a one-group kind is never a managed group');
 });
+
+t.test("the member process takes every part's node flags, each once", async (t) => {
+  const calls: string[] = [];
+  const options = {} as unknown as ManagedGroupOptions;
+  const log = { ...part('log', options, calls), memberNodeFlags: ['--single-threaded-gc', '--max-semi-space-size=8'] };
+  const feed = { ...part('feed', options, calls), memberNodeFlags: ['--single-threaded-gc'] };
+  t.same(combineServices('feed', [log, feed]).memberNodeFlags, ['--single-threaded-gc', '--max-semi-space-size=8']);
+  t.equal(combineServices('feed', [part('a', options, calls)]).memberNodeFlags, undefined, 'none when no part has any');
+});
