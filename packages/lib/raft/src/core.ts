@@ -606,7 +606,8 @@ export class RaftCore {
     if (this.pendingReads.length > 0 || this.readsAwaitingCommit.length > 0 || this.forwardBuffer.length > 0)
       return false;
     for (const [id, pr] of this.progress) {
-      if (id !== this.id && (pr.match !== last || pr.state !== 'replicate' || pr.inflightCount > 0)) return false;
+      if (id === this.id) continue;
+      if (pr.match !== last || pr.state !== 'replicate' || pr.inflightCount > 0 || pr.suspectsLoss) return false;
     }
     return true;
   }
@@ -925,8 +926,21 @@ export class RaftCore {
   private handleHeartbeat(m: HeartbeatRequest): void {
     // The leader sends min(match, commit), so committing to it never commits past what matches the leader.
     if (m.commit <= this.log.lastIndex()) this.log.commitTo(m.commit);
-    if (m.round !== COMMIT_NEWS_ROUND)
-      this.send({ type: 'heartbeatResp', to: m.from, term: this.term, round: m.round });
+    if (m.round === COMMIT_NEWS_ROUND) return;
+    this.send({ type: 'heartbeatResp', to: m.from, term: this.term, round: m.round });
+    // The leader sends min(match, commit): more than we hold means we lost entries we acknowledged (a disk wiped
+    // under our id). Refuse as an append would, so that even an idle leader learns it (Progress.maybeDecreaseTo).
+    const last = this.log.lastIndex();
+    if (m.commit > last)
+      this.send({
+        type: 'appendResp',
+        to: m.from,
+        term: this.term,
+        index: m.commit,
+        reject: true,
+        hintIndex: last,
+        hintTerm: this.log.lastTerm(),
+      });
   }
 
   private handleSnapshot(m: SnapshotRequest): void {

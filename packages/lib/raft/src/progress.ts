@@ -32,6 +32,11 @@ export class Progress {
     this.next = next;
   }
 
+  /** A refusal hinting below `match` came and the next will decide (maybeDecreaseTo): the group must not idle. */
+  get suspectsLoss(): boolean {
+    return this.lostRefusals > 0;
+  }
+
   /** Whether the leader should hold back appends to this follower for now. */
   isPaused(): boolean {
     switch (this.state) {

@@ -288,6 +288,20 @@ t.test(
   },
 );
 
+t.test('a follower wiped while its group is quiesced is refilled with no new write', async (t) => {
+  const c = new Lockstep(ids, { quiesceTicks: 5 });
+  const leader = c.electLeader();
+  for (let i = 0; i < 3; i++) c.get(leader).core.propose(command(`q${i}`));
+  c.settle();
+  c.tick(30);
+  t.ok(c.get(leader).core.status().quiesced, 'the group went quiet');
+  const wiped = ids.find((id) => id !== leader)!;
+  c.members.delete(wiped);
+  c.add(wiped, { voters: ids, learners: [] });
+  c.tick(200);
+  t.same(commandsOf(c.get(wiped).applied), ['q0', 'q1', 'q2'], 'everything again on the wiped member, no write needed');
+});
+
 t.test('regression (sim seeds 1, 3, 6, 12, 19): a full in-flight window whose appends were lost drains', async (t) => {
   const c = new Lockstep(ids, { maxInflightMessages: 1 });
   const leader = c.electLeader();
