@@ -165,9 +165,8 @@ export class NamespaceNetwork implements Network {
     const { slot, ids, state, say } = this.options;
     await ensureDebianTools({ ip: 'iproute2', nft: 'nftables', tc: 'iproute2' }, say);
     const bridge = bridgeName(slot);
-    // Leftovers of a crashed run in this slot go first.
+    // Leftovers of a crashed run in this slot go first (createNamespace drops a namespace of the same name).
     await runCommand('ip', ['link', 'del', bridge]);
-    for (let i = 1; i <= ids.length; i++) await runCommand('ip', ['netns', 'del', namespaceName(slot, i)]);
     this.created = true;
     state.state.links.push(bridge);
     state.save();

@@ -538,6 +538,14 @@ export class RaftCore {
     return this.config;
   }
 
+  /**
+   * Committed entries not yet applied, without building a whole status(): `appliedHere` is the driver's own applied
+   * index, which may be ahead of what the core has been told.
+   */
+  applyBacklog(appliedHere: number): number {
+    return Math.max(0, this.log.committed - Math.max(this.log.applied, appliedHere));
+  }
+
   /** The core's state now, for status pages and tests. */
   status(): CoreStatus {
     return {

@@ -681,6 +681,14 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     );
   }
 
+  /**
+   * Committed entries this member has not applied yet: status().commit - status().applied, without building the
+   * whole status (its peers and configuration), so a hot path may ask on every request.
+   */
+  get applyBacklog(): number {
+    return this.core.applyBacklog(this.applied);
+  }
+
   /** Whether this member's group is quiesced (idle: no ticks, no heartbeats; see CoreOptions.quiesceTicks). */
   get quiesced(): boolean {
     return this.core.isQuiesced();

@@ -66,8 +66,6 @@ export const MAX_PENDING_APPENDS = 2_000;
 export const MAX_PENDING_BYTES = 32 * 1024 * 1024;
 /** A leader whose applied index trails its commit index by more than this answers appends 429. */
 const MAX_APPLY_BACKLOG = 20_000;
-/** How old a partition's apply backlog may be when an append is checked against MAX_APPLY_BACKLOG. */
-const APPLY_BACKLOG_MS = 10;
 export const MAX_WAIT_MS = 30_000;
 const MAX_FETCH_RECORDS = 10_000;
 const MAX_FETCH_BYTES = 8 * 1024 * 1024;
@@ -236,23 +234,6 @@ function logRoutes(
     return { topic: topic.info, partition, group: partitionGroup(topicName, partition) };
   };
 
-  // A node's status() builds its whole view (peers and all), a visible share of the leader's CPU when every append
-  // of a busy partition asked for it: the backlog is read at most once per APPLY_BACKLOG_MS per partition.
-  const backlogs = new Map<string, { at: number; entries: number }>();
-  const applyBacklog = (group: string, node: PartitionNode): number => {
-    const now = performance.now();
-    const seen = backlogs.get(group);
-    if (seen !== undefined && now - seen.at < APPLY_BACKLOG_MS) return seen.entries;
-    const status = node.status();
-    const entries = status.commit - status.applied;
-    if (seen === undefined) backlogs.set(group, { at: now, entries });
-    else {
-      seen.at = now;
-      seen.entries = entries;
-    }
-    return entries;
-  };
-
   /**
    * Appends a checked request to a partition this member holds: backpressure, the topic's retention first, then
    * the request joins this turn's entry of the partition (AppendBatcher). The HTTP route and the binary route share it.
@@ -267,7 +248,7 @@ function logRoutes(
     if (
       pending.count >= MAX_PENDING_APPENDS ||
       pending.bytes + bytes > MAX_PENDING_BYTES ||
-      applyBacklog(group, node) > MAX_APPLY_BACKLOG
+      node.applyBacklog > MAX_APPLY_BACKLOG
     ) {
       refused.inc();
       throw new HttpError(
@@ -343,7 +324,6 @@ function logRoutes(
 
   // The meta group says what retention a topic has; each partition's leader brings its machine in line.
   const retentionSync = setInterval(() => {
-    for (const group of backlogs.keys()) if (managed.group(group) === undefined) backlogs.delete(group);
     for (const record of managed.catalog().groupsWithPrefix('log.')) {
       const data = partitionData(record);
       const node = managed.group<PartitionCommand, PartitionResult, PartitionMachine>(record.name);
