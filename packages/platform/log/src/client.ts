@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { GroupRouter, ServiceError } from '@raftkit/http';
-import { AppendChannels } from './append-channels.js';
+import { RpcChannels } from './rpc-channels.js';
 import { MAX_RECORDS_PER_APPEND } from './machine.js';
 import { partitionGroup, partitionOf, type TopicAccess } from './topics.js';
 
@@ -23,10 +23,10 @@ export interface LogClientOptions {
    */
   connections?: number;
   /**
-   * Appends over the members' binary route (`GET /v1/rpc`, default true): the appends of one turn to a partition's
-   * leader leave in one frame. False keeps every call on HTTP.
+   * Appends and fetches over the members' binary route (`GET /v1/rpc`, default true): the appends of one turn to a
+   * partition's leader leave in one frame, and a fetch's page comes back as msgpack. False keeps every call on HTTP.
    */
-  binaryAppends?: boolean;
+  binaryRoute?: boolean;
 }
 
 export interface TopicSettings {
@@ -95,11 +95,11 @@ const META = 'meta';
 export class LogClient {
   readonly router: GroupRouter;
   private readonly partitionCounts = new Map<string, number>();
-  private readonly channels: AppendChannels | null;
+  private readonly channels: RpcChannels | null;
 
   constructor(options: LogClientOptions) {
     this.router = new GroupRouter(options);
-    this.channels = options.binaryAppends === false ? null : new AppendChannels(this.router, options.token);
+    this.channels = options.binaryRoute === false ? null : new RpcChannels(this.router, options.token);
   }
 
   close(): Promise<void> {
@@ -141,8 +141,9 @@ export class LogClient {
   ): Promise<AppendAnswer> {
     const body = { records: records.map((r) => ({ key: r.key ?? null, value: r.value })), ...(idempotence ?? {}) };
     const group = partitionGroup(topic, partition);
-    // The binary route when the leader's is open; null sends the call over HTTP (see AppendChannels).
-    const fast = this.channels === null ? null : await this.channels.append(group, { topic, partition, ...body });
+    // The binary route when the leader's is open; null sends the call over HTTP (see RpcChannels).
+    const fast =
+      this.channels === null ? null : await this.channels.call<AppendAnswer>(group, { topic, partition, ...body });
     if (fast !== null) return fast;
     return (await this.router.call(group, 'POST', `${partitionPath(topic, partition)}/records`, body)) as AppendAnswer;
   }
@@ -154,18 +155,23 @@ export class LogClient {
     offset: number,
     options: { maxRecords?: number; maxBytes?: number; waitMs?: number } = {},
   ): Promise<FetchAnswer> {
+    const group = partitionGroup(topic, partition);
+    const timeoutMs = this.router.timeoutMs + (options.waitMs ?? 0);
+    if (this.channels !== null) {
+      const call: Record<string, unknown> = { op: 'fetch', topic, partition, offset };
+      if (options.maxRecords !== undefined) call.max_records = options.maxRecords;
+      if (options.maxBytes !== undefined) call.max_bytes = options.maxBytes;
+      if (options.waitMs !== undefined) call.wait_ms = options.waitMs;
+      const fast = await this.channels.call<FetchAnswer>(group, call, timeoutMs);
+      if (fast !== null) return fast;
+    }
     const query = new URLSearchParams({ offset: String(offset) });
     if (options.maxRecords !== undefined) query.set('max_records', String(options.maxRecords));
     if (options.maxBytes !== undefined) query.set('max_bytes', String(options.maxBytes));
     if (options.waitMs !== undefined) query.set('wait_ms', String(options.waitMs));
-    const timeoutMs = this.router.timeoutMs + (options.waitMs ?? 0);
-    return (await this.router.call(
-      partitionGroup(topic, partition),
-      'GET',
-      `${partitionPath(topic, partition)}/records?${query}`,
-      undefined,
-      { timeoutMs },
-    )) as FetchAnswer;
+    return (await this.router.call(group, 'GET', `${partitionPath(topic, partition)}/records?${query}`, undefined, {
+      timeoutMs,
+    })) as FetchAnswer;
   }
 
   /**

@@ -138,7 +138,7 @@ t.test("a topic's partitions and their leaders are spread over the processes", a
 });
 
 t.test(
-  'appends over the binary route: dense offsets beside HTTP, the access rule, a follower sends them to HTTP',
+  'appends and fetches over the binary route: dense offsets beside HTTP, the same pages, the access rule, a follower sends appends to HTTP',
   async (t) => {
     await log.createTopic('binary', { partitions: 1 });
     const leader = await leaderOf('binary', 0);
@@ -196,11 +196,38 @@ t.test(
       status: 400,
     });
     t.match(await onLeader.call({ topic: 'binary', partition: 0, records: [{ value: 'y' }] }), { count: 1 });
+    // A fetch over the binary route answers the HTTP route's page, on the leader and on a follower holding it.
+    const page = (await call(urlOf(leader), 'GET', '/v1/topics/binary/partitions/0/records?offset=3&max_records=5', {
+      token,
+    })) as { status: number; body: Record<string, unknown> };
+    t.equal(page.status, 200);
+    const fetchCall = { op: 'fetch', topic: 'binary', partition: 0, offset: 3, max_records: 5 };
+    t.same(await onLeader.call(fetchCall), page.body, 'the same page as over HTTP');
+    await until(
+      'the follower applied the page',
+      async () => ((await onFollower.call(fetchCall)) as { records: unknown[] }).records.length === 5,
+      10_000,
+      50,
+    );
+    t.same(await onFollower.call(fetchCall), page.body, 'a follower answers what it holds');
+    const past = { op: 'fetch', topic: 'binary', partition: 0, offset: 1_000_000 };
+    t.match(await refusal(onFollower.call(past)), { code: 'misdirected', status: 421 });
+    t.match(await onLeader.call({ ...past, wait_ms: 50 }), { records: [] });
+    t.match(await refusal(onLeader.call({ ...fetchCall, max_records: 0 })), { status: 400 });
+    t.match(await refusal(onLeader.call({ ...fetchCall, op: 'scan' })), { status: 400 });
+    t.match(await refusal(onLeader.call({ ...fetchCall, consistency: 'stale' })), { status: 400 });
+    const before = await rpcCalls();
+    t.equal((await log.fetch('binary', 0, 0, { maxRecords: 10_000 })).records.length, offsets.length + 1);
+    t.ok((await rpcCalls()) > before, "LogClient's fetch went over the binary route");
     await log.createTopic('binary-int', { partitions: 1, access: 'internal' });
     const intLeader = await leaderOf('binary-int', 0);
     const issued = await call(cluster.members[0]!, 'POST', '/v1/tokens', { token, body: { client: 'bin-app' } });
     const asClient = await open(urlOf(intLeader), issued.body.token as string);
     t.match(await refusal(asClient.call({ topic: 'binary-int', partition: 0, records: [{ value: 'z' }] })), {
+      code: 'forbidden',
+      status: 403,
+    });
+    t.match(await refusal(asClient.call({ op: 'fetch', topic: 'binary-int', partition: 0, offset: 0 })), {
       code: 'forbidden',
       status: 403,
     });

@@ -43,7 +43,14 @@ import {
   type Retention,
 } from '../machine.js';
 import { AppendBatcher, type AppendRequest } from './append-batcher.js';
-import { serveAppendRpc, type AppendAnswer, type RpcAppend } from './append-rpc.js';
+import {
+  fetchRequestOf,
+  serveLogRpc,
+  type AppendAnswer,
+  type FetchAnswer,
+  type FetchRequest,
+  type LogRpcHandlers,
+} from './rpc-route.js';
 import { GroupCoordinator } from './coordinator.js';
 import { DEFAULT_MEMBER_TTL_MS, MAX_GROUP_SLOTS, MAX_MEMBER_TTL_MS, MIN_MEMBER_TTL_MS } from '../membership.js';
 import {
@@ -67,8 +74,6 @@ export const MAX_PENDING_BYTES = 32 * 1024 * 1024;
 /** A leader whose applied index trails its commit index by more than this answers appends 429. */
 const MAX_APPLY_BACKLOG = 20_000;
 export const MAX_WAIT_MS = 30_000;
-const MAX_FETCH_RECORDS = 10_000;
-const MAX_FETCH_BYTES = 8 * 1024 * 1024;
 
 /** Per-process state of the service: long-poll waiters and appends in flight, by partition group. */
 class PartitionWatch {
@@ -288,19 +293,63 @@ function logRoutes(
     return { partition, base_offset: result.base, count: result.count, duplicate: result.duplicate };
   };
 
-  // The same append over the binary RPC transport (members/append-rpc.ts), on the partition's leader only: a
-  // follower answers 421 naming the leader and the client sends that call over HTTP, which forwards and routes.
-  const appendRpc: RpcAppend = async (principal, call) => {
-    const target = await partitionIn(principal, call.topic, String(call.partition), 'write');
-    const node = managed.group<PartitionCommand, PartitionResult, PartitionMachine>(target.group);
-    if (node === undefined || !node.isLeader)
-      throw new HttpError(421, 'misdirected', `this member does not lead ${target.group}`, {
-        group: target.group,
-        leader: node?.leaderId ?? null,
-      });
-    return appendTo(target, node as PartitionNode, appendRequestOf(call.body));
+  /**
+   * Records of a partition this member holds, from its local replica (which holds committed records only); with
+   * `waitMs`, waits that long for one to arrive. The HTTP route and the binary route share it.
+   */
+  const fetchFrom = async (
+    { partition, group }: PartitionTarget,
+    node: PartitionNode,
+    { offset, maxRecords, maxBytes, waitMs, linearizable }: FetchRequest,
+    signal: AbortSignal,
+  ): Promise<FetchAnswer> => {
+    if (linearizable) await service.call(node, () => node.readBarrier());
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const result = node.readLocal((m) => m.fetch(offset, maxRecords, maxBytes));
+      // A follower answers only what it holds: for an offset at or past its end it may simply not have applied
+      // what the leader already acknowledged, so the caller is sent to the leader (an append acknowledged to a
+      // client is then always seen by its next fetch), and long polls wait where appends land.
+      if (result.records.length === 0 && !node.isLeader && !linearizable) tailOnLeader(node, group);
+      const remaining = deadline - Date.now();
+      if (result.records.length > 0 || remaining <= 0 || signal.aborted) {
+        return {
+          partition,
+          records: result.records,
+          next_offset: result.next,
+          start_offset: result.start,
+          end_offset: result.end,
+        };
+      }
+      await watch.wait(group, remaining, signal);
+    }
   };
-  serveAppendRpc(service, appendRpc);
+
+  // Appends and fetches over the binary RPC transport (members/rpc-route.ts). Appends go to the partition's leader
+  // only: a follower answers 421 naming the leader and the client sends that call over HTTP, which forwards and
+  // routes. A fetch is answered by any replica of the partition, as over HTTP.
+  const rpcHandlers: LogRpcHandlers = {
+    append: async (principal, call) => {
+      const target = await partitionIn(principal, call.topic, String(call.partition), 'write');
+      const node = managed.group<PartitionCommand, PartitionResult, PartitionMachine>(target.group);
+      if (node === undefined || !node.isLeader)
+        throw new HttpError(421, 'misdirected', `this member does not lead ${target.group}`, {
+          group: target.group,
+          leader: node?.leaderId ?? null,
+        });
+      return appendTo(target, node as PartitionNode, appendRequestOf(call.body));
+    },
+    fetch: async (principal, call, signal) => {
+      const target = await partitionIn(principal, call.topic, String(call.partition), 'read');
+      const node = managed.group<PartitionCommand, PartitionResult, PartitionMachine>(target.group);
+      if (node === undefined)
+        throw new HttpError(421, 'misdirected', `this member holds no replica of ${target.group}`, {
+          group: target.group,
+        });
+      return fetchFrom(target, node as PartitionNode, call.request, signal);
+    },
+  };
+  serveLogRpc(service, rpcHandlers, MAX_WAIT_MS);
 
   const describeTopic = (info: TopicInfo, partitions: readonly { name: string; members: string[] }[]) => {
     const catalog = managed.catalog();
@@ -430,37 +479,17 @@ function logRoutes(
       return appendTo(target, node, request);
     })
     .get('/v1/topics/:topic/partitions/:partition/records', { admits: 'authenticated' }, async (ctx) => {
-      const { partition, group } = await partitionOf(ctx, 'read');
-      const offset = queryInteger(ctx, 'offset', 0, 0, Number.MAX_SAFE_INTEGER);
-      const maxRecords = queryInteger(ctx, 'max_records', 1000, 1, MAX_FETCH_RECORDS);
-      const maxBytes = queryInteger(ctx, 'max_bytes', 1024 * 1024, 1, MAX_FETCH_BYTES);
-      const waitMs = queryInteger(ctx, 'wait_ms', 0, 0, MAX_WAIT_MS);
+      const target = await partitionOf(ctx, 'read');
+      const request = fetchRequestOf(
+        (name, fallback, min, max) => queryInteger(ctx, name, fallback, min, max),
+        ctx.query.get('consistency') ?? undefined,
+        MAX_WAIT_MS,
+      );
       const node = service.requireGroup<PartitionCommand, PartitionResult, PartitionMachine>(
         ctx,
-        group,
+        target.group,
       ) as PartitionNode;
-      const linearizable = ctx.query.get('consistency') === 'linearizable';
-      if (linearizable) await service.call(node, () => node.readBarrier());
-      const signal = closedSignal(ctx);
-      const deadline = Date.now() + waitMs;
-      for (;;) {
-        const result = node.readLocal((m) => m.fetch(offset, maxRecords, maxBytes));
-        // A follower answers only what it holds: for an offset at or past its end it may simply not have applied
-        // what the leader already acknowledged, so the caller is sent to the leader (an append acknowledged to a
-        // client is then always seen by its next fetch), and long polls wait where appends land.
-        if (result.records.length === 0 && !node.isLeader && !linearizable) tailOnLeader(node, group);
-        const remaining = deadline - Date.now();
-        if (result.records.length > 0 || remaining <= 0 || signal.aborted) {
-          return {
-            partition,
-            records: result.records,
-            next_offset: result.next,
-            start_offset: result.start,
-            end_offset: result.end,
-          };
-        }
-        await watch.wait(group, remaining, signal);
-      }
+      return fetchFrom(target, node, request, closedSignal(ctx));
     })
     .get('/v1/topics/:topic/partitions/:partition', { admits: 'authenticated' }, async (ctx) => {
       const { partition, group } = await partitionOf(ctx, 'read');

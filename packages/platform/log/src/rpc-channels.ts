@@ -1,14 +1,14 @@
 /**
- * LogClient's binary route for appends (the member side is members/append-rpc.ts): one RpcConnection per member
- * that leads a partition this client appends to, found through that member's `GET /v1/rpc`. The appends of one
- * turn leave in one frame and come back in one, where HTTP costs a request and an answer each. It is a fast path
- * only: while a leader is unknown, its listener not yet found, or its connection down, appends go over HTTP, and a
- * call the binary route could not place (a follower's 421, a lost connection, no leader) is sent again over HTTP,
- * whose router follows leaders and retries as it always did.
+ * LogClient's binary route for appends and fetches (the member side is members/rpc-route.ts): one RpcConnection per
+ * member that leads a partition this client uses, found through that member's `GET /v1/rpc`. The appends of one
+ * turn leave in one frame and come back in one, where HTTP costs a request and an answer each; a fetch's page comes
+ * back as msgpack, not a JSON body. It is a fast path only: while a leader is unknown, its listener not yet found,
+ * or its connection down, calls go over HTTP, and a call the binary route could not place (a follower's 421, a lost
+ * connection, no leader) is sent again over HTTP, whose router follows leaders and retries as it always did.
  */
 import { type GroupRouter, ServiceError } from '@raftkit/http';
 import { RpcConnection, RpcError } from '@raftkit/rpc';
-import type { AppendAnswer, AppendRpcInfo } from './members/append-rpc.js';
+import type { LogRpcInfo } from './members/rpc-route.js';
 
 /** How long a member whose listener could not be found or reached is left on HTTP before it is asked again. */
 const RETRY_AFTER_FAILURE_MS = 5_000;
@@ -29,7 +29,7 @@ interface Channel {
  */
 const FALLS_BACK = new Set(['misdirected', 'unavailable', 'closed', 'overloaded', 'frame_too_large', 'cancelled']);
 
-export class AppendChannels {
+export class RpcChannels {
   private readonly channels = new Map<string, Channel>();
   private closed = false;
 
@@ -39,15 +39,15 @@ export class AppendChannels {
   ) {}
 
   /**
-   * Appends `call` over the binary route to `group`'s leader, or answers null when the call is for HTTP: no
-   * binary route to the leader yet, or one that could not place this call. Other errors are thrown as ServiceError,
-   * as the HTTP route's answer would be.
+   * Sends `call` over the binary route to `group`'s leader, or answers null when the call is for HTTP: no binary
+   * route to the leader yet, or one that could not place this call. Other errors are thrown as ServiceError, as the
+   * HTTP route's answer would be. `timeoutMs` defaults to the router's.
    */
-  async append(group: string, call: Record<string, unknown>): Promise<AppendAnswer | null> {
+  async call<T>(group: string, call: Record<string, unknown>, timeoutMs = this.router.timeoutMs): Promise<T | null> {
     const connection = this.connectionFor(group);
     if (connection === null) return null;
     try {
-      return await connection.call<AppendAnswer>(call, { timeoutMs: this.router.timeoutMs });
+      return await connection.call<T>(call, { timeoutMs });
     } catch (error) {
       if (!(error instanceof RpcError)) throw error;
       if (FALLS_BACK.has(error.code)) return null;
@@ -90,7 +90,7 @@ export class AppendChannels {
         channel.retryAt = Date.now() + RETRY_AFTER_REFUSAL_MS;
         return;
       }
-      const info = (await response.json()) as AppendRpcInfo;
+      const info = (await response.json()) as LogRpcInfo;
       if (this.closed) return;
       connection = new RpcConnection({
         address: info.address,
