@@ -373,7 +373,7 @@ export const logBenchmark: Benchmark = {
     replicas: REPLICAS,
     processes: MEMBERS,
     appends: `closed loop, ${o.concurrency} in flight, one message per call, acknowledged after commit; ours LogClient.append to partition 0, JetStream js.publish (nats npm client, connected to the stream leader)`,
-    consume: `both topped up to ${CONSUME_RECORDS.toLocaleString('en-US')} messages, then the first 100,000 read back once, from the start: ours LogClient.fetch pages of up to 10,000 records / 8 MiB from the leader; JetStream an ordered consumer (consume(), max_messages 10,000)`,
+    consume: `both topped up to ${CONSUME_RECORDS.toLocaleString('en-US')} messages, then the first 100,000 read back once, from the start: ours LogClient.scan, pages of 5,000 records / 8 MiB from the leader over the binary route, two in flight; JetStream an ordered consumer (consume(), max_messages 10,000)`,
     durability:
       "each system's default: ours fsyncs every commit batch; nats-server 2.9's file store does not fsync per message",
   }),
