@@ -6,6 +6,37 @@ export interface CpuProfile {
   nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; hitCount?: number }[];
   startTime: number;
   endTime: number;
+  /** The node of each sample, and the µs since the previous one (startTime for the first). */
+  samples?: number[];
+  timeDeltas?: number[];
+}
+
+/**
+ * A stretch of a run as the profiles' own clock counts it: µs of CLOCK_MONOTONIC, the clock of V8's sample times
+ * and of `process.hrtime` in every process of the machine, so a benchmark marks a phase with `monotonicUs()` and
+ * the members' profiles are read for that phase alone.
+ */
+export interface ProfileWindow {
+  fromUs: number;
+  toUs: number;
+}
+
+export function monotonicUs(): number {
+  return Number(process.hrtime.bigint() / 1000n);
+}
+
+/** The profile with only the samples inside `window` counted (hitCount rebuilt from the samples). */
+export function windowed(p: CpuProfile, window: ProfileWindow): CpuProfile {
+  if (p.samples === undefined || p.timeDeltas === undefined) return p;
+  const hits = new Map<number, number>();
+  let t = p.startTime;
+  for (let i = 0; i < p.samples.length; i++) {
+    t += p.timeDeltas[i] ?? 0;
+    if (t < window.fromUs || t > window.toUs) continue;
+    const id = p.samples[i]!;
+    hits.set(id, (hits.get(id) ?? 0) + 1);
+  }
+  return { ...p, nodes: p.nodes.map((n) => ({ ...n, hitCount: hits.get(n.id) ?? 0 })) };
 }
 
 interface Hotspot {
@@ -85,12 +116,23 @@ export function formatSummary(s: ProfileSummary, title: string): string {
   return lines.join('\n');
 }
 
-/** Summarize the member-<pid>.cpuprofile files in `dir` (leader first if named), and write summary.txt there. */
-export function summarizeProfiles(dir: string, pids: number[], leaderPid?: number): string | null {
+/**
+ * Summarize the member-<pid>.cpuprofile files in `dir` (leader first if named), and write summary.txt there; with
+ * `window`, only the samples taken inside it.
+ */
+export function summarizeProfiles(
+  dir: string,
+  pids: number[],
+  leaderPid?: number,
+  window?: ProfileWindow,
+): string | null {
   if (!existsSync(dir)) return null;
   const files = readdirSync(dir).filter((f) => pids.some((pid) => f === `member-${pid}.cpuprofile`));
   if (files.length === 0) return null;
-  const load = (f: string): CpuProfile => JSON.parse(readFileSync(join(dir, f), 'utf8')) as CpuProfile;
+  const load = (f: string): CpuProfile => {
+    const p = JSON.parse(readFileSync(join(dir, f), 'utf8')) as CpuProfile;
+    return window === undefined ? p : windowed(p, window);
+  };
   const parts: string[] = [];
   if (leaderPid !== undefined && files.includes(`member-${leaderPid}.cpuprofile`)) {
     parts.push(formatSummary(summarize([load(`member-${leaderPid}.cpuprofile`)]), `leader (pid ${leaderPid})`));

@@ -1,6 +1,6 @@
-/** Reading CPU profiles: self samples by function and by area, idle left out of the shares. */
+/** Reading CPU profiles: self samples by function and by area, idle left out of the shares, a window of a run. */
 import t from 'tap';
-import { areaOf, formatSummary, summarize, type CpuProfile } from '../src/profile.js';
+import { areaOf, formatSummary, summarize, windowed, type CpuProfile } from '../src/profile.js';
 
 const frame = (id: number, functionName: string, url: string, hitCount: number, lineNumber = 0) => ({
   id,
@@ -43,4 +43,18 @@ t.test('areaOf', async (t) => {
   t.equal(areaOf('file:///work/main/cluster/dist/src/host.js', 'f'), 'cluster');
   t.equal(areaOf('', '(program)'), '(program)');
   t.equal(areaOf('', 'memcpy'), 'native');
+});
+
+t.test('windowed counts the samples taken inside the window only', async (t) => {
+  // Samples at 1000 (node 3), 1010 (4), 1020 (3), 1030 (5) µs: the window 1005..1025 holds the middle two.
+  const timed: CpuProfile = { ...profile, startTime: 1000, samples: [3, 4, 3, 5], timeDeltas: [0, 10, 10, 10] };
+  const w = windowed(timed, { fromUs: 1005, toUs: 1025 });
+  t.same(
+    w.nodes.filter((n) => (n.hitCount ?? 0) > 0).map((n) => [n.id, n.hitCount]),
+    [
+      [3, 1],
+      [4, 1],
+    ],
+  );
+  t.equal(windowed(profile, { fromUs: 0, toUs: 1 }), profile, 'a profile without sample times is left whole');
 });

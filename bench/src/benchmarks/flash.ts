@@ -14,7 +14,9 @@
  *    until the 1,000th win ("burst"), then for `--duration` seconds more ("rejection": every answer is a local
  *    rejection: sold out from the bitmap or the token pool, or a rate limit).
  * 3. The bare node:http answer (one JSON answer per request, peers/node-json-server.ts, two processes like the
- *    two gateways) under the same load loop for `--duration` seconds, in the same run (ours' side).
+ *    two gateways) under the same load loop with the same requests (the crowd's attempts, fresh keys) for
+ *    `--duration` seconds, right after the rejection window while ours is still up and idle as it was then: the
+ *    same client work and the same machine, so the two CPU figures are taken at comparable request rates.
  *
  * Figures: requests/s in the rejection window (the side's ops_per_sec); the winning path's latency (the side's
  * p50/p99: attempts answered won, from send to answer); go-live to sold out (start_at to the 1,000th win's answer);
@@ -33,7 +35,7 @@ import { startRedisGateways } from '../peers/flash-redis.js';
 import { startRedis } from '../peers/redis.js';
 import { startNodeServers } from '../peers/daemon.js';
 import { BenchError, cpuSeconds, sleep } from '../procs.js';
-import { summarizeProfiles } from '../profile.js';
+import { monotonicUs, summarizeProfiles, type ProfileWindow } from '../profile.js';
 import { round, summarize } from '../stats.js';
 
 const MEMBERS = 5;
@@ -172,20 +174,18 @@ async function loop(
   }
 }
 
-/** The bare node:http answer under the same loop: requests/s and CPU per request. */
-async function bare(o: RunOptions): Promise<Record<string, number | null>> {
+/**
+ * The bare node:http answer under the same loop and the same requests as the rejection window (the crowd's
+ * attempts, each user in turn with a fresh key: the same bytes, and the same work for the load loop), while our
+ * cluster is still up and idle as it was during that window: requests/s and CPU per request.
+ */
+async function bare(
+  o: RunOptions,
+  request: () => { path: string; headers: Record<string, string>; body: string },
+): Promise<Record<string, number | null>> {
   const servers = await startNodeServers('bare node:http servers', jsonServer, GATEWAYS);
   try {
     const origins = servers.origins;
-    // A request of the same shape and size as the attempts the gateways get (bearer, cookie, forwarded address).
-    const bot = 'x'.repeat(120);
-    const body = JSON.stringify({ user_id: 'u1234', idempotency_key: 'u1234-17', anti_bot_token: bot });
-    const headers = {
-      'content-type': 'application/json',
-      authorization: `Bearer ${'y'.repeat(120)}`,
-      'x-forwarded-for': '10.0.4.210',
-      cookie: `flash_bot=${bot}`,
-    };
     let n = 0;
     const until = Date.now() + 1000 + o.durationS * 1000;
     let cpu0 = 0;
@@ -199,7 +199,7 @@ async function bare(o: RunOptions): Promise<Record<string, number | null>> {
     await loop(
       origins,
       o.concurrency,
-      () => ({ path: '/api/flash/dBench12345678/attempt', headers, body }),
+      request,
       () => void (counting && n++),
       () => Date.now() >= until,
     );
@@ -242,7 +242,9 @@ async function ourSide(o: RunOptions): Promise<Side> {
   };
 }
 
-async function runSide(system: string, o: RunOptions, side: Side): Promise<SideResult> {
+async function runSide(system: string, o: RunOptions, side: Side, withBare = false): Promise<SideResult> {
+  // --profile: the rejection window, as the profiles' clock counts it (the gateways' summary covers it alone).
+  const rejectionWindow: ProfileWindow = { fromUs: 0, toUs: 0 };
   try {
     const gws = side.gateways.map((w) => w.url);
     if (gws.length === 0) throw new BenchError('the flash side has no gateways');
@@ -347,6 +349,7 @@ async function runSide(system: string, o: RunOptions, side: Side): Promise<SideR
     let gatesSoldOut: Record<string, number> = {};
     const enterRejection = (): void => {
       phase = 'rejection';
+      rejectionWindow.fromUs = monotonicUs();
       cpuSoldOut = cpuOf(serverPids());
       gwCpuSoldOut = cpuOf(gatewayPids());
       rejectionEnds = Date.now() + o.durationS * 1000;
@@ -386,6 +389,7 @@ async function runSide(system: string, o: RunOptions, side: Side): Promise<SideR
         return now >= rejectionEnds;
       },
     );
+    rejectionWindow.toUs = monotonicUs();
     const cpuEnd = cpuOf(serverPids());
     const gwCpuEnd = cpuOf(gatewayPids());
     const gatesEnd = await attemptsByGate(gws);
@@ -466,6 +470,10 @@ async function runSide(system: string, o: RunOptions, side: Side): Promise<SideR
             ),
       attempts_by_gate: delta,
     };
+    if (withBare) {
+      process.stderr.write('bench: bare node:http answer (the same requests; this side still up, idle)\n');
+      Object.assign(result, await bare(o, request));
+    }
     process.stderr.write(
       `bench: ${system}: sold out ${String(result.go_live_to_sold_out_s)} s after go-live, ${won.size} wins, win p50/p99 ${win.p50_ms}/${win.p99_ms} ms, rejection ${String(result.requests_per_s_rejection)} req/s at ${String(result.cpu_us_per_rejected)} us CPU each\n`,
     );
@@ -473,13 +481,18 @@ async function runSide(system: string, o: RunOptions, side: Side): Promise<SideR
   } finally {
     await side.stop();
     if (o.profileDir !== null) {
-      // --profile: the gateways' CPU profiles (the rejection path is theirs), written as they exit.
+      // --profile: the gateways' CPU profiles (the rejection path is theirs), written as they exit; the summary
+      // counts the rejection window's samples only (the whole run is in the files).
       const summary = summarizeProfiles(
         o.profileDir,
         side.gateways.map((w) => w.pid),
+        undefined,
+        rejectionWindow.toUs > rejectionWindow.fromUs ? rejectionWindow : undefined,
       );
       if (summary !== null)
-        process.stderr.write(`bench: ${system}: CPU profiles of the gateways in ${o.profileDir}\n${summary}\n`);
+        process.stderr.write(
+          `bench: ${system}: CPU profiles of the gateways in ${o.profileDir} (summary: the rejection window)\n${summary}\n`,
+        );
     }
   }
 }
@@ -542,9 +555,7 @@ export const flashBenchmark: Benchmark = {
     return goals;
   },
   async runOurs(o) {
-    const result = await runSide('ours (Raft, 5 members)', o, await ourSide(o));
-    process.stderr.write('bench: bare node:http answer\n');
-    return { ...result, ...(await bare(o)) };
+    return runSide('ours (Raft, 5 members)', o, await ourSide(o), true);
   },
   async runPeer(peer, o) {
     if (peer !== 'redis') throw new BenchError(`flash compares with redis only, not ${peer}`);

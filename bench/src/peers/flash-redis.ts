@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { onCleanup, removeLater } from '../cleanup.js';
 import { freePortBlock } from '../procs.js';
 import { spawnDaemon, stopDaemons, waitListening, type Daemon } from './daemon.js';
+import { GATEWAY_NODE_FLAGS } from '@raftkit/flash';
 import type { RedisGatewaySpec } from './flash-redis-gateway.js';
 
 const script = fileURLToPath(new URL('./flash-redis-gateway.js', import.meta.url));
@@ -63,10 +64,16 @@ export async function startRedisGateways(o: {
       };
       const file = join(dataDir, 'spec.json');
       writeFileSync(file, JSON.stringify(spec), { mode: 0o600 });
-      const daemon = spawnDaemon(`flash gateway ${g.id} (redis)`, process.execPath, [script, file], {
-        log: join(dataDir, 'gateway.log'),
-        env: { ...process.env, ...o.env },
-      });
+      // The node flags of our gateways (the same gateway code on both sides; only the inventory differs).
+      const daemon = spawnDaemon(
+        `flash gateway ${g.id} (redis)`,
+        process.execPath,
+        [...GATEWAY_NODE_FLAGS, script, file],
+        {
+          log: join(dataDir, 'gateway.log'),
+          env: { ...process.env, ...o.env },
+        },
+      );
       daemons.push(daemon);
     }
     for (const [i, d] of daemons.entries()) await waitListening(d, base + 1 + 2 * i, 30_000);

@@ -131,7 +131,7 @@ t.test('the projector is rebuilt from a restored machine', async (t) => {
 
 function watcher(): Watcher & { got: Push[] } {
   const got: Push[] = [];
-  return { got, seq: -1, early: null, send: (text) => got.push(JSON.parse(text) as Push) };
+  return { got, seq: -1, early: null, send: (frame) => got.push(JSON.parse(frame.text) as Push) };
 }
 const update = (seq: number): Push => ({
   type: 'bid_update',

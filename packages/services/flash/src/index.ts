@@ -50,6 +50,7 @@ export { createFlashService } from './members/api.js';
 export {
   gatewayRole,
   gatewaySettings,
+  GATEWAY_NODE_FLAGS,
   startGateway,
   Gateway,
   BOT_COOKIE,

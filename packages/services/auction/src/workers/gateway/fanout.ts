@@ -1,18 +1,20 @@
 /**
  * A gateway's watchers: the sockets subscribed to each auction, and the forwarding of the writer's pushes to them.
- * One push arrives per gateway; it is serialised once and written to the sockets shard by shard (at most
- * SHARD_SIZE sockets per turn of the event loop), so an auction with 50K watchers does not hold the gateway for
+ * One push arrives per gateway; it is serialised and framed once (frames.ts) and the same bytes are written to the
+ * sockets shard by shard (at most SHARD_SIZE sockets per turn of the event loop), so an auction with 50K watchers does not hold the gateway for
  * one long turn and a hot auction's channel is split in shards above 10K watchers. Each socket remembers the
  * last seq it showed: a push or poll result not above it is dropped, so prices never go backwards on screen even
  * when a new writer repeats a push or a poll overtakes one.
  */
 import type { Push, ServerMessage, SnapshotMessage } from '../../wire.js';
+import { textFrame, type Frame } from './frames.js';
 
 export const SHARD_SIZE = 10_000;
 
 /** What fan-out needs of a socket (the ws WebSocket, or a fake in unit tests). */
 export interface Watcher {
-  send(data: string): void;
+  /** Sends one push, framed once for every watcher (`frame.text` is its JSON). */
+  send(frame: Frame): void;
   /** The last seq shown to this watcher; -1 before its snapshot. */
   seq: number;
   /** Pushes received before the snapshot was sent (replayed after it when newer). */
@@ -71,12 +73,12 @@ export class Channel {
         v.final_price = push.final_price;
       }
     }
-    const text = JSON.stringify(push);
+    const frame = textFrame(JSON.stringify(push));
     const shards = [...this.shards];
     return new Promise((resolve) => {
       const step = (i: number): void => {
         if (i >= shards.length) return resolve();
-        for (const w of shards[i]!) deliver(w, push, text);
+        for (const w of shards[i]!) deliver(w, push, frame);
         setImmediate(() => step(i + 1));
       };
       step(0);
@@ -84,14 +86,14 @@ export class Channel {
   }
 }
 
-function deliver(w: Watcher, push: Push, text: string): void {
+function deliver(w: Watcher, push: Push, frame: Frame): void {
   if (w.early !== null) {
     if (w.early.length < 100) w.early.push(push);
     return;
   }
   if (push.seq <= w.seq) return;
   w.seq = push.seq;
-  w.send(text);
+  w.send(frame);
 }
 
 /** After the snapshot: the watcher shows `seq`, and the pushes that came meanwhile and are newer follow. */
@@ -99,7 +101,7 @@ export function snapshotSent(w: Watcher, seq: number): void {
   const early = w.early ?? [];
   w.early = null;
   w.seq = Math.max(w.seq, seq);
-  for (const p of early.sort((a, b) => a.seq - b.seq)) deliver(w, p, JSON.stringify(p));
+  for (const p of early.sort((a, b) => a.seq - b.seq)) deliver(w, p, textFrame(JSON.stringify(p)));
 }
 
 export function message(m: ServerMessage): string {

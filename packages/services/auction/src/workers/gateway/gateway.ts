@@ -30,13 +30,13 @@ import {
   unauthorized,
   type JsonObject,
   type RequestContext,
-  pushOrDrop,
   type RunningWorker,
   type WorkerOptions,
   type WorkerRole,
 } from '@raftkit/http';
 import { BIDDER_ID, bidderToken, verifyBidderToken } from '../../bidder-token.js';
 import { Channel, message, snapshotSent, type Watcher } from './fanout.js';
+import { writeFrame } from './frames.js';
 import type { BidResult, CreateInput } from '../../machine.js';
 import { isAuctionGroup, locateAuction } from '../../placement.js';
 import { bidBody, pushesFromView, stateQuery, type AuctionBody, type Push, type SnapshotMessage } from '../../wire.js';
@@ -337,7 +337,8 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
     });
 
   // ---- WebSocket watchers ----
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 4096 });
+  // No permessage-deflate (ws's default, said here because fan-out writes prebuilt uncompressed frames: frames.ts).
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 4096, perMessageDeflate: false });
   const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     const path = (req.url ?? '').split('?')[0]!;
     const m = /^\/ws\/auctions\/([^/]+)$/.exec(path);
@@ -392,7 +393,7 @@ export async function startGateway(options: WorkerOptions): Promise<RunningWorke
       auctionId,
       seq: -1,
       early: null,
-      send: (text) => void pushOrDrop(ws, text, MAX_UNSENT_BYTES),
+      send: (frame) => void writeFrame(ws, frame, MAX_UNSENT_BYTES),
     };
     let subscribed = false;
     // A socket that never subscribes only holds a place: closed after the delay (and cut 1 s later if the peer
