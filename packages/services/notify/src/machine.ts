@@ -92,6 +92,23 @@ export type Outcome =
   | { message_id: string; kind: 'retry'; reason: string }
   | { message_id: string; kind: 'failed'; reason: string };
 
+/** One (notification, user) routing step: the `route` command's fields (`routeMany` carries several). */
+export interface RouteStep {
+  notification_id: string;
+  user_id: string;
+  priority: Priority;
+  channels: Channel[];
+  suppressed: Array<{ channel: Channel; reason: string }>;
+  now: number;
+}
+
+/** What a routing step answers: the (notification, user)'s rows, and whether it had been routed before. */
+export interface RouteAnswer {
+  duplicate: boolean;
+  rows: DeliveryRow[];
+  capped: Channel[];
+}
+
 export type NotifyCommand =
   | { op: 'claim'; key: string; notification_id: string; now: number }
   | { op: 'queued'; key: string; notification_id: string }
@@ -107,6 +124,7 @@ export type NotifyCommand =
       suppressed: Array<{ channel: Channel; reason: string }>;
       now: number;
     }
+  | { op: 'routeMany'; routes: RouteStep[] }
   | { op: 'outcomes'; outcomes: Outcome[]; now: number }
   | { op: 'fallback'; from_message_id: string; channel: Channel; now: number }
   | { op: 'inboxAdd'; item: InAppItem }
@@ -116,6 +134,7 @@ export type NotifyCommand =
 export type NotifyResult =
   | { ok: true; op: 'claim'; notification_id: string; existing: boolean; queued: boolean }
   | { ok: true; op: 'route'; duplicate: boolean; rows: DeliveryRow[]; capped: Channel[] }
+  | { ok: true; op: 'routeMany'; results: RouteAnswer[] }
   | { ok: true; op: 'outcomes'; applied: number; rows: DeliveryRow[] }
   | { ok: true; op: 'fallback'; row: DeliveryRow | null }
   | { ok: true; op: 'inboxAdd'; added: boolean; item: InAppItem }
@@ -143,6 +162,8 @@ export class NotifyMachine {
   private rows = new Map<string, DeliveryRow>();
   private byNotification = new Map<string, Set<string>>();
   private routes = new Map<string, RouteDecision>();
+  /** The users of each notification's routes (the status query reads them without scanning every route). */
+  private routeUsers = new Map<string, Set<string>>();
   private sends = new Map<string, number[]>();
   private inboxes = new Map<string, InAppItem[]>();
   /** Not replicated state: the member's hook for in-app items as they apply (none in tests of the pure machine). */
@@ -176,7 +197,10 @@ export class NotifyMachine {
         return { ok: true, op: 'putTemplate' };
       }
       case 'route':
-        return this.route(command);
+        return { ok: true, op: 'route', ...this.route(command) };
+      case 'routeMany':
+        // The bulk router's batch: each step applied in order, as that many `route` commands would be.
+        return { ok: true, op: 'routeMany', results: command.routes.map((r) => this.route(r)) };
       case 'outcomes':
         return this.outcomes(command.outcomes, command.now);
       case 'fallback': {
@@ -227,7 +251,7 @@ export class NotifyMachine {
           if (this.byNotification.get(row.notification_id)?.size === 0) {
             this.byNotification.delete(row.notification_id);
           }
-          this.routes.delete(`${row.notification_id}\u0000${row.user_id}`);
+          this.forgetRoute(row.notification_id, row.user_id);
         }
         return { ok: true, op: 'prune' };
     }
@@ -238,12 +262,10 @@ export class NotifyMachine {
    * hour, counted here so two routers cannot both pass a cap) and creates a pending row per channel left; again
    * (a router replaying its partition after a crash), answers the rows made the first time, changing nothing.
    */
-  private route(command: Extract<NotifyCommand, { op: 'route' }>): NotifyResult {
+  private route(command: RouteStep): RouteAnswer {
     const key = `${command.notification_id}\u0000${command.user_id}`;
     if (this.routes.has(key)) {
       return {
-        ok: true,
-        op: 'route',
         duplicate: true,
         rows: this.rowsOf(command.notification_id).filter((r) => r.user_id === command.user_id),
         capped: [],
@@ -268,13 +290,27 @@ export class NotifyMachine {
         ...this.addRow(command.notification_id, command.user_id, channel, command.priority, command.now, null),
       });
     }
-    this.routes.set(key, {
+    this.keepRoute({
       notification_id: command.notification_id,
       user_id: command.user_id,
       suppressed: [...command.suppressed, ...capped.map((channel) => ({ channel, reason: 'frequency_cap' }))],
       at: command.now,
     });
-    return { ok: true, op: 'route', duplicate: false, rows, capped };
+    return { duplicate: false, rows, capped };
+  }
+
+  private keepRoute(decision: RouteDecision): void {
+    this.routes.set(`${decision.notification_id}\u0000${decision.user_id}`, decision);
+    let users = this.routeUsers.get(decision.notification_id);
+    if (users === undefined) this.routeUsers.set(decision.notification_id, (users = new Set()));
+    users.add(decision.user_id);
+  }
+
+  private forgetRoute(notificationId: string, userId: string): void {
+    if (!this.routes.delete(`${notificationId}\u0000${userId}`)) return;
+    const users = this.routeUsers.get(notificationId);
+    users?.delete(userId);
+    if (users?.size === 0) this.routeUsers.delete(notificationId);
   }
 
   private addRow(
@@ -422,8 +458,10 @@ export class NotifyMachine {
 
   routesOf(notificationId: string): RouteDecision[] {
     const out: RouteDecision[] = [];
-    for (const decision of this.routes.values())
-      if (decision.notification_id === notificationId) out.push(structuredClone(decision));
+    for (const user of this.routeUsers.get(notificationId) ?? []) {
+      const decision = this.routes.get(`${notificationId}\u0000${user}`);
+      if (decision !== undefined) out.push(structuredClone(decision));
+    }
     return out;
   }
 
@@ -480,7 +518,9 @@ export class NotifyMachine {
       if (set === undefined) this.byNotification.set(row.notification_id, (set = new Set()));
       set.add(row.message_id);
     }
-    this.routes = new Map(s.routes.map((r) => [`${r.notification_id}\u0000${r.user_id}`, r]));
+    this.routes = new Map();
+    this.routeUsers = new Map();
+    for (const r of s.routes) this.keepRoute(r);
     this.sends = new Map(s.sends);
     this.inboxes = new Map(s.inboxes);
   }

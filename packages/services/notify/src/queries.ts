@@ -9,6 +9,7 @@ import type { DeliveryRow, NotifyMachine, Preferences, RouteDecision, Template }
 export type StateQuery =
   /** `local`: answered from the replica's applied state without a read barrier (preferences may be a few ms old). */
   | { q: 'routeContext'; user_id: string; event_type: string; local?: boolean }
+  | { q: 'routeContexts'; user_ids: string[]; event_types: string[]; local?: boolean }
   | { q: 'sendContext'; message_ids: string[]; user_ids: string[] }
   | { q: 'status'; notification_id: string }
   | { q: 'prefs'; user_id: string }
@@ -18,6 +19,12 @@ export type StateQuery =
 export interface RouteContext {
   prefs: Preferences;
   templates: Partial<Record<Channel, Template>>;
+}
+
+/** The bulk router's batch read: each user's preferences, each event type's templates. */
+export interface RouteContexts {
+  prefs: Record<string, Preferences>;
+  templates: Record<string, Partial<Record<Channel, Template>>>;
 }
 
 export interface SendContext {
@@ -40,6 +47,20 @@ export function answer(machine: NotifyMachine, query: StateQuery): unknown {
       }
       return { prefs: machine.preferences(query.user_id), templates } satisfies RouteContext;
     }
+    case 'routeContexts': {
+      const prefs: Record<string, Preferences> = {};
+      for (const user of query.user_ids) prefs[user] = machine.preferences(user);
+      const templates: Record<string, Partial<Record<Channel, Template>>> = {};
+      for (const eventType of query.event_types) {
+        const own: Partial<Record<Channel, Template>> = {};
+        for (const channel of CHANNELS) {
+          const t = machine.template(eventType, channel);
+          if (t !== null) own[channel] = t;
+        }
+        templates[eventType] = own;
+      }
+      return { prefs, templates } satisfies RouteContexts;
+    }
     case 'sendContext': {
       const rows: Record<string, DeliveryRow | null> = {};
       for (const id of query.message_ids) rows[id] = machine.row(id);
@@ -61,7 +82,7 @@ export function answer(machine: NotifyMachine, query: StateQuery): unknown {
   }
 }
 
-const QUERIES = new Set(['routeContext', 'sendContext', 'status', 'prefs', 'segment', 'inbox']);
+const QUERIES = new Set(['routeContext', 'routeContexts', 'sendContext', 'status', 'prefs', 'segment', 'inbox']);
 
 /** A query as it arrives over HTTP (internal callers only, but still checked: bad input is a 400, never a crash). */
 export function checkQuery(value: unknown): StateQuery {
@@ -85,6 +106,10 @@ export function checkQuery(value: unknown): StateQuery {
     case 'routeContext':
       str('user_id');
       str('event_type');
+      break;
+    case 'routeContexts':
+      strs('user_ids');
+      strs('event_types');
       break;
     case 'sendContext':
       strs('message_ids');

@@ -71,6 +71,38 @@ t.test('route: caps per channel per hour, critical never capped, a replay change
   t.same(m.routesOf('n2')[0]!.suppressed, [{ channel: 'email', reason: 'frequency_cap' }]);
 });
 
+t.test('routeMany: the steps apply in order as that many route commands (caps, duplicates)', async (t) => {
+  const m = new NotifyMachine();
+  const prefs: Preferences = { ...defaultPreferences(), frequency_cap: [{ channel: 'email', max_per_hour: 1 }] };
+  m.apply({ op: 'putPrefs', user_id: 'u', prefs });
+  const step = (n: string, user: string, now: number) => ({
+    notification_id: n,
+    user_id: user,
+    priority: 'low' as const,
+    channels: ['email' as const, 'in_app' as const],
+    suppressed: [],
+    now,
+  });
+  const first = m.apply({
+    op: 'routeMany',
+    routes: [step('n1', 'u', T0), step('n2', 'u', T0 + 1), step('n1', 'v', T0)],
+  });
+  t.match(first, {
+    op: 'routeMany',
+    results: [
+      { duplicate: false, capped: [] },
+      { duplicate: false, capped: ['email'] },
+      { duplicate: false, capped: [] },
+    ],
+  });
+  const again = m.apply({ op: 'routeMany', routes: [step('n2', 'u', T0 + 2)] });
+  t.same(
+    again.op === 'routeMany' ? again.results.map((r) => [r.duplicate, r.rows.map((row) => row.channel)]) : null,
+    [[true, ['in_app']]],
+    'a step routed before answers the rows made the first time',
+  );
+});
+
 t.test(
   'delivery_log transitions; bounce disables email; invalid push subscriptions removed; fallback rows',
   async (t) => {

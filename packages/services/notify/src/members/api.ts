@@ -67,6 +67,7 @@ const OPS = [
   'putSegment',
   'putTemplate',
   'route',
+  'routeMany',
   'outcomes',
   'fallback',
   'inboxAdd',
@@ -95,7 +96,10 @@ const STATE_KIND: OnRequestKind = {
     const original = machine.apply.bind(machine);
     // Shape first: a malformed entry is refused identically everywhere, before anything changes.
     machine.apply = (command: NotifyCommand): NotifyResult => original(checkNotifyCommand(command));
-    return { stateMachine: machine as unknown as ManagedGroupOptions['stateMachine'] };
+    // Lease reads: the leader answers a read barrier from its lease (check-quorum's, shorter than an election
+    // timeout) instead of a heartbeat round to a majority, so a preference read on the leader is a local read, and
+    // a follower's barrier is one round trip to the leader (the spec asks preference lookups to be sub-millisecond).
+    return { stateMachine: machine as unknown as ManagedGroupOptions['stateMachine'], core: { leaseReads: true } };
   },
 };
 
@@ -274,7 +278,7 @@ function notifyRoutes(service: ServiceContext): void {
       // lookups sub-millisecond; the leader's applied state holds every acknowledged PUT (only a deposed leader could
       // be behind, by moments). A follower still reads through the barrier. Delivery rows (was it sent already?) are
       // always read linearizably.
-      if (!(q.q === 'routeContext' && q.local === true && node.isLeader))
+      if (!((q.q === 'routeContext' || q.q === 'routeContexts') && q.local === true && node.isLeader))
         await service.call(node, () => node.readBarrier());
       return node.readLocal((m) => answer(m, q));
     })

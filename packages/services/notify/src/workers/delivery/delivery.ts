@@ -187,7 +187,20 @@ export async function startDelivery(
     fallbacks: 0,
     held: 0,
     fail_open: 0,
+    bulk_waits_for_critical: 0,
   };
+  // Critical batches in flight in this process (any channel), and the bulk steps waiting for them to be done: the
+  // channels' lanes share this process's event loop and the members, so a bulk batch takes its next step (the
+  // send-time read, a slice to the provider, the outcomes' record) only while no critical batch is in flight.
+  let criticalBatches = 0;
+  let criticalDone: Array<() => void> = [];
+  const criticalIdle = async (): Promise<void> => {
+    if (criticalBatches === 0) return;
+    stats.bulk_waits_for_critical++;
+    while (criticalBatches > 0) await new Promise<void>((r) => criticalDone.push(r));
+  };
+  // Messages a provider acknowledged, per channel (/healthz: a channel's throughput is read from its deltas).
+  const sentByChannel: Record<Channel, number> = { push: 0, email: 0, sms: 0, in_app: 0 };
   // Message ids whose outcome (sent, delivered or final) this process recorded: what a critical batch sent fail open
   // (the delivery_log unreadable) skips, so a copy read again while the state groups are cut off is not resent by
   // the worker that sent it. Insertion-ordered, the oldest dropped past RECORDED_KEPT (memory bound).
@@ -201,6 +214,7 @@ export async function startDelivery(
   const http = await serveWorkerHttp(options, {
     health: () => ({
       ...stats,
+      sent_by_channel: sentByChannel,
       channels: [...senders.keys()],
       held_channels: heldChannels(),
       in_app_relays_dropped: relay.dropped,
@@ -391,6 +405,28 @@ export async function startDelivery(
     polled: QueuedMessage[],
     signal: AbortSignal,
   ): Promise<void> {
+    if (priority !== 'critical') return sendBatch(channel, sender, bucket, priority, polled, signal);
+    criticalBatches++;
+    try {
+      return await sendBatch(channel, sender, bucket, priority, polled, signal);
+    } finally {
+      if (--criticalBatches === 0) {
+        const waiting = criticalDone;
+        criticalDone = [];
+        for (const w of waiting) w();
+      }
+    }
+  }
+
+  async function sendBatch(
+    channel: Channel,
+    sender: ChannelSender,
+    bucket: WaitingBucket,
+    priority: Priority,
+    polled: QueuedMessage[],
+    signal: AbortSignal,
+  ): Promise<void> {
+    const bulk = priority !== 'critical';
     stats.batches++;
     // A channel topic can hold one message twice (a router replaying records it had queued but not committed, a
     // producer's append retried after a lost answer). Both copies in one batch would both pass the delivery_log
@@ -417,6 +453,7 @@ export async function startDelivery(
     }
     const context: SendContext = { rows: {}, prefs: {} };
     let failOpen = false;
+    if (bulk) await criticalIdle();
     try {
       for (const [g, e] of byGroup) {
         const part = await state.query<SendContext>(g, {
@@ -473,6 +510,7 @@ export async function startDelivery(
       const retry: typeof pending = [];
       for (let i = 0; i < pending.length; i += sender.maxBatch) {
         const slice = pending.slice(i, i + sender.maxBatch);
+        if (bulk) await criticalIdle();
         await bucket.acquire(slice.length, priority === 'critical');
         let results: Awaited<ReturnType<ChannelSender['send']>>;
         try {
@@ -486,6 +524,7 @@ export async function startDelivery(
           switch (r.kind) {
             case 'sent':
               stats.sent++;
+              sentByChannel[channel]++;
               sentTotal.inc();
               outcomes.push({
                 message_id: id,
@@ -496,6 +535,7 @@ export async function startDelivery(
               break;
             case 'delivered':
               stats.sent++;
+              sentByChannel[channel]++;
               sentTotal.inc();
               outcomes.push({
                 message_id: id,
@@ -544,6 +584,7 @@ export async function startDelivery(
       }
       // What the provider acknowledged is recorded before anything else happens (before the backoff, before the
       // offset moves): a worker killed from here on replays the batch and skips these rows.
+      if (bulk) await criticalIdle();
       if (outcomes.length > 0) await record(outcomes.splice(0));
       pending = retry;
       if (pending.length > 0) await sleep(Math.min(retryMax, retryBase * 2 ** (attempt - 1)));

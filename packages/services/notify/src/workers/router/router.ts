@@ -47,8 +47,8 @@ import {
   DEAD_LETTER_TOPIC,
   type QueueLayout,
 } from '../../placement.js';
-import { defaultPreferences, type Preferences } from '../../machine.js';
-import type { RouteContext } from '../../queries.js';
+import { defaultPreferences, type Preferences, type RouteStep } from '../../machine.js';
+import type { RouteContext, RouteContexts } from '../../queries.js';
 import { inQuietHours } from '../../quiet-hours.js';
 import { StateClient } from '../../state-client.js';
 import { render } from '../../template.js';
@@ -101,6 +101,15 @@ const PRUNE_EVERY_MS = 10 * 60_000;
 
 /** Users routed at once per priority loop (each user's records stay in order). */
 const ROUTE_CONCURRENCY = 64;
+/**
+ * Low records waiting to be routed at once per low partition. They are routed in batches per state group (lowBatch
+ * in startRouter), one batch per group in flight: a record routed alone is three requests to the members, which the
+ * critical records' routes and sends share, and requests in flight past what the members serve add no throughput,
+ * only queueing in front of a critical request.
+ */
+const LOW_ROUTE_CONCURRENCY = 16;
+/** Low records of one state group routed by one context read and one `routeMany` command, at most. */
+const LOW_BATCH = 200;
 /** Low-priority records the router holds at once while their campaigns wait for tokens (memory bound). */
 const LOW_WINDOW = 10_000;
 
@@ -123,8 +132,17 @@ export async function startRouter(
   let group: GroupConsumer | null = null;
   const campaigns = new Map<string, BucketCounter>();
   const prefsCache = new Map<string, Preferences>();
-  const stats = { routed: 0, messages: 0, held: 0, rate_limited_waits: 0 };
+  const stats = { routed: 0, messages: 0, held: 0, rate_limited_waits: 0, low_waits_for_critical: 0 };
   let stopping = false;
+  // Critical records being routed in this process, and the low routes waiting for them to be done: a low route
+  // starts only while no critical one is in flight, so a critical record's requests meet the fewest bulk ones.
+  let criticalRouting = 0;
+  let criticalDone: Array<() => void> = [];
+  const criticalIdle = async (): Promise<void> => {
+    if (criticalRouting === 0) return;
+    stats.low_waits_for_critical++;
+    while (criticalRouting > 0) await new Promise<void>((r) => criticalDone.push(r));
+  };
 
   // Poison records (not an ingestion record) go here with their reason; their neighbours are routed as usual.
   const deadLetters = new DeadLetterQueue(log, DEAD_LETTER_TOPIC);
@@ -232,12 +250,135 @@ export async function startRouter(
     routed.inc();
   }
 
+  // Low records by state group, waiting for the group's batch in flight to be done (lowBatch).
+  const lowPending = new Map<string, Array<{ record: IngestRecord; done: () => void; fail: (e: unknown) => void }>>();
+  const lowBusy = new Set<string>();
+
+  /** Routes a low record in its state group's next batch. */
+  function routeLow(record: IngestRecord): Promise<void> {
+    const group = groupOf('user', record.user_id);
+    return new Promise<void>((done, fail) => {
+      let list = lowPending.get(group);
+      if (list === undefined) lowPending.set(group, (list = []));
+      list.push({ record, done, fail });
+      if (!lowBusy.has(group)) {
+        lowBusy.add(group);
+        // After this turn of the event loop, so the records that became ready together go in one batch.
+        setImmediate(() => void lowBatches(group));
+      }
+    });
+  }
+
+  /** The group's waiting low records, a batch at a time, until none wait. */
+  async function lowBatches(group: string): Promise<void> {
+    try {
+      for (;;) {
+        const list = lowPending.get(group) ?? [];
+        if (list.length === 0) return;
+        const batch = list.splice(0, LOW_BATCH);
+        try {
+          await criticalIdle();
+          await lowBatch(
+            group,
+            batch.map((p) => p.record),
+          );
+          for (const p of batch) p.done();
+        } catch (e) {
+          for (const p of batch) p.fail(e);
+        }
+      }
+    } finally {
+      lowBusy.delete(group);
+      if ((lowPending.get(group)?.length ?? 0) > 0) {
+        lowBusy.add(group);
+        setImmediate(() => void lowBatches(group));
+      }
+    }
+  }
+
+  /**
+   * Low records of one state group, routed as routeOne routes one: one read of the users' preferences and the event
+   * types' templates, one `routeMany` command (each step applied in order, as that many `route` commands), then the
+   * messages queued. A failure fails the batch: each record is retried (routeRetrying), and the state group routes a
+   * (notification, user) once, so a step that had been applied answers its rows again.
+   */
+  async function lowBatch(group: string, records: IngestRecord[]): Promise<void> {
+    const context = await state.query<RouteContexts>(group, {
+      q: 'routeContexts',
+      user_ids: [...new Set(records.map((r) => r.user_id))],
+      event_types: [...new Set(records.map((r) => r.event_type))],
+      local: true,
+    });
+    const now = Date.now();
+    const steps: RouteStep[] = records.map((record) => {
+      const prefs = context.prefs[record.user_id] ?? defaultPreferences();
+      prefsCache.set(record.user_id, prefs);
+      const { channels, suppressed } = chooseChannels(prefs, record.priority, record.user_id, now);
+      return {
+        notification_id: record.notification_id,
+        user_id: record.user_id,
+        priority: record.priority,
+        channels,
+        suppressed,
+        now,
+      };
+    });
+    if (prefsCache.size > 100_000) prefsCache.clear();
+    await criticalIdle();
+    const result = await state.command(group, { op: 'routeMany', routes: steps });
+    if (result.op !== 'routeMany' || result.results.length !== records.length)
+      throw new Error('unexpected answer to routeMany');
+    const sends: Array<Promise<unknown>> = [];
+    records.forEach((record, i) => {
+      const prefs = context.prefs[record.user_id] ?? defaultPreferences();
+      const templates = context.templates[record.event_type] ?? {};
+      for (const row of result.results[i]!.rows) {
+        if (row.status !== 'pending') continue;
+        const message: QueuedMessage = {
+          message_id: row.message_id,
+          notification_id: record.notification_id,
+          user_id: record.user_id,
+          event_type: record.event_type,
+          priority: record.priority,
+          channel: row.channel,
+          content: render(templates[row.channel] ?? null, record.event_type, record.data),
+          accepted_at: record.accepted_at,
+          address: addressOf(prefs, row.channel, record.user_id),
+        };
+        sends.push(
+          producerOf(layout.topic(record.priority, row.channel)).send(JSON.stringify(message), { key: record.user_id }),
+        );
+        stats.messages++;
+      }
+    });
+    await Promise.all(sends);
+    stats.routed += records.length;
+    for (let i = 0; i < records.length; i++) routed.inc();
+  }
+
   /** Routes one record, retrying with backoff while the state groups or the log refuse; false when stopping. */
   async function routeWithRetry(record: IngestRecord, priority: Priority): Promise<boolean> {
+    if (priority !== 'critical') return routeRetrying(record, priority);
+    criticalRouting++;
+    try {
+      return await routeRetrying(record, priority);
+    } finally {
+      if (--criticalRouting === 0) {
+        const waiting = criticalDone;
+        criticalDone = [];
+        for (const w of waiting) w();
+      }
+    }
+  }
+
+  async function routeRetrying(record: IngestRecord, priority: Priority): Promise<boolean> {
     let backoff = 100;
     for (;;) {
       try {
-        await routeOne(record);
+        if (priority === 'low') {
+          await criticalIdle();
+          await routeLow(record);
+        } else await routeOne(record);
         return true;
       } catch (e) {
         if (stopping) return false;
@@ -346,7 +487,7 @@ export async function startRouter(
     const polledTo = new Map<number, number>();
     const committedTo = new Map<number, number>();
     let lastCommit = 0;
-    let slots = ROUTE_CONCURRENCY;
+    let slots = LOW_ROUTE_CONCURRENCY;
     const slotWaiters: Array<() => void> = [];
     let wake: (() => void) | null = null;
     async function withSlot<T>(f: () => Promise<T>): Promise<T> {
