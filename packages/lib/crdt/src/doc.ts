@@ -190,6 +190,11 @@ export class Doc {
     return Object.fromEntries(this.sv);
   }
 
+  /** The last counter applied of `client` (-1 when none): one entry of the state vector, without copying it. */
+  lastCounter(client: string): number {
+    return this.sv.get(client) ?? -1;
+  }
+
   /** Number of runs held (tombstones included): what memory grows with. */
   get runCount(): number {
     return this.items.size;

@@ -27,6 +27,9 @@ t.test('local edits', async (t) => {
   t.same(d.stateVector(), {
     a: d.opsSince().reduce((m, op) => Math.max(m, op.id[1] + (op.type === 'insert' ? op.text.length : 1) - 1), -1),
   });
+  // One entry of the state vector, read without copying it.
+  t.equal(d.lastCounter('a'), d.stateVector()['a']);
+  t.equal(d.lastCounter('nobody'), -1);
 });
 
 t.test('two replicas: concurrent inserts at one place stay whole, ordered by (Lamport, client)', async (t) => {

@@ -464,11 +464,10 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
     const op_id = c.op_id;
     const seen = d.opIds.get(op_id);
     if (seen !== undefined) return { ok: true, op_id, revision: seen, duplicate: true };
-    const sv = d.doc.stateVector();
     if (
       Array.isArray(c.ops) &&
       c.ops.length > 0 &&
-      c.ops.every((op) => op.id[1] + opLength(op) - 1 <= (sv[op.id[0]] ?? -1))
+      c.ops.every((op) => op.id[1] + opLength(op) - 1 <= d.doc.lastCounter(op.id[0]))
     )
       return { ok: true, op_id, revision: d.meta.revision, duplicate: true };
     return {
@@ -509,16 +508,18 @@ export class CollabMachine implements StateMachine<CollabCommand, CollabResult> 
           `op id ${op.id[0]} is not a client of ${c.author} (use "${c.author}" or "${c.author}~<session>")`,
         );
     // Applied before (its op_id left the hot log, or it was resent inside another change): every counter is known.
-    const sv = d.doc.stateVector();
-    if (c.ops.every((op) => op.id[1] + opLength(op) - 1 <= (sv[op.id[0]] ?? -1)))
+    if (c.ops.every((op) => op.id[1] + opLength(op) - 1 <= d.doc.lastCounter(op.id[0])))
       return { ok: true, op_id, revision: d.meta.revision, duplicate: true };
     // Dependencies: each op continues its client's counters exactly, and anchors on counters already applied, so a
-    // change is never left waiting inside the CRDT (which would block that client's later changes for ever).
-    const have = new Map(Object.entries(sv));
-    const known = (id: Id | null, n = 1): boolean => id === null || id[1] + n - 1 <= (have.get(id[0]) ?? -1);
+    // change is never left waiting inside the CRDT (which would block that client's later changes for ever). The
+    // counters this change's own earlier ops advance are tracked beside the document's (no copy of its state
+    // vector per change: it has an entry per client that ever wrote).
+    const have = new Map<string, number>();
+    const last = (client: string): number => have.get(client) ?? d.doc.lastCounter(client);
+    const known = (id: Id | null, n = 1): boolean => id === null || id[1] + n - 1 <= last(id[0]);
     let added = 0;
     for (const op of c.ops) {
-      const next = (have.get(op.id[0]) ?? -1) + 1;
+      const next = last(op.id[0]) + 1;
       if (op.id[1] !== next)
         return bad(
           'invalid_op',

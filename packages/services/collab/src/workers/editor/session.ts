@@ -3,8 +3,10 @@
  * or through another worker's proxy), the queue of their changes, presence, and the permission re-check.
  *
  * Changes are committed in order, in batches, pipelined: up to MAX_INFLIGHT append entries are in flight at once
- * (a keystroke no longer waits for the previous entry's commit before its own starts), and while the window is
- * full the changes that arrive queue and go together in the next entry. Entries carry this session's id and a
+ * (a keystroke no longer waits for the previous entry's commit before its own starts); the changes read in one turn
+ * of the event loop go in one entry, and while the window is full the changes that arrive queue and go together in
+ * the next entry. A committed entry's changes are broadcast in one turn, so each client's frames for it leave in one
+ * write (frames.ts). Entries carry this session's id and a
  * sequence number; the log applies entry k only right after entry k-1 (else `out_of_order`), so the log's order is
  * the owner's order whatever order the requests reach the leader in. Results are handled in sequence order: an
  * entry whose request failed (or was refused out of order) is sent again when it is the oldest one outstanding, and
@@ -17,7 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import { checkOp, Doc, InvalidOpError, type Op } from '@raftkit/crdt';
 import type { WebSocket } from 'ws';
-import { DEFAULT_MAX_BODY_BYTES, pushOrDrop, ServiceError } from '@raftkit/http';
+import { DEFAULT_MAX_BODY_BYTES, ServiceError } from '@raftkit/http';
 import {
   atLeast,
   MAX_OPS_PER_CHANGE,
@@ -27,6 +29,7 @@ import {
   type CollabResult,
   type Role,
 } from '../../machine.js';
+import { encode, pushText } from './frames.js';
 import type { LogAccess, StateView } from './log-access.js';
 import {
   CLOSE_MOVING,
@@ -59,8 +62,12 @@ const MAX_BATCH_BYTES = MAX_CHANGE_BYTES;
 const MAX_QUEUE_BYTES = 4 * MAX_FRAME_BYTES;
 /** Bytes of one client's changes queued or in flight before `busy` (the per-session bound): two frames. */
 const MAX_CLIENT_PENDING_BYTES = 2 * MAX_FRAME_BYTES;
-/** Append entries in flight per document (each one Raft entry; the leader batches them into its appends). */
-const MAX_INFLIGHT = 8;
+/**
+ * Append entries in flight per document (each one Raft entry; the leader batches them into its appends). Fewer
+ * entries carry more changes each: every entry costs an HTTP request, a Raft entry on three members and a frame to
+ * every client, so a wide window spent the CPU the commit path needs when the machine is busy (bench/RESULTS.md).
+ */
+const MAX_INFLIGHT = 4;
 /** Bytes a client may leave unread before it is dropped: a welcome and a few full-size changes (frames: 4 MiB). */
 export const MAX_UNSENT_BYTES = 16 * 1024 * 1024;
 
@@ -112,6 +119,7 @@ export class DocSession {
   /** Sent entries not handled yet, oldest first. */
   private window: Entry[] = [];
   private draining = false;
+  private pumpScheduled = false;
   /**
    * Names this session's append entries (the owner may open a document again with the same generation). A new one
    * is drawn when the log refuses an entry outright (a 4xx): the entries after it are numbered again from 1.
@@ -274,7 +282,15 @@ export class DocSession {
     this.queueBytes += bytes;
     conn.pending += bytes;
     this.queue.push({ conn, change, bytes });
-    this.pump();
+    // The entry goes at the end of this turn, with every change read from the sockets in it (one append request
+    // and one Raft entry for them all, not one each).
+    if (!this.pumpScheduled) {
+      this.pumpScheduled = true;
+      setImmediate(() => {
+        this.pumpScheduled = false;
+        this.pump();
+      });
+    }
   }
 
   presence(conn: Conn, cursor: number | null, selection: Selection | null): void {
@@ -566,8 +582,8 @@ export class DocSession {
   }
 
   broadcast(message: ServerMessage, except: Conn | null): void {
-    const text = JSON.stringify(message);
-    for (const c of this.conns) if (c !== except && c.ws.readyState === 1) c.ws.send(text);
+    const bytes = encode(message);
+    for (const c of this.conns) if (c !== except) pushText(c.ws, bytes, MAX_UNSENT_BYTES);
   }
 }
 
@@ -584,7 +600,7 @@ function presenceOf(c: Conn): ServerMessage {
 
 export function send(conn: Conn, message: ServerMessage): void {
   // A client that does not read is dropped rather than buffered for: it resyncs from the document when it rejoins.
-  if (conn.ws.readyState === 1) pushOrDrop(conn.ws, JSON.stringify(message), MAX_UNSENT_BYTES);
+  pushText(conn.ws, JSON.stringify(message), MAX_UNSENT_BYTES);
 }
 
 /** A 4xx answer from the op log (not a timeout or backpressure): the request itself is refused for good. */

@@ -10,7 +10,6 @@ import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer, type RawData } from 'ws';
 import {
   clusterUrl,
-  pushOrDrop,
   serveWorkerHttp,
   verifyToken,
   type Principal,
@@ -19,6 +18,7 @@ import {
 } from '@raftkit/http';
 import { collabApi } from './http.js';
 import { EarlyFrames } from './early-frames.js';
+import { asBuffer, pushText } from './frames.js';
 import { LogAccess } from './log-access.js';
 import { DOC_ID, USER_ID, LEASE_MS, MAX_DOCS_PER_USER, type CollabResult } from '../../machine.js';
 import {
@@ -321,14 +321,15 @@ class CollabWorker {
         for (const data of early.splice(0)) upstream.send(data.toString());
         // Both ways bounded: an owner that stops reading, or a client, is dropped rather than buffered for.
         ws.on('message', (data) => {
-          if (upstream.readyState === WebSocket.OPEN) pushOrDrop(upstream, data.toString(), MAX_UNSENT_BYTES);
+          if (upstream.readyState === WebSocket.OPEN) pushText(upstream, asBuffer(data), MAX_UNSENT_BYTES);
         });
         ws.on('close', () => upstream.close());
         // The client may have gone while the upstream was opening: its close event has passed already.
         if (ws.readyState !== WebSocket.OPEN) upstream.close();
       });
       upstream.on('message', (data) => {
-        if (ws.readyState === WebSocket.OPEN) pushOrDrop(ws, data.toString(), MAX_UNSENT_BYTES);
+        // The owner's frame relayed as the bytes it came as (no decode and encode again), written with this turn's.
+        if (ws.readyState === WebSocket.OPEN) pushText(ws, asBuffer(data), MAX_UNSENT_BYTES);
       });
       upstream.on('close', (code, reason) => {
         if (!opened) return resolve(false);
