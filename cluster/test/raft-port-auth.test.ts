@@ -41,9 +41,9 @@ function oldHello(from: string, to: string): Buffer {
   return frame({ kind: 'hello', version: 1, from, to });
 }
 
-/** A hello of the authenticated protocol (version 3 since the ping and beats frames) with a made-up nonce and MAC. */
+/** A hello of the authenticated protocol (version 4 since batch frames) with a made-up nonce and MAC. */
 function forgedHello(from: string, to: string): Buffer {
-  return frame({ kind: 'hello', version: 3, from, to, nonce: randomBytes(32), mac: randomBytes(32) });
+  return frame({ kind: 'hello', version: 4, from, to, nonce: randomBytes(32), mac: randomBytes(32) });
 }
 
 /** Connects to `address`, writes `bytes`, and gives the member a moment to act on them; then hangs up. */

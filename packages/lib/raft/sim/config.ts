@@ -41,6 +41,8 @@ export interface SimMutations {
   quiesceNeverWakes?: boolean;
   /** The heartbeat batch expander hands each heartbeat to the wrong group (src/transport/coalesce.ts, misroute). */
   brokenCoalescing?: boolean;
+  /** The message batch expander hands each message to the wrong group (src/transport/batch.ts, misroute). */
+  brokenBatching?: boolean;
   /**
    * With forwardedResults (which it turns on): a results message answers every write waiting at the member, each
    * with the message's first result, instead of only the writes it names.

@@ -54,6 +54,11 @@ export const MUTATIONS: Mutation[] = [
     sim: { brokenCoalescing: true },
   },
   {
+    name: 'brokenBatching',
+    what: "the message batch expander hands each of a batch's messages to the wrong group",
+    sim: { brokenBatching: true },
+  },
+  {
     name: 'resultsAnswerAll',
     what: "a leader's results for forwarded writes answer every write waiting at the follower, not only their own",
     sim: { resultsAnswerAll: true },

@@ -9,6 +9,8 @@
  * so every group on it at once.
  */
 import { HeartbeatCoalescer, expandBatch, isBeat, type HeartbeatBatch } from '../src/transport/coalesce.js';
+import { MessageBatcher, expandMessages, type MessageBatch } from '../src/transport/batch.js';
+import { fail } from './invariants.js';
 import { Liveness } from '../src/groups/liveness.js';
 import type { Message, NodeId } from '../src/types.js';
 import type { SimConfig } from './config.js';
@@ -46,12 +48,20 @@ export class SimProcess {
   /** Ticks, and the tick each peer process was last heard from in this incarnation (any frame or ping). */
   private readonly liveness: Liveness;
   private readonly coalescer = new HeartbeatCoalescer();
+  /** The other messages of this event, one batch per peer process (src/transport/batch.ts, as PeerLink writes). */
+  private readonly batcher = new MessageBatcher();
+  /** What each batched message was sent as: its group and its place in its group's order (the batch invariant). */
+  private readonly sentAs = new WeakMap<Message, { group: number; seq: number }>();
+  private batchSeq = 0;
   private flushScheduled = false;
   /** Peers sent a heartbeat batch since their last ping: as in TcpTransport.ping, that batch stands in for it. */
   private readonly aliveSaid = new Set<NodeId>();
   /** Heartbeat batches sent, and the beats in them. */
   batchesSent = 0;
   beatsSent = 0;
+  /** Message batches sent, and the messages in them. */
+  messageBatchesSent = 0;
+  batchedMessagesSent = 0;
 
   constructor(
     readonly id: NodeId,
@@ -77,6 +87,7 @@ export class SimProcess {
     this.liveness.restart();
     this.flushScheduled = false;
     this.coalescer.drain();
+    this.batcher.drain();
     this.aliveSaid.clear();
     for (const member of this.members) member.start();
     this.scheduleTick(this.host.rng.float(0, this.tickPeriod));
@@ -91,6 +102,7 @@ export class SimProcess {
     this.crashes++;
     this.device.crash();
     this.coalescer.drain();
+    this.batcher.drain();
     for (const member of this.members) member.crash();
   }
 
@@ -151,11 +163,17 @@ export class SimProcess {
    * message of a single group, which has nothing to coalesce with) leave at once.
    */
   send(group: number, m: Message): void {
-    if (!isBeat(m) || this.members.length === 1) {
+    if (this.members.length === 1 || m.type === 'snapshot') {
+      // A snapshot streams as chunks of its own on the real wire, never inside a batch.
       this.host.network.send(m, group);
       return;
     }
-    this.coalescer.add(String(group), m);
+    if (isBeat(m)) {
+      this.coalescer.add(String(group), m);
+    } else {
+      this.sentAs.set(m, { group, seq: this.batchSeq++ });
+      this.batcher.add(String(group), m);
+    }
     if (this.flushScheduled) return;
     this.flushScheduled = true;
     const life = this.incarnation;
@@ -169,7 +187,45 @@ export class SimProcess {
         this.aliveSaid.add(batch.to);
         this.host.network.sendFrame(batch.from, batch.to, () => this.host.process(batch.to)?.receiveBatch(batch));
       }
+      for (const batch of this.batcher.drain()) {
+        this.messageBatchesSent++;
+        this.batchedMessagesSent += batch.items.length;
+        const sentAs = batch.items.map((item) => this.sentAs.get(item.message)!);
+        this.host.network.sendFrame(batch.from, batch.to, () =>
+          this.host.process(batch.to)?.receiveMessages(batch, sentAs),
+        );
+      }
     });
+  }
+
+  /**
+   * A batch of several groups' messages from a peer process (everything but heartbeats and snapshots, when the
+   * processes hold several groups), expanded back to each group's member. Checked first (invariant "batch"): every
+   * message goes to the group it was sent in, and each group's messages come out in the order they were sent.
+   */
+  receiveMessages(batch: MessageBatch, sentAs: ReadonlyArray<{ group: number; seq: number }>): void {
+    if (!this.up) return;
+    this.heardFrom(batch.from);
+    this.host.trace(() => `${batch.from}->${batch.to} message batch of ${batch.items.length}`);
+    const misroute = this.host.config.simMutations?.brokenBatching === true;
+    const expanded = expandMessages(batch, { misroute });
+    const lastSeq = new Map<number, number>();
+    for (const { group, message } of expanded) {
+      const at = batch.items.findIndex((item) => item.message === message);
+      const sent = sentAs[at];
+      if (sent === undefined || String(sent.group) !== group)
+        fail(
+          'batch',
+          `${batch.from}->${batch.to}: a ${message.type} of group ${sent?.group} delivered to group ${group}`,
+        );
+      if ((lastSeq.get(sent.group) ?? -1) > sent.seq)
+        fail('batch', `${batch.from}->${batch.to}: group ${sent.group}'s messages out of order in a batch`);
+      lastSeq.set(sent.group, sent.seq);
+    }
+    for (const { group, message } of expanded) {
+      const member = this.members[Number(group)];
+      if (member !== undefined && this.up) member.receive(message);
+    }
   }
 
   /** A batch of coalesced heartbeats from a peer process, expanded back to each group's member. */

@@ -19,6 +19,7 @@ export type { RaftNodeOptions, NodeStatus, NodeObserver, CallOptions } from './n
 export { silentLogger } from './logger.js';
 export type { Logger, LogLevel } from './logger.js';
 export { PacedTicker, type Ticker, type PacedTickerOptions } from './ticker.js';
+export { ReadyTurn } from './turn.js';
 export { GroupHost } from './groups/host.js';
 export type { GroupHostOptions, GroupOptions } from './groups/host.js';
 export { ManagedHost } from './groups/managed.js';

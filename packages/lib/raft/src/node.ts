@@ -22,6 +22,7 @@ import { forceSoleVoter } from './recovery.js';
 import { checkPingTicks, Liveness } from './groups/liveness.js';
 import { readyAllowsEarlySends, readyMustSync, splitMessages } from './ready-order.js';
 import { PacedTicker, type Ticker } from './ticker.js';
+import type { ReadyTurn } from './turn.js';
 import type {
   AdminForward,
   AdminRequest,
@@ -69,6 +70,11 @@ export interface RaftNodeOptions<C, R, M extends StateMachine<C, R> = StateMachi
    * member's own interval of `tickMs`. Its period should be `tickMs`.
    */
   ticker?: Ticker;
+  /**
+   * The Ready pass shared by the groups of a process (GroupHost; src/turn.ts): this member drains its Ready in it,
+   * beside every other group with work in this turn of the event loop, instead of after a turn of its own.
+   */
+  readyTurn?: ReadyTurn;
   /** Core tuning (election and heartbeat ticks, pre-vote, check-quorum, lease reads, flow control). */
   core?: Omit<Partial<CoreOptions>, 'id'>;
   /** Milliseconds per tick. Default 100 (so the default election timeout is 1 to 2 s). */
@@ -298,6 +304,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
   private liveness: Liveness | null = null;
   private readonly electionTicks: number;
   private processing = false;
+  private readonly readyTurn: ReadyTurn | null;
   private stopped = false;
   private applied: number;
   private lastSnapshotIndex: number;
@@ -369,6 +376,7 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.observer = options.observer ?? {};
     this.logger = options.logger ?? silentLogger;
     this.userMachine = options.stateMachine;
+    this.readyTurn = options.readyTurn ?? null;
     this.applied = applied;
     this.lastSnapshotIndex = applied;
     this.softState = { leader: null, role: 'follower', term: core.status().term };
@@ -909,16 +917,23 @@ export class RaftNode<C, R, M extends StateMachine<C, R> = StateMachine<C, R>> {
     this.ticker?.busy?.();
     if (this.processing || this.stopped || this.failure !== null) return;
     this.processing = true;
+    if (this.readyTurn !== null) this.readyTurn.schedule(this.runReadies);
+    else setImmediate(this.runReadies);
+  }
+
+  /**
+   * The Ready loop, started one turn of the event loop after the kick (its own, or the pass shared with the other
+   * groups of the process) so that a burst of proposals and messages from this turn joins one batch.
+   */
+  private readonly runReadies = (): void => {
     void this.processReadies()
       .catch((e: unknown) => this.fail(e instanceof Error ? e : new Error(String(e))))
       .finally(() => {
         this.processing = false;
       });
-  }
+  };
 
   private async processReadies(): Promise<void> {
-    // Yield once so that a burst of proposals and messages from this tick of the event loop joins one batch.
-    await new Promise((r) => setImmediate(r));
     while (!this.stopped && this.core.hasReady()) {
       const rd = this.core.ready();
       await this.perform(rd);

@@ -7,6 +7,7 @@ import {
   FRAME_HEADER_BYTES,
   FrameDecoder,
   FrameError,
+  batchFrames,
   encodeFrame,
   encodeMessageFrame,
 } from '../src/transport/framing.js';
@@ -231,4 +232,38 @@ t.test('an entry is encoded once; large ones are not kept', async (t) => {
   const large = entryOf(2, MAX_CACHED_ENTRY_BYTES + 1);
   t.not(entryBytes(large), entryBytes(large), 'encoded again each time');
   t.same(entryBytes(large), encodeValue(large));
+});
+
+t.test('a batch frame carries its message frames in order, whatever their groups and count', async (t) => {
+  for (const n of [2, 15, 16, 300, 70_000]) {
+    const sent = Array.from({ length: n }, (_, i) => ({
+      group: `g${i % 7}`,
+      message: {
+        type: 'appendResp',
+        from: 'p1',
+        to: 'p2',
+        term: 3,
+        index: i,
+        reject: false,
+        hintIndex: 0,
+        hintTerm: 0,
+      } satisfies Message as Message,
+    }));
+    const frames = sent.map((s) => encodeMessageFrame(s.message, s.group));
+    const { decoder, frames: got } = collector(64 * 1024 * 1024);
+    decoder.push(batchFrames(frames));
+    t.equal(got.length, 1, `${n}: one frame`);
+    const parsed = parseWireFrame(got[0]);
+    if (parsed.kind !== 'batch') throw new Error(`${n}: a ${parsed.kind} frame`);
+    t.same(
+      parsed.frames.map((f) => [f.group, (f.message as { index: number }).index]),
+      sent.map((s, i) => [s.group, i]),
+      `${n}: every message, in order, with its group`,
+    );
+  }
+});
+
+t.test('a batch holds msg frames only, and at least one', async (t) => {
+  t.throws(() => parseWireFrame([]), /empty batch/);
+  t.throws(() => parseWireFrame([{ kind: 'ping' }]), /item of kind ping/);
 });

@@ -8,6 +8,7 @@ import { Level } from 'level';
 import type { Logger } from '../logger.js';
 import { RaftNode, type RaftNodeOptions } from '../node.js';
 import { PacedTicker } from '../ticker.js';
+import { ReadyTurn } from '../turn.js';
 import { LevelStorage, type SharedLevel } from '../storage/leveldb.js';
 import {
   TcpTransport,
@@ -81,7 +82,7 @@ const PREFERENCE_PASS_TICKS = 5;
 /** A group's own settings: everything a RaftNode takes except what the host provides. */
 export type GroupOptions<C, R, M extends StateMachine<C, R>> = Omit<
   RaftNodeOptions<C, R, M>,
-  'id' | 'storage' | 'transport' | 'ticker' | 'tickMs' | 'bootstrap' | 'peers'
+  'id' | 'storage' | 'transport' | 'ticker' | 'readyTurn' | 'tickMs' | 'bootstrap' | 'peers'
 > & {
   /** The hosts holding a new group (its voters), this one among them. Ignored when the group exists on disk. */
   members: NodeId[];
@@ -107,6 +108,8 @@ export class GroupHost {
   private readonly addresses: Map<NodeId, string>;
   /** One timer for every group of the process, paced down to one wake-up per ping while all are quiesced. */
   private readonly ticker: PacedTicker;
+  /** One Ready pass for every group with work in a turn of the event loop (src/turn.ts). */
+  private readonly readyTurn = new ReadyTurn();
   private readonly tickMs: number;
   /** With `leaderPreference`: each group's preferred leader, and the pass that hands groups to it. */
   private readonly preferredOf = new Map<string, NodeId>();
@@ -271,6 +274,7 @@ export class GroupHost {
       peers: Object.fromEntries(this.addresses),
       tickMs: this.tickMs,
       ticker: this.ticker,
+      readyTurn: this.readyTurn,
       storage: new LevelStorage({ db: this.db, prefix: `g.${name}` }),
       transport: this.transport.channel(name),
     });

@@ -84,6 +84,44 @@ export function encodeMessageFrame(
   return frame;
 }
 
+/** MessagePack array headers: fixarray, array 16, array 32. */
+const FIXARRAY = 0x90;
+const ARRAY16 = 0xdc;
+const ARRAY32 = 0xdd;
+
+/** Bytes of the MessagePack header of an array of `n` items. */
+export function arrayHeaderBytes(n: number): number {
+  return n < 16 ? 1 : n < 0x10000 ? 3 : 5;
+}
+
+/**
+ * One frame carrying the messages of several frames (the wire's `batch`, src/transport/wire.ts): its payload is a
+ * MessagePack array whose items are the given frames' payloads, copied in as they are (each is already one encoded
+ * value), so the receiver decodes one frame, once, for all of them. `frames` are whole frames (header and payload);
+ * the caller keeps the result under the frame limit.
+ */
+export function batchFrames(frames: readonly Buffer[]): Buffer {
+  let payloadBytes = arrayHeaderBytes(frames.length);
+  for (const f of frames) payloadBytes += f.byteLength - FRAME_HEADER_BYTES;
+  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + payloadBytes);
+  out.writeUInt32BE(payloadBytes, 0);
+  let at = FRAME_HEADER_BYTES;
+  const n = frames.length;
+  if (n < 16) {
+    out[at++] = FIXARRAY | n;
+  } else if (n < 0x10000) {
+    out[at++] = ARRAY16;
+    out.writeUInt16BE(n, at);
+    at += 2;
+  } else {
+    out[at++] = ARRAY32;
+    out.writeUInt32BE(n, at);
+    at += 4;
+  }
+  for (const f of frames) at += f.copy(out, at, FRAME_HEADER_BYTES);
+  return out;
+}
+
 interface FrameDecoderOptions {
   /** Longest payload accepted. Default {@link DEFAULT_MAX_FRAME_BYTES}. */
   maxFrameBytes?: number;

@@ -144,6 +144,8 @@ export class InboundConnection {
     if (frame.kind === 'ping') return;
     if (frame.kind === 'msg') {
       this.accept(frame.message, frame.group);
+    } else if (frame.kind === 'batch') {
+      for (const item of frame.frames) this.accept(item.message, item.group);
     } else if (frame.kind === 'beats') {
       try {
         this.settings.deliverBeats(tuplesToBatch(peer, this.settings.selfId, frame.beats));

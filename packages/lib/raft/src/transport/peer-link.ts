@@ -9,7 +9,15 @@ import { connect as tlsConnect } from 'node:tls';
 import { DecodeError } from '../codec/parse.js';
 import type { Logger } from '../logger.js';
 import type { Message, NodeId, SnapshotRequest } from '../types.js';
-import { FrameDecoder, FrameError, encodeFrame, encodeMessageFrame } from './framing.js';
+import {
+  FRAME_HEADER_BYTES,
+  FrameDecoder,
+  FrameError,
+  arrayHeaderBytes,
+  batchFrames,
+  encodeFrame,
+  encodeMessageFrame,
+} from './framing.js';
 import { HANDSHAKE_MAX_FRAME_BYTES, MIN_NONCE_BYTES, helloMac, macMatches, newNonce, welcomeMac } from './handshake.js';
 import { SnapshotSender } from './snapshot-stream.js';
 import {
@@ -84,6 +92,10 @@ export class PeerLink {
   beatFramesWritten = 0;
   /** Beat frames still queued (counted when written). */
   private readonly beatFrames = new WeakSet<Buffer>();
+  /** Queued `msg` frames: consecutive ones leave as one `batch` frame (batchFrames). */
+  private readonly messageFrames = new WeakSet<Buffer>();
+  /** Messages written (heartbeat batches and snapshot chunks aside), each once, whether alone or in a batch frame. */
+  messagesWritten = 0;
 
   constructor(
     private readonly selfId: NodeId,
@@ -110,6 +122,7 @@ export class PeerLink {
         this.settings.logger.log('warn', `dropping ${message.type} to ${this.peerId}: ${reason}`);
         return;
       }
+      this.messageFrames.add(frame);
       this.queue.push(frame);
       this.queueBytes += frame.byteLength;
       this.enforceQueueBounds();
@@ -360,6 +373,10 @@ export class PeerLink {
       let frame = this.queue.shift();
       if (frame !== undefined) {
         this.queueBytes -= frame.byteLength;
+        if (this.messageFrames.has(frame)) {
+          if (this.messageFrames.has(this.queue[0]!)) frame = this.takeBatch(frame);
+          else this.messagesWritten++;
+        }
       } else {
         // Plain messages go first so heartbeats and votes are not stuck behind a large snapshot.
         const sender = this.snapshot;
@@ -388,6 +405,27 @@ export class PeerLink {
         return;
       }
     }
+  }
+
+  /**
+   * `first` and the `msg` frames queued right after it, as one batch frame within the frame limit: the receiver
+   * decodes one frame for all the messages of a write, whichever groups they belong to. Their order is kept.
+   */
+  private takeBatch(first: Buffer): Buffer {
+    const frames = [first];
+    let payloadBytes = first.byteLength - FRAME_HEADER_BYTES;
+    for (;;) {
+      const next = this.queue[0];
+      if (next === undefined || !this.messageFrames.has(next)) break;
+      const bytes = payloadBytes + next.byteLength - FRAME_HEADER_BYTES;
+      if (bytes + arrayHeaderBytes(frames.length + 1) > this.settings.maxFrameBytes) break;
+      this.queue.shift();
+      this.queueBytes -= next.byteLength;
+      frames.push(next);
+      payloadBytes = bytes;
+    }
+    this.messagesWritten += frames.length;
+    return frames.length === 1 ? first : batchFrames(frames);
   }
 
   private clearTimer(which: 'retryTimer' | 'stallTimer' | 'handshakeTimer'): void {

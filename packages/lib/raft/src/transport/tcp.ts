@@ -81,6 +81,11 @@ export interface TcpTransportOptions {
 /** What a TcpTransport sent to one peer process: frames written, and how many of them were heartbeat batches. */
 export interface PeerWireStats {
   frames: number;
+  /**
+   * Messages sent (heartbeat batches, pings and snapshot chunks aside): the messages of one write leave in one
+   * frame (a `batch` frame when there are several), so this exceeds `frames` under load.
+   */
+  messages: number;
   beatFrames: number;
   /** Heartbeats and responses sent inside those batches. */
   beats: number;
@@ -366,7 +371,12 @@ export class TcpTransport implements Transport {
     const sent: Record<NodeId, PeerWireStats> = {};
     for (const [id, link] of this.links) {
       const counts = this.beatsSent.get(id) ?? { beats: 0, heartbeatBatches: 0, responseBatches: 0 };
-      sent[id] = { frames: link.framesWritten, beatFrames: link.beatFramesWritten, ...counts };
+      sent[id] = {
+        frames: link.framesWritten,
+        messages: link.messagesWritten,
+        beatFrames: link.beatFramesWritten,
+        ...counts,
+      };
     }
     return { sent, beatFramesReceived: this.beatFramesReceived, beatsReceived: this.beatsReceived };
   }

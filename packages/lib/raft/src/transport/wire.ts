@@ -20,8 +20,9 @@ import {
  * Bumped when frames change incompatibly; a receiver closes connections announcing another version.
  * 2: authenticated handshake (challenge, hello with nonce and MAC, welcome).
  * 3: `ping` and `beats` (coalesced heartbeats) frames, which a version-2 receiver would refuse mid-connection.
+ * 4: `batch` frames (an array of `msg` frames: every group's messages of one write to a peer process).
  */
-export const PROTOCOL_VERSION = 3;
+export const PROTOCOL_VERSION = 4;
 
 /** Acceptor's first frame: the nonce the dialer's hello must answer. */
 export interface ChallengeFrame {
@@ -95,8 +96,18 @@ export interface BeatsFrame {
 
 export type BeatTuple = [group: string, type: 0 | 1, term: number, round: number, commit: number, quiesce: 0 | 1];
 
+/**
+ * The messages one process sends another in one write, of every group they share, in the order they were sent: on
+ * the wire a MessagePack array of `msg` frames (src/transport/framing.ts, batchFrames) rather than a map.
+ */
+export interface BatchFrame {
+  kind: 'batch';
+  frames: MessageFrame[];
+}
+
 export type WireFrame =
   | ChallengeFrame
+  | BatchFrame
   | HelloFrame
   | WelcomeFrame
   | MessageFrame
@@ -129,6 +140,10 @@ export function tuplesToBatch(from: NodeId, to: NodeId, tuples: readonly BeatTup
  * message contents are copied by parseMessage. Throws DecodeError on anything malformed.
  */
 export function parseWireFrame(value: unknown): WireFrame {
+  if (Array.isArray(value)) {
+    if (value.length === 0) throw new DecodeError('frame: an empty batch');
+    return { kind: 'batch', frames: value.map(parseMessageFrame) };
+  }
   const fields = fieldsOf(value, 'frame');
   switch (fields.kind) {
     case 'challenge':
@@ -148,12 +163,8 @@ export function parseWireFrame(value: unknown): WireFrame {
       return { kind: 'welcome', mac: bytesField(fields, 'mac') };
     case 'beats':
       return { kind: 'beats', beats: parseBeats(fields.beats) };
-    case 'msg': {
-      const message = parseMessage(fields.message);
-      if (message.type === 'snapshot') throw new DecodeError('snapshot messages must travel as chunks');
-      const group = groupField(fields);
-      return group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group };
-    }
+    case 'msg':
+      return messageFrame(fields);
     case 'snapChunk': {
       const chunk: SnapshotChunkFrame = {
         kind: 'snapChunk',
@@ -174,6 +185,20 @@ export function parseWireFrame(value: unknown): WireFrame {
     default:
       throw new DecodeError(`frame.kind: unknown ${String(fields.kind)}`);
   }
+}
+
+/** One item of a batch: a `msg` frame and nothing else. */
+function parseMessageFrame(value: unknown): MessageFrame {
+  const fields = fieldsOf(value, 'frame.batch item');
+  if (fields.kind !== 'msg') throw new DecodeError(`frame.batch: an item of kind ${String(fields.kind)}`);
+  return messageFrame(fields);
+}
+
+function messageFrame(fields: Record<string, unknown>): MessageFrame {
+  const message = parseMessage(fields.message);
+  if (message.type === 'snapshot') throw new DecodeError('snapshot messages must travel as chunks');
+  const group = groupField(fields);
+  return group === undefined ? { kind: 'msg', message } : { kind: 'msg', message, group };
 }
 
 /** Longest group name on the wire. */
