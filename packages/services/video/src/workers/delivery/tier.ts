@@ -192,6 +192,8 @@ export class CacheTier {
       res.destroy();
       return;
     }
+    // A refusal from the hit path comes before serve() set these: errors are readable cross-origin as before.
+    for (let i = 0; i < CORS_HEADERS.length; i += 2) res.setHeader(CORS_HEADERS[i]!, CORS_HEADERS[i + 1]!);
     const error = e instanceof HttpError ? e : new HttpError(500, 'internal', 'internal error');
     sendError(res, error);
   }
