@@ -12,11 +12,19 @@ export {
   planTranscode,
   playbackIndexes,
   qualitiesFor,
+  segmentJobs,
   sourceSegments,
   taskId,
 } from './plan.js';
 export type { PlanInput, Quality, QualityName, Rung, SourceSegment, TranscodePlan, TranscodeTask } from './plan.js';
-export { INIT_FILE, segmentFileName, transcodeArgs, transcodeTask } from './transcode.js';
+export {
+  INIT_FILE,
+  segmentArgs,
+  segmentFileName,
+  transcodeArgs,
+  transcodeSegment,
+  transcodeTask,
+} from './transcode.js';
 export type { PlaybackSegment, TaskOutput, TranscodeOptions } from './transcode.js';
 export {
   buildDashMpd,

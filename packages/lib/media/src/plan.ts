@@ -135,6 +135,24 @@ export function planTranscode(input: PlanInput): TranscodePlan {
 }
 
 /**
+ * The plan's tasks grouped into ffmpeg jobs (each job one process, transcodeSegment): the lowest quality of every
+ * segment alone first, then, per segment, every other quality together. The first jobs are the cheap ones that make
+ * the video playable; the rest decode each segment once for all their qualities instead of once per quality.
+ */
+export function segmentJobs(plan: Pick<TranscodePlan, 'tasks' | 'qualities'>): TranscodeTask[][] {
+  const lowest = plan.qualities[0]?.name;
+  const first = plan.tasks.filter((t) => t.quality.name === lowest).map((t) => [t]);
+  const rest = new Map<number, TranscodeTask[]>();
+  for (const t of plan.tasks) {
+    if (t.quality.name === lowest) continue;
+    const job = rest.get(t.segment.index) ?? [];
+    job.push(t);
+    rest.set(t.segment.index, job);
+  }
+  return [...first, ...[...rest.entries()].sort((a, b) => a[0] - b[0]).map(([, job]) => job)];
+}
+
+/**
  * One task of the plan, rebuilt from the probe facts alone (a worker that holds only a queued (segment, quality)
  * key gets exactly the task planTranscode made for it, frame-rate cap included); undefined if it is not in the plan.
  */

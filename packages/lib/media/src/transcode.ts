@@ -48,11 +48,22 @@ export function segmentFileName(index: number): string {
 
 /** The ffmpeg arguments of a task, exposed so tests and the bench can show exactly what runs. */
 export function transcodeArgs(source: string, task: TranscodeTask, outFile: string): string[] {
-  const q = task.quality;
-  const fpsNum = evalRate(task.fps);
-  // Keyframes come only from -force_key_frames (every 6 s of output time); the GOP cap is set above that so x264
-  // never adds one of its own, and scene-cut keyframes are off, so every task cuts at the same 6-s boundaries.
-  const gop = Math.ceil(fpsNum * PLAYBACK_SEGMENT_S * 2);
+  return segmentArgs(source, [task], [outFile]);
+}
+
+/**
+ * The ffmpeg arguments of several qualities of ONE source segment in one process: the segment is read and decoded
+ * once, the filter graph splits the frames into one scaler per quality, and each quality is its own output with
+ * exactly the encoder and muxer settings of a one-quality task (so the bytes are the same either way). With one
+ * task this is the one-quality command, with `-vf` as before.
+ */
+export function segmentArgs(source: string, tasks: readonly TranscodeTask[], outFiles: readonly string[]): string[] {
+  const first = tasks[0];
+  if (first === undefined || tasks.length !== outFiles.length) throw new Error('segmentArgs: one output per task');
+  for (const t of tasks) {
+    if (t.segment.index !== first.segment.index || t.fps !== first.fps || t.has_audio !== first.has_audio)
+      throw new Error(`segmentArgs: ${t.task_id} is not of the segment of ${first.task_id}`);
+  }
   const args = [
     '-nostdin',
     '-v',
@@ -63,18 +74,42 @@ export function transcodeArgs(source: string, task: TranscodeTask, outFile: stri
     '1',
     ...INPUT_GUARD,
     '-ss',
-    task.segment.start_s.toFixed(3),
+    first.segment.start_s.toFixed(3),
     '-t',
-    task.segment.duration_s.toFixed(3),
+    first.segment.duration_s.toFixed(3),
     '-i',
     source,
-    '-map',
-    '0:v:0',
   ];
-  if (task.has_audio) args.push('-map', '0:a:0');
-  args.push(
-    '-vf',
-    `scale=${q.width}:${q.height}:flags=bicubic,setsar=1,format=yuv420p`,
+  const scale = (t: TranscodeTask): string =>
+    `scale=${t.quality.width}:${t.quality.height}:flags=bicubic,setsar=1,format=yuv420p`;
+  if (tasks.length > 1) {
+    // Filter graph threads stay at one (-filter_complex_threads): one core per process, the pool gives parallelism.
+    const split = `[0:v:0]split=${tasks.length}${tasks.map((_, i) => `[s${i}]`).join('')}`;
+    args.push(
+      '-filter_complex_threads',
+      '1',
+      '-filter_complex',
+      [split, ...tasks.map((t, i) => `[s${i}]${scale(t)}[v${i}]`)].join(';'),
+    );
+  }
+  tasks.forEach((t, i) => {
+    if (tasks.length > 1) args.push('-map', `[v${i}]`);
+    else args.push('-map', '0:v:0');
+    if (t.has_audio) args.push('-map', '0:a:0');
+    if (tasks.length === 1) args.push('-vf', scale(t));
+    args.push(...outputArgs(t, outFiles[i]!));
+  });
+  return args;
+}
+
+/** One quality's encoder and muxer arguments (after its -map and filter). */
+function outputArgs(task: TranscodeTask, outFile: string): string[] {
+  const q = task.quality;
+  const fpsNum = evalRate(task.fps);
+  // Keyframes come only from -force_key_frames (every 6 s of output time); the GOP cap is set above that so x264
+  // never adds one of its own, and scene-cut keyframes are off, so every task cuts at the same 6-s boundaries.
+  const gop = Math.ceil(fpsNum * PLAYBACK_SEGMENT_S * 2);
+  const args = [
     '-fps_mode',
     'cfr',
     '-r',
@@ -103,7 +138,7 @@ export function transcodeArgs(source: string, task: TranscodeTask, outFile: stri
     `expr:gte(t,n_forced*${PLAYBACK_SEGMENT_S})`,
     '-x264-params',
     'threads=1:lookahead-threads=1:sliced-threads=0',
-  );
+  ];
   if (task.has_audio) args.push('-c:a', 'aac', '-b:a', `${q.audio_kbps}k`, '-ar', '48000', '-ac', '2');
   args.push(
     '-map_metadata',
@@ -136,63 +171,92 @@ export async function transcodeTask(
   outDir: string,
   options: TranscodeOptions = {},
 ): Promise<TaskOutput> {
-  await mkdir(outDir, { recursive: true });
+  return (await transcodeSegment(source, [task], [outDir], options))[0]!;
+}
+
+/**
+ * Several qualities of one source segment (tasks of the same segment, each with its output folder) from ONE ffmpeg
+ * process that decodes the segment once (segmentArgs). Each task's outputs are exactly transcodeTask's: the same
+ * files, bytes and TaskOutput. A failure fails them all.
+ */
+export async function transcodeSegment(
+  source: string,
+  tasks: readonly TranscodeTask[],
+  outDirs: readonly string[],
+  options: TranscodeOptions = {},
+): Promise<TaskOutput[]> {
+  if (tasks.length === 0 || tasks.length !== outDirs.length) throw new Error('transcodeSegment: one folder per task');
   // Private scratch space: tasks of one quality share outDir, and a killed worker's leftovers never collide.
-  const scratch = join(outDir, `.tmp-${task.task_id}-${randomBytes(4).toString('hex')}`);
-  await mkdir(scratch, { recursive: true });
+  const scratches = await Promise.all(
+    tasks.map(async (task, i) => {
+      await mkdir(outDirs[i]!, { recursive: true });
+      const scratch = join(outDirs[i]!, `.tmp-${task.task_id}-${randomBytes(4).toString('hex')}`);
+      await mkdir(scratch, { recursive: true });
+      return scratch;
+    }),
+  );
   try {
-    const encoded = join(scratch, 'out.mp4');
-    await runOk(TOOLS.ffmpeg, transcodeArgs(source, task, encoded), {
-      timeoutMs: options.timeoutMs ?? 20 * 60_000,
+    const encoded = scratches.map((scratch) => join(scratch, 'out.mp4'));
+    await runOk(TOOLS.ffmpeg, segmentArgs(source, tasks, encoded), {
+      timeoutMs: options.timeoutMs ?? 20 * 60_000 * tasks.length,
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.onSpawn ? { onSpawn: options.onSpawn } : {}),
     });
-    const buf = await readFile(encoded);
-    const layout = parseFmp4(buf);
-    shiftFragments(buf, layout, task.segment.start_s);
-    const video = layout.tracks.find((t) => t.handler === 'vide');
-    if (!video) throw new Error(`transcode ${task.task_id}: no video track in the output`);
-    const expected = playbackIndexes(task.segment);
-    if (layout.fragments.length !== expected.length) {
-      throw new Error(
-        `transcode ${task.task_id}: ${layout.fragments.length} fragments, expected ${expected.length} (keyframes every ${PLAYBACK_SEGMENT_S} s)`,
-      );
+    const outputs: TaskOutput[] = [];
+    for (let i = 0; i < tasks.length; i++) {
+      outputs.push(await collect(tasks[i]!, encoded[i]!, scratches[i]!, outDirs[i]!));
     }
-    const initBytes = buf.subarray(0, layout.initEnd);
-    const init = await publish(scratch, outDir, INIT_FILE, initBytes);
-    const segments: PlaybackSegment[] = [];
-    for (let i = 0; i < layout.fragments.length; i++) {
-      const frag = layout.fragments[i]!;
-      const v = frag.tracks.get(video.id);
-      if (!v) throw new Error(`transcode ${task.task_id}: fragment ${i} has no video samples`);
-      const index = expected[i]!;
-      const file = segmentFileName(index);
-      const written = await publish(scratch, outDir, file, buf.subarray(frag.start, frag.end));
-      segments.push({
-        index,
-        file,
-        path: written.path,
-        start_s: round6(Number(v.baseTime) / video.timescale),
-        duration_s: round6(v.duration / video.timescale),
-        size_bytes: written.size_bytes,
-        sha256: written.sha256,
-      });
-    }
-    return {
-      task_id: task.task_id,
-      quality: task.quality.name,
-      width: task.quality.width,
-      height: task.quality.height,
-      codecs: layout.tracks
-        .map((t) => t.codec)
-        .filter((c) => c !== 'unknown')
-        .join(','),
-      init: { file: INIT_FILE, ...init },
-      segments,
-    };
+    return outputs;
   } finally {
-    await rm(scratch, { recursive: true, force: true });
+    await Promise.all(scratches.map((scratch) => rm(scratch, { recursive: true, force: true })));
   }
+}
+
+/** One task's ffmpeg output cut into its init segment and 6-s segments, moved onto the video's timeline, published. */
+async function collect(task: TranscodeTask, encoded: string, scratch: string, outDir: string): Promise<TaskOutput> {
+  const buf = await readFile(encoded);
+  const layout = parseFmp4(buf);
+  shiftFragments(buf, layout, task.segment.start_s);
+  const video = layout.tracks.find((t) => t.handler === 'vide');
+  if (!video) throw new Error(`transcode ${task.task_id}: no video track in the output`);
+  const expected = playbackIndexes(task.segment);
+  if (layout.fragments.length !== expected.length) {
+    throw new Error(
+      `transcode ${task.task_id}: ${layout.fragments.length} fragments, expected ${expected.length} (keyframes every ${PLAYBACK_SEGMENT_S} s)`,
+    );
+  }
+  const initBytes = buf.subarray(0, layout.initEnd);
+  const init = await publish(scratch, outDir, INIT_FILE, initBytes);
+  const segments: PlaybackSegment[] = [];
+  for (let i = 0; i < layout.fragments.length; i++) {
+    const frag = layout.fragments[i]!;
+    const v = frag.tracks.get(video.id);
+    if (!v) throw new Error(`transcode ${task.task_id}: fragment ${i} has no video samples`);
+    const index = expected[i]!;
+    const file = segmentFileName(index);
+    const written = await publish(scratch, outDir, file, buf.subarray(frag.start, frag.end));
+    segments.push({
+      index,
+      file,
+      path: written.path,
+      start_s: round6(Number(v.baseTime) / video.timescale),
+      duration_s: round6(v.duration / video.timescale),
+      size_bytes: written.size_bytes,
+      sha256: written.sha256,
+    });
+  }
+  return {
+    task_id: task.task_id,
+    quality: task.quality.name,
+    width: task.quality.width,
+    height: task.quality.height,
+    codecs: layout.tracks
+      .map((t) => t.codec)
+      .filter((c) => c !== 'unknown')
+      .join(','),
+    init: { file: INIT_FILE, ...init },
+    segments,
+  };
 }
 
 // Write to scratch, then rename into place: readers never see half a segment, and two workers finishing the same

@@ -16,7 +16,7 @@ import { planTranscode, type TranscodeTask } from '../src/plan.js';
 import { runPool } from '../src/pool.js';
 import { probe, type ProbeInfo } from '../src/probe.js';
 import { makeThumbnails } from '../src/thumbnails.js';
-import { transcodeTask, type TaskOutput } from '../src/transcode.js';
+import { segmentArgs, transcodeSegment, transcodeTask, type TaskOutput } from '../src/transcode.js';
 import { makeTestVideo } from '../src/testvideo.js';
 
 const dir = await mkdtemp(join(tmpdir(), 'media-pipeline-'));
@@ -108,6 +108,31 @@ t.test('the same task twice gives the same bytes', async (t) => {
     'every playback segment',
   );
   t.same(await readFile(again.segments[0]!.path), await readFile(first.segments[0]!.path), 'byte for byte');
+});
+
+t.test('every quality of a segment from one ffmpeg process gives the bytes of one task per quality', async (t) => {
+  const tasks = plan.tasks.filter((x) => x.segment.index === 1);
+  t.equal(tasks.length, 2, 'both qualities of the short last segment');
+  t.match(
+    segmentArgs(source, tasks, ['a.mp4', 'b.mp4']).join(' '),
+    /-filter_complex \[0:v:0\]split=2/,
+    'one decode, split',
+  );
+  const together = await transcodeSegment(
+    source,
+    tasks,
+    tasks.map((x) => join(dir, 'together', x.quality.name)),
+  );
+  for (const o of together) {
+    const alone = outputs.find((x) => x.task_id === o.task_id)!;
+    t.equal(o.init.sha256, alone.init.sha256, `${o.task_id}: init segment`);
+    t.same(
+      o.segments.map((s) => [s.file, s.sha256, s.start_s]),
+      alone.segments.map((s) => [s.file, s.sha256, s.start_s]),
+      `${o.task_id}: every playback segment`,
+    );
+  }
+  t.throws(() => segmentArgs(source, [plan.tasks[0]!, tasks[0]!], ['a.mp4', 'b.mp4']), /not of the segment/);
 });
 
 t.test('manifests: strict HLS parse, ffmpeg plays the master and the MPD end to end', async (t) => {

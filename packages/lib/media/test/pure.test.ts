@@ -11,7 +11,15 @@ import {
   type VariantInput,
 } from '../src/manifest.js';
 import { DEFAULT_RULES, moderate, termRule, type ModerationInput } from '../src/moderation.js';
-import { LADDER, planTask, planTranscode, playbackIndexes, qualitiesFor, sourceSegments } from '../src/plan.js';
+import {
+  LADDER,
+  planTask,
+  planTranscode,
+  playbackIndexes,
+  qualitiesFor,
+  segmentJobs,
+  sourceSegments,
+} from '../src/plan.js';
 import { thumbnailTimes } from '../src/thumbnails.js';
 
 const info = (width: number, height: number, duration_s = 95) => ({
@@ -101,6 +109,20 @@ t.test('30-s source segments, tasks per (segment, quality), lowest quality first
   t.same(
     thumbnailTimes(200).map((x) => x.time_s),
     [20, 60, 100, 140, 180],
+  );
+  t.same(
+    segmentJobs(plan).map((job) => job.map((x) => x.task_id).join('+')),
+    [
+      ...[0, 1, 2, 3].map((k) => `s000${k}-144p`),
+      ...[0, 1, 2, 3].map((k) => `s000${k}-240p+s000${k}-360p+s000${k}-720p`),
+    ],
+    'jobs: the lowest quality of each segment alone first, then the other qualities of a segment together',
+  );
+  const small = planTranscode(info(200, 120));
+  t.same(
+    segmentJobs(small).map((job) => job.length),
+    small.segments.map(() => 1),
+    'one quality: one job a segment',
   );
 });
 

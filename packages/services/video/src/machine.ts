@@ -246,7 +246,20 @@ export type VideoCommand =
       budget?: TranscodeBudget;
     }
   | { op: 'fail'; videoId: string; stage: Stage; reason: string; now: number }
-  | { op: 'claim'; workerId: string; leaseId: string; leaseMs: number; now: number }
+  | {
+      op: 'claim';
+      workerId: string;
+      leaseId: string;
+      leaseMs: number;
+      now: number;
+      /**
+       * Also lease, under the same lease id, the claimable tasks of the same segment of the same video and revision
+       * in its other qualities above the lowest (`also` in the answer), so one ffmpeg decodes that segment once for
+       * them all (packages/lib/media transcodeSegment). The lowest quality is always claimed alone: it makes the
+       * video playable, and goes first.
+       */
+      segment?: boolean;
+    }
   | { op: 'renew'; taskKey: string; leaseId: string; leaseMs: number; now: number }
   | {
       op: 'complete';
@@ -299,7 +312,7 @@ export type VideoResult =
       video: Video | null;
       message?: string;
     }
-  | { op: 'claim'; task: Task | null }
+  | { op: 'claim'; task: Task | null; also?: Task[] }
   | { op: 'renew'; renewed: boolean; until: number | null }
   | { op: 'complete' | 'taskFailed'; accepted: boolean; task: Task | null; video: Video | null }
   | { op: 'sweep'; cold: string[]; rawDeleted: Array<{ video_id: string; raw_path: string }> };
@@ -381,6 +394,7 @@ export function checkVideoCommand(value: unknown): asserts value is VideoCommand
       return;
     case 'claim':
       id('workerId'), id('leaseId'), integerField(c, 'leaseMs', 1, 86_400_000), time('now');
+      if (c.segment !== undefined) booleanField(c, 'segment');
       return;
     case 'renew':
       stringField(c, 'taskKey', 300), id('leaseId'), integerField(c, 'leaseMs', 1, 86_400_000), time('now');
@@ -509,8 +523,11 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
         this.failVideo(v, command.stage, command.reason);
         return { op: 'fail', ok: true, video: v };
       }
-      case 'claim':
-        return { op: 'claim', task: this.claim(command) };
+      case 'claim': {
+        const task = this.claim(command);
+        if (task === null || command.segment !== true) return { op: 'claim', task };
+        return { op: 'claim', task, also: this.claimSiblings(task, command) };
+      }
       case 'renew': {
         // Only the current holder, before its lease ran out: once expired the task may be someone else's.
         const task = this.open.get(command.taskKey);
@@ -755,6 +772,27 @@ export class VideoMachine implements StateMachine<VideoCommand, VideoResult> {
       return task;
     }
     return null;
+  }
+
+  /** The claimable tasks of `task`'s segment in the video's other qualities above the lowest, leased with it. */
+  private claimSiblings(task: Task, c: Extract<VideoCommand, { op: 'claim' }>): Task[] {
+    const v = this.videos.get(task.video_id);
+    if (v === undefined) return [];
+    const lowest = [...v.qualities].sort((a, b) => a.height - b.height)[0]?.name;
+    if (task.quality === lowest) return [];
+    const also: Task[] = [];
+    for (const q of v.qualities) {
+      if (q.name === lowest || q.name === task.quality) continue;
+      const sibling = this.open.get(taskKey(v.video_id, task.revision, q.name, task.segment_index));
+      if (sibling === undefined) continue;
+      if (sibling.status === 'leased' && sibling.lease !== null && sibling.lease.until > c.now) continue;
+      sibling.status = 'leased';
+      sibling.lease = { id: c.leaseId, worker: c.workerId, until: c.now + c.leaseMs };
+      sibling.lease_ids = [...sibling.lease_ids.slice(-15), c.leaseId];
+      sibling.attempts++;
+      also.push(sibling);
+    }
+    return also;
   }
 
   private complete(c: Extract<VideoCommand, { op: 'complete' }>): VideoResult {

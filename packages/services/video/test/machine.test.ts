@@ -262,6 +262,44 @@ t.test(
   },
 );
 
+t.test('a segment claim leases the other qualities of its segment above the lowest, under one lease', async (t) => {
+  const m = new VideoMachine();
+  finalized(m);
+  run(m, {
+    op: 'probed',
+    videoId: 'v1',
+    durationS: 65,
+    codec: 'h264',
+    width: 640,
+    height: 360,
+    fps: '30',
+    hasAudio: true,
+    qualities: [...Q, { name: '360p', width: 640, height: 360, bandwidth: 800_000 }],
+    segmentS: 30,
+    segments: 3,
+    now: T0 + 2,
+  });
+  const segmentClaim = (lease: string, now: number) =>
+    run(m, { op: 'claim', workerId: 'w', leaseId: lease, leaseMs: 10_000, now, segment: true });
+  t.match(segmentClaim('L1', T0 + 3), { task: { quality: '144p', segment_index: 0 }, also: [] }, '144p alone');
+  for (const lease of ['L2', 'L3']) segmentClaim(lease, T0 + 3);
+  const third = claim(m, 'w', 'L4', T0 + 3);
+  t.match(third, { quality: '240p', segment_index: 0 }, 'a plain claim takes one task');
+  const r = segmentClaim('L5', T0 + 3);
+  t.match(r, { task: { quality: '240p', segment_index: 1 } });
+  t.same(
+    r.op === 'claim' ? r.also?.map((x) => [x.quality, x.segment_index, x.lease?.id]) : null,
+    [['360p', 1, 'L5']],
+    'its 360p sibling under the same lease',
+  );
+  t.match(segmentClaim('L6', T0 + 3), { task: { quality: '240p', segment_index: 2 } });
+  t.match(segmentClaim('L7', T0 + 3), { task: { quality: '360p', segment_index: 0 }, also: [] }, 'the rest');
+  t.match(segmentClaim('L8', T0 + 3), { task: null });
+  t.match(run(m, { op: 'complete', taskKey: 'v1/r1/360p/1', leaseId: 'L5', output: output('p'), now: T0 + 4 }), {
+    accepted: true,
+  });
+});
+
 t.test("renew: the holder extends its lease before it runs out; after, the task may be another worker's", async (t) => {
   const m = new VideoMachine();
   finalized(m);

@@ -29,8 +29,12 @@ export interface TierChild {
   stop(): Promise<void>;
 }
 
-export async function spawnTier(args: TierArgs, options: { stderr?: 'ignore' | 'inherit' } = {}): Promise<TierChild> {
-  const child = spawn(process.execPath, [MAIN, JSON.stringify(args)], {
+export async function spawnTier(
+  args: TierArgs,
+  /** nodeArgs: flags for node before the script (the benchmark's --profile passes --cpu-prof and its folder). */
+  options: { stderr?: 'ignore' | 'inherit'; nodeArgs?: readonly string[] } = {},
+): Promise<TierChild> {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), MAIN, JSON.stringify(args)], {
     stdio: ['ignore', 'pipe', options.stderr === 'inherit' ? 'inherit' : 'pipe'],
   });
   child.stderr?.resume();

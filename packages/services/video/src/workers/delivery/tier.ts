@@ -90,7 +90,10 @@ export class CacheTier {
   /** Bumped by every purge: a fetch that started before one is served but not stored (it may be of purged bytes). */
   private purgeEpoch = 0;
   private readonly requestsMetric;
+  private readonly hitSeries;
   private readonly fetchesMetric;
+  /** A cached object's whole-object HIT answer headers (name, value, ...), built at its first hit. */
+  private readonly hitHeaders = new WeakMap<CachedObject, string[]>();
 
   constructor(
     readonly config: TierConfig,
@@ -101,6 +104,7 @@ export class CacheTier {
       'video_cache_requests_total',
       'Object requests by outcome: hit, miss (started an upstream fetch), coalesced (waited on one)',
     );
+    this.hitSeries = this.requestsMetric.series({ outcome: 'hit' });
     this.fetchesMetric = metrics.counter(
       'video_cache_upstream_fetches_total',
       'Fetches from the next tier up, by result',
@@ -170,21 +174,78 @@ export class CacheTier {
   readonly handle = (req: IncomingMessage, res: ServerResponse): boolean => {
     const url = req.url ?? '/';
     if (!url.startsWith(MEDIA_PREFIX)) return false;
-    void this.serve(req, res, url).catch((e: unknown) => {
-      if (res.headersSent) {
-        res.destroy();
-        return;
-      }
-      const error = e instanceof HttpError ? e : new HttpError(500, 'internal', 'internal error');
-      sendError(res, error);
-    });
+    let reading: Promise<void> | undefined;
+    try {
+      const hit = this.serveHit(req, res, url);
+      if (hit === true) return true;
+      reading = hit === false ? undefined : hit;
+    } catch (e) {
+      this.fail(res, e);
+      return true;
+    }
+    void this.serve(req, res, url, reading).catch((e: unknown) => this.fail(res, e));
     return true;
   };
 
-  private async serve(req: IncomingMessage, res: ServerResponse, url: string): Promise<void> {
+  private fail(res: ServerResponse, e: unknown): void {
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    // A refusal from the hit path comes before serve() set these: errors are readable cross-origin as before.
+    for (let i = 0; i < CORS_HEADERS.length; i += 2) res.setHeader(CORS_HEADERS[i]!, CORS_HEADERS[i + 1]!);
+    const error = e instanceof HttpError ? e : new HttpError(500, 'internal', 'internal error');
+    sendError(res, error);
+  }
+
+  /**
+   * The hot path, synchronous: a whole-object GET or HEAD of a cached object, by its raw path (a cached key was
+   * checked when it was stored, so finding one needs no decoding or key check), answered with the object's header
+   * list built once. True when answered; false, or the published check's pending read, for serve() to finish
+   * (a miss, a range, a conditional request, an escaped path, a preflight). Throws the published check's refusal.
+   */
+  private serveHit(req: IncomingMessage, res: ServerResponse, url: string): boolean | Promise<void> {
+    const method = req.method;
+    if (method !== 'GET' && method !== 'HEAD') return false;
+    const query = url.indexOf('?');
+    const key = url.slice(MEDIA_PREFIX.length, query < 0 ? url.length : query);
+    if (key.includes('%') || !this.cache.has(key) || conditional(req.rawHeaders)) return false;
+    if (this.config.published !== null) {
+      const reading = this.config.published.check(key);
+      if (reading !== undefined) return reading;
+    } else if (!key.startsWith('videos/')) return false;
+    const object = this.cache.get(key);
+    if (object === undefined) return false;
+    this.counts.requests++;
+    this.counts.hits++;
+    this.hitSeries.inc();
+    let headers = this.hitHeaders.get(object);
+    if (headers === undefined) {
+      headers = [
+        ...CORS_HEADERS,
+        'content-type',
+        object.contentType,
+        'cache-control',
+        IMMUTABLE,
+        'etag',
+        object.etag,
+        'accept-ranges',
+        'bytes',
+        'x-cache',
+        `HIT ${this.config.id}`,
+        'content-length',
+        String(object.body.length),
+      ];
+      this.hitHeaders.set(object, headers);
+    }
+    res.writeHead(200, headers);
+    res.end(method === 'HEAD' ? undefined : object.body);
+    return true;
+  }
+
+  private async serve(req: IncomingMessage, res: ServerResponse, url: string, started?: Promise<void>): Promise<void> {
     // Players on another origin (the app tier's page) read these; a preflight is answered here too.
-    res.setHeader('access-control-allow-origin', '*');
-    res.setHeader('access-control-expose-headers', 'content-length, content-range, etag, x-cache');
+    for (let i = 0; i < CORS_HEADERS.length; i += 2) res.setHeader(CORS_HEADERS[i]!, CORS_HEADERS[i + 1]!);
     if (req.method === 'OPTIONS') {
       res.writeHead(204, {
         'access-control-allow-methods': 'GET, HEAD, OPTIONS',
@@ -199,7 +260,8 @@ export class CacheTier {
     }
     const key = parseKey(url.slice(MEDIA_PREFIX.length).split('?')[0]!);
     // Published outputs only: never a raw upload, an unpublished rendition, or a video taken down.
-    if (this.config.published !== null) {
+    if (started !== undefined) await started;
+    else if (this.config.published !== null) {
       const reading = this.config.published.check(key);
       if (reading !== undefined) await reading;
     } else if (!key.startsWith('videos/')) throw notFound(`no published object ${key}`, { key });
@@ -366,6 +428,27 @@ function prefillKeys(body: Record<string, unknown>): string[] {
   if (keys.length === 0 && manifest === undefined) throw badRequest('invalid_body', 'give keys, manifest or both');
   for (const k of keys as string[]) checkKey(k);
   return keys as string[];
+}
+
+/** Headers every media answer carries: players on another origin (the app tier's page) read these. */
+const CORS_HEADERS: readonly string[] = [
+  'access-control-allow-origin',
+  '*',
+  'access-control-expose-headers',
+  'content-length, content-range, etag, x-cache',
+];
+
+/** Whether a request carries Range or If-None-Match (read from the raw list: no headers object is built). */
+function conditional(raw: readonly string[]): boolean {
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    if (
+      (name.length === 5 && name.toLowerCase() === 'range') ||
+      (name.length === 13 && name.toLowerCase() === 'if-none-match')
+    )
+      return true;
+  }
+  return false;
 }
 
 /** A single `bytes=` range as [start, end] (inclusive); null to send the whole object (no header, several ranges). */
