@@ -3,6 +3,9 @@
  * refuses --cpu-prof in NODE_OPTIONS, and the cluster CLI launches the members itself, so this starts the V8
  * profiler from inside and writes DIR/member-<pid>.cpuprofile (the format of node --cpu-prof) as the process
  * exits. Other processes that inherit the variable (the CLI itself) are left alone.
+ *
+ * With BENCH_PROFILE_ON_SIGNAL=1 the profiler waits for a SIGUSR2 instead, and the next SIGUSR2 writes the
+ * profile (and stops it): a benchmark profiles one phase of a long run (e.g. the reads after a load).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
@@ -13,13 +16,22 @@ if (dir !== undefined && dir.length > 0 && /(member|worker)\.js$/.test(process.a
   const session = new Session();
   session.connect();
   session.post('Profiler.enable');
-  session.post('Profiler.start');
-  process.on('exit', () => {
-    // An in-thread inspector session answers synchronously, so this completes inside the exit handler.
+  let running = false;
+  const start = (): void => {
+    session.post('Profiler.start');
+    running = true;
+  };
+  const write = (): void => {
+    if (!running) return;
+    running = false;
+    // An in-thread inspector session answers synchronously, so this completes inside an exit handler too.
     session.post('Profiler.stop', (err, result) => {
       if (err !== null) return;
       mkdirSync(dir, { recursive: true });
       writeFileSync(join(dir, `member-${process.pid}.cpuprofile`), JSON.stringify(result.profile));
     });
-  });
+  };
+  if (process.env.BENCH_PROFILE_ON_SIGNAL === '1') process.on('SIGUSR2', () => (running ? write() : start()));
+  else start();
+  process.on('exit', write);
 }
