@@ -49,10 +49,35 @@ t.test('kept until a drop of the viewer or of an author it follows, or 60 s', as
   t.equal(builds, 6);
 });
 
-t.test('time order is served once, not kept', async (t) => {
+t.test('time order: kept only to rank its candidates again', async (t) => {
   const cache = new FeedCache();
   await cache.get('v', 1, async () => feed(1, ['a'], 'time'));
-  t.equal((await cache.get('v', 2, async () => feed(2, ['a']))).rankedAt, 2);
+  t.equal((await cache.get('v', 2, async () => feed(2, ['a']))).rankedAt, 2, 'without rerank: not kept');
+
+  cache.dropViewer('v');
+  let reranks = 0;
+  const timeOrder = (at: number): CachedFeed => ({
+    ...feed(at, ['a'], 'time'),
+    rerank: async () => {
+      reranks++;
+      return at < 12 ? timeOrder(at + 1) : feed(at + 1, ['a']);
+    },
+  });
+  let full = 0;
+  const build = async (): Promise<CachedFeed> => {
+    full++;
+    return timeOrder(10);
+  };
+  t.equal((await cache.get('v', 10, build)).feed.ranking, 'time');
+  t.equal((await cache.get('v', 11, build)).rankedAt, 11, 'the next read ranks the same candidates again');
+  t.equal((await cache.get('v', 12, build)).rankedAt, 12);
+  const ranked = await cache.get('v', 13, build);
+  t.same([ranked.feed.ranking, ranked.rankedAt], ['ranked', 13], 'until the ranker answers');
+  t.equal((await cache.get('v', 14, build)).rankedAt, 13, 'then that ranking is kept');
+  t.same([full, reranks], [1, 3], 'one build from the stores');
+  cache.dropViewer('v');
+  await cache.get('v', 15, build);
+  t.equal(full, 2, 'a drop throws the candidates away');
 });
 
 t.test('reads share a build; a drop during a build keeps it from being kept', async (t) => {

@@ -11,6 +11,9 @@
  * spec's "a repeat visit within 60 s may get the recent ranking" (the ranker's own recent-ranking cache: the same
  * candidate set within 60 s gets the same ranking), so engagement moves the order at least that often.
  *
+ * A feed answered in time order (the ranker missed its 50 ms) is kept only with its candidates (`rerank`): the
+ * viewer's next read asks the ranker again about them rather than building from the stores again.
+ *
  * A build races the writes that drop it: it is kept only if nothing dropped its viewer (or any author) while it
  * ran. Reads of one viewer arriving while a build runs share it, unless a drop happened meanwhile.
  */
@@ -31,6 +34,11 @@ export interface CachedFeed {
   feed: RankedFeed;
   /** Every author the viewer followed when it was built (their outbox and profile changes drop it). */
   authors: readonly string[];
+  /**
+   * A feed in time order (the ranker missed its deadline) is kept only for this: the viewer's next read ranks the
+   * same candidates again instead of building from the stores. Absent: a time-order feed is not kept.
+   */
+  rerank?: () => Promise<CachedFeed>;
 }
 
 interface Build {
@@ -44,7 +52,7 @@ export class FeedCache {
   /** author -> viewers whose entry follows it. */
   private readonly byAuthor = new Map<string, Set<string>>();
   private readonly builds = new Map<string, Build>();
-  readonly stats = { hits: 0, builds: 0, joined: 0, drops: 0, discarded: 0 };
+  readonly stats = { hits: 0, builds: 0, reranks: 0, joined: 0, drops: 0, discarded: 0 };
 
   /**
    * @param usable whether entries may be served at all (the store tail is live: otherwise a drop could be
@@ -60,31 +68,36 @@ export class FeedCache {
    * The viewer's ranked feed: the cached one when still valid, else the build in flight for it (if nothing dropped
    * it since it started), else a new build, kept when nothing dropped the viewer while it ran.
    */
-  async get(viewer: string, now: number, build: () => Promise<CachedFeed>): Promise<CachedFeed> {
+  async get(viewer: string, now: number, fullBuild: () => Promise<CachedFeed>): Promise<CachedFeed> {
     const usable = this.usable();
     const hit = this.entries.get(viewer);
+    let build = fullBuild;
     if (hit !== undefined) {
-      if (usable && now - hit.rankedAt < RECENT_MS) {
+      if (usable && now - hit.rankedAt < RECENT_MS && hit.feed.ranking === 'ranked') {
         this.stats.hits++;
         // Least recently read last.
         this.entries.delete(viewer);
         this.entries.set(viewer, hit);
         return hit;
       }
-      this.remove(viewer);
+      if (usable && now - hit.rankedAt < RECENT_MS && hit.rerank !== undefined) {
+        this.stats.reranks++;
+        build = hit.rerank;
+      } else this.remove(viewer);
     }
     const running = this.builds.get(viewer);
     if (usable && running !== undefined && !running.dirty) {
       this.stats.joined++;
       return running.promise;
     }
-    this.stats.builds++;
+    if (build === fullBuild) this.stats.builds++;
     const b: Build = { dirty: false, promise: build() };
     this.builds.set(viewer, b);
     try {
       const built = await b.promise;
-      // Time order (the ranker missed its deadline) is served once, not kept: the next read asks the ranker again.
-      if (!b.dirty && usable && this.usable() && built.feed.ranking === 'ranked') this.put(viewer, built);
+      // Time order (the ranker missed its deadline) is kept only to rank its candidates again (`rerank`).
+      if (!b.dirty && usable && this.usable() && (built.feed.ranking === 'ranked' || built.rerank !== undefined))
+        this.put(viewer, built);
       else this.stats.discarded++;
       return built;
     } finally {

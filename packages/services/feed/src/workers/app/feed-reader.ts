@@ -21,7 +21,7 @@ import { MAX_RANK_CANDIDATES, RANK_DEADLINE_MS, type ContentType, type RankCandi
 import type { StoreClient } from '../../store-client.js';
 import type { FeedEntry, Profile } from '../store/store.js';
 import type { StoreCall } from '../../store-protocol.js';
-import { FeedCache, type CachedFeed, type RankedFeed } from './feed-cache.js';
+import { FeedCache, RECENT_MS, type CachedFeed, type RankedFeed } from './feed-cache.js';
 import { dropFor } from './store-tail.js';
 
 /** Inbox candidates read (the spec's "latest N"). */
@@ -42,6 +42,15 @@ export type PostView = Omit<Post, 'deleted_at'>;
 
 /** A page before its posts are shown (`view`): the post objects as the post cache holds them. */
 type RawPage = Omit<FeedPage, 'posts'> & { posts: Post[] };
+
+/** A build's candidates, pre-filtered and hydrated, ready for the ranker. */
+interface Gathered {
+  /** When they were read from the stores. */
+  at: number;
+  live: FeedEntry[];
+  rankInput: RankCandidate[];
+  authors: string[];
+}
 
 type Snapshot = RankedFeed;
 
@@ -152,15 +161,28 @@ export class FeedReader {
         engagement: p.engagement_counts,
       };
     });
+    return this.rank(viewer, { at: now, live, rankInput, authors: [...followed] });
+  }
+
+  /**
+   * Ranks gathered candidates, assembles them and keeps the snapshot. An answer in time order (the ranker missed
+   * its deadline) carries `rerank`: the viewer's next read asks the ranker again about the same candidates, kept
+   * until a drop like a ranked feed (and for at most RECENT_MS after they were gathered), rather than reading them
+   * all from the stores again: under load, most builds were such retries.
+   */
+  private async rank(viewer: string, g: Gathered): Promise<CachedFeed> {
+    const now = Date.now();
     const ranked =
-      rankInput.length === 0 ? null : await this.ranker.rankWithDeadline(viewer, rankInput, RANK_DEADLINE_MS, now);
+      g.rankInput.length === 0 ? null : await this.ranker.rankWithDeadline(viewer, g.rankInput, RANK_DEADLINE_MS, now);
     if (ranked === null) this.stats.timeOrder++;
-    const ordered = limitConsecutive(ranked === null ? live : applyRanking(live, ranked));
+    const ordered = limitConsecutive(ranked === null ? g.live : applyRanking(g.live, ranked));
     const snapshot: Snapshot = { ranking: ranked === null ? 'time' : 'ranked', ids: ordered.map((c) => c.post_id) };
     // Kept for any later page of any read of this ranking (its limit may be smaller than this read's).
     if (ordered.length > 1)
       await this.stores.call(viewer, { op: 'put_snapshot', user: viewer, ranked_at: now, snapshot });
-    return { rankedAt: now, feed: snapshot, authors: [...followed] };
+    const built: CachedFeed = { rankedAt: now, feed: snapshot, authors: g.authors };
+    if (ranked === null && Date.now() - g.at < RECENT_MS) built.rerank = () => this.rank(viewer, g);
+    return built;
   }
 
   private async next(viewer: string, limit: number, text: string): Promise<RawPage> {
