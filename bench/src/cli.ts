@@ -47,7 +47,7 @@ export async function main(argv: string[]): Promise<number> {
     .option('--rounds <n>', 'alternate ours and the peer n times; each side reports its median round (default 1)')
     .option(
       '--rate <ops>',
-      'lock: lock operations per second to aim at (default 10000); ratelimit: the open-loop rate (default half the saturation)',
+      'lock: lock operations per second to aim at (default 10000); ratelimit: the open-loop rate (default half the saturation); feed: reads per second (default 2000)',
     )
     .option(
       '--sweep [rates]',

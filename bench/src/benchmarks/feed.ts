@@ -5,8 +5,10 @@
  * Per side: load the graph (POST /api/follow), wait for the largest author's followers_count (updated
  * asynchronously) so the threshold applies, load posts (every user POSTS_PER_USER), and wait for the fan-out to
  * drain (fan-out inbox writes/s over that load). Then:
- * 1. Feed reads, the headline: closed loop, GET /api/feed?limit=20 of readers whose candidate sets hold 500 to
- *    2,000 posts (users following enough authors), ranked (the answer says `ranking`: ranked or time).
+ * 1. Feed reads, the headline: an open loop at `--rate` (default 2,000 reads/s; feed-reads.ts), GET
+ *    /api/feed?limit=20 of readers whose candidate sets hold 500 to 2,000 posts (users following enough authors),
+ *    ranked (the answer says `ranking`; time order is a miss, counted apart). `--profile DIR`: CPU profiles of
+ *    every member and worker, summarized by role.
  * 2. Freshness: while a background of posts from random authors keeps the fan-out busy, an ordinary author
  *    (median follower count) and the largest author post FRESHNESS_POSTS times each; for each post, a sample of
  *    followers poll their feeds until it shows: post-to-visible time per (post, follower).
@@ -25,11 +27,11 @@ import { Pool } from 'undici';
 import { FeatureStore, rank, type Candidate } from '@raftkit/feed';
 import type { Benchmark, Goal, RunOptions, SideResult } from '../benchmark.js';
 import { OpError } from '../load.js';
-import { measure } from '../measure.js';
 import { startOurCluster, type OurCluster } from '../ours.js';
-import { requestJson, scrapeCounters } from '../http.js';
+import { requestJson } from '../http.js';
 import { BenchError, sleep } from '../procs.js';
 import { round, summarize, type LatencySummary } from '../stats.js';
+import { openLoopReads, profileEnv, profileSummary, readRate, TIME_ORDER, type ReadResult } from './feed-reads.js';
 import { followersOf, generateGraph, notableAuthors, prng, userId, type FollowGraph } from './feed-graph.js';
 
 const MEMBERS = 3;
@@ -189,6 +191,22 @@ async function fanoutInboxWrites(cluster: OurCluster): Promise<number> {
   return answers.reduce((a, b) => a + b, 0);
 }
 
+async function appCaches(cluster: OurCluster): Promise<unknown[]> {
+  return Promise.all(
+    cluster.workers
+      .filter((w) => w.role === 'app')
+      .map(async (w) => {
+        try {
+          const res = await fetch(`${w.url}/healthz`, { headers: { authorization: `Bearer ${cluster.token}` } });
+          const body = (await res.json()) as Record<string, unknown>;
+          return { reads: body.reads, feed_cache: body.feed_cache, post_cache: body.post_cache };
+        } catch (e) {
+          return { error: String((e as Error).message) };
+        }
+      }),
+  );
+}
+
 /** Waits until the fan-out workers' inbox writes stop growing (for `quietMs`) or reach `expected`. */
 async function fanoutDrained(
   cluster: OurCluster,
@@ -282,6 +300,8 @@ interface FreshnessFigures {
 }
 
 interface ReadFigures {
+  /** The app workers' feed and post caches after the reads (their /healthz), to tell builds from hits. */
+  app_caches?: unknown[];
   readers: number;
   candidates_min: number;
   candidates_median: number;
@@ -364,6 +384,7 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
     nodes: MEMBERS,
     workers: WORKERS,
     settings: { threshold: String(effectiveThreshold) },
+    env: profileEnv(o),
   });
   const apps = cluster.workers.filter((w) => w.role === 'app');
   if (apps.length === 0) throw new BenchError('the feed cluster has no app worker');
@@ -453,48 +474,27 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
       ranked: 0,
       time_order: 0,
     };
-    let turn = 0;
     const rankers = cluster.workers.filter((w) => w.role === 'ranker');
-    const result = await measure(
+    const result = await openLoopReads(
       {
-        label: `${label}-reads`,
+        label,
         system: pushOnly
           ? `push-only fan-out (threshold infinite: Mastodon's design), same service: ${MEMBERS} members, workers ${JSON.stringify(WORKERS)}`
           : `raftkit feed, hybrid fan-out (threshold ${threshold} followers): ${MEMBERS} members, workers ${JSON.stringify(WORKERS)}`,
-        members: MEMBERS,
-        serverPids: [...cluster.members, ...cluster.workers].map((p) => p.pid),
-        // The ranker's own time per rank call and its recent-ranking hits over the window: how much of a read's
-        // latency is ranking, and how many reads a repeat visit's ranking answered.
-        probe: async () => {
-          const all = await Promise.all(rankers.map((r) => scrapeCounters(`${r.url}/metrics`)));
-          const sum = (k: string): number => all.reduce((n, m) => n + (m[k] ?? 0), 0);
-          return {
-            rank_s: sum('feed_ranker_rank_seconds_sum'),
-            ranks: sum('feed_ranker_rank_seconds_count'),
-            hits: sum('feed_ranker_cache_hits'),
-            misses: sum('feed_ranker_cache_misses'),
-          };
-        },
-        explain: (d) => ({
-          ranker_in_process: {
-            calls: d.ranks ?? 0,
-            mean_ms: (d.ranks ?? 0) > 0 ? round(((d.rank_s ?? 0) * 1000) / d.ranks!, 2) : null,
-            recent_ranking_hits: d.hits ?? 0,
-            fresh_rankings: d.misses ?? 0,
-          },
-        }),
-        op: async () => {
-          const [reader] = readers[turn++ % readers.length]!;
-          const feed = await api.feed(userId(reader), FEED_LIMIT);
-          if (feed.ids.length === 0) throw new OpError('empty feed');
-          if (feed.ranking === 'ranked') reads.ranked++;
-          else reads.time_order++;
-        },
+        processes: [
+          ...cluster.members.map((m) => ({ pid: m.pid, role: 'member' })),
+          ...cluster.workers.map((w) => ({ pid: w.pid, role: w.role })),
+        ],
+        rankers: rankers.map((r) => r.url),
+        read: (i) => api.feed(userId(readers[i % readers.length]![0]), FEED_LIMIT),
       },
       o,
     );
+    reads.ranked = result.ops;
+    reads.time_order = result.error_kinds[TIME_ORDER] ?? 0;
+    reads.app_caches = await appCaches(cluster);
     process.stderr.write(
-      `bench: ${label}: feed reads ${result.ops_per_sec}/s, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms (${reads.ranked} ranked, ${reads.time_order} time order)\n`,
+      `bench: ${label}: feed reads offered ${readRate()}/s, achieved ${result.ops_per_sec}/s ranked, p50 ${result.p50_ms} ms, p99 ${result.p99_ms} ms, p99 from schedule ${result.p99_from_schedule_ms} ms (${reads.ranked} ranked, ${reads.time_order} time order, errors ${JSON.stringify(result.error_kinds)}); server CPU per read by role (µs) ${JSON.stringify(result.server_cpu_us_per_read_by_role)}, client ${result.client_cpu_cores} cores\n`,
     );
 
     // Freshness under a background of posts from random authors (the fan-out stays busy meanwhile).
@@ -531,6 +531,10 @@ async function runSide(label: string, pushOnly: boolean, o: RunOptions): Promise
   } finally {
     await Promise.all(pools.map((p) => p.close()));
     await cluster.stop();
+    profileSummary(o, label, [
+      ...cluster.members.map((m) => ({ pid: m.pid, role: 'member' })),
+      ...cluster.workers.map((w) => ({ pid: w.pid, role: w.role })),
+    ]);
   }
 }
 
@@ -548,10 +552,17 @@ function goals(ours: SideResult, peer: SideResult | null): Goal[] {
     }
   }
   const r = ours.reads as ReadFigures | undefined;
+  const x = ours as ReadResult;
+  const failures = ours.errors - (ours.error_kinds[TIME_ORDER] ?? 0);
   out.push({
-    goal: 'feed read p99 < 50 ms (ranked)',
-    met: ours.p99_ms < 50 && r !== undefined && r.ranked > 0,
-    detail: `p99 ${ours.p99_ms} ms; ${r?.ranked ?? 0} ranked, ${r?.time_order ?? 0} in time order`,
+    goal: `ranked feed read p99 < 50 ms at ${x.offered_per_sec ?? readRate()} reads/s (time order counted as a miss)`,
+    met:
+      x.p99_with_misses_ms !== null &&
+      x.p99_with_misses_ms < 50 &&
+      ours.ops_per_sec >= 0.97 * (x.offered_per_sec ?? readRate()) &&
+      r !== undefined &&
+      r.ranked > 0,
+    detail: `${ours.ops_per_sec} ranked reads/s achieved of ${x.offered_per_sec} offered; p99 ${x.p99_with_misses_ms ?? 'over 1% missed'} ms from schedule with misses (${x.p99_from_schedule_ms} ms ranked only, ${ours.p99_ms} ms from send); ${r?.ranked ?? 0} ranked, ${r?.time_order ?? 0} in time order, ${failures} other failures; ${ours.server_cpu_us_per_op ?? '?'} µs of server CPU per read`,
   });
   const s = ours.scoring_1000_in_process as (LatencySummary & { cpu_ms_mean: number }) | undefined;
   if (s !== undefined)
@@ -562,11 +573,15 @@ function goals(ours: SideResult, peer: SideResult | null): Goal[] {
     });
   const pf = peer?.freshness as { ordinary: FreshnessFigures; largest: FreshnessFigures } | undefined;
   if (f !== undefined && pf !== undefined) {
-    const ratio = pf.largest.post_to_visible.p99_ms / Math.max(1, f.largest.post_to_visible.p99_ms);
+    const ours99 = f.largest.post_to_visible.p99_ms;
+    const push99 = pf.largest.post_to_visible.p99_ms;
+    const writes = (ours.load as LoadFigures).inbox_writes_done;
+    const pushWrites = (peer!.load as LoadFigures).inbox_writes_done;
+    // "At least as fresh": within the poll period of the check (a post is seen at a poll, every POLL_EVERY_MS).
     out.push({
-      goal: "hybrid fan-out makes the largest author's posts visible sooner than push-only",
-      met: ratio > 1,
-      detail: `largest author p99 ${f.largest.post_to_visible.p99_ms} ms hybrid vs ${pf.largest.post_to_visible.p99_ms} ms push-only (${round(ratio, 2)}x); inbox writes ${(ours.load as LoadFigures).inbox_writes_done} vs ${(peer!.load as LoadFigures).inbox_writes_done}`,
+      goal: 'hybrid fan-out at least as fresh as push-only for the largest author, at a fraction of its inbox writes',
+      met: f.largest.missed === 0 && ours99 <= push99 + POLL_EVERY_MS && writes < pushWrites,
+      detail: `largest author p99 ${ours99} ms hybrid vs ${push99} ms push-only (${round(push99 / Math.max(1, ours99), 2)}x; a poll every ${POLL_EVERY_MS} ms); inbox writes ${writes} vs ${pushWrites} (${round(writes / Math.max(1, pushWrites), 2)}x)`,
     });
   }
   return out;
@@ -579,7 +594,7 @@ export const feedBenchmark: Benchmark = {
   title: (o) =>
     `feed: ranked reads on a ${sizes().users.toLocaleString('en-US')}-user power-law graph${o.vs !== null ? `, hybrid vs ${o.vs}` : ''}`,
   peers: ['push-only'],
-  defaults: { durationS: 10, concurrency: 16, size: 0, warmupS: 2 },
+  defaults: { durationS: 10, concurrency: 200, size: 0, warmupS: 3 },
   workload: (o) => {
     const s = sizes();
     return {
@@ -587,7 +602,7 @@ export const feedBenchmark: Benchmark = {
       graph: `${s.users} users (BENCH_FEED_USERS), Zipf(0.9) popularity, Pareto(2.5) out-degree, mean 25 follows, at most 300`,
       posts: `${s.postsPerUser} per user (BENCH_FEED_POSTS), a third with a media id, loaded ${LOAD_INFLIGHT} in flight`,
       threshold: `${s.threshold} followers (BENCH_FEED_THRESHOLD); the push-only peer: infinite`,
-      reads: `closed loop, ${o.concurrency} in flight, GET /api/feed?limit=${FEED_LIMIT} of users with ${MIN_CANDIDATES}-${MAX_CANDIDATES} candidates`,
+      reads: `open loop at ${readRate()} reads/s (--rate), ${o.concurrency} workers, GET /api/feed?limit=${FEED_LIMIT} of users with ${MIN_CANDIDATES}-${MAX_CANDIDATES} candidates`,
       freshness: `${FRESHNESS_POSTS} posts each by the median-followers author and the largest, ${FRESHNESS_FOLLOWERS} followers (from the half following fewest) paging through their whole feed (limit ${PAGE_LIMIT}) every ${POLL_EVERY_MS} ms until the post shows, under 4 background posters`,
     };
   },

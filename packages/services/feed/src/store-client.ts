@@ -23,6 +23,8 @@ export class StoreClient {
   private readonly written: number[];
   /** Per worker: until when it is tried after the other replicas (it did not answer). */
   private readonly suspectUntil: number[];
+  /** Told of each write this client made once it is applied (the app tier drops the ranked feeds it changes). */
+  onWrite: ((call: StoreCall) => void) | null = null;
 
   constructor(
     stores: readonly PeerAddress[] | readonly string[],
@@ -71,6 +73,7 @@ export class StoreClient {
         const answer = await this.send<C>(worker, partition, call, write ? 0 : this.written[partition]!);
         if (write && typeof answer.offset === 'number')
           this.written[partition] = Math.max(this.written[partition]!, answer.offset + 1);
+        if (write) this.onWrite?.(call);
         return answer;
       } catch (e) {
         if (!(e instanceof ServiceError) || (e.status < 500 && e.status !== 421)) throw e;
@@ -122,6 +125,15 @@ export class StoreClient {
     if (res.statusCode >= 200 && res.statusCode < 300) return body as StoreAnswer<C>;
     const error = (body as { error?: { code?: string; message?: string } } | null)?.error;
     throw new ServiceError(res.statusCode, error?.code ?? 'store_error', error?.message ?? text.slice(0, 200), body);
+  }
+
+  /**
+   * Reads of `partition` from now on wait for a replica that has applied the log up to `offset` (a write this
+   * process learnt of another way: the app tier's tail of the store log).
+   */
+  observe(partition: number, offset: number): void {
+    if (partition >= 0 && partition < this.written.length)
+      this.written[partition] = Math.max(this.written[partition]!, offset);
   }
 
   /** Groups items by their user's partition. */

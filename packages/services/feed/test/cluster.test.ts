@@ -234,6 +234,37 @@ t.test('a pull author: no inbox writes, its posts are read from the outbox', asy
   for (const f of fans) t.notOk((await inbox(f)).includes(id), `${f}'s inbox does not hold it (pull)`);
 });
 
+t.test('ranked feeds kept per viewer: an inbox or outbox write drops them on every app worker', async (t) => {
+  const pusher = uid('kpush');
+  const celeb = uid('kceleb');
+  const viewer = uid('kviewer');
+  await makeCelebrity(celeb, [viewer, uid('kfan'), uid('kfan'), uid('kfan')]);
+  await follow(viewer, pusher);
+  const on2 = async (): Promise<string[]> =>
+    ids(((await ok(call(app2, 'GET', '/api/feed?limit=100', { token: tok(viewer) }))) as { posts: FeedPost[] }).posts);
+  const hits = async (): Promise<number> =>
+    ((await ok(call(app2, 'GET', '/healthz', { token: admin }))) as { feed_cache: { hits: number } }).feed_cache.hits;
+  const first = await post(pusher, 'kept 1');
+  await until('app2 shows the first post', async () => (await on2()).includes(first), 60_000, 200);
+  // A build answered in time order (the ranker still cold) is not kept: the next read builds again.
+  await until(
+    "app2 answers a repeat read from the viewer's kept feed",
+    async () => {
+      const before = await hits();
+      await on2();
+      return (await hits()) > before;
+    },
+    15_000,
+    50,
+  );
+  t.pass("app2 answers a repeat read from the viewer's kept feed");
+  // Kept feeds live 60 s: each post below shows sooner only if its write dropped the kept feed.
+  const pushed = await post(pusher, 'kept 2');
+  await until('app2 shows the pushed post (inbox write)', async () => (await on2()).includes(pushed), 15_000, 100);
+  const pulled = await post(celeb, 'kept 3');
+  await until('app2 shows the pulled post (outbox write)', async () => (await on2()).includes(pulled), 15_000, 100);
+});
+
 t.test('threshold crossing: earlier posts stay pushed, later ones are pulled, the merge shows each once', async (t) => {
   const author = uid('rising');
   const fan = uid('rfan');
@@ -687,11 +718,18 @@ t.test('ranker paused (SIGSTOP) or killed: the feed is served in time order, wit
         (posts[i - 1]!.created_at === p.created_at && posts[i - 1]!.post_id > p.post_id),
     );
 
+  // A seen mark of a post not in the feed drops the viewer's kept ranking (it would be served again without the
+  // ranker): each read below builds, and so asks the ranker.
+  const dropKept = async (): Promise<void> => {
+    await ok(call(app, 'POST', '/api/seen', { token: tok(viewer), body: { post_ids: [newPostId()] } }));
+  };
+
   step(t, 'ranked');
   signalWorker('ranker1', 'SIGSTOP');
   step(t, 'paused');
   try {
     for (let i = 0; i < 3; i++) {
+      await dropKept();
       const f = await feed(viewer);
       t.equal(f.ranking, 'time', 'paused ranker: time order');
       t.equal(f.posts.length, 9, 'every post still served');
@@ -706,6 +744,7 @@ t.test('ranker paused (SIGSTOP) or killed: the feed is served in time order, wit
   step(t, 'ranked again');
   await killWorker('ranker1');
   step(t, 'killed');
+  await dropKept();
   const f = await feed(viewer);
   t.equal(f.ranking, 'time', 'killed ranker: time order');
   t.ok(timeOrdered(f.posts));

@@ -20,6 +20,9 @@ import type { RankerClient } from '../ranker/client.js';
 import { MAX_RANK_CANDIDATES, RANK_DEADLINE_MS, type ContentType, type RankCandidate } from '../../rank-wire.js';
 import type { StoreClient } from '../../store-client.js';
 import type { FeedEntry, Profile } from '../store/store.js';
+import type { StoreCall } from '../../store-protocol.js';
+import { FeedCache, RECENT_MS, type CachedFeed, type RankedFeed } from './feed-cache.js';
+import { dropFor } from './store-tail.js';
 
 /** Inbox candidates read (the spec's "latest N"). */
 const INBOX_CANDIDATES = 1_000;
@@ -37,11 +40,19 @@ export interface FeedPage {
 
 export type PostView = Omit<Post, 'deleted_at'>;
 
-interface Snapshot {
-  ranking: 'ranked' | 'time';
-  /** post ids, in feed order. */
-  ids: string[];
+/** A page before its posts are shown (`view`): the post objects as the post cache holds them. */
+type RawPage = Omit<FeedPage, 'posts'> & { posts: Post[] };
+
+/** A build's candidates, pre-filtered and hydrated, ready for the ranker. */
+interface Gathered {
+  /** When they were read from the stores. */
+  at: number;
+  live: FeedEntry[];
+  rankInput: RankCandidate[];
+  authors: string[];
 }
+
+type Snapshot = RankedFeed;
 
 export function contentType(p: Post): ContentType {
   if (p.repost_of !== null) return 'repost';
@@ -55,17 +66,54 @@ export function view(p: Post): PostView {
 }
 
 export class FeedReader {
-  readonly stats = { reads: 0, pages: 0, expiredTokens: 0, timeOrder: 0 };
+  readonly stats = { reads: 0, builds: 0, pages: 0, expiredTokens: 0, timeOrder: 0 };
+  /** Each post object's JSON as a page shows it (dropped with the object when the cache replaces or drops it). */
+  private readonly postJson = new WeakMap<Post, string>();
 
   constructor(
     private readonly stores: StoreClient,
     private readonly posts: PostsClient,
     private readonly ranker: RankerClient,
+    /** The ranked feeds kept per viewer (feed-cache.ts); by default one that serves nothing. */
+    readonly cache: FeedCache = new FeedCache(() => false),
   ) {}
 
   async read(viewer: string, limit: number, token: string | null): Promise<FeedPage> {
+    const page = await this.readPage(viewer, limit, token);
+    return { ...page, posts: page.posts.map(view) };
+  }
+
+  /**
+   * The same answer as `read`, as the JSON text the app serves: each post's text is made once per post object
+   * (the post cache's, replaced when the post changes) and reused by every page showing it, rather than a page's
+   * 20 posts copied and serialized on every read.
+   */
+  async readJson(viewer: string, limit: number, token: string | null): Promise<string> {
+    const page = await this.readPage(viewer, limit, token);
+    let posts = '';
+    for (const p of page.posts) {
+      let text = this.postJson.get(p);
+      if (text === undefined) this.postJson.set(p, (text = JSON.stringify(view(p))));
+      posts += posts.length === 0 ? text : `,${text}`;
+    }
+    return `{"posts":[${posts}],"next_token":${JSON.stringify(page.next_token)},"ranking":"${page.ranking}","ranked_at":${page.ranked_at}}`;
+  }
+
+  private async readPage(viewer: string, limit: number, token: string | null): Promise<RawPage> {
     if (token !== null) return this.next(viewer, limit, token);
     this.stats.reads++;
+    const built = await this.cache.get(viewer, Date.now(), () => this.build(viewer));
+    return this.page(viewer, built.rankedAt, built.feed, 0, limit);
+  }
+
+  /** A store write this worker made: the ranked feeds it changes are dropped at once (read your writes here). */
+  wrote(call: StoreCall): void {
+    dropFor(call, this.cache);
+  }
+
+  /** The whole read path: candidates, pre-filter, rank, assemble, and the snapshot a next_token points into. */
+  private async build(viewer: string): Promise<CachedFeed> {
+    this.stats.builds++;
     const now = Date.now();
     const months = readMonths(now);
     const [inbox, following] = await Promise.all([
@@ -113,23 +161,39 @@ export class FeedReader {
         engagement: p.engagement_counts,
       };
     });
-    const ranked =
-      rankInput.length === 0 ? null : await this.ranker.rankWithDeadline(viewer, rankInput, RANK_DEADLINE_MS, now);
-    if (ranked === null) this.stats.timeOrder++;
-    const ordered = limitConsecutive(ranked === null ? live : applyRanking(live, ranked));
-    const snapshot: Snapshot = { ranking: ranked === null ? 'time' : 'ranked', ids: ordered.map((c) => c.post_id) };
-    if (ordered.length > limit)
-      await this.stores.call(viewer, { op: 'put_snapshot', user: viewer, ranked_at: now, snapshot });
-    return this.page(viewer, now, snapshot, 0, limit);
+    return this.rank(viewer, { at: now, live, rankInput, authors: [...followed] });
   }
 
-  private async next(viewer: string, limit: number, text: string): Promise<FeedPage> {
+  /**
+   * Ranks gathered candidates, assembles them and keeps the snapshot. An answer in time order (the ranker missed
+   * its deadline) carries `rerank`: the viewer's next read asks the ranker again about the same candidates, kept
+   * until a drop like a ranked feed (and for at most RECENT_MS after they were gathered), rather than reading them
+   * all from the stores again: under load, most builds were such retries.
+   */
+  private async rank(viewer: string, g: Gathered): Promise<CachedFeed> {
+    const now = Date.now();
+    const ranked =
+      g.rankInput.length === 0 ? null : await this.ranker.rankWithDeadline(viewer, g.rankInput, RANK_DEADLINE_MS, now);
+    if (ranked === null) this.stats.timeOrder++;
+    const ordered = limitConsecutive(ranked === null ? g.live : applyRanking(g.live, ranked));
+    const snapshot: Snapshot = { ranking: ranked === null ? 'time' : 'ranked', ids: ordered.map((c) => c.post_id) };
+    // Kept for any later page of any read of this ranking (its limit may be smaller than this read's).
+    if (ordered.length > 1)
+      await this.stores.call(viewer, { op: 'put_snapshot', user: viewer, ranked_at: now, snapshot });
+    const built: CachedFeed = { rankedAt: now, feed: snapshot, authors: g.authors };
+    if (ranked === null && Date.now() - g.at < RECENT_MS) built.rerank = () => this.rank(viewer, g);
+    return built;
+  }
+
+  private async next(viewer: string, limit: number, text: string): Promise<RawPage> {
     this.stats.pages++;
     const token = decodeToken(text);
     if (token.user !== viewer)
       throw badRequest('invalid_token', "next_token belongs to another user's feed", { field: 'next_token' });
-    const stored = (await this.stores.call(viewer, { op: 'snapshot', user: viewer, ranked_at: token.ranked_at }))
-      .snapshot as Snapshot | null;
+    const stored =
+      this.cache.snapshot(viewer, token.ranked_at) ??
+      ((await this.stores.call(viewer, { op: 'snapshot', user: viewer, ranked_at: token.ranked_at }))
+        .snapshot as Snapshot | null);
     if (stored !== null) {
       const at = stored.ids.indexOf(token.post_id);
       return this.page(viewer, token.ranked_at, stored, at + 1, limit);
@@ -153,7 +217,7 @@ export class FeedReader {
     snapshot: Snapshot,
     from: number,
     limit: number,
-  ): Promise<FeedPage> {
+  ): Promise<RawPage> {
     const ids = snapshot.ids.slice(from, from + limit);
     const posts = await this.posts.getMany(ids, true);
     const shown = ids
@@ -161,7 +225,7 @@ export class FeedReader {
       .filter((p): p is Post => p !== undefined && p.deleted_at === undefined);
     const more = from + limit < snapshot.ids.length;
     return {
-      posts: shown.map(view),
+      posts: shown,
       next_token:
         more && ids.length > 0
           ? encodeToken({ user: viewer, ranked_at: rankedAt, post_id: ids[ids.length - 1]! })

@@ -24,7 +24,9 @@ import {
 } from '@raftkit/http';
 import { LogClient, type LogProducer } from '@raftkit/log';
 import { ensureTopics, type DeleteEvent, type PostEvent } from '../../events.js';
+import { FeedCache } from './feed-cache.js';
 import { FeedReader, view } from './feed-reader.js';
+import { StoreTail } from './store-tail.js';
 import { readMonths } from '../store/keys.js';
 import { MAX_MEDIA, MAX_TEXT, MEDIA_ID, USER_ID, type NewPost, type Post, type PostResult } from '../../machine.js';
 import { newPostId, POST_ID } from '../../post-id.js';
@@ -49,7 +51,10 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   const stores = StoreClient.fromWorkers(options.workers, token);
   const posts = new PostsClient(endpoints, token);
   const ranker = new RankerClient({ addresses: rankerAddresses(options.workers), token });
-  const reader = new FeedReader(stores, posts, ranker);
+  const feeds: FeedCache = new FeedCache((): boolean => tail.live());
+  const tail: StoreTail = new StoreTail(log, stores, feeds);
+  const reader = new FeedReader(stores, posts, ranker, feeds);
+  stores.onWrite = (call) => reader.wrote(call);
   let producers: { posts: LogProducer; deletes: LogProducer; engagement: LogProducer } | null = null;
 
   // Topics first (idempotent; the fan-out workers make them too), then the delete tail for the post cache.
@@ -68,6 +73,7 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       deletes: log.producer(DELETES_TOPIC),
       engagement: log.producer(ENGAGEMENT_TOPIC),
     };
+    void tail.run().catch((e: unknown) => options.logger.log('warn', 'store tail stopped', { error: String(e) }));
     void posts
       .tailDeletes(log)
       .catch((e: unknown) => options.logger.log('warn', 'delete tail stopped', { error: String(e) }));
@@ -85,7 +91,12 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   };
 
   const http = await serveWorkerHttp(options, {
-    health: () => ({ reads: reader.stats, rankers: ranker.rankers, post_cache: posts.stats }),
+    health: () => ({
+      reads: reader.stats,
+      rankers: ranker.rankers,
+      post_cache: posts.stats,
+      feed_cache: { ...feeds.stats, viewers: feeds.size, live: tail.live(), tail: tail.stats },
+    }),
   });
   const metrics = http.metrics;
   metrics.gauge('feed_reads_total', 'Feed first pages built').set(() => reader.stats.reads);
@@ -298,7 +309,10 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
       const token = ctx.query.get('next_token');
       if (token !== null && token.length === 0)
         throw badRequest('invalid_token', 'next_token is empty', { field: 'next_token' });
-      return mapped(() => reader.read(user, limit, token));
+      // Written here, not returned: the page is JSON text already (FeedReader.readJson).
+      const text = await mapped(() => reader.readJson(user, limit, token));
+      ctx.res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      ctx.res.end(text);
     })
     .post('/api/seen', { admits: 'authenticated' }, async (ctx) => {
       const body = requireObject(await ctx.json());
@@ -431,6 +445,7 @@ export async function startApp(options: WorkerOptions): Promise<RunningWorker> {
   return {
     httpPort: http.port,
     async stop() {
+      tail.close();
       await http.close();
       ranker.close();
       await posts.close();

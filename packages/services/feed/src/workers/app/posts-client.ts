@@ -14,11 +14,28 @@ import { DELETES_TOPIC } from '../../rank-wire.js';
 const CACHE_POSTS = 200_000;
 const CACHE_TTL_MS = 10 * 60_000;
 
+type GetAnswer = { posts: Post[]; deleted?: Post[]; unknown?: string[] };
+
+/** The checked reads waiting for one group's next call: their ids, merged, and their shared answer. */
+interface CheckBatch {
+  miss: Set<string>;
+  check: Set<string>;
+  answer: Promise<GetAnswer>;
+  settle: { resolve: (a: GetAnswer) => void; reject: (e: unknown) => void };
+}
+
 export class PostsClient {
   readonly router: GroupRouter;
+  /** Per post group: the checked call in flight (if any) and the batch that goes when it is answered. */
+  /**
+   * The group of each post id seen (post ids map to groups by hash slot, and the post groups do not split). Cleared
+   * whole when it grows past the cache's size.
+   */
+  private readonly groupMemo = new Map<string, string>();
+  private readonly checkQueues = new Map<string, { running: boolean; next: CheckBatch | null }>();
   private readonly cache = new Map<string, { post: Post; at: number }>();
   private tailing = true;
-  readonly stats = { hits: 0, misses: 0, invalidations: 0, checks: 0 };
+  readonly stats = { hits: 0, misses: 0, invalidations: 0, checks: 0, checkCalls: 0 };
 
   constructor(endpoints: string[], token: string) {
     this.router = new GroupRouter({ endpoints, token, timeoutMs: 10_000, locate: locatePost });
@@ -83,36 +100,52 @@ export class PostsClient {
     const byGroup = new Map<string, { miss: string[]; check: string[] }>();
     let unanswered = false;
     const add = async (id: string, list: 'miss' | 'check'): Promise<void> => {
-      let group: string;
-      try {
-        group = await this.router.groupOf(id);
-      } catch {
-        unanswered = true;
-        return;
+      let group = this.groupMemo.get(id);
+      if (group === undefined) {
+        try {
+          group = await this.router.groupOf(id);
+        } catch {
+          unanswered = true;
+          return;
+        }
+        if (this.groupMemo.size >= CACHE_POSTS) this.groupMemo.clear();
+        this.groupMemo.set(id, group);
       }
       let batch = byGroup.get(group);
       if (batch === undefined) byGroup.set(group, (batch = { miss: [], check: [] }));
       batch[list].push(id);
     };
     for (const id of misses) await add(id, 'miss');
-    for (const id of hits.keys()) await add(id, 'check');
+    for (const id of hits.keys()) {
+      // Known ids without an await each (a page is up to 100 of them, on every read).
+      const known = this.groupMemo.get(id);
+      if (known === undefined) await add(id, 'check');
+      else {
+        let batch = byGroup.get(known);
+        if (batch === undefined) byGroup.set(known, (batch = { miss: [], check: [] }));
+        batch.check.push(id);
+      }
+    }
     if (checked) this.stats.checks += byGroup.size;
     await Promise.all(
       [...byGroup].map(async ([group, batch]) => {
         try {
-          const answer = (await this.router.call(
-            group,
-            'POST',
-            `/internal/feed/groups/${group}/get`,
-            checked ? { post_ids: batch.miss, check_ids: batch.check } : { post_ids: batch.miss },
-            { timeoutMs: 3_000 },
-          )) as { posts: Post[]; deleted?: Post[]; unknown?: string[] };
+          const answer = checked
+            ? await this.checkedGet(group, batch.miss, batch.check)
+            : ((await this.router.call(
+                group,
+                'POST',
+                `/internal/feed/groups/${group}/get`,
+                { post_ids: batch.miss },
+                { timeoutMs: 3_000 },
+              )) as GetAnswer);
+          // Checked ids first: an id another read of the batch missed comes back whole in `posts`, and wins.
+          if (checked) for (const id of batch.check) out.set(id, hits.get(id)!);
           for (const p of answer.posts) {
             out.set(p.post_id, p);
             this.remember(p);
           }
           if (!checked) return;
-          for (const id of batch.check) out.set(id, hits.get(id)!);
           for (const p of answer.deleted ?? []) {
             out.set(p.post_id, p);
             this.remember(p);
@@ -128,6 +161,55 @@ export class PostsClient {
       }),
     );
     return { posts: out, unanswered };
+  }
+
+  /**
+   * A checked get of one group, batched: the reads that arrive while the group's call is in flight share the next
+   * call, sent as soon as it is answered (at most one in flight per group). Each read's ids go in a call that starts
+   * after the read did, so its ReadIndex is taken after any delete acknowledged before the read began: the same
+   * guarantee as a call of its own, at one call per round trip instead of one per read.
+   */
+  private checkedGet(group: string, miss: readonly string[], check: readonly string[]): Promise<GetAnswer> {
+    let q = this.checkQueues.get(group);
+    if (q === undefined) this.checkQueues.set(group, (q = { running: false, next: null }));
+    if (q.next === null) {
+      let settle!: CheckBatch['settle'];
+      const answer = new Promise<GetAnswer>((resolve, reject) => (settle = { resolve, reject }));
+      // Settled with no reader attached when every reader left: not an unhandled rejection.
+      answer.catch(() => undefined);
+      q.next = { miss: new Set(), check: new Set(), answer, settle };
+    }
+    const batch = q.next;
+    for (const id of miss) batch.miss.add(id);
+    for (const id of check) batch.check.add(id);
+    if (!q.running) this.sendChecks(group, q);
+    return batch.answer;
+  }
+
+  private sendChecks(group: string, q: { running: boolean; next: CheckBatch | null }): void {
+    const batch = q.next;
+    if (batch === null) return;
+    q.next = null;
+    q.running = true;
+    this.stats.checkCalls++;
+    // An id both missed by one read and checked by another is fetched whole: its answer covers both.
+    const check = [...batch.check].filter((id) => !batch.miss.has(id));
+    this.router
+      .call(
+        group,
+        'POST',
+        `/internal/feed/groups/${group}/get`,
+        { post_ids: [...batch.miss], check_ids: check },
+        { timeoutMs: 3_000 },
+      )
+      .then(
+        (a) => batch.settle.resolve(a as GetAnswer),
+        (e: unknown) => batch.settle.reject(e),
+      )
+      .finally(() => {
+        q.running = false;
+        this.sendChecks(group, q);
+      });
   }
 
   /** Tails `feed-deletes` from its current end, dropping deleted posts from the cache. */
