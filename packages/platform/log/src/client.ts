@@ -5,6 +5,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { GroupRouter, ServiceError } from '@raftkit/http';
+import type { AppendAnswer, FetchAnswer } from './members/rpc-route.js';
+
+export type { AppendAnswer, FetchAnswer };
 import { RpcChannels } from './rpc-channels.js';
 import { MAX_RECORDS_PER_APPEND } from './machine.js';
 import { partitionGroup, partitionOf, type TopicAccess } from './topics.js';
@@ -59,14 +62,6 @@ export interface LogRecord {
   value: string;
 }
 
-export interface FetchAnswer {
-  partition: number;
-  records: LogRecord[];
-  next_offset: number;
-  start_offset: number;
-  end_offset: number;
-}
-
 export interface GroupJoin {
   group: string;
   member: string;
@@ -77,13 +72,6 @@ export interface GroupJoin {
   slots: number;
   /** The slots this member consumes in this generation. */
   assigned: number[];
-}
-
-export interface AppendAnswer {
-  partition: number;
-  base_offset: number;
-  count: number;
-  duplicate: boolean;
 }
 
 export interface ConsumedRecord extends LogRecord {

@@ -115,15 +115,7 @@ export type NotifyCommand =
   | { op: 'putPrefs'; user_id: string; prefs: Preferences }
   | { op: 'putSegment'; segment_id: string; user_ids: string[] }
   | { op: 'putTemplate'; event_type: string; channel: Channel; template: Template | null }
-  | {
-      op: 'route';
-      notification_id: string;
-      user_id: string;
-      priority: Priority;
-      channels: Channel[];
-      suppressed: Array<{ channel: Channel; reason: string }>;
-      now: number;
-    }
+  | ({ op: 'route' } & RouteStep)
   | { op: 'routeMany'; routes: RouteStep[] }
   | { op: 'outcomes'; outcomes: Outcome[]; now: number }
   | { op: 'fallback'; from_message_id: string; channel: Channel; now: number }

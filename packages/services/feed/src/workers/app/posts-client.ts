@@ -26,12 +26,12 @@ interface CheckBatch {
 
 export class PostsClient {
   readonly router: GroupRouter;
-  /** Per post group: the checked call in flight (if any) and the batch that goes when it is answered. */
   /**
    * The group of each post id seen (post ids map to groups by hash slot, and the post groups do not split). Cleared
    * whole when it grows past the cache's size.
    */
   private readonly groupMemo = new Map<string, string>();
+  /** Per post group: the checked call in flight (if any) and the batch that goes when it is answered. */
   private readonly checkQueues = new Map<string, { running: boolean; next: CheckBatch | null }>();
   private readonly cache = new Map<string, { post: Post; at: number }>();
   private tailing = true;

@@ -47,7 +47,13 @@ import {
   DEAD_LETTER_TOPIC,
   type QueueLayout,
 } from '../../placement.js';
-import { defaultPreferences, type Preferences, type RouteStep } from '../../machine.js';
+import {
+  defaultPreferences,
+  type DeliveryRow,
+  type Preferences,
+  type RouteStep,
+  type Template,
+} from '../../machine.js';
 import type { RouteContext, RouteContexts } from '../../queries.js';
 import { inQuietHours } from '../../quiet-hours.js';
 import { StateClient } from '../../state-client.js';
@@ -196,6 +202,35 @@ export async function startRouter(
     }
   }
 
+  /** Queues a routed record's pending rows on their channels' topics, each rendered with its channel's template. */
+  function queueRows(
+    record: IngestRecord,
+    rows: readonly DeliveryRow[],
+    prefs: Preferences,
+    templates: Partial<Record<Channel, Template>>,
+  ): Array<Promise<unknown>> {
+    const sends: Array<Promise<unknown>> = [];
+    for (const row of rows) {
+      if (row.status !== 'pending') continue;
+      const message: QueuedMessage = {
+        message_id: row.message_id,
+        notification_id: record.notification_id,
+        user_id: record.user_id,
+        event_type: record.event_type,
+        priority: record.priority,
+        channel: row.channel,
+        content: render(templates[row.channel] ?? null, record.event_type, record.data),
+        accepted_at: record.accepted_at,
+        address: addressOf(prefs, row.channel, record.user_id),
+      };
+      sends.push(
+        producerOf(layout.topic(record.priority, row.channel)).send(JSON.stringify(message), { key: record.user_id }),
+      );
+      stats.messages++;
+    }
+    return sends;
+  }
+
   async function routeOne(record: IngestRecord): Promise<void> {
     const group = groupOf('user', record.user_id);
     let context: RouteContext;
@@ -226,25 +261,7 @@ export async function startRouter(
       now,
     });
     if (result.op !== 'route') throw new Error('unexpected answer to route');
-    const sends: Array<Promise<unknown>> = [];
-    for (const row of result.rows) {
-      if (row.status !== 'pending') continue;
-      const message: QueuedMessage = {
-        message_id: row.message_id,
-        notification_id: record.notification_id,
-        user_id: record.user_id,
-        event_type: record.event_type,
-        priority: record.priority,
-        channel: row.channel,
-        content: render(context.templates[row.channel] ?? null, record.event_type, record.data),
-        accepted_at: record.accepted_at,
-        address: addressOf(context.prefs, row.channel, record.user_id),
-      };
-      sends.push(
-        producerOf(layout.topic(record.priority, row.channel)).send(JSON.stringify(message), { key: record.user_id }),
-      );
-      stats.messages++;
-    }
+    const sends = queueRows(record, result.rows, context.prefs, context.templates);
     await Promise.all(sends);
     stats.routed++;
     routed.inc();
@@ -328,29 +345,14 @@ export async function startRouter(
     const result = await state.command(group, { op: 'routeMany', routes: steps });
     if (result.op !== 'routeMany' || result.results.length !== records.length)
       throw new Error('unexpected answer to routeMany');
-    const sends: Array<Promise<unknown>> = [];
-    records.forEach((record, i) => {
-      const prefs = context.prefs[record.user_id] ?? defaultPreferences();
-      const templates = context.templates[record.event_type] ?? {};
-      for (const row of result.results[i]!.rows) {
-        if (row.status !== 'pending') continue;
-        const message: QueuedMessage = {
-          message_id: row.message_id,
-          notification_id: record.notification_id,
-          user_id: record.user_id,
-          event_type: record.event_type,
-          priority: record.priority,
-          channel: row.channel,
-          content: render(templates[row.channel] ?? null, record.event_type, record.data),
-          accepted_at: record.accepted_at,
-          address: addressOf(prefs, row.channel, record.user_id),
-        };
-        sends.push(
-          producerOf(layout.topic(record.priority, row.channel)).send(JSON.stringify(message), { key: record.user_id }),
-        );
-        stats.messages++;
-      }
-    });
+    const sends = records.flatMap((record, i) =>
+      queueRows(
+        record,
+        result.results[i]!.rows,
+        context.prefs[record.user_id] ?? defaultPreferences(),
+        context.templates[record.event_type] ?? {},
+      ),
+    );
     await Promise.all(sends);
     stats.routed += records.length;
     for (let i = 0; i < records.length; i++) routed.inc();
